@@ -1,0 +1,54 @@
+# Every dependency comes from Debian's packages (tools/dev.sh installs them).
+# A CUDA-enabled LibTorch is picked instead of Debian's CPU one by pointing CMake at it:
+#   cmake -B build -DTorch_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/share/cmake/Torch
+
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CURL REQUIRED)
+find_package(RocksDB REQUIRED)
+
+# CAF 0.17.6 ships neither a CMake config nor a pkg-config file.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(caf::core SHARED IMPORTED)
+set_target_properties(caf::core PROPERTIES
+  IMPORTED_LOCATION ${CAF_CORE_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(caf::io SHARED IMPORTED)
+set_target_properties(caf::io PROPERTIES
+  IMPORTED_LOCATION ${CAF_IO_LIBRARY}
+  INTERFACE_LINK_LIBRARIES caf::core)
+
+# cpp-httplib: Debian builds it as a shared library and ships no CMake config.
+find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+find_library(HTTPLIB_LIBRARY cpp-httplib REQUIRED)
+add_library(httplib::httplib SHARED IMPORTED)
+set_target_properties(httplib::httplib PROPERTIES
+  IMPORTED_LOCATION ${HTTPLIB_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${HTTPLIB_INCLUDE_DIR}
+  INTERFACE_COMPILE_DEFINITIONS CPPHTTPLIB_OPENSSL_SUPPORT=0
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+
+# LibTorch: only learner/ links it, so its headers stay out of every other translation unit.
+find_package(Torch REQUIRED)
+
+# The CUDA toolkit is optional at build time: the sandbox calls nvcc as a subprocess and only needs
+# to know where it is. CMake's CUDAToolkit looks in the standard prefix even when nvcc is not on PATH.
+find_package(CUDAToolkit QUIET)
+if(CUDAToolkit_FOUND)
+  set(LEAP_NVCC_DEFAULT "${CUDAToolkit_NVCC_EXECUTABLE}")
+  message(STATUS "nvcc: ${LEAP_NVCC_DEFAULT}")
+else()
+  set(LEAP_NVCC_DEFAULT "nvcc")
+  message(STATUS "CUDA toolkit not found: cuda tasks will look for nvcc on PATH at run time")
+endif()
+
+if(LEAP_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()

@@ -1,0 +1,20 @@
+# leap_module(NAME [PUBLIC_DEPS ...] [PRIVATE_DEPS ...] [DEFINITIONS ...])
+# One library per top-level folder: every .cpp of the folder (not its subfolders) is a source, the
+# repository root is the include root, so headers are included as "folder/file.hpp".
+function(leap_module name)
+  cmake_parse_arguments(ARG "" "" "PUBLIC_DEPS;PRIVATE_DEPS;DEFINITIONS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  if(sources)
+    add_library(leap_${name} STATIC ${sources})
+    target_include_directories(leap_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(leap_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+    target_compile_definitions(leap_${name} PRIVATE ${ARG_DEFINITIONS})
+    target_compile_options(leap_${name} PRIVATE -Wall -Wextra -Wpedantic $<$<BOOL:${LEAP_WERROR}>:-Werror>)
+  else()
+    # The folder has no sources yet: an interface target keeps the dependency graph in place.
+    add_library(leap_${name} INTERFACE)
+    target_include_directories(leap_${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(leap_${name} INTERFACE ${ARG_PUBLIC_DEPS})
+  endif()
+  add_library(leap::${name} ALIAS leap_${name})
+endfunction()

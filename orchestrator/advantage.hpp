@@ -1,0 +1,43 @@
+// Advantages: group normalisation of rewards, then the discounted per-turn token assignment.
+//
+//   grpo       A_i = (R_i - mean(R)) / (std(R) + epsilon)     (population std over the group)
+//   mean_only  A_i = R_i - mean(R)                            (Dr.GRPO)
+//   none       A_i = R_i
+// Per-turn assignment (Sec. 3.3): a rollout with T_i generated turns gives every token of generated
+// turn t (0-based) the advantage beta_i^(T_i - t - 1) * A_i, beta_i = gamma if A_i >= 0 else 1.
+// Prompt and environment-feedback tokens get 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace leap {
+
+enum class advantage_kind : std::uint8_t { grpo, mean_only, none };
+
+struct advantage_config {
+  advantage_kind kind = advantage_kind::grpo;  // Default: grpo
+  double epsilon = 1e-6;                       // Default: 1e-6
+  // Discount of earlier turns for non-negative advantages, in (0, 1]. The paper does not state its
+  // value. Default: 0.9
+  double gamma = 0.9;
+};
+
+[[nodiscard]] std::vector<double> compute_advantages(const advantage_config& config,
+                                                     std::span<const double> rewards);
+
+// Marks a token that no generated turn owns (prompt, feedback, padding).
+inline constexpr int not_generated = -1;
+
+// Token advantages for one rollout: token_turn[k] is the 0-based generated turn that token k belongs
+// to, or not_generated. T_i is the number of generated turns, 1 + the largest turn index present.
+[[nodiscard]] std::vector<float> token_advantages(std::span<const int> token_turn,
+                                                  double rollout_advantage, double gamma);
+
+[[nodiscard]] std::string to_string(advantage_kind k);
+[[nodiscard]] std::optional<advantage_kind> parse_advantage_kind(const std::string& name);
+
+}  // namespace leap

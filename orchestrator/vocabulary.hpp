@@ -1,0 +1,42 @@
+// The words every part of LEAP shares: a task's group of rollouts, a rollout's turns, and the
+// outcome that gating, rewards and metrics are computed from. Plain structs, no behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace leap {
+
+// Why a turn's candidate passed or failed. Mirrors the sandbox's verdict categories, so that the
+// math and the store need not include the sandbox.
+enum class verdict_category : std::uint8_t {
+  pass,
+  format,        // no code could be extracted from the answer
+  compile,       // the compiler rejected it
+  forbidden,     // it used something the task forbids (library call, torch op, ...)
+  runtime,       // crash, illegal memory access, non-zero exit
+  timeout,       // wall-clock or CPU limit reached
+  wrong_answer,  // ran, but the output does not match the reference
+};
+
+// The outcome of one rollout after all its turns: the 1-based turn at which it first passed, or 0
+// when it never passed; and how many turns the model generated (T_i in the paper, at least 1).
+struct rollout_outcome {
+  int passed_at_turn = 0;
+  int generated_turns = 1;
+
+  [[nodiscard]] bool passed() const { return passed_at_turn > 0; }
+};
+
+// The DCP gate's decision for a group, taken when its last first-turn verdict arrives.
+enum class gate_decision : std::uint8_t {
+  closed_easy,      // too few failures: finished at once
+  closed_hopeless,  // too many failures: finished at once
+  closed_no_debug,  // the policy never debugs (single-turn GRPO), or nothing failed
+  open,             // failed rollouts enter debug turns
+};
+
+[[nodiscard]] inline bool is_open(gate_decision d) { return d == gate_decision::open; }
+
+}  // namespace leap
