@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The one set-up script: installs what is missing (Debian packages, npm test dependencies), builds,
+# and runs the main job or the whole test suite. Idempotent and quick when everything is there.
+#
+#   tools/dev.sh run [CONFIG]   install, build, run the main job (default: configs/quickstart.yaml)
+#   tools/dev.sh test           install, build, run every test suite (what CI runs)
+#   tools/dev.sh deps           install missing dependencies only
+#   tools/dev.sh build          configure and build only
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${LEAP_BUILD_DIR:-"$root/build"}
+jobs=${LEAP_JOBS:-$(nproc)}
+
+# Debian packages the build, the tests and the tools need. Keep in sync with the README.
+packages=(
+  g++ cmake ninja-build pkg-config git
+  libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libtorch-dev
+  libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
+  python3 nodejs npm
+)
+
+log() { printf '\033[1mdev.sh:\033[0m %s\n' "$*" >&2; }
+
+install_packages() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    # Only look at the status line: a package that was removed leaves "deinstall" behind.
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # Node may come from outside Debian (e.g. a newer one on PATH); then npm is not needed from apt.
+  if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    local kept=()
+    for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || kept+=("$p"); done
+    missing=("${kept[@]}")
+  fi
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# npm projects used by tests (the OpenAI SDK compatibility test, ...): install from their lock files.
+install_npm() {
+  local lock dir
+  while IFS= read -r lock; do
+    dir=$(dirname "$lock")
+    if [[ ! -d $dir/node_modules || $lock -nt $dir/node_modules ]]; then
+      log "npm ci in ${dir#"$root"/}"
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && touch "$dir/node_modules"
+    fi
+  done < <(find "$root/tests" -name package-lock.json -not -path '*/node_modules/*')
+}
+
+deps() {
+  install_packages
+  install_npm
+}
+
+build() {
+  local generator=()
+  [[ -f $build_dir/CMakeCache.txt ]] || generator=(-G Ninja)
+  cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="${LEAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+  cmake --build "$build_dir" -j "$jobs" "$@"
+}
+
+case ${1:-help} in
+  deps) deps ;;
+  build) deps; build ;;
+  test)
+    deps
+    build
+    # Each test has its own timeout (tests/CMakeLists.txt), so a hang fails instead of stalling CI.
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    ;;
+  run)
+    deps
+    build --target leap
+    config=${2:-"$root/configs/quickstart.yaml"}
+    "$build_dir/bin/leap" simulate "$config" "${@:3}"
+    ;;
+  help|-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command '$1' (try: run, test, deps, build)"; exit 2 ;;
+esac
