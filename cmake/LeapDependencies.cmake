@@ -36,6 +36,15 @@ set_target_properties(httplib::httplib PROPERTIES
 
 # LibTorch: only learner/ links it, so its headers stay out of every other translation unit.
 find_package(Torch REQUIRED)
+# Caffe2's config creates an imported `gflags` target without a location when gflags' own config
+# names its targets differently (Debian's does); give it the library so that linking works.
+if(TARGET gflags)
+  get_target_property(_gflags_location gflags IMPORTED_LOCATION)
+  if(NOT _gflags_location)
+    find_library(GFLAGS_SHARED_LIBRARY gflags REQUIRED)
+    set_target_properties(gflags PROPERTIES IMPORTED_LOCATION ${GFLAGS_SHARED_LIBRARY})
+  endif()
+endif()
 
 # The CUDA toolkit is optional at build time: the sandbox calls nvcc as a subprocess and only needs
 # to know where it is. CMake's CUDAToolkit looks in the standard prefix even when nvcc is not on PATH.

@@ -3,9 +3,15 @@
 //   grpo       A_i = (R_i - mean(R)) / (std(R) + epsilon)     (population std over the group)
 //   mean_only  A_i = R_i - mean(R)                            (Dr.GRPO)
 //   none       A_i = R_i
+// std is the population standard deviation, sqrt(sum_i (R_i - mean)^2 / G), not the sample one
+// (divisor G - 1): the group is the whole population the baseline is taken over, and G = 1 then
+// gives std 0 instead of a division by zero.
+// A group whose rewards are all equal carries no signal: grpo and mean_only give exactly 0 to
+// every rollout (not a rounding residue of R_i - mean divided by epsilon).
 // Per-turn assignment (Sec. 3.3): a rollout with T_i generated turns gives every token of generated
 // turn t (0-based) the advantage beta_i^(T_i - t - 1) * A_i, beta_i = gamma if A_i >= 0 else 1.
 // Prompt and environment-feedback tokens get 0.
+// All functions are pure and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,7 @@ struct advantage_config {
   double gamma = 0.9;
 };
 
+// One advantage per reward, in the same order; empty input gives an empty vector.
 [[nodiscard]] std::vector<double> compute_advantages(const advantage_config& config,
                                                      std::span<const double> rewards);
 
@@ -34,9 +41,12 @@ inline constexpr int not_generated = -1;
 
 // Token advantages for one rollout: token_turn[k] is the 0-based generated turn that token k belongs
 // to, or not_generated. T_i is the number of generated turns, 1 + the largest turn index present.
+// Returns one value per token, 0 for not_generated (any negative index is treated the same); no
+// generated token at all gives all zeros. Computed in double, returned as float for the learner.
 [[nodiscard]] std::vector<float> token_advantages(std::span<const int> token_turn,
                                                   double rollout_advantage, double gamma);
 
+// Names are the config file's spelling, matched exactly; an unknown name gives nullopt.
 [[nodiscard]] std::string to_string(advantage_kind k);
 [[nodiscard]] std::optional<advantage_kind> parse_advantage_kind(const std::string& name);
 

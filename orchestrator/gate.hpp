@@ -6,6 +6,12 @@
 //   dcp           when tau_min <= N_fail <= tau_max (Sec. 3.1 of the paper);
 //   dcp_adaptive  as dcp, with thresholds that follow the running distribution of failure counts.
 // A group with no failure is never opened: there is nothing to debug.
+//
+// Decisions: closed_no_debug for policy none and for N_fail = 0 under every policy; otherwise
+// closed_easy when N_fail < lo, closed_hopeless when N_fail > hi, open when lo <= N_fail <= hi
+// (`full` uses lo = 1, hi = G, so it never says easy or hopeless).
+//
+// All functions here are pure (adaptive_gate aside, which owns its history) and thread-safe.
 #pragma once
 
 #include "orchestrator/vocabulary.hpp"
@@ -13,6 +19,7 @@
 #include <cstddef>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace leap {
@@ -31,6 +38,18 @@ struct gate_config {
   // dcp_adaptive: the thresholds are the quantiles `adaptive_low_quantile` and
   // `adaptive_high_quantile` of the failure fractions of the last `adaptive_window` groups, once at
   // least `adaptive_min_groups` groups were seen; before that the static tau_min/tau_max apply.
+  //
+  // Quantile: linear interpolation between order statistics (Hyndman & Fan type 7, numpy's default
+  // `numpy.quantile(x, q)`): with the n fractions sorted ascending x[0..n-1], h = (n - 1) * q,
+  // Q(q) = x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)]). The two quantiles are
+  // fractions of G and become counts as static fractions do (ceil for lo, floor for hi), whatever
+  // `unit` says: `unit` only concerns tau_min and tau_max.
+  //
+  // "Seen" counts the groups still in the window, so adaptive_min_groups > adaptive_window (or a
+  // window of 0) keeps the static thresholds for ever; config validation should reject that.
+  // Quantiles are clamped to [0, 1]; a NaN quantile keeps the static thresholds. An adaptive range
+  // is never empty: when rounding puts lo above hi (both quantiles between the same two counts),
+  // hi is raised to lo, so that adapting never switches debugging off altogether.
   double adaptive_low_quantile = 0.5;   // Default: 0.5
   double adaptive_high_quantile = 0.95; // Default: 0.95
   std::size_t adaptive_window = 256;    // Default: 256
@@ -38,40 +57,66 @@ struct gate_config {
 };
 
 // Failure-count thresholds resolved for a group of size G: open when lo <= N_fail <= hi.
+// Always 1 <= lo and hi <= G (N_fail = 0 never opens); lo > hi is an empty range (never opens).
 struct fail_range {
   int lo = 0;
   int hi = 0;
+
+  friend bool operator==(const fail_range&, const fail_range&) = default;
 };
 
 // Resolves static thresholds to counts for a group of `group_size` rollouts. Fractions are turned
 // into counts with ceil for tau_min and floor for tau_max, so that a fraction never opens a group
-// whose failure fraction lies outside [tau_min, tau_max].
+// whose failure fraction lies outside [tau_min, tau_max]. Counts get the same treatment (tau_min =
+// 2.5 means N_fail >= 3). A rounding tolerance of 1e-9 absorbs binary floating point, so 0.3 of
+// G = 10 is 3 failures, not 4. Then lo is raised to at least 1 and hi lowered to at most G; a NaN
+// threshold gives an empty range. group_size < 1 gives the empty range {1, 0}.
 [[nodiscard]] fail_range resolve_thresholds(const gate_config& config, int group_size);
 
 // The gate decision of a stateless policy (none, full, dcp) for N_fail failures out of group_size.
-// dcp_adaptive needs history: use adaptive_gate.
+// dcp_adaptive needs history: use adaptive_gate; given here it decides as dcp with the static
+// thresholds (what adaptive_gate does before it has seen adaptive_min_groups groups).
+// Out-of-contract input has a defined answer: n_fail is clamped to [0, group_size], and
+// group_size < 1 gives closed_no_debug.
 [[nodiscard]] gate_decision decide(const gate_config& config, int n_fail, int group_size);
 
 // The dcp_adaptive policy's state. Not thread-safe: one per experiment, driven by one actor.
+// It accepts every policy, so an experiment can always hold one: for none, full and dcp it decides
+// as decide() does (and still records the history).
 class adaptive_gate {
  public:
   explicit adaptive_gate(gate_config config);
 
-  // Decides for a group with the thresholds in force now, then records its failure fraction.
+  // Decides for a group with the thresholds in force now, then records its failure fraction
+  // (n_fail clamped to [0, group_size]; a group_size < 1 is decided closed_no_debug and not
+  // recorded).
   gate_decision decide_and_record(int n_fail, int group_size);
 
-  // The thresholds that would apply now to a group of `group_size` rollouts.
+  // The dcp / dcp_adaptive thresholds that would apply now to a group of `group_size` rollouts:
+  // the quantile rule once groups_seen() >= max(1, adaptive_min_groups), resolve_thresholds()
+  // before. For policy dcp it is always resolve_thresholds().
   [[nodiscard]] fail_range current_range(int group_size) const;
 
+  // Groups in the window (at most adaptive_window).
   [[nodiscard]] std::size_t groups_seen() const { return history_.size(); }
+
+  [[nodiscard]] const gate_config& config() const { return config_; }
 
  private:
   gate_config config_;
   std::deque<double> history_;  // failure fractions of the last adaptive_window groups
 };
 
+// The quantile of gate_config's comment (type 7, linear interpolation) of `values`, which need not
+// be sorted. q is clamped to [0, 1]. Empty input or a NaN q gives NaN.
+[[nodiscard]] double quantile_linear(std::span<const double> values, double q);
+
+// Names are the config file's spelling, lower case, matched exactly; an unknown name gives nullopt.
 [[nodiscard]] std::string to_string(gate_policy p);
 [[nodiscard]] std::optional<gate_policy> parse_gate_policy(const std::string& name);
+[[nodiscard]] std::string to_string(threshold_unit u);
+[[nodiscard]] std::optional<threshold_unit> parse_threshold_unit(const std::string& name);
 [[nodiscard]] std::string to_string(gate_decision d);
+[[nodiscard]] std::optional<gate_decision> parse_gate_decision(const std::string& name);
 
 }  // namespace leap

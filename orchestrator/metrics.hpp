@@ -1,11 +1,17 @@
 // The paper's training metrics, computed from finished groups.
+//
+// Every rollout and every group weighs the same (micro averages over rollouts, not averages of
+// per-group rates), as in the paper's tables. A group with no outcomes counts as a group (for
+// activated_group_fraction) but adds no rollout. All functions are pure and thread-safe.
 #pragma once
 
 #include "orchestrator/vocabulary.hpp"
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace leap {
@@ -19,16 +25,19 @@ struct group_summary {
 };
 
 // Cumulative accuracy at each turn m = 1..max_turns: the fraction of rollouts that passed at a
-// turn <= m. Index m-1. Empty input gives zeros.
+// turn <= m. Index m-1. Empty input (or no rollout at all) gives zeros; max_turns < 1 gives an
+// empty vector. A pass recorded after max_turns counts at no m.
 [[nodiscard]] std::vector<double> cumulative_accuracy(std::span<const group_summary> groups,
                                                       int max_turns);
 
-// Fraction of groups whose gate opened.
+// Fraction of groups whose gate opened. 0 for no groups.
 [[nodiscard]] double activated_group_fraction(std::span<const group_summary> groups);
 
 // Among opened groups: the fraction of first-turn failures that passed at a later turn
 // (per-rollout recovery), and the fraction of opened groups with at least one such recovery
-// (per-group recovery). 0 when no group opened.
+// (per-group recovery). 0 when no group opened (per_rollout also 0 when the opened groups hold no
+// first-turn failure). A first-turn failure is a rollout with passed_at_turn != 1; a recovery one
+// with passed_at_turn >= 2.
 struct recovery_rates {
   double per_rollout = 0.0;
   double per_group = 0.0;
@@ -43,6 +52,10 @@ struct recovery_rates {
 // observed final pass rate into `bucket_count` equal-width buckets over [0, 1] (a pass rate of 1
 // falls in the last); each rollout with a non-zero advantage is counted by its kind and the sign
 // of its advantage.
+// Bucket k covers [k / bucket_count, (k + 1) / bucket_count); a group with p passes out of n
+// rollouts falls in bucket floor(p * bucket_count / n), computed in integers so that no rounding
+// moves a group across a boundary. Groups with no outcomes, or whose advantages are empty or not
+// as long as the outcomes, are skipped. bucket_count 0 gives an empty vector.
 enum class outcome_kind : std::uint8_t { first_turn_pass, debug_pass, failure };
 struct composition_bucket {
   double lo = 0.0;
@@ -52,5 +65,12 @@ struct composition_bucket {
 };
 [[nodiscard]] std::vector<composition_bucket> rollout_composition(
     std::span<const group_summary> groups, std::size_t bucket_count);
+
+// first_turn_pass for a pass at turn 1, debug_pass for a pass at a later turn, failure otherwise.
+[[nodiscard]] outcome_kind kind_of(const rollout_outcome& outcome);
+
+// "first_turn_pass", "debug_pass", "failure"; an unknown name gives nullopt.
+[[nodiscard]] std::string to_string(outcome_kind k);
+[[nodiscard]] std::optional<outcome_kind> parse_outcome_kind(const std::string& name);
 
 }  // namespace leap

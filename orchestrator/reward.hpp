@@ -2,10 +2,20 @@
 //
 //   rank    the paper's tournament (Sec. 3.2): a pass at turn m has rank M - m + 1, a failure 0;
 //           R_i = (N_worse(i) - N_better(i)) / (G - 1), in [-1, 1], summing to 0 over the group.
+//           Equal ranks neither win nor lose against each other.
 //   static  a configured scalar per turn of success (static_rewards[m-1] for a pass at turn m),
 //           `failure_reward` for a failure.
-//   binary  1 for a pass at any turn, 0 for a failure.
+//   binary  1 for a pass at any turn, `failure_reward` (default 0) for a failure.
 // G = 1: the tournament has no peer, so rank gives 0 (no signal rather than a division by zero).
+//
+// Out-of-contract input has a defined answer rather than undefined behaviour (clamping):
+//   - passed_at_turn <= 0 is a failure;
+//   - max_turns < 1 is taken as 1;
+//   - passed_at_turn > max_turns counts as a pass at turn max_turns (the least preferred pass):
+//     it did pass, so it never ranks below a failure, and it never outranks an in-budget pass;
+//   - static: a pass at a turn beyond static_rewards' length gets its last value; an empty
+//     static_rewards gives every pass 1 (the binary reward).
+// All functions are pure and thread-safe.
 #pragma once
 
 #include "orchestrator/vocabulary.hpp"
@@ -17,6 +27,7 @@
 
 namespace leap {
 
+// Config names: "rank", "static", "binary" (static_scalar is spelled "static").
 enum class reward_kind : std::uint8_t { rank, static_scalar, binary };
 
 struct reward_config {
@@ -27,14 +38,17 @@ struct reward_config {
   double failure_reward = 0.0;              // Default: 0 (static and binary)
 };
 
-// The rank of an outcome with at most `max_turns` turns: M - m + 1 for a pass at turn m, 0 else.
+// The rank of an outcome with at most `max_turns` turns: M - m + 1 for a pass at turn m, 0 else
+// (clamped as the file comment says, so always in [0, max(max_turns, 1)]).
 [[nodiscard]] int outcome_rank(const rollout_outcome& outcome, int max_turns);
 
-// One reward per outcome, in the same order. Requires every passed_at_turn <= max_turns.
+// One reward per outcome, in the same order; empty input gives an empty vector. Intended for
+// every passed_at_turn <= max_turns; beyond it, clamped as the file comment says.
 [[nodiscard]] std::vector<double> compute_rewards(const reward_config& config,
                                                   std::span<const rollout_outcome> outcomes,
                                                   int max_turns);
 
+// Names are the config file's spelling, matched exactly; an unknown name gives nullopt.
 [[nodiscard]] std::string to_string(reward_kind k);
 [[nodiscard]] std::optional<reward_kind> parse_reward_kind(const std::string& name);
 

@@ -1,0 +1,174 @@
+#include "orchestrator/gate.hpp"
+
+#include <algorithm>
+#include <initializer_list>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace leap {
+namespace {
+
+// Absorbs binary floating point in fraction * G (0.3 * 10 == 3.0000000000000004), which would
+// otherwise move a threshold by a whole failure.
+constexpr double rounding_tolerance = 1e-9;
+
+// The smallest integer count >= x, within [1, group_size + 1]; NaN never opens.
+int lower_count(double x, int group_size) {
+  if (std::isnan(x)) {
+    return group_size + 1;
+  }
+  const double c = std::ceil(x - rounding_tolerance);
+  return static_cast<int>(std::clamp(c, 1.0, static_cast<double>(group_size) + 1.0));
+}
+
+// The largest integer count <= x, within [0, group_size]; NaN never opens.
+int upper_count(double x, int group_size) {
+  if (std::isnan(x)) {
+    return 0;
+  }
+  const double f = std::floor(x + rounding_tolerance);
+  return static_cast<int>(std::clamp(f, 0.0, static_cast<double>(group_size)));
+}
+
+gate_decision classify(fail_range range, int n_fail) {
+  if (n_fail < range.lo) {
+    return gate_decision::closed_easy;
+  }
+  if (n_fail > range.hi) {
+    return gate_decision::closed_hopeless;
+  }
+  return gate_decision::open;
+}
+
+// Parsing goes through to_string, so that a name parses back to the value it was printed from.
+template <class Enum>
+std::optional<Enum> parse_by_name(std::initializer_list<Enum> values, const std::string& name) {
+  for (const Enum value : values) {
+    if (to_string(value) == name) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+fail_range resolve_thresholds(const gate_config& config, int group_size) {
+  if (group_size < 1) {
+    return {1, 0};
+  }
+  const double scale = config.unit == threshold_unit::fraction ? group_size : 1.0;
+  return {lower_count(config.tau_min * scale, group_size),
+          upper_count(config.tau_max * scale, group_size)};
+}
+
+gate_decision decide(const gate_config& config, int n_fail, int group_size) {
+  if (group_size < 1 || config.policy == gate_policy::none) {
+    return gate_decision::closed_no_debug;
+  }
+  n_fail = std::clamp(n_fail, 0, group_size);
+  if (n_fail == 0) {
+    return gate_decision::closed_no_debug;
+  }
+  if (config.policy == gate_policy::full) {
+    return gate_decision::open;
+  }
+  return classify(resolve_thresholds(config, group_size), n_fail);
+}
+
+double quantile_linear(std::span<const double> values, double q) {
+  if (values.empty() || std::isnan(q)) {
+    return std::nan("");
+  }
+  std::vector<double> sorted(values.begin(), values.end());
+  std::sort(sorted.begin(), sorted.end());
+  const double h = static_cast<double>(sorted.size() - 1) * std::clamp(q, 0.0, 1.0);
+  const auto below = static_cast<std::size_t>(std::floor(h));
+  if (below + 1 >= sorted.size()) {
+    return sorted.back();
+  }
+  return sorted[below] + (h - static_cast<double>(below)) * (sorted[below + 1] - sorted[below]);
+}
+
+adaptive_gate::adaptive_gate(gate_config config) : config_(std::move(config)) {}
+
+fail_range adaptive_gate::current_range(int group_size) const {
+  const fail_range fixed = resolve_thresholds(config_, group_size);
+  const std::size_t needed = std::max<std::size_t>(1, config_.adaptive_min_groups);
+  if (config_.policy != gate_policy::dcp_adaptive || group_size < 1 || history_.size() < needed ||
+      std::isnan(config_.adaptive_low_quantile) || std::isnan(config_.adaptive_high_quantile)) {
+    return fixed;
+  }
+  const std::vector<double> window(history_.begin(), history_.end());
+  const double g = group_size;
+  const double low = quantile_linear(window, config_.adaptive_low_quantile);
+  const double high = quantile_linear(window, config_.adaptive_high_quantile);
+  const int lo = lower_count(low * g, group_size);
+  const int hi = upper_count(high * g, group_size);
+  return {lo, std::max(lo, hi)};
+}
+
+gate_decision adaptive_gate::decide_and_record(int n_fail, int group_size) {
+  if (group_size < 1) {
+    return gate_decision::closed_no_debug;
+  }
+  n_fail = std::clamp(n_fail, 0, group_size);
+  gate_decision decision = decide(config_, n_fail, group_size);
+  if (config_.policy == gate_policy::dcp_adaptive && n_fail > 0) {
+    decision = classify(current_range(group_size), n_fail);
+  }
+  if (config_.adaptive_window > 0) {
+    history_.push_back(static_cast<double>(n_fail) / group_size);
+    while (history_.size() > config_.adaptive_window) {
+      history_.pop_front();
+    }
+  }
+  return decision;
+}
+
+std::string to_string(gate_policy p) {
+  switch (p) {
+    case gate_policy::none: return "none";
+    case gate_policy::full: return "full";
+    case gate_policy::dcp: return "dcp";
+    case gate_policy::dcp_adaptive: return "dcp_adaptive";
+  }
+  return "unknown";
+}
+
+std::optional<gate_policy> parse_gate_policy(const std::string& name) {
+  return parse_by_name({gate_policy::none, gate_policy::full, gate_policy::dcp,
+                        gate_policy::dcp_adaptive},
+                       name);
+}
+
+std::string to_string(threshold_unit u) {
+  switch (u) {
+    case threshold_unit::count: return "count";
+    case threshold_unit::fraction: return "fraction";
+  }
+  return "unknown";
+}
+
+std::optional<threshold_unit> parse_threshold_unit(const std::string& name) {
+  return parse_by_name({threshold_unit::count, threshold_unit::fraction}, name);
+}
+
+std::string to_string(gate_decision d) {
+  switch (d) {
+    case gate_decision::closed_easy: return "closed_easy";
+    case gate_decision::closed_hopeless: return "closed_hopeless";
+    case gate_decision::closed_no_debug: return "closed_no_debug";
+    case gate_decision::open: return "open";
+  }
+  return "unknown";
+}
+
+std::optional<gate_decision> parse_gate_decision(const std::string& name) {
+  return parse_by_name({gate_decision::closed_easy, gate_decision::closed_hopeless,
+                        gate_decision::closed_no_debug, gate_decision::open},
+                       name);
+}
+
+}  // namespace leap

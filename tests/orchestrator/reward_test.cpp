@@ -1,0 +1,216 @@
+#include "orchestrator/reward.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+rollout_outcome pass_at(int turn) { return {turn, turn}; }
+rollout_outcome failure(int turns = 1) { return {0, turns}; }
+
+reward_config rank_config() { return {}; }
+
+std::vector<double> rank_rewards(const std::vector<rollout_outcome>& outcomes, int max_turns) {
+  return compute_rewards(rank_config(), outcomes, max_turns);
+}
+
+// Outcomes with tier counts: counts[k] rollouts in tier k, tier k passing at turn k + 1 and the
+// last tier failing; then shuffled by a fixed permutation (stride 5 is coprime with the sizes used,
+// 6 and 8) so that the reward's order-preservation is tested too. tier_of receives each rollout's
+// tier.
+std::vector<rollout_outcome> group_of(const std::vector<int>& counts, std::vector<int>& tier_of) {
+  std::vector<int> tiers;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    tiers.insert(tiers.end(), static_cast<std::size_t>(counts[k]), static_cast<int>(k));
+  }
+  const std::size_t g = tiers.size();
+  tier_of.assign(g, 0);
+  std::vector<rollout_outcome> outcomes(g);
+  for (std::size_t i = 0; i < g; ++i) {
+    const int tier = tiers[(i * 5) % g];
+    tier_of[i] = tier;
+    const bool failed = tier + 1 == static_cast<int>(counts.size());
+    outcomes[i] = failed ? failure(static_cast<int>(counts.size()) - 1) : pass_at(tier + 1);
+  }
+  return outcomes;
+}
+
+// Sec. 3.4 of the paper, eqs. (7)-(9), for every split of G = 8 into (N1, N2, N3), M = 2.
+TEST(RankReward, ClosedFormsForEverySplitOfEightWithTwoTurns) {
+  int splits = 0;
+  for (int n1 = 0; n1 <= 8; ++n1) {
+    for (int n2 = 0; n1 + n2 <= 8; ++n2) {
+      const int n3 = 8 - n1 - n2;
+      ++splits;
+      std::vector<int> tier_of;
+      const std::vector<rollout_outcome> outcomes = group_of({n1, n2, n3}, tier_of);
+      const std::vector<double> r = rank_rewards(outcomes, 2);
+      ASSERT_EQ(r.size(), 8U);
+      const double expected[3] = {(n2 + n3) / 7.0, (n3 - n1) / 7.0, -(n1 + n2) / 7.0};
+      double sum = 0.0;
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        EXPECT_DOUBLE_EQ(r[i], expected[tier_of[i]])
+            << "N=(" << n1 << "," << n2 << "," << n3 << ") rollout " << i << " tier " << tier_of[i];
+        EXPECT_GE(r[i], -1.0);
+        EXPECT_LE(r[i], 1.0);
+        sum += r[i];
+      }
+      EXPECT_NEAR(sum, 0.0, 1e-12) << "N=(" << n1 << "," << n2 << "," << n3 << ")";
+    }
+  }
+  EXPECT_EQ(splits, 45);
+}
+
+// M = 3: a rollout in tier k beats every rollout in a later tier and loses to every one in an
+// earlier tier: R = (sum_{j>k} N_j - sum_{j<k} N_j) / (G - 1). Every split of G = 6 into 4 tiers.
+TEST(RankReward, TierFormulaForEverySplitOfSixWithThreeTurns) {
+  int splits = 0;
+  for (int a = 0; a <= 6; ++a) {
+    for (int b = 0; a + b <= 6; ++b) {
+      for (int c = 0; a + b + c <= 6; ++c) {
+        const std::vector<int> counts = {a, b, c, 6 - a - b - c};
+        ++splits;
+        std::vector<int> tier_of;
+        const std::vector<double> r = rank_rewards(group_of(counts, tier_of), 3);
+        double sum = 0.0;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+          const auto k = static_cast<std::size_t>(tier_of[i]);
+          const auto tier = counts.begin() + static_cast<std::ptrdiff_t>(k);
+          const int worse = std::accumulate(tier + 1, counts.end(), 0);
+          const int better = std::accumulate(counts.begin(), tier, 0);
+          EXPECT_DOUBLE_EQ(r[i], (worse - better) / 5.0)
+              << "counts=(" << a << "," << b << "," << c << "," << counts[3] << ") rollout " << i;
+          sum += r[i];
+        }
+        EXPECT_NEAR(sum, 0.0, 1e-12);
+      }
+    }
+  }
+  EXPECT_EQ(splits, 84);
+}
+
+struct reward_case {
+  std::string name;
+  std::vector<rollout_outcome> outcomes;
+  int max_turns;
+  std::vector<double> expected;
+};
+
+TEST(RankReward, HandComputedGroups) {
+  const std::vector<reward_case> cases = {
+      {"G=0", {}, 3, {}},
+      {"G=1 pass", {pass_at(1)}, 3, {0.0}},
+      {"G=1 failure", {failure()}, 3, {0.0}},
+      {"G=2 pass beats failure", {pass_at(1), failure()}, 2, {1.0, -1.0}},
+      {"G=2 later pass loses", {pass_at(2), pass_at(1)}, 2, {-1.0, 1.0}},
+      {"G=2 tie of passes", {pass_at(1), pass_at(1)}, 2, {0.0, 0.0}},
+      {"G=2 tie of failures", {failure(), failure(2)}, 2, {0.0, 0.0}},
+      {"M=3 one per tier", {pass_at(1), pass_at(2), pass_at(3), failure(3)}, 3,
+       {1.0, 1.0 / 3, -1.0 / 3, -1.0}},
+      {"M=3 ties", {pass_at(1), pass_at(1), pass_at(3), failure(3), failure(3)}, 3,
+       {0.75, 0.75, 0.0, -0.75, -0.75}},
+      {"M=3 all second-turn", {pass_at(2), pass_at(2), pass_at(2)}, 3, {0.0, 0.0, 0.0}},
+      {"M=3 lone debug pass among failures", {failure(3), pass_at(3), failure(3), failure(3)}, 3,
+       {-1.0 / 3, 1.0, -1.0 / 3, -1.0 / 3}},
+      // Out of contract: a pass after max_turns counts as a pass at max_turns.
+      {"pass beyond M", {pass_at(3), pass_at(2), failure(2)}, 2, {0.5, 0.5, -1.0}},
+      {"pass beyond M still loses to turn 1", {pass_at(5), pass_at(1)}, 2, {-1.0, 1.0}},
+      {"negative turn is a failure", {{-2, 1}, pass_at(1)}, 2, {-1.0, 1.0}},
+      {"max_turns 0 taken as 1", {pass_at(1), pass_at(2), failure()}, 0, {0.5, 0.5, -1.0}},
+  };
+  for (const reward_case& k : cases) {
+    const std::vector<double> r = rank_rewards(k.outcomes, k.max_turns);
+    ASSERT_EQ(r.size(), k.expected.size()) << k.name;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_DOUBLE_EQ(r[i], k.expected[i]) << k.name << " rollout " << i;
+    }
+  }
+}
+
+// An absolute winner gets exactly +1, an absolute loser exactly -1 (Sec. 3.2), for every G.
+TEST(RankReward, AbsoluteWinnerAndLoserReachTheBounds) {
+  for (int g = 2; g <= 64; ++g) {
+    std::vector<rollout_outcome> outcomes(static_cast<std::size_t>(g), pass_at(2));
+    outcomes.front() = pass_at(1);
+    outcomes.back() = failure(2);
+    const std::vector<double> r = rank_rewards(outcomes, 2);
+    EXPECT_EQ(r.front(), 1.0) << "G=" << g;
+    EXPECT_EQ(r.back(), -1.0) << "G=" << g;
+  }
+}
+
+struct rank_case {
+  int passed_at_turn;
+  int max_turns;
+  int expected;
+};
+
+TEST(RankReward, OutcomeRankTable) {
+  const std::vector<rank_case> cases = {
+      {0, 3, 0}, {1, 3, 3}, {2, 3, 2}, {3, 3, 1}, {4, 3, 1}, {100, 3, 1}, {-1, 3, 0},
+      {1, 1, 1}, {2, 1, 1}, {1, 0, 1}, {3, -2, 1}, {0, 0, 0}, {1, 2, 2},  {2, 2, 1},
+  };
+  for (const rank_case& k : cases) {
+    EXPECT_EQ(outcome_rank({k.passed_at_turn, 1}, k.max_turns), k.expected)
+        << "passed_at_turn=" << k.passed_at_turn << " M=" << k.max_turns;
+  }
+}
+
+TEST(StaticReward, ScalarPerTurnAndFailureReward) {
+  reward_config c;
+  c.kind = reward_kind::static_scalar;
+  const std::vector<reward_case> cases = {
+      {"defaults", {pass_at(1), pass_at(2), pass_at(3), failure(3)}, 3, {1.0, 0.5, 0.25, 0.0}},
+      {"G=1", {pass_at(2)}, 3, {0.5}},
+      {"beyond M clamps to M", {pass_at(4)}, 3, {0.25}},
+      {"negative turn is a failure", {{-1, 1}}, 3, {0.0}},
+      {"empty", {}, 3, {}},
+  };
+  for (const reward_case& k : cases) {
+    EXPECT_EQ(compute_rewards(c, k.outcomes, k.max_turns), k.expected) << k.name;
+  }
+
+  c.failure_reward = -0.5;
+  EXPECT_EQ(compute_rewards(c, std::vector{pass_at(1), failure()}, 3),
+            (std::vector<double>{1.0, -0.5}));
+
+  // Shorter than max_turns: the last value serves the later turns.
+  c.static_rewards = {1.0, 0.4};
+  EXPECT_EQ(compute_rewards(c, std::vector{pass_at(1), pass_at(2), pass_at(3), pass_at(9)}, 3),
+            (std::vector<double>{1.0, 0.4, 0.4, 0.4}));
+  // Empty: a pass is worth the binary 1.
+  c.static_rewards.clear();
+  EXPECT_EQ(compute_rewards(c, std::vector{pass_at(2), failure()}, 3),
+            (std::vector<double>{1.0, -0.5}));
+}
+
+TEST(BinaryReward, OneForAnyPass) {
+  reward_config c;
+  c.kind = reward_kind::binary;
+  EXPECT_EQ(compute_rewards(c, std::vector{pass_at(1), pass_at(3), failure(3), pass_at(7)}, 3),
+            (std::vector<double>{1.0, 1.0, 0.0, 1.0}));
+  c.failure_reward = -1.0;
+  EXPECT_EQ(compute_rewards(c, std::vector{failure(), pass_at(2)}, 3),
+            (std::vector<double>{-1.0, 1.0}));
+  EXPECT_TRUE(compute_rewards(c, std::vector<rollout_outcome>{}, 3).empty());
+}
+
+TEST(RewardNames, RoundTripAndConfigSpelling) {
+  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary}) {
+    EXPECT_EQ(parse_reward_kind(to_string(k)), k) << to_string(k);
+  }
+  EXPECT_EQ(to_string(reward_kind::rank), "rank");
+  EXPECT_EQ(to_string(reward_kind::static_scalar), "static");
+  EXPECT_EQ(to_string(reward_kind::binary), "binary");
+  for (const std::string name : {"", "static_scalar", "Rank", "binary ", "scalar"}) {
+    EXPECT_EQ(parse_reward_kind(name), std::nullopt) << name;
+  }
+}
+
+}  // namespace
+}  // namespace leap
