@@ -1,0 +1,794 @@
+#include "orchestrator/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::size_t line_count(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) +
+         (text.empty() ? 0 : 1);
+}
+
+// The dotted keys of render_config's output, read line by line: "name:" opens a section at its
+// indentation, "name: value" is a key. Reading the text rather than YAML checks its layout too.
+std::map<std::string, std::string> rendered_keys(const std::string& text) {
+  std::map<std::string, std::string> keys;
+  std::vector<std::string> sections;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      continue;
+    }
+    const std::size_t indent = line.find_first_not_of(' ');
+    EXPECT_EQ(indent % 2, 0U) << line;
+    sections.resize(std::min(sections.size(), indent / 2));
+    const std::size_t colon = line.find(':');
+    EXPECT_NE(colon, std::string::npos) << line;
+    const std::string name = line.substr(indent, colon - indent);
+    std::string prefix;
+    for (const auto& s : sections) {
+      prefix += s + ".";
+    }
+    if (colon + 1 == line.size()) {
+      sections.push_back(name);
+    } else {
+      keys[prefix + name] = line.substr(colon + 2);
+    }
+  }
+  return keys;
+}
+
+std::string source_dir() { return LEAP_SOURCE_DIR; }
+
+// ------------------------------------------------------------------------------------------------
+// Errors: YAML text -> a substring of the message (file, line, key, what), and how many problems.
+
+struct error_case {
+  std::string name;
+  std::string yaml;
+  std::string expected;
+  std::size_t problems = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const error_case& c) { return os << c.name; }
+
+const std::vector<error_case>& error_cases() {
+  static const std::vector<error_case> cases = {
+      // Types.
+      {"number_expected", "gate:\n  tau_min: abc\n",
+       "case.yaml:2: gate.tau_min: expected a number, got 'abc'"},
+      {"integer_expected", "rollout:\n  group_size: 8.5\n",
+       "case.yaml:2: rollout.group_size: expected an integer, got '8.5'"},
+      {"quoted_number", "rollout:\n  group_size: \"8\"\n",
+       "case.yaml:2: rollout.group_size: expected an integer, got the quoted string '8' (remove "
+       "the quotes)"},
+      {"list_for_scalar", "rollout:\n  group_size: [8]\n",
+       "case.yaml:2: rollout.group_size: expected an integer, got a list"},
+      {"map_for_scalar", "learner:\n  lr: {value: 1}\n",
+       "case.yaml:2: learner.lr: expected a number, got a mapping"},
+      {"scalar_for_list", "policy:\n  endpoints: http://a:1\n",
+       "case.yaml:2: policy.endpoints: expected a list of strings, got 'http://a:1' (write "
+       "[http://a:1] for a "
+       "list of one)"},
+      {"null_value", "rollout:\n  group_size:\n",
+       "case.yaml:2: rollout.group_size: expected an integer, got nothing"},
+      {"list_for_string", "experiment:\n  name: [a]\n",
+       "case.yaml:2: experiment.name: expected a string, got a list"},
+      {"infinite_number", "learner:\n  lr: inf\n",
+       "case.yaml:2: learner.lr: expected a finite number, got 'inf'"},
+      {"yaml_nan", "learner:\n  lr: .nan\n",
+       "case.yaml:2: learner.lr: expected a number, got '.nan'"},
+      {"negative_seed", "experiment:\n  seed: -1\n",
+       "case.yaml:2: experiment.seed: expected a non-negative integer, got '-1'"},
+      {"integer_overflow", "rollout:\n  group_size: 99999999999\n",
+       "case.yaml:2: rollout.group_size: expected an integer between -2147483648 and 2147483647"},
+      {"list_element_type", "rollout:\n  sampling:\n    stop_token_ids: [1, x]\n",
+       "case.yaml:3: rollout.sampling.stop_token_ids[1]: expected an integer, got 'x'"},
+      {"list_element_line", "rollout:\n  sampling:\n    stop_token_ids:\n      - 1\n      - x\n",
+       "case.yaml:5: rollout.sampling.stop_token_ids[1]: expected an integer, got 'x'"},
+      {"section_not_map", "gate: 3\n",
+       "case.yaml:1: gate: expected a section (a mapping of keys), got '3'"},
+      {"enum_suggestion", "reward:\n  kind: statik\n",
+       "case.yaml:2: reward.kind: expected one of rank, static, binary, got 'statik'; did you mean "
+       "'static'?"},
+      {"enum_no_suggestion", "learner:\n  loss_aggregation: sample\n",
+       "case.yaml:2: learner.loss_aggregation: expected one of token_mean, seq_mean_token_mean, "
+       "seq_mean_token_sum, got 'sample'"},
+      {"pair_length", "learner:\n  betas: [0.9]\n",
+       "case.yaml:2: learner.betas: expected a list of 2 numbers, got 1"},
+
+      // Unknown and duplicate keys.
+      {"unknown_key_suggestion", "gate:\n  tau_mn: 0.5\n",
+       "case.yaml:2: gate.tau_mn: unknown key; did you mean 'tau_min'?"},
+      {"unknown_section_suggestion", "gat:\n  tau_min: 0.5\n",
+       "case.yaml:1: gat: unknown key; did you mean 'gate'?"},
+      {"key_in_wrong_section", "tau_min: 0.5\n",
+       "case.yaml:1: tau_min: unknown key; did you mean 'gate.tau_min'?"},
+      {"key_in_two_sections", "rollout:\n  temperature: 0.5\n",
+       "case.yaml:2: rollout.temperature: unknown key; did you mean 'rollout.sampling.temperature' "
+       "or "
+       "'rollout.validation.sampling.temperature'?"},
+      {"misspelt_key_in_wrong_section", "rollout:\n  temprature: 0.5\n",
+       "case.yaml:2: rollout.temprature: unknown key; did you mean 'rollout.sampling.temperature' "
+       "or "
+       "'rollout.validation.sampling.temperature'?"},
+      {"unknown_key_listing", "schedule:\n  xyzzy: 1\n",
+       "case.yaml:2: schedule.xyzzy: unknown key; expected one of: mode, max_staleness"},
+      {"duplicate_key", "gate:\n  tau_min: 0.5\n  tau_min: 0.6\n",
+       "case.yaml:3: gate.tau_min: duplicate key (first set at line 2)"},
+      {"duplicate_section", "gate:\n  tau_min: 0.5\nrollout: {}\ngate:\n  tau_max: 1\n",
+       "case.yaml:4: gate: duplicate key (first set at line 1)"},
+      // A stray quote folds the following lines into one key.
+      {"folded_key_on_one_line",
+       "rollout:\n  sampling:\n    temperature: 1.0\n  \" top_k: -1\n    top_p: 0.95\n",
+       "case.yaml:4: rollout. top_k: -1 top_p: 0.95 : unknown key"},
+      {"long_value_is_shortened",
+       "experiment:\n  steps: "
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+       "case.yaml:2: experiment.steps: expected an integer, got "
+       "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'"},
+      {"complex_key", "? [a, b]\n: 1\n", "case.yaml:1: expected a plain key name, got a list"},
+
+      // Whole-file problems.
+      {"yaml_syntax", "gate:\n  tau_min: [0.5\n",
+       "case.yaml:3: YAML syntax error: end of sequence flow not found"},
+      {"yaml_tab", "gate:\n\ttau_min: 1\n",
+       "case.yaml:2: YAML syntax error: illegal map value (column 9)"},
+      {"two_documents", "gate: {}\n---\nrollout: {}\n",
+       "case.yaml:2: expected one YAML document, found a second one here (remove the '---' "
+       "separator)"},
+      {"empty_second_document", "gate: {}\n---\n", "case.yaml:2: expected one YAML document"},
+      // yaml-cpp's LoadAll loops for ever on these; parse_config must answer.
+      {"stray_comma", ",\n",
+       "case.yaml:1: YAML syntax error: text outside any mapping or list (a ',' outside "
+       "brackets?) (column 1)"},
+      {"stray_comma_after_comment", "# a comment\n,#x\ngate: {}\n",
+       "case.yaml:2: YAML syntax error: text outside any mapping or list"},
+      {"stray_comma_after_list", "- a\n,\n",
+       "case.yaml:2: YAML syntax error: text outside any mapping or list"},
+      {"top_level_list", "- a\n- b\n", "case.yaml:1: expected a mapping of sections"},
+
+      // Ranges.
+      {"group_size_1", "rollout:\n  group_size: 1\n",
+       "case.yaml:2: rollout.group_size: must be >= 2 (a group needs peers to compare with), got "
+       "1"},
+      {"max_turns_0", "rollout:\n  max_turns: 0\n",
+       "case.yaml:2: rollout.max_turns: must be >= 1, got 0"},
+      {"top_p_0", "rollout:\n  sampling:\n    top_p: 0\n",
+       "case.yaml:3: rollout.sampling.top_p: must be in (0, 1], got 0"},
+      {"top_p_above_1", "rollout:\n  validation:\n    sampling:\n      top_p: 1.5\n",
+       "case.yaml:4: rollout.validation.sampling.top_p: must be in (0, 1], got 1.5"},
+      {"temperature_negative", "rollout:\n  sampling:\n    temperature: -0.1\n",
+       "case.yaml:3: rollout.sampling.temperature: must be >= 0, got -0.1"},
+      {"top_k_0", "rollout:\n  sampling:\n    top_k: 0\n",
+       "case.yaml:3: rollout.sampling.top_k: must be -1 (disabled) or >= 1, got 0"},
+      {"negative_token_id", "rollout:\n  sampling:\n    stop_token_ids:\n      - 1\n      - -2\n",
+       "case.yaml:3: rollout.sampling.stop_token_ids: [1] must be >= 0, got -2"},
+      {"empty_stop_string", "rollout:\n  sampling:\n    stop: [\"\"]\n",
+       "case.yaml:3: rollout.sampling.stop: [0] must not be empty"},
+      {"gamma_0", "advantage:\n  gamma: 0\n",
+       "case.yaml:2: advantage.gamma: must be in (0, 1], got 0"},
+      {"gamma_above_1", "advantage:\n  gamma: 1.5\n",
+       "case.yaml:2: advantage.gamma: must be in (0, 1], got 1.5"},
+      {"epsilon_0", "advantage:\n  epsilon: 0\n",
+       "case.yaml:2: advantage.epsilon: must be > 0 (a group of equal rewards has std 0), got 0"},
+      {"negative_lr", "learner:\n  lr: -1e-6\n",
+       "case.yaml:2: learner.lr: must be > 0 (a zero rate trains nothing; use learner.kind: "
+       "record), got -1e-06"},
+      {"beta_1", "learner:\n  betas: [0.9, 1.0]\n",
+       "case.yaml:2: learner.betas: [1] must be in [0, 1), got 1"},
+      {"clip_low_1", "learner:\n  clip_low: 1\n",
+       "case.yaml:2: learner.clip_low: must be in [0, 1)"},
+      {"quantile_negative", "gate:\n  adaptive_low_quantile: -0.1\n",
+       "case.yaml:2: gate.adaptive_low_quantile: must be in [0, 1], got -0.1"},
+      {"window_0", "gate:\n  adaptive_window: 0\n",
+       "case.yaml:2: gate.adaptive_window: must be >= 1, got 0"},
+      {"validation_fraction_1", "data:\n  validation_fraction: 1.0\n",
+       "case.yaml:2: data.validation_fraction: must be in [0, 1) (1 would leave nothing to train "
+       "on), got 1"},
+      {"probability_above_1", "simulation:\n  debug_fix_probability: 1.2\n",
+       "case.yaml:2: simulation.debug_fix_probability: must be in [0, 1], got 1.2"},
+      {"alpha_0", "simulation:\n  difficulty_alpha: 0\n",
+       "case.yaml:2: simulation.difficulty_alpha: must be > 0, got 0"},
+      {"timeout_0", "verifier:\n  run_timeout_s: 0\n",
+       "case.yaml:2: verifier.run_timeout_s: must be > 0, got 0"},
+      {"negative_retries", "policy:\n  retries: -1\n",
+       "case.yaml:2: policy.retries: must be >= 0, got -1"},
+      {"run_name", "experiment:\n  name: my run\n",
+       "case.yaml:2: experiment.name: may hold only letters, digits, '.', '_' and '-'"},
+      {"empty_run_dir", "experiment:\n  run_dir: \"\"\n",
+       "case.yaml:2: experiment.run_dir: must not be empty"},
+      {"cuda_arch", "verifier:\n  cuda_arch: hopper\n",
+       "case.yaml:2: verifier.cuda_arch: expected an nvcc architecture such as sm_90a, sm_80 or "
+       "compute_90, got "
+       "'hopper'"},
+      {"node_without_port", "verifier:\n  nodes: [gpu1]\n",
+       "case.yaml:2: verifier.nodes: [0] 'gpu1' is not a valid host:port: it has no port"},
+      {"url_scheme", "policy:\n  endpoints: [\"127.0.0.1:8000\"]\n",
+       "case.yaml:2: policy.endpoints: [0] '127.0.0.1:8000' is not a valid endpoint URL: it must "
+       "start with "
+       "http:// or https://"},
+      {"url_no_host", "policy:\n  endpoints: [\"http://:8000\"]\n",
+       "is not a valid endpoint URL: it has no host"},
+      {"url_bad_port", "policy:\n  endpoints: [\"http://h:99999\"]\n",
+       "case.yaml:2: policy.endpoints: [0] 'http://h:99999' is not a valid endpoint URL: it has "
+       "port '99999', "
+       "expected a number in [1, 65535]"},
+      {"url_path", "policy:\n  endpoints: [\"http://h:8000/v1\"]\n",
+       "case.yaml:2: policy.endpoints: [0] 'http://h:8000/v1' is not a valid endpoint URL: it has "
+       "a path ('/v1'); "
+       "give the server's base URL, http://host:port, and the client adds the route"},
+      {"url_query", "policy:\n  endpoints: [\"http://h:1/?x=1\"]\n",
+       "it has a query, fragment or user part"},
+      {"url_twice", "policy:\n  endpoints: [\"http://a:1\", \"http://a:1\"]\n",
+       "case.yaml:2: policy.endpoints: lists 'http://a:1' twice"},
+
+      // Keys that must agree.
+      {"tau_min_above_tau_max", "gate:\n  tau_min: 0.8\n  tau_max: 0.6\n",
+       "case.yaml:2: gate.tau_min: must be <= gate.tau_max (0.6), got 0.8: no group could open"},
+      {"fraction_outside_0_1", "gate:\n  tau_min: 1.5\n",
+       "case.yaml:2: gate.tau_min: must be a fraction in [0, 1] when gate.unit is fraction, got "
+       "1.5"},
+      {"count_above_group_size", "gate:\n  unit: count\n  tau_min: 2\n  tau_max: 9\n",
+       "case.yaml:4: gate.tau_max: must be <= rollout.group_size (8) when gate.unit is count, got "
+       "9"},
+      {"count_above_group_size_set_elsewhere",
+       "rollout:\n  group_size: 4\ngate:\n  unit: count\n  tau_min: 2\n  tau_max: 6\n",
+       "case.yaml:6: gate.tau_max: must be <= rollout.group_size (4) when gate.unit is count, got "
+       "6"},
+      {"fractional_count", "gate:\n  unit: count\n  tau_min: 2.5\n  tau_max: 8\n",
+       "case.yaml:3: gate.tau_min: must be a whole number of failures when gate.unit is count, got "
+       "2.5"},
+      // tau_min keeps its default 0.5, so the problem is placed at the key that made it one.
+      {"default_becomes_wrong", "gate:\n  unit: count\n",
+       "case.yaml:2: gate.tau_min: must be a whole number of failures when gate.unit is count, got "
+       "0.5"},
+      {"min_groups_above_window", "gate:\n  adaptive_min_groups: 300\n",
+       "case.yaml:2: gate.adaptive_min_groups: must be <= gate.adaptive_window (256), got 300"},
+      {"high_quantile_below_low",
+       "gate:\n  adaptive_low_quantile: 0.9\n  adaptive_high_quantile: 0.8\n",
+       "case.yaml:3: gate.adaptive_high_quantile: must be >= gate.adaptive_low_quantile (0.9), got "
+       "0.8"},
+      {"debug_gate_without_turns", "gate:\n  policy: full\nrollout:\n  max_turns: 1\n",
+       "case.yaml:2: gate.policy: 'full' opens groups for debug turns, but rollout.max_turns is 1 "
+       "and leaves none"},
+      {"default_gate_without_turns", "rollout:\n  max_turns: 1\n",
+       "case.yaml:2: gate.policy: 'dcp' opens groups for debug turns"},
+      {"static_rewards_length", "reward:\n  kind: static\n  static_rewards: [1.0, 0.5]\n",
+       "case.yaml:3: reward.static_rewards: must hold one reward per turn, rollout.max_turns = 3 "
+       "values, got 2"},
+      {"static_rewards_default_length", "reward:\n  kind: static\nrollout:\n  max_turns: 2\n",
+       "case.yaml:2: reward.static_rewards: must hold one reward per turn, rollout.max_turns = 2 "
+       "values, got 3"},
+      {"no_endpoint_vllm", "policy:\n  endpoints: []\n",
+       "case.yaml:2: policy.endpoints: must list at least one URL when policy.flavour is vllm"},
+      {"no_endpoint_sglang", "policy:\n  flavour: sglang\n  endpoints: []\n",
+       "case.yaml:3: policy.endpoints: must list at least one URL when policy.flavour is sglang"},
+      {"torch_without_model", "learner:\n  kind: torch\n",
+       "case.yaml:2: learner.model_path: is required when learner.kind is torch"},
+      {"mini_batches_above_rollouts", "learner:\n  mini_batches: 1000\n",
+       "case.yaml:2: learner.mini_batches: must be <= data.batch_size * rollout.group_size (256 "
+       "rollouts per "
+       "step), got 1000"},
+      {"barrier_with_staleness", "schedule:\n  mode: barrier\n  max_staleness: 1\n",
+       "case.yaml:3: schedule.max_staleness: must be 0 when schedule.mode is barrier"},
+      {"validation_set_and_fraction",
+       "data:\n  validation: val.jsonl\n  validation_fraction: 0.1\n",
+       "case.yaml:3: data.validation_fraction: must be 0 when data.validation names a validation "
+       "set"},
+      {"simulation_tasks_below_batch", "simulation:\n  tasks: 8\n",
+       "case.yaml:2: simulation.tasks: must be >= data.batch_size (32): a step samples that many "
+       "distinct tasks, "
+       "got 8"},
+
+      // One mistake, one message: checks whose inputs already failed are skipped.
+      {"failed_input_skips_checks",
+       "rollout:\n  group_size: x\ngate:\n  unit: count\n  tau_min: 2\n  tau_max: 8\n",
+       "case.yaml:2: rollout.group_size: expected an integer, got 'x'", 1},
+      {"duplicate_skips_checks", "gate:\n  tau_min: 0.9\n  tau_min: 0.2\n  tau_max: 0.5\n",
+       "case.yaml:3: gate.tau_min: duplicate key (first set at line 2)", 1},
+  };
+  return cases;
+}
+
+class config_error_test : public ::testing::TestWithParam<error_case> {};
+
+TEST_P(config_error_test, ReportsFileLineKeyAndProblem) {
+  const error_case& c = GetParam();
+  const auto parsed = parse_config(c.yaml, "case.yaml");
+  ASSERT_FALSE(parsed.ok()) << "accepted:\n" << c.yaml;
+  EXPECT_THAT(parsed.err().message, HasSubstr(c.expected));
+  EXPECT_EQ(line_count(parsed.err().message), c.problems) << parsed.err().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, config_error_test, ::testing::ValuesIn(error_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(ConfigErrors, CaseNamesAreUnique) {
+  std::set<std::string> names;
+  for (const auto& c : error_cases()) {
+    EXPECT_TRUE(names.insert(c.name).second) << c.name;
+  }
+}
+
+TEST(ConfigErrors, CollectsEveryProblemSortedByLine) {
+  const std::string yaml =
+      "rollout:\n"          // 1
+      "  group_size: 1\n"   // 2
+      "  max_turnz: 3\n"    // 3
+      "gate:\n"             // 4
+      "  tau_min: abc\n"    // 5
+      "learner:\n"          // 6
+      "  lr: -1\n"          // 7
+      "policy:\n"           // 8
+      "  endpoints: []\n";  // 9
+  const auto parsed = parse_config(yaml, "configs/x.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(
+      parsed.err().message,
+      "configs/x.yaml:2: rollout.group_size: must be >= 2 (a group needs peers to compare with), "
+      "got 1\n"
+      "configs/x.yaml:3: rollout.max_turnz: unknown key; did you mean 'max_turns'?\n"
+      "configs/x.yaml:5: gate.tau_min: expected a number, got 'abc'\n"
+      "configs/x.yaml:7: learner.lr: must be > 0 (a zero rate trains nothing; use learner.kind: "
+      "record), got -1\n"
+      "configs/x.yaml:9: policy.endpoints: must list at least one URL when policy.flavour is vllm");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Values: YAML text -> the value of one key, as render_config writes it.
+
+struct value_case {
+  std::string yaml;
+  std::string key;
+  std::string expected;
+};
+
+std::ostream& operator<<(std::ostream& os, const value_case& c) {
+  return os << c.key << " <- " << c.yaml;
+}
+
+class config_value_test : public ::testing::TestWithParam<value_case> {};
+
+TEST_P(config_value_test, ParsesToValue) {
+  const value_case& c = GetParam();
+  const auto parsed = parse_config(c.yaml, "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  const auto value = config_value(*parsed, c.key);
+  ASSERT_TRUE(value.has_value()) << c.key;
+  EXPECT_EQ(*value, c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, config_value_test,
+    ::testing::Values(
+        value_case{"", "rollout.group_size", "8"},
+        value_case{"# only a comment\n", "data.batch_size", "32"},
+        value_case{"gate:\n", "gate.policy", "dcp"},
+        value_case{"rollout:\n  group_size: 4\n", "rollout.group_size", "4"},
+        value_case{"rollout:\n  group_size: +4\n", "rollout.group_size", "4"},
+        value_case{"gate:\n  policy: dcp_adaptive\n", "gate.policy", "dcp_adaptive"},
+        value_case{"gate: {policy: full, unit: count, tau_min: 2, tau_max: 8}\n", "gate.unit",
+                   "count"},
+        value_case{"gate:\n  unit: count\n  tau_min: 2\n  tau_max: 6\n", "gate.tau_min", "2.0"},
+        value_case{"gate:\n  unit: count\n  tau_min: 0\n  tau_max: 8\n", "gate.tau_max", "8.0"},
+        value_case{"learner:\n  lr: 3e-6\n", "learner.lr", "3.0e-06"},
+        value_case{"learner:\n  lr: 0.000001\n", "learner.lr", "1.0e-06"},
+        value_case{"learner:\n  betas: [0.8, 0.95]\n", "learner.betas", "[0.8, 0.95]"},
+        value_case{"learner:\n  betas:\n    - 0.5\n    - 0.9\n", "learner.betas", "[0.5, 0.9]"},
+        value_case{"learner:\n  loss_aggregation: token_mean\n", "learner.loss_aggregation",
+                   "token_mean"},
+        value_case{"learner:\n  kind: torch\n  model_path: models/x\n", "learner.model_path",
+                   "\"models/x\""},
+        value_case{"reward:\n  kind: static\n  static_rewards: [1, 0.6, 0.3]\n",
+                   "reward.static_rewards", "[1.0, 0.6, 0.3]"},
+        value_case{"reward:\n  kind: static\n  static_rewards: [1]\nrollout:\n  max_turns: "
+                   "1\ngate:\n  policy: none\n",
+                   "reward.kind", "static"},
+        value_case{"policy:\n  endpoints: [http://10.0.0.1:8000, 'https://[::1]:30000']\n",
+                   "policy.endpoints", "[\"http://10.0.0.1:8000\", \"https://[::1]:30000\"]"},
+        value_case{"policy:\n  endpoints: [http://gpu-node.local]\n", "policy.endpoints",
+                   "[\"http://gpu-node.local\"]"},
+        value_case{"policy:\n  flavour: embedded\n  endpoints: []\n", "policy.endpoints", "[]"},
+        value_case{"rollout:\n  sampling:\n    stop: [\"</code>\", 'END']\n",
+                   "rollout.sampling.stop", "[\"</code>\", \"END\"]"},
+        value_case{"rollout:\n  sampling:\n    stop_token_ids: [151643, 151645]\n",
+                   "rollout.sampling.stop_token_ids", "[151643, 151645]"},
+        value_case{"rollout:\n  sampling:\n    top_p: &p 0.9\n  validation:\n    sampling:\n      "
+                   "top_p: *p\n",
+                   "rollout.validation.sampling.top_p", "0.9"},
+        value_case{"rollout:\n  validation:\n    every: 0\n", "rollout.validation.every", "0"},
+        value_case{"experiment:\n  seed: 9223372036854775807\n", "experiment.seed",
+                   "9223372036854775807"},
+        value_case{"experiment:\n  name: \"123\"\n", "experiment.name", "\"123\""},
+        value_case{"experiment:\n  name: 42\n", "experiment.name", "\"42\""},
+        value_case{"experiment:\n  log_level: debug\n", "experiment.log_level", "debug"},
+        value_case{"data:\n  task_kinds: [cuda, cpp]\n", "data.task_kinds", "[\"cuda\", \"cpp\"]"},
+        value_case{"verifier:\n  cache_max_bytes: 0\n", "verifier.cache_max_bytes", "0"},
+        value_case{"verifier:\n  cuda_arch: sm_100a\n", "verifier.cuda_arch", "\"sm_100a\""},
+        value_case{"verifier:\n  cuda_arch: compute_80\n", "verifier.cuda_arch", "\"compute_80\""},
+        value_case{"verifier:\n  nodes: [\"gpu1:4242\", \"[::1]:4242\"]\n", "verifier.nodes",
+                   "[\"gpu1:4242\", \"[::1]:4242\"]"},
+        value_case{"schedule:\n  max_staleness: 2\n", "schedule.max_staleness", "2"},
+        value_case{"simulation:\n  tasks: 32\n", "simulation.tasks", "32"},
+        value_case{"advantage:\n  kind: mean_only\n  gamma: 1\n", "advantage.gamma", "1.0"}));
+
+TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
+  const auto parsed = parse_config("", "empty.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  const experiment_config& c = *parsed;
+  EXPECT_TRUE(c == experiment_config{});
+  EXPECT_EQ(c.data.batch_size, 32);
+  EXPECT_EQ(c.rollout.group_size, 8);
+  EXPECT_EQ(c.rollout.max_turns, 3);
+  EXPECT_EQ(c.rollout.sampling.temperature, 1.0);
+  EXPECT_EQ(c.rollout.sampling.top_k, -1);
+  EXPECT_EQ(c.rollout.sampling.top_p, 0.95);
+  EXPECT_EQ(c.rollout.validation.sampling.temperature, 0.7);
+  EXPECT_EQ(c.rollout.validation.sampling.top_k, 20);
+  EXPECT_EQ(c.rollout.validation.sampling.top_p, 0.95);
+  EXPECT_EQ(c.learner.lr, 1e-6);
+  EXPECT_EQ(c.learner.weight_decay, 0.1);
+  EXPECT_EQ(c.learner.betas, (std::array<double, 2>{0.9, 0.999}));
+  EXPECT_EQ(c.learner.clip_low, 0.2);
+  EXPECT_EQ(c.learner.clip_high, 0.28);
+  EXPECT_EQ(c.learner.kl_coef, 0.0);
+  EXPECT_EQ(c.learner.loss_aggregation, loss_aggregation_kind::seq_mean_token_mean);
+  EXPECT_EQ(c.learner.mini_batches, 1);
+  EXPECT_EQ(c.gate.policy, gate_policy::dcp);
+  EXPECT_EQ(c.reward.kind, reward_kind::rank);
+  EXPECT_EQ(c.advantage.kind, advantage_kind::grpo);
+  EXPECT_EQ(c.policy.endpoints, std::vector<std::string>{"http://127.0.0.1:8000"});
+  EXPECT_EQ(c.verifier.cuda_arch, "sm_90a");
+  EXPECT_EQ(c.schedule.max_staleness, 0);
+  EXPECT_TRUE(validate_config(c).ok());
+}
+
+TEST(ConfigDefaults, TypedFieldsOfAFullSection) {
+  const auto parsed = parse_config(
+      "gate:\n  policy: dcp_adaptive\n  unit: count\n  tau_min: 3\n  tau_max: 7\n  "
+      "adaptive_window: 64\n"
+      "  adaptive_min_groups: 16\n"
+      "reward:\n  kind: static\n  static_rewards: [1.0, 0.4, 0.2]\n  failure_reward: -0.5\n"
+      "policy:\n  flavour: sglang\n  endpoints: [http://a:30000, http://b:30000]\n  max_in_flight: "
+      "16\n",
+      "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  EXPECT_EQ(parsed->gate.policy, gate_policy::dcp_adaptive);
+  EXPECT_EQ(parsed->gate.unit, threshold_unit::count);
+  EXPECT_EQ(parsed->gate.tau_min, 3.0);
+  EXPECT_EQ(parsed->gate.tau_max, 7.0);
+  EXPECT_EQ(parsed->gate.adaptive_window, 64U);
+  EXPECT_EQ(parsed->gate.adaptive_min_groups, 16U);
+  EXPECT_EQ(parsed->reward.kind, reward_kind::static_scalar);
+  EXPECT_EQ(parsed->reward.static_rewards, (std::vector<double>{1.0, 0.4, 0.2}));
+  EXPECT_EQ(parsed->reward.failure_reward, -0.5);
+  EXPECT_EQ(parsed->policy.flavour, policy_flavour::sglang);
+  EXPECT_EQ(parsed->policy.endpoints,
+            (std::vector<std::string>{"http://a:30000", "http://b:30000"}));
+  EXPECT_EQ(parsed->policy.max_in_flight, 16);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Rendering and the key reference.
+
+experiment_config customised() {
+  experiment_config c;
+  c.experiment.name = "odd-name_1.0";
+  c.experiment.seed = 123456789012345ULL;
+  c.experiment.run_dir = "runs/with \"quotes\" and: colons # and hashes";
+  c.experiment.log_level = log_verbosity::trace;
+  c.data.train = "data/train.jsonl";
+  c.data.validation_fraction = 0.1;
+  c.data.task_kinds = {"cuda", "cpp"};
+  c.rollout.group_size = 16;
+  c.rollout.max_turns = 4;
+  c.rollout.sampling.temperature =
+      0.1 + 0.2;  // not exactly 0.3: the shortest exact form must survive
+  c.rollout.sampling.seed = 99;
+  c.rollout.sampling.stop = {"\n\n", "```", "'single'", "tab\there", "ünïcode"};
+  c.rollout.sampling.stop_token_ids = {0, 151645};
+  c.rollout.validation.n = 4;
+  c.gate.policy = gate_policy::dcp_adaptive;
+  c.gate.unit = threshold_unit::count;
+  c.gate.tau_min = 4;
+  c.gate.tau_max = 15;
+  c.gate.adaptive_low_quantile = 1.0 / 3.0;
+  c.reward.kind = reward_kind::static_scalar;
+  c.reward.static_rewards = {1.0, 0.5, 0.25, 0.125};
+  c.reward.failure_reward = -1e-300;
+  c.advantage.kind = advantage_kind::mean_only;
+  c.advantage.epsilon = 1e-12;
+  c.learner.kind = learner_kind::torch;
+  c.learner.model_path = "models/policy";
+  c.learner.lr = 2.5e-7;
+  c.learner.betas = {0.85, 0.98};
+  c.learner.loss_aggregation = loss_aggregation_kind::seq_mean_token_sum;
+  c.policy.flavour = policy_flavour::sglang;
+  c.policy.endpoints = {"http://a:30000", "https://b.example"};
+  c.policy.request_timeout_s = 1e9;
+  c.verifier.cache_max_bytes = std::int64_t{1} << 50;
+  c.verifier.nodes = {"gpu1:4242"};
+  c.schedule.max_staleness = 1;
+  c.simulation.tasks = 1000;
+  return c;
+}
+
+TEST(ConfigRender, RoundTripsToAnEqualConfig) {
+  for (const experiment_config& original : {experiment_config{}, customised()}) {
+    ASSERT_TRUE(validate_config(original).ok()) << validate_config(original).err().message;
+    const std::string text = render_config(original);
+    const auto parsed = parse_config(text, "rendered.yaml");
+    ASSERT_TRUE(parsed.ok()) << parsed.err().message << "\n" << text;
+    EXPECT_TRUE(*parsed == original) << text;
+    EXPECT_EQ(render_config(*parsed), text);
+  }
+}
+
+TEST(ConfigRender, EqualityNoticesEverySection) {
+  const experiment_config base;
+  std::vector<experiment_config> changed(11, base);
+  changed[0].experiment.steps = 1;
+  changed[1].data.batch_size = 1;
+  changed[2].rollout.validation.sampling.top_k = 1;
+  changed[3].gate.adaptive_min_groups = 1;
+  changed[4].reward.failure_reward = 1;
+  changed[5].advantage.gamma = 1;
+  changed[6].learner.betas[1] = 0.5;
+  changed[7].policy.retries = 0;
+  changed[8].verifier.nodes = {"a:1"};
+  changed[9].schedule.mode = schedule_mode::barrier;
+  changed[10].simulation.skill_gain = 0;
+  for (const auto& c : changed) {
+    EXPECT_FALSE(c == base) << render_config(c);
+  }
+}
+
+TEST(ConfigRender, NumbersAreYamlFloats) {
+  const std::string text = render_config(experiment_config{});
+  EXPECT_THAT(text, HasSubstr("\n    temperature: 1.0\n"));
+  EXPECT_THAT(text, HasSubstr("\n  lr: 1.0e-06\n"));
+  EXPECT_THAT(text, HasSubstr("\n  betas: [0.9, 0.999]\n"));
+  EXPECT_THAT(text, HasSubstr("\n  group_size: 8\n"));
+  EXPECT_THAT(text, HasSubstr("\n  cuda_arch: \"sm_90a\"\n"));
+}
+
+TEST(ConfigKeys, EveryRenderedKeyIsDocumentedAndViceVersa) {
+  const auto docs = config_keys();
+  const auto rendered = rendered_keys(render_config(experiment_config{}));
+  std::set<std::string> documented;
+  for (const auto& doc : docs) {
+    EXPECT_TRUE(documented.insert(doc.key).second) << "documented twice: " << doc.key;
+    EXPECT_FALSE(doc.type.empty()) << doc.key;
+    EXPECT_FALSE(doc.meaning.empty()) << doc.key;
+    EXPECT_EQ(doc.meaning.find('\n'), std::string::npos) << doc.key;
+    ASSERT_TRUE(rendered.contains(doc.key)) << "documented but not rendered: " << doc.key;
+    EXPECT_EQ(rendered.at(doc.key), doc.default_value) << doc.key;
+  }
+  for (const auto& [key, value] : rendered) {
+    EXPECT_TRUE(documented.contains(key)) << "rendered but not documented: " << key;
+  }
+  EXPECT_EQ(rendered.size(), docs.size());
+}
+
+TEST(ConfigKeys, MarkdownHasOneRowPerKey) {
+  const std::string table = config_reference_markdown();
+  const auto docs = config_keys();
+  EXPECT_EQ(line_count(table) - 1,
+            docs.size() + 2);  // header, separator, rows; ends with a newline
+  EXPECT_THAT(table, HasSubstr("| `gate.tau_min` | number | `0.5` | "));
+  EXPECT_THAT(table,
+              HasSubstr("| `gate.policy` | one of: none, full, dcp, dcp_adaptive | `dcp` | "));
+  EXPECT_THAT(table, HasSubstr("| `reward.kind` | one of: rank, static, binary | `rank` | "));
+  EXPECT_THAT(table, HasSubstr("| `data.batch_size` | integer | `32` | "));
+}
+
+TEST(ConfigKeys, ValueOfAnUnknownKeyIsEmpty) {
+  EXPECT_FALSE(config_value(experiment_config{}, "gate.tau_mn").has_value());
+  EXPECT_FALSE(config_value(experiment_config{}, "gate").has_value());
+}
+
+// The README's reference is generated by `leap config keys`; this fails when it has gone stale.
+TEST(ConfigKeys, ReadmeReferenceIsCurrent) {
+  std::ifstream in(source_dir() + "/orchestrator/README.md");
+  ASSERT_TRUE(in) << "orchestrator/README.md is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const std::string begin = "<!-- config-reference:begin (generated by `leap config keys`) -->\n";
+  const std::string end = "<!-- config-reference:end -->";
+  const std::size_t from = readme.find(begin);
+  const std::size_t to = readme.find(end);
+  ASSERT_NE(from, std::string::npos) << "no config reference in orchestrator/README.md";
+  ASSERT_NE(to, std::string::npos);
+  EXPECT_EQ(readme.substr(from + begin.size(), to - from - begin.size()),
+            config_reference_markdown())
+      << "regenerate the table in orchestrator/README.md with `leap config keys`";
+}
+
+TEST(ConfigValidate, ProgrammaticConfigHasNoLines) {
+  experiment_config c;
+  c.rollout.group_size = 1;
+  c.gate.tau_min = 0.9;
+  c.gate.tau_max = 0.1;
+  const auto checked = validate_config(c);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.err().message,
+            "rollout.group_size: must be >= 2 (a group needs peers to compare with), got 1\n"
+            "gate.tau_min: must be <= gate.tau_max (0.1), got 0.9: no group could open");
+}
+
+TEST(ConfigEnums, NamesRoundTrip) {
+  for (auto v : {log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
+                 log_verbosity::warn, log_verbosity::error, log_verbosity::off}) {
+    EXPECT_EQ(parse_log_verbosity(to_string(v)), v);
+  }
+  for (auto v : {learner_kind::record, learner_kind::torch}) {
+    EXPECT_EQ(parse_learner_kind(to_string(v)), v);
+  }
+  for (auto v : {loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
+                 loss_aggregation_kind::seq_mean_token_sum}) {
+    EXPECT_EQ(parse_loss_aggregation_kind(to_string(v)), v);
+  }
+  for (auto v : {policy_flavour::vllm, policy_flavour::sglang, policy_flavour::embedded}) {
+    EXPECT_EQ(parse_policy_flavour(to_string(v)), v);
+  }
+  for (auto v : {schedule_mode::streaming, schedule_mode::barrier}) {
+    EXPECT_EQ(parse_schedule_mode(to_string(v)), v);
+  }
+  EXPECT_FALSE(parse_policy_flavour("VLLM").has_value());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Files.
+
+class scratch_dir {
+ public:
+  scratch_dir() {
+    path_ =
+        fs::temp_directory_path() /
+        ("leap_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(ConfigLoad, ReadsAFile) {
+  const scratch_dir dir;
+  const std::string path = (dir.path() / "run.yaml").string();
+  std::ofstream(path) << "rollout:\n  group_size: 4\n";
+  const auto loaded = load_config(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.err().message;
+  EXPECT_EQ(loaded->rollout.group_size, 4);
+}
+
+TEST(ConfigLoad, ErrorsNameThePath) {
+  const scratch_dir dir;
+  const std::string bad = (dir.path() / "bad.yaml").string();
+  std::ofstream(bad) << "\n\ngate:\n  tau_min: abc\n";
+  const std::string missing = (dir.path() / "missing.yaml").string();
+  struct file_case {
+    std::string path;
+    std::string expected;
+  };
+  for (const auto& c :
+       {file_case{missing, missing + ": cannot read config: No such file or directory"},
+        file_case{dir.path().string(),
+                  dir.path().string() + ": cannot read config: it is a directory"},
+        file_case{bad, bad + ":4: gate.tau_min: expected a number, got 'abc'"}}) {
+    const auto loaded = load_config(c.path);
+    ASSERT_FALSE(loaded.ok()) << c.path;
+    EXPECT_EQ(loaded.err().message, c.expected);
+  }
+}
+
+std::vector<fs::path> shipped_configs() {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(source_dir() + "/configs")) {
+    if (entry.path().extension() == ".yaml") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
+  const auto files = shipped_configs();
+  std::set<std::string> names;
+  for (const auto& file : files) {
+    names.insert(file.filename().string());
+    const auto loaded = load_config(file.string());
+    EXPECT_TRUE(loaded.ok()) << loaded.err().message;
+    std::ifstream in(file);
+    std::string first_line;
+    std::getline(in, first_line);
+    EXPECT_TRUE(first_line.starts_with("# "))
+        << file << " must begin with a comment saying what it runs";
+    if (loaded.ok()) {
+      const auto again = parse_config(render_config(*loaded), file.string());
+      ASSERT_TRUE(again.ok()) << again.err().message;
+      EXPECT_TRUE(*again == *loaded) << file;
+      EXPECT_EQ(loaded->experiment.name + ".yaml", file.filename().string())
+          << "experiment.name names the file";
+    }
+  }
+  for (const char* expected :
+       {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
+        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml"}) {
+    EXPECT_TRUE(names.contains(expected)) << expected;
+  }
+}
+
+struct shipped_value {
+  std::string file;
+  std::string key;
+  std::string expected;
+};
+
+TEST(ConfigFiles, EachConfigRunsItsExperiment) {
+  const std::vector<shipped_value> table = {
+      {"quickstart.yaml", "policy.flavour", "embedded"},
+      {"quickstart.yaml", "learner.kind", "record"},
+      {"quickstart.yaml", "verifier.gpu_slots", "0"},
+      {"leap_cuda.yaml", "gate.policy", "dcp"},
+      {"leap_cuda.yaml", "gate.tau_min", "0.5"},
+      {"leap_cuda.yaml", "reward.kind", "rank"},
+      {"leap_cuda.yaml", "rollout.max_turns", "3"},
+      {"leap_cuda.yaml", "rollout.group_size", "8"},
+      {"leap_cuda.yaml", "data.batch_size", "32"},
+      {"leap_cuda.yaml", "learner.lr", "1.0e-06"},
+      {"leap_cuda.yaml", "learner.weight_decay", "0.1"},
+      {"leap_cuda.yaml", "learner.loss_aggregation", "seq_mean_token_mean"},
+      {"leap_cuda.yaml", "rollout.sampling.temperature", "1.0"},
+      {"leap_cuda.yaml", "rollout.sampling.top_k", "-1"},
+      {"leap_cuda.yaml", "rollout.validation.sampling.temperature", "0.7"},
+      {"leap_cuda.yaml", "rollout.validation.sampling.top_k", "20"},
+      {"leap_cuda.yaml", "policy.flavour", "vllm"},
+      {"leap_cuda.yaml", "policy.endpoints", "[\"http://127.0.0.1:8000\"]"},
+      {"grpo_single_turn.yaml", "gate.policy", "none"},
+      {"grpo_single_turn.yaml", "rollout.max_turns", "1"},
+      {"grpo_multi_turn.yaml", "gate.policy", "full"},
+      {"grpo_multi_turn.yaml", "reward.kind", "static"},
+      {"grpo_multi_turn.yaml", "reward.static_rewards", "[1.0, 0.5, 0.25]"},
+      {"dr_kernel_style.yaml", "gate.policy", "full"},
+      {"dr_kernel_style.yaml", "reward.kind", "binary"},
+      {"binary_reward.yaml", "gate.policy", "dcp"},
+      {"binary_reward.yaml", "reward.kind", "binary"},
+      {"dcp_adaptive.yaml", "gate.policy", "dcp_adaptive"},
+  };
+  for (const auto& row : table) {
+    const auto loaded = load_config(source_dir() + "/configs/" + row.file);
+    ASSERT_TRUE(loaded.ok()) << loaded.err().message;
+    EXPECT_EQ(config_value(*loaded, row.key), row.expected) << row.file << ": " << row.key;
+  }
+}
+
+}  // namespace
+}  // namespace leap
