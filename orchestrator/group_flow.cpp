@@ -1,0 +1,110 @@
+#include "orchestrator/group_flow.hpp"
+
+#include <utility>
+
+namespace leap {
+
+group_flow::group_flow(int group_size, int max_turns, std::function<gate_decision(int, int)> decide,
+                       bool probe_if_closed)
+    : group_size_(group_size),
+      max_turns_(max_turns),
+      decide_(std::move(decide)),
+      probe_if_closed_(probe_if_closed),
+      rollouts_(static_cast<std::size_t>(group_size)) {}
+
+flow_actions group_flow::start() {
+  flow_actions actions;
+  for (std::uint32_t i = 0; i < rollouts_.size(); ++i) {
+    if (rollouts_[i].requested == 0) {
+      rollouts_[i].requested = 1;
+      actions.request_turn.push_back(i);
+    }
+  }
+  return actions;
+}
+
+int group_flow::rollout_turns(std::uint32_t rollout) const {
+  return rollout < rollouts_.size() ? rollouts_[rollout].requested : 0;
+}
+
+bool group_flow::may_debug(const rollout_state& r) const {
+  return r.first_failed && !r.first_ended && max_turns_ > 1 &&
+         (is_open(*gate_) || probe_);
+}
+
+flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& result) {
+  flow_actions actions;
+  if (rollout >= rollouts_.size()) return actions;
+  rollout_state& r = rollouts_[rollout];
+  if (r.done || r.answered >= r.requested) return actions;  // duplicate or unrequested
+  ++r.answered;
+
+  if (r.answered == 1) {
+    r.first_failed = !result.passed;
+    r.first_ended = result.ended_rollout;
+    n_fail_ += result.passed ? 0 : 1;
+    ++first_turns_answered_;
+    // Until the gate decides, a first turn that failed waits; one that passed is done.
+    r.done = result.passed || result.ended_rollout || max_turns_ == 1;
+    if (first_turns_answered_ == group_size_) {
+      gate_ = decide_(n_fail_, group_size_);
+      actions.gate = gate_;
+      probe_ = !is_open(*gate_) && probe_if_closed_ && n_fail_ > 0;
+      for (std::uint32_t i = 0; i < rollouts_.size(); ++i) {
+        rollout_state& other = rollouts_[i];
+        if (other.done) continue;
+        if (may_debug(other)) {
+          other.requested = 2;
+          actions.request_turn.push_back(i);
+        } else {
+          other.done = true;
+        }
+      }
+    }
+  } else {
+    if (result.passed || result.ended_rollout || r.answered >= max_turns_) {
+      r.done = true;
+    } else {
+      ++r.requested;
+      actions.request_turn.push_back(rollout);
+    }
+  }
+  finish_if_done(actions);
+  return actions;
+}
+
+void group_flow::finish_if_done(flow_actions& actions) {
+  if (finished_ || !gate_) return;
+  for (const auto& r : rollouts_) {
+    if (!r.done) return;
+  }
+  finished_ = true;
+  actions.finished = true;
+}
+
+void score_group(group_record& group, const reward_config& reward,
+                 const advantage_config& advantage) {
+  std::vector<rollout_outcome> outcomes;
+  outcomes.reserve(group.rollouts.size());
+  for (auto& r : group.rollouts) {
+    rollout_outcome o = outcome_from_turns(r);
+    if (group.probe) {
+      // Debug turns of a probe group are measurement only: train on the first turn alone.
+      o.generated_turns = 1;
+      o.passed_at_turn = o.passed_at_turn == 1 ? 1 : 0;
+    }
+    r.outcome = o;
+    r.rank = outcome_rank(o, group.max_turns);
+    r.truncated = false;
+    for (const auto& t : r.turns) r.truncated = r.truncated || t.finish == finish_reason::length;
+    outcomes.push_back(o);
+  }
+  const auto rewards = compute_rewards(reward, outcomes, group.max_turns);
+  const auto advantages = compute_advantages(advantage, rewards);
+  for (std::size_t i = 0; i < group.rollouts.size(); ++i) {
+    group.rollouts[i].reward = rewards[i];
+    group.rollouts[i].advantage = advantages[i];
+  }
+}
+
+}  // namespace leap

@@ -1,0 +1,90 @@
+// The life of one group, as pure state: which turn of which rollout to request next, when the DCP
+// gate decides, and when the group is finished. The actors drive it with verdicts as they arrive
+// and carry out the actions it returns; it never waits for anything itself, so it is tested
+// without threads.
+//
+// Turn t of a rollout is requested once turn t-1 failed, only in a group whose gate opened (or a
+// probe group), and while t < max_turns. A turn that was cut off (finish_reason length) or got no
+// answer ends its rollout: there is nothing to debug in a truncated answer.
+#pragma once
+
+#include "orchestrator/advantage.hpp"
+#include "orchestrator/gate.hpp"
+#include "orchestrator/reward.hpp"
+#include "orchestrator/trajectory.hpp"
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace leap {
+
+// What the caller must do after an event.
+struct flow_actions {
+  // Rollouts whose next turn (rollout_turns(i) is its index) must now be generated.
+  std::vector<std::uint32_t> request_turn;
+  // Set once, by the event that completed the first turns: the gate's decision.
+  std::optional<gate_decision> gate;
+  // Set once, by the event that finished the last rollout: score and hand the group on.
+  bool finished = false;
+};
+
+// The outcome of one verified turn, as the flow needs it.
+struct turn_result {
+  bool passed = false;
+  // The answer was cut off or missing (finish_reason length, abort after retries, error).
+  bool ended_rollout = false;
+};
+
+class group_flow {
+ public:
+  // decide(n_fail, group_size) gives the gate decision; it is called once, when the G-th first-turn
+  // result arrives (the stateful dcp_adaptive gate lives with the caller). With probe_if_closed a
+  // closed group's failed rollouts still run their debug turns, for measurement only.
+  group_flow(int group_size, int max_turns, std::function<gate_decision(int, int)> decide,
+             bool probe_if_closed = false);
+
+  // The first turns of every rollout: request all of them at once.
+  [[nodiscard]] flow_actions start();
+
+  // Records the result of the current turn of `rollout`. Precondition: that turn was requested
+  // and has no result yet (a duplicate or unknown result is ignored and returns no action, so a
+  // retried message can never double-count).
+  [[nodiscard]] flow_actions on_result(std::uint32_t rollout, const turn_result& result);
+
+  [[nodiscard]] int rollout_turns(std::uint32_t rollout) const;  // turns requested so far
+  [[nodiscard]] bool finished() const { return finished_; }
+  [[nodiscard]] std::optional<gate_decision> gate() const { return gate_; }
+  [[nodiscard]] bool probe() const { return probe_; }
+  [[nodiscard]] int n_fail() const { return n_fail_; }
+
+ private:
+  struct rollout_state {
+    int requested = 0;     // turns requested
+    int answered = 0;      // turns with a result
+    bool done = false;
+    bool first_failed = false;
+    bool first_ended = false;
+  };
+
+  [[nodiscard]] bool may_debug(const rollout_state& r) const;
+  void finish_if_done(flow_actions& actions);
+
+  int group_size_;
+  int max_turns_;
+  std::function<gate_decision(int, int)> decide_;
+  bool probe_if_closed_;
+  std::vector<rollout_state> rollouts_;
+  int first_turns_answered_ = 0;
+  int n_fail_ = 0;
+  std::optional<gate_decision> gate_;
+  bool probe_ = false;
+  bool finished_ = false;
+};
+
+// Fills each rollout's outcome, rank, reward and advantage from its turns, as training uses them:
+// for a probe group only the first turn counts (its debug turns are measurement). Also sets
+// `truncated`. Preconditions: every rollout has at least one turn; group.max_turns >= 1.
+void score_group(group_record& group, const reward_config& reward, const advantage_config& advantage);
+
+}  // namespace leap

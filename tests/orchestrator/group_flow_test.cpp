@@ -1,0 +1,187 @@
+#include "orchestrator/group_flow.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace leap {
+namespace {
+
+std::function<gate_decision(int, int)> static_gate(gate_config config) {
+  return [config](int n_fail, int g) { return decide(config, n_fail, g); };
+}
+
+gate_config counts(gate_policy policy, int lo, int hi) {
+  gate_config c;
+  c.policy = policy;
+  c.unit = threshold_unit::count;
+  c.tau_min = lo;
+  c.tau_max = hi;
+  return c;
+}
+
+turn_result pass() { return {.passed = true}; }
+turn_result fail() { return {.passed = false}; }
+turn_result cut_off() { return {.passed = false, .ended_rollout = true}; }
+
+TEST(GroupFlow, StartRequestsEveryFirstTurnOnce) {
+  group_flow flow(4, 3, static_gate(counts(gate_policy::full, 1, 4)));
+  EXPECT_EQ(flow.start().request_turn, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(flow.start().request_turn.empty());
+}
+
+TEST(GroupFlow, GateDecidesAtTheLastFirstTurnAndOpensDebugForFailuresOnly) {
+  group_flow flow(4, 3, static_gate(counts(gate_policy::dcp, 1, 3)));
+  (void)flow.start();
+  EXPECT_FALSE(flow.on_result(2, fail()).gate);
+  EXPECT_FALSE(flow.on_result(0, pass()).gate);
+  EXPECT_FALSE(flow.on_result(3, fail()).gate);
+  const auto actions = flow.on_result(1, pass());
+  ASSERT_TRUE(actions.gate);
+  EXPECT_EQ(*actions.gate, gate_decision::open);
+  EXPECT_EQ(actions.request_turn, (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(flow.rollout_turns(2), 2);
+  EXPECT_EQ(flow.rollout_turns(0), 1);
+  EXPECT_FALSE(actions.finished);
+  EXPECT_EQ(flow.n_fail(), 2);
+}
+
+TEST(GroupFlow, DebugTurnsStopAtPassOrAtMaxTurns) {
+  group_flow flow(2, 3, static_gate(counts(gate_policy::full, 1, 2)));
+  (void)flow.start();
+  (void)flow.on_result(0, fail());
+  const auto gated = flow.on_result(1, fail());
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(flow.on_result(0, pass()).request_turn.size(), 0u);   // rollout 0 fixed at turn 2
+  EXPECT_EQ(flow.on_result(1, fail()).request_turn, (std::vector<std::uint32_t>{1}));  // turn 3
+  EXPECT_EQ(flow.rollout_turns(1), 3);
+  const auto last = flow.on_result(1, fail());  // turn 3 of 3 failed: rollout over
+  EXPECT_TRUE(last.request_turn.empty());
+  EXPECT_TRUE(last.finished);
+  EXPECT_TRUE(flow.finished());
+}
+
+struct closed_case {
+  const char* name;
+  gate_config gate;
+  std::vector<bool> first_turn_passed;
+  gate_decision expected;
+};
+
+TEST(GroupFlow, ClosedGroupsFinishAtTheGate) {
+  const std::vector<closed_case> cases = {
+      {"single-turn grpo", counts(gate_policy::none, 0, 4), {false, false, true, true},
+       gate_decision::closed_no_debug},
+      {"all passed", counts(gate_policy::full, 1, 4), {true, true, true, true},
+       gate_decision::closed_no_debug},
+      {"too easy", counts(gate_policy::dcp, 2, 3), {false, true, true, true},
+       gate_decision::closed_easy},
+      {"hopeless", counts(gate_policy::dcp, 1, 3), {false, false, false, false},
+       gate_decision::closed_hopeless},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    group_flow flow(4, 3, static_gate(c.gate));
+    (void)flow.start();
+    flow_actions last;
+    for (std::uint32_t i = 0; i < 4; ++i) last = flow.on_result(i, c.first_turn_passed[i] ? pass() : fail());
+    ASSERT_TRUE(last.gate);
+    EXPECT_EQ(*last.gate, c.expected);
+    EXPECT_TRUE(last.request_turn.empty());
+    EXPECT_TRUE(last.finished);
+  }
+}
+
+TEST(GroupFlow, ProbeRunsDebugTurnsOfAClosedGroup) {
+  group_flow flow(2, 2, static_gate(counts(gate_policy::dcp, 2, 2)), /*probe_if_closed=*/true);
+  (void)flow.start();
+  (void)flow.on_result(0, pass());
+  const auto gated = flow.on_result(1, fail());
+  EXPECT_EQ(*gated.gate, gate_decision::closed_easy);
+  EXPECT_TRUE(flow.probe());
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{1}));
+  EXPECT_TRUE(flow.on_result(1, pass()).finished);
+}
+
+TEST(GroupFlow, TruncatedAnswersAreNotDebugged) {
+  group_flow flow(2, 3, static_gate(counts(gate_policy::full, 1, 2)));
+  (void)flow.start();
+  (void)flow.on_result(0, cut_off());
+  const auto gated = flow.on_result(1, fail());
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{1}));
+  EXPECT_EQ(flow.n_fail(), 2);
+}
+
+TEST(GroupFlow, DuplicateAndUnknownResultsAreIgnored) {
+  group_flow flow(2, 2, static_gate(counts(gate_policy::full, 1, 2)));
+  (void)flow.start();
+  (void)flow.on_result(0, fail());
+  const auto dup = flow.on_result(0, fail());
+  EXPECT_TRUE(dup.request_turn.empty());
+  EXPECT_FALSE(dup.gate);
+  EXPECT_TRUE(flow.on_result(7, pass()).request_turn.empty());
+  EXPECT_EQ(flow.n_fail(), 1);
+  EXPECT_TRUE(flow.on_result(1, pass()).gate.has_value());
+}
+
+TEST(GroupFlow, SingleTurnConfigFinishesWithoutDebugEvenWhenOpen) {
+  group_flow flow(2, 1, static_gate(counts(gate_policy::full, 1, 2)));
+  (void)flow.start();
+  (void)flow.on_result(0, fail());
+  const auto last = flow.on_result(1, fail());
+  EXPECT_TRUE(last.request_turn.empty());
+  EXPECT_TRUE(last.finished);
+}
+
+turn_record turn(bool passed, finish_reason finish = finish_reason::stop) {
+  turn_record t;
+  t.passed = passed;
+  t.verdict = passed ? verdict_category::pass : verdict_category::wrong_answer;
+  t.finish = finish;
+  return t;
+}
+
+TEST(ScoreGroup, RankRewardsFromTurnsMatchThePaperForMTwo) {
+  // N1 = 1 (pass at turn 1), N2 = 1 (pass at turn 2), N3 = 2 (failures); G = 4.
+  group_record g;
+  g.max_turns = 2;
+  g.gate = gate_decision::open;
+  g.rollouts.resize(4);
+  g.rollouts[0].turns = {turn(true)};
+  g.rollouts[1].turns = {turn(false), turn(true)};
+  g.rollouts[2].turns = {turn(false), turn(false)};
+  g.rollouts[3].turns = {turn(false), turn(false, finish_reason::length)};
+  advantage_config none;
+  none.kind = advantage_kind::none;
+  score_group(g, reward_config{}, none);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, (1.0 + 2.0) / 3.0);  // (N2 + N3) / (G - 1)
+  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, (2.0 - 1.0) / 3.0);  // (N3 - N1) / (G - 1)
+  EXPECT_DOUBLE_EQ(g.rollouts[2].reward, -(1.0 + 1.0) / 3.0); // -(N1 + N2) / (G - 1)
+  EXPECT_EQ(g.rollouts[0].rank, 2);
+  EXPECT_EQ(g.rollouts[1].rank, 1);
+  EXPECT_EQ(g.rollouts[1].outcome.passed_at_turn, 2);
+  EXPECT_EQ(g.rollouts[1].outcome.generated_turns, 2);
+  EXPECT_TRUE(g.rollouts[3].truncated);
+  EXPECT_FALSE(g.rollouts[2].truncated);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].advantage, g.rollouts[0].reward);
+}
+
+TEST(ScoreGroup, ProbeGroupsTrainOnTheFirstTurnOnly) {
+  group_record g;
+  g.max_turns = 2;
+  g.probe = true;
+  g.gate = gate_decision::closed_easy;
+  g.rollouts.resize(2);
+  g.rollouts[0].turns = {turn(true)};
+  g.rollouts[1].turns = {turn(false), turn(true)};
+  score_group(g, reward_config{}, advantage_config{});
+  EXPECT_EQ(g.rollouts[1].outcome.passed_at_turn, 0);
+  EXPECT_EQ(g.rollouts[1].outcome.generated_turns, 1);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, 1.0);
+  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, -1.0);
+  EXPECT_GT(g.rollouts[0].advantage, 0.0);
+  EXPECT_LT(g.rollouts[1].advantage, 0.0);
+}
+
+}  // namespace
+}  // namespace leap
