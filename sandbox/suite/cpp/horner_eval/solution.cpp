@@ -1,0 +1,7 @@
+void solve(const double* c, const double* x, double* y, int deg, int m) {
+  for (int j = 0; j < m; ++j) {
+    double acc = c[deg];
+    for (int k = deg - 1; k >= 0; --k) acc = acc * x[j] + c[k];
+    y[j] = acc;
+  }
+}

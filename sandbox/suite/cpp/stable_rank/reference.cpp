@@ -1,0 +1,8 @@
+void reference(const int* x, int* rank, int n) {
+  for (int i = 0; i < n; ++i) {
+    int r = 0;
+    for (int j = 0; j < n; ++j)
+      if (x[j] < x[i] || (x[j] == x[i] && j < i)) ++r;
+    rank[i] = r;
+  }
+}

@@ -1,0 +1,9 @@
+#include <algorithm>
+
+void solve(const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) {
+    float l = x[i - 1];
+    float r = x[i + 1];
+    y[i] = 0.25f * l + 0.5f * x[i] + 0.25f * r;
+  }
+}

@@ -1,0 +1,15 @@
+#include <cuda_runtime.h>
+
+#define V_STRIDE 1000
+
+__global__ void embed_kernel(const float* table, const int* ids, float* out, int D, int B) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= B * D) return;
+  int b = i / D, d = i % D;
+  out[i] = table[(size_t)d * V_STRIDE + ids[b]];
+}
+
+void solve(const float* table, const int* ids, float* out, int V, int D, int B) {
+  int total = B * D;
+  embed_kernel<<<(total + 255) / 256, 256>>>(table, ids, out, D, B);
+}

@@ -1,0 +1,8 @@
+void reference(const float* A, const float* B, float* C, float alpha, float beta, int M, int N, int K) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0.0;
+      for (int k = 0; k < K; ++k) s += (double)A[i * K + k] * B[k * N + j];
+      C[i * N + j] = static_cast<float>(alpha * s + (double)beta * C[i * N + j]);
+    }
+}

@@ -1,0 +1,9 @@
+def binary_search_left(arr, x):
+    lo, hi = 0, len(arr)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if arr[mid] < x:
+            lo = mid
+        else:
+            hi = mid
+    return lo

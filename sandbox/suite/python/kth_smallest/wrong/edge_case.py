@@ -1,0 +1,2 @@
+def kth_smallest(nums, k):
+    return sorted(nums)[k - 1]

@@ -1,0 +1,9 @@
+def longest_unique_substring(s):
+    last = {}
+    best = left = 0
+    for right, ch in enumerate(s):
+        if ch in last:
+            left = last[ch] + 1
+        last[ch] = right
+        best = max(best, right - left + 1)
+    return best

@@ -1,0 +1,19 @@
+from collections import deque
+
+
+def topo_sort(n, edges):
+    indegree = [0] * n
+    succ = [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+        indegree[v] += 1
+    ready = deque(v for v in range(n) if indegree[v] == 0)
+    order = []
+    while ready:
+        u = ready.popleft()
+        order.append(u)
+        for v in succ[u]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                ready.append(v)
+    return order if len(order) == n else None
