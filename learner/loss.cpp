@@ -1,0 +1,176 @@
+#include "learner/loss.hpp"
+
+#include "learner/detail/loss.hpp"
+#include "learner/detail/transformer.hpp"
+
+#include <cmath>
+
+namespace leap::learner {
+namespace {
+
+constexpr double max_log_ratio = 20.0;
+
+}  // namespace
+
+std::string to_string(loss_aggregation a) {
+  switch (a) {
+    case loss_aggregation::token_mean:
+      return "token_mean";
+    case loss_aggregation::seq_mean_token_mean:
+      return "seq_mean_token_mean";
+    case loss_aggregation::seq_mean_token_sum:
+      return "seq_mean_token_sum";
+  }
+  return "token_mean";
+}
+
+std::optional<loss_aggregation> parse_loss_aggregation(const std::string& name) {
+  for (auto a : {loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
+                 loss_aggregation::seq_mean_token_sum}) {
+    if (name == to_string(a)) {
+      return a;
+    }
+  }
+  return std::nullopt;
+}
+
+status validate(const loss_options& o) {
+  if (!std::isfinite(o.clip_low) || o.clip_low < 0 || o.clip_low >= 1) {
+    return error{"'clip_low' must be in [0, 1) (got " + std::to_string(o.clip_low) + ")"};
+  }
+  if (!std::isfinite(o.clip_high) || o.clip_high < 0) {
+    return error{"'clip_high' must be >= 0 (got " + std::to_string(o.clip_high) + ")"};
+  }
+  if (!std::isfinite(o.kl_coef) || o.kl_coef < 0) {
+    return error{"'kl_coef' must be >= 0 (got " + std::to_string(o.kl_coef) + ")"};
+  }
+  return ok_status();
+}
+
+std::vector<double> sequence_token_weights(loss_aggregation aggregation,
+                                           const std::vector<std::int64_t>& trained_tokens) {
+  std::int64_t total = 0;
+  std::int64_t sequences = 0;
+  for (auto n : trained_tokens) {
+    total += n;
+    sequences += n > 0 ? 1 : 0;
+  }
+  std::vector<double> w(trained_tokens.size(), 0.0);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const auto n = trained_tokens[i];
+    if (n <= 0) {
+      continue;
+    }
+    switch (aggregation) {
+      case loss_aggregation::token_mean:
+        w[i] = 1.0 / static_cast<double>(total);
+        break;
+      case loss_aggregation::seq_mean_token_mean:
+        w[i] = 1.0 / (static_cast<double>(sequences) * static_cast<double>(n));
+        break;
+      case loss_aggregation::seq_mean_token_sum:
+        w[i] = 1.0 / static_cast<double>(sequences);
+        break;
+    }
+  }
+  return w;
+}
+
+namespace detail {
+
+loss_terms policy_loss(const at::Tensor& logprobs, const at::Tensor& behaviour,
+                       const at::Tensor& advantages, const at::Tensor& reference,
+                       const at::Tensor& weights, const loss_options& options) {
+  const auto log_ratio = (logprobs - behaviour).clamp(-max_log_ratio, max_log_ratio);
+  const auto ratio = at::exp(log_ratio);
+  const auto unclipped = ratio * advantages;
+  const auto clipped = ratio.clamp(1.0 - options.clip_low, 1.0 + options.clip_high) * advantages;
+  const auto pg = -at::minimum(unclipped, clipped);
+  loss_terms out;
+  auto per_token = pg;
+  if (options.kl_coef > 0 && reference.defined()) {
+    const auto d = (reference - logprobs).clamp(-max_log_ratio, max_log_ratio);
+    const auto k3 = at::exp(d) - d - 1.0;
+    per_token = per_token + options.kl_coef * k3;
+    out.kl_sum = k3.detach().sum();
+  } else {
+    out.kl_sum = at::zeros({}, logprobs.options().requires_grad(false));
+  }
+  out.loss = (per_token * weights).sum();
+  const auto r = ratio.detach();
+  const auto lr = log_ratio.detach();
+  out.pg_loss = (pg.detach() * weights).sum();
+  out.behaviour_kl_sum = (r - lr - 1.0).sum();
+  // The clipped term is active exactly where it is the strictly smaller one: there the token's
+  // gradient is zero.
+  out.clipped_count = (clipped.detach() < unclipped.detach()).sum().to(logprobs.scalar_type());
+  return out;
+}
+
+}  // namespace detail
+
+result<loss_value> compute_loss(const std::vector<loss_tokens>& sequences,
+                                const loss_options& options) {
+  if (auto s = validate(options); !s) {
+    return s.err();
+  }
+  std::vector<std::int64_t> counts;
+  std::vector<double> logp;
+  std::vector<double> behaviour;
+  std::vector<double> advantages;
+  std::vector<double> reference;
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    const auto& s = sequences[i];
+    const auto n = s.logprobs.size();
+    if (s.behaviour_logprobs.size() != n || s.advantages.size() != n) {
+      return error{"sequence " + std::to_string(i) +
+                   ": logprobs, behaviour_logprobs and advantages differ in length"};
+    }
+    if (options.kl_coef > 0 && s.reference_logprobs.size() != n) {
+      return error{"sequence " + std::to_string(i) +
+                   ": kl_coef > 0 needs reference_logprobs of the same length"};
+    }
+    counts.push_back(static_cast<std::int64_t>(n));
+    logp.insert(logp.end(), s.logprobs.begin(), s.logprobs.end());
+    behaviour.insert(behaviour.end(), s.behaviour_logprobs.begin(), s.behaviour_logprobs.end());
+    advantages.insert(advantages.end(), s.advantages.begin(), s.advantages.end());
+    if (options.kl_coef > 0) {
+      reference.insert(reference.end(), s.reference_logprobs.begin(), s.reference_logprobs.end());
+    }
+  }
+  const auto seq_weights = sequence_token_weights(options.aggregation, counts);
+  std::vector<double> weights;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    weights.insert(weights.end(), static_cast<std::size_t>(counts[i]), seq_weights[i]);
+  }
+  return detail::guarded("computing the loss", [&]() -> result<loss_value> {
+    const auto opts = at::TensorOptions().dtype(at::kDouble);
+    auto lp = at::tensor(logp, opts).requires_grad_(true);
+    const auto terms =
+        detail::policy_loss(lp, at::tensor(behaviour, opts), at::tensor(advantages, opts),
+                            options.kl_coef > 0 ? at::tensor(reference, opts) : at::Tensor(),
+                            at::tensor(weights, opts), options);
+    loss_value v;
+    v.loss = terms.loss.item<double>();
+    v.pg_loss = terms.pg_loss.item<double>();
+    const auto tokens = static_cast<double>(logp.size());
+    v.kl = tokens > 0 ? terms.kl_sum.item<double>() / tokens : 0.0;
+    v.clip_fraction = tokens > 0 ? terms.clipped_count.item<double>() / tokens : 0.0;
+    std::vector<double> grad(logp.size(), 0.0);
+    if (!logp.empty()) {
+      terms.loss.backward();
+      const auto g = lp.grad().contiguous();
+      std::copy(g.data_ptr<double>(), g.data_ptr<double>() + g.numel(), grad.begin());
+    }
+    std::size_t k = 0;
+    for (auto n : counts) {
+      v.grad_logprobs.emplace_back(
+          grad.begin() + static_cast<std::ptrdiff_t>(k),
+          grad.begin() + static_cast<std::ptrdiff_t>(k + static_cast<std::size_t>(n)));
+      k += static_cast<std::size_t>(n);
+    }
+    return v;
+  });
+}
+
+}  // namespace leap::learner

@@ -1,0 +1,807 @@
+// The update step: micro-batched forward/backward with the chunked log-probs, AdamW with float32
+// master weights, atomic checkpoints and resumption.
+#include "learner/trainer.hpp"
+
+#include "learner/detail/files.hpp"
+#include "learner/detail/loss.hpp"
+#include "learner/detail/transformer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <unistd.h>
+
+namespace leap::learner {
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+constexpr int checkpoint_format = 1;
+
+struct param_state {
+  std::string name;
+  at::Tensor* param;      // the model's tensor (stable address inside the transformer)
+  at::Tensor master;      // float32 copy when the model runs in a lower precision; else undefined
+  at::Tensor grad_accum;  // float32 gradient sum over micro-batches (lower precision only)
+  at::Tensor exp_avg;
+  at::Tensor exp_avg_sq;
+  bool decay = true;  // weight decay applies (not to norms and biases)
+};
+
+// Sums over the trained tokens of one optimiser step, turned into step_metrics at the end.
+struct metric_sums {
+  double loss = 0;
+  double pg_loss = 0;
+  double kl = 0;
+  double behaviour_kl = 0;
+  double clipped = 0;
+  double entropy = 0;
+  std::int64_t tokens = 0;
+  std::int64_t trained = 0;
+  std::int64_t sequences = 0;
+};
+
+std::string step_name(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+// A copy of the base weights that no later update touches: the KL reference.
+std::unique_ptr<detail::transformer> clone_base(const detail::transformer& src) {
+  at::NoGradGuard no_grad;
+  auto out = std::make_unique<detail::transformer>(src.config, src.device, src.dtype);
+  auto copy = [](const at::Tensor& t) { return t.defined() ? t.detach().clone() : at::Tensor(); };
+  out->embed_tokens = copy(src.embed_tokens);
+  out->norm = copy(src.norm);
+  out->lm_head = copy(src.lm_head);
+  out->logprob_chunk = src.logprob_chunk;
+  for (std::size_t i = 0; i < src.layers.size(); ++i) {
+    const auto& s = src.layers[i];
+    auto& d = out->layers[i];
+    d.input_norm = copy(s.input_norm);
+    d.post_norm = copy(s.post_norm);
+    const detail::linear* from[] = {&s.q_proj,    &s.k_proj,  &s.v_proj,   &s.o_proj,
+                                    &s.gate_proj, &s.up_proj, &s.down_proj};
+    detail::linear* to[] = {&d.q_proj,    &d.k_proj,  &d.v_proj,   &d.o_proj,
+                            &d.gate_proj, &d.up_proj, &d.down_proj};
+    for (std::size_t k = 0; k < 7; ++k) {
+      to[k]->weight = copy(from[k]->weight);
+      to[k]->bias = copy(from[k]->bias);
+    }
+  }
+  return out;
+}
+
+status validate(const trainer_options& o) {
+  if (auto s = validate(o.loss); !s) {
+    return s;
+  }
+  const auto& opt = o.optimizer;
+  if (!(opt.lr >= 0) || !std::isfinite(opt.lr)) {
+    return error{"'lr' must be >= 0"};
+  }
+  if (!(opt.beta1 >= 0 && opt.beta1 < 1) || !(opt.beta2 >= 0 && opt.beta2 < 1)) {
+    return error{"'beta1' and 'beta2' must be in [0, 1)"};
+  }
+  if (!(opt.eps > 0)) {
+    return error{"'eps' must be > 0"};
+  }
+  if (!(opt.weight_decay >= 0)) {
+    return error{"'weight_decay' must be >= 0"};
+  }
+  if (!(opt.max_grad_norm >= 0)) {
+    return error{"'max_grad_norm' must be >= 0 (0 = no clipping)"};
+  }
+  if (opt.warmup_steps < 0) {
+    return error{"'warmup_steps' must be >= 0"};
+  }
+  if (o.batching.micro_batch_tokens < 1) {
+    return error{"'micro_batch_tokens' must be at least 1"};
+  }
+  if (o.batching.mini_batches < 1) {
+    return error{"'mini_batches' must be at least 1"};
+  }
+  if (o.batching.epochs < 1) {
+    return error{"'epochs' must be at least 1"};
+  }
+  if (o.checkpoint.every < 1) {
+    return error{"checkpoint 'every' must be at least 1"};
+  }
+  if (o.checkpoint.keep_last < 0) {
+    return error{"checkpoint 'keep_last' must be >= 0 (0 keeps all)"};
+  }
+  return ok_status();
+}
+
+status validate(const update_batch& batch, std::int64_t vocab) {
+  if (batch.sequences.empty()) {
+    return error{"the batch has no sequences"};
+  }
+  std::int64_t trained = 0;
+  std::size_t with_reference = 0;
+  for (std::size_t i = 0; i < batch.sequences.size(); ++i) {
+    const auto& s = batch.sequences[i];
+    const std::string where = "sequence " + std::to_string(i);
+    const auto n = s.token_ids.size();
+    if (n == 0) {
+      return error{where + ": no tokens"};
+    }
+    if (s.loss_mask.size() != n || s.behaviour_logprobs.size() != n || s.advantages.size() != n) {
+      return error{where + ": token_ids (" + std::to_string(n) + "), loss_mask (" +
+                   std::to_string(s.loss_mask.size()) + "), behaviour_logprobs (" +
+                   std::to_string(s.behaviour_logprobs.size()) + ") and advantages (" +
+                   std::to_string(s.advantages.size()) + ") must have the same length"};
+    }
+    if (!s.reference_logprobs.empty()) {
+      ++with_reference;
+      if (s.reference_logprobs.size() != n) {
+        return error{where + ": reference_logprobs must be empty or as long as token_ids"};
+      }
+    }
+    if (s.loss_mask[0] != 0) {
+      return error{where + ": loss_mask[0] must be 0 (nothing predicts the first token)"};
+    }
+    for (std::size_t t = 0; t < n; ++t) {
+      if (s.token_ids[t] < 0 || s.token_ids[t] >= vocab) {
+        return error{where + ": token id " + std::to_string(s.token_ids[t]) + " at position " +
+                     std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) +
+                     ")"};
+      }
+      if (s.loss_mask[t] > 1) {
+        return error{where + ": loss_mask values must be 0 or 1"};
+      }
+      if (s.loss_mask[t] != 0) {
+        ++trained;
+        if (!std::isfinite(s.behaviour_logprobs[t]) || !std::isfinite(s.advantages[t]) ||
+            (!s.reference_logprobs.empty() && !std::isfinite(s.reference_logprobs[t]))) {
+          return error{where + ": non-finite log-prob or advantage at trained position " +
+                       std::to_string(t)};
+        }
+      }
+    }
+  }
+  if (with_reference != 0 && with_reference != batch.sequences.size()) {
+    return error{"reference_logprobs are given for " + std::to_string(with_reference) + " of " +
+                 std::to_string(batch.sequences.size()) + " sequences; give them for all or none"};
+  }
+  if (trained == 0) {
+    return error{"the batch has no trained token (every loss_mask is 0)"};
+  }
+  return ok_status();
+}
+
+step_metrics to_metrics(const metric_sums& s, double seconds) {
+  step_metrics m;
+  const auto trained = static_cast<double>(std::max<std::int64_t>(s.trained, 1));
+  m.loss = s.loss;
+  m.pg_loss = s.pg_loss;
+  m.kl = s.kl / trained;
+  m.behaviour_kl = s.behaviour_kl / trained;
+  m.clip_fraction = s.clipped / trained;
+  m.entropy = s.entropy / trained;
+  m.tokens = s.tokens;
+  m.trained_tokens = s.trained;
+  m.sequences = s.sequences;
+  m.seconds = seconds;
+  m.tokens_per_second = seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0;
+  return m;
+}
+
+}  // namespace
+
+struct trainer::state {
+  trainer_options options;
+  std::string model_dir;
+  learner::policy model;
+  std::unique_ptr<detail::transformer>
+      reference_model;  // a full copy; unset under LoRA or without KL
+  std::vector<param_state> params;
+  std::int64_t step = 0;
+  std::int64_t optimizer_step = 0;
+
+  explicit state(learner::policy p) : model(std::move(p)) {}
+
+  detail::transformer& net() { return *model.impl_; }
+
+  status init(const std::string& dir, const trainer_options& o);
+  void zero_grads();
+  result<metric_sums> accumulate(const update_batch& batch, const std::vector<std::size_t>& indices,
+                                 bool use_given_reference);
+  result<double> gradient_norm();
+  void adamw_step(double grad_norm);
+  [[nodiscard]] double learning_rate() const;
+  result<std::string> write_checkpoint();
+  status read_checkpoint(const std::string& dir);
+};
+
+status trainer::state::init(const std::string& dir, const trainer_options& o) {
+  options = o;
+  model_dir = dir;
+  auto& m = net();
+  if (o.lora && !model.has_lora()) {
+    if (auto s = m.add_lora(*o.lora); !s) {
+      return s;
+    }
+  }
+  if (o.loss.kl_coef > 0 && m.lora_rank == 0) {
+    if (!o.reference_model_dir.empty()) {
+      auto config = read_model_config(o.reference_model_dir);
+      if (!config) {
+        return config.err();
+      }
+      if (parameter_shapes(*config) != parameter_shapes(m.config)) {
+        return error{"reference model '" + o.reference_model_dir +
+                     "' has a different architecture"};
+      }
+      auto weights = read_safetensors_dir(o.reference_model_dir);
+      if (!weights) {
+        return weights.err();
+      }
+      policy_options ref_options = o.policy;
+      ref_options.device = detail::device_name(m.device);
+      ref_options.dtype = detail::dtype_name(m.dtype);
+      auto ref = detail::make_transformer(*config, *weights, ref_options);
+      if (!ref) {
+        return ref.err().wrap("reference model");
+      }
+      reference_model = std::move(*ref);
+    } else {
+      reference_model = clone_base(m);
+    }
+  }
+  m.set_trainable();
+  const bool low_precision = m.dtype != at::kFloat && m.dtype != at::kDouble;
+  const auto acc = detail::accumulate_type(m.dtype);
+  for (auto& [name, tensor] : m.trainable_parameters()) {
+    param_state p;
+    p.name = name;
+    p.param = tensor;
+    p.decay = tensor->dim() >= 2;
+    if (low_precision) {
+      p.master = tensor->detach().to(acc).clone();
+      p.grad_accum = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
+    }
+    p.exp_avg = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
+    p.exp_avg_sq = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
+    params.push_back(std::move(p));
+  }
+  if (o.checkpoint.resume && !o.checkpoint.dir.empty()) {
+    auto latest = latest_checkpoint(o.checkpoint.dir);
+    if (!latest) {
+      return latest.err();
+    }
+    if (!latest->empty()) {
+      if (auto s = read_checkpoint(*latest); !s) {
+        return s.err().wrap("resuming from '" + *latest + "'");
+      }
+    }
+  }
+  return ok_status();
+}
+
+void trainer::state::zero_grads() {
+  for (auto& p : params) {
+    if (p.param->grad().defined()) {
+      p.param->mutable_grad() = at::Tensor();
+    }
+    if (p.grad_accum.defined()) {
+      p.grad_accum.zero_();
+    }
+  }
+}
+
+result<metric_sums> trainer::state::accumulate(const update_batch& batch,
+                                               const std::vector<std::size_t>& indices,
+                                               bool use_given_reference) {
+  auto& m = net();
+  const auto& lo = options.loss;
+  const bool need_reference = lo.kl_coef > 0 && !use_given_reference;
+  metric_sums sums;
+
+  std::vector<std::int64_t> counts;
+  for (auto i : indices) {
+    const auto& mask = batch.sequences[i].loss_mask;
+    counts.push_back(std::accumulate(mask.begin(), mask.end(), std::int64_t{0}));
+  }
+  const auto weights = sequence_token_weights(lo.aggregation, counts);
+
+  // Longest first, so each micro-batch pads little; a fixed order keeps the sums reproducible.
+  std::vector<std::size_t> order(indices.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return batch.sequences[indices[a]].token_ids.size() >
+           batch.sequences[indices[b]].token_ids.size();
+  });
+  const auto budget = options.batching.micro_batch_tokens;
+  std::size_t begin = 0;
+  while (begin < order.size()) {
+    const auto longest =
+        static_cast<std::int64_t>(batch.sequences[indices[order[begin]]].token_ids.size());
+    std::size_t end = begin + 1;
+    while (end < order.size() && longest * static_cast<std::int64_t>(end - begin + 1) <= budget) {
+      ++end;
+    }
+    // Gather the micro-batch: ids padded to `longest`, and one row per trained token.
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(longest) * (end - begin), 0);
+    std::vector<std::int64_t> rows;
+    std::vector<std::int64_t> targets;
+    std::vector<double> behaviour;
+    std::vector<double> advantages;
+    std::vector<double> given_reference;
+    std::vector<double> token_weights;
+    for (std::size_t k = begin; k < end; ++k) {
+      const auto j = order[k];
+      const auto& s = batch.sequences[indices[j]];
+      const auto base = static_cast<std::int64_t>(k - begin) * longest;
+      std::copy(s.token_ids.begin(), s.token_ids.end(), ids.begin() + base);
+      sums.tokens += static_cast<std::int64_t>(s.token_ids.size());
+      sums.sequences += 1;
+      for (std::size_t t = 1; t < s.token_ids.size(); ++t) {
+        if (s.loss_mask[t] == 0) {
+          continue;
+        }
+        rows.push_back(base + static_cast<std::int64_t>(t) - 1);
+        targets.push_back(s.token_ids[t]);
+        behaviour.push_back(s.behaviour_logprobs[t]);
+        advantages.push_back(s.advantages[t]);
+        if (use_given_reference) {
+          given_reference.push_back(s.reference_logprobs[t]);
+        }
+        token_weights.push_back(weights[j]);
+      }
+    }
+    begin = end;
+    if (rows.empty()) {
+      continue;  // nothing trained in these sequences: no forward pass needed
+    }
+    const auto device = m.device;
+    const auto acc = detail::accumulate_type(m.dtype);
+    const auto long_opts = at::TensorOptions().dtype(at::kLong);
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const auto ids_t = at::tensor(ids, long_opts).view({-1, longest}).to(device);
+    const auto rows_t = at::tensor(rows, long_opts).to(device);
+    const auto targets_t = at::tensor(targets, long_opts).to(device);
+    auto to_device = [&](const std::vector<double>& v) {
+      return at::tensor(v, f64).to(device, acc);
+    };
+
+    at::Tensor reference;
+    if (use_given_reference) {
+      reference = to_device(given_reference);
+    } else if (need_reference) {
+      at::NoGradGuard no_grad;
+      // Under LoRA the reference is the base model: the same weights with the adapters off.
+      const detail::transformer& ref = reference_model ? *reference_model : m;
+      const bool saved = m.lora_active;
+      m.lora_active = false;
+      const auto hidden = ref.forward_hidden(ids_t, nullptr);
+      m.lora_active = saved;
+      reference =
+          detail::chunked_logprobs(hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows_t),
+                                   ref.output_weight(), targets_t, ref.logprob_chunk, false)
+              .first;
+    }
+    const auto hidden = m.forward_hidden(ids_t, nullptr);
+    const auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows_t);
+    const auto [logp, entropy] =
+        detail::chunked_logprobs(selected, m.output_weight(), targets_t, m.logprob_chunk, true);
+    const auto terms = detail::policy_loss(logp, to_device(behaviour), to_device(advantages),
+                                           reference, to_device(token_weights), lo);
+    terms.loss.backward();
+    for (auto& p : params) {
+      if (p.grad_accum.defined() && p.param->grad().defined()) {
+        p.grad_accum.add_(p.param->grad().to(p.grad_accum.scalar_type()));
+        p.param->mutable_grad() = at::Tensor();
+      }
+    }
+    sums.loss += terms.loss.item<double>();
+    sums.pg_loss += terms.pg_loss.item<double>();
+    sums.kl += terms.kl_sum.item<double>();
+    sums.behaviour_kl += terms.behaviour_kl_sum.item<double>();
+    sums.clipped += terms.clipped_count.item<double>();
+    sums.entropy += entropy.sum().item<double>();
+    sums.trained += static_cast<std::int64_t>(rows.size());
+  }
+  return sums;
+}
+
+result<double> trainer::state::gradient_norm() {
+  std::vector<at::Tensor> norms;
+  for (auto& p : params) {
+    const auto& g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
+    if (g.defined()) {
+      norms.push_back(g.to(detail::accumulate_type(g.scalar_type())).norm());
+    }
+  }
+  if (norms.empty()) {
+    return 0.0;
+  }
+  const double norm = at::stack(norms).norm().item<double>();
+  if (!std::isfinite(norm)) {
+    return error{"the gradient is not finite (norm " + std::to_string(norm) + "); step skipped"};
+  }
+  return norm;
+}
+
+double trainer::state::learning_rate() const {
+  const auto& o = options.optimizer;
+  const auto next = optimizer_step + 1;
+  if (o.warmup_steps > 0 && next < o.warmup_steps) {
+    return o.lr * static_cast<double>(next) / static_cast<double>(o.warmup_steps);
+  }
+  return o.lr;
+}
+
+void trainer::state::adamw_step(double grad_norm) {
+  at::NoGradGuard no_grad;
+  const auto& o = options.optimizer;
+  const double lr = learning_rate();
+  const double clip = o.max_grad_norm > 0 && grad_norm > o.max_grad_norm
+                          ? o.max_grad_norm / (grad_norm + 1e-6)
+                          : 1.0;
+  ++optimizer_step;
+  const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(optimizer_step));
+  const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(optimizer_step));
+  for (auto& p : params) {
+    at::Tensor g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
+    if (!g.defined()) {
+      continue;  // the parameter took no part in this mini-batch
+    }
+    if (clip != 1.0) {
+      g = g * clip;
+    }
+    at::Tensor& w = p.master.defined() ? p.master : *p.param;
+    if (p.decay && o.weight_decay > 0) {
+      w.mul_(1.0 - lr * o.weight_decay);
+    }
+    p.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+    p.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+    const auto denom = (p.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(o.eps);
+    w.addcdiv_(p.exp_avg, denom, -lr / bias1);
+    if (p.master.defined()) {
+      p.param->copy_(p.master);
+    }
+  }
+}
+
+result<std::string> trainer::state::write_checkpoint() {
+  const auto& co = options.checkpoint;
+  if (co.dir.empty()) {
+    return error{"no checkpoint dir is configured"};
+  }
+  const std::string& root = co.dir;
+  const auto name = step_name(step);
+  const auto final_dir = detail::join(root, name);
+  const auto tmp_dir = detail::join(root, "." + name + ".tmp-" + std::to_string(::getpid()));
+  detail::remove_tree(tmp_dir);
+  if (auto s = detail::make_directories(tmp_dir); !s) {
+    return s.err();
+  }
+  auto& m = net();
+  const bool lora = m.lora_rank > 0;
+  if (lora) {
+    if (auto s = model.save_lora_adapter(tmp_dir, model_dir); !s) {
+      return s.err();
+    }
+  } else if (auto s = model.save(tmp_dir, "", co.max_shard_bytes); !s) {
+    return s.err();
+  }
+  tensor_map optimizer;
+  for (auto& p : params) {
+    for (const auto& [prefix, t] :
+         {std::pair<const char*, const at::Tensor*>{"exp_avg/", &p.exp_avg},
+          {"exp_avg_sq/", &p.exp_avg_sq},
+          {"master/", &p.master}}) {
+      if (!t->defined()) {
+        continue;
+      }
+      auto host = detail::to_host(*t);
+      if (!host) {
+        return host.err();
+      }
+      optimizer.emplace(prefix + p.name, std::move(*host));
+    }
+  }
+  if (auto s = write_safetensors(detail::join(tmp_dir, "optimizer.safetensors"), optimizer,
+                                 {{"format", "leap"}});
+      !s) {
+    return s.err();
+  }
+  const json state_doc = {{"format", checkpoint_format},          {"step", step},
+                          {"optimizer_step", optimizer_step},     {"lora", lora},
+                          {"dtype", detail::dtype_name(m.dtype)}, {"base_model", model_dir}};
+  // trainer_state.json last: its presence marks the folder complete (latest_checkpoint checks it).
+  if (auto s = detail::write_file_atomically(detail::join(tmp_dir, "trainer_state.json"),
+                                             state_doc.dump(2) + "\n");
+      !s) {
+    return s.err();
+  }
+  // A folder of the same step (a step redone after a crash) is moved aside, then replaced.
+  const auto old_dir = detail::join(root, "." + name + ".old-" + std::to_string(::getpid()));
+  if (detail::path_exists(final_dir)) {
+    if (auto s = detail::rename_path(final_dir, old_dir); !s) {
+      return s.err();
+    }
+  }
+  if (auto s = detail::rename_path(tmp_dir, final_dir); !s) {
+    return s.err();
+  }
+  detail::remove_tree(old_dir);
+  if (co.keep_last > 0) {
+    auto entries = detail::list_directory(root);
+    if (!entries) {
+      return entries.err();
+    }
+    std::vector<std::pair<std::int64_t, std::string>> steps;
+    for (const auto& file : *entries) {
+      long long n = 0;
+      if (file.size() == 13 && std::sscanf(file.c_str(), "step-%lld", &n) == 1) {
+        steps.emplace_back(n, detail::join(root, file));
+      }
+    }
+    std::sort(steps.begin(), steps.end());
+    for (std::size_t i = 0; i + static_cast<std::size_t>(co.keep_last) < steps.size(); ++i) {
+      detail::remove_tree(steps[i].second);
+    }
+  }
+  return final_dir;
+}
+
+status trainer::state::read_checkpoint(const std::string& dir) {
+  std::ifstream in(detail::join(dir, "trainer_state.json"));
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception& e) {
+    return error{"trainer_state.json: " + std::string(e.what())};
+  }
+  auto& m = net();
+  try {
+    if (doc.at("format").get<int>() != checkpoint_format) {
+      return error{"trainer_state.json: unsupported format " + doc.at("format").dump()};
+    }
+    if (doc.at("lora").get<bool>() != (m.lora_rank > 0)) {
+      return error{std::string("the checkpoint was written ") +
+                   (m.lora_rank > 0 ? "without" : "with") + " LoRA, the trainer is configured " +
+                   (m.lora_rank > 0 ? "with" : "without")};
+    }
+    step = doc.at("step").get<std::int64_t>();
+    optimizer_step = doc.at("optimizer_step").get<std::int64_t>();
+  } catch (const json::exception& e) {
+    return error{"trainer_state.json: " + std::string(e.what())};
+  }
+  if (m.lora_rank > 0) {
+    if (auto s = model.load_lora_adapter(dir); !s) {
+      return s;
+    }
+  } else {
+    auto weights = read_safetensors_dir(dir);
+    if (!weights) {
+      return weights.err();
+    }
+    if (auto s = m.assign_weights(*weights); !s) {
+      return s;
+    }
+  }
+  m.set_trainable();
+  auto optimizer = read_safetensors(detail::join(dir, "optimizer.safetensors"));
+  if (!optimizer) {
+    return optimizer.err();
+  }
+  at::NoGradGuard no_grad;
+  for (auto& p : params) {
+    for (const auto& [prefix, t] : {std::pair<const char*, at::Tensor*>{"exp_avg/", &p.exp_avg},
+                                    {"exp_avg_sq/", &p.exp_avg_sq},
+                                    {"master/", &p.master}}) {
+      if (!t->defined()) {
+        continue;
+      }
+      auto it = optimizer->find(prefix + p.name);
+      if (it == optimizer->end()) {
+        return error{"optimizer.safetensors lacks '" + std::string(prefix) + p.name + "'"};
+      }
+      if (!std::equal(it->second.shape.begin(), it->second.shape.end(), t->sizes().begin(),
+                      t->sizes().end())) {
+        return error{"optimizer.safetensors: '" + std::string(prefix) + p.name +
+                     "' has the wrong shape"};
+      }
+      t->copy_(detail::to_tensor(it->second, t->device(), t->scalar_type()));
+    }
+    if (p.master.defined()) {
+      p.param->copy_(p.master);
+    }
+  }
+  return ok_status();
+}
+
+trainer::trainer(std::unique_ptr<state> s) : state_(std::move(s)) {}
+trainer::trainer(trainer&&) noexcept = default;
+trainer& trainer::operator=(trainer&&) noexcept = default;
+trainer::~trainer() = default;
+
+result<trainer> trainer::create(const std::string& model_dir, const trainer_options& options) {
+  if (auto s = validate(options); !s) {
+    return s.err();
+  }
+  auto p = policy::load(model_dir, options.policy);
+  if (!p) {
+    return p.err();
+  }
+  auto s = std::make_unique<state>(std::move(*p));
+  if (auto st =
+          detail::guarded("creating the trainer", [&] { return s->init(model_dir, options); });
+      !st) {
+    return st.err();
+  }
+  return trainer(std::move(s));
+}
+
+result<trainer> trainer::create(policy initial, const trainer_options& options) {
+  if (auto s = validate(options); !s) {
+    return s.err();
+  }
+  auto s = std::make_unique<state>(std::move(initial));
+  if (auto st = detail::guarded("creating the trainer", [&] { return s->init("", options); });
+      !st) {
+    return st.err();
+  }
+  return trainer(std::move(s));
+}
+
+result<update_report> trainer::update(const update_batch& batch) {
+  auto& s = *state_;
+  if (auto v = validate(batch, s.net().config.vocab_size); !v) {
+    return v.err();
+  }
+  const bool given_reference = !batch.sequences.front().reference_logprobs.empty();
+  return detail::guarded(
+      "update step " + std::to_string(s.step + 1), [&]() -> result<update_report> {
+        const auto start = clock_type::now();
+        update_report report;
+        const auto count = batch.sequences.size();
+        const auto minis =
+            std::min<std::size_t>(static_cast<std::size_t>(s.options.batching.mini_batches), count);
+        metric_sums total;
+        double weighted_norm = 0;
+        for (std::int64_t epoch = 0; epoch < s.options.batching.epochs; ++epoch) {
+          for (std::size_t mb = 0; mb < minis; ++mb) {
+            const auto t0 = clock_type::now();
+            std::vector<std::size_t> indices;
+            for (std::size_t i = mb * count / minis; i < (mb + 1) * count / minis; ++i) {
+              indices.push_back(i);
+            }
+            s.zero_grads();
+            auto sums = s.accumulate(batch, indices, given_reference);
+            if (!sums) {
+              s.zero_grads();
+              return sums.err();
+            }
+            if (sums->trained == 0) {
+              continue;  // a mini-batch without trained tokens has no gradient: no step
+            }
+            auto norm = s.gradient_norm();
+            if (!norm) {
+              s.zero_grads();
+              return norm.err();
+            }
+            const double lr = s.learning_rate();
+            s.adamw_step(*norm);
+            s.zero_grads();
+            auto m =
+                to_metrics(*sums, std::chrono::duration<double>(clock_type::now() - t0).count());
+            m.optimizer_step = s.optimizer_step;
+            m.lr = lr;
+            m.grad_norm = *norm;
+            report.optimizer_steps.push_back(m);
+            total.loss += sums->loss * static_cast<double>(sums->trained);
+            total.pg_loss += sums->pg_loss * static_cast<double>(sums->trained);
+            total.kl += sums->kl;
+            total.behaviour_kl += sums->behaviour_kl;
+            total.clipped += sums->clipped;
+            total.entropy += sums->entropy;
+            total.tokens += sums->tokens;
+            total.trained += sums->trained;
+            total.sequences += sums->sequences;
+            weighted_norm += *norm * static_cast<double>(sums->trained);
+          }
+        }
+        ++s.step;
+        const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+        report.summary = to_metrics(total, seconds);
+        const auto trained = static_cast<double>(std::max<std::int64_t>(total.trained, 1));
+        report.summary.loss = total.loss / trained;
+        report.summary.pg_loss = total.pg_loss / trained;
+        report.summary.grad_norm = weighted_norm / trained;
+        report.summary.optimizer_step = s.optimizer_step;
+        report.summary.lr =
+            report.optimizer_steps.empty() ? s.learning_rate() : report.optimizer_steps.back().lr;
+        report.step = s.step;
+        const auto& co = s.options.checkpoint;
+        if (!co.dir.empty() && s.step % co.every == 0) {
+          auto dir = s.write_checkpoint();
+          if (!dir) {
+            return dir.err().wrap("checkpoint of step " + std::to_string(s.step));
+          }
+          report.checkpoint_dir = *dir;
+        }
+        return report;
+      });
+}
+
+result<gradient_report> trainer::compute_gradients(const update_batch& batch) {
+  auto& s = *state_;
+  if (auto v = validate(batch, s.net().config.vocab_size); !v) {
+    return v.err();
+  }
+  const bool given_reference = !batch.sequences.front().reference_logprobs.empty();
+  return detail::guarded("computing gradients", [&]() -> result<gradient_report> {
+    std::vector<std::size_t> indices(batch.sequences.size());
+    std::iota(indices.begin(), indices.end(), 0);
+    s.zero_grads();
+    auto sums = s.accumulate(batch, indices, given_reference);
+    if (!sums) {
+      s.zero_grads();
+      return sums.err();
+    }
+    gradient_report out;
+    auto norm = s.gradient_norm();
+    out.metrics = to_metrics(*sums, 0);
+    out.metrics.grad_norm = norm ? *norm : std::nan("");
+    out.loss = sums->loss;
+    for (auto& p : s.params) {
+      const auto& g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
+      auto host = detail::to_host(
+          g.defined()
+              ? g.to(detail::accumulate_type(g.scalar_type()))
+              : at::zeros(p.param->sizes(), p.param->options().dtype(
+                                                detail::accumulate_type(p.param->scalar_type()))));
+      if (!host) {
+        return host.err();
+      }
+      out.gradients.emplace(p.name, std::move(*host));
+    }
+    s.zero_grads();
+    return out;
+  });
+}
+
+result<std::string> trainer::save_checkpoint() {
+  return detail::guarded("writing a checkpoint", [&] { return state_->write_checkpoint(); });
+}
+
+const policy& trainer::current_policy() const { return state_->model; }
+
+std::int64_t trainer::step() const { return state_->step; }
+
+std::int64_t trainer::optimizer_step() const { return state_->optimizer_step; }
+
+result<std::string> latest_checkpoint(const std::string& dir) {
+  if (!detail::path_exists(dir)) {
+    return std::string();
+  }
+  auto entries = detail::list_directory(dir);
+  if (!entries) {
+    return entries.err().wrap("checkpoint dir");
+  }
+  std::int64_t best = -1;
+  std::string best_path;
+  for (const auto& file : *entries) {
+    long long n = 0;
+    const auto path = detail::join(dir, file);
+    if (file.size() == 13 && std::sscanf(file.c_str(), "step-%lld", &n) == 1 && n > best &&
+        detail::path_exists(detail::join(path, "trainer_state.json"))) {
+      best = n;
+      best_path = path;
+    }
+  }
+  return best_path;
+}
+
+}  // namespace leap::learner

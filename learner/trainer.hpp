@@ -1,0 +1,170 @@
+// The learner's update: scored sequences in, a better policy out.
+//
+// One update() is one training step: the batch is split into `mini_batches` (in order), each
+// mini-batch into micro-batches of at most `micro_batch_tokens` padded tokens; gradients of the
+// micro-batches accumulate (in float32 whatever the model dtype), then gradient clipping and one
+// AdamW step per mini-batch, for `epochs` passes. The loss is learner/loss.hpp's. After the step a
+// checkpoint is written aside and renamed into place (atomic), and a restarted trainer resumes from
+// the newest one with its optimiser state, so the next step is the same as without the restart.
+//
+// Checkpoint folder (`<checkpoint.dir>/step-00000012/`): a loadable Hugging Face model folder
+// (config.json + model.safetensors, or adapter_config.json + adapter_model.safetensors under LoRA),
+// plus optimizer.safetensors (AdamW moments and float32 master weights) and trainer_state.json.
+//
+// No LibTorch in this header. A trainer is not thread-safe: one caller at a time.
+#pragma once
+
+#include "common/result.hpp"
+#include "learner/loss.hpp"
+#include "learner/policy.hpp"
+#include "learner/safetensors.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::learner {
+
+struct optimizer_options {
+  double lr = 1e-6;      // peak learning rate. Default: 1e-6
+  double beta1 = 0.9;    // Default: 0.9
+  double beta2 = 0.999;  // Default: 0.999
+  double eps = 1e-8;     // Default: 1e-8
+  // Decoupled weight decay (AdamW), not applied to norms and biases. Default: 0.01
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;  // clip the global gradient norm to this; 0 = off. Default: 1
+  // The learning rate rises linearly from lr / warmup_steps to lr over the first warmup_steps
+  // optimiser steps, then stays at lr. Default: 0 (no warm-up)
+  std::int64_t warmup_steps = 0;
+};
+
+struct batching_options {
+  // Padded tokens (sequences x longest length) per forward/backward pass; a longer sequence gets a
+  // micro-batch of its own. Default: 8192
+  std::int64_t micro_batch_tokens = 8192;
+  // Optimiser steps per update(): the batch is split into this many mini-batches of consecutive
+  // sequences. Default: 1
+  std::int64_t mini_batches = 1;
+  std::int64_t epochs = 1;  // passes over the batch per update(). Default: 1
+};
+
+struct checkpoint_options {
+  std::string dir;             // where step-NNNNNNNN folders go; "" = no checkpoints. Default: ""
+  std::int64_t every = 1;      // write one every this many steps. Default: 1
+  std::int64_t keep_last = 2;  // delete older ones beyond this many; 0 keeps all. Default: 2
+  // Continue from the newest complete checkpoint in `dir` when there is one. Default: true
+  bool resume = true;
+  std::int64_t max_shard_bytes = std::int64_t{5} << 30;  // Default: 5 GiB
+};
+
+struct trainer_options {
+  policy_options policy;
+  loss_options loss;
+  optimizer_options optimizer;
+  batching_options batching;
+  checkpoint_options checkpoint;
+  // Set: train LoRA adapters only (the base stays frozen and is the KL reference). Default: unset
+  std::optional<lora_options> lora;
+  // The frozen KL reference when loss.kl_coef > 0 and a sequence brings no reference_logprobs:
+  // "" = the initial model (its weights are copied at start, or reloaded from the model folder when
+  // resuming). Default: ""
+  std::string reference_model_dir;
+};
+
+// One scored sequence: the conversation's token ids and, per token t (predicted from ids[0..t)),
+// whether it is trained on, the sampler's log-prob and the advantage. Prompt and feedback tokens
+// have mask 0; mask[0] must be 0 since nothing predicts the first token.
+struct sequence {
+  std::vector<std::int32_t> token_ids;
+  std::vector<std::uint8_t> loss_mask;    // 1 = trained on
+  std::vector<float> behaviour_logprobs;  // read where the mask is 1
+  std::vector<float> advantages;          // read where the mask is 1
+  // Optional: the reference's log-probs (read where the mask is 1); empty = computed by the
+  // trainer.
+  std::vector<float> reference_logprobs;
+};
+
+struct update_batch {
+  std::vector<sequence> sequences;
+};
+
+struct step_metrics {
+  std::int64_t optimizer_step = 0;  // optimiser steps taken so far, this one included
+  double lr = 0;
+  double loss = 0;
+  double pg_loss = 0;
+  double kl = 0;             // token mean of k3 KL(current || reference); 0 without a reference
+  double behaviour_kl = 0;   // token mean of k3 KL(behaviour || current): the drift off-policy
+  double clip_fraction = 0;  // trained tokens where the clipped term is active
+  double entropy = 0;        // token mean of the current policy's entropy, in nats
+  double grad_norm = 0;      // before clipping
+  std::int64_t tokens = 0;   // tokens passed forward (without padding)
+  std::int64_t trained_tokens = 0;
+  std::int64_t sequences = 0;
+  double seconds = 0;
+  double tokens_per_second = 0;
+};
+
+struct update_report {
+  std::int64_t step = 0;                      // training steps done, this one included
+  std::vector<step_metrics> optimizer_steps;  // one per mini-batch and epoch
+  step_metrics summary;  // token-weighted means over the optimiser steps; counts and time summed
+  std::string checkpoint_dir;  // "" when this step wrote none
+};
+
+// The loss and gradient of a batch without an optimiser step (for checks and tools).
+struct gradient_report {
+  double loss = 0;
+  step_metrics metrics;
+  tensor_map
+      gradients;  // trainable parameter name -> gradient, float32 (float64 for a float64 model)
+};
+
+class trainer {
+ public:
+  // Trains the model in `model_dir` (see policy::load). With checkpoint.resume and a checkpoint in
+  // checkpoint.dir, continues from the newest one. Errors: invalid options (named), load errors,
+  // an unreadable or mismatching checkpoint.
+  [[nodiscard]] static result<trainer> create(const std::string& model_dir,
+                                              const trainer_options& options);
+  // Trains `initial` (e.g. a random model for a toy task); `options.policy` is ignored, `initial`'s
+  // device and dtype are kept. Resumes like the other overload; the KL reference is `initial`.
+  [[nodiscard]] static result<trainer> create(policy initial, const trainer_options& options);
+
+  trainer(trainer&&) noexcept;
+  trainer& operator=(trainer&&) noexcept;
+  ~trainer();
+
+  // One training step on `batch` (see the file comment). Errors: an empty batch, sequences whose
+  // vectors differ in length, mask[0] != 0, ids outside the vocabulary, no trained token at all,
+  // reference_logprobs given for some sequences but not others (all checked before any work), a
+  // non-finite gradient (that optimiser step is skipped; earlier mini-batches of the same update
+  // keep theirs, and the step counter does not advance), checkpoint I/O failures.
+  [[nodiscard]] result<update_report> update(const update_batch& batch);
+
+  // The loss and gradient of the whole batch as one mini-batch; weights and optimiser unchanged.
+  [[nodiscard]] result<gradient_report> compute_gradients(const update_batch& batch);
+
+  // Writes a checkpoint of the current state now and returns its folder. Errors: no checkpoint.dir,
+  // I/O failures.
+  [[nodiscard]] result<std::string> save_checkpoint();
+
+  // The policy being trained. Not to be used from another thread while update() or
+  // compute_gradients() runs (under LoRA they switch the adapters off to score the reference).
+  [[nodiscard]] const policy& current_policy() const;
+  [[nodiscard]] std::int64_t step() const;            // training steps done
+  [[nodiscard]] std::int64_t optimizer_step() const;  // AdamW steps done
+
+ private:
+  struct state;
+  explicit trainer(std::unique_ptr<state> s);
+  std::unique_ptr<state> state_;
+};
+
+// The newest complete checkpoint folder in `dir` (step-NNNNNNNN with a trainer_state.json), or ""
+// when there is none. Errors: `dir` exists but cannot be listed.
+[[nodiscard]] result<std::string> latest_checkpoint(const std::string& dir);
+
+}  // namespace leap::learner

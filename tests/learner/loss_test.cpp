@@ -1,0 +1,287 @@
+#include "learner/loss.hpp"
+
+#include "learner/trainer.hpp"
+#include "tests/learner/test_support.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace leap::learner {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Two sequences with ratio 1 everywhere, so each token's surrogate is -A and d/dlogp is -A * w_t:
+//   A: advantages {1, 3}   B: advantage {-2}
+TEST(Loss, AggregationModesMatchHandComputedValues) {
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -2.0}, .behaviour_logprobs = {-1.0, -2.0}, .advantages = {1.0, 3.0}},
+      {.logprobs = {-0.5}, .behaviour_logprobs = {-0.5}, .advantages = {-2.0}},
+  };
+  struct test_case {
+    loss_aggregation aggregation;
+    double loss;
+    std::vector<std::vector<double>> grad;
+  };
+  const std::vector<test_case> cases = {
+      // (-1 - 3 + 2) / 3 tokens
+      {loss_aggregation::token_mean, -2.0 / 3.0, {{-1.0 / 3, -1.0}, {2.0 / 3}}},
+      // ((-1 - 3) / 2 + 2 / 1) / 2 sequences
+      {loss_aggregation::seq_mean_token_mean, 0.0, {{-0.25, -0.75}, {1.0}}},
+      // ((-1 - 3) + 2) / 2 sequences
+      {loss_aggregation::seq_mean_token_sum, -1.0, {{-0.5, -1.5}, {1.0}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(to_string(c.aggregation));
+    auto v = compute_loss(seqs, {.aggregation = c.aggregation});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, c.loss, 1e-12);
+    EXPECT_NEAR(v->pg_loss, c.loss, 1e-12);
+    EXPECT_EQ(v->clip_fraction, 0.0);
+    ASSERT_EQ(v->grad_logprobs.size(), 2U);
+    for (std::size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ(v->grad_logprobs[i].size(), c.grad[i].size());
+      for (std::size_t t = 0; t < c.grad[i].size(); ++t) {
+        EXPECT_NEAR(v->grad_logprobs[i][t], c.grad[i][t], 1e-12) << i << "," << t;
+      }
+    }
+  }
+}
+
+TEST(Loss, SequencesWithoutTrainedTokensDoNotCount) {
+  EXPECT_EQ(sequence_token_weights(loss_aggregation::seq_mean_token_mean, {2, 0, 1}),
+            (std::vector<double>{0.25, 0.0, 0.5}));
+  EXPECT_EQ(sequence_token_weights(loss_aggregation::token_mean, {2, 0, 2}),
+            (std::vector<double>{0.25, 0.0, 0.25}));
+  EXPECT_EQ(sequence_token_weights(loss_aggregation::seq_mean_token_sum, {5, 0, 1, 0}),
+            (std::vector<double>{0.5, 0.0, 0.5, 0.0}));
+  EXPECT_EQ(sequence_token_weights(loss_aggregation::token_mean, {0, 0}),
+            (std::vector<double>{0.0, 0.0}));
+}
+
+// One token at a time, clip_low 0.2 and clip_high 0.28 (DAPO), token_mean.
+TEST(Loss, ClippedSurrogateWithSeparateLowAndHighClip) {
+  struct test_case {
+    double ratio;
+    double advantage;
+    double loss;
+    double grad;  // d loss / d logp
+    double clipped;
+  };
+  const std::vector<test_case> cases = {
+      {1.5, 1.0, -1.28, 0.0, 1.0},     // A > 0 above 1 + clip_high: clipped, no gradient
+      {1.25, 1.0, -1.25, -1.25, 0.0},  // inside clip-higher's wider range (0.2 would clip it)
+      {1.1, 1.0, -1.1, -1.1, 0.0},
+      {0.5, 1.0, -0.5, -0.5, 0.0},  // A > 0 below 1 - clip_low: min keeps the unclipped term
+      {0.5, -1.0, 0.8, 0.0, 1.0},   // A < 0 below 1 - clip_low: clipped
+      {0.9, -1.0, 0.9, 0.9, 0.0},
+      {1.5, -1.0, 1.5, 1.5, 0.0},  // A < 0 above the cap: the pessimistic unclipped term stays
+      {1.3, 0.0, 0.0, 0.0, 0.0},   // no advantage, no loss, not counted as clipped
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "ratio " << c.ratio << " advantage " << c.advantage);
+    const double behaviour = -2.0;
+    const std::vector<loss_tokens> seqs = {{.logprobs = {behaviour + std::log(c.ratio)},
+                                            .behaviour_logprobs = {behaviour},
+                                            .advantages = {c.advantage}}};
+    auto v = compute_loss(
+        seqs, {.clip_low = 0.2, .clip_high = 0.28, .aggregation = loss_aggregation::token_mean});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, c.loss, 1e-12);
+    EXPECT_NEAR(v->grad_logprobs[0][0], c.grad, 1e-12);
+    EXPECT_EQ(v->clip_fraction, c.clipped);
+  }
+}
+
+TEST(Loss, K3KlToTheReference) {
+  // d = ref - logp = -0.5: k3 = e^d - d - 1; d k3 / d logp = 1 - e^d.
+  const std::vector<loss_tokens> seqs = {{.logprobs = {-1.0, -2.0},
+                                          .behaviour_logprobs = {-1.0, -2.0},
+                                          .advantages = {0.0, 0.0},
+                                          .reference_logprobs = {-1.5, -2.0}}};
+  auto v = compute_loss(seqs, {.kl_coef = 0.1, .aggregation = loss_aggregation::token_mean});
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  const double k3 = std::exp(-0.5) + 0.5 - 1.0;
+  EXPECT_NEAR(v->kl, k3 / 2, 1e-12);
+  EXPECT_NEAR(v->loss, 0.1 * k3 / 2, 1e-12);
+  EXPECT_NEAR(v->pg_loss, 0.0, 1e-12);
+  EXPECT_NEAR(v->grad_logprobs[0][0], 0.1 * (1 - std::exp(-0.5)) / 2, 1e-12);
+  EXPECT_NEAR(v->grad_logprobs[0][1], 0.0, 1e-12) << "no gradient where current == reference";
+}
+
+TEST(Loss, InvalidInputsAndOptions) {
+  struct test_case {
+    std::vector<loss_tokens> seqs;
+    loss_options options;
+    std::string expected;
+  };
+  const std::vector<test_case> cases = {
+      {{{.logprobs = {1.0}, .behaviour_logprobs = {}, .advantages = {1.0}}},
+       {},
+       "differ in length"},
+      {{{.logprobs = {1.0}, .behaviour_logprobs = {1.0}, .advantages = {1.0}}},
+       {.kl_coef = 0.1},
+       "reference_logprobs"},
+      {{}, {.clip_low = 1.0}, "'clip_low' must be in [0, 1)"},
+      {{}, {.clip_high = -0.1}, "'clip_high' must be >= 0"},
+      {{}, {.kl_coef = -1}, "'kl_coef' must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    auto v = compute_loss(c.seqs, c.options);
+    ASSERT_FALSE(v.ok());
+    EXPECT_THAT(v.err().message, HasSubstr(c.expected));
+  }
+}
+
+TEST(Loss, AggregationNames) {
+  for (auto a : {loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
+                 loss_aggregation::seq_mean_token_sum}) {
+    EXPECT_EQ(parse_loss_aggregation(to_string(a)), a);
+  }
+  EXPECT_EQ(parse_loss_aggregation("sample"), std::nullopt);
+}
+
+// The whole chain (model, chunked log-probs, surrogate, KL, aggregation, micro-batch accumulation,
+// layer recomputation) against central finite differences, in double precision.
+struct fd_case {
+  std::string label;
+  model_config config;
+  loss_aggregation aggregation;
+  bool checkpointing;
+};
+
+update_batch fd_batch(const policy& p, std::uint64_t seed) {
+  const auto vocab = p.config().vocab_size;
+  std::vector<std::vector<std::int32_t>> ids = {testing::random_ids(9, vocab, seed),
+                                                testing::random_ids(6, vocab, seed + 1),
+                                                testing::random_ids(4, vocab, seed + 2)};
+  auto current = p.token_logprobs(ids);
+  EXPECT_TRUE(current.ok());
+  // Offsets that put each ratio well inside or well outside the clip range (no kinks nearby).
+  const double offsets[] = {0.05, -0.5, 0.3, -0.05, 0.0, 0.4, -0.3};
+  const double advantages[] = {1.0, -1.0, 0.5, 2.0, -0.7};
+  update_batch batch;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    sequence s;
+    s.token_ids = ids[i];
+    const auto n = ids[i].size();
+    s.loss_mask.assign(n, 0);
+    s.behaviour_logprobs.assign(n, 0.0F);
+    s.advantages.assign(n, 0.0F);
+    s.reference_logprobs.assign(n, 0.0F);
+    for (std::size_t t = 1; t < n; ++t) {
+      s.loss_mask[t] = (t + i) % 3 != 0 ? 1 : 0;  // some tokens of each sequence untrained
+      s.behaviour_logprobs[t] = static_cast<float>((*current)[i][t] + offsets[k % 7]);
+      s.reference_logprobs[t] = static_cast<float>((*current)[i][t] + offsets[(k + 3) % 7]);
+      s.advantages[t] = static_cast<float>(advantages[k % 5]);
+      ++k;
+    }
+    batch.sequences.push_back(std::move(s));
+  }
+  return batch;
+}
+
+TEST(Loss, GradientsMatchFiniteDifferences) {
+  const std::vector<fd_case> cases = {
+      {"qwen2 tied, sample-level", testing::tiny_qwen2(), loss_aggregation::seq_mean_token_mean,
+       false},
+      {"llama untied, token-mean, recomputed layers", testing::tiny_llama(),
+       loss_aggregation::token_mean, true},
+      {"qwen2, seq-mean-token-sum, recomputed layers", testing::tiny_qwen2(),
+       loss_aggregation::seq_mean_token_sum, true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto initial = policy::create_random(
+        c.config, 5,
+        {.dtype = "float64", .logprob_chunk = 4, .activation_checkpointing = c.checkpointing});
+    ASSERT_TRUE(initial.ok()) << initial.err().message;
+    // Larger weights than the 0.02 init, so that every parameter's gradient is well above noise.
+    for (const auto& [name, t] : testing::random_test_weights(c.config, 6, dtype::f64)) {
+      ASSERT_TRUE(initial->set_parameter(name, t).ok());
+    }
+    const auto batch = fd_batch(*initial, 31);
+    trainer_options options;
+    options.loss = {
+        .clip_low = 0.2, .clip_high = 0.28, .kl_coef = 0.05, .aggregation = c.aggregation};
+    options.batching.micro_batch_tokens =
+        10;  // one sequence per micro-batch: accumulation is exercised
+    auto t = trainer::create(std::move(*initial), options);
+    ASSERT_TRUE(t.ok()) << t.err().message;
+    auto analytic = t->compute_gradients(batch);
+    ASSERT_TRUE(analytic.ok()) << analytic.err().message;
+    EXPECT_GT(analytic->metrics.clip_fraction, 0.0) << "some tokens are clipped";
+    EXPECT_LT(analytic->metrics.clip_fraction, 1.0);
+
+    // Probe entries of every kind of parameter; `p` below is the policy the trainer owns.
+    auto& p = const_cast<policy&>(t->current_policy());  // NOLINT: perturbing in place is the point
+    const std::vector<std::pair<std::string, std::size_t>> probes = {
+        // A row of a token that occurs in the batch (other rows have no gradient when untied).
+        {"model.embed_tokens.weight",
+         static_cast<std::size_t>(batch.sequences[0].token_ids[1] * c.config.hidden_size + 3)},
+        {"model.layers.0.input_layernorm.weight", 7},
+        {"model.layers.0.self_attn.q_proj.weight", 41},
+        {"model.layers.0.self_attn.k_proj.bias", 2},
+        {"model.layers.1.self_attn.v_proj.weight", 100},
+        {"model.layers.1.self_attn.o_proj.weight", 17},
+        {"model.layers.1.post_attention_layernorm.weight", 3},
+        {"model.layers.0.mlp.gate_proj.weight", 211},
+        {"model.layers.1.mlp.down_proj.weight", 77},
+        {"model.norm.weight", 11},
+        {c.config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", 2 * 32 + 9},
+    };
+    const double eps = 1e-5;
+    for (const auto& [name, index] : probes) {
+      SCOPED_TRACE(name + "[" + std::to_string(index) + "]");
+      auto original = p.parameter(name);
+      ASSERT_TRUE(original.ok());
+      auto v = to_doubles(*original);
+      ASSERT_LT(index, v.size());
+      const auto loss_at = [&](double x) {
+        auto changed = v;
+        changed[index] = x;
+        EXPECT_TRUE(
+            p.set_parameter(name, make_float_tensor(dtype::f64, original->shape, changed)).ok());
+        auto r = t->compute_gradients(batch);
+        EXPECT_TRUE(r.ok());
+        return r->loss;
+      };
+      const double numeric = (loss_at(v[index] + eps) - loss_at(v[index] - eps)) / (2 * eps);
+      ASSERT_TRUE(p.set_parameter(name, *original).ok());
+      const double exact = to_doubles(analytic->gradients.at(name))[index];
+      EXPECT_NEAR(exact, numeric, 1e-7 * std::max(1.0, std::abs(numeric))) << "analytic " << exact;
+      EXPECT_GT(std::abs(exact), 1e-6) << "the probe exercises a non-trivial gradient";
+    }
+  }
+}
+
+TEST(Loss, LayerRecomputationGivesTheSameGradients) {
+  const auto config = testing::tiny_llama();
+  std::map<std::string, std::vector<double>> grads[2];
+  for (int recompute = 0; recompute < 2; ++recompute) {
+    auto p = policy::create_random(
+        config, 5, {.dtype = "float64", .activation_checkpointing = recompute == 1});
+    ASSERT_TRUE(p.ok());
+    const auto batch = fd_batch(*p, 3);
+    auto t = trainer::create(std::move(*p), {});
+    ASSERT_TRUE(t.ok());
+    auto g = t->compute_gradients(batch);
+    ASSERT_TRUE(g.ok()) << g.err().message;
+    for (const auto& [name, tensor] : g->gradients) {
+      grads[recompute][name] = to_doubles(tensor);
+    }
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (const auto& [name, g] : grads[0]) {
+    const auto& h = grads[1].at(name);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      ASSERT_NEAR(g[i], h[i], 1e-12 * std::max(1.0, std::abs(g[i]))) << name << "[" << i << "]";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace leap::learner

@@ -1,0 +1,249 @@
+#include "learner/safetensors.hpp"
+
+#include "tests/learner/test_support.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace leap::learner {
+namespace {
+
+using testing::scratch_dir;
+
+host_tensor bytes_tensor(dtype type, std::vector<std::int64_t> shape, std::uint64_t seed) {
+  host_tensor t;
+  t.type = type;
+  t.shape = std::move(shape);
+  t.data.resize(static_cast<std::size_t>(t.numel()) * dtype_size(type));
+  std::mt19937_64 engine(seed);
+  for (auto& b : t.data) {
+    b = static_cast<std::uint8_t>(engine());
+  }
+  return t;
+}
+
+TEST(Safetensors, RoundTripIsBitExactForEveryDtype) {
+  scratch_dir dir;
+  tensor_map tensors;
+  std::uint64_t seed = 1;
+  for (auto type : {dtype::f64, dtype::f32, dtype::f16, dtype::bf16, dtype::i64, dtype::i32,
+                    dtype::i16, dtype::i8, dtype::u8, dtype::boolean}) {
+    tensors.emplace("t." + to_string(type), bytes_tensor(type, {3, 5}, seed++));
+  }
+  tensors.emplace("scalar", bytes_tensor(dtype::f32, {}, seed++));
+  tensors.emplace("empty", bytes_tensor(dtype::f32, {0, 4}, seed++));
+  const auto path = dir.sub("a.safetensors");
+  ASSERT_TRUE(write_safetensors(path, tensors, {{"format", "pt"}}).ok());
+  std::map<std::string, std::string> metadata;
+  auto back = read_safetensors(path, &metadata);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  ASSERT_EQ(back->size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    const auto& b = back->at(name);
+    EXPECT_EQ(b.type, t.type) << name;
+    EXPECT_EQ(b.shape, t.shape) << name;
+    EXPECT_EQ(b.data, t.data) << name;
+  }
+  EXPECT_EQ(metadata.at("format"), "pt");
+}
+
+TEST(Safetensors, FileLayoutFollowsTheFormat) {
+  scratch_dir dir;
+  tensor_map tensors;
+  tensors.emplace("b", make_float_tensor(dtype::f32, {2}, {1.0, 2.0}));
+  tensors.emplace("a", make_float_tensor(dtype::bf16, {1}, {1.0}));
+  const auto path = dir.sub("x.safetensors");
+  ASSERT_TRUE(write_safetensors(path, tensors).ok());
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  EXPECT_EQ((8 + n) % 8, 0U) << "data section is 8-byte aligned";
+  // Names in sorted order, offsets relative to the data section.
+  EXPECT_THAT(header,
+              ::testing::HasSubstr(R"("a":{"data_offsets":[0,2],"dtype":"BF16","shape":[1]})"));
+  EXPECT_THAT(header,
+              ::testing::HasSubstr(R"("b":{"data_offsets":[2,10],"dtype":"F32","shape":[2]})"));
+  EXPECT_EQ(std::filesystem::file_size(path), 8 + n + 10);
+}
+
+// Writes a file with a hand-made header and `data_bytes` zero bytes of data.
+std::string raw_file(const scratch_dir& dir, const std::string& header, std::size_t data_bytes,
+                     std::uint64_t claimed_length = 0) {
+  const auto path = dir.sub("raw.safetensors");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::uint64_t n = claimed_length != 0 ? claimed_length : header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  const std::string zeros(data_bytes, '\0');
+  out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  return path;
+}
+
+TEST(Safetensors, CorruptFilesGiveErrorsNamingTheProblem) {
+  struct test_case {
+    std::string header;
+    std::size_t data_bytes;
+    std::uint64_t claimed_length;
+    std::string expected;
+  };
+  const std::vector<test_case> cases = {
+      {"{", 0, 0, "not valid JSON"},
+      {"[1,2]", 0, 0, "not a JSON object"},
+      {R"({"w":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})", 1, 0,
+       "unsupported safetensors dtype 'F8'"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 8, 0,
+       "does not match shape and dtype"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4, 0,
+       "beyond the data section"},
+      {R"({"w":{"dtype":"F32","shape":[2]}})", 8, 0,
+       "expected an object with 'dtype', 'shape' and 'data_offsets'"},
+      {R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8, 0, "negative dimension"},
+      {"{}", 0, 1000, "exceeds the file size"},
+  };
+  for (const auto& c : cases) {
+    scratch_dir dir;
+    auto r = read_safetensors(raw_file(dir, c.header, c.data_bytes, c.claimed_length));
+    ASSERT_FALSE(r.ok()) << c.header;
+    EXPECT_THAT(r.err().message, ::testing::HasSubstr(c.expected)) << c.header;
+    EXPECT_THAT(r.err().message, ::testing::HasSubstr("raw.safetensors"))
+        << "the error names the file";
+  }
+}
+
+TEST(Safetensors, MissingAndTruncatedFiles) {
+  scratch_dir dir;
+  auto missing = read_safetensors(dir.sub("nope.safetensors"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.err().message, ::testing::HasSubstr("cannot open"));
+  std::ofstream(dir.sub("short.safetensors")) << "abc";
+  auto truncated = read_safetensors(dir.sub("short.safetensors"));
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_THAT(truncated.err().message, ::testing::HasSubstr("truncated"));
+}
+
+TEST(Safetensors, WriterRejectsATensorWhoseBytesDisagreeWithItsShape) {
+  scratch_dir dir;
+  tensor_map tensors;
+  auto t = make_float_tensor(dtype::f32, {3}, {1, 2, 3});
+  t.shape = {4};
+  tensors.emplace("w", t);
+  auto s = write_safetensors(dir.sub("w.safetensors"), tensors);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.err().message, ::testing::HasSubstr("tensor 'w' holds 12 bytes"));
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("w.safetensors")));
+}
+
+TEST(Safetensors, ShardedFolderRoundTripsAndReplacesTheOtherLayout) {
+  scratch_dir dir;
+  tensor_map tensors;
+  for (int i = 0; i < 5; ++i) {
+    tensors.emplace("layer." + std::to_string(i),
+                    bytes_tensor(dtype::f32, {10, 10}, 100 + i));  // 400 bytes
+  }
+  ASSERT_TRUE(write_safetensors_dir(dir.path(), tensors).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir.sub("model.safetensors")));
+
+  // 1000-byte shards hold two tensors each: three shards, and the single file is gone.
+  ASSERT_TRUE(write_safetensors_dir(dir.path(), tensors, "model", 1000).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("model.safetensors")));
+  EXPECT_TRUE(std::filesystem::exists(dir.sub("model-00001-of-00003.safetensors")));
+  EXPECT_TRUE(std::filesystem::exists(dir.sub("model-00003-of-00003.safetensors")));
+  std::ifstream index(dir.sub("model.safetensors.index.json"));
+  std::stringstream text;
+  text << index.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(R"("total_size": 2000)"));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(R"("layer.4": "model-00003-of-00003.safetensors")"));
+
+  auto back = read_safetensors_dir(dir.path());
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  ASSERT_EQ(back->size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    EXPECT_EQ(back->at(name).data, t.data) << name;
+  }
+
+  // And back to a single file: the index and shards are removed.
+  ASSERT_TRUE(write_safetensors_dir(dir.path(), tensors).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("model.safetensors.index.json")));
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("model-00001-of-00003.safetensors")));
+}
+
+TEST(Safetensors, IndexErrors) {
+  scratch_dir dir;
+  auto none = read_safetensors_dir(dir.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.err().message,
+              ::testing::HasSubstr("neither model.safetensors nor model.safetensors.index.json"));
+
+  std::ofstream(dir.sub("model.safetensors.index.json"))
+      << R"({"weight_map": {"w": "shard.safetensors"}})";
+  auto missing_shard = read_safetensors_dir(dir.path());
+  ASSERT_FALSE(missing_shard.ok());
+  EXPECT_THAT(missing_shard.err().message, ::testing::HasSubstr("shard.safetensors"));
+
+  tensor_map other;
+  other.emplace("v", make_float_tensor(dtype::f32, {1}, {1.0}));
+  ASSERT_TRUE(write_safetensors(dir.sub("shard.safetensors"), other).ok());
+  auto absent = read_safetensors_dir(dir.path());
+  ASSERT_FALSE(absent.ok());
+  EXPECT_THAT(absent.err().message,
+              ::testing::HasSubstr("tensor 'w' is listed in shard 'shard.safetensors' but absent"));
+}
+
+TEST(Safetensors, HalfPrecisionConversionsRoundToNearestEven) {
+  struct test_case {
+    float value;
+    std::uint16_t bf16;
+    std::uint16_t f16;
+  };
+  const std::vector<test_case> cases = {
+      {0.0F, 0x0000, 0x0000},
+      {-0.0F, 0x8000, 0x8000},
+      {1.0F, 0x3F80, 0x3C00},
+      {-2.0F, 0xC000, 0xC000},
+      {0.1F, 0x3DCD, 0x2E66},
+      {65504.0F, 0x4780, 0x7BFF},           // largest half
+      {65520.0F, 0x4780, 0x7C00},           // rounds to half infinity
+      {5.9604645e-08F, 0x3380, 0x0001},     // smallest half subnormal
+      {1.0F + 0x1.0p-8F, 0x3F80, 0x3C04},   // bf16 tie goes to even (down)
+      {1.0F + 0x1.8p-8F, 0x3F81, 0x3C06},   // bf16 above the tie goes up
+      {1.0F + 0x1.0p-11F, 0x3F80, 0x3C00},  // half tie goes to even (down)
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(float_to_bf16(c.value), c.bf16) << c.value;
+    EXPECT_EQ(float_to_f16(c.value), c.f16) << c.value;
+  }
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(std::nanf("")))));
+  // Every half and bfloat16 value converts to float and back unchanged.
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto x = static_cast<std::uint16_t>(h);
+    if (!std::isnan(f16_to_float(x))) {
+      ASSERT_EQ(float_to_f16(f16_to_float(x)), x) << h;
+    }
+    if (!std::isnan(bf16_to_float(x))) {
+      ASSERT_EQ(float_to_bf16(bf16_to_float(x)), x) << h;
+    }
+  }
+}
+
+TEST(Safetensors, DtypeNames) {
+  for (auto type : {dtype::f64, dtype::f32, dtype::f16, dtype::bf16, dtype::i64, dtype::i32,
+                    dtype::i16, dtype::i8, dtype::u8, dtype::boolean}) {
+    auto back = parse_dtype(to_string(type));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, type);
+  }
+  EXPECT_FALSE(parse_dtype("F8_E4M3").ok());
+  EXPECT_EQ(*parse_torch_dtype("bfloat16"), dtype::bf16);
+  EXPECT_THAT(parse_torch_dtype("int8").err().message,
+              ::testing::HasSubstr("unsupported dtype 'int8'"));
+}
+
+}  // namespace
+}  // namespace leap::learner
