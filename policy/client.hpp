@@ -1,0 +1,154 @@
+// The policy client: sends generation turns to vLLM or SGLang servers over HTTP (libcurl) without
+// blocking its callers.
+//
+// Threading. Each client runs one event-loop thread: a curl multi handle driven by socket actions
+// on an epoll set, with an eventfd as wake-up. Any thread may call submit(), tokenize() and
+// sync_weights(): they put the work on a locked queue and wake the loop. Every callback runs on the
+// loop thread, exactly once per accepted call, and must not block (the actor layer turns it into a
+// message). Connections are kept alive and reused across requests.
+//
+// Back-pressure. The client holds at most sum(endpoints[i].max_in_flight) + max_pending turns that
+// are accepted and not yet completed; submit() answers `busy` beyond that and the callback is not
+// called. Turns that cannot be sent yet (every endpoint full or down) wait in FIFO queues: one per
+// endpoint for pinned turns, one shared.
+//
+// Faults. A transient fault (connection error, timeout, a status in retry.retry_statuses, a body
+// that is not JSON or is cut short) is retried with exponential backoff and seeded jitter, on the
+// same endpoint unless it went down. A generation the server aborted is resumed from the tokens
+// already received: they are appended to the prompt and the rest is asked for with max_tokens
+// reduced; the turn's ids are the stitched whole. A 400 is never retried: when it says the context
+// is too long the turn ends `truncated`, otherwise `rejected`. After health.down_after_failures
+// consecutive failures an endpoint is marked down until a health check (GET health.path every
+// health.interval) passes. Every HTTP attempt carries the id "<request_id>.<attempt>" (X-Request-Id
+// header and the body's request_id / rid), so servers see retries as distinct requests of one turn,
+// and the turn's callback runs once whatever happened: no turn is lost or duplicated.
+#pragma once
+
+#include "common/result.hpp"
+#include "policy/client_config.hpp"
+#include "policy/conversation.hpp"
+#include "policy/weight_sync.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::policy {
+
+struct turn_request {
+  // The turn's identity: the same id for every attempt and resumption. Empty: the client makes one.
+  std::string request_id;
+  std::vector<token_id> prompt;  // the whole conversation so far
+  sampling_config sampling;
+  // The endpoint that served the conversation's previous turn (conversation::pinned_endpoint()), or
+  // -1. The turn goes there unless it is down or not admitting.
+  int pinned_endpoint = -1;
+};
+
+enum class turn_status : std::uint8_t {
+  ok,              // choices hold the generations
+  truncated,       // the context is full (a 400 saying so, or max_context_tokens): end the rollout
+  rejected,        // the server refused the request (a 4xx, or a 5xx not listed for retry)
+  protocol_error,  // the server answered, but not in the flavour's shape (e.g. no token ids)
+  unavailable,     // attempts, resumptions or the turn deadline ran out
+  cancelled,       // the client stopped first
+};
+
+[[nodiscard]] std::string_view to_string(turn_status status);
+
+struct turn_result {
+  std::string request_id;
+  turn_status status = turn_status::ok;
+  std::string message;                  // why, when status != ok (the last error otherwise)
+  std::vector<generated_turn> choices;  // sampling.n of them when ok
+  int endpoint = -1;                    // the endpoint that gave the final answer
+  int attempts = 0;                     // HTTP attempts, resumptions included
+  int resumes = 0;
+  // The weight version the endpoint's last weight sync set ("" before any).
+  std::string endpoint_weight_version;
+};
+
+using turn_callback = std::function<void(turn_result)>;
+
+enum class submit_status : std::uint8_t {
+  accepted,  // the callback will run exactly once
+  busy,      // the client holds as many turns as it may; try later (the callback will not run)
+  stopped,   // the client is shutting down (the callback will not run)
+};
+
+// Counters since the client started; read with stats(), from any thread.
+struct client_stats {
+  std::uint64_t submitted = 0;
+  std::uint64_t busy = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t ok = 0;
+  std::uint64_t truncated = 0;
+  std::uint64_t rejected = 0;
+  std::uint64_t protocol_errors = 0;
+  std::uint64_t unavailable = 0;
+  std::uint64_t cancelled = 0;
+  std::uint64_t attempts = 0;
+  std::uint64_t retries = 0;
+  std::uint64_t resumes = 0;
+  std::uint64_t health_checks = 0;
+  std::uint64_t connections_opened = 0;  // TCP connections made (reuse keeps this low)
+  std::uint64_t in_flight = 0;           // generation requests on the wire now
+  std::uint64_t pending = 0;  // turns accepted and not on the wire (queued or backing off)
+};
+
+struct endpoint_view {
+  std::string base_url;
+  bool up = true;
+  bool admitting = true;
+  int in_flight = 0;
+  int consecutive_failures = 0;
+  std::string weight_version;
+  sync_phase sync = sync_phase::idle;
+};
+
+class policy_client {
+ public:
+  // Validates the config and starts the loop thread. Errors: the config's (validate_client_config)
+  // and resource failures (curl, epoll).
+  [[nodiscard]] static result<std::unique_ptr<policy_client>> create(client_config config);
+
+  // Stops the loop: turns not yet completed get their callback with `cancelled`, running syncs and
+  // tokenize calls get an error, on the loop thread, before the destructor returns. Must not be
+  // called from a callback.
+  ~policy_client();
+
+  policy_client(const policy_client&) = delete;
+  policy_client& operator=(const policy_client&) = delete;
+
+  // Queues a turn. Thread-safe; never blocks on the network.
+  [[nodiscard]] submit_status submit(turn_request request, turn_callback callback);
+
+  // Renders chat messages to ids with the server's /tokenize (config.tokenize_path), on `endpoint`
+  // (-1: the least loaded routable one). One attempt, bounded by config.request_timeout.
+  // Thread-safe.
+  void tokenize(int endpoint, const std::vector<chat_message>& messages, bool add_generation_prompt,
+                std::function<void(result<std::vector<token_id>>)> callback);
+
+  // Runs a weight sync on `endpoint` (see weight_sync.hpp). The callback gets ok, or an error
+  // naming the step that failed; a second sync on an endpoint whose sync is still running is
+  // refused with an error. Thread-safe.
+  void sync_weights(int endpoint, weight_sync_plan plan, weight_sync_request request,
+                    std::function<void(status)> callback);
+
+  [[nodiscard]] client_stats stats() const;
+  [[nodiscard]] std::vector<endpoint_view> endpoints() const;
+  // CPU time the loop thread has used so far: the client's own cost, for benchmarks.
+  [[nodiscard]] std::chrono::nanoseconds loop_cpu_time() const;
+
+  class impl;
+
+ private:
+  explicit policy_client(std::unique_ptr<impl> impl);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace leap::policy

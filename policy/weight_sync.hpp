@@ -1,0 +1,114 @@
+// Weight sync of one policy server, as a state machine. A sync
+//   1. stops admitting new turns to the server (they go to other endpoints, or wait);
+//   2. waits until the turns in flight there have drained (plan.drain), or lets the plan's first
+//      control call pause the server (SGLang /pause_generation in abort mode: in-flight turns come
+//      back aborted with partial tokens and the client resumes them once an endpoint admits again);
+//   3. runs the plan's control calls in order, each with its own deadline: pause, load (SGLang
+//      /update_weights_from_disk, vLLM /v1/load_lora_adapter, vLLM sleep / reload / wake, or routes
+//      named in the config), flush the prefix cache (/flush_cache, /reset_prefix_cache), resume;
+//   4. checks /health until it passes (a bounded number of times);
+//   5. records the new weight version and admits again.
+// A drain that times out changes nothing on the server: the server admits again and the sync
+// reports an error. A failed control call or health check leaves the server's weights unknown: it
+// stays out of rotation (not admitting) until a later sync succeeds.
+//
+// The transition function is pure (tested as a table); policy_client drives it on its event loop.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace leap::policy {
+
+// One HTTP control call. `path` and `body` may hold {version}, {path} and {lora_name}, replaced by
+// the sync request's values (JSON-escaped in the body).
+struct control_call {
+  std::string name;                             // for messages: "load", "flush", ...
+  std::string method = "POST";                  // Default: POST
+  std::string path;                             // e.g. "/flush_cache"
+  std::string body;                             // Default: "" (no body)
+  std::chrono::milliseconds deadline{120'000};  // Default: 2 min for the whole call
+};
+
+struct weight_sync_plan {
+  // Wait for in-flight turns to finish before the first call. Default: true
+  bool drain = true;
+  std::chrono::milliseconds drain_timeout{600'000};  // Default: 10 min
+  std::vector<control_call> calls;
+  int health_attempts = 20;                           // Default: 20
+  std::chrono::milliseconds health_retry_delay{500};  // Default: 500 ms between checks
+  std::chrono::milliseconds health_timeout{5'000};    // Default: 5 s per check
+};
+
+struct weight_sync_request {
+  std::string version;       // recorded on success and substituted for {version}
+  std::string weights_path;  // substituted for {path}
+  std::string lora_name;     // substituted for {lora_name}
+};
+
+// Presets. Deadlines: 10 min for loads, 1 min for everything else.
+// SGLang: POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache. With
+// `pause`, no drain: POST /pause_generation {"mode": "abort"} first and POST /continue_generation
+// last.
+[[nodiscard]] weight_sync_plan sglang_disk_plan(bool pause = false);
+// vLLM runtime LoRA: POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace": true},
+// POST /reset_prefix_cache. (The server needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.)
+[[nodiscard]] weight_sync_plan vllm_lora_plan();
+// vLLM sleep mode: POST /sleep?level=2, POST /wake_up?tags=weights, POST /collective_rpc
+// {"method": "reload_weights"} (reloads from the served model's path, where the learner has written
+// the new weights), POST /wake_up?tags=kv_cache, POST /reset_prefix_cache.
+[[nodiscard]] weight_sync_plan vllm_sleep_reload_plan();
+
+// Replaces {version}, {path} and {lora_name}; with `json_escape` the values are escaped for use
+// inside a JSON string.
+[[nodiscard]] std::string substitute_sync_fields(std::string_view text,
+                                                 const weight_sync_request& request,
+                                                 bool json_escape);
+
+enum class sync_phase : std::uint8_t { idle, draining, calling, health_checking, failed };
+
+struct sync_state {
+  sync_phase phase = sync_phase::idle;
+  std::size_t call_index = 0;  // the call in progress while phase == calling
+  int health_checks = 0;       // checks done while phase == health_checking
+};
+
+enum class sync_event : std::uint8_t {
+  start,          // a sync was requested
+  drained,        // no turn of this client is in flight on the server
+  drain_timeout,  // plan.drain_timeout passed while draining
+  call_ok,        // the current control call answered 2xx (and no {"success": false})
+  call_failed,    // it failed: error status, transport error, or its deadline passed
+  health_ok,
+  health_failed,
+};
+
+enum class sync_action : std::uint8_t {
+  none,
+  wait_drain,    // stop admitting; wait for `drained` (now, if nothing is in flight) or the timeout
+  send_call,     // stop admitting (if not yet); send plan.calls[next.call_index]
+  check_health,  // send a health check now
+  retry_health,  // send a health check after plan.health_retry_delay
+  finish,        // record the version, mark up, admit again; report success
+  abandon,       // admit again (nothing changed on the server); report the error
+  fail,          // keep not admitting; report the error
+  reject,        // the event makes no sense in this state (a second start, a late answer): ignore
+};
+
+struct sync_transition {
+  sync_state next;
+  sync_action action = sync_action::none;
+};
+
+[[nodiscard]] sync_transition next_sync_step(const sync_state& state, sync_event event,
+                                             const weight_sync_plan& plan);
+
+[[nodiscard]] std::string_view to_string(sync_phase phase);
+[[nodiscard]] std::string_view to_string(sync_event event);
+[[nodiscard]] std::string_view to_string(sync_action action);
+
+}  // namespace leap::policy
