@@ -1,0 +1,134 @@
+// The `leap` command as a user runs it: real processes, real files, exit codes and messages.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct run_output {
+  int exit_code = -1;
+  std::string text;  // stdout and stderr together
+};
+
+run_output run_leap(const std::string& args) {
+  // `timeout` bounds every call, so a hang fails the test instead of stalling CI.
+  const std::string command = "timeout 60 '" + std::string(LEAP_BINARY) + "' " + args + " 2>&1";
+  run_output out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
+  const int status = pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string source(const std::string& relative) {
+  return std::string(LEAP_SOURCE_DIR) + "/" + relative;
+}
+
+class scratch_file {
+ public:
+  scratch_file(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              (std::to_string(::getpid()) + "_" + name)) {
+    std::ofstream(path_) << text;
+  }
+  ~scratch_file() { std::filesystem::remove(path_); }
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(LeapCli, EverySubcommandHasHelp) {
+  for (const char* args : {"--help", "config --help", "config check --help", "config keys --help",
+                           "simulate --help"}) {
+    SCOPED_TRACE(args);
+    const auto out = run_leap(args);
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_NE(out.text.find("Usage:"), std::string::npos) << out.text;
+  }
+}
+
+TEST(LeapCli, NoSubcommandIsAnError) {
+  const auto out = run_leap("");
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.text.find("subcommand"), std::string::npos) << out.text;
+}
+
+TEST(LeapCli, ConfigCheckPrintsTheResolvedConfig) {
+  const auto out = run_leap("config check '" + source("configs/quickstart.yaml") + "'");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  // Keys the file leaves out appear with their defaults.
+  EXPECT_NE(out.text.find("lr: 1.0e-06"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("group_size: 4"), std::string::npos) << out.text;
+}
+
+struct bad_config_case {
+  const char* name;
+  const char* yaml;
+  const char* expected;  // substring of the message, with the line and the key
+};
+
+TEST(LeapCli, ConfigCheckRejectsEachKindOfBadConfigPrecisely) {
+  const bad_config_case cases[] = {
+      {"unknown key", "gate:\n  tau_mni: 2\n", ":2: gate.tau_mni: unknown key"},
+      {"wrong type", "rollout:\n  group_size: eight\n", ":2: rollout.group_size:"},
+      {"tau order", "gate:\n  unit: count\n  tau_min: 5\n  tau_max: 3\n", "gate.tau_min"},
+      {"group too small", "rollout:\n  group_size: 1\n", ":2: rollout.group_size:"},
+      {"no turns", "rollout:\n  max_turns: 0\n", ":2: rollout.max_turns:"},
+      {"yaml syntax", "gate: [unclosed\n", ":"},
+      {"list for a scalar", "learner:\n  lr: [1, 2]\n", ":2: learner.lr:"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    scratch_file file("bad.yaml", c.yaml);
+    const auto out = run_leap("config check '" + file.path() + "'");
+    EXPECT_EQ(out.exit_code, 1) << out.text;
+    EXPECT_NE(out.text.find(file.path()), std::string::npos) << out.text;
+    EXPECT_NE(out.text.find(c.expected), std::string::npos) << out.text;
+  }
+}
+
+TEST(LeapCli, ConfigCheckNamesAMissingFile) {
+  const auto out = run_leap("config check /nonexistent/leap.yaml");
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.text.find("/nonexistent/leap.yaml"), std::string::npos) << out.text;
+}
+
+TEST(LeapCli, ConfigKeysIsTheMarkdownReference) {
+  const auto out = run_leap("config keys");
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_NE(out.text.find("| gate.tau_min |"), std::string::npos) << out.text;
+}
+
+TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {
+  const auto csv = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_sim.csv");
+  const auto out = run_leap("simulate '" + source("configs/quickstart.yaml") + "' --steps 3 --csv '" +
+                            csv.string() + "'");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("acc@3"), std::string::npos) << out.text;
+  std::ifstream in(csv);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, 4);  // header + 3 steps
+  std::filesystem::remove(csv);
+}
+
+TEST(LeapCli, SimulateRejectsABadConfigWithItsMessage) {
+  scratch_file file("bad_sim.yaml", "simulation:\n  tasks: -3\n");
+  const auto out = run_leap("simulate '" + file.path() + "'");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("simulation.tasks"), std::string::npos) << out.text;
+}
+
+}  // namespace
