@@ -1,0 +1,158 @@
+#include "storage/keys.hpp"
+
+namespace leap {
+
+group_ref ref_of(const group_record& group) {
+  return {group.run_id, group.step, group.split, group.group_index};
+}
+
+namespace keys {
+
+namespace {
+
+constexpr std::size_t group_tail = 8 + 1 + 4;  // step, split, group index
+
+std::uint64_t read_be(std::string_view bytes) {
+  std::uint64_t v = 0;
+  for (const char c : bytes) {
+    v = (v << 8) | static_cast<unsigned char>(c);
+  }
+  return v;
+}
+
+// Splits "id \0 rest" at the first NUL; nullopt when there is none or the id is empty.
+std::optional<std::pair<std::string_view, std::string_view>> split_id(std::string_view key) {
+  const auto nul = key.find('\0');
+  if (nul == std::string_view::npos || nul == 0) {
+    return std::nullopt;
+  }
+  return std::pair{key.substr(0, nul), key.substr(nul + 1)};
+}
+
+std::optional<group_ref> parse_group_tail(std::string_view run_id, std::string_view tail) {
+  if (tail.size() != group_tail) {
+    return std::nullopt;
+  }
+  const auto split = static_cast<unsigned char>(tail[8]);
+  if (split > static_cast<unsigned char>(split_kind::validation)) {
+    return std::nullopt;
+  }
+  return group_ref{std::string(run_id), read_be(tail.substr(0, 8)), static_cast<split_kind>(split),
+                   static_cast<std::uint32_t>(read_be(tail.substr(9, 4)))};
+}
+
+void append_group_tail(std::string& out, const group_ref& ref) {
+  append_u64be(out, ref.step);
+  out.push_back(static_cast<char>(ref.split));
+  append_u32be(out, ref.group_index);
+}
+
+}  // namespace
+
+void append_u64be(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((v >> shift) & 0xFFU));
+  }
+}
+
+void append_u32be(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((v >> shift) & 0xFFU));
+  }
+}
+
+std::string id_prefix(std::string_view id) {
+  std::string k(id);
+  k.push_back('\0');
+  return k;
+}
+
+std::string run(std::string_view run_id) { return std::string(run_id); }
+
+std::string step(std::string_view run_id, std::uint64_t step) {
+  auto k = id_prefix(run_id);
+  append_u64be(k, step);
+  return k;
+}
+
+std::string group(const group_ref& ref) {
+  auto k = id_prefix(ref.run_id);
+  append_group_tail(k, ref);
+  return k;
+}
+
+std::string metric(std::string_view run_id, std::string_view name, std::uint64_t step) {
+  auto k = id_prefix(run_id);
+  k.append(name);
+  k.push_back('\0');
+  append_u64be(k, step);
+  return k;
+}
+
+std::string task(std::string_view task_id, const group_ref& ref) {
+  auto k = id_prefix(task_id);
+  k.append(ref.run_id);
+  k.push_back('\0');
+  append_group_tail(k, ref);
+  return k;
+}
+
+std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key) {
+  const auto parts = split_id(key);
+  if (!parts || parts->second.size() != 8) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(parts->first), read_be(parts->second)};
+}
+
+std::optional<group_ref> parse_group(std::string_view key) {
+  const auto parts = split_id(key);
+  if (!parts) {
+    return std::nullopt;
+  }
+  return parse_group_tail(parts->first, parts->second);
+}
+
+std::optional<metric_key> parse_metric(std::string_view key) {
+  const auto run = split_id(key);
+  if (!run) {
+    return std::nullopt;
+  }
+  const auto name = split_id(run->second);
+  if (!name || name->second.size() != 8) {
+    return std::nullopt;
+  }
+  return metric_key{std::string(run->first), std::string(name->first), read_be(name->second)};
+}
+
+std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key) {
+  const auto task = split_id(key);
+  if (!task) {
+    return std::nullopt;
+  }
+  const auto run = split_id(task->second);
+  if (!run) {
+    return std::nullopt;
+  }
+  auto ref = parse_group_tail(run->first, run->second);
+  if (!ref) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(task->first), std::move(*ref)};
+}
+
+std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    auto& last = reinterpret_cast<unsigned char&>(end.back());
+    if (last != 0xFF) {
+      ++last;
+      return end;
+    }
+    end.pop_back();
+  }
+  return end;
+}
+
+}  // namespace keys
+}  // namespace leap

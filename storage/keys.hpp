@@ -1,0 +1,75 @@
+// The trajectory store's keys: byte strings whose bytewise order (RocksDB's default comparator) is
+// the order a reader wants, so that every scan is one range of one column family.
+//
+// Ids (run id, task id, metric name) are written as their bytes followed by a NUL terminator, which
+// the records forbid inside ids. The terminator sorts below every other byte, so all keys of run
+// "a" come before those of run "ab", and "everything of run R" is the prefix "R\0".
+// Numbers are fixed-width big-endian, so they sort numerically.
+//
+//   column family  key                                                     value
+//   runs           run_id                                                  run_record
+//   steps          run_id \0 step:u64be                                    step_record
+//   groups         run_id \0 step:u64be split:u8 group:u32be               group_record
+//   metrics        run_id \0 name \0 step:u64be                            f64 (IEEE-754 bits, LE)
+//   by_task        task_id \0 run_id \0 step:u64be split:u8 group:u32be    empty
+//   default        "leap.store.schema"                                     u32 LE schema version
+//
+// split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
+#pragma once
+
+#include "orchestrator/trajectory.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace leap {
+
+// Names one stored group.
+struct group_ref {
+  std::string run_id;
+  std::uint64_t step = 0;
+  split_kind split = split_kind::train;
+  std::uint32_t group_index = 0;
+
+  friend bool operator==(const group_ref&, const group_ref&) = default;
+};
+
+[[nodiscard]] group_ref ref_of(const group_record& group);
+
+namespace keys {
+
+// The prefix of every key that belongs to `id` as a first component: id + '\0'.
+[[nodiscard]] std::string id_prefix(std::string_view id);
+
+[[nodiscard]] std::string run(std::string_view run_id);
+[[nodiscard]] std::string step(std::string_view run_id, std::uint64_t step);
+[[nodiscard]] std::string group(const group_ref& ref);
+// The keys of all groups of one step (both splits) start with step(run_id, step).
+[[nodiscard]] std::string metric(std::string_view run_id, std::string_view name,
+                                 std::uint64_t step);
+[[nodiscard]] std::string task(std::string_view task_id, const group_ref& ref);
+
+// The inverses; nullopt when the bytes are not such a key.
+[[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);
+[[nodiscard]] std::optional<group_ref> parse_group(std::string_view key);
+struct metric_key {
+  std::string run_id;
+  std::string name;
+  std::uint64_t step = 0;
+};
+[[nodiscard]] std::optional<metric_key> parse_metric(std::string_view key);
+// Returns the task id and the group.
+[[nodiscard]] std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key);
+
+// The least key greater than every key that starts with `prefix`: the exclusive upper bound of a
+// prefix scan. An empty result means "no bound" (the prefix is empty or all 0xFF bytes).
+[[nodiscard]] std::string prefix_end(std::string_view prefix);
+
+// Encodings of numbers as the keys use them.
+void append_u64be(std::string& out, std::uint64_t v);
+void append_u32be(std::string& out, std::uint32_t v);
+
+}  // namespace keys
+}  // namespace leap

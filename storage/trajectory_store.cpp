@@ -1,0 +1,757 @@
+#include "storage/trajectory_store.hpp"
+
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <system_error>
+
+namespace leap {
+
+namespace {
+
+enum cf_index : std::size_t { cf_runs, cf_steps, cf_groups, cf_metrics, cf_by_task, cf_count };
+constexpr std::array<const char*, cf_count> cf_names = {"runs", "steps", "groups", "metrics",
+                                                        "by_task"};
+constexpr std::string_view schema_key = "leap.store.schema";
+
+using cf_handles = std::array<rocksdb::ColumnFamilyHandle*, cf_count>;
+
+std::string le_bytes(std::uint64_t v, std::size_t width) {
+  std::string out;
+  for (std::size_t i = 0; i < width; ++i) {
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+  }
+  return out;
+}
+
+std::uint64_t from_le(std::string_view bytes) {
+  std::uint64_t v = 0;
+  for (std::size_t i = bytes.size(); i-- > 0;) {
+    v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return v;
+}
+
+std::string describe(const group_ref& ref) {
+  return "group (run '" + ref.run_id + "', step " + std::to_string(ref.step) + ", " +
+         to_string(ref.split) + " group " + std::to_string(ref.group_index) + ")";
+}
+
+std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+// Column family tuning: LZ4 for the hot levels (cheap on a 2-core host), ZSTD where data settles;
+// token arrays compress to about half.
+rocksdb::ColumnFamilyOptions family_options() {
+  rocksdb::ColumnFamilyOptions options;
+  const auto supported = rocksdb::GetSupportedCompressions();
+  auto has = [&](rocksdb::CompressionType t) {
+    return std::find(supported.begin(), supported.end(), t) != supported.end();
+  };
+  if (has(rocksdb::kLZ4Compression)) {
+    options.compression = rocksdb::kLZ4Compression;
+  }
+  if (has(rocksdb::kZSTD)) {
+    options.bottommost_compression = rocksdb::kZSTD;
+  }
+  return options;
+}
+
+}  // namespace
+
+std::filesystem::path store_path_of_run_dir(const std::filesystem::path& run_dir) {
+  return run_dir / "trajectories";
+}
+
+// ---- store state
+// ---------------------------------------------------------------------------------
+
+struct trajectory_store::impl {
+  std::filesystem::path path;
+  store_options options;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> all_handles;  // every family opened, ours and others
+  cf_handles cf{};
+
+  [[nodiscard]] std::string where() const { return "trajectory store '" + path.string() + "'"; }
+
+  [[nodiscard]] error fail(std::string_view what, const rocksdb::Status& s) const {
+    std::string message = where() + ": " + std::string(what) + ": " + s.ToString();
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      message +=
+          " (another process has this store open for writing; a read-only open can read "
+          "alongside it)";
+    }
+    return error{message};
+  }
+
+  [[nodiscard]] status check_open() const {
+    if (!db) {
+      return error{where() + ": the store is closed"};
+    }
+    return ok_status();
+  }
+
+  status close() {
+    if (!db) {
+      return ok_status();
+    }
+    rocksdb::Status first;
+    for (auto* h : all_handles) {
+      auto s = db->DestroyColumnFamilyHandle(h);
+      if (first.ok() && !s.ok()) {
+        first = s;
+      }
+    }
+    all_handles.clear();
+    cf.fill(nullptr);
+    auto s = db->Close();
+    db.reset();
+    if (!first.ok()) {
+      return fail("close", first);
+    }
+    if (!s.ok()) {
+      return fail("close", s);
+    }
+    return ok_status();
+  }
+
+  // Iterates [lower, upper) of a family (an empty `upper` means to the end) on one snapshot.
+  template <class F>
+  status scan(cf_index family, const std::string& lower, const std::string& upper, F&& each) const {
+    if (auto s = check_open(); !s) {
+      return s;
+    }
+    rocksdb::ReadOptions read;
+    rocksdb::Slice upper_slice(upper);
+    if (!upper.empty()) {
+      read.iterate_upper_bound = &upper_slice;
+    }
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf[family]));
+    for (it->Seek(lower); it->Valid(); it->Next()) {
+      if (auto s = each(view(it->key()), view(it->value())); !s) {
+        return s;
+      }
+    }
+    if (!it->status().ok()) {
+      return fail(std::string("scan of '") + cf_names[family] + "'", it->status());
+    }
+    return ok_status();
+  }
+
+  result<std::optional<std::string>> get(cf_index family, const std::string& key,
+                                         const rocksdb::Snapshot* snapshot = nullptr) const {
+    if (auto s = check_open(); !s) {
+      return s.err();
+    }
+    rocksdb::ReadOptions read;
+    read.snapshot = snapshot;
+    std::string value;
+    auto s = db->Get(read, cf[family], key, &value);
+    if (s.IsNotFound()) {
+      return std::optional<std::string>{};
+    }
+    if (!s.ok()) {
+      return fail(std::string("read from '") + cf_names[family] + "'", s);
+    }
+    return std::optional<std::string>{std::move(value)};
+  }
+};
+
+// ---- write_batch
+// ---------------------------------------------------------------------------------
+
+struct write_batch::impl {
+  const void* owner = nullptr;  // the store whose families the handles are
+  cf_handles cf{};
+  rocksdb::WriteBatch batch;
+  std::size_t groups = 0;
+  std::size_t records = 0;
+
+  // Applies `puts` to a copy point: on the first failure the batch is rolled back to where it was.
+  template <class F>
+  status guarded(F&& puts) {
+    batch.SetSavePoint();
+    auto s = puts();
+    if (!s.ok()) {
+      // Only fails without a save point, and one was set just above.
+      (void)batch.RollbackToSavePoint();
+      return error{"write batch: " + s.ToString()};
+    }
+    (void)batch.PopSavePoint();  // as above: the save point exists
+    return ok_status();
+  }
+};
+
+write_batch::write_batch(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+write_batch::write_batch(write_batch&&) noexcept = default;
+write_batch& write_batch::operator=(write_batch&&) noexcept = default;
+write_batch::~write_batch() = default;
+
+status write_batch::put_run(const run_record& run) {
+  if (auto s = validate(run); !s) {
+    return s;
+  }
+  const auto value = encode(run);
+  auto s = impl_->guarded(
+      [&] { return impl_->batch.Put(impl_->cf[cf_runs], keys::run(run.id), value); });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
+status write_batch::put_group(const group_record& group) {
+  if (auto s = validate(group); !s) {
+    return s;
+  }
+  const auto ref = ref_of(group);
+  const auto value = encode(group);
+  auto s = impl_->guarded([&] {
+    auto st = impl_->batch.Put(impl_->cf[cf_groups], keys::group(ref), value);
+    if (st.ok()) {
+      st = impl_->batch.Put(impl_->cf[cf_by_task], keys::task(group.task_id, ref), "");
+    }
+    return st;
+  });
+  if (s) {
+    ++impl_->groups;
+    ++impl_->records;
+  }
+  return s;
+}
+
+status write_batch::put_step(const step_record& step) {
+  if (auto s = validate(step); !s) {
+    return s;
+  }
+  const auto value = encode(step);
+  auto s = impl_->guarded([&] {
+    auto st = impl_->batch.Put(impl_->cf[cf_steps], keys::step(step.run_id, step.step), value);
+    for (auto it = step.metrics.begin(); st.ok() && it != step.metrics.end(); ++it) {
+      st = impl_->batch.Put(impl_->cf[cf_metrics], keys::metric(step.run_id, it->first, step.step),
+                            le_bytes(std::bit_cast<std::uint64_t>(it->second), 8));
+    }
+    return st;
+  });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
+status write_batch::put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
+                               double value) {
+  if (run_id.empty() || run_id.find('\0') != std::string_view::npos) {
+    return error{"metric '" + std::string(name) + "': run id is empty or contains a NUL byte"};
+  }
+  if (name.empty() || name.find('\0') != std::string_view::npos) {
+    return error{"metric of run '" + std::string(run_id) +
+                 "': metric name is empty or contains a NUL byte"};
+  }
+  auto s = impl_->guarded([&] {
+    return impl_->batch.Put(impl_->cf[cf_metrics], keys::metric(run_id, name, step),
+                            le_bytes(std::bit_cast<std::uint64_t>(value), 8));
+  });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
+std::size_t write_batch::groups() const { return impl_->groups; }
+std::size_t write_batch::records() const { return impl_->records; }
+std::size_t write_batch::bytes() const { return impl_->batch.GetDataSize(); }
+
+void write_batch::clear() {
+  impl_->batch.Clear();
+  impl_->groups = 0;
+  impl_->records = 0;
+}
+
+// ---- open / close
+// --------------------------------------------------------------------------------
+
+trajectory_store::trajectory_store(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+
+trajectory_store::~trajectory_store() {
+  // Deliberately dropped: a destructor cannot report it; callers who care call close() first.
+  (void)impl_->close();
+}
+
+result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::filesystem::path& path,
+                                                                 const store_options& options) {
+  auto state = std::make_unique<impl>();
+  state->path = path;
+  state->options = options;
+  const bool may_create = options.create_if_missing && !options.read_only;
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = may_create;
+  db_options.create_missing_column_families = !options.read_only;
+  db_options.keep_log_file_num = 4;
+  db_options.max_background_jobs = 2;
+  // RocksDB starts this many threads per column family at every open (16 by default), which
+  // made an open take hundreds of milliseconds on a small host.
+  db_options.max_file_opening_threads = 2;
+
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path / "CURRENT", ec);
+  std::vector<std::string> families;
+  if (exists) {
+    auto s = rocksdb::DB::ListColumnFamilies(db_options, path.string(), &families);
+    if (!s.ok()) {
+      return state->fail("list column families", s);
+    }
+  } else if (!may_create) {
+    return error{state->where() + ": no trajectory store there" +
+                 (options.read_only ? "" : " (and create_if_missing is off)")};
+  } else {
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      return error{state->where() + ": cannot create the folder: " + ec.message()};
+    }
+  }
+
+  // RocksDB opens every family or none, so families of a later layout are opened too.
+  std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName};
+  for (const char* name : cf_names) {
+    const bool present = std::find(families.begin(), families.end(), name) != families.end();
+    if (exists && !present && options.read_only) {
+      return error{state->where() + ": column family '" + name +
+                   "' is missing; is this a trajectory store?"};
+    }
+    names.emplace_back(name);
+  }
+  for (const auto& name : families) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(name);
+    }
+  }
+  const auto family = family_options();
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.reserve(names.size());
+  for (const auto& name : names) {
+    descriptors.emplace_back(name, family);
+  }
+
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Options combined(db_options, family);
+  const auto s =
+      options.read_only
+          ? rocksdb::DB::OpenForReadOnly(combined, path.string(), descriptors, &state->all_handles,
+                                         &raw)
+          : rocksdb::DB::Open(combined, path.string(), descriptors, &state->all_handles, &raw);
+  if (!s.ok()) {
+    return state->fail("open", s);
+  }
+  state->db.reset(raw);
+  // descriptors[0] is the default family; ours follow in cf_names order.
+  for (std::size_t i = 0; i < cf_count; ++i) {
+    state->cf[i] = state->all_handles[i + 1];
+  }
+
+  // The layout version: written on creation, checked on every open.
+  rocksdb::ReadOptions read;
+  std::string version;
+  auto* default_cf = state->all_handles[0];
+  auto vs = state->db->Get(read, default_cf, schema_key, &version);
+  if (vs.IsNotFound() && !options.read_only) {
+    rocksdb::WriteOptions write;
+    write.sync = options.sync;
+    vs = state->db->Put(write, default_cf, schema_key, le_bytes(store_schema_version, 4));
+    if (!vs.ok()) {
+      auto err = state->fail("write the schema version", vs);
+      (void)state->close();  // the write error is the one to report
+      return err;
+    }
+  } else if (vs.ok()) {
+    const auto v = version.size() == 4 ? from_le(version) : 0;
+    if (v == 0 || v > store_schema_version) {
+      auto err = error{state->where() + ": schema version " + std::to_string(v) +
+                       " is not readable by this build (it reads up to " +
+                       std::to_string(store_schema_version) + ")"};
+      (void)state->close();  // the version mismatch is the one to report
+      return err;
+    }
+  } else if (!vs.IsNotFound()) {
+    auto err = state->fail("read the schema version", vs);
+    (void)state->close();  // the read error is the one to report
+    return err;
+  }
+  return std::unique_ptr<trajectory_store>(new trajectory_store(std::move(state)));
+}
+
+status trajectory_store::close() { return impl_->close(); }
+
+const std::filesystem::path& trajectory_store::path() const { return impl_->path; }
+const store_options& trajectory_store::options() const { return impl_->options; }
+
+// ---- writes
+// --------------------------------------------------------------------------------------
+
+write_batch trajectory_store::batch() {
+  auto state = std::make_unique<write_batch::impl>();
+  state->owner = impl_.get();
+  state->cf = impl_->cf;
+  return write_batch(std::move(state));
+}
+
+status trajectory_store::write(write_batch& batch) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  if (impl_->options.read_only) {
+    return error{impl_->where() + ": opened read-only; writes are refused"};
+  }
+  if (batch.impl_->owner != impl_.get()) {
+    return error{impl_->where() + ": write of a batch made by another store"};
+  }
+  if (batch.empty()) {
+    return ok_status();
+  }
+  rocksdb::WriteOptions write;
+  write.sync = impl_->options.sync;
+  auto s = impl_->db->Write(write, &batch.impl_->batch);
+  if (!s.ok()) {
+    return impl_->fail("write of " + std::to_string(batch.records()) + " records", s);
+  }
+  batch.clear();
+  return ok_status();
+}
+
+namespace {
+
+template <class F>
+status write_one(trajectory_store& store, F&& put) {
+  auto batch = store.batch();
+  if (auto s = put(batch); !s) {
+    return s.err().wrap("trajectory store '" + store.path().string() + "'");
+  }
+  return store.write(batch);
+}
+
+}  // namespace
+
+status trajectory_store::put_run(const run_record& run) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_run(run); });
+}
+
+status trajectory_store::put_group(const group_record& group) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_group(group); });
+}
+
+status trajectory_store::put_step(const step_record& step) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_step(step); });
+}
+
+status trajectory_store::put_metric(std::string_view run_id, std::uint64_t step,
+                                    std::string_view name, double value) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_metric(run_id, step, name, value); });
+}
+
+// ---- reads
+// ---------------------------------------------------------------------------------------
+
+result<std::optional<run_record>> trajectory_store::get_run(std::string_view run_id) const {
+  auto bytes = impl_->get(cf_runs, keys::run(run_id));
+  if (!bytes) {
+    return bytes.err();
+  }
+  if (!*bytes) {
+    return std::optional<run_record>{};
+  }
+  auto run = decode_run(**bytes);
+  if (!run) {
+    return run.err().wrap(impl_->where() + ": run '" + std::string(run_id) + "'");
+  }
+  return std::optional<run_record>{std::move(*run)};
+}
+
+result<std::vector<run_record>> trajectory_store::runs() const {
+  std::vector<run_record> out;
+  auto s =
+      impl_->scan(cf_runs, "", "", [&](std::string_view key, std::string_view value) -> status {
+        auto run = decode_run(value);
+        if (!run) {
+          return run.err().wrap(impl_->where() + ": run '" + std::string(key) + "'");
+        }
+        out.push_back(std::move(*run));
+        return ok_status();
+      });
+  if (!s) {
+    return s.err();
+  }
+  return out;
+}
+
+result<std::optional<group_record>> trajectory_store::get_group(const group_ref& ref,
+                                                                decode_options decode) const {
+  auto bytes = impl_->get(cf_groups, keys::group(ref));
+  if (!bytes) {
+    return bytes.err();
+  }
+  if (!*bytes) {
+    return std::optional<group_record>{};
+  }
+  auto group = decode_group(**bytes, decode);
+  if (!group) {
+    return group.err().wrap(impl_->where() + ": " + describe(ref));
+  }
+  return std::optional<group_record>{std::move(*group)};
+}
+
+status trajectory_store::for_each_group(const group_query& query,
+                                        const group_visitor& visit) const {
+  std::string lower;
+  std::string upper;
+  if (!query.run_id.empty()) {
+    lower = keys::step(query.run_id, query.first_step);
+    upper = query.last_step == std::numeric_limits<std::uint64_t>::max()
+                ? keys::prefix_end(keys::id_prefix(query.run_id))
+                : keys::step(query.run_id, query.last_step + 1);
+  }
+  return impl_->scan(cf_groups, lower, upper,
+                     [&](std::string_view key, std::string_view value) -> status {
+                       const auto ref = keys::parse_group(key);
+                       if (!ref) {
+                         return error{impl_->where() + ": a key of 'groups' is not a group key"};
+                       }
+                       if (ref->step < query.first_step || ref->step > query.last_step ||
+                           (query.split && ref->split != *query.split)) {
+                         return ok_status();
+                       }
+                       auto group = decode_group(value, query.decode);
+                       if (!group) {
+                         return group.err().wrap(impl_->where() + ": " + describe(*ref));
+                       }
+                       return visit(std::move(*group));
+                     });
+}
+
+result<std::vector<group_record>> trajectory_store::groups(const group_query& query) const {
+  std::vector<group_record> out;
+  auto s = for_each_group(query, [&](group_record&& g) {
+    out.push_back(std::move(g));
+    return ok_status();
+  });
+  if (!s) {
+    return s.err();
+  }
+  return out;
+}
+
+status trajectory_store::for_each_group_of_task(std::string_view task_id, std::string_view run_id,
+                                                const group_visitor& visit,
+                                                decode_options decode) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  auto prefix = keys::id_prefix(task_id);
+  if (!run_id.empty()) {
+    prefix += keys::id_prefix(run_id);
+  }
+  // Index and groups are read from one snapshot, so a group written meanwhile is seen whole or not.
+  const rocksdb::Snapshot* snapshot = impl_->db->GetSnapshot();
+  rocksdb::ReadOptions read;
+  read.snapshot = snapshot;
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  status outcome = ok_status();
+  {
+    std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->cf[cf_by_task]));
+    for (it->Seek(prefix); it->Valid() && outcome.ok(); it->Next()) {
+      const auto parsed = keys::parse_task(view(it->key()));
+      if (!parsed) {
+        outcome = error{impl_->where() + ": a key of 'by_task' is not an index key"};
+        break;
+      }
+      auto bytes = impl_->get(cf_groups, keys::group(parsed->second), snapshot);
+      if (!bytes) {
+        outcome = bytes.err();
+        break;
+      }
+      if (!*bytes) {
+        // Groups and their entries are written together and never deleted: this is damage.
+        outcome = error{impl_->where() + ": the task index names " + describe(parsed->second) +
+                        ", which is not stored"};
+        break;
+      }
+      auto group = decode_group(**bytes, decode);
+      if (!group) {
+        outcome = group.err().wrap(impl_->where() + ": " + describe(parsed->second));
+        break;
+      }
+      if (group->task_id != task_id) {
+        continue;  // the group was rewritten with another task: a stale index entry
+      }
+      outcome = visit(std::move(*group));
+    }
+    if (outcome.ok() && !it->status().ok()) {
+      outcome = impl_->fail("scan of 'by_task'", it->status());
+    }
+  }
+  impl_->db->ReleaseSnapshot(snapshot);
+  return outcome;
+}
+
+result<std::optional<step_record>> trajectory_store::get_step(std::string_view run_id,
+                                                              std::uint64_t step) const {
+  auto bytes = impl_->get(cf_steps, keys::step(run_id, step));
+  if (!bytes) {
+    return bytes.err();
+  }
+  if (!*bytes) {
+    return std::optional<step_record>{};
+  }
+  auto record = decode_step(**bytes);
+  if (!record) {
+    return record.err().wrap(impl_->where() + ": step " + std::to_string(step) + " of run '" +
+                             std::string(run_id) + "'");
+  }
+  return std::optional<step_record>{std::move(*record)};
+}
+
+result<std::vector<step_record>> trajectory_store::steps(std::string_view run_id,
+                                                         std::uint64_t first,
+                                                         std::uint64_t last) const {
+  std::vector<step_record> out;
+  if (first > last) {
+    return out;
+  }
+  const auto upper = last == std::numeric_limits<std::uint64_t>::max()
+                         ? keys::prefix_end(keys::id_prefix(run_id))
+                         : keys::step(run_id, last + 1);
+  auto s =
+      impl_->scan(cf_steps, keys::step(run_id, first), upper,
+                  [&](std::string_view key, std::string_view value) -> status {
+                    auto record = decode_step(value);
+                    if (!record) {
+                      const auto parsed = keys::parse_step(key);
+                      return record.err().wrap(impl_->where() + ": step " +
+                                               (parsed ? std::to_string(parsed->second) : "?") +
+                                               " of run '" + std::string(run_id) + "'");
+                    }
+                    out.push_back(std::move(*record));
+                    return ok_status();
+                  });
+  if (!s) {
+    return s.err();
+  }
+  return out;
+}
+
+result<std::vector<metric_point>> trajectory_store::metric_series(std::string_view run_id,
+                                                                  std::string_view name) const {
+  std::vector<metric_point> out;
+  auto prefix = keys::id_prefix(run_id) + keys::id_prefix(name);
+  auto s = impl_->scan(cf_metrics, prefix, keys::prefix_end(prefix),
+                       [&](std::string_view key, std::string_view value) -> status {
+                         const auto parsed = keys::parse_metric(key);
+                         if (!parsed || value.size() != 8) {
+                           return error{impl_->where() + ": metric '" + std::string(name) +
+                                        "' of run '" + std::string(run_id) + "': malformed entry"};
+                         }
+                         out.push_back({parsed->step, std::bit_cast<double>(from_le(value))});
+                         return ok_status();
+                       });
+  if (!s) {
+    return s.err();
+  }
+  return out;
+}
+
+result<std::vector<std::string>> trajectory_store::metric_names(std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  std::vector<std::string> out;
+  const auto prefix = keys::id_prefix(run_id);
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::ReadOptions read;
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->cf[cf_metrics]));
+  // One seek per name: jump past all steps of a name to the next name.
+  for (it->Seek(prefix); it->Valid();) {
+    const auto parsed = keys::parse_metric(view(it->key()));
+    if (!parsed) {
+      return error{impl_->where() + ": a key of 'metrics' is not a metric key"};
+    }
+    out.push_back(parsed->name);
+    it->Seek(keys::prefix_end(prefix + keys::id_prefix(parsed->name)));
+  }
+  if (!it->status().ok()) {
+    return impl_->fail("scan of 'metrics'", it->status());
+  }
+  return out;
+}
+
+// ---- resume
+// --------------------------------------------------------------------------------------
+
+result<std::vector<std::uint32_t>> trajectory_store::completed_groups(std::string_view run_id,
+                                                                      std::uint64_t step,
+                                                                      split_kind split) const {
+  std::vector<std::uint32_t> out;
+  const auto prefix = keys::step(run_id, step);
+  auto s = impl_->scan(cf_groups, prefix, keys::prefix_end(prefix),
+                       [&](std::string_view key, std::string_view) -> status {
+                         const auto ref = keys::parse_group(key);
+                         if (!ref) {
+                           return error{impl_->where() + ": a key of 'groups' is not a group key"};
+                         }
+                         if (ref->split == split) {
+                           out.push_back(ref->group_index);
+                         }
+                         return ok_status();
+                       });
+  if (!s) {
+    return s.err();
+  }
+  return out;
+}
+
+result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(
+    std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  const auto prefix = keys::id_prefix(run_id);
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::ReadOptions read;
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->cf[cf_steps]));
+  it->SeekToLast();  // with an upper bound: the last key below it
+  if (!it->status().ok()) {
+    return impl_->fail("scan of 'steps'", it->status());
+  }
+  if (!it->Valid() || !it->key().starts_with(prefix)) {
+    return std::optional<std::uint64_t>{};
+  }
+  const auto parsed = keys::parse_step(view(it->key()));
+  if (!parsed) {
+    return error{impl_->where() + ": a key of 'steps' is not a step key"};
+  }
+  return std::optional<std::uint64_t>{parsed->second};
+}
+
+}  // namespace leap

@@ -1,0 +1,200 @@
+// The trajectory store: runs, steps, groups and metrics of training runs in one RocksDB database.
+//
+// Column families and keys (storage/keys.hpp has the encoders; all numbers big-endian so that
+// bytewise order is numeric order, ids NUL-terminated so that a run's keys are one prefix):
+//
+//   runs     run_id                                               -> run_record
+//   steps    run_id \0 step:u64be                                 -> step_record
+//   groups   run_id \0 step:u64be split:u8 group:u32be            -> group_record
+//   metrics  run_id \0 name \0 step:u64be                         -> f64
+//   by_task  task_id \0 run_id \0 step:u64be split:u8 group:u32be -> (empty)
+//
+// Values are orchestrator/trajectory.hpp's versioned binary records. A group and its by_task entry
+// are one atomic write, as are a step and its metric snapshot, so a reader (or a restart after a
+// crash) sees either all of such a write or none of it.
+//
+// Durability: every write returns once RocksDB has it in its write-ahead log. With
+// store_options::sync (the default) the log is fsync'ed first, so the write survives a power loss;
+// without it the write survives a crash or kill -9 of the process (it is in the OS page cache) but
+// perhaps not a power loss or kernel crash.
+//
+// Resume: a run is resumable from what the store holds. A step is complete once its step_record is
+// stored (write it after the learner has stepped); last_completed_step() gives the last one, and
+// completed_groups() the groups already stored for the step in progress, which need not be redone.
+//
+// Thread-safety: a trajectory_store may be used from any number of threads at once (RocksDB's DB is
+// thread-safe), except that close() and the destructor must not overlap any other call. Scans read
+// one consistent snapshot, taken when the scan starts. A write_batch is not thread-safe.
+#pragma once
+
+#include "common/result.hpp"
+#include "orchestrator/trajectory.hpp"
+#include "storage/keys.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace leap {
+
+struct store_options {
+  // fsync the write-ahead log before a write returns (see "Durability" above). Default: true
+  bool sync = true;
+  // Create the database (and its column families) when the folder holds none. Default: true
+  bool create_if_missing = true;
+  // Open without taking the database's lock, so that another process may write to it meanwhile
+  // (export, replay of a live run). Writes then fail. Default: false
+  bool read_only = false;
+};
+
+// The layout version of the keys and column families, kept in the default column family. A store
+// written with a newer layout is refused at open.
+inline constexpr std::uint32_t store_schema_version = 1;
+
+// Where a run directory keeps its store: RUN_DIR/trajectories.
+[[nodiscard]] std::filesystem::path store_path_of_run_dir(const std::filesystem::path& run_dir);
+
+// Which groups a scan visits. Keys are visited in order: run id, step, split (train first), group.
+struct group_query {
+  std::string run_id;                                                   // empty: every run
+  std::uint64_t first_step = 0;                                         // Default: 0
+  std::uint64_t last_step = std::numeric_limits<std::uint64_t>::max();  // inclusive. Default: all
+  std::optional<split_kind> split;                                      // Default: both splits
+  decode_options decode;                                                // Default: with tokens
+};
+
+// Called once per group of a scan. Returning an error stops the scan, which returns that error.
+using group_visitor = std::function<status(group_record&&)>;
+
+struct metric_point {
+  std::uint64_t step = 0;
+  double value = 0.0;
+
+  friend bool operator==(const metric_point&, const metric_point&) = default;
+};
+
+class trajectory_store;
+
+// Writes gathered for one atomic commit: trajectory_store::write() applies all of them or none,
+// with a single log sync, which is how a stream of groups is stored at a high rate (commit every
+// few groups, or whenever the oldest pending group has waited long enough). Created by
+// trajectory_store::batch(); must not outlive its store. Not thread-safe.
+class write_batch {
+ public:
+  write_batch(write_batch&&) noexcept;
+  write_batch& operator=(write_batch&&) noexcept;
+  ~write_batch();
+
+  // Each put validates the record (validate() in orchestrator/trajectory.hpp) and encodes it now;
+  // an invalid record is an error and leaves the batch as it was. Nothing is stored until write().
+  status put_run(const run_record& run);
+  status put_group(const group_record& group);
+  status put_step(const step_record& step);  // also puts each metric of the step's snapshot
+  status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
+                    double value);
+
+  [[nodiscard]] std::size_t groups() const;   // groups put since the last commit
+  [[nodiscard]] std::size_t records() const;  // every put since the last commit
+  [[nodiscard]] std::size_t bytes() const;    // encoded size of the pending writes
+  [[nodiscard]] bool empty() const { return records() == 0; }
+  void clear();
+
+ private:
+  friend class trajectory_store;
+  struct impl;
+  explicit write_batch(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+class trajectory_store {
+ public:
+  // Opens (and with create_if_missing, creates) the store in the folder `path`.
+  // Errors name the path and carry RocksDB's status text: a folder that holds no store (with
+  // create_if_missing off, or read_only), a lock held by another process, a store of a newer schema
+  // version, a missing column family in read-only mode, I/O errors.
+  [[nodiscard]] static result<std::unique_ptr<trajectory_store>> open(
+      const std::filesystem::path& path, const store_options& options = {});
+
+  // Closes if close() was not called; an error of that close is dropped, so call close() to see it.
+  ~trajectory_store();
+  trajectory_store(const trajectory_store&) = delete;
+  trajectory_store& operator=(const trajectory_store&) = delete;
+
+  // Flushes nothing extra (every write is already in the log) and releases the database and its
+  // lock. Later calls on this object return an error. Calling it twice is fine.
+  status close();
+
+  [[nodiscard]] const std::filesystem::path& path() const;
+  [[nodiscard]] const store_options& options() const;
+
+  // ---- writes: each returns only once the write is durable as store_options::sync says; on an
+  // error nothing of it is stored. Rewriting a key replaces its record (a redone group replaces the
+  // earlier copy whole).
+
+  [[nodiscard]] write_batch batch();
+  // Commits every write of the batch atomically, then clears it. On error the batch keeps its
+  // writes, so the caller may retry or report them.
+  status write(write_batch& batch);
+
+  status put_run(const run_record& run);
+  // A group and its by_task index entry, atomically.
+  status put_group(const group_record& group);
+  // A step and its metric snapshot, atomically: the step counts as completed from then on.
+  status put_step(const step_record& step);
+  status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
+                    double value);
+
+  // ---- reads: "not found" is an empty optional or an empty vector, never an error. Errors are
+  // I/O errors and records that do not decode (naming the key).
+
+  [[nodiscard]] result<std::optional<run_record>> get_run(std::string_view run_id) const;
+  [[nodiscard]] result<std::vector<run_record>> runs() const;  // ordered by id
+
+  [[nodiscard]] result<std::optional<group_record>> get_group(const group_ref& ref,
+                                                              decode_options decode = {}) const;
+  // Visits the groups the query selects, in key order. Memory stays at one group at a time.
+  status for_each_group(const group_query& query, const group_visitor& visit) const;
+  // The same, gathered into a vector: for queries known to be small.
+  [[nodiscard]] result<std::vector<group_record>> groups(const group_query& query) const;
+  // Visits the groups of one task (of one run, or of every run when run_id is empty), ordered by
+  // run, step, split, group. An index entry left by a group since rewritten with another task is
+  // skipped; one whose group is missing (damage: the two are written together) is an error.
+  status for_each_group_of_task(std::string_view task_id, std::string_view run_id,
+                                const group_visitor& visit, decode_options decode = {}) const;
+
+  [[nodiscard]] result<std::optional<step_record>> get_step(std::string_view run_id,
+                                                            std::uint64_t step) const;
+  // Steps of a run in [first, last], ascending.
+  [[nodiscard]] result<std::vector<step_record>> steps(
+      std::string_view run_id, std::uint64_t first = 0,
+      std::uint64_t last = std::numeric_limits<std::uint64_t>::max()) const;
+
+  // One metric of a run over time, ascending by step.
+  [[nodiscard]] result<std::vector<metric_point>> metric_series(std::string_view run_id,
+                                                                std::string_view name) const;
+  // The metric names a run has, sorted.
+  [[nodiscard]] result<std::vector<std::string>> metric_names(std::string_view run_id) const;
+
+  // ---- resume
+
+  // Indices of the groups of `split` stored for the step, ascending. Decodes no record, so a
+  // damaged group still counts as stored (get_group reports the damage).
+  [[nodiscard]] result<std::vector<std::uint32_t>> completed_groups(
+      std::string_view run_id, std::uint64_t step, split_kind split = split_kind::train) const;
+  // The highest step that has a step_record; nullopt when none has.
+  [[nodiscard]] result<std::optional<std::uint64_t>> last_completed_step(
+      std::string_view run_id) const;
+
+ private:
+  struct impl;
+  explicit trajectory_store(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace leap

@@ -1,0 +1,240 @@
+#include "storage/export.hpp"
+
+#include "tests/storage/test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+using test::make_group;
+using test::scratch_dir;
+
+// RFC 4180 reader, written for the test: quoted fields may hold commas, quotes and line breaks.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+    } else {
+      field.push_back(c);
+    }
+  }
+  EXPECT_FALSE(quoted) << "unterminated quoted field";
+  EXPECT_TRUE(field.empty() && row.empty()) << "last row lacks its line break";
+  return rows;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+class Export : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = trajectory_store::open(dir_ / "db", {.sync = false});
+    ASSERT_TRUE(store.ok()) << store.err().message;
+    store_ = std::move(store).value();
+    // Two runs; the second group of r1 has awkward text for both formats.
+    groups_.push_back(make_group("r1", 0, 0));
+    auto awkward = make_group("r1", 0, 1, split_kind::validation, "", 2, 3);
+    awkward.rollouts[0].turns[0].feedback = "line one, \"quoted\"\r\nline two";
+    awkward.rollouts[0].turns[1].code_hash.reset();
+    awkward.rollouts[1].reward = 1.0 / 3.0;
+    awkward.rollouts[1].advantage = -2.5e-17;
+    awkward.gate = gate_decision::closed_hopeless;
+    awkward.probe = true;
+    groups_.push_back(awkward);
+    groups_.push_back(make_group("r1", 1, 0, split_kind::train, "", 1, 1));
+    groups_.push_back(make_group("r2", 0, 0));
+    for (const auto& g : groups_) {
+      ASSERT_TRUE(store_->put_group(g).ok());
+    }
+  }
+
+  scratch_dir dir_;
+  std::unique_ptr<trajectory_store> store_;
+  std::vector<group_record> groups_;
+};
+
+TEST_F(Export, JsonlHasOneGroupPerLineThatParsesBackToTheRecord) {
+  std::ostringstream out;
+  auto counts = export_jsonl(*store_, {}, out);
+  ASSERT_TRUE(counts.ok()) << counts.err().message;
+  EXPECT_EQ(counts->groups, 4U);
+  EXPECT_EQ(counts->rows, 4U);
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), groups_.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    SCOPED_TRACE("line " + std::to_string(i));
+    // Plain JSON for any reader ...
+    const auto j = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(j.at("run_id"), groups_[i].run_id);
+    EXPECT_EQ(j.at("rollouts").size(), groups_[i].rollouts.size());
+    EXPECT_EQ(j.at("rollouts")[0].at("turns")[0].at("verdict"),
+              to_string(groups_[i].rollouts[0].turns[0].verdict));
+    // ... that holds every field.
+    auto back = group_from_json(lines[i]);
+    ASSERT_TRUE(back.ok()) << back.err().message;
+    EXPECT_EQ(*back, groups_[i]);
+  }
+  EXPECT_EQ(nlohmann::json::parse(lines[1]).at("gate"), "closed_hopeless");
+  EXPECT_TRUE(nlohmann::json::parse(lines[1])["rollouts"][0]["turns"][1]["code_hash"].is_null());
+}
+
+TEST_F(Export, RunFilter) {
+  std::ostringstream out;
+  auto counts = export_jsonl(*store_, {.run_id = "r2"}, out);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->groups, 1U);
+  ASSERT_EQ(lines_of(out.str()).size(), 1U);
+  EXPECT_EQ(*group_from_json(lines_of(out.str())[0]), groups_[3]);
+
+  std::ostringstream none;
+  EXPECT_EQ(export_csv(*store_, {.run_id = "r"}, none)->rows, 0U);
+  EXPECT_EQ(none.str(), csv_header());
+}
+
+TEST_F(Export, CsvHasAHeaderAndOneRowPerRolloutTurn) {
+  std::ostringstream out;
+  auto counts = export_csv(*store_, {.run_id = "r1"}, out);
+  ASSERT_TRUE(counts.ok()) << counts.err().message;
+  // r1: 4 rollouts x 2 turns, 2 x 3, 1 x 1.
+  EXPECT_EQ(counts->rows, 8U + 6U + 1U);
+  EXPECT_EQ(counts->groups, 3U);
+  const auto rows = parse_csv(out.str());
+  ASSERT_EQ(rows.size(), 1 + counts->rows);
+  EXPECT_EQ(rows[0], csv_columns());
+  auto column = [&](const std::string& name) {
+    const auto& cols = csv_columns();
+    return static_cast<std::size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), csv_columns().size()) << "row " << i;
+  }
+  // Row 9 is the awkward group's first rollout, first turn.
+  const auto& awkward = groups_[1];
+  const auto& row = rows[9];
+  EXPECT_EQ(row[column("group_index")], "1");
+  EXPECT_EQ(row[column("split")], "validation");
+  EXPECT_EQ(row[column("gate")], "closed_hopeless");
+  EXPECT_EQ(row[column("probe")], "true");
+  EXPECT_EQ(row[column("turn")], "0");
+  EXPECT_EQ(row[column("feedback")], awkward.rollouts[0].turns[0].feedback);
+  EXPECT_EQ(row[column("text")], awkward.rollouts[0].turns[0].text);
+  EXPECT_EQ(row[column("input_tokens")], "16");
+  EXPECT_EQ(row[column("output_tokens")], "24");
+  EXPECT_EQ(row[column("verdict")], "wrong_answer");
+  EXPECT_EQ(row[column("generation_ms")], "100");
+  EXPECT_EQ(rows[10][column("code_hash")], "");  // the turn without extracted code
+  // Numbers read back to the same double.
+  const auto& second = rows[12];  // rollout 1, turn 0
+  EXPECT_EQ(second[column("rollout_index")], "1");
+  EXPECT_EQ(std::stod(second[column("reward")]), 1.0 / 3.0);
+  EXPECT_EQ(std::stod(second[column("advantage")]), -2.5e-17);
+}
+
+TEST(ExportRows, RolloutWithoutTurnsGetsOneRowWithEmptyTurnColumns) {
+  auto g = make_group("r", 0, 0, split_kind::train, "t", 2, 1);
+  g.rollouts[1].turns.clear();
+  std::string out;
+  EXPECT_EQ(append_csv_rows(g, out), 2U);
+  const auto rows = parse_csv(out);
+  ASSERT_EQ(rows.size(), 2U);
+  ASSERT_EQ(rows[1].size(), csv_columns().size());
+  EXPECT_EQ(rows[1][14], "1");  // rollout_index
+  EXPECT_EQ(rows[1][21], "");   // turn
+}
+
+TEST(ExportJson, InvalidUtf8IsReplacedNotFatal) {
+  auto g = make_group("r", 0, 0, split_kind::train, "t", 1, 1);
+  g.rollouts[0].turns[0].text = "half a character: \xe2\x82";
+  const auto line = to_json_line(g);
+  auto back = group_from_json(line);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(back->rollouts[0].turns[0].text, "half a character: \xef\xbf\xbd");
+}
+
+TEST(ExportJson, ParseErrorsNameTheField) {
+  const auto good =
+      nlohmann::json::parse(to_json_line(make_group("r", 0, 0, split_kind::train, "t", 1, 1)));
+  struct test_case {
+    std::string name;
+    std::string line;
+    std::string error;
+  };
+  auto edited = [&](auto edit) {
+    auto j = good;
+    edit(j);
+    return j.dump();
+  };
+  const std::vector<test_case> cases = {
+      {"not json", "{", "not a JSON value"},
+      {"not an object", "[1]", "the line is not an object"},
+      {"missing step", edited([](auto& j) { j.erase("step"); }), "step is missing"},
+      {"negative step", edited([](auto& j) { j["step"] = -1; }), "step is out of range"},
+      {"string group index", edited([](auto& j) { j["group_index"] = "1"; }),
+       "group_index is not an integer"},
+      {"unknown gate", edited([](auto& j) { j["gate"] = "ajar"; }),
+       "gate: unknown gate decision 'ajar'"},
+      {"unknown verdict", edited([](auto& j) { j["rollouts"][0]["turns"][0]["verdict"] = "ok"; }),
+       "rollouts[0].turns[0].verdict: unknown verdict 'ok'"},
+      {"token out of range",
+       edited([](auto& j) { j["rollouts"][0]["turns"][0]["input_tokens"][3] = 1LL << 40; }),
+       "rollouts[0].turns[0].input_tokens[3] is out of range"},
+      {"timings not an object",
+       edited([](auto& j) { j["rollouts"][0]["turns"][0]["timings"] = 3; }),
+       "rollouts[0].turns[0].timings is not an object"},
+      {"rollouts not an array", edited([](auto& j) { j["rollouts"] = nullptr; }),
+       "rollouts is not an array"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto g = group_from_json(c.line);
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.err().message.find(c.error), std::string::npos) << g.err().message;
+  }
+}
+
+TEST_F(Export, AFailingStreamIsAnError) {
+  std::ostringstream out;
+  out.setstate(std::ios::badbit);
+  auto counts = export_jsonl(*store_, {}, out);
+  ASSERT_FALSE(counts.ok());
+  EXPECT_NE(counts.err().message.find("write failed after 0 groups"), std::string::npos)
+      << counts.err().message;
+}
+
+}  // namespace
+}  // namespace leap
