@@ -12,12 +12,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${LEAP_BUILD_DIR:-"$root/build"}
 jobs=${LEAP_JOBS:-$(nproc)}
 
-# Debian packages the build, the tests and the tools need. Keep in sync with the README.
+# Debian packages the build, the tests and the tools need (python3-torch: the kernelbench task
+# kind's harness on the CPU). Keep in sync with the README.
 packages=(
   g++ cmake ninja-build pkg-config git
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libtorch-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
-  python3 nodejs npm
+  python3 python3-torch nodejs npm
 )
 
 log() { printf '\033[1mdev.sh:\033[0m %s\n' "$*" >&2; }

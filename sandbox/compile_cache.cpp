@@ -1,0 +1,183 @@
+#include "sandbox/compile_cache.hpp"
+
+#include "sandbox/process.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace leap::sandbox {
+namespace fs = std::filesystem;
+
+namespace {
+// Entry file: "LEAPCACHE1 ok|fail|timeout <artifact bytes>\n" then the artifact then the log.
+constexpr const char* k_magic = "LEAPCACHE1";
+}  // namespace
+
+result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir, std::uint64_t max_bytes) {
+  std::unique_ptr<compile_cache> cache(new compile_cache(dir, max_bytes));
+  if (max_bytes == 0) return cache;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return error{"compile cache " + dir.string() + ": " + ec.message()};
+  std::vector<std::pair<fs::file_time_type, std::pair<std::string, std::uint64_t>>> found;
+  for (const auto& sub : fs::directory_iterator(dir, ec)) {
+    if (!sub.is_directory()) continue;
+    for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
+      if (f.path().extension() != ".entry") continue;
+      found.push_back({f.last_write_time(ec), {f.path().stem().string(), f.file_size(ec)}});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [time, info] : found) {
+    cache->lru_.push_back(info.first);
+    cache->index_[info.first] = {info.second, std::prev(cache->lru_.end())};
+    cache->total_bytes_ += info.second;
+  }
+  std::lock_guard lock(cache->mutex_);
+  cache->evict();
+  return cache;
+}
+
+fs::path compile_cache::path_of(const std::string& key) const {
+  return dir_ / key.substr(0, 2) / (key + ".entry");
+}
+
+std::optional<build_output> compile_cache::load(const std::string& key) {
+  std::ifstream in(path_of(key), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string magic, state;
+  std::uint64_t artifact_bytes = 0;
+  in >> magic >> state >> artifact_bytes;
+  if (magic != k_magic || in.get() != '\n') return std::nullopt;
+  build_output out;
+  out.ok = state == "ok";
+  out.timed_out = state == "timeout";
+  out.artifact.resize(artifact_bytes);
+  in.read(out.artifact.data(), static_cast<std::streamsize>(artifact_bytes));
+  if (static_cast<std::uint64_t>(in.gcount()) != artifact_bytes) return std::nullopt;
+  std::ostringstream rest;
+  rest << in.rdbuf();
+  out.log = rest.str();
+  return out;
+}
+
+void compile_cache::store(const std::string& key, const build_output& out) {
+  const fs::path path = path_of(key);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  // Written aside and renamed, so a reader never sees half an entry.
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << k_magic << ' ' << (out.ok ? "ok" : out.timed_out ? "timeout" : "fail") << ' ' << out.artifact.size() << '\n';
+    f.write(out.artifact.data(), static_cast<std::streamsize>(out.artifact.size()));
+    f.write(out.log.data(), static_cast<std::streamsize>(out.log.size()));
+    if (!f) {
+      fs::remove(tmp, ec);
+      return;  // a cache that cannot write is only slower
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return;
+  }
+  const std::uint64_t bytes = fs::file_size(path, ec);
+  std::lock_guard lock(mutex_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    total_bytes_ -= it->second.bytes;
+    lru_.erase(it->second.position);
+    index_.erase(it);
+  }
+  lru_.push_front(key);
+  index_[key] = {bytes, lru_.begin()};
+  total_bytes_ += bytes;
+  evict();
+}
+
+void compile_cache::touch(const std::string& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second.position);
+}
+
+void compile_cache::evict() {
+  while (total_bytes_ > max_bytes_ && !lru_.empty()) {
+    const std::string victim = lru_.back();
+    lru_.pop_back();
+    auto it = index_.find(victim);
+    if (it != index_.end()) {
+      total_bytes_ -= it->second.bytes;
+      index_.erase(it);
+    }
+    std::error_code ec;
+    fs::remove(path_of(victim), ec);
+  }
+}
+
+result<cache_lookup> compile_cache::get_or_build(const std::string& key,
+                                                 const std::function<result<build_output>()>& build) {
+  std::shared_future<result<build_output>> waiting;
+  std::promise<result<build_output>> promise;
+  bool builder = false;
+  {
+    std::unique_lock lock(mutex_);
+    if (max_bytes_ > 0 && index_.count(key) != 0) {
+      touch(key);
+      lock.unlock();
+      if (auto cached = load(key)) return cache_lookup{std::move(*cached), true, false, 0};
+      lock.lock();
+      // Vanished or damaged on disk: forget it and build.
+      if (auto it = index_.find(key); it != index_.end()) {
+        total_bytes_ -= it->second.bytes;
+        lru_.erase(it->second.position);
+        index_.erase(it);
+      }
+    }
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      waiting = it->second;
+    } else {
+      builder = true;
+      waiting = promise.get_future().share();
+      in_flight_[key] = waiting;
+      ++builds_;
+    }
+  }
+  if (!builder) {
+    auto out = waiting.get();
+    if (!out) return out.err();
+    return cache_lookup{out.value(), false, true, 0};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto out = build();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // A build that ran out of time may succeed on a less loaded host: not remembered.
+  if (out && max_bytes_ > 0 && !out->timed_out) store(key, out.value());
+  promise.set_value(out);
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(key);
+  }
+  if (!out) return out.err();
+  return cache_lookup{std::move(out.value()), false, false, ms};
+}
+
+std::uint64_t compile_cache::bytes_on_disk() const {
+  std::lock_guard lock(mutex_);
+  return total_bytes_;
+}
+
+std::size_t compile_cache::entries() const {
+  std::lock_guard lock(mutex_);
+  return index_.size();
+}
+
+std::uint64_t compile_cache::builds() const {
+  std::lock_guard lock(mutex_);
+  return builds_;
+}
+
+}  // namespace leap::sandbox

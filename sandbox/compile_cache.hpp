@@ -1,0 +1,80 @@
+// A content-addressed, size-bounded compile cache on disk, with in-flight de-duplication: callers
+// asking for the same key while it is being built wait for that one build.
+#pragma once
+
+#include "common/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace leap::sandbox {
+
+// What a build produced: an artifact (executable, object) or the reason it failed (compiler log).
+// Failures are cached too (the same source fails the same way), except timeouts, which may
+// depend on the host's load.
+struct build_output {
+  bool ok = false;
+  std::string artifact;  // the bytes of the built file when ok
+  std::string log;       // the compiler's output (stderr + stdout), host paths not yet stripped
+  bool timed_out = false;
+};
+
+struct cache_lookup {
+  build_output output;
+  bool hit = false;          // served from disk or memory without building
+  bool shared = false;       // waited for an identical build already in flight
+  double build_ms = 0;       // time spent building (0 on a hit)
+};
+
+class compile_cache {
+ public:
+  // `dir` is created if needed; entries already there are indexed (oldest mtime evicted first).
+  // `max_bytes` bounds the bytes on disk (Default in verifier_config: 2 GiB); 0 disables the disk
+  // (in-flight de-duplication still applies).
+  static result<std::unique_ptr<compile_cache>> open(const std::filesystem::path& dir, std::uint64_t max_bytes);
+
+  // Returns the entry for `key` (a hex digest), building it with `build` when absent. Concurrent
+  // calls with one key run `build` once; the others wait for its result. An error from `build`
+  // (infrastructure, not a compile failure) is returned to every waiter and not cached.
+  // Thread-safe.
+  result<cache_lookup> get_or_build(const std::string& key, const std::function<result<build_output>()>& build);
+
+  [[nodiscard]] std::uint64_t bytes_on_disk() const;
+  [[nodiscard]] std::size_t entries() const;
+  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+  // Builds run so far (not hits, not shared waits). For tests and benchmarks.
+  [[nodiscard]] std::uint64_t builds() const;
+
+ private:
+  compile_cache(std::filesystem::path dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  std::filesystem::path path_of(const std::string& key) const;
+  std::optional<build_output> load(const std::string& key);
+  void store(const std::string& key, const build_output& out);
+  void touch(const std::string& key);  // caller holds mutex_
+  void evict();                        // caller holds mutex_
+
+  std::filesystem::path dir_;
+  std::uint64_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::list<std::string> lru_;  // front: most recently used
+  struct entry_info {
+    std::uint64_t bytes;
+    std::list<std::string>::iterator position;
+  };
+  std::unordered_map<std::string, entry_info> index_;
+  std::uint64_t total_bytes_ = 0;
+  std::uint64_t builds_ = 0;
+  std::map<std::string, std::shared_future<result<build_output>>> in_flight_;
+};
+
+}  // namespace leap::sandbox

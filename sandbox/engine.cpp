@@ -1,0 +1,516 @@
+#include "sandbox/engine.hpp"
+
+#include "sandbox/extract.hpp"
+#include "sandbox/forbidden.hpp"
+#include "sandbox/hash.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+
+#ifndef LEAP_NVCC_DEFAULT
+#define LEAP_NVCC_DEFAULT "nvcc"
+#endif
+
+namespace leap::sandbox {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t k_max_artifact_bytes = 256ULL << 20;
+constexpr std::size_t k_max_result_json_bytes = 1 << 20;
+
+std::string base_path(const std::string& extra_dir) {
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  return extra_dir.empty() ? path : extra_dir + ":" + path;
+}
+
+std::string dir_of(const std::string& program) {
+  const auto slash = program.rfind('/');
+  return slash == std::string::npos ? std::string{} : program.substr(0, slash);
+}
+
+std::string random_nonce() {
+  std::random_device rd;
+  std::ostringstream ss;
+  for (int i = 0; i < 4; ++i) ss << std::hex << rd();
+  return ss.str();
+}
+
+timing_stats stats_of(std::vector<double> ms) {
+  timing_stats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  s.reps = static_cast<int>(ms.size());
+  s.min_ms = ms.front();
+  s.max_ms = ms.back();
+  s.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  return s;
+}
+
+verdict make_verdict(verdict_category c, std::string feedback) {
+  verdict v;
+  v.category = c;
+  v.passed = c == verdict_category::pass;
+  v.feedback = std::move(feedback);
+  return v;
+}
+
+std::string compile_log(const run_result& r) {
+  std::string log = r.stderr_text;
+  if (!r.stdout_text.empty()) log += (log.empty() ? "" : "\n") + r.stdout_text;
+  return log;
+}
+
+}  // namespace
+
+std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
+
+std::vector<std::string> split_flags(const std::string& flags) {
+  std::istringstream ss(flags);
+  std::vector<std::string> out;
+  std::string w;
+  while (ss >> w) out.push_back(w);
+  return out;
+}
+
+result<std::unique_ptr<engine>> engine::create(engine_config config) {
+  if (config.cache_dir.empty()) {
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+      config.cache_dir = fs::path(xdg) / "leap" / "compile";
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+      config.cache_dir = fs::path(home) / ".cache" / "leap" / "compile";
+    } else {
+      config.cache_dir = config.scratch_root / "compile-cache";
+    }
+  }
+  if (config.trials < 1) return error{"engine_config.trials must be at least 1"};
+  if (config.timing_reps < 0) return error{"engine_config.timing_reps must not be negative"};
+  auto cache = compile_cache::open(config.cache_dir, config.cache_max_bytes);
+  if (!cache) return cache.err();
+  std::unique_ptr<engine> e(new engine(std::move(config)));
+  e->cache_ = std::move(cache.value());
+  return e;
+}
+
+result<build_output> engine::build_in_sandbox(const std::vector<std::pair<std::string, std::string>>& files,
+                                              const std::vector<std::string>& argv, const std::string& artifact) {
+  auto dir = scratch_dir::create(config_.scratch_root, "build-");
+  if (!dir) return dir.err();
+  for (const auto& [name, content] : files) {
+    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+  }
+  run_request request;
+  request.argv = argv;
+  request.working_dir = dir->path();
+  // LC_ALL=C: plain ASCII quotes in diagnostics, the same text on every host.
+  request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
+  request.limits = config_.compile_limits;
+  auto r = run_isolated(request);
+  if (!r) return r.err().wrap("running " + argv.front());
+  build_output out;
+  out.log = compile_log(*r);
+  if (r->timed_out || r->signal == SIGXCPU) {
+    out.timed_out = true;
+    return out;
+  }
+  if (r->exited && r->exit_code == 0) {
+    auto bytes = read_untrusted_file(dir->path() / artifact, k_max_artifact_bytes);
+    if (!bytes) {
+      out.log += "\n" + bytes.err().message;
+      return out;
+    }
+    out.ok = true;
+    out.artifact = std::move(bytes.value());
+  } else if (!r->exited) {
+    out.log += "\nthe compiler was killed by " + signal_name(r->signal);
+  }
+  return out;
+}
+
+result<std::string> engine::compiler_identity(task_kind kind) {
+  // One probe at a time: the first caller runs it, the others find its answer.
+  std::lock_guard probe_lock(identity_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = compiler_ids_.find(kind); it != compiler_ids_.end()) return it->second;
+  }
+  std::vector<std::vector<std::string>> commands;
+  switch (kind) {
+    case task_kind::cpp: commands = {{config_.cxx, "--version"}}; break;
+    case task_kind::cuda: commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}}; break;
+    case task_kind::python:
+    case task_kind::kernelbench: commands = {{config_.python, "--version"}}; break;
+  }
+  std::string identity;
+  for (const auto& argv : commands) {
+    auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+    if (!dir) return dir.err();
+    run_request request;
+    request.argv = argv;
+    request.working_dir = dir->path();
+    request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
+    request.limits = config_.compile_limits;
+    auto r = run_isolated(request);
+    if (!r) return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
+    if (!r->exited || r->exit_code != 0) {
+      const std::string how = r->timed_out ? "timed out" : r->exited ? "exit code " + std::to_string(r->exit_code)
+                                                                     : "killed by " + signal_name(r->signal);
+      return error{"'" + argv.front() + " --version' failed (" + how + "): " + r->stderr_text.substr(0, 300)};
+    }
+    identity += r->stdout_text + r->stderr_text;
+  }
+  std::lock_guard lock(mutex_);
+  compiler_ids_[kind] = identity;
+  return identity;
+}
+
+result<std::string> engine::harness_object(const task& t) {
+  const bool cuda = t.kind == task_kind::cuda;
+  auto identity = compiler_identity(t.kind);
+  if (!identity) return identity.err();
+  const std::string source = harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
+  // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
+  // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
+  const fs::path cuda_include = fs::path(config_.nvcc).parent_path().parent_path() / "include";
+  const bool host_compiled = !cuda || (config_.nvcc.find('/') != std::string::npos && fs::exists(cuda_include / "cuda_runtime.h"));
+  const std::string file = cuda && !host_compiled ? "harness.cu" : "harness.cpp";
+  std::vector<std::string> argv;
+  if (host_compiled) {
+    argv = {config_.cxx};
+    for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
+    if (cuda) argv.push_back("-I" + cuda_include.string());
+  } else {
+    argv = {config_.nvcc};
+    for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
+    argv.push_back("-arch=" + config_.cuda_arch);
+  }
+  for (const char* a : {"-c", "", "-o", "harness.o"}) argv.emplace_back(*a ? a : file.c_str());
+  std::string key_material = "harness-object\n" + *identity + "\n";
+  for (const auto& a : argv) key_material += a + "\n";
+  key_material += source;
+  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+                                     [&] { return build_in_sandbox({{file, source}}, argv, "harness.o"); });
+  if (!lookup) return lookup.err();
+  if (!lookup->output.ok) {
+    if (lookup->output.timed_out) return error{t.id + ": building the harness timed out (is the host overloaded?)"};
+    return error{t.id + ": the generated harness does not compile (check the task's args):\n" +
+                 lookup->output.log.substr(0, 2000)};
+  }
+  return lookup->output.artifact;
+}
+
+result<engine::reference_data> engine::reference_outputs(const task& t) {
+  auto identity = compiler_identity(task_kind::cpp);
+  if (!identity) return identity.err();
+  const std::string harness = harness_source(t, harness_flavor::host_reference);
+  std::vector<std::string> argv{config_.cxx};
+  for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
+  for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) argv.emplace_back(a);
+  std::string key_material = "reference\n" + *identity + "\n";
+  for (const auto& a : argv) key_material += a + "\n";
+  key_material += harness + "\n--reference--\n" + t.reference;
+  const std::string build_key = sha256_hex(key_material);
+  const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" + std::to_string(config_.trials) + "/" +
+                              std::to_string(config_.timing_reps);
+
+  auto compute = [&]() -> result<reference_data> {
+    auto lookup = cache_->get_or_build(build_key, [&] {
+      return build_in_sandbox({{"harness.cpp", harness}, {"reference.cpp", t.reference}}, argv, "ref");
+    });
+    if (!lookup) return lookup.err();
+    if (!lookup->output.ok) {
+      if (lookup->output.timed_out) return error{t.id + ": building the reference timed out (is the host overloaded?)"};
+      return error{t.id + ": the task's reference does not compile:\n" + lookup->output.log.substr(0, 2000)};
+    }
+    auto dir = scratch_dir::create(config_.scratch_root, "ref-");
+    if (!dir) return dir.err();
+    if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) return s.err();
+    ::chmod((dir->path() / "ref").c_str(), 0755);
+    run_request request;
+    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), "expected.bin",
+                    std::to_string(config_.timing_reps)};
+    request.working_dir = dir->path();
+    request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
+    request.limits = config_.run_limits;
+    request.limits.wall *= 6;
+    request.limits.cpu_seconds *= 6;
+    auto r = run_isolated(request);
+    if (!r) return r.err().wrap(t.id + ": running the reference");
+    if (!r->exited || r->exit_code != 0) {
+      return error{t.id + ": the task's reference failed (" +
+                   (r->timed_out ? std::string("timed out")
+                    : r->exited  ? "exit code " + std::to_string(r->exit_code)
+                                 : signal_name(r->signal)) +
+                   "): " + r->stderr_text.substr(0, 1000)};
+    }
+    auto bytes = read_untrusted_file(dir->path() / "expected.bin", k_max_artifact_bytes);
+    if (!bytes) return bytes.err().wrap(t.id + ": reference output");
+    auto dump = parse_dump(*bytes, t);
+    if (!dump) return dump.err().wrap(t.id + ": reference output");
+    reference_data data;
+    if (!dump->rep_ms.empty()) data.time = stats_of(dump->rep_ms);
+    data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
+    return data;
+  };
+
+  // Once per task: the first caller computes, concurrent callers wait for its result.
+  std::promise<result<reference_data>> promise;
+  std::shared_future<result<reference_data>> future;
+  bool mine = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = references_.find(run_key); it != references_.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      references_[run_key] = future;
+      mine = true;
+    }
+  }
+  if (!mine) return future.get();
+  auto computed = compute();
+  if (!computed) {
+    // Not remembered: the next candidate retries (the failure may be the host's, not the task's).
+    std::lock_guard lock(mutex_);
+    references_.erase(run_key);
+  }
+  promise.set_value(computed);
+  return computed;
+}
+
+result<prepared_candidate> engine::compile(const task& t, std::string_view answer, bool with_reference) {
+  prepared_candidate p;
+  auto extracted = extract_code(answer, t.kind);
+  if (!extracted) {
+    p.final_verdict = make_verdict(verdict_category::format, extracted.err().message);
+    return p;
+  }
+  p.code = extracted->code;
+  if (auto hit = find_forbidden(p.code, t.kind, t.forbidden)) {
+    p.final_verdict = make_verdict(verdict_category::forbidden, hit->reason);
+    return p;
+  }
+  if (t.kind == task_kind::python || t.kind == task_kind::kernelbench) return p;
+
+  const bool cuda = t.kind == task_kind::cuda;
+  auto object = harness_object(t);
+  if (!object) return object.err();
+  auto identity = compiler_identity(t.kind);
+  if (!identity) return identity.err();
+  const std::string file = cuda ? "solution.cu" : "solution.cpp";
+  // The code exactly as the model wrote it, so compiler line numbers and excerpts are its own.
+  const std::string& source = p.code;
+  std::vector<std::string> argv;
+  if (cuda) {
+    argv = {config_.nvcc};
+    for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
+    argv.push_back("-arch=" + config_.cuda_arch);
+  } else {
+    argv = {config_.cxx};
+    for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
+    argv.push_back("-pthread");
+  }
+  for (const char* a : {"", "harness.o", "-o", "cand"}) argv.emplace_back(*a ? a : file.c_str());
+  std::string key_material = "candidate\n" + *identity + "\n";
+  for (const auto& a : argv) key_material += a + "\n";
+  key_material += sha256_hex(*object) + "\n" + source;
+  auto lookup = cache_->get_or_build(sha256_hex(key_material), [&] {
+    return build_in_sandbox({{file, source}, {"harness.o", *object}}, argv, "cand");
+  });
+  if (!lookup) return lookup.err();
+  p.compile_ms = lookup->build_ms;
+  p.cache_hit = lookup->hit || lookup->shared;
+  if (!lookup->output.ok) {
+    const double limit = std::chrono::duration<double>(config_.compile_limits.wall).count();
+    std::string text = lookup->output.timed_out
+                           ? "Compilation did not finish within " + std::to_string(static_cast<int>(limit)) +
+                                 " s and was stopped (runaway templates or constexpr evaluation?)."
+                           : compile_feedback(lookup->output.log, file, entry_signature(t, "solve"), config_.feedback);
+    verdict v = make_verdict(verdict_category::compile, std::move(text));
+    v.compile_ms = p.compile_ms;
+    v.cache_hit = p.cache_hit;
+    v.diagnostics = lookup->output.log.substr(0, 4000);
+    p.final_verdict = std::move(v);
+    return p;
+  }
+  p.binary = std::move(lookup->output.artifact);
+  if (!with_reference) return p;
+  auto reference = reference_outputs(t);
+  if (!reference) return reference.err();
+  p.expected = reference->expected;
+  p.reference_time = reference->time;
+  return p;
+}
+
+std::vector<std::pair<std::string, std::string>> engine::run_env(int gpu) const {
+  std::vector<std::pair<std::string, std::string>> env{
+      {"PATH", base_path("")}, {"LANG", "C.UTF-8"}, {"OMP_NUM_THREADS", "1"}, {"PYTHONHASHSEED", "0"}};
+  if (gpu >= 0) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+  return env;
+}
+
+result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
+  const bool cuda = t.kind == task_kind::cuda;
+  auto dir = scratch_dir::create(config_.scratch_root, "run-");
+  if (!dir) return dir.err();
+  if (auto s = write_file(dir->path() / "cand", p.binary); !s) return s.err();
+  ::chmod((dir->path() / "cand").c_str(), 0755);
+  run_request request;
+  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), "out.bin",
+                  std::to_string(config_.timing_reps)};
+  request.working_dir = dir->path();
+  request.env = run_env(cuda ? gpu : -1);
+  request.limits = cuda ? config_.cuda_run_limits : config_.run_limits;
+  auto r = run_isolated(request);
+  if (!r) return r.err();
+
+  verdict v;
+  v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
+  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  auto finish = [&](verdict_category c, std::string text) {
+    v.category = c;
+    v.passed = c == verdict_category::pass;
+    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
+    return v;
+  };
+  if (r->timed_out) {
+    return finish(verdict_category::timeout,
+                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+  }
+  if (!r->exited && r->signal == SIGXCPU) {
+    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+  }
+  if (auto he = parse_harness_error(r->stderr_text)) {
+    if (he->kind == "cuda_init") {
+      return error{"no usable GPU for " + t.id + " (" + he->name + ": " + he->text + ")"};
+    }
+    return finish(verdict_category::runtime, harness_error_feedback(*he, r->stderr_text));
+  }
+  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  if (r->exit_code != 0) return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+
+  std::size_t bound = 1 << 20;
+  for (const auto& trial : p.expected->trials) {
+    for (const auto& out : trial.outputs) bound += out.size() * 8 + 64;
+    bound += 64 * t.args.size();
+  }
+  auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
+  harness_dump got;
+  if (bytes) {
+    auto dump = parse_dump(*bytes, t);
+    if (dump) got = std::move(dump.value());
+  }
+  if (!bytes || got.trials.size() != p.expected->trials.size()) {
+    return finish(verdict_category::runtime,
+                  "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
+                  "or close standard streams in solve().");
+  }
+  if (auto m = compare_dumps(t, *p.expected, got)) return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
+  if (!got.rep_ms.empty()) {
+    v.candidate_time = stats_of(got.rep_ms);
+    v.reference_time = p.reference_time;
+    if (p.reference_time && v.candidate_time->median_ms > 0) {
+      v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
+    }
+  }
+  return finish(verdict_category::pass, "Correct on all " + std::to_string(config_.trials) + " trials.");
+}
+
+result<verdict> engine::run_python(const task& t, const prepared_candidate& p, int gpu) {
+  const bool kb = t.kind == task_kind::kernelbench;
+  auto dir = scratch_dir::create(config_.scratch_root, kb ? "kb-" : "py-");
+  if (!dir) return dir.err();
+  std::vector<std::pair<std::string, std::string>> files{{"solution.py", p.code}};
+  if (kb) {
+    files.emplace_back("problem.py", t.reference);
+    files.emplace_back("runner.py", kernelbench_runner_source());
+  } else {
+    files.emplace_back("tests.py", t.tests);
+    files.emplace_back("runner.py", python_runner_source());
+  }
+  for (const auto& [name, content] : files) {
+    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+  }
+  const std::string nonce = random_nonce();
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "runner.py"};
+  request.working_dir = dir->path();
+  request.env = run_env(kb ? gpu : -1);
+  request.limits = kb ? config_.kernelbench_limits : config_.python_limits;
+  request.stdin_data = nonce + "\n";
+  if (kb) {
+    nlohmann::json cfg{{"trials", config_.trials}, {"seed", t.seed}, {"device", config_.kernelbench_device}};
+    if (t.tol) {
+      cfg["tolerances"] = {{"float32", {t.tol->atol, t.tol->rtol}}, {"float64", {t.tol->atol, t.tol->rtol}}};
+      cfg["max_relative_l2"] = t.tol->max_relative_l2;
+    }
+    request.stdin_data += cfg.dump() + "\n";
+  }
+  auto r = run_isolated(request);
+  if (!r) return r.err();
+
+  verdict v;
+  v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
+  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  auto finish = [&](verdict_category c, std::string text) {
+    v.category = c;
+    v.passed = c == verdict_category::pass;
+    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
+    return v;
+  };
+  auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
+  if (text) {
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.value("nonce", std::string{}) == nonce) {
+      auto fb = kb ? kernelbench_result_feedback(*text) : python_result_feedback(*text);
+      if (!fb) return fb.err().wrap(t.id);
+      return finish(fb->category, fb->text);
+    }
+    if (!r->timed_out) {
+      return finish(verdict_category::runtime,
+                    "Runtime error: the test runner's result was overwritten; do not write files named "
+                    ".leap_result.");
+    }
+  }
+  if (r->timed_out) {
+    return finish(verdict_category::timeout,
+                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+  }
+  if (!r->exited && r->signal == SIGXCPU) {
+    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+  }
+  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  return finish(verdict_category::runtime,
+                "Runtime error: the program exited with code " + std::to_string(r->exit_code) +
+                    " before the tests finished (do not call exit() or os._exit()).\n" +
+                    stderr_tail(r->stderr_text, 600));
+}
+
+result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {
+  if (prepared.final_verdict) return *prepared.final_verdict;
+  if ((t.kind == task_kind::cpp || t.kind == task_kind::cuda) && prepared.expected == nullptr) {
+    return error{t.id + ": run() of a candidate compiled without its reference"};
+  }
+  auto v = (t.kind == task_kind::python || t.kind == task_kind::kernelbench) ? run_python(t, prepared, gpu)
+                                                                            : run_native(t, prepared, gpu);
+  if (!v) return v;
+  v->compile_ms = prepared.compile_ms;
+  v->cache_hit = prepared.cache_hit;
+  return v;
+}
+
+result<verdict> engine::verify(const task& t, std::string_view answer, int gpu) {
+  auto prepared = compile(t, answer);
+  if (!prepared) return prepared.err();
+  return run(t, *prepared, gpu);
+}
+
+}  // namespace leap::sandbox

@@ -1,0 +1,140 @@
+// The verification engine: the two stages of verifying one candidate, compile (CPU) and run (a CPU
+// or GPU slot), for every task kind. Synchronous and thread-safe; sandbox/verifier.hpp puts the
+// stages on separate pools.
+#pragma once
+
+#include "common/result.hpp"
+#include "sandbox/compile_cache.hpp"
+#include "sandbox/feedback.hpp"
+#include "sandbox/harness.hpp"
+#include "sandbox/process.hpp"
+#include "sandbox/task.hpp"
+#include "sandbox/verdict.hpp"
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::sandbox {
+
+// Compile-time default for nvcc (CMake sets LEAP_NVCC_DEFAULT from the CUDA toolkit it found).
+std::string default_nvcc();
+
+struct engine_config {
+  std::filesystem::path scratch_root = default_scratch_root();  // Default: $TMPDIR/leap-sandbox
+  // Default: $XDG_CACHE_HOME/leap/compile, else $HOME/.cache/leap/compile
+  std::filesystem::path cache_dir;
+  std::uint64_t cache_max_bytes = 2ULL << 30;  // Default: 2 GiB; 0 disables the disk cache
+  std::string cxx = "g++";                     // Default: g++
+  std::string cxx_flags = "-std=c++17 -O2";    // Default: -std=c++17 -O2
+  std::string nvcc = default_nvcc();           // Default: the toolkit's nvcc found by CMake
+  std::string nvcc_flags = "-std=c++17 -O2";   // Default: -std=c++17 -O2
+  std::string cuda_arch = "sm_90a";            // Default: sm_90a (one architecture, plain nvcc)
+  std::string python = "python3";              // Default: python3
+  int trials = 3;                              // Default: 3 seeded trials with fresh inputs
+  int timing_reps = 0;                         // Default: 0 (timing off); >0 times passing candidates
+  std::string kernelbench_device = "auto";     // Default: auto (cuda when torch sees one, else cpu)
+  resource_limits compile_limits = [] {
+    resource_limits l;
+    l.wall = std::chrono::seconds(60);
+    l.cpu_seconds = 60;
+    l.address_space_bytes = 0;  // nvcc's cicc and ptxas reserve large address ranges
+    l.file_size_bytes = 512ULL << 20;
+    l.open_files = 256;
+    l.processes = 64;
+    l.output_cap_bytes = 256 << 10;
+    return l;
+  }();
+  resource_limits run_limits;  // cpp runs. Default: resource_limits{} (10 s, 4 GiB address space)
+  resource_limits cuda_run_limits = [] {
+    resource_limits l;
+    l.address_space_bytes = 0;  // the CUDA driver maps the GPU's whole address space
+    l.processes = 256;          // the driver starts threads, which RLIMIT_NPROC counts
+    l.open_files = 256;
+    return l;
+  }();
+  resource_limits python_limits = [] {
+    resource_limits l;
+    l.address_space_bytes = 2ULL << 30;
+    return l;
+  }();
+  resource_limits kernelbench_limits = [] {
+    resource_limits l;
+    l.wall = std::chrono::seconds(120);
+    l.cpu_seconds = 600;
+    l.address_space_bytes = 0;
+    l.processes = 512;
+    l.open_files = 1024;
+    return l;
+  }();
+  feedback_options feedback;
+};
+
+// The compile stage's outcome: either a verdict already (format, forbidden, compile) or what the
+// run stage needs.
+struct prepared_candidate {
+  std::optional<verdict> final_verdict;
+  std::string code;                                  // the extracted code
+  std::string binary;                                // cpp/cuda: the executable
+  std::shared_ptr<const harness_dump> expected;      // cpp/cuda: the reference's outputs
+  std::optional<timing_stats> reference_time;
+  double compile_ms = 0;
+  bool cache_hit = false;
+};
+
+class engine {
+ public:
+  // Opens the compile cache and checks the configuration. Errors name the key or path.
+  static result<std::unique_ptr<engine>> create(engine_config config);
+
+  // Extraction, forbidden check, compilation (cached, de-duplicated) and, once per task, the
+  // reference's expected outputs (skipped when `with_reference` is false: a compile-only check,
+  // whose result run() cannot judge). Errors are infrastructure failures (no compiler, a task whose
+  // reference does not compile), never the candidate's fault. Thread-safe.
+  result<prepared_candidate> compile(const task& t, std::string_view answer, bool with_reference = true);
+
+  // Runs a prepared candidate in isolation and judges it. `gpu` is the CUDA device for cuda and
+  // kernelbench runs (CUDA_VISIBLE_DEVICES), or -1 to leave the variable unset. Thread-safe.
+  result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu);
+
+  // Both stages in the calling thread.
+  result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
+
+  // "g++ (Debian 12.2.0-14) 12.2.0" etc.; part of every cache key. Cached after the first call.
+  result<std::string> compiler_identity(task_kind kind);
+
+  [[nodiscard]] const engine_config& config() const { return config_; }
+  [[nodiscard]] compile_cache& cache() { return *cache_; }
+
+ private:
+  explicit engine(engine_config config) : config_(std::move(config)) {}
+
+  struct reference_data {
+    std::shared_ptr<const harness_dump> expected;
+    std::optional<timing_stats> time;
+  };
+  result<std::string> harness_object(const task& t);
+  result<reference_data> reference_outputs(const task& t);
+  result<build_output> build_in_sandbox(const std::vector<std::pair<std::string, std::string>>& files,
+                                        const std::vector<std::string>& argv, const std::string& artifact);
+  std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
+  result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
+  result<verdict> run_python(const task& t, const prepared_candidate& p, int gpu);
+
+  engine_config config_;
+  std::unique_ptr<compile_cache> cache_;
+  std::mutex mutex_;
+  std::mutex identity_mutex_;
+  std::map<task_kind, std::string> compiler_ids_;
+  std::map<std::string, std::shared_future<result<reference_data>>> references_;
+};
+
+// Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).
+std::vector<std::string> split_flags(const std::string& flags);
+
+}  // namespace leap::sandbox

@@ -1,0 +1,393 @@
+#include "sandbox/feedback.hpp"
+
+#include "sandbox/process.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+namespace leap::sandbox {
+namespace {
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string line(text.substr(pos, end - pos));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    out += l;
+    out += '\n';
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string signal_description(int signal) {
+  switch (signal) {
+    case SIGSEGV: return "segmentation fault: an invalid memory access";
+    case SIGABRT: return "aborted: a failed assert, an uncaught exception or abort()";
+    case SIGFPE: return "arithmetic error, e.g. an integer division by zero";
+    case SIGBUS: return "bus error: a misaligned or invalid memory access";
+    case SIGILL: return "illegal instruction";
+    case SIGXFSZ: return "it wrote a file larger than allowed";
+    case SIGXCPU: return "CPU time limit exceeded";
+    case SIGKILL: return "killed, e.g. for using too much memory or too many processes";
+    case SIGPIPE: return "broken pipe";
+    default: return "terminated by a signal";
+  }
+}
+
+}  // namespace
+
+std::string strip_host_paths(std::string_view text) {
+  static const std::regex compiler_tmp(R"((/tmp/)?(tmpxft_[0-9a-fA-F_-]+|cc[A-Za-z0-9]{6})[\w.-]*)");
+  static const std::regex abs_path(R"((^|[\s'"`(<\[=,])/(?:[\w.+@-]+/)*([\w.+@-]+))");
+  std::string out = std::regex_replace(std::string(text), compiler_tmp, "<tmp>");
+  out = std::regex_replace(out, abs_path, "$1$2");
+  return out;
+}
+
+std::string trim_to_budget(std::string text, std::size_t budget) {
+  if (text.size() <= budget) return text;
+  const std::string marker_prefix = "\n[... ";
+  const std::size_t reserve = 48;
+  std::size_t cut = budget > reserve ? budget - reserve : 0;
+  const auto newline = text.rfind('\n', cut);
+  if (newline != std::string::npos && newline > cut / 2) cut = newline;
+  const std::size_t dropped = text.size() - cut;
+  text.resize(cut);
+  text += marker_prefix + std::to_string(dropped) + " more characters cut]";
+  if (text.size() > budget) text.resize(budget);
+  return text;
+}
+
+std::string compile_feedback(std::string_view log, std::string_view candidate_file, std::string_view signature,
+                             const feedback_options& options) {
+  static const std::regex gcc_diag(R"(^([^\s:][^:]*):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
+  static const std::regex gcc_context(R"(^([^\s:][^:]*):(\d+):(\d+):\s+(required from|in .*instantiat).*$)");
+  static const std::regex nvcc_diag(R"(^([^\s(][^(]*)\((\d+)\): (catastrophic error|error|warning|remark|note)[^:]*: (.*)$)");
+  static const std::regex undefined_ref(R"(undefined reference to [`'](.*)'$)");
+  static const std::regex multiple_def(R"(multiple definition of [`'](.*)';?)");
+  std::vector<std::string> lines;
+  for (auto& l : split_lines(log)) {
+    if (l.size() > 400) l = l.substr(0, 400) + " ...";
+    lines.push_back(strip_host_paths(l));
+    if (lines.size() > 2000) break;
+  }
+  const std::string cand(candidate_file);
+
+  std::vector<std::string> errors;
+  std::vector<std::string> link_errors;
+  int total_errors = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    std::smatch m;
+    if (std::regex_search(line, m, undefined_ref)) {
+      const std::string symbol = m[1].str();
+      std::string text;
+      if (symbol.rfind("solve(", 0) == 0 || symbol == "solve") {
+        text = "Linking failed: solve is not defined with the required signature. Define exactly:\n  " +
+               std::string(signature) + "\n(at namespace scope, not static, not extern \"C\").";
+      } else {
+        text = "Linking failed: undefined reference to `" + symbol + "' (it is declared or called but never defined; "
+               "only the standard library" + (cand.ends_with(".cu") ? " and the CUDA runtime are" : " is") +
+               " linked).";
+      }
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) link_errors.push_back(text);
+      continue;
+    }
+    if (std::regex_search(line, m, multiple_def)) {
+      const std::string symbol = m[1].str();
+      const std::string text = symbol == "main"
+                                   ? "Linking failed: do not define main(); the harness provides it and calls solve()."
+                                   : "Linking failed: multiple definition of `" + symbol + "'.";
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) link_errors.push_back(text);
+      continue;
+    }
+    bool is_error = false;
+    std::string file;
+    if (std::regex_match(line, m, gcc_diag)) {
+      file = m[1].str();
+      is_error = m[4].str() == "error" || m[4].str() == "fatal error";
+    } else if (std::regex_match(line, m, nvcc_diag)) {
+      file = m[1].str();
+      is_error = m[3].str() == "error" || m[3].str() == "catastrophic error";
+    }
+    if (!is_error) continue;
+    ++total_errors;
+    if (file.rfind("harness", 0) == 0) continue;  // harness internals never reach the model
+    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
+    std::vector<std::string> entry{line};
+    // The excerpt and caret lines that follow, up to the next diagnostic or a blank line.
+    for (std::size_t j = i + 1; j < lines.size() && entry.size() < 6; ++j) {
+      const std::string& next = lines[j];
+      if (next.empty() || std::regex_match(next, gcc_diag) || std::regex_match(next, nvcc_diag) ||
+          std::regex_match(next, gcc_context) || starts_with(next, "In file included from") ||
+          starts_with(next, "                 from ") || next.find(": In ") != std::string::npos ||
+          next.find("error detected in the compilation") != std::string::npos ||
+          starts_with(next, "compilation terminated")) {
+        break;
+      }
+      entry.push_back(next);
+    }
+    errors.push_back(join(entry));
+  }
+
+  std::string out;
+  if (!errors.empty()) {
+    out = "Compilation failed:\n";
+    for (const auto& e : errors) out += e;
+    if (total_errors > static_cast<int>(errors.size())) {
+      out += "(" + std::to_string(total_errors - static_cast<int>(errors.size())) + " more error" +
+             (total_errors - errors.size() == 1 ? "" : "s") + " not shown; fix these first)\n";
+    }
+  } else if (!link_errors.empty()) {
+    for (const auto& e : link_errors) out += e + "\n";
+  } else {
+    // Unrecognised shape: the last meaningful lines.
+    std::vector<std::string> tail;
+    for (const auto& l : lines) {
+      if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos) continue;
+      tail.push_back(l);
+    }
+    if (tail.size() > 15) tail.erase(tail.begin(), tail.end() - 15);
+    out = "Compilation failed:\n" + join(tail);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return trim_to_budget(out, options.char_budget);
+}
+
+std::string mismatch_feedback(const mismatch& m) {
+  const std::string trial = "trial " + std::to_string(m.trial + 1) + " of " + std::to_string(m.trials);
+  if (m.modified_input) {
+    return "Wrong answer: solve() wrote into its input '" + m.arg + "' (" + trial +
+           "); inputs are read-only, write only to the outputs.";
+  }
+  if (m.expected_count != m.got_count) {
+    return "Wrong answer: output '" + m.arg + "' (" + trial + ") has " + std::to_string(m.got_count) +
+           " elements, expected " + std::to_string(m.expected_count) + ".";
+  }
+  std::string out = "Wrong answer: output '" + m.arg + "' (" + trial + ")";
+  if (m.relative_l2_failed) {
+    out += " is too far from the expected result as a whole: relative L2 error " + number(m.relative_l2) +
+           " (every element is within atol=" + number(m.atol) + " but the result is not close).";
+  } else {
+    out += ": " + std::to_string(m.bad_elements) + " of " + std::to_string(m.expected_count) +
+           " elements differ by more than atol=" + number(m.atol) + " + rtol=" + number(m.rtol) + " * |expected|.";
+  }
+  out += "\nmax abs error " + number(m.max_abs_error) + ", max rel error " + number(m.max_rel_error) + ".";
+  out += "\nWorst at index " + std::to_string(m.worst_index) + ": expected " + number(m.expected) + ", got " +
+         number(m.got) + ".";
+  return out;
+}
+
+std::string stderr_tail(std::string_view stderr_text, std::size_t max_chars) {
+  std::vector<std::string> kept;
+  for (const auto& l : split_lines(stderr_text)) {
+    if (starts_with(l, "LEAP_HARNESS_ERROR")) continue;
+    kept.push_back(l);
+  }
+  while (!kept.empty() && kept.back().empty()) kept.pop_back();
+  std::string tail;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    const std::string line = strip_host_paths(*it);
+    if (tail.size() + line.size() + 1 > max_chars) break;
+    tail = line + "\n" + tail;
+  }
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  return tail;
+}
+
+std::string signal_feedback(int signal, std::string_view stderr_text) {
+  std::string out = "Runtime error: the program was killed by " + signal_name(signal) + " (" +
+                    signal_description(signal) + ").";
+  const std::string tail = stderr_tail(stderr_text, 600);
+  if (!tail.empty()) out += "\nIts last output on stderr:\n" + tail;
+  return out;
+}
+
+std::string exit_feedback(int code, std::string_view stderr_text) {
+  std::string out = "Runtime error: the program exited with code " + std::to_string(code) + " before finishing.";
+  const std::string tail = stderr_tail(stderr_text, 600);
+  if (!tail.empty()) out += "\nIts last output on stderr:\n" + tail;
+  return out;
+}
+
+std::string timeout_feedback(double limit_seconds, bool cpu) {
+  return std::string("Time limit exceeded: the program did not finish within ") + number(limit_seconds) + " s of " +
+         (cpu ? "CPU time" : "wall-clock time") +
+         " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
+}
+
+std::optional<harness_error> parse_harness_error(std::string_view stderr_text) {
+  std::optional<harness_error> found;
+  for (const auto& l : split_lines(stderr_text)) {
+    if (!starts_with(l, "LEAP_HARNESS_ERROR ")) continue;
+    std::istringstream ss(l.substr(19));
+    harness_error e;
+    ss >> e.kind >> e.name;
+    std::string rest;
+    std::getline(ss, rest);
+    const auto colon = rest.find(": ");
+    e.where = rest.substr(0, colon);
+    if (!e.where.empty() && e.where.front() == ' ') e.where.erase(0, 1);
+    e.text = colon == std::string::npos ? std::string{} : rest.substr(colon + 2);
+    found = e;
+  }
+  return found;
+}
+
+std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text) {
+  std::string out;
+  if (e.kind == "cuda") {
+    out = "CUDA error " + e.name + " while " + e.where + ": " + e.text + ".";
+    if (e.name == "cudaErrorIllegalAddress") out += "\nA kernel read or wrote out of bounds; check every index against its size.";
+    if (e.name == "cudaErrorAssert") out += "\nA device-side assert failed.";
+    if (e.name == "cudaErrorLaunchOutOfResources" || e.name == "cudaErrorInvalidConfiguration") {
+      out += "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
+    }
+  } else {
+    out = "Runtime error while " + e.where + ": " + e.text + ".";
+  }
+  const std::string tail = stderr_tail(stderr_text, 400);
+  if (!tail.empty()) out += "\nThe program's last output on stderr:\n" + tail;
+  return out;
+}
+
+namespace {
+
+std::string frames_text(const nlohmann::json& frames) {
+  std::string out;
+  if (!frames.is_array()) return out;
+  for (const auto& f : frames) {
+    out += "  " + f.value("file", std::string{}) + " line " + std::to_string(f.value("line", 0)) + ", in " +
+           f.value("function", std::string{}) + ": " + f.value("code", std::string{}) + "\n";
+  }
+  return out;
+}
+
+std::string exception_line(const nlohmann::json& j) {
+  std::string type = j.value("type", std::string("Exception"));
+  std::string message = j.value("message", std::string{});
+  return message.empty() ? type : type + ": " + strip_host_paths(message);
+}
+
+}  // namespace
+
+result<categorized_feedback> python_result_feedback(std::string_view result_json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(result_json);
+  } catch (const nlohmann::json::exception& e) {
+    return error{std::string("unreadable python runner result: ") + e.what()};
+  }
+  const std::string status = j.value("status", std::string{});
+  if (status == "passed") {
+    return categorized_feedback{verdict_category::pass,
+                                "All " + std::to_string(j.value("total", 0)) + " tests passed."};
+  }
+  if (status == "syntax_error") {
+    const std::string file = j.value("file", std::string{});
+    if (file != "solution.py") return error{"the task's " + file + " has a syntax error: " + j.value("message", std::string{})};
+    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) + ": " +
+                       j.value("message", std::string{});
+    const std::string code = j.value("code", std::string{});
+    if (!code.empty()) text += "\n  " + code;
+    return categorized_feedback{verdict_category::compile, text};
+  }
+  if (status == "import_error") {
+    std::string text = "Importing your code failed: " + exception_line(j);
+    const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
+    if (!frames.empty()) text += "\n" + frames;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return categorized_feedback{verdict_category::runtime, text};
+  }
+  if (status == "failed" || status == "error") {
+    const int index = j.value("index", 0);
+    const int total = j.value("total", 0);
+    std::string text = "Test " + j.value("test", std::string{}) + " (" + std::to_string(index + 1) + " of " +
+                       std::to_string(total) + ") " + (status == "failed" ? "failed" : "raised an exception") + ":\n";
+    text += frames_text(j.value("frames", nlohmann::json::array()));
+    text += exception_line(j);
+    return categorized_feedback{status == "failed" ? verdict_category::wrong_answer : verdict_category::runtime, text};
+  }
+  if (status == "no_tests") return error{"the task's tests.py defines no test_* function"};
+  return error{"python runner reported unknown status '" + status + "'"};
+}
+
+result<categorized_feedback> kernelbench_result_feedback(std::string_view result_json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(result_json);
+  } catch (const nlohmann::json::exception& e) {
+    return error{std::string("unreadable KernelBench runner result: ") + e.what()};
+  }
+  const std::string status = j.value("status", std::string{});
+  if (status == "passed") {
+    return categorized_feedback{verdict_category::pass, "Correct on all " + std::to_string(j.value("trials", 0)) +
+                                                            " trials (" + j.value("device", std::string{}) + ")."};
+  }
+  if (status == "no_torch") return error{"python3 cannot import torch: " + j.value("message", std::string{})};
+  if (status == "no_gpu") return error{"the KernelBench task needs a GPU: " + j.value("message", std::string{})};
+  if (status == "problem_error") return error{"the KernelBench problem file fails to load: " + exception_line(j)};
+  if (status == "syntax_error") {
+    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) + ": " +
+                       j.value("message", std::string{});
+    const std::string code = j.value("code", std::string{});
+    if (!code.empty()) text += "\n  " + code;
+    return categorized_feedback{verdict_category::compile, text};
+  }
+  if (status == "import_error" || status == "error") {
+    std::string text = std::string(status == "import_error" ? "Loading your code failed: " : "Running ModelNew failed: ") +
+                       exception_line(j);
+    const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
+    if (!frames.empty()) text += "\n" + frames;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return categorized_feedback{verdict_category::runtime, text};
+  }
+  if (status == "mismatch") {
+    const std::string when = j.value("when", std::string{});
+    const std::string trial = std::to_string(j.value("trial", 0) + 1);
+    std::string text = "Wrong answer: " + j.value("what", std::string("output")) + " (trial " + trial + ", ModelNew run " +
+                       when + ")";
+    if (j.contains("got_shape")) {
+      text += " has shape " + j.value("got_shape", std::string{}) + ", expected " + j.value("expected_shape", std::string{}) + ".";
+    } else if (j.contains("bad")) {
+      text += ": " + std::to_string(j.value("bad", 0)) + " of " + std::to_string(j.value("total", 0)) +
+              " elements differ by more than atol=" + number(j.value("atol", 0.0)) + " + rtol=" +
+              number(j.value("rtol", 0.0)) + " * |expected| (relative L2 error " + number(j.value("rel_l2", 0.0)) + ").";
+      text += "\nmax abs error " + number(j.value("max_abs", 0.0)) + ", max rel error " + number(j.value("max_rel", 0.0)) + ".";
+      text += "\nWorst at flat index " + std::to_string(j.value("index", 0)) + " (shape " + j.value("shape", std::string{}) +
+              "): expected " + number(j.value("expected", 0.0)) + ", got " + number(j.value("got", 0.0)) + ".";
+    } else {
+      text += ": expected " + j.value("expected", std::string{}) + ", got " + j.value("got", std::string{}) + ".";
+    }
+    return categorized_feedback{verdict_category::wrong_answer, text};
+  }
+  return error{"KernelBench runner reported unknown status '" + status + "'"};
+}
+
+}  // namespace leap::sandbox

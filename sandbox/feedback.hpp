@@ -1,0 +1,73 @@
+// The feedback text a model reads in a debug turn: compiler errors at the candidate's own line
+// numbers, runtime errors by name, mismatches with numbers. Pure functions of their inputs, so the
+// same failure always gives the same text (tests/sandbox/feedback_test.cpp holds the cases).
+#pragma once
+
+#include "sandbox/compare.hpp"
+#include "sandbox/verdict.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace leap::sandbox {
+
+struct feedback_options {
+  std::size_t char_budget = 2000;  // Default: 2000 characters
+  int max_compiler_errors = 3;     // Default: 3 (first errors only; the rest cascade from them)
+};
+
+// Replaces absolute paths by their file name ("/usr/include/c++/12/vector:12" -> "vector:12") and
+// compiler temporaries by "<tmp>", so the text holds no host path and does not vary run to run.
+std::string strip_host_paths(std::string_view text);
+
+// Cuts `text` to at most `budget` characters at a line boundary where possible, ending with a
+// marker that says how much was cut. Unchanged when it fits.
+std::string trim_to_budget(std::string text, std::size_t budget);
+
+// The first errors of a g++ or nvcc log that concern `candidate_file` (compiled exactly as the
+// model wrote it, so the line numbers are its own), with their source excerpt and caret; linker errors turned into advice
+// ("solve is not defined with the required signature: void solve(...)" for an undefined solve,
+// "do not define main()" for a duplicate main). `signature` is the required entry point. Warnings,
+// notes, harness internals and host paths are dropped.
+std::string compile_feedback(std::string_view log, std::string_view candidate_file, std::string_view signature,
+                             const feedback_options& options);
+
+// "Wrong answer: output 'y' (trial 2 of 3) ..." with counts, errors, worst index, expected vs got;
+// or "solve() wrote into its input 'x' ..." for a modified input.
+std::string mismatch_feedback(const mismatch& m);
+
+// "The program was killed by SIGSEGV (...)." plus the tail of its stderr.
+std::string signal_feedback(int signal, std::string_view stderr_text);
+// "The program exited with code N before finishing." plus the tail of its stderr.
+std::string exit_feedback(int code, std::string_view stderr_text);
+// "Time limit exceeded: ..." for wall-clock (`cpu` false) or CPU-time limits.
+std::string timeout_feedback(double limit_seconds, bool cpu);
+
+// A "LEAP_HARNESS_ERROR <kind> <name> <where>: <text>" line from the harness's stderr.
+struct harness_error {
+  std::string kind;   // "cuda", "cuda_init", "io"
+  std::string name;   // "cudaErrorIllegalAddress"
+  std::string where;  // "running solve() (synchronising after it)"
+  std::string text;   // "an illegal memory access was encountered"
+};
+// The last such line, or nullopt.
+std::optional<harness_error> parse_harness_error(std::string_view stderr_text);
+std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
+
+// The verdict category and feedback for a python runner's or KernelBench runner's JSON result
+// (see harness.hpp). A result whose status says the task itself is broken (a syntax error in
+// tests.py, no tests, a broken problem file, no torch, no GPU) is an error, not a verdict.
+struct categorized_feedback {
+  verdict_category category = verdict_category::runtime;
+  std::string text;
+};
+result<categorized_feedback> python_result_feedback(std::string_view result_json);
+result<categorized_feedback> kernelbench_result_feedback(std::string_view result_json);
+
+// The last lines of a program's stderr (at most `max_chars`), host paths stripped and harness
+// marker lines removed.
+std::string stderr_tail(std::string_view stderr_text, std::size_t max_chars);
+
+}  // namespace leap::sandbox

@@ -1,0 +1,110 @@
+// The task model: what a candidate is verified against, and the loaders for the project's suite
+// directory, a JSONL dataset file and a KernelBench directory.
+#pragma once
+
+#include "common/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::sandbox {
+
+enum class task_kind : std::uint8_t { cuda, cpp, python, kernelbench };
+
+// "cuda", "cpp", "python", "kernelbench".
+const char* to_string(task_kind kind);
+result<task_kind> parse_task_kind(const std::string& text);
+
+enum class value_type : std::uint8_t { f32, f64, i32 };
+enum class arg_role : std::uint8_t { input, output, inout, scalar };
+
+// One parameter of `void solve(...)`, in order (see the suite format).
+struct arg_spec {
+  std::string name;
+  value_type type = value_type::f32;
+  arg_role role = arg_role::input;
+  std::string count;         // pointer args: an integer, a scalar arg's name, or a '*'-product of both
+  double low = -1.0;         // input/inout value range (integers: inclusive bounds). Default: [-1, 1]
+  double high = 1.0;
+  double value = 0.0;        // scalar args
+};
+
+struct tolerance {
+  double atol = 1e-5;  // Default: 1e-5 for floating point, 0 for int
+  double rtol = 1e-5;  // Default: 1e-5 for floating point, 0 for int
+  // Reward-hack guard: besides the element-wise check, the relative L2 error ||got-exp|| / ||exp||
+  // must stay below this when the expected output is not all zero, so that zeros cannot pass on a
+  // near-zero reference. Default: 0.05
+  double max_relative_l2 = 0.05;
+};
+
+struct labelled_code {
+  std::string label;  // e.g. "off_by_one", from wrong/<label>.<ext>
+  std::string code;
+};
+
+struct task {
+  std::string id;  // "<kind>/<name>"
+  task_kind kind = task_kind::cpp;
+  int difficulty = 1;
+  std::string category;
+  std::string prompt;
+  std::vector<arg_spec> args;               // cuda/cpp
+  std::optional<tolerance> tol;             // absent: per-type defaults
+  std::vector<std::string> forbidden;       // absent in task.json: the kind's defaults
+  std::uint64_t seed = 1234;
+  // cuda/cpp: reference.cpp (`void reference(...)`, host C++17). kernelbench: the problem file
+  // (Model, get_inputs, get_init_inputs). python: unused.
+  std::string reference;
+  std::string tests;                        // python: tests.py
+  std::string solution;                     // a known-good candidate (bare code), may be empty
+  std::vector<labelled_code> wrong;         // known-bad candidates
+  std::string origin;                       // where it was loaded from, for messages
+};
+
+// The file extension of a candidate of `kind` (".cu", ".cpp", ".py").
+const char* candidate_extension(task_kind kind);
+
+// The forbidden identifiers applied when a task.json names none.
+// cuda: cublas, cudnn, cutlass, thrust, cub::, torch. Other kinds: none.
+std::vector<std::string> default_forbidden(task_kind kind);
+
+// Parses a task.json object (suite format) without the files beside it. `context` prefixes errors
+// ("sandbox/suite/cpp/x/task.json"). Errors name the key and what is wrong with it.
+result<task> parse_task_json(const std::string& json_text, const std::string& context);
+
+// Checks the cross-field rules: pointer counts resolve to integers through the scalars, reference
+// present for cuda/cpp, tests for python, unique arg names. Errors name the task id and field.
+status validate_task(const task& t);
+
+// Resolves a pointer arg's count with the scalar values. Errors name the unknown term.
+result<std::int64_t> element_count(const task& t, const arg_spec& arg);
+
+// Loads one suite task directory: task.json, reference.cpp, tests.py, solution.<ext>, wrong/*.
+result<task> load_task_dir(const std::filesystem::path& dir);
+
+// Loads every task below `root` (<kind>/<name>/task.json), sorted by id. An invalid task is an
+// error naming its directory.
+result<std::vector<task>> load_suite(const std::filesystem::path& root);
+
+// A JSONL dataset: one task object per line with task.json's fields plus inline "reference",
+// "solution", "wrong" ([{"label", "code"}]) and "tests". Blank lines are skipped. Errors name the
+// file and the 1-based line.
+result<std::vector<task>> load_jsonl(const std::filesystem::path& file);
+
+// A KernelBench directory: either a folder of level folders (level1/, level2/, ...) or one level
+// folder, each holding problem files "<n>_<name>.py" defining Model, get_inputs and get_init_inputs.
+// Ids are "kernelbench/<level>/<file stem>". Errors name the file lacking a definition.
+result<std::vector<task>> load_kernelbench_dir(const std::filesystem::path& dir);
+// One KernelBench problem file.
+result<task> load_kernelbench_file(const std::filesystem::path& file, const std::string& level);
+
+// Finds a task for `leap verify`-like callers: an id looked up in `suite_root`, a task directory,
+// a .jsonl file (first task, or the one whose id matches `id_in_file`), or a KernelBench .py file.
+result<task> resolve_task(const std::string& spec, const std::filesystem::path& suite_root);
+
+}  // namespace leap::sandbox

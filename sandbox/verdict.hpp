@@ -1,0 +1,47 @@
+// What verification says about one candidate: pass or fail, why, and the text the model reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace leap::sandbox {
+
+// The sandbox's own copy of the categories (the orchestrator mirrors them; this module knows
+// nothing of it).
+enum class verdict_category : std::uint8_t {
+  pass,
+  format,        // no code could be extracted from the answer
+  compile,       // the compiler (or Python's parser) rejected it
+  forbidden,     // it uses something the task forbids
+  runtime,       // crash, CUDA error, exception, non-zero exit
+  timeout,       // wall-clock or CPU limit reached
+  wrong_answer,  // ran, but the output does not match the reference (or it wrote into an input)
+};
+
+// "pass", "format", "compile", "forbidden", "runtime", "timeout", "wrong_answer".
+const char* to_string(verdict_category c);
+
+struct timing_stats {
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  int reps = 0;
+};
+
+struct verdict {
+  bool passed = false;
+  verdict_category category = verdict_category::runtime;
+  // For the model: deterministic, free of host paths and harness internals, within the budget.
+  std::string feedback;
+  double compile_ms = 0;  // 0 when nothing was compiled (python) or on a cache hit's lookup only
+  double run_ms = 0;      // wall time of the candidate's run
+  bool cache_hit = false;
+  std::optional<timing_stats> candidate_time;  // only when timing is on and the candidate passed
+  std::optional<timing_stats> reference_time;
+  std::optional<double> speedup;  // reference median / candidate median
+  // For logs, not for the model: isolation applied, raw stderr tail, etc.
+  std::string diagnostics;
+};
+
+}  // namespace leap::sandbox

@@ -1,0 +1,89 @@
+// The public face of the module: submit(task, answer) -> verdict, with compilation on a CPU worker
+// pool and runs on separate run slots (one per GPU for cuda work), bounded queues in between.
+#pragma once
+
+#include "common/result.hpp"
+#include "sandbox/engine.hpp"
+#include "sandbox/task.hpp"
+#include "sandbox/verdict.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace leap::sandbox {
+
+struct verifier_config {
+  engine_config engine;
+  int compile_workers = 0;  // Default: 0 = std::thread::hardware_concurrency()
+  int run_slots = 0;        // Default: 0 = hardware_concurrency (CPU kinds), or gpus.size() when set
+  // The CUDA device of each run slot: slot i runs with CUDA_VISIBLE_DEVICES=gpus[i % gpus.size()].
+  // Empty: cuda runs get no CUDA_VISIBLE_DEVICES (the driver's default device). Default: empty
+  std::vector<int> gpus;
+  // Bound of the compile queue and of the run queue each. Default: 64
+  std::size_t queue_capacity = 64;
+};
+
+class verifier {
+ public:
+  using callback = std::function<void(result<verdict>)>;
+
+  static result<std::unique_ptr<verifier>> create(verifier_config config);
+  // Finishes every job already accepted, then stops the workers.
+  ~verifier();
+  verifier(const verifier&) = delete;
+  verifier& operator=(const verifier&) = delete;
+
+  // Queues a verification. Back-pressure: BLOCKS while the compile queue is full. `done` runs once,
+  // on a worker thread, with the verdict or an infrastructure error (no compiler, broken task,
+  // no GPU); it must not block for long. Thread-safe.
+  void submit(std::shared_ptr<const task> t, std::string answer, callback done);
+  // The same with a future.
+  std::future<result<verdict>> submit(std::shared_ptr<const task> t, std::string answer);
+  // Never blocks: an error whose message is "busy" when the compile queue is full. Thread-safe.
+  result<std::future<result<verdict>>> try_submit(std::shared_ptr<const task> t, std::string answer);
+
+  [[nodiscard]] engine& verification_engine() { return *engine_; }
+  [[nodiscard]] int compile_workers() const { return static_cast<int>(compile_threads_.size()); }
+  [[nodiscard]] int run_slots() const { return static_cast<int>(run_threads_.size()); }
+
+ private:
+  struct job {
+    std::shared_ptr<const task> t;
+    std::string answer;
+    callback done;
+    prepared_candidate prepared;
+  };
+  class job_queue {
+   public:
+    explicit job_queue(std::size_t capacity) : capacity_(capacity) {}
+    bool push(job j, bool wait);  // false: full (when !wait) or closed
+    bool pop(job* out);           // false: closed and empty
+    void close();
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable not_full_, not_empty_;
+    std::deque<job> jobs_;
+    std::size_t capacity_;
+    bool closed_ = false;
+  };
+
+  explicit verifier(verifier_config config, std::unique_ptr<engine> e);
+  void compile_loop();
+  void run_loop(int slot);
+
+  verifier_config config_;
+  std::unique_ptr<engine> engine_;
+  job_queue compile_queue_;
+  job_queue run_queue_;
+  std::vector<std::thread> compile_threads_;
+  std::vector<std::thread> run_threads_;
+};
+
+}  // namespace leap::sandbox

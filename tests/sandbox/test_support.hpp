@@ -1,0 +1,109 @@
+// Shared fixtures of the sandbox tests: small tasks built in code, one engine per test binary.
+#pragma once
+
+#include "sandbox/engine.hpp"
+#include "sandbox/process.hpp"
+#include "sandbox/task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+namespace leap::sandbox::testing {
+
+// y[i] = 2 * x[i] for n floats.
+inline task doubling_task(int n = 1024) {
+  task t;
+  t.id = "cpp/doubling";
+  t.kind = task_kind::cpp;
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"y", value_type::f32, arg_role::output, "n", -1.0, 1.0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
+  t.reference = "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+  return t;
+}
+
+inline task python_add_task() {
+  task t;
+  t.id = "python/add";
+  t.kind = task_kind::python;
+  t.tests =
+      "from solution import add\n"
+      "\n"
+      "def test_small():\n"
+      "    assert add(1, 2) == 3\n"
+      "\n"
+      "def test_negative():\n"
+      "    assert add(-5, 2) == -3, 'negative numbers'\n";
+  return t;
+}
+
+inline std::string fenced(const std::string& lang, const std::string& code) {
+  return "Here is my solution:\n```" + lang + "\n" + code + "```\n";
+}
+
+// A cache directory private to this test process, removed at exit.
+inline const std::filesystem::path& test_cache_dir() {
+  static const std::filesystem::path dir = [] {
+    auto p = default_scratch_root().parent_path() / ("leap-sandbox-test-cache-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(p);
+    return p;
+  }();
+  static const struct cleanup {
+    ~cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } at_exit;
+  return dir;
+}
+
+inline engine_config test_engine_config() {
+  engine_config c;
+  c.cache_dir = test_cache_dir();
+  c.cache_max_bytes = 512ULL << 20;
+  c.run_limits.wall = std::chrono::seconds(4);
+  c.run_limits.cpu_seconds = 3;
+  c.run_limits.address_space_bytes = 1ULL << 30;
+  c.run_limits.processes = 32;
+  c.python_limits.wall = std::chrono::seconds(6);
+  c.python_limits.cpu_seconds = 4;
+  c.python_limits.processes = 32;
+  // Where python3 with torch is not on the sandbox's PATH (a venv on the GPU machine), point here.
+  if (const char* python = std::getenv("LEAP_SANDBOX_TEST_PYTHON"); python && *python) c.python = python;
+  return c;
+}
+
+inline engine& shared_engine() {
+  static std::unique_ptr<engine> e = [] {
+    auto created = engine::create(test_engine_config());
+    if (!created) {
+      ADD_FAILURE() << created.err().message;
+      std::abort();
+    }
+    return std::move(created.value());
+  }();
+  return *e;
+}
+
+// True when a CUDA GPU is present; `why` says what is missing otherwise.
+inline bool gpu_present(std::string* why) {
+  if (!std::filesystem::exists("/dev/nvidia0")) {
+    *why = "no GPU: /dev/nvidia0 does not exist";
+    return false;
+  }
+  if (std::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    *why = "no GPU: nvidia-smi fails";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace leap::sandbox::testing

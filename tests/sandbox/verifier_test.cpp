@@ -1,0 +1,171 @@
+#include "sandbox/verifier.hpp"
+
+#include "sandbox/compile_cache.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <thread>
+
+namespace leap::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fenced;
+
+fs::path private_dir(const std::string& name) {
+  auto p = default_scratch_root().parent_path() / ("leap-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
+  const auto dir = private_dir("cache-dedup");
+  auto cache = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(cache.ok()) << cache.err().message;
+  std::atomic<int> builds{0};
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  auto build = [&]() -> result<build_output> {
+    ++builds;
+    std::unique_lock lock(m);
+    // Hold the build until every caller has arrived, so they all find it in flight.
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+    return build_output{true, "artifact", "", false};
+  };
+  std::vector<std::thread> threads;
+  std::vector<cache_lookup> results(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = (*cache)->get_or_build("abcdef", build);
+      ASSERT_TRUE(r.ok());
+      results[i] = r.value();
+    });
+  }
+  // Wait until the one build is running and the others are waiting on it.
+  for (int spin = 0; spin < 1000 && builds.load() == 0; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    std::lock_guard lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(builds.load(), 1);
+  EXPECT_EQ((*cache)->builds(), 1U);
+  for (const auto& r : results) EXPECT_EQ(r.output.artifact, "artifact");
+  // Later lookups are disk hits, also from a freshly opened cache.
+  auto reopened = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(reopened.ok());
+  auto hit = (*reopened)->get_or_build("abcdef", build);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_TRUE(hit->hit);
+  EXPECT_EQ(builds.load(), 1);
+  fs::remove_all(dir);
+}
+
+TEST(CompileCacheTest, EvictsLeastRecentlyUsedBeyondTheBound) {
+  const auto dir = private_dir("cache-evict");
+  auto cache = compile_cache::open(dir, 2500);
+  ASSERT_TRUE(cache.ok());
+  auto make = [](char c) { return [c]() -> result<build_output> { return build_output{true, std::string(1000, c), "", false}; }; };
+  ASSERT_TRUE((*cache)->get_or_build("aa01", make('a')).ok());
+  ASSERT_TRUE((*cache)->get_or_build("bb02", make('b')).ok());
+  ASSERT_TRUE((*cache)->get_or_build("aa01", make('a'))->hit);  // a is now the most recent
+  ASSERT_TRUE((*cache)->get_or_build("cc03", make('c')).ok());  // evicts b
+  EXPECT_LE((*cache)->bytes_on_disk(), 2500U);
+  EXPECT_EQ((*cache)->entries(), 2U);
+  EXPECT_TRUE((*cache)->get_or_build("aa01", make('a'))->hit);
+  EXPECT_FALSE((*cache)->get_or_build("bb02", make('b'))->hit);
+  fs::remove_all(dir);
+}
+
+TEST(CompileCacheTest, FailuresAreCachedButBuildErrorsAreNot) {
+  const auto dir = private_dir("cache-fail");
+  auto cache = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(cache.ok());
+  int calls = 0;
+  auto failing = [&]() -> result<build_output> {
+    ++calls;
+    return build_output{false, "", "solution.cpp:1:1: error: x", false};
+  };
+  ASSERT_TRUE((*cache)->get_or_build("ff01", failing).ok());
+  auto again = (*cache)->get_or_build("ff01", failing);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->hit);
+  EXPECT_FALSE(again->output.ok);
+  EXPECT_EQ(again->output.log, "solution.cpp:1:1: error: x");
+  auto broken = [&]() -> result<build_output> {
+    ++calls;
+    return error{"no compiler"};
+  };
+  EXPECT_FALSE((*cache)->get_or_build("ee02", broken).ok());
+  EXPECT_FALSE((*cache)->get_or_build("ee02", broken).ok());
+  EXPECT_EQ(calls, 3);
+  fs::remove_all(dir);
+}
+
+TEST(VerifierTest, ManyCandidatesConcurrentlyWithDeduplication) {
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.compile_workers = 2;
+  config.run_slots = 2;
+  config.queue_capacity = 4;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto t = std::make_shared<const task>(testing::doubling_task(256));
+  const std::string good = fenced("cpp", "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] * 2.0f; }\n");
+  const std::string bad = fenced("cpp", "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n");
+  const auto builds_before = (*v)->verification_engine().cache().builds();
+  std::vector<std::future<result<verdict>>> futures;
+  for (int i = 0; i < 12; ++i) futures.push_back((*v)->submit(t, i % 2 ? bad : good));
+  int passed = 0, failed = 0;
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    (r->passed ? passed : failed)++;
+    if (!r->passed && r->category != verdict_category::wrong_answer) ADD_FAILURE() << r->feedback << "\n" << r->diagnostics;
+  }
+  EXPECT_EQ(passed, 6);
+  EXPECT_EQ(failed, 6);
+  // Two distinct candidates (plus at most the task's harness object and reference): compiled once each.
+  EXPECT_LE((*v)->verification_engine().cache().builds() - builds_before, 4U);
+}
+
+TEST(VerifierTest, TrySubmitSaysBusyWhenTheQueueIsFull) {
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.compile_workers = 1;
+  config.run_slots = 1;
+  config.queue_capacity = 1;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto t = std::make_shared<const task>(testing::python_add_task());
+  const std::string slow = fenced("python", "import time\ntime.sleep(1)\ndef add(a, b):\n    return a + b\n");
+  std::vector<std::future<result<verdict>>> accepted;
+  bool saw_busy = false;
+  for (int i = 0; i < 8 && !saw_busy; ++i) {
+    auto r = (*v)->try_submit(t, slow);
+    if (r.ok()) {
+      accepted.push_back(std::move(r.value()));
+    } else {
+      EXPECT_EQ(r.err().message, "busy");
+      saw_busy = true;
+    }
+  }
+  EXPECT_TRUE(saw_busy);
+  for (auto& f : accepted) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    EXPECT_TRUE(r->passed) << r->feedback;
+  }
+}
+
+}  // namespace
+}  // namespace leap::sandbox
