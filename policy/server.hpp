@@ -1,0 +1,79 @@
+// The project's OpenAI-compatible policy server (`leap serve-policy`): vLLM's /v1/completions and
+// /v1/chat/completions (with SSE streaming), SGLang's /generate, tokenizer routes, health, metrics,
+// and the control routes a client's weight-sync state machine drives. One backend behind it
+// (policy_backend), one error shape for every route (wire.hpp's render_error).
+//
+// Routes (see policy/README.md for bodies):
+//   GET  /health /v1/models /metrics /is_paused /get_model_info
+//   POST /v1/completions /v1/chat/completions /generate /tokenize /detokenize
+//   POST /update_weights /update_weights_from_disk
+//   POST /pause_generation /continue_generation /resume_generation /flush_cache /reset_prefix_cache
+// Every response carries the header x-weight-version; generation responses also carry the
+// version in their body (weight_version, or SGLang's meta_info.weight_version).
+#pragma once
+
+#include "common/result.hpp"
+#include "policy/server_backend.hpp"
+#include "policy/server_faults.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace leap::policy {
+
+struct server_config {
+  std::string host = "127.0.0.1";  // Default: 127.0.0.1
+  int port = 0;                    // Default: 0, a free port (policy_server::port() says which)
+  std::string model_name = "leap-policy";  // Default: "leap-policy"; requests naming another
+                                           // model get 404, as vLLM answers
+  int max_model_len = 32768;               // Default: 32768 tokens of context (prompt + generated)
+  // Worker threads. A worker serves one connection at a time, for as long as the connection is
+  // kept alive, and a request's latency (the scripted backend's timers, a stall) is slept on its
+  // worker; so this must be at least the number of connections clients hold open at once, or the
+  // excess connections queue behind them. Default: 256.
+  std::size_t threads = 256;
+  int listen_backlog = 1024;                           // Default: 1024
+  std::chrono::milliseconds keep_alive_timeout{5000};  // Default: 5 s idle before closing
+  std::size_t keep_alive_max_requests = 100000;        // Default: 100000 requests per connection
+  std::chrono::milliseconds read_timeout{30000};       // Default: 30 s
+  std::chrono::milliseconds write_timeout{30000};      // Default: 30 s
+  // Tokens per streamed chunk at most (vLLM streams one engine step per chunk). Default: 16.
+  std::size_t stream_chunk_tokens = 16;
+  std::int64_t weight_version = 0;  // Default: 0, until an update route sets another
+  std::uint64_t seed = 0;           // Default: 0; seeds response ids only
+  fault_config faults;              // Default: none
+};
+
+// A running server. Thread-safe; stop() is idempotent and the destructor stops.
+class policy_server {
+ public:
+  // Binds host:port and starts serving on background threads. Returns an error when the address
+  // cannot be bound (in use, bad host) or the configuration is invalid.
+  static result<std::unique_ptr<policy_server>> start(server_config config,
+                                                      std::shared_ptr<policy_backend> backend);
+  ~policy_server();
+  policy_server(const policy_server&) = delete;
+  policy_server& operator=(const policy_server&) = delete;
+
+  // The bound port (the free one picked when the config said 0).
+  [[nodiscard]] int port() const;
+  [[nodiscard]] const std::string& host() const;
+  // "http://host:port".
+  [[nodiscard]] std::string base_url() const;
+  [[nodiscard]] std::int64_t weight_version() const;
+
+  // Stops accepting, ends in-flight generations (sleeping ones wake at once), and joins every
+  // thread. Returns when the server is fully down.
+  void stop();
+
+  struct impl;
+
+ private:
+  explicit policy_server(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace leap::policy

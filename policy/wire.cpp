@@ -1,0 +1,946 @@
+#include "policy/wire.hpp"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace leap::policy {
+namespace {
+
+using nlohmann::json;
+
+// Parsing helpers throw this inside this file only; every parse_* function catches it at its
+// boundary and returns it as an error value.
+struct field_error {
+  std::string message;
+};
+
+[[noreturn]] void fail(std::string message) { throw field_error{std::move(message)}; }
+
+std::string quoted(const std::string& key) { return "'" + key + "'"; }
+
+// A short rendering of a bad value for error messages.
+std::string shown(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 60) {
+    text = text.substr(0, 57) + "...";
+  }
+  return text;
+}
+
+const json* find(const json& object, const std::string& key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+bool is_integral(const json& value) {
+  if (value.is_number_integer()) {
+    return true;
+  }
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    return std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.0e15;
+  }
+  return false;
+}
+
+std::int64_t as_int64(const json& value) {
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<std::uint64_t>();
+    return u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
+               ? std::numeric_limits<std::int64_t>::max()
+               : static_cast<std::int64_t>(u);
+  }
+  if (value.is_number_integer()) {
+    return value.get<std::int64_t>();
+  }
+  return static_cast<std::int64_t>(value.get<double>());
+}
+
+std::optional<bool> get_bool(const json& object, const std::string& key) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!value->is_boolean()) {
+    fail(quoted(key) + " must be true or false (got " + shown(*value) + ")");
+  }
+  return value->get<bool>();
+}
+
+std::optional<std::int64_t> get_int(const json& object, const std::string& key, std::int64_t min,
+                                    std::int64_t max) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!is_integral(*value)) {
+    fail(quoted(key) + " must be an integer (got " + shown(*value) + ")");
+  }
+  const std::int64_t v = as_int64(*value);
+  if (v < min || v > max) {
+    if (v < min && max >= std::numeric_limits<std::int32_t>::max()) {
+      fail(quoted(key) + " must be at least " + std::to_string(min) + " (got " + std::to_string(v) +
+           ")");
+    }
+    fail(quoted(key) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+         "] (got " + std::to_string(v) + ")");
+  }
+  return v;
+}
+
+std::optional<double> get_number(const json& object, const std::string& key) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!value->is_number()) {
+    fail(quoted(key) + " must be a number (got " + shown(*value) + ")");
+  }
+  const double d = value->get<double>();
+  if (!std::isfinite(d)) {
+    fail(quoted(key) + " must be a finite number");
+  }
+  return d;
+}
+
+std::optional<std::string> get_string(const json& object, const std::string& key) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  if (!value->is_string()) {
+    fail(quoted(key) + " must be a string (got " + shown(*value) + ")");
+  }
+  return value->get<std::string>();
+}
+
+std::vector<token_id> token_list(const json& list, const std::string& what) {
+  std::vector<token_id> ids;
+  ids.reserve(list.size());
+  for (const auto& item : list) {
+    if (!is_integral(item)) {
+      fail(what + " must hold integer token ids (got " + shown(item) + ")");
+    }
+    const std::int64_t v = as_int64(item);
+    if (v < 0 || v > std::numeric_limits<token_id>::max()) {
+      fail(what + " holds token id " + std::to_string(v) + ", which is not a valid id");
+    }
+    ids.push_back(static_cast<token_id>(v));
+  }
+  return ids;
+}
+
+std::vector<token_id> get_token_ids(const json& object, const std::string& key) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return {};
+  }
+  if (!value->is_array()) {
+    fail(quoted(key) + " must be a list of integer token ids (got " + shown(*value) + ")");
+  }
+  return token_list(*value, quoted(key));
+}
+
+std::vector<std::string> get_stop(const json& object, const std::string& key) {
+  const json* value = find(object, key);
+  if (value == nullptr) {
+    return {};
+  }
+  std::vector<std::string> stops;
+  if (value->is_string()) {
+    stops.push_back(value->get<std::string>());
+  } else if (value->is_array()) {
+    for (const auto& item : *value) {
+      if (!item.is_string()) {
+        fail(quoted(key) + " must be a string or a list of strings (got " + shown(item) +
+             " in the list)");
+      }
+      stops.push_back(item.get<std::string>());
+    }
+  } else {
+    fail(quoted(key) + " must be a string or a list of strings (got " + shown(*value) + ")");
+  }
+  for (const auto& stop : stops) {
+    if (stop.empty()) {
+      fail(quoted(key) + " must not contain an empty string");
+    }
+  }
+  return stops;
+}
+
+// The sampling keys vLLM's OpenAI routes share. `max_tokens_key` differs between routes.
+sampling_params read_openai_sampling(const json& body) {
+  sampling_params s;
+  s.n = static_cast<int>(get_int(body, "n", 1, 128).value_or(1));
+  if (auto v = get_int(body, "max_tokens", 1, std::numeric_limits<std::int32_t>::max())) {
+    s.max_tokens = static_cast<int>(*v);
+  }
+  s.min_tokens = static_cast<int>(
+      get_int(body, "min_tokens", 0, std::numeric_limits<std::int32_t>::max()).value_or(0));
+  s.temperature = get_number(body, "temperature").value_or(1.0);
+  if (s.temperature < 0.0) {
+    fail("'temperature' must be at least 0 (got " + std::to_string(s.temperature) + ")");
+  }
+  s.top_p = get_number(body, "top_p").value_or(1.0);
+  if (!(s.top_p > 0.0 && s.top_p <= 1.0)) {
+    fail("'top_p' must be in (0, 1] (got " + shown(body["top_p"]) + ")");
+  }
+  s.top_k = static_cast<int>(
+      get_int(body, "top_k", -1, std::numeric_limits<std::int32_t>::max()).value_or(-1));
+  s.seed = get_int(body, "seed", std::numeric_limits<std::int64_t>::min(),
+                   std::numeric_limits<std::int64_t>::max());
+  s.stop = get_stop(body, "stop");
+  s.stop_token_ids = get_token_ids(body, "stop_token_ids");
+  s.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  s.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
+  s.include_stop_str_in_output = get_bool(body, "include_stop_str_in_output").value_or(false);
+  if (s.max_tokens && s.min_tokens > *s.max_tokens) {
+    fail("'min_tokens' (" + std::to_string(s.min_tokens) + ") must not exceed 'max_tokens' (" +
+         std::to_string(*s.max_tokens) + ")");
+  }
+  return s;
+}
+
+bool read_stream_options(const json& body, bool stream) {
+  const json* options = find(body, "stream_options");
+  if (options == nullptr) {
+    return false;
+  }
+  if (!stream) {
+    fail("'stream_options' can only be given when 'stream' is true");
+  }
+  if (!options->is_object()) {
+    fail("'stream_options' must be an object (got " + shown(*options) + ")");
+  }
+  return get_bool(*options, "include_usage").value_or(false);
+}
+
+void require_object(const json& body) {
+  if (!body.is_object()) {
+    fail("the request body must be a JSON object (got " + shown(body) + ")");
+  }
+}
+
+// vLLM's prompt: a string, a list of strings, a list of token ids, or a list of lists of ids.
+std::vector<prompt_input> read_prompts(const json& value, const std::string& key) {
+  const std::string accepted =
+      quoted(key) +
+      " must be a string, a list of strings, a list of token ids, or a list of lists of token ids";
+  std::vector<prompt_input> prompts;
+  if (value.is_string()) {
+    prompts.push_back({value.get<std::string>(), {}});
+    return prompts;
+  }
+  if (!value.is_array()) {
+    fail(accepted + " (got " + shown(value) + ")");
+  }
+  if (value.empty()) {
+    fail(quoted(key) + " must not be empty");
+  }
+  if (is_integral(value.front())) {
+    prompts.push_back({std::nullopt, token_list(value, quoted(key))});
+    return prompts;
+  }
+  for (const auto& item : value) {
+    if (item.is_string()) {
+      prompts.push_back({item.get<std::string>(), {}});
+    } else if (item.is_array()) {
+      if (item.empty()) {
+        fail(quoted(key) + " must not contain an empty list of token ids");
+      }
+      prompts.push_back({std::nullopt, token_list(item, quoted(key))});
+    } else {
+      fail(accepted + " (got " + shown(item) + " in the list)");
+    }
+  }
+  return prompts;
+}
+
+std::string read_content(const json& message, std::size_t index) {
+  const std::string where = "'messages[" + std::to_string(index) + "].content'";
+  const json* content = find(message, "content");
+  if (content == nullptr) {
+    return {};
+  }
+  if (content->is_string()) {
+    return content->get<std::string>();
+  }
+  if (!content->is_array()) {
+    fail(where + " must be a string or a list of text parts (got " + shown(*content) + ")");
+  }
+  std::string text;
+  for (const auto& part : *content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      fail(where + " parts must be {\"type\": \"text\", \"text\": \"...\"} (got " + shown(part) +
+           "); this server takes text only");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<chat_message> read_messages(const json& body) {
+  const json* messages = find(body, "messages");
+  if (messages == nullptr) {
+    fail("'messages' is required");
+  }
+  if (!messages->is_array()) {
+    fail("'messages' must be a list of {\"role\", \"content\"} objects (got " + shown(*messages) +
+         ")");
+  }
+  if (messages->empty()) {
+    fail("'messages' must not be empty");
+  }
+  std::vector<chat_message> out;
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    const std::string where = "'messages[" + std::to_string(i) + "]";
+    if (!message.is_object()) {
+      fail(where + "' must be an object with 'role' and 'content' (got " + shown(message) + ")");
+    }
+    const json* role = find(message, "role");
+    if (role == nullptr || !role->is_string()) {
+      fail(where + ".role' is required and must be a string");
+    }
+    const auto r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
+      fail(where + ".role' must be one of system, developer, user, assistant, tool (got \"" + r +
+           "\")");
+    }
+    out.push_back({r == "developer" ? "system" : r, read_content(message, i)});
+  }
+  return out;
+}
+
+chat_render_options read_render_options(const json& body, bool default_generation_prompt) {
+  chat_render_options options;
+  options.add_generation_prompt =
+      get_bool(body, "add_generation_prompt").value_or(default_generation_prompt);
+  options.continue_final_message = get_bool(body, "continue_final_message").value_or(false);
+  if (options.continue_final_message && options.add_generation_prompt &&
+      find(body, "add_generation_prompt") != nullptr) {
+    fail("'continue_final_message' and 'add_generation_prompt' cannot both be true");
+  }
+  if (options.continue_final_message) {
+    options.add_generation_prompt = false;
+  }
+  return options;
+}
+
+template <class T, class F>
+result<T> guarded(F&& parse) {
+  try {
+    return parse();
+  } catch (const field_error& e) {
+    return error{e.message};
+  } catch (const json::exception& e) {
+    // A type the helpers did not anticipate; still the user's request that is wrong.
+    return error{std::string("invalid request: ") + e.what()};
+  }
+}
+
+// ---- rendering helpers ----
+
+std::string token_string(token_id id, bool as_token_ids) {
+  if (as_token_ids) {
+    return "token_id:" + std::to_string(id);
+  }
+  return byte_tokenizer::token_text(id);
+}
+
+json completion_logprobs(const sequence_output& s, const logprob_style& style) {
+  json tokens = json::array();
+  json token_logprobs = json::array();
+  json top = json::array();
+  json offsets = json::array();
+  std::size_t offset = s.text_offset;
+  for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
+    const token_id id = s.token_ids[i];
+    const double lp = i < s.logprobs.size() ? s.logprobs[i] : 0.0;
+    tokens.push_back(token_string(id, style.as_token_ids));
+    token_logprobs.push_back(lp);
+    offsets.push_back(offset);
+    offset += byte_tokenizer::token_text(id).size();
+    // vLLM lists the sampled token together with the top alternatives.
+    json entry = json::object();
+    entry[token_string(id, style.as_token_ids)] = lp;
+    if (i < s.top_logprobs.size()) {
+      for (const auto& alt : s.top_logprobs[i]) {
+        if (static_cast<int>(entry.size()) > style.top) {
+          break;
+        }
+        entry[token_string(alt.id, style.as_token_ids)] = alt.logprob;
+      }
+    }
+    top.push_back(std::move(entry));
+  }
+  return json{{"text_offset", std::move(offsets)},
+              {"token_logprobs", std::move(token_logprobs)},
+              {"tokens", std::move(tokens)},
+              {"top_logprobs", std::move(top)}};
+}
+
+json bytes_of(const std::string& text) {
+  json bytes = json::array();
+  for (const char c : text) {
+    bytes.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  }
+  return bytes;
+}
+
+json chat_logprobs(const sequence_output& s, const logprob_style& style) {
+  json content = json::array();
+  for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
+    const token_id id = s.token_ids[i];
+    const double lp = i < s.logprobs.size() ? s.logprobs[i] : 0.0;
+    json alternatives = json::array();
+    if (i < s.top_logprobs.size()) {
+      for (const auto& alt : s.top_logprobs[i]) {
+        if (static_cast<int>(alternatives.size()) >= style.top) {
+          break;
+        }
+        alternatives.push_back({{"token", token_string(alt.id, style.as_token_ids)},
+                                {"logprob", alt.logprob},
+                                {"bytes", bytes_of(byte_tokenizer::token_text(alt.id))}});
+      }
+    }
+    content.push_back({{"token", token_string(id, style.as_token_ids)},
+                       {"logprob", lp},
+                       {"bytes", bytes_of(byte_tokenizer::token_text(id))},
+                       {"top_logprobs", std::move(alternatives)}});
+  }
+  return json{{"content", std::move(content)}};
+}
+
+json finish_json(const sequence_output& s) {
+  return s.finish ? json(to_string(*s.finish)) : json(nullptr);
+}
+
+json stop_reason_json(const sequence_output& s) {
+  if (s.stop_token) {
+    return *s.stop_token;
+  }
+  if (s.stop_string) {
+    return *s.stop_string;
+  }
+  return nullptr;
+}
+
+json usage_json(const usage_counts& usage) {
+  return json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", nullptr}};
+}
+
+usage_counts count_usage(const std::vector<sequence_output>& choices) {
+  usage_counts usage;
+  // Prompt tokens count once per distinct prompt: choices of one prompt share it.
+  const std::vector<token_id>* last_prompt = nullptr;
+  for (const auto& c : choices) {
+    if (last_prompt == nullptr || *last_prompt != c.prompt_ids) {
+      usage.prompt_tokens += static_cast<std::int64_t>(c.prompt_ids.size());
+      last_prompt = &c.prompt_ids;
+    }
+    usage.completion_tokens += static_cast<std::int64_t>(c.token_ids.size());
+  }
+  return usage;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+result<nlohmann::json> parse_json_body(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return json::object();
+  }
+  try {
+    return json::parse(body);
+  } catch (const json::parse_error& e) {
+    return error{std::string("the request body is not valid JSON: ") + e.what()};
+  }
+}
+
+result<completion_request> parse_completion_request(const json& body) {
+  return guarded<completion_request>([&] {
+    require_object(body);
+    completion_request r;
+    r.model = get_string(body, "model");
+    const json* prompt = find(body, "prompt");
+    if (prompt == nullptr) {
+      fail("'prompt' is required");
+    }
+    r.prompts = read_prompts(*prompt, "prompt");
+    r.sampling = read_openai_sampling(body);
+    if (auto v = get_int(body, "logprobs", 0, 20)) {
+      r.logprobs = static_cast<int>(*v);
+    }
+    if (get_bool(body, "echo").value_or(false)) {
+      fail("'echo' is not supported by this server; leave it false");
+    }
+    if (find(body, "suffix") != nullptr) {
+      fail("'suffix' is not supported by this server");
+    }
+    r.stream = get_bool(body, "stream").value_or(false);
+    r.include_usage = read_stream_options(body, r.stream);
+    r.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
+    r.return_tokens_as_token_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
+    return r;
+  });
+}
+
+result<chat_request> parse_chat_request(const json& body) {
+  return guarded<chat_request>([&] {
+    require_object(body);
+    chat_request r;
+    r.model = get_string(body, "model");
+    r.messages = read_messages(body);
+    r.sampling = read_openai_sampling(body);
+    // OpenAI's newer name wins over the deprecated one, as in vLLM.
+    if (auto v =
+            get_int(body, "max_completion_tokens", 1, std::numeric_limits<std::int32_t>::max())) {
+      r.sampling.max_tokens = static_cast<int>(*v);
+    }
+    r.logprobs = get_bool(body, "logprobs").value_or(false);
+    if (auto v = get_int(body, "top_logprobs", 0, 20)) {
+      if (!r.logprobs && *v > 0) {
+        fail("'top_logprobs' needs 'logprobs' set to true");
+      }
+      r.top_logprobs = static_cast<int>(*v);
+    }
+    r.stream = get_bool(body, "stream").value_or(false);
+    r.include_usage = read_stream_options(body, r.stream);
+    r.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
+    r.return_tokens_as_token_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
+    r.render = read_render_options(body, true);
+    return r;
+  });
+}
+
+result<generate_request> parse_generate_request(const json& body) {
+  return guarded<generate_request>([&] {
+    require_object(body);
+    generate_request r;
+    const json* text = find(body, "text");
+    const json* ids = find(body, "input_ids");
+    if (text != nullptr && ids != nullptr) {
+      fail("give either 'text' or 'input_ids', not both");
+    }
+    if (text == nullptr && ids == nullptr) {
+      fail("'text' or 'input_ids' is required");
+    }
+    if (text != nullptr) {
+      if (text->is_string()) {
+        r.prompts.push_back({text->get<std::string>(), {}});
+      } else if (text->is_array() && !text->empty()) {
+        r.batch = true;
+        for (const auto& item : *text) {
+          if (!item.is_string()) {
+            fail("'text' must be a string or a list of strings (got " + shown(item) +
+                 " in the list)");
+          }
+          r.prompts.push_back({item.get<std::string>(), {}});
+        }
+      } else {
+        fail("'text' must be a string or a non-empty list of strings (got " + shown(*text) + ")");
+      }
+    } else {
+      if (!ids->is_array() || ids->empty()) {
+        fail("'input_ids' must be a non-empty list of token ids or a list of such lists (got " +
+             shown(*ids) + ")");
+      }
+      if (ids->front().is_array()) {
+        r.batch = true;
+        for (const auto& item : *ids) {
+          if (!item.is_array() || item.empty()) {
+            fail("'input_ids' lists must be non-empty lists of token ids (got " + shown(item) +
+                 ")");
+          }
+          r.prompts.push_back({std::nullopt, token_list(item, "'input_ids'")});
+        }
+      } else {
+        r.prompts.push_back({std::nullopt, token_list(*ids, "'input_ids'")});
+      }
+    }
+    const json* sp = find(body, "sampling_params");
+    if (sp != nullptr && !sp->is_object()) {
+      fail("'sampling_params' must be an object (got " + shown(*sp) + ")");
+    }
+    const json empty = json::object();
+    const json& p = sp != nullptr ? *sp : empty;
+    sampling_params& s = r.sampling;
+    s.n = static_cast<int>(get_int(p, "n", 1, 128).value_or(1));
+    s.max_tokens = static_cast<int>(
+        get_int(p, "max_new_tokens", 0, std::numeric_limits<std::int32_t>::max()).value_or(128));
+    s.min_tokens = static_cast<int>(
+        get_int(p, "min_new_tokens", 0, std::numeric_limits<std::int32_t>::max()).value_or(0));
+    s.temperature = get_number(p, "temperature").value_or(1.0);
+    if (s.temperature < 0.0) {
+      fail("'sampling_params.temperature' must be at least 0");
+    }
+    s.top_p = get_number(p, "top_p").value_or(1.0);
+    if (!(s.top_p > 0.0 && s.top_p <= 1.0)) {
+      fail("'sampling_params.top_p' must be in (0, 1] (got " + shown(p["top_p"]) + ")");
+    }
+    s.top_k = static_cast<int>(
+        get_int(p, "top_k", -1, std::numeric_limits<std::int32_t>::max()).value_or(-1));
+    s.seed = get_int(p, "sampling_seed", std::numeric_limits<std::int64_t>::min(),
+                     std::numeric_limits<std::int64_t>::max());
+    if (!s.seed) {
+      s.seed = get_int(p, "seed", std::numeric_limits<std::int64_t>::min(),
+                       std::numeric_limits<std::int64_t>::max());
+    }
+    s.stop = get_stop(p, "stop");
+    s.stop_token_ids = get_token_ids(p, "stop_token_ids");
+    s.ignore_eos = get_bool(p, "ignore_eos").value_or(false);
+    s.skip_special_tokens = get_bool(p, "skip_special_tokens").value_or(true);
+    s.include_stop_str_in_output = get_bool(p, "no_stop_trim").value_or(false);
+    if (s.max_tokens && s.min_tokens > *s.max_tokens) {
+      fail("'sampling_params.min_new_tokens' must not exceed 'max_new_tokens'");
+    }
+    r.return_logprob = get_bool(body, "return_logprob").value_or(false);
+    r.top_logprobs_num = static_cast<int>(get_int(body, "top_logprobs_num", 0, 20).value_or(0));
+    r.return_text_in_logprobs = get_bool(body, "return_text_in_logprobs").value_or(false);
+    r.stream = get_bool(body, "stream").value_or(false);
+    r.rid = get_string(body, "rid");
+    return r;
+  });
+}
+
+result<tokenize_request> parse_tokenize_request(const json& body) {
+  return guarded<tokenize_request>([&] {
+    require_object(body);
+    tokenize_request r;
+    r.model = get_string(body, "model");
+    const bool has_prompt = find(body, "prompt") != nullptr;
+    const bool has_messages = find(body, "messages") != nullptr;
+    if (has_prompt == has_messages) {
+      fail("give exactly one of 'prompt' (text) and 'messages' (a chat)");
+    }
+    if (has_prompt) {
+      r.prompt = get_string(body, "prompt");
+    } else {
+      r.messages = read_messages(body);
+      r.render = read_render_options(body, true);
+    }
+    r.return_token_strs = get_bool(body, "return_token_strs").value_or(false);
+    return r;
+  });
+}
+
+result<detokenize_request> parse_detokenize_request(const json& body) {
+  return guarded<detokenize_request>([&] {
+    require_object(body);
+    if (find(body, "tokens") == nullptr) {
+      fail("'tokens' is required");
+    }
+    return detokenize_request{get_token_ids(body, "tokens")};
+  });
+}
+
+result<update_weights_request> parse_update_weights_request(const json& body) {
+  return guarded<update_weights_request>([&] {
+    require_object(body);
+    update_weights_request r;
+    r.version = get_int(body, "version", 0, std::numeric_limits<std::int64_t>::max());
+    if (!r.version) {
+      fail("'version' is required: the integer weight version that responses will report");
+    }
+    r.path = get_string(body, "path").value_or("");
+    return r;
+  });
+}
+
+result<update_weights_request> parse_sglang_update_weights_request(const json& body) {
+  return guarded<update_weights_request>([&] {
+    require_object(body);
+    update_weights_request r;
+    const auto path = get_string(body, "model_path");
+    if (!path) {
+      fail("'model_path' is required");
+    }
+    r.path = *path;
+    const json* version = find(body, "weight_version");
+    if (version != nullptr) {
+      // SGLang's weight_version is a string; this server's versions are integers.
+      std::int64_t v = -1;
+      if (is_integral(*version)) {
+        v = as_int64(*version);
+      } else if (version->is_string()) {
+        const auto text = version->get<std::string>();
+        std::size_t used = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || text.empty()) {
+          v = -1;
+        }
+      }
+      if (v < 0) {
+        fail("'weight_version' must be a non-negative integer or its decimal string (got " +
+             shown(*version) + ")");
+      }
+      r.version = v;
+    }
+    return r;
+  });
+}
+
+result<pause_request> parse_pause_request(const json& body) {
+  return guarded<pause_request>([&] {
+    require_object(body);
+    pause_request r;
+    const auto mode = get_string(body, "mode").value_or("abort");
+    if (mode == "abort") {
+      r.mode = pause_mode::abort;
+    } else if (mode == "in_place" || mode == "retract") {
+      r.mode = pause_mode::in_place;
+    } else if (mode == "wait") {
+      r.mode = pause_mode::wait;
+    } else {
+      fail("'mode' must be one of abort, in_place, retract, wait (got \"" + mode + "\")");
+    }
+    return r;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const char* to_string(finish_reason reason) {
+  switch (reason) {
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::abort:
+      return "abort";
+  }
+  return "stop";
+}
+
+json render_completion_response(const response_meta& meta,
+                                const std::vector<sequence_output>& choices,
+                                const completion_request& request) {
+  const logprob_style style{request.return_tokens_as_token_ids,
+                            request.logprobs ? *request.logprobs : -1};
+  json out_choices = json::array();
+  for (const auto& c : choices) {
+    json choice{{"index", c.index},
+                {"text", c.text},
+                {"logprobs", request.logprobs ? completion_logprobs(c, style) : json(nullptr)},
+                {"finish_reason", finish_json(c)},
+                {"stop_reason", stop_reason_json(c)},
+                {"prompt_logprobs", nullptr}};
+    if (request.return_token_ids) {
+      choice["prompt_token_ids"] = c.prompt_ids;
+      choice["token_ids"] = c.token_ids;
+    }
+    out_choices.push_back(std::move(choice));
+  }
+  return json{{"id", meta.id},
+              {"object", "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"choices", std::move(out_choices)},
+              {"usage", usage_json(count_usage(choices))},
+              {"weight_version", meta.weight_version}};
+}
+
+json render_completion_chunk(const response_meta& meta, const sequence_output& delta,
+                             const completion_request& request, bool first_of_choice) {
+  const logprob_style style{request.return_tokens_as_token_ids,
+                            request.logprobs ? *request.logprobs : -1};
+  json choice{{"index", delta.index},
+              {"text", delta.text},
+              {"logprobs", request.logprobs ? completion_logprobs(delta, style) : json(nullptr)},
+              {"finish_reason", finish_json(delta)},
+              {"stop_reason", stop_reason_json(delta)}};
+  if (request.return_token_ids) {
+    // vLLM sends the prompt's ids once, with the first chunk of each choice.
+    if (first_of_choice) {
+      choice["prompt_token_ids"] = delta.prompt_ids;
+    }
+    choice["token_ids"] = delta.token_ids;
+  }
+  return json{{"id", meta.id},
+              {"object", "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"choices", json::array({std::move(choice)})},
+              {"weight_version", meta.weight_version}};
+}
+
+json render_chat_response(const response_meta& meta, const std::vector<sequence_output>& choices,
+                          const chat_request& request) {
+  const logprob_style style{request.return_tokens_as_token_ids,
+                            request.logprobs ? request.top_logprobs : -1};
+  json out_choices = json::array();
+  for (const auto& c : choices) {
+    json choice{
+        {"index", c.index},
+        {"message", {{"role", "assistant"}, {"content", c.text}, {"tool_calls", json::array()}}},
+        {"logprobs", request.logprobs ? chat_logprobs(c, style) : json(nullptr)},
+        {"finish_reason", finish_json(c)},
+        {"stop_reason", stop_reason_json(c)}};
+    if (request.return_token_ids) {
+      choice["token_ids"] = c.token_ids;
+    }
+    out_choices.push_back(std::move(choice));
+  }
+  json out{{"id", meta.id},
+           {"object", "chat.completion"},
+           {"created", meta.created},
+           {"model", meta.model},
+           {"choices", std::move(out_choices)},
+           {"usage", usage_json(count_usage(choices))},
+           {"weight_version", meta.weight_version}};
+  if (request.return_token_ids) {
+    out["prompt_token_ids"] =
+        choices.empty() ? std::vector<token_id>{} : choices.front().prompt_ids;
+  }
+  return out;
+}
+
+json render_chat_chunk(const response_meta& meta, const sequence_output& delta,
+                       const chat_request& request, bool first_of_choice) {
+  const logprob_style style{request.return_tokens_as_token_ids,
+                            request.logprobs ? request.top_logprobs : -1};
+  json d = json::object();
+  if (first_of_choice) {
+    d["role"] = "assistant";
+  }
+  d["content"] = delta.text;
+  json choice{{"index", delta.index},
+              {"delta", std::move(d)},
+              {"logprobs", request.logprobs ? chat_logprobs(delta, style) : json(nullptr)},
+              {"finish_reason", finish_json(delta)},
+              {"stop_reason", stop_reason_json(delta)}};
+  if (request.return_token_ids) {
+    choice["token_ids"] = delta.token_ids;
+  }
+  json out{{"id", meta.id},
+           {"object", "chat.completion.chunk"},
+           {"created", meta.created},
+           {"model", meta.model},
+           {"choices", json::array({std::move(choice)})},
+           {"weight_version", meta.weight_version}};
+  if (request.return_token_ids && first_of_choice) {
+    out["prompt_token_ids"] = delta.prompt_ids;
+  }
+  return out;
+}
+
+json render_usage_chunk(const response_meta& meta, const char* object, const usage_counts& usage) {
+  return json{{"id", meta.id},
+              {"object", object},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"choices", json::array()},
+              {"usage", usage_json(usage)},
+              {"weight_version", meta.weight_version}};
+}
+
+json render_generate_response(const response_meta& meta, const sequence_output& s,
+                              const generate_request& request) {
+  json finish = nullptr;
+  if (s.finish) {
+    switch (*s.finish) {
+      case finish_reason::stop:
+        finish = {{"type", "stop"}};
+        if (s.stop_token) {
+          finish["matched"] = *s.stop_token;
+        } else if (s.stop_string) {
+          finish["matched"] = *s.stop_string;
+        } else if (s.eos_token) {
+          finish["matched"] = *s.eos_token;
+        }
+        break;
+      case finish_reason::length:
+        finish = {{"type", "length"}, {"length", s.token_ids.size()}};
+        break;
+      case finish_reason::abort:
+        finish = {{"type", "abort"}, {"message", s.abort_message}};
+        break;
+    }
+  }
+  json meta_info{{"id", meta.id},
+                 {"finish_reason", std::move(finish)},
+                 {"prompt_tokens", s.prompt_ids.size()},
+                 {"completion_tokens", s.token_ids.size()},
+                 {"cached_tokens", 0},
+                 {"weight_version", std::to_string(meta.weight_version)},
+                 {"e2e_latency", meta.e2e_latency_s}};
+  if (request.return_logprob) {
+    json lps = json::array();
+    json tops = json::array();
+    for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
+      const token_id id = s.token_ids[i];
+      const json text =
+          request.return_text_in_logprobs ? json(byte_tokenizer::token_text(id)) : json(nullptr);
+      lps.push_back(json::array({i < s.logprobs.size() ? s.logprobs[i] : 0.0, id, text}));
+      if (request.top_logprobs_num > 0) {
+        json row = json::array();
+        if (i < s.top_logprobs.size()) {
+          for (const auto& alt : s.top_logprobs[i]) {
+            if (static_cast<int>(row.size()) >= request.top_logprobs_num) {
+              break;
+            }
+            row.push_back(json::array({alt.logprob, alt.id,
+                                       request.return_text_in_logprobs
+                                           ? json(byte_tokenizer::token_text(alt.id))
+                                           : json(nullptr)}));
+          }
+        }
+        tops.push_back(std::move(row));
+      }
+    }
+    meta_info["output_token_logprobs"] = std::move(lps);
+    meta_info["input_token_logprobs"] = json::array();
+    if (request.top_logprobs_num > 0) {
+      meta_info["output_top_logprobs"] = std::move(tops);
+    }
+  }
+  return json{{"text", s.text}, {"output_ids", s.token_ids}, {"meta_info", std::move(meta_info)}};
+}
+
+json render_error(const http_error& e) {
+  const char* type = "InternalServerError";
+  switch (e.status) {
+    case 400:
+      type = "BadRequestError";
+      break;
+    case 404:
+      type = "NotFoundError";
+      break;
+    case 405:
+      type = "MethodNotAllowedError";
+      break;
+    case 502:
+      type = "BadGatewayError";
+      break;
+    case 503:
+      type = "ServiceUnavailableError";
+      break;
+    case 504:
+      type = "GatewayTimeoutError";
+      break;
+    default:
+      break;
+  }
+  return json{
+      {"error", {{"message", e.message}, {"type", type}, {"param", nullptr}, {"code", e.status}}}};
+}
+
+std::string dump_json(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace leap::policy

@@ -1,0 +1,253 @@
+// Fault injection: the spec parser and the decision function as tables, then every fault kind
+// observed over real HTTP against a server on 127.0.0.1.
+#include "policy/server_faults.hpp"
+
+#include "tests/policy/server_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace leap::policy {
+namespace {
+
+using nlohmann::json;
+using namespace leap::policy::testing;
+
+TEST(FaultSpec, ParseTable) {
+  struct row {
+    std::string spec;
+    std::string error;  // empty: must parse
+  };
+  const std::vector<row> rows = {
+      {"", ""},
+      {"none", ""},
+      {"drop=0.1", ""},
+      {"drop=0.1, 5xx=0.2 ,stall=0.05,malformed=0.05,truncate=0.05,abort=0.1,stall_ms=250,seed=9",
+       ""},
+      {"drop=1", ""},
+      {"drop", "is not key=value"},
+      {"drop=x", "the rate of 'drop' must be a number in [0, 1] (got 'x')"},
+      {"drop=1.5", "must be a number in [0, 1]"},
+      {"drop=-0.1", "must be a number in [0, 1]"},
+      {"explode=0.1", "unknown fault 'explode' (known: drop, 5xx"},
+      {"stall_ms=-1", "'stall_ms' must be a non-negative integer"},
+      {"drop=0.6,abort=0.6", "add up to 1.2"},
+  };
+  for (const auto& r : rows) {
+    const auto parsed = parse_fault_spec(r.spec);
+    if (r.error.empty()) {
+      EXPECT_TRUE(parsed.ok()) << r.spec << ": " << parsed.err().message;
+    } else {
+      ASSERT_FALSE(parsed.ok()) << r.spec;
+      EXPECT_NE(parsed.err().message.find(r.error), std::string::npos) << parsed.err().message;
+    }
+  }
+  const auto full = parse_fault_spec("drop=0.1,5xx=0.2,stall_ms=250,seed=9");
+  ASSERT_TRUE(full.ok());
+  EXPECT_DOUBLE_EQ(full->drop, 0.1);
+  EXPECT_DOUBLE_EQ(full->http_5xx, 0.2);
+  EXPECT_EQ(full->stall_duration, std::chrono::milliseconds(250));
+  EXPECT_EQ(full->seed, 9U);
+  EXPECT_TRUE(full->any());
+  EXPECT_FALSE(parse_fault_spec("")->any());
+}
+
+TEST(FaultDecision, DeterministicAndAtTheConfiguredRates) {
+  auto config = parse_fault_spec("drop=0.1,5xx=0.1,stall=0.1,malformed=0.1,truncate=0.1,abort=0.1");
+  ASSERT_TRUE(config.ok());
+  std::map<fault_kind, int> counts;
+  for (std::uint64_t serial = 0; serial < 20000; ++serial) {
+    const fault_decision d = decide_fault(*config, serial);
+    EXPECT_EQ(d.kind, decide_fault(*config, serial).kind);
+    ++counts[d.kind];
+    if (d.kind == fault_kind::http_5xx) {
+      EXPECT_TRUE(d.http_status == 502 || d.http_status == 503 || d.http_status == 504);
+    }
+  }
+  for (const auto kind : {fault_kind::drop, fault_kind::http_5xx, fault_kind::stall,
+                          fault_kind::malformed, fault_kind::truncate, fault_kind::abort}) {
+    EXPECT_NEAR(counts[kind] / 20000.0, 0.1, 0.015) << to_string(kind);
+  }
+  EXPECT_NEAR(counts[fault_kind::none] / 20000.0, 0.4, 0.02);
+
+  // Another seed gives another sequence.
+  config->seed = 1;
+  int differ = 0;
+  auto base = *config;
+  base.seed = 0;
+  for (std::uint64_t serial = 0; serial < 200; ++serial) {
+    differ += decide_fault(*config, serial).kind != decide_fault(base, serial).kind ? 1 : 0;
+  }
+  EXPECT_GT(differ, 50);
+  EXPECT_EQ(decide_fault(fault_config{}, 5).kind, fault_kind::none);
+}
+
+// ---- over HTTP ----
+
+server_config with_faults(const std::string& spec) {
+  server_config config;
+  auto faults = parse_fault_spec(spec);
+  EXPECT_TRUE(faults.ok()) << faults.err().message;
+  config.faults = *faults;
+  return config;
+}
+
+json completion_body(bool stream = false) {
+  return json{{"prompt", vector_add_prompt}, {"max_tokens", 400}, {"stream", stream},
+              {"return_token_ids", true},    {"logprobs", 0},     {"seed", 1}};
+}
+
+TEST(FaultsOverHttp, DropClosesWithoutReply) {
+  auto server = start_server(with_faults("drop=1"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  const http_reply reply = post(*client, "/v1/completions", completion_body());
+  EXPECT_FALSE(reply.ok);
+  EXPECT_EQ(reply.error, httplib::Error::Read);
+  EXPECT_TRUE(reply.body.empty());
+  // The server itself is fine: health and metrics answer, and count the fault.
+  const http_reply metrics = get(*client_for(*server), "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("leap_policy_faults_injected_total{kind=\"drop\"} 1"),
+            std::string::npos);
+}
+
+TEST(FaultsOverHttp, ServerErrorsCarryOpenAiErrorBodies) {
+  auto server = start_server(with_faults("5xx=1"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  std::map<int, int> seen;
+  for (int i = 0; i < 12; ++i) {
+    const http_reply reply = post(*client, "/v1/completions", completion_body());
+    ASSERT_TRUE(reply.ok);
+    ++seen[reply.status];
+    EXPECT_TRUE(reply.status == 502 || reply.status == 503 || reply.status == 504);
+    EXPECT_EQ(reply.json()["error"]["code"], reply.status);
+    EXPECT_NE(reply.json()["error"]["message"].get<std::string>().find("injected fault"),
+              std::string::npos);
+  }
+  EXPECT_GE(seen.size(), 2U);  // more than one of 502/503/504 over a dozen requests
+}
+
+TEST(FaultsOverHttp, StallOutlastsTheClientTimeout) {
+  auto server = start_server(with_faults("stall=1,stall_ms=5000"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server, std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  const http_reply reply = post(*client, "/v1/completions", completion_body());
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(reply.ok);
+  EXPECT_EQ(reply.error, httplib::Error::Read);
+  EXPECT_GE(waited, std::chrono::milliseconds(250));
+  EXPECT_LT(waited, std::chrono::milliseconds(4000));
+  // Stopping wakes the stalled worker at once instead of waiting out the stall.
+  const auto stop_start = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, std::chrono::milliseconds(3000));
+}
+
+TEST(FaultsOverHttp, MalformedJsonBody) {
+  auto server = start_server(with_faults("malformed=1"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  const http_reply reply = post(*client, "/v1/completions", completion_body());
+  ASSERT_TRUE(reply.ok);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_FALSE(json::accept(reply.body));
+  EXPECT_FALSE(reply.body.empty());
+
+  // Streams: the first event is not JSON; the rest are, and the stream ends properly.
+  const http_reply stream = post(*client, "/v1/completions", completion_body(true));
+  ASSERT_TRUE(stream.ok);
+  const auto events = sse_payloads(stream.body);
+  ASSERT_GE(events.size(), 3U);
+  EXPECT_FALSE(json::accept(events.front()));
+  EXPECT_TRUE(json::accept(events[1]));
+  EXPECT_EQ(events.back(), "[DONE]");
+}
+
+TEST(FaultsOverHttp, TruncatedBodiesAndStreams) {
+  auto server = start_server(with_faults("truncate=1"));
+  ASSERT_TRUE(server);
+  {
+    auto client = client_for(*server);
+    const http_reply reply = post(*client, "/v1/completions", completion_body());
+    EXPECT_FALSE(reply.ok);
+    EXPECT_FALSE(json::accept(reply.body));
+  }
+  {
+    auto client = client_for(*server);
+    const http_reply stream =
+        post(*client, "/v1/chat/completions",
+             json{{"messages", {{{"role", "user"}, {"content", sum_prompt}}}}, {"stream", true}});
+    EXPECT_FALSE(stream.ok);  // the chunked body never ends
+    const auto events = sse_payloads(stream.body);
+    EXPECT_GE(events.size(), 1U);
+    EXPECT_LE(events.size(), 3U);
+    for (const auto& e : events) {
+      EXPECT_NE(e, "[DONE]");
+      EXPECT_TRUE(json::accept(e));
+    }
+  }
+}
+
+TEST(FaultsOverHttp, AbortReturnsPartialTokens) {
+  auto server = start_server(with_faults("abort=1"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  const http_reply reply = post(*client, "/v1/completions", completion_body());
+  ASSERT_TRUE(reply.ok);
+  ASSERT_EQ(reply.status, 200);
+  const json choice = reply.json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "abort");
+  const auto ids = choice["token_ids"].get<std::vector<token_id>>();
+  EXPECT_GE(ids.size(), 1U);
+  EXPECT_LE(ids.size(), 8U);
+  EXPECT_EQ(choice["text"].get<std::string>(), byte_tokenizer::decode(ids, true));
+
+  // SGLang's shape of the same thing.
+  const http_reply generate =
+      post(*client, "/generate", json{{"text", vector_add_prompt}, {"return_logprob", true}});
+  ASSERT_TRUE(generate.ok);
+  const json meta = generate.json()["meta_info"];
+  EXPECT_EQ(meta["finish_reason"]["type"], "abort");
+  EXPECT_EQ(meta["output_token_logprobs"].size(), generate.json()["output_ids"].size());
+
+  // Streams end with an abort chunk, then [DONE].
+  const http_reply stream = post(*client, "/v1/completions", completion_body(true));
+  ASSERT_TRUE(stream.ok);
+  const auto events = sse_payloads(stream.body);
+  ASSERT_GE(events.size(), 2U);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"], "abort");
+}
+
+TEST(FaultsOverHttp, FaultsSpareControlRoutesAndRetriesGetThrough) {
+  auto server = start_server(with_faults("5xx=0.5,seed=3"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(get(*client, "/health").status, 200);
+    EXPECT_EQ(post(*client, "/tokenize", json{{"prompt", "x"}}).status, 200);
+  }
+  // A client that retries on 5xx gets every request through.
+  int failures = 0;
+  for (int request = 0; request < 10; ++request) {
+    for (int attempt = 0;; ++attempt) {
+      ASSERT_LT(attempt, 30);
+      const http_reply reply = post(*client, "/v1/completions", completion_body());
+      ASSERT_TRUE(reply.ok);
+      if (reply.status == 200) {
+        break;
+      }
+      ++failures;
+    }
+  }
+  EXPECT_GT(failures, 0);
+}
+
+}  // namespace
+}  // namespace leap::policy

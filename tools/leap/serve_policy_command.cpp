@@ -1,0 +1,241 @@
+// `leap serve-policy`: the project's OpenAI-compatible policy server, so that everything runs on a
+// machine without vLLM. Today's backend is `scripted` (a task suite's known good and wrong
+// answers); the LibTorch backend plugs into the same server later.
+#include "policy/scripted_backend.hpp"
+#include "policy/scripted_suite.hpp"
+#include "policy/server.hpp"
+#include "policy/server_faults.hpp"
+#include "tools/leap/command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <signal.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace leap::cli {
+namespace {
+
+struct serve_policy_options {
+  std::string backend = "scripted";
+  std::string suite;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model_name = "leap-scripted";
+  int max_model_len = 32768;
+  std::size_t threads = 256;
+  std::size_t stream_chunk_tokens = 16;
+  std::uint64_t seed = 0;
+  double ttft_ms = 0.0;
+  double tokens_per_s = 0.0;
+  double jitter = 0.0;
+  std::string first_turn_pass = "0.7,0.45,0.2";
+  double fix_probability = 0.5;
+  std::vector<std::string> task_pass;
+  std::string faults;
+  std::int64_t weight_version = 0;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "leap serve-policy: error: " << message << "\n";
+  return 1;
+}
+
+result<double> parse_probability(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !(value >= 0.0) ||
+      value > 1.0) {
+    return error{what + " must be a probability in [0, 1] (got '" + text + "')"};
+  }
+  return value;
+}
+
+result<policy::scripted_config> scripted_config_from(const serve_policy_options& o) {
+  policy::scripted_config config;
+  config.seed = o.seed;
+  config.fix_probability = o.fix_probability;
+  config.latency = {o.ttft_ms, o.tokens_per_s, o.jitter};
+
+  std::vector<std::string> parts;
+  std::stringstream in(o.first_turn_pass);
+  for (std::string part; std::getline(in, part, ',');) {
+    parts.push_back(part);
+  }
+  if (parts.size() != 3) {
+    return error{
+        "--first-turn-pass takes three probabilities for difficulty 1, 2 and 3, "
+        "e.g. 0.7,0.45,0.2 (got '" +
+        o.first_turn_pass + "')"};
+  }
+  for (std::size_t d = 0; d < 3; ++d) {
+    auto p = parse_probability(parts[d], "--first-turn-pass difficulty " + std::to_string(d + 1));
+    if (!p) {
+      return p.err();
+    }
+    config.first_turn_pass[d] = *p;
+  }
+
+  auto tasks = policy::load_scripted_suite(o.suite);
+  if (!tasks) {
+    return tasks.err().wrap("--suite");
+  }
+  config.tasks = std::move(*tasks);
+
+  std::map<std::string, double> overrides;
+  for (const auto& item : o.task_pass) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      return error{"--task-pass takes TASK_ID=P (got '" + item + "')"};
+    }
+    auto p = parse_probability(item.substr(eq + 1), "--task-pass " + item.substr(0, eq));
+    if (!p) {
+      return p.err();
+    }
+    overrides[item.substr(0, eq)] = *p;
+  }
+  for (auto& task : config.tasks) {
+    if (const auto it = overrides.find(task.id); it != overrides.end()) {
+      task.first_turn_pass = it->second;
+      overrides.erase(it);
+    }
+  }
+  if (!overrides.empty()) {
+    return error{"--task-pass names task '" + overrides.begin()->first + "', which is not in " +
+                 o.suite};
+  }
+  return config;
+}
+
+int run(const serve_policy_options& o) {
+  if (o.backend != "scripted") {
+    return fail("--backend '" + o.backend + "' is not available; choose scripted");
+  }
+  if (o.suite.empty()) {
+    return fail("--suite is required with --backend scripted");
+  }
+  auto faults = policy::parse_fault_spec(o.faults);
+  if (!faults) {
+    return fail("--faults: " + faults.err().message);
+  }
+  auto scripted = scripted_config_from(o);
+  if (!scripted) {
+    return fail(scripted.err().message);
+  }
+  const std::size_t task_count = scripted->tasks.size();
+  auto backend = policy::scripted_backend::create(std::move(*scripted));
+  if (!backend) {
+    return fail(backend.err().message);
+  }
+
+  policy::server_config config;
+  config.host = o.host;
+  config.port = o.port;
+  config.model_name = o.model_name;
+  config.max_model_len = o.max_model_len;
+  config.threads = o.threads;
+  config.stream_chunk_tokens = o.stream_chunk_tokens;
+  config.weight_version = o.weight_version;
+  config.seed = o.seed;
+  config.faults = *faults;
+
+  // Block the stop signals before any server thread exists, so that every thread inherits the
+  // mask and only this one receives them, through sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
+
+  auto server = policy::policy_server::start(std::move(config), std::move(*backend));
+  if (!server) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    return fail(server.err().message);
+  }
+  std::cout << "leap serve-policy: scripted backend, " << task_count << " tasks from " << o.suite
+            << (faults->any() ? ", faults on" : "") << "\n"
+            << "leap serve-policy: listening on " << (*server)->base_url() << std::endl;
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::cout << "leap serve-policy: stopping on " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+            << std::endl;
+  (*server)->stop();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  std::cout << "leap serve-policy: stopped" << std::endl;
+  return 0;
+}
+
+void add_serve_policy(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<serve_policy_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve-policy",
+      "Serve a policy over OpenAI-compatible HTTP (vLLM's /v1/completions and "
+      "/v1/chat/completions, SGLang's /generate, /tokenize, /metrics, weight-update and pause "
+      "routes). Prints the bound address; stops cleanly on SIGINT or SIGTERM.");
+  cmd->add_option("--backend", options->backend, "Which policy answers: scripted")
+      ->capture_default_str();
+  cmd->add_option("--suite", options->suite,
+                  "Task suite folder for the scripted backend (<kind>/<name>/task.json, "
+                  "solution.<ext>, wrong/<label>.<ext>)");
+  cmd->add_option("--host", options->host, "Address to bind")->capture_default_str();
+  cmd->add_option("--port", options->port, "Port to bind; 0 picks a free one and prints it")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--seed", options->seed, "Seed of every scripted choice and injected fault")
+      ->capture_default_str();
+  cmd->add_option("--model-name", options->model_name,
+                  "Model name served; requests naming another get 404")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", options->max_model_len, "Context length in tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", options->threads,
+                  "Worker threads; at least the number of connections clients keep open")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--stream-chunk-tokens", options->stream_chunk_tokens,
+                  "Tokens per streamed chunk at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--latency-ttft-ms", options->ttft_ms, "Time to first token, milliseconds")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tokens-per-s", options->tokens_per_s,
+                  "Generation speed after the first token; 0 = unlimited")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--latency-jitter", options->jitter,
+                  "Per-request latency scale in [1 - j, 1 + j], j in [0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_option("--first-turn-pass", options->first_turn_pass,
+                  "First-turn pass probabilities for difficulty 1,2,3")
+      ->capture_default_str();
+  cmd->add_option("--fix-probability", options->fix_probability,
+                  "Probability that a debug turn fixes a wrong answer")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--task-pass", options->task_pass,
+                  "TASK_ID=P: first-turn pass probability of one task (repeatable)");
+  cmd->add_option("--faults", options->faults,
+                  "Fault injection, e.g. drop=0.05,5xx=0.05,stall=0.02,malformed=0.02,"
+                  "truncate=0.02,abort=0.05,stall_ms=30000,seed=7");
+  cmd->add_option("--weight-version", options->weight_version,
+                  "Weight version reported until an update route sets another")
+      ->capture_default_str();
+  cmd->callback([options, exit_code] { *exit_code = run(*options); });
+}
+
+LEAP_COMMAND("serve-policy", add_serve_policy);
+
+}  // namespace
+}  // namespace leap::cli
