@@ -107,7 +107,7 @@ TEST(LeapCli, ConfigCheckNamesAMissingFile) {
 TEST(LeapCli, ConfigKeysIsTheMarkdownReference) {
   const auto out = run_leap("config keys");
   EXPECT_EQ(out.exit_code, 0);
-  EXPECT_NE(out.text.find("| gate.tau_min |"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("| `gate.tau_min` |"), std::string::npos) << out.text;
 }
 
 TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {

@@ -1,0 +1,218 @@
+// Sandbox throughput benchmark (not a test): for N candidates of one task kind, the cold compile
+// latency, the cache-hit latency, and verifications per second by worker count, cold (every
+// candidate compiles) and warm (every candidate is a cache hit). Prints a table.
+//
+//   bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu N]
+//
+// Candidates are the task's solution made distinct by a comment, so each has its own cache key.
+// Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
+// bench measures the compile side only.
+#include "sandbox/verifier.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace leap::sandbox;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+task builtin_task(task_kind kind) {
+  task t;
+  t.kind = kind;
+  if (kind == task_kind::python) {
+    t.id = "python/bench_add";
+    t.tests = "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n";
+    t.solution = "def add(a, b):\n    return a + b\n";
+    return t;
+  }
+  t.id = kind == task_kind::cuda ? "cuda/bench_scale" : "cpp/bench_scale";
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1, 1, 0},
+            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 1 << 16}};
+  t.reference = "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+  if (kind == task_kind::cuda) {
+    t.forbidden = default_forbidden(kind);
+    t.solution =
+        "__global__ void k(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = 2.0f * x[i];\n}\nvoid solve(const float* x, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n); }\n";
+  } else {
+    t.solution = "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+  }
+  return t;
+}
+
+std::string answer(const task& t, int index, const std::string& salt) {
+  const bool py = t.kind == task_kind::python || t.kind == task_kind::kernelbench;
+  const std::string comment = (py ? "# " : "// ") + std::string("candidate ") + salt + "-" + std::to_string(index) + "\n";
+  const char* lang = t.kind == task_kind::cuda ? "cuda" : t.kind == task_kind::cpp ? "cpp" : "python";
+  return std::string("```") + lang + "\n" + comment + t.solution + "```\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string kind_name = "cpp";
+  int n = 16;
+  std::vector<int> workers{1, 2, 4};
+  std::string task_dir;
+  int gpu = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_sandbox: error: %s needs a value\n", a.c_str());
+        std::exit(1);
+      }
+      return argv[++i];
+    };
+    if (a == "--kind") {
+      kind_name = next();
+    } else if (a == "--candidates") {
+      n = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--workers") {
+      workers.clear();
+      std::stringstream ss(next());
+      std::string w;
+      while (std::getline(ss, w, ',')) workers.push_back(std::max(1, std::atoi(w.c_str())));
+    } else if (a == "--task") {
+      task_dir = next();
+    } else if (a == "--gpu") {
+      gpu = std::atoi(next().c_str());
+    } else {
+      std::fprintf(stderr, "usage: bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu N]\n");
+      return a == "--help" ? 0 : 1;
+    }
+  }
+  auto kind = parse_task_kind(kind_name);
+  if (!kind) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", kind.err().message.c_str());
+    return 1;
+  }
+  task t = builtin_task(*kind);
+  if (!task_dir.empty()) {
+    auto loaded = load_task_dir(task_dir);
+    if (!loaded) {
+      std::fprintf(stderr, "bench_sandbox: error: %s\n", loaded.err().message.c_str());
+      return 1;
+    }
+    t = loaded.value();
+  }
+  const bool has_gpu = fs::exists("/dev/nvidia0");
+  const bool compile_only = t.kind == task_kind::cuda && !has_gpu;
+  const fs::path cache_root = default_scratch_root().parent_path() / ("leap-bench-cache-" + std::to_string(::getpid()));
+  const std::string salt = std::to_string(::getpid());
+  auto fresh_config = [&](const std::string& name) {
+    engine_config c;
+    c.cache_dir = cache_root / name;
+    return c;
+  };
+
+  std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(), to_string(t.kind), n,
+              isolation_summary().c_str(), compile_only ? ", no GPU: compile side only" : "");
+
+  // Latency: one engine, candidates one at a time.
+  auto e = engine::create(fresh_config("latency"));
+  if (!e) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", e.err().message.c_str());
+    return 1;
+  }
+  {
+    // The task's harness and reference are built once per task; not part of a candidate's latency.
+    auto warm = (*e)->compile(t, answer(t, -1, salt));
+    if (!warm) {
+      std::fprintf(stderr, "bench_sandbox: error: %s\n", warm.err().message.c_str());
+      return 1;
+    }
+  }
+  std::vector<double> cold, hit, verify_cold;
+  for (int i = 0; i < n; ++i) {
+    const auto start = clock_type::now();
+    auto p = (*e)->compile(t, answer(t, i, salt));
+    cold.push_back(ms_since(start));
+    if (!p) {
+      std::fprintf(stderr, "bench_sandbox: error: %s\n", p.err().message.c_str());
+      return 1;
+    }
+    if (!compile_only) {
+      const auto run_start = clock_type::now();
+      auto v = (*e)->run(t, *p, gpu);
+      verify_cold.push_back(cold.back() + ms_since(run_start));
+      if (!v || !v->passed) {
+        std::fprintf(stderr, "bench_sandbox: error: the solution did not pass: %s\n",
+                     v ? v->feedback.c_str() : v.err().message.c_str());
+        return 1;
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const auto start = clock_type::now();
+    auto p = (*e)->compile(t, answer(t, i, salt));
+    hit.push_back(ms_since(start));
+  }
+  std::printf("\n%-34s %10s %10s %10s\n", "latency (ms)", "median", "min", "max");
+  auto row = [](const char* name, const std::vector<double>& v) {
+    if (v.empty()) return;
+    std::printf("%-34s %10.1f %10.1f %10.1f\n", name, median(v), *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  };
+  row(t.kind == task_kind::python ? "prepare (extract+check)" : "cold compile", cold);
+  row("cache-hit compile stage", hit);
+  row("cold verify (compile + run)", verify_cold);
+
+  if (!compile_only) {
+    std::printf("\n%-10s %22s %22s\n", "workers", "cold verifications/s", "warm verifications/s");
+    for (int w : workers) {
+      verifier_config vc;
+      vc.engine = fresh_config("throughput-" + std::to_string(w));
+      vc.compile_workers = w;
+      vc.run_slots = w;
+      if (t.kind == task_kind::cuda && gpu >= 0) vc.gpus = {gpu};
+      auto v = verifier::create(vc);
+      if (!v) {
+        std::fprintf(stderr, "bench_sandbox: error: %s\n", v.err().message.c_str());
+        return 1;
+      }
+      auto batch = [&](const std::string& tag) {
+        auto shared = std::make_shared<const task>(t);
+        const auto start = clock_type::now();
+        std::vector<std::future<leap::result<verdict>>> futures;
+        for (int i = 0; i < n; ++i) futures.push_back((*v)->submit(shared, answer(t, i, salt + tag)));
+        int ok = 0;
+        for (auto& f : futures) {
+          auto r = f.get();
+          ok += r.ok() && r->passed;
+        }
+        const double s = ms_since(start) / 1000.0;
+        if (ok != n) std::fprintf(stderr, "warning: %d of %d candidates did not pass\n", n - ok, n);
+        return n / s;
+      };
+      (void)(*v)->verification_engine().compile(t, answer(t, -2, salt));  // per-task harness and reference
+      const double cold_rate = batch("w" + std::to_string(w));
+      const double warm_rate = batch("w" + std::to_string(w));  // same candidates again: cache hits
+      std::printf("%-10d %22.2f %22.2f\n", w, cold_rate, warm_rate);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(cache_root, ec);
+  return 0;
+}
