@@ -1,0 +1,170 @@
+// The debug-turn actor: one rollout's turns after the first, each reported to its gate, whose
+// group_flow decides whether another follows.
+#include "actors/debug_turn.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <optional>
+
+namespace leap::actors {
+
+std::vector<chat_text> feedback_messages(const std::string& feedback) {
+  return {{"user", feedback}};
+}
+
+turn_record make_turn_record(generation_result generated, const verification_result* verified) {
+  turn_record t;
+  t.input_tokens = std::move(generated.input_tokens);
+  t.output_tokens = std::move(generated.output_tokens);
+  t.output_logprobs = std::move(generated.output_logprobs);
+  t.text = std::move(generated.text);
+  t.finish = generated.finish;
+  t.endpoint = std::move(generated.endpoint);
+  t.weight_version = generated.weight_version;
+  t.timings.generation_ms = generated.generation_ms;
+  t.timings.generation_queue_ms = generated.queue_ms;
+  if (verified != nullptr) {
+    t.verdict = verified->verdict;
+    t.passed = verified->passed;
+    t.feedback = verified->feedback;
+    t.code_hash = verified->code_hash;
+    t.timings.compile_ms = verified->compile_ms;
+    t.timings.run_ms = verified->run_ms;
+    // The sandbox reports one queue time for both of its queues.
+    t.timings.compile_queue_ms = verified->queue_ms;
+  } else {
+    t.verdict = verdict_category::format;
+    t.passed = false;
+    t.feedback = generated.error.empty() ? "the answer was empty" : std::move(generated.error);
+  }
+  return t;
+}
+
+turn_result flow_result(const turn_record& t) {
+  return {t.passed, t.finish == finish_reason::length || t.finish == finish_reason::error ||
+                        t.finish == finish_reason::abort};
+}
+
+void add_turn_activities(std::vector<activity>& out, const generation_result& g,
+                         const verification_result* v) {
+  out.push_back({activity_kind::generation, g.finished_ms - g.generation_ms, g.finished_ms});
+  if (v == nullptr) return;
+  const double run_start = v->finished_ms - v->run_ms;
+  // Waiting in the verifier's queues counts as compile: it is the stage the turn waits on.
+  out.push_back({activity_kind::compile, run_start - v->compile_ms - v->queue_ms, run_start});
+  out.push_back({activity_kind::run, run_start, v->finished_ms});
+}
+
+namespace {
+
+struct debug_state {
+  // Not an aggregate: C++20 would let CAF construct it from the actor pointer.
+  debug_state() = default;
+  debug_turn_settings settings;
+  group_services services;
+  gate_actor gate;
+  std::optional<generation_result> generated;  // the turn's answer while it is being verified
+  std::vector<activity> activities;
+  static inline const char* name = "leap.debug_turn";
+};
+
+using debug_pointer = debug_turn_actor::stateful_pointer<debug_state>;
+
+void next_turn(debug_pointer self);
+
+void fail_turn(debug_pointer self, const std::string& message) {
+  self->send(self->state.gate, group_failed_atom_v, message);
+  self->quit();
+}
+
+void report_turn(debug_pointer self, turn_record turn) {
+  auto& st = self->state;
+  st.settings.history.insert(st.settings.history.end(), turn.input_tokens.begin(),
+                             turn.input_tokens.end());
+  st.settings.history.insert(st.settings.history.end(), turn.output_tokens.begin(),
+                             turn.output_tokens.end());
+  st.settings.feedback = turn.feedback;
+  auto activities = std::move(st.activities);
+  st.activities.clear();
+  self->request(st.gate, caf::infinite, turn_atom_v, st.settings.rollout, std::move(turn),
+                std::move(activities))
+      .then(
+          [=](bool go_on) {
+            if (!go_on) {
+              self->quit();
+              return;
+            }
+            ++self->state.settings.turn;
+            next_turn(self);
+          },
+          [=](caf::error&) { self->quit(); });  // the gate is gone: so is the group
+}
+
+void next_turn(debug_pointer self) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  generation_request request;
+  request.request_id = turn_request_id(s.group.run_id, s.group.key, s.rollout, s.turn);
+  request.history = s.history;
+  request.append = feedback_messages(s.feedback);
+  request.sampling = s.group.sampling;
+  request.seed = turn_seed(s.group, s.rollout, s.turn);
+  request.pinned_endpoint = s.pinned_endpoint;
+  self->request(st.services.generator, caf::infinite, generate_atom_v, std::move(request))
+      .then(
+          [=](generation_result& generated) {
+            auto& st = self->state;
+            if (generated.endpoint_index >= 0)
+              st.settings.pinned_endpoint = generated.endpoint_index;
+            if (!needs_verification(generated)) {
+              add_turn_activities(st.activities, generated, nullptr);
+              report_turn(self, make_turn_record(std::move(generated), nullptr));
+              return;
+            }
+            verification_request check{
+                turn_request_id(st.settings.group.run_id, st.settings.group.key,
+                                st.settings.rollout, st.settings.turn),
+                st.settings.group.task.id, generated.text};
+            st.generated = std::move(generated);
+            self->request(st.services.verifier, caf::infinite, verify_atom_v, std::move(check))
+                .then(
+                    [=](verification_result& verified) {
+                      auto& st = self->state;
+                      if (!verified.infrastructure_error.empty()) {
+                        fail_turn(self, "verifier: " + verified.infrastructure_error);
+                        return;
+                      }
+                      add_turn_activities(st.activities, *st.generated, &verified);
+                      auto generated = std::move(*st.generated);
+                      st.generated.reset();
+                      report_turn(self, make_turn_record(std::move(generated), &verified));
+                    },
+                    [=](caf::error& e) {
+                      fail_turn(self, "verifier: " + self->system().render(e));
+                    });
+          },
+          [=](caf::error& e) { fail_turn(self, "generator: " + self->system().render(e)); });
+}
+
+debug_turn_actor::behavior_type debug_turn(debug_pointer self, debug_turn_settings settings,
+                                           group_services services, gate_actor gate) {
+  self->state.settings = std::move(settings);
+  self->state.services = std::move(services);
+  self->state.gate = std::move(gate);
+  next_turn(self);
+  return {
+      [=](stop_atom) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+debug_turn_actor spawn_debug_turn(caf::actor_system& system, debug_turn_settings settings,
+                                  group_services services, gate_actor gate_handle) {
+  return system.spawn(debug_turn, std::move(settings), std::move(services), std::move(gate_handle));
+}
+
+}  // namespace leap::actors

@@ -1,0 +1,532 @@
+#include "actors/experiment.hpp"
+
+#include "actors/barrier.hpp"
+#include "actors/schedule.hpp"
+#include "orchestrator/gate.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+
+namespace leap::actors {
+namespace {
+
+struct step_state {
+  std::uint32_t groups_total = 0;
+  std::uint32_t groups_done = 0;
+  std::uint32_t groups_resumed = 0;
+  std::vector<group_report> reports;
+  double start_ms = 0.0;
+  std::int64_t started_unix_ms = 0;
+  bool training = false;
+  barrier_actor barrier;
+};
+
+struct validation_state {
+  std::uint32_t groups_total = 0;
+  std::vector<group_report> reports;
+};
+
+struct experiment_state {
+  // Not an aggregate: C++20 would let CAF construct it from the actor pointer.
+  experiment_state() = default;
+  experiment_settings settings;
+  experiment_services services;
+  std::unique_ptr<adaptive_gate> gate;
+  std::map<std::uint64_t, step_state> steps;  // started, not completed
+  std::map<std::uint64_t, validation_state> validations;
+  std::map<group_key, gate_actor> gates;  // in flight
+  std::map<caf::actor_addr, group_key> gate_keys;
+  std::uint64_t total_steps = 0;
+  std::uint64_t next_step = 0;        // the next step to start
+  std::uint64_t completed_steps = 0;  // steps with a step record: 0 .. completed_steps - 1
+  std::uint64_t weight_version = 0;
+  std::vector<double> step_wall_ms;  // of the steps completed by this process
+  caf::typed_response_promise<run_summary> done;
+  run_summary summary;
+  bool started = false;
+  bool ended = false;
+  static inline const char* name = "leap.experiment";
+};
+
+using experiment_pointer = experiment_actor::stateful_pointer<experiment_state>;
+
+void log(experiment_pointer self, const std::string& line) {
+  if (self->state.settings.progress.on_log) self->state.settings.progress.on_log(line);
+}
+
+int max_turns(const experiment_state& st) { return st.settings.config.rollout.max_turns; }
+
+void end_run(experiment_pointer self, run_status status, std::string message = {}) {
+  auto& st = self->state;
+  if (st.ended) return;
+  st.ended = true;
+  for (auto& [key, gate] : st.gates) self->send_exit(gate, caf::exit_reason::user_shutdown);
+  st.gates.clear();
+  st.gate_keys.clear();
+  for (auto& [step, s] : st.steps) {
+    if (s.barrier) self->send_exit(s.barrier, caf::exit_reason::user_shutdown);
+  }
+  st.summary.status = status;
+  st.summary.error = std::move(message);
+  if (st.done.pending()) st.done.deliver(st.summary);
+  self->quit();
+}
+
+void maybe_finish(experiment_pointer self) {
+  auto& st = self->state;
+  if (st.completed_steps >= st.total_steps && st.steps.empty() && st.validations.empty() &&
+      st.gates.empty()) {
+    end_run(self, run_status::finished);
+  }
+}
+
+void watch(experiment_pointer self, const group_key& key, gate_actor gate) {
+  self->monitor(gate);
+  self->state.gate_keys.emplace(gate.address(), key);
+  self->state.gates.emplace(key, std::move(gate));
+}
+
+group_services services_for(experiment_pointer self, const barrier_actor& barrier, bool train) {
+  auto& sv = self->state.services;
+  group_services g;
+  g.generator = barrier ? generation_actor{barrier} : generation_actor{sv.generator};
+  g.verifier = barrier ? verifier_actor{barrier} : sv.verifier;
+  g.scorer = sv.scorer;
+  g.store = sv.store;
+  g.learner = train ? sv.learner : learner_actor{};
+  g.parent = self;
+  g.barrier = barrier;
+  return g;
+}
+
+void on_step_groups_in(experiment_pointer self, std::uint64_t step);
+void try_start_steps(experiment_pointer self);
+
+void count_group(experiment_pointer self, group_report report, bool resumed) {
+  auto& st = self->state;
+  auto it = st.steps.find(report.key.step);
+  if (it == st.steps.end()) return;
+  auto& s = it->second;
+  s.reports.push_back(std::move(report));
+  ++s.groups_done;
+  if (resumed) {
+    ++st.summary.groups_resumed;
+  } else {
+    ++st.summary.groups_completed;
+  }
+  if (s.groups_done == s.groups_total) on_step_groups_in(self, it->first);
+}
+
+void start_validation(experiment_pointer self, std::uint64_t step,
+                      const std::vector<std::uint32_t>& already_stored) {
+  auto& st = self->state;
+  const auto& config = st.settings.config;
+  const std::size_t tasks = st.settings.validation_tasks.size();
+  if (tasks == 0) return;
+  const std::set<std::uint32_t> stored(already_stored.begin(), already_stored.end());
+  auto& v = st.validations[step];
+  v.groups_total = static_cast<std::uint32_t>(tasks - std::min(tasks, stored.size()));
+  if (v.groups_total == 0) {
+    st.validations.erase(step);
+    return;
+  }
+  gate_config full;
+  full.policy = gate_policy::full;
+  const int n = config.rollout.validation.n;
+  for (std::uint32_t i = 0; i < tasks; ++i) {
+    if (stored.count(i) > 0) continue;
+    group_settings g;
+    g.run_id = st.settings.run_id;
+    g.key = {step, split_kind::validation, i};
+    g.task = st.settings.validation_tasks[i];
+    g.group_size = n;
+    g.max_turns = config.rollout.max_turns;
+    g.sampling = config.rollout.validation.sampling;
+    // Validation seeds live far above training's, so the two never share a request seed.
+    g.request_index_base = (std::uint64_t{1} << 40) + (step * tasks + i) *
+                                                          static_cast<std::uint64_t>(n) *
+                                                          static_cast<std::uint64_t>(g.max_turns);
+    g.local_gate = full;
+    g.train = false;
+    auto key = g.key;
+    watch(self, key, spawn_gate(self->system(), std::move(g), services_for(self, {}, false)));
+  }
+}
+
+void on_validation_done(experiment_pointer self, group_report report) {
+  auto& st = self->state;
+  const std::uint64_t step = report.key.step;
+  auto it = st.validations.find(step);
+  if (it == st.validations.end()) return;
+  it->second.reports.push_back(std::move(report));
+  if (it->second.reports.size() < it->second.groups_total) return;
+  std::vector<group_summary> summaries;
+  validation_progress p;
+  p.step = step;
+  for (const auto& r : it->second.reports) {
+    summaries.push_back(summary_of(r));
+    p.rollouts += static_cast<std::uint32_t>(r.outcomes.size());
+  }
+  p.groups = static_cast<std::uint32_t>(summaries.size());
+  p.accuracy = cumulative_accuracy(summaries, max_turns(st));
+  st.validations.erase(it);
+  if (st.settings.progress.on_validation) st.settings.progress.on_validation(p);
+  maybe_finish(self);
+}
+
+step_record make_step_record(const experiment_state& st, std::uint64_t step, const step_state& s,
+                             const learner_step_result& learned, double learner_start_ms,
+                             double end_ms) {
+  step_record r;
+  r.run_id = st.settings.run_id;
+  r.step = step;
+  r.weight_version = learned.weight_version;
+  r.started_unix_ms = s.started_unix_ms;
+  r.finished_unix_ms = unix_ms();
+  std::vector<activity> activities;
+  std::vector<group_summary> summaries;
+  std::vector<group_summary> probes;
+  for (const auto& g : s.reports) {
+    activities.insert(activities.end(), g.activities.begin(), g.activities.end());
+    summaries.push_back(summary_of(g));
+    if (g.probe) probes.push_back(probe_summary_of(g));
+    ++r.counts.groups;
+    r.counts.activated_groups += is_open(g.gate) ? 1 : 0;
+    r.counts.probe_groups += g.probe ? 1 : 0;
+    r.counts.rollouts += static_cast<std::uint32_t>(g.outcomes.size());
+    for (const auto& o : g.outcomes) r.counts.passed_rollouts += o.passed() ? 1 : 0;
+    r.counts.turns += g.turns;
+    r.counts.verifier_jobs += g.verifier_jobs;
+    r.counts.generated_tokens += g.generated_tokens;
+  }
+  activities.push_back({activity_kind::learner, learner_start_ms, end_ms});
+  r.timings = attribute_step_time(activities, s.start_ms, end_ms);
+  const auto accuracy = cumulative_accuracy(summaries, max_turns(st));
+  for (std::size_t m = 0; m < accuracy.size(); ++m) {
+    r.metrics["acc_at_" + std::to_string(m + 1)] = accuracy[m];
+  }
+  r.metrics["activated_fraction"] = activated_group_fraction(summaries);
+  const auto rec = recovery(summaries);
+  r.metrics["recovery_per_rollout"] = rec.per_rollout;
+  r.metrics["recovery_per_group"] = rec.per_group;
+  r.metrics["turns_per_pass"] = turns_per_pass(summaries);
+  if (!probes.empty()) {
+    const auto probe_rec = recovery(probes);
+    r.metrics["probe_recovery_per_rollout"] = probe_rec.per_rollout;
+    r.metrics["probe_recovery_per_group"] = probe_rec.per_group;
+  }
+  for (const auto& [name, value] : learned.metrics) r.metrics["learner." + name] = value;
+  return r;
+}
+
+void step_completed(experiment_pointer self, std::uint64_t step, const step_record& record) {
+  auto& st = self->state;
+  auto it = st.steps.find(step);
+  const std::uint32_t resumed = it != st.steps.end() ? it->second.groups_resumed : 0;
+  if (it != st.steps.end()) st.steps.erase(it);
+  st.completed_steps = std::max(st.completed_steps, step + 1);
+  ++st.summary.steps_completed;
+  st.step_wall_ms.push_back(record.timings.wall_ms);
+
+  if (st.settings.progress.on_step) {
+    step_progress p;
+    p.step = step;
+    p.total_steps = st.total_steps;
+    p.groups = record.counts.groups;
+    p.groups_resumed = resumed;
+    p.activated = record.counts.activated_groups;
+    p.probes = record.counts.probe_groups;
+    for (int m = 1; m <= max_turns(st); ++m) {
+      auto metric = record.metrics.find("acc_at_" + std::to_string(m));
+      p.accuracy.push_back(metric != record.metrics.end() ? metric->second : 0.0);
+    }
+    auto metric = [&](const char* name) {
+      auto found = record.metrics.find(name);
+      return found != record.metrics.end() ? found->second : 0.0;
+    };
+    p.recovery = {metric("recovery_per_rollout"), metric("recovery_per_group")};
+    p.turns_per_pass = metric("turns_per_pass");
+    p.turns = record.counts.turns;
+    p.verifier_jobs = record.counts.verifier_jobs;
+    p.timings = record.timings;
+    p.weight_version = record.weight_version;
+    const double mean = std::accumulate(st.step_wall_ms.begin(), st.step_wall_ms.end(), 0.0) /
+                        static_cast<double>(st.step_wall_ms.size());
+    p.eta_ms = mean * static_cast<double>(st.total_steps - std::min(st.total_steps, step + 1));
+    st.settings.progress.on_step(p);
+  }
+  if (validation_due(step, st.total_steps, st.settings.config.rollout.validation.every)) {
+    start_validation(self, step, {});
+  }
+  try_start_steps(self);
+  maybe_finish(self);
+}
+
+void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
+  auto& st = self->state;
+  auto& s = st.steps[step];
+  if (s.training) return;
+  s.training = true;
+  const double learner_start = clock_ms();
+  // The next step may start generating now, if staleness allows.
+  try_start_steps(self);
+  self->request(st.services.learner, caf::infinite, train_atom_v, step)
+      .then(
+          [=](const learner_step_result& learned) {
+            auto& st = self->state;
+            if (!learned.error.empty()) {
+              end_run(self, run_status::failed, learned.error);
+              return;
+            }
+            const double end = clock_ms();
+            auto record = make_step_record(st, step, st.steps[step], learned, learner_start, end);
+            self->request(st.services.store, caf::infinite, put_step_atom_v, record)
+                .then(
+                    [=](const ack& stored) {
+                      if (!stored.ok()) {
+                        end_run(self, run_status::failed, "store: step record: " + stored.error);
+                        return;
+                      }
+                      weight_update update{learned.weight_version, learned.weights_path};
+                      self->request(self->state.services.generator, caf::infinite, weights_atom_v,
+                                    update)
+                          .then(
+                              [=](const ack& synced) {
+                                if (!synced.ok()) {
+                                  end_run(self, run_status::failed, "generator: " + synced.error);
+                                  return;
+                                }
+                                self->state.weight_version = learned.weight_version;
+                                step_completed(self, step, record);
+                              },
+                              [=](caf::error& e) {
+                                end_run(self, run_status::failed,
+                                        "generator: " + self->system().render(e));
+                              });
+                    },
+                    [=](caf::error& e) {
+                      end_run(self, run_status::failed, "store: " + self->system().render(e));
+                    });
+          },
+          [=](caf::error& e) {
+            end_run(self, run_status::failed, "learner: " + self->system().render(e));
+          });
+}
+
+void start_step(experiment_pointer self, std::uint64_t step) {
+  auto& st = self->state;
+  const auto& config = st.settings.config;
+  const auto batch_size = static_cast<std::size_t>(config.data.batch_size);
+  const auto batch =
+      step_batch(config.experiment.seed, step, st.settings.train_tasks.size(), batch_size);
+  auto& s = st.steps[step];
+  s.groups_total = static_cast<std::uint32_t>(batch.size());
+  s.start_ms = clock_ms();
+  s.started_unix_ms = unix_ms();
+
+  std::set<std::uint32_t> stored;
+  if (auto it = st.settings.resume.train_done.find(step);
+      it != st.settings.resume.train_done.end()) {
+    for (auto g : it->second) {
+      if (g < batch.size()) stored.insert(g);
+    }
+  }
+  s.groups_resumed = static_cast<std::uint32_t>(stored.size());
+  if (!stored.empty()) {
+    // Completed groups are not redone: the learner gets them back from the store.
+    self->request(st.services.store, caf::infinite, load_atom_v, st.settings.run_id, step,
+                  split_kind::train)
+        .then(
+            [=](loaded_groups& loaded) {
+              if (!loaded.error.empty()) {
+                end_run(self, run_status::failed, "store: " + loaded.error);
+                return;
+              }
+              for (auto& g : loaded.groups) {
+                if (stored.count(g.group_index) == 0) continue;
+                auto report = report_of(g);
+                self->request(self->state.services.learner, caf::infinite, add_group_atom_v,
+                              std::move(g))
+                    .then(
+                        [=](const ack& added) mutable {
+                          if (!added.ok()) {
+                            end_run(self, run_status::failed, "learner: " + added.error);
+                            return;
+                          }
+                          count_group(self, std::move(report), true);
+                        },
+                        [=](caf::error& e) {
+                          end_run(self, run_status::failed, "learner: " + self->system().render(e));
+                        });
+              }
+            },
+            [=](caf::error& e) {
+              end_run(self, run_status::failed, "store: " + self->system().render(e));
+            });
+  }
+
+  const std::uint32_t missing = s.groups_total - static_cast<std::uint32_t>(stored.size());
+  if (missing > 0 && config.schedule.mode == schedule_mode::barrier) {
+    s.barrier = spawn_barrier(self->system(), st.services.generator, st.services.verifier,
+                              missing * static_cast<std::uint32_t>(config.rollout.group_size));
+  }
+  const int group_size = config.rollout.group_size;
+  const int turns = config.rollout.max_turns;
+  for (std::uint32_t g = 0; g < batch.size(); ++g) {
+    if (stored.count(g) > 0) continue;
+    group_settings gs;
+    gs.run_id = st.settings.run_id;
+    gs.key = {step, split_kind::train, g};
+    gs.task = st.settings.train_tasks[batch[g]];
+    gs.group_size = group_size;
+    gs.max_turns = turns;
+    gs.sampling = config.rollout.sampling;
+    gs.request_index_base = (step * batch_size + g) * static_cast<std::uint64_t>(group_size) *
+                            static_cast<std::uint64_t>(turns);
+    gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
+    gs.train = true;
+    auto key = gs.key;
+    watch(self, key,
+          spawn_gate(self->system(), std::move(gs), services_for(self, s.barrier, true)));
+  }
+  log(self, "step " + std::to_string(step + 1) + " | started: " + std::to_string(missing) +
+                " groups to run, " + std::to_string(stored.size()) + " from the store");
+}
+
+bool may_start(const experiment_state& st, std::uint64_t step) {
+  if (st.ended || step >= st.total_steps) return false;
+  const auto first = st.settings.resume.first_step;
+  if (step > first) {
+    // The previous step's groups must all be in (or the step completed).
+    auto prev = st.steps.find(step - 1);
+    if (prev != st.steps.end() && prev->second.groups_done < prev->second.groups_total) {
+      return false;
+    }
+    if (prev == st.steps.end() && st.completed_steps < step) return false;
+  }
+  // Generation may run ahead of the learner by max_staleness versions.
+  const auto staleness =
+      static_cast<std::uint64_t>(std::max(0, st.settings.config.schedule.max_staleness));
+  return st.completed_steps + staleness >= step;
+}
+
+void try_start_steps(experiment_pointer self) {
+  auto& st = self->state;
+  while (may_start(st, st.next_step)) start_step(self, st.next_step++);
+}
+
+gate_ruling rule(adaptive_gate& gate, int n_fail, int group_size) {
+  gate_ruling r;
+  switch (gate.config().policy) {
+    case gate_policy::none:
+      r.thresholds = {1, 0};
+      break;
+    case gate_policy::full:
+      r.thresholds = {1, group_size};
+      break;
+    default:
+      r.thresholds = gate.current_range(group_size);
+      break;
+  }
+  r.decision = gate.decide_and_record(n_fail, group_size);
+  return r;
+}
+
+experiment_actor::behavior_type experiment(experiment_pointer self, experiment_settings settings,
+                                           experiment_services services) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  st.services = std::move(services);
+  st.gate = std::make_unique<adaptive_gate>(st.settings.config.gate);
+  st.total_steps = static_cast<std::uint64_t>(std::max(0, st.settings.config.experiment.steps));
+  st.next_step = st.settings.resume.first_step;
+  st.completed_steps = st.settings.resume.first_step;
+  st.weight_version = st.settings.resume.weight_version;
+  st.summary.first_step = st.settings.resume.first_step;
+  // However the driver ends, its gates (and their linked debug-turn actors) end with it.
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    end_run(self, run_status::interrupted, "stopped: " + self->system().render(msg.reason));
+    self->quit(msg.reason);
+  });
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& st = self->state;
+    auto it = st.gate_keys.find(down.source);
+    if (it == st.gate_keys.end()) return;
+    const group_key key = it->second;
+    st.gate_keys.erase(it);
+    const bool in_flight = st.gates.erase(key) > 0;
+    if (in_flight && !st.ended) {
+      end_run(
+          self, run_status::failed,
+          to_string(key) + ": the gate ended unexpectedly: " + self->system().render(down.reason));
+    }
+  });
+  return {
+      [=](run_atom) -> caf::result<run_summary> {
+        auto& st = self->state;
+        if (st.started)
+          return caf::make_error(caf::sec::runtime_error, "the run has started already");
+        st.started = true;
+        st.done = self->make_response_promise<run_summary>();
+        if (st.settings.train_tasks.empty()) {
+          end_run(self, run_status::failed, "no training tasks");
+          return st.done;
+        }
+        for (const auto& [step, stored] : st.settings.resume.validation_pending) {
+          start_validation(self, step, stored);
+        }
+        try_start_steps(self);
+        maybe_finish(self);
+        return st.done;
+      },
+      [=](stop_atom) {
+        log(self, "stopping: in-flight groups are abandoned and redone by the next run");
+        end_run(self, run_status::interrupted);
+      },
+      [=](decide_atom, const group_key&, std::int32_t n_fail, std::int32_t group_size) {
+        return rule(*self->state.gate, n_fail, group_size);
+      },
+      [=](group_done_atom, group_report& report) {
+        auto& st = self->state;
+        auto it = st.gates.find(report.key);
+        if (it != st.gates.end()) {
+          st.gate_keys.erase(it->second.address());
+          self->demonitor(it->second.address());
+          st.gates.erase(it);
+        }
+        if (st.ended) return;
+        if (report.key.split == split_kind::validation) {
+          on_validation_done(self, std::move(report));
+        } else {
+          count_group(self, std::move(report), false);
+        }
+      },
+      [=](group_failed_atom, const group_key& key, const std::string& message) {
+        auto& st = self->state;
+        if (auto it = st.gates.find(key); it != st.gates.end()) {
+          st.gate_keys.erase(it->second.address());
+          self->demonitor(it->second.address());
+          st.gates.erase(it);
+        }
+        end_run(self, run_status::failed, to_string(key) + ": " + message);
+      },
+  };
+}
+
+}  // namespace
+
+experiment_actor spawn_experiment(caf::actor_system& system, experiment_settings settings,
+                                  experiment_services services) {
+  return system.spawn(experiment, std::move(settings), std::move(services));
+}
+
+}  // namespace leap::actors

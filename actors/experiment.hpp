@@ -1,0 +1,109 @@
+// The experiment driver: owns one run. Step by step it samples the batch (actors/schedule.hpp),
+// spawns one gate per task (which starts the group's G first turns), collects the finished groups,
+// asks the learner to train once all of a step's groups are in, writes the step record, tells the
+// generators the new weight version, and reports progress. Every `validation.every` steps it runs
+// the validation tasks (validation sampling, every failure debugged, never trained on).
+//
+// Schedules: streaming (every group runs on its own) or barrier (each step's rounds in lockstep,
+// actors/barrier.hpp). With schedule.max_staleness k, step s starts once step s-1's groups are all
+// in and the learner has finished step s-1-k, so generation runs ahead of the learner by at most k
+// versions.
+//
+// It answers `run` when the run has ended: finished, interrupted (stop), or failed (the first
+// group_failed, learner or store error). The run record is the caller's (it knows whether the run
+// is new or resumed).
+#pragma once
+
+#include "actors/gate.hpp"
+#include "actors/generator.hpp"
+#include "actors/learner.hpp"
+#include "actors/messages.hpp"
+#include "actors/scorer.hpp"
+#include "actors/store.hpp"
+#include "actors/verifier.hpp"
+#include "orchestrator/config.hpp"
+#include "orchestrator/metrics.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace leap::actors {
+
+// run: starts the run; answered when it has ended. stop: ends it early (in-flight groups are
+// abandoned; a later run redoes them).
+using experiment_actor = group_parent_actor::extend<caf::replies_to<run_atom>::with<run_summary>,
+                                                    caf::reacts_to<stop_atom>>;
+
+// What a resumed run finds in the store (actors/resume.hpp builds it).
+struct resume_plan {
+  std::uint64_t first_step = 0;      // the first step without a step record
+  std::uint64_t weight_version = 0;  // the weight version of the last completed step
+  // Training groups already stored, per step >= first_step: they are handed to the learner again
+  // instead of being redone.
+  std::map<std::uint64_t, std::vector<std::uint32_t>> train_done;
+  // Completed steps whose validation is due but incomplete, with the validation groups stored.
+  std::map<std::uint64_t, std::vector<std::uint32_t>> validation_pending;
+};
+
+// One line of progress per finished step.
+struct step_progress {
+  std::uint64_t step = 0;  // 0-based
+  std::uint64_t total_steps = 0;
+  std::uint32_t groups = 0;
+  std::uint32_t groups_resumed = 0;  // read back from the store
+  std::uint32_t activated = 0;
+  std::uint32_t probes = 0;
+  std::vector<double> accuracy;  // cumulative pass rate at turn 1..M
+  recovery_rates recovery;
+  double turns_per_pass = 0.0;
+  std::uint32_t turns = 0;
+  std::uint32_t verifier_jobs = 0;
+  step_timings timings;
+  std::uint64_t weight_version = 0;
+  double eta_ms = 0.0;  // remaining steps x mean step time so far
+};
+
+struct validation_progress {
+  std::uint64_t step = 0;  // the training step after which it ran
+  std::uint32_t groups = 0;
+  std::uint32_t rollouts = 0;
+  std::vector<double> accuracy;  // cumulative pass rate at turn 1..M
+};
+
+// Called on the driver's thread; must not block for long.
+struct progress_sink {
+  std::function<void(const step_progress&)> on_step;
+  std::function<void(const validation_progress&)> on_validation;
+  std::function<void(const std::string&)> on_log;  // warnings and notable events, one line each
+};
+
+struct experiment_settings {
+  std::string run_id;
+  experiment_config config;
+  std::vector<group_task> train_tasks;
+  std::vector<group_task> validation_tasks;
+  resume_plan resume;
+  // Fraction of closed groups probed (gate.probe_fraction once the config has it). Default: 0
+  double probe_fraction = 0.0;
+  progress_sink progress;
+};
+
+struct experiment_services {
+  generator_actor generator;
+  verifier_actor verifier;
+  scorer_actor scorer;
+  store_actor store;
+  learner_actor learner;
+};
+
+[[nodiscard]] experiment_actor spawn_experiment(caf::actor_system& system,
+                                                experiment_settings settings,
+                                                experiment_services services);
+
+}  // namespace leap::actors

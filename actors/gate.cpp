@@ -1,0 +1,270 @@
+// The gate: thin around group_flow, which decides every next step; it only carries the flow's
+// actions out and records what comes back.
+#include "actors/gate.hpp"
+
+#include "actors/debug_turn.hpp"
+#include "actors/schedule.hpp"
+#include "orchestrator/group_flow.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <memory>
+
+namespace leap::actors {
+
+std::string turn_request_id(const std::string& run_id, const group_key& key, std::uint32_t rollout,
+                            int turn) {
+  return run_id + "/" + std::to_string(key.step) + "/" + leap::to_string(key.split) + "/" +
+         std::to_string(key.group) + "/" + std::to_string(rollout) + "/" + std::to_string(turn);
+}
+
+std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout, int turn) {
+  if (settings.sampling.seed < 0) return -1;
+  const std::uint64_t index =
+      settings.request_index_base +
+      std::uint64_t{rollout} * static_cast<std::uint64_t>(settings.max_turns) +
+      static_cast<std::uint64_t>(turn);
+  return settings.sampling.seed + static_cast<std::int64_t>(index);
+}
+
+namespace {
+
+struct gate_state {
+  // Not an aggregate: C++20 would let CAF construct it from the actor pointer.
+  gate_state() = default;
+  group_settings settings;
+  group_services services;
+  std::unique_ptr<group_flow> flow;
+  std::optional<gate_ruling> ruling;  // set before the flow sees the G-th first-turn result
+  group_record record;
+  std::vector<activity> activities;
+  std::vector<std::optional<generation_result>> first_answers;  // being verified
+  int first_results = 0;
+  std::vector<debug_turn_actor> debug_actors;
+  bool failed = false;
+  static inline const char* name = "leap.gate";
+};
+
+using gate_pointer = gate_actor::stateful_pointer<gate_state>;
+
+void fail_group(gate_pointer self, const std::string& message) {
+  auto& st = self->state;
+  if (st.failed) return;
+  st.failed = true;
+  self->send(st.services.parent, group_failed_atom_v, st.settings.key, message);
+  // Linked debug-turn actors end with us.
+  self->quit(caf::exit_reason::user_shutdown);
+}
+
+void tell_barrier(gate_pointer self, int ended) {
+  if (ended > 0 && self->state.services.barrier) {
+    self->send(self->state.services.barrier, resolve_atom_v, static_cast<std::uint32_t>(ended));
+  }
+}
+
+void complete_group(gate_pointer self) {
+  auto& st = self->state;
+  group_report report = report_of(st.record);
+  report.activities = std::move(st.activities);
+  self->send(st.services.parent, group_done_atom_v, std::move(report));
+  self->quit();
+}
+
+// Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
+void finish_group(gate_pointer self) {
+  auto& st = self->state;
+  st.record.finished_unix_ms = unix_ms();
+  self->request(st.services.scorer, caf::infinite, score_atom_v, st.record)
+      .then(
+          [=](group_record& scored) {
+            self->state.record = std::move(scored);
+            self->request(self->state.services.store, caf::infinite, put_group_atom_v,
+                          self->state.record)
+                .then(
+                    [=](const ack& stored) {
+                      auto& st = self->state;
+                      if (!stored.ok()) {
+                        fail_group(self, "store: " + stored.error);
+                        return;
+                      }
+                      if (!st.settings.train || !st.services.learner) {
+                        complete_group(self);
+                        return;
+                      }
+                      self->request(st.services.learner, caf::infinite, add_group_atom_v, st.record)
+                          .then(
+                              [=](const ack& added) {
+                                if (!added.ok()) {
+                                  fail_group(self, "learner: " + added.error);
+                                  return;
+                                }
+                                complete_group(self);
+                              },
+                              [=](caf::error& e) {
+                                fail_group(self, "learner: " + self->system().render(e));
+                              });
+                    },
+                    [=](caf::error& e) { fail_group(self, "store: " + self->system().render(e)); });
+          },
+          [=](caf::error& e) { fail_group(self, "scorer: " + self->system().render(e)); });
+}
+
+void spawn_debug(gate_pointer self, std::uint32_t rollout) {
+  auto& st = self->state;
+  const auto& turns = st.record.rollouts[rollout].turns;
+  debug_turn_settings s;
+  s.group = st.settings;
+  s.rollout = rollout;
+  s.turn = static_cast<int>(turns.size());
+  for (const auto& t : turns) {
+    s.history.insert(s.history.end(), t.input_tokens.begin(), t.input_tokens.end());
+    s.history.insert(s.history.end(), t.output_tokens.begin(), t.output_tokens.end());
+  }
+  s.feedback = turns.back().feedback;
+  auto actor = spawn_debug_turn(self->system(), std::move(s), st.services, self);
+  self->link_to(actor);
+  st.debug_actors.push_back(std::move(actor));
+}
+
+// Carries out the flow's actions; `consumed` rollout-turns were resolved by the event (for the
+// barrier's accounting: those not sent on have ended).
+void apply(gate_pointer self, const flow_actions& actions, int consumed) {
+  auto& st = self->state;
+  if (actions.gate) {
+    st.record.gate = *actions.gate;
+    st.record.n_fail = st.flow->n_fail();
+    st.record.thresholds = st.ruling ? st.ruling->thresholds : fail_range{};
+    st.record.probe = st.flow->probe();
+    st.record.gated_unix_ms = unix_ms();
+  }
+  for (auto rollout : actions.request_turn) {
+    // A rollout's first debug turn gets its actor; later turns are the actor's own (it learns to
+    // go on from the answer to its report).
+    if (st.flow->rollout_turns(rollout) == 2) spawn_debug(self, rollout);
+  }
+  tell_barrier(self, consumed - static_cast<int>(actions.request_turn.size()));
+  if (actions.finished) finish_group(self);
+}
+
+void first_turn_done(gate_pointer self, std::uint32_t rollout, turn_record turn) {
+  auto& st = self->state;
+  const turn_result result = flow_result(turn);
+  st.record.rollouts[rollout].turns.push_back(std::move(turn));
+  if (++st.first_results < st.settings.group_size) {
+    apply(self, st.flow->on_result(rollout, result), 0);
+    return;
+  }
+  // The G-th first turn: the flow decides now, with the ruling fetched first.
+  const int n_fail = st.flow->n_fail() + (result.passed ? 0 : 1);
+  const int group_size = st.settings.group_size;
+  if (st.settings.local_gate) {
+    st.ruling = gate_ruling{decide(*st.settings.local_gate, n_fail, group_size),
+                            resolve_thresholds(*st.settings.local_gate, group_size)};
+    apply(self, st.flow->on_result(rollout, result), group_size);
+    return;
+  }
+  self->request(st.services.parent, caf::infinite, decide_atom_v, st.settings.key, n_fail,
+                group_size)
+      .then(
+          [=](const gate_ruling& ruling) {
+            self->state.ruling = ruling;
+            apply(self, self->state.flow->on_result(rollout, result), group_size);
+          },
+          [=](caf::error& e) { fail_group(self, "gate decision: " + self->system().render(e)); });
+}
+
+void start_first_turn(gate_pointer self, std::uint32_t rollout) {
+  auto& st = self->state;
+  generation_request request;
+  request.request_id = turn_request_id(st.settings.run_id, st.settings.key, rollout, 0);
+  request.append = {{"user", st.settings.task.prompt}};
+  request.sampling = st.settings.sampling;
+  request.seed = turn_seed(st.settings, rollout, 0);
+  self->request(st.services.generator, caf::infinite, generate_atom_v, std::move(request))
+      .then(
+          [=](generation_result& generated) {
+            auto& st = self->state;
+            if (!needs_verification(generated)) {
+              add_turn_activities(st.activities, generated, nullptr);
+              first_turn_done(self, rollout, make_turn_record(std::move(generated), nullptr));
+              return;
+            }
+            verification_request check{
+                turn_request_id(st.settings.run_id, st.settings.key, rollout, 0),
+                st.settings.task.id, generated.text};
+            st.first_answers[rollout] = std::move(generated);
+            self->request(st.services.verifier, caf::infinite, verify_atom_v, std::move(check))
+                .then(
+                    [=](verification_result& verified) {
+                      auto& st = self->state;
+                      if (!verified.infrastructure_error.empty()) {
+                        fail_group(self, "verifier: " + verified.infrastructure_error);
+                        return;
+                      }
+                      auto answer = std::move(*st.first_answers[rollout]);
+                      st.first_answers[rollout].reset();
+                      add_turn_activities(st.activities, answer, &verified);
+                      first_turn_done(self, rollout,
+                                      make_turn_record(std::move(answer), &verified));
+                    },
+                    [=](caf::error& e) {
+                      fail_group(self, "verifier: " + self->system().render(e));
+                    });
+          },
+          [=](caf::error& e) { fail_group(self, "generator: " + self->system().render(e)); });
+}
+
+gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
+                               group_services services) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  st.services = std::move(services);
+  const auto* state = &self->state;
+  st.flow = std::make_unique<group_flow>(
+      st.settings.group_size, st.settings.max_turns,
+      [state](int, int) {
+        return state->ruling ? state->ruling->decision : gate_decision::closed_no_debug;
+      },
+      st.settings.probe_if_closed);
+  st.record.run_id = st.settings.run_id;
+  st.record.step = st.settings.key.step;
+  st.record.split = st.settings.key.split;
+  st.record.group_index = st.settings.key.group;
+  st.record.task_id = st.settings.task.id;
+  st.record.max_turns = st.settings.max_turns;
+  st.record.started_unix_ms = unix_ms();
+  st.record.rollouts.resize(static_cast<std::size_t>(st.settings.group_size));
+  for (std::size_t i = 0; i < st.record.rollouts.size(); ++i) {
+    st.record.rollouts[i].index = static_cast<std::uint32_t>(i);
+  }
+  st.first_answers.resize(st.record.rollouts.size());
+  for (auto rollout : st.flow->start().request_turn) start_first_turn(self, rollout);
+  return {
+      [=](turn_atom, std::uint32_t rollout, turn_record& turn,
+          std::vector<activity>& activities) -> bool {
+        auto& st = self->state;
+        if (st.failed || rollout >= st.record.rollouts.size()) return false;
+        const turn_result result = flow_result(turn);
+        st.record.rollouts[rollout].turns.push_back(std::move(turn));
+        st.activities.insert(st.activities.end(), activities.begin(), activities.end());
+        const flow_actions actions = st.flow->on_result(rollout, result);
+        const bool go_on = std::find(actions.request_turn.begin(), actions.request_turn.end(),
+                                     rollout) != actions.request_turn.end();
+        apply(self, actions, 1);
+        return go_on;
+      },
+      [=](group_failed_atom, const std::string& message) { fail_group(self, message); },
+  };
+}
+
+}  // namespace
+
+gate_actor spawn_gate(caf::actor_system& system, group_settings settings, group_services services) {
+  return system.spawn(gate, std::move(settings), std::move(services));
+}
+
+}  // namespace leap::actors

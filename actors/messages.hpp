@@ -1,0 +1,465 @@
+// The messages the actors exchange: plain structs, each with inspect() so that CAF can serialise
+// it (to a verifier node, or through the binary serializer in tests), registered in the project's
+// type-ID block `caf::id_block::leap`, plus the atoms that name the operations.
+//
+// The vocabulary of orchestrator/ (group_record, turn_record, ...) travels as is; its inspect()
+// overloads live here, in namespace leap, so that the orchestrator stays free of CAF.
+//
+// A process that talks to a remote actor registers the block once:
+//   cfg.add_message_types<caf::id_block::leap>();   (or actors::register_message_types(cfg))
+// Local messages need no registration.
+#pragma once
+
+#include "orchestrator/config.hpp"
+#include "orchestrator/trajectory.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/none.hpp>
+#include <caf/type_id.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::actors {
+
+// Identifies one group of a run: its step, split and index within them.
+struct group_key {
+  std::uint64_t step = 0;
+  split_kind split = split_kind::train;
+  std::uint32_t group = 0;
+
+  friend bool operator==(const group_key&, const group_key&) = default;
+  friend auto operator<=>(const group_key&, const group_key&) = default;
+};
+
+// "step 13 | train group 5": the prefix of every log line about the group. Steps are shown
+// 1-based, as in the progress lines; groups by their 0-based index.
+[[nodiscard]] std::string to_string(const group_key& key);
+
+// One chat message to be rendered into token ids (prompt or feedback).
+struct chat_text {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+
+  friend bool operator==(const chat_text&, const chat_text&) = default;
+};
+
+// One turn to generate. The generator renders `append` after `history` (the prompt when history is
+// empty, a feedback delta otherwise), then samples.
+struct generation_request {
+  // Unique per turn and stable across restarts: "<run>/<step>/<split>/<group>/<rollout>/<turn>".
+  std::string request_id;
+  std::vector<token_id> history;  // the conversation so far: every earlier input and output token
+  std::vector<chat_text> append;
+  sampling_section sampling;
+  // The resolved per-request seed (sampling.seed + the request's index), or -1 for none.
+  std::int64_t seed = -1;
+  // The endpoint that served the conversation's previous turn (for its prefix cache), or -1.
+  std::int32_t pinned_endpoint = -1;
+
+  friend bool operator==(const generation_request&, const generation_request&) = default;
+};
+
+struct generation_result {
+  std::vector<token_id> input_tokens;  // `append` rendered: the turn's input tokens (mask 0)
+  std::vector<token_id> output_tokens;
+  std::vector<float> output_logprobs;  // one per output token
+  std::string text;
+  // error: no answer (then `error` says why, and the turn holds no output tokens).
+  finish_reason finish = finish_reason::stop;
+  std::string error;
+  std::int32_t endpoint_index = -1;
+  std::string endpoint;
+  std::uint64_t weight_version = 0;  // the weights the turn was sampled from
+  double generation_ms = 0.0;        // from handing the turn to the client to its answer
+  double queue_ms = 0.0;             // waiting for a free request slot before that
+  // clock_ms() when the answer was complete, stamped by the in-process pool (activities' time
+  // base).
+  double finished_ms = 0.0;
+
+  friend bool operator==(const generation_result&, const generation_result&) = default;
+};
+
+// Whether a generated turn goes to verification: a turn with no answer (an error, or an empty
+// text) does not; it ends its rollout with a format verdict. The barrier schedule counts
+// verifications with the same rule.
+[[nodiscard]] inline bool needs_verification(const generation_result& r) {
+  return r.finish != finish_reason::error && !r.text.empty();
+}
+
+struct verification_request {
+  std::string request_id;  // the turn's generation request id, for logs
+  std::string task_id;  // the verifier resolves the task by id (remote nodes load the same suite)
+  std::string answer;   // the model's whole answer text; the verifier extracts the code
+
+  friend bool operator==(const verification_request&, const verification_request&) = default;
+};
+
+struct verification_result {
+  verdict_category verdict = verdict_category::format;
+  bool passed = false;
+  std::string feedback;                  // for the model; empty on a pass
+  std::optional<std::string> code_hash;  // SHA-256 of the extracted code; none when none was found
+  double compile_ms = 0.0;
+  double run_ms = 0.0;
+  double queue_ms = 0.0;  // time in the verifier's queues (wall time minus compile and run)
+  bool cache_hit = false;
+  // clock_ms() when the verdict was complete, stamped by the in-process pool.
+  double finished_ms = 0.0;
+  // Non-empty: the verifier itself failed (no compiler, an unknown task, a broken reference). No
+  // verdict about the candidate; the run stops with this message.
+  std::string infrastructure_error;
+
+  friend bool operator==(const verification_result&, const verification_result&) = default;
+};
+
+// An operation's outcome: empty error = done.
+struct ack {
+  std::string error;
+
+  [[nodiscard]] bool ok() const { return error.empty(); }
+  friend bool operator==(const ack&, const ack&) = default;
+};
+
+// The gate's decision for one group, with the failure-count range that was in force.
+struct gate_ruling {
+  gate_decision decision = gate_decision::closed_no_debug;
+  fail_range thresholds;
+
+  friend bool operator==(const gate_ruling&, const gate_ruling&) = default;
+};
+
+// A new policy version for the generators: what the learner produced and where its weights are.
+struct weight_update {
+  std::uint64_t version = 0;
+  std::string weights_path;  // empty: nothing to load (the record learner changes no weights)
+
+  friend bool operator==(const weight_update&, const weight_update&) = default;
+};
+
+// What the learner did in one training step.
+struct learner_step_result {
+  std::uint64_t step = 0;
+  std::uint64_t weight_version = 0;  // the version after the step
+  double learner_ms = 0.0;
+  std::uint32_t sequences = 0;  // training sequences (rollouts) in the step's batch
+  std::string weights_path;     // empty when no new weights were written
+  std::map<std::string, double> metrics;
+  std::string error;  // non-empty: the step failed
+
+  friend bool operator==(const learner_step_result&, const learner_step_result&) = default;
+};
+
+// Wall-clock interval of one stage of one turn (or of the learner), in milliseconds on the
+// process's steady clock (actors::clock_ms()).
+enum class activity_kind : std::uint8_t { generation, compile, run, learner };
+
+struct activity {
+  activity_kind kind = activity_kind::generation;
+  double start_ms = 0.0;
+  double end_ms = 0.0;
+
+  friend bool operator==(const activity&, const activity&) = default;
+};
+
+// A finished group as the driver needs it for progress and metrics (no tokens, no text).
+struct group_report {
+  group_key key;
+  std::string task_id;
+  gate_decision gate = gate_decision::closed_no_debug;
+  int n_fail = 0;
+  bool probe = false;
+  std::vector<rollout_outcome> outcomes;  // what training used
+  std::vector<rollout_outcome> measured;  // from the turns themselves (a probe's debug turns count)
+  std::vector<double> advantages;
+  std::uint32_t turns = 0;          // generated turns
+  std::uint32_t verifier_jobs = 0;  // turns sent to verification
+  std::uint64_t generated_tokens = 0;
+  std::vector<activity> activities;  // empty for a group read back from the store
+
+  friend bool operator==(const group_report& a, const group_report& b) {
+    auto same = [](const std::vector<rollout_outcome>& x, const std::vector<rollout_outcome>& y) {
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (x[i].passed_at_turn != y[i].passed_at_turn ||
+            x[i].generated_turns != y[i].generated_turns) {
+          return false;
+        }
+      }
+      return true;
+    };
+    return a.key == b.key && a.task_id == b.task_id && a.gate == b.gate && a.n_fail == b.n_fail &&
+           a.probe == b.probe && same(a.outcomes, b.outcomes) && same(a.measured, b.measured) &&
+           a.advantages == b.advantages && a.turns == b.turns &&
+           a.verifier_jobs == b.verifier_jobs && a.generated_tokens == b.generated_tokens &&
+           a.activities == b.activities;
+  }
+};
+
+// The stored groups of one step and split (store_actor's load).
+struct loaded_groups {
+  std::vector<group_record> groups;
+  std::string error;  // non-empty: the read failed
+
+  friend bool operator==(const loaded_groups&, const loaded_groups&) = default;
+};
+
+// How a run ended, as the driver answers its `run` request.
+struct run_summary {
+  run_status status = run_status::running;
+  std::uint64_t first_step = 0;        // the step the run (re)started at
+  std::uint64_t steps_completed = 0;   // steps completed by this process
+  std::uint64_t groups_completed = 0;  // training groups completed by this process
+  std::uint64_t groups_resumed = 0;    // training groups read back from the store instead of redone
+  std::string error;                   // why, when status is failed
+
+  friend bool operator==(const run_summary&, const run_summary&) = default;
+};
+
+}  // namespace leap::actors
+
+// ---- inspect() ------------------------------------------------------------------------------
+//
+// std::optional has no inspector in CAF 0.17: it travels as a presence flag and a value, put back
+// together by a load callback.
+
+namespace leap {
+
+namespace detail {
+template <class Inspector, class T, class... Ts>
+typename Inspector::result_type inspect_with_optional(Inspector& f, const char* name,
+                                                      std::optional<T>& opt, Ts&&... fields) {
+  bool present = opt.has_value();
+  T value = opt.value_or(T{});
+  return f(caf::meta::type_name(name), std::forward<Ts>(fields)..., present, value,
+           caf::meta::load_callback([&]() -> caf::error {
+             if (present) {
+               opt = std::move(value);
+             } else {
+               opt.reset();
+             }
+             return caf::none;
+           }));
+}
+}  // namespace detail
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_section& x) {
+  return f(caf::meta::type_name("sampling_section"), x.temperature, x.top_k, x.top_p, x.max_tokens,
+           x.seed, x.stop, x.stop_token_ids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rollout_outcome& x) {
+  return f(caf::meta::type_name("rollout_outcome"), x.passed_at_turn, x.generated_turns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fail_range& x) {
+  return f(caf::meta::type_name("fail_range"), x.lo, x.hi);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn_timings& x) {
+  return f(caf::meta::type_name("turn_timings"), x.generation_ms, x.compile_ms, x.run_ms,
+           x.generation_queue_ms, x.compile_queue_ms, x.run_queue_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
+  return detail::inspect_with_optional(
+      f, "turn_record", x.code_hash, x.input_tokens, x.output_tokens, x.output_logprobs, x.text,
+      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.finish, x.endpoint);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rollout_record& x) {
+  return f(caf::meta::type_name("rollout_record"), x.index, x.turns, x.outcome, x.rank, x.reward,
+           x.advantage, x.truncated);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_record& x) {
+  return f(caf::meta::type_name("group_record"), x.run_id, x.step, x.split, x.group_index,
+           x.task_id, x.max_turns, x.gate, x.n_fail, x.thresholds, x.probe, x.rollouts,
+           x.started_unix_ms, x.gated_unix_ms, x.finished_unix_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_timings& x) {
+  return f(caf::meta::type_name("step_timings"), x.wall_ms, x.generation_ms, x.compile_ms, x.run_ms,
+           x.learner_ms, x.idle_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_counts& x) {
+  return f(caf::meta::type_name("step_counts"), x.groups, x.activated_groups, x.probe_groups,
+           x.rollouts, x.passed_rollouts, x.turns, x.verifier_jobs, x.generated_tokens);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_record& x) {
+  return f(caf::meta::type_name("step_record"), x.run_id, x.step, x.weight_version,
+           x.started_unix_ms, x.finished_unix_ms, x.timings, x.counts, x.metrics);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_record& x) {
+  return f(caf::meta::type_name("run_record"), x.id, x.config_yaml, x.created_unix_ms, x.status);
+}
+
+}  // namespace leap
+
+namespace leap::actors {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_key& x) {
+  return f(caf::meta::type_name("group_key"), x.step, x.split, x.group);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_text& x) {
+  return f(caf::meta::type_name("chat_text"), x.role, x.content);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
+  return f(caf::meta::type_name("generation_request"), x.request_id, x.history, x.append,
+           x.sampling, x.seed, x.pinned_endpoint);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
+  return f(caf::meta::type_name("generation_result"), x.input_tokens, x.output_tokens,
+           x.output_logprobs, x.text, x.finish, x.error, x.endpoint_index, x.endpoint,
+           x.weight_version, x.generation_ms, x.queue_ms, x.finished_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, verification_request& x) {
+  return f(caf::meta::type_name("verification_request"), x.request_id, x.task_id, x.answer);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, verification_result& x) {
+  return leap::detail::inspect_with_optional(
+      f, "verification_result", x.code_hash, x.verdict, x.passed, x.feedback, x.compile_ms,
+      x.run_ms, x.queue_ms, x.cache_hit, x.finished_ms, x.infrastructure_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ack& x) {
+  return f(caf::meta::type_name("ack"), x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gate_ruling& x) {
+  return f(caf::meta::type_name("gate_ruling"), x.decision, x.thresholds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weight_update& x) {
+  return f(caf::meta::type_name("weight_update"), x.version, x.weights_path);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, learner_step_result& x) {
+  return f(caf::meta::type_name("learner_step_result"), x.step, x.weight_version, x.learner_ms,
+           x.sequences, x.weights_path, x.metrics, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, activity& x) {
+  return f(caf::meta::type_name("activity"), x.kind, x.start_ms, x.end_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_report& x) {
+  return f(caf::meta::type_name("group_report"), x.key, x.task_id, x.gate, x.n_fail, x.probe,
+           x.outcomes, x.measured, x.advantages, x.turns, x.verifier_jobs, x.generated_tokens,
+           x.activities);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, loaded_groups& x) {
+  return f(caf::meta::type_name("loaded_groups"), x.groups, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
+  return f(caf::meta::type_name("run_summary"), x.status, x.first_step, x.steps_completed,
+           x.groups_completed, x.groups_resumed, x.error);
+}
+
+}  // namespace leap::actors
+
+// ---- The project's type-ID block --------------------------------------------------------------
+
+CAF_BEGIN_TYPE_ID_BLOCK(leap, caf::first_custom_type_id)
+
+CAF_ADD_TYPE_ID(leap, (leap::group_record))
+CAF_ADD_TYPE_ID(leap, (leap::step_record))
+CAF_ADD_TYPE_ID(leap, (leap::run_record))
+CAF_ADD_TYPE_ID(leap, (leap::turn_record))
+CAF_ADD_TYPE_ID(leap, (leap::rollout_record))
+CAF_ADD_TYPE_ID(leap, (leap::sampling_section))
+CAF_ADD_TYPE_ID(leap, (leap::actors::group_key))
+CAF_ADD_TYPE_ID(leap, (leap::actors::chat_text))
+CAF_ADD_TYPE_ID(leap, (leap::actors::generation_request))
+CAF_ADD_TYPE_ID(leap, (leap::actors::generation_result))
+CAF_ADD_TYPE_ID(leap, (leap::actors::verification_request))
+CAF_ADD_TYPE_ID(leap, (leap::actors::verification_result))
+CAF_ADD_TYPE_ID(leap, (leap::actors::ack))
+CAF_ADD_TYPE_ID(leap, (leap::actors::gate_ruling))
+CAF_ADD_TYPE_ID(leap, (leap::actors::weight_update))
+CAF_ADD_TYPE_ID(leap, (leap::actors::learner_step_result))
+CAF_ADD_TYPE_ID(leap, (leap::actors::activity))
+CAF_ADD_TYPE_ID(leap, (leap::actors::group_report))
+CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_groups))
+CAF_ADD_TYPE_ID(leap, (leap::actors::run_summary))
+CAF_ADD_TYPE_ID(leap, (std::vector<leap::group_record>))
+
+// Atoms: at most 10 characters, none of CAF's own names.
+CAF_ADD_ATOM(leap, leap::actors, generate_atom, "generate")
+CAF_ADD_ATOM(leap, leap::actors, verify_atom, "verify")
+CAF_ADD_ATOM(leap, leap::actors, weights_atom, "weights")
+CAF_ADD_ATOM(leap, leap::actors, completed_atom, "completed")
+CAF_ADD_ATOM(leap, leap::actors, score_atom, "score")
+CAF_ADD_ATOM(leap, leap::actors, put_group_atom, "put_group")
+CAF_ADD_ATOM(leap, leap::actors, put_step_atom, "put_step")
+CAF_ADD_ATOM(leap, leap::actors, put_run_atom, "put_run")
+CAF_ADD_ATOM(leap, leap::actors, load_atom, "load_grps")
+CAF_ADD_ATOM(leap, leap::actors, commit_atom, "commit")
+CAF_ADD_ATOM(leap, leap::actors, add_group_atom, "add_group")
+CAF_ADD_ATOM(leap, leap::actors, train_atom, "train")
+CAF_ADD_ATOM(leap, leap::actors, decide_atom, "decide")
+CAF_ADD_ATOM(leap, leap::actors, group_done_atom, "grp_done")
+CAF_ADD_ATOM(leap, leap::actors, group_failed_atom, "grp_failed")
+CAF_ADD_ATOM(leap, leap::actors, turn_atom, "turn_rep")
+CAF_ADD_ATOM(leap, leap::actors, run_atom, "run_exp")
+CAF_ADD_ATOM(leap, leap::actors, stop_atom, "stop_run")
+CAF_ADD_ATOM(leap, leap::actors, resolve_atom, "resolve")
+CAF_ADD_ATOM(leap, leap::actors, release_atom, "release")
+CAF_ADD_ATOM(leap, leap::actors, start_atom, "start_grp")
+
+CAF_END_TYPE_ID_BLOCK(leap)
+
+namespace leap::actors {
+
+// Registers the block with a config: needed by both sides of a remote connection.
+void register_message_types(caf::actor_system_config& config);
+
+// Milliseconds on the process's steady clock, the time base of `activity`. Thread-safe.
+[[nodiscard]] double clock_ms();
+
+// Unix epoch milliseconds now. Thread-safe.
+[[nodiscard]] std::int64_t unix_ms();
+
+}  // namespace leap::actors

@@ -1,0 +1,26 @@
+#include "actors/renderer.hpp"
+
+#include "policy/tokenizer.hpp"
+
+namespace leap::actors {
+namespace {
+
+class byte_chatml_renderer final : public prompt_renderer {
+ public:
+  result<std::vector<token_id>> render(std::span<const token_id> history,
+                                       const std::vector<chat_text>& messages) const override {
+    std::vector<policy::chat_message> chat;
+    chat.reserve(messages.size());
+    for (const auto& m : messages) chat.push_back({m.role, m.content});
+    if (history.empty()) return policy::render_chat(chat);
+    return policy::render_chat_delta(history, chat, /*add_generation_prompt=*/true);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const prompt_renderer> make_byte_chatml_renderer() {
+  return std::make_shared<byte_chatml_renderer>();
+}
+
+}  // namespace leap::actors

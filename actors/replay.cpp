@@ -1,0 +1,406 @@
+#include "actors/replay.hpp"
+
+#include "storage/trajectory_store.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace leap::actors {
+namespace {
+
+// Rounding residue (a reward mean of -2.8e-17) prints as 0.
+double clean(double v) { return std::abs(v) < 1e-12 ? 0.0 : v; }
+
+std::string num(double v) {
+  v = clean(v);
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return ec == std::errc{} ? std::string(buffer, end) : std::string("nan");
+}
+
+std::string printf_string(const char* format, auto... args) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer, format, args...);
+  return buffer;
+}
+
+group_summary trained_summary(const replay_group& g) { return {g.gate, g.trained, g.advantages}; }
+group_summary probe_summary(const replay_group& g) {
+  return {gate_decision::open, g.measured, g.advantages};
+}
+
+replay_step summarise(const std::vector<const replay_group*>& groups, int max_turns) {
+  replay_step s;
+  std::vector<group_summary> trained;
+  std::vector<group_summary> probes;
+  for (const auto* g : groups) {
+    trained.push_back(trained_summary(*g));
+    if (g->probe) probes.push_back(probe_summary(*g));
+    s.activated += is_open(g->gate) ? 1 : 0;
+    s.turns += g->turns;
+    s.verifier_jobs += g->verifier_jobs;
+  }
+  s.groups = static_cast<std::uint32_t>(groups.size());
+  s.activated_fraction = activated_group_fraction(trained);
+  s.accuracy = cumulative_accuracy(trained, max_turns);
+  s.recovery = recovery(trained);
+  s.probe_groups = static_cast<std::uint32_t>(probes.size());
+  s.probe_recovery = recovery(probes);
+  s.turns_per_pass = turns_per_pass(trained);
+  return s;
+}
+
+std::string time_cell(const std::optional<step_timings>& t, double step_timings::*field) {
+  return t ? printf_string("%.2f", (*t).*field / 1000.0) : std::string("-");
+}
+
+}  // namespace
+
+replay_group replay_group_of(const group_record& group) {
+  replay_group g;
+  g.step = group.step;
+  g.split = group.split;
+  g.group = group.group_index;
+  g.gate = group.gate;
+  g.probe = group.probe;
+  g.max_turns = group.max_turns;
+  for (const auto& r : group.rollouts) {
+    g.trained.push_back(r.outcome);
+    g.measured.push_back(outcome_from_turns(r));
+    g.rewards.push_back(r.reward);
+    g.advantages.push_back(r.advantage);
+    g.turns += static_cast<std::uint32_t>(r.turns.size());
+    g.first_turns += r.turns.empty() ? 0 : 1;
+    for (const auto& t : r.turns) {
+      g.verifier_jobs += t.finish != finish_reason::error && !t.text.empty() ? 1 : 0;
+    }
+  }
+  return g;
+}
+
+result<replay_data> load_replay_data(const trajectory_store& store, const std::string& run_id) {
+  replay_data data;
+  data.run_id = run_id;
+  group_query query;
+  query.run_id = run_id;
+  query.decode.tokens = false;
+  const status scanned = store.for_each_group(query, [&](group_record&& g) -> status {
+    data.max_turns = std::max(data.max_turns, g.max_turns);
+    data.groups.push_back(replay_group_of(g));
+    return ok_status();
+  });
+  if (!scanned) return scanned.err();
+  auto steps = store.steps(run_id);
+  if (!steps) return steps.err();
+  data.steps = std::move(*steps);
+  return data;
+}
+
+replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
+  replay_report report;
+  report.max_turns = data.max_turns;
+  std::map<std::uint64_t, std::vector<const replay_group*>> train;
+  std::map<std::uint64_t, std::vector<const replay_group*>> validation;
+  std::vector<const replay_group*> all_train;
+  for (const auto& g : data.groups) {
+    if (g.split == split_kind::train) {
+      train[g.step].push_back(&g);
+      all_train.push_back(&g);
+    } else {
+      validation[g.step].push_back(&g);
+    }
+  }
+  std::set<std::uint64_t> steps;
+  for (const auto& [step, groups] : train) steps.insert(step);
+  for (const auto& r : data.steps) steps.insert(r.step);
+  for (auto step : steps) {
+    replay_step s = summarise(train[step], data.max_turns);
+    s.step = step;
+    for (const auto& r : data.steps) {
+      if (r.step == step) s.timings = r.timings;
+    }
+    report.steps.push_back(std::move(s));
+  }
+  for (const auto& [step, groups] : validation) {
+    replay_validation v;
+    v.step = step;
+    std::vector<group_summary> summaries;
+    for (const auto* g : groups) {
+      summaries.push_back(trained_summary(*g));
+      v.rollouts += static_cast<std::uint32_t>(g->trained.size());
+    }
+    v.groups = static_cast<std::uint32_t>(groups.size());
+    v.accuracy = cumulative_accuracy(summaries, data.max_turns);
+    report.validation.push_back(std::move(v));
+  }
+  report.total = summarise(all_train, data.max_turns);
+  // The run's time: the sum of its completed steps'.
+  if (!report.steps.empty() && std::all_of(report.steps.begin(), report.steps.end(),
+                                           [](const auto& s) { return s.timings.has_value(); })) {
+    step_timings sum;
+    for (const auto& s : report.steps) {
+      sum.wall_ms += s.timings->wall_ms;
+      sum.generation_ms += s.timings->generation_ms;
+      sum.compile_ms += s.timings->compile_ms;
+      sum.run_ms += s.timings->run_ms;
+      sum.learner_ms += s.timings->learner_ms;
+      sum.idle_ms += s.timings->idle_ms;
+    }
+    report.total.timings = sum;
+  }
+  std::vector<group_summary> summaries;
+  for (const auto* g : all_train) summaries.push_back(trained_summary(*g));
+  report.composition = rollout_composition(summaries, buckets);
+  return report;
+}
+
+whatif_report what_if(const replay_data& data, const scoring_config& alternative) {
+  whatif_report report;
+  adaptive_gate gate(alternative.gate);
+  std::map<std::uint64_t, whatif_step> steps;
+  struct sums {
+    double reward_before = 0, reward_after = 0, abs_before = 0, abs_after = 0;
+    std::uint32_t nonzero_before = 0, nonzero_after = 0, rollouts = 0, activated_before = 0,
+                  activated_after = 0;
+  };
+  std::map<std::uint64_t, sums> step_sums;
+  sums total_sums;
+  auto add = [](whatif_step& w, sums& s, const replay_group& g, gate_decision after,
+                bool unobserved, const std::vector<double>& rewards,
+                const std::vector<double>& advantages, std::uint32_t turns_after) {
+    ++w.groups;
+    s.activated_before += is_open(g.gate) ? 1 : 0;
+    s.activated_after += is_open(after) ? 1 : 0;
+    w.changed_decisions += g.gate != after ? 1 : 0;
+    w.unobserved_opens += unobserved ? 1 : 0;
+    w.turns_before += g.turns;
+    w.turns_after += turns_after;
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+      const double before = i < g.advantages.size() ? g.advantages[i] : 0.0;
+      s.reward_before += i < g.rewards.size() ? g.rewards[i] : 0.0;
+      s.reward_after += rewards[i];
+      s.abs_before += std::abs(before);
+      s.abs_after += std::abs(advantages[i]);
+      s.nonzero_before += before != 0.0 ? 1 : 0;
+      s.nonzero_after += advantages[i] != 0.0 ? 1 : 0;
+      w.sign_flips +=
+          (before > 0 && advantages[i] < 0) || (before < 0 && advantages[i] > 0) ? 1 : 0;
+      ++s.rollouts;
+    }
+  };
+  for (const auto& g : data.groups) {
+    if (g.split != split_kind::train) continue;
+    const int group_size = static_cast<int>(g.measured.size());
+    int n_fail = 0;
+    for (const auto& o : g.measured) n_fail += o.passed_at_turn != 1 ? 1 : 0;
+    const gate_decision after = gate.decide_and_record(n_fail, group_size);
+    const bool observed = is_open(g.gate) || g.probe;
+    std::vector<rollout_outcome> outcomes;
+    std::uint32_t turns_after = 0;
+    if (is_open(after) && observed) {
+      outcomes = g.measured;
+      for (const auto& o : outcomes) turns_after += static_cast<std::uint32_t>(o.generated_turns);
+    } else {
+      for (const auto& o : g.measured) outcomes.push_back({o.passed_at_turn == 1 ? 1 : 0, 1});
+      turns_after = g.first_turns;
+    }
+    const bool unobserved = is_open(after) && !observed;
+    const auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns);
+    const auto advantages = compute_advantages(alternative.advantage, rewards);
+    auto& w = steps[g.step];
+    w.step = g.step;
+    add(w, step_sums[g.step], g, after, unobserved, rewards, advantages, turns_after);
+    add(report.total, total_sums, g, after, unobserved, rewards, advantages, turns_after);
+  }
+  auto finish = [](whatif_step& w, const sums& s) {
+    const double groups = std::max(1u, w.groups);
+    const double rollouts = std::max(1u, s.rollouts);
+    w.activated_before = s.activated_before / groups;
+    w.activated_after = s.activated_after / groups;
+    w.mean_reward_before = s.reward_before / rollouts;
+    w.mean_reward_after = s.reward_after / rollouts;
+    w.mean_abs_advantage_before = s.abs_before / rollouts;
+    w.mean_abs_advantage_after = s.abs_after / rollouts;
+    w.nonzero_advantage_before = s.nonzero_before / rollouts;
+    w.nonzero_advantage_after = s.nonzero_after / rollouts;
+  };
+  for (auto& [step, w] : steps) {
+    finish(w, step_sums[step]);
+    report.steps.push_back(w);
+  }
+  finish(report.total, total_sums);
+  return report;
+}
+
+std::string format_replay_tables(const replay_report& r) {
+  std::string out =
+      "training, per step (recovery of gated groups; probes: closed groups debugged "
+      "for measurement only)\n";
+  out += printf_string("%6s %6s %9s", "step", "groups", "activated");
+  for (int m = 1; m <= r.max_turns; ++m)
+    out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
+  out += printf_string(" %9s %9s %6s %9s %9s %10s %8s %8s %8s %8s %8s %8s\n", "recov/rol",
+                       "recov/grp", "probes", "probe/rol", "probe/grp", "turns/pass", "wall_s",
+                       "gen_s", "compile", "run_s", "learn_s", "idle_s");
+  auto row = [&](const replay_step& s, const std::string& label) {
+    out += printf_string("%6s %6u %9.3f", label.c_str(), s.groups, s.activated_fraction);
+    for (double a : s.accuracy) out += printf_string(" %7.3f", a);
+    out += printf_string(" %9.3f %9.3f %6u %9.3f %9.3f %10.2f", s.recovery.per_rollout,
+                         s.recovery.per_group, s.probe_groups, s.probe_recovery.per_rollout,
+                         s.probe_recovery.per_group, s.turns_per_pass);
+    out += printf_string(" %8s %8s %8s %8s %8s %8s\n",
+                         time_cell(s.timings, &step_timings::wall_ms).c_str(),
+                         time_cell(s.timings, &step_timings::generation_ms).c_str(),
+                         time_cell(s.timings, &step_timings::compile_ms).c_str(),
+                         time_cell(s.timings, &step_timings::run_ms).c_str(),
+                         time_cell(s.timings, &step_timings::learner_ms).c_str(),
+                         time_cell(s.timings, &step_timings::idle_ms).c_str());
+  };
+  for (const auto& s : r.steps) row(s, std::to_string(s.step + 1) + (s.timings ? "" : "*"));
+  row(r.total, "all");
+  if (std::any_of(r.steps.begin(), r.steps.end(), [](const auto& s) { return !s.timings; })) {
+    out += "* the step did not complete (no step record): its groups so far\n";
+  }
+  if (!r.validation.empty()) {
+    out += "\nvalidation (after training step)\n";
+    out += printf_string("%6s %6s %8s", "step", "tasks", "rollouts");
+    for (int m = 1; m <= r.max_turns; ++m)
+      out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
+    out += "\n";
+    for (const auto& v : r.validation) {
+      out += printf_string("%6llu %6u %8u", static_cast<unsigned long long>(v.step + 1), v.groups,
+                           v.rollouts);
+      for (double a : v.accuracy) out += printf_string(" %7.3f", a);
+      out += "\n";
+    }
+  }
+  out += "\nrollouts with a non-zero advantage by group pass rate (all training groups)\n";
+  out += printf_string("%-11s %12s %12s %12s %12s %12s %12s\n", "pass rate", "turn1 pass+",
+                       "turn1 pass-", "debug pass+", "debug pass-", "failure+", "failure-");
+  for (const auto& b : r.composition) {
+    out += printf_string("[%.2f,%.2f%c", b.lo, b.hi, b.hi >= 1.0 ? ']' : ')');
+    for (const auto& kind : b.counts) out += printf_string(" %12zu %12zu", kind[1], kind[0]);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string format_whatif_table(const whatif_report& r, const std::string& description) {
+  std::string out =
+      "what-if: the stored verdicts re-gated and re-scored under " + description + "\n";
+  out += printf_string("%6s %6s %17s %8s %10s %15s %15s %15s %6s %13s\n", "step", "groups",
+                       "activated", "changed", "unobserved", "mean reward", "mean |adv|",
+                       "adv != 0", "flips", "turns");
+  auto row = [&](const whatif_step& w, const std::string& label) {
+    out += printf_string(
+        "%6s %6u %7.3f -> %5.3f %8u %10u %6.3f -> %5.3f %6.3f -> %5.3f "
+        "%6.3f -> %5.3f %6u %5u -> %5u\n",
+        label.c_str(), w.groups, w.activated_before, w.activated_after, w.changed_decisions,
+        w.unobserved_opens, clean(w.mean_reward_before), clean(w.mean_reward_after),
+        w.mean_abs_advantage_before, w.mean_abs_advantage_after, w.nonzero_advantage_before,
+        w.nonzero_advantage_after, w.sign_flips, w.turns_before, w.turns_after);
+  };
+  for (const auto& w : r.steps) row(w, std::to_string(w.step + 1));
+  row(r.total, "all");
+  if (r.total.unobserved_opens > 0) {
+    out +=
+        "unobserved: groups the alternative would open but the run closed without a probe; "
+        "their debug turns never ran, so they are scored on their first turns\n";
+  }
+  return out;
+}
+
+namespace {
+
+// CSV rows are built cell by cell: GCC 12 warns falsely (-Wrestrict) on long chains of
+// `"," + std::string`.
+class csv_row {
+ public:
+  explicit csv_row(std::string& out) : out_(out) {}
+  ~csv_row() { out_ += '\n'; }
+  csv_row(const csv_row&) = delete;
+  csv_row& operator=(const csv_row&) = delete;
+  csv_row& operator<<(const std::string& text) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += text;
+    return *this;
+  }
+  csv_row& operator<<(double v) { return *this << num(v); }
+  csv_row& operator<<(std::uint64_t v) { return *this << std::to_string(v); }
+  csv_row& operator<<(std::uint32_t v) { return *this << std::to_string(v); }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+std::string steps_csv(const replay_report& r) {
+  std::string out = "step,groups,activated,activated_fraction";
+  for (int m = 1; m <= r.max_turns; ++m) out += ",acc_at_" + std::to_string(m);
+  out +=
+      ",recovery_per_rollout,recovery_per_group,probe_groups,probe_recovery_per_rollout,"
+      "probe_recovery_per_group,turns_per_pass,turns,verifier_jobs,completed,wall_ms,"
+      "generation_ms,compile_ms,run_ms,learner_ms,idle_ms\n";
+  for (const auto& s : r.steps) {
+    csv_row row(out);
+    row << s.step << s.groups << s.activated << s.activated_fraction;
+    for (double a : s.accuracy) row << a;
+    row << s.recovery.per_rollout << s.recovery.per_group << s.probe_groups
+        << s.probe_recovery.per_rollout << s.probe_recovery.per_group << s.turns_per_pass << s.turns
+        << s.verifier_jobs << std::string(s.timings ? "1" : "0");
+    const step_timings t = s.timings.value_or(step_timings{});
+    row << t.wall_ms << t.generation_ms << t.compile_ms << t.run_ms << t.learner_ms << t.idle_ms;
+  }
+  return out;
+}
+
+std::string validation_csv(const replay_report& r) {
+  std::string out = "step,groups,rollouts";
+  for (int m = 1; m <= r.max_turns; ++m) out += ",acc_at_" + std::to_string(m);
+  out += "\n";
+  for (const auto& v : r.validation) {
+    csv_row row(out);
+    row << v.step << v.groups << v.rollouts;
+    for (double a : v.accuracy) row << a;
+  }
+  return out;
+}
+
+std::string composition_csv(const replay_report& r) {
+  std::string out = "lo,hi,kind,positive,negative\n";
+  for (const auto& b : r.composition) {
+    for (std::size_t k = 0; k < b.counts.size(); ++k) {
+      csv_row row(out);
+      row << b.lo << b.hi << to_string(static_cast<outcome_kind>(k))
+          << static_cast<std::uint64_t>(b.counts[k][1])
+          << static_cast<std::uint64_t>(b.counts[k][0]);
+    }
+  }
+  return out;
+}
+
+std::string whatif_csv(const whatif_report& r) {
+  std::string out =
+      "step,groups,activated_before,activated_after,changed_decisions,"
+      "unobserved_opens,mean_reward_before,mean_reward_after,"
+      "mean_abs_advantage_before,mean_abs_advantage_after,nonzero_advantage_before,"
+      "nonzero_advantage_after,sign_flips,turns_before,turns_after\n";
+  auto add = [&](const whatif_step& w, const std::string& label) {
+    csv_row row(out);
+    row << label << w.groups << w.activated_before << w.activated_after << w.changed_decisions
+        << w.unobserved_opens << w.mean_reward_before << w.mean_reward_after
+        << w.mean_abs_advantage_before << w.mean_abs_advantage_after << w.nonzero_advantage_before
+        << w.nonzero_advantage_after << w.sign_flips << w.turns_before << w.turns_after;
+  };
+  for (const auto& w : r.steps) add(w, std::to_string(w.step));
+  add(r.total, "all");
+  return out;
+}
+
+}  // namespace leap::actors

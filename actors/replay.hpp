@@ -1,0 +1,139 @@
+// `leap replay`'s analysis: what the paper reports, recomputed from a run's stored groups and step
+// records, and the what-if of re-scoring the same verdicts under another gate or reward. Pure
+// functions over compact per-group summaries (no tokens, no text), so a long run fits in memory.
+// No CAF.
+#pragma once
+
+#include "common/result.hpp"
+#include "orchestrator/advantage.hpp"
+#include "orchestrator/gate.hpp"
+#include "orchestrator/metrics.hpp"
+#include "orchestrator/reward.hpp"
+#include "orchestrator/trajectory.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap {
+class trajectory_store;
+}
+
+namespace leap::actors {
+
+// One stored group, reduced to what the analysis needs.
+struct replay_group {
+  std::uint64_t step = 0;
+  split_kind split = split_kind::train;
+  std::uint32_t group = 0;
+  gate_decision gate = gate_decision::closed_no_debug;
+  bool probe = false;
+  int max_turns = 1;
+  std::vector<rollout_outcome> trained;   // the outcomes training used
+  std::vector<rollout_outcome> measured;  // from the turns (a probe's debug turns count)
+  std::vector<double> rewards;
+  std::vector<double> advantages;
+  std::uint32_t turns = 0;          // generated turns
+  std::uint32_t first_turns = 0;    // rollouts with at least one turn
+  std::uint32_t verifier_jobs = 0;  // turns that were verified
+};
+
+[[nodiscard]] replay_group replay_group_of(const group_record& group);
+
+struct replay_data {
+  std::string run_id;
+  int max_turns = 1;
+  std::vector<replay_group> groups;  // key order: step, split (train first), group
+  std::vector<step_record> steps;    // ascending
+};
+
+// Reads a run's groups (without tokens) and step records. Errors: the store's.
+[[nodiscard]] result<replay_data> load_replay_data(const trajectory_store& store,
+                                                   const std::string& run_id);
+
+struct replay_step {
+  std::uint64_t step = 0;
+  std::uint32_t groups = 0;
+  std::uint32_t activated = 0;
+  double activated_fraction = 0.0;
+  std::vector<double> accuracy;  // cumulative at turn 1..max_turns
+  recovery_rates recovery;       // of the gated (opened) groups
+  std::uint32_t probe_groups = 0;
+  recovery_rates probe_recovery;  // what the probes' debug turns reached (0 without probes)
+  double turns_per_pass = 0.0;
+  std::uint32_t turns = 0;
+  std::uint32_t verifier_jobs = 0;
+  std::optional<step_timings> timings;  // none when the step has no record (it did not complete)
+};
+
+struct replay_validation {
+  std::uint64_t step = 0;
+  std::uint32_t groups = 0;
+  std::uint32_t rollouts = 0;
+  std::vector<double> accuracy;
+};
+
+struct replay_report {
+  int max_turns = 1;
+  std::vector<replay_step> steps;
+  std::vector<replay_validation> validation;
+  // Every training group of the run as one step (step unused); timings: the sum of the steps',
+  // when every step completed.
+  replay_step total;
+  std::vector<composition_bucket> composition;  // all training groups
+};
+
+[[nodiscard]] replay_report build_replay_report(const replay_data& data, std::size_t buckets);
+
+// ---- what-if ------------------------------------------------------------------------------------
+
+struct scoring_config {
+  gate_config gate;
+  reward_config reward;
+  advantage_config advantage;
+};
+
+// Per step, how the stored training groups would have been gated and scored under `alternative`.
+// A group the alternative opens uses its stored debug turns when it has them (it was opened, or
+// probed); one that was closed without a probe has none: it is counted in `unobserved_opens` and
+// scored on its first turns. A group the alternative closes is scored on its first turns.
+struct whatif_step {
+  std::uint64_t step = 0;  // for the total row: unused
+  std::uint32_t groups = 0;
+  double activated_before = 0.0;  // fractions of the groups
+  double activated_after = 0.0;
+  std::uint32_t changed_decisions = 0;
+  std::uint32_t unobserved_opens = 0;
+  double mean_reward_before = 0.0;
+  double mean_reward_after = 0.0;
+  double mean_abs_advantage_before = 0.0;
+  double mean_abs_advantage_after = 0.0;
+  double nonzero_advantage_before = 0.0;  // fraction of rollouts with a non-zero advantage
+  double nonzero_advantage_after = 0.0;
+  std::uint32_t sign_flips = 0;    // rollouts whose advantage changed sign
+  std::uint32_t turns_before = 0;  // generated (and mostly verified) turns
+  std::uint32_t turns_after = 0;
+};
+
+struct whatif_report {
+  std::vector<whatif_step> steps;
+  whatif_step total;
+};
+
+[[nodiscard]] whatif_report what_if(const replay_data& data, const scoring_config& alternative);
+
+// ---- output -------------------------------------------------------------------------------------
+
+[[nodiscard]] std::string format_replay_tables(const replay_report& report);
+[[nodiscard]] std::string format_whatif_table(const whatif_report& report,
+                                              const std::string& description);
+
+// CSV texts (header line, then one line per row; numbers in shortest round-trip form).
+[[nodiscard]] std::string steps_csv(const replay_report& report);
+[[nodiscard]] std::string validation_csv(const replay_report& report);
+[[nodiscard]] std::string composition_csv(const replay_report& report);
+[[nodiscard]] std::string whatif_csv(const whatif_report& report);
+
+}  // namespace leap::actors

@@ -1,0 +1,29 @@
+#include "actors/scorer.hpp"
+
+#include "orchestrator/group_flow.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace leap::actors {
+namespace {
+
+scorer_actor::behavior_type scorer(scorer_actor::pointer, reward_config reward,
+                                   advantage_config advantage) {
+  return {
+      [=](score_atom, group_record& group) -> group_record {
+        score_group(group, reward, advantage);
+        return std::move(group);
+      },
+  };
+}
+
+}  // namespace
+
+scorer_actor spawn_scorer(caf::actor_system& system, reward_config reward,
+                          advantage_config advantage) {
+  return system.spawn(scorer, std::move(reward), advantage);
+}
+
+}  // namespace leap::actors

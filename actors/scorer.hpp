@@ -1,0 +1,22 @@
+// The scorer: turns a finished group into a scored one (outcomes, ranks, rewards, advantages) with
+// orchestrator's score_group(). Stateless; one per run is plenty (scoring a group takes
+// microseconds).
+#pragma once
+
+#include "actors/messages.hpp"
+#include "orchestrator/advantage.hpp"
+#include "orchestrator/reward.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+namespace leap::actors {
+
+// score: answers the group with every rollout's outcome, rank, reward and advantage filled in.
+using scorer_actor =
+    caf::typed_actor<caf::replies_to<score_atom, group_record>::with<group_record>>;
+
+[[nodiscard]] scorer_actor spawn_scorer(caf::actor_system& system, reward_config reward,
+                                        advantage_config advantage);
+
+}  // namespace leap::actors

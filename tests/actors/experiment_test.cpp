@@ -1,0 +1,307 @@
+// The experiment driver with the whole graph on CAF's deterministic test coordinator: steps end
+// when their groups are scored and the learner stepped, barrier vs streaming ordering, bounded
+// staleness, validation, and resume from the store without redoing a stored group.
+#include "actors/resume.hpp"
+#include "tests/actors/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+namespace leap::actors {
+namespace {
+
+using testing::coordinator;
+using testing::hub;
+using testing::temp_dir;
+
+experiment_config small_config(int steps, int batch, int group, int turns) {
+  experiment_config c;
+  c.experiment.name = "run";
+  c.experiment.seed = 11;
+  c.experiment.steps = steps;
+  c.data.batch_size = batch;
+  c.rollout.group_size = group;
+  c.rollout.max_turns = turns;
+  c.rollout.validation.every = 0;
+  c.gate.policy = gate_policy::dcp;
+  c.gate.unit = threshold_unit::fraction;
+  c.gate.tau_min = 0.25;
+  c.gate.tau_max = 1.0;
+  return c;
+}
+
+std::vector<group_task> tasks(int n, const std::string& prefix = "t") {
+  std::vector<group_task> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back({prefix + std::to_string(i), prefix + " prompt " + std::to_string(i)});
+  return out;
+}
+
+struct driver_fixture {
+  temp_dir dir;
+  coordinator c;
+  std::shared_ptr<hub> shared = std::make_shared<hub>();
+  std::shared_ptr<trajectory_store> store = testing::open_store(dir.path());
+  experiment_services services;
+  std::vector<step_progress> steps;
+  std::vector<validation_progress> validations;
+
+  explicit driver_fixture(instant_policy policy) {
+    shared->store = store;
+    services.generator =
+        c.keep(c.system().spawn(testing::test_generator, std::move(policy), shared));
+    services.verifier = c.keep(c.system().spawn(testing::test_verifier, shared));
+    services.scorer = c.keep(spawn_scorer(c.system(), reward_config{}, advantage_config{}));
+    store_actor_config sc;
+    sc.detached = false;
+    services.store = c.keep(spawn_store(c.system(), store, sc));
+    services.learner = c.keep(c.system().spawn(testing::test_learner, shared));
+  }
+
+  experiment_actor start(experiment_settings settings,
+                         std::shared_ptr<std::optional<run_summary>> out) {
+    settings.run_id = "run";
+    settings.progress.on_step = [this](const step_progress& p) { steps.push_back(p); };
+    settings.progress.on_validation = [this](const validation_progress& p) {
+      validations.push_back(p);
+    };
+    auto driver = c.keep(spawn_experiment(c.system(), std::move(settings), services));
+    testing::request_run(c, driver, out);
+    return driver;
+  }
+
+  void release_generation(const std::string& prefix) {
+    caf::anon_send(caf::actor_cast<testing::test_generator_actor>(services.generator),
+                   release_atom_v, prefix);
+  }
+  void release_training() {
+    caf::anon_send(caf::actor_cast<testing::test_learner_actor>(services.learner), release_atom_v);
+  }
+};
+
+instant_policy coin_policy(double pass = 0.5, double fix = 0.5) {
+  instant_policy p;
+  p.seed = 3;
+  p.default_pass = pass;
+  p.fix_probability = fix;
+  return p;
+}
+
+TEST(ExperimentTest, StreamingRunCompletesEveryStepAndValidates) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = small_config(3, 3, 4, 2);
+  s.config.rollout.validation.every = 2;
+  s.config.rollout.validation.n = 2;
+  s.train_tasks = tasks(5);
+  s.validation_tasks = tasks(2, "v");
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+
+  ASSERT_TRUE(out->has_value());
+  EXPECT_EQ((*out)->status, run_status::finished) << (*out)->error;
+  EXPECT_EQ((*out)->steps_completed, 3u);
+  EXPECT_EQ((*out)->groups_completed, 9u);
+  auto records = f.store->steps("run");
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 3u);
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const auto& r = (*records)[step];
+    EXPECT_EQ(r.step, step);
+    EXPECT_EQ(r.counts.groups, 3u);
+    EXPECT_EQ(r.counts.rollouts, 12u);
+    EXPECT_EQ(r.weight_version, step + 1);
+    EXPECT_EQ(f.shared->trained_sequences[step], 12u);
+    EXPECT_TRUE(r.metrics.count("acc_at_1") && r.metrics.count("acc_at_2"));
+    auto groups = f.store->completed_groups("run", step);
+    ASSERT_TRUE(groups.ok());
+    EXPECT_EQ(*groups, (std::vector<std::uint32_t>{0, 1, 2}));
+  }
+  ASSERT_EQ(f.steps.size(), 3u);
+  EXPECT_EQ(f.steps.back().step, 2u);
+  EXPECT_EQ(f.steps.back().accuracy.size(), 2u);
+  // Validation after steps 1 and 2 (every 2, and after the last), never learned.
+  ASSERT_EQ(f.validations.size(), 2u);
+  EXPECT_EQ(f.validations[0].step, 1u);
+  EXPECT_EQ(f.validations[0].groups, 2u);
+  EXPECT_EQ(f.validations[0].rollouts, 4u);
+  auto validation = f.store->completed_groups("run", 2, split_kind::validation);
+  ASSERT_TRUE(validation.ok());
+  EXPECT_EQ(validation->size(), 2u);
+  for (const auto& key : f.shared->learned) EXPECT_EQ(key.split, split_kind::train);
+  EXPECT_TRUE(f.shared->learned_unstored.empty());
+}
+
+// The index of every event with a prefix, per turn index.
+std::vector<std::size_t> positions(const hub& h, const std::string& kind, int turn) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < h.events.size(); ++i) {
+    const auto& e = h.events[i];
+    if (e.rfind(kind, 0) != 0) continue;
+    if (turn_of_request(e.substr(kind.size())) == turn) out.push_back(i);
+  }
+  return out;
+}
+
+TEST(ExperimentTest, BarrierRunsEachStepInLockstepRounds) {
+  driver_fixture f(coin_policy(0.4, 0.4));
+  experiment_settings s;
+  s.config = small_config(2, 4, 4, 3);
+  s.config.schedule.mode = schedule_mode::barrier;
+  s.config.gate.policy = gate_policy::full;
+  s.train_tasks = tasks(6);
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->status, run_status::finished) << (*out)->error;
+
+  // Per step, round t's generations all precede its verifications, which all precede round t+1.
+  for (std::uint64_t step = 0; step < 2; ++step) {
+    hub h;
+    for (const auto& e : f.shared->events) {
+      if (e.find(" run/" + std::to_string(step) + "/") != std::string::npos) h.events.push_back(e);
+    }
+    int rounds = 0;
+    for (int t = 0; t < 3; ++t) {
+      const auto gen = positions(h, "gen ", t);
+      const auto ver = positions(h, "ver ", t);
+      if (gen.empty()) break;
+      ++rounds;
+      ASSERT_FALSE(ver.empty());
+      EXPECT_LT(gen.back(), ver.front()) << "step " << step << " round " << t;
+      const auto next = positions(h, "gen ", t + 1);
+      if (!next.empty()) EXPECT_LT(ver.back(), next.front()) << "step " << step << " round " << t;
+    }
+    EXPECT_GE(rounds, 2) << "the workload should need debug rounds";
+  }
+}
+
+TEST(ExperimentTest, StreamingLetsOneGroupDebugWhileAnotherGenerates) {
+  instant_policy p;
+  p.correct = [](const std::string&, const std::string&, int turn) { return turn >= 1; };
+  driver_fixture f(p);
+  experiment_settings s;
+  s.config = small_config(1, 2, 2, 2);
+  s.config.gate.policy = gate_policy::full;
+  s.train_tasks = tasks(2);
+  // Group 1's first turns are held back: group 0 must go through its debug turns meanwhile.
+  f.shared->hold = [](const std::string& id) {
+    return id.rfind("run/0/train/1/", 0) == 0 && turn_of_request(id) == 0;
+  };
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  EXPECT_FALSE(out->has_value());
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/0/0/1"), 1u);
+  EXPECT_EQ(f.shared->count_events("ver run/0/train/0/1/1"), 1u);
+  EXPECT_EQ(f.shared->count_events("ver run/0/train/1/"), 0u);
+  f.release_generation("run/0/train/1/");
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  EXPECT_EQ((*out)->status, run_status::finished) << (*out)->error;
+}
+
+TEST(ExperimentTest, StalenessBoundsHowFarGenerationRunsAheadOfTheLearner) {
+  for (int staleness : {0, 1}) {
+    SCOPED_TRACE("max_staleness " + std::to_string(staleness));
+    driver_fixture f(coin_policy());
+    f.shared->hold_train = true;
+    experiment_settings s;
+    s.config = small_config(3, 2, 2, 1);
+    s.config.schedule.max_staleness = staleness;
+    s.train_tasks = tasks(4);
+    auto out = std::make_shared<std::optional<run_summary>>();
+    f.start(s, out);
+    f.c.run();
+    // Step 0 trains (held); step 1 generates meanwhile only when staleness allows; step 2 never.
+    EXPECT_EQ(f.shared->count_events("train 0"), 1u);
+    EXPECT_EQ(f.shared->count_events("gen run/1/") > 0, staleness >= 1);
+    EXPECT_EQ(f.shared->count_events("gen run/2/"), 0u);
+    for (int i = 0; i < 10 && !out->has_value(); ++i) {
+      f.release_training();
+      f.c.run();
+    }
+    ASSERT_TRUE(out->has_value());
+    EXPECT_EQ((*out)->status, run_status::finished) << (*out)->error;
+    // Step 1's turns were sampled from the weights before step 0's update exactly when stale.
+    auto groups = f.store->groups({"run", 1, 1, split_kind::train, {}});
+    ASSERT_TRUE(groups.ok());
+    ASSERT_FALSE(groups->empty());
+    EXPECT_EQ(groups->front().rollouts[0].turns[0].weight_version, staleness >= 1 ? 0u : 1u);
+  }
+}
+
+TEST(ExperimentTest, ResumeRedoesOnlyTheGroupsNotStored) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = small_config(3, 3, 2, 2);
+  s.train_tasks = tasks(5);
+  // First run: step 1's group 2 never gets its answers; the run is stopped there.
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
+  auto first = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, first);
+  f.c.run();
+  ASSERT_FALSE(first->has_value());
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->status, run_status::interrupted);
+  EXPECT_EQ((*first)->steps_completed, 1u);
+
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  EXPECT_EQ(plan->first_step, 1u);
+  EXPECT_EQ(plan->weight_version, 1u);
+  EXPECT_EQ(plan->train_done.at(1), (std::vector<std::uint32_t>{0, 1}));
+
+  // Second run from the plan: nothing stored is generated again.
+  f.shared->hold = nullptr;
+  f.shared->events.clear();
+  f.shared->trained_sequences.clear();
+  f.services.learner = f.c.keep(f.c.system().spawn(testing::test_learner, f.shared));
+  s.resume = *plan;
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  ASSERT_TRUE(second->has_value());
+  EXPECT_EQ((*second)->status, run_status::finished) << (*second)->error;
+  EXPECT_EQ((*second)->first_step, 1u);
+  EXPECT_EQ((*second)->steps_completed, 2u);
+  EXPECT_EQ((*second)->groups_resumed, 2u);
+  EXPECT_EQ((*second)->groups_completed, 4u);
+  EXPECT_EQ(f.shared->count_events("gen run/0/"), 0u);
+  EXPECT_EQ(f.shared->count_events("gen run/1/train/0/"), 0u);
+  EXPECT_EQ(f.shared->count_events("gen run/1/train/1/"), 0u);
+  EXPECT_GE(f.shared->count_events("gen run/1/train/2/"), 2u);
+  // The learner got step 1 whole: two groups from the store and one redone.
+  EXPECT_EQ(f.shared->trained_sequences[1], 6u);
+  auto records = f.store->steps("run");
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 3u);
+  for (const auto& r : *records) EXPECT_EQ(r.counts.groups, 3u);
+}
+
+TEST(ExperimentTest, AFailedGroupEndsTheRunWithItsMessage) {
+  driver_fixture f(coin_policy());
+  f.services.verifier =
+      f.c.keep(f.c.system().spawn([](verifier_actor::pointer) -> verifier_actor::behavior_type {
+        return {[](verify_atom, const verification_request&) {
+          verification_result v;
+          v.infrastructure_error = "nvcc not found";
+          return v;
+        }};
+      }));
+  experiment_settings s;
+  s.config = small_config(2, 2, 2, 2);
+  s.train_tasks = tasks(2);
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  EXPECT_EQ((*out)->status, run_status::failed);
+  EXPECT_NE((*out)->error.find("nvcc not found"), std::string::npos) << (*out)->error;
+}
+
+}  // namespace
+}  // namespace leap::actors

@@ -1,0 +1,275 @@
+// The gate and its debug-turn actors on CAF's deterministic test coordinator: first-turn verdicts
+// stream in, a group decides while others still generate, closed groups finish at once, debug
+// turns run only for an opened group's failures, and a group is stored before the learner sees it.
+#include "orchestrator/gate.hpp"
+
+#include "tests/actors/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace leap::actors {
+namespace {
+
+using testing::coordinator;
+using testing::hub;
+using testing::temp_dir;
+
+// "run/0/train/3/2/1" -> {group 3, rollout 2, turn 1}.
+struct turn_id {
+  std::uint32_t group = 0;
+  std::uint32_t rollout = 0;
+  int turn = 0;
+};
+turn_id parse(const std::string& request_id) {
+  std::vector<std::string> parts;
+  std::stringstream in(request_id);
+  for (std::string p; std::getline(in, p, '/');) parts.push_back(p);
+  return {static_cast<std::uint32_t>(std::stoul(parts.at(3))),
+          static_cast<std::uint32_t>(std::stoul(parts.at(4))), std::stoi(parts.at(5))};
+}
+
+// Which (group, rollout) pass at which turn (1-based; 0: never).
+using pass_table = std::map<std::pair<std::uint32_t, std::uint32_t>, int>;
+
+instant_policy scripted(pass_table table) {
+  instant_policy p;
+  p.correct = [table](const std::string& id, const std::string&, int turn) {
+    const auto t = parse(id);
+    auto it = table.find({t.group, t.rollout});
+    const int passes_at = it == table.end() ? 0 : it->second;
+    return passes_at != 0 && turn + 1 >= passes_at;
+  };
+  return p;
+}
+
+gate_config dcp(double lo, double hi) {
+  gate_config g;
+  g.policy = gate_policy::dcp;
+  g.unit = threshold_unit::fraction;
+  g.tau_min = lo;
+  g.tau_max = hi;
+  return g;
+}
+
+struct gate_fixture {
+  temp_dir dir;
+  coordinator c;
+  std::shared_ptr<hub> shared = std::make_shared<hub>();
+  std::shared_ptr<trajectory_store> store = testing::open_store(dir.path());
+  group_services services;
+
+  gate_fixture(instant_policy policy, gate_config gate) {
+    shared->store = store;
+    services.generator =
+        c.keep(c.system().spawn(testing::test_generator, std::move(policy), shared));
+    services.verifier = c.keep(c.system().spawn(testing::test_verifier, shared));
+    services.scorer = c.keep(spawn_scorer(c.system(), reward_config{}, advantage_config{}));
+    store_actor_config sc;
+    sc.detached = false;
+    services.store = c.keep(spawn_store(c.system(), store, sc));
+    services.learner = c.keep(c.system().spawn(testing::test_learner, shared));
+    services.parent = c.keep(c.system().spawn(testing::test_parent, gate, shared));
+  }
+
+  gate_actor start(std::uint32_t group, int group_size, int max_turns, bool probe = false) {
+    group_settings s;
+    s.run_id = "run";
+    s.key = {0, split_kind::train, group};
+    s.task = {"task-" + std::to_string(group), "prompt " + std::to_string(group)};
+    s.group_size = group_size;
+    s.max_turns = max_turns;
+    s.probe_if_closed = probe;
+    return c.keep(spawn_gate(c.system(), s, services));
+  }
+
+  std::optional<group_record> stored(std::uint32_t group) {
+    auto g = store->get_group({"run", 0, split_kind::train, group});
+    EXPECT_TRUE(g.ok());
+    return g.ok() ? *g : std::nullopt;
+  }
+
+  const group_report* report(std::uint32_t group) const {
+    for (const auto& r : shared->reports) {
+      if (r.key.group == group) return &r;
+    }
+    return nullptr;
+  }
+};
+
+std::vector<int> turns_per_rollout(const group_record& g) {
+  std::vector<int> out;
+  for (const auto& r : g.rollouts) out.push_back(static_cast<int>(r.turns.size()));
+  return out;
+}
+
+TEST(GateTest, AGroupDecidesAndDebugsWhileAnotherStillGenerates) {
+  // Group 0: rollouts 0 and 1 pass at once, 2 and 3 fail and are fixed at turn 2: N_fail = 2 of 4
+  // opens it ([0.5, 1] of G). Group 1's answers are held back.
+  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 2}, {{0, 3}, 2}}), dcp(0.5, 1.0));
+  f.shared->hold = [](const std::string& id) {
+    return id.rfind("run/0/train/1/", 0) == 0 && turn_of_request(id) == 0;
+  };
+  f.start(0, 4, 3);
+  auto held_group = f.start(1, 4, 3);
+  f.c.run();
+
+  // Group 0 is gated, debugged, scored, stored and learned; group 1 has only its requests out.
+  ASSERT_NE(f.report(0), nullptr);
+  EXPECT_EQ(f.report(0)->gate, gate_decision::open);
+  EXPECT_EQ(f.report(1), nullptr);
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/1/"), 4u);
+  EXPECT_EQ(f.shared->count_events("ver run/0/train/1/"), 0u);
+  EXPECT_EQ(f.shared->decided, (std::vector<group_key>{{0, split_kind::train, 0}}));
+  // Debug turns only for the two failures, one turn each (they passed at turn 2).
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/0/2/1"), 1u);
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/0/3/1"), 1u);
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/0/0/1"), 0u);
+  auto g0 = f.stored(0);
+  ASSERT_TRUE(g0);
+  EXPECT_EQ(turns_per_rollout(*g0), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(g0->rollouts[2].outcome.passed_at_turn, 2);
+  EXPECT_EQ(g0->n_fail, 2);
+  EXPECT_EQ(g0->thresholds, (fail_range{2, 4}));
+  // The debug turn's input is the feedback, after the whole first turn.
+  EXPECT_EQ(g0->rollouts[2].turns[1].input_tokens,
+            (std::vector<token_id>{static_cast<token_id>(std::string("wrong answer").size())}));
+
+  caf::anon_send(caf::actor_cast<testing::test_generator_actor>(f.services.generator),
+                 release_atom_v, std::string("run/0/train/1/"));
+  f.c.run();
+  ASSERT_NE(f.report(1), nullptr);
+  EXPECT_TRUE(f.shared->failures.empty());
+  (void)held_group;
+}
+
+TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
+  // G = 4, M = 3, dcp in [0.5, 0.75]: open for 2 or 3 failures.
+  struct row {
+    const char* name;
+    pass_table passes;  // of group 0
+    gate_decision decision;
+    std::vector<int> turns;
+    std::vector<int> passed_at;
+  };
+  const std::vector<row> rows = {
+      {"no failure: closed at once",
+       {{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 1}, {{0, 3}, 1}},
+       gate_decision::closed_no_debug,
+       {1, 1, 1, 1},
+       {1, 1, 1, 1}},
+      {"one failure: easy, closed at once",
+       {{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 1}},
+       gate_decision::closed_easy,
+       {1, 1, 1, 1},
+       {1, 1, 1, 0}},
+      {"four failures: hopeless, closed at once",
+       {},
+       gate_decision::closed_hopeless,
+       {1, 1, 1, 1},
+       {0, 0, 0, 0}},
+      {"three failures: open, each failure debugs up to M turns",
+       {{{0, 0}, 1}, {{0, 1}, 2}, {{0, 2}, 3}},
+       gate_decision::open,
+       {1, 2, 3, 3},
+       {1, 2, 3, 0}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    gate_fixture f(scripted(r.passes), dcp(0.5, 0.75));
+    f.start(0, 4, 3);
+    f.c.run();
+    ASSERT_EQ(f.shared->reports.size(), 1u);
+    EXPECT_EQ(f.shared->reports[0].gate, r.decision);
+    auto g = f.stored(0);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(turns_per_rollout(*g), r.turns);
+    std::vector<int> passed_at;
+    for (const auto& o : g->rollouts) passed_at.push_back(o.outcome.passed_at_turn);
+    EXPECT_EQ(passed_at, r.passed_at);
+    // Generation requests are exactly the stored turns: nothing requested and dropped.
+    std::size_t turns = 0;
+    for (int t : r.turns) turns += static_cast<std::size_t>(t);
+    EXPECT_EQ(f.shared->count_events("gen "), turns);
+    EXPECT_TRUE(f.shared->failures.empty());
+  }
+}
+
+TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
+  // Hopeless (4 of 4 failed) yet probed: the failures debug; rollout 1 is fixed at turn 2.
+  gate_fixture f(scripted({{{0, 1}, 2}}), dcp(0.5, 0.75));
+  f.start(0, 4, 2, /*probe=*/true);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->gate, gate_decision::closed_hopeless);
+  EXPECT_TRUE(g->probe);
+  EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2, 2, 2}));
+  // Training sees first turns only: all failed, so no rollout passed and rewards are all 0.
+  for (const auto& r : g->rollouts) {
+    EXPECT_EQ(r.outcome.passed_at_turn, 0);
+    EXPECT_EQ(r.advantage, 0.0);
+  }
+  EXPECT_EQ(outcome_from_turns(g->rollouts[1]).passed_at_turn, 2);
+  ASSERT_EQ(f.shared->reports.size(), 1u);
+  EXPECT_EQ(f.shared->reports[0].measured[1].passed_at_turn, 2);
+}
+
+TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
+  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 2}, {{1, 2}, 1}, {{2, 0}, 3}}), dcp(0.25, 1.0));
+  for (std::uint32_t g = 0; g < 3; ++g) f.start(g, 4, 3);
+  f.c.run();
+  EXPECT_EQ(f.shared->learned.size(), 3u);
+  EXPECT_TRUE(f.shared->learned_unstored.empty())
+      << "learned before stored: " << f.shared->learned_unstored.front();
+  EXPECT_EQ(f.shared->reports.size(), 3u);
+}
+
+TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
+  gate_fixture f(scripted({{{0, 0}, 2}}), dcp(0.5, 0.75));
+  group_settings s;
+  s.run_id = "run";
+  s.key = {0, split_kind::validation, 0};
+  s.task = {"task", "prompt"};
+  s.group_size = 1;
+  s.max_turns = 2;
+  gate_config full;
+  full.policy = gate_policy::full;
+  s.local_gate = full;
+  s.train = false;
+  auto services = f.services;
+  services.learner = learner_actor{};
+  f.c.keep(spawn_gate(f.c.system(), s, services));
+  f.c.run();
+  EXPECT_TRUE(f.shared->decided.empty());
+  EXPECT_TRUE(f.shared->learned.empty());
+  auto g = f.store->get_group({"run", 0, split_kind::validation, 0});
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->rollouts[0].outcome.passed_at_turn, 2);
+}
+
+TEST(GateTest, AVerifierFailureFailsTheGroup) {
+  gate_fixture f(scripted({}), dcp(0.5, 1.0));
+  // A verifier that cannot judge (no compiler): the group fails with its message, nothing stored.
+  auto failing =
+      f.c.keep(f.c.system().spawn([](verifier_actor::pointer) -> verifier_actor::behavior_type {
+        return {[](verify_atom, const verification_request&) {
+          verification_result v;
+          v.infrastructure_error = "no compiler for kind cpp";
+          return v;
+        }};
+      }));
+  f.services.verifier = failing;
+  f.start(0, 2, 2);
+  f.c.run();
+  ASSERT_EQ(f.shared->failures.size(), 1u);
+  EXPECT_NE(f.shared->failures[0].find("no compiler for kind cpp"), std::string::npos);
+  EXPECT_NE(f.shared->failures[0].find("step 1 | train group 0"), std::string::npos);
+  EXPECT_TRUE(f.shared->reports.empty());
+  auto g = f.stored(0);
+  EXPECT_FALSE(g.has_value());
+}
+
+}  // namespace
+}  // namespace leap::actors

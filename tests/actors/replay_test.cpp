@@ -1,0 +1,175 @@
+// `leap replay`'s analysis on hand-made runs: the report's numbers, the what-if under another gate
+// and reward, and the same numbers read back through a real store.
+#include "actors/replay.hpp"
+
+#include "orchestrator/group_flow.hpp"
+#include "tests/actors/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+namespace leap::actors {
+namespace {
+
+// A stored group: per rollout, the 1-based turn it passed at (0: never) and how many turns it
+// generated; scored as the scorer would.
+group_record make_group(std::uint64_t step, std::uint32_t index, gate_decision gate, bool probe,
+                        const std::vector<std::pair<int, int>>& rollouts,
+                        split_kind split = split_kind::train) {
+  group_record g;
+  g.run_id = "run";
+  g.step = step;
+  g.split = split;
+  g.group_index = index;
+  g.task_id = "t" + std::to_string(index);
+  g.max_turns = 3;
+  g.gate = gate;
+  g.probe = probe;
+  for (std::uint32_t i = 0; i < rollouts.size(); ++i) {
+    rollout_record r;
+    r.index = i;
+    const auto [passed_at, turns] = rollouts[i];
+    for (int t = 1; t <= turns; ++t) {
+      turn_record turn;
+      turn.text = "answer";
+      turn.passed = passed_at == t;
+      turn.verdict = turn.passed ? verdict_category::pass : verdict_category::wrong_answer;
+      r.turns.push_back(turn);
+    }
+    g.rollouts.push_back(r);
+  }
+  for (const auto& r : g.rollouts) g.n_fail += r.turns.front().passed ? 0 : 1;
+  score_group(g, reward_config{}, advantage_config{});
+  return g;
+}
+
+replay_data sample_run() {
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  // Step 0: an opened group (two failures, one recovered at turn 2) and an easy closed one.
+  d.groups.push_back(replay_group_of(
+      make_group(0, 0, gate_decision::open, false, {{1, 1}, {1, 1}, {2, 2}, {0, 3}})));
+  d.groups.push_back(replay_group_of(
+      make_group(0, 1, gate_decision::closed_easy, false, {{1, 1}, {1, 1}, {1, 1}, {0, 1}})));
+  // Step 1: a hopeless group that was probed (one recovery at turn 3) and one that was not.
+  d.groups.push_back(replay_group_of(
+      make_group(1, 0, gate_decision::closed_hopeless, true, {{0, 3}, {0, 3}, {3, 3}, {0, 3}})));
+  d.groups.push_back(replay_group_of(
+      make_group(1, 1, gate_decision::closed_hopeless, false, {{0, 1}, {0, 1}, {0, 1}, {0, 1}})));
+  // Validation after step 1.
+  d.groups.push_back(replay_group_of(
+      make_group(1, 0, gate_decision::open, false, {{2, 2}, {0, 3}}, split_kind::validation)));
+  step_record s;
+  s.run_id = "run";
+  s.step = 0;
+  s.timings = {100, 60, 20, 10, 5, 5};
+  d.steps.push_back(s);
+  return d;
+}
+
+TEST(ReplayReportTest, RecomputesThePapersNumbers) {
+  const auto report = build_replay_report(sample_run(), 2);
+  ASSERT_EQ(report.steps.size(), 2u);
+  const auto& s0 = report.steps[0];
+  EXPECT_EQ(s0.groups, 2u);
+  EXPECT_DOUBLE_EQ(s0.activated_fraction, 0.5);
+  // 8 rollouts: 5 pass at turn 1, one more at turn 2.
+  ASSERT_EQ(s0.accuracy.size(), 3u);
+  EXPECT_DOUBLE_EQ(s0.accuracy[0], 5.0 / 8);
+  EXPECT_DOUBLE_EQ(s0.accuracy[1], 6.0 / 8);
+  EXPECT_DOUBLE_EQ(s0.accuracy[2], 6.0 / 8);
+  // The opened group: 2 first-turn failures, 1 recovered.
+  EXPECT_DOUBLE_EQ(s0.recovery.per_rollout, 0.5);
+  EXPECT_DOUBLE_EQ(s0.recovery.per_group, 1.0);
+  ASSERT_TRUE(s0.timings.has_value());
+  EXPECT_DOUBLE_EQ(s0.timings->wall_ms, 100);
+  // Step 1 has no record: it did not complete. Its probe recovered 1 of 4 failures.
+  const auto& s1 = report.steps[1];
+  EXPECT_FALSE(s1.timings.has_value());
+  EXPECT_EQ(s1.probe_groups, 1u);
+  EXPECT_DOUBLE_EQ(s1.probe_recovery.per_rollout, 0.25);
+  EXPECT_DOUBLE_EQ(s1.probe_recovery.per_group, 1.0);
+  EXPECT_DOUBLE_EQ(s1.accuracy[2], 0.0);  // training sees probes' first turns only
+  EXPECT_EQ(s1.turns, 16u);
+  ASSERT_EQ(report.validation.size(), 1u);
+  EXPECT_EQ(report.validation[0].rollouts, 2u);
+  EXPECT_DOUBLE_EQ(report.validation[0].accuracy[1], 0.5);
+  EXPECT_EQ(report.total.groups, 4u);
+  EXPECT_FALSE(report.total.timings.has_value());  // one step has no record
+  ASSERT_EQ(report.composition.size(), 2u);
+
+  const auto csv = steps_csv(report);
+  EXPECT_EQ(csv.rfind("step,groups,activated,activated_fraction,acc_at_1,acc_at_2,acc_at_3,", 0),
+            0u);
+  EXPECT_NE(csv.find("\n0,2,1,0.5,0.625,0.75,0.75,"), std::string::npos) << csv;
+  EXPECT_NE(format_replay_tables(report).find("did not complete"), std::string::npos);
+}
+
+TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {
+  const auto data = sample_run();
+  struct row {
+    const char* name;
+    gate_policy policy;
+    double tau_max;
+    reward_kind reward;
+    double activated_after;
+    std::uint32_t changed;
+    std::uint32_t unobserved;
+    std::uint32_t turns_after;
+  };
+  // Stored: 7 + 4 + 12 + 4 = 27 turns; the four groups' first turns alone are 16.
+  const std::vector<row> rows = {
+      {"the run's own gate (dcp [0.5, 0.75]) changes nothing", gate_policy::dcp, 0.75,
+       reward_kind::rank, 0.25, 0, 0, 7 + 4 + 4 + 4},
+      {"none closes everything: first turns only", gate_policy::none, 1.0, reward_kind::rank, 0.0,
+       4, 0, 16},
+      {"full opens every failing group; the unprobed ones are unobserved", gate_policy::full, 1.0,
+       reward_kind::binary, 1.0, 3, 2, 7 + 4 + 12 + 4},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    scoring_config alt;
+    alt.gate.policy = r.policy;
+    alt.gate.tau_max = r.tau_max;
+    alt.reward.kind = r.reward;
+    const auto w = what_if(data, alt);
+    ASSERT_EQ(w.steps.size(), 2u);
+    EXPECT_EQ(w.total.groups, 4u);
+    EXPECT_DOUBLE_EQ(w.total.activated_before, 0.25);
+    EXPECT_DOUBLE_EQ(w.total.activated_after, r.activated_after);
+    EXPECT_EQ(w.total.changed_decisions, r.changed);
+    EXPECT_EQ(w.total.unobserved_opens, r.unobserved);
+    EXPECT_EQ(w.total.turns_before, 27u);
+    EXPECT_EQ(w.total.turns_after, r.turns_after);
+  }
+  // Under the run's own scoring the rewards and advantages are exactly the stored ones.
+  scoring_config same;
+  same.gate.tau_max = 0.75;
+  const auto w = what_if(data, same);
+  EXPECT_EQ(w.total.sign_flips, 0u);
+  EXPECT_DOUBLE_EQ(w.total.mean_abs_advantage_before, w.total.mean_abs_advantage_after);
+  EXPECT_FALSE(whatif_csv(w).empty());
+}
+
+TEST(ReplayDataTest, ReadsTheStoreWithoutTokens) {
+  testing::temp_dir dir;
+  auto store = testing::open_store(dir.path());
+  auto g = make_group(0, 0, gate_decision::open, false, {{1, 1}, {2, 2}});
+  g.rollouts[0].turns[0].output_tokens = {1, 2, 3};
+  g.rollouts[0].turns[0].output_logprobs = {-1, -1, -1};
+  ASSERT_TRUE(store->put_group(g).ok());
+  step_record s;
+  s.run_id = "run";
+  s.step = 0;
+  ASSERT_TRUE(store->put_step(s).ok());
+  auto data = load_replay_data(*store, "run");
+  ASSERT_TRUE(data.ok()) << data.err().message;
+  ASSERT_EQ(data->groups.size(), 1u);
+  EXPECT_EQ(data->groups[0].measured[1].passed_at_turn, 2);
+  EXPECT_EQ(data->groups[0].turns, 3u);
+  EXPECT_EQ(data->max_turns, 3);
+  ASSERT_EQ(data->steps.size(), 1u);
+}
+
+}  // namespace
+}  // namespace leap::actors

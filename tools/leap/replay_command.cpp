@@ -1,0 +1,214 @@
+// `leap replay RUN_DIR`: recomputes from a run's store what the paper reports (accuracy at each
+// turn per step and on validation, activated fraction, recovery of gated groups and of probes,
+// turns per pass, step time and its breakdown, rollout composition by pass rate), prints the tables
+// and writes them as CSV; with --gate/--reward/... or --what-if CONFIG it re-gates and re-scores
+// the stored verdicts and shows how rewards, advantages and the activated fraction would change.
+// Reads the store only (it may run beside a live run).
+#include "actors/replay.hpp"
+#include "orchestrator/config.hpp"
+#include "storage/trajectory_store.hpp"
+#include "tools/leap/command.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace leap::cli {
+namespace {
+
+struct replay_options {
+  std::string run_dir;
+  std::string run_id;
+  std::string out_dir;  // "": RUN_DIR/replay
+  int buckets = 5;
+  std::string what_if_config;
+  std::string gate;
+  std::optional<double> tau_min;
+  std::optional<double> tau_max;
+  std::string unit;
+  std::string reward;
+  std::string static_rewards;
+  std::string advantage;
+  std::optional<double> gamma;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "leap replay: error: " << message << "\n";
+  return 1;
+}
+
+status write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return error{path.string() + ": cannot open for writing"};
+  out << text;
+  out.flush();
+  if (!out) return error{path.string() + ": write failed"};
+  return ok_status();
+}
+
+bool has_overrides(const replay_options& o) {
+  return !o.gate.empty() || o.tau_min || o.tau_max || !o.unit.empty() || !o.reward.empty() ||
+         !o.static_rewards.empty() || !o.advantage.empty() || o.gamma;
+}
+
+// The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
+result<actors::scoring_config> alternative_scoring(const replay_options& o,
+                                                   const experiment_config& run_config,
+                                                   std::string* description) {
+  actors::scoring_config s{run_config.gate, run_config.reward, run_config.advantage};
+  std::vector<std::string> parts;
+  if (!o.what_if_config.empty()) {
+    auto other = load_config(o.what_if_config);
+    if (!other) return other.err();
+    s = {other->gate, other->reward, other->advantage};
+    parts.push_back(o.what_if_config);
+  }
+  if (!o.gate.empty()) {
+    auto p = parse_gate_policy(o.gate);
+    if (!p) return error{"--gate: unknown policy '" + o.gate + "' (none, full, dcp, dcp_adaptive)"};
+    s.gate.policy = *p;
+  }
+  if (!o.unit.empty()) {
+    auto u = parse_threshold_unit(o.unit);
+    if (!u) return error{"--unit: unknown unit '" + o.unit + "' (count, fraction)"};
+    s.gate.unit = *u;
+  }
+  if (o.tau_min) s.gate.tau_min = *o.tau_min;
+  if (o.tau_max) s.gate.tau_max = *o.tau_max;
+  if (!o.reward.empty()) {
+    auto k = parse_reward_kind(o.reward);
+    if (!k) return error{"--reward: unknown kind '" + o.reward + "' (rank, static, binary)"};
+    s.reward.kind = *k;
+  }
+  if (!o.static_rewards.empty()) {
+    s.reward.static_rewards.clear();
+    std::stringstream in(o.static_rewards);
+    for (std::string item; std::getline(in, item, ',');) {
+      try {
+        std::size_t used = 0;
+        s.reward.static_rewards.push_back(std::stod(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        return error{"--static-rewards: '" + item + "' is not a number"};
+      }
+    }
+  }
+  if (!o.advantage.empty()) {
+    auto k = parse_advantage_kind(o.advantage);
+    if (!k) return error{"--advantage: unknown kind '" + o.advantage + "' (grpo, mean_only, none)"};
+    s.advantage.kind = *k;
+  }
+  if (o.gamma) s.advantage.gamma = *o.gamma;
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, "gate %s [%g, %g] (%s), reward %s, advantage %s, gamma %g",
+                to_string(s.gate.policy).c_str(), s.gate.tau_min, s.gate.tau_max,
+                to_string(s.gate.unit).c_str(), to_string(s.reward.kind).c_str(),
+                to_string(s.advantage.kind).c_str(), s.advantage.gamma);
+  parts.push_back(buffer);
+  *description = parts.size() == 2 ? parts[0] + ": " + parts[1] : parts.back();
+  return s;
+}
+
+int run_replay(const replay_options& o) {
+  store_options so;
+  so.read_only = true;
+  so.create_if_missing = false;
+  auto opened = trajectory_store::open(store_path_of_run_dir(o.run_dir), so);
+  if (!opened) return fail(opened.err().message);
+  const auto& store = **opened;
+
+  std::string run_id = o.run_id;
+  auto runs = store.runs();
+  if (!runs) return fail(runs.err().message);
+  std::optional<run_record> run;
+  for (const auto& r : *runs) {
+    if (run_id.empty() || r.id == run_id) run = r;
+  }
+  if (run_id.empty() && runs->size() > 1) {
+    std::string ids;
+    for (const auto& r : *runs) ids += " " + r.id;
+    return fail(o.run_dir + " holds several runs; pick one with --run-id:" + ids);
+  }
+  if (!run) {
+    return fail(o.run_dir + ": no run" + (run_id.empty() ? std::string{} : " '" + run_id + "'") +
+                " in the store");
+  }
+  auto run_config = parse_config(run->config_yaml, o.run_dir + " (stored config)");
+  if (!run_config) return fail(run_config.err().message);
+
+  auto data = actors::load_replay_data(store, run->id);
+  if (!data) return fail(data.err().message);
+  const auto report = actors::build_replay_report(*data, static_cast<std::size_t>(o.buckets));
+  std::printf("run '%s' (%s): %zu steps with groups or records, %zu groups\n\n", run->id.c_str(),
+              to_string(run->status).c_str(), report.steps.size(), data->groups.size());
+  std::printf("%s", actors::format_replay_tables(report).c_str());
+
+  const std::filesystem::path out_dir = o.out_dir.empty()
+                                            ? std::filesystem::path(o.run_dir) / "replay"
+                                            : std::filesystem::path(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return fail(out_dir.string() + ": cannot create: " + ec.message());
+  for (const auto& [name, text] :
+       {std::pair<std::string, std::string>{"steps.csv", actors::steps_csv(report)},
+        {"validation.csv", actors::validation_csv(report)},
+        {"composition.csv", actors::composition_csv(report)}}) {
+    if (auto written = write_text(out_dir / name, text); !written)
+      return fail(written.err().message);
+  }
+
+  if (!o.what_if_config.empty() || has_overrides(o)) {
+    std::string description;
+    auto alternative = alternative_scoring(o, *run_config, &description);
+    if (!alternative) return fail(alternative.err().message);
+    const auto whatif = actors::what_if(*data, *alternative);
+    std::printf("\n%s", actors::format_whatif_table(whatif, description).c_str());
+    if (auto written = write_text(out_dir / "whatif.csv", actors::whatif_csv(whatif)); !written) {
+      return fail(written.err().message);
+    }
+  }
+  std::printf("\nwrote CSV to %s\n", out_dir.string().c_str());
+  return 0;
+}
+
+void add_replay(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<replay_options>();
+  auto* cmd = app.add_subcommand(
+      "replay",
+      "Recompute a run's metrics from its store: accuracy at each turn per step and on validation, "
+      "activated-group fraction, recovery (gated groups and probes), turns per pass, step time "
+      "breakdown, rollout composition by pass rate. Prints tables and writes CSV. With --gate, "
+      "--tau-min, --tau-max, --unit, --reward, --static-rewards, --advantage, --gamma or --what-if "
+      "CONFIG, re-gates and re-scores the stored verdicts and shows what would change.");
+  cmd->add_option("run_dir", o->run_dir, "The run folder (experiment.run_dir)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--run-id", o->run_id, "The run to replay when the folder holds several");
+  cmd->add_option("--out", o->out_dir, "Folder for the CSV files (default: RUN_DIR/replay)");
+  cmd->add_option("--buckets", o->buckets, "Pass-rate buckets of the composition table")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--what-if", o->what_if_config,
+                  "Re-score under this config's gate, reward and advantage sections")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--gate", o->gate, "What-if gate policy: none, full, dcp, dcp_adaptive");
+  cmd->add_option("--tau-min", o->tau_min, "What-if gate.tau_min");
+  cmd->add_option("--tau-max", o->tau_max, "What-if gate.tau_max");
+  cmd->add_option("--unit", o->unit, "What-if gate.unit: count or fraction");
+  cmd->add_option("--reward", o->reward, "What-if reward kind: rank, static, binary");
+  cmd->add_option("--static-rewards", o->static_rewards,
+                  "What-if reward.static_rewards, comma-separated (e.g. 1,0.5,0.25)");
+  cmd->add_option("--advantage", o->advantage, "What-if advantage kind: grpo, mean_only, none");
+  cmd->add_option("--gamma", o->gamma, "What-if advantage.gamma");
+  cmd->callback([o, exit_code] { *exit_code = run_replay(*o); });
+}
+
+}  // namespace
+
+LEAP_COMMAND("replay", add_replay);
+
+}  // namespace leap::cli

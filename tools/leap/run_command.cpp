@@ -1,0 +1,397 @@
+// `leap run CONFIG`: the main job. Builds the actor graph (policy client, or the project's scripted
+// server started in-process for policy.flavour embedded; the sandbox verifier; the RocksDB store in
+// the run folder; the record learner) and runs the experiment, printing a progress line per step
+// and a summary table at the end. A run folder that already holds the run continues it. SIGINT and
+// SIGTERM stop cleanly: in-flight groups are abandoned (a later `leap run` redoes them).
+#include "actors/experiment.hpp"
+#include "actors/generator.hpp"
+#include "actors/learner.hpp"
+#include "actors/progress.hpp"
+#include "actors/renderer.hpp"
+#include "actors/resume.hpp"
+#include "actors/scorer.hpp"
+#include "actors/store.hpp"
+#include "actors/tasks.hpp"
+#include "actors/verifier.hpp"
+#include "orchestrator/config.hpp"
+#include "policy/client.hpp"
+#include "policy/scripted_backend.hpp"
+#include "policy/server.hpp"
+#include "sandbox/verifier.hpp"
+#include "storage/trajectory_store.hpp"
+#include "tools/leap/command.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <signal.h>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace leap::cli {
+namespace {
+
+struct run_options {
+  std::string config_path;
+  bool quiet = false;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "leap run: error: " << message << "\n";
+  return 1;
+}
+
+result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error{path + ": cannot read"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Keys whose change a resumed run tolerates: how long it runs and how much it logs.
+bool resumable_key(const std::string& key) {
+  return key == "experiment.steps" || key == "experiment.log_level";
+}
+
+// The keys in which the stored config differs from the new one (resumable ones aside).
+std::vector<std::string> config_differences(const experiment_config& stored,
+                                            const experiment_config& now) {
+  std::vector<std::string> out;
+  for (const auto& doc : config_keys()) {
+    if (resumable_key(doc.key)) continue;
+    auto a = config_value(stored, doc.key);
+    auto b = config_value(now, doc.key);
+    if (a != b)
+      out.push_back(doc.key + " (stored " + a.value_or("?") + ", now " + b.value_or("?") + ")");
+  }
+  return out;
+}
+
+sandbox::verifier_config verifier_settings(const experiment_config& c, bool has_cuda) {
+  sandbox::verifier_config v;
+  const auto& s = c.verifier;
+  v.engine.cache_dir = s.cache_dir.empty() ? std::filesystem::path(c.experiment.run_dir) / "cache"
+                                           : std::filesystem::path(s.cache_dir);
+  v.engine.cache_max_bytes = static_cast<std::uint64_t>(s.cache_max_bytes);
+  v.engine.cuda_arch = s.cuda_arch;
+  v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
+  v.engine.compile_limits.wall =
+      std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
+  const auto run_wall =
+      std::chrono::milliseconds(static_cast<std::int64_t>(s.run_timeout_s * 1000));
+  v.engine.run_limits.wall = run_wall;
+  v.engine.cuda_run_limits.wall = run_wall;
+  v.engine.python_limits.wall = run_wall;
+  v.engine.kernelbench_limits.wall = run_wall;
+  v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
+  v.compile_workers = s.compile_workers;
+  // gpu_slots bounds GPU runs; CPU-only task sets use the sandbox's default (one per core).
+  if (has_cuda && s.gpu_slots > 0) {
+    v.run_slots = s.gpu_slots;
+    for (int i = 0; i < s.gpu_slots; ++i) v.gpus.push_back(i);
+  }
+  return v;
+}
+
+policy::scripted_task scripted_of(const sandbox::task& t) {
+  policy::scripted_task s;
+  s.id = t.id;
+  s.prompt = t.prompt;
+  s.language = t.kind == sandbox::task_kind::kernelbench ? "python" : sandbox::to_string(t.kind);
+  s.solution = t.solution;
+  for (const auto& w : t.wrong) s.wrong.push_back({w.label, w.code});
+  s.difficulty = std::clamp(t.difficulty, 1, 3);
+  return s;
+}
+
+policy::client_config client_settings(const experiment_config& c,
+                                      const std::vector<std::string>& endpoints) {
+  policy::client_config cc;
+  cc.flavour = c.policy.flavour == policy_flavour::sglang ? policy::wire_flavour::sglang
+                                                          : policy::wire_flavour::vllm;
+  for (const auto& url : endpoints) cc.endpoints.push_back({url, c.policy.max_in_flight});
+  cc.model = c.policy.model;
+  cc.request_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(c.policy.request_timeout_s * 1000));
+  cc.retry.max_attempts = c.policy.retries + 1;
+  cc.seed = c.experiment.seed;
+  return cc;
+}
+
+std::vector<actors::group_task> group_tasks(
+    const std::vector<std::shared_ptr<const sandbox::task>>& tasks) {
+  std::vector<actors::group_task> out;
+  for (const auto& t : tasks) out.push_back({t->id, t->prompt});
+  return out;
+}
+
+// Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them) and asks the
+// driver to stop. A second signal exits at once.
+class signal_watcher {
+ public:
+  explicit signal_watcher(actors::experiment_actor driver)
+      : thread_([this, driver] { watch(driver); }) {}
+  ~signal_watcher() {
+    done_ = true;
+    thread_.join();
+  }
+  [[nodiscard]] int signal() const { return signal_; }
+
+ private:
+  void watch(const actors::experiment_actor& driver) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    const timespec tick{0, 100'000'000};
+    while (!done_) {
+      const int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig <= 0) continue;
+      if (signal_ != 0) std::_Exit(128 + sig);
+      signal_ = sig;
+      std::fprintf(stderr, "leap run: %s: stopping (again to exit at once)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      caf::anon_send(driver, actors::stop_atom_v);
+    }
+  }
+
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::thread thread_;
+};
+
+int run_experiment(const run_options& options) {
+  // Block the stop signals before any thread exists, so that every thread inherits the mask and
+  // only the watcher receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto config_text = read_file(options.config_path);
+  if (!config_text) return fail(config_text.err().message);
+  auto config = parse_config(*config_text, options.config_path);
+  if (!config) return fail(config.err().message);
+  const auto& c = *config;
+  if (c.learner.kind == learner_kind::torch) {
+    return fail(options.config_path +
+                ": learner.kind: torch is not wired into leap run yet; use record");
+  }
+
+  auto tasks = actors::load_run_tasks(c.data, c.experiment.seed);
+  if (!tasks) return fail(options.config_path + ": " + tasks.err().message);
+  bool has_cuda = false;
+  auto table =
+      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  for (const auto* list : {&tasks->train, &tasks->validation}) {
+    for (const auto& t : *list) {
+      table->emplace(t->id, t);
+      has_cuda = has_cuda || t->kind == sandbox::task_kind::cuda;
+    }
+  }
+
+  // The store: a run folder that holds this run continues it.
+  const std::filesystem::path run_dir = c.experiment.run_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) return fail(run_dir.string() + ": cannot create the run folder: " + ec.message());
+  auto opened = trajectory_store::open(store_path_of_run_dir(run_dir));
+  if (!opened) return fail(opened.err().message);
+  std::shared_ptr<trajectory_store> store = std::move(*opened);
+  const std::string run_id = c.experiment.name;
+  auto existing = store->get_run(run_id);
+  if (!existing) return fail(existing.err().message);
+  run_record run{run_id, *config_text, actors::unix_ms(), run_status::running};
+  if (*existing) {
+    auto stored = parse_config((*existing)->config_yaml, run_dir.string() + " (stored config)");
+    if (!stored) return fail(stored.err().message);
+    if (auto diff = config_differences(*stored, c); !diff.empty()) {
+      std::string message = run_dir.string() + " holds run '" + run_id +
+                            "' started with another config; resume needs the same one (only " +
+                            "experiment.steps may change). Differences:";
+      for (const auto& d : diff) message += "\n  " + d;
+      return fail(message + "\nUse another experiment.run_dir or experiment.name for a new run.");
+    }
+    run.created_unix_ms = (*existing)->created_unix_ms;
+  }
+  auto plan = actors::plan_resume(*store, run_id, c, tasks->validation.size());
+  if (!plan) return fail(plan.err().message);
+  if (auto put = store->put_run(run); !put) return fail(put.err().message);
+  if (plan->first_step > 0 || !plan->train_done.empty()) {
+    std::size_t stored_groups = 0;
+    for (const auto& [step, groups] : plan->train_done) stored_groups += groups.size();
+    std::printf("resuming run '%s' at step %llu/%d (%zu groups of the steps in progress stored)\n",
+                run_id.c_str(), static_cast<unsigned long long>(plan->first_step + 1),
+                c.experiment.steps, stored_groups);
+  }
+
+  // The policy: the scripted server in-process for `embedded`, else the configured endpoints.
+  std::unique_ptr<policy::policy_server> server;
+  std::vector<std::string> endpoints = c.policy.endpoints;
+  if (c.policy.flavour == policy_flavour::embedded) {
+    policy::scripted_config sc;
+    sc.seed = c.experiment.seed;
+    for (const auto* list : {&tasks->train, &tasks->validation}) {
+      for (const auto& t : *list) {
+        if (!t->solution.empty()) sc.tasks.push_back(scripted_of(*t));
+      }
+    }
+    auto backend = policy::scripted_backend::create(std::move(sc));
+    if (!backend) return fail("policy.flavour embedded: " + backend.err().message);
+    policy::server_config server_config;
+    server_config.host = "127.0.0.1";
+    server_config.port = 0;
+    server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
+    auto started = policy::policy_server::start(server_config, *backend);
+    if (!started) return fail("policy.flavour embedded: " + started.err().message);
+    server = std::move(*started);
+    endpoints = {server->base_url()};
+  }
+  // The embedded server speaks the project's byte-level template, rendered here; any other server
+  // renders prompts with its own chat template through /tokenize.
+  std::shared_ptr<const actors::prompt_renderer> renderer;
+  if (c.policy.flavour == policy_flavour::embedded) {
+    renderer = actors::make_byte_chatml_renderer();
+  } else if (!c.policy.tokenizer.empty()) {
+    return fail(options.config_path +
+                ": policy.tokenizer: local tokenizers are not supported by leap run yet; leave it "
+                "empty to render prompts with the server's /tokenize");
+  }
+  auto client = policy::policy_client::create(client_settings(c, endpoints));
+  if (!client) return fail("policy: " + client.err().message);
+
+  auto verifier = sandbox::verifier::create(verifier_settings(c, has_cuda));
+  if (!verifier) return fail("verifier: " + verifier.err().message);
+
+  std::printf(
+      "run '%s': %d steps x %d tasks x %d rollouts, up to %d turns | gate %s, reward %s, "
+      "schedule %s | %zu training tasks, %zu validation tasks | policy %s\n",
+      run_id.c_str(), c.experiment.steps, c.data.batch_size, c.rollout.group_size,
+      c.rollout.max_turns, to_string(c.gate.policy).c_str(), to_string(c.reward.kind).c_str(),
+      to_string(c.schedule.mode).c_str(), tasks->train.size(), tasks->validation.size(),
+      endpoints.front().c_str());
+  std::fflush(stdout);
+
+  actors::run_summary summary;
+  {
+    caf::actor_system_config cfg;
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    actors::register_message_types(cfg);
+    caf::actor_system system{cfg};
+
+    actors::generator_pool_config gc;
+    gc.max_in_flight = c.policy.max_in_flight * static_cast<int>(endpoints.size());
+    gc.initial_weight_version = plan->weight_version;
+    actors::verifier_pool_config vc;
+    vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
+    actors::experiment_services services;
+    services.generator = actors::spawn_generator_pool(system, **client, renderer, gc);
+    services.verifier = actors::spawn_verifier_pool(system, **verifier, table, vc);
+    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
+    services.store = actors::spawn_store(system, store);
+    actors::learner_actor_config lc;
+    lc.gamma = c.advantage.gamma;
+    services.learner = actors::spawn_learner(
+        system, actors::make_record_learner(run_dir / "batches", plan->weight_version), lc);
+
+    actors::experiment_settings settings;
+    settings.run_id = run_id;
+    settings.config = c;
+    settings.train_tasks = group_tasks(tasks->train);
+    settings.validation_tasks = group_tasks(tasks->validation);
+    settings.resume = *plan;
+    // gate.probe_fraction is read by name so that it takes effect once the schema has it.
+    if (auto probe = config_value(c, "gate.probe_fraction")) {
+      settings.probe_fraction = std::strtod(probe->c_str(), nullptr);
+    }
+    const bool quiet = options.quiet;
+    settings.progress.on_step = [](const actors::step_progress& p) {
+      std::printf("%s\n", actors::format_step_line(p).c_str());
+      std::fflush(stdout);
+    };
+    settings.progress.on_validation = [](const actors::validation_progress& p) {
+      std::printf("%s\n", actors::format_validation_line(p).c_str());
+      std::fflush(stdout);
+    };
+    settings.progress.on_log = [quiet](const std::string& line) {
+      if (!quiet) std::fprintf(stderr, "leap run: %s\n", line.c_str());
+    };
+    auto driver = actors::spawn_experiment(system, std::move(settings), services);
+
+    {
+      signal_watcher watcher(driver);
+      caf::scoped_actor self{system};
+      self->request(driver, caf::infinite, actors::run_atom_v)
+          .receive([&](const actors::run_summary& s) { summary = s; },
+                   [&](caf::error& e) {
+                     summary.status = run_status::failed;
+                     summary.error = system.render(e);
+                   });
+      // Stop the services before the objects they wrap go away.
+      self->send_exit(services.generator, caf::exit_reason::user_shutdown);
+      self->send_exit(services.verifier, caf::exit_reason::user_shutdown);
+      self->send_exit(services.scorer, caf::exit_reason::user_shutdown);
+      self->send_exit(services.store, caf::exit_reason::user_shutdown);
+      self->send_exit(services.learner, caf::exit_reason::user_shutdown);
+      self->wait_for(services.generator, services.verifier, services.scorer, services.store,
+                     services.learner);
+    }
+    // The client's destructor runs the cancelled callbacks, which still send into the system.
+    client->reset();
+    verifier->reset();
+  }
+  if (server) server->stop();
+
+  run.status = summary.status == run_status::running ? run_status::failed : summary.status;
+  if (auto put = store->put_run(run); !put) return fail(put.err().message);
+
+  auto steps = store->steps(run_id);
+  if (steps && !steps->empty()) {
+    std::printf("\n%s", actors::format_summary_table(*steps, c.rollout.max_turns).c_str());
+  }
+  std::printf(
+      "run '%s' %s: %llu steps completed by this process, %llu groups run, %llu read back "
+      "from the store | trajectories in %s\n",
+      run_id.c_str(), to_string(run.status).c_str(),
+      static_cast<unsigned long long>(summary.steps_completed),
+      static_cast<unsigned long long>(summary.groups_completed),
+      static_cast<unsigned long long>(summary.groups_resumed),
+      store_path_of_run_dir(run_dir).string().c_str());
+  if (run.status == run_status::failed) return fail(summary.error);
+  if (run.status == run_status::interrupted) return 130;
+  return 0;
+}
+
+void add_run(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<run_options>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run an experiment: sample tasks, generate G rollouts each, verify them in the sandbox, gate "
+      "groups into debug turns (DCP), score, store every trajectory in the run folder and hand the "
+      "batches to the learner. Prints a line per step and a summary table. Running it again on "
+      "the same run folder continues the run (completed groups are kept, in-flight ones redone). "
+      "SIGINT/SIGTERM stop cleanly.");
+  cmd->add_option("config", options->config_path, "Experiment config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--quiet", options->quiet, "Only progress lines and the summary; no event log");
+  cmd->callback([options, exit_code] { *exit_code = run_experiment(*options); });
+}
+
+}  // namespace
+
+LEAP_COMMAND("run", add_run);
+
+}  // namespace leap::cli
