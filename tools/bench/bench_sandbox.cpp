@@ -71,6 +71,8 @@ std::string answer(const task& t, int index, const std::string& salt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a pipe, so a run cut short still shows the rows it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string kind_name = "cpp";
   int n = 16;
   std::vector<int> workers{1, 2, 4};
@@ -198,12 +200,18 @@ int main(int argc, char** argv) {
         std::vector<std::future<leap::result<verdict>>> futures;
         for (int i = 0; i < n; ++i) futures.push_back((*v)->submit(shared, answer(t, i, salt + tag)));
         int ok = 0;
+        std::string first_failure;
         for (auto& f : futures) {
           auto r = f.get();
-          ok += r.ok() && r->passed;
+          const bool passed = r.ok() && r->passed;
+          ok += passed;
+          if (!passed && first_failure.empty()) first_failure = r.ok() ? r->feedback : r.err().message;
         }
         const double s = ms_since(start) / 1000.0;
-        if (ok != n) std::fprintf(stderr, "warning: %d of %d candidates did not pass\n", n - ok, n);
+        if (ok != n) {
+          std::fprintf(stderr, "warning: %d of %d candidates did not pass; the first: %s\n", n - ok, n,
+                       first_failure.c_str());
+        }
         return n / s;
       };
       (void)(*v)->verification_engine().compile(t, answer(t, -2, salt));  // per-task harness and reference
