@@ -2,6 +2,8 @@
 // group_flow decides whether another follows.
 #include "actors/debug_turn.hpp"
 
+#include "orchestrator/run_telemetry.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -56,6 +58,22 @@ void add_turn_activities(std::vector<activity>& out, const generation_result& g,
   // Waiting in the verifier's queues counts as compile: it is the stage the turn waits on.
   out.push_back({activity_kind::compile, run_start - v->compile_ms - v->queue_ms, run_start});
   out.push_back({activity_kind::run, run_start, v->finished_ms});
+}
+
+void observe_turn(const group_settings& settings, int turn, const generation_result& generated,
+                  const verification_result* verified) {
+  auto* t = settings.telemetry.get();
+  if (t == nullptr) return;
+  const bool passed = verified != nullptr && verified->passed;
+  (turn == 0 ? t->first_turns : t->debug_turns).inc();
+  if (passed) (turn == 0 ? t->first_turns_passed : t->debug_turns_passed).inc();
+  t->generated_tokens.inc(static_cast<double>(generated.output_tokens.size()));
+  t->generation_seconds.observe(generated.generation_ms / 1000.0);
+  t->generation_wait.observe(generated.queue_ms / 1000.0);
+  if (verified == nullptr) return;
+  t->compile_seconds.observe(verified->compile_ms / 1000.0);
+  t->run_seconds.observe(verified->run_ms / 1000.0);
+  t->compile_wait.observe(verified->queue_ms / 1000.0);
 }
 
 namespace {
@@ -121,6 +139,7 @@ void next_turn(debug_pointer self) {
               st.settings.pinned_endpoint = generated.endpoint_index;
             if (!needs_verification(generated)) {
               add_turn_activities(st.activities, generated, nullptr);
+              observe_turn(st.settings.group, st.settings.turn, generated, nullptr);
               report_turn(self, make_turn_record(std::move(generated), nullptr));
               return;
             }
@@ -138,6 +157,7 @@ void next_turn(debug_pointer self) {
                         return;
                       }
                       add_turn_activities(st.activities, *st.generated, &verified);
+                      observe_turn(st.settings.group, st.settings.turn, *st.generated, &verified);
                       auto generated = std::move(*st.generated);
                       st.generated.reset();
                       report_turn(self, make_turn_record(std::move(generated), &verified));

@@ -46,6 +46,12 @@ struct debug_turn_settings {
 void add_turn_activities(std::vector<activity>& out, const generation_result& generated,
                          const verification_result* verified);
 
+// Records one finished turn in the live metrics (when `settings.telemetry` is set): turn and pass
+// counts (first or debug turn), generated tokens, generation time and its queue wait, and (when it
+// was verified) compile and run time and the verifier's queue wait.
+void observe_turn(const group_settings& settings, int turn, const generation_result& generated,
+                  const verification_result* verified);
+
 // Spawns the actor, which starts its first turn at once.
 [[nodiscard]] debug_turn_actor spawn_debug_turn(caf::actor_system& system,
                                                 debug_turn_settings settings,

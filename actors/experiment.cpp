@@ -3,6 +3,7 @@
 #include "actors/barrier.hpp"
 #include "actors/schedule.hpp"
 #include "orchestrator/gate.hpp"
+#include "orchestrator/run_telemetry.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -89,10 +90,17 @@ void maybe_finish(experiment_pointer self) {
   }
 }
 
+void publish_in_flight(const experiment_state& st) {
+  if (auto* t = st.settings.telemetry.get()) {
+    t->groups_in_flight.set(static_cast<double>(st.gates.size()));
+  }
+}
+
 void watch(experiment_pointer self, const group_key& key, gate_actor gate) {
   self->monitor(gate);
   self->state.gate_keys.emplace(gate.address(), key);
   self->state.gates.emplace(key, std::move(gate));
+  publish_in_flight(self->state);
 }
 
 group_services services_for(experiment_pointer self, const barrier_actor& barrier, bool train) {
@@ -122,6 +130,10 @@ void count_group(experiment_pointer self, group_report report, bool resumed) {
     ++st.summary.groups_resumed;
   } else {
     ++st.summary.groups_completed;
+    if (auto* t = st.settings.telemetry.get()) {
+      t->groups.inc();
+      if (is_open(s.reports.back().gate)) t->groups_activated.inc();
+    }
   }
   if (s.groups_done == s.groups_total) on_step_groups_in(self, it->first);
 }
@@ -157,6 +169,7 @@ void start_validation(experiment_pointer self, std::uint64_t step,
                                                           static_cast<std::uint64_t>(g.max_turns);
     g.local_gate = full;
     g.train = false;
+    g.telemetry = st.settings.telemetry;
     auto key = g.key;
     watch(self, key, spawn_gate(self->system(), std::move(g), services_for(self, {}, false)));
   }
@@ -228,6 +241,27 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
   return r;
 }
 
+// A step's end in the live metrics: the step's rates and the new weight version, then the whole
+// snapshot's summary values into the record (cumulative since this process started), so that a
+// replay shows what the live metrics said at each step.
+void record_step_telemetry(const experiment_state& st, step_record& r) {
+  auto* t = st.settings.telemetry.get();
+  if (t == nullptr) return;
+  auto metric = [&](const std::string& name) {
+    auto found = r.metrics.find(name);
+    return found != r.metrics.end() ? found->second : 0.0;
+  };
+  t->first_turn_pass_rate.set(metric("acc_at_1"));
+  t->final_pass_rate.set(metric("acc_at_" + std::to_string(max_turns(st))));
+  t->activated_fraction.set(metric("activated_fraction"));
+  t->weight_version.set(static_cast<double>(r.weight_version));
+  t->steps.inc();
+  for (const auto& [name, value] : telemetry::summary_values(t->source.take(unix_ms()),
+                                                              "telemetry.")) {
+    r.metrics[name] = value;
+  }
+}
+
 void step_completed(experiment_pointer self, std::uint64_t step, const step_record& record) {
   auto& st = self->state;
   auto it = st.steps.find(step);
@@ -277,18 +311,24 @@ void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
   if (s.training) return;
   s.training = true;
   const double learner_start = clock_ms();
+  if (st.settings.telemetry) st.settings.telemetry->learner_queue.add(1);
   // The next step may start generating now, if staleness allows.
   try_start_steps(self);
   self->request(st.services.learner, caf::infinite, train_atom_v, step)
       .then(
           [=](const learner_step_result& learned) {
             auto& st = self->state;
+            if (auto* t = st.settings.telemetry.get()) {
+              t->learner_queue.add(-1);
+              t->learner_seconds.observe(learned.learner_ms / 1000.0);
+            }
             if (!learned.error.empty()) {
               end_run(self, run_status::failed, learned.error);
               return;
             }
             const double end = clock_ms();
             auto record = make_step_record(st, step, st.steps[step], learned, learner_start, end);
+            record_step_telemetry(st, record);
             self->request(st.services.store, caf::infinite, put_step_atom_v, record)
                 .then(
                     [=](const ack& stored) {
@@ -394,6 +434,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
                             static_cast<std::uint64_t>(turns);
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
     gs.train = true;
+    gs.telemetry = st.settings.telemetry;
     auto key = gs.key;
     watch(self, key,
           spawn_gate(self->system(), std::move(gs), services_for(self, s.barrier, true)));
@@ -447,6 +488,9 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
   st.settings = std::move(settings);
   st.services = std::move(services);
   st.gate = std::make_unique<adaptive_gate>(st.settings.config.gate);
+  // A resumed run's gate starts from the groups decided before the stop, not from the static
+  // thresholds (empty unless dcp_adaptive).
+  for (const auto& g : st.settings.resume.gate_history) st.gate->record(g.n_fail, g.group_size);
   st.total_steps = static_cast<std::uint64_t>(std::max(0, st.settings.config.experiment.steps));
   st.next_step = st.settings.resume.first_step;
   st.completed_steps = st.settings.resume.first_step;
@@ -503,6 +547,7 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
           self->demonitor(it->second.address());
           st.gates.erase(it);
         }
+        publish_in_flight(st);
         if (st.ended) return;
         if (report.key.split == split_kind::validation) {
           on_validation_done(self, std::move(report));

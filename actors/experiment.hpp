@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ namespace leap::actors {
 using experiment_actor = group_parent_actor::extend<caf::replies_to<run_atom>::with<run_summary>,
                                                     caf::reacts_to<stop_atom>>;
 
+// One group as the experiment's adaptive gate recorded it: its first-turn failures and size.
+struct gate_observation {
+  int n_fail = 0;
+  int group_size = 0;
+
+  friend bool operator==(const gate_observation&, const gate_observation&) = default;
+};
+
 // What a resumed run finds in the store (actors/resume.hpp builds it).
 struct resume_plan {
   std::uint64_t first_step = 0;      // the first step without a step record
@@ -49,6 +58,9 @@ struct resume_plan {
   std::map<std::uint64_t, std::vector<std::uint32_t>> train_done;
   // Completed steps whose validation is due but incomplete, with the validation groups stored.
   std::map<std::uint64_t, std::vector<std::uint32_t>> validation_pending;
+  // Policy dcp_adaptive: the stored training groups the gate had recorded, oldest first (at most
+  // gate.adaptive_window), replayed into the fresh gate so that it decides as if never stopped.
+  std::vector<gate_observation> gate_history;
 };
 
 // One line of progress per finished step.
@@ -89,9 +101,12 @@ struct experiment_settings {
   std::vector<group_task> train_tasks;
   std::vector<group_task> validation_tasks;
   resume_plan resume;
-  // Fraction of closed groups probed (gate.probe_fraction once the config has it). Default: 0
+  // Fraction of closed groups probed (gate.probe_fraction). Default: 0
   double probe_fraction = 0.0;
   progress_sink progress;
+  // Live metrics; the groups' turns, the learner steps and each step's end update them, and each
+  // step record gets their summary values ("telemetry.*"). Null: none. Default: null
+  std::shared_ptr<telemetry::run_telemetry> telemetry;
 };
 
 struct experiment_services {

@@ -5,6 +5,7 @@
 #include "actors/debug_turn.hpp"
 #include "actors/schedule.hpp"
 #include "orchestrator/group_flow.hpp"
+#include "orchestrator/run_telemetry.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -74,6 +75,14 @@ void complete_group(gate_pointer self) {
   self->quit();
 }
 
+// Live metrics of the store stage: a put is queued from its request to its answer.
+void store_put_answered(const group_settings& settings, double started_ms) {
+  if (auto* t = settings.telemetry.get()) {
+    t->store_queue.add(-1);
+    t->store_wait.observe((clock_ms() - started_ms) / 1000.0);
+  }
+}
+
 // Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
 void finish_group(gate_pointer self) {
   auto& st = self->state;
@@ -82,11 +91,14 @@ void finish_group(gate_pointer self) {
       .then(
           [=](group_record& scored) {
             self->state.record = std::move(scored);
+            const double put_ms = clock_ms();
+            if (auto* t = self->state.settings.telemetry.get()) t->store_queue.add(1);
             self->request(self->state.services.store, caf::infinite, put_group_atom_v,
                           self->state.record)
                 .then(
                     [=](const ack& stored) {
                       auto& st = self->state;
+                      store_put_answered(st.settings, put_ms);
                       if (!stored.ok()) {
                         fail_group(self, "store: " + stored.error);
                         return;
@@ -108,7 +120,10 @@ void finish_group(gate_pointer self) {
                                 fail_group(self, "learner: " + self->system().render(e));
                               });
                     },
-                    [=](caf::error& e) { fail_group(self, "store: " + self->system().render(e)); });
+                    [=](caf::error& e) {
+                      store_put_answered(self->state.settings, put_ms);
+                      fail_group(self, "store: " + self->system().render(e));
+                    });
           },
           [=](caf::error& e) { fail_group(self, "scorer: " + self->system().render(e)); });
 }
@@ -190,6 +205,7 @@ void start_first_turn(gate_pointer self, std::uint32_t rollout) {
             auto& st = self->state;
             if (!needs_verification(generated)) {
               add_turn_activities(st.activities, generated, nullptr);
+              observe_turn(st.settings, 0, generated, nullptr);
               first_turn_done(self, rollout, make_turn_record(std::move(generated), nullptr));
               return;
             }
@@ -208,6 +224,7 @@ void start_first_turn(gate_pointer self, std::uint32_t rollout) {
                       auto answer = std::move(*st.first_answers[rollout]);
                       st.first_answers[rollout].reset();
                       add_turn_activities(st.activities, answer, &verified);
+                      observe_turn(st.settings, 0, answer, &verified);
                       first_turn_done(self, rollout,
                                       make_turn_record(std::move(answer), &verified));
                     },

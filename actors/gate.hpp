@@ -24,9 +24,14 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace leap::telemetry {
+struct run_telemetry;
+}
 
 namespace leap::actors {
 
@@ -76,6 +81,8 @@ struct group_settings {
   std::optional<gate_config> local_gate;
   // Training group: handed to the learner after it is stored. Validation groups are not.
   bool train = true;
+  // Live metrics (turn latencies, tokens, store waits); null: none. Default: null
+  std::shared_ptr<telemetry::run_telemetry> telemetry;
 };
 
 struct group_services {

@@ -1,5 +1,6 @@
 #include "actors/generator.hpp"
 
+#include "orchestrator/run_telemetry.hpp"
 #include "policy/client.hpp"
 
 #include <caf/actor_system.hpp>
@@ -115,8 +116,19 @@ generation_result from_client(policy::turn_result r) {
   return g;
 }
 
+// Turns waiting for a request slot: in the pool's queue, or accepted by the client and not yet on
+// the wire; stats() is the client's thread-safe counter read.
+void publish_load(const pool_state& st) {
+  auto* t = st.config.telemetry.get();
+  if (t == nullptr) return;
+  const auto stats = st.client->stats();
+  t->generation_queue.set(static_cast<double>(st.waiting.size() + stats.pending));
+  t->policy_in_flight.set(static_cast<double>(stats.in_flight));
+}
+
 void pump(pool_actor::stateful_pointer<pool_state> self) {
   auto& st = self->state;
+  publish_load(st);
   while (st.in_flight < st.config.max_in_flight && !st.waiting.empty()) {
     const std::uint64_t serial = st.waiting.front();
     auto it = st.turns.find(serial);
@@ -151,6 +163,7 @@ void pump(pool_actor::stateful_pointer<pool_state> self) {
     it->second.request.prompt.clear();  // the client has its copy
     it->second.request.prompt.shrink_to_fit();
   }
+  publish_load(st);
 }
 
 policy::sampling_config to_client_sampling(const sampling_section& s, std::int64_t seed);

@@ -27,6 +27,10 @@ namespace leap::policy {
 class policy_client;
 }
 
+namespace leap::telemetry {
+struct run_telemetry;
+}
+
 namespace leap::actors {
 
 // generate: renders the request's `append` after its history, samples one turn and answers with it.
@@ -50,6 +54,9 @@ struct generator_pool_config {
   // How new weights reach the servers (policy/weight_sync.hpp's presets). None: a weight update
   // with a weights_path is refused. Default: none
   std::optional<policy::weight_sync_plan> sync_plan;
+  // Live metrics: the generation queue's depth and the requests on the wire, updated whenever a
+  // turn is handed to the client or answered. Null: none. Default: null
+  std::shared_ptr<telemetry::run_telemetry> telemetry;
 };
 
 // Spawns the pool around `client`, which must outlive the actor: stop the actor (send_exit and

@@ -1,6 +1,7 @@
 #include "actors/learner.hpp"
 
 #include "orchestrator/advantage.hpp"
+#include "orchestrator/run_telemetry.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -142,6 +143,8 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
         learner_step_result r;
         r.step = step;
         r.sequences = static_cast<std::uint32_t>(batch.size());
+        std::vector<std::uint64_t> sampled;  // each sequence's oldest weight version
+        for (const auto& s : batch) sampled.push_back(s.oldest_weight_version);
         auto trained = self->state.backend->train(step, std::move(batch));
         r.learner_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -151,6 +154,14 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
           return r;
         }
         r.weight_version = trained->weight_version;
+        if (auto* t = self->state.config.telemetry.get()) {
+          // One version per step: the step updated version weight_version - 1.
+          const std::uint64_t updated =
+              trained->weight_version - std::min<std::uint64_t>(1, trained->weight_version);
+          for (auto v : sampled) {
+            t->staleness.observe(static_cast<double>(updated - std::min(updated, v)));
+          }
+        }
         r.weights_path = std::move(trained->weights_path);
         r.metrics = std::move(trained->metrics);
         return r;

@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace leap::telemetry {
+struct run_telemetry;
+}
+
 namespace leap::actors {
 
 // One rollout as the learner trains on it: learner::sequence's four arrays, all of one length, and
@@ -84,6 +88,9 @@ using learner_actor =
 struct learner_actor_config {
   double gamma = 0.9;    // advantage.gamma of the run. Default: 0.9
   bool detached = true;  // tests on the deterministic coordinator turn this off. Default: true
+  // Live metrics: each trained sequence's staleness (the weights the step updated, i.e. the new
+  // version - 1, minus its oldest_weight_version). Null: none. Default: null
+  std::shared_ptr<telemetry::run_telemetry> telemetry;
 };
 
 [[nodiscard]] learner_actor spawn_learner(caf::actor_system& system,

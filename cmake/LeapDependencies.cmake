@@ -23,6 +23,12 @@ add_library(caf::io SHARED IMPORTED)
 set_target_properties(caf::io PROPERTIES
   IMPORTED_LOCATION ${CAF_IO_LIBRARY}
   INTERFACE_LINK_LIBRARIES caf::core)
+# TLS between the orchestrator and verifier nodes (Debian's libcaf-openssl0.17, via libcaf-dev).
+find_library(CAF_OPENSSL_LIBRARY caf_openssl REQUIRED)
+add_library(caf::openssl SHARED IMPORTED)
+set_target_properties(caf::openssl PROPERTIES
+  IMPORTED_LOCATION ${CAF_OPENSSL_LIBRARY}
+  INTERFACE_LINK_LIBRARIES caf::io)
 
 # cpp-httplib: Debian builds it as a shared library and ships no CMake config.
 find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)

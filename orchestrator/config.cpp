@@ -865,6 +865,10 @@ std::vector<field_spec> build_fields() {
       integer_field("gate.adaptive_min_groups", LEAP_FIELD(gate.adaptive_min_groups), at_least(0),
                     "dcp_adaptive: static thresholds apply until this many groups were seen; <= "
                     "adaptive_window."));
+  f.push_back(real_field(
+      "gate.probe_fraction", LEAP_FIELD(gate.probe_fraction), closed(0, 1),
+      "Fraction of the groups the gate closed that still run debug turns for measurement only "
+      "(never trained on; replay reports their recovery beside the opened groups'), in [0, 1]."));
 
   // reward
   f.push_back(choice_field(
@@ -954,7 +958,8 @@ std::vector<field_spec> build_fields() {
   f.push_back(text_field(
       "policy.model", LEAP_FIELD(policy.model), nullptr,
       "Model name sent with requests (vLLM's --served-model-name); empty: the endpoint's "
-      "only model."));
+      "only model. For embedded: a byte-level model folder served by LibTorch in-process; "
+      "empty: the scripted backend."));
   f.push_back(
       text_field("policy.tokenizer", LEAP_FIELD(policy.tokenizer), nullptr,
                  "Folder with tokenizer.json and tokenizer_config.json (chat template); empty: the "
@@ -993,6 +998,21 @@ std::vector<field_spec> build_fields() {
       "Characters of compiler/runtime feedback kept for a debug turn's prompt."));
   f.push_back(text_list_field("verifier.nodes", LEAP_FIELD(verifier.nodes), check_node_address,
                               true, "Remote verifier nodes (`leap verifier-node`) as host:port."));
+  f.push_back(integer_field(
+      "verifier.local_jobs", LEAP_FIELD(verifier.local_jobs), at_least(0),
+      "With verifier.nodes: jobs this host's verifier takes beside the nodes; 0: all to nodes."));
+  f.push_back(text_field("verifier.node_secret_file", LEAP_FIELD(verifier.node_secret_file),
+                         nullptr, "File with the nodes' shared secret (--secret-file); empty: none."));
+  f.push_back(real_field("verifier.node_timeout_s", LEAP_FIELD(verifier.node_timeout_s), above(0),
+                         "Seconds without traffic after which a node counts as cut off."));
+  f.push_back(real_field("verifier.node_retry_max_s", LEAP_FIELD(verifier.node_retry_max_s),
+                         above(0), "Longest delay between attempts to reach a lost node, seconds."));
+  f.push_back(text_field("verifier.tls.certificate", LEAP_FIELD(verifier.tls_certificate), nullptr,
+                         "PEM certificate of this side for TLS to the nodes; empty: plain TCP."));
+  f.push_back(text_field("verifier.tls.key", LEAP_FIELD(verifier.tls_key), nullptr,
+                         "PEM private key of verifier.tls.certificate."));
+  f.push_back(text_field("verifier.tls.ca", LEAP_FIELD(verifier.tls_ca), nullptr,
+                         "PEM CA file; set: the nodes' certificates are required and checked."));
 
   // schedule
   f.push_back(choice_field(

@@ -173,7 +173,8 @@ struct policy_section {
   // with each conversation pinned to one. Default: ["http://127.0.0.1:8000"] (vLLM's default port)
   std::vector<std::string> endpoints = {"http://127.0.0.1:8000"};
   // Model name sent with each request (vLLM's --served-model-name). Empty: the endpoint's only
-  // model. Default: ""
+  // model. For embedded: a byte-level model folder (config.json + safetensors, vocab 261) that the
+  // in-process server serves with LibTorch; empty: the scripted backend. Default: ""
   std::string model;
   // Folder with tokenizer.json and tokenizer_config.json (whose chat_template formats prompts).
   // Empty: the endpoint tokenises (vLLM's /tokenize). Default: ""
@@ -212,6 +213,20 @@ struct verifier_section {
   int feedback_max_chars = 4000;
   // Remote verifier nodes (`leap verifier-node`) as host:port. Default: []
   std::vector<std::string> nodes;
+  // With nodes: jobs this host's own verifier takes at once beside them; 0 sends every job to the
+  // nodes. Ignored without nodes. Default: 64
+  int local_jobs = 64;
+  // File holding the nodes' shared secret (their --secret-file); empty: none. Default: ""
+  std::string node_secret_file;
+  // Seconds without traffic after which a node counts as cut off; > 0. Default: 10
+  double node_timeout_s = 10.0;
+  // Longest delay between attempts to reach a lost node, seconds; > 0. Default: 10
+  double node_retry_max_s = 10.0;
+  // TLS to the nodes (PEM files; caf::openssl): certificate and key of this side, CA that signed
+  // the nodes' certificates. All empty: plain TCP. Default: ""
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_ca;
 
   friend bool operator==(const verifier_section&, const verifier_section&) = default;
 };

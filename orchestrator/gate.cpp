@@ -118,13 +118,19 @@ gate_decision adaptive_gate::decide_and_record(int n_fail, int group_size) {
   if (config_.policy == gate_policy::dcp_adaptive && n_fail > 0) {
     decision = classify(current_range(group_size), n_fail);
   }
-  if (config_.adaptive_window > 0) {
-    history_.push_back(static_cast<double>(n_fail) / group_size);
-    while (history_.size() > config_.adaptive_window) {
-      history_.pop_front();
-    }
-  }
+  record(n_fail, group_size);
   return decision;
+}
+
+void adaptive_gate::record(int n_fail, int group_size) {
+  if (group_size < 1 || config_.adaptive_window == 0) {
+    return;
+  }
+  n_fail = std::clamp(n_fail, 0, group_size);
+  history_.push_back(static_cast<double>(n_fail) / group_size);
+  while (history_.size() > config_.adaptive_window) {
+    history_.pop_front();
+  }
 }
 
 std::string to_string(gate_policy p) {

@@ -54,6 +54,9 @@ struct gate_config {
   double adaptive_high_quantile = 0.95; // Default: 0.95
   std::size_t adaptive_window = 256;    // Default: 256
   std::size_t adaptive_min_groups = 32; // Default: 32
+  // A seeded sample of this fraction of the groups that the gate closed still run their debug turns,
+  // for measurement only (never trained on): replay compares their recovery with the opened groups'.
+  double probe_fraction = 0.0;          // Default: 0
 };
 
 // Failure-count thresholds resolved for a group of size G: open when lo <= N_fail <= hi.
@@ -91,6 +94,10 @@ class adaptive_gate {
   // (n_fail clamped to [0, group_size]; a group_size < 1 is decided closed_no_debug and not
   // recorded).
   gate_decision decide_and_record(int n_fail, int group_size);
+
+  // Records a group's failure fraction as decide_and_record does, without deciding: how a resumed
+  // run puts back the history of the groups decided before it (same clamping, same window).
+  void record(int n_fail, int group_size);
 
   // The dcp / dcp_adaptive thresholds that would apply now to a group of `group_size` rollouts:
   // the quantile rule once groups_seen() >= max(1, adaptive_min_groups), resolve_thresholds()

@@ -65,7 +65,10 @@ verifier::~verifier() {
 void verifier::compile_loop() {
   job j;
   while (compile_queue_.pop(&j)) {
+    --compile_queued_;
+    ++compiling_;
     auto prepared = engine_->compile(*j.t, j.answer);
+    --compiling_;
     if (!prepared) {
       j.done(prepared.err());
       continue;
@@ -78,19 +81,37 @@ void verifier::compile_loop() {
     j.answer.clear();
     // Blocks while the run slots are behind: back-pressure reaches submit() through this queue.
     auto done = j.done;
-    if (!run_queue_.push(std::move(j), true)) done(error{"verifier is shutting down"});
+    ++run_queued_;
+    if (!run_queue_.push(std::move(j), true)) {
+      --run_queued_;
+      done(error{"verifier is shutting down"});
+    }
   }
 }
 
 void verifier::run_loop(int slot) {
   const int gpu = config_.gpus.empty() ? -1 : config_.gpus[static_cast<std::size_t>(slot) % config_.gpus.size()];
   job j;
-  while (run_queue_.pop(&j)) j.done(engine_->run(*j.t, j.prepared, gpu));
+  while (run_queue_.pop(&j)) {
+    --run_queued_;
+    ++running_;
+    auto v = engine_->run(*j.t, j.prepared, gpu);
+    --running_;
+    j.done(std::move(v));
+  }
 }
 
 void verifier::submit(std::shared_ptr<const task> t, std::string answer, callback done) {
   job j{std::move(t), std::move(answer), done, {}};
-  if (!compile_queue_.push(std::move(j), true)) done(error{"verifier is shutting down"});
+  ++compile_queued_;
+  if (!compile_queue_.push(std::move(j), true)) {
+    --compile_queued_;
+    done(error{"verifier is shutting down"});
+  }
+}
+
+verifier_load verifier::load() const {
+  return {compile_queued_.load(), compiling_.load(), run_queued_.load(), running_.load()};
 }
 
 std::future<result<verdict>> verifier::submit(std::shared_ptr<const task> t, std::string answer) {
@@ -104,7 +125,11 @@ result<std::future<result<verdict>>> verifier::try_submit(std::shared_ptr<const 
   auto promise = std::make_shared<std::promise<result<verdict>>>();
   auto future = promise->get_future();
   job j{std::move(t), std::move(answer), [promise](result<verdict> v) { promise->set_value(std::move(v)); }, {}};
-  if (!compile_queue_.push(std::move(j), false)) return error{"busy"};
+  ++compile_queued_;
+  if (!compile_queue_.push(std::move(j), false)) {
+    --compile_queued_;
+    return error{"busy"};
+  }
   return future;
 }
 

@@ -7,6 +7,7 @@
 #include "sandbox/task.hpp"
 #include "sandbox/verdict.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -27,6 +28,15 @@ struct verifier_config {
   std::vector<int> gpus;
   // Bound of the compile queue and of the run queue each. Default: 64
   std::size_t queue_capacity = 64;
+};
+
+// What the verifier holds at one moment (for live metrics); each count is read separately, so the
+// four may be off by a job that is moving between stages.
+struct verifier_load {
+  std::size_t compile_queued = 0;  // accepted, waiting for a compile worker
+  std::size_t compiling = 0;
+  std::size_t run_queued = 0;  // compiled, waiting for a run slot
+  std::size_t running = 0;
 };
 
 class verifier {
@@ -51,6 +61,8 @@ class verifier {
   [[nodiscard]] engine& verification_engine() { return *engine_; }
   [[nodiscard]] int compile_workers() const { return static_cast<int>(compile_threads_.size()); }
   [[nodiscard]] int run_slots() const { return static_cast<int>(run_threads_.size()); }
+  // Jobs per stage now. Thread-safe, lock-free.
+  [[nodiscard]] verifier_load load() const;
 
  private:
   struct job {
@@ -82,6 +94,8 @@ class verifier {
   std::unique_ptr<engine> engine_;
   job_queue compile_queue_;
   job_queue run_queue_;
+  // Stage counts for load(); a job is counted in one stage at a time.
+  std::atomic<std::size_t> compile_queued_{0}, compiling_{0}, run_queued_{0}, running_{0};
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;
 };

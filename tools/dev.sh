@@ -19,6 +19,7 @@ packages=(
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libtorch-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
   python3 python3-torch nodejs npm
+  libjs-chart.js chromium  # leap report: Chart.js embedded at build time; the e2e test renders in chromium
 )
 
 log() { printf '\033[1mdev.sh:\033[0m %s\n' "$*" >&2; }
@@ -79,8 +80,12 @@ case ${1:-help} in
   run)
     deps
     build --target leap
-    config=${2:-"$root/configs/quickstart.yaml"}
-    "$build_dir/bin/leap" simulate "$config" "${@:3}"
+    if [[ $# -ge 2 ]]; then
+      "$build_dir/bin/leap" run "$2" "${@:3}"
+    else
+      # The quickstart's paths (data.train, experiment.run_dir) are relative to the repository.
+      cd "$root" && "$build_dir/bin/leap" run configs/quickstart.yaml
+    fi
     ;;
   help|-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) log "unknown command '$1' (try: run, test, deps, build)"; exit 2 ;;

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <ostream>
+
 namespace leap::actors {
 namespace {
 
@@ -280,6 +283,138 @@ TEST(ExperimentTest, ResumeRedoesOnlyTheGroupsNotStored) {
   ASSERT_TRUE(records.ok());
   ASSERT_EQ(records->size(), 3u);
   for (const auto& r : *records) EXPECT_EQ(r.counts.groups, 3u);
+}
+
+// ---- dcp_adaptive across a resume ----------------------------------------------------------------
+
+// A small window so that the adaptive thresholds take over after one step and differ from the
+// static ones (tau [0.25, 1.0] of 4: {1, 4}).
+experiment_config adaptive_run_config(int steps) {
+  experiment_config c = small_config(steps, 3, 4, 2);
+  c.gate.policy = gate_policy::dcp_adaptive;
+  c.gate.adaptive_window = 5;
+  c.gate.adaptive_min_groups = 3;
+  c.gate.adaptive_low_quantile = 0.5;
+  c.gate.adaptive_high_quantile = 0.8;
+  return c;
+}
+
+// What the gate said of each stored training group from `first_step` on, in key order.
+struct gate_trace {
+  std::uint64_t step = 0;
+  std::uint32_t group = 0;
+  gate_decision gate = gate_decision::closed_no_debug;
+  int n_fail = 0;
+  fail_range thresholds;
+
+  friend bool operator==(const gate_trace&, const gate_trace&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const gate_trace& t) {
+    return os << t.step << "/" << t.group << ": " << to_string(t.gate) << " n_fail " << t.n_fail
+              << " [" << t.thresholds.lo << ", " << t.thresholds.hi << "]";
+  }
+};
+
+std::vector<gate_trace> gate_traces(const trajectory_store& store, std::uint64_t first_step) {
+  group_query q{"run", first_step, std::numeric_limits<std::uint64_t>::max(), split_kind::train,
+                {}};
+  q.decode.tokens = false;
+  auto groups = store.groups(q);
+  EXPECT_TRUE(groups.ok());
+  std::vector<gate_trace> out;
+  if (!groups.ok()) return out;
+  for (const auto& g : *groups) out.push_back({g.step, g.group_index, g.gate, g.n_fail, g.thresholds});
+  return out;
+}
+
+// Runs `stop_after` steps, then resumes from the store to `steps`; `replay_history` false drops
+// the plan's gate history (the behaviour before the fix).
+std::vector<gate_trace> run_with_resume(int stop_after, int steps, bool replay_history) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(stop_after);
+  s.train_tasks = tasks(7);
+  auto first = std::make_shared<std::optional<run_summary>>();
+  f.start(s, first);
+  f.c.run();
+  EXPECT_TRUE(first->has_value() && (*first)->status == run_status::finished);
+
+  s.config = adaptive_run_config(steps);
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  EXPECT_TRUE(plan.ok());
+  if (!plan.ok()) return {};
+  EXPECT_EQ(plan->first_step, static_cast<std::uint64_t>(stop_after));
+  EXPECT_EQ(plan->gate_history.size(), 5u);
+  if (!replay_history) plan->gate_history.clear();
+  s.resume = *plan;
+  f.services.learner = f.c.keep(f.c.system().spawn(testing::test_learner, f.shared));
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  EXPECT_TRUE(second->has_value() && (*second)->status == run_status::finished);
+  return gate_traces(*f.store, static_cast<std::uint64_t>(stop_after));
+}
+
+// The instant services answer each turn as a function of its request id, so both runs see the
+// same first-turn failures per group and the gate's decisions are a function of its history.
+TEST(ExperimentTest, ResumedAdaptiveGateDecidesAsTheUninterruptedRun) {
+  constexpr int steps = 5;
+  constexpr int stop_after = 2;
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(steps);
+  s.train_tasks = tasks(7);
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->status, run_status::finished) << (*out)->error;
+  const auto uninterrupted = gate_traces(*f.store, stop_after);
+  ASSERT_EQ(uninterrupted.size(), 9u);
+
+  EXPECT_EQ(run_with_resume(stop_after, steps, true), uninterrupted);
+  // The workload is one where the history matters: without it the resumed gate decides otherwise.
+  EXPECT_NE(run_with_resume(stop_after, steps, false), uninterrupted);
+}
+
+// The plan's gate history: the last adaptive_window training groups stored, stored steps in
+// flight included, validation groups (G = 2 here) never.
+TEST(ExperimentTest, PlanResumeKeepsTheLastWindowOfTrainingGroupsInStepGroupOrder) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(5);
+  s.config.rollout.validation.every = 1;
+  s.config.rollout.validation.n = 2;
+  s.train_tasks = tasks(7);
+  s.validation_tasks = tasks(2, "v");
+  // Step 3's group 2 never gets its answers: the run is stopped with step 3 in flight.
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/3/train/2/", 0) == 0; };
+  auto out = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, out);
+  f.c.run();
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->steps_completed, 3u);
+
+  auto plan = plan_resume(*f.store, "run", s.config, s.validation_tasks.size());
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  ASSERT_EQ(plan->first_step, 3u);
+  auto stored = f.store->groups({"run", 2, 3, split_kind::train, {}});
+  ASSERT_TRUE(stored.ok());
+  std::vector<std::string> keys;
+  std::vector<gate_observation> expected;
+  for (const auto& g : *stored) {
+    keys.push_back(std::to_string(g.step) + "/" + std::to_string(g.group_index));
+    expected.push_back({g.n_fail, 4});
+  }
+  ASSERT_EQ(keys, (std::vector<std::string>{"2/0", "2/1", "2/2", "3/0", "3/1"}));
+  EXPECT_EQ(plan->gate_history, expected);
+
+  // Other policies need no history.
+  s.config.gate.policy = gate_policy::dcp;
+  auto plain = plan_resume(*f.store, "run", s.config, s.validation_tasks.size());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->gate_history.empty());
 }
 
 TEST(ExperimentTest, AFailedGroupEndsTheRunWithItsMessage) {

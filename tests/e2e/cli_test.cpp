@@ -1,34 +1,17 @@
 // The `leap` command as a user runs it: real processes, real files, exit codes and messages.
+#include "e2e_support.hpp"
+
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace {
 
-struct run_output {
-  int exit_code = -1;
-  std::string text;  // stdout and stderr together
-};
-
-run_output run_leap(const std::string& args) {
-  // `timeout` bounds every call, so a hang fails the test instead of stalling CI.
-  const std::string command = "timeout 60 '" + std::string(LEAP_BINARY) + "' " + args + " 2>&1";
-  run_output out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using leap::e2e::leap_shell;
 
 std::string source(const std::string& relative) {
   return std::string(LEAP_SOURCE_DIR) + "/" + relative;
@@ -52,20 +35,20 @@ TEST(LeapCli, EverySubcommandHasHelp) {
   for (const char* args : {"--help", "config --help", "config check --help", "config keys --help",
                            "simulate --help"}) {
     SCOPED_TRACE(args);
-    const auto out = run_leap(args);
+    const auto out = leap_shell(args);
     EXPECT_EQ(out.exit_code, 0) << out.text;
     EXPECT_NE(out.text.find("Usage:"), std::string::npos) << out.text;
   }
 }
 
 TEST(LeapCli, NoSubcommandIsAnError) {
-  const auto out = run_leap("");
+  const auto out = leap_shell("");
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.text.find("subcommand"), std::string::npos) << out.text;
 }
 
 TEST(LeapCli, ConfigCheckPrintsTheResolvedConfig) {
-  const auto out = run_leap("config check '" + source("configs/quickstart.yaml") + "'");
+  const auto out = leap_shell("config check '" + source("configs/quickstart.yaml") + "'");
   EXPECT_EQ(out.exit_code, 0) << out.text;
   // Keys the file leaves out appear with their defaults.
   EXPECT_NE(out.text.find("lr: 1.0e-06"), std::string::npos) << out.text;
@@ -91,7 +74,7 @@ TEST(LeapCli, ConfigCheckRejectsEachKindOfBadConfigPrecisely) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     scratch_file file("bad.yaml", c.yaml);
-    const auto out = run_leap("config check '" + file.path() + "'");
+    const auto out = leap_shell("config check '" + file.path() + "'");
     EXPECT_EQ(out.exit_code, 1) << out.text;
     EXPECT_NE(out.text.find(file.path()), std::string::npos) << out.text;
     EXPECT_NE(out.text.find(c.expected), std::string::npos) << out.text;
@@ -99,21 +82,21 @@ TEST(LeapCli, ConfigCheckRejectsEachKindOfBadConfigPrecisely) {
 }
 
 TEST(LeapCli, ConfigCheckNamesAMissingFile) {
-  const auto out = run_leap("config check /nonexistent/leap.yaml");
+  const auto out = leap_shell("config check /nonexistent/leap.yaml");
   EXPECT_NE(out.exit_code, 0);
   EXPECT_NE(out.text.find("/nonexistent/leap.yaml"), std::string::npos) << out.text;
 }
 
 TEST(LeapCli, ConfigKeysIsTheMarkdownReference) {
-  const auto out = run_leap("config keys");
+  const auto out = leap_shell("config keys");
   EXPECT_EQ(out.exit_code, 0);
   EXPECT_NE(out.text.find("| `gate.tau_min` |"), std::string::npos) << out.text;
 }
 
 TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {
   const auto csv = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_sim.csv");
-  const auto out = run_leap("simulate '" + source("configs/quickstart.yaml") + "' --steps 3 --csv '" +
-                            csv.string() + "'");
+  const auto out = leap_shell("simulate '" + source("configs/quickstart.yaml") + "' --steps 3 --csv '" +
+                              csv.string() + "'");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("acc@3"), std::string::npos) << out.text;
   std::ifstream in(csv);
@@ -126,7 +109,7 @@ TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {
 
 TEST(LeapCli, SimulateRejectsABadConfigWithItsMessage) {
   scratch_file file("bad_sim.yaml", "simulation:\n  tasks: -3\n");
-  const auto out = run_leap("simulate '" + file.path() + "'");
+  const auto out = leap_shell("simulate '" + file.path() + "'");
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("simulation.tasks"), std::string::npos) << out.text;
 }

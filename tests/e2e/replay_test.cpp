@@ -1,45 +1,22 @@
 // `leap replay` as a user runs it on a real run folder: tables, CSV files, what-if overrides and a
 // what-if config, and errors that name the problem. Every call is bounded by `timeout`.
+#include "e2e_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct run_output {
-  int exit_code = -1;
-  std::string text;  // stdout and stderr together
-};
-
-run_output run_leap(const std::string& args, int timeout_s = 60) {
-  const std::string command = "timeout " + std::to_string(timeout_s) + " '" +
-                              std::string(LEAP_BINARY) + "' " + args + " 2>&1";
-  run_output out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using leap::e2e::leap_shell;
+using leap::e2e::read_file;
+using leap::e2e::run_output;
 
 // One finished run (one python task, two steps), shared by the tests of this file.
 class ReplayE2E : public ::testing::Test {
@@ -48,11 +25,7 @@ class ReplayE2E : public ::testing::Test {
     root_ =
         new fs::path(fs::temp_directory_path() / ("leap-e2e-replay-" + std::to_string(::getpid())));
     fs::remove_all(*root_);
-    const fs::path suite = fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite";
-    for (const char* task : {"python/flatten", "python/two_sum"}) {
-      fs::create_directories(*root_ / "suite" / task);
-      fs::copy(suite / task, *root_ / "suite" / task, fs::copy_options::recursive);
-    }
+    leap::e2e::copy_suite_tasks(*root_, {"python/flatten", "python/two_sum"});
     std::ofstream(*root_ / "config.yaml")
         << "experiment:\n  name: replayed\n  seed: 2\n  run_dir: " << (*root_ / "run").string()
         << "\n  steps: 2\ndata:\n  train: " << (*root_ / "suite").string()
@@ -60,7 +33,7 @@ class ReplayE2E : public ::testing::Test {
         << "    every: 0\ngate:\n  policy: dcp\n  tau_min: 0.5\n  tau_max: 1.0\n"
         << "policy:\n  flavour: embedded\nverifier:\n  gpu_slots: 0\n";
     std::ofstream(*root_ / "binary.yaml") << "reward:\n  kind: binary\ngate:\n  policy: none\n";
-    run_ = new run_output(run_leap("run '" + (*root_ / "config.yaml").string() + "'", 300));
+    run_ = new run_output(leap_shell("run '" + (*root_ / "config.yaml").string() + "'", 300));
   }
   static void TearDownTestSuite() {
     std::error_code ec;
@@ -79,29 +52,29 @@ fs::path* ReplayE2E::root_ = nullptr;
 run_output* ReplayE2E::run_ = nullptr;
 
 TEST_F(ReplayE2E, PrintsTheTablesAndWritesCsv) {
-  const auto out = run_leap("replay '" + run_dir() + "'");
+  const auto out = leap_shell("replay '" + run_dir() + "'");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   for (const char* text : {"run 'replayed' (finished)", "pass@1", "pass@3", "recov/rol", "probes",
                            "turns/pass", "wall_s", "rollouts with a non-zero advantage"}) {
     EXPECT_NE(out.text.find(text), std::string::npos) << text << "\n" << out.text;
   }
-  const auto steps = read(fs::path(run_dir()) / "replay" / "steps.csv");
+  const auto steps = read_file(fs::path(run_dir()) / "replay" / "steps.csv");
   EXPECT_EQ(steps.rfind("step,groups,activated,activated_fraction,acc_at_1,acc_at_2,acc_at_3,", 0),
             0u)
       << steps;
   EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), 3);  // header + 2 steps
-  EXPECT_FALSE(read(fs::path(run_dir()) / "replay" / "composition.csv").empty());
+  EXPECT_FALSE(read_file(fs::path(run_dir()) / "replay" / "composition.csv").empty());
   EXPECT_FALSE(fs::exists(fs::path(run_dir()) / "replay" / "whatif.csv"));
 }
 
 TEST_F(ReplayE2E, WhatIfOverridesAndConfigRescoreTheStoredVerdicts) {
   const fs::path out_dir = *root_ / "whatif";
-  auto out = run_leap("replay '" + run_dir() + "' --out '" + out_dir.string() +
-                      "' --gate none --reward binary");
+  auto out = leap_shell("replay '" + run_dir() + "' --out '" + out_dir.string() +
+                        "' --gate none --reward binary");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("what-if"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("gate none"), std::string::npos) << out.text;
-  const auto csv = read(out_dir / "whatif.csv");
+  const auto csv = read_file(out_dir / "whatif.csv");
   // Gate none opens nothing: the last (total) row's activated_after is 0.
   const auto last = csv.substr(csv.rfind("\nall,") + 1);
   std::stringstream cells(last);
@@ -110,8 +83,8 @@ TEST_F(ReplayE2E, WhatIfOverridesAndConfigRescoreTheStoredVerdicts) {
   ASSERT_GE(row.size(), 4u) << csv;
   EXPECT_EQ(row[3], "0") << csv;
 
-  out = run_leap("replay '" + run_dir() + "' --out '" + out_dir.string() + "' --what-if '" +
-                 (*root_ / "binary.yaml").string() + "'");
+  out = leap_shell("replay '" + run_dir() + "' --out '" + out_dir.string() + "' --what-if '" +
+                   (*root_ / "binary.yaml").string() + "'");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("binary.yaml: gate none"), std::string::npos) << out.text;
 }
@@ -132,7 +105,7 @@ TEST_F(ReplayE2E, ErrorsNameTheProblem) {
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.args);
-    const auto out = run_leap(r.args);
+    const auto out = leap_shell(r.args);
     EXPECT_EQ(out.exit_code, 1) << out.text;
     EXPECT_NE(out.text.find(r.expected), std::string::npos) << out.text;
   }

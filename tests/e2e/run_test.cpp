@@ -2,16 +2,16 @@
 // real sandbox compiling and running cpp and python candidates, the real RocksDB store. A few steps
 // run, `leap replay` recomputes the same numbers from the store, and a run killed with SIGKILL in
 // the middle of a step resumes without losing or redoing a completed group. Every wait is bounded.
+#include "e2e_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
-#include <poll.h>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -24,137 +24,17 @@
 namespace {
 
 namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
-
-// A child `leap` process whose stdout and stderr are read through one pipe.
-class leap_process {
- public:
-  explicit leap_process(const std::vector<std::string>& args) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::dup2(fds[1], 2);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      std::vector<char*> argv;
-      std::string binary = LEAP_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-  }
-  ~leap_process() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) ::close(fd_);
-  }
-  leap_process(const leap_process&) = delete;
-  leap_process& operator=(const leap_process&) = delete;
-
-  // Reads output until `done(output)` holds or the deadline passes; returns whether it held.
-  template <class Predicate>
-  bool read_until(Predicate done, std::chrono::seconds timeout) {
-    const auto deadline = clock_type::now() + timeout;
-    while (!done(output_)) {
-      if (clock_type::now() > deadline) return false;
-      if (!pump(100)) {
-        // The pipe closed: the process is gone; one last look.
-        return done(output_);
-      }
-    }
-    return true;
-  }
-
-  // Waits for the exit, reading output meanwhile; nullopt on timeout (the process is then killed).
-  std::optional<int> wait(std::chrono::seconds timeout) {
-    const auto deadline = clock_type::now() + timeout;
-    while (clock_type::now() < deadline) {
-      pump(100);
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        while (pump(0)) {
-        }
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-    }
-    return std::nullopt;
-  }
-
-  void signal(int sig) { ::kill(pid_, sig); }
-
-  void kill9() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    exited_ = true;
-  }
-
-  [[nodiscard]] const std::string& output() const { return output_; }
-
- private:
-  // false once the pipe is closed.
-  bool pump(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return true;
-    char buffer[4096];
-    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
-    if (n > 0) {
-      output_.append(buffer, static_cast<std::size_t>(n));
-      return true;
-    }
-    return n < 0 && errno == EAGAIN;
-  }
-
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  bool exited_ = false;
-  std::string output_;
-};
-
-struct finished {
-  int exit_code = -1;
-  std::string output;
-};
-
-finished run_leap(const std::vector<std::string>& args, std::chrono::seconds timeout) {
-  leap_process p(args);
-  auto code = p.wait(timeout);
-  EXPECT_TRUE(code.has_value()) << "leap timed out:\n" << p.output();
-  return {code.value_or(-1), p.output()};
-}
+using leap::e2e::clock_type;
+using leap::e2e::leap_process;
+using leap::e2e::run_leap;
 
 // A private folder with a small suite copied from the project's (two cpp and two python tasks, so
 // that the test is bounded), removed at the end.
-class e2e_dir {
+class e2e_dir : public leap::e2e::scratch_dir {
  public:
-  e2e_dir() {
-    root_ = fs::temp_directory_path() /
-            ("leap-e2e-run-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "suite");
-    const fs::path suite = fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite";
-    for (const char* task :
-         {"cpp/axpby", "cpp/prefix_sum_int", "python/flatten", "python/two_sum"}) {
-      fs::create_directories(root_ / "suite" / task);
-      fs::copy(suite / task, root_ / "suite" / task, fs::copy_options::recursive);
-    }
-  }
-  ~e2e_dir() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  [[nodiscard]] const fs::path& root() const { return root_; }
+  e2e_dir()
+      : scratch_dir("run",
+                    {"cpp/axpby", "cpp/prefix_sum_int", "python/flatten", "python/two_sum"}) {}
 
   // A config for this folder; `steps` and `batch` vary per test.
   std::string write_config(int steps, int batch) const {
@@ -172,10 +52,6 @@ class e2e_dir {
     std::ofstream(path) << yaml.str();
     return path.string();
   }
-
- private:
-  static inline int counter_ = 0;
-  fs::path root_;
 };
 
 // The progress lines of a run: step (1-based) -> pass@m values and activated count.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace leap {
@@ -357,6 +358,38 @@ TEST(AdaptiveGate, OutOfContractGroupsAreClampedOrIgnored) {
   }
   EXPECT_EQ(gate.current_range(8), (fail_range{8, 8}));
   EXPECT_EQ(gate.current_range(0), (fail_range{1, 0}));
+}
+
+// record() builds the history decide_and_record() builds (a resumed run replays the stored groups
+// with it): the same clamping, the same ignored groups, the same window. The history is private,
+// so it is compared through what it determines: its size and the thresholds for every G.
+TEST(AdaptiveGate, RecordBuildsTheHistoryDecideAndRecordBuilds) {
+  const std::vector<std::pair<int, int>> groups = {
+      {1, 8}, {3, 0}, {5, 8}, {12, 8}, {0, 8}, {2, 4}, {-1, 8}, {7, 8}, {3, 6},
+      {4, 8}, {6, 8}, {1, 2}, {8, 8}, {2, 8}, {3, -2}, {5, 8}, {6, 16}};
+  adaptive_gate decided(adaptive_config());
+  adaptive_gate recorded(adaptive_config());
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto [n_fail, size] = groups[i];
+    (void)decided.decide_and_record(n_fail, size);
+    recorded.record(n_fail, size);
+    ASSERT_EQ(recorded.groups_seen(), decided.groups_seen()) << "after group " << i;
+    for (int g = 0; g <= 16; ++g) {
+      ASSERT_EQ(recorded.current_range(g), decided.current_range(g))
+          << "after group " << i << ", G=" << g;
+    }
+  }
+  EXPECT_EQ(recorded.groups_seen(), 8U);  // the window's cap
+  for (int n_fail = 0; n_fail <= 8; ++n_fail) {
+    adaptive_gate a = decided;
+    adaptive_gate b = recorded;
+    EXPECT_EQ(b.decide_and_record(n_fail, 8), a.decide_and_record(n_fail, 8)) << n_fail;
+  }
+  gate_config no_window = adaptive_config();
+  no_window.adaptive_window = 0;
+  adaptive_gate none(no_window);
+  none.record(3, 8);
+  EXPECT_EQ(none.groups_seen(), 0U);
 }
 
 TEST(GateNames, RoundTripEveryValue) {

@@ -6,6 +6,7 @@
 // Reads the store only (it may run beside a live run).
 #include "actors/replay.hpp"
 #include "orchestrator/config.hpp"
+#include "orchestrator/run_telemetry.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 
@@ -169,6 +170,16 @@ int run_replay(const replay_options& o) {
     const auto whatif = actors::what_if(*data, *alternative);
     std::printf("\n%s", actors::format_whatif_table(whatif, description).c_str());
     if (auto written = write_text(out_dir / "whatif.csv", actors::whatif_csv(whatif)); !written) {
+      return fail(written.err().message);
+    }
+  }
+  // What the live metrics said at each step's end, as `leap run` stored it (not recomputed).
+  auto records = store.steps(run->id);
+  if (!records) return fail(records.err().message);
+  if (const auto table = telemetry::format_telemetry_table(*records); !table.empty()) {
+    std::printf("\n%s", table.c_str());
+    if (auto written = write_text(out_dir / "telemetry.csv", telemetry::telemetry_csv(*records));
+        !written) {
       return fail(written.err().message);
     }
   }

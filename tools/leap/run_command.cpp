@@ -1,6 +1,7 @@
-// `leap run CONFIG`: the main job. Builds the actor graph (policy client, or the project's scripted
-// server started in-process for policy.flavour embedded; the sandbox verifier; the RocksDB store in
-// the run folder; the record learner) and runs the experiment, printing a progress line per step
+// `leap run CONFIG`: the main job. Builds the actor graph (policy client, or the project's server
+// started in-process for policy.flavour embedded, scripted or LibTorch on policy.model; the sandbox
+// verifier; the RocksDB store in the run folder; the record or LibTorch learner, whose weights the
+// generator's weight sync hands to the servers after each step) and runs the experiment, printing a progress line per step
 // and a summary table at the end. A run folder that already holds the run continues it. SIGINT and
 // SIGTERM stop cleanly: in-flight groups are abandoned (a later `leap run` redoes them).
 #include "actors/experiment.hpp"
@@ -12,7 +13,10 @@
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
 #include "actors/tasks.hpp"
+#include "actors/torch_learner.hpp"
+#include "actors/torch_policy_backend.hpp"
 #include "actors/verifier.hpp"
+#include "actors/remote_verifier.hpp"
 #include "orchestrator/config.hpp"
 #include "policy/client.hpp"
 #include "policy/scripted_backend.hpp"
@@ -20,6 +24,7 @@
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/run_metrics.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -44,6 +49,7 @@ namespace {
 struct run_options {
   std::string config_path;
   bool quiet = false;
+  run_metrics_options metrics;
 };
 
 int fail(const std::string& message) {
@@ -185,9 +191,16 @@ int run_experiment(const run_options& options) {
   auto config = parse_config(*config_text, options.config_path);
   if (!config) return fail(config.err().message);
   const auto& c = *config;
-  if (c.learner.kind == learner_kind::torch) {
+  if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::vllm) {
     return fail(options.config_path +
-                ": learner.kind: torch is not wired into leap run yet; use record");
+                ": learner.kind torch: vLLM has no route that reloads full weights from a "
+                "folder; use policy.flavour sglang (/update_weights_from_disk) or embedded");
+  }
+  if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::embedded &&
+      c.policy.model.empty()) {
+    return fail(options.config_path +
+                ": policy.model: required with learner.kind torch and policy.flavour embedded: "
+                "the model folder the embedded server serves (normally learner.model_path)");
   }
 
   auto tasks = actors::load_run_tasks(c.data, c.experiment.seed);
@@ -237,10 +250,50 @@ int run_experiment(const run_options& options) {
                 c.experiment.steps, stored_groups);
   }
 
-  // The policy: the scripted server in-process for `embedded`, else the configured endpoints.
+  // The learner: LibTorch training learner.model_path (resuming from the newest checkpoint in the
+  // run folder), or the record learner.
+  std::unique_ptr<actors::torch_learner> torch_learner;
+  if (c.learner.kind == learner_kind::torch) {
+    actors::torch_learner_options lo;
+    lo.model_dir = c.learner.model_path;
+    lo.checkpoint_dir = c.learner.checkpoint_dir.empty() ? (run_dir / "checkpoints").string()
+                                                         : c.learner.checkpoint_dir;
+    lo.weights_dir = (run_dir / "weights").string();
+    lo.trainer = actors::trainer_options_of(c.learner);
+    lo.checkpoint_every = c.learner.checkpoint_every;
+    lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
+    lo.initial_version = plan->weight_version;
+    auto created = actors::torch_learner::create(std::move(lo));
+    if (!created) return fail(created.err().message);
+    torch_learner = std::move(*created);
+  }
+
+  // The policy: for `embedded` the project's server in-process (the LibTorch backend on
+  // policy.model, else the scripted backend), otherwise the configured endpoints.
   std::unique_ptr<policy::policy_server> server;
   std::vector<std::string> endpoints = c.policy.endpoints;
-  if (c.policy.flavour == policy_flavour::embedded) {
+  if (c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty()) {
+    // With the torch learner the server starts from the weights the learner holds, which are a
+    // resumed run's newest checkpoint.
+    const std::string weights =
+        torch_learner ? torch_learner->current_weights() : c.policy.model;
+    auto model_config = learner::read_model_config(weights);
+    if (!model_config) return fail("policy.model: " + model_config.err().message);
+    auto backend = actors::make_torch_policy_backend(weights);
+    if (!backend) return fail("policy.model: " + backend.err().message);
+    policy::server_config server_config;
+    server_config.host = "127.0.0.1";
+    server_config.port = 0;
+    server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
+    server_config.model_name = c.policy.model;  // the name the client sends
+    server_config.max_model_len = static_cast<int>(
+        std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
+    server_config.weight_version = static_cast<std::int64_t>(plan->weight_version);
+    auto started = policy::policy_server::start(server_config, *backend);
+    if (!started) return fail("policy.flavour embedded: " + started.err().message);
+    server = std::move(*started);
+    endpoints = {server->base_url()};
+  } else if (c.policy.flavour == policy_flavour::embedded) {
     policy::scripted_config sc;
     sc.seed = c.experiment.seed;
     for (const auto* list : {&tasks->train, &tasks->validation}) {
@@ -274,6 +327,13 @@ int run_experiment(const run_options& options) {
 
   auto verifier = sandbox::verifier::create(verifier_settings(c, has_cuda));
   if (!verifier) return fail("verifier: " + verifier.err().message);
+  // Remote verifier nodes: a dispatcher stands in for the local pool (actors/remote_verifier.hpp).
+  std::optional<actors::dispatcher_settings> nodes;
+  if (!c.verifier.nodes.empty()) {
+    auto settings = actors::dispatcher_settings_of(c.verifier);
+    if (!settings) return fail(options.config_path + ": " + settings.err().message);
+    nodes = std::move(*settings);
+  }
 
   std::printf(
       "run '%s': %d steps x %d tasks x %d rollouts, up to %d turns | gate %s, reward %s, "
@@ -284,27 +344,47 @@ int run_experiment(const run_options& options) {
       endpoints.front().c_str());
   std::fflush(stdout);
 
+  // Live metrics: RUN_DIR/metrics.prom and metrics.json (tools/leap/run_metrics.hpp).
+  run_metrics metrics(run_dir, options.metrics, client->get(), verifier->get());
+
   actors::run_summary summary;
   {
     caf::actor_system_config cfg;
     cfg.set("logger.verbosity", caf::atom("quiet"));
     actors::register_message_types(cfg);
+    if (nodes) actors::configure_node_transport(cfg, nodes->transport);
     caf::actor_system system{cfg};
 
     actors::generator_pool_config gc;
     gc.max_in_flight = c.policy.max_in_flight * static_cast<int>(endpoints.size());
     gc.initial_weight_version = plan->weight_version;
+    gc.telemetry = metrics.telemetry();
+    // The torch learner's weights reach the servers through SGLang's disk route, which the
+    // embedded server implements too: each step's folder is reloaded and the version recorded.
+    if (torch_learner) gc.sync_plan = policy::sglang_disk_plan();
     actors::verifier_pool_config vc;
     vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
     actors::experiment_services services;
     services.generator = actors::spawn_generator_pool(system, **client, renderer, gc);
-    services.verifier = actors::spawn_verifier_pool(system, **verifier, table, vc);
+    const auto local_verifier = actors::spawn_verifier_pool(system, **verifier, table, vc);
+    services.verifier = local_verifier;
+    if (nodes) {
+      nodes->log = [](const std::string& line) {
+        std::fprintf(stderr, "leap run: %s\n", line.c_str());
+      };
+      services.verifier = actors::spawn_verifier_dispatcher(system, local_verifier, *nodes);
+    }
     services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
     services.store = actors::spawn_store(system, store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
+    lc.telemetry = metrics.telemetry();
     services.learner = actors::spawn_learner(
-        system, actors::make_record_learner(run_dir / "batches", plan->weight_version), lc);
+        system,
+        torch_learner ? std::shared_ptr<actors::learner_backend>(std::move(torch_learner))
+                      : std::shared_ptr<actors::learner_backend>(actors::make_record_learner(
+                            run_dir / "batches", plan->weight_version)),
+        lc);
 
     actors::experiment_settings settings;
     settings.run_id = run_id;
@@ -312,14 +392,13 @@ int run_experiment(const run_options& options) {
     settings.train_tasks = group_tasks(tasks->train);
     settings.validation_tasks = group_tasks(tasks->validation);
     settings.resume = *plan;
-    // gate.probe_fraction is read by name so that it takes effect once the schema has it.
-    if (auto probe = config_value(c, "gate.probe_fraction")) {
-      settings.probe_fraction = std::strtod(probe->c_str(), nullptr);
-    }
+    settings.probe_fraction = c.gate.probe_fraction;
+    settings.telemetry = metrics.telemetry();
     const bool quiet = options.quiet;
-    settings.progress.on_step = [](const actors::step_progress& p) {
+    settings.progress.on_step = [m = &metrics](const actors::step_progress& p) {
       std::printf("%s\n", actors::format_step_line(p).c_str());
       std::fflush(stdout);
+      m->request_write();
     };
     settings.progress.on_validation = [](const actors::validation_progress& p) {
       std::printf("%s\n", actors::format_validation_line(p).c_str());
@@ -347,7 +426,11 @@ int run_experiment(const run_options& options) {
       self->send_exit(services.learner, caf::exit_reason::user_shutdown);
       self->wait_for(services.generator, services.verifier, services.scorer, services.store,
                      services.learner);
+      self->send_exit(local_verifier, caf::exit_reason::user_shutdown);  // behind a dispatcher
+      self->wait_for(local_verifier);
     }
+    // The last metrics write; the writer samples the client and the verifier no more.
+    metrics.stop();
     // The client's destructor runs the cancelled callbacks, which still send into the system.
     client->reset();
     verifier->reset();
@@ -387,6 +470,11 @@ void add_run(CLI::App& app, int* exit_code) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_flag("--quiet", options->quiet, "Only progress lines and the summary; no event log");
+  cmd->add_option("--metrics-interval", options->metrics.interval_s,
+                  "Seconds between writes of RUN_DIR/metrics.prom and metrics.json (also written "
+                  "at each step's end and at exit); 0: only then")
+      ->default_val(5.0)
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([options, exit_code] { *exit_code = run_experiment(*options); });
 }
 

@@ -1,6 +1,9 @@
 // `leap serve-policy`: the project's OpenAI-compatible policy server, so that everything runs on a
-// machine without vLLM. Today's backend is `scripted` (a task suite's known good and wrong
-// answers); the LibTorch backend plugs into the same server later.
+// machine without vLLM. Backends: `scripted` (a task suite's known good and wrong answers) and
+// `torch` (--model DIR: a byte-level model served by LibTorch, weights reloaded by the
+// weight-update routes from a learner checkpoint).
+#include "actors/torch_policy_backend.hpp"
+#include "learner/model_config.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/scripted_suite.hpp"
 #include "policy/server.hpp"
@@ -9,8 +12,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -25,10 +30,13 @@ namespace {
 struct serve_policy_options {
   std::string backend = "scripted";
   std::string suite;
+  std::string model;
+  std::string device = "cpu";
+  std::string dtype = "float32";
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string model_name = "leap-scripted";
-  int max_model_len = 32768;
+  std::string model_name;  // Default: leap-scripted, or the --model folder's name
+  int max_model_len = 0;   // Default: 32768, or the model's max_position_embeddings
   std::size_t threads = 256;
   std::size_t stream_chunk_tokens = 16;
   std::uint64_t seed = 0;
@@ -114,32 +122,77 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
   return config;
 }
 
-int run(const serve_policy_options& o) {
-  if (o.backend != "scripted") {
-    return fail("--backend '" + o.backend + "' is not available; choose scripted");
+// The backend and the line that describes it; max_model_len and model_name resolved.
+struct chosen_backend {
+  std::shared_ptr<policy::policy_backend> backend;
+  std::string description;
+  std::string model_name;
+  int max_model_len = 32768;
+};
+
+result<chosen_backend> choose_backend(const serve_policy_options& o) {
+  chosen_backend out;
+  const bool torch = o.backend == "torch" || !o.model.empty();
+  if (!torch && o.backend != "scripted") {
+    return error{"--backend '" + o.backend + "' is not available; choose scripted or torch"};
+  }
+  if (torch) {
+    if (o.model.empty()) return error{"--model is required with --backend torch"};
+    if (!o.suite.empty()) return error{"--suite is for the scripted backend; --model serves a model"};
+    auto config = learner::read_model_config(o.model);
+    if (!config) return config.err().wrap("--model");
+    auto backend = actors::make_torch_policy_backend(o.model, {o.device, o.dtype});
+    if (!backend) return backend.err().wrap("--model");
+    out.backend = std::move(*backend);
+    out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
+                      ", " + std::to_string(config->num_hidden_layers) + " layers, hidden " +
+                      std::to_string(config->hidden_size) + ", byte-level tokenizer)";
+    auto name = std::filesystem::path(o.model).lexically_normal().filename().string();
+    if (name.empty()) {  // "models/tiny/" normalises to "models/tiny/", whose filename is ""
+      name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
+    }
+    out.model_name = o.model_name.empty() ? name : o.model_name;
+    out.max_model_len = o.max_model_len > 0
+                            ? o.max_model_len
+                            : static_cast<int>(std::min<std::int64_t>(
+                                  config->max_position_embeddings, 32768));
+    return out;
   }
   if (o.suite.empty()) {
-    return fail("--suite is required with --backend scripted");
-  }
-  auto faults = policy::parse_fault_spec(o.faults);
-  if (!faults) {
-    return fail("--faults: " + faults.err().message);
+    return error{"--suite is required with --backend scripted"};
   }
   auto scripted = scripted_config_from(o);
   if (!scripted) {
-    return fail(scripted.err().message);
+    return scripted.err();
   }
   const std::size_t task_count = scripted->tasks.size();
   auto backend = policy::scripted_backend::create(std::move(*scripted));
   if (!backend) {
-    return fail(backend.err().message);
+    return backend.err();
+  }
+  out.backend = std::move(*backend);
+  out.description =
+      "scripted backend, " + std::to_string(task_count) + " tasks from " + o.suite;
+  out.model_name = o.model_name.empty() ? "leap-scripted" : o.model_name;
+  out.max_model_len = o.max_model_len > 0 ? o.max_model_len : 32768;
+  return out;
+}
+
+int run(const serve_policy_options& o) {
+  auto faults = policy::parse_fault_spec(o.faults);
+  if (!faults) {
+    return fail("--faults: " + faults.err().message);
+  }
+  auto chosen = choose_backend(o);
+  if (!chosen) {
+    return fail(chosen.err().message);
   }
 
   policy::server_config config;
   config.host = o.host;
   config.port = o.port;
-  config.model_name = o.model_name;
-  config.max_model_len = o.max_model_len;
+  config.model_name = chosen->model_name;
+  config.max_model_len = chosen->max_model_len;
   config.threads = o.threads;
   config.stream_chunk_tokens = o.stream_chunk_tokens;
   config.weight_version = o.weight_version;
@@ -155,12 +208,12 @@ int run(const serve_policy_options& o) {
   sigset_t previous;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
 
-  auto server = policy::policy_server::start(std::move(config), std::move(*backend));
+  auto server = policy::policy_server::start(std::move(config), std::move(chosen->backend));
   if (!server) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     return fail(server.err().message);
   }
-  std::cout << "leap serve-policy: scripted backend, " << task_count << " tasks from " << o.suite
+  std::cout << "leap serve-policy: " << chosen->description
             << (faults->any() ? ", faults on" : "") << "\n"
             << "leap serve-policy: listening on " << (*server)->base_url() << std::endl;
 
@@ -181,7 +234,17 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
       "Serve a policy over OpenAI-compatible HTTP (vLLM's /v1/completions and "
       "/v1/chat/completions, SGLang's /generate, /tokenize, /metrics, weight-update and pause "
       "routes). Prints the bound address; stops cleanly on SIGINT or SIGTERM.");
-  cmd->add_option("--backend", options->backend, "Which policy answers: scripted")
+  cmd->add_option("--backend", options->backend,
+                  "Which policy answers: scripted, or torch (implied by --model)")
+      ->capture_default_str();
+  cmd->add_option("--model", options->model,
+                  "Model folder (config.json + safetensors) served by LibTorch; byte-level "
+                  "vocabulary (261 ids, as `leap init-model` writes). The weight-update routes "
+                  "reload from the folder they name (a learner checkpoint)");
+  cmd->add_option("--device", options->device, "Device of --model: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  cmd->add_option("--dtype", options->dtype,
+                  "Dtype of --model: float32, bfloat16, float16, float64 or auto")
       ->capture_default_str();
   cmd->add_option("--suite", options->suite,
                   "Task suite folder for the scripted backend (<kind>/<name>/task.json, "
@@ -193,10 +256,11 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", options->seed, "Seed of every scripted choice and injected fault")
       ->capture_default_str();
   cmd->add_option("--model-name", options->model_name,
-                  "Model name served; requests naming another get 404")
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", options->max_model_len, "Context length in tokens")
-      ->capture_default_str()
+                  "Model name served; requests naming another get 404. Default: leap-scripted, "
+                  "or the --model folder's name");
+  cmd->add_option("--max-model-len", options->max_model_len,
+                  "Context length in tokens. Default: 32768, or --model's "
+                  "max_position_embeddings")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", options->threads,
                   "Worker threads; at least the number of connections clients keep open")

@@ -1,0 +1,158 @@
+#include "actors/torch_learner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+namespace leap::actors {
+
+learner::trainer_options trainer_options_of(const learner_section& l) {
+  learner::trainer_options o;
+  o.optimizer.lr = l.lr;
+  o.optimizer.beta1 = l.betas[0];
+  o.optimizer.beta2 = l.betas[1];
+  o.optimizer.weight_decay = l.weight_decay;
+  o.optimizer.max_grad_norm = l.grad_clip;
+  o.optimizer.warmup_steps = l.warmup_steps;
+  o.loss.clip_low = l.clip_low;
+  o.loss.clip_high = l.clip_high;
+  o.loss.kl_coef = l.kl_coef;
+  switch (l.loss_aggregation) {
+    case loss_aggregation_kind::token_mean:
+      o.loss.aggregation = learner::loss_aggregation::token_mean;
+      break;
+    case loss_aggregation_kind::seq_mean_token_mean:
+      o.loss.aggregation = learner::loss_aggregation::seq_mean_token_mean;
+      break;
+    case loss_aggregation_kind::seq_mean_token_sum:
+      o.loss.aggregation = learner::loss_aggregation::seq_mean_token_sum;
+      break;
+  }
+  o.batching.micro_batch_tokens = l.micro_batch_tokens;
+  o.batching.mini_batches = l.mini_batches;
+  return o;
+}
+
+learner::sequence to_learner_sequence(const training_sequence& s) {
+  learner::sequence out;
+  out.token_ids.assign(s.tokens.begin(), s.tokens.end());
+  out.loss_mask = s.mask;
+  out.behaviour_logprobs = s.behaviour_logprobs;
+  out.advantages = s.advantages;
+  return out;
+}
+
+namespace {
+
+std::string step_folder(const std::string& dir, std::uint64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08llu", static_cast<unsigned long long>(step));
+  return (std::filesystem::path(dir) / name).string();
+}
+
+}  // namespace
+
+result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_options options) {
+  std::error_code ec;
+  for (auto* dir : {&options.checkpoint_dir, &options.weights_dir}) {
+    std::filesystem::create_directories(*dir, ec);
+    if (ec) return error{*dir + ": cannot create: " + ec.message()};
+    // Absolute: the folders are handed to servers that may run in another working directory.
+    *dir = std::filesystem::absolute(*dir, ec).lexically_normal().string();
+  }
+  options.trainer.checkpoint.dir = options.checkpoint_dir;
+  options.trainer.checkpoint.resume = true;
+  // 0 = only after the last step, which train() saves itself.
+  options.trainer.checkpoint.every = options.checkpoint_every > 0
+                                         ? options.checkpoint_every
+                                         : std::numeric_limits<std::int64_t>::max();
+  auto trainer = learner::trainer::create(options.model_dir, options.trainer);
+  if (!trainer) return trainer.err().wrap("learner.kind torch: " + options.model_dir);
+  // The weights it starts from: the resumed checkpoint's, else the initial model's.
+  std::string weights = options.model_dir;
+  auto latest = learner::latest_checkpoint(options.checkpoint_dir);
+  if (!latest) return latest.err();
+  if (!latest->empty()) weights = *latest;
+  // Weights-only folders of later steps carry no optimiser state, so the trainer cannot resume
+  // from them: the servers must serve the checkpoint's weights to stay on-policy.
+  return std::unique_ptr<torch_learner>(
+      new torch_learner(std::move(options), std::move(*trainer), std::move(weights)));
+}
+
+torch_learner::torch_learner(torch_learner_options options, learner::trainer trainer,
+                             std::string weights)
+    : options_(std::move(options)),
+      trainer_(std::make_unique<learner::trainer>(std::move(trainer))),
+      current_weights_(std::move(weights)),
+      version_(options_.initial_version) {}
+
+torch_learner::~torch_learner() = default;
+
+std::int64_t torch_learner::trainer_step() const { return trainer_->step(); }
+
+result<backend_step> torch_learner::train(std::uint64_t step,
+                                          std::vector<training_sequence> batch) {
+  learner::update_batch update;
+  update.sequences.reserve(batch.size());
+  bool any_trained = false;
+  for (const auto& s : batch) {
+    update.sequences.push_back(to_learner_sequence(s));
+    for (auto m : s.mask) any_trained = any_trained || m != 0;
+  }
+  backend_step out;
+  out.metrics["sequences"] = static_cast<double>(batch.size());
+  if (!any_trained) {
+    // Nothing to learn from: the weights stay; the version still counts the step.
+    out.metrics["skipped"] = 1;
+    out.weight_version = ++version_;
+    out.weights_path = current_weights_;
+    return out;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto report = trainer_->update(update);
+  if (!report) return report.err();
+  std::string weights = report->checkpoint_dir;
+  if (weights.empty() && options_.total_steps > 0 && step + 1 >= options_.total_steps) {
+    auto saved = trainer_->save_checkpoint();
+    if (!saved) return saved.err();
+    weights = *saved;
+  }
+  if (weights.empty()) {
+    // No checkpoint this step: the weights alone, for the servers to reload.
+    weights = step_folder(options_.weights_dir, static_cast<std::uint64_t>(report->step));
+    if (auto saved = trainer_->current_policy().save(weights); !saved) return saved.err();
+    // Keep the newest two: the one just written and the one the servers may still be loading.
+    std::error_code ec;
+    std::vector<std::string> folders;
+    for (const auto& e : std::filesystem::directory_iterator(options_.weights_dir, ec)) {
+      folders.push_back(e.path().string());
+    }
+    std::sort(folders.begin(), folders.end());
+    for (std::size_t i = 0; i + 2 < folders.size(); ++i) std::filesystem::remove_all(folders[i], ec);
+  }
+  const auto& m = report->summary;
+  out.metrics["loss"] = m.loss;
+  out.metrics["pg_loss"] = m.pg_loss;
+  out.metrics["kl"] = m.kl;
+  out.metrics["behaviour_kl"] = m.behaviour_kl;
+  out.metrics["clip_fraction"] = m.clip_fraction;
+  out.metrics["entropy"] = m.entropy;
+  out.metrics["grad_norm"] = m.grad_norm;
+  out.metrics["lr"] = m.lr;
+  out.metrics["tokens"] = static_cast<double>(m.tokens);
+  out.metrics["trained_tokens"] = static_cast<double>(m.trained_tokens);
+  out.metrics["tokens_per_second"] = m.tokens_per_second;
+  out.metrics["update_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.metrics["optimizer_step"] = static_cast<double>(m.optimizer_step);
+  current_weights_ = weights;
+  out.weights_path = std::move(weights);
+  out.weight_version = ++version_;
+  return out;
+}
+
+}  // namespace leap::actors

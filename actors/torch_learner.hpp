@@ -1,0 +1,79 @@
+// The LibTorch learner behind the learner actor (learner.kind: torch): learner::trainer's update
+// on the step's training sequences, one update per step. No LibTorch header here.
+//
+// Weights the policy servers reload: every step leaves a loadable Hugging Face folder and returns
+// its path as backend_step::weights_path (the generator's weight sync hands it to the servers'
+// weight-update route). A step that writes a checkpoint (every `checkpoint_every` steps and after
+// the last) returns the checkpoint folder (`<checkpoint_dir>/step-NNNNNNNN`, resumable: optimiser
+// state included); any other step writes the weights alone to `<weights_dir>/step-NNNNNNNN` (the
+// newest two are kept). A step without any trained token (an empty batch) updates nothing and
+// returns the current weights' folder again, so that the version still counts learner steps.
+//
+// Resume: a new learner with checkpoints in checkpoint_dir continues from the newest one (its
+// weights and optimiser state; learner::trainer does this). current_weights() says which folder
+// holds the weights it starts from, so that the policy server can start serving the same ones.
+#pragma once
+
+#include "actors/learner.hpp"
+#include "common/result.hpp"
+#include "learner/trainer.hpp"
+#include "orchestrator/config.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace leap::actors {
+
+struct torch_learner_options {
+  std::string model_dir;       // the initial weights (config.json + safetensors)
+  std::string checkpoint_dir;  // resumable checkpoints
+  std::string weights_dir;     // weights-only folders of steps without a checkpoint
+  learner::trainer_options trainer;  // its checkpoint.dir is set from checkpoint_dir
+  // A checkpoint every this many steps; 0: only after the last. Default: 1
+  int checkpoint_every = 1;
+  // The run's steps (experiment.steps); the last one (step number total_steps - 1, counted from
+  // 0) always gets a checkpoint. Default: 0 (no last step known)
+  std::uint64_t total_steps = 0;
+  // The weight version before this process's first step (the resumed run's). Default: 0
+  std::uint64_t initial_version = 0;
+};
+
+// The trainer settings of a run's learner section: AdamW (lr, betas, weight decay, grad clip,
+// warm-up), the loss (clips, KL, aggregation) and batching (micro-batch tokens, mini-batches).
+// Pure.
+[[nodiscard]] learner::trainer_options trainer_options_of(const learner_section& learner);
+
+// One training sequence as the trainer takes it: the same four arrays. Pure.
+[[nodiscard]] learner::sequence to_learner_sequence(const training_sequence& s);
+
+class torch_learner final : public learner_backend {
+ public:
+  // Loads the model (or resumes from the newest checkpoint). Errors: learner::trainer::create's
+  // (named), folders that cannot be created.
+  [[nodiscard]] static result<std::unique_ptr<torch_learner>> create(torch_learner_options options);
+  ~torch_learner() override;
+
+  // One update on `batch`; see the file comment for what it writes. Metrics: loss, pg_loss, kl,
+  // behaviour_kl, clip_fraction, entropy, grad_norm, lr, tokens, trained_tokens, sequences,
+  // tokens_per_second, update_seconds (token-weighted means over the step's optimiser steps), and
+  // skipped = 1 for a step without trained tokens.
+  [[nodiscard]] result<backend_step> train(std::uint64_t step,
+                                           std::vector<training_sequence> batch) override;
+
+  // The folder of the weights the learner holds now: the newest checkpoint or weights folder it
+  // wrote or resumed from, else model_dir.
+  [[nodiscard]] const std::string& current_weights() const { return current_weights_; }
+  // Training steps done by the trainer (resumed ones included).
+  [[nodiscard]] std::int64_t trainer_step() const;
+
+ private:
+  torch_learner(torch_learner_options options, learner::trainer trainer, std::string weights);
+
+  torch_learner_options options_;
+  std::unique_ptr<learner::trainer> trainer_;
+  std::string current_weights_;
+  std::uint64_t version_ = 0;
+};
+
+}  // namespace leap::actors

@@ -1,0 +1,183 @@
+#include "actors/torch_policy_backend.hpp"
+
+#include "learner/policy.hpp"
+#include "policy/tokenizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <shared_mutex>
+#include <utility>
+#include <vector>
+
+namespace leap::actors {
+
+status check_byte_vocabulary(const learner::model_config& config) {
+  if (config.vocab_size != policy::byte_tokenizer::vocab_size()) {
+    return error{"vocab_size is " + std::to_string(config.vocab_size) +
+                 ", but the policy server speaks the project's byte-level tokenizer (" +
+                 std::to_string(policy::byte_tokenizer::vocab_size()) +
+                 " ids: 256 bytes, <|bos|>, <|eos|>, <|im_start|>, <|im_end|>, <|pad|>); serve a "
+                 "byte-level model (leap init-model writes one) or a Hugging Face model through "
+                 "vLLM/SGLang"};
+  }
+  return ok_status();
+}
+
+result<learner::model_config> byte_model_preset(const std::string& name) {
+  learner::model_config c;
+  c.model_type = "qwen2";
+  c.vocab_size = policy::byte_tokenizer::vocab_size();
+  c.qkv_bias = true;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 10000.0;
+  c.max_position_embeddings = 2048;
+  c.bos_token_id = policy::special::bos;
+  c.eos_token_ids = {policy::special::eos, policy::special::im_end};
+  if (name == "tiny") {
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+  } else if (name == "small") {
+    c.hidden_size = 256;
+    c.intermediate_size = 704;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 2;
+  } else {
+    return error{"unknown preset '" + name + "'; choose tiny or small"};
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  return c;
+}
+
+namespace {
+
+// SplitMix64: a seed per (request serial, sample index) when the request brought none.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class torch_policy_backend final : public policy::policy_backend {
+ public:
+  explicit torch_policy_backend(learner::policy model) : model_(std::move(model)) {}
+
+  [[nodiscard]] std::string name() const override { return "torch"; }
+
+  status generate(const policy::backend_request& request, policy::generation_control& control,
+                  const policy::token_sink& sink) override {
+    if (!control.checkpoint()) return ok_status();
+    const auto& s = request.sampling;
+    learner::sampling_params params;
+    params.max_tokens = s.max_tokens.value_or(16);
+    if (params.max_tokens < 1) return ok_status();
+    params.temperature = s.temperature;
+    params.top_p = s.top_p;
+    params.top_k = s.top_k > 0 ? s.top_k : 0;
+    params.n = 1;
+    // A request seed gives the same tokens for the same prompt; n > 1 samples differ by index.
+    params.seed = s.seed ? mix(static_cast<std::uint64_t>(*s.seed) ^
+                               (static_cast<std::uint64_t>(request.sample_index) << 32))
+                         : mix(request.request_serial * 1024 +
+                               static_cast<std::uint64_t>(request.sample_index));
+    // The model's end ids (and the request's stop ids) end sampling early, unless the server
+    // must look past them (ignore_eos, min_tokens): then it samples max_tokens and the server cuts.
+    if (!s.ignore_eos && s.min_tokens == 0) {
+      params.stop_token_ids = {policy::special::eos, policy::special::im_end};
+      for (auto id : s.stop_token_ids) params.stop_token_ids.push_back(id);
+    }
+    std::vector<std::int32_t> prompt(request.prompt.begin(), request.prompt.end());
+
+    std::vector<policy::token_step> steps;
+    {
+      std::shared_lock lock(mutex_);
+      auto sampled = model_.sample(prompt, params);
+      if (!sampled) return sampled.err().wrap("torch backend: sampling");
+      const auto& c = sampled->front();
+      steps.resize(c.token_ids.size());
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        steps[i].id = c.token_ids[i];
+        steps[i].logprob = c.logprobs[i];
+      }
+      if (request.top_logprobs > 0 && !steps.empty()) {
+        auto alternatives = top_alternatives(prompt, c.token_ids, request.top_logprobs);
+        if (!alternatives) return alternatives.err();
+        for (std::size_t i = 0; i < steps.size(); ++i) steps[i].top = std::move((*alternatives)[i]);
+      }
+    }
+    if (steps.empty() || control.should_stop()) return ok_status();
+    sink(std::span<const policy::token_step>(steps));
+    return ok_status();
+  }
+
+  status load_weights(const std::string& path, std::int64_t version) override {
+    if (path.empty()) {
+      return error{"the LibTorch backend reloads weights from a model folder: give its path"};
+    }
+    std::unique_lock lock(mutex_);
+    auto loaded = model_.reload_weights(path);
+    if (!loaded) return loaded.err().wrap("reloading weights from " + path);
+    (void)version;  // the server reports the version; the model only needs the weights
+    return ok_status();
+  }
+
+ private:
+  // The k most likely ids at each generated position, under the unmodified model (as the sampled
+  // token's log-prob). Computes the full logits of prompt + generated: fine for the small models
+  // this backend serves.
+  result<std::vector<std::vector<policy::top_logprob>>> top_alternatives(
+      const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& generated,
+      int k) const {
+    std::vector<std::int32_t> all = prompt;
+    all.insert(all.end(), generated.begin(), generated.end());
+    auto logits = model_.logits(all);
+    if (!logits) return logits.err().wrap("torch backend: top log-probs");
+    const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
+    const auto keep = std::min(static_cast<std::size_t>(k), vocab);
+    std::vector<std::vector<policy::top_logprob>> out(generated.size());
+    std::vector<std::size_t> order(vocab);
+    for (std::size_t i = 0; i < generated.size(); ++i) {
+      const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
+      const double peak = *std::max_element(row, row + vocab);
+      double sum = 0.0;
+      for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - peak);
+      const double log_z = peak + std::log(sum);
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
+                        order.end(), [&](std::size_t a, std::size_t b) { return row[a] > row[b]; });
+      for (std::size_t j = 0; j < keep; ++j) {
+        out[i].push_back({static_cast<policy::token_id>(order[j]), row[order[j]] - log_z});
+      }
+    }
+    return out;
+  }
+
+  std::shared_mutex mutex_;  // shared: sampling; exclusive: a weight reload
+  learner::policy model_;
+};
+
+}  // namespace
+
+result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
+    const std::string& model_dir, const torch_backend_options& options) {
+  auto config = learner::read_model_config(model_dir);
+  if (!config) return config.err();
+  if (auto vocab = check_byte_vocabulary(*config); !vocab) {
+    return vocab.err().wrap(model_dir + "/config.json");
+  }
+  learner::policy_options po;
+  po.device = options.device;
+  po.dtype = options.dtype;
+  auto model = learner::policy::load(model_dir, po);
+  if (!model) return model.err();
+  return std::shared_ptr<policy::policy_backend>(
+      std::make_shared<torch_policy_backend>(std::move(*model)));
+}
+
+}  // namespace leap::actors

@@ -1,0 +1,54 @@
+// The LibTorch policy behind the project's OpenAI-compatible server: implements
+// policy/server_backend.hpp over learner::policy's torch-free API (sample, logits,
+// reload_weights). It lives in actors/ because it is the one folder allowed to know both the
+// HTTP side (policy/) and LibTorch's (learner/); it includes no LibTorch header itself.
+//
+// Tokenizer: the server speaks the project's byte-level tokenizer and ChatML template
+// (policy/tokenizer.hpp: 256 bytes + 5 specials = 261 ids), so a model served here must have
+// exactly that vocabulary (vocab_size 261): `leap init-model` writes such models. A model folder
+// with a Hugging Face tokenizer (tokenizer.json) and another vocabulary is refused with a message
+// saying so; serving those needs a tokenizer interface in the server (not built).
+#pragma once
+
+#include "common/result.hpp"
+#include "learner/model_config.hpp"
+#include "policy/server_backend.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace leap::actors {
+
+struct torch_backend_options {
+  std::string device = "cpu";     // "cpu", "cuda", "cuda:N". Default: cpu
+  std::string dtype = "float32";  // as learner::policy_options::dtype. Default: float32
+};
+
+// Checks that a model's vocabulary is the byte tokenizer's (vocab_size 261). Pure.
+// Errors: another vocabulary size, naming it and what a --model folder must hold.
+[[nodiscard]] status check_byte_vocabulary(const learner::model_config& config);
+
+// The shape of a byte-level model for `leap init-model --preset`: "tiny" (hidden 64, 2 layers,
+// 4 heads over 2 kv heads; about 0.1 M parameters, for tests) or "small" (hidden 256, 4 layers,
+// 8 heads over 2 kv heads; about 3 M, a toy task on a CPU). Qwen2 layout (q/k/v biases, tied
+// embeddings), vocab 261, <|bos|> 256, eos <|eos|> 257 and <|im_end|> 259, 2048 positions.
+// Errors: an unknown preset name.
+[[nodiscard]] result<learner::model_config> byte_model_preset(const std::string& name);
+
+// Loads `model_dir` (config.json + safetensors) for serving. Errors: check_byte_vocabulary's,
+// learner::policy::load's (naming the file and key).
+//
+// The backend's generate() samples one sequence with the request's temperature, top_p, top_k and
+// seed (no seed: the server's request serial and the sample index stand in), up to max_tokens, and
+// ends at <|eos|>, <|im_end|> or a request stop id (unless ignore_eos or min_tokens asks for more;
+// the server cuts then). Log-probs are the unmodified model's (temperature 1, no filtering), as
+// learner::policy::sample reports them and the learner's importance ratio needs. Tokens reach the
+// sink once sampling ends (learner::policy samples a whole completion per call): an abort or a
+// pause is honoured before and after sampling, not inside it.
+// load_weights(path, version) reloads the weights of the model folder `path` (a learner
+// checkpoint); generations run under a shared lock, a reload under an exclusive one.
+[[nodiscard]] result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
+    const std::string& model_dir, const torch_backend_options& options = {});
+
+}  // namespace leap::actors

@@ -1,0 +1,150 @@
+#include "actors/verifier_node.hpp"
+
+#include "actors/node_auth.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace leap::actors {
+namespace {
+
+struct node_state {
+  // Not an aggregate: C++20 would let CAF construct it from the actor pointer.
+  node_state() = default;
+  verifier_actor pool;
+  verifier_node_config config;
+  std::map<caf::actor_addr, std::string> nonces;  // sender -> the nonce of its last hello
+  std::set<caf::actor_addr> admitted;
+  std::uint32_t busy = 0;
+  std::uint64_t served = 0;
+  static inline const char* name = "leap.verifier_node";
+
+  void log(const std::string& line) const {
+    if (config.log) config.log(line);
+  }
+  [[nodiscard]] std::uint32_t free() const { return config.slots > busy ? config.slots - busy : 0; }
+};
+
+const char* verdict_name(const verification_result& r) {
+  if (!r.infrastructure_error.empty()) return "infrastructure error";
+  return r.passed ? "pass" : "fail";
+}
+
+verifier_node_actor::behavior_type node_behavior(
+    verifier_node_actor::stateful_pointer<node_state> self, verifier_actor pool,
+    verifier_node_config config) {
+  self->state.pool = std::move(pool);
+  self->state.config = std::move(config);
+  if (self->state.config.slots == 0) self->state.config.slots = 1;
+  // An orchestrator that goes away (or is cut off) must prove the secret again.
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& st = self->state;
+    if (st.admitted.erase(down.source) > 0) {
+      st.log("orchestrator " + caf::to_string(down.source) + " disconnected");
+    }
+    st.nonces.erase(down.source);
+  });
+  return {
+      [=](node_hello_atom) -> node_challenge {
+        auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        node_challenge c;
+        c.nonce = make_nonce();
+        c.name = st.config.name;
+        c.slots = st.config.slots;
+        c.secret_required = !st.config.secret.empty();
+        st.nonces[sender] = c.nonce;
+        return c;
+      },
+      [=](node_auth_atom, const std::string& proof) -> node_welcome {
+        auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        node_welcome w;
+        w.slots = st.config.slots;
+        if (!st.config.secret.empty()) {
+          auto nonce = st.nonces.find(sender);
+          if (nonce == st.nonces.end()) {
+            w.error = "no challenge to answer: send hello first";
+          } else if (!constant_time_equal(proof, node_proof(st.config.secret, nonce->second))) {
+            w.error =
+                "wrong secret: the node rejected the proof (verifier.node_secret_file must hold "
+                "the secret of the node's --secret-file)";
+          }
+          if (nonce != st.nonces.end()) st.nonces.erase(nonce);  // a nonce answers one proof
+        }
+        if (!w.error.empty()) {
+          st.log("rejected orchestrator " + caf::to_string(sender) + ": " + w.error);
+          return w;
+        }
+        if (st.admitted.insert(sender).second) {
+          self->monitor(self->current_sender());
+          st.log("orchestrator " + caf::to_string(sender) + " admitted" +
+                 (st.config.secret.empty() ? " (no secret configured)" : " (secret verified)"));
+        }
+        return w;
+      },
+      [=](node_job_atom, std::uint64_t job,
+          verification_request& request) -> caf::result<node_verdict> {
+        auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (st.admitted.count(sender) == 0) {
+          node_verdict refused;
+          refused.job = job;
+          refused.slots = st.config.slots;
+          refused.free = st.free();
+          refused.error = "not admitted: complete the hello/auth handshake first";
+          st.log("refused job " + std::to_string(job) + " of " + caf::to_string(sender) +
+                 ": not admitted");
+          return refused;
+        }
+        ++st.busy;
+        auto promise = self->make_response_promise<node_verdict>();
+        const std::string request_id = request.request_id;
+        const std::string task_id = request.task_id;
+        auto answer = [=](verification_result result) mutable {
+          auto& s = self->state;
+          --s.busy;
+          ++s.served;
+          if (s.config.log_jobs) {
+            char line[64];
+            std::snprintf(line, sizeof line, " | %.0f ms | served %llu",
+                          result.compile_ms + result.run_ms,
+                          static_cast<unsigned long long>(s.served));
+            s.log("job " + std::to_string(job) + " | " + request_id + " | " + task_id + " | " +
+                  verdict_name(result) + line);
+          }
+          node_verdict v;
+          v.job = job;
+          v.result = std::move(result);
+          v.slots = s.config.slots;
+          v.free = s.free();
+          promise.deliver(std::move(v));
+        };
+        self->request(st.pool, caf::infinite, verify_atom_v, std::move(request))
+            .then([=](verification_result& result) mutable { answer(std::move(result)); },
+                  [=](caf::error& e) mutable {
+                    verification_result r;
+                    r.infrastructure_error = "verifier node " + self->state.config.name + ": " +
+                                             self->system().render(e);
+                    answer(std::move(r));
+                  });
+        return promise;
+      },
+  };
+}
+
+}  // namespace
+
+verifier_node_actor spawn_verifier_node(caf::actor_system& system, verifier_actor pool,
+                                        verifier_node_config config) {
+  return system.spawn(node_behavior, std::move(pool), std::move(config));
+}
+
+}  // namespace leap::actors

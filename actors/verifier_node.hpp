@@ -1,0 +1,36 @@
+// The actor `leap verifier-node` publishes: the node's face of a local verifier pool
+// (verifier.hpp), speaking node_protocol.hpp. It answers a hello with a fresh nonce, admits a
+// sender whose proof of the shared secret matches (a node without a secret admits everyone), and
+// passes each admitted job to the pool, answering with the verdict and the node's load.
+// A job from a sender that has not been admitted is refused in-band (node_verdict::error), never
+// run. Thin: the checks are node_auth.hpp's pure functions.
+#pragma once
+
+#include "actors/node_protocol.hpp"
+#include "actors/verifier.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace leap::actors {
+
+struct verifier_node_config {
+  // The node's name in logs and in its challenge, e.g. "127.0.0.1:4100".
+  std::string name;
+  // The shared secret; empty admits every orchestrator. Default: ""
+  std::string secret;
+  // Jobs the node takes at once, reported to orchestrators; >= 1. Default: 1
+  std::uint32_t slots = 1;
+  // Log sink (one line, no newline); called from actor threads, so it must be thread-safe.
+  std::function<void(const std::string&)> log;
+  // Log a line per finished job. Default: true
+  bool log_jobs = true;
+};
+
+// Spawns the node actor in front of `pool` (which it does not own). Thread-safe.
+[[nodiscard]] verifier_node_actor spawn_verifier_node(caf::actor_system& system,
+                                                      verifier_actor pool,
+                                                      verifier_node_config config);
+
+}  // namespace leap::actors

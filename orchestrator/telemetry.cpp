@@ -1,0 +1,425 @@
+#include "orchestrator/telemetry.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+#include <unistd.h>
+
+namespace leap::telemetry {
+
+const char* to_string(metric_type t) {
+  switch (t) {
+    case metric_type::counter:
+      return "counter";
+    case metric_type::gauge:
+      return "gauge";
+    case metric_type::histogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+void counter::inc(double v) noexcept {
+  if (v > 0.0) value_.fetch_add(v, std::memory_order_relaxed);
+}
+
+histogram::histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      counts_(std::make_unique<std::atomic<std::uint64_t>[]>(bounds_.size() + 1)) {
+  for (std::size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
+}
+
+void histogram::observe(double v) noexcept {
+  // Buckets are few (<= ~20): lower_bound finds the first bound >= v, i.e. the bucket `le` holds.
+  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);
+  const auto index = static_cast<std::size_t>(it - bounds_.begin());
+  counts_[index].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
+}
+
+std::vector<std::uint64_t> histogram::bucket_counts() const {
+  std::vector<std::uint64_t> out(bounds_.size() + 1);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = counts_[i].load(std::memory_order_relaxed);
+  return out;
+}
+
+std::vector<double> latency_buckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+}
+
+std::vector<double> short_wait_buckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60};
+}
+
+std::vector<double> version_buckets() { return {0, 1, 2, 3, 4, 8, 16}; }
+
+const family_snapshot* snapshot::find(const std::string& name) const {
+  for (const auto& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const series_snapshot* snapshot::find(const std::string& name, const label_set& labels) const {
+  const auto* f = find(name);
+  if (f == nullptr) return nullptr;
+  for (const auto& s : f->series) {
+    const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
+      return std::find(s.labels.begin(), s.labels.end(), want) != s.labels.end();
+    });
+    if (all) return &s;
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool name_char(char c, bool first, bool colon) {
+  const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  if (alpha || (colon && c == ':')) return true;
+  return !first && c >= '0' && c <= '9';
+}
+
+}  // namespace
+
+bool valid_metric_name(const std::string& name) {
+  if (name.empty()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!name_char(name[i], i == 0, true)) return false;
+  }
+  return true;
+}
+
+bool valid_label_name(const std::string& name) {
+  if (name.empty() || name == "le") return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!name_char(name[i], i == 0, false)) return false;
+  }
+  return true;
+}
+
+registry::series& registry::find_or_add(const std::string& name, const std::string& help,
+                                        metric_type type, label_set labels,
+                                        const std::vector<double>* bounds) {
+  if (!valid_metric_name(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
+  for (const auto& [label, value] : labels) {
+    if (!valid_label_name(label)) {
+      throw std::invalid_argument(name + ": invalid label name '" + label + "'");
+    }
+  }
+  if (bounds != nullptr) {
+    for (std::size_t i = 0; i < bounds->size(); ++i) {
+      if (!std::isfinite((*bounds)[i]) || (i > 0 && (*bounds)[i] <= (*bounds)[i - 1])) {
+        throw std::invalid_argument(name + ": bucket bounds must be finite and strictly ascending");
+      }
+    }
+  }
+  std::lock_guard lock(mutex_);
+  family* fam = nullptr;
+  for (auto& f : families_) {
+    if (f->name == name) fam = f.get();
+  }
+  if (fam == nullptr) {
+    families_.push_back(std::make_unique<family>(family{name, help, type, {}}));
+    fam = families_.back().get();
+  } else if (fam->type != type || fam->help != help) {
+    throw std::invalid_argument(name + ": registered again with another type or help text");
+  }
+  for (auto& s : fam->members) {
+    if (s->labels != labels) continue;
+    if (bounds != nullptr && s->h->bounds() != *bounds) {
+      throw std::invalid_argument(name + ": registered again with other buckets");
+    }
+    return *s;
+  }
+  auto s = std::make_unique<series>();
+  s->labels = std::move(labels);
+  switch (type) {
+    case metric_type::counter:
+      s->c = std::make_unique<counter>();
+      break;
+    case metric_type::gauge:
+      s->g = std::make_unique<gauge>();
+      break;
+    case metric_type::histogram:
+      s->h = std::make_unique<histogram>(*bounds);
+      break;
+  }
+  fam->members.push_back(std::move(s));
+  return *fam->members.back();
+}
+
+counter& registry::add_counter(const std::string& name, const std::string& help, label_set labels) {
+  return *find_or_add(name, help, metric_type::counter, std::move(labels), nullptr).c;
+}
+
+gauge& registry::add_gauge(const std::string& name, const std::string& help, label_set labels) {
+  return *find_or_add(name, help, metric_type::gauge, std::move(labels), nullptr).g;
+}
+
+histogram& registry::add_histogram(const std::string& name, const std::string& help,
+                                   std::vector<double> bounds, label_set labels) {
+  return *find_or_add(name, help, metric_type::histogram, std::move(labels), &bounds).h;
+}
+
+snapshot registry::take(std::int64_t unix_ms) const {
+  snapshot out;
+  out.unix_ms = unix_ms;
+  std::lock_guard lock(mutex_);
+  for (const auto& f : families_) {
+    family_snapshot fs{f->name, f->help, f->type, {}};
+    for (const auto& s : f->members) {
+      series_snapshot ss;
+      ss.labels = s->labels;
+      switch (f->type) {
+        case metric_type::counter:
+          ss.value = s->c->value();
+          break;
+        case metric_type::gauge:
+          ss.value = s->g->value();
+          break;
+        case metric_type::histogram: {
+          ss.bounds = s->h->bounds();
+          const auto counts = s->h->bucket_counts();
+          std::uint64_t running = 0;
+          for (auto c : counts) ss.cumulative.push_back(running += c);
+          ss.count = running;
+          ss.sum = s->h->sum();
+          break;
+        }
+      }
+      fs.series.push_back(std::move(ss));
+    }
+    out.families.push_back(std::move(fs));
+  }
+  return out;
+}
+
+namespace {
+
+// Shortest form that reads back to the same double; Prometheus' spellings of the non-finite.
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  auto r = std::to_chars(buffer, buffer + sizeof buffer, v);
+  return {buffer, r.ptr};
+}
+
+std::string json_number(double v) { return std::isfinite(v) ? number(v) : "null"; }
+
+std::string escape_help(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string escape_label_value(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// {a="x",b="y"} with an optional extra pair appended (le for buckets); "" when empty.
+std::string label_text(const label_set& labels, const std::pair<std::string, std::string>* extra) {
+  if (labels.empty() && extra == nullptr) return {};
+  std::string out = "{";
+  bool first = true;
+  auto add = [&](const std::string& name, const std::string& value) {
+    if (!first) out += ",";
+    first = false;
+    out += name + "=\"" + escape_label_value(value) + "\"";
+  };
+  for (const auto& [name, value] : labels) add(name, value);
+  if (extra != nullptr) add(extra->first, extra->second);
+  return out + "}";
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string to_prometheus(const snapshot& s) {
+  std::string out;
+  for (const auto& f : s.families) {
+    out += "# HELP " + f.name + " " + escape_help(f.help) + "\n";
+    out += "# TYPE " + f.name + " " + to_string(f.type) + "\n";
+    for (const auto& series : f.series) {
+      if (f.type != metric_type::histogram) {
+        out += f.name + label_text(series.labels, nullptr) + " " + number(series.value) + "\n";
+        continue;
+      }
+      for (std::size_t i = 0; i < series.cumulative.size(); ++i) {
+        const std::pair<std::string, std::string> le{
+            "le", i < series.bounds.size() ? number(series.bounds[i]) : "+Inf"};
+        out += f.name + "_bucket" + label_text(series.labels, &le) + " " +
+               std::to_string(series.cumulative[i]) + "\n";
+      }
+      out += f.name + "_sum" + label_text(series.labels, nullptr) + " " + number(series.sum) + "\n";
+      out += f.name + "_count" + label_text(series.labels, nullptr) + " " +
+             std::to_string(series.count) + "\n";
+    }
+  }
+  return out;
+}
+
+std::string to_json(const snapshot& s) {
+  std::string out = "{\"unix_ms\":" + std::to_string(s.unix_ms) + ",\"metrics\":[";
+  for (std::size_t fi = 0; fi < s.families.size(); ++fi) {
+    const auto& f = s.families[fi];
+    if (fi > 0) out += ",";
+    out += "{\"name\":" + json_string(f.name) + ",\"help\":" + json_string(f.help) +
+           ",\"type\":\"" + to_string(f.type) + "\",\"series\":[";
+    for (std::size_t si = 0; si < f.series.size(); ++si) {
+      const auto& series = f.series[si];
+      if (si > 0) out += ",";
+      out += "{\"labels\":{";
+      for (std::size_t li = 0; li < series.labels.size(); ++li) {
+        if (li > 0) out += ",";
+        out += json_string(series.labels[li].first) + ":" + json_string(series.labels[li].second);
+      }
+      out += "}";
+      if (f.type != metric_type::histogram) {
+        out += ",\"value\":" + json_number(series.value) + "}";
+        continue;
+      }
+      out += ",\"count\":" + std::to_string(series.count) + ",\"sum\":" + json_number(series.sum) +
+             ",\"buckets\":[";
+      for (std::size_t i = 0; i < series.cumulative.size(); ++i) {
+        if (i > 0) out += ",";
+        out +=
+            "{\"le\":" +
+            (i < series.bounds.size() ? json_number(series.bounds[i]) : std::string("\"+Inf\"")) +
+            ",\"count\":" + std::to_string(series.cumulative[i]) + "}";
+      }
+      out += "],\"p50\":" + json_number(quantile(series, 0.5)) +
+             ",\"p90\":" + json_number(quantile(series, 0.9)) +
+             ",\"p99\":" + json_number(quantile(series, 0.99)) + "}";
+    }
+    out += "]}";
+  }
+  return out + "]}\n";
+}
+
+double quantile(const series_snapshot& h, double q) {
+  if (h.count == 0 || h.cumulative.empty()) return 0.0;
+  q = std::clamp(q, 0.0, 1.0);
+  const double rank = q * static_cast<double>(h.count);
+  std::size_t i = 0;
+  while (i < h.cumulative.size() && static_cast<double>(h.cumulative[i]) < rank) ++i;
+  if (i >= h.bounds.size()) return h.bounds.empty() ? 0.0 : h.bounds.back();
+  const double lower = i == 0 ? 0.0 : h.bounds[i - 1];
+  const double upper = h.bounds[i];
+  const double below = i == 0 ? 0.0 : static_cast<double>(h.cumulative[i - 1]);
+  const double in_bucket = static_cast<double>(h.cumulative[i]) - below;
+  if (in_bucket <= 0.0) return upper;
+  return lower + (upper - lower) * (rank - below) / in_bucket;
+}
+
+std::map<std::string, double> summary_values(const snapshot& s, const std::string& prefix) {
+  std::map<std::string, double> out;
+  for (const auto& f : s.families) {
+    std::string base = f.name;
+    if (base.rfind("leap_", 0) == 0) base = base.substr(5);
+    for (const auto& series : f.series) {
+      std::string key = prefix + base;
+      for (const auto& [label, value] : series.labels) key += "." + value;
+      if (f.type != metric_type::histogram) {
+        out[key] = series.value;
+        continue;
+      }
+      out[key + ".count"] = static_cast<double>(series.count);
+      out[key + ".sum"] = series.sum;
+      out[key + ".mean"] = series.count > 0 ? series.sum / static_cast<double>(series.count) : 0.0;
+      out[key + ".p50"] = quantile(series, 0.5);
+      out[key + ".p90"] = quantile(series, 0.9);
+      out[key + ".p99"] = quantile(series, 0.99);
+    }
+  }
+  return out;
+}
+
+double rate_meter::update(double total, double now_seconds) {
+  double rate = 0.0;
+  if (primed_ && now_seconds > last_seconds_) {
+    rate = std::max(0.0, total - last_total_) / (now_seconds - last_seconds_);
+  }
+  primed_ = true;
+  last_total_ = total;
+  last_seconds_ = now_seconds;
+  return rate;
+}
+
+status write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  // A per-process temporary name, so two writers of one folder never share a temporary file.
+  const std::filesystem::path tmp =
+      path.string() + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return error{tmp.string() + ": cannot open for writing"};
+    out << text;
+    out.flush();
+    if (!out) return error{tmp.string() + ": write failed"};
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return error{path.string() + ": cannot replace: " + ec.message()};
+  }
+  return ok_status();
+}
+
+}  // namespace leap::telemetry

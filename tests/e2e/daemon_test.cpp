@@ -1,0 +1,375 @@
+// `leap daemon` end to end: the real binary as daemon and as its clients, real HTTP on 127.0.0.1,
+// real `leap run` children (embedded policy, sandbox compiling cpp and python candidates, RocksDB
+// store). Each test starts its own daemon on a free port with a private home. Every wait polls a
+// condition with a deadline, so a hang fails the test instead of stalling it.
+#include "e2e_support.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <signal.h>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using leap::e2e::clock_type;
+using leap::e2e::finished;
+using leap::e2e::read_file;
+using namespace std::chrono_literals;
+
+// A `leap` child that, if still running at the end (a daemon left by a failed test), gets SIGTERM
+// (which stops its children too) before SIGKILL.
+class leap_child : public leap::e2e::leap_process {
+ public:
+  explicit leap_child(const std::vector<std::string>& args, const std::string& cwd = "")
+      : leap_process(args, cwd, leap::e2e::stop_with::sigterm) {}
+};
+
+finished run_leap(const std::vector<std::string>& args, const std::string& cwd = "") {
+  return leap::e2e::run_leap(args, 60s, cwd, leap::e2e::stop_with::sigterm);
+}
+
+template <class Predicate>
+bool eventually(Predicate done, std::chrono::seconds timeout) {
+  const auto deadline = clock_type::now() + timeout;
+  while (!done()) {
+    if (clock_type::now() > deadline) return false;
+    std::this_thread::sleep_for(100ms);  // a polling interval, not a synchronisation
+  }
+  return true;
+}
+
+// A private folder: a small task suite (one cpp, one python task), the daemon's home, and
+// configs. Removed at the end.
+class daemon_dir : public leap::e2e::scratch_dir {
+ public:
+  daemon_dir() : scratch_dir("daemon", {"cpp/axpby", "python/flatten"}) {
+    fs::create_directories(home());
+  }
+  [[nodiscard]] fs::path home() const { return root_ / "home"; }
+
+  void write_settings(int max_concurrent) const {
+    std::ofstream(home() / "daemon.yaml")
+        << "port: 0\nmax_concurrent: " << max_concurrent << "\ngrace_period_s: 20\n";
+  }
+
+  // A config named `name` with its own run folder; `steps` sets how long it runs (each step of
+  // one task with two rollouts takes well under a second).
+  [[nodiscard]] std::string write_config(const std::string& name, int steps) const {
+    std::ostringstream yaml;
+    yaml << "experiment:\n  name: " << name << "\n  seed: 5\n  run_dir: runs/" << name
+         << "\n  steps: " << steps << "\n"
+         << "data:\n  train: " << (root_ / "suite").string() << "\n  batch_size: 1\n"
+         << "rollout:\n  group_size: 2\n  max_turns: 2\n"
+         << "learner:\n  kind: record\n"
+         << "policy:\n  flavour: embedded\n  max_in_flight: 2\n"
+         << "verifier:\n  compile_workers: 1\n  gpu_slots: 0\n";
+    const fs::path path = root_ / (name + ".yaml");
+    std::ofstream(path) << yaml.str();
+    return path.string();
+  }
+};
+
+// A running daemon on a free port and a client for its API.
+class daemon_under_test {
+ public:
+  explicit daemon_under_test(const daemon_dir& dir)
+      : dir_(dir), process_({"daemon", "--home", dir.home().string()}) {
+    std::smatch m;
+    const std::regex listening(R"(listening on 127\.0\.0\.1:(\d+))");
+    const bool up = process_.read_until(
+        [&](const std::string& out) { return std::regex_search(out, m, listening); }, 30s);
+    EXPECT_TRUE(up) << process_.output();
+    if (up) port_ = std::stoi(m[1]);
+    token_ = read_file(dir.home() / "token");
+    while (!token_.empty() && token_.back() == '\n') token_.pop_back();
+  }
+
+  leap_child& process() { return process_; }
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] const std::string& token() const { return token_; }
+
+  [[nodiscard]] httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+  [[nodiscard]] httplib::Headers auth() const { return {{"Authorization", "Bearer " + token_}}; }
+
+  // GET with the token; the JSON body, or null on any failure.
+  [[nodiscard]] nlohmann::json get(const std::string& path) const {
+    auto c = client();
+    auto res = c.Get(path.c_str(), auth());
+    if (!res || res->status != 200) return nullptr;
+    return nlohmann::json::parse(res->body, nullptr, false);
+  }
+
+  [[nodiscard]] nlohmann::json experiment(const std::string& id) const {
+    return get("/v1/experiments/" + id);
+  }
+
+  // Waits until the experiment is in `state`; false (with the record printed) on timeout.
+  bool wait_for_state(const std::string& id, const std::string& state,
+                      std::chrono::seconds timeout) {
+    nlohmann::json last;
+    const bool ok = eventually(
+        [&] {
+          last = experiment(id);
+          return last.is_object() && last["state"] == state;
+        },
+        timeout);
+    if (!ok) {
+      ADD_FAILURE() << id << " never became " << state << ": " << last.dump(2) << "\nlog:\n"
+                    << read_file(dir_.home() / "experiments" / id / "log") << "\ndaemon:\n"
+                    << process_.output();
+    }
+    return ok;
+  }
+
+  // `leap submit CONFIG` against this daemon, run in the test's folder (the relative run_dir of
+  // the config is relative to it); the experiment id it printed.
+  std::string submit(const std::string& config) {
+    auto out = run_leap({"submit", config, "--home", dir_.home().string()}, dir_.root().string());
+    EXPECT_EQ(out.exit_code, 0) << out.output;
+    std::smatch m;
+    const std::regex queued(R"((e\d+): '[^']*' queued)");
+    return std::regex_search(out.output, m, queued) ? std::string(m[1]) : std::string{};
+  }
+
+  [[nodiscard]] std::string log_of(const std::string& id) const {
+    return read_file(dir_.home() / "experiments" / id / "log");
+  }
+
+ private:
+  const daemon_dir& dir_;
+  leap_child process_;
+  int port_ = 0;
+  std::string token_;
+};
+
+TEST(DaemonE2E, EveryRouteNeedsTheToken) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  ASSERT_GT(d.port(), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.home() / "token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(d.token().size(), 64u);
+
+  auto c = d.client();
+  for (const char* path : {"/v1/status", "/v1/experiments", "/metrics", "/v1/experiments/e1",
+                           "/v1/experiments/e1/logs", "/nope"}) {
+    SCOPED_TRACE(path);
+    for (const httplib::Headers& headers :
+         {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer " + std::string(64, '0')}},
+          httplib::Headers{{"Authorization", d.token()}}}) {
+      auto res = c.Get(path, headers);
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 401);
+      const auto j = nlohmann::json::parse(res->body, nullptr, false);
+      EXPECT_EQ(j["error"]["type"], "authentication_error") << res->body;
+    }
+  }
+  auto post = c.Post("/v1/experiments", "experiment:\n  steps: 1\n", "application/yaml");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 401);
+  EXPECT_EQ(d.get("/v1/experiments")["experiments"].size(), 0u);
+
+  // With the token: the routes answer, unknown ones in the same error shape.
+  EXPECT_EQ(d.get("/v1/status")["state"], "serving");
+  auto missing = c.Get("/v1/experiments/e99", d.auth());
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(nlohmann::json::parse(missing->body)["error"]["type"], "not_found_error");
+  auto unknown = c.Get("/v2/things", d.auth());
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("no route GET /v2/things"), std::string::npos) << unknown->body;
+}
+
+TEST(DaemonE2E, BadConfigIsRefusedNamingTheKey) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  const fs::path bad = dir.root() / "bad.yaml";
+  std::ofstream(bad) << "experiment:\n  steps: 2\ngate:\n  tau_min: lots\n";
+  auto out = run_leap({"submit", bad.string(), "--home", dir.home().string()});
+  EXPECT_EQ(out.exit_code, 1) << out.output;
+  EXPECT_NE(out.output.find("leap submit: error: " + bad.string() + ":4: gate.tau_min"),
+            std::string::npos)
+      << out.output;
+
+  auto c = d.client();
+  httplib::Headers headers = d.auth();
+  headers.emplace("X-Leap-Config-Name", "typo.yaml");
+  auto res = c.Post("/v1/experiments", headers, "rollout:\n  group_sise: 4\n", "application/yaml");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  const auto j = nlohmann::json::parse(res->body);
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("typo.yaml:2: rollout.group_sise"),
+            std::string::npos)
+      << res->body;
+  // Nothing was queued.
+  EXPECT_EQ(d.get("/v1/experiments")["experiments"].size(), 0u);
+}
+
+TEST(DaemonE2E, RunsASubmittedExperimentToSuccess) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  const auto id = d.submit(dir.write_config("tiny", 2));
+  ASSERT_EQ(id, "e1");
+  ASSERT_TRUE(d.wait_for_state(id, "succeeded", 120s));
+  const auto record = d.experiment(id);
+  EXPECT_EQ(record["exit_code"], 0);
+  EXPECT_EQ(record["starts"], 1);
+  EXPECT_EQ(record["run_dir"], (dir.root() / "runs" / "tiny").string());
+  // The child ran in the submitter's folder: the relative run_dir is under it.
+  EXPECT_TRUE(fs::exists(dir.root() / "runs" / "tiny" / "trajectories"));
+
+  auto logs = run_leap({"logs", id, "--home", dir.home().string()});
+  EXPECT_EQ(logs.exit_code, 0);
+  EXPECT_NE(logs.output.find("run 'tiny' finished"), std::string::npos) << logs.output;
+  auto last = run_leap({"logs", id, "--tail", "1", "--home", dir.home().string()});
+  EXPECT_EQ(std::count(last.output.begin(), last.output.end(), '\n'), 1) << last.output;
+
+  auto status = run_leap({"status", "--home", dir.home().string()});
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_NE(status.output.find("1 succeeded"), std::string::npos) << status.output;
+  EXPECT_TRUE(std::regex_search(status.output, std::regex(R"(e1\s+succeeded\s+tiny)")))
+      << status.output;
+
+  auto c = d.client();
+  auto metrics = c.Get("/metrics", d.auth());
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->get_header_value("Content-Type").find("version=0.0.4"), std::string::npos);
+  EXPECT_NE(metrics->body.find("leap_daemon_experiments{state=\"succeeded\"} 1\n"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("leap_daemon_queue_wait_seconds_count 1\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("leap_daemon_uptime_seconds "), std::string::npos);
+}
+
+TEST(DaemonE2E, ReloadRaisesTheLimitAndCancelStopsRunningOnes) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  const auto first = d.submit(dir.write_config("long_a", 10000));
+  const auto second = d.submit(dir.write_config("long_b", 10000));
+  ASSERT_EQ(first, "e1");
+  ASSERT_EQ(second, "e2");
+  ASSERT_TRUE(d.wait_for_state(first, "running", 30s));
+  // One slot: the second waits.
+  EXPECT_EQ(d.experiment(second)["state"], "queued");
+  EXPECT_EQ(d.get("/v1/status")["queue"], nlohmann::json::array({"e2"}));
+
+  // A bad reload keeps the settings and says why, naming file and line.
+  std::ofstream(dir.home() / "daemon.yaml") << "port: 0\nmax_concurrent: 0\n";
+  d.process().signal(SIGHUP);
+  EXPECT_TRUE(d.process().read_until(
+      [](const std::string& out) { return out.find("reload failed") != std::string::npos; }, 30s))
+      << d.process().output();
+  EXPECT_NE(d.process().output().find("daemon.yaml:2: max_concurrent"), std::string::npos)
+      << d.process().output();
+  EXPECT_EQ(d.get("/v1/status")["settings"]["max_concurrent"], 1);
+  EXPECT_EQ(d.experiment(second)["state"], "queued");
+
+  dir.write_settings(2);
+  d.process().signal(SIGHUP);
+  ASSERT_TRUE(d.wait_for_state(second, "running", 30s));
+  EXPECT_EQ(d.get("/v1/status")["settings"]["max_concurrent"], 2);
+
+  // /metrics carries each running experiment's RUN_DIR/metrics.prom (written by leap run) with
+  // its id as a label, next to the daemon's own.
+  std::string scraped;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto c = d.client();
+        auto res = c.Get("/metrics", d.auth());
+        scraped = res ? res->body : "";
+        return scraped.find("{experiment=\"e1\"") != std::string::npos &&
+               scraped.find("{experiment=\"e2\"") != std::string::npos;
+      },
+      60s))
+      << scraped;
+  EXPECT_NE(scraped.find("leap_daemon_running 2\n"), std::string::npos) << scraped;
+
+  // Cancel the first through the client, the second through the API.
+  auto cancel = run_leap({"cancel", first, "--home", dir.home().string()});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.output;
+  auto c = d.client();
+  auto res = c.Post(("/v1/experiments/" + second + "/cancel").c_str(), d.auth(), "", "text/plain");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  ASSERT_TRUE(d.wait_for_state(first, "cancelled", 60s));
+  ASSERT_TRUE(d.wait_for_state(second, "cancelled", 60s));
+  EXPECT_EQ(d.experiment(first)["pid"], 0);
+  // A finished experiment cannot be cancelled again.
+  auto again = run_leap({"cancel", first, "--home", dir.home().string()});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find("e1 is already cancelled"), std::string::npos) << again.output;
+  EXPECT_EQ(d.get("/v1/status")["experiments"]["cancelled"], 2);
+}
+
+TEST(DaemonE2E, SigtermThenRestartResumesTheRunningExperiment) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  std::string id;
+  {
+    daemon_under_test d(dir);
+    id = d.submit(dir.write_config("resumed", 12));
+    ASSERT_EQ(id, "e1");
+    ASSERT_TRUE(d.wait_for_state(id, "running", 30s));
+    // Stop the daemon while a step of the experiment is done and more are left.
+    ASSERT_TRUE(
+        eventually([&] { return d.log_of(id).find("step 1/12 |") != std::string::npos; }, 120s))
+        << d.log_of(id);
+    d.process().signal(SIGTERM);
+    const auto code = d.process().wait(60s);
+    ASSERT_TRUE(code.has_value()) << d.process().output();
+    EXPECT_EQ(*code, 0) << d.process().output();
+    EXPECT_NE(d.process().output().find("SIGTERM: stopping"), std::string::npos);
+  }
+  // The record on disk still says running, with no child: the next start resumes it.
+  const auto stored =
+      nlohmann::json::parse(read_file(dir.home() / "experiments" / id / "state.json"));
+  ASSERT_EQ(stored["state"], "running") << stored.dump(2);
+  EXPECT_EQ(stored["pid"], 0);
+  EXPECT_FALSE(fs::exists(dir.home() / "port"));
+  {
+    daemon_under_test d(dir);
+    ASSERT_TRUE(d.wait_for_state(id, "succeeded", 180s));
+    const auto record = d.experiment(id);
+    EXPECT_EQ(record["starts"], 2);
+    const auto log = d.log_of(id);
+    EXPECT_NE(log.find("run 'resumed' interrupted"), std::string::npos) << log;
+    EXPECT_NE(log.find("resuming run 'resumed'"), std::string::npos) << log;
+    EXPECT_NE(log.find("run 'resumed' finished"), std::string::npos) << log;
+    auto c = d.client();
+    auto metrics = c.Get("/metrics", d.auth());
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("leap_daemon_child_restarts_total 1\n"), std::string::npos)
+        << metrics->body;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,228 @@
+// `leap report` end to end: three small real runs (`leap run` with the embedded scripted policy and
+// the real sandbox; two seeds of one config and one run of another), one report over them, and the
+// page rendered in headless Chromium: every chart canvas must have drawn, no script error may be
+// recorded, and the page may load nothing from the network. Every process is bounded by a timeout.
+#include "e2e_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using leap::e2e::leap_shell;
+using leap::e2e::quoted;
+using leap::e2e::read_file;
+using leap::e2e::shell;
+
+// Debian's chromium, or another Chromium on PATH; nullopt when there is none.
+std::optional<std::string> find_chromium() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return std::nullopt;
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    std::stringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      const fs::path candidate = fs::path(dir) / name;
+      if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
+  return std::nullopt;
+}
+
+// Three finished runs in a private folder, made once for the tests of this file.
+class ReportE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ =
+        new fs::path(fs::temp_directory_path() / ("leap-e2e-report-" + std::to_string(::getpid())));
+    fs::remove_all(*root_);
+    const fs::path suite = fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite";
+    // One cpp task (compile times) and python tasks (quick); one of them held out for validation.
+    for (const char* task : {"cpp/axpby", "python/flatten", "python/two_sum"}) {
+      fs::create_directories(*root_ / "suite" / task);
+      fs::copy(suite / task, *root_ / "suite" / task, fs::copy_options::recursive);
+    }
+    struct run_spec {
+      std::string dir;
+      std::string name;
+      int seed;
+      std::string gate;
+    };
+    // Two seeds of a DCP config with probes, and a config that debugs every failure.
+    const std::vector<run_spec> specs = {
+        {"dcp_1", "dcp", 1,
+         "  policy: dcp\n  unit: fraction\n  tau_min: 0.5\n  tau_max: 1.0\n"
+         "  probe_fraction: 1.0\n"},
+        {"dcp_2", "dcp", 2,
+         "  policy: dcp\n  unit: fraction\n  tau_min: 0.5\n  tau_max: 1.0\n"
+         "  probe_fraction: 1.0\n"},
+        {"full_1", "full", 1, "  policy: full\n"},
+    };
+    for (const auto& s : specs) {
+      const fs::path config = *root_ / (s.dir + ".yaml");
+      std::ofstream(config) << "experiment:\n  name: " << s.name << "\n  seed: " << s.seed
+                            << "\n  run_dir: " << (*root_ / s.dir).string() << "\n  steps: 2\n"
+                            << "data:\n  train: " << (*root_ / "suite").string()
+                            << "\n  validation_fraction: 0.34\n  batch_size: 2\n"
+                            << "rollout:\n  group_size: 4\n  max_turns: 2\n  validation:\n"
+                            << "    every: 1\n    n: 2\n"
+                            << "gate:\n"
+                            << s.gate << "learner:\n  kind: record\n"
+                            << "policy:\n  flavour: embedded\n  max_in_flight: 8\n"
+                            << "verifier:\n  compile_workers: 2\n  gpu_slots: 0\n";
+      const auto run = leap_shell("run " + quoted(config.string()), 300);
+      ASSERT_EQ(run.exit_code, 0) << run.text;
+    }
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*root_, ec);
+    delete root_;
+    root_ = nullptr;
+  }
+  static fs::path dir(const std::string& name) { return *root_ / name; }
+
+  static inline fs::path* root_ = nullptr;
+};
+
+TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
+  const fs::path page = dir("report.html");
+  const auto report =
+      leap_shell("report " + quoted(dir("dcp_1").string()) + " " + quoted(dir("dcp_2").string()) +
+                     " " + quoted(dir("full_1").string()) + " --out " + quoted(page.string()),
+                 120);
+  ASSERT_EQ(report.exit_code, 0) << report.text;
+  // Progress: a line per run read; the summary names the charts and the groups.
+  EXPECT_NE(report.text.find("leap report: read " + dir("dcp_2").string() + ": run 'dcp'"),
+            std::string::npos)
+      << report.text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(report.text, m,
+                                std::regex(R"(wrote .*: (\d+) charts, 3 runs in 2 groups)")))
+      << report.text;
+  const int charts = std::stoi(m[1]);
+  // Accuracy vs time and vs step, validation, activated, recovery, composition, step time, latency.
+  EXPECT_EQ(charts, 8) << report.text;
+
+  const std::string html = read_file(page);
+  ASSERT_FALSE(html.empty());
+  // Self-contained: nothing is loaded from anywhere. The only URLs in the file are in the
+  // embedded library's license banners (/*! ... */), which load nothing.
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+  EXPECT_EQ(html.find("@import"), std::string::npos);
+  std::string without_banners = html;
+  for (auto at = without_banners.find("/*!"); at != std::string::npos;
+       at = without_banners.find("/*!", at)) {
+    const auto end = without_banners.find("*/", at);
+    ASSERT_NE(end, std::string::npos);
+    without_banners.erase(at, end + 2 - at);
+  }
+  EXPECT_EQ(without_banners.find("http://"), std::string::npos);
+  EXPECT_EQ(without_banners.find("https://"), std::string::npos);
+  // The runs and their groups are in the table.
+  EXPECT_NE(html.find(dir("full_1").string()), std::string::npos);
+
+  // Labels regroup the folders and name the lines; a label is a run string like any other.
+  {
+    const fs::path labelled = dir("labelled.html");
+    const auto relabelled = leap_shell(
+        "report --label " + quoted("seed one=" + dir("dcp_1").string()) + " --label " +
+            quoted("<all>=" + dir("dcp_2").string()) + " --label " +
+            quoted("<all>=" + dir("full_1").string()) + " -o " + quoted(labelled.string()),
+        120);
+    ASSERT_EQ(relabelled.exit_code, 0) << relabelled.text;
+    EXPECT_NE(relabelled.text.find("3 runs in 2 groups"), std::string::npos) << relabelled.text;
+    const std::string labelled_html = read_file(labelled);
+    EXPECT_NE(labelled_html.find("seed one"), std::string::npos);
+    // Escaped in the page, \u-escaped in the data.
+    EXPECT_NE(labelled_html.find("&lt;all&gt;"), std::string::npos);
+    EXPECT_EQ(labelled_html.find("<all>"), std::string::npos);
+    EXPECT_NE(labelled_html.find("\\u003call\\u003e pass@1"), std::string::npos);
+  }
+
+  // An output path that cannot be written is named.
+  const auto unwritable = leap_shell("report " + quoted(dir("dcp_1").string()) + " --out " +
+                                         quoted(dir("no/such/folder/x.html").string()),
+                                     60);
+  EXPECT_EQ(unwritable.exit_code, 1) << unwritable.text;
+  EXPECT_NE(unwritable.text.find("leap report: error: " + dir("no/such/folder/x.html").string() +
+                                 ": cannot open for writing"),
+            std::string::npos)
+      << unwritable.text;
+
+  const auto chromium = find_chromium();
+  if (!chromium) {
+    std::printf(
+        "SKIPPED: no chromium binary on PATH (apt-get install chromium); the page was "
+        "written but not rendered\n");
+    GTEST_SKIP() << "no chromium binary on PATH";
+  }
+  // Root in CI: Chromium needs --no-sandbox there. A private profile folder keeps parallel runs
+  // apart and writes nothing to $HOME.
+  const auto dom =
+      shell(quoted(*chromium) + " --headless --no-sandbox --disable-gpu " +
+                "--no-first-run --user-data-dir=" + quoted(dir("chromium").string()) +
+                " --virtual-time-budget=5000 --dump-dom " + quoted("file://" + page.string()),
+            120, /*with_stderr=*/false);
+  ASSERT_EQ(dom.exit_code, 0) << dom.text;
+  int canvases = 0;
+  int drawn = 0;
+  const std::regex canvas(R"(<canvas[^>]*>)");
+  for (std::sregex_iterator it(dom.text.begin(), dom.text.end(), canvas), end; it != end; ++it) {
+    ++canvases;
+    const std::string tag = it->str();
+    if (tag.find("data-drawn=\"1\"") != std::string::npos) {
+      ++drawn;
+    } else {
+      ADD_FAILURE() << "chart did not draw: " << tag;
+    }
+  }
+  EXPECT_EQ(canvases, charts);
+  EXPECT_EQ(drawn, charts);
+  EXPECT_EQ(dom.text.find("class=\"script-error\""), std::string::npos) << dom.text.substr(0, 4000);
+  // An error before the page's error list exists is recorded on the <html> element instead.
+  EXPECT_FALSE(std::regex_search(dom.text, std::regex(R"(<html[^>]*data-script-error)")));
+}
+
+// Errors need no run: a private folder that is not a run folder is enough.
+TEST(ReportErrorsE2E, NameThePath) {
+  const fs::path root =
+      fs::temp_directory_path() / ("leap-e2e-report-errors-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "not_a_run");
+  const fs::path out = root / "x.html";
+  struct row {
+    std::string args;
+    std::string expected;
+  };
+  const std::vector<row> rows = {
+      {quoted((root / "not_a_run").string()) + " --out " + quoted(out.string()),
+       (root / "not_a_run").string() + ": not a run folder"},
+      {quoted((root / "missing").string()) + " --out " + quoted(out.string()),
+       (root / "missing").string() + ": not a run folder"},
+      {"--label nolabel --out " + quoted(out.string()), "expected NAME=RUN_DIR"},
+      {"--out " + quoted(out.string()), "no run folder given"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.args);
+    const auto result = leap_shell("report " + r.args, 60);
+    EXPECT_EQ(result.exit_code, 1) << result.text;
+    EXPECT_NE(result.text.find("leap report: error: "), std::string::npos) << result.text;
+    EXPECT_NE(result.text.find(r.expected), std::string::npos) << result.text;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+#include "tools/daemon/api.hpp"
+
+#include "orchestrator/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+
+namespace leap::daemon {
+
+std::string error_body(int code, const std::string& message) {
+  std::string type = "server_error";
+  switch (code) {
+    case 400:
+      type = "invalid_request_error";
+      break;
+    case 401:
+      type = "authentication_error";
+      break;
+    case 404:
+      type = "not_found_error";
+      break;
+    case 409:
+      type = "conflict_error";
+      break;
+    case 503:
+      type = "unavailable_error";
+      break;
+    default:
+      break;
+  }
+  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"code", code}}}}.dump();
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+bool authorized(const std::string& authorization, const std::string& token) {
+  const std::string scheme = "bearer ";
+  if (token.empty() || authorization.size() <= scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+  }
+  auto given = authorization.substr(scheme.size());
+  while (!given.empty() && given.back() == ' ') given.pop_back();
+  return constant_time_equal(given, token);
+}
+
+result<std::optional<std::size_t>> parse_tail(const std::string& value, bool present) {
+  if (!present) return std::optional<std::size_t>{};
+  const bool digits =
+      !value.empty() && value.size() <= 9 &&
+      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoul(value) == 0) {
+    return error{"tail: expected a number of lines >= 1, got '" + value + "'"};
+  }
+  return std::optional<std::size_t>{std::stoul(value)};
+}
+
+result<submit_request> parse_submit(const std::string& body, const std::string& source_value,
+                                    const std::string& cwd_value) {
+  submit_request r;
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return error{"the request body must hold the experiment config (YAML)"};
+  }
+  r.yaml = body;
+  if (!source_value.empty()) r.source = source_value;
+  if (!cwd_value.empty()) {
+    if (!std::filesystem::path(cwd_value).is_absolute()) {
+      return error{std::string(cwd_header) + ": '" + cwd_value + "' is not an absolute path"};
+    }
+    r.cwd = cwd_value;
+  }
+  return r;
+}
+
+result<experiment_record> make_submission(const submit_request& request, std::uint64_t seq,
+                                          const std::string& experiment_dir, std::int64_t now_ms) {
+  auto config = parse_config(request.yaml, request.source);
+  if (!config) return config.err();
+  experiment_record r;
+  r.seq = seq;
+  r.id = id_of(seq);
+  r.name = config->experiment.name;
+  r.state = experiment_state::queued;
+  r.config_source = request.source;
+  r.cwd = request.cwd.empty() ? experiment_dir : request.cwd;
+  r.run_dir = (std::filesystem::path(r.cwd) / config->experiment.run_dir).lexically_normal();
+  // "runs/x/" and "runs/x" are one folder.
+  while (r.run_dir.size() > 1 && r.run_dir.back() == '/') r.run_dir.pop_back();
+  r.submitted_unix_ms = now_ms;
+  return r;
+}
+
+std::optional<std::string> run_dir_user(const std::vector<experiment_record>& records,
+                                        const std::string& run_dir) {
+  for (const auto& r : records) {
+    if (!is_final(r.state) && r.run_dir == run_dir) return r.id;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json status_json(const std::vector<experiment_record>& records,
+                           const daemon_settings& settings, bool stopping, std::int64_t now_ms,
+                           std::int64_t started_ms) {
+  std::map<std::string, int> counts;
+  for (const char* s : {"queued", "running", "succeeded", "failed", "cancelled"}) counts[s] = 0;
+  nlohmann::json running = nlohmann::json::array();
+  nlohmann::json queue = nlohmann::json::array();
+  std::vector<const experiment_record*> sorted;
+  for (const auto& r : records) sorted.push_back(&r);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+  for (const auto* r : sorted) {
+    ++counts[to_string(r->state)];
+    if (r->state == experiment_state::running) running.push_back(r->id);
+    if (r->state == experiment_state::queued) queue.push_back(r->id);
+  }
+  return {{"state", stopping ? "stopping" : "serving"},
+          {"uptime_s", static_cast<double>(now_ms - started_ms) / 1000.0},
+          {"settings",
+           {{"port", settings.port},
+            {"max_concurrent", settings.max_concurrent},
+            {"grace_period_s", settings.grace_period_s}}},
+          {"experiments", counts},
+          {"running", running},
+          {"queue", queue}};
+}
+
+}  // namespace leap::daemon

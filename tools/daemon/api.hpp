@@ -1,0 +1,76 @@
+// The control API's pure parts: the bearer-token check, the one error shape, the parsing of
+// requests into typed values, and the JSON bodies of the answers. The routes themselves live in
+// daemon.cpp and only call these.
+//
+//   POST /v1/experiments              config YAML in the body -> 201 record | 400 config errors
+//   GET  /v1/experiments              {"experiments": [record, ...]}
+//   GET  /v1/experiments/ID           record | 404
+//   POST /v1/experiments/ID/cancel    record | 404 | 409 (already finished)
+//   GET  /v1/experiments/ID/logs      text/plain, ?tail=N for the last N lines
+//   GET  /v1/status                   JSON status of the daemon
+//   GET  /metrics                     Prometheus text 0.0.4
+// Every route needs "Authorization: Bearer TOKEN", else 401.
+#pragma once
+
+#include "common/result.hpp"
+#include "tools/daemon/experiment.hpp"
+#include "tools/daemon/settings.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace leap::daemon {
+
+// Headers `leap submit` sends with the config: the name errors should give the file (its path as
+// the user typed it), and the folder relative paths in the config are relative to.
+inline constexpr const char* config_name_header = "X-Leap-Config-Name";
+inline constexpr const char* cwd_header = "X-Leap-Cwd";
+
+// The one error shape of every route: {"error": {"message", "type", "code"}}. Types:
+// "invalid_request_error" (400), "authentication_error" (401), "not_found_error" (404),
+// "conflict_error" (409), "unavailable_error" (503), "server_error" (500).
+[[nodiscard]] std::string error_body(int code, const std::string& message);
+
+// Compares in time that depends on the lengths only, not on where the strings differ.
+[[nodiscard]] bool constant_time_equal(const std::string& a, const std::string& b);
+
+// Whether an Authorization header value carries `token` ("Bearer TOKEN", scheme case-insensitive).
+[[nodiscard]] bool authorized(const std::string& authorization, const std::string& token);
+
+// ?tail=N: nullopt when absent (the whole log); an error for anything but a number >= 1.
+[[nodiscard]] result<std::optional<std::size_t>> parse_tail(const std::string& value, bool present);
+
+struct submit_request {
+  std::string yaml;
+  std::string source = "config.yaml";  // the config's name in errors and status
+  std::string cwd;                     // absolute, or empty: the experiment's own folder
+};
+
+// Checks the raw request: a non-empty body, a cwd that is absolute. Errors are 400's messages.
+[[nodiscard]] result<submit_request> parse_submit(const std::string& body,
+                                                  const std::string& source_value,
+                                                  const std::string& cwd_value);
+
+// Validates the config with the project's parse_config (errors "SOURCE:LINE: key: ..." for 400)
+// and builds the queued record: id from `seq`, name, cwd (the request's, else
+// `experiment_dir`), the run folder resolved against that cwd.
+[[nodiscard]] result<experiment_record> make_submission(const submit_request& request,
+                                                        std::uint64_t seq,
+                                                        const std::string& experiment_dir,
+                                                        std::int64_t now_ms);
+
+// An experiment that is queued or running and uses `run_dir`, which a new one must not share
+// (two `leap run` on one store). nullopt when none.
+[[nodiscard]] std::optional<std::string> run_dir_user(const std::vector<experiment_record>& records,
+                                                      const std::string& run_dir);
+
+// GET /v1/status.
+[[nodiscard]] nlohmann::json status_json(const std::vector<experiment_record>& records,
+                                         const daemon_settings& settings, bool stopping,
+                                         std::int64_t now_ms, std::int64_t started_ms);
+
+}  // namespace leap::daemon

@@ -1,0 +1,84 @@
+// `leap init-model`: writes a randomly initialised byte-level model in Hugging Face layout
+// (config.json + model.safetensors), the starting point of toy runs and of tests that need a real
+// model for `leap serve-policy --model` and `learner.kind: torch`. No LibTorch at run time: the
+// weights are drawn by learner::random_weights (as policy::create_random draws them).
+#include "actors/torch_policy_backend.hpp"
+#include "learner/model_config.hpp"
+#include "learner/safetensors.hpp"
+#include "tools/leap/command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace leap::cli {
+namespace {
+
+struct init_model_options {
+  std::string preset = "tiny";
+  std::string out;
+  std::uint64_t seed = 0;
+  std::string dtype = "float32";
+  bool force = false;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "leap init-model: error: " << message << "\n";
+  return 1;
+}
+
+int run(const init_model_options& o) {
+  auto config = actors::byte_model_preset(o.preset);
+  if (!config) return fail("--preset: " + config.err().message);
+  auto type = learner::parse_torch_dtype(o.dtype);
+  if (!type) return fail("--dtype: " + type.err().message);
+  config->torch_dtype = learner::to_torch_dtype(*type);
+  const std::filesystem::path dir = o.out;
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "config.json", ec) && !o.force) {
+    return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return fail(o.out + ": cannot create: " + ec.message());
+  const auto weights = learner::random_weights(*config, o.seed, *type);
+  if (auto w = learner::write_safetensors_dir(o.out, weights); !w) return fail(w.err().message);
+  if (auto c = learner::write_model_config(o.out, *config); !c) return fail(c.err().message);
+  std::int64_t parameters = 0;
+  for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
+    std::int64_t n = 1;
+    for (auto s : shape) n *= s;
+    parameters += n;
+  }
+  std::cout << "leap init-model: wrote a random " << o.preset << " byte-level model ("
+            << parameters << " parameters, " << config->num_hidden_layers << " layers, hidden "
+            << config->hidden_size << ", vocab " << config->vocab_size << ", " << o.dtype
+            << ", seed " << o.seed << ") to " << o.out << "\n";
+  return 0;
+}
+
+void add_init_model(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<init_model_options>();
+  auto* cmd = app.add_subcommand(
+      "init-model",
+      "Write a randomly initialised byte-level model (Qwen2 layout, the policy server's 261-id "
+      "byte tokenizer) as a Hugging Face folder: config.json + model.safetensors. Serve it with "
+      "`leap serve-policy --model DIR`, train it with learner.kind: torch.");
+  cmd->add_option("--preset", options->preset,
+                  "Model shape: tiny (~0.1 M parameters) or small (~3 M)")
+      ->capture_default_str();
+  cmd->add_option("--out", options->out, "Folder to write (created)")->required();
+  cmd->add_option("--seed", options->seed, "Seed of the random weights")->capture_default_str();
+  cmd->add_option("--dtype", options->dtype, "Stored dtype: float32, bfloat16, float16 or float64")
+      ->capture_default_str();
+  cmd->add_flag("--force", options->force, "Overwrite a model already in --out");
+  cmd->callback([options, exit_code] { *exit_code = run(*options); });
+}
+
+LEAP_COMMAND("init-model", add_init_model);
+
+}  // namespace
+}  // namespace leap::cli

@@ -1,0 +1,241 @@
+// `leap verifier-node --port P --suite DIR ...`: a verifier node for remote hosts (GPU machines).
+// Loads the task suites (the node resolves tasks by id, as the local pool does), runs a local
+// sandbox verifier behind the verifier pool actor, and publishes the node actor
+// (actors/verifier_node.hpp) through CAF's middleman, TLS through caf::openssl when given
+// certificates. Orchestrators list it in verifier.nodes. Runs until SIGINT/SIGTERM.
+#include "actors/messages.hpp"
+#include "actors/node_auth.hpp"
+#include "actors/remote_verifier.hpp"
+#include "actors/tasks.hpp"
+#include "actors/verifier.hpp"
+#include "actors/verifier_node.hpp"
+#include "orchestrator/config.hpp"
+#include "sandbox/verifier.hpp"
+#include "tools/leap/command.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <signal.h>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace leap::cli {
+namespace {
+
+struct node_options {
+  int port = -1;
+  std::string bind = "127.0.0.1";
+  std::vector<std::string> suites;
+  std::string config_path;
+  std::string secret_file;
+  int gpu_slots = -1;
+  int compile_workers = -1;
+  int slots = 0;
+  std::string cache_dir;
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_ca;
+  double timeout_s = 10.0;
+  bool quiet = false;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "leap verifier-node: error: " << message << "\n";
+  return 1;
+}
+
+void log_line(const std::string& line) {
+  std::fprintf(stderr, "leap verifier-node: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// The sandbox's settings from a verifier section (the same mapping as `leap run`'s).
+sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
+                                          const std::string& cache_dir) {
+  sandbox::verifier_config v;
+  if (!cache_dir.empty()) v.engine.cache_dir = cache_dir;
+  if (!s.cache_dir.empty() && cache_dir.empty()) v.engine.cache_dir = s.cache_dir;
+  v.engine.cache_max_bytes = static_cast<std::uint64_t>(s.cache_max_bytes);
+  v.engine.cuda_arch = s.cuda_arch;
+  v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
+  v.engine.compile_limits.wall =
+      std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
+  const auto run_wall =
+      std::chrono::milliseconds(static_cast<std::int64_t>(s.run_timeout_s * 1000));
+  v.engine.run_limits.wall = run_wall;
+  v.engine.cuda_run_limits.wall = run_wall;
+  v.engine.python_limits.wall = run_wall;
+  v.engine.kernelbench_limits.wall = run_wall;
+  v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
+  v.compile_workers = s.compile_workers;
+  if (has_cuda && s.gpu_slots > 0) {
+    v.run_slots = s.gpu_slots;
+    for (int i = 0; i < s.gpu_slots; ++i) v.gpus.push_back(i);
+  }
+  return v;
+}
+
+int run_node(const node_options& o) {
+  // Only the main thread takes the stop signals (every thread inherits the mask).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  if (o.port < 0 || o.port > 65535) return fail("--port: must be in 0..65535 (0: any free port)");
+  verifier_section section;
+  if (!o.config_path.empty()) {
+    auto config = load_config(o.config_path);
+    if (!config) return fail(config.err().message);
+    section = config->verifier;
+  }
+  if (o.gpu_slots >= 0) section.gpu_slots = o.gpu_slots;
+  if (o.compile_workers >= 0) section.compile_workers = o.compile_workers;
+
+  auto table =
+      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  bool has_cuda = false;
+  for (const auto& suite : o.suites) {
+    auto loaded = actors::load_task_source(suite);
+    if (!loaded) return fail("--suite " + suite + ": " + loaded.err().message);
+    for (auto& t : *loaded) {
+      has_cuda = has_cuda || t.kind == sandbox::task_kind::cuda;
+      auto id = t.id;
+      (*table)[id] = std::make_shared<const sandbox::task>(std::move(t));
+    }
+  }
+  if (table->empty()) return fail("--suite: no tasks found in " + o.suites.front());
+
+  std::string secret;
+  if (!o.secret_file.empty()) {
+    auto read = actors::read_secret_file(o.secret_file);
+    if (!read) return fail("--secret-file: " + read.err().message);
+    secret = std::move(*read);
+  }
+  actors::node_transport transport;
+  transport.certificate = o.tls_certificate;
+  transport.key = o.tls_key;
+  transport.ca = o.tls_ca;
+  transport.timeout_s = o.timeout_s;
+  if (auto checked = actors::check_node_transport(transport, "--tls-"); !checked) {
+    return fail(checked.err().message);
+  }
+  if (transport.tls() && transport.certificate.empty()) {
+    return fail("--tls-certificate and --tls-key: a TLS node needs its own certificate");
+  }
+
+  auto verifier = sandbox::verifier::create(sandbox_settings(section, has_cuda, o.cache_dir));
+  if (!verifier) return fail("verifier: " + verifier.err().message);
+  const int compile_workers = (*verifier)->compile_workers();
+  const int run_slots = (*verifier)->run_slots();
+  const auto slots =
+      static_cast<std::uint32_t>(o.slots > 0 ? o.slots : compile_workers + run_slots);
+
+  int code = 0;
+  {
+    caf::actor_system_config cfg;
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    actors::register_message_types(cfg);
+    actors::configure_node_transport(cfg, transport);
+    caf::actor_system system{cfg};
+
+    actors::verifier_pool_config vc;
+    vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
+    auto pool = actors::spawn_verifier_pool(system, **verifier, table, vc);
+    actors::verifier_node_config nc;
+    nc.secret = secret;
+    nc.slots = slots;
+    nc.log = log_line;
+    nc.log_jobs = !o.quiet;
+    // The name needs the port, known only after publishing: a port-0 node learns it from CAF.
+    nc.name = o.bind + ":" + std::to_string(o.port);
+    auto node = actors::spawn_verifier_node(system, pool, nc);
+    auto published =
+        transport.tls()
+            ? caf::openssl::publish(node, static_cast<std::uint16_t>(o.port), o.bind.c_str(), true)
+            : system.middleman().publish(node, static_cast<std::uint16_t>(o.port), o.bind.c_str(),
+                                         true);
+    if (!published) {
+      code = fail("cannot listen on " + o.bind + ":" + std::to_string(o.port) + ": " +
+                  system.render(published.error()));
+    } else {
+      std::printf(
+          "leap verifier-node: listening on %s:%u | %u slots (%d compile workers, %d run slots) "
+          "| %zu tasks | secret %s | TLS %s\n",
+          o.bind.c_str(), static_cast<unsigned>(*published), slots, compile_workers, run_slots,
+          table->size(), secret.empty() ? "none (any orchestrator is admitted)" : "required",
+          transport.tls() ? (transport.ca.empty() ? "on" : "on, peers checked against the CA")
+                          : "off");
+      std::fflush(stdout);
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      log_line(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": stopping");
+    }
+    caf::scoped_actor self{system};
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+    self->send_exit(pool, caf::exit_reason::user_shutdown);
+    self->wait_for(node, pool);
+  }
+  verifier->reset();
+  return code;
+}
+
+void add_verifier_node(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<node_options>();
+  auto* cmd = app.add_subcommand(
+      "verifier-node",
+      "Serve verification to orchestrators on other hosts: load the task suites, run a local "
+      "sandbox verifier and publish it on PORT through CAF's middleman. List it in an "
+      "experiment's verifier.nodes as host:port. Jobs of a node that dies are re-sent elsewhere; "
+      "a restarted node is used again. Runs until SIGINT/SIGTERM.");
+  cmd->add_option("--port", o->port, "TCP port to listen on; 0: any free port (printed)")
+      ->required();
+  cmd->add_option("--bind", o->bind, "Address to listen on")->capture_default_str();
+  cmd->add_option("--suite", o->suites,
+                  "Task suite (folder, .jsonl or KernelBench folder); repeat for several. Must "
+                  "hold the orchestrator's tasks (they are resolved by id)")
+      ->required();
+  cmd->add_option("--config", o->config_path,
+                  "Experiment config whose verifier section gives the limits (timeouts, "
+                  "cuda_arch, cache); the options below override it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--secret-file", o->secret_file,
+                  "File with the shared secret; orchestrators must prove it (HMAC of a nonce) "
+                  "before sending jobs. Without it any orchestrator that reaches the port is "
+                  "served");
+  cmd->add_option("--gpu-slots", o->gpu_slots,
+                  "Candidates run on GPUs at once (CUDA suites); default: the config's, 1");
+  cmd->add_option("--compile-workers", o->compile_workers,
+                  "Parallel compilations; 0: one per core; default: the config's, 0");
+  cmd->add_option("--slots", o->slots,
+                  "Jobs the node takes at once (reported to orchestrators); 0: compile workers + "
+                  "run slots")
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "Compile cache folder; default: the config's, else ~/.cache/leap/compile");
+  cmd->add_option("--tls-certificate", o->tls_certificate, "PEM certificate: serve over TLS");
+  cmd->add_option("--tls-key", o->tls_key, "PEM private key of --tls-certificate");
+  cmd->add_option("--tls-ca", o->tls_ca,
+                  "PEM CA file: require orchestrators to present a certificate it signed");
+  cmd->add_option("--timeout-s", o->timeout_s,
+                  "Seconds without traffic after which an orchestrator counts as cut off")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "No line per job");
+  cmd->callback([o, exit_code] { *exit_code = run_node(*o); });
+}
+
+}  // namespace
+
+LEAP_COMMAND("verifier-node", add_verifier_node);
+
+}  // namespace leap::cli
