@@ -741,7 +741,7 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
   }
   for (const char* expected :
        {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
-        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml"}) {
+        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml", "leap_static_reward.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }
@@ -758,6 +758,8 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"quickstart.yaml", "learner.kind", "record"},
       {"quickstart.yaml", "verifier.gpu_slots", "0"},
       {"leap_cuda.yaml", "gate.policy", "dcp"},
+      {"leap_static_reward.yaml", "gate.policy", "dcp"},
+      {"leap_static_reward.yaml", "reward.kind", "static"},
       {"leap_cuda.yaml", "gate.tau_min", "0.5"},
       {"leap_cuda.yaml", "reward.kind", "rank"},
       {"leap_cuda.yaml", "rollout.max_turns", "3"},
