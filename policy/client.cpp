@@ -38,6 +38,8 @@ struct transfer_outcome {
   std::string body;
   std::string weight_version;   // the x-weight-version header, if any
   std::string transport_error;  // when code != CURLE_OK
+  // A streamed generation's events, read as they arrived (the 2xx body is not kept in `body`).
+  std::unique_ptr<stream_accumulator> stream;
 };
 
 struct transfer {
@@ -48,11 +50,24 @@ struct transfer {
   std::string weight_version;
   char error_buffer[CURL_ERROR_SIZE] = {};
   std::function<void(transfer_outcome)> on_done;
+  std::unique_ptr<stream_accumulator> stream;  // set for a streamed generation
 };
 
 size_t on_write(char* data, size_t size, size_t count, void* user) {
-  static_cast<transfer*>(user)->response.append(data, size * count);
-  return size * count;
+  auto* t = static_cast<transfer*>(user);
+  const size_t n = size * count;
+  if (t->stream) {
+    long code = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) {
+      // A 2xx stream is read event by event; an error status keeps its (JSON) body below.
+      // Once the stream went bad (an event that is not JSON, an error event), reading on would
+      // only add tokens after a gap: end the transfer; what arrived before is kept.
+      return t->stream->feed(std::string_view(data, n)) ? n : 0;
+    }
+  }
+  t->response.append(data, n);
+  return n;
 }
 
 size_t on_header(char* data, size_t size, size_t count, void* user) {
@@ -262,9 +277,14 @@ class policy_client::impl {
 
   void tokenize(int endpoint, const std::vector<chat_message>& messages, bool add_generation_prompt,
                 std::function<void(result<std::vector<token_id>>)> callback) {
-    auto body = build_tokenize_body(config_.model, messages, add_generation_prompt);
+    auto body =
+        build_tokenize_body(config_.flavour, config_.model, messages, add_generation_prompt);
     bool posted = post([this, endpoint, body = std::move(body), callback]() mutable {
-      start_tokenize(endpoint, std::move(body), std::move(callback));
+      if (!body) {
+        callback(body.err().wrap("tokenize"));  // on the loop thread, as every callback
+        return;
+      }
+      start_tokenize(endpoint, std::move(*body), std::move(callback));
     });
     if (!posted) {
       callback(error{"policy client stopped"});
@@ -488,6 +508,7 @@ class policy_client::impl {
     transfers_.erase(it);
     out.body = std::move(t->response);
     out.weight_version = std::move(t->weight_version);
+    out.stream = std::move(t->stream);
     if (code != CURLE_OK) {
       out.transport_error = t->error_buffer;
     }
@@ -514,8 +535,8 @@ class policy_client::impl {
   // Starts one HTTP exchange. `method` GET sends no body.
   void start_transfer(int endpoint, std::string_view method, const std::string& path,
                       std::string body, const std::string& request_id,
-                      std::chrono::milliseconds timeout,
-                      std::function<void(transfer_outcome)> done) {
+                      std::chrono::milliseconds timeout, std::function<void(transfer_outcome)> done,
+                      std::unique_ptr<stream_accumulator> stream = nullptr) {
     auto t = std::make_unique<transfer>();
     if (free_easies_.empty()) {
       t->easy = curl_easy_init();
@@ -527,6 +548,7 @@ class policy_client::impl {
     CURL* e = t->easy;
     t->body = std::move(body);
     t->on_done = std::move(done);
+    t->stream = std::move(stream);
     const std::string url = endpoints_[endpoint].base_url + path;
     curl_easy_setopt(e, CURLOPT_URL, url.c_str());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -669,12 +691,21 @@ class policy_client::impl {
     ++endpoints_[e].in_flight;
     views_dirty_ = true;
     const std::string wire_id = t.request.request_id + "." + std::to_string(t.attempts);
-    auto body = build_generate_body(config_.flavour, config_.model, t.request.prompt, t.partial_ids,
-                                    t.request.sampling,
-                                    t.max_tokens - static_cast<int>(t.partial_ids.size()), wire_id);
+    auto body = build_generate_body(
+        config_.flavour, config_.model, t.request.prompt, t.partial_ids, t.request.sampling,
+        t.max_tokens - static_cast<int>(t.partial_ids.size()), wire_id, config_.stream);
+    std::unique_ptr<stream_accumulator> stream;
+    if (config_.stream) {
+      std::vector<token_id> sent = t.request.prompt;
+      sent.insert(sent.end(), t.partial_ids.begin(), t.partial_ids.end());
+      stream = std::make_unique<stream_accumulator>(config_.flavour, t.request.sampling.n,
+                                                    std::move(sent));
+    }
     const auto key = t.key;
-    start_transfer(e, "POST", route_path_, std::move(body), wire_id, config_.request_timeout,
-                   [this, key, e](transfer_outcome out) { on_turn_done(key, e, std::move(out)); });
+    start_transfer(
+        e, "POST", route_path_, std::move(body), wire_id, config_.request_timeout,
+        [this, key, e](transfer_outcome out) { on_turn_done(key, e, std::move(out)); },
+        std::move(stream));
   }
 
   void on_turn_done(std::uint64_t key, int e, const transfer_outcome& out) {
@@ -693,7 +724,9 @@ class policy_client::impl {
       complete(t, turn_status::cancelled, "policy client stopped", {});
       return;
     }
-    if (out.code != CURLE_OK) {
+    // A stream cut mid-way ends with a transport error after a 2xx status: what arrived counts.
+    const bool streamed_2xx = out.stream && out.status >= 200 && out.status < 300;
+    if (out.code != CURLE_OK && !streamed_2xx) {
       std::string why = endpoints_[e].base_url + ": " + transport_message(out);
       if (transport_retryable(out.code)) {
         retry_turn(t, why, /*endpoint_fault=*/true, e);
@@ -720,6 +753,10 @@ class policy_client::impl {
           return;
       }
     }
+    if (out.stream) {
+      handle_stream(t, e, out);
+      return;
+    }
     parsed_choices parsed;
     if (t.partial_ids.empty()) {
       parsed =
@@ -738,7 +775,50 @@ class policy_client::impl {
       return;
     }
     record_success(endpoints_[e]);
-    auto& choices = parsed.choices;
+    accept_choices(t, e, std::move(parsed.choices));
+  }
+
+  // A streamed reply: whole, it is read as a body is; cut short (dropped or truncated, an event
+  // that is not JSON, an error event), the tokens already received are kept and the generation is
+  // resumed from them, as an aborted one is. Several completions cannot be continued as one: a
+  // cut stream with n > 1, or one that gave no tokens, is retried whole.
+  void handle_stream(turn_state& t, int e, const transfer_outcome& out) {
+    streamed_choices s = out.stream->finish(out.weight_version);
+    const std::string& where = endpoints_[e].base_url;
+    if (s.problem == parse_problem::schema) {
+      complete(t, turn_status::protocol_error, where + ": " + s.message, {});
+      return;
+    }
+    if (s.complete) {
+      record_success(endpoints_[e]);
+      accept_choices(t, e, std::move(s.choices));
+      return;
+    }
+    if (out.code == CURLE_OK && out.stream->events() == 0) {
+      // A whole 2xx body without a single event: the server did not stream (e.g. it ignored
+      // "stream": true and sent JSON). Retrying would only get the same.
+      complete(t, turn_status::protocol_error,
+               where + ": asked for a stream (\"stream\": true) but the 2xx body held no SSE event",
+               {});
+      return;
+    }
+    std::string why = where + ": stream cut short: " + s.message;
+    if (out.code != CURLE_OK && out.code != CURLE_WRITE_ERROR) {
+      why += " (" + transport_message(out) + ")";
+    }
+    if (s.choices.size() == 1 && !s.choices[0].ids.empty()) {
+      note_failure(e);
+      t.last_error = why;
+      s.choices[0].finish = finish_kind::abort;
+      accept_choices(t, e, std::move(s.choices));
+      return;
+    }
+    retry_turn(t, why, /*endpoint_fault=*/true, e);
+  }
+
+  // Choices of a reply read whole: complete the turn, or resume an aborted single generation
+  // from its tokens (stitched after those of earlier pieces).
+  void accept_choices(turn_state& t, int e, std::vector<generated_turn> choices) {
     const bool single = choices.size() == 1;
     const bool aborted = std::any_of(choices.begin(), choices.end(),
                                      [](const auto& c) { return c.finish == finish_kind::abort; });

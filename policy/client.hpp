@@ -16,7 +16,10 @@
 // that is not JSON or is cut short) is retried with exponential backoff and seeded jitter, on the
 // same endpoint unless it went down. A generation the server aborted is resumed from the tokens
 // already received: they are appended to the prompt and the rest is asked for with max_tokens
-// reduced; the turn's ids are the stitched whole. A 400 is never retried: when it says the context
+// reduced; the turn's ids are the stitched whole. With config.stream, a stream cut short (dropped,
+// truncated, an event that is not JSON, an error event) keeps the tokens that arrived and resumes
+// from them the same way (n == 1; otherwise, or with no tokens, the request is retried whole).
+// A 400 is never retried: when it says the context
 // is too long the turn ends `truncated`, otherwise `rejected`. After health.down_after_failures
 // consecutive failures an endpoint is marked down until a health check (GET health.path every
 // health.interval) passes. Every HTTP attempt carries the id "<request_id>.<attempt>" (X-Request-Id
@@ -128,7 +131,9 @@ class policy_client {
   [[nodiscard]] submit_status submit(turn_request request, turn_callback callback);
 
   // Renders chat messages to ids with the server's /tokenize (config.tokenize_path), on `endpoint`
-  // (-1: the least loaded routable one). One attempt, bounded by config.request_timeout.
+  // (-1: the least loaded routable one), in the flavour's request shape (build_tokenize_body).
+  // One attempt, bounded by config.request_timeout. For the sglang flavour,
+  // add_generation_prompt == false is an error (SGLang always renders it), given to the callback.
   // Thread-safe.
   void tokenize(int endpoint, const std::vector<chat_message>& messages, bool add_generation_prompt,
                 std::function<void(result<std::vector<token_id>>)> callback);

@@ -76,6 +76,12 @@ struct client_config {
   // Generation route. Default: "" (the flavour's: /v1/completions or /generate)
   std::string generate_path;
   std::string tokenize_path = "/tokenize";  // Default: /tokenize
+  // Ask for a streamed response (SSE: vLLM's `stream: true` completion chunks, SGLang's /generate
+  // events) and read it as it arrives. A stream that is cut (connection dropped or truncated, an
+  // event that is not JSON, an error event) keeps the tokens already received: the generation is
+  // resumed from them exactly as an aborted one (prompt + received ids, max_tokens reduced), so
+  // nothing is lost or generated twice. Default: false (one JSON body per request)
+  bool stream = false;
   // Requests accepted but not yet sent (all endpoints at their in-flight limit, or down); beyond
   // that submit() answers busy. Default: 4096
   int max_pending = 4096;

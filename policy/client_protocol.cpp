@@ -852,7 +852,7 @@ std::string build_generate_body(wire_flavour flavour, std::string_view model,
                                 std::span<const token_id> prompt,
                                 std::span<const token_id> continuation,
                                 const sampling_config& sampling, int max_tokens,
-                                std::string_view wire_id) {
+                                std::string_view wire_id, bool stream) {
   std::string out;
   out.reserve(256 + 8 * (prompt.size() + continuation.size()));
   if (flavour == wire_flavour::vllm) {
@@ -866,7 +866,9 @@ std::string build_generate_body(wire_flavour flavour, std::string_view model,
     put_ids(out, prompt, continuation);
     out += ',';
     put_sampling(out, sampling, flavour, max_tokens);
-    out += ",\"logprobs\":0,\"return_token_ids\":true,\"stream\":false,\"request_id\":";
+    out += ",\"logprobs\":0,\"return_token_ids\":true,\"stream\":";
+    out += stream ? "true" : "false";
+    out += ",\"request_id\":";
     put_string(out, wire_id);
     out += '}';
   } else {
@@ -874,7 +876,9 @@ std::string build_generate_body(wire_flavour flavour, std::string_view model,
     put_ids(out, prompt, continuation);
     out += ",\"sampling_params\":{";
     put_sampling(out, sampling, flavour, max_tokens);
-    out += "},\"return_logprob\":true,\"stream\":false,\"rid\":";
+    out += "},\"return_logprob\":true,\"stream\":";
+    out += stream ? "true" : "false";
+    out += ",\"rid\":";
     put_string(out, wire_id);
     out += '}';
   }
@@ -1001,6 +1005,29 @@ std::string build_tokenize_body(std::string_view model, const std::vector<chat_m
   return body.dump();
 }
 
+result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view model,
+                                        const std::vector<chat_message>& messages,
+                                        bool add_generation_prompt) {
+  if (flavour == wire_flavour::vllm) {
+    return build_tokenize_body(model, messages, add_generation_prompt);
+  }
+  if (!add_generation_prompt) {
+    return error{
+        "SGLang's /tokenize always renders the generation prompt (its chat form has no "
+        "add_generation_prompt); render a conversation without it through a local template"};
+  }
+  json body;
+  if (!model.empty()) {
+    body["model"] = model;
+  }
+  json list = json::array();
+  for (const auto& m : messages) {
+    list.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  body["messages"] = std::move(list);
+  return body.dump();
+}
+
 result<std::vector<token_id>> parse_tokenize_response(std::string_view body) {
   json root = json::parse(body, nullptr, false);
   if (root.is_discarded() || !root.is_object()) {
@@ -1012,6 +1039,249 @@ result<std::vector<token_id>> parse_tokenize_response(std::string_view body) {
     return error{"/tokenize response has no 'tokens' list of ids"};
   }
   return ids;
+}
+
+// ---- streamed responses ---------------------------------------------------------------------
+
+stream_accumulator::stream_accumulator(wire_flavour flavour, int n, std::vector<token_id> prompt)
+    : flavour_(flavour), prompt_(std::move(prompt)) {
+  const auto count = static_cast<std::size_t>(std::max(1, n));
+  turns_.resize(count);
+  finished_.assign(count, false);
+  for (auto& turn : turns_) {
+    turn.finish = finish_kind::other;
+  }
+}
+
+std::optional<std::size_t> stream_accumulator::slot_of(const nlohmann::json& event,
+                                                        const std::string& what) {
+  long long index = 0;  // a single completion's events may leave it out
+  if (auto it = event.find("index"); it != event.end() && it->is_number_integer()) {
+    index = it->get<long long>();
+  }
+  if (index < 0 || static_cast<std::size_t>(index) >= turns_.size()) {
+    fail(parse_problem::schema, what + " " + std::to_string(index) + " out of range (n = " +
+                                    std::to_string(turns_.size()) + ")");
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(index);
+}
+
+bool stream_accumulator::fail(parse_problem problem, std::string message) {
+  stopped_ = true;
+  if (problem == parse_problem::schema) {
+    problem_ = problem;
+  }
+  cut_ = std::move(message);
+  return false;
+}
+
+bool stream_accumulator::feed(std::string_view bytes) {
+  if (stopped_) {
+    return false;
+  }
+  for (const auto& data : reader_.feed(bytes)) {
+    if (!on_event(data)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool stream_accumulator::on_event(const std::string& data) {
+  ++events_;
+  if (data == "[DONE]") {
+    done_ = true;
+    return true;
+  }
+  json root = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return fail(parse_problem::malformed, "stream event " + std::to_string(events_) +
+                                              " is not JSON (" + std::to_string(data.size()) +
+                                              " bytes)");
+  }
+  if (!root.is_object()) {
+    return fail(parse_problem::schema,
+                "stream event " + std::to_string(events_) + ": expected a JSON object");
+  }
+  if (root.contains("error")) {
+    return fail(parse_problem::malformed,
+                "the server sent an error event mid-stream: " + error_message(data));
+  }
+  return flavour_ == wire_flavour::vllm ? on_vllm_event(root) : on_sglang_event(root);
+}
+
+bool stream_accumulator::on_vllm_event(const json& root) {
+  const std::string where = "vLLM stream event " + std::to_string(events_);
+  auto choices_it = root.find("choices");
+  if (choices_it == root.end() || !choices_it->is_array()) {
+    return fail(parse_problem::schema, where + ": no 'choices' list");
+  }
+  if (auto it = root.find("weight_version"); it != root.end()) {
+    if (auto v = version_string(*it)) {
+      version_ = v;
+    }
+  }
+  for (const json& c : *choices_it) {
+    if (!c.is_object()) {
+      return fail(parse_problem::schema, where + ": a choice is not an object");
+    }
+    const auto found = slot_of(c, where + ": choice index");
+    if (!found) return false;
+    const std::size_t slot = *found;
+    generated_turn& turn = turns_[slot];
+    std::vector<token_id> ids;
+    auto ids_it = c.find("token_ids");
+    if (ids_it != c.end() && !ids_it->is_null()) {
+      if (!read_ids(*ids_it, ids)) {
+        return fail(parse_problem::schema, where + ": 'token_ids' is not a list of ids");
+      }
+    }
+    std::vector<float> logprobs;
+    auto lp_it = c.find("logprobs");
+    if (lp_it != c.end() && lp_it->is_object()) {
+      auto tl = lp_it->find("token_logprobs");
+      if (tl == lp_it->end() || !tl->is_array()) {
+        return fail(parse_problem::schema, where + ": 'logprobs.token_logprobs' missing");
+      }
+      for (const auto& v : *tl) {
+        if (!v.is_number()) {
+          return fail(parse_problem::schema, where + ": a token log-prob is not a number");
+        }
+        logprobs.push_back(v.get<float>());
+      }
+    }
+    std::string text;
+    if (auto it = c.find("text"); it != c.end() && it->is_string()) {
+      text = it->get<std::string>();
+    }
+    if ((ids_it == c.end() || ids_it->is_null()) && (!text.empty() || !logprobs.empty())) {
+      return fail(parse_problem::schema,
+                  where +
+                      ": no 'token_ids'; the server ignored return_token_ids (use a vLLM that "
+                      "supports it, or the sglang flavour)");
+    }
+    if (!ids.empty() && (lp_it == c.end() || !lp_it->is_object())) {
+      return fail(parse_problem::schema, where + ": no 'logprobs'; the server ignored logprobs: 0");
+    }
+    if (ids.size() != logprobs.size()) {
+      return fail(parse_problem::schema, where + ": " + std::to_string(ids.size()) +
+                                             " token ids but " + std::to_string(logprobs.size()) +
+                                             " log-probs");
+    }
+    if (auto it = c.find("prompt_token_ids"); !prompt_.empty() && it != c.end() && it->is_array()) {
+      bool same = it->size() == prompt_.size();
+      for (std::size_t k = 0; same && k < prompt_.size(); ++k) {
+        same = (*it)[k].is_number_integer() && (*it)[k].get<token_id>() == prompt_[k];
+      }
+      if (!same) {
+        return fail(parse_problem::schema,
+                    where +
+                        ": 'prompt_token_ids' differ from the ids sent; the server re-tokenised "
+                        "the prompt");
+      }
+    }
+    if (finished_[slot] && !ids.empty()) {
+      return fail(parse_problem::schema,
+                  where + ": tokens for choice " + std::to_string(slot) + " after its finish");
+    }
+    turn.ids.insert(turn.ids.end(), ids.begin(), ids.end());
+    turn.logprobs.insert(turn.logprobs.end(), logprobs.begin(), logprobs.end());
+    turn.text += text;
+    if (auto it = c.find("finish_reason"); it != c.end() && it->is_string()) {
+      turn.finish = finish_from_string(it->get_ref<const std::string&>());
+      finished_[slot] = true;
+    }
+  }
+  return true;
+}
+
+bool stream_accumulator::on_sglang_event(const json& root) {
+  const std::string where = "SGLang stream event " + std::to_string(events_);
+  const auto found = slot_of(root, where + ": index");
+  if (!found) return false;
+  const std::size_t slot = *found;
+  // The event read as a whole /generate object: the same checks and fields as a full body.
+  generated_turn piece;
+  auto parsed = parse_sglang_item(root, std::nullopt, where, piece);
+  if (parsed.problem != parse_problem::none) {
+    return fail(parsed.problem, parsed.message);
+  }
+  if (piece.weight_version) {
+    version_ = piece.weight_version;
+  }
+  generated_turn& turn = turns_[slot];
+  if (finished_[slot]) {
+    if (piece.ids.size() > turn.ids.size() ||
+        (piece.ids.size() < turn.ids.size() && !piece.ids.empty())) {
+      return fail(parse_problem::schema,
+                  where + ": tokens for choice " + std::to_string(slot) + " after its finish");
+    }
+    return true;
+  }
+  const std::size_t have = turn.ids.size();
+  const std::size_t got = piece.ids.size();
+  bool cumulative;
+  std::optional<long long> total;
+  if (auto meta = root.find("meta_info"); meta != root.end() && meta->is_object()) {
+    if (auto ct = meta->find("completion_tokens"); ct != meta->end() && ct->is_number_integer()) {
+      total = ct->get<long long>();
+    }
+  }
+  const bool extends =
+      got >= have && std::equal(turn.ids.begin(), turn.ids.end(), piece.ids.begin());
+  if (total && static_cast<std::size_t>(*total) == got && (have == 0 || extends)) {
+    cumulative = true;
+  } else if (total && static_cast<std::size_t>(*total) == have + got) {
+    cumulative = false;
+  } else if (total) {
+    return fail(parse_problem::schema, where + ": " + std::to_string(got) + " output tokens, " +
+                                           std::to_string(have) +
+                                           " received before, but meta_info.completion_tokens is " +
+                                           std::to_string(*total));
+  } else {
+    cumulative = extends;
+  }
+  if (cumulative) {
+    turn.ids = std::move(piece.ids);
+    turn.logprobs = std::move(piece.logprobs);
+    turn.text = std::move(piece.text);
+  } else {
+    turn.ids.insert(turn.ids.end(), piece.ids.begin(), piece.ids.end());
+    turn.logprobs.insert(turn.logprobs.end(), piece.logprobs.begin(), piece.logprobs.end());
+    turn.text += piece.text;
+  }
+  // finish_reason is null until the last event; parse_sglang_item reads null as `other`.
+  if (auto meta = root.find("meta_info"); meta != root.end()) {
+    if (auto fr = meta->find("finish_reason"); fr != meta->end() && !fr->is_null()) {
+      turn.finish = piece.finish;
+      finished_[slot] = true;
+    }
+  }
+  return true;
+}
+
+streamed_choices stream_accumulator::finish(std::string_view weight_version_header) const {
+  streamed_choices out;
+  out.problem = problem_;
+  out.choices = turns_;
+  out.done = done_;
+  std::optional<std::string> version = version_;
+  if (!version && !weight_version_header.empty()) {
+    version = std::string(weight_version_header);
+  }
+  for (auto& c : out.choices) {
+    c.weight_version = version;
+  }
+  out.complete = problem_ == parse_problem::none &&
+                 std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
+  if (problem_ != parse_problem::none || !cut_.empty()) {
+    out.message = cut_;
+  } else if (!out.complete) {
+    out.message = std::string("the stream ended before every choice finished") +
+                  (done_ ? "" : " (no [DONE])") + " after " + std::to_string(events_) + " events";
+  }
+  return out;
 }
 
 }  // namespace leap::policy

@@ -15,8 +15,12 @@
 
 #include "policy/client_config.hpp"
 #include "policy/conversation.hpp"
+#include "policy/sse.hpp"
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <chrono>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,12 +30,12 @@ namespace leap::policy {
 
 // The JSON body of one generation request. `prompt` followed by `continuation` (ids already
 // received from an aborted attempt) is sent as the prompt; `max_tokens` is what is still wanted.
-// `wire_id` is sent as vLLM's request_id / SGLang's rid.
+// `wire_id` is sent as vLLM's request_id / SGLang's rid. `stream` asks for an SSE response.
 [[nodiscard]] std::string build_generate_body(wire_flavour flavour, std::string_view model,
                                               std::span<const token_id> prompt,
                                               std::span<const token_id> continuation,
                                               const sampling_config& sampling, int max_tokens,
-                                              std::string_view wire_id);
+                                              std::string_view wire_id, bool stream = false);
 
 enum class parse_problem : std::uint8_t {
   none,
@@ -87,11 +91,87 @@ struct attempt_verdict {
 [[nodiscard]] std::chrono::milliseconds backoff_delay(const retry_config& retry, int retry_number,
                                                       double unit_random);
 
+// ---- streamed responses ----
+// Stream shapes read (SSE `data:` events, then `data: [DONE]`):
+//   vLLM  /v1/completions with stream: true: {"choices": [{"index", "text", "token_ids": [new ids],
+//         "logprobs": {"token_logprobs": [new], ...}, "finish_reason": null|"stop"|..., and
+//         "prompt_token_ids" in a choice's first chunk}], "weight_version"?}; a usage chunk has
+//         "choices": []. Each chunk carries only the new tokens of one choice.
+//   SGLang /generate with stream: true: one /generate object per event ("index" added when n > 1),
+//         finish_reason null until the last. By default each event is cumulative (text,
+//         output_ids and meta_info.output_token_logprobs hold everything so far); with
+//         --incremental-streaming-output they hold only the new part. Which one an event is comes
+//         from meta_info.completion_tokens (the whole count so far) when present, else from
+//         whether the event's ids extend those already received.
+//   Either may send {"error": {...}} as an event when a generation fails mid-way.
+
+// What a streamed response gave: the choices received so far and whether they are whole.
+struct streamed_choices {
+  // none, or schema when an event was JSON but not in the flavour's shape (a configuration fault,
+  // as for a whole body: no token ids, log-probs missing, an echoed prompt that differs).
+  parse_problem problem = parse_problem::none;
+  // schema: why. Not complete: what cut the stream (an event that is not JSON, an error event,
+  // the end of the bytes before every choice finished).
+  std::string message;
+  // One per expected completion (n), in index order; each holds the ids, log-probs and text
+  // received so far, and its finish reason once its last event arrived.
+  std::vector<generated_turn> choices;
+  bool complete = false;  // every choice arrived with its finish reason
+  bool done = false;      // the stream's `data: [DONE]` arrived
+};
+
+// Reads a streamed generation response incrementally (policy/sse.hpp's sse_reader frames the
+// events). Not thread-safe: one per HTTP attempt.
+class stream_accumulator {
+ public:
+  // `n`: completions expected. `prompt`: the ids sent (prompt and continuation), checked against
+  // vLLM's echoed prompt_token_ids; empty skips the check.
+  stream_accumulator(wire_flavour flavour, int n, std::vector<token_id> prompt);
+
+  // Consumes bytes as they arrive. Returns false once the stream went bad (an event that is not
+  // JSON, an error event, a schema fault); later bytes are ignored and what came before is kept.
+  bool feed(std::string_view bytes);
+
+  // The result so far. `weight_version_header` ("" when absent) stands in when no event carried
+  // a weight version.
+  [[nodiscard]] streamed_choices finish(std::string_view weight_version_header) const;
+
+  // Events read so far (for tests and messages).
+  [[nodiscard]] std::size_t events() const { return events_; }
+
+ private:
+  bool on_event(const std::string& data);
+  bool on_vllm_event(const nlohmann::json& root);
+  bool on_sglang_event(const nlohmann::json& root);
+  bool fail(parse_problem problem, std::string message);
+  // The event's "index" (absent: 0) as a slot of turns_; out of range fails the stream.
+  std::optional<std::size_t> slot_of(const nlohmann::json& event, const std::string& what);
+
+  wire_flavour flavour_;
+  std::vector<token_id> prompt_;
+  sse_reader reader_;
+  std::vector<generated_turn> turns_;
+  std::vector<bool> finished_;
+  std::optional<std::string> version_;
+  parse_problem problem_ = parse_problem::none;
+  std::string cut_;
+  bool stopped_ = false;
+  bool done_ = false;
+  std::size_t events_ = 0;
+};
+
 // /tokenize with chat messages, vLLM's shape: {"messages", "add_generation_prompt",
 // "add_special_tokens": false}. The response is {"tokens": [...], ...}.
 [[nodiscard]] std::string build_tokenize_body(std::string_view model,
                                               const std::vector<chat_message>& messages,
                                               bool add_generation_prompt);
+// The flavour's shape. vLLM: as above. SGLang (whose /tokenize takes exactly one of "prompt" and
+// "messages", the latter read as a chat-completion request): {"model"?, "messages"}; SGLang always
+// renders the generation prompt (its chat requests have no add_generation_prompt), so
+// `add_generation_prompt == false` is an error for SGLang: render such turns with a local template.
+[[nodiscard]] result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view model,
+                                                      const std::vector<chat_message>& messages,
+                                                      bool add_generation_prompt);
 [[nodiscard]] result<std::vector<token_id>> parse_tokenize_response(std::string_view body);
 
 }  // namespace leap::policy

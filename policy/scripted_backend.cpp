@@ -323,4 +323,9 @@ status scripted_backend::load_weights(const std::string& /*path*/, std::int64_t 
   return ok_status();
 }
 
+status scripted_backend::load_adapter(const std::string& /*name*/, const std::string& path,
+                                      std::int64_t version) {
+  return load_weights(path, version);
+}
+
 }  // namespace leap::policy

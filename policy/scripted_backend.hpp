@@ -94,6 +94,10 @@ class scripted_backend final : public policy_backend {
                   const token_sink& sink) override;
   // Accepts any path: there are no weights; the version is only remembered.
   status load_weights(const std::string& path, std::int64_t version) override;
+  // A LoRA adapter is a version change like any weight load: the answers stay the suite's.
+  [[nodiscard]] bool supports_adapters() const override { return true; }
+  status load_adapter(const std::string& name, const std::string& path,
+                      std::int64_t version) override;
 
   // The answer `generate` would give for this request, without latency. Pure, thread-safe.
   [[nodiscard]] scripted_answer plan(const backend_request& request) const;

@@ -313,11 +313,13 @@ result<std::vector<sequence_output>> run_sequences(policy_backend& backend,
 }
 
 // Writes SSE events to the response, serialised across a request's sequences, applying the
-// stream faults: a malformed first event, or a cut after a few events.
+// stream faults: a malformed event (its JSON cut in half; the `malformed_at`-th, 0-based), or a
+// cut after a few events.
 class event_stream {
  public:
-  event_stream(httplib::DataSink& sink, std::optional<std::size_t> cut_after, bool malformed)
-      : sink_(sink), cut_after_(cut_after), malformed_(malformed) {}
+  event_stream(httplib::DataSink& sink, std::optional<std::size_t> cut_after,
+               std::optional<std::size_t> malformed_at)
+      : sink_(sink), cut_after_(cut_after), malformed_at_(malformed_at) {}
 
   bool write_event(const std::string& data) {
     std::lock_guard lock(mutex_);
@@ -360,8 +362,9 @@ class event_stream {
       failed_ = true;
       return false;
     }
-    std::string event =
-        malformed_ && written_ == 0 ? sse_event(data.substr(0, data.size() / 2)) : sse_event(data);
+    std::string event = malformed_at_ && written_ == *malformed_at_
+                            ? sse_event(data.substr(0, data.size() / 2))
+                            : sse_event(data);
     failed_ = !sink_.write(event.data(), event.size());
     ++written_;
     return !failed_;
@@ -369,7 +372,7 @@ class event_stream {
 
   httplib::DataSink& sink_;
   std::optional<std::size_t> cut_after_;
-  bool malformed_;
+  std::optional<std::size_t> malformed_at_;
   mutable std::mutex mutex_;
   std::size_t written_ = 0;
   bool failed_ = false;
@@ -415,6 +418,18 @@ struct policy_server::impl {
   std::atomic<std::int64_t> weight_version;
   std::atomic<std::uint64_t> generation_serial{0};
   std::atomic<std::uint64_t> id_counter{0};
+
+  // Who holds generation back: a /pause_generation, and vLLM's sleep mode (weights and KV cache
+  // asleep separately). The gate is paused while either holds; guarded by flights_mutex.
+  bool user_paused = false;
+  bool weights_asleep = false;
+  bool kv_asleep = false;
+
+  // Runtime LoRA adapters by name (vLLM's /v1/load_lora_adapter): name -> path. Loads run one at
+  // a time (adapter_load_mutex), so that versions and the table change together.
+  mutable std::mutex adapters_mutex;
+  std::map<std::string, std::string> adapters;
+  std::mutex adapter_load_mutex;
 
   // Generation requests in the server: true once admitted (running), false while held by a pause.
   std::mutex flights_mutex;
@@ -489,7 +504,10 @@ struct policy_server::impl {
   [[nodiscard]] std::optional<http_error> check_model(
       const std::optional<std::string>& model) const {
     if (model && !model->empty() && *model != config.model_name) {
-      return http_error{404, "The model `" + *model + "` does not exist."};
+      std::lock_guard lock(adapters_mutex);
+      if (adapters.count(*model) == 0) {
+        return http_error{404, "The model `" + *model + "` does not exist."};
+      }
     }
     return std::nullopt;
   }
@@ -691,7 +709,12 @@ struct policy_server::impl {
         state.fault.kind == fault_kind::truncate
             ? std::optional<std::size_t>(1 + state.fault.detail % 3)
             : std::nullopt;
-    event_stream events(sink, cut, state.fault.kind == fault_kind::malformed);
+    // The malformed event is one of the first three, so that a client may have tokens before it.
+    const std::optional<std::size_t> malformed_at =
+        state.fault.kind == fault_kind::malformed
+            ? std::optional<std::size_t>(state.fault.detail % 3)
+            : std::nullopt;
+    event_stream events(sink, cut, malformed_at);
     const progress_fn progress = [&](sequence_builder& builder) {
       return events.write_with([&] {
         std::vector<std::string> out;
@@ -982,6 +1005,46 @@ struct policy_server::impl {
     return std::nullopt;
   }
 
+  struct pause_counts {
+    std::size_t aborted = 0;
+    std::size_t running = 0;
+  };
+
+  // Holds new generations back and deals with running ones by `mode`. Takes flights_mutex; `hold`
+  // runs under it first (it records who holds the gate).
+  pause_counts hold_generation(pause_mode mode, const std::function<void()>& hold) {
+    pause_counts counts;
+    std::unique_lock lock(flights_mutex);
+    hold();
+    gate->pause(mode == pause_mode::in_place);
+    if (mode == pause_mode::abort) {
+      for (const auto& [control, running] : flights) {
+        if (running) {
+          control->abort("generation paused");
+          ++counts.aborted;
+        }
+      }
+    }
+    if (mode == pause_mode::wait) {
+      // Drain: every running generation finishes. Bounded by shutdown, not by a clock: the
+      // caller's own deadline decides how long it will wait for this reply.
+      while (!gate->stopping() &&
+             std::any_of(flights.begin(), flights.end(), [](const auto& f) { return f.second; })) {
+        flights_changed.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    }
+    counts.running = static_cast<std::size_t>(
+        std::count_if(flights.begin(), flights.end(), [](const auto& f) { return f.second; }));
+    return counts;
+  }
+
+  // Lets generation go on once neither a pause nor sleep holds it. Call under flights_mutex.
+  void release_if_free() {
+    if (!user_paused && !weights_asleep && !kv_asleep) {
+      gate->resume();
+    }
+  }
+
   std::optional<http_error> pause(const httplib::Request& req, httplib::Response& res) {
     auto body = parse_json_body(req.body);
     if (!body) {
@@ -991,32 +1054,11 @@ struct policy_server::impl {
     if (!request) {
       return http_error{400, request.err().message};
     }
-    std::size_t aborted = 0;
-    std::unique_lock lock(flights_mutex);
-    gate->pause(request->mode == pause_mode::in_place);
-    if (request->mode == pause_mode::abort) {
-      for (const auto& [control, running] : flights) {
-        if (running) {
-          control->abort("generation paused");
-          ++aborted;
-        }
-      }
-    }
-    if (request->mode == pause_mode::wait) {
-      // Drain: every running generation finishes. Bounded by shutdown, not by a clock: the
-      // caller's own deadline decides how long it will wait for this reply.
-      while (!gate->stopping() &&
-             std::any_of(flights.begin(), flights.end(), [](const auto& f) { return f.second; })) {
-        flights_changed.wait_for(lock, std::chrono::milliseconds(50));
-      }
-    }
-    const std::size_t running = static_cast<std::size_t>(
-        std::count_if(flights.begin(), flights.end(), [](const auto& f) { return f.second; }));
-    lock.unlock();
+    const auto counts = hold_generation(request->mode, [this] { user_paused = true; });
     res.set_content(dump_json(json{{"success", true},
                                    {"message", "generation paused"},
-                                   {"aborted", aborted},
-                                   {"running", running}}),
+                                   {"aborted", counts.aborted},
+                                   {"running", counts.running}}),
                     "application/json");
     return std::nullopt;
   }
@@ -1024,10 +1066,168 @@ struct policy_server::impl {
   std::optional<http_error> resume(httplib::Response& res) {
     {
       std::lock_guard lock(flights_mutex);
-      gate->resume();
+      user_paused = false;
+      release_if_free();
     }
     res.set_content(dump_json(json{{"success", true}, {"message", "generation resumed"}}),
                     "application/json");
+    return std::nullopt;
+  }
+
+  // ---- vLLM's sleep mode ----
+  // As vLLM (since its sleep pauses the scheduler): running generations are dealt with by the
+  // sleep's mode (abort by default), and generation requests that arrive while asleep wait in
+  // the server until a wake-up leaves nothing asleep; then they run (on the reloaded weights).
+
+  static std::optional<std::string> query(const httplib::Request& req, const char* key) {
+    if (!req.has_param(key)) {
+      return std::nullopt;
+    }
+    return req.get_param_value(key);
+  }
+
+  std::optional<http_error> sleep(const httplib::Request& req, httplib::Response& res) {
+    auto request = parse_sleep_request(query(req, "level"), query(req, "mode"));
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    // Both levels put weights and KV cache to sleep; the level only says whether the weights
+    // are kept (offloaded) or discarded, which a scripted or CPU backend need not tell apart.
+    hold_generation(request->mode, [this] {
+      weights_asleep = true;
+      kv_asleep = true;
+    });
+    res.status = 200;  // vLLM answers an empty 200
+    return std::nullopt;
+  }
+
+  std::optional<http_error> wake_up(const httplib::Request& req, httplib::Response& res) {
+    std::vector<std::string> tags;
+    for (std::size_t i = 0; i < req.get_param_value_count("tags"); ++i) {
+      tags.push_back(req.get_param_value("tags", i));
+    }
+    auto request = parse_wake_up_request(tags);
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    {
+      std::lock_guard lock(flights_mutex);
+      if (request->weights) {
+        weights_asleep = false;
+      }
+      if (request->kv_cache) {
+        kv_asleep = false;
+      }
+      release_if_free();
+    }
+    res.status = 200;
+    return std::nullopt;
+  }
+
+  [[nodiscard]] bool sleeping() {
+    std::lock_guard lock(flights_mutex);
+    return weights_asleep || kv_asleep;
+  }
+
+  std::optional<http_error> collective_rpc(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_collective_rpc_request(*body);
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    if (request->method != "reload_weights") {
+      return http_error{400, "collective_rpc method '" + request->method +
+                                 "' is not served here (served: reload_weights)"};
+    }
+    {
+      std::lock_guard lock(flights_mutex);
+      if (weights_asleep) {
+        return http_error{400,
+                          "the weights are asleep: POST /wake_up?tags=weights before "
+                          "reload_weights"};
+      }
+    }
+    const std::string path = request->weights_path.value_or(config.model_path);
+    const std::int64_t version = weight_version.load() + 1;
+    if (auto loaded = backend->load_weights(path, version); !loaded) {
+      return http_error{500, "reload_weights failed: " + loaded.err().message};
+    }
+    weight_version.store(version);
+    res.set_header("x-weight-version", std::to_string(version));
+    // One result per worker (one here); reload_weights returns nothing.
+    res.set_content(dump_json(json{{"results", json::array({nullptr})}}), "application/json");
+    return std::nullopt;
+  }
+
+  // ---- vLLM's runtime LoRA routes ----
+
+  std::optional<http_error> load_lora(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_load_lora_request(*body);
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    if (!backend->supports_adapters()) {
+      return http_error{501, "the " + backend->name() +
+                                 " backend cannot load LoRA adapters (POST /v1/load_lora_adapter "
+                                 "for '" +
+                                 request->name + "')"};
+    }
+    if (request->name == config.model_name) {
+      return http_error{
+          400, "a LoRA adapter cannot take the base model's name '" + config.model_name + "'"};
+    }
+    std::lock_guard load_lock(adapter_load_mutex);
+    {
+      std::lock_guard lock(adapters_mutex);
+      if (adapters.count(request->name) != 0 && !request->load_inplace) {
+        return http_error{400, "The lora adapter '" + request->name +
+                                   "' has already been loaded. (Use load_inplace: true to "
+                                   "replace it.)"};
+      }
+    }
+    const std::int64_t version = weight_version.load() + 1;
+    if (auto loaded = backend->load_adapter(request->name, request->path, version); !loaded) {
+      return http_error{400, "loading LoRA adapter '" + request->name + "' from " + request->path +
+                                 " failed: " + loaded.err().message};
+    }
+    {
+      std::lock_guard lock(adapters_mutex);
+      adapters[request->name] = request->path;
+    }
+    weight_version.store(version);
+    res.set_header("x-weight-version", std::to_string(version));
+    res.set_content("Success: LoRA adapter '" + request->name + "' added successfully.",
+                    "text/plain");
+    return std::nullopt;
+  }
+
+  std::optional<http_error> unload_lora(const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_unload_lora_request(*body);
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    if (!backend->supports_adapters()) {
+      return http_error{501, "the " + backend->name() + " backend cannot load LoRA adapters"};
+    }
+    {
+      std::lock_guard lock(adapters_mutex);
+      if (adapters.erase(request->name) == 0) {
+        return http_error{404, "The lora adapter '" + request->name + "' cannot be found."};
+      }
+    }
+    res.set_content("Success: LoRA adapter '" + request->name + "' removed successfully.",
+                    "text/plain");
     return std::nullopt;
   }
 
@@ -1084,6 +1284,23 @@ struct policy_server::impl {
                   return std::nullopt;
                 }));
     }
+    http.Post("/sleep", wrap("/sleep", [this](const auto& q, auto& r) { return sleep(q, r); }));
+    http.Post("/wake_up",
+              wrap("/wake_up", [this](const auto& q, auto& r) { return wake_up(q, r); }));
+    http.Get("/is_sleeping",
+             wrap("/is_sleeping", [this](const auto&, auto& r) -> std::optional<http_error> {
+               r.set_content(dump_json(json{{"is_sleeping", sleeping()}}), "application/json");
+               return std::nullopt;
+             }));
+    http.Post("/collective_rpc", wrap("/collective_rpc", [this](const auto& q, auto& r) {
+                return collective_rpc(q, r);
+              }));
+    http.Post(
+        "/v1/load_lora_adapter",
+        wrap("/v1/load_lora_adapter", [this](const auto& q, auto& r) { return load_lora(q, r); }));
+    http.Post("/v1/unload_lora_adapter",
+              wrap("/v1/unload_lora_adapter",
+                   [this](const auto& q, auto& r) { return unload_lora(q, r); }));
     http.Get("/is_paused",
              wrap("/is_paused", [this](const auto&, auto& r) -> std::optional<http_error> {
                r.set_content(dump_json(json{{"is_paused", gate->paused()}}), "application/json");
@@ -1106,7 +1323,23 @@ struct policy_server::impl {
                                 {"parent", nullptr},
                                 {"max_model_len", config.max_model_len},
                                 {"permission", json::array()}};
-               r.set_content(dump_json(json{{"object", "list"}, {"data", json::array({model})}}),
+               json data = json::array({model});
+               {
+                 // Loaded LoRA adapters, as vLLM lists them: the adapter's name, its path as
+                 // root, the base model as parent.
+                 std::lock_guard lock(adapters_mutex);
+                 for (const auto& [name, path] : adapters) {
+                   data.push_back({{"id", name},
+                                   {"object", "model"},
+                                   {"created", model["created"]},
+                                   {"owned_by", "leap"},
+                                   {"root", path},
+                                   {"parent", config.model_name},
+                                   {"max_model_len", config.max_model_len},
+                                   {"permission", json::array()}});
+                 }
+               }
+               r.set_content(dump_json(json{{"object", "list"}, {"data", std::move(data)}}),
                              "application/json");
                return std::nullopt;
              }));

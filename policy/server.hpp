@@ -8,6 +8,8 @@
 //   POST /v1/completions /v1/chat/completions /generate /tokenize /detokenize
 //   POST /update_weights /update_weights_from_disk
 //   POST /pause_generation /continue_generation /resume_generation /flush_cache /reset_prefix_cache
+//   vLLM's control routes: POST /sleep /wake_up /collective_rpc /v1/load_lora_adapter
+//   /v1/unload_lora_adapter, GET /is_sleeping
 // Every response carries the header x-weight-version; generation responses also carry the
 // version in their body (weight_version, or SGLang's meta_info.weight_version).
 #pragma once
@@ -43,8 +45,12 @@ struct server_config {
   // Tokens per streamed chunk at most (vLLM streams one engine step per chunk). Default: 16.
   std::size_t stream_chunk_tokens = 16;
   std::int64_t weight_version = 0;  // Default: 0, until an update route sets another
-  std::uint64_t seed = 0;           // Default: 0; seeds response ids only
-  fault_config faults;              // Default: none
+  // Where the served weights come from: POST /collective_rpc {"method": "reload_weights"} reloads
+  // them from here (the backend's load_weights, as /update_weights_from_disk). Default: "" (the
+  // scripted backend has no weights; the LibTorch backend then answers that it needs a path)
+  std::string model_path;
+  std::uint64_t seed = 0;  // Default: 0; seeds response ids only
+  fault_config faults;     // Default: none
 };
 
 // A running server. Thread-safe; stop() is idempotent and the destructor stops.

@@ -109,6 +109,21 @@ class policy_backend {
   // the operator can act on (missing file, shape mismatch). Called while generation is paused or
   // not; must be safe against concurrent generate calls.
   virtual status load_weights(const std::string& path, std::int64_t version) = 0;
+
+  // Runtime LoRA adapters (vLLM's POST /v1/load_lora_adapter). Whether load_adapter works; when
+  // it does not, the server answers the adapter routes with 501. Default: false.
+  [[nodiscard]] virtual bool supports_adapters() const { return false; }
+
+  // Loads the adapter at `path` under `name` (replacing one loaded under that name) as weight
+  // version `version`. Returns an error the operator can act on. Thread-safe, like load_weights.
+  // Default: an error saying the backend cannot load adapters.
+  virtual status load_adapter(const std::string& name, const std::string& path,
+                              std::int64_t version) {
+    (void)path;
+    (void)version;
+    return error{"the " + this->name() + " backend cannot load LoRA adapters (asked for '" + name +
+                 "')"};
+  }
 };
 
 }  // namespace leap::policy

@@ -712,6 +712,100 @@ result<pause_request> parse_pause_request(const json& body) {
   });
 }
 
+result<sleep_request> parse_sleep_request(std::optional<std::string> level,
+                                          std::optional<std::string> mode) {
+  sleep_request r;
+  if (level) {
+    if (*level == "1") {
+      r.level = 1;
+    } else if (*level == "2") {
+      r.level = 2;
+    } else {
+      return error{"'level' must be 1 or 2 (got \"" + *level + "\")"};
+    }
+  }
+  if (mode) {
+    if (*mode == "abort") {
+      r.mode = pause_mode::abort;
+    } else if (*mode == "wait") {
+      r.mode = pause_mode::wait;
+    } else if (*mode == "keep") {
+      r.mode = pause_mode::in_place;
+    } else {
+      return error{"'mode' must be one of abort, wait, keep (got \"" + *mode + "\")"};
+    }
+  }
+  return r;
+}
+
+result<wake_up_request> parse_wake_up_request(const std::vector<std::string>& tags) {
+  wake_up_request r;
+  for (const auto& value : tags) {
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      const std::size_t end = std::min(value.find(',', start), value.size());
+      const std::string tag = value.substr(start, end - start);
+      if (tag == "weights") {
+        r.weights = true;
+      } else if (tag == "kv_cache") {
+        r.kv_cache = true;
+      } else {
+        return error{"'tags' must be weights or kv_cache (got \"" + tag + "\")"};
+      }
+      start = end + 1;
+    }
+  }
+  if (!r.weights && !r.kv_cache) {
+    r.weights = r.kv_cache = true;  // no tags: wake everything, as vLLM
+  }
+  return r;
+}
+
+result<collective_rpc_request> parse_collective_rpc_request(const json& body) {
+  return guarded<collective_rpc_request>([&] {
+    require_object(body);
+    collective_rpc_request r;
+    auto method = get_string(body, "method");
+    if (!method || method->empty()) {
+      fail("'method' is required (the worker method to call, e.g. \"reload_weights\")");
+    }
+    r.method = *method;
+    if (const json* kwargs = find(body, "kwargs"); kwargs != nullptr && !kwargs->is_null()) {
+      if (!kwargs->is_object()) {
+        fail("'kwargs' must be an object");
+      }
+      r.weights_path = get_string(*kwargs, "weights_path");
+    }
+    return r;
+  });
+}
+
+result<lora_adapter_request> parse_load_lora_request(const json& body) {
+  return guarded<lora_adapter_request>([&] {
+    require_object(body);
+    lora_adapter_request r;
+    r.name = get_string(body, "lora_name").value_or("");
+    r.path = get_string(body, "lora_path").value_or("");
+    if (r.name.empty() || r.path.empty()) {
+      fail("Both 'lora_name' and 'lora_path' must be provided.");
+    }
+    r.load_inplace = get_bool(body, "load_inplace").value_or(false);
+    return r;
+  });
+}
+
+result<lora_adapter_request> parse_unload_lora_request(const json& body) {
+  return guarded<lora_adapter_request>([&] {
+    require_object(body);
+    lora_adapter_request r;
+    r.name = get_string(body, "lora_name").value_or("");
+    if (r.name.empty()) {
+      fail("'lora_name' must be provided.");
+    }
+    return r;
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const char* to_string(finish_reason reason) {
@@ -925,6 +1019,9 @@ json render_error(const http_error& e) {
       break;
     case 502:
       type = "BadGatewayError";
+      break;
+    case 501:
+      type = "NotImplementedError";
       break;
     case 503:
       type = "ServiceUnavailableError";

@@ -119,6 +119,37 @@ struct pause_request {
   pause_mode mode = pause_mode::abort;
 };
 
+// vLLM's sleep mode. POST /sleep?level=1|2[&mode=abort|wait|keep]: level 1 offloads the weights
+// and drops the KV cache, level 2 discards both (Default: 1); `mode` says what happens to running
+// generations, as vLLM's pause modes (abort: they end with finish_reason "abort", wait: the call
+// returns once they finished, keep: they freeze until wake-up; Default: abort).
+struct sleep_request {
+  int level = 1;
+  pause_mode mode = pause_mode::abort;
+};
+
+// POST /wake_up?tags=weights&tags=kv_cache (a comma-separated list works too); no tags wakes both.
+struct wake_up_request {
+  bool weights = false;
+  bool kv_cache = false;
+};
+
+// POST /collective_rpc {"method", "args"?, "kwargs"?, "timeout"?}. Only "reload_weights" is
+// served; `kwargs.weights_path` (our extension) names the folder to reload from instead of the
+// served model's.
+struct collective_rpc_request {
+  std::string method;
+  std::optional<std::string> weights_path;
+};
+
+// POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace"?} and
+// POST /v1/unload_lora_adapter {"lora_name"} (path unused).
+struct lora_adapter_request {
+  std::string name;
+  std::string path;
+  bool load_inplace = false;
+};
+
 // Each returns the typed request, or an error naming the offending key and what would be accepted
 // ("'prompt' is required", "'top_p' must be in (0, 1] (got 0)"). Unknown keys are ignored, as
 // vLLM and SGLang do. Token ids are checked against the vocabulary later, by the server. Pure.
@@ -132,6 +163,14 @@ struct pause_request {
 [[nodiscard]] result<update_weights_request> parse_sglang_update_weights_request(
     const nlohmann::json& body);
 [[nodiscard]] result<pause_request> parse_pause_request(const nlohmann::json& body);
+// From the query parameters (absent ones: nullopt / empty).
+[[nodiscard]] result<sleep_request> parse_sleep_request(std::optional<std::string> level,
+                                                        std::optional<std::string> mode);
+[[nodiscard]] result<wake_up_request> parse_wake_up_request(const std::vector<std::string>& tags);
+[[nodiscard]] result<collective_rpc_request> parse_collective_rpc_request(
+    const nlohmann::json& body);
+[[nodiscard]] result<lora_adapter_request> parse_load_lora_request(const nlohmann::json& body);
+[[nodiscard]] result<lora_adapter_request> parse_unload_lora_request(const nlohmann::json& body);
 
 // The body as JSON, or an error saying where it stopped parsing. An empty body parses as {} (the
 // control routes take optional bodies). Pure.

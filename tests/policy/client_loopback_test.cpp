@@ -21,28 +21,8 @@ using namespace std::chrono_literals;
 using testing::expected_reply;
 using testing::fake_policy_server;
 using testing::fault;
+using collector = testing::turn_collector;
 
-struct collector {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<turn_result> results;
-
-  turn_callback callback() {
-    return [this](turn_result r) {
-      std::lock_guard lock(mutex);
-      results.push_back(std::move(r));
-      changed.notify_all();
-    };
-  }
-  bool wait_for(std::size_t n, std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock lock(mutex);
-    return changed.wait_for(lock, timeout, [&] { return results.size() >= n; });
-  }
-  std::vector<turn_result> take() {
-    std::lock_guard lock(mutex);
-    return results;
-  }
-};
 
 // Endpoint state has no notification API; poll it, bounded.
 template <class Predicate>

@@ -392,5 +392,163 @@ TEST(ClientProtocol, TokenizeBodiesAndResponses) {
   }
 }
 
+// ---- streamed responses (stream_accumulator) ----
+
+const std::vector<token_id> stream_ids{750, 912, 2877, 64};
+const std::vector<float> stream_logprobs{-0.125F, -0.5F, -0.03125F, -1.25F};
+
+struct stream_fixture {
+  wire_flavour flavour;
+  const char* file;
+  const char* version;  // the weight version the events carry
+};
+
+const std::vector<stream_fixture> stream_fixtures{
+    {wire_flavour::vllm, "vllm_completion_stream.sse", "hdr"},
+    {wire_flavour::sglang, "sglang_generate_stream.sse", "default"},
+    {wire_flavour::sglang, "sglang_generate_stream_incremental.sse", "default"},
+};
+
+streamed_choices feed_all(wire_flavour flavour, std::string_view bytes, std::size_t piece,
+                          std::vector<token_id> prompt = {}) {
+  stream_accumulator acc(flavour, 1, std::move(prompt));
+  for (std::size_t at = 0; at < bytes.size(); at += piece) {
+    acc.feed(bytes.substr(at, piece));
+  }
+  return acc.finish("hdr");
+}
+
+TEST(ClientStreamProtocol, FixturesReadWholeInAnyPieces) {
+  for (const auto& f : stream_fixtures) {
+    SCOPED_TRACE(f.file);
+    const std::string body = fixture(f.file);
+    for (std::size_t piece : {body.size(), std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
+      const auto got = feed_all(f.flavour, body, piece, {151644, 872, 198});
+      ASSERT_EQ(got.problem, parse_problem::none) << got.message;
+      EXPECT_TRUE(got.complete);
+      EXPECT_TRUE(got.done);
+      ASSERT_EQ(got.choices.size(), 1U);
+      EXPECT_EQ(got.choices[0].ids, stream_ids);
+      EXPECT_EQ(got.choices[0].logprobs, stream_logprobs);
+      EXPECT_EQ(got.choices[0].text, "def add(a");
+      EXPECT_EQ(got.choices[0].finish, finish_kind::stop);
+      EXPECT_EQ(got.choices[0].weight_version, f.version);
+    }
+  }
+}
+
+// A stream cut at any byte keeps a prefix of the whole generation, never more and never a token
+// twice; it is complete exactly when the event carrying the finish reason arrived whole.
+TEST(ClientStreamProtocol, ACutAtAnyByteKeepsAPrefix) {
+  for (const auto& f : stream_fixtures) {
+    SCOPED_TRACE(f.file);
+    const std::string body = fixture(f.file);
+    const std::size_t finish_event_end = body.find("\n\n", body.find("\"stop\"")) + 2;
+    for (std::size_t cut = 0; cut <= body.size(); ++cut) {
+      const auto got = feed_all(f.flavour, std::string_view(body).substr(0, cut), 5);
+      ASSERT_EQ(got.problem, parse_problem::none) << cut << ": " << got.message;
+      ASSERT_EQ(got.choices.size(), 1U);
+      const auto& ids = got.choices[0].ids;
+      ASSERT_LE(ids.size(), stream_ids.size()) << cut;
+      EXPECT_TRUE(std::equal(ids.begin(), ids.end(), stream_ids.begin())) << cut;
+      EXPECT_EQ(got.choices[0].logprobs.size(), ids.size()) << cut;
+      EXPECT_EQ(got.complete, cut >= finish_event_end) << cut;
+      if (!got.complete) {
+        EXPECT_NE(got.message.find("ended before every choice finished"), std::string::npos);
+      }
+    }
+  }
+}
+
+TEST(ClientStreamProtocol, BadEventsStopTheStreamAndKeepWhatCameBefore) {
+  struct row {
+    wire_flavour flavour;
+    const char* file;
+    std::string bad_event;  // put in place of the second event
+    parse_problem problem;
+    std::size_t kept;  // ids kept
+    const char* message;
+  };
+  const std::vector<row> rows{
+      {wire_flavour::vllm, "vllm_completion_stream.sse", "data: {\"choices\": [{\"ind\n\n",
+       parse_problem::none, 1, "is not JSON"},
+      {wire_flavour::sglang, "sglang_generate_stream.sse", "data: {\"text\": \"de\n\n",
+       parse_problem::none, 1, "is not JSON"},
+      {wire_flavour::vllm, "vllm_completion_stream.sse",
+       "data: {\"error\": {\"message\": \"engine died\", \"type\": \"InternalServerError\", "
+       "\"code\": 500}}\n\n",
+       parse_problem::none, 1, "error event mid-stream: engine died"},
+      {wire_flavour::vllm, "vllm_completion_stream.sse",
+       "data: {\"choices\": [{\"index\": 0, \"text\": \" add\", \"logprobs\": null, "
+       "\"finish_reason\": null}]}\n\n",
+       parse_problem::schema, 1, "no 'token_ids'"},
+      {wire_flavour::vllm, "vllm_completion_stream.sse",
+       "data: {\"choices\": [{\"index\": 3, \"text\": \"\", \"token_ids\": []}]}\n\n",
+       parse_problem::schema, 1, "out of range"},
+      {wire_flavour::sglang, "sglang_generate_stream.sse",
+       "data: {\"text\": \"x\", \"output_ids\": [9], \"meta_info\": {\"completion_tokens\": 7, "
+       "\"finish_reason\": null, \"output_token_logprobs\": [[-1.0, 9, null]]}}\n\n",
+       parse_problem::schema, 1, "completion_tokens is 7"},
+      {wire_flavour::sglang, "sglang_generate_stream.sse",
+       "data: {\"text\": \"x\", \"output_ids\": [9], \"meta_info\": {\"finish_reason\": null}}\n\n",
+       parse_problem::schema, 1, "ignored return_logprob"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.bad_event);
+    std::string body = fixture(r.file);
+    const std::size_t first_end = body.find("\n\n") + 2;
+    const std::size_t second_end = body.find("\n\n", first_end) + 2;
+    body.replace(first_end, second_end - first_end, r.bad_event);
+    stream_accumulator acc(r.flavour, 1, {});
+    EXPECT_FALSE(acc.feed(body));
+    EXPECT_FALSE(acc.feed("data: [DONE]\n\n"));  // nothing is read after a bad event
+    const auto got = acc.finish("");
+    EXPECT_EQ(got.problem, r.problem);
+    EXPECT_FALSE(got.complete);
+    EXPECT_FALSE(got.done);
+    EXPECT_EQ(got.choices[0].ids.size(), r.kept);
+    EXPECT_NE(got.message.find(r.message), std::string::npos) << got.message;
+  }
+}
+
+TEST(ClientStreamProtocol, EchoedPromptMustMatchAndChoicesInterleave) {
+  const auto mismatch =
+      feed_all(wire_flavour::vllm, fixture("vllm_completion_stream.sse"), 4096, {151644, 872, 199});
+  EXPECT_EQ(mismatch.problem, parse_problem::schema);
+  EXPECT_NE(mismatch.message.find("re-tokenised"), std::string::npos);
+
+  // n = 2, chunks of both choices interleaved as vLLM sends them.
+  const std::string body =
+      "data: {\"choices\": [{\"index\": 1, \"text\": \"b\", \"token_ids\": [2], \"logprobs\": "
+      "{\"token_logprobs\": [-0.2]}, \"finish_reason\": null}]}\n\n"
+      "data: {\"choices\": [{\"index\": 0, \"text\": \"a\", \"token_ids\": [1], \"logprobs\": "
+      "{\"token_logprobs\": [-0.1]}, \"finish_reason\": \"length\"}]}\n\n"
+      "data: {\"choices\": [{\"index\": 1, \"text\": \"c\", \"token_ids\": [3], \"logprobs\": "
+      "{\"token_logprobs\": [-0.3]}, \"finish_reason\": \"stop\"}]}\n\n"
+      "data: [DONE]\n\n";
+  stream_accumulator acc(wire_flavour::vllm, 2, {});
+  EXPECT_TRUE(acc.feed(body));
+  const auto got = acc.finish("");
+  ASSERT_TRUE(got.complete) << got.message;
+  EXPECT_EQ(got.choices[0].ids, (std::vector<token_id>{1}));
+  EXPECT_EQ(got.choices[0].finish, finish_kind::length);
+  EXPECT_EQ(got.choices[1].ids, (std::vector<token_id>{2, 3}));
+  EXPECT_EQ(got.choices[1].text, "bc");
+  EXPECT_EQ(got.choices[1].finish, finish_kind::stop);
+}
+
+TEST(ClientStreamProtocol, RequestBodiesAskForAStream) {
+  const std::vector<token_id> prompt{1, 2};
+  sampling_config s;
+  for (const auto flavour : {wire_flavour::vllm, wire_flavour::sglang}) {
+    const auto streamed = nlohmann::json::parse(
+        build_generate_body(flavour, "", prompt, {}, s, 8, "r.1", /*stream=*/true));
+    const auto whole =
+        nlohmann::json::parse(build_generate_body(flavour, "", prompt, {}, s, 8, "r.1"));
+    EXPECT_EQ(streamed["stream"], true);
+    EXPECT_EQ(whole["stream"], false);
+  }
+}
+
 }  // namespace
 }  // namespace leap::policy

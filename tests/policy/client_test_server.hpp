@@ -8,6 +8,7 @@
 // "stop"), or earlier when max_tokens runs out (finish "length").
 #pragma once
 
+#include "policy/client.hpp"
 #include "policy/client_config.hpp"
 
 #include <httplib.h>
@@ -402,6 +403,29 @@ class fake_policy_server {
   int concurrent_ = 0;
   int max_concurrent_ = 0;
   int health_checks_ = 0;
+};
+
+// Collects a client's turn callbacks (any thread) for a test to wait on.
+struct turn_collector {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<turn_result> results;
+
+  turn_callback callback() {
+    return [this](turn_result r) {
+      std::lock_guard lock(mutex);
+      results.push_back(std::move(r));
+      changed.notify_all();
+    };
+  }
+  bool wait_for(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, timeout, [&] { return results.size() >= n; });
+  }
+  std::vector<turn_result> take() {
+    std::lock_guard lock(mutex);
+    return results;
+  }
 };
 
 }  // namespace leap::policy::testing
