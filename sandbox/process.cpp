@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <sstream>
 
@@ -140,6 +141,32 @@ void child_report(int fd, int kind, int value, int step) {
   [[maybe_unused]] auto n = ::write(fd, &r, sizeof r);
 }
 
+// Closes every descriptor from 3 up except those in `keep` (async-signal-safe: no allocation).
+void close_all_except(std::initializer_list<int> keep) {
+  std::array<int, 8> k{};
+  std::size_t n = 0;
+  for (int fd : keep) {
+    if (fd >= 3 && n < k.size()) k[n++] = fd;
+  }
+  std::sort(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n));
+  const auto close_span = [](unsigned lo, unsigned hi) {
+    if (::syscall(SYS_close_range, lo, hi, 0U) == 0) return;
+    // Kernels before 5.9 lack close_range: close one by one up to the descriptor limit.
+    rlimit rl{};
+    const unsigned limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                               ? static_cast<unsigned>(std::min<rlim_t>(rl.rlim_cur, 1U << 20))
+                               : 1U << 16;
+    for (unsigned fd = lo; fd <= hi && fd < limit; ++fd) ::close(static_cast<int>(fd));
+  };
+  unsigned first = 3;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto fd = static_cast<unsigned>(k[i]);
+    if (fd > first) close_span(first, fd - 1);
+    first = std::max(first, fd + 1);
+  }
+  close_span(first, ~0U);
+}
+
 void set_limit(int resource, rlim_t value) {
   rlimit rl{value, value};
   ::setrlimit(resource, &rl);
@@ -149,6 +176,10 @@ void set_limit(int resource, rlim_t value) {
 // namespace, so when it exits the kernel kills every process the command left behind.
 [[noreturn]] void supervise(const child_plan& plan) {
   const int status_fd = plan.status_fd;
+  // First of all, drop every descriptor the orchestrator had open but this run does not need. Another
+  // thread may be writing a candidate executable at this moment: a copy of that write descriptor held
+  // here would make its exec fail with ETXTBSY for as long as this process keeps it.
+  close_all_except({plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd});
   // Dies with the thread that started it, so an orchestrator crash leaves nothing behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::setsid() < 0) {
@@ -184,11 +215,8 @@ void set_limit(int resource, rlim_t value) {
     child_report(status_fd, setup_failed, errno, 4);
     ::_exit(120);
   }
-  // Keep only stdio and the status pipe; everything else the orchestrator had open is closed.
-  for (int fd = 3; fd < 1024; ++fd) {  // status_fd is CLOEXEC, so exec drops it too
-    if (fd != status_fd) ::close(fd);
-  }
-  ::syscall(SYS_close_range, 1024U, ~0U, 0U);
+  // Keep only stdio and the status pipe (CLOEXEC, so exec drops it too).
+  close_all_except({0, 1, 2, status_fd});
 
   // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without glibc's
   // fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of the
@@ -200,6 +228,11 @@ void set_limit(int resource, rlim_t value) {
   }
   if (command == 0) {
     ::signal(SIGPIPE, SIG_DFL);
+    // The orchestrator's threads block the stop signals they route elsewhere; the command starts
+    // with none blocked, so that SIGTERM at its deadline ends it.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     const auto& l = plan.limits;
     if (l.cpu_seconds > 0) {
@@ -225,7 +258,14 @@ void set_limit(int resource, rlim_t value) {
     // No setuid binary can give the command privileges back.
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     char* const* envp = private_tmp ? plan.envp_private_tmp.data() : plan.envp_workdir.data();
-    ::execve(plan.exe, plan.argv.data(), envp);
+    // ETXTBSY: a run cloned by another thread in the instant this run's executable was still open
+    // for writing holds a copy of that descriptor until its first step closes it (microseconds).
+    for (int attempt = 0;; ++attempt) {
+      ::execve(plan.exe, plan.argv.data(), envp);
+      if (errno != ETXTBSY || attempt == 200) break;
+      timespec pause{0, 5'000'000};
+      ::nanosleep(&pause, nullptr);
+    }
     child_report(status_fd, exec_failed, errno, 0);
     ::_exit(127);
   }

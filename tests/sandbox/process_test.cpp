@@ -5,7 +5,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 namespace leap::sandbox {
 namespace {
@@ -147,6 +155,61 @@ TEST(ProcessTest, WritesToTmpStayPrivate) {
   auto run = run_shell("echo x > /tmp/" + name + " && echo wrote");
   EXPECT_EQ(run.result.stdout_text, "wrote\n");
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path("/tmp") / name));
+}
+
+TEST(ProcessTest, NoDescriptorOfTheOrchestratorReachesTheCommand) {
+  // Opened without O_CLOEXEC on purpose: the sandbox must not rely on the caller's flags.
+  const int leaked = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 3);
+  auto run = run_shell("ls /proc/self/fd");
+  ::close(leaked);
+  std::istringstream fds(run.result.stdout_text);
+  std::vector<int> open_fds;
+  for (std::string line; std::getline(fds, line);) open_fds.push_back(std::stoi(line));
+  // stdio, plus the descriptor `ls` itself opened to read the directory.
+  ASSERT_EQ(open_fds.size(), 4u) << run.result.stdout_text;
+  EXPECT_EQ(open_fds[0], 0);
+  EXPECT_EQ(open_fds[1], 1);
+  EXPECT_EQ(open_fds[2], 2);
+}
+
+TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
+  // The verifier writes each candidate binary and runs it at once, while other workers start their
+  // runs: a write descriptor copied into a concurrent run must never make an exec fail (ETXTBSY).
+  std::ifstream in("/bin/true", std::ios::binary);
+  const std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(binary.empty());
+  constexpr int k_threads = 4;
+  constexpr int k_runs = 40;
+  std::atomic<int> failures{0};
+  std::mutex first_error_mutex;
+  std::string first_error;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < k_threads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < k_runs; ++i) {
+        auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+        if (!dir.ok()) {
+          ++failures;
+          continue;
+        }
+        auto written = write_file(dir->path() / "cand", binary);
+        ::chmod((dir->path() / "cand").c_str(), 0755);
+        run_request request;
+        request.argv = {"./cand"};
+        request.working_dir = dir->path();
+        request.env = base_env();
+        auto r = written.ok() ? run_isolated(request) : result<run_result>(written.err());
+        if (!r.ok() || !r->exited || r->exit_code != 0) {
+          ++failures;
+          std::lock_guard lock(first_error_mutex);
+          if (first_error.empty()) first_error = r.ok() ? r->stderr_text : r.err().message;
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(failures.load(), 0) << "first: " << first_error;
 }
 
 }  // namespace
