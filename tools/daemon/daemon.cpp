@@ -1,5 +1,6 @@
 #include "tools/daemon/daemon.hpp"
 
+#include "common/signals.hpp"
 #include "tools/daemon/api.hpp"
 #include "tools/daemon/experiment.hpp"
 #include "tools/daemon/home.hpp"
@@ -201,12 +202,8 @@ class supervisor {
   // --- the supervisor thread ---
 
   void supervise() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, s);
-    const timespec tick{0, 50'000'000};
     while (true) {
-      const int sig = ::sigtimedwait(&set, nullptr, &tick);
+      const int sig = signals::wait(std::chrono::milliseconds(50));
       if (sig == SIGTERM || sig == SIGINT) {
         log_line(std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") +
                  ": stopping (no new experiments; running ones stop and resume at the next "
@@ -317,6 +314,8 @@ class supervisor {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);  // the daemon died before the line above
+      // The daemon's signal handlers would feed its own event pipe from here: defaults first.
+      for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(s, SIG_DFL);
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -361,13 +360,10 @@ class supervisor {
         if (r.pid != 0) ::kill(-r.pid, SIGTERM);
       }
     }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    const timespec tick{0, 50'000'000};
     bool killed = false;
     while (true) {
-      ::sigtimedwait(&set, nullptr, &tick);
+      // A child's exit (SIGCHLD) or 50 ms, whichever first; further stop signals change nothing.
+      [[maybe_unused]] const int sig = signals::wait(std::chrono::milliseconds(50));
       std::lock_guard lock(mutex_);
       reap();
       enforce_deadlines();
@@ -559,12 +555,12 @@ class supervisor {
 }  // namespace
 
 int run_daemon(const daemon_options& options) {
-  // Before any thread exists, so that every thread inherits the mask and only the supervisor's
-  // sigtimedwait sees these signals.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, s);
-  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Before any thread of ours exists, so that they inherit the mask; only the supervisor takes
+  // these signals.
+  if (auto routed = signals::route({SIGTERM, SIGINT, SIGHUP, SIGCHLD}); !routed) {
+    std::fprintf(stderr, "leap daemon: error: %s\n", routed.err().message.c_str());
+    return 1;
+  }
   supervisor s(options.home);
   return s.run();
 }

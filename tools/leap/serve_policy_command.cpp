@@ -3,6 +3,7 @@
 // `torch` (--model DIR: a byte-level model served by LibTorch, weights reloaded by the
 // weight-update routes from a learner checkpoint).
 #include "actors/torch_policy_backend.hpp"
+#include "common/signals.hpp"
 #include "learner/model_config.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/scripted_suite.hpp"
@@ -196,33 +197,27 @@ int run(const serve_policy_options& o) {
   config.threads = o.threads;
   config.stream_chunk_tokens = o.stream_chunk_tokens;
   config.weight_version = o.weight_version;
+  // vLLM's reload_weights (POST /collective_rpc) reloads the served folder, where a learner
+  // writes the new weights in place.
+  config.model_path = o.model;
   config.seed = o.seed;
   config.faults = *faults;
 
-  // Block the stop signals before any server thread exists, so that every thread inherits the
-  // mask and only this one receives them, through sigwait.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigset_t previous;
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
+  // Before any server thread exists, so that they inherit the mask; only this thread takes them.
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
   auto server = policy::policy_server::start(std::move(config), std::move(chosen->backend));
   if (!server) {
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     return fail(server.err().message);
   }
   std::cout << "leap serve-policy: " << chosen->description
             << (faults->any() ? ", faults on" : "") << "\n"
             << "leap serve-policy: listening on " << (*server)->base_url() << std::endl;
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = signals::wait_forever();
   std::cout << "leap serve-policy: stopping on " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << std::endl;
   (*server)->stop();
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   std::cout << "leap serve-policy: stopped" << std::endl;
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "actors/messages.hpp"
 #include "actors/node_auth.hpp"
 #include "actors/remote_verifier.hpp"
+#include "common/signals.hpp"
 #include "actors/tasks.hpp"
 #include "actors/verifier.hpp"
 #include "actors/verifier_node.hpp"
@@ -85,12 +86,8 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
 }
 
 int run_node(const node_options& o) {
-  // Only the main thread takes the stop signals (every thread inherits the mask).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Only the main thread takes the stop signals (our threads inherit the mask).
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
   if (o.port < 0 || o.port > 65535) return fail("--port: must be in 0..65535 (0: any free port)");
   verifier_section section;
@@ -177,8 +174,7 @@ int run_node(const node_options& o) {
           transport.tls() ? (transport.ca.empty() ? "on" : "on, peers checked against the CA")
                           : "off");
       std::fflush(stdout);
-      int sig = 0;
-      sigwait(&stop_signals, &sig);
+      const int sig = signals::wait_forever();
       log_line(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": stopping");
     }
     caf::scoped_actor self{system};

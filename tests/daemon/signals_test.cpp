@@ -1,0 +1,40 @@
+// common/signals.hpp: a signal sent to the process reaches wait() even when it lands in a thread
+// that a library started before route() (as OpenBLAS starts its pool before main()), where the
+// default action of SIGTERM would have ended the process.
+#include "common/signals.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+namespace leap {
+namespace {
+
+TEST(Signals, ASignalLandingInAForeignThreadReachesWait) {
+  std::atomic<bool> stop{false};
+  // A "library" thread with nothing blocked, started before route(): the kernel may deliver
+  // process-directed signals to it.
+  std::thread foreign([&] {
+    sigset_t none;
+    sigemptyset(&none);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  ASSERT_TRUE(signals::route({SIGTERM, SIGHUP}).ok());
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+    EXPECT_EQ(signals::wait(std::chrono::seconds(5)), SIGTERM) << "round " << round;
+    ASSERT_EQ(::kill(::getpid(), SIGHUP), 0);
+    EXPECT_EQ(signals::wait(std::chrono::seconds(5)), SIGHUP) << "round " << round;
+  }
+  // Nothing pending: wait() gives up after its timeout.
+  EXPECT_EQ(signals::wait(std::chrono::milliseconds(50)), 0);
+  stop = true;
+  foreign.join();
+}
+
+}  // namespace
+}  // namespace leap
