@@ -34,6 +34,7 @@ learner::trainer_options trainer_options_of(const learner_section& l) {
   }
   o.batching.micro_batch_tokens = l.micro_batch_tokens;
   o.batching.mini_batches = l.mini_batches;
+  o.policy.device = l.device;
   return o;
 }
 

@@ -1,10 +1,12 @@
 #include "actors/torch_policy_backend.hpp"
 
 #include "learner/policy.hpp"
+#include "learner/safetensors.hpp"
 #include "policy/tokenizer.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <numeric>
 #include <shared_mutex>
@@ -52,6 +54,28 @@ result<learner::model_config> byte_model_preset(const std::string& name) {
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   return c;
+}
+
+result<random_model_info> write_random_byte_model(const std::string& preset, const std::string& dir,
+                                                 std::uint64_t seed, const std::string& dtype) {
+  auto config = byte_model_preset(preset);
+  if (!config) return config.err();
+  auto type = learner::parse_torch_dtype(dtype);
+  if (!type) return type.err();
+  config->torch_dtype = learner::to_torch_dtype(*type);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return error{dir + ": cannot create: " + ec.message()};
+  const auto weights = learner::random_weights(*config, seed, *type);
+  if (auto w = learner::write_safetensors_dir(dir, weights); !w) return w.err();
+  if (auto c = learner::write_model_config(dir, *config); !c) return c.err();
+  random_model_info info{*config, 0};
+  for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
+    std::int64_t n = 1;
+    for (auto s : shape) n *= s;
+    info.parameters += n;
+  }
+  return info;
 }
 
 namespace {

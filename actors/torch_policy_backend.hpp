@@ -36,6 +36,21 @@ struct torch_backend_options {
 // Errors: an unknown preset name.
 [[nodiscard]] result<learner::model_config> byte_model_preset(const std::string& name);
 
+// What write_random_byte_model wrote.
+struct random_model_info {
+  learner::model_config config;
+  std::int64_t parameters = 0;
+};
+
+// Writes a randomly initialised byte-level model of `preset` to `dir` (created) in Hugging Face
+// layout, config.json + model.safetensors, weights drawn by learner::random_weights from `seed` and
+// stored as `dtype` ("float32", "bfloat16", "float16", "float64"). Overwrites what is there.
+// Errors: an unknown preset or dtype, a folder or file that cannot be written (named).
+[[nodiscard]] result<random_model_info> write_random_byte_model(const std::string& preset,
+                                                                const std::string& dir,
+                                                                std::uint64_t seed,
+                                                                const std::string& dtype = "float32");
+
 // Loads `model_dir` (config.json + safetensors) for serving. Errors: check_byte_vocabulary's,
 // learner::policy::load's (naming the file and key).
 //

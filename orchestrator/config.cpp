@@ -233,6 +233,15 @@ std::optional<std::string> read_text(const YAML::Node& n, std::string& out) {
   return std::nullopt;
 }
 
+// YAML 1.2's core booleans only: "yes"/"on" stay errors rather than surprises.
+std::optional<std::string> read_bool(const YAML::Node& n, bool& out) {
+  if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+    out = n.Scalar() == "true";
+    return std::nullopt;
+  }
+  return "expected true or false, got " + describe(n);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Value checks
 
@@ -417,6 +426,20 @@ std::optional<std::string> check_run_name(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_torch_device(const std::string& device) {
+  if (device == "cpu" || device == "cuda") return std::nullopt;
+  if (device.rfind("cuda:", 0) == 0 && device.size() > 5 &&
+      std::all_of(device.begin() + 5, device.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return std::nullopt;
+  }
+  return "must be cpu, cuda or cuda:N, got '" + device + "'";
+}
+
+std::optional<std::string> check_init_preset(const std::string& preset) {
+  if (preset.empty() || preset == "tiny" || preset == "small") return std::nullopt;
+  return "must be tiny, small or empty (the model must exist), got '" + preset + "'";
+}
+
 std::optional<std::string> check_cuda_arch(const std::string& arch) {
   std::string_view digits;
   std::string_view view = arch;
@@ -492,6 +515,23 @@ field_spec integer_field(std::string key, Access access, range r, std::string me
   };
   f.write = [access](const experiment_config& c) { return show(view(access, c)); };
   f.check = [access, r](const experiment_config& c) { return check_range(r, view(access, c)); };
+  return f;
+}
+
+template <class Access>
+field_spec bool_field(std::string key, Access access, std::string meaning) {
+  field_spec f{std::move(key), "boolean", std::move(meaning), {}, {}, {}};
+  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
+    bool value = false;
+    if (auto why = read_bool(n, value)) {
+      return s.fail(*why);
+    }
+    access(c) = value;
+    return true;
+  };
+  f.write = [access](const experiment_config& c) {
+    return std::string(view(access, c) ? "true" : "false");
+  };
   return f;
 }
 
@@ -944,6 +984,13 @@ std::vector<field_spec> build_fields() {
       "learner.checkpoint_every", LEAP_FIELD(learner.checkpoint_every), at_least(0),
       "Save a checkpoint every this many steps (and after the last); 0: only after the "
       "last."));
+  f.push_back(text_field("learner.device", LEAP_FIELD(learner.device), check_torch_device,
+                         "Where the LibTorch learner runs (and the model of an embedded policy "
+                         "server): cpu, cuda or cuda:N."));
+  f.push_back(text_field(
+      "learner.init_preset", LEAP_FIELD(learner.init_preset), check_init_preset,
+      "tiny or small: when learner.model_path holds no model, write a random byte-level model "
+      "of that shape there first (seeded by experiment.seed); empty: the model must exist."));
 
   // policy
   f.push_back(choice_field(
@@ -970,6 +1017,9 @@ std::vector<field_spec> build_fields() {
                          "Seconds a generation request may take before it is retried; > 0."));
   f.push_back(integer_field("policy.retries", LEAP_FIELD(policy.retries), at_least(0),
                             "Retries of a failed or timed-out request before the rollout fails."));
+  f.push_back(bool_field("policy.stream", LEAP_FIELD(policy.stream),
+                         "Ask for streamed responses (SSE): a cut stream resumes from the tokens "
+                         "already received instead of generating them again."));
 
   // verifier
   f.push_back(integer_field("verifier.compile_workers", LEAP_FIELD(verifier.compile_workers),

@@ -161,6 +161,13 @@ struct learner_section {
   // Save a checkpoint every this many steps (and after the last); 0 saves only after the last.
   // Default: 50
   int checkpoint_every = 50;
+  // Where the LibTorch learner (and, with policy.flavour embedded, the served model) runs: "cpu",
+  // "cuda" or "cuda:N". Default: cpu
+  std::string device = "cpu";
+  // When model_path holds no model yet, `leap run` first writes a randomly initialised byte-level
+  // model of this preset there ("tiny" or "small", seeded by experiment.seed); "" requires the
+  // model to exist. Default: ""
+  std::string init_preset;
 
   friend bool operator==(const learner_section&, const learner_section&) = default;
 };
@@ -185,6 +192,9 @@ struct policy_section {
   double request_timeout_s = 600.0;
   // Retries of a failed or timed-out request before the rollout fails; >= 0. Default: 3
   int retries = 3;
+  // Ask the servers for streamed responses (SSE), so that a connection cut mid-generation resumes
+  // from the tokens already received. Default: false
+  bool stream = false;
 
   friend bool operator==(const policy_section&, const policy_section&) = default;
 };

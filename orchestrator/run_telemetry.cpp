@@ -100,10 +100,12 @@ std::vector<std::string> metric_names() {
 
 namespace {
 
-bool has_telemetry(const step_record& r) {
-  auto it = r.metrics.lower_bound("telemetry.");
-  return it != r.metrics.end() && it->first.rfind("telemetry.", 0) == 0;
+bool has_prefixed(const step_record& r, const std::string& prefix) {
+  auto it = r.metrics.lower_bound(prefix);
+  return it != r.metrics.end() && it->first.rfind(prefix, 0) == 0;
 }
+
+bool has_telemetry(const step_record& r) { return has_prefixed(r, "telemetry."); }
 
 double value_of(const step_record& r, const std::string& name) {
   auto it = r.metrics.find("telemetry." + name);
@@ -156,11 +158,46 @@ std::string format_telemetry_table(const std::vector<step_record>& steps) {
   return out;
 }
 
+std::string format_learner_table(const std::vector<step_record>& steps) {
+  const std::pair<const char*, const char*> columns[] = {
+      {"loss", "%.4f"},          {"clip_fraction", "%.3f"}, {"behaviour_kl", "%.2e"},
+      {"entropy", "%.3f"},       {"grad_norm", "%.3f"},     {"lr", "%.2e"},
+      {"trained_tokens", "%.0f"}, {"update_seconds", "%.2f"},
+  };
+  std::string out;
+  char cell[64];
+  for (const auto& r : steps) {
+    if (!has_prefixed(r, "learner.")) continue;
+    if (out.empty()) {
+      out = "learner, per step\n  step";
+      for (const auto& [name, format] : columns) out += std::string(" | ") + name;
+      out += "\n";
+    }
+    std::snprintf(cell, sizeof cell, "%6llu", static_cast<unsigned long long>(r.step + 1));
+    out += cell;
+    for (const auto& [name, format] : columns) {
+      auto it = r.metrics.find(std::string("learner.") + name);
+      if (it == r.metrics.end()) {
+        out += " | -";
+        continue;
+      }
+      std::snprintf(cell, sizeof cell, format, it->second);
+      out += std::string(" | ") + cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 std::string telemetry_csv(const std::vector<step_record>& steps) {
+  return prefixed_metrics_csv(steps, "telemetry.");
+}
+
+std::string prefixed_metrics_csv(const std::vector<step_record>& steps, const std::string& prefix) {
   std::set<std::string> names;
   for (const auto& r : steps) {
     for (const auto& [name, value] : r.metrics) {
-      if (name.rfind("telemetry.", 0) == 0) names.insert(name);
+      if (name.rfind(prefix, 0) == 0) names.insert(name);
     }
   }
   std::string out = "step";
@@ -169,7 +206,7 @@ std::string telemetry_csv(const std::vector<step_record>& steps) {
   if (names.empty()) return out;
   char cell[64];
   for (const auto& r : steps) {
-    if (!has_telemetry(r)) continue;
+    if (!has_prefixed(r, prefix)) continue;
     out += std::to_string(r.step);
     for (const auto& n : names) {
       out += ",";

@@ -70,5 +70,11 @@ struct run_telemetry {
 // Every "telemetry.*" value of every step as CSV: step, then one column per name (sorted); empty
 // cells where a step lacks a value. Only a header ("step") when no step has any.
 [[nodiscard]] std::string telemetry_csv(const std::vector<step_record>& steps);
+// The same for any metric prefix, e.g. "learner." (the LibTorch learner's per-step metrics).
+[[nodiscard]] std::string prefixed_metrics_csv(const std::vector<step_record>& steps,
+                                               const std::string& prefix);
+// `leap replay`'s table of the learner's metrics per step (loss, clip fraction, behaviour KL,
+// entropy, grad norm, lr, trained tokens, update seconds); "" when no step has any.
+[[nodiscard]] std::string format_learner_table(const std::vector<step_record>& steps);
 
 }  // namespace leap::telemetry

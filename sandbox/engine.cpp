@@ -1,5 +1,6 @@
 #include "sandbox/engine.hpp"
 
+#include "sandbox/digits.hpp"
 #include "sandbox/extract.hpp"
 #include "sandbox/forbidden.hpp"
 #include "sandbox/hash.hpp"
@@ -53,6 +54,15 @@ timing_stats stats_of(std::vector<double> ms) {
   s.max_ms = ms.back();
   s.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   return s;
+}
+
+// Machine code for the one architecture only. -arch=sm_X would also embed PTX of compute_X for a
+// later JIT, which nothing here uses (a run is on the machine the code was built for; an sm_90a
+// PTX cannot be JIT-compiled for another GPU anyway) and which costs nvcc a noticeable part of a
+// cold compile.
+std::string gencode_flag(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return "-arch=" + arch;
+  return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
 verdict make_verdict(verdict_category c, std::string feedback) {
@@ -148,6 +158,7 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     case task_kind::cuda: commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}}; break;
     case task_kind::python:
     case task_kind::kernelbench: commands = {{config_.python, "--version"}}; break;
+    case task_kind::digits: break;
   }
   std::string identity;
   for (const auto& argv : commands) {
@@ -190,7 +201,7 @@ result<std::string> engine::harness_object(const task& t) {
   } else {
     argv = {config_.nvcc};
     for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
-    argv.push_back("-arch=" + config_.cuda_arch);
+    argv.push_back(gencode_flag(config_.cuda_arch));
   }
   for (const char* a : {"-c", "", "-o", "harness.o"}) argv.emplace_back(*a ? a : file.c_str());
   std::string key_material = "harness-object\n" + *identity + "\n";
@@ -288,6 +299,12 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
 
 result<prepared_candidate> engine::compile(const task& t, std::string_view answer, bool with_reference) {
   prepared_candidate p;
+  if (t.kind == task_kind::digits) {
+    // Judged on the text itself: nothing to compile or run.
+    p.code = std::string(answer);
+    p.final_verdict = judge_digit_sum(t.target, answer);
+    return p;
+  }
   auto extracted = extract_code(answer, t.kind);
   if (!extracted) {
     p.final_verdict = make_verdict(verdict_category::format, extracted.err().message);
@@ -312,7 +329,7 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   if (cuda) {
     argv = {config_.nvcc};
     for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
-    argv.push_back("-arch=" + config_.cuda_arch);
+    argv.push_back(gencode_flag(config_.cuda_arch));
   } else {
     argv = {config_.cxx};
     for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);

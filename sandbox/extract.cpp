@@ -49,6 +49,7 @@ bool language_matches(task_kind kind, const std::string& lang) {
     case task_kind::cpp: return in(cpp_like);
     case task_kind::python:
     case task_kind::kernelbench: return in(python_like);
+    case task_kind::digits: return true;
   }
   return false;
 }
@@ -59,6 +60,7 @@ std::string fence_hint(task_kind kind) {
     case task_kind::cpp: return "```cpp";
     case task_kind::python:
     case task_kind::kernelbench: return "```python";
+    case task_kind::digits: return "```";
   }
   return "```";
 }

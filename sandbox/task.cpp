@@ -54,6 +54,14 @@ result<task> task_from_json(const json& j, const std::string& context) {
     t.category = j.value("category", "");
     t.prompt = j.value("prompt", "");
     if (j.contains("seed")) t.seed = j["seed"].get<std::uint64_t>();
+    if (t.kind == task_kind::digits) {
+      if (!j.contains("target") || !j["target"].is_number_integer()) {
+        return fail("'target' (integer) is required for a digits task");
+      }
+      t.target = j["target"].get<int>();
+      if (t.target < 0) return fail("'target' must be >= 0");
+      if (t.prompt.empty()) t.prompt = "Write digits whose sum is " + std::to_string(t.target) + ".";
+    }
     if (j.contains("args")) {
       if (!j["args"].is_array()) return fail("'args' must be an array");
       std::size_t index = 0;
@@ -128,6 +136,7 @@ const char* to_string(task_kind kind) {
     case task_kind::cpp: return "cpp";
     case task_kind::python: return "python";
     case task_kind::kernelbench: return "kernelbench";
+    case task_kind::digits: return "digits";
   }
   return "?";
 }
@@ -137,7 +146,8 @@ result<task_kind> parse_task_kind(const std::string& text) {
   if (text == "cpp") return task_kind::cpp;
   if (text == "python") return task_kind::python;
   if (text == "kernelbench") return task_kind::kernelbench;
-  return error{"unknown task kind '" + text + "' (expected cuda, cpp, python or kernelbench)"};
+  if (text == "digits") return task_kind::digits;
+  return error{"unknown task kind '" + text + "' (expected cuda, cpp, python, kernelbench or digits)"};
 }
 
 const char* candidate_extension(task_kind kind) {
@@ -146,6 +156,7 @@ const char* candidate_extension(task_kind kind) {
     case task_kind::cpp: return ".cpp";
     case task_kind::python:
     case task_kind::kernelbench: return ".py";
+    case task_kind::digits: return ".txt";
   }
   return "";
 }

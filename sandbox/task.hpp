@@ -13,9 +13,11 @@
 
 namespace leap::sandbox {
 
-enum class task_kind : std::uint8_t { cuda, cpp, python, kernelbench };
+// digits: the toy family a tiny model learns from scratch (write digits whose sum is `target`),
+// judged in-process by sandbox/digits.hpp; no program is compiled or run.
+enum class task_kind : std::uint8_t { cuda, cpp, python, kernelbench, digits };
 
-// "cuda", "cpp", "python", "kernelbench".
+// "cuda", "cpp", "python", "kernelbench", "digits".
 const char* to_string(task_kind kind);
 result<task_kind> parse_task_kind(const std::string& text);
 
@@ -64,6 +66,7 @@ struct task {
   std::string solution;                     // a known-good candidate (bare code), may be empty
   std::vector<labelled_code> wrong;         // known-bad candidates
   std::string origin;                       // where it was loaded from, for messages
+  int target = 0;                           // digits: the sum the answer's digits must reach
 };
 
 // The file extension of a candidate of `kind` (".cu", ".cpp", ".py").

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <poll.h>
 #include <regex>
@@ -229,6 +230,26 @@ inline void copy_suite_tasks(const fs::path& root, std::initializer_list<const c
 
 // A private folder, TMP/leap-e2e-NAME-PID-N (N unique within the process), holding the given
 // tasks under root()/suite; created fresh and removed, with everything in it, at the end.
+// A CSV file as rows of name -> value.
+inline std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string header_line;
+  if (!std::getline(in, header_line)) return rows;
+  std::vector<std::string> header;
+  std::stringstream hs(header_line);
+  for (std::string h; std::getline(hs, h, ',');) header.push_back(h);
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, std::string> row;
+    std::stringstream ls(line);
+    std::size_t i = 0;
+    for (std::string cell; std::getline(ls, cell, ',') && i < header.size(); ++i)
+      row[header[i]] = cell;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 class scratch_dir {
  public:
   scratch_dir(const std::string& name, std::initializer_list<const char*> tasks) {

@@ -26,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using leap::e2e::clock_type;
 using leap::e2e::leap_process;
+using leap::e2e::read_csv;
 using leap::e2e::run_leap;
 
 // A private folder with a small suite copied from the project's (two cpp and two python tasks, so
@@ -36,8 +37,8 @@ class e2e_dir : public leap::e2e::scratch_dir {
       : scratch_dir("run",
                     {"cpp/axpby", "cpp/prefix_sum_int", "python/flatten", "python/two_sum"}) {}
 
-  // A config for this folder; `steps` and `batch` vary per test.
-  std::string write_config(int steps, int batch) const {
+  // A config for this folder; `steps` and `batch` vary per test, `stream` asks for SSE responses.
+  std::string write_config(int steps, int batch, bool stream = false) const {
     std::ostringstream yaml;
     yaml << "experiment:\n  name: e2e\n  seed: 5\n  run_dir: " << (root_ / "run").string()
          << "\n  steps: " << steps << "\n"
@@ -46,7 +47,8 @@ class e2e_dir : public leap::e2e::scratch_dir {
          << "rollout:\n  group_size: 4\n  max_turns: 2\n  validation:\n    every: 2\n    n: 2\n"
          << "gate:\n  policy: dcp\n  unit: fraction\n  tau_min: 0.25\n  tau_max: 1.0\n"
          << "learner:\n  kind: record\n"
-         << "policy:\n  flavour: embedded\n  max_in_flight: 8\n"
+         << "policy:\n  flavour: embedded\n  max_in_flight: 8\n  stream: "
+         << (stream ? "true" : "false") << "\n"
          << "verifier:\n  compile_workers: 2\n  gpu_slots: 0\n";
     const fs::path path = root_ / "config.yaml";
     std::ofstream(path) << yaml.str();
@@ -78,25 +80,6 @@ std::map<int, live_step> parse_progress(const std::string& output) {
   return steps;
 }
 
-// A CSV file as rows of name -> value.
-std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<std::map<std::string, std::string>> rows;
-  std::string header_line;
-  if (!std::getline(in, header_line)) return rows;
-  std::vector<std::string> header;
-  std::stringstream hs(header_line);
-  for (std::string h; std::getline(hs, h, ',');) header.push_back(h);
-  for (std::string line; std::getline(in, line);) {
-    std::map<std::string, std::string> row;
-    std::stringstream ls(line);
-    std::size_t i = 0;
-    for (std::string cell; std::getline(ls, cell, ',') && i < header.size(); ++i)
-      row[header[i]] = cell;
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 TEST(LeapRunE2E, StepsAreStoredAndReplayAgreesWithTheLiveNumbers) {
   e2e_dir dir;
@@ -157,15 +140,24 @@ TEST(LeapRunE2E, ResumesAfterKill9InTheMiddleOfAStep) {
         [](const std::string& out) { return out.find("step 1/4 |") != std::string::npos; },
         std::chrono::seconds(300)))
         << first.output();
-    // Kill once the store holds part of a step: replay (read-only) shows an incomplete row.
-    const auto deadline = clock_type::now() + std::chrono::seconds(120);
+    // Kill once the store holds part of a step: replay (read-only) shows an incomplete row. The
+    // run is stopped (SIGSTOP) while replay looks, so what replay sees is the state the kill
+    // meets, and the run moves on only a few milliseconds between looks, so that no step can
+    // pass unseen however fast this machine runs it.
+    const auto deadline = clock_type::now() + std::chrono::seconds(180);
     bool partial = false;
     while (!partial && clock_type::now() < deadline) {
+      first.signal(SIGSTOP);
       const auto look = run_leap({"replay", run_dir, "--out", (dir.root() / "peek").string()},
                                  std::chrono::seconds(60));
-      if (look.exit_code != 0) continue;
-      for (const auto& row : read_csv(dir.root() / "peek" / "steps.csv")) {
-        partial = partial || (row.at("completed") == "0" && std::stoi(row.at("groups")) > 0);
+      if (look.exit_code == 0) {
+        for (const auto& row : read_csv(dir.root() / "peek" / "steps.csv")) {
+          partial = partial || (row.at("completed") == "0" && std::stoi(row.at("groups")) > 0);
+        }
+      }
+      if (!partial) {
+        first.signal(SIGCONT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
     first.kill9();
@@ -215,7 +207,8 @@ TEST(LeapRunE2E, ResumesAfterKill9InTheMiddleOfAStep) {
 
 TEST(LeapRunE2E, SigtermStopsCleanlyAndTheRunContinuesLater) {
   e2e_dir dir;
-  const auto config = dir.write_config(3, 2);
+  // Streamed responses (policy.stream): SIGTERM cuts streams in flight, and nothing is lost.
+  const auto config = dir.write_config(3, 2, /*stream=*/true);
   {
     leap_process first({"run", config});
     ASSERT_TRUE(first.read_until(

@@ -279,6 +279,13 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: policy.endpoints: must list at least one URL when policy.flavour is vllm"},
       {"no_endpoint_sglang", "policy:\n  flavour: sglang\n  endpoints: []\n",
        "case.yaml:3: policy.endpoints: must list at least one URL when policy.flavour is sglang"},
+      {"bad_learner_device", "learner:\n  device: gpu0\n",
+       "case.yaml:2: learner.device: must be cpu, cuda or cuda:N, got 'gpu0'"},
+      {"bad_init_preset", "learner:\n  init_preset: huge\n",
+       "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
+       "'huge'"},
+      {"stream_not_a_boolean", "policy:\n  stream: yes\n",
+       "case.yaml:2: policy.stream: expected true or false, got 'yes'"},
       {"torch_without_model", "learner:\n  kind: torch\n",
        "case.yaml:2: learner.model_path: is required when learner.kind is torch"},
       {"mini_batches_above_rollouts", "learner:\n  mini_batches: 1000\n",
@@ -741,7 +748,8 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
   }
   for (const char* expected :
        {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
-        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml", "leap_static_reward.yaml"}) {
+        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml", "leap_static_reward.yaml",
+        "learn_digits.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }
@@ -784,6 +792,10 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"binary_reward.yaml", "gate.policy", "dcp"},
       {"binary_reward.yaml", "reward.kind", "binary"},
       {"dcp_adaptive.yaml", "gate.policy", "dcp_adaptive"},
+      {"learn_digits.yaml", "learner.kind", "torch"},
+      {"learn_digits.yaml", "learner.init_preset", "\"tiny\""},
+      {"learn_digits.yaml", "policy.flavour", "embedded"},
+      {"learn_digits.yaml", "data.train", "\"sandbox/toy/digit_sum.jsonl\""},
   };
   for (const auto& row : table) {
     const auto loaded = load_config(source_dir() + "/configs/" + row.file);

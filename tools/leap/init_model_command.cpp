@@ -32,31 +32,21 @@ int fail(const std::string& message) {
 }
 
 int run(const init_model_options& o) {
-  auto config = actors::byte_model_preset(o.preset);
-  if (!config) return fail("--preset: " + config.err().message);
-  auto type = learner::parse_torch_dtype(o.dtype);
-  if (!type) return fail("--dtype: " + type.err().message);
-  config->torch_dtype = learner::to_torch_dtype(*type);
-  const std::filesystem::path dir = o.out;
+  if (auto preset = actors::byte_model_preset(o.preset); !preset) {
+    return fail("--preset: " + preset.err().message);
+  }
+  if (auto type = learner::parse_torch_dtype(o.dtype); !type) return fail("--dtype: " + type.err().message);
   std::error_code ec;
-  if (std::filesystem::exists(dir / "config.json", ec) && !o.force) {
+  if (std::filesystem::exists(std::filesystem::path(o.out) / "config.json", ec) && !o.force) {
     return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
   }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail(o.out + ": cannot create: " + ec.message());
-  const auto weights = learner::random_weights(*config, o.seed, *type);
-  if (auto w = learner::write_safetensors_dir(o.out, weights); !w) return fail(w.err().message);
-  if (auto c = learner::write_model_config(o.out, *config); !c) return fail(c.err().message);
-  std::int64_t parameters = 0;
-  for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
-    std::int64_t n = 1;
-    for (auto s : shape) n *= s;
-    parameters += n;
-  }
+  auto written = actors::write_random_byte_model(o.preset, o.out, o.seed, o.dtype);
+  if (!written) return fail(written.err().message);
+  const auto& config = written->config;
   std::cout << "leap init-model: wrote a random " << o.preset << " byte-level model ("
-            << parameters << " parameters, " << config->num_hidden_layers << " layers, hidden "
-            << config->hidden_size << ", vocab " << config->vocab_size << ", " << o.dtype
-            << ", seed " << o.seed << ") to " << o.out << "\n";
+            << written->parameters << " parameters, " << config.num_hidden_layers
+            << " layers, hidden " << config.hidden_size << ", vocab " << config.vocab_size << ", "
+            << o.dtype << ", seed " << o.seed << ") to " << o.out << "\n";
   return 0;
 }
 

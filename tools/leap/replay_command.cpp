@@ -183,6 +183,14 @@ int run_replay(const replay_options& o) {
       return fail(written.err().message);
     }
   }
+  if (const auto table = telemetry::format_learner_table(*records); !table.empty()) {
+    std::printf("\n%s", table.c_str());
+    if (auto written =
+            write_text(out_dir / "learner.csv", telemetry::prefixed_metrics_csv(*records, "learner."));
+        !written) {
+      return fail(written.err().message);
+    }
+  }
   std::printf("\nwrote CSV to %s\n", out_dir.string().c_str());
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "actors/tasks.hpp"
 #include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
+#include "common/signals.hpp"
 #include "actors/verifier.hpp"
 #include "actors/remote_verifier.hpp"
 #include "orchestrator/config.hpp"
@@ -132,6 +133,7 @@ policy::client_config client_settings(const experiment_config& c,
       std::chrono::milliseconds(static_cast<std::int64_t>(c.policy.request_timeout_s * 1000));
   cc.retry.max_attempts = c.policy.retries + 1;
   cc.seed = c.experiment.seed;
+  cc.stream = c.policy.stream;
   return cc;
 }
 
@@ -142,8 +144,8 @@ std::vector<actors::group_task> group_tasks(
   return out;
 }
 
-// Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them) and asks the
-// driver to stop. A second signal exits at once.
+// Waits for SIGINT/SIGTERM (routed to it by common/signals.hpp) and asks the driver to stop. A
+// second signal exits at once.
 class signal_watcher {
  public:
   explicit signal_watcher(actors::experiment_actor driver)
@@ -156,14 +158,9 @@ class signal_watcher {
 
  private:
   void watch(const actors::experiment_actor& driver) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    const timespec tick{0, 100'000'000};
     while (!done_) {
-      const int sig = sigtimedwait(&set, nullptr, &tick);
-      if (sig <= 0) continue;
+      const int sig = signals::wait(std::chrono::milliseconds(100));
+      if (sig == 0) continue;
       if (signal_ != 0) std::_Exit(128 + sig);
       signal_ = sig;
       std::fprintf(stderr, "leap run: %s: stopping (again to exit at once)\n",
@@ -178,13 +175,8 @@ class signal_watcher {
 };
 
 int run_experiment(const run_options& options) {
-  // Block the stop signals before any thread exists, so that every thread inherits the mask and
-  // only the watcher receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Before any thread of ours exists, so that they inherit the mask; only the watcher takes them.
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
   auto config_text = read_file(options.config_path);
   if (!config_text) return fail(config_text.err().message);
@@ -253,6 +245,15 @@ int run_experiment(const run_options& options) {
   // The learner: LibTorch training learner.model_path (resuming from the newest checkpoint in the
   // run folder), or the record learner.
   std::unique_ptr<actors::torch_learner> torch_learner;
+  if (c.learner.kind == learner_kind::torch && !c.learner.init_preset.empty() &&
+      !std::filesystem::exists(std::filesystem::path(c.learner.model_path) / "config.json", ec)) {
+    auto written = actors::write_random_byte_model(c.learner.init_preset, c.learner.model_path,
+                                                   static_cast<std::uint64_t>(c.experiment.seed));
+    if (!written) return fail("learner.init_preset: " + written.err().message);
+    std::printf("wrote a random %s byte-level model (%lld parameters, seed %lld) to %s\n",
+                c.learner.init_preset.c_str(), static_cast<long long>(written->parameters),
+                static_cast<long long>(c.experiment.seed), c.learner.model_path.c_str());
+  }
   if (c.learner.kind == learner_kind::torch) {
     actors::torch_learner_options lo;
     lo.model_dir = c.learner.model_path;
@@ -279,13 +280,16 @@ int run_experiment(const run_options& options) {
         torch_learner ? torch_learner->current_weights() : c.policy.model;
     auto model_config = learner::read_model_config(weights);
     if (!model_config) return fail("policy.model: " + model_config.err().message);
-    auto backend = actors::make_torch_policy_backend(weights);
+    actors::torch_backend_options backend_options;
+    backend_options.device = c.learner.device;
+    auto backend = actors::make_torch_policy_backend(weights, backend_options);
     if (!backend) return fail("policy.model: " + backend.err().message);
     policy::server_config server_config;
     server_config.host = "127.0.0.1";
     server_config.port = 0;
     server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
     server_config.model_name = c.policy.model;  // the name the client sends
+    server_config.model_path = c.policy.model;
     server_config.max_model_len = static_cast<int>(
         std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
     server_config.weight_version = static_cast<std::int64_t>(plan->weight_version);
