@@ -1,4 +1,5 @@
 #include "actors/instant_services.hpp"
+#include "common/splitmix.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -13,13 +14,6 @@
 
 namespace leap::actors {
 namespace {
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::uint64_t hash_text(std::string_view text) {
   std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
@@ -47,13 +41,14 @@ std::chrono::microseconds scaled(double seconds, double scale) {
 
 turn_latency sample_latency(const latency_profile& p, std::uint64_t seed,
                             std::string_view request_id) {
-  const std::uint64_t base = mix(seed ^ hash_text(request_id));
+  const std::uint64_t base = splitmix64(seed ^ hash_text(request_id));
   turn_latency t;
-  const double z = normal(mix(base + 1), mix(base + 2));
+  const double z = normal(splitmix64(base + 1), splitmix64(base + 2));
   t.generation_s = std::clamp(p.generation_median_s * std::exp(p.generation_sigma * z),
                               p.generation_min_s, p.generation_max_s);
-  t.compile_s = p.compile_min_s + (p.compile_max_s - p.compile_min_s) * unit(mix(base + 3));
-  t.run_s = p.run_min_s + (p.run_max_s - p.run_min_s) * unit(mix(base + 4));
+  t.compile_s =
+      p.compile_min_s + (p.compile_max_s - p.compile_min_s) * unit(splitmix64(base + 3));
+  t.run_s = p.run_min_s + (p.run_max_s - p.run_min_s) * unit(splitmix64(base + 4));
   return t;
 }
 
@@ -78,7 +73,7 @@ bool instant_correct(const instant_policy& policy, const generation_request& req
     auto it = policy.first_turn_pass.find(prompt);
     p = it != policy.first_turn_pass.end() ? it->second : policy.default_pass;
   }
-  return unit(mix(mix(policy.seed ^ 0xc0ffee) ^ hash_text(request.request_id))) < p;
+  return unit(splitmix64(splitmix64(policy.seed ^ 0xc0ffee) ^ hash_text(request.request_id))) < p;
 }
 
 namespace {

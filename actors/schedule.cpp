@@ -1,4 +1,5 @@
 #include "actors/schedule.hpp"
+#include "common/splitmix.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,21 +9,12 @@
 namespace leap::actors {
 namespace {
 
-// SplitMix64: a tiny generator whose output is the same on every platform, unlike std::shuffle's
-// use of a distribution.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::vector<std::size_t> permutation(std::uint64_t key, std::size_t n) {
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::uint64_t state = mix(key);
+  std::uint64_t state = splitmix64(key);
   for (std::size_t i = n; i > 1; --i) {
-    state = mix(state);
+    state = splitmix64(state);
     const std::size_t j = static_cast<std::size_t>(state % i);
     std::swap(order[i - 1], order[j]);
   }
@@ -45,7 +37,7 @@ std::vector<std::size_t> step_batch(std::uint64_t seed, std::uint64_t step, std:
     const std::uint64_t e = position / task_count;
     if (e != epoch) {
       epoch = e;
-      order = permutation(mix(seed) ^ mix(e + 0x5eed), task_count);
+      order = permutation(splitmix64(seed) ^ splitmix64(e + 0x5eed), task_count);
     }
     batch.push_back(order[position % task_count]);
   }
@@ -59,7 +51,7 @@ task_split split_tasks(std::uint64_t seed, std::size_t task_count, double fracti
     held_out = static_cast<std::size_t>(std::llround(fraction * static_cast<double>(task_count)));
     held_out = std::clamp<std::size_t>(held_out, 1, task_count - 1);
   }
-  const auto order = permutation(mix(seed) ^ 0x7a11da7e, task_count);
+  const auto order = permutation(splitmix64(seed) ^ 0x7a11da7e, task_count);
   split.validation.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held_out));
   split.train.assign(order.begin() + static_cast<std::ptrdiff_t>(held_out), order.end());
   std::sort(split.validation.begin(), split.validation.end());
@@ -70,7 +62,8 @@ task_split split_tasks(std::uint64_t seed, std::size_t task_count, double fracti
 bool probe_group(std::uint64_t seed, std::uint64_t step, std::uint32_t group,
                  double probe_fraction) {
   if (!(probe_fraction > 0.0)) return false;
-  const std::uint64_t bits = mix(mix(seed ^ 0x9806e) ^ mix(step) ^ (std::uint64_t{group} << 1));
+  const std::uint64_t bits =
+      splitmix64(splitmix64(seed ^ 0x9806e) ^ splitmix64(step) ^ (std::uint64_t{group} << 1));
   return unit_interval(bits) < probe_fraction;
 }
 

@@ -1,4 +1,5 @@
 #include "actors/torch_policy_backend.hpp"
+#include "common/splitmix.hpp"
 
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
@@ -80,14 +81,6 @@ result<random_model_info> write_random_byte_model(const std::string& preset, con
 
 namespace {
 
-// SplitMix64: a seed per (request serial, sample index) when the request brought none.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 class torch_policy_backend final : public policy::policy_backend {
  public:
   explicit torch_policy_backend(learner::policy model) : model_(std::move(model)) {}
@@ -106,10 +99,10 @@ class torch_policy_backend final : public policy::policy_backend {
     params.top_k = s.top_k > 0 ? s.top_k : 0;
     params.n = 1;
     // A request seed gives the same tokens for the same prompt; n > 1 samples differ by index.
-    params.seed = s.seed ? mix(static_cast<std::uint64_t>(*s.seed) ^
-                               (static_cast<std::uint64_t>(request.sample_index) << 32))
-                         : mix(request.request_serial * 1024 +
-                               static_cast<std::uint64_t>(request.sample_index));
+    params.seed = s.seed ? splitmix64(static_cast<std::uint64_t>(*s.seed) ^
+                                      (static_cast<std::uint64_t>(request.sample_index) << 32))
+                         : splitmix64(request.request_serial * 1024 +
+                                      static_cast<std::uint64_t>(request.sample_index));
     // The model's end ids (and the request's stop ids) end sampling early, unless the server
     // must look past them (ignore_eos, min_tokens): then it samples max_tokens and the server cuts.
     if (!s.ignore_eos && s.min_tokens == 0) {

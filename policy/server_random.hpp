@@ -3,6 +3,7 @@
 // thread timing.
 #pragma once
 
+#include "common/splitmix.hpp"
 #include "policy/tokenizer.hpp"
 
 #include <cstdint>
@@ -12,12 +13,7 @@
 namespace leap::policy::random {
 
 // SplitMix64's finaliser: a bijective, well-mixed 64-bit hash.
-[[nodiscard]] constexpr std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30U)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27U)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31U);
-}
+[[nodiscard]] constexpr std::uint64_t mix(std::uint64_t x) { return splitmix64(x); }
 
 [[nodiscard]] constexpr std::uint64_t combine(std::uint64_t a, std::uint64_t b) {
   return mix(a ^ mix(b + 0x632BE59BD9B4E019ULL));
