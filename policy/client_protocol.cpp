@@ -989,8 +989,10 @@ std::chrono::milliseconds backoff_delay(const retry_config& retry, int retry_num
   return std::chrono::milliseconds(static_cast<long long>(std::llround(delay)));
 }
 
-std::string build_tokenize_body(std::string_view model, const std::vector<chat_message>& messages,
-                                bool add_generation_prompt) {
+namespace {
+
+// {"model"? , "messages": [{"role", "content"}...]}: what both servers' /tokenize share.
+json tokenize_messages(std::string_view model, const std::vector<chat_message>& messages) {
   json body;
   if (!model.empty()) {
     body["model"] = model;
@@ -1000,6 +1002,14 @@ std::string build_tokenize_body(std::string_view model, const std::vector<chat_m
     list.push_back({{"role", m.role}, {"content", m.content}});
   }
   body["messages"] = std::move(list);
+  return body;
+}
+
+}  // namespace
+
+std::string build_tokenize_body(std::string_view model, const std::vector<chat_message>& messages,
+                                bool add_generation_prompt) {
+  json body = tokenize_messages(model, messages);
   body["add_generation_prompt"] = add_generation_prompt;
   body["add_special_tokens"] = false;
   return body.dump();
@@ -1016,16 +1026,7 @@ result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view m
         "SGLang's /tokenize always renders the generation prompt (its chat form has no "
         "add_generation_prompt); render a conversation without it through a local template"};
   }
-  json body;
-  if (!model.empty()) {
-    body["model"] = model;
-  }
-  json list = json::array();
-  for (const auto& m : messages) {
-    list.push_back({{"role", m.role}, {"content", m.content}});
-  }
-  body["messages"] = std::move(list);
-  return body.dump();
+  return tokenize_messages(model, messages).dump();
 }
 
 result<std::vector<token_id>> parse_tokenize_response(std::string_view body) {
