@@ -26,6 +26,7 @@
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 #include "tools/leap/run_metrics.hpp"
+#include "tools/leap/verifier_settings.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -86,29 +87,10 @@ std::vector<std::string> config_differences(const experiment_config& stored,
 }
 
 sandbox::verifier_config verifier_settings(const experiment_config& c, bool has_cuda) {
-  sandbox::verifier_config v;
-  const auto& s = c.verifier;
-  v.engine.cache_dir = s.cache_dir.empty() ? std::filesystem::path(c.experiment.run_dir) / "cache"
-                                           : std::filesystem::path(s.cache_dir);
-  v.engine.cache_max_bytes = static_cast<std::uint64_t>(s.cache_max_bytes);
-  v.engine.cuda_arch = s.cuda_arch;
-  v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
-  v.engine.compile_limits.wall =
-      std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
-  const auto run_wall =
-      std::chrono::milliseconds(static_cast<std::int64_t>(s.run_timeout_s * 1000));
-  v.engine.run_limits.wall = run_wall;
-  v.engine.cuda_run_limits.wall = run_wall;
-  v.engine.python_limits.wall = run_wall;
-  v.engine.kernelbench_limits.wall = run_wall;
-  v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
-  v.compile_workers = s.compile_workers;
-  // gpu_slots bounds GPU runs; CPU-only task sets use the sandbox's default (one per core).
-  if (has_cuda && s.gpu_slots > 0) {
-    v.run_slots = s.gpu_slots;
-    for (int i = 0; i < s.gpu_slots; ++i) v.gpus.push_back(i);
-  }
-  return v;
+  // The compile cache lives in the run folder unless verifier.cache_dir names another.
+  const auto in_run_dir = std::filesystem::path(c.experiment.run_dir) / "cache";
+  const std::string cache_dir = c.verifier.cache_dir.empty() ? in_run_dir.string() : "";
+  return sandbox_settings(c.verifier, has_cuda, cache_dir);
 }
 
 policy::scripted_task scripted_of(const sandbox::task& t) {

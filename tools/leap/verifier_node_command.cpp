@@ -7,6 +7,7 @@
 #include "actors/node_auth.hpp"
 #include "actors/remote_verifier.hpp"
 #include "common/signals.hpp"
+#include "tools/leap/verifier_settings.hpp"
 #include "actors/tasks.hpp"
 #include "actors/verifier.hpp"
 #include "actors/verifier_node.hpp"
@@ -59,31 +60,6 @@ void log_line(const std::string& line) {
   std::fflush(stderr);
 }
 
-// The sandbox's settings from a verifier section (the same mapping as `leap run`'s).
-sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
-                                          const std::string& cache_dir) {
-  sandbox::verifier_config v;
-  if (!cache_dir.empty()) v.engine.cache_dir = cache_dir;
-  if (!s.cache_dir.empty() && cache_dir.empty()) v.engine.cache_dir = s.cache_dir;
-  v.engine.cache_max_bytes = static_cast<std::uint64_t>(s.cache_max_bytes);
-  v.engine.cuda_arch = s.cuda_arch;
-  v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
-  v.engine.compile_limits.wall =
-      std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
-  const auto run_wall =
-      std::chrono::milliseconds(static_cast<std::int64_t>(s.run_timeout_s * 1000));
-  v.engine.run_limits.wall = run_wall;
-  v.engine.cuda_run_limits.wall = run_wall;
-  v.engine.python_limits.wall = run_wall;
-  v.engine.kernelbench_limits.wall = run_wall;
-  v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
-  v.compile_workers = s.compile_workers;
-  if (has_cuda && s.gpu_slots > 0) {
-    v.run_slots = s.gpu_slots;
-    for (int i = 0; i < s.gpu_slots; ++i) v.gpus.push_back(i);
-  }
-  return v;
-}
 
 int run_node(const node_options& o) {
   // Only the main thread takes the stop signals (our threads inherit the mask).
