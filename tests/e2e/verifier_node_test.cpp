@@ -151,6 +151,23 @@ store_turns read_store(const fs::path& run_dir, const fs::path& out) {
   return s;
 }
 
+struct dispatcher_totals {
+  unsigned long jobs = 0, verdicts = 0, resent = 0, duplicates = 0;
+};
+
+// Waits for `run` to exit 0 after finishing and reads the dispatcher's summary line.
+void finished_run_totals(leap_process& run, std::chrono::seconds wait, dispatcher_totals* out) {
+  const auto code = run.wait(wait);
+  ASSERT_TRUE(code.has_value()) << run.output();
+  ASSERT_EQ(*code, 0) << run.output();
+  EXPECT_NE(run.output().find("run 'e2e' finished"), std::string::npos) << run.output();
+  const std::regex totals(
+      R"(verifier nodes: (\d+) jobs, (\d+) verdicts, (\d+) re-sent, (\d+) duplicates dropped)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output(), m, totals)) << run.output();
+  *out = {std::stoul(m[1]), std::stoul(m[2]), std::stoul(m[3]), std::stoul(m[4])};
+}
+
 TEST(VerifierNodeE2E, KilledNodeLosesNoVerdictAndARestartedNodeIsUsedAgain) {
   node_dir dir;
   auto node_a = std::make_unique<leap_process>(dir.node_args(0));
@@ -195,18 +212,12 @@ TEST(VerifierNodeE2E, KilledNodeLosesNoVerdictAndARestartedNodeIsUsedAgain) {
       },
       std::chrono::seconds(400)))
       << run.output();
-  const auto code = run.wait(std::chrono::seconds(60));
-  ASSERT_TRUE(code.has_value()) << run.output();
-  ASSERT_EQ(*code, 0) << run.output();
-  EXPECT_NE(run.output().find("run 'e2e' finished"), std::string::npos) << run.output();
-
   // The dispatcher's counts: every job judged once, the lost ones re-sent.
-  const std::regex totals(
-      R"(verifier nodes: (\d+) jobs, (\d+) verdicts, (\d+) re-sent, (\d+) duplicates dropped)");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.output(), m, totals)) << run.output();
-  const auto jobs = std::stoul(m[1]);
-  const auto judged = std::stoul(m[2]);
+  dispatcher_totals totals;
+  finished_run_totals(run, std::chrono::seconds(60), &totals);
+  if (HasFatalFailure()) return;
+  const auto jobs = totals.jobs;
+  const auto judged = totals.verdicts;
   EXPECT_GT(jobs, 0u);
   EXPECT_EQ(jobs, judged) << run.output();
 
@@ -294,20 +305,15 @@ TEST(VerifierNodeE2E, ACutOffNodeIsDeclaredLostAndItsLateVerdictsAreNotCountedTw
       [&] { return run.output().find("verifier nodes: ") != std::string::npos; },
       std::chrono::seconds(120)))
       << run.output();
-  const auto code = run.wait(std::chrono::seconds(30));
-  ASSERT_TRUE(code.has_value()) << run.output();
-  ASSERT_EQ(*code, 0) << run.output();
-  EXPECT_NE(run.output().find("run 'e2e' finished"), std::string::npos) << run.output();
-
   // Every job judged once: a late verdict of the resumed node, if one got through, was dropped.
-  const std::regex totals(
-      R"(verifier nodes: (\d+) jobs, (\d+) verdicts, (\d+) re-sent, (\d+) duplicates dropped)");
+  dispatcher_totals totals;
+  finished_run_totals(run, std::chrono::seconds(30), &totals);
+  if (HasFatalFailure()) return;
+  const auto jobs = totals.jobs;
+  const auto judged = totals.verdicts;
+  const auto resent = totals.resent;
+  const auto duplicates = totals.duplicates;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.output(), m, totals)) << run.output();
-  const auto jobs = std::stoul(m[1]);
-  const auto judged = std::stoul(m[2]);
-  const auto resent = std::stoul(m[3]);
-  const auto duplicates = std::stoul(m[4]);
   EXPECT_GT(jobs, 0u);
   EXPECT_EQ(jobs, judged) << run.output();
   EXPECT_EQ(count_of(run.output(), "dropped a second verdict"), duplicates) << run.output();
