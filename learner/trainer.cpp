@@ -1,5 +1,10 @@
 // The update step: micro-batched forward/backward with the chunked log-probs, AdamW with float32
 // master weights, atomic checkpoints and resumption.
+//
+// The trainable tensors, their gradients and the optimiser state each live in one flat buffer (the
+// tensors the model and autograd see are views of it), so gradient accumulation, the gradient norm
+// and AdamW are a few large kernels rather than several per parameter: with hundreds of parameter
+// tensors the per-tensor loop was bound by kernel launches on a GPU.
 #include "learner/trainer.hpp"
 
 #include "learner/detail/files.hpp"
@@ -8,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ATen/record_function.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,15 +30,39 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr int checkpoint_format = 1;
 
+// One trainable tensor: its slice [offset, offset + numel) of every flat buffer. The tensors below
+// are views of those buffers.
 struct param_state {
   std::string name;
-  at::Tensor* param;      // the model's tensor (stable address inside the transformer)
-  at::Tensor master;      // float32 copy when the model runs in a lower precision; else undefined
-  at::Tensor grad_accum;  // float32 gradient sum over micro-batches (lower precision only)
+  at::Tensor* param;  // the model's tensor (stable address inside the transformer)
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+  at::Tensor master;  // float32 copy when the model runs in a lower precision; else undefined
   at::Tensor exp_avg;
   at::Tensor exp_avg_sq;
-  bool decay = true;  // weight decay applies (not to norms and biases)
 };
+
+// The flat buffers, ordered so that the tensors with weight decay (matrices, not norms and biases)
+// come first: decay is then one slice.
+struct flat_buffers {
+  at::Tensor weights;  // the model's dtype; the trainable tensors are views of it
+  at::Tensor grads;    // the model's dtype; their .grad, which autograd adds into in place
+  at::Tensor master;   // float32 (lower precision only)
+  // float32 sum of the micro-batches' gradients, only while a lower-precision mini-batch takes
+  // more than one: a single micro-batch's gradient is used as autograd wrote it.
+  at::Tensor grad_accum;
+  at::Tensor exp_avg;
+  at::Tensor exp_avg_sq;
+  std::int64_t decayed = 0;  // elements [0, decayed) take weight decay
+};
+
+// Elementwise optimiser work goes through slices of this many elements, which bounds the
+// temporaries (the AdamW denominator) to a fraction of a buffer.
+constexpr std::int64_t optimizer_slice = std::int64_t{1} << 26;
+
+at::Tensor slice_view(const at::Tensor& flat, const param_state& p) {
+  return flat.narrow(0, p.offset, p.numel).view(p.param->sizes());
+}
 
 // Sums over the trained tokens of one optimiser step, turned into step_metrics at the end.
 struct metric_sums {
@@ -203,6 +233,8 @@ struct trainer::state {
   std::unique_ptr<detail::transformer>
       reference_model;  // a full copy; unset under LoRA or without KL
   std::vector<param_state> params;
+  flat_buffers flat;
+  at::TensorOptions accumulate_options;
   std::int64_t step = 0;
   std::int64_t optimizer_step = 0;
 
@@ -211,7 +243,11 @@ struct trainer::state {
   detail::transformer& net() { return *model.impl_; }
 
   status init(const std::string& dir, const trainer_options& o);
+  void allocate_flat();
+  void bind_model_to_flat();
   void zero_grads();
+  void spill_gradients();
+  [[nodiscard]] const at::Tensor& gradient() const;
   result<metric_sums> accumulate(const update_batch& batch, const std::vector<std::size_t>& indices,
                                  bool use_given_reference);
   result<double> gradient_norm();
@@ -257,21 +293,7 @@ status trainer::state::init(const std::string& dir, const trainer_options& o) {
     }
   }
   m.set_trainable();
-  const bool low_precision = m.dtype != at::kFloat && m.dtype != at::kDouble;
-  const auto acc = detail::accumulate_type(m.dtype);
-  for (auto& [name, tensor] : m.trainable_parameters()) {
-    param_state p;
-    p.name = name;
-    p.param = tensor;
-    p.decay = tensor->dim() >= 2;
-    if (low_precision) {
-      p.master = tensor->detach().to(acc).clone();
-      p.grad_accum = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
-    }
-    p.exp_avg = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
-    p.exp_avg_sq = at::zeros(tensor->sizes(), tensor->options().dtype(acc));
-    params.push_back(std::move(p));
-  }
+  allocate_flat();
   if (o.checkpoint.resume && !o.checkpoint.dir.empty()) {
     auto latest = latest_checkpoint(o.checkpoint.dir);
     if (!latest) {
@@ -286,15 +308,86 @@ status trainer::state::init(const std::string& dir, const trainer_options& o) {
   return ok_status();
 }
 
-void trainer::state::zero_grads() {
-  for (auto& p : params) {
-    if (p.param->grad().defined()) {
-      p.param->mutable_grad() = at::Tensor();
+void trainer::state::allocate_flat() {
+  auto& m = net();
+  auto trainables = m.trainable_parameters();
+  std::stable_partition(trainables.begin(), trainables.end(),
+                        [](const detail::named_tensor& t) { return t.tensor->dim() >= 2; });
+  std::int64_t total = 0;
+  for (auto& [name, tensor] : trainables) {
+    param_state p;
+    p.name = name;
+    p.param = tensor;
+    p.offset = total;
+    p.numel = tensor->numel();
+    total += p.numel;
+    if (tensor->dim() >= 2) {
+      flat.decayed = total;
     }
-    if (p.grad_accum.defined()) {
-      p.grad_accum.zero_();
+    params.push_back(std::move(p));
+  }
+  const auto options = at::TensorOptions().dtype(m.dtype).device(m.device);
+  const auto acc = options.dtype(detail::accumulate_type(m.dtype));
+  accumulate_options = acc;
+  flat.weights = at::empty({total}, options);
+  flat.grads = at::zeros({total}, options);
+  flat.exp_avg = at::zeros({total}, acc);
+  flat.exp_avg_sq = at::zeros({total}, acc);
+  if (m.dtype != at::kFloat && m.dtype != at::kDouble) {
+    flat.master = at::empty({total}, acc);
+  }
+  for (auto& p : params) {
+    p.exp_avg = slice_view(flat.exp_avg, p);
+    p.exp_avg_sq = slice_view(flat.exp_avg_sq, p);
+    if (flat.master.defined()) {
+      p.master = slice_view(flat.master, p);
     }
   }
+  bind_model_to_flat();
+  if (flat.master.defined()) {
+    flat.master.copy_(flat.weights);
+  }
+}
+
+// Copies the model's trainable tensors into the flat buffer and makes them views of it, their
+// gradients views of the gradient buffer. Again after anything that replaces the model's tensors
+// (loading a checkpoint).
+void trainer::state::bind_model_to_flat() {
+  at::NoGradGuard no_grad;
+  for (auto& p : params) {
+    auto weight = slice_view(flat.weights, p);
+    if (p.param->data_ptr() != weight.data_ptr()) {
+      weight.copy_(*p.param);
+      // set_data keeps the parameter the same autograd leaf and only moves its storage (a plain
+      // view would make it a view of the buffer in autograd's eyes).
+      p.param->set_data(weight);
+    }
+    p.param->requires_grad_(true);
+    p.param->mutable_grad() = slice_view(flat.grads, p);
+  }
+}
+
+void trainer::state::zero_grads() {
+  flat.grads.zero_();
+  flat.grad_accum = at::Tensor();
+}
+
+// Called before each backward pass after the first of a mini-batch, and after the last: moves what
+// autograd summed into the model-dtype buffer into the float32 sum.
+void trainer::state::spill_gradients() {
+  if (!flat.master.defined()) {
+    return;  // float32 / float64 models accumulate in .grad itself
+  }
+  at::NoGradGuard no_grad;
+  if (!flat.grad_accum.defined()) {
+    flat.grad_accum = at::zeros({flat.grads.numel()}, accumulate_options);
+  }
+  flat.grad_accum.add_(flat.grads);
+  flat.grads.zero_();
+}
+
+const at::Tensor& trainer::state::gradient() const {
+  return flat.grad_accum.defined() ? flat.grad_accum : flat.grads;
 }
 
 result<metric_sums> trainer::state::accumulate(const update_batch& batch,
@@ -373,9 +466,11 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     };
 
     at::Tensor reference;
+    // The phases are named for profiler traces (bench_learner --trace); free when not profiling.
     if (use_given_reference) {
       reference = to_device(given_reference);
     } else if (need_reference) {
+      RECORD_FUNCTION("leap::reference", std::vector<c10::IValue>());
       at::NoGradGuard no_grad;
       // Under LoRA the reference is the base model: the same weights with the adapters off.
       const detail::transformer& ref = reference_model ? *reference_model : m;
@@ -388,18 +483,28 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
                                    ref.output_weight(), targets_t, ref.logprob_chunk, false)
               .first;
     }
-    const auto hidden = m.forward_hidden(ids_t, nullptr);
-    const auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows_t);
-    const auto [logp, entropy] =
-        detail::chunked_logprobs(selected, m.output_weight(), targets_t, m.logprob_chunk, true);
-    const auto terms = detail::policy_loss(logp, to_device(behaviour), to_device(advantages),
-                                           reference, to_device(token_weights), lo);
-    terms.loss.backward();
-    for (auto& p : params) {
-      if (p.grad_accum.defined() && p.param->grad().defined()) {
-        p.grad_accum.add_(p.param->grad().to(p.grad_accum.scalar_type()));
-        p.param->mutable_grad() = at::Tensor();
+    at::Tensor hidden;
+    {
+      RECORD_FUNCTION("leap::forward", std::vector<c10::IValue>());
+      hidden = m.forward_hidden(ids_t, nullptr);
+    }
+    at::Tensor entropy;
+    detail::loss_terms terms;
+    {
+      RECORD_FUNCTION("leap::logprobs", std::vector<c10::IValue>());
+      const auto selected = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows_t);
+      at::Tensor logp;
+      std::tie(logp, entropy) =
+          detail::chunked_logprobs(selected, m.output_weight(), targets_t, m.logprob_chunk, true);
+      terms = detail::policy_loss(logp, to_device(behaviour), to_device(advantages), reference,
+                                  to_device(token_weights), lo);
+    }
+    {
+      RECORD_FUNCTION("leap::backward", std::vector<c10::IValue>());
+      if (sums.trained > 0) {
+        spill_gradients();  // keep the earlier micro-batches' sum in float32
       }
+      terms.loss.backward();
     }
     sums.loss += terms.loss.item<double>();
     sums.pg_loss += terms.pg_loss.item<double>();
@@ -409,21 +514,21 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     sums.entropy += entropy.sum().item<double>();
     sums.trained += static_cast<std::int64_t>(rows.size());
   }
+  if (flat.grad_accum.defined()) {
+    spill_gradients();  // the last micro-batch joins the float32 sum
+  }
   return sums;
 }
 
 result<double> trainer::state::gradient_norm() {
-  std::vector<at::Tensor> norms;
-  for (auto& p : params) {
-    const auto& g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
-    if (g.defined()) {
-      norms.push_back(g.to(detail::accumulate_type(g.scalar_type())).norm());
-    }
-  }
-  if (norms.empty()) {
-    return 0.0;
-  }
-  const double norm = at::stack(norms).norm().item<double>();
+  RECORD_FUNCTION("leap::grad_norm", std::vector<c10::IValue>());
+  at::NoGradGuard no_grad;
+  const auto& g = gradient();
+  const double norm =
+      g.numel() == 0
+          ? 0.0
+          : at::linalg_vector_norm(g, 2, {}, false, accumulate_options.dtype().toScalarType())
+                .item<double>();
   if (!std::isfinite(norm)) {
     return error{"the gradient is not finite (norm " + std::to_string(norm) + "); step skipped"};
   }
@@ -440,6 +545,7 @@ double trainer::state::learning_rate() const {
 }
 
 void trainer::state::adamw_step(double grad_norm) {
+  RECORD_FUNCTION("leap::adamw", std::vector<c10::IValue>());
   at::NoGradGuard no_grad;
   const auto& o = options.optimizer;
   const double lr = learning_rate();
@@ -449,24 +555,29 @@ void trainer::state::adamw_step(double grad_norm) {
   ++optimizer_step;
   const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(optimizer_step));
   const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(optimizer_step));
-  for (auto& p : params) {
-    at::Tensor g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
-    if (!g.defined()) {
-      continue;  // the parameter took no part in this mini-batch
-    }
+  const auto& grads = gradient();
+  const auto acc = accumulate_options.dtype().toScalarType();
+  const auto& weights = flat.master.defined() ? flat.master : flat.weights;
+  const auto total = weights.numel();
+  for (std::int64_t start = 0; start < total; start += optimizer_slice) {
+    const auto n = std::min(optimizer_slice, total - start);
+    // The gradient buffers are zeroed after the step, so scaling in place is fine.
+    auto g = grads.narrow(0, start, n).to(acc);
+    auto w = weights.narrow(0, start, n);
+    auto m = flat.exp_avg.narrow(0, start, n);
+    auto v = flat.exp_avg_sq.narrow(0, start, n);
     if (clip != 1.0) {
-      g = g * clip;
+      g.mul_(clip);
     }
-    at::Tensor& w = p.master.defined() ? p.master : *p.param;
-    if (p.decay && o.weight_decay > 0) {
-      w.mul_(1.0 - lr * o.weight_decay);
+    if (o.weight_decay > 0 && start < flat.decayed) {
+      w.narrow(0, 0, std::min(n, flat.decayed - start)).mul_(1.0 - lr * o.weight_decay);
     }
-    p.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-    p.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
-    const auto denom = (p.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(o.eps);
-    w.addcdiv_(p.exp_avg, denom, -lr / bias1);
-    if (p.master.defined()) {
-      p.param->copy_(p.master);
+    m.lerp_(g, 1.0 - o.beta1);
+    v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+    const auto denom = at::sqrt(v).div_(std::sqrt(bias2)).add_(o.eps);
+    w.addcdiv_(m, denom, -lr / bias1);
+    if (flat.master.defined()) {
+      flat.weights.narrow(0, start, n).copy_(w);
     }
   }
 }
@@ -591,6 +702,7 @@ status trainer::state::read_checkpoint(const std::string& dir) {
     }
   }
   m.set_trainable();
+  bind_model_to_flat();
   auto optimizer = read_safetensors(detail::join(dir, "optimizer.safetensors"));
   if (!optimizer) {
     return optimizer.err();
@@ -614,9 +726,9 @@ status trainer::state::read_checkpoint(const std::string& dir) {
       }
       t->copy_(detail::to_tensor(it->second, t->device(), t->scalar_type()));
     }
-    if (p.master.defined()) {
-      p.param->copy_(p.master);
-    }
+  }
+  if (flat.master.defined()) {
+    flat.weights.copy_(flat.master);
   }
   return ok_status();
 }
@@ -756,12 +868,7 @@ result<gradient_report> trainer::compute_gradients(const update_batch& batch) {
     out.metrics.grad_norm = norm ? *norm : std::nan("");
     out.loss = sums->loss;
     for (auto& p : s.params) {
-      const auto& g = p.grad_accum.defined() ? p.grad_accum : p.param->grad();
-      auto host = detail::to_host(
-          g.defined()
-              ? g.to(detail::accumulate_type(g.scalar_type()))
-              : at::zeros(p.param->sizes(), p.param->options().dtype(
-                                                detail::accumulate_type(p.param->scalar_type()))));
+      auto host = detail::to_host(slice_view(s.gradient(), p).to(s.accumulate_options.dtype()));
       if (!host) {
         return host.err();
       }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 namespace leap::learner {
 namespace {
@@ -170,6 +171,58 @@ TEST(Trainer, MicroBatchingDoesNotChangeTheGradient) {
       const auto b = to_doubles(grads[k].at(name));
       for (std::size_t i = 0; i < a.size(); ++i) {
         ASSERT_NEAR(a[i], b[i], 1e-13 * std::max(1.0, std::abs(a[i]))) << name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+// The optimiser works on flat buffers of all parameters; this checks it per parameter against the
+// textbook first AdamW step: m = (1 - b1) g, v = (1 - b2) g^2, so w' = w (1 - lr wd [matrix])
+// - lr g / (|g| + eps) after bias correction. With bfloat16 the step acts on the float32 masters
+// (read from the checkpoint) and the model holds their rounding; its gradient is summed in float32
+// over several micro-batches, or used as autograd wrote it when there is one.
+TEST(Trainer, OneAdamWStepIsTheTextbookUpdatePerParameter) {
+  const std::pair<std::string, std::int64_t> cases[] = {
+      {"float64", 20}, {"bfloat16", 20}, {"bfloat16", 100000}};
+  for (const auto& [dtype, budget] : cases) {
+    SCOPED_TRACE(dtype + ", micro-batch budget " + std::to_string(budget));
+    scratch_dir dir;
+    auto p = policy::create_random(testing::tiny_qwen2(), 4, {.dtype = dtype});
+    ASSERT_TRUE(p.ok());
+    const auto batch = make_batch(*p, 4, 9);
+    std::map<std::string, std::vector<double>> before;
+    for (const auto& name : p->parameter_names()) {
+      before[name] = to_doubles(*p->parameter(name));
+    }
+    trainer_options options;
+    options.optimizer = {.lr = 1e-2, .eps = 1e-3, .weight_decay = 0.5, .max_grad_norm = 0};
+    options.batching.micro_batch_tokens = budget;
+    options.checkpoint.dir = dir.path();
+    auto t = trainer::create(std::move(*p), options);
+    ASSERT_TRUE(t.ok()) << t.err().message;
+    auto g = t->compute_gradients(batch);
+    ASSERT_TRUE(g.ok()) << g.err().message;
+    auto r = t->update(batch);
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    auto state = read_safetensors(r->checkpoint_dir + "/optimizer.safetensors");
+    ASSERT_TRUE(state.ok());
+    const double tolerance = dtype == "float64" ? 1e-12 : 1e-5;
+    for (const auto& [name, w0] : before) {
+      const auto grad = to_doubles(g->gradients.at(name));
+      const auto& shape = t->current_policy().parameter(name)->shape;
+      const double decay = shape.size() >= 2 ? 1.0 - 1e-2 * 0.5 : 1.0;
+      const auto after = dtype == "float64" ? to_doubles(*t->current_policy().parameter(name))
+                                            : to_doubles(state->at("master/" + name));
+      ASSERT_EQ(after.size(), w0.size());
+      for (std::size_t i = 0; i < w0.size(); ++i) {
+        const double expected = w0[i] * decay - 1e-2 * grad[i] / (std::abs(grad[i]) + 1e-3);
+        ASSERT_NEAR(after[i], expected, tolerance) << name << "[" << i << "]";
+      }
+      if (dtype == "bfloat16") {
+        const auto model = to_doubles(*t->current_policy().parameter(name));
+        for (std::size_t i = 0; i < w0.size(); ++i) {
+          ASSERT_NEAR(model[i], after[i], std::abs(after[i]) / 128) << name << "[" << i << "]";
+        }
       }
     }
   }
