@@ -15,6 +15,13 @@
 #include <random>
 #include <set>
 
+// Faster kernels of newer LibTorch releases, each with the plain formulation as the fallback (the
+// CPU LibTorch 1.13 of the tests takes the fallbacks; learner/standalone/run_gpu_checks.sh checks
+// the fast paths against transformers on a GPU).
+#define LEAP_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||       \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 namespace leap::learner::detail {
 namespace {
 
@@ -35,6 +42,12 @@ at::Tensor upcast(const at::Tensor& t) {
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+#if LEAP_TORCH_AT_LEAST(2, 4)
+  // One fused kernel on CUDA that keeps no float32 copy of x for the backward pass.
+  if (x.is_cuda()) {
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);
+  }
+#endif
   const auto xf = upcast(x);
   const auto variance = xf.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (xf * at::rsqrt(variance + eps)).to(x.scalar_type());
@@ -84,6 +97,27 @@ struct checkpointed_layer : torch::autograd::Function<checkpointed_layer> {
   }
 };
 
+// a b in `acc` (float32 for half types): cuBLAS writes float32 directly where LibTorch can.
+at::Tensor product_in(const at::Tensor& a, const at::Tensor& b, at::ScalarType acc) {
+#if LEAP_TORCH_AT_LEAST(2, 9)
+  if (a.is_cuda() && a.scalar_type() != acc) {
+    return at::mm(a, b, acc);
+  }
+#endif
+  return at::mm(a, b).to(acc);
+}
+
+// sum += a b, with `sum` in float32 and a, b in the model's dtype.
+void add_product(at::Tensor& sum, const at::Tensor& a, const at::Tensor& b) {
+#if LEAP_TORCH_AT_LEAST(2, 9)
+  if (a.is_cuda() && a.scalar_type() != sum.scalar_type()) {
+    at::addmm_out(sum, sum, a, b, sum.scalar_type());
+    return;
+  }
+#endif
+  sum.add_(at::mm(a, b));
+}
+
 // log softmax(h W^T)[target] without keeping the [rows, vocab] logits: the backward pass recomputes
 // them chunk by chunk. d logp / d logits = onehot(target) - softmax.
 struct chunked_logprob_function : torch::autograd::Function<chunked_logprob_function> {
@@ -98,14 +132,13 @@ struct chunked_logprob_function : torch::autograd::Function<chunked_logprob_func
     const auto weight_t = weight.t();
     for (std::int64_t start = 0; start < rows; start += chunk) {
       const auto n = std::min(chunk, rows - start);
-      const auto logits = at::matmul(hidden.narrow(0, start, n), weight_t).to(acc);
-      const auto lse = at::logsumexp(logits, -1);
-      const auto target_logits =
-          logits.gather(1, targets.narrow(0, start, n).unsqueeze(1)).squeeze(1);
-      logp.narrow(0, start, n).copy_(target_logits - lse);
+      // One fused log-softmax pass (logsumexp alone is four passes over the chunk).
+      const auto logp_all =
+          at::log_softmax(product_in(hidden.narrow(0, start, n), weight_t, acc), -1);
+      logp.narrow(0, start, n)
+          .copy_(logp_all.gather(1, targets.narrow(0, start, n).unsqueeze(1)).squeeze(1));
       if (with_entropy) {
-        const auto probs = at::exp(logits - lse.unsqueeze(1));
-        entropy.narrow(0, start, n).copy_(lse - (probs * logits).sum(-1));
+        entropy.narrow(0, start, n).copy_(logp_all.exp().mul_(logp_all).sum(-1).neg_());
       }
     }
     ctx->saved_data["chunk"] = chunk;
@@ -134,15 +167,20 @@ struct chunked_logprob_function : torch::autograd::Function<chunked_logprob_func
       const auto n = std::min(chunk, rows - start);
       const auto h = hidden.narrow(0, start, n);
       const auto g = grad.narrow(0, start, n).unsqueeze(1);
-      const auto logits = at::matmul(h, weight_t).to(acc);
-      auto dlogits = at::softmax(logits, -1).mul_(-g);
-      dlogits.scatter_add_(1, targets.narrow(0, start, n).unsqueeze(1), g);
-      const auto d = dlogits.to(hidden.scalar_type());
+      // d logits = g (onehot - p) = -g e with e = p - onehot, formed in float32 (so that a
+      // confident token keeps its small 1 - p) and rounded once into the model's dtype. g, a
+      // per-row factor, goes onto the [n, hidden] side of each product: no [n, vocab] pass for it.
+      auto e = at::softmax(product_in(h, weight_t, acc), -1);
+      e.scatter_add_(1, targets.narrow(0, start, n).unsqueeze(1),
+                     at::full({n, 1}, -1.0, e.options()));
+      const auto e_low = e.to(hidden.scalar_type());
+      e = at::Tensor();
+      const auto minus_g = g.neg();
       if (need_hidden) {
-        grad_hidden.narrow(0, start, n).copy_(at::matmul(d, weight));
+        grad_hidden.narrow(0, start, n).copy_(product_in(e_low, weight, acc).mul_(minus_g));
       }
       if (need_weight) {
-        grad_weight.add_(at::matmul(d.t(), h));
+        add_product(grad_weight, e_low.t(), h * minus_g.to(hidden.scalar_type()));
       }
     }
     if (need_weight) {
@@ -182,6 +220,11 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const auto t = q.size(2);
   const auto tk = k.size(2);
   if (q.is_cuda() && (t == tk || t == 1)) {
+#if LEAP_TORCH_AT_LEAST(2, 5)
+    // The kernels read each key/value head for its group of query heads: no copies of them.
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/t > 1, std::nullopt,
+                                            /*enable_gqa=*/group > 1);
+#else
     // expand + reshape rather than repeat_interleave, which synchronises with the host to size
     // its output: a sync per layer stalls the GPU's queue.
     auto repeat = [&](const at::Tensor& x) {
@@ -192,9 +235,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
           .expand({x.size(0), x.size(1), group, x.size(2), x.size(3)})
           .reshape({x.size(0), x.size(1) * group, x.size(2), x.size(3)});
     };
-    const auto kk = repeat(k);
-    const auto vv = repeat(v);
-    return at::scaled_dot_product_attention(q, kk, vv, {}, 0.0, /*is_causal=*/t > 1);
+    return at::scaled_dot_product_attention(q, repeat(k), repeat(v), {}, 0.0,
+                                            /*is_causal=*/t > 1);
+#endif
   }
 #endif
   return eager_attention(q, k, v, group);
