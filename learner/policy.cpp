@@ -12,12 +12,16 @@
 #endif
 
 #include <algorithm>
+#include <cstddef>
 #include <fstream>
 #include <limits>
 #include <random>
 #include <set>
 #include <sstream>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace leap::learner {
 namespace {
@@ -651,6 +655,15 @@ status synchronize(const std::string& device) {
     });
   }
   return ok_status();
+}
+
+void keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  // Blocks up to 32 MiB (glibc's ceiling for this setting) come from the heap, not fresh mmaps,
+  // and up to 1 GiB of free heap stays mapped.
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+#endif
 }
 
 }  // namespace leap::learner

@@ -1,5 +1,6 @@
 // The `leap` command: parses the command line, runs one subcommand, and turns its errors into a
 // clear message and a non-zero exit.
+#include "learner/policy.hpp"
 #include "tools/leap/command.hpp"
 
 #include <algorithm>
@@ -20,6 +21,8 @@ command_registrar::command_registrar(std::string name, command_factory add) {
 }  // namespace leap::cli
 
 int main(int argc, char** argv) {
+  // The CPU learner and the embedded policy server reallocate large tensors all the time.
+  leap::learner::keep_freed_host_memory();
   CLI::App app{"leap: multi-turn RL rollouts for code LLMs with difficulty-conditioned pruning"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "leap 0.1.0");
