@@ -2,7 +2,10 @@
 batch and loss (clipped surrogate over a full-vocabulary log-softmax, sample-level aggregation,
 gradient clipping, AdamW), timed the same way.
 
-    python3 bench_hf.py [qwen2-0.5b|qwen2-1.5b] [BATCH] [SEQ] [STEPS]
+    python3 bench_hf.py [qwen2-0.5b|qwen2-1.5b] [BATCH] [SEQ] [STEPS] [--trace FILE]
+
+--trace writes the Chrome trace of one more step, its phases named as bench_learner's
+(tools/bench/trace_summary.py reads both).
 """
 import json
 import math
@@ -21,6 +24,11 @@ SHAPES = {
 
 
 def main():
+    trace = None
+    if "--trace" in sys.argv:
+        at = sys.argv.index("--trace")
+        trace = sys.argv[at + 1]
+        del sys.argv[at:at + 2]
     preset = sys.argv[1] if len(sys.argv) > 1 else "qwen2-0.5b"
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     seq = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
@@ -39,18 +47,26 @@ def main():
     old = torch.full((batch, seq), -math.log(vocab), device="cuda")
     adv = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(batch)], device="cuda")[:, None].expand(batch, seq)
 
+    phase = torch.profiler.record_function
+
     def step():
-        logits = model(ids).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        ratio = torch.exp(logp - old[:, 1:])
-        a = adv[:, 1:]
-        pg = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.28) * a)
-        m = mask[:, 1:]
-        loss = ((pg * m).sum(1) / m.sum(1)).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        with phase("leap::forward"):
+            hidden = model.model(ids).last_hidden_state
+        with phase("leap::logprobs"):
+            logits = model.lm_head(hidden).float()
+            logp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+            ratio = torch.exp(logp - old[:, 1:])
+            a = adv[:, 1:]
+            pg = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.28) * a)
+            m = mask[:, 1:]
+            loss = ((pg * m).sum(1) / m.sum(1)).mean()
+        with phase("leap::backward"):
+            loss.backward()
+        with phase("leap::grad_norm"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        with phase("leap::adamw"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         return loss.item()
 
     step()  # warm-up
@@ -66,6 +82,13 @@ def main():
     print(f"transformers update: {tps:.1f} tokens/s, peak {peak:.2f} GiB (torch {torch.__version__})")
     print("json: " + json.dumps({"bench": "update_transformers", "preset": preset, "batch": batch, "seq": seq,
                                  "steps": steps, "tokens_per_second": tps, "peak_gib": peak}))
+    if trace:
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as prof:
+            step()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(trace)
+        print(f"trace of one step written to {trace}")
 
 
 if __name__ == "__main__":

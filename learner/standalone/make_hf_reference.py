@@ -41,6 +41,12 @@ def main():
         logp = torch.cat([torch.zeros(ids.shape[0], 1, device=device), logp], dim=1)
         out["logits_" + suffix] = logits.cpu().contiguous()
         out["logprobs_" + suffix] = logp.cpu().contiguous()
+    # The yardstick for learner_hf_check's bfloat16 rows: how far transformers' own bfloat16 run is
+    # from its float32 run, by the same measure (max abs difference / max abs reference).
+    for what in ("logits", "logprobs"):
+        ref = out[what + "_f32"]
+        drift = (out[what + "_bf16"] - ref).abs().max() / ref.abs().max()
+        print(f"transformers bfloat16 vs float32 {what}: {drift.item():.3e} relative")
     save_file(out, reference)
     print("wrote", model_dir, reference, "torch", torch.__version__)
 

@@ -13,7 +13,9 @@ out=${OUT:-/tmp/leap-gpu-checks}
 work=$(mktemp -d)
 mkdir -p "$out"
 status=0
-python3 "$here/make_hf_reference.py" "$work/hf-model" "$work/reference.safetensors" cuda || status=1
+python3 "$here/make_hf_reference.py" "$work/hf-model" "$work/reference.safetensors" cuda 2>&1 |
+  tee "$out/hf_reference.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 "$build/learner_hf_check" "$work/hf-model" "$work/reference.safetensors" cuda 2>&1 | tee "$out/hf_check.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 "$build/bench_learner" --device cuda --dtype bfloat16 --preset "$preset" --batch "$batch" --seq "$seq" --steps 3 \

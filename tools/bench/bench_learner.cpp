@@ -11,6 +11,7 @@
 #include "learner/trainer.hpp"
 
 #include <CLI/CLI.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <chrono>
 #include <cmath>
@@ -41,6 +42,7 @@ struct bench_args {
   std::int64_t n = 8;
   bool skip_update = false;
   bool skip_sampling = false;
+  std::string trace;  // Chrome trace of one more update step, if set
 };
 
 // Shapes of Qwen2 models (random weights; only the shape matters for speed).
@@ -118,7 +120,12 @@ int main(int argc, char** argv) {
   app.add_option("--n", a.n, "sampling: completions decoded together")->capture_default_str();
   app.add_flag("--skip-update", a.skip_update, "only benchmark sampling");
   app.add_flag("--skip-sampling", a.skip_sampling, "only benchmark the update");
+  app.add_option(
+      "--trace", a.trace,
+      "after the timed steps, profile one more update and write its Chrome trace "
+      "(kernels and the trainer's phases) to this file; see tools/bench/trace_summary.py");
   CLI11_PARSE(app, argc, argv);
+  leap::learner::keep_freed_host_memory();  // as `leap` does: CPU numbers otherwise measure faults
 
   const auto config = preset(a.preset);
   leap::learner::policy_options popts;
@@ -154,7 +161,9 @@ int main(int argc, char** argv) {
     sp.n = a.n;
     sp.temperature = 1.0;
     sp.seed = 3;
-    (void)created->sample(prompt, {.max_tokens = 2, .n = a.n});  // warm-up (allocator, kernels)
+    auto warm_up = sp;  // a short run first: allocator and kernels
+    warm_up.max_tokens = 2;
+    (void)created->sample(prompt, warm_up);
     (void)leap::learner::reset_peak_memory(a.device);
     const auto start = clock_type::now();
     auto out = created->sample(prompt, sp);
@@ -234,6 +243,29 @@ int main(int argc, char** argv) {
     const auto mem = leap::learner::memory_stats(a.device);
     const double peak = mem ? gib(mem->peak_allocated_bytes) : 0.0;
     const double tps = static_cast<double>(a.batch * a.seq * a.steps) / total;
+    if (!a.trace.empty()) {
+      namespace prof = torch::profiler::impl;
+      const std::set<prof::ActivityType> activities{prof::ActivityType::CPU,
+                                                    prof::ActivityType::CUDA};
+      const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+      torch::autograd::profiler::prepareProfiler(config, activities);
+      torch::autograd::profiler::enableProfiler(config, activities);
+      auto r = t->update(batch);
+      (void)leap::learner::synchronize(a.device);
+      auto result = torch::autograd::profiler::disableProfiler();
+      if (!r) {
+        return fail("traced update", r.err());
+      }
+      try {
+        result->save(a.trace);
+      } catch (const std::exception& e) {  // a LibTorch built without Kineto cannot write traces
+        const std::string what = e.what();
+        std::cerr << "bench_learner: error: writing the trace '" << a.trace
+                  << "': " << what.substr(0, what.find('\n')) << "\n";
+        return 1;
+      }
+      std::printf("trace of one update written to %s\n", a.trace.c_str());
+    }
     std::printf("update: mean %.1f tokens/s over %lld steps (batch %lld x %lld), peak %.2f GiB\n",
                 tps, static_cast<long long>(a.steps), static_cast<long long>(a.batch),
                 static_cast<long long>(a.seq), peak);
