@@ -30,16 +30,12 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr int checkpoint_format = 1;
 
-// One trainable tensor: its slice [offset, offset + numel) of every flat buffer. The tensors below
-// are views of those buffers.
+// One trainable tensor: its slice [offset, offset + numel) of every flat buffer.
 struct param_state {
   std::string name;
   at::Tensor* param;  // the model's tensor (stable address inside the transformer)
   std::int64_t offset = 0;
   std::int64_t numel = 0;
-  at::Tensor master;  // float32 copy when the model runs in a lower precision; else undefined
-  at::Tensor exp_avg;
-  at::Tensor exp_avg_sq;
 };
 
 // The flat buffers, ordered so that the tensors with weight decay (matrices, not norms and biases)
@@ -248,6 +244,8 @@ struct trainer::state {
   void zero_grads();
   void spill_gradients();
   [[nodiscard]] const at::Tensor& gradient() const;
+  // The optimiser buffers a checkpoint holds, by the name prefix of their tensors there.
+  [[nodiscard]] std::vector<std::pair<std::string, const at::Tensor*>> saved_buffers() const;
   result<metric_sums> accumulate(const update_batch& batch, const std::vector<std::size_t>& indices,
                                  bool use_given_reference);
   result<double> gradient_norm();
@@ -336,13 +334,6 @@ void trainer::state::allocate_flat() {
   if (m.dtype != at::kFloat && m.dtype != at::kDouble) {
     flat.master = at::empty({total}, acc);
   }
-  for (auto& p : params) {
-    p.exp_avg = slice_view(flat.exp_avg, p);
-    p.exp_avg_sq = slice_view(flat.exp_avg_sq, p);
-    if (flat.master.defined()) {
-      p.master = slice_view(flat.master, p);
-    }
-  }
   bind_model_to_flat();
   if (flat.master.defined()) {
     flat.master.copy_(flat.weights);
@@ -388,6 +379,15 @@ void trainer::state::spill_gradients() {
 
 const at::Tensor& trainer::state::gradient() const {
   return flat.grad_accum.defined() ? flat.grad_accum : flat.grads;
+}
+
+std::vector<std::pair<std::string, const at::Tensor*>> trainer::state::saved_buffers() const {
+  std::vector<std::pair<std::string, const at::Tensor*>> out{{"exp_avg/", &flat.exp_avg},
+                                                             {"exp_avg_sq/", &flat.exp_avg_sq}};
+  if (flat.master.defined()) {
+    out.emplace_back("master/", &flat.master);
+  }
+  return out;
 }
 
 result<metric_sums> trainer::state::accumulate(const update_batch& batch,
@@ -605,15 +605,9 @@ result<std::string> trainer::state::write_checkpoint() {
     return s.err();
   }
   tensor_map optimizer;
-  for (auto& p : params) {
-    for (const auto& [prefix, t] :
-         {std::pair<const char*, const at::Tensor*>{"exp_avg/", &p.exp_avg},
-          {"exp_avg_sq/", &p.exp_avg_sq},
-          {"master/", &p.master}}) {
-      if (!t->defined()) {
-        continue;
-      }
-      auto host = detail::to_host(*t);
+  for (const auto& [prefix, buffer] : saved_buffers()) {
+    for (const auto& p : params) {
+      auto host = detail::to_host(slice_view(*buffer, p));
       if (!host) {
         return host.err();
       }
@@ -708,23 +702,19 @@ status trainer::state::read_checkpoint(const std::string& dir) {
     return optimizer.err();
   }
   at::NoGradGuard no_grad;
-  for (auto& p : params) {
-    for (const auto& [prefix, t] : {std::pair<const char*, at::Tensor*>{"exp_avg/", &p.exp_avg},
-                                    {"exp_avg_sq/", &p.exp_avg_sq},
-                                    {"master/", &p.master}}) {
-      if (!t->defined()) {
-        continue;
-      }
+  for (const auto& [prefix, buffer] : saved_buffers()) {
+    for (const auto& p : params) {
+      auto t = slice_view(*buffer, p);
       auto it = optimizer->find(prefix + p.name);
       if (it == optimizer->end()) {
         return error{"optimizer.safetensors lacks '" + std::string(prefix) + p.name + "'"};
       }
-      if (!std::equal(it->second.shape.begin(), it->second.shape.end(), t->sizes().begin(),
-                      t->sizes().end())) {
+      if (!std::equal(it->second.shape.begin(), it->second.shape.end(), t.sizes().begin(),
+                      t.sizes().end())) {
         return error{"optimizer.safetensors: '" + std::string(prefix) + p.name +
                      "' has the wrong shape"};
       }
-      t->copy_(detail::to_tensor(it->second, t->device(), t->scalar_type()));
+      t.copy_(detail::to_tensor(it->second, t.device(), t.scalar_type()));
     }
   }
   if (flat.master.defined()) {
