@@ -441,18 +441,11 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   return finish(verdict_category::pass, "Correct on all " + std::to_string(config_.trials) + " trials.");
 }
 
-result<verdict> engine::run_python(const task& t, const prepared_candidate& p, int gpu) {
-  const bool kb = t.kind == task_kind::kernelbench;
-  auto dir = scratch_dir::create(config_.scratch_root, kb ? "kb-" : "py-");
+result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
+  auto dir = scratch_dir::create(config_.scratch_root, "py-");
   if (!dir) return dir.err();
-  std::vector<std::pair<std::string, std::string>> files{{"solution.py", p.code}};
-  if (kb) {
-    files.emplace_back("problem.py", t.reference);
-    files.emplace_back("runner.py", kernelbench_runner_source());
-  } else {
-    files.emplace_back("tests.py", t.tests);
-    files.emplace_back("runner.py", python_runner_source());
-  }
+  const std::vector<std::pair<std::string, std::string>> files{
+      {"solution.py", p.code}, {"tests.py", t.tests}, {"runner.py", python_runner_source()}};
   for (const auto& [name, content] : files) {
     if (auto s = write_file(dir->path() / name, content); !s) return s.err();
   }
@@ -460,17 +453,9 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p, i
   run_request request;
   request.argv = {config_.python, "-I", "-B", "runner.py"};
   request.working_dir = dir->path();
-  request.env = run_env(kb ? gpu : -1);
-  request.limits = kb ? config_.kernelbench_limits : config_.python_limits;
+  request.env = run_env(-1);
+  request.limits = config_.python_limits;
   request.stdin_data = nonce + "\n";
-  if (kb) {
-    nlohmann::json cfg{{"trials", config_.trials}, {"seed", t.seed}, {"device", config_.kernelbench_device}};
-    if (t.tol) {
-      cfg["tolerances"] = {{"float32", {t.tol->atol, t.tol->rtol}}, {"float64", {t.tol->atol, t.tol->rtol}}};
-      cfg["max_relative_l2"] = t.tol->max_relative_l2;
-    }
-    request.stdin_data += cfg.dump() + "\n";
-  }
   auto r = run_isolated(request);
   if (!r) return r.err();
 
@@ -487,7 +472,68 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p, i
   if (text) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_object() && j.value("nonce", std::string{}) == nonce) {
-      auto fb = kb ? kernelbench_result_feedback(*text) : python_result_feedback(*text);
+      auto fb = python_result_feedback(*text);
+      if (!fb) return fb.err().wrap(t.id);
+      return finish(fb->category, fb->text);
+    }
+    if (!r->timed_out) {
+      return finish(verdict_category::runtime,
+                    "Runtime error: the test runner's result was overwritten; do not write files named "
+                    ".leap_result.");
+    }
+  }
+  if (r->timed_out) {
+    return finish(verdict_category::timeout,
+                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+  }
+  if (!r->exited && r->signal == SIGXCPU) {
+    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+  }
+  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  return finish(verdict_category::runtime,
+                "Runtime error: the program exited with code " + std::to_string(r->exit_code) +
+                    " before the tests finished (do not call exit() or os._exit()).\n" +
+                    stderr_tail(r->stderr_text, 600));
+}
+
+result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
+  auto dir = scratch_dir::create(config_.scratch_root, "kb-");
+  if (!dir) return dir.err();
+  const std::vector<std::pair<std::string, std::string>> files{
+      {"solution.py", p.code}, {"problem.py", t.reference}, {"runner.py", kernelbench_runner_source()}};
+  for (const auto& [name, content] : files) {
+    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+  }
+  const std::string nonce = random_nonce();
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "runner.py"};
+  request.working_dir = dir->path();
+  request.env = run_env(gpu);
+  request.limits = config_.kernelbench_limits;
+  request.stdin_data = nonce + "\n";
+  nlohmann::json cfg{{"trials", config_.trials}, {"seed", t.seed}, {"device", config_.kernelbench_device}};
+  if (t.tol) {
+    cfg["tolerances"] = {{"float32", {t.tol->atol, t.tol->rtol}}, {"float64", {t.tol->atol, t.tol->rtol}}};
+    cfg["max_relative_l2"] = t.tol->max_relative_l2;
+  }
+  request.stdin_data += cfg.dump() + "\n";
+  auto r = run_isolated(request);
+  if (!r) return r.err();
+
+  verdict v;
+  v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
+  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  auto finish = [&](verdict_category c, std::string text) {
+    v.category = c;
+    v.passed = c == verdict_category::pass;
+    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
+    return v;
+  };
+  auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
+  if (text) {
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.value("nonce", std::string{}) == nonce) {
+      auto fb = kernelbench_result_feedback(*text);
       if (!fb) return fb.err().wrap(t.id);
       return finish(fb->category, fb->text);
     }
@@ -516,8 +562,9 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
   if ((t.kind == task_kind::cpp || t.kind == task_kind::cuda) && prepared.expected == nullptr) {
     return error{t.id + ": run() of a candidate compiled without its reference"};
   }
-  auto v = (t.kind == task_kind::python || t.kind == task_kind::kernelbench) ? run_python(t, prepared, gpu)
-                                                                            : run_native(t, prepared, gpu);
+  auto v = t.kind == task_kind::python        ? run_python(t, prepared)
+           : t.kind == task_kind::kernelbench ? run_kernelbench(t, prepared, gpu)
+                                              : run_native(t, prepared, gpu);
   if (!v) return v;
   v->compile_ms = prepared.compile_ms;
   v->cache_hit = prepared.cache_hit;

@@ -124,7 +124,8 @@ class engine {
                                         const std::vector<std::string>& argv, const std::string& artifact);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
-  result<verdict> run_python(const task& t, const prepared_candidate& p, int gpu);
+  result<verdict> run_python(const task& t, const prepared_candidate& p);
+  result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
 
   engine_config config_;
   std::unique_ptr<compile_cache> cache_;

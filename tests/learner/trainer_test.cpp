@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -159,8 +161,12 @@ TEST(Trainer, MicroBatchingDoesNotChangeTheGradient) {
     ASSERT_TRUE(t.ok());
     auto g = t->compute_gradients(batch);
     ASSERT_TRUE(g.ok()) << g.err().message;
+    // Different budgets split the batch into products of different shapes, so float64 sums run in
+    // another order: the results agree to ~1e-14 of the terms' size, not to the last bit. A
+    // micro-batching bug (a sequence weighted twice or dropped, a wrong token count) is off by
+    // percents, eight orders of magnitude above this tolerance.
     if (!grads.empty()) {
-      EXPECT_NEAR(g->loss, loss, 1e-14);
+      EXPECT_NEAR(g->loss, loss, 1e-10 * std::max(1.0, std::abs(loss)));
     }
     loss = g->loss;
     grads.push_back(std::move(g->gradients));
@@ -170,7 +176,7 @@ TEST(Trainer, MicroBatchingDoesNotChangeTheGradient) {
       const auto a = to_doubles(t);
       const auto b = to_doubles(grads[k].at(name));
       for (std::size_t i = 0; i < a.size(); ++i) {
-        ASSERT_NEAR(a[i], b[i], 1e-13 * std::max(1.0, std::abs(a[i]))) << name << "[" << i << "]";
+        ASSERT_NEAR(a[i], b[i], 1e-10 * std::max(1.0, std::abs(a[i]))) << name << "[" << i << "]";
       }
     }
   }

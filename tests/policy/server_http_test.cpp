@@ -461,31 +461,39 @@ TEST_F(ServerControl, PauseWaitDrainsRunningGenerations) {
   EXPECT_EQ(running.get().json()["choices"][0]["finish_reason"], "length");
 }
 
-// Requests sleep on their own workers: many slow requests at once take about one latency, not
-// the sum of them.
+// Requests sleep on their own workers: many slow requests are all in flight at once. Shown by the
+// server's own running count rather than by wall time, which a loaded machine stretches: with a
+// first-token latency far longer than the test, a server that serialised would never report more
+// than one request running.
 TEST(ServerConcurrency, SlowRequestsDoNotSerialise) {
   scripted_config scripted;
-  scripted.latency.ttft_ms = 200.0;
+  scripted.latency.ttft_ms = 60000.0;
   server_config config;
   config.threads = 48;
   auto server = start_server(config, scripted);
   ASSERT_TRUE(server);
   constexpr int requests = 32;
-  const auto start = steady::now();
   std::vector<std::future<int>> replies;
   for (int i = 0; i < requests; ++i) {
     replies.push_back(std::async(std::launch::async, [&server, i] {
-      auto client = client_for(*server);
+      auto client = client_for(*server, std::chrono::seconds(120));
       return post(*client, "/v1/completions",
                   json{{"prompt", chat_ids(reverse_prompt)}, {"max_tokens", 100}, {"seed", i}})
           .status;
     }));
   }
+  EXPECT_TRUE(eventually(
+      [&] {
+        return get(*client_for(*server), "/metrics").body.find("vllm:num_requests_running " +
+                                                                std::to_string(requests)) != std::string::npos;
+      },
+      std::chrono::seconds(50)))
+      << "not all " << requests << " requests were running at once";
+  // Stopping aborts the sleeping generations; each request gets an answer, none hangs.
+  server->stop();
   for (auto& r : replies) {
-    EXPECT_EQ(r.get(), 200);
+    EXPECT_EQ(r.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   }
-  const auto took = steady::now() - start;
-  EXPECT_LT(took, std::chrono::milliseconds(200 * requests / 4)) << "requests serialised";
 }
 
 TEST(ServerLifecycle, StopsPromptlyWithRequestsInFlight) {
