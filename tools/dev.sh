@@ -78,9 +78,7 @@ case ${1:-help} in
     deps
     build
     # Each test has its own timeout (tests/CMakeLists.txt), so a hang fails instead of stalling CI.
-    # A failed test runs once more: two known timing races (an exec that meets ETXTBSY in the
-    # sandbox, and the kill -9 e2e test missing its partial step on a fast machine) each failed once
-    # in a clean-clone run; until they are fixed, a test must fail twice in a row to fail the suite.
+    # No retries: a test that fails once fails the suite.
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
     ;;
   run)
