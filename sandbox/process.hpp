@@ -116,8 +116,8 @@ struct run_result {
 // hang, flood, fork bomb — is a run_result. Blocks the calling thread (poll on a pidfd and the
 // pipes, no busy loop) for at most limits.wall + limits.kill_grace + a small drain margin.
 // Thread-safe: concurrent calls use distinct uids and namespaces.
-// On return no process of the run is alive and no zombie is left; the working directory and what
-// the command wrote there remain (the caller removes it).
+// On return no process of the run is alive, no zombie and no cgroup is left; the working directory and what
+// the command wrote there (copied back, see run_request::working_dir) remain (the caller removes it).
 result<run_result> run_isolated(const run_request& request);
 
 // Describes the strongest isolation this process can apply, without running anything
