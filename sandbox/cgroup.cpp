@@ -104,22 +104,26 @@ cgroup_host detect_v2() {
     return h;
   }
   const std::string dir = path == "/" ? std::string(k_root) : k_root + path;
+  // memory is what matters most; pids where it is delegated too (some container hosts hand down
+  // memory alone: then RLIMIT_NPROC of the private uid still bounds processes).
   const std::string controllers = read_small(dir + "/cgroup.controllers");
-  if (!has_word(controllers, "memory") || !has_word(controllers, "pids")) {
-    h.why_not = "no cgroup: cgroup v2 at " + dir + " has no memory and pids controllers to delegate";
+  if (!has_word(controllers, "memory")) {
+    h.why_not = "no cgroup: cgroup v2 at " + dir + " has no memory controller to delegate";
     return h;
   }
+  const bool pids = has_word(controllers, "pids");
+  const std::string wanted = pids ? "+memory +pids" : "+memory";
   auto delegated = [&] {
     const std::string sub = read_small(dir + "/cgroup.subtree_control");
-    return has_word(sub, "memory") && has_word(sub, "pids");
+    return has_word(sub, "memory") && (!pids || has_word(sub, "pids"));
   };
-  if (!delegated() && !write_text(dir + "/cgroup.subtree_control", "+memory +pids")) {
+  if (!delegated() && !write_text(dir + "/cgroup.subtree_control", wanted)) {
     // "No internal processes": a cgroup that hands controllers to its children holds no process
     // itself. Move its processes (this orchestrator and whatever shares its cgroup, as a container's
     // init does for nested containers) into a leaf beside the runs, then delegate.
     const int err = errno;
     if (err != EBUSY) {
-      h.why_not = "no cgroup: cannot enable memory,pids in " + dir + "/cgroup.subtree_control: " + std::strerror(err);
+      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir + "/cgroup.subtree_control: " + std::strerror(err);
       return h;
     }
     const std::string leaf = dir + "/leap-main";
@@ -127,14 +131,15 @@ cgroup_host detect_v2() {
     for (int round = 0; round < 5 && !procs_of(dir).empty(); ++round) {
       for (pid_t p : procs_of(dir)) write_text(leaf + "/cgroup.procs", std::to_string(p));
     }
-    if (!write_text(dir + "/cgroup.subtree_control", "+memory +pids")) {
-      h.why_not = "no cgroup: cannot enable memory,pids in " + dir + "/cgroup.subtree_control: " + std::strerror(errno);
+    if (!write_text(dir + "/cgroup.subtree_control", wanted)) {
+      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir + "/cgroup.subtree_control: " + std::strerror(errno);
       return h;
     }
   }
+  h.v2_pids = pids;
   h.version = 2;
   h.parent = dir;
-  h.words = "cgroup v2 memory,pids,cpu";
+  h.words = pids ? "cgroup v2 memory,pids,cpu" : "cgroup v2 memory,cpu";
   return h;
 }
 
@@ -250,7 +255,7 @@ bool run_cgroup::create(const cgroup_host& host, uid_t uid, std::uint64_t memory
     write_text(dir + "/memory.swap.max", "0");  // absent without swap accounting
     // One OOM kill ends the whole tree, not just its largest process.
     write_text(dir + "/memory.oom.group", "1");
-    if (!write_text(dir + "/pids.max", pids_limit)) return fail(dir + "/pids.max");
+    if (host.v2_pids && !write_text(dir + "/pids.max", pids_limit)) return fail(dir + "/pids.max");
     memory_dir_ = dir;
     cpu_fd_ = ::open((dir + "/cpu.stat").c_str(), O_RDONLY | O_CLOEXEC);
     if (!open_procs(dir)) return fail(dir + "/cgroup.procs");

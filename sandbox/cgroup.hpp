@@ -13,11 +13,12 @@ namespace leap::sandbox {
 // What this process can use, found once (thread-safe, cached): the hierarchy, the directories under
 // which runs' cgroups are created (our own cgroup in each), and the words for run_result::isolation
 // ("cgroup v1 memory,pids,cpuacct"). `usable` is false when not root, when no hierarchy is mounted
-// writable, or when v2 cannot delegate the memory and pids controllers; `why_not` says which.
+// writable, or when v2 cannot delegate the memory controller; `why_not` says which.
 struct cgroup_host {
   int version = 0;  // 1, 2, or 0 when unusable
   std::string memory_parent, pids_parent, cpu_parent;  // v1: one per controller (empty: absent)
   std::string parent;                                  // v2: the unified directory
+  bool v2_pids = false;                                // v2: the pids controller is delegated too
   std::string words;
   std::string why_not;
   [[nodiscard]] bool usable() const { return version != 0; }

@@ -117,7 +117,8 @@ struct fd_guard {
 };
 
 // What the supervisor (the clone child) reports through the status pipe.
-enum report_kind : int { wait_status = 1, exec_failed = 2, setup_failed = 3 };
+// cgroup_refused comes first where it comes at all (the run goes on without its cgroup).
+enum report_kind : int { wait_status = 1, exec_failed = 2, setup_failed = 3, cgroup_refused = 4 };
 struct report {
   int kind;
   int value;  // wait status, or errno
@@ -357,8 +358,14 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     close_all_except(keep.data(), n);
   }
   // Into the run's cgroup before anything else, so that every process of the run is counted.
+  // A refusal (a cgroup v2 hierarchy that does not take processes there) is reported and the run
+  // goes on under its rlimits alone, rather than failing every run of the host.
+  bool refused = false;
   for (int fd : plan.cgroup_fds) {
-    if (::write(fd, "0", 1) != 1) child_fail(status_fd, k_step_cgroup);
+    if (::write(fd, "0", 1) != 1 && !refused) {
+      refused = true;
+      child_report(status_fd, cgroup_refused, errno, k_step_cgroup);
+    }
     ::close(fd);
   }
   // Dies with the thread that started it, so an orchestrator crash leaves nothing behind.
@@ -1108,7 +1115,11 @@ result<run_result> run_isolated(const run_request& request) {
   err_capture.finish(&out.stderr_text, &out.stderr_bytes, &out.stderr_truncated);
 
   report r{};
-  const ssize_t n = ::read(status_r.fd, &r, sizeof r);
+  ssize_t n = ::read(status_r.fd, &r, sizeof r);
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == cgroup_refused) {
+    out.isolation += " (entry refused: " + errno_text(r.value) + "; rlimits only)";
+    n = ::read(status_r.fd, &r, sizeof r);
+  }
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == wait_status) {
     if (WIFEXITED(r.value)) {
       out.exited = true;
