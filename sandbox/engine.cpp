@@ -65,6 +65,37 @@ std::string gencode_flag(const std::string& arch) {
   return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
+// The installation folders of the given programs (a name is looked up on the sandbox's PATH): the
+// parent of their bin/ folder, for the link and for its target (a venv's python is a link to its
+// base interpreter). run_isolated skips those under /usr.
+std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
+  std::vector<fs::path> out;
+  for (const auto& program : programs) {
+    fs::path path = program;
+    if (program.find('/') == std::string::npos) {
+      for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+        if (fs::exists(fs::path(dir) / program)) {
+          path = fs::path(dir) / program;
+          break;
+        }
+      }
+    }
+    if (!path.is_absolute()) continue;
+    std::error_code ec;
+    for (const fs::path& p : {path, fs::canonical(path, ec)}) {
+      if (p.empty() || !p.has_parent_path()) continue;
+      const fs::path bin = p.parent_path();
+      out.push_back(bin.filename() == "bin" ? bin.parent_path() : bin);
+    }
+  }
+  return out;
+}
+
+std::string memory_feedback(const resource_limits& l) {
+  return "Runtime error: memory limit exceeded: the program and the processes it started used more than " +
+         std::to_string(l.memory_bytes >> 20) + " MiB together and were stopped.";
+}
+
 verdict make_verdict(verdict_category c, std::string feedback) {
   verdict v;
   v.category = c;
@@ -107,6 +138,7 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
   if (!cache) return cache.err();
   std::unique_ptr<engine> e(new engine(std::move(config)));
   e->cache_ = std::move(cache.value());
+  e->readonly_paths_ = tool_prefixes({e->config_.nvcc, e->config_.python});
   return e;
 }
 
@@ -123,12 +155,18 @@ result<build_output> engine::build_in_sandbox(const std::vector<std::pair<std::s
   // LC_ALL=C: plain ASCII quotes in diagnostics, the same text on every host.
   request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
   request.limits = config_.compile_limits;
+  request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) return r.err().wrap("running " + argv.front());
   build_output out;
   out.log = compile_log(*r);
   if (r->timed_out || r->signal == SIGXCPU) {
     out.timed_out = true;
+    return out;
+  }
+  if (r->memory_exceeded) {
+    out.log += "\nthe compiler used more than " + std::to_string(request.limits.memory_bytes >> 20) +
+               " MiB of memory and was stopped";
     return out;
   }
   if (r->exited && r->exit_code == 0) {
@@ -169,6 +207,7 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
     request.limits = config_.compile_limits;
+    request.readonly_paths = readonly_paths_;
     auto r = run_isolated(request);
     if (!r) return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
     if (!r->exited || r->exit_code != 0) {
@@ -253,6 +292,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     request.limits = config_.run_limits;
     request.limits.wall *= 6;
     request.limits.cpu_seconds *= 6;
+    request.readonly_paths = readonly_paths_;
     auto r = run_isolated(request);
     if (!r) return r.err().wrap(t.id + ": running the reference");
     if (!r->exited || r->exit_code != 0) {
@@ -386,6 +426,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   request.working_dir = dir->path();
   request.env = run_env(cuda ? gpu : -1);
   request.limits = cuda ? config_.cuda_run_limits : config_.run_limits;
+  request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) return r.err();
 
@@ -398,6 +439,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
+  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
   if (r->timed_out) {
     return finish(verdict_category::timeout,
                   timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
@@ -455,6 +497,7 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   request.working_dir = dir->path();
   request.env = run_env(-1);
   request.limits = config_.python_limits;
+  request.readonly_paths = readonly_paths_;
   request.stdin_data = nonce + "\n";
   auto r = run_isolated(request);
   if (!r) return r.err();
@@ -468,6 +511,7 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
+  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
   auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
   if (text) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
@@ -510,6 +554,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   request.working_dir = dir->path();
   request.env = run_env(gpu);
   request.limits = config_.kernelbench_limits;
+  request.readonly_paths = readonly_paths_;
   request.stdin_data = nonce + "\n";
   nlohmann::json cfg{{"trials", config_.trials}, {"seed", t.seed}, {"device", config_.kernelbench_device}};
   if (t.tol) {
@@ -529,6 +574,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
+  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
   auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
   if (text) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);

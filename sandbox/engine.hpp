@@ -44,23 +44,28 @@ struct engine_config {
     l.wall = std::chrono::seconds(60);
     l.cpu_seconds = 60;
     l.address_space_bytes = 0;  // nvcc's cicc and ptxas reserve large address ranges
+    l.memory_bytes = 4ULL << 30;  // so the whole compiler tree is bounded by its cgroup instead
     l.file_size_bytes = 512ULL << 20;
+    l.scratch_bytes = 1ULL << 30;  // objects, nvcc's temporaries and the executable
     l.open_files = 256;
     l.processes = 64;
     l.output_cap_bytes = 256 << 10;
     return l;
   }();
-  resource_limits run_limits;  // cpp runs. Default: resource_limits{} (10 s, 4 GiB address space)
+  // cpp runs. Default: resource_limits{} (10 s, 4 GiB address space, 4 GiB for the whole tree)
+  resource_limits run_limits;
   resource_limits cuda_run_limits = [] {
     resource_limits l;
     l.address_space_bytes = 0;  // the CUDA driver maps the GPU's whole address space
     l.processes = 256;          // the driver starts threads, which RLIMIT_NPROC counts
     l.open_files = 256;
+    l.memory_bytes = 8ULL << 30;  // host memory: the CUDA context and pinned buffers
     return l;
   }();
   resource_limits python_limits = [] {
     resource_limits l;
     l.address_space_bytes = 2ULL << 30;
+    l.memory_bytes = 4ULL << 30;
     return l;
   }();
   resource_limits kernelbench_limits = [] {
@@ -70,6 +75,7 @@ struct engine_config {
     l.address_space_bytes = 0;
     l.processes = 512;
     l.open_files = 1024;
+    l.memory_bytes = 16ULL << 30;  // torch (CPU tensors when no GPU) in the whole tree
     return l;
   }();
   feedback_options feedback;
@@ -128,6 +134,9 @@ class engine {
   result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
 
   engine_config config_;
+  // What every sandboxed command may read besides the system folders: the CUDA toolkit and the
+  // python installation when they live outside /usr (run_request::readonly_paths).
+  std::vector<std::filesystem::path> readonly_paths_;
   std::unique_ptr<compile_cache> cache_;
   std::mutex mutex_;
   std::mutex identity_mutex_;

@@ -1,8 +1,13 @@
 #include "sandbox/process.hpp"
 
+#include "sandbox/cgroup.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -19,7 +24,9 @@
 #include <array>
 #include <condition_variable>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <initializer_list>
 #include <mutex>
@@ -110,11 +117,31 @@ struct fd_guard {
 };
 
 // What the supervisor (the clone child) reports through the status pipe.
-enum report_kind : int { wait_status = 1, exec_failed = 2, setup_failed = 3 };
+// cgroup_refused comes first where it comes at all (the run goes on without its cgroup).
+enum report_kind : int { wait_status = 1, exec_failed = 2, setup_failed = 3, cgroup_refused = 4 };
 struct report {
   int kind;
   int value;  // wait status, or errno
-  int step;   // which setup step failed
+  int step;   // which setup step failed (k_step_* or k_step_mount + index of the mount step)
+};
+
+constexpr int k_step_setsid = 1, k_step_chdir = 2, k_step_chown = 3, k_step_stdio = 4, k_step_fork = 5,
+              k_step_uid = 6, k_step_cgroup = 7, k_step_seccomp = 8, k_step_private = 9, k_step_copy_in = 10,
+              k_step_pivot = 11, k_step_mount = 100;
+
+// One step of building the run's root (a tmpfs mounted over the working directory's path, inside
+// the run's mount namespace only), executed in order by the supervisor.
+enum class step_kind : int { mkdir, mkfile, bind, bind_ro, symlink, mount_fs };
+struct mount_step {
+  step_kind kind = step_kind::mkdir;
+  const char* source = nullptr;  // bind source, symlink target, or file system type
+  const char* target = nullptr;  // absolute path below the new root
+  const char* data = nullptr;    // mount options
+  const char* alt_data = nullptr;    // mount_fs: options tried when `data` is refused
+  const char* alt_source = nullptr;  // mount_fs: bound read-only from here when the mount is refused
+  unsigned long flags = 0;       // mount_fs flags
+  mode_t mode = 0755;            // mkdir, mkfile
+  bool optional = false;         // a failure is skipped (GPU pieces)
 };
 
 // Everything the clone child needs, prepared before clone: after clone in a multi-threaded process
@@ -122,17 +149,22 @@ struct report {
 struct child_plan {
   const char* exe = nullptr;
   std::vector<char*> argv;
-  std::vector<char*> envp_private_tmp;  // HOME=TMPDIR=/tmp (working dir bound on /tmp)
-  std::vector<char*> envp_workdir;      // HOME=TMPDIR=<working dir> (no private tmpfs)
+  std::vector<char*> envp_private_tmp;  // HOME=TMPDIR=/tmp (the private scratch)
+  std::vector<char*> envp_workdir;      // HOME=TMPDIR=<working dir> (fallback: no private root)
   int workdir_fd = -1;
-  const char* workdir_path = nullptr;
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, status_fd = -1;
+  std::vector<int> cgroup_fds;  // cgroup.procs of the run's cgroup(s): the supervisor writes "0"
   bool namespaces = false;
   bool drop_privileges = false;
   bool isolate_network = false;
   uid_t uid = 0;
   resource_limits limits;
-  char tmpfs_options[64] = {};
+  // Namespace mode: the new root (the working directory's path, a tmpfs there), the steps that
+  // fill it, and its scratch (<root>/tmp).
+  const char* root = nullptr;
+  const char* scratch = nullptr;
+  std::vector<mount_step> steps;
+  const sock_fprog* seccomp = nullptr;
 };
 
 void child_report(int fd, int kind, int value, int step) {
@@ -141,12 +173,17 @@ void child_report(int fd, int kind, int value, int step) {
   [[maybe_unused]] auto n = ::write(fd, &r, sizeof r);
 }
 
+[[noreturn]] void child_fail(int status_fd, int step) {
+  child_report(status_fd, setup_failed, errno, step);
+  ::_exit(120);
+}
+
 // Closes every descriptor from 3 up except those in `keep` (async-signal-safe: no allocation).
-void close_all_except(std::initializer_list<int> keep) {
-  std::array<int, 8> k{};
+void close_all_except(const int* keep_fds, std::size_t keep_count) {
+  std::array<int, 16> k{};
   std::size_t n = 0;
-  for (int fd : keep) {
-    if (fd >= 3 && n < k.size()) k[n++] = fd;
+  for (std::size_t i = 0; i < keep_count; ++i) {
+    if (keep_fds[i] >= 3 && n < k.size()) k[n++] = keep_fds[i];
   }
   std::sort(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n));
   const auto close_span = [](unsigned lo, unsigned hi) {
@@ -167,9 +204,142 @@ void close_all_except(std::initializer_list<int> keep) {
   close_span(first, ~0U);
 }
 
+void close_all_except(std::initializer_list<int> keep) { close_all_except(keep.begin(), keep.size()); }
+
 void set_limit(int resource, rlim_t value) {
   rlimit rl{value, value};
   ::setrlimit(resource, &rl);
+}
+
+// --- between clone and exec: system calls only (see the README) ---
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+struct mount_attr_arg {
+  std::uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+// Read-only, nosuid, nodev for a bind and everything mounted below it.
+int make_readonly(const char* target) {
+  mount_attr_arg attr{0x1 /*RDONLY*/ | 0x2 /*NOSUID*/ | 0x4 /*NODEV*/, 0, 0, 0};
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, target, 0x8000 /*AT_RECURSIVE*/, &attr, sizeof attr) == 0) return 0;
+  // Kernels before 5.12: the top mount only.
+  if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) == 0) return 0;
+  return errno;
+}
+
+int run_step(const mount_step& s) {
+  switch (s.kind) {
+    case step_kind::mkdir:
+      if (::mkdir(s.target, s.mode) < 0 && errno != EEXIST) return errno;
+      return 0;
+    case step_kind::mkfile: {
+      const int fd = ::open(s.target, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, s.mode);
+      if (fd < 0) return errno;
+      ::close(fd);
+      return 0;
+    }
+    case step_kind::bind:
+      return ::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) == 0 ? 0 : errno;
+    case step_kind::bind_ro:
+      if (::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) return errno;
+      return make_readonly(s.target);
+    case step_kind::symlink:
+      return ::symlink(s.source, s.target) == 0 || errno == EEXIST ? 0 : errno;
+    case step_kind::mount_fs:
+      if (::mount(s.source, s.target, s.source, s.flags, s.data) == 0) return 0;
+      if (s.alt_data != nullptr && ::mount(s.source, s.target, s.source, s.flags, s.alt_data) == 0) return 0;
+      if (s.alt_source != nullptr) {
+        if (::mount(s.alt_source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) return errno;
+        return make_readonly(s.target);
+      }
+      return errno;
+  }
+  return EINVAL;
+}
+
+struct dirent64_raw {
+  std::uint64_t d_ino;
+  std::int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+// The supervisor's copy buffer (its own copy-on-write page after the clone).
+char g_copy_buffer[1 << 16];
+
+bool copy_contents(int in, int out) {
+  for (;;) {
+    const ssize_t n = ::syscall(SYS_sendfile, out, in, nullptr, 1 << 30);
+    if (n > 0) continue;
+    if (n == 0) return true;
+    if (errno == EINTR) continue;
+    if (errno == EINVAL || errno == ENOSYS) break;  // read and write below
+    return false;
+  }
+  for (;;) {
+    const ssize_t n = ::read(in, g_copy_buffer, sizeof g_copy_buffer);
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out, g_copy_buffer + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      done += w;
+    }
+  }
+}
+
+// Copies the regular files and folders of `src` into `dst` (at most 8 levels), never following or
+// copying a symlink, a device, a fifo or a socket. `strict`: the first failure is returned (copying
+// the caller's files in); otherwise what cannot be copied is skipped (copying the command's files
+// out, whose names and shapes the command chose). Returns 0 or an errno.
+int copy_tree(int src, int dst, int depth, bool strict) {
+  alignas(8) char entries[4096];
+  for (;;) {
+    const long got = ::syscall(SYS_getdents64, src, entries, sizeof entries);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return strict ? errno : 0;
+    if (got == 0) return 0;
+    for (long off = 0; off < got;) {
+      const auto* d = reinterpret_cast<const dirent64_raw*>(entries + off);
+      off += d->d_reclen;
+      const char* name = d->d_name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      struct stat st {};
+      if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (strict) return errno;
+        continue;
+      }
+      int err = 0;
+      if (S_ISREG(st.st_mode)) {
+        const int in = ::openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        const int out = in < 0 ? -1
+                                : ::openat(dst, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                                           st.st_mode & 0777);
+        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out)) err = errno;
+        if (in >= 0) ::close(in);
+        if (out >= 0) ::close(out);
+      } else if (S_ISDIR(st.st_mode) && depth < 8) {
+        if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) err = errno;
+        const int in = err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        const int out = in < 0 ? -1 : ::openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (in < 0 || out < 0) {
+          err = err ? err : errno;
+        } else {
+          err = copy_tree(in, out, depth + 1, strict);
+        }
+        if (in >= 0) ::close(in);
+        if (out >= 0) ::close(out);
+      }
+      if (err != 0 && strict) return err;
+    }
+  }
 }
 
 // Runs in the clone child: the run's supervisor. In namespace mode it is pid 1 of a fresh pid
@@ -179,54 +349,79 @@ void set_limit(int resource, rlim_t value) {
   // First of all, drop every descriptor the orchestrator had open but this run does not need. Another
   // thread may be writing a candidate executable at this moment: a copy of that write descriptor held
   // here would make its exec fail with ETXTBSY for as long as this process keeps it.
-  close_all_except({plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd});
+  {
+    std::array<int, 12> keep{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd};
+    std::size_t n = 5;
+    for (int fd : plan.cgroup_fds) {
+      if (n < keep.size()) keep[n++] = fd;
+    }
+    close_all_except(keep.data(), n);
+  }
+  // Into the run's cgroup before anything else, so that every process of the run is counted.
+  // A refusal (a cgroup v2 hierarchy that does not take processes there) is reported and the run
+  // goes on under its rlimits alone, rather than failing every run of the host.
+  bool refused = false;
+  for (int fd : plan.cgroup_fds) {
+    if (::write(fd, "0", 1) != 1 && !refused) {
+      refused = true;
+      child_report(status_fd, cgroup_refused, errno, k_step_cgroup);
+    }
+    ::close(fd);
+  }
   // Dies with the thread that started it, so an orchestrator crash leaves nothing behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::setsid() < 0) {
-    child_report(status_fd, setup_failed, errno, 1);
-    ::_exit(120);
-  }
-  bool private_tmp = false;
+  if (::setsid() < 0) child_fail(status_fd, k_step_setsid);
+  // Exact modes for the folders made below; the command gets the orchestrator's umask back.
+  const mode_t umask_of_caller = ::umask(0);
+  bool private_root = false;
   if (plan.namespaces) {
     // Mount changes stay inside the new mount namespace.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-      // The working directory becomes the command's /tmp, so whatever it writes to /tmp lands in the
-      // scratch directory and is removed with it; /var/tmp and /dev/shm get small private tmpfs.
-      private_tmp = ::mount(plan.workdir_path, "/tmp", nullptr, MS_BIND, nullptr) == 0;
-      ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, plan.tmpfs_options);
-      ::mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, plan.tmpfs_options);
-      // A /proc of the new pid namespace: the command sees only its own processes.
-      ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) child_fail(status_fd, k_step_private);
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      if (const int err = run_step(plan.steps[i]); err != 0 && !plan.steps[i].optional) {
+        errno = err;
+        child_fail(status_fd, k_step_mount + static_cast<int>(i));
+      }
     }
-  } else if (plan.isolate_network) {
-    // Unprivileged fallback: a user namespace makes a network namespace possible where the kernel
-    // allows unprivileged user namespaces. Failure leaves the network reachable (reported).
-    ::unshare(CLONE_NEWUSER | CLONE_NEWNET);
-  }
-  if ((private_tmp ? ::chdir("/tmp") : ::fchdir(plan.workdir_fd)) < 0) {
-    child_report(status_fd, setup_failed, errno, 2);
-    ::_exit(120);
-  }
-  if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0) {
-    child_report(status_fd, setup_failed, errno, 3);
-    ::_exit(120);
+    // The caller's files into the scratch, then the new root becomes "/": nothing of the host but
+    // what the steps bound is reachable any more (the working directory's descriptor stays open
+    // here, for the copy back, and is closed in the command).
+    const int scratch = ::open(plan.scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (scratch < 0) child_fail(status_fd, k_step_copy_in);
+    if (const int err = copy_tree(plan.workdir_fd, scratch, 0, true); err != 0) {
+      errno = err;
+      child_fail(status_fd, k_step_copy_in);
+    }
+    ::close(scratch);
+    if (::chdir(plan.root) < 0 || ::syscall(SYS_pivot_root, ".", ".") < 0 || ::umount2(".", MNT_DETACH) < 0 ||
+        ::chdir("/tmp") < 0) {
+      child_fail(status_fd, k_step_pivot);
+    }
+    private_root = true;
+  } else {
+    if (plan.isolate_network) {
+      // Unprivileged fallback: a user namespace makes a network namespace possible where the kernel
+      // allows unprivileged user namespaces. Failure leaves the network reachable (reported).
+      ::unshare(CLONE_NEWUSER | CLONE_NEWNET);
+    }
+    if (::fchdir(plan.workdir_fd) < 0) child_fail(status_fd, k_step_chdir);
+    if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0) child_fail(status_fd, k_step_chown);
   }
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
-    child_report(status_fd, setup_failed, errno, 4);
-    ::_exit(120);
+    child_fail(status_fd, k_step_stdio);
   }
-  // Keep only stdio and the status pipe (CLOEXEC, so exec drops it too).
-  close_all_except({0, 1, 2, status_fd});
+  // Keep only stdio, the status pipe (CLOEXEC, so exec drops it too) and, for the copy back, the
+  // working directory.
+  close_all_except({0, 1, 2, status_fd, private_root ? plan.workdir_fd : -1});
 
   // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without glibc's
   // fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of the
   // orchestrator may have held at clone time, and never return.
   const pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
-  if (command < 0) {
-    child_report(status_fd, setup_failed, errno, 5);
-    ::_exit(120);
-  }
+  if (command < 0) child_fail(status_fd, k_step_fork);
   if (command == 0) {
+    if (private_root) ::close(plan.workdir_fd);
+    ::umask(umask_of_caller);
     ::signal(SIGPIPE, SIG_DFL);
     // The orchestrator's threads block the stop signals they route elsewhere; the command starts
     // with none blocked, so that SIGTERM at its deadline ends it.
@@ -249,15 +444,19 @@ void set_limit(int resource, rlim_t value) {
       // which it still believes exist here, and wait for them forever.
       if (::syscall(SYS_setgroups, 0, nullptr) < 0 || ::syscall(SYS_setresgid, plan.uid, plan.uid, plan.uid) < 0 ||
           ::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) < 0) {
-        child_report(status_fd, setup_failed, errno, 6);
-        ::_exit(120);
+        child_fail(status_fd, k_step_uid);
       }
     } else if (l.processes > 0) {
       set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
     }
     // No setuid binary can give the command privileges back.
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    char* const* envp = private_tmp ? plan.envp_private_tmp.data() : plan.envp_workdir.data();
+    // No new namespaces (a user namespace would hand it every capability there), no mounts, no
+    // tracing, no kernel keyrings, BPF, perf events, userfaultfd or io_uring.
+    if (plan.seccomp != nullptr && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, plan.seccomp) < 0) {
+      child_fail(status_fd, k_step_seccomp);
+    }
+    char* const* envp = private_root ? plan.envp_private_tmp.data() : plan.envp_workdir.data();
     // ETXTBSY: a run cloned by another thread in the instant this run's executable was still open
     // for writing holds a copy of that descriptor until its first step closes it (microseconds).
     for (int attempt = 0;; ++attempt) {
@@ -273,15 +472,29 @@ void set_limit(int resource, rlim_t value) {
   ::close(0);
   ::close(1);
   ::close(2);
+  int command_status = 0;
   for (;;) {
     int st = 0;
     const pid_t pid = ::waitpid(-1, &st, 0);
     if (pid == command) {
-      child_report(status_fd, wait_status, st, 0);
-      ::_exit(0);
+      command_status = st;
+      break;
     }
     if (pid < 0 && errno != EINTR) ::_exit(121);
   }
+  if (private_root) {
+    // Nothing of the run may still write while its files are copied back: kill it all (pid 1 of
+    // the namespace is spared by kill(-1)) and reap every process until none is left.
+    ::kill(-1, SIGKILL);
+    for (;;) {
+      const pid_t pid = ::waitpid(-1, nullptr, 0);
+      if (pid < 0 && errno != EINTR) break;
+    }
+    const int scratch = ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (scratch >= 0) copy_tree(scratch, plan.workdir_fd, 0, false);
+  }
+  child_report(status_fd, wait_status, command_status, 0);
+  ::_exit(0);
 }
 
 int do_clone3(std::uint64_t flags, int* pidfd) {
@@ -290,6 +503,210 @@ int do_clone3(std::uint64_t flags, int* pidfd) {
   args.pidfd = reinterpret_cast<std::uint64_t>(pidfd);
   args.exit_signal = SIGCHLD;
   return static_cast<int>(::syscall(SYS_clone3, &args, sizeof args));
+}
+
+// The filter the command runs under (see supervise), built once. Refused calls fail with EPERM,
+// clone3 with ENOSYS (its flags live in memory a filter cannot read; glibc then falls back to
+// clone, whose flags it can), other architectures' and x32 calls with ENOSYS.
+const sock_fprog* seccomp_filter() {
+#if defined(__x86_64__) || defined(__aarch64__)
+  static const std::vector<sock_filter> program = [] {
+#if defined(__x86_64__)
+    constexpr std::uint32_t arch = AUDIT_ARCH_X86_64;
+#else
+    constexpr std::uint32_t arch = AUDIT_ARCH_AARCH64;
+#endif
+    constexpr std::uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
+    constexpr std::uint32_t nosys = SECCOMP_RET_ERRNO | ENOSYS;
+    constexpr std::uint32_t clone_ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
+                                       CLONE_NEWPID | CLONE_NEWNET;
+    constexpr std::uint32_t unshare_ns = clone_ns | 0x80U;  // CLONE_NEWTIME (the exit signal's bits in clone)
+    std::vector<sock_filter> p;
+    auto stmt = [&](std::uint16_t code, std::uint32_t k) { p.push_back(BPF_STMT(code, k)); };
+    auto jump = [&](std::uint16_t code, std::uint32_t k, std::uint8_t jt, std::uint8_t jf) {
+      p.push_back(BPF_JUMP(code, k, jt, jf));
+    };
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
+    jump(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0);
+    stmt(BPF_RET | BPF_K, nosys);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+#if defined(__x86_64__)
+    jump(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U /*__X32_SYSCALL_BIT*/, 0, 1);
+    stmt(BPF_RET | BPF_K, nosys);
+#endif
+    const std::initializer_list<long> refused{
+        SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_ptrace, SYS_process_vm_readv,
+        SYS_process_vm_writev, SYS_keyctl, SYS_add_key, SYS_request_key, SYS_bpf, SYS_perf_event_open,
+        SYS_userfaultfd, SYS_open_by_handle_at, SYS_kexec_load, SYS_init_module, SYS_finit_module, SYS_delete_module,
+        SYS_reboot, SYS_swapon, SYS_swapoff, SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup,
+        SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register, SYS_fsopen, SYS_fsconfig, SYS_fsmount,
+        SYS_fspick, SYS_move_mount, SYS_open_tree, SYS_mount_setattr, SYS_pidfd_getfd, SYS_kexec_file_load,
+#if defined(__x86_64__)
+        SYS_iopl, SYS_ioperm, SYS_uselib,
+#endif
+    };
+    for (long nr : refused) {
+      jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 1);
+      stmt(BPF_RET | BPF_K, deny);
+    }
+    jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
+    stmt(BPF_RET | BPF_K, nosys);
+    for (const auto& [nr, mask] : {std::pair<long, std::uint32_t>{SYS_unshare, unshare_ns}, {SYS_clone, clone_ns}}) {
+      jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 4);
+      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));  // the flags' low half (little endian)
+      jump(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1);
+      stmt(BPF_RET | BPF_K, deny);
+      stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    }
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    return p;
+  }();
+  static const sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
+  return &prog;
+#else
+  return nullptr;
+#endif
+}
+
+// The host's system directories as the run sees them: real folders are bound read-only, symlinks
+// (merged /usr: /bin -> usr/bin) recreated. Found once.
+struct host_layout {
+  std::vector<std::string> dirs;                            // "/usr", "/etc", ...
+  std::vector<std::pair<std::string, std::string>> links;  // "/bin" -> "usr/bin"
+};
+
+const host_layout& host_system() {
+  static const host_layout layout = [] {
+    host_layout l;
+    for (const char* name : {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+      struct stat st {};
+      if (::lstat(name, &st) < 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        std::array<char, 4096> target{};
+        const ssize_t n = ::readlink(name, target.data(), target.size() - 1);
+        if (n > 0) l.links.emplace_back(name, std::string(target.data(), static_cast<std::size_t>(n)));
+      } else if (S_ISDIR(st.st_mode)) {
+        l.dirs.emplace_back(name);
+      }
+    }
+    return l;
+  }();
+  return layout;
+}
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// Fills plan->steps: the run's root, a tmpfs of limits.tmpfs_bytes on `root` (the working
+// directory's own path: a folder nothing else uses, and the mount exists only in the run's mount
+// namespace) holding the read-only system directories, a minimal /dev (with the GPU's nodes when
+// present), fresh /proc (hidepid) and /sys (read-only), private writable /dev/shm, /var/tmp, /run,
+// /run/lock, the caller's read-only paths and the scratch tmpfs on /tmp. Strings live in `strings`.
+void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::string& root,
+               const run_request& request, uid_t uid) {
+  auto keep = [&](std::string s) {
+    strings->push_back(std::move(s));
+    return strings->back().c_str();
+  };
+  auto& steps = plan->steps;
+  auto add = [&](step_kind kind, const char* source, const std::string& rel, mode_t mode = 0755, bool optional = false) {
+    mount_step s;
+    s.kind = kind;
+    s.source = source;
+    s.target = keep(root + rel);
+    s.mode = mode;
+    s.optional = optional;
+    steps.push_back(s);
+  };
+  auto add_fs = [&](const char* type, const std::string& rel, unsigned long flags, const char* data) -> mount_step& {
+    mount_step s;
+    s.kind = step_kind::mount_fs;
+    s.source = type;
+    s.target = keep(root + rel);
+    s.flags = flags;
+    s.data = data;
+    steps.push_back(s);
+    return steps.back();
+  };
+  const auto& l = request.limits;
+  const auto inodes = [](std::uint64_t bytes) { return std::max<std::uint64_t>(1024, bytes / (16 << 10)); };
+  add_fs("tmpfs", "", MS_NOSUID | MS_NODEV,
+         keep("size=" + std::to_string(l.tmpfs_bytes) + ",nr_inodes=" + std::to_string(inodes(l.tmpfs_bytes)) +
+              ",mode=0755"));
+  const auto& host = host_system();
+  for (const auto& dir : host.dirs) {
+    add(step_kind::mkdir, nullptr, dir);
+    add(step_kind::bind_ro, keep(dir), dir);
+  }
+  for (const auto& [link, target] : host.links) add(step_kind::symlink, keep(target), link);
+  for (const auto& [dir, mode] : std::initializer_list<std::pair<const char*, mode_t>>{
+           {"/dev", 0755}, {"/dev/shm", 01777}, {"/proc", 0555}, {"/sys", 0555}, {"/tmp", 0755}, {"/run", 0755},
+           {"/run/lock", 01777}, {"/var", 0755}, {"/var/tmp", 01777}}) {
+    add(step_kind::mkdir, nullptr, dir, mode);
+  }
+  add(step_kind::symlink, "/run", "/var/run");
+  add(step_kind::symlink, "/run/lock", "/var/lock");
+  for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    const std::string dev = std::string("/dev/") + node;
+    if (::access(dev.c_str(), F_OK) != 0) continue;
+    add(step_kind::mkfile, nullptr, dev, 0666);
+    add(step_kind::bind, keep(dev), dev);
+  }
+  for (const auto& [link, target] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"}, {"/dev/stdout", "/proc/self/fd/1"},
+           {"/dev/stderr", "/proc/self/fd/2"}}) {
+    add(step_kind::symlink, target, link);
+  }
+  // The GPU: its device nodes (nvidiactl, nvidia0.., nvidia-uvm, the nvidia-caps folder) and the
+  // persistence daemon's socket folder, where they exist (they may appear after this process started).
+  if (DIR* dev = ::opendir("/dev")) {
+    while (dirent* e = ::readdir(dev)) {
+      if (std::strncmp(e->d_name, "nvidia", 6) != 0) continue;
+      const std::string path = std::string("/dev/") + e->d_name;
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) < 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        add(step_kind::mkdir, nullptr, path, 0755, true);
+      } else if (S_ISCHR(st.st_mode)) {
+        add(step_kind::mkfile, nullptr, path, 0666, true);
+      } else {
+        continue;
+      }
+      add(step_kind::bind, keep(path), path, 0755, true);
+    }
+    ::closedir(dev);
+  }
+  if (::access("/run/nvidia-persistenced", F_OK) == 0) {
+    add(step_kind::mkdir, nullptr, "/run/nvidia-persistenced", 0755, true);
+    add(step_kind::bind_ro, "/run/nvidia-persistenced", "/run/nvidia-persistenced", 0755, true);
+  }
+  for (const auto& requested : request.readonly_paths) {
+    std::error_code ec;
+    const std::string path = std::filesystem::weakly_canonical(std::filesystem::absolute(requested), ec).string();
+    struct stat st {};
+    if (ec || path.empty() || path == "/" || ::stat(path.c_str(), &st) < 0) continue;
+    bool skip = false;
+    for (const auto& dir : host.dirs) skip = skip || is_under(path, dir);
+    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"}) skip = skip || is_under(path, mine);
+    if (skip) continue;
+    for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+      add(step_kind::mkdir, nullptr, path.substr(0, slash));
+    }
+    add(S_ISDIR(st.st_mode) ? step_kind::mkdir : step_kind::mkfile, nullptr, path, 0755);
+    add(step_kind::bind_ro, keep(path), path);
+  }
+  add_fs("tmpfs", "/tmp", MS_NOSUID | MS_NODEV,
+         keep("size=" + std::to_string(l.scratch_bytes) + ",nr_inodes=" + std::to_string(inodes(l.scratch_bytes)) +
+              ",mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(uid)));
+  // Only the run's own processes: its uid sees none of another uid's (pid 1, the supervisor, is
+  // root's), so nothing of the orchestrator's command line or environment.
+  add_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible").alt_data = "hidepid=2";
+  // A fresh sysfs (read-only; the CUDA driver reads PCI and NUMA topology there); where a new one
+  // is refused, the host's bound read-only.
+  add_fs("sysfs", "/sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr).alt_source = "/sys";
+  plan->root = keep(root);
+  plan->scratch = keep(root + "/tmp");
 }
 
 std::string resolve_executable(const std::string& name,
@@ -472,10 +889,8 @@ result<run_result> run_isolated(const run_request& request) {
   to_ptrs(env_workdir, plan.envp_workdir);
   plan.limits = request.limits;
   plan.isolate_network = request.isolate_network;
-  std::snprintf(plan.tmpfs_options, sizeof plan.tmpfs_options, "size=%llu,mode=1777",
-                static_cast<unsigned long long>(request.limits.tmpfs_bytes));
   plan.workdir_fd = workdir.fd;
-  plan.workdir_path = wd.c_str();
+  plan.seccomp = seccomp_filter();
 
   int p_in[2], p_out[2], p_err[2], p_status[2];
   if (::pipe2(p_in, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
@@ -507,6 +922,20 @@ result<run_result> run_isolated(const run_request& request) {
       if (active) uids().release(uid);
     }
   } release_uid{root, plan.uid};
+  // Declared after the uid's release, so removed before it: the cgroup is named after the uid.
+  run_cgroup cgroup;
+  std::string cgroup_words;
+  if (root) {
+    const auto& host = host_cgroups();
+    if (!host.usable()) {
+      cgroup_words = host.why_not;
+    } else if (cgroup.create(host, plan.uid, request.limits.memory_bytes, request.limits.processes, &cgroup_words)) {
+      cgroup_words = host.words;
+      plan.cgroup_fds = cgroup.enter_fds;
+    }
+  }
+  std::deque<std::string> root_strings;
+  const std::string seccomp_word = plan.seccomp != nullptr ? "seccomp; " : "no seccomp; ";
 
   const auto started = clock_type::now();
   int pidfd = -1;
@@ -516,14 +945,16 @@ result<run_result> run_isolated(const run_request& request) {
     std::uint64_t flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
     if (request.isolate_network) flags |= CLONE_NEWNET;
     plan.namespaces = true;
+    plan_root(&plan, &root_strings, wd, request, plan.uid);
     pid = do_clone3(flags, &pidfd);
     if (pid == 0) supervise(plan);
     if (pid < 0) {
-      isolation = "fallback: namespaces refused (" + errno_text(errno) + "); session and uid only";
+      isolation = "fallback: namespaces refused (" + errno_text(errno) + "); session and uid only; " + seccomp_word +
+                  cgroup_words;
       plan.namespaces = false;
     } else {
-      isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") +
-                  " namespaces; uid " + std::to_string(plan.uid);
+      isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") + " namespaces; pivot_root; " +
+                  seccomp_word + "uid " + std::to_string(plan.uid) + "; " + cgroup_words;
     }
   }
   if (pid < 0) {
@@ -532,10 +963,11 @@ result<run_result> run_isolated(const run_request& request) {
     if (pid < 0) return error{"run_isolated: clone3: " + errno_text(errno)};
     if (isolation.empty()) {
       isolation = "fallback: not root, session and rlimits only (no private uid; network namespace only "
-                  "where unprivileged user namespaces are allowed)";
+                  "where unprivileged user namespaces are allowed); " + seccomp_word + "no cgroup: not root";
     }
   }
   fd_guard pid_guard(pidfd);
+  cgroup.close_enter_fds();
   out.isolation = isolation;
   out.session_id = pid;
   in_r.reset();
@@ -573,8 +1005,37 @@ result<run_result> run_isolated(const run_request& request) {
     }
   };
 
+  // The tree's CPU time, where the cgroup counts it: it cannot grow faster than one second per
+  // second per CPU, so it is read only when it could have reached the limit since the last look.
+  const std::int64_t cpu_limit_ns =
+      request.limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0 ? std::int64_t{request.limits.cpu_seconds} * 1'000'000'000 : -1;
+  const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  auto next_cpu_check = clock_type::time_point::max();
+  auto schedule_cpu_check = [&](clock_type::time_point now, std::int64_t used_ns) {
+    const auto wait = std::chrono::nanoseconds((cpu_limit_ns - used_ns) / cpus);
+    next_cpu_check = now + std::max<clock_type::duration>(wait, std::chrono::milliseconds(10));
+  };
+  if (cpu_limit_ns > 0) schedule_cpu_check(started, 0);
+  bool stopped = false;  // the whole run was killed for its memory or CPU
+  auto stop_run = [&] {
+    stopped = true;
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    ::kill(-pid, SIGKILL);
+    if (!plan.namespaces) cgroup.kill_all();
+  };
+
   while (!reaped) {
     const auto now = clock_type::now();
+    if (!stopped && now >= next_cpu_check) {
+      const std::int64_t used = cgroup.cpu_ns();
+      if (used >= cpu_limit_ns) {
+        out.cpu_exceeded = true;
+        stop_run();
+        next_cpu_check = clock_type::time_point::max();
+      } else {
+        schedule_cpu_check(now, std::max<std::int64_t>(used, 0));
+      }
+    }
     if (now >= deadline) {
       if (!term_sent) {
         out.timed_out = true;
@@ -588,18 +1049,26 @@ result<run_result> run_isolated(const run_request& request) {
       }
       continue;
     }
-    std::array<pollfd, 3> fds{};
+    std::array<pollfd, 4> fds{};
     nfds_t count = 0;
     fds[count++] = {pidfd, POLLIN, 0};
     const nfds_t out_index = out_open ? count : 99;
     if (out_open) fds[count++] = {out_r.fd, POLLIN, 0};
     const nfds_t err_index = err_open ? count : 99;
     if (err_open) fds[count++] = {err_r.fd, POLLIN, 0};
-    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    const nfds_t oom_index = !stopped && cgroup.oom_event_fd >= 0 ? count : 99;
+    if (oom_index != 99) fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
+    const auto wake = std::min(deadline, next_cpu_check);
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
     if (ready < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (oom_index != 99 && fds[oom_index].revents != 0) {
+      // cgroup v1 kills one process at the limit; the run as a whole is over.
+      out.memory_exceeded = true;
+      stop_run();
     }
     if (out_index != 99 && fds[out_index].revents != 0) {
       drain(out_r.fd, out_capture, out_open);
@@ -626,6 +1095,7 @@ result<run_result> run_isolated(const run_request& request) {
     ::kill(-pid, SIGKILL);
     if (plan.drop_privileges) kill_uid_processes(plan.uid);
     for (pid_t p : processes_in_session(pid)) ::kill(p, SIGKILL);
+    cgroup.kill_all();
   }
 
   // Everything that could write is dead (namespace mode) or killed; collect the rest, bounded in
@@ -645,7 +1115,11 @@ result<run_result> run_isolated(const run_request& request) {
   err_capture.finish(&out.stderr_text, &out.stderr_bytes, &out.stderr_truncated);
 
   report r{};
-  const ssize_t n = ::read(status_r.fd, &r, sizeof r);
+  ssize_t n = ::read(status_r.fd, &r, sizeof r);
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == cgroup_refused) {
+    out.isolation += " (entry refused: " + errno_text(r.value) + "; rlimits only)";
+    n = ::read(status_r.fd, &r, sizeof r);
+  }
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == wait_status) {
     if (WIFEXITED(r.value)) {
       out.exited = true;
@@ -666,6 +1140,12 @@ result<run_result> run_isolated(const run_request& request) {
     // It finished within the grace period after SIGTERM: still a timeout.
     out.exited = false;
     out.signal = SIGTERM;
+  }
+  if (const std::int64_t used = cgroup.cpu_ns(); used > 0) out.cpu = std::chrono::microseconds(used / 1000);
+  if (cgroup.oom_kills() > 0) out.memory_exceeded = true;
+  if (out.cpu_exceeded) {
+    out.exited = false;
+    out.signal = SIGXCPU;
   }
   return out;
 }

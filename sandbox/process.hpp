@@ -1,6 +1,8 @@
 // Isolated execution of one untrusted command: its own session and process group, namespaces where
-// the kernel allows them, a throw-away uid, rlimits, a scrubbed environment, a wall-clock limit
-// enforced from outside and output captured up to a byte cap. Nothing it starts outlives the call.
+// the kernel allows them, a fresh root holding only the system directories it needs, a size-limited
+// scratch, a throw-away uid, a cgroup bounding the whole process tree, a seccomp filter, rlimits, a
+// scrubbed environment, a wall-clock limit enforced from outside and output captured up to a byte
+// cap. Nothing it starts outlives the call.
 #pragma once
 
 #include "common/result.hpp"
@@ -20,32 +22,49 @@ struct resource_limits {
   // Wall-clock limit, enforced by the caller's thread: SIGTERM to the group, SIGKILL after the grace.
   std::chrono::milliseconds wall{10'000};  // Default: 10 s
   std::chrono::milliseconds kill_grace{200};  // Default: 200 ms
-  // RLIMIT_CPU in seconds; the kernel sends SIGXCPU, then SIGKILL one second later. 0: unlimited.
-  int cpu_seconds = 10;  // Default: 10
+  // CPU seconds. Per process: RLIMIT_CPU (the kernel sends SIGXCPU, then SIGKILL one second later).
+  // For the whole tree, where a cgroup's CPU usage can be read: the run is killed as soon as its
+  // processes together used this much, and reported as SIGXCPU with run_result::cpu_exceeded.
+  // 0: unlimited. Default: 10
+  int cpu_seconds = 10;
   // RLIMIT_FSIZE: the largest file the command may write. Default: 64 MiB
   std::uint64_t file_size_bytes = 64ULL << 20;
   // RLIMIT_NOFILE. Default: 64
   int open_files = 64;
-  // RLIMIT_NPROC of the run's private uid (only enforced when privileges were dropped, see
-  // run_result::isolation). Default: 64
+  // Processes and threads of the whole tree: the cgroup's pids.max, and RLIMIT_NPROC of the run's
+  // private uid (only enforced when privileges were dropped, see run_result::isolation). Default: 64
   int processes = 64;
+  // Memory of the whole tree (the cgroup's limit; it also counts what the run keeps in its scratch
+  // and private tmpfs, which live in memory). Past it the kernel's OOM killer ends the run and
+  // run_result::memory_exceeded is set. 0: unlimited. Without a usable cgroup only the per-process
+  // address_space_bytes applies (run_result::isolation says "no cgroup"). Default: 4 GiB
+  std::uint64_t memory_bytes = 4ULL << 30;
   // RLIMIT_AS; 0 leaves it unlimited (CUDA reserves terabytes of virtual address space). Default: 4 GiB
   std::uint64_t address_space_bytes = 4ULL << 30;
   // Bytes of stdout and of stderr kept each: the first three quarters and the last quarter, with a
   // "[... N bytes not kept ...]" line between; the rest is read and discarded so the command never
   // blocks on a full pipe. Default: 64 KiB
   std::size_t output_cap_bytes = 64 << 10;
-  // Size of the private tmpfs mounted on /dev/shm and /var/tmp inside the mount namespace (the
-  // working directory itself is bound on /tmp and becomes HOME and TMPDIR).
-  // Default: 256 MiB
+  // Size of the private tmpfs that is the run's root directory and holds its writable shared
+  // folders (/dev/shm, /var/tmp, /run, /run/lock), together. Default: 256 MiB
   std::uint64_t tmpfs_bytes = 256ULL << 20;
+  // Size of the private tmpfs that is the command's working directory (/tmp, HOME, TMPDIR): all it
+  // may write there in total; past it writes fail with ENOSPC. Files are bounded too (one inode per
+  // 16 KiB, at least 1024). Default: 256 MiB
+  std::uint64_t scratch_bytes = 256ULL << 20;
 };
 
 struct run_request {
   // argv[0] is a path, or a name looked up in the PATH entry of `env`.
   std::vector<std::string> argv;
-  // An existing directory, the command's working directory. The run makes it its own (chown to the
-  // run's uid); the caller owns its lifetime (see scratch_dir).
+  // An existing directory on the host; the caller owns its lifetime (see scratch_dir). As root (see
+  // run_result::isolation, "pivot_root") the command never sees it: its regular files and folders
+  // are copied into the run's private scratch tmpfs (limits.scratch_bytes), which is the command's
+  // working directory and /tmp, and when the command has ended and every process of the run is
+  // dead, the regular files and folders it left there (symlinks, devices, fifos not; at most 8
+  // levels deep) are copied back here, replacing files of the same name. Use relative paths in argv.
+  // Without namespaces (the fallback) the command runs in this directory itself (chown to the
+  // run's uid).
   std::filesystem::path working_dir;
   // The complete environment of the command, besides HOME and TMPDIR which the run sets to a private
   // directory. Nothing of the caller's environment is inherited.
@@ -55,6 +74,11 @@ struct run_request {
   resource_limits limits;
   // Try a network namespace (no interface but a loopback that is down). Default: true
   bool isolate_network = true;
+  // Host directories (or files) the command may read, bound read-only at the same path in its root,
+  // besides the system ones it always sees (/usr, /etc, /bin, /sbin, /lib*, a fresh /proc and /sys,
+  // a minimal /dev with the GPU's nodes): e.g. a CUDA toolkit or a python prefix outside /usr.
+  // Paths that do not exist or lie under a system directory are skipped. Default: none
+  std::vector<std::filesystem::path> readonly_paths;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 
@@ -70,8 +94,16 @@ struct run_result {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   std::chrono::microseconds wall{0};
-  // What isolation was applied, e.g. "pid,mnt,ipc,net namespaces; uid 61003" or
-  // "fallback: session only (...)". Stable words so that tests and logs can grep it.
+  // CPU time of the whole tree from its cgroup; 0 when no cgroup could count it.
+  std::chrono::microseconds cpu{0};
+  // The tree used more memory than limits.memory_bytes: the kernel's OOM killer ended a process of
+  // the run, and the whole run was stopped (a runtime failure: "memory limit exceeded").
+  bool memory_exceeded = false;
+  // The tree's CPU time passed limits.cpu_seconds and it was killed (then also signal == SIGXCPU).
+  bool cpu_exceeded = false;
+  // What isolation was applied, e.g. "pid,mnt,ipc,net namespaces; pivot_root; seccomp; uid 61003;
+  // cgroup v1 memory,pids,cpuacct", with "no cgroup: <why>" in place of the last part when no cgroup
+  // could be used, or "fallback: session only (...)". Stable words so that tests and logs can grep it.
   std::string isolation;
   // Host pid of the run's session leader (== its process group and session id). Diagnostics only:
   // by the time the call returns, nothing of the session is alive.
@@ -84,12 +116,13 @@ struct run_result {
 // hang, flood, fork bomb — is a run_result. Blocks the calling thread (poll on a pidfd and the
 // pipes, no busy loop) for at most limits.wall + limits.kill_grace + a small drain margin.
 // Thread-safe: concurrent calls use distinct uids and namespaces.
-// On return no process of the run is alive and no zombie is left; the working directory and what
-// the command wrote there remain (the caller removes it).
+// On return no process of the run is alive, no zombie and no cgroup is left; the working directory and what
+// the command wrote there (copied back, see run_request::working_dir) remain (the caller removes it).
 result<run_result> run_isolated(const run_request& request);
 
 // Describes the strongest isolation this process can apply, without running anything
-// (e.g. "namespaces+uid" as root, "fallback" otherwise). Cached after the first call.
+// (e.g. "namespaces+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback" otherwise). Cached after
+// the first call.
 std::string isolation_summary();
 
 // The range of private uids runs switch to when the caller is root: [first, first + count).

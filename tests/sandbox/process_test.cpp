@@ -143,7 +143,10 @@ TEST(ProcessTest, ScratchDirIsRemovedWithEverythingInIt) {
   {
     auto run = run_shell("mkdir -p a/b && echo x > a/b/c && chmod 000 a && ln -s / root_link");
     path = run.dir.path();
-    EXPECT_TRUE(std::filesystem::exists(path / "root_link"));
+    EXPECT_TRUE(std::filesystem::exists(path / "a"));
+    // As root the files come back from the private scratch, symlinks never; in the fallback the
+    // command wrote into the directory itself.
+    EXPECT_EQ(std::filesystem::is_symlink(path / "root_link"), ::geteuid() != 0);
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::exists("/bin/sh"));
@@ -210,6 +213,221 @@ TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
   }
   for (auto& w : workers) w.join();
   EXPECT_EQ(failures.load(), 0) << "first: " << first_error;
+}
+
+// --- The isolation layer as root: a cgroup for the whole tree, a fresh root, a private scratch. ---
+
+// Skips unless the run had a cgroup (root, and a writable v1 or v2 hierarchy).
+#define REQUIRE_CGROUP(run)                                                                            \
+  do {                                                                                                 \
+    if (::geteuid() != 0) GTEST_SKIP() << "not root: no cgroup (see README)";                          \
+    if ((run).result.isolation.find("cgroup v") == std::string::npos) GTEST_SKIP() << (run).result.isolation; \
+  } while (0)
+
+#define REQUIRE_ROOT()                                                                  \
+  do {                                                                                  \
+    if (::geteuid() != 0) GTEST_SKIP() << "not root: the fallback applies (see README)"; \
+  } while (0)
+
+// A python3 tree: `children` forked processes each hold `mib` MiB (written, so resident) until all
+// of them have it, then all exit; prints "all N allocated" when that point is reached.
+std::string memory_tree_script(int children, int mib) {
+  return "python3 -c '\n"
+         "import os\n"
+         "n, size = " + std::to_string(children) + ", " + std::to_string(mib) + " << 20\n"
+         "ready_r, ready_w = os.pipe()\n"
+         "go_r, go_w = os.pipe()\n"
+         "for i in range(n):\n"
+         "    if os.fork() == 0:\n"
+         "        os.close(go_w)\n"
+         "        block = b\"\\x01\" * size\n"
+         "        os.write(ready_w, b\"r\")\n"
+         "        os.read(go_r, 1)\n"
+         "        os._exit(0)\n"
+         "got = 0\n"
+         "while got < n:\n"
+         "    got += len(os.read(ready_r, n))\n"
+         "print(\"all\", n, \"allocated\", flush=True)\n"
+         "os.close(go_w)\n"
+         "for i in range(n):\n"
+         "    os.wait()\n"
+         "'";
+}
+
+TEST(ProcessTest, IsolationNamesEveryLayer) {
+  REQUIRE_ROOT();
+  auto run = run_shell("true");
+  EXPECT_NE(run.result.isolation.find("pivot_root"), std::string::npos) << run.result.isolation;
+  EXPECT_NE(run.result.isolation.find("seccomp"), std::string::npos) << run.result.isolation;
+  EXPECT_TRUE(run.result.isolation.find("cgroup v") != std::string::npos ||
+              run.result.isolation.find("no cgroup: ") != std::string::npos)
+      << run.result.isolation;
+}
+
+TEST(ProcessTest, MemoryLimitStopsTheWholeTree) {
+  resource_limits limits;
+  limits.memory_bytes = 256ULL << 20;
+  limits.wall = std::chrono::seconds(60);
+  // One child of 64 MiB fits: the run completes normally.
+  auto alone = run_shell(memory_tree_script(1, 64), limits);
+  REQUIRE_CGROUP(alone);
+  EXPECT_TRUE(alone.result.exited) << alone.result.stderr_text;
+  EXPECT_EQ(alone.result.exit_code, 0) << alone.result.stderr_text;
+  EXPECT_EQ(alone.result.stdout_text, "all 1 allocated\n");
+  EXPECT_FALSE(alone.result.memory_exceeded);
+  // 16 of them (1 GiB together, each far below its 4 GiB address-space rlimit) do not: the tree as
+  // a whole is stopped before they all hold their block, and the run says why.
+  auto tree = run_shell(memory_tree_script(16, 64), limits);
+  EXPECT_TRUE(tree.result.memory_exceeded) << tree.result.stderr_text;
+  EXPECT_FALSE(tree.result.exited);
+  EXPECT_FALSE(tree.result.timed_out);
+  EXPECT_EQ(tree.result.stdout_text.find("allocated"), std::string::npos) << tree.result.stdout_text;
+  expect_nothing_left(tree.result);
+}
+
+TEST(ProcessTest, ProcessesBeyondTheLimitCannotStart) {
+  resource_limits limits;
+  limits.processes = 10;
+  auto run = run_shell(
+      "python3 -c '\n"
+      "import os\n"
+      "r, w = os.pipe()\n"
+      "started = 0\n"
+      "for i in range(40):\n"
+      "    try:\n"
+      "        if os.fork() == 0:\n"
+      "            os.close(w)\n"
+      "            os.read(r, 1)\n"
+      "            os._exit(0)\n"
+      "        started += 1\n"
+      "    except OSError:\n"
+      "        pass\n"
+      "print(\"started\", started, flush=True)\n"
+      "'",
+      limits);
+  ASSERT_TRUE(run.result.exited) << run.result.stderr_text;
+  ASSERT_EQ(run.result.stdout_text.rfind("started ", 0), 0U) << run.result.stdout_text;
+  const int started = std::stoi(run.result.stdout_text.substr(8));
+  EXPECT_GE(started, 1);
+  EXPECT_LT(started, 10) << "the python process itself counts";
+  expect_nothing_left(run.result);
+}
+
+TEST(ProcessTest, TreeCpuTimeIsBounded) {
+  resource_limits limits;
+  limits.cpu_seconds = 1;
+  limits.wall = std::chrono::seconds(60);
+  // Four busy children: each alone stays within the per-process RLIMIT_CPU for a while, together
+  // they pass one CPU second quickly; the shell waits for them forever.
+  auto run = run_shell("for i in 1 2 3 4; do (while :; do :; done) & done; wait; echo finished", limits);
+  REQUIRE_CGROUP(run);
+  EXPECT_TRUE(run.result.cpu_exceeded) << run.result.isolation;
+  EXPECT_FALSE(run.result.exited);
+  EXPECT_EQ(run.result.signal, SIGXCPU);
+  EXPECT_FALSE(run.result.timed_out);
+  EXPECT_EQ(run.result.stdout_text, "");
+  // Killed when the tree reached its second, not after each child used its own.
+  EXPECT_LT(run.result.cpu, std::chrono::seconds(3)) << run.result.cpu.count() << " us";
+  expect_nothing_left(run.result);
+}
+
+TEST(ProcessTest, ScratchIsSizeLimitedAndStaysOffTheHostDisk) {
+  REQUIRE_ROOT();
+  resource_limits limits;
+  limits.scratch_bytes = 8ULL << 20;
+  auto run = run_shell(
+      "head -c 33554432 /dev/zero > big; echo big=$?; rm -f big;"
+      "i=0; while [ $i -lt 100000 ] && true 2>/dev/null > f$i; do i=$((i+1)); done; echo files=$i; rm -f f*;"
+      "head -c 33554432 /dev/zero > /tmp/big2; ls -l /tmp/big2 | cut -d' ' -f5",
+      limits);
+  EXPECT_NE(run.result.stdout_text.find("big=1"), std::string::npos) << run.result.stdout_text;
+  EXPECT_NE(run.result.stderr_text.find("No space left on device"), std::string::npos) << run.result.stderr_text;
+  // A bounded number of files (one inode per 16 KiB of scratch, at least 1024), not 100000.
+  const auto files_at = run.result.stdout_text.find("files=");
+  ASSERT_NE(files_at, std::string::npos) << run.result.stdout_text;
+  EXPECT_LE(std::stoi(run.result.stdout_text.substr(files_at + 6)), 1024) << run.result.stdout_text;
+  // What came back to the host is the part that fit, no more.
+  std::uintmax_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(run.dir.path())) {
+    if (e.is_regular_file()) bytes += e.file_size();
+  }
+  EXPECT_LE(bytes, limits.scratch_bytes);
+  EXPECT_GT(bytes, 0U);
+}
+
+TEST(ProcessTest, FilesAreCopiedInAndRegularFilesBack) {
+  REQUIRE_ROOT();
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(dir.ok());
+  std::filesystem::create_directories(dir->path() / "sub");
+  ASSERT_TRUE(write_file(dir->path() / "in.txt", "input\n").ok());
+  ASSERT_TRUE(write_file(dir->path() / "sub" / "deep.txt", "deep\n").ok());
+  run_request request;
+  request.argv = {"/bin/sh", "-c",
+                  "cat in.txt sub/deep.txt; pwd; echo out > out.txt; mkdir -p d/e && echo f > d/e/f;"
+                  "ln -s /etc/passwd link; mkfifo fifo"};
+  request.working_dir = dir->path();
+  request.env = base_env();
+  auto r = run_isolated(request);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->stdout_text, "input\ndeep\n/tmp\n") << r->stderr_text;
+  auto out = read_untrusted_file(dir->path() / "out.txt", 100);
+  ASSERT_TRUE(out.ok()) << out.err().message;
+  EXPECT_EQ(*out, "out\n");
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir->path() / "d" / "e" / "f"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir->path() / "link")));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir->path() / "fifo")));
+}
+
+TEST(ProcessTest, WritableSharedFoldersArePrivateToEachRun) {
+  REQUIRE_ROOT();
+  const std::string name = "leap-left-" + std::to_string(::getpid());
+  auto first = run_shell("for d in /run/lock /dev/shm /var/tmp /tmp; do echo secret > $d/" + name +
+                         " && echo wrote $d; done");
+  EXPECT_EQ(first.result.stdout_text, "wrote /run/lock\nwrote /dev/shm\nwrote /var/tmp\nwrote /tmp\n")
+      << first.result.stderr_text;
+  auto second = run_shell("cat /run/lock/" + name + " /dev/shm/" + name + " /var/tmp/" + name + " /tmp/" + name +
+                          " 2>/dev/null; echo end");
+  EXPECT_EQ(second.result.stdout_text, "end\n");
+  for (const char* d : {"/run/lock", "/dev/shm", "/var/tmp", "/tmp"}) {
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(d) / name)) << d;
+  }
+}
+
+TEST(ProcessTest, NoUserNamespaceInside) {
+  REQUIRE_ROOT();
+  auto run = run_shell("unshare -U true; echo user=$?; unshare -U -r -n true; echo net=$?;"
+                       "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"threads work\",)); "
+                       "t.start(); t.join()'");
+  EXPECT_NE(run.result.stdout_text.find("user=1"), std::string::npos) << run.result.stdout_text;
+  EXPECT_NE(run.result.stdout_text.find("net=1"), std::string::npos) << run.result.stdout_text;
+  EXPECT_NE(run.result.stderr_text.find("Operation not permitted"), std::string::npos) << run.result.stderr_text;
+  // clone3 is refused with ENOSYS, so glibc's threads fall back to clone.
+  EXPECT_NE(run.result.stdout_text.find("threads work"), std::string::npos) << run.result.stderr_text;
+}
+
+TEST(ProcessTest, ProcShowsNothingOfTheOrchestrator) {
+  REQUIRE_ROOT();
+  auto run = run_shell("cat /proc/1/cmdline; echo rc=$?; cat /proc/1/environ; ls /proc | grep -E '^[0-9]+$' | "
+                       "while read p; do cat /proc/$p/cmdline; echo; done");
+  EXPECT_NE(run.result.stdout_text.find("rc=1"), std::string::npos) << run.result.stdout_text;
+  EXPECT_EQ(run.result.stdout_text.find("sandbox_tests"), std::string::npos) << run.result.stdout_text;
+  EXPECT_EQ(run.result.stdout_text.find("gtest"), std::string::npos) << run.result.stdout_text;
+}
+
+TEST(ProcessTest, HostFoldersAreInvisible) {
+  REQUIRE_ROOT();
+  const char* home = std::getenv("HOME");
+  std::string script = "for p in " + std::string(LEAP_SOURCE_DIR) + " " + default_scratch_root().string() + " " +
+                       (home && *home ? home : "/root") + " /work /root /home /srv /mnt /opt; do test -e $p && echo visible $p; done;"
+                       " ls /";
+  auto run = run_shell(script);
+  EXPECT_EQ(run.result.stdout_text.find("visible"), std::string::npos) << run.result.stdout_text;
+  EXPECT_NE(run.result.stdout_text.find("usr\n"), std::string::npos) << run.result.stdout_text;
+  // System folders are read-only.
+  auto write = run_shell("touch /usr/leap-x /etc/leap-x 2>&1; echo done");
+  EXPECT_EQ(write.result.stdout_text.find("done"), write.result.stdout_text.size() - 5) << write.result.stdout_text;
+  EXPECT_FALSE(std::filesystem::exists("/usr/leap-x"));
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ inline engine_config test_engine_config() {
   c.run_limits.cpu_seconds = 3;
   c.run_limits.address_space_bytes = 1ULL << 30;
   c.run_limits.processes = 32;
+  // Small enough that the adversarial tree-memory candidate's children (80 MiB each) cannot all fit.
+  c.run_limits.memory_bytes = 1ULL << 30;
   c.python_limits.wall = std::chrono::seconds(6);
   c.python_limits.cpu_seconds = 4;
   c.python_limits.processes = 32;
