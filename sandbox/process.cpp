@@ -127,6 +127,7 @@ struct child_plan {
   int workdir_fd = -1;
   const char* workdir_path = nullptr;
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, status_fd = -1;
+  int pass_fd = -1;  // becomes the command's descriptor 3; at least 10, so stdio's dup2 cannot hit it
   bool namespaces = false;
   bool drop_privileges = false;
   bool isolate_network = false;
@@ -148,7 +149,10 @@ void close_all_except(std::initializer_list<int> keep) {
   for (int fd : keep) {
     if (fd >= 3 && n < k.size()) k[n++] = fd;
   }
-  std::sort(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n));
+  // Insertion sort: std::sort's unrolled paths make g++ warn about bounds it never reaches.
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && k[j - 1] > k[j]; --j) std::swap(k[j - 1], k[j]);
+  }
   const auto close_span = [](unsigned lo, unsigned hi) {
     if (::syscall(SYS_close_range, lo, hi, 0U) == 0) return;
     // Kernels before 5.9 lack close_range: close one by one up to the descriptor limit.
@@ -175,11 +179,11 @@ void set_limit(int resource, rlim_t value) {
 // Runs in the clone child: the run's supervisor. In namespace mode it is pid 1 of a fresh pid
 // namespace, so when it exits the kernel kills every process the command left behind.
 [[noreturn]] void supervise(const child_plan& plan) {
-  const int status_fd = plan.status_fd;
+  int status_fd = plan.status_fd;
   // First of all, drop every descriptor the orchestrator had open but this run does not need. Another
   // thread may be writing a candidate executable at this moment: a copy of that write descriptor held
   // here would make its exec fail with ETXTBSY for as long as this process keeps it.
-  close_all_except({plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd});
+  close_all_except({plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd, plan.pass_fd});
   // Dies with the thread that started it, so an orchestrator crash leaves nothing behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::setsid() < 0) {
@@ -215,8 +219,15 @@ void set_limit(int resource, rlim_t value) {
     child_report(status_fd, setup_failed, errno, 4);
     ::_exit(120);
   }
-  // Keep only stdio and the status pipe (CLOEXEC, so exec drops it too).
-  close_all_except({0, 1, 2, status_fd});
+  if (plan.pass_fd >= 0) {
+    if (status_fd == 3) status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
+    if (status_fd < 0 || ::dup2(plan.pass_fd, 3) < 0) {
+      child_report(status_fd < 0 ? plan.status_fd : status_fd, setup_failed, errno, 4);
+      ::_exit(120);
+    }
+  }
+  // Keep only stdio, the passed descriptor and the status pipe (CLOEXEC, so exec drops it too).
+  close_all_except({0, 1, 2, plan.pass_fd >= 0 ? 3 : 0, status_fd});
 
   // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without glibc's
   // fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of the
@@ -435,6 +446,8 @@ std::vector<pid_t> processes_in_session(pid_t sid) {
 }
 
 result<run_result> run_isolated(const run_request& request) {
+  // The passed descriptor is the call's from here on, closed on every return (see run_request).
+  fd_guard passed(request.pass_fd);
   if (request.argv.empty()) return error{"run_isolated: empty argv"};
   if (request.stdin_data.size() > (64U << 10)) return error{"run_isolated: stdin_data over 64 KiB"};
   const std::string exe = resolve_executable(request.argv[0], request.env);
@@ -476,6 +489,13 @@ result<run_result> run_isolated(const run_request& request) {
                 static_cast<unsigned long long>(request.limits.tmpfs_bytes));
   plan.workdir_fd = workdir.fd;
   plan.workdir_path = wd.c_str();
+  fd_guard pass_high;
+  if (passed.fd >= 0) {
+    pass_high.fd = ::fcntl(passed.fd, F_DUPFD_CLOEXEC, 10);
+    if (pass_high.fd < 0) return error{"run_isolated: pass_fd: " + errno_text(errno)};
+    passed.reset();
+    plan.pass_fd = pass_high.fd;
+  }
 
   int p_in[2], p_out[2], p_err[2], p_status[2];
   if (::pipe2(p_in, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
@@ -542,6 +562,7 @@ result<run_result> run_isolated(const run_request& request) {
   out_w.reset();
   err_w.reset();
   status_w.reset();
+  pass_high.reset();
 
   // Feed stdin (fits the pipe buffer, so this never blocks), then close it.
   if (!request.stdin_data.empty()) {

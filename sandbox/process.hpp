@@ -55,6 +55,11 @@ struct run_request {
   resource_limits limits;
   // Try a network namespace (no interface but a loopback that is down). Default: true
   bool isolate_network = true;
+  // A descriptor the command gets as its descriptor 3 (e.g. one end of a socketpair to another
+  // sandboxed command), or -1 for none. The call takes ownership: it closes the caller's copy once the
+  // command has started (or when the call fails), so that the peer sees end-of-file exactly when the
+  // command and everything it started are gone. Default: -1
+  int pass_fd = -1;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 
