@@ -491,7 +491,8 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
 
   verdict v;
   v.run_ms = static_cast<double>(c.wall.count()) / 1000.0;
-  v.diagnostics = c.isolation + "\n" + c.stderr_text.substr(0, 2000);
+  v.diagnostics = c.isolation + "\ncandidate " + std::to_string(c.wall.count() / 1000) + " ms, judge " +
+                  std::to_string(j.wall.count() / 1000) + " ms\n" + c.stderr_text.substr(0, 2000);
   if (!j.stderr_text.empty()) v.diagnostics += "\n--- judge\n" + j.stderr_text.substr(0, 2000);
   auto finish = [&](verdict_category category, std::string text) {
     v.category = category;
@@ -501,10 +502,14 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   };
   // How the candidate's process ended, when that explains a lost channel.
   auto candidate_ended = [&](const std::string& during) -> verdict {
+    const std::string where = during.empty() ? std::string{} : "\nIt was stopped " + during + ".";
     if (c.timed_out) {
-      return finish(verdict_category::timeout, timeout_feedback(std::chrono::duration<double>(cand.limits.wall).count(), false));
+      return finish(verdict_category::timeout,
+                    timeout_feedback(std::chrono::duration<double>(cand.limits.wall).count(), false) + where);
     }
-    if (!c.exited && c.signal == SIGXCPU) return finish(verdict_category::timeout, timeout_feedback(cand.limits.cpu_seconds, true));
+    if (!c.exited && c.signal == SIGXCPU) {
+      return finish(verdict_category::timeout, timeout_feedback(cand.limits.cpu_seconds, true) + where);
+    }
     std::string text;
     if (!c.exited) {
       text = signal_feedback(c.signal, c.stderr_text);

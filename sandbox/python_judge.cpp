@@ -158,7 +158,6 @@ const std::string& python_judge_source() {
 import builtins
 import marshal
 import sys
-import traceback
 import types
 
 _FROM_CANDIDATE = 16 << 20
@@ -308,6 +307,8 @@ def _proxy(name):
 
 
 def _frames(exc):
+    import traceback  # only on failures: it costs the startup of every run
+
     keep = []
     for f in traceback.extract_tb(exc.__traceback__):
         if f.filename == "tests.py":
@@ -419,7 +420,6 @@ const std::string& python_candidate_server_source() {
       k_codec + R"PY(# --- the candidate's side: imports solution.py and answers calls from the judge on descriptor 3 ---
 import marshal
 import sys
-import traceback
 
 _exit = os._exit
 _ARGS_LIMIT = 1 << 30
@@ -428,6 +428,8 @@ _ARGS_LIMIT = 1 << 30
 def _solution_frames(exc, path):
     keep = []
     try:
+        import traceback  # only on failures: it costs the startup of every run
+
         for f in traceback.extract_tb(exc.__traceback__):
             if f.filename == path:
                 keep.append({"line": f.lineno or 0, "function": str(f.name)[:100], "code": (f.line or "").strip()[:300]})
