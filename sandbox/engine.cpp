@@ -19,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -481,7 +482,14 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   judge.limits.output_cap_bytes = 16 << 10;
 
   std::optional<result<run_result>> cand_run;
-  std::thread cand_thread([&] { cand_run = run_isolated(cand); });
+  std::thread cand_thread;
+  try {
+    cand_thread = std::thread([&] { cand_run = run_isolated(cand); });
+  } catch (const std::system_error& e) {
+    ::close(channel[0]);
+    ::close(channel[1]);
+    return error{std::string("infrastructure: no thread for a python run: ") + e.what()};
+  }
   auto judge_run = run_isolated(judge);
   cand_thread.join();
   if (!cand_run->ok()) return cand_run->err().wrap("infrastructure: starting the candidate's python process");

@@ -356,7 +356,8 @@ def _judge(finish):
         return
     solution = types.ModuleType("solution")
     for n in names:
-        setattr(solution, n, _proxy(n))
+        if not n.startswith("__"):  # the module's own attributes stay the judge's
+            setattr(solution, n, _proxy(n))
     sys.modules["solution"] = solution
     tests = types.ModuleType("tests")
     tests.__file__ = "tests.py"
