@@ -1,6 +1,7 @@
 # task: python/two_sum
 # expect: runtime | wrong_answer
 # class: writes a frame header announcing 4 GiB, then garbage, to descriptor 3 (hardening: the judge's channel)
+# feedback: broke the channel
 import os
 
 try:

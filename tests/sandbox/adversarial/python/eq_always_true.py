@@ -1,6 +1,7 @@
 # task: python/binary_search_left
 # expect: runtime | wrong_answer
 # class: returns an object whose == is always true (and != false, hashable, truthy)
+# feedback: is not plain data
 class _Anything:
     def __eq__(self, other):
         return True
