@@ -4,17 +4,24 @@
 #include "sandbox/extract.hpp"
 #include "sandbox/forbidden.hpp"
 #include "sandbox/hash.hpp"
+#include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <sstream>
+#include <system_error>
+#include <thread>
+#include <tuple>
 
 #ifndef LEAP_NVCC_DEFAULT
 #define LEAP_NVCC_DEFAULT "nvcc"
@@ -484,60 +491,142 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
 }
 
 result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
-  auto dir = scratch_dir::create(config_.scratch_root, "py-");
-  if (!dir) return dir.err();
-  const std::vector<std::pair<std::string, std::string>> files{
-      {"solution.py", p.code}, {"tests.py", t.tests}, {"runner.py", python_runner_source()}};
-  for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+  // Two sandboxed processes: the candidate's (solution.py and the server) and the judge's (tests.py
+  // and the judge), joined by a socketpair as their descriptor 3. Only data crosses it; the verdict is
+  // the judge's, written in a folder of the judge's uid that the candidate cannot reach.
+  auto cand_dir = scratch_dir::create(config_.scratch_root, "py-");
+  if (!cand_dir) return cand_dir.err();
+  auto judge_dir = scratch_dir::create(config_.scratch_root, "pyjudge-");
+  if (!judge_dir) return judge_dir.err();
+  for (const auto& [dir, name, content] :
+       {std::tuple{&*cand_dir, "solution.py", &p.code}, std::tuple{&*cand_dir, "server.py", &python_candidate_server_source()},
+        std::tuple{&*judge_dir, "tests.py", &t.tests}, std::tuple{&*judge_dir, "judge.py", &python_judge_source()}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
   }
-  const std::string nonce = random_nonce();
+  int channel[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {
+    return error{std::string("infrastructure: socketpair for a python run: ") + std::strerror(errno)};
+  }
+  run_request cand;
+  cand.argv = {config_.python, "-I", "-B", "server.py"};
+  cand.working_dir = cand_dir->path();
+  cand.env = run_env(-1);
+  cand.limits = config_.python_limits;
+  cand.readonly_paths = readonly_paths_;
+  cand.pass_fd = channel[1];
+  run_request judge = cand;
+  judge.argv.back() = "judge.py";
+  judge.working_dir = judge_dir->path();
+  judge.pass_fd = channel[0];
+  // The judge outlives the candidate's limits: a candidate that hangs is killed first, and the judge
+  // reports which test it was in.
+  judge.limits.wall = cand.limits.wall + std::max<std::chrono::milliseconds>(std::chrono::seconds(5), cand.limits.wall / 2);
+  if (judge.limits.cpu_seconds > 0) judge.limits.cpu_seconds += 5;
+  judge.limits.output_cap_bytes = 16 << 10;
+
+  std::optional<result<run_result>> cand_run;
+  std::thread cand_thread;
+  try {
+    cand_thread = std::thread([&] { cand_run = run_isolated(cand); });
+  } catch (const std::system_error& e) {
+    ::close(channel[0]);
+    ::close(channel[1]);
+    return error{std::string("infrastructure: no thread for a python run: ") + e.what()};
+  }
+  auto judge_run = run_isolated(judge);
+  cand_thread.join();
+  if (!cand_run->ok()) return cand_run->err().wrap("infrastructure: starting the candidate's python process");
+  if (!judge_run) return judge_run.err().wrap("infrastructure: starting the python judge");
+  const run_result& c = cand_run->value();
+  const run_result& j = *judge_run;
+
+  verdict v;
+  v.run_ms = static_cast<double>(c.wall.count()) / 1000.0;
+  v.diagnostics = c.isolation + "\ncandidate " + std::to_string(c.wall.count() / 1000) + " ms, judge " +
+                  std::to_string(j.wall.count() / 1000) + " ms\n" + c.stderr_text.substr(0, 2000);
+  if (!j.stderr_text.empty()) v.diagnostics += "\n--- judge\n" + j.stderr_text.substr(0, 2000);
+  auto finish = [&](verdict_category category, std::string text) {
+    v.category = category;
+    v.passed = category == verdict_category::pass;
+    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
+    return v;
+  };
+  if (c.memory_exceeded) return finish(verdict_category::runtime, memory_feedback(cand.limits));
+  // How the candidate's process ended, when that explains a lost channel.
+  auto candidate_ended = [&](const std::string& during) -> verdict {
+    const std::string where = during.empty() ? std::string{} : "\nIt was stopped " + during + ".";
+    if (c.timed_out) {
+      return finish(verdict_category::timeout,
+                    timeout_feedback(std::chrono::duration<double>(cand.limits.wall).count(), false) + where);
+    }
+    if (!c.exited && c.signal == SIGXCPU) {
+      return finish(verdict_category::timeout, timeout_feedback(cand.limits.cpu_seconds, true) + where);
+    }
+    std::string text;
+    if (!c.exited) {
+      text = signal_feedback(c.signal, c.stderr_text);
+    } else {
+      text = "Runtime error: the program exited with code " + std::to_string(c.exit_code) + " " + during +
+             ", before the tests finished (do not call exit() or os._exit()).";
+      const std::string tail = stderr_tail(c.stderr_text, 600);
+      if (!tail.empty()) text += "\nIts last output on stderr:\n" + tail;
+    }
+    return finish(verdict_category::runtime, text);
+  };
+
+  auto text = read_untrusted_file(judge_dir->path() / ".leap_result", k_max_result_json_bytes);
+  nlohmann::json result = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  if (!result.is_object()) {
+    if (c.timed_out || (!c.exited && c.signal == SIGXCPU)) return candidate_ended("");
+    // The judge ran no candidate code, so a judge that wrote nothing is either the host's python
+    // failing (the probe says so) or data from the candidate that it could not handle.
+    if (auto probe = probe_python(); !probe) return probe.err();
+    v.diagnostics += "\n--- judge ended without a result: " +
+                     (j.timed_out ? std::string("timed out")
+                      : j.exited  ? "exit code " + std::to_string(j.exit_code)
+                                  : signal_name(j.signal));
+    return finish(verdict_category::runtime, "Runtime error: the tests could not be completed against your program.");
+  }
+  const std::string status = result.value("status", std::string{});
+  if (status == "candidate_lost") {
+    const std::string test = result.value("test", std::string{});
+    const std::string during = test.empty() ? "while being imported"
+                                            : "during test " + test + " (" + std::to_string(result.value("index", 0) + 1) +
+                                                  " of " + std::to_string(result.value("total", 0)) + ")";
+    if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0) return candidate_ended(during);
+    return finish(verdict_category::runtime,
+                  "Runtime error: the program broke the channel to the tests " + during +
+                      " (do not write to or close descriptor 3).");
+  }
+  if (status == "judge_error") {
+    if (auto probe = probe_python(); !probe) return probe.err();
+    v.diagnostics += "\n--- judge error: " + result.value("type", std::string{}) + ": " + result.value("message", std::string{});
+    return finish(verdict_category::runtime, "Runtime error: the tests could not be completed against your program.");
+  }
+  auto fb = python_result_feedback(*text);
+  if (!fb) return fb.err().wrap(t.id);
+  return finish(fb->category, fb->text);
+}
+
+status engine::probe_python() {
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) return dir.err();
   run_request request;
-  request.argv = {config_.python, "-I", "-B", "runner.py"};
+  request.argv = {config_.python, "-I", "-B", "-c", "import json, marshal, struct, traceback"};
   request.working_dir = dir->path();
   request.env = run_env(-1);
   request.limits = config_.python_limits;
   request.readonly_paths = readonly_paths_;
-  request.stdin_data = nonce + "\n";
   auto r = run_isolated(request);
-  if (!r) return r.err();
-
-  verdict v;
-  v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
-  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
-  auto finish = [&](verdict_category c, std::string text) {
-    v.category = c;
-    v.passed = c == verdict_category::pass;
-    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
-    return v;
-  };
-  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
-  auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
-  if (text) {
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.value("nonce", std::string{}) == nonce) {
-      auto fb = python_result_feedback(*text);
-      if (!fb) return fb.err().wrap(t.id);
-      return finish(fb->category, fb->text);
-    }
-    if (!r->timed_out) {
-      return finish(verdict_category::runtime,
-                    "Runtime error: the test runner's result was overwritten; do not write files named "
-                    ".leap_result.");
-    }
+  if (!r) return r.err().wrap("infrastructure: probing " + config_.python);
+  if (!r->exited || r->exit_code != 0) {
+    return error{"infrastructure: '" + config_.python + "' does not run in the sandbox (" +
+                 (r->timed_out ? std::string("timed out")
+                  : r->exited  ? "exit code " + std::to_string(r->exit_code)
+                               : signal_name(r->signal)) +
+                 "): " + r->stderr_text.substr(0, 300)};
   }
-  if (r->timed_out) {
-    return finish(verdict_category::timeout,
-                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
-  }
-  if (!r->exited && r->signal == SIGXCPU) {
-    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
-  }
-  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  return finish(verdict_category::runtime,
-                "Runtime error: the program exited with code " + std::to_string(r->exit_code) +
-                    " before the tests finished (do not call exit() or os._exit()).\n" +
-                    stderr_tail(r->stderr_text, 600));
+  return ok_status();
 }
 
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {

@@ -131,6 +131,8 @@ class engine {
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
   result<verdict> run_python(const task& t, const prepared_candidate& p);
+  // `python3 -c 'import ...'` in the sandbox: ok, or an "infrastructure: ..." error saying why not.
+  status probe_python();
   result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
 
   engine_config config_;

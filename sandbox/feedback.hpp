@@ -56,8 +56,9 @@ struct harness_error {
 std::optional<harness_error> parse_harness_error(std::string_view stderr_text);
 std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
 
-// The verdict category and feedback for a python runner's or KernelBench runner's JSON result
-// (see harness.hpp). A result whose status says the task itself is broken (a syntax error in
+// The verdict category and feedback for a python judge's (see python_judge.hpp; the engine itself
+// handles its candidate_lost and judge_error statuses) or KernelBench runner's JSON result (see
+// harness.hpp). A result whose status says the task itself is broken (a syntax error in
 // tests.py, no tests, a broken problem file, no torch, no GPU) is an error, not a verdict.
 struct categorized_feedback {
   verdict_category category = verdict_category::runtime;

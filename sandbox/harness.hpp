@@ -47,11 +47,6 @@ struct harness_dump {
 // truncated dump means the harness did not finish).
 result<harness_dump> parse_dump(const std::string& bytes, const task& t);
 
-// The runner for `python` tasks: reads a nonce line on stdin, imports tests.py (which imports the
-// candidate saved as solution.py), calls each test_* function in definition order and writes a JSON
-// result carrying the nonce to `.leap_result` in its working directory.
-const std::string& python_runner_source();
-
 // The runner for `kernelbench` tasks: reads a nonce line and a JSON config line
 // ({"trials", "seed", "device": "auto"|"cuda"|"cpu", "tolerances": {dtype: [atol, rtol]}}) on stdin,
 // loads problem.py (Model, get_inputs, get_init_inputs) and solution.py (ModelNew), runs ModelNew

@@ -154,6 +154,7 @@ struct child_plan {
   int workdir_fd = -1;
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, status_fd = -1;
   std::vector<int> cgroup_fds;  // cgroup.procs of the run's cgroup(s): the supervisor writes "0"
+  int pass_fd = -1;  // becomes the command's descriptor 3; at least 10, so stdio's dup2 cannot hit it
   bool namespaces = false;
   bool drop_privileges = false;
   bool isolate_network = false;
@@ -185,7 +186,10 @@ void close_all_except(const int* keep_fds, std::size_t keep_count) {
   for (std::size_t i = 0; i < keep_count; ++i) {
     if (keep_fds[i] >= 3 && n < k.size()) k[n++] = keep_fds[i];
   }
-  std::sort(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n));
+  // Insertion sort: std::sort's unrolled paths make g++ warn about bounds it never reaches.
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && k[j - 1] > k[j]; --j) std::swap(k[j - 1], k[j]);
+  }
   const auto close_span = [](unsigned lo, unsigned hi) {
     if (::syscall(SYS_close_range, lo, hi, 0U) == 0) return;
     // Kernels before 5.9 lack close_range: close one by one up to the descriptor limit.
@@ -345,13 +349,14 @@ int copy_tree(int src, int dst, int depth, bool strict) {
 // Runs in the clone child: the run's supervisor. In namespace mode it is pid 1 of a fresh pid
 // namespace, so when it exits the kernel kills every process the command left behind.
 [[noreturn]] void supervise(const child_plan& plan) {
-  const int status_fd = plan.status_fd;
+  int status_fd = plan.status_fd;
+  int workdir_fd = plan.workdir_fd;  // moved off descriptor 3 when the command is passed one there
   // First of all, drop every descriptor the orchestrator had open but this run does not need. Another
   // thread may be writing a candidate executable at this moment: a copy of that write descriptor held
   // here would make its exec fail with ETXTBSY for as long as this process keeps it.
   {
-    std::array<int, 12> keep{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd};
-    std::size_t n = 5;
+    std::array<int, 12> keep{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd, plan.pass_fd};
+    std::size_t n = 6;
     for (int fd : plan.cgroup_fds) {
       if (n < keep.size()) keep[n++] = fd;
     }
@@ -410,9 +415,17 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
     child_fail(status_fd, k_step_stdio);
   }
-  // Keep only stdio, the status pipe (CLOEXEC, so exec drops it too) and, for the copy back, the
-  // working directory.
-  close_all_except({0, 1, 2, status_fd, private_root ? plan.workdir_fd : -1});
+  // The passed descriptor becomes 3: whatever of ours sits there (the status pipe, the working
+  // directory kept for the copy back) moves above it first.
+  if (plan.pass_fd >= 0) {
+    if (status_fd == 3) status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
+    if (status_fd < 0) child_fail(plan.status_fd, k_step_stdio);
+    if (workdir_fd == 3 && (workdir_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10)) < 0) child_fail(status_fd, k_step_stdio);
+    if (::dup2(plan.pass_fd, 3) < 0) child_fail(status_fd, k_step_stdio);
+  }
+  // Keep only stdio, the passed descriptor, the status pipe (CLOEXEC, so exec drops it too) and,
+  // for the copy back, the working directory.
+  close_all_except({0, 1, 2, plan.pass_fd >= 0 ? 3 : -1, status_fd, private_root ? workdir_fd : -1});
 
   // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without glibc's
   // fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of the
@@ -420,7 +433,7 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   const pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
   if (command < 0) child_fail(status_fd, k_step_fork);
   if (command == 0) {
-    if (private_root) ::close(plan.workdir_fd);
+    if (private_root) ::close(workdir_fd);
     ::umask(umask_of_caller);
     ::signal(SIGPIPE, SIG_DFL);
     // The orchestrator's threads block the stop signals they route elsewhere; the command starts
@@ -491,7 +504,7 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       if (pid < 0 && errno != EINTR) break;
     }
     const int scratch = ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (scratch >= 0) copy_tree(scratch, plan.workdir_fd, 0, false);
+    if (scratch >= 0) copy_tree(scratch, workdir_fd, 0, false);
   }
   child_report(status_fd, wait_status, command_status, 0);
   ::_exit(0);
@@ -852,6 +865,8 @@ std::vector<pid_t> processes_in_session(pid_t sid) {
 }
 
 result<run_result> run_isolated(const run_request& request) {
+  // The passed descriptor is the call's from here on, closed on every return (see run_request).
+  fd_guard passed(request.pass_fd);
   if (request.argv.empty()) return error{"run_isolated: empty argv"};
   if (request.stdin_data.size() > (64U << 10)) return error{"run_isolated: stdin_data over 64 KiB"};
   const std::string exe = resolve_executable(request.argv[0], request.env);
@@ -891,6 +906,13 @@ result<run_result> run_isolated(const run_request& request) {
   plan.isolate_network = request.isolate_network;
   plan.workdir_fd = workdir.fd;
   plan.seccomp = seccomp_filter();
+  fd_guard pass_high;
+  if (passed.fd >= 0) {
+    pass_high.fd = ::fcntl(passed.fd, F_DUPFD_CLOEXEC, 10);
+    if (pass_high.fd < 0) return error{"run_isolated: pass_fd: " + errno_text(errno)};
+    passed.reset();
+    plan.pass_fd = pass_high.fd;
+  }
 
   int p_in[2], p_out[2], p_err[2], p_status[2];
   if (::pipe2(p_in, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
@@ -974,6 +996,7 @@ result<run_result> run_isolated(const run_request& request) {
   out_w.reset();
   err_w.reset();
   status_w.reset();
+  pass_high.reset();
 
   // Feed stdin (fits the pipe buffer, so this never blocks), then close it.
   if (!request.stdin_data.empty()) {

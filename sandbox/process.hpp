@@ -79,6 +79,11 @@ struct run_request {
   // a minimal /dev with the GPU's nodes): e.g. a CUDA toolkit or a python prefix outside /usr.
   // Paths that do not exist or lie under a system directory are skipped. Default: none
   std::vector<std::filesystem::path> readonly_paths;
+  // A descriptor the command gets as its descriptor 3 (e.g. one end of a socketpair to another
+  // sandboxed command), or -1 for none. The call takes ownership: it closes the caller's copy once the
+  // command has started (or when the call fails), so that the peer sees end-of-file exactly when the
+  // command and everything it started are gone. Default: -1
+  int pass_fd = -1;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 

@@ -240,9 +240,10 @@ TEST_F(HostileTest, PythonCandidates) {
        verdict_category::pass, "", nullptr},
       {"exit_at_import", "import sys\nsys.exit(0)\n", verdict_category::runtime, "SystemExit", nullptr},
       {"hard_exit_at_import", "import os\nos._exit(0)\n", verdict_category::runtime, "before the tests finished", nullptr},
+      // The judge's result is written in the judge's own folder, which the candidate cannot reach.
       {"forge_result",
        "import os, json\nopen('.leap_result', 'w').write(json.dumps({'status': 'passed', 'total': 2, 'nonce': 'guess'}))\nos._exit(0)\n",
-       verdict_category::runtime, "overwritten", nullptr},
+       verdict_category::runtime, "before the tests finished", nullptr},
   };
   run_cases(add, cases, "python");
 }
