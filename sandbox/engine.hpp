@@ -7,6 +7,7 @@
 #include "sandbox/compile_cache.hpp"
 #include "sandbox/feedback.hpp"
 #include "sandbox/harness.hpp"
+#include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
 #include "sandbox/task.hpp"
 #include "sandbox/verdict.hpp"
@@ -38,7 +39,10 @@ struct engine_config {
   std::string python = "python3";              // Default: python3
   int trials = 3;                              // Default: 3 seeded trials with fresh inputs
   int timing_reps = 0;                         // Default: 0 (timing off); >0 times passing candidates
-  std::string kernelbench_device = "auto";     // Default: auto (cuda when torch sees one, else cpu)
+  // "auto", "cuda" or "cpu"; decided by the engine's own probe of the slot (python3 -c "import torch"),
+  // never by anything the candidate's process reports. "cuda" on a slot whose torch sees no GPU is an
+  // infrastructure error. Default: auto (cuda when torch sees one, else cpu)
+  std::string kernelbench_device = "auto";
   resource_limits compile_limits = [] {
     resource_limits l;
     l.wall = std::chrono::seconds(60);
@@ -63,6 +67,7 @@ struct engine_config {
     l.address_space_bytes = 2ULL << 30;
     return l;
   }();
+  // The candidate's and the reference's program each (inputs and outputs travel as files).
   resource_limits kernelbench_limits = [] {
     resource_limits l;
     l.wall = std::chrono::seconds(120);
@@ -70,6 +75,7 @@ struct engine_config {
     l.address_space_bytes = 0;
     l.processes = 512;
     l.open_files = 1024;
+    l.file_size_bytes = 4ULL << 30;  // a KernelBench problem's inputs reach hundreds of MiB
     return l;
   }();
   feedback_options feedback;
@@ -127,12 +133,26 @@ class engine {
   result<verdict> run_python(const task& t, const prepared_candidate& p);
   result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
 
+  // KernelBench: the inputs (the candidate's, and the held copies) and the expected outputs.
+  struct kernelbench_reference {
+    kb_data inputs;
+    kb_data expected;
+  };
+  // "cuda" or "cpu" for `gpu`'s slot, from the engine's own probe (cached per slot once it worked).
+  // Errors start with "infrastructure:" and name the slot.
+  result<std::string> kernelbench_device(int gpu);
+  // The reference program's results, once per problem, seed, trials and device.
+  result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(const task& t, const std::string& device,
+                                                                                int gpu);
+
   engine_config config_;
   std::unique_ptr<compile_cache> cache_;
   std::mutex mutex_;
   std::mutex identity_mutex_;
   std::map<task_kind, std::string> compiler_ids_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
+  std::map<int, std::string> kernelbench_devices_;
+  std::map<std::string, std::shared_future<result<std::shared_ptr<const kernelbench_reference>>>> kernelbench_references_;
 };
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).
