@@ -433,7 +433,8 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
     const bool cuda = string_field(j, "device") == "cuda";
     std::string text = "Not accepted: the outputs are correct, but ModelNew.forward " +
                        std::string(cuda ? "launched no CUDA kernel of its own"
-                                        : "called no function of a native extension module your code compiled") +
+                                        : "ran no kernel of its own (no call into a native extension module your code "
+                                          "compiled)") +
                        " (" + trial + "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
                        (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
     const std::string seen = kernel_list(j.value("other", nlohmann::json::array()));
