@@ -503,10 +503,21 @@ constexpr std::size_t k_max_kernelbench_file_bytes = 8ULL << 30;
 
 std::string slot_name(int gpu) { return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot"; }
 
+// A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
+// the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
+// passwd entry, and torch's profiler and caches ask getpass.getuser(), which raises without them.
 std::string how_it_ended(const run_result& r) {
   return r.timed_out ? std::string("timed out")
          : r.exited  ? "exit code " + std::to_string(r.exit_code)
                      : "killed by " + signal_name(r.signal);
+}
+
+void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env, const std::string& python) {
+  for (auto& [name, value] : env) {
+    if (name == "PATH" && !dir_of(python).empty()) value = dir_of(python) + ":" + value;
+  }
+  env.emplace_back("USER", "sandbox");
+  env.emplace_back("LOGNAME", "sandbox");
 }
 
 }  // namespace
@@ -523,6 +534,7 @@ result<std::string> engine::kernelbench_device(int gpu) {
                   "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() else 0)"};
   request.working_dir = dir->path();
   request.env = run_env(gpu);
+  kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
   auto r = run_isolated(request);
   if (!r) return r.err().wrap("infrastructure: probing torch on " + slot_name(gpu));
@@ -574,6 +586,7 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     request.argv = {config_.python, "-I", "-B", "reference.py"};
     request.working_dir = dir->path();
     request.env = run_env(device == "cuda" ? gpu : -1);
+    kernelbench_env(request.env, config_.python);
     request.limits = config_.kernelbench_limits;
     request.stdin_data =
         nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() + "\n";
@@ -632,6 +645,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   request.argv = {config_.python, "-I", "-B", "runner.py"};
   request.working_dir = dir->path();
   request.env = run_env(*device == "cuda" ? gpu : -1);
+  kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
   request.stdin_data =
       nlohmann::json{{"device", *device}, {"own_kernel", policy == own_kernel_policy::require ? "require" : "off"}}
