@@ -566,13 +566,14 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
   bool mine = false;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = kernelbench_references_.find(key); it != kernelbench_references_.end()) {
-      future = it->second;
+    auto& entry = kernelbench_references_[key];
+    if (entry.future.valid()) {
+      future = entry.future;
     } else {
-      future = promise.get_future().share();
-      kernelbench_references_[key] = future;
+      future = entry.future = promise.get_future().share();
       mine = true;
     }
+    entry.last_use = ++kernelbench_uses_;
   }
   if (!mine) return future.get();
   auto compute = [&]() -> result<value_type> {
@@ -617,10 +618,29 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     return value_type(std::move(ref));
   };
   auto computed = compute();
-  if (!computed) {
-    // Not remembered: the next candidate retries (the failure may be the slot's, not the task's).
+  {
     std::lock_guard lock(mutex_);
-    kernelbench_references_.erase(key);
+    if (!computed) {
+      // Not remembered: the next candidate retries (the failure may be the slot's, not the task's).
+      kernelbench_references_.erase(key);
+    } else {
+      kernelbench_references_[key].bytes = (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
+      std::size_t total = 0;
+      for (const auto& [k, e] : kernelbench_references_) total += e.bytes;
+      // Evicts finished entries only (bytes > 0); callers holding one keep its data alive.
+      while (total > config_.kernelbench_cache_bytes) {
+        auto oldest = kernelbench_references_.end();
+        for (auto it = kernelbench_references_.begin(); it != kernelbench_references_.end(); ++it) {
+          if (it->second.bytes > 0 && it->first != key &&
+              (oldest == kernelbench_references_.end() || it->second.last_use < oldest->second.last_use)) {
+            oldest = it;
+          }
+        }
+        if (oldest == kernelbench_references_.end()) break;
+        total -= oldest->second.bytes;
+        kernelbench_references_.erase(oldest);
+      }
+    }
   }
   promise.set_value(computed);
   return computed;

@@ -43,6 +43,9 @@ struct engine_config {
   // never by anything the candidate's process reports. "cuda" on a slot whose torch sees no GPU is an
   // infrastructure error. Default: auto (cuda when torch sees one, else cpu)
   std::string kernelbench_device = "auto";
+  // Memory for cached KernelBench reference data (inputs and expected outputs, per problem, seed,
+  // trials and device), least recently used evicted first. Default: 4 GiB
+  std::size_t kernelbench_cache_bytes = 4ULL << 30;
   resource_limits compile_limits = [] {
     resource_limits l;
     l.wall = std::chrono::seconds(60);
@@ -152,7 +155,15 @@ class engine {
   std::map<task_kind, std::string> compiler_ids_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
   std::map<int, std::string> kernelbench_devices_;
-  std::map<std::string, std::shared_future<result<std::shared_ptr<const kernelbench_reference>>>> kernelbench_references_;
+  // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's inputs
+  // and outputs reach hundreds of MiB; a run over a whole level would otherwise keep them all).
+  struct kernelbench_cache_entry {
+    std::shared_future<result<std::shared_ptr<const kernelbench_reference>>> future;
+    std::uint64_t last_use = 0;
+    std::size_t bytes = 0;  // 0 while being computed
+  };
+  std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  std::uint64_t kernelbench_uses_ = 0;
 };
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).

@@ -326,6 +326,29 @@ TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
   EXPECT_TRUE(off->passed) << off->feedback;
 }
 
+TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.kernelbench_cache_bytes = 1;  // every other problem's reference is evicted
+  config.trials = 1;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task other = problem_task();
+  other.id = "kernelbench/level1/2_ScaleSub";
+  other.reference = std::string(k_problem).replace(std::string(k_problem).find("+ b"), 3, "- b");
+  const std::string code = "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+                           "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+                           "        return a * self.s + b\n";
+  for (const auto& [t, passes] : std::vector<std::pair<task, bool>>{{problem_task(), true}, {other, false}, {problem_task(), true}}) {
+    SCOPED_TRACE(t.id);
+    auto v = (*e)->verify(t, fenced("python", code));
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(v->passed, passes) << v->feedback;
+  }
+}
+
 TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
   // A python that cannot import torch: the engine's probe says so, naming the slot; no candidate ran.
   engine_config config = testing::test_engine_config();
