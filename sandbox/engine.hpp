@@ -109,6 +109,10 @@ class engine {
 
   // Runs a prepared candidate in isolation and judges it. `gpu` is the CUDA device for cuda and
   // kernelbench runs (CUDA_VISIBLE_DEVICES), or -1 to leave the variable unset. Thread-safe.
+  // kernelbench: an error is either the engine's own probe of the slot failing (the message starts
+  // with "infrastructure:" and names the slot: torch does not import, or kernelbench_device is
+  // "cuda" and torch sees no GPU) or the task's reference failing; nothing the candidate's process
+  // prints or writes can produce one.
   result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu);
 
   // Both stages in the calling thread.
