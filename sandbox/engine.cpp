@@ -629,28 +629,183 @@ status engine::probe_python() {
   return ok_status();
 }
 
+namespace {
+
+constexpr std::size_t k_max_kernelbench_file_bytes = 8ULL << 30;
+
+std::string slot_name(int gpu) { return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot"; }
+
+// A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
+// the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
+// passwd entry, and torch's profiler and caches ask getpass.getuser(), which raises without them.
+std::string how_it_ended(const run_result& r) {
+  return r.timed_out ? std::string("timed out")
+         : r.exited  ? "exit code " + std::to_string(r.exit_code)
+                     : "killed by " + signal_name(r.signal);
+}
+
+void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env, const std::string& python) {
+  for (auto& [name, value] : env) {
+    if (name == "PATH" && !dir_of(python).empty()) value = dir_of(python) + ":" + value;
+  }
+  env.emplace_back("USER", "sandbox");
+  env.emplace_back("LOGNAME", "sandbox");
+}
+
+}  // namespace
+
+result<std::string> engine::kernelbench_device(int gpu) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end()) return it->second;
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) return dir.err();
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "-c",
+                  "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() else 0)"};
+  request.working_dir = dir->path();
+  request.env = run_env(gpu);
+  kernelbench_env(request.env, config_.python);
+  request.limits = config_.kernelbench_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) return r.err().wrap("infrastructure: probing torch on " + slot_name(gpu));
+  std::istringstream out(r->stdout_text);
+  std::string marker;
+  int gpus = -1;
+  out >> marker >> gpus;
+  if (!r->exited || r->exit_code != 0 || marker != "LEAP_TORCH" || gpus < 0) {
+    return error{"infrastructure: " + slot_name(gpu) + ": '" + config_.python + " -c \"import torch\"' failed (" +
+                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300)};
+  }
+  const std::string& want = config_.kernelbench_device;
+  if (want == "cuda" && gpus == 0) {
+    return error{"infrastructure: no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device"};
+  }
+  const std::string device = want == "cpu" || gpus == 0 ? "cpu" : "cuda";
+  std::lock_guard lock(mutex_);
+  kernelbench_devices_[gpu] = device;
+  return device;
+}
+
+result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
+    const task& t, const std::string& device, int gpu) {
+  using value_type = std::shared_ptr<const kernelbench_reference>;
+  const std::string key = sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+                          std::to_string(config_.trials) + "\n" + device;
+  std::promise<result<value_type>> promise;
+  std::shared_future<result<value_type>> future;
+  bool mine = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto& entry = kernelbench_references_[key];
+    if (entry.future.valid()) {
+      future = entry.future;
+    } else {
+      future = entry.future = promise.get_future().share();
+      mine = true;
+    }
+    entry.last_use = ++kernelbench_uses_;
+  }
+  if (!mine) return future.get();
+  auto compute = [&]() -> result<value_type> {
+    auto dir = scratch_dir::create(config_.scratch_root, "kbref-");
+    if (!dir) return dir.err();
+    for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
+             {"problem.py", t.reference}, {"reference.py", kernelbench_reference_source()}}) {
+      if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+    }
+    run_request request;
+    request.argv = {config_.python, "-I", "-B", "reference.py"};
+    request.working_dir = dir->path();
+    request.env = run_env(device == "cuda" ? gpu : -1);
+    kernelbench_env(request.env, config_.python);
+    request.limits = config_.kernelbench_limits;
+    request.readonly_paths = readonly_paths_;
+    request.stdin_data =
+        nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() + "\n";
+    auto r = run_isolated(request);
+    if (!r) return r.err().wrap(t.id + ": running the KernelBench reference");
+    if (!r->exited || r->exit_code != 0) {
+      return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) + " (" +
+                   how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
+    }
+    auto ref = std::make_shared<kernelbench_reference>();
+    for (auto [file, kind, target] : {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
+                                      std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
+      auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
+      if (!bytes) return bytes.err().wrap(t.id + ": KernelBench reference");
+      auto parsed = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
+      if (!parsed) return parsed.err().wrap(t.id + ": KernelBench reference " + file);
+      *target = std::move(parsed.value());
+    }
+    for (const auto& trial : ref->expected.trials) {
+      for (const auto& out : trial.outputs.items) {
+        if (out.tag == 'T' && out.dtype != "float32" && out.dtype != "float64" && out.dtype != "float16" &&
+            out.dtype != "bfloat16" && out.dtype.rfind("int", 0) != 0 && out.dtype != "uint8" && out.dtype != "bool") {
+          return error{t.id + ": the KernelBench reference returns a tensor of dtype " + out.dtype +
+                       ", which the judge does not compare"};
+        }
+      }
+    }
+    return value_type(std::move(ref));
+  };
+  auto computed = compute();
+  {
+    std::lock_guard lock(mutex_);
+    if (!computed) {
+      // Not remembered: the next candidate retries (the failure may be the slot's, not the task's).
+      kernelbench_references_.erase(key);
+    } else {
+      kernelbench_references_[key].bytes = (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
+      std::size_t total = 0;
+      for (const auto& [k, e] : kernelbench_references_) total += e.bytes;
+      // Evicts finished entries only (bytes > 0); callers holding one keep its data alive.
+      while (total > config_.kernelbench_cache_bytes) {
+        auto oldest = kernelbench_references_.end();
+        for (auto it = kernelbench_references_.begin(); it != kernelbench_references_.end(); ++it) {
+          if (it->second.bytes > 0 && it->first != key &&
+              (oldest == kernelbench_references_.end() || it->second.last_use < oldest->second.last_use)) {
+            oldest = it;
+          }
+        }
+        if (oldest == kernelbench_references_.end()) break;
+        total -= oldest->second.bytes;
+        kernelbench_references_.erase(oldest);
+      }
+    }
+  }
+  promise.set_value(computed);
+  return computed;
+}
+
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
+  auto device = kernelbench_device(gpu);
+  if (!device) return device.err();
+  auto reference = kernelbench_reference_for(t, *device, gpu);
+  if (!reference) return reference.err();
+  const kernelbench_reference& ref = **reference;
+  const own_kernel_policy policy = own_kernel_for(t, *device);
+
   auto dir = scratch_dir::create(config_.scratch_root, "kb-");
   if (!dir) return dir.err();
-  const std::vector<std::pair<std::string, std::string>> files{
-      {"solution.py", p.code}, {"problem.py", t.reference}, {"runner.py", kernelbench_runner_source()}};
+  const std::vector<std::pair<std::string, const std::string*>> files{
+      {"solution.py", &p.code}, {"runner.py", &kernelbench_candidate_source()}, {"inputs.bin", ref.inputs.bytes.get()}};
   for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
   }
-  const std::string nonce = random_nonce();
   run_request request;
   request.argv = {config_.python, "-I", "-B", "runner.py"};
   request.working_dir = dir->path();
-  request.env = run_env(gpu);
+  request.env = run_env(*device == "cuda" ? gpu : -1);
+  kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
-  request.stdin_data = nonce + "\n";
-  nlohmann::json cfg{{"trials", config_.trials}, {"seed", t.seed}, {"device", config_.kernelbench_device}};
-  if (t.tol) {
-    cfg["tolerances"] = {{"float32", {t.tol->atol, t.tol->rtol}}, {"float64", {t.tol->atol, t.tol->rtol}}};
-    cfg["max_relative_l2"] = t.tol->max_relative_l2;
-  }
-  request.stdin_data += cfg.dump() + "\n";
+  request.stdin_data =
+      nlohmann::json{{"device", *device}, {"own_kernel", policy == own_kernel_policy::require ? "require" : "off"}}
+          .dump() +
+      "\n";
   auto r = run_isolated(request);
   if (!r) return r.err();
 
@@ -664,20 +819,10 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     return v;
   };
   if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
-  auto text = read_untrusted_file(dir->path() / ".leap_result", k_max_result_json_bytes);
-  if (text) {
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.value("nonce", std::string{}) == nonce) {
-      auto fb = kernelbench_result_feedback(*text);
-      if (!fb) return fb.err().wrap(t.id);
-      return finish(fb->category, fb->text);
-    }
-    if (!r->timed_out) {
-      return finish(verdict_category::runtime,
-                    "Runtime error: the test runner's result was overwritten; do not write files named "
-                    ".leap_result.");
-    }
-  }
+  auto judged = [&](const nlohmann::json& j) {
+    auto fb = kernelbench_result_feedback(j.dump());
+    return finish(fb.category, std::move(fb.text));
+  };
   if (r->timed_out) {
     return finish(verdict_category::timeout,
                   timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
@@ -685,11 +830,47 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
+  // The status file is the candidate's word: it may only ever turn into a failing verdict.
+  nlohmann::json status = nlohmann::json::object();
+  if (auto text = read_untrusted_file(dir->path() / ".leap_status", k_max_result_json_bytes)) {
+    status = nlohmann::json::parse(*text, nullptr, false);
+    if (!status.is_object()) status = nlohmann::json::object();
+  }
+  const std::string said = status.contains("status") && status["status"].is_string() ? status["status"].get<std::string>()
+                                                                                       : std::string{};
+  if (said == "syntax_error" || said == "import_error" || said == "error") return judged(status);
   if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  return finish(verdict_category::runtime,
-                "Runtime error: the program exited with code " + std::to_string(r->exit_code) +
-                    " before the tests finished (do not call exit() or os._exit()).\n" +
-                    stderr_tail(r->stderr_text, 600));
+  if (r->exit_code != 0) return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+
+  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
+  auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
+  if (!bytes) return judged({{"status", "incomplete"}});
+  auto got = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kb_file::candidate);
+  if (!got) return judged({{"status", "incomplete"}});
+  if (auto problem = judge_kernelbench(ref.inputs, ref.expected, *got, kb_tolerances_for(t))) {
+    return judged(*problem);
+  }
+  const int trials = static_cast<int>(ref.expected.trials.size());
+  if (policy == own_kernel_policy::require) {
+    // What ran is reported from inside the candidate's process (see the threat model: a candidate
+    // can patch its own profiler; profiling from outside the process would not be).
+    const nlohmann::json report = said == "ok" && status.contains("own") && status["own"].is_array()
+                                      ? status["own"]
+                                      : nlohmann::json::array();
+    for (int trial = 0; trial < trials; ++trial) {
+      const bool found = trial < static_cast<int>(report.size()) && report[trial].is_object() &&
+                         report[trial].contains("own") && report[trial]["own"].is_array() &&
+                         !report[trial]["own"].empty();
+      if (!found) {
+        nlohmann::json j{{"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", *device}};
+        if (trial < static_cast<int>(report.size()) && report[trial].is_object() && report[trial].contains("other")) {
+          j["other"] = report[trial]["other"];
+        }
+        return judged(j);
+      }
+    }
+  }
+  return judged({{"status", "passed"}, {"trials", trials}, {"device", *device}});
 }
 
 result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {

@@ -7,6 +7,7 @@
 #include "sandbox/compile_cache.hpp"
 #include "sandbox/feedback.hpp"
 #include "sandbox/harness.hpp"
+#include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
 #include "sandbox/task.hpp"
 #include "sandbox/verdict.hpp"
@@ -38,7 +39,13 @@ struct engine_config {
   std::string python = "python3";              // Default: python3
   int trials = 3;                              // Default: 3 seeded trials with fresh inputs
   int timing_reps = 0;                         // Default: 0 (timing off); >0 times passing candidates
-  std::string kernelbench_device = "auto";     // Default: auto (cuda when torch sees one, else cpu)
+  // "auto", "cuda" or "cpu"; decided by the engine's own probe of the slot (python3 -c "import torch"),
+  // never by anything the candidate's process reports. "cuda" on a slot whose torch sees no GPU is an
+  // infrastructure error. Default: auto (cuda when torch sees one, else cpu)
+  std::string kernelbench_device = "auto";
+  // Memory for cached KernelBench reference data (inputs and expected outputs, per problem, seed,
+  // trials and device), least recently used evicted first. Default: 4 GiB
+  std::size_t kernelbench_cache_bytes = 4ULL << 30;
   resource_limits compile_limits = [] {
     resource_limits l;
     l.wall = std::chrono::seconds(60);
@@ -68,6 +75,7 @@ struct engine_config {
     l.memory_bytes = 4ULL << 30;
     return l;
   }();
+  // The candidate's and the reference's program each (inputs and outputs travel as files).
   resource_limits kernelbench_limits = [] {
     resource_limits l;
     l.wall = std::chrono::seconds(120);
@@ -76,6 +84,8 @@ struct engine_config {
     l.processes = 512;
     l.open_files = 1024;
     l.memory_bytes = 16ULL << 30;  // torch (CPU tensors when no GPU) in the whole tree
+    l.file_size_bytes = 4ULL << 30;  // a KernelBench problem's inputs reach hundreds of MiB
+    l.scratch_bytes = 4ULL << 30;    // those files, and load_inline's build folder under HOME
     return l;
   }();
   feedback_options feedback;
@@ -106,6 +116,10 @@ class engine {
 
   // Runs a prepared candidate in isolation and judges it. `gpu` is the CUDA device for cuda and
   // kernelbench runs (CUDA_VISIBLE_DEVICES), or -1 to leave the variable unset. Thread-safe.
+  // kernelbench: an error is either the engine's own probe of the slot failing (the message starts
+  // with "infrastructure:" and names the slot: torch does not import, or kernelbench_device is
+  // "cuda" and torch sees no GPU) or the task's reference failing; nothing the candidate's process
+  // prints or writes can produce one.
   result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu);
 
   // Both stages in the calling thread.
@@ -135,6 +149,18 @@ class engine {
   status probe_python();
   result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
 
+  // KernelBench: the inputs (the candidate's, and the held copies) and the expected outputs.
+  struct kernelbench_reference {
+    kb_data inputs;
+    kb_data expected;
+  };
+  // "cuda" or "cpu" for `gpu`'s slot, from the engine's own probe (cached per slot once it worked).
+  // Errors start with "infrastructure:" and name the slot.
+  result<std::string> kernelbench_device(int gpu);
+  // The reference program's results, once per problem, seed, trials and device.
+  result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(const task& t, const std::string& device,
+                                                                                int gpu);
+
   engine_config config_;
   // What every sandboxed command may read besides the system folders: the CUDA toolkit and the
   // python installation when they live outside /usr (run_request::readonly_paths).
@@ -144,6 +170,16 @@ class engine {
   std::mutex identity_mutex_;
   std::map<task_kind, std::string> compiler_ids_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
+  std::map<int, std::string> kernelbench_devices_;
+  // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's inputs
+  // and outputs reach hundreds of MiB; a run over a whole level would otherwise keep them all).
+  struct kernelbench_cache_entry {
+    std::shared_future<result<std::shared_ptr<const kernelbench_reference>>> future;
+    std::uint64_t last_use = 0;
+    std::size_t bytes = 0;  // 0 while being computed
+  };
+  std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  std::uint64_t kernelbench_uses_ = 0;
 };
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).

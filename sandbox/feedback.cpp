@@ -338,27 +338,55 @@ result<categorized_feedback> python_result_feedback(std::string_view result_json
   return error{"python runner reported unknown status '" + status + "'"};
 }
 
-result<categorized_feedback> kernelbench_result_feedback(std::string_view result_json) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(result_json);
-  } catch (const nlohmann::json::exception& e) {
-    return error{std::string("unreadable KernelBench runner result: ") + e.what()};
+namespace {
+
+// A number the judge wrote (NaN and infinities arrive as the strings "nan", "inf").
+std::string number_field(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return "?";
+  const auto& v = j[key];
+  if (v.is_number()) return number(v.get<double>());
+  if (v.is_string()) return v.get<std::string>().substr(0, 20);
+  return "?";
+}
+
+std::string string_field(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>().substr(0, 300) : std::string{};
+}
+
+const char* const k_unknown_kernelbench_status =
+    "Runtime error: the harness's status file holds no result it knows; do not write files named .leap_status.";
+
+std::string kernel_list(const nlohmann::json& names) {
+  std::string out;
+  if (!names.is_array()) return out;
+  for (const auto& n : names) {
+    if (!n.is_string() || out.size() > 400) continue;
+    out += (out.empty() ? "" : ", ") + n.get<std::string>().substr(0, 80);
   }
-  const std::string status = j.value("status", std::string{});
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
+  const std::string status = j.is_object() ? string_field(j, "status") : std::string{};
+  auto int_field = [&](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 0LL;
+  };
+  const std::string trial = "trial " + std::to_string(int_field("trial") + 1) +
+                            (j.is_object() && j.contains("trials") ? " of " + std::to_string(int_field("trials")) : "");
   if (status == "passed") {
-    return categorized_feedback{verdict_category::pass, "Correct on all " + std::to_string(j.value("trials", 0)) +
-                                                            " trials (" + j.value("device", std::string{}) + ")."};
+    return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) + " trials (" +
+                                        string_field(j, "device") + ")."};
   }
-  if (status == "no_torch") return error{"python3 cannot import torch: " + j.value("message", std::string{})};
-  if (status == "no_gpu") return error{"the KernelBench task needs a GPU: " + j.value("message", std::string{})};
-  if (status == "problem_error") return error{"the KernelBench problem file fails to load: " + exception_line(j)};
   if (status == "syntax_error") {
-    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) + ": " +
-                       j.value("message", std::string{});
-    const std::string code = j.value("code", std::string{});
+    std::string text = "Syntax error in your code, line " + std::to_string(int_field("line")) + ": " +
+                       string_field(j, "message");
+    const std::string code = string_field(j, "code");
     if (!code.empty()) text += "\n  " + code;
-    return categorized_feedback{verdict_category::compile, text};
+    return {verdict_category::compile, text};
   }
   if (status == "import_error" || status == "error") {
     std::string text = std::string(status == "import_error" ? "Loading your code failed: " : "Running ModelNew failed: ") +
@@ -366,28 +394,70 @@ result<categorized_feedback> kernelbench_result_feedback(std::string_view result
     const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
     if (!frames.empty()) text += "\n" + frames;
     while (!text.empty() && text.back() == '\n') text.pop_back();
-    return categorized_feedback{verdict_category::runtime, text};
+    return {verdict_category::runtime, text};
   }
   if (status == "mismatch") {
-    const std::string when = j.value("when", std::string{});
-    const std::string trial = std::to_string(j.value("trial", 0) + 1);
-    std::string text = "Wrong answer: " + j.value("what", std::string("output")) + " (trial " + trial + ", ModelNew run " +
-                       when + ")";
+    const std::string when = string_field(j, "when");
+    std::string text = "Wrong answer: " + (j.contains("what") ? string_field(j, "what") : std::string("output")) + " (" +
+                       trial + (when.empty() ? "" : ", ModelNew run " + when) + ")";
     if (j.contains("got_shape")) {
-      text += " has shape " + j.value("got_shape", std::string{}) + ", expected " + j.value("expected_shape", std::string{}) + ".";
+      text += " has shape " + string_field(j, "got_shape") + ", expected " + string_field(j, "expected_shape") + ".";
+    } else if (j.contains("got_dtype")) {
+      text += " has dtype " + string_field(j, "got_dtype") + ", expected " + string_field(j, "expected_dtype") +
+              " (return the reference's dtype; a lower precision is a different result).";
     } else if (j.contains("bad")) {
-      text += ": " + std::to_string(j.value("bad", 0)) + " of " + std::to_string(j.value("total", 0)) +
-              " elements differ by more than atol=" + number(j.value("atol", 0.0)) + " + rtol=" +
-              number(j.value("rtol", 0.0)) + " * |expected| (relative L2 error " + number(j.value("rel_l2", 0.0)) + ").";
-      text += "\nmax abs error " + number(j.value("max_abs", 0.0)) + ", max rel error " + number(j.value("max_rel", 0.0)) + ".";
-      text += "\nWorst at flat index " + std::to_string(j.value("index", 0)) + " (shape " + j.value("shape", std::string{}) +
-              "): expected " + number(j.value("expected", 0.0)) + ", got " + number(j.value("got", 0.0)) + ".";
+      text += ": " + std::to_string(int_field("bad")) + " of " + std::to_string(int_field("total")) +
+              " elements differ by more than atol=" + number_field(j, "atol") + " + rtol=" + number_field(j, "rtol") +
+              " * |expected| (relative L2 error " + number_field(j, "rel_l2") + ").";
+      if (int_field("bad") == 0) {
+        text = "Wrong answer: " + string_field(j, "what") + " (" + trial +
+               ") is too far from the expected result as a whole: relative L2 error " + number_field(j, "rel_l2") +
+               " (every element is within atol=" + number_field(j, "atol") + " + rtol=" + number_field(j, "rtol") +
+               " * |expected| but the result is not close).";
+      }
+      text += "\nmax abs error " + number_field(j, "max_abs") + ", max rel error " + number_field(j, "max_rel") + ".";
+      text += "\nWorst at flat index " + std::to_string(int_field("index")) + " (shape " + string_field(j, "shape") +
+              "): expected " + number_field(j, "expected") + ", got " + number_field(j, "got") + ".";
     } else {
-      text += ": expected " + j.value("expected", std::string{}) + ", got " + j.value("got", std::string{}) + ".";
+      text += ": expected " + string_field(j, "expected") + ", got " + string_field(j, "got") + ".";
     }
-    return categorized_feedback{verdict_category::wrong_answer, text};
+    return {verdict_category::wrong_answer, text};
   }
-  return error{"KernelBench runner reported unknown status '" + status + "'"};
+  if (status == "modified_input") {
+    return {verdict_category::wrong_answer,
+            "Wrong answer: ModelNew.forward modified its input " + std::to_string(int_field("input")) + " (argument " +
+                std::to_string(int_field("input") + 1) + " of forward) in place (" + trial +
+                "); inputs are read-only, write your results to new tensors."};
+  }
+  if (status == "no_own_kernel") {
+    const bool cuda = string_field(j, "device") == "cuda";
+    std::string text = "Not accepted: the outputs are correct, but ModelNew.forward " +
+                       std::string(cuda ? "launched no CUDA kernel of its own"
+                                        : "ran no kernel of its own (no call into a native extension module your code "
+                                          "compiled)") +
+                       " (" + trial + "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
+                       (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
+    const std::string seen = kernel_list(j.value("other", nlohmann::json::array()));
+    if (!seen.empty()) text += "\nKernels that ran, all PyTorch's: " + seen;
+    return {verdict_category::wrong_answer, text};
+  }
+  if (status == "incomplete") {
+    return {verdict_category::runtime,
+            "Runtime error: the program stopped before the harness finished all trials; do not call exit(), "
+            "os._exit() or write the harness's files."};
+  }
+  return {verdict_category::runtime, k_unknown_kernelbench_status};
+}
+
+}  // namespace
+
+categorized_feedback kernelbench_result_feedback(std::string_view result_json) {
+  try {
+    return kernelbench_feedback_of(nlohmann::json::parse(result_json, nullptr, false));
+  } catch (const nlohmann::json::exception&) {
+    // A field of the wrong type: the candidate wrote the status file.
+    return {verdict_category::runtime, k_unknown_kernelbench_status};
+  }
 }
 
 }  // namespace leap::sandbox

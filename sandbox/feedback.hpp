@@ -56,16 +56,21 @@ struct harness_error {
 std::optional<harness_error> parse_harness_error(std::string_view stderr_text);
 std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
 
-// The verdict category and feedback for a python judge's (see python_judge.hpp; the engine itself
-// handles its candidate_lost and judge_error statuses) or KernelBench runner's JSON result (see
-// harness.hpp). A result whose status says the task itself is broken (a syntax error in
-// tests.py, no tests, a broken problem file, no torch, no GPU) is an error, not a verdict.
+// The verdict category and feedback for a python judge's JSON result (see python_judge.hpp; the
+// engine itself handles its candidate_lost and judge_error statuses). A result whose status says the
+// task itself is broken (a syntax error in tests.py, no tests) is an error, not a verdict.
 struct categorized_feedback {
   verdict_category category = verdict_category::runtime;
   std::string text;
 };
 result<categorized_feedback> python_result_feedback(std::string_view result_json);
-result<categorized_feedback> kernelbench_result_feedback(std::string_view result_json);
+
+// The verdict for a KernelBench run from a JSON result: the candidate program's status file
+// (syntax_error, import_error, error) or what the engine's judge found (mismatch, modified_input,
+// no_own_kernel, incomplete, passed; see sandbox/kernelbench.hpp). Never an error: the status file
+// is the candidate's word, so anything unknown or unreadable is a runtime verdict, and nothing it
+// says (no GPU, no torch) can stop a run. Pure function.
+categorized_feedback kernelbench_result_feedback(std::string_view result_json);
 
 // The last lines of a program's stderr (at most `max_chars`), host paths stripped and harness
 // marker lines removed.

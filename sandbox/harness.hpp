@@ -1,6 +1,6 @@
 // The programs that run a candidate: a C++ or CUDA harness generated from a task's args spec, and
-// the Python runners for `python` and `kernelbench` tasks. Also the parser of the harness's output
-// file, which the engine compares outside the candidate's process.
+// the Python runner for `python` tasks (kernelbench's are in sandbox/kernelbench.hpp). Also the
+// parser of the harness's output file, which the engine compares outside the candidate's process.
 #pragma once
 
 #include "common/result.hpp"
@@ -47,11 +47,5 @@ struct harness_dump {
 // truncated dump means the harness did not finish).
 result<harness_dump> parse_dump(const std::string& bytes, const task& t);
 
-// The runner for `kernelbench` tasks: reads a nonce line and a JSON config line
-// ({"trials", "seed", "device": "auto"|"cuda"|"cpu", "tolerances": {dtype: [atol, rtol]}}) on stdin,
-// loads problem.py (Model, get_inputs, get_init_inputs) and solution.py (ModelNew), runs ModelNew
-// before and after Model on fresh seeded inputs per trial and writes a JSON result like the python
-// runner. Reports {"status": "no_gpu"} when "device" is "cuda" and torch sees no GPU.
-const std::string& kernelbench_runner_source();
 
 }  // namespace leap::sandbox

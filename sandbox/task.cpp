@@ -54,6 +54,10 @@ result<task> task_from_json(const json& j, const std::string& context) {
     t.category = j.value("category", "");
     t.prompt = j.value("prompt", "");
     if (j.contains("seed")) t.seed = j["seed"].get<std::uint64_t>();
+    t.own_kernel = j.value("own_kernel", std::string{});
+    if (!t.own_kernel.empty() && t.own_kernel != "require" && t.own_kernel != "off") {
+      return fail("'own_kernel' must be \"require\" or \"off\", not '" + t.own_kernel + "'");
+    }
     if (t.kind == task_kind::digits) {
       if (!j.contains("target") || !j["target"].is_number_integer()) {
         return fail("'target' (integer) is required for a digits task");

@@ -67,6 +67,9 @@ struct task {
   std::vector<labelled_code> wrong;         // known-bad candidates
   std::string origin;                       // where it was loaded from, for messages
   int target = 0;                           // digits: the sum the answer's digits must reach
+  // kernelbench: whether ModelNew must run a kernel of its own, "require" or "off"; empty: the
+  // engine's default, require on CUDA and off on CPU (see sandbox/kernelbench.hpp). Default: empty
+  std::string own_kernel;
 };
 
 // The file extension of a candidate of `kind` (".cu", ".cpp", ".py").

@@ -1,13 +1,17 @@
-// kernelbench tasks through the Python harness. Needs python3 with torch (Debian's python3-torch
-// gives a CPU build); skipped with the reason when it is missing. On CPU the runner uses the CPU
-// device; GPU-only checks skip without a GPU.
+// kernelbench tasks: the data format and the judge (pure C++), and whole verifications through the
+// reference and candidate programs. Those need python3 with torch (Debian's python3-torch gives a
+// CPU build) and are skipped with the reason when it is missing; GPU-only checks skip without a GPU.
 #include "sandbox/engine.hpp"
+#include "sandbox/kernelbench.hpp"
 
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <thread>
 
 namespace leap::sandbox {
@@ -44,12 +48,142 @@ const char* k_problem =
     "def get_init_inputs():\n"
     "    return [3.0]\n";
 
-task problem_task() {
+// Own-kernel check off: these cases are about the outputs, and use PyTorch's ops on every device.
+task problem_task(const std::string& own_kernel = "off") {
   task t;
   t.id = "kernelbench/level1/1_ScaleAdd";
   t.kind = task_kind::kernelbench;
   t.reference = k_problem;
+  t.own_kernel = own_kernel;
   return t;
+}
+
+// --- The data format, built by hand as the Python programs write it.
+
+std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string u64(std::uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+
+std::string f32_tensor(const std::vector<std::int64_t>& shape, const std::vector<float>& values,
+                       const std::string& dtype = "float32") {
+  std::string out = "T" + std::string(1, static_cast<char>(dtype.size())) + dtype + u32(static_cast<std::uint32_t>(shape.size()));
+  for (auto d : shape) out += u64(static_cast<std::uint64_t>(d));
+  std::string data;
+  if (dtype == "bfloat16") {
+    for (float f : values) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const auto half = static_cast<std::uint16_t>(bits >> 16);
+      data.append(reinterpret_cast<const char*>(&half), 2);
+    }
+  } else {
+    data.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  }
+  return out + u64(data.size()) + data;
+}
+
+std::string list_of(const std::vector<std::string>& items, char tag = 'L') {
+  std::string out = std::string(1, tag) + u32(static_cast<std::uint32_t>(items.size()));
+  for (const auto& i : items) out += i;
+  return out;
+}
+
+std::shared_ptr<const std::string> file_of(const std::string& magic, const std::vector<std::string>& trials) {
+  std::string out = magic + u32(static_cast<std::uint32_t>(trials.size()));
+  for (const auto& t : trials) out += t;
+  return std::make_shared<const std::string>(out + "LKBEND!!");
+}
+
+struct judge_case {
+  std::string name;
+  std::vector<float> got;
+  std::string got_dtype;
+  std::vector<float> input_after;
+  std::string status;  // empty: passes
+  std::string field;   // a field the finding must hold
+};
+
+TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> input{1, 2, 3, 4};
+  auto inputs = parse_kb_file(file_of("LKBIN001", {u64(7) + list_of({}) + list_of({f32_tensor({4}, input)})}), kb_file::inputs);
+  ASSERT_TRUE(inputs.ok()) << inputs.err().message;
+  auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({4}, {1, nan, 100, 4})})}), kb_file::expected);
+  ASSERT_TRUE(expected.ok()) << expected.err().message;
+  const std::vector<judge_case> cases{
+      {"exact", {1, nan, 100, 4}, "float32", input, "", ""},
+      {"within_tolerance", {1.005f, nan, 100.5f, 4}, "float32", input, "", ""},
+      {"nan_where_a_number_is_expected", {1, nan, nan, 4}, "float32", input, "mismatch", "bad"},
+      {"one_element_off", {1, nan, 100, 5}, "float32", input, "mismatch", "bad"},
+      {"lower_precision", {1, nan, 100, 4}, "bfloat16", input, "mismatch", "got_dtype"},
+      {"input_written", {1, nan, 100, 4}, "float32", {1, 2, 3, 5}, "modified_input", "input"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto got = parse_kb_file(file_of("LKBOUT01", {u64(7) + list_of({f32_tensor({4}, c.got, c.got_dtype)}) +
+                                                  list_of({f32_tensor({4}, c.input_after)})}),
+                             kb_file::candidate);
+    ASSERT_TRUE(got.ok()) << got.err().message;
+    const auto finding = judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
+    if (c.status.empty()) {
+      EXPECT_FALSE(finding.has_value()) << finding->dump();
+      continue;
+    }
+    ASSERT_TRUE(finding.has_value());
+    EXPECT_EQ((*finding)["status"], c.status) << finding->dump();
+    EXPECT_TRUE(finding->contains(c.field)) << finding->dump();
+    // Whatever the judge found reads as a failing verdict.
+    EXPECT_EQ(kernelbench_result_feedback(finding->dump()).category, verdict_category::wrong_answer);
+  }
+}
+
+TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
+  auto inputs = parse_kb_file(file_of("LKBIN001", {u64(1) + list_of({}) + list_of({})}), kb_file::inputs);
+  auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({3}, {0.004f, -0.003f, 0.002f})})}),
+                                kb_file::expected);
+  auto got = parse_kb_file(file_of("LKBOUT01", {u64(1) + list_of({f32_tensor({3}, {0, 0, 0})}) + list_of({})}),
+                           kb_file::candidate);
+  ASSERT_TRUE(inputs.ok() && expected.ok() && got.ok());
+  const auto finding = judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
+  ASSERT_TRUE(finding.has_value());
+  EXPECT_EQ((*finding)["bad"], 0);
+  const auto fb = kernelbench_result_feedback(finding->dump());
+  EXPECT_EQ(fb.category, verdict_category::wrong_answer);
+  EXPECT_NE(fb.text.find("too far from the expected result as a whole"), std::string::npos) << fb.text;
+}
+
+TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
+  const std::string good = u64(1) + list_of({f32_tensor({2}, {1, 2})}) + list_of({});
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += list_of({"N"}).substr(0, 5);
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"empty", ""},
+      {"wrong_magic", "LKBEXP01" + u32(1) + good + "LKBEND!!"},
+      {"truncated", ("LKBOUT01" + u32(1) + good).substr(0, 30)},
+      {"no_end_marker", "LKBOUT01" + u32(1) + good},
+      {"deep_nesting", "LKBOUT01" + u32(1) + u64(1) + deep + "N" + list_of({}) + "LKBEND!!"},
+      {"huge_count", "LKBOUT01" + u32(1) + u64(1) + "L" + u32(0xFFFFFFFF) + "LKBEND!!"},
+      {"shape_larger_than_data", "LKBOUT01" + u32(1) + u64(1) + std::string("T") + char(7) + "float32" + u32(2) + u64(1ULL << 40) +
+                                     u64(1ULL << 40) + u64(8) + std::string(8, '\0') + list_of({}) + "LKBEND!!"},
+      {"unknown_tag", "LKBOUT01" + u32(1) + u64(1) + "Z" + list_of({}) + "LKBEND!!"},
+  };
+  for (const auto& [name, bytes] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(parse_kb_file(std::make_shared<const std::string>(bytes), kb_file::candidate).ok());
+  }
+  EXPECT_TRUE(parse_kb_file(file_of("LKBOUT01", {good}), kb_file::candidate).ok());
+}
+
+TEST(KernelBenchJudgeTest, OwnKernelPolicy) {
+  EXPECT_EQ(own_kernel_for(problem_task(""), "cuda"), own_kernel_policy::require);
+  EXPECT_EQ(own_kernel_for(problem_task(""), "cpu"), own_kernel_policy::off);
+  EXPECT_EQ(own_kernel_for(problem_task("require"), "cpu"), own_kernel_policy::require);
+  EXPECT_EQ(own_kernel_for(problem_task("off"), "cuda"), own_kernel_policy::off);
+  auto t = parse_task_json(R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "require"})", "x");
+  ASSERT_TRUE(t.ok()) << t.err().message;
+  EXPECT_EQ(t->own_kernel, "require");
+  auto bad = parse_task_json(R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "yes"})", "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("own_kernel"), std::string::npos) << bad.err().message;
 }
 
 struct kb_case {
@@ -82,6 +216,20 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
       {"raises", head + "    def forward(self, a, b):\n        raise RuntimeError('kernel launch failed')\n",
        verdict_category::runtime, "RuntimeError: kernel launch failed"},
       {"syntax", "class ModelNew(\n", verdict_category::compile, "Syntax error"},
+      {"writes_its_input", head + "    def forward(self, a, b):\n        return a.mul_(self.scale).add_(b)\n",
+       verdict_category::wrong_answer, "modified its input 0"},
+      {"half_precision", head + "    def forward(self, a, b):\n        return (a * self.scale + b).half()\n",
+       verdict_category::wrong_answer, "has dtype float16, expected float32"},
+      // The task's files are not in the candidate's folder: only its code, the runner and the inputs.
+      {"reads_the_problem", head + "    def forward(self, a, b):\n        return open('problem.py').read()\n",
+       verdict_category::runtime, "No such file or directory: 'problem.py'"},
+      {"looks_for_expected_outputs",
+       head + "    def forward(self, a, b):\n        import os\n        raise RuntimeError(sorted(os.listdir('.')))\n",
+       verdict_category::runtime, "['inputs.bin', 'out.bin', 'runner.py', 'solution.py']"},
+      {"forged_no_gpu_status",
+       "import json, os\njson.dump({'status': 'no_gpu'}, open('.leap_status', 'w'))\nos._exit(0)\n",
+       verdict_category::runtime, "stopped before"},
+      {"exits_before_writing", "import os\nos._exit(0)\n", verdict_category::runtime, "stopped before"},
   };
   // Two at a time: each run imports torch, which takes seconds.
   std::vector<result<verdict>> verdicts(cases.size(), error{"not run"});
@@ -101,6 +249,174 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n" << v->diagnostics;
     if (!c.feedback_contains.empty()) EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+  }
+}
+
+// A native extension module the candidate compiles itself (plain C against Python.h, which gcc builds
+// in a second; load_inline would compile torch's headers for tens of seconds on this machine).
+std::string c_extension_candidate(bool call_in_forward) {
+  return std::string(R"PY(import importlib.util, os, subprocess, sysconfig
+import torch
+import torch.nn as nn
+SRC = r'''
+#include <Python.h>
+static PyObject* scale_add(PyObject* self, PyObject* args) {
+  unsigned long long a, b, out; long long n; double s;
+  if (!PyArg_ParseTuple(args, "KKKLd", &a, &b, &out, &n, &s)) return NULL;
+  for (long long i = 0; i < n; ++i) ((float*)out)[i] = ((const float*)a)[i] * (float)s + ((const float*)b)[i];
+  Py_RETURN_NONE;
+}
+static PyMethodDef methods[] = {{"scale_add", scale_add, METH_VARARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "leap_ext", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_leap_ext(void) { return PyModule_Create(&mod); }
+'''
+src = os.path.join(os.getcwd(), 'leap_ext.c')
+so = os.path.join(os.getcwd(), 'leap_ext' + sysconfig.get_config_var('EXT_SUFFIX'))
+open(src, 'w').write(SRC)
+subprocess.run(['gcc', '-O2', '-shared', '-fPIC', '-I' + sysconfig.get_paths()['include'], src, '-o', so], check=True)
+spec = importlib.util.spec_from_file_location('leap_ext', so)
+ext = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ext)
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        z = torch.zeros(1)
+        ext.scale_add(z.data_ptr(), z.data_ptr(), z.data_ptr(), 1, 1.0)
+    def forward(self, a, b):
+)PY") +
+         (call_in_forward ? "        a, b = a.contiguous(), b.contiguous()\n"
+                            "        out = torch.empty_like(a)\n"
+                            "        ext.scale_add(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), self.scale)\n"
+                            "        return out\n"
+                          : "        return a * self.scale + b\n");
+}
+
+TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const std::string torch_ops = "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+                                "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+                                "        return a * self.s + b\n";
+  struct own_case {
+    std::string name;
+    std::string code;
+    verdict_category expected;
+    std::string feedback;
+  };
+  const std::vector<own_case> cases{
+      {"torch_ops", torch_ops, verdict_category::wrong_answer, "ran no kernel of its own"},
+      {"extension_only_in_init", c_extension_candidate(false), verdict_category::wrong_answer, "ran no kernel of its own"},
+      {"extension_in_forward", c_extension_candidate(true), verdict_category::pass, "Correct on all 3 trials (cpu)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto v = (*e)->verify(problem_task("require"), fenced("python", c.code));
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_NE(v->feedback.find(c.feedback), std::string::npos) << v->feedback;
+  }
+  // The same torch-only candidate passes where the task turns the check off.
+  auto off = (*e)->verify(problem_task("off"), fenced("python", torch_ops));
+  ASSERT_TRUE(off.ok()) << off.err().message;
+  EXPECT_TRUE(off->passed) << off->feedback;
+}
+
+TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.kernelbench_cache_bytes = 1;  // every other problem's reference is evicted
+  config.trials = 1;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task other = problem_task();
+  other.id = "kernelbench/level1/2_ScaleSub";
+  other.reference = std::string(k_problem).replace(std::string(k_problem).find("+ b"), 3, "- b");
+  const std::string code = "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+                           "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+                           "        return a * self.s + b\n";
+  for (const auto& [t, passes] : std::vector<std::pair<task, bool>>{{problem_task(), true}, {other, false}, {problem_task(), true}}) {
+    SCOPED_TRACE(t.id);
+    auto v = (*e)->verify(t, fenced("python", code));
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(v->passed, passes) << v->feedback;
+  }
+}
+
+TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
+  // A python that cannot import torch: the engine's probe says so, naming the slot; no candidate ran.
+  engine_config config = testing::test_engine_config();
+  config.python = "/bin/false";
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(problem_task(), fenced("python", "class ModelNew: pass\n"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.err().message.rfind("infrastructure: the CPU slot", 0), 0U) << v.err().message;
+
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (testing::gpu_present(&why)) GTEST_SKIP() << "a GPU is present: the no-GPU half needs a machine without one";
+  engine_config cuda = testing::test_engine_config();
+  cuda.kernelbench_device = "cuda";
+  auto g = engine::create(cuda);
+  ASSERT_TRUE(g.ok()) << g.err().message;
+  auto w = (*g)->verify(problem_task(), fenced("python", "class ModelNew: pass\n"), 0);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.err().message.rfind("infrastructure: no usable GPU on GPU slot 0", 0), 0U) << w.err().message;
+}
+
+TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !torch_available(&why)) {
+    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+    GTEST_SKIP() << why;
+  }
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cuda";
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const std::string head = "import torch\nimport torch.nn as nn\n";
+  const std::string cls = "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+                          "        self.s = s\n    def forward(self, a, b):\n";
+  const std::string load_inline = head + R"PY(from torch.utils.cpp_extension import load_inline
+cuda_src = r'''
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  int n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+'''
+ext = load_inline(name='scale_add_ext', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);',
+                  cuda_sources=cuda_src, functions=['scale_add'])
+)PY" + cls + "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+  struct gpu_case {
+    std::string name;
+    std::string code;
+    bool passes;
+    std::string feedback;
+  };
+  const std::vector<gpu_case> cases{
+      {"torch_ops", head + cls + "        return torch.addcmul(b, a, torch.tensor(self.s, device=a.device))\n", false,
+       "launched no CUDA kernel of its own"},
+      {"load_inline_kernel", load_inline, true, "(cuda)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto v = (*e)->verify(problem_task(""), fenced("python", c.code), 0);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(v->passed, c.passes) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_NE(v->feedback.find(c.feedback), std::string::npos) << v->feedback;
   }
 }
 

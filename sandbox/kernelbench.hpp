@@ -1,0 +1,103 @@
+// KernelBench tasks: the two Python programs that run them and the judge that compares their data.
+//
+// The task's problem.py (the reference Model) and the candidate's solution.py (ModelNew) never share
+// a process. The reference program runs problem.py alone, once per task, seed, trial count and
+// device (the engine caches it): it draws `trials` sets of seeded inputs and writes them, with the
+// init inputs, to inputs.bin, and the reference's outputs to expected.bin. The candidate program
+// runs solution.py with inputs.bin only (never problem.py or the expected outputs), builds ModelNew
+// after torch.manual_seed(seed) from the init inputs exactly as the reference built Model (so their
+// parameters match, as in KernelBench), calls it once per trial and writes its outputs and the
+// inputs as they are after the call to out.bin. The judge is C++ in the engine's process: it parses
+// these files as plain data (nothing written by the candidate is ever unpickled or executed) and
+// compares them with per-dtype tolerances, a relative-L2 guard, an exact dtype check and a bitwise
+// check of the inputs against the reference's copies.
+#pragma once
+
+#include "common/result.hpp"
+#include "sandbox/task.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace leap::sandbox {
+
+// Whether ModelNew must run a kernel of its own (see own_kernel_for).
+enum class own_kernel_policy : std::uint8_t { require, off };
+
+// The policy for task `t` on `device` ("cuda" or "cpu"): the task's own_kernel field when set
+// ("require" or "off"), else require on cuda and off on cpu. Off on CPU by default because Debian's
+// CPU torch runs KernelBench only as a functional check (development, tests), where compiling a
+// torch extension costs tens of seconds per candidate; "require" on CPU accepts a call into a native
+// extension module the candidate compiled (load_inline), since the profiler cannot tell such code
+// apart on CPU.
+own_kernel_policy own_kernel_for(const task& t, const std::string& device);
+
+// The reference program. stdin: one JSON line {"trials", "seed", "device": "cuda"|"cpu"}; runs
+// problem.py from its working directory and writes inputs.bin and expected.bin there. Exit code 0
+// on success; otherwise its stderr says what failed.
+const std::string& kernelbench_reference_source();
+
+// The candidate program. stdin: one JSON line {"device", "own_kernel": "require"|"off"}; reads
+// inputs.bin, runs solution.py's ModelNew per trial and writes out.bin and a JSON status file
+// `.leap_status` ({"status": "ok", "own": [...]} or a syntax/import/runtime error with frames).
+// Everything it writes is the candidate's word: the engine only ever turns it into a verdict.
+const std::string& kernelbench_candidate_source();
+
+// One value of the data format (tensors, Python scalars, None, strings, lists and tuples).
+struct kb_value {
+  char tag = 'N';  // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other
+  std::string dtype;                // T: "float32", ...
+  std::vector<std::int64_t> shape;  // T
+  std::string_view data;            // T: raw little-endian elements; S, O: the text (type name for O)
+  std::int64_t integer = 0;         // I, B
+  double real = 0;                  // F
+  std::vector<kb_value> items;      // L, U
+};
+
+// One trial as read back: inputs.bin gives seed, init and inputs; expected.bin gives outputs;
+// out.bin gives outputs and inputs (after the call).
+struct kb_trial {
+  std::uint64_t seed = 0;
+  kb_value init;
+  kb_value inputs;
+  kb_value outputs;
+};
+
+// A parsed file. The values point into `bytes`, which the struct keeps alive.
+struct kb_data {
+  std::shared_ptr<const std::string> bytes;
+  std::vector<kb_trial> trials;
+};
+
+enum class kb_file : std::uint8_t { inputs, expected, candidate };
+
+// Parses one of the three files. Errors say what is missing or malformed (a truncated file means
+// its writer stopped early). Bounded: nesting depth, counts and sizes are checked against the bytes
+// present, so any byte string is safe to parse.
+result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file kind);
+
+// Per-dtype (atol, rtol) and the relative-L2 limit. Defaults as KernelBench runs: float32 and
+// float16 1e-2/1e-2, bfloat16 2e-2/2e-2, float64 1e-5/1e-5, other dtypes 1e-2/1e-2 (integers then
+// compare exactly); max_relative_l2 0.05. A task's tolerance replaces float32's and float64's.
+struct kb_tolerances {
+  std::map<std::string, std::pair<double, double>> per_dtype;
+  double max_relative_l2 = 0.05;
+};
+kb_tolerances kb_tolerances_for(const task& t);
+
+// The first problem with the candidate's results, trial by trial: a JSON object that
+// kernelbench_result_feedback turns into a verdict ({"status": "mismatch", ...} naming the output,
+// the worst element and the errors; {"status": "modified_input", ...}), or nullopt when every
+// output matches and every input is unchanged. Pure function.
+std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected, const kb_data& got,
+                                                const kb_tolerances& tol);
+
+}  // namespace leap::sandbox
