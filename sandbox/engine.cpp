@@ -548,7 +548,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
   if (r->stdout_truncated) return tampered(std::to_string(r->stdout_bytes) + " bytes where the harness writes at most " + std::to_string(expected.bytes));
-  auto parsed = parse_dump(r->stdout_text, t, nonce);
+  const std::vector<std::uint64_t>* counts = expected.trials.empty() ? nullptr : &expected.trials.front().counts;
+  auto parsed = parse_dump(r->stdout_text, t, nonce, counts);
   if (!parsed) return tampered(parsed.err().message);
   harness_dump& got = parsed.value();
 

@@ -511,7 +511,8 @@ bool nonce_bytes(const std::string& hex, unsigned char out[16]) {
 
 }  // namespace
 
-result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex) {
+result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex,
+                                const std::vector<std::uint64_t>* counts) {
   harness_dump dump;
   dump.bytes = bytes.size();
   std::size_t pos = 0;
@@ -560,6 +561,7 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t, const s
       take(&ms, 8);
       const std::size_t index = dump.trials.size() + dump.extra.size();
       if (call != index || index >= planned_calls) return error{"call record " + std::to_string(call) + " out of order"};
+      if (!(ms >= 0 && ms < 1e12)) return error{"call " + std::to_string(call) + " took " + std::to_string(ms) + " ms"};
       trial_dump td;
       td.ms = ms;
       for (const auto& a : t.args) {
@@ -567,6 +569,12 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t, const s
         std::uint64_t count = 0;
         if (!need(8)) return dump;
         take(&count, 8);
+        if (counts != nullptr) {
+          const std::size_t k = td.counts.size();
+          if (k >= counts->size() || (*counts)[k] != count) {
+            return error{"call " + std::to_string(call) + " has " + std::to_string(count) + " elements of '" + a.name + "'"};
+          }
+        }
         td.counts.push_back(count);
         if (a.role == arg_role::input) {
           std::uint64_t h = 0;

@@ -77,8 +77,10 @@ struct harness_dump {
 // skips the check). A stream that stops early (the program died) is a dump with complete == false;
 // an error means the stream is malformed: bytes the harness never writes (a record of unknown
 // type, a count beyond what is left, a wrong nonce, anything after the end record), which only the
-// candidate's own writes can cause. Pure function.
-result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex);
+// candidate's own writes can cause. `counts` (the reference's element count per non-scalar arg;
+// null: not checked) makes a count that differs malformed too. Pure function.
+result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex,
+                                const std::vector<std::uint64_t>* counts = nullptr);
 
 // The runner for `python` tasks: reads a nonce line on stdin, imports tests.py (which imports the
 // candidate saved as solution.py), calls each test_* function in definition order and writes a JSON
