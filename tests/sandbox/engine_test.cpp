@@ -1,4 +1,5 @@
 #include "sandbox/engine.hpp"
+#include "sandbox/harness.hpp"
 
 #include "tests/sandbox/test_support.hpp"
 
@@ -239,6 +240,56 @@ TEST(EngineTest, InfrastructureErrorsCarryTheirSlot) {
   EXPECT_EQ(infrastructure_slot(infrastructure_error(-1, "x")), std::optional<int>(-1));
   EXPECT_EQ(infrastructure_slot(error{"no compiler"}), std::nullopt);
   EXPECT_EQ(infrastructure_slot(infrastructure_error(2, "x").wrap("context")), std::nullopt);
+}
+
+// The engine's parser of the harness's stream: a stream cut short is incomplete (the program
+// died), bytes the harness never writes are an error (tampering).
+TEST(EngineTest, StreamParserIsStrict) {
+  task t;
+  t.id = "t";
+  t.args = {{"x", value_type::i32, arg_role::input, "2", 0, 9, 0}, {"y", value_type::i32, arg_role::output, "2", 0, 0, 0}};
+  const std::string nonce = "00112233445566778899aabbccddeeff";
+  auto put = [](std::string& s, const auto& v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  std::string stream = "LEAPDUMP";
+  put(stream, std::uint32_t{2});
+  for (int i = 0; i < 16; ++i) stream.push_back(static_cast<char>(i * 0x11));
+  put(stream, std::uint32_t{1});  // trials
+  put(stream, std::uint32_t{0});  // reps
+  stream += "S";
+  stream += "C";
+  put(stream, std::uint32_t{0});
+  put(stream, 0.5);
+  put(stream, std::uint64_t{2});
+  put(stream, std::uint64_t{42});  // x's hash
+  put(stream, std::uint64_t{2});
+  put(stream, std::int32_t{7});
+  put(stream, std::int32_t{-3});
+  const std::string body = stream;
+  stream += "Z";
+  for (int i = 0; i < 16; ++i) stream.push_back(static_cast<char>(i * 0x11));
+  stream += "LEAPEND!";
+
+  auto whole = parse_dump(stream, t, nonce);
+  ASSERT_TRUE(whole.ok()) << whole.err().message;
+  EXPECT_TRUE(whole->complete);
+  ASSERT_EQ(whole->trials.size(), 1U);
+  EXPECT_EQ(whole->trials[0].outputs[0], (std::vector<double>{7, -3}));
+  EXPECT_EQ(whole->trials[0].input_hashes, (std::vector<std::uint64_t>{42}));
+
+  auto cut = parse_dump(body.substr(0, body.size() - 3), t, nonce);
+  ASSERT_TRUE(cut.ok()) << cut.err().message;
+  EXPECT_FALSE(cut->complete);
+  EXPECT_TRUE(cut->reached_solve);
+
+  EXPECT_FALSE(parse_dump(stream + "x", t, nonce).ok()) << "a byte after the end record";
+  EXPECT_FALSE(parse_dump(stream, t, "ffffffffffffffffffffffffffffffff").ok()) << "another run's nonce";
+  EXPECT_FALSE(parse_dump("junk" + stream, t, nonce).ok()) << "bytes before the header";
+  EXPECT_FALSE(parse_dump(body + "Q", t, nonce).ok()) << "an unknown record";
+  const std::vector<std::uint64_t> other_counts{3, 3};
+  EXPECT_FALSE(parse_dump(stream, t, nonce, &other_counts).ok()) << "counts unlike the reference's";
+  std::string twice = body;
+  twice += body.substr(body.find('C', 36));
+  EXPECT_FALSE(parse_dump(twice, t, nonce).ok()) << "a call record out of order";
 }
 
 }  // namespace
