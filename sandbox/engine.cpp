@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -45,12 +46,65 @@ std::string dir_of(const std::string& program) {
   return slash == std::string::npos ? std::string{} : program.substr(0, slash);
 }
 
-std::string random_nonce() {
+// 32 hex digits: the harness's stream format takes 16 bytes.
+std::string stream_nonce() {
   std::random_device rd;
-  std::ostringstream ss;
-  for (int i = 0; i < 4; ++i) ss << std::hex << rd();
-  return ss.str();
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t w = rd();
+    for (int j = 0; j < 8; ++j) out.push_back(digits[(w >> (4 * j)) & 0xF]);
+  }
+  return out;
 }
+
+constexpr std::string_view k_infrastructure_tag = "infrastructure failure on the run slot with ";
+
+// CUDA errors that a healthy GPU does not give a candidate: worth asking the probe.
+bool device_level_cuda_error(const std::string& name) {
+  static const char* names[] = {"cudaErrorNoDevice",          "cudaErrorInsufficientDriver",
+                                "cudaErrorInitializationError", "cudaErrorDevicesUnavailable",
+                                "cudaErrorSystemNotReady",     "cudaErrorSystemDriverMismatch",
+                                "cudaErrorECCUncorrectable",   "cudaErrorStartupFailure",
+                                "cudaErrorInvalidDevice",      "cudaErrorUnknown",
+                                "cudaErrorCompatNotSupportedOnDevice", "cudaErrorNotPermitted"};
+  for (const char* n : names) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+const char* k_cuda_probe_source = R"(// The engine's own probe of a GPU slot: a known-good kernel and its known answer.
+#include <cstdio>
+#include <cuda_runtime.h>
+__global__ void leap_probe(int* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 3 * i + 1;
+}
+static int fail(const char* where, cudaError_t e) {
+  std::fprintf(stderr, "%s: %s: %s\n", where, cudaGetErrorName(e), cudaGetErrorString(e));
+  return 3;
+}
+static int h[1 << 16];
+int main() {
+  const int n = 1 << 16;
+  int* d = nullptr;
+  cudaError_t e = cudaMalloc(&d, n * sizeof(int));
+  if (e != cudaSuccess) return fail("allocating device memory", e);
+  leap_probe<<<(n + 255) / 256, 256>>>(d, n);
+  if ((e = cudaGetLastError()) != cudaSuccess) return fail("launching a kernel", e);
+  if ((e = cudaDeviceSynchronize()) != cudaSuccess) return fail("running a kernel", e);
+  if ((e = cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost)) != cudaSuccess) return fail("copying back", e);
+  for (int i = 0; i < n; ++i) {
+    if (h[i] != 3 * i + 1) {
+      std::fprintf(stderr, "wrong value %d at %d\n", h[i], i);
+      return 4;
+    }
+  }
+  std::printf("LEAP_PROBE_OK\n");
+  return 0;
+}
+)";
 
 timing_stats stats_of(std::vector<double> ms) {
   timing_stats s;
@@ -120,6 +174,27 @@ std::string compile_log(const run_result& r) {
 }  // namespace
 
 std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
+
+error infrastructure_error(int gpu, const std::string& what) {
+  return error{std::string(k_infrastructure_tag) + (gpu >= 0 ? "GPU " + std::to_string(gpu) : std::string("no GPU")) +
+               ": " + what};
+}
+
+std::optional<int> infrastructure_slot(const error& e) {
+  if (e.message.rfind(k_infrastructure_tag, 0) != 0) return std::nullopt;
+  const std::string rest = e.message.substr(k_infrastructure_tag.size());
+  if (rest.rfind("no GPU:", 0) == 0) return -1;
+  if (rest.rfind("GPU ", 0) != 0) return std::nullopt;
+  std::size_t i = 4;
+  int gpu = 0;
+  bool digits = false;
+  while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])) && gpu < 1000000) {
+    gpu = gpu * 10 + (rest[i++] - '0');
+    digits = true;
+  }
+  if (!digits || i >= rest.size() || rest[i] != ':') return std::nullopt;
+  return gpu;
+}
 
 std::vector<std::string> split_flags(const std::string& flags) {
   std::istringstream ss(flags);
@@ -292,14 +367,16 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) return s.err();
     ::chmod((dir->path() / "ref").c_str(), 0755);
     run_request request;
-    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), "expected.bin",
-                    std::to_string(config_.timing_reps)};
+    const std::string nonce = stream_nonce();
+    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
+    request.stdin_data = nonce + "\n";
     request.limits = config_.run_limits;
     request.limits.wall *= 6;
     request.limits.cpu_seconds *= 6;
     request.readonly_paths = readonly_paths_;
+    request.limits.output_cap_bytes = k_max_artifact_bytes;  // the reference's stream, whole
     auto r = run_isolated(request);
     if (!r) return r.err().wrap(t.id + ": running the reference");
     if (!r->exited || r->exit_code != 0) {
@@ -309,10 +386,10 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
                                  : signal_name(r->signal)) +
                    "): " + r->stderr_text.substr(0, 1000)};
     }
-    auto bytes = read_untrusted_file(dir->path() / "expected.bin", k_max_artifact_bytes);
-    if (!bytes) return bytes.err().wrap(t.id + ": reference output");
-    auto dump = parse_dump(*bytes, t);
+    if (r->stdout_truncated) return error{t.id + ": the reference's output is larger than " + std::to_string(k_max_artifact_bytes) + " bytes"};
+    auto dump = parse_dump(r->stdout_text, t, nonce);
     if (!dump) return dump.err().wrap(t.id + ": reference output");
+    if (!dump->complete) return error{t.id + ": the reference's output is incomplete"};
     reference_data data;
     if (!dump->rep_ms.empty()) data.time = stats_of(dump->rep_ms);
     data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
@@ -421,21 +498,82 @@ std::vector<std::pair<std::string, std::string>> engine::run_env(int gpu) const 
   return env;
 }
 
-result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
-  const bool cuda = t.kind == task_kind::cuda;
-  auto dir = scratch_dir::create(config_.scratch_root, "run-");
+result<std::string> engine::cuda_probe_binary() {
+  std::lock_guard lock(probe_mutex_);
+  if (probe_binary_) return *probe_binary_;
+  auto identity = compiler_identity(task_kind::cuda);
+  if (!identity) return identity.err();
+  std::vector<std::string> argv{config_.nvcc};
+  for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
+  argv.push_back(gencode_flag(config_.cuda_arch));
+  for (const char* a : {"probe.cu", "-o", "probe"}) argv.emplace_back(a);
+  std::string key_material = "cuda-probe\n" + *identity + "\n";
+  for (const auto& a : argv) key_material += a + "\n";
+  key_material += k_cuda_probe_source;
+  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+                                     [&] { return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe"); });
+  if (!lookup) return lookup.err().wrap("building the CUDA probe");
+  if (!lookup->output.ok) {
+    return error{"the CUDA probe does not build" + std::string(lookup->output.timed_out ? " (timed out)" : "") + ": " +
+                 lookup->output.log.substr(0, 1000)};
+  }
+  probe_binary_ = lookup->output.artifact;
+  return *probe_binary_;
+}
+
+status engine::probe_slot(task_kind kind, int gpu) {
+  if (config_.probe_override) return config_.probe_override(kind, gpu);
+  if (kind == task_kind::python) return probe_python();
+  if (kind == task_kind::kernelbench) {
+    auto device = kernelbench_device(gpu);
+    if (!device) return device.err();
+    return ok_status();
+  }
+  if (kind != task_kind::cuda) return ok_status();
+  auto binary = cuda_probe_binary();
+  if (!binary) return binary.err();
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
   if (!dir) return dir.err();
-  if (auto s = write_file(dir->path() / "cand", p.binary); !s) return s.err();
-  ::chmod((dir->path() / "cand").c_str(), 0755);
+  if (auto s = write_file(dir->path() / "probe", *binary); !s) return s.err();
+  ::chmod((dir->path() / "probe").c_str(), 0755);
   run_request request;
-  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), "out.bin",
-                  std::to_string(config_.timing_reps)};
+  request.argv = {"./probe"};
   request.working_dir = dir->path();
-  request.env = run_env(cuda ? gpu : -1);
-  request.limits = cuda ? config_.cuda_run_limits : config_.run_limits;
+  request.env = run_env(gpu);
+  request.limits = config_.cuda_run_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err();
+  if (!r) return r.err().wrap("running the CUDA probe");
+  if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos) return ok_status();
+  const std::string how = r->timed_out ? std::string("timed out")
+                          : r->exited  ? "exit code " + std::to_string(r->exit_code)
+                                       : "killed by " + signal_name(r->signal);
+  std::string said = r->stderr_text.substr(0, 500);
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  return error{"the engine's CUDA probe failed (" + how + ")" + (said.empty() ? "" : ": " + said)};
+}
+
+result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
+  const bool cuda = t.kind == task_kind::cuda;
+  const int slot_gpu = cuda ? gpu : -1;
+  auto dir = scratch_dir::create(config_.scratch_root, "run-");
+  if (!dir) return infrastructure_error(slot_gpu, dir.err().message);
+  if (auto s = write_file(dir->path() / "cand", p.binary); !s) return infrastructure_error(slot_gpu, s.err().message);
+  ::chmod((dir->path() / "cand").c_str(), 0755);
+  const harness_dump& expected = *p.expected;
+  const std::string nonce = stream_nonce();
+  run_request request;
+  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
+  request.working_dir = dir->path();
+  request.env = run_env(slot_gpu);
+  request.stdin_data = nonce + "\n";
+  request.limits = cuda ? config_.cuda_run_limits : config_.run_limits;
+  request.readonly_paths = readonly_paths_;
+  // The whole stream must come back: the harness writes exactly as many bytes as the reference's
+  // (same records, same counts) or an error record; anything beyond is the candidate's.
+  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
+  auto r = run_isolated(request);
+  if (!r) return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
@@ -447,6 +585,10 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     return v;
   };
   if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
+  auto tampered = [&](const std::string& what) {
+    return finish(verdict_category::runtime, "Runtime error: the harness's output was tampered with (" + what +
+                                                 "); solve() must not write to file descriptors it did not open.");
+  };
   if (r->timed_out) {
     return finish(verdict_category::timeout,
                   timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
@@ -454,40 +596,78 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
-  if (auto he = parse_harness_error(r->stderr_text)) {
-    if (he->kind == "cuda_init") {
-      return error{"no usable GPU for " + t.id + " (" + he->name + ": " + he->text + ")"};
+  if (r->stdout_truncated) return tampered(std::to_string(r->stdout_bytes) + " bytes where the harness writes at most " + std::to_string(expected.bytes));
+  const std::vector<std::uint64_t>* counts = expected.trials.empty() ? nullptr : &expected.trials.front().counts;
+  auto parsed = parse_dump(r->stdout_text, t, nonce, counts);
+  if (!parsed) return tampered(parsed.err().message);
+  harness_dump& got = parsed.value();
+
+  if (got.complete && r->exited && r->exit_code == 0) {
+    if (got.trials.size() != expected.trials.size() || got.extra.size() != expected.extra.size()) {
+      return tampered("a run of " + std::to_string(got.trials.size() + got.extra.size()) + " calls, not " +
+                      std::to_string(expected.trials.size() + expected.extra.size()));
     }
-    return finish(verdict_category::runtime, harness_error_feedback(*he, r->stderr_text));
+    // The inputs as the candidate left them against the reference's as generated: the engine's
+    // own comparison, not a flag the harness reports.
+    auto mark_inputs = [&](std::vector<trial_dump>& calls, const std::vector<trial_dump>& want) -> std::optional<std::string> {
+      for (std::size_t c = 0; c < calls.size(); ++c) {
+        if (calls[c].counts != want[c].counts || calls[c].input_hashes.size() != want[c].input_hashes.size()) {
+          return "element counts of call " + std::to_string(c + 1);
+        }
+        std::size_t k = 0;
+        for (const auto& a : t.args) {
+          if (a.role != arg_role::input) continue;
+          if (calls[c].input_hashes[k] != want[c].input_hashes[k]) calls[c].modified_inputs.push_back(a.name);
+          ++k;
+        }
+      }
+      return std::nullopt;
+    };
+    if (auto bad = mark_inputs(got.trials, expected.trials)) return tampered(*bad);
+    if (auto bad = mark_inputs(got.extra, expected.extra)) return tampered(*bad);
+    if (auto m = compare_dumps(t, expected, got)) return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
+    if (!got.extra.empty()) {
+      // The warm-up and the timed repetitions get fresh inputs in the same buffers and are checked
+      // like the trials: outputs cached by address or left from an earlier call fail here.
+      harness_dump e_extra, g_extra;
+      e_extra.trials = expected.extra;
+      g_extra.trials = std::move(got.extra);
+      if (auto m = compare_dumps(t, e_extra, g_extra)) {
+        return finish(verdict_category::wrong_answer,
+                      "In the timed runs (every call gets fresh inputs in the same buffers and is checked; \"trial\" "
+                      "counts the timed calls): " +
+                          mismatch_feedback(*m));
+      }
+    }
+    if (!got.rep_ms.empty()) {
+      v.candidate_time = stats_of(got.rep_ms);
+      v.reference_time = p.reference_time;
+      if (p.reference_time && v.candidate_time->median_ms > 0) {
+        v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
+      }
+    }
+    return finish(verdict_category::pass, "Correct on all " + std::to_string(config_.trials) + " trials.");
+  }
+
+  // The run failed. Whether the GPU is at fault is the engine's probe's call, never the stream's:
+  // the harness's report (or its stopping before the first call) only says when to ask.
+  if (cuda && (!got.reached_solve || (got.failure && (got.failure->kind == "cuda_init" ||
+                                                      device_level_cuda_error(got.failure->name))))) {
+    if (auto probe = probe_slot(task_kind::cuda, gpu); !probe) {
+      std::string hint = got.failure ? "; the run had reported " + got.failure->kind + " " + got.failure->name
+                                     : "; the run stopped before its first call";
+      return infrastructure_error(gpu, probe.err().message + hint.substr(0, 300));
+    }
+  }
+  if (got.failure) {
+    const harness_failure& f = *got.failure;
+    return finish(verdict_category::runtime, harness_error_feedback(harness_error{f.kind, f.name, f.where, f.text}, r->stderr_text));
   }
   if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
   if (r->exit_code != 0) return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
-
-  std::size_t bound = 1 << 20;
-  for (const auto& trial : p.expected->trials) {
-    for (const auto& out : trial.outputs) bound += out.size() * 8 + 64;
-    bound += 64 * t.args.size();
-  }
-  auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
-  harness_dump got;
-  if (bytes) {
-    auto dump = parse_dump(*bytes, t);
-    if (dump) got = std::move(dump.value());
-  }
-  if (!bytes || got.trials.size() != p.expected->trials.size()) {
-    return finish(verdict_category::runtime,
-                  "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
-                  "or close standard streams in solve().");
-  }
-  if (auto m = compare_dumps(t, *p.expected, got)) return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
-  if (!got.rep_ms.empty()) {
-    v.candidate_time = stats_of(got.rep_ms);
-    v.reference_time = p.reference_time;
-    if (p.reference_time && v.candidate_time->median_ms > 0) {
-      v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
-    }
-  }
-  return finish(verdict_category::pass, "Correct on all " + std::to_string(config_.trials) + " trials.");
+  return finish(verdict_category::runtime,
+                "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
+                "or close standard streams in solve().");
 }
 
 result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
@@ -505,7 +685,7 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   }
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {
-    return error{std::string("infrastructure: socketpair for a python run: ") + std::strerror(errno)};
+    return infrastructure_error(-1, std::string("socketpair for a python run: ") + std::strerror(errno));
   }
   run_request cand;
   cand.argv = {config_.python, "-I", "-B", "server.py"};
@@ -531,12 +711,12 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   } catch (const std::system_error& e) {
     ::close(channel[0]);
     ::close(channel[1]);
-    return error{std::string("infrastructure: no thread for a python run: ") + e.what()};
+    return infrastructure_error(-1, std::string("no thread for a python run: ") + e.what());
   }
   auto judge_run = run_isolated(judge);
   cand_thread.join();
-  if (!cand_run->ok()) return cand_run->err().wrap("infrastructure: starting the candidate's python process");
-  if (!judge_run) return judge_run.err().wrap("infrastructure: starting the python judge");
+  if (!cand_run->ok()) return infrastructure_error(-1, cand_run->err().wrap("starting the candidate's python process").message);
+  if (!judge_run) return infrastructure_error(-1, judge_run.err().wrap("starting the python judge").message);
   const run_result& c = cand_run->value();
   const run_result& j = *judge_run;
 
@@ -618,13 +798,13 @@ status engine::probe_python() {
   request.limits = config_.python_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("infrastructure: probing " + config_.python);
+  if (!r) return infrastructure_error(-1, r.err().wrap("probing " + config_.python).message);
   if (!r->exited || r->exit_code != 0) {
-    return error{"infrastructure: '" + config_.python + "' does not run in the sandbox (" +
+    return infrastructure_error(-1, "'" + config_.python + "' does not run in the sandbox (" +
                  (r->timed_out ? std::string("timed out")
                   : r->exited  ? "exit code " + std::to_string(r->exit_code)
                                : signal_name(r->signal)) +
-                 "): " + r->stderr_text.substr(0, 300)};
+                 "): " + r->stderr_text.substr(0, 300));
   }
   return ok_status();
 }
@@ -670,18 +850,18 @@ result<std::string> engine::kernelbench_device(int gpu) {
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("infrastructure: probing torch on " + slot_name(gpu));
+  if (!r) return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
   std::istringstream out(r->stdout_text);
   std::string marker;
   int gpus = -1;
   out >> marker >> gpus;
   if (!r->exited || r->exit_code != 0 || marker != "LEAP_TORCH" || gpus < 0) {
-    return error{"infrastructure: " + slot_name(gpu) + ": '" + config_.python + " -c \"import torch\"' failed (" +
-                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300)};
+    return infrastructure_error(gpu, slot_name(gpu) + ": '" + config_.python + " -c \"import torch\"' failed (" +
+                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300));
   }
   const std::string& want = config_.kernelbench_device;
   if (want == "cuda" && gpus == 0) {
-    return error{"infrastructure: no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device"};
+    return infrastructure_error(gpu, "no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device");
   }
   const std::string device = want == "cpu" || gpus == 0 ? "cpu" : "cuda";
   std::lock_guard lock(mutex_);

@@ -13,6 +13,7 @@
 #include "sandbox/verdict.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -89,7 +90,23 @@ struct engine_config {
     return l;
   }();
   feedback_options feedback;
+  // Tests only: replaces the engine's own slot probe (probe_slot) where the real one cannot run
+  // (no GPU). Production code leaves it empty. Default: empty (the real probe)
+  std::function<status(task_kind kind, int gpu)> probe_override;
 };
+
+// Infrastructure failures of a run slot: the contract of every run function (run_native,
+// run_python, run_kernelbench). A run returns an error ONLY for a failure the engine established
+// itself: the run could not be started, or the engine's own probe of the slot (probe_slot) failed.
+// What the candidate printed or wrote is at most a hint to run the probe: with the probe passing,
+// the failure is the candidate's own (a verdict). Such an error is made by
+// infrastructure_error(gpu, what), which tags it with the slot's GPU (-1: a slot without a CUDA
+// device); verifier retries tagged errors on another slot and ends the run only when the failure
+// persists. An untagged error (a broken task, no compiler) reaches the caller at once.
+error infrastructure_error(int gpu, const std::string& what);
+// The GPU of an error made by infrastructure_error (-1 for a slot without one); nullopt for any
+// other error. Pure function.
+std::optional<int> infrastructure_slot(const error& e);
 
 // The compile stage's outcome: either a verdict already (format, forbidden, compile) or what the
 // run stage needs.
@@ -125,6 +142,15 @@ class engine {
   // Both stages in the calling thread.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
 
+  // The engine's own probe of a run slot for `kind`, with CUDA_VISIBLE_DEVICES=gpu (-1: unset).
+  // cuda: a tiny known-good CUDA program, built once per engine the way candidates are (nvcc, same
+  // flags and architecture) and run under cuda_run_limits, must print its known answer. cpp and
+  // digits: nothing to probe (ok). python: python3 starts and imports the judge's modules in the
+  // sandbox (probe_python). kernelbench: torch imports and, where a CUDA device is wanted, sees one
+  // (kernelbench_device, cached once it worked). Returns ok, or an error saying what failed.
+  // Thread-safe.
+  status probe_slot(task_kind kind, int gpu);
+
   // "g++ (Debian 12.2.0-14) 12.2.0" etc.; part of every cache key. Cached after the first call.
   result<std::string> compiler_identity(task_kind kind);
 
@@ -144,6 +170,7 @@ class engine {
                                         const std::vector<std::string>& argv, const std::string& artifact);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
+  result<std::string> cuda_probe_binary();
   result<verdict> run_python(const task& t, const prepared_candidate& p);
   // `python3 -c 'import ...'` in the sandbox: ok, or an "infrastructure: ..." error saying why not.
   status probe_python();
@@ -180,6 +207,8 @@ class engine {
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
   std::uint64_t kernelbench_uses_ = 0;
+  std::mutex probe_mutex_;
+  std::optional<std::string> probe_binary_;  // built once, under probe_mutex_
 };
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).

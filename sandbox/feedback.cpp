@@ -269,6 +269,10 @@ std::string harness_error_feedback(const harness_error& e, std::string_view stde
     if (e.name == "cudaErrorLaunchOutOfResources" || e.name == "cudaErrorInvalidConfiguration") {
       out += "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
     }
+  } else if (e.kind == "cuda_init") {
+    // Only reached when the engine's own probe of the GPU passed: the program itself broke CUDA.
+    out = "Runtime error: CUDA could not be initialised in your program (" + e.name + ": " + e.text +
+          "), although the GPU works; does a global or constructor of yours call CUDA or change the environment?";
   } else {
     out = "Runtime error while " + e.where + ": " + e.text + ".";
   }

@@ -7,6 +7,7 @@
 #include "sandbox/task.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,20 @@ enum class harness_flavor : std::uint8_t {
   cuda_candidate,  // cudaMalloc/cudaMemcpy around solve(...) with device pointers (cuda tasks)
 };
 
-// The harness's main(): `prog <seed> <trials> <dump file> [timing reps]`. For each trial it fills
-// the inputs from a seeded generator (same values in every flavor), fills outputs with seeded
-// garbage (their initial content is unspecified), calls the entry point once, and appends every
-// output/inout array and a "was this input modified" flag per input to the dump file. With reps > 0
-// it then times reps calls on trial 0's inputs (CUDA events after an L2 flush for cuda). Errors go
-// to stderr as a line "LEAP_HARNESS_ERROR <kind> <name> <where>: <text>" and exit code 3.
+// The harness's main(): `prog <seed> <trials> <timing reps>`, a nonce line (32 hex digits) on stdin.
+// A constructor that runs before any of the candidate's (priority 101) moves the engine's stdout
+// pipe to a private descriptor and points fd 1 at stderr, so nothing the candidate prints can mix
+// into the results. The buffers are allocated once (same addresses for every call); each call
+// (the trials, then with reps > 0 one warm-up and `reps` timed repetitions) refills the inputs from
+// a seeded generator (fresh values per call, the same in every flavor) and the outputs with fresh
+// garbage, calls the entry point and writes one framed record: the call's time, every
+// output/inout array and a hash per input (the candidate's after the call, the reference's as
+// generated; the engine compares them). After the last record the harness ends the process with
+// _exit at once: no atexit handler, static destructor or thread of the candidate runs after it.
+// The candidate flavors also check that solve() left no thread running (/proc/self/task) and,
+// for cuda, that its results were ordered with the default stream; the cuda timing is taken with
+// every stream synchronised. Failures are an error record in the stream (kind "cuda_init", "cuda",
+// "threads", "stream", "io") and exit code 3.
 // The comparison is deliberately not in this program: the candidate runs in the same process and
 // could forge any verdict it printed; it cannot forge outputs it did not compute.
 std::string harness_source(const task& t, harness_flavor flavor);
@@ -32,20 +41,46 @@ std::string harness_source(const task& t, harness_flavor flavor);
 // "void solve(const float* x, float* y, int n)".
 std::string entry_signature(const task& t, const std::string& name);
 
-// One trial's results as read back from the dump file.
+// One call's results as read back from the harness's stream.
 struct trial_dump {
   std::vector<std::vector<double>> outputs;  // per output/inout arg, in args order
-  std::vector<std::string> modified_inputs;  // names of input args whose content changed
+  // Names of input args whose content changed: filled by the engine from input_hashes (the
+  // harness's stream carries hashes, never a verdict of its own).
+  std::vector<std::string> modified_inputs;
+  std::vector<std::uint64_t> input_hashes;  // per input arg, in args order
+  std::vector<std::uint64_t> counts;        // element count per non-scalar arg, in args order
+  double ms = 0;                            // the call's time
+};
+
+// A failure the harness reported in its stream (only a hint: the engine decides with its own
+// probe whether a failure is the GPU's).
+struct harness_failure {
+  std::string kind;   // "cuda_init", "cuda", "threads", "stream", "io"
+  std::string name;   // "cudaErrorIllegalAddress"
+  std::string where;  // "running solve() (synchronising after it)"
+  std::string text;   // "an illegal memory access was encountered"
 };
 
 struct harness_dump {
   std::vector<trial_dump> trials;
-  std::vector<double> rep_ms;  // per timed repetition, empty without timing
+  std::vector<trial_dump> extra;  // the warm-up and the timed repetitions, in order
+  std::vector<double> rep_ms;     // per timed repetition, empty without timing
+  std::uint32_t planned_trials = 0, planned_reps = 0;  // as announced in the header
+  bool started = false;       // the header was written
+  bool reached_solve = false;  // the harness was about to make its first call
+  bool complete = false;       // the end record (with the nonce) was read
+  std::optional<harness_failure> failure;
+  std::size_t bytes = 0;  // the stream's length
 };
 
-// Parses a dump file against the task's args. Errors say what is missing or inconsistent (a
-// truncated dump means the harness did not finish).
-result<harness_dump> parse_dump(const std::string& bytes, const task& t);
+// Parses the harness's stream against the task's args and the run's nonce (32 hex digits; empty
+// skips the check). A stream that stops early (the program died) is a dump with complete == false;
+// an error means the stream is malformed: bytes the harness never writes (a record of unknown
+// type, a count beyond what is left, a wrong nonce, anything after the end record), which only the
+// candidate's own writes can cause. `counts` (the reference's element count per non-scalar arg;
+// null: not checked) makes a count that differs malformed too. Pure function.
+result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex,
+                                const std::vector<std::uint64_t>* counts = nullptr);
 
 
 }  // namespace leap::sandbox

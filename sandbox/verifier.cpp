@@ -1,6 +1,8 @@
 #include "sandbox/verifier.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 namespace leap::sandbox {
 
@@ -36,6 +38,7 @@ void verifier::job_queue::close() {
 
 result<std::unique_ptr<verifier>> verifier::create(verifier_config config) {
   if (config.queue_capacity == 0) return error{"verifier_config.queue_capacity must be at least 1"};
+  if (config.run_attempts < 1) return error{"verifier_config.run_attempts must be at least 1"};
   auto e = engine::create(config.engine);
   if (!e) return e.err();
   return std::unique_ptr<verifier>(new verifier(std::move(config), std::move(e.value())));
@@ -58,6 +61,11 @@ verifier::~verifier() {
   compile_queue_.close();
   for (auto& t : compile_threads_) t.join();
   // Compile workers are gone, so nothing more enters the run queue.
+  {
+    std::lock_guard lock(slots_mutex_);
+    stopping_ = true;
+  }
+  slots_changed_.notify_all();
   run_queue_.close();
   for (auto& t : run_threads_) t.join();
 }
@@ -89,16 +97,100 @@ void verifier::compile_loop() {
   }
 }
 
+bool verifier::in_rotation(int gpu, std::chrono::steady_clock::time_point now) const {
+  const auto it = benched_.find(gpu);
+  return it == benched_.end() || it->second <= now;
+}
+
+void verifier::bench(int gpu) {
+  if (gpu < 0) return;  // a slot without a GPU has nothing to take out of rotation
+  std::lock_guard lock(slots_mutex_);
+  benched_[gpu] = std::chrono::steady_clock::now() + config_.slot_cooldown;
+}
+
+void verifier::restore(int gpu) {
+  {
+    std::lock_guard lock(slots_mutex_);
+    benched_.erase(gpu);
+  }
+  slots_changed_.notify_all();
+}
+
 void verifier::run_loop(int slot) {
   const int gpu = config_.gpus.empty() ? -1 : config_.gpus[static_cast<std::size_t>(slot) % config_.gpus.size()];
   job j;
-  while (run_queue_.pop(&j)) {
+  for (;;) {
+    {
+      // Out of rotation: leave the jobs to slots in rotation while there are any.
+      std::unique_lock lock(slots_mutex_);
+      for (;;) {
+        const auto now = std::chrono::steady_clock::now();
+        if (stopping_ || in_rotation(gpu, now)) break;
+        const bool others = std::any_of(config_.gpus.begin(), config_.gpus.end(),
+                                        [&](int g) { return g != gpu && in_rotation(g, now); });
+        if (!others) break;
+        slots_changed_.wait_until(lock, benched_[gpu]);
+      }
+    }
+    if (!run_queue_.pop(&j)) break;
     --run_queued_;
     ++running_;
-    auto v = engine_->run(*j.t, j.prepared, gpu);
+    auto v = run_with_retries(j, slot, gpu);
     --running_;
     j.done(std::move(v));
   }
+}
+
+result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
+  const task_kind kind = j.t->kind;
+  const auto& gpus = config_.gpus;
+  // A GPU in rotation that has not been tried for this job, starting after this slot's.
+  auto untried = [&](const std::set<int>& tried) -> std::optional<int> {
+    std::lock_guard lock(slots_mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const int g = gpus[(static_cast<std::size_t>(slot) + i) % gpus.size()];
+      if (!tried.count(g) && in_rotation(g, now)) return g;
+    }
+    return std::nullopt;
+  };
+  int current = gpu;
+  if (!gpus.empty()) {
+    if (auto healthy = untried({}); healthy) current = *healthy;
+  }
+  std::set<int> tried;
+  std::vector<std::string> failures;
+  for (int attempt = 1; attempt <= config_.run_attempts; ++attempt) {
+    auto v = engine_->run(*j.t, j.prepared, current);
+    if (v) return v;
+    const auto failed_slot = infrastructure_slot(v.err());
+    if (!failed_slot) return v;  // not a slot's failure: nothing another slot would change
+    failures.push_back(v.err().message);
+    tried.insert(current);
+    bench(current);
+    if (attempt == config_.run_attempts) break;
+    if (auto next = untried(tried)) {
+      current = *next;
+      continue;
+    }
+    // No other GPU in rotation: the first one tried whose probe passes again, if any.
+    std::optional<int> again;
+    for (int g : tried) {
+      if (engine_->probe_slot(kind, g)) {
+        restore(g);
+        again = g;
+        break;
+      }
+    }
+    if (!again) break;
+    current = *again;
+  }
+  std::string slots;
+  for (int g : tried) slots += (slots.empty() ? "" : ", ") + (g >= 0 ? "GPU " + std::to_string(g) : std::string("no GPU"));
+  std::string text = "infrastructure failure persisted over " + std::to_string(failures.size()) + " attempt(s) of " +
+                     j.t->id + " (slots tried: " + slots + ")";
+  for (const auto& f : failures) text += "\n  " + f;
+  return error{text};
 }
 
 void verifier::submit(std::shared_ptr<const task> t, std::string answer, callback done) {

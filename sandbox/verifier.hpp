@@ -8,6 +8,8 @@
 #include "sandbox/verdict.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -28,6 +30,14 @@ struct verifier_config {
   std::vector<int> gpus;
   // Bound of the compile queue and of the run queue each. Default: 64
   std::size_t queue_capacity = 64;
+  // Tries of one run that ends in an infrastructure error (engine.hpp: infrastructure_error): the
+  // run moves to another slot's GPU that is in rotation (else the same one once its probe passes);
+  // after this many, or when no slot's probe passes, the error reaches the caller naming every slot
+  // tried. Default: 3
+  int run_attempts = 3;
+  // How long a GPU whose probe failed stays out of rotation: its slot takes no jobs meanwhile
+  // (while another slot is in rotation) and retries go elsewhere. Default: 60 s
+  std::chrono::milliseconds slot_cooldown{60'000};
 };
 
 // What the verifier holds at one moment (for live metrics); each count is read separately, so the
@@ -51,7 +61,8 @@ class verifier {
 
   // Queues a verification. Back-pressure: BLOCKS while the compile queue is full. `done` runs once,
   // on a worker thread, with the verdict or an infrastructure error (no compiler, broken task,
-  // no GPU); it must not block for long. Thread-safe.
+  // no GPU, a slot whose failure persisted over verifier_config::run_attempts); it must not block
+  // for long. Thread-safe.
   void submit(std::shared_ptr<const task> t, std::string answer, callback done);
   // The same with a future.
   std::future<result<verdict>> submit(std::shared_ptr<const task> t, std::string answer);
@@ -89,6 +100,10 @@ class verifier {
   explicit verifier(verifier_config config, std::unique_ptr<engine> e);
   void compile_loop();
   void run_loop(int slot);
+  result<verdict> run_with_retries(const job& j, int slot, int gpu);
+  bool in_rotation(int gpu, std::chrono::steady_clock::time_point now) const;  // slots_mutex_ held
+  void bench(int gpu);
+  void restore(int gpu);
 
   verifier_config config_;
   std::unique_ptr<engine> engine_;
@@ -96,6 +111,11 @@ class verifier {
   job_queue run_queue_;
   // Stage counts for load(); a job is counted in one stage at a time.
   std::atomic<std::size_t> compile_queued_{0}, compiling_{0}, run_queued_{0}, running_{0};
+  // GPUs out of rotation (a failed probe) until the time given.
+  mutable std::mutex slots_mutex_;
+  std::condition_variable slots_changed_;
+  std::map<int, std::chrono::steady_clock::time_point> benched_;
+  bool stopping_ = false;
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;
 };

@@ -1,8 +1,14 @@
 #include "sandbox/engine.hpp"
+#include "sandbox/harness.hpp"
 
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
 
 namespace leap::sandbox {
 namespace {
@@ -78,6 +84,212 @@ TEST(EngineTest, PythonVerdicts) {
     EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
     EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
   }
+}
+
+// The harness's results travel through a private pipe in framed records: nothing the candidate
+// prints, and nothing it leaves to run after solve(), changes them.
+TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
+  const task t = doubling_task();
+  const std::string correct = "  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n";
+  auto solve = [&](const std::string& includes, const std::string& body) {
+    return fenced("cpp", includes + "void solve(const float* x, float* y, int n) {\n" + body + "}\n");
+  };
+  const std::string fake_line =
+      "  std::fprintf(stderr, \"\\nLEAP_HARNESS_ERROR cuda_init cudaErrorNoDevice initialising CUDA: no CUDA-capable "
+      "device is detected\\n\"); std::fflush(stderr);\n";
+  const std::vector<engine_case> cases{
+      {"fake_infrastructure_line", solve("#include <cstdio>\n#include <unistd.h>\n", fake_line + "  _exit(3);\n"),
+       verdict_category::runtime, "exit"},
+      {"fake_line_then_correct", solve("#include <cstdio>\n", fake_line + correct), verdict_category::pass, "Correct"},
+      {"prints_on_stdout", solve("#include <cstdio>\n", "  std::printf(\"LEAPDUMP LEAPEND!\\n\"); std::fflush(stdout);\n" + correct),
+       verdict_category::pass, "Correct"},
+      {"extra_bytes_on_every_fd",
+       solve("#include <unistd.h>\n", "  for (int fd = 0; fd < 64; ++fd) (void)!write(fd, \"C\\0\\0\\0\\0\", 5);\n" + correct),
+       verdict_category::runtime, "tampered"},
+      {"static_destructor_never_runs",
+       fenced("cpp", "#include <cstdlib>\nstruct bomb { ~bomb() { std::abort(); } } the_bomb;\n"
+                     "void solve(const float* x, float* y, int n) {\n" + correct + "}\n"),
+       verdict_category::pass, "Correct"},
+      {"lazy_thread",
+       solve("#include <chrono>\n#include <thread>\n",
+             "  std::thread([=] { std::this_thread::sleep_for(std::chrono::seconds(2));\n" + correct + "  }).detach();\n"),
+       verdict_category::runtime, "still running"},
+      {"joined_thread", solve("#include <thread>\n", "  std::thread w([=] {\n" + correct + "  });\n  w.join();\n"),
+       verdict_category::pass, "Correct"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto v = shared_engine().verify(t, c.answer);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+  }
+}
+
+// With timing on, the warm-up and every timed call get fresh inputs in the same buffers and are
+// checked: outputs cached by address, or left from an earlier call, fail.
+TEST(EngineTest, TimedCallsGetFreshInputsAndAreChecked) {
+  engine_config config = testing::test_engine_config();
+  config.cache_dir = testing::test_cache_dir() / "timed";
+  config.timing_reps = 3;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const task t = doubling_task();
+  const std::string compute = "  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n";
+  const std::vector<engine_case> cases{
+      {"correct", fenced("cpp", "void solve(const float* x, float* y, int n) {\n" + compute + "}\n"), verdict_category::pass,
+       "Correct"},
+      {"cache_keyed_on_address",
+       fenced("cpp", "static const float* seen = nullptr; static float cache[1024]; static int calls = 0;\n"
+                     "void solve(const float* x, float* y, int n) {\n"
+                     "  if (++calls > 3 && x == seen) { for (int i = 0; i < n; ++i) y[i] = cache[i]; return; }\n" +
+                         compute + "  for (int i = 0; i < n; ++i) cache[i] = y[i];\n  seen = x;\n}\n"),
+       verdict_category::wrong_answer, "timed runs"},
+      {"stale_outputs",
+       fenced("cpp", "static int calls = 0;\nvoid solve(const float* x, float* y, int n) {\n  if (++calls > 3) return;\n" + compute +
+                         "}\n"),
+       verdict_category::wrong_answer, "timed runs"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto v = (*e)->verify(t, c.answer);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    if (v->passed) {
+      ASSERT_TRUE(v->candidate_time.has_value());
+      EXPECT_EQ(v->candidate_time->reps, 3);
+    }
+  }
+}
+
+task cuda_vector_add_task() {
+  task t;
+  t.id = "cuda/test_vector_add";
+  t.kind = task_kind::cuda;
+  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 10007}};
+  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  return t;
+}
+
+const std::string k_cuda_add =
+    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) c[i] = a[i] + b[i];\n"
+    "}\n"
+    "void solve(const float* a, const float* b, float* c, int n) {\n"
+    "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
+    "}\n";
+
+bool nvcc_runs(std::string* why) {
+  if (std::system((shared_engine().config().nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
+    *why = "nvcc not found at '" + shared_engine().config().nvcc + "'";
+    return false;
+  }
+  return true;
+}
+
+// Where no GPU works, the engine's own probe (the real one) fails too, and the run ends in an
+// infrastructure error tagged with its slot. GPU machines skip this: their probe passes.
+TEST(EngineTest, CudaRunWithoutAUsableGpuIsAnInfrastructureErrorOfTheSlot) {
+  std::string why;
+  if (!nvcc_runs(&why)) GTEST_SKIP() << why;
+  if (testing::gpu_present(&why)) GTEST_SKIP() << "a GPU is present: the probe passes here";
+  auto v = shared_engine().verify(cuda_vector_add_task(), fenced("cuda", k_cuda_add), 3);
+  ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
+  EXPECT_EQ(infrastructure_slot(v.err()), std::optional<int>(3)) << v.err().message;
+  EXPECT_NE(v.err().message.find("probe failed"), std::string::npos) << v.err().message;
+  EXPECT_NE(v.err().message.find("GPU 3"), std::string::npos) << v.err().message;
+  EXPECT_FALSE(shared_engine().probe_slot(task_kind::cuda, 3).ok());
+}
+
+// A candidate that breaks CUDA for itself (it hides the GPU before the harness initialises CUDA)
+// makes the harness report cuda_init; the probe passes, so the verdict is the candidate's. On a GPU
+// machine with the real probe; elsewhere the probe is replaced by one that passes.
+TEST(EngineTest, CudaInitFailureWithAPassingProbeIsTheCandidatesOwn) {
+  std::string why;
+  if (!nvcc_runs(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.cache_dir = testing::test_cache_dir() / "probe";
+  const bool gpu = testing::gpu_present(&why);
+  std::atomic<int> probes{0};
+  if (!gpu) {
+    config.probe_override = [&](task_kind, int) -> status {
+      ++probes;
+      return ok_status();
+    };
+  }
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const std::string hide = "#include <cstdlib>\nstatic int hidden = setenv(\"CUDA_VISIBLE_DEVICES\", \"99\", 1);\n";
+  auto v = (*e)->verify(cuda_vector_add_task(), fenced("cuda", hide + k_cuda_add), 0);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_EQ(v->category, verdict_category::runtime) << v->feedback;
+  EXPECT_NE(v->feedback.find("CUDA could not be initialised"), std::string::npos) << v->feedback;
+  if (!gpu) {
+    EXPECT_GE(probes.load(), 1);
+  }
+}
+
+TEST(EngineTest, InfrastructureErrorsCarryTheirSlot) {
+  EXPECT_EQ(infrastructure_slot(infrastructure_error(7, "x")), std::optional<int>(7));
+  EXPECT_EQ(infrastructure_slot(infrastructure_error(-1, "x")), std::optional<int>(-1));
+  EXPECT_EQ(infrastructure_slot(error{"no compiler"}), std::nullopt);
+  EXPECT_EQ(infrastructure_slot(infrastructure_error(2, "x").wrap("context")), std::nullopt);
+}
+
+// The engine's parser of the harness's stream: a stream cut short is incomplete (the program
+// died), bytes the harness never writes are an error (tampering).
+TEST(EngineTest, StreamParserIsStrict) {
+  task t;
+  t.id = "t";
+  t.args = {{"x", value_type::i32, arg_role::input, "2", 0, 9, 0}, {"y", value_type::i32, arg_role::output, "2", 0, 0, 0}};
+  const std::string nonce = "00112233445566778899aabbccddeeff";
+  auto put = [](std::string& s, const auto& v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  std::string stream = "LEAPDUMP";
+  put(stream, std::uint32_t{2});
+  for (int i = 0; i < 16; ++i) stream.push_back(static_cast<char>(i * 0x11));
+  put(stream, std::uint32_t{1});  // trials
+  put(stream, std::uint32_t{0});  // reps
+  stream += "S";
+  stream += "C";
+  put(stream, std::uint32_t{0});
+  put(stream, 0.5);
+  put(stream, std::uint64_t{2});
+  put(stream, std::uint64_t{42});  // x's hash
+  put(stream, std::uint64_t{2});
+  put(stream, std::int32_t{7});
+  put(stream, std::int32_t{-3});
+  const std::string body = stream;
+  stream += "Z";
+  for (int i = 0; i < 16; ++i) stream.push_back(static_cast<char>(i * 0x11));
+  stream += "LEAPEND!";
+
+  auto whole = parse_dump(stream, t, nonce);
+  ASSERT_TRUE(whole.ok()) << whole.err().message;
+  EXPECT_TRUE(whole->complete);
+  ASSERT_EQ(whole->trials.size(), 1U);
+  EXPECT_EQ(whole->trials[0].outputs[0], (std::vector<double>{7, -3}));
+  EXPECT_EQ(whole->trials[0].input_hashes, (std::vector<std::uint64_t>{42}));
+
+  auto cut = parse_dump(body.substr(0, body.size() - 3), t, nonce);
+  ASSERT_TRUE(cut.ok()) << cut.err().message;
+  EXPECT_FALSE(cut->complete);
+  EXPECT_TRUE(cut->reached_solve);
+
+  EXPECT_FALSE(parse_dump(stream + "x", t, nonce).ok()) << "a byte after the end record";
+  EXPECT_FALSE(parse_dump(stream, t, "ffffffffffffffffffffffffffffffff").ok()) << "another run's nonce";
+  EXPECT_FALSE(parse_dump("junk" + stream, t, nonce).ok()) << "bytes before the header";
+  EXPECT_FALSE(parse_dump(body + "Q", t, nonce).ok()) << "an unknown record";
+  const std::vector<std::uint64_t> other_counts{3, 3};
+  EXPECT_FALSE(parse_dump(stream, t, nonce, &other_counts).ok()) << "counts unlike the reference's";
+  std::string twice = body;
+  twice += body.substr(body.find('C', 36));
+  EXPECT_FALSE(parse_dump(twice, t, nonce).ok()) << "a call record out of order";
 }
 
 }  // namespace

@@ -215,7 +215,7 @@ TEST(PythonTest, ABrokenPythonIsAnInfrastructureErrorConfirmedByAProbe) {
   const task t = testing::python_add_task();
   auto v = (*e)->verify(t, fenced("python", "def add(a, b):\n    return a + b\n"));
   ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
-  EXPECT_EQ(v.err().message.rfind("infrastructure:", 0), 0U) << v.err().message;
+  EXPECT_EQ(infrastructure_slot(v.err()), -1) << v.err().message;
 }
 
 TEST(PythonTest, TheCandidatesFolderHoldsNoTests) {

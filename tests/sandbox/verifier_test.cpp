@@ -8,6 +8,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace leap::sandbox {
@@ -165,6 +167,117 @@ TEST(VerifierTest, TrySubmitSaysBusyWhenTheQueueIsFull) {
     ASSERT_TRUE(r.ok()) << r.err().message;
     EXPECT_TRUE(r->passed) << r->feedback;
   }
+}
+
+task cuda_add_task() {
+  task t;
+  t.id = "cuda/test_vector_add";
+  t.kind = task_kind::cuda;
+  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 4099}};
+  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  return t;
+}
+
+const std::string k_cuda_good = fenced("cuda",
+    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) c[i] = a[i] + b[i];\n"
+    "}\n"
+    "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, 256>>>(a, b, c, n); }\n");
+
+bool nvcc_found(const engine_config& c, std::string* why) {
+  if (std::system((c.nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
+    *why = "nvcc not found at '" + c.nvcc + "'";
+    return false;
+  }
+  return true;
+}
+
+// Records the GPUs probed; GPU `broken` fails. The seam for machines without a GPU: the runs are
+// real (the harness, the driver's refusal), only the probe's answer is chosen. The real probe runs
+// in EngineTest.CudaRunWithoutAUsableGpuIsAnInfrastructureErrorOfTheSlot and the GPU test below.
+struct probe_log {
+  std::mutex mutex;
+  std::vector<int> gpus;
+  std::set<int> broken;
+  status probe(int gpu) {
+    std::lock_guard lock(mutex);
+    gpus.push_back(gpu);
+    if (broken.count(gpu) || broken.count(-2)) return error{"test probe: GPU " + std::to_string(gpu) + " is broken"};
+    return ok_status();
+  }
+};
+
+TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.engine.cache_dir = private_dir("retry-cache");
+  std::string why;
+  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  auto log = std::make_shared<probe_log>();
+  log->broken = {7};
+  config.engine.probe_override = [log](task_kind, int gpu) { return log->probe(gpu); };
+  config.gpus = {7, 0};
+  config.run_slots = 1;  // slot 0 is GPU 7: the job starts there
+  config.compile_workers = 1;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  // Judged on GPU 0: a pass on a GPU machine; here the driver refuses the run and GPU 0's probe
+  // passes, so the failure is the candidate's (a runtime verdict), never an error.
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  std::lock_guard lock(log->mutex);
+  ASSERT_FALSE(log->gpus.empty());
+  EXPECT_EQ(log->gpus.front(), 7);
+  fs::remove_all(config.engine.cache_dir);
+}
+
+TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.engine.cache_dir = private_dir("persist-cache");
+  std::string why;
+  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  auto log = std::make_shared<probe_log>();
+  log->broken = {-2};  // every GPU
+  config.engine.probe_override = [log](task_kind, int gpu) { return log->probe(gpu); };
+  config.gpus = {7, 5};  // no machine here has these
+  config.run_slots = 2;
+  config.compile_workers = 1;
+  config.run_attempts = 3;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  ASSERT_FALSE(r.ok()) << to_string(r->category) << ": " << r->feedback;
+  EXPECT_NE(r.err().message.find("persisted"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("GPU 7"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("GPU 5"), std::string::npos) << r.err().message;
+  fs::remove_all(config.engine.cache_dir);
+}
+
+// The real probe on a GPU machine: a slot whose device does not exist (CUDA_VISIBLE_DEVICES=7 on a
+// machine with fewer GPUs) fails its probe; the run moves to GPU 0 and passes.
+TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
+  std::string why;
+  if (!testing::gpu_present(&why)) GTEST_SKIP() << why;
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.engine.cache_dir = private_dir("gpu-retry-cache");
+  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  config.gpus = {7, 0};
+  config.run_slots = 1;
+  config.compile_workers = 1;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_TRUE(r->passed) << r->feedback << "\n" << r->diagnostics;
+  EXPECT_FALSE((*v)->verification_engine().probe_slot(task_kind::cuda, 7).ok());
+  fs::remove_all(config.engine.cache_dir);
 }
 
 }  // namespace
