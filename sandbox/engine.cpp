@@ -282,7 +282,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     argv.insert(argv.end(), extra.begin(), extra.end());
     return shell_line(argv);
   };
-  // Exit codes: 10 preprocessing, 11 compiling, 12 reading symbols, 13 linking.
+  // Exit codes: 10 preprocessing, 11 compiling, 13 linking.
   std::string script;
   if (config_.compile_memory_bytes > 0) {
     script += "ulimit -d " + std::to_string(config_.compile_memory_bytes / 1024) + " 2>/dev/null\n";
@@ -299,8 +299,6 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     if (dump_names) line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
     script += line + " || exit 11\n";
   }
-  script += "nm -P -g " + stem + ".o > " + stem + ".nm || exit 12\n";
-  script += "nm -P -g harness.o > harness.nm || exit 12\n";
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
   auto dir = scratch_dir::create(config_.scratch_root, "build-");
@@ -388,12 +386,15 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) return refuse("forbidden", hit->reason);
   }
   // 4. The object's symbols.
-  auto candidate_nm = read(stem + ".nm", 64 << 20);
-  auto harness_nm = read("harness.nm", 64 << 20);
-  if (step == 12 || !candidate_nm || !harness_nm) {
-    return error{"reading the symbols of " + file + " with nm failed: " + out.log.substr(0, 500)};
+  auto candidate_object = read(stem + ".o", k_max_artifact_bytes);
+  if (!candidate_object) return refuse("compile", "Compilation failed: the compiler wrote no object file.");
+  auto candidate_symbols = parse_elf_symbols(*candidate_object);
+  if (!candidate_symbols) {
+    return refuse("compile", "Compilation failed: the object file cannot be read (" + candidate_symbols.err().message + ").");
   }
-  if (auto hit = check_object_symbols(parse_nm(*candidate_nm), parse_nm(*harness_nm), t.forbidden, file)) {
+  auto harness_symbols = parse_elf_symbols(object);
+  if (!harness_symbols) return harness_symbols.err().wrap("the harness object of " + t.id);
+  if (auto hit = check_object_symbols(*candidate_symbols, *harness_symbols, t.forbidden, file)) {
     return refuse("forbidden", hit->reason);
   }
   if (step != 0) return out;  // link errors

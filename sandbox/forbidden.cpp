@@ -2,6 +2,8 @@
 
 #include <cxxabi.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -428,6 +430,85 @@ std::vector<object_symbol> parse_nm(std::string_view text) {
     s.name = std::string(line.substr(0, space));
     s.type = line[space + 1];
     out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+template <class T>
+bool read_le(std::string_view bytes, std::uint64_t offset, T& out) {
+  if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) return false;
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  out = static_cast<T>(v);
+  return true;
+}
+
+}  // namespace
+
+result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
+  if (object.size() < 64 || object.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return error{"not an ELF object"};
+  if (object[4] != 2 || object[5] != 1) return error{"not a 64-bit little-endian ELF object"};
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0, shnum16 = 0;
+  if (!read_le(object, 0x28, shoff) || !read_le(object, 0x3A, shentsize) || !read_le(object, 0x3C, shnum16)) {
+    return error{"truncated ELF header"};
+  }
+  if (shentsize < 64) return error{"bad section header size"};
+  std::uint64_t shnum = shnum16;
+  if (shnum == 0 && !read_le(object, shoff + 0x20, shnum)) return error{"truncated section headers"};
+  if (shnum > object.size() / shentsize) return error{"too many section headers"};
+  std::vector<object_symbol> out;
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t sh = shoff + i * shentsize;
+    std::uint32_t type = 0, link = 0;
+    std::uint64_t offset = 0, size = 0, entsize = 0;
+    if (!read_le(object, sh + 0x04, type) || !read_le(object, sh + 0x18, offset) || !read_le(object, sh + 0x20, size) ||
+        !read_le(object, sh + 0x28, link) || !read_le(object, sh + 0x38, entsize)) {
+      return error{"truncated section header"};
+    }
+    if (type != 2) continue;  // SHT_SYMTAB
+    if (entsize < 24 || offset > object.size() || size > object.size() - offset || link >= shnum) {
+      return error{"bad symbol table"};
+    }
+    std::uint64_t str_offset = 0, str_size = 0;
+    const std::uint64_t strh = shoff + link * shentsize;
+    if (!read_le(object, strh + 0x18, str_offset) || !read_le(object, strh + 0x20, str_size) ||
+        str_offset > object.size() || str_size > object.size() - str_offset) {
+      return error{"bad string table"};
+    }
+    const std::string_view strings = object.substr(str_offset, str_size);
+    for (std::uint64_t at = offset; at + 24 <= offset + size; at += entsize) {
+      std::uint32_t name = 0;
+      std::uint8_t info = 0;
+      std::uint16_t shndx = 0;
+      read_le(object, at, name);
+      read_le(object, at + 4, info);
+      read_le(object, at + 6, shndx);
+      const int bind = info >> 4;
+      const int kind = info & 0xf;
+      if (bind != 1 && bind != 2 && bind != 10) continue;  // GLOBAL, WEAK, GNU_UNIQUE
+      if (name >= strings.size()) return error{"bad symbol name"};
+      const auto end = strings.find('\0', name);
+      object_symbol sym;
+      sym.name = std::string(strings.substr(name, end == std::string_view::npos ? std::string_view::npos : end - name));
+      const bool data = kind == 1 || kind == 5 || kind == 6;  // OBJECT, COMMON, TLS
+      if (shndx == 0) {
+        sym.type = bind == 2 ? (data ? 'v' : 'w') : 'U';
+      } else if (bind == 2) {
+        sym.type = data ? 'V' : 'W';
+      } else if (bind == 10) {
+        sym.type = 'u';
+      } else if (shndx == 0xfff2) {
+        sym.type = 'C';
+      } else if (kind == 10) {
+        sym.type = 'i';
+      } else {
+        sym.type = data ? 'D' : 'T';
+      }
+      out.push_back(std::move(sym));
+    }
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // anything is compiled.
 #pragma once
 
+#include "common/result.hpp"
 #include "sandbox/task.hpp"
 
 #include <filesystem>
@@ -78,6 +79,12 @@ struct object_symbol {
   [[nodiscard]] bool weak() const { return type == 'W' || type == 'V' || type == 'w' || type == 'v'; }
 };
 std::vector<object_symbol> parse_nm(std::string_view nm_posix_output);
+
+// The global and weak symbols of an ELF64 little-endian relocatable object (what `nm -g` lists,
+// with nm's letters: U/w/v undefined, T/W/i functions, D/V/C/u objects; a symbol without a type, as
+// an assembler label makes, counts as a function), read in process: nm costs more than the checks.
+// Errors say what is malformed.
+result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object);
 
 // Refuses a candidate object that defines what is not its own: a function with C linkage other than
 // `solve` (clock_gettime, write, cudaEventElapsedTime would shadow the library's for the harness

@@ -7,8 +7,11 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 namespace leap::sandbox {
 namespace {
@@ -190,6 +193,41 @@ TEST(CompileChecksTest, ObjectSymbols) {
   }
   // Without a forbidden list, dlopen is the candidate's business.
   EXPECT_FALSE(check_object_symbols(parse_nm("dlopen U\n"), harness, {}, "solution.cpp").has_value());
+}
+
+TEST(CompileChecksTest, ElfSymbolsAsNmListsThem) {
+  // A real object from the real g++: the in-process reader must see what nm -g sees.
+  const fs::path dir = default_scratch_root().parent_path() / ("leap-elf-check-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "o.cpp") << "#include <vector>\n"
+                                  "extern \"C\" int clock_gettime(int, void*) { return 0; }\n"
+                                  "int counter;\n"
+                                  "int fake() asm(\"gettimeofday\");\n"
+                                  "int fake() { return counter; }\n"
+                                  "__attribute__((weak)) int maybe() { return 1; }\n"
+                                  "static int hidden() { return 2; }\n"
+                                  "asm(\".globl raw_label\\nraw_label:\\n\");\n"
+                                  "int use_vector(int n) { std::vector<int> v(n); return v.size() + hidden(); }\n"
+                                  "extern int elsewhere(); int call() { return elsewhere(); }\n";
+  const std::string cmd = "cd '" + dir.string() + "' && g++ -std=c++17 -O2 -c o.cpp -o o.o";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(dir / "o.o", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove_all(dir);
+  auto symbols = parse_elf_symbols(bytes);
+  ASSERT_TRUE(symbols.ok()) << symbols.err().message;
+  std::map<std::string, char> got;
+  for (const auto& s : *symbols) got[s.name] = s.type;
+  EXPECT_EQ(got["clock_gettime"], 'T');
+  EXPECT_EQ(got["gettimeofday"], 'T');
+  EXPECT_EQ(got["counter"], 'D');
+  EXPECT_EQ(got["_Z5maybev"], 'W');
+  EXPECT_EQ(got["raw_label"], 'T');  // no type: counted as a function
+  EXPECT_EQ(got["_Z9elsewherev"], 'U');
+  EXPECT_EQ(got["_Z10use_vectori"], 'T');
+  EXPECT_EQ(got.count("_ZL6hiddenv"), 0U);  // local
+  EXPECT_FALSE(parse_elf_symbols("not an object").ok());
+  EXPECT_FALSE(parse_elf_symbols(bytes.substr(0, 100)).ok());
 }
 
 }  // namespace
