@@ -293,11 +293,17 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     script += with({"-c", file, "-o", stem + ".o", "--keep", "-Xcompiler",
                     "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) + " || exit 11\n";
   } else {
-    script += with({"-E", "-MD", "-MF", stem + ".d", "-o", stem + ".ii", file}) + " || exit 10\n";
-    std::initializer_list<std::string> compile_args{"-c", stem + ".ii", "-o", stem + ".o", "-Wa,--MD," + stem + ".asd"};
-    std::string line = with(compile_args);
+    // One compiler run when it succeeds (-MD lists what the preprocessor opened). g++ writes no
+    // dependency file for a failed compile, so then a preprocessing run alone lists them (its
+    // messages repeat the compile's and are dropped).
+    std::string line = with({"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
     if (dump_names) line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
-    script += line + " || exit 11\n";
+    // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
+    // sooner the second time.
+    const std::string preprocess_limit =
+        config_.compile_memory_bytes > 0 ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) + " 2>/dev/null; " : "";
+    script += line + " || { (" + preprocess_limit + "exec " +
+              with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) + ") 2>/dev/null || exit 10; exit 11; }\n";
   }
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
