@@ -92,10 +92,18 @@ std::string shell_line(const std::vector<std::string>& argv) {
   return line;
 }
 
-// What a compiler prints when RLIMIT_DATA stops it.
-bool out_of_memory(const std::string& log) {
-  return log.find("out of memory") != std::string::npos || log.find("virtual memory exhausted") != std::string::npos ||
-         log.find("std::bad_alloc") != std::string::npos || log.find("Killed") != std::string::npos;
+// Whether a compiler of the build said it ran out of memory (RLIMIT_DATA). Lines located in the
+// candidate's file and excerpts (indented) are skipped: they can hold any text the candidate wrote.
+bool out_of_memory(const std::string& log, const std::string& file) {
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == ' ' || line[0] == '\t' || line.rfind(file, 0) == 0) continue;
+    if (line.find("out of memory") != std::string::npos || line.find("memory exhausted") != std::string::npos ||
+        line.find("std::bad_alloc") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string compile_log(const run_result& r) {
@@ -354,7 +362,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     if (auto hit = check_included_files(parse_make_deps(*deps), policy)) return refuse("forbidden", hit->reason);
   }
   if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
-    if (out_of_memory(out.log) || !r->exited) {
+    if (out_of_memory(out.log, file) || !r->exited) {
       // Preprocessing real code takes a few MiB: this is an include of a device or an endless file,
       // or a macro bomb. Forbidden rather than a compile error, without quoting anything.
       return refuse("forbidden", "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
@@ -378,7 +386,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) return refuse("forbidden", hit->reason);
   }
   if (step == 11 || !r->exited) {
-    if (out_of_memory(out.log) || !r->exited) {
+    if (out_of_memory(out.log, file) || !r->exited) {
       return refuse("compile", "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
                                    std::to_string(config_.compile_memory_bytes >> 20) +
                                    " MiB; runaway templates or constexpr evaluation?).");
