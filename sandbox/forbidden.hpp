@@ -1,6 +1,8 @@
-// The forbidden-use check: library calls where the task demands a kernel written from scratch, and
-// includes that could reach outside the candidate's own source. Runs on the extracted code before
-// anything is compiled.
+// The forbidden-use checks: library calls where the task demands a kernel written from scratch,
+// includes that could reach outside the candidate's own source, and definitions that would replace
+// library functions for the harness. find_forbidden is a text pre-check on the extracted code, only
+// an early exit (digraphs, line continuations, macros and `using namespace` get past any text
+// search); the decision is made by the checks below it on what the toolchain saw (engine::compile).
 #pragma once
 
 #include "common/result.hpp"
