@@ -12,7 +12,8 @@ namespace leap::sandbox {
 namespace fs = std::filesystem;
 
 namespace {
-// Entry file: "LEAPCACHE1 ok|fail|timeout <artifact bytes>\n" then the artifact then the log.
+// Entry file: "LEAPCACHE1 ok|fail|timeout|refused <artifact bytes>\n" then the artifact then the log.
+// A refused entry's "artifact" is "<category>\n<feedback>".
 constexpr const char* k_magic = "LEAPCACHE1";
 }  // namespace
 
@@ -58,6 +59,13 @@ std::optional<build_output> compile_cache::load(const std::string& key) {
   out.artifact.resize(artifact_bytes);
   in.read(out.artifact.data(), static_cast<std::streamsize>(artifact_bytes));
   if (static_cast<std::uint64_t>(in.gcount()) != artifact_bytes) return std::nullopt;
+  if (state == "refused") {
+    const auto newline = out.artifact.find('\n');
+    if (newline == std::string::npos) return std::nullopt;
+    out.refusal_category = out.artifact.substr(0, newline);
+    out.refusal = out.artifact.substr(newline + 1);
+    out.artifact.clear();
+  }
   std::ostringstream rest;
   rest << in.rdbuf();
   out.log = rest.str();
@@ -72,8 +80,12 @@ void compile_cache::store(const std::string& key, const build_output& out) {
   const fs::path tmp = path.string() + ".tmp" + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << k_magic << ' ' << (out.ok ? "ok" : out.timed_out ? "timeout" : "fail") << ' ' << out.artifact.size() << '\n';
-    f.write(out.artifact.data(), static_cast<std::streamsize>(out.artifact.size()));
+    const bool refused = !out.ok && !out.refusal_category.empty();
+    const std::string refusal_body = refused ? out.refusal_category + "\n" + out.refusal : std::string{};
+    const std::string& body = refused ? refusal_body : out.artifact;
+    f << k_magic << ' ' << (out.ok ? "ok" : out.timed_out ? "timeout" : refused ? "refused" : "fail") << ' '
+      << body.size() << '\n';
+    f.write(body.data(), static_cast<std::streamsize>(body.size()));
     f.write(out.log.data(), static_cast<std::streamsize>(out.log.size()));
     if (!f) {
       fs::remove(tmp, ec);

@@ -27,6 +27,10 @@ struct build_output {
   std::string artifact;  // the bytes of the built file when ok
   std::string log;       // the compiler's output (stderr + stdout), host paths not yet stripped
   bool timed_out = false;
+  // Set when the build's own checks decided the verdict (ok is then false): its category
+  // ("forbidden", "compile") and feedback. Cached like any other outcome.
+  std::string refusal_category;
+  std::string refusal;
 };
 
 struct cache_lookup {

@@ -165,6 +165,39 @@ verdict make_verdict(verdict_category c, std::string feedback) {
   return v;
 }
 
+// A word for /bin/sh: single-quoted.
+std::string shell_word(const std::string& w) {
+  std::string out = "'";
+  for (char c : w) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string shell_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& a : argv) line += (line.empty() ? "" : " ") + shell_word(a);
+  return line;
+}
+
+// Whether a compiler of the build said it ran out of memory (RLIMIT_DATA). Lines located in the
+// candidate's file and excerpts (indented) are skipped: they can hold any text the candidate wrote.
+bool out_of_memory(const std::string& log, const std::string& file) {
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == ' ' || line[0] == '\t' || line.rfind(file, 0) == 0) continue;
+    if (line.find("out of memory") != std::string::npos || line.find("memory exhausted") != std::string::npos ||
+        line.find("std::bad_alloc") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string compile_log(const run_result& r) {
   std::string log = r.stderr_text;
   if (!r.stdout_text.empty()) log += (log.empty() ? "" : "\n") + r.stdout_text;
@@ -302,6 +335,212 @@ result<std::string> engine::compiler_identity(task_kind kind) {
   std::lock_guard lock(mutex_);
   compiler_ids_[kind] = identity;
   return identity;
+}
+
+result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
+  std::lock_guard probe_lock(identity_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = include_dirs_.find(kind); it != include_dirs_.end()) return it->second;
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) return dir.err();
+  run_request request;
+  request.argv = {config_.cxx};
+  for (auto& f : split_flags(config_.cxx_flags)) request.argv.push_back(f);
+  for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"}) request.argv.emplace_back(a);
+  request.working_dir = dir->path();
+  request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
+  request.limits = config_.compile_limits;
+  auto r = run_isolated(request);
+  if (!r) return r.err().wrap("finding the system header folders of " + config_.cxx);
+  std::vector<fs::path> dirs;
+  auto add = [&](const fs::path& p) {
+    std::error_code ec;
+    auto real = fs::canonical(p, ec);
+    if (!ec && fs::is_directory(real, ec) && real != real.root_path() &&
+        std::find(dirs.begin(), dirs.end(), real) == dirs.end()) {
+      dirs.push_back(real);
+    }
+  };
+  bool in_list = false;
+  std::istringstream lines(r->stderr_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#include <...> search starts here:", 0) == 0 || line.rfind("#include \"...\" search starts here:", 0) == 0) {
+      in_list = true;
+    } else if (line.rfind("End of search list.", 0) == 0) {
+      in_list = false;
+    } else if (in_list && !line.empty() && line[0] == ' ') {
+      add(line.substr(1));
+    }
+  }
+  if (dirs.empty()) {
+    return error{"'" + config_.cxx + " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
+  }
+  if (kind == task_kind::cuda) {
+    // The toolkit's headers: <toolkit>/include and <toolkit>/targets/<arch>/include (cccl below them).
+    const fs::path toolkit = fs::path(config_.nvcc).parent_path().parent_path();
+    if (config_.nvcc.find('/') != std::string::npos) {
+      add(toolkit / "include");
+      std::error_code ec;
+      for (const auto& target : fs::directory_iterator(toolkit / "targets", ec)) add(target.path() / "include");
+    }
+  }
+  std::lock_guard lock(mutex_);
+  include_dirs_[kind] = dirs;
+  return dirs;
+}
+
+result<build_output> engine::build_candidate(const task& t, const std::string& source, const std::string& object,
+                                             const std::vector<fs::path>& system_dirs) {
+  const bool cuda = t.kind == task_kind::cuda;
+  const std::string stem = "solution";
+  const std::string file = stem + (cuda ? ".cu" : ".cpp");
+  const bool dump_names = !cuda && !t.forbidden.empty();
+  std::vector<std::string> flags;
+  for (auto& f : split_flags(cuda ? config_.nvcc_flags : config_.cxx_flags)) flags.push_back(f);
+  if (cuda) {
+    flags.push_back(gencode_flag(config_.cuda_arch));
+  } else {
+    flags.push_back("-pthread");
+  }
+  const std::string compiler = cuda ? config_.nvcc : config_.cxx;
+  auto with = [&](std::initializer_list<std::string> extra) {
+    std::vector<std::string> argv{compiler};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return shell_line(argv);
+  };
+  // Exit codes: 10 preprocessing, 11 compiling, 13 linking.
+  std::string script;
+  if (config_.compile_memory_bytes > 0) {
+    script += "ulimit -d " + std::to_string(config_.compile_memory_bytes / 1024) + " 2>/dev/null\n";
+  }
+  if (cuda) {
+    // --keep leaves the device and host preprocessed files (.cpp1.ii, .cpp4.ii) whose line markers
+    // say what was included; nvcc writes them anyway.
+    script += with({"-c", file, "-o", stem + ".o", "--keep", "-Xcompiler",
+                    "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) + " || exit 11\n";
+  } else {
+    // One compiler run when it succeeds (-MD lists what the preprocessor opened). g++ writes no
+    // dependency file for a failed compile, so then a preprocessing run alone lists them (its
+    // messages repeat the compile's and are dropped).
+    std::string line = with({"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
+    if (dump_names) line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
+    // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
+    // sooner the second time.
+    const std::string preprocess_limit =
+        config_.compile_memory_bytes > 0 ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) + " 2>/dev/null; " : "";
+    script += line + " || { (" + preprocess_limit + "exec " +
+              with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) + ") 2>/dev/null || exit 10; exit 11; }\n";
+  }
+  script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
+
+  auto dir = scratch_dir::create(config_.scratch_root, "build-");
+  if (!dir) return dir.err();
+  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+           {file, &source}, {"harness.o", &object}, {"build.sh", &script}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
+  }
+  run_request request;
+  request.argv = {"/bin/sh", "build.sh"};
+  request.working_dir = dir->path();
+  request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
+  request.limits = config_.compile_limits;
+  auto r = run_isolated(request);
+  if (!r) return r.err().wrap("running the build of " + file);
+  build_output out;
+  out.log = compile_log(*r);
+  if (r->timed_out || r->signal == SIGXCPU) {
+    out.timed_out = true;
+    return out;
+  }
+  const int step = r->exited ? r->exit_code : -1;
+  auto refuse = [&](const std::string& category, std::string text) {
+    out.ok = false;
+    out.refusal_category = category;
+    out.refusal = std::move(text);
+    return out;
+  };
+  auto read = [&](const std::string& name, std::size_t cap) -> std::optional<std::string> {
+    auto bytes = read_untrusted_file(dir->path() / name, cap);
+    if (!bytes) return std::nullopt;
+    return std::move(bytes.value());
+  };
+
+  // 1. What the preprocessor opened, decided before any compiler message is looked at.
+  include_policy policy{file, system_dirs, forbidden_libraries(t.forbidden)};
+  bool saw_includes = false;
+  if (cuda) {
+    for (const char* pass : {".cpp1.ii", ".cpp4.ii"}) {
+      auto text = read(stem + pass, k_max_artifact_bytes);
+      if (!text) continue;
+      saw_includes = true;
+      if (auto hit = check_included_files(parse_line_markers(*text), policy)) return refuse("forbidden", hit->reason);
+    }
+  } else if (auto deps = read(stem + ".d", 16 << 20)) {
+    saw_includes = true;
+    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) return refuse("forbidden", hit->reason);
+  }
+  if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
+    if (out_of_memory(out.log, file) || !r->exited) {
+      // Preprocessing real code takes a few MiB: this is an include of a device or an endless file,
+      // or a macro bomb. Forbidden rather than a compile error, without quoting anything.
+      return refuse("forbidden", "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
+                                     std::to_string(config_.compile_memory_bytes >> 20) +
+                                     " MiB). Include only system headers; a file that never ends (a device) is not "
+                                     "one.");
+    }
+    if (!saw_includes) {
+      // Nothing says which files were read: keep only the lines located in the candidate's file.
+      std::istringstream lines(out.log);
+      std::string kept;
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind(file + ":", 0) == 0 || line.rfind(file + "(", 0) == 0) kept += line + "\n";
+      }
+      out.log = kept;
+    }
+    return out;  // the candidate's own preprocessing errors
+  }
+  // 2. Files the assembler read (.incbin, .include).
+  if (auto asd = read(stem + ".asd", 1 << 20)) {
+    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) return refuse("forbidden", hit->reason);
+  }
+  if (step == 11 || !r->exited) {
+    if (out_of_memory(out.log, file) || !r->exited) {
+      return refuse("compile", "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
+                                   std::to_string(config_.compile_memory_bytes >> 20) +
+                                   " MiB; runaway templates or constexpr evaluation?).");
+    }
+    return out;
+  }
+  // 3. Forbidden names as the compiler resolved them.
+  if (dump_names) {
+    auto dump = read(stem + ".tree", 256ULL << 20);
+    if (!dump) return refuse("compile", "Compilation failed: the program is too large to check.");
+    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) return refuse("forbidden", hit->reason);
+  }
+  // 4. The object's symbols.
+  auto candidate_object = read(stem + ".o", k_max_artifact_bytes);
+  if (!candidate_object) return refuse("compile", "Compilation failed: the compiler wrote no object file.");
+  auto candidate_symbols = parse_elf_symbols(*candidate_object);
+  if (!candidate_symbols) {
+    return refuse("compile", "Compilation failed: the object file cannot be read (" + candidate_symbols.err().message + ").");
+  }
+  auto harness_symbols = parse_elf_symbols(object);
+  if (!harness_symbols) return harness_symbols.err().wrap("the harness object of " + t.id);
+  if (auto hit = check_object_symbols(*candidate_symbols, *harness_symbols, t.forbidden, file)) {
+    return refuse("forbidden", hit->reason);
+  }
+  if (step != 0) return out;  // link errors
+  auto bytes = read_untrusted_file(dir->path() / "cand", k_max_artifact_bytes);
+  if (!bytes) {
+    out.log += "\n" + bytes.err().message;
+    return out;
+  }
+  out.ok = true;
+  out.artifact = std::move(bytes.value());
+  return out;
 }
 
 result<std::string> engine::harness_object(const task& t) {
@@ -446,29 +685,33 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   if (!object) return object.err();
   auto identity = compiler_identity(t.kind);
   if (!identity) return identity.err();
+  auto system_dirs = system_include_dirs(t.kind);
+  if (!system_dirs) return system_dirs.err();
   const std::string file = cuda ? "solution.cu" : "solution.cpp";
   // The code exactly as the model wrote it, so compiler line numbers and excerpts are its own.
   const std::string& source = p.code;
-  std::vector<std::string> argv;
-  if (cuda) {
-    argv = {config_.nvcc};
-    for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
-    argv.push_back(gencode_flag(config_.cuda_arch));
-  } else {
-    argv = {config_.cxx};
-    for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
-    argv.push_back("-pthread");
-  }
-  for (const char* a : {"", "harness.o", "-o", "cand"}) argv.emplace_back(*a ? a : file.c_str());
-  std::string key_material = "candidate\n" + *identity + "\n";
-  for (const auto& a : argv) key_material += a + "\n";
+  // Everything the outcome depends on: the checks' inputs (forbidden list, header folders, memory
+  // limit) as much as the compiler's.
+  std::string key_material = "candidate-v2\n" + *identity + "\n" + (cuda ? config_.nvcc + "\n" + config_.nvcc_flags + "\n" + config_.cuda_arch
+                                                                          : config_.cxx + "\n" + config_.cxx_flags) + "\n";
+  key_material += std::to_string(config_.compile_memory_bytes) + "\n";
+  for (const auto& item : t.forbidden) key_material += "forbid " + item + "\n";
+  for (const auto& d : *system_dirs) key_material += "sys " + d.string() + "\n";
   key_material += sha256_hex(*object) + "\n" + source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material), [&] {
-    return build_in_sandbox({{file, source}, {"harness.o", *object}}, argv, "cand");
-  });
+  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+                                     [&] { return build_candidate(t, source, *object, *system_dirs); });
   if (!lookup) return lookup.err();
   p.compile_ms = lookup->build_ms;
   p.cache_hit = lookup->hit || lookup->shared;
+  if (!lookup->output.ok && !lookup->output.refusal_category.empty()) {
+    verdict v = make_verdict(lookup->output.refusal_category == "forbidden" ? verdict_category::forbidden
+                                                                           : verdict_category::compile,
+                             trim_to_budget(lookup->output.refusal, config_.feedback.char_budget));
+    v.compile_ms = p.compile_ms;
+    v.cache_hit = p.cache_hit;
+    p.final_verdict = std::move(v);
+    return p;
+  }
   if (!lookup->output.ok) {
     const double limit = std::chrono::duration<double>(config_.compile_limits.wall).count();
     std::string text = lookup->output.timed_out

@@ -60,6 +60,10 @@ struct engine_config {
     l.output_cap_bytes = 256 << 10;
     return l;
   }();
+  // RLIMIT_DATA of every compiler process of a candidate's build (set by the build script, so it
+  // holds for nvcc, whose cicc needs RLIMIT_AS unlimited): an `#include "/dev/zero"` or a template
+  // explosion ends with "out of memory" instead of taking the host's. 0: none. Default: 3 GiB
+  std::uint64_t compile_memory_bytes = 3ULL << 30;
   // cpp runs. Default: resource_limits{} (10 s, 4 GiB address space, 4 GiB for the whole tree)
   resource_limits run_limits;
   resource_limits cuda_run_limits = [] {
@@ -127,7 +131,22 @@ class engine {
 
   // Extraction, forbidden check, compilation (cached, de-duplicated) and, once per task, the
   // reference's expected outputs (skipped when `with_reference` is false: a compile-only check,
-  // whose result run() cannot judge). Errors are infrastructure failures (no compiler, a task whose
+  // whose result run() cannot judge).
+  //
+  // cpp and cuda candidates are compiled to an object on their own and linked with the harness's
+  // object (harness first) afterwards, and judged on what the toolchain saw, not on their text:
+  //  - includes: every file the preprocessor opened (g++ -MD; nvcc's kept .ii line markers, device
+  //    and host passes) must be the candidate's own file or lie in a system header folder, and not
+  //    belong to a library the task forbids (thrust/, cub/, cublas*.h...);
+  //  - the assembler's dependency list: no .incbin/.include of any file;
+  //  - forbidden names (cpp): g++'s front-end dump, where every use is fully qualified;
+  //  - the object's symbols (nm): no definition of a library function or object, nothing the
+  //    harness uses, no forbidden library call (see check_object_symbols).
+  // A refusal is a `forbidden` verdict that names the file or symbol, never another file's content;
+  // compile errors are reduced to the candidate's own diagnostics. Every compiler process has
+  // compile_limits and compile_memory_bytes. The outcome, refusals included, is cached.
+  //
+  // Errors are infrastructure failures (no compiler, a task whose
   // reference does not compile), never the candidate's fault. Thread-safe.
   result<prepared_candidate> compile(const task& t, std::string_view answer, bool with_reference = true);
 
@@ -166,6 +185,12 @@ class engine {
   };
   result<std::string> harness_object(const task& t);
   result<reference_data> reference_outputs(const task& t);
+  // The folders whose headers a candidate may include (canonical): the compiler's own search list,
+  // and for cuda the toolkit's include folders. Probed once per kind.
+  result<std::vector<std::filesystem::path>> system_include_dirs(task_kind kind);
+  // The candidate's build with the checks on the compiler's view (see compile()).
+  result<build_output> build_candidate(const task& t, const std::string& source, const std::string& object,
+                                       const std::vector<std::filesystem::path>& system_dirs);
   result<build_output> build_in_sandbox(const std::vector<std::pair<std::string, std::string>>& files,
                                         const std::vector<std::string>& argv, const std::string& artifact);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
@@ -196,6 +221,7 @@ class engine {
   std::mutex mutex_;
   std::mutex identity_mutex_;
   std::map<task_kind, std::string> compiler_ids_;
+  std::map<task_kind, std::vector<std::filesystem::path>> include_dirs_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
   std::map<int, std::string> kernelbench_devices_;
   // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's inputs

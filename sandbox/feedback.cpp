@@ -92,8 +92,15 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
   static const std::regex undefined_ref(R"(undefined reference to [`'](.*)'$)");
   static const std::regex multiple_def(R"(multiple definition of [`'](.*)';?)");
   std::vector<std::string> lines;
+  std::vector<std::string> files;  // per line: the file a diagnostic names, as the compiler wrote it
   for (auto& l : split_lines(log)) {
     if (l.size() > 400) l = l.substr(0, 400) + " ...";
+    std::smatch fm;
+    if (std::regex_match(l, fm, gcc_diag) || std::regex_match(l, fm, gcc_context) || std::regex_match(l, fm, nvcc_diag)) {
+      files.push_back(fm[1].str());
+    } else {
+      files.emplace_back();
+    }
     lines.push_back(strip_host_paths(l));
     if (lines.size() > 2000) break;
   }
@@ -102,6 +109,7 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
   std::vector<std::string> errors;
   std::vector<std::string> link_errors;
   int total_errors = 0;
+  std::string last_context;  // the candidate's line that instantiated a library template
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string& line = lines[i];
     std::smatch m;
@@ -129,16 +137,28 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     }
     bool is_error = false;
     std::string file;
+    // The file as the compiler named it: "/x/solution.cpp" (a #line trick) is not the candidate's.
+    file = files[i];
     if (std::regex_match(line, m, gcc_diag)) {
-      file = m[1].str();
       is_error = m[4].str() == "error" || m[4].str() == "fatal error";
     } else if (std::regex_match(line, m, nvcc_diag)) {
-      file = m[1].str();
       is_error = m[3].str() == "error" || m[3].str() == "catastrophic error";
+    } else if (std::regex_match(line, m, gcc_context)) {
+      if (file == cand && m[4].str() == "required from") last_context = m[1].str() + ":" + m[2].str() + ":" + m[3].str();
+      continue;
     }
     if (!is_error) continue;
     ++total_errors;
-    if (file.rfind("harness", 0) == 0) continue;  // harness internals never reach the model
+    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
+    // Only the candidate's own file is quoted: a diagnostic located elsewhere (a library header, a
+    // name given by #line, the harness) keeps its message, whose names the compiler lexed from the
+    // verified includes or the candidate's own text, but never the excerpt, which the compiler
+    // re-reads from whatever file the location names.
+    if (file != cand) {
+      if (file.rfind("harness", 0) == 0) continue;  // harness internals never reach the model
+      errors.push_back(line + (last_context.empty() ? "" : "  (instantiated from " + last_context + ")") + "\n");
+      continue;
+    }
     if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
     std::vector<std::string> entry{line};
     // The excerpt and caret lines that follow, up to the next diagnostic or a blank line.
@@ -157,20 +177,27 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
   }
 
   std::string out;
+  const int shown = static_cast<int>(errors.size());
   if (!errors.empty()) {
     out = "Compilation failed:\n";
     for (const auto& e : errors) out += e;
-    if (total_errors > static_cast<int>(errors.size())) {
-      out += "(" + std::to_string(total_errors - static_cast<int>(errors.size())) + " more error" +
-             (total_errors - errors.size() == 1 ? "" : "s") + " not shown; fix these first)\n";
+    if (total_errors > shown) {
+      out += "(" + std::to_string(total_errors - shown) + " more error" + (total_errors - shown == 1 ? "" : "s") +
+             " not shown; fix these first)\n";
     }
   } else if (!link_errors.empty()) {
     for (const auto& e : link_errors) out += e + "\n";
   } else {
-    // Unrecognised shape: the last meaningful lines.
+    // Unrecognised shape: the last lines that cannot quote a file (no excerpts, no include chains,
+    // no diagnostics located elsewhere).
     std::vector<std::string> tail;
     for (const auto& l : lines) {
       if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos) continue;
+      if (l[0] == ' ' || l[0] == '\t' || l.find(" | ") != std::string::npos || starts_with(l, "In file included") ||
+          l.find(": In ") != std::string::npos || std::regex_match(l, gcc_context) ||
+          std::regex_match(l, gcc_diag) || std::regex_match(l, nvcc_diag)) {
+        continue;
+      }
       tail.push_back(l);
     }
     if (tail.size() > 15) tail.erase(tail.begin(), tail.end() - 15);

@@ -30,7 +30,9 @@ std::string trim_to_budget(std::string text, std::size_t budget);
 // model wrote it, so the line numbers are its own), with their source excerpt and caret; linker errors turned into advice
 // ("solve is not defined with the required signature: void solve(...)" for an undefined solve,
 // "do not define main()" for a duplicate main). `signature` is the required entry point. Warnings,
-// notes, harness internals and host paths are dropped.
+// notes and host paths are dropped, and nothing of another file is quoted: diagnostics located in
+// any file but `candidate_file` (library headers, the harness, a file included by a trick) are only
+// counted, with the candidate's line that instantiated them.
 std::string compile_feedback(std::string_view log, std::string_view candidate_file, std::string_view signature,
                              const feedback_options& options);
 

@@ -83,11 +83,66 @@ TEST(FeedbackTest, CompilerLogs) {
        "Compilation failed:\nstl_vector.h:1276:7: error: static assertion failed"},
       {"unrecognised_log_shows_its_tail", "solution.cpp", "cc1plus: out of memory allocating 123 bytes\n",
        "Compilation failed:\ncc1plus: out of memory allocating 123 bytes"},
+      // Real g++ 12 / nvcc 13 logs of files other than the candidate's: no excerpt of them is quoted.
+      {"included_host_file_is_not_quoted", "solution.cpp",
+       "In file included from solution.cpp:1:\n"
+       "/etc/passwd:1:5: error: found ':' in nested-name-specifier, expected '::'\n"
+       "    1 | root:x:0:0:root:/root:/bin/bash\n"
+       "      |     ^\n"
+       "      |     ::\n"
+       "solution.cpp:2:18: error: 'q' was not declared in this scope\n"
+       "    2 | int f() { return q; }\n"
+       "      |                  ^\n",
+       "Compilation failed:\n"
+       "passwd:1:5: error: found ':' in nested-name-specifier, expected '::'\n"
+       "solution.cpp:2:18: error: 'q' was not declared in this scope\n"
+       "    2 | int f() { return q; }\n"
+       "      |                  ^"},
+      {"line_directive_naming_a_host_file_is_not_quoted", "solution.cpp",
+       "/etc/passwd:1:1: error: 'root' does not name a type\n"
+       "    1 | root:x:0:0:root:/root:/bin/bash\n"
+       "      | ^~~~\n",
+       "Compilation failed:\npasswd:1:1: error: 'root' does not name a type"},
+      {"line_directive_naming_another_solution_file_is_not_quoted", "solution.cpp",
+       "/srv/suite/cpp/x/solution.cpp:3:1: error: 'secret' does not name a type\n"
+       "    3 | secret line of another file\n"
+       "      | ^~~~~~\n",
+       "Compilation failed:\nsolution.cpp:3:1: error: 'secret' does not name a type"},
+      {"library_template_error_names_the_candidate_line", "solution.cpp",
+       "In file included from /usr/include/c++/12/bits/stl_algobase.h:71,\n"
+       "                 from /usr/include/c++/12/algorithm:60,\n"
+       "                 from solution.cpp:1:\n"
+       "/usr/include/c++/12/bits/predefined_ops.h: In instantiation of 'constexpr bool __gnu_cxx::__ops::_Iter_less_iter::operator()(_Iterator1, _Iterator2) const [with _Iterator1 = P*; _Iterator2 = P*]':\n"
+       "/usr/include/c++/12/bits/stl_algo.h:4820:18:   required from 'void std::sort(_RAIter, _RAIter) [with _RAIter = P*]'\n"
+       "solution.cpp:4:12:   required from here\n"
+       "/usr/include/c++/12/bits/predefined_ops.h:45:23: error: no match for 'operator<' (operand types are 'P' and 'P')\n"
+       "   45 |       { return *__it1 < *__it2; }\n"
+       "      |                ~~~~~~~^~~~~~~~\n",
+       "Compilation failed:\n"
+       "predefined_ops.h:45:23: error: no match for 'operator<' (operand types are 'P' and 'P')  (instantiated from "
+       "solution.cpp:4:12)"},
+      {"nvcc_included_host_file_is_not_quoted", "solution.cu",
+       "/etc/passwd(1): error: this declaration has no storage class or type specifier\n"
+       "  root:x:0:0:root:/root:/bin/bash\n"
+       "  ^\n"
+       "\n"
+       "/etc/passwd(1): error: expected a \";\"\n"
+       "  root:x:0:0:root:/root:/bin/bash\n"
+       "      ^\n",
+       "Compilation failed:\n"
+       "passwd(1): error: this declaration has no storage class or type specifier\n"
+       "passwd(1): error: expected a \";\""},
+      {"unrecognised_log_drops_excerpts", "solution.cpp",
+       "some tool: something failed\n    1 | root:x:0:0:root:/root:/bin/bash\n  root:x:0:0\nIn file included from x\n",
+       "Compilation failed:\nsome tool: something failed"},
   };
   feedback_options options;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    EXPECT_EQ(compile_feedback(c.log, c.file, k_signature, options), c.expected);
+    const std::string got = compile_feedback(c.log, c.file, k_signature, options);
+    EXPECT_EQ(got, c.expected);
+    EXPECT_EQ(got.find("root:x"), std::string::npos);
+    EXPECT_EQ(got.find("secret line"), std::string::npos);
   }
 }
 

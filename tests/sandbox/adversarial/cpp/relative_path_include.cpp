@@ -1,0 +1,11 @@
+// task: cpp/prefix_sum_int
+// expect: forbidden
+// class: a relative path with .. climbing out of the build folder to a host file (digraph to pass the text check)
+// feedback: passwd
+%:include "../../../../../../../../etc/passwd"
+
+void solve(const int* x, int* y, int n) {
+  if (n <= 0) return;
+  y[0] = x[0];
+  for (int i = 1; i < n; ++i) y[i] = y[i - 1] + x[i];
+}
