@@ -91,7 +91,7 @@ result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object);
 // Refuses a candidate object that defines what is not its own: a function with C linkage other than
 // `solve` (clock_gettime, write, cudaEventElapsedTime would shadow the library's for the harness
 // too), a symbol the harness references or defines strongly, a strong definition in namespace std,
-// __gnu_cxx or __cxxabiv1 (or a weak one that is not a template instantiation), a global variable
+// __gnu_cxx or __cxxabiv1 (weak ones are what the headers emit: allowed), a global variable
 // named like a C library object (stdout, environ...); and one that references a forbidden library
 // function (undefined "cublas..."), or dlopen/dlsym when the task forbids anything. Symbols nvcc
 // and gcc generate (DW.ref.*, __cuda*, __nv_*, __fatbin*) are allowed. `file` names the candidate in

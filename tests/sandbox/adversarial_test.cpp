@@ -158,6 +158,9 @@ TEST(Adversarial, CorpusIsWellFormed) {
   }
 }
 
+// Test listings name the file, not the struct's bytes.
+void PrintTo(const adversarial_case& c, std::ostream* os) { *os << c.kind << "/" << c.file.filename().string(); }
+
 class AdversarialCase : public ::testing::TestWithParam<adversarial_case> {};
 
 TEST_P(AdversarialCase, IsNotPaid) {

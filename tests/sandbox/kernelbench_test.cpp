@@ -224,7 +224,9 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
       {"reads_the_problem", head + "    def forward(self, a, b):\n        return open('problem.py').read()\n",
        verdict_category::runtime, "No such file or directory: 'problem.py'"},
       {"looks_for_expected_outputs",
-       head + "    def forward(self, a, b):\n        import os\n        raise RuntimeError(sorted(os.listdir('.')))\n",
+       // Hidden entries are the runtime's own (CUDA's ~/.nv cache under HOME on a GPU host).
+       head + "    def forward(self, a, b):\n        import os\n"
+              "        raise RuntimeError(sorted(f for f in os.listdir('.') if not f.startswith('.')))\n",
        verdict_category::runtime, "['inputs.bin', 'out.bin', 'runner.py', 'solution.py']"},
       {"forged_no_gpu_status",
        "import json, os\njson.dump({'status': 'no_gpu'}, open('.leap_status', 'w'))\nos._exit(0)\n",
