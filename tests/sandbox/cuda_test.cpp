@@ -12,28 +12,6 @@ namespace {
 using testing::fenced;
 using testing::shared_engine;
 
-task vector_add_task() {
-  task t;
-  t.id = "cuda/test_vector_add";
-  t.kind = task_kind::cuda;
-  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
-            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 10007}};
-  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
-  t.forbidden = default_forbidden(task_kind::cuda);
-  return t;
-}
-
-const std::string k_kernel_good =
-    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) c[i] = a[i] + b[i];\n"
-    "}\n"
-    "void solve(const float* a, const float* b, float* c, int n) {\n"
-    "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
-    "}\n";
-
 bool nvcc_available(std::string* why) {
   const std::string nvcc = shared_engine().config().nvcc;
   if (std::system((nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
@@ -46,7 +24,7 @@ bool nvcc_available(std::string* why) {
 TEST(CudaCompileTest, CorrectKernelCompilesForTheConfiguredArch) {
   std::string why;
   if (!nvcc_available(&why)) GTEST_SKIP() << why;
-  auto p = shared_engine().compile(vector_add_task(), fenced("cuda", k_kernel_good));
+  auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add));
   ASSERT_TRUE(p.ok()) << p.err().message;
   EXPECT_FALSE(p->final_verdict.has_value()) << p->final_verdict->feedback;
   EXPECT_GT(p->binary.size(), 1000U);
@@ -65,7 +43,7 @@ TEST(CudaCompileTest, CompileErrorPointsAtTheCandidatesOwnLine) {
       "  if (i < n) c[i] = a[i] + b[j];\n"
       "}\n"
       "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, 256>>>(a, b, c, n); }\n";
-  auto p = shared_engine().compile(vector_add_task(), fenced("cuda", code));
+  auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   const auto& v = *p->final_verdict;
@@ -78,9 +56,9 @@ TEST(CudaCompileTest, CompileErrorPointsAtTheCandidatesOwnLine) {
 TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
   std::string why;
   if (!nvcc_available(&why)) GTEST_SKIP() << why;
-  std::string code = k_kernel_good;
+  std::string code = testing::k_cuda_vector_add;
   code.replace(code.find("void solve(const float* a"), 25, "void solve(float* a");
-  auto p = shared_engine().compile(vector_add_task(), fenced("cuda", code));
+  auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   EXPECT_EQ(p->final_verdict->category, verdict_category::compile);
@@ -91,7 +69,7 @@ TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
 
 TEST(CudaCompileTest, LibraryCallsAreForbiddenBeforeCompiling) {
   const std::string code = "#include <cublas_v2.h>\nvoid solve(const float* a, const float* b, float* c, int n) {}\n";
-  auto p = shared_engine().compile(vector_add_task(), fenced("cuda", code));
+  auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   EXPECT_EQ(p->final_verdict->category, verdict_category::forbidden);
@@ -108,18 +86,18 @@ class CudaGpuTest : public ::testing::Test {
     }
   }
   result<verdict> verify(const std::string& code) {
-    return shared_engine().verify(vector_add_task(), fenced("cuda", code), 0);
+    return shared_engine().verify(testing::cuda_vector_add_task(), fenced("cuda", code), 0);
   }
 };
 
 TEST_F(CudaGpuTest, CorrectKernelPasses) {
-  auto v = verify(k_kernel_good);
+  auto v = verify(testing::k_cuda_vector_add);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback << v->diagnostics;
 }
 
 TEST_F(CudaGpuTest, IllegalMemoryAccessIsARuntimeErrorByName) {
-  std::string code = k_kernel_good;
+  std::string code = testing::k_cuda_vector_add;
   // A write through a null pointer that the compiler cannot see is null (a literal null store is
   // undefined behaviour that nvcc deletes, leaving a wrong answer). A far out-of-bounds index gave
   // cudaErrorInvalidAddressSpace on an H200; the error is reported by whatever name the driver gives.
@@ -132,7 +110,7 @@ TEST_F(CudaGpuTest, IllegalMemoryAccessIsARuntimeErrorByName) {
 }
 
 TEST_F(CudaGpuTest, DeviceAssertIsARuntimeErrorByName) {
-  std::string code = "#include <cassert>\n" + k_kernel_good;
+  std::string code = "#include <cassert>\n" + testing::k_cuda_vector_add;
   code.replace(code.find("if (i < n) c[i]"), 15, "assert(i < 0); if (i < n) c[i]");
   auto v = verify(code);
   ASSERT_TRUE(v.ok()) << v.err().message;
@@ -141,7 +119,7 @@ TEST_F(CudaGpuTest, DeviceAssertIsARuntimeErrorByName) {
 }
 
 TEST_F(CudaGpuTest, MissingBoundsCheckIsWrongOrRuntime) {
-  std::string code = k_kernel_good;
+  std::string code = testing::k_cuda_vector_add;
   code.replace(code.find("(n + 255) / 256"), 15, "n / 256");
   auto v = verify(code);
   ASSERT_TRUE(v.ok()) << v.err().message;
@@ -150,7 +128,7 @@ TEST_F(CudaGpuTest, MissingBoundsCheckIsWrongOrRuntime) {
 }
 
 TEST_F(CudaGpuTest, WritingIntoADeviceInputIsCaught) {
-  std::string code = k_kernel_good;
+  std::string code = testing::k_cuda_vector_add;
   code.replace(code.find("if (i < n) c[i] = a[i] + b[i];"), 30,
                "if (i < n) { c[i] = a[i] + b[i]; const_cast<float*>(a)[i] = 0; }");
   auto v = verify(code);

@@ -215,28 +215,6 @@ TEST(EngineTest, TimedCallsGetFreshInputsAndAreChecked) {
   }
 }
 
-task cuda_vector_add_task() {
-  task t;
-  t.id = "cuda/test_vector_add";
-  t.kind = task_kind::cuda;
-  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
-            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 10007}};
-  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
-  t.forbidden = default_forbidden(task_kind::cuda);
-  return t;
-}
-
-const std::string k_cuda_add =
-    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) c[i] = a[i] + b[i];\n"
-    "}\n"
-    "void solve(const float* a, const float* b, float* c, int n) {\n"
-    "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
-    "}\n";
-
 bool nvcc_runs(std::string* why) {
   if (std::system((shared_engine().config().nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
     *why = "nvcc not found at '" + shared_engine().config().nvcc + "'";
@@ -251,7 +229,7 @@ TEST(EngineTest, CudaRunWithoutAUsableGpuIsAnInfrastructureErrorOfTheSlot) {
   std::string why;
   if (!nvcc_runs(&why)) GTEST_SKIP() << why;
   if (testing::gpu_present(&why)) GTEST_SKIP() << "a GPU is present: the probe passes here";
-  auto v = shared_engine().verify(cuda_vector_add_task(), fenced("cuda", k_cuda_add), 3);
+  auto v = shared_engine().verify(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add), 3);
   ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
   EXPECT_EQ(infrastructure_slot(v.err()), std::optional<int>(3)) << v.err().message;
   EXPECT_NE(v.err().message.find("probe failed"), std::string::npos) << v.err().message;
@@ -278,7 +256,7 @@ TEST(EngineTest, CudaInitFailureWithAPassingProbeIsTheCandidatesOwn) {
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
   const std::string hide = "#include <cstdlib>\nstatic int hidden = setenv(\"CUDA_VISIBLE_DEVICES\", \"99\", 1);\n";
-  auto v = (*e)->verify(cuda_vector_add_task(), fenced("cuda", hide + k_cuda_add), 0);
+  auto v = (*e)->verify(testing::cuda_vector_add_task(), fenced("cuda", hide + testing::k_cuda_vector_add), 0);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_EQ(v->category, verdict_category::runtime) << v->feedback;
   EXPECT_NE(v->feedback.find("CUDA could not be initialised"), std::string::npos) << v->feedback;

@@ -45,6 +45,30 @@ inline task python_add_task() {
   return t;
 }
 
+// c = a + b for n floats on the GPU (the default cuda forbidden list).
+inline task cuda_vector_add_task(int n = 10007) {
+  task t;
+  t.id = "cuda/test_vector_add";
+  t.kind = task_kind::cuda;
+  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
+  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  return t;
+}
+
+// A correct solve() for cuda_vector_add_task.
+inline const std::string k_cuda_vector_add =
+    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) c[i] = a[i] + b[i];\n"
+    "}\n"
+    "void solve(const float* a, const float* b, float* c, int n) {\n"
+    "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
+    "}\n";
+
 inline std::string fenced(const std::string& lang, const std::string& code) {
   return "Here is my solution:\n```" + lang + "\n" + code + "```\n";
 }

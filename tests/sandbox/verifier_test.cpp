@@ -169,19 +169,6 @@ TEST(VerifierTest, TrySubmitSaysBusyWhenTheQueueIsFull) {
   }
 }
 
-task cuda_add_task() {
-  task t;
-  t.id = "cuda/test_vector_add";
-  t.kind = task_kind::cuda;
-  t.args = {{"a", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
-            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 4099}};
-  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
-  t.forbidden = default_forbidden(task_kind::cuda);
-  return t;
-}
-
 const std::string k_cuda_good = fenced("cuda",
     "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -226,7 +213,7 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   config.compile_workers = 1;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
   // Judged on GPU 0: a pass on a GPU machine; here the driver refuses the run and GPU 0's probe
   // passes, so the failure is the candidate's (a runtime verdict), never an error.
   ASSERT_TRUE(r.ok()) << r.err().message;
@@ -251,7 +238,7 @@ TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   config.run_attempts = 3;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
   ASSERT_FALSE(r.ok()) << to_string(r->category) << ": " << r->feedback;
   EXPECT_NE(r.err().message.find("persisted"), std::string::npos) << r.err().message;
   EXPECT_NE(r.err().message.find("GPU 7"), std::string::npos) << r.err().message;
@@ -273,7 +260,7 @@ TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
   config.compile_workers = 1;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(cuda_add_task()), k_cuda_good).get();
+  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
   ASSERT_TRUE(r.ok()) << r.err().message;
   EXPECT_TRUE(r->passed) << r->feedback << "\n" << r->diagnostics;
   EXPECT_FALSE((*v)->verification_engine().probe_slot(task_kind::cuda, 7).ok());
