@@ -851,7 +851,11 @@ std::string signal_name(int signal) {
 }
 
 std::string isolation_summary() {
-  static const std::string summary = ::geteuid() == 0 ? "namespaces+uid" : "fallback";
+  static const std::string summary = [] {
+    if (::geteuid() != 0) return std::string("fallback");
+    const cgroup_host& cgroups = host_cgroups();
+    return "namespaces+pivot_root+seccomp+uid; " + (cgroups.usable() ? cgroups.words : "no cgroup: " + cgroups.why_not);
+  }();
   return summary;
 }
 

@@ -126,7 +126,7 @@ struct run_result {
 result<run_result> run_isolated(const run_request& request);
 
 // Describes the strongest isolation this process can apply, without running anything
-// (e.g. "namespaces+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback" otherwise). Cached after
+// (e.g. "namespaces+pivot_root+seccomp+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback" otherwise). Cached after
 // the first call.
 std::string isolation_summary();
 
