@@ -269,24 +269,6 @@ std::string timeout_feedback(double limit_seconds, bool cpu) {
          " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
 }
 
-std::optional<harness_error> parse_harness_error(std::string_view stderr_text) {
-  std::optional<harness_error> found;
-  for (const auto& l : split_lines(stderr_text)) {
-    if (!starts_with(l, "LEAP_HARNESS_ERROR ")) continue;
-    std::istringstream ss(l.substr(19));
-    harness_error e;
-    ss >> e.kind >> e.name;
-    std::string rest;
-    std::getline(ss, rest);
-    const auto colon = rest.find(": ");
-    e.where = rest.substr(0, colon);
-    if (!e.where.empty() && e.where.front() == ' ') e.where.erase(0, 1);
-    e.text = colon == std::string::npos ? std::string{} : rest.substr(colon + 2);
-    found = e;
-  }
-  return found;
-}
-
 std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text) {
   std::string out;
   if (e.kind == "cuda") {

@@ -47,15 +47,13 @@ std::string exit_feedback(int code, std::string_view stderr_text);
 // "Time limit exceeded: ..." for wall-clock (`cpu` false) or CPU-time limits.
 std::string timeout_feedback(double limit_seconds, bool cpu);
 
-// A "LEAP_HARNESS_ERROR <kind> <name> <where>: <text>" line from the harness's stderr.
+// A failure the harness reported in an error record of its result stream.
 struct harness_error {
   std::string kind;   // "cuda", "cuda_init", "io"
   std::string name;   // "cudaErrorIllegalAddress"
   std::string where;  // "running solve() (synchronising after it)"
   std::string text;   // "an illegal memory access was encountered"
 };
-// The last such line, or nullopt.
-std::optional<harness_error> parse_harness_error(std::string_view stderr_text);
 std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
 
 // The verdict category and feedback for a python judge's JSON result (see python_judge.hpp; the
