@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -24,6 +26,16 @@ struct engine_case {
   verdict_category expected;
   std::string feedback_contains;
 };
+
+// Verifies one case and checks its category and feedback; returns the verdict for further checks.
+std::optional<verdict> expect_case(engine& e, const task& t, const engine_case& c) {
+  auto v = e.verify(t, c.answer);
+  EXPECT_TRUE(v.ok()) << c.name << ": " << (v.ok() ? "" : v.err().message);
+  if (!v.ok()) return std::nullopt;
+  EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+  return *v;
+}
 
 TEST(EngineTest, CppVerdicts) {
   const task t = doubling_task();
@@ -47,11 +59,7 @@ TEST(EngineTest, CppVerdicts) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = shared_engine().verify(t, c.answer);
-    ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
-    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
-    EXPECT_EQ(v->feedback.find("/tmp"), std::string::npos) << v->feedback;
+    if (auto v = expect_case(shared_engine(), t, c)) EXPECT_EQ(v->feedback.find("/tmp"), std::string::npos) << v->feedback;
   }
 }
 
@@ -111,10 +119,7 @@ TEST(EngineTest, ForbiddenNamesAreJudgedOnWhatTheCompilerResolved) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = shared_engine().verify(t, c.answer);
-    ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
-    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    expect_case(shared_engine(), t, c);
   }
 }
 
@@ -131,10 +136,7 @@ TEST(EngineTest, PythonVerdicts) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = shared_engine().verify(t, c.answer);
-    ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
-    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    expect_case(shared_engine(), t, c);
   }
 }
 
@@ -171,10 +173,7 @@ TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = shared_engine().verify(t, c.answer);
-    ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
-    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    expect_case(shared_engine(), t, c);
   }
 }
 
@@ -204,11 +203,8 @@ TEST(EngineTest, TimedCallsGetFreshInputsAndAreChecked) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = (*e)->verify(t, c.answer);
-    ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
-    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
-    if (v->passed) {
+    auto v = expect_case(**e, t, c);
+    if (v && v->passed) {
       ASSERT_TRUE(v->candidate_time.has_value());
       EXPECT_EQ(v->candidate_time->reps, 3);
     }
