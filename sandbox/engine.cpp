@@ -352,6 +352,7 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   request.working_dir = dir->path();
   request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
   request.limits = config_.compile_limits;
+  request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) return r.err().wrap("finding the system header folders of " + config_.cxx);
   std::vector<fs::path> dirs;
@@ -378,13 +379,16 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
     return error{"'" + config_.cxx + " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
   }
   if (kind == task_kind::cuda) {
-    // The toolkit's headers: <toolkit>/include and <toolkit>/targets/<arch>/include (cccl below them).
-    const fs::path toolkit = fs::path(config_.nvcc).parent_path().parent_path();
-    if (config_.nvcc.find('/') != std::string::npos) {
-      add(toolkit / "include");
-      std::error_code ec;
-      for (const auto& target : fs::directory_iterator(toolkit / "targets", ec)) add(target.path() / "include");
+    // The toolkit's own headers, as nvcc itself finds them (see parse_nvcc_include_dirs).
+    request.argv = {config_.nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null", "-o", "/dev/null"};
+    auto dry = run_isolated(request);
+    if (!dry) return dry.err().wrap("finding the toolkit's header folders with '" + config_.nvcc + " --dryrun'");
+    const auto toolkit_dirs = parse_nvcc_include_dirs(dry->stderr_text + dry->stdout_text);
+    if (toolkit_dirs.empty()) {
+      return error{"'" + config_.nvcc + " --dryrun' named no header folders of the CUDA toolkit: " +
+                   (dry->stderr_text + dry->stdout_text).substr(0, 300)};
     }
+    for (const auto& d : toolkit_dirs) add(d);
   }
   std::lock_guard lock(mutex_);
   include_dirs_[kind] = dirs;
@@ -447,6 +451,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   request.working_dir = dir->path();
   request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
   request.limits = config_.compile_limits;
+  request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) return r.err().wrap("running the build of " + file);
   build_output out;
@@ -550,8 +555,18 @@ result<std::string> engine::harness_object(const task& t) {
   const std::string source = harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
   // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
-  const fs::path cuda_include = fs::path(config_.nvcc).parent_path().parent_path() / "include";
-  const bool host_compiled = !cuda || (config_.nvcc.find('/') != std::string::npos && fs::exists(cuda_include / "cuda_runtime.h"));
+  fs::path cuda_include;
+  if (cuda) {
+    auto dirs = system_include_dirs(t.kind);
+    if (!dirs) return dirs.err();
+    for (const auto& d : *dirs) {
+      if (fs::exists(d / "cuda_runtime.h")) {
+        cuda_include = d;
+        break;
+      }
+    }
+  }
+  const bool host_compiled = !cuda || !cuda_include.empty();
   const std::string file = cuda && !host_compiled ? "harness.cu" : "harness.cpp";
   std::vector<std::string> argv;
   if (host_compiled) {

@@ -318,6 +318,39 @@ std::vector<std::string> parse_line_markers(std::string_view text) {
   return files;
 }
 
+std::vector<std::string> parse_nvcc_include_dirs(std::string_view dryrun) {
+  std::vector<std::string> dirs;
+  std::size_t pos = 0;
+  while (pos < dryrun.size()) {
+    auto end = dryrun.find('\n', pos);
+    if (end == std::string_view::npos) end = dryrun.size();
+    std::string_view line = dryrun.substr(pos, end - pos);
+    pos = end + 1;
+    const bool includes = starts_with(line, "#$ INCLUDES=");
+    if (!includes && !starts_with(line, "#$ SYSTEM_INCLUDES=")) continue;
+    line.remove_prefix(line.find('=') + 1);
+    // The value is shell words, each in double quotes: "-I/a" or "-isystem" "/b".
+    std::vector<std::string> words;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (line[i] != '"') continue;
+      const auto close = line.find('"', i + 1);
+      if (close == std::string_view::npos) break;
+      words.emplace_back(line.substr(i + 1, close - i - 1));
+      i = close;
+    }
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (starts_with(words[i], "-I") && words[i].size() > 2) {
+        dirs.push_back(words[i].substr(2));
+      } else if ((words[i] == "-isystem" || words[i] == "-I") && i + 1 < words.size()) {
+        dirs.push_back(words[++i]);
+      } else if (starts_with(words[i], "-isystem") && words[i].size() > 8) {
+        dirs.push_back(words[i].substr(8));
+      }
+    }
+  }
+  return dirs;
+}
+
 std::vector<std::string> forbidden_libraries(const std::vector<std::string>& items) {
   std::vector<std::string> keys;
   for (const auto& item : items) {

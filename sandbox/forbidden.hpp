@@ -43,6 +43,12 @@ std::vector<std::string> parse_make_deps(std::string_view deps);
 // once, in order of first appearance; "<built-in>" and "<command-line>" are dropped.
 std::vector<std::string> parse_line_markers(std::string_view preprocessed);
 
+// The header folders nvcc adds on its own, from `nvcc --dryrun`'s `#$ INCLUDES=` (-I) and
+// `#$ SYSTEM_INCLUDES=` (-isystem) lines, as nvcc spells them (often `<toolkit>/bin/../targets/...`).
+// nvcc computes them from where it really runs, which a link or wrapper script in another bin/
+// folder (/usr/local/bin/nvcc, Debian's /usr/bin/nvcc) hides from anyone looking at the path alone.
+std::vector<std::string> parse_nvcc_include_dirs(std::string_view dryrun);
+
 struct include_policy {
   std::string candidate_file;                       // "solution.cpp": the only non-system file allowed
   std::vector<std::filesystem::path> system_dirs;   // canonical header folders of the toolchain

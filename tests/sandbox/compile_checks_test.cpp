@@ -40,6 +40,21 @@ TEST(CompileChecksTest, LineMarkers) {
             (std::vector<std::string>{"solution.cu", "/etc/pass\"wd", "/usr/include/stdio.h"}));
 }
 
+TEST(CompileChecksTest, NvccDryRunIncludeFolders) {
+  // nvcc 13's own --dryrun lines, trimmed; the gcc command line below them must not count.
+  const std::string dryrun =
+      "#$ _HERE_=/opt/cuda-13.0/bin\n"
+      "#$ TOP=/opt/cuda-13.0/bin/..\n"
+      "#$ INCLUDES=\"-I/opt/cuda-13.0/bin/../targets/x86_64-linux/include\"  \n"
+      "#$ SYSTEM_INCLUDES=\"-isystem\" \"/opt/cuda-13.0/bin/../targets/x86_64-linux/include/cccl\"  \n"
+      "#$ LIBRARIES=  \"-L/opt/cuda-13.0/bin/../targets/x86_64-linux/lib\"\n"
+      "#$ gcc -E -x c++ \"-I/etc\" -include \"cuda_runtime.h\" \"/dev/null\"\n";
+  EXPECT_EQ(parse_nvcc_include_dirs(dryrun),
+            (std::vector<std::string>{"/opt/cuda-13.0/bin/../targets/x86_64-linux/include",
+                                      "/opt/cuda-13.0/bin/../targets/x86_64-linux/include/cccl"}));
+  EXPECT_TRUE(parse_nvcc_include_dirs("nvcc fatal   : Unknown option '--dryrun'\n").empty());
+}
+
 TEST(CompileChecksTest, ForbiddenLibrariesOfATask) {
   EXPECT_EQ(forbidden_libraries({"cublas", "cudnn", "thrust", "cub::", "torch", "std::sort", "qsort"}),
             (std::vector<std::string>{"cublas", "cudnn", "thrust", "cub", "torch", "qsort"}));

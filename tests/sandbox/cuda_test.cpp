@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 namespace leap::sandbox {
 namespace {
 
@@ -65,6 +68,43 @@ TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
   EXPECT_NE(p->final_verdict->feedback.find("void solve(const float* a, const float* b, float* c, int n)"),
             std::string::npos)
       << p->final_verdict->feedback;
+}
+
+// As on machines whose nvcc on PATH is a wrapper script in another bin/ folder (Debian's
+// /usr/bin/nvcc is one): nvcc takes its headers from its real folder (<toolkit>/bin/../targets/...),
+// which the include check must accept as the toolkit's although the configured path says nothing
+// of it.
+TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) {
+  std::string why;
+  if (!nvcc_available(&why)) GTEST_SKIP() << why;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path real_nvcc = fs::canonical(shared_engine().config().nvcc, ec);
+  if (ec) GTEST_SKIP() << "nvcc is '" << shared_engine().config().nvcc << "', not a path to wrap";
+  // The wrapper lives in the build tree: the sandbox replaces /tmp with its own, so a wrapper there
+  // would not be visible to the compiler.
+  const fs::path root = fs::current_path() / ("leap-nvcc-wrapper-" + std::to_string(::getpid()));
+  for (const char* replaced : {"/tmp/", "/var/tmp/", "/run/", "/dev/"}) {
+    if (root.string().rfind(replaced, 0) == 0) GTEST_SKIP() << "the build tree is under " << replaced;
+  }
+  fs::create_directories(root / "bin");
+  const fs::path wrapper = root / "bin" / "nvcc";
+  {
+    std::ofstream out(wrapper);
+    out << "#!/bin/sh\nexec '" << real_nvcc.string() << "' \"$@\"\n";
+  }
+  fs::permissions(wrapper, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+  engine_config config = testing::test_engine_config();
+  config.nvcc = wrapper.string();
+  config.cache_dir = root / "cache";
+  auto wrapped = engine::create(config);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.err().message;
+  auto p = (*wrapped)->compile(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add));
+  fs::remove_all(root, ec);
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  EXPECT_FALSE(p->final_verdict.has_value()) << p->final_verdict->feedback;
+  EXPECT_GT(p->binary.size(), 1000U);
 }
 
 TEST(CudaCompileTest, LibraryCallsAreForbiddenBeforeCompiling) {
