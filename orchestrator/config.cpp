@@ -1199,6 +1199,26 @@ std::vector<cross_check> build_cross_checks() {
          }
          return std::nullopt;
        }});
+  checks.push_back(
+      {{"policy.model", "learner.kind", "policy.flavour"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::embedded &&
+             c.policy.model.empty()) {
+           return std::optional<std::string>{
+               "is required when learner.kind is torch and policy.flavour is embedded: the model "
+               "folder the embedded server serves (normally learner.model_path)"};
+         }
+         return std::nullopt;
+       }});
+  checks.push_back({{"policy.tokenizer"}, [](const experiment_config& c) -> std::optional<std::string> {
+                      if (!c.policy.tokenizer.empty()) {
+                        return std::optional<std::string>{
+                            "local tokenizers are not supported yet: leave it empty (prompts are "
+                            "rendered by the server's /tokenize, or by the embedded server's "
+                            "byte-level template)"};
+                      }
+                      return std::nullopt;
+                    }});
   checks.push_back({{"learner.mini_batches", "data.batch_size", "rollout.group_size"},
                     [](const experiment_config& c) -> std::optional<std::string> {
                       const std::int64_t rollouts =
@@ -1459,7 +1479,7 @@ bool operator==(const experiment_config& a, const experiment_config& b) {
          a.simulation == b.simulation;
 }
 
-result<experiment_config> load_config(const std::string& path) {
+result<std::string> read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return error{path + ": cannot read config: it is a directory"};
@@ -1475,7 +1495,13 @@ result<experiment_config> load_config(const std::string& path) {
   if (in.bad()) {
     return error{path + ": cannot read config: read error"};
   }
-  return parse_config(text.str(), path);
+  return text.str();
+}
+
+result<experiment_config> load_config(const std::string& path) {
+  auto text = read_config_file(path);
+  if (!text) return text.err();
+  return parse_config(*text, path);
 }
 
 result<experiment_config> parse_config(const std::string& yaml_text,
@@ -1524,6 +1550,59 @@ result<experiment_config> parse_config(const std::string& yaml_text,
     return join_problems(source_name, std::move(state.problems));
   }
   return std::move(state.config);
+}
+
+std::optional<int> config_key_line(const std::string& yaml_text, std::string_view key) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(yaml_text);
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  int line = 0;
+  for (const auto& part : split_key(std::string(key))) {
+    if (!node.IsMap()) return std::nullopt;
+    bool found = false;
+    // The key's own line (a section's value starts on the line below it).
+    for (auto it = node.begin(); it != node.end() && !found; ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == part) {
+        line = line_of(it->first);
+        YAML::Node value = it->second;
+        node.reset(value);  // operator= would overwrite the referenced node's value
+        found = true;
+      }
+    }
+    if (!found) return std::nullopt;
+  }
+  return line > 0 ? std::optional<int>(line) : std::nullopt;
+}
+
+bool resume_may_change(std::string_view key) {
+  // Where and how fast the experiment runs, not what it computes: the endpoints (a server that came
+  // back on another port), request timeouts and retries, worker counts, caches, remote nodes and
+  // their credentials, logging, and how many steps to run. Everything else (data, sampling, gate,
+  // reward, advantage, optimiser, verifier limits that decide verdicts) defines the experiment.
+  static const std::set<std::string, std::less<>> operational = {
+      "experiment.steps",          "experiment.log_level",      "learner.checkpoint_every",
+      "learner.micro_batch_tokens", "policy.endpoints",         "policy.max_in_flight",
+      "policy.request_timeout_s",  "policy.retries",            "policy.stream",
+      "verifier.compile_workers",  "verifier.gpu_slots",        "verifier.cache_dir",
+      "verifier.cache_max_bytes",  "verifier.nodes",            "verifier.local_jobs",
+      "verifier.node_secret_file", "verifier.node_timeout_s",   "verifier.node_retry_max_s",
+      "verifier.tls.certificate",  "verifier.tls.key",          "verifier.tls.ca"};
+  return operational.contains(key) || key.rfind("simulation.", 0) == 0;
+}
+
+std::vector<std::string> resume_conflicts(const experiment_config& stored,
+                                          const experiment_config& now) {
+  std::vector<std::string> out;
+  for (const auto& f : the_schema().fields) {
+    if (resume_may_change(f.key)) continue;
+    const std::string a = f.write(stored);
+    const std::string b = f.write(now);
+    if (a != b) out.push_back(f.key + " (stored " + a + ", now " + b + ")");
+  }
+  return out;
 }
 
 status validate_config(const experiment_config& config) {

@@ -292,6 +292,10 @@ struct experiment_config {
 // Field-by-field equality (gate_config, reward_config and advantage_config included).
 [[nodiscard]] bool operator==(const experiment_config& a, const experiment_config& b);
 
+// The text of the config file at `path`. Errors: the file is missing, unreadable or a directory
+// ("PATH: cannot read config: ..."). Thread-safe.
+[[nodiscard]] result<std::string> read_config_file(const std::string& path);
+
 // Reads and parses the file at `path`. Errors: the file is missing, unreadable or a directory
 // ("PATH: cannot read config: ..."), or any error of parse_config with `path` as the source name.
 // Thread-safe.
@@ -307,6 +311,21 @@ struct experiment_config {
 // failed is skipped, so one mistake gives one message. Thread-safe.
 [[nodiscard]] result<experiment_config> parse_config(const std::string& yaml_text,
                                                      const std::string& source_name);
+
+// The 1-based line where `key` ("data.train") is set in the YAML text; nullopt when it is not set
+// there (or the text does not parse). For checks made after parse_config (`leap run`'s tasks, say)
+// to point at the line as parse_config's own do. Thread-safe.
+[[nodiscard]] std::optional<int> config_key_line(const std::string& yaml_text, std::string_view key);
+
+// Whether a resumed run may change `key`: true for the keys that say where and how fast the
+// experiment runs (policy.endpoints, request timeouts and retries, worker counts, caches, remote
+// nodes, log level, experiment.steps, simulation.*), false for those that define what it computes.
+[[nodiscard]] bool resume_may_change(std::string_view key);
+
+// "key (stored X, now Y)" for each key that differs between the two configs and that a resume may
+// not change, in the reference's order; empty: `now` may continue the run stored with `stored`.
+[[nodiscard]] std::vector<std::string> resume_conflicts(const experiment_config& stored,
+                                                        const experiment_config& now);
 
 // The range and consistency checks of parse_config, for a config built in code. Errors as
 // parse_config's, without source and line ("dotted.key: what is wrong"). Thread-safe.

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -48,7 +49,18 @@ TEST(LeapCli, NoSubcommandIsAnError) {
 }
 
 TEST(LeapCli, ConfigCheckPrintsTheResolvedConfig) {
-  const auto out = leap_shell("config check '" + source("configs/quickstart.yaml") + "'");
+  // From the source folder, as the quickstart's relative data.train is meant to be read.
+  const auto out = leap::e2e::run_leap({"config", "check", "configs/quickstart.yaml"},
+                                       std::chrono::seconds(60), LEAP_SOURCE_DIR);
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  const auto& text = out.output;
+  // Keys the file leaves out appear with their defaults.
+  EXPECT_NE(text.find("lr: 1.0e-06"), std::string::npos) << text;
+  EXPECT_NE(text.find("group_size: 4"), std::string::npos) << text;
+}
+
+TEST(LeapCli, ConfigCheckForSimulateNeedsNoTasks) {
+  const auto out = leap_shell("config check --for simulate '" + source("configs/quickstart.yaml") + "'");
   EXPECT_EQ(out.exit_code, 0) << out.text;
   // Keys the file leaves out appear with their defaults.
   EXPECT_NE(out.text.find("lr: 1.0e-06"), std::string::npos) << out.text;
@@ -79,6 +91,73 @@ TEST(LeapCli, ConfigCheckRejectsEachKindOfBadConfigPrecisely) {
     EXPECT_NE(out.text.find(file.path()), std::string::npos) << out.text;
     EXPECT_NE(out.text.find(c.expected), std::string::npos) << out.text;
   }
+}
+
+// The first line of `leap <command>`'s error, without its "leap ...: error: " prefix.
+std::string first_error(const std::string& output) {
+  const std::string marker = ": error: ";
+  const auto at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const auto start = at + marker.size();
+  return output.substr(start, output.find('\n', start) - start);
+}
+
+// One place for every rule: each config `leap run` refuses at its start, `leap config check`
+// refuses with the same message (and line), and `leap run` refuses before it creates anything.
+TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
+  const auto run_dir = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_never_created");
+  const std::string head = "experiment:\n  run_dir: " + run_dir.string() + "\ndata:\n";
+  const std::string cpp_suite = head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [cpp]\n";
+  const struct {
+    const char* name;
+    std::string yaml;
+    std::string expected;  // in the message; ":N: key" where the key is set on line N
+  } cases[] = {
+      {"empty file", "", "the config is empty"},
+      {"comment only", "# nothing yet\n", "the config is empty"},
+      {"null document", "~\n", "the config is empty"},
+      {"empty data.train", head + "  train: \"\"\n", ":4: data.train: no task suite given"},
+      {"missing data.train", head + "  train: /nonexistent/tasks.jsonl\n",
+       ":4: data.train: /nonexistent/tasks.jsonl: no such file or folder"},
+      {"unknown task kind", head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [fortran]\n",
+       ":5: data.task_kinds: unknown task kind 'fortran'"},
+      {"unicode task kind", head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [c\u00fcda]\n",
+       ":5: data.task_kinds: unknown task kind"},
+      {"torch learner, embedded server without a model",
+       cpp_suite + "learner:\n  kind: torch\n  model_path: m\npolicy:\n  flavour: embedded\n",
+       ":7: policy.model: is required"},
+      {"local tokenizer", cpp_suite + "policy:\n  tokenizer: models/policy\n",
+       ":7: policy.tokenizer: local tokenizers are not supported yet"},
+      {"torch learner with vllm",
+       cpp_suite + "learner:\n  kind: torch\n  model_path: m\npolicy:\n  flavour: vllm\n"
+                   "  endpoints: [\"http://127.0.0.1:9\"]\n",
+       ":10: policy.flavour: vllm with learner.kind torch"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    scratch_file file("refused.yaml", c.yaml);
+    const auto check = leap_shell("config check '" + file.path() + "'");
+    const auto run = leap_shell("run '" + file.path() + "'");
+    EXPECT_EQ(check.exit_code, 1) << check.text;
+    EXPECT_EQ(run.exit_code, 1) << run.text;
+    EXPECT_NE(first_error(check.text).find(file.path()), std::string::npos) << check.text;
+    EXPECT_NE(first_error(check.text).find(c.expected), std::string::npos) << check.text;
+    EXPECT_EQ(first_error(check.text), first_error(run.text)) << run.text;
+    EXPECT_FALSE(std::filesystem::exists(run_dir));
+  }
+}
+
+TEST(LeapCli, AFolderGivenAsTheConfigIsNamedByEveryCommand) {
+  const auto dir = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_config_dir.yaml");
+  std::filesystem::create_directories(dir);
+  for (const char* command : {"config check", "run", "simulate"}) {
+    SCOPED_TRACE(command);
+    const auto out = leap_shell(std::string(command) + " '" + dir.string() + "'");
+    EXPECT_EQ(out.exit_code, 1) << out.text;
+    EXPECT_NE(out.text.find(dir.string() + ": cannot read config: it is a directory"), std::string::npos)
+        << out.text;
+  }
+  std::filesystem::remove(dir);
 }
 
 TEST(LeapCli, ConfigCheckNamesAMissingFile) {

@@ -227,6 +227,17 @@ TEST(DaemonE2E, BadConfigIsRefusedNamingTheKey) {
   EXPECT_NE(j["error"]["message"].get<std::string>().find("typo.yaml:2: rollout.group_sise"),
             std::string::npos)
       << res->body;
+
+  // Checked as its `leap run` will check it, in the folder it would start in: a task file that
+  // does not exist there is refused now, not when the experiment's turn comes.
+  const fs::path no_tasks = dir.root() / "no_tasks.yaml";
+  std::ofstream(no_tasks) << "experiment:\n  steps: 2\ndata:\n  train: tasks/missing.jsonl\n";
+  out = run_leap({"submit", no_tasks.string(), "--home", dir.home().string()}, dir.root().string());
+  EXPECT_EQ(out.exit_code, 1) << out.output;
+  EXPECT_NE(out.output.find(no_tasks.string() + ":4: data.train: " +
+                            (dir.root() / "tasks/missing.jsonl").string() + ": no such file or folder"),
+            std::string::npos)
+      << out.output;
   // Nothing was queued.
   EXPECT_EQ(d.get("/v1/experiments")["experiments"].size(), 0u);
 }

@@ -686,6 +686,46 @@ class scratch_dir {
   fs::path path_;
 };
 
+TEST(ConfigResume, WhereAndHowFastMayChangeWhatItComputesMayNot) {
+  experiment_config stored;
+  stored.policy.flavour = policy_flavour::vllm;
+  stored.policy.endpoints = {"http://127.0.0.1:8000"};
+  experiment_config moved = stored;
+  moved.policy.endpoints = {"http://127.0.0.1:8001", "http://127.0.0.1:8002"};
+  moved.policy.request_timeout_s = 1200;
+  moved.policy.retries = 9;
+  moved.policy.max_in_flight = 7;
+  moved.verifier.compile_workers = 16;
+  moved.experiment.log_level = log_verbosity::debug;
+  moved.experiment.steps = stored.experiment.steps + 10;
+  EXPECT_THAT(resume_conflicts(stored, moved), ::testing::IsEmpty());
+
+  experiment_config changed = moved;
+  changed.gate.tau_min = 0.25;
+  changed.verifier.run_timeout_s = 5;  // decides verdicts: part of the experiment
+  const auto conflicts = resume_conflicts(stored, changed);
+  ASSERT_EQ(conflicts.size(), 2U);
+  EXPECT_THAT(conflicts[0], HasSubstr("gate.tau_min (stored 0.5, now 0.25)"));
+  EXPECT_THAT(conflicts[1], HasSubstr("verifier.run_timeout_s"));
+  for (const auto& doc : config_keys()) {
+    if (doc.key.rfind("gate.", 0) == 0 || doc.key.rfind("reward.", 0) == 0 ||
+        doc.key.rfind("advantage.", 0) == 0 || doc.key.rfind("rollout.", 0) == 0 ||
+        doc.key.rfind("data.", 0) == 0) {
+      EXPECT_FALSE(resume_may_change(doc.key)) << doc.key;
+    }
+  }
+}
+
+TEST(ConfigKeyLine, FindsTheLineOfANestedKeyAndNothingElse) {
+  const std::string yaml = "# a comment\nexperiment:\n  name: x\ndata:\n\n  train: t.jsonl\n";
+  EXPECT_EQ(config_key_line(yaml, "data.train"), 6);
+  EXPECT_EQ(config_key_line(yaml, "experiment"), 2);
+  EXPECT_EQ(config_key_line(yaml, "data.validation"), std::nullopt);
+  EXPECT_EQ(config_key_line(yaml, "experiment.name.deeper"), std::nullopt);
+  EXPECT_EQ(config_key_line("gate: [unclosed\n", "gate"), std::nullopt);
+  EXPECT_EQ(config_key_line("", "data.train"), std::nullopt);
+}
+
 TEST(ConfigLoad, ReadsAFile) {
   const scratch_dir dir;
   const std::string path = (dir.path() / "run.yaml").string();

@@ -74,7 +74,8 @@ bool still_runs(int pid, const std::string& config) {
 
 class supervisor {
  public:
-  explicit supervisor(fs::path home) : home_(std::move(home)) {}
+  explicit supervisor(const daemon_options& options)
+      : home_(options.home), check_submission_(options.check_submission) {}
 
   int run() {
     if (auto s = prepare(); !s) {
@@ -470,6 +471,11 @@ class supervisor {
     const auto dir = experiment_dir(home_, id_of(seq));
     auto record = make_submission(*request, seq, dir.string(), now_ms());
     if (!record) return fail(400, record.err().message);
+    if (check_submission_) {
+      if (auto checked = check_submission_(request->yaml, request->source, record->cwd); !checked) {
+        return fail(400, checked.err().message);
+      }
+    }
     if (auto user = run_dir_user(snapshot(), record->run_dir)) {
       return fail(409, "run folder " + record->run_dir + " is in use by experiment " + *user +
                            " (" + to_string(records_.at(*user).state) +
@@ -539,6 +545,7 @@ class supervisor {
   }
 
   fs::path home_;
+  std::function<status(const std::string&, const std::string&, const fs::path&)> check_submission_;
   std::mutex mutex_;
   std::map<std::string, experiment_record> records_;
   daemon_settings settings_;
@@ -561,7 +568,7 @@ int run_daemon(const daemon_options& options) {
     std::fprintf(stderr, "leap daemon: error: %s\n", routed.err().message.c_str());
     return 1;
   }
-  supervisor s(options.home);
+  supervisor s(options);
   return s.run();
 }
 

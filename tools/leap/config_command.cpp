@@ -1,6 +1,7 @@
 // `leap config`: check an experiment config and print it resolved, or print the key reference.
 #include "orchestrator/config.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/run_preflight.hpp"
 
 #include <iostream>
 #include <memory>
@@ -25,22 +26,39 @@ void add_config_command(CLI::App& app, int* exit_code) {
   config->require_subcommand(1);
 
   CLI::App* check = config->add_subcommand("check",
-                                           "Parse and validate an experiment config. On success, "
+                                           "Check an experiment config as `leap run` will "
+                                           "(see --for). On success, "
                                            "print it as YAML with every key resolved "
                                            "(defaults filled in) and exit 0; otherwise print every "
                                            "problem as FILE:LINE: key: what is wrong "
                                            "and exit 1.");
   auto path = std::make_shared<std::string>();
+  auto use = std::make_shared<std::string>("run");
   check->add_option("FILE", *path, "The YAML config to check, e.g. configs/leap_cuda.yaml")
       ->required();
-  check->callback([path, exit_code] {
-    const auto loaded = load_config(*path);
-    if (!loaded.ok()) {
-      print_errors(loaded.err().message);
+  check
+      ->add_option("--for", *use,
+                   "The command the config is for: run (also `leap submit`; every check `leap "
+                   "run` makes before it starts: the keys, the task files and kinds, the remote "
+                   "nodes' secret and TLS files) or simulate (the keys only; `leap simulate` needs "
+                   "no tasks)")
+      ->check(CLI::IsMember({"run", "simulate"}))
+      ->capture_default_str();
+  check->callback([path, use, exit_code] {
+    result<experiment_config> checked = error{""};
+    if (*use == "run") {
+      auto preflight = preflight_run(*path);
+      checked = preflight ? result<experiment_config>(std::move(preflight->config))
+                          : result<experiment_config>(preflight.err());
+    } else {
+      checked = load_config(*path);
+    }
+    if (!checked.ok()) {
+      print_errors(checked.err().message);
       *exit_code = 1;
       return;
     }
-    std::cout << "# " << *path << ", resolved\n" << render_config(*loaded);
+    std::cout << "# " << *path << ", resolved\n" << render_config(*checked);
     *exit_code = 0;
   });
 

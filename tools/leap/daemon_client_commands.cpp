@@ -2,6 +2,7 @@
 // `leap cancel ID`, `leap logs ID`. Each finds the daemon's port and token in its home (--home,
 // else $LEAP_HOME, else the default home), sends one request and prints the answer; a daemon's
 // error is printed as its message and gives exit status 1.
+#include "orchestrator/config.hpp"
 #include "tools/daemon/client.hpp"
 #include "tools/daemon/home.hpp"
 #include "tools/leap/command.hpp"
@@ -63,15 +64,13 @@ result<nlohmann::json> parse_body(const daemon::client_reply& reply) {
 }
 
 int submit(const client_options& options) {
-  std::ifstream in(options.config, std::ios::binary);
-  if (!in) return fail("submit", options.config + ": cannot read");
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = read_config_file(options.config);
+  if (!text) return fail("submit", text.err().message);
   auto client = connect(options);
   if (!client) return fail("submit", client.err().message);
   std::error_code ec;
   const auto cwd = std::filesystem::current_path(ec);
-  auto reply = client->post("/v1/experiments", text.str(), "application/yaml",
+  auto reply = client->post("/v1/experiments", *text, "application/yaml",
                             {{"X-Leap-Config-Name", options.config}, {"X-Leap-Cwd", cwd.string()}});
   if (!reply) return fail("submit", reply.err().message);
   if (reply->status != 201) return fail("submit", daemon::error_message(*reply));
@@ -192,9 +191,7 @@ void add_submit(CLI::App& app, int* exit_code) {
       "submit",
       "Queue an experiment config on the running `leap daemon`. The daemon validates it first "
       "(errors name file, line and key); relative paths in it are relative to this folder.");
-  cmd->add_option("config", options->config, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  cmd->add_option("config", options->config, "Experiment config (YAML)")->required();
   cmd->add_flag("--json", options->json, "Print the daemon's JSON record");
   add_home_option(cmd, options.get());
   cmd->callback([options, exit_code] { *exit_code = submit(*options); });

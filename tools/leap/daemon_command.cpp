@@ -3,6 +3,7 @@
 #include "tools/daemon/daemon.hpp"
 #include "tools/daemon/home.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/run_preflight.hpp"
 
 #include <iostream>
 #include <memory>
@@ -30,7 +31,17 @@ void add_daemon(CLI::App& app, int* exit_code) {
       *exit_code = 1;
       return;
     }
-    *exit_code = daemon::run_daemon({*dir});
+    daemon::daemon_options options;
+    options.home = *dir;
+    // A submission is checked as its `leap run` will check it, so that a queued experiment never
+    // fails at its start for a reason of its config.
+    options.check_submission = [](const std::string& yaml, const std::string& source,
+                                  const std::filesystem::path& cwd) -> status {
+      auto checked = preflight_run_text(yaml, source, cwd);
+      if (!checked) return checked.err();
+      return ok_status();
+    };
+    *exit_code = daemon::run_daemon(options);
   });
 }
 

@@ -26,6 +26,7 @@
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 #include "tools/leap/run_metrics.hpp"
+#include "tools/leap/run_preflight.hpp"
 #include "tools/leap/verifier_settings.hpp"
 
 #include <caf/actor_system.hpp>
@@ -57,33 +58,6 @@ struct run_options {
 int fail(const std::string& message) {
   std::cerr << "leap run: error: " << message << "\n";
   return 1;
-}
-
-result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error{path + ": cannot read"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Keys whose change a resumed run tolerates: how long it runs and how much it logs.
-bool resumable_key(const std::string& key) {
-  return key == "experiment.steps" || key == "experiment.log_level";
-}
-
-// The keys in which the stored config differs from the new one (resumable ones aside).
-std::vector<std::string> config_differences(const experiment_config& stored,
-                                            const experiment_config& now) {
-  std::vector<std::string> out;
-  for (const auto& doc : config_keys()) {
-    if (resumable_key(doc.key)) continue;
-    auto a = config_value(stored, doc.key);
-    auto b = config_value(now, doc.key);
-    if (a != b)
-      out.push_back(doc.key + " (stored " + a.value_or("?") + ", now " + b.value_or("?") + ")");
-  }
-  return out;
 }
 
 sandbox::verifier_config verifier_settings(const experiment_config& c, bool has_cuda) {
@@ -160,33 +134,17 @@ int run_experiment(const run_options& options) {
   // Before any thread of ours exists, so that they inherit the mask; only the watcher takes them.
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
-  auto config_text = read_file(options.config_path);
-  if (!config_text) return fail(config_text.err().message);
-  auto config = parse_config(*config_text, options.config_path);
-  if (!config) return fail(config.err().message);
-  const auto& c = *config;
-  if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::vllm) {
-    return fail(options.config_path +
-                ": learner.kind torch: vLLM has no route that reloads full weights from a "
-                "folder; use policy.flavour sglang (/update_weights_from_disk) or embedded");
-  }
-  if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::embedded &&
-      c.policy.model.empty()) {
-    return fail(options.config_path +
-                ": policy.model: required with learner.kind torch and policy.flavour embedded: "
-                "the model folder the embedded server serves (normally learner.model_path)");
-  }
-
-  auto tasks = actors::load_run_tasks(c.data, c.experiment.seed);
-  if (!tasks) return fail(options.config_path + ": " + tasks.err().message);
-  bool has_cuda = false;
+  // Every config rule lives in run_preflight, which `leap config check` applies too.
+  auto preflight = preflight_run(options.config_path);
+  if (!preflight) return fail(preflight.err().message);
+  const std::string& config_text = preflight->text;
+  const experiment_config& c = preflight->config;
+  const auto& tasks = preflight->tasks;
+  const bool has_cuda = preflight->has_cuda;
   auto table =
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
-  for (const auto* list : {&tasks->train, &tasks->validation}) {
-    for (const auto& t : *list) {
-      table->emplace(t->id, t);
-      has_cuda = has_cuda || t->kind == sandbox::task_kind::cuda;
-    }
+  for (const auto* list : {&tasks.train, &tasks.validation}) {
+    for (const auto& t : *list) table->emplace(t->id, t);
   }
 
   // The store: a run folder that holds this run continues it.
@@ -200,20 +158,21 @@ int run_experiment(const run_options& options) {
   const std::string run_id = c.experiment.name;
   auto existing = store->get_run(run_id);
   if (!existing) return fail(existing.err().message);
-  run_record run{run_id, *config_text, actors::unix_ms(), run_status::running};
+  run_record run{run_id, config_text, actors::unix_ms(), run_status::running};
   if (*existing) {
     auto stored = parse_config((*existing)->config_yaml, run_dir.string() + " (stored config)");
     if (!stored) return fail(stored.err().message);
-    if (auto diff = config_differences(*stored, c); !diff.empty()) {
+    if (auto diff = resume_conflicts(*stored, c); !diff.empty()) {
       std::string message = run_dir.string() + " holds run '" + run_id +
-                            "' started with another config; resume needs the same one (only " +
-                            "experiment.steps may change). Differences:";
+                            "' started with another config; resume needs the same experiment " +
+                            "(only where and how fast it runs may change: endpoints, timeouts, " +
+                            "worker counts, steps, ...). Differences:";
       for (const auto& d : diff) message += "\n  " + d;
       return fail(message + "\nUse another experiment.run_dir or experiment.name for a new run.");
     }
     run.created_unix_ms = (*existing)->created_unix_ms;
   }
-  auto plan = actors::plan_resume(*store, run_id, c, tasks->validation.size());
+  auto plan = actors::plan_resume(*store, run_id, c, tasks.validation.size());
   if (!plan) return fail(plan.err().message);
   if (auto put = store->put_run(run); !put) return fail(put.err().message);
   if (plan->first_step > 0 || !plan->train_done.empty()) {
@@ -282,7 +241,7 @@ int run_experiment(const run_options& options) {
   } else if (c.policy.flavour == policy_flavour::embedded) {
     policy::scripted_config sc;
     sc.seed = c.experiment.seed;
-    for (const auto* list : {&tasks->train, &tasks->validation}) {
+    for (const auto* list : {&tasks.train, &tasks.validation}) {
       for (const auto& t : *list) {
         if (!t->solution.empty()) sc.tasks.push_back(scripted_of(*t));
       }
@@ -303,10 +262,6 @@ int run_experiment(const run_options& options) {
   std::shared_ptr<const actors::prompt_renderer> renderer;
   if (c.policy.flavour == policy_flavour::embedded) {
     renderer = actors::make_byte_chatml_renderer();
-  } else if (!c.policy.tokenizer.empty()) {
-    return fail(options.config_path +
-                ": policy.tokenizer: local tokenizers are not supported by leap run yet; leave it "
-                "empty to render prompts with the server's /tokenize");
   }
   auto client = policy::policy_client::create(client_settings(c, endpoints));
   if (!client) return fail("policy: " + client.err().message);
@@ -314,19 +269,14 @@ int run_experiment(const run_options& options) {
   auto verifier = sandbox::verifier::create(verifier_settings(c, has_cuda));
   if (!verifier) return fail("verifier: " + verifier.err().message);
   // Remote verifier nodes: a dispatcher stands in for the local pool (actors/remote_verifier.hpp).
-  std::optional<actors::dispatcher_settings> nodes;
-  if (!c.verifier.nodes.empty()) {
-    auto settings = actors::dispatcher_settings_of(c.verifier);
-    if (!settings) return fail(options.config_path + ": " + settings.err().message);
-    nodes = std::move(*settings);
-  }
+  std::optional<actors::dispatcher_settings> nodes = preflight->nodes;
 
   std::printf(
       "run '%s': %d steps x %d tasks x %d rollouts, up to %d turns | gate %s, reward %s, "
       "schedule %s | %zu training tasks, %zu validation tasks | policy %s\n",
       run_id.c_str(), c.experiment.steps, c.data.batch_size, c.rollout.group_size,
       c.rollout.max_turns, to_string(c.gate.policy).c_str(), to_string(c.reward.kind).c_str(),
-      to_string(c.schedule.mode).c_str(), tasks->train.size(), tasks->validation.size(),
+      to_string(c.schedule.mode).c_str(), tasks.train.size(), tasks.validation.size(),
       endpoints.front().c_str());
   std::fflush(stdout);
 
@@ -375,8 +325,8 @@ int run_experiment(const run_options& options) {
     actors::experiment_settings settings;
     settings.run_id = run_id;
     settings.config = c;
-    settings.train_tasks = group_tasks(tasks->train);
-    settings.validation_tasks = group_tasks(tasks->validation);
+    settings.train_tasks = group_tasks(tasks.train);
+    settings.validation_tasks = group_tasks(tasks.validation);
     settings.resume = *plan;
     settings.probe_fraction = c.gate.probe_fraction;
     settings.telemetry = metrics.telemetry();
@@ -453,8 +403,7 @@ void add_run(CLI::App& app, int* exit_code) {
       "the same run folder continues the run (completed groups are kept, in-flight ones redone). "
       "SIGINT/SIGTERM stop cleanly.");
   cmd->add_option("config", options->config_path, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();
   cmd->add_flag("--quiet", options->quiet, "Only progress lines and the summary; no event log");
   cmd->add_option("--metrics-interval", options->metrics.interval_s,
                   "Seconds between writes of RUN_DIR/metrics.prom and metrics.json (also written "

@@ -130,9 +130,7 @@ void add_simulate(CLI::App& app, int* exit_code) {
       "Run the config's gate, reward and advantage math against a synthetic policy (no model, no "
       "server, no GPU) and print per-step accuracy, activated groups, recovery and verification "
       "cost: a cheap way to choose thresholds before spending GPU time.");
-  cmd->add_option("config", options->config_path, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  cmd->add_option("config", options->config_path, "Experiment config (YAML)")->required();
   cmd->add_option("--steps", options->steps, "Override experiment.steps")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", options->seed, "Override experiment.seed")->check(CLI::NonNegativeNumber);
   cmd->add_option("--csv", options->csv_path, "Also write the per-step table to this CSV file");
