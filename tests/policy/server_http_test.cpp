@@ -246,7 +246,7 @@ TEST_F(ServerHttp, CompletionStreamCarriesTokenIds) {
   }
   EXPECT_EQ(json(ids), whole["choices"][0]["token_ids"]);
   EXPECT_EQ(json(logprobs), whole["choices"][0]["logprobs"]["token_logprobs"]);
-  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
 }
 
 TEST_F(ServerHttp, SglangGenerate) {
