@@ -135,6 +135,11 @@ void next_turn(debug_pointer self) {
       .then(
           [=](generation_result& generated) {
             auto& st = self->state;
+            if (generated.finish == finish_reason::error) {
+              // No answer: an infrastructure fault, never scored (see the gate's first turns).
+              fail_turn(self, "generator: " + generated.error);
+              return;
+            }
             if (generated.endpoint_index >= 0)
               st.settings.pinned_endpoint = generated.endpoint_index;
             if (!needs_verification(generated)) {

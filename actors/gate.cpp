@@ -203,6 +203,12 @@ void start_first_turn(gate_pointer self, std::uint32_t rollout) {
       .then(
           [=](generation_result& generated) {
             auto& st = self->state;
+            if (generated.finish == finish_reason::error) {
+              // No answer after the client's retries: a fault of the servers, never a verdict on
+              // the model. Scoring it would train the group's other rollouts on it.
+              fail_group(self, "generator: " + generated.error);
+              return;
+            }
             if (!needs_verification(generated)) {
               add_turn_activities(st.activities, generated, nullptr);
               observe_turn(st.settings, 0, generated, nullptr);

@@ -8,8 +8,10 @@
 //     debug-turn actor, which reports every further turn back; the flow says whether it goes on;
 //   - when the flow is finished: scorer, then store (durable), then learner (training groups), then
 //     group_done to the parent, and the actor ends. A closed group finishes as soon as it is gated.
-// Any infrastructure failure (verifier, store, learner, scorer) is reported with group_failed and
-// ends the actor; the group is then redone by a later run.
+// Any infrastructure failure (verifier, store, learner, scorer, and a turn the generator could not
+// answer: finish_reason::error after the policy client's retries) is reported with group_failed
+// and ends the actor; the group is then redone by a later run. A turn with no answer is never
+// scored: it says nothing about the model, and scoring it would train its group on it.
 #pragma once
 
 #include "actors/generator.hpp"

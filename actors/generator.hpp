@@ -35,7 +35,9 @@ namespace leap::actors {
 
 // generate: renders the request's `append` after its history, samples one turn and answers with it.
 //   A turn the client could not complete (rejected, unavailable, cancelled, ...) is answered with
-//   finish_reason::error and the reason in `error`; a context overflow with finish_reason::length.
+//   finish_reason::error and the reason in `error` (the gate then fails the group: such a turn is
+//   an infrastructure fault, never a model's answer); a context overflow with
+//   finish_reason::length.
 // weights: the policy now serves `version` (after a learner step); with a weights_path the pool
 //   first runs the weight sync on every endpoint. Answers an ack once every endpoint is done.
 // Gates and debug-turn actors see only `generate` (generation_actor), so that the barrier proxy can

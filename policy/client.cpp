@@ -1,5 +1,6 @@
 #include "policy/client.hpp"
 
+#include "policy/bounded_json.hpp"
 #include "policy/client_protocol.hpp"
 #include "policy/endpoint.hpp"
 
@@ -114,7 +115,7 @@ std::optional<std::string> reported_failure(const std::string& body) {
   if (body.empty() || body.front() != '{') {
     return std::nullopt;
   }
-  auto root = nlohmann::json::parse(body, nullptr, false);
+  auto root = parse_bounded_json(body);
   if (root.is_discarded() || !root.is_object()) {
     return std::nullopt;
   }
@@ -155,7 +156,7 @@ struct sync_runtime {
 struct atomic_stats {
   std::atomic<std::uint64_t> submitted{0}, busy{0}, completed{0}, ok{0}, truncated{0}, rejected{0},
       protocol_errors{0}, unavailable{0}, cancelled{0}, attempts{0}, retries{0}, resumes{0},
-      health_checks{0}, connections_opened{0}, in_flight{0};
+      health_checks{0}, connections_opened{0}, in_flight{0}, tokenize_attempts{0};
 };
 
 void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
@@ -184,6 +185,7 @@ class policy_client::impl {
  public:
   explicit impl(client_config config)
       : config_(std::move(config)), route_path_(generate_route(config_)), rng_(config_.seed) {
+    vocab_size_ = config_.vocab_size;
     for (const auto& e : config_.endpoints) {
       endpoint_state s;
       s.base_url = e.base_url;
@@ -291,6 +293,16 @@ class policy_client::impl {
     }
   }
 
+  void preflight(preflight_request request,
+                 std::function<void(result<std::vector<endpoint_check>>)> callback) {
+    auto p = std::make_shared<preflight_state>();
+    p->request = std::move(request);
+    p->callback = callback;
+    if (!post([this, p]() mutable { start_preflight(p); })) {
+      callback(error{"policy client stopped"});
+    }
+  }
+
   void sync_weights(int endpoint, weight_sync_plan plan, weight_sync_request request,
                     std::function<void(status)> callback) {
     bool posted = post(
@@ -320,6 +332,7 @@ class policy_client::impl {
     s.retries = get(stats_.retries);
     s.resumes = get(stats_.resumes);
     s.health_checks = get(stats_.health_checks);
+    s.tokenize_attempts = get(stats_.tokenize_attempts);
     s.connections_opened = get(stats_.connections_opened);
     s.in_flight = get(stats_.in_flight);
     const auto outstanding = static_cast<std::uint64_t>(std::max(0, outstanding_.load()));
@@ -766,8 +779,16 @@ class policy_client::impl {
       sent.insert(sent.end(), t.partial_ids.begin(), t.partial_ids.end());
       parsed = parse_generate_response(config_.flavour, out.body, out.weight_version, sent);
     }
+    if (parsed.problem == parse_problem::none) {
+      parsed = check_choices(std::move(parsed.choices), t.request.sampling.n, vocab_size_);
+    }
     if (parsed.problem == parse_problem::malformed) {
       retry_turn(t, endpoints_[e].base_url + ": " + parsed.message, /*endpoint_fault=*/true, e);
+      return;
+    }
+    if (parsed.problem == parse_problem::invalid) {
+      retry_turn(t, endpoints_[e].base_url + ": invalid reply: " + parsed.message,
+                 /*endpoint_fault=*/true, e);
       return;
     }
     if (parsed.problem == parse_problem::schema) {
@@ -787,6 +808,19 @@ class policy_client::impl {
     const std::string& where = endpoints_[e].base_url;
     if (s.problem == parse_problem::schema) {
       complete(t, turn_status::protocol_error, where + ": " + s.message, {});
+      return;
+    }
+    if (s.problem == parse_problem::none) {
+      // The accumulator holds exactly n choices; the ids may still be beyond the vocabulary.
+      auto checked = check_choices(s.choices, t.request.sampling.n, vocab_size_);
+      if (checked.problem != parse_problem::none) {
+        s.problem = checked.problem;
+        s.message = checked.message;
+      }
+    }
+    if (s.problem == parse_problem::invalid) {
+      // Nothing of a faulty reply is kept: the request is retried whole.
+      retry_turn(t, where + ": invalid reply: " + s.message, /*endpoint_fault=*/true, e);
       return;
     }
     if (s.complete) {
@@ -1018,34 +1052,269 @@ class policy_client::impl {
 
   // ---- tokenize -----------------------------------------------------------------------------
 
+  // A /tokenize call is retried as a generation attempt is (connection errors, the retry
+  // statuses, a body that is not JSON or holds impossible ids), with the same backoff, attempts
+  // and turn deadline: a rendering that failed for the server's sake must not end a rollout. A
+  // call pinned to an endpoint (endpoint >= 0) stays there; otherwise each attempt goes to the
+  // least loaded routable endpoint.
+  struct tokenize_call {
+    int pinned = -1;
+    std::string body;
+    std::function<void(result<std::vector<token_id>>)> callback;
+    int failures = 0;
+    steady::time_point deadline;
+  };
+
   void start_tokenize(int endpoint, std::string body,
                       std::function<void(result<std::vector<token_id>>)> callback) {
     if (stopping_.load()) {
       callback(error{"policy client stopped"});
       return;
     }
-    if (endpoint < 0) {
-      const route r = choose_route(endpoints_, -1);
-      endpoint = r.kind == route_kind::send ? r.endpoint : 0;
-    }
-    if (static_cast<std::size_t>(endpoint) >= endpoints_.size()) {
+    if (endpoint >= 0 && static_cast<std::size_t>(endpoint) >= endpoints_.size()) {
       callback(error{"tokenize: no endpoint " + std::to_string(endpoint)});
       return;
     }
-    const std::string where = endpoints_[endpoint].base_url + config_.tokenize_path;
+    const std::uint64_t key = next_tokenize_++;
+    auto& call = tokenizes_[key];
+    call.pinned = endpoint;
+    call.body = std::move(body);
+    call.callback = std::move(callback);
+    call.deadline = steady::now() + config_.turn_deadline;
+    send_tokenize(key);
+  }
+
+  void send_tokenize(std::uint64_t key) {
+    auto it = tokenizes_.find(key);
+    if (it == tokenizes_.end()) {
+      return;
+    }
+    int e = it->second.pinned;
+    if (e < 0) {
+      const route r = choose_route(endpoints_, -1);
+      e = r.kind == route_kind::send ? r.endpoint : 0;
+    }
+    bump(stats_.tokenize_attempts);
+    start_transfer(e, "POST", config_.tokenize_path, it->second.body, {},
+                   config_.request_timeout,
+                   [this, key, e](const transfer_outcome& out) { on_tokenize_done(key, e, out); });
+  }
+
+  void on_tokenize_done(std::uint64_t key, int e, const transfer_outcome& out) {
+    auto it = tokenizes_.find(key);
+    if (it == tokenizes_.end()) {
+      return;
+    }
+    const std::string where = endpoints_[e].base_url + config_.tokenize_path;
+    if (stopping_.load()) {
+      end_tokenize(it, error{where + ": policy client stopped"});
+      return;
+    }
+    if (out.code != CURLE_OK) {
+      const std::string why = where + ": " + transport_message(out);
+      if (transport_retryable(out.code)) {
+        retry_tokenize(it, e, why, /*endpoint_fault=*/true);
+      } else {
+        end_tokenize(it, error{why});
+      }
+      return;
+    }
+    if (out.status < 200 || out.status >= 300) {
+      auto verdict = classify_http_status(out.status, out.body, config_.retry);
+      const std::string why = where + ": " + verdict.message;
+      if (verdict.kind == attempt_kind::retry) {
+        retry_tokenize(it, e, why, verdict.endpoint_fault);
+      } else {
+        if (verdict.endpoint_fault) {
+          note_failure(e);
+        }
+        end_tokenize(it, error{why});
+      }
+      return;
+    }
+    auto ids = parse_tokenize_response(out.body);
+    if (!ids) {
+      // Not JSON, cut short, or ids no tokenizer makes: a faulty reply, as for a generation.
+      retry_tokenize(it, e, where + ": " + ids.err().message, /*endpoint_fault=*/true);
+      return;
+    }
+    if (vocab_size_ > 0) {
+      for (const token_id id : *ids) {
+        if (id >= vocab_size_) {
+          retry_tokenize(it, e,
+                         where + ": token id " + std::to_string(id) +
+                             " is outside the vocabulary (vocab_size " +
+                             std::to_string(vocab_size_) + ")",
+                         /*endpoint_fault=*/true);
+          return;
+        }
+      }
+    }
+    record_success(endpoints_[e]);
+    end_tokenize(it, std::move(ids));
+  }
+
+  void retry_tokenize(std::map<std::uint64_t, tokenize_call>::iterator it, int e,
+                      const std::string& why, bool endpoint_fault) {
+    if (endpoint_fault) {
+      note_failure(e);
+    }
+    auto& call = it->second;
+    ++call.failures;
+    if (call.failures >= config_.retry.max_attempts) {
+      end_tokenize(it, error{"gave up after " + std::to_string(call.failures) +
+                             " failed attempts (retry.max_attempts); last: " + why});
+      return;
+    }
+    const auto when = steady::now() + backoff_delay(config_.retry, call.failures, unit_(rng_));
+    if (when >= call.deadline) {
+      end_tokenize(it, error{"turn deadline would pass before the next attempt; last: " + why});
+      return;
+    }
+    bump(stats_.retries);
+    const std::uint64_t key = it->first;
+    schedule(when, [this, key] { send_tokenize(key); });
+  }
+
+  void end_tokenize(std::map<std::uint64_t, tokenize_call>::iterator it,
+                    result<std::vector<token_id>> ids) {
+    auto callback = std::move(it->second.callback);
+    tokenizes_.erase(it);
+    callback(std::move(ids));
+  }
+
+  // ---- start-up check ------------------------------------------------------------------------
+
+  struct preflight_state {
+    preflight_request request;
+    std::function<void(result<std::vector<endpoint_check>>)> callback;
+    std::vector<endpoint_check> checks;
+    std::string errors;
+    int outstanding = 0;
+  };
+
+  void start_preflight(const std::shared_ptr<preflight_state>& p) {
+    p->outstanding = static_cast<int>(endpoints_.size());
+    p->checks.resize(endpoints_.size());
+    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
+      p->checks[e].base_url = endpoints_[e].base_url;
+      preflight_models(p, static_cast<int>(e));
+    }
+  }
+
+  void preflight_done(const std::shared_ptr<preflight_state>& p, int e, std::string problem) {
+    if (!problem.empty()) {
+      p->errors += (p->errors.empty() ? "" : "; ") + endpoints_[e].base_url + problem;
+    }
+    if (--p->outstanding > 0) {
+      return;
+    }
+    if (!p->errors.empty()) {
+      p->callback(error{p->errors});
+      return;
+    }
+    if (vocab_size_ == 0) {
+      for (const auto& c : p->checks) {
+        if (c.vocab_size > 0 && (vocab_size_ == 0 || c.vocab_size < vocab_size_)) {
+          vocab_size_ = c.vocab_size;
+        }
+      }
+    }
+    p->callback(std::move(p->checks));
+  }
+
+  void preflight_models(const std::shared_ptr<preflight_state>& p, int e) {
     start_transfer(
-        endpoint, "POST", config_.tokenize_path, std::move(body), {}, config_.request_timeout,
-        [where, callback = std::move(callback)](const transfer_outcome& out) {
+        e, "GET", "/v1/models", {}, {}, config_.request_timeout,
+        [this, p, e](const transfer_outcome& out) {
           if (out.code != CURLE_OK) {
-            callback(error{where + ": " + transport_message(out)});
-          } else if (out.status < 200 || out.status >= 300) {
-            callback(error{where + ": HTTP " + std::to_string(out.status) + ": " +
-                           error_message(out.body)});
-          } else {
-            auto ids = parse_tokenize_response(out.body);
-            callback(ids ? std::move(ids) : result<std::vector<token_id>>(ids.err().wrap(where)));
+            preflight_done(p, e, "/v1/models: " + transport_message(out));
+            return;
           }
+          if (out.status == 404 && config_.model.empty()) {
+            preflight_tokenize(p, e);  // nothing to check the model against, nor needed
+            return;
+          }
+          if (out.status < 200 || out.status >= 300) {
+            preflight_done(p, e,
+                           "/v1/models: HTTP " + std::to_string(out.status) + ": " +
+                               error_message(out.body) +
+                               (config_.model.empty() ? "" : " (needed to check the model '" +
+                                                                 config_.model + "')"));
+            return;
+          }
+          auto listed = parse_models_response(out.body);
+          if (!listed) {
+            preflight_done(p, e, "/v1/models: " + listed.err().message);
+            return;
+          }
+          auto& check = p->checks[static_cast<std::size_t>(e)];
+          check.models = std::move(listed->models);
+          check.max_model_len = listed->max_model_len;
+          check.vocab_size = listed->vocab_size;
+          if (!config_.model.empty() &&
+              std::find(check.models.begin(), check.models.end(), config_.model) ==
+                  check.models.end()) {
+            std::string served;
+            for (const auto& m : check.models) served += (served.empty() ? "'" : ", '") + m + "'";
+            preflight_done(p, e,
+                           ": the server does not serve the model '" + config_.model +
+                               "' (GET /v1/models lists " +
+                               (served.empty() ? std::string("none") : served) + ")");
+            return;
+          }
+          preflight_tokenize(p, e);
         });
+  }
+
+  void preflight_tokenize(const std::shared_ptr<preflight_state>& p, int e) {
+    if (p->request.tokenize_probe.empty()) {
+      preflight_generate(p, e, p->request.prompt);
+      return;
+    }
+    auto body = build_tokenize_body(config_.flavour, config_.model, p->request.tokenize_probe,
+                                    /*add_generation_prompt=*/true);
+    if (!body) {
+      preflight_done(p, e, config_.tokenize_path + ": " + body.err().message);
+      return;
+    }
+    start_tokenize(e, std::move(*body), [this, p, e](result<std::vector<token_id>> ids) {
+      if (!ids) {
+        preflight_done(p, e, config_.tokenize_path + " (prompts are rendered there): " +
+                                 ids.err().message);
+        return;
+      }
+      if (ids->empty()) {
+        preflight_done(p, e, config_.tokenize_path + ": rendered a conversation as no ids");
+        return;
+      }
+      preflight_generate(p, e, std::move(*ids));
+    });
+  }
+
+  void preflight_generate(const std::shared_ptr<preflight_state>& p, int e,
+                          std::vector<token_id> prompt) {
+    if (prompt.empty() || stopping_.load()) {
+      preflight_done(p, e, stopping_.load() ? ": policy client stopped" : "");
+      return;
+    }
+    turn_request t;
+    t.request_id = "leap-preflight-" + std::to_string(e);
+    t.prompt = std::move(prompt);
+    t.sampling.max_tokens = 1;
+    t.pinned_endpoint = e;
+    outstanding_.fetch_add(1);
+    bump(stats_.submitted);
+    accept_turn(std::move(t), [this, p, e](turn_result r) {
+      // truncated: the server understood us; the tiny context is the only problem.
+      if (r.status == turn_status::ok || r.status == turn_status::truncated) {
+        preflight_done(p, e, "");
+        return;
+      }
+      preflight_done(p, e,
+                     route_path_ + ": a test generation of one token ended " +
+                         std::string(to_string(r.status)) + ": " + r.message);
+    });
   }
 
   // ---- weight sync --------------------------------------------------------------------------
@@ -1247,6 +1516,9 @@ class policy_client::impl {
       finish_transfer(easy, CURLE_ABORTED_BY_CALLBACK);
     }
     timers_.clear();
+    while (!tokenizes_.empty()) {
+      end_tokenize(tokenizes_.begin(), error{"policy client stopped"});
+    }
     while (!turns_.empty()) {
       complete(*turns_.begin()->second, turn_status::cancelled, "policy client stopped", {});
     }
@@ -1284,6 +1556,10 @@ class policy_client::impl {
   std::optional<steady::time_point> curl_deadline_;
   std::vector<std::function<void()>> running_;
   std::multimap<steady::time_point, std::function<void()>> timers_;
+  // The id bound: config.vocab_size, or what an endpoint reported in the start-up check.
+  int vocab_size_ = 0;
+  std::map<std::uint64_t, tokenize_call> tokenizes_;  // /tokenize calls not yet answered
+  std::uint64_t next_tokenize_ = 0;
   std::unordered_map<transfer*, std::unique_ptr<transfer>> transfers_;
   std::vector<CURL*> free_easies_;
   std::vector<endpoint_state> endpoints_;
@@ -1314,6 +1590,11 @@ policy_client::~policy_client() = default;
 
 submit_status policy_client::submit(turn_request request, turn_callback callback) {
   return impl_->submit(std::move(request), std::move(callback));
+}
+
+void policy_client::preflight(preflight_request request,
+                              std::function<void(result<std::vector<endpoint_check>>)> callback) {
+  impl_->preflight(std::move(request), std::move(callback));
 }
 
 void policy_client::tokenize(int endpoint, const std::vector<chat_message>& messages,

@@ -98,6 +98,7 @@ struct client_stats {
   std::uint64_t retries = 0;
   std::uint64_t resumes = 0;
   std::uint64_t health_checks = 0;
+  std::uint64_t tokenize_attempts = 0;  // /tokenize requests sent, retries included
   std::uint64_t connections_opened = 0;  // TCP connections made (reuse keeps this low)
   std::uint64_t in_flight = 0;           // generation requests on the wire now
   std::uint64_t pending = 0;  // turns accepted and not on the wire (queued or backing off)
@@ -111,6 +112,25 @@ struct endpoint_view {
   int consecutive_failures = 0;
   std::string weight_version;
   sync_phase sync = sync_phase::idle;
+};
+
+// What the start-up check found on one endpoint.
+struct endpoint_check {
+  std::string base_url;
+  // The model ids GET /v1/models lists (vLLM, SGLang and ours serve it); empty when the server
+  // has no such route.
+  std::vector<std::string> models;
+  int max_model_len = 0;  // 0: not reported
+  int vocab_size = 0;     // 0: not reported (our server reports it; vLLM and SGLang do not)
+};
+
+// What the start-up check exercises besides /v1/models.
+struct preflight_request {
+  // Rendered with the server's /tokenize (the run renders prompts there); its ids are then the
+  // test generation's prompt. Empty: /tokenize is not checked.
+  std::vector<chat_message> tokenize_probe;
+  // The test generation's prompt when tokenize_probe is empty. Both empty: no test generation.
+  std::vector<token_id> prompt;
 };
 
 class policy_client {
@@ -131,8 +151,10 @@ class policy_client {
   [[nodiscard]] submit_status submit(turn_request request, turn_callback callback);
 
   // Renders chat messages to ids with the server's /tokenize (config.tokenize_path), on `endpoint`
-  // (-1: the least loaded routable one), in the flavour's request shape (build_tokenize_body).
-  // One attempt, bounded by config.request_timeout. For the sglang flavour,
+  // (-1: the least loaded routable one, chosen again for each attempt), in the flavour's request
+  // shape (build_tokenize_body). Transient faults (connection errors, config.retry's statuses, a
+  // body that is not JSON or holds impossible ids) are retried with the turns' backoff, up to
+  // retry.max_attempts and within turn_deadline; each attempt is bounded by request_timeout. For the sglang flavour,
   // add_generation_prompt == false is an error (SGLang always renders it), given to the callback.
   // Thread-safe.
   void tokenize(int endpoint, const std::vector<chat_message>& messages, bool add_generation_prompt,
@@ -143,6 +165,17 @@ class policy_client {
   // refused with an error. Thread-safe.
   void sync_weights(int endpoint, weight_sync_plan plan, weight_sync_request request,
                     std::function<void(status)> callback);
+
+  // The start-up check, on every endpoint at once: GET /v1/models must answer (a 404 is allowed
+  // only when config.model is empty) and list config.model when it is set; /tokenize must render
+  // request.tokenize_probe; a test generation of one token (the run's flavour, stream or not)
+  // must come back in the flavour's shape with valid ids. Each call retries as a turn does. The
+  // callback (on the loop thread) gets one endpoint_check per endpoint, or an error naming the
+  // endpoint, the route and what is wrong. A vocabulary size an endpoint reports becomes the
+  // client's id bound when config.vocab_size is 0. The test generations count in stats().
+  // Thread-safe.
+  void preflight(preflight_request request,
+                 std::function<void(result<std::vector<endpoint_check>>)> callback);
 
   [[nodiscard]] client_stats stats() const;
   [[nodiscard]] std::vector<endpoint_view> endpoints() const;

@@ -49,6 +49,9 @@ status validate_client_config(const client_config& config) {
   if (config.turn_deadline.count() <= 0) {
     return error{"turn_deadline: must be positive"};
   }
+  if (config.vocab_size < 0) {
+    return error{"vocab_size: must not be negative"};
+  }
   if (config.max_context_tokens < 0) {
     return error{"max_context_tokens: must not be negative"};
   }

@@ -1,5 +1,7 @@
 #include "policy/client_protocol.hpp"
 
+#include "policy/bounded_json.hpp"
+
 #include <climits>
 #include <nlohmann/json.hpp>
 
@@ -113,23 +115,62 @@ finish_kind finish_from_string(std::string_view s) {
   return finish_kind::other;
 }
 
+std::string shorten(std::string text, std::size_t limit) {
+  if (text.size() > limit) {
+    text.resize(limit);
+    text += "...";
+  }
+  return text;
+}
+
+// Why a body that is not JSON was refused, when it is its nesting.
+std::string too_deep_note(std::string_view body) {
+  return json_nesting_depth(body) > max_json_depth
+             ? ", nested deeper than " + std::to_string(max_json_depth) + " levels"
+             : std::string{};
+}
+
 parsed_choices schema_error(std::string message) {
   return {parse_problem::schema, std::move(message), {}};
 }
 
-// Reads an array of ids; false when it is not one.
-bool read_ids(const json& array, std::vector<token_id>& out) {
+// A token id as sent: a JSON integer in [0, 2^31). Anything else is refused rather than converted,
+// since a conversion would store another token than the one the server named (2^32 + 65 as 65).
+parse_problem read_id(const json& v, token_id& out) {
+  if (!v.is_number_integer()) {
+    return parse_problem::schema;
+  }
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > INT32_MAX
+                             : (v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)) {
+    return parse_problem::invalid;
+  }
+  out = static_cast<token_id>(v.get<std::int64_t>());
+  return parse_problem::none;
+}
+
+std::string bad_id_message(const json& v) {
+  return "token id " + shorten(v.dump(), 40) + " is not an id (ids are integers in [0, 2^31))";
+}
+
+// Reads an array of ids: schema when it is not one, invalid when an id is out of range (`why`
+// then says which).
+parse_problem read_ids(const json& array, std::vector<token_id>& out, std::string& why) {
   if (!array.is_array()) {
-    return false;
+    return parse_problem::schema;
   }
   out.reserve(array.size());
   for (const auto& v : array) {
-    if (!v.is_number_integer()) {
-      return false;
+    token_id id = 0;
+    const auto problem = read_id(v, id);
+    if (problem != parse_problem::none) {
+      if (problem == parse_problem::invalid) {
+        why = bad_id_message(v);
+      }
+      return problem;
     }
-    out.push_back(v.get<token_id>());
+    out.push_back(id);
   }
-  return true;
+  return parse_problem::none;
 }
 
 parsed_choices parse_vllm(const json& root, std::optional<std::string> header_version,
@@ -170,8 +211,14 @@ parsed_choices parse_vllm(const json& root, std::optional<std::string> header_ve
                           ": no 'token_ids'; the server ignored return_token_ids (use a vLLM "
                           "that supports it, or the sglang flavour)");
     }
-    if (!read_ids(*ids_it, turn.ids)) {
-      return schema_error(where + ": 'token_ids' is not a list of ids");
+    std::string why;
+    switch (read_ids(*ids_it, turn.ids, why)) {
+      case parse_problem::none:
+        break;
+      case parse_problem::invalid:
+        return {parse_problem::invalid, where + ": " + why, {}};
+      default:
+        return schema_error(where + ": 'token_ids' is not a list of ids");
     }
     auto lp_it = c.find("logprobs");
     if (lp_it != c.end() && lp_it->is_object()) {
@@ -196,7 +243,7 @@ parsed_choices parse_vllm(const json& root, std::optional<std::string> header_ve
     if (auto it = c.find("prompt_token_ids"); !prompt.empty() && it != c.end() && it->is_array()) {
       bool same = it->size() == prompt.size();
       for (std::size_t k = 0; same && k < prompt.size(); ++k) {
-        same = (*it)[k].is_number_integer() && (*it)[k].get<token_id>() == prompt[k];
+        same = (*it)[k].is_number_integer() && (*it)[k].get<std::int64_t>() == prompt[k];
       }
       if (!same) {
         return schema_error(where +
@@ -238,13 +285,24 @@ parsed_choices parse_sglang_item(const json& item, std::optional<std::string> he
                             ": 'meta_info.output_token_logprobs' entries must be "
                             "[logprob, token_id, text]");
       }
+      token_id id = 0;
+      if (read_id(triple[1], id) != parse_problem::none) {
+        return {parse_problem::invalid, where + ": " + bad_id_message(triple[1]), {}};
+      }
       turn.logprobs.push_back(triple[0].get<float>());
-      turn.ids.push_back(triple[1].get<token_id>());
+      turn.ids.push_back(id);
     }
   } else {
     auto ids_it = item.find("output_ids");
-    if (ids_it != item.end() && !read_ids(*ids_it, turn.ids)) {
-      return schema_error(where + ": 'output_ids' is not a list of ids");
+    std::string why;
+    if (ids_it != item.end()) {
+      const auto problem = read_ids(*ids_it, turn.ids, why);
+      if (problem == parse_problem::invalid) {
+        return {parse_problem::invalid, where + ": " + why, {}};
+      }
+      if (problem != parse_problem::none) {
+        return schema_error(where + ": 'output_ids' is not a list of ids");
+      }
     }
     if (!turn.ids.empty()) {
       return schema_error(where +
@@ -512,7 +570,8 @@ struct cursor {
   bool ids(std::vector<token_id>& out) {
     return array([&] {
       long long v;
-      if (!integer(v) || v < INT32_MIN || v > INT32_MAX) {
+      // Out of range: the reference parser names the id.
+      if (!integer(v) || v < 0 || v > INT32_MAX) {
         return false;
       }
       out.push_back(static_cast<token_id>(v));
@@ -769,7 +828,7 @@ bool sglang_item(cursor& c, const std::optional<std::string>& header_version,
         return c.array([&] {
           double lp;
           long long id;
-          if (!c.eat('[') || !c.number(lp) || !c.eat(',') || !c.integer(id) || id < INT32_MIN ||
+          if (!c.eat('[') || !c.number(lp) || !c.eat(',') || !c.integer(id) || id < 0 ||
               id > INT32_MAX) {
             return false;
           }
@@ -888,10 +947,11 @@ std::string build_generate_body(wire_flavour flavour, std::string_view model,
 parsed_choices parse_generate_response_reference(wire_flavour flavour, std::string_view body,
                                                  std::string_view weight_version_header,
                                                  std::span<const token_id> prompt) {
-  json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json root = parse_bounded_json(body);
   if (root.is_discarded()) {
-    return {parse_problem::malformed,
-            "response body is not JSON (" + std::to_string(body.size()) + " bytes)",
+    return {parse_problem::malformed, "response body is not JSON (" +
+                                          std::to_string(body.size()) + " bytes" +
+                                          too_deep_note(body) + ")",
             {}};
   }
   std::optional<std::string> header_version;
@@ -917,8 +977,32 @@ parsed_choices parse_generate_response(wire_flavour flavour, std::string_view bo
   return parse_generate_response_reference(flavour, body, weight_version_header, prompt);
 }
 
+parsed_choices check_choices(std::vector<generated_turn> choices, int n, int vocab_size) {
+  if (static_cast<int>(choices.size()) != n) {
+    return {parse_problem::invalid,
+            std::to_string(choices.size()) + " choices in the reply, " + std::to_string(n) +
+                " asked for",
+            {}};
+  }
+  if (vocab_size > 0) {
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      for (const token_id id : choices[c].ids) {
+        if (id < 0 || id >= vocab_size) {
+          return {parse_problem::invalid,
+                  "choice " + std::to_string(c) + ": token id " + std::to_string(id) +
+                      " is outside the vocabulary (vocab_size " + std::to_string(vocab_size) +
+                      ")",
+                  {}};
+        }
+      }
+    }
+  }
+  return {parse_problem::none, {}, std::move(choices)};
+}
+
 std::string error_message(std::string_view body) {
-  json root = json::parse(body, nullptr, false);
+  constexpr std::size_t limit = 300;
+  json root = parse_bounded_json(body);
   if (!root.is_discarded() && root.is_object()) {
     if (auto it = root.find("error"); it != root.end()) {
       if (it->is_object()) {
@@ -936,10 +1020,10 @@ std::string error_message(std::string_view body) {
       return m->get<std::string>();
     }
     if (auto d = root.find("detail"); d != root.end()) {
-      return d->is_string() ? d->get<std::string>() : d->dump();
+      // FastAPI's validation errors are lists of objects; the depth bound keeps dump() shallow.
+      return d->is_string() ? d->get<std::string>() : shorten(d->dump(), limit);
     }
   }
-  constexpr std::size_t limit = 300;
   std::string text(body.substr(0, limit));
   if (body.size() > limit) {
     text += "...";
@@ -1030,16 +1114,60 @@ result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view m
 }
 
 result<std::vector<token_id>> parse_tokenize_response(std::string_view body) {
-  json root = json::parse(body, nullptr, false);
+  json root = parse_bounded_json(body);
   if (root.is_discarded() || !root.is_object()) {
     return error{"/tokenize response is not a JSON object"};
   }
   auto it = root.find("tokens");
   std::vector<token_id> ids;
-  if (it == root.end() || !read_ids(*it, ids)) {
+  std::string why;
+  if (it == root.end()) {
+    return error{"/tokenize response has no 'tokens' list of ids"};
+  }
+  const auto problem = read_ids(*it, ids, why);
+  if (problem == parse_problem::invalid) {
+    return error{"/tokenize response: " + why};
+  }
+  if (problem != parse_problem::none) {
     return error{"/tokenize response has no 'tokens' list of ids"};
   }
   return ids;
+}
+
+result<models_listing> parse_models_response(std::string_view body) {
+  json root = parse_bounded_json(body);
+  if (root.is_discarded() || !root.is_object()) {
+    return error{"not a JSON object"};
+  }
+  auto data = root.find("data");
+  if (data == root.end() || !data->is_array()) {
+    return error{"no 'data' list of models"};
+  }
+  models_listing out;
+  const auto positive = [](const json& entry, const char* key) {
+    auto it = entry.find(key);
+    return it != entry.end() && it->is_number_integer() && it->get<std::int64_t>() > 0 &&
+                   it->get<std::int64_t>() <= INT32_MAX
+               ? static_cast<int>(it->get<std::int64_t>())
+               : 0;
+  };
+  for (const auto& entry : *data) {
+    if (!entry.is_object()) {
+      return error{"a 'data' entry is not an object"};
+    }
+    auto id = entry.find("id");
+    if (id == entry.end() || !id->is_string()) {
+      return error{"a 'data' entry has no 'id'"};
+    }
+    out.models.push_back(id->get<std::string>());
+    if (out.max_model_len == 0) {
+      out.max_model_len = positive(entry, "max_model_len");
+    }
+    if (out.vocab_size == 0) {
+      out.vocab_size = positive(entry, "vocab_size");
+    }
+  }
+  return out;
 }
 
 // ---- streamed responses ---------------------------------------------------------------------
@@ -1061,8 +1189,8 @@ std::optional<std::size_t> stream_accumulator::slot_of(const nlohmann::json& eve
     index = it->get<long long>();
   }
   if (index < 0 || static_cast<std::size_t>(index) >= turns_.size()) {
-    fail(parse_problem::schema, what + " " + std::to_string(index) + " out of range (n = " +
-                                    std::to_string(turns_.size()) + ")");
+    fail(parse_problem::invalid, what + " " + std::to_string(index) + " out of range (n = " +
+                                     std::to_string(turns_.size()) + " asked for)");
     return std::nullopt;
   }
   return static_cast<std::size_t>(index);
@@ -1070,7 +1198,7 @@ std::optional<std::size_t> stream_accumulator::slot_of(const nlohmann::json& eve
 
 bool stream_accumulator::fail(parse_problem problem, std::string message) {
   stopped_ = true;
-  if (problem == parse_problem::schema) {
+  if (problem != parse_problem::malformed) {
     problem_ = problem;
   }
   cut_ = std::move(message);
@@ -1095,11 +1223,11 @@ bool stream_accumulator::on_event(const std::string& data) {
     done_ = true;
     return true;
   }
-  json root = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  json root = parse_bounded_json(data);
   if (root.is_discarded()) {
     return fail(parse_problem::malformed, "stream event " + std::to_string(events_) +
                                               " is not JSON (" + std::to_string(data.size()) +
-                                              " bytes)");
+                                              " bytes" + too_deep_note(data) + ")");
   }
   if (!root.is_object()) {
     return fail(parse_problem::schema,
@@ -1134,7 +1262,12 @@ bool stream_accumulator::on_vllm_event(const json& root) {
     std::vector<token_id> ids;
     auto ids_it = c.find("token_ids");
     if (ids_it != c.end() && !ids_it->is_null()) {
-      if (!read_ids(*ids_it, ids)) {
+      std::string why;
+      const auto problem = read_ids(*ids_it, ids, why);
+      if (problem == parse_problem::invalid) {
+        return fail(parse_problem::invalid, where + ": " + why);
+      }
+      if (problem != parse_problem::none) {
         return fail(parse_problem::schema, where + ": 'token_ids' is not a list of ids");
       }
     }
@@ -1173,7 +1306,7 @@ bool stream_accumulator::on_vllm_event(const json& root) {
     if (auto it = c.find("prompt_token_ids"); !prompt_.empty() && it != c.end() && it->is_array()) {
       bool same = it->size() == prompt_.size();
       for (std::size_t k = 0; same && k < prompt_.size(); ++k) {
-        same = (*it)[k].is_number_integer() && (*it)[k].get<token_id>() == prompt_[k];
+        same = (*it)[k].is_number_integer() && (*it)[k].get<std::int64_t>() == prompt_[k];
       }
       if (!same) {
         return fail(parse_problem::schema,

@@ -41,6 +41,10 @@ enum class parse_problem : std::uint8_t {
   none,
   malformed,  // not JSON, or cut short: a transport fault, worth retrying
   schema,     // JSON, but not what the flavour promises (e.g. no token ids): a configuration fault
+  // In the flavour's shape, but with values no correct reply has: a negative token id or one
+  // beyond 32 bits, an id outside the vocabulary, more choices than asked for. A faulty reply,
+  // never stored: retried as a transient fault, and named in the turn's message if retries run out.
+  invalid,
 };
 
 struct parsed_choices {
@@ -59,12 +63,18 @@ struct parsed_choices {
                                                      std::string_view weight_version_header,
                                                      std::span<const token_id> prompt);
 
-// What to do after an attempt that got an HTTP status outside 2xx.
+// Checks what a parser cannot know alone: exactly `n` choices (a server that sends more has
+// answered another request; none may be dropped silently), and every id below `vocab_size` when it
+// is known (> 0). Returns the problem (invalid) and its message, or none.
+[[nodiscard]] parsed_choices check_choices(std::vector<generated_turn> choices, int n,
+                                           int vocab_size);
+
 // The same with a JSON DOM (nlohmann::json) only: the reference the fast path is tested against.
 [[nodiscard]] parsed_choices parse_generate_response_reference(
     wire_flavour flavour, std::string_view body, std::string_view weight_version_header,
     std::span<const token_id> prompt);
 
+// What to do after an attempt that got an HTTP status outside 2xx.
 enum class attempt_kind : std::uint8_t {
   retry,      // transient: back off and try again
   truncated,  // 400 because the context is too long: the turn ends `truncated`
@@ -173,5 +183,15 @@ class stream_accumulator {
                                                       const std::vector<chat_message>& messages,
                                                       bool add_generation_prompt);
 [[nodiscard]] result<std::vector<token_id>> parse_tokenize_response(std::string_view body);
+
+// GET /v1/models: {"object": "list", "data": [{"id", "max_model_len"?, "vocab_size"?}, ...]}
+// (vLLM's and SGLang's shape; vocab_size is our server's extension). The lengths are those of
+// the first entry that reports them (0: none does).
+struct models_listing {
+  std::vector<std::string> models;
+  int max_model_len = 0;
+  int vocab_size = 0;
+};
+[[nodiscard]] result<models_listing> parse_models_response(std::string_view body);
 
 }  // namespace leap::policy

@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
@@ -80,14 +81,55 @@ class socket_stream final : public httplib::Stream {
 
   [[nodiscard]] bool has_buffered() const { return offset_ < size_; }
 
+  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, 6.3), but
+  // httplib 0.11 reads a POST's body until the peer closes or the read times out. So the stream
+  // watches the header block go by (httplib reads it a byte at a time) and answers end-of-stream
+  // for the body of such a request. Called before each request on the connection.
+  void start_request() {
+    header_.clear();
+    in_body_ = false;
+    no_body_ = false;
+  }
+
   bool is_readable() const override {
-    return has_buffered() || wait_for(fd_, POLLIN, read_timeout_);
+    return no_body_ || has_buffered() || wait_for(fd_, POLLIN, read_timeout_);
   }
   bool is_writable() const override {
     return !state_.drop && wait_for(fd_, POLLOUT, write_timeout_);
   }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (no_body_) {
+      return 0;
+    }
+    const ssize_t n = read_bytes(ptr, size);
+    if (n > 0 && !in_body_) {
+      watch_header(std::string_view(ptr, static_cast<std::size_t>(n)));
+    }
+    return n;
+  }
+
+ private:
+  void watch_header(std::string_view bytes) {
+    header_.append(bytes);
+    const auto end = header_.find("\r\n\r\n");
+    if (end == std::string::npos) {
+      // httplib refuses headers this long itself; stop watching rather than grow.
+      if (header_.size() > 65536) {
+        in_body_ = true;
+      }
+      return;
+    }
+    in_body_ = true;
+    std::string lower(header_, 0, end + 2);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    no_body_ = lower.find("\r\ncontent-length:") == std::string::npos &&
+               lower.find("\r\ntransfer-encoding:") == std::string::npos;
+    header_.clear();
+  }
+
+  ssize_t read_bytes(char* ptr, size_t size) {
     if (!has_buffered()) {
       if (!wait_for(fd_, POLLIN, read_timeout_)) {
         return -1;
@@ -108,6 +150,7 @@ class socket_stream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+ public:
   ssize_t write(const char* ptr, size_t size) override {
     if (state_.drop || !wait_for(fd_, POLLOUT, write_timeout_)) {
       return -1;
@@ -143,6 +186,9 @@ class socket_stream final : public httplib::Stream {
   std::array<char, 16384> buffer_{};
   std::size_t offset_ = 0;
   std::size_t size_ = 0;
+  std::string header_;  // the current request's header block so far
+  bool in_body_ = false;
+  bool no_body_ = false;
 };
 
 class http_server final : public httplib::Server {
@@ -181,6 +227,7 @@ class http_server final : public httplib::Server {
       std::size_t left = keep_alive_max_;
       while (left > 0 && wait_for_request(stream)) {
         bool closed = false;
+        stream.start_request();
         ok = process_request(stream, left == 1, closed, nullptr);
         if (!ok || closed || state.drop) {
           break;
@@ -1322,6 +1369,8 @@ struct policy_server::impl {
                                 {"root", config.model_name},
                                 {"parent", nullptr},
                                 {"max_model_len", config.max_model_len},
+                                // Our extension: a client bounds the ids it accepts by it.
+                                {"vocab_size", byte_tokenizer::vocab_size()},
                                 {"permission", json::array()}};
                json data = json::array({model});
                {
@@ -1336,6 +1385,7 @@ struct policy_server::impl {
                                    {"root", path},
                                    {"parent", config.model_name},
                                    {"max_model_len", config.max_model_len},
+                                   {"vocab_size", byte_tokenizer::vocab_size()},
                                    {"permission", json::array()}});
                  }
                }
@@ -1368,9 +1418,14 @@ struct policy_server::impl {
           }
           const int status = res.status == -1 ? 404 : res.status;
           res.status = status;
-          const std::string message = status == 404
-                                          ? "no route " + req.method + " " + req.path
-                                          : "request failed with status " + std::to_string(status);
+          std::string message = "request failed with status " + std::to_string(status);
+          if (status == 404) {
+            message = "no route " + req.method + " " + req.path;
+          } else if (status == 413) {
+            // httplib refuses form-encoded bodies over 8 KB (and any body over the payload limit).
+            message = "the request body is too large for its content type (form-encoded bodies: "
+                      "8192 bytes at most); send JSON with Content-Type: application/json";
+          }
           res.set_content(dump_json(render_error({status, message})), "application/json");
           return httplib::Server::HandlerResponse::Handled;
         }));

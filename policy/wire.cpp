@@ -1,5 +1,8 @@
 #include "policy/wire.hpp"
 
+#include "policy/bounded_json.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -353,6 +356,26 @@ std::string token_string(token_id id, bool as_token_ids) {
   return byte_tokenizer::token_text(id);
 }
 
+// The k most likely tokens at one position, best first, each id once: the backend's alternatives
+// and the sampled token, which a backend may or may not list among them. This is what OpenAI's
+// top_logprobs mean: the sampled token is there exactly when it ranks in the top k.
+std::vector<top_logprob> most_likely(token_id sampled, double sampled_logprob,
+                                     const std::vector<top_logprob>* alternatives, int k) {
+  std::vector<top_logprob> all{{sampled, sampled_logprob}};
+  if (alternatives != nullptr) {
+    for (const auto& alt : *alternatives) {
+      if (alt.id != sampled) {
+        all.push_back(alt);
+      }
+    }
+  }
+  // Stable: at equal log-probs the sampled token (first) ranks higher.
+  std::stable_sort(all.begin(), all.end(),
+                   [](const top_logprob& a, const top_logprob& b) { return a.logprob > b.logprob; });
+  all.resize(std::min(all.size(), static_cast<std::size_t>(std::max(0, k))));
+  return all;
+}
+
 json completion_logprobs(const sequence_output& s, const logprob_style& style) {
   json tokens = json::array();
   json token_logprobs = json::array();
@@ -366,16 +389,17 @@ json completion_logprobs(const sequence_output& s, const logprob_style& style) {
     token_logprobs.push_back(lp);
     offsets.push_back(offset);
     offset += byte_tokenizer::token_text(id).size();
-    // vLLM lists the sampled token together with the top alternatives.
+    // vLLM's sampler gathers the top k and the sampled token, merged when the sampled one is
+    // among the k (vllm/v1/sample/sampler.py): k entries, or k + 1 when it is not.
     json entry = json::object();
-    entry[token_string(id, style.as_token_ids)] = lp;
-    if (i < s.top_logprobs.size()) {
-      for (const auto& alt : s.top_logprobs[i]) {
-        if (static_cast<int>(entry.size()) > style.top) {
-          break;
-        }
-        entry[token_string(alt.id, style.as_token_ids)] = alt.logprob;
-      }
+    bool sampled_listed = false;
+    for (const auto& alt :
+         most_likely(id, lp, i < s.top_logprobs.size() ? &s.top_logprobs[i] : nullptr, style.top)) {
+      entry[token_string(alt.id, style.as_token_ids)] = alt.logprob;
+      sampled_listed = sampled_listed || alt.id == id;
+    }
+    if (!sampled_listed) {
+      entry[token_string(id, style.as_token_ids)] = lp;
     }
     top.push_back(std::move(entry));
   }
@@ -399,15 +423,11 @@ json chat_logprobs(const sequence_output& s, const logprob_style& style) {
     const token_id id = s.token_ids[i];
     const double lp = i < s.logprobs.size() ? s.logprobs[i] : 0.0;
     json alternatives = json::array();
-    if (i < s.top_logprobs.size()) {
-      for (const auto& alt : s.top_logprobs[i]) {
-        if (static_cast<int>(alternatives.size()) >= style.top) {
-          break;
-        }
-        alternatives.push_back({{"token", token_string(alt.id, style.as_token_ids)},
-                                {"logprob", alt.logprob},
-                                {"bytes", bytes_of(byte_tokenizer::token_text(alt.id))}});
-      }
+    for (const auto& alt :
+         most_likely(id, lp, i < s.top_logprobs.size() ? &s.top_logprobs[i] : nullptr, style.top)) {
+      alternatives.push_back({{"token", token_string(alt.id, style.as_token_ids)},
+                              {"logprob", alt.logprob},
+                              {"bytes", bytes_of(byte_tokenizer::token_text(alt.id))}});
     }
     content.push_back({{"token", token_string(id, style.as_token_ids)},
                        {"logprob", lp},
@@ -459,6 +479,10 @@ usage_counts count_usage(const std::vector<sequence_output>& choices) {
 result<nlohmann::json> parse_json_body(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return json::object();
+  }
+  if (json_nesting_depth(body) > max_json_depth) {
+    return error{"the request body nests arrays or objects deeper than " +
+                 std::to_string(max_json_depth) + " levels"};
   }
   try {
     return json::parse(body);
@@ -1016,6 +1040,9 @@ json render_error(const http_error& e) {
       break;
     case 405:
       type = "MethodNotAllowedError";
+      break;
+    case 413:
+      type = "RequestEntityTooLargeError";
       break;
     case 502:
       type = "BadGatewayError";

@@ -173,7 +173,8 @@ struct lora_adapter_request {
 [[nodiscard]] result<lora_adapter_request> parse_unload_lora_request(const nlohmann::json& body);
 
 // The body as JSON, or an error saying where it stopped parsing. An empty body parses as {} (the
-// control routes take optional bodies). Pure.
+// control routes take optional bodies). A body nesting deeper than max_json_depth
+// (bounded_json.hpp) is an error, found before parsing. Pure.
 [[nodiscard]] result<nlohmann::json> parse_json_body(const std::string& body);
 
 // ---------------------------------------------------------------------------------------------

@@ -271,5 +271,56 @@ TEST(GateTest, AVerifierFailureFailsTheGroup) {
   EXPECT_FALSE(g.has_value());
 }
 
+
+// A generator that answers no turn whose request id ends with one of `failing` (the turn suffix
+// "/rollout/turn"): finish_reason::error, as the pool answers a turn the client gave up on.
+generation_actor failing_generator(coordinator& c, instant_policy policy,
+                                   std::vector<std::string> failing) {
+  return c.keep(c.system().spawn(
+      [policy, failing](generation_actor::pointer) -> generation_actor::behavior_type {
+        return {[policy, failing](generate_atom, const generation_request& r) {
+          for (const auto& suffix : failing) {
+            if (r.request_id.size() >= suffix.size() &&
+                r.request_id.compare(r.request_id.size() - suffix.size(), suffix.size(),
+                                     suffix) == 0) {
+              generation_result g;
+              g.finish = finish_reason::error;
+              g.error = "unavailable: gave up after 6 failed attempts; last: /tokenize: HTTP 503";
+              return g;
+            }
+          }
+          return testing::test_answer(policy, r, 0);
+        }};
+      }));
+}
+
+TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
+  // Rollout 1 of group 0 gets no answer (the servers failed it): the group fails with the reason;
+  // nothing is scored, stored or trained, so the other rollouts' advantages never see it.
+  gate_fixture f(scripted({{{0, 0}, 1}}), dcp(0.5, 1.0));
+  f.services.generator = failing_generator(f.c, scripted({{{0, 0}, 1}}), {"/1/0"});
+  f.start(0, 3, 2);
+  f.c.run();
+  ASSERT_EQ(f.shared->failures.size(), 1u);
+  EXPECT_NE(f.shared->failures[0].find("generator: unavailable: gave up after 6 failed attempts"),
+            std::string::npos)
+      << f.shared->failures[0];
+  EXPECT_TRUE(f.shared->reports.empty());
+  EXPECT_TRUE(f.shared->learned.empty());
+  EXPECT_FALSE(f.stored(0).has_value());
+}
+
+TEST(GateTest, ADebugTurnWithNoAnswerFailsTheGroup) {
+  // Rollouts 1 and 2 fail their first turn; the gate opens; rollout 2's debug turn gets no answer.
+  gate_fixture f(scripted({{{0, 0}, 1}}), dcp(0.5, 1.0));
+  f.services.generator = failing_generator(f.c, scripted({{{0, 0}, 1}}), {"/2/1"});
+  f.start(0, 3, 3);
+  f.c.run();
+  ASSERT_EQ(f.shared->failures.size(), 1u);
+  EXPECT_NE(f.shared->failures[0].find("generator: unavailable"), std::string::npos);
+  EXPECT_TRUE(f.shared->reports.empty());
+  EXPECT_FALSE(f.stored(0).has_value());
+}
+
 }  // namespace
 }  // namespace leap::actors

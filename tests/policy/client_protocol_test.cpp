@@ -484,7 +484,8 @@ TEST(ClientStreamProtocol, BadEventsStopTheStreamAndKeepWhatCameBefore) {
        parse_problem::schema, 1, "no 'token_ids'"},
       {wire_flavour::vllm, "vllm_completion_stream.sse",
        "data: {\"choices\": [{\"index\": 3, \"text\": \"\", \"token_ids\": []}]}\n\n",
-       parse_problem::schema, 1, "out of range"},
+       // A choice beyond n: a faulty reply (retried), not a configuration fault.
+       parse_problem::invalid, 1, "out of range"},
       {wire_flavour::sglang, "sglang_generate_stream.sse",
        "data: {\"text\": \"x\", \"output_ids\": [9], \"meta_info\": {\"completion_tokens\": 7, "
        "\"finish_reason\": null, \"output_token_logprobs\": [[-1.0, 9, null]]}}\n\n",

@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <signal.h>
@@ -91,6 +92,35 @@ policy::client_config client_settings(const experiment_config& c,
   cc.seed = c.experiment.seed;
   cc.stream = c.policy.stream;
   return cc;
+}
+
+// Before any turn: the routes the run needs answer in the flavour's shape (policy_client::
+// preflight), so that a server that cannot serve the run fails it now, with the reason, instead
+// of failing every turn.
+status check_policy_endpoints(policy::policy_client& client,
+                              const actors::prompt_renderer* renderer) {
+  policy::preflight_request probe;
+  const std::vector<actors::chat_text> hello{{"user", "Say hello."}};
+  if (renderer == nullptr) {
+    probe.tokenize_probe = {{"user", "Say hello."}};
+  } else {
+    auto ids = renderer->render({}, hello);
+    if (!ids) return ids.err().wrap("rendering a test prompt");
+    probe.prompt = std::move(*ids);
+  }
+  auto done = std::make_shared<std::promise<result<std::vector<policy::endpoint_check>>>>();
+  auto answer = done->get_future();
+  client.preflight(std::move(probe), [done](auto checks) { done->set_value(std::move(checks)); });
+  // Bounded by the client's retries and turn deadline; a signal (routed to common/signals.hpp's
+  // pipe, read by nobody else yet) ends the wait.
+  while (answer.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (const int sig = signals::wait(std::chrono::milliseconds(100)); sig != 0) {
+      return error{sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"};
+    }
+  }
+  auto checks = answer.get();
+  if (!checks) return checks.err();
+  return ok_status();
 }
 
 std::vector<actors::group_task> group_tasks(
@@ -265,6 +295,9 @@ int run_experiment(const run_options& options) {
   }
   auto client = policy::policy_client::create(client_settings(c, endpoints));
   if (!client) return fail("policy: " + client.err().message);
+  if (auto checked = check_policy_endpoints(**client, renderer.get()); !checked) {
+    return fail("policy endpoint check: " + checked.err().message);
+  }
 
   auto verifier = sandbox::verifier::create(verifier_settings(c, has_cuda));
   if (!verifier) return fail("verifier: " + verifier.err().message);
