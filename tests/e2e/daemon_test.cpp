@@ -311,6 +311,40 @@ TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
   EXPECT_EQ(d.get("/v1/status")["state"], "serving");
 }
 
+// A client that trickles its headers a byte at a time held one of httplib's few workers for as
+// long as it kept going; now the request line and headers must be in within 10 s.
+TEST(DaemonE2E, ATricklingClientIsCutOff) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  ASSERT_GT(d.port(), 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(d.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string head = "GET /v1/status HTTP/1.1\r\nX-Slow: ";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // One byte every 200 ms, for at most 90 s: the daemon must close the connection long before.
+  bool closed = false;
+  const auto deadline = clock_type::now() + 90s;
+  while (!closed && clock_type::now() < deadline) {
+    if (::send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+      closed = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) {
+      char buffer[256];
+      closed = ::recv(fd, buffer, sizeof buffer, 0) <= 0;
+    }
+  }
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(d.get("/v1/status")["state"], "serving");
+}
+
 // The report: a body that is not UTF-8 answered 500 (json type_error.316). Every bad input of a
 // submission is a 400 with a message, in the one error shape; the daemon keeps serving.
 TEST(DaemonE2E, BadBytesInASubmissionAre400s) {

@@ -38,6 +38,9 @@ inline constexpr const char* cwd_header = "X-Leap-Cwd";
 // their request line and headers together may not exceed max_request_head_bytes.
 inline constexpr std::size_t max_request_body_bytes = std::size_t{4} << 20;
 inline constexpr std::size_t max_request_head_bytes = std::size_t{64} << 10;
+// Seconds a client has to send its request line and headers: httplib serves requests on a few
+// worker threads, which a client trickling a byte at a time could otherwise hold indefinitely.
+inline constexpr int max_request_head_seconds = 10;
 
 // How deep a submitted config may nest flow collections ([ ] and { }): real configs nest 2 or 3
 // deep; a parser recursing through 100,000 levels would overflow the stack.

@@ -81,9 +81,23 @@ class bounded_stream final : public httplib::Stream {
  public:
   bounded_stream(int fd, int read_timeout_ms, int write_timeout_ms, std::size_t budget)
       : fd_(fd), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms),
-        left_(budget) {}
+        left_(budget),
+        head_deadline_(std::chrono::steady_clock::now() +
+                       std::chrono::seconds(max_request_head_seconds)) {}
 
-  bool is_readable() const override { return wait_for(POLLIN, read_timeout_ms_); }
+  // Until the body is granted, the request line and headers must be in by the deadline: a
+  // client that trickles a byte at a time cannot hold one of httplib's few workers.
+  bool is_readable() const override {
+    int timeout_ms = read_timeout_ms_;
+    if (!granted_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            head_deadline_ - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return false;
+      timeout_ms = static_cast<int>(std::min<long long>(timeout_ms, left));
+    }
+    return wait_for(POLLIN, timeout_ms);
+  }
   bool is_writable() const override { return wait_for(POLLOUT, write_timeout_ms_); }
 
   ssize_t read(char* ptr, size_t size) override {
@@ -117,7 +131,10 @@ class bounded_stream final : public httplib::Stream {
   }
   socket_t socket() const override { return fd_; }
 
-  void grant(std::size_t more) { left_ += more; }
+  void grant(std::size_t more) {
+    left_ += more;
+    granted_ = true;
+  }
   // Whether a read was refused because the budget was spent.
   [[nodiscard]] bool exhausted() const { return exhausted_; }
 
@@ -153,6 +170,8 @@ class bounded_stream final : public httplib::Stream {
   int read_timeout_ms_;
   int write_timeout_ms_;
   std::size_t left_;
+  std::chrono::steady_clock::time_point head_deadline_;
+  bool granted_ = false;
   bool exhausted_ = false;
 };
 
