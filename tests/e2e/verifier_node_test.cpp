@@ -347,9 +347,11 @@ long peak_rss_kib(pid_t pid) {
 
 // A BASP 0.17 frame header as CAF writes it (network byte order): operation, padding, flags,
 // payload length, operation data, source and destination actor.
-std::string basp_header(std::uint8_t operation, std::uint32_t payload_len) {
+std::string basp_header(std::uint8_t operation, std::uint32_t payload_len,
+                        std::uint8_t dest_actor = 0) {
   std::string h(32, '\0');
   h[0] = static_cast<char>(operation);
+  h[31] = static_cast<char>(dest_actor);  // CAF drops a direct message to actor 0 itself
   for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<char>((payload_len >> (24 - 8 * i)) & 0xffU);
   return h;
 }
@@ -408,7 +410,7 @@ TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
   payload += types;
   payload += std::string("\xff\xff\xff\xff\x0f", 5);  // varbyte 2^32 - 1: the claimed length
   EXPECT_TRUE(node_closes_after(
-      port, basp_header(direct_message, static_cast<std::uint32_t>(payload.size())) + payload,
+      port, basp_header(direct_message, static_cast<std::uint32_t>(payload.size()), 1) + payload,
       std::chrono::seconds(60)));
   node.drain(0);
   const long after = peak_rss_kib(node.pid());
