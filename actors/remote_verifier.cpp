@@ -2,6 +2,7 @@
 
 #include "actors/dispatch_table.hpp"
 #include "actors/node_auth.hpp"
+#include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -9,6 +10,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
@@ -348,8 +350,15 @@ dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
   auto& st = self->state;
   st.settings = std::move(settings);
   st.local = std::move(local);
-  st.middleman = st.settings.transport.tls() ? self->system().openssl_manager().actor_handle()
-                                             : self->system().middleman().actor_handle();
+  // Our own middleman actor: its connections bound every frame a node sends (node_guard.hpp);
+  // it lives on a thread of its own, so it goes when the dispatcher goes.
+  guard_settings guard;
+  guard.tls = st.settings.transport.tls();
+  guard.log = st.settings.log;
+  st.middleman = spawn_guarded_middleman(self->system(), guard);
+  self->attach_functor([middleman = st.middleman](const caf::error&) {
+    caf::anon_send_exit(middleman, caf::exit_reason::kill);
+  });
   for (const auto& address : st.settings.nodes) {
     node_link n;
     n.address = address;

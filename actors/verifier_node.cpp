@@ -47,6 +47,7 @@ verifier_node_actor::behavior_type node_behavior(
   self->set_down_handler([=](caf::down_msg& down) {
     auto& st = self->state;
     if (st.admitted.erase(down.source) > 0) {
+      if (st.config.admitted) st.config.admitted->remove(down.source.node());
       st.log("orchestrator " + caf::to_string(down.source) + " disconnected");
     }
     st.nonces.erase(down.source);
@@ -84,6 +85,7 @@ verifier_node_actor::behavior_type node_behavior(
           return w;
         }
         if (st.admitted.insert(sender).second) {
+          if (st.config.admitted) st.config.admitted->add(sender.node());
           self->monitor(self->current_sender());
           st.log("orchestrator " + caf::to_string(sender) + " admitted" +
                  (st.config.secret.empty() ? " (no secret configured)" : " (secret verified)"));

@@ -6,11 +6,13 @@
 // run. Thin: the checks are node_auth.hpp's pure functions.
 #pragma once
 
+#include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
 #include "actors/verifier.hpp"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace leap::actors {
@@ -26,6 +28,9 @@ struct verifier_node_config {
   std::function<void(const std::string&)> log;
   // Log a line per finished job. Default: true
   bool log_jobs = true;
+  // Where the node records the CAF nodes of the orchestrators it admitted, so that the guarded
+  // middleman (node_guard.hpp) lets their connections send jobs. Default: null (not recorded)
+  std::shared_ptr<admitted_nodes> admitted;
 };
 
 // Spawns the node actor in front of `pool` (which it does not own). Thread-safe.

@@ -5,12 +5,15 @@
 #include "actors/verifier_node.hpp"
 
 #include "actors/node_auth.hpp"
+#include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/io/basp/header.hpp>
+#include <caf/make_message.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <gtest/gtest.h>
@@ -115,6 +118,112 @@ TEST(NodeProtocol, MessagesRoundTrip) {
   v.slots = 6;
   v.free = 2;
   EXPECT_EQ(round_trip(*ts.system, v), v);
+}
+
+// BASP frames as CAF itself writes them: a header through CAF's serializer, a direct message's
+// payload (forwarding stack, message) likewise.
+std::string caf_header(caf::actor_system& sys, caf::io::basp::message_type op,
+                       std::uint32_t payload_len) {
+  std::vector<char> bytes;
+  caf::binary_serializer sink{sys, bytes};
+  caf::io::basp::header h{op, 0, payload_len, 0, 0, 0};
+  EXPECT_FALSE(sink(h));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string caf_payload(caf::actor_system& sys, caf::message msg,
+                        std::vector<caf::strong_actor_ptr> stack = {}) {
+  std::vector<char> bytes;
+  caf::binary_serializer sink{sys, bytes};
+  EXPECT_FALSE(sink(stack, msg));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+TEST(NodeGuard, ReadsCafsOwnFrames) {
+  test_system ts;
+  auto& sys = *ts.system;
+  basp_header h;
+  ASSERT_TRUE(parse_basp_header(
+      caf_header(sys, caf::io::basp::message_type::client_handshake, 0xfffffff0U), h));
+  EXPECT_EQ(h.operation, 1);
+  EXPECT_EQ(h.payload_len, 0xfffffff0U);
+  EXPECT_EQ(caf_header(sys, caf::io::basp::message_type::heartbeat, 0).size(), basp_header_bytes);
+  const auto allowed = handshake_message_types(sys);
+  ASSERT_EQ(allowed.size(), 2u);
+  EXPECT_EQ(direct_message_types(caf_payload(sys, caf::make_message(node_hello_atom_v))),
+            allowed[0]);
+  EXPECT_EQ(allowed[0].rfind("@<>+", 0), 0u) << allowed[0];
+  EXPECT_EQ(direct_message_types(caf_payload(sys, caf::make_message(std::vector<char>(3)))),
+            "@<>+@charbuf");
+  EXPECT_EQ(direct_message_types(""), "");
+  EXPECT_EQ(direct_message_types(std::string("\x01", 1)), "");  // a forwarding stack
+}
+
+TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
+  test_system ts;
+  auto& sys = *ts.system;
+  using mt = caf::io::basp::message_type;
+  const frame_limits limits{1000, 100000};
+  const auto hello = caf_payload(sys, caf::make_message(node_hello_atom_v));
+  const auto auth = caf_payload(sys, caf::make_message(node_auth_atom_v, std::string(64, 'a')));
+  const auto job = caf_payload(sys, caf::make_message(node_job_atom_v, std::uint64_t{1},
+                                                      verification_request{"r", "t", "code"}));
+  const auto charbuf = caf_payload(sys, caf::make_message(std::vector<char>(10)));
+  struct row {
+    const char* what;
+    bool accepted;  // a node's side
+    bool admitted;
+    mt op;
+    std::uint32_t claimed;         // the header's payload length
+    std::string payload;           // "" with claimed > 0: only the header is checked
+    const char* refusal;           // "" : taken
+  };
+  const std::vector<row> rows = {
+      {"4 GiB handshake claim", true, false, mt::client_handshake, 0xfffffff0U, "", "a frame of 4294967280 bytes before proving the secret"},
+      {"4 GiB claim admitted", true, true, mt::direct_message, 0xffffffffU, "", "a frame of 4294967295 bytes (at most 100000)"},
+      {"4 GiB claim from a node", false, false, mt::direct_message, 0xffffffffU, "", "(at most 100000)"},
+      {"just over before the proof", true, false, mt::direct_message, 1001, "", "before proving"},
+      {"hello before the proof", true, false, mt::direct_message, 0, hello, ""},
+      {"auth before the proof", true, false, mt::direct_message, 0, auth, ""},
+      {"a job before the proof", true, false, mt::direct_message, 0, job, "before proving the secret (only hello and auth"},
+      {"a job after it", true, true, mt::direct_message, 0, job, ""},
+      {"a byte buffer before the proof", true, false, mt::direct_message, 0, charbuf, "'@<>+@charbuf'"},
+      {"a routed message before the proof", true, false, mt::routed_message, 10, "", "frame type 3"},
+      {"a down message before the proof", true, false, mt::down_message, 10, "", "frame type 5"},
+      {"a heartbeat", true, false, mt::heartbeat, 0, "", ""},
+      {"a server handshake from a node", false, false, mt::server_handshake, 500, std::string(500, 'x'), ""},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    frame_guard guard(limits, r.accepted, handshake_message_types(sys));
+    const std::uint32_t len = r.payload.empty() ? r.claimed : static_cast<std::uint32_t>(r.payload.size());
+    auto why = guard.check(caf_header(sys, r.op, len), r.admitted);
+    if (why.empty() && !r.payload.empty()) why = guard.check(r.payload, r.admitted);
+    if (std::string(r.refusal).empty()) {
+      EXPECT_EQ(why, "");
+    } else {
+      EXPECT_NE(why.find(r.refusal), std::string::npos) << why;
+    }
+  }
+  // A header that is not BASP's size, and a payload that is not the size its header said.
+  frame_guard guard(limits, true, handshake_message_types(sys));
+  EXPECT_NE(guard.check("short", false), "");
+  frame_guard second(limits, true, handshake_message_types(sys));
+  EXPECT_EQ(second.check(caf_header(sys, mt::direct_message, 10), false), "");
+  EXPECT_NE(second.check("12345", false).find("payload of 5 bytes"), std::string::npos);
+}
+
+TEST(NodeGuard, AdmittedNodesCountAdmissions) {
+  test_system ts;
+  admitted_nodes nodes;
+  const auto me = ts.system->node();
+  EXPECT_FALSE(nodes.contains(me));
+  nodes.add(me);
+  nodes.add(me);
+  nodes.remove(me);
+  EXPECT_TRUE(nodes.contains(me));
+  nodes.remove(me);
+  EXPECT_FALSE(nodes.contains(me));
 }
 
 // A pool that passes every job at once and counts them.

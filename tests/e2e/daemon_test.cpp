@@ -4,7 +4,11 @@
 // condition with a deadline, so a hang fails the test instead of stalling it.
 #include "e2e_support.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -202,6 +206,179 @@ TEST(DaemonE2E, EveryRouteNeedsTheToken) {
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->status, 404);
   EXPECT_NE(unknown->body.find("no route GET /v2/things"), std::string::npos) << unknown->body;
+}
+
+// The peak resident set (VmHWM) of process `pid`, KiB; -1 when it cannot be read.
+long peak_rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// A raw HTTP client: connects to 127.0.0.1:`port`, sends `head` and then `body_bytes` bytes of
+// 'a' (stopping when the daemon closes the connection), and returns what the daemon answered
+// ("" when it closed without an answer). Every wait has a deadline.
+std::string raw_request(int port, const std::string& head, std::size_t body_bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const auto deadline = clock_type::now() + 60s;
+    std::string bytes = head;
+    const std::string chunk(1 << 16, 'a');
+    std::size_t sent_body = 0;
+    bool open = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) >= 0;
+    while (open && sent_body < body_bytes && clock_type::now() < deadline) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      if ((p.revents & (POLLERR | POLLHUP)) != 0) break;
+      const auto n = ::send(fd, chunk.data(), std::min(chunk.size(), body_bytes - sent_body),
+                            MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent_body += static_cast<std::size_t>(n);
+    }
+    ::shutdown(fd, SHUT_WR);
+    while (clock_type::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buffer[4096];
+      const auto n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return answer;
+}
+
+// The report: 50 MB single-line requests without the token grew the daemon by ~70 MiB each (to
+// 1.1 GiB with 8 at once), because the request line was read whole before anything was checked.
+// Now a request may spend 64 KiB on its line and headers, the token is checked before the body,
+// and a body with the token is bounded (413 in the one error shape).
+TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  ASSERT_GT(d.port(), 0);
+  const pid_t pid = d.process().pid();
+  const long before = peak_rss_kib(pid);
+  ASSERT_GT(before, 0);
+  constexpr std::size_t fifty_mb = 50u << 20;
+  {
+    std::vector<std::thread> peers;
+    for (int i = 0; i < 8; ++i) {
+      peers.emplace_back([&] { raw_request(d.port(), "GET /v1/status?", fifty_mb); });
+    }
+    // Without the token, with a declared body that never comes: 401 at once, from the headers.
+    peers.emplace_back([&] {
+      const auto answer = raw_request(
+          d.port(),
+          "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+              std::to_string(fifty_mb) + "\r\n\r\n",
+          0);
+      EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+    });
+    for (auto& t : peers) t.join();
+  }
+  const long after = peak_rss_kib(pid);
+  // One request held would add 50 MB; 32 MiB leaves room for what the daemon does itself.
+  EXPECT_LT(after - before, 32L * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
+
+  // With the token, a body over the limit: 413 before it is read, in the one error shape.
+  const auto too_large = raw_request(
+      d.port(),
+      "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
+          "\r\nContent-Length: " + std::to_string(fifty_mb) + "\r\n\r\n",
+      0);
+  EXPECT_EQ(too_large.rfind("HTTP/1.1 413", 0), 0u) << too_large.substr(0, 300);
+  const auto body = too_large.substr(std::min(too_large.size(), too_large.find("\r\n\r\n") + 4));
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  EXPECT_EQ(j["error"]["type"], "request_too_large_error") << too_large;
+  // A chunked body (no declared length) over the limit is cut off at the limit: 413 as well.
+  const auto chunked = raw_request(
+      d.port(),
+      "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
+          "\r\nTransfer-Encoding: chunked\r\n\r\n6400000\r\n",
+      fifty_mb);
+  EXPECT_TRUE(chunked.empty() || chunked.rfind("HTTP/1.1 413", 0) == 0) << chunked.substr(0, 300);
+  EXPECT_LT(peak_rss_kib(pid) - before, 32L * 1024);
+  // And the daemon still serves.
+  EXPECT_EQ(d.get("/v1/status")["state"], "serving");
+}
+
+// A client that trickles its headers a byte at a time held one of httplib's few workers for as
+// long as it kept going; now the request line and headers must be in within 10 s.
+TEST(DaemonE2E, ATricklingClientIsCutOff) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  ASSERT_GT(d.port(), 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(d.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string head = "GET /v1/status HTTP/1.1\r\nX-Slow: ";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // One byte every 200 ms, for at most 90 s: the daemon must close the connection long before.
+  bool closed = false;
+  const auto deadline = clock_type::now() + 90s;
+  while (!closed && clock_type::now() < deadline) {
+    if (::send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+      closed = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) {
+      char buffer[256];
+      closed = ::recv(fd, buffer, sizeof buffer, 0) <= 0;
+    }
+  }
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(d.get("/v1/status")["state"], "serving");
+}
+
+// The report: a body that is not UTF-8 answered 500 (json type_error.316). Every bad input of a
+// submission is a 400 with a message, in the one error shape; the daemon keeps serving.
+TEST(DaemonE2E, BadBytesInASubmissionAre400s) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  ASSERT_GT(d.port(), 0);
+  struct row {
+    std::string body;
+    std::string config_name;
+    std::string expected;
+  };
+  const std::vector<row> rows = {
+      {"experiment:\n  name: \xff\xfe\n", "a.yaml", "not UTF-8"},
+      {"\xc3\x28: 1\n", "a.yaml", "not UTF-8"},
+      {"experiment:\n  steps: 1\n", "bad\xff.yaml", "X-Leap-Config-Name: not UTF-8"},
+      {std::string(100000, '[') + std::string(100000, ']') + "\n", "a.yaml", "100000 deep"},
+      {"a: " + std::string(100000, '{') + "\n", "a.yaml", "100000 deep"},
+  };
+  auto c = d.client();
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.expected);
+    httplib::Headers headers = d.auth();
+    headers.emplace("X-Leap-Config-Name", r.config_name);
+    auto res = c.Post("/v1/experiments", headers, r.body, "application/yaml");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    const auto j = nlohmann::json::parse(res->body, nullptr, false);
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << res->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(r.expected), std::string::npos)
+        << res->body;
+  }
+  EXPECT_EQ(d.get("/v1/experiments")["experiments"].size(), 0u);
+  EXPECT_EQ(d.get("/v1/status")["state"], "serving");
 }
 
 TEST(DaemonE2E, BadConfigIsRefusedNamingTheKey) {

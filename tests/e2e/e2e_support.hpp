@@ -133,6 +133,7 @@ class leap_process {
   }
 
   void signal(int sig) const { ::kill(pid_, sig); }
+  [[nodiscard]] pid_t pid() const { return pid_; }
 
   // SIGKILL and reap now.
   void kill9() {

@@ -7,7 +7,11 @@
 // wrong secret stops the run with a clear message on both sides. Every wait is bounded.
 #include "e2e_support.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -330,6 +334,96 @@ TEST(VerifierNodeE2E, ACutOffNodeIsDeclaredLostAndItsLateVerdictsAreNotCountedTw
   EXPECT_TRUE(stored.unique_groups);
   EXPECT_TRUE(stored.every_turn_has_a_verdict);
   EXPECT_EQ(stored.verified_turns, judged) << run.output();
+}
+
+// The peak resident set (VmHWM) of process `pid`, KiB; -1 when it cannot be read.
+long peak_rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// A BASP 0.17 frame header as CAF writes it (network byte order): operation, padding, flags,
+// payload length, operation data, source and destination actor.
+std::string basp_header(std::uint8_t operation, std::uint32_t payload_len,
+                        std::uint8_t dest_actor = 0) {
+  std::string h(32, '\0');
+  h[0] = static_cast<char>(operation);
+  h[31] = static_cast<char>(dest_actor);  // CAF drops a direct message to actor 0 itself
+  for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<char>((payload_len >> (24 - 8 * i)) & 0xffU);
+  return h;
+}
+
+// A peer without CAF: connects to 127.0.0.1:`port`, sends `bytes`, and reads (and drops) what
+// the node sends until the node closes the connection. Whether it did within `timeout`.
+bool node_closes_after(int port, const std::string& bytes, std::chrono::seconds timeout) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool closed = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    const auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        closed = true;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return closed;
+}
+
+// The report: a peer that has not proved the secret sent handshake headers claiming 4 GiB
+// payloads, and the node allocated them (4.4 GiB resident and growing). Now every frame is
+// bounded before the proof: the node closes such connections without allocating, and keeps
+// serving an orchestrator that proves the secret.
+TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
+  node_dir dir;
+  leap_process node(dir.node_args(0));
+  const int port = wait_listening(node);
+  ASSERT_GT(port, 0) << node.output();
+  const long before = peak_rss_kib(node.pid());
+  ASSERT_GT(before, 0);
+  constexpr std::uint8_t client_handshake = 1;
+  constexpr std::uint8_t direct_message = 2;
+  // Two 4 GiB handshake claims, as reported, and one of a direct message.
+  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U), std::chrono::seconds(60)));
+  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U), std::chrono::seconds(60)));
+  EXPECT_TRUE(node_closes_after(port, basp_header(direct_message, 0xffffffffU), std::chrono::seconds(60)));
+  // A small message whose content claims a 4 GiB byte buffer (CAF's "@charbuf", a
+  // std::vector<char>, is resized to the claimed length before its bytes are read).
+  const std::string types = "@<>+@charbuf";
+  std::string payload;
+  payload += '\0';                                  // empty forwarding stack
+  payload += std::string(2, '\0');                  // type number 0: named types follow
+  payload += static_cast<char>(types.size());       // varbyte length of the type list
+  payload += types;
+  payload += std::string("\xff\xff\xff\xff\x0f", 5);  // varbyte 2^32 - 1: the claimed length
+  EXPECT_TRUE(node_closes_after(
+      port, basp_header(direct_message, static_cast<std::uint32_t>(payload.size()), 1) + payload,
+      std::chrono::seconds(60)));
+  node.drain(0);
+  const long after = peak_rss_kib(node.pid());
+  // One claim honoured would add 4 GiB; 64 MiB leaves room for anything the node does itself.
+  EXPECT_LT(after - before, 64L * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
+  EXPECT_GE(count_of(node.output(), "closed the connection of 127.0.0.1"), 4u) << node.output();
+  // An orchestrator with the secret is still served.
+  const auto config = dir.write_config(1, {port}, (dir.root() / "secret").string());
+  leap_process run({"run", config});
+  const auto code = run.wait(std::chrono::seconds(300));
+  ASSERT_EQ(code.value_or(-1), 0) << run.output();
+  node.drain(0);
+  EXPECT_GT(count_of(node.output(), "| served "), 0u) << node.output();
 }
 
 TEST(VerifierNodeE2E, AWrongSecretStopsTheRunWithAClearErrorOnBothSides) {

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <string_view>
 
 namespace leap::daemon {
 
@@ -24,13 +26,94 @@ std::string error_body(int code, const std::string& message) {
     case 409:
       type = "conflict_error";
       break;
+    case 413:
+      type = "request_too_large_error";
+      break;
     case 503:
       type = "unavailable_error";
       break;
     default:
       break;
   }
-  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"code", code}}}}.dump();
+  // A message may quote what the client sent: bytes that are not UTF-8 become U+FFFD instead of
+  // making the error itself fail.
+  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"code", code}}}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+      cp = c & 0x1fU;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      cp = c & 0x0fU;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      cp = c & 0x07U;
+    } else {
+      return i;  // a continuation byte, an overlong lead (0xc0, 0xc1) or 0xf5..0xff
+    }
+    if (i + len > n) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xc0U) != 0x80U) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3fU);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return i;
+    }
+    i += len;
+  }
+  return std::nullopt;
+}
+
+std::size_t flow_nesting_depth(std::string_view text) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  char quote = 0;
+  bool comment = false;
+  bool escaped = false;
+  char previous = '\n';
+  for (const char c : text) {
+    if (comment) {
+      comment = c != '\n';
+    } else if (quote == '"') {
+      // Double-quoted YAML escapes with a backslash; single-quoted doubles the quote, which
+      // closing and reopening handles.
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        quote = 0;
+      }
+    } else if (quote == '\'') {
+      if (c == '\'') quote = 0;
+    } else if (c == '#' && (previous == ' ' || previous == '\t' || previous == '\n')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+    previous = c;
+  }
+  return deepest;
 }
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
@@ -71,6 +154,18 @@ result<submit_request> parse_submit(const std::string& body, const std::string& 
   submit_request r;
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return error{"the request body must hold the experiment config (YAML)"};
+  }
+  if (auto bad = first_invalid_utf8(body)) {
+    return error{"the request body is not UTF-8 text (byte " + std::to_string(*bad) +
+                 " is not); a config must be UTF-8"};
+  }
+  if (const auto depth = flow_nesting_depth(body); depth > max_config_nesting) {
+    return error{"the request body nests [ ] and { } " + std::to_string(depth) +
+                 " deep; a config nests at most " + std::to_string(max_config_nesting)};
+  }
+  for (auto [name, value] :
+       {std::pair{config_name_header, &source_value}, std::pair{cwd_header, &cwd_value}}) {
+    if (first_invalid_utf8(*value)) return error{std::string(name) + ": not UTF-8 text"};
   }
   r.yaml = body;
   if (!source_value.empty()) r.source = source_value;

@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap::daemon {
@@ -30,10 +32,33 @@ namespace leap::daemon {
 inline constexpr const char* config_name_header = "X-Leap-Config-Name";
 inline constexpr const char* cwd_header = "X-Leap-Cwd";
 
+// The largest request body the API reads, in bytes: a config is a few KiB, so 4 MiB leaves room
+// for any real one while bounding what a client can make the daemon hold. A longer body gets 413
+// before it is read. Requests without the token are refused before their body is read, and
+// their request line and headers together may not exceed max_request_head_bytes.
+inline constexpr std::size_t max_request_body_bytes = std::size_t{4} << 20;
+inline constexpr std::size_t max_request_head_bytes = std::size_t{64} << 10;
+// Seconds a client has to send its request line and headers: httplib serves requests on a few
+// worker threads, which a client trickling a byte at a time could otherwise hold indefinitely.
+inline constexpr int max_request_head_seconds = 10;
+
+// How deep a submitted config may nest flow collections ([ ] and { }): real configs nest 2 or 3
+// deep; a parser recursing through 100,000 levels would overflow the stack.
+inline constexpr std::size_t max_config_nesting = 64;
+
 // The one error shape of every route: {"error": {"message", "type", "code"}}. Types:
 // "invalid_request_error" (400), "authentication_error" (401), "not_found_error" (404),
-// "conflict_error" (409), "unavailable_error" (503), "server_error" (500).
+// "conflict_error" (409), "request_too_large_error" (413), "unavailable_error" (503),
+// "server_error" (500). Never throws: bytes of the message that are not UTF-8 become U+FFFD.
 [[nodiscard]] std::string error_body(int code, const std::string& message);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (overlong forms,
+// surrogates and code points past U+10FFFF included); nullopt when all of it is UTF-8.
+[[nodiscard]] std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+
+// The deepest nesting of YAML flow collections ([ ] and { }) in `text`, outside quoted strings
+// and comments. A scan without recursion, so that it is safe on any input.
+[[nodiscard]] std::size_t flow_nesting_depth(std::string_view text);
 
 // Compares in time that depends on the lengths only, not on where the strings differ.
 [[nodiscard]] bool constant_time_equal(const std::string& a, const std::string& b);
@@ -50,7 +75,9 @@ struct submit_request {
   std::string cwd;                     // absolute, or empty: the experiment's own folder
 };
 
-// Checks the raw request: a non-empty body, a cwd that is absolute. Errors are 400's messages.
+// Checks the raw request: a non-empty UTF-8 body whose flow collections nest at most
+// max_config_nesting deep, UTF-8 header values, a cwd that is absolute. Errors are 400's
+// messages.
 [[nodiscard]] result<submit_request> parse_submit(const std::string& body,
                                                   const std::string& source_value,
                                                   const std::string& cwd_value);

@@ -10,6 +10,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -19,11 +20,14 @@
 #include <fcntl.h>
 #include <functional>
 #include <map>
+#include <netinet/in.h>
+#include <poll.h>
 #include <mutex>
 #include <set>
 #include <string>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -62,7 +66,144 @@ struct reply {
 };
 
 reply fail(int code, const std::string& message) { return {code, error_body(code, message)}; }
-reply json_reply(int code, const nlohmann::json& j) { return {code, j.dump(2) + "\n"}; }
+// Records hold what clients sent (names, folders): bytes that are not UTF-8 become U+FFFD rather
+// than making the answer fail.
+reply json_reply(int code, const nlohmann::json& j) {
+  return {code, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+}
+
+// A socket stream that reads at most a budget of bytes. httplib 0.11 reads a request line or a
+// header line whole before it checks its length, so a client could make the daemon hold any
+// number of bytes before its token is looked at; with this stream a request may spend
+// max_request_head_bytes on its request line and headers, and only a request that carries the
+// token is granted its body (up to max_request_body_bytes) on top.
+class bounded_stream final : public httplib::Stream {
+ public:
+  bounded_stream(int fd, int read_timeout_ms, int write_timeout_ms, std::size_t budget)
+      : fd_(fd), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms),
+        left_(budget),
+        head_deadline_(std::chrono::steady_clock::now() +
+                       std::chrono::seconds(max_request_head_seconds)) {}
+
+  // Until the body is granted, the request line and headers must be in by the deadline: a
+  // client that trickles a byte at a time cannot hold one of httplib's few workers.
+  bool is_readable() const override {
+    int timeout_ms = read_timeout_ms_;
+    if (!granted_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            head_deadline_ - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return false;
+      timeout_ms = static_cast<int>(std::min<long long>(timeout_ms, left));
+    }
+    return wait_for(POLLIN, timeout_ms);
+  }
+  bool is_writable() const override { return wait_for(POLLOUT, write_timeout_ms_); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (left_ == 0) {
+      exhausted_ = true;
+      return -1;
+    }
+    if (!is_readable()) return -1;
+    ssize_t n = 0;
+    do {
+      n = ::recv(fd_, ptr, std::min(size, left_), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) left_ -= static_cast<std::size_t>(n);
+    return n;
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n = 0;
+    do {
+      n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address_of(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address_of(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+  void grant(std::size_t more) {
+    left_ += more;
+    granted_ = true;
+  }
+  // Whether a read was refused because the budget was spent.
+  [[nodiscard]] bool exhausted() const { return exhausted_; }
+
+ private:
+  bool wait_for(short events, int timeout_ms) const {
+    pollfd p{fd_, events, 0};
+    int r = 0;
+    do {
+      r = ::poll(&p, 1, timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    return r > 0;
+  }
+
+  template <class F>
+  void address_of(F name_of, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (name_of(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+      ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+      port = ntohs(a->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+      port = ntohs(a->sin6_port);
+    }
+    ip = text;
+  }
+
+  int fd_;
+  int read_timeout_ms_;
+  int write_timeout_ms_;
+  std::size_t left_;
+  std::chrono::steady_clock::time_point head_deadline_;
+  bool granted_ = false;
+  bool exhausted_ = false;
+};
+
+// The stream of the request this worker thread serves (httplib calls the handlers on the thread
+// that reads the request), so that the token check can grant the body.
+thread_local bounded_stream* current_stream = nullptr;
+
+// httplib's server, serving each connection's one request through a bounded_stream. One request
+// per connection: the budget is per request, and the clients send one.
+class bounded_server final : public httplib::Server {
+ public:
+  // Lets the current request's body be read (the request carried the token).
+  static void grant_body() {
+    if (current_stream != nullptr) current_stream->grant(max_request_body_bytes);
+  }
+  // Whether the current request ran past what it may send.
+  static bool over_budget() { return current_stream != nullptr && current_stream->exhausted(); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bounded_stream stream(sock, static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000),
+                          static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000),
+                          max_request_head_bytes);
+    current_stream = &stream;
+    bool closed = false;
+    const bool ok = process_request(stream, true, closed, nullptr);
+    current_stream = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+};
 
 // Whether the process `pid` (not our child: a daemon before us started it) is still the
 // `leap run` of `config`: a zombie or a reused pid has another command line.
@@ -386,25 +527,63 @@ class supervisor {
   // --- the HTTP side ---
 
   void routes() {
-    // One gate for every route: the bearer token.
+    // One gate for every route: the bearer token, checked from the headers before any of the
+    // body is read; only then is the body granted (bounded_server).
     server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (authorized(req.get_header_value("Authorization"), token_)) {
-        return httplib::Server::HandlerResponse::Unhandled;
+      if (!authorized(req.get_header_value("Authorization"), token_)) {
+        refuse_unauthorized(res);
+        return httplib::Server::HandlerResponse::Handled;
       }
-      res.status = 401;
-      res.set_header("WWW-Authenticate", "Bearer");
-      res.set_content(error_body(401,
-                                 "missing or wrong bearer token (Authorization: Bearer "
-                                 "TOKEN, the token is in the daemon's home)"),
-                      "application/json");
-      return httplib::Server::HandlerResponse::Handled;
+      // A compressed body could unpack to any size past the limit; our clients never send one.
+      const auto encoding = req.get_header_value("Content-Encoding");
+      if (!encoding.empty() && encoding != "identity") {
+        res.status = 400;
+        res.set_content(error_body(400, "Content-Encoding " + encoding +
+                                            ": the control API takes uncompressed bodies"),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // A declared length over the limit is refused before a byte of the body is read.
+      const auto length = req.get_header_value("Content-Length");
+      if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") !=
+                                                         std::string::npos ||
+                              std::stoull(length) > max_request_body_bytes)) {
+        res.status = 413;
+        res.set_content(error_body(413, "the request body is too large: Content-Length " +
+                                            length.substr(0, 40) + ", at most " +
+                                            std::to_string(max_request_body_bytes) + " bytes"),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      bounded_server::grant_body();
+      return httplib::Server::HandlerResponse::Unhandled;
     });
-    // httplib calls this for every status >= 400; only unknown routes reach it without a body.
+    // curl and others ask before a large body: answer 401 instead of inviting it.
+    server_.set_expect_100_continue_handler(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (authorized(req.get_header_value("Authorization"), token_)) return 100;
+          refuse_unauthorized(res);
+          return 401;
+        });
+    server_.set_payload_max_length(max_request_body_bytes);
+    // httplib calls this for every status >= 400; our routes set a body, what httplib refuses
+    // itself (unknown routes, bodies over the limit, malformed requests) gets one here.
     server_.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          res.set_content(error_body(res.status, "no route " + req.method + " " + req.path),
-                          "application/json");
+          std::string message;
+          if (res.status == 413 || bounded_server::over_budget()) {
+            res.status = 413;
+            message = "the request is too large: a body may hold " +
+                      std::to_string(max_request_body_bytes) +
+                      " bytes, the request line and headers " +
+                      std::to_string(max_request_head_bytes);
+          } else if (res.status == 404) {
+            message = "no route " + req.method + " " + req.path;
+          } else {
+            message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
+          }
+          res.set_content(error_body(res.status, message), "application/json");
           return httplib::Server::HandlerResponse::Handled;
         }));
     server_.Post("/v1/experiments",
@@ -432,6 +611,15 @@ class supervisor {
                   return json_reply(200, j);
                 }));
     server_.Get("/metrics", wrap([this](const httplib::Request&) { return metrics(); }));
+  }
+
+  static void refuse_unauthorized(httplib::Response& res) {
+    res.status = 401;
+    res.set_header("WWW-Authenticate", "Bearer");
+    res.set_content(error_body(401,
+                               "missing or wrong bearer token (Authorization: Bearer "
+                               "TOKEN, the token is in the daemon's home)"),
+                    "application/json");
   }
 
   // The one wrapper: a route's reply, or a 500 in the one error shape for anything it throws.
@@ -556,7 +744,7 @@ class supervisor {
   int bound_port_ = 0;
   int lock_fd_ = -1;
   std::set<int> killed_;  // process groups already sent SIGKILL
-  httplib::Server server_;
+  bounded_server server_;
 };
 
 }  // namespace

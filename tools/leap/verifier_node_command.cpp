@@ -4,6 +4,7 @@
 // (actors/verifier_node.hpp) through CAF's middleman, TLS through caf::openssl when given
 // certificates. Orchestrators list it in verifier.nodes. Runs until SIGINT/SIGTERM.
 #include "actors/messages.hpp"
+#include "actors/node_guard.hpp"
 #include "actors/node_auth.hpp"
 #include "actors/remote_verifier.hpp"
 #include "common/signals.hpp"
@@ -18,7 +19,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/publish.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
@@ -47,6 +47,7 @@ struct node_options {
   std::string tls_key;
   std::string tls_ca;
   double timeout_s = 10.0;
+  int max_message_mib = 64;
   bool quiet = false;
 };
 
@@ -66,6 +67,9 @@ int run_node(const node_options& o) {
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
   if (o.port < 0 || o.port > 65535) return fail("--port: must be in 0..65535 (0: any free port)");
+  if (o.max_message_mib < 1 || o.max_message_mib > 4095) {
+    return fail("--max-message-mib: must be in 1..4095");
+  }
   verifier_section section;
   if (!o.config_path.empty()) {
     auto config = load_config(o.config_path);
@@ -132,12 +136,25 @@ int run_node(const node_options& o) {
     nc.log_jobs = !o.quiet;
     // The name needs the port, known only after publishing: a port-0 node learns it from CAF.
     nc.name = o.bind + ":" + std::to_string(o.port);
+    // Every connection passes the guard (actors/node_guard.hpp): frames are bounded, and a peer
+    // that has not proved the secret may send only the handshake.
+    nc.admitted = std::make_shared<actors::admitted_nodes>();
+    actors::guard_settings gs;
+    gs.limits.after_auth = static_cast<std::size_t>(o.max_message_mib) << 20;
+    gs.admitted = nc.admitted;
+    gs.tls = transport.tls();
+    gs.log = log_line;
+    auto middleman = actors::spawn_guarded_middleman(system, gs);
     auto node = actors::spawn_verifier_node(system, pool, nc);
-    auto published =
-        transport.tls()
-            ? caf::openssl::publish(node, static_cast<std::uint16_t>(o.port), o.bind.c_str(), true)
-            : system.middleman().publish(node, static_cast<std::uint16_t>(o.port), o.bind.c_str(),
-                                         true);
+    caf::expected<std::uint16_t> published{caf::sec::runtime_error};
+    {
+      caf::scoped_actor self{system};
+      self->request(middleman, caf::infinite, caf::publish_atom_v,
+                    static_cast<std::uint16_t>(o.port), caf::actor_cast<caf::strong_actor_ptr>(node),
+                    system.message_types(node), o.bind, true)
+          .receive([&](std::uint16_t port) { published = port; },
+                   [&](caf::error& e) { published = std::move(e); });
+    }
     if (!published) {
       code = fail("cannot listen on " + o.bind + ":" + std::to_string(o.port) + ": " +
                   system.render(published.error()));
@@ -156,7 +173,8 @@ int run_node(const node_options& o) {
     caf::scoped_actor self{system};
     self->send_exit(node, caf::exit_reason::user_shutdown);
     self->send_exit(pool, caf::exit_reason::user_shutdown);
-    self->wait_for(node, pool);
+    self->send_exit(middleman, caf::exit_reason::kill);
+    self->wait_for(node, pool, middleman);
   }
   verifier->reset();
   return code;
@@ -201,6 +219,10 @@ void add_verifier_node(CLI::App& app, int* exit_code) {
                   "PEM CA file: require orchestrators to present a certificate it signed");
   cmd->add_option("--timeout-s", o->timeout_s,
                   "Seconds without traffic after which an orchestrator counts as cut off")
+      ->capture_default_str();
+  cmd->add_option("--max-message-mib", o->max_message_mib,
+                  "Largest message an orchestrator may send once it proved the secret, MiB (a "
+                  "job carries a candidate's code); before the proof, 64 KiB")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No line per job");
   cmd->callback([o, exit_code] { *exit_code = run_node(*o); });
