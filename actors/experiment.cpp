@@ -12,6 +12,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -29,7 +30,51 @@ struct step_state {
   std::int64_t started_unix_ms = 0;
   bool training = false;
   barrier_actor barrier;
+  // Time earlier processes spent on the groups read back from the store (resume).
+  step_timings earlier;
 };
+
+// The time earlier processes spent on a resumed step: the union of its stored groups' [started,
+// finished] spans (the downtime between processes, and work on groups lost in flight, are not
+// in it), split between generation, compile and run in proportion to the stored turns' times
+// (what the stored records say; how they overlapped is not stored).
+step_timings earlier_time(const std::vector<const group_record*>& groups) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;
+  double generation = 0.0;
+  double compile = 0.0;
+  double run = 0.0;
+  for (const auto* g : groups) {
+    if (g->finished_unix_ms > g->started_unix_ms && g->started_unix_ms > 0) {
+      spans.emplace_back(g->started_unix_ms, g->finished_unix_ms);
+    }
+    for (const auto& r : g->rollouts) {
+      for (const auto& t : r.turns) {
+        generation += t.timings.generation_ms;
+        compile += t.timings.compile_ms;
+        run += t.timings.run_ms;
+      }
+    }
+  }
+  std::sort(spans.begin(), spans.end());
+  double wall = 0.0;
+  std::int64_t covered = std::numeric_limits<std::int64_t>::min();
+  for (const auto& [start, end] : spans) {
+    const auto from = std::max(start, covered);
+    if (end > from) wall += static_cast<double>(end - from);
+    covered = std::max(covered, end);
+  }
+  step_timings t;
+  t.wall_ms = wall;
+  const double busy = generation + compile + run;
+  if (busy > 0.0) {
+    t.generation_ms = wall * generation / busy;
+    t.compile_ms = wall * compile / busy;
+    t.run_ms = wall * run / busy;
+  } else {
+    t.idle_ms = wall;
+  }
+  return t;
+}
 
 struct validation_state {
   std::uint32_t groups_total = 0;
@@ -223,6 +268,11 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
   }
   activities.push_back({activity_kind::learner, learner_start_ms, end_ms});
   r.timings = attribute_step_time(activities, s.start_ms, end_ms);
+  r.timings.wall_ms += s.earlier.wall_ms;
+  r.timings.generation_ms += s.earlier.generation_ms;
+  r.timings.compile_ms += s.earlier.compile_ms;
+  r.timings.run_ms += s.earlier.run_ms;
+  r.timings.idle_ms += s.earlier.idle_ms;
   const auto accuracy = cumulative_accuracy(summaries, max_turns(st));
   for (std::size_t m = 0; m < accuracy.size(); ++m) {
     r.metrics["acc_at_" + std::to_string(m + 1)] = accuracy[m];
@@ -390,6 +440,19 @@ void start_step(experiment_pointer self, std::uint64_t step) {
               if (!loaded.error.empty()) {
                 end_run(self, run_status::failed, "store: " + loaded.error);
                 return;
+              }
+              std::vector<const group_record*> kept;
+              for (const auto& g : loaded.groups) {
+                if (stored.count(g.group_index) > 0) kept.push_back(&g);
+              }
+              if (auto it = self->state.steps.find(step); it != self->state.steps.end()) {
+                it->second.earlier = earlier_time(kept);
+                for (const auto* g : kept) {
+                  if (g->started_unix_ms > 0) {
+                    it->second.started_unix_ms =
+                        std::min(it->second.started_unix_ms, g->started_unix_ms);
+                  }
+                }
               }
               for (auto& g : loaded.groups) {
                 if (stored.count(g.group_index) == 0) continue;

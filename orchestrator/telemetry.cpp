@@ -1,6 +1,10 @@
 #include "orchestrator/telemetry.hpp"
 
+#include "common/temp_files.hpp"
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -403,17 +407,23 @@ double rate_meter::update(double total, double now_seconds) {
 }
 
 status write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  // A per-process temporary name, so two writers of one folder never share a temporary file.
-  const std::filesystem::path tmp =
-      path.string() + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
+  // A per-process temporary name, so two writers of one folder never share a temporary file;
+  // those of killed writers are removed first, and a failed write removes its own.
+  remove_stale_temporaries(path, ".tmp.");
+  const std::filesystem::path tmp = temporary_of(path, ".tmp.");
+  std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return error{tmp.string() + ": cannot open for writing"};
+    if (!out) return error{tmp.string() + ": cannot open for writing: " + std::strerror(errno)};
     out << text;
     out.flush();
-    if (!out) return error{tmp.string() + ": write failed"};
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      out.close();
+      std::filesystem::remove(tmp, ec);
+      return error{tmp.string() + ": write failed: " + reason};
+    }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);

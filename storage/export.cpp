@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -274,7 +276,9 @@ result<export_counts> export_groups(const trajectory_store& store, const export_
     counts.rows += each(g);
     ++counts.groups;
     if (!out) {
-      return error{"write failed after " + std::to_string(counts.groups - 1) + " groups"};
+      // errno is the failed write's (a stream sets no error of its own): a full disk says so.
+      return error{"write failed after " + std::to_string(counts.groups - 1) +
+                   " groups: " + std::strerror(errno)};
     }
     return ok_status();
   });
@@ -283,7 +287,8 @@ result<export_counts> export_groups(const trajectory_store& store, const export_
   }
   out.flush();
   if (!out) {
-    return error{"write failed after " + std::to_string(counts.groups) + " groups"};
+    return error{"write failed after " + std::to_string(counts.groups) +
+                 " groups: " + std::strerror(errno)};
   }
   return counts;
 }

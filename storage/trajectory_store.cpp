@@ -5,9 +5,15 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
 #include <system_error>
 
 namespace leap {
@@ -61,7 +67,104 @@ rocksdb::ColumnFamilyOptions family_options() {
   return options;
 }
 
+// ---- the acknowledged-writes mark: "LEAPACK1", the sequence number, and the number xor a constant
+// (so that a torn or zeroed file is told from a mark), little-endian. 24 bytes, rewritten in place:
+// one write within one disk sector, so a power loss leaves the old or the new mark.
+constexpr std::string_view mark_magic = "LEAPACK1";
+constexpr std::uint64_t mark_check = 0x9E3779B97F4A7C15ULL;
+constexpr std::size_t mark_size = 24;
+
+std::string encode_mark(std::uint64_t seq) {
+  return std::string(mark_magic) + le_bytes(seq, 8) + le_bytes(seq ^ mark_check, 8);
+}
+
+struct mark_state {
+  bool present = false;
+  bool valid = false;
+  std::uint64_t seq = 0;
+};
+
+result<mark_state> read_mark(const std::filesystem::path& file) {
+  mark_state out;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return out;
+    }
+    return error{file.string() + ": cannot read: " + std::strerror(errno)};
+  }
+  out.present = true;
+  std::array<char, mark_size + 1> bytes{};
+  const auto n = ::pread(fd, bytes.data(), bytes.size(), 0);
+  const int read_errno = errno;
+  ::close(fd);
+  if (n < 0) {
+    return error{file.string() + ": cannot read: " + std::strerror(read_errno)};
+  }
+  const std::string_view content(bytes.data(), static_cast<std::size_t>(n));
+  if (content.size() == mark_size && content.substr(0, 8) == mark_magic) {
+    out.seq = from_le(content.substr(8, 8));
+    out.valid = (out.seq ^ mark_check) == from_le(content.substr(16, 8));
+  }
+  return out;
+}
+
+status fsync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return error{folder.string() + ": cannot open to sync: " + std::strerror(errno)};
+  }
+  const int rc = ::fsync(fd);
+  const int sync_errno = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return error{folder.string() + ": fsync: " + std::strerror(sync_errno)};
+  }
+  return ok_status();
+}
+
+// The entries of a folder that lacks CURRENT, for the damage message (at most a few named).
+std::string list_entries(const std::filesystem::path& folder, std::size_t* count) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  *count = names.size();
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < 8; ++i) {
+    out += (i == 0 ? "" : ", ") + names[i];
+  }
+  if (names.size() > 8) {
+    out += ", ...";
+  }
+  return out;
+}
+
+bool folder_is_empty(const std::filesystem::path& folder) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(folder, ec);
+  return ec || it == std::filesystem::directory_iterator();
+}
+
 }  // namespace
+
+std::string lost_writes_report::describe() const {
+  if (mark_unreadable) {
+    return "its record of acknowledged writes (" + std::string(acknowledged_mark_file) +
+           ") is damaged, so whether it lost acknowledged writes is unknown; it holds writes up to "
+           "number " +
+           std::to_string(present);
+  }
+  return "it lost " + std::to_string(acknowledged - present) +
+         " record writes it had acknowledged (the last acknowledged is number " +
+         std::to_string(acknowledged) + ", the store now ends at number " + std::to_string(present) +
+         "; a group is 2 writes, a run 1, a step 1 plus one per metric), so the newest groups, "
+         "steps or run records are gone: its write-ahead log (*.log) was probably truncated or "
+         "deleted, or the disk lost data it had confirmed";
+}
 
 std::filesystem::path store_path_of_run_dir(const std::filesystem::path& run_dir) {
   return run_dir / "trajectories";
@@ -76,6 +179,41 @@ struct trajectory_store::impl {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> all_handles;  // every family opened, ours and others
   cf_handles cf{};
+  std::optional<lost_writes_report> lost;
+  // The acknowledged-writes mark (writable stores): its file, and the number it holds.
+  std::mutex mark_mutex;
+  int mark_fd = -1;
+  std::uint64_t mark_seq = 0;
+
+  ~impl() {
+    if (mark_fd >= 0) {
+      ::close(mark_fd);
+    }
+  }
+
+  // Records the database's last write as acknowledged. Called after each successful write.
+  status update_mark(bool force = false) {
+    std::lock_guard lock(mark_mutex);
+    if (mark_fd < 0 || !db) {
+      return ok_status();
+    }
+    const auto seq = db->GetLatestSequenceNumber();
+    if (seq <= mark_seq && !force) {
+      return ok_status();
+    }
+    const auto bytes = encode_mark(seq);
+    const auto file = (path / acknowledged_mark_file).string();
+    if (::pwrite(mark_fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+      return error{where() + ": the write is stored, but " + file +
+                   " could not be updated: " + std::strerror(errno)};
+    }
+    if (options.sync && ::fdatasync(mark_fd) != 0) {
+      return error{where() + ": the write is stored, but " + file +
+                   " could not be synced: " + std::strerror(errno)};
+    }
+    mark_seq = seq;
+    return ok_status();
+  }
 
   [[nodiscard]] std::string where() const { return "trajectory store '" + path.string() + "'"; }
 
@@ -301,6 +439,19 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
 
   std::error_code ec;
   const bool exists = std::filesystem::exists(path / "CURRENT", ec);
+  // RocksDB would create a fresh database over a folder whose CURRENT is gone, and delete the old
+  // table files and log at the next open: a store is created only in a missing or empty folder.
+  if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
+    std::size_t count = 0;
+    const auto entries = list_entries(path, &count);
+    return error{state->where() + ": the folder holds " + std::to_string(count) +
+                 " files (" + entries +
+                 ") but no CURRENT file, so it is a damaged RocksDB database (or not a store); "
+                 "nothing in it was changed. To recover what it holds into a copy, run `leap "
+                 "repair-store " + path.string() + " COPY`, check the copy, then move the damaged "
+                 "folder aside and the copy into its place"};
+  }
+  db_options.create_if_missing = may_create && !exists;
   std::vector<std::string> families;
   if (exists) {
     auto s = rocksdb::DB::ListColumnFamilies(db_options, path.string(), &families);
@@ -339,8 +490,54 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     descriptors.emplace_back(name, family);
   }
 
+  // The mark is read before the database opens, so that a read-only open beside a live writer
+  // compares against a mark no newer than the log it then reads.
+  auto mark = exists ? read_mark(path / acknowledged_mark_file) : result<mark_state>(mark_state{});
+  if (!mark) {
+    return error{state->where() + ": " + mark.err().message};
+  }
+
   rocksdb::DB* raw = nullptr;
   const rocksdb::Options combined(db_options, family);
+  // Lost acknowledged writes: the mark names a write the database no longer holds. A writable
+  // open recovers the log and flushes it, which would rewrite the damaged files, so the check
+  // reads the store read-only first.
+  std::optional<std::uint64_t> probed;
+  if (!options.read_only && mark->present) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> present_families;
+    for (const auto& name : families) present_families.emplace_back(name, family);
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    auto ps = rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles,
+                                           &raw);
+    if (!ps.ok()) {
+      return state->fail("open", ps);
+    }
+    probed = raw->GetLatestSequenceNumber();
+    for (auto* h : handles) (void)raw->DestroyColumnFamilyHandle(h);  // read-only: cannot fail
+    (void)raw->Close();  // read-only: nothing to lose
+    delete raw;
+    raw = nullptr;
+  }
+  auto loss = [&](std::uint64_t present) -> std::optional<lost_writes_report> {
+    if (!mark->present || (mark->valid && mark->seq <= present)) return std::nullopt;
+    lost_writes_report report;
+    report.acknowledged = mark->seq;
+    report.present = present;
+    report.mark_unreadable = !mark->valid;
+    return report;
+  };
+  auto refusal = [&](const lost_writes_report& report) {
+    return error{state->where() + ": " + report.describe() +
+                 ". Nothing was changed. To go on with what it holds (a run redoes the lost "
+                 "groups), open it accepting the loss: `leap run --accept-lost-writes`; `leap "
+                 "replay` and `leap export` warn and read on. Copy the folder first to keep the "
+                 "damaged state"};
+  };
+  if (probed) {
+    state->lost = loss(*probed);
+    if (state->lost && !options.accept_lost_writes) return refusal(*state->lost);
+  }
+
   const auto s =
       options.read_only
           ? rocksdb::DB::OpenForReadOnly(combined, path.string(), descriptors, &state->all_handles,
@@ -355,6 +552,14 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     state->cf[i] = state->all_handles[i + 1];
   }
 
+  if (options.read_only) {
+    state->lost = loss(state->db->GetLatestSequenceNumber());
+    if (state->lost && !options.accept_lost_writes) {
+      auto err = refusal(*state->lost);
+      (void)state->close();  // the loss is the one to report
+      return err;
+    }
+  }
   // The layout version: written on creation, checked on every open.
   rocksdb::ReadOptions read;
   std::string version;
@@ -383,6 +588,26 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     (void)state->close();  // the read error is the one to report
     return err;
   }
+
+  if (!options.read_only) {
+    const auto file = path / acknowledged_mark_file;
+    state->mark_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (state->mark_fd < 0) {
+      auto err = error{state->where() + ": cannot open " + file.string() + ": " +
+                       std::strerror(errno)};
+      (void)state->close();  // the mark error is the one to report
+      return err;
+    }
+    // Written whole now: a new mark, or the present state once a loss is accepted.
+    auto written = state->update_mark(true);
+    if (written && !mark->present && options.sync) {
+      written = fsync_folder(path);
+    }
+    if (!written) {
+      (void)state->close();  // the mark error is the one to report
+      return written.err();
+    }
+  }
   return std::unique_ptr<trajectory_store>(new trajectory_store(std::move(state)));
 }
 
@@ -390,6 +615,9 @@ status trajectory_store::close() { return impl_->close(); }
 
 const std::filesystem::path& trajectory_store::path() const { return impl_->path; }
 const store_options& trajectory_store::options() const { return impl_->options; }
+const std::optional<lost_writes_report>& trajectory_store::lost_writes() const {
+  return impl_->lost;
+}
 
 // ---- writes
 // --------------------------------------------------------------------------------------
@@ -421,7 +649,7 @@ status trajectory_store::write(write_batch& batch) {
     return impl_->fail("write of " + std::to_string(batch.records()) + " records", s);
   }
   batch.clear();
-  return ok_status();
+  return impl_->update_mark();
 }
 
 namespace {
@@ -752,6 +980,80 @@ result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(
     return error{impl_->where() + ": a key of 'steps' is not a step key"};
   }
   return std::optional<std::uint64_t>{parsed->second};
+}
+
+}  // namespace leap
+
+namespace leap {
+
+result<repair_report> repair_store_copy(const std::filesystem::path& damaged,
+                                        const std::filesystem::path& copy) {
+  const std::string where = "repair of '" + damaged.string() + "' into '" + copy.string() + "'";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(damaged, ec)) {
+    return error{where + ": '" + damaged.string() + "' is not a folder"};
+  }
+  if (std::filesystem::exists(copy, ec) &&
+      !(std::filesystem::is_directory(copy, ec) && folder_is_empty(copy))) {
+    return error{where + ": '" + copy.string() + "' exists and is not an empty folder"};
+  }
+  std::filesystem::create_directories(copy, ec);
+  if (ec) {
+    return error{where + ": cannot create '" + copy.string() + "': " + ec.message()};
+  }
+  std::filesystem::copy(damaged, copy, std::filesystem::copy_options::recursive, ec);
+  if (ec) {
+    return error{where + ": copy failed: " + ec.message()};
+  }
+  std::filesystem::remove(copy / "LOCK", ec);  // the damaged store's lock is not the copy's
+
+  rocksdb::DBOptions db_options;
+  db_options.max_file_opening_threads = 2;
+  const auto family = family_options();
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, family);
+  for (const char* name : cf_names) {
+    descriptors.emplace_back(name, family);
+  }
+  const auto s = rocksdb::RepairDB(copy.string(), db_options, descriptors, family);
+  if (!s.ok()) {
+    return error{where + ": RocksDB's repair failed: " + s.ToString()};
+  }
+
+  store_options options;
+  options.create_if_missing = false;
+  options.accept_lost_writes = true;
+  auto store = trajectory_store::open(copy, options);
+  if (!store) {
+    return store.err().wrap(where + ": the repaired copy does not open");
+  }
+  repair_report report;
+  report.lost = (*store)->lost_writes();
+  auto runs = (*store)->runs();
+  if (!runs) {
+    return runs.err().wrap(where);
+  }
+  report.runs = runs->size();
+  for (const auto& run : *runs) {
+    auto steps = (*store)->steps(run.id);
+    if (!steps) {
+      return steps.err().wrap(where);
+    }
+    report.steps += steps->size();
+  }
+  group_query every;
+  every.decode.tokens = false;
+  auto counted = (*store)->for_each_group(every, [&](group_record&&) -> status {
+    ++report.groups;
+    return ok_status();
+  });
+  if (!counted) {
+    return counted.err().wrap(where);
+  }
+  if (auto closed = (*store)->close(); !closed) {
+    return closed.err().wrap(where);
+  }
+  return report;
 }
 
 }  // namespace leap

@@ -18,6 +18,18 @@
 // without it the write survives a crash or kill -9 of the process (it is in the OS page cache) but
 // perhaps not a power loss or kernel crash.
 //
+// Lost writes are detected: after each write the store records RocksDB's sequence number of its
+// last acknowledged write in a small sidecar file in the store's folder (LEAP-ACKNOWLEDGED; 24
+// bytes rewritten in place, fsync'ed like the log). open() compares it with the last write the
+// database holds; a store that lost writes it had acknowledged (a write-ahead log truncated or
+// deleted, a disk that lost confirmed data) is refused, naming the counts, unless
+// store_options::accept_lost_writes. A store without the file (made before it existed) is not
+// checked until its first write creates it.
+//
+// Damage is never repaired in place: open() creates a store only in a folder that is missing or
+// empty. A folder that holds files but no RocksDB CURRENT file (a damaged store) is refused and
+// left untouched; repair_store_copy() recovers what it holds into a copy.
+//
 // Resume: a run is resumable from what the store holds. A step is complete once its step_record is
 // stored (write it after the learner has stepped); last_completed_step() gives the last one, and
 // completed_groups() the groups already stored for the step in progress, which need not be redone.
@@ -51,7 +63,25 @@ struct store_options {
   // Open without taking the database's lock, so that another process may write to it meanwhile
   // (export, replay of a live run). Writes then fail. Default: false
   bool read_only = false;
+  // Open a store that lost writes it had acknowledged (see "Durability" above) instead of refusing
+  // it: lost_writes() then describes the loss, and a writable open takes the store as it now is as
+  // the new mark, so that the loss is reported once. Default: false
+  bool accept_lost_writes = false;
 };
+
+// What open() found when a store holds fewer writes than it had acknowledged. Counts are RocksDB
+// sequence numbers: one per record key written (a group is 2, a step 1 plus one per metric of its
+// snapshot, a run 1).
+struct lost_writes_report {
+  std::uint64_t acknowledged = 0;  // the last write the store had acknowledged
+  std::uint64_t present = 0;       // the last write the store holds now
+  bool mark_unreadable = false;    // the sidecar file was damaged: the loss is unknown
+  // One sentence for a message: the counts and the likely cause.
+  [[nodiscard]] std::string describe() const;
+};
+
+// The sidecar file of acknowledged writes, in the store's folder.
+inline constexpr const char* acknowledged_mark_file = "LEAP-ACKNOWLEDGED";
 
 // The layout version of the keys and column families, kept in the default column family. A store
 // written with a newer layout is refused at open.
@@ -114,10 +144,13 @@ class write_batch {
 
 class trajectory_store {
  public:
-  // Opens (and with create_if_missing, creates) the store in the folder `path`.
+  // Opens (and with create_if_missing, creates) the store in the folder `path`. A store is created
+  // only in a folder that is missing or empty.
   // Errors name the path and carry RocksDB's status text: a folder that holds no store (with
-  // create_if_missing off, or read_only), a lock held by another process, a store of a newer schema
-  // version, a missing column family in read-only mode, I/O errors.
+  // create_if_missing off, or read_only), a folder with files but no CURRENT file (a damaged store:
+  // the message names repair_store_copy's command, and nothing in the folder is changed), lost
+  // acknowledged writes (unless accept_lost_writes), a lock held by another process, a store of a
+  // newer schema version, a missing column family in read-only mode, I/O errors.
   [[nodiscard]] static result<std::unique_ptr<trajectory_store>> open(
       const std::filesystem::path& path, const store_options& options = {});
 
@@ -132,9 +165,12 @@ class trajectory_store {
 
   [[nodiscard]] const std::filesystem::path& path() const;
   [[nodiscard]] const store_options& options() const;
+  // The loss open() accepted (store_options::accept_lost_writes); empty when none was found.
+  [[nodiscard]] const std::optional<lost_writes_report>& lost_writes() const;
 
-  // ---- writes: each returns only once the write is durable as store_options::sync says; on an
-  // error nothing of it is stored. Rewriting a key replaces its record (a redone group replaces the
+  // ---- writes: each returns only once the write is durable as store_options::sync says, and the
+  // acknowledged-writes mark is updated; on an error of RocksDB nothing of it is stored (an error
+  // updating the mark comes after the write is durable, and says so). Rewriting a key replaces its record (a redone group replaces the
   // earlier copy whole).
 
   [[nodiscard]] write_batch batch();
@@ -196,5 +232,22 @@ class trajectory_store {
   explicit trajectory_store(std::unique_ptr<impl> state);
   std::unique_ptr<impl> impl_;
 };
+
+struct repair_report {
+  std::size_t runs = 0;
+  std::size_t steps = 0;
+  std::size_t groups = 0;
+  // The damaged store's acknowledged writes against what the repaired copy holds.
+  std::optional<lost_writes_report> lost;
+};
+
+// Recovers a damaged store (for example one that lost its CURRENT file) into a copy: copies the
+// folder `damaged` to `copy` (which must be missing or empty), runs RocksDB's RepairDB on the copy
+// (it rebuilds the manifest from the table files and the write-ahead logs it finds), opens the copy
+// as a trajectory store and counts what it holds. `damaged` is only read. Check the copy (`leap
+// replay` on a folder holding it as `trajectories`) before putting it in place of the damaged one.
+// Errors: `copy` not empty, copy or repair failures, a copy that still does not open.
+[[nodiscard]] result<repair_report> repair_store_copy(const std::filesystem::path& damaged,
+                                                      const std::filesystem::path& copy);
 
 }  // namespace leap

@@ -285,6 +285,57 @@ TEST(ExperimentTest, ResumeRedoesOnlyTheGroupsNotStored) {
   for (const auto& r : *records) EXPECT_EQ(r.counts.groups, 3u);
 }
 
+TEST(ExperimentTest, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = small_config(2, 3, 2, 2);
+  s.train_tasks = tasks(5);
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
+  auto first = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, first);
+  f.c.run();
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(first->has_value());
+
+  // The earlier process worked on step 1's stored groups for 10 s (two overlapping spans), a
+  // fifth of the turns' time generating... as their records say.
+  for (std::uint32_t g = 0; g < 2; ++g) {
+    auto stored = f.store->get_group({"run", 1, split_kind::train, g});
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    auto group = **stored;
+    group.started_unix_ms = 1'000'000 + 4'000 * g;
+    group.gated_unix_ms = group.started_unix_ms + 1;
+    group.finished_unix_ms = group.started_unix_ms + 6'000;
+    for (auto& r : group.rollouts) {
+      for (auto& t : r.turns) t.timings = {.generation_ms = 100, .compile_ms = 300, .run_ms = 100};
+    }
+    ASSERT_TRUE(f.store->put_group(group).ok());
+  }
+
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  f.shared->hold = nullptr;
+  f.services.learner = f.c.keep(f.c.system().spawn(testing::test_learner, f.shared));
+  s.resume = *plan;
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  ASSERT_TRUE(second->has_value());
+  ASSERT_EQ((*second)->status, run_status::finished) << (*second)->error;
+
+  auto record = f.store->get_step("run", 1);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  const auto& t = (*record)->timings;
+  // Before, only this process's few milliseconds counted.
+  EXPECT_GE(t.wall_ms, 10'000.0);
+  EXPECT_GE(t.compile_ms, 6'000.0 - 1e-6);
+  EXPECT_GE(t.generation_ms, 2'000.0 - 1e-6);
+  EXPECT_NEAR(t.generation_ms + t.compile_ms + t.run_ms + t.learner_ms + t.idle_ms, t.wall_ms,
+              1e-6 * t.wall_ms);
+  EXPECT_EQ((*record)->started_unix_ms, 1'000'000);
+}
+
 // ---- dcp_adaptive across a resume ----------------------------------------------------------------
 
 // A small window so that the adaptive thresholds take over after one step and differ from the

@@ -1,6 +1,7 @@
 // `leap export RUN_DIR --format jsonl|csv --out FILE [--run ID]`: writes a run directory's stored
 // trajectories as JSONL (one group per line) or CSV (one row per rollout turn) for tools outside
 // LEAP. The store is opened read-only, so a run may still be writing to it.
+#include "common/temp_files.hpp"
 #include "storage/export.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
@@ -37,7 +38,8 @@ result<std::filesystem::path> find_store(const std::filesystem::path& run_dir) {
     return error{run_dir.string() + ": no such directory"};
   }
   const auto nested = store_path_of_run_dir(run_dir);
-  if (std::filesystem::exists(nested / "CURRENT", ec)) {
+  // A store folder without CURRENT goes to open(), which names the damage.
+  if (std::filesystem::is_directory(nested, ec)) {
     return nested;
   }
   if (std::filesystem::exists(run_dir / "CURRENT", ec)) {
@@ -71,9 +73,13 @@ int run_export(const export_options& options) {
   if (!path) {
     return fail(path.err().message);
   }
-  auto store = trajectory_store::open(*path, {.read_only = true});
+  auto store = trajectory_store::open(*path, {.read_only = true, .accept_lost_writes = true});
   if (!store) {
     return fail(store.err().message);
+  }
+  if (const auto& lost = (*store)->lost_writes()) {
+    std::cerr << "leap export: WARNING: " << path->string() << ": " << lost->describe()
+              << ". The export holds what the store still has\n";
   }
   if (!options.run_id.empty()) {
     auto run = (*store)->get_run(options.run_id);
@@ -109,10 +115,12 @@ int run_export(const export_options& options) {
     return 0;
   }
 
-  // Written beside the target and renamed at the end, so that FILE is never a partial export.
+  // Written beside the target and renamed at the end, so that FILE is never a partial export. A
+  // failed export removes its temporary; those of exports killed before (whose process is gone)
+  // are removed here.
   const std::filesystem::path target(options.out);
-  auto temporary = target;
-  temporary += ".partial-" + std::to_string(::getpid());
+  remove_stale_temporaries(target, ".partial-");
+  const auto temporary = temporary_of(target, ".partial-");
   result<export_counts> counts = error{"not run"};
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
@@ -121,9 +129,15 @@ int run_export(const export_options& options) {
                   " for writing: " + std::strerror(errno));
     }
     counts = write_export(**store, options, file);
+    if (counts) {
+      file.flush();
+      if (!file) {
+        counts = error{"write failed: " + std::string(std::strerror(errno))};
+      }
+    }
     file.close();
     if (counts && !file) {
-      counts = error{"write failed"};
+      counts = error{"write failed: " + std::string(std::strerror(errno))};
     }
   }
   std::error_code ec;

@@ -10,7 +10,9 @@
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -43,12 +45,17 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// A folder the user may not write to (a run folder that is read-only, or someone else's) is the
+// common case: the message says why and how to write elsewhere.
 status write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return error{path.string() + ": cannot open for writing"};
+  if (!out) {
+    return error{path.string() + ": cannot open for writing: " + std::strerror(errno) +
+                 " (--out DIR writes the CSV files elsewhere)"};
+  }
   out << text;
   out.flush();
-  if (!out) return error{path.string() + ": write failed"};
+  if (!out) return error{path.string() + ": write failed: " + std::strerror(errno)};
   return ok_status();
 }
 
@@ -119,9 +126,16 @@ int run_replay(const replay_options& o) {
   store_options so;
   so.read_only = true;
   so.create_if_missing = false;
+  so.accept_lost_writes = true;  // reading changes nothing: warn and show what is there
   auto opened = trajectory_store::open(store_path_of_run_dir(o.run_dir), so);
   if (!opened) return fail(opened.err().message);
   const auto& store = **opened;
+  if (const auto& lost = store.lost_writes()) {
+    std::fprintf(stderr,
+                 "leap replay: WARNING: %s: %s. What follows is what the store still holds "
+                 "(a run shown as running may have finished)\n",
+                 store.path().c_str(), lost->describe().c_str());
+  }
 
   std::string run_id = o.run_id;
   auto runs = store.runs();
@@ -154,7 +168,10 @@ int run_replay(const replay_options& o) {
                                             : std::filesystem::path(o.out_dir);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
-  if (ec) return fail(out_dir.string() + ": cannot create: " + ec.message());
+  if (ec) {
+    return fail(out_dir.string() + ": cannot create: " + ec.message() +
+                " (--out DIR writes the CSV files elsewhere)");
+  }
   for (const auto& [name, text] :
        {std::pair<std::string, std::string>{"steps.csv", actors::steps_csv(report)},
         {"validation.csv", actors::validation_csv(report)},

@@ -39,9 +39,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <signal.h>
 #include <sstream>
 #include <string>
@@ -53,6 +55,7 @@ namespace {
 struct run_options {
   std::string config_path;
   bool quiet = false;
+  bool accept_lost_writes = false;
   run_metrics_options metrics;
 };
 
@@ -98,7 +101,8 @@ policy::client_config client_settings(const experiment_config& c,
 // preflight), so that a server that cannot serve the run fails it now, with the reason, instead
 // of failing every turn.
 status check_policy_endpoints(policy::policy_client& client,
-                              const actors::prompt_renderer* renderer) {
+                              const actors::prompt_renderer* renderer,
+                              const std::function<bool()>& interrupted) {
   policy::preflight_request probe;
   const std::vector<actors::chat_text> hello{{"user", "Say hello."}};
   if (renderer == nullptr) {
@@ -111,12 +115,9 @@ status check_policy_endpoints(policy::policy_client& client,
   auto done = std::make_shared<std::promise<result<std::vector<policy::endpoint_check>>>>();
   auto answer = done->get_future();
   client.preflight(std::move(probe), [done](auto checks) { done->set_value(std::move(checks)); });
-  // Bounded by the client's retries and turn deadline; a signal (routed to common/signals.hpp's
-  // pipe, read by nobody else yet) ends the wait.
-  while (answer.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    if (const int sig = signals::wait(std::chrono::milliseconds(100)); sig != 0) {
-      return error{sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"};
-    }
+  // Bounded by the client's retries and turn deadline; a signal (the watcher saw it) ends the wait.
+  while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (interrupted()) return error{"interrupted by a signal"};
   }
   auto checks = answer.get();
   if (!checks) return checks.err();
@@ -130,39 +131,62 @@ std::vector<actors::group_task> group_tasks(
   return out;
 }
 
-// Waits for SIGINT/SIGTERM (routed to it by common/signals.hpp) and asks the driver to stop. A
-// second signal exits at once.
+// Waits for SIGINT/SIGTERM (routed to it by common/signals.hpp) from start-up until the command
+// returns, through the teardown (the verifier's destructor waits for the compiles and runs in
+// flight). The first signal asks the driver to stop, once there is one; a second exits at once,
+// at any point. Exiting at once is as safe as kill -9: every group the store acknowledged is
+// durable, the groups and the step in flight are redone by the next `leap run`, and the run
+// record stays "running" until then.
 class signal_watcher {
  public:
-  explicit signal_watcher(actors::experiment_actor driver)
-      : thread_([this, driver] { watch(driver); }) {}
+  signal_watcher() : thread_([this] { watch(); }) {}
   ~signal_watcher() {
     done_ = true;
     thread_.join();
   }
+  signal_watcher(const signal_watcher&) = delete;
+  signal_watcher& operator=(const signal_watcher&) = delete;
+
+  // The first signal calls `stop`; called at once when one came already. Clear it (an empty
+  // function) before what it refers to goes away.
+  void on_first_signal(std::function<void()> stop) {
+    std::lock_guard lock(mutex_);
+    stop_ = std::move(stop);
+    if (signal_ != 0 && stop_) stop_();
+  }
   [[nodiscard]] int signal() const { return signal_; }
 
  private:
-  void watch(const actors::experiment_actor& driver) {
+  void watch() {
     while (!done_) {
       const int sig = signals::wait(std::chrono::milliseconds(100));
       if (sig == 0) continue;
-      if (signal_ != 0) std::_Exit(128 + sig);
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (signal_ != 0) {
+        std::fprintf(stderr,
+                     "leap run: %s again: exiting now; the groups stored so far are kept, the "
+                     "groups in flight are redone by the next `leap run`\n",
+                     name);
+        std::_Exit(128 + sig);
+      }
       signal_ = sig;
-      std::fprintf(stderr, "leap run: %s: stopping (again to exit at once)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
-      caf::anon_send(driver, actors::stop_atom_v);
+      std::fprintf(stderr, "leap run: %s: stopping (again to exit at once)\n", name);
+      std::lock_guard lock(mutex_);
+      if (stop_) stop_();
     }
   }
 
   std::atomic<bool> done_{false};
   std::atomic<int> signal_{0};
+  std::mutex mutex_;
+  std::function<void()> stop_;
   std::thread thread_;
 };
 
 int run_experiment(const run_options& options) {
   // Before any thread of ours exists, so that they inherit the mask; only the watcher takes them.
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
+  signal_watcher watcher;
 
   // Every config rule lives in run_preflight, which `leap config check` applies too.
   auto preflight = preflight_run(options.config_path);
@@ -182,9 +206,15 @@ int run_experiment(const run_options& options) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) return fail(run_dir.string() + ": cannot create the run folder: " + ec.message());
-  auto opened = trajectory_store::open(store_path_of_run_dir(run_dir));
+  store_options opening;
+  opening.accept_lost_writes = options.accept_lost_writes;
+  auto opened = trajectory_store::open(store_path_of_run_dir(run_dir), opening);
   if (!opened) return fail(opened.err().message);
   std::shared_ptr<trajectory_store> store = std::move(*opened);
+  if (const auto& lost = store->lost_writes()) {
+    std::fprintf(stderr, "leap run: warning: %s: %s; going on with what it holds\n",
+                 store->path().c_str(), lost->describe().c_str());
+  }
   const std::string run_id = c.experiment.name;
   auto existing = store->get_run(run_id);
   if (!existing) return fail(existing.err().message);
@@ -205,7 +235,16 @@ int run_experiment(const run_options& options) {
   auto plan = actors::plan_resume(*store, run_id, c, tasks.validation.size());
   if (!plan) return fail(plan.err().message);
   if (auto put = store->put_run(run); !put) return fail(put.err().message);
-  if (plan->first_step > 0 || !plan->train_done.empty()) {
+  if (plan->first_step >= static_cast<std::uint64_t>(std::max(0, c.experiment.steps)) &&
+      plan->first_step > 0) {
+    std::printf("run '%s': all %d steps are stored already%s\n", run_id.c_str(),
+                c.experiment.steps,
+                plan->validation_pending.empty()
+                    ? ""
+                    : (" (finishing the validation of " +
+                       std::to_string(plan->validation_pending.size()) + " of them)")
+                          .c_str());
+  } else if (plan->first_step > 0 || !plan->train_done.empty()) {
     std::size_t stored_groups = 0;
     for (const auto& [step, groups] : plan->train_done) stored_groups += groups.size();
     std::printf("resuming run '%s' at step %llu/%d (%zu groups of the steps in progress stored)\n",
@@ -295,7 +334,8 @@ int run_experiment(const run_options& options) {
   }
   auto client = policy::policy_client::create(client_settings(c, endpoints));
   if (!client) return fail("policy: " + client.err().message);
-  if (auto checked = check_policy_endpoints(**client, renderer.get()); !checked) {
+  if (auto checked = check_policy_endpoints(**client, renderer.get(),
+                                              [&watcher] { return watcher.signal() != 0; }); !checked) {
     return fail("policy endpoint check: " + checked.err().message);
   }
 
@@ -379,14 +419,22 @@ int run_experiment(const run_options& options) {
     auto driver = actors::spawn_experiment(system, std::move(settings), services);
 
     {
-      signal_watcher watcher(driver);
       caf::scoped_actor self{system};
+      watcher.on_first_signal([driver] { caf::anon_send(driver, actors::stop_atom_v); });
       self->request(driver, caf::infinite, actors::run_atom_v)
           .receive([&](const actors::run_summary& s) { summary = s; },
                    [&](caf::error& e) {
-                     summary.status = run_status::failed;
+                     // A signal before the run started stops the driver before it answers.
+                     summary.status =
+                         watcher.signal() != 0 ? run_status::interrupted : run_status::failed;
                      summary.error = system.render(e);
                    });
+      watcher.on_first_signal({});
+      if (watcher.signal() != 0 && !options.quiet) {
+        std::fprintf(stderr,
+                     "leap run: waiting for the compiles and runs in flight to end (signal again "
+                     "to exit at once)\n");
+      }
       // Stop the services before the objects they wrap go away.
       self->send_exit(services.generator, caf::exit_reason::user_shutdown);
       self->send_exit(services.verifier, caf::exit_reason::user_shutdown);
@@ -438,6 +486,9 @@ void add_run(CLI::App& app, int* exit_code) {
   cmd->add_option("config", options->config_path, "Experiment config (YAML)")
       ->required();
   cmd->add_flag("--quiet", options->quiet, "Only progress lines and the summary; no event log");
+  cmd->add_flag("--accept-lost-writes", options->accept_lost_writes,
+                "Go on with a store that lost writes it had acknowledged (a deleted or truncated "
+                "write-ahead log), which is otherwise refused; the lost groups are redone");
   cmd->add_option("--metrics-interval", options->metrics.interval_s,
                   "Seconds between writes of RUN_DIR/metrics.prom and metrics.json (also written "
                   "at each step's end and at exit); 0: only then")

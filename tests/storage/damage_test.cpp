@@ -1,0 +1,222 @@
+// A damaged store is refused and left as it is, and a store that lost acknowledged writes is
+// detected: real RocksDB stores, damaged by deleting and truncating their real files.
+#include "storage/trajectory_store.hpp"
+
+#include "tests/storage/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+using test::make_group;
+using test::scratch_dir;
+
+std::unique_ptr<trajectory_store> open_ok(const std::filesystem::path& path,
+                                          store_options options = {}) {
+  auto store = trajectory_store::open(path, options);
+  if (!store.ok()) {
+    ADD_FAILURE() << store.err().message;
+    return nullptr;
+  }
+  return std::move(store).value();
+}
+
+// Every file of a folder with its bytes: what "left untouched" is checked against.
+std::map<std::string, std::string> contents(const std::filesystem::path& folder) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    out[entry.path().filename().string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+std::vector<std::filesystem::path> files_ending(const std::filesystem::path& folder,
+                                                const std::string& suffix) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() >= suffix.size() && name.ends_with(suffix)) out.push_back(entry.path());
+  }
+  return out;
+}
+
+// A store whose older groups are in table files (RocksDB flushes the log when it reopens a
+// store) and whose newer groups are only in the write-ahead log: steps 0 (groups 0-5) and 1
+// (groups 0-3). Each group is its own synced write, as the store actor's are when idle.
+void write_store(const std::filesystem::path& path) {
+  {
+    auto store = open_ok(path);
+    ASSERT_NE(store, nullptr);
+    for (std::uint32_t g = 0; g < 6; ++g) ASSERT_TRUE(store->put_group(make_group("run", 0, g)));
+    ASSERT_TRUE(store->close());
+  }
+  {
+    auto store = open_ok(path);
+    ASSERT_NE(store, nullptr);
+    for (std::uint32_t g = 0; g < 4; ++g) ASSERT_TRUE(store->put_group(make_group("run", 1, g)));
+    ASSERT_TRUE(store->close());
+  }
+  ASSERT_FALSE(files_ending(path, ".sst").empty());
+  ASSERT_FALSE(files_ending(path, ".log").empty());
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(TrajectoryStoreDamage, MissingCurrentIsRefusedAgainAndAgainAndNothingIsTouched) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  std::filesystem::remove(db / "CURRENT");
+  const auto before = contents(db);
+
+  // The old code created a fresh database here, and the open after it deleted the old files.
+  for (const store_options& options :
+       {store_options{}, store_options{}, store_options{.read_only = true}}) {
+    auto store = trajectory_store::open(db, options);
+    ASSERT_FALSE(store.ok());
+    const auto& message = store.err().message;
+    EXPECT_TRUE(contains(message, "no CURRENT file")) << message;
+    EXPECT_TRUE(contains(message, "nothing in it was changed")) << message;
+    EXPECT_TRUE(contains(message, "leap repair-store " + db.string() + " COPY")) << message;
+  }
+  EXPECT_EQ(contents(db), before);
+
+  // RocksDB's repair into a copy recovers every group, from the table files and the log.
+  auto report = repair_store_copy(db, dir / "copy");
+  ASSERT_TRUE(report.ok()) << report.err().message;
+  EXPECT_EQ(report->groups, 10U);
+  EXPECT_FALSE(report->lost.has_value());
+  EXPECT_EQ(contents(db), before);
+  auto repaired = open_ok(dir / "copy");
+  ASSERT_NE(repaired, nullptr);
+  for (std::uint32_t g = 0; g < 6; ++g) {
+    EXPECT_EQ(**repaired->get_group({"run", 0, split_kind::train, g}), make_group("run", 0, g));
+  }
+  for (std::uint32_t g = 0; g < 4; ++g) {
+    EXPECT_EQ(**repaired->get_group({"run", 1, split_kind::train, g}), make_group("run", 1, g));
+  }
+  // A copy target that holds something is refused.
+  auto again = repair_store_copy(db, dir / "copy");
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(contains(again.err().message, "exists and is not an empty folder"))
+      << again.err().message;
+}
+
+TEST(TrajectoryStoreDamage, AStoreIsCreatedOnlyInAnEmptyFolder) {
+  scratch_dir dir;
+  std::filesystem::create_directories(dir / "db");
+  {
+    std::ofstream stray(dir / "db" / "notes.txt");
+    stray << "mine";
+  }
+  auto store = trajectory_store::open(dir / "db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_TRUE(contains(store.err().message, "holds 1 files (notes.txt) but no CURRENT file"))
+      << store.err().message;
+  EXPECT_EQ(contents(dir / "db"), (std::map<std::string, std::string>{{"notes.txt", "mine"}}));
+  // An empty folder is fine.
+  std::filesystem::create_directories(dir / "empty");
+  EXPECT_NE(open_ok(dir / "empty"), nullptr);
+}
+
+TEST(TrajectoryStoreDamage, ADeletedLogIsDetectedWithTheCountsUntilTheLossIsAccepted) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  for (const auto& log : files_ending(db, ".log")) std::filesystem::remove(log);
+  const auto before = contents(db);
+
+  // The 4 groups of step 1 (2 writes each) were acknowledged and are gone.
+  auto refused = trajectory_store::open(db);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.err().message, "it lost 8 record writes it had acknowledged"))
+      << refused.err().message;
+  EXPECT_TRUE(contains(refused.err().message, "leap run --accept-lost-writes"))
+      << refused.err().message;
+  EXPECT_EQ(contents(db), before);
+
+  // Read-only, accepted: the loss is reported and nothing is changed.
+  {
+    auto reader = open_ok(db, {.read_only = true, .accept_lost_writes = true});
+    ASSERT_NE(reader, nullptr);
+    ASSERT_TRUE(reader->lost_writes().has_value());
+    EXPECT_EQ(reader->lost_writes()->acknowledged - reader->lost_writes()->present, 8U);
+    EXPECT_EQ(reader->groups({.run_id = "run"})->size(), 6U);
+  }
+  EXPECT_TRUE(trajectory_store::open(db).err().message.find("lost 8") != std::string::npos);
+
+  // Writable, accepted: reported once; the store as it is becomes the new mark.
+  {
+    auto writer = open_ok(db, {.accept_lost_writes = true});
+    ASSERT_NE(writer, nullptr);
+    EXPECT_TRUE(writer->lost_writes().has_value());
+    ASSERT_TRUE(writer->put_group(make_group("run", 1, 0)));
+  }
+  auto clean = open_ok(db);
+  ASSERT_NE(clean, nullptr);
+  EXPECT_FALSE(clean->lost_writes().has_value());
+  EXPECT_EQ(clean->groups({.run_id = "run"})->size(), 7U);
+}
+
+TEST(TrajectoryStoreDamage, ATruncatedLogIsDetected) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  const auto logs = files_ending(db, ".log");
+  ASSERT_EQ(logs.size(), 1U);
+  // Cut into the last record: RocksDB drops the torn tail silently (point-in-time recovery).
+  std::filesystem::resize_file(logs[0], std::filesystem::file_size(logs[0]) - 100);
+  auto refused = trajectory_store::open(db);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.err().message, "it lost 2 record writes it had acknowledged"))
+      << refused.err().message;
+}
+
+TEST(TrajectoryStoreDamage, ADamagedMarkIsRefusedAndAMissingOneIsNotAnError) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  {
+    std::ofstream mark(db / acknowledged_mark_file, std::ios::binary | std::ios::trunc);
+    mark << "garbage";
+  }
+  auto refused = trajectory_store::open(db);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.err().message, "is damaged, so whether it lost")) << refused.err().message;
+
+  // A store made before the mark existed: opened, and the mark made.
+  std::filesystem::remove(db / acknowledged_mark_file);
+  EXPECT_NE(open_ok(db), nullptr);
+  EXPECT_TRUE(std::filesystem::exists(db / acknowledged_mark_file));
+  EXPECT_NE(open_ok(db), nullptr);
+}
+
+TEST(TrajectoryStoreDamage, BatchedWritesKeepTheMarkCurrent) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  {
+    auto store = open_ok(db);
+    ASSERT_NE(store, nullptr);
+    auto batch = store->batch();
+    for (std::uint32_t g = 0; g < 5; ++g) ASSERT_TRUE(batch.put_group(make_group("run", 0, g)));
+    ASSERT_TRUE(store->write(batch));
+  }
+  for (const auto& log : files_ending(db, ".log")) std::filesystem::remove(log);
+  auto refused = trajectory_store::open(db);
+  ASSERT_FALSE(refused.ok());
+  // The schema record and the 5 groups.
+  EXPECT_TRUE(contains(refused.err().message, "it lost 11 record writes")) << refused.err().message;
+}
+
+}  // namespace
+}  // namespace leap
