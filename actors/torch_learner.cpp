@@ -1,5 +1,7 @@
 #include "actors/torch_learner.hpp"
 
+#include "actors/torch_policy_backend.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +86,15 @@ result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_optio
       new torch_learner(std::move(options), std::move(*trainer), std::move(weights)));
 }
 
+status torch_learner::copy_weights_to(learner::policy& target, std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  if (version > static_cast<std::int64_t>(version_)) {
+    return error{"the sync asked for weight version " + std::to_string(version) +
+                 ", the learner holds " + std::to_string(version_)};
+  }
+  return target.copy_weights_from(trainer_->current_policy());
+}
+
 torch_learner::torch_learner(torch_learner_options options, learner::trainer trainer,
                              std::string weights)
     : options_(std::move(options)),
@@ -97,6 +108,9 @@ std::int64_t torch_learner::trainer_step() const { return trainer_->step(); }
 
 result<backend_step> torch_learner::train(std::uint64_t step,
                                           std::vector<training_sequence> batch) {
+  std::lock_guard lock(mutex_);
+  // What a step hands the servers when the weights do not travel through step folders.
+  const std::string shared_path = options_.in_memory ? std::string(in_memory_weights) : "";
   learner::update_batch update;
   update.sequences.reserve(batch.size());
   bool any_trained = false;
@@ -110,7 +124,7 @@ result<backend_step> torch_learner::train(std::uint64_t step,
     // Nothing to learn from: the weights stay; the version still counts the step.
     out.metrics["skipped"] = 1;
     out.weight_version = ++version_;
-    out.weights_path = current_weights_;
+    out.weights_path = shared_path.empty() ? current_weights_ : shared_path;
     return out;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -122,7 +136,10 @@ result<backend_step> torch_learner::train(std::uint64_t step,
     if (!saved) return saved.err();
     weights = *saved;
   }
-  if (weights.empty()) {
+  if (weights.empty() && !shared_path.empty()) {
+    // No checkpoint this step, and the servers take the weights another way.
+    weights = current_weights_;
+  } else if (weights.empty()) {
     // No checkpoint this step: the weights alone, for the servers to reload.
     weights = step_folder(options_.weights_dir, static_cast<std::uint64_t>(report->step));
     if (auto saved = trainer_->current_policy().save(weights); !saved) return saved.err();
@@ -151,7 +168,7 @@ result<backend_step> torch_learner::train(std::uint64_t step,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.metrics["optimizer_step"] = static_cast<double>(m.optimizer_step);
   current_weights_ = weights;
-  out.weights_path = std::move(weights);
+  out.weights_path = shared_path.empty() ? std::move(weights) : shared_path;
   out.weight_version = ++version_;
   return out;
 }

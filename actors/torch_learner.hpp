@@ -9,6 +9,11 @@
 // newest two are kept). A step without any trained token (an empty batch) updates nothing and
 // returns the current weights' folder again, so that the version still counts learner steps.
 //
+// In memory (the embedded server in this process, options.in_memory): no weights are written for
+// the servers at all; every step returns actors::in_memory_weights as its path, and the server's
+// backend copies the weights from copy_weights_to() under its exclusive lock. Checkpoints are
+// still written (they are for resume).
+//
 // Resume: a new learner with checkpoints in checkpoint_dir continues from the newest one (its
 // weights and optimiser state; learner::trainer does this). current_weights() says which folder
 // holds the weights it starts from, so that the policy server can start serving the same ones.
@@ -21,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace leap::actors {
@@ -37,6 +43,8 @@ struct torch_learner_options {
   std::uint64_t total_steps = 0;
   // The weight version before this process's first step (the resumed run's). Default: 0
   std::uint64_t initial_version = 0;
+  // Hand the weights to the embedded server in memory (see the file comment). Default: false
+  bool in_memory = false;
 };
 
 // The trainer settings of a run's learner section: AdamW (lr, betas, weight decay, grad clip,
@@ -62,16 +70,26 @@ class torch_learner final : public learner_backend {
                                            std::vector<training_sequence> batch) override;
 
   // The folder of the weights the learner holds now: the newest checkpoint or weights folder it
-  // wrote or resumed from, else model_dir.
+  // wrote or resumed from, else model_dir. With in_memory, steps without a checkpoint write no
+  // folder: then it is the newest checkpoint (older than the weights held).
   [[nodiscard]] const std::string& current_weights() const { return current_weights_; }
   // Training steps done by the trainer (resumed ones included).
   [[nodiscard]] std::int64_t trainer_step() const;
+
+  // Copies the weights the learner holds now into `target` (learner::policy::copy_weights_from:
+  // all or nothing), waiting for a running train() to finish first. `version` is the version the
+  // sync asked for; with bounded staleness the learner may already hold a newer one, which is
+  // copied then (the server never gets older weights than the version it reports). Thread-safe.
+  // Errors: `version` newer than any the learner made, copy_weights_from's.
+  [[nodiscard]] status copy_weights_to(learner::policy& target, std::int64_t version);
 
  private:
   torch_learner(torch_learner_options options, learner::trainer trainer, std::string weights);
 
   torch_learner_options options_;
   std::unique_ptr<learner::trainer> trainer_;
+  // Held by train() and copy_weights_to(): a copy never reads weights an update is writing.
+  std::mutex mutex_;
   std::string current_weights_;
   std::uint64_t version_ = 0;
 };

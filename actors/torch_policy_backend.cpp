@@ -83,7 +83,8 @@ namespace {
 
 class torch_policy_backend final : public policy::policy_backend {
  public:
-  explicit torch_policy_backend(learner::policy model) : model_(std::move(model)) {}
+  torch_policy_backend(learner::policy model, weight_source source)
+      : model_(std::move(model)), source_(std::move(source)) {}
 
   [[nodiscard]] std::string name() const override { return "torch"; }
 
@@ -137,6 +138,16 @@ class torch_policy_backend final : public policy::policy_backend {
     if (path.empty()) {
       return error{"the LibTorch backend reloads weights from a model folder: give its path"};
     }
+    if (path == in_memory_weights) {
+      if (!source_) {
+        return error{"this server has no in-memory weight source (it is not embedded in the "
+                     "learner's process): give a model folder"};
+      }
+      std::unique_lock lock(mutex_);
+      auto copied = source_(model_, version);
+      if (!copied) return copied.err().wrap("taking weights in memory");
+      return ok_status();
+    }
     std::unique_lock lock(mutex_);
     auto loaded = model_.reload_weights(path);
     if (!loaded) return loaded.err().wrap("reloading weights from " + path);
@@ -177,6 +188,7 @@ class torch_policy_backend final : public policy::policy_backend {
 
   std::shared_mutex mutex_;  // shared: sampling; exclusive: a weight reload
   learner::policy model_;
+  weight_source source_;
 };
 
 }  // namespace
@@ -194,7 +206,7 @@ result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
   auto model = learner::policy::load(model_dir, po);
   if (!model) return model.err();
   return std::shared_ptr<policy::policy_backend>(
-      std::make_shared<torch_policy_backend>(std::move(*model)));
+      std::make_shared<torch_policy_backend>(std::move(*model), options.source));
 }
 
 }  // namespace leap::actors

@@ -15,14 +15,31 @@
 #include "policy/server_backend.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+
+namespace leap::learner {
+class policy;
+}  // namespace leap::learner
 
 namespace leap::actors {
+
+// The weights path that asks the backend for its in-memory weight source instead of a folder
+// (policy.flavour embedded with the torch learner: the learner and the server share the process).
+inline constexpr std::string_view in_memory_weights = "leap:in-memory";
+
+// Writes weight version `version` into `target` (the served model, held exclusively meanwhile),
+// e.g. torch_learner::copy_weights_to. Errors are the sync's (the server answers 500 and keeps
+// the weights it had, if the source guarantees all-or-nothing, as learner::policy does).
+using weight_source = std::function<status(learner::policy& target, std::int64_t version)>;
 
 struct torch_backend_options {
   std::string device = "cpu";     // "cpu", "cuda", "cuda:N". Default: cpu
   std::string dtype = "float32";  // as learner::policy_options::dtype. Default: float32
+  // Serves load_weights(in_memory_weights, version). Default: none (that path is refused)
+  weight_source source;
 };
 
 // Checks that a model's vocabulary is the byte tokenizer's (vocab_size 261). Pure.
@@ -62,7 +79,9 @@ struct random_model_info {
 // sink once sampling ends (learner::policy samples a whole completion per call): an abort or a
 // pause is honoured before and after sampling, not inside it.
 // load_weights(path, version) reloads the weights of the model folder `path` (a learner
-// checkpoint); generations run under a shared lock, a reload under an exclusive one.
+// checkpoint), or with path in_memory_weights asks options.source for them (no file is read);
+// generations run under a shared lock, a reload under an exclusive one, so a generation samples
+// wholly from the old or wholly from the new weights.
 [[nodiscard]] result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
     const std::string& model_dir, const torch_backend_options& options = {});
 

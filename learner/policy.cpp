@@ -388,6 +388,42 @@ status policy::reload_weights(const std::string& model_dir) {
   });
 }
 
+status policy::copy_weights_from(const policy& source) {
+  return detail::guarded("copying weights in memory", [&]() -> status {
+    if (parameter_shapes(source.impl_->config) != parameter_shapes(impl_->config)) {
+      return error{"the source model has a different architecture than this one"};
+    }
+    if (source.has_lora()) {
+      return error{"the source model carries LoRA adapters; merge them before copying weights"};
+    }
+    at::NoGradGuard no_grad;
+    // base_parameters() only hands out pointers; the source's tensors are read, never written.
+    auto from = source.impl_->base_parameters();
+    auto to = impl_->base_parameters();
+    if (from.size() != to.size()) {
+      return error{"the source model has " + std::to_string(from.size()) + " tensors, this one " +
+                   std::to_string(to.size())};
+    }
+    // Stage what needs a device or dtype conversion (the step that can run out of memory) before
+    // the first tensor is replaced; same-device same-dtype copies cannot fail half-way.
+    std::vector<at::Tensor> staged(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) {
+      const at::Tensor& src = *from[i].tensor;
+      const at::Tensor& dst = *to[i].tensor;
+      if (from[i].name != to[i].name || !src.sizes().equals(dst.sizes())) {
+        return error{"tensor '" + from[i].name + "' does not match '" + to[i].name + "'"};
+      }
+      staged[i] = src.device() == dst.device() && src.scalar_type() == dst.scalar_type()
+                      ? src
+                      : src.to(dst.device(), dst.scalar_type(), false, true);
+    }
+    for (std::size_t i = 0; i < to.size(); ++i) {
+      to[i].tensor->copy_(staged[i]);
+    }
+    return ok_status();
+  });
+}
+
 std::vector<std::string> policy::parameter_names() const {
   std::vector<std::string> names;
   for (auto& [name, t] : impl_->base_parameters()) {

@@ -122,6 +122,13 @@ class policy {
   // the weights are all read and checked before any is replaced. LoRA adapters are kept.
   [[nodiscard]] status reload_weights(const std::string& model_dir);
 
+  // Replaces the weights with `source`'s (same architecture; any device and dtype, converted to
+  // this policy's), in memory: no file is written or read. All tensors are checked, and those that
+  // need a conversion are converted, before any is replaced, so a failure leaves the weights as
+  // they were. LoRA adapters of this policy are kept. Errors: another architecture, a source that
+  // carries LoRA adapters (merge them first: its base weights alone are not what it samples from),
+  // LibTorch failures. `source` must not change meanwhile (a const call on it may run).
+  [[nodiscard]] status copy_weights_from(const policy& source);
   // The Hugging Face names of the parameters (model.embed_tokens.weight, ..., lm_head.weight unless
   // tied), then LoRA parameters (model.layers.N.self_attn.q_proj.lora_A.weight, ...).
   [[nodiscard]] std::vector<std::string> parameter_names() const;

@@ -1472,6 +1472,16 @@ class policy_client::impl {
                      }
                      const bool passed =
                          out.code == CURLE_OK && out.status >= 200 && out.status < 300;
+                     const auto& s = syncs_[e];
+                     if (passed && s.plan.check_version && !out.weight_version.empty() &&
+                         out.weight_version != s.request.version) {
+                       sync_fire(e, sync_event::version_mismatch,
+                                 "version mismatch: the server reports weight version " +
+                                     out.weight_version + " after the sync, which asked for " +
+                                     s.request.version +
+                                     " (it restarted, or loaded other weights)");
+                       return;
+                     }
                      std::string why;
                      if (!passed) {
                        why = "health check failed " +

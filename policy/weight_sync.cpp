@@ -48,6 +48,7 @@ weight_sync_plan sglang_disk_plan(bool pause) {
                             R"({"model_path":"{path}","weight_version":"{version}"})",
                             load_deadline));
   plan.calls.push_back(call("flush", "/flush_cache", ""));
+  plan.check_version = true;
   if (pause) {
     plan.calls.push_back(call("resume", "/continue_generation", "{}"));
   }
@@ -70,6 +71,15 @@ weight_sync_plan vllm_sleep_reload_plan() {
   plan.calls.push_back(
       call("load", "/collective_rpc", R"({"method":"reload_weights"})", load_deadline));
   plan.calls.push_back(call("wake_kv_cache", "/wake_up?tags=kv_cache", ""));
+  plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
+  return plan;
+}
+
+weight_sync_plan vllm_disk_plan() {
+  weight_sync_plan plan;
+  plan.calls.push_back(call("load", "/collective_rpc",
+                            R"({"method":"reload_weights","kwargs":{"weights_path":"{path}"}})",
+                            load_deadline));
   plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
   return plan;
 }
@@ -137,6 +147,10 @@ sync_transition next_sync_step(const sync_state& state, sync_event event,
       if (event == sync_event::health_ok) {
         return {{sync_phase::idle, 0, 0}, sync_action::finish};
       }
+      if (event == sync_event::version_mismatch) {
+        // Retrying cannot help: the server holds other weights than the ones asked for.
+        return {{sync_phase::failed, 0, 0}, sync_action::fail};
+      }
       if (event == sync_event::health_failed) {
         const int done = state.health_checks + 1;
         if (done < plan.health_attempts) {
@@ -181,6 +195,8 @@ std::string_view to_string(sync_event event) {
       return "health_ok";
     case sync_event::health_failed:
       return "health_failed";
+    case sync_event::version_mismatch:
+      return "version_mismatch";
   }
   return "?";
 }

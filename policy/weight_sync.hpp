@@ -6,7 +6,10 @@
 //   3. runs the plan's control calls in order, each with its own deadline: pause, load (SGLang
 //      /update_weights_from_disk, vLLM /v1/load_lora_adapter, vLLM sleep / reload / wake, or routes
 //      named in the config), flush the prefix cache (/flush_cache, /reset_prefix_cache), resume;
-//   4. checks /health until it passes (a bounded number of times);
+//   4. checks /health until it passes (a bounded number of times); with plan.check_version, a
+//      server that reports its weight version (the `x-weight-version` header, as the project's
+//      server does) must report the requested one, else the sync fails at once: a server that
+//      restarted mid-sync (back on its startup weights) or loaded something else is caught here;
 //   5. records the new weight version and admits again.
 // A drain that times out changes nothing on the server: the server admits again and the sync
 // reports an error. A failed control call or health check leaves the server's weights unknown: it
@@ -42,6 +45,10 @@ struct weight_sync_plan {
   int health_attempts = 20;                           // Default: 20
   std::chrono::milliseconds health_retry_delay{500};  // Default: 500 ms between checks
   std::chrono::milliseconds health_timeout{5'000};    // Default: 5 s per check
+  // Compare the health check's `x-weight-version` header, when the server sends one, with the
+  // request's version (servers that send none, as vLLM and SGLang, are not checked). Only for
+  // plans whose load call names the version. Default: false
+  bool check_version = false;
 };
 
 struct weight_sync_request {
@@ -53,7 +60,7 @@ struct weight_sync_request {
 // Presets. Deadlines: 10 min for loads, 1 min for everything else.
 // SGLang: POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache. With
 // `pause`, no drain: POST /pause_generation {"mode": "abort"} first and POST /continue_generation
-// last.
+// last. Checks the version (check_version).
 [[nodiscard]] weight_sync_plan sglang_disk_plan(bool pause = false);
 // vLLM runtime LoRA: POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace": true},
 // POST /reset_prefix_cache. (The server needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.)
@@ -62,6 +69,13 @@ struct weight_sync_request {
 // {"method": "reload_weights"} (reloads from the served model's path, where the learner has written
 // the new weights), POST /wake_up?tags=kv_cache, POST /reset_prefix_cache.
 [[nodiscard]] weight_sync_plan vllm_sleep_reload_plan();
+// vLLM full weights from disk, without sleep mode: drain, POST /collective_rpc
+// {"method": "reload_weights", "kwargs": {"weights_path": "{path}"}} (every worker reloads in
+// place from the learner's step folder and points its model config there), POST
+// /reset_prefix_cache. vLLM serves /collective_rpc with VLLM_SERVER_DEV_MODE=1; the weights_path
+// argument of the workers' reload_weights is in vLLM's main branch of 2026 (older vLLM: the
+// folder the server was started on is reloaded, see vllm_sleep_reload_plan).
+[[nodiscard]] weight_sync_plan vllm_disk_plan();
 
 // Replaces {version}, {path} and {lora_name}; with `json_escape` the values are escaped for use
 // inside a JSON string.
@@ -85,6 +99,7 @@ enum class sync_event : std::uint8_t {
   call_failed,    // it failed: error status, transport error, or its deadline passed
   health_ok,
   health_failed,
+  version_mismatch,  // the health check passed but the server reports another weight version
 };
 
 enum class sync_action : std::uint8_t {

@@ -1,17 +1,25 @@
 // The LibTorch pieces behind `leap run` and `leap serve-policy --model`, without actors: the torch
 // learner backend (a step changes the weights, metrics are finite, checkpoints resume) and the
-// policy-server backend (log-probs are the model's own, a weight reload changes the answers).
+// policy-server backend (log-probs are the model's own, a weight reload changes the answers), and
+// the weight sync between them through the project's server on loopback: vLLM's disk route, the
+// embedded server's in-memory path, and a load that fails half-way.
 #include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
+#include "policy/client.hpp"
+#include "policy/server.hpp"
 #include "policy/tokenizer.hpp"
+#include "policy/weight_sync.hpp"
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -250,6 +258,227 @@ TEST(TorchPolicyBackend, RefusesAVocabularyOtherThanTheBytes) {
   c.vocab_size = 261;
   EXPECT_TRUE(check_byte_vocabulary(c).ok());
   EXPECT_FALSE(byte_model_preset("huge").ok());
+}
+
+// ---- weight sync through the project's server -----------------------------------------------
+
+using namespace std::chrono_literals;
+
+struct served_model {
+  std::shared_ptr<policy::policy_backend> backend;
+  std::unique_ptr<policy::policy_server> server;
+  std::unique_ptr<policy::policy_client> client;
+};
+
+served_model serve(const std::string& model_dir, policy::wire_flavour flavour,
+                   torch_backend_options options = {}) {
+  served_model s;
+  auto backend = make_torch_policy_backend(model_dir, options);
+  EXPECT_TRUE(backend.ok()) << backend.err().message;
+  if (!backend.ok()) return s;
+  s.backend = *backend;
+  policy::server_config sc;
+  sc.host = "127.0.0.1";
+  sc.port = 0;
+  sc.threads = 8;
+  sc.model_path = model_dir;
+  auto server = policy::policy_server::start(sc, s.backend);
+  EXPECT_TRUE(server.ok()) << server.err().message;
+  if (!server.ok()) return s;
+  s.server = std::move(*server);
+  policy::client_config cc;
+  cc.flavour = flavour;
+  cc.endpoints.push_back({s.server->base_url(), 4});
+  // Sampling a tiny model takes milliseconds, but a loaded 2-core machine may stall for seconds.
+  cc.request_timeout = 60s;
+  cc.health.timeout = 10s;
+  cc.seed = 1;
+  auto client = policy::policy_client::create(cc);
+  EXPECT_TRUE(client.ok()) << client.err().message;
+  if (client.ok()) s.client = std::move(*client);
+  return s;
+}
+
+status sync_now(policy::policy_client& client, const policy::weight_sync_plan& plan,
+                policy::weight_sync_request request) {
+  std::promise<status> done;
+  auto future = done.get_future();
+  client.sync_weights(0, plan, std::move(request),
+                      [&done](status s) { done.set_value(std::move(s)); });
+  if (future.wait_for(120s) != std::future_status::ready) return error{"the sync did not finish"};
+  return future.get();
+}
+
+// One greedy turn: the ids and log-probs the server sampled.
+policy::generated_turn greedy_turn(policy::policy_client& client,
+                                   const std::vector<policy::token_id>& prompt) {
+  policy::turn_request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0.0;
+  r.sampling.max_tokens = 8;
+  std::promise<policy::turn_result> done;
+  auto future = done.get_future();
+  EXPECT_EQ(client.submit(r, [&done](policy::turn_result t) { done.set_value(std::move(t)); }),
+            policy::submit_status::accepted);
+  if (future.wait_for(120s) != std::future_status::ready) {
+    ADD_FAILURE() << "the turn did not finish";
+    return {};
+  }
+  auto t = future.get();
+  EXPECT_EQ(t.status, policy::turn_status::ok) << t.message;
+  if (t.choices.empty()) return {};
+  return t.choices.front();
+}
+
+// The log-probs `model` gives the turn's ids after `prompt`.
+std::vector<float> scored_by(const learner::policy& model,
+                             const std::vector<policy::token_id>& prompt,
+                             const policy::generated_turn& turn) {
+  std::vector<std::int32_t> ids(prompt.begin(), prompt.end());
+  ids.insert(ids.end(), turn.ids.begin(), turn.ids.end());
+  auto scored = model.token_logprobs({ids});
+  EXPECT_TRUE(scored.ok()) << scored.err().message;
+  if (!scored.ok()) return {};
+  return {(*scored)[0].begin() + static_cast<std::ptrdiff_t>(prompt.size()), (*scored)[0].end()};
+}
+
+// Largest |a - b| over the turn.
+double max_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double gap = 0.0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    gap = std::max(gap, static_cast<double>(std::abs(a[i] - b[i])));
+  }
+  return gap;
+}
+
+std::vector<std::string> entries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(TorchWeightSync, VllmDiskPlanMakesTheServerServeTheLearnersStep) {
+  temp_dir dir;
+  write_tiny_model(dir.path() / "model", 21);
+  auto initial = learner::policy::load((dir.path() / "model").string());
+  ASSERT_TRUE(initial.ok()) << initial.err().message;
+  auto options = learner_options(dir);
+  options.checkpoint_every = 0;
+  options.total_steps = 0;  // no checkpoint: the step writes the weights alone
+  auto learner = torch_learner::create(options);
+  ASSERT_TRUE(learner.ok()) << learner.err().message;
+  auto served = serve((dir.path() / "model").string(), policy::wire_flavour::vllm);
+  ASSERT_TRUE(served.client);
+
+  const auto prompt = chat_prompt("print 7");
+  const auto before = greedy_turn(*served.client, prompt);
+  ASSERT_FALSE(before.ids.empty());
+  EXPECT_LT(max_gap(before.logprobs, scored_by(*initial, prompt, before)), 1e-4);
+
+  auto step = (*learner)->train(0, sampled_batch(*initial, 0));
+  ASSERT_TRUE(step.ok()) << step.err().message;
+  ASSERT_NE(step->weights_path.find("/weights/"), std::string::npos) << step->weights_path;
+  ASSERT_TRUE(sync_now(*served.client, policy::vllm_disk_plan(),
+                       {std::to_string(step->weight_version), step->weights_path, ""}));
+  EXPECT_EQ(served.server->weight_version(), 1);  // vLLM's reload counts one version up
+  EXPECT_EQ(served.client->endpoints()[0].weight_version, "1");
+
+  // The server now samples from the step's weights, not the initial ones.
+  auto trained = learner::policy::load(step->weights_path);
+  ASSERT_TRUE(trained.ok()) << trained.err().message;
+  const auto after = greedy_turn(*served.client, prompt);
+  ASSERT_FALSE(after.ids.empty());
+  EXPECT_EQ(after.weight_version.value_or(""), "1");
+  EXPECT_LT(max_gap(after.logprobs, scored_by(*trained, prompt, after)), 1e-4);
+  EXPECT_GT(max_gap(after.logprobs, scored_by(*initial, prompt, after)), 1e-3);
+}
+
+TEST(TorchWeightSync, EmbeddedServerTakesTheStepInMemoryWithoutAFile) {
+  temp_dir dir;
+  write_tiny_model(dir.path() / "model", 22);
+  auto initial = learner::policy::load((dir.path() / "model").string());
+  ASSERT_TRUE(initial.ok()) << initial.err().message;
+  auto options = learner_options(dir);
+  options.checkpoint_every = 0;
+  options.total_steps = 0;
+  options.in_memory = true;
+  auto created = torch_learner::create(options);
+  ASSERT_TRUE(created.ok()) << created.err().message;
+  std::shared_ptr<torch_learner> learner = std::move(*created);
+
+  torch_backend_options backend_options;
+  backend_options.source = [learner](learner::policy& target, std::int64_t version) {
+    return learner->copy_weights_to(target, version);
+  };
+  auto served =
+      serve((dir.path() / "model").string(), policy::wire_flavour::sglang, backend_options);
+  ASSERT_TRUE(served.client);
+  const auto files_before = entries(dir.path());
+
+  const auto prompt = chat_prompt("print 7");
+  auto step = learner->train(0, sampled_batch(*initial, 0));
+  ASSERT_TRUE(step.ok()) << step.err().message;
+  EXPECT_EQ(step->weights_path, std::string(in_memory_weights));
+  // The same route as a disk sync, with the in-memory path; the server records the version.
+  ASSERT_TRUE(sync_now(*served.client, policy::sglang_disk_plan(),
+                       {std::to_string(step->weight_version), step->weights_path, ""}));
+  EXPECT_EQ(served.server->weight_version(), 1);
+
+  // No file was written or removed anywhere for the step and the sync.
+  EXPECT_EQ(entries(dir.path()), files_before);
+
+  // The server samples the learner's weights: a copy taken the same way scores its turn.
+  auto expected = learner::policy::load((dir.path() / "model").string());
+  ASSERT_TRUE(expected.ok());
+  ASSERT_TRUE(learner->copy_weights_to(*expected, 1).ok());
+  const auto after = greedy_turn(*served.client, prompt);
+  ASSERT_FALSE(after.ids.empty());
+  EXPECT_LT(max_gap(after.logprobs, scored_by(*expected, prompt, after)), 1e-4);
+  EXPECT_GT(max_gap(after.logprobs, scored_by(*initial, prompt, after)), 1e-3);
+
+  // A version the learner never made is refused; the server keeps what it has.
+  auto ahead = sync_now(*served.client, policy::sglang_disk_plan(),
+                        {"9", std::string(in_memory_weights), ""});
+  ASSERT_FALSE(ahead);
+  EXPECT_NE(ahead.err().message.find("the learner holds 1"), std::string::npos)
+      << ahead.err().message;
+  EXPECT_EQ(served.server->weight_version(), 1);
+}
+
+TEST(TorchWeightSync, AFolderThatFailsHalfWayLeavesTheOldWeightsAndTheServerOut) {
+  temp_dir dir;
+  write_tiny_model(dir.path() / "model", 23);
+  write_tiny_model(dir.path() / "next", 24);
+  auto initial = learner::policy::load((dir.path() / "model").string());
+  ASSERT_TRUE(initial.ok());
+  // A step folder cut short while written: the last tensors of the file are missing.
+  const auto file = dir.path() / "next" / "model.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) * 3 / 4);
+
+  auto served = serve((dir.path() / "model").string(), policy::wire_flavour::vllm);
+  ASSERT_TRUE(served.client);
+  auto s = sync_now(*served.client, policy::vllm_disk_plan(), {"1", (dir.path() / "next").string(), ""});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.err().message.find("/collective_rpc"), std::string::npos) << s.err().message;
+  EXPECT_FALSE(served.client->endpoints()[0].admitting);
+  EXPECT_EQ(served.server->weight_version(), 0);
+
+  // Nothing of the cut folder reached the model: another client still samples the old weights.
+  policy::client_config cc;
+  cc.flavour = policy::wire_flavour::vllm;
+  cc.endpoints.push_back({served.server->base_url(), 1});
+  cc.request_timeout = 60s;
+  auto probe = policy::policy_client::create(cc);
+  ASSERT_TRUE(probe.ok()) << probe.err().message;
+  const auto prompt = chat_prompt("print 7");
+  const auto turn = greedy_turn(**probe, prompt);
+  ASSERT_FALSE(turn.ids.empty());
+  EXPECT_LT(max_gap(turn.logprobs, scored_by(*initial, prompt, turn)), 1e-4);
 }
 
 }  // namespace

@@ -128,10 +128,6 @@ TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
        ":7: policy.model: is required"},
       {"local tokenizer", cpp_suite + "policy:\n  tokenizer: models/policy\n",
        ":7: policy.tokenizer: local tokenizers are not supported yet"},
-      {"torch learner with vllm",
-       cpp_suite + "learner:\n  kind: torch\n  model_path: m\npolicy:\n  flavour: vllm\n"
-                   "  endpoints: [\"http://127.0.0.1:9\"]\n",
-       ":10: policy.flavour: vllm with learner.kind torch"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

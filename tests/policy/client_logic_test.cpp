@@ -329,6 +329,9 @@ TEST(ClientWeightSync, TransitionTable) {
        {P::health_checking, 0, 1},
        A::retry_health},
       {&drain_two, {P::health_checking, 0, 1}, E::health_failed, {P::failed, 0, 0}, A::fail},
+      // A server on other weights than asked for: no retry, out of rotation.
+      {&drain_two, {P::health_checking, 0, 0}, E::version_mismatch, {P::failed, 0, 0}, A::fail},
+      {&drain_two, {P::calling, 0, 0}, E::version_mismatch, {P::calling, 0, 0}, A::reject},
       {&drain_two, {P::idle, 0, 0}, E::call_ok, {P::idle, 0, 0}, A::reject},
       {&drain_two, {P::failed, 0, 0}, E::health_ok, {P::failed, 0, 0}, A::reject},
   };
@@ -353,20 +356,24 @@ TEST(ClientWeightSync, PresetsAndSubstitution) {
     weight_sync_plan plan;
     bool drain;
     std::vector<std::string> paths;
+    bool check_version = false;
   };
   const std::vector<row> rows = {
-      {sglang_disk_plan(), true, {"/update_weights_from_disk", "/flush_cache"}},
+      {sglang_disk_plan(), true, {"/update_weights_from_disk", "/flush_cache"}, true},
       {sglang_disk_plan(true),
        false,
-       {"/pause_generation", "/update_weights_from_disk", "/flush_cache", "/continue_generation"}},
+       {"/pause_generation", "/update_weights_from_disk", "/flush_cache", "/continue_generation"},
+       true},
       {vllm_lora_plan(), true, {"/v1/load_lora_adapter", "/reset_prefix_cache"}},
       {vllm_sleep_reload_plan(),
        true,
        {"/sleep?level=2", "/wake_up?tags=weights", "/collective_rpc", "/wake_up?tags=kv_cache",
         "/reset_prefix_cache"}},
+      {vllm_disk_plan(), true, {"/collective_rpc", "/reset_prefix_cache"}},
   };
   for (const auto& r : rows) {
     EXPECT_EQ(r.plan.drain, r.drain);
+    EXPECT_EQ(r.plan.check_version, r.check_version);
     std::vector<std::string> paths;
     for (const auto& c : r.plan.calls) {
       paths.push_back(c.path);

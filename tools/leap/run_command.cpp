@@ -254,7 +254,7 @@ int run_experiment(const run_options& options) {
 
   // The learner: LibTorch training learner.model_path (resuming from the newest checkpoint in the
   // run folder), or the record learner.
-  std::unique_ptr<actors::torch_learner> torch_learner;
+  std::shared_ptr<actors::torch_learner> torch_learner;
   if (c.learner.kind == learner_kind::torch && !c.learner.init_preset.empty() &&
       !std::filesystem::exists(std::filesystem::path(c.learner.model_path) / "config.json", ec)) {
     auto written = actors::write_random_byte_model(c.learner.init_preset, c.learner.model_path,
@@ -274,6 +274,8 @@ int run_experiment(const run_options& options) {
     lo.checkpoint_every = c.learner.checkpoint_every;
     lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
     lo.initial_version = plan->weight_version;
+    // The embedded server shares this process: the weights reach it in memory, no folder per step.
+    lo.in_memory = c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty();
     auto created = actors::torch_learner::create(std::move(lo));
     if (!created) return fail(created.err().message);
     torch_learner = std::move(*created);
@@ -292,6 +294,15 @@ int run_experiment(const run_options& options) {
     if (!model_config) return fail("policy.model: " + model_config.err().message);
     actors::torch_backend_options backend_options;
     backend_options.device = c.learner.device;
+    if (torch_learner) {
+      // Weak: the learner actor owns the learner and may be gone while the server still stands.
+      backend_options.source = [owner = std::weak_ptr<actors::torch_learner>(torch_learner)](
+                                   learner::policy& target, std::int64_t version) -> status {
+        auto held = owner.lock();
+        if (!held) return error{"the learner has stopped"};
+        return held->copy_weights_to(target, version);
+      };
+    }
     auto backend = actors::make_torch_policy_backend(weights, backend_options);
     if (!backend) return fail("policy.model: " + backend.err().message);
     policy::server_config server_config;
@@ -368,9 +379,14 @@ int run_experiment(const run_options& options) {
     gc.max_in_flight = c.policy.max_in_flight * static_cast<int>(endpoints.size());
     gc.initial_weight_version = plan->weight_version;
     gc.telemetry = metrics.telemetry();
-    // The torch learner's weights reach the servers through SGLang's disk route, which the
-    // embedded server implements too: each step's folder is reloaded and the version recorded.
-    if (torch_learner) gc.sync_plan = policy::sglang_disk_plan();
+    // The torch learner's weights reach the servers through their load route, each step's
+    // version recorded: vLLM reloads the step folder (/collective_rpc reload_weights with
+    // weights_path); SGLang loads it (/update_weights_from_disk); the embedded server takes the
+    // same SGLang route with the in-memory path, which its backend serves from the learner.
+    if (torch_learner) {
+      gc.sync_plan = c.policy.flavour == policy_flavour::vllm ? policy::vllm_disk_plan()
+                                                               : policy::sglang_disk_plan();
+    }
     actors::verifier_pool_config vc;
     vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
     actors::experiment_services services;

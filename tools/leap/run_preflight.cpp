@@ -50,12 +50,6 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
     return error{source + ": the config is empty: leap run needs at least data.train (the tasks " +
                  "to train on); `leap config keys` lists every key"};
   }
-  if (parsed->learner.kind == learner_kind::torch && parsed->policy.flavour == policy_flavour::vllm) {
-    return error{locate(source, text,
-                        "policy.flavour: vllm with learner.kind torch: leap run has no weight sync "
-                        "to vLLM yet; use policy.flavour sglang (/update_weights_from_disk) or "
-                        "embedded")};
-  }
   run_preflight out;
   out.text = text;
   out.config = std::move(*parsed);
