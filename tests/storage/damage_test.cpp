@@ -15,17 +15,8 @@ namespace leap {
 namespace {
 
 using test::make_group;
+using test::open_ok;
 using test::scratch_dir;
-
-std::unique_ptr<trajectory_store> open_ok(const std::filesystem::path& path,
-                                          store_options options = {}) {
-  auto store = trajectory_store::open(path, options);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.err().message;
-    return nullptr;
-  }
-  return std::move(store).value();
-}
 
 // Every file of a folder with its bytes: what "left untouched" is checked against.
 std::map<std::string, std::string> contents(const std::filesystem::path& folder) {

@@ -3,11 +3,13 @@
 #pragma once
 
 #include "orchestrator/trajectory.hpp"
+#include "storage/trajectory_store.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 
@@ -91,6 +93,17 @@ inline group_record make_group(const std::string& run, std::uint64_t step, std::
     g.rollouts.push_back(std::move(ro));
   }
   return g;
+}
+
+// The store at `path`, opened; a test failure (and null) when it does not open.
+inline std::unique_ptr<trajectory_store> open_ok(const std::filesystem::path& path,
+                                                 store_options options = {}) {
+  auto store = trajectory_store::open(path, options);
+  if (!store.ok()) {
+    ADD_FAILURE() << store.err().message;
+    return nullptr;
+  }
+  return std::move(store).value();
 }
 
 }  // namespace leap::test

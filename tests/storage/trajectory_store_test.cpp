@@ -16,17 +16,8 @@ namespace leap {
 namespace {
 
 using test::make_group;
+using test::open_ok;
 using test::scratch_dir;
-
-std::unique_ptr<trajectory_store> open_ok(const std::filesystem::path& path,
-                                          store_options options = {}) {
-  auto store = trajectory_store::open(path, options);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.err().message;
-    return nullptr;
-  }
-  return std::move(store).value();
-}
 
 std::vector<std::uint32_t> indices(const std::vector<group_record>& groups) {
   std::vector<std::uint32_t> out;
