@@ -265,53 +265,46 @@ TEST(LeapRunTorch, EmbeddedServerReloadsEachStepsWeights) {
   expect_a_closed_loop(dir, run.output);
 }
 
-TEST(LeapRunTorch, SeparateServerReloadsOverSglangRoutes) {
+// `leap run` against `leap serve-policy --model` reached as `flavour`, to a closed loop; the
+// server's /metrics text at the end (empty after a failure, which is reported).
+std::string run_against_a_separate_server(const std::string& flavour, int seed) {
   loop_dir dir;
-  init_model(dir.path("model"), 5);
+  init_model(dir.path("model"), seed);
   leap_process server({"serve-policy", "--model", dir.path("model"), "--port", "0"});
   const auto match = server.wait_for(listening, std::chrono::seconds(60));
-  ASSERT_TRUE(match) << server.output();
+  if (!match) {
+    ADD_FAILURE() << server.output();
+    return "";
+  }
   const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
-  const auto config = dir.write_config("policy:\n  flavour: sglang\n  endpoints: [\"" + url +
-                                       "\"]\n  max_in_flight: 4\n");
+  const auto config = dir.write_config("policy:\n  flavour: " + flavour + "\n  endpoints: [\"" +
+                                       url + "\"]\n  max_in_flight: 4\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  if (run.exit_code != 0) return "";
   expect_a_closed_loop(dir, run.output);
-  // The server itself now serves the weights of the last step.
   httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
   http.set_read_timeout(10);
   const auto metrics = http.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("leap_policy_weight_version 2"), std::string::npos)
-      << metrics->body;
+  EXPECT_TRUE(metrics);
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+  return metrics ? metrics->body : "";
+}
+
+TEST(LeapRunTorch, SeparateServerReloadsOverSglangRoutes) {
+  const std::string metrics = run_against_a_separate_server("sglang", 5);
+  // The server itself now serves the weights of the last step.
+  EXPECT_NE(metrics.find("leap_policy_weight_version 2"), std::string::npos) << metrics;
 }
 
 TEST(LeapRunTorch, SeparateServerReloadsOverVllmRoutes) {
   // vLLM's full-weight reload: /collective_rpc reload_weights with the step's folder.
-  loop_dir dir;
-  init_model(dir.path("model"), 6);
-  leap_process server({"serve-policy", "--model", dir.path("model"), "--port", "0"});
-  const auto match = server.wait_for(listening, std::chrono::seconds(60));
-  ASSERT_TRUE(match) << server.output();
-  const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
-  const auto config = dir.write_config("policy:\n  flavour: vllm\n  endpoints: [\"" + url +
-                                       "\"]\n  max_in_flight: 4\n");
-  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  expect_a_closed_loop(dir, run.output);
-  httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
-  http.set_read_timeout(10);
-  const auto metrics = http.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/collective_rpc\"} 2"),
+  const std::string metrics = run_against_a_separate_server("vllm", 6);
+  EXPECT_NE(metrics.find("leap_policy_requests_total{route=\"/collective_rpc\"} 2"),
             std::string::npos)
-      << metrics->body;
-  EXPECT_NE(metrics->body.find("leap_policy_weight_version 2"), std::string::npos)
-      << metrics->body;
-  server.signal(SIGTERM);
-  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+      << metrics;
+  EXPECT_NE(metrics.find("leap_policy_weight_version 2"), std::string::npos) << metrics;
 }
 
 }  // namespace
