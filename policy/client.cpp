@@ -186,6 +186,7 @@ class policy_client::impl {
   explicit impl(client_config config)
       : config_(std::move(config)), route_path_(generate_route(config_)), rng_(config_.seed) {
     vocab_size_ = config_.vocab_size;
+    context_tokens_ = config_.max_context_tokens;
     for (const auto& e : config_.endpoints) {
       endpoint_state s;
       s.base_url = e.base_url;
@@ -625,14 +626,13 @@ class policy_client::impl {
       complete(turn, turn_status::cancelled, "policy client stopped", {});
       return;
     }
-    if (config_.max_context_tokens > 0) {
-      const long room = static_cast<long>(config_.max_context_tokens) -
-                        static_cast<long>(turn.request.prompt.size());
+    if (context_tokens_ > 0) {
+      const long room =
+          static_cast<long>(context_tokens_) - static_cast<long>(turn.request.prompt.size());
       if (room <= 0) {
         complete(turn, turn_status::truncated,
                  "prompt of " + std::to_string(turn.request.prompt.size()) +
-                     " tokens fills the context window of " +
-                     std::to_string(config_.max_context_tokens),
+                     " tokens fills the context window of " + std::to_string(context_tokens_),
                  {});
         return;
       }
@@ -1220,6 +1220,16 @@ class policy_client::impl {
         }
       }
     }
+    // vLLM answers a request whose prompt + max_tokens exceeds its max_model_len with a 400, which
+    // ends the turn as `truncated` with no tokens: with a max_tokens set for a larger model, every
+    // turn of the run would be empty. The reported window lowers max_tokens to what fits instead.
+    if (context_tokens_ == 0) {
+      for (const auto& c : p->checks) {
+        if (c.max_model_len > 0 && (context_tokens_ == 0 || c.max_model_len < context_tokens_)) {
+          context_tokens_ = c.max_model_len;
+        }
+      }
+    }
     p->callback(std::move(p->checks));
   }
 
@@ -1568,6 +1578,9 @@ class policy_client::impl {
   std::multimap<steady::time_point, std::function<void()>> timers_;
   // The id bound: config.vocab_size, or what an endpoint reported in the start-up check.
   int vocab_size_ = 0;
+  // The context window: config.max_context_tokens, or the smallest max_model_len an endpoint
+  // reported in the start-up check.
+  int context_tokens_ = 0;
   std::map<std::uint64_t, tokenize_call> tokenizes_;  // /tokenize calls not yet answered
   std::uint64_t next_tokenize_ = 0;
   std::unordered_map<transfer*, std::unique_ptr<transfer>> transfers_;

@@ -49,6 +49,7 @@ class scripted_http_server {
       {
         std::lock_guard lock(mutex_);
         ++requests_[req.path];
+        last_body_[req.path] = req.body;
         auto& queue = queued_[req.path];
         if (!queue.empty()) {
           r = std::move(queue.front());
@@ -104,6 +105,10 @@ class scripted_http_server {
     std::lock_guard lock(mutex_);
     return requests_[path];
   }
+  std::string last_body(const std::string& path) {
+    std::lock_guard lock(mutex_);
+    return last_body_[path];
+  }
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
@@ -112,6 +117,7 @@ class scripted_http_server {
   std::map<std::string, std::deque<reply>> queued_;
   std::map<std::string, reply> defaults_;
   std::map<std::string, int> requests_;
+  std::map<std::string, std::string> last_body_;
   int port_ = 0;
   std::thread thread_;
 };
@@ -151,12 +157,12 @@ std::unique_ptr<policy_client> make_client(client_config config) {
 }
 
 // Submits one turn and waits (bounded) for its result.
-turn_result run_turn(policy_client& client, int n = 1) {
+turn_result run_turn(policy_client& client, int n = 1, int max_tokens = 8) {
   turn_request r;
   r.request_id = "t";
   r.prompt = {1, 2, 3};
   r.sampling.n = n;
-  r.sampling.max_tokens = 8;
+  r.sampling.max_tokens = max_tokens;
   auto done = std::make_shared<std::promise<turn_result>>();
   auto future = done->get_future();
   EXPECT_EQ(client.submit(std::move(r), [done](turn_result t) { done->set_value(std::move(t)); }),
@@ -419,6 +425,29 @@ TEST(ClientPreflight, ASoundServerPassesAndItsVocabularyBoundsTheIds) {
   EXPECT_EQ(r.status, turn_status::unavailable);
   EXPECT_NE(r.message.find("outside the vocabulary (vocab_size 100)"), std::string::npos)
       << r.message;
+}
+
+// A run configured with max_tokens for a larger model than the one served: vLLM answers 400 (prompt
+// + max_tokens over max_model_len), which would end every turn empty. The window /v1/models reports
+// (4096 in models_body) lowers max_tokens to what fits the 3-token prompt.
+TEST(ClientPreflight, TheReportedContextWindowLowersMaxTokensToWhatFits) {
+  scripted_http_server server;
+  server.set_default("/v1/models", {200, models_body});
+  server.set_default("/v1/completions", {200, vllm_reply({"7"})});
+  auto client = make_client(config_for(server.url()));
+  ASSERT_TRUE(client);
+  auto before = run_turn(*client, 1, 10'000);
+  EXPECT_EQ(before.status, turn_status::ok) << before.message;
+  EXPECT_NE(server.last_body("/v1/completions").find(R"("max_tokens":10000)"), std::string::npos)
+      << server.last_body("/v1/completions");
+  preflight_request probe;
+  probe.prompt = {1};
+  auto checks = run_preflight(*client, probe);
+  ASSERT_TRUE(checks) << checks.err().message;
+  auto after = run_turn(*client, 1, 10'000);
+  EXPECT_EQ(after.status, turn_status::ok) << after.message;
+  EXPECT_NE(server.last_body("/v1/completions").find(R"("max_tokens":4093)"), std::string::npos)
+      << server.last_body("/v1/completions");
 }
 
 TEST(ClientPreflight, EachUnfitServerIsNamedWithItsRouteAndReason) {
