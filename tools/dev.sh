@@ -6,11 +6,20 @@
 #   tools/dev.sh test           install, build, run every test suite (what CI runs)
 #   tools/dev.sh deps           install missing dependencies only
 #   tools/dev.sh build          configure and build only
+#   tools/dev.sh bundle DIR     download the Debian packages the build needs, with their
+#                               dependencies, into DIR (for a host without package access)
+#
+# On a host without package access (an air-gapped GPU cluster): run `bundle DIR` on a Debian 12
+# machine, copy DIR over, and there set LEAP_DEPS_BUNDLE=DIR: `build`, `test` and `run` then unpack
+# the .debs into DIR/root and build against them instead of installing anything. LEAP_TORCH=pip
+# builds against the LibTorch inside the pip `torch` of `python3` (CUDA) instead of Debian's (CPU).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${LEAP_BUILD_DIR:-"$root/build"}
 jobs=${LEAP_JOBS:-$(nproc)}
+bundle_dir=${LEAP_DEPS_BUNDLE:-}
+torch_from=${LEAP_TORCH:-debian}
 
 # Debian packages the build, the tests and the tools need (python3-torch: the kernelbench task
 # kind's harness on the CPU). Keep in sync with the README.
@@ -59,15 +68,83 @@ install_npm() {
   done < <(find "$root/tests" -name package-lock.json -not -path '*/node_modules/*')
 }
 
+# What a bundle carries: the libraries the build links and their headers, with every dependency
+# except the toolchain's own (glibc, libstdc++, libgcc) and OpenSSL's runtime, which any host that
+# runs Python has and which must stay the host's (Python's ssl module loads it too). No compilers,
+# CMake or LibTorch: a GPU host brings those (LEAP_TORCH=pip).
+bundled=(
+  libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev libjs-chart.js
+)
+not_bundled='gcc-[0-9]+-base|libc-dev-bin|libc6|libc6-dev|libcrypt-dev|libcrypt1|libgcc-s1|libstdc\+\+6|linux-libc-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto|catch2|libssl3'
+
+bundle() {
+  local dir=${1:?usage: tools/dev.sh bundle DIR}
+  mkdir -p "$dir/debs"
+  dir=$(cd "$dir" && pwd)
+  local names
+  names=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+      --no-replaces --no-enhances --no-pre-depends "${bundled[@]}" |
+    grep -E '^[a-z0-9]' | sort -u | grep -vxE "$not_bundled")
+  # shellcheck disable=SC2086 # one word per package name
+  (cd "$dir/debs" && apt-get download $names >/dev/null)
+  log "bundle: $(find "$dir/debs" -name '*.deb' | wc -l) packages, $(du -sh "$dir/debs" | cut -f1) in $dir/debs"
+  log "on the host without packages: LEAP_DEPS_BUNDLE=$dir LEAP_TORCH=pip tools/dev.sh build"
+}
+
+# Unpacks the bundle once into DIR/root (dpkg-deb needs no root and touches nothing outside it).
+unpack_bundle() {
+  local stamp=$bundle_dir/root/.unpacked deb
+  [[ -d $bundle_dir/debs ]] || { log "LEAP_DEPS_BUNDLE=$bundle_dir has no debs/ folder (make one with: tools/dev.sh bundle DIR)"; exit 2; }
+  if [[ ! -f $stamp || -n $(find "$bundle_dir/debs" -name '*.deb' -newer "$stamp") ]]; then
+    log "unpacking $(find "$bundle_dir/debs" -name '*.deb' | wc -l) packages into $bundle_dir/root"
+    mkdir -p "$bundle_dir/root"
+    for deb in "$bundle_dir"/debs/*.deb; do dpkg-deb -x "$deb" "$bundle_dir/root"; done
+    # Some packages' CMake files name their libraries by absolute path (/usr/lib/...libsnappy.so):
+    # point those at the unpacked copies.
+    find "$bundle_dir/root/usr" -name '*.cmake' -path '*/cmake/*' -exec sed -i -E \
+      "s#(^|[\"; (])/usr/(lib|include)#\\1$bundle_dir/root/usr/\\2#g" {} +
+    touch "$stamp"
+  fi
+}
+
 deps() {
+  if [[ -n $bundle_dir ]]; then
+    bundle_dir=$(cd "$bundle_dir" && pwd)
+    unpack_bundle
+    local tool
+    for tool in cmake ninja g++; do
+      command -v "$tool" >/dev/null || { log "$tool is not on PATH (a bundle carries libraries, not tools)"; exit 2; }
+    done
+    return 0
+  fi
   install_packages
   install_npm
 }
 
 build() {
-  local generator=()
-  [[ -f $build_dir/CMakeCache.txt ]] || generator=(-G Ninja)
-  cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="${LEAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+  local args=()
+  [[ -f $build_dir/CMakeCache.txt ]] || args+=(-G Ninja)
+  if [[ -n $bundle_dir ]]; then
+    local usr=$bundle_dir/root/usr libdir
+    libdir=$usr/lib/$(gcc -dumpmachine)
+    # DT_RPATH rather than RUNPATH (--disable-new-dtags): the loader then also looks in the bundle
+    # for the libraries that bundled libraries need (librocksdb's libsnappy, libcurl's nghttp2).
+    args+=(-DCMAKE_PREFIX_PATH="$usr" -DCMAKE_BUILD_RPATH="$libdir"
+      -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--disable-new-dtags"
+      -DLEAP_CHARTJS="$usr/share/javascript/chart.js/chart.min.js")
+  fi
+  case $torch_from in
+    debian) ;;
+    pip)
+      local torch_dir
+      torch_dir=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))') ||
+        { log "LEAP_TORCH=pip: python3 cannot import torch"; exit 2; }
+      args+=(-DTorch_DIR="$torch_dir/share/cmake/Torch")
+      ;;
+    *) log "LEAP_TORCH=$torch_from: expected debian or pip"; exit 2 ;;
+  esac
+  cmake -S "$root" -B "$build_dir" "${args[@]}" -DCMAKE_BUILD_TYPE="${LEAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
   cmake --build "$build_dir" -j "$jobs" "$@"
 }
 
@@ -91,6 +168,7 @@ case ${1:-help} in
       cd "$root" && "$build_dir/bin/leap" run configs/quickstart.yaml
     fi
     ;;
-  help|-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command '$1' (try: run, test, deps, build)"; exit 2 ;;
+  bundle) bundle "${2:-}" ;;
+  help|-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command '$1' (try: run, test, deps, build, bundle)"; exit 2 ;;
 esac

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The GPU checks of the README, on a GPU host: builds against the pip `torch`'s CUDA LibTorch and
+# runs the phases named on the command line, each with its own log in OUT (default /tmp/leap-gpu).
+#   tools/gpu/check.sh [PHASE...]     (default: build tests loop vllm)
+#     build   LEAP_TORCH=pip tools/dev.sh build into build-cuda (with LEAP_DEPS_BUNDLE when set:
+#             a host without packages builds against the .debs of `tools/dev.sh bundle DIR`)
+#     tests   the tests that touch the GPU or LibTorch: the sandbox's cuda, kernelbench and
+#             adversarial tests, the learner suite, weight sync, the e2e runs of the torch learner
+#     suite   every test suite (ctest)
+#     loop    configs/gpu_loop.yaml: learner, embedded server and the cuda tasks on one GPU; then
+#             the same with 2 compile workers; `leap replay` of both
+#     quickstart  configs/quickstart.yaml on the suite's cuda tasks (the scripted policy answers
+#             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
+#             16 and 2 compile workers side by side
+#     vllm    configs/leap_cuda.yaml with its paths pointed at this repository and 2 steps, against
+#             `leap serve-policy --model` on the GPU standing in for vLLM (flavour vllm)
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=${OUT:-/tmp/leap-gpu}
+build=${LEAP_BUILD_DIR:-$root/build-cuda}
+mkdir -p "$out"
+cd "$root"
+# The sandbox tests' python (kernelbench) is the one that imports torch, wherever it lives.
+export LEAP_SANDBOX_TEST_PYTHON=${LEAP_SANDBOX_TEST_PYTHON:-$(command -v python3)}
+# Never let NCCL or PyTorch use NVLink multicast on shared hosts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+phases=("$@")
+[[ ${#phases[@]} -gt 0 ]] || phases=(build tests loop vllm)
+status=0
+step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+phase_build() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build 2>&1 | tail -40
+  local rc=${PIPESTATUS[0]}
+  echo "first NEEDED of leap: $(readelf -d "$build/bin/leap" | grep -m1 NEEDED)"
+  return "$rc"
+}
+
+phase_tests() {
+  local t=$build/tests rc=0
+  # The sandbox suite runs alone (it checks host-wide that no sandbox uid survives a test).
+  "$t/sandbox_tests" --gtest_brief=1 \
+    --gtest_filter='CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*' || rc=1
+  "$t/learner_tests" || rc=1
+  "$t/policy_tests" --gtest_brief=1 --gtest_filter='ServerWeightSync.*:ServerHttp.*:ClientWeightSync*' || rc=1
+  "$t/e2e_tests" --gtest_filter='LeapRunTorch.*:ServePolicyModel.*:LearnDigitsE2E.*' || rc=1
+  return $rc
+}
+
+phase_suite() {
+  ctest --test-dir "$build" -j "$(nproc)" --timeout 900 2>&1 | tail -40
+  return "${PIPESTATUS[0]}"
+}
+
+# $1: run folder name, $2: compile workers
+loop_run() {
+  local dir=runs/$1
+  rm -rf "$dir"
+  sed -e "s|run_dir: runs/gpu_loop|run_dir: $dir|" -e "s|runs/gpu_loop/model|$dir/model|g" \
+    -e "s|compile_workers: 0 .*|compile_workers: $2|" configs/gpu_loop.yaml >"$out/$1.yaml"
+  "$build/bin/leap" run --quiet "$out/$1.yaml" || return 1
+  "$build/bin/leap" replay "$dir"
+}
+
+phase_loop() {
+  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
+  loop_run gpu_loop "$(nproc)" && loop_run gpu_loop_2workers 2
+}
+
+# $1: run folder name, $2: compile workers
+quickstart_run() {
+  local dir=runs/$1
+  rm -rf "$dir"
+  sed -e "s|run_dir: runs/quickstart |run_dir: $dir |" -e "s|task_kinds: \[cpp, python\]|task_kinds: [cuda]|" \
+    -e "s|compile_workers: 2|compile_workers: $2|" -e "s|gpu_slots: 0|gpu_slots: 1|" \
+    configs/quickstart.yaml >"$out/$1.yaml"
+  "$build/bin/leap" run --quiet "$out/$1.yaml" || return 1
+  "$build/bin/leap" replay "$dir" | sed -n '/^training/,/^$/p'
+}
+
+phase_quickstart() {
+  quickstart_run quickstart_cuda_16 16 && quickstart_run quickstart_cuda_2 2
+}
+
+phase_vllm() {
+  local dir=runs/leap_cuda_serve port=18000 rc
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$build/bin/leap" init-model --preset small --out "$dir/model" --seed 0 || return 1
+  sed -e "s|run_dir: runs/leap_cuda|run_dir: $dir|" -e "s|steps: 200|steps: 2|" \
+    -e "s|data/cuda/train.jsonl|sandbox/suite|" -e "s|data/cuda/validation.jsonl|sandbox/suite|" \
+    -e "s|model_path: models/policy|model_path: $dir/model|" \
+    -e "s|127.0.0.1:8000|127.0.0.1:$port|" configs/leap_cuda.yaml >"$out/leap_cuda.yaml"
+  diff configs/leap_cuda.yaml "$out/leap_cuda.yaml"
+  "$build/bin/leap" serve-policy --model "$dir/model" --model-name policy --device cuda \
+    --port "$port" >"$out/serve-policy.log" 2>&1 &
+  local server=$!
+  "$build/bin/leap" run --quiet "$out/leap_cuda.yaml"
+  rc=$?
+  kill "$server"; wait "$server"
+  tail -5 "$out/serve-policy.log"
+  "$build/bin/leap" replay "$dir"
+  return "$rc"
+}
+
+for p in "${phases[@]}"; do
+  step "$p"
+  if ! declare -F "phase_$p" >/dev/null; then echo "unknown phase $p"; exit 2; fi
+  "phase_$p" 2>&1 | tee "$out/$p.log"
+  rc=${PIPESTATUS[0]}
+  echo "== $p: exit $rc"
+  [[ $rc -eq 0 ]] || status=1
+done
+exit $status
