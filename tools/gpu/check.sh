@@ -32,8 +32,15 @@ step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 phase_build() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build 2>&1 | tail -40
   local rc=${PIPESTATUS[0]}
-  echo "first NEEDED of leap: $(readelf -d "$build/bin/leap" | grep -m1 NEEDED)"
   return "$rc"
+}
+
+# Which libstdc++ the binaries bind to (the top CMakeLists.txt says why it must be the first
+# NEEDED): the link command, the NEEDED order and the shadowing test.
+phase_link() {
+  (cd "$build" && ninja -t commands bin/leap | tail -1)
+  readelf -d "$build/bin/leap" | grep NEEDED | head -8
+  "$build/tests/link_tests"
 }
 
 phase_tests() {
