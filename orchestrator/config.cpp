@@ -440,6 +440,14 @@ std::optional<std::string> check_init_preset(const std::string& preset) {
   return "must be tiny, small or empty (the model must exist), got '" + preset + "'";
 }
 
+std::optional<std::string> check_python(const std::string& python) {
+  if (python.empty()) return "must name an interpreter (default: python3)";
+  if (python.find('/') != std::string::npos && python.front() != '/') {
+    return "must be a name (python3) or an absolute path, not the relative path '" + python + "'";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_cuda_arch(const std::string& arch) {
   std::string_view digits;
   std::string_view view = arch;
@@ -1043,6 +1051,9 @@ std::vector<field_spec> build_fields() {
   f.push_back(
       text_field("verifier.cuda_arch", LEAP_FIELD(verifier.cuda_arch), check_cuda_arch,
                  "nvcc -arch of CUDA candidates: sm_NN[a|f] or compute_NN; sm_90a is H100/H200."));
+  f.push_back(text_field("verifier.python", LEAP_FIELD(verifier.python), check_python,
+                         "Interpreter of python and kernelbench tasks: a name found in /usr/local/bin,"
+                         " /usr/bin or /bin, or an absolute path (a virtualenv's python)."));
   f.push_back(integer_field(
       "verifier.feedback_max_chars", LEAP_FIELD(verifier.feedback_max_chars), at_least(1),
       "Characters of compiler/runtime feedback kept for a debug turn's prompt."));
@@ -1587,6 +1598,7 @@ bool resume_may_change(std::string_view key) {
       "learner.micro_batch_tokens", "policy.endpoints",         "policy.max_in_flight",
       "policy.request_timeout_s",  "policy.retries",            "policy.stream",
       "verifier.compile_workers",  "verifier.gpu_slots",        "verifier.cache_dir",
+      "verifier.python",
       "verifier.cache_max_bytes",  "verifier.nodes",            "verifier.local_jobs",
       "verifier.node_secret_file", "verifier.node_timeout_s",   "verifier.node_retry_max_s",
       "verifier.tls.certificate",  "verifier.tls.key",          "verifier.tls.ca"};

@@ -219,6 +219,10 @@ struct verifier_section {
   std::int64_t cache_max_bytes = std::int64_t{10} << 30;
   // nvcc -arch of CUDA candidates (sm_NN[a|f] or compute_NN). Default: sm_90a (H100/H200)
   std::string cuda_arch = "sm_90a";
+  // Python interpreter of python and kernelbench tasks: a name (looked up in /usr/local/bin,
+  // /usr/bin and /bin, never in the caller's PATH) or an absolute path, e.g. a virtualenv's python
+  // whose torch sees the GPU. Default: python3
+  std::string python = "python3";
   // Characters of compiler/runtime feedback kept for a debug turn's prompt; >= 1. Default: 4000
   int feedback_max_chars = 4000;
   // Remote verifier nodes (`leap verifier-node`) as host:port. Default: []

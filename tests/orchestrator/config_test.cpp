@@ -217,6 +217,9 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: verifier.cuda_arch: expected an nvcc architecture such as sm_90a, sm_80 or "
        "compute_90, got "
        "'hopper'"},
+      {"relative_python", "verifier:\n  python: venv/bin/python3\n",
+       "case.yaml:2: verifier.python: must be a name (python3) or an absolute path, not the "
+       "relative path 'venv/bin/python3'"},
       {"node_without_port", "verifier:\n  nodes: [gpu1]\n",
        "case.yaml:2: verifier.nodes: [0] 'gpu1' is not a valid host:port: it has no port"},
       {"url_scheme", "policy:\n  endpoints: [\"127.0.0.1:8000\"]\n",
@@ -429,6 +432,8 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"verifier:\n  cache_max_bytes: 0\n", "verifier.cache_max_bytes", "0"},
         value_case{"verifier:\n  cuda_arch: sm_100a\n", "verifier.cuda_arch", "\"sm_100a\""},
         value_case{"verifier:\n  cuda_arch: compute_80\n", "verifier.cuda_arch", "\"compute_80\""},
+        value_case{"verifier:\n  python: /opt/venv/bin/python3\n", "verifier.python",
+                   "\"/opt/venv/bin/python3\""},
         value_case{"verifier:\n  nodes: [\"gpu1:4242\", \"[::1]:4242\"]\n", "verifier.nodes",
                    "[\"gpu1:4242\", \"[::1]:4242\"]"},
         value_case{"schedule:\n  max_staleness: 2\n", "schedule.max_staleness", "2"},

@@ -15,6 +15,7 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
   }
   v.engine.cache_max_bytes = static_cast<std::uint64_t>(s.cache_max_bytes);
   v.engine.cuda_arch = s.cuda_arch;
+  v.engine.python = s.python;
   v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
   v.engine.compile_limits.wall =
       std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
