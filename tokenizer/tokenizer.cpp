@@ -366,86 +366,65 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
 
 // -------------------------------------------------------------------------------- pre-tokenizers
 
-// A piece of text on its way to the model, and whether it starts the text (Metaspace "first").
-struct piece {
-  std::string text;
-  bool at_start;
-};
+// Pre-tokenizers stream: each step hands its pieces of a piece to the next step, the last to the
+// model, without copying a piece that no step changes. at_start: the piece starts the text
+// (Metaspace's "first" scheme).
+// A non-owning callable reference: a std::function would allocate for every piece it wraps.
+class piece_sink {
+ public:
+  template <class F>
+  piece_sink(const F& f)  // NOLINT(google-explicit-constructor)
+      : object_(&f), call_([](const void* o, std::string_view text, bool at_start) {
+          (*static_cast<const F*>(o))(text, at_start);
+        }) {}
+  void operator()(std::string_view text, bool at_start) const { call_(object_, text, at_start); }
 
-using pre_tokenize_step = std::function<void(std::vector<piece>&)>;
+ private:
+  const void* object_;
+  void (*call_)(const void*, std::string_view, bool);
+};
+using pre_tokenize_step = std::function<void(std::string_view, bool at_start, const piece_sink&)>;
 
 enum class split_behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
-// Splits each piece on the pattern's matches, keeping the delimiters as the behaviour says (as
+// Splits a piece on the pattern's matches, keeping the delimiters as the behaviour says (as
 // tokenizers/src/tokenizer/normalizer.rs NormalizedString::split).
-void split_pieces(std::vector<piece>& pieces, const pattern& pat, split_behavior behavior) {
-  std::vector<piece> out;
-  out.reserve(pieces.size() * 4);
-  for (auto& p : pieces) {
-    // (begin, end, is_match) spans covering the piece.
-    std::vector<std::tuple<std::size_t, std::size_t, bool>> spans;
+void split_piece(std::string_view text, bool at_start, const pattern& pat, split_behavior behavior,
+                 const piece_sink& sink) {
+  auto emit = [&](std::size_t b, std::size_t e) {
+    if (e > b) sink(text.substr(b, e - b), at_start && b == 0);
+  };
+  if (behavior == split_behavior::isolated || behavior == split_behavior::removed) {
     std::size_t last = 0;
-    pat.for_each_match(p.text, [&](std::size_t b, std::size_t e) {
-      if (b > last) spans.emplace_back(last, b, false);
-      spans.emplace_back(b, e, true);
+    pat.for_each_match(text, [&](std::size_t b, std::size_t e) {
+      emit(last, b);
+      if (behavior == split_behavior::isolated) emit(b, e);
       last = e;
     });
-    if (last < p.text.size()) spans.emplace_back(last, p.text.size(), false);
-    std::vector<std::pair<std::size_t, std::size_t>> kept;
-    switch (behavior) {
-      case split_behavior::isolated:
-        for (auto& [b, e, m] : spans) kept.emplace_back(b, e);
-        break;
-      case split_behavior::removed:
-        for (auto& [b, e, m] : spans)
-          if (!m) kept.emplace_back(b, e);
-        break;
-      case split_behavior::merged_with_previous: {
-        bool previous_was_match = false;
-        for (auto& [b, e, m] : spans) {
-          if (m && !kept.empty() && !previous_was_match) {
-            kept.back().second = e;
-          } else {
-            kept.emplace_back(b, e);
-          }
-          previous_was_match = m;
-        }
-        break;
-      }
-      case split_behavior::merged_with_next: {
-        bool previous_was_match = false;
-        for (auto& [b, e, m] : spans) {
-          if (!m && !kept.empty() && previous_was_match) {
-            kept.back().second = e;
-          } else {
-            kept.emplace_back(b, e);
-          }
-          previous_was_match = m;
-        }
-        break;
-      }
-      case split_behavior::contiguous: {
-        bool previous_was_match = false;
-        for (auto& [b, e, m] : spans) {
-          if (m && previous_was_match && !kept.empty()) {
-            kept.back().second = e;
-          } else {
-            kept.emplace_back(b, e);
-          }
-          previous_was_match = m;
-        }
-        break;
-      }
-    }
-    if (kept.size() == 1 && kept[0].first == 0 && kept[0].second == p.text.size()) {
-      out.push_back(std::move(p));
-      continue;
-    }
-    for (auto& [b, e] : kept) {
-      if (e > b) out.push_back({p.text.substr(b, e - b), p.at_start && b == 0});
-    }
+    emit(last, text.size());
+    return;
   }
-  pieces = std::move(out);
+  // (begin, end, is_match) spans covering the piece, then merged as the behaviour says.
+  std::vector<std::tuple<std::size_t, std::size_t, bool>> spans;
+  std::size_t last = 0;
+  pat.for_each_match(text, [&](std::size_t b, std::size_t e) {
+    if (b > last) spans.emplace_back(last, b, false);
+    spans.emplace_back(b, e, true);
+    last = e;
+  });
+  if (last < text.size()) spans.emplace_back(last, text.size(), false);
+  std::vector<std::pair<std::size_t, std::size_t>> kept;
+  bool previous_was_match = false;
+  for (auto& [b, e, m] : spans) {
+    const bool join = !kept.empty() &&
+                      ((behavior == split_behavior::merged_with_previous && m && !previous_was_match) ||
+                       (behavior == split_behavior::merged_with_next && !m && previous_was_match) ||
+                       (behavior == split_behavior::contiguous && m && previous_was_match));
+    if (join) kept.back().second = e;
+    else kept.emplace_back(b, e);
+    previous_was_match = m;
+  }
+  for (auto& [b, e] : kept) emit(b, e);
 }
 
 // The pre-tokenizer parse also says whether words are byte-level (ByteLevel present).
@@ -478,8 +457,9 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
     else if (b == "MergedWithNext") behavior = split_behavior::merged_with_next;
     else if (b == "Contiguous") behavior = split_behavior::contiguous;
     else return error{"pre_tokenizer Split behavior '" + b + "' is not supported"};
-    out.steps.emplace_back([pat = std::move(pat.value()), behavior](std::vector<piece>& pieces) {
-      split_pieces(pieces, pat, behavior);
+    out.steps.emplace_back([pat = std::move(pat.value()), behavior](std::string_view text, bool at_start,
+                                                                     const piece_sink& sink) {
+      split_piece(text, at_start, pat, behavior, sink);
     });
     return ok_status();
   }
@@ -494,12 +474,14 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
       if (!compiled) return compiled.err();
       re = std::move(compiled.value());
     }
-    out.steps.emplace_back([prefix, re](std::vector<piece>& pieces) {
-      if (prefix) {
-        for (auto& p : pieces)
-          if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
+    out.steps.emplace_back([prefix, re, gpt2 = pattern{{}, re}](std::string_view text, bool at_start, const piece_sink& sink) {
+      std::string prefixed;
+      if (prefix && (text.empty() || text[0] != ' ')) {
+        prefixed = " " + std::string(text);
+        text = prefixed;
       }
-      if (re) split_pieces(pieces, pattern{{}, re}, split_behavior::isolated);
+      if (re) split_piece(text, at_start, gpt2, split_behavior::isolated, sink);
+      else sink(text, at_start);
     });
     return ok_status();
   }
@@ -512,18 +494,17 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
       return error{"pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is not supported"};
     }
     const bool split = j.value("split", true);
-    out.steps.emplace_back([replacement, scheme, split](std::vector<piece>& pieces) {
-      for (auto& p : pieces) {
-        std::string replaced;
-        for (char c : p.text) {
-          if (c == ' ') replaced += replacement;
-          else replaced += c;
-        }
-        const bool prepend = scheme == "always" || (scheme == "first" && p.at_start);
-        if (prepend && replaced.rfind(replacement, 0) != 0) replaced.insert(0, replacement);
-        p.text = std::move(replaced);
+    out.steps.emplace_back([replacement, scheme, split, space = pattern{replacement, nullptr}](std::string_view text, bool at_start, const piece_sink& sink) {
+      std::string replaced;
+      replaced.reserve(text.size() + replacement.size());
+      for (char c : text) {
+        if (c == ' ') replaced += replacement;
+        else replaced += c;
       }
-      if (split) split_pieces(pieces, pattern{replacement, nullptr}, split_behavior::merged_with_next);
+      const bool prepend = scheme == "always" || (scheme == "first" && at_start);
+      if (prepend && replaced.rfind(replacement, 0) != 0) replaced.insert(0, replacement);
+      if (split) split_piece(replaced, at_start, space, split_behavior::merged_with_next, sink);
+      else sink(replaced, at_start);
     });
     return ok_status();
   }
@@ -783,6 +764,58 @@ struct merge_target {
   token_id id;
 };
 
+// Open addressing over (left id, right id) pairs: one probe sequence in one array, where the
+// node-based std::unordered_map costs a pointer chase per lookup on the hot path of BPE.
+class merge_table {
+ public:
+  void reserve(std::size_t n) {
+    std::size_t size = 16;
+    while (size < 2 * n) size *= 2;
+    slots_.assign(size, slot{empty, {0, 0}});
+    mask_ = size - 1;
+  }
+  // Keeps the first target of a key, as the Rust library keeps a pair's first (best) rank.
+  void emplace(std::uint64_t key, merge_target target) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    for (std::size_t i = index(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return;
+      if (slots_[i].key == empty) {
+        slots_[i] = {key, target};
+        ++count_;
+        return;
+      }
+    }
+  }
+  [[nodiscard]] const merge_target* find(std::uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = index(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return &slots_[i].target;
+      if (slots_[i].key == empty) return nullptr;
+    }
+  }
+
+ private:
+  // Ids are non-negative int32s, so no pair's key has all bits set.
+  static constexpr std::uint64_t empty = ~0ULL;
+  struct slot {
+    std::uint64_t key;
+    merge_target target;
+  };
+  [[nodiscard]] std::size_t index(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_;
+  }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    reserve(std::max<std::size_t>(16, old.size()));
+    count_ = 0;
+    for (const auto& s : old)
+      if (s.key != empty) emplace(s.key, s.target);
+  }
+  std::vector<slot> slots_;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+};
+
 struct bpe_model {
   bool byte_level = false;
   bool byte_fallback = false;
@@ -790,7 +823,7 @@ struct bpe_model {
   bool ignore_merges = false;
   std::optional<token_id> unk;
   string_map vocab;  // raw bytes (byte-level files) or the spelling (others) -> id
-  std::unordered_map<std::uint64_t, merge_target> merges;
+  merge_table merges;
   std::array<token_id, 256> byte_ids{};      // byte-level: the id of each single byte, -1 if none
   std::array<token_id, 256> fallback_ids{};  // byte fallback: the id of <0xNN>, -1 if none
 
@@ -806,8 +839,8 @@ struct bpe_model {
       int next;
       bool alive;
     };
-    std::vector<symbol> symbols;
-    symbols.reserve(word.size());
+    thread_local std::vector<symbol> symbols;
+    symbols.clear();
     auto push = [&](token_id id) {
       const int n = static_cast<int>(symbols.size());
       symbols.push_back({id, n - 1, -1, true});
@@ -850,12 +883,13 @@ struct bpe_model {
       token_id id;
       bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
-    std::vector<candidate> heap;
+    thread_local std::vector<candidate> heap;
+    heap.clear();
     auto consider = [&](int pos) {
       const int next = symbols[pos].next;
       if (next < 0) return;
-      if (auto it = merges.find(key(symbols[pos].id, symbols[next].id)); it != merges.end()) {
-        heap.push_back({it->second.rank, pos, it->second.id});
+      if (const merge_target* m = merges.find(key(symbols[pos].id, symbols[next].id))) {
+        heap.push_back({m->rank, pos, m->id});
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
       }
     };
@@ -868,8 +902,8 @@ struct bpe_model {
       if (!left.alive || left.next < 0) continue;
       symbol& right = symbols[left.next];
       // Stale: the pair at this position changed since the candidate was queued.
-      auto it = merges.find(key(left.id, right.id));
-      if (it == merges.end() || it->second.id != top.id) continue;
+      const merge_target* m = merges.find(key(left.id, right.id));
+      if (m == nullptr || m->id != top.id) continue;
       left.id = top.id;
       right.alive = false;
       left.next = right.next;
@@ -940,27 +974,35 @@ struct hf_tokenizer::impl {
     }
   }
 
-  void encode_normalized(std::string text, bool at_start, std::vector<token_id>& out) const {
+  void pre_tokenize(std::size_t step, std::string_view text, bool at_start, std::vector<token_id>& out) const {
     if (text.empty()) return;
-    std::vector<piece> pieces;
-    pieces.push_back({std::move(text), at_start});
-    for (const auto& step : pre_tokenizer.steps) step(pieces);
-    for (const auto& p : pieces) {
-      if (!p.text.empty()) encode_word(p.text, out);
+    if (step == pre_tokenizer.steps.size()) {
+      encode_word(text, out);
+      return;
     }
+    const auto next = [&](std::string_view sub, bool sub_at_start) { pre_tokenize(step + 1, sub, sub_at_start, out); };
+    pre_tokenizer.steps[step](text, at_start, piece_sink(next));
+  }
+
+  void encode_normalized(std::string_view text, bool at_start, std::vector<token_id>& out) const {
+    pre_tokenize(0, text, at_start, out);
   }
 
   void encode_piece(std::string_view text, bool at_start, bool parse_special, std::vector<token_id>& out) const {
+    if (normalizer.empty() && normalized_added.empty()) {
+      encode_normalized(text, at_start, out);
+      return;
+    }
     std::string normalized(text);
     for (const auto& step : normalizer) step(normalized);
     if (normalized_added.empty()) {
-      encode_normalized(std::move(normalized), at_start, out);
+      encode_normalized(normalized, at_start, out);
       return;
     }
     bool first = true;
     normalized_added.split(normalized, parse_special, [&](std::string_view sub, const added_token* token) {
       if (token != nullptr) out.push_back(token->id);
-      else encode_normalized(std::string(sub), at_start && first, out);
+      else encode_normalized(sub, at_start && first, out);
       first = false;
     });
   }
