@@ -128,7 +128,8 @@ bool is_whitespace(char32_t cp) { return u_hasBinaryProperty(static_cast<UChar32
 // GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others for U+0100 onwards.
 struct byte_level_alphabet {
   std::array<std::string, 256> byte_to_text;
-  std::unordered_map<char32_t, unsigned char> char_to_byte;
+  // Code point -> byte + 1 (0: not in the alphabet); the alphabet ends below U+0144.
+  std::array<std::uint16_t, 0x144> char_to_byte{};
 
   byte_level_alphabet() {
     int next = 256;
@@ -136,7 +137,7 @@ struct byte_level_alphabet {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       const char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
       append_utf8(byte_to_text[b], cp);
-      char_to_byte[cp] = static_cast<unsigned char>(b);
+      char_to_byte[cp] = static_cast<std::uint16_t>(b + 1);
     }
   }
 
@@ -146,10 +147,10 @@ struct byte_level_alphabet {
     out.reserve(spelled.size());
     for (std::size_t i = 0; i < spelled.size();) {
       const std::size_t n = valid_utf8_at(spelled, i);
-      if (n == 0) return std::nullopt;
-      const auto it = char_to_byte.find(decode_at(spelled, i, n));
-      if (it == char_to_byte.end()) return std::nullopt;
-      out += static_cast<char>(it->second);
+      if (n == 0 || n > 2) return std::nullopt;
+      const char32_t cp = decode_at(spelled, i, n);
+      if (cp >= char_to_byte.size() || char_to_byte[cp] == 0) return std::nullopt;
+      out += static_cast<char>(char_to_byte[cp] - 1);
       i += n;
     }
     return out;
@@ -1198,20 +1199,26 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     } else {
       return error{"model.merges: entry " + std::to_string(rank) + " is neither \"a b\" nor [a, b]"};
     }
-    auto id_of = [&](const std::string& spelling) -> std::optional<token_id> {
-      std::string raw = spelling;
-      if (model.byte_level) {
-        auto bytes = alphabet().to_bytes(spelling);
-        if (!bytes) return std::nullopt;
-        raw = std::move(*bytes);
-      }
+    // The raw forms to look up; a spelling outside the byte alphabet has none (nullopt).
+    std::optional<std::string> ra;
+    std::optional<std::string> rb;
+    if (model.byte_level) {
+      ra = alphabet().to_bytes(a);
+      rb = alphabet().to_bytes(b);
+    }
+    const std::string_view va = model.byte_level ? (ra ? std::string_view(*ra) : std::string_view()) : a;
+    const std::string_view vb = model.byte_level ? (rb ? std::string_view(*rb) : std::string_view()) : b;
+    auto id_of = [&](std::string_view raw) -> std::optional<token_id> {
       const auto it = model.vocab.find(raw);
       if (it == model.vocab.end()) return std::nullopt;
       return it->second;
     };
-    const auto ia = id_of(a);
-    const auto ib = id_of(b);
-    const auto merged = id_of(a + b);
+    const bool spelled_ok = !model.byte_level || (ra && rb);
+    const auto ia = spelled_ok ? id_of(va) : std::nullopt;
+    const auto ib = spelled_ok ? id_of(vb) : std::nullopt;
+    std::string joined(va);
+    joined += vb;
+    const auto merged = spelled_ok ? id_of(joined) : std::nullopt;
     if (!ia || !ib || !merged) {
       return error{"model.merges: '" + a + " " + b + "' names a token that is not in the vocabulary"};
     }
