@@ -25,6 +25,22 @@ namespace {
 
 using json = nlohmann::json;
 
+// A member of an object by reference, or null when absent: json::value() would copy it (the whole
+// vocabulary, for "model").
+const json& member(const json& j, const char* key) {
+  static const json null_value;
+  if (!j.is_object()) return null_value;
+  const auto it = j.find(key);
+  return it == j.end() ? null_value : *it;
+}
+
+// The same for a member that must be an array when present; an empty array when absent.
+const json& array_member(const json& j, const char* key) {
+  static const json empty = json::array();
+  const json& m = member(j, key);
+  return m.is_null() ? empty : m;
+}
+
 // ---------------------------------------------------------------------------------------- UTF-8
 
 // Length of the UTF-8 sequence at s[i] if it is valid (1..4), else 0.
@@ -285,7 +301,7 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
   if (j.is_null()) return steps;
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
-    for (const auto& sub : j.value("normalizers", json::array())) {
+    for (const auto& sub : array_member(j, "normalizers")) {
       auto inner = parse_normalizer(sub);
       if (!inner) return inner.err();
       for (auto& s : inner.value()) steps.push_back(std::move(s));
@@ -321,7 +337,7 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
   }
   if (type == "Replace") {
     if (!j.contains("content") || !j["content"].is_string()) return error{"normalizer Replace needs 'content'"};
-    auto pat = parse_pattern(j.value("pattern", json()));
+    auto pat = parse_pattern(member(j, "pattern"));
     if (!pat) return pat.err().wrap("normalizer Replace");
     steps.emplace_back([pat = std::move(pat.value()), content = j["content"].get<std::string>()](std::string& s) {
       std::string out;
@@ -441,14 +457,14 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
   if (j.is_null()) return ok_status();
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
-    for (const auto& sub : j.value("pretokenizers", json::array())) {
+    for (const auto& sub : array_member(j, "pretokenizers")) {
       if (auto s = parse_pre_tokenizer(sub, out); !s) return s;
     }
     return ok_status();
   }
   if (type == "Split") {
     if (j.value("invert", false)) return error{"pre_tokenizer Split with invert true is not supported"};
-    auto pat = parse_pattern(j.value("pattern", json()));
+    auto pat = parse_pattern(member(j, "pattern"));
     if (!pat) return pat.err().wrap("pre_tokenizer Split");
     const std::string b = j.value("behavior", "");
     split_behavior behavior{};
@@ -548,7 +564,7 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
   if (j.is_null()) return steps;
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
-    for (const auto& sub : j.value("decoders", json::array())) {
+    for (const auto& sub : array_member(j, "decoders")) {
       auto inner = parse_decoder(sub);
       if (!inner) return inner.err();
       for (auto& s : inner.value()) steps.push_back(std::move(s));
@@ -569,7 +585,7 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
     return steps;
   }
   if (type == "Replace") {
-    const auto& p = j.value("pattern", json());
+    const auto& p = member(j, "pattern");
     if (!p.is_object() || !p.contains("String")) return error{"decoder Replace with a regex pattern is not supported"};
     steps.emplace_back([from = p["String"].get<std::string>(), to = j.value("content", "")](
                            std::vector<std::string>& tokens) {
@@ -1040,7 +1056,7 @@ status parse_post_processor(const json& j, std::vector<token_id>& prefix, std::v
   if (j.is_null()) return ok_status();
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
-    for (const auto& sub : j.value("processors", json::array())) {
+    for (const auto& sub : array_member(j, "processors")) {
       if (auto s = parse_post_processor(sub, prefix, suffix); !s) return s;
     }
     return ok_status();
@@ -1048,11 +1064,12 @@ status parse_post_processor(const json& j, std::vector<token_id>& prefix, std::v
   if (type == "ByteLevel") return ok_status();
   if (type == "TemplateProcessing") {
     std::unordered_map<std::string, std::vector<token_id>> specials;
-    const json listed = j.value("special_tokens", json::object());
+    const json& listed = member(j, "special_tokens");
+    if (!listed.is_null() && !listed.is_object()) return error{"post_processor TemplateProcessing 'special_tokens' must be an object"};
     for (const auto& [name, entry] : listed.items()) {
       specials[name] = entry.value("ids", std::vector<token_id>{});
     }
-    return parse_template(j.value("single", json::array()), specials, prefix, suffix);
+    return parse_template(array_member(j, "single"), specials, prefix, suffix);
   }
   return error{"post_processor type '" + type + "' is not supported"};
 }
@@ -1115,18 +1132,19 @@ namespace {
 
 result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& config) {
   auto state = std::make_unique<hf_tokenizer::impl>();
-  auto normalizer = parse_normalizer(root.value("normalizer", json()));
+  auto normalizer = parse_normalizer(member(root, "normalizer"));
   if (!normalizer) return normalizer.err();
   state->normalizer = std::move(normalizer.value());
-  if (auto s = parse_pre_tokenizer(root.value("pre_tokenizer", json()), state->pre_tokenizer); !s) return s.err();
-  auto decoder = parse_decoder(root.value("decoder", json()));
+  if (auto s = parse_pre_tokenizer(member(root, "pre_tokenizer"), state->pre_tokenizer); !s) return s.err();
+  auto decoder = parse_decoder(member(root, "decoder"));
   if (!decoder) return decoder.err();
   state->decoder = std::move(decoder.value());
-  if (auto s = parse_post_processor(root.value("post_processor", json()), state->prefix, state->suffix); !s) {
+  if (auto s = parse_post_processor(member(root, "post_processor"), state->prefix, state->suffix); !s) {
     return s.err();
   }
 
-  const json& m = root.value("model", json::object());
+  const json& m = member(root, "model");
+  if (!m.is_object()) return error{"'model' must be an object"};
   const std::string type = m.value("type", "BPE");
   if (type != "BPE") return error{"model type '" + type + "' is not supported"};
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0.0) {
@@ -1145,7 +1163,7 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
   model.byte_ids.fill(-1);
   model.fallback_ids.fill(-1);
 
-  const json& vocab = m.value("vocab", json::object());
+  const json& vocab = member(m, "vocab");
   if (!vocab.is_object()) return error{"model.vocab must be an object"};
   token_id max_id = -1;
   std::vector<std::pair<token_id, std::string>> spelled;
@@ -1163,7 +1181,7 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     }
     spelled.emplace_back(id, spelling);
   }
-  for (const auto& a : root.value("added_tokens", json::array())) max_id = std::max(max_id, a.value("id", 0));
+  for (const auto& a : array_member(root, "added_tokens")) max_id = std::max(max_id, a.value("id", 0));
   state->spelling.resize(static_cast<std::size_t>(max_id + 1));
   for (auto& [id, s] : spelled) state->spelling[static_cast<std::size_t>(id)] = std::move(s);
 
@@ -1180,7 +1198,7 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     model.unk = it->second;
   }
 
-  const json& merges = m.value("merges", json::array());
+  const json& merges = array_member(m, "merges");
   model.merges.reserve(merges.size());
   std::int32_t rank = 0;
   for (const auto& merge : merges) {
@@ -1227,7 +1245,7 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     ++rank;
   }
 
-  for (const auto& a : root.value("added_tokens", json::array())) {
+  for (const auto& a : array_member(root, "added_tokens")) {
     auto token = std::make_unique<added_token>();
     token->content = a.value("content", "");
     token->id = a.value("id", 0);
