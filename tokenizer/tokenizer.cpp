@@ -193,7 +193,8 @@ class regex {
   static result<std::shared_ptr<regex>> compile(const std::string& pattern) {
     int code = 0;
     PCRE2_SIZE offset = 0;
-    pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    const std::string rewritten = white_space_classes(pattern);
+    pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
                                          PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
     if (compiled == nullptr) {
       std::array<PCRE2_UCHAR, 256> message{};
@@ -238,6 +239,31 @@ class regex {
   }
 
  private:
+  // \s and \S as the Unicode White_Space property, as Oniguruma (Hugging Face's engine) reads \s
+  // with current Unicode data (spaces, line and paragraph separators, \t-\r, NEL). PCRE2
+  // before 10.43 reads \s under UCP as Perl's space list, which still holds U+180E (no longer
+  // White_Space since Unicode 6.3): "\u180E" would split differently. \p{White_Space} works both
+  // inside and outside a character class. Escape pairs are copied whole, so "\\s" stays a
+  // backslash and an s.
+  static std::string white_space_classes(const std::string& pattern) {
+    std::string out;
+    out.reserve(pattern.size() + 32);
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+      if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+        out += pattern[i];
+        continue;
+      }
+      const char next = pattern[++i];
+      if (next == 's') out += "\\p{White_Space}";
+      else if (next == 'S') out += "\\P{White_Space}";
+      else {
+        out += '\\';
+        out += next;
+      }
+    }
+    return out;
+  }
+
   struct match_state {
     pcre2_match_data* data = pcre2_match_data_create(16, nullptr);
     pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);

@@ -140,6 +140,25 @@ TEST(Tokenizer, InvalidUtf8IsReadAsReplacementCharacters) {
   EXPECT_EQ(t.decode(t.encode("\xE2\x82")), "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+// \s is Oniguruma's (Hugging Face's regex engine; its doc/RE: 0009-000D, 0085, Zl, Zp, Zs), which
+// is Unicode's White_Space: NEL is whitespace, the BOM and U+180E are not. PCRE2 10.42 alone would
+// match U+180E, and ECMAScript's \s (the JS port's) matches the BOM but not NEL.
+TEST(Tokenizer, WhiteSpaceIsOnigurumas) {
+  json file = byte_level_file();
+  file["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}},
+                                                           {"behavior", "Removed"}, {"invert", false}},
+                                                          {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  const auto t = make(file);
+  EXPECT_EQ(t.encode("a\u0085\u00a0\u2028\u3000\t b"), bytes_of("ab"));
+  EXPECT_EQ(t.encode("a\ufeffb"), bytes_of("a\ufeffb"));
+  EXPECT_EQ(t.encode("a\u180eb"), bytes_of("a\u180eb"));
+  EXPECT_EQ(t.encode("a\u200bb"), bytes_of("a\u200bb"));
+  // \S is the complement, inside a class too.
+  file["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "[\\S]+"}};
+  EXPECT_EQ(make(file).encode("a\u180e \u0085b"), bytes_of(" \u0085"));
+}
+
 TEST(Tokenizer, ConcurrentEncodesAgree) {
   const auto t = make(byte_level_file());
   std::vector<std::string> texts;

@@ -115,7 +115,11 @@ const specials = [
 ];
 
 const spaces = [" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", "\r\n\r\n", " \n", "\n ", "  \n\n  ",
-  "\u00a0", "\u3000", "\u2003", "\u2028", "\u000b", "\u000c", " \t \n"];
+  "\u00a0", "\u3000", "\u2003", "\u2028", "\u000b", "\u000c", " \t \n",
+  // U+180E (White_Space until Unicode 6.3; PCRE2 10.42's \s still matches it) and U+200B. Not
+  // U+0085 nor U+FEFF: there ECMAScript's \s, which the JS port uses, differs from Oniguruma's,
+  // which Hugging Face uses (tokenizer_test.cpp's WhiteSpaceIsOnigurumas checks those).
+  "\u180e", "\u200b", " \u180e ", "\u180e\n"];
 
 // Code point ranges to sample single characters from (assigned, non-surrogate, common blocks).
 const ranges = [
