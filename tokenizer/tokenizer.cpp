@@ -955,6 +955,11 @@ struct bpe_model {
       consider(top.pos);
     }
     for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+    // The scratch space is per thread and kept between words; a huge word (a SentencePiece file
+    // has no pre-tokenizer: a whole message is one word) must not pin its size for good.
+    constexpr std::size_t kept = 1 << 16;
+    if (symbols.capacity() > kept) std::vector<symbol>().swap(symbols);
+    if (heap.capacity() > kept) std::vector<candidate>().swap(heap);
   }
 };
 

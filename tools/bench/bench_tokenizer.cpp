@@ -86,19 +86,36 @@ int main(int argc, char** argv) {
               static_cast<double>(heap_after - heap_before) / (1 << 20),
               static_cast<double>(rss_after - rss_before) / 1024.0);
   std::printf("%-6s %10s %12s %14s %12s %18s\n", "pass", "seconds", "MB/s", "tokens/s", "tokens", "fnv1a(ids)");
+  std::vector<std::vector<leap::tokenizer::token_id>> all;
   for (int p = 0; p < passes; ++p) {
+    all.clear();
     std::uint64_t hash = 1469598103934665603ULL;
     std::size_t tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     for (const auto& s : texts) {
-      const auto ids = tok.encode(s);
+      all.push_back(tok.encode(s));
+    }
+    const double s_encode = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& ids : all) {
       tokens += ids.size();
       for (const auto id : ids) hash = (hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ULL;
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s = s_encode;
     std::printf("%-6s %10.3f %12.2f %14.0f %12zu %18llx\n", p == 0 ? "cold" : "warm", s,
                 static_cast<double>(bytes) / 1e6 / s, static_cast<double>(tokens) / s, tokens,
                 static_cast<unsigned long long>(hash));
   }
+  // Decoding, one call per string (a server decodes each answer), and whether it gives the text back.
+  std::size_t same = 0;
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t out_bytes = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const std::string back = tok.decode(all[i]);
+    out_bytes += back.size();
+    same += back == texts[i];
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("decode: %.3f s, %.2f MB/s; %zu of %zu strings come back byte for byte\n", s,
+              static_cast<double>(out_bytes) / 1e6 / s, same, all.size());
   return 0;
 }
