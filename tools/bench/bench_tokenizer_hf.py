@@ -53,18 +53,21 @@ def main():
     print(f"tokenizer: {a.tokenizer} (tokenizers {tokenizers.__version__})")
     print(f"corpus: {len(texts)} strings, {size / 1e6:.2f} MB")
     print(f"load: {load_s:.2f} s; memory held: {(after - before) / 1024:.1f} MiB RSS growth")
-    print("pass              seconds         MB/s       tokens/s       tokens         fnv1a(ids)")
+    print("pass              seconds         MB/s       tokens/s      cpu s     MB/cpu-s       tokens         fnv1a(ids)")
     for mode in ("encode", "encode_batch"):
         for n in range(a.passes):
             start = time.perf_counter()
+            cpu_start = time.process_time()
             if mode == "encode":
                 all_ids = [tok.encode(t, add_special_tokens=False).ids for t in texts]
             else:
                 all_ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
             s = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
             tokens = sum(len(i) for i in all_ids)
             label = f"{mode} {'cold' if n == 0 else 'warm'}"
-            print(f"{label:<17} {s:10.3f} {size / 1e6 / s:12.2f} {tokens / s:14.0f} {tokens:12d} {fnv1a(all_ids):18x}")
+            print(f"{label:<17} {s:10.3f} {size / 1e6 / s:12.2f} {tokens / s:14.0f} {cpu:10.3f} {size / 1e6 / cpu:12.2f} "
+                  f"{tokens:12d} {fnv1a(all_ids):18x}")
 
 
 if __name__ == "__main__":

@@ -40,12 +40,15 @@ const heapAfter = process.memoryUsage().heapUsed;
 console.log(`tokenizer: ${dir} (@lenml/tokenizers, node ${process.version})`);
 console.log(`corpus: ${texts.length} strings, ${(bytes / 1e6).toFixed(2)} MB`);
 console.log(`load: ${loadS.toFixed(2)} s; memory held: ${((heapAfter - heapBefore) / 2 ** 20).toFixed(1)} MiB JS heap`);
-console.log("pass      seconds         MB/s       tokens/s       tokens         fnv1a(ids)");
+console.log("pass      seconds         MB/s       tokens/s      cpu s     MB/cpu-s       tokens         fnv1a(ids)");
 for (let p = 0; p < passes; ++p) {
   const all = [];
   const start = process.hrtime.bigint();
+  const cpuStart = process.cpuUsage();
   for (const t of texts) all.push(tok.encode(t, { add_special_tokens: false }));
   const s = Number(process.hrtime.bigint() - start) / 1e9;
+  const used = process.cpuUsage(cpuStart);
+  const cpu = (used.user + used.system) / 1e6;
   let hash = 1469598103934665603n;
   let tokens = 0;
   for (const ids of all) {
@@ -53,5 +56,6 @@ for (let p = 0; p < passes; ++p) {
     for (const id of ids) hash = ((hash ^ BigInt(id)) * 1099511628211n) & 0xffffffffffffffffn;
   }
   console.log(`${(p === 0 ? "cold" : "warm").padEnd(6)} ${s.toFixed(3).padStart(10)} ${(bytes / 1e6 / s).toFixed(2).padStart(12)} ` +
-    `${(tokens / s).toFixed(0).padStart(14)} ${String(tokens).padStart(12)} ${hash.toString(16).padStart(18)}`);
+    `${(tokens / s).toFixed(0).padStart(14)} ${cpu.toFixed(3).padStart(10)} ${(bytes / 1e6 / cpu).toFixed(2).padStart(12)} ` +
+    `${String(tokens).padStart(12)} ${hash.toString(16).padStart(18)}`);
 }
