@@ -159,6 +159,41 @@ TEST(Tokenizer, WhiteSpaceIsOnigurumas) {
   EXPECT_EQ(make(file).encode("a\u180e \u0085b"), bytes_of(" \u0085"));
 }
 
+// A SentencePiece-style file (Llama-2's shape): Prepend and Replace normalizers, no pre-tokenizer,
+// unknown characters fused into one <unk> or spelled as <0xNN> bytes.
+json sentencepiece_file(bool byte_fallback, bool fuse_unk) {
+  return json{
+      {"added_tokens", json::array()},
+      {"normalizer", {{"type", "Sequence"},
+                      {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                   {{"type", "Replace"}, {"pattern", {{"String", " "}}},
+                                                    {"content", "\u2581"}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"decoder", {{"type", "Sequence"},
+                   {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                             {{"type", "ByteFallback"}},
+                                             {{"type", "Fuse"}},
+                                             {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", fuse_unk},
+        {"byte_fallback", byte_fallback},
+        {"vocab", {{"<unk>", 0}, {"\u2581", 1}, {"a", 2}, {"b", 3}, {"\u2581a", 4}, {"<0xE2>", 5}, {"<0x82>", 6}, {"<0xAC>", 7}}},
+        {"merges", json::array({"\u2581 a"})}}},
+  };
+}
+
+TEST(Tokenizer, UnknownsFuseOrFallBackToBytes) {
+  const std::string text = "a\u20ac\u20ac b";  // a, two euro signs, a space, b
+  EXPECT_EQ(make(sentencepiece_file(false, true)).encode(text), (std::vector<token_id>{4, 0, 1, 3}));
+  EXPECT_EQ(make(sentencepiece_file(false, false)).encode(text), (std::vector<token_id>{4, 0, 0, 1, 3}));
+  const auto bytes = make(sentencepiece_file(true, true));
+  const auto ids = bytes.encode(text);
+  EXPECT_EQ(ids, (std::vector<token_id>{4, 5, 6, 7, 5, 6, 7, 1, 3}));
+  EXPECT_EQ(bytes.decode(ids), text);
+}
+
 TEST(Tokenizer, ConcurrentEncodesAgree) {
   const auto t = make(byte_level_file());
   std::vector<std::string> texts;
