@@ -9,6 +9,10 @@ find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CURL REQUIRED)
 find_package(RocksDB REQUIRED)
+# The tokenizer: Unicode normalization (ICU) and the pre-tokenizers' Unicode regexes (PCRE2).
+find_package(ICU REQUIRED COMPONENTS uc)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 # CAF 0.17.6 ships neither a CMake config nor a pkg-config file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

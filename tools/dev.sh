@@ -27,6 +27,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libtorch-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
+  libpcre2-dev libicu-dev  # tokenizer/: the pre-tokenizers' Unicode regexes, Unicode normalization
   python3 python3-torch nodejs npm
   libjs-chart.js chromium  # leap report: Chart.js embedded at build time; the e2e test renders in chromium
   # LibTorch's CPU matrix products go through libblas.so.3, which is Debian's reference BLAS unless
@@ -57,11 +58,13 @@ install_packages() {
 }
 
 # npm projects used by tests (the OpenAI SDK compatibility test, ...): install from their lock files.
+# A project whose files changed since its install is installed again: its install script may
+# derive files from them (tests/tokenizer/reference computes the reference ids).
 install_npm() {
   local lock dir
   while IFS= read -r lock; do
     dir=$(dirname "$lock")
-    if [[ ! -d $dir/node_modules || $lock -nt $dir/node_modules ]]; then
+    if [[ ! -d $dir/node_modules || -n $(find "$dir" -maxdepth 1 -type f -newer "$dir/node_modules") ]]; then
       log "npm ci in ${dir#"$root"/}"
       (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && touch "$dir/node_modules"
     fi
