@@ -11,8 +11,14 @@ find_package(CURL REQUIRED)
 find_package(RocksDB REQUIRED)
 # The tokenizer: Unicode normalization (ICU) and the pre-tokenizers' Unicode regexes (PCRE2).
 find_package(ICU REQUIRED COMPONENTS uc)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Found by path rather than pkg-config, so that a build against a bundle of unpacked .debs
+# (tools/dev.sh bundle) needs no pkg-config on the host.
+find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(PCRE2_LIBRARY pcre2-8 REQUIRED)
+add_library(pcre2::pcre2-8 SHARED IMPORTED)
+set_target_properties(pcre2::pcre2-8 PROPERTIES
+  IMPORTED_LOCATION ${PCRE2_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${PCRE2_INCLUDE_DIR})
 
 # CAF 0.17.6 ships neither a CMake config nor a pkg-config file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

@@ -77,7 +77,7 @@ install_npm() {
 # CMake or LibTorch: a GPU host brings those (LEAP_TORCH=pip).
 bundled=(
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libgtest-dev libgmock-dev
-  libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev libjs-chart.js
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev libpcre2-dev libicu-dev libjs-chart.js
 )
 not_bundled='gcc-[0-9]+-base|libc-dev-bin|libc6|libc6-dev|libcrypt-dev|libcrypt1|libgcc-s1|libstdc\+\+6|linux-libc-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto|catch2|libssl3'
 
