@@ -130,6 +130,30 @@ phase_vllm() {
   return "$rc"
 }
 
+# The learner against transformers on random tiny models of both families (Qwen2: q/k/v biases;
+# Qwen3: q/k norms, explicit head_dim): logits and log-probs.
+phase_hfcheck() {
+  local work=/tmp/leap-hf family rc=0 check
+  check=$(find "$build" -name learner_hf_check -type f | head -1)
+  mkdir -p "$work"
+  for family in qwen2 qwen3; do
+    python3 learner/standalone/make_hf_reference.py "$work/hf-$family" "$work/ref-$family.safetensors" \
+      cuda "$family" || rc=1
+    "$check" "$work/hf-$family" "$work/ref-$family.safetensors" cuda "$family" || rc=1
+  done
+  return $rc
+}
+
+# The tokenizer benchmark against Hugging Face's Rust library (python3's `tokenizers`), one core.
+# TOKDIR holds tokenizer.json(.gz), tokenizer_config.json and corpus.jsonl(.gz) (the npm reference
+# files, which a GPU host cannot install).
+phase_tokbench() {
+  local src=${TOKDIR:-.gpu/tok} dir=/tmp/leap-tok
+  mkdir -p "$dir" && cp "$src"/* "$dir"/ && gunzip -f "$dir"/*.gz
+  taskset -c 0 "$build/bin/bench_tokenizer" --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
+  taskset -c 0 python3 tools/bench/bench_tokenizer_hf.py --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
+}
+
 for p in "${phases[@]}"; do
   step "$p"
   if ! declare -F "phase_$p" >/dev/null; then echo "unknown phase $p"; exit 2; fi
