@@ -141,6 +141,23 @@ TEST(ChatTemplate, RefusesUnsupportedConstructsWithLineAndColumn) {
   }
 }
 
+TEST(ChatTemplate, ChatContextIsWhatTransformersPasses) {
+  auto t = chat_template::parse(
+      "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+      "{% if tools is none %}no tools;{% endif %}{% if add_generation_prompt %}>{% endif %}"
+      "{% if enable_thinking is defined and enable_thinking is false %}[no think]{% endif %}"
+      "{{ eos_token }}");
+  ASSERT_TRUE(t.ok()) << t.err().message;
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  auto plain = t->render(chat_context(messages, true, "<s>", "</s>"));
+  ASSERT_TRUE(plain.ok()) << plain.err().message;
+  EXPECT_EQ(*plain, "<s>user:hi;no tools;></s>");
+  auto extra = t->render(chat_context(messages, false, "<s>", "</s>", json::array({{{"type", "function"}}}),
+                                      {{"enable_thinking", false}, {"bos_token", "[B]"}}));
+  ASSERT_TRUE(extra.ok()) << extra.err().message;
+  EXPECT_EQ(*extra, "[B]user:hi;[no think]</s>");
+}
+
 TEST(ChatTemplate, DeltaRuleOnSmallTemplates) {
   const json context = {{"bos_token", ""}, {"eos_token", "</s>"}, {"tools", nullptr}};
   const json convo = json::array({{{"role", "user"}, {"content", "hi"}},
