@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -643,6 +644,7 @@ class parser {
   }
 
   node_ptr parse_any() {
+    depth_guard guard(*this);
     const auto& t = peek();
     switch (t.type) {
       case tok::comment: {
@@ -774,7 +776,25 @@ class parser {
     return tuple;
   }
 
-  node_ptr parse_expression() { return parse_if_expression(); }
+  // Nesting is bounded so that a hostile template cannot exhaust the stack (of the parser or of
+  // the evaluator, whose recursion follows the tree).
+  struct depth_guard {
+    parser& p;
+    explicit depth_guard(parser& owner) : p(owner) {
+      if (++p.depth_ > 200) {
+        p.error("nested too deeply (more than 200 levels)");
+      }
+    }
+    ~depth_guard() { --p.depth_; }
+    depth_guard(const depth_guard&) = delete;
+    depth_guard& operator=(const depth_guard&) = delete;
+  };
+  int depth_ = 0;
+
+  node_ptr parse_expression() {
+    depth_guard guard(*this);
+    return parse_if_expression();
+  }
 
   node_ptr parse_if_expression() {
     const std::size_t start = cur_;
@@ -823,6 +843,7 @@ class parser {
     return left;
   }
   node_ptr parse_not() {
+    depth_guard guard(*this);
     if (is_ident("not")) {
       auto n = make(nk::unary, cur_++);
       n->s = "not";
@@ -932,6 +953,7 @@ class parser {
     return operand;
   }
   node_ptr parse_unary_sign() {
+    depth_guard guard(*this);
     if (!at_end() && (is(tok::unary) || is(tok::additive)) &&
         (tokens_[cur_].value == "-" || tokens_[cur_].value == "+")) {
       auto n = make(nk::unary, cur_);
@@ -1047,13 +1069,18 @@ class parser {
     ++cur_;
     switch (t.type) {
       case tok::number: {
+        errno = 0;
+        char* end = nullptr;
         if (t.value.find('.') != std::string::npos) {
           auto n = make(nk::float_lit, at);
-          n->f = std::stod(t.value);
+          n->f = std::strtod(t.value.c_str(), &end);
           return n;
         }
         auto n = make(nk::int_lit, at);
-        n->i = std::stoll(t.value);
+        n->i = std::strtoll(t.value.c_str(), &end, 10);
+        if (errno == ERANGE) {
+          error_at("integer literal out of range", at);
+        }
         return n;
       }
       case tok::string: {
@@ -2628,6 +2655,8 @@ result<chat_template> chat_template::parse(const std::string& source) {
     return chat_template(std::move(program));
   } catch (const detail::template_error& e) {
     return error{describe(e)};
+  } catch (const std::exception& e) {
+    return error{std::string("cannot parse the template: ") + e.what()};
   }
 }
 
@@ -2661,6 +2690,8 @@ result<std::string> chat_template::render(const nlohmann::ordered_json& context)
     return error{"{% break %} outside a loop"};
   } catch (const detail::continue_signal&) {
     return error{"{% continue %} outside a loop"};
+  } catch (const std::exception& e) {
+    return error{std::string("cannot render the template: ") + e.what()};
   }
 }
 

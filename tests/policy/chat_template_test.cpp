@@ -122,7 +122,7 @@ TEST(ChatTemplate, RendersTheJinjaSubset) {
 
 // An unsupported construct is refused when the template is parsed, with its line and column.
 TEST(ChatTemplate, RefusesUnsupportedConstructsWithLineAndColumn) {
-  const std::vector<std::pair<const char*, const char*>> cases = {
+  const std::vector<std::pair<std::string, std::string>> cases = {
       {"{% macro f(x) %}{{ x }}{% endmacro %}",
        "line 1, column 4: unsupported construct: {% macro %}"},
       {"ok\n  {%- call f() %}x{% endcall %}", "line 2, column 7: unsupported construct: {% call %}"},
@@ -133,6 +133,14 @@ TEST(ChatTemplate, RefusesUnsupportedConstructsWithLineAndColumn) {
       {"{{ 'unterminated }}", "unexpected end of input"},
       {"{% for %}", "line 1, column 8: unexpected '%}'"},
       {"{{ a.b( }}", "line 1, column 9: unexpected '}}'"},
+      {"{{ 99999999999999999999 }}", "line 1, column 4: integer literal out of range"},
+      {"{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", "nested too deeply"},
+      {[] {
+         std::string nested;
+         for (int i = 0; i < 300; ++i) nested += "{% if x %}";
+         return nested;
+       }(),
+       "nested too deeply"},
   };
   for (const auto& [source, message] : cases) {
     auto t = chat_template::parse(source);
