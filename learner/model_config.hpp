@@ -1,7 +1,7 @@
 // The architecture of a decoder-only transformer of the Llama / Qwen2 / Qwen3 family, read from a
-// Hugging Face config.json: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU MLP, tied or
-// untied embeddings, optional projection biases, optional per-head q/k norms (Qwen3). No LibTorch here, so tools can inspect a checkpoint
-// cheaply. All functions are pure and thread-safe.
+// Hugging Face config.json: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU MLP, tied
+// or untied embeddings, optional projection biases, optional per-head q/k norms (Qwen3). No
+// LibTorch here, so tools can inspect a checkpoint cheaply. All functions are pure and thread-safe.
 #pragma once
 
 #include "common/result.hpp"
@@ -76,10 +76,10 @@ struct model_config {
 [[nodiscard]] std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_shapes(
     const model_config& config);
 
-// The shape of a public checkpoint, as its config.json on the Hugging Face hub gives it (vocabulary,
-// special ids, rope_theta, tied embeddings included): "qwen2-0.5b", "qwen2-1.5b", "qwen3-0.6b",
-// "qwen3-1.7b", "qwen3-8b". For random models of a real architecture (benchmarks, `leap init-model`).
-// Errors: an unknown name, listing the known ones.
+// The shape of a public checkpoint, as its config.json on the Hugging Face hub gives it
+// (vocabulary, special ids, rope_theta, tied embeddings included): "qwen2-0.5b", "qwen2-1.5b",
+// "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b". For random models of a real architecture (benchmarks,
+// `leap init-model`). Errors: an unknown name, listing the known ones.
 [[nodiscard]] result<model_config> model_preset(const std::string& name);
 
 // Writes `<dir>/config.json` atomically. Errors: I/O failures naming the path.

@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
     check(config->model_type == family,
           "the checkpoint's model_type is " + config->model_type + ", expected " + family);
     if (family == "qwen3") {
-      check(config->qk_norm && config->head_dim * config->num_attention_heads != config->hidden_size,
-            "the qwen3 reference has q/k norms and head_dim != hidden_size / heads");
+      check(
+          config->qk_norm && config->head_dim * config->num_attention_heads != config->hidden_size,
+          "the qwen3 reference has q/k norms and head_dim != hidden_size / heads");
     }
   }
   auto ref = ll::read_safetensors(argv[2]);

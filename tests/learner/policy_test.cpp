@@ -126,7 +126,7 @@ TEST(Policy, Qwen3QkNormWeightsChangeOutputsAndRoundTrip) {
   auto base = p->logits(ids);
   ASSERT_TRUE(base.ok()) << base.err().message;
   for (const auto& name : {std::string("model.layers.1.self_attn.q_norm.weight"),
-                                       std::string("model.layers.0.self_attn.k_norm.weight")}) {
+                           std::string("model.layers.0.self_attn.k_norm.weight")}) {
     SCOPED_TRACE(name);
     auto changed = weights;
     auto v = to_doubles(changed.at(name));

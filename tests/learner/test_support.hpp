@@ -141,8 +141,8 @@ inline std::vector<double> values(const tensor_map& w, const std::string& name) 
   return to_doubles(w.at(name));
 }
 
-// Logits [n_tok x n_vocab] of `ids`, computed with loops from the Llama / Qwen2 / Qwen3 formulas in double
-// precision.
+// Logits [n_tok x n_vocab] of `ids`, computed with loops from the Llama / Qwen2 / Qwen3 formulas in
+// double precision.
 inline std::vector<double> reference_logits(const model_config& c, const tensor_map& w,
                                             const std::vector<std::int32_t>& ids) {
   const auto n_tok = ids.size();
@@ -257,10 +257,12 @@ inline std::vector<double> reference_logits(const model_config& c, const tensor_
         // Each head's slice normalised on its own with the shared [head_dim] weight.
         const auto gq = get(p + "self_attn.q_norm.weight");
         const auto gk = get(p + "self_attn.k_norm.weight");
-        auto per_head = [&](std::vector<double>& v, std::size_t heads, const std::vector<double>& g) {
+        auto per_head = [&](std::vector<double>& v, std::size_t heads,
+                            const std::vector<double>& g) {
           for (std::size_t h = 0; h < heads; ++h) {
             const auto first = v.begin() + static_cast<std::ptrdiff_t>(h * head_dim);
-            const auto y = rmsnorm(std::vector<double>(first, first + static_cast<std::ptrdiff_t>(head_dim)), g);
+            const auto y = rmsnorm(
+                std::vector<double>(first, first + static_cast<std::ptrdiff_t>(head_dim)), g);
             std::copy(y.begin(), y.end(), first);
           }
         };

@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Benchmark of the LibTorch learner: update and sampling tokens/s"};
   app.add_option("--device", a.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", a.dtype, "float32, bfloat16, float16, float64")->capture_default_str();
-  app.add_option("--preset", a.preset, "model shape: tiny, small, qwen2-0.5b, qwen2-1.5b, qwen3-0.6b, qwen3-1.7b, qwen3-8b")
+  app.add_option(
+         "--preset", a.preset,
+         "model shape: tiny, small, qwen2-0.5b, qwen2-1.5b, qwen3-0.6b, qwen3-1.7b, qwen3-8b")
       ->capture_default_str();
   app.add_option("--batch", a.batch, "sequences per update")->capture_default_str();
   app.add_option("--seq", a.seq, "tokens per sequence")->capture_default_str();
