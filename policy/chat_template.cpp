@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -49,7 +51,11 @@ std::vector<std::string> code_points(const std::string& s) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    std::size_t n = c < 0x80           ? 1
+                    : (c >> 5) == 0x6  ? 2
+                    : (c >> 4) == 0xE  ? 3
+                    : (c >> 3) == 0x1E ? 4
+                                       : 1;
     n = std::min(n, s.size() - i);
     out.push_back(s.substr(i, n));
     i += n;
@@ -120,7 +126,8 @@ bool is_space(char c) {
 
 std::string trim_left(const std::string& s, const std::string* chars) {
   std::size_t b = 0;
-  while (b < s.size() && (chars != nullptr ? chars->find(s[b]) != std::string::npos : is_space(s[b]))) {
+  while (b < s.size() &&
+         (chars != nullptr ? chars->find(s[b]) != std::string::npos : is_space(s[b]))) {
     ++b;
   }
   return s.substr(b);
@@ -298,16 +305,35 @@ std::vector<token> tokenize(const std::string& source, const source_map& positio
           continue;
         }
         switch (e) {
-          case 'n': out += '\n'; break;
-          case 't': out += '\t'; break;
-          case 'r': out += '\r'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'v': out += '\v'; break;
-          case '\'': out += '\''; break;
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          default: error_at(std::string("unexpected escaped character '") + e + "'", cur - 1);
+          case 'n':
+            out += '\n';
+            break;
+          case 't':
+            out += '\t';
+            break;
+          case 'r':
+            out += '\r';
+            break;
+          case 'b':
+            out += '\b';
+            break;
+          case 'f':
+            out += '\f';
+            break;
+          case 'v':
+            out += '\v';
+            break;
+          case '\'':
+            out += '\'';
+            break;
+          case '"':
+            out += '"';
+            break;
+          case '\\':
+            out += '\\';
+            break;
+          default:
+            error_at(std::string("unexpected escaped character '") + e + "'", cur - 1);
         }
         continue;
       }
@@ -334,16 +360,35 @@ std::vector<token> tokenize(const std::string& source, const source_map& positio
   auto starts = [&](const char* s) { return src.compare(cur, std::strlen(s), s) == 0; };
 
   static const std::pair<const char*, tok> table[] = {
-      {"{%", tok::open_statement}, {"%}", tok::close_statement}, {"{{", tok::open_expression},
-      {"}}", tok::close_expression}, {"(", tok::open_paren},     {")", tok::close_paren},
-      {"{", tok::open_curly},        {"}", tok::close_curly},    {"[", tok::open_square},
-      {"]", tok::close_square},      {",", tok::comma},          {".", tok::dot},
-      {":", tok::colon},             {"|", tok::pipe},           {"<=", tok::comparison},
-      {">=", tok::comparison},       {"==", tok::comparison},    {"!=", tok::comparison},
-      {"<", tok::comparison},        {">", tok::comparison},     {"+", tok::additive},
-      {"-", tok::additive},          {"~", tok::additive},       {"**", tok::power},
-      {"*", tok::multiplicative},    {"//", tok::multiplicative}, {"/", tok::multiplicative},
-      {"%", tok::multiplicative},    {"=", tok::equals},
+      {"{%", tok::open_statement},
+      {"%}", tok::close_statement},
+      {"{{", tok::open_expression},
+      {"}}", tok::close_expression},
+      {"(", tok::open_paren},
+      {")", tok::close_paren},
+      {"{", tok::open_curly},
+      {"}", tok::close_curly},
+      {"[", tok::open_square},
+      {"]", tok::close_square},
+      {",", tok::comma},
+      {".", tok::dot},
+      {":", tok::colon},
+      {"|", tok::pipe},
+      {"<=", tok::comparison},
+      {">=", tok::comparison},
+      {"==", tok::comparison},
+      {"!=", tok::comparison},
+      {"<", tok::comparison},
+      {">", tok::comparison},
+      {"+", tok::additive},
+      {"-", tok::additive},
+      {"~", tok::additive},
+      {"**", tok::power},
+      {"*", tok::multiplicative},
+      {"//", tok::multiplicative},
+      {"/", tok::multiplicative},
+      {"%", tok::multiplicative},
+      {"=", tok::equals},
   };
 
   while (cur < src.size()) {
@@ -540,19 +585,18 @@ struct node {
 
 const std::set<std::string>& supported_filters() {
   static const std::set<std::string> names = {
-      "safe",  "tojson", "length",  "list",       "first",   "last",       "reverse",
-      "sort",  "join",   "string",  "unique",     "trim",    "upper",      "lower",
-      "title", "capitalize", "indent", "int",     "float",   "abs",        "bool",
-      "items", "default", "selectattr", "rejectattr", "map", "replace",    "dictsort",
-      "count", "select", "reject"};
+      "safe",       "tojson", "length",  "list",     "first", "last",   "reverse", "sort",
+      "join",       "string", "unique",  "trim",     "upper", "lower",  "title",   "capitalize",
+      "indent",     "int",    "float",   "abs",      "bool",  "items",  "default", "selectattr",
+      "rejectattr", "map",    "replace", "dictsort", "count", "select", "reject"};
   return names;
 }
 
 const std::set<std::string>& supported_tests() {
   static const std::set<std::string> names = {
-      "defined", "undefined", "none",     "string",   "number", "integer", "boolean",
-      "true",    "false",     "mapping",  "iterable", "sequence", "callable", "odd",
-      "even",    "lower",     "upper",    "equalto",  "eq"};
+      "defined", "undefined", "none",    "string",   "number",   "integer",  "boolean",
+      "true",    "false",     "mapping", "iterable", "sequence", "callable", "odd",
+      "even",    "lower",     "upper",   "equalto",  "eq"};
   return names;
 }
 
@@ -1196,7 +1240,10 @@ struct value {
 
   [[nodiscard]] bool is_number() const { return k == integer || k == floating; }
   [[nodiscard]] double number() const {
-    return k == integer ? static_cast<double>(i) : k == floating ? f : k == boolean ? (b ? 1 : 0) : 0;
+    return k == integer    ? static_cast<double>(i)
+           : k == floating ? f
+           : k == boolean  ? (b ? 1 : 0)
+                           : 0;
   }
   [[nodiscard]] const value* find(const std::string& key) const {
     for (const auto& [name, v] : *obj) {
@@ -1226,16 +1273,26 @@ struct value {
 
 const char* type_name(const value& v) {
   switch (v.k) {
-    case value::undefined: return "undefined";
-    case value::none: return "none";
-    case value::boolean: return "boolean";
-    case value::integer: return "integer";
-    case value::floating: return "float";
-    case value::string: return "string";
-    case value::array: return "list";
-    case value::object: return "dict";
-    case value::ns: return "namespace";
-    case value::function: return "function";
+    case value::undefined:
+      return "undefined";
+    case value::none:
+      return "none";
+    case value::boolean:
+      return "boolean";
+    case value::integer:
+      return "integer";
+    case value::floating:
+      return "float";
+    case value::string:
+      return "string";
+    case value::array:
+      return "list";
+    case value::object:
+      return "dict";
+    case value::ns:
+      return "namespace";
+    case value::function:
+      return "function";
   }
   return "value";
 }
@@ -1243,15 +1300,23 @@ const char* type_name(const value& v) {
 bool truthy(const value& v) {
   switch (v.k) {
     case value::undefined:
-    case value::none: return false;
-    case value::boolean: return v.b;
-    case value::integer: return v.i != 0;
-    case value::floating: return v.f != 0 && !std::isnan(v.f);
-    case value::string: return !v.s.empty();
-    case value::array: return !v.arr->empty();
-    case value::object: return !v.obj->empty();
+    case value::none:
+      return false;
+    case value::boolean:
+      return v.b;
+    case value::integer:
+      return v.i != 0;
+    case value::floating:
+      return v.f != 0 && !std::isnan(v.f);
+    case value::string:
+      return !v.s.empty();
+    case value::array:
+      return !v.arr->empty();
+    case value::object:
+      return !v.obj->empty();
     case value::ns:
-    case value::function: return true;
+    case value::function:
+      return true;
   }
   return false;
 }
@@ -1302,14 +1367,36 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
     const auto c = static_cast<unsigned char>(s[i]);
     char buf[16];
     switch (c) {
-      case '"': out += "\\\""; ++i; continue;
-      case '\\': out += "\\\\"; ++i; continue;
-      case '\b': out += "\\b"; ++i; continue;
-      case '\f': out += "\\f"; ++i; continue;
-      case '\n': out += "\\n"; ++i; continue;
-      case '\r': out += "\\r"; ++i; continue;
-      case '\t': out += "\\t"; ++i; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++i;
+        continue;
+      case '\b':
+        out += "\\b";
+        ++i;
+        continue;
+      case '\f':
+        out += "\\f";
+        ++i;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++i;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++i;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++i;
+        continue;
+      default:
+        break;
     }
     if (c < 0x20) {
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -1347,16 +1434,23 @@ std::string to_json(const value& v, const json_options& o, int depth, bool undef
   std::string item_sep = o.custom_separators ? o.item_separator : o.indent > 0 ? "," : ", ";
   std::string key_sep = o.custom_separators ? o.key_separator : ": ";
   switch (v.k) {
-    case value::none: return "null";
-    case value::undefined: return undefined_to_null ? "null" : "undefined";
-    case value::boolean: return v.b ? "true" : "false";
-    case value::integer: return std::to_string(v.i);
-    case value::floating: return js_number(v.f);
-    case value::string: return json_string(v.s, o.ensure_ascii);
+    case value::none:
+      return "null";
+    case value::undefined:
+      return undefined_to_null ? "null" : "undefined";
+    case value::boolean:
+      return v.b ? "true" : "false";
+    case value::integer:
+      return std::to_string(v.i);
+    case value::floating:
+      return js_number(v.f);
+    case value::string:
+      return json_string(v.s, o.ensure_ascii);
     case value::array:
     case value::object:
     case value::ns: {
-      const std::string indent_unit(static_cast<std::size_t>(std::max<std::int64_t>(o.indent, 0)), ' ');
+      const std::string indent_unit(static_cast<std::size_t>(std::max<std::int64_t>(o.indent, 0)),
+                                    ' ');
       std::string base = "\n";
       for (int d = 0; d < depth; ++d) {
         base += indent_unit;
@@ -1399,7 +1493,8 @@ std::string to_json(const value& v, const json_options& o, int depth, bool undef
       }
       return out + "}";
     }
-    case value::function: fail("cannot convert a function to JSON");
+    case value::function:
+      fail("cannot convert a function to JSON");
   }
   return "null";
 }
@@ -1407,24 +1502,34 @@ std::string to_json(const value& v, const json_options& o, int depth, bool undef
 std::string to_output(const value& v) {
   switch (v.k) {
     case value::undefined:
-    case value::none: return "";
-    case value::boolean: return v.b ? "true" : "false";
-    case value::integer: return std::to_string(v.i);
-    case value::floating: return float_string(v.f);
-    case value::string: return v.s;
+    case value::none:
+      return "";
+    case value::boolean:
+      return v.b ? "true" : "false";
+    case value::integer:
+      return std::to_string(v.i);
+    case value::floating:
+      return float_string(v.f);
+    case value::string:
+      return v.s;
     case value::array:
     case value::object:
-    case value::ns: return to_json(v, {}, 0, false);
-    case value::function: fail("cannot print a function");
+    case value::ns:
+      return to_json(v, {}, 0, false);
+    case value::function:
+      fail("cannot print a function");
   }
   return "";
 }
 
 value from_json(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return value::make_none();
-    case json::value_t::boolean: return value::boolean_v(j.get<bool>());
-    case json::value_t::number_integer: return value::integer_v(j.get<std::int64_t>());
+    case json::value_t::null:
+      return value::make_none();
+    case json::value_t::boolean:
+      return value::boolean_v(j.get<bool>());
+    case json::value_t::number_integer:
+      return value::integer_v(j.get<std::int64_t>());
     case json::value_t::number_unsigned:
       return value::integer_v(static_cast<std::int64_t>(j.get<std::uint64_t>()));
     case json::value_t::number_float: {
@@ -1435,7 +1540,8 @@ value from_json(const json& j) {
       }
       return value::floating_v(d);
     }
-    case json::value_t::string: return value::string_v(j.get<std::string>());
+    case json::value_t::string:
+      return value::string_v(j.get<std::string>());
     case json::value_t::array: {
       array_t out;
       for (const auto& x : j) {
@@ -1450,7 +1556,8 @@ value from_json(const json& j) {
       }
       return value::object_v(std::move(out));
     }
-    default: return value{};
+    default:
+      return value{};
   }
 }
 
@@ -1481,10 +1588,10 @@ bool loosely_equal(const value& a, const value& b) {
     }
     return false;
   };
-  const bool a_composite = a.k == value::array || a.k == value::object || a.k == value::ns ||
-                           a.k == value::function;
-  const bool b_composite = b.k == value::array || b.k == value::object || b.k == value::ns ||
-                           b.k == value::function;
+  const bool a_composite =
+      a.k == value::array || a.k == value::object || a.k == value::ns || a.k == value::function;
+  const bool b_composite =
+      b.k == value::array || b.k == value::object || b.k == value::ns || b.k == value::function;
   if (a_composite || b_composite) {
     if (a.k != b.k) {
       return false;
@@ -1509,9 +1616,12 @@ bool strictly_equal(const value& a, const value& b) {
     return false;
   }
   switch (a.k) {
-    case value::boolean: return a.b == b.b;
-    case value::string: return a.s == b.s;
-    default: return a.arr == b.arr && a.obj == b.obj && a.fn == b.fn;
+    case value::boolean:
+      return a.b == b.b;
+    case value::string:
+      return a.s == b.s;
+    default:
+      return a.arr == b.arr && a.obj == b.obj && a.fn == b.fn;
   }
 }
 
@@ -1531,8 +1641,10 @@ int compare_values(const value& a, const value& b, bool case_sensitive) {
     std::string x = a.s;
     std::string y = b.s;
     if (!case_sensitive) {
-      std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return std::tolower(c); });
-      std::transform(y.begin(), y.end(), y.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(x.begin(), x.end(), x.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      std::transform(y.begin(), y.end(), y.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
     }
     return x < y ? -1 : x > y ? 1 : 0;
   }
@@ -1567,7 +1679,8 @@ std::vector<value> slice_of(const std::vector<value>& items, const value& start_
 }
 
 // Python's str.split(sep=None, maxsplit=-1).
-std::vector<std::string> python_split(const std::string& s, const value& sep, std::int64_t maxsplit) {
+std::vector<std::string> python_split(const std::string& s, const value& sep,
+                                      std::int64_t maxsplit) {
   std::vector<std::string> out;
   if (sep.k == value::none || sep.k == value::undefined) {
     std::size_t i = 0;
@@ -1682,8 +1795,8 @@ const value* kwarg(const kwargs_t& kwargs, const char* name) {
 }
 
 // args[i], else kwargs[name], else fallback.
-value arg_or(const std::vector<value>& args, std::size_t i, const kwargs_t& kwargs, const char* name,
-             value fallback) {
+value arg_or(const std::vector<value>& args, std::size_t i, const kwargs_t& kwargs,
+             const char* name, value fallback) {
   if (i < args.size()) {
     return args[i];
   }
@@ -1704,9 +1817,12 @@ value string_method(const std::string& self, const std::string& name) {
     }
     return args[0].s;
   };
-  if (name == "upper") return fn([self](const auto&, const auto&) { return value::string_v(upper(self)); });
-  if (name == "lower") return fn([self](const auto&, const auto&) { return value::string_v(lower(self)); });
-  if (name == "title") return fn([self](const auto&, const auto&) { return value::string_v(title_case(self)); });
+  if (name == "upper")
+    return fn([self](const auto&, const auto&) { return value::string_v(upper(self)); });
+  if (name == "lower")
+    return fn([self](const auto&, const auto&) { return value::string_v(lower(self)); });
+  if (name == "title")
+    return fn([self](const auto&, const auto&) { return value::string_v(title_case(self)); });
   if (name == "capitalize") {
     return fn([self](const auto&, const auto&) {
       std::string s = self;
@@ -1797,8 +1913,8 @@ value dictsort(const value& self, const std::vector<value>& args, const kwargs_t
   const value case_sensitive = arg_or(args, 0, kwargs, "case_sensitive", value::boolean_v(false));
   const value by = arg_or(args, 1, kwargs, "by", value::string_v("key"));
   const value reverse = arg_or(args, 2, kwargs, "reverse", value::boolean_v(false));
-  if (case_sensitive.k != value::boolean || reverse.k != value::boolean ||
-      by.k != value::string || (by.s != "key" && by.s != "value")) {
+  if (case_sensitive.k != value::boolean || reverse.k != value::boolean || by.k != value::string ||
+      (by.s != "key" && by.s != "value")) {
     fail("dictsort(): case_sensitive and reverse must be booleans, by 'key' or 'value'");
   }
   auto items = *object_items(self).arr;
@@ -1857,7 +1973,8 @@ value attribute_path(const value& item, const std::string& path) {
   std::size_t from = 0;
   while (from <= path.size()) {
     const auto dot = path.find('.', from);
-    const std::string part = path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+    const std::string part =
+        path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
     if (cur.k == value::object || cur.k == value::ns) {
       const auto* v = cur.find(part);
       if (v == nullptr) {
@@ -1894,7 +2011,8 @@ bool run_test(const std::string& name, const value& v, const value* other) {
   if (name == "false") return v.k == value::boolean && !v.b;
   if (name == "mapping") return v.k == value::object;
   if (name == "iterable") return v.k == value::array || v.k == value::string;
-  if (name == "sequence") return v.k == value::array || v.k == value::object || v.k == value::string;
+  if (name == "sequence")
+    return v.k == value::array || v.k == value::object || v.k == value::string;
   if (name == "callable") return v.k == value::function;
   if (name == "odd" || name == "even") {
     if (v.k != value::integer) {
@@ -1967,17 +2085,26 @@ class interpreter {
 
   value eval_inner(const node& n, environment& env) {
     switch (n.kind) {
-      case nk::text: return value::string_v(n.s);
-      case nk::comment: return value::make_none();
+      case nk::text:
+        return value::string_v(n.s);
+      case nk::comment:
+        return value::make_none();
       case nk::if_:
         return value::string_v(block(truthy(eval(*n.a, env)) ? n.list : n.list2, env));
-      case nk::for_: return eval_for(n, env);
-      case nk::set_: return eval_set(n, env);
-      case nk::break_: throw break_signal{};
-      case nk::continue_: throw continue_signal{};
-      case nk::string_lit: return value::string_v(n.s);
-      case nk::int_lit: return value::integer_v(n.i);
-      case nk::float_lit: return value::floating_v(n.f);
+      case nk::for_:
+        return eval_for(n, env);
+      case nk::set_:
+        return eval_set(n, env);
+      case nk::break_:
+        throw break_signal{};
+      case nk::continue_:
+        throw continue_signal{};
+      case nk::string_lit:
+        return value::string_v(n.s);
+      case nk::int_lit:
+        return value::integer_v(n.i);
+      case nk::float_lit:
+        return value::floating_v(n.f);
       case nk::array_lit:
       case nk::tuple_lit: {
         array_t out;
@@ -1997,8 +2124,10 @@ class interpreter {
         }
         return out;
       }
-      case nk::identifier: return env.lookup(n.s);
-      case nk::member: return eval_member(n, env);
+      case nk::identifier:
+        return env.lookup(n.s);
+      case nk::member:
+        return eval_member(n, env);
       case nk::call: {
         std::vector<value> args;
         kwargs_t kwargs;
@@ -2021,10 +2150,13 @@ class interpreter {
         if (v.k == value::floating) {
           return value::floating_v(sign * v.f);
         }
-        return value::integer_v(static_cast<std::int64_t>(sign) * (v.k == value::boolean ? (v.b ? 1 : 0) : v.i));
+        return value::integer_v(static_cast<std::int64_t>(sign) *
+                                (v.k == value::boolean ? (v.b ? 1 : 0) : v.i));
       }
-      case nk::binary: return eval_binary(n, env);
-      case nk::filter: return apply_filter(n, eval(*n.a, env), env);
+      case nk::binary:
+        return eval_binary(n, env);
+      case nk::filter:
+        return apply_filter(n, eval(*n.a, env), env);
       case nk::test: {
         const value v = eval(*n.a, env);
         const bool r = run_test(n.s, v, nullptr);
@@ -2035,7 +2167,8 @@ class interpreter {
       case nk::ternary:
         return truthy(eval(*n.a, env)) ? eval(*n.b, env) : eval(*n.c, env);
       case nk::slice:
-      case nk::kwarg: fail("misplaced expression");
+      case nk::kwarg:
+        fail("misplaced expression");
     }
     fail("unknown node");
   }
@@ -2112,7 +2245,8 @@ class interpreter {
         const auto chars = code_points(object.s);
         const auto size = static_cast<std::int64_t>(chars.size());
         const std::int64_t at = property.i < 0 ? size + property.i : property.i;
-        return at >= 0 && at < size ? value::string_v(chars[static_cast<std::size_t>(at)]) : value{};
+        return at >= 0 && at < size ? value::string_v(chars[static_cast<std::size_t>(at)])
+                                    : value{};
       }
       if (property.k == value::string) {
         if (property.s == "length") {
@@ -2267,7 +2401,8 @@ class interpreter {
     }
     const bool left_num = left.is_number();
     const bool right_num = right.is_number();
-    if (op == "**" && (left_num || left.k == value::boolean) && (right_num || right.k == value::boolean)) {
+    if (op == "**" && (left_num || left.k == value::boolean) &&
+        (right_num || right.k == value::boolean)) {
       const double r = std::pow(left.number(), right.number());
       if (!std::isfinite(r)) {
         fail("'**' gives no finite number");
@@ -2284,9 +2419,12 @@ class interpreter {
       auto number = [&](double r) {
         return is_float ? value::floating_v(r) : value::integer_v(static_cast<std::int64_t>(r));
       };
-      if (op == "+") return is_float ? value::floating_v(a + b) : value::integer_v(left.i + right.i);
-      if (op == "-") return is_float ? value::floating_v(a - b) : value::integer_v(left.i - right.i);
-      if (op == "*") return is_float ? value::floating_v(a * b) : value::integer_v(left.i * right.i);
+      if (op == "+")
+        return is_float ? value::floating_v(a + b) : value::integer_v(left.i + right.i);
+      if (op == "-")
+        return is_float ? value::floating_v(a - b) : value::integer_v(left.i - right.i);
+      if (op == "*")
+        return is_float ? value::floating_v(a * b) : value::integer_v(left.i * right.i);
       if (op == "/") return value::floating_v(a / b);
       if (op == "//") return number(std::floor(a / b));
       if (op == "%") return number(std::fmod(a, b));
@@ -2426,9 +2564,12 @@ class interpreter {
       return value::string_v(operand.k == value::none ? "None" : to_output(operand));
     }
     if (name == "length" || name == "count") {
-      if (operand.k == value::array) return value::integer_v(static_cast<std::int64_t>(operand.arr->size()));
-      if (operand.k == value::string) return value::integer_v(static_cast<std::int64_t>(code_point_count(operand.s)));
-      if (operand.k == value::object) return value::integer_v(static_cast<std::int64_t>(operand.obj->size()));
+      if (operand.k == value::array)
+        return value::integer_v(static_cast<std::int64_t>(operand.arr->size()));
+      if (operand.k == value::string)
+        return value::integer_v(static_cast<std::int64_t>(code_point_count(operand.s)));
+      if (operand.k == value::object)
+        return value::integer_v(static_cast<std::int64_t>(operand.obj->size()));
       return cannot();
     }
     if (name == "items") {
@@ -2448,7 +2589,8 @@ class interpreter {
       if (name == "unique") {
         array_t out;
         for (const auto& x : items) {
-          if (std::none_of(out.begin(), out.end(), [&](const value& y) { return strictly_equal(x, y); })) {
+          if (std::none_of(out.begin(), out.end(),
+                           [&](const value& y) { return strictly_equal(x, y); })) {
             out.push_back(x);
           }
         }
@@ -2456,15 +2598,18 @@ class interpreter {
       }
       if (name == "sort") {
         const value reverse = arg_or(args, 0, kwargs, "reverse", value::boolean_v(false));
-        const value case_sensitive = arg_or(args, 1, kwargs, "case_sensitive", value::boolean_v(false));
+        const value case_sensitive =
+            arg_or(args, 1, kwargs, "case_sensitive", value::boolean_v(false));
         const value attribute = arg_or(args, 2, kwargs, "attribute", value::make_none());
         array_t out = items;
         auto key = [&](const value& x) {
           if (attribute.k == value::none) return x;
-          return attribute_path(x, attribute.k == value::integer ? std::to_string(attribute.i) : attribute.s);
+          return attribute_path(
+              x, attribute.k == value::integer ? std::to_string(attribute.i) : attribute.s);
         };
         std::stable_sort(out.begin(), out.end(), [&](const value& x, const value& y) {
-          const int c = compare_values(key(x), key(y), case_sensitive.k == value::boolean && case_sensitive.b);
+          const int c = compare_values(key(x), key(y),
+                                       case_sensitive.k == value::boolean && case_sensitive.b);
           return reverse.k == value::boolean && reverse.b ? c > 0 : c < 0;
         });
         return value::array_v(std::move(out));
@@ -2474,7 +2619,8 @@ class interpreter {
         if (args.empty() || args[0].k != value::string) {
           fail(name + "(): the attribute must be a string");
         }
-        const std::string test = args.size() > 1 ? (args[1].k == value::string ? args[1].s : "") : "";
+        const std::string test =
+            args.size() > 1 ? (args[1].k == value::string ? args[1].s : "") : "";
         if (args.size() > 1 && (args[1].k != value::string || !supported_tests().contains(test))) {
           fail(name + "(): unsupported test '" + to_output(args[1]) + "'");
         }
@@ -2485,7 +2631,8 @@ class interpreter {
           }
           const auto* found = item.find(args[0].s);
           const value attr = found != nullptr ? *found : value{};
-          const bool r = test.empty() ? truthy(attr) : run_test(test, attr, args.size() > 2 ? &args[2] : nullptr);
+          const bool r = test.empty() ? truthy(attr)
+                                      : run_test(test, attr, args.size() > 2 ? &args[2] : nullptr);
           if (r == select) {
             out.push_back(item);
           }
@@ -2494,13 +2641,15 @@ class interpreter {
       }
       if (name == "select" || name == "reject") {
         // Python's Jinja (the JS port has neither): keep the items that pass (fail) the test.
-        if (!args.empty() && (args[0].k != value::string || !supported_tests().contains(args[0].s))) {
+        if (!args.empty() &&
+            (args[0].k != value::string || !supported_tests().contains(args[0].s))) {
           fail(name + "(): unsupported test '" + to_output(args[0]) + "'");
         }
         array_t out;
         for (const auto& item : items) {
-          const bool r = args.empty() ? truthy(item)
-                                      : run_test(args[0].s, item, args.size() > 1 ? &args[1] : nullptr);
+          const bool r = args.empty()
+                             ? truthy(item)
+                             : run_test(args[0].s, item, args.size() > 1 ? &args[1] : nullptr);
           if (r == (name == "select")) {
             out.push_back(item);
           }
@@ -2545,7 +2694,8 @@ class interpreter {
         std::size_t from = 0;
         for (std::size_t line = 0;; ++line) {
           const auto nl = s.find('\n', from);
-          const std::string part = s.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
+          const std::string part =
+              s.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
           const bool skip = (!truthy(first) && line == 0) || (!truthy(blank) && part.empty());
           out += (skip ? "" : pad) + part;
           if (nl == std::string::npos) {
@@ -2676,7 +2826,8 @@ result<std::string> chat_template::render(const nlohmann::ordered_json& context)
   env.set("range", value::function_v(detail::range_function));
   env.set("raise_exception",
           value::function_v([](const std::vector<value>& args, const detail::kwargs_t&) -> value {
-            detail::fail("template raised: " + (args.empty() ? std::string() : detail::to_output(args[0])));
+            detail::fail("template raised: " +
+                         (args.empty() ? std::string() : detail::to_output(args[0])));
           }));
   for (const auto& [key, v] : context.items()) {
     env.set(key, detail::from_json(v));
@@ -2716,6 +2867,106 @@ nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
 
 namespace {
 
+result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return error{"cannot open '" + path + "'"};
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string token_text(const nlohmann::ordered_json& t) {
+  if (t.is_string()) {
+    return t.get<std::string>();
+  }
+  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
+    return t["content"].get<std::string>();
+  }
+  return {};
+}
+
+}  // namespace
+
+result<chat_template_source> read_chat_template(const std::string& dir, const std::string& name,
+                                                bool with_tools) {
+  chat_template_source out;
+  const std::string config_path = dir + "/tokenizer_config.json";
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  if (std::ifstream probe(config_path); probe) {
+    auto text = read_text(config_path);
+    if (!text) {
+      return text.err();
+    }
+    try {
+      config = nlohmann::ordered_json::parse(*text);
+    } catch (const nlohmann::json::exception& e) {
+      return error{"'" + config_path + "': not valid JSON: " + e.what()};
+    }
+    if (!config.is_object()) {
+      return error{"'" + config_path + "': expected a JSON object"};
+    }
+    out.bos_token = token_text(config.value("bos_token", nlohmann::ordered_json()));
+    out.eos_token = token_text(config.value("eos_token", nlohmann::ordered_json()));
+  }
+  const std::string jinja_path = dir + "/chat_template.jinja";
+  if (std::ifstream probe(jinja_path); probe) {
+    auto text = read_text(jinja_path);
+    if (!text) {
+      return text.err();
+    }
+    out.source = *text;
+    out.file = jinja_path;
+    return out;
+  }
+  const auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) {
+    return error{"'" + dir +
+                 "' has no chat template (neither chat_template.jinja nor a "
+                 "'chat_template' key in tokenizer_config.json)"};
+  }
+  out.file = config_path;
+  if (it->is_string()) {
+    out.source = it->get<std::string>();
+    return out;
+  }
+  if (!it->is_array()) {
+    return error{"'" + config_path +
+                 "': 'chat_template' must be a string or a list of "
+                 "{\"name\", \"template\"}"};
+  }
+  std::string wanted = name;
+  auto has = [&](const std::string& n) {
+    return std::any_of(it->begin(), it->end(),
+                       [&](const auto& e) { return e.is_object() && e.value("name", "") == n; });
+  };
+  if (wanted.empty()) {
+    wanted = with_tools && has("tool_use") ? "tool_use" : "default";
+  }
+  std::string names;
+  for (const auto& e : *it) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+        !e.contains("template") || !e["template"].is_string()) {
+      return error{"'" + config_path +
+                   "': each 'chat_template' entry needs a string 'name' and "
+                   "'template'"};
+    }
+    const auto n = e["name"].get<std::string>();
+    names += (names.empty() ? "" : ", ") + n;
+    if (n == wanted) {
+      out.source = e["template"].get<std::string>();
+    }
+  }
+  if (out.source.empty()) {
+    return error{"'" + config_path + "': no chat template named '" + wanted +
+                 "' (it has: " + names + ")"};
+  }
+  return out;
+}
+
+namespace {
+
 std::string excerpt(const std::string& s, std::size_t at) {
   const std::size_t from = at > 20 ? at - 20 : 0;
   std::string out = s.substr(from, 60);
@@ -2727,7 +2978,8 @@ std::string excerpt(const std::string& s, std::size_t at) {
 }
 
 // Error unless `before` is a prefix of `after`.
-status require_prefix(const std::string& before, const std::string& after, const std::string& what) {
+status require_prefix(const std::string& before, const std::string& after,
+                      const std::string& what) {
   if (after.compare(0, before.size(), before) == 0) {
     return ok_status();
   }
@@ -2791,14 +3043,17 @@ status check_delta_rule(const chat_template& tmpl, const nlohmann::ordered_json&
 
 status check_multi_turn(const chat_template& tmpl, const nlohmann::ordered_json& context) {
   using j = nlohmann::ordered_json;
-  auto msg = [](const char* role, const char* content) { return j{{"role", role}, {"content", content}}; };
+  auto msg = [](const char* role, const char* content) {
+    return j{{"role", role}, {"content", content}};
+  };
   const j feedback = msg("user", "The tests failed: expected 3, got 4.");
   struct probe {
     const char* name;
     j messages;
   };
   const std::vector<probe> probes = {
-      {"one turn", j::array({msg("user", "Write a function."), msg("assistant", "def f(): return 1")})},
+      {"one turn",
+       j::array({msg("user", "Write a function."), msg("assistant", "def f(): return 1")})},
       {"one turn with a system message",
        j::array({msg("system", "You are a careful coder."), msg("user", "Write a function."),
                  msg("assistant", "def f(): return 1")})},

