@@ -30,6 +30,21 @@ status check_byte_vocabulary(const learner::model_config& config) {
 
 result<learner::model_config> byte_model_preset(const std::string& name) {
   learner::model_config c;
+  if (name.starts_with("qwen")) {
+    // A public checkpoint's architecture (learner::model_preset) with the byte vocabulary.
+    auto shape = learner::model_preset(name);
+    if (!shape) {
+      return error{"unknown preset '" + name +
+                   "'; choose tiny, small, qwen3-0.6b, qwen3-1.7b or "
+                   "qwen3-8b"};
+    }
+    c = *shape;
+    c.vocab_size = policy::byte_tokenizer::vocab_size();
+    c.torch_dtype = "float32";
+    c.bos_token_id = policy::special::bos;
+    c.eos_token_ids = {policy::special::eos, policy::special::im_end};
+    return c;
+  }
   c.model_type = "qwen2";
   c.vocab_size = policy::byte_tokenizer::vocab_size();
   c.qkv_bias = true;
@@ -51,7 +66,9 @@ result<learner::model_config> byte_model_preset(const std::string& name) {
     c.num_attention_heads = 8;
     c.num_key_value_heads = 2;
   } else {
-    return error{"unknown preset '" + name + "'; choose tiny or small"};
+    return error{"unknown preset '" + name +
+                 "'; choose tiny, small, qwen3-0.6b, qwen3-1.7b or "
+                 "qwen3-8b"};
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   return c;

@@ -48,8 +48,12 @@ struct torch_backend_options {
 
 // The shape of a byte-level model for `leap init-model --preset`: "tiny" (hidden 64, 2 layers,
 // 4 heads over 2 kv heads; about 0.1 M parameters, for tests) or "small" (hidden 256, 4 layers,
-// 8 heads over 2 kv heads; about 3 M, a toy task on a CPU). Qwen2 layout (q/k/v biases, tied
-// embeddings), vocab 261, <|bos|> 256, eos <|eos|> 257 and <|im_end|> 259, 2048 positions.
+// 8 heads over 2 kv heads; about 3 M, a toy task on a CPU), both in Qwen2 layout (q/k/v biases,
+// tied embeddings) with 2048 positions; or the architecture of a public checkpoint,
+// learner::model_preset's "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b" (also "qwen2-0.5b",
+// "qwen2-1.5b"), with its layers, heads, head_dim, q/k norms, rope_theta and tied embeddings as
+// published but the byte vocabulary (about 0.44 B, 1.4 B and 6.9 B parameters for the Qwen3
+// ones). All: vocab 261, <|bos|> 256, eos <|eos|> 257 and <|im_end|> 259.
 // Errors: an unknown preset name.
 [[nodiscard]] result<learner::model_config> byte_model_preset(const std::string& name);
 

@@ -70,9 +70,10 @@ result<model_config> parse_model_config(const std::string& json_text) {
     return type.err();
   }
   c.model_type = *type;
-  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "mistral") {
+  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+      c.model_type != "mistral") {
     return error{"'model_type' is '" + c.model_type +
-                 "'; supported: llama, qwen2, mistral (the Llama / Qwen2 family)"};
+                 "'; supported: llama, qwen2, qwen3, mistral (the Llama / Qwen family)"};
   }
   for (const auto& [key, field] :
        {std::pair<const char*, std::int64_t*>{"vocab_size", &c.vocab_size},
@@ -164,9 +165,11 @@ result<model_config> parse_model_config(const std::string& json_text) {
   if (c.model_type == "qwen2") {
     c.qkv_bias = true;  // Qwen2's attention always has q/k/v biases and no o bias
   } else {
+    // Llama, Mistral and Qwen3: `attention_bias` puts a bias on all four projections.
     c.qkv_bias = *attention_bias;
     c.o_bias = *attention_bias;
   }
+  c.qk_norm = c.model_type == "qwen3";
   c.mlp_bias = *mlp_bias;
 
   // Sliding-window attention changes results only past the window; rather than be silently wrong
@@ -282,6 +285,7 @@ std::string to_json(const model_config& c) {
   doc["model_type"] = c.model_type;
   if (!doc.contains("architectures")) {
     doc["architectures"] = {c.model_type == "qwen2"     ? "Qwen2ForCausalLM"
+                            : c.model_type == "qwen3"   ? "Qwen3ForCausalLM"
                             : c.model_type == "mistral" ? "MistralForCausalLM"
                                                         : "LlamaForCausalLM"};
   }
@@ -291,7 +295,8 @@ std::string to_json(const model_config& c) {
   doc["num_hidden_layers"] = c.num_hidden_layers;
   doc["num_attention_heads"] = c.num_attention_heads;
   doc["num_key_value_heads"] = c.num_key_value_heads;
-  if (doc.contains("head_dim") || c.head_dim * c.num_attention_heads != c.hidden_size) {
+  if (doc.contains("head_dim") || c.qk_norm ||
+      c.head_dim * c.num_attention_heads != c.hidden_size) {
     doc["head_dim"] = c.head_dim;
   }
   doc["rms_norm_eps"] = c.rms_norm_eps;
@@ -353,6 +358,10 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_shapes(
         shapes.push_back({p + "self_attn." + name + ".bias", {out}});
       }
     }
+    if (c.qk_norm) {
+      shapes.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      shapes.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     shapes.push_back({p + "self_attn.o_proj.weight", {c.hidden_size, q_out}});
     if (c.o_bias) {
       shapes.push_back({p + "self_attn.o_proj.bias", {c.hidden_size}});
@@ -408,6 +417,52 @@ tensor_map random_weights(const model_config& config, std::uint64_t seed, dtype 
     weights.emplace(name, make_float_tensor(type, shape, values));
   }
   return weights;
+}
+
+result<model_config> model_preset(const std::string& name) {
+  // From each model's config.json on the Hugging Face hub (Qwen/Qwen2-0.5B, Qwen/Qwen2-1.5B,
+  // Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B).
+  struct shape {
+    const char* name;
+    const char* type;
+    std::int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+    bool tied;
+  };
+  static const shape presets[] = {
+      {"qwen2-0.5b", "qwen2", 896, 4864, 24, 14, 2, 64, 32768, true},
+      {"qwen2-1.5b", "qwen2", 1536, 8960, 28, 12, 2, 128, 32768, true},
+      {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 40960, true},
+      {"qwen3-1.7b", "qwen3", 2048, 6144, 28, 16, 8, 128, 40960, true},
+      {"qwen3-8b", "qwen3", 4096, 12288, 36, 32, 8, 128, 40960, false},
+  };
+  std::string known;
+  for (const auto& p : presets) {
+    if (name != p.name) {
+      known += (known.empty() ? "" : ", ") + std::string(p.name);
+      continue;
+    }
+    model_config c;
+    c.model_type = p.type;
+    c.vocab_size = 151936;
+    c.hidden_size = p.hidden;
+    c.intermediate_size = p.intermediate;
+    c.num_hidden_layers = p.layers;
+    c.num_attention_heads = p.heads;
+    c.num_key_value_heads = p.kv_heads;
+    c.head_dim = p.head_dim;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 1e6;
+    c.max_position_embeddings = p.max_positions;
+    c.tie_word_embeddings = p.tied;
+    c.qkv_bias = c.model_type == "qwen2";
+    c.qk_norm = c.model_type == "qwen3";
+    c.torch_dtype = "bfloat16";
+    c.bos_token_id = 151643;
+    // Qwen2 base models end with <|endoftext|>; Qwen3 (instruct-tuned) with <|im_end|>.
+    c.eos_token_ids = {c.model_type == "qwen2" ? 151643 : 151645};
+    return c;
+  }
+  return error{"unknown model preset '" + name + "' (known: " + known + ")"};
 }
 
 status write_model_config(const std::string& dir, const model_config& config) {

@@ -1,7 +1,7 @@
-// The architecture of a decoder-only transformer of the Llama / Qwen2 family, read from a Hugging
-// Face config.json: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU MLP, tied or untied
-// embeddings, optional projection biases. No LibTorch here, so tools can inspect a checkpoint
-// cheaply. All functions are pure and thread-safe.
+// The architecture of a decoder-only transformer of the Llama / Qwen2 / Qwen3 family, read from a
+// Hugging Face config.json: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU MLP, tied
+// or untied embeddings, optional projection biases, optional per-head q/k norms (Qwen3). No
+// LibTorch here, so tools can inspect a checkpoint cheaply. All functions are pure and thread-safe.
 #pragma once
 
 #include "common/result.hpp"
@@ -14,7 +14,7 @@
 namespace leap::learner {
 
 struct model_config {
-  std::string model_type = "qwen2";  // "llama", "qwen2" or "mistral". Default: qwen2
+  std::string model_type = "qwen2";  // "llama", "qwen2", "qwen3" or "mistral". Default: qwen2
   std::int64_t vocab_size = 0;
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
@@ -31,6 +31,10 @@ struct model_config {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
+  // Qwen3: an RMSNorm over each head's head_dim features of q and of k (weights
+  // self_attn.q_norm.weight / k_norm.weight, [head_dim], shared by the heads), after the projection
+  // and before RoPE. Set for model_type qwen3, off otherwise.
+  bool qk_norm = false;
   // rope_scaling: "default" (none), "linear" (positions divided by factor) or "llama3".
   std::string rope_type = "default";  // Default: default
   double rope_factor = 1.0;
@@ -71,6 +75,12 @@ struct model_config {
 // The parameters a config needs, with their shapes, in Hugging Face names and a stable order.
 [[nodiscard]] std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_shapes(
     const model_config& config);
+
+// The shape of a public checkpoint, as its config.json on the Hugging Face hub gives it
+// (vocabulary, special ids, rope_theta, tied embeddings included): "qwen2-0.5b", "qwen2-1.5b",
+// "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b". For random models of a real architecture (benchmarks,
+// `leap init-model`). Errors: an unknown name, listing the known ones.
+[[nodiscard]] result<model_config> model_preset(const std::string& name);
 
 // Writes `<dir>/config.json` atomically. Errors: I/O failures naming the path.
 [[nodiscard]] status write_model_config(const std::string& dir, const model_config& config);

@@ -93,6 +93,8 @@ std::unique_ptr<detail::transformer> clone_base(const detail::transformer& src) 
     auto& d = out->layers[i];
     d.input_norm = copy(s.input_norm);
     d.post_norm = copy(s.post_norm);
+    d.q_norm = copy(s.q_norm);
+    d.k_norm = copy(s.k_norm);
     const detail::linear* from[] = {&s.q_proj,    &s.k_proj,  &s.v_proj,   &s.o_proj,
                                     &s.gate_proj, &s.up_proj, &s.down_proj};
     detail::linear* to[] = {&d.q_proj,    &d.k_proj,  &d.v_proj,   &d.o_proj,

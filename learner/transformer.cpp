@@ -1,4 +1,4 @@
-// The forward pass of the Llama / Qwen2 decoder, its two custom autograd functions (chunked
+// The forward pass of the Llama / Qwen2 / Qwen3 decoder, its two custom autograd functions (chunked
 // log-probs, layer recomputation for activation checkpointing), LoRA, and host <-> tensor copies.
 #include "learner/detail/transformer.hpp"
 
@@ -330,11 +330,23 @@ std::vector<named_tensor> transformer::base_parameters() {
     auto& l = layers[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     out.push_back({p + "input_layernorm.weight", &l.input_norm});
-    for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    for (const char* name : {"q_proj", "k_proj", "v_proj"}) {
       auto& proj = projection(l, name);
       out.push_back({p + "self_attn." + name + ".weight", &proj.weight});
       if (proj.bias.defined()) {
         out.push_back({p + "self_attn." + name + ".bias", &proj.bias});
+      }
+    }
+    // parameter_shapes() order: the q/k norms sit between v_proj and o_proj.
+    if (config.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", &l.q_norm});
+      out.push_back({p + "self_attn.k_norm.weight", &l.k_norm});
+    }
+    {
+      auto& proj = l.o_proj;
+      out.push_back({p + "self_attn.o_proj.weight", &proj.weight});
+      if (proj.bias.defined()) {
+        out.push_back({p + "self_attn.o_proj.bias", &proj.bias});
       }
     }
     out.push_back({p + "post_attention_layernorm.weight", &l.post_norm});
@@ -392,6 +404,10 @@ std::vector<at::Tensor> transformer::layer_trainables(std::size_t layer) const {
   if (lora_rank == 0) {
     out.push_back(l.input_norm);
     out.push_back(l.post_norm);
+    if (l.q_norm.defined()) {
+      out.push_back(l.q_norm);
+      out.push_back(l.k_norm);
+    }
   }
   return out;
 }
@@ -415,8 +431,15 @@ at::Tensor transformer::layer_forward(std::size_t index, const at::Tensor& x, co
   const bool lora = lora_active;
 
   const auto h = rms_norm(x, l.input_norm, config.rms_norm_eps);
-  auto q = l.q_proj.forward(h, lora).view({b, t, heads, d}).transpose(1, 2);
-  auto k = l.k_proj.forward(h, lora).view({b, t, kv_heads, d}).transpose(1, 2);
+  auto q = l.q_proj.forward(h, lora).view({b, t, heads, d});
+  auto k = l.k_proj.forward(h, lora).view({b, t, kv_heads, d});
+  if (config.qk_norm) {
+    // Qwen3: each head's q and k normalised over its head_dim features, before RoPE.
+    q = rms_norm(q, l.q_norm, config.rms_norm_eps);
+    k = rms_norm(k, l.k_norm, config.rms_norm_eps);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   auto v = l.v_proj.forward(h, lora).view({b, t, kv_heads, d}).transpose(1, 2);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;

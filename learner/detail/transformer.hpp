@@ -37,6 +37,8 @@ struct linear {
 struct decoder_layer {
   at::Tensor input_norm;  // input_layernorm.weight
   at::Tensor post_norm;   // post_attention_layernorm.weight
+  at::Tensor q_norm;      // self_attn.q_norm.weight [head_dim]; undefined without qk_norm
+  at::Tensor k_norm;      // self_attn.k_norm.weight [head_dim]
   linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
 };
 

@@ -2,7 +2,7 @@
 batch and loss (clipped surrogate over a full-vocabulary log-softmax, sample-level aggregation,
 gradient clipping, AdamW), timed the same way.
 
-    python3 bench_hf.py [qwen2-0.5b|qwen2-1.5b] [BATCH] [SEQ] [STEPS] [--trace FILE]
+    python3 bench_hf.py [qwen2-0.5b|qwen2-1.5b|qwen3-0.6b|qwen3-1.7b|qwen3-8b] [BATCH] [SEQ] [STEPS] [--trace FILE]
 
 --trace writes the Chrome trace of one more step, its phases named as bench_learner's
 (tools/bench/trace_summary.py reads both).
@@ -13,13 +13,23 @@ import sys
 import time
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+import transformers
 
+# As learner::model_preset (the public config.json files' shapes).
 SHAPES = {
     "qwen2-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                       num_attention_heads=14, num_key_value_heads=2),
+                       num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
     "qwen2-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                       num_attention_heads=12, num_key_value_heads=2),
+                       num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       tie_word_embeddings=True),
+    "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       tie_word_embeddings=True),
+    "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                     tie_word_embeddings=False),
 }
 
 
@@ -34,11 +44,12 @@ def main():
     seq = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     vocab = 151936
-    config = Qwen2Config(vocab_size=vocab, rope_theta=1e6, tie_word_embeddings=True,
-                         attn_implementation="sdpa", **SHAPES[preset])
+    family = "Qwen3" if preset.startswith("qwen3") else "Qwen2"
+    config = getattr(transformers, family + "Config")(vocab_size=vocab, rope_theta=1e6,
+                                                      attn_implementation="sdpa", **SHAPES[preset])
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        model = getattr(transformers, family + "ForCausalLM")(config).to(torch.bfloat16)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), weight_decay=0.01)
     ids = torch.randint(0, vocab, (batch, seq), device="cuda")

@@ -1,7 +1,8 @@
-// learner_hf_check MODEL_DIR REFERENCE DEVICE
+// learner_hf_check MODEL_DIR REFERENCE DEVICE [FAMILY]
 //
 // Compares the policy's logits and log-probs with those Hugging Face `transformers` computed for
-// the same checkpoint (make_hf_reference.py writes MODEL_DIR and REFERENCE), in float32 and
+// the same checkpoint (make_hf_reference.py writes MODEL_DIR and REFERENCE for a FAMILY, qwen2 or
+// qwen3; default qwen2, and the checkpoint's model_type must be that family), in float32 and
 // bfloat16, then exercises the device paths: KV-cache sampling against recomputation, sampled
 // log-probs against the scorer, update steps, checkpoint and resume. Prints one "json: " line per
 // check and exits non-zero when float32 disagrees by more than 1e-4 (relative) or a device check
@@ -46,12 +47,35 @@ void check(bool ok, const std::string& what) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the program dies
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: learner_hf_check MODEL_DIR REFERENCE.safetensors DEVICE\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: learner_hf_check MODEL_DIR REFERENCE.safetensors DEVICE [qwen2|qwen3]\n");
     return 2;
   }
   const std::string model_dir = argv[1];
   const std::string device = argv[3];
+  const std::string family = argc == 5 ? argv[4] : "qwen2";
+  if (family != "qwen2" && family != "qwen3") {
+    std::fprintf(stderr, "learner_hf_check: error: unknown family '%s' (qwen2 or qwen3)\n",
+                 family.c_str());
+    return 2;
+  }
+  {
+    // The family asked for is the one compared: a Qwen3 reference read as Qwen2 (or the reverse)
+    // would fail on missing tensors anyway, but say it plainly.
+    auto config = ll::read_model_config(model_dir);
+    if (!config) {
+      std::fprintf(stderr, "learner_hf_check: error: %s\n", config.err().message.c_str());
+      return 1;
+    }
+    check(config->model_type == family,
+          "the checkpoint's model_type is " + config->model_type + ", expected " + family);
+    if (family == "qwen3") {
+      check(
+          config->qk_norm && config->head_dim * config->num_attention_heads != config->hidden_size,
+          "the qwen3 reference has q/k norms and head_dim != hidden_size / heads");
+    }
+  }
   auto ref = ll::read_safetensors(argv[2]);
   if (!ref) {
     std::fprintf(stderr, "learner_hf_check: error: %s\n", ref.err().message.c_str());
@@ -105,10 +129,11 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "json: "
-          "{\"check\":\"hf_logits\",\"ours\":\"%s\",\"transformers\":\"%s\",\"device\":\"%s\","
+          "{\"check\":\"hf_logits\",\"family\":\"%s\",\"ours\":\"%s\",\"transformers\":\"%s\","
+          "\"device\":\"%s\","
           "\"logits_max_abs\":%.3e,\"logits_rel\":%.3e,\"logprobs_max_abs\":%.3e,\"logprobs_rel\":%"
           ".3e}\n",
-          dtype.c_str(), against.c_str(), device.c_str(), logits_diff.max_abs,
+          family.c_str(), dtype.c_str(), against.c_str(), device.c_str(), logits_diff.max_abs,
           logits_diff.relative(), logp_diff.max_abs, logp_diff.relative());
       if (dtype == "float32") {
         check(logits_diff.relative() < 1e-4, "float32 logits within 1e-4 relative of transformers");
@@ -147,7 +172,8 @@ int main(int argc, char** argv) {
 
   // Update steps in bfloat16 on the device, a checkpoint, and a resumed step.
   const char* tmp = std::getenv("TMPDIR");
-  const std::string scratch = ll::detail::join(tmp != nullptr ? tmp : "/tmp", "leap-hf-check");
+  const std::string scratch =
+      ll::detail::join(tmp != nullptr ? tmp : "/tmp", "leap-hf-check-" + family);
   ll::detail::remove_tree(scratch);
   ll::update_batch batch;
   auto base_logp = p->token_logprobs(seqs);

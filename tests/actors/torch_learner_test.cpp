@@ -249,6 +249,68 @@ TEST(TorchPolicyBackend, ServesTheModelsOwnLogprobsAndReloads) {
   EXPECT_NE(missing.err().message.find("nope"), std::string::npos) << missing.err().message;
 }
 
+// The embedded server's backend serves a Qwen3-architecture model (q/k norms, head_dim unlike
+// hidden / heads) with the model's own log-probs; the qwen3 presets of `leap init-model` have the
+// published shapes with the byte vocabulary.
+TEST(TorchPolicyBackend, ServesAQwen3Model) {
+  auto preset = byte_model_preset("qwen3-0.6b");
+  ASSERT_TRUE(preset.ok()) << preset.err().message;
+  EXPECT_EQ(preset->model_type, "qwen3");
+  EXPECT_TRUE(preset->qk_norm);
+  EXPECT_EQ(preset->head_dim, 128);
+  EXPECT_EQ(preset->num_hidden_layers, 28);
+  EXPECT_EQ(preset->vocab_size, 261);
+  EXPECT_TRUE(check_byte_vocabulary(*preset).ok());
+  EXPECT_FALSE(byte_model_preset("qwen3-0.7b").ok());
+
+  auto config = byte_model_preset("tiny");
+  ASSERT_TRUE(config.ok());
+  config->model_type = "qwen3";
+  config->qkv_bias = false;
+  config->qk_norm = true;
+  config->head_dim = 24;  // hidden 64 / 4 heads = 16
+  temp_dir dir;
+  const auto model_dir = (dir.path() / "q3").string();
+  std::filesystem::create_directories(model_dir);
+  auto weights = learner::random_weights(*config, 4);
+  // q/k norms away from 1 (random_weights draws them as 1), so that they take part. That the
+  // learner computes Qwen3 right is shown in tests/learner; here the server serves that model.
+  for (auto& [name, t] : weights) {
+    if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight")) {
+      std::vector<double> v(static_cast<std::size_t>(t.shape[0]));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 + 0.1 * static_cast<double>(i % 7);
+      t = learner::make_float_tensor(learner::dtype::f32, t.shape, v);
+    }
+  }
+  ASSERT_TRUE(learner::write_safetensors_dir(model_dir, weights).ok());
+  ASSERT_TRUE(learner::write_model_config(model_dir, *config).ok());
+  auto backend = make_torch_policy_backend(model_dir);
+  ASSERT_TRUE(backend.ok()) << backend.err().message;
+  auto model = learner::policy::load(model_dir);
+  ASSERT_TRUE(model.ok()) << model.err().message;
+  EXPECT_EQ(model->config().model_type, "qwen3");
+
+  policy::backend_request request;
+  request.prompt = chat_prompt("hello");
+  request.sampling.max_tokens = 8;
+  request.sampling.seed = 3;
+  std::vector<policy::token_step> steps;
+  policy::generation_control control;
+  auto s = (*backend)->generate(request, control, [&](std::span<const policy::token_step> t) {
+    steps.insert(steps.end(), t.begin(), t.end());
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.err().message;
+  ASSERT_FALSE(steps.empty());
+  std::vector<std::int32_t> ids(request.prompt.begin(), request.prompt.end());
+  for (const auto& t : steps) ids.push_back(t.id);
+  auto scored = model->token_logprobs({ids});
+  ASSERT_TRUE(scored.ok());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_NEAR(steps[i].logprob, (*scored)[0][request.prompt.size() + i], 1e-4) << i;
+  }
+}
+
 TEST(TorchPolicyBackend, RefusesAVocabularyOtherThanTheBytes) {
   learner::model_config c;
   c.vocab_size = 32000;

@@ -192,6 +192,9 @@ TEST(Loss, GradientsMatchFiniteDifferences) {
        loss_aggregation::token_mean, true},
       {"qwen2, seq-mean-token-sum, recomputed layers", testing::tiny_qwen2(),
        loss_aggregation::seq_mean_token_sum, true},
+      {"qwen3 q/k norms, recomputed layers", testing::tiny_qwen3(), loss_aggregation::token_mean,
+       true},
+      {"qwen3 q/k norms", testing::tiny_qwen3(), loss_aggregation::seq_mean_token_mean, false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.label);
@@ -218,7 +221,7 @@ TEST(Loss, GradientsMatchFiniteDifferences) {
 
     // Probe entries of every kind of parameter; `p` below is the policy the trainer owns.
     auto& p = const_cast<policy&>(t->current_policy());  // NOLINT: perturbing in place is the point
-    const std::vector<std::pair<std::string, std::size_t>> probes = {
+    std::vector<std::pair<std::string, std::size_t>> probes = {
         // A row of a token that occurs in the batch (other rows have no gradient when untied).
         {"model.embed_tokens.weight",
          static_cast<std::size_t>(batch.sequences[0].token_ids[1] * c.config.hidden_size + 3)},
@@ -233,6 +236,11 @@ TEST(Loss, GradientsMatchFiniteDifferences) {
         {"model.norm.weight", 11},
         {c.config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", 2 * 32 + 9},
     };
+    if (c.config.qk_norm) {  // Qwen3: no biases, but q/k norms
+      probes.erase(probes.begin() + 3);
+      probes.push_back({"model.layers.0.self_attn.q_norm.weight", 5});
+      probes.push_back({"model.layers.1.self_attn.k_norm.weight", 10});
+    }
     const double eps = 1e-5;
     for (const auto& [name, index] : probes) {
       SCOPED_TRACE(name + "[" + std::to_string(index) + "]");

@@ -50,6 +50,95 @@ TEST(ModelConfig, ParsesQwen2) {
   EXPECT_EQ(c->rope_type, "default");
 }
 
+// Qwen3-0.6B's config.json (Qwen/Qwen3-0.6B on the Hugging Face hub): head_dim 128 while
+// hidden_size / num_attention_heads is 64.
+const char* const qwen3_json = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
+})";
+
+TEST(ModelConfig, ParsesQwen3) {
+  auto c = parse_model_config(qwen3_json);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  EXPECT_EQ(c->model_type, "qwen3");
+  EXPECT_EQ(c->head_dim, 128) << "explicit, not hidden_size / heads (64)";
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->qkv_bias) << "Qwen3 has no q/k/v biases";
+  EXPECT_FALSE(c->o_bias);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_ids, std::vector<std::int64_t>{151645});
+  EXPECT_EQ(c->kv_group_size(), 2);
+  // Saved and parsed again: the same architecture, head_dim kept.
+  const auto doc = nlohmann::json::parse(to_json(*c));
+  EXPECT_EQ(doc["head_dim"], 128);
+  EXPECT_EQ(doc["architectures"][0], "Qwen3ForCausalLM");
+  auto back = parse_model_config(to_json(*c));
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_TRUE(back->qk_norm);
+  EXPECT_EQ(back->head_dim, 128);
+  // Qwen2 and Llama have no q/k norms.
+  EXPECT_FALSE(parse_model_config(qwen2_json)->qk_norm);
+  EXPECT_FALSE(parse_model_config(llama3_json)->qk_norm);
+}
+
+TEST(ModelConfig, Qwen3ShapesHaveQkNorms) {
+  const auto c = testing::tiny_qwen3();
+  const auto shapes = parameter_shapes(c);
+  std::map<std::string, std::vector<std::int64_t>> by_name(shapes.begin(), shapes.end());
+  EXPECT_EQ(by_name.at("model.layers.1.self_attn.q_norm.weight"), (std::vector<std::int64_t>{12}));
+  EXPECT_EQ(by_name.at("model.layers.1.self_attn.k_norm.weight"), (std::vector<std::int64_t>{12}));
+  EXPECT_EQ(by_name.at("model.layers.0.self_attn.q_proj.weight"),
+            (std::vector<std::int64_t>{48, 32}))
+      << "heads x head_dim rows";
+  EXPECT_EQ(by_name.at("model.layers.0.self_attn.o_proj.weight"),
+            (std::vector<std::int64_t>{32, 48}));
+  EXPECT_EQ(by_name.count("model.layers.0.self_attn.q_proj.bias"), 0U);
+  // 1 embedding + 2 x (2 norms + 2 q/k norms + 4 attention + 3 mlp) + final norm + lm_head
+  EXPECT_EQ(shapes.size(), 1U + 2U * 11U + 2U);
+  const auto w = random_weights(c, 1);
+  const auto qn = to_doubles(w.at("model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_TRUE(std::all_of(qn.begin(), qn.end(), [](double x) { return x == 1.0; }));
+}
+
+// The presets are the public config.json files' shapes; a config that parses back to the same.
+TEST(ModelConfig, PresetsOfPublicCheckpoints) {
+  struct expected {
+    const char* name;
+    std::int64_t hidden, layers, heads, kv_heads, head_dim;
+    bool tied;
+  };
+  for (const auto& e : {expected{"qwen3-0.6b", 1024, 28, 16, 8, 128, true},
+                        expected{"qwen3-1.7b", 2048, 28, 16, 8, 128, true},
+                        expected{"qwen3-8b", 4096, 36, 32, 8, 128, false},
+                        expected{"qwen2-0.5b", 896, 24, 14, 2, 64, true}}) {
+    SCOPED_TRACE(e.name);
+    auto c = model_preset(e.name);
+    ASSERT_TRUE(c.ok()) << c.err().message;
+    EXPECT_EQ(c->hidden_size, e.hidden);
+    EXPECT_EQ(c->num_hidden_layers, e.layers);
+    EXPECT_EQ(c->num_attention_heads, e.heads);
+    EXPECT_EQ(c->num_key_value_heads, e.kv_heads);
+    EXPECT_EQ(c->head_dim, e.head_dim);
+    EXPECT_EQ(c->tie_word_embeddings, e.tied);
+    EXPECT_EQ(c->vocab_size, 151936);
+    auto back = parse_model_config(to_json(*c));
+    ASSERT_TRUE(back.ok()) << back.err().message;
+    EXPECT_EQ(back->qk_norm, c->qk_norm);
+    EXPECT_EQ(back->qkv_bias, c->qkv_bias);
+    EXPECT_EQ(back->head_dim, c->head_dim);
+    EXPECT_EQ(parameter_shapes(*back), parameter_shapes(*c));
+  }
+  auto unknown = model_preset("qwen3-9b");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.err().message, HasSubstr("qwen3-0.6b"));
+}
+
 TEST(ModelConfig, ParsesLlama3WithRopeScaling) {
   auto c = parse_model_config(llama3_json);
   ASSERT_TRUE(c.ok()) << c.err().message;

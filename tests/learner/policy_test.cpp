@@ -39,6 +39,8 @@ TEST(Policy, LogitsMatchAnIndependentReferenceForwardPass) {
       {"llama3 rope scaling fp64", with_rope(testing::tiny_llama(), "llama3"), "float64", 1e-10},
       {"linear rope scaling fp64", with_rope(testing::tiny_qwen2(), "linear"), "float64", 1e-10},
       {"qwen2 fp64", testing::tiny_qwen2(), "float64", 1e-10},
+      {"qwen3 qk-norm head_dim!=hidden/heads fp32", testing::tiny_qwen3(), "float32", 2e-5},
+      {"qwen3 fp64", testing::tiny_qwen3(), "float64", 1e-10},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.label);
@@ -109,6 +111,70 @@ TEST(Policy, SaveLoadRoundTripIsBitExact) {
       EXPECT_TRUE(param->data == t.data) << name;
     }
   }
+}
+
+// Qwen3's q_norm / k_norm weights take part in the forward pass: changing one layer's changes the
+// logits, and the weights survive a save / load round trip under their Hugging Face names.
+TEST(Policy, Qwen3QkNormWeightsChangeOutputsAndRoundTrip) {
+  scratch_dir dir;
+  const auto config = testing::tiny_qwen3();
+  const auto weights = testing::random_test_weights(config, 5);
+  testing::write_checkpoint(dir.sub("in"), config, weights);
+  auto p = policy::load(dir.sub("in"));
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  const auto ids = testing::random_ids(9, config.vocab_size, 2);
+  auto base = p->logits(ids);
+  ASSERT_TRUE(base.ok()) << base.err().message;
+  for (const auto& name : {std::string("model.layers.1.self_attn.q_norm.weight"),
+                           std::string("model.layers.0.self_attn.k_norm.weight")}) {
+    SCOPED_TRACE(name);
+    auto changed = weights;
+    auto v = to_doubles(changed.at(name));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v[i] *= i % 2 == 0 ? 1.5 : 0.5;
+    }
+    changed.insert_or_assign(name, make_float_tensor(dtype::f32, changed.at(name).shape, v));
+    ASSERT_TRUE(p->set_parameter(name, changed.at(name)).ok());
+    auto out = p->logits(ids);
+    ASSERT_TRUE(out.ok()) << out.err().message;
+    double diff = 0;
+    for (std::size_t i = 0; i < out->size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::abs((*out)[i] - (*base)[i])));
+    }
+    EXPECT_GT(diff, 1e-3) << "the norm weight must change the logits";
+    const auto ref = testing::reference_logits(config, changed, ids);
+    double worst = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, std::abs((*out)[i] - ref[i]) / std::max(1.0, std::abs(ref[i])));
+    }
+    EXPECT_LT(worst, 2e-5);
+    ASSERT_TRUE(p->set_parameter(name, weights.at(name)).ok());
+  }
+  ASSERT_TRUE(p->save(dir.sub("out")).ok());
+  auto back = read_safetensors_dir(dir.sub("out"));
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  ASSERT_EQ(back->size(), weights.size());
+  for (const auto& [name, t] : weights) {
+    ASSERT_TRUE(back->contains(name)) << name;
+    EXPECT_TRUE(back->at(name).data == t.data) << name;
+  }
+  auto config_back = read_model_config(dir.sub("out"));
+  ASSERT_TRUE(config_back.ok()) << config_back.err().message;
+  EXPECT_EQ(config_back->model_type, "qwen3");
+  EXPECT_TRUE(config_back->qk_norm);
+  EXPECT_EQ(config_back->head_dim, 12);
+  auto reloaded = policy::load(dir.sub("out"));
+  ASSERT_TRUE(reloaded.ok()) << reloaded.err().message;
+  auto again = reloaded->logits(ids);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *base) << "same weights, same code path: same logits";
+  // A Qwen3 checkpoint without its q/k norms is refused, naming the tensor.
+  auto missing = weights;
+  missing.erase("model.layers.0.self_attn.q_norm.weight");
+  testing::write_checkpoint(dir.sub("missing"), config, missing);
+  auto refused = p->reload_weights(dir.sub("missing"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.err().message, HasSubstr("model.layers.0.self_attn.q_norm.weight"));
 }
 
 TEST(Policy, SaveConvertsDtype) {

@@ -24,7 +24,7 @@ policy sharp_model(const model_config& config) {
 }
 
 TEST(Sampling, GreedyWithKvCacheEqualsRecomputation) {
-  for (const auto& config : {testing::tiny_qwen2(), testing::tiny_llama()}) {
+  for (const auto& config : {testing::tiny_qwen2(), testing::tiny_llama(), testing::tiny_qwen3()}) {
     SCOPED_TRACE(config.model_type);
     auto p = sharp_model(config);
     const auto prompt = testing::random_ids(6, config.vocab_size, 3);

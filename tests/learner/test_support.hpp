@@ -81,6 +81,25 @@ inline model_config tiny_llama() {
   return c;
 }
 
+// Qwen3-like: per-head q/k norms, no biases, head_dim (12) unlike hidden / heads (32 / 4 = 8), an
+// untied head.
+inline model_config tiny_qwen3() {
+  model_config c;
+  c.model_type = "qwen3";
+  c.vocab_size = 280;
+  c.hidden_size = 32;
+  c.intermediate_size = 72;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 12;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = false;
+  c.qk_norm = true;
+  return c;
+}
+
 // Random weights drawn by the test itself (uniform, scaled so activations stay O(1)); norms are
 // random around 1 and biases random, so that a forgotten norm weight or bias shows in the logits.
 inline tensor_map random_test_weights(const model_config& c, std::uint64_t seed,
@@ -122,8 +141,8 @@ inline std::vector<double> values(const tensor_map& w, const std::string& name) 
   return to_doubles(w.at(name));
 }
 
-// Logits [n_tok x n_vocab] of `ids`, computed with loops from the Llama / Qwen2 formulas in double
-// precision.
+// Logits [n_tok x n_vocab] of `ids`, computed with loops from the Llama / Qwen2 / Qwen3 formulas in
+// double precision.
 inline std::vector<double> reference_logits(const model_config& c, const tensor_map& w,
                                             const std::vector<std::int32_t>& ids) {
   const auto n_tok = ids.size();
@@ -234,6 +253,22 @@ inline std::vector<double> reference_logits(const model_config& c, const tensor_
       q[t] = matvec(wq, opt(bq), h, nh * head_dim);
       k[t] = matvec(wk, opt(bk), h, nkv * head_dim);
       v[t] = matvec(wv, opt(bv), h, nkv * head_dim);
+      if (c.qk_norm) {
+        // Each head's slice normalised on its own with the shared [head_dim] weight.
+        const auto gq = get(p + "self_attn.q_norm.weight");
+        const auto gk = get(p + "self_attn.k_norm.weight");
+        auto per_head = [&](std::vector<double>& v, std::size_t heads,
+                            const std::vector<double>& g) {
+          for (std::size_t h = 0; h < heads; ++h) {
+            const auto first = v.begin() + static_cast<std::ptrdiff_t>(h * head_dim);
+            const auto y = rmsnorm(
+                std::vector<double>(first, first + static_cast<std::ptrdiff_t>(head_dim)), g);
+            std::copy(y.begin(), y.end(), first);
+          }
+        };
+        per_head(q[t], nh, gq);
+        per_head(k[t], nkv, gk);
+      }
       rope(q[t], nh, t);
       rope(k[t], nkv, t);
     }

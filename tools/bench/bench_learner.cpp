@@ -45,28 +45,19 @@ struct bench_args {
   std::string trace;  // Chrome trace of one more update step, if set
 };
 
-// Shapes of Qwen2 models (random weights; only the shape matters for speed).
-model_config preset(const std::string& name) {
+// Shapes of public checkpoints (learner::model_preset: qwen2-0.5b, qwen2-1.5b, qwen3-0.6b,
+// qwen3-1.7b, qwen3-8b) or two toy ones, tiny and small (random weights; only the shape matters for
+// speed). Errors: an unknown name.
+leap::result<model_config> preset(const std::string& name) {
+  if (name != "tiny" && name != "small") {
+    return leap::learner::model_preset(name);
+  }
   model_config c;
   c.model_type = "qwen2";
   c.qkv_bias = true;
   c.rope_theta = 1e6;
   c.tie_word_embeddings = true;
-  if (name == "qwen2-0.5b") {
-    c.vocab_size = 151936;
-    c.hidden_size = 896;
-    c.intermediate_size = 4864;
-    c.num_hidden_layers = 24;
-    c.num_attention_heads = 14;
-    c.num_key_value_heads = 2;
-  } else if (name == "qwen2-1.5b") {
-    c.vocab_size = 151936;
-    c.hidden_size = 1536;
-    c.intermediate_size = 8960;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 12;
-    c.num_key_value_heads = 2;
-  } else if (name == "tiny") {
+  if (name == "tiny") {
     c.vocab_size = 300;
     c.hidden_size = 64;
     c.intermediate_size = 128;
@@ -103,7 +94,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Benchmark of the LibTorch learner: update and sampling tokens/s"};
   app.add_option("--device", a.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", a.dtype, "float32, bfloat16, float16, float64")->capture_default_str();
-  app.add_option("--preset", a.preset, "model shape: tiny, small, qwen2-0.5b, qwen2-1.5b")
+  app.add_option(
+         "--preset", a.preset,
+         "model shape: tiny, small, qwen2-0.5b, qwen2-1.5b, qwen3-0.6b, qwen3-1.7b, qwen3-8b")
       ->capture_default_str();
   app.add_option("--batch", a.batch, "sequences per update")->capture_default_str();
   app.add_option("--seq", a.seq, "tokens per sequence")->capture_default_str();
@@ -127,7 +120,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   leap::learner::keep_freed_host_memory();  // as `leap` does: CPU numbers otherwise measure faults
 
-  const auto config = preset(a.preset);
+  const auto chosen = preset(a.preset);
+  if (!chosen) {
+    return fail("--preset", chosen.err());
+  }
+  const auto& config = *chosen;
   leap::learner::policy_options popts;
   popts.device = a.device;
   popts.dtype = a.dtype;

@@ -58,7 +58,8 @@ void add_init_model(CLI::App& app, int* exit_code) {
       "byte tokenizer) as a Hugging Face folder: config.json + model.safetensors. Serve it with "
       "`leap serve-policy --model DIR`, train it with learner.kind: torch.");
   cmd->add_option("--preset", options->preset,
-                  "Model shape: tiny (~0.1 M parameters) or small (~3 M)")
+                  "Model shape: tiny (~0.1 M parameters), small (~3 M), or the architecture of "
+                  "qwen3-0.6b, qwen3-1.7b, qwen3-8b (with the byte vocabulary)")
       ->capture_default_str();
   cmd->add_option("--out", options->out, "Folder to write (created)")->required();
   cmd->add_option("--seed", options->seed, "Seed of the random weights")->capture_default_str();
