@@ -1222,11 +1222,11 @@ std::vector<cross_check> build_cross_checks() {
          return std::nullopt;
        }});
   checks.push_back({{"policy.tokenizer"}, [](const experiment_config& c) -> std::optional<std::string> {
-                      if (!c.policy.tokenizer.empty()) {
+                      if (!c.policy.tokenizer.empty() &&
+                          c.policy.flavour == policy_flavour::embedded) {
                         return std::optional<std::string>{
-                            "local tokenizers are not supported yet: leave it empty (prompts are "
-                            "rendered by the server's /tokenize, or by the embedded server's "
-                            "byte-level template)"};
+                            "is for vllm and sglang servers: the embedded server serves byte-level "
+                            "models and renders with their own template; leave it empty"};
                       }
                       return std::nullopt;
                     }});

@@ -126,8 +126,11 @@ TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
       {"torch learner, embedded server without a model",
        cpp_suite + "learner:\n  kind: torch\n  model_path: m\npolicy:\n  flavour: embedded\n",
        ":7: policy.model: is required"},
-      {"local tokenizer", cpp_suite + "policy:\n  tokenizer: models/policy\n",
-       ":7: policy.tokenizer: local tokenizers are not supported yet"},
+      {"tokenizer folder without a tokenizer", cpp_suite + "policy:\n  tokenizer: /nonexistent/model\n",
+       ":7: policy.tokenizer: cannot read /nonexistent/model/tokenizer.json"},
+      {"tokenizer with the embedded server",
+       cpp_suite + "policy:\n  flavour: embedded\n  tokenizer: models/policy\n",
+       ":8: policy.tokenizer: is for vllm and sglang servers"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -337,13 +337,17 @@ int run_experiment(const run_options& options) {
     server = std::move(*started);
     endpoints = {server->base_url()};
   }
-  // The embedded server speaks the project's byte-level template, rendered here; any other server
-  // renders prompts with its own chat template through /tokenize.
+  // The embedded server speaks the project's byte-level template, rendered here; with
+  // policy.tokenizer the model folder's tokenizer and chat template render here for any server;
+  // otherwise the server renders with its own chat template through /tokenize.
   std::shared_ptr<const actors::prompt_renderer> renderer;
+  auto client_config = client_settings(c, endpoints);
   if (c.policy.flavour == policy_flavour::embedded) {
     renderer = actors::make_byte_chatml_renderer();
+  } else if (preflight->renderer) {
+    renderer = actors::make_chat_renderer(preflight->renderer);
   }
-  auto client = policy::policy_client::create(client_settings(c, endpoints));
+  auto client = policy::policy_client::create(std::move(client_config));
   if (!client) return fail("policy: " + client.err().message);
   if (auto checked = check_policy_endpoints(**client, renderer.get(),
                                               [&watcher] { return watcher.signal() != 0; }); !checked) {

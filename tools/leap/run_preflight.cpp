@@ -75,6 +75,14 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
     if (!nodes) return error{locate(source, text, nodes.err().message)};
     out.nodes = std::move(*nodes);
   }
+
+  if (!out.config.policy.tokenizer.empty()) {
+    auto renderer = policy::hf_chat_renderer::load(from(base_dir, out.config.policy.tokenizer));
+    if (!renderer) {
+      return error{locate(source, text, "policy.tokenizer: " + renderer.err().message)};
+    }
+    out.renderer = std::move(*renderer);
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "actors/tasks.hpp"
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
+#include "policy/hf_renderer.hpp"
 
 #include <filesystem>
 #include <optional>
@@ -22,13 +23,16 @@ struct run_preflight {
   actors::run_tasks tasks;
   bool has_cuda = false;  // a training or validation task of kind cuda
   std::optional<actors::dispatcher_settings> nodes;  // verifier.nodes set
+  // policy.tokenizer's tokenizer and chat template, loaded; null when the key is empty.
+  std::shared_ptr<const policy::hf_chat_renderer> renderer;
 };
 
 // Reads `path` and checks it for `leap run`. Errors, one problem per line, each as
 // "PATH:LINE: key: what is wrong" where the key is set in the file (parse_config's format): the file
 // missing, unreadable or a folder; everything parse_config refuses; an empty config; data.train
 // empty, missing, unreadable or without a task of data.task_kinds; an unknown task kind; the
-// verifier nodes' secret and TLS files. Relative paths are the process's (as `leap run` reads them).
+// verifier nodes' secret and TLS files; policy.tokenizer's folder (its tokenizer and chat template
+// load, and the template can continue a conversation with feedback). Relative paths are the process's (as `leap run` reads them).
 [[nodiscard]] result<run_preflight> preflight_run(const std::string& path);
 
 // The same for config text whose relative paths are relative to `base_dir` (the daemon checks a
