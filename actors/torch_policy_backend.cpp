@@ -3,6 +3,7 @@
 
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
+#include "learner/weight_broadcast.hpp"
 #include "policy/tokenizer.hpp"
 
 #include <algorithm>
@@ -100,8 +101,8 @@ namespace {
 
 class torch_policy_backend final : public policy::policy_backend {
  public:
-  torch_policy_backend(learner::policy model, weight_source source)
-      : model_(std::move(model)), source_(std::move(source)) {}
+  torch_policy_backend(learner::policy model, torch_backend_options options)
+      : model_(std::move(model)), options_(std::move(options)) {}
 
   [[nodiscard]] std::string name() const override { return "torch"; }
 
@@ -156,12 +157,12 @@ class torch_policy_backend final : public policy::policy_backend {
       return error{"the LibTorch backend reloads weights from a model folder: give its path"};
     }
     if (path == in_memory_weights) {
-      if (!source_) {
+      if (!options_.source) {
         return error{"this server has no in-memory weight source (it is not embedded in the "
                      "learner's process): give a model folder"};
       }
       std::unique_lock lock(mutex_);
-      auto copied = source_(model_, version);
+      auto copied = options_.source(model_, version);
       if (!copied) return copied.err().wrap("taking weights in memory");
       return ok_status();
     }
@@ -170,6 +171,61 @@ class torch_policy_backend final : public policy::policy_backend {
     if (!loaded) return loaded.err().wrap("reloading weights from " + path);
     (void)version;  // the server reports the version; the model only needs the weights
     return ok_status();
+  }
+
+  // vLLM's nccl weight-transfer engine over learner::broadcast_receiver (c10d: NCCL on cuda where
+  // built in, else gloo). The server calls these one at a time (its session lock). Receiving
+  // reads only the served model's shapes, under the shared lock: generations go on meanwhile.
+  [[nodiscard]] bool supports_weight_transfer(const std::string& backend) const override {
+    return backend == "nccl";
+  }
+
+  status init_weight_transfer(const std::string& backend, const nlohmann::json& init_info) override {
+    if (backend != "nccl") return error{"the torch backend has no '" + backend + "' engine"};
+    auto info = policy::parse_nccl_init_info(init_info);
+    if (!info) return info.err();
+    receiver_.reset();  // a new rendezvous replaces the old group
+    learner::broadcast_rendezvous r;
+    r.master_address = info->master_address;
+    r.master_port = info->master_port;
+    r.rank_offset = info->rank_offset;
+    r.world_size = info->world_size;
+    auto joined = learner::broadcast_receiver::join(r, options_.device, options_.transfer_timeout);
+    if (!joined) return joined.err();
+    receiver_ = std::move(*joined);
+    return ok_status();
+  }
+
+  status receive_weights(const nlohmann::json& update_info) override {
+    auto info = policy::parse_nccl_update_info(update_info);
+    if (!info) return info.err();
+    if (!receiver_) {
+      return error{"no weight-transfer group (none yet, or the last transfer broke it): POST "
+                   "/init_weight_transfer_engine first"};
+    }
+    std::vector<learner::broadcast_tensor> layout;
+    for (std::size_t i = 0; i < info->names.size(); ++i) {
+      layout.push_back({info->names[i], info->dtype_names[i], info->shapes[i]});
+    }
+    std::shared_lock lock(mutex_);  // shapes are read; generations may go on meanwhile
+    auto received = receiver_->receive(layout, model_);
+    if (!received) {
+      // A cut transfer leaves the group unusable (the peer is gone, or out of step): drop it, so
+      // that the next update asks for a new rendezvous instead of reading a broken stream.
+      receiver_.reset();
+    }
+    return received;
+  }
+
+  status commit_weights(std::int64_t version) override {
+    if (!receiver_) return error{"no weight-transfer group: nothing was received"};
+    (void)version;
+    std::unique_lock lock(mutex_);  // no generation runs while the weights are replaced
+    return receiver_->commit(model_);
+  }
+
+  void discard_weights() override {
+    if (receiver_) receiver_->discard();
   }
 
  private:
@@ -205,7 +261,8 @@ class torch_policy_backend final : public policy::policy_backend {
 
   std::shared_mutex mutex_;  // shared: sampling; exclusive: a weight reload
   learner::policy model_;
-  weight_source source_;
+  torch_backend_options options_;
+  std::unique_ptr<learner::broadcast_receiver> receiver_;
 };
 
 }  // namespace
@@ -223,7 +280,7 @@ result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
   auto model = learner::policy::load(model_dir, po);
   if (!model) return model.err();
   return std::shared_ptr<policy::policy_backend>(
-      std::make_shared<torch_policy_backend>(std::move(*model), options.source));
+      std::make_shared<torch_policy_backend>(std::move(*model), options));
 }
 
 }  // namespace leap::actors

@@ -14,6 +14,7 @@
 #include "learner/model_config.hpp"
 #include "policy/server_backend.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,9 @@ struct torch_backend_options {
   std::string dtype = "float32";  // as learner::policy_options::dtype. Default: float32
   // Serves load_weights(in_memory_weights, version). Default: none (that path is refused)
   weight_source source;
+  // How long the nccl weight-transfer engine waits for the learner: to join the group, and for
+  // each tensor of an update. Default: 5 min
+  std::chrono::milliseconds transfer_timeout{300'000};
 };
 
 // Checks that a model's vocabulary is the byte tokenizer's (vocab_size 261). Pure.
@@ -86,6 +90,10 @@ struct random_model_info {
 // checkpoint), or with path in_memory_weights asks options.source for them (no file is read);
 // generations run under a shared lock, a reload under an exclusive one, so a generation samples
 // wholly from the old or wholly from the new weights.
+// vLLM's nccl weight-transfer engine (policy_server with weight_transfer_backend "nccl"): the
+// backend joins the learner's c10d group at /init_weight_transfer_engine, receives each
+// /update_weights into a staging buffer (learner/weight_broadcast.hpp) and swaps it in at
+// /finish_weight_update under the exclusive lock; a cut transfer drops the staging and the group.
 [[nodiscard]] result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
     const std::string& model_dir, const torch_backend_options& options = {});
 

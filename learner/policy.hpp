@@ -157,6 +157,7 @@ class policy {
  private:
   explicit policy(std::unique_ptr<detail::transformer> impl);
   friend class trainer;
+  friend struct weight_broadcast_access;  // learner/weight_broadcast.cpp reads the tensors
 
   std::unique_ptr<detail::transformer> impl_;
 };

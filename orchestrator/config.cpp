@@ -448,6 +448,19 @@ std::optional<std::string> check_python(const std::string& python) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_weight_sync(const std::string& method) {
+  if (method.empty() || method == "disk" || method == "in_memory") return std::nullopt;
+  if (method == "nccl" || method == "ipc") {
+    // The pieces exist (learner/weight_broadcast.hpp, the server's /init_weight_transfer_engine
+    // routes) but the run loop does not drive them: refused here, not at leap run's start.
+    return "'" + method +
+           "' is not driven by leap run yet (the learner's broadcast and the server's "
+           "weight-transfer routes are tested on their own); use disk, in_memory or empty";
+  }
+  return "must be disk, in_memory or empty (disk, or in_memory for the embedded server), got '" +
+         method + "'";
+}
+
 std::optional<std::string> check_cuda_arch(const std::string& arch) {
   std::string_view digits;
   std::string_view view = arch;
@@ -1006,6 +1019,11 @@ std::vector<field_spec> build_fields() {
       std::vector{policy_flavour::vllm, policy_flavour::sglang, policy_flavour::embedded},
       "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
       "embedded (in-process; no endpoints)."));
+  f.push_back(text_field(
+      "policy.weight_sync", LEAP_FIELD(policy.weight_sync), check_weight_sync,
+      "How the torch learner's weights reach the servers: disk (a folder per step, the "
+      "server's load route), in_memory (embedded server only: copied in the process); empty: "
+      "in_memory for an embedded server with policy.model, else disk."));
   f.push_back(
       text_list_field("policy.endpoints", LEAP_FIELD(policy.endpoints), check_url, true,
                       "Base URLs http(s)://host[:port] of the servers, no path; load-balanced, a "
@@ -1218,6 +1236,17 @@ std::vector<cross_check> build_cross_checks() {
            return std::optional<std::string>{
                "is required when learner.kind is torch and policy.flavour is embedded: the model "
                "folder the embedded server serves (normally learner.model_path)"};
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"policy.weight_sync", "policy.flavour", "policy.model"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.policy.weight_sync == "in_memory" &&
+             (c.policy.flavour != policy_flavour::embedded || c.policy.model.empty())) {
+           return std::optional<std::string>{
+               "in_memory needs policy.flavour embedded with a policy.model (the server must "
+               "share the learner's process)"};
          }
          return std::nullopt;
        }});

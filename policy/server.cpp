@@ -478,6 +478,14 @@ struct policy_server::impl {
   std::map<std::string, std::string> adapters;
   std::mutex adapter_load_mutex;
 
+  // vLLM's weight-transfer engine session (see init_weight_transfer); guarded by transfer_mutex,
+  // held for a whole route call so that calls of one session run one at a time.
+  std::mutex transfer_mutex;
+  bool transfer_initialized = false;
+  bool transfer_active = false;
+  std::optional<std::string> staged_path;  // disk: the folder update_weights named
+  bool staged_tensors = false;             // nccl/ipc: the backend holds staged tensors
+
   // Generation requests in the server: true once admitted (running), false while held by a pause.
   std::mutex flights_mutex;
   std::condition_variable flights_changed;
@@ -1017,14 +1025,14 @@ struct policy_server::impl {
     return std::nullopt;
   }
 
-  std::optional<http_error> update_weights(const httplib::Request& req, httplib::Response& res,
-                                           bool sglang) {
+  // SGLang's /update_weights_from_disk.
+  std::optional<http_error> update_weights_from_disk(const httplib::Request& req,
+                                                     httplib::Response& res) {
     auto body = parse_json_body(req.body);
     if (!body) {
       return http_error{400, body.err().message};
     }
-    auto request =
-        sglang ? parse_sglang_update_weights_request(*body) : parse_update_weights_request(*body);
+    auto request = parse_sglang_update_weights_request(*body);
     if (!request) {
       return http_error{400, request.err().message};
     }
@@ -1049,6 +1057,149 @@ struct policy_server::impl {
                        {"weight_version", version},
                        {"num_paused_requests", 0}}),
         "application/json");
+    return std::nullopt;
+  }
+
+  // ---- vLLM's weight-transfer engine ----
+  // One update session at a time: start, one or more update_weights, finish. Nothing reaches the
+  // served weights before finish: the disk backend only records the folder, nccl/ipc stage the
+  // tensors in the backend; finish loads (disk) or swaps (the backend's exclusive lock), so a
+  // generation samples wholly from the old or wholly from the new weights, and a session cut
+  // half-way leaves the old ones served. A failed update_weights ends the session (as vLLM's disk
+  // engine aborts its session); a start while a session is open discards it (its client is gone:
+  // a retry must be able to begin again).
+
+  [[nodiscard]] bool disk_transfer() const { return config.weight_transfer_backend == "disk"; }
+
+  void end_transfer_session() {
+    if (transfer_active && !disk_transfer()) {
+      backend->discard_weights();
+    }
+    transfer_active = false;
+    staged_path.reset();
+    staged_tensors = false;
+  }
+
+  std::optional<http_error> init_weight_transfer(const httplib::Request& req,
+                                                 httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_weight_transfer_request(*body, "init_info");
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    std::lock_guard lock(transfer_mutex);
+    if (!disk_transfer()) {
+      end_transfer_session();
+      if (auto ok = backend->init_weight_transfer(config.weight_transfer_backend, request->info);
+          !ok) {
+        transfer_initialized = false;
+        return http_error{500, "init_weight_transfer_engine (" + config.weight_transfer_backend +
+                                   "): " + ok.err().message};
+      }
+    }
+    transfer_initialized = true;
+    res.set_content(dump_json(json{{"message", "Weight transfer initialized"}}),
+                    "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<http_error> start_weight_update(const httplib::Request& req,
+                                                httplib::Response& res) {
+    auto body = parse_json_body(req.body);  // optional: include_draft, is_checkpoint_format
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    std::lock_guard lock(transfer_mutex);
+    if (!disk_transfer() && !transfer_initialized) {
+      return http_error{400, "the " + config.weight_transfer_backend +
+                                 " weight-transfer engine is not initialized: POST "
+                                 "/init_weight_transfer_engine first"};
+    }
+    end_transfer_session();
+    transfer_active = true;
+    res.set_content(dump_json(json{{"message", "Weight update started"}}), "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<http_error> transfer_update_weights(const httplib::Request& req,
+                                                    httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_weight_transfer_request(*body, "update_info");
+    if (!request) {
+      std::string message = request.err().message;
+      if (body->is_object() && body->contains("path")) {
+        // The body of this route before it became vLLM's.
+        message +=
+            " (this is vLLM's weight-transfer route: a folder loads with {\"update_info\": "
+            "{\"path\": ...}} between /start_weight_update and /finish_weight_update, or with "
+            "SGLang's /update_weights_from_disk)";
+      }
+      return http_error{400, message};
+    }
+    std::lock_guard lock(transfer_mutex);
+    if (!transfer_active) {
+      return http_error{400, "start_weight_update must be called before update_weights"};
+    }
+    if (disk_transfer()) {
+      auto info = parse_disk_update_info(request->info);
+      if (!info) {
+        end_transfer_session();
+        return http_error{400, info.err().message};
+      }
+      if (staged_path) {
+        end_transfer_session();
+        return http_error{400, "the disk backend accepts exactly one checkpoint per update session"};
+      }
+      staged_path = info->path;
+    } else {
+      if (auto received = backend->receive_weights(request->info); !received) {
+        end_transfer_session();
+        return http_error{500, "update_weights (" + config.weight_transfer_backend +
+                                   "): " + received.err().message +
+                                   "; the update is abandoned, the served weights are unchanged"};
+      }
+      staged_tensors = true;
+    }
+    res.set_content(dump_json(json{{"message", "Weights updated"}}), "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<http_error> finish_weight_update(const httplib::Request& req,
+                                                 httplib::Response& res) {
+    auto body = parse_json_body(req.body);
+    if (!body) {
+      return http_error{400, body.err().message};
+    }
+    auto request = parse_finish_weight_update_request(*body);
+    if (!request) {
+      return http_error{400, request.err().message};
+    }
+    std::lock_guard lock(transfer_mutex);
+    if (!transfer_active) {
+      return http_error{400, "no weight update is active: POST /start_weight_update first"};
+    }
+    if (!staged_path && !staged_tensors) {
+      end_transfer_session();
+      return http_error{400, "no weights were received during this update session"};
+    }
+    const std::int64_t version = request->version.value_or(weight_version.load() + 1);
+    status loaded = disk_transfer() ? backend->load_weights(*staged_path, version)
+                                    : backend->commit_weights(version);
+    staged_tensors = false;  // committed or refused: nothing left to discard
+    end_transfer_session();
+    if (!loaded) {
+      return http_error{500, "finish_weight_update: " + loaded.err().message};
+    }
+    weight_version.store(version);
+    res.set_header("x-weight-version", std::to_string(version));
+    res.set_content(dump_json(json{{"message", "Weight update finished"}, {"weight_version", version}}),
+                    "application/json");
     return std::nullopt;
   }
 
@@ -1312,12 +1463,21 @@ struct policy_server::impl {
               wrap("/tokenize", [this](const auto& q, auto& r) { return tokenize(q, r); }));
     http.Post("/detokenize",
               wrap("/detokenize", [this](const auto& q, auto& r) { return detokenize(q, r); }));
-    http.Post("/update_weights", wrap("/update_weights", [this](const auto& q, auto& r) {
-                return update_weights(q, r, false);
-              }));
     http.Post("/update_weights_from_disk",
               wrap("/update_weights_from_disk",
-                   [this](const auto& q, auto& r) { return update_weights(q, r, true); }));
+                   [this](const auto& q, auto& r) { return update_weights_from_disk(q, r); }));
+    http.Post("/init_weight_transfer_engine",
+              wrap("/init_weight_transfer_engine",
+                   [this](const auto& q, auto& r) { return init_weight_transfer(q, r); }));
+    http.Post("/start_weight_update",
+              wrap("/start_weight_update",
+                   [this](const auto& q, auto& r) { return start_weight_update(q, r); }));
+    http.Post("/update_weights", wrap("/update_weights", [this](const auto& q, auto& r) {
+                return transfer_update_weights(q, r);
+              }));
+    http.Post("/finish_weight_update",
+              wrap("/finish_weight_update",
+                   [this](const auto& q, auto& r) { return finish_weight_update(q, r); }));
     http.Post("/pause_generation",
               wrap("/pause_generation", [this](const auto& q, auto& r) { return pause(q, r); }));
     for (const char* route : {"/continue_generation", "/resume_generation"}) {
@@ -1461,6 +1621,13 @@ result<std::unique_ptr<policy_server>> policy_server::start(
   }
   if (config.port < 0 || config.port > 65535) {
     return error{"policy server: port " + std::to_string(config.port) + " is not in [0, 65535]"};
+  }
+  if (config.weight_transfer_backend != "disk" &&
+      !backend->supports_weight_transfer(config.weight_transfer_backend)) {
+    return error{"policy server: the " + backend->name() + " backend has no '" +
+                 config.weight_transfer_backend +
+                 "' weight-transfer engine (disk works with every backend; nccl and ipc need the "
+                 "LibTorch backend, --model)"};
   }
   auto state = std::make_unique<impl>(std::move(config), std::move(backend));
   impl& s = *state;

@@ -6,7 +6,9 @@
 // Routes (see policy/README.md for bodies):
 //   GET  /health /v1/models /metrics /is_paused /get_model_info
 //   POST /v1/completions /v1/chat/completions /generate /tokenize /detokenize
-//   POST /update_weights /update_weights_from_disk
+//   POST /update_weights_from_disk (SGLang's)
+//   vLLM's weight-transfer engine: POST /init_weight_transfer_engine /start_weight_update
+//   /update_weights /finish_weight_update (server_config::weight_transfer_backend)
 //   POST /pause_generation /continue_generation /resume_generation /flush_cache /reset_prefix_cache
 //   vLLM's control routes: POST /sleep /wake_up /collective_rpc /v1/load_lora_adapter
 //   /v1/unload_lora_adapter, GET /is_sleeping
@@ -49,6 +51,11 @@ struct server_config {
   // them from here (the backend's load_weights, as /update_weights_from_disk). Default: "" (the
   // scripted backend has no weights; the LibTorch backend then answers that it needs a path)
   std::string model_path;
+  // The backend of vLLM's weight-transfer routes (vllm serve --weight-transfer-config
+  // '{"backend": B}'): "disk" (update_info {"path": folder}, loaded by the backend's load_weights
+  // at /finish_weight_update), or "nccl" / "ipc", which the policy backend must support
+  // (policy_backend::supports_weight_transfer; start() refuses otherwise). Default: "disk"
+  std::string weight_transfer_backend = "disk";
   std::uint64_t seed = 0;  // Default: 0; seeds response ids only
   fault_config faults;     // Default: none
 };

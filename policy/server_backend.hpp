@@ -8,6 +8,8 @@
 #include "policy/tokenizer.hpp"
 #include "policy/wire.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -109,6 +111,37 @@ class policy_backend {
   // the operator can act on (missing file, shape mismatch). Called while generation is paused or
   // not; must be safe against concurrent generate calls.
   virtual status load_weights(const std::string& path, std::int64_t version) = 0;
+
+  // vLLM's weight-transfer engine with a backend that moves tensors (nccl, ipc; the server itself
+  // serves the disk backend through load_weights). The server calls, one at a time and in this
+  // order: init_weight_transfer once per rendezvous (POST /init_weight_transfer_engine: it may
+  // block until the trainer has joined), then per update receive_weights for each POST
+  // /update_weights (staged aside: generations keep sampling the weights they had), then
+  // commit_weights at POST /finish_weight_update (the staged weights replace the served ones under
+  // the backend's exclusive lock, all or nothing), or discard_weights when the update is abandoned
+  // (a failed receive, a new start). Default: every call answers that the backend has no such
+  // engine, and the server answers 501.
+  [[nodiscard]] virtual bool supports_weight_transfer(const std::string& backend) const {
+    (void)backend;
+    return false;
+  }
+  virtual status init_weight_transfer(const std::string& backend, const nlohmann::json& init_info) {
+    (void)init_info;
+    return error{"the " + name() + " backend has no '" + backend + "' weight-transfer engine"};
+  }
+  // Receives the tensors `update_info` describes (names, dtypes, shapes for nccl) into a staging
+  // buffer. An error leaves nothing staged from this call; the server then discards the update.
+  virtual status receive_weights(const nlohmann::json& update_info) {
+    (void)update_info;
+    return error{"the " + name() + " backend has no weight-transfer engine"};
+  }
+  // Swaps the staged weights in as `version`. Errors: nothing staged, an incomplete set (the
+  // served weights stay as they were).
+  virtual status commit_weights(std::int64_t version) {
+    (void)version;
+    return error{"the " + name() + " backend has no weight-transfer engine"};
+  }
+  virtual void discard_weights() {}
 
   // Runtime LoRA adapters (vLLM's POST /v1/load_lora_adapter). Whether load_adapter works; when
   // it does not, the server answers the adapter routes with 501. Default: false.

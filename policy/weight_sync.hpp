@@ -77,6 +77,15 @@ struct weight_sync_request {
 // folder the server was started on is reloaded, see vllm_sleep_reload_plan).
 [[nodiscard]] weight_sync_plan vllm_disk_plan();
 
+// vLLM's weight-transfer engine with the disk backend (`vllm serve --weight-transfer-config
+// '{"backend": "disk"}'`, served with VLLM_SERVER_DEV_MODE=1): drain, POST
+// /init_weight_transfer_engine {"init_info": {}} (a no-op for disk; it also tells a server that
+// restarted without the engine at once), POST /start_weight_update {}, POST /update_weights
+// {"update_info": {"path": "{path}"}} (the learner's step folder, absolute), POST
+// /finish_weight_update {"weight_version": "{version}"} (vLLM ignores the body; the project's
+// server reports that version), POST /reset_prefix_cache. Checks the version (check_version).
+[[nodiscard]] weight_sync_plan vllm_transfer_disk_plan();
+
 // Replaces {version}, {path} and {lora_name}; with `json_escape` the values are escaped for use
 // inside a JSON string.
 [[nodiscard]] std::string substitute_sync_fields(std::string_view text,

@@ -668,18 +668,41 @@ result<detokenize_request> parse_detokenize_request(const json& body) {
   });
 }
 
-result<update_weights_request> parse_update_weights_request(const json& body) {
-  return guarded<update_weights_request>([&] {
-    require_object(body);
-    update_weights_request r;
-    r.version = get_int(body, "version", 0, std::numeric_limits<std::int64_t>::max());
-    if (!r.version) {
-      fail("'version' is required: the integer weight version that responses will report");
-    }
-    r.path = get_string(body, "path").value_or("");
-    return r;
-  });
+namespace {
+
+// A weight version as SGLang sends it (a string) or as an integer; -1 when it is neither.
+std::int64_t version_value(const json& version) {
+  if (is_integral(version)) {
+    return as_int64(version);
+  }
+  if (!version.is_string()) {
+    return -1;
+  }
+  const auto text = version.get<std::string>();
+  std::size_t used = 0;
+  std::int64_t v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  return used != text.size() || text.empty() ? -1 : v;
 }
+
+std::optional<std::int64_t> optional_version(const json& body, const char* key) {
+  const json* version = find(body, key);
+  if (version == nullptr || version->is_null()) {
+    return std::nullopt;
+  }
+  const std::int64_t v = version_value(*version);
+  if (v < 0) {
+    fail(std::string("'") + key + "' must be a non-negative integer or its decimal string (got " +
+         shown(*version) + ")");
+  }
+  return v;
+}
+
+}  // namespace
 
 result<update_weights_request> parse_sglang_update_weights_request(const json& body) {
   return guarded<update_weights_request>([&] {
@@ -690,32 +713,109 @@ result<update_weights_request> parse_sglang_update_weights_request(const json& b
       fail("'model_path' is required");
     }
     r.path = *path;
-    const json* version = find(body, "weight_version");
-    if (version != nullptr) {
-      // SGLang's weight_version is a string; this server's versions are integers.
-      std::int64_t v = -1;
-      if (is_integral(*version)) {
-        v = as_int64(*version);
-      } else if (version->is_string()) {
-        const auto text = version->get<std::string>();
-        std::size_t used = 0;
-        try {
-          v = std::stoll(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || text.empty()) {
-          v = -1;
-        }
-      }
-      if (v < 0) {
-        fail("'weight_version' must be a non-negative integer or its decimal string (got " +
-             shown(*version) + ")");
-      }
-      r.version = v;
+    r.version = optional_version(body, "weight_version");
+    return r;
+  });
+}
+
+result<weight_transfer_request> parse_weight_transfer_request(const json& body, const char* key) {
+  return guarded<weight_transfer_request>([&] {
+    require_object(body);
+    const json* info = find(body, key);
+    if (info == nullptr || info->is_null()) {
+      fail(std::string("Missing '") + key + "' in request body");
+    }
+    if (!info->is_object()) {
+      fail(std::string("'") + key + "' must be an object (got " + shown(*info) + ")");
+    }
+    return weight_transfer_request{*info};
+  });
+}
+
+result<finish_weight_update_request> parse_finish_weight_update_request(const json& body) {
+  return guarded<finish_weight_update_request>([&] {
+    require_object(body);
+    return finish_weight_update_request{optional_version(body, "weight_version")};
+  });
+}
+
+result<disk_update_info> parse_disk_update_info(const json& update_info) {
+  return guarded<disk_update_info>([&] {
+    require_object(update_info);
+    disk_update_info r;
+    r.path = get_string(update_info, "path").value_or("");
+    if (r.path.empty() || r.path.front() != '/') {
+      fail("'update_info.path' must be a non-empty absolute folder of safetensors (got \"" +
+           r.path + "\")");
     }
     return r;
   });
+}
+
+result<nccl_init_info> parse_nccl_init_info(const json& init_info) {
+  return guarded<nccl_init_info>([&] {
+    require_object(init_info);
+    nccl_init_info r;
+    const auto address = get_string(init_info, "master_address");
+    const auto port = get_int(init_info, "master_port", 1, 65535);
+    const auto offset = get_int(init_info, "rank_offset", 0, 1 << 20);
+    const auto size = get_int(init_info, "world_size", 1, 1 << 20);
+    if (!address || address->empty() || !port || !offset || !size) {
+      fail("'init_info' needs master_address, master_port, rank_offset and world_size (vLLM's "
+           "NCCLWeightTransferInitInfo)");
+    }
+    r.master_address = *address;
+    r.master_port = static_cast<int>(*port);
+    r.rank_offset = static_cast<int>(*offset);
+    r.world_size = static_cast<int>(*size);
+    return r;
+  });
+}
+
+result<nccl_update_info> parse_nccl_update_info(const json& update_info) {
+  return guarded<nccl_update_info>([&] {
+    require_object(update_info);
+    if (get_bool(update_info, "packed").value_or(false)) {
+      fail("'packed': true is not served here: send one broadcast per tensor (packed: false)");
+    }
+    const json* names = find(update_info, "names");
+    const json* dtypes = find(update_info, "dtype_names");
+    const json* shapes = find(update_info, "shapes");
+    if (names == nullptr || dtypes == nullptr || shapes == nullptr || !names->is_array() ||
+        !dtypes->is_array() || !shapes->is_array()) {
+      fail("'update_info' needs the arrays names, dtype_names and shapes");
+    }
+    if (dtypes->size() != names->size() || shapes->size() != names->size()) {
+      fail("`dtype_names` and `shapes` should be of the same size as `names`: got " +
+           std::to_string(dtypes->size()) + ", " + std::to_string(shapes->size()) + " and " +
+           std::to_string(names->size()));
+    }
+    nccl_update_info r;
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      if (!(*names)[i].is_string() || !(*dtypes)[i].is_string() || !(*shapes)[i].is_array()) {
+        fail("entry " + std::to_string(i) +
+             " of 'update_info': a name and dtype name (strings) and a shape (an array)");
+      }
+      r.names.push_back((*names)[i].get<std::string>());
+      r.dtype_names.push_back((*dtypes)[i].get<std::string>());
+      std::vector<std::int64_t> shape;
+      for (const auto& d : (*shapes)[i]) {
+        if (!is_integral(d) || as_int64(d) < 0) {
+          fail("the shape of '" + r.names.back() + "' must hold non-negative integers");
+        }
+        shape.push_back(as_int64(d));
+      }
+      r.shapes.push_back(std::move(shape));
+    }
+    return r;
+  });
+}
+
+json render_nccl_update_info(const nccl_update_info& info) {
+  return json{{"names", info.names},
+              {"dtype_names", info.dtype_names},
+              {"shapes", info.shapes},
+              {"packed", false}};
 }
 
 result<pause_request> parse_pause_request(const json& body) {

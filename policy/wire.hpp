@@ -101,9 +101,8 @@ struct detokenize_request {
   std::vector<token_id> tokens;
 };
 
-// Our weight-update route (POST /update_weights): {"version": N, "path": "..."}; and SGLang's
-// /update_weights_from_disk: {"model_path": "...", "weight_version": "N"} (version optional there:
-// absent means the current version + 1).
+// SGLang's /update_weights_from_disk: {"model_path": "...", "weight_version": "N"} (version
+// optional: absent means the current version + 1).
 struct update_weights_request {
   std::optional<std::int64_t> version;
   std::string path;
@@ -142,6 +141,49 @@ struct collective_rpc_request {
   std::optional<std::string> weights_path;
 };
 
+// vLLM's weight-transfer engine (`vllm serve --weight-transfer-config '{"backend": B}'`), as in
+// vllm-project/vllm vllm/entrypoints/serve/dev/rlhf/api_router.py at commit
+// 6fbea1171830682c53ecb7d3ae67495fa799e62f:
+//   POST /init_weight_transfer_engine {"init_info": {...}}  (the backend's rendezvous)
+//   POST /start_weight_update [{"include_draft"?, "is_checkpoint_format"?}]  (body optional)
+//   POST /update_weights {"update_info": {...}}  (one or more per update)
+//   POST /finish_weight_update [{"weight_version"?}]  (vLLM reads no body; ours takes the version
+//     the update makes, as an integer or its decimal string; absent: the current one + 1)
+// A missing init_info / update_info is refused with vLLM's message ("Missing 'update_info' in
+// request body"); the info must be an object, read by the engine's backend.
+struct weight_transfer_request {
+  nlohmann::json info;  // init_info or update_info
+};
+
+struct finish_weight_update_request {
+  std::optional<std::int64_t> version;
+};
+
+// The disk backend's update_info (vLLM's DiskWeightTransferUpdateInfo, vllm/distributed/
+// weight_transfer/disk_engine.py at 3b98defb1248fa873096121529d457c0f5124905): {"path": an absolute
+// folder of safetensors}. The folder itself is checked by the loading backend.
+struct disk_update_info {
+  std::string path;
+};
+
+// The nccl backend's infos (vLLM's NCCLWeightTransferInitInfo / NCCLWeightTransferUpdateInfo,
+// vllm/distributed/weight_transfer/nccl_engine.py at 04b06efe2a8eca78e3ce13cd80992f7f440c928a).
+// init_info {"master_address", "master_port", "rank_offset", "world_size"}: all required;
+// update_info {"names", "dtype_names", "shapes", "packed"?}: three arrays of one length; packed
+// broadcasts (vLLM's batched buffers) are refused here, the sender must send one tensor each.
+struct nccl_init_info {
+  std::string master_address;
+  int master_port = 0;
+  int rank_offset = 1;
+  int world_size = 2;
+};
+
+struct nccl_update_info {
+  std::vector<std::string> names;
+  std::vector<std::string> dtype_names;
+  std::vector<std::vector<std::int64_t>> shapes;
+};
+
 // POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace"?} and
 // POST /v1/unload_lora_adapter {"lora_name"} (path unused).
 struct lora_adapter_request {
@@ -158,8 +200,16 @@ struct lora_adapter_request {
 [[nodiscard]] result<generate_request> parse_generate_request(const nlohmann::json& body);
 [[nodiscard]] result<tokenize_request> parse_tokenize_request(const nlohmann::json& body);
 [[nodiscard]] result<detokenize_request> parse_detokenize_request(const nlohmann::json& body);
-[[nodiscard]] result<update_weights_request> parse_update_weights_request(
+// `key` is "init_info" or "update_info".
+[[nodiscard]] result<weight_transfer_request> parse_weight_transfer_request(
+    const nlohmann::json& body, const char* key);
+[[nodiscard]] result<finish_weight_update_request> parse_finish_weight_update_request(
     const nlohmann::json& body);
+[[nodiscard]] result<disk_update_info> parse_disk_update_info(const nlohmann::json& update_info);
+[[nodiscard]] result<nccl_init_info> parse_nccl_init_info(const nlohmann::json& init_info);
+[[nodiscard]] result<nccl_update_info> parse_nccl_update_info(const nlohmann::json& update_info);
+// The update_info body the learner sends for `info` (packed: false). Pure.
+[[nodiscard]] nlohmann::json render_nccl_update_info(const nccl_update_info& info);
 [[nodiscard]] result<update_weights_request> parse_sglang_update_weights_request(
     const nlohmann::json& body);
 [[nodiscard]] result<pause_request> parse_pause_request(const nlohmann::json& body);

@@ -33,6 +33,9 @@ packages=(
   # LibTorch's CPU matrix products go through libblas.so.3, which is Debian's reference BLAS unless
   # OpenBLAS provides it: with it the CPU learner and the embedded model run several times faster.
   libopenblas0-pthread
+  # gloo's headers: the learner's c10d weight broadcast (learner/weight_broadcast.hpp) over gloo on
+  # the CPU; without them the build leaves that path out (CMake says so).
+  libgloo-dev
 )
 
 log() { printf '\033[1mdev.sh:\033[0m %s\n' "$*" >&2; }

@@ -221,8 +221,8 @@ TEST(ServePolicyModel, ServesTheModelsOwnLogprobsAndReloadsWeights) {
       << metrics->body;
 
   // A folder that is no model: refused, the served weights and version unchanged.
-  const auto bad = http.Post("/update_weights",
-                             json{{"version", 8}, {"path", dir.path("missing")}}.dump(),
+  const auto bad = http.Post("/update_weights_from_disk",
+                             json{{"model_path", dir.path("missing")}, {"weight_version", "8"}}.dump(),
                              "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);

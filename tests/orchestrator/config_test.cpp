@@ -287,6 +287,14 @@ const std::vector<error_case>& error_cases() {
       {"bad_init_preset", "learner:\n  init_preset: huge\n",
        "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
        "'huge'"},
+      {"weight_sync_unknown", "policy:\n  weight_sync: rsync\n",
+       "case.yaml:2: policy.weight_sync: must be disk, in_memory or empty (disk, or in_memory for "
+       "the embedded server), got 'rsync'"},
+      {"weight_sync_nccl_not_driven", "policy:\n  weight_sync: nccl\n",
+       "case.yaml:2: policy.weight_sync: 'nccl' is not driven by leap run yet"},
+      {"weight_sync_in_memory_needs_embedded", "policy:\n  weight_sync: in_memory\n",
+       "case.yaml:2: policy.weight_sync: in_memory needs policy.flavour embedded with a "
+       "policy.model"},
       {"stream_not_a_boolean", "policy:\n  stream: yes\n",
        "case.yaml:2: policy.stream: expected true or false, got 'yes'"},
       {"torch_without_model", "learner:\n  kind: torch\n",

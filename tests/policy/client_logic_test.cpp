@@ -370,6 +370,11 @@ TEST(ClientWeightSync, PresetsAndSubstitution) {
        {"/sleep?level=2", "/wake_up?tags=weights", "/collective_rpc", "/wake_up?tags=kv_cache",
         "/reset_prefix_cache"}},
       {vllm_disk_plan(), true, {"/collective_rpc", "/reset_prefix_cache"}},
+      {vllm_transfer_disk_plan(),
+       true,
+       {"/init_weight_transfer_engine", "/start_weight_update", "/update_weights",
+        "/finish_weight_update", "/reset_prefix_cache"},
+       true},
   };
   for (const auto& r : rows) {
     EXPECT_EQ(r.plan.drain, r.drain);

@@ -27,7 +27,8 @@ TEST(ServerEdges, DeeplyNestedRequestBodiesAre400AndTheServerKeepsServing) {
   ASSERT_TRUE(server);
   auto http = testing::client_for(*server);
   for (const std::string& path : {"/v1/completions", "/v1/chat/completions", "/generate",
-                                  "/tokenize", "/update_weights"}) {
+                                  "/tokenize", "/update_weights",
+                                  "/init_weight_transfer_engine", "/finish_weight_update"}) {
     for (const std::string& body :
          {nested(100'000), R"({"prompt": )" + nested(100'000) + "}", nested(65)}) {
       auto res = http->Post(path, body, "application/json");

@@ -87,7 +87,11 @@ TEST_F(ServerHttp, BadRequestsAre400WithActionableMessages) {
       {"/v1/chat/completions", R"({"messages": []})", "'messages' must not be empty"},
       {"/generate", R"({"sampling_params": {}})", "'text' or 'input_ids' is required"},
       {"/detokenize", R"({"tokens": [300]})", "outside the vocabulary [0, 261)"},
-      {"/update_weights", R"({"path": "/x"})", "'version' is required"},
+      {"/update_weights", R"({"path": "/x"})", "Missing 'update_info' in request body"},
+      {"/update_weights", R"({"update_info": 3})", "'update_info' must be an object"},
+      {"/init_weight_transfer_engine", "{}", "Missing 'init_info' in request body"},
+      {"/finish_weight_update", R"({"weight_version": "v1"})",
+       "'weight_version' must be a non-negative integer"},
       {"/pause_generation", R"({"mode": "nap"})", "'mode' must be one of"},
   };
   for (const auto& r : rows) {
@@ -344,10 +348,18 @@ TEST_F(ServerHttp, MultiTurnDeltaIsADebugTurn) {
 }
 
 TEST_F(ServerHttp, WeightUpdatesAreReported) {
+  // vLLM's weight-transfer engine, disk backend: the folder is loaded at finish.
+  ASSERT_EQ(post(*client_, "/init_weight_transfer_engine", json{{"init_info", json::object()}})
+                .status,
+            200);
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  ASSERT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/ckpt/step-5"}}}})
+                .status,
+            200);
+  EXPECT_EQ(server_->weight_version(), 0);  // nothing served changes before finish
   const http_reply updated =
-      post(*client_, "/update_weights", json{{"version", 5}, {"path", "/ckpt/step-5"}});
-  ASSERT_EQ(updated.status, 200);
-  EXPECT_EQ(updated.json()["success"], true);
+      post(*client_, "/finish_weight_update", json{{"weight_version", "5"}});
+  ASSERT_EQ(updated.status, 200) << updated.body;
   EXPECT_EQ(updated.json()["weight_version"], 5);
   EXPECT_EQ(server_->weight_version(), 5);
   const http_reply completion = post(*client_, "/v1/completions", json{{"prompt", "x"}});
@@ -368,6 +380,37 @@ TEST_F(ServerHttp, WeightUpdatesAreReported) {
   EXPECT_EQ(get(*client_, "/get_model_info").json()["weight_version"], "10");
   EXPECT_EQ(post(*client_, "/flush_cache", json::object()).status, 200);
   EXPECT_EQ(post(*client_, "/reset_prefix_cache", json::object()).status, 200);
+}
+
+TEST_F(ServerHttp, WeightTransferSessionsKeepTheirOrder) {
+  // update and finish outside a session are refused; nothing changes.
+  EXPECT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/a"}}}}).status, 400);
+  const http_reply early = post(*client_, "/finish_weight_update", json::object());
+  EXPECT_EQ(early.status, 400);
+  EXPECT_NE(early.body.find("/start_weight_update first"), std::string::npos) << early.body;
+  // A session without weights finishes with an error and changes nothing.
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  EXPECT_EQ(post(*client_, "/finish_weight_update", json::object()).status, 400);
+  // A relative path, and a second checkpoint in one session, end the session.
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  EXPECT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "rel"}}}}).status,
+            400);
+  EXPECT_EQ(post(*client_, "/finish_weight_update", json::object()).status, 400);
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  ASSERT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/a"}}}}).status, 200);
+  EXPECT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/b"}}}}).status, 400);
+  EXPECT_EQ(post(*client_, "/finish_weight_update", json::object()).status, 400);
+  EXPECT_EQ(server_->weight_version(), 0);
+  // A start while a session is open begins again (its client is gone); finish without a version
+  // takes the next one.
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  ASSERT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/a"}}}}).status, 200);
+  ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
+  ASSERT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/b"}}}}).status, 200);
+  const http_reply done = post(*client_, "/finish_weight_update", json::object());
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.header("x-weight-version"), "1");
+  EXPECT_EQ(server_->weight_version(), 1);
 }
 
 TEST_F(ServerHttp, MetricsCountRequestsAndTokens) {

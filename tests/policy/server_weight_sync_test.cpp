@@ -141,6 +141,26 @@ TEST(ServerWeightSync, SglangPlanRecordsTheVersionTheServerReports) {
   EXPECT_EQ(t.choices[0].weight_version.value_or(""), "5");
 }
 
+TEST(ServerWeightSync, VllmTransferDiskPlanLoadsAtFinishAndRecordsTheVersion) {
+  server_config sc;
+  sc.weight_version = 4;
+  auto server = start_server(sc);
+  ASSERT_TRUE(server);
+  auto client = policy_client::create(sync_config({server->base_url()}));
+  ASSERT_TRUE(client) << client.err().message;
+  ASSERT_TRUE(sync_now(**client, 0, fast(vllm_transfer_disk_plan()), {"5", "/ckpt/step-5", ""}));
+  EXPECT_EQ(server->weight_version(), 5);
+  EXPECT_EQ((*client)->endpoints()[0].weight_version, "5");
+  auto t = run_turn(**client);
+  ASSERT_EQ(t.status, turn_status::ok) << t.message;
+  EXPECT_EQ(t.choices[0].weight_version.value_or(""), "5");
+  // A relative folder is refused by the server: the sync fails and names the route.
+  auto bad = sync_now(**client, 0, fast(vllm_transfer_disk_plan()), {"6", "step-6", ""});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.err().message.find("absolute"), std::string::npos) << bad.err().message;
+  EXPECT_EQ(server->weight_version(), 5);
+}
+
 TEST(ServerWeightSync, ARestartInTheMiddleIsAVersionMismatchAndKeepsTheServerOut) {
   server_config sc;
   sc.weight_version = 4;
@@ -190,10 +210,11 @@ TEST(ServerWeightSync, ACutConnectionFailsTheSyncAndTheServerTakesNoTurns) {
   ASSERT_TRUE(client) << client.err().message;
   doomed.reset();  // the connection is gone before the load call
 
-  for (const auto& plan : {sglang_disk_plan(), vllm_disk_plan()}) {
+  for (const auto& plan : {sglang_disk_plan(), vllm_disk_plan(), vllm_transfer_disk_plan()}) {
     auto s = sync_now(**client, 1, fast(plan), {"2", "/ckpt/step-2", ""});
     ASSERT_FALSE(s);
-    EXPECT_NE(s.err().message.find("load ("), std::string::npos) << s.err().message;
+    EXPECT_NE(s.err().message.find(plan.calls.front().name + " ("), std::string::npos)
+        << s.err().message;
     EXPECT_NE(s.err().message.find("takes no turns until a sync succeeds"), std::string::npos)
         << s.err().message;
     EXPECT_FALSE((*client)->endpoints()[1].admitting);

@@ -230,17 +230,67 @@ TEST(WireControl, ParseTables) {
           {R"({"tokens": ["a"]})", "'tokens' must hold integer token ids"},
       },
       parse_detokenize_request);
-  run_cases<update_weights_request>(
+  run_cases<weight_transfer_request>(
       {
-          {R"({"version": 3, "path": "/ckpt/3"})", "",
-           [](const update_weights_request& q) {
-             EXPECT_EQ(q.version, 3);
-             EXPECT_EQ(q.path, "/ckpt/3");
-           }},
-          {R"({"path": "/x"})", "'version' is required"},
-          {R"({"version": -1})", "'version' must be at least 0"},
+          {R"({"update_info": {"path": "/ckpt/3"}})", "",
+           [](const weight_transfer_request& q) { EXPECT_EQ(q.info["path"], "/ckpt/3"); }},
+          {R"({"version": 3, "path": "/x"})", "Missing 'update_info' in request body"},
+          {R"({"update_info": [1]})", "'update_info' must be an object"},
       },
-      parse_update_weights_request);
+      [](const json& body) { return parse_weight_transfer_request(body, "update_info"); });
+  run_cases<finish_weight_update_request>(
+      {
+          {R"({})", "", [](const finish_weight_update_request& q) { EXPECT_FALSE(q.version); }},
+          {R"({"weight_version": "7"})", "",
+           [](const finish_weight_update_request& q) { EXPECT_EQ(q.version, 7); }},
+          {R"({"weight_version": 8})", "",
+           [](const finish_weight_update_request& q) { EXPECT_EQ(q.version, 8); }},
+          {R"({"weight_version": "x"})", "'weight_version' must be a non-negative integer"},
+      },
+      parse_finish_weight_update_request);
+  run_cases<disk_update_info>(
+      {
+          {R"({"path": "/ckpt/3"})", "",
+           [](const disk_update_info& q) { EXPECT_EQ(q.path, "/ckpt/3"); }},
+          {R"({"path": "ckpt/3"})", "must be a non-empty absolute folder"},
+          {R"({})", "must be a non-empty absolute folder"},
+      },
+      parse_disk_update_info);
+  run_cases<nccl_init_info>(
+      {
+          {R"({"master_address": "10.0.0.1", "master_port": 29500, "rank_offset": 1,
+               "world_size": 3})",
+           "",
+           [](const nccl_init_info& q) {
+             EXPECT_EQ(q.master_address, "10.0.0.1");
+             EXPECT_EQ(q.master_port, 29500);
+             EXPECT_EQ(q.world_size, 3);
+           }},
+          {R"({"master_address": "h", "master_port": 1})", "needs master_address, master_port"},
+      },
+      parse_nccl_init_info);
+  run_cases<nccl_update_info>(
+      {
+          {R"({"names": ["a", "b"], "dtype_names": ["bfloat16", "float32"],
+               "shapes": [[2, 3], []]})",
+           "",
+           [](const nccl_update_info& q) {
+             EXPECT_EQ(q.names.size(), 2U);
+             EXPECT_EQ(q.shapes[0], (std::vector<std::int64_t>{2, 3}));
+             EXPECT_TRUE(q.shapes[1].empty());
+             // What the learner sends parses back to the same.
+             const auto again = parse_nccl_update_info(render_nccl_update_info(q));
+             ASSERT_TRUE(again.ok());
+             EXPECT_EQ(again->dtype_names, q.dtype_names);
+           }},
+          {R"({"names": ["a"], "dtype_names": [], "shapes": [[1]]})",
+           "`dtype_names` and `shapes` should be of the same size as `names`"},
+          {R"({"names": [], "dtype_names": [], "shapes": [], "packed": true})",
+           "'packed': true is not served here"},
+          {R"({"names": ["a"], "dtype_names": ["float32"], "shapes": [[-1]]})",
+           "must hold non-negative integers"},
+      },
+      parse_nccl_update_info);
   run_cases<update_weights_request>(
       {
           {R"({"model_path": "/m", "weight_version": "12"})", "",

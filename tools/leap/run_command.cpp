@@ -275,7 +275,9 @@ int run_experiment(const run_options& options) {
     lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
     lo.initial_version = plan->weight_version;
     // The embedded server shares this process: the weights reach it in memory, no folder per step.
-    lo.in_memory = c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty();
+    // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
+    lo.in_memory = c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty() &&
+                   c.policy.weight_sync != "disk";
     auto created = actors::torch_learner::create(std::move(lo));
     if (!created) return fail(created.err().message);
     torch_learner = std::move(*created);

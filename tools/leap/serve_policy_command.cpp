@@ -17,6 +17,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+
 #include <iostream>
 #include <map>
 #include <memory>
@@ -49,6 +51,7 @@ struct serve_policy_options {
   std::vector<std::string> task_pass;
   std::string faults;
   std::int64_t weight_version = 0;
+  std::string weight_transfer_config;  // vLLM's flag: {"backend": "disk"|"nccl"}
 };
 
 int fail(const std::string& message) {
@@ -142,7 +145,10 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     if (!o.suite.empty()) return error{"--suite is for the scripted backend; --model serves a model"};
     auto config = learner::read_model_config(o.model);
     if (!config) return config.err().wrap("--model");
-    auto backend = actors::make_torch_policy_backend(o.model, {o.device, o.dtype});
+    actors::torch_backend_options backend_options;
+    backend_options.device = o.device;
+    backend_options.dtype = o.dtype;
+    auto backend = actors::make_torch_policy_backend(o.model, backend_options);
     if (!backend) return backend.err().wrap("--model");
     out.backend = std::move(*backend);
     out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
@@ -202,6 +208,20 @@ int run(const serve_policy_options& o) {
   config.model_path = o.model;
   config.seed = o.seed;
   config.faults = *faults;
+  if (!o.weight_transfer_config.empty()) {
+    // As vLLM's --weight-transfer-config: a JSON object whose "backend" picks the engine.
+    const auto parsed = nlohmann::json::parse(o.weight_transfer_config, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("backend") ||
+        !parsed["backend"].is_string()) {
+      return fail("--weight-transfer-config must be a JSON object with a \"backend\" string, "
+                  "e.g. '{\"backend\": \"nccl\"}' (got '" + o.weight_transfer_config + "')");
+    }
+    config.weight_transfer_backend = parsed["backend"].get<std::string>();
+    if (config.weight_transfer_backend != "disk" && config.weight_transfer_backend != "nccl") {
+      return fail("--weight-transfer-config: backend '" + config.weight_transfer_backend +
+                  "' is not served here (disk, or nccl with --model)");
+    }
+  }
 
   // Before any server thread exists, so that they inherit the mask; only this thread takes them.
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
@@ -288,6 +308,9 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
   cmd->add_option("--faults", options->faults,
                   "Fault injection, e.g. drop=0.05,5xx=0.05,stall=0.02,malformed=0.02,"
                   "truncate=0.02,abort=0.05,stall_ms=30000,seed=7");
+  cmd->add_option("--weight-transfer-config", options->weight_transfer_config,
+                  "vLLM's weight-transfer engine, e.g. '{\"backend\": \"nccl\"}' (nccl needs "
+                  "--model; default disk)");
   cmd->add_option("--weight-version", options->weight_version,
                   "Weight version reported until an update route sets another")
       ->capture_default_str();

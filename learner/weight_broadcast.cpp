@@ -1,0 +1,359 @@
+#include "learner/weight_broadcast.hpp"
+
+#include "learner/detail/transformer.hpp"
+
+#include <ATen/ATen.h>
+
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+#ifdef LEAP_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef LEAP_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <map>
+
+namespace leap::learner {
+
+struct weight_broadcast_access {
+  static detail::transformer& of(policy& p) { return *p.impl_; }
+  static const detail::transformer& of(const policy& p) { return *p.impl_; }
+};
+
+namespace {
+
+constexpr bool has_c10d =
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+    true;
+#else
+    false;
+#endif
+
+const char* const no_c10d =
+    "this LibTorch build has no c10d backend the learner can use (gloo's headers, Debian's "
+    "libgloo-dev, or a CUDA LibTorch with NCCL): the nccl weight sync is not available";
+
+std::vector<detail::named_tensor> parameters_of(const policy& p) {
+  // base_parameters() only hands out pointers; through a const policy they are only read.
+  return const_cast<detail::transformer&>(weight_broadcast_access::of(p)).base_parameters();
+}
+
+// One c10d group: gloo or NCCL behind one broadcast call.
+struct group {
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+  c10::intrusive_ptr<c10d::TCPStore> store;
+#endif
+#ifdef LEAP_C10D_GLOO
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#endif
+#ifdef LEAP_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  at::Device device{at::kCPU};
+  std::chrono::milliseconds timeout{60'000};
+
+  [[nodiscard]] bool connected() const {
+#ifdef LEAP_C10D_NCCL
+    if (nccl) return true;
+#endif
+#ifdef LEAP_C10D_GLOO
+    if (gloo) return true;
+#endif
+    return false;
+  }
+
+  // The device tensors travel on: the GPU for NCCL, host memory for gloo.
+  [[nodiscard]] at::Device wire_device() const {
+#ifdef LEAP_C10D_NCCL
+    if (nccl) return device;
+#endif
+    return at::Device(at::kCPU);
+  }
+
+  status form(int rank, int size, const std::string& device_name) {
+    auto parsed = detail::parse_device(device_name);
+    if (!parsed) return parsed.err();
+    device = *parsed;
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+#ifdef LEAP_C10D_NCCL
+    if (device.is_cuda()) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+      return ok_status();
+    }
+#endif
+#ifdef LEAP_C10D_GLOO
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Loopback or the store's host: the address the peers reach this rank on.
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(store->getHost()));
+    gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+    return ok_status();
+#else
+    (void)rank;
+    (void)size;
+    return error{"device " + device_name + ": this build has c10d's NCCL only, for cuda devices"};
+#endif
+#else
+    (void)rank;
+    (void)size;
+    return error{no_c10d};
+#endif
+  }
+
+  void broadcast(at::Tensor& t) {
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+    std::vector<at::Tensor> tensors{t};
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    options.timeout = timeout;
+#ifdef LEAP_C10D_NCCL
+    if (nccl) {
+      nccl->broadcast(tensors, options)->wait(timeout);
+      return;
+    }
+#endif
+#ifdef LEAP_C10D_GLOO
+    if (gloo) {
+      gloo->broadcast(tensors, options)->wait(timeout);
+      return;
+    }
+#endif
+#else
+    (void)t;
+#endif
+    throw std::runtime_error("not connected");
+  }
+
+  void close() {
+#ifdef LEAP_C10D_NCCL
+    nccl.reset();
+#endif
+#ifdef LEAP_C10D_GLOO
+    gloo.reset();
+#endif
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+    store.reset();
+#endif
+  }
+};
+
+}  // namespace
+
+std::vector<broadcast_tensor> broadcast_layout(const policy& p) {
+  std::vector<broadcast_tensor> out;
+  for (const auto& [name, tensor] : parameters_of(p)) {
+    broadcast_tensor t;
+    t.name = name;
+    t.dtype = detail::dtype_name(tensor->scalar_type());
+    t.shape = tensor->sizes().vec();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<std::string> broadcast_backends() {
+  std::vector<std::string> out;
+#ifdef LEAP_C10D_GLOO
+  out.emplace_back("gloo");
+#endif
+#ifdef LEAP_C10D_NCCL
+  out.emplace_back("nccl");
+#endif
+  return out;
+}
+
+// ---- sender ----
+
+struct broadcast_sender::state {
+  group g;
+  int world_size = 2;
+};
+
+broadcast_sender::broadcast_sender(std::unique_ptr<state> s) : state_(std::move(s)) {}
+broadcast_sender::~broadcast_sender() { close(); }
+
+result<std::unique_ptr<broadcast_sender>> broadcast_sender::listen(
+    const std::string& host, int port, int world_size, std::chrono::milliseconds timeout) {
+  if (!has_c10d) return error{no_c10d};
+  if (world_size < 2) {
+    return error{"weight broadcast: world_size must be at least 2 (got " +
+                 std::to_string(world_size) + ")"};
+  }
+  if (port < 0 || port > 65535) {
+    return error{"weight broadcast: port " + std::to_string(port) + " is not in [0, 65535]"};
+  }
+  return detail::guarded(
+      "weight broadcast: opening the store on " + host + ":" + std::to_string(port),
+      [&]() -> result<std::unique_ptr<broadcast_sender>> {
+        auto s = std::make_unique<state>();
+        s->world_size = world_size;
+        s->g.timeout = timeout;
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+        c10d::TCPStoreOptions options;
+        options.port = static_cast<std::uint16_t>(port);
+        options.isServer = true;
+        options.numWorkers = world_size;
+        options.waitWorkers = false;  // connect() waits, in the process group's rendezvous
+        options.timeout = timeout;
+        s->g.store = c10::make_intrusive<c10d::TCPStore>(host, options);
+#endif
+        return std::unique_ptr<broadcast_sender>(new broadcast_sender(std::move(s)));
+      });
+}
+
+int broadcast_sender::port() const {
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+  return state_->g.store ? state_->g.store->getPort() : 0;
+#else
+  return 0;
+#endif
+}
+
+status broadcast_sender::connect(const std::string& device) {
+  return detail::guarded("weight broadcast: forming the group (rank 0 of " +
+                             std::to_string(state_->world_size) + ")",
+                         [&]() -> status {
+                           if (!port()) return error{"the store is closed"};
+                           return state_->g.form(0, state_->world_size, device);
+                         });
+}
+
+status broadcast_sender::send(const policy& p, std::size_t limit) {
+  return detail::guarded("weight broadcast: sending", [&]() -> status {
+    if (!state_->g.connected()) return error{"not connected: connect() first"};
+    at::NoGradGuard no_grad;
+    const at::Device wire = state_->g.wire_device();
+    std::size_t sent = 0;
+    for (const auto& [name, tensor] : parameters_of(p)) {
+      if (sent == limit) break;
+      at::Tensor t = tensor->detach().to(wire).contiguous();
+      state_->g.broadcast(t);
+      ++sent;
+    }
+    return ok_status();
+  });
+}
+
+void broadcast_sender::close() {
+  if (state_) state_->g.close();
+}
+
+// ---- receiver ----
+
+struct broadcast_receiver::state {
+  group g;
+  std::map<std::string, at::Tensor> staged;
+};
+
+broadcast_receiver::broadcast_receiver(std::unique_ptr<state> s) : state_(std::move(s)) {}
+broadcast_receiver::~broadcast_receiver() {
+  if (state_) state_->g.close();
+}
+
+result<std::unique_ptr<broadcast_receiver>> broadcast_receiver::join(
+    const broadcast_rendezvous& r, const std::string& device, std::chrono::milliseconds timeout) {
+  if (!has_c10d) return error{no_c10d};
+  if (r.world_size < 2 || r.rank_offset < 1 || r.rank_offset >= r.world_size) {
+    return error{"weight broadcast: rank_offset " + std::to_string(r.rank_offset) +
+                 " and world_size " + std::to_string(r.world_size) +
+                 " leave no rank for this server (need 1 <= rank_offset < world_size)"};
+  }
+  if (r.master_port < 1 || r.master_port > 65535) {
+    return error{"weight broadcast: master_port " + std::to_string(r.master_port) +
+                 " is not in [1, 65535]"};
+  }
+  const std::string where = r.master_address + ":" + std::to_string(r.master_port);
+  return detail::guarded(
+      "weight broadcast: joining the group at " + where + " as rank " +
+          std::to_string(r.rank_offset),
+      [&]() -> result<std::unique_ptr<broadcast_receiver>> {
+        auto s = std::make_unique<state>();
+        s->g.timeout = timeout;
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+        c10d::TCPStoreOptions options;
+        options.port = static_cast<std::uint16_t>(r.master_port);
+        options.isServer = false;
+        options.timeout = timeout;
+        s->g.store = c10::make_intrusive<c10d::TCPStore>(r.master_address, options);
+#endif
+        if (auto formed = s->g.form(r.rank_offset, r.world_size, device); !formed) {
+          return formed.err();
+        }
+        return std::unique_ptr<broadcast_receiver>(new broadcast_receiver(std::move(s)));
+      });
+}
+
+status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
+                                   const policy& target) {
+  std::map<std::string, const at::Tensor*> served;
+  for (const auto& [name, tensor] : parameters_of(target)) served[name] = tensor;
+  // Everything is checked before the first tensor is received: a refused update leaves the
+  // sender's broadcasts unanswered, and the sender's own timeout ends them.
+  std::vector<at::ScalarType> types;
+  for (const auto& t : layout) {
+    const auto it = served.find(t.name);
+    if (it == served.end()) {
+      discard();
+      return error{"weight broadcast: the served model has no parameter '" + t.name + "'"};
+    }
+    if (!it->second->sizes().equals(t.shape)) {
+      discard();
+      return error{"weight broadcast: parameter '" + t.name + "' has another shape here"};
+    }
+    auto type = parse_torch_dtype(t.dtype);
+    if (!type) {
+      discard();
+      return type.err().wrap("weight broadcast: parameter '" + t.name + "'");
+    }
+    types.push_back(detail::scalar_type(*type));
+  }
+  auto received = detail::guarded("weight broadcast: receiving", [&]() -> status {
+    if (!state_->g.connected()) return error{"not connected"};
+    at::NoGradGuard no_grad;
+    const at::Device wire = state_->g.wire_device();
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+      at::Tensor t = at::empty(layout[i].shape, at::TensorOptions().dtype(types[i]).device(wire));
+      state_->g.broadcast(t);
+      state_->staged[layout[i].name] = std::move(t);
+    }
+    return ok_status();
+  });
+  if (!received) discard();
+  return received;
+}
+
+status broadcast_receiver::commit(policy& target) {
+  return detail::guarded("weight broadcast: committing", [&]() -> status {
+    auto to = weight_broadcast_access::of(target).base_parameters();
+    if (state_->staged.empty()) return error{"nothing was received"};
+    for (const auto& [name, tensor] : to) {
+      if (state_->staged.count(name) == 0) {
+        const auto have = state_->staged.size();
+        discard();
+        return error{"the update lacks parameter '" + name + "' (" + std::to_string(have) +
+                     " of " + std::to_string(to.size()) + " received); the weights are unchanged"};
+      }
+    }
+    at::NoGradGuard no_grad;
+    // Conversions first (the step that can fail), then same-device same-dtype copies.
+    std::vector<at::Tensor> ready;
+    ready.reserve(to.size());
+    for (const auto& [name, tensor] : to) {
+      const at::Tensor& s = state_->staged.at(name);
+      ready.push_back(s.device() == tensor->device() && s.scalar_type() == tensor->scalar_type()
+                          ? s
+                          : s.to(tensor->device(), tensor->scalar_type()));
+    }
+    for (std::size_t i = 0; i < to.size(); ++i) to[i].tensor->copy_(ready[i]);
+    state_->staged.clear();
+    return ok_status();
+  });
+}
+
+void broadcast_receiver::discard() { state_->staged.clear(); }
+
+}  // namespace leap::learner
