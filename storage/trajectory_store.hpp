@@ -76,9 +76,9 @@ struct store_options {
 };
 
 // What open() found when a store holds fewer writes than it had acknowledged. Counts are RocksDB
-// sequence numbers: one per record key written (a group is 3: record, index, its turns deleted;
-// a finished turn 1, a step 1 plus one per metric of its
-// snapshot, a run 1).
+// sequence numbers: one per record key written (a group is 3: record, index entry, its
+// in-progress turns deleted; a finished turn 1, a step 1 plus one per metric of its snapshot, a
+// run 1).
 struct lost_writes_report {
   std::uint64_t acknowledged = 0;  // the last write the store had acknowledged
   std::uint64_t present = 0;       // the last write the store holds now
