@@ -13,6 +13,12 @@
 
 namespace leap::actors {
 
+std::string version_mismatch(const group_settings& group, const generation_result& generated) {
+  if (!group.weight_version || generated.weight_version == *group.weight_version) return {};
+  return "the turn was sampled with weight version " + std::to_string(generated.weight_version) +
+         ", but the group is measured with version " + std::to_string(*group.weight_version);
+}
+
 std::vector<chat_text> feedback_messages(const std::string& feedback) {
   return {{"user", feedback}};
 }
@@ -124,6 +130,10 @@ void report_turn(debug_pointer self, turn_record turn) {
 void next_turn(debug_pointer self) {
   auto& st = self->state;
   const auto& s = st.settings;
+  if (static_cast<std::size_t>(s.turn) < s.resumed.size()) {
+    report_turn(self, s.resumed[static_cast<std::size_t>(s.turn)]);
+    return;
+  }
   generation_request request;
   request.request_id = turn_request_id(s.group.run_id, s.group.key, s.rollout, s.turn);
   request.history = s.history;
@@ -138,6 +148,10 @@ void next_turn(debug_pointer self) {
             if (generated.finish == finish_reason::error) {
               // No answer: an infrastructure fault, never scored (see the gate's first turns).
               fail_turn(self, "generator: " + generated.error);
+              return;
+            }
+            if (auto wrong = version_mismatch(st.settings.group, generated); !wrong.empty()) {
+              fail_turn(self, "generator: " + wrong);
               return;
             }
             if (generated.endpoint_index >= 0)

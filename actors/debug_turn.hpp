@@ -28,7 +28,15 @@ struct debug_turn_settings {
   std::vector<token_id> history;  // every input and output token of the earlier turns
   std::string feedback;           // the last verdict's feedback
   std::int32_t pinned_endpoint = -1;
+  // The rollout's turns from an earlier process, by turn index (group_settings::resumed_turns):
+  // a turn found here is reported as it is, neither generated nor verified.
+  std::vector<turn_record> resumed;
 };
+
+// Why a generated turn may not join its group: it was sampled with another weight version than
+// the group is measured with (group_settings::weight_version). Empty when it may.
+[[nodiscard]] std::string version_mismatch(const group_settings& group,
+                                           const generation_result& generated);
 
 // The feedback message a debug turn appends: the verifier's text as a user message.
 [[nodiscard]] std::vector<chat_text> feedback_messages(const std::string& feedback);

@@ -12,6 +12,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -79,6 +80,7 @@ step_timings earlier_time(const std::vector<const group_record*>& groups) {
 struct validation_state {
   std::uint32_t groups_total = 0;
   std::vector<group_report> reports;
+  std::uint64_t weight_version = 0;  // every turn of its groups is sampled with this version
 };
 
 struct experiment_state {
@@ -96,6 +98,9 @@ struct experiment_state {
   std::uint64_t completed_steps = 0;  // steps with a step record: 0 .. completed_steps - 1
   std::uint64_t weight_version = 0;
   std::vector<double> step_wall_ms;  // of the steps completed by this process
+  // Weight syncs waiting for validations measured with an older version to finish, or for the
+  // previous step's sync (see sync_weights); retried whenever either ends.
+  std::vector<std::function<void()>> held_syncs;
   caf::typed_response_promise<run_summary> done;
   run_summary summary;
   bool started = false;
@@ -164,6 +169,30 @@ group_services services_for(experiment_pointer self, const barrier_actor& barrie
 void on_step_groups_in(experiment_pointer self, std::uint64_t step);
 void try_start_steps(experiment_pointer self);
 
+// The finished turns an earlier process stored for the group (per-turn resume), handed over once.
+std::vector<std::vector<turn_record>> take_resumed_turns(experiment_state& st,
+                                                         const group_key& key) {
+  auto it = st.settings.resume.partial_turns.find(key);
+  if (it == st.settings.resume.partial_turns.end()) return {};
+  auto turns = std::move(it->second);
+  st.settings.resume.partial_turns.erase(it);
+  for (const auto& rollout : turns) st.summary.turns_resumed += rollout.size();
+  return turns;
+}
+
+// Retries the held weight syncs (each holds itself again if it still has to wait).
+void release_held_syncs(experiment_pointer self) {
+  auto held = std::move(self->state.held_syncs);
+  self->state.held_syncs.clear();
+  for (auto& sync : held) sync();
+}
+
+std::size_t count_turns(const std::vector<std::vector<turn_record>>& turns) {
+  std::size_t n = 0;
+  for (const auto& rollout : turns) n += rollout.size();
+  return n;
+}
+
 void count_group(experiment_pointer self, group_report report, bool resumed) {
   auto& st = self->state;
   auto it = st.steps.find(report.key.step);
@@ -192,6 +221,9 @@ void start_validation(experiment_pointer self, std::uint64_t step,
   const std::set<std::uint32_t> stored(already_stored.begin(), already_stored.end());
   auto& v = st.validations[step];
   v.groups_total = static_cast<std::uint32_t>(tasks - std::min(tasks, stored.size()));
+  // Measured with the weights the generators hold now: the step's own, or, for a validation a
+  // resumed run redoes, those it resumed with. No sync moves them on until it is done.
+  v.weight_version = st.weight_version;
   if (v.groups_total == 0) {
     st.validations.erase(step);
     return;
@@ -214,7 +246,13 @@ void start_validation(experiment_pointer self, std::uint64_t step,
                                                           static_cast<std::uint64_t>(g.max_turns);
     g.local_gate = full;
     g.train = false;
+    g.weight_version = st.weight_version;
     g.telemetry = st.settings.telemetry;
+    g.resumed_turns = take_resumed_turns(st, g.key);
+    if (!g.resumed_turns.empty()) {
+      log(self, to_string(g.key) + " | " + std::to_string(count_turns(g.resumed_turns)) +
+                    " finished turns taken from the store");
+    }
     auto key = g.key;
     watch(self, key, spawn_gate(self->system(), std::move(g), services_for(self, {}, false)));
   }
@@ -238,6 +276,7 @@ void on_validation_done(experiment_pointer self, group_report report) {
   p.accuracy = cumulative_accuracy(summaries, max_turns(st));
   st.validations.erase(it);
   if (st.settings.progress.on_validation) st.settings.progress.on_validation(p);
+  release_held_syncs(self);
   maybe_finish(self);
 }
 
@@ -352,7 +391,39 @@ void step_completed(experiment_pointer self, std::uint64_t step, const step_reco
     start_validation(self, step, {});
   }
   try_start_steps(self);
+  release_held_syncs(self);
   maybe_finish(self);
+}
+
+// Tells the generators the step's new weights, then completes the step. The sync waits while a
+// validation measured with older weights is in flight (its turns must all be sampled with its
+// version), and until the previous step has completed, so that syncs go out in step order and a
+// validation starts (at its step's completion) before the next sync.
+void sync_weights(experiment_pointer self, std::uint64_t step, const step_record& record,
+                  const learner_step_result& learned) {
+  auto& st = self->state;
+  if (st.ended) return;
+  const bool validating = std::any_of(st.validations.begin(), st.validations.end(), [&](auto& v) {
+    return v.second.weight_version < learned.weight_version;
+  });
+  if (validating || st.completed_steps < step) {
+    st.held_syncs.push_back([=] { sync_weights(self, step, record, learned); });
+    return;
+  }
+  weight_update update{learned.weight_version, learned.weights_path};
+  self->request(st.services.generator, caf::infinite, weights_atom_v, update)
+      .then(
+          [=](const ack& synced) {
+            if (!synced.ok()) {
+              end_run(self, run_status::failed, "generator: " + synced.error);
+              return;
+            }
+            self->state.weight_version = learned.weight_version;
+            step_completed(self, step, record);
+          },
+          [=](caf::error& e) {
+            end_run(self, run_status::failed, "generator: " + self->system().render(e));
+          });
 }
 
 void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
@@ -386,22 +457,7 @@ void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
                         end_run(self, run_status::failed, "store: step record: " + stored.error);
                         return;
                       }
-                      weight_update update{learned.weight_version, learned.weights_path};
-                      self->request(self->state.services.generator, caf::infinite, weights_atom_v,
-                                    update)
-                          .then(
-                              [=](const ack& synced) {
-                                if (!synced.ok()) {
-                                  end_run(self, run_status::failed, "generator: " + synced.error);
-                                  return;
-                                }
-                                self->state.weight_version = learned.weight_version;
-                                step_completed(self, step, record);
-                              },
-                              [=](caf::error& e) {
-                                end_run(self, run_status::failed,
-                                        "generator: " + self->system().render(e));
-                              });
+                      sync_weights(self, step, record, learned);
                     },
                     [=](caf::error& e) {
                       end_run(self, run_status::failed, "store: " + self->system().render(e));
@@ -484,6 +540,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   }
   const int group_size = config.rollout.group_size;
   const int turns = config.rollout.max_turns;
+  std::size_t turns_resumed = 0;
   for (std::uint32_t g = 0; g < batch.size(); ++g) {
     if (stored.count(g) > 0) continue;
     group_settings gs;
@@ -498,12 +555,15 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
     gs.train = true;
     gs.telemetry = st.settings.telemetry;
+    if (!s.barrier) gs.resumed_turns = take_resumed_turns(st, gs.key);
+    turns_resumed += count_turns(gs.resumed_turns);
     auto key = gs.key;
     watch(self, key,
           spawn_gate(self->system(), std::move(gs), services_for(self, s.barrier, true)));
   }
   log(self, "step " + std::to_string(step + 1) + " | started: " + std::to_string(missing) +
-                " groups to run, " + std::to_string(stored.size()) + " from the store");
+                " groups to run, " + std::to_string(stored.size()) + " from the store, " +
+                std::to_string(turns_resumed) + " finished turns of them from the store");
 }
 
 bool may_start(const experiment_state& st, std::uint64_t step) {

@@ -83,6 +83,28 @@ void store_put_answered(const group_settings& settings, double started_ms) {
   }
 }
 
+// Whether turn `turn` of `rollout` is one handed in from an earlier process.
+bool resumed_turn(const gate_state& st, std::uint32_t rollout, std::size_t turn) {
+  return rollout < st.settings.resumed_turns.size() &&
+         turn < st.settings.resumed_turns[rollout].size();
+}
+
+// Stores a finished turn on its own (per-turn resume). The store keeps puts in order, so the
+// group's put, which deletes its turns, comes after every one of them.
+void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
+                const turn_record& record) {
+  auto& st = self->state;
+  if (!st.services.store) return;
+  self->request(st.services.store, caf::infinite, put_turn_atom_v, st.settings.run_id,
+                st.settings.key,
+                rollout, static_cast<std::uint32_t>(turn), record)
+      .then(
+          [=](const ack& stored) {
+            if (!stored.ok()) fail_group(self, "store: turn: " + stored.error);
+          },
+          [=](caf::error& e) { fail_group(self, "store: turn: " + self->system().render(e)); });
+}
+
 // Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
 void finish_group(gate_pointer self) {
   auto& st = self->state;
@@ -140,6 +162,7 @@ void spawn_debug(gate_pointer self, std::uint32_t rollout) {
     s.history.insert(s.history.end(), t.output_tokens.begin(), t.output_tokens.end());
   }
   s.feedback = turns.back().feedback;
+  if (rollout < st.settings.resumed_turns.size()) s.resumed = st.settings.resumed_turns[rollout];
   auto actor = spawn_debug_turn(self->system(), std::move(s), st.services, self);
   self->link_to(actor);
   st.debug_actors.push_back(std::move(actor));
@@ -167,6 +190,7 @@ void apply(gate_pointer self, const flow_actions& actions, int consumed) {
 
 void first_turn_done(gate_pointer self, std::uint32_t rollout, turn_record turn) {
   auto& st = self->state;
+  if (!resumed_turn(st, rollout, 0)) store_turn(self, rollout, 0, turn);
   const turn_result result = flow_result(turn);
   st.record.rollouts[rollout].turns.push_back(std::move(turn));
   if (++st.first_results < st.settings.group_size) {
@@ -207,6 +231,10 @@ void start_first_turn(gate_pointer self, std::uint32_t rollout) {
               // No answer after the client's retries: a fault of the servers, never a verdict on
               // the model. Scoring it would train the group's other rollouts on it.
               fail_group(self, "generator: " + generated.error);
+              return;
+            }
+            if (auto wrong = version_mismatch(st.settings, generated); !wrong.empty()) {
+              fail_group(self, "generator: " + wrong);
               return;
             }
             if (!needs_verification(generated)) {
@@ -260,17 +288,30 @@ gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
   st.record.task_id = st.settings.task.id;
   st.record.max_turns = st.settings.max_turns;
   st.record.started_unix_ms = unix_ms();
+  st.record.weight_version = st.settings.weight_version;
   st.record.rollouts.resize(static_cast<std::size_t>(st.settings.group_size));
   for (std::size_t i = 0; i < st.record.rollouts.size(); ++i) {
     st.record.rollouts[i].index = static_cast<std::uint32_t>(i);
   }
   st.first_answers.resize(st.record.rollouts.size());
-  for (auto rollout : st.flow->start().request_turn) start_first_turn(self, rollout);
+  // Turns of an earlier process are results at once; the others are requested first, so that
+  // the G-th first-turn result cannot come before every request is out.
+  std::vector<std::uint32_t> resumed;
+  for (auto rollout : st.flow->start().request_turn) {
+    if (resumed_turn(st, rollout, 0)) {
+      resumed.push_back(rollout);
+    } else {
+      start_first_turn(self, rollout);
+    }
+  }
+  for (auto rollout : resumed) first_turn_done(self, rollout, st.settings.resumed_turns[rollout][0]);
   return {
       [=](turn_atom, std::uint32_t rollout, turn_record& turn,
           std::vector<activity>& activities) -> bool {
         auto& st = self->state;
         if (st.failed || rollout >= st.record.rollouts.size()) return false;
+        const std::size_t index = st.record.rollouts[rollout].turns.size();
+        if (!resumed_turn(st, rollout, index)) store_turn(self, rollout, index, turn);
         const turn_result result = flow_result(turn);
         st.record.rollouts[rollout].turns.push_back(std::move(turn));
         st.activities.insert(st.activities.end(), activities.begin(), activities.end());

@@ -83,8 +83,16 @@ struct group_settings {
   std::optional<gate_config> local_gate;
   // Training group: handed to the learner after it is stored. Validation groups are not.
   bool train = true;
+  // The weight version every turn of the group must be sampled with (validation groups: the
+  // driver holds weight syncs back until the group is done), recorded in the group record. A turn
+  // sampled with another version fails the group. None: any (training). Default: none
+  std::optional<std::uint64_t> weight_version;
   // Live metrics (turn latencies, tokens, store waits); null: none. Default: null
   std::shared_ptr<telemetry::run_telemetry> telemetry;
+  // Per-turn resume: finished turns of this group stored by an earlier process, per rollout turn 0,
+  // 1, ... (actors/resume.hpp's reusable_turns). Each is taken as that turn's result, neither
+  // generated nor verified again, when the flow asks for it. Default: none
+  std::vector<std::vector<turn_record>> resumed_turns;
 };
 
 struct group_services {

@@ -218,6 +218,8 @@ struct run_summary {
   std::uint64_t steps_completed = 0;   // steps completed by this process
   std::uint64_t groups_completed = 0;  // training groups completed by this process
   std::uint64_t groups_resumed = 0;    // training groups read back from the store instead of redone
+  // Finished turns of unfinished groups (both splits) taken from the store instead of redone.
+  std::uint64_t turns_resumed = 0;
   std::string error;                   // why, when status is failed
 
   friend bool operator==(const run_summary&, const run_summary&) = default;
@@ -287,9 +289,10 @@ typename Inspector::result_type inspect(Inspector& f, rollout_record& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_record& x) {
-  return f(caf::meta::type_name("group_record"), x.run_id, x.step, x.split, x.group_index,
-           x.task_id, x.max_turns, x.gate, x.n_fail, x.thresholds, x.probe, x.rollouts,
-           x.started_unix_ms, x.gated_unix_ms, x.finished_unix_ms);
+  return detail::inspect_with_optional(
+      f, "group_record", x.weight_version, x.run_id, x.step, x.split, x.group_index, x.task_id,
+      x.max_turns, x.gate, x.n_fail, x.thresholds, x.probe, x.rollouts, x.started_unix_ms,
+      x.gated_unix_ms, x.finished_unix_ms);
 }
 
 template <class Inspector>
@@ -395,7 +398,7 @@ typename Inspector::result_type inspect(Inspector& f, loaded_groups& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.status, x.first_step, x.steps_completed,
-           x.groups_completed, x.groups_resumed, x.error);
+           x.groups_completed, x.groups_resumed, x.turns_resumed, x.error);
 }
 
 }  // namespace leap::actors
@@ -448,6 +451,7 @@ CAF_ADD_ATOM(leap, leap::actors, stop_atom, "stop_run")
 CAF_ADD_ATOM(leap, leap::actors, resolve_atom, "resolve")
 CAF_ADD_ATOM(leap, leap::actors, release_atom, "release")
 CAF_ADD_ATOM(leap, leap::actors, start_atom, "start_grp")
+CAF_ADD_ATOM(leap, leap::actors, put_turn_atom, "put_turn")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

@@ -57,6 +57,14 @@ std::string time_cell(const std::optional<step_timings>& t, double step_timings:
   return t ? printf_string("%.2f", (*t).*field / 1000.0) : std::string("-");
 }
 
+// "3", "3;4" (a validation measured partly after a resume), or "-" when none was recorded.
+std::string versions_cell(const std::vector<std::uint64_t>& versions) {
+  if (versions.empty()) return "-";
+  std::string out;
+  for (auto v : versions) out += (out.empty() ? "" : ";") + std::to_string(v);
+  return out;
+}
+
 }  // namespace
 
 replay_group replay_group_of(const group_record& group) {
@@ -67,6 +75,7 @@ replay_group replay_group_of(const group_record& group) {
   g.gate = group.gate;
   g.probe = group.probe;
   g.max_turns = group.max_turns;
+  g.weight_version = group.weight_version;
   for (const auto& r : group.rollouts) {
     g.trained.push_back(r.outcome);
     g.measured.push_back(outcome_from_turns(r));
@@ -131,7 +140,13 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     for (const auto* g : groups) {
       summaries.push_back(trained_summary(*g));
       v.rollouts += static_cast<std::uint32_t>(g->trained.size());
+      if (g->weight_version &&
+          std::find(v.weight_versions.begin(), v.weight_versions.end(), *g->weight_version) ==
+              v.weight_versions.end()) {
+        v.weight_versions.push_back(*g->weight_version);
+      }
     }
+    std::sort(v.weight_versions.begin(), v.weight_versions.end());
     v.groups = static_cast<std::uint32_t>(groups.size());
     v.accuracy = cumulative_accuracy(summaries, data.max_turns);
     report.validation.push_back(std::move(v));
@@ -269,12 +284,12 @@ std::string format_replay_tables(const replay_report& r) {
     out += printf_string("%6s %6s %8s", "step", "tasks", "rollouts");
     for (int m = 1; m <= r.max_turns; ++m)
       out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
-    out += "\n";
+    out += printf_string(" %7s\n", "weights");
     for (const auto& v : r.validation) {
       out += printf_string("%6llu %6u %8u", static_cast<unsigned long long>(v.step + 1), v.groups,
                            v.rollouts);
       for (double a : v.accuracy) out += printf_string(" %7.3f", a);
-      out += "\n";
+      out += printf_string(" %7s\n", versions_cell(v.weight_versions).c_str());
     }
   }
   out += "\nrollouts with a non-zero advantage by group pass rate (all training groups)\n";
@@ -363,11 +378,12 @@ std::string steps_csv(const replay_report& r) {
 std::string validation_csv(const replay_report& r) {
   std::string out = "step,groups,rollouts";
   for (int m = 1; m <= r.max_turns; ++m) out += ",acc_at_" + std::to_string(m);
-  out += "\n";
+  out += ",weight_version\n";
   for (const auto& v : r.validation) {
     csv_row row(out);
     row << v.step << v.groups << v.rollouts;
     for (double a : v.accuracy) row << a;
+    row << versions_cell(v.weight_versions);
   }
   return out;
 }

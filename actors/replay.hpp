@@ -38,6 +38,8 @@ struct replay_group {
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t first_turns = 0;    // rollouts with at least one turn
   std::uint32_t verifier_jobs = 0;  // turns that were verified
+  // group_record::weight_version: the version a validation group was measured with.
+  std::optional<std::uint64_t> weight_version;
 };
 
 [[nodiscard]] replay_group replay_group_of(const group_record& group);
@@ -73,6 +75,9 @@ struct replay_validation {
   std::uint32_t groups = 0;
   std::uint32_t rollouts = 0;
   std::vector<double> accuracy;
+  // The weight versions its groups were measured with, ascending (one, unless a resumed run
+  // redid part of it after its weights had moved on); empty for groups stored without one.
+  std::vector<std::uint64_t> weight_versions;
 };
 
 struct replay_report {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
+#include <utility>
 #include <vector>
 
 namespace leap::actors {
@@ -50,7 +52,66 @@ result<std::vector<gate_observation>> stored_gate_history(const trajectory_store
   return history;
 }
 
+std::uint64_t steps_of(const experiment_config& config) {
+  return static_cast<std::uint64_t>(std::max(0, config.experiment.steps));
+}
+
+// The stored turns of the groups the plan redoes, grouped and filtered by reusable_turns().
+result<std::map<group_key, std::vector<std::vector<turn_record>>>> partial_turns_of(
+    const trajectory_store& store, const std::string& run_id, const experiment_config& config,
+    const resume_plan& plan) {
+  std::map<group_key, std::vector<std::vector<turn_record>>> out;
+  if (config.schedule.mode == schedule_mode::barrier) return out;
+  auto turns = store.partial_turns(run_id);
+  if (!turns) return turns.err();
+  const auto staleness = static_cast<std::uint64_t>(std::max(0, config.schedule.max_staleness));
+  auto redone = [&](const group_ref& g) {
+    const auto& done = g.split == split_kind::train ? plan.train_done : plan.validation_pending;
+    if (g.split == split_kind::train &&
+        (g.step < plan.first_step || g.step > plan.first_step + staleness ||
+         g.step >= steps_of(config))) {
+      return false;
+    }
+    auto it = done.find(g.step);
+    if (g.split == split_kind::validation && it == done.end()) return false;
+    return it == done.end() ||
+           std::find(it->second.begin(), it->second.end(), g.group_index) == it->second.end();
+  };
+  std::map<group_key, std::vector<stored_turn>> by_group;
+  for (auto& t : *turns) {
+    if (!redone(t.group)) continue;
+    by_group[group_key{t.group.step, t.group.split, t.group.group_index}].push_back(std::move(t));
+  }
+  for (auto& [key, group_turns] : by_group) {
+    const int size = key.split == split_kind::train ? config.rollout.group_size
+                                                    : config.rollout.validation.n;
+    auto kept = reusable_turns(std::move(group_turns), plan.weight_version, size,
+                               config.rollout.max_turns);
+    const bool any = std::any_of(kept.begin(), kept.end(), [](const auto& r) { return !r.empty(); });
+    if (any) out.emplace(key, std::move(kept));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::vector<turn_record>> reusable_turns(std::vector<stored_turn> turns,
+                                                     std::uint64_t version, int group_size,
+                                                     int max_turns) {
+  std::vector<std::vector<turn_record>> out(static_cast<std::size_t>(std::max(0, group_size)));
+  std::sort(turns.begin(), turns.end(), [](const stored_turn& a, const stored_turn& b) {
+    return std::pair{a.rollout, a.turn} < std::pair{b.rollout, b.turn};
+  });
+  for (auto& t : turns) {
+    if (t.rollout >= out.size()) continue;
+    auto& kept = out[t.rollout];
+    const bool next = t.turn == kept.size() && t.turn < static_cast<std::uint32_t>(max_turns);
+    const bool after_pass = !kept.empty() && kept.back().passed;
+    if (!next || after_pass || t.record.weight_version != version) continue;
+    kept.push_back(std::move(t.record));
+  }
+  return out;
+}
 
 result<resume_plan> plan_resume(const trajectory_store& store, const std::string& run_id,
                                 const experiment_config& config, std::size_t validation_tasks) {
@@ -86,6 +147,9 @@ result<resume_plan> plan_resume(const trajectory_store& store, const std::string
       if (done->size() < validation_tasks) plan.validation_pending[s] = std::move(*done);
     }
   }
+  auto partial = partial_turns_of(store, run_id, config, plan);
+  if (!partial) return partial.err();
+  plan.partial_turns = std::move(*partial);
   return plan;
 }
 

@@ -25,12 +25,16 @@ namespace leap::actors {
 
 // put_group / put_step / put_run: answered once durable; the ack's error names the record and
 //   RocksDB's reason (an invalid record, an I/O error), and nothing of the failed batch is stored.
+// put_turn(run_id, key, rollout, turn, record): one finished turn of a group in flight (per-turn
+//   resume), answered once durable; the group's put_group deletes its turns.
 // load_groups(run_id, step, split): the stored groups of one step and split, in index order, with
 //   tokens (what a resumed run hands the learner again).
 using store_actor = caf::typed_actor<
     caf::replies_to<put_group_atom, group_record>::with<ack>,
     caf::replies_to<put_step_atom, step_record>::with<ack>,
     caf::replies_to<put_run_atom, run_record>::with<ack>,
+    caf::replies_to<put_turn_atom, std::string, group_key, std::uint32_t, std::uint32_t,
+                    turn_record>::with<ack>,
     caf::replies_to<load_atom, std::string, std::uint64_t, split_kind>::with<loaded_groups>>;
 
 struct store_actor_config {

@@ -545,13 +545,15 @@ std::string encode(const group_record& g) {
       write_turn(w, t);
     }
   }
+  w.boolean(g.weight_version.has_value());
+  w.u64(g.weight_version.value_or(0));
   return std::move(w).take();
 }
 
 result<group_record> decode_group(std::string_view bytes, decode_options options) {
   byte_reader r(bytes, "group");
   group_record g;
-  r.header(record_kind::group);
+  const auto version = r.header(record_kind::group);
   g.run_id = r.str("run_id");
   g.step = r.u64("step");
   g.split = r.enumeration("split", split_kind::validation);
@@ -585,10 +587,31 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
       break;
     }
   }
+  if (version >= 2) {
+    const bool measured = r.boolean("weight_version present");
+    const auto value = r.u64("weight_version");
+    if (measured) g.weight_version = value;
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }
   return g;
+}
+
+std::string encode(const turn_record& t) {
+  byte_writer w(record_kind::turn);
+  write_turn(w, t);
+  return std::move(w).take();
+}
+
+result<turn_record> decode_turn(std::string_view bytes) {
+  byte_reader r(bytes, "turn");
+  r.header(record_kind::turn);
+  auto t = read_turn(r, true);
+  if (auto s = r.finish(); !s) {
+    return s.err();
+  }
+  return t;
 }
 
 std::string encode(const step_record& s) {

@@ -118,6 +118,12 @@ struct group_record {
   std::int64_t started_unix_ms = 0;
   std::int64_t gated_unix_ms = 0;
   std::int64_t finished_unix_ms = 0;
+  // The policy weights the group was measured with: set for validation groups, whose turns are
+  // all sampled with this one version (the weights after the step they validate; a validation
+  // redone by a resumed run, the version it resumed with). None for training groups, whose turns
+  // may span versions under schedule.max_staleness (each turn has its own), and for groups
+  // stored before format version 2.
+  std::optional<std::uint64_t> weight_version;
 
   friend bool operator==(const group_record&, const group_record&) = default;
 };
@@ -237,9 +243,11 @@ struct flat_rollout {
 // Compatibility: the format version grows when fields are added; a decoder reads every version up
 // to its own (fields newer than the record take their defaults) and refuses a newer one with an
 // error that says so. Never change the meaning of an existing version's bytes.
-inline constexpr std::uint8_t trajectory_format_version = 1;
+// Version 2 added group_record::weight_version (after the rollouts).
+inline constexpr std::uint8_t trajectory_format_version = 2;
 
-enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3 };
+// turn: one finished turn of a group not yet stored (the store's per-turn resume records).
+enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4 };
 
 struct decode_options {
   // false skips token ids and log-probs (left empty), for readers that need only outcomes and
@@ -250,6 +258,7 @@ struct decode_options {
 [[nodiscard]] std::string encode(const group_record& group);
 [[nodiscard]] std::string encode(const step_record& step);
 [[nodiscard]] std::string encode(const run_record& run);
+[[nodiscard]] std::string encode(const turn_record& turn);
 
 // Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
 // version newer than trajectory_format_version; each message names the field and the byte offset.
@@ -257,5 +266,6 @@ struct decode_options {
                                                 decode_options options = {});
 [[nodiscard]] result<step_record> decode_step(std::string_view bytes);
 [[nodiscard]] result<run_record> decode_run(std::string_view bytes);
+[[nodiscard]] result<turn_record> decode_turn(std::string_view bytes);
 
 }  // namespace leap

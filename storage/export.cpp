@@ -73,6 +73,7 @@ json group_json(const group_record& g) {
       {"started_unix_ms", g.started_unix_ms},
       {"gated_unix_ms", g.gated_unix_ms},
       {"finished_unix_ms", g.finished_unix_ms},
+      {"weight_version", g.weight_version ? json(*g.weight_version) : json(nullptr)},
       {"rollouts", std::move(rollouts)},
   };
 }
@@ -323,6 +324,10 @@ result<group_record> group_from_json(std::string_view line) {
   g.started_unix_ms = r.get<std::int64_t>(j, "started_unix_ms", "");
   g.gated_unix_ms = r.get<std::int64_t>(j, "gated_unix_ms", "");
   g.finished_unix_ms = r.get<std::int64_t>(j, "finished_unix_ms", "");
+  // Absent or null: a group with none (training groups, exports made before it existed).
+  if (j.is_object() && j.contains("weight_version") && !j["weight_version"].is_null()) {
+    g.weight_version = r.get<std::uint64_t>(j, "weight_version", "");
+  }
   const auto rollouts = r.array<json>(j, "rollouts", "");
   for (std::size_t i = 0; i < rollouts.size() && r.ok(); ++i) {
     const auto path = "rollouts[" + std::to_string(i) + "]";
@@ -362,6 +367,7 @@ const std::vector<std::string>& csv_columns() {
                                                    "group_started_unix_ms",
                                                    "group_gated_unix_ms",
                                                    "group_finished_unix_ms",
+                                                   "group_weight_version",
                                                    "rollout_index",
                                                    "passed_at_turn",
                                                    "generated_turns",
@@ -411,6 +417,7 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
       std::to_string(g.started_unix_ms),
       std::to_string(g.gated_unix_ms),
       std::to_string(g.finished_unix_ms),
+      g.weight_version ? std::to_string(*g.weight_version) : std::string(),
   };
   std::size_t rows = 0;
   for (const auto& r : g.rollouts) {

@@ -141,6 +141,41 @@ std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key
   return std::pair{std::string(task->first), std::move(*ref)};
 }
 
+namespace {
+constexpr std::string_view turn_tag = "leap.turn";
+}  // namespace
+
+std::string turns_of_run(std::string_view run_id) {
+  std::string k = id_prefix(turn_tag);
+  k += id_prefix(run_id);
+  return k;
+}
+
+std::string turns_of_group(const group_ref& ref) {
+  std::string k = turns_of_run(ref.run_id);
+  append_group_tail(k, ref);
+  return k;
+}
+
+std::string turn(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn) {
+  std::string k = turns_of_group(ref);
+  append_u32be(k, rollout);
+  append_u32be(k, turn);
+  return k;
+}
+
+std::optional<turn_key> parse_turn(std::string_view key) {
+  const auto tag = id_prefix(turn_tag);
+  if (!key.starts_with(tag)) return std::nullopt;
+  auto parts = split_id(key.substr(tag.size()));
+  if (!parts || parts->second.size() != group_tail + 8) return std::nullopt;
+  auto ref = parse_group_tail(parts->first, parts->second.substr(0, group_tail));
+  if (!ref) return std::nullopt;
+  const auto rest = parts->second.substr(group_tail);
+  return turn_key{std::move(*ref), static_cast<std::uint32_t>(read_be(rest.substr(0, 4))),
+                  static_cast<std::uint32_t>(read_be(rest.substr(4, 4)))};
+}
+
 std::string prefix_end(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {

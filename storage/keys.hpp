@@ -13,6 +13,11 @@
 //   metrics        run_id \0 name \0 step:u64be                            f64 (IEEE-754 bits, LE)
 //   by_task        task_id \0 run_id \0 step:u64be split:u8 group:u32be    empty
 //   default        "leap.store.schema"                                     u32 LE schema version
+//   default        "leap.turn" \0 run_id \0 step:u64be split:u8 group:u32be
+//                  rollout:u32be turn:u32be                                turn_record
+//
+// The "leap.turn" keys hold the finished turns of groups not yet stored (per-turn resume); they
+// live in the default family so that stores made before them open unchanged.
 //
 // split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
 #pragma once
@@ -50,6 +55,11 @@ namespace keys {
 [[nodiscard]] std::string metric(std::string_view run_id, std::string_view name,
                                  std::uint64_t step);
 [[nodiscard]] std::string task(std::string_view task_id, const group_ref& ref);
+// A finished turn of a group not yet stored; turn is 0-based.
+[[nodiscard]] std::string turn(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn);
+// The prefix of every turn key of one group, and of one run.
+[[nodiscard]] std::string turns_of_group(const group_ref& ref);
+[[nodiscard]] std::string turns_of_run(std::string_view run_id);
 
 // The inverses; nullopt when the bytes are not such a key.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);
@@ -60,6 +70,12 @@ struct metric_key {
   std::uint64_t step = 0;
 };
 [[nodiscard]] std::optional<metric_key> parse_metric(std::string_view key);
+struct turn_key {
+  group_ref group;
+  std::uint32_t rollout = 0;
+  std::uint32_t turn = 0;
+};
+[[nodiscard]] std::optional<turn_key> parse_turn(std::string_view key);
 // Returns the task id and the group.
 [[nodiscard]] std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key);
 

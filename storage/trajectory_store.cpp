@@ -161,7 +161,7 @@ std::string lost_writes_report::describe() const {
   return "it lost " + std::to_string(acknowledged - present) +
          " record writes it had acknowledged (the last acknowledged is number " +
          std::to_string(acknowledged) + ", the store now ends at number " + std::to_string(present) +
-         "; a group is 2 writes, a run 1, a step 1 plus one per metric), so the newest groups, "
+         "; a group is 3 writes, a finished turn 1, a run 1, a step 1 plus one per metric), so the newest groups, "
          "steps or run records are gone: its write-ahead log (*.log) was probably truncated or "
          "deleted, or the disk lost data it had confirmed";
 }
@@ -306,6 +306,7 @@ struct trajectory_store::impl {
 struct write_batch::impl {
   const void* owner = nullptr;  // the store whose families the handles are
   cf_handles cf{};
+  rocksdb::ColumnFamilyHandle* default_cf = nullptr;  // holds the in-progress turns
   rocksdb::WriteBatch batch;
   std::size_t groups = 0;
   std::size_t records = 0;
@@ -354,10 +355,37 @@ status write_batch::put_group(const group_record& group) {
     if (st.ok()) {
       st = impl_->batch.Put(impl_->cf[cf_by_task], keys::task(group.task_id, ref), "");
     }
+    // The group's in-progress turns go with the same commit: a reader sees the turns or the
+    // group, never both and never neither.
+    if (st.ok()) {
+      const auto turns = keys::turns_of_group(ref);
+      st = impl_->batch.DeleteRange(impl_->default_cf, turns, keys::prefix_end(turns));
+    }
     return st;
   });
   if (s) {
     ++impl_->groups;
+    ++impl_->records;
+  }
+  return s;
+}
+
+status write_batch::put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,
+                             const turn_record& record) {
+  if (group.run_id.empty() || group.run_id.find('\0') != std::string::npos) {
+    return error{"turn of " + describe(group) + ": run id is empty or contains a NUL byte"};
+  }
+  if (record.output_logprobs.size() != record.output_tokens.size()) {
+    return error{"turn " + std::to_string(turn) + " of rollout " + std::to_string(rollout) +
+                 " of " + describe(group) + ": " + std::to_string(record.output_tokens.size()) +
+                 " output tokens but " + std::to_string(record.output_logprobs.size()) +
+                 " log-probs"};
+  }
+  const auto value = encode(record);
+  auto s = impl_->guarded([&] {
+    return impl_->batch.Put(impl_->default_cf, keys::turn(group, rollout, turn), value);
+  });
+  if (s) {
     ++impl_->records;
   }
   return s;
@@ -626,6 +654,7 @@ write_batch trajectory_store::batch() {
   auto state = std::make_unique<write_batch::impl>();
   state->owner = impl_.get();
   state->cf = impl_->cf;
+  state->default_cf = impl_->all_handles.empty() ? nullptr : impl_->all_handles[0];
   return write_batch(std::move(state));
 }
 
@@ -677,6 +706,14 @@ status trajectory_store::put_group(const group_record& group) {
     return s;
   }
   return write_one(*this, [&](write_batch& b) { return b.put_group(group); });
+}
+
+status trajectory_store::put_turn(const group_ref& group, std::uint32_t rollout,
+                                  std::uint32_t turn, const turn_record& record) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_turn(group, rollout, turn, record); });
 }
 
 status trajectory_store::put_step(const step_record& step) {
@@ -953,6 +990,36 @@ result<std::vector<std::uint32_t>> trajectory_store::completed_groups(std::strin
                        });
   if (!s) {
     return s.err();
+  }
+  return out;
+}
+
+result<std::vector<stored_turn>> trajectory_store::partial_turns(std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  std::vector<stored_turn> out;
+  const auto prefix = keys::turns_of_run(run_id);
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::ReadOptions read;
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->all_handles[0]));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    auto key = keys::parse_turn(view(it->key()));
+    if (!key) {
+      return error{impl_->where() + ": a key under the turn prefix is not a turn key"};
+    }
+    auto record = decode_turn(view(it->value()));
+    if (!record) {
+      return record.err().wrap(impl_->where() + ": turn " + std::to_string(key->turn) +
+                               " of rollout " + std::to_string(key->rollout) + " of " +
+                               describe(key->group));
+    }
+    out.push_back({std::move(key->group), key->rollout, key->turn, std::move(*record)});
+  }
+  if (!it->status().ok()) {
+    return impl_->fail("scan of the in-progress turns", it->status());
   }
   return out;
 }

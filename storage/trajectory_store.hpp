@@ -8,6 +8,7 @@
 //   groups   run_id \0 step:u64be split:u8 group:u32be            -> group_record
 //   metrics  run_id \0 name \0 step:u64be                         -> f64
 //   by_task  task_id \0 run_id \0 step:u64be split:u8 group:u32be -> (empty)
+//   default  "leap.turn" \0 run_id \0 step split group rollout:u32be turn:u32be -> turn_record
 //
 // Values are orchestrator/trajectory.hpp's versioned binary records. A group and its by_task entry
 // are one atomic write, as are a step and its metric snapshot, so a reader (or a restart after a
@@ -33,6 +34,11 @@
 // Resume: a run is resumable from what the store holds. A step is complete once its step_record is
 // stored (write it after the learner has stepped); last_completed_step() gives the last one, and
 // completed_groups() the groups already stored for the step in progress, which need not be redone.
+//
+// Per-turn resume: put_turn() stores one finished turn of a group still in flight, durably like a
+// group; put_group() deletes the group's turns in the same atomic write. partial_turns() gives a
+// restarted run the turns of the groups it has to redo, so that it redoes only the turns that were
+// in flight (actors/resume.hpp decides which of them may be reused).
 //
 // Thread-safety: a trajectory_store may be used from any number of threads at once (RocksDB's DB is
 // thread-safe), except that close() and the destructor must not overlap any other call. Scans read
@@ -70,8 +76,9 @@ struct store_options {
 };
 
 // What open() found when a store holds fewer writes than it had acknowledged. Counts are RocksDB
-// sequence numbers: one per record key written (a group is 2, a step 1 plus one per metric of its
-// snapshot, a run 1).
+// sequence numbers: one per record key written (a group is 3: record, index entry, its
+// in-progress turns deleted; a finished turn 1, a step 1 plus one per metric of its snapshot, a
+// run 1).
 struct lost_writes_report {
   std::uint64_t acknowledged = 0;  // the last write the store had acknowledged
   std::uint64_t present = 0;       // the last write the store holds now
@@ -109,6 +116,16 @@ struct metric_point {
   friend bool operator==(const metric_point&, const metric_point&) = default;
 };
 
+// A finished turn of a group that is not stored yet (see "Per-turn resume" above).
+struct stored_turn {
+  group_ref group;
+  std::uint32_t rollout = 0;
+  std::uint32_t turn = 0;  // 0-based
+  turn_record record;
+
+  friend bool operator==(const stored_turn&, const stored_turn&) = default;
+};
+
 class trajectory_store;
 
 // Writes gathered for one atomic commit: trajectory_store::write() applies all of them or none,
@@ -124,7 +141,12 @@ class write_batch {
   // Each put validates the record (validate() in orchestrator/trajectory.hpp) and encodes it now;
   // an invalid record is an error and leaves the batch as it was. Nothing is stored until write().
   status put_run(const run_record& run);
+  // Also deletes the group's in-progress turns (put_turn), in the same commit.
   status put_group(const group_record& group);
+  // One finished turn of a group in flight. Errors: an empty run id or one with a NUL byte, as
+  // many log-probs as output tokens missing.
+  status put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,
+                  const turn_record& record);
   status put_step(const step_record& step);  // also puts each metric of the step's snapshot
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
                     double value);
@@ -179,8 +201,12 @@ class trajectory_store {
   status write(write_batch& batch);
 
   status put_run(const run_record& run);
-  // A group and its by_task index entry, atomically.
+  // A group and its by_task index entry, atomically; the group's in-progress turns are deleted in
+  // the same write.
   status put_group(const group_record& group);
+  // One finished turn of a group in flight (per-turn resume); rewriting it replaces it.
+  status put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,
+                  const turn_record& record);
   // A step and its metric snapshot, atomically: the step counts as completed from then on.
   status put_step(const step_record& step);
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
@@ -223,6 +249,9 @@ class trajectory_store {
   // damaged group still counts as stored (get_group reports the damage).
   [[nodiscard]] result<std::vector<std::uint32_t>> completed_groups(
       std::string_view run_id, std::uint64_t step, split_kind split = split_kind::train) const;
+  // The in-progress turns of a run (put_turn, not yet deleted by their group's put_group), ordered
+  // by step, split, group, rollout, turn. Errors: I/O, a turn that does not decode (naming it).
+  [[nodiscard]] result<std::vector<stored_turn>> partial_turns(std::string_view run_id) const;
   // The highest step that has a step_record; nullopt when none has.
   [[nodiscard]] result<std::optional<std::uint64_t>> last_completed_step(
       std::string_view run_id) const;

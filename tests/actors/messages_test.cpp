@@ -87,6 +87,7 @@ group_record sample_group() {
   g.started_unix_ms = 1700000000000;
   g.gated_unix_ms = 1700000000100;
   g.finished_unix_ms = 1700000000200;
+  g.weight_version = 6;
   return g;
 }
 
@@ -205,8 +206,12 @@ TEST(MessagesTest, ActorMessagesRoundTrip) {
   loaded_groups loaded{{sample_group()}, "io error"};
   EXPECT_EQ(round_trip(loaded), loaded);
 
-  run_summary summary{run_status::failed, 3, 4, 32, 5, "store: disk full"};
+  run_summary summary{run_status::failed, 3, 4, 32, 5, 17, "store: disk full"};
   EXPECT_EQ(round_trip(summary), summary);
+  // A group without a measured version comes back without one.
+  auto train = sample_group();
+  train.weight_version.reset();
+  EXPECT_EQ(round_trip(train), train);
 }
 
 TEST(MessagesTest, TypeIdBlockAssignsDistinctIdsAndRegisters) {

@@ -319,7 +319,9 @@ inline void request_run(coordinator& c, const experiment_actor& driver,
   c.keep(c.system().spawn([driver, out](caf::event_based_actor* self) {
     self->request(driver, caf::infinite, run_atom_v)
         .then([out](const run_summary& s) { *out = s; },
-              [out](caf::error&) { *out = run_summary{run_status::failed, 0, 0, 0, 0, "error"}; });
+              [out](caf::error&) {
+                *out = run_summary{run_status::failed, 0, 0, 0, 0, 0, "error"};
+              });
   }));
 }
 

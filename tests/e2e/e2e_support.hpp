@@ -44,6 +44,14 @@ class leap_process {
   explicit leap_process(const std::vector<std::string>& args, const std::string& cwd = "",
                         stop_with stop = stop_with::sigkill)
       : stop_(stop) {
+    // Everything the child needs is made before the fork: in a process with other threads (a
+    // test's HTTP server), the child may only make async-signal-safe calls, no allocation.
+    std::string binary = LEAP_BINARY;
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    argv.push_back(binary.data());
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int fds[2];
     if (::pipe(fds) != 0) return;
     pid_ = ::fork();
@@ -53,12 +61,6 @@ class leap_process {
       ::close(fds[0]);
       ::close(fds[1]);
       if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
-      std::vector<char*> argv;
-      std::string binary = LEAP_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
       ::execv(binary.c_str(), argv.data());
       ::_exit(127);
     }

@@ -388,10 +388,34 @@ TEST(TrajectoryEncoding, VersionOneGroupBytesAreStillRead) {
   EXPECT_EQ(*g, v1_group());
 }
 
-TEST(TrajectoryEncoding, CurrentVersionStillWritesVersionOneBytes) {
-  // Holds while trajectory_format_version is 1; when it grows, keep the test above and drop this.
-  ASSERT_EQ(trajectory_format_version, 1);
-  EXPECT_EQ(to_hex(encode(v1_group())), v1_group_hex);
+TEST(TrajectoryEncoding, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) {
+  // Version 2 writes version 1's fields unchanged, then the measured weight version.
+  auto v2 = v1_group();
+  auto bytes = encode(v2);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 2);
+  const auto v1 = from_hex(v1_group_hex);
+  EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
+  EXPECT_EQ(bytes.size(), v1.size() + 9);
+  v2.split = split_kind::validation;
+  v2.weight_version = 7;
+  auto g = decode_group(encode(v2));
+  ASSERT_TRUE(g.ok()) << g.err().message;
+  EXPECT_EQ(g->weight_version, std::optional<std::uint64_t>{7});
+  EXPECT_EQ(*g, v2);
+}
+
+TEST(TrajectoryEncoding, TurnRecordsRoundTripAndRefuseOtherKinds) {
+  const auto group = rich_group();
+  const auto& turn = group.rollouts.at(0).turns.at(0);
+  auto back = decode_turn(encode(turn));
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, turn);
+  EXPECT_NE(decode_turn(encode(group)).err().message.find("record kind 1 where kind 4"),
+            std::string::npos);
+  const auto bytes = encode(turn);
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    ASSERT_FALSE(decode_turn(std::string_view(bytes).substr(0, n)).ok()) << n;
+  }
 }
 
 TEST(TrajectoryEncoding, EveryTruncationIsAnErrorNeverACrash) {
@@ -422,7 +446,7 @@ TEST(TrajectoryEncoding, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x02"), "format version 2 is not readable"},
+      {"newer version", patched(0, "\x03"), "format version 3 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},

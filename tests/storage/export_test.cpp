@@ -173,8 +173,9 @@ TEST(ExportRows, RolloutWithoutTurnsGetsOneRowWithEmptyTurnColumns) {
   const auto rows = parse_csv(out);
   ASSERT_EQ(rows.size(), 2U);
   ASSERT_EQ(rows[1].size(), csv_columns().size());
-  EXPECT_EQ(rows[1][14], "1");  // rollout_index
-  EXPECT_EQ(rows[1][21], "");   // turn
+  EXPECT_EQ(rows[1][15], "1");  // rollout_index
+  EXPECT_EQ(rows[1][22], "");   // turn
+  EXPECT_EQ(rows[1][14], "");   // group_weight_version: none for a training group
 }
 
 TEST(ExportJson, InvalidUtf8IsReplacedNotFatal) {

@@ -74,6 +74,14 @@ TEST(Keys, EveryKeyParsesBack) {
     EXPECT_EQ(metric->run_id, ref.run_id);
     EXPECT_EQ(metric->name, "accuracy@1");
     EXPECT_EQ(metric->step, ref.step);
+    const auto turn = keys::parse_turn(keys::turn(ref, 3, max32));
+    ASSERT_TRUE(turn.has_value());
+    EXPECT_EQ(turn->group, ref);
+    EXPECT_EQ(turn->rollout, 3u);
+    EXPECT_EQ(turn->turn, max32);
+    EXPECT_TRUE(keys::turn(ref, 3, 0).starts_with(keys::turns_of_group(ref)));
+    EXPECT_TRUE(keys::turns_of_group(ref).starts_with(keys::turns_of_run(ref.run_id)));
+    EXPECT_FALSE(keys::parse_turn(keys::group(ref)).has_value());
   }
 }
 

@@ -519,3 +519,81 @@ TEST(TrajectoryStoreOpen, ACorruptRecordIsAnErrorNamingItsKey) {
 
 }  // namespace
 }  // namespace leap
+
+// ---- per-turn resume
+
+namespace leap {
+namespace {
+
+std::vector<stored_turn> turns_of(const trajectory_store& store, const std::string& run) {
+  auto turns = store.partial_turns(run);
+  EXPECT_TRUE(turns.ok()) << turns.err().message;
+  return turns.ok() ? *turns : std::vector<stored_turn>{};
+}
+
+// Turns of groups in flight survive a reopen; a group's put removes its turns and no other's; a
+// read-only open beside them reads them too.
+TEST_F(TrajectoryStore, InProgressTurnsRoundTripAndGoWithTheirGroup) {
+  const auto group = make_group("run", 2, 1);
+  const group_ref ref = ref_of(group);
+  const group_ref other{"run", 2, split_kind::train, 0};
+  const group_ref validation{"run", 2, split_kind::validation, 1};
+  const group_ref other_run{"run2", 2, split_kind::train, 1};
+  std::vector<stored_turn> expected;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    for (std::uint32_t t = 0; t < 2; ++t) {
+      expected.push_back({ref, r, t, group.rollouts[r].turns[t]});
+    }
+  }
+  // Written out of order; read back in key order.
+  for (auto it = expected.rbegin(); it != expected.rend(); ++it) {
+    ASSERT_TRUE(store_->put_turn(it->group, it->rollout, it->turn, it->record).ok());
+  }
+  const stored_turn of_other{other, 3, 0, group.rollouts[3].turns[0]};
+  const stored_turn of_validation{validation, 0, 1, group.rollouts[2].turns[1]};
+  ASSERT_TRUE(store_->put_turn(of_other.group, 3, 0, of_other.record).ok());
+  ASSERT_TRUE(store_->put_turn(of_validation.group, 0, 1, of_validation.record).ok());
+  ASSERT_TRUE(store_->put_turn(other_run, 0, 0, group.rollouts[0].turns[0]).ok());
+
+  ASSERT_TRUE(store_->close().ok());
+  store_ = open_ok(dir_ / "db", {.sync = false});
+  ASSERT_NE(store_, nullptr);
+  auto all = store_->partial_turns("run");
+  ASSERT_TRUE(all.ok()) << all.err().message;
+  std::vector<stored_turn> want = {of_other};
+  want.insert(want.end(), expected.begin(), expected.end());
+  want.push_back(of_validation);
+  EXPECT_EQ(*all, want);
+  auto reader = open_ok(dir_ / "db", {.read_only = true});
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(turns_of(*reader, "run").size(), want.size());
+
+  // The group's put deletes its 4 turns and keeps the others.
+  ASSERT_TRUE(store_->put_group(group).ok());
+  auto left = store_->partial_turns("run");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, (std::vector<stored_turn>{of_other, of_validation}));
+  EXPECT_EQ(turns_of(*store_, "run2").size(), 1u);
+  EXPECT_TRUE(turns_of(*store_, "ru").empty());
+
+  // A batch that puts turns and their group together leaves no turn behind.
+  auto batch = store_->batch();
+  ASSERT_TRUE(batch.put_turn(other, 0, 0, group.rollouts[0].turns[0]).ok());
+  auto other_group = make_group("run", 2, 0);
+  ASSERT_TRUE(batch.put_group(other_group).ok());
+  ASSERT_TRUE(store_->write(batch).ok());
+  EXPECT_EQ(turns_of(*store_, "run"), (std::vector<stored_turn>{of_validation}));
+}
+
+TEST_F(TrajectoryStore, InvalidTurnsAreRefused) {
+  auto turn = make_group("run", 0, 0).rollouts[0].turns[0];
+  EXPECT_FALSE(store_->put_turn({"", 0, split_kind::train, 0}, 0, 0, turn).ok());
+  turn.output_logprobs.pop_back();
+  auto refused = store_->put_turn({"run", 0, split_kind::train, 0}, 0, 0, turn);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.err().message.find("log-probs"), std::string::npos) << refused.err().message;
+  EXPECT_TRUE(turns_of(*store_, "run").empty());
+}
+
+}  // namespace
+}  // namespace leap

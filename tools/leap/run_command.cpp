@@ -485,11 +485,13 @@ int run_experiment(const run_options& options) {
   }
   std::printf(
       "run '%s' %s: %llu steps completed by this process, %llu groups run, %llu read back "
-      "from the store | trajectories in %s\n",
+      "from the store, %llu finished turns of unfinished groups taken from the store | "
+      "trajectories in %s\n",
       run_id.c_str(), to_string(run.status).c_str(),
       static_cast<unsigned long long>(summary.steps_completed),
       static_cast<unsigned long long>(summary.groups_completed),
       static_cast<unsigned long long>(summary.groups_resumed),
+      static_cast<unsigned long long>(summary.turns_resumed),
       store_path_of_run_dir(run_dir).string().c_str());
   if (run.status == run_status::failed) return fail(summary.error);
   if (run.status == run_status::interrupted) return 130;
