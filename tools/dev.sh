@@ -150,6 +150,9 @@ build() {
       ;;
     *) log "LEAP_TORCH=$torch_from: expected debian or pip"; exit 2 ;;
   esac
+  # LEAP_CMAKE_ARGS: more -D options, e.g. -DLEAP_WITH_NCCL=OFF.
+  # shellcheck disable=SC2206 # split into words on purpose
+  args+=(${LEAP_CMAKE_ARGS:-})
   cmake -S "$root" -B "$build_dir" "${args[@]}" -DCMAKE_BUILD_TYPE="${LEAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
   cmake --build "$build_dir" -j "$jobs" "$@"
 }

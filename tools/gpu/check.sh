@@ -30,8 +30,14 @@ status=0
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 phase_build() {
-  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build 2>&1 | tail -40
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build 2>&1 | grep -E -B2 -A12 'error|FAILED' | head -60
   local rc=${PIPESTATUS[0]}
+  if [[ $rc -ne 0 ]]; then
+    echo "== the build failed; again without the NCCL weight broadcast"
+    LEAP_CMAKE_ARGS=-DLEAP_WITH_NCCL=OFF LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build 2>&1 |
+      grep -E -B2 -A12 'error|FAILED' | head -40
+    rc=${PIPESTATUS[0]}
+  fi
   return "$rc"
 }
 
@@ -142,6 +148,19 @@ phase_hfcheck() {
     "$check" "$work/hf-$family" "$work/ref-$family.safetensors" cuda "$family" || rc=1
   done
   return $rc
+}
+
+# Weight sync side by side (disk, in memory; nccl needs two GPUs) for the 0.5B, 1.5B and 7B Qwen2
+# shapes in bf16, and the disk's own write and read speed to compare the disk method with.
+phase_syncbench() {
+  local preset
+  dd if=/dev/zero of=/tmp/leap-dd bs=1M count=4096 conv=fsync 2>&1 | tail -1
+  sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
+  dd if=/tmp/leap-dd of=/dev/null bs=1M 2>&1 | tail -1
+  rm -f /tmp/leap-dd
+  for preset in qwen2-0.5b qwen2-1.5b qwen2-7b; do
+    "$build/bin/bench_weight_sync" --preset "$preset" --device cuda --dtype bfloat16 --dir /tmp/leap-sync
+  done
 }
 
 # The tokenizer benchmark against Hugging Face's Rust library (python3's `tokenizers`), one core.
