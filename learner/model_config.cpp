@@ -421,16 +421,18 @@ tensor_map random_weights(const model_config& config, std::uint64_t seed, dtype 
 
 result<model_config> model_preset(const std::string& name) {
   // From each model's config.json on the Hugging Face hub (Qwen/Qwen2-0.5B, Qwen/Qwen2-1.5B,
-  // Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B).
+  // Qwen/Qwen2-7B, Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-8B).
   struct shape {
     const char* name;
     const char* type;
     std::int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
     bool tied;
+    std::int64_t vocab = 151936;
   };
   static const shape presets[] = {
       {"qwen2-0.5b", "qwen2", 896, 4864, 24, 14, 2, 64, 32768, true},
       {"qwen2-1.5b", "qwen2", 1536, 8960, 28, 12, 2, 128, 32768, true},
+      {"qwen2-7b", "qwen2", 3584, 18944, 28, 28, 4, 128, 131072, false, 152064},
       {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 40960, true},
       {"qwen3-1.7b", "qwen3", 2048, 6144, 28, 16, 8, 128, 40960, true},
       {"qwen3-8b", "qwen3", 4096, 12288, 36, 32, 8, 128, 40960, false},
@@ -443,7 +445,7 @@ result<model_config> model_preset(const std::string& name) {
     }
     model_config c;
     c.model_type = p.type;
-    c.vocab_size = 151936;
+    c.vocab_size = p.vocab;
     c.hidden_size = p.hidden;
     c.intermediate_size = p.intermediate;
     c.num_hidden_layers = p.layers;

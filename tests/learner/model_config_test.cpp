@@ -112,11 +112,13 @@ TEST(ModelConfig, PresetsOfPublicCheckpoints) {
     const char* name;
     std::int64_t hidden, layers, heads, kv_heads, head_dim;
     bool tied;
+    std::int64_t vocab = 151936;
   };
   for (const auto& e : {expected{"qwen3-0.6b", 1024, 28, 16, 8, 128, true},
                         expected{"qwen3-1.7b", 2048, 28, 16, 8, 128, true},
                         expected{"qwen3-8b", 4096, 36, 32, 8, 128, false},
-                        expected{"qwen2-0.5b", 896, 24, 14, 2, 64, true}}) {
+                        expected{"qwen2-0.5b", 896, 24, 14, 2, 64, true},
+                        expected{"qwen2-7b", 3584, 28, 28, 4, 128, false, 152064}}) {
     SCOPED_TRACE(e.name);
     auto c = model_preset(e.name);
     ASSERT_TRUE(c.ok()) << c.err().message;
@@ -126,7 +128,7 @@ TEST(ModelConfig, PresetsOfPublicCheckpoints) {
     EXPECT_EQ(c->num_key_value_heads, e.kv_heads);
     EXPECT_EQ(c->head_dim, e.head_dim);
     EXPECT_EQ(c->tie_word_embeddings, e.tied);
-    EXPECT_EQ(c->vocab_size, 151936);
+    EXPECT_EQ(c->vocab_size, e.vocab);
     auto back = parse_model_config(to_json(*c));
     ASSERT_TRUE(back.ok()) << back.err().message;
     EXPECT_EQ(back->qk_norm, c->qk_norm);

@@ -38,41 +38,21 @@ using leap::learner::model_config;
 using leap::learner::policy;
 using clock_type = std::chrono::steady_clock;
 
-model_config preset(const std::string& name) {
+// Shapes of public checkpoints (learner::model_preset) or "small" (a few million parameters, quick
+// on a CPU). Errors: an unknown name.
+leap::result<model_config> preset(const std::string& name) {
+  if (name != "small") return leap::learner::model_preset(name);
   model_config c;
   c.model_type = "qwen2";
   c.qkv_bias = true;
   c.rope_theta = 1e6;
   c.tie_word_embeddings = true;
-  c.vocab_size = 151936;
-  if (name == "qwen2-0.5b") {
-    c.hidden_size = 896;
-    c.intermediate_size = 4864;
-    c.num_hidden_layers = 24;
-    c.num_attention_heads = 14;
-    c.num_key_value_heads = 2;
-  } else if (name == "qwen2-1.5b") {
-    c.hidden_size = 1536;
-    c.intermediate_size = 8960;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 12;
-    c.num_key_value_heads = 2;
-  } else if (name == "qwen2-7b") {
-    c.vocab_size = 152064;
-    c.tie_word_embeddings = false;
-    c.hidden_size = 3584;
-    c.intermediate_size = 18944;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 28;
-    c.num_key_value_heads = 4;
-  } else {  // "small": a few million parameters, quick on a CPU
-    c.vocab_size = 4096;
-    c.hidden_size = 256;
-    c.intermediate_size = 704;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 2;
-  }
+  c.vocab_size = 4096;
+  c.hidden_size = 256;
+  c.intermediate_size = 704;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
   c.head_dim = c.hidden_size / c.num_attention_heads;
   return c;
 }
@@ -152,7 +132,7 @@ int main(int argc, char** argv) {
   std::string server_device;
   std::string dtype = "float32";
   std::string dir = (std::filesystem::temp_directory_path() / "leap-bench-weight-sync").string();
-  app.add_option("--preset", preset_name, "small, qwen2-0.5b, qwen2-1.5b, qwen2-7b")
+  app.add_option("--preset", preset_name, "small, or a public shape: qwen2-0.5b, qwen2-1.5b, qwen2-7b, qwen3-0.6b, ...")
       ->capture_default_str();
   app.add_option("--device", device, "the learner's device: cpu, cuda or cuda:N")
       ->capture_default_str();
@@ -163,7 +143,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (server_device.empty()) server_device = device;
 
-  const auto config = preset(preset_name);
+  const auto chosen = preset(preset_name);
+  if (!chosen) {
+    std::cerr << "bench_weight_sync: error: " << chosen.err().message << "\n";
+    return 2;
+  }
+  const model_config& config = *chosen;
   leap::learner::policy_options lo;
   lo.device = device;
   lo.dtype = dtype;
