@@ -7,6 +7,8 @@
 // evaluator is deeply recursive; the public functions catch them and return error values.
 #include "policy/chat_template.hpp"
 
+#include "common/utf8.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -100,24 +102,6 @@ std::uint32_t decode_utf8(const std::string& s, std::size_t& i) {
   }
   i += 1;
   return c;
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 bool is_space(char c) {
@@ -300,7 +284,7 @@ std::vector<token> tokenize(const std::string& source, const source_map& positio
               hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
             error_at("invalid hexadecimal escape sequence", cur);
           }
-          append_utf8(out, static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16)));
+          append_utf8(out, static_cast<char32_t>(std::stoul(hex, nullptr, 16)));
           cur += len;
           continue;
         }
