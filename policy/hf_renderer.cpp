@@ -34,30 +34,35 @@ struct hf_chat_renderer::impl {
   chat_template tmpl;
   chat_template_source source;
   ordered_json extra;
+  // How the template closes an assistant turn: it depends on the template alone, so it is found
+  // once, at load (closing_of).
+  std::string closing;
 
   result<std::string> render(const ordered_json& messages, bool generation_prompt) const {
     return tmpl.render(chat_context(messages, generation_prompt, source.bos_token,
                                     source.eos_token, nullptr, extra));
   }
 
-  // The template's closing of an assistant turn and the text that follows it for `feedback`.
-  result<std::pair<std::string, std::string>> split_feedback(
-      const std::vector<chat_message>& feedback) const {
-    const ordered_json probe_user = {{"role", "user"}, {"content", "Write the program."}};
-    const auto with_answer = [&](const char* answer) {
-      ordered_json m = ordered_json::array({probe_user});
-      m.push_back({{"role", "assistant"}, {"content", answer}});
-      return m;
-    };
+  static ordered_json with_answer(const char* answer) {
+    ordered_json m = ordered_json::array({{{"role", "user"}, {"content", "Write the program."}}});
+    m.push_back({{"role", "assistant"}, {"content", answer}});
+    return m;
+  }
+
+  // The common end of two renderings that differ only in the assistant's text.
+  result<std::string> closing_of() const {
     auto base_a = render(with_answer(marker_a), false);
     if (!base_a) return base_a.err().wrap("rendering an assistant turn");
     auto base_b = render(with_answer(marker_b), false);
     if (!base_b) return base_b.err().wrap("rendering an assistant turn");
     const std::size_t n = common_suffix(*base_a, *base_b);
-    const std::string closing = base_a->substr(base_a->size() - n);
-    if (closing.empty()) {
-      return error{"the chat template does not close an assistant turn with any text"};
-    }
+    if (n == 0) return error{"the chat template does not close an assistant turn with any text"};
+    return base_a->substr(base_a->size() - n);
+  }
+
+  // The template's closing of an assistant turn and the text that follows it for `feedback`.
+  result<std::pair<std::string, std::string>> split_feedback(
+      const std::vector<chat_message>& feedback) const {
     auto messages = with_answer(marker_a);
     for (const auto& m : to_json(feedback)) messages.push_back(m);
     auto full = render(messages, true);
@@ -97,7 +102,10 @@ result<std::shared_ptr<const hf_chat_renderer>> hf_chat_renderer::load(
     return error{"extra template variables must be a JSON object, got '" + options.extra_json + "'"};
   }
   auto state = std::make_unique<impl>(impl{std::move(*tok), std::move(*tmpl), std::move(*source),
-                                           std::move(extra)});
+                                           std::move(extra), {}});
+  auto closed = state->closing_of();
+  if (!closed) return closed.err().wrap(dir + ": chat template refused for multi-turn use");
+  state->closing = std::move(*closed);
   // The delta must start at a token boundary: encoding closing and delta apart must give the ids
   // of encoding them together, or the ids appended would differ from what the template means.
   auto split = state->split_feedback({{"user", "The program failed: expected 3, got 4."}});
