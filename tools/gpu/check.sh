@@ -12,7 +12,9 @@
 #     quickstart  configs/quickstart.yaml on the suite's cuda tasks (the scripted policy answers
 #             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
 #             16 and 2 compile workers side by side
-#     vllm    configs/leap_cuda.yaml with its paths pointed at this repository and 2 steps, against
+#     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
+#             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
+#             minutes a step with a random model that never stops early), against
 #             `leap serve-policy --model` on the GPU standing in for vLLM (flavour vllm)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -123,7 +125,9 @@ phase_vllm() {
   sed -e "s|run_dir: runs/leap_cuda|run_dir: $dir|" -e "s|steps: 200|steps: 2|" \
     -e "s|data/cuda/train.jsonl|sandbox/suite|" -e "s|data/cuda/validation.jsonl|sandbox/suite|" \
     -e "s|model_path: models/policy|model_path: $dir/model|" \
-    -e "s|127.0.0.1:8000|127.0.0.1:$port|" configs/leap_cuda.yaml >"$out/leap_cuda.yaml"
+    -e "s|127.0.0.1:8000|127.0.0.1:$port|" -e "s|batch_size: 32|batch_size: 8|" \
+    -e "s|max_tokens: 8192|max_tokens: 1024|" -e "s|^  kind: torch|  kind: torch\n  device: cuda|" \
+    configs/leap_cuda.yaml >"$out/leap_cuda.yaml"
   diff configs/leap_cuda.yaml "$out/leap_cuda.yaml"
   "$build/bin/leap" serve-policy --model "$dir/model" --model-name policy --device cuda \
     --port "$port" >"$out/serve-policy.log" 2>&1 &
