@@ -118,6 +118,11 @@ struct group {
 #endif
 #ifdef LEAP_C10D_GLOO
     if (gloo) {
+      // Gloo's broadcast knows only some dtypes (Debian's refuses bfloat16 with "Invalid scalar
+      // type"); a broadcast copies bytes, so every tensor travels as a byte view of its storage.
+      if (t.dim() > 0 && t.element_size() > 1) {
+        tensors = {t.view(at::kByte)};
+      }
       gloo->broadcast(tensors, options)->wait(timeout);
       return;
     }
