@@ -141,11 +141,11 @@ result<policy> policy::load(const std::string& model_dir, const policy_options& 
     if (!config) {
       return config.err();
     }
-    auto weights = read_safetensors_dir(model_dir);
+    auto weights = detail::mapped_checkpoint::open_dir(model_dir);
     if (!weights) {
       return weights.err();
     }
-    auto model = detail::make_transformer(*config, *weights, options);
+    auto model = detail::make_transformer(*config, weights->tensors(), options);
     if (!model) {
       return model.err().wrap("'" + model_dir + "'");
     }
@@ -163,7 +163,7 @@ result<policy> policy::create_random(const model_config& config, std::uint64_t s
   return detail::guarded("creating a random model", [&]() -> result<policy> {
     const bool f64 = options.dtype == "float64";
     auto weights = random_weights(*checked, seed, f64 ? dtype::f64 : dtype::f32);
-    auto model = detail::make_transformer(*checked, weights, options);
+    auto model = detail::make_transformer(*checked, detail::views_of(weights), options);
     if (!model) {
       return model.err();
     }
@@ -380,11 +380,12 @@ status policy::reload_weights(const std::string& model_dir) {
     if (parameter_shapes(*config) != parameter_shapes(impl_->config)) {
       return error{"'" + model_dir + "' holds a different architecture than the loaded model"};
     }
-    auto weights = read_safetensors_dir(model_dir);
+    // Mapped, not read: each tensor is copied once, from the page cache to the device.
+    auto weights = detail::mapped_checkpoint::open_dir(model_dir);
     if (!weights) {
       return weights.err();
     }
-    return impl_->assign_weights(*weights);
+    return impl_->assign_weights(weights->tensors());
   });
 }
 

@@ -1,5 +1,6 @@
 #include "learner/safetensors.hpp"
 
+#include "learner/detail/checkpoint_view.hpp"
 #include "learner/detail/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -55,8 +56,10 @@ std::int64_t product(const std::vector<std::int64_t>& shape) {
 
 // Writes to a sibling temporary file, then renames: the destination is either the old or the new
 // file, never a torn one.
+using tensor_entry = const tensor_map::value_type*;
+
 status write_file_atomically(const std::string& path, const std::string& header,
-                             const tensor_map& tensors) {
+                             const std::vector<tensor_entry>& tensors) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -70,9 +73,9 @@ status write_file_atomically(const std::string& path, const std::string& header,
     }
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& [name, t] : tensors) {
-      out.write(reinterpret_cast<const char*>(t.data.data()),
-                static_cast<std::streamsize>(t.data.size()));
+    for (const auto* e : tensors) {
+      out.write(reinterpret_cast<const char*>(e->second.data.data()),
+                static_cast<std::streamsize>(e->second.data.size()));
     }
     out.flush();
     if (!out) {
@@ -285,110 +288,25 @@ std::vector<double> to_doubles(const host_tensor& t) {
 
 result<tensor_map> read_safetensors(const std::string& path,
                                     std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return error{"cannot open safetensors file '" + path + "'"};
+  auto mapped = detail::mapped_checkpoint::open_file(path, metadata);
+  if (!mapped) {
+    return mapped.err();
   }
-  in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  std::uint8_t len[8];
-  if (file_size < 8 || !in.read(reinterpret_cast<char*>(len), 8)) {
-    return error{"'" + path + "': truncated file (no 8-byte header length)"};
-  }
-  std::uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) {
-    header_size |= std::uint64_t{len[i]} << (8 * i);
-  }
-  if (header_size > max_header_bytes || header_size > file_size - 8) {
-    return error{"'" + path + "': header length " + std::to_string(header_size) +
-                 " exceeds the file size " + std::to_string(file_size) +
-                 " (corrupt or not safetensors)"};
-  }
-  std::string header(header_size, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_size));
-  json doc;
-  try {
-    doc = json::parse(header);
-  } catch (const json::exception& e) {
-    return error{"'" + path + "': header is not valid JSON: " + e.what()};
-  }
-  if (!doc.is_object()) {
-    return error{"'" + path + "': header is not a JSON object"};
-  }
-  const std::uint64_t data_size = file_size - 8 - header_size;
-  const auto data_start = static_cast<std::streamoff>(8 + header_size);
-
-  tensor_map tensors;
-  for (const auto& [name, info] : doc.items()) {
-    if (name == "__metadata__") {
-      if (metadata != nullptr && info.is_object()) {
-        for (const auto& [k, v] : info.items()) {
-          if (v.is_string()) {
-            (*metadata)[k] = v.get<std::string>();
-          }
-        }
-      }
-      continue;
-    }
-    const std::string where = "'" + path + "': tensor '" + name + "'";
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
-        !info.contains("data_offsets")) {
-      return error{where + ": expected an object with 'dtype', 'shape' and 'data_offsets'"};
-    }
-    host_tensor t;
-    std::uint64_t begin = 0;
-    std::uint64_t end = 0;
-    try {
-      auto d = parse_dtype(info.at("dtype").get<std::string>());
-      if (!d) {
-        return d.err().wrap(where);
-      }
-      t.type = *d;
-      t.shape = info.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
-      if (offsets.size() != 2) {
-        return error{where + ": 'data_offsets' must hold two numbers"};
-      }
-      begin = offsets[0];
-      end = offsets[1];
-    } catch (const json::exception& e) {
-      return error{where + ": " + e.what()};
-    }
-    for (auto s : t.shape) {
-      if (s < 0) {
-        return error{where + ": negative dimension in shape"};
-      }
-    }
-    const auto expected = static_cast<std::uint64_t>(product(t.shape)) * dtype_size(t.type);
-    if (end < begin || end - begin != expected) {
-      return error{where + ": byte range [" + std::to_string(begin) + ", " + std::to_string(end) +
-                   ") does not match shape and dtype (" + std::to_string(expected) + " bytes)"};
-    }
-    if (end > data_size) {
-      return error{where + ": byte range ends at " + std::to_string(end) +
-                   " beyond the data section (" + std::to_string(data_size) +
-                   " bytes); file truncated?"};
-    }
-    t.data.resize(expected);
-    in.seekg(data_start + static_cast<std::streamoff>(begin));
-    if (expected > 0 &&
-        !in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(expected))) {
-      return error{where + ": read failed"};
-    }
-    tensors.emplace(name, std::move(t));
-  }
-  return tensors;
+  return mapped->copy();
 }
 
-status write_safetensors(const std::string& path, const tensor_map& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// One file of `tensors` (in the given order, which must be name order for a stable layout).
+status write_entries(const std::string& path, const std::vector<tensor_entry>& tensors,
+                     const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) {
     header["__metadata__"] = metadata;
   }
   std::uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
+  for (const auto* e : tensors) {
+    const auto& [name, t] = *e;
     for (auto s : t.shape) {
       if (s < 0) {
         return error{"'" + path + "': tensor '" + name + "' has a negative dimension"};
@@ -410,63 +328,39 @@ status write_safetensors(const std::string& path, const tensor_map& tensors,
   return write_file_atomically(path, text, tensors);
 }
 
+}  // namespace
+
+status write_safetensors(const std::string& path, const tensor_map& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  std::vector<tensor_entry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& e : tensors) {
+    entries.push_back(&e);
+  }
+  return write_entries(path, entries, metadata);
+}
+
 result<tensor_map> read_safetensors_dir(const std::string& dir, const std::string& base) {
-  const auto single = detail::join(dir, base + ".safetensors");
-  const auto index = detail::join(dir, base + ".safetensors.index.json");
-  if (detail::path_exists(single)) {
-    return read_safetensors(single);
+  auto mapped = detail::mapped_checkpoint::open_dir(dir, base);
+  if (!mapped) {
+    return mapped.err();
   }
-  if (!detail::path_exists(index)) {
-    return error{"'" + dir + "': neither " + base + ".safetensors nor " + base +
-                 ".safetensors.index.json exists"};
-  }
-  std::ifstream in(index);
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::exception& e) {
-    return error{"'" + index + "': not valid JSON: " + e.what()};
-  }
-  if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
-    return error{"'" + index + "': expected an object with a 'weight_map' object"};
-  }
-  std::map<std::string, std::set<std::string>> by_shard;
-  for (const auto& [name, file] : doc["weight_map"].items()) {
-    if (!file.is_string()) {
-      return error{"'" + index + "': weight_map['" + name + "'] is not a file name"};
-    }
-    by_shard[file.get<std::string>()].insert(name);
-  }
-  tensor_map all;
-  for (const auto& [file, names] : by_shard) {
-    auto shard = read_safetensors(detail::join(dir, file));
-    if (!shard) {
-      return shard.err().wrap("'" + index + "'");
-    }
-    for (const auto& name : names) {
-      auto it = shard->find(name);
-      if (it == shard->end()) {
-        return error{"'" + index + "': tensor '" + name + "' is listed in shard '" + file +
-                     "' but absent from it"};
-      }
-      all.insert(shard->extract(it));
-    }
-  }
-  return all;
+  return mapped->copy();
 }
 
 status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
                              const std::string& base, std::int64_t max_shard_bytes) {
-  std::vector<tensor_map> shards(1);
+  // Shards point into `tensors`: a checkpoint is written without a second copy in memory.
+  std::vector<std::vector<tensor_entry>> shards(1);
   std::int64_t in_shard = 0;
   std::int64_t total = 0;
-  for (const auto& [name, t] : tensors) {
-    const auto bytes = static_cast<std::int64_t>(t.data.size());
+  for (const auto& e : tensors) {
+    const auto bytes = static_cast<std::int64_t>(e.second.data.size());
     if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
-    shards.back().emplace(name, t);
+    shards.back().push_back(&e);
     in_shard += bytes;
     total += bytes;
   }
@@ -485,16 +379,16 @@ status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
     }
   }
   if (shards.size() == 1) {
-    return write_safetensors(detail::join(dir, single_name), shards.front(), {{"format", "pt"}});
+    return write_entries(detail::join(dir, single_name), shards.front(), {{"format", "pt"}});
   }
   json weight_map = json::object();
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const auto file = shard_name(base, i + 1, shards.size());
-    if (auto s = write_safetensors(detail::join(dir, file), shards[i], {{"format", "pt"}}); !s) {
+    if (auto s = write_entries(detail::join(dir, file), shards[i], {{"format", "pt"}}); !s) {
       return s;
     }
-    for (const auto& [name, t] : shards[i]) {
-      weight_map[name] = file;
+    for (const auto* e : shards[i]) {
+      weight_map[e->first] = file;
     }
   }
   const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};

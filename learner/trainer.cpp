@@ -276,14 +276,14 @@ status trainer::state::init(const std::string& dir, const trainer_options& o) {
         return error{"reference model '" + o.reference_model_dir +
                      "' has a different architecture"};
       }
-      auto weights = read_safetensors_dir(o.reference_model_dir);
+      auto weights = detail::mapped_checkpoint::open_dir(o.reference_model_dir);
       if (!weights) {
         return weights.err();
       }
       policy_options ref_options = o.policy;
       ref_options.device = detail::device_name(m.device);
       ref_options.dtype = detail::dtype_name(m.dtype);
-      auto ref = detail::make_transformer(*config, *weights, ref_options);
+      auto ref = detail::make_transformer(*config, weights->tensors(), ref_options);
       if (!ref) {
         return ref.err().wrap("reference model");
       }
@@ -689,11 +689,11 @@ status trainer::state::read_checkpoint(const std::string& dir) {
       return s;
     }
   } else {
-    auto weights = read_safetensors_dir(dir);
+    auto weights = detail::mapped_checkpoint::open_dir(dir);
     if (!weights) {
       return weights.err();
     }
-    if (auto s = m.assign_weights(*weights); !s) {
+    if (auto s = m.assign_weights(weights->tensors()); !s) {
       return s;
     }
   }

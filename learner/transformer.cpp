@@ -492,7 +492,7 @@ at::Tensor transformer::logits(const at::Tensor& hidden) const {
   return at::matmul(hidden, output_weight().t()).to(accumulate_type(dtype));
 }
 
-status transformer::assign_weights(const tensor_map& weights) {
+status transformer::assign_weights(const view_map& weights) {
   // Stage every tensor first: a bad file must leave the model as it was.
   std::map<std::string, at::Tensor> staged;
   std::set<std::string> expected;
@@ -691,12 +691,15 @@ result<dtype> host_dtype(at::ScalarType t) {
   }
 }
 
-at::Tensor to_tensor(const host_tensor& t, at::Device device, at::ScalarType type) {
+at::Tensor to_tensor(const tensor_view& t, at::Device device, at::ScalarType type) {
   // from_blob does not own the bytes; the copy to the device (or clone on CPU) makes it owning.
-  auto view = at::from_blob(const_cast<std::uint8_t*>(t.data.data()), t.shape,  // NOLINT: read only
+  auto view = at::from_blob(const_cast<std::uint8_t*>(t.data), t.shape,  // NOLINT: read only
                             at::TensorOptions().dtype(scalar_type(t.type)));
-  auto out = view.to(device, type, /*non_blocking=*/false, /*copy=*/true);
-  return out;
+  return view.to(device, type, /*non_blocking=*/false, /*copy=*/true);
+}
+
+at::Tensor to_tensor(const host_tensor& t, at::Device device, at::ScalarType type) {
+  return to_tensor(tensor_view{t.type, t.shape, t.data.data(), t.data.size()}, device, type);
 }
 
 result<host_tensor> to_host(const at::Tensor& t) {
@@ -704,13 +707,14 @@ result<host_tensor> to_host(const at::Tensor& t) {
   if (!type) {
     return type.err();
   }
-  const auto cpu = t.detach().to(at::kCPU).contiguous();
   host_tensor out;
   out.type = *type;
-  out.shape.assign(cpu.sizes().begin(), cpu.sizes().end());
-  out.data.resize(static_cast<std::size_t>(cpu.numel()) * cpu.element_size());
+  out.shape.assign(t.sizes().begin(), t.sizes().end());
+  out.data.resize(static_cast<std::size_t>(t.numel()) * t.element_size());
   if (!out.data.empty()) {
-    std::memcpy(out.data.data(), cpu.data_ptr(), out.data.size());
+    // Straight into the host buffer: one device-to-host copy, no CPU tensor in between.
+    at::from_blob(out.data.data(), t.sizes(), at::TensorOptions().dtype(t.scalar_type()))
+        .copy_(t.detach());
   }
   return out;
 }
@@ -759,7 +763,7 @@ std::string dtype_name(at::ScalarType t) {
 }
 
 result<std::unique_ptr<transformer>> make_transformer(const model_config& config,
-                                                      const tensor_map& weights,
+                                                      const view_map& weights,
                                                       const policy_options& options) {
   auto device = parse_device(options.device);
   if (!device) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "learner/detail/checkpoint_view.hpp"
 #include "learner/model_config.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
@@ -110,7 +111,7 @@ class transformer {
   // Replaces the base weights with `weights` (Hugging Face names), converting dtype and device.
   // Every tensor is checked (missing, unexpected, wrong shape) and converted before any is
   // replaced. Tensors already allocated are overwritten in place, so references stay valid.
-  [[nodiscard]] status assign_weights(const tensor_map& weights);
+  [[nodiscard]] status assign_weights(const view_map& weights);
   // Adds zero-effect adapters (A random, B zero). Errors: see policy::add_lora.
   [[nodiscard]] status add_lora(const lora_options& options);
   // Folds adapters into the base weights and removes them.
@@ -136,6 +137,7 @@ class transformer {
 [[nodiscard]] result<dtype> host_dtype(at::ScalarType t);
 // Copies a host tensor to `device` as `type`.
 [[nodiscard]] at::Tensor to_tensor(const host_tensor& t, at::Device device, at::ScalarType type);
+[[nodiscard]] at::Tensor to_tensor(const tensor_view& t, at::Device device, at::ScalarType type);
 // Copies a tensor to host memory (contiguous, same dtype).
 [[nodiscard]] result<host_tensor> to_host(const at::Tensor& t);
 
@@ -149,7 +151,7 @@ class transformer {
 
 // Builds a model on `options`' device and dtype from `weights`. Errors: see policy::load.
 [[nodiscard]] result<std::unique_ptr<transformer>> make_transformer(const model_config& config,
-                                                                    const tensor_map& weights,
+                                                                    const view_map& weights,
                                                                     const policy_options& options);
 
 // The PEFT file name of a LoRA parameter: "base_model.model." + its name.
