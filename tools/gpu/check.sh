@@ -112,6 +112,15 @@ quickstart_run() {
     configs/quickstart.yaml >"$out/$1.yaml"
   "$build/bin/leap" run --quiet "$out/$1.yaml" || return 1
   "$build/bin/leap" replay "$dir" | sed -n '/^training/,/^$/p'
+  # Per verification: how long nvcc took and how long the job waited for a compile worker.
+  "$build/bin/leap" export "$dir" --format csv --out "$out/$1.csv" && python3 - "$out/$1.csv" <<'PY'
+import csv, statistics, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["compile_ms"] or 0) > 0]
+for key in ("compile_ms", "compile_queue_ms", "run_ms"):
+    v = sorted(float(r[key] or 0) for r in rows)
+    if v:
+        print(f"{key}: n {len(v)} median {statistics.median(v):.0f} p90 {v[int(0.9 * (len(v) - 1))]:.0f} max {v[-1]:.0f}")
+PY
 }
 
 phase_quickstart() {
