@@ -41,8 +41,8 @@ turn_record make_turn_record(generation_result generated, const verification_res
     t.code_hash = verified->code_hash;
     t.timings.compile_ms = verified->compile_ms;
     t.timings.run_ms = verified->run_ms;
-    // The sandbox reports one queue time for both of its queues.
     t.timings.compile_queue_ms = verified->queue_ms;
+    t.timings.run_queue_ms = verified->run_queue_ms;
   } else {
     t.verdict = verdict_category::format;
     t.passed = false;
@@ -60,8 +60,9 @@ void add_turn_activities(std::vector<activity>& out, const generation_result& g,
                          const verification_result* v) {
   out.push_back({activity_kind::generation, g.finished_ms - g.generation_ms, g.finished_ms});
   if (v == nullptr) return;
-  const double run_start = v->finished_ms - v->run_ms;
-  // Waiting in the verifier's queues counts as compile: it is the stage the turn waits on.
+  // Waiting counts as the stage waited for: the compile queue as compile, the wait for a run slot
+  // (one GPU shared by every cuda run) as run.
+  const double run_start = v->finished_ms - v->run_ms - v->run_queue_ms;
   out.push_back({activity_kind::compile, run_start - v->compile_ms - v->queue_ms, run_start});
   out.push_back({activity_kind::run, run_start, v->finished_ms});
 }

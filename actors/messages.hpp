@@ -109,7 +109,10 @@ struct verification_result {
   std::optional<std::string> code_hash;  // SHA-256 of the extracted code; none when none was found
   double compile_ms = 0.0;
   double run_ms = 0.0;
-  double queue_ms = 0.0;  // time in the verifier's queues (wall time minus compile and run)
+  // Waiting to be compiled (the pool's and the sandbox's compile queue): wall time minus compile,
+  // run and run_queue_ms.
+  double queue_ms = 0.0;
+  double run_queue_ms = 0.0;  // compiled, waiting for a run slot (a GPU for cuda work)
   bool cache_hit = false;
   // clock_ms() when the verdict was complete, stamped by the in-process pool.
   double finished_ms = 0.0;
@@ -354,7 +357,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, verification_result& x) {
   return leap::detail::inspect_with_optional(
       f, "verification_result", x.code_hash, x.verdict, x.passed, x.feedback, x.compile_ms,
-      x.run_ms, x.queue_ms, x.cache_hit, x.finished_ms, x.infrastructure_error);
+      x.run_ms, x.queue_ms, x.run_queue_ms, x.cache_hit, x.finished_ms, x.infrastructure_error);
 }
 
 template <class Inspector>

@@ -73,6 +73,7 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
   v.feedback = std::move(r->feedback);
   v.compile_ms = r->compile_ms;
   v.run_ms = r->run_ms;
+  v.run_queue_ms = r->run_queue_ms;
   v.cache_hit = r->cache_hit;
   return v;
 }
@@ -133,7 +134,8 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         --st.in_flight;
         result.finished_ms = clock_ms();
         const double wall = result.finished_ms - it->second.submitted_ms;
-        result.queue_ms = std::max(0.0, wall - result.compile_ms - result.run_ms);
+        result.queue_ms =
+            std::max(0.0, wall - result.compile_ms - result.run_ms - result.run_queue_ms);
         result.code_hash = std::move(it->second.code_hash);
         it->second.promise.deliver(std::move(result));
         st.jobs.erase(it);

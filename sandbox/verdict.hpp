@@ -36,6 +36,8 @@ struct verdict {
   std::string feedback;
   double compile_ms = 0;  // 0 when nothing was compiled (python) or on a cache hit's lookup only
   double run_ms = 0;      // wall time of the candidate's run
+  // Compiled and waiting for a run slot (a GPU for cuda work); set by the verifier's pipeline.
+  double run_queue_ms = 0;
   bool cache_hit = false;
   std::optional<timing_stats> candidate_time;  // only when timing is on and the candidate passed
   std::optional<timing_stats> reference_time;

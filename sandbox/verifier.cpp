@@ -87,6 +87,7 @@ void verifier::compile_loop() {
     }
     j.prepared = std::move(prepared.value());
     j.answer.clear();
+    j.compiled_at = std::chrono::steady_clock::now();
     // Blocks while the run slots are behind: back-pressure reaches submit() through this queue.
     auto done = j.done;
     ++run_queued_;
@@ -133,10 +134,12 @@ void verifier::run_loop(int slot) {
       }
     }
     if (!run_queue_.pop(&j)) break;
+    const auto waited = std::chrono::steady_clock::now() - j.compiled_at;
     --run_queued_;
     ++running_;
     auto v = run_with_retries(j, slot, gpu);
     --running_;
+    if (v) v->run_queue_ms = std::chrono::duration<double, std::milli>(waited).count();
     j.done(std::move(v));
   }
 }

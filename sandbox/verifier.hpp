@@ -81,6 +81,7 @@ class verifier {
     std::string answer;
     callback done;
     prepared_candidate prepared;
+    std::chrono::steady_clock::time_point compiled_at;  // when it started waiting for a run slot
   };
   class job_queue {
    public:

@@ -169,6 +169,34 @@ TEST(VerifierTest, TrySubmitSaysBusyWhenTheQueueIsFull) {
   }
 }
 
+// The wait for a run slot is reported apart from compilation: with one slot (one GPU shared by
+// every cuda run) that wait, not nvcc, is what a step's compile stage used to be blamed for.
+TEST(VerifierTest, ReportsTheWaitForARunSlot) {
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.compile_workers = 2;
+  config.run_slots = 1;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  auto t = std::make_shared<const task>(testing::python_add_task());
+  const std::string slow = fenced("python", "import time\ntime.sleep(3)\ndef add(a, b):\n    return a + b\n");
+  const std::string quick = fenced("python", "def add(a, b):\n    return a + b\n");
+  auto first = (*v)->submit(t, slow);
+  // The slot is taken: the next job, once compiled, waits for the first run to end.
+  for (int spin = 0; spin < 60'000 && (*v)->load().running == 0; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling the pipeline's state
+  }
+  ASSERT_EQ((*v)->load().running, 1U);
+  auto second = (*v)->submit(t, quick);
+  auto a = first.get();
+  auto b = second.get();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->passed && b->passed) << a->feedback << b->feedback;
+  EXPECT_GE(a->run_ms, 3000);
+  EXPECT_GT(b->run_queue_ms, 0);
+  EXPECT_GT(b->run_queue_ms, a->run_queue_ms) << "the second job waited for the first's run";
+}
+
 const std::string k_cuda_good = fenced("cuda",
     "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
