@@ -9,6 +9,8 @@ find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CURL REQUIRED)
 find_package(RocksDB REQUIRED)
+# common/crypto: SHA-256, HMAC and random nonces from libcrypto (Debian's libssl-dev).
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 # The tokenizer: Unicode normalization (ICU) and the pre-tokenizers' Unicode regexes (PCRE2).
 find_package(ICU REQUIRED COMPONENTS uc)
 # Found by path rather than pkg-config, so that a build against a bundle of unpacked .debs

@@ -1,9 +1,9 @@
 #include "sandbox/engine.hpp"
 
+#include "common/crypto.hpp"
 #include "sandbox/digits.hpp"
 #include "sandbox/extract.hpp"
 #include "sandbox/forbidden.hpp"
-#include "sandbox/hash.hpp"
 #include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
@@ -582,7 +582,7 @@ result<std::string> engine::harness_object(const task& t) {
   std::string key_material = "harness-object\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_in_sandbox({{file, source}}, argv, "harness.o"); });
   if (!lookup) return lookup.err();
   if (!lookup->output.ok) {
@@ -603,7 +603,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   std::string key_material = "reference\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += harness + "\n--reference--\n" + t.reference;
-  const std::string build_key = sha256_hex(key_material);
+  const std::string build_key = crypto::sha256_hex(key_material);
   const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" + std::to_string(config_.trials) + "/" +
                               std::to_string(config_.timing_reps);
 
@@ -712,8 +712,8 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   key_material += std::to_string(config_.compile_memory_bytes) + "\n";
   for (const auto& item : t.forbidden) key_material += "forbid " + item + "\n";
   for (const auto& d : *system_dirs) key_material += "sys " + d.string() + "\n";
-  key_material += sha256_hex(*object) + "\n" + source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  key_material += crypto::sha256_hex(*object) + "\n" + source;
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_candidate(t, source, *object, *system_dirs); });
   if (!lookup) return lookup.err();
   p.compile_ms = lookup->build_ms;
@@ -768,7 +768,7 @@ result<std::string> engine::cuda_probe_binary() {
   std::string key_material = "cuda-probe\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += k_cuda_probe_source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe"); });
   if (!lookup) return lookup.err().wrap("building the CUDA probe");
   if (!lookup->output.ok) {
@@ -1130,7 +1130,7 @@ result<std::string> engine::kernelbench_device(int gpu) {
 result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
     const task& t, const std::string& device, int gpu) {
   using value_type = std::shared_ptr<const kernelbench_reference>;
-  const std::string key = sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
                           std::to_string(config_.trials) + "\n" + device;
   std::promise<result<value_type>> promise;
   std::shared_future<result<value_type>> future;
