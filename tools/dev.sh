@@ -29,6 +29,7 @@ packages=(
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
   libpcre2-dev libicu-dev  # tokenizer/: the pre-tokenizers' Unicode regexes, Unicode normalization
   libssl-dev  # common/crypto.hpp: SHA-256, HMAC-SHA256 and nonces from libcrypto (and caf::openssl)
+  prometheus-cpp-dev  # orchestrator/telemetry and the daemon's /metrics: registry, text exposition
   python3 python3-torch nodejs npm
   libjs-chart.js chromium  # leap report: Chart.js embedded at build time; the e2e test renders in chromium
   # LibTorch's CPU matrix products go through libblas.so.3, which is Debian's reference BLAS unless
@@ -82,7 +83,7 @@ install_npm() {
 bundled=(
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev libpcre2-dev libicu-dev libjs-chart.js
-  libssl-dev
+  libssl-dev prometheus-cpp-dev
 )
 not_bundled='gcc-[0-9]+-base|libc-dev-bin|libc6|libc6-dev|libcrypt-dev|libcrypt1|libgcc-s1|libstdc\+\+6|linux-libc-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto|catch2|libssl3'
 
