@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -46,16 +45,12 @@ std::string dir_of(const std::string& program) {
   return slash == std::string::npos ? std::string{} : program.substr(0, slash);
 }
 
-// 32 hex digits: the harness's stream format takes 16 bytes.
-std::string stream_nonce() {
-  std::random_device rd;
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 4; ++i) {
-    const std::uint32_t w = rd();
-    for (int j = 0; j < 8; ++j) out.push_back(digits[(w >> (4 * j)) & 0xF]);
-  }
-  return out;
+// 32 hex digits: the harness's stream format takes 16 bytes. From OpenSSL's CSPRNG, since the
+// candidate must not be able to guess it and forge the harness's output.
+result<std::string> stream_nonce() {
+  auto nonce = crypto::random_hex(16);
+  if (!nonce) return nonce.err().wrap("the harness stream's nonce");
+  return nonce;
 }
 
 constexpr std::string_view k_infrastructure_tag = "infrastructure failure on the run slot with ";
@@ -621,7 +616,9 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) return s.err();
     ::chmod((dir->path() / "ref").c_str(), 0755);
     run_request request;
-    const std::string nonce = stream_nonce();
+    const auto fresh_nonce = stream_nonce();
+    if (!fresh_nonce) return fresh_nonce.err();
+    const std::string& nonce = *fresh_nonce;
     request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
@@ -819,7 +816,9 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   if (auto s = write_file(dir->path() / "cand", p.binary); !s) return infrastructure_error(slot_gpu, s.err().message);
   ::chmod((dir->path() / "cand").c_str(), 0755);
   const harness_dump& expected = *p.expected;
-  const std::string nonce = stream_nonce();
+  const auto fresh_nonce = stream_nonce();
+  if (!fresh_nonce) return infrastructure_error(slot_gpu, fresh_nonce.err().message);
+  const std::string& nonce = *fresh_nonce;
   run_request request;
   request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
   request.working_dir = dir->path();
