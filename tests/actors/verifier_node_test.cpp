@@ -1,7 +1,7 @@
 // The verifier node's pieces without a network: the shared-secret proof (nonces, proofs, secret
 // files; the primitives are tested in tests/common/crypto_test.cpp), the node protocol's
-// messages through CAF's binary serializer, and the node actor's handshake in front of a stand-in pool: a wrong
-// proof is refused and no job runs before a right one.
+// messages through CAF's binary serializer, and the node actor's handshake in front of a
+// stand-in pool: a wrong proof is refused and no job runs before a right one.
 #include "actors/verifier_node.hpp"
 
 #include "actors/node_auth.hpp"
