@@ -1,7 +1,7 @@
 #include "actors/verifier.hpp"
 
+#include "common/crypto.hpp"
 #include "sandbox/extract.hpp"
-#include "sandbox/hash.hpp"
 #include "sandbox/verifier.hpp"
 
 #include <caf/actor_system.hpp>
@@ -117,7 +117,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         job.promise = self->make_response_promise<verification_result>();
         job.task = task->second;
         if (auto code = sandbox::extract_code(request.answer, task->second->kind)) {
-          job.code_hash = sandbox::sha256_hex(code->code);
+          job.code_hash = crypto::sha256_hex(code->code);
         }
         job.answer = std::move(request.answer);
         auto promise = job.promise;

@@ -1,9 +1,12 @@
 #include "actors/verifier_node.hpp"
 
 #include "actors/node_auth.hpp"
+#include "common/crypto.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/result.hpp>
+#include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
@@ -53,11 +56,18 @@ verifier_node_actor::behavior_type node_behavior(
     st.nonces.erase(down.source);
   });
   return {
-      [=](node_hello_atom) -> node_challenge {
+      [=](node_hello_atom) -> caf::result<node_challenge> {
         auto& st = self->state;
         const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        auto nonce = make_nonce();
+        if (!nonce) {
+          // No challenge without a fresh nonce: the orchestrator sees a failed handshake and
+          // retries later.
+          st.log(nonce.err().message);
+          return caf::make_error(caf::sec::runtime_error, nonce.err().message);
+        }
         node_challenge c;
-        c.nonce = make_nonce();
+        c.nonce = std::move(*nonce);
         c.name = st.config.name;
         c.slots = st.config.slots;
         c.secret_required = !st.config.secret.empty();
@@ -73,7 +83,8 @@ verifier_node_actor::behavior_type node_behavior(
           auto nonce = st.nonces.find(sender);
           if (nonce == st.nonces.end()) {
             w.error = "no challenge to answer: send hello first";
-          } else if (!constant_time_equal(proof, node_proof(st.config.secret, nonce->second))) {
+          } else if (!crypto::constant_time_equal(proof,
+                                                  node_proof(st.config.secret, nonce->second))) {
             w.error =
                 "wrong secret: the node rejected the proof (verifier.node_secret_file must hold "
                 "the secret of the node's --secret-file)";

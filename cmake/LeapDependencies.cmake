@@ -9,6 +9,11 @@ find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CURL REQUIRED)
 find_package(RocksDB REQUIRED)
+# common/crypto: SHA-256, HMAC and random nonces from libcrypto (Debian's libssl-dev).
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
+# orchestrator/telemetry and the daemon's /metrics: the metric registry and the Prometheus text
+# exposition (Debian's prometheus-cpp-dev 1.0.1; only its core library is linked).
+find_package(prometheus-cpp CONFIG REQUIRED COMPONENTS core)  # Debian ships no version file
 # The tokenizer: Unicode normalization (ICU) and the pre-tokenizers' Unicode regexes (PCRE2).
 find_package(ICU REQUIRED COMPONENTS uc)
 # Found by path rather than pkg-config, so that a build against a bundle of unpacked .debs

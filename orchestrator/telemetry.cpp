@@ -2,6 +2,15 @@
 
 #include "common/temp_files.hpp"
 
+#include <prometheus/client_metric.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,6 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 #include <unistd.h>
@@ -27,29 +38,40 @@ const char* to_string(metric_type t) {
   return "untyped";
 }
 
-void counter::inc(double v) noexcept {
-  if (v > 0.0) value_.fetch_add(v, std::memory_order_relaxed);
-}
+void counter::inc(double v) noexcept { series_->Increment(v); }  // ignores v < 0
+
+double counter::value() const noexcept { return series_->Value(); }
+
+void gauge::set(double v) noexcept { series_->Set(v); }
+
+void gauge::add(double v) noexcept { series_->Increment(v); }  // v may be negative
+
+double gauge::value() const noexcept { return series_->Value(); }
 
 histogram::histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)),
-      counts_(std::make_unique<std::atomic<std::uint64_t>[]>(bounds_.size() + 1)) {
-  for (std::size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
-}
+      owned_(std::make_unique<prometheus::Histogram>(bounds_)),
+      series_(owned_.get()) {}
 
-void histogram::observe(double v) noexcept {
-  // Buckets are few (<= ~20): lower_bound finds the first bound >= v, i.e. the bucket `le` holds.
-  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);
-  const auto index = static_cast<std::size_t>(it - bounds_.begin());
-  counts_[index].fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(v, std::memory_order_relaxed);
-}
+histogram::histogram(std::vector<double> bounds, prometheus::Histogram& series)
+    : bounds_(std::move(bounds)), series_(&series) {}
+
+histogram::~histogram() = default;
+
+void histogram::observe(double v) noexcept { series_->Observe(v); }
 
 std::vector<std::uint64_t> histogram::bucket_counts() const {
-  std::vector<std::uint64_t> out(bounds_.size() + 1);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = counts_[i].load(std::memory_order_relaxed);
+  const auto buckets = series_->Collect().histogram.bucket;  // cumulative, +Inf last
+  std::vector<std::uint64_t> out(buckets.size());
+  std::uint64_t below = 0;
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    out[i] = buckets[i].cumulative_count - below;
+    below = buckets[i].cumulative_count;
+  }
   return out;
 }
+
+double histogram::sum() const noexcept { return series_->Collect().histogram.sample_sum; }
 
 std::vector<double> latency_buckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
@@ -106,15 +128,48 @@ bool valid_label_name(const std::string& name) {
   return true;
 }
 
+// A series in registration order: the handle the caller updates, on a metric of the
+// prometheus::Registry.
+struct registry::series {
+  label_set labels;
+  std::unique_ptr<counter> c;
+  std::unique_ptr<gauge> g;
+  std::unique_ptr<histogram> h;
+};
+
+struct registry::state {
+  struct family {
+    std::string name;
+    std::string help;
+    metric_type type;
+    prometheus::Family<prometheus::Counter>* counters = nullptr;  // the one of `type`
+    prometheus::Family<prometheus::Gauge>* gauges = nullptr;
+    prometheus::Family<prometheus::Histogram>* histograms = nullptr;
+    std::vector<std::unique_ptr<series>> members;
+  };
+  mutable std::mutex mutex;
+  prometheus::Registry metrics;
+  std::vector<std::unique_ptr<family>> families;
+};
+
+registry::registry() : state_(std::make_unique<state>()) {}
+
+registry::~registry() = default;
+
 registry::series& registry::find_or_add(const std::string& name, const std::string& help,
                                         metric_type type, label_set labels,
                                         const std::vector<double>* bounds) {
+  // prometheus-cpp checks names as well, but refuses only what the exposition format cannot
+  // carry: "le" as a label and conflicting help texts or buckets pass there.
   if (!valid_metric_name(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
+  prometheus::Labels by_name;
   for (const auto& [label, value] : labels) {
     if (!valid_label_name(label)) {
       throw std::invalid_argument(name + ": invalid label name '" + label + "'");
     }
+    by_name[label] = value;
   }
+  if (by_name.size() != labels.size()) throw std::invalid_argument(name + ": a label given twice");
   if (bounds != nullptr) {
     for (std::size_t i = 0; i < bounds->size(); ++i) {
       if (!std::isfinite((*bounds)[i]) || (i > 0 && (*bounds)[i] <= (*bounds)[i - 1])) {
@@ -122,14 +177,30 @@ registry::series& registry::find_or_add(const std::string& name, const std::stri
       }
     }
   }
-  std::lock_guard lock(mutex_);
-  family* fam = nullptr;
-  for (auto& f : families_) {
+  std::lock_guard lock(state_->mutex);
+  state::family* fam = nullptr;
+  for (auto& f : state_->families) {
     if (f->name == name) fam = f.get();
   }
   if (fam == nullptr) {
-    families_.push_back(std::make_unique<family>(family{name, help, type, {}}));
-    fam = families_.back().get();
+    auto f = std::make_unique<state::family>();
+    f->name = name;
+    f->help = help;
+    f->type = type;
+    switch (type) {
+      case metric_type::counter:
+        f->counters = &prometheus::BuildCounter().Name(name).Help(help).Register(state_->metrics);
+        break;
+      case metric_type::gauge:
+        f->gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(state_->metrics);
+        break;
+      case metric_type::histogram:
+        f->histograms =
+            &prometheus::BuildHistogram().Name(name).Help(help).Register(state_->metrics);
+        break;
+    }
+    state_->families.push_back(std::move(f));
+    fam = state_->families.back().get();
   } else if (fam->type != type || fam->help != help) {
     throw std::invalid_argument(name + ": registered again with another type or help text");
   }
@@ -144,13 +215,13 @@ registry::series& registry::find_or_add(const std::string& name, const std::stri
   s->labels = std::move(labels);
   switch (type) {
     case metric_type::counter:
-      s->c = std::make_unique<counter>();
+      s->c.reset(new counter(fam->counters->Add(by_name)));
       break;
     case metric_type::gauge:
-      s->g = std::make_unique<gauge>();
+      s->g.reset(new gauge(fam->gauges->Add(by_name)));
       break;
     case metric_type::histogram:
-      s->h = std::make_unique<histogram>(*bounds);
+      s->h.reset(new histogram(*bounds, fam->histograms->Add(by_name, *bounds)));
       break;
   }
   fam->members.push_back(std::move(s));
@@ -173,8 +244,8 @@ histogram& registry::add_histogram(const std::string& name, const std::string& h
 snapshot registry::take(std::int64_t unix_ms) const {
   snapshot out;
   out.unix_ms = unix_ms;
-  std::lock_guard lock(mutex_);
-  for (const auto& f : families_) {
+  std::lock_guard lock(state_->mutex);
+  for (const auto& f : state_->families) {
     family_snapshot fs{f->name, f->help, f->type, {}};
     for (const auto& s : f->members) {
       series_snapshot ss;
@@ -187,12 +258,12 @@ snapshot registry::take(std::int64_t unix_ms) const {
           ss.value = s->g->value();
           break;
         case metric_type::histogram: {
+          // One Collect() reads the buckets and the sum under the series' mutex.
+          const auto read = s->h->series_->Collect().histogram;
           ss.bounds = s->h->bounds();
-          const auto counts = s->h->bucket_counts();
-          std::uint64_t running = 0;
-          for (auto c : counts) ss.cumulative.push_back(running += c);
-          ss.count = running;
-          ss.sum = s->h->sum();
+          for (const auto& b : read.bucket) ss.cumulative.push_back(b.cumulative_count);
+          ss.count = read.sample_count;
+          ss.sum = read.sample_sum;
           break;
         }
       }
@@ -205,17 +276,15 @@ snapshot registry::take(std::int64_t unix_ms) const {
 
 namespace {
 
-// Shortest form that reads back to the same double; Prometheus' spellings of the non-finite.
-std::string number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+// Shortest form that reads back to the same double (JSON only; non-finite numbers are null).
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
   char buffer[64];
   auto r = std::to_chars(buffer, buffer + sizeof buffer, v);
   return {buffer, r.ptr};
 }
 
-std::string json_number(double v) { return std::isfinite(v) ? number(v) : "null"; }
-
+// The format escapes backslash and newline in HELP text; prometheus-cpp 1.0.1 writes it as is.
 std::string escape_help(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -228,37 +297,6 @@ std::string escape_help(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string escape_label_value(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// {a="x",b="y"} with an optional extra pair appended (le for buckets); "" when empty.
-std::string label_text(const label_set& labels, const std::pair<std::string, std::string>* extra) {
-  if (labels.empty() && extra == nullptr) return {};
-  std::string out = "{";
-  bool first = true;
-  auto add = [&](const std::string& name, const std::string& value) {
-    if (!first) out += ",";
-    first = false;
-    out += name + "=\"" + escape_label_value(value) + "\"";
-  };
-  for (const auto& [name, value] : labels) add(name, value);
-  if (extra != nullptr) add(extra->first, extra->second);
-  return out + "}";
 }
 
 std::string json_string(const std::string& text) {
@@ -296,27 +334,46 @@ std::string json_string(const std::string& text) {
 }  // namespace
 
 std::string to_prometheus(const snapshot& s) {
-  std::string out;
+  std::vector<prometheus::MetricFamily> families;
+  families.reserve(s.families.size());
   for (const auto& f : s.families) {
-    out += "# HELP " + f.name + " " + escape_help(f.help) + "\n";
-    out += "# TYPE " + f.name + " " + to_string(f.type) + "\n";
-    for (const auto& series : f.series) {
-      if (f.type != metric_type::histogram) {
-        out += f.name + label_text(series.labels, nullptr) + " " + number(series.value) + "\n";
-        continue;
-      }
-      for (std::size_t i = 0; i < series.cumulative.size(); ++i) {
-        const std::pair<std::string, std::string> le{
-            "le", i < series.bounds.size() ? number(series.bounds[i]) : "+Inf"};
-        out += f.name + "_bucket" + label_text(series.labels, &le) + " " +
-               std::to_string(series.cumulative[i]) + "\n";
-      }
-      out += f.name + "_sum" + label_text(series.labels, nullptr) + " " + number(series.sum) + "\n";
-      out += f.name + "_count" + label_text(series.labels, nullptr) + " " +
-             std::to_string(series.count) + "\n";
+    prometheus::MetricFamily out{f.name, escape_help(f.help), prometheus::MetricType::Untyped, {}};
+    switch (f.type) {
+      case metric_type::counter:
+        out.type = prometheus::MetricType::Counter;
+        break;
+      case metric_type::gauge:
+        out.type = prometheus::MetricType::Gauge;
+        break;
+      case metric_type::histogram:
+        out.type = prometheus::MetricType::Histogram;
+        break;
     }
+    for (const auto& series : f.series) {
+      prometheus::ClientMetric m;
+      for (const auto& [name, value] : series.labels) m.label.push_back({name, value});
+      switch (f.type) {
+        case metric_type::counter:
+          m.counter.value = series.value;
+          break;
+        case metric_type::gauge:
+          m.gauge.value = series.value;
+          break;
+        case metric_type::histogram:
+          m.histogram.sample_count = series.count;
+          m.histogram.sample_sum = series.sum;
+          for (std::size_t i = 0; i < series.cumulative.size(); ++i) {
+            const double le = i < series.bounds.size() ? series.bounds[i]
+                                                       : std::numeric_limits<double>::infinity();
+            m.histogram.bucket.push_back({series.cumulative[i], le});
+          }
+          break;
+      }
+      out.metric.push_back(std::move(m));
+    }
+    families.push_back(std::move(out));
   }
-  return out;
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 std::string to_json(const snapshot& s) {

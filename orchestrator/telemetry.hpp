@@ -1,12 +1,21 @@
 // Live telemetry of a run: a registry of counters, gauges and fixed-bucket histograms, snapshots of
 // it, and their renderings as Prometheus text exposition (format 0.0.4) and as JSON.
 //
-// Cost model: registration takes a mutex and happens once (at start-up); every update afterwards is
-// one or two relaxed atomic operations on a series the caller holds a reference to, so the actors
-// may update metrics on every turn without contention. A snapshot takes the registration mutex
-// only to walk the series list; it reads each atomic once, so a histogram's count is the sum of its
-// bucket counts in the same snapshot (its `+Inf` bucket always equals its `_count`), while its sum
-// may lag by an observation that was being recorded at that moment.
+// The series are prometheus-cpp's (Debian's prometheus-cpp-dev 1.0.1: prometheus::Registry owns
+// them, prometheus::TextSerializer writes the exposition); this header keeps them out of its
+// includers. What prometheus-cpp 1.0.1 does not do is kept here: families and series in
+// registration order with labels in the order given (its families come out grouped by type,
+// its series in hash order, its labels sorted by name), the refusals of a name registered again
+// with another help text or other buckets and of the label name "le" (it accepts all three), and
+// escaping of HELP text (it writes it as is).
+//
+// Cost model: registration takes a mutex and happens once (at start-up); every update afterwards
+// is a compare-and-swap loop on one atomic (counters, gauges) or a short critical section of the
+// series' own mutex (histograms, prometheus::Histogram::Observe) on a series the caller holds a
+// reference to, so the actors may update metrics on every turn without contention between
+// series. A snapshot takes the registration mutex only to walk the series list; a histogram is
+// read under its own mutex, so its count, bucket counts and sum in a snapshot are consistent
+// with each other (its `+Inf` bucket always equals its `_count`).
 //
 // Labels are kept minimal: a series has a few (name, value) pairs fixed at registration (e.g.
 // stage="compile"); there is no per-observation label lookup.
@@ -16,61 +25,79 @@
 
 #include "common/result.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
 namespace leap::telemetry {
+
+class registry;
 
 using label_set = std::vector<std::pair<std::string, std::string>>;
 
 enum class metric_type { counter, gauge, histogram };
 [[nodiscard]] const char* to_string(metric_type t);
 
-// A monotonically increasing value (events, tokens). Thread-safe, lock-free.
+// A monotonically increasing value (events, tokens): a handle on a prometheus::Counter that its
+// registry owns. Thread-safe, lock-free.
 class counter {
  public:
   // Adds `v` (>= 0; a negative value is ignored, since a counter never goes down).
   void inc(double v = 1.0) noexcept;
-  [[nodiscard]] double value() const noexcept { return value_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double value() const noexcept;
 
  private:
-  std::atomic<double> value_{0.0};
+  friend class registry;
+  explicit counter(prometheus::Counter& series) : series_(&series) {}
+  prometheus::Counter* series_;
 };
 
-// A value that goes up and down (queue depths, the weight version). Thread-safe, lock-free.
+// A value that goes up and down (queue depths, the weight version): a handle on a
+// prometheus::Gauge that its registry owns. Thread-safe, lock-free.
 class gauge {
  public:
-  void set(double v) noexcept { value_.store(v, std::memory_order_relaxed); }
-  void add(double v) noexcept { value_.fetch_add(v, std::memory_order_relaxed); }
-  [[nodiscard]] double value() const noexcept { return value_.load(std::memory_order_relaxed); }
+  void set(double v) noexcept;
+  void add(double v) noexcept;
+  [[nodiscard]] double value() const noexcept;
 
  private:
-  std::atomic<double> value_{0.0};
+  friend class registry;
+  explicit gauge(prometheus::Gauge& series) : series_(&series) {}
+  prometheus::Gauge* series_;
 };
 
 // Observations counted into fixed buckets (upper bounds, ascending; an implicit +Inf bucket
-// follows). Thread-safe, lock-free: observe() is a short search over the bounds and two atomic
-// adds.
+// follows): a prometheus::Histogram, owned by the registry or, made with the public constructor,
+// by this object. A value equal to a bound counts into that bound's bucket. Thread-safe:
+// observe() is a short search over the bounds and two additions under the series' mutex.
 class histogram {
  public:
   explicit histogram(std::vector<double> bounds);
+  histogram(const histogram&) = delete;
+  histogram& operator=(const histogram&) = delete;
+  ~histogram();
   void observe(double v) noexcept;
   [[nodiscard]] const std::vector<double>& bounds() const { return bounds_; }
   // Per-bucket (not cumulative) counts, the last one the +Inf bucket, and the sum.
   [[nodiscard]] std::vector<std::uint64_t> bucket_counts() const;
-  [[nodiscard]] double sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double sum() const noexcept;
 
  private:
+  friend class registry;
+  histogram(std::vector<double> bounds, prometheus::Histogram& series);
   std::vector<double> bounds_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> counts_;  // bounds_.size() + 1
-  std::atomic<double> sum_{0.0};
+  std::unique_ptr<prometheus::Histogram> owned_;  // null when the registry owns the series
+  prometheus::Histogram* series_;
 };
 
 // Bucket presets. Latencies are in seconds, as Prometheus names them.
@@ -113,9 +140,10 @@ struct snapshot {
 
 class registry {
  public:
-  registry() = default;
+  registry();
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
+  ~registry();
 
   // Registers a series (or returns the one already registered under the same name and labels).
   // The reference stays valid for the registry's lifetime. Thread-safe (takes a mutex: register
@@ -131,30 +159,21 @@ class registry {
   [[nodiscard]] snapshot take(std::int64_t unix_ms = 0) const;
 
  private:
-  struct series {
-    label_set labels;
-    std::unique_ptr<counter> c;
-    std::unique_ptr<gauge> g;
-    std::unique_ptr<histogram> h;
-  };
-  struct family {
-    std::string name;
-    std::string help;
-    metric_type type;
-    std::vector<std::unique_ptr<series>> members;
-  };
+  struct state;  // the prometheus::Registry and the registration-order index (telemetry.cpp)
+  struct series;
   series& find_or_add(const std::string& name, const std::string& help, metric_type type,
                       label_set labels, const std::vector<double>* bounds);
 
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<family>> families_;
+  std::unique_ptr<state> state_;
 };
 
-// Prometheus text exposition format 0.0.4: per family `# HELP` (backslash and newline escaped) and
-// `# TYPE`, then one line per series (`name{l="v"} value`; label values escape backslash, double
-// quote and newline); histograms as cumulative `_bucket{le="..."}` lines ending with le="+Inf",
-// then `_sum` and `_count`. Numbers in their shortest exact form; +Inf, -Inf and NaN as Prometheus
-// spells them. Ends with a newline.
+// Prometheus text exposition format 0.0.4, written by prometheus::TextSerializer: per family
+// `# HELP` (backslash and newline escaped) and `# TYPE`, then one line per series
+// (`name{l="v"} value`; label values escape backslash, double quote and newline); histograms as
+// `_count`, `_sum`, then cumulative `_bucket{le="..."}` lines ending with le="+Inf". Families and
+// series in the snapshot's order. Numbers with up to 16 significant digits (integers below 1e16
+// exactly); +Inf and -Inf as Prometheus spells them, NaN as prometheus-cpp spells it ("Nan",
+// which Prometheus' parser accepts: it reads the value case-insensitively). Ends with a newline.
 [[nodiscard]] std::string to_prometheus(const snapshot& s);
 
 // The same as one JSON object: {"unix_ms": N, "metrics": [{"name", "help", "type", "series":

@@ -1,9 +1,9 @@
 #include "sandbox/engine.hpp"
 
+#include "common/crypto.hpp"
 #include "sandbox/digits.hpp"
 #include "sandbox/extract.hpp"
 #include "sandbox/forbidden.hpp"
-#include "sandbox/hash.hpp"
 #include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -46,16 +45,12 @@ std::string dir_of(const std::string& program) {
   return slash == std::string::npos ? std::string{} : program.substr(0, slash);
 }
 
-// 32 hex digits: the harness's stream format takes 16 bytes.
-std::string stream_nonce() {
-  std::random_device rd;
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 4; ++i) {
-    const std::uint32_t w = rd();
-    for (int j = 0; j < 8; ++j) out.push_back(digits[(w >> (4 * j)) & 0xF]);
-  }
-  return out;
+// 32 hex digits: the harness's stream format takes 16 bytes. From OpenSSL's CSPRNG, since the
+// candidate must not be able to guess it and forge the harness's output.
+result<std::string> stream_nonce() {
+  auto nonce = crypto::random_hex(16);
+  if (!nonce) return nonce.err().wrap("the harness stream's nonce");
+  return nonce;
 }
 
 constexpr std::string_view k_infrastructure_tag = "infrastructure failure on the run slot with ";
@@ -582,7 +577,7 @@ result<std::string> engine::harness_object(const task& t) {
   std::string key_material = "harness-object\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_in_sandbox({{file, source}}, argv, "harness.o"); });
   if (!lookup) return lookup.err();
   if (!lookup->output.ok) {
@@ -603,7 +598,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   std::string key_material = "reference\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += harness + "\n--reference--\n" + t.reference;
-  const std::string build_key = sha256_hex(key_material);
+  const std::string build_key = crypto::sha256_hex(key_material);
   const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" + std::to_string(config_.trials) + "/" +
                               std::to_string(config_.timing_reps);
 
@@ -621,7 +616,9 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) return s.err();
     ::chmod((dir->path() / "ref").c_str(), 0755);
     run_request request;
-    const std::string nonce = stream_nonce();
+    const auto fresh_nonce = stream_nonce();
+    if (!fresh_nonce) return fresh_nonce.err();
+    const std::string& nonce = *fresh_nonce;
     request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
@@ -712,8 +709,8 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   key_material += std::to_string(config_.compile_memory_bytes) + "\n";
   for (const auto& item : t.forbidden) key_material += "forbid " + item + "\n";
   for (const auto& d : *system_dirs) key_material += "sys " + d.string() + "\n";
-  key_material += sha256_hex(*object) + "\n" + source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  key_material += crypto::sha256_hex(*object) + "\n" + source;
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_candidate(t, source, *object, *system_dirs); });
   if (!lookup) return lookup.err();
   p.compile_ms = lookup->build_ms;
@@ -768,7 +765,7 @@ result<std::string> engine::cuda_probe_binary() {
   std::string key_material = "cuda-probe\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += k_cuda_probe_source;
-  auto lookup = cache_->get_or_build(sha256_hex(key_material),
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
                                      [&] { return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe"); });
   if (!lookup) return lookup.err().wrap("building the CUDA probe");
   if (!lookup->output.ok) {
@@ -819,7 +816,9 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   if (auto s = write_file(dir->path() / "cand", p.binary); !s) return infrastructure_error(slot_gpu, s.err().message);
   ::chmod((dir->path() / "cand").c_str(), 0755);
   const harness_dump& expected = *p.expected;
-  const std::string nonce = stream_nonce();
+  const auto fresh_nonce = stream_nonce();
+  if (!fresh_nonce) return infrastructure_error(slot_gpu, fresh_nonce.err().message);
+  const std::string& nonce = *fresh_nonce;
   run_request request;
   request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
   request.working_dir = dir->path();
@@ -1130,7 +1129,7 @@ result<std::string> engine::kernelbench_device(int gpu) {
 result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
     const task& t, const std::string& device, int gpu) {
   using value_type = std::shared_ptr<const kernelbench_reference>;
-  const std::string key = sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
                           std::to_string(config_.trials) + "\n" + device;
   std::promise<result<value_type>> promise;
   std::shared_future<result<value_type>> future;

@@ -28,6 +28,8 @@ packages=(
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libtorch-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev
   libpcre2-dev libicu-dev  # tokenizer/: the pre-tokenizers' Unicode regexes, Unicode normalization
+  libssl-dev  # common/crypto.hpp: SHA-256, HMAC-SHA256 and nonces from libcrypto (and caf::openssl)
+  prometheus-cpp-dev  # orchestrator/telemetry and the daemon's /metrics: registry, text exposition
   python3 python3-torch nodejs npm
   libjs-chart.js chromium  # leap report: Chart.js embedded at build time; the e2e test renders in chromium
   # LibTorch's CPU matrix products go through libblas.so.3, which is Debian's reference BLAS unless
@@ -81,6 +83,7 @@ install_npm() {
 bundled=(
   libcaf-dev libcurl4-openssl-dev nlohmann-json3-dev librocksdb-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libcpp-httplib-dev libpcre2-dev libicu-dev libjs-chart.js
+  libssl-dev prometheus-cpp-dev
 )
 not_bundled='gcc-[0-9]+-base|libc-dev-bin|libc6|libc6-dev|libcrypt-dev|libcrypt1|libgcc-s1|libstdc\+\+6|linux-libc-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto|catch2|libssl3'
 
@@ -110,6 +113,17 @@ unpack_bundle() {
     # point those at the unpacked copies.
     find "$bundle_dir/root/usr" -name '*.cmake' -path '*/cmake/*' -exec sed -i -E \
       "s#(^|[\"; (])/usr/(lib|include)#\\1$bundle_dir/root/usr/\\2#g" {} +
+    # libssl-dev's libcrypto.so and libssl.so name libcrypto.so.3 and libssl.so.3, which stay the
+    # host's (not bundled): point them at the host's copies, so that CMake's FindOpenSSL finds a
+    # library and the build links the runtime it will load.
+    local link name host_copy
+    for link in "$bundle_dir"/root/usr/lib/*/libcrypto.so "$bundle_dir"/root/usr/lib/*/libssl.so; do
+      [[ -L $link && ! -e $link ]] || continue
+      name=$(basename "$(readlink "$link")")
+      # awk reads to the end: an early exit would fail the pipeline with SIGPIPE (pipefail).
+      host_copy=$(/sbin/ldconfig -p | awk -v n="$name" '$1 == n && !found { print $NF; found = 1 }')
+      if [[ -n $host_copy ]]; then ln -sf "$host_copy" "$link"; else log "the host has no $name (OpenSSL 3's runtime)"; fi
+    done
     touch "$stamp"
   fi
 }

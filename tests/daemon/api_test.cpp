@@ -24,8 +24,6 @@ TEST(DaemonApi, BearerTokenCheck) {
   };
   for (const auto& r : rows) EXPECT_EQ(authorized(r.header, token), r.expected) << r.header;
   EXPECT_FALSE(authorized("Bearer ", ""));
-  EXPECT_TRUE(constant_time_equal("", ""));
-  EXPECT_FALSE(constant_time_equal("a", ""));
 }
 
 TEST(DaemonApi, OneErrorShape) {

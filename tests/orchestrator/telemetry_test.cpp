@@ -1,5 +1,6 @@
-// The telemetry registry: updates, snapshots, Prometheus text exposition 0.0.4 (checked line by
-// line, and by a small parser of the format's grammar), JSON, quantiles, atomic files.
+// The telemetry registry: updates, snapshots, Prometheus text exposition 0.0.4 (read back by a
+// small parser, as a scraper reads it, and checked against the format's grammar), JSON,
+// quantiles, atomic files.
 #include "orchestrator/telemetry.hpp"
 
 #include "orchestrator/run_telemetry.hpp"
@@ -11,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,7 +28,43 @@
 namespace leap::telemetry {
 namespace {
 
-TEST(Telemetry, ExpositionOfEveryTypeIsExact) {
+void expect_valid_exposition(const std::string& text);
+
+// The exposition as a scraper reads it: families in order, each with its HELP text, its TYPE and
+// its samples (`name{labels}` -> value, in any order: the format does not fix the order of a
+// histogram's _bucket, _sum and _count lines).
+struct parsed_family {
+  std::string name;
+  std::string help;
+  std::string type;
+  std::map<std::string, double> samples;
+  friend bool operator==(const parsed_family&, const parsed_family&) = default;
+};
+
+std::ostream& operator<<(std::ostream& out, const parsed_family& f) {
+  out << f.name << " (" << f.type << ", " << f.help << "):";
+  for (const auto& [series, value] : f.samples) out << " " << series << "=" << value;
+  return out;
+}
+
+std::vector<parsed_family> parse_exposition(const std::string& text) {
+  std::vector<parsed_family> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      const auto space = line.find(' ', 7);
+      out.push_back({line.substr(7, space - 7), line.substr(space + 1), "", {}});
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      if (!out.empty()) out.back().type = line.substr(line.rfind(' ') + 1);
+    } else if (!line.empty() && !out.empty()) {
+      const auto space = line.rfind(' ');
+      out.back().samples[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+    }
+  }
+  return out;
+}
+
+TEST(Telemetry, ExpositionOfEveryType) {
   registry r;
   r.add_counter("leap_things_total", "Things counted").inc(3);
   auto& g = r.add_gauge("leap_depth", "Depth per stage", {{"stage", "compile"}});
@@ -34,23 +73,30 @@ TEST(Telemetry, ExpositionOfEveryTypeIsExact) {
   r.add_gauge("leap_depth", "Depth per stage", {{"stage", "run"}}).set(0.25);
   auto& h = r.add_histogram("leap_latency_seconds", "Latency", {0.1, 1, 10});
   for (double v : {0.05, 0.1, 0.5, 2.0, 20.0}) h.observe(v);
-  const std::string expected =
-      "# HELP leap_things_total Things counted\n"
-      "# TYPE leap_things_total counter\n"
-      "leap_things_total 3\n"
-      "# HELP leap_depth Depth per stage\n"
-      "# TYPE leap_depth gauge\n"
-      "leap_depth{stage=\"compile\"} 3\n"
-      "leap_depth{stage=\"run\"} 0.25\n"
-      "# HELP leap_latency_seconds Latency\n"
-      "# TYPE leap_latency_seconds histogram\n"
-      "leap_latency_seconds_bucket{le=\"0.1\"} 2\n"
-      "leap_latency_seconds_bucket{le=\"1\"} 3\n"
-      "leap_latency_seconds_bucket{le=\"10\"} 4\n"
-      "leap_latency_seconds_bucket{le=\"+Inf\"} 5\n"
-      "leap_latency_seconds_sum 22.65\n"
-      "leap_latency_seconds_count 5\n";
-  EXPECT_EQ(to_prometheus(r.take()), expected);
+  const std::vector<parsed_family> expected = {
+      {"leap_things_total", "Things counted", "counter", {{"leap_things_total", 3}}},
+      {"leap_depth",
+       "Depth per stage",
+       "gauge",
+       {{"leap_depth{stage=\"compile\"}", 3}, {"leap_depth{stage=\"run\"}", 0.25}}},
+      {"leap_latency_seconds",
+       "Latency",
+       "histogram",
+       {{"leap_latency_seconds_bucket{le=\"0.1\"}", 2},
+        {"leap_latency_seconds_bucket{le=\"1\"}", 3},
+        {"leap_latency_seconds_bucket{le=\"10\"}", 4},
+        {"leap_latency_seconds_bucket{le=\"+Inf\"}", 5},
+        {"leap_latency_seconds_sum", 22.65},
+        {"leap_latency_seconds_count", 5}}},
+  };
+  const auto text = to_prometheus(r.take());
+  EXPECT_EQ(parse_exposition(text), expected) << text;
+  expect_valid_exposition(text);
+  // Series keep their labels in the order given (prometheus-cpp alone would sort them).
+  registry two;
+  two.add_gauge("g", "h", {{"stage", "run"}, {"kind", "cpp"}}).set(1);
+  EXPECT_NE(to_prometheus(two.take()).find("g{stage=\"run\",kind=\"cpp\"} 1\n"),
+            std::string::npos);
 }
 
 TEST(Telemetry, EscapingOfHelpAndLabelValues) {
@@ -76,27 +122,24 @@ TEST(Telemetry, EscapingOfHelpAndLabelValues) {
   }
 }
 
-TEST(Telemetry, NumbersInTheirShortestExactForm) {
-  struct row {
-    double value;
-    std::string text;
-  };
-  const std::vector<row> rows = {{0, "0"},
-                                 {1, "1"},
-                                 {-2.5, "-2.5"},
-                                 {0.1, "0.1"},
-                                 {1e-9, "1e-09"},
-                                 {123456789, "123456789"},
-                                 {1.0 / 0.0, "+Inf"},
-                                 {-1.0 / 0.0, "-Inf"}};
-  for (const auto& c : rows) {
+// Numbers read back as a scraper reads them (Go's strconv.ParseFloat, here strtod: both take
+// +Inf, -Inf and NaN in any letter case; prometheus-cpp writes NaN as "Nan").
+TEST(Telemetry, NumbersReadBackAsWritten) {
+  const std::vector<double> values = {0,        1,   -2.5, 0.1, 1e-9, 123456789, 1e15 + 1,
+                                      1.0 / 0.0, -1.0 / 0.0};
+  for (double v : values) {
     registry r;
-    r.add_gauge("g", "h").set(c.value);
-    EXPECT_EQ(to_prometheus(r.take()), "# HELP g h\n# TYPE g gauge\ng " + c.text + "\n");
+    r.add_gauge("g", "h").set(v);
+    const auto text = to_prometheus(r.take());
+    const auto families = parse_exposition(text);
+    ASSERT_EQ(families.size(), 1U) << text;
+    EXPECT_EQ(families[0].samples.at("g"), v) << text;
   }
   registry r;
   r.add_gauge("g", "h").set(std::numeric_limits<double>::quiet_NaN());
-  EXPECT_NE(to_prometheus(r.take()).find("g NaN\n"), std::string::npos);
+  const auto text = to_prometheus(r.take());
+  EXPECT_TRUE(std::isnan(parse_exposition(text).at(0).samples.at("g"))) << text;
+  expect_valid_exposition(text);
 }
 
 TEST(Telemetry, RegistrationErrorsAreProgrammingErrors) {
@@ -246,7 +289,7 @@ void expect_valid_exposition(const std::string& text) {
   const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .*)");
   const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram))");
   const std::regex sample(
-      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? ([-+0-9.eE]+|\+Inf|-Inf|NaN))");
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? ([-+0-9.eE]+|\+Inf|-Inf|NaN|Nan))");
   std::map<std::string, std::string> types;
   std::istringstream in(text);
   ASSERT_FALSE(text.empty());

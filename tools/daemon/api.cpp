@@ -1,5 +1,6 @@
 #include "tools/daemon/api.hpp"
 
+#include "common/crypto.hpp"
 #include "orchestrator/config.hpp"
 
 #include <algorithm>
@@ -116,17 +117,6 @@ std::size_t flow_nesting_depth(std::string_view text) {
   return deepest;
 }
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::size_t n = std::max(a.size(), b.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
-    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
-
 bool authorized(const std::string& authorization, const std::string& token) {
   const std::string scheme = "bearer ";
   if (token.empty() || authorization.size() <= scheme.size()) return false;
@@ -135,7 +125,7 @@ bool authorized(const std::string& authorization, const std::string& token) {
   }
   auto given = authorization.substr(scheme.size());
   while (!given.empty() && given.back() == ' ') given.pop_back();
-  return constant_time_equal(given, token);
+  return crypto::constant_time_equal(given, token);
 }
 
 result<std::optional<std::size_t>> parse_tail(const std::string& value, bool present) {

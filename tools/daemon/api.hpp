@@ -60,10 +60,8 @@ inline constexpr std::size_t max_config_nesting = 64;
 // and comments. A scan without recursion, so that it is safe on any input.
 [[nodiscard]] std::size_t flow_nesting_depth(std::string_view text);
 
-// Compares in time that depends on the lengths only, not on where the strings differ.
-[[nodiscard]] bool constant_time_equal(const std::string& a, const std::string& b);
-
-// Whether an Authorization header value carries `token` ("Bearer TOKEN", scheme case-insensitive).
+// Whether an Authorization header value carries `token` ("Bearer TOKEN", scheme case-insensitive),
+// compared in constant time (crypto::constant_time_equal).
 [[nodiscard]] bool authorized(const std::string& authorization, const std::string& token);
 
 // ?tail=N: nullopt when absent (the whole log); an error for anything but a number >= 1.

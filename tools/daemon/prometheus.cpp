@@ -1,7 +1,10 @@
 #include "tools/daemon/prometheus.hpp"
 
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -35,12 +38,6 @@ bool belongs(const std::string& sample, const std::string& fam) {
     if (sample == fam + suffix) return true;
   }
   return false;
-}
-
-std::string format_double(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
 }
 
 }  // namespace
@@ -152,38 +149,44 @@ std::string daemon_metrics(const std::vector<experiment_record>& records,
       oldest = std::max(oldest, static_cast<double>(now_ms - r.submitted_unix_ms) / 1000.0);
     }
   }
-  std::ostringstream out;
-  out << "# HELP leap_daemon_experiments Experiments known to the daemon, by state.\n"
-      << "# TYPE leap_daemon_experiments gauge\n";
+  using prometheus::MetricType;
+  std::vector<prometheus::MetricFamily> out;
+  const auto add = [&](const char* name, const char* help, MetricType type,
+                       std::vector<prometheus::ClientMetric> samples) {
+    out.push_back({name, help, type, std::move(samples)});
+  };
+  const auto gauge = [](double value) {
+    prometheus::ClientMetric m;
+    m.gauge.value = value;
+    return m;
+  };
+  std::vector<prometheus::ClientMetric> experiments;
   for (const auto& [state, n] : by_state) {
-    out << "leap_daemon_experiments{state=\"" << to_string(state) << "\"} " << n << "\n";
+    experiments.push_back(gauge(n));
+    experiments.back().label = {{"state", to_string(state)}};
   }
-  out << "# HELP leap_daemon_queue_length Experiments waiting for a slot.\n"
-      << "# TYPE leap_daemon_queue_length gauge\n"
-      << "leap_daemon_queue_length " << by_state[experiment_state::queued] << "\n"
-      << "# HELP leap_daemon_running Child leap run processes alive.\n"
-      << "# TYPE leap_daemon_running gauge\n"
-      << "leap_daemon_running " << live << "\n"
-      << "# HELP leap_daemon_max_concurrent The max_concurrent setting in force.\n"
-      << "# TYPE leap_daemon_max_concurrent gauge\n"
-      << "leap_daemon_max_concurrent " << settings.max_concurrent << "\n"
-      << "# HELP leap_daemon_queue_wait_seconds Submission to first start, of started "
-         "experiments.\n"
-      << "# TYPE leap_daemon_queue_wait_seconds summary\n"
-      << "leap_daemon_queue_wait_seconds_sum " << format_double(wait_sum) << "\n"
-      << "leap_daemon_queue_wait_seconds_count " << wait_count << "\n"
-      << "# HELP leap_daemon_oldest_queued_seconds Wait so far of the oldest queued experiment.\n"
-      << "# TYPE leap_daemon_oldest_queued_seconds gauge\n"
-      << "leap_daemon_oldest_queued_seconds " << format_double(oldest) << "\n"
-      << "# HELP leap_daemon_child_restarts_total Children started again on an existing run "
-         "folder after a daemon restart.\n"
-      << "# TYPE leap_daemon_child_restarts_total counter\n"
-      << "leap_daemon_child_restarts_total " << restarts << "\n"
-      << "# HELP leap_daemon_uptime_seconds Seconds since this daemon process started.\n"
-      << "# TYPE leap_daemon_uptime_seconds gauge\n"
-      << "leap_daemon_uptime_seconds "
-      << format_double(static_cast<double>(now_ms - daemon_started_ms) / 1000.0) << "\n";
-  return out.str();
+  add("leap_daemon_experiments", "Experiments known to the daemon, by state.", MetricType::Gauge,
+      std::move(experiments));
+  add("leap_daemon_queue_length", "Experiments waiting for a slot.", MetricType::Gauge,
+      {gauge(by_state[experiment_state::queued])});
+  add("leap_daemon_running", "Child leap run processes alive.", MetricType::Gauge, {gauge(live)});
+  add("leap_daemon_max_concurrent", "The max_concurrent setting in force.", MetricType::Gauge,
+      {gauge(settings.max_concurrent)});
+  prometheus::ClientMetric wait;
+  wait.summary.sample_count = static_cast<std::uint64_t>(wait_count);
+  wait.summary.sample_sum = wait_sum;
+  add("leap_daemon_queue_wait_seconds", "Submission to first start, of started experiments.",
+      MetricType::Summary, {wait});
+  add("leap_daemon_oldest_queued_seconds", "Wait so far of the oldest queued experiment.",
+      MetricType::Gauge, {gauge(oldest)});
+  prometheus::ClientMetric restarted;
+  restarted.counter.value = restarts;
+  add("leap_daemon_child_restarts_total",
+      "Children started again on an existing run folder after a daemon restart.",
+      MetricType::Counter, {restarted});
+  add("leap_daemon_uptime_seconds", "Seconds since this daemon process started.", MetricType::Gauge,
+      {gauge(static_cast<double>(now_ms - daemon_started_ms) / 1000.0)});
+  return prometheus::TextSerializer().Serialize(out);
 }
 
 }  // namespace leap::daemon

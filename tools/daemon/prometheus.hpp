@@ -1,6 +1,7 @@
 // Prometheus text exposition (format 0.0.4) for the daemon's /metrics: its own metrics, computed
 // from the experiment records, and the metrics each running `leap run` writes to
-// RUN_DIR/metrics.prom, copied with an added label experiment="ID". Pure.
+// RUN_DIR/metrics.prom, copied with an added label experiment="ID". Pure. The copying is text
+// processing of our own: prometheus-cpp 1.0.1 writes the format but has no parser for it.
 #pragma once
 
 #include "tools/daemon/experiment.hpp"
@@ -27,7 +28,8 @@ namespace leap::daemon {
 [[nodiscard]] std::string merge_experiment_metrics(
     const std::vector<std::pair<std::string, std::string>>& id_and_text);
 
-// The daemon's own metrics: leap_daemon_experiments{state=...}, leap_daemon_queue_length,
+// The daemon's own metrics, written by prometheus::TextSerializer (computed from the records on
+// every scrape, so there is no registry): leap_daemon_experiments{state=...}, leap_daemon_queue_length,
 // leap_daemon_running, leap_daemon_max_concurrent, leap_daemon_queue_wait_seconds (summary of
 // submission-to-first-start of every started experiment, and the oldest current wait as
 // leap_daemon_oldest_queued_seconds), leap_daemon_child_restarts_total (starts beyond the first),
