@@ -372,6 +372,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           policy::weight_sync_request request;
           request.version = std::to_string(update.version);
           request.weights_path = update.weights_path;
+          request.companion = st.config.sync_companion;
           st.client->sync_weights(static_cast<int>(i), *st.config.sync_plan, request,
                                   [handle, id, url = st.endpoint_urls[i]](status s) {
                                     caf::anon_send(

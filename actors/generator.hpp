@@ -56,6 +56,9 @@ struct generator_pool_config {
   // How new weights reach the servers (policy/weight_sync.hpp's presets). None: a weight update
   // with a weights_path is refused. Default: none
   std::optional<policy::weight_sync_plan> sync_plan;
+  // The trainer's end of the plan's calls (a transfer engine's broadcast), given to every sync
+  // request. Its work must end before the client goes away. Default: none
+  policy::sync_companion sync_companion;
   // Live metrics: the generation queue's depth and the requests on the wire, updated whenever a
   // turn is handed to the client or answered. Null: none. Default: null
   std::shared_ptr<telemetry::run_telemetry> telemetry;

@@ -95,6 +95,16 @@ status torch_learner::copy_weights_to(learner::policy& target, std::int64_t vers
   return target.copy_weights_from(trainer_->current_policy());
 }
 
+status torch_learner::with_weights(std::int64_t version,
+                                   const std::function<status(const learner::policy&)>& work) {
+  std::lock_guard lock(mutex_);
+  if (version > static_cast<std::int64_t>(version_)) {
+    return error{"the sync asked for weight version " + std::to_string(version) +
+                 ", the learner holds " + std::to_string(version_)};
+  }
+  return work(trainer_->current_policy());
+}
+
 torch_learner::torch_learner(torch_learner_options options, learner::trainer trainer,
                              std::string weights)
     : options_(std::move(options)),

@@ -25,6 +25,7 @@
 #include "orchestrator/config.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,7 +44,8 @@ struct torch_learner_options {
   std::uint64_t total_steps = 0;
   // The weight version before this process's first step (the resumed run's). Default: 0
   std::uint64_t initial_version = 0;
-  // Hand the weights to the embedded server in memory (see the file comment). Default: false
+  // No folder per step for the servers (see the file comment): the embedded server copies the
+  // weights in memory, or a transfer engine (policy.weight_sync nccl) sends them. Default: false
   bool in_memory = false;
 };
 
@@ -82,6 +84,12 @@ class torch_learner final : public learner_backend {
   // copied then (the server never gets older weights than the version it reports). Thread-safe.
   // Errors: `version` newer than any the learner made, copy_weights_from's.
   [[nodiscard]] status copy_weights_to(learner::policy& target, std::int64_t version);
+
+  // Runs `work` on the weights the learner holds now, under the same lock and version rule as
+  // copy_weights_to (a transfer engine's trainer side reads them: learner::broadcast_sender::send).
+  // `work` must not keep a reference past its return. Thread-safe.
+  [[nodiscard]] status with_weights(std::int64_t version,
+                                    const std::function<status(const learner::policy&)>& work);
 
  private:
   torch_learner(torch_learner_options options, learner::trainer trainer, std::string weights);

@@ -449,15 +449,15 @@ std::optional<std::string> check_python(const std::string& python) {
 }
 
 std::optional<std::string> check_weight_sync(const std::string& method) {
-  if (method.empty() || method == "disk" || method == "in_memory") return std::nullopt;
-  if (method == "nccl" || method == "ipc") {
-    // The pieces exist (learner/weight_broadcast.hpp, the server's /init_weight_transfer_engine
-    // routes) but the run loop does not drive them: refused here, not at leap run's start.
-    return "'" + method +
-           "' is not driven by leap run yet (the learner's broadcast and the server's "
-           "weight-transfer routes are tested on their own); use disk, in_memory or empty";
+  if (method.empty() || method == "disk" || method == "in_memory" || method == "nccl") {
+    return std::nullopt;
   }
-  return "must be disk, in_memory or empty (disk, or in_memory for the embedded server), got '" +
+  if (method == "ipc") {
+    return std::optional<std::string>{
+        "'ipc' is not driven by leap run yet; use disk, in_memory, nccl or empty"};
+  }
+  return "must be disk, in_memory, nccl or empty (disk, or in_memory for the embedded server), "
+         "got '" +
          method + "'";
 }
 
@@ -1022,7 +1022,9 @@ std::vector<field_spec> build_fields() {
   f.push_back(text_field(
       "policy.weight_sync", LEAP_FIELD(policy.weight_sync), check_weight_sync,
       "How the torch learner's weights reach the servers: disk (a folder per step, the "
-      "server's load route), in_memory (embedded server only: copied in the process); empty: "
+      "server's load route), in_memory (embedded server only: copied in the process), nccl "
+      "(vLLM's weight-transfer engine: one vllm server with --weight-transfer-config "
+      "'{\"backend\": \"nccl\"}' receives a broadcast from the learner; gloo on cpu); empty: "
       "in_memory for an embedded server with policy.model, else disk."));
   f.push_back(
       text_list_field("policy.endpoints", LEAP_FIELD(policy.endpoints), check_url, true,
@@ -1240,13 +1242,29 @@ std::vector<cross_check> build_cross_checks() {
          return std::nullopt;
        }});
   checks.push_back(
-      {{"policy.weight_sync", "policy.flavour", "policy.model"},
+      {{"policy.weight_sync", "policy.flavour", "policy.model", "learner.kind", "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
          if (c.policy.weight_sync == "in_memory" &&
              (c.policy.flavour != policy_flavour::embedded || c.policy.model.empty())) {
            return std::optional<std::string>{
                "in_memory needs policy.flavour embedded with a policy.model (the server must "
                "share the learner's process)"};
+         }
+         if (c.policy.weight_sync == "nccl") {
+           // vLLM's weight-transfer routes; one broadcast group per run, with one server in it.
+           if (c.policy.flavour != policy_flavour::vllm) {
+             return "nccl needs policy.flavour vllm (the weight-transfer routes of vllm serve "
+                    "--weight-transfer-config and leap serve-policy), got " +
+                    to_string(c.policy.flavour);
+           }
+           if (c.learner.kind != learner_kind::torch) {
+             return std::optional<std::string>{
+                 "nccl needs learner.kind torch (the learner broadcasts its weights)"};
+           }
+           if (c.policy.endpoints.size() != 1) {
+             return "nccl drives exactly one server (one broadcast group per run), got " +
+                    show(c.policy.endpoints.size()) + " endpoints";
+           }
          }
          return std::nullopt;
        }});

@@ -195,8 +195,10 @@ struct policy_section {
   // How the torch learner's weights reach the servers (learner.kind torch): "disk" (each step's
   // folder, loaded through the server's route: vLLM /collective_rpc reload_weights, SGLang
   // /update_weights_from_disk), "in_memory" (policy.flavour embedded with a policy.model: the
-  // served model copies the learner's tensors in the process). "nccl" and "ipc" are refused: not
-  // driven by leap run yet. Default: "" (in_memory where it applies, else disk)
+  // served model copies the learner's tensors in the process), "nccl" (policy.flavour vllm, one
+  // endpoint started with --weight-transfer-config '{"backend": "nccl"}': the learner broadcasts
+  // each step's weights over c10d, NCCL on cuda, gloo on cpu). "ipc" is refused: not driven by
+  // leap run yet. Default: "" (in_memory where it applies, else disk)
   std::string weight_sync;
   // Ask the servers for streamed responses (SSE), so that a connection cut mid-generation resumes
   // from the tokens already received. Default: false

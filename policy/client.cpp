@@ -151,6 +151,10 @@ struct sync_runtime {
   weight_sync_plan plan;
   weight_sync_request request;
   std::function<void(status)> callback;
+  // The current control call's parts still out (its HTTP answer, the request's companion) and the
+  // first failure among them.
+  int call_parts = 0;
+  std::string call_failure;
 };
 
 struct atomic_stats {
@@ -1453,22 +1457,46 @@ class policy_client::impl {
     std::string body = substitute_sync_fields(call.body, s.request, true);
     const std::string what = call.name + " (" + call.method + " " + path + ")";
     const auto generation = s.generation;
+    s.call_parts = s.request.companion ? 2 : 1;
+    s.call_failure.clear();
+    // Both parts land here, on the loop; the call's event fires once the last is in.
+    auto part_done = [this, e, generation](std::string failure) {
+      auto& run = syncs_[e];
+      if (run.generation != generation || run.call_parts <= 0) {
+        return;
+      }
+      if (!failure.empty() && run.call_failure.empty()) {
+        run.call_failure = std::move(failure);
+      }
+      if (--run.call_parts > 0) {
+        return;
+      }
+      if (run.call_failure.empty()) {
+        sync_fire(e, sync_event::call_ok, {});
+      } else {
+        sync_fire(e, sync_event::call_failed, run.call_failure);
+      }
+    };
+    if (s.request.companion) {
+      s.request.companion(call, s.request, [this, part_done, what](status outcome) {
+        // From the companion's thread: onto the loop (a stopped client drops it).
+        post([part_done, what, outcome = std::move(outcome)] {
+          part_done(outcome ? std::string{}
+                            : what + ": the trainer's side failed: " + outcome.err().message);
+        });
+      });
+    }
     start_transfer(e, call.method, path, std::move(body), {}, call.deadline,
-                   [this, e, generation, what](const transfer_outcome& out) {
-                     if (syncs_[e].generation != generation) {
-                       return;
-                     }
+                   [part_done, what](const transfer_outcome& out) {
                      if (out.code != CURLE_OK) {
-                       sync_fire(e, sync_event::call_failed,
-                                 what + " failed: " + transport_message(out));
+                       part_done(what + " failed: " + transport_message(out));
                      } else if (out.status < 200 || out.status >= 300) {
-                       sync_fire(e, sync_event::call_failed,
-                                 what + " failed: HTTP " + std::to_string(out.status) + ": " +
-                                     error_message(out.body));
+                       part_done(what + " failed: HTTP " + std::to_string(out.status) + ": " +
+                                 error_message(out.body));
                      } else if (auto failure = reported_failure(out.body)) {
-                       sync_fire(e, sync_event::call_failed, what + " failed: " + *failure);
+                       part_done(what + " failed: " + *failure);
                      } else {
-                       sync_fire(e, sync_event::call_ok, {});
+                       part_done({});
                      }
                    });
   }

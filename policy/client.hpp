@@ -162,7 +162,8 @@ class policy_client {
 
   // Runs a weight sync on `endpoint` (see weight_sync.hpp). The callback gets ok, or an error
   // naming the step that failed; a second sync on an endpoint whose sync is still running is
-  // refused with an error. Thread-safe.
+  // refused with an error. A request's companion is called on the loop for each control call; the
+  // work it starts must call its `done` before this client is destroyed. Thread-safe.
   void sync_weights(int endpoint, weight_sync_plan plan, weight_sync_request request,
                     std::function<void(status)> callback);
 

@@ -1091,6 +1091,14 @@ struct policy_server::impl {
       return http_error{400, request.err().message};
     }
     std::lock_guard lock(transfer_mutex);
+    if (disk_transfer() && request->info.is_object() && !request->info.empty()) {
+      // A trainer that expects a rendezvous (nccl's master_address, ...) would wait for a peer
+      // that never comes: say so now.
+      return http_error{400, "this server's weight-transfer backend is disk, whose init_info is "
+                             "empty; got " + dump_json(request->info) +
+                             " (start it with --weight-transfer-config '{\"backend\": \"nccl\"}' "
+                             "for a broadcast)"};
+    }
     if (!disk_transfer()) {
       end_transfer_session();
       if (auto ok = backend->init_weight_transfer(config.weight_transfer_backend, request->info);

@@ -18,9 +18,12 @@
 // The transition function is pure (tested as a table); policy_client drives it on its event loop.
 #pragma once
 
+#include "common/result.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,10 +54,23 @@ struct weight_sync_plan {
   bool check_version = false;
 };
 
+struct weight_sync_request;
+
+// The trainer's end of a control call, run alongside it: a transfer engine's server blocks in
+// /init_weight_transfer_engine until the trainer has joined the group and in /update_weights until
+// the trainer has sent the tensors, so those calls need the trainer's work at the same time. Called
+// on the client's loop just before the call is sent, with the call and the sync's request; it must
+// not block: it starts its work elsewhere (or has none for this call) and calls `done` exactly once,
+// from any thread. The call counts as ok only when its HTTP answer and `done` both are.
+using sync_companion = std::function<void(const control_call& call,
+                                          const weight_sync_request& request,
+                                          std::function<void(status)> done)>;
+
 struct weight_sync_request {
   std::string version;       // recorded on success and substituted for {version}
   std::string weights_path;  // substituted for {path}
   std::string lora_name;     // substituted for {lora_name}
+  sync_companion companion;  // Default: none (every call is HTTP alone)
 };
 
 // Presets. Deadlines: 10 min for loads, 1 min for everything else.
@@ -85,6 +101,19 @@ struct weight_sync_request {
 // /finish_weight_update {"weight_version": "{version}"} (vLLM ignores the body; the project's
 // server reports that version), POST /reset_prefix_cache. Checks the version (check_version).
 [[nodiscard]] weight_sync_plan vllm_transfer_disk_plan();
+
+// vLLM's weight-transfer engine with the nccl backend (`vllm serve --weight-transfer-config
+// '{"backend": "nccl"}'`; the project's server: `leap serve-policy --model DIR
+// --weight-transfer-config '{"backend": "nccl"}'`): drain, with `init_info` (a JSON object, vLLM's
+// NCCLWeightTransferInitInfo) POST /init_weight_transfer_engine {"init_info": ...} first (the
+// server joins the trainer's group; only the first sync of a run needs it: an empty `init_info`
+// leaves the call out), POST /start_weight_update {}, POST /update_weights {"update_info":
+// `update_info`} (vLLM's NCCLWeightTransferUpdateInfo: names, dtype_names, shapes; the trainer
+// broadcasts meanwhile: the request's companion, on the calls named "init" and "load"), POST
+// /finish_weight_update {"weight_version": "{version}"}, POST /reset_prefix_cache. Checks the
+// version (check_version).
+[[nodiscard]] weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
+                                                       const std::string& update_info);
 
 // Replaces {version}, {path} and {lora_name}; with `json_escape` the values are escaped for use
 // inside a JSON string.

@@ -3,11 +3,15 @@
 // backend, weight_transfer_backend "nccl") joins it at /init_weight_transfer_engine, receives each
 // /update_weights into a staging buffer and swaps it in at /finish_weight_update. On a CPU build
 // this runs over gloo; the GPU test runs the same path over NCCL and skips without CUDA.
+#include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
+#include "actors/torch_weight_transfer.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "policy/client.hpp"
 #include "policy/server.hpp"
+#include "policy/weight_sync.hpp"
 #include "policy/tokenizer.hpp"
 #include "policy/wire.hpp"
 #include "tests/actors/test_support.hpp"
@@ -22,6 +26,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace leap::actors {
@@ -50,7 +55,7 @@ struct served {
   std::unique_ptr<httplib::Client> http;
 };
 
-served serve(const std::string& model_dir, const std::string& device) {
+served serve(const std::string& model_dir, const std::string& device, int port = 0) {
   served s;
   torch_backend_options options;
   options.device = device;
@@ -60,6 +65,7 @@ served serve(const std::string& model_dir, const std::string& device) {
   if (!backend.ok()) return s;
   policy::server_config sc;
   sc.threads = 8;
+  sc.port = port;
   sc.weight_transfer_backend = "nccl";
   auto server = policy::policy_server::start(sc, *backend);
   EXPECT_TRUE(server.ok()) << server.err().message;
@@ -312,6 +318,172 @@ TEST(TorchWeightBroadcast, AnUpdateThatDoesNotFitTheServedModelIsRefusedBeforeRe
   ASSERT_EQ(post(*s.http, "/start_weight_update", json::object()).status, 200);
   EXPECT_NE(post(*s.http, "/update_weights", packed).body.find("packed"), std::string::npos);
   EXPECT_EQ(s.server->weight_version(), 0);
+}
+
+// ---- leap run's path: the client's sync state machine driving the routes, the learner's end
+// (torch_weight_transfer) alongside its calls ----
+
+bool has_gloo() {
+  const auto backends = learner::broadcast_backends();
+  return std::find(backends.begin(), backends.end(), "gloo") != backends.end();
+}
+
+std::unique_ptr<policy::policy_client> client_of(const policy::policy_server& server) {
+  policy::client_config cc;
+  cc.flavour = policy::wire_flavour::vllm;
+  cc.endpoints.push_back({server.base_url(), 4});
+  cc.request_timeout = 60s;
+  cc.health.timeout = 10s;
+  auto client = policy::policy_client::create(cc);
+  EXPECT_TRUE(client.ok()) << client.err().message;
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+status sync_now(policy::policy_client& client, const policy::weight_sync_plan& plan,
+                policy::weight_sync_request request) {
+  std::promise<status> done;
+  auto future = done.get_future();
+  client.sync_weights(0, plan, std::move(request),
+                      [&done](status s) { done.set_value(std::move(s)); });
+  if (future.wait_for(2 * transfer_timeout) != std::future_status::ready) {
+    return error{"the sync did not finish"};
+  }
+  return future.get();
+}
+
+std::shared_ptr<torch_learner> learner_on(const std::string& model_dir,
+                                          const std::filesystem::path& run) {
+  torch_learner_options lo;
+  lo.model_dir = model_dir;
+  lo.checkpoint_dir = (run / "checkpoints").string();
+  lo.weights_dir = (run / "weights").string();
+  lo.in_memory = true;
+  auto created = torch_learner::create(std::move(lo));
+  EXPECT_TRUE(created.ok()) << created.err().message;
+  return created.ok() ? std::shared_ptr<torch_learner>(std::move(*created)) : nullptr;
+}
+
+TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextSyncByName) {
+  if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  temp_dir dir;
+  const auto served_dir = write_model(dir.path() / "served", 21);
+  const auto learner_dir = write_model(dir.path() / "learner", 22);
+  auto old_model = learner::policy::load(served_dir);
+  auto new_model = learner::policy::load(learner_dir);
+  ASSERT_TRUE(old_model.ok() && new_model.ok());
+  auto learner = learner_on(learner_dir, dir.path() / "run");
+  ASSERT_TRUE(learner);
+  auto s = serve(served_dir, "cpu");
+  ASSERT_TRUE(s.server);
+  auto client = client_of(*s.server);
+  ASSERT_TRUE(client);
+  const std::string url = s.server->base_url();
+  auto transfer = torch_weight_transfer::open(learner, url, "cpu", transfer_timeout);
+  ASSERT_TRUE(transfer.ok()) << transfer.err().message;
+  auto info = (*transfer)->update_info();
+  ASSERT_TRUE(info.ok()) << info.err().message;
+
+  // The first sync forms the group and sends the learner's weights.
+  policy::weight_sync_request request;
+  request.version = "0";
+  request.companion = (*transfer)->companion();
+  const auto first =
+      sync_now(*client, policy::vllm_transfer_nccl_plan((*transfer)->init_info(), *info), request);
+  ASSERT_TRUE(first.ok()) << first.err().message;
+  auto served_now = complete(*s.http);
+  EXPECT_LT(gap_to(*new_model, served_now), 1e-4);
+  EXPECT_GT(gap_to(*old_model, served_now), 1e-3);
+
+  // Later syncs reuse the group (no init call).
+  const auto step_plan = policy::vllm_transfer_nccl_plan("", *info);
+  const auto second = sync_now(*client, step_plan, request);
+  ASSERT_TRUE(second.ok()) << second.err().message;
+  EXPECT_EQ(s.server->weight_version(), 0);
+
+  // The server restarts on its port, back on its startup weights and without the group: the next
+  // sync fails at once, naming the server and the route, and the endpoint takes no turns.
+  const int port = s.server->port();
+  s.http.reset();
+  s.server->stop();
+  s.server.reset();
+  auto restarted = serve(served_dir, "cpu", port);
+  ASSERT_TRUE(restarted.server) << "port " << port << " was taken meanwhile";
+  const auto third = sync_now(*client, step_plan, request);
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.err().message.find(url), std::string::npos) << third.err().message;
+  EXPECT_NE(third.err().message.find("/init_weight_transfer_engine first"), std::string::npos)
+      << third.err().message;
+  EXPECT_FALSE(client->endpoints()[0].admitting);
+  EXPECT_LT(gap_to(*old_model, complete(*restarted.http)), 1e-4);
+}
+
+TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
+  if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  temp_dir dir;
+  const auto served_dir = write_model(dir.path() / "served", 21);
+  const auto learner_dir = write_model(dir.path() / "learner", 22);
+  auto old_model = learner::policy::load(served_dir);
+  auto new_model = learner::policy::load(learner_dir);
+  ASSERT_TRUE(old_model.ok() && new_model.ok());
+  auto s = serve(served_dir, "cpu");
+  ASSERT_TRUE(s.server);
+  auto client = client_of(*s.server);
+  ASSERT_TRUE(client);
+  auto listened = learner::broadcast_sender::listen("127.0.0.1", 0, 2, transfer_timeout);
+  ASSERT_TRUE(listened.ok()) << listened.err().message;
+  std::shared_ptr<learner::broadcast_sender> sender = std::move(*listened);
+  const auto layout = update_info(*new_model)["update_info"];
+  const auto half = learner::broadcast_layout(*new_model).size() / 2;
+
+  // The learner's end as torch_weight_transfer's, except that its "load" dies half-way.
+  std::vector<std::thread> workers;
+  policy::weight_sync_request request;
+  request.version = "1";
+  request.companion = [&](const policy::control_call& call, const policy::weight_sync_request&,
+                          std::function<void(status)> done) {
+    if (call.name == "init") {
+      workers.emplace_back([&, done] { done(sender->connect("cpu")); });
+    } else if (call.name == "load") {
+      workers.emplace_back([&, done] {
+        auto sent = sender->send(*new_model, half);
+        sender->close();
+        done(sent);
+      });
+    } else {
+      done(ok_status());
+    }
+  };
+  const json init = init_info(sender->port())["init_info"];
+  const auto cut =
+      sync_now(*client, policy::vllm_transfer_nccl_plan(init.dump(), layout.dump()), request);
+  for (auto& w : workers) w.join();
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.err().message.find("/update_weights"), std::string::npos) << cut.err().message;
+  EXPECT_NE(cut.err().message.find("served weights are unchanged"), std::string::npos)
+      << cut.err().message;
+  EXPECT_FALSE(client->endpoints()[0].admitting);
+  // Nothing half-received is served: the startup weights, the startup version.
+  EXPECT_EQ(s.server->weight_version(), 0);
+  const auto still = complete(*s.http);
+  EXPECT_EQ(still.version, 0);
+  EXPECT_LT(gap_to(*old_model, still), 1e-4);
+}
+
+TEST(TorchWeightTransfer, ADiskEngineRefusesAnNcclRendezvousAtOnce) {
+  temp_dir dir;
+  const auto served_dir = write_model(dir.path() / "served", 21);
+  auto backend = make_torch_policy_backend(served_dir, {});
+  ASSERT_TRUE(backend.ok()) << backend.err().message;
+  policy::server_config sc;
+  sc.threads = 4;  // weight_transfer_backend: disk, the default
+  auto server = policy::policy_server::start(sc, *backend);
+  ASSERT_TRUE(server.ok()) << server.err().message;
+  httplib::Client http((*server)->host(), (*server)->port());
+  const reply refused = post(http, "/init_weight_transfer_engine", init_info(29500));
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("backend is disk"), std::string::npos) << refused.body;
+  EXPECT_EQ(post(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}).status,
+            200);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #endif
 #include "e2e_support.hpp"
 #include "learner/policy.hpp"
+#include "learner/weight_broadcast.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -305,6 +306,75 @@ TEST(LeapRunTorch, SeparateServerReloadsOverVllmRoutes) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("leap_policy_weight_version 2"), std::string::npos) << metrics;
+}
+
+// The server's own log-probs of a fixed continuation, at the version it must report (its
+// /v1/completions with echo-free scoring: it samples, then the learner recomputes the same ids).
+void expect_served_weights(httplib::Client& http, const std::string& model, std::int64_t version,
+                           const std::string& weights_dir) {
+  const std::vector<std::int32_t> prompt = {60, 61, 62, 63, 64, 65, 66, 67};
+  const auto r = http.Post("/v1/completions",
+                           json{{"model", model},
+                                {"prompt", prompt},
+                                {"max_tokens", 12},
+                                {"seed", 5},
+                                {"return_token_ids", true},
+                                {"logprobs", 0}}
+                               .dump(),
+                           "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto body = json::parse(r->body);
+  EXPECT_EQ(body["weight_version"], version);
+  const auto& choice = body["choices"][0];
+  const auto ids = choice["token_ids"].get<std::vector<std::int32_t>>();
+  const auto logprobs = choice["logprobs"]["token_logprobs"].get<std::vector<float>>();
+  ASSERT_FALSE(ids.empty());
+  const auto expected = recomputed(weights_dir, prompt, ids);
+  ASSERT_EQ(expected.size(), logprobs.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(logprobs[i], expected[i], 2e-4) << "token " << i;
+  }
+}
+
+// policy.weight_sync nccl against `leap serve-policy --model` with vLLM's nccl weight-transfer
+// engine (gloo on this CPU build): the server joins the learner's group once, every step's weights
+// arrive by broadcast between /start_weight_update and /finish_weight_update (no step folder is
+// written), the step-2 turns are sampled from step 1's weights, and at the end the server serves
+// exactly the final checkpoint's weights under version 2.
+TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
+  const auto backends = leap::learner::broadcast_backends();
+  if (backends.empty()) GTEST_SKIP() << "this LibTorch has neither gloo nor NCCL";
+  loop_dir dir;
+  init_model(dir.path("model"), 7);
+  leap_process server({"serve-policy", "--model", dir.path("model"), "--port", "0",
+                       "--weight-transfer-config", R"({"backend": "nccl"})"});
+  const auto match = server.wait_for(listening, std::chrono::seconds(60));
+  ASSERT_TRUE(match) << server.output();
+  const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
+  const auto config = dir.write_config("policy:\n  flavour: vllm\n  endpoints: [\"" + url +
+                                       "\"]\n  max_in_flight: 4\n  weight_sync: nccl\n");
+  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
+  expect_a_closed_loop(dir, run.output);
+  // No folder is written for the sync (checkpoints are, for resume).
+  EXPECT_TRUE(!fs::exists(dir.root() / "run" / "weights") ||
+              fs::is_empty(dir.root() / "run" / "weights"));
+
+  httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
+  http.set_read_timeout(60);
+  expect_served_weights(http, "model", 2, dir.path("run/checkpoints/step-00000002"));
+  const auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  // One rendezvous; one transfer at the start (the learner's weights, version 0) and one per step.
+  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
+            std::string::npos)
+      << metrics->body;
+  server.signal(SIGTERM);
+  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
 }
 
 }  // namespace

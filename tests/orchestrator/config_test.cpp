@@ -288,10 +288,20 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
        "'huge'"},
       {"weight_sync_unknown", "policy:\n  weight_sync: rsync\n",
-       "case.yaml:2: policy.weight_sync: must be disk, in_memory or empty (disk, or in_memory for "
-       "the embedded server), got 'rsync'"},
-      {"weight_sync_nccl_not_driven", "policy:\n  weight_sync: nccl\n",
-       "case.yaml:2: policy.weight_sync: 'nccl' is not driven by leap run yet"},
+       "case.yaml:2: policy.weight_sync: must be disk, in_memory, nccl or empty (disk, or "
+       "in_memory for the embedded server), got 'rsync'"},
+      {"weight_sync_ipc_not_driven", "policy:\n  weight_sync: ipc\n",
+       "case.yaml:2: policy.weight_sync: 'ipc' is not driven by leap run yet"},
+      {"weight_sync_nccl_needs_torch", "policy:\n  weight_sync: nccl\n",
+       "case.yaml:2: policy.weight_sync: nccl needs learner.kind torch"},
+      {"weight_sync_nccl_needs_vllm",
+       "policy:\n  flavour: sglang\n  weight_sync: nccl\nlearner:\n  kind: torch\n  model_path: m\n",
+       "case.yaml:3: policy.weight_sync: nccl needs policy.flavour vllm"},
+      {"weight_sync_nccl_one_endpoint",
+       "policy:\n  weight_sync: nccl\n  endpoints: [http://a:1, http://b:1]\nlearner:\n  kind: "
+       "torch\n  model_path: m\n",
+       "case.yaml:2: policy.weight_sync: nccl drives exactly one server (one broadcast group per "
+       "run), got 2 endpoints"},
       {"weight_sync_in_memory_needs_embedded", "policy:\n  weight_sync: in_memory\n",
        "case.yaml:2: policy.weight_sync: in_memory needs policy.flavour embedded with a "
        "policy.model"},

@@ -10,11 +10,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace leap::policy {
 namespace {
@@ -159,6 +161,53 @@ TEST(ServerWeightSync, VllmTransferDiskPlanLoadsAtFinishAndRecordsTheVersion) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().message.find("absolute"), std::string::npos) << bad.err().message;
   EXPECT_EQ(server->weight_version(), 5);
+}
+
+// A request's companion (a transfer engine's trainer side) runs alongside each control call: a
+// call is ok only when both its HTTP answer and the companion are; the companion's failure fails
+// the sync before anything is committed, naming the call.
+TEST(ServerWeightSync, ACompanionRunsAlongsideEachCallAndItsFailureFailsTheSync) {
+  server_config sc;
+  sc.weight_version = 4;
+  auto server = start_server(sc);
+  ASSERT_TRUE(server);
+  auto client = policy_client::create(sync_config({server->base_url()}));
+  ASSERT_TRUE(client) << client.err().message;
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  std::vector<std::thread> workers;
+  std::string fail_at;
+  weight_sync_request request{"5", "/ckpt/step-5", ""};
+  request.companion = [&](const control_call& call, const weight_sync_request& r,
+                          std::function<void(status)> done) {
+    std::lock_guard lock(mutex);
+    seen.push_back(call.name + "@" + r.version);
+    const bool fails = call.name == fail_at;
+    // From another thread, as the learner's broadcast answers.
+    workers.emplace_back([done, fails] {
+      done(fails ? status{error{"boom"}} : ok_status());
+    });
+  };
+  ASSERT_TRUE(sync_now(**client, 0, fast(vllm_transfer_disk_plan()), request));
+  EXPECT_EQ(server->weight_version(), 5);
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(seen, (std::vector<std::string>{"init@5", "start@5", "load@5", "finish@5",
+                                              "flush@5"}));
+    seen.clear();
+  }
+  fail_at = "load";
+  request.version = "6";
+  auto failed = sync_now(**client, 0, fast(vllm_transfer_disk_plan()), request);
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.err().message.find("load (POST /update_weights): the trainer's side failed: boom"),
+            std::string::npos)
+      << failed.err().message;
+  EXPECT_EQ(server->weight_version(), 5);  // finish was never sent
+  EXPECT_FALSE((*client)->endpoints()[0].admitting);
+  for (auto& w : workers) w.join();
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"init@6", "start@6", "load@6"}));
 }
 
 TEST(ServerWeightSync, ARestartInTheMiddleIsAVersionMismatchAndKeepsTheServerOut) {

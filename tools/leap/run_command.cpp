@@ -15,6 +15,7 @@
 #include "actors/tasks.hpp"
 #include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
+#include "actors/torch_weight_transfer.hpp"
 #include "common/signals.hpp"
 #include "actors/verifier.hpp"
 #include "actors/remote_verifier.hpp"
@@ -276,8 +277,10 @@ int run_experiment(const run_options& options) {
     lo.initial_version = plan->weight_version;
     // The embedded server shares this process: the weights reach it in memory, no folder per step.
     // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
-    lo.in_memory = c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty() &&
-                   c.policy.weight_sync != "disk";
+    // policy.weight_sync nccl broadcasts the weights: no folder per step either.
+    lo.in_memory = (c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty() &&
+                    c.policy.weight_sync != "disk") ||
+                   c.policy.weight_sync == "nccl";
     auto created = actors::torch_learner::create(std::move(lo));
     if (!created) return fail(created.err().message);
     torch_learner = std::move(*created);
@@ -356,6 +359,44 @@ int run_experiment(const run_options& options) {
     return fail("policy endpoint check: " + checked.err().message);
   }
 
+  // policy.weight_sync nccl: the learner's broadcast group, which the server joins now, in a first
+  // sync that also sends the learner's weights (a resumed run's server starts from the model
+  // folder, not from the checkpoint the learner resumed).
+  std::unique_ptr<actors::torch_weight_transfer> transfer;
+  std::string transfer_update_info;
+  if (c.policy.weight_sync == "nccl" && torch_learner) {
+    // For the rendezvous and for each tensor's broadcast: the server joins as soon as its
+    // /init_weight_transfer_engine arrives, and the largest tensor of a 7B model is 1 GB. A run
+    // that fails while the learner waits for a server that will not join ends after it.
+    constexpr std::chrono::milliseconds transfer_timeout{120'000};
+    auto opened_transfer = actors::torch_weight_transfer::open(
+        torch_learner, endpoints.front(), c.learner.device, transfer_timeout);
+    if (!opened_transfer) return fail(opened_transfer.err().message);
+    transfer = std::move(*opened_transfer);
+    auto info = transfer->update_info();
+    if (!info) return fail("policy.weight_sync nccl: " + info.err().message);
+    transfer_update_info = std::move(*info);
+    policy::weight_sync_request first;
+    first.version = std::to_string(plan->weight_version);
+    first.companion = transfer->companion();
+    auto done = std::make_shared<std::promise<status>>();
+    auto answer = done->get_future();
+    (*client)->sync_weights(0, policy::vllm_transfer_nccl_plan(transfer->init_info(),
+                                                                transfer_update_info),
+                            std::move(first), [done](status s) { done->set_value(std::move(s)); });
+    while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (watcher.signal() != 0) {
+        // The client's stop ends the sync; its callback fires before the client is gone.
+        transfer.reset();
+        return fail("interrupted by a signal while forming the weight-transfer group");
+      }
+    }
+    if (auto formed = answer.get(); !formed) {
+      return fail("policy.weight_sync nccl: forming the broadcast group with the server: " +
+                  formed.err().message);
+    }
+  }
+
   auto verifier = sandbox::verifier::create(verifier_settings(c, has_cuda));
   if (!verifier) return fail("verifier: " + verifier.err().message);
   // Remote verifier nodes: a dispatcher stands in for the local pool (actors/remote_verifier.hpp).
@@ -389,7 +430,11 @@ int run_experiment(const run_options& options) {
     // version recorded: vLLM reloads the step folder (/collective_rpc reload_weights with
     // weights_path); SGLang loads it (/update_weights_from_disk); the embedded server takes the
     // same SGLang route with the in-memory path, which its backend serves from the learner.
-    if (torch_learner) {
+    // policy.weight_sync nccl: vLLM's weight-transfer routes, the learner broadcasting alongside.
+    if (transfer) {
+      gc.sync_plan = policy::vllm_transfer_nccl_plan("", transfer_update_info);
+      gc.sync_companion = transfer->companion();
+    } else if (torch_learner) {
       gc.sync_plan = c.policy.flavour == policy_flavour::vllm ? policy::vllm_disk_plan()
                                                                : policy::sglang_disk_plan();
     }
@@ -470,6 +515,8 @@ int run_experiment(const run_options& options) {
     }
     // The last metrics write; the writer samples the client and the verifier no more.
     metrics.stop();
+    // The transfer's last job calls back into the client: it goes first.
+    transfer.reset();
     // The client's destructor runs the cancelled callbacks, which still send into the system.
     client->reset();
     verifier->reset();

@@ -1,0 +1,194 @@
+#include "actors/torch_weight_transfer.hpp"
+
+#include "actors/torch_learner.hpp"
+#include "learner/weight_broadcast.hpp"
+#include "policy/wire.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace leap::actors {
+
+namespace {
+
+// "http://host:port/..." -> host ("[::1]" -> "::1").
+std::string host_of(const std::string& url) {
+  std::string rest = url;
+  if (auto scheme = rest.find("://"); scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    return close == std::string::npos ? rest : rest.substr(1, close - 1);
+  }
+  return rest.substr(0, rest.find_first_of(":/"));
+}
+
+// The local address the kernel routes to `host` from (a UDP connect sends nothing): the address
+// the server can reach this process at.
+result<std::string> local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0) {
+    return error{"cannot resolve '" + host + "': " + ::gai_strerror(rc)};
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
+  const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
+  if (fd < 0) return error{"no socket to find the route to '" + host + "'"};
+  sockaddr_storage local{};
+  socklen_t size = sizeof local;
+  const bool routed = ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0;
+  ::close(fd);
+  if (!routed) return error{"no route to '" + host + "'"};
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* where = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  if (::inet_ntop(local.ss_family, where, text, sizeof text) == nullptr) {
+    return error{"cannot print the local address towards '" + host + "'"};
+  }
+  return std::string(text);
+}
+
+}  // namespace
+
+struct torch_weight_transfer::state {
+  std::weak_ptr<torch_learner> learner;
+  std::string device;
+  std::string address;
+  std::unique_ptr<learner::broadcast_sender> sender;
+
+  // One worker runs the jobs in order: forming the group, then one broadcast per sync.
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> jobs;
+  bool stopping = false;
+  std::thread worker;
+
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [&] { return stopping || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      job();
+    }
+  }
+
+  // Runs `work` on the worker and hands its outcome to `done`; after the stop, `done` gets an
+  // error at once.
+  void enqueue(std::function<status()> work, std::function<void(status)> done) {
+    {
+      std::lock_guard lock(mutex);
+      if (!stopping) {
+        jobs.push_back([work = std::move(work), done]() { done(work()); });
+        wake.notify_one();
+        return;
+      }
+    }
+    done(error{"the trainer's end of the weight transfer is closed"});
+  }
+};
+
+result<std::unique_ptr<torch_weight_transfer>> torch_weight_transfer::open(
+    std::weak_ptr<torch_learner> learner, const std::string& endpoint_url, std::string device,
+    std::chrono::milliseconds timeout) {
+  auto address = local_address_towards(host_of(endpoint_url));
+  if (!address) return address.err().wrap("policy.weight_sync nccl: " + endpoint_url);
+  auto sender = learner::broadcast_sender::listen(*address, 0, 2, timeout);
+  if (!sender) return sender.err().wrap("policy.weight_sync nccl");
+  auto s = std::make_shared<state>();
+  s->learner = std::move(learner);
+  s->device = std::move(device);
+  s->address = std::move(*address);
+  s->sender = std::move(*sender);
+  s->worker = std::thread([raw = s.get()] { raw->run(); });
+  return std::unique_ptr<torch_weight_transfer>(new torch_weight_transfer(std::move(s)));
+}
+
+torch_weight_transfer::torch_weight_transfer(std::shared_ptr<state> s) : state_(std::move(s)) {}
+
+torch_weight_transfer::~torch_weight_transfer() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_one();
+  // The jobs still queued run first: each one's `done` must be called (the client waits for it).
+  state_->worker.join();
+  state_->sender->close();
+}
+
+std::string torch_weight_transfer::init_info() const {
+  return nlohmann::json{{"master_address", state_->address},
+                        {"master_port", state_->sender->port()},
+                        {"rank_offset", 1},
+                        {"world_size", 2}}
+      .dump();
+}
+
+result<std::string> torch_weight_transfer::update_info() const {
+  auto held = state_->learner.lock();
+  if (!held) return error{"the learner has stopped"};
+  policy::nccl_update_info info;
+  auto listed = held->with_weights(0, [&](const learner::policy& p) -> status {
+    for (auto& t : learner::broadcast_layout(p)) {
+      info.names.push_back(std::move(t.name));
+      info.dtype_names.push_back(std::move(t.dtype));
+      info.shapes.push_back(std::move(t.shape));
+    }
+    return ok_status();
+  });
+  if (!listed) return listed.err();
+  return policy::render_nccl_update_info(info).dump();
+}
+
+policy::sync_companion torch_weight_transfer::companion() {
+  // The state is shared, not owned by the function: the client may copy the companion around,
+  // but it only calls it while this object lives (the run stops the client's syncs first).
+  std::weak_ptr<state> weak = state_;
+  return [weak](const policy::control_call& call, const policy::weight_sync_request& request,
+                std::function<void(status)> done) {
+    auto s = weak.lock();
+    if (!s) {
+      done(error{"the trainer's end of the weight transfer is closed"});
+      return;
+    }
+    if (call.name == "init") {
+      s->enqueue([raw = s.get()] { return raw->sender->connect(raw->device); }, std::move(done));
+    } else if (call.name == "load") {
+      std::int64_t version = 0;
+      try {
+        version = std::stoll(request.version);
+      } catch (const std::exception&) {
+        done(error{"weight version '" + request.version + "' is not a number"});
+        return;
+      }
+      s->enqueue(
+          [raw = s.get(), version]() -> status {
+            auto held = raw->learner.lock();
+            if (!held) return error{"the learner has stopped"};
+            return held->with_weights(
+                version, [&](const learner::policy& p) { return raw->sender->send(p); });
+          },
+          std::move(done));
+    } else {
+      done(ok_status());
+    }
+  };
+}
+
+}  // namespace leap::actors

@@ -1,0 +1,54 @@
+// The trainer's end of vLLM's nccl weight-transfer engine for `leap run` (policy.weight_sync:
+// nccl): the torch learner hosts a c10d group (learner::broadcast_sender: NCCL on cuda where built
+// in, else gloo) that one policy server joins as rank 1, and the weight sync's control calls
+// (policy::vllm_transfer_nccl_plan, driven by the client's state machine: drain, calls, version
+// check) get this object's companion: at "init" it forms the group while the server joins it, at
+// "load" it broadcasts the learner's weights while the server's /update_weights receives them into
+// staging. No LibTorch in this header. Thread-safe.
+#pragma once
+
+#include "common/result.hpp"
+#include "policy/weight_sync.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace leap::actors {
+
+class torch_learner;
+
+class torch_weight_transfer {
+ public:
+  // Opens the group's store on a free port of the local address that routes to `endpoint_url`
+  // (the address the server reaches the learner at; 127.0.0.1 for a loopback endpoint). `device`
+  // is the learner's (cpu: gloo; cuda: NCCL). `timeout` bounds the rendezvous and each tensor's
+  // broadcast. Errors: the endpoint's host does not resolve, no c10d in this build, the store
+  // cannot be opened.
+  [[nodiscard]] static result<std::unique_ptr<torch_weight_transfer>> open(
+      std::weak_ptr<torch_learner> learner, const std::string& endpoint_url, std::string device,
+      std::chrono::milliseconds timeout);
+  // Lets the queued jobs finish (each reports to its `done`; a rendezvous nobody joins ends after
+  // the timeout) and closes the group.
+  ~torch_weight_transfer();
+  torch_weight_transfer(const torch_weight_transfer&) = delete;
+  torch_weight_transfer& operator=(const torch_weight_transfer&) = delete;
+
+  // vLLM's NCCLWeightTransferInitInfo for the server (rank_offset 1, world_size 2), as JSON text.
+  [[nodiscard]] std::string init_info() const;
+  // vLLM's NCCLWeightTransferUpdateInfo of the learner's parameters (names, dtype_names, shapes;
+  // packed false), as JSON text: the same every step.
+  [[nodiscard]] result<std::string> update_info() const;
+  // The sync request's companion (policy::sync_companion): "init" forms the group, "load"
+  // broadcasts the weights of the request's version (or newer), other calls need nothing. Calls
+  // after this object is gone report an error.
+  [[nodiscard]] policy::sync_companion companion();
+
+  struct state;
+
+ private:
+  explicit torch_weight_transfer(std::shared_ptr<state> s);
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace leap::actors
