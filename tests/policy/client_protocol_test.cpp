@@ -23,7 +23,7 @@ std::string fixture(const std::string& name) {
 struct expected_choice {
   std::vector<token_id> ids;
   std::vector<float> logprobs;
-  finish_kind finish;
+  finish_reason finish;
   std::string text;
 };
 
@@ -48,7 +48,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        std::nullopt},
       {"vllm_completion.json",
        wire_flavour::vllm,
@@ -56,7 +56,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "7",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "7"},
       // Choices come back in any order; `index` places them.
       {"vllm_completion_n2.json",
@@ -65,8 +65,8 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{3649}, {-0.25F}, finish_kind::stop, "float"},
-        {{526, 856}, {-2.5F, -0.75F}, finish_kind::length, " int"}},
+       {{{3649}, {-0.25F}, finish_reason::stop, "float"},
+        {{526, 856}, {-2.5F, -0.75F}, finish_reason::length, " int"}},
        std::nullopt},
       {"vllm_completion_abort.json",
        wire_flavour::vllm,
@@ -74,7 +74,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730}, {-0.0123F}, finish_kind::abort, "__global"}},
+       {{{59730}, {-0.0123F}, finish_reason::abort, "__global"}},
        std::nullopt},
       {"vllm_completion_no_token_ids.json",
        wire_flavour::vllm,
@@ -106,7 +106,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "step-12"},
       // A version in the body wins over the header.
       {"sglang_generate.json",
@@ -115,7 +115,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "3",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "step-12"},
       {"sglang_generate_n2.json",
        wire_flavour::sglang,
@@ -123,8 +123,8 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{3649}, {-0.25F}, finish_kind::stop, "float"},
-        {{526, 856}, {-2.5F, -0.75F}, finish_kind::length, " int x"}},
+       {{{3649}, {-0.25F}, finish_reason::stop, "float"},
+        {{526, 856}, {-2.5F, -0.75F}, finish_reason::length, " int x"}},
        "default"},
       {"sglang_generate_abort.json",
        wire_flavour::sglang,
@@ -132,7 +132,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730}, {-0.0123F}, finish_kind::abort, "__global"}},
+       {{{59730}, {-0.0123F}, finish_reason::abort, "__global"}},
        "default"},
       {"sglang_generate_no_logprobs.json",
        wire_flavour::sglang,
@@ -431,7 +431,7 @@ TEST(ClientStreamProtocol, FixturesReadWholeInAnyPieces) {
       EXPECT_EQ(got.choices[0].ids, stream_ids);
       EXPECT_EQ(got.choices[0].logprobs, stream_logprobs);
       EXPECT_EQ(got.choices[0].text, "def add(a");
-      EXPECT_EQ(got.choices[0].finish, finish_kind::stop);
+      EXPECT_EQ(got.choices[0].finish, finish_reason::stop);
       EXPECT_EQ(got.choices[0].weight_version, f.version);
     }
   }
@@ -532,10 +532,10 @@ TEST(ClientStreamProtocol, EchoedPromptMustMatchAndChoicesInterleave) {
   const auto got = acc.finish("");
   ASSERT_TRUE(got.complete) << got.message;
   EXPECT_EQ(got.choices[0].ids, (std::vector<token_id>{1}));
-  EXPECT_EQ(got.choices[0].finish, finish_kind::length);
+  EXPECT_EQ(got.choices[0].finish, finish_reason::length);
   EXPECT_EQ(got.choices[1].ids, (std::vector<token_id>{2, 3}));
   EXPECT_EQ(got.choices[1].text, "bc");
-  EXPECT_EQ(got.choices[1].finish, finish_kind::stop);
+  EXPECT_EQ(got.choices[1].finish, finish_reason::stop);
 }
 
 TEST(ClientStreamProtocol, RequestBodiesAskForAStream) {

@@ -1,0 +1,52 @@
+// The shared vocabulary's names are written to RocksDB exports, JSON bodies and config files: these
+// tables pin every name, so that a renamed value fails here before it changes a stored record or a
+// wire format.
+#include "common/enums/finish_reason.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+template <class E>
+struct name_case {
+  E value;
+  std::string name;
+};
+
+template <class E, class Parse>
+void expect_names(const std::vector<name_case<E>>& cases, Parse parse, const std::string& what) {
+  ASSERT_EQ(enum_names::count<E>(), cases.size()) << what << ": a value without a pinned name";
+  std::string valid;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    EXPECT_EQ(static_cast<std::size_t>(c.value), i) << c.name << ": values are dense from 0";
+    EXPECT_EQ(to_string(c.value), c.name);
+    const auto parsed = parse(c.name);
+    ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+    EXPECT_EQ(*parsed, c.value);
+    valid += (i == 0 ? "" : ", ") + c.name;
+  }
+  for (const std::string bad : {"", "STOP", "Pass", "unknown(9)", "x"}) {
+    const auto parsed = parse(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.err().message, "unknown " + what + " '" + bad + "' (valid: " + valid + ")");
+  }
+  // A byte outside the enum (a corrupt record) still prints.
+  EXPECT_EQ(to_string(static_cast<E>(200)), "unknown(200)");
+}
+
+TEST(Enums, FinishReasonNames) {
+  expect_names<finish_reason>({{finish_reason::stop, "stop"},
+                               {finish_reason::length, "length"},
+                               {finish_reason::abort, "abort"},
+                               {finish_reason::error, "error"},
+                               {finish_reason::other, "other"}},
+                              parse_finish_reason, "finish reason");
+}
+
+}  // namespace
+}  // namespace leap
