@@ -37,15 +37,6 @@ std::string name_of(const std::array<std::pair<E, std::string_view>, N>& table, 
   return "unknown(" + std::to_string(static_cast<int>(value)) + ")";
 }
 
-constexpr std::array<std::pair<verdict_category, std::string_view>, 7> verdict_names{{
-    {verdict_category::pass, "pass"},
-    {verdict_category::format, "format"},
-    {verdict_category::compile, "compile"},
-    {verdict_category::forbidden, "forbidden"},
-    {verdict_category::runtime, "runtime"},
-    {verdict_category::timeout, "timeout"},
-    {verdict_category::wrong_answer, "wrong_answer"},
-}};
 constexpr std::array<std::pair<split_kind, std::string_view>, 2> split_names{{
     {split_kind::train, "train"},
     {split_kind::validation, "validation"},
@@ -489,10 +480,6 @@ status validate(const run_record& run) {
   return ok_status();
 }
 
-std::string to_string(verdict_category v) { return name_of(verdict_names, v); }
-std::optional<verdict_category> parse_verdict_category(std::string_view name) {
-  return parse_name(verdict_names, name);
-}
 std::string to_string(split_kind s) { return name_of(split_names, s); }
 std::optional<split_kind> parse_split_kind(std::string_view name) {
   return parse_name(split_names, name);

@@ -211,8 +211,6 @@ struct flat_rollout {
 [[nodiscard]] status validate(const run_record& run);
 
 // Names, lower case, as the exports and logs write them; parse_* of an unknown name is nullopt.
-[[nodiscard]] std::string to_string(verdict_category v);
-[[nodiscard]] std::optional<verdict_category> parse_verdict_category(std::string_view name);
 [[nodiscard]] std::string to_string(split_kind s);
 [[nodiscard]] std::optional<split_kind> parse_split_kind(std::string_view name);
 [[nodiscard]] std::string to_string(run_status s);

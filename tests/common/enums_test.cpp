@@ -2,6 +2,7 @@
 // tables pin every name, so that a renamed value fails here before it changes a stored record or a
 // wire format.
 #include "common/enums/finish_reason.hpp"
+#include "common/enums/verdict_category.hpp"
 
 #include <gtest/gtest.h>
 
@@ -46,6 +47,17 @@ TEST(Enums, FinishReasonNames) {
                                {finish_reason::error, "error"},
                                {finish_reason::other, "other"}},
                               parse_finish_reason, "finish reason");
+}
+
+TEST(Enums, VerdictCategoryNames) {
+  expect_names<verdict_category>({{verdict_category::pass, "pass"},
+                                  {verdict_category::format, "format"},
+                                  {verdict_category::compile, "compile"},
+                                  {verdict_category::forbidden, "forbidden"},
+                                  {verdict_category::runtime, "runtime"},
+                                  {verdict_category::timeout, "timeout"},
+                                  {verdict_category::wrong_answer, "wrong_answer"}},
+                                 parse_verdict_category, "verdict");
 }
 
 }  // namespace
