@@ -985,8 +985,8 @@ std::vector<field_spec> build_fields() {
                          "Weight of the KL penalty to the initial policy; 0 disables it."));
   f.push_back(choice_field(
       "learner.loss_aggregation", LEAP_FIELD(learner.loss_aggregation),
-      std::vector{loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
-                  loss_aggregation_kind::seq_mean_token_sum},
+      std::vector{loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
+                  loss_aggregation::seq_mean_token_sum},
       "How token losses become the batch loss; seq_mean_token_mean is the paper's "
       "sample-level loss (long rollouts do not dominate)."));
   f.push_back(real_field("learner.grad_clip", LEAP_FIELD(learner.grad_clip), at_least(0),
@@ -1763,25 +1763,6 @@ std::string to_string(learner_kind k) {
 
 std::optional<learner_kind> parse_learner_kind(const std::string& name) {
   return parse_by_name({learner_kind::record, learner_kind::torch}, name);
-}
-
-std::string to_string(loss_aggregation_kind k) {
-  switch (k) {
-    case loss_aggregation_kind::token_mean:
-      return "token_mean";
-    case loss_aggregation_kind::seq_mean_token_mean:
-      return "seq_mean_token_mean";
-    case loss_aggregation_kind::seq_mean_token_sum:
-      return "seq_mean_token_sum";
-  }
-  return "unknown";
-}
-
-std::optional<loss_aggregation_kind> parse_loss_aggregation_kind(const std::string& name) {
-  return parse_by_name(
-      {loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
-       loss_aggregation_kind::seq_mean_token_sum},
-      name);
 }
 
 std::string to_string(policy_flavour f) {

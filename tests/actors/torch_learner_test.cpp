@@ -108,7 +108,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   l.clip_low = 0.1;
   l.clip_high = 0.3;
   l.kl_coef = 0.01;
-  l.loss_aggregation = loss_aggregation_kind::token_mean;
+  l.loss_aggregation = loss_aggregation::token_mean;
   l.micro_batch_tokens = 512;
   l.mini_batches = 2;
   const auto o = trainer_options_of(l);
@@ -121,7 +121,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   EXPECT_EQ(o.loss.clip_low, 0.1);
   EXPECT_EQ(o.loss.clip_high, 0.3);
   EXPECT_EQ(o.loss.kl_coef, 0.01);
-  EXPECT_EQ(o.loss.aggregation, learner::loss_aggregation::token_mean);
+  EXPECT_EQ(o.loss.aggregation, loss_aggregation::token_mean);
   EXPECT_EQ(o.batching.micro_batch_tokens, 512);
   EXPECT_EQ(o.batching.mini_batches, 2);
 }

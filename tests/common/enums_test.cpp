@@ -2,6 +2,7 @@
 // tables pin every name, so that a renamed value fails here before it changes a stored record or a
 // wire format.
 #include "common/enums/finish_reason.hpp"
+#include "common/enums/loss_aggregation.hpp"
 #include "common/enums/verdict_category.hpp"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,13 @@ TEST(Enums, VerdictCategoryNames) {
                                   {verdict_category::timeout, "timeout"},
                                   {verdict_category::wrong_answer, "wrong_answer"}},
                                  parse_verdict_category, "verdict");
+}
+
+TEST(Enums, LossAggregationNames) {
+  expect_names<loss_aggregation>({{loss_aggregation::token_mean, "token_mean"},
+                                  {loss_aggregation::seq_mean_token_mean, "seq_mean_token_mean"},
+                                  {loss_aggregation::seq_mean_token_sum, "seq_mean_token_sum"}},
+                                 parse_loss_aggregation, "loss aggregation");
 }
 
 }  // namespace

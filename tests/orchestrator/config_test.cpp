@@ -468,7 +468,7 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.learner.clip_low, 0.2);
   EXPECT_EQ(c.learner.clip_high, 0.28);
   EXPECT_EQ(c.learner.kl_coef, 0.0);
-  EXPECT_EQ(c.learner.loss_aggregation, loss_aggregation_kind::seq_mean_token_mean);
+  EXPECT_EQ(c.learner.loss_aggregation, loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(c.learner.mini_batches, 1);
   EXPECT_EQ(c.gate.policy, gate_policy::dcp);
   EXPECT_EQ(c.reward.kind, reward_kind::rank);
@@ -538,7 +538,7 @@ experiment_config customised() {
   c.learner.model_path = "models/policy";
   c.learner.lr = 2.5e-7;
   c.learner.betas = {0.85, 0.98};
-  c.learner.loss_aggregation = loss_aggregation_kind::seq_mean_token_sum;
+  c.learner.loss_aggregation = loss_aggregation::seq_mean_token_sum;
   c.policy.flavour = policy_flavour::sglang;
   c.policy.endpoints = {"http://a:30000", "https://b.example"};
   c.policy.request_timeout_s = 1e9;
@@ -660,10 +660,6 @@ TEST(ConfigEnums, NamesRoundTrip) {
   }
   for (auto v : {learner_kind::record, learner_kind::torch}) {
     EXPECT_EQ(parse_learner_kind(to_string(v)), v);
-  }
-  for (auto v : {loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
-                 loss_aggregation_kind::seq_mean_token_sum}) {
-    EXPECT_EQ(parse_loss_aggregation_kind(to_string(v)), v);
   }
   for (auto v : {policy_flavour::vllm, policy_flavour::sglang, policy_flavour::embedded}) {
     EXPECT_EQ(parse_policy_flavour(to_string(v)), v);
