@@ -3,6 +3,7 @@
 // wire format.
 #include "common/enums/finish_reason.hpp"
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/task_kind.hpp"
 #include "common/enums/verdict_category.hpp"
 
 #include <gtest/gtest.h>
@@ -66,6 +67,15 @@ TEST(Enums, LossAggregationNames) {
                                   {loss_aggregation::seq_mean_token_mean, "seq_mean_token_mean"},
                                   {loss_aggregation::seq_mean_token_sum, "seq_mean_token_sum"}},
                                  parse_loss_aggregation, "loss aggregation");
+}
+
+TEST(Enums, TaskKindNames) {
+  expect_names<task_kind>({{task_kind::cuda, "cuda"},
+                           {task_kind::cpp, "cpp"},
+                           {task_kind::python, "python"},
+                           {task_kind::kernelbench, "kernelbench"},
+                           {task_kind::digits, "digits"}},
+                          parse_task_kind, "task kind");
 }
 
 }  // namespace

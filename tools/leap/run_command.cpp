@@ -75,7 +75,7 @@ policy::scripted_task scripted_of(const sandbox::task& t) {
   policy::scripted_task s;
   s.id = t.id;
   s.prompt = t.prompt;
-  s.language = t.kind == sandbox::task_kind::kernelbench ? "python" : sandbox::to_string(t.kind);
+  s.language = t.kind == task_kind::kernelbench ? "python" : to_string(t.kind);
   s.solution = t.solution;
   for (const auto& w : t.wrong) s.wrong.push_back({w.label, w.code});
   s.difficulty = std::clamp(t.difficulty, 1, 3);

@@ -29,12 +29,15 @@ struct verify_options {
   std::string python = "python3";
 };
 
-const char* fence_language(sandbox::task_kind kind) {
+const char* fence_language(task_kind kind) {
   switch (kind) {
-    case sandbox::task_kind::cuda: return "cuda";
-    case sandbox::task_kind::cpp: return "cpp";
-    default: return "python";
+    case task_kind::cuda: return "cuda";
+    case task_kind::cpp: return "cpp";
+    case task_kind::python:
+    case task_kind::kernelbench:
+    case task_kind::digits: return "python";
   }
+  return "python";
 }
 
 int run_verify(const verify_options& o) {
