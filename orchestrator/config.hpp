@@ -12,6 +12,7 @@
 #pragma once
 
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/server_flavour.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
@@ -28,7 +29,6 @@ namespace leap {
 
 enum class log_verbosity : std::uint8_t { trace, debug, info, warn, error, off };
 enum class learner_kind : std::uint8_t { record, torch };
-enum class policy_flavour : std::uint8_t { vllm, sglang, embedded };
 enum class schedule_mode : std::uint8_t { streaming, barrier };
 
 struct experiment_section {
@@ -170,7 +170,7 @@ struct learner_section {
 struct policy_section {
   // The inference server's protocol: vllm (/v1/completions with token ids), sglang (/generate), or
   // embedded (the project's in-process policy; endpoints unused). Default: vllm
-  policy_flavour flavour = policy_flavour::vllm;
+  server_flavour flavour = server_flavour::vllm;
   // Base URLs (http://host:port, no path: the client adds the route) of the servers, load-balanced
   // with each conversation pinned to one. Default: ["http://127.0.0.1:8000"] (vLLM's default port)
   std::vector<std::string> endpoints = {"http://127.0.0.1:8000"};
@@ -364,8 +364,6 @@ struct config_key_doc {
 [[nodiscard]] std::optional<log_verbosity> parse_log_verbosity(const std::string& name);
 [[nodiscard]] std::string to_string(learner_kind k);
 [[nodiscard]] std::optional<learner_kind> parse_learner_kind(const std::string& name);
-[[nodiscard]] std::string to_string(policy_flavour f);
-[[nodiscard]] std::optional<policy_flavour> parse_policy_flavour(const std::string& name);
 [[nodiscard]] std::string to_string(schedule_mode m);
 [[nodiscard]] std::optional<schedule_mode> parse_schedule_mode(const std::string& name);
 

@@ -3,8 +3,10 @@
 // wire format.
 #include "common/enums/finish_reason.hpp"
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/server_flavour.hpp"
 #include "common/enums/task_kind.hpp"
 #include "common/enums/verdict_category.hpp"
+#include "common/enums/wire_flavour.hpp"
 
 #include <gtest/gtest.h>
 
@@ -76,6 +78,22 @@ TEST(Enums, TaskKindNames) {
                            {task_kind::kernelbench, "kernelbench"},
                            {task_kind::digits, "digits"}},
                           parse_task_kind, "task kind");
+}
+
+TEST(Enums, WireFlavourNames) {
+  expect_names<wire_flavour>({{wire_flavour::vllm, "vllm"}, {wire_flavour::sglang, "sglang"}},
+                             parse_wire_flavour, "wire flavour");
+}
+
+TEST(Enums, ServerFlavourNamesAndDialects) {
+  expect_names<server_flavour>({{server_flavour::vllm, "vllm"},
+                                {server_flavour::sglang, "sglang"},
+                                {server_flavour::embedded, "embedded"}},
+                               parse_server_flavour, "server flavour");
+  // run_command mapped every flavour but sglang to vLLM's dialect; wire_of keeps that.
+  static_assert(wire_of(server_flavour::vllm) == wire_flavour::vllm);
+  static_assert(wire_of(server_flavour::sglang) == wire_flavour::sglang);
+  static_assert(wire_of(server_flavour::embedded) == wire_flavour::vllm);
 }
 
 }  // namespace
