@@ -247,6 +247,30 @@ TEST(ClientProtocol, SinglePassReaderAgreesWithTheDomParser) {
   }
 }
 
+// A server names stop, length or abort; any other name ("content_filter", and the client's own
+// words "error" and "other") reads as other, in both dialects and both readers.
+TEST(ClientProtocol, ServerFinishNamesMapToTheClientsReasons) {
+  const std::vector<std::pair<std::string, finish_reason>> cases = {
+      {"stop", finish_reason::stop},   {"length", finish_reason::length},
+      {"abort", finish_reason::abort}, {"error", finish_reason::other},
+      {"other", finish_reason::other}, {"content_filter", finish_reason::other},
+      {"STOP", finish_reason::other},  {"", finish_reason::other},
+  };
+  const std::vector<token_id> prompt{5, 6};
+  for (const auto& [name, expected] : cases) {
+    const std::string vllm = R"({"choices":[{"token_ids":[1],"logprobs":{"token_logprobs":[-1]},"finish_reason":")" + name + R"("}]})";
+    const std::string sglang = R"({"meta_info":{"finish_reason":{"type":")" + name + R"("},"output_token_logprobs":[[-1,1]]}})";
+    for (const auto& [flavour, body] : {std::pair{wire_flavour::vllm, vllm}, std::pair{wire_flavour::sglang, sglang}}) {
+      SCOPED_TRACE(to_string(flavour) + ": " + name);
+      for (const auto& got : {parse_generate_response(flavour, body, "", prompt),
+                              parse_generate_response_reference(flavour, body, "", prompt)}) {
+        ASSERT_EQ(got.choices.size(), 1U) << got.message;
+        EXPECT_EQ(got.choices[0].finish, expected);
+      }
+    }
+  }
+}
+
 TEST(ClientProtocol, VllmRequestBodyCarriesTokenIdsAndSamplingFields) {
   sampling_config s;
   s.n = 2;
