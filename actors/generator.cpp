@@ -73,15 +73,16 @@ struct pool_state {
   static inline const char* name = "leap.generator_pool";
 };
 
-finish_reason to_finish(policy::finish_kind f) {
+// What a trajectory records for the server's reason: a reason the server names beyond stop, length
+// and abort (`other`, e.g. "content_filter") ended an answer that is verified as it is.
+finish_reason to_finish(finish_reason f) {
   switch (f) {
-    case policy::finish_kind::stop:
-      return finish_reason::stop;
-    case policy::finish_kind::length:
-      return finish_reason::length;
-    case policy::finish_kind::abort:
-      return finish_reason::abort;
-    case policy::finish_kind::other:
+    case finish_reason::stop:
+    case finish_reason::length:
+    case finish_reason::abort:
+    case finish_reason::error:
+      return f;
+    case finish_reason::other:
       return finish_reason::stop;
   }
   return finish_reason::stop;

@@ -21,9 +21,9 @@ bool has_task_json_below(const std::filesystem::path& dir) {
 result<std::vector<sandbox::task>> filter_kinds(std::vector<sandbox::task> tasks,
                                                 const std::vector<std::string>& kinds) {
   if (kinds.empty()) return tasks;
-  std::set<sandbox::task_kind> keep;
+  std::set<task_kind> keep;
   for (const auto& k : kinds) {
-    auto kind = sandbox::parse_task_kind(k);
+    auto kind = parse_task_kind(k);
     if (!kind) return kind.err().wrap("data.task_kinds");
     keep.insert(*kind);
   }

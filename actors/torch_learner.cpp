@@ -23,17 +23,7 @@ learner::trainer_options trainer_options_of(const learner_section& l) {
   o.loss.clip_low = l.clip_low;
   o.loss.clip_high = l.clip_high;
   o.loss.kl_coef = l.kl_coef;
-  switch (l.loss_aggregation) {
-    case loss_aggregation_kind::token_mean:
-      o.loss.aggregation = learner::loss_aggregation::token_mean;
-      break;
-    case loss_aggregation_kind::seq_mean_token_mean:
-      o.loss.aggregation = learner::loss_aggregation::seq_mean_token_mean;
-      break;
-    case loss_aggregation_kind::seq_mean_token_sum:
-      o.loss.aggregation = learner::loss_aggregation::seq_mean_token_sum;
-      break;
-  }
+  o.loss.aggregation = l.loss_aggregation;
   o.batching.micro_batch_tokens = l.micro_batch_tokens;
   o.batching.mini_batches = l.mini_batches;
   o.policy.device = l.device;

@@ -41,26 +41,6 @@ struct pool_state {
   static inline const char* name = "leap.verifier_pool";
 };
 
-verdict_category to_category(sandbox::verdict_category c) {
-  switch (c) {
-    case sandbox::verdict_category::pass:
-      return verdict_category::pass;
-    case sandbox::verdict_category::format:
-      return verdict_category::format;
-    case sandbox::verdict_category::compile:
-      return verdict_category::compile;
-    case sandbox::verdict_category::forbidden:
-      return verdict_category::forbidden;
-    case sandbox::verdict_category::runtime:
-      return verdict_category::runtime;
-    case sandbox::verdict_category::timeout:
-      return verdict_category::timeout;
-    case sandbox::verdict_category::wrong_answer:
-      return verdict_category::wrong_answer;
-  }
-  return verdict_category::runtime;
-}
-
 // Runs on a sandbox worker thread: moves the verdict into a message, nothing more.
 verification_result from_sandbox(result<sandbox::verdict> r) {
   verification_result v;
@@ -69,7 +49,7 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
     return v;
   }
   v.passed = r->passed;
-  v.verdict = to_category(r->category);
+  v.verdict = r->category;
   v.feedback = std::move(r->feedback);
   v.compile_ms = r->compile_ms;
   v.run_ms = r->run_ms;

@@ -12,28 +12,6 @@ constexpr double max_log_ratio = 20.0;
 
 }  // namespace
 
-std::string to_string(loss_aggregation a) {
-  switch (a) {
-    case loss_aggregation::token_mean:
-      return "token_mean";
-    case loss_aggregation::seq_mean_token_mean:
-      return "seq_mean_token_mean";
-    case loss_aggregation::seq_mean_token_sum:
-      return "seq_mean_token_sum";
-  }
-  return "token_mean";
-}
-
-std::optional<loss_aggregation> parse_loss_aggregation(const std::string& name) {
-  for (auto a : {loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
-                 loss_aggregation::seq_mean_token_sum}) {
-    if (name == to_string(a)) {
-      return a;
-    }
-  }
-  return std::nullopt;
-}
-
 status validate(const loss_options& o) {
   if (!std::isfinite(o.clip_low) || o.clip_low < 0 || o.clip_low >= 1) {
     return error{"'clip_low' must be in [0, 1) (got " + std::to_string(o.clip_low) + ")"};

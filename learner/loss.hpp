@@ -16,6 +16,7 @@
 // very code on host vectors, so tests and tools can check the arithmetic without LibTorch headers.
 #pragma once
 
+#include "common/enums/loss_aggregation.hpp"
 #include "common/result.hpp"
 
 #include <cstdint>
@@ -25,12 +26,7 @@
 
 namespace leap::learner {
 
-// Config names: "token_mean", "seq_mean_token_mean", "seq_mean_token_sum".
-enum class loss_aggregation : std::uint8_t { token_mean, seq_mean_token_mean, seq_mean_token_sum };
-
-[[nodiscard]] std::string to_string(loss_aggregation a);
-// Names are matched exactly; an unknown name gives nullopt.
-[[nodiscard]] std::optional<loss_aggregation> parse_loss_aggregation(const std::string& name);
+// loss_aggregation and its config names come from the shared vocabulary (common/enums).
 
 struct loss_options {
   double clip_low = 0.2;    // the ratio is floored at 1 - clip_low. Default: 0.2

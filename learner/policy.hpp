@@ -12,6 +12,7 @@
 // errors, never as exceptions.
 #pragma once
 
+#include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
 #include "learner/model_config.hpp"
 #include "learner/safetensors.hpp"
@@ -66,14 +67,12 @@ struct sampling_params {
   bool use_kv_cache = true;
 };
 
-enum class finish_reason : std::uint8_t { stop, length };
-
 struct completion {
   std::vector<std::int32_t> token_ids;
   // log pi(token | prefix) of each sampled token under the model itself (temperature 1, no top-k /
   // top-p): what the scorer returns for the same ids and what the learner's importance ratio needs.
   std::vector<float> logprobs;
-  finish_reason finish = finish_reason::length;
+  finish_reason finish = finish_reason::length;  // stop (a stop id) or length, nothing else
 };
 
 class policy {

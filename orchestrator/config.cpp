@@ -985,8 +985,8 @@ std::vector<field_spec> build_fields() {
                          "Weight of the KL penalty to the initial policy; 0 disables it."));
   f.push_back(choice_field(
       "learner.loss_aggregation", LEAP_FIELD(learner.loss_aggregation),
-      std::vector{loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
-                  loss_aggregation_kind::seq_mean_token_sum},
+      std::vector{loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
+                  loss_aggregation::seq_mean_token_sum},
       "How token losses become the batch loss; seq_mean_token_mean is the paper's "
       "sample-level loss (long rollouts do not dominate)."));
   f.push_back(real_field("learner.grad_clip", LEAP_FIELD(learner.grad_clip), at_least(0),
@@ -1016,7 +1016,7 @@ std::vector<field_spec> build_fields() {
   // policy
   f.push_back(choice_field(
       "policy.flavour", LEAP_FIELD(policy.flavour),
-      std::vector{policy_flavour::vllm, policy_flavour::sglang, policy_flavour::embedded},
+      std::vector{server_flavour::vllm, server_flavour::sglang, server_flavour::embedded},
       "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
       "embedded (in-process; no endpoints)."));
   f.push_back(text_field(
@@ -1214,7 +1214,7 @@ std::vector<cross_check> build_cross_checks() {
                     }});
   checks.push_back({{"policy.endpoints", "policy.flavour"},
                     [](const experiment_config& c) -> std::optional<std::string> {
-                      if (c.policy.flavour != policy_flavour::embedded &&
+                      if (c.policy.flavour != server_flavour::embedded &&
                           c.policy.endpoints.empty()) {
                         return "must list at least one URL when policy.flavour is " +
                                to_string(c.policy.flavour);
@@ -1233,7 +1233,7 @@ std::vector<cross_check> build_cross_checks() {
   checks.push_back(
       {{"policy.model", "learner.kind", "policy.flavour"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.learner.kind == learner_kind::torch && c.policy.flavour == policy_flavour::embedded &&
+         if (c.learner.kind == learner_kind::torch && c.policy.flavour == server_flavour::embedded &&
              c.policy.model.empty()) {
            return std::optional<std::string>{
                "is required when learner.kind is torch and policy.flavour is embedded: the model "
@@ -1245,14 +1245,14 @@ std::vector<cross_check> build_cross_checks() {
       {{"policy.weight_sync", "policy.flavour", "policy.model", "learner.kind", "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
          if (c.policy.weight_sync == "in_memory" &&
-             (c.policy.flavour != policy_flavour::embedded || c.policy.model.empty())) {
+             (c.policy.flavour != server_flavour::embedded || c.policy.model.empty())) {
            return std::optional<std::string>{
                "in_memory needs policy.flavour embedded with a policy.model (the server must "
                "share the learner's process)"};
          }
          if (c.policy.weight_sync == "nccl") {
            // vLLM's weight-transfer routes; one broadcast group per run, with one server in it.
-           if (c.policy.flavour != policy_flavour::vllm) {
+           if (c.policy.flavour != server_flavour::vllm) {
              return "nccl needs policy.flavour vllm (the weight-transfer routes of vllm serve "
                     "--weight-transfer-config and leap serve-policy), got " +
                     to_string(c.policy.flavour);
@@ -1270,7 +1270,7 @@ std::vector<cross_check> build_cross_checks() {
        }});
   checks.push_back({{"policy.tokenizer"}, [](const experiment_config& c) -> std::optional<std::string> {
                       if (!c.policy.tokenizer.empty() &&
-                          c.policy.flavour == policy_flavour::embedded) {
+                          c.policy.flavour == server_flavour::embedded) {
                         return std::optional<std::string>{
                             "is for vllm and sglang servers: the embedded server serves byte-level "
                             "models and renders with their own template; leave it empty"};
@@ -1781,42 +1781,6 @@ std::string to_string(learner_kind k) {
 
 std::optional<learner_kind> parse_learner_kind(const std::string& name) {
   return parse_by_name({learner_kind::record, learner_kind::torch}, name);
-}
-
-std::string to_string(loss_aggregation_kind k) {
-  switch (k) {
-    case loss_aggregation_kind::token_mean:
-      return "token_mean";
-    case loss_aggregation_kind::seq_mean_token_mean:
-      return "seq_mean_token_mean";
-    case loss_aggregation_kind::seq_mean_token_sum:
-      return "seq_mean_token_sum";
-  }
-  return "unknown";
-}
-
-std::optional<loss_aggregation_kind> parse_loss_aggregation_kind(const std::string& name) {
-  return parse_by_name(
-      {loss_aggregation_kind::token_mean, loss_aggregation_kind::seq_mean_token_mean,
-       loss_aggregation_kind::seq_mean_token_sum},
-      name);
-}
-
-std::string to_string(policy_flavour f) {
-  switch (f) {
-    case policy_flavour::vllm:
-      return "vllm";
-    case policy_flavour::sglang:
-      return "sglang";
-    case policy_flavour::embedded:
-      return "embedded";
-  }
-  return "unknown";
-}
-
-std::optional<policy_flavour> parse_policy_flavour(const std::string& name) {
-  return parse_by_name({policy_flavour::vllm, policy_flavour::sglang, policy_flavour::embedded},
-                       name);
 }
 
 std::string to_string(schedule_mode m) {

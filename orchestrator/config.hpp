@@ -11,6 +11,8 @@
 // they cannot drift apart.
 #pragma once
 
+#include "common/enums/loss_aggregation.hpp"
+#include "common/enums/server_flavour.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
@@ -27,13 +29,6 @@ namespace leap {
 
 enum class log_verbosity : std::uint8_t { trace, debug, info, warn, error, off };
 enum class learner_kind : std::uint8_t { record, torch };
-enum class loss_aggregation_kind : std::uint8_t {
-  token_mean,           // every generated token of the batch weighs the same
-  seq_mean_token_mean,  // mean over rollouts of each rollout's token mean (the paper's sample-level
-                        // loss)
-  seq_mean_token_sum,   // mean over rollouts of each rollout's token sum
-};
-enum class policy_flavour : std::uint8_t { vllm, sglang, embedded };
 enum class schedule_mode : std::uint8_t { streaming, barrier };
 
 struct experiment_section {
@@ -146,7 +141,7 @@ struct learner_section {
   double kl_coef = 0.0;
   // How token losses become the batch loss. Default: seq_mean_token_mean (the paper's sample-level
   // loss, so long multi-turn rollouts do not dominate)
-  loss_aggregation_kind loss_aggregation = loss_aggregation_kind::seq_mean_token_mean;
+  leap::loss_aggregation loss_aggregation = leap::loss_aggregation::seq_mean_token_mean;
   // Global gradient-norm clip; 0 disables clipping. Default: 1.0
   double grad_clip = 1.0;
   // Steps of linear learning-rate warm-up from 0. Default: 0
@@ -175,7 +170,7 @@ struct learner_section {
 struct policy_section {
   // The inference server's protocol: vllm (/v1/completions with token ids), sglang (/generate), or
   // embedded (the project's in-process policy; endpoints unused). Default: vllm
-  policy_flavour flavour = policy_flavour::vllm;
+  server_flavour flavour = server_flavour::vllm;
   // Base URLs (http://host:port, no path: the client adds the route) of the servers, load-balanced
   // with each conversation pinned to one. Default: ["http://127.0.0.1:8000"] (vLLM's default port)
   std::vector<std::string> endpoints = {"http://127.0.0.1:8000"};
@@ -371,11 +366,6 @@ struct config_key_doc {
 [[nodiscard]] std::optional<log_verbosity> parse_log_verbosity(const std::string& name);
 [[nodiscard]] std::string to_string(learner_kind k);
 [[nodiscard]] std::optional<learner_kind> parse_learner_kind(const std::string& name);
-[[nodiscard]] std::string to_string(loss_aggregation_kind k);
-[[nodiscard]] std::optional<loss_aggregation_kind> parse_loss_aggregation_kind(
-    const std::string& name);
-[[nodiscard]] std::string to_string(policy_flavour f);
-[[nodiscard]] std::optional<policy_flavour> parse_policy_flavour(const std::string& name);
 [[nodiscard]] std::string to_string(schedule_mode m);
 [[nodiscard]] std::optional<schedule_mode> parse_schedule_mode(const std::string& name);
 

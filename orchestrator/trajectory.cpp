@@ -37,21 +37,6 @@ std::string name_of(const std::array<std::pair<E, std::string_view>, N>& table, 
   return "unknown(" + std::to_string(static_cast<int>(value)) + ")";
 }
 
-constexpr std::array<std::pair<verdict_category, std::string_view>, 7> verdict_names{{
-    {verdict_category::pass, "pass"},
-    {verdict_category::format, "format"},
-    {verdict_category::compile, "compile"},
-    {verdict_category::forbidden, "forbidden"},
-    {verdict_category::runtime, "runtime"},
-    {verdict_category::timeout, "timeout"},
-    {verdict_category::wrong_answer, "wrong_answer"},
-}};
-constexpr std::array<std::pair<finish_reason, std::string_view>, 4> finish_names{{
-    {finish_reason::stop, "stop"},
-    {finish_reason::length, "length"},
-    {finish_reason::abort, "abort"},
-    {finish_reason::error, "error"},
-}};
 constexpr std::array<std::pair<split_kind, std::string_view>, 2> split_names{{
     {split_kind::train, "train"},
     {split_kind::validation, "validation"},
@@ -338,6 +323,7 @@ turn_record read_turn(byte_reader& r, bool tokens) {
   t.timings.compile_queue_ms = r.f64("compile_queue_ms");
   t.timings.run_queue_ms = r.f64("run_queue_ms");
   t.weight_version = r.u64("weight_version");
+  // `other` is never stored: the generator records it as `stop` (actors/generator.cpp).
   t.finish = r.enumeration("finish_reason", finish_reason::error);
   t.endpoint = r.str("endpoint");
   return t;
@@ -494,14 +480,6 @@ status validate(const run_record& run) {
   return ok_status();
 }
 
-std::string to_string(verdict_category v) { return name_of(verdict_names, v); }
-std::optional<verdict_category> parse_verdict_category(std::string_view name) {
-  return parse_name(verdict_names, name);
-}
-std::string to_string(finish_reason f) { return name_of(finish_names, f); }
-std::optional<finish_reason> parse_finish_reason(std::string_view name) {
-  return parse_name(finish_names, name);
-}
 std::string to_string(split_kind s) { return name_of(split_names, s); }
 std::optional<split_kind> parse_split_kind(std::string_view name) {
   return parse_name(split_names, name);

@@ -8,6 +8,7 @@
 // All functions here are pure and thread-safe.
 #pragma once
 
+#include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"  // not_generated
 #include "orchestrator/gate.hpp"
@@ -24,14 +25,6 @@
 namespace leap {
 
 using token_id = std::int32_t;
-
-// Why the policy stopped generating a turn (OpenAI's finish_reason, plus what the client saw).
-enum class finish_reason : std::uint8_t {
-  stop,    // the model ended its answer (end of sequence or a stop string)
-  length,  // max_tokens or the context limit was reached: the answer is cut off
-  abort,   // the server aborted the request
-  error,   // no answer: the request failed; the turn holds no output tokens
-};
 
 // Which split a group belongs to. Validation groups are never trained on.
 enum class split_kind : std::uint8_t { train, validation };
@@ -218,10 +211,6 @@ struct flat_rollout {
 [[nodiscard]] status validate(const run_record& run);
 
 // Names, lower case, as the exports and logs write them; parse_* of an unknown name is nullopt.
-[[nodiscard]] std::string to_string(verdict_category v);
-[[nodiscard]] std::optional<verdict_category> parse_verdict_category(std::string_view name);
-[[nodiscard]] std::string to_string(finish_reason f);
-[[nodiscard]] std::optional<finish_reason> parse_finish_reason(std::string_view name);
 [[nodiscard]] std::string to_string(split_kind s);
 [[nodiscard]] std::optional<split_kind> parse_split_kind(std::string_view name);
 [[nodiscard]] std::string to_string(run_status s);

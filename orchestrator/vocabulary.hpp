@@ -2,23 +2,16 @@
 // outcome that gating, rewards and metrics are computed from. Plain structs, no behaviour.
 #pragma once
 
+#include "common/enums/verdict_category.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace leap {
 
-// Why a turn's candidate passed or failed. Mirrors the sandbox's verdict categories, so that the
-// math and the store need not include the sandbox.
-enum class verdict_category : std::uint8_t {
-  pass,
-  format,        // no code could be extracted from the answer
-  compile,       // the compiler rejected it
-  forbidden,     // it used something the task forbids (library call, torch op, ...)
-  runtime,       // crash, illegal memory access, non-zero exit
-  timeout,       // wall-clock or CPU limit reached
-  wrong_answer,  // ran, but the output does not match the reference
-};
+// verdict_category (why a turn's candidate passed or failed) is the sandbox's own type, from the
+// shared vocabulary (common/enums), so that the math and the store need not include the sandbox.
 
 // The outcome of one rollout after all its turns: the 1-based turn at which it first passed, or 0
 // when it never passed; and how many turns the model generated (T_i in the paper, at least 1).

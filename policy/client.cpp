@@ -847,7 +847,7 @@ class policy_client::impl {
     if (s.choices.size() == 1 && !s.choices[0].ids.empty()) {
       note_failure(e);
       t.last_error = why;
-      s.choices[0].finish = finish_kind::abort;
+      s.choices[0].finish = finish_reason::abort;
       accept_choices(t, e, std::move(s.choices));
       return;
     }
@@ -859,7 +859,7 @@ class policy_client::impl {
   void accept_choices(turn_state& t, int e, std::vector<generated_turn> choices) {
     const bool single = choices.size() == 1;
     const bool aborted = std::any_of(choices.begin(), choices.end(),
-                                     [](const auto& c) { return c.finish == finish_kind::abort; });
+                                     [](const auto& c) { return c.finish == finish_reason::abort; });
     if (aborted && !(single && !choices[0].ids.empty())) {
       // Nothing to resume from (no tokens, or several completions that cannot be continued as one).
       retry_turn(t, endpoints_[e].base_url + ": generation aborted by the server", false, e);
@@ -890,7 +890,7 @@ class policy_client::impl {
       so_far.ids = std::move(t.partial_ids);
       so_far.logprobs = std::move(t.partial_logprobs);
       so_far.text = std::move(t.partial_text);
-      so_far.finish = finish_kind::length;
+      so_far.finish = finish_reason::length;
       std::vector<generated_turn> choices;
       choices.push_back(std::move(so_far));
       complete(t, turn_status::ok, {}, std::move(choices));

@@ -2,20 +2,6 @@
 
 namespace leap::policy {
 
-std::string_view to_string(wire_flavour flavour) {
-  return flavour == wire_flavour::vllm ? "vllm" : "sglang";
-}
-
-result<wire_flavour> parse_wire_flavour(std::string_view text) {
-  if (text == "vllm") {
-    return wire_flavour::vllm;
-  }
-  if (text == "sglang") {
-    return wire_flavour::sglang;
-  }
-  return error{"unknown wire flavour '" + std::string(text) + "' (expected vllm or sglang)"};
-}
-
 std::string generate_route(const client_config& config) {
   if (!config.generate_path.empty()) {
     return config.generate_path;

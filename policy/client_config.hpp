@@ -3,6 +3,7 @@
 // before the client starts.
 #pragma once
 
+#include "common/enums/wire_flavour.hpp"
 #include "common/result.hpp"
 #include "policy/conversation.hpp"
 
@@ -15,15 +16,7 @@
 
 namespace leap::policy {
 
-// Which server API the client speaks.
-enum class wire_flavour : std::uint8_t {
-  vllm,    // POST /v1/completions with a token-id prompt, return_token_ids, logprobs: 0
-  sglang,  // POST /generate with input_ids, return_logprob, sampling_params
-};
-
-[[nodiscard]] std::string_view to_string(wire_flavour flavour);
-// "vllm" or "sglang"; errors name the accepted values.
-[[nodiscard]] result<wire_flavour> parse_wire_flavour(std::string_view text);
+// wire_flavour (the server API the client speaks) and its names come from the shared vocabulary.
 
 // Sampling parameters of one generation request.
 struct sampling_config {

@@ -102,17 +102,22 @@ std::optional<std::string> version_string(const json& v) {
   return std::nullopt;
 }
 
-finish_kind finish_from_string(std::string_view s) {
-  if (s == "stop") {
-    return finish_kind::stop;
+// A server's finish_reason name: `error` and `other` are the client's own words, not a server's.
+finish_reason finish_from_string(std::string_view s) {
+  const auto f = parse_finish_reason(s);
+  if (!f) {
+    return finish_reason::other;
   }
-  if (s == "length") {
-    return finish_kind::length;
+  switch (*f) {
+    case finish_reason::stop:
+    case finish_reason::length:
+    case finish_reason::abort:
+      return *f;
+    case finish_reason::error:
+    case finish_reason::other:
+      return finish_reason::other;
   }
-  if (s == "abort") {
-    return finish_kind::abort;
-  }
-  return finish_kind::other;
+  return finish_reason::other;
 }
 
 std::string shorten(std::string text, std::size_t limit) {
@@ -254,7 +259,7 @@ parsed_choices parse_vllm(const json& root, std::optional<std::string> header_ve
     if (auto it = c.find("finish_reason"); it != c.end() && it->is_string()) {
       turn.finish = finish_from_string(it->get_ref<const std::string&>());
     } else {
-      turn.finish = finish_kind::other;
+      turn.finish = finish_reason::other;
     }
     if (auto it = c.find("text"); it != c.end() && it->is_string()) {
       turn.text = it->get<std::string>();
@@ -315,14 +320,14 @@ parsed_choices parse_sglang_item(const json& item, std::optional<std::string> he
       auto type = it->find("type");
       turn.finish = type != it->end() && type->is_string()
                         ? finish_from_string(type->get_ref<const std::string&>())
-                        : finish_kind::other;
+                        : finish_reason::other;
     } else if (it->is_string()) {
       turn.finish = finish_from_string(it->get_ref<const std::string&>());
     } else {
-      turn.finish = finish_kind::other;
+      turn.finish = finish_reason::other;
     }
   } else {
-    turn.finish = finish_kind::other;
+    turn.finish = finish_reason::other;
   }
   if (auto it = item.find("text"); it != item.end() && it->is_string()) {
     turn.text = it->get<std::string>();
@@ -618,7 +623,7 @@ struct cursor {
     return true;
   }
   // A finish reason given as a string; anything but a string or null reads as `other`.
-  bool finish_string(finish_kind& out) {
+  bool finish_string(finish_reason& out) {
     if (at('"')) {
       std::string s;
       if (!text(s)) {
@@ -627,7 +632,7 @@ struct cursor {
       out = finish_from_string(s);
       return true;
     }
-    out = finish_kind::other;
+    out = finish_reason::other;
     return skip();
   }
 };
@@ -643,7 +648,7 @@ std::optional<parsed_choices> vllm(std::string_view body,
   bool seen_version = false;
   auto choice = [&]() {
     generated_turn turn;
-    turn.finish = finish_kind::other;
+    turn.finish = finish_reason::other;
     std::optional<long long> index;
     bool seen_ids = false, logprobs_object = false, seen_token_logprobs = false;
     std::uint32_t seen = 0;  // each key once: duplicates go to the DOM parser
@@ -795,7 +800,7 @@ bool sglang_item(cursor& c, const std::optional<std::string>& header_version,
                  generated_turn& turn) {
   std::optional<std::string> meta_version, item_version;
   bool seen_meta = false, seen_triples = false, seen_text = false, seen_item_version = false;
-  turn.finish = finish_kind::other;
+  turn.finish = finish_reason::other;
   bool ok = c.object([&](std::string_view key) {
     if (key == "text") {
       if (seen_text) {
@@ -1178,7 +1183,7 @@ stream_accumulator::stream_accumulator(wire_flavour flavour, int n, std::vector<
   turns_.resize(count);
   finished_.assign(count, false);
   for (auto& turn : turns_) {
-    turn.finish = finish_kind::other;
+    turn.finish = finish_reason::other;
   }
 }
 

@@ -4,20 +4,6 @@
 
 namespace leap::policy {
 
-std::string_view to_string(finish_kind reason) {
-  switch (reason) {
-    case finish_kind::stop:
-      return "stop";
-    case finish_kind::length:
-      return "length";
-    case finish_kind::abort:
-      return "abort";
-    case finish_kind::other:
-      return "other";
-  }
-  return "other";
-}
-
 void conversation::append_prompt(std::span<const token_id> ids) {
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   mask_.insert(mask_.end(), ids.size(), 0);

@@ -10,6 +10,7 @@
 // Nothing here is thread-safe; a conversation belongs to one owner (one rollout).
 #pragma once
 
+#include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
 #include "policy/tokenizer.hpp"
 
@@ -26,21 +27,11 @@ namespace leap::policy {
 
 // token_id and chat_message come from policy/tokenizer.hpp (shared with the project's servers).
 
-// Why the server stopped generating a turn.
-enum class finish_kind : std::uint8_t {
-  stop,    // a stop token or string, or end of sequence
-  length,  // max_tokens reached
-  abort,   // the server aborted the request (preemption, pause, shutdown); partial tokens may exist
-  other,   // any other reason the server names (e.g. "content_filter")
-};
-
-[[nodiscard]] std::string_view to_string(finish_kind reason);
-
 // One generated turn as the server returned it (after any resumption was stitched together).
 struct generated_turn {
   std::vector<token_id> ids;    // sampled ids, exactly as returned
   std::vector<float> logprobs;  // one per id: log-prob of the sampled id under the policy
-  finish_kind finish = finish_kind::stop;
+  finish_reason finish = finish_reason::stop;  // stop, length, abort or other
   std::string text;  // the server's detokenised text (for verification, not training)
   // The server's weight version when it reports one (a `weight_version` field in the body or an
   // `x-weight-version` header); empty when it does not.

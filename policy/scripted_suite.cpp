@@ -1,5 +1,7 @@
 #include "policy/scripted_suite.hpp"
 
+#include "common/enums/task_kind.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -61,15 +63,26 @@ result<scripted_task> read_task(const fs::path& dir) {
   if (!kind) {
     return kind.err();
   }
+  // Only the kinds whose answer is one source file are replayed; kernelbench and digits are not.
+  const error unsupported{where + ": 'kind' must be cuda, cpp or python (got \"" + *kind + "\")"};
+  const auto parsed = parse_task_kind(*kind);
+  if (!parsed) {
+    return unsupported;
+  }
   std::string extension;
-  if (*kind == "cuda") {
-    extension = ".cu";
-  } else if (*kind == "cpp") {
-    extension = ".cpp";
-  } else if (*kind == "python") {
-    extension = ".py";
-  } else {
-    return error{where + ": 'kind' must be cuda, cpp or python (got \"" + *kind + "\")"};
+  switch (*parsed) {
+    case task_kind::cuda:
+      extension = ".cu";
+      break;
+    case task_kind::cpp:
+      extension = ".cpp";
+      break;
+    case task_kind::python:
+      extension = ".py";
+      break;
+    case task_kind::kernelbench:
+    case task_kind::digits:
+      return unsupported;
   }
   task.language = *kind;
   if (const auto it = j.find("difficulty"); it != j.end()) {

@@ -932,18 +932,6 @@ result<lora_adapter_request> parse_unload_lora_request(const json& body) {
 
 // ---------------------------------------------------------------------------------------------
 
-const char* to_string(finish_reason reason) {
-  switch (reason) {
-    case finish_reason::stop:
-      return "stop";
-    case finish_reason::length:
-      return "length";
-    case finish_reason::abort:
-      return "abort";
-  }
-  return "stop";
-}
-
 json render_completion_response(const response_meta& meta,
                                 const std::vector<sequence_output>& choices,
                                 const completion_request& request) {
@@ -1086,6 +1074,11 @@ json render_generate_response(const response_meta& meta, const sequence_output& 
         break;
       case finish_reason::abort:
         finish = {{"type", "abort"}, {"message", s.abort_message}};
+        break;
+      case finish_reason::error:
+      case finish_reason::other:
+        // Client-side reasons: the project's servers never end a sequence with them.
+        finish = {{"type", to_string(*s.finish)}};
         break;
     }
   }

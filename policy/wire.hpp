@@ -17,6 +17,7 @@
 // meta_info.weight_version is a string, as SGLang reports it.
 #pragma once
 
+#include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
 #include "policy/tokenizer.hpp"
 
@@ -229,9 +230,6 @@ struct lora_adapter_request {
 
 // ---------------------------------------------------------------------------------------------
 // Responses.
-
-enum class finish_reason : std::uint8_t { stop, length, abort };
-[[nodiscard]] const char* to_string(finish_reason reason);
 
 struct top_logprob {
   token_id id = 0;

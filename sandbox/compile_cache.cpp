@@ -62,7 +62,9 @@ std::optional<build_output> compile_cache::load(const std::string& key) {
   if (state == "refused") {
     const auto newline = out.artifact.find('\n');
     if (newline == std::string::npos) return std::nullopt;
-    out.refusal_category = out.artifact.substr(0, newline);
+    auto category = parse_verdict_category(std::string_view(out.artifact).substr(0, newline));
+    if (!category) return std::nullopt;  // not an entry this cache wrote: build again
+    out.refusal_category = *category;
     out.refusal = out.artifact.substr(newline + 1);
     out.artifact.clear();
   }
@@ -80,8 +82,8 @@ void compile_cache::store(const std::string& key, const build_output& out) {
   const fs::path tmp = path.string() + ".tmp" + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const bool refused = !out.ok && !out.refusal_category.empty();
-    const std::string refusal_body = refused ? out.refusal_category + "\n" + out.refusal : std::string{};
+    const bool refused = !out.ok && out.refusal_category;
+    const std::string refusal_body = refused ? to_string(*out.refusal_category) + "\n" + out.refusal : std::string{};
     const std::string& body = refused ? refusal_body : out.artifact;
     f << k_magic << ' ' << (out.ok ? "ok" : out.timed_out ? "timeout" : refused ? "refused" : "fail") << ' '
       << body.size() << '\n';

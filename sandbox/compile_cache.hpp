@@ -2,6 +2,7 @@
 // asking for the same key while it is being built wait for that one build.
 #pragma once
 
+#include "common/enums/verdict_category.hpp"
 #include "common/result.hpp"
 
 #include <cstdint>
@@ -28,8 +29,8 @@ struct build_output {
   std::string log;       // the compiler's output (stderr + stdout), host paths not yet stripped
   bool timed_out = false;
   // Set when the build's own checks decided the verdict (ok is then false): its category
-  // ("forbidden", "compile") and feedback. Cached like any other outcome.
-  std::string refusal_category;
+  // (forbidden or compile) and feedback. Cached like any other outcome, the category by its name.
+  std::optional<verdict_category> refusal_category;
   std::string refusal;
 };
 

@@ -456,7 +456,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     return out;
   }
   const int step = r->exited ? r->exit_code : -1;
-  auto refuse = [&](const std::string& category, std::string text) {
+  auto refuse = [&](verdict_category category, std::string text) {
     out.ok = false;
     out.refusal_category = category;
     out.refusal = std::move(text);
@@ -476,17 +476,17 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
       auto text = read(stem + pass, k_max_artifact_bytes);
       if (!text) continue;
       saw_includes = true;
-      if (auto hit = check_included_files(parse_line_markers(*text), policy)) return refuse("forbidden", hit->reason);
+      if (auto hit = check_included_files(parse_line_markers(*text), policy)) return refuse(verdict_category::forbidden, hit->reason);
     }
   } else if (auto deps = read(stem + ".d", 16 << 20)) {
     saw_includes = true;
-    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) return refuse("forbidden", hit->reason);
+    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) return refuse(verdict_category::forbidden, hit->reason);
   }
   if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
     if (out_of_memory(out.log, file) || !r->exited) {
       // Preprocessing real code takes a few MiB: this is an include of a device or an endless file,
       // or a macro bomb. Forbidden rather than a compile error, without quoting anything.
-      return refuse("forbidden", "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
+      return refuse(verdict_category::forbidden, "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
                                      std::to_string(config_.compile_memory_bytes >> 20) +
                                      " MiB). Include only system headers; a file that never ends (a device) is not "
                                      "one.");
@@ -504,11 +504,11 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   }
   // 2. Files the assembler read (.incbin, .include).
   if (auto asd = read(stem + ".asd", 1 << 20)) {
-    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) return refuse("forbidden", hit->reason);
+    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) return refuse(verdict_category::forbidden, hit->reason);
   }
   if (step == 11 || !r->exited) {
     if (out_of_memory(out.log, file) || !r->exited) {
-      return refuse("compile", "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
+      return refuse(verdict_category::compile, "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
                                    std::to_string(config_.compile_memory_bytes >> 20) +
                                    " MiB; runaway templates or constexpr evaluation?).");
     }
@@ -517,20 +517,20 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   // 3. Forbidden names as the compiler resolved them.
   if (dump_names) {
     auto dump = read(stem + ".tree", 256ULL << 20);
-    if (!dump) return refuse("compile", "Compilation failed: the program is too large to check.");
-    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) return refuse("forbidden", hit->reason);
+    if (!dump) return refuse(verdict_category::compile, "Compilation failed: the program is too large to check.");
+    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) return refuse(verdict_category::forbidden, hit->reason);
   }
   // 4. The object's symbols.
   auto candidate_object = read(stem + ".o", k_max_artifact_bytes);
-  if (!candidate_object) return refuse("compile", "Compilation failed: the compiler wrote no object file.");
+  if (!candidate_object) return refuse(verdict_category::compile, "Compilation failed: the compiler wrote no object file.");
   auto candidate_symbols = parse_elf_symbols(*candidate_object);
   if (!candidate_symbols) {
-    return refuse("compile", "Compilation failed: the object file cannot be read (" + candidate_symbols.err().message + ").");
+    return refuse(verdict_category::compile, "Compilation failed: the object file cannot be read (" + candidate_symbols.err().message + ").");
   }
   auto harness_symbols = parse_elf_symbols(object);
   if (!harness_symbols) return harness_symbols.err().wrap("the harness object of " + t.id);
   if (auto hit = check_object_symbols(*candidate_symbols, *harness_symbols, t.forbidden, file)) {
-    return refuse("forbidden", hit->reason);
+    return refuse(verdict_category::forbidden, hit->reason);
   }
   if (step != 0) return out;  // link errors
   auto bytes = read_untrusted_file(dir->path() / "cand", k_max_artifact_bytes);
@@ -715,9 +715,8 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   if (!lookup) return lookup.err();
   p.compile_ms = lookup->build_ms;
   p.cache_hit = lookup->hit || lookup->shared;
-  if (!lookup->output.ok && !lookup->output.refusal_category.empty()) {
-    verdict v = make_verdict(lookup->output.refusal_category == "forbidden" ? verdict_category::forbidden
-                                                                           : verdict_category::compile,
+  if (!lookup->output.ok && lookup->output.refusal_category) {
+    verdict v = make_verdict(*lookup->output.refusal_category,
                              trim_to_budget(lookup->output.refusal, config_.feedback.char_budget));
     v.compile_ms = p.compile_ms;
     v.cache_hit = p.cache_hit;

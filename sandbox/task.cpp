@@ -134,26 +134,6 @@ std::int64_t scalar_value(const task& t, const std::string& name, bool* found) {
 
 }  // namespace
 
-const char* to_string(task_kind kind) {
-  switch (kind) {
-    case task_kind::cuda: return "cuda";
-    case task_kind::cpp: return "cpp";
-    case task_kind::python: return "python";
-    case task_kind::kernelbench: return "kernelbench";
-    case task_kind::digits: return "digits";
-  }
-  return "?";
-}
-
-result<task_kind> parse_task_kind(const std::string& text) {
-  if (text == "cuda") return task_kind::cuda;
-  if (text == "cpp") return task_kind::cpp;
-  if (text == "python") return task_kind::python;
-  if (text == "kernelbench") return task_kind::kernelbench;
-  if (text == "digits") return task_kind::digits;
-  return error{"unknown task kind '" + text + "' (expected cuda, cpp, python, kernelbench or digits)"};
-}
-
 const char* candidate_extension(task_kind kind) {
   switch (kind) {
     case task_kind::cuda: return ".cu";

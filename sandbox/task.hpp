@@ -2,6 +2,7 @@
 // directory, a JSONL dataset file and a KernelBench directory.
 #pragma once
 
+#include "common/enums/task_kind.hpp"
 #include "common/result.hpp"
 
 #include <cstdint>
@@ -13,13 +14,8 @@
 
 namespace leap::sandbox {
 
-// digits: the toy family a tiny model learns from scratch (write digits whose sum is `target`),
-// judged in-process by sandbox/digits.hpp; no program is compiled or run.
-enum class task_kind : std::uint8_t { cuda, cpp, python, kernelbench, digits };
-
-// "cuda", "cpp", "python", "kernelbench", "digits".
-const char* to_string(task_kind kind);
-result<task_kind> parse_task_kind(const std::string& text);
+// task_kind and its names (to_string, parse_task_kind) come from the shared vocabulary
+// (common/enums/task_kind.hpp).
 
 enum class value_type : std::uint8_t { f32, f64, i32 };
 enum class arg_role : std::uint8_t { input, output, inout, scalar };

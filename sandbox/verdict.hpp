@@ -1,26 +1,15 @@
 // What verification says about one candidate: pass or fail, why, and the text the model reads.
 #pragma once
 
+#include "common/enums/verdict_category.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace leap::sandbox {
 
-// The sandbox's own copy of the categories (the orchestrator mirrors them; this module knows
-// nothing of it).
-enum class verdict_category : std::uint8_t {
-  pass,
-  format,        // no code could be extracted from the answer
-  compile,       // the compiler (or Python's parser) rejected it
-  forbidden,     // it uses something the task forbids
-  runtime,       // crash, CUDA error, exception, non-zero exit
-  timeout,       // wall-clock or CPU limit reached
-  wrong_answer,  // ran, but the output does not match the reference (or it wrote into an input)
-};
-
-// "pass", "format", "compile", "forbidden", "runtime", "timeout", "wrong_answer".
-const char* to_string(verdict_category c);
+// verdict_category and its names (to_string, parse_verdict_category) come from the shared vocabulary.
 
 struct timing_stats {
   double median_ms = 0;

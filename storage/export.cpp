@@ -175,8 +175,12 @@ class json_reader {
     }
     const auto value = parse(name);
     if (!value) {
-      fail(path.empty() ? std::string(key) : path + "." + std::string(key),
-           ": unknown " + std::string(what) + " '" + name + "'");
+      // The shared vocabulary's parsers (common/enums) say it all, valid names included.
+      std::string message = ": unknown " + std::string(what) + " '" + name + "'";
+      if constexpr (requires { value.err(); }) {
+        message = ": " + value.err().message;
+      }
+      fail(path.empty() ? std::string(key) : path + "." + std::string(key), message);
       return E{};
     }
     return *value;

@@ -108,7 +108,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   l.clip_low = 0.1;
   l.clip_high = 0.3;
   l.kl_coef = 0.01;
-  l.loss_aggregation = loss_aggregation_kind::token_mean;
+  l.loss_aggregation = loss_aggregation::token_mean;
   l.micro_batch_tokens = 512;
   l.mini_batches = 2;
   const auto o = trainer_options_of(l);
@@ -121,7 +121,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   EXPECT_EQ(o.loss.clip_low, 0.1);
   EXPECT_EQ(o.loss.clip_high, 0.3);
   EXPECT_EQ(o.loss.kl_coef, 0.01);
-  EXPECT_EQ(o.loss.aggregation, learner::loss_aggregation::token_mean);
+  EXPECT_EQ(o.loss.aggregation, loss_aggregation::token_mean);
   EXPECT_EQ(o.batching.micro_batch_tokens, 512);
   EXPECT_EQ(o.batching.mini_batches, 2);
 }
@@ -332,7 +332,7 @@ struct served_model {
   std::unique_ptr<policy::policy_client> client;
 };
 
-served_model serve(const std::string& model_dir, policy::wire_flavour flavour,
+served_model serve(const std::string& model_dir, wire_flavour flavour,
                    torch_backend_options options = {}) {
   served_model s;
   auto backend = make_torch_policy_backend(model_dir, options);
@@ -434,7 +434,7 @@ TEST(TorchWeightSync, VllmDiskPlanMakesTheServerServeTheLearnersStep) {
   options.total_steps = 0;  // no checkpoint: the step writes the weights alone
   auto learner = torch_learner::create(options);
   ASSERT_TRUE(learner.ok()) << learner.err().message;
-  auto served = serve((dir.path() / "model").string(), policy::wire_flavour::vllm);
+  auto served = serve((dir.path() / "model").string(), wire_flavour::vllm);
   ASSERT_TRUE(served.client);
 
   const auto prompt = chat_prompt("print 7");
@@ -478,7 +478,7 @@ TEST(TorchWeightSync, EmbeddedServerTakesTheStepInMemoryWithoutAFile) {
     return learner->copy_weights_to(target, version);
   };
   auto served =
-      serve((dir.path() / "model").string(), policy::wire_flavour::sglang, backend_options);
+      serve((dir.path() / "model").string(), wire_flavour::sglang, backend_options);
   ASSERT_TRUE(served.client);
   const auto files_before = entries(dir.path());
 
@@ -522,7 +522,7 @@ TEST(TorchWeightSync, AFolderThatFailsHalfWayLeavesTheOldWeightsAndTheServerOut)
   const auto file = dir.path() / "next" / "model.safetensors";
   std::filesystem::resize_file(file, std::filesystem::file_size(file) * 3 / 4);
 
-  auto served = serve((dir.path() / "model").string(), policy::wire_flavour::vllm);
+  auto served = serve((dir.path() / "model").string(), wire_flavour::vllm);
   ASSERT_TRUE(served.client);
   auto s = sync_now(*served.client, policy::vllm_disk_plan(), {"1", (dir.path() / "next").string(), ""});
   ASSERT_FALSE(s);
@@ -532,7 +532,7 @@ TEST(TorchWeightSync, AFolderThatFailsHalfWayLeavesTheOldWeightsAndTheServerOut)
 
   // Nothing of the cut folder reached the model: another client still samples the old weights.
   policy::client_config cc;
-  cc.flavour = policy::wire_flavour::vllm;
+  cc.flavour = wire_flavour::vllm;
   cc.endpoints.push_back({served.server->base_url(), 1});
   cc.request_timeout = 60s;
   auto probe = policy::policy_client::create(cc);

@@ -135,14 +135,6 @@ TEST(Loss, InvalidInputsAndOptions) {
   }
 }
 
-TEST(Loss, AggregationNames) {
-  for (auto a : {loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
-                 loss_aggregation::seq_mean_token_sum}) {
-    EXPECT_EQ(parse_loss_aggregation(to_string(a)), a);
-  }
-  EXPECT_EQ(parse_loss_aggregation("sample"), std::nullopt);
-}
-
 // The whole chain (model, chunked log-probs, surrogate, KL, aggregation, micro-batch accumulation,
 // layer recomputation) against central finite differences, in double precision.
 struct fd_case {

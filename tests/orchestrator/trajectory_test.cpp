@@ -252,14 +252,6 @@ TEST(TrajectoryValidate, StepAndRunCases) {
 // ---- names -------------------------------------------------------------------------------------
 
 TEST(TrajectoryNames, EveryEnumValueRoundTrips) {
-  for (int v = 0; v <= static_cast<int>(verdict_category::wrong_answer); ++v) {
-    const auto e = static_cast<verdict_category>(v);
-    EXPECT_EQ(parse_verdict_category(to_string(e)), e);
-  }
-  for (int v = 0; v <= static_cast<int>(finish_reason::error); ++v) {
-    const auto e = static_cast<finish_reason>(v);
-    EXPECT_EQ(parse_finish_reason(to_string(e)), e);
-  }
   for (const auto e : {split_kind::train, split_kind::validation}) {
     EXPECT_EQ(parse_split_kind(to_string(e)), e);
   }
@@ -267,9 +259,6 @@ TEST(TrajectoryNames, EveryEnumValueRoundTrips) {
     const auto e = static_cast<run_status>(v);
     EXPECT_EQ(parse_run_status(to_string(e)), e);
   }
-  EXPECT_EQ(to_string(verdict_category::wrong_answer), "wrong_answer");
-  EXPECT_EQ(parse_verdict_category("Pass"), std::nullopt);
-  EXPECT_EQ(parse_finish_reason(""), std::nullopt);
 }
 
 // ---- binary encoding ---------------------------------------------------------------------------

@@ -143,7 +143,7 @@ TEST(ClientIndependent, TalksToMockLlmFromNpm) {
   ASSERT_EQ(first.choices.size(), 1U);
   EXPECT_EQ(first.choices[0].ids, (std::vector<token_id>{501, 502}));
   EXPECT_EQ(first.choices[0].logprobs, (std::vector<float>{-0.5F, -0.25F}));
-  EXPECT_EQ(first.choices[0].finish, finish_kind::stop);
+  EXPECT_EQ(first.choices[0].finish, finish_reason::stop);
   EXPECT_EQ(first.choices[0].text, " fixed");
 
   // A prompt over the mock's context window: a 400 that ends the turn `truncated`, not retried.

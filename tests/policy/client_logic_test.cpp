@@ -21,10 +21,10 @@ constexpr token_id im_end = 257;
 TEST(ClientConversation, MasksPromptFeedbackAndModelTokens) {
   conversation c;
   c.append_prompt(ids{1, 2, 3});
-  generated_turn t1{{10, 11}, {-0.5F, -0.25F}, finish_kind::stop, "ab", "v1"};
+  generated_turn t1{{10, 11}, {-0.5F, -0.25F}, finish_reason::stop, "ab", "v1"};
   ASSERT_TRUE(c.append_model_turn(t1, 0, 1));
   c.append_feedback(ids{4, 5});
-  generated_turn t2{{12}, {-1.0F}, finish_kind::length, "c", std::nullopt};
+  generated_turn t2{{12}, {-1.0F}, finish_reason::length, "c", std::nullopt};
   ASSERT_TRUE(c.append_model_turn(t2, 1, 3));
 
   EXPECT_EQ(c.tokens(), (ids{1, 2, 3, 10, 11, 4, 5, 12}));
@@ -35,14 +35,14 @@ TEST(ClientConversation, MasksPromptFeedbackAndModelTokens) {
   EXPECT_EQ(c.turns()[0].generation.weight_version, "v1");
   EXPECT_EQ(c.turns()[1].offset, 7U);
   EXPECT_EQ(c.turns()[1].attempts, 3);
-  EXPECT_EQ(c.turns()[1].generation.finish, finish_kind::length);
+  EXPECT_EQ(c.turns()[1].generation.finish, finish_reason::length);
   EXPECT_EQ(c.pinned_endpoint(), 1);
 }
 
 TEST(ClientConversation, RejectsATurnWhoseLogprobsDoNotMatchItsIds) {
   conversation c;
   c.append_prompt(ids{1});
-  auto s = c.append_model_turn({{10, 11}, {-0.5F}, finish_kind::stop, "", std::nullopt});
+  auto s = c.append_model_turn({{10, 11}, {-0.5F}, finish_reason::stop, "", std::nullopt});
   ASSERT_FALSE(s);
   EXPECT_NE(s.err().message.find("2 ids but 1 log-probs"), std::string::npos);
   EXPECT_EQ(c.size(), 1U);

@@ -86,7 +86,7 @@ TEST(ClientLoopback, VllmTurnsBuildAConversationTokenInTokenOut) {
   ASSERT_EQ(first.choices.size(), 1U);
   EXPECT_EQ(first.choices[0].ids, as_ids(expected_reply(5, 64)));  // positions 5..15
   EXPECT_EQ(first.choices[0].logprobs.front(), testing::position_logprob(5));
-  EXPECT_EQ(first.choices[0].finish, finish_kind::stop);
+  EXPECT_EQ(first.choices[0].finish, finish_reason::stop);
   EXPECT_EQ(first.choices[0].weight_version, "w1");
   EXPECT_EQ(first.attempts, 1);
   EXPECT_EQ(first.endpoint, 0);
@@ -102,7 +102,7 @@ TEST(ClientLoopback, VllmTurnsBuildAConversationTokenInTokenOut) {
   auto second = done.take()[1];
   ASSERT_EQ(second.status, turn_status::ok) << second.message;
   EXPECT_EQ(second.choices[0].ids, as_ids(expected_reply(conv.size(), 3)));
-  EXPECT_EQ(second.choices[0].finish, finish_kind::length);
+  EXPECT_EQ(second.choices[0].finish, finish_reason::length);
   ASSERT_TRUE(conv.append_model_turn(second.choices[0], second.endpoint, second.attempts));
 
   // The server saw exactly the ids the client keeps: the first turn's sampled ids were sent back
@@ -128,7 +128,7 @@ TEST(ClientLoopback, SglangTurnWithSeveralCompletions) {
   ASSERT_EQ(res.choices.size(), 2U);
   for (const auto& c : res.choices) {
     EXPECT_EQ(c.ids, as_ids(expected_reply(10, 4)));
-    EXPECT_EQ(c.finish, finish_kind::length);
+    EXPECT_EQ(c.finish, finish_reason::length);
     EXPECT_EQ(c.weight_version, "step-4");
     EXPECT_EQ(c.logprobs.size(), c.ids.size());
   }
@@ -292,7 +292,7 @@ TEST(ClientLoopback, ResumesAnAbortedGenerationFromTheTokensReceived) {
     for (std::size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(r.choices[0].logprobs[i], testing::position_logprob(3 + i));
     }
-    EXPECT_EQ(r.choices[0].finish, finish_kind::stop);
+    EXPECT_EQ(r.choices[0].finish, finish_reason::stop);
     EXPECT_EQ(r.resumes, 2);
     EXPECT_EQ(r.attempts, 3);
     auto records = server.records();

@@ -23,7 +23,7 @@ std::string fixture(const std::string& name) {
 struct expected_choice {
   std::vector<token_id> ids;
   std::vector<float> logprobs;
-  finish_kind finish;
+  finish_reason finish;
   std::string text;
 };
 
@@ -48,7 +48,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        std::nullopt},
       {"vllm_completion.json",
        wire_flavour::vllm,
@@ -56,7 +56,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "7",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "7"},
       // Choices come back in any order; `index` places them.
       {"vllm_completion_n2.json",
@@ -65,8 +65,8 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{3649}, {-0.25F}, finish_kind::stop, "float"},
-        {{526, 856}, {-2.5F, -0.75F}, finish_kind::length, " int"}},
+       {{{3649}, {-0.25F}, finish_reason::stop, "float"},
+        {{526, 856}, {-2.5F, -0.75F}, finish_reason::length, " int"}},
        std::nullopt},
       {"vllm_completion_abort.json",
        wire_flavour::vllm,
@@ -74,7 +74,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730}, {-0.0123F}, finish_kind::abort, "__global"}},
+       {{{59730}, {-0.0123F}, finish_reason::abort, "__global"}},
        std::nullopt},
       {"vllm_completion_no_token_ids.json",
        wire_flavour::vllm,
@@ -106,7 +106,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "step-12"},
       // A version in the body wins over the header.
       {"sglang_generate.json",
@@ -115,7 +115,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "3",
        parse_problem::none,
        "",
-       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_kind::stop, "__global__ void"}},
+       {{{59730, 563, 737}, {-0.0123F, -0.5F, -1.25F}, finish_reason::stop, "__global__ void"}},
        "step-12"},
       {"sglang_generate_n2.json",
        wire_flavour::sglang,
@@ -123,8 +123,8 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{3649}, {-0.25F}, finish_kind::stop, "float"},
-        {{526, 856}, {-2.5F, -0.75F}, finish_kind::length, " int x"}},
+       {{{3649}, {-0.25F}, finish_reason::stop, "float"},
+        {{526, 856}, {-2.5F, -0.75F}, finish_reason::length, " int x"}},
        "default"},
       {"sglang_generate_abort.json",
        wire_flavour::sglang,
@@ -132,7 +132,7 @@ TEST(ClientProtocol, ParsesFixturesShapedLikeTheServersResponses) {
        "",
        parse_problem::none,
        "",
-       {{{59730}, {-0.0123F}, finish_kind::abort, "__global"}},
+       {{{59730}, {-0.0123F}, finish_reason::abort, "__global"}},
        "default"},
       {"sglang_generate_no_logprobs.json",
        wire_flavour::sglang,
@@ -244,6 +244,30 @@ TEST(ClientProtocol, SinglePassReaderAgreesWithTheDomParser) {
     SCOPED_TRACE(std::string(to_string(r.flavour)) + ": " + r.body.substr(0, 160));
     expect_same(parse_generate_response(r.flavour, r.body, "hdr", prompt),
                 parse_generate_response_reference(r.flavour, r.body, "hdr", prompt));
+  }
+}
+
+// A server names stop, length or abort; any other name ("content_filter", and the client's own
+// words "error" and "other") reads as other, in both dialects and both readers.
+TEST(ClientProtocol, ServerFinishNamesMapToTheClientsReasons) {
+  const std::vector<std::pair<std::string, finish_reason>> cases = {
+      {"stop", finish_reason::stop},   {"length", finish_reason::length},
+      {"abort", finish_reason::abort}, {"error", finish_reason::other},
+      {"other", finish_reason::other}, {"content_filter", finish_reason::other},
+      {"STOP", finish_reason::other},  {"", finish_reason::other},
+  };
+  const std::vector<token_id> prompt{5, 6};
+  for (const auto& [name, expected] : cases) {
+    const std::string vllm = R"({"choices":[{"token_ids":[1],"logprobs":{"token_logprobs":[-1]},"finish_reason":")" + name + R"("}]})";
+    const std::string sglang = R"({"meta_info":{"finish_reason":{"type":")" + name + R"("},"output_token_logprobs":[[-1,1]]}})";
+    for (const auto& [flavour, body] : {std::pair{wire_flavour::vllm, vllm}, std::pair{wire_flavour::sglang, sglang}}) {
+      SCOPED_TRACE(to_string(flavour) + ": " + name);
+      for (const auto& got : {parse_generate_response(flavour, body, "", prompt),
+                              parse_generate_response_reference(flavour, body, "", prompt)}) {
+        ASSERT_EQ(got.choices.size(), 1U) << got.message;
+        EXPECT_EQ(got.choices[0].finish, expected);
+      }
+    }
   }
 }
 
@@ -431,7 +455,7 @@ TEST(ClientStreamProtocol, FixturesReadWholeInAnyPieces) {
       EXPECT_EQ(got.choices[0].ids, stream_ids);
       EXPECT_EQ(got.choices[0].logprobs, stream_logprobs);
       EXPECT_EQ(got.choices[0].text, "def add(a");
-      EXPECT_EQ(got.choices[0].finish, finish_kind::stop);
+      EXPECT_EQ(got.choices[0].finish, finish_reason::stop);
       EXPECT_EQ(got.choices[0].weight_version, f.version);
     }
   }
@@ -532,10 +556,10 @@ TEST(ClientStreamProtocol, EchoedPromptMustMatchAndChoicesInterleave) {
   const auto got = acc.finish("");
   ASSERT_TRUE(got.complete) << got.message;
   EXPECT_EQ(got.choices[0].ids, (std::vector<token_id>{1}));
-  EXPECT_EQ(got.choices[0].finish, finish_kind::length);
+  EXPECT_EQ(got.choices[0].finish, finish_reason::length);
   EXPECT_EQ(got.choices[1].ids, (std::vector<token_id>{2, 3}));
   EXPECT_EQ(got.choices[1].text, "bc");
-  EXPECT_EQ(got.choices[1].finish, finish_kind::stop);
+  EXPECT_EQ(got.choices[1].finish, finish_reason::stop);
 }
 
 TEST(ClientStreamProtocol, RequestBodiesAskForAStream) {

@@ -140,8 +140,8 @@ TEST_P(ClientStream, FaultFreeStreamEqualsTheWholeBody) {
   int stops = 0, lengths = 0;
   for (const auto& [id, r] : want.by_id) {
     ASSERT_EQ(r.choices.size(), 1U);
-    stops += r.choices[0].finish == finish_kind::stop;
-    lengths += r.choices[0].finish == finish_kind::length;
+    stops += r.choices[0].finish == finish_reason::stop;
+    lengths += r.choices[0].finish == finish_reason::length;
   }
   EXPECT_EQ(stops, 9);
   EXPECT_EQ(lengths, 9);

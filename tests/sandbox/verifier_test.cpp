@@ -8,6 +8,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -108,6 +110,53 @@ TEST(CompileCacheTest, FailuresAreCachedButBuildErrorsAreNot) {
   EXPECT_FALSE((*cache)->get_or_build("ee02", broken).ok());
   EXPECT_FALSE((*cache)->get_or_build("ee02", broken).ok());
   EXPECT_EQ(calls, 3);
+  fs::remove_all(dir);
+}
+
+// A refusal's category is stored by its name ("forbidden\n" before the feedback): entries written
+// before the category became an enum still load, and a name this cache never wrote is a miss.
+TEST(CompileCacheTest, RefusalsKeepTheirCategoryOnDisk) {
+  const auto dir = private_dir("cache-refusal");
+  auto cache = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(cache.ok());
+  int calls = 0;
+  auto refused = [&]() -> result<build_output> {
+    ++calls;
+    build_output out;
+    out.refusal_category = verdict_category::forbidden;
+    out.refusal = "uses cublasSgemm";
+    return out;
+  };
+  ASSERT_TRUE((*cache)->get_or_build("ab01", refused).ok());
+  fs::path entry;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".entry") entry = e.path();
+  }
+  ASSERT_FALSE(entry.empty());
+  std::ifstream in(entry, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_NE(bytes.find(" refused 26\nforbidden\nuses cublasSgemm"), std::string::npos) << bytes;
+  auto reopened = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(reopened.ok());
+  auto hit = (*reopened)->get_or_build("ab01", refused);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_TRUE(hit->hit);
+  EXPECT_EQ(hit->output.refusal_category, verdict_category::forbidden);
+  EXPECT_EQ(hit->output.refusal, "uses cublasSgemm");
+  EXPECT_EQ(calls, 1);
+  // The same entry under another category name this cache does not know: built again.
+  {
+    std::string edited = bytes;
+    edited.replace(edited.find("forbidden"), 9, "forbiddex");
+    std::ofstream(entry, std::ios::binary | std::ios::trunc) << edited;
+  }
+  auto fresh = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(fresh.ok());
+  auto rebuilt = (*fresh)->get_or_build("ab01", refused);
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_FALSE(rebuilt->hit);
+  EXPECT_EQ(rebuilt->output.refusal_category, verdict_category::forbidden);
+  EXPECT_EQ(calls, 2);
   fs::remove_all(dir);
 }
 

@@ -42,7 +42,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using leap::policy::token_id;
-using leap::policy::wire_flavour;
+using leap::wire_flavour;
 using steady = std::chrono::steady_clock;
 
 struct options {
@@ -320,7 +320,7 @@ int run(const options& o) {
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port);
   std::printf(
       "bench_policy_client: flavour=%s prompt=%d reply=%d, zero-latency server pid %d on %s\n",
-      std::string(leap::policy::to_string(o.flavour)).c_str(), o.prompt, o.reply, server.pid,
+      leap::to_string(o.flavour).c_str(), o.prompt, o.reply, server.pid,
       url.c_str());
 
   auto make = [&](int in_flight) {
@@ -460,7 +460,7 @@ int main(int argc, char** argv) {
     }
     const std::string value = argv[++i];
     if (arg == "--flavour") {
-      auto f = leap::policy::parse_wire_flavour(value);
+      auto f = leap::parse_wire_flavour(value);
       if (!f) {
         std::fprintf(stderr, "bench_policy_client: error: --flavour: %s\n",
                      f.err().message.c_str());

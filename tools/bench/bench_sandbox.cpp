@@ -23,6 +23,8 @@
 namespace {
 
 using namespace leap::sandbox;
+using leap::parse_task_kind;
+using leap::task_kind;
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
@@ -129,7 +131,7 @@ int main(int argc, char** argv) {
     return c;
   };
 
-  std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(), to_string(t.kind), n,
+  std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(), to_string(t.kind).c_str(), n,
               isolation_summary().c_str(), compile_only ? ", no GPU: compile side only" : "");
 
   // Latency: one engine, candidates one at a time.

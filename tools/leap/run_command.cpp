@@ -76,7 +76,7 @@ policy::scripted_task scripted_of(const sandbox::task& t) {
   policy::scripted_task s;
   s.id = t.id;
   s.prompt = t.prompt;
-  s.language = t.kind == sandbox::task_kind::kernelbench ? "python" : sandbox::to_string(t.kind);
+  s.language = t.kind == task_kind::kernelbench ? "python" : to_string(t.kind);
   s.solution = t.solution;
   for (const auto& w : t.wrong) s.wrong.push_back({w.label, w.code});
   s.difficulty = std::clamp(t.difficulty, 1, 3);
@@ -86,8 +86,7 @@ policy::scripted_task scripted_of(const sandbox::task& t) {
 policy::client_config client_settings(const experiment_config& c,
                                       const std::vector<std::string>& endpoints) {
   policy::client_config cc;
-  cc.flavour = c.policy.flavour == policy_flavour::sglang ? policy::wire_flavour::sglang
-                                                          : policy::wire_flavour::vllm;
+  cc.flavour = wire_of(c.policy.flavour);
   for (const auto& url : endpoints) cc.endpoints.push_back({url, c.policy.max_in_flight});
   cc.model = c.policy.model;
   cc.request_timeout =
@@ -96,6 +95,18 @@ policy::client_config client_settings(const experiment_config& c,
   cc.seed = c.experiment.seed;
   cc.stream = c.policy.stream;
   return cc;
+}
+
+// How the torch learner's step folder reaches the flavour's servers.
+policy::weight_sync_plan disk_sync_plan(server_flavour f) {
+  switch (f) {
+    case server_flavour::vllm:
+      return policy::vllm_disk_plan();
+    case server_flavour::sglang:
+    case server_flavour::embedded:  // the SGLang route, served from the learner in memory
+      return policy::sglang_disk_plan();
+  }
+  return policy::sglang_disk_plan();
 }
 
 // Before any turn: the routes the run needs answer in the flavour's shape (policy_client::
@@ -278,7 +289,7 @@ int run_experiment(const run_options& options) {
     // The embedded server shares this process: the weights reach it in memory, no folder per step.
     // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
     // policy.weight_sync nccl broadcasts the weights: no folder per step either.
-    lo.in_memory = (c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty() &&
+    lo.in_memory = (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty() &&
                     c.policy.weight_sync != "disk") ||
                    c.policy.weight_sync == "nccl";
     auto created = actors::torch_learner::create(std::move(lo));
@@ -290,7 +301,7 @@ int run_experiment(const run_options& options) {
   // policy.model, else the scripted backend), otherwise the configured endpoints.
   std::unique_ptr<policy::policy_server> server;
   std::vector<std::string> endpoints = c.policy.endpoints;
-  if (c.policy.flavour == policy_flavour::embedded && !c.policy.model.empty()) {
+  if (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty()) {
     // With the torch learner the server starts from the weights the learner holds, which are a
     // resumed run's newest checkpoint.
     const std::string weights =
@@ -323,7 +334,7 @@ int run_experiment(const run_options& options) {
     if (!started) return fail("policy.flavour embedded: " + started.err().message);
     server = std::move(*started);
     endpoints = {server->base_url()};
-  } else if (c.policy.flavour == policy_flavour::embedded) {
+  } else if (c.policy.flavour == server_flavour::embedded) {
     policy::scripted_config sc;
     sc.seed = c.experiment.seed;
     for (const auto* list : {&tasks.train, &tasks.validation}) {
@@ -347,7 +358,7 @@ int run_experiment(const run_options& options) {
   // otherwise the server renders with its own chat template through /tokenize.
   std::shared_ptr<const actors::prompt_renderer> renderer;
   auto client_config = client_settings(c, endpoints);
-  if (c.policy.flavour == policy_flavour::embedded) {
+  if (c.policy.flavour == server_flavour::embedded) {
     renderer = actors::make_byte_chatml_renderer();
   } else if (preflight->renderer) {
     renderer = actors::make_chat_renderer(preflight->renderer);
@@ -435,8 +446,7 @@ int run_experiment(const run_options& options) {
       gc.sync_plan = policy::vllm_transfer_nccl_plan("", transfer_update_info);
       gc.sync_companion = transfer->companion();
     } else if (torch_learner) {
-      gc.sync_plan = c.policy.flavour == policy_flavour::vllm ? policy::vllm_disk_plan()
-                                                               : policy::sglang_disk_plan();
+      gc.sync_plan = disk_sync_plan(c.policy.flavour);
     }
     actors::verifier_pool_config vc;
     vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;

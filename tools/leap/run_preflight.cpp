@@ -62,7 +62,7 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
   if (!tasks) return error{locate(source, text, tasks.err().message)};
   out.tasks = std::move(*tasks);
   for (const auto* list : {&out.tasks.train, &out.tasks.validation}) {
-    for (const auto& t : *list) out.has_cuda = out.has_cuda || t->kind == sandbox::task_kind::cuda;
+    for (const auto& t : *list) out.has_cuda = out.has_cuda || t->kind == task_kind::cuda;
   }
 
   if (!out.config.verifier.nodes.empty()) {

@@ -86,7 +86,7 @@ int run_node(const node_options& o) {
     auto loaded = actors::load_task_source(suite);
     if (!loaded) return fail("--suite " + suite + ": " + loaded.err().message);
     for (auto& t : *loaded) {
-      has_cuda = has_cuda || t.kind == sandbox::task_kind::cuda;
+      has_cuda = has_cuda || t.kind == task_kind::cuda;
       auto id = t.id;
       (*table)[id] = std::make_shared<const sandbox::task>(std::move(t));
     }

@@ -29,12 +29,15 @@ struct verify_options {
   std::string python = "python3";
 };
 
-const char* fence_language(sandbox::task_kind kind) {
+const char* fence_language(task_kind kind) {
   switch (kind) {
-    case sandbox::task_kind::cuda: return "cuda";
-    case sandbox::task_kind::cpp: return "cpp";
-    default: return "python";
+    case task_kind::cuda: return "cuda";
+    case task_kind::cpp: return "cpp";
+    case task_kind::python:
+    case task_kind::kernelbench:
+    case task_kind::digits: return "python";
   }
+  return "python";
 }
 
 int run_verify(const verify_options& o) {
@@ -71,7 +74,7 @@ int run_verify(const verify_options& o) {
   if (o.json) {
     nlohmann::json j{{"task", t->id},
                      {"passed", v->passed},
-                     {"category", sandbox::to_string(v->category)},
+                     {"category", to_string(v->category)},
                      {"feedback", v->feedback},
                      {"compile_ms", v->compile_ms},
                      {"run_ms", v->run_ms},
@@ -85,7 +88,7 @@ int run_verify(const verify_options& o) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "task:     " << t->id << "\n"
-              << "verdict:  " << (v->passed ? "pass" : "fail") << " (" << sandbox::to_string(v->category) << ")\n"
+              << "verdict:  " << (v->passed ? "pass" : "fail") << " (" << to_string(v->category) << ")\n"
               << "compile:  " << v->compile_ms << " ms" << (v->cache_hit ? " (cache hit)" : "") << "\n"
               << "run:      " << v->run_ms << " ms\n";
     if (v->speedup) {

@@ -1,0 +1,56 @@
+// Which inference server a run talks to: the config key policy.flavour. Each flavour's dialect on
+// the wire is wire_of(); what else differs per flavour is decided by switches on this enum (no
+// default:), so that -Wswitch names every place a new flavour must reach.
+#pragma once
+
+#include "common/enums/enum_names.hpp"
+#include "common/enums/wire_flavour.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace leap {
+
+// Written by name in config files: never rename a value.
+enum class server_flavour : std::uint8_t {
+  vllm,      // an external vLLM server (OpenAI-compatible /v1/completions)
+  sglang,    // an external SGLang server (/generate)
+  embedded,  // the project's own policy server, started in-process (serves both dialects)
+};
+
+// The one name table. Empty for a byte outside the enum.
+constexpr std::string_view name_of(server_flavour f) {
+  switch (f) {
+    case server_flavour::vllm:
+      return "vllm";
+    case server_flavour::sglang:
+      return "sglang";
+    case server_flavour::embedded:
+      return "embedded";
+  }
+  return {};
+}
+
+// The dialect the client speaks to the flavour's servers.
+constexpr wire_flavour wire_of(server_flavour f) {
+  switch (f) {
+    case server_flavour::vllm:
+      return wire_flavour::vllm;
+    case server_flavour::sglang:
+      return wire_flavour::sglang;
+    case server_flavour::embedded:
+      return wire_flavour::vllm;  // it serves both; the client speaks vLLM's
+  }
+  return wire_flavour::vllm;
+}
+
+// "vllm", "sglang", "embedded"; "unknown(N)" for a byte outside the enum.
+[[nodiscard]] inline std::string to_string(server_flavour f) { return enum_names::to_string(f); }
+
+// The value of a name as to_string writes it; an error listing the valid names otherwise.
+[[nodiscard]] inline result<server_flavour> parse_server_flavour(std::string_view name) {
+  return enum_names::parse<server_flavour>(name, "server flavour");
+}
+
+}  // namespace leap
