@@ -123,8 +123,10 @@ for key in ("compile_ms", "compile_queue_ms", "run_ms"):
 PY
 }
 
+# QUICKSTART_WORKERS: the compile-worker counts to run, side by side (default: 16 2).
 phase_quickstart() {
-  quickstart_run quickstart_cuda_16 16 && quickstart_run quickstart_cuda_2 2
+  local w
+  for w in ${QUICKSTART_WORKERS:-16 2}; do quickstart_run "quickstart_cuda_$w" "$w" || return 1; done
 }
 
 phase_vllm() {
@@ -171,7 +173,7 @@ phase_syncbench() {
   sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
   dd if=/tmp/leap-dd of=/dev/null bs=1M 2>&1 | tail -1
   rm -f /tmp/leap-dd
-  for preset in qwen2-0.5b qwen2-1.5b qwen2-7b; do
+  for preset in ${SYNC_PRESETS:-qwen2-0.5b qwen2-1.5b qwen2-7b}; do
     "$build/bin/bench_weight_sync" --preset "$preset" --device cuda --dtype bfloat16 --dir /tmp/leap-sync
   done
 }
