@@ -330,7 +330,7 @@ bool has_gloo() {
 
 std::unique_ptr<policy::policy_client> client_of(const policy::policy_server& server) {
   policy::client_config cc;
-  cc.flavour = policy::wire_flavour::vllm;
+  cc.flavour = wire_flavour::vllm;
   cc.endpoints.push_back({server.base_url(), 4});
   cc.request_timeout = 60s;
   cc.health.timeout = 10s;
