@@ -53,7 +53,8 @@ class loop_dir : public leap::e2e::scratch_dir {
          << "gate:\n  policy: none\n"
          // Every rollout of a random model fails; a failure reward of -1 without normalisation
          // gives every rollout a non-zero advantage, so each step really moves the weights.
-         << "reward:\n  kind: static\n  static_rewards: [1.0]\n  failure_reward: -1.0\n"
+         << "reward:\n  kind: static\n  static_rewards: [1.0" << (max_turns > 1 ? ", 0.5" : "")
+         << "]\n  failure_reward: -1.0\n"
          << "advantage:\n  kind: none\n"
          << "learner:\n  kind: torch\n  model_path: " << path("model") << "\n  lr: 0.001\n"
          << "  checkpoint_every: 1\n"
