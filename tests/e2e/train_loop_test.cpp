@@ -444,18 +444,15 @@ void expect_qwen3_turns(const loop_dir& dir, const std::string& output) {
   EXPECT_NE(output.find("step 2/2"), std::string::npos) << output;
   const std::int32_t im_start = qwen3_added_tokens().at("<|im_start|>");
   const auto turns = exported_turns(dir);
-  // Two steps of four rollouts; a failed first turn gets feedback and a second (debug) turn.
+  // Two steps of four rollouts (gate none here opens no debug turn: the feedback delta with a real
+  // tokenizer is covered by HfRenderer's tests, not by this run).
   ASSERT_GE(turns.size(), 8U);
-  int debug_turns = 0;
   for (const auto& t : turns) {
-    // A first turn opens at most two messages (system, user) before the generation prompt.
-    debug_turns += std::count(t.input.begin(), t.input.end(), im_start) >= 4 ? 1 : 0;
     ASSERT_FALSE(t.input.empty());
     EXPECT_EQ(t.input.front(), im_start);
     EXPECT_GT(*std::max_element(t.input.begin(), t.input.end()), 261);
     for (const auto id : t.output) EXPECT_LT(id, 151680);
   }
-  EXPECT_GT(debug_turns, 0) << "no turn after feedback";
 }
 
 TEST(LeapRunRealTokenizer, EmbeddedServerServesTheModelsOwnTokenizer) {
