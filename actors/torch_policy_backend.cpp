@@ -29,6 +29,14 @@ status check_byte_vocabulary(const learner::model_config& config) {
   return ok_status();
 }
 
+status check_vocabulary(const learner::model_config& config, const policy::vocabulary& vocab) {
+  if (config.vocab_size < vocab.vocab_size()) {
+    return error{"vocab_size is " + std::to_string(config.vocab_size) + ", smaller than the " +
+                 vocab.describe() + "; the model cannot emit or embed every id"};
+  }
+  return ok_status();
+}
+
 result<learner::model_config> byte_model_preset(const std::string& name) {
   learner::model_config c;
   if (name.starts_with("qwen")) {
@@ -77,8 +85,32 @@ result<learner::model_config> byte_model_preset(const std::string& name) {
 
 result<random_model_info> write_random_byte_model(const std::string& preset, const std::string& dir,
                                                  std::uint64_t seed, const std::string& dtype) {
+  return write_random_model(preset, dir, seed, dtype, "");
+}
+
+result<random_model_info> write_random_model(const std::string& preset, const std::string& dir,
+                                             std::uint64_t seed, const std::string& dtype,
+                                             const std::string& tokenizer_dir) {
   auto config = byte_model_preset(preset);
   if (!config) return config.err();
+  std::vector<std::string> copied;
+  if (!tokenizer_dir.empty()) {
+    std::error_code exists_ec;
+    if (!std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json", exists_ec)) {
+      return error{tokenizer_dir + ": no tokenizer.json there"};
+    }
+    auto vocab = policy::load_vocabulary(tokenizer_dir);
+    if (!vocab) return vocab.err();
+    config->vocab_size = ((*vocab)->vocab_size() + 127) / 128 * 128;
+    config->eos_token_ids.assign((*vocab)->end_of_generation_ids().begin(),
+                                 (*vocab)->end_of_generation_ids().end());
+    config->bos_token_id = -1;
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+      if (std::filesystem::exists(std::filesystem::path(tokenizer_dir) / name, exists_ec)) {
+        copied.emplace_back(name);
+      }
+    }
+  }
   auto type = learner::parse_torch_dtype(dtype);
   if (!type) return type.err();
   config->torch_dtype = learner::to_torch_dtype(*type);
@@ -88,6 +120,12 @@ result<random_model_info> write_random_byte_model(const std::string& preset, con
   const auto weights = learner::random_weights(*config, seed, *type);
   if (auto w = learner::write_safetensors_dir(dir, weights); !w) return w.err();
   if (auto c = learner::write_model_config(dir, *config); !c) return c.err();
+  for (const auto& name : copied) {
+    std::filesystem::copy_file(std::filesystem::path(tokenizer_dir) / name,
+                               std::filesystem::path(dir) / name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return error{dir + "/" + name + ": cannot copy from " + tokenizer_dir + ": " + ec.message()};
+  }
   random_model_info info{*config, 0};
   for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
     std::int64_t n = 1;
@@ -125,7 +163,7 @@ class torch_policy_backend final : public policy::policy_backend {
     // The model's end ids (and the request's stop ids) end sampling early, unless the server
     // must look past them (ignore_eos, min_tokens): then it samples max_tokens and the server cuts.
     if (!s.ignore_eos && s.min_tokens == 0) {
-      params.stop_token_ids = {policy::special::eos, policy::special::im_end};
+      params.stop_token_ids = options_.vocab->end_of_generation_ids();
       for (auto id : s.stop_token_ids) params.stop_token_ids.push_back(id);
     }
     std::vector<std::int32_t> prompt(request.prompt.begin(), request.prompt.end());
@@ -271,16 +309,19 @@ result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
     const std::string& model_dir, const torch_backend_options& options) {
   auto config = learner::read_model_config(model_dir);
   if (!config) return config.err();
-  if (auto vocab = check_byte_vocabulary(*config); !vocab) {
-    return vocab.err().wrap(model_dir + "/config.json");
-  }
+  auto backend_options = options;
+  if (!backend_options.vocab) backend_options.vocab = policy::byte_vocabulary();
+  auto vocab = backend_options.vocab == policy::byte_vocabulary()
+                   ? check_byte_vocabulary(*config)
+                   : check_vocabulary(*config, *backend_options.vocab);
+  if (!vocab) return vocab.err().wrap(model_dir + "/config.json");
   learner::policy_options po;
   po.device = options.device;
   po.dtype = options.dtype;
   auto model = learner::policy::load(model_dir, po);
   if (!model) return model.err();
   return std::shared_ptr<policy::policy_backend>(
-      std::make_shared<torch_policy_backend>(std::move(*model), options));
+      std::make_shared<torch_policy_backend>(std::move(*model), std::move(backend_options)));
 }
 
 }  // namespace leap::actors

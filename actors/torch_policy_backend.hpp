@@ -3,16 +3,16 @@
 // reload_weights). It lives in actors/ because it is the one folder allowed to know both the
 // HTTP side (policy/) and LibTorch's (learner/); it includes no LibTorch header itself.
 //
-// Tokenizer: the server speaks the project's byte-level tokenizer and ChatML template
-// (policy/tokenizer.hpp: 256 bytes + 5 specials = 261 ids), so a model served here must have
-// exactly that vocabulary (vocab_size 261): `leap init-model` writes such models. A model folder
-// with a Hugging Face tokenizer (tokenizer.json) and another vocabulary is refused with a message
-// saying so; serving those needs a tokenizer interface in the server (not built).
+// Tokenizer: the folder's own (policy::load_vocabulary: tokenizer.json and its chat template) when
+// the folder holds tokenizer.json, and then the model's vocab_size must cover it (added tokens
+// included; checkpoints pad it, Qwen3's 151936 for 151669 ids); else the project's byte-level
+// tokenizer and ChatML template (policy/tokenizer.hpp, 261 ids), and vocab_size must be 261.
 #pragma once
 
 #include "common/result.hpp"
 #include "learner/model_config.hpp"
 #include "policy/server_backend.hpp"
+#include "policy/vocabulary.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -44,11 +44,19 @@ struct torch_backend_options {
   // How long the nccl weight-transfer engine waits for the learner: to join the group, and for
   // each tensor of an update. Default: 5 min
   std::chrono::milliseconds transfer_timeout{300'000};
+  // The served vocabulary: its end-of-generation ids end sampling. Default: null, the byte-level
+  // tokenizer (the model must then have vocab_size 261)
+  std::shared_ptr<const policy::vocabulary> vocab;
 };
 
 // Checks that a model's vocabulary is the byte tokenizer's (vocab_size 261). Pure.
 // Errors: another vocabulary size, naming it and what a --model folder must hold.
 [[nodiscard]] status check_byte_vocabulary(const learner::model_config& config);
+
+// Checks that a model's embedding covers `vocab` (vocab_size at least the tokenizer's ids). Pure.
+// Errors: a smaller vocab_size, naming both sizes.
+[[nodiscard]] status check_vocabulary(const learner::model_config& config,
+                                      const policy::vocabulary& vocab);
 
 // The shape of a byte-level model for `leap init-model --preset`: "tiny" (hidden 64, 2 layers,
 // 4 heads over 2 kv heads; about 0.1 M parameters, for tests) or "small" (hidden 256, 4 layers,
@@ -75,6 +83,19 @@ struct random_model_info {
                                                                 const std::string& dir,
                                                                 std::uint64_t seed,
                                                                 const std::string& dtype = "float32");
+
+// The same with the vocabulary of the Hugging Face tokenizer in `tokenizer_dir` (tokenizer.json,
+// tokenizer_config.json and its chat template, as policy::load_vocabulary reads them): vocab_size
+// is the tokenizer's ids (added tokens included) rounded up to a multiple of 128, as checkpoints
+// pad it (Qwen3: 151669 ids, 151936 rows), eos_token_id its end-of-generation ids, and
+// tokenizer.json, tokenizer_config.json and chat_template.jinja (when there) are copied into `dir`,
+// so `leap serve-policy --model DIR` serves it with that tokenizer. An empty `tokenizer_dir` is
+// write_random_byte_model. Errors: those, a folder without tokenizer.json, the tokenizer's.
+[[nodiscard]] result<random_model_info> write_random_model(const std::string& preset,
+                                                           const std::string& dir,
+                                                           std::uint64_t seed,
+                                                           const std::string& dtype,
+                                                           const std::string& tokenizer_dir);
 
 // Loads `model_dir` (config.json + safetensors) for serving. Errors: check_byte_vocabulary's,
 // learner::policy::load's (naming the file and key).

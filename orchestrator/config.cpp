@@ -1010,8 +1010,9 @@ std::vector<field_spec> build_fields() {
                          "server): cpu, cuda or cuda:N."));
   f.push_back(text_field(
       "learner.init_preset", LEAP_FIELD(learner.init_preset), check_init_preset,
-      "tiny or small: when learner.model_path holds no model, write a random byte-level model "
-      "of that shape there first (seeded by experiment.seed); empty: the model must exist."));
+      "tiny or small: when learner.model_path holds no model, write a random model of that "
+      "shape there first (seeded by experiment.seed), byte-level or with policy.tokenizer's "
+      "vocabulary; empty: the model must exist."));
 
   // policy
   f.push_back(choice_field(
@@ -1033,11 +1034,13 @@ std::vector<field_spec> build_fields() {
   f.push_back(text_field(
       "policy.model", LEAP_FIELD(policy.model), nullptr,
       "Model name sent with requests (vLLM's --served-model-name); empty: the endpoint's "
-      "only model. For embedded: a byte-level model folder served by LibTorch in-process; "
-      "empty: the scripted backend."));
+      "only model. For embedded: a model folder served by LibTorch in-process, with its own "
+      "tokenizer.json and chat template when it has them, else byte-level; empty: the "
+      "scripted backend."));
   f.push_back(
       text_field("policy.tokenizer", LEAP_FIELD(policy.tokenizer), nullptr,
-                 "Folder with tokenizer.json and tokenizer_config.json (chat template); empty: the "
+                 "Folder with tokenizer.json and tokenizer_config.json (chat template), rendered "
+                 "locally for every flavour (an embedded model then serves it); empty: the "
                  "endpoint tokenises."));
   f.push_back(integer_field("policy.max_in_flight", LEAP_FIELD(policy.max_in_flight), at_least(1),
                             "Most requests in flight per endpoint (back-pressure); >= 1."));
@@ -1269,11 +1272,13 @@ std::vector<cross_check> build_cross_checks() {
          return std::nullopt;
        }});
   checks.push_back({{"policy.tokenizer"}, [](const experiment_config& c) -> std::optional<std::string> {
+                      // The embedded scripted backend (no policy.model) reads prompts as the
+                      // byte-level ChatML it answers in; a model serves any vocabulary.
                       if (!c.policy.tokenizer.empty() &&
-                          c.policy.flavour == server_flavour::embedded) {
+                          c.policy.flavour == server_flavour::embedded && c.policy.model.empty()) {
                         return std::optional<std::string>{
-                            "is for vllm and sglang servers: the embedded server serves byte-level "
-                            "models and renders with their own template; leave it empty"};
+                            "needs policy.model with policy.flavour embedded: the embedded "
+                            "scripted backend speaks the byte-level tokenizer only"};
                       }
                       return std::nullopt;
                     }});

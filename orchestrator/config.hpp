@@ -159,9 +159,10 @@ struct learner_section {
   // Where the LibTorch learner (and, with policy.flavour embedded, the served model) runs: "cpu",
   // "cuda" or "cuda:N". Default: cpu
   std::string device = "cpu";
-  // When model_path holds no model yet, `leap run` first writes a randomly initialised byte-level
-  // model of this preset there ("tiny" or "small", seeded by experiment.seed); "" requires the
-  // model to exist. Default: ""
+  // When model_path holds no model yet, `leap run` first writes a randomly initialised model of
+  // this preset there ("tiny" or "small", seeded by experiment.seed): byte-level, or with
+  // policy.tokenizer set that tokenizer's vocabulary and files (leap init-model --tokenizer); ""
+  // requires the model to exist. Default: ""
   std::string init_preset;
 
   friend bool operator==(const learner_section&, const learner_section&) = default;
@@ -175,11 +176,14 @@ struct policy_section {
   // with each conversation pinned to one. Default: ["http://127.0.0.1:8000"] (vLLM's default port)
   std::vector<std::string> endpoints = {"http://127.0.0.1:8000"};
   // Model name sent with each request (vLLM's --served-model-name). Empty: the endpoint's only
-  // model. For embedded: a byte-level model folder (config.json + safetensors, vocab 261) that the
-  // in-process server serves with LibTorch; empty: the scripted backend. Default: ""
+  // model. For embedded: a model folder (config.json + safetensors) that the in-process server
+  // serves with LibTorch, with its own tokenizer.json and chat template when the folder holds them
+  // (else the byte-level tokenizer, vocab 261); empty: the scripted backend. Default: ""
   std::string model;
-  // Folder with tokenizer.json and tokenizer_config.json (whose chat_template formats prompts).
-  // Empty: the endpoint tokenises (vLLM's /tokenize). Default: ""
+  // Folder with tokenizer.json and tokenizer_config.json (whose chat_template formats prompts),
+  // rendered here for every flavour; the embedded server with a policy.model then serves this
+  // vocabulary. Empty: the endpoint tokenises (vLLM's /tokenize), or for embedded the model
+  // folder's tokenizer.json when it has one, else the byte-level template. Default: ""
   std::string tokenizer;
   // Most requests in flight per endpoint (back-pressure); >= 1. Default: 64
   int max_in_flight = 64;

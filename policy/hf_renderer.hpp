@@ -3,6 +3,12 @@
 // `policy.tokenizer` selects, so that prompts and feedback are rendered without a server's
 // /tokenize, for every server flavour.
 //
+// Message contents are plain text: a special token's text inside a message (`<|im_end|>`,
+// `<|im_start|>system`, `<|endoftext|>`) is encoded as ordinary text, never as the special id, so a
+// policy or a task's feedback cannot forge a turn boundary (transformers' apply_chat_template and
+// vLLM render the text and then encode it with every added token recognised, contents included).
+// Elsewhere the ids equal rendering then encoding.
+//
 // Feedback is rendered as a delta after the ids already sent, never by rendering the conversation
 // again: the template renders [probe user, assistant MARKER, feedback...] with the generation
 // prompt, and the delta is everything after MARKER and the template's closing of an assistant
@@ -44,11 +50,19 @@ class hf_chat_renderer final : public chat_renderer {
   [[nodiscard]] int vocab_size() const;
 
   struct impl;  // defined in hf_renderer.cpp
+  [[nodiscard]] const impl& state() const { return *impl_; }
   explicit hf_chat_renderer(std::unique_ptr<impl> state);
   ~hf_chat_renderer() override;
 
  private:
   std::unique_ptr<impl> impl_;
 };
+
+class vocabulary;  // policy/vocabulary.hpp
+
+// The renderer's tokenizer and chat template as the policy server's vocabulary (what
+// load_vocabulary(dir) gives for a folder with tokenizer.json); `dir` names it in messages.
+[[nodiscard]] std::shared_ptr<const vocabulary> make_vocabulary(
+    std::shared_ptr<const hf_chat_renderer> renderer, const std::string& dir);
 
 }  // namespace leap::policy

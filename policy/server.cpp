@@ -436,12 +436,13 @@ std::string hex_id(std::uint64_t a, std::uint64_t b) {
   return out;
 }
 
-std::optional<http_error> check_vocabulary(const std::vector<token_id>& ids, const char* key) {
+std::optional<http_error> check_vocabulary(int vocab_size, const std::vector<token_id>& ids,
+                                           const char* key) {
   for (const token_id id : ids) {
-    if (!byte_tokenizer::is_valid(id)) {
+    if (id < 0 || id >= vocab_size) {
       return http_error{400, "token id " + std::to_string(id) + " in '" + key +
                                  "' is outside the vocabulary [0, " +
-                                 std::to_string(byte_tokenizer::vocab_size()) + ")"};
+                                 std::to_string(vocab_size) + ")"};
     }
   }
   return std::nullopt;
@@ -553,6 +554,7 @@ struct policy_server::impl {
     meta.created = static_cast<std::int64_t>(std::time(nullptr));
     meta.model = config.model_name;
     meta.weight_version = weight_version.load();
+    meta.vocab = config.vocab.get();
     return meta;
   }
 
@@ -611,6 +613,7 @@ struct policy_server::impl {
         job.request.top_logprobs = top_logprobs;
         job.request.request_serial = serial;
         job.rules = make_stop_rules(sampling, *max_tokens);
+        job.rules.vocab = config.vocab.get();
         job.index = static_cast<int>(p) * sampling.n + j;
         jobs.push_back(std::move(job));
       }
@@ -623,9 +626,9 @@ struct policy_server::impl {
       std::vector<std::vector<token_id>>& out) const {
     for (const auto& input : inputs) {
       if (input.text) {
-        out.push_back(byte_tokenizer::encode(*input.text));
+        out.push_back(config.vocab->encode(*input.text));
       } else {
-        if (auto bad = check_vocabulary(input.ids, key)) {
+        if (auto bad = check_vocabulary(config.vocab_size, input.ids, key)) {
           return bad;
         }
         out.push_back(input.ids);
@@ -865,8 +868,11 @@ struct policy_server::impl {
     if (auto bad = check_model(request->model)) {
       return bad;
     }
-    const std::vector<std::vector<token_id>> prompts{
-        render_chat(request->messages, request->render)};
+    auto rendered = config.vocab->render_chat(request->messages, request->render);
+    if (!rendered) {
+      return http_error{400, rendered.err().wrap("rendering the chat template").message};
+    }
+    const std::vector<std::vector<token_id>> prompts{std::move(*rendered)};
     const std::uint64_t serial = generation_serial++;
     auto jobs = make_jobs(prompts, request->sampling, 0, false,
                           request->logprobs ? request->top_logprobs : 0, serial);
@@ -989,9 +995,16 @@ struct policy_server::impl {
     if (auto bad = check_model(request->model)) {
       return bad;
     }
-    const std::vector<token_id> ids = request->prompt
-                                          ? byte_tokenizer::encode(*request->prompt)
-                                          : render_chat(*request->messages, request->render);
+    std::vector<token_id> ids;
+    if (request->prompt) {
+      ids = config.vocab->encode(*request->prompt);
+    } else {
+      auto rendered = config.vocab->render_chat(*request->messages, request->render);
+      if (!rendered) {
+        return http_error{400, rendered.err().wrap("rendering the chat template").message};
+      }
+      ids = std::move(*rendered);
+    }
     json out{{"count", ids.size()},
              {"max_model_len", config.max_model_len},
              {"tokens", ids},
@@ -999,7 +1012,7 @@ struct policy_server::impl {
     if (request->return_token_strs) {
       json strs = json::array();
       for (const token_id id : ids) {
-        strs.push_back(byte_tokenizer::token_text(id));
+        strs.push_back(config.vocab->token_text(id));
       }
       out["token_strs"] = std::move(strs);
     }
@@ -1016,10 +1029,10 @@ struct policy_server::impl {
     if (!request) {
       return http_error{400, request.err().message};
     }
-    if (auto bad = check_vocabulary(request->tokens, "tokens")) {
+    if (auto bad = check_vocabulary(config.vocab_size, request->tokens, "tokens")) {
       return bad;
     }
-    const std::string text = byte_tokenizer::decode(request->tokens);
+    const std::string text = config.vocab->decode(request->tokens);
     // vLLM answers "prompt", SGLang "text": both, so that either client reads it.
     res.set_content(dump_json(json{{"prompt", text}, {"text", text}}), "application/json");
     return std::nullopt;
@@ -1538,7 +1551,7 @@ struct policy_server::impl {
                                 {"parent", nullptr},
                                 {"max_model_len", config.max_model_len},
                                 // Our extension: a client bounds the ids it accepts by it.
-                                {"vocab_size", byte_tokenizer::vocab_size()},
+                                {"vocab_size", config.vocab_size},
                                 {"permission", json::array()}};
                json data = json::array({model});
                {
@@ -1553,7 +1566,7 @@ struct policy_server::impl {
                                    {"root", path},
                                    {"parent", config.model_name},
                                    {"max_model_len", config.max_model_len},
-                                   {"vocab_size", byte_tokenizer::vocab_size()},
+                                   {"vocab_size", config.vocab_size},
                                    {"permission", json::array()}});
                  }
                }
@@ -1620,6 +1633,10 @@ result<std::unique_ptr<policy_server>> policy_server::start(
   if (config.stream_chunk_tokens == 0) {
     config.stream_chunk_tokens = 1;
   }
+  if (!config.vocab) {
+    config.vocab = byte_vocabulary();
+  }
+  config.vocab_size = std::max(config.vocab_size, config.vocab->vocab_size());
   if (config.threads == 0) {
     return error{"policy server: 'threads' must be at least 1"};
   }

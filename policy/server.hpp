@@ -19,6 +19,7 @@
 #include "common/result.hpp"
 #include "policy/server_backend.hpp"
 #include "policy/server_faults.hpp"
+#include "policy/vocabulary.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -56,6 +57,15 @@ struct server_config {
   // at /finish_weight_update), or "nccl" / "ipc", which the policy backend must support
   // (policy_backend::supports_weight_transfer; start() refuses otherwise). Default: "disk"
   std::string weight_transfer_backend = "disk";
+  // The served model's tokenizer and chat template: /tokenize, /detokenize, chat rendering, the
+  // text of responses and the end-of-generation ids (load_vocabulary(model folder) for a model
+  // with tokenizer.json). Default: null, the byte-level tokenizer (byte_vocabulary())
+  std::shared_ptr<const vocabulary> vocab;
+  // The ids requests may hold and /v1/models reports: the larger of this and the vocabulary's.
+  // A model's embedding rows, which checkpoints pad past the tokenizer's ids (Qwen3: 151,936 rows
+  // for 151,669 ids): a model may sample a padding id, which decodes as nothing, and the next
+  // turn's prompt then holds it. Default: 0 (the vocabulary's size)
+  int vocab_size = 0;
   std::uint64_t seed = 0;  // Default: 0; seeds response ids only
   fault_config faults;     // Default: none
 };

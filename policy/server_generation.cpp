@@ -31,14 +31,15 @@ bool sequence_builder::push(const token_step& step) {
   output_.top_logprobs.push_back(step.top);
   const auto count = static_cast<int>(output_.token_ids.size());
   const bool may_stop = count - 1 >= rules_.min_tokens;
-  const bool shown = !(rules_.skip_special_tokens && byte_tokenizer::is_special(step.id));
+  const vocabulary& vocab = rules_.vocab != nullptr ? *rules_.vocab : *byte_vocabulary();
+  const bool shown = !(rules_.skip_special_tokens && vocab.is_special(step.id));
 
-  const bool is_eos = !rules_.ignore_eos && byte_tokenizer::is_end_of_generation(step.id);
+  const bool is_eos = !rules_.ignore_eos && vocab.is_end_of_generation(step.id);
   const bool is_stop_id = std::find(rules_.stop_token_ids.begin(), rules_.stop_token_ids.end(),
                                     step.id) != rules_.stop_token_ids.end();
   if (may_stop && (is_eos || is_stop_id)) {
     if (rules_.include_stop_str_in_output && shown) {
-      output_.text += byte_tokenizer::token_text(step.id);
+      output_.text += vocab.token_text(step.id);
     }
     // vLLM checks the end-of-sequence token first: its stop_reason is then null.
     if (is_eos) {
@@ -53,7 +54,7 @@ bool sequence_builder::push(const token_step& step) {
 
   const std::size_t before = output_.text.size();
   if (shown) {
-    output_.text += byte_tokenizer::token_text(step.id);
+    output_.text += vocab.token_text(step.id);
   }
   if (!rules_.stop.empty() && output_.text.size() > before) {
     // Only a match that ends in the new text is new; find the earliest one.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "policy/server_backend.hpp"
+#include "policy/vocabulary.hpp"
 #include "policy/wire.hpp"
 
 #include <cstddef>
@@ -23,6 +24,9 @@ struct stop_rules {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // The served vocabulary: token texts, specials, end-of-generation ids. Default: null, the
+  // byte-level tokenizer. Not owned: the server outlives its sequences.
+  const vocabulary* vocab = nullptr;
 };
 
 [[nodiscard]] stop_rules make_stop_rules(const sampling_params& sampling, int max_tokens);

@@ -1,6 +1,7 @@
 #include "policy/wire.hpp"
 
 #include "policy/bounded_json.hpp"
+#include "policy/vocabulary.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -349,11 +350,15 @@ result<T> guarded(F&& parse) {
 
 // ---- rendering helpers ----
 
-std::string token_string(token_id id, bool as_token_ids) {
-  if (as_token_ids) {
+const vocabulary& vocab_of(const vocabulary* vocab) {
+  return vocab != nullptr ? *vocab : *byte_vocabulary();
+}
+
+std::string token_string(token_id id, const logprob_style& style) {
+  if (style.as_token_ids) {
     return "token_id:" + std::to_string(id);
   }
-  return byte_tokenizer::token_text(id);
+  return vocab_of(style.vocab).token_text(id);
 }
 
 // The k most likely tokens at one position, best first, each id once: the backend's alternatives
@@ -385,21 +390,21 @@ json completion_logprobs(const sequence_output& s, const logprob_style& style) {
   for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
     const token_id id = s.token_ids[i];
     const double lp = i < s.logprobs.size() ? s.logprobs[i] : 0.0;
-    tokens.push_back(token_string(id, style.as_token_ids));
+    tokens.push_back(token_string(id, style));
     token_logprobs.push_back(lp);
     offsets.push_back(offset);
-    offset += byte_tokenizer::token_text(id).size();
+    offset += vocab_of(style.vocab).token_text(id).size();
     // vLLM's sampler gathers the top k and the sampled token, merged when the sampled one is
     // among the k (vllm/v1/sample/sampler.py): k entries, or k + 1 when it is not.
     json entry = json::object();
     bool sampled_listed = false;
     for (const auto& alt :
          most_likely(id, lp, i < s.top_logprobs.size() ? &s.top_logprobs[i] : nullptr, style.top)) {
-      entry[token_string(alt.id, style.as_token_ids)] = alt.logprob;
+      entry[token_string(alt.id, style)] = alt.logprob;
       sampled_listed = sampled_listed || alt.id == id;
     }
     if (!sampled_listed) {
-      entry[token_string(id, style.as_token_ids)] = lp;
+      entry[token_string(id, style)] = lp;
     }
     top.push_back(std::move(entry));
   }
@@ -425,13 +430,13 @@ json chat_logprobs(const sequence_output& s, const logprob_style& style) {
     json alternatives = json::array();
     for (const auto& alt :
          most_likely(id, lp, i < s.top_logprobs.size() ? &s.top_logprobs[i] : nullptr, style.top)) {
-      alternatives.push_back({{"token", token_string(alt.id, style.as_token_ids)},
+      alternatives.push_back({{"token", token_string(alt.id, style)},
                               {"logprob", alt.logprob},
-                              {"bytes", bytes_of(byte_tokenizer::token_text(alt.id))}});
+                              {"bytes", bytes_of(vocab_of(style.vocab).token_text(alt.id))}});
     }
-    content.push_back({{"token", token_string(id, style.as_token_ids)},
+    content.push_back({{"token", token_string(id, style)},
                        {"logprob", lp},
-                       {"bytes", bytes_of(byte_tokenizer::token_text(id))},
+                       {"bytes", bytes_of(vocab_of(style.vocab).token_text(id))},
                        {"top_logprobs", std::move(alternatives)}});
   }
   return json{{"content", std::move(content)}};
@@ -936,7 +941,7 @@ json render_completion_response(const response_meta& meta,
                                 const std::vector<sequence_output>& choices,
                                 const completion_request& request) {
   const logprob_style style{request.return_tokens_as_token_ids,
-                            request.logprobs ? *request.logprobs : -1};
+                            request.logprobs ? *request.logprobs : -1, meta.vocab};
   json out_choices = json::array();
   for (const auto& c : choices) {
     json choice{{"index", c.index},
@@ -963,7 +968,7 @@ json render_completion_response(const response_meta& meta,
 json render_completion_chunk(const response_meta& meta, const sequence_output& delta,
                              const completion_request& request, bool first_of_choice) {
   const logprob_style style{request.return_tokens_as_token_ids,
-                            request.logprobs ? *request.logprobs : -1};
+                            request.logprobs ? *request.logprobs : -1, meta.vocab};
   json choice{{"index", delta.index},
               {"text", delta.text},
               {"logprobs", request.logprobs ? completion_logprobs(delta, style) : json(nullptr)},
@@ -987,7 +992,7 @@ json render_completion_chunk(const response_meta& meta, const sequence_output& d
 json render_chat_response(const response_meta& meta, const std::vector<sequence_output>& choices,
                           const chat_request& request) {
   const logprob_style style{request.return_tokens_as_token_ids,
-                            request.logprobs ? request.top_logprobs : -1};
+                            request.logprobs ? request.top_logprobs : -1, meta.vocab};
   json out_choices = json::array();
   for (const auto& c : choices) {
     json choice{
@@ -1018,7 +1023,7 @@ json render_chat_response(const response_meta& meta, const std::vector<sequence_
 json render_chat_chunk(const response_meta& meta, const sequence_output& delta,
                        const chat_request& request, bool first_of_choice) {
   const logprob_style style{request.return_tokens_as_token_ids,
-                            request.logprobs ? request.top_logprobs : -1};
+                            request.logprobs ? request.top_logprobs : -1, meta.vocab};
   json d = json::object();
   if (first_of_choice) {
     d["role"] = "assistant";
@@ -1095,7 +1100,7 @@ json render_generate_response(const response_meta& meta, const sequence_output& 
     for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
       const token_id id = s.token_ids[i];
       const json text =
-          request.return_text_in_logprobs ? json(byte_tokenizer::token_text(id)) : json(nullptr);
+          request.return_text_in_logprobs ? json(vocab_of(meta.vocab).token_text(id)) : json(nullptr);
       lps.push_back(json::array({i < s.logprobs.size() ? s.logprobs[i] : 0.0, id, text}));
       if (request.top_logprobs_num > 0) {
         json row = json::array();
@@ -1106,7 +1111,7 @@ json render_generate_response(const response_meta& meta, const sequence_output& 
             }
             row.push_back(json::array({alt.logprob, alt.id,
                                        request.return_text_in_logprobs
-                                           ? json(byte_tokenizer::token_text(alt.id))
+                                           ? json(vocab_of(meta.vocab).token_text(alt.id))
                                            : json(nullptr)}));
           }
         }

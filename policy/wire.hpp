@@ -30,6 +30,8 @@
 
 namespace leap::policy {
 
+class vocabulary;  // policy/vocabulary.hpp
+
 // Sampling and stopping, as the three generation routes accept them (names differ per route; the
 // parsers map them here).
 struct sampling_params {
@@ -263,6 +265,9 @@ struct response_meta {
   std::string model;
   std::int64_t weight_version = 0;
   double e2e_latency_s = 0.0;  // SGLang's meta_info.e2e_latency
+  // The served vocabulary, for token texts in log-probs. Default: null, the byte-level tokenizer.
+  // Not owned.
+  const vocabulary* vocab = nullptr;
 };
 
 struct usage_counts {
@@ -275,6 +280,7 @@ struct usage_counts {
 struct logprob_style {
   bool as_token_ids = false;
   int top = -1;  // alternatives to show; -1 = no logprobs at all
+  const vocabulary* vocab = nullptr;  // token texts; null: the byte-level tokenizer
 };
 
 [[nodiscard]] nlohmann::json render_completion_response(const response_meta& meta,

@@ -703,6 +703,13 @@ class added_matcher {
   // found, left to right, honouring single_word, lstrip and rstrip.
   template <class F>
   void split(std::string_view text, bool parse_special, F&& on_piece) const {
+    split(text, parse_special, [](std::size_t, std::size_t) { return true; }, on_piece);
+  }
+
+  // The same, where a special token matched at [begin, end) only counts when special_allowed(begin,
+  // end) says so (encode_segments: not inside plain text).
+  template <class Allow, class F>
+  void split(std::string_view text, bool parse_special, Allow&& special_allowed, F&& on_piece) const {
     std::size_t emitted = 0;  // text before this was handed out
     std::size_t i = 0;
     while (i < text.size()) {
@@ -721,7 +728,8 @@ class added_matcher {
         if (it == children.end() || it->first != byte) break;
         node = it->second;
         const added_token* t = nodes_[node].token;
-        if (t != nullptr && (parse_special || !t->special) && word_bounded(text, i, k + 1, *t)) {
+        if (t != nullptr && (parse_special || !t->special) && word_bounded(text, i, k + 1, *t) &&
+            (!t->special || special_allowed(i, k + 1))) {
           best = t;
           best_end = k + 1;
         }
@@ -1316,6 +1324,47 @@ std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_speci
   return out;
 }
 
+std::vector<token_id> hf_tokenizer::encode_segments(std::span<const text_segment> segments) const {
+  std::string text;
+  std::vector<std::pair<std::size_t, std::size_t>> plain;  // byte ranges of plain segments, in order
+  for (const auto& s : segments) {
+    const std::size_t begin = text.size();
+    if (is_valid_utf8(s.text)) text += s.text;
+    else text += replace_invalid_utf8(s.text);
+    if (s.plain && text.size() > begin) plain.emplace_back(begin, text.size());
+  }
+  if (plain.empty()) return encode(text);
+  // A special token's text counts only where it overlaps no plain range.
+  auto allowed = [&](std::size_t b, std::size_t e) {
+    auto it = std::lower_bound(plain.begin(), plain.end(), std::pair{b, std::size_t{0}});
+    if (it != plain.end() && it->first < e) return false;
+    return it == plain.begin() || std::prev(it)->second <= b;
+  };
+  std::vector<token_id> out;
+  out.reserve(text.size() / 3 + 8);
+  const std::string_view all(text);
+  auto piece_plain = [&](std::string_view piece) {
+    const auto b = static_cast<std::size_t>(piece.data() - all.data());
+    return !allowed(b, b + piece.size());
+  };
+  auto encode_piece = [&](std::string_view piece, bool at_start) {
+    // normalized added tokens are matched after normalization, where offsets have moved: a piece
+    // that overlaps plain text gets none of its special tokens recognised.
+    impl_->encode_piece(piece, at_start, !piece_plain(piece), out);
+  };
+  if (impl_->raw_added.empty()) {
+    encode_piece(all, true);
+  } else {
+    bool first = true;
+    impl_->raw_added.split(all, true, allowed, [&](std::string_view piece, const added_token* token) {
+      if (token != nullptr) out.push_back(token->id);
+      else encode_piece(piece, first);
+      first = false;
+    });
+  }
+  return out;
+}
+
 std::string hf_tokenizer::decode(std::span<const token_id> ids, bool skip_special) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
@@ -1336,6 +1385,18 @@ std::string hf_tokenizer::decode(std::span<const token_id> ids, bool skip_specia
   std::string out;
   for (const auto& t : tokens) out += t;
   return out;
+}
+
+std::string hf_tokenizer::normalize(std::string_view text) const {
+  std::string out = is_valid_utf8(text) ? std::string(text) : replace_invalid_utf8(text);
+  for (const auto& step : impl_->normalizer) step(out);
+  return out;
+}
+
+round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text, std::string_view decoded) {
+  if (decoded == text) return round_trip::exact;
+  if (decoded == tok.normalize(text)) return round_trip::normalized;
+  return round_trip::other;
 }
 
 std::string hf_tokenizer::id_to_token(token_id id) const {

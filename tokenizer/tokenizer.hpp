@@ -57,11 +57,26 @@ class hf_tokenizer {
   [[nodiscard]] std::vector<token_id> encode(std::string_view text, bool add_special = false,
                                              bool parse_special = true) const;
 
+  // Text made of pieces, some of them plain: a chat template's rendering where the messages'
+  // contents are plain. As encode(concatenation) (add_special off), except that a special token's
+  // text overlapping a plain segment is encoded as ordinary text: only the template's own markers
+  // become special ids, and a message cannot forge `<|im_end|>`. Where no plain segment holds a
+  // special token's text, the ids equal encode(concatenation). Never fails.
+  struct text_segment {
+    std::string_view text;
+    bool plain = false;
+  };
+  [[nodiscard]] std::vector<token_id> encode_segments(std::span<const text_segment> segments) const;
+
   // Ids to text through the file's decoder. Unlike Hugging Face, which ends with a lossy UTF-8
   // conversion, the result is the raw bytes: decoding a prefix that cuts a character gives its
   // first bytes, so concatenated decodes equal the decode of the concatenation for byte-level
   // files. Ids outside the vocabulary render as nothing; skip_special drops special tokens.
   [[nodiscard]] std::string decode(std::span<const token_id> ids, bool skip_special = false) const;
+
+  // `text` through the file's normalizer alone (Hugging Face's `normalizer.normalize_str`); the
+  // text itself when the file has none. Invalid UTF-8 is read as encode reads it.
+  [[nodiscard]] std::string normalize(std::string_view text) const;
 
   // The token's text as the vocabulary spells it (byte-level files spell bytes as `Ġ` etc.); ""
   // for an id outside the vocabulary.
@@ -81,5 +96,13 @@ class hf_tokenizer {
   explicit hf_tokenizer(std::unique_ptr<impl> state);
   std::unique_ptr<impl> impl_;
 };
+
+// Why decode(encode(text)) is or is not `text`: the classes bench_tokenizer and the reference test
+// report. `normalized`: the decode is the file's normalizer's output (e.g. NFC composed a
+// decomposed character), which no decoder can undo; Hugging Face's own decode gives the same text
+// (checked against @lenml/tokenizers on the tests' corpus). `other`: anything else, ours to explain.
+enum class round_trip : std::uint8_t { exact, normalized, other };
+[[nodiscard]] round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text,
+                                             std::string_view decoded);
 
 }  // namespace leap::tokenizer

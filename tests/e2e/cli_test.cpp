@@ -128,9 +128,9 @@ TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
        ":7: policy.model: is required"},
       {"tokenizer folder without a tokenizer", cpp_suite + "policy:\n  tokenizer: /nonexistent/model\n",
        ":7: policy.tokenizer: cannot read /nonexistent/model/tokenizer.json"},
-      {"tokenizer with the embedded server",
+      {"tokenizer with the embedded scripted backend",
        cpp_suite + "policy:\n  flavour: embedded\n  tokenizer: models/policy\n",
-       ":8: policy.tokenizer: is for vllm and sglang servers"},
+       ":8: policy.tokenizer: needs policy.model with policy.flavour embedded"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -68,6 +68,20 @@ def main():
             label = f"{mode} {'cold' if n == 0 else 'warm'}"
             print(f"{label:<17} {s:10.3f} {size / 1e6 / s:12.2f} {tokens / s:14.0f} {cpu:10.3f} {size / 1e6 / cpu:12.2f} "
                   f"{tokens:12d} {fnv1a(all_ids):18x}")
+    # The round trip classes the C++ bench prints: back byte for byte, back as the file's
+    # normalizer wrote it (normalize_str; e.g. NFC), or otherwise.
+    normalizer = tok.normalizer
+    exact = normalized = other = 0
+    for t, ids in zip(texts, all_ids):
+        back = tok.decode(ids, skip_special_tokens=False)
+        if back == t:
+            exact += 1
+        elif normalizer is not None and back == normalizer.normalize_str(t):
+            normalized += 1
+        else:
+            other += 1
+    print(f"decode: {exact} of {len(texts)} strings come back byte for byte, {normalized} as the "
+          f"file's normalizer wrote them, {other} otherwise")
 
 
 if __name__ == "__main__":

@@ -58,4 +58,17 @@ for (let p = 0; p < passes; ++p) {
   console.log(`${(p === 0 ? "cold" : "warm").padEnd(6)} ${s.toFixed(3).padStart(10)} ${(bytes / 1e6 / s).toFixed(2).padStart(12)} ` +
     `${(tokens / s).toFixed(0).padStart(14)} ${cpu.toFixed(3).padStart(10)} ${(bytes / 1e6 / cpu).toFixed(2).padStart(12)} ` +
     `${String(tokens).padStart(12)} ${hash.toString(16).padStart(18)}`);
+  if (p === passes - 1) {
+    // The round trip classes the C++ bench prints. The JS port keeps its normalizer as
+    // tok.normalizer (a function object); NFC is what the Qwen files use.
+    let exact = 0, normalized = 0, other = 0;
+    texts.forEach((t, i) => {
+      const back = tok.decode(all[i], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+      if (back === t) exact++;
+      else if (tok.normalizer && back === tok.normalizer(t)) normalized++;
+      else other++;
+    });
+    console.log(`decode: ${exact} of ${texts.length} strings come back byte for byte, ${normalized} as the ` +
+      `file's normalizer wrote them, ${other} otherwise`);
+  }
 }

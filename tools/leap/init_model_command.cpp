@@ -1,4 +1,5 @@
-// `leap init-model`: writes a randomly initialised byte-level model in Hugging Face layout
+// `leap init-model`: writes a randomly initialised model (byte-level, or with --tokenizer a Hugging
+// Face tokenizer's vocabulary, its files copied beside the weights) in Hugging Face layout
 // (config.json + model.safetensors), the starting point of toy runs and of tests that need a real
 // model for `leap serve-policy --model` and `learner.kind: torch`. No LibTorch at run time: the
 // weights are drawn by learner::random_weights (as policy::create_random draws them).
@@ -24,6 +25,7 @@ struct init_model_options {
   std::uint64_t seed = 0;
   std::string dtype = "float32";
   bool force = false;
+  std::string tokenizer;
 };
 
 int fail(const std::string& message) {
@@ -40,10 +42,12 @@ int run(const init_model_options& o) {
   if (std::filesystem::exists(std::filesystem::path(o.out) / "config.json", ec) && !o.force) {
     return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
   }
-  auto written = actors::write_random_byte_model(o.preset, o.out, o.seed, o.dtype);
-  if (!written) return fail(written.err().message);
+  auto written = actors::write_random_model(o.preset, o.out, o.seed, o.dtype, o.tokenizer);
+  if (!written) return fail((o.tokenizer.empty() ? "" : "--tokenizer: ") + written.err().message);
   const auto& config = written->config;
-  std::cout << "leap init-model: wrote a random " << o.preset << " byte-level model ("
+  std::cout << "leap init-model: wrote a random " << o.preset << " "
+            << (o.tokenizer.empty() ? std::string("byte-level") : "tokenizer " + o.tokenizer)
+            << " model ("
             << written->parameters << " parameters, " << config.num_hidden_layers
             << " layers, hidden " << config.hidden_size << ", vocab " << config.vocab_size << ", "
             << o.dtype << ", seed " << o.seed << ") to " << o.out << "\n";
@@ -54,8 +58,9 @@ void add_init_model(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<init_model_options>();
   auto* cmd = app.add_subcommand(
       "init-model",
-      "Write a randomly initialised byte-level model (Qwen2 layout, the policy server's 261-id "
-      "byte tokenizer) as a Hugging Face folder: config.json + model.safetensors. Serve it with "
+      "Write a randomly initialised model as a Hugging Face folder: config.json + "
+      "model.safetensors, with the byte-level tokenizer (261 ids) or, with --tokenizer, a Hugging "
+      "Face tokenizer's vocabulary and files. Serve it with "
       "`leap serve-policy --model DIR`, train it with learner.kind: torch.");
   cmd->add_option("--preset", options->preset,
                   "Model shape: tiny (~0.1 M parameters), small (~3 M), or the architecture of "
@@ -66,6 +71,10 @@ void add_init_model(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", options->dtype, "Stored dtype: float32, bfloat16, float16 or float64")
       ->capture_default_str();
   cmd->add_flag("--force", options->force, "Overwrite a model already in --out");
+  cmd->add_option("--tokenizer", options->tokenizer,
+                  "Folder with a Hugging Face tokenizer.json (and tokenizer_config.json with its "
+                  "chat template): the model gets that vocabulary (vocab_size covering it, its end "
+                  "ids) and the files are copied into --out; empty: the byte-level tokenizer");
   cmd->callback([options, exit_code] { *exit_code = run(*options); });
 }
 

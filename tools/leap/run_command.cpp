@@ -23,6 +23,7 @@
 #include "policy/client.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/server.hpp"
+#include "policy/vocabulary.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
@@ -269,11 +270,16 @@ int run_experiment(const run_options& options) {
   std::shared_ptr<actors::torch_learner> torch_learner;
   if (c.learner.kind == learner_kind::torch && !c.learner.init_preset.empty() &&
       !std::filesystem::exists(std::filesystem::path(c.learner.model_path) / "config.json", ec)) {
-    auto written = actors::write_random_byte_model(c.learner.init_preset, c.learner.model_path,
-                                                   static_cast<std::uint64_t>(c.experiment.seed));
+    // With policy.tokenizer the model gets that vocabulary and its files.
+    const std::string with_tokenizer = c.policy.tokenizer.empty() ? "" : preflight->renderer_dir;
+    auto written = actors::write_random_model(c.learner.init_preset, c.learner.model_path,
+                                              static_cast<std::uint64_t>(c.experiment.seed),
+                                              "float32", with_tokenizer);
     if (!written) return fail("learner.init_preset: " + written.err().message);
-    std::printf("wrote a random %s byte-level model (%lld parameters, seed %lld) to %s\n",
-                c.learner.init_preset.c_str(), static_cast<long long>(written->parameters),
+    std::printf("wrote a random %s %s model (%lld parameters, seed %lld) to %s\n",
+                c.learner.init_preset.c_str(),
+                with_tokenizer.empty() ? "byte-level" : ("tokenizer " + with_tokenizer).c_str(),
+                static_cast<long long>(written->parameters),
                 static_cast<long long>(c.experiment.seed), c.learner.model_path.c_str());
   }
   if (c.learner.kind == learner_kind::torch) {
@@ -300,6 +306,7 @@ int run_experiment(const run_options& options) {
   // The policy: for `embedded` the project's server in-process (the LibTorch backend on
   // policy.model, else the scripted backend), otherwise the configured endpoints.
   std::unique_ptr<policy::policy_server> server;
+  std::shared_ptr<const policy::vocabulary> served_vocab;  // null: the byte-level tokenizer
   std::vector<std::string> endpoints = c.policy.endpoints;
   if (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty()) {
     // With the torch learner the server starts from the weights the learner holds, which are a
@@ -310,6 +317,10 @@ int run_experiment(const run_options& options) {
     if (!model_config) return fail("policy.model: " + model_config.err().message);
     actors::torch_backend_options backend_options;
     backend_options.device = c.learner.device;
+    if (preflight->renderer) {
+      served_vocab = policy::make_vocabulary(preflight->renderer, preflight->renderer_dir);
+      backend_options.vocab = served_vocab;
+    }
     if (torch_learner) {
       // Weak: the learner actor owns the learner and may be gone while the server still stands.
       backend_options.source = [owner = std::weak_ptr<actors::torch_learner>(torch_learner)](
@@ -330,6 +341,8 @@ int run_experiment(const run_options& options) {
     server_config.max_model_len = static_cast<int>(
         std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
     server_config.weight_version = static_cast<std::int64_t>(plan->weight_version);
+    server_config.vocab = served_vocab;
+    server_config.vocab_size = static_cast<int>(model_config->vocab_size);
     auto started = policy::policy_server::start(server_config, *backend);
     if (!started) return fail("policy.flavour embedded: " + started.err().message);
     server = std::move(*started);
@@ -353,15 +366,15 @@ int run_experiment(const run_options& options) {
     server = std::move(*started);
     endpoints = {server->base_url()};
   }
-  // The embedded server speaks the project's byte-level template, rendered here; with
-  // policy.tokenizer the model folder's tokenizer and chat template render here for any server;
-  // otherwise the server renders with its own chat template through /tokenize.
+  // Prompts render here with the tokenizer tokenizer_folder() chose (policy.tokenizer, or the
+  // embedded model's own), for every flavour; else the embedded server's byte-level template is
+  // rendered here, and any other server renders with its own chat template through /tokenize.
   std::shared_ptr<const actors::prompt_renderer> renderer;
   auto client_config = client_settings(c, endpoints);
-  if (c.policy.flavour == server_flavour::embedded) {
-    renderer = actors::make_byte_chatml_renderer();
-  } else if (preflight->renderer) {
+  if (preflight->renderer) {
     renderer = actors::make_chat_renderer(preflight->renderer);
+  } else if (c.policy.flavour == server_flavour::embedded) {
+    renderer = actors::make_byte_chatml_renderer();
   }
   auto client = policy::policy_client::create(std::move(client_config));
   if (!client) return fail("policy: " + client.err().message);

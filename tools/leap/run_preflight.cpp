@@ -42,6 +42,17 @@ std::string from(const fs::path& base_dir, const std::string& path) {
 
 }  // namespace
 
+std::string tokenizer_folder(const experiment_config& config,
+                             const std::function<std::string(const std::string&)>& resolve) {
+  if (!config.policy.tokenizer.empty()) return resolve(config.policy.tokenizer);
+  if (config.policy.flavour == server_flavour::embedded && !config.policy.model.empty()) {
+    const std::string model = resolve(config.policy.model);
+    std::error_code ec;
+    if (fs::exists(fs::path(model) / "tokenizer.json", ec)) return model;
+  }
+  return {};
+}
+
 result<run_preflight> preflight_run_text(const std::string& text, const std::string& source,
                                          const fs::path& base_dir) {
   auto parsed = parse_config(text, source);
@@ -76,12 +87,14 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
     out.nodes = std::move(*nodes);
   }
 
-  if (!out.config.policy.tokenizer.empty()) {
-    auto renderer = policy::hf_chat_renderer::load(from(base_dir, out.config.policy.tokenizer));
-    if (!renderer) {
-      return error{locate(source, text, "policy.tokenizer: " + renderer.err().message)};
-    }
+  const std::string folder =
+      tokenizer_folder(out.config, [&](const std::string& p) { return from(base_dir, p); });
+  if (!folder.empty()) {
+    const char* key = out.config.policy.tokenizer.empty() ? "policy.model" : "policy.tokenizer";
+    auto renderer = policy::hf_chat_renderer::load(folder);
+    if (!renderer) return error{locate(source, text, std::string(key) + ": " + renderer.err().message)};
     out.renderer = std::move(*renderer);
+    out.renderer_dir = folder;
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include "policy/hf_renderer.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,9 +24,19 @@ struct run_preflight {
   actors::run_tasks tasks;
   bool has_cuda = false;  // a training or validation task of kind cuda
   std::optional<actors::dispatcher_settings> nodes;  // verifier.nodes set
-  // policy.tokenizer's tokenizer and chat template, loaded; null when the key is empty.
+  // The tokenizer and chat template prompts are rendered with here (tokenizer_folder's rule),
+  // loaded; null when the endpoint renders (its /tokenize) or the byte-level template applies.
   std::shared_ptr<const policy::hf_chat_renderer> renderer;
+  std::string renderer_dir;  // the folder it was loaded from
 };
+
+// The one rule for which folder's tokenizer a run uses: policy.tokenizer when set (any flavour);
+// else, for the embedded server with a policy.model folder holding tokenizer.json, that folder
+// (the embedded server then serves that vocabulary too); else "" (the embedded server's byte-level
+// template, or the endpoint's /tokenize). `resolve` maps a configured path to the one to open.
+[[nodiscard]] std::string tokenizer_folder(const experiment_config& config,
+                                           const std::function<std::string(const std::string&)>& resolve);
+
 
 // Reads `path` and checks it for `leap run`. Errors, one problem per line, each as
 // "PATH:LINE: key: what is wrong" where the key is set in the file (parse_config's format): the file

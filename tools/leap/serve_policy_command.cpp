@@ -129,6 +129,8 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
 // The backend and the line that describes it; max_model_len and model_name resolved.
 struct chosen_backend {
   std::shared_ptr<policy::policy_backend> backend;
+  std::shared_ptr<const policy::vocabulary> vocab;  // null: the byte-level tokenizer
+  int vocab_size = 0;                                // the model's embedding rows
   std::string description;
   std::string model_name;
   int max_model_len = 32768;
@@ -145,15 +147,21 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     if (!o.suite.empty()) return error{"--suite is for the scripted backend; --model serves a model"};
     auto config = learner::read_model_config(o.model);
     if (!config) return config.err().wrap("--model");
+    // The folder's own tokenizer and chat template when it holds tokenizer.json.
+    auto vocab = policy::load_vocabulary(o.model);
+    if (!vocab) return vocab.err().wrap("--model");
     actors::torch_backend_options backend_options;
     backend_options.device = o.device;
     backend_options.dtype = o.dtype;
+    backend_options.vocab = *vocab;
+    out.vocab = *vocab;
+    out.vocab_size = static_cast<int>(config->vocab_size);
     auto backend = actors::make_torch_policy_backend(o.model, backend_options);
     if (!backend) return backend.err().wrap("--model");
     out.backend = std::move(*backend);
     out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
                       ", " + std::to_string(config->num_hidden_layers) + " layers, hidden " +
-                      std::to_string(config->hidden_size) + ", byte-level tokenizer)";
+                      std::to_string(config->hidden_size) + ", " + (*vocab)->describe() + ")";
     auto name = std::filesystem::path(o.model).lexically_normal().filename().string();
     if (name.empty()) {  // "models/tiny/" normalises to "models/tiny/", whose filename is ""
       name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
@@ -208,6 +216,8 @@ int run(const serve_policy_options& o) {
   config.model_path = o.model;
   config.seed = o.seed;
   config.faults = *faults;
+  config.vocab = chosen->vocab;
+  config.vocab_size = chosen->vocab_size;
   if (!o.weight_transfer_config.empty()) {
     // As vLLM's --weight-transfer-config: a JSON object whose "backend" picks the engine.
     const auto parsed = nlohmann::json::parse(o.weight_transfer_config, nullptr, false);
