@@ -29,6 +29,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 phases=("$@")
 [[ ${#phases[@]} -gt 0 ]] || phases=(build tests loop vllm)
 status=0
+# The binaries find the bundle's libraries by RPATH into DIR/root: a later call on a fresh copy of
+# the tree (the device tool keeps build outputs, not always the unpacked bundle) unpacks it again.
+if [[ -n ${LEAP_DEPS_BUNDLE:-} ]]; then "$root/tools/dev.sh" deps || exit 2; fi
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 phase_build() {
