@@ -44,14 +44,17 @@ class loop_dir : public leap::e2e::scratch_dir {
   [[nodiscard]] std::string path(const std::string& name) const { return (root_ / name).string(); }
 
   // Two steps of both tasks, two rollouts each, one turn of at most 24 tokens: a few seconds.
-  std::string write_config(const std::string& policy_yaml, int max_turns = 1) const {
+  // `gate_yaml` replaces the gate section; `sampling_extra` adds keys under rollout.sampling.
+  std::string write_config(const std::string& policy_yaml, int max_turns = 1,
+                           const std::string& gate_yaml = "gate:\n  policy: none\n",
+                           const std::string& sampling_extra = "") const {
     std::ostringstream yaml;
     yaml << "experiment:\n  name: loop\n  seed: 3\n  run_dir: " << path("run") << "\n  steps: 2\n"
          << "data:\n  train: " << path("suite") << "\n  batch_size: 2\n"
          << "rollout:\n  group_size: 2\n  max_turns: " << max_turns << "\n"
-         << "  sampling:\n    max_tokens: 24\n"
+         << "  sampling:\n    max_tokens: 24\n" << sampling_extra
          << "  validation:\n    every: 0\n"
-         << "gate:\n  policy: none\n"
+         << gate_yaml
          // Every rollout of a random model fails; a failure reward of -1 without normalisation
          // gives every rollout a non-zero advantage, so each step really moves the weights.
          << "reward:\n  kind: static\n  static_rewards: [1.0" << (max_turns > 1 ? ", 0.5" : "")
@@ -514,12 +517,13 @@ void expect_qwen3_turns(const loop_dir& dir, const std::string& output) {
   EXPECT_NE(output.find("step 2/2"), std::string::npos) << output;
   const std::int32_t im_start = qwen3_added_tokens().at("<|im_start|>");
   const auto turns = exported_turns(dir);
-  // Two steps of four rollouts (gate none here opens no debug turn: the feedback delta with a real
-  // tokenizer is covered by HfRenderer's tests, not by this run).
+  // Two steps of four rollouts. A first turn's input is the rendered prompt; a debug turn's is the
+  // delta after the previous turn (checked by the test that opens debug turns); both open a
+  // message with Qwen3's <|im_start|>.
   ASSERT_GE(turns.size(), 8U);
   for (const auto& t : turns) {
     ASSERT_FALSE(t.input.empty());
-    EXPECT_EQ(t.input.front(), im_start);
+    EXPECT_NE(std::find(t.input.begin(), t.input.end(), im_start), t.input.end());
     EXPECT_GT(*std::max_element(t.input.begin(), t.input.end()), 261);
     for (const auto id : t.output) EXPECT_LT(id, 151680);
   }
@@ -546,12 +550,49 @@ TEST(LeapRunRealTokenizer, SglangFlavourRendersWithPolicyTokenizer) {
   const auto match = server.wait_for(listening, std::chrono::seconds(120));
   ASSERT_TRUE(match) << server.output();
   const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
-  const auto config = dir.write_config("policy:\n  flavour: sglang\n  endpoints: [\"" + url +
-                                       "\"]\n  tokenizer: " + qwen3_tokenizer.string() +
-                                       "\n  max_in_flight: 4\n", 2);
+  // A random model over 151,680 ids rarely ends a turn within max_tokens, and a truncated turn
+  // ends its rollout: the stop string "e" (in most tokens' text) ends turns early, every answer
+  // fails, and DCP opens the debug turns.
+  const auto config = dir.write_config(
+      "policy:\n  flavour: sglang\n  endpoints: [\"" + url + "\"]\n  tokenizer: " +
+          qwen3_tokenizer.string() + "\n  max_in_flight: 4\n",
+      2, "gate:\n  policy: dcp\n  unit: fraction\n  tau_min: 0.25\n  tau_max: 1.0\n",
+      "    stop: [\"e\"]\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(400));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_qwen3_turns(dir, run.output);
+  // Each debug turn's stored input is the delta after the first turn: it closes the assistant
+  // message where the stop string cut it (<|im_end|>), holds the feedback as a user message and
+  // ends with the same generation prompt as the first turn.
+  const auto tokens = qwen3_added_tokens();
+  const std::int32_t im_start = tokens.at("<|im_start|>");
+  const std::int32_t im_end = tokens.at("<|im_end|>");
+  std::ifstream in(dir.path("export.jsonl"));
+  int debug_turns = 0;
+  std::string shapes;  // turns per rollout, for the message
+  for (std::string line; std::getline(in, line);) {
+    const auto group = json::parse(line);  // kept: a range over a temporary's member dangles
+    for (const auto& rollout : group.at("rollouts")) {
+      const auto& turns = rollout.at("turns");
+      shapes += std::to_string(turns.size());
+      if (turns.size() < 2) continue;
+      const auto first = turns[0].at("input_tokens").get<std::vector<std::int32_t>>();
+      const auto delta = turns[1].at("input_tokens").get<std::vector<std::int32_t>>();
+      ++debug_turns;
+      ASSERT_GE(first.size(), 3U);
+      ASSERT_GT(delta.size(), 3U);
+      EXPECT_TRUE(std::equal(first.end() - 3, first.end(), delta.end() - 3))
+          << "a debug turn must end with the first turn's generation prompt";
+      EXPECT_EQ(std::count(delta.begin(), delta.end(), im_start), 2) << "the user message and the prompt";
+      const auto output = turns[0].at("output_tokens").get<std::vector<std::int32_t>>();
+      const auto opened = std::find(delta.begin(), delta.end(), im_start);
+      const bool closed = (!output.empty() && output.back() == im_end) ||
+                          std::find(delta.begin(), opened, im_end) != opened;
+      EXPECT_TRUE(closed) << "the first turn's assistant message must be closed before feedback";
+    }
+  }
+  EXPECT_GT(debug_turns, 0) << "no debug turn ran; turns per rollout: " << shapes << "\n"
+                            << run.output;
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
 }
