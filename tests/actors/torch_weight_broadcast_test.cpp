@@ -363,17 +363,23 @@ std::shared_ptr<torch_learner> learner_on(const std::string& model_dir,
   return created.ok() ? std::shared_ptr<torch_learner>(std::move(*created)) : nullptr;
 }
 
+// The two transfer tests' models: the server starts on one, the learner holds the other, both
+// loaded to tell which one the server serves.
+struct two_models {
+  temp_dir dir;
+  std::string served_dir = write_model(dir.path() / "served", 21);
+  std::string learner_dir = write_model(dir.path() / "learner", 22);
+  result<learner::policy> old_model = learner::policy::load(served_dir);
+  result<learner::policy> new_model = learner::policy::load(learner_dir);
+};
+
 TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextSyncByName) {
   if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
-  temp_dir dir;
-  const auto served_dir = write_model(dir.path() / "served", 21);
-  const auto learner_dir = write_model(dir.path() / "learner", 22);
-  auto old_model = learner::policy::load(served_dir);
-  auto new_model = learner::policy::load(learner_dir);
-  ASSERT_TRUE(old_model.ok() && new_model.ok());
-  auto learner = learner_on(learner_dir, dir.path() / "run");
+  two_models m;
+  ASSERT_TRUE(m.old_model.ok() && m.new_model.ok());
+  auto learner = learner_on(m.learner_dir, m.dir.path() / "run");
   ASSERT_TRUE(learner);
-  auto s = serve(served_dir, "cpu");
+  auto s = serve(m.served_dir, "cpu");
   ASSERT_TRUE(s.server);
   auto client = client_of(*s.server);
   ASSERT_TRUE(client);
@@ -391,8 +397,8 @@ TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextS
       sync_now(*client, policy::vllm_transfer_nccl_plan((*transfer)->init_info(), *info), request);
   ASSERT_TRUE(first.ok()) << first.err().message;
   auto served_now = complete(*s.http);
-  EXPECT_LT(gap_to(*new_model, served_now), 1e-4);
-  EXPECT_GT(gap_to(*old_model, served_now), 1e-3);
+  EXPECT_LT(gap_to(*m.new_model, served_now), 1e-4);
+  EXPECT_GT(gap_to(*m.old_model, served_now), 1e-3);
 
   // Later syncs reuse the group (no init call).
   const auto step_plan = policy::vllm_transfer_nccl_plan("", *info);
@@ -406,7 +412,7 @@ TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextS
   s.http.reset();
   s.server->stop();
   s.server.reset();
-  auto restarted = serve(served_dir, "cpu", port);
+  auto restarted = serve(m.served_dir, "cpu", port);
   ASSERT_TRUE(restarted.server) << "port " << port << " was taken meanwhile";
   const auto third = sync_now(*client, step_plan, request);
   ASSERT_FALSE(third.ok());
@@ -414,26 +420,22 @@ TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextS
   EXPECT_NE(third.err().message.find("/init_weight_transfer_engine first"), std::string::npos)
       << third.err().message;
   EXPECT_FALSE(client->endpoints()[0].admitting);
-  EXPECT_LT(gap_to(*old_model, complete(*restarted.http)), 1e-4);
+  EXPECT_LT(gap_to(*m.old_model, complete(*restarted.http)), 1e-4);
 }
 
 TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
   if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
-  temp_dir dir;
-  const auto served_dir = write_model(dir.path() / "served", 21);
-  const auto learner_dir = write_model(dir.path() / "learner", 22);
-  auto old_model = learner::policy::load(served_dir);
-  auto new_model = learner::policy::load(learner_dir);
-  ASSERT_TRUE(old_model.ok() && new_model.ok());
-  auto s = serve(served_dir, "cpu");
+  two_models m;
+  ASSERT_TRUE(m.old_model.ok() && m.new_model.ok());
+  auto s = serve(m.served_dir, "cpu");
   ASSERT_TRUE(s.server);
   auto client = client_of(*s.server);
   ASSERT_TRUE(client);
   auto listened = learner::broadcast_sender::listen("127.0.0.1", 0, 2, transfer_timeout);
   ASSERT_TRUE(listened.ok()) << listened.err().message;
   std::shared_ptr<learner::broadcast_sender> sender = std::move(*listened);
-  const auto layout = update_info(*new_model)["update_info"];
-  const auto half = learner::broadcast_layout(*new_model).size() / 2;
+  const auto layout = update_info(*m.new_model)["update_info"];
+  const auto half = learner::broadcast_layout(*m.new_model).size() / 2;
 
   // The learner's end as torch_weight_transfer's, except that its "load" dies half-way.
   std::vector<std::thread> workers;
@@ -445,7 +447,7 @@ TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
       workers.emplace_back([&, done] { done(sender->connect("cpu")); });
     } else if (call.name == "load") {
       workers.emplace_back([&, done] {
-        auto sent = sender->send(*new_model, half);
+        auto sent = sender->send(*m.new_model, half);
         sender->close();
         done(sent);
       });
@@ -466,7 +468,7 @@ TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
   EXPECT_EQ(s.server->weight_version(), 0);
   const auto still = complete(*s.http);
   EXPECT_EQ(still.version, 0);
-  EXPECT_LT(gap_to(*old_model, still), 1e-4);
+  EXPECT_LT(gap_to(*m.old_model, still), 1e-4);
 }
 
 TEST(TorchWeightTransfer, ADiskEngineRefusesAnNcclRendezvousAtOnce) {
