@@ -6,6 +6,9 @@
 #   tools/dev.sh test           install, build, run every test suite (what CI runs)
 #   tools/dev.sh deps           install missing dependencies only
 #   tools/dev.sh build          configure and build only
+#   tools/dev.sh lint [BASE]    clang-format on every C++ source; clang-tidy (.clang-tidy's checks)
+#                               on the C++ files changed since BASE (default HEAD~1: the last commit);
+#                               `test` runs it after the build
 #   tools/dev.sh bundle DIR     download the Debian packages the build needs, with their
 #                               dependencies, into DIR (for a host without package access)
 #
@@ -38,6 +41,7 @@ packages=(
   # gloo's headers: the learner's c10d weight broadcast (learner/weight_broadcast.hpp) over gloo on
   # the CPU; without them the build leaves that path out (CMake says so).
   libgloo-dev
+  clang-format clang-tidy  # tools/dev.sh lint: the style, enforced by `test`
 )
 
 log() { printf '\033[1mdev.sh:\033[0m %s\n' "$*" >&2; }
@@ -142,7 +146,8 @@ deps() {
   install_npm
 }
 
-build() {
+# Configures the build folder; build() then builds what it is given (everything by default).
+configure() {
   local args=()
   [[ -f $build_dir/CMakeCache.txt ]] || args+=(-G Ninja)
   if [[ -n $bundle_dir ]]; then
@@ -168,12 +173,49 @@ build() {
   # shellcheck disable=SC2206 # split into words on purpose
   args+=(${LEAP_CMAKE_ARGS:-})
   cmake -S "$root" -B "$build_dir" "${args[@]}" -DCMAKE_BUILD_TYPE="${LEAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+}
+
+build() {
+  configure
   cmake --build "$build_dir" -j "$jobs" "$@"
+}
+
+# The project's own C++ sources: the task suite and the adversarial candidates are data (what a
+# policy would write), kept byte for byte as they are.
+cxx_sources() {
+  git -C "$root" ls-files -- '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h' |
+    grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' || true
+}
+
+# clang-format on every source, clang-tidy on the .cpp files changed since $1 (a changed header
+# brings the .cpp of the same name). Needs a configured build (compile_commands.json).
+lint() {
+  local base=${1:-${LEAP_LINT_BASE:-HEAD~1}} bad=0 f
+  local -a sources changed
+  mapfile -t sources < <(cxx_sources)
+  if ! (cd "$root" && clang-format --dry-run --Werror "${sources[@]}" 2>"$build_dir/format.txt"); then
+    grep -E '^[^ ].*(warning|error):' "$build_dir/format.txt" | cut -d: -f1 | sort -u | sed 's/^/  /' >&2
+    log "lint: these files differ from .clang-format; fix with: clang-format -i FILE"
+    bad=1
+  fi
+  git -C "$root" rev-parse --verify --quiet "$base^{commit}" >/dev/null ||
+    { log "lint: no commit '$base' to compare with (set LEAP_LINT_BASE)"; exit 2; }
+  mapfile -t changed < <(cd "$root" && git diff --name-only --diff-filter=d "$base" -- |
+    grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' | grep -E '\.(cpp|hpp)$' |
+    sed 's/\.hpp$/.cpp/' | sort -u | while read -r f; do [[ -f $f ]] && echo "$f"; done)
+  if [[ ${#changed[@]} -gt 0 ]]; then
+    log "lint: clang-tidy on ${#changed[@]} file(s) changed since $base"
+    for f in "${changed[@]}"; do
+      (cd "$root" && clang-tidy -p "$build_dir" --quiet --warnings-as-errors='*' "$f" 2>/dev/null) || bad=1
+    done
+  fi
+  return "$bad"
 }
 
 case ${1:-help} in
   deps) deps ;;
   build) deps; build ;;
+  lint) deps; configure; lint "${2:-}" ;;
   test)
     deps
     build
@@ -192,6 +234,6 @@ case ${1:-help} in
     fi
     ;;
   bundle) bundle "${2:-}" ;;
-  help|-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) log "unknown command '$1' (try: run, test, deps, build, bundle)"; exit 2 ;;
+  help|-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) log "unknown command '$1' (try: run, test, deps, build, lint, bundle)"; exit 2 ;;
 esac
