@@ -2,8 +2,8 @@
 // to the store and the learner; and the step and run records around them.
 //
 // Plain structs, plus what every consumer of them needs: flattening a rollout into the learner's
-// token arrays, a rollout's outcome from its turns, a group's summary for the metrics, consistency
-// checks, and the binary encoding that the store writes (see "Binary encoding" below).
+// token arrays, a rollout's outcome from its turns, a group's summary for the metrics, and
+// consistency checks. How the store writes them is storage/'s (storage/record_codec.hpp).
 //
 // All functions here are pure and thread-safe.
 #pragma once
@@ -215,46 +215,5 @@ struct flat_rollout {
 [[nodiscard]] std::optional<split_kind> parse_split_kind(std::string_view name);
 [[nodiscard]] std::string to_string(run_status s);
 [[nodiscard]] std::optional<run_status> parse_run_status(std::string_view name);
-
-// ---- Binary encoding -------------------------------------------------------------------------
-//
-// A record is [u8 format version][u8 record kind][fields], every field little-endian and fixed
-// width: integers as their width, floats as IEEE-754 bits, bool as one byte, enums as one byte,
-// strings and vectors as a u32 count then the elements, an optional as a u8 flag then the value.
-// Token ids and log-probs are copied as arrays, 4 bytes each: encoding and decoding are memcpy's
-// for the bulk of a group. Measured (g++ 12 -O2) on a paper-shaped group, 8 rollouts of 2 turns of
-// 1k prompt and 2k output tokens from a 151k vocabulary with 6 KB of text each: 424 KB, encoded in
-// 0.5 ms and decoded in 0.02 ms. nlohmann's MessagePack of the same group is 10% larger (token
-// ids above 65535 take 5 bytes, log-probs 5), and 8x slower to write and about 1000x slower to
-// read even before the conversion between the JSON tree and the struct; CBOR is the same size.
-// The store's block compression takes the rest.
-//
-// Compatibility: the format version grows when fields are added; a decoder reads every version up
-// to its own (fields newer than the record take their defaults) and refuses a newer one with an
-// error that says so. Never change the meaning of an existing version's bytes.
-// Version 2 added group_record::weight_version (after the rollouts).
-inline constexpr std::uint8_t trajectory_format_version = 2;
-
-// turn: one finished turn of a group not yet stored (the store's per-turn resume records).
-enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4 };
-
-struct decode_options {
-  // false skips token ids and log-probs (left empty), for readers that need only outcomes and
-  // text, such as replay. Default: true
-  bool tokens = true;
-};
-
-[[nodiscard]] std::string encode(const group_record& group);
-[[nodiscard]] std::string encode(const step_record& step);
-[[nodiscard]] std::string encode(const run_record& run);
-[[nodiscard]] std::string encode(const turn_record& turn);
-
-// Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
-// version newer than trajectory_format_version; each message names the field and the byte offset.
-[[nodiscard]] result<group_record> decode_group(std::string_view bytes,
-                                                decode_options options = {});
-[[nodiscard]] result<step_record> decode_step(std::string_view bytes);
-[[nodiscard]] result<run_record> decode_run(std::string_view bytes);
-[[nodiscard]] result<turn_record> decode_turn(std::string_view bytes);
 
 }  // namespace leap

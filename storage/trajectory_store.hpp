@@ -48,6 +48,7 @@
 #include "common/result.hpp"
 #include "orchestrator/trajectory.hpp"
 #include "storage/keys.hpp"
+#include "storage/record_codec.hpp"
 
 #include <cstdint>
 #include <filesystem>

@@ -16,9 +16,9 @@ namespace leap::report {
 namespace {
 
 // A completed step: accuracy at turns 1..M, activated fraction, recovery, timings of wall_s.
-actors::replay_step step(std::uint64_t index, std::vector<double> accuracy, double activated,
+replay_step step(std::uint64_t index, std::vector<double> accuracy, double activated,
                          double recovery = 0.0, double wall_s = 10.0) {
-  actors::replay_step s;
+  replay_step s;
   s.step = index;
   s.groups = 4;
   s.activated = static_cast<std::uint32_t>(activated * 4);
@@ -30,7 +30,7 @@ actors::replay_step step(std::uint64_t index, std::vector<double> accuracy, doub
   return s;
 }
 
-run_input run(const std::string& group, std::vector<actors::replay_step> steps, int max_turns = 2) {
+run_input run(const std::string& group, std::vector<replay_step> steps, int max_turns = 2) {
   run_input r;
   r.run_dir = "runs/" + group;
   r.run_id = group;
@@ -176,7 +176,7 @@ TEST(ReportModel, RunsOfOneGroupAreOverlaidAsMeanWithBand) {
 
 TEST(ReportModel, ValidationAndLatency) {
   auto r = run("leap", {step(0, {0.5, 0.75}, 0.5)});
-  actors::replay_validation v;
+  replay_validation v;
   v.step = 0;
   v.groups = 1;
   v.rollouts = 4;

@@ -1,6 +1,7 @@
+// `leap replay`'s input read from a real store: groups without tokens, in key order, beside the
+// run's step records; nothing of another run.
 #include "storage/replay_data.hpp"
 
-#include "orchestrator/metrics.hpp"
 #include "tests/storage/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -14,14 +15,6 @@ namespace {
 using test::make_group;
 using test::scratch_dir;
 
-std::vector<int> passed_at(const group_summary& s) {
-  std::vector<int> out;
-  for (const auto& o : s.outcomes) {
-    out.push_back(o.passed_at_turn);
-  }
-  return out;
-}
-
 class Replay : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,83 +27,61 @@ class Replay : public ::testing::Test {
   std::unique_ptr<trajectory_store> store_;
 };
 
-TEST_F(Replay, GroupsBecomeSummariesPerStepBesideTheirStepRecords) {
-  // Step 0: two train groups, one validation group; completed.
-  ASSERT_TRUE(store_->put_group(make_group("run", 0, 0)).ok());
-  ASSERT_TRUE(store_->put_group(make_group("run", 0, 1, split_kind::train, "", 2, 3)).ok());
+TEST_F(Replay, GroupsInKeyOrderBesideTheirStepRecords) {
+  // Written out of order: step 1 first, validation before train.
+  ASSERT_TRUE(store_->put_group(make_group("run", 1, 0, split_kind::train, "", 2, 3)).ok());
   ASSERT_TRUE(store_->put_group(make_group("run", 0, 0, split_kind::validation, "", 3, 1)).ok());
-  step_record s0;
-  s0.run_id = "run";
-  s0.step = 0;
-  s0.timings.learner_ms = 42.0;
-  ASSERT_TRUE(store_->put_step(s0).ok());
-  // Step 1: a probe group the gate closed, whose debug turns passed; the run stopped in the step.
-  auto probe = make_group("run", 1, 0, split_kind::train, "", 2, 2);
-  probe.gate = gate_decision::closed_hopeless;
-  probe.probe = true;
-  for (auto& r : probe.rollouts) {
-    r.outcome = {0, 1};  // trained on the first turn only, which failed
+  ASSERT_TRUE(store_->put_group(make_group("run", 0, 1)).ok());
+  ASSERT_TRUE(store_->put_group(make_group("run", 0, 0)).ok());
+  // Another run must not leak in, nor its step record.
+  ASSERT_TRUE(store_->put_group(make_group("run2", 0, 0, split_kind::train, "", 4, 5)).ok());
+  step_record other;
+  other.run_id = "run2";
+  other.step = 0;
+  ASSERT_TRUE(store_->put_step(other).ok());
+  for (std::uint64_t step : {3U, 0U}) {  // step 3 has a record and no group
+    step_record s;
+    s.run_id = "run";
+    s.step = step;
+    s.timings.learner_ms = 42.0 + static_cast<double>(step);
+    ASSERT_TRUE(store_->put_step(s).ok());
   }
-  ASSERT_TRUE(store_->put_group(probe).ok());
-  // Another run must not leak in.
-  ASSERT_TRUE(store_->put_group(make_group("run2", 0, 0)).ok());
 
-  auto replay = read_replay(*store_, "run");
-  ASSERT_TRUE(replay.ok()) << replay.err().message;
-  ASSERT_EQ(replay->size(), 2U);
-
-  const auto& step0 = (*replay)[0];
-  EXPECT_EQ(step0.step, 0U);
-  ASSERT_EQ(step0.train.size(), 2U);
-  ASSERT_EQ(step0.validation.size(), 1U);
-  EXPECT_TRUE(step0.probes.empty());
-  EXPECT_EQ(step0.max_turns, 3U);
-  EXPECT_EQ(passed_at(step0.train[0]), (std::vector<int>{2, 0, 2, 0}));
-  EXPECT_EQ(passed_at(step0.train[1]), (std::vector<int>{3, 0}));
-  EXPECT_EQ(step0.train[0].advantages, (std::vector<double>{0.5, -0.5, 0.5, -0.5}));
-  EXPECT_EQ(passed_at(step0.validation[0]), (std::vector<int>{1, 0, 1}));
-  ASSERT_TRUE(step0.record.has_value());
-  EXPECT_EQ(step0.record->timings.learner_ms, 42.0);
-
-  const auto& step1 = (*replay)[1];
-  EXPECT_FALSE(step1.record.has_value());
-  ASSERT_EQ(step1.train.size(), 1U);
-  EXPECT_EQ(step1.train[0].gate, gate_decision::closed_hopeless);
-  EXPECT_EQ(passed_at(step1.train[0]), (std::vector<int>{0, 0}));
-  ASSERT_EQ(step1.probes.size(), 1U);
-  EXPECT_EQ(step1.probes[0].gate, gate_decision::open);
-  EXPECT_EQ(passed_at(step1.probes[0]), (std::vector<int>{2, 0}));
-
-  // The summaries feed the metrics as they are: the probe's debug turn recovered one of two
-  // first-turn failures.
-  EXPECT_EQ(recovery(step1.probes).per_rollout, 0.5);
-  EXPECT_EQ(activated_group_fraction(step1.train), 0.0);
+  auto data = load_replay_data(*store_, "run");
+  ASSERT_TRUE(data.ok()) << data.err().message;
+  EXPECT_EQ(data->run_id, "run");
+  EXPECT_EQ(data->max_turns, 3);
+  ASSERT_EQ(data->groups.size(), 4U);
+  const std::vector<std::tuple<std::uint64_t, split_kind, std::uint32_t>> order = {
+      {0, split_kind::train, 0},
+      {0, split_kind::train, 1},
+      {0, split_kind::validation, 0},
+      {1, split_kind::train, 0}};
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& g = data->groups[i];
+    EXPECT_EQ(std::make_tuple(g.step, g.split, g.group), order[i]) << i;
+  }
+  // make_group: rollouts pass at their last turn when their index is even.
+  const auto& last = data->groups[3];
+  ASSERT_EQ(last.measured.size(), 2U);
+  EXPECT_EQ(last.measured[0].passed_at_turn, 3);
+  EXPECT_EQ(last.measured[1].passed_at_turn, 0);
+  EXPECT_EQ(last.turns, 6U);
+  ASSERT_EQ(data->steps.size(), 2U);
+  EXPECT_EQ(data->steps[0].step, 0U);
+  EXPECT_EQ(data->steps[1].step, 3U);
+  EXPECT_EQ(data->steps[1].timings.learner_ms, 45.0);
 }
 
-TEST_F(Replay, StepRangeAndStepsWithoutGroups) {
-  for (std::uint64_t step = 0; step < 5; ++step) {
-    ASSERT_TRUE(store_->put_group(make_group("run", step, 0)).ok());
+TEST_F(Replay, UnknownOrEmptyRunGivesNothing) {
+  ASSERT_TRUE(store_->put_group(make_group("run", 0, 0)).ok());
+  for (const std::string id : {"unknown", ""}) {
+    auto data = load_replay_data(*store_, id);
+    ASSERT_TRUE(data.ok()) << data.err().message;
+    EXPECT_TRUE(data->groups.empty()) << "'" << id << "'";
+    EXPECT_TRUE(data->steps.empty()) << "'" << id << "'";
+    EXPECT_EQ(data->max_turns, 1);
   }
-  step_record only_record;
-  only_record.run_id = "run";
-  only_record.step = 9;
-  ASSERT_TRUE(store_->put_step(only_record).ok());
-
-  auto middle = read_replay(*store_, "run", {.first_step = 1, .last_step = 3});
-  ASSERT_TRUE(middle.ok());
-  ASSERT_EQ(middle->size(), 3U);
-  EXPECT_EQ(middle->front().step, 1U);
-  EXPECT_EQ(middle->back().step, 3U);
-
-  auto all = read_replay(*store_, "run");
-  ASSERT_TRUE(all.ok());
-  ASSERT_EQ(all->size(), 6U);
-  EXPECT_EQ(all->back().step, 9U);
-  EXPECT_TRUE(all->back().train.empty());
-  EXPECT_TRUE(all->back().record.has_value());
-
-  EXPECT_TRUE(read_replay(*store_, "unknown")->empty());
-  EXPECT_TRUE(read_replay(*store_, "")->empty());
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // and writes them as CSV; with --gate/--reward/... or --what-if CONFIG it re-gates and re-scores
 // the stored verdicts and shows how rewards, advantages and the activated fraction would change.
 // Reads the store only (it may run beside a live run).
-#include "actors/replay.hpp"
+#include "storage/replay_data.hpp"
 #include "orchestrator/config.hpp"
 #include "orchestrator/run_telemetry.hpp"
 #include "storage/trajectory_store.hpp"
@@ -65,10 +65,10 @@ bool has_overrides(const replay_options& o) {
 }
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
-result<actors::scoring_config> alternative_scoring(const replay_options& o,
+result<scoring_config> alternative_scoring(const replay_options& o,
                                                    const experiment_config& run_config,
                                                    std::string* description) {
-  actors::scoring_config s{run_config.gate, run_config.reward, run_config.advantage};
+  scoring_config s{run_config.gate, run_config.reward, run_config.advantage};
   std::vector<std::string> parts;
   if (!o.what_if_config.empty()) {
     auto other = load_config(o.what_if_config);
@@ -156,12 +156,12 @@ int run_replay(const replay_options& o) {
   auto run_config = parse_config(run->config_yaml, o.run_dir + " (stored config)");
   if (!run_config) return fail(run_config.err().message);
 
-  auto data = actors::load_replay_data(store, run->id);
+  auto data = load_replay_data(store, run->id);
   if (!data) return fail(data.err().message);
-  const auto report = actors::build_replay_report(*data, static_cast<std::size_t>(o.buckets));
+  const auto report = build_replay_report(*data, static_cast<std::size_t>(o.buckets));
   std::printf("run '%s' (%s): %zu steps with groups or records, %zu groups\n\n", run->id.c_str(),
               to_string(run->status).c_str(), report.steps.size(), data->groups.size());
-  std::printf("%s", actors::format_replay_tables(report).c_str());
+  std::printf("%s", format_replay_tables(report).c_str());
 
   const std::filesystem::path out_dir = o.out_dir.empty()
                                             ? std::filesystem::path(o.run_dir) / "replay"
@@ -173,9 +173,9 @@ int run_replay(const replay_options& o) {
                 " (--out DIR writes the CSV files elsewhere)");
   }
   for (const auto& [name, text] :
-       {std::pair<std::string, std::string>{"steps.csv", actors::steps_csv(report)},
-        {"validation.csv", actors::validation_csv(report)},
-        {"composition.csv", actors::composition_csv(report)}}) {
+       {std::pair<std::string, std::string>{"steps.csv", steps_csv(report)},
+        {"validation.csv", validation_csv(report)},
+        {"composition.csv", composition_csv(report)}}) {
     if (auto written = write_text(out_dir / name, text); !written)
       return fail(written.err().message);
   }
@@ -184,9 +184,9 @@ int run_replay(const replay_options& o) {
     std::string description;
     auto alternative = alternative_scoring(o, *run_config, &description);
     if (!alternative) return fail(alternative.err().message);
-    const auto whatif = actors::what_if(*data, *alternative);
-    std::printf("\n%s", actors::format_whatif_table(whatif, description).c_str());
-    if (auto written = write_text(out_dir / "whatif.csv", actors::whatif_csv(whatif)); !written) {
+    const auto whatif = what_if(*data, *alternative);
+    std::printf("\n%s", format_whatif_table(whatif, description).c_str());
+    if (auto written = write_text(out_dir / "whatif.csv", whatif_csv(whatif)); !written) {
       return fail(written.err().message);
     }
   }

@@ -108,7 +108,7 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
   for (const auto& g : groups) {
     auto pass_at = [](int turn) {
       // turn 0: the last turn of the run.
-      return [turn](const actors::replay_step& s) {
+      return [turn](const replay_step& s) {
         return turn == 0 ? s.accuracy.back() : s.accuracy[static_cast<std::size_t>(turn - 1)];
       };
     };

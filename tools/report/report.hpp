@@ -6,7 +6,7 @@
 // No I/O, no CAF; every function is pure and thread-safe.
 #pragma once
 
-#include "actors/replay.hpp"
+#include "orchestrator/replay.hpp"
 
 #include <cstdint>
 #include <map>
@@ -29,7 +29,7 @@ struct run_input {
   std::size_t stored_groups = 0;  // training and validation groups in the store
   // build_replay_report() of the run: accuracy per turn, validation, activated fraction, recovery,
   // probe recovery, step timings, composition by pass-rate bucket.
-  actors::replay_report replay;
+  replay_report replay;
   // Completed step -> minutes from the run's first step start to this step's end (step records'
   // unix times; a resumed run's pause between processes is included).
   std::map<std::uint64_t, double> minutes;

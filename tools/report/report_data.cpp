@@ -38,14 +38,14 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
 
     // One scan, as load_replay_data() does it (the same replay_group_of() per group), that also
     // keeps the verifier timings of the turns: no second pass over a large store.
-    actors::replay_data data;
+    replay_data data;
     data.run_id = run.id;
     group_query query;
     query.run_id = run.id;
     query.decode.tokens = false;
     const status scanned = store.for_each_group(query, [&](group_record&& g) -> status {
       data.max_turns = std::max(data.max_turns, g.max_turns);
-      data.groups.push_back(actors::replay_group_of(g));
+      data.groups.push_back(replay_group_of(g));
       for (const auto& r : g.rollouts) {
         for (const auto& t : r.turns) {
           // The verified turns, as replay counts verifier jobs.
@@ -75,7 +75,7 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
       }
     }
     in.stored_groups = data.groups.size();
-    in.replay = actors::build_replay_report(data, buckets);
+    in.replay = build_replay_report(data, buckets);
     if (progress) {
       progress(source.run_dir + ": run '" + run.id + "' (" + in.status +
                "): " + std::to_string(data.steps.size()) + " completed steps, " +

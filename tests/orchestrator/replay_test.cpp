@@ -1,13 +1,12 @@
 // `leap replay`'s analysis on hand-made runs: the report's numbers, the what-if under another gate
-// and reward, and the same numbers read back through a real store.
-#include "actors/replay.hpp"
+// and reward (storage/replay_data_test.cpp reads the same data from a real store).
+#include "orchestrator/replay.hpp"
 
 #include "orchestrator/group_flow.hpp"
-#include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>
 
-namespace leap::actors {
+namespace leap {
 namespace {
 
 // A stored group: per rollout, the 1-based turn it passed at (0: never) and how many turns it
@@ -151,25 +150,5 @@ TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {
   EXPECT_FALSE(whatif_csv(w).empty());
 }
 
-TEST(ReplayDataTest, ReadsTheStoreWithoutTokens) {
-  testing::temp_dir dir;
-  auto store = testing::open_store(dir.path());
-  auto g = make_group(0, 0, gate_decision::open, false, {{1, 1}, {2, 2}});
-  g.rollouts[0].turns[0].output_tokens = {1, 2, 3};
-  g.rollouts[0].turns[0].output_logprobs = {-1, -1, -1};
-  ASSERT_TRUE(store->put_group(g).ok());
-  step_record s;
-  s.run_id = "run";
-  s.step = 0;
-  ASSERT_TRUE(store->put_step(s).ok());
-  auto data = load_replay_data(*store, "run");
-  ASSERT_TRUE(data.ok()) << data.err().message;
-  ASSERT_EQ(data->groups.size(), 1u);
-  EXPECT_EQ(data->groups[0].measured[1].passed_at_turn, 2);
-  EXPECT_EQ(data->groups[0].turns, 3u);
-  EXPECT_EQ(data->max_turns, 3);
-  ASSERT_EQ(data->steps.size(), 1u);
-}
-
 }  // namespace
-}  // namespace leap::actors
+}  // namespace leap

@@ -1,7 +1,7 @@
 // `leap replay`'s analysis: what the paper reports, recomputed from a run's stored groups and step
 // records, and the what-if of re-scoring the same verdicts under another gate or reward. Pure
-// functions over compact per-group summaries (no tokens, no text), so a long run fits in memory.
-// No CAF.
+// functions over compact per-group summaries (no tokens, no text), so a long run fits in memory;
+// storage/replay_data.hpp reads them from a store.
 #pragma once
 
 #include "common/result.hpp"
@@ -18,10 +18,6 @@
 #include <vector>
 
 namespace leap {
-class trajectory_store;
-}
-
-namespace leap::actors {
 
 // One stored group, reduced to what the analysis needs.
 struct replay_group {
@@ -50,10 +46,6 @@ struct replay_data {
   std::vector<replay_group> groups;  // key order: step, split (train first), group
   std::vector<step_record> steps;    // ascending
 };
-
-// Reads a run's groups (without tokens) and step records. Errors: the store's.
-[[nodiscard]] result<replay_data> load_replay_data(const trajectory_store& store,
-                                                   const std::string& run_id);
 
 struct replay_step {
   std::uint64_t step = 0;
@@ -141,4 +133,4 @@ struct whatif_report {
 [[nodiscard]] std::string composition_csv(const replay_report& report);
 [[nodiscard]] std::string whatif_csv(const whatif_report& report);
 
-}  // namespace leap::actors
+}  // namespace leap

@@ -1,6 +1,4 @@
-#include "actors/replay.hpp"
-
-#include "storage/trajectory_store.hpp"
+#include "orchestrator/replay.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +6,7 @@
 #include <cstdio>
 #include <set>
 
-namespace leap::actors {
+namespace leap {
 namespace {
 
 // Rounding residue (a reward mean of -2.8e-17) prints as 0.
@@ -88,24 +86,6 @@ replay_group replay_group_of(const group_record& group) {
     }
   }
   return g;
-}
-
-result<replay_data> load_replay_data(const trajectory_store& store, const std::string& run_id) {
-  replay_data data;
-  data.run_id = run_id;
-  group_query query;
-  query.run_id = run_id;
-  query.decode.tokens = false;
-  const status scanned = store.for_each_group(query, [&](group_record&& g) -> status {
-    data.max_turns = std::max(data.max_turns, g.max_turns);
-    data.groups.push_back(replay_group_of(g));
-    return ok_status();
-  });
-  if (!scanned) return scanned.err();
-  auto steps = store.steps(run_id);
-  if (!steps) return steps.err();
-  data.steps = std::move(*steps);
-  return data;
 }
 
 replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
@@ -419,4 +399,4 @@ std::string whatif_csv(const whatif_report& r) {
   return out;
 }
 
-}  // namespace leap::actors
+}  // namespace leap

@@ -1,0 +1,212 @@
+#include "storage/record_codec.hpp"
+
+#include "tests/orchestrator/records_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace leap {
+namespace {
+
+using test::make_turn;
+using test::rich_group;
+using test::rich_step;
+
+// ---- binary encoding ---------------------------------------------------------------------------
+
+TEST(RecordCodec, GroupRoundTrips) {
+  const auto g = rich_group();
+  const auto bytes = encode(g);
+  EXPECT_EQ(static_cast<std::uint8_t>(bytes[0]), trajectory_format_version);
+  auto back = decode_group(bytes);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, g);
+  EXPECT_EQ(encode(*back), bytes);
+}
+
+TEST(RecordCodec, EmptyRecordsRoundTrip) {
+  EXPECT_EQ(*decode_group(encode(group_record{})), group_record{});
+  EXPECT_EQ(*decode_step(encode(step_record{})), step_record{});
+  EXPECT_EQ(*decode_run(encode(run_record{})), run_record{});
+}
+
+TEST(RecordCodec, StepAndRunRoundTrip) {
+  const auto s = rich_step();
+  auto step = decode_step(encode(s));
+  ASSERT_TRUE(step.ok()) << step.err().message;
+  EXPECT_EQ(*step, s);
+
+  run_record r{"run-7", "gate:\n  policy: dcp\n", 1'700'000'000'000, run_status::interrupted};
+  auto run = decode_run(encode(r));
+  ASSERT_TRUE(run.ok()) << run.err().message;
+  EXPECT_EQ(*run, r);
+}
+
+TEST(RecordCodec, DecodingWithoutTokensKeepsEverythingElse) {
+  const auto g = rich_group();
+  auto light = decode_group(encode(g), {.tokens = false});
+  ASSERT_TRUE(light.ok()) << light.err().message;
+  auto expected = g;
+  for (auto& r : expected.rollouts) {
+    for (auto& t : r.turns) {
+      t.input_tokens.clear();
+      t.output_tokens.clear();
+      t.output_logprobs.clear();
+    }
+  }
+  EXPECT_EQ(*light, expected);
+}
+
+// Version 1 bytes, written once and frozen here: every later build must still read them the same.
+// A change of the encoding that breaks this test needs a new format version, not a new fixture.
+group_record v1_group() {
+  group_record g;
+  g.run_id = "r1";
+  g.step = 3;
+  g.split = split_kind::train;
+  g.group_index = 2;
+  g.task_id = "t";
+  g.max_turns = 2;
+  g.gate = gate_decision::open;
+  g.n_fail = 1;
+  g.thresholds = {1, 2};
+  g.started_unix_ms = 10;
+  g.gated_unix_ms = 20;
+  g.finished_unix_ms = 30;
+  rollout_record r;
+  r.index = 1;
+  turn_record t;
+  t.input_tokens = {7};
+  t.output_tokens = {8, 9};
+  t.output_logprobs = {-0.5F, -1.0F};
+  t.text = "x";
+  t.code_hash = "h";
+  t.verdict = verdict_category::pass;
+  t.passed = true;
+  t.timings.generation_ms = 1.5;
+  t.weight_version = 4;
+  t.finish = finish_reason::stop;
+  t.endpoint = "e";
+  r.turns.push_back(t);
+  r.outcome = {1, 1};
+  r.rank = 2;
+  r.reward = 1.0;
+  r.advantage = 0.5;
+  g.rollouts.push_back(r);
+  return g;
+}
+
+constexpr std::string_view v1_group_hex =
+    "0101020000007231030000000000000000020000000100000074020000000301000000010000000200000000"
+    "0a0000000000000014000000000000001e000000000000000100000001000000010000000100000002000000"
+    "000000000000f03f000000000000e03f00010000000100000007000000020000000800000009000000020000"
+    "00000000bf000080bf0100000078010100000068000100000000000000000000f83f00000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000400000000000000000100000065";
+
+std::string from_hex(std::string_view hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 0xF]);
+  }
+  return out;
+}
+
+TEST(RecordCodec, VersionOneGroupBytesAreStillRead) {
+  auto g = decode_group(from_hex(v1_group_hex));
+  ASSERT_TRUE(g.ok()) << g.err().message;
+  EXPECT_EQ(*g, v1_group());
+}
+
+TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) {
+  // Version 2 writes version 1's fields unchanged, then the measured weight version.
+  auto v2 = v1_group();
+  auto bytes = encode(v2);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 2);
+  const auto v1 = from_hex(v1_group_hex);
+  EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
+  EXPECT_EQ(bytes.size(), v1.size() + 9);
+  v2.split = split_kind::validation;
+  v2.weight_version = 7;
+  auto g = decode_group(encode(v2));
+  ASSERT_TRUE(g.ok()) << g.err().message;
+  EXPECT_EQ(g->weight_version, std::optional<std::uint64_t>{7});
+  EXPECT_EQ(*g, v2);
+}
+
+TEST(RecordCodec, TurnRecordsRoundTripAndRefuseOtherKinds) {
+  const auto group = rich_group();
+  const auto& turn = group.rollouts.at(0).turns.at(0);
+  auto back = decode_turn(encode(turn));
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, turn);
+  EXPECT_NE(decode_turn(encode(group)).err().message.find("record kind 1 where kind 4"),
+            std::string::npos);
+  const auto bytes = encode(turn);
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    ASSERT_FALSE(decode_turn(std::string_view(bytes).substr(0, n)).ok()) << n;
+  }
+}
+
+TEST(RecordCodec, EveryTruncationIsAnErrorNeverACrash) {
+  const auto bytes = encode(rich_group());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    auto g = decode_group(std::string_view(bytes).substr(0, n));
+    ASSERT_FALSE(g.ok()) << "prefix of " << n << " bytes decoded";
+    ASSERT_NE(g.err().message.find("group record"), std::string::npos) << g.err().message;
+  }
+  const auto step = encode(rich_step());
+  for (std::size_t n = 0; n < step.size(); ++n) {
+    ASSERT_FALSE(decode_step(std::string_view(step).substr(0, n)).ok()) << n;
+  }
+}
+
+TEST(RecordCodec, CorruptionCases) {
+  const auto good = encode(v1_group());
+  struct test_case {
+    std::string name;
+    std::string bytes;
+    std::string error;
+  };
+  auto patched = [&](std::size_t offset, std::string_view with) {
+    auto b = good;
+    b.replace(offset, with.size(), with);
+    return b;
+  };
+  // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
+  const std::vector<test_case> cases = {
+      {"trailing byte", good + "x", "1 trailing bytes"},
+      {"newer version", patched(0, "\x03"), "format version 3 is not readable"},
+      {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
+      {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
+      {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},
+      {"unknown gate", patched(30, "\x04"), "'gate'): unknown value 4"},
+      {"bool byte 2", patched(43, "\x02"), "'probe'): bool byte 2"},
+      {"huge rollout count", patched(68, "\xff\xff\xff\x7f"), "'rollouts'): count 2147483647"},
+      {"huge string", patched(2, "\xff\xff\xff\x00"), "'run_id'): truncated"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto g = decode_group(c.bytes);
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.err().message.find(c.error), std::string::npos) << g.err().message;
+  }
+  EXPECT_NE(decode_run(good).err().message.find("record kind 1 where kind 3"), std::string::npos);
+}
+
+
+}  // namespace
+}  // namespace leap
