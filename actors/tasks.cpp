@@ -1,6 +1,7 @@
 #include "actors/tasks.hpp"
 
 #include "actors/schedule.hpp"
+#include "sandbox/kinds.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -50,6 +51,39 @@ result<std::vector<sandbox::task>> load_task_source(const std::string& path) {
   }
   if (p.extension() == ".jsonl") return sandbox::load_jsonl(p);
   return error{path + ": not a task suite folder or a .jsonl dataset"};
+}
+
+policy::scripted_task scripted_task_of(const sandbox::task& t) {
+  policy::scripted_task s;
+  s.id = t.id;
+  s.prompt = t.prompt;
+  s.language = std::string(sandbox::traits_of(t.kind).fence);
+  s.solution = t.solution;
+  for (const auto& w : t.wrong) s.wrong.push_back({w.label, w.code});
+  s.difficulty = std::clamp(t.difficulty, 1, 3);
+  return s;
+}
+
+result<std::vector<policy::scripted_task>> load_scripted_suite(const std::string& root) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) {
+    return error{root + ": not a directory (expected a suite laid out as <kind>/<name>/task.json)"};
+  }
+  auto tasks = sandbox::load_suite(root, sandbox::task_checks::format);
+  if (!tasks) return tasks.err();
+  if (tasks->empty()) return error{root + ": no task.json under it (expected <kind>/<name>/task.json)"};
+  std::vector<policy::scripted_task> out;
+  out.reserve(tasks->size());
+  for (const auto& t : *tasks) {
+    // The backend finds a task by its prompt in the conversation, and answers with its solution.
+    if (t.prompt.empty()) return error{t.origin + ": 'prompt' is required and must be a non-empty string"};
+    if (t.solution.empty()) {
+      const auto dir = std::filesystem::path(t.origin).parent_path().string();
+      return error{dir + ": no solution" + std::string(sandbox::traits_of(t.kind).extension)};
+    }
+    out.push_back(scripted_task_of(t));
+  }
+  return out;
 }
 
 result<run_tasks> load_run_tasks(const data_section& data, std::uint64_t seed) {

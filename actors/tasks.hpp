@@ -4,6 +4,7 @@
 
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
+#include "policy/scripted_backend.hpp"
 #include "sandbox/task.hpp"
 
 #include <cstdint>
@@ -26,5 +27,18 @@ struct run_tasks {
 // the training tasks (actors::split_tasks). Errors: data.train empty or holding no task of the
 // kinds asked for ("data.train: ..."), loader errors, an unknown kind in data.task_kinds.
 [[nodiscard]] result<run_tasks> load_run_tasks(const data_section& data, std::uint64_t seed);
+
+// The scripted policy's view of a task: id, prompt, the fence of its kind (sandbox/kinds.hpp),
+// solution, wrong candidates, difficulty clamped to 1..3 (the backend's pass-rate table; a
+// KernelBench level 4 counts as 3). Pure function.
+[[nodiscard]] policy::scripted_task scripted_task_of(const sandbox::task& t);
+
+// A suite folder (<kind>/<name>/task.json) as `leap serve-policy --suite` serves it, in id order,
+// every kind included. Read with the sandbox's suite reader (the one reader of the format),
+// checking task.json's own fields only: serving answers needs no reference or tests. Each task
+// needs a prompt and a solution. Errors: "<root>: not a directory", no task.json, the reader's
+// (naming the task.json and key), "<task.json>: 'prompt' is required ...", "<dir>: no solution.cu".
+// Reads files only; thread-safe.
+[[nodiscard]] result<std::vector<policy::scripted_task>> load_scripted_suite(const std::string& root);
 
 }  // namespace leap::actors

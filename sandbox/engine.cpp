@@ -4,6 +4,7 @@
 #include "sandbox/digits.hpp"
 #include "sandbox/extract.hpp"
 #include "sandbox/forbidden.hpp"
+#include "sandbox/kinds.hpp"
 #include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
@@ -199,6 +200,26 @@ std::string compile_log(const run_result& r) {
   return log;
 }
 
+// A native kind built by nvcc (cuda) rather than g++: device flags, the CUDA harness, a GPU slot.
+bool built_by_nvcc(task_kind kind) { return traits_of(kind).compiler == toolchain::nvcc; }
+
+// The checks on the answer's text that every extracted kind shares: the kind's fenced block
+// (a `format` verdict otherwise) and the forbidden-use pre-check (a `forbidden` verdict). Fills
+// p.code; returns whether the candidate passed both.
+bool extract_and_check(const task& t, std::string_view answer, prepared_candidate& p) {
+  auto extracted = extract_code(answer, t.kind);
+  if (!extracted) {
+    p.final_verdict = make_verdict(verdict_category::format, extracted.err().message);
+    return false;
+  }
+  p.code = extracted->code;
+  if (auto hit = find_forbidden(p.code, t.kind, t.forbidden)) {
+    p.final_verdict = make_verdict(verdict_category::forbidden, hit->reason);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
@@ -301,12 +322,11 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     if (auto it = compiler_ids_.find(kind); it != compiler_ids_.end()) return it->second;
   }
   std::vector<std::vector<std::string>> commands;
-  switch (kind) {
-    case task_kind::cpp: commands = {{config_.cxx, "--version"}}; break;
-    case task_kind::cuda: commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}}; break;
-    case task_kind::python:
-    case task_kind::kernelbench: commands = {{config_.python, "--version"}}; break;
-    case task_kind::digits: break;
+  switch (traits_of(kind).compiler) {
+    case toolchain::none: break;
+    case toolchain::cxx: commands = {{config_.cxx, "--version"}}; break;
+    case toolchain::nvcc: commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}}; break;
+    case toolchain::python3: commands = {{config_.python, "--version"}}; break;
   }
   std::string identity;
   for (const auto& argv : commands) {
@@ -373,7 +393,7 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   if (dirs.empty()) {
     return error{"'" + config_.cxx + " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
   }
-  if (kind == task_kind::cuda) {
+  if (built_by_nvcc(kind)) {
     // The toolkit's own headers, as nvcc itself finds them (see parse_nvcc_include_dirs).
     request.argv = {config_.nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null", "-o", "/dev/null"};
     auto dry = run_isolated(request);
@@ -392,9 +412,9 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
 
 result<build_output> engine::build_candidate(const task& t, const std::string& source, const std::string& object,
                                              const std::vector<fs::path>& system_dirs) {
-  const bool cuda = t.kind == task_kind::cuda;
+  const bool cuda = built_by_nvcc(t.kind);
   const std::string stem = "solution";
-  const std::string file = stem + (cuda ? ".cu" : ".cpp");
+  const std::string file = stem + candidate_extension(t.kind);
   const bool dump_names = !cuda && !t.forbidden.empty();
   std::vector<std::string> flags;
   for (auto& f : split_flags(cuda ? config_.nvcc_flags : config_.cxx_flags)) flags.push_back(f);
@@ -544,7 +564,7 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
 }
 
 result<std::string> engine::harness_object(const task& t) {
-  const bool cuda = t.kind == task_kind::cuda;
+  const bool cuda = built_by_nvcc(t.kind);
   auto identity = compiler_identity(t.kind);
   if (!identity) return identity.err();
   const std::string source = harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
@@ -674,32 +694,30 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
 
 result<prepared_candidate> engine::compile(const task& t, std::string_view answer, bool with_reference) {
   prepared_candidate p;
-  if (t.kind == task_kind::digits) {
-    // Judged on the text itself: nothing to compile or run.
-    p.code = std::string(answer);
-    p.final_verdict = judge_digit_sum(t.target, answer);
-    return p;
+  switch (traits_of(t.kind).judged_by) {
+    case pipeline::text:
+      // Judged on the text itself: nothing to extract, compile or run.
+      p.code = std::string(answer);
+      p.final_verdict = judge_digit_sum(t.target, answer);
+      return p;
+    case pipeline::python_tests:
+    case pipeline::kernelbench:
+      // Run from source by the run stage.
+      extract_and_check(t, answer, p);
+      return p;
+    case pipeline::native:
+      if (!extract_and_check(t, answer, p)) return p;
+      break;
   }
-  auto extracted = extract_code(answer, t.kind);
-  if (!extracted) {
-    p.final_verdict = make_verdict(verdict_category::format, extracted.err().message);
-    return p;
-  }
-  p.code = extracted->code;
-  if (auto hit = find_forbidden(p.code, t.kind, t.forbidden)) {
-    p.final_verdict = make_verdict(verdict_category::forbidden, hit->reason);
-    return p;
-  }
-  if (t.kind == task_kind::python || t.kind == task_kind::kernelbench) return p;
 
-  const bool cuda = t.kind == task_kind::cuda;
+  const bool cuda = built_by_nvcc(t.kind);
   auto object = harness_object(t);
   if (!object) return object.err();
   auto identity = compiler_identity(t.kind);
   if (!identity) return identity.err();
   auto system_dirs = system_include_dirs(t.kind);
   if (!system_dirs) return system_dirs.err();
-  const std::string file = cuda ? "solution.cu" : "solution.cpp";
+  const std::string file = std::string("solution") + candidate_extension(t.kind);
   // The code exactly as the model wrote it, so compiler line numbers and excerpts are its own.
   const std::string& source = p.code;
   // Everything the outcome depends on: the checks' inputs (forbidden list, header folders, memory
@@ -777,13 +795,20 @@ result<std::string> engine::cuda_probe_binary() {
 
 status engine::probe_slot(task_kind kind, int gpu) {
   if (config_.probe_override) return config_.probe_override(kind, gpu);
-  if (kind == task_kind::python) return probe_python();
-  if (kind == task_kind::kernelbench) {
-    auto device = kernelbench_device(gpu);
-    if (!device) return device.err();
-    return ok_status();
+  switch (traits_of(kind).judged_by) {
+    case pipeline::text:
+      return ok_status();
+    case pipeline::python_tests:
+      return probe_python();
+    case pipeline::kernelbench: {
+      auto device = kernelbench_device(gpu);
+      if (!device) return device.err();
+      return ok_status();
+    }
+    case pipeline::native:
+      if (!built_by_nvcc(kind)) return ok_status();  // a CPU slot: nothing of its own to probe
+      break;
   }
-  if (kind != task_kind::cuda) return ok_status();
   auto binary = cuda_probe_binary();
   if (!binary) return binary.err();
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
@@ -808,7 +833,7 @@ status engine::probe_slot(task_kind kind, int gpu) {
 }
 
 result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
-  const bool cuda = t.kind == task_kind::cuda;
+  const bool cuda = built_by_nvcc(t.kind);
   const int slot_gpu = cuda ? gpu : -1;
   auto dir = scratch_dir::create(config_.scratch_root, "run-");
   if (!dir) return infrastructure_error(slot_gpu, dir.err().message);
@@ -1311,12 +1336,22 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
 
 result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {
   if (prepared.final_verdict) return *prepared.final_verdict;
-  if ((t.kind == task_kind::cpp || t.kind == task_kind::cuda) && prepared.expected == nullptr) {
-    return error{t.id + ": run() of a candidate compiled without its reference"};
+  result<verdict> v = error{t.id + ": no verdict"};
+  switch (traits_of(t.kind).judged_by) {
+    case pipeline::text:
+      // compile() judged it: a prepared text candidate always holds its verdict.
+      return error{t.id + ": run() of a candidate that compile() did not prepare"};
+    case pipeline::python_tests:
+      v = run_python(t, prepared);
+      break;
+    case pipeline::kernelbench:
+      v = run_kernelbench(t, prepared, gpu);
+      break;
+    case pipeline::native:
+      if (prepared.expected == nullptr) return error{t.id + ": run() of a candidate compiled without its reference"};
+      v = run_native(t, prepared, gpu);
+      break;
   }
-  auto v = t.kind == task_kind::python        ? run_python(t, prepared)
-           : t.kind == task_kind::kernelbench ? run_kernelbench(t, prepared, gpu)
-                                              : run_native(t, prepared, gpu);
   if (!v) return v;
   v->compile_ms = prepared.compile_ms;
   v->cache_hit = prepared.cache_hit;

@@ -1,5 +1,7 @@
 #include "sandbox/extract.hpp"
 
+#include "sandbox/kinds.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <vector>
@@ -39,30 +41,10 @@ bool is_fence(std::string_view line, std::string* info) {
   return true;
 }
 
-bool language_matches(task_kind kind, const std::string& lang) {
-  static const std::vector<std::string> cpp_like{"c++", "cpp", "cxx", "cc", "c", "h", "hpp"};
-  static const std::vector<std::string> cuda_like{"cuda", "cu", "cuh"};
-  static const std::vector<std::string> python_like{"python", "py", "python3"};
-  auto in = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), lang) != v.end(); };
-  switch (kind) {
-    case task_kind::cuda: return in(cuda_like) || in(cpp_like);
-    case task_kind::cpp: return in(cpp_like);
-    case task_kind::python:
-    case task_kind::kernelbench: return in(python_like);
-    case task_kind::digits: return true;
-  }
-  return false;
-}
-
-std::string fence_hint(task_kind kind) {
-  switch (kind) {
-    case task_kind::cuda: return "```cuda";
-    case task_kind::cpp: return "```cpp";
-    case task_kind::python:
-    case task_kind::kernelbench: return "```python";
-    case task_kind::digits: return "```";
-  }
-  return "```";
+// Whether a block labelled `lang` holds the kind's code (an empty list: any block does).
+bool language_matches(const kind_traits& kind, const std::string& lang) {
+  const auto& accepted = kind.fence_languages;
+  return accepted.empty() || std::find(accepted.begin(), accepted.end(), lang) != accepted.end();
 }
 
 }  // namespace
@@ -94,14 +76,15 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
     pos = end + 1;
   }
 
-  const std::string hint = fence_hint(kind);
+  const kind_traits& traits = traits_of(kind);
+  const std::string hint = "```" + std::string(traits.fence);
   if (blocks.empty()) {
     return error{"No fenced code block found in the answer. Put the complete code in one block: " + hint +
                  " ... ```"};
   }
   const block* chosen = nullptr;
   for (const auto& b : blocks) {
-    if (language_matches(kind, b.language)) chosen = &b;
+    if (language_matches(traits, b.language)) chosen = &b;
   }
   if (chosen == nullptr) {
     for (const auto& b : blocks) {

@@ -1,5 +1,7 @@
 #include "sandbox/forbidden.hpp"
 
+#include "sandbox/kinds.hpp"
+
 #include <cxxabi.h>
 
 #include <cstdint>
@@ -193,7 +195,7 @@ bool c_library_object(std::string_view name) {
 
 std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kind,
                                             const std::vector<std::string>& items) {
-  const bool python = kind == task_kind::python || kind == task_kind::kernelbench;
+  const bool python = traits_of(kind).hash_comments;
   const std::string clean = strip_comments(code, python);
   const auto clean_lines = lines_of(clean);
   const auto raw_lines = lines_of(code);

@@ -1,5 +1,7 @@
 #include "sandbox/task.hpp"
 
+#include "sandbox/kinds.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -58,7 +60,7 @@ result<task> task_from_json(const json& j, const std::string& context) {
     if (!t.own_kernel.empty() && t.own_kernel != "require" && t.own_kernel != "off") {
       return fail("'own_kernel' must be \"require\" or \"off\", not '" + t.own_kernel + "'");
     }
-    if (t.kind == task_kind::digits) {
+    if (traits_of(t.kind).needs == required_source::target) {
       if (!j.contains("target") || !j["target"].is_number_integer()) {
         return fail("'target' (integer) is required for a digits task");
       }
@@ -135,19 +137,13 @@ std::int64_t scalar_value(const task& t, const std::string& name, bool* found) {
 }  // namespace
 
 const char* candidate_extension(task_kind kind) {
-  switch (kind) {
-    case task_kind::cuda: return ".cu";
-    case task_kind::cpp: return ".cpp";
-    case task_kind::python:
-    case task_kind::kernelbench: return ".py";
-    case task_kind::digits: return ".txt";
-  }
-  return "";
+  // The table's views are of string literals: NUL-terminated.
+  return traits_of(kind).extension.data();
 }
 
 std::vector<std::string> default_forbidden(task_kind kind) {
-  if (kind == task_kind::cuda) return {"cublas", "cudnn", "cutlass", "thrust", "cub::", "torch"};
-  return {};
+  const auto items = traits_of(kind).default_forbidden;
+  return {items.begin(), items.end()};
 }
 
 result<std::int64_t> element_count(const task& t, const arg_spec& arg) {
@@ -176,20 +172,29 @@ result<std::int64_t> element_count(const task& t, const arg_spec& arg) {
 
 status validate_task(const task& t) {
   const std::string where = t.id.empty() ? t.origin : t.id;
-  if (t.kind == task_kind::cuda || t.kind == task_kind::cpp) {
-    if (t.args.empty()) return error{where + ": 'args' is required for a " + to_string(t.kind) + " task"};
-    if (t.reference.empty()) return error{where + ": reference.cpp (or 'reference') is required"};
-    std::set<std::string> names;
-    for (const auto& a : t.args) {
-      if (!names.insert(a.name).second) return error{where + ": arg name '" + a.name + "' appears twice"};
-      if (a.role != arg_role::scalar) {
-        auto n = element_count(t, a);
-        if (!n) return n.err();
+  switch (traits_of(t.kind).needs) {
+    case required_source::args_and_reference: {
+      if (t.args.empty()) return error{where + ": 'args' is required for a " + to_string(t.kind) + " task"};
+      if (t.reference.empty()) return error{where + ": reference.cpp (or 'reference') is required"};
+      std::set<std::string> names;
+      for (const auto& a : t.args) {
+        if (!names.insert(a.name).second) return error{where + ": arg name '" + a.name + "' appears twice"};
+        if (a.role != arg_role::scalar) {
+          auto n = element_count(t, a);
+          if (!n) return n.err();
+        }
       }
+      break;
     }
+    case required_source::tests:
+      if (t.tests.empty()) return error{where + ": tests.py (or 'tests') is required"};
+      break;
+    case required_source::problem:
+      if (t.reference.empty()) return error{where + ": the problem source is empty"};
+      break;
+    case required_source::target:
+      break;  // checked where task.json is read: a digits task cannot exist without one
   }
-  if (t.kind == task_kind::python && t.tests.empty()) return error{where + ": tests.py (or 'tests') is required"};
-  if (t.kind == task_kind::kernelbench && t.reference.empty()) return error{where + ": the problem source is empty"};
   return ok_status();
 }
 
@@ -203,7 +208,7 @@ result<task> parse_task_json(const std::string& json_text, const std::string& co
   return task_from_json(j, context);
 }
 
-result<task> load_task_dir(const fs::path& dir) {
+result<task> load_task_dir(const fs::path& dir, task_checks checks) {
   const fs::path task_json = dir / "task.json";
   auto text = read_text(task_json);
   if (!text) return text.err();
@@ -224,18 +229,20 @@ result<task> load_task_dir(const fs::path& dir) {
     std::sort(files.begin(), files.end());
     for (const auto& f : files) t->wrong.push_back({f.stem().string(), optional_file(f)});
   }
-  if (auto v = validate_task(*t); !v) return error{dir.string() + ": " + v.err().message};
+  if (checks == task_checks::full) {
+    if (auto v = validate_task(*t); !v) return error{dir.string() + ": " + v.err().message};
+  }
   return t;
 }
 
-result<std::vector<task>> load_suite(const fs::path& root) {
+result<std::vector<task>> load_suite(const fs::path& root, task_checks checks) {
   if (!fs::is_directory(root)) return error{"suite directory " + root.string() + " does not exist"};
   std::vector<task> tasks;
   for (const auto& kind_dir : fs::directory_iterator(root)) {
     if (!kind_dir.is_directory()) continue;
     for (const auto& task_dir : fs::directory_iterator(kind_dir.path())) {
       if (!fs::exists(task_dir.path() / "task.json")) continue;
-      auto t = load_task_dir(task_dir.path());
+      auto t = load_task_dir(task_dir.path(), checks);
       if (!t) return t.err();
       tasks.push_back(std::move(t.value()));
     }

@@ -68,30 +68,39 @@ struct task {
   std::string own_kernel;
 };
 
-// The file extension of a candidate of `kind` (".cu", ".cpp", ".py").
+// The file extension of a candidate of `kind` (".cu", ".cpp", ".py"): traits_of(kind).extension.
 const char* candidate_extension(task_kind kind);
 
-// The forbidden identifiers applied when a task.json names none.
-// cuda: cublas, cudnn, cutlass, thrust, cub::, torch. Other kinds: none.
+// The forbidden identifiers applied when a task.json names none: traits_of(kind).default_forbidden
+// (cuda: cublas, cudnn, cutlass, thrust, cub::, torch; other kinds: none).
 std::vector<std::string> default_forbidden(task_kind kind);
+
+// Which rules a loader applies to a task it read.
+enum class task_checks : std::uint8_t {
+  full,    // validate_task: everything verification needs. Default
+  format,  // task.json's own fields only: for a reader that serves a suite's answers without
+           // verifying them (the scripted policy, actors::load_scripted_suite)
+};
 
 // Parses a task.json object (suite format) without the files beside it. `context` prefixes errors
 // ("sandbox/suite/cpp/x/task.json"). Errors name the key and what is wrong with it.
 result<task> parse_task_json(const std::string& json_text, const std::string& context);
 
-// Checks the cross-field rules: pointer counts resolve to integers through the scalars, reference
-// present for cuda/cpp, tests for python, unique arg names. Errors name the task id and field.
+// Checks the cross-field rules: what the kind requires (traits_of(kind).needs: args and reference
+// for cuda/cpp, tests for python, the problem source for kernelbench), pointer counts that resolve
+// to integers through the scalars, unique arg names. Errors name the task id and field.
 status validate_task(const task& t);
 
 // Resolves a pointer arg's count with the scalar values. Errors name the unknown term.
 result<std::int64_t> element_count(const task& t, const arg_spec& arg);
 
 // Loads one suite task directory: task.json, reference.cpp, tests.py, solution.<ext>, wrong/*.
-result<task> load_task_dir(const std::filesystem::path& dir);
+result<task> load_task_dir(const std::filesystem::path& dir, task_checks checks = task_checks::full);
 
 // Loads every task below `root` (<kind>/<name>/task.json), sorted by id. An invalid task is an
-// error naming its directory.
-result<std::vector<task>> load_suite(const std::filesystem::path& root);
+// error naming its directory. The one reader of the suite format: the sandbox, `leap run` and
+// the scripted policy (`leap serve-policy --suite`) all read suites through it.
+result<std::vector<task>> load_suite(const std::filesystem::path& root, task_checks checks = task_checks::full);
 
 // A JSONL dataset: one task object per line with task.json's fields plus inline "reference",
 // "solution", "wrong" ([{"label", "code"}]) and "tests". Blank lines are skipped. Errors name the

@@ -1,6 +1,5 @@
 // What kind of task a candidate solves, as the suite format's "kind" and the config's
-// data.task_kinds name it. The sandbox verifies by kind; the scripted policy server
-// (policy/scripted_suite) reads the same suites.
+// data.task_kinds name it. What the sandbox does with each kind is its row in sandbox/kinds.cpp.
 #pragma once
 
 #include "common/enums/enum_names.hpp"

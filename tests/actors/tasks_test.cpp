@@ -1,10 +1,14 @@
 // The tasks of a run, from the project's own suite: kinds filtered, a seeded validation split or a
-// separate validation suite, and errors that name the config key.
+// separate validation suite, and errors that name the config key. The scripted policy's suite, read
+// with the same reader: every kind, and errors that name the file and key.
 #include "actors/tasks.hpp"
 
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
 
 namespace leap::actors {
 namespace {
@@ -75,6 +79,90 @@ TEST(LoadRunTasksTest, ErrorsNameTheKey) {
     ASSERT_FALSE(tasks.ok());
     EXPECT_NE(tasks.err().message.find(r.expected), std::string::npos) << tasks.err().message;
   }
+}
+
+// A suite task of the kinds the project's suite has no folder of: its task.json and solution.
+void write_task(const fs::path& root, const std::string& id, const std::string& task_json,
+                const std::string& solution_file, const std::string& solution) {
+  fs::create_directories(root / id);
+  std::ofstream(root / id / "task.json") << task_json;
+  std::ofstream(root / id / solution_file) << solution;
+}
+
+// Every kind, as the sandbox reads it: the scripted policy once refused kernelbench and digits.
+TEST(ScriptedSuiteTest, ServesEveryKindWithItsFence) {
+  testing::temp_dir dir;
+  copy_tasks(dir.path(), {"cpp/axpby", "cuda/vector_add", "python/flatten"});
+  write_task(dir.path(), "digits/seven", R"({"id": "digits/seven", "kind": "digits", "target": 7})",
+             "solution.txt", "7\n");
+  write_task(dir.path(), "kernelbench/relu",
+             R"({"id": "kernelbench/relu", "kind": "kernelbench", "difficulty": 4,
+                 "prompt": "Write ModelNew for torch.relu."})",
+             "solution.py", "class ModelNew: pass\n");
+  const auto tasks = load_scripted_suite(dir.path().string());
+  ASSERT_TRUE(tasks.ok()) << tasks.err().message;
+  ASSERT_EQ(tasks->size(), 5u);
+  struct expected {
+    std::string id, language;
+    int difficulty;
+  };
+  const std::vector<expected> rows = {{"cpp/axpby", "cpp", 1},
+                                      {"cuda/vector_add", "cuda", 1},
+                                      {"digits/seven", "digits", 1},
+                                      {"kernelbench/relu", "python", 3},  // level 4 clamped
+                                      {"python/flatten", "python", 1}};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].id);
+    const auto& t = (*tasks)[i];
+    EXPECT_EQ(t.id, rows[i].id);
+    EXPECT_EQ(t.language, rows[i].language);
+    EXPECT_FALSE(t.solution.empty());
+  }
+  EXPECT_EQ((*tasks)[2].prompt, "Write digits whose sum is 7.");  // the digits default
+  EXPECT_EQ((*tasks)[3].difficulty, 3);
+  // The suite's own task: its solution and its wrong candidates in name order.
+  std::ifstream solution(fs::path(LEAP_SOURCE_DIR) / "sandbox/suite/cuda/vector_add/solution.cu");
+  const std::string code((std::istreambuf_iterator<char>(solution)), std::istreambuf_iterator<char>());
+  EXPECT_EQ((*tasks)[1].solution, code);
+  ASSERT_FALSE((*tasks)[1].wrong.empty());
+  for (std::size_t i = 1; i < (*tasks)[1].wrong.size(); ++i) {
+    EXPECT_LT((*tasks)[1].wrong[i - 1].label, (*tasks)[1].wrong[i].label);
+  }
+}
+
+TEST(ScriptedSuiteTest, ErrorsNameTheFileAndKey) {
+  struct row {
+    std::string name;
+    std::function<void(const fs::path&)> damage;
+    std::string error;
+  };
+  const std::vector<row> rows = {
+      {"no prompt",
+       [](const auto& root) { std::ofstream(root / "cpp/axpby/task.json") << R"({"id": "cpp/axpby", "kind": "cpp"})"; },
+       "cpp/axpby/task.json: 'prompt' is required"},
+      {"bad kind",
+       [](const auto& root) {
+         std::ofstream(root / "cpp/axpby/task.json") << R"({"id": "cpp/axpby", "kind": "rust", "prompt": "p"})";
+       },
+       "cpp/axpby/task.json: 'kind': unknown task kind 'rust' (valid: cuda, cpp, python, kernelbench, digits)"},
+      {"not json", [](const auto& root) { std::ofstream(root / "cpp/axpby/task.json") << "{oops"; },
+       "cpp/axpby/task.json: invalid JSON"},
+      {"no solution", [](const auto& root) { fs::remove(root / "cuda/vector_add/solution.cu"); },
+       "cuda/vector_add: no solution.cu"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    testing::temp_dir dir;
+    copy_tasks(dir.path(), {"cpp/axpby", "cuda/vector_add"});
+    r.damage(dir.path());
+    const auto tasks = load_scripted_suite(dir.path().string());
+    ASSERT_FALSE(tasks.ok());
+    EXPECT_NE(tasks.err().message.find(r.error), std::string::npos) << tasks.err().message;
+  }
+  testing::temp_dir empty;
+  EXPECT_NE(load_scripted_suite(empty.path().string()).err().message.find("no task.json"), std::string::npos);
+  EXPECT_NE(load_scripted_suite((empty.path() / "missing").string()).err().message.find("not a directory"),
+            std::string::npos);
 }
 
 }  // namespace

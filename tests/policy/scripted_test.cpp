@@ -1,7 +1,6 @@
-// The scripted backend and the suite reader: task matching, pass and fix rates, determinism,
-// resumption, log-probs and the latency model, without HTTP.
+// The scripted backend: task matching, pass and fix rates, determinism, resumption, log-probs and
+// the latency model, without HTTP. Its suite reader is actors::load_scripted_suite (tests/actors).
 #include "policy/scripted_backend.hpp"
-#include "policy/scripted_suite.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -52,76 +51,6 @@ std::vector<token_id> ids_of(const collected& c) {
     ids.push_back(s.id);
   }
   return ids;
-}
-
-TEST(ScriptedSuite, ReadsTheSuiteFormat) {
-  temp_dir dir;
-  write_tiny_suite(dir.path());
-  const auto tasks = load_scripted_suite(dir.path().string());
-  ASSERT_TRUE(tasks.ok()) << tasks.err().message;
-  ASSERT_EQ(tasks->size(), 3U);
-  // Path order: cpp/, cuda/, python/.
-  EXPECT_EQ((*tasks)[0].id, "cpp/sum");
-  EXPECT_EQ((*tasks)[1].id, "cuda/vector_add");
-  EXPECT_EQ((*tasks)[2].id, "python/reverse");
-  const auto expected = tiny_tasks();
-  const scripted_task& cuda = (*tasks)[1];
-  EXPECT_EQ(cuda.prompt, expected[0].prompt);
-  EXPECT_EQ(cuda.language, "cuda");
-  EXPECT_EQ(cuda.difficulty, 1);
-  EXPECT_EQ(cuda.solution, expected[0].solution);
-  ASSERT_EQ(cuda.wrong.size(), 2U);
-  EXPECT_EQ(cuda.wrong[0].label, "compile_error");  // name order
-  EXPECT_EQ(cuda.wrong[1].label, "off_by_one");
-  EXPECT_EQ(cuda.wrong[1].code, expected[0].wrong[0].code);
-}
-
-TEST(ScriptedSuite, ErrorsNameTheFileAndKey) {
-  struct row {
-    std::string name;
-    std::function<void(const std::filesystem::path&)> damage;
-    std::string error;
-  };
-  const std::vector<row> rows = {
-      {"no prompt",
-       [](const auto& root) {
-         std::ofstream(root / "cpp/sum/task.json") << R"({"id": "cpp/sum", "kind": "cpp"})";
-       },
-       "cpp/sum/task.json: 'prompt' is required"},
-      {"bad kind",
-       [](const auto& root) {
-         std::ofstream(root / "cpp/sum/task.json")
-             << R"({"id": "cpp/sum", "kind": "rust", "prompt": "p"})";
-       },
-       "'kind' must be cuda, cpp or python (got \"rust\")"},
-      {"bad difficulty",
-       [](const auto& root) {
-         std::ofstream(root / "cpp/sum/task.json")
-             << R"({"id": "cpp/sum", "kind": "cpp", "prompt": "p", "difficulty": 7})";
-       },
-       "'difficulty' must be 1, 2 or 3"},
-      {"not json", [](const auto& root) { std::ofstream(root / "cpp/sum/task.json") << "{oops"; },
-       "cpp/sum/task.json: not valid JSON"},
-      {"no solution",
-       [](const auto& root) { std::filesystem::remove(root / "cuda/vector_add/solution.cu"); },
-       "cuda/vector_add: no solution.cu"},
-  };
-  for (const auto& r : rows) {
-    temp_dir dir;
-    write_tiny_suite(dir.path());
-    r.damage(dir.path());
-    const auto tasks = load_scripted_suite(dir.path().string());
-    ASSERT_FALSE(tasks.ok()) << r.name;
-    EXPECT_NE(tasks.err().message.find(r.error), std::string::npos)
-        << r.name << ": " << tasks.err().message;
-  }
-  temp_dir empty;
-  EXPECT_NE(load_scripted_suite(empty.path().string()).err().message.find("no task.json"),
-            std::string::npos);
-  EXPECT_NE(load_scripted_suite((empty.path() / "missing").string())
-                .err()
-                .message.find("not a directory"),
-            std::string::npos);
 }
 
 TEST(ScriptedBackend, CreateValidates) {

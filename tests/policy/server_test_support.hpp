@@ -72,51 +72,6 @@ inline std::vector<scripted_task> tiny_tasks() {
   };
 }
 
-// Writes tiny_tasks() to disk in the suite format (<kind>/<name>/task.json, solution.<ext>,
-// wrong/<label>.<ext>).
-inline void write_tiny_suite(const std::filesystem::path& root) {
-  for (const auto& task : tiny_tasks()) {
-    const auto dir = root / task.id;
-    std::filesystem::create_directories(dir / "wrong");
-    const std::string ext =
-        task.language == "cuda" ? ".cu" : (task.language == "cpp" ? ".cpp" : ".py");
-    nlohmann::json j{{"id", task.id},
-                     {"kind", task.language},
-                     {"difficulty", task.difficulty},
-                     {"category", "test"},
-                     {"prompt", task.prompt}};
-    std::ofstream(dir / "task.json") << j.dump(2);
-    std::ofstream(dir / ("solution" + ext)) << task.solution;
-    for (const auto& wrong : task.wrong) {
-      std::ofstream(dir / "wrong" / (wrong.label + ext)) << wrong.code;
-    }
-  }
-}
-
-// A fresh directory under the system's temp folder, removed at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    const auto base = std::filesystem::temp_directory_path();
-    for (int i = 0;; ++i) {
-      path_ = base / ("leap-policy-test-" + std::to_string(::getpid()) + "-" + std::to_string(i));
-      if (std::filesystem::create_directory(path_)) {
-        break;
-      }
-    }
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 inline std::shared_ptr<scripted_backend> make_backend(scripted_config config = {}) {
   if (config.tasks.empty()) {
     config.tasks = tiny_tasks();

@@ -7,6 +7,7 @@
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
 // bench measures the compile side only.
+#include "sandbox/kinds.hpp"
 #include "sandbox/verifier.hpp"
 
 #include <unistd.h>
@@ -64,10 +65,9 @@ task builtin_task(task_kind kind) {
 }
 
 std::string answer(const task& t, int index, const std::string& salt) {
-  const bool py = t.kind == task_kind::python || t.kind == task_kind::kernelbench;
-  const std::string comment = (py ? "# " : "// ") + std::string("candidate ") + salt + "-" + std::to_string(index) + "\n";
-  const char* lang = t.kind == task_kind::cuda ? "cuda" : t.kind == task_kind::cpp ? "cpp" : "python";
-  return std::string("```") + lang + "\n" + comment + t.solution + "```\n";
+  const auto& kind = leap::sandbox::traits_of(t.kind);
+  const std::string comment = (kind.hash_comments ? "# " : "// ") + std::string("candidate ") + salt + "-" + std::to_string(index) + "\n";
+  return "```" + std::string(kind.fence) + "\n" + comment + t.solution + "```\n";
 }
 
 }  // namespace

@@ -73,17 +73,6 @@ sandbox::verifier_config verifier_settings(const experiment_config& c, bool has_
   return sandbox_settings(c.verifier, has_cuda, cache_dir);
 }
 
-policy::scripted_task scripted_of(const sandbox::task& t) {
-  policy::scripted_task s;
-  s.id = t.id;
-  s.prompt = t.prompt;
-  s.language = t.kind == task_kind::kernelbench ? "python" : to_string(t.kind);
-  s.solution = t.solution;
-  for (const auto& w : t.wrong) s.wrong.push_back({w.label, w.code});
-  s.difficulty = std::clamp(t.difficulty, 1, 3);
-  return s;
-}
-
 policy::client_config client_settings(const experiment_config& c,
                                       const std::vector<std::string>& endpoints) {
   policy::client_config cc;
@@ -352,7 +341,7 @@ int run_experiment(const run_options& options) {
     sc.seed = c.experiment.seed;
     for (const auto* list : {&tasks.train, &tasks.validation}) {
       for (const auto& t : *list) {
-        if (!t->solution.empty()) sc.tasks.push_back(scripted_of(*t));
+        if (!t->solution.empty()) sc.tasks.push_back(actors::scripted_task_of(*t));
       }
     }
     auto backend = policy::scripted_backend::create(std::move(sc));

@@ -1,6 +1,7 @@
 // `leap verify --task ID|DIR|FILE --candidate FILE [--suite DIR] [--json]`: verifies one candidate
 // against one task with the sandbox engine and prints the verdict and the feedback a model would read.
 #include "sandbox/engine.hpp"
+#include "sandbox/kinds.hpp"
 #include "sandbox/task.hpp"
 #include "tools/leap/command.hpp"
 
@@ -29,17 +30,6 @@ struct verify_options {
   std::string python = "python3";
 };
 
-const char* fence_language(task_kind kind) {
-  switch (kind) {
-    case task_kind::cuda: return "cuda";
-    case task_kind::cpp: return "cpp";
-    case task_kind::python:
-    case task_kind::kernelbench:
-    case task_kind::digits: return "python";
-  }
-  return "python";
-}
-
 int run_verify(const verify_options& o) {
   auto fail = [](const std::string& message) {
     std::istringstream lines(message);
@@ -56,7 +46,7 @@ int run_verify(const verify_options& o) {
   std::string answer = ss.str();
   // A bare source file is what the model would have put inside its fenced block.
   if (answer.find("```") == std::string::npos) {
-    answer = std::string("```") + fence_language(t->kind) + "\n" + answer + (answer.ends_with("\n") ? "" : "\n") + "```\n";
+    answer = "```" + std::string(sandbox::traits_of(t->kind).fence) + "\n" + answer + (answer.ends_with("\n") ? "" : "\n") + "```\n";
   }
 
   sandbox::engine_config config;
