@@ -57,9 +57,9 @@ parsed_choices parse_generate_response_reference(wire_flavour flavour, std::stri
                                                  std::span<const token_id> prompt) {
   json root = parse_bounded_json(body);
   if (root.is_discarded()) {
-    return {parse_problem::malformed, "response body is not JSON (" +
-                                          std::to_string(body.size()) + " bytes" +
-                                          too_deep_note(body) + ")",
+    return {parse_problem::malformed,
+            "response body is not JSON (" + std::to_string(body.size()) + " bytes" +
+                too_deep_note(body) + ")",
             {}};
   }
   return dialect_of(flavour).parse_body(root, header_version_of(weight_version_header), prompt);
@@ -89,8 +89,7 @@ parsed_choices check_choices(std::vector<generated_turn> choices, int n, int voc
         if (id < 0 || id >= vocab_size) {
           return {parse_problem::invalid,
                   "choice " + std::to_string(c) + ": token id " + std::to_string(id) +
-                      " is outside the vocabulary (vocab_size " + std::to_string(vocab_size) +
-                      ")",
+                      " is outside the vocabulary (vocab_size " + std::to_string(vocab_size) + ")",
                   {}};
         }
       }
@@ -314,8 +313,7 @@ streamed_choices stream_accumulator::finish(std::string_view weight_version_head
     out.message = s.cut;
   } else if (!out.complete) {
     out.message = std::string("the stream ended before every choice finished") +
-                  (s.done ? "" : " (no [DONE])") + " after " + std::to_string(s.events) +
-                  " events";
+                  (s.done ? "" : " (no [DONE])") + " after " + std::to_string(s.events) + " events";
   }
   return out;
 }

@@ -30,7 +30,7 @@
 
 namespace leap::policy {
 
-class wire_dialect;    // dialect.hpp: what differs per flavour
+class wire_dialect;   // dialect.hpp: what differs per flavour
 struct stream_state;  // dialect_parts.hpp
 
 // The JSON body of one generation request. `prompt` followed by `continuation` (ids already

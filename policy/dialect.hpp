@@ -50,7 +50,8 @@ class wire_dialect {
 
   // The single-pass reader (json_cursor.hpp): the choices of a 2xx body in exactly the expected
   // shape, nullopt for anything else, which then goes to parse_body. The two agree on every body
-  // this one accepts (tests/policy/client_protocol_test.cpp, SinglePassReaderAgreesWithTheDomParser).
+  // this one accepts (tests/policy/client_protocol_test.cpp,
+  // SinglePassReaderAgreesWithTheDomParser).
   [[nodiscard]] virtual std::optional<parsed_choices> parse_body_fast(
       std::string_view body, const std::optional<std::string>& header_version,
       std::span<const token_id> prompt) const = 0;
@@ -67,9 +68,9 @@ class wire_dialect {
   virtual bool on_stream_event(stream_state& state, const nlohmann::json& event) const = 0;
 
   // build_tokenize_body's body for this dialect's /tokenize, or why it cannot be asked for.
-  [[nodiscard]] virtual result<std::string> tokenize_body(
-      std::string_view model, const std::vector<chat_message>& messages,
-      bool add_generation_prompt) const = 0;
+  [[nodiscard]] virtual result<std::string> tokenize_body(std::string_view model,
+                                                          const std::vector<chat_message>& messages,
+                                                          bool add_generation_prompt) const = 0;
 };
 
 // The dialect of `flavour`. Never fails for a value of the enum.

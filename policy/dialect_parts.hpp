@@ -1,6 +1,6 @@
-// Internal to policy/: the building blocks the wire dialects (dialect_*.cpp) and client_protocol.cpp
-// share: writers of request-body fragments, readers of ids, versions and finish reasons, and the
-// state a stream accumulates. Defined in dialect.cpp.
+// Internal to policy/: the building blocks the wire dialects (dialect_*.cpp) and
+// client_protocol.cpp share: writers of request-body fragments, readers of ids, versions and finish
+// reasons, and the state a stream accumulates. Defined in dialect.cpp.
 #pragma once
 
 #include "policy/dialect.hpp"
@@ -21,9 +21,12 @@ namespace leap::policy {
 // Request bodies carry thousands of ids; writing them by hand is several times cheaper than
 // building a json object and dumping it, and the client's CPU per request is a budgeted number.
 void put_int(std::string& out, long long value);
-void put_double(std::string& out, double value);  // shortest form that reads back: 0.7, 1
-void put_string(std::string& out, std::string_view value);  // quoted and escaped as nlohmann does
-void put_ids(std::string& out, std::span<const token_id> a, std::span<const token_id> b);  // [a..., b...]
+// The shortest form that reads back (0.7, 1).
+void put_double(std::string& out, double value);
+// Quoted and escaped as nlohmann::json dumps it.
+void put_string(std::string& out, std::string_view value);
+// [a..., b...]
+void put_ids(std::string& out, std::span<const token_id> a, std::span<const token_id> b);
 void put_strings(std::string& out, const std::vector<std::string>& values);
 
 // What a dialect calls two sampling fields that both servers have.
@@ -75,12 +78,12 @@ void put_sampling(std::string& out, const sampling_config& s, const sampling_nam
 // ---- streams --------------------------------------------------------------------------------
 // What a stream_accumulator has read so far; the dialect's on_stream_event folds each event in.
 struct stream_state {
-  std::vector<token_id> prompt;  // the ids sent, checked against an echo; empty: not checked
-  std::vector<generated_turn> turns;  // one per expected completion (n), in index order
-  std::vector<bool> finished;         // per turn: its finish reason arrived
+  std::vector<token_id> prompt;        // the ids sent, checked against an echo; empty: not checked
+  std::vector<generated_turn> turns;   // one per expected completion (n), in index order
+  std::vector<bool> finished;          // per turn: its finish reason arrived
   std::optional<std::string> version;  // the newest weight version an event carried
   parse_problem problem = parse_problem::none;  // none or schema/invalid (malformed is not kept)
-  std::string cut;                               // why the stream stopped, when it did
+  std::string cut;                              // why the stream stopped, when it did
   bool stopped = false;
   bool done = false;  // `data: [DONE]` arrived
   std::size_t events = 0;

@@ -1,7 +1,6 @@
 // SGLang's dialect: POST /generate with input_ids, return_logprob and sampling_params (SGLang's
 // native API). Shapes: client_protocol.hpp.
 #include "policy/dialect.hpp"
-
 #include "policy/dialect_parts.hpp"
 
 #include <nlohmann/json.hpp>
@@ -193,8 +192,7 @@ class sglang_generate final : public wire_dialect {
   std::string_view generate_route() const override { return "/generate"; }
 
   void write_generate_body(std::string& out, std::string_view /*model: SGLang serves one*/,
-                           std::span<const token_id> prompt,
-                           std::span<const token_id> continuation,
+                           std::span<const token_id> prompt, std::span<const token_id> continuation,
                            const sampling_config& sampling, int max_tokens,
                            std::string_view wire_id, bool stream) const override {
     out += "{\"input_ids\":";
@@ -209,9 +207,9 @@ class sglang_generate final : public wire_dialect {
   }
 
   // SGLang echoes no prompt ids: `prompt` is not checked.
-  std::optional<parsed_choices> parse_body_fast(std::string_view body,
-                                                const std::optional<std::string>& header_version,
-                                                std::span<const token_id> /*prompt*/) const override {
+  std::optional<parsed_choices> parse_body_fast(
+      std::string_view body, const std::optional<std::string>& header_version,
+      std::span<const token_id> /*prompt*/) const override {
     json_cursor c(body);
     parsed_choices out;
     bool ok;
@@ -295,8 +293,8 @@ bool sglang_generate::on_stream_event(stream_state& state, const json& root) con
   if (state.finished[slot]) {
     if (piece.ids.size() > turn.ids.size() ||
         (piece.ids.size() < turn.ids.size() && !piece.ids.empty())) {
-      return state.fail(parse_problem::schema,
-                        where + ": tokens for choice " + std::to_string(slot) + " after its finish");
+      return state.fail(parse_problem::schema, where + ": tokens for choice " +
+                                                   std::to_string(slot) + " after its finish");
     }
     return true;
   }
@@ -316,11 +314,10 @@ bool sglang_generate::on_stream_event(stream_state& state, const json& root) con
   } else if (total && static_cast<std::size_t>(*total) == have + got) {
     cumulative = false;
   } else if (total) {
-    return state.fail(parse_problem::schema,
-                      where + ": " + std::to_string(got) + " output tokens, " +
-                          std::to_string(have) +
-                          " received before, but meta_info.completion_tokens is " +
-                          std::to_string(*total));
+    return state.fail(
+        parse_problem::schema,
+        where + ": " + std::to_string(got) + " output tokens, " + std::to_string(have) +
+            " received before, but meta_info.completion_tokens is " + std::to_string(*total));
   } else {
     cumulative = extends;
   }

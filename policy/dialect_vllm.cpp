@@ -1,7 +1,6 @@
 // vLLM's dialect: POST /v1/completions with the prompt as token ids (OpenAI's completions API with
 // vLLM's extensions return_token_ids and request_id). Shapes: client_protocol.hpp.
 #include "policy/dialect.hpp"
-
 #include "policy/dialect_parts.hpp"
 
 #include <nlohmann/json.hpp>
@@ -23,8 +22,7 @@ class vllm_completions final : public wire_dialect {
   std::string_view generate_route() const override { return "/v1/completions"; }
 
   void write_generate_body(std::string& out, std::string_view model,
-                           std::span<const token_id> prompt,
-                           std::span<const token_id> continuation,
+                           std::span<const token_id> prompt, std::span<const token_id> continuation,
                            const sampling_config& sampling, int max_tokens,
                            std::string_view wire_id, bool stream) const override {
     out += '{';
@@ -63,8 +61,9 @@ class vllm_completions final : public wire_dialect {
   }
 };
 
-parsed_choices vllm_completions::parse_body(const json& root, const std::optional<std::string>& header_version,
-                                std::span<const token_id> prompt) const {
+parsed_choices vllm_completions::parse_body(const json& root,
+                                            const std::optional<std::string>& header_version,
+                                            std::span<const token_id> prompt) const {
   if (!root.is_object()) {
     return schema_error("vLLM response: expected a JSON object");
   }
@@ -381,8 +380,8 @@ bool vllm_completions::on_stream_event(stream_state& state, const json& root) co
       }
     }
     if (state.finished[slot] && !ids.empty()) {
-      return state.fail(parse_problem::schema,
-                        where + ": tokens for choice " + std::to_string(slot) + " after its finish");
+      return state.fail(parse_problem::schema, where + ": tokens for choice " +
+                                                   std::to_string(slot) + " after its finish");
     }
     turn.ids.insert(turn.ids.end(), ids.begin(), ids.end());
     turn.logprobs.insert(turn.logprobs.end(), logprobs.begin(), logprobs.end());

@@ -13,8 +13,9 @@
 
 #include "policy/tokenizer.hpp"
 
-#include <charconv>
 #include <climits>
+
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -22,8 +22,8 @@ TEST(JsonCursor, Integers) {
       {"0", 0, ""},
       {" \n\t-12,", -12, ","},
       {"123456789012345678]", 123456789012345678LL, "]"},  // 18 digits: the most it takes
-      {"1234567890123456789", std::nullopt, ""},            // 19: the DOM parser decides
-      {"01", std::nullopt, ""},                             // JSON has no leading zeros
+      {"1234567890123456789", std::nullopt, ""},           // 19: the DOM parser decides
+      {"01", std::nullopt, ""},                            // JSON has no leading zeros
       {"-0", 0, ""},
       {"1.5", std::nullopt, ""},
       {"1e3", std::nullopt, ""},
@@ -52,7 +52,7 @@ TEST(JsonCursor, Numbers) {
     std::optional<double> value;
   };
   const std::vector<row> rows = {
-      {"-0.125", -0.125}, {"1E2", 100.0},       {"-1e-3", -0.001}, {"7", 7.0},
+      {"-0.125", -0.125},   {"1E2", 100.0},         {"-1e-3", -0.001},   {"7", 7.0},
       {".5", std::nullopt}, {"01.5", std::nullopt}, {"-", std::nullopt}, {"nan", std::nullopt},
   };
   for (const auto& r : rows) {
@@ -190,8 +190,8 @@ TEST(JsonCursor, StringOrIntegerReadsWeightVersions) {
     std::optional<std::string> value;  // starting from "before"
   };
   const std::vector<row> rows = {
-      {R"("v3")", true, "v3"},         {"42", true, "42"},       {"-7", true, "-7"},
-      {"null", true, "before"},        {"1.5", false, std::nullopt}, {"true", false, std::nullopt},
+      {R"("v3")", true, "v3"},     {"42", true, "42"},           {"-7", true, "-7"},
+      {"null", true, "before"},    {"1.5", false, std::nullopt}, {"true", false, std::nullopt},
       {"{}", false, std::nullopt},
   };
   for (const auto& r : rows) {
