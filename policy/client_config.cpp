@@ -1,12 +1,14 @@
 #include "policy/client_config.hpp"
 
+#include "policy/dialect.hpp"
+
 namespace leap::policy {
 
 std::string generate_route(const client_config& config) {
   if (!config.generate_path.empty()) {
     return config.generate_path;
   }
-  return config.flavour == wire_flavour::vllm ? "/v1/completions" : "/generate";
+  return std::string(dialect_of(config.flavour).generate_route());
 }
 
 status validate_client_config(const client_config& config) {

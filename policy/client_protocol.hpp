@@ -1,6 +1,7 @@
 // The client's side of the wire, as pure functions: request bodies for vLLM and SGLang, parsing of
 // their responses into generated turns, the classification of a failed attempt, and the backoff
-// schedule. No I/O, no state; all thread-safe.
+// schedule. No I/O, no state; all thread-safe. Each function taking a wire_flavour hands the
+// flavour's part to its dialect (dialect.hpp: one implementation per flavour).
 //
 // Response shapes read (non-streaming):
 //   vLLM  /v1/completions: {"choices": [{"index", "text", "token_ids": [..], "finish_reason",
@@ -20,6 +21,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +29,9 @@
 #include <vector>
 
 namespace leap::policy {
+
+class wire_dialect;   // dialect.hpp: what differs per flavour
+struct stream_state;  // dialect_parts.hpp
 
 // The JSON body of one generation request. `prompt` followed by `continuation` (ids already
 // received from an aborted attempt) is sent as the prompt; `max_tokens` is what is still wanted.
@@ -147,27 +152,18 @@ class stream_accumulator {
   [[nodiscard]] streamed_choices finish(std::string_view weight_version_header) const;
 
   // Events read so far (for tests and messages).
-  [[nodiscard]] std::size_t events() const { return events_; }
+  [[nodiscard]] std::size_t events() const;
+
+  stream_accumulator(const stream_accumulator&) = delete;
+  stream_accumulator& operator=(const stream_accumulator&) = delete;
+  ~stream_accumulator();
 
  private:
   bool on_event(const std::string& data);
-  bool on_vllm_event(const nlohmann::json& root);
-  bool on_sglang_event(const nlohmann::json& root);
-  bool fail(parse_problem problem, std::string message);
-  // The event's "index" (absent: 0) as a slot of turns_; out of range fails the stream.
-  std::optional<std::size_t> slot_of(const nlohmann::json& event, const std::string& what);
 
-  wire_flavour flavour_;
-  std::vector<token_id> prompt_;
+  const wire_dialect* dialect_;  // reads the events of the flavour's shape
   sse_reader reader_;
-  std::vector<generated_turn> turns_;
-  std::vector<bool> finished_;
-  std::optional<std::string> version_;
-  parse_problem problem_ = parse_problem::none;
-  std::string cut_;
-  bool stopped_ = false;
-  bool done_ = false;
-  std::size_t events_ = 0;
+  std::unique_ptr<stream_state> state_;  // what the events gave so far (dialect_parts.hpp)
 };
 
 // /tokenize with chat messages, vLLM's shape: {"messages", "add_generation_prompt",

@@ -332,6 +332,67 @@ TEST(ClientProtocol, OptionalFieldsAreLeftOutWhenUnset) {
   }
 }
 
+// The bytes on the wire, not only the JSON they parse to: field order, number spelling and
+// escaping are what the servers (and their request logs and caches) see, so a refactoring of the
+// writers must leave them identical.
+TEST(ClientProtocol, RequestBodiesAreByteForByteStable) {
+  sampling_config full;
+  full.n = 2;
+  full.temperature = 0.7;
+  full.top_p = 0.95;
+  full.top_k = 20;
+  full.seed = 42;
+  full.stop = {"```\n", "</answer>"};
+  full.stop_token_ids = {151645, 151643};
+  const sampling_config plain;  // top_k -1, no seed, no stops
+  const std::vector<token_id> prompt{1, 2, 3};
+  const std::vector<token_id> continuation{4, 5};
+  struct row {
+    wire_flavour flavour;
+    const sampling_config* sampling;
+    std::string model;
+    bool stream;
+    std::string expected;
+  };
+  const std::vector<row> rows = {
+      {wire_flavour::vllm, &full, "qwen", false,
+       R"({"model":"qwen","prompt":[1,2,3,4,5],"max_tokens":100,"n":2,"temperature":0.7,)"
+       R"("top_p":0.95,"top_k":20,"seed":42,"stop":["```\n","</answer>"],)"
+       R"("stop_token_ids":[151645,151643],"skip_special_tokens":false,"logprobs":0,)"
+       R"("return_token_ids":true,"stream":false,"request_id":"t\"1"})"},
+      {wire_flavour::vllm, &plain, "", true,
+       R"({"prompt":[1,2,3,4,5],"max_tokens":100,"n":1,"temperature":1,"top_p":1,)"
+       R"("skip_special_tokens":false,"logprobs":0,"return_token_ids":true,"stream":true,)"
+       R"("request_id":"t\"1"})"},
+      {wire_flavour::sglang, &full, "qwen", false,
+       R"({"input_ids":[1,2,3,4,5],"sampling_params":{"max_new_tokens":100,"n":2,)"
+       R"("temperature":0.7,"top_p":0.95,"top_k":20,"sampling_seed":42,)"
+       R"("stop":["```\n","</answer>"],"stop_token_ids":[151645,151643],)"
+       R"("skip_special_tokens":false},"return_logprob":true,"stream":false,"rid":"t\"1"})"},
+      {wire_flavour::sglang, &plain, "", true,
+       R"({"input_ids":[1,2,3,4,5],"sampling_params":{"max_new_tokens":100,"n":1,)"
+       R"("temperature":1,"top_p":1,"skip_special_tokens":false},"return_logprob":true,)"
+       R"("stream":true,"rid":"t\"1"})"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(to_string(r.flavour) + (r.stream ? " streamed" : ""));
+    EXPECT_EQ(build_generate_body(r.flavour, r.model, prompt, continuation, *r.sampling, 100,
+                                  "t\"1", r.stream),
+              r.expected);
+  }
+  const std::vector<chat_message> messages{{"user", "hi"}};
+  EXPECT_EQ(build_tokenize_body("m", messages, true),
+            R"({"add_generation_prompt":true,"add_special_tokens":false,)"
+            R"("messages":[{"content":"hi","role":"user"}],"model":"m"})");
+  auto vllm = build_tokenize_body(wire_flavour::vllm, "", messages, false);
+  ASSERT_TRUE(vllm) << vllm.err().message;
+  EXPECT_EQ(*vllm, R"({"add_generation_prompt":false,"add_special_tokens":false,)"
+                   R"("messages":[{"content":"hi","role":"user"}]})");
+  auto sglang = build_tokenize_body(wire_flavour::sglang, "m", messages, true);
+  ASSERT_TRUE(sglang) << sglang.err().message;
+  EXPECT_EQ(*sglang, R"({"messages":[{"content":"hi","role":"user"}],"model":"m"})");
+}
+
 TEST(ClientProtocol, ClassifiesErrorStatuses) {
   const retry_config retry;
   struct row {

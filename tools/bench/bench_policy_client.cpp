@@ -69,32 +69,8 @@ std::vector<token_id> bench_prompt(int n) {
   return ids;
 }
 
-std::string canned_body(const options& o) {
-  const auto prompt = bench_prompt(o.prompt);
-  std::string ids, lps, toks, prompt_ids;
-  for (int i = 0; i < o.reply; ++i) {
-    if (i > 0) {
-      ids += ',';
-      lps += ',';
-      toks += ',';
-    }
-    ids += std::to_string(20000 + i);
-    lps += "-0." + std::to_string(100 + i);
-    toks += "\"tok" + std::to_string(i) + "\"";
-  }
-  for (std::size_t i = 0; i < prompt.size(); ++i) {
-    if (i > 0) prompt_ids += ',';
-    prompt_ids += std::to_string(prompt[i]);
-  }
-  const std::string text(static_cast<std::size_t>(o.reply) * 4, 'x');
-  if (o.flavour == wire_flavour::vllm) {
-    return R"({"id":"cmpl-bench","object":"text_completion","created":1,"model":"bench","choices":[{"index":0,"text":")" +
-           text + R"(","logprobs":{"text_offset":[],"token_logprobs":[)" + lps + R"(],"tokens":[)" +
-           toks +
-           R"(],"top_logprobs":null},"finish_reason":"length","stop_reason":null,"token_ids":[)" +
-           ids + R"(],"prompt_logprobs":null,"prompt_token_ids":[)" + prompt_ids +
-           R"(]}],"usage":{"prompt_tokens":1024,"completion_tokens":256,"total_tokens":1280}})";
-  }
+// SGLang's /generate answer to the bench's request.
+std::string sglang_body(const options& o, const std::string& text, const std::string& ids) {
   std::string triples;
   for (int i = 0; i < o.reply; ++i) {
     if (i > 0) triples += ',';
@@ -105,6 +81,46 @@ std::string canned_body(const options& o) {
          std::to_string(o.reply) +
          R"(},"prompt_tokens":1024,"weight_version":"default","output_token_logprobs":[)" +
          triples + R"(],"completion_tokens":256,"cached_tokens":0,"e2e_latency":0.0}})";
+}
+
+// vLLM's /v1/completions answer to the bench's request, echoing the prompt ids as vLLM does.
+std::string vllm_body(const options& o, const std::string& text, const std::string& ids) {
+  const auto prompt = bench_prompt(o.prompt);
+  std::string lps, toks, prompt_ids;
+  for (int i = 0; i < o.reply; ++i) {
+    if (i > 0) {
+      lps += ',';
+      toks += ',';
+    }
+    lps += "-0." + std::to_string(100 + i);
+    toks += "\"tok" + std::to_string(i) + "\"";
+  }
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (i > 0) prompt_ids += ',';
+    prompt_ids += std::to_string(prompt[i]);
+  }
+  return R"({"id":"cmpl-bench","object":"text_completion","created":1,"model":"bench","choices":[{"index":0,"text":")" +
+         text + R"(","logprobs":{"text_offset":[],"token_logprobs":[)" + lps + R"(],"tokens":[)" +
+         toks +
+         R"(],"top_logprobs":null},"finish_reason":"length","stop_reason":null,"token_ids":[)" +
+         ids + R"(],"prompt_logprobs":null,"prompt_token_ids":[)" + prompt_ids +
+         R"(]}],"usage":{"prompt_tokens":1024,"completion_tokens":256,"total_tokens":1280}})";
+}
+
+std::string canned_body(const options& o) {
+  std::string ids;
+  for (int i = 0; i < o.reply; ++i) {
+    if (i > 0) ids += ',';
+    ids += std::to_string(20000 + i);
+  }
+  const std::string text(static_cast<std::size_t>(o.reply) * 4, 'x');
+  switch (o.flavour) {
+    case wire_flavour::vllm:
+      return vllm_body(o, text, ids);
+    case wire_flavour::sglang:
+      return sglang_body(o, text, ids);
+  }
+  return {};
 }
 
 // ---- the zero-latency server (child process) ---------------------------------------------------

@@ -21,6 +21,7 @@
 #include "actors/remote_verifier.hpp"
 #include "orchestrator/config.hpp"
 #include "policy/client.hpp"
+#include "policy/dialect.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/server.hpp"
 #include "policy/vocabulary.hpp"
@@ -87,17 +88,8 @@ policy::client_config client_settings(const experiment_config& c,
   return cc;
 }
 
-// How the torch learner's step folder reaches the flavour's servers.
-policy::weight_sync_plan disk_sync_plan(server_flavour f) {
-  switch (f) {
-    case server_flavour::vllm:
-      return policy::vllm_disk_plan();
-    case server_flavour::sglang:
-    case server_flavour::embedded:  // the SGLang route, served from the learner in memory
-      return policy::sglang_disk_plan();
-  }
-  return policy::sglang_disk_plan();
-}
+// How the torch learner's step folder reaches the flavour's servers: the flavour's preset.
+using policy::disk_sync_plan;
 
 // Before any turn: the routes the run needs answer in the flavour's shape (policy_client::
 // preflight), so that a server that cannot serve the run fails it now, with the reason, instead
