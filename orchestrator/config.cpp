@@ -335,30 +335,6 @@ std::optional<Enum> parse_by_name(std::initializer_list<Enum> values, const std:
 }
 }  // namespace
 
-std::string to_string(log_verbosity v) {
-  switch (v) {
-    case log_verbosity::trace:
-      return "trace";
-    case log_verbosity::debug:
-      return "debug";
-    case log_verbosity::info:
-      return "info";
-    case log_verbosity::warn:
-      return "warn";
-    case log_verbosity::error:
-      return "error";
-    case log_verbosity::off:
-      return "off";
-  }
-  return "unknown";
-}
-
-std::optional<log_verbosity> parse_log_verbosity(const std::string& name) {
-  return parse_by_name({log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
-                        log_verbosity::warn, log_verbosity::error, log_verbosity::off},
-                       name);
-}
-
 std::string to_string(learner_kind k) {
   switch (k) {
     case learner_kind::record:

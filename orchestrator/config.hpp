@@ -15,6 +15,7 @@
 // README, which are generated from the one place that states them.
 #pragma once
 
+#include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/result.hpp"
@@ -31,7 +32,6 @@
 
 namespace leap {
 
-enum class log_verbosity : std::uint8_t { trace, debug, info, warn, error, off };
 enum class learner_kind : std::uint8_t { record, torch };
 enum class schedule_mode : std::uint8_t { streaming, barrier };
 
@@ -256,8 +256,7 @@ struct config_key_doc {
                                                       std::string_view key);
 
 // Names are the config file's spelling; an unknown name gives nullopt.
-[[nodiscard]] std::string to_string(log_verbosity v);
-[[nodiscard]] std::optional<log_verbosity> parse_log_verbosity(const std::string& name);
+// (log_verbosity's names are common/enums/log_verbosity.hpp's.)
 [[nodiscard]] std::string to_string(learner_kind k);
 [[nodiscard]] std::optional<learner_kind> parse_learner_kind(const std::string& name);
 [[nodiscard]] std::string to_string(schedule_mode m);

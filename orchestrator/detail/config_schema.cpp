@@ -344,7 +344,9 @@ field_spec operational(field_spec f) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The keys
+// The keys: one entry each, in the reference's order. The entry is the only place that states a
+// key's meaning, its range and whether a resume may change it (operational); its type follows from
+// the builder, its default from the member's initializer in config.hpp.
 
 // The sampling keys, for the training and the validation section alike.
 template <class Section>
@@ -405,7 +407,10 @@ std::vector<field_spec> build_fields() {
       choice_field("experiment.log_level", LEAP_FIELD(experiment.log_level),
                    std::vector{log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
                                log_verbosity::warn, log_verbosity::error, log_verbosity::off},
-                   "Least severe log level printed.")));
+                   "Least severe log line `leap run` writes to stderr: info (events: a step started, "
+                   "groups resumed, a verifier node lost), warn (lost writes, signals, metrics "
+                   "files), error, off; trace and debug print what info does today. --quiet "
+                   "raises it to warn.")));
 
   // data
   f.push_back(

@@ -689,7 +689,7 @@ TEST(ConfigValidate, ProgrammaticConfigHasNoLines) {
 TEST(ConfigEnums, NamesRoundTrip) {
   for (auto v : {log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
                  log_verbosity::warn, log_verbosity::error, log_verbosity::off}) {
-    EXPECT_EQ(parse_log_verbosity(to_string(v)), v);
+    EXPECT_EQ(*parse_log_verbosity(to_string(v)), v);
   }
   for (auto v : {learner_kind::record, learner_kind::torch}) {
     EXPECT_EQ(parse_learner_kind(to_string(v)), v);
