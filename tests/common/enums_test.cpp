@@ -2,6 +2,7 @@
 // tables pin every name, so that a renamed value fails here before it changes a stored record or a
 // wire format.
 #include "common/enums/finish_reason.hpp"
+#include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/enums/task_kind.hpp"
@@ -62,6 +63,16 @@ TEST(Enums, VerdictCategoryNames) {
                                   {verdict_category::timeout, "timeout"},
                                   {verdict_category::wrong_answer, "wrong_answer"}},
                                  parse_verdict_category, "verdict");
+}
+
+TEST(Enums, LogVerbosityNames) {
+  expect_names<log_verbosity>({{log_verbosity::trace, "trace"},
+                               {log_verbosity::debug, "debug"},
+                               {log_verbosity::info, "info"},
+                               {log_verbosity::warn, "warn"},
+                               {log_verbosity::error, "error"},
+                               {log_verbosity::off, "off"}},
+                              parse_log_verbosity, "log level");
 }
 
 TEST(Enums, LossAggregationNames) {

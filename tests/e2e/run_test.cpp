@@ -38,10 +38,13 @@ class e2e_dir : public leap::e2e::scratch_dir {
                     {"cpp/axpby", "cpp/prefix_sum_int", "python/flatten", "python/two_sum"}) {}
 
   // A config for this folder; `steps` and `batch` vary per test, `stream` asks for SSE responses.
-  std::string write_config(int steps, int batch, bool stream = false) const {
+  // `log_level` empty keeps the default.
+  std::string write_config(int steps, int batch, bool stream = false,
+                           const std::string& log_level = "") const {
     std::ostringstream yaml;
     yaml << "experiment:\n  name: e2e\n  seed: 5\n  run_dir: " << (root_ / "run").string()
          << "\n  steps: " << steps << "\n"
+         << (log_level.empty() ? "" : "  log_level: " + log_level + "\n")
          << "data:\n  train: " << (root_ / "suite").string()
          << "\n  validation_fraction: 0.25\n  batch_size: " << batch << "\n"
          << "rollout:\n  group_size: 4\n  max_turns: 2\n  validation:\n    every: 2\n    n: 2\n"
@@ -245,6 +248,26 @@ TEST(LeapRunE2E, ResumeRefusesAChangedConfig) {
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.output.find("leap run: error:"), std::string::npos) << again.output;
   EXPECT_NE(again.output.find("rollout.group_size"), std::string::npos) << again.output;
+}
+
+// experiment.log_level decides which lines reach stderr, and each event line names its run.
+TEST(LeapRunE2E, LogLevelChoosesTheLinesAndEachNamesItsRun) {
+  {
+    e2e_dir dir;
+    const auto run = run_leap({"run", dir.write_config(1, 1)}, std::chrono::seconds(300));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find(" leap run | info | run e2e | step 1 | started: "), std::string::npos)
+        << run.output;
+  }
+  {
+    e2e_dir dir;
+    const auto run =
+        run_leap({"run", dir.write_config(1, 1, false, "warn")}, std::chrono::seconds(300));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(run.output.find("started: "), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find(" | info | "), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find("run 'e2e' finished"), std::string::npos) << run.output;
+  }
 }
 
 TEST(LeapRunE2E, ErrorsNameTheProblem) {

@@ -628,6 +628,29 @@ TEST(ConfigKeys, MarkdownHasOneRowPerKey) {
   EXPECT_THAT(table, HasSubstr("| `data.batch_size` | integer | `32` | "));
 }
 
+// Whether a resume may change a key is stated once, in the schema, and the reference shows it.
+TEST(ConfigKeys, ReferenceShowsWhatAResumeMayChange) {
+  const std::string table = config_reference_markdown();
+  EXPECT_THAT(table, HasSubstr("| key | type | default | resume may change | meaning |\n"));
+  EXPECT_THAT(table, HasSubstr("| `gate.tau_min` | number | `0.5` | no | "));
+  EXPECT_THAT(table, HasSubstr("| `policy.retries` | integer | `3` | yes | "));
+  std::size_t resumable = 0;
+  for (const auto& doc : config_keys()) {
+    EXPECT_EQ(doc.resumable, resume_may_change(doc.key)) << doc.key;
+    resumable += doc.resumable ? 1 : 0;
+  }
+  EXPECT_GT(resumable, 0U);
+  EXPECT_LT(resumable, config_keys().size());
+}
+
+// Only keys of the schema are resumable; a misspelt one under simulation. is no key at all.
+TEST(ConfigResume, AKeyOutsideTheSchemaIsNotResumable) {
+  EXPECT_TRUE(resume_may_change("simulation.tasks"));
+  EXPECT_FALSE(resume_may_change("simulation.taks"));
+  EXPECT_FALSE(resume_may_change("simulation"));
+  EXPECT_FALSE(resume_may_change("policy"));
+}
+
 TEST(ConfigKeys, ValueOfAnUnknownKeyIsEmpty) {
   EXPECT_FALSE(config_value(experiment_config{}, "gate.tau_mn").has_value());
   EXPECT_FALSE(config_value(experiment_config{}, "gate").has_value());
@@ -666,7 +689,7 @@ TEST(ConfigValidate, ProgrammaticConfigHasNoLines) {
 TEST(ConfigEnums, NamesRoundTrip) {
   for (auto v : {log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
                  log_verbosity::warn, log_verbosity::error, log_verbosity::off}) {
-    EXPECT_EQ(parse_log_verbosity(to_string(v)), v);
+    EXPECT_EQ(*parse_log_verbosity(to_string(v)), v);
   }
   for (auto v : {learner_kind::record, learner_kind::torch}) {
     EXPECT_EQ(parse_learner_kind(to_string(v)), v);

@@ -1,5 +1,6 @@
 #include "tools/daemon/daemon.hpp"
 
+#include "common/log.hpp"
 #include "common/signals.hpp"
 #include "tools/daemon/api.hpp"
 #include "tools/daemon/experiment.hpp"
@@ -45,16 +46,8 @@ std::int64_t now_ms() {
       .count();
 }
 
-// One line per event on stderr (the journal under systemd), with a UTC timestamp.
-void log_line(const std::string& text) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::fprintf(stderr, "%s leap daemon | %s\n", stamp, text.c_str());
-  std::fflush(stderr);
-}
+// One line per event on stderr (the journal under systemd): common/log's UTC-stamped lines.
+void log_line(const std::string& text) { log::info(text); }
 
 std::string exp_prefix(const experiment_record& r) { return r.id + " '" + r.name + "' | "; }
 
@@ -750,6 +743,7 @@ class supervisor {
 }  // namespace
 
 int run_daemon(const daemon_options& options) {
+  log::setup("leap daemon");
   // Before any thread of ours exists, so that they inherit the mask; only the supervisor takes
   // these signals.
   if (auto routed = signals::route({SIGTERM, SIGINT, SIGHUP, SIGCHLD}); !routed) {

@@ -16,6 +16,7 @@
 #include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
 #include "actors/torch_weight_transfer.hpp"
+#include "common/log.hpp"
 #include "common/signals.hpp"
 #include "actors/verifier.hpp"
 #include "actors/remote_verifier.hpp"
@@ -157,14 +158,13 @@ class signal_watcher {
       if (sig == 0) continue;
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
       if (signal_ != 0) {
-        std::fprintf(stderr,
-                     "leap run: %s again: exiting now; the groups stored so far are kept, the "
-                     "groups in flight are redone by the next `leap run`\n",
-                     name);
+        log::warn(std::string(name) +
+                  " again: exiting now; the groups stored so far are kept, the groups in flight "
+                  "are redone by the next `leap run`");
         std::_Exit(128 + sig);
       }
       signal_ = sig;
-      std::fprintf(stderr, "leap run: %s: stopping (again to exit at once)\n", name);
+      log::warn(std::string(name) + ": stopping (again to exit at once)");
       std::lock_guard lock(mutex_);
       if (stop_) stop_();
     }
@@ -181,12 +181,17 @@ int run_experiment(const run_options& options) {
   // Before any thread of ours exists, so that they inherit the mask; only the watcher takes them.
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
   signal_watcher watcher;
+  log::setup("leap run");
 
   // Every config rule lives in run_preflight, which `leap config check` applies too.
   auto preflight = preflight_run(options.config_path);
   if (!preflight) return fail(preflight.err().message);
   const std::string& config_text = preflight->text;
   const experiment_config& c = preflight->config;
+  // experiment.log_level from here on; --quiet keeps warnings and errors only.
+  log::set_level(options.quiet ? std::max(c.experiment.log_level, log_verbosity::warn)
+                               : c.experiment.log_level);
+  const log::ids run_ids{c.experiment.name};
   const auto& tasks = preflight->tasks;
   const bool has_cuda = preflight->has_cuda;
   auto table =
@@ -206,8 +211,7 @@ int run_experiment(const run_options& options) {
   if (!opened) return fail(opened.err().message);
   std::shared_ptr<trajectory_store> store = std::move(*opened);
   if (const auto& lost = store->lost_writes()) {
-    std::fprintf(stderr, "leap run: warning: %s: %s; going on with what it holds\n",
-                 store->path().c_str(), lost->describe().c_str());
+    log::warn(store->path().string() + ": " + lost->describe() + "; going on with what it holds", run_ids);
   }
   const std::string run_id = c.experiment.name;
   auto existing = store->get_run(run_id);
@@ -449,9 +453,7 @@ int run_experiment(const run_options& options) {
     const auto local_verifier = actors::spawn_verifier_pool(system, **verifier, table, vc);
     services.verifier = local_verifier;
     if (nodes) {
-      nodes->log = [](const std::string& line) {
-        std::fprintf(stderr, "leap run: %s\n", line.c_str());
-      };
+      nodes->log = [run_ids](const std::string& line) { log::info(line, run_ids); };
       services.verifier = actors::spawn_verifier_dispatcher(system, local_verifier, *nodes);
     }
     services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
@@ -474,7 +476,6 @@ int run_experiment(const run_options& options) {
     settings.resume = *plan;
     settings.probe_fraction = c.gate.probe_fraction;
     settings.telemetry = metrics.telemetry();
-    const bool quiet = options.quiet;
     settings.progress.on_step = [m = &metrics](const actors::step_progress& p) {
       std::printf("%s\n", actors::format_step_line(p).c_str());
       std::fflush(stdout);
@@ -484,9 +485,7 @@ int run_experiment(const run_options& options) {
       std::printf("%s\n", actors::format_validation_line(p).c_str());
       std::fflush(stdout);
     };
-    settings.progress.on_log = [quiet](const std::string& line) {
-      if (!quiet) std::fprintf(stderr, "leap run: %s\n", line.c_str());
-    };
+    settings.progress.on_log = [run_ids](const std::string& line) { log::info(line, run_ids); };
     auto driver = actors::spawn_experiment(system, std::move(settings), services);
 
     {
@@ -501,10 +500,10 @@ int run_experiment(const run_options& options) {
                      summary.error = system.render(e);
                    });
       watcher.on_first_signal({});
-      if (watcher.signal() != 0 && !options.quiet) {
-        std::fprintf(stderr,
-                     "leap run: waiting for the compiles and runs in flight to end (signal again "
-                     "to exit at once)\n");
+      if (watcher.signal() != 0) {
+        log::info("waiting for the compiles and runs in flight to end (signal again to exit at "
+                  "once)",
+                  run_ids);
       }
       // Stop the services before the objects they wrap go away.
       self->send_exit(services.generator, caf::exit_reason::user_shutdown);

@@ -1,5 +1,6 @@
 #include "tools/leap/run_metrics.hpp"
 
+#include "common/log.hpp"
 #include "policy/client.hpp"
 #include "sandbox/verifier.hpp"
 
@@ -98,7 +99,7 @@ void run_metrics::write() {
   std::lock_guard lock(mutex_);
   if (!written && last_) {
     // Once per failure streak: a run does not stop for its metrics files.
-    std::fprintf(stderr, "leap run: metrics: %s\n", written.err().message.c_str());
+    log::warn("metrics: " + written.err().message);
   }
   last_ = written;
   ++writes_;

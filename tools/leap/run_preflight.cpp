@@ -2,7 +2,7 @@
 
 #include "sandbox/task.hpp"
 
-#include <array>
+#include <set>
 
 namespace leap::cli {
 namespace {
@@ -24,12 +24,12 @@ std::string locate(const std::string& source, const std::string& text, const std
   return source + ": " + message;
 }
 
+// Whether the text sets any section of the schema (its sections are config_keys()'s first parts).
 bool sets_any_section(const std::string& text) {
-  static constexpr std::array sections = {"experiment", "data",     "rollout", "gate",
-                                          "reward",     "advantage", "learner", "policy",
-                                          "verifier",   "schedule", "simulation"};
-  for (const char* s : sections) {
-    if (config_key_line(text, s)) return true;
+  std::set<std::string> sections;
+  for (const auto& doc : config_keys()) {
+    const std::string section = doc.key.substr(0, doc.key.find('.'));
+    if (sections.insert(section).second && config_key_line(text, section)) return true;
   }
   return false;
 }

@@ -7,6 +7,7 @@
 #include "actors/node_guard.hpp"
 #include "actors/node_auth.hpp"
 #include "actors/remote_verifier.hpp"
+#include "common/log.hpp"
 #include "common/signals.hpp"
 #include "tools/leap/verifier_settings.hpp"
 #include "actors/tasks.hpp"
@@ -56,13 +57,11 @@ int fail(const std::string& message) {
   return 1;
 }
 
-void log_line(const std::string& line) {
-  std::fprintf(stderr, "leap verifier-node: %s\n", line.c_str());
-  std::fflush(stderr);
-}
+void log_line(const std::string& line) { log::info(line); }
 
 
 int run_node(const node_options& o) {
+  log::setup("leap verifier-node");
   // Only the main thread takes the stop signals (our threads inherit the mask).
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
 
