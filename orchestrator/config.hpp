@@ -196,8 +196,11 @@ struct policy_section {
   // /update_weights_from_disk), "in_memory" (policy.flavour embedded with a policy.model: the
   // served model copies the learner's tensors in the process), "nccl" (policy.flavour vllm, one
   // endpoint started with --weight-transfer-config '{"backend": "nccl"}': the learner broadcasts
-  // each step's weights over c10d, NCCL on cuda, gloo on cpu). "ipc" is refused: not driven by
-  // leap run yet. Default: "" (in_memory where it applies, else disk)
+  // each step's weights over c10d, NCCL on cuda, gloo on cpu), "ipc" (policy.flavour vllm,
+  // learner.kind torch on learner.device cuda, one endpoint on a loopback address started with
+  // `leap serve-policy --device cuda --weight-transfer-config '{"backend": "ipc"}'`: the server
+  // copies each step's weights out of the learner's exported CUDA buffer). Default: "" (in_memory
+  // where it applies, else disk)
   std::string weight_sync;
   // Ask the servers for streamed responses (SSE), so that a connection cut mid-generation resumes
   // from the tokens already received. Default: false
