@@ -4,6 +4,7 @@
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_ipc.hpp"
 #include "policy/tokenizer.hpp"
 
 #include <algorithm>
@@ -212,17 +213,31 @@ class torch_policy_backend final : public policy::policy_backend {
   }
 
   // vLLM's nccl weight-transfer engine over learner::broadcast_receiver (c10d: NCCL on cuda where
-  // built in, else gloo). The server calls these one at a time (its session lock). Receiving
-  // reads only the served model's shapes, under the shared lock: generations go on meanwhile.
+  // built in, else gloo), and the project's ipc engine over learner::ipc_receiver (CUDA IPC from
+  // a learner process on this host). The server calls these one at a time (its session lock).
+  // Receiving reads only the served model's shapes, under the shared lock: generations go on
+  // meanwhile.
   [[nodiscard]] bool supports_weight_transfer(const std::string& backend) const override {
-    return backend == "nccl";
+    return backend == "nccl" || backend == "ipc";
   }
 
   status init_weight_transfer(const std::string& backend, const nlohmann::json& init_info) override {
+    if (backend == "ipc") {
+      // Nothing to meet: each update names the learner's buffer. An init_info with fields is a
+      // trainer that expects another engine (nccl's rendezvous): say so rather than ignore it.
+      if (!init_info.is_null() && !(init_info.is_object() && init_info.empty())) {
+        return error{"the ipc engine takes an empty init_info, got " + init_info.dump() +
+                     " (a trainer for another backend?)"};
+      }
+      receiver_.reset();
+      if (!ipc_receiver_) ipc_receiver_ = std::make_unique<learner::ipc_receiver>();
+      return ok_status();
+    }
     if (backend != "nccl") return error{"the torch backend has no '" + backend + "' engine"};
     auto info = policy::parse_nccl_init_info(init_info);
     if (!info) return info.err();
     receiver_.reset();  // a new rendezvous replaces the old group
+    ipc_receiver_.reset();
     learner::broadcast_rendezvous r;
     r.master_address = info->master_address;
     r.master_port = info->master_port;
@@ -235,6 +250,12 @@ class torch_policy_backend final : public policy::policy_backend {
   }
 
   status receive_weights(const nlohmann::json& update_info) override {
+    if (ipc_receiver_) {
+      auto info = learner::parse_ipc_update_info(update_info);
+      if (!info) return info.err();
+      std::shared_lock lock(mutex_);  // shapes are read; generations may go on meanwhile
+      return ipc_receiver_->receive(*info, model_);
+    }
     auto info = policy::parse_nccl_update_info(update_info);
     if (!info) return info.err();
     if (!receiver_) {
@@ -256,14 +277,19 @@ class torch_policy_backend final : public policy::policy_backend {
   }
 
   status commit_weights(std::int64_t version) override {
-    if (!receiver_) return error{"no weight-transfer group: nothing was received"};
     (void)version;
+    if (ipc_receiver_) {
+      std::unique_lock lock(mutex_);  // no generation runs while the weights are replaced
+      return ipc_receiver_->commit(model_);
+    }
+    if (!receiver_) return error{"no weight-transfer group: nothing was received"};
     std::unique_lock lock(mutex_);  // no generation runs while the weights are replaced
     return receiver_->commit(model_);
   }
 
   void discard_weights() override {
     if (receiver_) receiver_->discard();
+    if (ipc_receiver_) ipc_receiver_->discard();
   }
 
  private:
@@ -301,6 +327,7 @@ class torch_policy_backend final : public policy::policy_backend {
   learner::policy model_;
   torch_backend_options options_;
   std::unique_ptr<learner::broadcast_receiver> receiver_;
+  std::unique_ptr<learner::ipc_receiver> ipc_receiver_;  // the ipc engine, once initialised
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "actors/torch_learner.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_ipc.hpp"
 #include "policy/wire.hpp"
 
 #include <arpa/inet.h>
@@ -65,7 +66,24 @@ struct torch_weight_transfer::state {
   std::weak_ptr<torch_learner> learner;
   std::string device;
   std::string address;
-  std::unique_ptr<learner::broadcast_sender> sender;
+  std::unique_ptr<learner::broadcast_sender> sender;  // nccl
+  // ipc: the exported buffer, made from the learner's weights on first use. The mutex keeps
+  // update_info (the caller's thread) and a snapshot (the worker) apart.
+  bool ipc = false;
+  std::mutex buffer_mutex;
+  std::unique_ptr<learner::ipc_exporter> exporter;
+
+  // Runs `work` with the exporter, made for `p` if there is none yet.
+  status with_exporter(const learner::policy& p,
+                       const std::function<status(learner::ipc_exporter&)>& work) {
+    std::lock_guard lock(buffer_mutex);
+    if (!exporter) {
+      auto made = learner::ipc_exporter::create(p);
+      if (!made) return made.err();
+      exporter = std::move(*made);
+    }
+    return work(*exporter);
+  }
 
   // One worker runs the jobs in order: forming the group, then one broadcast per sync.
   std::mutex mutex;
@@ -119,6 +137,18 @@ result<std::unique_ptr<torch_weight_transfer>> torch_weight_transfer::open(
   return std::unique_ptr<torch_weight_transfer>(new torch_weight_transfer(std::move(s)));
 }
 
+result<std::unique_ptr<torch_weight_transfer>> torch_weight_transfer::open_ipc(
+    std::weak_ptr<torch_learner> learner) {
+  if (auto available = learner::cuda_ipc_available(); !available) {
+    return available.err().wrap("policy.weight_sync ipc");
+  }
+  auto s = std::make_shared<state>();
+  s->learner = std::move(learner);
+  s->ipc = true;
+  s->worker = std::thread([raw = s.get()] { raw->run(); });
+  return std::unique_ptr<torch_weight_transfer>(new torch_weight_transfer(std::move(s)));
+}
+
 torch_weight_transfer::torch_weight_transfer(std::shared_ptr<state> s) : state_(std::move(s)) {}
 
 torch_weight_transfer::~torch_weight_transfer() {
@@ -129,10 +159,11 @@ torch_weight_transfer::~torch_weight_transfer() {
   state_->wake.notify_one();
   // The jobs still queued run first: each one's `done` must be called (the client waits for it).
   state_->worker.join();
-  state_->sender->close();
+  if (state_->sender) state_->sender->close();
 }
 
 std::string torch_weight_transfer::init_info() const {
+  if (!state_->sender) return "";
   return nlohmann::json{{"master_address", state_->address},
                         {"master_port", state_->sender->port()},
                         {"rank_offset", 1},
@@ -143,6 +174,17 @@ std::string torch_weight_transfer::init_info() const {
 result<std::string> torch_weight_transfer::update_info() const {
   auto held = state_->learner.lock();
   if (!held) return error{"the learner has stopped"};
+  if (state_->ipc) {
+    std::string rendered;
+    auto exported = held->with_weights(0, [&](const learner::policy& p) -> status {
+      return state_->with_exporter(p, [&](learner::ipc_exporter& e) -> status {
+        rendered = learner::render_ipc_update_info(e.info()).dump();
+        return ok_status();
+      });
+    });
+    if (!exported) return exported.err().wrap("policy.weight_sync ipc");
+    return rendered;
+  }
   policy::nccl_update_info info;
   auto listed = held->with_weights(0, [&](const learner::policy& p) -> status {
     for (auto& t : learner::broadcast_layout(p)) {
@@ -167,9 +209,12 @@ policy::sync_companion torch_weight_transfer::companion() {
       done(error{"the trainer's end of the weight transfer is closed"});
       return;
     }
-    if (call.name == "init") {
+    // nccl: "init" forms the group, "load" broadcasts. ipc: "start" copies the weights into the
+    // exported buffer, so it is whole before /update_weights is sent.
+    const bool sends = s->ipc ? call.name == "start" : call.name == "load";
+    if (!s->ipc && call.name == "init") {
       s->enqueue([raw = s.get()] { return raw->sender->connect(raw->device); }, std::move(done));
-    } else if (call.name == "load") {
+    } else if (sends) {
       std::int64_t version = 0;
       try {
         version = std::stoll(request.version);
@@ -181,8 +226,13 @@ policy::sync_companion torch_weight_transfer::companion() {
           [raw = s.get(), version]() -> status {
             auto held = raw->learner.lock();
             if (!held) return error{"the learner has stopped"};
-            return held->with_weights(
-                version, [&](const learner::policy& p) { return raw->sender->send(p); });
+            return held->with_weights(version, [&](const learner::policy& p) -> status {
+              if (raw->ipc) {
+                return raw->with_exporter(
+                    p, [&](learner::ipc_exporter& e) { return e.snapshot(p); });
+              }
+              return raw->sender->send(p);
+            });
           },
           std::move(done));
     } else {

@@ -4,7 +4,13 @@
 // (policy::vllm_transfer_nccl_plan, driven by the client's state machine: drain, calls, version
 // check) get this object's companion: at "init" it forms the group while the server joins it, at
 // "load" it broadcasts the learner's weights while the server's /update_weights receives them into
-// staging. No LibTorch in this header. Thread-safe.
+// staging.
+// policy.weight_sync ipc (a server on the learner's GPU, another process): the learner exports one
+// CUDA buffer (learner::ipc_exporter, made on first use) and the companion of
+// policy::vllm_transfer_ipc_plan copies the request's version into it at "start", so it is whole
+// before /update_weights names it; the server copies it out before answering, and the next sync's
+// copy only starts after this sync has finished (the client runs one sync at a time).
+// No LibTorch in this header. Thread-safe.
 #pragma once
 
 #include "common/result.hpp"
@@ -28,19 +34,27 @@ class torch_weight_transfer {
   [[nodiscard]] static result<std::unique_ptr<torch_weight_transfer>> open(
       std::weak_ptr<torch_learner> learner, const std::string& endpoint_url, std::string device,
       std::chrono::milliseconds timeout);
+  // The ipc mode: no group, no port. Errors: no NVIDIA driver ("CUDA IPC needs the NVIDIA
+  // driver (libcuda.so.1): ...").
+  [[nodiscard]] static result<std::unique_ptr<torch_weight_transfer>> open_ipc(
+      std::weak_ptr<torch_learner> learner);
   // Lets the queued jobs finish (each reports to its `done`; a rendezvous nobody joins ends after
   // the timeout) and closes the group.
   ~torch_weight_transfer();
   torch_weight_transfer(const torch_weight_transfer&) = delete;
   torch_weight_transfer& operator=(const torch_weight_transfer&) = delete;
 
-  // vLLM's NCCLWeightTransferInitInfo for the server (rank_offset 1, world_size 2), as JSON text.
+  // vLLM's NCCLWeightTransferInitInfo for the server (rank_offset 1, world_size 2), as JSON text;
+  // "" in the ipc mode (its init_info is empty).
   [[nodiscard]] std::string init_info() const;
   // vLLM's NCCLWeightTransferUpdateInfo of the learner's parameters (names, dtype_names, shapes;
-  // packed false), as JSON text: the same every step.
+  // packed false), as JSON text: the same every step. The ipc mode: learner/weight_ipc.hpp's
+  // update_info of the exported buffer (allocated now; errors: the learner not on cuda, out of
+  // device memory).
   [[nodiscard]] result<std::string> update_info() const;
   // The sync request's companion (policy::sync_companion): "init" forms the group, "load"
-  // broadcasts the weights of the request's version (or newer), other calls need nothing. Calls
+  // broadcasts the weights of the request's version (or newer), other calls need nothing; ipc:
+  // "start" copies that version into the buffer, other calls need nothing. Calls
   // after this object is gone report an error.
   [[nodiscard]] policy::sync_companion companion();
 

@@ -1,6 +1,7 @@
 #include "learner/weight_broadcast.hpp"
 
 #include "learner/detail/transformer.hpp"
+#include "learner/detail/weight_staging.hpp"
 
 #include <ATen/ATen.h>
 
@@ -14,14 +15,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <map>
 
 namespace leap::learner {
-
-struct weight_broadcast_access {
-  static detail::transformer& of(policy& p) { return *p.impl_; }
-  static const detail::transformer& of(const policy& p) { return *p.impl_; }
-};
 
 namespace {
 
@@ -37,8 +32,7 @@ const char* const no_c10d =
     "libgloo-dev, or a CUDA LibTorch with NCCL): the nccl weight sync is not available";
 
 std::vector<detail::named_tensor> parameters_of(const policy& p) {
-  // base_parameters() only hands out pointers; through a const policy they are only read.
-  return const_cast<detail::transformer&>(weight_broadcast_access::of(p)).base_parameters();
+  return detail::transfer_parameters(p);
 }
 
 // One c10d group: gloo or NCCL behind one broadcast call.
@@ -251,7 +245,7 @@ void broadcast_sender::close() {
 
 struct broadcast_receiver::state {
   group g;
-  std::map<std::string, at::Tensor> staged;
+  detail::weight_staging staging;
 };
 
 broadcast_receiver::broadcast_receiver(std::unique_ptr<state> s) : state_(std::move(s)) {}
@@ -294,28 +288,16 @@ result<std::unique_ptr<broadcast_receiver>> broadcast_receiver::join(
 
 status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
                                    const policy& target) {
-  std::map<std::string, const at::Tensor*> served;
-  for (const auto& [name, tensor] : parameters_of(target)) served[name] = tensor;
   // Everything is checked before the first tensor is received: a refused update leaves the
   // sender's broadcasts unanswered, and the sender's own timeout ends them.
-  std::vector<at::ScalarType> types;
-  for (const auto& t : layout) {
-    const auto it = served.find(t.name);
-    if (it == served.end()) {
-      discard();
-      return error{"weight broadcast: the served model has no parameter '" + t.name + "'"};
-    }
-    if (!it->second->sizes().equals(t.shape)) {
-      discard();
-      return error{"weight broadcast: parameter '" + t.name + "' has another shape here"};
-    }
-    auto type = parse_torch_dtype(t.dtype);
-    if (!type) {
-      discard();
-      return type.err().wrap("weight broadcast: parameter '" + t.name + "'");
-    }
-    types.push_back(detail::scalar_type(*type));
+  std::vector<detail::announced_tensor> announced;
+  for (const auto& t : layout) announced.push_back({t.name, t.dtype, t.shape});
+  auto checked = detail::check_announced(announced, target, "weight broadcast");
+  if (!checked) {
+    discard();
+    return checked.err();
   }
+  const std::vector<at::ScalarType>& types = *checked;
   auto received = detail::guarded("weight broadcast: receiving", [&]() -> status {
     if (!state_->g.connected()) return error{"not connected"};
     at::NoGradGuard no_grad;
@@ -323,7 +305,7 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
     for (std::size_t i = 0; i < layout.size(); ++i) {
       at::Tensor t = at::empty(layout[i].shape, at::TensorOptions().dtype(types[i]).device(wire));
       state_->g.broadcast(t);
-      state_->staged[layout[i].name] = std::move(t);
+      state_->staging.staged[layout[i].name] = std::move(t);
     }
     return ok_status();
   });
@@ -332,33 +314,9 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
 }
 
 status broadcast_receiver::commit(policy& target) {
-  return detail::guarded("weight broadcast: committing", [&]() -> status {
-    auto to = weight_broadcast_access::of(target).base_parameters();
-    if (state_->staged.empty()) return error{"nothing was received"};
-    for (const auto& [name, tensor] : to) {
-      if (state_->staged.count(name) == 0) {
-        const auto have = state_->staged.size();
-        discard();
-        return error{"the update lacks parameter '" + name + "' (" + std::to_string(have) +
-                     " of " + std::to_string(to.size()) + " received); the weights are unchanged"};
-      }
-    }
-    at::NoGradGuard no_grad;
-    // Conversions first (the step that can fail), then same-device same-dtype copies.
-    std::vector<at::Tensor> ready;
-    ready.reserve(to.size());
-    for (const auto& [name, tensor] : to) {
-      const at::Tensor& s = state_->staged.at(name);
-      ready.push_back(s.device() == tensor->device() && s.scalar_type() == tensor->scalar_type()
-                          ? s
-                          : s.to(tensor->device(), tensor->scalar_type()));
-    }
-    for (std::size_t i = 0; i < to.size(); ++i) to[i].tensor->copy_(ready[i]);
-    state_->staged.clear();
-    return ok_status();
-  });
+  return state_->staging.commit(target, "weight broadcast");
 }
 
-void broadcast_receiver::discard() { state_->staged.clear(); }
+void broadcast_receiver::discard() { state_->staging.discard(); }
 
 }  // namespace leap::learner

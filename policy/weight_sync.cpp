@@ -115,6 +115,21 @@ weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
   return plan;
 }
 
+weight_sync_plan vllm_transfer_ipc_plan(const std::string& update_info) {
+  weight_sync_plan plan;
+  plan.calls.push_back(call("init", "/init_weight_transfer_engine", R"({"init_info":{}})"));
+  // The learner's snapshot runs alongside "start" (the companion), so the buffer is whole before
+  // /update_weights reads it.
+  plan.calls.push_back(call("start", "/start_weight_update", "{}", load_deadline));
+  plan.calls.push_back(
+      call("load", "/update_weights", R"({"update_info":)" + update_info + "}", load_deadline));
+  plan.calls.push_back(
+      call("finish", "/finish_weight_update", R"({"weight_version":"{version}"})", load_deadline));
+  plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
+  plan.check_version = true;
+  return plan;
+}
+
 std::string substitute_sync_fields(std::string_view text, const weight_sync_request& request,
                                    bool json_escape) {
   auto value = [&](const std::string& v) {

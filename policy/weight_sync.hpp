@@ -115,6 +115,17 @@ struct weight_sync_request {
 [[nodiscard]] weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
                                                        const std::string& update_info);
 
+// The project's ipc weight-transfer backend (a server on the learner's GPU in another process;
+// `leap serve-policy --model DIR --device cuda --weight-transfer-config '{"backend": "ipc"}'`;
+// learner/weight_ipc.hpp: vLLM's routes, our update_info): drain, POST /init_weight_transfer_engine
+// {"init_info": {}} (a no-op for ipc; a server that restarted without the engine refuses it at
+// once), POST /start_weight_update {} (the learner copies the request's version into its exported
+// buffer meanwhile: the request's companion, on the call named "start"), POST /update_weights
+// {"update_info": `update_info`} (the buffer's handle and layout, the same every step; the server
+// copies the weights out before answering), POST /finish_weight_update {"weight_version":
+// "{version}"}, POST /reset_prefix_cache. Checks the version (check_version).
+[[nodiscard]] weight_sync_plan vllm_transfer_ipc_plan(const std::string& update_info);
+
 // Replaces {version}, {path} and {lora_name}; with `json_escape` the values are escaped for use
 // inside a JSON string.
 [[nodiscard]] std::string substitute_sync_fields(std::string_view text,

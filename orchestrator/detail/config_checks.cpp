@@ -119,6 +119,15 @@ std::optional<std::string> check_authority(std::string_view authority, bool need
 
 }  // namespace
 
+bool is_loopback_url(std::string_view url) {
+  if (const auto scheme = url.find("://"); scheme != std::string_view::npos) {
+    url.remove_prefix(scheme + 3);
+  }
+  if (url.starts_with("[::1]")) return true;
+  const std::string_view host = url.substr(0, url.find_first_of(":/"));
+  return host == "localhost" || host.starts_with("127.");
+}
+
 std::optional<std::string> check_url(const std::string& url) {
   const auto bad = [&](const std::string& why) -> std::optional<std::string> {
     return "'" + url + "' is not a valid endpoint URL: it " + why;

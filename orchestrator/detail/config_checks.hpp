@@ -50,6 +50,9 @@ using text_check = std::function<std::optional<std::string>(const std::string&)>
 // A server's base URL: http(s)://host[:port], no path, query, fragment or user part.
 [[nodiscard]] std::optional<std::string> check_url(const std::string& url);
 
+// Whether an endpoint URL's host is this host's loopback: 127.0.0.0/8, localhost, [::1].
+[[nodiscard]] bool is_loopback_url(std::string_view url);
+
 // host:port or [v6]:port.
 [[nodiscard]] std::optional<std::string> check_node_address(const std::string& address);
 

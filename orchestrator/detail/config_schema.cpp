@@ -301,14 +301,11 @@ std::optional<std::string> check_python(const std::string& python) {
 }
 
 std::optional<std::string> check_weight_sync(const std::string& method) {
-  if (method.empty() || method == "disk" || method == "in_memory" || method == "nccl") {
+  if (method.empty() || method == "disk" || method == "in_memory" || method == "nccl" ||
+      method == "ipc") {
     return std::nullopt;
   }
-  if (method == "ipc") {
-    return std::optional<std::string>{
-        "'ipc' is not driven by leap run yet; use disk, in_memory, nccl or empty"};
-  }
-  return "must be disk, in_memory, nccl or empty (disk, or in_memory for the embedded server), "
+  return "must be disk, in_memory, nccl, ipc or empty (disk, or in_memory for the embedded server), "
          "got '" +
          method + "'";
 }
@@ -583,7 +580,9 @@ std::vector<field_spec> build_fields() {
       "through the server's route: vLLM /collective_rpc reload_weights, SGLang "
       "/update_weights_from_disk), in_memory (embedded server only: copied in the process), nccl "
       "(vLLM's weight-transfer engine: one vllm server with --weight-transfer-config "
-      "'{\"backend\": \"nccl\"}' receives a broadcast from the learner; gloo on cpu); empty: "
+      "'{\"backend\": \"nccl\"}' receives a broadcast from the learner; gloo on cpu), ipc "
+      "(one vllm server on the learner's GPU, on this host, with --weight-transfer-config "
+      "'{\"backend\": \"ipc\"}': it copies the weights out of the learner's CUDA buffer); empty: "
       "in_memory for an embedded server with policy.model, else disk."));
   f.push_back(operational(text_list_field(
       "policy.endpoints", LEAP_FIELD(policy.endpoints), check_url, true,
@@ -843,6 +842,34 @@ std::vector<cross_check> build_cross_checks() {
              return "nccl drives exactly one server (one broadcast group per run), got " +
                     show(c.policy.endpoints.size()) + " endpoints";
            }
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"policy.weight_sync", "policy.flavour", "learner.kind", "learner.device", "policy.endpoints"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.policy.weight_sync != "ipc") return std::nullopt;
+         // CUDA IPC: the learner exports a device buffer that one server process on the same host
+         // opens, through vLLM's weight-transfer routes.
+         if (c.policy.flavour != server_flavour::vllm) {
+           return "ipc needs policy.flavour vllm (the weight-transfer routes of leap serve-policy "
+                  "--weight-transfer-config), got " + to_string(c.policy.flavour);
+         }
+         if (c.learner.kind != learner_kind::torch) {
+           return std::optional<std::string>{
+               "ipc needs learner.kind torch (the learner exports its weights)"};
+         }
+         if (!c.learner.device.starts_with("cuda")) {
+           return "ipc needs learner.device cuda (the weights are shared in GPU memory), got " +
+                  c.learner.device;
+         }
+         if (c.policy.endpoints.size() != 1) {
+           return "ipc drives exactly one server (on the learner's host), got " +
+                  show(c.policy.endpoints.size()) + " endpoints";
+         }
+         if (!is_loopback_url(c.policy.endpoints.front())) {
+           return "ipc needs the server on this host: its endpoint must be a loopback address "
+                  "(127.0.0.1, localhost, [::1]), got " + c.policy.endpoints.front();
          }
          return std::nullopt;
        }});

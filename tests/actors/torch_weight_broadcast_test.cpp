@@ -9,6 +9,7 @@
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_ipc.hpp"
 #include "policy/client.hpp"
 #include "policy/server.hpp"
 #include "policy/weight_sync.hpp"
@@ -27,6 +28,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::actors {
@@ -486,6 +488,77 @@ TEST(TorchWeightTransfer, ADiskEngineRefusesAnNcclRendezvousAtOnce) {
   EXPECT_NE(refused.body.find("backend is disk"), std::string::npos) << refused.body;
   EXPECT_EQ(post(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}).status,
             200);
+}
+
+// ---- the ipc engine (a server on the learner's GPU): what it refuses on any machine. The
+// transfer itself runs in tests/e2e/train_loop_test.cpp on a GPU. ----
+
+TEST(TorchWeightIpc, TheEngineRefusesARendezvousAndAnUpdateThatDoesNotFitBeforeOpeningAnything) {
+  two_models m;
+  ASSERT_TRUE(m.old_model.ok() && m.new_model.ok());
+  auto backend = make_torch_policy_backend(m.served_dir, {});
+  ASSERT_TRUE(backend.ok()) << backend.err().message;
+  policy::server_config sc;
+  sc.threads = 4;
+  sc.weight_transfer_backend = "ipc";
+  auto server = policy::policy_server::start(sc, *backend);
+  ASSERT_TRUE(server.ok()) << server.err().message;
+  httplib::Client http((*server)->host(), (*server)->port());
+  http.set_read_timeout(60s);
+  // A trainer that expects nccl's rendezvous is told at once.
+  const reply rendezvous = post(http, "/init_weight_transfer_engine", init_info(29500));
+  EXPECT_EQ(rendezvous.status, 500) << rendezvous.body;
+  EXPECT_NE(rendezvous.body.find("the ipc engine takes an empty init_info"), std::string::npos)
+      << rendezvous.body;
+  ASSERT_EQ(post(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}).status,
+            200);
+
+  // The layout of another model (a parameter this one lacks): refused naming it.
+  learner::ipc_update_info info;
+  std::uint64_t offset = 0;
+  for (const auto& t : learner::broadcast_layout(*m.new_model)) {
+    info.tensors.push_back({t.name, t.dtype, t.shape, offset});
+    offset += 1 << 20;  // room for any tiny-model tensor, aligned
+  }
+  info.buffer_bytes = offset;
+  info.pid = ::getppid();
+  auto renamed = info;
+  renamed.tensors[0].name = "model.elsewhere.weight";
+  ASSERT_EQ(post(http, "/start_weight_update", json::object()).status, 200);
+  const reply refused =
+      post(http, "/update_weights", json{{"update_info", learner::render_ipc_update_info(renamed)}});
+  EXPECT_EQ(refused.status, 500) << refused.body;
+  EXPECT_NE(refused.body.find("has no parameter 'model.elsewhere.weight'"), std::string::npos)
+      << refused.body;
+  // A malformed one: refused naming the key.
+  ASSERT_EQ(post(http, "/start_weight_update", json::object()).status, 200);
+  json bad = learner::render_ipc_update_info(info);
+  bad["ipc_handle"] = "AAAA";
+  const reply malformed = post(http, "/update_weights", json{{"update_info", bad}});
+  EXPECT_EQ(malformed.status, 500) << malformed.body;
+  EXPECT_NE(malformed.body.find("'ipc_handle' holds 3 bytes"), std::string::npos) << malformed.body;
+  // One that fits, into a model on the CPU: the driver (missing here) or the device is named.
+  ASSERT_EQ(post(http, "/start_weight_update", json::object()).status, 200);
+  const reply fits = post(http, "/update_weights", json{{"update_info", learner::render_ipc_update_info(info)}});
+  EXPECT_EQ(fits.status, 500) << fits.body;
+  EXPECT_NE(fits.body.find("CUDA IPC needs"), std::string::npos) << fits.body;
+  // Nothing was swapped in.
+  EXPECT_EQ(post(http, "/finish_weight_update", json{{"weight_version", "1"}}).status, 400);
+  EXPECT_EQ((*server)->weight_version(), 0);
+  EXPECT_LT(gap_to(*m.old_model, complete(http)), 1e-4);
+}
+
+TEST(TorchWeightIpc, WithoutTheDriverTheRunsTrainerEndSaysSoAtOpen) {
+  if (learner::cuda_ipc_available().ok()) GTEST_SKIP() << "this machine has the NVIDIA driver";
+  two_models m;
+  auto learner = learner_on(m.learner_dir, m.dir.path() / "run");
+  ASSERT_TRUE(learner);
+  auto transfer = torch_weight_transfer::open_ipc(learner);
+  ASSERT_FALSE(transfer.ok());
+  EXPECT_NE(transfer.err().message.find("policy.weight_sync ipc"), std::string::npos);
+  EXPECT_NE(transfer.err().message.find("CUDA IPC needs the NVIDIA driver (libcuda.so.1): "),
+            std::string::npos)
+      << transfer.err().message;
 }
 
 }  // namespace

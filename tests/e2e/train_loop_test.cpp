@@ -10,6 +10,7 @@
 #include "e2e_support.hpp"
 #include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_ipc.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -379,6 +381,144 @@ TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
   EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
             std::string::npos)
       << metrics->body;
+  server.signal(SIGTERM);
+  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+}
+
+// ---- policy.weight_sync ipc: a server on the learner's GPU, in another process ----
+
+// Why this machine cannot run the same-GPU tests ("" when it can): the NVIDIA driver for CUDA IPC
+// and a CUDA LibTorch with a device.
+std::string no_same_gpu() {
+  if (auto driver = leap::learner::cuda_ipc_available(); !driver) return driver.err().message;
+  if (auto device = leap::learner::synchronize("cuda"); !device) {
+    return "no CUDA device for LibTorch: " + device.err().message;
+  }
+  return "";
+}
+
+leap_process serve_on_gpu_with_ipc(const std::string& model) {
+  return leap_process({"serve-policy", "--model", model, "--port", "0", "--device", "cuda",
+                       "--weight-transfer-config", R"({"backend": "ipc"})"});
+}
+
+// policy.weight_sync ipc against `leap serve-policy --model --device cuda` with the ipc
+// weight-transfer engine: the learner (cuda) exports one buffer, every sync copies the step's
+// weights into it at /start_weight_update and the server copies them out at /update_weights (no
+// step folder is written); the step-2 turns are sampled from step 1's weights, and at the end the
+// server serves exactly the final checkpoint's weights under version 2.
+TEST(LeapRunTorch, SameGpuServerTakesEachStepByIpc) {
+  if (const auto why = no_same_gpu(); !why.empty()) GTEST_SKIP() << why;
+  loop_dir dir;
+  init_model(dir.path("model"), 8);
+  auto server = serve_on_gpu_with_ipc(dir.path("model"));
+  const auto match = server.wait_for(listening, std::chrono::seconds(120));
+  ASSERT_TRUE(match) << server.output();
+  const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
+  // write_config's learner section ends where the policy text starts: "  device" lands in it.
+  const auto config = dir.write_config("  device: cuda\npolicy:\n  flavour: vllm\n  endpoints: [\"" +
+                                       url + "\"]\n  max_in_flight: 4\n  weight_sync: ipc\n");
+  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
+  expect_a_closed_loop(dir, run.output);
+  EXPECT_TRUE(!fs::exists(dir.root() / "run" / "weights") ||
+              fs::is_empty(dir.root() / "run" / "weights"));
+
+  httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
+  http.set_read_timeout(60);
+  expect_served_weights(http, "model", 2, dir.path("run/checkpoints/step-00000002"));
+  const auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  // One transfer at the start (the learner's weights, version 0) and one per step, each with its
+  // (no-op) init.
+  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 3"),
+            std::string::npos)
+      << metrics->body;
+  server.signal(SIGTERM);
+  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+}
+
+// A helper process for the next test, started by it (skipped otherwise): exports the model in
+// $LEAP_IPC_EXPORT_MODEL from the GPU, writes the update_info to $LEAP_IPC_EXPORT_TO and exits,
+// its buffer going with it.
+TEST(LeapRunTorchIpcHelper, ExportsAndExits) {
+  const char* model = std::getenv("LEAP_IPC_EXPORT_MODEL");
+  const char* to = std::getenv("LEAP_IPC_EXPORT_TO");
+  if (model == nullptr || to == nullptr) {
+    GTEST_SKIP() << "runs only as the helper of SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone";
+  }
+  leap::learner::policy_options po;
+  po.device = "cuda";
+  auto p = leap::learner::policy::load(model, po);
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  auto exporter = leap::learner::ipc_exporter::create(*p);
+  ASSERT_TRUE(exporter.ok()) << exporter.err().message;
+  ASSERT_TRUE((*exporter)->snapshot(*p).ok());
+  std::ofstream(to) << leap::learner::render_ipc_update_info((*exporter)->info()).dump();
+}
+
+int post_status(httplib::Client& http, const std::string& path, const json& body,
+                std::string* text = nullptr) {
+  const auto r = http.Post(path, body.dump(), "application/json");
+  if (!r) return 0;
+  if (text != nullptr) *text = r->body;
+  return r->status;
+}
+
+// The trainer's buffer is gone (its process exited after exporting): /update_weights fails naming
+// cuIpcOpenMemHandle, the session ends, and the server keeps serving its weights under its
+// version; then a trainer that is alive (this process, on the same GPU) syncs and the server
+// serves exactly its weights.
+TEST(LeapRunTorch, SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone) {
+  if (const auto why = no_same_gpu(); !why.empty()) GTEST_SKIP() << why;
+  loop_dir dir;
+  init_model(dir.path("model"), 9);
+  init_model(dir.path("trained"), 10);
+  auto server = serve_on_gpu_with_ipc(dir.path("model"));
+  const auto match = server.wait_for(listening, std::chrono::seconds(120));
+  ASSERT_TRUE(match) << server.output();
+  httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
+  http.set_read_timeout(120);
+
+  const std::string info_file = dir.path("gone.json");
+  const auto self = fs::read_symlink("/proc/self/exe").string();
+  const auto helper = leap::e2e::shell(
+      "env LEAP_IPC_EXPORT_MODEL=" + leap::e2e::quoted(dir.path("trained")) +
+          " LEAP_IPC_EXPORT_TO=" + leap::e2e::quoted(info_file) + " " + leap::e2e::quoted(self) +
+          " --gtest_filter=LeapRunTorchIpcHelper.ExportsAndExits",
+      120);
+  ASSERT_EQ(helper.exit_code, 0) << helper.text;
+  ASSERT_TRUE(fs::exists(info_file)) << helper.text;
+  const json gone = json::parse(std::ifstream(info_file));
+
+  std::string body;
+  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}), 200);
+  ASSERT_EQ(post_status(http, "/start_weight_update", json::object()), 200);
+  EXPECT_EQ(post_status(http, "/update_weights", json{{"update_info", gone}}, &body), 500) << body;
+  EXPECT_NE(body.find("cuIpcOpenMemHandle"), std::string::npos) << body;
+  EXPECT_EQ(post_status(http, "/finish_weight_update", json{{"weight_version", "1"}}), 400);
+  expect_served_weights(http, "model", 0, dir.path("model"));
+
+  // A live trainer: this process exports `trained` and keeps its buffer through the update.
+  leap::learner::policy_options po;
+  po.device = "cuda";
+  auto trained = leap::learner::policy::load(dir.path("trained"), po);
+  ASSERT_TRUE(trained.ok()) << trained.err().message;
+  auto exporter = leap::learner::ipc_exporter::create(*trained);
+  ASSERT_TRUE(exporter.ok()) << exporter.err().message;
+  ASSERT_TRUE((*exporter)->snapshot(*trained).ok());
+  const json live = leap::learner::render_ipc_update_info((*exporter)->info());
+  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}), 200);
+  ASSERT_EQ(post_status(http, "/start_weight_update", json::object()), 200);
+  ASSERT_EQ(post_status(http, "/update_weights", json{{"update_info", live}}, &body), 200) << body;
+  // Received, not finished: the old weights are still served.
+  expect_served_weights(http, "model", 0, dir.path("model"));
+  ASSERT_EQ(post_status(http, "/finish_weight_update", json{{"weight_version", "1"}}, &body), 200)
+      << body;
+  expect_served_weights(http, "model", 1, dir.path("trained"));
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
 }

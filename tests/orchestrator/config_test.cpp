@@ -288,10 +288,28 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
        "'huge'"},
       {"weight_sync_unknown", "policy:\n  weight_sync: rsync\n",
-       "case.yaml:2: policy.weight_sync: must be disk, in_memory, nccl or empty (disk, or "
+       "case.yaml:2: policy.weight_sync: must be disk, in_memory, nccl, ipc or empty (disk, or "
        "in_memory for the embedded server), got 'rsync'"},
-      {"weight_sync_ipc_not_driven", "policy:\n  weight_sync: ipc\n",
-       "case.yaml:2: policy.weight_sync: 'ipc' is not driven by leap run yet"},
+      {"weight_sync_ipc_needs_torch", "policy:\n  weight_sync: ipc\n",
+       "case.yaml:2: policy.weight_sync: ipc needs learner.kind torch"},
+      {"weight_sync_ipc_needs_vllm",
+       "policy:\n  flavour: sglang\n  weight_sync: ipc\nlearner:\n  kind: torch\n  model_path: m\n"
+       "  device: cuda\n",
+       "case.yaml:3: policy.weight_sync: ipc needs policy.flavour vllm"},
+      {"weight_sync_ipc_needs_cuda",
+       "policy:\n  weight_sync: ipc\nlearner:\n  kind: torch\n  model_path: m\n",
+       "case.yaml:2: policy.weight_sync: ipc needs learner.device cuda (the weights are shared in "
+       "GPU memory), got cpu"},
+      {"weight_sync_ipc_one_endpoint",
+       "policy:\n  weight_sync: ipc\n  endpoints: [http://127.0.0.1:1, http://127.0.0.1:2]\n"
+       "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
+       "case.yaml:2: policy.weight_sync: ipc drives exactly one server (on the learner's host), got "
+       "2 endpoints"},
+      {"weight_sync_ipc_same_host",
+       "policy:\n  weight_sync: ipc\n  endpoints: [http://gpu-host:8000]\n"
+       "learner:\n  kind: torch\n  model_path: m\n  device: cuda:1\n",
+       "case.yaml:2: policy.weight_sync: ipc needs the server on this host: its endpoint must be a "
+       "loopback address (127.0.0.1, localhost, [::1]), got http://gpu-host:8000"},
       {"weight_sync_nccl_needs_torch", "policy:\n  weight_sync: nccl\n",
        "case.yaml:2: policy.weight_sync: nccl needs learner.kind torch"},
       {"weight_sync_nccl_needs_vllm",
@@ -406,6 +424,16 @@ INSTANTIATE_TEST_SUITE_P(
     Table, config_value_test,
     ::testing::Values(
         value_case{"", "rollout.group_size", "8"},
+        // policy.weight_sync ipc: a torch learner on cuda, one server on a loopback address.
+        value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://127.0.0.1:8000\"]\n"
+                   "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
+                   "policy.weight_sync", "\"ipc\""},
+        value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://localhost:8000\"]\n"
+                   "learner:\n  kind: torch\n  model_path: m\n  device: cuda:0\n",
+                   "policy.weight_sync", "\"ipc\""},
+        value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://[::1]:8000\"]\n"
+                   "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
+                   "policy.weight_sync", "\"ipc\""},
         value_case{"# only a comment\n", "data.batch_size", "32"},
         value_case{"gate:\n", "gate.policy", "dcp"},
         value_case{"rollout:\n  group_size: 4\n", "rollout.group_size", "4"},

@@ -375,6 +375,12 @@ TEST(ClientWeightSync, PresetsAndSubstitution) {
        {"/init_weight_transfer_engine", "/start_weight_update", "/update_weights",
         "/finish_weight_update", "/reset_prefix_cache"},
        true},
+      // ipc: init (empty) in every sync; the companion fills the learner's buffer at "start".
+      {vllm_transfer_ipc_plan(R"({"names":[]})"),
+       true,
+       {"/init_weight_transfer_engine", "/start_weight_update", "/update_weights",
+        "/finish_weight_update", "/reset_prefix_cache"},
+       true},
   };
   for (const auto& r : rows) {
     EXPECT_EQ(r.plan.drain, r.drain);
@@ -386,6 +392,10 @@ TEST(ClientWeightSync, PresetsAndSubstitution) {
     }
     EXPECT_EQ(paths, r.paths);
   }
+  const auto ipc = vllm_transfer_ipc_plan(R"({"names":[]})");
+  EXPECT_EQ(ipc.calls[0].body, R"({"init_info":{}})");
+  EXPECT_EQ(ipc.calls[1].name, "start");
+  EXPECT_EQ(ipc.calls[2].body, R"({"update_info":{"names":[]}})");
 }
 
 }  // namespace

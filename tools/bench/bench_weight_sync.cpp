@@ -12,14 +12,24 @@
 //              commit: the nccl weight-transfer engine's path on a CPU build
 //   nccl       the same over c10d NCCL, learner on --device, server on --server-device (NCCL needs
 //              two different GPUs)
+//   ipc        learner::ipc_exporter snapshot -> a served copy in ANOTHER process (this binary
+//              started again with --ipc-server, on --server-device) that opens the handle, stages,
+//              commits and runs the forward pass: policy.weight_sync ipc's path (cuda only; CUDA
+//              opens no handle in its own process, so this row's server is a subprocess). The
+//              pipe round trips to the subprocess (microseconds) are in its numbers.
 // One table row per method; methods that this build or host cannot run print why.
 //
 //   bench_weight_sync --preset qwen2-7b --device cuda:0 --server-device cuda:1 --dtype bfloat16
 #include "learner/model_config.hpp"
 #include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_ipc.hpp"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +38,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,10 +134,134 @@ row broadcast(const std::string& method, const std::string& learner_device,
       served);
 }
 
+// The --ipc-server side: loads the served copy from `model_dir` on `device`, says "ready", then per
+// line of update_info on stdin receives, commits and synchronises ("synced"), runs the next request
+// ("requested"); "error <message>" instead where a step fails. Ends at end of input.
+int ipc_server(const std::string& model_dir, const std::string& device, const std::string& dtype) {
+  leap::learner::policy_options so;
+  so.device = device;
+  so.dtype = dtype;
+  auto served = policy::load(model_dir, so);
+  if (!served) {
+    std::printf("error %s\n", served.err().message.c_str());
+    return 1;
+  }
+  (void)first_request(*served, device);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  leap::learner::ipc_receiver receiver;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    auto info = leap::learner::parse_ipc_update_info(nlohmann::json::parse(line, nullptr, false));
+    leap::status s = info ? receiver.receive(*info, *served) : leap::status(info.err());
+    if (s) s = receiver.commit(*served);
+    if (s) s = leap::learner::synchronize(device);
+    if (!s) {
+      std::printf("error %s\n", s.err().message.c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    std::printf("synced\n");
+    std::fflush(stdout);
+    if (auto r = first_request(*served, device); !r) {
+      std::printf("error %s\n", r.err().message.c_str());
+    } else {
+      std::printf("requested\n");
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// A child process speaking line by line over two pipes.
+struct child_process {
+  pid_t pid = -1;
+  FILE* to = nullptr;
+  FILE* from = nullptr;
+
+  static leap::result<child_process> start(std::vector<std::string> args) {
+    int in[2];
+    int out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0) return leap::error{"pipe failed"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    child_process c;
+    c.pid = ::fork();
+    if (c.pid < 0) return leap::error{"fork failed"};
+    if (c.pid == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    c.to = ::fdopen(in[1], "w");
+    c.from = ::fdopen(out[0], "r");
+    return c;
+  }
+  // The next line, or "error <why>" at end of output.
+  std::string read_line() const {
+    char buffer[4096];
+    if (std::fgets(buffer, sizeof buffer, from) == nullptr) return "error the ipc server exited";
+    std::string line = buffer;
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+  }
+  void stop() {
+    if (to) std::fclose(to);  // end of input: the server returns
+    if (from) std::fclose(from);
+    int status = 0;
+    if (pid > 0) ::waitpid(pid, &status, 0);
+  }
+};
+
+// The ipc row: `learner` exported and snapshot here, the served copy (from `model_dir`) in a
+// subprocess on `server_device`.
+row ipc_row(const std::string& self, const std::string& model_dir, const std::string& server_device,
+            const std::string& dtype, const policy& learner) {
+  auto exporter = leap::learner::ipc_exporter::create(learner);
+  if (!exporter) return {"ipc", -1, -1, exporter.err().message};
+  auto child = child_process::start(
+      {self, "--ipc-server", model_dir, "--server-device", server_device, "--dtype", dtype});
+  if (!child) return {"ipc", -1, -1, child.err().message};
+  row r{"ipc", -1, -1, ""};
+  if (const auto ready = child->read_line(); ready != "ready") {
+    r.note = ready;
+  } else {
+    const std::string info =
+        leap::learner::render_ipc_update_info((*exporter)->info()).dump() + "\n";
+    // Timed from here: the buffer is exported once per run, not per step.
+    const auto start = clock_type::now();
+    if (auto s = (*exporter)->snapshot(learner); !s) {
+      r.note = s.err().message;
+    } else {
+      std::fputs(info.c_str(), child->to);
+      std::fflush(child->to);
+      if (const auto synced = child->read_line(); synced != "synced") {
+        r.note = synced;
+      } else {
+        r.sync_s = seconds_since(start);
+        if (const auto requested = child->read_line(); requested != "requested") {
+          r.note = requested;
+        } else {
+          r.request_s = seconds_since(start);
+          r.note = "server in a subprocess on " + server_device;
+        }
+      }
+    }
+  }
+  child->stop();
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Weight sync: disk vs in-memory vs c10d broadcast, one model shape"};
+  CLI::App app{"Weight sync: disk vs in-memory vs c10d broadcast vs CUDA IPC, one model shape"};
   std::string preset_name = "small";
   std::string device = "cpu";
   std::string server_device;
@@ -140,8 +275,12 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "float32, bfloat16, float16")->capture_default_str();
   app.add_option("--dir", dir, "scratch folder for the disk method (a disk to measure)")
       ->capture_default_str();
+  std::string ipc_server_model;
+  app.add_option("--ipc-server", ipc_server_model,
+                 "(internal) serve the ipc row's copy of this model folder over stdin/stdout");
   CLI11_PARSE(app, argc, argv);
   if (server_device.empty()) server_device = device;
+  if (!ipc_server_model.empty()) return ipc_server(ipc_server_model, server_device, dtype);
 
   const auto chosen = preset(preset_name);
   if (!chosen) {
@@ -170,7 +309,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto served = policy::load(init_dir, so);
-  std::filesystem::remove_all(init_dir);
   if (!served) {
     std::cerr << "bench_weight_sync: error: " << served.err().message << "\n";
     return 1;
@@ -228,6 +366,16 @@ int main(int argc, char** argv) {
   } else {
     rows.push_back(broadcast("nccl", device, server_device, *learner, *served));
   }
+
+  if (!device.starts_with("cuda") || !server_device.starts_with("cuda")) {
+    rows.push_back({"ipc", -1, -1, "needs --device and --server-device on cuda (one host)"});
+  } else {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    rows.push_back(ec ? row{"ipc", -1, -1, "cannot find this binary: " + ec.message()}
+                      : ipc_row(self.string(), init_dir, server_device, dtype, *learner));
+  }
+  std::filesystem::remove_all(init_dir);
 
   std::printf("# bench_weight_sync preset=%s device=%s server_device=%s dtype=%s bytes=%.2f GiB\n",
               preset_name.c_str(), device.c_str(), server_device.c_str(), dtype.c_str(),

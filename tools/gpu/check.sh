@@ -15,7 +15,8 @@
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
-#             `leap serve-policy --model` on the GPU standing in for vLLM (flavour vllm)
+#             `leap serve-policy --model` on the GPU standing in for vLLM (flavour vllm), the weights
+#             moving through CUDA IPC (policy.weight_sync ipc, the server's ipc engine)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-/tmp/leap-gpu}
@@ -141,10 +142,13 @@ phase_vllm() {
     -e "s|model_path: models/policy|model_path: $dir/model|" \
     -e "s|127.0.0.1:8000|127.0.0.1:$port|" -e "s|batch_size: 32|batch_size: 8|" \
     -e "s|max_tokens: 8192|max_tokens: 1024|" -e "s|^  kind: torch|  kind: torch\n  device: cuda|" \
+    -e "s|^  flavour: vllm|  flavour: vllm\n  weight_sync: ipc|" \
     configs/leap_cuda.yaml >"$out/leap_cuda.yaml"
   diff configs/leap_cuda.yaml "$out/leap_cuda.yaml"
+  # The ipc weight-transfer engine: the server copies each step's weights out of the learner's
+  # exported CUDA buffer (policy.weight_sync ipc, added by the sed above).
   "$build/bin/leap" serve-policy --model "$dir/model" --model-name policy --device cuda \
-    --port "$port" >"$out/serve-policy.log" 2>&1 &
+    --weight-transfer-config '{"backend": "ipc"}' --port "$port" >"$out/serve-policy.log" 2>&1 &
   local server=$!
   "$build/bin/leap" run --quiet "$out/leap_cuda.yaml"
   rc=$?
@@ -168,7 +172,8 @@ phase_hfcheck() {
   return $rc
 }
 
-# Weight sync side by side (disk, in memory; nccl needs two GPUs) for the 0.5B, 1.5B and 7B Qwen2
+# Weight sync side by side (disk, in memory, ipc with the server in a subprocess on the same GPU;
+# nccl needs two GPUs) for the 0.5B, 1.5B and 7B Qwen2
 # shapes in bf16, and the disk's own write and read speed to compare the disk method with.
 phase_syncbench() {
   local preset

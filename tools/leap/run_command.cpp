@@ -279,10 +279,11 @@ int run_experiment(const run_options& options) {
     lo.initial_version = plan->weight_version;
     // The embedded server shares this process: the weights reach it in memory, no folder per step.
     // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
-    // policy.weight_sync nccl broadcasts the weights: no folder per step either.
+    // policy.weight_sync nccl broadcasts the weights, ipc shares them in GPU memory: no folder per
+    // step either.
     lo.in_memory = (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty() &&
                     c.policy.weight_sync != "disk") ||
-                   c.policy.weight_sync == "nccl";
+                   c.policy.weight_sync == "nccl" || c.policy.weight_sync == "ipc";
     auto created = actors::torch_learner::create(std::move(lo));
     if (!created) return fail(created.err().message);
     torch_learner = std::move(*created);
@@ -373,7 +374,33 @@ int run_experiment(const run_options& options) {
   // folder, not from the checkpoint the learner resumed).
   std::unique_ptr<actors::torch_weight_transfer> transfer;
   std::string transfer_update_info;
-  if (c.policy.weight_sync == "nccl" && torch_learner) {
+  if (c.policy.weight_sync == "ipc" && torch_learner) {
+    // policy.weight_sync ipc: the learner's exported CUDA buffer, which the server copies out of
+    // at each /update_weights; a first sync sends the learner's weights, as for nccl.
+    auto opened_transfer = actors::torch_weight_transfer::open_ipc(torch_learner);
+    if (!opened_transfer) return fail(opened_transfer.err().message);
+    transfer = std::move(*opened_transfer);
+    auto info = transfer->update_info();
+    if (!info) return fail(info.err().message);
+    transfer_update_info = std::move(*info);
+    policy::weight_sync_request first;
+    first.version = std::to_string(plan->weight_version);
+    first.companion = transfer->companion();
+    auto done = std::make_shared<std::promise<status>>();
+    auto answer = done->get_future();
+    (*client)->sync_weights(0, policy::vllm_transfer_ipc_plan(transfer_update_info),
+                            std::move(first), [done](status s) { done->set_value(std::move(s)); });
+    while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (watcher.signal() != 0) {
+        transfer.reset();
+        return fail("interrupted by a signal during the first weight sync");
+      }
+    }
+    if (auto first_sync = answer.get(); !first_sync) {
+      return fail("policy.weight_sync ipc: the first weight sync with the server: " +
+                  first_sync.err().message);
+    }
+  } else if (c.policy.weight_sync == "nccl" && torch_learner) {
     // For the rendezvous and for each tensor's broadcast: the server joins as soon as its
     // /init_weight_transfer_engine arrives, and the largest tensor of a 7B model is 1 GB. A run
     // that fails while the learner waits for a server that will not join ends after it.
@@ -440,7 +467,11 @@ int run_experiment(const run_options& options) {
     // weights_path); SGLang loads it (/update_weights_from_disk); the embedded server takes the
     // same SGLang route with the in-memory path, which its backend serves from the learner.
     // policy.weight_sync nccl: vLLM's weight-transfer routes, the learner broadcasting alongside.
-    if (transfer) {
+    // policy.weight_sync ipc: the same routes, the learner filling its exported buffer at "start".
+    if (transfer && c.policy.weight_sync == "ipc") {
+      gc.sync_plan = policy::vllm_transfer_ipc_plan(transfer_update_info);
+      gc.sync_companion = transfer->companion();
+    } else if (transfer) {
       gc.sync_plan = policy::vllm_transfer_nccl_plan("", transfer_update_info);
       gc.sync_companion = transfer->companion();
     } else if (torch_learner) {

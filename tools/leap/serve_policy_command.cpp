@@ -51,7 +51,7 @@ struct serve_policy_options {
   std::vector<std::string> task_pass;
   std::string faults;
   std::int64_t weight_version = 0;
-  std::string weight_transfer_config;  // vLLM's flag: {"backend": "disk"|"nccl"}
+  std::string weight_transfer_config;  // vLLM's flag: {"backend": "disk"|"nccl"|"ipc"}
 };
 
 int fail(const std::string& message) {
@@ -227,9 +227,16 @@ int run(const serve_policy_options& o) {
                   "e.g. '{\"backend\": \"nccl\"}' (got '" + o.weight_transfer_config + "')");
     }
     config.weight_transfer_backend = parsed["backend"].get<std::string>();
-    if (config.weight_transfer_backend != "disk" && config.weight_transfer_backend != "nccl") {
+    if (config.weight_transfer_backend != "disk" && config.weight_transfer_backend != "nccl" &&
+        config.weight_transfer_backend != "ipc") {
       return fail("--weight-transfer-config: backend '" + config.weight_transfer_backend +
-                  "' is not served here (disk, or nccl with --model)");
+                  "' is not served here (disk, or nccl or ipc with --model; ipc with --device "
+                  "cuda)");
+    }
+    if (config.weight_transfer_backend == "ipc" && !o.device.starts_with("cuda")) {
+      // The learner's weights are copied out of GPU memory: the served model must be on a GPU.
+      return fail("--weight-transfer-config: backend 'ipc' needs --device cuda (or cuda:N), got "
+                  "--device " + o.device);
     }
   }
 
