@@ -345,8 +345,8 @@ void record_step_telemetry(const experiment_state& st, step_record& r) {
   t->activated_fraction.set(metric("activated_fraction"));
   t->weight_version.set(static_cast<double>(r.weight_version));
   t->steps.inc();
-  for (const auto& [name, value] : telemetry::summary_values(t->source.take(unix_ms()),
-                                                              "telemetry.")) {
+  for (const auto& [name, value] :
+       telemetry::summary_values(t->source.take(unix_ms()), "telemetry.")) {
     r.metrics[name] = value;
   }
 }

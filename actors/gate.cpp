@@ -96,8 +96,7 @@ void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
   auto& st = self->state;
   if (!st.services.store) return;
   self->request(st.services.store, caf::infinite, put_turn_atom_v, st.settings.run_id,
-                st.settings.key,
-                rollout, static_cast<std::uint32_t>(turn), record)
+                st.settings.key, rollout, static_cast<std::uint32_t>(turn), record)
       .then(
           [=](const ack& stored) {
             if (!stored.ok()) fail_group(self, "store: turn: " + stored.error);
@@ -304,7 +303,8 @@ gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
       start_first_turn(self, rollout);
     }
   }
-  for (auto rollout : resumed) first_turn_done(self, rollout, st.settings.resumed_turns[rollout][0]);
+  for (auto rollout : resumed)
+    first_turn_done(self, rollout, st.settings.resumed_turns[rollout][0]);
   return {
       [=](turn_atom, std::uint32_t rollout, turn_record& turn,
           std::vector<activity>& activities) -> bool {

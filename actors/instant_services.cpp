@@ -1,4 +1,5 @@
 #include "actors/instant_services.hpp"
+
 #include "common/splitmix.hpp"
 
 #include <caf/actor_system.hpp>
@@ -46,8 +47,7 @@ turn_latency sample_latency(const latency_profile& p, std::uint64_t seed,
   const double z = normal(splitmix64(base + 1), splitmix64(base + 2));
   t.generation_s = std::clamp(p.generation_median_s * std::exp(p.generation_sigma * z),
                               p.generation_min_s, p.generation_max_s);
-  t.compile_s =
-      p.compile_min_s + (p.compile_max_s - p.compile_min_s) * unit(splitmix64(base + 3));
+  t.compile_s = p.compile_min_s + (p.compile_max_s - p.compile_min_s) * unit(splitmix64(base + 3));
   t.run_s = p.run_min_s + (p.run_max_s - p.run_min_s) * unit(splitmix64(base + 4));
   return t;
 }

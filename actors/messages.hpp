@@ -223,7 +223,7 @@ struct run_summary {
   std::uint64_t groups_resumed = 0;    // training groups read back from the store instead of redone
   // Finished turns of unfinished groups (both splits) taken from the store instead of redone.
   std::uint64_t turns_resumed = 0;
-  std::string error;                   // why, when status is failed
+  std::string error;  // why, when status is failed
 
   friend bool operator==(const run_summary&, const run_summary&) = default;
 };
@@ -292,10 +292,10 @@ typename Inspector::result_type inspect(Inspector& f, rollout_record& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_record& x) {
-  return detail::inspect_with_optional(
-      f, "group_record", x.weight_version, x.run_id, x.step, x.split, x.group_index, x.task_id,
-      x.max_turns, x.gate, x.n_fail, x.thresholds, x.probe, x.rollouts, x.started_unix_ms,
-      x.gated_unix_ms, x.finished_unix_ms);
+  return detail::inspect_with_optional(f, "group_record", x.weight_version, x.run_id, x.step,
+                                       x.split, x.group_index, x.task_id, x.max_turns, x.gate,
+                                       x.n_fail, x.thresholds, x.probe, x.rollouts,
+                                       x.started_unix_ms, x.gated_unix_ms, x.finished_unix_ms);
 }
 
 template <class Inspector>

@@ -90,8 +90,8 @@ std::string frame_guard::check_header(std::string_view chunk, bool admitted) {
   const std::size_t limit = trusted ? limits_.after_auth : limits_.before_auth;
   if (header_.payload_len > limit) {
     return "a frame of " + std::to_string(header_.payload_len) + " bytes" +
-           (trusted ? "" : " before proving the secret") + " (at most " +
-           std::to_string(limit) + ")";
+           (trusted ? "" : " before proving the secret") + " (at most " + std::to_string(limit) +
+           ")";
   }
   if (!trusted) {
     switch (header_.operation) {
@@ -149,8 +149,8 @@ bool admitted_nodes::contains(const caf::node_id& node) const {
 
 std::vector<std::string> handshake_message_types(caf::actor_system& system) {
   std::vector<std::string> out;
-  for (const auto& msg : {caf::make_message(node_hello_atom_v),
-                          caf::make_message(node_auth_atom_v, std::string{})}) {
+  for (const auto& msg :
+       {caf::make_message(node_hello_atom_v), caf::make_message(node_auth_atom_v, std::string{})}) {
     std::vector<char> bytes;
     caf::binary_serializer sink{system, bytes};
     std::vector<caf::strong_actor_ptr> stack;
@@ -209,12 +209,12 @@ class guarded_scribe final : public io::scribe {
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
     if (detached()) return false;
     const std::string_view chunk(static_cast<const char*>(buf), n);
-    const bool admitted = known_peer_ && shared_->settings.admitted &&
-                          shared_->settings.admitted->contains(peer_);
+    const bool admitted =
+        known_peer_ && shared_->settings.admitted && shared_->settings.admitted->contains(peer_);
     if (auto why = guard_.check(chunk, admitted); !why.empty()) {
       if (shared_->settings.log) {
-        shared_->settings.log("closed the connection of " + addr() + ":" +
-                              std::to_string(port()) + ": " + why);
+        shared_->settings.log("closed the connection of " + addr() + ":" + std::to_string(port()) +
+                              ": " + why);
       }
       // BASP learns of it as of any lost connection; nothing was allocated for the frame.
       io_failure(ctx, net::operation::read);

@@ -83,11 +83,12 @@ result<std::map<group_key, std::vector<std::vector<turn_record>>>> partial_turns
     by_group[group_key{t.group.step, t.group.split, t.group.group_index}].push_back(std::move(t));
   }
   for (auto& [key, group_turns] : by_group) {
-    const int size = key.split == split_kind::train ? config.rollout.group_size
-                                                    : config.rollout.validation.n;
-    auto kept = reusable_turns(std::move(group_turns), plan.weight_version, size,
-                               config.rollout.max_turns);
-    const bool any = std::any_of(kept.begin(), kept.end(), [](const auto& r) { return !r.empty(); });
+    const int size =
+        key.split == split_kind::train ? config.rollout.group_size : config.rollout.validation.n;
+    auto kept =
+        reusable_turns(std::move(group_turns), plan.weight_version, size, config.rollout.max_turns);
+    const bool any =
+        std::any_of(kept.begin(), kept.end(), [](const auto& r) { return !r.empty(); });
     if (any) out.emplace(key, std::move(kept));
   }
   return out;

@@ -7,15 +7,14 @@
 #include "orchestrator/config.hpp"
 
 #include <cstddef>
-#include <string>
-
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace leap {
 class trajectory_store;
 struct stored_turn;
-}
+}  // namespace leap
 
 namespace leap::actors {
 

@@ -1,4 +1,5 @@
 #include "actors/schedule.hpp"
+
 #include "common/splitmix.hpp"
 
 #include <algorithm>

@@ -78,7 +78,8 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
       [=](put_turn_atom, const std::string& run_id, const group_key& key, std::uint32_t rollout,
           std::uint32_t turn, const turn_record& record) -> caf::result<ack> {
         const group_ref ref{run_id, key.step, key.split, key.group};
-        return enqueue(self, [&](write_batch& b) { return b.put_turn(ref, rollout, turn, record); });
+        return enqueue(self,
+                       [&](write_batch& b) { return b.put_turn(ref, rollout, turn, record); });
       },
       [=](load_atom, const std::string& run_id, std::uint64_t step,
           split_kind split) -> loaded_groups {

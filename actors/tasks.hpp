@@ -39,6 +39,7 @@ struct run_tasks {
 // needs a prompt and a solution. Errors: "<root>: not a directory", no task.json, the reader's
 // (naming the task.json and key), "<task.json>: 'prompt' is required ...", "<dir>: no solution.cu".
 // Reads files only; thread-safe.
-[[nodiscard]] result<std::vector<policy::scripted_task>> load_scripted_suite(const std::string& root);
+[[nodiscard]] result<std::vector<policy::scripted_task>> load_scripted_suite(
+    const std::string& root);
 
 }  // namespace leap::actors

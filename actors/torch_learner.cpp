@@ -150,7 +150,8 @@ result<backend_step> torch_learner::train(std::uint64_t step,
       folders.push_back(e.path().string());
     }
     std::sort(folders.begin(), folders.end());
-    for (std::size_t i = 0; i + 2 < folders.size(); ++i) std::filesystem::remove_all(folders[i], ec);
+    for (std::size_t i = 0; i + 2 < folders.size(); ++i)
+      std::filesystem::remove_all(folders[i], ec);
   }
   const auto& m = report->summary;
   out.metrics["loss"] = m.loss;

@@ -33,9 +33,9 @@
 namespace leap::actors {
 
 struct torch_learner_options {
-  std::string model_dir;       // the initial weights (config.json + safetensors)
-  std::string checkpoint_dir;  // resumable checkpoints
-  std::string weights_dir;     // weights-only folders of steps without a checkpoint
+  std::string model_dir;             // the initial weights (config.json + safetensors)
+  std::string checkpoint_dir;        // resumable checkpoints
+  std::string weights_dir;           // weights-only folders of steps without a checkpoint
   learner::trainer_options trainer;  // its checkpoint.dir is set from checkpoint_dir
   // A checkpoint every this many steps; 0: only after the last. Default: 1
   int checkpoint_every = 1;

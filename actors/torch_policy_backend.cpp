@@ -1,6 +1,6 @@
 #include "actors/torch_policy_backend.hpp"
-#include "common/splitmix.hpp"
 
+#include "common/splitmix.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
@@ -85,7 +85,7 @@ result<learner::model_config> byte_model_preset(const std::string& name) {
 }
 
 result<random_model_info> write_random_byte_model(const std::string& preset, const std::string& dir,
-                                                 std::uint64_t seed, const std::string& dtype) {
+                                                  std::uint64_t seed, const std::string& dtype) {
   return write_random_model(preset, dir, seed, dtype, "");
 }
 
@@ -97,7 +97,8 @@ result<random_model_info> write_random_model(const std::string& preset, const st
   std::vector<std::string> copied;
   if (!tokenizer_dir.empty()) {
     std::error_code exists_ec;
-    if (!std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json", exists_ec)) {
+    if (!std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json",
+                                 exists_ec)) {
       return error{tokenizer_dir + ": no tokenizer.json there"};
     }
     auto vocab = policy::load_vocabulary(tokenizer_dir);
@@ -125,7 +126,8 @@ result<random_model_info> write_random_model(const std::string& preset, const st
     std::filesystem::copy_file(std::filesystem::path(tokenizer_dir) / name,
                                std::filesystem::path(dir) / name,
                                std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return error{dir + "/" + name + ": cannot copy from " + tokenizer_dir + ": " + ec.message()};
+    if (ec)
+      return error{dir + "/" + name + ": cannot copy from " + tokenizer_dir + ": " + ec.message()};
   }
   random_model_info info{*config, 0};
   for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
@@ -197,8 +199,9 @@ class torch_policy_backend final : public policy::policy_backend {
     }
     if (path == in_memory_weights) {
       if (!options_.source) {
-        return error{"this server has no in-memory weight source (it is not embedded in the "
-                     "learner's process): give a model folder"};
+        return error{
+            "this server has no in-memory weight source (it is not embedded in the "
+            "learner's process): give a model folder"};
       }
       std::unique_lock lock(mutex_);
       auto copied = options_.source(model_, version);
@@ -221,7 +224,8 @@ class torch_policy_backend final : public policy::policy_backend {
     return backend == "nccl" || backend == "ipc";
   }
 
-  status init_weight_transfer(const std::string& backend, const nlohmann::json& init_info) override {
+  status init_weight_transfer(const std::string& backend,
+                              const nlohmann::json& init_info) override {
     if (backend == "ipc") {
       // Nothing to meet: each update names the learner's buffer. An init_info with fields is a
       // trainer that expects another engine (nccl's rendezvous): say so rather than ignore it.
@@ -259,8 +263,9 @@ class torch_policy_backend final : public policy::policy_backend {
     auto info = policy::parse_nccl_update_info(update_info);
     if (!info) return info.err();
     if (!receiver_) {
-      return error{"no weight-transfer group (none yet, or the last transfer broke it): POST "
-                   "/init_weight_transfer_engine first"};
+      return error{
+          "no weight-transfer group (none yet, or the last transfer broke it): POST "
+          "/init_weight_transfer_engine first"};
     }
     std::vector<learner::broadcast_tensor> layout;
     for (std::size_t i = 0; i < info->names.size(); ++i) {

@@ -79,10 +79,9 @@ struct random_model_info {
 // layout, config.json + model.safetensors, weights drawn by learner::random_weights from `seed` and
 // stored as `dtype` ("float32", "bfloat16", "float16", "float64"). Overwrites what is there.
 // Errors: an unknown preset or dtype, a folder or file that cannot be written (named).
-[[nodiscard]] result<random_model_info> write_random_byte_model(const std::string& preset,
-                                                                const std::string& dir,
-                                                                std::uint64_t seed,
-                                                                const std::string& dtype = "float32");
+[[nodiscard]] result<random_model_info> write_random_byte_model(
+    const std::string& preset, const std::string& dir, std::uint64_t seed,
+    const std::string& dtype = "float32");
 
 // The same with the vocabulary of the Hugging Face tokenizer in `tokenizer_dir` (tokenizer.json,
 // tokenizer_config.json and its chat template, as policy::load_vocabulary reads them): vocab_size
@@ -115,9 +114,10 @@ struct random_model_info {
 // backend joins the learner's c10d group at /init_weight_transfer_engine, receives each
 // /update_weights into a staging buffer (learner/weight_broadcast.hpp) and swaps it in at
 // /finish_weight_update under the exclusive lock; a cut transfer drops the staging and the group.
-// The project's ipc engine (weight_transfer_backend "ipc", a cuda device): init is a no-op (an empty
-// init_info), each /update_weights opens the learner's exported buffer (learner/weight_ipc.hpp),
-// copies it into staging and closes it; /finish_weight_update swaps the staging in as for nccl.
+// The project's ipc engine (weight_transfer_backend "ipc", a cuda device): init is a no-op (an
+// empty init_info), each /update_weights opens the learner's exported buffer
+// (learner/weight_ipc.hpp), copies it into staging and closes it; /finish_weight_update swaps the
+// staging in as for nccl.
 [[nodiscard]] result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
     const std::string& model_dir, const torch_backend_options& options = {});
 

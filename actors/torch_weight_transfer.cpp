@@ -6,15 +6,14 @@
 #include "policy/wire.hpp"
 
 #include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 namespace leap::actors {
 
@@ -51,9 +50,10 @@ result<std::string> local_address_towards(const std::string& host) {
   ::close(fd);
   if (!routed) return error{"no route to '" + host + "'"};
   char text[INET6_ADDRSTRLEN] = {};
-  const void* where = local.ss_family == AF_INET6
-                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  const void* where =
+      local.ss_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
   if (::inet_ntop(local.ss_family, where, text, sizeof text) == nullptr) {
     return error{"cannot print the local address towards '" + host + "'"};
   }
@@ -228,8 +228,8 @@ policy::sync_companion torch_weight_transfer::companion() {
             if (!held) return error{"the learner has stopped"};
             return held->with_weights(version, [&](const learner::policy& p) -> status {
               if (raw->ipc) {
-                return raw->with_exporter(
-                    p, [&](learner::ipc_exporter& e) { return e.snapshot(p); });
+                return raw->with_exporter(p,
+                                          [&](learner::ipc_exporter& e) { return e.snapshot(p); });
               }
               return raw->sender->send(p);
             });

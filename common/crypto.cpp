@@ -1,14 +1,14 @@
 #include "common/crypto.hpp"
 
+#include <climits>
+
+#include <cstdio>
+#include <cstdlib>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-
-#include <climits>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 namespace leap::crypto {

@@ -36,8 +36,8 @@ level the_level = level::info;
 std::shared_ptr<spdlog::logger> make_logger(std::string_view component, level least) {
   // stderr_sink_mt: unbuffered writes under spdlog's mutex, flushed at once (a crash loses no
   // line, and lines of several threads never interleave).
-  auto logger = std::make_shared<spdlog::logger>(
-      std::string(component), std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>(std::string(component),
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %n | %l | %v", spdlog::pattern_time_type::utc);
   logger->set_level(to_spdlog(least));
   logger->flush_on(spdlog::level::trace);

@@ -1,9 +1,9 @@
 // Signals as events, for programs whose libraries start threads of their own before main()
 // (OpenBLAS's thread pool does, when it provides libblas.so.3 for LibTorch). A process-directed
-// signal goes to any thread that does not block it, so blocking SIGTERM in the program's own threads
-// is not enough: in a library's thread SIGTERM's default action ends the process at once and
-// SIGCHLD's drops it. route() installs a handler for each signal that writes the signal's number to
-// a pipe, whatever thread it lands in; wait() reads the next one.
+// signal goes to any thread that does not block it, so blocking SIGTERM in the program's own
+// threads is not enough: in a library's thread SIGTERM's default action ends the process at once
+// and SIGCHLD's drops it. route() installs a handler for each signal that writes the signal's
+// number to a pipe, whatever thread it lands in; wait() reads the next one.
 //
 //   signals::route({SIGINT, SIGTERM});   // first thing, before the program's own threads start
 //   ...
@@ -12,17 +12,16 @@
 
 #include "common/result.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <initializer_list>
+#include <poll.h>
+#include <pthread.h>
 #include <string>
+#include <unistd.h>
 
 namespace leap::signals {
 namespace detail {
@@ -54,7 +53,8 @@ inline void on_signal(int sig) {
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
     if (::sigaction(sig, &action, nullptr) != 0) {
-      return error{std::string("signal handler for ") + strsignal(sig) + ": " + std::strerror(errno)};
+      return error{std::string("signal handler for ") + strsignal(sig) + ": " +
+                   std::strerror(errno)};
     }
   }
   ::pthread_sigmask(SIG_BLOCK, &detail::routed, nullptr);

@@ -5,14 +5,13 @@
 // temporary (the writers' job: see telemetry::write_file_atomically, `leap export`).
 #pragma once
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <filesystem>
+#include <signal.h>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unistd.h>
 
 namespace leap {
 

@@ -1,7 +1,6 @@
 #include "learner/detail/cuda_driver.hpp"
 
 #include <dlfcn.h>
-
 #include <mutex>
 #include <type_traits>
 

@@ -15,7 +15,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-
 namespace leap::learner {
 
 namespace {
@@ -213,12 +212,12 @@ int broadcast_sender::port() const {
 }
 
 status broadcast_sender::connect(const std::string& device) {
-  return detail::guarded("weight broadcast: forming the group (rank 0 of " +
-                             std::to_string(state_->world_size) + ")",
-                         [&]() -> status {
-                           if (!port()) return error{"the store is closed"};
-                           return state_->g.form(0, state_->world_size, device);
-                         });
+  return detail::guarded(
+      "weight broadcast: forming the group (rank 0 of " + std::to_string(state_->world_size) + ")",
+      [&]() -> status {
+        if (!port()) return error{"the store is closed"};
+        return state_->g.form(0, state_->world_size, device);
+      });
 }
 
 status broadcast_sender::send(const policy& p, std::size_t limit) {

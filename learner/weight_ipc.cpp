@@ -5,15 +5,15 @@
 #include "learner/detail/weight_staging.hpp"
 #include "learner/safetensors.hpp"
 
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
+#include <ATen/ATen.h>
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
+#include <unistd.h>
 
 namespace leap::learner {
 
@@ -31,7 +31,9 @@ std::uint64_t element_bytes(const std::string& dtype) {
   return 2;  // bfloat16, float16 (parse_torch_dtype refused the rest)
 }
 
-std::uint64_t align_up(std::uint64_t n) { return (n + ipc_alignment - 1) / ipc_alignment * ipc_alignment; }
+std::uint64_t align_up(std::uint64_t n) {
+  return (n + ipc_alignment - 1) / ipc_alignment * ipc_alignment;
+}
 
 // A non-negative integer of a JSON value, or nothing.
 std::optional<std::uint64_t> unsigned_of(const json& v) {
@@ -50,8 +52,8 @@ const json* array_of(const json& info, const char* key) {
 int device_index_of(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
 
 // A tensor over `bytes` of device memory that LibTorch neither owns nor frees. The device is named
-// (target_device), so LibTorch does not ask the runtime which device the pointer is on: for a mapped
-// IPC buffer that would be the exporter's device, not the one it is read from.
+// (target_device), so LibTorch does not ask the runtime which device the pointer is on: for a
+// mapped IPC buffer that would be the exporter's device, not the one it is read from.
 at::Tensor device_view(std::uint64_t address, const std::vector<std::int64_t>& shape,
                        at::ScalarType type, int ordinal) {
   const at::Device device(at::kCUDA, static_cast<at::DeviceIndex>(ordinal));
@@ -93,7 +95,8 @@ result<std::vector<unsigned char>> base64_decode(const std::string& text) {
       std::uint32_t v = 0;
       if (c == '=' && i + 4 == text.size() && j >= 2 && (j == 3 || text[i + 3] == '=')) {
         ++pad;
-      } else if (const char* at = std::strchr(alphabet, c); c != '\0' && at != nullptr && pad == 0) {
+      } else if (const char* at = std::strchr(alphabet, c);
+                 c != '\0' && at != nullptr && pad == 0) {
         v = static_cast<std::uint32_t>(at - alphabet);
       } else {
         return error{"base64: bad character at " + std::to_string(i + j)};
@@ -143,18 +146,19 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
                 std::to_string(shapes->size()) + " and " + std::to_string(offsets->size()));
   }
   ipc_update_info info;
-  const auto bytes = update_info.contains("buffer_bytes")
-                         ? unsigned_of(update_info["buffer_bytes"])
-                         : std::nullopt;
+  const auto bytes = update_info.contains("buffer_bytes") ? unsigned_of(update_info["buffer_bytes"])
+                                                          : std::nullopt;
   if (!bytes || *bytes == 0) return fail("'buffer_bytes' must be a positive integer");
   info.buffer_bytes = *bytes;
   const auto pid = update_info.contains("pid") ? unsigned_of(update_info["pid"]) : std::nullopt;
-  if (!pid || *pid == 0 || *pid > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+  if (!pid || *pid == 0 ||
+      *pid > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     return fail("'pid' must be the exporting process's id (a positive integer)");
   }
   info.pid = static_cast<std::int64_t>(*pid);
-  const auto device =
-      update_info.contains("device_index") ? unsigned_of(update_info["device_index"]) : std::nullopt;
+  const auto device = update_info.contains("device_index")
+                          ? unsigned_of(update_info["device_index"])
+                          : std::nullopt;
   if (!device || *device > 1024) return fail("'device_index' must be a device ordinal");
   info.device_index = static_cast<int>(*device);
   const auto handle = update_info.find("ipc_handle");
@@ -164,8 +168,8 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
   auto decoded = base64_decode(handle->get<std::string>());
   if (!decoded) return decoded.err().wrap("ipc update_info: 'ipc_handle'");
   if (decoded->size() != ipc_handle_bytes) {
-    return fail("'ipc_handle' holds " + std::to_string(decoded->size()) + " bytes, a CUipcMemHandle " +
-                std::to_string(ipc_handle_bytes));
+    return fail("'ipc_handle' holds " + std::to_string(decoded->size()) +
+                " bytes, a CUipcMemHandle " + std::to_string(ipc_handle_bytes));
   }
   std::copy(decoded->begin(), decoded->end(), info.handle.begin());
 
@@ -173,7 +177,8 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
   std::vector<std::pair<std::uint64_t, std::pair<std::uint64_t, std::size_t>>> spans;
   for (std::size_t i = 0; i < names->size(); ++i) {
     if (!(*names)[i].is_string() || !(*dtypes)[i].is_string() || !(*shapes)[i].is_array()) {
-      return fail("entry " + std::to_string(i) + ": a name and dtype name (strings) and a shape "
+      return fail("entry " + std::to_string(i) +
+                  ": a name and dtype name (strings) and a shape "
                   "(an array)");
     }
     ipc_tensor t;
@@ -259,83 +264,86 @@ ipc_exporter::~ipc_exporter() {
 }
 
 result<std::unique_ptr<ipc_exporter>> ipc_exporter::create(const policy& p) {
-  return detail::guarded(std::string(what) + ": exporting the learner's buffer",
-                         [&]() -> result<std::unique_ptr<ipc_exporter>> {
-    auto s = std::make_unique<state>();
-    const auto params = detail::transfer_parameters(p);
-    if (params.empty()) return error{"the model has no parameters"};
-    const at::Device device = params.front().tensor->device();
-    if (!device.is_cuda()) {
-      return error{"the learner's model is on " + detail::device_name(device) +
-                   ": CUDA IPC needs it on a cuda device (learner.device: cuda)"};
-    }
-    s->ordinal = device_index_of(*params.front().tensor);
-    std::uint64_t offset = 0;
-    for (const auto& [name, tensor] : params) {
-      ipc_tensor t;
-      t.name = name;
-      t.dtype = detail::dtype_name(tensor->scalar_type());
-      t.shape = tensor->sizes().vec();
-      t.offset = offset;
-      offset = align_up(offset + static_cast<std::uint64_t>(tensor->numel()) *
-                                     static_cast<std::uint64_t>(tensor->element_size()));
-      s->info.tensors.push_back(std::move(t));
-    }
-    s->info.buffer_bytes = std::max<std::uint64_t>(offset, ipc_alignment);
-    s->info.pid = static_cast<std::int64_t>(::getpid());
-    s->info.device_index = s->ordinal;
-    auto driver = detail::load_cuda_driver();
-    if (!driver) return driver.err();
-    s->driver = *driver;
-    detail::cuda_context_scope scope(*s->driver, s->ordinal);
-    if (!scope.ok()) return scope.ok().err();
-    if (auto rc = s->driver->mem_alloc(&s->base, s->info.buffer_bytes); rc != 0) {
-      s->base = 0;
-      return s->driver->fail("cuMemAlloc of " + std::to_string(s->info.buffer_bytes) + " bytes", rc);
-    }
-    auto exporter = std::unique_ptr<ipc_exporter>(new ipc_exporter(std::move(s)));
-    detail::cu_ipc_mem_handle handle{};
-    if (auto rc = exporter->state_->driver->ipc_get_mem_handle(&handle, exporter->state_->base);
-        rc != 0) {
-      return exporter->state_->driver->fail("cuIpcGetMemHandle", rc);
-    }
-    std::copy(handle.reserved.begin(), handle.reserved.end(), exporter->state_->info.handle.begin());
-    return exporter;
-  });
+  return detail::guarded(
+      std::string(what) + ": exporting the learner's buffer",
+      [&]() -> result<std::unique_ptr<ipc_exporter>> {
+        auto s = std::make_unique<state>();
+        const auto params = detail::transfer_parameters(p);
+        if (params.empty()) return error{"the model has no parameters"};
+        const at::Device device = params.front().tensor->device();
+        if (!device.is_cuda()) {
+          return error{"the learner's model is on " + detail::device_name(device) +
+                       ": CUDA IPC needs it on a cuda device (learner.device: cuda)"};
+        }
+        s->ordinal = device_index_of(*params.front().tensor);
+        std::uint64_t offset = 0;
+        for (const auto& [name, tensor] : params) {
+          ipc_tensor t;
+          t.name = name;
+          t.dtype = detail::dtype_name(tensor->scalar_type());
+          t.shape = tensor->sizes().vec();
+          t.offset = offset;
+          offset = align_up(offset + static_cast<std::uint64_t>(tensor->numel()) *
+                                         static_cast<std::uint64_t>(tensor->element_size()));
+          s->info.tensors.push_back(std::move(t));
+        }
+        s->info.buffer_bytes = std::max<std::uint64_t>(offset, ipc_alignment);
+        s->info.pid = static_cast<std::int64_t>(::getpid());
+        s->info.device_index = s->ordinal;
+        auto driver = detail::load_cuda_driver();
+        if (!driver) return driver.err();
+        s->driver = *driver;
+        detail::cuda_context_scope scope(*s->driver, s->ordinal);
+        if (!scope.ok()) return scope.ok().err();
+        if (auto rc = s->driver->mem_alloc(&s->base, s->info.buffer_bytes); rc != 0) {
+          s->base = 0;
+          return s->driver->fail("cuMemAlloc of " + std::to_string(s->info.buffer_bytes) + " bytes",
+                                 rc);
+        }
+        auto exporter = std::unique_ptr<ipc_exporter>(new ipc_exporter(std::move(s)));
+        detail::cu_ipc_mem_handle handle{};
+        if (auto rc = exporter->state_->driver->ipc_get_mem_handle(&handle, exporter->state_->base);
+            rc != 0) {
+          return exporter->state_->driver->fail("cuIpcGetMemHandle", rc);
+        }
+        std::copy(handle.reserved.begin(), handle.reserved.end(),
+                  exporter->state_->info.handle.begin());
+        return exporter;
+      });
 }
 
 status ipc_exporter::snapshot(const policy& p) {
-  return detail::guarded(std::string(what) + ": copying the weights into the buffer",
-                         [&]() -> status {
-    const auto params = detail::transfer_parameters(p);
-    const auto& tensors = state_->info.tensors;
-    if (params.size() != tensors.size()) {
-      return error{"the model has " + std::to_string(params.size()) + " parameters, the buffer " +
-                   std::to_string(tensors.size())};
-    }
-    at::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor& from = *params[i].tensor;
-      const ipc_tensor& to = tensors[i];
-      if (params[i].name != to.name || !from.sizes().equals(to.shape) ||
-          detail::dtype_name(from.scalar_type()) != to.dtype || !from.device().is_cuda() ||
-          device_index_of(from) != state_->ordinal) {
-        return error{"parameter '" + params[i].name + "' is not laid out as the buffer's '" +
-                     to.name + "'"};
-      }
-      at::Tensor view =
-          device_view(state_->base + to.offset, to.shape, from.scalar_type(), state_->ordinal);
-      view.copy_(from.detach());
-    }
-    // The copies run on LibTorch's stream in the device's primary context: wait for all of them,
-    // so the buffer is whole before the server is told to read it.
-    detail::cuda_context_scope scope(*state_->driver, state_->ordinal);
-    if (!scope.ok()) return scope.ok().err();
-    if (auto rc = state_->driver->ctx_synchronize(); rc != 0) {
-      return state_->driver->fail("cuCtxSynchronize", rc);
-    }
-    return ok_status();
-  });
+  return detail::guarded(
+      std::string(what) + ": copying the weights into the buffer", [&]() -> status {
+        const auto params = detail::transfer_parameters(p);
+        const auto& tensors = state_->info.tensors;
+        if (params.size() != tensors.size()) {
+          return error{"the model has " + std::to_string(params.size()) +
+                       " parameters, the buffer " + std::to_string(tensors.size())};
+        }
+        at::NoGradGuard no_grad;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          const at::Tensor& from = *params[i].tensor;
+          const ipc_tensor& to = tensors[i];
+          if (params[i].name != to.name || !from.sizes().equals(to.shape) ||
+              detail::dtype_name(from.scalar_type()) != to.dtype || !from.device().is_cuda() ||
+              device_index_of(from) != state_->ordinal) {
+            return error{"parameter '" + params[i].name + "' is not laid out as the buffer's '" +
+                         to.name + "'"};
+          }
+          at::Tensor view =
+              device_view(state_->base + to.offset, to.shape, from.scalar_type(), state_->ordinal);
+          view.copy_(from.detach());
+        }
+        // The copies run on LibTorch's stream in the device's primary context: wait for all of
+        // them, so the buffer is whole before the server is told to read it.
+        detail::cuda_context_scope scope(*state_->driver, state_->ordinal);
+        if (!scope.ok()) return scope.ok().err();
+        if (auto rc = state_->driver->ctx_synchronize(); rc != 0) {
+          return state_->driver->fail("cuCtxSynchronize", rc);
+        }
+        return ok_status();
+      });
 }
 
 const ipc_update_info& ipc_exporter::info() const { return state_->info; }

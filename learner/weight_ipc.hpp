@@ -1,6 +1,7 @@
 // CUDA IPC weight transfer from the learner to a policy server on the same GPU (another GPU of the
-// same host: peer access is asked for, untested), in another process: the data plane of the project's "ipc" weight-transfer
-// backend, under vLLM's routes (/start_weight_update, /update_weights, /finish_weight_update).
+// same host: peer access is asked for, untested), in another process: the data plane of the
+// project's "ipc" weight-transfer backend, under vLLM's routes (/start_weight_update,
+// /update_weights, /finish_weight_update).
 //
 // Why not vLLM's own encoding: vLLM's IPC engine (vllm/distributed/weight_transfer/ipc_engine.py
 // at vllm-project/vllm commit 406784bdea7f095012a1a038b5ca87403b5b15d4) sends, per tensor, the

@@ -38,8 +38,8 @@ status weight_staging::commit(policy& target, const std::string& what) {
       if (staged.count(name) == 0) {
         const auto have = staged.size();
         discard();
-        return error{"the update lacks parameter '" + name + "' (" + std::to_string(have) +
-                     " of " + std::to_string(to.size()) + " received); the weights are unchanged"};
+        return error{"the update lacks parameter '" + name + "' (" + std::to_string(have) + " of " +
+                     std::to_string(to.size()) + " received); the weights are unchanged"};
       }
     }
     at::NoGradGuard no_grad;

@@ -68,9 +68,12 @@ std::vector<float> token_advantages(std::span<const int> token_turn, double roll
 
 std::string to_string(advantage_kind k) {
   switch (k) {
-    case advantage_kind::grpo: return "grpo";
-    case advantage_kind::mean_only: return "mean_only";
-    case advantage_kind::none: return "none";
+    case advantage_kind::grpo:
+      return "grpo";
+    case advantage_kind::mean_only:
+      return "mean_only";
+    case advantage_kind::none:
+      return "none";
   }
   return "unknown";
 }

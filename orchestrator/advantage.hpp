@@ -39,10 +39,11 @@ struct advantage_config {
 // Marks a token that no generated turn owns (prompt, feedback, padding).
 inline constexpr int not_generated = -1;
 
-// Token advantages for one rollout: token_turn[k] is the 0-based generated turn that token k belongs
-// to, or not_generated. T_i is the number of generated turns, 1 + the largest turn index present.
-// Returns one value per token, 0 for not_generated (any negative index is treated the same); no
-// generated token at all gives all zeros. Computed in double, returned as float for the learner.
+// Token advantages for one rollout: token_turn[k] is the 0-based generated turn that token k
+// belongs to, or not_generated. T_i is the number of generated turns, 1 + the largest turn index
+// present. Returns one value per token, 0 for not_generated (any negative index is treated the
+// same); no generated token at all gives all zeros. Computed in double, returned as float for the
+// learner.
 [[nodiscard]] std::vector<float> token_advantages(std::span<const int> token_turn,
                                                   double rollout_advantage, double gamma);
 

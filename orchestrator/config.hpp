@@ -215,7 +215,8 @@ struct experiment_config {
 // The 1-based line where `key` ("data.train") is set in the YAML text; nullopt when it is not set
 // there (or the text does not parse). For checks made after parse_config (`leap run`'s tasks, say)
 // to point at the line as parse_config's own do. Thread-safe.
-[[nodiscard]] std::optional<int> config_key_line(const std::string& yaml_text, std::string_view key);
+[[nodiscard]] std::optional<int> config_key_line(const std::string& yaml_text,
+                                                 std::string_view key);
 
 // Whether a resumed run may change `key`: true for the keys that say where and how fast the
 // experiment runs (policy.endpoints, request timeouts and retries, worker counts, caches, remote
@@ -247,8 +248,8 @@ struct config_key_doc {
 // Every key render_config writes, in the same order. Thread-safe.
 [[nodiscard]] std::vector<config_key_doc> config_keys();
 
-// config_keys() as a Markdown table (key | type | default | resume | meaning), one row per key, ending
-// in a newline: the README's config reference is this text. Thread-safe.
+// config_keys() as a Markdown table (key | type | default | resume | meaning), one row per key,
+// ending in a newline: the README's config reference is this text. Thread-safe.
 [[nodiscard]] std::string config_reference_markdown();
 
 // The value of one dotted key as render_config writes it; nullopt for a key not in the schema.

@@ -1,8 +1,8 @@
 #include "orchestrator/gate.hpp"
 
 #include <algorithm>
-#include <initializer_list>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -135,24 +135,29 @@ void adaptive_gate::record(int n_fail, int group_size) {
 
 std::string to_string(gate_policy p) {
   switch (p) {
-    case gate_policy::none: return "none";
-    case gate_policy::full: return "full";
-    case gate_policy::dcp: return "dcp";
-    case gate_policy::dcp_adaptive: return "dcp_adaptive";
+    case gate_policy::none:
+      return "none";
+    case gate_policy::full:
+      return "full";
+    case gate_policy::dcp:
+      return "dcp";
+    case gate_policy::dcp_adaptive:
+      return "dcp_adaptive";
   }
   return "unknown";
 }
 
 std::optional<gate_policy> parse_gate_policy(const std::string& name) {
-  return parse_by_name({gate_policy::none, gate_policy::full, gate_policy::dcp,
-                        gate_policy::dcp_adaptive},
-                       name);
+  return parse_by_name(
+      {gate_policy::none, gate_policy::full, gate_policy::dcp, gate_policy::dcp_adaptive}, name);
 }
 
 std::string to_string(threshold_unit u) {
   switch (u) {
-    case threshold_unit::count: return "count";
-    case threshold_unit::fraction: return "fraction";
+    case threshold_unit::count:
+      return "count";
+    case threshold_unit::fraction:
+      return "fraction";
   }
   return "unknown";
 }
@@ -163,10 +168,14 @@ std::optional<threshold_unit> parse_threshold_unit(const std::string& name) {
 
 std::string to_string(gate_decision d) {
   switch (d) {
-    case gate_decision::closed_easy: return "closed_easy";
-    case gate_decision::closed_hopeless: return "closed_hopeless";
-    case gate_decision::closed_no_debug: return "closed_no_debug";
-    case gate_decision::open: return "open";
+    case gate_decision::closed_easy:
+      return "closed_easy";
+    case gate_decision::closed_hopeless:
+      return "closed_hopeless";
+    case gate_decision::closed_no_debug:
+      return "closed_no_debug";
+    case gate_decision::open:
+      return "open";
   }
   return "unknown";
 }

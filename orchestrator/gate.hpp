@@ -30,8 +30,8 @@ enum class gate_policy : std::uint8_t { none, full, dcp, dcp_adaptive };
 enum class threshold_unit : std::uint8_t { count, fraction };
 
 struct gate_config {
-  gate_policy policy = gate_policy::dcp;                 // Default: dcp
-  threshold_unit unit = threshold_unit::fraction;        // Default: fraction
+  gate_policy policy = gate_policy::dcp;           // Default: dcp
+  threshold_unit unit = threshold_unit::fraction;  // Default: fraction
   // Default: 0.5 and 1.0 as fractions: the paper's best pruning range ("fail rate >= 50%").
   double tau_min = 0.5;
   double tau_max = 1.0;
@@ -50,13 +50,14 @@ struct gate_config {
   // Quantiles are clamped to [0, 1]; a NaN quantile keeps the static thresholds. An adaptive range
   // is never empty: when rounding puts lo above hi (both quantiles between the same two counts),
   // hi is raised to lo, so that adapting never switches debugging off altogether.
-  double adaptive_low_quantile = 0.5;   // Default: 0.5
-  double adaptive_high_quantile = 0.95; // Default: 0.95
-  std::size_t adaptive_window = 256;    // Default: 256
-  std::size_t adaptive_min_groups = 32; // Default: 32
-  // A seeded sample of this fraction of the groups that the gate closed still run their debug turns,
-  // for measurement only (never trained on): replay compares their recovery with the opened groups'.
-  double probe_fraction = 0.0;          // Default: 0
+  double adaptive_low_quantile = 0.5;    // Default: 0.5
+  double adaptive_high_quantile = 0.95;  // Default: 0.95
+  std::size_t adaptive_window = 256;     // Default: 256
+  std::size_t adaptive_min_groups = 32;  // Default: 32
+  // A seeded sample of this fraction of the groups that the gate closed still run their debug
+  // turns, for measurement only (never trained on): replay compares their recovery with the opened
+  // groups'.
+  double probe_fraction = 0.0;  // Default: 0
 };
 
 // Failure-count thresholds resolved for a group of size G: open when lo <= N_fail <= hi.

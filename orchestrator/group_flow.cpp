@@ -28,8 +28,7 @@ int group_flow::rollout_turns(std::uint32_t rollout) const {
 }
 
 bool group_flow::may_debug(const rollout_state& r) const {
-  return r.first_failed && !r.first_ended && max_turns_ > 1 &&
-         (is_open(*gate_) || probe_);
+  return r.first_failed && !r.first_ended && max_turns_ > 1 && (is_open(*gate_) || probe_);
 }
 
 flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& result) {

@@ -60,8 +60,8 @@ class group_flow {
 
  private:
   struct rollout_state {
-    int requested = 0;     // turns requested
-    int answered = 0;      // turns with a result
+    int requested = 0;  // turns requested
+    int answered = 0;   // turns with a result
     bool done = false;
     bool first_failed = false;
     bool first_ended = false;
@@ -85,6 +85,7 @@ class group_flow {
 // Fills each rollout's outcome, rank, reward and advantage from its turns, as training uses them:
 // for a probe group only the first turn counts (its debug turns are measurement). Also sets
 // `truncated`. Preconditions: every rollout has at least one turn; group.max_turns >= 1.
-void score_group(group_record& group, const reward_config& reward, const advantage_config& advantage);
+void score_group(group_record& group, const reward_config& reward,
+                 const advantage_config& advantage);
 
 }  // namespace leap

@@ -7,8 +7,7 @@ namespace leap {
 namespace {
 
 double ratio(std::size_t numerator, std::size_t denominator) {
-  return denominator == 0 ? 0.0
-                          : static_cast<double>(numerator) / static_cast<double>(denominator);
+  return denominator == 0 ? 0.0 : static_cast<double>(numerator) / static_cast<double>(denominator);
 }
 
 }  // namespace
@@ -103,9 +102,9 @@ std::vector<composition_bucket> rollout_composition(std::span<const group_summar
     if (n == 0 || group.advantages.size() != n) {
       continue;
     }
-    const auto passed = static_cast<std::size_t>(std::count_if(
-        group.outcomes.begin(), group.outcomes.end(),
-        [](const rollout_outcome& o) { return o.passed(); }));
+    const auto passed = static_cast<std::size_t>(
+        std::count_if(group.outcomes.begin(), group.outcomes.end(),
+                      [](const rollout_outcome& o) { return o.passed(); }));
     composition_bucket& bucket = buckets[std::min(passed * bucket_count / n, bucket_count - 1)];
     for (std::size_t i = 0; i < n; ++i) {
       const double a = group.advantages[i];
@@ -120,9 +119,12 @@ std::vector<composition_bucket> rollout_composition(std::span<const group_summar
 
 std::string to_string(outcome_kind k) {
   switch (k) {
-    case outcome_kind::first_turn_pass: return "first_turn_pass";
-    case outcome_kind::debug_pass: return "debug_pass";
-    case outcome_kind::failure: return "failure";
+    case outcome_kind::first_turn_pass:
+      return "first_turn_pass";
+    case outcome_kind::debug_pass:
+      return "debug_pass";
+    case outcome_kind::failure:
+      return "failure";
   }
   return "unknown";
 }

@@ -120,9 +120,8 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     for (const auto* g : groups) {
       summaries.push_back(trained_summary(*g));
       v.rollouts += static_cast<std::uint32_t>(g->trained.size());
-      if (g->weight_version &&
-          std::find(v.weight_versions.begin(), v.weight_versions.end(), *g->weight_version) ==
-              v.weight_versions.end()) {
+      if (g->weight_version && std::find(v.weight_versions.begin(), v.weight_versions.end(),
+                                         *g->weight_version) == v.weight_versions.end()) {
         v.weight_versions.push_back(*g->weight_version);
       }
     }

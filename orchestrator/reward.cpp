@@ -79,9 +79,12 @@ std::vector<double> compute_rewards(const reward_config& config,
 
 std::string to_string(reward_kind k) {
   switch (k) {
-    case reward_kind::rank: return "rank";
-    case reward_kind::static_scalar: return "static";
-    case reward_kind::binary: return "binary";
+    case reward_kind::rank:
+      return "rank";
+    case reward_kind::static_scalar:
+      return "static";
+    case reward_kind::binary:
+      return "binary";
   }
   return "unknown";
 }

@@ -31,11 +31,11 @@ namespace leap {
 enum class reward_kind : std::uint8_t { rank, static_scalar, binary };
 
 struct reward_config {
-  reward_kind kind = reward_kind::rank;     // Default: rank
+  reward_kind kind = reward_kind::rank;  // Default: rank
   // static: reward of a pass at turn m is static_rewards[m-1]; must hold max_turns values.
   // Default: {1.0, 0.5, 0.25}
   std::vector<double> static_rewards = {1.0, 0.5, 0.25};
-  double failure_reward = 0.0;              // Default: 0 (static and binary)
+  double failure_reward = 0.0;  // Default: 0 (static and binary)
 };
 
 // The rank of an outcome with at most `max_turns` turns: M - m + 1 for a pass at turn m, 0 else

@@ -160,8 +160,8 @@ std::string format_telemetry_table(const std::vector<step_record>& steps) {
 
 std::string format_learner_table(const std::vector<step_record>& steps) {
   const std::pair<const char*, const char*> columns[] = {
-      {"loss", "%.4f"},          {"clip_fraction", "%.3f"}, {"behaviour_kl", "%.2e"},
-      {"entropy", "%.3f"},       {"grad_norm", "%.3f"},     {"lr", "%.2e"},
+      {"loss", "%.4f"},           {"clip_fraction", "%.3f"},  {"behaviour_kl", "%.2e"},
+      {"entropy", "%.3f"},        {"grad_norm", "%.3f"},      {"lr", "%.2e"},
       {"trained_tokens", "%.0f"}, {"update_seconds", "%.2f"},
   };
   std::string out;

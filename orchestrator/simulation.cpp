@@ -96,7 +96,8 @@ std::vector<simulation_step> simulate(const simulation_params& params,
         for (std::size_t t = 0; t < token_turn.size(); ++t) token_turn[t] = static_cast<int>(t);
         const auto per_turn =
             token_advantages(token_turn, summary.advantages[i], params.advantage.gamma);
-        task_gradient[task] += per_turn[0] * ((r.passed[0] ? 1.0 : 0.0) - p) / static_cast<double>(g);
+        task_gradient[task] +=
+            per_turn[0] * ((r.passed[0] ? 1.0 : 0.0) - p) / static_cast<double>(g);
         for (std::size_t t = 1; t < per_turn.size(); ++t) {
           fix_gradient += per_turn[t] * ((r.passed[t] ? 1.0 : 0.0) - fix_skill);
           ++debug_turns;

@@ -39,20 +39,21 @@ struct simulation_params {
 };
 
 struct simulation_step {
-  int step = 0;                              // 1-based
-  std::vector<double> cumulative_accuracy;   // on the step's batch, index m-1
+  int step = 0;                             // 1-based
+  std::vector<double> cumulative_accuracy;  // on the step's batch, index m-1
   double activated_fraction = 0.0;
   recovery_rates recovery;
   double turns_per_pass = 0.0;
-  std::size_t verifications = 0;             // candidates compiled and run this step
-  double expected_first_turn_accuracy = 0.0; // mean p_k over all tasks after the step's update
-  double debug_fix_probability = 0.0;        // q after the step's update
-  std::vector<group_summary> groups;         // the step's groups, for composition tables
+  std::size_t verifications = 0;              // candidates compiled and run this step
+  double expected_first_turn_accuracy = 0.0;  // mean p_k over all tasks after the step's update
+  double debug_fix_probability = 0.0;         // q after the step's update
+  std::vector<group_summary> groups;          // the step's groups, for composition tables
 };
 
 // Runs the simulation; calls on_step after each step (for progress), then returns every step.
 // Preconditions: the params passed config validation (group_size >= 2, max_turns >= 1, ...).
-std::vector<simulation_step> simulate(const simulation_params& params,
-                                      const std::function<void(const simulation_step&)>& on_step = {});
+std::vector<simulation_step> simulate(
+    const simulation_params& params,
+    const std::function<void(const simulation_step&)>& on_step = {});
 
 }  // namespace leap

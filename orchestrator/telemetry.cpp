@@ -2,6 +2,15 @@
 
 #include "common/temp_files.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
 #include <prometheus/client_metric.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -10,16 +19,6 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <charconv>
-#include <cmath>
-#include <cstdio>
-#include <fstream>
-#include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <system_error>
 #include <unistd.h>

@@ -48,7 +48,6 @@ constexpr std::array<std::pair<run_status, std::string_view>, 4> run_status_name
     {run_status::interrupted, "interrupted"},
 }};
 
-
 bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
 status check_id(std::string_view what, std::string_view id) {

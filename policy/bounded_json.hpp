@@ -22,7 +22,6 @@ inline constexpr int max_json_depth = 64;
 
 // nlohmann::json::parse(text) without exceptions: a discarded value when `text` is not JSON or
 // nests deeper than `limit`.
-[[nodiscard]] nlohmann::json parse_bounded_json(std::string_view text,
-                                                int limit = max_json_depth);
+[[nodiscard]] nlohmann::json parse_bounded_json(std::string_view text, int limit = max_json_depth);
 
 }  // namespace leap::policy

@@ -858,8 +858,9 @@ class policy_client::impl {
   // from its tokens (stitched after those of earlier pieces).
   void accept_choices(turn_state& t, int e, std::vector<generated_turn> choices) {
     const bool single = choices.size() == 1;
-    const bool aborted = std::any_of(choices.begin(), choices.end(),
-                                     [](const auto& c) { return c.finish == finish_reason::abort; });
+    const bool aborted = std::any_of(choices.begin(), choices.end(), [](const auto& c) {
+      return c.finish == finish_reason::abort;
+    });
     if (aborted && !(single && !choices[0].ids.empty())) {
       // Nothing to resume from (no tokens, or several completions that cannot be continued as one).
       retry_turn(t, endpoints_[e].base_url + ": generation aborted by the server", false, e);
@@ -1099,8 +1100,7 @@ class policy_client::impl {
       e = r.kind == route_kind::send ? r.endpoint : 0;
     }
     bump(stats_.tokenize_attempts);
-    start_transfer(e, "POST", config_.tokenize_path, it->second.body, {},
-                   config_.request_timeout,
+    start_transfer(e, "POST", config_.tokenize_path, it->second.body, {}, config_.request_timeout,
                    [this, key, e](const transfer_outcome& out) { on_tokenize_done(key, e, out); });
   }
 
@@ -1253,8 +1253,9 @@ class policy_client::impl {
             preflight_done(p, e,
                            "/v1/models: HTTP " + std::to_string(out.status) + ": " +
                                error_message(out.body) +
-                               (config_.model.empty() ? "" : " (needed to check the model '" +
-                                                                 config_.model + "')"));
+                               (config_.model.empty()
+                                    ? ""
+                                    : " (needed to check the model '" + config_.model + "')"));
             return;
           }
           auto listed = parse_models_response(out.body);
@@ -1266,9 +1267,8 @@ class policy_client::impl {
           check.models = std::move(listed->models);
           check.max_model_len = listed->max_model_len;
           check.vocab_size = listed->vocab_size;
-          if (!config_.model.empty() &&
-              std::find(check.models.begin(), check.models.end(), config_.model) ==
-                  check.models.end()) {
+          if (!config_.model.empty() && std::find(check.models.begin(), check.models.end(),
+                                                  config_.model) == check.models.end()) {
             std::string served;
             for (const auto& m : check.models) served += (served.empty() ? "'" : ", '") + m + "'";
             preflight_done(p, e,
@@ -1294,8 +1294,8 @@ class policy_client::impl {
     }
     start_tokenize(e, std::move(*body), [this, p, e](result<std::vector<token_id>> ids) {
       if (!ids) {
-        preflight_done(p, e, config_.tokenize_path + " (prompts are rendered there): " +
-                                 ids.err().message);
+        preflight_done(
+            p, e, config_.tokenize_path + " (prompts are rendered there): " + ids.err().message);
         return;
       }
       if (ids->empty()) {
@@ -1503,32 +1503,31 @@ class policy_client::impl {
 
   void send_sync_health(int e) {
     const auto generation = syncs_[e].generation;
-    start_transfer(e, "GET", config_.health.path, {}, {}, syncs_[e].plan.health_timeout,
-                   [this, e, generation](const transfer_outcome& out) {
-                     if (syncs_[e].generation != generation) {
-                       return;
-                     }
-                     const bool passed =
-                         out.code == CURLE_OK && out.status >= 200 && out.status < 300;
-                     const auto& s = syncs_[e];
-                     if (passed && s.plan.check_version && !out.weight_version.empty() &&
-                         out.weight_version != s.request.version) {
-                       sync_fire(e, sync_event::version_mismatch,
-                                 "version mismatch: the server reports weight version " +
-                                     out.weight_version + " after the sync, which asked for " +
-                                     s.request.version +
-                                     " (it restarted, or loaded other weights)");
-                       return;
-                     }
-                     std::string why;
-                     if (!passed) {
-                       why = "health check failed " +
-                             std::to_string(syncs_[e].plan.health_attempts) + " times; last: " +
-                             (out.code != CURLE_OK ? transport_message(out)
-                                                   : "HTTP " + std::to_string(out.status));
-                     }
-                     sync_fire(e, passed ? sync_event::health_ok : sync_event::health_failed, why);
-                   });
+    start_transfer(
+        e, "GET", config_.health.path, {}, {}, syncs_[e].plan.health_timeout,
+        [this, e, generation](const transfer_outcome& out) {
+          if (syncs_[e].generation != generation) {
+            return;
+          }
+          const bool passed = out.code == CURLE_OK && out.status >= 200 && out.status < 300;
+          const auto& s = syncs_[e];
+          if (passed && s.plan.check_version && !out.weight_version.empty() &&
+              out.weight_version != s.request.version) {
+            sync_fire(e, sync_event::version_mismatch,
+                      "version mismatch: the server reports weight version " + out.weight_version +
+                          " after the sync, which asked for " + s.request.version +
+                          " (it restarted, or loaded other weights)");
+            return;
+          }
+          std::string why;
+          if (!passed) {
+            why = "health check failed " + std::to_string(syncs_[e].plan.health_attempts) +
+                  " times; last: " +
+                  (out.code != CURLE_OK ? transport_message(out)
+                                        : "HTTP " + std::to_string(out.status));
+          }
+          sync_fire(e, passed ? sync_event::health_ok : sync_event::health_failed, why);
+        });
   }
 
   // ---- views and shutdown -------------------------------------------------------------------

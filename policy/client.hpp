@@ -98,7 +98,7 @@ struct client_stats {
   std::uint64_t retries = 0;
   std::uint64_t resumes = 0;
   std::uint64_t health_checks = 0;
-  std::uint64_t tokenize_attempts = 0;  // /tokenize requests sent, retries included
+  std::uint64_t tokenize_attempts = 0;   // /tokenize requests sent, retries included
   std::uint64_t connections_opened = 0;  // TCP connections made (reuse keeps this low)
   std::uint64_t in_flight = 0;           // generation requests on the wire now
   std::uint64_t pending = 0;  // turns accepted and not on the wire (queued or backing off)
@@ -154,9 +154,9 @@ class policy_client {
   // (-1: the least loaded routable one, chosen again for each attempt), in the flavour's request
   // shape (build_tokenize_body). Transient faults (connection errors, config.retry's statuses, a
   // body that is not JSON or holds impossible ids) are retried with the turns' backoff, up to
-  // retry.max_attempts and within turn_deadline; each attempt is bounded by request_timeout. For the sglang flavour,
-  // add_generation_prompt == false is an error (SGLang always renders it), given to the callback.
-  // Thread-safe.
+  // retry.max_attempts and within turn_deadline; each attempt is bounded by request_timeout. For
+  // the sglang flavour, add_generation_prompt == false is an error (SGLang always renders it),
+  // given to the callback. Thread-safe.
   void tokenize(int endpoint, const std::vector<chat_message>& messages, bool add_generation_prompt,
                 std::function<void(result<std::vector<token_id>>)> callback);
 

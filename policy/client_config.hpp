@@ -88,7 +88,8 @@ struct client_config {
   // (unknown)
   int max_context_tokens = 0;
   // The model's vocabulary size. When > 0, a reply with a token id at or above it is refused as a
-  // faulty reply (retried); ids are always checked to be integers in [0, 2^31). Default: 0 (unknown)
+  // faulty reply (retried); ids are always checked to be integers in [0, 2^31). Default: 0
+  // (unknown)
   int vocab_size = 0;
   retry_config retry;
   health_config health;

@@ -39,7 +39,8 @@ std::vector<std::string> special_texts(const tokenizer::hf_tokenizer& tok) {
   }
   out.emplace_back(placeholder_mark);
   // Longest first, so that the first text matching at a position is the longest one.
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.size() > b.size(); });
   return out;
 }
 
@@ -69,8 +70,8 @@ std::string protect(const std::string& content, const std::vector<std::string>& 
 }
 
 // The rendering as segments: template text and benign content as they are, protected texts plain.
-std::vector<tokenizer::hf_tokenizer::text_segment> segments_of(const std::string& text,
-                                                              const std::vector<std::string>& originals) {
+std::vector<tokenizer::hf_tokenizer::text_segment> segments_of(
+    const std::string& text, const std::vector<std::string>& originals) {
   std::vector<tokenizer::hf_tokenizer::text_segment> out;
   std::size_t from = 0;
   for (;;) {
@@ -113,12 +114,13 @@ struct hf_chat_renderer::impl {
   std::vector<std::string> specials;  // special_texts(tok)
 
   result<std::string> render(const ordered_json& messages, bool generation_prompt) const {
-    return tmpl.render(chat_context(messages, generation_prompt, source.bos_token,
-                                    source.eos_token, nullptr, extra));
+    return tmpl.render(chat_context(messages, generation_prompt, source.bos_token, source.eos_token,
+                                    nullptr, extra));
   }
 
   // The messages as template input, special-token texts in contents replaced by placeholders.
-  ordered_json to_json(std::span<const chat_message> messages, std::vector<std::string>& originals) const {
+  ordered_json to_json(std::span<const chat_message> messages,
+                       std::vector<std::string>& originals) const {
     ordered_json out = ordered_json::array();
     for (const auto& m : messages) {
       out.push_back({{"role", m.role}, {"content", protect(m.content, specials, originals)}});
@@ -126,7 +128,8 @@ struct hf_chat_renderer::impl {
     return out;
   }
 
-  std::vector<token_id> encode(const std::string& text, const std::vector<std::string>& originals) const {
+  std::vector<token_id> encode(const std::string& text,
+                               const std::vector<std::string>& originals) const {
     if (originals.empty()) return tok.encode(text);
     const auto segments = segments_of(text, originals);
     return tok.encode_segments(segments);
@@ -158,7 +161,8 @@ struct hf_chat_renderer::impl {
     if (!full) return full.err().wrap("rendering feedback");
     const auto at = full->find(marker_a);
     if (at == std::string::npos) {
-      return error{"the chat template drops an earlier assistant turn once a later message follows"};
+      return error{
+          "the chat template drops an earlier assistant turn once a later message follows"};
     }
     // What follows the answer there: the closing (or, for templates whose closing probe also
     // caught text they add after every turn, the part of it that still applies), then the delta.
@@ -188,10 +192,11 @@ result<std::shared_ptr<const hf_chat_renderer>> hf_chat_renderer::load(
   if (!tmpl) return tmpl.err().wrap(source->file + ": chat_template");
   ordered_json extra = ordered_json::parse(options.extra_json, nullptr, false);
   if (extra.is_discarded() || !extra.is_object()) {
-    return error{"extra template variables must be a JSON object, got '" + options.extra_json + "'"};
+    return error{"extra template variables must be a JSON object, got '" + options.extra_json +
+                 "'"};
   }
-  auto state = std::make_unique<impl>(impl{std::move(*tok), std::move(*tmpl), std::move(*source),
-                                           std::move(extra), {}, {}});
+  auto state = std::make_unique<impl>(
+      impl{std::move(*tok), std::move(*tmpl), std::move(*source), std::move(extra), {}, {}});
   state->specials = special_texts(state->tok);
   auto closed = state->closing_of();
   if (!closed) return closed.err().wrap(dir + ": chat template refused for multi-turn use");
@@ -254,8 +259,10 @@ class hf_vocabulary final : public vocabulary {
       std::string text;
       if (anchor) {
         text = tok.decode(std::vector<token_id>{*anchor, id});
-        if (text.starts_with(anchor_text)) text.erase(0, anchor_text.size());
-        else text = tok.decode(std::vector<token_id>{id});
+        if (text.starts_with(anchor_text))
+          text.erase(0, anchor_text.size());
+        else
+          text = tok.decode(std::vector<token_id>{id});
       } else {
         text = tok.decode(std::vector<token_id>{id});
       }
@@ -287,15 +294,17 @@ class hf_vocabulary final : public vocabulary {
     const auto& s = renderer_->state();
     std::vector<std::string> originals;
     auto json_messages = s.to_json(messages, originals);
-    auto text = s.render(json_messages, options.add_generation_prompt && !options.continue_final_message);
+    auto text =
+        s.render(json_messages, options.add_generation_prompt && !options.continue_final_message);
     if (!text) return text.err();
     if (options.continue_final_message && !messages.empty()) {
       // As transformers: the rendering is cut right after the final message's content.
       const auto final_content = json_messages.back()["content"].get<std::string>();
       const auto at = text->rfind(final_content);
       if (final_content.empty() || at == std::string::npos) {
-        return error{"continue_final_message: the chat template does not render the final "
-                     "message's content as it is"};
+        return error{
+            "continue_final_message: the chat template does not render the final "
+            "message's content as it is"};
       }
       text->resize(at + final_content.size());
     }

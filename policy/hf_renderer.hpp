@@ -35,9 +35,9 @@ struct hf_renderer_options {
 
 class hf_chat_renderer final : public chat_renderer {
  public:
-  // Reads DIR/tokenizer.json, DIR/tokenizer_config.json and the chat template (DIR/chat_template.jinja
-  // or tokenizer_config.json's chat_template). Errors name the file and what is wrong; a template
-  // whose feedback delta cannot be rendered apart is refused saying why.
+  // Reads DIR/tokenizer.json, DIR/tokenizer_config.json and the chat template
+  // (DIR/chat_template.jinja or tokenizer_config.json's chat_template). Errors name the file and
+  // what is wrong; a template whose feedback delta cannot be rendered apart is refused saying why.
   [[nodiscard]] static result<std::shared_ptr<const hf_chat_renderer>> load(
       const std::string& dir, const hf_renderer_options& options = {});
 

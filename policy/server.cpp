@@ -9,9 +9,9 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <cctype>
 #include <arpa/inet.h>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -441,8 +441,8 @@ std::optional<http_error> check_vocabulary(int vocab_size, const std::vector<tok
   for (const token_id id : ids) {
     if (id < 0 || id >= vocab_size) {
       return http_error{400, "token id " + std::to_string(id) + " in '" + key +
-                                 "' is outside the vocabulary [0, " +
-                                 std::to_string(vocab_size) + ")"};
+                                 "' is outside the vocabulary [0, " + std::to_string(vocab_size) +
+                                 ")"};
     }
   }
   return std::nullopt;
@@ -1107,10 +1107,12 @@ struct policy_server::impl {
     if (disk_transfer() && request->info.is_object() && !request->info.empty()) {
       // A trainer that expects a rendezvous (nccl's master_address, ...) would wait for a peer
       // that never comes: say so now.
-      return http_error{400, "this server's weight-transfer backend is disk, whose init_info is "
-                             "empty; got " + dump_json(request->info) +
-                             " (start it with --weight-transfer-config '{\"backend\": \"nccl\"}' "
-                             "for a broadcast)"};
+      return http_error{400,
+                        "this server's weight-transfer backend is disk, whose init_info is "
+                        "empty; got " +
+                            dump_json(request->info) +
+                            " (start it with --weight-transfer-config '{\"backend\": \"nccl\"}' "
+                            "for a broadcast)"};
     }
     if (!disk_transfer()) {
       end_transfer_session();
@@ -1175,7 +1177,8 @@ struct policy_server::impl {
       }
       if (staged_path) {
         end_transfer_session();
-        return http_error{400, "the disk backend accepts exactly one checkpoint per update session"};
+        return http_error{400,
+                          "the disk backend accepts exactly one checkpoint per update session"};
       }
       staged_path = info->path;
     } else {
@@ -1219,8 +1222,9 @@ struct policy_server::impl {
     }
     weight_version.store(version);
     res.set_header("x-weight-version", std::to_string(version));
-    res.set_content(dump_json(json{{"message", "Weight update finished"}, {"weight_version", version}}),
-                    "application/json");
+    res.set_content(
+        dump_json(json{{"message", "Weight update finished"}, {"weight_version", version}}),
+        "application/json");
     return std::nullopt;
   }
 
@@ -1490,9 +1494,9 @@ struct policy_server::impl {
     http.Post("/init_weight_transfer_engine",
               wrap("/init_weight_transfer_engine",
                    [this](const auto& q, auto& r) { return init_weight_transfer(q, r); }));
-    http.Post("/start_weight_update",
-              wrap("/start_weight_update",
-                   [this](const auto& q, auto& r) { return start_weight_update(q, r); }));
+    http.Post("/start_weight_update", wrap("/start_weight_update", [this](const auto& q, auto& r) {
+                return start_weight_update(q, r);
+              }));
     http.Post("/update_weights", wrap("/update_weights", [this](const auto& q, auto& r) {
                 return transfer_update_weights(q, r);
               }));
@@ -1604,8 +1608,9 @@ struct policy_server::impl {
             message = "no route " + req.method + " " + req.path;
           } else if (status == 413) {
             // httplib refuses form-encoded bodies over 8 KB (and any body over the payload limit).
-            message = "the request body is too large for its content type (form-encoded bodies: "
-                      "8192 bytes at most); send JSON with Content-Type: application/json";
+            message =
+                "the request body is too large for its content type (form-encoded bodies: "
+                "8192 bytes at most); send JSON with Content-Type: application/json";
           }
           res.set_content(dump_json(render_error({status, message})), "application/json");
           return httplib::Server::HandlerResponse::Handled;

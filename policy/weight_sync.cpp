@@ -88,8 +88,8 @@ weight_sync_plan vllm_transfer_disk_plan() {
   weight_sync_plan plan;
   plan.calls.push_back(call("init", "/init_weight_transfer_engine", R"({"init_info":{}})"));
   plan.calls.push_back(call("start", "/start_weight_update", "{}"));
-  plan.calls.push_back(call("load", "/update_weights", R"({"update_info":{"path":"{path}"}})",
-                            load_deadline));
+  plan.calls.push_back(
+      call("load", "/update_weights", R"({"update_info":{"path":"{path}"}})", load_deadline));
   plan.calls.push_back(
       call("finish", "/finish_weight_update", R"({"weight_version":"{version}"})", load_deadline));
   plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));

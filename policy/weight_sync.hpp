@@ -60,11 +60,11 @@ struct weight_sync_request;
 // /init_weight_transfer_engine until the trainer has joined the group and in /update_weights until
 // the trainer has sent the tensors, so those calls need the trainer's work at the same time. Called
 // on the client's loop just before the call is sent, with the call and the sync's request; it must
-// not block: it starts its work elsewhere (or has none for this call) and calls `done` exactly once,
-// from any thread. The call counts as ok only when its HTTP answer and `done` both are.
-using sync_companion = std::function<void(const control_call& call,
-                                          const weight_sync_request& request,
-                                          std::function<void(status)> done)>;
+// not block: it starts its work elsewhere (or has none for this call) and calls `done` exactly
+// once, from any thread. The call counts as ok only when its HTTP answer and `done` both are.
+using sync_companion =
+    std::function<void(const control_call& call, const weight_sync_request& request,
+                       std::function<void(status)> done)>;
 
 struct weight_sync_request {
   std::string version;       // recorded on success and substituted for {version}

@@ -375,8 +375,9 @@ std::vector<top_logprob> most_likely(token_id sampled, double sampled_logprob,
     }
   }
   // Stable: at equal log-probs the sampled token (first) ranks higher.
-  std::stable_sort(all.begin(), all.end(),
-                   [](const top_logprob& a, const top_logprob& b) { return a.logprob > b.logprob; });
+  std::stable_sort(all.begin(), all.end(), [](const top_logprob& a, const top_logprob& b) {
+    return a.logprob > b.logprob;
+  });
   all.resize(std::min(all.size(), static_cast<std::size_t>(std::max(0, k))));
   return all;
 }
@@ -766,8 +767,9 @@ result<nccl_init_info> parse_nccl_init_info(const json& init_info) {
     const auto offset = get_int(init_info, "rank_offset", 0, 1 << 20);
     const auto size = get_int(init_info, "world_size", 1, 1 << 20);
     if (!address || address->empty() || !port || !offset || !size) {
-      fail("'init_info' needs master_address, master_port, rank_offset and world_size (vLLM's "
-           "NCCLWeightTransferInitInfo)");
+      fail(
+          "'init_info' needs master_address, master_port, rank_offset and world_size (vLLM's "
+          "NCCLWeightTransferInitInfo)");
     }
     r.master_address = *address;
     r.master_port = static_cast<int>(*port);
@@ -1099,8 +1101,8 @@ json render_generate_response(const response_meta& meta, const sequence_output& 
     json tops = json::array();
     for (std::size_t i = 0; i < s.token_ids.size(); ++i) {
       const token_id id = s.token_ids[i];
-      const json text =
-          request.return_text_in_logprobs ? json(vocab_of(meta.vocab).token_text(id)) : json(nullptr);
+      const json text = request.return_text_in_logprobs ? json(vocab_of(meta.vocab).token_text(id))
+                                                        : json(nullptr);
       lps.push_back(json::array({i < s.logprobs.size() ? s.logprobs[i] : 0.0, id, text}));
       if (request.top_logprobs_num > 0) {
         json row = json::array();

@@ -279,7 +279,7 @@ struct usage_counts {
 // return_tokens_as_token_ids).
 struct logprob_style {
   bool as_token_ids = false;
-  int top = -1;  // alternatives to show; -1 = no logprobs at all
+  int top = -1;                       // alternatives to show; -1 = no logprobs at all
   const vocabulary* vocab = nullptr;  // token texts; null: the byte-level tokenizer
 };
 

@@ -1,18 +1,17 @@
 #include "sandbox/cgroup.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/eventfd.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <signal.h>
 #include <sstream>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <thread>
+#include <unistd.h>
 
 namespace leap::sandbox {
 namespace {
@@ -57,7 +56,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::int64_t keyed_value(const std::string& text, const std::string& key) {
   std::istringstream ss(text);
   for (std::string line; std::getline(ss, line);) {
-    if (line.rfind(key + " ", 0) == 0) return std::strtoll(line.c_str() + key.size() + 1, nullptr, 10);
+    if (line.rfind(key + " ", 0) == 0)
+      return std::strtoll(line.c_str() + key.size() + 1, nullptr, 10);
   }
   return -1;
 }
@@ -119,11 +119,12 @@ cgroup_host detect_v2() {
   };
   if (!delegated() && !write_text(dir + "/cgroup.subtree_control", wanted)) {
     // "No internal processes": a cgroup that hands controllers to its children holds no process
-    // itself. Move its processes (this orchestrator and whatever shares its cgroup, as a container's
-    // init does for nested containers) into a leaf beside the runs, then delegate.
+    // itself. Move its processes (this orchestrator and whatever shares its cgroup, as a
+    // container's init does for nested containers) into a leaf beside the runs, then delegate.
     const int err = errno;
     if (err != EBUSY) {
-      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir + "/cgroup.subtree_control: " + std::strerror(err);
+      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir +
+                  "/cgroup.subtree_control: " + std::strerror(err);
       return h;
     }
     const std::string leaf = dir + "/leap-main";
@@ -132,7 +133,8 @@ cgroup_host detect_v2() {
       for (pid_t p : procs_of(dir)) write_text(leaf + "/cgroup.procs", std::to_string(p));
     }
     if (!write_text(dir + "/cgroup.subtree_control", wanted)) {
-      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir + "/cgroup.subtree_control: " + std::strerror(errno);
+      h.why_not = "no cgroup: cannot enable " + wanted + " in " + dir +
+                  "/cgroup.subtree_control: " + std::strerror(errno);
       return h;
     }
   }
@@ -172,7 +174,8 @@ cgroup_host detect_v1() {
       const auto b = line.find(':', a + 1);
       if (a == std::string::npos || b == std::string::npos) continue;
       bool match = false;
-      for (const auto& c : split(line.substr(a + 1, b - a - 1), ',')) match = match || c == controller;
+      for (const auto& c : split(line.substr(a + 1, b - a - 1), ','))
+        match = match || c == controller;
       if (!match) continue;
       std::string path = line.substr(b + 1);
       if (root != "/" && path.rfind(root, 0) == 0) path = path.substr(root.size());
@@ -205,7 +208,8 @@ cgroup_host detect() {
     return h;
   }
   struct statfs fs {};
-  if (::statfs(k_root, &fs) == 0 && static_cast<long>(fs.f_type) == k_cgroup2_magic) return detect_v2();
+  if (::statfs(k_root, &fs) == 0 && static_cast<long>(fs.f_type) == k_cgroup2_magic)
+    return detect_v2();
   return detect_v1();
 }
 
@@ -223,8 +227,8 @@ void run_cgroup::close_enter_fds() {
   enter_fds.clear();
 }
 
-bool run_cgroup::create(const cgroup_host& host, uid_t uid, std::uint64_t memory_bytes, int processes,
-                        std::string* why) {
+bool run_cgroup::create(const cgroup_host& host, uid_t uid, std::uint64_t memory_bytes,
+                        int processes, std::string* why) {
   version_ = host.version;
   const std::string name = "/leap-run-" + std::to_string(uid);
   auto make = [&](const std::string& dir) {
@@ -247,7 +251,8 @@ bool run_cgroup::create(const cgroup_host& host, uid_t uid, std::uint64_t memory
     return fd >= 0;
   };
   const std::string mem_limit = memory_bytes > 0 ? std::to_string(memory_bytes) : "max";
-  const std::string pids_limit = processes > 0 ? std::to_string(processes + 1) : "max";  // + the supervisor
+  const std::string pids_limit =
+      processes > 0 ? std::to_string(processes + 1) : "max";  // + the supervisor
   if (version_ == 2) {
     const std::string dir = host.parent + name;
     if (!make(dir)) return fail("mkdir " + dir);
@@ -265,15 +270,18 @@ bool run_cgroup::create(const cgroup_host& host, uid_t uid, std::uint64_t memory
     const std::string dir = host.memory_parent + name;
     if (!make(dir)) return fail("mkdir " + dir);
     if (memory_bytes > 0) {
-      if (!write_text(dir + "/memory.limit_in_bytes", mem_limit)) return fail(dir + "/memory.limit_in_bytes");
-      write_text(dir + "/memory.memsw.limit_in_bytes", mem_limit);  // no swapping past it either, where accounted
+      if (!write_text(dir + "/memory.limit_in_bytes", mem_limit))
+        return fail(dir + "/memory.limit_in_bytes");
+      write_text(dir + "/memory.memsw.limit_in_bytes",
+                 mem_limit);  // no swapping past it either, where accounted
     }
     memory_dir_ = dir;
     // OOM notification: the whole tree is stopped at the first OOM kill (v1 kills one process).
     oom_event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     const int control = ::open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
     if (oom_event_fd >= 0 && control >= 0) {
-      write_text(dir + "/cgroup.event_control", std::to_string(oom_event_fd) + " " + std::to_string(control));
+      write_text(dir + "/cgroup.event_control",
+                 std::to_string(oom_event_fd) + " " + std::to_string(control));
     }
     if (control >= 0) ::close(control);
     if (!open_procs(dir)) return fail(dir + "/cgroup.procs");
@@ -306,8 +314,9 @@ std::int64_t run_cgroup::cpu_ns() const {
 
 std::uint64_t run_cgroup::oom_kills() const {
   if (memory_dir_.empty()) return 0;
-  const std::int64_t n =
-      keyed_value(read_small(memory_dir_ + (version_ == 2 ? "/memory.events" : "/memory.oom_control")), "oom_kill");
+  const std::int64_t n = keyed_value(
+      read_small(memory_dir_ + (version_ == 2 ? "/memory.events" : "/memory.oom_control")),
+      "oom_kill");
   return n > 0 ? static_cast<std::uint64_t>(n) : 0;
 }
 

@@ -2,10 +2,9 @@
 // whole process tree, on cgroup v1 (one directory per controller hierarchy) or v2 (unified).
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -15,7 +14,7 @@ namespace leap::sandbox {
 // ("cgroup v1 memory,pids,cpuacct"). `usable` is false when not root, when no hierarchy is mounted
 // writable, or when v2 cannot delegate the memory controller; `why_not` says which.
 struct cgroup_host {
-  int version = 0;  // 1, 2, or 0 when unusable
+  int version = 0;                                     // 1, 2, or 0 when unusable
   std::string memory_parent, pids_parent, cpu_parent;  // v1: one per controller (empty: absent)
   std::string parent;                                  // v2: the unified directory
   bool v2_pids = false;                                // v2: the pids controller is delegated too
@@ -37,7 +36,8 @@ class run_cgroup {
   ~run_cgroup();
 
   // Returns false (and says why) when the cgroup could not be made; nothing is left then.
-  bool create(const cgroup_host& host, uid_t uid, std::uint64_t memory_bytes, int processes, std::string* why);
+  bool create(const cgroup_host& host, uid_t uid, std::uint64_t memory_bytes, int processes,
+              std::string* why);
 
   // Descriptors the clone child writes "0" to (O_CLOEXEC); close_enter_fds() after the clone.
   std::vector<int> enter_fds;

@@ -13,7 +13,8 @@ tolerance tolerance_for(const task& t, const arg_spec& a) {
   return tol;
 }
 
-std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expected, const harness_dump& got) {
+std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expected,
+                                      const harness_dump& got) {
   const int trials = static_cast<int>(expected.trials.size());
   for (int trial = 0; trial < trials; ++trial) {
     if (static_cast<std::size_t>(trial) >= got.trials.size()) {
@@ -73,7 +74,8 @@ std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expecte
           exp_sq += e * e;
         }
         m.max_abs_error = std::max(m.max_abs_error, diff);
-        if (e != 0 || diff != 0) m.max_rel_error = std::max(m.max_rel_error, e != 0 ? diff / std::fabs(e) : INFINITY);
+        if (e != 0 || diff != 0)
+          m.max_rel_error = std::max(m.max_rel_error, e != 0 ? diff / std::fabs(e) : INFINITY);
         if (bad) {
           ++m.bad_elements;
           if (excess > worst_excess) {

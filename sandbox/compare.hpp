@@ -13,8 +13,8 @@
 namespace leap::sandbox {
 
 struct mismatch {
-  std::string arg;          // output name ("y"), or "input 'x'" style text for a modified input
-  int trial = 0;            // 0-based
+  std::string arg;  // output name ("y"), or "input 'x'" style text for a modified input
+  int trial = 0;    // 0-based
   int trials = 1;
   bool modified_input = false;
   std::size_t expected_count = 0;
@@ -38,6 +38,7 @@ tolerance tolerance_for(const task& t, const arg_spec& a);
 // The first mismatch between `expected` and `got` trial by trial, output by output (an element is
 // fine when |got - exp| <= atol + rtol * |exp|; NaN only matches NaN), or a modified input; nullopt
 // when everything matches. Pure function.
-std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expected, const harness_dump& got);
+std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expected,
+                                      const harness_dump& got);
 
 }  // namespace leap::sandbox

@@ -12,12 +12,13 @@ namespace leap::sandbox {
 namespace fs = std::filesystem;
 
 namespace {
-// Entry file: "LEAPCACHE1 ok|fail|timeout|refused <artifact bytes>\n" then the artifact then the log.
-// A refused entry's "artifact" is "<category>\n<feedback>".
+// Entry file: "LEAPCACHE1 ok|fail|timeout|refused <artifact bytes>\n" then the artifact then the
+// log. A refused entry's "artifact" is "<category>\n<feedback>".
 constexpr const char* k_magic = "LEAPCACHE1";
 }  // namespace
 
-result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir, std::uint64_t max_bytes) {
+result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir,
+                                                           std::uint64_t max_bytes) {
   std::unique_ptr<compile_cache> cache(new compile_cache(dir, max_bytes));
   if (max_bytes == 0) return cache;
   std::error_code ec;
@@ -31,7 +32,8 @@ result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir, 
       found.push_back({f.last_write_time(ec), {f.path().stem().string(), f.file_size(ec)}});
     }
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   for (const auto& [time, info] : found) {
     cache->lru_.push_back(info.first);
     cache->index_[info.first] = {info.second, std::prev(cache->lru_.end())};
@@ -79,14 +81,20 @@ void compile_cache::store(const std::string& key, const build_output& out) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   // Written aside and renamed, so a reader never sees half an entry.
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const fs::path tmp = path.string() + ".tmp" +
+                       std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     const bool refused = !out.ok && out.refusal_category;
-    const std::string refusal_body = refused ? to_string(*out.refusal_category) + "\n" + out.refusal : std::string{};
+    const std::string refusal_body =
+        refused ? to_string(*out.refusal_category) + "\n" + out.refusal : std::string{};
     const std::string& body = refused ? refusal_body : out.artifact;
-    f << k_magic << ' ' << (out.ok ? "ok" : out.timed_out ? "timeout" : refused ? "refused" : "fail") << ' '
-      << body.size() << '\n';
+    f << k_magic << ' '
+      << (out.ok          ? "ok"
+          : out.timed_out ? "timeout"
+          : refused       ? "refused"
+                          : "fail")
+      << ' ' << body.size() << '\n';
     f.write(body.data(), static_cast<std::streamsize>(body.size()));
     f.write(out.log.data(), static_cast<std::streamsize>(out.log.size()));
     if (!f) {
@@ -132,8 +140,8 @@ void compile_cache::evict() {
   }
 }
 
-result<cache_lookup> compile_cache::get_or_build(const std::string& key,
-                                                 const std::function<result<build_output>()>& build) {
+result<cache_lookup> compile_cache::get_or_build(
+    const std::string& key, const std::function<result<build_output>()>& build) {
   std::shared_future<result<build_output>> waiting;
   std::promise<result<build_output>> promise;
   bool builder = false;
@@ -167,7 +175,8 @@ result<cache_lookup> compile_cache::get_or_build(const std::string& key,
   }
   const auto start = std::chrono::steady_clock::now();
   auto out = build();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // A build that ran out of time may succeed on a less loaded host: not remembered.
   if (out && max_bytes_ > 0 && !out->timed_out) store(key, out.value());
   promise.set_value(out);

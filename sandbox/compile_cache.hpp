@@ -12,10 +12,10 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <optional>
-#include <thread>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 namespace leap::sandbox {
@@ -36,9 +36,9 @@ struct build_output {
 
 struct cache_lookup {
   build_output output;
-  bool hit = false;          // served from disk or memory without building
-  bool shared = false;       // waited for an identical build already in flight
-  double build_ms = 0;       // time spent building (0 on a hit)
+  bool hit = false;     // served from disk or memory without building
+  bool shared = false;  // waited for an identical build already in flight
+  double build_ms = 0;  // time spent building (0 on a hit)
 };
 
 class compile_cache {
@@ -46,13 +46,15 @@ class compile_cache {
   // `dir` is created if needed; entries already there are indexed (oldest mtime evicted first).
   // `max_bytes` bounds the bytes on disk (Default in verifier_config: 2 GiB); 0 disables the disk
   // (in-flight de-duplication still applies).
-  static result<std::unique_ptr<compile_cache>> open(const std::filesystem::path& dir, std::uint64_t max_bytes);
+  static result<std::unique_ptr<compile_cache>> open(const std::filesystem::path& dir,
+                                                     std::uint64_t max_bytes);
 
   // Returns the entry for `key` (a hex digest), building it with `build` when absent. Concurrent
   // calls with one key run `build` once; the others wait for its result. An error from `build`
   // (infrastructure, not a compile failure) is returned to every waiter and not cached.
   // Thread-safe.
-  result<cache_lookup> get_or_build(const std::string& key, const std::function<result<build_output>()>& build);
+  result<cache_lookup> get_or_build(const std::string& key,
+                                    const std::function<result<build_output>()>& build);
 
   [[nodiscard]] std::uint64_t bytes_on_disk() const;
   [[nodiscard]] std::size_t entries() const;
@@ -61,7 +63,8 @@ class compile_cache {
   [[nodiscard]] std::uint64_t builds() const;
 
  private:
-  compile_cache(std::filesystem::path dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  compile_cache(std::filesystem::path dir, std::uint64_t max_bytes)
+      : dir_(std::move(dir)), max_bytes_(max_bytes) {}
   std::filesystem::path path_of(const std::string& key) const;
   std::optional<build_output> load(const std::string& key);
   void store(const std::string& key, const build_output& out);

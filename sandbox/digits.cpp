@@ -44,7 +44,8 @@ verdict judge_digit_sum(int target, std::string_view answer) {
   } else {
     v.category = verdict_category::wrong_answer;
     v.feedback = "Your digits sum to " + std::to_string(sum) + ", not " + n + ". " +
-                 (sum > target ? "Use smaller digits or fewer of them." : "Use larger digits or more of them.");
+                 (sum > target ? "Use smaller digits or fewer of them."
+                               : "Use larger digits or more of them.");
   }
   return v;
 }

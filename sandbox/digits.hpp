@@ -1,6 +1,6 @@
-// The digits task family: "write digits whose sum is N". Small enough for a byte-level model trained
-// from scratch on a CPU to learn in minutes, with feedback a debug turn can act on ("your digits sum
-// to 9, not 7"). Judged here, in-process: the answer is text, nothing of it is executed.
+// The digits task family: "write digits whose sum is N". Small enough for a byte-level model
+// trained from scratch on a CPU to learn in minutes, with feedback a debug turn can act on ("your
+// digits sum to 9, not 7"). Judged here, in-process: the answer is text, nothing of it is executed.
 #pragma once
 
 #include "sandbox/verdict.hpp"

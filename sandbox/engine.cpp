@@ -9,17 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <signal.h>
 #include <sstream>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <system_error>
 #include <thread>
 #include <tuple>
@@ -58,19 +57,26 @@ constexpr std::string_view k_infrastructure_tag = "infrastructure failure on the
 
 // CUDA errors that a healthy GPU does not give a candidate: worth asking the probe.
 bool device_level_cuda_error(const std::string& name) {
-  static const char* names[] = {"cudaErrorNoDevice",          "cudaErrorInsufficientDriver",
-                                "cudaErrorInitializationError", "cudaErrorDevicesUnavailable",
-                                "cudaErrorSystemNotReady",     "cudaErrorSystemDriverMismatch",
-                                "cudaErrorECCUncorrectable",   "cudaErrorStartupFailure",
-                                "cudaErrorInvalidDevice",      "cudaErrorUnknown",
-                                "cudaErrorCompatNotSupportedOnDevice", "cudaErrorNotPermitted"};
+  static const char* names[] = {"cudaErrorNoDevice",
+                                "cudaErrorInsufficientDriver",
+                                "cudaErrorInitializationError",
+                                "cudaErrorDevicesUnavailable",
+                                "cudaErrorSystemNotReady",
+                                "cudaErrorSystemDriverMismatch",
+                                "cudaErrorECCUncorrectable",
+                                "cudaErrorStartupFailure",
+                                "cudaErrorInvalidDevice",
+                                "cudaErrorUnknown",
+                                "cudaErrorCompatNotSupportedOnDevice",
+                                "cudaErrorNotPermitted"};
   for (const char* n : names) {
     if (name == n) return true;
   }
   return false;
 }
 
-const char* k_cuda_probe_source = R"(// The engine's own probe of a GPU slot: a known-good kernel and its known answer.
+const char* k_cuda_probe_source =
+    R"(// The engine's own probe of a GPU slot: a known-good kernel and its known answer.
 #include <cstdio>
 #include <cuda_runtime.h>
 __global__ void leap_probe(int* x, int n) {
@@ -109,7 +115,8 @@ timing_stats stats_of(std::vector<double> ms) {
   s.reps = static_cast<int>(ms.size());
   s.min_ms = ms.front();
   s.max_ms = ms.back();
-  s.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  s.median_ms =
+      ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   return s;
 }
 
@@ -149,7 +156,8 @@ std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
 }
 
 std::string memory_feedback(const resource_limits& l) {
-  return "Runtime error: memory limit exceeded: the program and the processes it started used more than " +
+  return "Runtime error: memory limit exceeded: the program and the processes it started used more "
+         "than " +
          std::to_string(l.memory_bytes >> 20) + " MiB together and were stopped.";
 }
 
@@ -186,7 +194,8 @@ bool out_of_memory(const std::string& log, const std::string& file) {
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] == ' ' || line[0] == '\t' || line.rfind(file, 0) == 0) continue;
-    if (line.find("out of memory") != std::string::npos || line.find("memory exhausted") != std::string::npos ||
+    if (line.find("out of memory") != std::string::npos ||
+        line.find("memory exhausted") != std::string::npos ||
         line.find("std::bad_alloc") != std::string::npos) {
       return true;
     }
@@ -225,8 +234,8 @@ bool extract_and_check(const task& t, std::string_view answer, prepared_candidat
 std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
 
 error infrastructure_error(int gpu, const std::string& what) {
-  return error{std::string(k_infrastructure_tag) + (gpu >= 0 ? "GPU " + std::to_string(gpu) : std::string("no GPU")) +
-               ": " + what};
+  return error{std::string(k_infrastructure_tag) +
+               (gpu >= 0 ? "GPU " + std::to_string(gpu) : std::string("no GPU")) + ": " + what};
 }
 
 std::optional<int> infrastructure_slot(const error& e) {
@@ -273,8 +282,9 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
   return e;
 }
 
-result<build_output> engine::build_in_sandbox(const std::vector<std::pair<std::string, std::string>>& files,
-                                              const std::vector<std::string>& argv, const std::string& artifact) {
+result<build_output> engine::build_in_sandbox(
+    const std::vector<std::pair<std::string, std::string>>& files,
+    const std::vector<std::string>& argv, const std::string& artifact) {
   auto dir = scratch_dir::create(config_.scratch_root, "build-");
   if (!dir) return dir.err();
   for (const auto& [name, content] : files) {
@@ -296,8 +306,8 @@ result<build_output> engine::build_in_sandbox(const std::vector<std::pair<std::s
     return out;
   }
   if (r->memory_exceeded) {
-    out.log += "\nthe compiler used more than " + std::to_string(request.limits.memory_bytes >> 20) +
-               " MiB of memory and was stopped";
+    out.log += "\nthe compiler used more than " +
+               std::to_string(request.limits.memory_bytes >> 20) + " MiB of memory and was stopped";
     return out;
   }
   if (r->exited && r->exit_code == 0) {
@@ -323,10 +333,17 @@ result<std::string> engine::compiler_identity(task_kind kind) {
   }
   std::vector<std::vector<std::string>> commands;
   switch (traits_of(kind).compiler) {
-    case toolchain::none: break;
-    case toolchain::cxx: commands = {{config_.cxx, "--version"}}; break;
-    case toolchain::nvcc: commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}}; break;
-    case toolchain::python3: commands = {{config_.python, "--version"}}; break;
+    case toolchain::none:
+      break;
+    case toolchain::cxx:
+      commands = {{config_.cxx, "--version"}};
+      break;
+    case toolchain::nvcc:
+      commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}};
+      break;
+    case toolchain::python3:
+      commands = {{config_.python, "--version"}};
+      break;
   }
   std::string identity;
   for (const auto& argv : commands) {
@@ -339,11 +356,14 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     request.limits = config_.compile_limits;
     request.readonly_paths = readonly_paths_;
     auto r = run_isolated(request);
-    if (!r) return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
+    if (!r)
+      return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
     if (!r->exited || r->exit_code != 0) {
-      const std::string how = r->timed_out ? "timed out" : r->exited ? "exit code " + std::to_string(r->exit_code)
-                                                                     : "killed by " + signal_name(r->signal);
-      return error{"'" + argv.front() + " --version' failed (" + how + "): " + r->stderr_text.substr(0, 300)};
+      const std::string how = r->timed_out ? "timed out"
+                              : r->exited  ? "exit code " + std::to_string(r->exit_code)
+                                           : "killed by " + signal_name(r->signal);
+      return error{"'" + argv.front() + " --version' failed (" + how +
+                   "): " + r->stderr_text.substr(0, 300)};
     }
     identity += r->stdout_text + r->stderr_text;
   }
@@ -363,7 +383,8 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   run_request request;
   request.argv = {config_.cxx};
   for (auto& f : split_flags(config_.cxx_flags)) request.argv.push_back(f);
-  for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"}) request.argv.emplace_back(a);
+  for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"})
+    request.argv.emplace_back(a);
   request.working_dir = dir->path();
   request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
   request.limits = config_.compile_limits;
@@ -382,7 +403,8 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   bool in_list = false;
   std::istringstream lines(r->stderr_text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("#include <...> search starts here:", 0) == 0 || line.rfind("#include \"...\" search starts here:", 0) == 0) {
+    if (line.rfind("#include <...> search starts here:", 0) == 0 ||
+        line.rfind("#include \"...\" search starts here:", 0) == 0) {
       in_list = true;
     } else if (line.rfind("End of search list.", 0) == 0) {
       in_list = false;
@@ -391,13 +413,16 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
     }
   }
   if (dirs.empty()) {
-    return error{"'" + config_.cxx + " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
+    return error{"'" + config_.cxx +
+                 " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
   }
   if (built_by_nvcc(kind)) {
     // The toolkit's own headers, as nvcc itself finds them (see parse_nvcc_include_dirs).
     request.argv = {config_.nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null", "-o", "/dev/null"};
     auto dry = run_isolated(request);
-    if (!dry) return dry.err().wrap("finding the toolkit's header folders with '" + config_.nvcc + " --dryrun'");
+    if (!dry)
+      return dry.err().wrap("finding the toolkit's header folders with '" + config_.nvcc +
+                            " --dryrun'");
     const auto toolkit_dirs = parse_nvcc_include_dirs(dry->stderr_text + dry->stdout_text);
     if (toolkit_dirs.empty()) {
       return error{"'" + config_.nvcc + " --dryrun' named no header folders of the CUDA toolkit: " +
@@ -410,7 +435,8 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   return dirs;
 }
 
-result<build_output> engine::build_candidate(const task& t, const std::string& source, const std::string& object,
+result<build_output> engine::build_candidate(const task& t, const std::string& source,
+                                             const std::string& object,
                                              const std::vector<fs::path>& system_dirs) {
   const bool cuda = built_by_nvcc(t.kind);
   const std::string stem = "solution";
@@ -439,19 +465,24 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     // --keep leaves the device and host preprocessed files (.cpp1.ii, .cpp4.ii) whose line markers
     // say what was included; nvcc writes them anyway.
     script += with({"-c", file, "-o", stem + ".o", "--keep", "-Xcompiler",
-                    "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) + " || exit 11\n";
+                    "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) +
+              " || exit 11\n";
   } else {
     // One compiler run when it succeeds (-MD lists what the preprocessor opened). g++ writes no
     // dependency file for a failed compile, so then a preprocessing run alone lists them (its
     // messages repeat the compile's and are dropped).
-    std::string line = with({"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
+    std::string line = with(
+        {"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
     if (dump_names) line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
     // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
     // sooner the second time.
     const std::string preprocess_limit =
-        config_.compile_memory_bytes > 0 ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) + " 2>/dev/null; " : "";
+        config_.compile_memory_bytes > 0
+            ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) + " 2>/dev/null; "
+            : "";
     script += line + " || { (" + preprocess_limit + "exec " +
-              with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) + ") 2>/dev/null || exit 10; exit 11; }\n";
+              with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) +
+              ") 2>/dev/null || exit 10; exit 11; }\n";
   }
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
@@ -496,20 +527,24 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
       auto text = read(stem + pass, k_max_artifact_bytes);
       if (!text) continue;
       saw_includes = true;
-      if (auto hit = check_included_files(parse_line_markers(*text), policy)) return refuse(verdict_category::forbidden, hit->reason);
+      if (auto hit = check_included_files(parse_line_markers(*text), policy))
+        return refuse(verdict_category::forbidden, hit->reason);
     }
   } else if (auto deps = read(stem + ".d", 16 << 20)) {
     saw_includes = true;
-    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) return refuse(verdict_category::forbidden, hit->reason);
+    if (auto hit = check_included_files(parse_make_deps(*deps), policy))
+      return refuse(verdict_category::forbidden, hit->reason);
   }
   if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
     if (out_of_memory(out.log, file) || !r->exited) {
       // Preprocessing real code takes a few MiB: this is an include of a device or an endless file,
       // or a macro bomb. Forbidden rather than a compile error, without quoting anything.
-      return refuse(verdict_category::forbidden, "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
-                                     std::to_string(config_.compile_memory_bytes >> 20) +
-                                     " MiB). Include only system headers; a file that never ends (a device) is not "
-                                     "one.");
+      return refuse(
+          verdict_category::forbidden,
+          "Compilation was stopped: preprocessing " + file + " ran out of memory (limit " +
+              std::to_string(config_.compile_memory_bytes >> 20) +
+              " MiB). Include only system headers; a file that never ends (a device) is not "
+              "one.");
     }
     if (!saw_includes) {
       // Nothing says which files were read: keep only the lines located in the candidate's file.
@@ -524,28 +559,37 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   }
   // 2. Files the assembler read (.incbin, .include).
   if (auto asd = read(stem + ".asd", 1 << 20)) {
-    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) return refuse(verdict_category::forbidden, hit->reason);
+    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem))
+      return refuse(verdict_category::forbidden, hit->reason);
   }
   if (step == 11 || !r->exited) {
     if (out_of_memory(out.log, file) || !r->exited) {
-      return refuse(verdict_category::compile, "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
-                                   std::to_string(config_.compile_memory_bytes >> 20) +
-                                   " MiB; runaway templates or constexpr evaluation?).");
+      return refuse(verdict_category::compile,
+                    "Compilation was stopped: compiling " + file + " ran out of memory (limit " +
+                        std::to_string(config_.compile_memory_bytes >> 20) +
+                        " MiB; runaway templates or constexpr evaluation?).");
     }
     return out;
   }
   // 3. Forbidden names as the compiler resolved them.
   if (dump_names) {
     auto dump = read(stem + ".tree", 256ULL << 20);
-    if (!dump) return refuse(verdict_category::compile, "Compilation failed: the program is too large to check.");
-    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) return refuse(verdict_category::forbidden, hit->reason);
+    if (!dump)
+      return refuse(verdict_category::compile,
+                    "Compilation failed: the program is too large to check.");
+    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden))
+      return refuse(verdict_category::forbidden, hit->reason);
   }
   // 4. The object's symbols.
   auto candidate_object = read(stem + ".o", k_max_artifact_bytes);
-  if (!candidate_object) return refuse(verdict_category::compile, "Compilation failed: the compiler wrote no object file.");
+  if (!candidate_object)
+    return refuse(verdict_category::compile,
+                  "Compilation failed: the compiler wrote no object file.");
   auto candidate_symbols = parse_elf_symbols(*candidate_object);
   if (!candidate_symbols) {
-    return refuse(verdict_category::compile, "Compilation failed: the object file cannot be read (" + candidate_symbols.err().message + ").");
+    return refuse(verdict_category::compile,
+                  "Compilation failed: the object file cannot be read (" +
+                      candidate_symbols.err().message + ").");
   }
   auto harness_symbols = parse_elf_symbols(object);
   if (!harness_symbols) return harness_symbols.err().wrap("the harness object of " + t.id);
@@ -567,7 +611,8 @@ result<std::string> engine::harness_object(const task& t) {
   const bool cuda = built_by_nvcc(t.kind);
   auto identity = compiler_identity(t.kind);
   if (!identity) return identity.err();
-  const std::string source = harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
+  const std::string source =
+      harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
   // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
   fs::path cuda_include;
@@ -597,11 +642,13 @@ result<std::string> engine::harness_object(const task& t) {
   std::string key_material = "harness-object\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += source;
-  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
-                                     [&] { return build_in_sandbox({{file, source}}, argv, "harness.o"); });
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
+    return build_in_sandbox({{file, source}}, argv, "harness.o");
+  });
   if (!lookup) return lookup.err();
   if (!lookup->output.ok) {
-    if (lookup->output.timed_out) return error{t.id + ": building the harness timed out (is the host overloaded?)"};
+    if (lookup->output.timed_out)
+      return error{t.id + ": building the harness timed out (is the host overloaded?)"};
     return error{t.id + ": the generated harness does not compile (check the task's args):\n" +
                  lookup->output.log.substr(0, 2000)};
   }
@@ -614,22 +661,27 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   const std::string harness = harness_source(t, harness_flavor::host_reference);
   std::vector<std::string> argv{config_.cxx};
   for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
-  for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) argv.emplace_back(a);
+  for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"})
+    argv.emplace_back(a);
   std::string key_material = "reference\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += harness + "\n--reference--\n" + t.reference;
   const std::string build_key = crypto::sha256_hex(key_material);
-  const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" + std::to_string(config_.trials) + "/" +
+  const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" +
+                              std::to_string(config_.trials) + "/" +
                               std::to_string(config_.timing_reps);
 
   auto compute = [&]() -> result<reference_data> {
     auto lookup = cache_->get_or_build(build_key, [&] {
-      return build_in_sandbox({{"harness.cpp", harness}, {"reference.cpp", t.reference}}, argv, "ref");
+      return build_in_sandbox({{"harness.cpp", harness}, {"reference.cpp", t.reference}}, argv,
+                              "ref");
     });
     if (!lookup) return lookup.err();
     if (!lookup->output.ok) {
-      if (lookup->output.timed_out) return error{t.id + ": building the reference timed out (is the host overloaded?)"};
-      return error{t.id + ": the task's reference does not compile:\n" + lookup->output.log.substr(0, 2000)};
+      if (lookup->output.timed_out)
+        return error{t.id + ": building the reference timed out (is the host overloaded?)"};
+      return error{t.id + ": the task's reference does not compile:\n" +
+                   lookup->output.log.substr(0, 2000)};
     }
     auto dir = scratch_dir::create(config_.scratch_root, "ref-");
     if (!dir) return dir.err();
@@ -639,7 +691,8 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     const auto fresh_nonce = stream_nonce();
     if (!fresh_nonce) return fresh_nonce.err();
     const std::string& nonce = *fresh_nonce;
-    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
+    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials),
+                    std::to_string(config_.timing_reps)};
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
     request.stdin_data = nonce + "\n";
@@ -657,7 +710,9 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
                                  : signal_name(r->signal)) +
                    "): " + r->stderr_text.substr(0, 1000)};
     }
-    if (r->stdout_truncated) return error{t.id + ": the reference's output is larger than " + std::to_string(k_max_artifact_bytes) + " bytes"};
+    if (r->stdout_truncated)
+      return error{t.id + ": the reference's output is larger than " +
+                   std::to_string(k_max_artifact_bytes) + " bytes"};
     auto dump = parse_dump(r->stdout_text, t, nonce);
     if (!dump) return dump.err().wrap(t.id + ": reference output");
     if (!dump->complete) return error{t.id + ": the reference's output is incomplete"};
@@ -692,7 +747,8 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   return computed;
 }
 
-result<prepared_candidate> engine::compile(const task& t, std::string_view answer, bool with_reference) {
+result<prepared_candidate> engine::compile(const task& t, std::string_view answer,
+                                           bool with_reference) {
   prepared_candidate p;
   switch (traits_of(t.kind).judged_by) {
     case pipeline::text:
@@ -722,14 +778,18 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   const std::string& source = p.code;
   // Everything the outcome depends on: the checks' inputs (forbidden list, header folders, memory
   // limit) as much as the compiler's.
-  std::string key_material = "candidate-v2\n" + *identity + "\n" + (cuda ? config_.nvcc + "\n" + config_.nvcc_flags + "\n" + config_.cuda_arch
-                                                                          : config_.cxx + "\n" + config_.cxx_flags) + "\n";
+  std::string key_material =
+      "candidate-v2\n" + *identity + "\n" +
+      (cuda ? config_.nvcc + "\n" + config_.nvcc_flags + "\n" + config_.cuda_arch
+            : config_.cxx + "\n" + config_.cxx_flags) +
+      "\n";
   key_material += std::to_string(config_.compile_memory_bytes) + "\n";
   for (const auto& item : t.forbidden) key_material += "forbid " + item + "\n";
   for (const auto& d : *system_dirs) key_material += "sys " + d.string() + "\n";
   key_material += crypto::sha256_hex(*object) + "\n" + source;
-  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
-                                     [&] { return build_candidate(t, source, *object, *system_dirs); });
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
+    return build_candidate(t, source, *object, *system_dirs);
+  });
   if (!lookup) return lookup.err();
   p.compile_ms = lookup->build_ms;
   p.cache_hit = lookup->hit || lookup->shared;
@@ -744,9 +804,11 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   if (!lookup->output.ok) {
     const double limit = std::chrono::duration<double>(config_.compile_limits.wall).count();
     std::string text = lookup->output.timed_out
-                           ? "Compilation did not finish within " + std::to_string(static_cast<int>(limit)) +
+                           ? "Compilation did not finish within " +
+                                 std::to_string(static_cast<int>(limit)) +
                                  " s and was stopped (runaway templates or constexpr evaluation?)."
-                           : compile_feedback(lookup->output.log, file, entry_signature(t, "solve"), config_.feedback);
+                           : compile_feedback(lookup->output.log, file, entry_signature(t, "solve"),
+                                              config_.feedback);
     verdict v = make_verdict(verdict_category::compile, std::move(text));
     v.compile_ms = p.compile_ms;
     v.cache_hit = p.cache_hit;
@@ -764,8 +826,10 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
 }
 
 std::vector<std::pair<std::string, std::string>> engine::run_env(int gpu) const {
-  std::vector<std::pair<std::string, std::string>> env{
-      {"PATH", base_path("")}, {"LANG", "C.UTF-8"}, {"OMP_NUM_THREADS", "1"}, {"PYTHONHASHSEED", "0"}};
+  std::vector<std::pair<std::string, std::string>> env{{"PATH", base_path("")},
+                                                       {"LANG", "C.UTF-8"},
+                                                       {"OMP_NUM_THREADS", "1"},
+                                                       {"PYTHONHASHSEED", "0"}};
   if (gpu >= 0) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
   return env;
 }
@@ -782,11 +846,13 @@ result<std::string> engine::cuda_probe_binary() {
   std::string key_material = "cuda-probe\n" + *identity + "\n";
   for (const auto& a : argv) key_material += a + "\n";
   key_material += k_cuda_probe_source;
-  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material),
-                                     [&] { return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe"); });
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
+    return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe");
+  });
   if (!lookup) return lookup.err().wrap("building the CUDA probe");
   if (!lookup->output.ok) {
-    return error{"the CUDA probe does not build" + std::string(lookup->output.timed_out ? " (timed out)" : "") + ": " +
+    return error{"the CUDA probe does not build" +
+                 std::string(lookup->output.timed_out ? " (timed out)" : "") + ": " +
                  lookup->output.log.substr(0, 1000)};
   }
   probe_binary_ = lookup->output.artifact;
@@ -823,7 +889,8 @@ status engine::probe_slot(task_kind kind, int gpu) {
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) return r.err().wrap("running the CUDA probe");
-  if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos) return ok_status();
+  if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos)
+    return ok_status();
   const std::string how = r->timed_out ? std::string("timed out")
                           : r->exited  ? "exit code " + std::to_string(r->exit_code)
                                        : "killed by " + signal_name(r->signal);
@@ -837,14 +904,16 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   const int slot_gpu = cuda ? gpu : -1;
   auto dir = scratch_dir::create(config_.scratch_root, "run-");
   if (!dir) return infrastructure_error(slot_gpu, dir.err().message);
-  if (auto s = write_file(dir->path() / "cand", p.binary); !s) return infrastructure_error(slot_gpu, s.err().message);
+  if (auto s = write_file(dir->path() / "cand", p.binary); !s)
+    return infrastructure_error(slot_gpu, s.err().message);
   ::chmod((dir->path() / "cand").c_str(), 0755);
   const harness_dump& expected = *p.expected;
   const auto fresh_nonce = stream_nonce();
   if (!fresh_nonce) return infrastructure_error(slot_gpu, fresh_nonce.err().message);
   const std::string& nonce = *fresh_nonce;
   run_request request;
-  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials), std::to_string(config_.timing_reps)};
+  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials),
+                  std::to_string(config_.timing_reps)};
   request.working_dir = dir->path();
   request.env = run_env(slot_gpu);
   request.stdin_data = nonce + "\n";
@@ -852,7 +921,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   request.readonly_paths = readonly_paths_;
   // The whole stream must come back: the harness writes exactly as many bytes as the reference's
   // (same records, same counts) or an error record; anything beyond is the candidate's.
-  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
+  request.limits.output_cap_bytes =
+      std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
   auto r = run_isolated(request);
   if (!r) return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
 
@@ -867,38 +937,47 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   };
   if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
   auto tampered = [&](const std::string& what) {
-    return finish(verdict_category::runtime, "Runtime error: the harness's output was tampered with (" + what +
-                                                 "); solve() must not write to file descriptors it did not open.");
+    return finish(verdict_category::runtime,
+                  "Runtime error: the harness's output was tampered with (" + what +
+                      "); solve() must not write to file descriptors it did not open.");
   };
   if (r->timed_out) {
-    return finish(verdict_category::timeout,
-                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+    return finish(
+        verdict_category::timeout,
+        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
   }
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
-  if (r->stdout_truncated) return tampered(std::to_string(r->stdout_bytes) + " bytes where the harness writes at most " + std::to_string(expected.bytes));
-  const std::vector<std::uint64_t>* counts = expected.trials.empty() ? nullptr : &expected.trials.front().counts;
+  if (r->stdout_truncated)
+    return tampered(std::to_string(r->stdout_bytes) + " bytes where the harness writes at most " +
+                    std::to_string(expected.bytes));
+  const std::vector<std::uint64_t>* counts =
+      expected.trials.empty() ? nullptr : &expected.trials.front().counts;
   auto parsed = parse_dump(r->stdout_text, t, nonce, counts);
   if (!parsed) return tampered(parsed.err().message);
   harness_dump& got = parsed.value();
 
   if (got.complete && r->exited && r->exit_code == 0) {
     if (got.trials.size() != expected.trials.size() || got.extra.size() != expected.extra.size()) {
-      return tampered("a run of " + std::to_string(got.trials.size() + got.extra.size()) + " calls, not " +
+      return tampered("a run of " + std::to_string(got.trials.size() + got.extra.size()) +
+                      " calls, not " +
                       std::to_string(expected.trials.size() + expected.extra.size()));
     }
     // The inputs as the candidate left them against the reference's as generated: the engine's
     // own comparison, not a flag the harness reports.
-    auto mark_inputs = [&](std::vector<trial_dump>& calls, const std::vector<trial_dump>& want) -> std::optional<std::string> {
+    auto mark_inputs = [&](std::vector<trial_dump>& calls,
+                           const std::vector<trial_dump>& want) -> std::optional<std::string> {
       for (std::size_t c = 0; c < calls.size(); ++c) {
-        if (calls[c].counts != want[c].counts || calls[c].input_hashes.size() != want[c].input_hashes.size()) {
+        if (calls[c].counts != want[c].counts ||
+            calls[c].input_hashes.size() != want[c].input_hashes.size()) {
           return "element counts of call " + std::to_string(c + 1);
         }
         std::size_t k = 0;
         for (const auto& a : t.args) {
           if (a.role != arg_role::input) continue;
-          if (calls[c].input_hashes[k] != want[c].input_hashes[k]) calls[c].modified_inputs.push_back(a.name);
+          if (calls[c].input_hashes[k] != want[c].input_hashes[k])
+            calls[c].modified_inputs.push_back(a.name);
           ++k;
         }
       }
@@ -906,7 +985,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     };
     if (auto bad = mark_inputs(got.trials, expected.trials)) return tampered(*bad);
     if (auto bad = mark_inputs(got.extra, expected.extra)) return tampered(*bad);
-    if (auto m = compare_dumps(t, expected, got)) return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
+    if (auto m = compare_dumps(t, expected, got))
+      return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
     if (!got.extra.empty()) {
       // The warm-up and the timed repetitions get fresh inputs in the same buffers and are checked
       // like the trials: outputs cached by address or left from an earlier call fail here.
@@ -915,7 +995,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
       g_extra.trials = std::move(got.extra);
       if (auto m = compare_dumps(t, e_extra, g_extra)) {
         return finish(verdict_category::wrong_answer,
-                      "In the timed runs (every call gets fresh inputs in the same buffers and is checked; \"trial\" "
+                      "In the timed runs (every call gets fresh inputs in the same buffers and is "
+                      "checked; \"trial\" "
                       "counts the timed calls): " +
                           mismatch_feedback(*m));
       }
@@ -927,46 +1008,57 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
         v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
       }
     }
-    return finish(verdict_category::pass, "Correct on all " + std::to_string(config_.trials) + " trials.");
+    return finish(verdict_category::pass,
+                  "Correct on all " + std::to_string(config_.trials) + " trials.");
   }
 
   // The run failed. Whether the GPU is at fault is the engine's probe's call, never the stream's:
   // the harness's report (or its stopping before the first call) only says when to ask.
-  if (cuda && (!got.reached_solve || (got.failure && (got.failure->kind == "cuda_init" ||
-                                                      device_level_cuda_error(got.failure->name))))) {
+  if (cuda &&
+      (!got.reached_solve || (got.failure && (got.failure->kind == "cuda_init" ||
+                                              device_level_cuda_error(got.failure->name))))) {
     if (auto probe = probe_slot(task_kind::cuda, gpu); !probe) {
-      std::string hint = got.failure ? "; the run had reported " + got.failure->kind + " " + got.failure->name
-                                     : "; the run stopped before its first call";
+      std::string hint =
+          got.failure ? "; the run had reported " + got.failure->kind + " " + got.failure->name
+                      : "; the run stopped before its first call";
       return infrastructure_error(gpu, probe.err().message + hint.substr(0, 300));
     }
   }
   if (got.failure) {
     const harness_failure& f = *got.failure;
-    return finish(verdict_category::runtime, harness_error_feedback(harness_error{f.kind, f.name, f.where, f.text}, r->stderr_text));
+    return finish(
+        verdict_category::runtime,
+        harness_error_feedback(harness_error{f.kind, f.name, f.where, f.text}, r->stderr_text));
   }
-  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  if (r->exit_code != 0) return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
-  return finish(verdict_category::runtime,
-                "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
-                "or close standard streams in solve().");
+  if (!r->exited)
+    return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  if (r->exit_code != 0)
+    return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+  return finish(
+      verdict_category::runtime,
+      "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
+      "or close standard streams in solve().");
 }
 
 result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   // Two sandboxed processes: the candidate's (solution.py and the server) and the judge's (tests.py
-  // and the judge), joined by a socketpair as their descriptor 3. Only data crosses it; the verdict is
-  // the judge's, written in a folder of the judge's uid that the candidate cannot reach.
+  // and the judge), joined by a socketpair as their descriptor 3. Only data crosses it; the verdict
+  // is the judge's, written in a folder of the judge's uid that the candidate cannot reach.
   auto cand_dir = scratch_dir::create(config_.scratch_root, "py-");
   if (!cand_dir) return cand_dir.err();
   auto judge_dir = scratch_dir::create(config_.scratch_root, "pyjudge-");
   if (!judge_dir) return judge_dir.err();
   for (const auto& [dir, name, content] :
-       {std::tuple{&*cand_dir, "solution.py", &p.code}, std::tuple{&*cand_dir, "server.py", &python_candidate_server_source()},
-        std::tuple{&*judge_dir, "tests.py", &t.tests}, std::tuple{&*judge_dir, "judge.py", &python_judge_source()}}) {
+       {std::tuple{&*cand_dir, "solution.py", &p.code},
+        std::tuple{&*cand_dir, "server.py", &python_candidate_server_source()},
+        std::tuple{&*judge_dir, "tests.py", &t.tests},
+        std::tuple{&*judge_dir, "judge.py", &python_judge_source()}}) {
     if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
   }
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {
-    return infrastructure_error(-1, std::string("socketpair for a python run: ") + std::strerror(errno));
+    return infrastructure_error(
+        -1, std::string("socketpair for a python run: ") + std::strerror(errno));
   }
   run_request cand;
   cand.argv = {config_.python, "-I", "-B", "server.py"};
@@ -979,9 +1071,10 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   judge.argv.back() = "judge.py";
   judge.working_dir = judge_dir->path();
   judge.pass_fd = channel[0];
-  // The judge outlives the candidate's limits: a candidate that hangs is killed first, and the judge
-  // reports which test it was in.
-  judge.limits.wall = cand.limits.wall + std::max<std::chrono::milliseconds>(std::chrono::seconds(5), cand.limits.wall / 2);
+  // The judge outlives the candidate's limits: a candidate that hangs is killed first, and the
+  // judge reports which test it was in.
+  judge.limits.wall = cand.limits.wall + std::max<std::chrono::milliseconds>(
+                                             std::chrono::seconds(5), cand.limits.wall / 2);
   if (judge.limits.cpu_seconds > 0) judge.limits.cpu_seconds += 5;
   judge.limits.output_cap_bytes = 16 << 10;
 
@@ -996,15 +1089,19 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   }
   auto judge_run = run_isolated(judge);
   cand_thread.join();
-  if (!cand_run->ok()) return infrastructure_error(-1, cand_run->err().wrap("starting the candidate's python process").message);
-  if (!judge_run) return infrastructure_error(-1, judge_run.err().wrap("starting the python judge").message);
+  if (!cand_run->ok())
+    return infrastructure_error(
+        -1, cand_run->err().wrap("starting the candidate's python process").message);
+  if (!judge_run)
+    return infrastructure_error(-1, judge_run.err().wrap("starting the python judge").message);
   const run_result& c = cand_run->value();
   const run_result& j = *judge_run;
 
   verdict v;
   v.run_ms = static_cast<double>(c.wall.count()) / 1000.0;
-  v.diagnostics = c.isolation + "\ncandidate " + std::to_string(c.wall.count() / 1000) + " ms, judge " +
-                  std::to_string(j.wall.count() / 1000) + " ms\n" + c.stderr_text.substr(0, 2000);
+  v.diagnostics = c.isolation + "\ncandidate " + std::to_string(c.wall.count() / 1000) +
+                  " ms, judge " + std::to_string(j.wall.count() / 1000) + " ms\n" +
+                  c.stderr_text.substr(0, 2000);
   if (!j.stderr_text.empty()) v.diagnostics += "\n--- judge\n" + j.stderr_text.substr(0, 2000);
   auto finish = [&](verdict_category category, std::string text) {
     v.category = category;
@@ -1017,18 +1114,20 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   auto candidate_ended = [&](const std::string& during) -> verdict {
     const std::string where = during.empty() ? std::string{} : "\nIt was stopped " + during + ".";
     if (c.timed_out) {
-      return finish(verdict_category::timeout,
-                    timeout_feedback(std::chrono::duration<double>(cand.limits.wall).count(), false) + where);
+      return finish(
+          verdict_category::timeout,
+          timeout_feedback(std::chrono::duration<double>(cand.limits.wall).count(), false) + where);
     }
     if (!c.exited && c.signal == SIGXCPU) {
-      return finish(verdict_category::timeout, timeout_feedback(cand.limits.cpu_seconds, true) + where);
+      return finish(verdict_category::timeout,
+                    timeout_feedback(cand.limits.cpu_seconds, true) + where);
     }
     std::string text;
     if (!c.exited) {
       text = signal_feedback(c.signal, c.stderr_text);
     } else {
-      text = "Runtime error: the program exited with code " + std::to_string(c.exit_code) + " " + during +
-             ", before the tests finished (do not call exit() or os._exit()).";
+      text = "Runtime error: the program exited with code " + std::to_string(c.exit_code) + " " +
+             during + ", before the tests finished (do not call exit() or os._exit()).";
       const std::string tail = stderr_tail(c.stderr_text, 600);
       if (!tail.empty()) text += "\nIts last output on stderr:\n" + tail;
     }
@@ -1046,23 +1145,28 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
                      (j.timed_out ? std::string("timed out")
                       : j.exited  ? "exit code " + std::to_string(j.exit_code)
                                   : signal_name(j.signal));
-    return finish(verdict_category::runtime, "Runtime error: the tests could not be completed against your program.");
+    return finish(verdict_category::runtime,
+                  "Runtime error: the tests could not be completed against your program.");
   }
   const std::string status = result.value("status", std::string{});
   if (status == "candidate_lost") {
     const std::string test = result.value("test", std::string{});
-    const std::string during = test.empty() ? "while being imported"
-                                            : "during test " + test + " (" + std::to_string(result.value("index", 0) + 1) +
-                                                  " of " + std::to_string(result.value("total", 0)) + ")";
-    if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0) return candidate_ended(during);
+    const std::string during =
+        test.empty() ? "while being imported"
+                     : "during test " + test + " (" + std::to_string(result.value("index", 0) + 1) +
+                           " of " + std::to_string(result.value("total", 0)) + ")";
+    if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0)
+      return candidate_ended(during);
     return finish(verdict_category::runtime,
                   "Runtime error: the program broke the channel to the tests " + during +
                       " (do not write to or close descriptor 3).");
   }
   if (status == "judge_error") {
     if (auto probe = probe_python(); !probe) return probe.err();
-    v.diagnostics += "\n--- judge error: " + result.value("type", std::string{}) + ": " + result.value("message", std::string{});
-    return finish(verdict_category::runtime, "Runtime error: the tests could not be completed against your program.");
+    v.diagnostics += "\n--- judge error: " + result.value("type", std::string{}) + ": " +
+                     result.value("message", std::string{});
+    return finish(verdict_category::runtime,
+                  "Runtime error: the tests could not be completed against your program.");
   }
   auto fb = python_result_feedback(*text);
   if (!fb) return fb.err().wrap(t.id);
@@ -1082,10 +1186,10 @@ status engine::probe_python() {
   if (!r) return infrastructure_error(-1, r.err().wrap("probing " + config_.python).message);
   if (!r->exited || r->exit_code != 0) {
     return infrastructure_error(-1, "'" + config_.python + "' does not run in the sandbox (" +
-                 (r->timed_out ? std::string("timed out")
-                  : r->exited  ? "exit code " + std::to_string(r->exit_code)
-                               : signal_name(r->signal)) +
-                 "): " + r->stderr_text.substr(0, 300));
+                                        (r->timed_out ? std::string("timed out")
+                                         : r->exited  ? "exit code " + std::to_string(r->exit_code)
+                                                      : signal_name(r->signal)) +
+                                        "): " + r->stderr_text.substr(0, 300));
   }
   return ok_status();
 }
@@ -1094,7 +1198,9 @@ namespace {
 
 constexpr std::size_t k_max_kernelbench_file_bytes = 8ULL << 30;
 
-std::string slot_name(int gpu) { return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot"; }
+std::string slot_name(int gpu) {
+  return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot";
+}
 
 // A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
 // the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
@@ -1105,7 +1211,8 @@ std::string how_it_ended(const run_result& r) {
                      : "killed by " + signal_name(r.signal);
 }
 
-void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env, const std::string& python) {
+void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
+                     const std::string& python) {
   for (auto& [name, value] : env) {
     if (name == "PATH" && !dir_of(python).empty()) value = dir_of(python) + ":" + value;
   }
@@ -1118,31 +1225,36 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env, cons
 result<std::string> engine::kernelbench_device(int gpu) {
   {
     std::lock_guard lock(mutex_);
-    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end()) return it->second;
+    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end())
+      return it->second;
   }
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
   if (!dir) return dir.err();
   run_request request;
   request.argv = {config_.python, "-I", "-B", "-c",
-                  "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() else 0)"};
+                  "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if "
+                  "torch.cuda.is_available() else 0)"};
   request.working_dir = dir->path();
   request.env = run_env(gpu);
   kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
+  if (!r)
+    return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
   std::istringstream out(r->stdout_text);
   std::string marker;
   int gpus = -1;
   out >> marker >> gpus;
   if (!r->exited || r->exit_code != 0 || marker != "LEAP_TORCH" || gpus < 0) {
-    return infrastructure_error(gpu, slot_name(gpu) + ": '" + config_.python + " -c \"import torch\"' failed (" +
-                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300));
+    return infrastructure_error(gpu, slot_name(gpu) + ": '" + config_.python +
+                                         " -c \"import torch\"' failed (" + how_it_ended(*r) +
+                                         "): " + stderr_tail(r->stderr_text, 300));
   }
   const std::string& want = config_.kernelbench_device;
   if (want == "cuda" && gpus == 0) {
-    return infrastructure_error(gpu, "no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device");
+    return infrastructure_error(
+        gpu, "no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device");
   }
   const std::string device = want == "cpu" || gpus == 0 ? "cpu" : "cuda";
   std::lock_guard lock(mutex_);
@@ -1185,26 +1297,30 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     request.limits = config_.kernelbench_limits;
     request.readonly_paths = readonly_paths_;
     request.stdin_data =
-        nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() + "\n";
+        nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() +
+        "\n";
     auto r = run_isolated(request);
     if (!r) return r.err().wrap(t.id + ": running the KernelBench reference");
     if (!r->exited || r->exit_code != 0) {
-      return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) + " (" +
-                   how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
+      return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) +
+                   " (" + how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
     }
     auto ref = std::make_shared<kernelbench_reference>();
-    for (auto [file, kind, target] : {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
-                                      std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
+    for (auto [file, kind, target] :
+         {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
+          std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
       auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
       if (!bytes) return bytes.err().wrap(t.id + ": KernelBench reference");
-      auto parsed = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
+      auto parsed =
+          parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
       if (!parsed) return parsed.err().wrap(t.id + ": KernelBench reference " + file);
       *target = std::move(parsed.value());
     }
     for (const auto& trial : ref->expected.trials) {
       for (const auto& out : trial.outputs.items) {
-        if (out.tag == 'T' && out.dtype != "float32" && out.dtype != "float64" && out.dtype != "float16" &&
-            out.dtype != "bfloat16" && out.dtype.rfind("int", 0) != 0 && out.dtype != "uint8" && out.dtype != "bool") {
+        if (out.tag == 'T' && out.dtype != "float32" && out.dtype != "float64" &&
+            out.dtype != "float16" && out.dtype != "bfloat16" && out.dtype.rfind("int", 0) != 0 &&
+            out.dtype != "uint8" && out.dtype != "bool") {
           return error{t.id + ": the KernelBench reference returns a tensor of dtype " + out.dtype +
                        ", which the judge does not compare"};
         }
@@ -1219,7 +1335,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       // Not remembered: the next candidate retries (the failure may be the slot's, not the task's).
       kernelbench_references_.erase(key);
     } else {
-      kernelbench_references_[key].bytes = (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
+      kernelbench_references_[key].bytes =
+          (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
       std::size_t total = 0;
       for (const auto& [k, e] : kernelbench_references_) total += e.bytes;
       // Evicts finished entries only (bytes > 0); callers holding one keep its data alive.
@@ -1227,7 +1344,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
         auto oldest = kernelbench_references_.end();
         for (auto it = kernelbench_references_.begin(); it != kernelbench_references_.end(); ++it) {
           if (it->second.bytes > 0 && it->first != key &&
-              (oldest == kernelbench_references_.end() || it->second.last_use < oldest->second.last_use)) {
+              (oldest == kernelbench_references_.end() ||
+               it->second.last_use < oldest->second.last_use)) {
             oldest = it;
           }
         }
@@ -1252,7 +1370,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   auto dir = scratch_dir::create(config_.scratch_root, "kb-");
   if (!dir) return dir.err();
   const std::vector<std::pair<std::string, const std::string*>> files{
-      {"solution.py", &p.code}, {"runner.py", &kernelbench_candidate_source()}, {"inputs.bin", ref.inputs.bytes.get()}};
+      {"solution.py", &p.code},
+      {"runner.py", &kernelbench_candidate_source()},
+      {"inputs.bin", ref.inputs.bytes.get()}};
   for (const auto& [name, content] : files) {
     if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
   }
@@ -1264,7 +1384,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
   request.stdin_data =
-      nlohmann::json{{"device", *device}, {"own_kernel", policy == own_kernel_policy::require ? "require" : "off"}}
+      nlohmann::json{{"device", *device},
+                     {"own_kernel", policy == own_kernel_policy::require ? "require" : "off"}}
           .dump() +
       "\n";
   auto r = run_isolated(request);
@@ -1285,8 +1406,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     return finish(fb.category, std::move(fb.text));
   };
   if (r->timed_out) {
-    return finish(verdict_category::timeout,
-                  timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+    return finish(
+        verdict_category::timeout,
+        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
   }
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
@@ -1297,16 +1419,20 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     status = nlohmann::json::parse(*text, nullptr, false);
     if (!status.is_object()) status = nlohmann::json::object();
   }
-  const std::string said = status.contains("status") && status["status"].is_string() ? status["status"].get<std::string>()
-                                                                                       : std::string{};
+  const std::string said = status.contains("status") && status["status"].is_string()
+                               ? status["status"].get<std::string>()
+                               : std::string{};
   if (said == "syntax_error" || said == "import_error" || said == "error") return judged(status);
-  if (!r->exited) return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  if (r->exit_code != 0) return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+  if (!r->exited)
+    return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  if (r->exit_code != 0)
+    return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
 
   const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
   auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
   if (!bytes) return judged({{"status", "incomplete"}});
-  auto got = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kb_file::candidate);
+  auto got = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())),
+                           kb_file::candidate);
   if (!got) return judged({{"status", "incomplete"}});
   if (auto problem = judge_kernelbench(ref.inputs, ref.expected, *got, kb_tolerances_for(t))) {
     return judged(*problem);
@@ -1323,8 +1449,10 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
                          report[trial].contains("own") && report[trial]["own"].is_array() &&
                          !report[trial]["own"].empty();
       if (!found) {
-        nlohmann::json j{{"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", *device}};
-        if (trial < static_cast<int>(report.size()) && report[trial].is_object() && report[trial].contains("other")) {
+        nlohmann::json j{
+            {"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", *device}};
+        if (trial < static_cast<int>(report.size()) && report[trial].is_object() &&
+            report[trial].contains("other")) {
           j["other"] = report[trial]["other"];
         }
         return judged(j);
@@ -1348,7 +1476,8 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
       v = run_kernelbench(t, prepared, gpu);
       break;
     case pipeline::native:
-      if (prepared.expected == nullptr) return error{t.id + ": run() of a candidate compiled without its reference"};
+      if (prepared.expected == nullptr)
+        return error{t.id + ": run() of a candidate compiled without its reference"};
       v = run_native(t, prepared, gpu);
       break;
   }

@@ -39,10 +39,10 @@ struct engine_config {
   std::string cuda_arch = "sm_90a";            // Default: sm_90a (one architecture, plain nvcc)
   std::string python = "python3";              // Default: python3
   int trials = 3;                              // Default: 3 seeded trials with fresh inputs
-  int timing_reps = 0;                         // Default: 0 (timing off); >0 times passing candidates
-  // "auto", "cuda" or "cpu"; decided by the engine's own probe of the slot (python3 -c "import torch"),
-  // never by anything the candidate's process reports. "cuda" on a slot whose torch sees no GPU is an
-  // infrastructure error. Default: auto (cuda when torch sees one, else cpu)
+  int timing_reps = 0;  // Default: 0 (timing off); >0 times passing candidates
+  // "auto", "cuda" or "cpu"; decided by the engine's own probe of the slot (python3 -c "import
+  // torch"), never by anything the candidate's process reports. "cuda" on a slot whose torch sees
+  // no GPU is an infrastructure error. Default: auto (cuda when torch sees one, else cpu)
   std::string kernelbench_device = "auto";
   // Memory for cached KernelBench reference data (inputs and expected outputs, per problem, seed,
   // trials and device), least recently used evicted first. Default: 4 GiB
@@ -51,7 +51,7 @@ struct engine_config {
     resource_limits l;
     l.wall = std::chrono::seconds(60);
     l.cpu_seconds = 60;
-    l.address_space_bytes = 0;  // nvcc's cicc and ptxas reserve large address ranges
+    l.address_space_bytes = 0;    // nvcc's cicc and ptxas reserve large address ranges
     l.memory_bytes = 4ULL << 30;  // so the whole compiler tree is bounded by its cgroup instead
     l.file_size_bytes = 512ULL << 20;
     l.scratch_bytes = 1ULL << 30;  // objects, nvcc's temporaries and the executable
@@ -88,7 +88,7 @@ struct engine_config {
     l.address_space_bytes = 0;
     l.processes = 512;
     l.open_files = 1024;
-    l.memory_bytes = 16ULL << 30;  // torch (CPU tensors when no GPU) in the whole tree
+    l.memory_bytes = 16ULL << 30;    // torch (CPU tensors when no GPU) in the whole tree
     l.file_size_bytes = 4ULL << 30;  // a KernelBench problem's inputs reach hundreds of MiB
     l.scratch_bytes = 4ULL << 30;    // those files, and load_inline's build folder under HOME
     return l;
@@ -116,9 +116,9 @@ std::optional<int> infrastructure_slot(const error& e);
 // run stage needs.
 struct prepared_candidate {
   std::optional<verdict> final_verdict;
-  std::string code;                                  // the extracted code
-  std::string binary;                                // cpp/cuda: the executable
-  std::shared_ptr<const harness_dump> expected;      // cpp/cuda: the reference's outputs
+  std::string code;                              // the extracted code
+  std::string binary;                            // cpp/cuda: the executable
+  std::shared_ptr<const harness_dump> expected;  // cpp/cuda: the reference's outputs
   std::optional<timing_stats> reference_time;
   double compile_ms = 0;
   bool cache_hit = false;
@@ -148,7 +148,8 @@ class engine {
   //
   // Errors are infrastructure failures (no compiler, a task whose
   // reference does not compile), never the candidate's fault. Thread-safe.
-  result<prepared_candidate> compile(const task& t, std::string_view answer, bool with_reference = true);
+  result<prepared_candidate> compile(const task& t, std::string_view answer,
+                                     bool with_reference = true);
 
   // Runs a prepared candidate in isolation and judges it. `gpu` is the CUDA device for cuda and
   // kernelbench runs (CUDA_VISIBLE_DEVICES), or -1 to leave the variable unset. Thread-safe.
@@ -189,10 +190,12 @@ class engine {
   // and for cuda the toolkit's include folders. Probed once per kind.
   result<std::vector<std::filesystem::path>> system_include_dirs(task_kind kind);
   // The candidate's build with the checks on the compiler's view (see compile()).
-  result<build_output> build_candidate(const task& t, const std::string& source, const std::string& object,
+  result<build_output> build_candidate(const task& t, const std::string& source,
+                                       const std::string& object,
                                        const std::vector<std::filesystem::path>& system_dirs);
-  result<build_output> build_in_sandbox(const std::vector<std::pair<std::string, std::string>>& files,
-                                        const std::vector<std::string>& argv, const std::string& artifact);
+  result<build_output> build_in_sandbox(
+      const std::vector<std::pair<std::string, std::string>>& files,
+      const std::vector<std::string>& argv, const std::string& artifact);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
   result<std::string> cuda_probe_binary();
@@ -210,8 +213,8 @@ class engine {
   // Errors start with "infrastructure:" and name the slot.
   result<std::string> kernelbench_device(int gpu);
   // The reference program's results, once per problem, seed, trials and device.
-  result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(const task& t, const std::string& device,
-                                                                                int gpu);
+  result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(
+      const task& t, const std::string& device, int gpu);
 
   engine_config config_;
   // What every sandboxed command may read besides the system folders: the CUDA toolkit and the
@@ -224,8 +227,9 @@ class engine {
   std::map<task_kind, std::vector<std::filesystem::path>> include_dirs_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
   std::map<int, std::string> kernelbench_devices_;
-  // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's inputs
-  // and outputs reach hundreds of MiB; a run over a whole level would otherwise keep them all).
+  // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's
+  // inputs and outputs reach hundreds of MiB; a run over a whole level would otherwise keep them
+  // all).
   struct kernelbench_cache_entry {
     std::shared_future<result<std::shared_ptr<const kernelbench_reference>>> future;
     std::uint64_t last_use = 0;

@@ -56,7 +56,8 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
   std::size_t pos = 0;
   while (pos <= answer.size()) {
     const auto end = answer.find('\n', pos);
-    std::string_view line = answer.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    std::string_view line =
+        answer.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     ++line_no;
     std::string info;
@@ -79,8 +80,8 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
   const kind_traits& traits = traits_of(kind);
   const std::string hint = "```" + std::string(traits.fence);
   if (blocks.empty()) {
-    return error{"No fenced code block found in the answer. Put the complete code in one block: " + hint +
-                 " ... ```"};
+    return error{"No fenced code block found in the answer. Put the complete code in one block: " +
+                 hint + " ... ```"};
   }
   const block* chosen = nullptr;
   for (const auto& b : blocks) {
@@ -94,16 +95,19 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
   if (chosen == nullptr) {
     std::string seen;
     for (const auto& b : blocks) {
-      if (seen.find("'" + b.language + "'") == std::string::npos) seen += (seen.empty() ? "'" : ", '") + b.language + "'";
+      if (seen.find("'" + b.language + "'") == std::string::npos)
+        seen += (seen.empty() ? "'" : ", '") + b.language + "'";
     }
-    return error{"The answer has code blocks only in " + seen + "; this task needs a " + hint + " block."};
+    return error{"The answer has code blocks only in " + seen + "; this task needs a " + hint +
+                 " block."};
   }
   if (!chosen->closed) {
     return error{"The code block opened at line " + std::to_string(chosen->first_line - 1) +
                  " of the answer is never closed with ``` (was the answer cut off?)."};
   }
   if (trim(chosen->code).empty()) {
-    return error{"The code block at line " + std::to_string(chosen->first_line - 1) + " of the answer is empty."};
+    return error{"The code block at line " + std::to_string(chosen->first_line - 1) +
+                 " of the answer is empty."};
   }
   return extracted_code{chosen->code, chosen->language, chosen->first_line};
 }

@@ -4,10 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
-
 #include <cstdio>
 #include <regex>
+#include <signal.h>
 #include <sstream>
 #include <vector>
 
@@ -47,23 +46,34 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 
 std::string signal_description(int signal) {
   switch (signal) {
-    case SIGSEGV: return "segmentation fault: an invalid memory access";
-    case SIGABRT: return "aborted: a failed assert, an uncaught exception or abort()";
-    case SIGFPE: return "arithmetic error, e.g. an integer division by zero";
-    case SIGBUS: return "bus error: a misaligned or invalid memory access";
-    case SIGILL: return "illegal instruction";
-    case SIGXFSZ: return "it wrote a file larger than allowed";
-    case SIGXCPU: return "CPU time limit exceeded";
-    case SIGKILL: return "killed, e.g. for using too much memory or too many processes";
-    case SIGPIPE: return "broken pipe";
-    default: return "terminated by a signal";
+    case SIGSEGV:
+      return "segmentation fault: an invalid memory access";
+    case SIGABRT:
+      return "aborted: a failed assert, an uncaught exception or abort()";
+    case SIGFPE:
+      return "arithmetic error, e.g. an integer division by zero";
+    case SIGBUS:
+      return "bus error: a misaligned or invalid memory access";
+    case SIGILL:
+      return "illegal instruction";
+    case SIGXFSZ:
+      return "it wrote a file larger than allowed";
+    case SIGXCPU:
+      return "CPU time limit exceeded";
+    case SIGKILL:
+      return "killed, e.g. for using too much memory or too many processes";
+    case SIGPIPE:
+      return "broken pipe";
+    default:
+      return "terminated by a signal";
   }
 }
 
 }  // namespace
 
 std::string strip_host_paths(std::string_view text) {
-  static const std::regex compiler_tmp(R"((/tmp/)?(tmpxft_[0-9a-fA-F_-]+|cc[A-Za-z0-9]{6})[\w.-]*)");
+  static const std::regex compiler_tmp(
+      R"((/tmp/)?(tmpxft_[0-9a-fA-F_-]+|cc[A-Za-z0-9]{6})[\w.-]*)");
   static const std::regex abs_path(R"((^|[\s'"`(<\[=,])/(?:[\w.+@-]+/)*([\w.+@-]+))");
   std::string out = std::regex_replace(std::string(text), compiler_tmp, "<tmp>");
   out = std::regex_replace(out, abs_path, "$1$2");
@@ -84,19 +94,24 @@ std::string trim_to_budget(std::string text, std::size_t budget) {
   return text;
 }
 
-std::string compile_feedback(std::string_view log, std::string_view candidate_file, std::string_view signature,
-                             const feedback_options& options) {
-  static const std::regex gcc_diag(R"(^([^\s:][^:]*):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
-  static const std::regex gcc_context(R"(^([^\s:][^:]*):(\d+):(\d+):\s+(required from|in .*instantiat).*$)");
-  static const std::regex nvcc_diag(R"(^([^\s(][^(]*)\((\d+)\): (catastrophic error|error|warning|remark|note)[^:]*: (.*)$)");
+std::string compile_feedback(std::string_view log, std::string_view candidate_file,
+                             std::string_view signature, const feedback_options& options) {
+  static const std::regex gcc_diag(
+      R"(^([^\s:][^:]*):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
+  static const std::regex gcc_context(
+      R"(^([^\s:][^:]*):(\d+):(\d+):\s+(required from|in .*instantiat).*$)");
+  static const std::regex nvcc_diag(
+      R"(^([^\s(][^(]*)\((\d+)\): (catastrophic error|error|warning|remark|note)[^:]*: (.*)$)");
   static const std::regex undefined_ref(R"(undefined reference to [`'](.*)'$)");
   static const std::regex multiple_def(R"(multiple definition of [`'](.*)';?)");
   std::vector<std::string> lines;
-  std::vector<std::string> files;  // per line: the file a diagnostic names, as the compiler wrote it
+  std::vector<std::string>
+      files;  // per line: the file a diagnostic names, as the compiler wrote it
   for (auto& l : split_lines(log)) {
     if (l.size() > 400) l = l.substr(0, 400) + " ...";
     std::smatch fm;
-    if (std::regex_match(l, fm, gcc_diag) || std::regex_match(l, fm, gcc_context) || std::regex_match(l, fm, nvcc_diag)) {
+    if (std::regex_match(l, fm, gcc_diag) || std::regex_match(l, fm, gcc_context) ||
+        std::regex_match(l, fm, nvcc_diag)) {
       files.push_back(fm[1].str());
     } else {
       files.emplace_back();
@@ -117,22 +132,28 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
       const std::string symbol = m[1].str();
       std::string text;
       if (symbol.rfind("solve(", 0) == 0 || symbol == "solve") {
-        text = "Linking failed: solve is not defined with the required signature. Define exactly:\n  " +
-               std::string(signature) + "\n(at namespace scope, not static, not extern \"C\").";
+        text =
+            "Linking failed: solve is not defined with the required signature. Define exactly:\n "
+            " " +
+            std::string(signature) + "\n(at namespace scope, not static, not extern \"C\").";
       } else {
-        text = "Linking failed: undefined reference to `" + symbol + "' (it is declared or called but never defined; "
-               "only the standard library" + (cand.ends_with(".cu") ? " and the CUDA runtime are" : " is") +
-               " linked).";
+        text = "Linking failed: undefined reference to `" + symbol +
+               "' (it is declared or called but never defined; "
+               "only the standard library" +
+               (cand.ends_with(".cu") ? " and the CUDA runtime are" : " is") + " linked).";
       }
-      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) link_errors.push_back(text);
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end())
+        link_errors.push_back(text);
       continue;
     }
     if (std::regex_search(line, m, multiple_def)) {
       const std::string symbol = m[1].str();
-      const std::string text = symbol == "main"
-                                   ? "Linking failed: do not define main(); the harness provides it and calls solve()."
-                                   : "Linking failed: multiple definition of `" + symbol + "'.";
-      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) link_errors.push_back(text);
+      const std::string text =
+          symbol == "main"
+              ? "Linking failed: do not define main(); the harness provides it and calls solve()."
+              : "Linking failed: multiple definition of `" + symbol + "'.";
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end())
+        link_errors.push_back(text);
       continue;
     }
     bool is_error = false;
@@ -144,7 +165,8 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     } else if (std::regex_match(line, m, nvcc_diag)) {
       is_error = m[3].str() == "error" || m[3].str() == "catastrophic error";
     } else if (std::regex_match(line, m, gcc_context)) {
-      if (file == cand && m[4].str() == "required from") last_context = m[1].str() + ":" + m[2].str() + ":" + m[3].str();
+      if (file == cand && m[4].str() == "required from")
+        last_context = m[1].str() + ":" + m[2].str() + ":" + m[3].str();
       continue;
     }
     if (!is_error) continue;
@@ -156,7 +178,8 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     // re-reads from whatever file the location names.
     if (file != cand) {
       if (file.rfind("harness", 0) == 0) continue;  // harness internals never reach the model
-      errors.push_back(line + (last_context.empty() ? "" : "  (instantiated from " + last_context + ")") + "\n");
+      errors.push_back(
+          line + (last_context.empty() ? "" : "  (instantiated from " + last_context + ")") + "\n");
       continue;
     }
     if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
@@ -182,8 +205,8 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     out = "Compilation failed:\n";
     for (const auto& e : errors) out += e;
     if (total_errors > shown) {
-      out += "(" + std::to_string(total_errors - shown) + " more error" + (total_errors - shown == 1 ? "" : "s") +
-             " not shown; fix these first)\n";
+      out += "(" + std::to_string(total_errors - shown) + " more error" +
+             (total_errors - shown == 1 ? "" : "s") + " not shown; fix these first)\n";
     }
   } else if (!link_errors.empty()) {
     for (const auto& e : link_errors) out += e + "\n";
@@ -192,10 +215,12 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     // no diagnostics located elsewhere).
     std::vector<std::string> tail;
     for (const auto& l : lines) {
-      if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos) continue;
-      if (l[0] == ' ' || l[0] == '\t' || l.find(" | ") != std::string::npos || starts_with(l, "In file included") ||
-          l.find(": In ") != std::string::npos || std::regex_match(l, gcc_context) ||
-          std::regex_match(l, gcc_diag) || std::regex_match(l, nvcc_diag)) {
+      if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos)
+        continue;
+      if (l[0] == ' ' || l[0] == '\t' || l.find(" | ") != std::string::npos ||
+          starts_with(l, "In file included") || l.find(": In ") != std::string::npos ||
+          std::regex_match(l, gcc_context) || std::regex_match(l, gcc_diag) ||
+          std::regex_match(l, nvcc_diag)) {
         continue;
       }
       tail.push_back(l);
@@ -208,26 +233,31 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
 }
 
 std::string mismatch_feedback(const mismatch& m) {
-  const std::string trial = "trial " + std::to_string(m.trial + 1) + " of " + std::to_string(m.trials);
+  const std::string trial =
+      "trial " + std::to_string(m.trial + 1) + " of " + std::to_string(m.trials);
   if (m.modified_input) {
     return "Wrong answer: solve() wrote into its input '" + m.arg + "' (" + trial +
            "); inputs are read-only, write only to the outputs.";
   }
   if (m.expected_count != m.got_count) {
-    return "Wrong answer: output '" + m.arg + "' (" + trial + ") has " + std::to_string(m.got_count) +
-           " elements, expected " + std::to_string(m.expected_count) + ".";
+    return "Wrong answer: output '" + m.arg + "' (" + trial + ") has " +
+           std::to_string(m.got_count) + " elements, expected " + std::to_string(m.expected_count) +
+           ".";
   }
   std::string out = "Wrong answer: output '" + m.arg + "' (" + trial + ")";
   if (m.relative_l2_failed) {
-    out += " is too far from the expected result as a whole: relative L2 error " + number(m.relative_l2) +
-           " (every element is within atol=" + number(m.atol) + " but the result is not close).";
+    out += " is too far from the expected result as a whole: relative L2 error " +
+           number(m.relative_l2) + " (every element is within atol=" + number(m.atol) +
+           " but the result is not close).";
   } else {
     out += ": " + std::to_string(m.bad_elements) + " of " + std::to_string(m.expected_count) +
-           " elements differ by more than atol=" + number(m.atol) + " + rtol=" + number(m.rtol) + " * |expected|.";
+           " elements differ by more than atol=" + number(m.atol) + " + rtol=" + number(m.rtol) +
+           " * |expected|.";
   }
-  out += "\nmax abs error " + number(m.max_abs_error) + ", max rel error " + number(m.max_rel_error) + ".";
-  out += "\nWorst at index " + std::to_string(m.worst_index) + ": expected " + number(m.expected) + ", got " +
-         number(m.got) + ".";
+  out += "\nmax abs error " + number(m.max_abs_error) + ", max rel error " +
+         number(m.max_rel_error) + ".";
+  out += "\nWorst at index " + std::to_string(m.worst_index) + ": expected " + number(m.expected) +
+         ", got " + number(m.got) + ".";
   return out;
 }
 
@@ -257,15 +287,16 @@ std::string signal_feedback(int signal, std::string_view stderr_text) {
 }
 
 std::string exit_feedback(int code, std::string_view stderr_text) {
-  std::string out = "Runtime error: the program exited with code " + std::to_string(code) + " before finishing.";
+  std::string out =
+      "Runtime error: the program exited with code " + std::to_string(code) + " before finishing.";
   const std::string tail = stderr_tail(stderr_text, 600);
   if (!tail.empty()) out += "\nIts last output on stderr:\n" + tail;
   return out;
 }
 
 std::string timeout_feedback(double limit_seconds, bool cpu) {
-  return std::string("Time limit exceeded: the program did not finish within ") + number(limit_seconds) + " s of " +
-         (cpu ? "CPU time" : "wall-clock time") +
+  return std::string("Time limit exceeded: the program did not finish within ") +
+         number(limit_seconds) + " s of " + (cpu ? "CPU time" : "wall-clock time") +
          " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
 }
 
@@ -273,15 +304,19 @@ std::string harness_error_feedback(const harness_error& e, std::string_view stde
   std::string out;
   if (e.kind == "cuda") {
     out = "CUDA error " + e.name + " while " + e.where + ": " + e.text + ".";
-    if (e.name == "cudaErrorIllegalAddress") out += "\nA kernel read or wrote out of bounds; check every index against its size.";
+    if (e.name == "cudaErrorIllegalAddress")
+      out += "\nA kernel read or wrote out of bounds; check every index against its size.";
     if (e.name == "cudaErrorAssert") out += "\nA device-side assert failed.";
     if (e.name == "cudaErrorLaunchOutOfResources" || e.name == "cudaErrorInvalidConfiguration") {
-      out += "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
+      out +=
+          "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
     }
   } else if (e.kind == "cuda_init") {
     // Only reached when the engine's own probe of the GPU passed: the program itself broke CUDA.
-    out = "Runtime error: CUDA could not be initialised in your program (" + e.name + ": " + e.text +
-          "), although the GPU works; does a global or constructor of yours call CUDA or change the environment?";
+    out = "Runtime error: CUDA could not be initialised in your program (" + e.name + ": " +
+          e.text +
+          "), although the GPU works; does a global or constructor of yours call CUDA or change "
+          "the environment?";
   } else {
     out = "Runtime error while " + e.where + ": " + e.text + ".";
   }
@@ -296,8 +331,9 @@ std::string frames_text(const nlohmann::json& frames) {
   std::string out;
   if (!frames.is_array()) return out;
   for (const auto& f : frames) {
-    out += "  " + f.value("file", std::string{}) + " line " + std::to_string(f.value("line", 0)) + ", in " +
-           f.value("function", std::string{}) + ": " + f.value("code", std::string{}) + "\n";
+    out += "  " + f.value("file", std::string{}) + " line " + std::to_string(f.value("line", 0)) +
+           ", in " + f.value("function", std::string{}) + ": " + f.value("code", std::string{}) +
+           "\n";
   }
   return out;
 }
@@ -324,9 +360,11 @@ result<categorized_feedback> python_result_feedback(std::string_view result_json
   }
   if (status == "syntax_error") {
     const std::string file = j.value("file", std::string{});
-    if (file != "solution.py") return error{"the task's " + file + " has a syntax error: " + j.value("message", std::string{})};
-    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) + ": " +
-                       j.value("message", std::string{});
+    if (file != "solution.py")
+      return error{"the task's " + file +
+                   " has a syntax error: " + j.value("message", std::string{})};
+    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) +
+                       ": " + j.value("message", std::string{});
     const std::string code = j.value("code", std::string{});
     if (!code.empty()) text += "\n  " + code;
     return categorized_feedback{verdict_category::compile, text};
@@ -341,11 +379,13 @@ result<categorized_feedback> python_result_feedback(std::string_view result_json
   if (status == "failed" || status == "error") {
     const int index = j.value("index", 0);
     const int total = j.value("total", 0);
-    std::string text = "Test " + j.value("test", std::string{}) + " (" + std::to_string(index + 1) + " of " +
-                       std::to_string(total) + ") " + (status == "failed" ? "failed" : "raised an exception") + ":\n";
+    std::string text = "Test " + j.value("test", std::string{}) + " (" + std::to_string(index + 1) +
+                       " of " + std::to_string(total) + ") " +
+                       (status == "failed" ? "failed" : "raised an exception") + ":\n";
     text += frames_text(j.value("frames", nlohmann::json::array()));
     text += exception_line(j);
-    return categorized_feedback{status == "failed" ? verdict_category::wrong_answer : verdict_category::runtime, text};
+    return categorized_feedback{
+        status == "failed" ? verdict_category::wrong_answer : verdict_category::runtime, text};
   }
   if (status == "no_tests") return error{"the task's tests.py defines no test_* function"};
   return error{"python runner reported unknown status '" + status + "'"};
@@ -363,11 +403,13 @@ std::string number_field(const nlohmann::json& j, const char* key) {
 }
 
 std::string string_field(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>().substr(0, 300) : std::string{};
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>().substr(0, 300)
+                                               : std::string{};
 }
 
 const char* const k_unknown_kernelbench_status =
-    "Runtime error: the harness's status file holds no result it knows; do not write files named .leap_status.";
+    "Runtime error: the harness's status file holds no result it knows; do not write files named "
+    ".leap_status.";
 
 std::string kernel_list(const nlohmann::json& names) {
   std::string out;
@@ -388,21 +430,23 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
   auto int_field = [&](const char* key) {
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 0LL;
   };
-  const std::string trial = "trial " + std::to_string(int_field("trial") + 1) +
-                            (j.is_object() && j.contains("trials") ? " of " + std::to_string(int_field("trials")) : "");
+  const std::string trial =
+      "trial " + std::to_string(int_field("trial") + 1) +
+      (j.is_object() && j.contains("trials") ? " of " + std::to_string(int_field("trials")) : "");
   if (status == "passed") {
-    return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) + " trials (" +
-                                        string_field(j, "device") + ")."};
+    return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) +
+                                        " trials (" + string_field(j, "device") + ")."};
   }
   if (status == "syntax_error") {
-    std::string text = "Syntax error in your code, line " + std::to_string(int_field("line")) + ": " +
-                       string_field(j, "message");
+    std::string text = "Syntax error in your code, line " + std::to_string(int_field("line")) +
+                       ": " + string_field(j, "message");
     const std::string code = string_field(j, "code");
     if (!code.empty()) text += "\n  " + code;
     return {verdict_category::compile, text};
   }
   if (status == "import_error" || status == "error") {
-    std::string text = std::string(status == "import_error" ? "Loading your code failed: " : "Running ModelNew failed: ") +
+    std::string text = std::string(status == "import_error" ? "Loading your code failed: "
+                                                            : "Running ModelNew failed: ") +
                        exception_line(j);
     const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
     if (!frames.empty()) text += "\n" + frames;
@@ -411,26 +455,34 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
   }
   if (status == "mismatch") {
     const std::string when = string_field(j, "when");
-    std::string text = "Wrong answer: " + (j.contains("what") ? string_field(j, "what") : std::string("output")) + " (" +
-                       trial + (when.empty() ? "" : ", ModelNew run " + when) + ")";
+    std::string text =
+        "Wrong answer: " + (j.contains("what") ? string_field(j, "what") : std::string("output")) +
+        " (" + trial + (when.empty() ? "" : ", ModelNew run " + when) + ")";
     if (j.contains("got_shape")) {
-      text += " has shape " + string_field(j, "got_shape") + ", expected " + string_field(j, "expected_shape") + ".";
+      text += " has shape " + string_field(j, "got_shape") + ", expected " +
+              string_field(j, "expected_shape") + ".";
     } else if (j.contains("got_dtype")) {
-      text += " has dtype " + string_field(j, "got_dtype") + ", expected " + string_field(j, "expected_dtype") +
+      text += " has dtype " + string_field(j, "got_dtype") + ", expected " +
+              string_field(j, "expected_dtype") +
               " (return the reference's dtype; a lower precision is a different result).";
     } else if (j.contains("bad")) {
-      text += ": " + std::to_string(int_field("bad")) + " of " + std::to_string(int_field("total")) +
-              " elements differ by more than atol=" + number_field(j, "atol") + " + rtol=" + number_field(j, "rtol") +
-              " * |expected| (relative L2 error " + number_field(j, "rel_l2") + ").";
+      text += ": " + std::to_string(int_field("bad")) + " of " +
+              std::to_string(int_field("total")) +
+              " elements differ by more than atol=" + number_field(j, "atol") +
+              " + rtol=" + number_field(j, "rtol") + " * |expected| (relative L2 error " +
+              number_field(j, "rel_l2") + ").";
       if (int_field("bad") == 0) {
         text = "Wrong answer: " + string_field(j, "what") + " (" + trial +
-               ") is too far from the expected result as a whole: relative L2 error " + number_field(j, "rel_l2") +
-               " (every element is within atol=" + number_field(j, "atol") + " + rtol=" + number_field(j, "rtol") +
-               " * |expected| but the result is not close).";
+               ") is too far from the expected result as a whole: relative L2 error " +
+               number_field(j, "rel_l2") +
+               " (every element is within atol=" + number_field(j, "atol") +
+               " + rtol=" + number_field(j, "rtol") + " * |expected| but the result is not close).";
       }
-      text += "\nmax abs error " + number_field(j, "max_abs") + ", max rel error " + number_field(j, "max_rel") + ".";
-      text += "\nWorst at flat index " + std::to_string(int_field("index")) + " (shape " + string_field(j, "shape") +
-              "): expected " + number_field(j, "expected") + ", got " + number_field(j, "got") + ".";
+      text += "\nmax abs error " + number_field(j, "max_abs") + ", max rel error " +
+              number_field(j, "max_rel") + ".";
+      text += "\nWorst at flat index " + std::to_string(int_field("index")) + " (shape " +
+              string_field(j, "shape") + "): expected " + number_field(j, "expected") + ", got " +
+              number_field(j, "got") + ".";
     } else {
       text += ": expected " + string_field(j, "expected") + ", got " + string_field(j, "got") + ".";
     }
@@ -438,25 +490,30 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
   }
   if (status == "modified_input") {
     return {verdict_category::wrong_answer,
-            "Wrong answer: ModelNew.forward modified its input " + std::to_string(int_field("input")) + " (argument " +
+            "Wrong answer: ModelNew.forward modified its input " +
+                std::to_string(int_field("input")) + " (argument " +
                 std::to_string(int_field("input") + 1) + " of forward) in place (" + trial +
                 "); inputs are read-only, write your results to new tensors."};
   }
   if (status == "no_own_kernel") {
     const bool cuda = string_field(j, "device") == "cuda";
-    std::string text = "Not accepted: the outputs are correct, but ModelNew.forward " +
-                       std::string(cuda ? "launched no CUDA kernel of its own"
-                                        : "ran no kernel of its own (no call into a native extension module your code "
-                                          "compiled)") +
-                       " (" + trial + "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
-                       (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
+    std::string text =
+        "Not accepted: the outputs are correct, but ModelNew.forward " +
+        std::string(
+            cuda ? "launched no CUDA kernel of its own"
+                 : "ran no kernel of its own (no call into a native extension module your code "
+                   "compiled)") +
+        " (" + trial +
+        "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
+        (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
     const std::string seen = kernel_list(j.value("other", nlohmann::json::array()));
     if (!seen.empty()) text += "\nKernels that ran, all PyTorch's: " + seen;
     return {verdict_category::wrong_answer, text};
   }
   if (status == "incomplete") {
     return {verdict_category::runtime,
-            "Runtime error: the program stopped before the harness finished all trials; do not call exit(), "
+            "Runtime error: the program stopped before the harness finished all trials; do not "
+            "call exit(), "
             "os._exit() or write the harness's files."};
   }
   return {verdict_category::runtime, k_unknown_kernelbench_status};

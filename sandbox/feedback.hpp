@@ -27,14 +27,15 @@ std::string strip_host_paths(std::string_view text);
 std::string trim_to_budget(std::string text, std::size_t budget);
 
 // The first errors of a g++ or nvcc log that concern `candidate_file` (compiled exactly as the
-// model wrote it, so the line numbers are its own), with their source excerpt and caret; linker errors turned into advice
+// model wrote it, so the line numbers are its own), with their source excerpt and caret; linker
+// errors turned into advice
 // ("solve is not defined with the required signature: void solve(...)" for an undefined solve,
 // "do not define main()" for a duplicate main). `signature` is the required entry point. Warnings,
 // notes and host paths are dropped, and nothing of another file is quoted: diagnostics located in
 // any file but `candidate_file` (library headers, the harness, a file included by a trick) are only
 // counted, with the candidate's line that instantiated them.
-std::string compile_feedback(std::string_view log, std::string_view candidate_file, std::string_view signature,
-                             const feedback_options& options);
+std::string compile_feedback(std::string_view log, std::string_view candidate_file,
+                             std::string_view signature, const feedback_options& options);
 
 // "Wrong answer: output 'y' (trial 2 of 3) ..." with counts, errors, worst index, expected vs got;
 // or "solve() wrote into its input 'x' ..." for a modified input.
@@ -57,8 +58,8 @@ struct harness_error {
 std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
 
 // The verdict category and feedback for a python judge's JSON result (see python_judge.hpp; the
-// engine itself handles its candidate_lost and judge_error statuses). A result whose status says the
-// task itself is broken (a syntax error in tests.py, no tests) is an error, not a verdict.
+// engine itself handles its candidate_lost and judge_error statuses). A result whose status says
+// the task itself is broken (a syntax error in tests.py, no tests) is an error, not a verdict.
 struct categorized_feedback {
   verdict_category category = verdict_category::runtime;
   std::string text;

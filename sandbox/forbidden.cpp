@@ -2,13 +2,11 @@
 
 #include "sandbox/kinds.hpp"
 
-#include <cxxabi.h>
-
-#include <cstdint>
-
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
+#include <cxxabi.h>
 #include <memory>
 #include <set>
 #include <system_error>
@@ -81,7 +79,8 @@ std::string strip_comments(std::string_view code, bool python) {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -97,14 +96,17 @@ std::vector<std::string_view> lines_of(std::string_view text) {
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const auto end = text.find('\n', pos);
-    lines.push_back(text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
+    lines.push_back(
+        text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
     if (end == std::string_view::npos) break;
     pos = end + 1;
   }
   return lines;
 }
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
+}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -120,7 +122,8 @@ std::string shorten(std::string s, std::size_t max = 160) {
 std::size_t find_name(std::string_view text, std::string_view item, std::size_t from = 0) {
   const bool qualified = item.find("::") != std::string_view::npos;
   if (qualified) {
-    for (auto pos = text.find(item, from); pos != std::string_view::npos; pos = text.find(item, pos + 1)) {
+    for (auto pos = text.find(item, from); pos != std::string_view::npos;
+         pos = text.find(item, pos + 1)) {
       const bool left = pos == 0 || !ident_char(text[pos - 1]);
       const std::size_t end = pos + item.size();
       const bool right = end >= text.size() || !ident_char(text[end]) || item.back() == ':';
@@ -144,8 +147,8 @@ std::size_t find_name(std::string_view text, std::string_view item, std::size_t 
 std::string demangle(const std::string& name) {
   if (!starts_with(name, "_Z")) return name;
   int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                                   &std::free);
+  std::unique_ptr<char, decltype(&std::free)> out(
+      abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
   return status == 0 && out ? std::string(out.get()) : name;
 }
 
@@ -162,12 +165,13 @@ bool in_reserved_namespace(std::string_view m) {
   }
   if (starts_with(m, "N")) {
     m.remove_prefix(1);
-    while (!m.empty() && (m.front() == 'r' || m.front() == 'V' || m.front() == 'K' || m.front() == 'R' ||
-                          m.front() == 'O')) {
+    while (!m.empty() && (m.front() == 'r' || m.front() == 'V' || m.front() == 'K' ||
+                          m.front() == 'R' || m.front() == 'O')) {
       m.remove_prefix(1);
     }
   }
-  for (std::string_view ns : {"St", "Sa", "Sb", "Ss", "Si", "So", "Sd", "9__gnu_cxx", "10__cxxabiv1"}) {
+  for (std::string_view ns :
+       {"St", "Sa", "Sb", "Ss", "Si", "So", "Sd", "9__gnu_cxx", "10__cxxabiv1"}) {
     if (starts_with(m, ns)) return true;
   }
   return false;
@@ -183,11 +187,28 @@ bool generated_symbol(std::string_view name) {
 // Objects of the C library and the C++ runtime that a program can name: a definition would replace
 // the library's for the whole process (the harness's stdout included).
 bool c_library_object(std::string_view name) {
-  static const std::set<std::string, std::less<>> names{
-      "stdin",      "stdout",       "stderr",        "environ", "__environ", "errno",   "optarg",
-      "optind",     "opterr",       "optopt",        "timezone", "daylight", "tzname",  "signgam",
-      "program_invocation_name", "program_invocation_short_name", "__progname", "__progname_full",
-      "_IO_2_1_stdin_", "_IO_2_1_stdout_", "_IO_2_1_stderr_", "__libc_single_threaded"};
+  static const std::set<std::string, std::less<>> names{"stdin",
+                                                        "stdout",
+                                                        "stderr",
+                                                        "environ",
+                                                        "__environ",
+                                                        "errno",
+                                                        "optarg",
+                                                        "optind",
+                                                        "opterr",
+                                                        "optopt",
+                                                        "timezone",
+                                                        "daylight",
+                                                        "tzname",
+                                                        "signgam",
+                                                        "program_invocation_name",
+                                                        "program_invocation_short_name",
+                                                        "__progname",
+                                                        "__progname_full",
+                                                        "_IO_2_1_stdin_",
+                                                        "_IO_2_1_stdout_",
+                                                        "_IO_2_1_stderr_",
+                                                        "__libc_single_threaded"};
   return names.count(name) > 0 || starts_with(name, "__malloc_") || starts_with(name, "_rtld_");
 }
 
@@ -209,11 +230,13 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
         if (directive.rfind("include", 0) == 0) {
           const std::string target = trim(std::string_view(directive).substr(7));
           const bool angle = !target.empty() && target.front() == '<';
-          if (!angle || target.find("..") != std::string::npos || (target.size() > 1 && target[1] == '/')) {
-            return forbidden_hit{"#include", static_cast<int>(i + 1), excerpt,
-                                 "Line " + std::to_string(i + 1) + ": `" + excerpt +
-                                     "` is not allowed: include only system headers with <...>; the whole "
-                                     "solution must be in this one file."};
+          if (!angle || target.find("..") != std::string::npos ||
+              (target.size() > 1 && target[1] == '/')) {
+            return forbidden_hit{
+                "#include", static_cast<int>(i + 1), excerpt,
+                "Line " + std::to_string(i + 1) + ": `" + excerpt +
+                    "` is not allowed: include only system headers with <...>; the whole "
+                    "solution must be in this one file."};
           }
         }
       }
@@ -221,10 +244,11 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
     for (const auto& item : items) {
       if (item.empty()) continue;
       if (line.find(lower(item)) != std::string::npos) {
-        return forbidden_hit{item, static_cast<int>(i + 1), excerpt,
-                             "Line " + std::to_string(i + 1) + ": `" + excerpt + "` uses '" + item +
-                                 "', which this task forbids. Write the computation yourself instead of "
-                                 "calling a library."};
+        return forbidden_hit{
+            item, static_cast<int>(i + 1), excerpt,
+            "Line " + std::to_string(i + 1) + ": `" + excerpt + "` uses '" + item +
+                "', which this task forbids. Write the computation yourself instead of "
+                "calling a library."};
       }
     }
   }
@@ -299,7 +323,8 @@ std::vector<std::string> parse_line_markers(std::string_view text) {
     line.remove_prefix(1);
     if (starts_with(line, "line")) line.remove_prefix(4);
     const auto first = line.find_first_not_of(" \t");
-    if (first == std::string_view::npos || !std::isdigit(static_cast<unsigned char>(line[first]))) continue;
+    if (first == std::string_view::npos || !std::isdigit(static_cast<unsigned char>(line[first])))
+      continue;
     auto q = line.find('"', first);
     if (q == std::string_view::npos) continue;
     std::string name;
@@ -365,7 +390,8 @@ std::vector<std::string> forbidden_libraries(const std::vector<std::string>& ite
   return keys;
 }
 
-std::optional<forbidden_hit> check_included_files(const std::vector<std::string>& files, const include_policy& policy) {
+std::optional<forbidden_hit> check_included_files(const std::vector<std::string>& files,
+                                                  const include_policy& policy) {
   namespace fs = std::filesystem;
   auto refuse = [&](const std::string& file, const std::string& why) {
     return forbidden_hit{"#include", 0, shorten(file),
@@ -375,8 +401,10 @@ std::optional<forbidden_hit> check_included_files(const std::vector<std::string>
     if (file == policy.candidate_file || file.empty()) continue;
     const fs::path p(file);
     if (!p.is_absolute()) {
-      return refuse(file, "which is not a system header: include only system headers with <...>; the whole "
-                          "solution must be in this one file.");
+      return refuse(
+          file,
+          "which is not a system header: include only system headers with <...>; the whole "
+          "solution must be in this one file.");
     }
     std::error_code ec;
     const fs::path real = fs::weakly_canonical(p, ec);
@@ -393,17 +421,21 @@ std::optional<forbidden_hit> check_included_files(const std::vector<std::string>
       }
     }
     if (home == nullptr) {
-      return refuse(file, "which is not a system header: include only the compiler's system headers with <...>; "
-                          "the whole solution must be in this one file.");
+      return refuse(
+          file,
+          "which is not a system header: include only the compiler's system headers with <...>; "
+          "the whole solution must be in this one file.");
     }
     for (const auto& part : rel) {
       const std::string component = lower(part.string());
       for (const auto& key : policy.refused_libraries) {
         if (starts_with(component, key) &&
-            (component.size() == key.size() || !std::islower(static_cast<unsigned char>(component[key.size()])))) {
-          forbidden_hit hit = refuse(rel.string(), "a header of '" + key +
-                                                       "', which this task forbids. Write the computation yourself "
-                                                       "instead of calling a library.");
+            (component.size() == key.size() ||
+             !std::islower(static_cast<unsigned char>(component[key.size()])))) {
+          forbidden_hit hit =
+              refuse(rel.string(), "a header of '" + key +
+                                       "', which this task forbids. Write the computation yourself "
+                                       "instead of calling a library.");
           hit.item = key;
           return hit;
         }
@@ -421,13 +453,14 @@ std::optional<forbidden_hit> check_assembler_files(const std::vector<std::string
     if (starts_with(base, std::string(candidate_stem) + ".")) continue;
     if (starts_with(base, "cc") && base.size() == 10 && base.compare(8, 2, ".s") == 0) continue;
     return forbidden_hit{".incbin", 0, shorten(file),
-                         "An assembler directive (.incbin or .include) in the solution reads '" + shorten(file) +
-                             "': the solution may not read files at compile time."};
+                         "An assembler directive (.incbin or .include) in the solution reads '" +
+                             shorten(file) + "': the solution may not read files at compile time."};
   }
   return std::nullopt;
 }
 
-std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump, const std::vector<std::string>& items) {
+std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump,
+                                                    const std::vector<std::string>& items) {
   for (const auto& item : items) {
     if (item.empty()) continue;
     const auto pos = find_name(dump, item);
@@ -438,15 +471,17 @@ std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump, const
       const char c = dump[end];
       if (c == '<') ++depth;
       if (c == '>') --depth;
-      if (depth <= 0 && (c == '(' || c == ' ' || c == ';' || c == ',' || c == '\n' || c == ')')) break;
+      if (depth <= 0 && (c == '(' || c == ' ' || c == ';' || c == ',' || c == '\n' || c == ')'))
+        break;
       if (depth < 0) break;
       ++end;
     }
     const std::string resolved = shorten(std::string(dump.substr(pos, end - pos)));
-    return forbidden_hit{item, 0, resolved,
-                         "The solution uses '" + item + "' (the compiler resolved it to " + resolved +
-                             "), which this task forbids. Write the computation yourself instead of calling a "
-                             "library."};
+    return forbidden_hit{
+        item, 0, resolved,
+        "The solution uses '" + item + "' (the compiler resolved it to " + resolved +
+            "), which this task forbids. Write the computation yourself instead of calling a "
+            "library."};
   }
   return std::nullopt;
 }
@@ -475,7 +510,8 @@ template <class T>
 bool read_le(std::string_view bytes, std::uint64_t offset, T& out) {
   if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) return false;
   std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
   out = static_cast<T>(v);
   return true;
 }
@@ -483,24 +519,30 @@ bool read_le(std::string_view bytes, std::uint64_t offset, T& out) {
 }  // namespace
 
 result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
-  if (object.size() < 64 || object.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return error{"not an ELF object"};
+  if (object.size() < 64 || object.substr(0, 4) != std::string_view("\x7f"
+                                                                    "ELF",
+                                                                    4))
+    return error{"not an ELF object"};
   if (object[4] != 2 || object[5] != 1) return error{"not a 64-bit little-endian ELF object"};
   std::uint64_t shoff = 0;
   std::uint16_t shentsize = 0, shnum16 = 0;
-  if (!read_le(object, 0x28, shoff) || !read_le(object, 0x3A, shentsize) || !read_le(object, 0x3C, shnum16)) {
+  if (!read_le(object, 0x28, shoff) || !read_le(object, 0x3A, shentsize) ||
+      !read_le(object, 0x3C, shnum16)) {
     return error{"truncated ELF header"};
   }
   if (shentsize < 64) return error{"bad section header size"};
   std::uint64_t shnum = shnum16;
-  if (shnum == 0 && !read_le(object, shoff + 0x20, shnum)) return error{"truncated section headers"};
+  if (shnum == 0 && !read_le(object, shoff + 0x20, shnum))
+    return error{"truncated section headers"};
   if (shnum > object.size() / shentsize) return error{"too many section headers"};
   std::vector<object_symbol> out;
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const std::uint64_t sh = shoff + i * shentsize;
     std::uint32_t type = 0, link = 0;
     std::uint64_t offset = 0, size = 0, entsize = 0;
-    if (!read_le(object, sh + 0x04, type) || !read_le(object, sh + 0x18, offset) || !read_le(object, sh + 0x20, size) ||
-        !read_le(object, sh + 0x28, link) || !read_le(object, sh + 0x38, entsize)) {
+    if (!read_le(object, sh + 0x04, type) || !read_le(object, sh + 0x18, offset) ||
+        !read_le(object, sh + 0x20, size) || !read_le(object, sh + 0x28, link) ||
+        !read_le(object, sh + 0x38, entsize)) {
       return error{"truncated section header"};
     }
     if (type != 2) continue;  // SHT_SYMTAB
@@ -527,7 +569,8 @@ result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
       if (name >= strings.size()) return error{"bad symbol name"};
       const auto end = strings.find('\0', name);
       object_symbol sym;
-      sym.name = std::string(strings.substr(name, end == std::string_view::npos ? std::string_view::npos : end - name));
+      sym.name = std::string(strings.substr(
+          name, end == std::string_view::npos ? std::string_view::npos : end - name));
       const bool data = kind == 1 || kind == 5 || kind == 6;  // OBJECT, COMMON, TLS
       if (shndx == 0) {
         sym.type = bind == 2 ? (data ? 'v' : 'w') : 'U';
@@ -573,22 +616,27 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
           std::string key = item;
           if (key.back() == ':') key.resize(key.size() - 2);
           if (!key.empty() && find_name(shown, key) != std::string::npos) {
-            return refuse(item, f + " calls " + shown + ", from '" + item +
-                                    "', which this task forbids. Write the computation yourself instead of calling "
-                                    "a library.");
+            return refuse(
+                item,
+                f + " calls " + shown + ", from '" + item +
+                    "', which this task forbids. Write the computation yourself instead of calling "
+                    "a library.");
           }
         }
       }
-      if (!forbidden_items.empty() && (s.name == "dlopen" || s.name == "dlmopen" || s.name == "dlsym" ||
-                                       s.name == "dlvsym")) {
-        return refuse(s.name, f + " calls " + s.name +
-                                  ": loading libraries at run time is not allowed in this task (it forbids " +
-                                  forbidden_items.front() + " and others).");
+      if (!forbidden_items.empty() &&
+          (s.name == "dlopen" || s.name == "dlmopen" || s.name == "dlsym" || s.name == "dlvsym")) {
+        return refuse(
+            s.name, f + " calls " + s.name +
+                        ": loading libraries at run time is not allowed in this task (it forbids " +
+                        forbidden_items.front() + " and others).");
       }
       continue;
     }
     if (s.name == "main") {
-      return refuse(s.name, f + " defines main(): do not define main(); the harness provides it and calls solve().");
+      return refuse(
+          s.name,
+          f + " defines main(): do not define main(); the harness provides it and calls solve().");
     }
     if (s.name == "solve" || starts_with(shown, "solve(") || generated_symbol(s.name)) continue;
     const bool mangled = starts_with(s.name, "_Z");
@@ -598,8 +646,9 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
       return refuse(s.name, f + " defines " + shown + ", which the harness uses" + why);
     }
     if (!mangled && function) {
-      return refuse(s.name, f + " defines " + shown + " with C linkage" + why +
-                                " Give your own functions C++ linkage (no extern \"C\", no asm labels).");
+      return refuse(s.name,
+                    f + " defines " + shown + " with C linkage" + why +
+                        " Give your own functions C++ linkage (no extern \"C\", no asm labels).");
     }
     if (!mangled && c_library_object(s.name)) return refuse(s.name, f + " defines " + shown + why);
     // Weak definitions in std are what the library's headers emit (template instantiations, and
@@ -607,7 +656,8 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
     // std::thread. They cannot reach the harness: one the harness uses is refused above, and the
     // harness object comes first on the link line, so its own weak copies win.
     if (mangled && in_reserved_namespace(s.name) && !s.weak()) {
-      return refuse(s.name, f + " defines " + shown + " in a namespace of the standard library" + why);
+      return refuse(s.name,
+                    f + " defines " + shown + " in a namespace of the standard library" + why);
     }
   }
   return std::nullopt;

@@ -23,17 +23,18 @@ struct forbidden_hit {
   std::string reason;   // feedback for the model
 };
 
-// Returns the first hit, or nullopt when the code is clean. Matching is a case-insensitive substring
-// search on the code with comments removed ("cublas" catches cublasSgemm and <cublas_v2.h>). For
-// cuda and cpp, an #include must name a system header in angle brackets without '..' or a leading
+// Returns the first hit, or nullopt when the code is clean. Matching is a case-insensitive
+// substring search on the code with comments removed ("cublas" catches cublasSgemm and
+// <cublas_v2.h>). For cuda and cpp, an #include must name a system header in angle brackets without
+// '..' or a leading
 // '/': a quoted or absolute include could pull in the task's reference. Pure function.
 std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kind,
                                             const std::vector<std::string>& items);
 
-
 // ---- Checks on the compiler's own view (see engine::compile) ----------------------------------
 // They read what the toolchain wrote while building the candidate, never the candidate's text, so
-// digraphs, line continuations, macros, token pasting, `using namespace` and aliases change nothing.
+// digraphs, line continuations, macros, token pasting, `using namespace` and aliases change
+// nothing.
 
 // Files named by a make-style dependency file (g++ -MD/-MF, as --MD): every prerequisite, in
 // order, unescaped ("\ " -> " ", "$$" -> "$"); the target before the first ':' is dropped.
@@ -44,15 +45,17 @@ std::vector<std::string> parse_make_deps(std::string_view deps);
 std::vector<std::string> parse_line_markers(std::string_view preprocessed);
 
 // The header folders nvcc adds on its own, from `nvcc --dryrun`'s `#$ INCLUDES=` (-I) and
-// `#$ SYSTEM_INCLUDES=` (-isystem) lines, as nvcc spells them (often `<toolkit>/bin/../targets/...`).
-// nvcc computes them from where it really runs, which a link or wrapper script in another bin/
-// folder (/usr/local/bin/nvcc, Debian's /usr/bin/nvcc) hides from anyone looking at the path alone.
+// `#$ SYSTEM_INCLUDES=` (-isystem) lines, as nvcc spells them (often
+// `<toolkit>/bin/../targets/...`). nvcc computes them from where it really runs, which a link or
+// wrapper script in another bin/ folder (/usr/local/bin/nvcc, Debian's /usr/bin/nvcc) hides from
+// anyone looking at the path alone.
 std::vector<std::string> parse_nvcc_include_dirs(std::string_view dryrun);
 
 struct include_policy {
-  std::string candidate_file;                       // "solution.cpp": the only non-system file allowed
-  std::vector<std::filesystem::path> system_dirs;   // canonical header folders of the toolchain
-  std::vector<std::string> refused_libraries;       // library keys ("thrust", "cublas") from task.forbidden
+  std::string candidate_file;  // "solution.cpp": the only non-system file allowed
+  std::vector<std::filesystem::path> system_dirs;  // canonical header folders of the toolchain
+  std::vector<std::string>
+      refused_libraries;  // library keys ("thrust", "cublas") from task.forbidden
 };
 
 // Library keys of a task's forbidden list: items naming a library rather than a qualified name
@@ -65,7 +68,8 @@ std::vector<std::string> forbidden_libraries(const std::vector<std::string>& ite
 // non-lower-case character: "cublas_v2.h", "thrust/sort.h"). Relative names are relative to the
 // build folder, i.e. the candidate's scratch. The reason names the file as the compiler reported it
 // (never its content). `files` as from parse_make_deps or parse_line_markers.
-std::optional<forbidden_hit> check_included_files(const std::vector<std::string>& files, const include_policy& policy);
+std::optional<forbidden_hit> check_included_files(const std::vector<std::string>& files,
+                                                  const include_policy& policy);
 
 // The assembler's dependency list (as --MD): besides its input and the compiler's temporaries, any
 // file means a `.incbin` or `.include` directive read a file at compile time.
@@ -77,14 +81,17 @@ std::optional<forbidden_hit> check_assembler_files(const std::vector<std::string
 // std::sort(...)"), whatever the source spelled. Items with "::" match a qualified name bounded by
 // non-identifier characters; others match the start of an identifier, case-insensitively
 // ("qsort", "cublas" in cublasSgemm_v2).
-std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump, const std::vector<std::string>& items);
+std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump,
+                                                    const std::vector<std::string>& items);
 
 // One line of `nm -P` output.
 struct object_symbol {
   std::string name;  // mangled
   char type = 'U';   // nm's letter: U undefined, T/D/B/R strong, W/V weak, ...
   [[nodiscard]] bool defined() const { return type != 'U' && type != 'w' && type != 'v'; }
-  [[nodiscard]] bool weak() const { return type == 'W' || type == 'V' || type == 'w' || type == 'v'; }
+  [[nodiscard]] bool weak() const {
+    return type == 'W' || type == 'V' || type == 'w' || type == 'v';
+  }
 };
 std::vector<object_symbol> parse_nm(std::string_view nm_posix_output);
 
@@ -100,8 +107,8 @@ result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object);
 // __gnu_cxx or __cxxabiv1 (weak ones are what the headers emit: allowed), a global variable
 // named like a C library object (stdout, environ...); and one that references a forbidden library
 // function (undefined "cublas..."), or dlopen/dlsym when the task forbids anything. Symbols nvcc
-// and gcc generate (DW.ref.*, __cuda*, __nv_*, __fatbin*) are allowed. `file` names the candidate in
-// the reason ("solution.cpp defines clock_gettime: ...").
+// and gcc generate (DW.ref.*, __cuda*, __nv_*, __fatbin*) are allowed. `file` names the candidate
+// in the reason ("solution.cpp defines clock_gettime: ...").
 std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbol>& candidate,
                                                   const std::vector<object_symbol>& harness,
                                                   const std::vector<std::string>& forbidden_items,

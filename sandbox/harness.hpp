@@ -14,18 +14,19 @@
 namespace leap::sandbox {
 
 enum class harness_flavor : std::uint8_t {
-  host_reference,  // calls reference(...) with host pointers (built with g++ for cpp and cuda tasks)
+  host_reference,  // calls reference(...) with host pointers (built with g++ for cpp and cuda
+                   // tasks)
   host_candidate,  // calls solve(...) with host pointers (cpp tasks)
   cuda_candidate,  // cudaMalloc/cudaMemcpy around solve(...) with device pointers (cuda tasks)
 };
 
-// The harness's main(): `prog <seed> <trials> <timing reps>`, a nonce line (32 hex digits) on stdin.
-// A constructor that runs before any of the candidate's (priority 101) moves the engine's stdout
-// pipe to a private descriptor and points fd 1 at stderr, so nothing the candidate prints can mix
-// into the results. The buffers are allocated once (same addresses for every call); each call
-// (the trials, then with reps > 0 one warm-up and `reps` timed repetitions) refills the inputs from
-// a seeded generator (fresh values per call, the same in every flavor) and the outputs with fresh
-// garbage, calls the entry point and writes one framed record: the call's time, every
+// The harness's main(): `prog <seed> <trials> <timing reps>`, a nonce line (32 hex digits) on
+// stdin. A constructor that runs before any of the candidate's (priority 101) moves the engine's
+// stdout pipe to a private descriptor and points fd 1 at stderr, so nothing the candidate prints
+// can mix into the results. The buffers are allocated once (same addresses for every call); each
+// call (the trials, then with reps > 0 one warm-up and `reps` timed repetitions) refills the inputs
+// from a seeded generator (fresh values per call, the same in every flavor) and the outputs with
+// fresh garbage, calls the entry point and writes one framed record: the call's time, every
 // output/inout array and a hash per input (the candidate's after the call, the reference's as
 // generated; the engine compares them). After the last record the harness ends the process with
 // _exit at once: no atexit handler, static destructor or thread of the candidate runs after it.
@@ -66,7 +67,7 @@ struct harness_dump {
   std::vector<trial_dump> extra;  // the warm-up and the timed repetitions, in order
   std::vector<double> rep_ms;     // per timed repetition, empty without timing
   std::uint32_t planned_trials = 0, planned_reps = 0;  // as announced in the header
-  bool started = false;       // the header was written
+  bool started = false;                                // the header was written
   bool reached_solve = false;  // the harness was about to make its first call
   bool complete = false;       // the end record (with the nonce) was read
   std::optional<harness_failure> failure;
@@ -79,8 +80,8 @@ struct harness_dump {
 // type, a count beyond what is left, a wrong nonce, anything after the end record), which only the
 // candidate's own writes can cause. `counts` (the reference's element count per non-scalar arg;
 // null: not checked) makes a count that differs malformed too. Pure function.
-result<harness_dump> parse_dump(const std::string& bytes, const task& t, const std::string& nonce_hex,
+result<harness_dump> parse_dump(const std::string& bytes, const task& t,
+                                const std::string& nonce_hex,
                                 const std::vector<std::uint64_t>* counts = nullptr);
-
 
 }  // namespace leap::sandbox

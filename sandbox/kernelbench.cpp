@@ -107,14 +107,17 @@ own_kernel_policy own_kernel_for(const task& t, const std::string& device) {
 }
 
 const std::string& kernelbench_reference_source() {
-  static const std::string source = std::string(R"PY(# LEAP KernelBench reference (generated): runs problem.py alone, writes inputs and expected outputs.
+  static const std::string source =
+      std::string(
+          R"PY(# LEAP KernelBench reference (generated): runs problem.py alone, writes inputs and expected outputs.
 import importlib.util
 import json
 import os
 import sys
 
 import torch
-)PY") + k_codec + R"PY(
+)PY") +
+      k_codec + R"PY(
 
 def _leap_main():
     config = json.loads(sys.stdin.readline() or "{}")
@@ -156,7 +159,9 @@ os._exit(0)
 }
 
 const std::string& kernelbench_candidate_source() {
-  static const std::string source = std::string(R"PY(# LEAP KernelBench candidate runner (generated; solution.py holds the candidate's ModelNew).
+  static const std::string source =
+      std::string(
+          R"PY(# LEAP KernelBench candidate runner (generated; solution.py holds the candidate's ModelNew).
 import importlib.util
 import json
 import os
@@ -192,7 +197,8 @@ except SyntaxError as e:
     os._exit(0)
 
 import torch
-)PY") + k_codec + R"PY(
+)PY") +
+      k_codec + R"PY(
 
 # Kernels of PyTorch's own libraries that are not launched inside an aten op: cuBLAS, cuDNN,
 # CUTLASS, copies, and Triton kernels that torch.compile (inductor) generates.
@@ -403,7 +409,8 @@ struct reader {
 
   status value(kb_value* v, int depth) {
     const error truncated{"truncated or malformed value at byte " + std::to_string(pos)};
-    if (depth > k_max_depth) return error{"values nested deeper than " + std::to_string(k_max_depth)};
+    if (depth > k_max_depth)
+      return error{"values nested deeper than " + std::to_string(k_max_depth)};
     char tag = 0;
     if (!take(&tag)) return truncated;
     v->tag = tag;
@@ -423,7 +430,8 @@ struct reader {
           if (dim < 0) return truncated;
           v->shape.push_back(dim);
           if (dim == 0) zero = true;
-          if (dim != 0 && numel > bytes.size() / static_cast<std::uint64_t>(dim)) huge = true;  // more elements than bytes
+          if (dim != 0 && numel > bytes.size() / static_cast<std::uint64_t>(dim))
+            huge = true;  // more elements than bytes
           if (!huge) numel *= static_cast<std::uint64_t>(dim == 0 ? 1 : dim);
         }
         if (zero) numel = 0;
@@ -431,7 +439,8 @@ struct reader {
         if (!take(&nbytes) || !need(nbytes)) return truncated;
         const std::size_t size = element_size(v->dtype);
         if (size != 0 && ((huge && !zero) || numel * size != nbytes)) {
-          return error{"tensor of " + v->dtype + " holds " + std::to_string(nbytes) + " bytes, not its shape's"};
+          return error{"tensor of " + v->dtype + " holds " + std::to_string(nbytes) +
+                       " bytes, not its shape's"};
         }
         text(nbytes, &v->data);
         return ok_status();
@@ -442,9 +451,12 @@ struct reader {
         v->integer = b != 0;
         return ok_status();
       }
-      case 'I': return take(&v->integer) ? ok_status() : status{truncated};
-      case 'F': return take(&v->real) ? ok_status() : status{truncated};
-      case 'N': return ok_status();
+      case 'I':
+        return take(&v->integer) ? ok_status() : status{truncated};
+      case 'F':
+        return take(&v->real) ? ok_status() : status{truncated};
+      case 'N':
+        return ok_status();
       case 'S':
       case 'O': {
         std::uint32_t n = 0;
@@ -461,7 +473,8 @@ struct reader {
         }
         return ok_status();
       }
-      default: return error{"unknown value tag at byte " + std::to_string(pos - 1)};
+      default:
+        return error{"unknown value tag at byte " + std::to_string(pos - 1)};
     }
   }
 };
@@ -474,32 +487,50 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 std::string type_name(const kb_value& v) {
   switch (v.tag) {
-    case 'T': return "tensor";
-    case 'I': return "int";
-    case 'F': return "float";
-    case 'B': return "bool";
-    case 'N': return "None";
-    case 'S': return "str";
-    case 'L': return "list";
-    case 'U': return "tuple";
-    default: return std::string(v.data.substr(0, 100));
+    case 'T':
+      return "tensor";
+    case 'I':
+      return "int";
+    case 'F':
+      return "float";
+    case 'B':
+      return "bool";
+    case 'N':
+      return "None";
+    case 'S':
+      return "str";
+    case 'L':
+      return "list";
+    case 'U':
+      return "tuple";
+    default:
+      return std::string(v.data.substr(0, 100));
   }
 }
 
 std::string repr(const kb_value& v) {
   char buf[64];
   switch (v.tag) {
-    case 'I': return std::to_string(v.integer);
-    case 'F': std::snprintf(buf, sizeof buf, "%.17g", v.real); return buf;
-    case 'B': return v.integer ? "True" : "False";
-    case 'N': return "None";
-    case 'S': return "'" + std::string(v.data.substr(0, 100)) + "'";
-    default: return type_name(v);
+    case 'I':
+      return std::to_string(v.integer);
+    case 'F':
+      std::snprintf(buf, sizeof buf, "%.17g", v.real);
+      return buf;
+    case 'B':
+      return v.integer ? "True" : "False";
+    case 'N':
+      return "None";
+    case 'S':
+      return "'" + std::string(v.data.substr(0, 100)) + "'";
+    default:
+      return type_name(v);
   }
 }
 
 bool numeric(const kb_value& v) { return v.tag == 'I' || v.tag == 'F' || v.tag == 'B'; }
-double number_of(const kb_value& v) { return v.tag == 'F' ? v.real : static_cast<double>(v.integer); }
+double number_of(const kb_value& v) {
+  return v.tag == 'F' ? v.real : static_cast<double>(v.integer);
+}
 
 // A JSON number, or a string for NaN and infinities (JSON has none).
 nlohmann::json json_number(double x) {
@@ -507,8 +538,8 @@ nlohmann::json json_number(double x) {
   return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
 }
 
-std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb_value& got, int trial,
-                                              const kb_tolerances& tol) {
+std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb_value& got,
+                                              int trial, const kb_tolerances& tol) {
   auto mismatch = [&](std::string what) {
     return nlohmann::json{{"status", "mismatch"}, {"trial", trial}, {"what", std::move(what)}};
   };
@@ -523,8 +554,9 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
     const kb_value& g = got.items[i];
     const std::string what = "output " + std::to_string(i);
     if (e.tag != 'T') {
-      const bool same = numeric(e) ? numeric(g) && number_of(e) == number_of(g)
-                                   : e.tag == g.tag && e.data == g.data && e.items.empty() && g.items.empty();
+      const bool same =
+          numeric(e) ? numeric(g) && number_of(e) == number_of(g)
+                     : e.tag == g.tag && e.data == g.data && e.items.empty() && g.items.empty();
       if (!same) {
         auto j = mismatch(what);
         j["expected"] = repr(e);
@@ -604,10 +636,12 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
   return std::nullopt;
 }
 
-// Inputs must come back bit for bit (NaN payloads included): a held copy against what the call left.
+// Inputs must come back bit for bit (NaN payloads included): a held copy against what the call
+// left.
 bool same_value(const kb_value& a, const kb_value& b) {
-  if (a.tag != b.tag || a.dtype != b.dtype || a.shape != b.shape || a.data != b.data || a.integer != b.integer ||
-      std::memcmp(&a.real, &b.real, sizeof a.real) != 0 || a.items.size() != b.items.size()) {
+  if (a.tag != b.tag || a.dtype != b.dtype || a.shape != b.shape || a.data != b.data ||
+      a.integer != b.integer || std::memcmp(&a.real, &b.real, sizeof a.real) != 0 ||
+      a.items.size() != b.items.size()) {
     return false;
   }
   for (std::size_t i = 0; i < a.items.size(); ++i) {
@@ -619,7 +653,9 @@ bool same_value(const kb_value& a, const kb_value& b) {
 }  // namespace
 
 result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file kind) {
-  const char* magic = kind == kb_file::inputs ? "LKBIN001" : kind == kb_file::expected ? "LKBEXP01" : "LKBOUT01";
+  const char* magic = kind == kb_file::inputs     ? "LKBIN001"
+                      : kind == kb_file::expected ? "LKBEXP01"
+                                                  : "LKBOUT01";
   kb_data out;
   out.bytes = std::move(bytes);
   reader r{*out.bytes};
@@ -642,7 +678,9 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
 
 kb_tolerances kb_tolerances_for(const task& t) {
   kb_tolerances tol;
-  tol.per_dtype = {{"float32", {1e-2, 1e-2}}, {"float16", {1e-2, 1e-2}}, {"bfloat16", {2e-2, 2e-2}},
+  tol.per_dtype = {{"float32", {1e-2, 1e-2}},
+                   {"float16", {1e-2, 1e-2}},
+                   {"bfloat16", {2e-2, 2e-2}},
                    {"float64", {1e-5, 1e-5}}};
   if (t.tol) {
     tol.per_dtype["float32"] = {t.tol->atol, t.tol->rtol};
@@ -652,10 +690,11 @@ kb_tolerances kb_tolerances_for(const task& t) {
   return tol;
 }
 
-std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected, const kb_data& got,
-                                                const kb_tolerances& tol) {
+std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected,
+                                                const kb_data& got, const kb_tolerances& tol) {
   const int trials = static_cast<int>(expected.trials.size());
-  if (got.trials.size() != expected.trials.size() || inputs.trials.size() != expected.trials.size()) {
+  if (got.trials.size() != expected.trials.size() ||
+      inputs.trials.size() != expected.trials.size()) {
     return nlohmann::json{{"status", "incomplete"}};
   }
   for (int t = 0; t < trials; ++t) {
@@ -671,7 +710,8 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
     const auto& after = mine.inputs.items;
     for (std::size_t i = 0; i < before.size(); ++i) {
       if (i >= after.size() || !same_value(before[i], after[i])) {
-        return nlohmann::json{{"status", "modified_input"}, {"trial", t}, {"trials", trials}, {"input", i}};
+        return nlohmann::json{
+            {"status", "modified_input"}, {"trial", t}, {"trials", trials}, {"input", i}};
       }
     }
   }

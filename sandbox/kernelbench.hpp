@@ -1,16 +1,16 @@
 // KernelBench tasks: the two Python programs that run them and the judge that compares their data.
 //
-// The task's problem.py (the reference Model) and the candidate's solution.py (ModelNew) never share
-// a process. The reference program runs problem.py alone, once per task, seed, trial count and
-// device (the engine caches it): it draws `trials` sets of seeded inputs and writes them, with the
-// init inputs, to inputs.bin, and the reference's outputs to expected.bin. The candidate program
-// runs solution.py with inputs.bin only (never problem.py or the expected outputs), builds ModelNew
-// after torch.manual_seed(seed) from the init inputs exactly as the reference built Model (so their
-// parameters match, as in KernelBench), calls it once per trial and writes its outputs and the
-// inputs as they are after the call to out.bin. The judge is C++ in the engine's process: it parses
-// these files as plain data (nothing written by the candidate is ever unpickled or executed) and
-// compares them with per-dtype tolerances, a relative-L2 guard, an exact dtype check and a bitwise
-// check of the inputs against the reference's copies.
+// The task's problem.py (the reference Model) and the candidate's solution.py (ModelNew) never
+// share a process. The reference program runs problem.py alone, once per task, seed, trial count
+// and device (the engine caches it): it draws `trials` sets of seeded inputs and writes them, with
+// the init inputs, to inputs.bin, and the reference's outputs to expected.bin. The candidate
+// program runs solution.py with inputs.bin only (never problem.py or the expected outputs), builds
+// ModelNew after torch.manual_seed(seed) from the init inputs exactly as the reference built Model
+// (so their parameters match, as in KernelBench), calls it once per trial and writes its outputs
+// and the inputs as they are after the call to out.bin. The judge is C++ in the engine's process:
+// it parses these files as plain data (nothing written by the candidate is ever unpickled or
+// executed) and compares them with per-dtype tolerances, a relative-L2 guard, an exact dtype check
+// and a bitwise check of the inputs against the reference's copies.
 #pragma once
 
 #include "common/result.hpp"
@@ -35,9 +35,9 @@ enum class own_kernel_policy : std::uint8_t { require, off };
 // The policy for task `t` on `device` ("cuda" or "cpu"): the task's own_kernel field when set
 // ("require" or "off"), else require on cuda and off on cpu. Off on CPU by default because Debian's
 // CPU torch runs KernelBench only as a functional check (development, tests), where compiling a
-// torch extension costs tens of seconds per candidate; "require" on CPU accepts a call into a native
-// extension module the candidate compiled (load_inline), since the profiler cannot tell such code
-// apart on CPU.
+// torch extension costs tens of seconds per candidate; "require" on CPU accepts a call into a
+// native extension module the candidate compiled (load_inline), since the profiler cannot tell such
+// code apart on CPU.
 own_kernel_policy own_kernel_for(const task& t, const std::string& device);
 
 // The reference program. stdin: one JSON line {"trials", "seed", "device": "cuda"|"cpu"}; runs
@@ -53,13 +53,13 @@ const std::string& kernelbench_candidate_source();
 
 // One value of the data format (tensors, Python scalars, None, strings, lists and tuples).
 struct kb_value {
-  char tag = 'N';  // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other
-  std::string dtype;                // T: "float32", ...
+  char tag = 'N';     // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other
+  std::string dtype;  // T: "float32", ...
   std::vector<std::int64_t> shape;  // T
-  std::string_view data;            // T: raw little-endian elements; S, O: the text (type name for O)
-  std::int64_t integer = 0;         // I, B
-  double real = 0;                  // F
-  std::vector<kb_value> items;      // L, U
+  std::string_view data;        // T: raw little-endian elements; S, O: the text (type name for O)
+  std::int64_t integer = 0;     // I, B
+  double real = 0;              // F
+  std::vector<kb_value> items;  // L, U
 };
 
 // One trial as read back: inputs.bin gives seed, init and inputs; expected.bin gives outputs;
@@ -97,7 +97,7 @@ kb_tolerances kb_tolerances_for(const task& t);
 // kernelbench_result_feedback turns into a verdict ({"status": "mismatch", ...} naming the output,
 // the worst element and the errors; {"status": "modified_input", ...}), or nullopt when every
 // output matches and every input is unchanged. Pure function.
-std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected, const kb_data& got,
-                                                const kb_tolerances& tol);
+std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected,
+                                                const kb_data& got, const kb_tolerances& tol);
 
 }  // namespace leap::sandbox

@@ -8,12 +8,14 @@ namespace {
 using namespace std::string_view_literals;
 
 // Block languages as chat models label them. A CUDA answer is often labelled as C++.
-constexpr std::array cuda_languages{"cuda"sv, "cu"sv, "cuh"sv, "c++"sv, "cpp"sv, "cxx"sv, "cc"sv, "c"sv, "h"sv, "hpp"sv};
+constexpr std::array cuda_languages{"cuda"sv, "cu"sv, "cuh"sv, "c++"sv, "cpp"sv,
+                                    "cxx"sv,  "cc"sv, "c"sv,   "h"sv,   "hpp"sv};
 constexpr std::array cpp_languages{"c++"sv, "cpp"sv, "cxx"sv, "cc"sv, "c"sv, "h"sv, "hpp"sv};
 constexpr std::array python_languages{"python"sv, "py"sv, "python3"sv};
 
 // The libraries a from-scratch kernel must not call.
-constexpr std::array cuda_forbidden{"cublas"sv, "cudnn"sv, "cutlass"sv, "thrust"sv, "cub::"sv, "torch"sv};
+constexpr std::array cuda_forbidden{"cublas"sv, "cudnn"sv, "cutlass"sv,
+                                    "thrust"sv, "cub::"sv, "torch"sv};
 
 constexpr kind_traits cuda_row{.kind = task_kind::cuda,
                                .judged_by = pipeline::native,

@@ -17,10 +17,11 @@ namespace leap::sandbox {
 
 // How the engine verifies a candidate of the kind (engine::compile, engine::run, probe_slot).
 enum class pipeline : std::uint8_t {
-  text,          // judged in-process on the answer's own text (sandbox/digits.hpp): nothing is built or run
-  native,        // extracted, checked, compiled and linked with the generated harness (sandbox/harness.hpp),
-                 // run against the reference's outputs
-  python_tests,  // extracted, checked, run by the python judge against tests.py (sandbox/python_judge.hpp)
+  text,  // judged in-process on the answer's own text (sandbox/digits.hpp): nothing is built or run
+  native,        // extracted, checked, compiled and linked with the generated harness
+                 // (sandbox/harness.hpp), run against the reference's outputs
+  python_tests,  // extracted, checked, run by the python judge against tests.py
+                 // (sandbox/python_judge.hpp)
   kernelbench,   // extracted, checked, ModelNew run against the problem's Model under torch
                  // (sandbox/kernelbench.hpp)
 };
@@ -36,7 +37,8 @@ enum class toolchain : std::uint8_t {
 
 // The field a task of the kind must carry besides id and kind (validate_task, the suite format).
 enum class required_source : std::uint8_t {
-  args_and_reference,  // 'args' of `void solve(...)` and reference.cpp (host C++17 `void reference(...)`)
+  args_and_reference,  // 'args' of `void solve(...)` and reference.cpp (host C++17 `void
+                       // reference(...)`)
   tests,               // tests.py
   problem,             // the KernelBench problem source (Model, get_inputs, get_init_inputs)
   target,              // an integer 'target' >= 0

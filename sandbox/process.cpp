@@ -2,35 +2,34 @@
 
 #include "sandbox/cgroup.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <deque>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fstream>
+#include <initializer_list>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
+#include <mutex>
 #include <poll.h>
 #include <signal.h>
+#include <sstream>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <condition_variable>
-#include <cerrno>
-#include <cstddef>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <initializer_list>
-#include <mutex>
-#include <sstream>
 
 namespace leap::sandbox {
 namespace {
@@ -42,10 +41,11 @@ constexpr uid_t k_uid_count = 1000;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Private uids are handed out one per concurrent run, so that RLIMIT_NPROC counts exactly that run's
-// processes, `kill(-1)` inside the run reaches only the run, and no two runs can touch each other.
-// Other orchestrator processes on the host use the same range: a uid is also claimed host-wide by
-// binding an abstract unix socket named after it, which the kernel releases when the holder exits.
+// Private uids are handed out one per concurrent run, so that RLIMIT_NPROC counts exactly that
+// run's processes, `kill(-1)` inside the run reaches only the run, and no two runs can touch each
+// other. Other orchestrator processes on the host use the same range: a uid is also claimed
+// host-wide by binding an abstract unix socket named after it, which the kernel releases when the
+// holder exits.
 class uid_pool {
  public:
   uid_t acquire() {
@@ -80,8 +80,10 @@ class uid_pool {
     if (fd < 0) return -1;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    const int len = std::snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "leap-sandbox-uid-%u", uid);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), static_cast<socklen_t>(sizeof(sa_family_t) + 1 + len)) < 0) {
+    const int len =
+        std::snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "leap-sandbox-uid-%u", uid);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr),
+               static_cast<socklen_t>(sizeof(sa_family_t) + 1 + len)) < 0) {
       ::close(fd);
       return -1;
     }
@@ -125,23 +127,24 @@ struct report {
   int step;   // which setup step failed (k_step_* or k_step_mount + index of the mount step)
 };
 
-constexpr int k_step_setsid = 1, k_step_chdir = 2, k_step_chown = 3, k_step_stdio = 4, k_step_fork = 5,
-              k_step_uid = 6, k_step_cgroup = 7, k_step_seccomp = 8, k_step_private = 9, k_step_copy_in = 10,
-              k_step_pivot = 11, k_step_mount = 100;
+constexpr int k_step_setsid = 1, k_step_chdir = 2, k_step_chown = 3, k_step_stdio = 4,
+              k_step_fork = 5, k_step_uid = 6, k_step_cgroup = 7, k_step_seccomp = 8,
+              k_step_private = 9, k_step_copy_in = 10, k_step_pivot = 11, k_step_mount = 100;
 
 // One step of building the run's root (a tmpfs mounted over the working directory's path, inside
 // the run's mount namespace only), executed in order by the supervisor.
 enum class step_kind : int { mkdir, mkfile, bind, bind_ro, symlink, mount_fs };
 struct mount_step {
   step_kind kind = step_kind::mkdir;
-  const char* source = nullptr;  // bind source, symlink target, or file system type
-  const char* target = nullptr;  // absolute path below the new root
-  const char* data = nullptr;    // mount options
-  const char* alt_data = nullptr;    // mount_fs: options tried when `data` is refused
-  const char* alt_source = nullptr;  // mount_fs: bound read-only from here when the mount is refused
-  unsigned long flags = 0;       // mount_fs flags
-  mode_t mode = 0755;            // mkdir, mkfile
-  bool optional = false;         // a failure is skipped (GPU pieces)
+  const char* source = nullptr;    // bind source, symlink target, or file system type
+  const char* target = nullptr;    // absolute path below the new root
+  const char* data = nullptr;      // mount options
+  const char* alt_data = nullptr;  // mount_fs: options tried when `data` is refused
+  const char* alt_source =
+      nullptr;              // mount_fs: bound read-only from here when the mount is refused
+  unsigned long flags = 0;  // mount_fs flags
+  mode_t mode = 0755;       // mkdir, mkfile
+  bool optional = false;    // a failure is skipped (GPU pieces)
 };
 
 // Everything the clone child needs, prepared before clone: after clone in a multi-threaded process
@@ -154,7 +157,8 @@ struct child_plan {
   int workdir_fd = -1;
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, status_fd = -1;
   std::vector<int> cgroup_fds;  // cgroup.procs of the run's cgroup(s): the supervisor writes "0"
-  int pass_fd = -1;  // becomes the command's descriptor 3; at least 10, so stdio's dup2 cannot hit it
+  int pass_fd =
+      -1;  // becomes the command's descriptor 3; at least 10, so stdio's dup2 cannot hit it
   bool namespaces = false;
   bool drop_privileges = false;
   bool isolate_network = false;
@@ -208,7 +212,9 @@ void close_all_except(const int* keep_fds, std::size_t keep_count) {
   close_span(first, ~0U);
 }
 
-void close_all_except(std::initializer_list<int> keep) { close_all_except(keep.begin(), keep.size()); }
+void close_all_except(std::initializer_list<int> keep) {
+  close_all_except(keep.begin(), keep.size());
+}
 
 void set_limit(int resource, rlim_t value) {
   rlimit rl{value, value};
@@ -227,9 +233,13 @@ struct mount_attr_arg {
 // Read-only, nosuid, nodev for a bind and everything mounted below it.
 int make_readonly(const char* target) {
   mount_attr_arg attr{0x1 /*RDONLY*/ | 0x2 /*NOSUID*/ | 0x4 /*NODEV*/, 0, 0, 0};
-  if (::syscall(SYS_mount_setattr, AT_FDCWD, target, 0x8000 /*AT_RECURSIVE*/, &attr, sizeof attr) == 0) return 0;
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, target, 0x8000 /*AT_RECURSIVE*/, &attr, sizeof attr) ==
+      0)
+    return 0;
   // Kernels before 5.12: the top mount only.
-  if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) == 0) return 0;
+  if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) == 0)
+    return 0;
   return errno;
 }
 
@@ -253,7 +263,8 @@ int run_step(const mount_step& s) {
       return ::symlink(s.source, s.target) == 0 || errno == EEXIST ? 0 : errno;
     case step_kind::mount_fs:
       if (::mount(s.source, s.target, s.source, s.flags, s.data) == 0) return 0;
-      if (s.alt_data != nullptr && ::mount(s.source, s.target, s.source, s.flags, s.alt_data) == 0) return 0;
+      if (s.alt_data != nullptr && ::mount(s.source, s.target, s.source, s.flags, s.alt_data) == 0)
+        return 0;
       if (s.alt_source != nullptr) {
         if (::mount(s.alt_source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) return errno;
         return make_readonly(s.target);
@@ -323,16 +334,21 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       int err = 0;
       if (S_ISREG(st.st_mode)) {
         const int in = ::openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        const int out = in < 0 ? -1
-                                : ::openat(dst, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                                           st.st_mode & 0777);
-        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out)) err = errno;
+        const int out =
+            in < 0 ? -1
+                   : ::openat(dst, name,
+                              O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                              st.st_mode & 0777);
+        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out))
+          err = errno;
         if (in >= 0) ::close(in);
         if (out >= 0) ::close(out);
       } else if (S_ISDIR(st.st_mode) && depth < 8) {
         if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) err = errno;
-        const int in = err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        const int out = in < 0 ? -1 : ::openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        const int in =
+            err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        const int out =
+            in < 0 ? -1 : ::openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (in < 0 || out < 0) {
           err = err ? err : errno;
         } else {
@@ -351,11 +367,13 @@ int copy_tree(int src, int dst, int depth, bool strict) {
 [[noreturn]] void supervise(const child_plan& plan) {
   int status_fd = plan.status_fd;
   int workdir_fd = plan.workdir_fd;  // moved off descriptor 3 when the command is passed one there
-  // First of all, drop every descriptor the orchestrator had open but this run does not need. Another
-  // thread may be writing a candidate executable at this moment: a copy of that write descriptor held
-  // here would make its exec fail with ETXTBSY for as long as this process keeps it.
+  // First of all, drop every descriptor the orchestrator had open but this run does not need.
+  // Another thread may be writing a candidate executable at this moment: a copy of that write
+  // descriptor held here would make its exec fail with ETXTBSY for as long as this process keeps
+  // it.
   {
-    std::array<int, 12> keep{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd, status_fd, plan.workdir_fd, plan.pass_fd};
+    std::array<int, 12> keep{plan.stdin_fd, plan.stdout_fd,  plan.stderr_fd,
+                             status_fd,     plan.workdir_fd, plan.pass_fd};
     std::size_t n = 6;
     for (int fd : plan.cgroup_fds) {
       if (n < keep.size()) keep[n++] = fd;
@@ -381,7 +399,8 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   bool private_root = false;
   if (plan.namespaces) {
     // Mount changes stay inside the new mount namespace.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) child_fail(status_fd, k_step_private);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
+      child_fail(status_fd, k_step_private);
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
       if (const int err = run_step(plan.steps[i]); err != 0 && !plan.steps[i].optional) {
         errno = err;
@@ -398,8 +417,8 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       child_fail(status_fd, k_step_copy_in);
     }
     ::close(scratch);
-    if (::chdir(plan.root) < 0 || ::syscall(SYS_pivot_root, ".", ".") < 0 || ::umount2(".", MNT_DETACH) < 0 ||
-        ::chdir("/tmp") < 0) {
+    if (::chdir(plan.root) < 0 || ::syscall(SYS_pivot_root, ".", ".") < 0 ||
+        ::umount2(".", MNT_DETACH) < 0 || ::chdir("/tmp") < 0) {
       child_fail(status_fd, k_step_pivot);
     }
     private_root = true;
@@ -410,9 +429,11 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       ::unshare(CLONE_NEWUSER | CLONE_NEWNET);
     }
     if (::fchdir(plan.workdir_fd) < 0) child_fail(status_fd, k_step_chdir);
-    if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0) child_fail(status_fd, k_step_chown);
+    if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0)
+      child_fail(status_fd, k_step_chown);
   }
-  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
+  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
+      ::dup2(plan.stderr_fd, 2) < 0) {
     child_fail(status_fd, k_step_stdio);
   }
   // The passed descriptor becomes 3: whatever of ours sits there (the status pipe, the working
@@ -420,16 +441,18 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   if (plan.pass_fd >= 0) {
     if (status_fd == 3) status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
     if (status_fd < 0) child_fail(plan.status_fd, k_step_stdio);
-    if (workdir_fd == 3 && (workdir_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10)) < 0) child_fail(status_fd, k_step_stdio);
+    if (workdir_fd == 3 && (workdir_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10)) < 0)
+      child_fail(status_fd, k_step_stdio);
     if (::dup2(plan.pass_fd, 3) < 0) child_fail(status_fd, k_step_stdio);
   }
   // Keep only stdio, the passed descriptor, the status pipe (CLOEXEC, so exec drops it too) and,
   // for the copy back, the working directory.
-  close_all_except({0, 1, 2, plan.pass_fd >= 0 ? 3 : -1, status_fd, private_root ? workdir_fd : -1});
+  close_all_except(
+      {0, 1, 2, plan.pass_fd >= 0 ? 3 : -1, status_fd, private_root ? workdir_fd : -1});
 
-  // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without glibc's
-  // fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of the
-  // orchestrator may have held at clone time, and never return.
+  // Raw clone, not glibc's fork(): this process was cloned from a multi-threaded one without
+  // glibc's fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of
+  // the orchestrator may have held at clone time, and never return.
   const pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
   if (command < 0) child_fail(status_fd, k_step_fork);
   if (command == 0) {
@@ -455,7 +478,8 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
       // Raw syscalls: glibc's wrappers would broadcast the change to the orchestrator's threads,
       // which it still believes exist here, and wait for them forever.
-      if (::syscall(SYS_setgroups, 0, nullptr) < 0 || ::syscall(SYS_setresgid, plan.uid, plan.uid, plan.uid) < 0 ||
+      if (::syscall(SYS_setgroups, 0, nullptr) < 0 ||
+          ::syscall(SYS_setresgid, plan.uid, plan.uid, plan.uid) < 0 ||
           ::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) < 0) {
         child_fail(status_fd, k_step_uid);
       }
@@ -466,7 +490,8 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     // No new namespaces (a user namespace would hand it every capability there), no mounts, no
     // tracing, no kernel keyrings, BPF, perf events, userfaultfd or io_uring.
-    if (plan.seccomp != nullptr && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, plan.seccomp) < 0) {
+    if (plan.seccomp != nullptr &&
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, plan.seccomp) < 0) {
       child_fail(status_fd, k_step_seccomp);
     }
     char* const* envp = private_root ? plan.envp_private_tmp.data() : plan.envp_workdir.data();
@@ -481,7 +506,8 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     child_report(status_fd, exec_failed, errno, 0);
     ::_exit(127);
   }
-  // The supervisor holds no end of the command's pipes, so their EOF means the command's side closed.
+  // The supervisor holds no end of the command's pipes, so their EOF means the command's side
+  // closed.
   ::close(0);
   ::close(1);
   ::close(2);
@@ -531,9 +557,10 @@ const sock_fprog* seccomp_filter() {
 #endif
     constexpr std::uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
     constexpr std::uint32_t nosys = SECCOMP_RET_ERRNO | ENOSYS;
-    constexpr std::uint32_t clone_ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
-                                       CLONE_NEWPID | CLONE_NEWNET;
-    constexpr std::uint32_t unshare_ns = clone_ns | 0x80U;  // CLONE_NEWTIME (the exit signal's bits in clone)
+    constexpr std::uint32_t clone_ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
+                                       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+    constexpr std::uint32_t unshare_ns =
+        clone_ns | 0x80U;  // CLONE_NEWTIME (the exit signal's bits in clone)
     std::vector<sock_filter> p;
     auto stmt = [&](std::uint16_t code, std::uint32_t k) { p.push_back(BPF_STMT(code, k)); };
     auto jump = [&](std::uint16_t code, std::uint32_t k, std::uint8_t jt, std::uint8_t jf) {
@@ -547,15 +574,16 @@ const sock_fprog* seccomp_filter() {
     jump(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U /*__X32_SYSCALL_BIT*/, 0, 1);
     stmt(BPF_RET | BPF_K, nosys);
 #endif
-    const std::initializer_list<long> refused{
-        SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_ptrace, SYS_process_vm_readv,
-        SYS_process_vm_writev, SYS_keyctl, SYS_add_key, SYS_request_key, SYS_bpf, SYS_perf_event_open,
-        SYS_userfaultfd, SYS_open_by_handle_at, SYS_kexec_load, SYS_init_module, SYS_finit_module, SYS_delete_module,
-        SYS_reboot, SYS_swapon, SYS_swapoff, SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup,
-        SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register, SYS_fsopen, SYS_fsconfig, SYS_fsmount,
-        SYS_fspick, SYS_move_mount, SYS_open_tree, SYS_mount_setattr, SYS_pidfd_getfd, SYS_kexec_file_load,
+    const std::initializer_list<long> refused {
+      SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_ptrace,
+          SYS_process_vm_readv, SYS_process_vm_writev, SYS_keyctl, SYS_add_key, SYS_request_key,
+          SYS_bpf, SYS_perf_event_open, SYS_userfaultfd, SYS_open_by_handle_at, SYS_kexec_load,
+          SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_reboot, SYS_swapon, SYS_swapoff,
+          SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup, SYS_io_uring_setup, SYS_io_uring_enter,
+          SYS_io_uring_register, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount,
+          SYS_open_tree, SYS_mount_setattr, SYS_pidfd_getfd, SYS_kexec_file_load,
 #if defined(__x86_64__)
-        SYS_iopl, SYS_ioperm, SYS_uselib,
+          SYS_iopl, SYS_ioperm, SYS_uselib,
 #endif
     };
     for (long nr : refused) {
@@ -564,9 +592,11 @@ const sock_fprog* seccomp_filter() {
     }
     jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
     stmt(BPF_RET | BPF_K, nosys);
-    for (const auto& [nr, mask] : {std::pair<long, std::uint32_t>{SYS_unshare, unshare_ns}, {SYS_clone, clone_ns}}) {
+    for (const auto& [nr, mask] :
+         {std::pair<long, std::uint32_t>{SYS_unshare, unshare_ns}, {SYS_clone, clone_ns}}) {
       jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 4);
-      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));  // the flags' low half (little endian)
+      stmt(BPF_LD | BPF_W | BPF_ABS,
+           offsetof(seccomp_data, args[0]));  // the flags' low half (little endian)
       jump(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1);
       stmt(BPF_RET | BPF_K, deny);
       stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
@@ -574,7 +604,8 @@ const sock_fprog* seccomp_filter() {
     stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     return p;
   }();
-  static const sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
+  static const sock_fprog prog{static_cast<unsigned short>(program.size()),
+                               const_cast<sock_filter*>(program.data())};
   return &prog;
 #else
   return nullptr;
@@ -584,20 +615,22 @@ const sock_fprog* seccomp_filter() {
 // The host's system directories as the run sees them: real folders are bound read-only, symlinks
 // (merged /usr: /bin -> usr/bin) recreated. Found once.
 struct host_layout {
-  std::vector<std::string> dirs;                            // "/usr", "/etc", ...
+  std::vector<std::string> dirs;                           // "/usr", "/etc", ...
   std::vector<std::pair<std::string, std::string>> links;  // "/bin" -> "usr/bin"
 };
 
 const host_layout& host_system() {
   static const host_layout layout = [] {
     host_layout l;
-    for (const char* name : {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    for (const char* name :
+         {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
       struct stat st {};
       if (::lstat(name, &st) < 0) continue;
       if (S_ISLNK(st.st_mode)) {
         std::array<char, 4096> target{};
         const ssize_t n = ::readlink(name, target.data(), target.size() - 1);
-        if (n > 0) l.links.emplace_back(name, std::string(target.data(), static_cast<std::size_t>(n)));
+        if (n > 0)
+          l.links.emplace_back(name, std::string(target.data(), static_cast<std::size_t>(n)));
       } else if (S_ISDIR(st.st_mode)) {
         l.dirs.emplace_back(name);
       }
@@ -608,7 +641,8 @@ const host_layout& host_system() {
 }
 
 bool is_under(const std::string& path, const std::string& dir) {
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
 }
 
 // Fills plan->steps: the run's root, a tmpfs of limits.tmpfs_bytes on `root` (the working
@@ -623,7 +657,8 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     return strings->back().c_str();
   };
   auto& steps = plan->steps;
-  auto add = [&](step_kind kind, const char* source, const std::string& rel, mode_t mode = 0755, bool optional = false) {
+  auto add = [&](step_kind kind, const char* source, const std::string& rel, mode_t mode = 0755,
+                 bool optional = false) {
     mount_step s;
     s.kind = kind;
     s.source = source;
@@ -632,7 +667,8 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     s.optional = optional;
     steps.push_back(s);
   };
-  auto add_fs = [&](const char* type, const std::string& rel, unsigned long flags, const char* data) -> mount_step& {
+  auto add_fs = [&](const char* type, const std::string& rel, unsigned long flags,
+                    const char* data) -> mount_step& {
     mount_step s;
     s.kind = step_kind::mount_fs;
     s.source = type;
@@ -643,19 +679,28 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     return steps.back();
   };
   const auto& l = request.limits;
-  const auto inodes = [](std::uint64_t bytes) { return std::max<std::uint64_t>(1024, bytes / (16 << 10)); };
+  const auto inodes = [](std::uint64_t bytes) {
+    return std::max<std::uint64_t>(1024, bytes / (16 << 10));
+  };
   add_fs("tmpfs", "", MS_NOSUID | MS_NODEV,
-         keep("size=" + std::to_string(l.tmpfs_bytes) + ",nr_inodes=" + std::to_string(inodes(l.tmpfs_bytes)) +
-              ",mode=0755"));
+         keep("size=" + std::to_string(l.tmpfs_bytes) +
+              ",nr_inodes=" + std::to_string(inodes(l.tmpfs_bytes)) + ",mode=0755"));
   const auto& host = host_system();
   for (const auto& dir : host.dirs) {
     add(step_kind::mkdir, nullptr, dir);
     add(step_kind::bind_ro, keep(dir), dir);
   }
   for (const auto& [link, target] : host.links) add(step_kind::symlink, keep(target), link);
-  for (const auto& [dir, mode] : std::initializer_list<std::pair<const char*, mode_t>>{
-           {"/dev", 0755}, {"/dev/shm", 01777}, {"/proc", 0555}, {"/sys", 0555}, {"/tmp", 0755}, {"/run", 0755},
-           {"/run/lock", 01777}, {"/var", 0755}, {"/var/tmp", 01777}}) {
+  for (const auto& [dir, mode] :
+       std::initializer_list<std::pair<const char*, mode_t>>{{"/dev", 0755},
+                                                             {"/dev/shm", 01777},
+                                                             {"/proc", 0555},
+                                                             {"/sys", 0555},
+                                                             {"/tmp", 0755},
+                                                             {"/run", 0755},
+                                                             {"/run/lock", 01777},
+                                                             {"/var", 0755},
+                                                             {"/var/tmp", 01777}}) {
     add(step_kind::mkdir, nullptr, dir, mode);
   }
   add(step_kind::symlink, "/run", "/var/run");
@@ -667,12 +712,15 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     add(step_kind::bind, keep(dev), dev);
   }
   for (const auto& [link, target] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"}, {"/dev/stdout", "/proc/self/fd/1"},
+           {"/dev/fd", "/proc/self/fd"},
+           {"/dev/stdin", "/proc/self/fd/0"},
+           {"/dev/stdout", "/proc/self/fd/1"},
            {"/dev/stderr", "/proc/self/fd/2"}}) {
     add(step_kind::symlink, target, link);
   }
   // The GPU: its device nodes (nvidiactl, nvidia0.., nvidia-uvm, the nvidia-caps folder) and the
-  // persistence daemon's socket folder, where they exist (they may appear after this process started).
+  // persistence daemon's socket folder, where they exist (they may appear after this process
+  // started).
   if (DIR* dev = ::opendir("/dev")) {
     while (dirent* e = ::readdir(dev)) {
       if (std::strncmp(e->d_name, "nvidia", 6) != 0) continue;
@@ -696,28 +744,34 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
   }
   for (const auto& requested : request.readonly_paths) {
     std::error_code ec;
-    const std::string path = std::filesystem::weakly_canonical(std::filesystem::absolute(requested), ec).string();
+    const std::string path =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(requested), ec).string();
     struct stat st {};
     if (ec || path.empty() || path == "/" || ::stat(path.c_str(), &st) < 0) continue;
     bool skip = false;
     for (const auto& dir : host.dirs) skip = skip || is_under(path, dir);
-    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"}) skip = skip || is_under(path, mine);
+    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"})
+      skip = skip || is_under(path, mine);
     if (skip) continue;
-    for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
       add(step_kind::mkdir, nullptr, path.substr(0, slash));
     }
     add(S_ISDIR(st.st_mode) ? step_kind::mkdir : step_kind::mkfile, nullptr, path, 0755);
     add(step_kind::bind_ro, keep(path), path);
   }
   add_fs("tmpfs", "/tmp", MS_NOSUID | MS_NODEV,
-         keep("size=" + std::to_string(l.scratch_bytes) + ",nr_inodes=" + std::to_string(inodes(l.scratch_bytes)) +
+         keep("size=" + std::to_string(l.scratch_bytes) +
+              ",nr_inodes=" + std::to_string(inodes(l.scratch_bytes)) +
               ",mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(uid)));
   // Only the run's own processes: its uid sees none of another uid's (pid 1, the supervisor, is
   // root's), so nothing of the orchestrator's command line or environment.
-  add_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible").alt_data = "hidepid=2";
+  add_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible").alt_data =
+      "hidepid=2";
   // A fresh sysfs (read-only; the CUDA driver reads PCI and NUMA topology there); where a new one
   // is refused, the host's bound read-only.
-  add_fs("sysfs", "/sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr).alt_source = "/sys";
+  add_fs("sysfs", "/sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr).alt_source =
+      "/sys";
   plan->root = keep(root);
   plan->scratch = keep(root + "/tmp");
 }
@@ -839,10 +893,22 @@ uid_range sandbox_uids() { return {k_uid_first, k_uid_count}; }
 
 std::string signal_name(int signal) {
   static const std::array<std::pair<int, const char*>, 16> names{{
-      {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGFPE, "SIGFPE"},   {SIGBUS, "SIGBUS"},
-      {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGPIPE, "SIGPIPE"}, {SIGTRAP, "SIGTRAP"}, {SIGINT, "SIGINT"},
-      {SIGHUP, "SIGHUP"},   {SIGSYS, "SIGSYS"},   {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
+      {SIGSEGV, "SIGSEGV"},
+      {SIGABRT, "SIGABRT"},
+      {SIGFPE, "SIGFPE"},
+      {SIGBUS, "SIGBUS"},
+      {SIGILL, "SIGILL"},
+      {SIGKILL, "SIGKILL"},
+      {SIGTERM, "SIGTERM"},
+      {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"},
+      {SIGPIPE, "SIGPIPE"},
+      {SIGTRAP, "SIGTRAP"},
+      {SIGINT, "SIGINT"},
+      {SIGHUP, "SIGHUP"},
+      {SIGSYS, "SIGSYS"},
+      {SIGUSR1, "SIGUSR1"},
+      {SIGUSR2, "SIGUSR2"},
   }};
   for (const auto& [n, name] : names) {
     if (n == signal) return name;
@@ -854,7 +920,8 @@ std::string isolation_summary() {
   static const std::string summary = [] {
     if (::geteuid() != 0) return std::string("fallback");
     const cgroup_host& cgroups = host_cgroups();
-    return "namespaces+pivot_root+seccomp+uid; " + (cgroups.usable() ? cgroups.words : "no cgroup: " + cgroups.why_not);
+    return "namespaces+pivot_root+seccomp+uid; " +
+           (cgroups.usable() ? cgroups.words : "no cgroup: " + cgroups.why_not);
   }();
   return summary;
 }
@@ -874,7 +941,8 @@ result<run_result> run_isolated(const run_request& request) {
   if (request.argv.empty()) return error{"run_isolated: empty argv"};
   if (request.stdin_data.size() > (64U << 10)) return error{"run_isolated: stdin_data over 64 KiB"};
   const std::string exe = resolve_executable(request.argv[0], request.env);
-  if (exe.empty()) return error{"run_isolated: '" + request.argv[0] + "' not found on the run's PATH"};
+  if (exe.empty())
+    return error{"run_isolated: '" + request.argv[0] + "' not found on the run's PATH"};
 
   fd_guard workdir(::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (workdir.fd < 0) {
@@ -955,7 +1023,8 @@ result<run_result> run_isolated(const run_request& request) {
     const auto& host = host_cgroups();
     if (!host.usable()) {
       cgroup_words = host.why_not;
-    } else if (cgroup.create(host, plan.uid, request.limits.memory_bytes, request.limits.processes, &cgroup_words)) {
+    } else if (cgroup.create(host, plan.uid, request.limits.memory_bytes, request.limits.processes,
+                             &cgroup_words)) {
       cgroup_words = host.words;
       plan.cgroup_fds = cgroup.enter_fds;
     }
@@ -975,12 +1044,13 @@ result<run_result> run_isolated(const run_request& request) {
     pid = do_clone3(flags, &pidfd);
     if (pid == 0) supervise(plan);
     if (pid < 0) {
-      isolation = "fallback: namespaces refused (" + errno_text(errno) + "); session and uid only; " + seccomp_word +
-                  cgroup_words;
+      isolation = "fallback: namespaces refused (" + errno_text(errno) +
+                  "); session and uid only; " + seccomp_word + cgroup_words;
       plan.namespaces = false;
     } else {
-      isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") + " namespaces; pivot_root; " +
-                  seccomp_word + "uid " + std::to_string(plan.uid) + "; " + cgroup_words;
+      isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") +
+                  " namespaces; pivot_root; " + seccomp_word + "uid " + std::to_string(plan.uid) +
+                  "; " + cgroup_words;
     }
   }
   if (pid < 0) {
@@ -988,8 +1058,10 @@ result<run_result> run_isolated(const run_request& request) {
     if (pid == 0) supervise(plan);
     if (pid < 0) return error{"run_isolated: clone3: " + errno_text(errno)};
     if (isolation.empty()) {
-      isolation = "fallback: not root, session and rlimits only (no private uid; network namespace only "
-                  "where unprivileged user namespaces are allowed); " + seccomp_word + "no cgroup: not root";
+      isolation =
+          "fallback: not root, session and rlimits only (no private uid; network namespace only "
+          "where unprivileged user namespaces are allowed); " +
+          seccomp_word + "no cgroup: not root";
     }
   }
   fd_guard pid_guard(pidfd);
@@ -1005,7 +1077,8 @@ result<run_result> run_isolated(const run_request& request) {
   // Feed stdin (fits the pipe buffer, so this never blocks), then close it.
   if (!request.stdin_data.empty()) {
     ::fcntl(in_w.fd, F_SETFL, O_NONBLOCK);
-    [[maybe_unused]] auto n = ::write(in_w.fd, request.stdin_data.data(), request.stdin_data.size());
+    [[maybe_unused]] auto n =
+        ::write(in_w.fd, request.stdin_data.data(), request.stdin_data.size());
   }
   in_w.reset();
 
@@ -1018,7 +1091,8 @@ result<run_result> run_isolated(const run_request& request) {
   siginfo_t info{};
   std::array<char, 65536> buffer{};
 
-  capture out_capture(request.limits.output_cap_bytes), err_capture(request.limits.output_cap_bytes);
+  capture out_capture(request.limits.output_cap_bytes),
+      err_capture(request.limits.output_cap_bytes);
   auto drain = [&](int fd, capture& into, bool& open) {
     for (;;) {
       const ssize_t n = ::read(fd, buffer.data(), buffer.size());
@@ -1034,8 +1108,9 @@ result<run_result> run_isolated(const run_request& request) {
 
   // The tree's CPU time, where the cgroup counts it: it cannot grow faster than one second per
   // second per CPU, so it is read only when it could have reached the limit since the last look.
-  const std::int64_t cpu_limit_ns =
-      request.limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0 ? std::int64_t{request.limits.cpu_seconds} * 1'000'000'000 : -1;
+  const std::int64_t cpu_limit_ns = request.limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0
+                                        ? std::int64_t{request.limits.cpu_seconds} * 1'000'000'000
+                                        : -1;
   const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   auto next_cpu_check = clock_type::time_point::max();
   auto schedule_cpu_check = [&](clock_type::time_point now, std::int64_t used_ns) {
@@ -1086,7 +1161,8 @@ result<run_result> run_isolated(const run_request& request) {
     const nfds_t oom_index = !stopped && cgroup.oom_event_fd >= 0 ? count : 99;
     if (oom_index != 99) fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
     const auto wake = std::min(deadline, next_cpu_check);
-    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    const auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -1157,18 +1233,20 @@ result<run_result> run_isolated(const run_request& request) {
   } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == exec_failed) {
     return error{"run_isolated: cannot execute '" + exe + "': " + errno_text(r.value)};
   } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == setup_failed) {
-    return error{"run_isolated: sandbox setup step " + std::to_string(r.step) + " failed: " +
-                 errno_text(r.value)};
+    return error{"run_isolated: sandbox setup step " + std::to_string(r.step) +
+                 " failed: " + errno_text(r.value)};
   } else {
     // The supervisor died before the command finished: killed at the deadline, or by the command.
-    out.signal = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED ? info.si_status : SIGKILL;
+    out.signal =
+        info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED ? info.si_status : SIGKILL;
   }
   if (out.timed_out && out.exited) {
     // It finished within the grace period after SIGTERM: still a timeout.
     out.exited = false;
     out.signal = SIGTERM;
   }
-  if (const std::int64_t used = cgroup.cpu_ns(); used > 0) out.cpu = std::chrono::microseconds(used / 1000);
+  if (const std::int64_t used = cgroup.cpu_ns(); used > 0)
+    out.cpu = std::chrono::microseconds(used / 1000);
   if (cgroup.oom_kills() > 0) out.memory_exceeded = true;
   if (out.cpu_exceeded) {
     out.exited = false;
@@ -1184,7 +1262,8 @@ std::filesystem::path default_scratch_root() {
   return tmp / "leap-sandbox";
 }
 
-result<scratch_dir> scratch_dir::create(const std::filesystem::path& root, const std::string& prefix) {
+result<scratch_dir> scratch_dir::create(const std::filesystem::path& root,
+                                        const std::string& prefix) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) return error{"scratch root " + root.string() + ": " + ec.message()};
@@ -1196,7 +1275,9 @@ result<scratch_dir> scratch_dir::create(const std::filesystem::path& root, const
   return scratch_dir(templ);
 }
 
-scratch_dir::scratch_dir(scratch_dir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+scratch_dir::scratch_dir(scratch_dir&& other) noexcept : path_(std::move(other.path_)) {
+  other.path_.clear();
+}
 
 scratch_dir& scratch_dir::operator=(scratch_dir&& other) noexcept {
   if (this != &other) {
@@ -1240,7 +1321,8 @@ result<std::string> read_untrusted_file(const std::filesystem::path& path, std::
     return error{path.filename().string() + " is not a regular file"};
   }
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    return error{path.filename().string() + " is larger than " + std::to_string(max_bytes) + " bytes"};
+    return error{path.filename().string() + " is larger than " + std::to_string(max_bytes) +
+                 " bytes"};
   }
   std::string content(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;

@@ -7,20 +7,20 @@
 
 #include "common/result.hpp"
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
 
 namespace leap::sandbox {
 
 struct resource_limits {
-  // Wall-clock limit, enforced by the caller's thread: SIGTERM to the group, SIGKILL after the grace.
-  std::chrono::milliseconds wall{10'000};  // Default: 10 s
+  // Wall-clock limit, enforced by the caller's thread: SIGTERM to the group, SIGKILL after the
+  // grace.
+  std::chrono::milliseconds wall{10'000};     // Default: 10 s
   std::chrono::milliseconds kill_grace{200};  // Default: 200 ms
   // CPU seconds. Per process: RLIMIT_CPU (the kernel sends SIGXCPU, then SIGKILL one second later).
   // For the whole tree, where a cgroup's CPU usage can be read: the run is killed as soon as its
@@ -32,14 +32,16 @@ struct resource_limits {
   // RLIMIT_NOFILE. Default: 64
   int open_files = 64;
   // Processes and threads of the whole tree: the cgroup's pids.max, and RLIMIT_NPROC of the run's
-  // private uid (only enforced when privileges were dropped, see run_result::isolation). Default: 64
+  // private uid (only enforced when privileges were dropped, see run_result::isolation). Default:
+  // 64
   int processes = 64;
   // Memory of the whole tree (the cgroup's limit; it also counts what the run keeps in its scratch
   // and private tmpfs, which live in memory). Past it the kernel's OOM killer ends the run and
   // run_result::memory_exceeded is set. 0: unlimited. Without a usable cgroup only the per-process
   // address_space_bytes applies (run_result::isolation says "no cgroup"). Default: 4 GiB
   std::uint64_t memory_bytes = 4ULL << 30;
-  // RLIMIT_AS; 0 leaves it unlimited (CUDA reserves terabytes of virtual address space). Default: 4 GiB
+  // RLIMIT_AS; 0 leaves it unlimited (CUDA reserves terabytes of virtual address space). Default: 4
+  // GiB
   std::uint64_t address_space_bytes = 4ULL << 30;
   // Bytes of stdout and of stderr kept each: the first three quarters and the last quarter, with a
   // "[... N bytes not kept ...]" line between; the rest is read and discarded so the command never
@@ -62,12 +64,12 @@ struct run_request {
   // are copied into the run's private scratch tmpfs (limits.scratch_bytes), which is the command's
   // working directory and /tmp, and when the command has ended and every process of the run is
   // dead, the regular files and folders it left there (symlinks, devices, fifos not; at most 8
-  // levels deep) are copied back here, replacing files of the same name. Use relative paths in argv.
-  // Without namespaces (the fallback) the command runs in this directory itself (chown to the
+  // levels deep) are copied back here, replacing files of the same name. Use relative paths in
+  // argv. Without namespaces (the fallback) the command runs in this directory itself (chown to the
   // run's uid).
   std::filesystem::path working_dir;
-  // The complete environment of the command, besides HOME and TMPDIR which the run sets to a private
-  // directory. Nothing of the caller's environment is inherited.
+  // The complete environment of the command, besides HOME and TMPDIR which the run sets to a
+  // private directory. Nothing of the caller's environment is inherited.
   std::vector<std::pair<std::string, std::string>> env;
   // Written to the command's stdin, which is then closed. At most 64 KiB.
   std::string stdin_data;
@@ -80,15 +82,15 @@ struct run_request {
   // Paths that do not exist or lie under a system directory are skipped. Default: none
   std::vector<std::filesystem::path> readonly_paths;
   // A descriptor the command gets as its descriptor 3 (e.g. one end of a socketpair to another
-  // sandboxed command), or -1 for none. The call takes ownership: it closes the caller's copy once the
-  // command has started (or when the call fails), so that the peer sees end-of-file exactly when the
-  // command and everything it started are gone. Default: -1
+  // sandboxed command), or -1 for none. The call takes ownership: it closes the caller's copy once
+  // the command has started (or when the call fails), so that the peer sees end-of-file exactly
+  // when the command and everything it started are gone. Default: -1
   int pass_fd = -1;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 
 struct run_result {
-  bool exited = false;     // exited normally with exit_code
+  bool exited = false;  // exited normally with exit_code
   int exit_code = -1;
   int signal = 0;          // the signal that ended it, when !exited (SIGKILL after a timeout)
   bool timed_out = false;  // the wall-clock limit was reached and the group was killed
@@ -107,13 +109,15 @@ struct run_result {
   // The tree's CPU time passed limits.cpu_seconds and it was killed (then also signal == SIGXCPU).
   bool cpu_exceeded = false;
   // What isolation was applied, e.g. "pid,mnt,ipc,net namespaces; pivot_root; seccomp; uid 61003;
-  // cgroup v1 memory,pids,cpuacct", with "no cgroup: <why>" in place of the last part when no cgroup
-  // could be used, or "fallback: session only (...)". Stable words so that tests and logs can grep it.
+  // cgroup v1 memory,pids,cpuacct", with "no cgroup: <why>" in place of the last part when no
+  // cgroup could be used, or "fallback: session only (...)". Stable words so that tests and logs
+  // can grep it.
   std::string isolation;
   // Host pid of the run's session leader (== its process group and session id). Diagnostics only:
   // by the time the call returns, nothing of the session is alive.
   pid_t session_id = 0;
-  uid_t run_uid = 0;  // the uid the command ran as (the caller's own when privileges were not dropped)
+  uid_t run_uid =
+      0;  // the uid the command ran as (the caller's own when privileges were not dropped)
 };
 
 // Runs `request` to completion. Returns an error only when the run could not be started (missing
@@ -121,13 +125,14 @@ struct run_result {
 // hang, flood, fork bomb — is a run_result. Blocks the calling thread (poll on a pidfd and the
 // pipes, no busy loop) for at most limits.wall + limits.kill_grace + a small drain margin.
 // Thread-safe: concurrent calls use distinct uids and namespaces.
-// On return no process of the run is alive, no zombie and no cgroup is left; the working directory and what
-// the command wrote there (copied back, see run_request::working_dir) remain (the caller removes it).
+// On return no process of the run is alive, no zombie and no cgroup is left; the working directory
+// and what the command wrote there (copied back, see run_request::working_dir) remain (the caller
+// removes it).
 result<run_result> run_isolated(const run_request& request);
 
 // Describes the strongest isolation this process can apply, without running anything
-// (e.g. "namespaces+pivot_root+seccomp+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback" otherwise). Cached after
-// the first call.
+// (e.g. "namespaces+pivot_root+seccomp+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback"
+// otherwise). Cached after the first call.
 std::string isolation_summary();
 
 // The range of private uids runs switch to when the caller is root: [first, first + count).
@@ -166,7 +171,8 @@ class scratch_dir {
 // The default scratch root: $TMPDIR (or /tmp) / "leap-sandbox".
 std::filesystem::path default_scratch_root();
 
-// Writes `content` to `path` (0644, truncating), refusing to follow a symlink. Errors name the path.
+// Writes `content` to `path` (0644, truncating), refusing to follow a symlink. Errors name the
+// path.
 status write_file(const std::filesystem::path& path, const std::string& content);
 // Reads a regular file written by an untrusted command: symlinks are refused and at most
 // `max_bytes` are read (more is an error). Errors name the path.

@@ -4,10 +4,12 @@ namespace leap::sandbox {
 namespace {
 
 // Both programs share the framing (a 4-byte big-endian length, then the bytes) and the codec for
-// what the candidate sends (tagged JSON: {"t": [...]} a tuple, {"d": [[k, v], ...]} a dict, {"s"|"f":
-// [...]} a set or frozenset, {"b"|"y": hex} bytes or bytearray, {"c": [re, im]} a complex). The judge
-// sends arguments with marshal (fast, and only the candidate's own process decodes them).
-const char* const k_codec = R"PY(# --- codec: plain data only, both ways (shared by the judge and the candidate's server) ---
+// what the candidate sends (tagged JSON: {"t": [...]} a tuple, {"d": [[k, v], ...]} a dict,
+// {"s"|"f":
+// [...]} a set or frozenset, {"b"|"y": hex} bytes or bytearray, {"c": [re, im]} a complex). The
+// judge sends arguments with marshal (fast, and only the candidate's own process decodes them).
+const char* const k_codec =
+    R"PY(# --- codec: plain data only, both ways (shared by the judge and the candidate's server) ---
 import json
 import os
 import struct
@@ -153,7 +155,10 @@ def _recv(limit):
 
 const std::string& python_judge_source() {
   static const std::string source =
-      std::string("# LEAP python judge (generated): runs tests.py; the candidate runs in another process.\n") + k_codec +
+      std::string(
+          "# LEAP python judge (generated): runs tests.py; the candidate runs in another "
+          "process.\n") +
+      k_codec +
       R"PY(# --- the judge: runs tests.py; `solution` is a proxy whose functions call the candidate's process ---
 import builtins
 import marshal
@@ -417,8 +422,11 @@ os._exit(0)
 
 const std::string& python_candidate_server_source() {
   static const std::string source =
-      std::string("# LEAP python candidate server (generated): answers the judge's calls with solution.py.\n") +
-      k_codec + R"PY(# --- the candidate's side: imports solution.py and answers calls from the judge on descriptor 3 ---
+      std::string(
+          "# LEAP python candidate server (generated): answers the judge's calls with "
+          "solution.py.\n") +
+      k_codec +
+      R"PY(# --- the candidate's side: imports solution.py and answers calls from the judge on descriptor 3 ---
 import marshal
 import sys
 

@@ -1,7 +1,7 @@
 // The two programs of a python task's verification. The candidate's code runs in one sandboxed
 // process (solution.py and the server, nothing else in its folder); the task's tests run in another
-// (tests.py and the judge), where `from solution import f` yields proxies that send the arguments to
-// the candidate's process and take its results back, as plain data both ways, over descriptor 3
+// (tests.py and the judge), where `from solution import f` yields proxies that send the arguments
+// to the candidate's process and take its results back, as plain data both ways, over descriptor 3
 // (one end of a socketpair the engine gives each process). Nothing the candidate sends can run code
 // in the judge: results are decoded by json.loads into exact builtin types (None, bool, int, float,
 // complex, str, bytes, bytearray, tuple, list, dict, set, frozenset), bounded in size and depth.

@@ -66,7 +66,8 @@ result<task> task_from_json(const json& j, const std::string& context) {
       }
       t.target = j["target"].get<int>();
       if (t.target < 0) return fail("'target' must be >= 0");
-      if (t.prompt.empty()) t.prompt = "Write digits whose sum is " + std::to_string(t.target) + ".";
+      if (t.prompt.empty())
+        t.prompt = "Write digits whose sum is " + std::to_string(t.target) + ".";
     }
     if (j.contains("args")) {
       if (!j["args"].is_array()) return fail("'args' must be an array");
@@ -74,7 +75,8 @@ result<task> task_from_json(const json& j, const std::string& context) {
       for (const auto& a : j["args"]) {
         const std::string where = "'args[" + std::to_string(index++) + "]'";
         arg_spec arg;
-        if (!a.contains("name") || !a["name"].is_string()) return fail(where + ": 'name' is required");
+        if (!a.contains("name") || !a["name"].is_string())
+          return fail(where + ": 'name' is required");
         arg.name = a["name"].get<std::string>();
         auto type = parse_type(a.value("type", "float"));
         if (!type) return fail(where + ": " + type.err().message);
@@ -83,12 +85,14 @@ result<task> task_from_json(const json& j, const std::string& context) {
         if (!role) return fail(where + ": " + role.err().message);
         arg.role = *role;
         if (arg.role == arg_role::scalar) {
-          if (!a.contains("value") || !a["value"].is_number()) return fail(where + ": a scalar needs a numeric 'value'");
+          if (!a.contains("value") || !a["value"].is_number())
+            return fail(where + ": a scalar needs a numeric 'value'");
           arg.value = a["value"].get<double>();
         } else {
           if (!a.contains("count")) return fail(where + ": a pointer arg needs 'count'");
-          arg.count = a["count"].is_number_integer() ? std::to_string(a["count"].get<std::int64_t>())
-                                                      : a["count"].get<std::string>();
+          arg.count = a["count"].is_number_integer()
+                          ? std::to_string(a["count"].get<std::int64_t>())
+                          : a["count"].get<std::string>();
           if (a.contains("range")) {
             const auto& r = a["range"];
             if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number()) {
@@ -151,9 +155,11 @@ result<std::int64_t> element_count(const task& t, const arg_spec& arg) {
   std::stringstream ss(arg.count);
   std::string term;
   while (std::getline(ss, term, '*')) {
-    term.erase(std::remove_if(term.begin(), term.end(), [](unsigned char c) { return std::isspace(c); }),
-               term.end());
-    if (term.empty()) return error{t.id + ": arg '" + arg.name + "': empty term in count '" + arg.count + "'"};
+    term.erase(
+        std::remove_if(term.begin(), term.end(), [](unsigned char c) { return std::isspace(c); }),
+        term.end());
+    if (term.empty())
+      return error{t.id + ": arg '" + arg.name + "': empty term in count '" + arg.count + "'"};
     std::int64_t v = 0;
     if (std::all_of(term.begin(), term.end(), [](unsigned char c) { return std::isdigit(c); })) {
       v = std::stoll(term);
@@ -161,7 +167,8 @@ result<std::int64_t> element_count(const task& t, const arg_spec& arg) {
       bool found = false;
       v = scalar_value(t, term, &found);
       if (!found) {
-        return error{t.id + ": arg '" + arg.name + "': count term '" + term + "' is neither an integer nor a scalar arg"};
+        return error{t.id + ": arg '" + arg.name + "': count term '" + term +
+                     "' is neither an integer nor a scalar arg"};
       }
     }
     product *= v;
@@ -174,11 +181,13 @@ status validate_task(const task& t) {
   const std::string where = t.id.empty() ? t.origin : t.id;
   switch (traits_of(t.kind).needs) {
     case required_source::args_and_reference: {
-      if (t.args.empty()) return error{where + ": 'args' is required for a " + to_string(t.kind) + " task"};
+      if (t.args.empty())
+        return error{where + ": 'args' is required for a " + to_string(t.kind) + " task"};
       if (t.reference.empty()) return error{where + ": reference.cpp (or 'reference') is required"};
       std::set<std::string> names;
       for (const auto& a : t.args) {
-        if (!names.insert(a.name).second) return error{where + ": arg name '" + a.name + "' appears twice"};
+        if (!names.insert(a.name).second)
+          return error{where + ": arg name '" + a.name + "' appears twice"};
         if (a.role != arg_role::scalar) {
           auto n = element_count(t, a);
           if (!n) return n.err();
@@ -279,8 +288,10 @@ result<std::vector<task>> load_jsonl(const fs::path& file) {
         }
       }
     } catch (const json::exception& e) {
-      return error{context + ": 'reference', 'tests', 'solution' must be strings and 'wrong' a list of "
-                             "{label, code}: " + e.what()};
+      return error{context +
+                   ": 'reference', 'tests', 'solution' must be strings and 'wrong' a list of "
+                   "{label, code}: " +
+                   e.what()};
     }
     if (auto v = validate_task(*t); !v) return error{context + ": " + v.err().message};
     tasks.push_back(std::move(t.value()));
@@ -302,17 +313,19 @@ result<task> load_kernelbench_file(const fs::path& file, const std::string& leve
   t.category = "kernelbench";
   const auto digits = level.find_first_of("0123456789");
   t.difficulty = digits == std::string::npos ? 1 : std::max(1, std::atoi(level.c_str() + digits));
-  t.prompt = "You are given the following PyTorch model:\n\n```python\n" + *text +
-             "```\n\nWrite a class ModelNew with the same constructor arguments and forward() semantics "
-             "that replaces the PyTorch operators with custom CUDA kernels for speed. Give the complete "
-             "Python source in one ```python block.";
+  t.prompt =
+      "You are given the following PyTorch model:\n\n```python\n" + *text +
+      "```\n\nWrite a class ModelNew with the same constructor arguments and forward() semantics "
+      "that replaces the PyTorch operators with custom CUDA kernels for speed. Give the complete "
+      "Python source in one ```python block.";
   t.reference = *text;
   t.origin = file.string();
   return t;
 }
 
 result<std::vector<task>> load_kernelbench_dir(const fs::path& dir) {
-  if (!fs::is_directory(dir)) return error{"KernelBench directory " + dir.string() + " does not exist"};
+  if (!fs::is_directory(dir))
+    return error{"KernelBench directory " + dir.string() + " does not exist"};
   std::vector<std::pair<fs::path, std::string>> levels;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.is_directory() && e.path().filename().string().rfind("level", 0) == 0) {
@@ -350,15 +363,19 @@ result<task> resolve_task(const std::string& spec, const fs::path& suite_root) {
       for (auto& t : *tasks) {
         if (id_in_file.empty() || t.id == id_in_file) return std::move(t);
       }
-      return error{p.string() + ": no task" + (id_in_file.empty() ? std::string{} : " with id '" + id_in_file + "'")};
+      return error{p.string() + ": no task" +
+                   (id_in_file.empty() ? std::string{} : " with id '" + id_in_file + "'")};
     }
-    if (p.extension() == ".py") return load_kernelbench_file(p, p.parent_path().filename().string());
+    if (p.extension() == ".py")
+      return load_kernelbench_file(p, p.parent_path().filename().string());
     if (p.filename() == "task.json") return load_task_dir(p.parent_path());
-    return error{p.string() + ": not a task (expected a task directory, task.json, .jsonl or KernelBench .py)"};
+    return error{p.string() +
+                 ": not a task (expected a task directory, task.json, .jsonl or KernelBench .py)"};
   }
   const fs::path by_id = suite_root / spec;
   if (fs::exists(by_id / "task.json")) return load_task_dir(by_id);
-  return error{"no task '" + spec + "': not a file or directory, and no " + by_id.string() + "/task.json"};
+  return error{"no task '" + spec + "': not a file or directory, and no " + by_id.string() +
+               "/task.json"};
 }
 
 }  // namespace leap::sandbox

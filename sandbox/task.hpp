@@ -25,10 +25,10 @@ struct arg_spec {
   std::string name;
   value_type type = value_type::f32;
   arg_role role = arg_role::input;
-  std::string count;         // pointer args: an integer, a scalar arg's name, or a '*'-product of both
-  double low = -1.0;         // input/inout value range (integers: inclusive bounds). Default: [-1, 1]
+  std::string count;  // pointer args: an integer, a scalar arg's name, or a '*'-product of both
+  double low = -1.0;  // input/inout value range (integers: inclusive bounds). Default: [-1, 1]
   double high = 1.0;
-  double value = 0.0;        // scalar args
+  double value = 0.0;  // scalar args
 };
 
 struct tolerance {
@@ -51,18 +51,18 @@ struct task {
   int difficulty = 1;
   std::string category;
   std::string prompt;
-  std::vector<arg_spec> args;               // cuda/cpp
-  std::optional<tolerance> tol;             // absent: per-type defaults
-  std::vector<std::string> forbidden;       // absent in task.json: the kind's defaults
+  std::vector<arg_spec> args;          // cuda/cpp
+  std::optional<tolerance> tol;        // absent: per-type defaults
+  std::vector<std::string> forbidden;  // absent in task.json: the kind's defaults
   std::uint64_t seed = 1234;
   // cuda/cpp: reference.cpp (`void reference(...)`, host C++17). kernelbench: the problem file
   // (Model, get_inputs, get_init_inputs). python: unused.
   std::string reference;
-  std::string tests;                        // python: tests.py
-  std::string solution;                     // a known-good candidate (bare code), may be empty
-  std::vector<labelled_code> wrong;         // known-bad candidates
-  std::string origin;                       // where it was loaded from, for messages
-  int target = 0;                           // digits: the sum the answer's digits must reach
+  std::string tests;                 // python: tests.py
+  std::string solution;              // a known-good candidate (bare code), may be empty
+  std::vector<labelled_code> wrong;  // known-bad candidates
+  std::string origin;                // where it was loaded from, for messages
+  int target = 0;                    // digits: the sum the answer's digits must reach
   // kernelbench: whether ModelNew must run a kernel of its own, "require" or "off"; empty: the
   // engine's default, require on CUDA and off on CPU (see sandbox/kernelbench.hpp). Default: empty
   std::string own_kernel;
@@ -95,12 +95,14 @@ status validate_task(const task& t);
 result<std::int64_t> element_count(const task& t, const arg_spec& arg);
 
 // Loads one suite task directory: task.json, reference.cpp, tests.py, solution.<ext>, wrong/*.
-result<task> load_task_dir(const std::filesystem::path& dir, task_checks checks = task_checks::full);
+result<task> load_task_dir(const std::filesystem::path& dir,
+                           task_checks checks = task_checks::full);
 
 // Loads every task below `root` (<kind>/<name>/task.json), sorted by id. An invalid task is an
 // error naming its directory. The one reader of the suite format: the sandbox, `leap run` and
 // the scripted policy (`leap serve-policy --suite`) all read suites through it.
-result<std::vector<task>> load_suite(const std::filesystem::path& root, task_checks checks = task_checks::full);
+result<std::vector<task>> load_suite(const std::filesystem::path& root,
+                                     task_checks checks = task_checks::full);
 
 // A JSONL dataset: one task object per line with task.json's fields plus inline "reference",
 // "solution", "wrong" ([{"label", "code"}]) and "tests". Blank lines are skipped. Errors name the
@@ -108,8 +110,9 @@ result<std::vector<task>> load_suite(const std::filesystem::path& root, task_che
 result<std::vector<task>> load_jsonl(const std::filesystem::path& file);
 
 // A KernelBench directory: either a folder of level folders (level1/, level2/, ...) or one level
-// folder, each holding problem files "<n>_<name>.py" defining Model, get_inputs and get_init_inputs.
-// Ids are "kernelbench/<level>/<file stem>". Errors name the file lacking a definition.
+// folder, each holding problem files "<n>_<name>.py" defining Model, get_inputs and
+// get_init_inputs. Ids are "kernelbench/<level>/<file stem>". Errors name the file lacking a
+// definition.
 result<std::vector<task>> load_kernelbench_dir(const std::filesystem::path& dir);
 // One KernelBench problem file.
 result<task> load_kernelbench_file(const std::filesystem::path& file, const std::string& level);

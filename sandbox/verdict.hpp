@@ -9,7 +9,8 @@
 
 namespace leap::sandbox {
 
-// verdict_category and its names (to_string, parse_verdict_category) come from the shared vocabulary.
+// verdict_category and its names (to_string, parse_verdict_category) come from the shared
+// vocabulary.
 
 struct timing_stats {
   double median_ms = 0;

@@ -118,7 +118,9 @@ void verifier::restore(int gpu) {
 }
 
 void verifier::run_loop(int slot) {
-  const int gpu = config_.gpus.empty() ? -1 : config_.gpus[static_cast<std::size_t>(slot) % config_.gpus.size()];
+  const int gpu = config_.gpus.empty()
+                      ? -1
+                      : config_.gpus[static_cast<std::size_t>(slot) % config_.gpus.size()];
   job j;
   for (;;) {
     {
@@ -189,9 +191,11 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
     current = *again;
   }
   std::string slots;
-  for (int g : tried) slots += (slots.empty() ? "" : ", ") + (g >= 0 ? "GPU " + std::to_string(g) : std::string("no GPU"));
-  std::string text = "infrastructure failure persisted over " + std::to_string(failures.size()) + " attempt(s) of " +
-                     j.t->id + " (slots tried: " + slots + ")";
+  for (int g : tried)
+    slots +=
+        (slots.empty() ? "" : ", ") + (g >= 0 ? "GPU " + std::to_string(g) : std::string("no GPU"));
+  std::string text = "infrastructure failure persisted over " + std::to_string(failures.size()) +
+                     " attempt(s) of " + j.t->id + " (slots tried: " + slots + ")";
   for (const auto& f : failures) text += "\n  " + f;
   return error{text};
 }
@@ -212,14 +216,19 @@ verifier_load verifier::load() const {
 std::future<result<verdict>> verifier::submit(std::shared_ptr<const task> t, std::string answer) {
   auto promise = std::make_shared<std::promise<result<verdict>>>();
   auto future = promise->get_future();
-  submit(std::move(t), std::move(answer), [promise](result<verdict> v) { promise->set_value(std::move(v)); });
+  submit(std::move(t), std::move(answer),
+         [promise](result<verdict> v) { promise->set_value(std::move(v)); });
   return future;
 }
 
-result<std::future<result<verdict>>> verifier::try_submit(std::shared_ptr<const task> t, std::string answer) {
+result<std::future<result<verdict>>> verifier::try_submit(std::shared_ptr<const task> t,
+                                                          std::string answer) {
   auto promise = std::make_shared<std::promise<result<verdict>>>();
   auto future = promise->get_future();
-  job j{std::move(t), std::move(answer), [promise](result<verdict> v) { promise->set_value(std::move(v)); }, {}};
+  job j{std::move(t),
+        std::move(answer),
+        [promise](result<verdict> v) { promise->set_value(std::move(v)); },
+        {}};
   ++compile_queued_;
   if (!compile_queue_.push(std::move(j), false)) {
     --compile_queued_;

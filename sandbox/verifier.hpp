@@ -9,11 +9,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,7 +24,7 @@ namespace leap::sandbox {
 struct verifier_config {
   engine_config engine;
   int compile_workers = 0;  // Default: 0 = std::thread::hardware_concurrency()
-  int run_slots = 0;        // Default: 0 = hardware_concurrency (CPU kinds), or gpus.size() when set
+  int run_slots = 0;  // Default: 0 = hardware_concurrency (CPU kinds), or gpus.size() when set
   // The CUDA device of each run slot: slot i runs with CUDA_VISIBLE_DEVICES=gpus[i % gpus.size()].
   // Empty: cuda runs get no CUDA_VISIBLE_DEVICES (the driver's default device). Default: empty
   std::vector<int> gpus;
@@ -67,7 +67,8 @@ class verifier {
   // The same with a future.
   std::future<result<verdict>> submit(std::shared_ptr<const task> t, std::string answer);
   // Never blocks: an error whose message is "busy" when the compile queue is full. Thread-safe.
-  result<std::future<result<verdict>>> try_submit(std::shared_ptr<const task> t, std::string answer);
+  result<std::future<result<verdict>>> try_submit(std::shared_ptr<const task> t,
+                                                  std::string answer);
 
   [[nodiscard]] engine& verification_engine() { return *engine_; }
   [[nodiscard]] int compile_workers() const { return static_cast<int>(compile_threads_.size()); }

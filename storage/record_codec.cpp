@@ -501,5 +501,4 @@ result<run_record> decode_run(std::string_view bytes) {
   return run;
 }
 
-
 }  // namespace leap

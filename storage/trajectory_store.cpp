@@ -5,16 +5,15 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <mutex>
 #include <system_error>
+#include <unistd.h>
 
 namespace leap {
 
@@ -160,8 +159,10 @@ std::string lost_writes_report::describe() const {
   }
   return "it lost " + std::to_string(acknowledged - present) +
          " record writes it had acknowledged (the last acknowledged is number " +
-         std::to_string(acknowledged) + ", the store now ends at number " + std::to_string(present) +
-         "; a group is 3 writes, a finished turn 1, a run 1, a step 1 plus one per metric), so the newest groups, "
+         std::to_string(acknowledged) + ", the store now ends at number " +
+         std::to_string(present) +
+         "; a group is 3 writes, a finished turn 1, a run 1, a step 1 plus one per metric), so the "
+         "newest groups, "
          "steps or run records are gone: its write-ahead log (*.log) was probably truncated or "
          "deleted, or the disk lost data it had confirmed";
 }
@@ -382,9 +383,8 @@ status write_batch::put_turn(const group_ref& group, std::uint32_t rollout, std:
                  " log-probs"};
   }
   const auto value = encode(record);
-  auto s = impl_->guarded([&] {
-    return impl_->batch.Put(impl_->default_cf, keys::turn(group, rollout, turn), value);
-  });
+  auto s = impl_->guarded(
+      [&] { return impl_->batch.Put(impl_->default_cf, keys::turn(group, rollout, turn), value); });
   if (s) {
     ++impl_->records;
   }
@@ -472,11 +472,13 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
     std::size_t count = 0;
     const auto entries = list_entries(path, &count);
-    return error{state->where() + ": the folder holds " + std::to_string(count) +
-                 " files (" + entries +
+    return error{state->where() + ": the folder holds " + std::to_string(count) + " files (" +
+                 entries +
                  ") but no CURRENT file, so it is a damaged RocksDB database (or not a store); "
                  "nothing in it was changed. To recover what it holds into a copy, run `leap "
-                 "repair-store " + path.string() + " COPY`, check the copy, then move the damaged "
+                 "repair-store " +
+                 path.string() +
+                 " COPY`, check the copy, then move the damaged "
                  "folder aside and the copy into its place"};
   }
   db_options.create_if_missing = may_create && !exists;
@@ -535,14 +537,14 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     std::vector<rocksdb::ColumnFamilyDescriptor> present_families;
     for (const auto& name : families) present_families.emplace_back(name, family);
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    auto ps = rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles,
-                                           &raw);
+    auto ps =
+        rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles, &raw);
     if (!ps.ok()) {
       return state->fail("open", ps);
     }
     probed = raw->GetLatestSequenceNumber();
     for (auto* h : handles) (void)raw->DestroyColumnFamilyHandle(h);  // read-only: cannot fail
-    (void)raw->Close();  // read-only: nothing to lose
+    (void)raw->Close();                                               // read-only: nothing to lose
     delete raw;
     raw = nullptr;
   }
@@ -621,8 +623,8 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     const auto file = path / acknowledged_mark_file;
     state->mark_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (state->mark_fd < 0) {
-      auto err = error{state->where() + ": cannot open " + file.string() + ": " +
-                       std::strerror(errno)};
+      auto err =
+          error{state->where() + ": cannot open " + file.string() + ": " + std::strerror(errno)};
       (void)state->close();  // the mark error is the one to report
       return err;
     }
@@ -708,8 +710,8 @@ status trajectory_store::put_group(const group_record& group) {
   return write_one(*this, [&](write_batch& b) { return b.put_group(group); });
 }
 
-status trajectory_store::put_turn(const group_ref& group, std::uint32_t rollout,
-                                  std::uint32_t turn, const turn_record& record) {
+status trajectory_store::put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,
+                                  const turn_record& record) {
   if (auto s = impl_->check_open(); !s) {
     return s;
   }

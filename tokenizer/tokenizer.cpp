@@ -6,10 +6,7 @@
 #include "common/utf8.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-#include <unicode/bytestream.h>
-#include <unicode/normalizer2.h>
-#include <unicode/uchar.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -17,9 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <pcre2.h>
 #include <queue>
 #include <sstream>
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
 #include <unordered_map>
 
 namespace leap::tokenizer {
@@ -89,7 +89,8 @@ char32_t decode_at(std::string_view s, std::size_t i, std::size_t n) {
   const auto c = static_cast<unsigned char>(s[i]);
   if (n == 1) return c;
   char32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  for (std::size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   return cp;
 }
 
@@ -123,9 +124,12 @@ std::string replace_invalid_utf8(std::string_view s) {
 }
 
 // Unicode White_Space, as Rust's char::is_whitespace (which lstrip/rstrip and Strip use).
-bool is_whitespace(char32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE); }
+bool is_whitespace(char32_t cp) {
+  return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE);
+}
 
-// GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others for U+0100 onwards.
+// GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the others for U+0100
+// onwards.
 struct byte_level_alphabet {
   std::array<std::string, 256> byte_to_text;
   // Code point -> byte + 1 (0: not in the alphabet); the alphabet ends below U+0144.
@@ -134,14 +138,16 @@ struct byte_level_alphabet {
   byte_level_alphabet() {
     int next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const bool printable =
+          (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       const char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
       append_utf8(byte_to_text[b], cp);
       char_to_byte[cp] = static_cast<std::uint16_t>(b + 1);
     }
   }
 
-  // The raw bytes a byte-level spelling stands for, or nothing if a character is outside the alphabet.
+  // The raw bytes a byte-level spelling stands for, or nothing if a character is outside the
+  // alphabet.
   [[nodiscard]] std::optional<std::string> to_bytes(std::string_view spelled) const {
     std::string out;
     out.reserve(spelled.size());
@@ -178,13 +184,14 @@ class regex {
     int code = 0;
     PCRE2_SIZE offset = 0;
     const std::string rewritten = white_space_classes(pattern);
-    pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
-                                         PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
+    pcre2_code* compiled =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
+                      PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
     if (compiled == nullptr) {
       std::array<PCRE2_UCHAR, 256> message{};
       pcre2_get_error_message(code, message.data(), message.size());
-      return error{"regex '" + pattern + "' does not compile at offset " + std::to_string(offset) + ": " +
-                   reinterpret_cast<const char*>(message.data())};
+      return error{"regex '" + pattern + "' does not compile at offset " + std::to_string(offset) +
+                   ": " + reinterpret_cast<const char*>(message.data())};
     }
     // JIT is an optimisation; the interpreter gives the same matches where JIT is unavailable.
     pcre2_jit_compile(compiled, PCRE2_JIT_COMPLETE);
@@ -202,7 +209,8 @@ class regex {
     std::size_t start = 0;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     while (start < text.size()) {
-      const int rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context);
+      const int rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data,
+                                 state.context);
       if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
         // Only resource limits fail here (the pattern compiled, the subject is valid UTF-8); the
         // rest of the text stays one piece rather than being dropped.
@@ -217,7 +225,8 @@ class regex {
         on_match(b, e);
         start = e;
       } else {
-        start = b + utf8_len(static_cast<unsigned char>(text[b < text.size() ? b : text.size() - 1]));
+        start =
+            b + utf8_len(static_cast<unsigned char>(text[b < text.size() ? b : text.size() - 1]));
       }
     }
   }
@@ -238,8 +247,10 @@ class regex {
         continue;
       }
       const char next = pattern[++i];
-      if (next == 's') out += "\\p{White_Space}";
-      else if (next == 'S') out += "\\P{White_Space}";
+      if (next == 's')
+        out += "\\p{White_Space}";
+      else if (next == 'S')
+        out += "\\P{White_Space}";
       else {
         out += '\\';
         out += next;
@@ -273,7 +284,7 @@ class regex {
 
 // A pattern as the files spell it: {"String": literal} or {"Regex": pattern}.
 struct pattern {
-  std::string literal;             // when re is null
+  std::string literal;  // when re is null
   std::shared_ptr<regex> re;
 
   template <class F>
@@ -324,49 +335,59 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
                                 : type == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
                                 : type == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
                                                  : icu::Normalizer2::getNFKDInstance(status);
-    if (U_FAILURE(status)) return error{std::string("ICU has no ") + type + " normalizer: " + u_errorName(status)};
+    if (U_FAILURE(status))
+      return error{std::string("ICU has no ") + type + " normalizer: " + u_errorName(status)};
     steps.emplace_back([n](std::string& s) {
       // ASCII is in every normalization form.
-      if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return;
+      if (std::all_of(s.begin(), s.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+        return;
       UErrorCode st = U_ZERO_ERROR;
-      if (n->isNormalizedUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), st) && U_SUCCESS(st)) return;
+      if (n->isNormalizedUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), st) &&
+          U_SUCCESS(st))
+        return;
       std::string out;
       icu::StringByteSink<std::string> sink(&out);
       st = U_ZERO_ERROR;
-      n->normalizeUTF8(0, icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), sink, nullptr, st);
+      n->normalizeUTF8(0, icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), sink, nullptr,
+                       st);
       if (U_SUCCESS(st)) s = std::move(out);
     });
     return steps;
   }
   if (type == "Prepend") {
-    if (!j.contains("prepend") || !j["prepend"].is_string()) return error{"normalizer Prepend needs 'prepend'"};
+    if (!j.contains("prepend") || !j["prepend"].is_string())
+      return error{"normalizer Prepend needs 'prepend'"};
     steps.emplace_back([p = j["prepend"].get<std::string>()](std::string& s) {
       if (!s.empty()) s.insert(0, p);
     });
     return steps;
   }
   if (type == "Replace") {
-    if (!j.contains("content") || !j["content"].is_string()) return error{"normalizer Replace needs 'content'"};
+    if (!j.contains("content") || !j["content"].is_string())
+      return error{"normalizer Replace needs 'content'"};
     auto pat = parse_pattern(member(j, "pattern"));
     if (!pat) return pat.err().wrap("normalizer Replace");
-    steps.emplace_back([pat = std::move(pat.value()), content = j["content"].get<std::string>()](std::string& s) {
-      std::string out;
-      std::size_t last = 0;
-      bool any = false;
-      pat.for_each_match(s, [&](std::size_t b, std::size_t e) {
-        any = true;
-        out.append(s, last, b - last);
-        out += content;
-        last = e;
-      });
-      if (!any) return;
-      out.append(s, last, std::string::npos);
-      s = std::move(out);
-    });
+    steps.emplace_back(
+        [pat = std::move(pat.value()), content = j["content"].get<std::string>()](std::string& s) {
+          std::string out;
+          std::size_t last = 0;
+          bool any = false;
+          pat.for_each_match(s, [&](std::size_t b, std::size_t e) {
+            any = true;
+            out.append(s, last, b - last);
+            out += content;
+            last = e;
+          });
+          if (!any) return;
+          out.append(s, last, std::string::npos);
+          s = std::move(out);
+        });
     return steps;
   }
   if (type == "Strip") {
-    steps.emplace_back([left = j.value("strip_left", false), right = j.value("strip_right", false)](std::string& s) {
+    steps.emplace_back([left = j.value("strip_left", false),
+                        right = j.value("strip_right", false)](std::string& s) {
       std::size_t b = 0;
       std::size_t e = s.size();
       if (left) {
@@ -443,12 +464,15 @@ void split_piece(std::string_view text, bool at_start, const pattern& pat, split
   std::vector<std::pair<std::size_t, std::size_t>> kept;
   bool previous_was_match = false;
   for (auto& [b, e, m] : spans) {
-    const bool join = !kept.empty() &&
-                      ((behavior == split_behavior::merged_with_previous && m && !previous_was_match) ||
-                       (behavior == split_behavior::merged_with_next && !m && previous_was_match) ||
-                       (behavior == split_behavior::contiguous && m && previous_was_match));
-    if (join) kept.back().second = e;
-    else kept.emplace_back(b, e);
+    const bool join =
+        !kept.empty() &&
+        ((behavior == split_behavior::merged_with_previous && m && !previous_was_match) ||
+         (behavior == split_behavior::merged_with_next && !m && previous_was_match) ||
+         (behavior == split_behavior::contiguous && m && previous_was_match));
+    if (join)
+      kept.back().second = e;
+    else
+      kept.emplace_back(b, e);
     previous_was_match = m;
   }
   for (auto& [b, e] : kept) emit(b, e);
@@ -461,7 +485,8 @@ struct pre_tokenizer_parse {
 };
 
 // GPT-2's pattern, which ByteLevel applies when use_regex is true (pre_tokenizers/byte_level.rs).
-constexpr const char* gpt2_pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* gpt2_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
   if (j.is_null()) return ok_status();
@@ -473,19 +498,26 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
     return ok_status();
   }
   if (type == "Split") {
-    if (j.value("invert", false)) return error{"pre_tokenizer Split with invert true is not supported"};
+    if (j.value("invert", false))
+      return error{"pre_tokenizer Split with invert true is not supported"};
     auto pat = parse_pattern(member(j, "pattern"));
     if (!pat) return pat.err().wrap("pre_tokenizer Split");
     const std::string b = j.value("behavior", "");
     split_behavior behavior{};
-    if (b == "Removed") behavior = split_behavior::removed;
-    else if (b == "Isolated") behavior = split_behavior::isolated;
-    else if (b == "MergedWithPrevious") behavior = split_behavior::merged_with_previous;
-    else if (b == "MergedWithNext") behavior = split_behavior::merged_with_next;
-    else if (b == "Contiguous") behavior = split_behavior::contiguous;
-    else return error{"pre_tokenizer Split behavior '" + b + "' is not supported"};
-    out.steps.emplace_back([pat = std::move(pat.value()), behavior](std::string_view text, bool at_start,
-                                                                     const piece_sink& sink) {
+    if (b == "Removed")
+      behavior = split_behavior::removed;
+    else if (b == "Isolated")
+      behavior = split_behavior::isolated;
+    else if (b == "MergedWithPrevious")
+      behavior = split_behavior::merged_with_previous;
+    else if (b == "MergedWithNext")
+      behavior = split_behavior::merged_with_next;
+    else if (b == "Contiguous")
+      behavior = split_behavior::contiguous;
+    else
+      return error{"pre_tokenizer Split behavior '" + b + "' is not supported"};
+    out.steps.emplace_back([pat = std::move(pat.value()), behavior](
+                               std::string_view text, bool at_start, const piece_sink& sink) {
       split_piece(text, at_start, pat, behavior, sink);
     });
     return ok_status();
@@ -501,14 +533,17 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
       if (!compiled) return compiled.err();
       re = std::move(compiled.value());
     }
-    out.steps.emplace_back([prefix, re, gpt2 = pattern{{}, re}](std::string_view text, bool at_start, const piece_sink& sink) {
+    out.steps.emplace_back([prefix, re, gpt2 = pattern{{}, re}](
+                               std::string_view text, bool at_start, const piece_sink& sink) {
       std::string prefixed;
       if (prefix && (text.empty() || text[0] != ' ')) {
         prefixed = " " + std::string(text);
         text = prefixed;
       }
-      if (re) split_piece(text, at_start, gpt2, split_behavior::isolated, sink);
-      else sink(text, at_start);
+      if (re)
+        split_piece(text, at_start, gpt2, split_behavior::isolated, sink);
+      else
+        sink(text, at_start);
     });
     return ok_status();
   }
@@ -521,17 +556,22 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
       return error{"pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is not supported"};
     }
     const bool split = j.value("split", true);
-    out.steps.emplace_back([replacement, scheme, split, space = pattern{replacement, nullptr}](std::string_view text, bool at_start, const piece_sink& sink) {
+    out.steps.emplace_back([replacement, scheme, split, space = pattern{replacement, nullptr}](
+                               std::string_view text, bool at_start, const piece_sink& sink) {
       std::string replaced;
       replaced.reserve(text.size() + replacement.size());
       for (char c : text) {
-        if (c == ' ') replaced += replacement;
-        else replaced += c;
+        if (c == ' ')
+          replaced += replacement;
+        else
+          replaced += c;
       }
       const bool prepend = scheme == "always" || (scheme == "first" && at_start);
       if (prepend && replaced.rfind(replacement, 0) != 0) replaced.insert(0, replacement);
-      if (split) split_piece(replaced, at_start, space, split_behavior::merged_with_next, sink);
-      else sink(replaced, at_start);
+      if (split)
+        split_piece(replaced, at_start, space, split_behavior::merged_with_next, sink);
+      else
+        sink(replaced, at_start);
     });
     return ok_status();
   }
@@ -562,9 +602,12 @@ std::optional<unsigned char> byte_fallback_value(std::string_view t) {
   for (std::size_t i = 3; i < 5; ++i) {
     const char c = t[i];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-    else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      v |= static_cast<unsigned>(c - '0');
+    else if (c >= 'A' && c <= 'F')
+      v |= static_cast<unsigned>(c - 'A' + 10);
+    else
+      return std::nullopt;
   }
   return static_cast<unsigned char>(v);
 }
@@ -596,9 +639,10 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
   }
   if (type == "Replace") {
     const auto& p = member(j, "pattern");
-    if (!p.is_object() || !p.contains("String")) return error{"decoder Replace with a regex pattern is not supported"};
-    steps.emplace_back([from = p["String"].get<std::string>(), to = j.value("content", "")](
-                           std::vector<std::string>& tokens) {
+    if (!p.is_object() || !p.contains("String"))
+      return error{"decoder Replace with a regex pattern is not supported"};
+    steps.emplace_back([from = p["String"].get<std::string>(),
+                        to = j.value("content", "")](std::vector<std::string>& tokens) {
       for (auto& t : tokens) t = replace_all(t, from, to);
     });
     return steps;
@@ -634,7 +678,8 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
     const std::string content = j.value("content", " ");
     const int start = j.value("start", 0);
     const int stop = j.value("stop", 0);
-    if (content.size() != 1) return error{"decoder Strip with a non-ASCII content is not supported"};
+    if (content.size() != 1)
+      return error{"decoder Strip with a non-ASCII content is not supported"};
     steps.emplace_back([c = content[0], start, stop](std::vector<std::string>& tokens) {
       for (auto& t : tokens) {
         std::size_t b = 0;
@@ -683,8 +728,9 @@ class added_matcher {
     for (const char c : token->content) {
       const auto byte = static_cast<unsigned char>(c);
       auto& children = nodes_[node].children;
-      auto it = std::lower_bound(children.begin(), children.end(), byte,
-                                 [](const auto& child, unsigned char v) { return child.first < v; });
+      auto it =
+          std::lower_bound(children.begin(), children.end(), byte,
+                           [](const auto& child, unsigned char v) { return child.first < v; });
       if (it == children.end() || it->first != byte) {
         const int fresh = static_cast<int>(nodes_.size());
         it = children.insert(it, {byte, fresh});
@@ -703,13 +749,15 @@ class added_matcher {
   // found, left to right, honouring single_word, lstrip and rstrip.
   template <class F>
   void split(std::string_view text, bool parse_special, F&& on_piece) const {
-    split(text, parse_special, [](std::size_t, std::size_t) { return true; }, on_piece);
+    split(
+        text, parse_special, [](std::size_t, std::size_t) { return true; }, on_piece);
   }
 
   // The same, where a special token matched at [begin, end) only counts when special_allowed(begin,
   // end) says so (encode_segments: not inside plain text).
   template <class Allow, class F>
-  void split(std::string_view text, bool parse_special, Allow&& special_allowed, F&& on_piece) const {
+  void split(std::string_view text, bool parse_special, Allow&& special_allowed,
+             F&& on_piece) const {
     std::size_t emitted = 0;  // text before this was handed out
     std::size_t i = 0;
     while (i < text.size()) {
@@ -723,8 +771,9 @@ class added_matcher {
       for (std::size_t k = i; k < text.size(); ++k) {
         const auto byte = static_cast<unsigned char>(text[k]);
         const auto& children = nodes_[node].children;
-        auto it = std::lower_bound(children.begin(), children.end(), byte,
-                                   [](const auto& child, unsigned char v) { return child.first < v; });
+        auto it =
+            std::lower_bound(children.begin(), children.end(), byte,
+                             [](const auto& child, unsigned char v) { return child.first < v; });
         if (it == children.end() || it->first != byte) break;
         node = it->second;
         const added_token* t = nodes_[node].token;
@@ -765,7 +814,8 @@ class added_matcher {
 
  private:
   // single_word: no word character touches the match on either side.
-  static bool word_bounded(std::string_view text, std::size_t b, std::size_t e, const added_token& t) {
+  static bool word_bounded(std::string_view text, std::size_t b, std::size_t e,
+                           const added_token& t) {
     if (!t.single_word) return true;
     auto is_word = [](char32_t cp) { return cp == U'_' || u_isalnum(static_cast<UChar32>(cp)); };
     if (b > 0) {
@@ -773,7 +823,9 @@ class added_matcher {
       while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
       if (is_word(decode_at(text, p, b - p))) return false;
     }
-    if (e < text.size() && is_word(decode_at(text, e, utf8_len(static_cast<unsigned char>(text[e]))))) return false;
+    if (e < text.size() &&
+        is_word(decode_at(text, e, utf8_len(static_cast<unsigned char>(text[e])))))
+      return false;
     return true;
   }
 
@@ -863,7 +915,8 @@ struct bpe_model {
   std::array<token_id, 256> fallback_ids{};  // byte fallback: the id of <0xNN>, -1 if none
 
   static std::uint64_t key(token_id a, token_id b) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
+           static_cast<std::uint32_t>(b);
   }
 
   // One word's ids, appended to out (models/bpe/model.rs merge_word and word.rs merge_all).
@@ -884,8 +937,10 @@ struct bpe_model {
     if (byte_level) {
       for (const char c : word) {
         const token_id id = byte_ids[static_cast<unsigned char>(c)];
-        if (id >= 0) push(id);
-        else if (unk) push(*unk);
+        if (id >= 0)
+          push(id);
+        else if (unk)
+          push(*unk);
       }
     } else {
       bool last_unk = false;
@@ -916,7 +971,9 @@ struct bpe_model {
       std::int32_t rank;
       int pos;
       token_id id;
-      bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+      bool operator>(const candidate& o) const {
+        return rank != o.rank ? rank > o.rank : pos > o.pos;
+      }
     };
     thread_local std::vector<candidate> heap;
     heap.clear();
@@ -946,7 +1003,8 @@ struct bpe_model {
       if (left.prev >= 0) consider(left.prev);
       consider(top.pos);
     }
-    for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+    for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next)
+      out.push_back(symbols[i].id);
     // The scratch space is per thread and kept between words; a huge word (a SentencePiece file
     // has no pre-tokenizer: a whole message is one word) must not pin its size for good.
     constexpr std::size_t kept = 1 << 16;
@@ -978,8 +1036,8 @@ struct hf_tokenizer::impl {
   std::vector<std::unique_ptr<added_token>> added;
   std::unordered_map<token_id, const added_token*> added_by_id;
   string_map added_by_content;
-  added_matcher raw_added;         // matched on the text as given (normalized: false)
-  added_matcher normalized_added;  // matched after normalization (normalized: true)
+  added_matcher raw_added;            // matched on the text as given (normalized: false)
+  added_matcher normalized_added;     // matched after normalization (normalized: true)
   std::vector<std::string> spelling;  // id -> the vocabulary's spelling ("" for a hole)
   // The post-processor's single-sequence template: ids before and after the text.
   std::vector<token_id> prefix;
@@ -990,7 +1048,8 @@ struct hf_tokenizer::impl {
   static constexpr std::size_t cache_capacity = 1 << 17;
   static constexpr std::size_t cache_max_word = 256;
   mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<token_id>, string_hash, std::equal_to<>> cache;
+  mutable std::unordered_map<std::string, std::vector<token_id>, string_hash, std::equal_to<>>
+      cache;
 
   void encode_word(std::string_view word, std::vector<token_id>& out) const {
     if (model.ignore_merges) {
@@ -1010,17 +1069,23 @@ struct hf_tokenizer::impl {
     model.encode_word(word, out);
     if (word.size() <= cache_max_word) {
       std::lock_guard lock(cache_mutex);
-      if (cache.size() < cache_capacity) cache.emplace(std::string(word), std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(before), out.end()));
+      if (cache.size() < cache_capacity)
+        cache.emplace(
+            std::string(word),
+            std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(before), out.end()));
     }
   }
 
-  void pre_tokenize(std::size_t step, std::string_view text, bool at_start, std::vector<token_id>& out) const {
+  void pre_tokenize(std::size_t step, std::string_view text, bool at_start,
+                    std::vector<token_id>& out) const {
     if (text.empty()) return;
     if (step == pre_tokenizer.steps.size()) {
       encode_word(text, out);
       return;
     }
-    const auto next = [&](std::string_view sub, bool sub_at_start) { pre_tokenize(step + 1, sub, sub_at_start, out); };
+    const auto next = [&](std::string_view sub, bool sub_at_start) {
+      pre_tokenize(step + 1, sub, sub_at_start, out);
+    };
     pre_tokenizer.steps[step](text, at_start, piece_sink(next));
   }
 
@@ -1028,7 +1093,8 @@ struct hf_tokenizer::impl {
     pre_tokenize(0, text, at_start, out);
   }
 
-  void encode_piece(std::string_view text, bool at_start, bool parse_special, std::vector<token_id>& out) const {
+  void encode_piece(std::string_view text, bool at_start, bool parse_special,
+                    std::vector<token_id>& out) const {
     if (normalizer.empty() && normalized_added.empty()) {
       encode_normalized(text, at_start, out);
       return;
@@ -1040,11 +1106,14 @@ struct hf_tokenizer::impl {
       return;
     }
     bool first = true;
-    normalized_added.split(normalized, parse_special, [&](std::string_view sub, const added_token* token) {
-      if (token != nullptr) out.push_back(token->id);
-      else encode_normalized(sub, at_start && first, out);
-      first = false;
-    });
+    normalized_added.split(normalized, parse_special,
+                           [&](std::string_view sub, const added_token* token) {
+                             if (token != nullptr)
+                               out.push_back(token->id);
+                             else
+                               encode_normalized(sub, at_start && first, out);
+                             first = false;
+                           });
   }
 };
 
@@ -1055,19 +1124,25 @@ hf_tokenizer::~hf_tokenizer() = default;
 
 namespace {
 
-status parse_template(const json& j, const std::unordered_map<std::string, std::vector<token_id>>& specials,
+status parse_template(const json& j,
+                      const std::unordered_map<std::string, std::vector<token_id>>& specials,
                       std::vector<token_id>& prefix, std::vector<token_id>& suffix) {
   bool seen_sequence = false;
   for (const auto& item : j) {
     if (item.contains("Sequence")) {
-      if (seen_sequence) return error{"post_processor TemplateProcessing with two sequences in 'single' is not supported"};
+      if (seen_sequence)
+        return error{
+            "post_processor TemplateProcessing with two sequences in 'single' is not supported"};
       seen_sequence = true;
       continue;
     }
-    if (!item.contains("SpecialToken")) return error{"post_processor TemplateProcessing item must be Sequence or SpecialToken"};
+    if (!item.contains("SpecialToken"))
+      return error{"post_processor TemplateProcessing item must be Sequence or SpecialToken"};
     const std::string name = item["SpecialToken"].value("id", "");
     const auto it = specials.find(name);
-    if (it == specials.end()) return error{"post_processor TemplateProcessing names '" + name + "' without listing its ids"};
+    if (it == specials.end())
+      return error{"post_processor TemplateProcessing names '" + name +
+                   "' without listing its ids"};
     auto& target = seen_sequence ? suffix : prefix;
     target.insert(target.end(), it->second.begin(), it->second.end());
   }
@@ -1075,7 +1150,8 @@ status parse_template(const json& j, const std::unordered_map<std::string, std::
 }
 
 // ByteLevel post-processing only moves offsets; TemplateProcessing adds ids around the text.
-status parse_post_processor(const json& j, std::vector<token_id>& prefix, std::vector<token_id>& suffix) {
+status parse_post_processor(const json& j, std::vector<token_id>& prefix,
+                            std::vector<token_id>& suffix) {
   if (j.is_null()) return ok_status();
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
@@ -1088,7 +1164,8 @@ status parse_post_processor(const json& j, std::vector<token_id>& prefix, std::v
   if (type == "TemplateProcessing") {
     std::unordered_map<std::string, std::vector<token_id>> specials;
     const json& listed = member(j, "special_tokens");
-    if (!listed.is_null() && !listed.is_object()) return error{"post_processor TemplateProcessing 'special_tokens' must be an object"};
+    if (!listed.is_null() && !listed.is_object())
+      return error{"post_processor TemplateProcessing 'special_tokens' must be an object"};
     for (const auto& [name, entry] : listed.items()) {
       specials[name] = entry.value("ids", std::vector<token_id>{});
     }
@@ -1102,7 +1179,8 @@ std::optional<std::string> config_token(const json& config, const char* key) {
   if (!config.contains(key)) return std::nullopt;
   const auto& v = config[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return std::nullopt;
 }
 
@@ -1110,7 +1188,8 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
 
 }  // namespace
 
-result<hf_tokenizer> hf_tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json) {
+result<hf_tokenizer> hf_tokenizer::from_json(std::string_view tokenizer_json,
+                                             std::string_view config_json) {
   json root;
   json config = json::object();
   try {
@@ -1158,11 +1237,13 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
   auto normalizer = parse_normalizer(member(root, "normalizer"));
   if (!normalizer) return normalizer.err();
   state->normalizer = std::move(normalizer.value());
-  if (auto s = parse_pre_tokenizer(member(root, "pre_tokenizer"), state->pre_tokenizer); !s) return s.err();
+  if (auto s = parse_pre_tokenizer(member(root, "pre_tokenizer"), state->pre_tokenizer); !s)
+    return s.err();
   auto decoder = parse_decoder(member(root, "decoder"));
   if (!decoder) return decoder.err();
   state->decoder = std::move(decoder.value());
-  if (auto s = parse_post_processor(member(root, "post_processor"), state->prefix, state->suffix); !s) {
+  if (auto s = parse_post_processor(member(root, "post_processor"), state->prefix, state->suffix);
+      !s) {
     return s.err();
   }
 
@@ -1204,20 +1285,25 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     }
     spelled.emplace_back(id, spelling);
   }
-  for (const auto& a : array_member(root, "added_tokens")) max_id = std::max(max_id, a.value("id", 0));
+  for (const auto& a : array_member(root, "added_tokens"))
+    max_id = std::max(max_id, a.value("id", 0));
   state->spelling.resize(static_cast<std::size_t>(max_id + 1));
   for (auto& [id, s] : spelled) state->spelling[static_cast<std::size_t>(id)] = std::move(s);
 
   for (int b = 0; b < 256; ++b) {
     const std::string byte(1, static_cast<char>(b));
-    if (auto it = model.vocab.find(byte); model.byte_level && it != model.vocab.end()) model.byte_ids[b] = it->second;
+    if (auto it = model.vocab.find(byte); model.byte_level && it != model.vocab.end())
+      model.byte_ids[b] = it->second;
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
-    if (auto it = model.vocab.find(std::string_view(name)); it != model.vocab.end()) model.fallback_ids[b] = it->second;
+    if (auto it = model.vocab.find(std::string_view(name)); it != model.vocab.end())
+      model.fallback_ids[b] = it->second;
   }
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
     const auto it = model.vocab.find(m["unk_token"].get<std::string>());
-    if (it == model.vocab.end()) return error{"model.unk_token '" + m["unk_token"].get<std::string>() + "' is not in the vocabulary"};
+    if (it == model.vocab.end())
+      return error{"model.unk_token '" + m["unk_token"].get<std::string>() +
+                   "' is not in the vocabulary"};
     model.unk = it->second;
   }
 
@@ -1238,7 +1324,8 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
       a = merge[0].get<std::string>();
       b = merge[1].get<std::string>();
     } else {
-      return error{"model.merges: entry " + std::to_string(rank) + " is neither \"a b\" nor [a, b]"};
+      return error{"model.merges: entry " + std::to_string(rank) +
+                   " is neither \"a b\" nor [a, b]"};
     }
     // The raw forms to look up; a spelling outside the byte alphabet has none (nullopt).
     std::optional<std::string> ra;
@@ -1247,8 +1334,10 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
       ra = alphabet().to_bytes(a);
       rb = alphabet().to_bytes(b);
     }
-    const std::string_view va = model.byte_level ? (ra ? std::string_view(*ra) : std::string_view()) : a;
-    const std::string_view vb = model.byte_level ? (rb ? std::string_view(*rb) : std::string_view()) : b;
+    const std::string_view va =
+        model.byte_level ? (ra ? std::string_view(*ra) : std::string_view()) : a;
+    const std::string_view vb =
+        model.byte_level ? (rb ? std::string_view(*rb) : std::string_view()) : b;
     auto id_of = [&](std::string_view raw) -> std::optional<token_id> {
       const auto it = model.vocab.find(raw);
       if (it == model.vocab.end()) return std::nullopt;
@@ -1261,7 +1350,8 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     joined += vb;
     const auto merged = spelled_ok ? id_of(joined) : std::nullopt;
     if (!ia || !ib || !merged) {
-      return error{"model.merges: '" + a + " " + b + "' names a token that is not in the vocabulary"};
+      return error{"model.merges: '" + a + " " + b +
+                   "' names a token that is not in the vocabulary"};
     }
     // A pair listed twice keeps its first (better) rank, as the Rust library's map does.
     model.merges.emplace(bpe_model::key(*ia, *ib), merge_target{rank, *merged});
@@ -1286,7 +1376,8 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
   auto id_of_name = [&](const char* key) -> std::optional<token_id> {
     const auto name = config_token(config, key);
     if (!name) return std::nullopt;
-    if (auto it = state->added_by_content.find(*name); it != state->added_by_content.end()) return it->second;
+    if (auto it = state->added_by_content.find(*name); it != state->added_by_content.end())
+      return it->second;
     for (std::size_t id = 0; id < state->spelling.size(); ++id) {
       if (state->spelling[id] == *name) return static_cast<token_id>(id);
     }
@@ -1301,7 +1392,8 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
 
 }  // namespace
 
-std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_special,
+                                           bool parse_special) const {
   std::string repaired;
   if (!is_valid_utf8(text)) {
     repaired = replace_invalid_utf8(text);
@@ -1314,11 +1406,14 @@ std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_speci
     impl_->encode_piece(text, true, parse_special, out);
   } else {
     bool first = true;
-    impl_->raw_added.split(text, parse_special, [&](std::string_view piece, const added_token* token) {
-      if (token != nullptr) out.push_back(token->id);
-      else impl_->encode_piece(piece, first, parse_special, out);
-      first = false;
-    });
+    impl_->raw_added.split(text, parse_special,
+                           [&](std::string_view piece, const added_token* token) {
+                             if (token != nullptr)
+                               out.push_back(token->id);
+                             else
+                               impl_->encode_piece(piece, first, parse_special, out);
+                             first = false;
+                           });
   }
   if (add_special) out.insert(out.end(), impl_->suffix.begin(), impl_->suffix.end());
   return out;
@@ -1326,11 +1421,14 @@ std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_speci
 
 std::vector<token_id> hf_tokenizer::encode_segments(std::span<const text_segment> segments) const {
   std::string text;
-  std::vector<std::pair<std::size_t, std::size_t>> plain;  // byte ranges of plain segments, in order
+  std::vector<std::pair<std::size_t, std::size_t>>
+      plain;  // byte ranges of plain segments, in order
   for (const auto& s : segments) {
     const std::size_t begin = text.size();
-    if (is_valid_utf8(s.text)) text += s.text;
-    else text += replace_invalid_utf8(s.text);
+    if (is_valid_utf8(s.text))
+      text += s.text;
+    else
+      text += replace_invalid_utf8(s.text);
     if (s.plain && text.size() > begin) plain.emplace_back(begin, text.size());
   }
   if (plain.empty()) return encode(text);
@@ -1356,11 +1454,14 @@ std::vector<token_id> hf_tokenizer::encode_segments(std::span<const text_segment
     encode_piece(all, true);
   } else {
     bool first = true;
-    impl_->raw_added.split(all, true, allowed, [&](std::string_view piece, const added_token* token) {
-      if (token != nullptr) out.push_back(token->id);
-      else encode_piece(piece, first);
-      first = false;
-    });
+    impl_->raw_added.split(all, true, allowed,
+                           [&](std::string_view piece, const added_token* token) {
+                             if (token != nullptr)
+                               out.push_back(token->id);
+                             else
+                               encode_piece(piece, first);
+                             first = false;
+                           });
   }
   return out;
 }
@@ -1373,7 +1474,8 @@ std::string hf_tokenizer::decode(std::span<const token_id> ids, bool skip_specia
       if (!(skip_special && it->second->special)) tokens.push_back(it->second->content);
       continue;
     }
-    if (id >= 0 && static_cast<std::size_t>(id) < impl_->spelling.size()) tokens.push_back(impl_->spelling[static_cast<std::size_t>(id)]);
+    if (id >= 0 && static_cast<std::size_t>(id) < impl_->spelling.size())
+      tokens.push_back(impl_->spelling[static_cast<std::size_t>(id)]);
   }
   if (impl_->decoder.empty()) {
     // Without a decoder Hugging Face joins the tokens with spaces.
@@ -1393,20 +1495,23 @@ std::string hf_tokenizer::normalize(std::string_view text) const {
   return out;
 }
 
-round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text, std::string_view decoded) {
+round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text,
+                               std::string_view decoded) {
   if (decoded == text) return round_trip::exact;
   if (decoded == tok.normalize(text)) return round_trip::normalized;
   return round_trip::other;
 }
 
 std::string hf_tokenizer::id_to_token(token_id id) const {
-  if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) return it->second->content;
+  if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end())
+    return it->second->content;
   if (id < 0 || static_cast<std::size_t>(id) >= impl_->spelling.size()) return {};
   return impl_->spelling[static_cast<std::size_t>(id)];
 }
 
 std::optional<token_id> hf_tokenizer::token_to_id(std::string_view token) const {
-  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) return it->second;
+  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end())
+    return it->second;
   if (impl_->model.byte_level) {
     auto raw = alphabet().to_bytes(token);
     if (!raw) return std::nullopt;

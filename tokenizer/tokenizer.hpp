@@ -7,8 +7,11 @@
 // are split out first, then each remaining piece is normalized, pre-tokenized into words, and each
 // word is BPE-merged by merge rank; `add_special` runs the post-processor (TemplateProcessing adds
 // e.g. `<s>`). A file that needs a component this module lacks is refused by `load` with a message
-// naming it (`pre_tokenizer type 'Whitespace' is not supported`): it is never tokenised differently.
+// naming it (`pre_tokenizer type 'Whitespace' is not supported`): it is never tokenised
+// differently.
 #pragma once
+
+#include "common/result.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -18,8 +21,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "common/result.hpp"
 
 namespace leap::tokenizer {
 
@@ -100,7 +101,8 @@ class hf_tokenizer {
 // Why decode(encode(text)) is or is not `text`: the classes bench_tokenizer and the reference test
 // report. `normalized`: the decode is the file's normalizer's output (e.g. NFC composed a
 // decomposed character), which no decoder can undo; Hugging Face's own decode gives the same text
-// (checked against @lenml/tokenizers on the tests' corpus). `other`: anything else, ours to explain.
+// (checked against @lenml/tokenizers on the tests' corpus). `other`: anything else, ours to
+// explain.
 enum class round_trip : std::uint8_t { exact, normalized, other };
 [[nodiscard]] round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text,
                                              std::string_view decoded);

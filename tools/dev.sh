@@ -219,6 +219,7 @@ case ${1:-help} in
   test)
     deps
     build
+    lint
     # Each test has its own timeout (tests/CMakeLists.txt), so a hang fails instead of stalling CI.
     # No retries: a test that fails once fails the suite.
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"

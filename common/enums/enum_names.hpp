@@ -55,8 +55,8 @@ result<E> parse(std::string_view name, std::string_view what) {
       return static_cast<E>(i);
     }
   }
-  return error{"unknown " + std::string(what) + " '" + std::string(name) + "' (valid: " +
-               valid_names<E>() + ")"};
+  return error{"unknown " + std::string(what) + " '" + std::string(name) +
+               "' (valid: " + valid_names<E>() + ")"};
 }
 
 }  // namespace leap::enum_names

@@ -24,7 +24,8 @@ struct cu_ipc_mem_handle {
   std::array<unsigned char, cu_ipc_handle_bytes> reserved;
 };
 static_assert(sizeof(cu_ipc_mem_handle) == cu_ipc_handle_bytes);
-// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: a buffer on another GPU of the host is reached by peer access.
+// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: a buffer on another GPU of the host is reached by peer
+// access.
 inline constexpr unsigned cu_ipc_lazy_enable_peer_access = 0x1;
 
 struct cuda_driver {

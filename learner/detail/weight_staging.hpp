@@ -8,7 +8,6 @@
 #include "learner/policy.hpp"
 
 #include <ATen/ATen.h>
-
 #include <cstdint>
 #include <map>
 #include <string>

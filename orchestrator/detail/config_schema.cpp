@@ -305,7 +305,8 @@ std::optional<std::string> check_weight_sync(const std::string& method) {
       method == "ipc") {
     return std::nullopt;
   }
-  return "must be disk, in_memory, nccl, ipc or empty (disk, or in_memory for the embedded server), "
+  return "must be disk, in_memory, nccl, ipc or empty (disk, or in_memory for the embedded "
+         "server), "
          "got '" +
          method + "'";
 }
@@ -400,14 +401,14 @@ std::vector<field_spec> build_fields() {
   f.push_back(operational(
       integer_field("experiment.steps", LEAP_FIELD(experiment.steps), at_least(1),
                     "Training steps (one learner update each) before the run ends; >= 1.")));
-  f.push_back(operational(
-      choice_field("experiment.log_level", LEAP_FIELD(experiment.log_level),
-                   std::vector{log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
-                               log_verbosity::warn, log_verbosity::error, log_verbosity::off},
-                   "Least severe log line `leap run` writes to stderr: info (events: a step started, "
-                   "groups resumed, a verifier node lost), warn (lost writes, signals, metrics "
-                   "files), error, off; trace and debug print what info does today. --quiet "
-                   "raises it to warn.")));
+  f.push_back(operational(choice_field(
+      "experiment.log_level", LEAP_FIELD(experiment.log_level),
+      std::vector{log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
+                  log_verbosity::warn, log_verbosity::error, log_verbosity::off},
+      "Least severe log line `leap run` writes to stderr: info (events: a step started, "
+      "groups resumed, a verifier node lost), warn (lost writes, signals, metrics "
+      "files), error, off; trace and debug print what info does today. --quiet "
+      "raises it to warn.")));
 
   // data
   f.push_back(
@@ -846,14 +847,16 @@ std::vector<cross_check> build_cross_checks() {
          return std::nullopt;
        }});
   checks.push_back(
-      {{"policy.weight_sync", "policy.flavour", "learner.kind", "learner.device", "policy.endpoints"},
+      {{"policy.weight_sync", "policy.flavour", "learner.kind", "learner.device",
+        "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
          if (c.policy.weight_sync != "ipc") return std::nullopt;
          // CUDA IPC: the learner exports a device buffer that one server process on the same host
          // opens, through vLLM's weight-transfer routes.
          if (c.policy.flavour != server_flavour::vllm) {
            return "ipc needs policy.flavour vllm (the weight-transfer routes of leap serve-policy "
-                  "--weight-transfer-config), got " + to_string(c.policy.flavour);
+                  "--weight-transfer-config), got " +
+                  to_string(c.policy.flavour);
          }
          if (c.learner.kind != learner_kind::torch) {
            return std::optional<std::string>{
@@ -869,7 +872,8 @@ std::vector<cross_check> build_cross_checks() {
          }
          if (!is_loopback_url(c.policy.endpoints.front())) {
            return "ipc needs the server on this host: its endpoint must be a loopback address "
-                  "(127.0.0.1, localhost, [::1]), got " + c.policy.endpoints.front();
+                  "(127.0.0.1, localhost, [::1]), got " +
+                  c.policy.endpoints.front();
          }
          return std::nullopt;
        }});

@@ -336,7 +336,8 @@ TEST(ExperimentTest, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt
   EXPECT_EQ((*record)->started_unix_ms, 1'000'000);
 }
 
-// ---- dcp_adaptive across a resume ----------------------------------------------------------------
+// ---- dcp_adaptive across a resume
+// ----------------------------------------------------------------
 
 // A small window so that the adaptive thresholds take over after one step and differ from the
 // static ones (tau [0.25, 1.0] of 4: {1, 4}).
@@ -366,14 +367,15 @@ struct gate_trace {
 };
 
 std::vector<gate_trace> gate_traces(const trajectory_store& store, std::uint64_t first_step) {
-  group_query q{"run", first_step, std::numeric_limits<std::uint64_t>::max(), split_kind::train,
-                {}};
+  group_query q{
+      "run", first_step, std::numeric_limits<std::uint64_t>::max(), split_kind::train, {}};
   q.decode.tokens = false;
   auto groups = store.groups(q);
   EXPECT_TRUE(groups.ok());
   std::vector<gate_trace> out;
   if (!groups.ok()) return out;
-  for (const auto& g : *groups) out.push_back({g.step, g.group_index, g.gate, g.n_fail, g.thresholds});
+  for (const auto& g : *groups)
+    out.push_back({g.step, g.group_index, g.gate, g.n_fail, g.thresholds});
   return out;
 }
 

@@ -271,27 +271,25 @@ TEST(GateTest, AVerifierFailureFailsTheGroup) {
   EXPECT_FALSE(g.has_value());
 }
 
-
 // A generator that answers no turn whose request id ends with one of `failing` (the turn suffix
 // "/rollout/turn"): finish_reason::error, as the pool answers a turn the client gave up on.
 generation_actor failing_generator(coordinator& c, instant_policy policy,
                                    std::vector<std::string> failing) {
-  return c.keep(c.system().spawn(
-      [policy, failing](generation_actor::pointer) -> generation_actor::behavior_type {
-        return {[policy, failing](generate_atom, const generation_request& r) {
-          for (const auto& suffix : failing) {
-            if (r.request_id.size() >= suffix.size() &&
-                r.request_id.compare(r.request_id.size() - suffix.size(), suffix.size(),
-                                     suffix) == 0) {
-              generation_result g;
-              g.finish = finish_reason::error;
-              g.error = "unavailable: gave up after 6 failed attempts; last: /tokenize: HTTP 503";
-              return g;
-            }
-          }
-          return testing::test_answer(policy, r, 0);
-        }};
-      }));
+  return c.keep(c.system().spawn([policy, failing](
+                                     generation_actor::pointer) -> generation_actor::behavior_type {
+    return {[policy, failing](generate_atom, const generation_request& r) {
+      for (const auto& suffix : failing) {
+        if (r.request_id.size() >= suffix.size() &&
+            r.request_id.compare(r.request_id.size() - suffix.size(), suffix.size(), suffix) == 0) {
+          generation_result g;
+          g.finish = finish_reason::error;
+          g.error = "unavailable: gave up after 6 failed attempts; last: /tokenize: HTTP 503";
+          return g;
+        }
+      }
+      return testing::test_answer(policy, r, 0);
+    }};
+  }));
 }
 
 TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {

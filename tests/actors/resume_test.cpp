@@ -4,6 +4,7 @@
 // with the version the restarted run samples with are reused, and a validation group's turns all
 // carry the weights of the step it validates even while training goes on.
 #include "actors/resume.hpp"
+
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -108,9 +109,7 @@ TEST(ReusableTurns, KeepsEachRolloutsLeadingTurnsOfTheResumedVersion) {
   };
   const std::vector<test_case> cases = {
       {"none stored", {}, {{}, {}, {}}},
-      {"in any order",
-       {turn_of(1, 1, 4), turn_of(0, 0, 4), turn_of(1, 0, 4)},
-       {{0}, {0, 1}, {}}},
+      {"in any order", {turn_of(1, 1, 4), turn_of(0, 0, 4), turn_of(1, 0, 4)}, {{0}, {0, 1}, {}}},
       {"an older version is redone, and so is every turn after it",
        {turn_of(0, 0, 3), turn_of(0, 1, 4), turn_of(1, 0, 4), turn_of(1, 1, 3), turn_of(1, 2, 4)},
        {{}, {0}, {}}},

@@ -122,7 +122,8 @@ TEST(ScriptedSuiteTest, ServesEveryKindWithItsFence) {
   EXPECT_EQ((*tasks)[3].difficulty, 3);
   // The suite's own task: its solution and its wrong candidates in name order.
   std::ifstream solution(fs::path(LEAP_SOURCE_DIR) / "sandbox/suite/cuda/vector_add/solution.cu");
-  const std::string code((std::istreambuf_iterator<char>(solution)), std::istreambuf_iterator<char>());
+  const std::string code((std::istreambuf_iterator<char>(solution)),
+                         std::istreambuf_iterator<char>());
   EXPECT_EQ((*tasks)[1].solution, code);
   ASSERT_FALSE((*tasks)[1].wrong.empty());
   for (std::size_t i = 1; i < (*tasks)[1].wrong.size(); ++i) {
@@ -138,13 +139,17 @@ TEST(ScriptedSuiteTest, ErrorsNameTheFileAndKey) {
   };
   const std::vector<row> rows = {
       {"no prompt",
-       [](const auto& root) { std::ofstream(root / "cpp/axpby/task.json") << R"({"id": "cpp/axpby", "kind": "cpp"})"; },
+       [](const auto& root) {
+         std::ofstream(root / "cpp/axpby/task.json") << R"({"id": "cpp/axpby", "kind": "cpp"})";
+       },
        "cpp/axpby/task.json: 'prompt' is required"},
       {"bad kind",
        [](const auto& root) {
-         std::ofstream(root / "cpp/axpby/task.json") << R"({"id": "cpp/axpby", "kind": "rust", "prompt": "p"})";
+         std::ofstream(root / "cpp/axpby/task.json")
+             << R"({"id": "cpp/axpby", "kind": "rust", "prompt": "p"})";
        },
-       "cpp/axpby/task.json: 'kind': unknown task kind 'rust' (valid: cuda, cpp, python, kernelbench, digits)"},
+       "cpp/axpby/task.json: 'kind': unknown task kind 'rust' (valid: cuda, cpp, python, "
+       "kernelbench, digits)"},
       {"not json", [](const auto& root) { std::ofstream(root / "cpp/axpby/task.json") << "{oops"; },
        "cpp/axpby/task.json: invalid JSON"},
       {"no solution", [](const auto& root) { fs::remove(root / "cuda/vector_add/solution.cu"); },
@@ -160,8 +165,11 @@ TEST(ScriptedSuiteTest, ErrorsNameTheFileAndKey) {
     EXPECT_NE(tasks.err().message.find(r.error), std::string::npos) << tasks.err().message;
   }
   testing::temp_dir empty;
-  EXPECT_NE(load_scripted_suite(empty.path().string()).err().message.find("no task.json"), std::string::npos);
-  EXPECT_NE(load_scripted_suite((empty.path() / "missing").string()).err().message.find("not a directory"),
+  EXPECT_NE(load_scripted_suite(empty.path().string()).err().message.find("no task.json"),
+            std::string::npos);
+  EXPECT_NE(load_scripted_suite((empty.path() / "missing").string())
+                .err()
+                .message.find("not a directory"),
             std::string::npos);
 }
 

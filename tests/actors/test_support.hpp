@@ -318,10 +318,9 @@ inline void request_run(coordinator& c, const experiment_actor& driver,
                         std::shared_ptr<std::optional<run_summary>> out) {
   c.keep(c.system().spawn([driver, out](caf::event_based_actor* self) {
     self->request(driver, caf::infinite, run_atom_v)
-        .then([out](const run_summary& s) { *out = s; },
-              [out](caf::error&) {
-                *out = run_summary{run_status::failed, 0, 0, 0, 0, 0, "error"};
-              });
+        .then(
+            [out](const run_summary& s) { *out = s; },
+            [out](caf::error&) { *out = run_summary{run_status::failed, 0, 0, 0, 0, 0, "error"}; });
   }));
 }
 

@@ -4,6 +4,7 @@
 // the weight sync between them through the project's server on loopback: vLLM's disk route, the
 // embedded server's in-memory path, and a load that fails half-way.
 #include "actors/torch_learner.hpp"
+
 #include "actors/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
@@ -33,8 +34,8 @@ void write_tiny_model(const std::filesystem::path& dir, std::uint64_t seed) {
   auto config = byte_model_preset("tiny");
   ASSERT_TRUE(config.ok()) << config.err().message;
   std::filesystem::create_directories(dir);
-  ASSERT_TRUE(learner::write_safetensors_dir(dir.string(), learner::random_weights(*config, seed))
-                  .ok());
+  ASSERT_TRUE(
+      learner::write_safetensors_dir(dir.string(), learner::random_weights(*config, seed)).ok());
   ASSERT_TRUE(learner::write_model_config(dir.string(), *config).ok());
 }
 
@@ -477,8 +478,7 @@ TEST(TorchWeightSync, EmbeddedServerTakesTheStepInMemoryWithoutAFile) {
   backend_options.source = [learner](learner::policy& target, std::int64_t version) {
     return learner->copy_weights_to(target, version);
   };
-  auto served =
-      serve((dir.path() / "model").string(), wire_flavour::sglang, backend_options);
+  auto served = serve((dir.path() / "model").string(), wire_flavour::sglang, backend_options);
   ASSERT_TRUE(served.client);
   const auto files_before = entries(dir.path());
 
@@ -524,7 +524,8 @@ TEST(TorchWeightSync, AFolderThatFailsHalfWayLeavesTheOldWeightsAndTheServerOut)
 
   auto served = serve((dir.path() / "model").string(), wire_flavour::vllm);
   ASSERT_TRUE(served.client);
-  auto s = sync_now(*served.client, policy::vllm_disk_plan(), {"1", (dir.path() / "next").string(), ""});
+  auto s =
+      sync_now(*served.client, policy::vllm_disk_plan(), {"1", (dir.path() / "next").string(), ""});
   ASSERT_FALSE(s);
   EXPECT_NE(s.err().message.find("/collective_rpc"), std::string::npos) << s.err().message;
   EXPECT_FALSE(served.client->endpoints()[0].admitting);

@@ -12,8 +12,8 @@
 #include "learner/weight_ipc.hpp"
 #include "policy/client.hpp"
 #include "policy/server.hpp"
-#include "policy/weight_sync.hpp"
 #include "policy/tokenizer.hpp"
+#include "policy/weight_sync.hpp"
 #include "policy/wire.hpp"
 #include "tests/actors/test_support.hpp"
 
@@ -46,8 +46,8 @@ std::string write_model(const std::filesystem::path& dir, std::uint64_t seed) {
   auto config = byte_model_preset("tiny");
   EXPECT_TRUE(config.ok());
   std::filesystem::create_directories(dir);
-  EXPECT_TRUE(learner::write_safetensors_dir(dir.string(), learner::random_weights(*config, seed))
-                  .ok());
+  EXPECT_TRUE(
+      learner::write_safetensors_dir(dir.string(), learner::random_weights(*config, seed)).ok());
   EXPECT_TRUE(learner::write_model_config(dir.string(), *config).ok());
   return dir.string();
 }
@@ -138,8 +138,11 @@ const std::vector<policy::token_id>& prompt() {
 }
 
 sampled complete(httplib::Client& http) {
-  const json request{{"prompt", prompt()},     {"max_tokens", 8},  {"temperature", 0},
-                     {"return_token_ids", true}, {"logprobs", 0}};
+  const json request{{"prompt", prompt()},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"return_token_ids", true},
+                     {"logprobs", 0}};
   const reply r = post(http, "/v1/completions", request);
   EXPECT_EQ(r.status, 200) << r.body;
   sampled out;
@@ -160,8 +163,8 @@ double gap_to(const learner::policy& model, const sampled& s) {
   if (!scored.ok() || s.ids.empty()) return 1e9;
   double gap = 0;
   for (std::size_t i = 0; i < s.ids.size(); ++i) {
-    gap = std::max(gap, static_cast<double>(
-                            std::abs((*scored)[0][prompt().size() + i] - s.logprobs[i])));
+    gap = std::max(
+        gap, static_cast<double>(std::abs((*scored)[0][prompt().size() + i] - s.logprobs[i])));
   }
   return gap;
 }
@@ -200,8 +203,9 @@ void broadcast_serves_the_learners_weights(const std::string& learner_device,
   ASSERT_TRUE(sender);
   // Received but not finished: the server still samples from the weights it had.
   ASSERT_EQ(post(*s.http, "/start_weight_update", json::object()).status, 200);
-  auto update = std::async(std::launch::async,
-                           [&] { return post(*s.http, "/update_weights", update_info(*new_model)); });
+  auto update = std::async(std::launch::async, [&] {
+    return post(*s.http, "/update_weights", update_info(*new_model));
+  });
   ASSERT_TRUE(sender->send(*new_model).ok());
   ASSERT_EQ(update.get().status, 200);
   const auto staged = complete(*s.http);
@@ -262,14 +266,14 @@ TEST(TorchWeightBroadcast, ACutTransferIsDetectedAndTheServedWeightsStay) {
   // Before any rendezvous the engine refuses to start.
   const reply early = post(*s.http, "/start_weight_update", json::object());
   EXPECT_EQ(early.status, 400);
-  EXPECT_NE(early.body.find("/init_weight_transfer_engine first"), std::string::npos)
-      << early.body;
+  EXPECT_NE(early.body.find("/init_weight_transfer_engine first"), std::string::npos) << early.body;
 
   auto sender = rendezvous(s, "cpu");
   ASSERT_TRUE(sender);
   ASSERT_EQ(post(*s.http, "/start_weight_update", json::object()).status, 200);
-  auto update = std::async(std::launch::async,
-                           [&] { return post(*s.http, "/update_weights", update_info(*new_model)); });
+  auto update = std::async(std::launch::async, [&] {
+    return post(*s.http, "/update_weights", update_info(*new_model));
+  });
   // The learner dies half-way: half the tensors, then its end of the group is gone.
   const auto half = learner::broadcast_layout(*new_model).size() / 2;
   ASSERT_TRUE(sender->send(*new_model, half).ok());
@@ -525,8 +529,8 @@ TEST(TorchWeightIpc, TheEngineRefusesARendezvousAndAnUpdateThatDoesNotFitBeforeO
   auto renamed = info;
   renamed.tensors[0].name = "model.elsewhere.weight";
   ASSERT_EQ(post(http, "/start_weight_update", json::object()).status, 200);
-  const reply refused =
-      post(http, "/update_weights", json{{"update_info", learner::render_ipc_update_info(renamed)}});
+  const reply refused = post(http, "/update_weights",
+                             json{{"update_info", learner::render_ipc_update_info(renamed)}});
   EXPECT_EQ(refused.status, 500) << refused.body;
   EXPECT_NE(refused.body.find("has no parameter 'model.elsewhere.weight'"), std::string::npos)
       << refused.body;
@@ -539,7 +543,8 @@ TEST(TorchWeightIpc, TheEngineRefusesARendezvousAndAnUpdateThatDoesNotFitBeforeO
   EXPECT_NE(malformed.body.find("'ipc_handle' holds 3 bytes"), std::string::npos) << malformed.body;
   // One that fits, into a model on the CPU: the driver (missing here) or the device is named.
   ASSERT_EQ(post(http, "/start_weight_update", json::object()).status, 200);
-  const reply fits = post(http, "/update_weights", json{{"update_info", learner::render_ipc_update_info(info)}});
+  const reply fits =
+      post(http, "/update_weights", json{{"update_info", learner::render_ipc_update_info(info)}});
   EXPECT_EQ(fits.status, 500) << fits.body;
   EXPECT_NE(fits.body.find("CUDA IPC needs"), std::string::npos) << fits.body;
   // Nothing was swapped in.

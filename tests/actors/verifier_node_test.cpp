@@ -157,29 +157,37 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
     bool accepted;  // a node's side
     bool admitted;
     mt op;
-    std::uint32_t claimed;         // the header's payload length
-    std::string payload;           // "" with claimed > 0: only the header is checked
-    const char* refusal;           // "" : taken
+    std::uint32_t claimed;  // the header's payload length
+    std::string payload;    // "" with claimed > 0: only the header is checked
+    const char* refusal;    // "" : taken
   };
   const std::vector<row> rows = {
-      {"4 GiB handshake claim", true, false, mt::client_handshake, 0xfffffff0U, "", "a frame of 4294967280 bytes before proving the secret"},
-      {"4 GiB claim admitted", true, true, mt::direct_message, 0xffffffffU, "", "a frame of 4294967295 bytes (at most 100000)"},
-      {"4 GiB claim from a node", false, false, mt::direct_message, 0xffffffffU, "", "(at most 100000)"},
+      {"4 GiB handshake claim", true, false, mt::client_handshake, 0xfffffff0U, "",
+       "a frame of 4294967280 bytes before proving the secret"},
+      {"4 GiB claim admitted", true, true, mt::direct_message, 0xffffffffU, "",
+       "a frame of 4294967295 bytes (at most 100000)"},
+      {"4 GiB claim from a node", false, false, mt::direct_message, 0xffffffffU, "",
+       "(at most 100000)"},
       {"just over before the proof", true, false, mt::direct_message, 1001, "", "before proving"},
       {"hello before the proof", true, false, mt::direct_message, 0, hello, ""},
       {"auth before the proof", true, false, mt::direct_message, 0, auth, ""},
-      {"a job before the proof", true, false, mt::direct_message, 0, job, "before proving the secret (only hello and auth"},
+      {"a job before the proof", true, false, mt::direct_message, 0, job,
+       "before proving the secret (only hello and auth"},
       {"a job after it", true, true, mt::direct_message, 0, job, ""},
-      {"a byte buffer before the proof", true, false, mt::direct_message, 0, charbuf, "'@<>+@charbuf'"},
-      {"a routed message before the proof", true, false, mt::routed_message, 10, "", "frame type 3"},
+      {"a byte buffer before the proof", true, false, mt::direct_message, 0, charbuf,
+       "'@<>+@charbuf'"},
+      {"a routed message before the proof", true, false, mt::routed_message, 10, "",
+       "frame type 3"},
       {"a down message before the proof", true, false, mt::down_message, 10, "", "frame type 5"},
       {"a heartbeat", true, false, mt::heartbeat, 0, "", ""},
-      {"a server handshake from a node", false, false, mt::server_handshake, 500, std::string(500, 'x'), ""},
+      {"a server handshake from a node", false, false, mt::server_handshake, 500,
+       std::string(500, 'x'), ""},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.what);
     frame_guard guard(limits, r.accepted, handshake_message_types(sys));
-    const std::uint32_t len = r.payload.empty() ? r.claimed : static_cast<std::uint32_t>(r.payload.size());
+    const std::uint32_t len =
+        r.payload.empty() ? r.claimed : static_cast<std::uint32_t>(r.payload.size());
     auto why = guard.check(caf_header(sys, r.op, len), r.admitted);
     if (why.empty() && !r.payload.empty()) why = guard.check(r.payload, r.admitted);
     if (std::string(r.refusal).empty()) {

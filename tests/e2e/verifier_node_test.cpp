@@ -7,24 +7,24 @@
 // wrong secret stops the run with a clear message on both sides. Every wait is bounded.
 #include "e2e_support.hpp"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <netinet/in.h>
 #include <optional>
+#include <poll.h>
 #include <regex>
 #include <set>
 #include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <tuple>
 #include <unistd.h>
@@ -397,16 +397,19 @@ TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
   constexpr std::uint8_t client_handshake = 1;
   constexpr std::uint8_t direct_message = 2;
   // Two 4 GiB handshake claims, as reported, and one of a direct message.
-  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U), std::chrono::seconds(60)));
-  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U), std::chrono::seconds(60)));
-  EXPECT_TRUE(node_closes_after(port, basp_header(direct_message, 0xffffffffU), std::chrono::seconds(60)));
+  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U),
+                                std::chrono::seconds(60)));
+  EXPECT_TRUE(node_closes_after(port, basp_header(client_handshake, 0xfffffff0U),
+                                std::chrono::seconds(60)));
+  EXPECT_TRUE(
+      node_closes_after(port, basp_header(direct_message, 0xffffffffU), std::chrono::seconds(60)));
   // A small message whose content claims a 4 GiB byte buffer (CAF's "@charbuf", a
   // std::vector<char>, is resized to the claimed length before its bytes are read).
   const std::string types = "@<>+@charbuf";
   std::string payload;
-  payload += '\0';                                  // empty forwarding stack
-  payload += std::string(2, '\0');                  // type number 0: named types follow
-  payload += static_cast<char>(types.size());       // varbyte length of the type list
+  payload += '\0';                             // empty forwarding stack
+  payload += std::string(2, '\0');             // type number 0: named types follow
+  payload += static_cast<char>(types.size());  // varbyte length of the type list
   payload += types;
   payload += std::string("\xff\xff\xff\xff\x0f", 5);  // varbyte 2^32 - 1: the claimed length
   EXPECT_TRUE(node_closes_after(

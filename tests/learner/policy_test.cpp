@@ -290,11 +290,11 @@ TEST(Policy, ChunkedLogprobsEqualUnchunkedOnes) {
     }
     // Chunks change the shapes of the matrix products, and the BLAS behind LibTorch picks its
     // kernels and summation order by shape and processor, so the last bits may differ (they did on
-    // an Intel AVX-512 host). Reordering a float32 sum of `hidden` products moves a log-prob of size
-    // ~6 by about 1e-6; a chunking bug (a row scored against another row's target, a boundary row
-    // dropped or taken twice) moves it by the gap between two tokens' log-probs, 1e-3 to 1e-2 even
-    // in this random model whose log-probs all sit near log(1 / vocab): scoring each chunk's rows
-    // against targets shifted by one fails 181 of these checks.
+    // an Intel AVX-512 host). Reordering a float32 sum of `hidden` products moves a log-prob of
+    // size ~6 by about 1e-6; a chunking bug (a row scored against another row's target, a boundary
+    // row dropped or taken twice) moves it by the gap between two tokens' log-probs, 1e-3 to 1e-2
+    // even in this random model whose log-probs all sit near log(1 / vocab): scoring each chunk's
+    // rows against targets shifted by one fails 181 of these checks.
     for (std::size_t i = 0; i < seqs.size(); ++i) {
       ASSERT_EQ((*logp)[i].size(), seqs[i].size());
       for (std::size_t t = 0; t < seqs[i].size(); ++t) {

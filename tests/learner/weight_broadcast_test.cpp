@@ -1,7 +1,8 @@
 // learner::broadcast_sender -> broadcast_receiver on one host, in the dtype the paper's models are
 // served in. On a CPU build the group is gloo's (the server-side path of vLLM's nccl engine).
-#include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
+
+#include "learner/policy.hpp"
 #include "tests/learner/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -36,14 +37,16 @@ TEST(WeightBroadcast, Bfloat16WeightsArriveUnchanged) {
   ASSERT_TRUE(sender.ok()) << sender.err().message;
   broadcast_rendezvous rv;
   rv.master_port = (*sender)->port();
-  auto joining = std::async(std::launch::async, [&] { return broadcast_receiver::join(rv, "cpu", 120s); });
+  auto joining =
+      std::async(std::launch::async, [&] { return broadcast_receiver::join(rv, "cpu", 120s); });
   ASSERT_TRUE((*sender)->connect("cpu").ok());
   auto receiver = joining.get();
   ASSERT_TRUE(receiver.ok()) << receiver.err().message;
   const auto layout = broadcast_layout(*learner);
   ASSERT_FALSE(layout.empty());
   EXPECT_EQ(layout.front().dtype, "bfloat16");
-  auto received = std::async(std::launch::async, [&] { return (*receiver)->receive(layout, *served); });
+  auto received =
+      std::async(std::launch::async, [&] { return (*receiver)->receive(layout, *served); });
   const auto sent = (*sender)->send(*learner);
   ASSERT_TRUE(sent.ok()) << sent.err().message;
   const auto got = received.get();

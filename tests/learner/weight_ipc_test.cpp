@@ -1,17 +1,18 @@
-// The ipc weight transfer's update_info (learner/weight_ipc.hpp): what the server refuses before any
-// CUDA driver call, and the clear error where there is no driver. The transfer itself needs a GPU
-// and two processes: tests/e2e/train_loop_test.cpp (SameGpuServerTakesEachStepByIpc).
+// The ipc weight transfer's update_info (learner/weight_ipc.hpp): what the server refuses before
+// any CUDA driver call, and the clear error where there is no driver. The transfer itself needs a
+// GPU and two processes: tests/e2e/train_loop_test.cpp (SameGpuServerTakesEachStepByIpc).
+#include "learner/weight_ipc.hpp"
+
 #include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
-#include "learner/weight_ipc.hpp"
 #include "tests/learner/test_support.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <functional>
 #include <string>
+#include <unistd.h>
 
 namespace leap::learner {
 namespace {
@@ -31,7 +32,8 @@ ipc_update_info layout_of(const policy& p) {
     offset = (offset + bytes + ipc_alignment - 1) / ipc_alignment * ipc_alignment;
   }
   info.buffer_bytes = offset;
-  for (std::size_t i = 0; i < info.handle.size(); ++i) info.handle[i] = static_cast<unsigned char>(i * 7);
+  for (std::size_t i = 0; i < info.handle.size(); ++i)
+    info.handle[i] = static_cast<unsigned char>(i * 7);
   info.pid = ::getppid();
   info.device_index = 0;
   return info;
@@ -62,10 +64,10 @@ TEST(WeightIpc, Base64RoundTripsAndRefusesBadText) {
     EXPECT_EQ(*back, std::vector<unsigned char>(bytes, bytes + n)) << text;
   }
   EXPECT_EQ(base64_encode(reinterpret_cast<const unsigned char*>("leap"), 4), "bGVhcA==");
-  EXPECT_FALSE(base64_decode("bGVhcA=").ok());    // length
-  EXPECT_FALSE(base64_decode("bGV*cA==").ok());   // alphabet
-  EXPECT_FALSE(base64_decode("bG=hcA==").ok());   // padding inside
-  EXPECT_FALSE(base64_decode("bGVh====").ok());   // too much padding
+  EXPECT_FALSE(base64_decode("bGVhcA=").ok());   // length
+  EXPECT_FALSE(base64_decode("bGV*cA==").ok());  // alphabet
+  EXPECT_FALSE(base64_decode("bG=hcA==").ok());  // padding inside
+  EXPECT_FALSE(base64_decode("bGVh====").ok());  // too much padding
 }
 
 TEST(WeightIpc, UpdateInfoRoundTrips) {
@@ -82,18 +84,22 @@ TEST(WeightIpc, UpdateInfoRoundTrips) {
 TEST(WeightIpc, AMalformedUpdateInfoIsRefusedByName) {
   EXPECT_NE(refusal([](json& j) { j["ipc_handle"] = "not base64!"; }).find("'ipc_handle'"),
             std::string::npos);
-  EXPECT_NE(refusal([](json& j) { j["ipc_handle"] = "bGVhcA=="; })
-                .find("'ipc_handle' holds 4 bytes, a CUipcMemHandle 64"),
+  EXPECT_NE(refusal([](json& j) {
+              j["ipc_handle"] = "bGVhcA==";
+            }).find("'ipc_handle' holds 4 bytes, a CUipcMemHandle 64"),
             std::string::npos);
   EXPECT_NE(refusal([](json& j) { j.erase("ipc_handle"); }).find("'ipc_handle' must be a string"),
             std::string::npos);
   EXPECT_NE(refusal([](json& j) { j["offsets"].erase(0); }).find("of one length"),
             std::string::npos);
   // The last tensor past the buffer's end.
-  EXPECT_NE(refusal([](json& j) { j["buffer_bytes"] = j["offsets"].back().get<std::uint64_t>(); })
-                .find("is out of the buffer's"),
+  EXPECT_NE(refusal([](json& j) {
+              j["buffer_bytes"] = j["offsets"].back().get<std::uint64_t>();
+            }).find("is out of the buffer's"),
             std::string::npos);
-  EXPECT_NE(refusal([](json& j) { j["offsets"][1] = std::uint64_t{1} << 40; }).find("is out of the buffer's"),
+  EXPECT_NE(refusal([](json& j) {
+              j["offsets"][1] = std::uint64_t{1} << 40;
+            }).find("is out of the buffer's"),
             std::string::npos);
   EXPECT_NE(refusal([](json& j) { j["offsets"][1] = 8; }).find("is not a multiple of 256"),
             std::string::npos);
@@ -101,8 +107,9 @@ TEST(WeightIpc, AMalformedUpdateInfoIsRefusedByName) {
   const std::string overlap = refusal([](json& j) { j["offsets"][2] = j["offsets"][1]; });
   EXPECT_NE(overlap.find("overlap in the buffer"), std::string::npos) << overlap;
   EXPECT_NE(refusal([](json& j) { j["dtype_names"][0] = "int8"; }).find("int8"), std::string::npos);
-  EXPECT_NE(refusal([](json& j) { j["shapes"][0] = json::array({-1, 2}); })
-                .find("non-negative integers"),
+  EXPECT_NE(refusal([](json& j) {
+              j["shapes"][0] = json::array({-1, 2});
+            }).find("non-negative integers"),
             std::string::npos);
   EXPECT_NE(refusal([](json& j) { j.erase("pid"); }).find("'pid'"), std::string::npos);
   EXPECT_NE(refusal([](json& j) { j["buffer_bytes"] = 0; }).find("'buffer_bytes'"),
@@ -128,8 +135,7 @@ TEST(WeightIpc, AnUpdateThatDoesNotFitTheTargetIsRefusedBeforeAnyDriverCall) {
   EXPECT_NE(b.err().message.find("another shape"), std::string::npos) << b.err().message;
   const auto c = receiver.receive(own, target);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.err().message.find("exported by this process"), std::string::npos)
-      << c.err().message;
+  EXPECT_NE(c.err().message.find("exported by this process"), std::string::npos) << c.err().message;
   // Nothing was staged.
   auto mutable_target = tiny(2);
   const auto committed = receiver.commit(mutable_target);

@@ -5,21 +5,21 @@
 // remove_all.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <unistd.h>
 
 extern "C" int leap_libstdcxx_shadow_marker();
 
 TEST(LinkOrder, LibstdcxxSymbolsBindToLibstdcxx) {
   ASSERT_EQ(leap_libstdcxx_shadow_marker(), 7);  // the shadowing library is loaded
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("leap-link-order-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("leap-link-order-" + std::to_string(::getpid()));
   fs::create_directories(dir / "sub");
   std::ofstream(dir / "sub" / "file") << "x";
   // libstdc++'s remove_all removes 3 entries; the shadow's returns 424242 and removes nothing.

@@ -29,12 +29,18 @@ TEST(Advantage, HandComputedGroups) {
   const std::vector<double> classic = {2, 4, 4, 4, 5, 5, 7, 9};
   const double s = 2.0 + 1e-6;
   const std::vector<advantage_case> cases = {
-      {"grpo uses the population std", config_of(grpo), classic,
+      {"grpo uses the population std",
+       config_of(grpo),
+       classic,
        {-3 / s, -1 / s, -1 / s, -1 / s, 0, 0, 2 / s, 4 / s}},
-      {"grpo epsilon adds to std", config_of(grpo, 1.0), classic,
+      {"grpo epsilon adds to std",
+       config_of(grpo, 1.0),
+       classic,
        {-1.0, -1 / 3.0, -1 / 3.0, -1 / 3.0, 0, 0, 2 / 3.0, 4 / 3.0}},
       {"grpo epsilon 0", config_of(grpo, 0.0), {1.0, -1.0}, {1.0, -1.0}},
-      {"grpo two-valued", config_of(grpo, 0.0), {1.0, 0.0, 0.0, 0.0},
+      {"grpo two-valued",
+       config_of(grpo, 0.0),
+       {1.0, 0.0, 0.0, 0.0},
        // mean 0.25, std sqrt(3)/4
        {0.75 / (std::sqrt(3.0) / 4), -0.25 / (std::sqrt(3.0) / 4), -0.25 / (std::sqrt(3.0) / 4),
         -0.25 / (std::sqrt(3.0) / 4)}},
@@ -98,13 +104,22 @@ TEST(TokenAdvantages, HandComputedTrajectories) {
   const std::vector<int> three_turns = {f, f, 0, 0, 0, f, f, 1, 1, f, 2, 2, 2};
   const std::vector<token_case> cases = {
       // gamma^(3-t-1) * A: 0.25 * 0.8, 0.5 * 0.8, 0.8.
-      {"positive, gamma 0.5", three_turns, 0.8, 0.5,
+      {"positive, gamma 0.5",
+       three_turns,
+       0.8,
+       0.5,
        {0, 0, 0.2F, 0.2F, 0.2F, 0, 0, 0.4F, 0.4F, 0, 0.8F, 0.8F, 0.8F}},
-      {"negative: beta 1", three_turns, -0.6, 0.5,
+      {"negative: beta 1",
+       three_turns,
+       -0.6,
+       0.5,
        {0, 0, -0.6F, -0.6F, -0.6F, 0, 0, -0.6F, -0.6F, 0, -0.6F, -0.6F, -0.6F}},
       {"zero takes the gamma branch and stays 0", three_turns, 0.0, 0.5,
        std::vector<float>(13, 0.0F)},
-      {"gamma 1: no discount", three_turns, 1.5, 1.0,
+      {"gamma 1: no discount",
+       three_turns,
+       1.5,
+       1.0,
        {0, 0, 1.5F, 1.5F, 1.5F, 0, 0, 1.5F, 1.5F, 0, 1.5F, 1.5F, 1.5F}},
       {"gamma 0.9, two turns", {0, 0, f, 1}, 2.0, 0.9, {1.8F, 1.8F, 0, 2.0F}},
       {"single turn keeps A", {f, 0, 0, 0}, 0.7, 0.5, {0, 0.7F, 0.7F, 0.7F}},

@@ -303,7 +303,8 @@ const std::vector<error_case>& error_cases() {
       {"weight_sync_ipc_one_endpoint",
        "policy:\n  weight_sync: ipc\n  endpoints: [http://127.0.0.1:1, http://127.0.0.1:2]\n"
        "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
-       "case.yaml:2: policy.weight_sync: ipc drives exactly one server (on the learner's host), got "
+       "case.yaml:2: policy.weight_sync: ipc drives exactly one server (on the learner's host), "
+       "got "
        "2 endpoints"},
       {"weight_sync_ipc_same_host",
        "policy:\n  weight_sync: ipc\n  endpoints: [http://gpu-host:8000]\n"
@@ -313,7 +314,8 @@ const std::vector<error_case>& error_cases() {
       {"weight_sync_nccl_needs_torch", "policy:\n  weight_sync: nccl\n",
        "case.yaml:2: policy.weight_sync: nccl needs learner.kind torch"},
       {"weight_sync_nccl_needs_vllm",
-       "policy:\n  flavour: sglang\n  weight_sync: nccl\nlearner:\n  kind: torch\n  model_path: m\n",
+       "policy:\n  flavour: sglang\n  weight_sync: nccl\nlearner:\n  kind: torch\n  model_path: "
+       "m\n",
        "case.yaml:3: policy.weight_sync: nccl needs policy.flavour vllm"},
       {"weight_sync_nccl_one_endpoint",
        "policy:\n  weight_sync: nccl\n  endpoints: [http://a:1, http://b:1]\nlearner:\n  kind: "
@@ -854,8 +856,8 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
   }
   for (const char* expected :
        {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
-        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml", "leap_static_reward.yaml",
-        "learn_digits.yaml"}) {
+        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml",
+        "leap_static_reward.yaml", "learn_digits.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }

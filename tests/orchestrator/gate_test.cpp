@@ -365,8 +365,8 @@ TEST(AdaptiveGate, OutOfContractGroupsAreClampedOrIgnored) {
 // so it is compared through what it determines: its size and the thresholds for every G.
 TEST(AdaptiveGate, RecordBuildsTheHistoryDecideAndRecordBuilds) {
   const std::vector<std::pair<int, int>> groups = {
-      {1, 8}, {3, 0}, {5, 8}, {12, 8}, {0, 8}, {2, 4}, {-1, 8}, {7, 8}, {3, 6},
-      {4, 8}, {6, 8}, {1, 2}, {8, 8}, {2, 8}, {3, -2}, {5, 8}, {6, 16}};
+      {1, 8}, {3, 0}, {5, 8}, {12, 8}, {0, 8}, {2, 4},  {-1, 8}, {7, 8}, {3, 6},
+      {4, 8}, {6, 8}, {1, 2}, {8, 8},  {2, 8}, {3, -2}, {5, 8},  {6, 16}};
   adaptive_gate decided(adaptive_config());
   adaptive_gate recorded(adaptive_config());
   for (std::size_t i = 0; i < groups.size(); ++i) {
@@ -393,8 +393,8 @@ TEST(AdaptiveGate, RecordBuildsTheHistoryDecideAndRecordBuilds) {
 }
 
 TEST(GateNames, RoundTripEveryValue) {
-  for (const gate_policy p : {gate_policy::none, gate_policy::full, gate_policy::dcp,
-                              gate_policy::dcp_adaptive}) {
+  for (const gate_policy p :
+       {gate_policy::none, gate_policy::full, gate_policy::dcp, gate_policy::dcp_adaptive}) {
     EXPECT_EQ(parse_gate_policy(to_string(p)), p) << to_string(p);
   }
   for (const threshold_unit u : {threshold_unit::count, threshold_unit::fraction}) {

@@ -52,7 +52,7 @@ TEST(GroupFlow, DebugTurnsStopAtPassOrAtMaxTurns) {
   (void)flow.on_result(0, fail());
   const auto gated = flow.on_result(1, fail());
   EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{0, 1}));
-  EXPECT_EQ(flow.on_result(0, pass()).request_turn.size(), 0u);   // rollout 0 fixed at turn 2
+  EXPECT_EQ(flow.on_result(0, pass()).request_turn.size(), 0u);  // rollout 0 fixed at turn 2
   EXPECT_EQ(flow.on_result(1, fail()).request_turn, (std::vector<std::uint32_t>{1}));  // turn 3
   EXPECT_EQ(flow.rollout_turns(1), 3);
   const auto last = flow.on_result(1, fail());  // turn 3 of 3 failed: rollout over
@@ -70,13 +70,21 @@ struct closed_case {
 
 TEST(GroupFlow, ClosedGroupsFinishAtTheGate) {
   const std::vector<closed_case> cases = {
-      {"single-turn grpo", counts(gate_policy::none, 0, 4), {false, false, true, true},
+      {"single-turn grpo",
+       counts(gate_policy::none, 0, 4),
+       {false, false, true, true},
        gate_decision::closed_no_debug},
-      {"all passed", counts(gate_policy::full, 1, 4), {true, true, true, true},
+      {"all passed",
+       counts(gate_policy::full, 1, 4),
+       {true, true, true, true},
        gate_decision::closed_no_debug},
-      {"too easy", counts(gate_policy::dcp, 2, 3), {false, true, true, true},
+      {"too easy",
+       counts(gate_policy::dcp, 2, 3),
+       {false, true, true, true},
        gate_decision::closed_easy},
-      {"hopeless", counts(gate_policy::dcp, 1, 3), {false, false, false, false},
+      {"hopeless",
+       counts(gate_policy::dcp, 1, 3),
+       {false, false, false, false},
        gate_decision::closed_hopeless},
   };
   for (const auto& c : cases) {
@@ -84,7 +92,8 @@ TEST(GroupFlow, ClosedGroupsFinishAtTheGate) {
     group_flow flow(4, 3, static_gate(c.gate));
     (void)flow.start();
     flow_actions last;
-    for (std::uint32_t i = 0; i < 4; ++i) last = flow.on_result(i, c.first_turn_passed[i] ? pass() : fail());
+    for (std::uint32_t i = 0; i < 4; ++i)
+      last = flow.on_result(i, c.first_turn_passed[i] ? pass() : fail());
     ASSERT_TRUE(last.gate);
     EXPECT_EQ(*last.gate, c.expected);
     EXPECT_TRUE(last.request_turn.empty());
@@ -154,9 +163,9 @@ TEST(ScoreGroup, RankRewardsFromTurnsMatchThePaperForMTwo) {
   advantage_config none;
   none.kind = advantage_kind::none;
   score_group(g, reward_config{}, none);
-  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, (1.0 + 2.0) / 3.0);  // (N2 + N3) / (G - 1)
-  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, (2.0 - 1.0) / 3.0);  // (N3 - N1) / (G - 1)
-  EXPECT_DOUBLE_EQ(g.rollouts[2].reward, -(1.0 + 1.0) / 3.0); // -(N1 + N2) / (G - 1)
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, (1.0 + 2.0) / 3.0);   // (N2 + N3) / (G - 1)
+  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, (2.0 - 1.0) / 3.0);   // (N3 - N1) / (G - 1)
+  EXPECT_DOUBLE_EQ(g.rollouts[2].reward, -(1.0 + 1.0) / 3.0);  // -(N1 + N2) / (G - 1)
   EXPECT_EQ(g.rollouts[0].rank, 2);
   EXPECT_EQ(g.rollouts[1].rank, 1);
   EXPECT_EQ(g.rollouts[1].outcome.passed_at_turn, 2);

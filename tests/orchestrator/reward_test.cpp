@@ -110,12 +110,18 @@ TEST(RankReward, HandComputedGroups) {
       {"G=2 later pass loses", {pass_at(2), pass_at(1)}, 2, {-1.0, 1.0}},
       {"G=2 tie of passes", {pass_at(1), pass_at(1)}, 2, {0.0, 0.0}},
       {"G=2 tie of failures", {failure(), failure(2)}, 2, {0.0, 0.0}},
-      {"M=3 one per tier", {pass_at(1), pass_at(2), pass_at(3), failure(3)}, 3,
+      {"M=3 one per tier",
+       {pass_at(1), pass_at(2), pass_at(3), failure(3)},
+       3,
        {1.0, 1.0 / 3, -1.0 / 3, -1.0}},
-      {"M=3 ties", {pass_at(1), pass_at(1), pass_at(3), failure(3), failure(3)}, 3,
+      {"M=3 ties",
+       {pass_at(1), pass_at(1), pass_at(3), failure(3), failure(3)},
+       3,
        {0.75, 0.75, 0.0, -0.75, -0.75}},
       {"M=3 all second-turn", {pass_at(2), pass_at(2), pass_at(2)}, 3, {0.0, 0.0, 0.0}},
-      {"M=3 lone debug pass among failures", {failure(3), pass_at(3), failure(3), failure(3)}, 3,
+      {"M=3 lone debug pass among failures",
+       {failure(3), pass_at(3), failure(3), failure(3)},
+       3,
        {-1.0 / 3, 1.0, -1.0 / 3, -1.0 / 3}},
       // Out of contract: a pass after max_turns counts as a pass at max_turns.
       {"pass beyond M", {pass_at(3), pass_at(2), failure(2)}, 2, {0.5, 0.5, -1.0}},
@@ -152,8 +158,8 @@ struct rank_case {
 
 TEST(RankReward, OutcomeRankTable) {
   const std::vector<rank_case> cases = {
-      {0, 3, 0}, {1, 3, 3}, {2, 3, 2}, {3, 3, 1}, {4, 3, 1}, {100, 3, 1}, {-1, 3, 0},
-      {1, 1, 1}, {2, 1, 1}, {1, 0, 1}, {3, -2, 1}, {0, 0, 0}, {1, 2, 2},  {2, 2, 1},
+      {0, 3, 0}, {1, 3, 3}, {2, 3, 2}, {3, 3, 1},  {4, 3, 1}, {100, 3, 1}, {-1, 3, 0},
+      {1, 1, 1}, {2, 1, 1}, {1, 0, 1}, {3, -2, 1}, {0, 0, 0}, {1, 2, 2},   {2, 2, 1},
   };
   for (const rank_case& k : cases) {
     EXPECT_EQ(outcome_rank({k.passed_at_turn, 1}, k.max_turns), k.expected)

@@ -7,20 +7,18 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <signal.h>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -95,8 +93,7 @@ TEST(Telemetry, ExpositionOfEveryType) {
   // Series keep their labels in the order given (prometheus-cpp alone would sort them).
   registry two;
   two.add_gauge("g", "h", {{"stage", "run"}, {"kind", "cpp"}}).set(1);
-  EXPECT_NE(to_prometheus(two.take()).find("g{stage=\"run\",kind=\"cpp\"} 1\n"),
-            std::string::npos);
+  EXPECT_NE(to_prometheus(two.take()).find("g{stage=\"run\",kind=\"cpp\"} 1\n"), std::string::npos);
 }
 
 TEST(Telemetry, EscapingOfHelpAndLabelValues) {
@@ -125,8 +122,8 @@ TEST(Telemetry, EscapingOfHelpAndLabelValues) {
 // Numbers read back as a scraper reads them (Go's strconv.ParseFloat, here strtod: both take
 // +Inf, -Inf and NaN in any letter case; prometheus-cpp writes NaN as "Nan").
 TEST(Telemetry, NumbersReadBackAsWritten) {
-  const std::vector<double> values = {0,        1,   -2.5, 0.1, 1e-9, 123456789, 1e15 + 1,
-                                      1.0 / 0.0, -1.0 / 0.0};
+  const std::vector<double> values = {0,         1,        -2.5,      0.1,       1e-9,
+                                      123456789, 1e15 + 1, 1.0 / 0.0, -1.0 / 0.0};
   for (double v : values) {
     registry r;
     r.add_gauge("g", "h").set(v);
@@ -453,7 +450,8 @@ TEST(Telemetry, FailedAndKilledWritesLeaveNoTemporaryFiles) {
     const rlimit limit{4096, 4096};
     ::setrlimit(RLIMIT_FSIZE, &limit);
     const auto written = write_file_atomically(path, std::string(64 * 1024, 'x'));
-    const bool named = !written && written.err().message.find("File too large") != std::string::npos;
+    const bool named =
+        !written && written.err().message.find("File too large") != std::string::npos;
     ::_exit(named ? 0 : 1);
   }
   int status = 0;

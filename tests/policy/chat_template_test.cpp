@@ -314,8 +314,7 @@ json token_text(const json& t) {
 std::vector<family> load_families(std::string& missing) {
   std::vector<family> out;
   auto from_package = [&](const std::string& name, const std::string& package) -> family* {
-    const auto path =
-        tokenizer_packages / package / "models/tokenizer_config.json";
+    const auto path = tokenizer_packages / package / "models/tokenizer_config.json";
     if (!std::filesystem::exists(path)) {
       missing = path.string() + " is missing";
       return nullptr;

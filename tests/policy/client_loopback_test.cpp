@@ -23,7 +23,6 @@ using testing::fake_policy_server;
 using testing::fault;
 using collector = testing::turn_collector;
 
-
 // Endpoint state has no notification API; poll it, bounded.
 template <class Predicate>
 bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 10s) {

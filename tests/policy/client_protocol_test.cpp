@@ -258,9 +258,13 @@ TEST(ClientProtocol, ServerFinishNamesMapToTheClientsReasons) {
   };
   const std::vector<token_id> prompt{5, 6};
   for (const auto& [name, expected] : cases) {
-    const std::string vllm = R"({"choices":[{"token_ids":[1],"logprobs":{"token_logprobs":[-1]},"finish_reason":")" + name + R"("}]})";
-    const std::string sglang = R"({"meta_info":{"finish_reason":{"type":")" + name + R"("},"output_token_logprobs":[[-1,1]]}})";
-    for (const auto& [flavour, body] : {std::pair{wire_flavour::vllm, vllm}, std::pair{wire_flavour::sglang, sglang}}) {
+    const std::string vllm =
+        R"({"choices":[{"token_ids":[1],"logprobs":{"token_logprobs":[-1]},"finish_reason":")" +
+        name + R"("}]})";
+    const std::string sglang = R"({"meta_info":{"finish_reason":{"type":")" + name +
+                               R"("},"output_token_logprobs":[[-1,1]]}})";
+    for (const auto& [flavour, body] :
+         {std::pair{wire_flavour::vllm, vllm}, std::pair{wire_flavour::sglang, sglang}}) {
       SCOPED_TRACE(to_string(flavour) + ": " + name);
       for (const auto& got : {parse_generate_response(flavour, body, "", prompt),
                               parse_generate_response_reference(flavour, body, "", prompt)}) {

@@ -20,7 +20,6 @@ namespace {
 using namespace std::chrono_literals;
 using collector = testing::turn_collector;
 
-
 client_config stream_config(wire_flavour flavour, const std::string& url, bool stream) {
   client_config c;
   c.flavour = flavour;

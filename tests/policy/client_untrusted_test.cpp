@@ -126,13 +126,13 @@ class scripted_http_server {
 std::string vllm_reply(const std::vector<std::string>& choice_ids) {
   std::string out = R"({"id":"cmpl-1","object":"text_completion","choices":[)";
   for (std::size_t c = 0; c < choice_ids.size(); ++c) {
-    const auto count = choice_ids[c].empty() ? 0 : std::count(choice_ids[c].begin(),
-                                                              choice_ids[c].end(), ',') + 1;
+    const auto count =
+        choice_ids[c].empty() ? 0 : std::count(choice_ids[c].begin(), choice_ids[c].end(), ',') + 1;
     std::string lps;
     for (int i = 0; i < count; ++i) lps += (i ? "," : "") + std::string("-0.5");
     out += (c ? "," : "") + std::string(R"({"index":)") + std::to_string(c) +
-           R"(,"text":"x","token_ids":[)" + choice_ids[c] +
-           R"(],"logprobs":{"token_logprobs":[)" + lps + R"(]},"finish_reason":"stop"})";
+           R"(,"text":"x","token_ids":[)" + choice_ids[c] + R"(],"logprobs":{"token_logprobs":[)" +
+           lps + R"(]},"finish_reason":"stop"})";
   }
   return out + "]}";
 }
@@ -382,7 +382,6 @@ TEST(ClientUntrusted, TokenizeRetriesTransientFaults) {
       << ids.err().message;
   EXPECT_EQ(server.requests("/tokenize"), 12);
 }
-
 
 // ---- start-up check ----
 

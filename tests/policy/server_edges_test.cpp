@@ -4,14 +4,13 @@
 #include "policy/wire.hpp"
 #include "tests/policy/server_test_support.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace leap::policy {
 namespace {
@@ -26,22 +25,21 @@ TEST(ServerEdges, DeeplyNestedRequestBodiesAre400AndTheServerKeepsServing) {
   auto server = testing::start_server();
   ASSERT_TRUE(server);
   auto http = testing::client_for(*server);
-  for (const std::string& path : {"/v1/completions", "/v1/chat/completions", "/generate",
-                                  "/tokenize", "/update_weights",
-                                  "/init_weight_transfer_engine", "/finish_weight_update"}) {
+  for (const std::string& path :
+       {"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/update_weights",
+        "/init_weight_transfer_engine", "/finish_weight_update"}) {
     for (const std::string& body :
          {nested(100'000), R"({"prompt": )" + nested(100'000) + "}", nested(65)}) {
       auto res = http->Post(path, body, "application/json");
       ASSERT_TRUE(res) << path << ": no reply (" << httplib::to_string(res.error()) << ")";
       EXPECT_EQ(res->status, 400) << path;
       const auto j = json::parse(res->body);
-      EXPECT_NE(j["error"]["message"].get<std::string>().find("deeper than 64"),
-                std::string::npos)
+      EXPECT_NE(j["error"]["message"].get<std::string>().find("deeper than 64"), std::string::npos)
           << res->body;
     }
   }
-  auto ok = http->Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})",
-                       "application/json");
+  auto ok =
+      http->Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
@@ -80,14 +78,14 @@ TEST(ServerEdges, APostWithoutABodyIsAnsweredAtOnce) {
   auto server = testing::start_server(config);
   ASSERT_TRUE(server);
   // No Content-Length, no Transfer-Encoding: a request without a body (RFC 9112, 6.3).
-  EXPECT_EQ(raw_status(server->port(),
-                       "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 60),
-            400);
+  EXPECT_EQ(
+      raw_status(server->port(), "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 60),
+      400);
   // A control route takes an empty body as {}.
-  EXPECT_EQ(raw_status(server->port(),
-                       "POST /flush_cache HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-                       60),
-            200);
+  EXPECT_EQ(
+      raw_status(server->port(),
+                 "POST /flush_cache HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 60),
+      200);
   // Bodies with a length are still read whole, on a kept-alive connection too.
   const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
   EXPECT_EQ(raw_status(server->port(),
@@ -101,8 +99,8 @@ TEST(ServerEdges, ALargeFormBodyIsA413WithAnErrorType) {
   auto server = testing::start_server();
   ASSERT_TRUE(server);
   auto http = testing::client_for(*server);
-  auto res = http->Post("/v1/completions", std::string(9000, 'a'),
-                        "application/x-www-form-urlencoded");
+  auto res =
+      http->Post("/v1/completions", std::string(9000, 'a'), "application/x-www-form-urlencoded");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
   const auto j = json::parse(res->body);

@@ -349,16 +349,15 @@ TEST_F(ServerHttp, MultiTurnDeltaIsADebugTurn) {
 
 TEST_F(ServerHttp, WeightUpdatesAreReported) {
   // vLLM's weight-transfer engine, disk backend: the folder is loaded at finish.
-  ASSERT_EQ(post(*client_, "/init_weight_transfer_engine", json{{"init_info", json::object()}})
-                .status,
-            200);
+  ASSERT_EQ(
+      post(*client_, "/init_weight_transfer_engine", json{{"init_info", json::object()}}).status,
+      200);
   ASSERT_EQ(post(*client_, "/start_weight_update", json::object()).status, 200);
-  ASSERT_EQ(post(*client_, "/update_weights", json{{"update_info", {{"path", "/ckpt/step-5"}}}})
-                .status,
-            200);
+  ASSERT_EQ(
+      post(*client_, "/update_weights", json{{"update_info", {{"path", "/ckpt/step-5"}}}}).status,
+      200);
   EXPECT_EQ(server_->weight_version(), 0);  // nothing served changes before finish
-  const http_reply updated =
-      post(*client_, "/finish_weight_update", json{{"weight_version", "5"}});
+  const http_reply updated = post(*client_, "/finish_weight_update", json{{"weight_version", "5"}});
   ASSERT_EQ(updated.status, 200) << updated.body;
   EXPECT_EQ(updated.json()["weight_version"], 5);
   EXPECT_EQ(server_->weight_version(), 5);
@@ -527,8 +526,9 @@ TEST(ServerConcurrency, SlowRequestsDoNotSerialise) {
   }
   EXPECT_TRUE(eventually(
       [&] {
-        return get(*client_for(*server), "/metrics").body.find("vllm:num_requests_running " +
-                                                                std::to_string(requests)) != std::string::npos;
+        return get(*client_for(*server), "/metrics")
+                   .body.find("vllm:num_requests_running " + std::to_string(requests)) !=
+               std::string::npos;
       },
       std::chrono::seconds(50)))
       << "not all " << requests << " requests were running at once";

@@ -1,7 +1,8 @@
 // The client's weight-sync plans against the project's own server (the scripted backend) on
 // loopback, and the ways a sync goes wrong: the connection is cut, the server restarts in the
-// middle (it comes back on its startup weights and says so). Each is detected, the server stays out of rotation (no turn reaches it) until a sync
-// succeeds, and turns go to the endpoints whose weights are known.
+// middle (it comes back on its startup weights and says so). Each is detected, the server stays out
+// of rotation (no turn reaches it) until a sync succeeds, and turns go to the endpoints whose
+// weights are known.
 #include "policy/client.hpp"
 #include "policy/weight_sync.hpp"
 #include "tests/policy/server_test_support.hpp"
@@ -105,9 +106,8 @@ class restarting_proxy {
   void forward(const httplib::Request& q, httplib::Response& r) {
     httplib::Client c("127.0.0.1", target_.load());
     c.set_read_timeout(10s);
-    auto reply = q.method == "POST"
-                     ? c.Post(q.target, q.body, q.get_header_value("Content-Type"))
-                     : c.Get(q.target);
+    auto reply = q.method == "POST" ? c.Post(q.target, q.body, q.get_header_value("Content-Type"))
+                                    : c.Get(q.target);
     if (!reply) {
       r.status = 502;
       return;
@@ -184,24 +184,23 @@ TEST(ServerWeightSync, ACompanionRunsAlongsideEachCallAndItsFailureFailsTheSync)
     seen.push_back(call.name + "@" + r.version);
     const bool fails = call.name == fail_at;
     // From another thread, as the learner's broadcast answers.
-    workers.emplace_back([done, fails] {
-      done(fails ? status{error{"boom"}} : ok_status());
-    });
+    workers.emplace_back([done, fails] { done(fails ? status{error{"boom"}} : ok_status()); });
   };
   ASSERT_TRUE(sync_now(**client, 0, fast(vllm_transfer_disk_plan()), request));
   EXPECT_EQ(server->weight_version(), 5);
   {
     std::lock_guard lock(mutex);
-    EXPECT_EQ(seen, (std::vector<std::string>{"init@5", "start@5", "load@5", "finish@5",
-                                              "flush@5"}));
+    EXPECT_EQ(seen,
+              (std::vector<std::string>{"init@5", "start@5", "load@5", "finish@5", "flush@5"}));
     seen.clear();
   }
   fail_at = "load";
   request.version = "6";
   auto failed = sync_now(**client, 0, fast(vllm_transfer_disk_plan()), request);
   ASSERT_FALSE(failed);
-  EXPECT_NE(failed.err().message.find("load (POST /update_weights): the trainer's side failed: boom"),
-            std::string::npos)
+  EXPECT_NE(
+      failed.err().message.find("load (POST /update_weights): the trainer's side failed: boom"),
+      std::string::npos)
       << failed.err().message;
   EXPECT_EQ(server->weight_version(), 5);  // finish was never sent
   EXPECT_FALSE((*client)->endpoints()[0].admitting);
@@ -224,8 +223,7 @@ TEST(ServerWeightSync, ARestartInTheMiddleIsAVersionMismatchAndKeepsTheServerOut
   auto s = sync_now(**client, 1, fast(sglang_disk_plan()), {"5", "/ckpt/step-5", ""});
   ASSERT_FALSE(s);
   EXPECT_NE(s.err().message.find("version mismatch"), std::string::npos) << s.err().message;
-  EXPECT_NE(s.err().message.find("reports weight version 4"), std::string::npos)
-      << s.err().message;
+  EXPECT_NE(s.err().message.find("reports weight version 4"), std::string::npos) << s.err().message;
   EXPECT_EQ(before->weight_version(), 5);  // the load reached the server that then went away
   const auto view = (*client)->endpoints()[1];
   EXPECT_FALSE(view.admitting);

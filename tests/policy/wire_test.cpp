@@ -378,8 +378,7 @@ TEST(WireRender, StopReasonAndTokenIdStrings) {
   EXPECT_EQ(out["choices"][0]["stop_reason"], 259);
   EXPECT_EQ(out["choices"][0]["logprobs"]["tokens"][0], "token_id:111");
   // logprobs: 1 and the sampled token is the most likely: it alone (vLLM merges it into the k).
-  EXPECT_EQ(out["choices"][0]["logprobs"]["top_logprobs"][0],
-            json({{"token_id:111", -0.5}}));
+  EXPECT_EQ(out["choices"][0]["logprobs"]["top_logprobs"][0], json({{"token_id:111", -0.5}}));
   s.stop_token.reset();
   s.stop_string = "\n\n";
   EXPECT_EQ(render_completion_response(sample_meta(), {s}, request)["choices"][0]["stop_reason"],

@@ -17,7 +17,7 @@ namespace {
 
 // A completed step: accuracy at turns 1..M, activated fraction, recovery, timings of wall_s.
 replay_step step(std::uint64_t index, std::vector<double> accuracy, double activated,
-                         double recovery = 0.0, double wall_s = 10.0) {
+                 double recovery = 0.0, double wall_s = 10.0) {
   replay_step s;
   s.step = index;
   s.groups = 4;

@@ -14,7 +14,6 @@
 // in its feedback.
 #include "sandbox/engine.hpp"
 #include "sandbox/task.hpp"
-
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -40,7 +39,8 @@ const fs::path& corpus_root() {
   // LEAP_ADVERSARIAL_CORPUS points an older build at a newer corpus (to show that it pays them).
   static const fs::path root = [] {
     const char* other = std::getenv("LEAP_ADVERSARIAL_CORPUS");
-    return other && *other ? fs::path(other) : fs::path(LEAP_SOURCE_DIR) / "tests" / "sandbox" / "adversarial";
+    return other && *other ? fs::path(other)
+                           : fs::path(LEAP_SOURCE_DIR) / "tests" / "sandbox" / "adversarial";
   }();
   return root;
 }
@@ -114,16 +114,19 @@ std::vector<adversarial_case> corpus() {
     const std::string kind = kind_dir.path().filename().string();
     if (kind != "cpp" && kind != "cuda" && kind != "python" && kind != "kernelbench") continue;
     for (const auto& f : fs::directory_iterator(kind_dir.path())) {
-      if (f.is_regular_file() && f.path().filename().string()[0] != '.') cases.push_back(read_case(f.path()));
+      if (f.is_regular_file() && f.path().filename().string()[0] != '.')
+        cases.push_back(read_case(f.path()));
     }
   }
-  std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
+  std::sort(cases.begin(), cases.end(),
+            [](const auto& a, const auto& b) { return a.file < b.file; });
   return cases;
 }
 
 task load_task(const adversarial_case& c) {
   const fs::path local = corpus_root() / c.task_spec;
-  auto t = resolve_task(fs::exists(local) ? local.string() : c.task_spec, fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite");
+  auto t = resolve_task(fs::exists(local) ? local.string() : c.task_spec,
+                        fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite");
   if (!t) {
     ADD_FAILURE() << c.file << ": task '" << c.task_spec << "': " << t.err().message;
     return {};
@@ -138,7 +141,9 @@ std::string fence_language(const std::string& kind) {
 }
 
 // Texts that only the host or the task holds: a feedback quoting one of them leaked it.
-std::vector<std::string> host_secrets() { return {"root:x:0:0", "LEAP_SOURCE_DIR", LEAP_SOURCE_DIR}; }
+std::vector<std::string> host_secrets() {
+  return {"root:x:0:0", "LEAP_SOURCE_DIR", LEAP_SOURCE_DIR};
+}
 
 TEST(Adversarial, CorpusIsWellFormed) {
   const auto cases = corpus();
@@ -151,7 +156,8 @@ TEST(Adversarial, CorpusIsWellFormed) {
     EXPECT_FALSE(c.attack_class.empty()) << "no 'class:' line";
     EXPECT_EQ(c.expected.count("pass"), 0U) << "an adversarial candidate must not pass";
     for (const auto& e : c.expected) {
-      static const std::set<std::string> known{"format", "compile", "forbidden", "runtime", "timeout", "wrong_answer"};
+      static const std::set<std::string> known{"format",  "compile", "forbidden",
+                                               "runtime", "timeout", "wrong_answer"};
       EXPECT_EQ(known.count(e), 1U) << "unknown category '" << e << "'";
     }
     ++per_kind[c.kind];
@@ -159,7 +165,9 @@ TEST(Adversarial, CorpusIsWellFormed) {
 }
 
 // Test listings name the file, not the struct's bytes.
-void PrintTo(const adversarial_case& c, std::ostream* os) { *os << c.kind << "/" << c.file.filename().string(); }
+void PrintTo(const adversarial_case& c, std::ostream* os) {
+  *os << c.kind << "/" << c.file.filename().string();
+}
 
 class AdversarialCase : public ::testing::TestWithParam<adversarial_case> {};
 
@@ -170,19 +178,22 @@ TEST_P(AdversarialCase, IsNotPaid) {
   const task t = load_task(c);
   if (t.id.empty()) return;
   auto v = shared_engine().verify(t, fenced(fence_language(c.kind), c.code), c.gpu ? 0 : -1);
-  ASSERT_TRUE(v.ok()) << "the candidate caused an infrastructure error (it must only ever fail its own turn): "
-                      << v.err().message;
+  ASSERT_TRUE(v.ok())
+      << "the candidate caused an infrastructure error (it must only ever fail its own turn): "
+      << v.err().message;
   const std::string got = to_string(v->category);
   std::string expected;
   for (const auto& e : c.expected) expected += (expected.empty() ? "" : " | ") + e;
-  EXPECT_EQ(c.expected.count(got), 1U) << c.attack_class << ": got " << got << ", expected " << expected << "\n"
-                                       << v->feedback << "\n--- diagnostics\n"
-                                       << v->diagnostics;
+  EXPECT_EQ(c.expected.count(got), 1U)
+      << c.attack_class << ": got " << got << ", expected " << expected << "\n"
+      << v->feedback << "\n--- diagnostics\n"
+      << v->diagnostics;
   if (!c.feedback_contains.empty()) {
     EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
   }
   for (const auto& secret : host_secrets()) {
-    EXPECT_EQ(v->feedback.find(secret), std::string::npos) << "the feedback quotes '" << secret << "'";
+    EXPECT_EQ(v->feedback.find(secret), std::string::npos)
+        << "the feedback quotes '" << secret << "'";
   }
 }
 

@@ -5,13 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <unistd.h>
 
 namespace leap::sandbox {
 namespace {
@@ -23,8 +22,12 @@ TEST(CompileChecksTest, MakeDependencies) {
       "solution.ii: solution.cpp /usr/include/stdc-predef.h \\\n"
       " /usr/include/c++/12/vector /tmp/a\\ b.h /x/$$HOME \\\n"
       " /etc/passwd\n";
-  const std::vector<std::string> expected{"solution.cpp", "/usr/include/stdc-predef.h", "/usr/include/c++/12/vector",
-                                          "/tmp/a b.h",   "/x/$HOME",                   "/etc/passwd"};
+  const std::vector<std::string> expected{"solution.cpp",
+                                          "/usr/include/stdc-predef.h",
+                                          "/usr/include/c++/12/vector",
+                                          "/tmp/a b.h",
+                                          "/x/$HOME",
+                                          "/etc/passwd"};
   EXPECT_EQ(parse_make_deps(deps), expected);
   // as --MD names its input and temporaries the same way.
   EXPECT_EQ(parse_make_deps("solution.o: solution.ii /tmp/ccdLOtNp.s /etc/hostname\n"),
@@ -46,7 +49,8 @@ TEST(CompileChecksTest, NvccDryRunIncludeFolders) {
       "#$ _HERE_=/opt/cuda-13.0/bin\n"
       "#$ TOP=/opt/cuda-13.0/bin/..\n"
       "#$ INCLUDES=\"-I/opt/cuda-13.0/bin/../targets/x86_64-linux/include\"  \n"
-      "#$ SYSTEM_INCLUDES=\"-isystem\" \"/opt/cuda-13.0/bin/../targets/x86_64-linux/include/cccl\"  \n"
+      "#$ SYSTEM_INCLUDES=\"-isystem\" \"/opt/cuda-13.0/bin/../targets/x86_64-linux/include/cccl\" "
+      " \n"
       "#$ LIBRARIES=  \"-L/opt/cuda-13.0/bin/../targets/x86_64-linux/lib\"\n"
       "#$ gcc -E -x c++ \"-I/etc\" -include \"cuda_runtime.h\" \"/dev/null\"\n";
   EXPECT_EQ(parse_nvcc_include_dirs(dryrun),
@@ -56,20 +60,22 @@ TEST(CompileChecksTest, NvccDryRunIncludeFolders) {
 }
 
 TEST(CompileChecksTest, ForbiddenLibrariesOfATask) {
-  EXPECT_EQ(forbidden_libraries({"cublas", "cudnn", "thrust", "cub::", "torch", "std::sort", "qsort"}),
-            (std::vector<std::string>{"cublas", "cudnn", "thrust", "cub", "torch", "qsort"}));
+  EXPECT_EQ(
+      forbidden_libraries({"cublas", "cudnn", "thrust", "cub::", "torch", "std::sort", "qsort"}),
+      (std::vector<std::string>{"cublas", "cudnn", "thrust", "cub", "torch", "qsort"}));
 }
 
 class IncludedFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = default_scratch_root().parent_path() / ("leap-include-check-" + std::to_string(::getpid()));
+    root_ =
+        default_scratch_root().parent_path() / ("leap-include-check-" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_ / "sys" / "thrust");
     fs::create_directories(root_ / "sys" / "cuda" / "std");
     fs::create_directories(root_ / "other");
-    for (const char* f : {"sys/stdio.h", "sys/thrust/sort.h", "sys/cublas_v2.h", "sys/cuda/std/span", "sys/cub.h",
-                          "other/secret.txt"}) {
+    for (const char* f : {"sys/stdio.h", "sys/thrust/sort.h", "sys/cublas_v2.h",
+                          "sys/cuda/std/span", "sys/cub.h", "other/secret.txt"}) {
       std::ofstream(root_ / f) << "x\n";
     }
     fs::create_symlink(root_ / "other" / "secret.txt", root_ / "sys" / "innocent.h");
@@ -85,7 +91,8 @@ class IncludedFilesTest : public ::testing::Test {
 };
 
 TEST_F(IncludedFilesTest, SystemHeadersAndTheCandidatePass) {
-  EXPECT_FALSE(check_included_files({"solution.cu", path("sys/stdio.h"), path("sys/cuda/std/span"), path("sys/cub.h")},
+  EXPECT_FALSE(check_included_files({"solution.cu", path("sys/stdio.h"), path("sys/cuda/std/span"),
+                                     path("sys/cub.h")},
                                     policy_)
                    .has_value());
   // ".." that stays inside the folder is the same file.
@@ -98,15 +105,15 @@ TEST_F(IncludedFilesTest, EverythingElseIsRefusedByName) {
     std::string item;
   };
   const std::vector<refused> cases{
-      {path("other/secret.txt"), "#include"},          // outside the system folders
-      {path("sys/../other/secret.txt"), "#include"},   // climbing out
-      {path("sys/innocent.h"), "#include"},            // a link inside a system folder to a file outside
-      {"../../etc/passwd", "#include"},                // relative: the build folder or above
-      {"./solution.cu", "#include"},                   // another spelling of a scratch file
-      {"harness.o", "#include"},                       // a scratch file
+      {path("other/secret.txt"), "#include"},         // outside the system folders
+      {path("sys/../other/secret.txt"), "#include"},  // climbing out
+      {path("sys/innocent.h"), "#include"},  // a link inside a system folder to a file outside
+      {"../../etc/passwd", "#include"},      // relative: the build folder or above
+      {"./solution.cu", "#include"},         // another spelling of a scratch file
+      {"harness.o", "#include"},             // a scratch file
       {"/dev/zero", "#include"},
-      {path("sys/thrust/sort.h"), "thrust"},           // a forbidden library's folder
-      {path("sys/cublas_v2.h"), "cublas"},             // a forbidden library's header
+      {path("sys/thrust/sort.h"), "thrust"},  // a forbidden library's folder
+      {path("sys/cublas_v2.h"), "cublas"},    // a forbidden library's header
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file);
@@ -120,15 +127,16 @@ TEST_F(IncludedFilesTest, EverythingElseIsRefusedByName) {
 
 TEST(CompileChecksTest, AssemblerReadsNoFiles) {
   EXPECT_FALSE(check_assembler_files({"solution.ii", "/tmp/ccdLOtNp.s"}, "solution").has_value());
-  EXPECT_FALSE(check_assembler_files({"solution.cudafe1.cpp", "/tmp/ccAbCdEf.s"}, "solution").has_value());
+  EXPECT_FALSE(
+      check_assembler_files({"solution.cudafe1.cpp", "/tmp/ccAbCdEf.s"}, "solution").has_value());
   auto hit = check_assembler_files({"solution.ii", "/tmp/ccdLOtNp.s", "/etc/passwd"}, "solution");
   ASSERT_TRUE(hit.has_value());
   EXPECT_NE(hit->reason.find("/etc/passwd"), std::string::npos);
 }
 
 TEST(CompileChecksTest, ForbiddenNamesInTheFrontEndDump) {
-  const std::vector<std::string> items{"std::sort", "std::stable_sort", "qsort", "std::priority_queue",
-                                       "std::make_heap"};
+  const std::vector<std::string> items{"std::sort", "std::stable_sort", "qsort",
+                                       "std::priority_queue", "std::make_heap"};
   struct dump_case {
     std::string name;
     std::string dump;
@@ -136,13 +144,16 @@ TEST(CompileChecksTest, ForbiddenNamesInTheFrontEndDump) {
   };
   // Lines as g++ 12 writes them with -fdump-tree-original.
   const std::vector<dump_case> cases{
-      {"call", "    std::sort<float*> (y, y + (sizetype) ((long unsigned int) n * 4)) >>>>>;\n", "std::sort"},
+      {"call", "    std::sort<float*> (y, y + (sizetype) ((long unsigned int) n * 4)) >>>>>;\n",
+       "std::sort"},
       {"instantiated_for_a_pointer",
-       ";; Function void std::sort(_RAIter, _RAIter) [with _RAIter = float*] (null)\n  f = sort;\n", "std::sort"},
+       ";; Function void std::sort(_RAIter, _RAIter) [with _RAIter = float*] (null)\n  f = sort;\n",
+       "std::sort"},
       {"c_function", "    qsort ((void *) y, (size_t) n, 4, cmp) >>>>>;\n", "qsort"},
       {"container", "  std::priority_queue<float>::push (&h, &x);\n", "std::priority_queue"},
       {"internal_helpers_are_not_the_public_name",
-       "  std::__sort<float*, __gnu_cxx::__ops::_Iter_less_iter> (a, b);\n  std::__make_heap<float*> (a, b);\n"
+       "  std::__sort<float*, __gnu_cxx::__ops::_Iter_less_iter> (a, b);\n  "
+       "std::__make_heap<float*> (a, b);\n"
        "  std::sort_heap_like (a);\n  my_qsort (a);\n",
        ""},
   };
@@ -172,13 +183,16 @@ TEST(CompileChecksTest, ObjectSymbols) {
   };
   const std::vector<symbol_case> cases{
       {"an_ordinary_solution",
-       "_Z5solvePKiPii T 0 40\n_Z6helperi T 40 8\nscratch_buffer B 0 4000\nDW.ref.__gxx_personality_v0 V 0 8\n"
-       "_ZNSt6vectorIiSaIiEE17_M_default_appendEm W 0 20\n_ZNSt6vectorIfSaIfEE9push_backERKf W 0 20\n"
+       "_Z5solvePKiPii T 0 40\n_Z6helperi T 40 8\nscratch_buffer B 0 "
+       "4000\nDW.ref.__gxx_personality_v0 V 0 8\n"
+       "_ZNSt6vectorIiSaIiEE17_M_default_appendEm W 0 20\n_ZNSt6vectorIfSaIfEE9push_backERKf W 0 "
+       "20\n"
        "_ZN2my5stateE B 0 8\nmemcpy U\n_Znwm U\n",
        {},
        ""},
       {"cuda_object",
-       "_Z27__device_stub__Z4addkPKfPfiPKfPfi T 20 10\n_Z4addkPKfPfi T 140 10\n_Z5solvePKfPfi T 150 10\n"
+       "_Z27__device_stub__Z4addkPKfPfiPKfPfi T 20 10\n_Z4addkPKfPfi T 140 10\n_Z5solvePKfPfi T "
+       "150 10\n"
        "__cudaRegisterFatBinary U\n",
        {"cublas", "thrust", "cub::"},
        ""},
@@ -186,14 +200,26 @@ TEST(CompileChecksTest, ObjectSymbols) {
       {"weak_write", "write W 0 10\n", {}, "defines write"},
       {"cuda_timer", "cudaEventElapsedTime T 0 10\n", {}, "cudaEventElapsedTime"},
       {"main", "main T 0 10\n", {}, "do not define main()"},
-      {"std_clock_used_by_the_harness", "_ZNSt6chrono3_V212steady_clock3nowEv W 0 10\n", {}, "which the harness uses"},
+      {"std_clock_used_by_the_harness",
+       "_ZNSt6chrono3_V212steady_clock3nowEv W 0 10\n",
+       {},
+       "which the harness uses"},
       {"global_operator_new", "_Znwm T 0 10\n", {}, "which the harness uses"},
-      {"strong_std_definition", "_ZNSt6vectorIfSaIfEE9push_backERKf T 0 20\n", {}, "standard library"},
+      {"strong_std_definition",
+       "_ZNSt6vectorIfSaIfEE9push_backERKf T 0 20\n",
+       {},
+       "standard library"},
       // What GCC 13's <thread> emits into every object that starts a std::thread.
       {"weak_inline_std_member", "_ZNSt6thread24_M_thread_deps_never_runEv W 0 10\n", {}, ""},
-      {"strong_over_a_harness_weak", "_ZNSt6vectorIiSaIiEE17_M_default_appendEm T 0 20\n", {}, "harness"},
+      {"strong_over_a_harness_weak",
+       "_ZNSt6vectorIiSaIiEE17_M_default_appendEm T 0 20\n",
+       {},
+       "harness"},
       {"c_library_object", "stdout D 0 8\n", {}, "defines stdout"},
-      {"forbidden_library_call", "_Z5solvePKfPfi T 0 10\ncublasSgemm_v2 U\n", {"cublas"}, "calls cublasSgemm_v2"},
+      {"forbidden_library_call",
+       "_Z5solvePKfPfi T 0 10\ncublasSgemm_v2 U\n",
+       {"cublas"},
+       "calls cublasSgemm_v2"},
       {"library_loading_when_something_is_forbidden", "dlsym U\n", {"cublas"}, "dlsym"},
   };
   for (const auto& c : cases) {
@@ -208,23 +234,26 @@ TEST(CompileChecksTest, ObjectSymbols) {
     }
   }
   // Without a forbidden list, dlopen is the candidate's business.
-  EXPECT_FALSE(check_object_symbols(parse_nm("dlopen U\n"), harness, {}, "solution.cpp").has_value());
+  EXPECT_FALSE(
+      check_object_symbols(parse_nm("dlopen U\n"), harness, {}, "solution.cpp").has_value());
 }
 
 TEST(CompileChecksTest, ElfSymbolsAsNmListsThem) {
   // A real object from the real g++: the in-process reader must see what nm -g sees.
-  const fs::path dir = default_scratch_root().parent_path() / ("leap-elf-check-" + std::to_string(::getpid()));
+  const fs::path dir =
+      default_scratch_root().parent_path() / ("leap-elf-check-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "o.cpp") << "#include <vector>\n"
-                                  "extern \"C\" int clock_gettime(int, void*) { return 0; }\n"
-                                  "int counter;\n"
-                                  "int fake() asm(\"gettimeofday\");\n"
-                                  "int fake() { return counter; }\n"
-                                  "__attribute__((weak)) int maybe() { return 1; }\n"
-                                  "static int hidden() { return 2; }\n"
-                                  "asm(\".globl raw_label\\nraw_label:\\n\");\n"
-                                  "int use_vector(int n) { std::vector<int> v(n); return v.size() + hidden(); }\n"
-                                  "extern int elsewhere(); int call() { return elsewhere(); }\n";
+  std::ofstream(dir / "o.cpp")
+      << "#include <vector>\n"
+         "extern \"C\" int clock_gettime(int, void*) { return 0; }\n"
+         "int counter;\n"
+         "int fake() asm(\"gettimeofday\");\n"
+         "int fake() { return counter; }\n"
+         "__attribute__((weak)) int maybe() { return 1; }\n"
+         "static int hidden() { return 2; }\n"
+         "asm(\".globl raw_label\\nraw_label:\\n\");\n"
+         "int use_vector(int n) { std::vector<int> v(n); return v.size() + hidden(); }\n"
+         "extern int elsewhere(); int call() { return elsewhere(); }\n";
   const std::string cmd = "cd '" + dir.string() + "' && g++ -std=c++17 -O2 -c o.cpp -o o.o";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(dir / "o.o", std::ios::binary);

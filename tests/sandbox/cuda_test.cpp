@@ -1,7 +1,6 @@
 // cuda tasks: compile-side with the real nvcc on every machine; GPU-side only where a GPU is
 // present (skipped with the reason otherwise; run them on the GPU machine).
 #include "sandbox/engine.hpp"
-
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -27,7 +26,8 @@ bool nvcc_available(std::string* why) {
 TEST(CudaCompileTest, CorrectKernelCompilesForTheConfiguredArch) {
   std::string why;
   if (!nvcc_available(&why)) GTEST_SKIP() << why;
-  auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add));
+  auto p = shared_engine().compile(testing::cuda_vector_add_task(),
+                                   fenced("cuda", testing::k_cuda_vector_add));
   ASSERT_TRUE(p.ok()) << p.err().message;
   EXPECT_FALSE(p->final_verdict.has_value()) << p->final_verdict->feedback;
   EXPECT_GT(p->binary.size(), 1000U);
@@ -45,13 +45,16 @@ TEST(CudaCompileTest, CompileErrorPointsAtTheCandidatesOwnLine) {
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) c[i] = a[i] + b[j];\n"
       "}\n"
-      "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, 256>>>(a, b, c, n); }\n";
+      "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, "
+      "256>>>(a, b, c, n); }\n";
   auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   const auto& v = *p->final_verdict;
   EXPECT_EQ(v.category, verdict_category::compile);
-  EXPECT_NE(v.feedback.find("solution.cu(5): error: identifier \"j\" is undefined"), std::string::npos) << v.feedback;
+  EXPECT_NE(v.feedback.find("solution.cu(5): error: identifier \"j\" is undefined"),
+            std::string::npos)
+      << v.feedback;
   EXPECT_EQ(v.feedback.find("harness"), std::string::npos) << v.feedback;
   EXPECT_EQ(v.feedback.find("/tmp"), std::string::npos) << v.feedback;
 }
@@ -65,15 +68,16 @@ TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   EXPECT_EQ(p->final_verdict->category, verdict_category::compile);
-  EXPECT_NE(p->final_verdict->feedback.find("void solve(const float* a, const float* b, float* c, int n)"),
+  EXPECT_NE(p->final_verdict->feedback.find(
+                "void solve(const float* a, const float* b, float* c, int n)"),
             std::string::npos)
       << p->final_verdict->feedback;
 }
 
 // As on machines whose nvcc on PATH is a wrapper script in another bin/ folder (Debian's
-// /usr/bin/nvcc is one): nvcc takes its headers from its real folder (<toolkit>/bin/../targets/...),
-// which the include check must accept as the toolkit's although the configured path says nothing
-// of it.
+// /usr/bin/nvcc is one): nvcc takes its headers from its real folder
+// (<toolkit>/bin/../targets/...), which the include check must accept as the toolkit's although the
+// configured path says nothing of it.
 TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) {
   std::string why;
   if (!nvcc_available(&why)) GTEST_SKIP() << why;
@@ -85,7 +89,8 @@ TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) 
   // would not be visible to the compiler.
   const fs::path root = fs::current_path() / ("leap-nvcc-wrapper-" + std::to_string(::getpid()));
   for (const char* replaced : {"/tmp/", "/var/tmp/", "/run/", "/dev/"}) {
-    if (root.string().rfind(replaced, 0) == 0) GTEST_SKIP() << "the build tree is under " << replaced;
+    if (root.string().rfind(replaced, 0) == 0)
+      GTEST_SKIP() << "the build tree is under " << replaced;
   }
   fs::create_directories(root / "bin");
   const fs::path wrapper = root / "bin" / "nvcc";
@@ -100,7 +105,8 @@ TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) 
   config.cache_dir = root / "cache";
   auto wrapped = engine::create(config);
   ASSERT_TRUE(wrapped.ok()) << wrapped.err().message;
-  auto p = (*wrapped)->compile(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add));
+  auto p = (*wrapped)->compile(testing::cuda_vector_add_task(),
+                               fenced("cuda", testing::k_cuda_vector_add));
   fs::remove_all(root, ec);
   ASSERT_TRUE(p.ok()) << p.err().message;
   EXPECT_FALSE(p->final_verdict.has_value()) << p->final_verdict->feedback;
@@ -108,12 +114,14 @@ TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) 
 }
 
 TEST(CudaCompileTest, LibraryCallsAreForbiddenBeforeCompiling) {
-  const std::string code = "#include <cublas_v2.h>\nvoid solve(const float* a, const float* b, float* c, int n) {}\n";
+  const std::string code =
+      "#include <cublas_v2.h>\nvoid solve(const float* a, const float* b, float* c, int n) {}\n";
   auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
   ASSERT_TRUE(p.ok()) << p.err().message;
   ASSERT_TRUE(p->final_verdict.has_value());
   EXPECT_EQ(p->final_verdict->category, verdict_category::forbidden);
-  EXPECT_NE(p->final_verdict->feedback.find("Line 1"), std::string::npos) << p->final_verdict->feedback;
+  EXPECT_NE(p->final_verdict->feedback.find("Line 1"), std::string::npos)
+      << p->final_verdict->feedback;
 }
 
 class CudaGpuTest : public ::testing::Test {
@@ -140,8 +148,10 @@ TEST_F(CudaGpuTest, IllegalMemoryAccessIsARuntimeErrorByName) {
   std::string code = testing::k_cuda_vector_add;
   // A write through a null pointer that the compiler cannot see is null (a literal null store is
   // undefined behaviour that nvcc deletes, leaving a wrong answer). A far out-of-bounds index gave
-  // cudaErrorInvalidAddressSpace on an H200; the error is reported by whatever name the driver gives.
-  code.replace(code.find("if (i < n) c[i]"), 15, "float* volatile sink = nullptr; if (i < n) sink[i]");
+  // cudaErrorInvalidAddressSpace on an H200; the error is reported by whatever name the driver
+  // gives.
+  code.replace(code.find("if (i < n) c[i]"), 15,
+               "float* volatile sink = nullptr; if (i < n) sink[i]");
   auto v = verify(code);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_EQ(v->category, verdict_category::runtime) << v->feedback;

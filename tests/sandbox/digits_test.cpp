@@ -1,6 +1,7 @@
 // The digits toy family: the judge's table, the task format, and the shipped dataset (every task's
 // solution passes, every labelled wrong answer fails) through the real engine.
 #include "sandbox/digits.hpp"
+
 #include "sandbox/engine.hpp"
 #include "sandbox/task.hpp"
 #include "test_support.hpp"
@@ -28,15 +29,17 @@ TEST(DigitSumJudge, JudgesEveryShapeOfAnswer) {
       {7, "I think 3 and 4.", verdict_category::pass, ""},  // other characters do not count
       {12, "```\n93\n```", verdict_category::pass, ""},
       {12, "Sum 5:\n```digits\n93\n```", verdict_category::pass, ""},  // the block, not the prose
-      {12, "```\n93", verdict_category::pass, ""},                       // cut off inside the block
+      {12, "```\n93", verdict_category::pass, ""},                     // cut off inside the block
       {7, "8", verdict_category::wrong_answer,
        "Your digits sum to 8, not 7. Use smaller digits or fewer of them."},
       {12, "12", verdict_category::wrong_answer,
        "Your digits sum to 3, not 12. Use larger digits or more of them."},
       {7, "", verdict_category::format, "Your answer has no digits. Write digits whose sum is 7."},
-      {7, "seven", verdict_category::format, "Your answer has no digits. Write digits whose sum is 7."},
+      {7, "seven", verdict_category::format,
+       "Your answer has no digits. Write digits whose sum is 7."},
       {0, "0", verdict_category::pass, ""},
-      {0, "none", verdict_category::format, "Your answer has no digits. Write digits whose sum is 0."},
+      {0, "none", verdict_category::format,
+       "Your answer has no digits. Write digits whose sum is 0."},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string("target ") + std::to_string(c.target) + ", answer '" + c.answer + "'");
@@ -58,13 +61,15 @@ TEST(DigitSumTask, ParsesTargetAndWritesThePromptWhenNoneIsGiven) {
   auto missing = parse_task_json(R"({"id": "digits/x", "kind": "digits"})", "t.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.err().message, "t.json: 'target' (integer) is required for a digits task");
-  auto negative = parse_task_json(R"({"id": "digits/x", "kind": "digits", "target": -1})", "t.json");
+  auto negative =
+      parse_task_json(R"({"id": "digits/x", "kind": "digits", "target": -1})", "t.json");
   ASSERT_FALSE(negative.ok());
   EXPECT_EQ(negative.err().message, "t.json: 'target' must be >= 0");
 }
 
 TEST(DigitSumTask, TheShippedDatasetsAnswersGetTheirVerdictsFromTheEngine) {
-  const std::filesystem::path file = std::filesystem::path(LEAP_SOURCE_DIR) / "sandbox/toy/digit_sum.jsonl";
+  const std::filesystem::path file =
+      std::filesystem::path(LEAP_SOURCE_DIR) / "sandbox/toy/digit_sum.jsonl";
   auto tasks = load_jsonl(file);
   ASSERT_TRUE(tasks.ok()) << tasks.err().message;
   ASSERT_EQ(tasks->size(), 9u);
@@ -82,8 +87,8 @@ TEST(DigitSumTask, TheShippedDatasetsAnswersGetTheirVerdictsFromTheEngine) {
       auto bad = e.verify(t, w.code);
       ASSERT_TRUE(bad.ok()) << bad.err().message;
       EXPECT_FALSE(bad->passed) << w.label;
-      EXPECT_EQ(bad->category, w.label == "no_digits" ? verdict_category::format
-                                                      : verdict_category::wrong_answer)
+      EXPECT_EQ(bad->category,
+                w.label == "no_digits" ? verdict_category::format : verdict_category::wrong_answer)
           << w.label;
     }
   }

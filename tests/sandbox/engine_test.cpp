@@ -1,15 +1,14 @@
 #include "sandbox/engine.hpp"
-#include "sandbox/harness.hpp"
 
+#include "sandbox/harness.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
 
-#include <optional>
-
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace leap::sandbox {
@@ -32,7 +31,8 @@ std::optional<verdict> expect_case(engine& e, const task& t, const engine_case& 
   auto v = e.verify(t, c.answer);
   EXPECT_TRUE(v.ok()) << c.name << ": " << (v.ok() ? "" : v.err().message);
   if (!v.ok()) return std::nullopt;
-  EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n"
+                                                                        << v->diagnostics;
   EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
   return *v;
 }
@@ -41,31 +41,44 @@ TEST(EngineTest, CppVerdicts) {
   const task t = doubling_task();
   const std::vector<engine_case> cases{
       {"correct",
-       fenced("cpp", "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n}\n"),
+       fenced("cpp",
+              "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = "
+              "x[i] * 2;\n}\n"),
        verdict_category::pass, "Correct"},
       {"off_by_one",
-       fenced("cpp", "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n - 1; ++i) y[i] = x[i] * 2;\n}\n"),
+       fenced("cpp",
+              "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n - 1; ++i) "
+              "y[i] = x[i] * 2;\n}\n"),
        verdict_category::wrong_answer, "Worst at index 1023"},
       {"compile_error",
-       fenced("cpp", "#include <vector>\n\nvoid solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = x[i] * k;\n}\n"),
+       fenced("cpp",
+              "#include <vector>\n\nvoid solve(const float* x, float* y, int n) {\n  for (int i = "
+              "0; i < n; ++i) y[i] = x[i] * k;\n}\n"),
        verdict_category::compile, "solution.cpp:4:"},
       {"wrong_signature",
-       fenced("cpp", "void solve(float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n}\n"),
+       fenced("cpp",
+              "void solve(float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = x[i] "
+              "* 2;\n}\n"),
        verdict_category::compile, "void solve(const float* x, float* y, int n)"},
       {"no_code", "I cannot do this.", verdict_category::format, "No fenced code block"},
       {"segfault",
-       fenced("cpp", "void solve(const float* x, float* y, int n) {\n  volatile int* p = nullptr;\n  *p = 1;\n}\n"),
+       fenced("cpp",
+              "void solve(const float* x, float* y, int n) {\n  volatile int* p = nullptr;\n  *p = "
+              "1;\n}\n"),
        verdict_category::runtime, "SIGSEGV"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    if (auto v = expect_case(shared_engine(), t, c)) EXPECT_EQ(v->feedback.find("/tmp"), std::string::npos) << v->feedback;
+    if (auto v = expect_case(shared_engine(), t, c))
+      EXPECT_EQ(v->feedback.find("/tmp"), std::string::npos) << v->feedback;
   }
 }
 
 TEST(EngineTest, SecondIdenticalCandidateIsACacheHit) {
   const task t = doubling_task();
-  const std::string answer = fenced("cpp", "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = x[i] + x[i];\n}\n");
+  const std::string answer = fenced("cpp",
+                                    "void solve(const float* x, float* y, int n) {\n  for (int i = "
+                                    "0; i < n; ++i) y[i] = x[i] + x[i];\n}\n");
   auto first = shared_engine().verify(t, answer);
   ASSERT_TRUE(first.ok()) << first.err().message;
   auto second = shared_engine().verify(t, answer);
@@ -82,12 +95,15 @@ TEST(EngineTest, RefusalsOnTheCompilersViewAreCachedWithTheBuild) {
       "#include <sys/time.h>\n"
       "int fake_time(struct timeval* tv, void*) asm(\"gettimeofday\");\n"
       "int fake_time(struct timeval* tv, void*) { tv->tv_sec = 0; tv->tv_usec = 0; return 0; }\n"
-      "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = 2 * x[i];\n}\n");
+      "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = 2 * "
+      "x[i];\n}\n");
   auto first = shared_engine().compile(t, answer, false);
   ASSERT_TRUE(first.ok()) << first.err().message;
   ASSERT_TRUE(first->final_verdict.has_value());
-  EXPECT_EQ(first->final_verdict->category, verdict_category::forbidden) << first->final_verdict->feedback;
-  EXPECT_NE(first->final_verdict->feedback.find("solution.cpp defines gettimeofday"), std::string::npos)
+  EXPECT_EQ(first->final_verdict->category, verdict_category::forbidden)
+      << first->final_verdict->feedback;
+  EXPECT_NE(first->final_verdict->feedback.find("solution.cpp defines gettimeofday"),
+            std::string::npos)
       << first->final_verdict->feedback;
   EXPECT_FALSE(first->cache_hit);
   auto second = shared_engine().compile(t, answer, false);
@@ -102,19 +118,25 @@ TEST(EngineTest, ForbiddenNamesAreJudgedOnWhatTheCompilerResolved) {
   t.forbidden = {"std::sort", "qsort"};
   const std::vector<engine_case> cases{
       {"argument_dependent_lookup",
-       fenced("cpp", "#include <algorithm>\n#include <vector>\n"
-                     "void solve(const float* x, float* y, int n) {\n  std::vector<float> v(x, x + n);\n"
-                     "  sort(v.begin(), v.end());\n  for (int i = 0; i < n; ++i) y[i] = 2 * x[i];\n}\n"),
+       fenced("cpp",
+              "#include <algorithm>\n#include <vector>\n"
+              "void solve(const float* x, float* y, int n) {\n  std::vector<float> v(x, x + n);\n"
+              "  sort(v.begin(), v.end());\n  for (int i = 0; i < n; ++i) y[i] = 2 * x[i];\n}\n"),
        verdict_category::forbidden, "std::sort"},
       {"c_function_through_a_macro",
-       fenced("cpp", "#include <cstdlib>\n#define Q(a) a##sort\nstatic int cmp(const void*, const void*) { return 0; }\n"
-                     "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = 2 * x[i];\n"
-                     "  Q(q)(y, 0, sizeof(float), cmp);\n}\n"),
+       fenced("cpp",
+              "#include <cstdlib>\n#define Q(a) a##sort\nstatic int cmp(const void*, const void*) "
+              "{ return 0; }\n"
+              "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = "
+              "2 * x[i];\n"
+              "  Q(q)(y, 0, sizeof(float), cmp);\n}\n"),
        verdict_category::forbidden, "qsort"},
       {"own_function_named_like_it_is_fine",
-       fenced("cpp", "namespace mine { void sort(float*, float*) {} }\n"
-                     "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = 2 * x[i];\n"
-                     "  mine::sort(y, y);\n}\n"),
+       fenced("cpp",
+              "namespace mine { void sort(float*, float*) {} }\n"
+              "void solve(const float* x, float* y, int n) {\n  for (int i = 0; i < n; ++i) y[i] = "
+              "2 * x[i];\n"
+              "  mine::sort(y, y);\n}\n"),
        verdict_category::pass, "Correct"},
   };
   for (const auto& c : cases) {
@@ -126,13 +148,16 @@ TEST(EngineTest, ForbiddenNamesAreJudgedOnWhatTheCompilerResolved) {
 TEST(EngineTest, PythonVerdicts) {
   const task t = python_add_task();
   const std::vector<engine_case> cases{
-      {"correct", fenced("python", "def add(a, b):\n    return a + b\n"), verdict_category::pass, "All 2 tests passed"},
-      {"wrong", fenced("python", "def add(a, b):\n    return a - b\n"), verdict_category::wrong_answer,
-       "tests.py line 4, in test_small: assert add(1, 2) == 3"},
-      {"syntax", fenced("python", "def add(a, b)\n    return a + b\n"), verdict_category::compile, "line 1"},
-      {"raises", fenced("python", "def add(a, b):\n    return a / 0\n"), verdict_category::runtime, "ZeroDivisionError"},
-      {"missing_name", fenced("python", "def plus(a, b):\n    return a + b\n"), verdict_category::runtime,
-       "cannot import name 'add'"},
+      {"correct", fenced("python", "def add(a, b):\n    return a + b\n"), verdict_category::pass,
+       "All 2 tests passed"},
+      {"wrong", fenced("python", "def add(a, b):\n    return a - b\n"),
+       verdict_category::wrong_answer, "tests.py line 4, in test_small: assert add(1, 2) == 3"},
+      {"syntax", fenced("python", "def add(a, b)\n    return a + b\n"), verdict_category::compile,
+       "line 1"},
+      {"raises", fenced("python", "def add(a, b):\n    return a / 0\n"), verdict_category::runtime,
+       "ZeroDivisionError"},
+      {"missing_name", fenced("python", "def plus(a, b):\n    return a + b\n"),
+       verdict_category::runtime, "cannot import name 'add'"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -146,29 +171,41 @@ TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
   const task t = doubling_task();
   const std::string correct = "  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n";
   auto solve = [&](const std::string& includes, const std::string& body) {
-    return fenced("cpp", includes + "void solve(const float* x, float* y, int n) {\n" + body + "}\n");
+    return fenced("cpp",
+                  includes + "void solve(const float* x, float* y, int n) {\n" + body + "}\n");
   };
   const std::string fake_line =
-      "  std::fprintf(stderr, \"\\nLEAP_HARNESS_ERROR cuda_init cudaErrorNoDevice initialising CUDA: no CUDA-capable "
+      "  std::fprintf(stderr, \"\\nLEAP_HARNESS_ERROR cuda_init cudaErrorNoDevice initialising "
+      "CUDA: no CUDA-capable "
       "device is detected\\n\"); std::fflush(stderr);\n";
   const std::vector<engine_case> cases{
-      {"fake_infrastructure_line", solve("#include <cstdio>\n#include <unistd.h>\n", fake_line + "  _exit(3);\n"),
+      {"fake_infrastructure_line",
+       solve("#include <cstdio>\n#include <unistd.h>\n", fake_line + "  _exit(3);\n"),
        verdict_category::runtime, "exit"},
-      {"fake_line_then_correct", solve("#include <cstdio>\n", fake_line + correct), verdict_category::pass, "Correct"},
-      {"prints_on_stdout", solve("#include <cstdio>\n", "  std::printf(\"LEAPDUMP LEAPEND!\\n\"); std::fflush(stdout);\n" + correct),
+      {"fake_line_then_correct", solve("#include <cstdio>\n", fake_line + correct),
+       verdict_category::pass, "Correct"},
+      {"prints_on_stdout",
+       solve("#include <cstdio>\n",
+             "  std::printf(\"LEAPDUMP LEAPEND!\\n\"); std::fflush(stdout);\n" + correct),
        verdict_category::pass, "Correct"},
       {"extra_bytes_on_every_fd",
-       solve("#include <unistd.h>\n", "  for (int fd = 0; fd < 64; ++fd) (void)!write(fd, \"C\\0\\0\\0\\0\", 5);\n" + correct),
+       solve(
+           "#include <unistd.h>\n",
+           "  for (int fd = 0; fd < 64; ++fd) (void)!write(fd, \"C\\0\\0\\0\\0\", 5);\n" + correct),
        verdict_category::runtime, "tampered"},
       {"static_destructor_never_runs",
-       fenced("cpp", "#include <cstdlib>\nstruct bomb { ~bomb() { std::abort(); } } the_bomb;\n"
-                     "void solve(const float* x, float* y, int n) {\n" + correct + "}\n"),
+       fenced("cpp",
+              "#include <cstdlib>\nstruct bomb { ~bomb() { std::abort(); } } the_bomb;\n"
+              "void solve(const float* x, float* y, int n) {\n" +
+                  correct + "}\n"),
        verdict_category::pass, "Correct"},
       {"lazy_thread",
        solve("#include <chrono>\n#include <thread>\n",
-             "  std::thread([=] { std::this_thread::sleep_for(std::chrono::seconds(2));\n" + correct + "  }).detach();\n"),
+             "  std::thread([=] { std::this_thread::sleep_for(std::chrono::seconds(2));\n" +
+                 correct + "  }).detach();\n"),
        verdict_category::runtime, "still running"},
-      {"joined_thread", solve("#include <thread>\n", "  std::thread w([=] {\n" + correct + "  });\n  w.join();\n"),
+      {"joined_thread",
+       solve("#include <thread>\n", "  std::thread w([=] {\n" + correct + "  });\n  w.join();\n"),
        verdict_category::pass, "Correct"},
   };
   for (const auto& c : cases) {
@@ -188,17 +225,23 @@ TEST(EngineTest, TimedCallsGetFreshInputsAndAreChecked) {
   const task t = doubling_task();
   const std::string compute = "  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n";
   const std::vector<engine_case> cases{
-      {"correct", fenced("cpp", "void solve(const float* x, float* y, int n) {\n" + compute + "}\n"), verdict_category::pass,
-       "Correct"},
+      {"correct",
+       fenced("cpp", "void solve(const float* x, float* y, int n) {\n" + compute + "}\n"),
+       verdict_category::pass, "Correct"},
       {"cache_keyed_on_address",
-       fenced("cpp", "static const float* seen = nullptr; static float cache[1024]; static int calls = 0;\n"
-                     "void solve(const float* x, float* y, int n) {\n"
-                     "  if (++calls > 3 && x == seen) { for (int i = 0; i < n; ++i) y[i] = cache[i]; return; }\n" +
-                         compute + "  for (int i = 0; i < n; ++i) cache[i] = y[i];\n  seen = x;\n}\n"),
+       fenced(
+           "cpp",
+           "static const float* seen = nullptr; static float cache[1024]; static int calls = 0;\n"
+           "void solve(const float* x, float* y, int n) {\n"
+           "  if (++calls > 3 && x == seen) { for (int i = 0; i < n; ++i) y[i] = cache[i]; return; "
+           "}\n" +
+               compute + "  for (int i = 0; i < n; ++i) cache[i] = y[i];\n  seen = x;\n}\n"),
        verdict_category::wrong_answer, "timed runs"},
       {"stale_outputs",
-       fenced("cpp", "static int calls = 0;\nvoid solve(const float* x, float* y, int n) {\n  if (++calls > 3) return;\n" + compute +
-                         "}\n"),
+       fenced("cpp",
+              "static int calls = 0;\nvoid solve(const float* x, float* y, int n) {\n  if (++calls "
+              "> 3) return;\n" +
+                  compute + "}\n"),
        verdict_category::wrong_answer, "timed runs"},
   };
   for (const auto& c : cases) {
@@ -225,7 +268,8 @@ TEST(EngineTest, CudaRunWithoutAUsableGpuIsAnInfrastructureErrorOfTheSlot) {
   std::string why;
   if (!nvcc_runs(&why)) GTEST_SKIP() << why;
   if (testing::gpu_present(&why)) GTEST_SKIP() << "a GPU is present: the probe passes here";
-  auto v = shared_engine().verify(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add), 3);
+  auto v = shared_engine().verify(testing::cuda_vector_add_task(),
+                                  fenced("cuda", testing::k_cuda_vector_add), 3);
   ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
   EXPECT_EQ(infrastructure_slot(v.err()), std::optional<int>(3)) << v.err().message;
   EXPECT_NE(v.err().message.find("probe failed"), std::string::npos) << v.err().message;
@@ -251,8 +295,10 @@ TEST(EngineTest, CudaInitFailureWithAPassingProbeIsTheCandidatesOwn) {
   }
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  const std::string hide = "#include <cstdlib>\nstatic int hidden = setenv(\"CUDA_VISIBLE_DEVICES\", \"99\", 1);\n";
-  auto v = (*e)->verify(testing::cuda_vector_add_task(), fenced("cuda", hide + testing::k_cuda_vector_add), 0);
+  const std::string hide =
+      "#include <cstdlib>\nstatic int hidden = setenv(\"CUDA_VISIBLE_DEVICES\", \"99\", 1);\n";
+  auto v = (*e)->verify(testing::cuda_vector_add_task(),
+                        fenced("cuda", hide + testing::k_cuda_vector_add), 0);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_EQ(v->category, verdict_category::runtime) << v->feedback;
   EXPECT_NE(v->feedback.find("CUDA could not be initialised"), std::string::npos) << v->feedback;
@@ -273,9 +319,12 @@ TEST(EngineTest, InfrastructureErrorsCarryTheirSlot) {
 TEST(EngineTest, StreamParserIsStrict) {
   task t;
   t.id = "t";
-  t.args = {{"x", value_type::i32, arg_role::input, "2", 0, 9, 0}, {"y", value_type::i32, arg_role::output, "2", 0, 0, 0}};
+  t.args = {{"x", value_type::i32, arg_role::input, "2", 0, 9, 0},
+            {"y", value_type::i32, arg_role::output, "2", 0, 0, 0}};
   const std::string nonce = "00112233445566778899aabbccddeeff";
-  auto put = [](std::string& s, const auto& v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  auto put = [](std::string& s, const auto& v) {
+    s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
   std::string stream = "LEAPDUMP";
   put(stream, std::uint32_t{2});
   for (int i = 0; i < 16; ++i) stream.push_back(static_cast<char>(i * 0x11));
@@ -308,7 +357,8 @@ TEST(EngineTest, StreamParserIsStrict) {
   EXPECT_TRUE(cut->reached_solve);
 
   EXPECT_FALSE(parse_dump(stream + "x", t, nonce).ok()) << "a byte after the end record";
-  EXPECT_FALSE(parse_dump(stream, t, "ffffffffffffffffffffffffffffffff").ok()) << "another run's nonce";
+  EXPECT_FALSE(parse_dump(stream, t, "ffffffffffffffffffffffffffffffff").ok())
+      << "another run's nonce";
   EXPECT_FALSE(parse_dump("junk" + stream, t, nonce).ok()) << "bytes before the header";
   EXPECT_FALSE(parse_dump(body + "Q", t, nonce).ok()) << "an unknown record";
   const std::vector<std::uint64_t> other_counts{3, 3};

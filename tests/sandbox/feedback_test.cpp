@@ -26,7 +26,8 @@ TEST(FeedbackTest, CompilerLogs) {
        "      |   ~~~~~~~~~~~^~~~~\n"
        "In file included from /usr/include/c++/12/vector:64,\n"
        "                 from solution.cpp:1:\n"
-       "/usr/include/c++/12/bits/stl_vector.h:1276:7: note: candidate: 'void std::vector<_Tp>::push_back(const value_type&)' (near match)\n"
+       "/usr/include/c++/12/bits/stl_vector.h:1276:7: note: candidate: 'void "
+       "std::vector<_Tp>::push_back(const value_type&)' (near match)\n"
        " 1276 |       push_back(const value_type& __x)\n"
        "      |       ^~~~~~~~~\n"
        "solution.cpp:5:10: error: 'k' was not declared in this scope\n"
@@ -57,7 +58,8 @@ TEST(FeedbackTest, CompilerLogs) {
        "  void solve(const float* x, float* y, int n) { k<<<1,1>>>(y); undefined_fn(); }\n"
        "                                                               ^"},
       {"undefined_solve_is_a_signature_hint", "solution.cpp",
-       "/usr/bin/ld: harness.o: in function `(anonymous namespace)::leap_call(unsigned long, int, bool)':\n"
+       "/usr/bin/ld: harness.o: in function `(anonymous namespace)::leap_call(unsigned long, int, "
+       "bool)':\n"
        "harness.cpp:(.text+0x2c4): undefined reference to `solve(float const*, float*, int)'\n"
        "collect2: error: ld returned 1 exit status\n",
        "Linking failed: solve is not defined with the required signature. Define exactly:\n"
@@ -65,25 +67,33 @@ TEST(FeedbackTest, CompilerLogs) {
        "(at namespace scope, not static, not extern \"C\")."},
       {"main_defined_twice", "solution.cpp",
        "/usr/bin/ld: /tmp/ccAbCdEf.o: in function `main':\n"
-       "solution.cpp:(.text.startup+0x0): multiple definition of `main'; harness.o:harness.cpp:(.text.startup+0x0): first defined here\n"
+       "solution.cpp:(.text.startup+0x0): multiple definition of `main'; "
+       "harness.o:harness.cpp:(.text.startup+0x0): first defined here\n"
        "collect2: error: ld returned 1 exit status\n",
        "Linking failed: do not define main(); the harness provides it and calls solve()."},
       {"undefined_library_symbol", "solution.cu",
-       "/usr/bin/ld: /tmp/tmpxft_00001234_00000000-11_solution.o: in function `solve(float const*, float*, int)':\n"
-       "tmpxft_00001234_00000000-6_solution.cudafe1.cpp:(.text+0x45): undefined reference to `helper(int)'\n"
+       "/usr/bin/ld: /tmp/tmpxft_00001234_00000000-11_solution.o: in function `solve(float const*, "
+       "float*, int)':\n"
+       "tmpxft_00001234_00000000-6_solution.cudafe1.cpp:(.text+0x45): undefined reference to "
+       "`helper(int)'\n"
        "collect2: error: ld returned 1 exit status\n",
-       "Linking failed: undefined reference to `helper(int)' (it is declared or called but never defined; only the "
+       "Linking failed: undefined reference to `helper(int)' (it is declared or called but never "
+       "defined; only the "
        "standard library and the CUDA runtime are linked)."},
       {"only_the_first_three_errors", "solution.cpp",
-       "solution.cpp:1:1: error: a\nsolution.cpp:2:1: error: b\nsolution.cpp:3:1: error: c\nsolution.cpp:4:1: error: d\n",
-       "Compilation failed:\nsolution.cpp:1:1: error: a\nsolution.cpp:2:1: error: b\nsolution.cpp:3:1: error: c\n"
+       "solution.cpp:1:1: error: a\nsolution.cpp:2:1: error: b\nsolution.cpp:3:1: error: "
+       "c\nsolution.cpp:4:1: error: d\n",
+       "Compilation failed:\nsolution.cpp:1:1: error: a\nsolution.cpp:2:1: error: "
+       "b\nsolution.cpp:3:1: error: c\n"
        "(1 more error not shown; fix these first)"},
       {"error_inside_a_system_header_loses_its_path", "solution.cpp",
        "/usr/include/c++/12/bits/stl_vector.h:1276:7: error: static assertion failed\n",
        "Compilation failed:\nstl_vector.h:1276:7: error: static assertion failed"},
-      {"unrecognised_log_shows_its_tail", "solution.cpp", "cc1plus: out of memory allocating 123 bytes\n",
+      {"unrecognised_log_shows_its_tail", "solution.cpp",
+       "cc1plus: out of memory allocating 123 bytes\n",
        "Compilation failed:\ncc1plus: out of memory allocating 123 bytes"},
-      // Real g++ 12 / nvcc 13 logs of files other than the candidate's: no excerpt of them is quoted.
+      // Real g++ 12 / nvcc 13 logs of files other than the candidate's: no excerpt of them is
+      // quoted.
       {"included_host_file_is_not_quoted", "solution.cpp",
        "In file included from solution.cpp:1:\n"
        "/etc/passwd:1:5: error: found ':' in nested-name-specifier, expected '::'\n"
@@ -112,14 +122,19 @@ TEST(FeedbackTest, CompilerLogs) {
        "In file included from /usr/include/c++/12/bits/stl_algobase.h:71,\n"
        "                 from /usr/include/c++/12/algorithm:60,\n"
        "                 from solution.cpp:1:\n"
-       "/usr/include/c++/12/bits/predefined_ops.h: In instantiation of 'constexpr bool __gnu_cxx::__ops::_Iter_less_iter::operator()(_Iterator1, _Iterator2) const [with _Iterator1 = P*; _Iterator2 = P*]':\n"
-       "/usr/include/c++/12/bits/stl_algo.h:4820:18:   required from 'void std::sort(_RAIter, _RAIter) [with _RAIter = P*]'\n"
+       "/usr/include/c++/12/bits/predefined_ops.h: In instantiation of 'constexpr bool "
+       "__gnu_cxx::__ops::_Iter_less_iter::operator()(_Iterator1, _Iterator2) const [with "
+       "_Iterator1 = P*; _Iterator2 = P*]':\n"
+       "/usr/include/c++/12/bits/stl_algo.h:4820:18:   required from 'void std::sort(_RAIter, "
+       "_RAIter) [with _RAIter = P*]'\n"
        "solution.cpp:4:12:   required from here\n"
-       "/usr/include/c++/12/bits/predefined_ops.h:45:23: error: no match for 'operator<' (operand types are 'P' and 'P')\n"
+       "/usr/include/c++/12/bits/predefined_ops.h:45:23: error: no match for 'operator<' (operand "
+       "types are 'P' and 'P')\n"
        "   45 |       { return *__it1 < *__it2; }\n"
        "      |                ~~~~~~~^~~~~~~~\n",
        "Compilation failed:\n"
-       "predefined_ops.h:45:23: error: no match for 'operator<' (operand types are 'P' and 'P')  (instantiated from "
+       "predefined_ops.h:45:23: error: no match for 'operator<' (operand types are 'P' and 'P')  "
+       "(instantiated from "
        "solution.cpp:4:12)"},
       {"nvcc_included_host_file_is_not_quoted", "solution.cu",
        "/etc/passwd(1): error: this declaration has no storage class or type specifier\n"
@@ -133,7 +148,8 @@ TEST(FeedbackTest, CompilerLogs) {
        "passwd(1): error: this declaration has no storage class or type specifier\n"
        "passwd(1): error: expected a \";\""},
       {"unrecognised_log_drops_excerpts", "solution.cpp",
-       "some tool: something failed\n    1 | root:x:0:0:root:/root:/bin/bash\n  root:x:0:0\nIn file included from x\n",
+       "some tool: something failed\n    1 | root:x:0:0:root:/root:/bin/bash\n  root:x:0:0\nIn "
+       "file included from x\n",
        "Compilation failed:\nsome tool: something failed"},
   };
   feedback_options options;
@@ -148,7 +164,8 @@ TEST(FeedbackTest, CompilerLogs) {
 
 TEST(FeedbackTest, CompilerFeedbackRespectsTheBudget) {
   std::string log;
-  for (int i = 1; i <= 3; ++i) log += "solution.cpp:" + std::to_string(i) + ":1: error: " + std::string(300, 'x') + "\n";
+  for (int i = 1; i <= 3; ++i)
+    log += "solution.cpp:" + std::to_string(i) + ":1: error: " + std::string(300, 'x') + "\n";
   feedback_options options;
   options.char_budget = 200;
   const std::string text = compile_feedback(log, "solution.cpp", k_signature, options);
@@ -190,13 +207,18 @@ TEST(FeedbackTest, Mismatches) {
   size.got_count = 10;
   const std::vector<mismatch_case> cases{
       {"elementwise", elementwise,
-       "Wrong answer: output 'y' (trial 2 of 3): 12 of 4096 elements differ by more than atol=1e-05 + rtol=1e-05 * "
-       "|expected|.\nmax abs error 0.5, max rel error 1.\nWorst at index 4095: expected 0.5, got 0."},
+       "Wrong answer: output 'y' (trial 2 of 3): 12 of 4096 elements differ by more than "
+       "atol=1e-05 + rtol=1e-05 * "
+       "|expected|.\nmax abs error 0.5, max rel error 1.\nWorst at index 4095: expected 0.5, got "
+       "0."},
       {"modified_input", input,
-       "Wrong answer: solve() wrote into its input 'x' (trial 2 of 3); inputs are read-only, write only to the outputs."},
+       "Wrong answer: solve() wrote into its input 'x' (trial 2 of 3); inputs are read-only, write "
+       "only to the outputs."},
       {"relative_l2", l2,
-       "Wrong answer: output 'y' (trial 2 of 3) is too far from the expected result as a whole: relative L2 error 1 "
-       "(every element is within atol=1e-05 but the result is not close).\nmax abs error 1e-07, max rel error 1.\n"
+       "Wrong answer: output 'y' (trial 2 of 3) is too far from the expected result as a whole: "
+       "relative L2 error 1 "
+       "(every element is within atol=1e-05 but the result is not close).\nmax abs error 1e-07, "
+       "max rel error 1.\n"
        "Worst at index 4095: expected 1e-07, got 0."},
       {"size", size, "Wrong answer: output 'y' (trial 2 of 3) has 10 elements, expected 4096."},
   };
@@ -208,21 +230,31 @@ TEST(FeedbackTest, Mismatches) {
 
 TEST(FeedbackTest, RuntimeErrors) {
   EXPECT_EQ(signal_feedback(SIGSEGV, ""),
-            "Runtime error: the program was killed by SIGSEGV (segmentation fault: an invalid memory access).");
-  EXPECT_EQ(signal_feedback(SIGABRT, "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"),
-            "Runtime error: the program was killed by SIGABRT (aborted: a failed assert, an uncaught exception or abort()).\n"
-            "Its last output on stderr:\nterminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc");
+            "Runtime error: the program was killed by SIGSEGV (segmentation fault: an invalid "
+            "memory access).");
+  EXPECT_EQ(signal_feedback(SIGABRT,
+                            "terminate called after throwing an instance of 'std::bad_alloc'\n  "
+                            "what():  std::bad_alloc\n"),
+            "Runtime error: the program was killed by SIGABRT (aborted: a failed assert, an "
+            "uncaught exception or abort()).\n"
+            "Its last output on stderr:\nterminate called after throwing an instance of "
+            "'std::bad_alloc'\n  what():  std::bad_alloc");
   EXPECT_EQ(exit_feedback(2, "bad things at /home/user/secret/file.txt\n"),
-            "Runtime error: the program exited with code 2 before finishing.\nIts last output on stderr:\nbad things at file.txt");
+            "Runtime error: the program exited with code 2 before finishing.\nIts last output on "
+            "stderr:\nbad things at file.txt");
   EXPECT_EQ(timeout_feedback(10, false),
-            "Time limit exceeded: the program did not finish within 10 s of wall-clock time and was killed (an infinite "
+            "Time limit exceeded: the program did not finish within 10 s of wall-clock time and "
+            "was killed (an infinite "
             "loop, a deadlock, or far too slow an algorithm?).");
 
-  const harness_error he{"cuda", "cudaErrorIllegalAddress", "running solve() (synchronising after it)",
+  const harness_error he{"cuda", "cudaErrorIllegalAddress",
+                         "running solve() (synchronising after it)",
                          "an illegal memory access was encountered"};
   EXPECT_EQ(harness_error_feedback(he, "some output\n"),
-            "CUDA error cudaErrorIllegalAddress while running solve() (synchronising after it): an illegal memory access "
-            "was encountered.\nA kernel read or wrote out of bounds; check every index against its size.\n"
+            "CUDA error cudaErrorIllegalAddress while running solve() (synchronising after it): an "
+            "illegal memory access "
+            "was encountered.\nA kernel read or wrote out of bounds; check every index against its "
+            "size.\n"
             "The program's last output on stderr:\nsome output");
 }
 
@@ -235,22 +267,29 @@ struct runner_case {
 
 TEST(FeedbackTest, PythonRunnerResults) {
   const std::vector<runner_case> cases{
-      {"passed", R"J({"status":"passed","total":4})J", verdict_category::pass, "All 4 tests passed."},
-      {"assertion", R"J({"status":"failed","test":"test_small","index":1,"total":3,"type":"AssertionError","message":"",
+      {"passed", R"J({"status":"passed","total":4})J", verdict_category::pass,
+       "All 4 tests passed."},
+      {"assertion",
+       R"J({"status":"failed","test":"test_small","index":1,"total":3,"type":"AssertionError","message":"",
         "frames":[{"file":"tests.py","line":7,"function":"test_small","code":"assert add(1, 2) == 3"}]})J",
        verdict_category::wrong_answer,
-       "Test test_small (2 of 3) failed:\n  tests.py line 7, in test_small: assert add(1, 2) == 3\nAssertionError"},
-      {"exception", R"J({"status":"error","test":"test_div","index":0,"total":1,"type":"ZeroDivisionError",
+       "Test test_small (2 of 3) failed:\n  tests.py line 7, in test_small: assert add(1, 2) == "
+       "3\nAssertionError"},
+      {"exception",
+       R"J({"status":"error","test":"test_div","index":0,"total":1,"type":"ZeroDivisionError",
         "message":"division by zero","frames":[{"file":"tests.py","line":3,"function":"test_div","code":"div(1, 0)"},
         {"file":"solution.py","line":2,"function":"div","code":"return a / b"}]})J",
        verdict_category::runtime,
        "Test test_div (1 of 1) raised an exception:\n  tests.py line 3, in test_div: div(1, 0)\n"
        "  solution.py line 2, in div: return a / b\nZeroDivisionError: division by zero"},
-      {"syntax", R"J({"status":"syntax_error","file":"solution.py","line":1,"message":"expected ':'","code":"def f(a)"})J",
+      {"syntax",
+       R"J({"status":"syntax_error","file":"solution.py","line":1,"message":"expected ':'","code":"def f(a)"})J",
        verdict_category::compile, "Syntax error in your code, line 1: expected ':'\n  def f(a)"},
-      {"import", R"J({"status":"import_error","type":"ImportError","message":"cannot import name 'add' from 'solution' (/tmp/solution.py)","frames":[]})J",
+      {"import",
+       R"J({"status":"import_error","type":"ImportError","message":"cannot import name 'add' from 'solution' (/tmp/solution.py)","frames":[]})J",
        verdict_category::runtime,
-       "Importing your code failed: ImportError: cannot import name 'add' from 'solution' (solution.py)"},
+       "Importing your code failed: ImportError: cannot import name 'add' from 'solution' "
+       "(solution.py)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -259,34 +298,47 @@ TEST(FeedbackTest, PythonRunnerResults) {
     EXPECT_EQ(fb->category, c.category);
     EXPECT_EQ(fb->text, c.expected);
   }
-  EXPECT_FALSE(python_result_feedback(R"J({"status":"syntax_error","file":"tests.py","line":1,"message":"x"})J").ok());
+  EXPECT_FALSE(python_result_feedback(
+                   R"J({"status":"syntax_error","file":"tests.py","line":1,"message":"x"})J")
+                   .ok());
   EXPECT_FALSE(python_result_feedback(R"J({"status":"no_tests"})J").ok());
   EXPECT_FALSE(python_result_feedback("not json").ok());
 }
 
 TEST(FeedbackTest, KernelBenchRunnerResults) {
   const std::vector<runner_case> cases{
-      {"shape", R"J({"status":"mismatch","trial":0,"trials":3,"what":"output 0","expected_shape":"[16, 16]","got_shape":"[16]"})J",
-       verdict_category::wrong_answer, "Wrong answer: output 0 (trial 1 of 3) has shape [16], expected [16, 16]."},
-      {"values", R"J({"status":"mismatch","trial":2,"trials":3,"what":"output 0","shape":"[4, 4]","bad":3,"total":16,
+      {"shape",
+       R"J({"status":"mismatch","trial":0,"trials":3,"what":"output 0","expected_shape":"[16, 16]","got_shape":"[16]"})J",
+       verdict_category::wrong_answer,
+       "Wrong answer: output 0 (trial 1 of 3) has shape [16], expected [16, 16]."},
+      {"values",
+       R"J({"status":"mismatch","trial":2,"trials":3,"what":"output 0","shape":"[4, 4]","bad":3,"total":16,
         "max_abs":0.5,"max_rel":2,"rel_l2":0.25,"index":5,"expected":1.5,"got":"nan","atol":0.01,"rtol":0.01})J",
        verdict_category::wrong_answer,
        "Wrong answer: output 0 (trial 3 of 3): 3 of 16 elements differ by more than "
-       "atol=0.01 + rtol=0.01 * |expected| (relative L2 error 0.25).\nmax abs error 0.5, max rel error 2.\n"
+       "atol=0.01 + rtol=0.01 * |expected| (relative L2 error 0.25).\nmax abs error 0.5, max rel "
+       "error 2.\n"
        "Worst at flat index 5 (shape [4, 4]): expected 1.5, got nan."},
-      {"dtype", R"J({"status":"mismatch","trial":0,"trials":3,"what":"output 0","expected_dtype":"float32","got_dtype":"bfloat16"})J",
+      {"dtype",
+       R"J({"status":"mismatch","trial":0,"trials":3,"what":"output 0","expected_dtype":"float32","got_dtype":"bfloat16"})J",
        verdict_category::wrong_answer,
-       "Wrong answer: output 0 (trial 1 of 3) has dtype bfloat16, expected float32 (return the reference's dtype; a lower "
+       "Wrong answer: output 0 (trial 1 of 3) has dtype bfloat16, expected float32 (return the "
+       "reference's dtype; a lower "
        "precision is a different result)."},
-      {"modified", R"J({"status":"modified_input","trial":1,"trials":3,"input":0})J", verdict_category::wrong_answer,
-       "Wrong answer: ModelNew.forward modified its input 0 (argument 1 of forward) in place (trial 2 of 3); inputs are "
+      {"modified", R"J({"status":"modified_input","trial":1,"trials":3,"input":0})J",
+       verdict_category::wrong_answer,
+       "Wrong answer: ModelNew.forward modified its input 0 (argument 1 of forward) in place "
+       "(trial 2 of 3); inputs are "
        "read-only, write your results to new tensors."},
       {"forged_no_gpu", R"J({"status":"no_gpu","message":"x"})J", verdict_category::runtime,
-       "Runtime error: the harness's status file holds no result it knows; do not write files named .leap_status."},
+       "Runtime error: the harness's status file holds no result it knows; do not write files "
+       "named .leap_status."},
       {"wrong_types", R"J({"status":"error","type":5,"frames":"x"})J", verdict_category::runtime,
-       "Runtime error: the harness's status file holds no result it knows; do not write files named .leap_status."},
+       "Runtime error: the harness's status file holds no result it knows; do not write files "
+       "named .leap_status."},
       {"not_json", "not json", verdict_category::runtime,
-       "Runtime error: the harness's status file holds no result it knows; do not write files named .leap_status."},
+       "Runtime error: the harness's status file holds no result it knows; do not write files "
+       "named .leap_status."},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -1,9 +1,10 @@
 // kernelbench tasks: the data format and the judge (pure C++), and whole verifications through the
 // reference and candidate programs. Those need python3 with torch (Debian's python3-torch gives a
-// CPU build) and are skipped with the reason when it is missing; GPU-only checks skip without a GPU.
-#include "sandbox/engine.hpp"
+// CPU build) and are skipped with the reason when it is missing; GPU-only checks skip without a
+// GPU.
 #include "sandbox/kernelbench.hpp"
 
+#include "sandbox/engine.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -21,8 +22,10 @@ using testing::fenced;
 using testing::shared_engine;
 
 bool torch_available(std::string* why) {
-  static const bool available = std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + shared_engine().config().python +
-                                              " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  static const bool available =
+      std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + shared_engine().config().python +
+                   " -c 'import torch' >/dev/null 2>&1")
+                      .c_str()) == 0;
   if (!available) {
     *why = "python3 cannot import torch (install Debian's python3-torch)";
     return false;
@@ -65,7 +68,8 @@ std::string u64(std::uint64_t v) { return std::string(reinterpret_cast<const cha
 
 std::string f32_tensor(const std::vector<std::int64_t>& shape, const std::vector<float>& values,
                        const std::string& dtype = "float32") {
-  std::string out = "T" + std::string(1, static_cast<char>(dtype.size())) + dtype + u32(static_cast<std::uint32_t>(shape.size()));
+  std::string out = "T" + std::string(1, static_cast<char>(dtype.size())) + dtype +
+                    u32(static_cast<std::uint32_t>(shape.size()));
   for (auto d : shape) out += u64(static_cast<std::uint64_t>(d));
   std::string data;
   if (dtype == "bfloat16") {
@@ -87,7 +91,8 @@ std::string list_of(const std::vector<std::string>& items, char tag = 'L') {
   return out;
 }
 
-std::shared_ptr<const std::string> file_of(const std::string& magic, const std::vector<std::string>& trials) {
+std::shared_ptr<const std::string> file_of(const std::string& magic,
+                                           const std::vector<std::string>& trials) {
   std::string out = magic + u32(static_cast<std::uint32_t>(trials.size()));
   for (const auto& t : trials) out += t;
   return std::make_shared<const std::string>(out + "LKBEND!!");
@@ -105,9 +110,12 @@ struct judge_case {
 TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> input{1, 2, 3, 4};
-  auto inputs = parse_kb_file(file_of("LKBIN001", {u64(7) + list_of({}) + list_of({f32_tensor({4}, input)})}), kb_file::inputs);
+  auto inputs =
+      parse_kb_file(file_of("LKBIN001", {u64(7) + list_of({}) + list_of({f32_tensor({4}, input)})}),
+                    kb_file::inputs);
   ASSERT_TRUE(inputs.ok()) << inputs.err().message;
-  auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({4}, {1, nan, 100, 4})})}), kb_file::expected);
+  auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({4}, {1, nan, 100, 4})})}),
+                                kb_file::expected);
   ASSERT_TRUE(expected.ok()) << expected.err().message;
   const std::vector<judge_case> cases{
       {"exact", {1, nan, 100, 4}, "float32", input, "", ""},
@@ -119,11 +127,13 @@ TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto got = parse_kb_file(file_of("LKBOUT01", {u64(7) + list_of({f32_tensor({4}, c.got, c.got_dtype)}) +
-                                                  list_of({f32_tensor({4}, c.input_after)})}),
-                             kb_file::candidate);
+    auto got =
+        parse_kb_file(file_of("LKBOUT01", {u64(7) + list_of({f32_tensor({4}, c.got, c.got_dtype)}) +
+                                           list_of({f32_tensor({4}, c.input_after)})}),
+                      kb_file::candidate);
     ASSERT_TRUE(got.ok()) << got.err().message;
-    const auto finding = judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
+    const auto finding =
+        judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
     if (c.status.empty()) {
       EXPECT_FALSE(finding.has_value()) << finding->dump();
       continue;
@@ -132,23 +142,29 @@ TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
     EXPECT_EQ((*finding)["status"], c.status) << finding->dump();
     EXPECT_TRUE(finding->contains(c.field)) << finding->dump();
     // Whatever the judge found reads as a failing verdict.
-    EXPECT_EQ(kernelbench_result_feedback(finding->dump()).category, verdict_category::wrong_answer);
+    EXPECT_EQ(kernelbench_result_feedback(finding->dump()).category,
+              verdict_category::wrong_answer);
   }
 }
 
 TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
-  auto inputs = parse_kb_file(file_of("LKBIN001", {u64(1) + list_of({}) + list_of({})}), kb_file::inputs);
-  auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({3}, {0.004f, -0.003f, 0.002f})})}),
-                                kb_file::expected);
-  auto got = parse_kb_file(file_of("LKBOUT01", {u64(1) + list_of({f32_tensor({3}, {0, 0, 0})}) + list_of({})}),
-                           kb_file::candidate);
+  auto inputs =
+      parse_kb_file(file_of("LKBIN001", {u64(1) + list_of({}) + list_of({})}), kb_file::inputs);
+  auto expected =
+      parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({3}, {0.004f, -0.003f, 0.002f})})}),
+                    kb_file::expected);
+  auto got = parse_kb_file(
+      file_of("LKBOUT01", {u64(1) + list_of({f32_tensor({3}, {0, 0, 0})}) + list_of({})}),
+      kb_file::candidate);
   ASSERT_TRUE(inputs.ok() && expected.ok() && got.ok());
-  const auto finding = judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
+  const auto finding =
+      judge_kernelbench(*inputs, *expected, *got, kb_tolerances_for(problem_task()));
   ASSERT_TRUE(finding.has_value());
   EXPECT_EQ((*finding)["bad"], 0);
   const auto fb = kernelbench_result_feedback(finding->dump());
   EXPECT_EQ(fb.category, verdict_category::wrong_answer);
-  EXPECT_NE(fb.text.find("too far from the expected result as a whole"), std::string::npos) << fb.text;
+  EXPECT_NE(fb.text.find("too far from the expected result as a whole"), std::string::npos)
+      << fb.text;
 }
 
 TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
@@ -162,13 +178,15 @@ TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
       {"no_end_marker", "LKBOUT01" + u32(1) + good},
       {"deep_nesting", "LKBOUT01" + u32(1) + u64(1) + deep + "N" + list_of({}) + "LKBEND!!"},
       {"huge_count", "LKBOUT01" + u32(1) + u64(1) + "L" + u32(0xFFFFFFFF) + "LKBEND!!"},
-      {"shape_larger_than_data", "LKBOUT01" + u32(1) + u64(1) + std::string("T") + char(7) + "float32" + u32(2) + u64(1ULL << 40) +
-                                     u64(1ULL << 40) + u64(8) + std::string(8, '\0') + list_of({}) + "LKBEND!!"},
+      {"shape_larger_than_data", "LKBOUT01" + u32(1) + u64(1) + std::string("T") + char(7) +
+                                     "float32" + u32(2) + u64(1ULL << 40) + u64(1ULL << 40) +
+                                     u64(8) + std::string(8, '\0') + list_of({}) + "LKBEND!!"},
       {"unknown_tag", "LKBOUT01" + u32(1) + u64(1) + "Z" + list_of({}) + "LKBEND!!"},
   };
   for (const auto& [name, bytes] : cases) {
     SCOPED_TRACE(name);
-    EXPECT_FALSE(parse_kb_file(std::make_shared<const std::string>(bytes), kb_file::candidate).ok());
+    EXPECT_FALSE(
+        parse_kb_file(std::make_shared<const std::string>(bytes), kb_file::candidate).ok());
   }
   EXPECT_TRUE(parse_kb_file(file_of("LKBOUT01", {good}), kb_file::candidate).ok());
 }
@@ -178,10 +196,12 @@ TEST(KernelBenchJudgeTest, OwnKernelPolicy) {
   EXPECT_EQ(own_kernel_for(problem_task(""), "cpu"), own_kernel_policy::off);
   EXPECT_EQ(own_kernel_for(problem_task("require"), "cpu"), own_kernel_policy::require);
   EXPECT_EQ(own_kernel_for(problem_task("off"), "cuda"), own_kernel_policy::off);
-  auto t = parse_task_json(R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "require"})", "x");
+  auto t = parse_task_json(
+      R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "require"})", "x");
   ASSERT_TRUE(t.ok()) << t.err().message;
   EXPECT_EQ(t->own_kernel, "require");
-  auto bad = parse_task_json(R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "yes"})", "x");
+  auto bad = parse_task_json(
+      R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "yes"})", "x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.err().message.find("own_kernel"), std::string::npos) << bad.err().message;
 }
@@ -199,39 +219,53 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
     std::printf("skipping: %s\n", why.c_str());
     GTEST_SKIP() << why;
   }
-  const std::string head = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, scale):\n"
-                           "        super().__init__()\n        self.scale = scale\n\n";
+  const std::string head =
+      "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, "
+      "scale):\n"
+      "        super().__init__()\n        self.scale = scale\n\n";
   const std::vector<kb_case> cases{
-      {"correct", head + "    def forward(self, a, b):\n        return torch.addcmul(b, a, torch.tensor(self.scale))\n",
+      {"correct",
+       head + "    def forward(self, a, b):\n        return torch.addcmul(b, a, "
+              "torch.tensor(self.scale))\n",
        verdict_category::pass, "Correct on all 3 trials"},
-      {"wrong_formula", head + "    def forward(self, a, b):\n        return a * self.scale - b\n", verdict_category::wrong_answer,
-       "elements differ"},
-      {"wrong_shape", head + "    def forward(self, a, b):\n        return (a * self.scale + b).sum(0)\n",
+      {"wrong_formula", head + "    def forward(self, a, b):\n        return a * self.scale - b\n",
+       verdict_category::wrong_answer, "elements differ"},
+      {"wrong_shape",
+       head + "    def forward(self, a, b):\n        return (a * self.scale + b).sum(0)\n",
        verdict_category::wrong_answer, "has shape [16], expected [32, 16]"},
       {"global_cache_across_trials",
-       "import torch\nimport torch.nn as nn\nCACHE = []\nclass ModelNew(nn.Module):\n    def __init__(self, scale):\n"
-       "        super().__init__()\n        self.scale = scale\n    def forward(self, a, b):\n        if not CACHE:\n"
+       "import torch\nimport torch.nn as nn\nCACHE = []\nclass ModelNew(nn.Module):\n    def "
+       "__init__(self, scale):\n"
+       "        super().__init__()\n        self.scale = scale\n    def forward(self, a, b):\n     "
+       "   if not CACHE:\n"
        "            CACHE.append(a * self.scale + b)\n        return CACHE[0]\n",
        verdict_category::wrong_answer, "trial 2"},
-      {"raises", head + "    def forward(self, a, b):\n        raise RuntimeError('kernel launch failed')\n",
+      {"raises",
+       head + "    def forward(self, a, b):\n        raise RuntimeError('kernel launch failed')\n",
        verdict_category::runtime, "RuntimeError: kernel launch failed"},
       {"syntax", "class ModelNew(\n", verdict_category::compile, "Syntax error"},
-      {"writes_its_input", head + "    def forward(self, a, b):\n        return a.mul_(self.scale).add_(b)\n",
+      {"writes_its_input",
+       head + "    def forward(self, a, b):\n        return a.mul_(self.scale).add_(b)\n",
        verdict_category::wrong_answer, "modified its input 0"},
-      {"half_precision", head + "    def forward(self, a, b):\n        return (a * self.scale + b).half()\n",
+      {"half_precision",
+       head + "    def forward(self, a, b):\n        return (a * self.scale + b).half()\n",
        verdict_category::wrong_answer, "has dtype float16, expected float32"},
-      // The task's files are not in the candidate's folder: only its code, the runner and the inputs.
-      {"reads_the_problem", head + "    def forward(self, a, b):\n        return open('problem.py').read()\n",
+      // The task's files are not in the candidate's folder: only its code, the runner and the
+      // inputs.
+      {"reads_the_problem",
+       head + "    def forward(self, a, b):\n        return open('problem.py').read()\n",
        verdict_category::runtime, "No such file or directory: 'problem.py'"},
       {"looks_for_expected_outputs",
        // Hidden entries are the runtime's own (CUDA's ~/.nv cache under HOME on a GPU host).
        head + "    def forward(self, a, b):\n        import os\n"
-              "        raise RuntimeError(sorted(f for f in os.listdir('.') if not f.startswith('.')))\n",
+              "        raise RuntimeError(sorted(f for f in os.listdir('.') if not "
+              "f.startswith('.')))\n",
        verdict_category::runtime, "['inputs.bin', 'out.bin', 'runner.py', 'solution.py']"},
       {"forged_no_gpu_status",
        "import json, os\njson.dump({'status': 'no_gpu'}, open('.leap_status', 'w'))\nos._exit(0)\n",
        verdict_category::runtime, "stopped before"},
-      {"exits_before_writing", "import os\nos._exit(0)\n", verdict_category::runtime, "stopped before"},
+      {"exits_before_writing", "import os\nos._exit(0)\n", verdict_category::runtime,
+       "stopped before"},
   };
   // Two at a time: each run imports torch, which takes seconds.
   std::vector<result<verdict>> verdicts(cases.size(), error{"not run"});
@@ -249,13 +283,16 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
     SCOPED_TRACE(c.name);
     const auto& v = verdicts[i];
     ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n" << v->diagnostics;
-    if (!c.feedback_contains.empty()) EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n"
+                                                                          << v->diagnostics;
+    if (!c.feedback_contains.empty())
+      EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
   }
 }
 
-// A native extension module the candidate compiles itself (plain C against Python.h, which gcc builds
-// in a second; load_inline would compile torch's headers for tens of seconds on this machine).
+// A native extension module the candidate compiles itself (plain C against Python.h, which gcc
+// builds in a second; load_inline would compile torch's headers for tens of seconds on this
+// machine).
 std::string c_extension_candidate(bool call_in_forward) {
   return std::string(R"PY(import importlib.util, os, subprocess, sysconfig
 import torch
@@ -286,12 +323,12 @@ class ModelNew(nn.Module):
         z = torch.zeros(1)
         ext.scale_add(z.data_ptr(), z.data_ptr(), z.data_ptr(), 1, 1.0)
     def forward(self, a, b):
-)PY") +
-         (call_in_forward ? "        a, b = a.contiguous(), b.contiguous()\n"
-                            "        out = torch.empty_like(a)\n"
-                            "        ext.scale_add(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), self.scale)\n"
-                            "        return out\n"
-                          : "        return a * self.scale + b\n");
+)PY") + (call_in_forward ? "        a, b = a.contiguous(), b.contiguous()\n"
+                           "        out = torch.empty_like(a)\n"
+                           "        ext.scale_add(a.data_ptr(), b.data_ptr(), out.data_ptr(), "
+                           "a.numel(), self.scale)\n"
+                           "        return out\n"
+                         : "        return a * self.scale + b\n");
 }
 
 TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
@@ -301,9 +338,10 @@ TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
   config.kernelbench_device = "cpu";
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  const std::string torch_ops = "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-                                "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-                                "        return a * self.s + b\n";
+  const std::string torch_ops =
+      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+      "        return a * self.s + b\n";
   struct own_case {
     std::string name;
     std::string code;
@@ -312,14 +350,17 @@ TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
   };
   const std::vector<own_case> cases{
       {"torch_ops", torch_ops, verdict_category::wrong_answer, "ran no kernel of its own"},
-      {"extension_only_in_init", c_extension_candidate(false), verdict_category::wrong_answer, "ran no kernel of its own"},
-      {"extension_in_forward", c_extension_candidate(true), verdict_category::pass, "Correct on all 3 trials (cpu)"},
+      {"extension_only_in_init", c_extension_candidate(false), verdict_category::wrong_answer,
+       "ran no kernel of its own"},
+      {"extension_in_forward", c_extension_candidate(true), verdict_category::pass,
+       "Correct on all 3 trials (cpu)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     auto v = (*e)->verify(problem_task("require"), fenced("python", c.code));
     ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n"
+                                                                          << v->diagnostics;
     EXPECT_NE(v->feedback.find(c.feedback), std::string::npos) << v->feedback;
   }
   // The same torch-only candidate passes where the task turns the check off.
@@ -340,10 +381,12 @@ TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
   task other = problem_task();
   other.id = "kernelbench/level1/2_ScaleSub";
   other.reference = std::string(k_problem).replace(std::string(k_problem).find("+ b"), 3, "- b");
-  const std::string code = "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-                           "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-                           "        return a * self.s + b\n";
-  for (const auto& [t, passes] : std::vector<std::pair<task, bool>>{{problem_task(), true}, {other, false}, {problem_task(), true}}) {
+  const std::string code =
+      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+      "        return a * self.s + b\n";
+  for (const auto& [t, passes] : std::vector<std::pair<task, bool>>{
+           {problem_task(), true}, {other, false}, {problem_task(), true}}) {
     SCOPED_TRACE(t.id);
     auto v = (*e)->verify(t, fenced("python", code));
     ASSERT_TRUE(v.ok()) << v.err().message;
@@ -352,7 +395,8 @@ TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
 }
 
 TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
-  // A python that cannot import torch: the engine's probe says so, naming the slot; no candidate ran.
+  // A python that cannot import torch: the engine's probe says so, naming the slot; no candidate
+  // ran.
   engine_config config = testing::test_engine_config();
   config.python = "/bin/false";
   auto e = engine::create(config);
@@ -364,7 +408,8 @@ TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
 
   std::string why;
   if (!torch_available(&why)) GTEST_SKIP() << why;
-  if (testing::gpu_present(&why)) GTEST_SKIP() << "a GPU is present: the no-GPU half needs a machine without one";
+  if (testing::gpu_present(&why))
+    GTEST_SKIP() << "a GPU is present: the no-GPU half needs a machine without one";
   engine_config cuda = testing::test_engine_config();
   cuda.kernelbench_device = "cuda";
   auto g = engine::create(cuda);
@@ -372,7 +417,8 @@ TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
   auto w = (*g)->verify(problem_task(), fenced("python", "class ModelNew: pass\n"), 0);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(infrastructure_slot(w.err()), 0) << w.err().message;
-  EXPECT_NE(w.err().message.find("no usable GPU on GPU slot 0"), std::string::npos) << w.err().message;
+  EXPECT_NE(w.err().message.find("no usable GPU on GPU slot 0"), std::string::npos)
+      << w.err().message;
 }
 
 TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
@@ -386,8 +432,9 @@ TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
   const std::string head = "import torch\nimport torch.nn as nn\n";
-  const std::string cls = "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
-                          "        self.s = s\n    def forward(self, a, b):\n";
+  const std::string cls =
+      "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+      "        self.s = s\n    def forward(self, a, b):\n";
   const std::string load_inline = head + R"PY(from torch.utils.cpp_extension import load_inline
 cuda_src = r'''
 __global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
@@ -411,8 +458,9 @@ ext = load_inline(name='scale_add_ext', cpp_sources='torch::Tensor scale_add(tor
     std::string feedback;
   };
   const std::vector<gpu_case> cases{
-      {"torch_ops", head + cls + "        return torch.addcmul(b, a, torch.tensor(self.s, device=a.device))\n", false,
-       "launched no CUDA kernel of its own"},
+      {"torch_ops",
+       head + cls + "        return torch.addcmul(b, a, torch.tensor(self.s, device=a.device))\n",
+       false, "launched no CUDA kernel of its own"},
       {"load_inline_kernel", load_inline, true, "(cuda)"},
   };
   for (const auto& c : cases) {
@@ -434,11 +482,13 @@ TEST(KernelBenchTest, GpuRunWhenAGpuIsPresent) {
   config.kernelbench_device = "cuda";
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  auto v = (*e)->verify(problem_task(),
-                        fenced("python", "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-                                         "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-                                         "        return a * self.s + b\n"),
-                        0);
+  auto v = (*e)->verify(
+      problem_task(),
+      fenced("python",
+             "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+             "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+             "        return a * self.s + b\n"),
+      0);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback;
   EXPECT_NE(v->feedback.find("(cuda)"), std::string::npos) << v->feedback;

@@ -26,10 +26,14 @@ struct row {
 
 // What each kind is, written out once more so that a row edited by mistake fails here.
 const std::vector<row> expected_rows = {
-    {task_kind::cuda, pipeline::native, toolchain::nvcc, required_source::args_and_reference, ".cu", "cuda"},
-    {task_kind::cpp, pipeline::native, toolchain::cxx, required_source::args_and_reference, ".cpp", "cpp"},
-    {task_kind::python, pipeline::python_tests, toolchain::python3, required_source::tests, ".py", "python"},
-    {task_kind::kernelbench, pipeline::kernelbench, toolchain::python3, required_source::problem, ".py", "python"},
+    {task_kind::cuda, pipeline::native, toolchain::nvcc, required_source::args_and_reference, ".cu",
+     "cuda"},
+    {task_kind::cpp, pipeline::native, toolchain::cxx, required_source::args_and_reference, ".cpp",
+     "cpp"},
+    {task_kind::python, pipeline::python_tests, toolchain::python3, required_source::tests, ".py",
+     "python"},
+    {task_kind::kernelbench, pipeline::kernelbench, toolchain::python3, required_source::problem,
+     ".py", "python"},
     {task_kind::digits, pipeline::text, toolchain::none, required_source::target, ".txt", "digits"},
 };
 
@@ -72,7 +76,8 @@ TEST(KindsTest, TheKindsFenceIsTheBlockExtractionPicks) {
     // Only another language: the message names the kind's fence.
     auto other = extract_code("```rust\nfn x() {}\n```\n", kind);
     ASSERT_FALSE(other.ok());
-    EXPECT_NE(other.err().message.find("this task needs a ```" + fence + " block"), std::string::npos)
+    EXPECT_NE(other.err().message.find("this task needs a ```" + fence + " block"),
+              std::string::npos)
         << other.err().message;
   }
 }
@@ -80,7 +85,8 @@ TEST(KindsTest, TheKindsFenceIsTheBlockExtractionPicks) {
 // '#' is a comment in python-like kinds and a directive in C-like ones.
 TEST(KindsTest, CommentsAndIncludesFollowTheKindsLanguage) {
   const std::string code = "# include \"reference.cpp\"\nx = 1  # cublas in a comment\n";
-  for (const auto kind : {task_kind::cuda, task_kind::cpp, task_kind::python, task_kind::kernelbench}) {
+  for (const auto kind :
+       {task_kind::cuda, task_kind::cpp, task_kind::python, task_kind::kernelbench}) {
     SCOPED_TRACE(to_string(kind));
     const auto hit = find_forbidden(code, kind, {"cublas"});
     if (traits_of(kind).hash_comments) {
@@ -99,7 +105,8 @@ TEST(KindsTest, ValidationAsksForTheKindsRequiredSource) {
       {R"({"id": "cpp/x", "kind": "cpp"})", "'args' is required for a cpp task"},
       {R"({"id": "python/x", "kind": "python"})", "tests.py (or 'tests') is required"},
       {R"({"id": "kernelbench/x", "kind": "kernelbench"})", "the problem source is empty"},
-      {R"({"id": "digits/x", "kind": "digits"})", "'target' (integer) is required for a digits task"},
+      {R"({"id": "digits/x", "kind": "digits"})",
+       "'target' (integer) is required for a digits task"},
   };
   for (const auto& [json, message] : cases) {
     SCOPED_TRACE(json);

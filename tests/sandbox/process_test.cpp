@@ -2,17 +2,16 @@
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <signal.h>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -41,9 +40,11 @@ shell_run run_shell(const std::string& script, resource_limits limits = {}) {
 }
 
 void expect_nothing_left(const run_result& r) {
-  EXPECT_TRUE(processes_in_session(r.session_id).empty()) << "session " << r.session_id << " survived";
+  EXPECT_TRUE(processes_in_session(r.session_id).empty())
+      << "session " << r.session_id << " survived";
   if (::geteuid() == 0) {
-    EXPECT_TRUE(processes_with_uid_in({r.run_uid, 1}).empty()) << "uid " << r.run_uid << " survived";
+    EXPECT_TRUE(processes_with_uid_in({r.run_uid, 1}).empty())
+        << "uid " << r.run_uid << " survived";
   }
 }
 
@@ -85,13 +86,15 @@ TEST(ProcessTest, ChildThatLeavesTheSessionDoesNotSurvive) {
 TEST(ProcessTest, OutputFloodIsCappedAndDoesNotBlock) {
   resource_limits limits;
   limits.output_cap_bytes = 1000;
-  auto run = run_shell("head -c 5000000 /dev/zero | tr '\\0' a; echo LAST LINE; echo done >&2", limits);
+  auto run =
+      run_shell("head -c 5000000 /dev/zero | tr '\\0' a; echo LAST LINE; echo done >&2", limits);
   EXPECT_TRUE(run.result.exited);
   EXPECT_TRUE(run.result.stdout_truncated);
   EXPECT_EQ(run.result.stdout_bytes, 5000010U);
   EXPECT_EQ(run.result.stdout_text.substr(0, 750), std::string(750, 'a'));
   EXPECT_NE(run.result.stdout_text.find("[... 4999010 bytes not kept ...]"), std::string::npos);
-  EXPECT_TRUE(run.result.stdout_text.ends_with("aaaaLAST LINE\n")) << run.result.stdout_text.substr(750);
+  EXPECT_TRUE(run.result.stdout_text.ends_with("aaaaLAST LINE\n"))
+      << run.result.stdout_text.substr(750);
   EXPECT_EQ(run.result.stderr_text, "done\n");
 }
 
@@ -131,7 +134,8 @@ TEST(ProcessTest, MissingExecutableIsAnError) {
 
 TEST(ProcessTest, AsRootTheRunIsNamespacedAndUnprivileged) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root: the fallback applies (see README)";
-  auto run = run_shell("id -u; cat /proc/self/status | grep NoNewPrivs; ls /proc | grep -c '^[0-9]'");
+  auto run =
+      run_shell("id -u; cat /proc/self/status | grep NoNewPrivs; ls /proc | grep -c '^[0-9]'");
   std::printf("isolation: %s\n", run.result.isolation.c_str());
   EXPECT_NE(run.result.isolation.find("net"), std::string::npos) << run.result.isolation;
   EXPECT_NE(run.result.stdout_text.find(std::to_string(run.result.run_uid)), std::string::npos);
@@ -215,17 +219,19 @@ TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
   EXPECT_EQ(failures.load(), 0) << "first: " << first_error;
 }
 
-// --- The isolation layer as root: a cgroup for the whole tree, a fresh root, a private scratch. ---
+// --- The isolation layer as root: a cgroup for the whole tree, a fresh root, a private scratch.
+// ---
 
 // Skips unless the run had a cgroup (root, and a writable v1 or v2 hierarchy).
-#define REQUIRE_CGROUP(run)                                                                            \
-  do {                                                                                                 \
-    if (::geteuid() != 0) GTEST_SKIP() << "not root: no cgroup (see README)";                          \
-    if ((run).result.isolation.find("cgroup v") == std::string::npos) GTEST_SKIP() << (run).result.isolation; \
+#define REQUIRE_CGROUP(run)                                                   \
+  do {                                                                        \
+    if (::geteuid() != 0) GTEST_SKIP() << "not root: no cgroup (see README)"; \
+    if ((run).result.isolation.find("cgroup v") == std::string::npos)         \
+      GTEST_SKIP() << (run).result.isolation;                                 \
   } while (0)
 
-#define REQUIRE_ROOT()                                                                  \
-  do {                                                                                  \
+#define REQUIRE_ROOT()                                                                   \
+  do {                                                                                   \
     if (::geteuid() != 0) GTEST_SKIP() << "not root: the fallback applies (see README)"; \
   } while (0)
 
@@ -234,7 +240,9 @@ TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
 std::string memory_tree_script(int children, int mib) {
   return "python3 -c '\n"
          "import os\n"
-         "n, size = " + std::to_string(children) + ", " + std::to_string(mib) + " << 20\n"
+         "n, size = " +
+         std::to_string(children) + ", " + std::to_string(mib) +
+         " << 20\n"
          "ready_r, ready_w = os.pipe()\n"
          "go_r, go_w = os.pipe()\n"
          "for i in range(n):\n"
@@ -281,7 +289,8 @@ TEST(ProcessTest, MemoryLimitStopsTheWholeTree) {
   EXPECT_TRUE(tree.result.memory_exceeded) << tree.result.stderr_text;
   EXPECT_FALSE(tree.result.exited);
   EXPECT_FALSE(tree.result.timed_out);
-  EXPECT_EQ(tree.result.stdout_text.find("allocated"), std::string::npos) << tree.result.stdout_text;
+  EXPECT_EQ(tree.result.stdout_text.find("allocated"), std::string::npos)
+      << tree.result.stdout_text;
   expect_nothing_left(tree.result);
 }
 
@@ -319,7 +328,8 @@ TEST(ProcessTest, TreeCpuTimeIsBounded) {
   limits.wall = std::chrono::seconds(60);
   // Four busy children: each alone stays within the per-process RLIMIT_CPU for a while, together
   // they pass one CPU second quickly; the shell waits for them forever.
-  auto run = run_shell("for i in 1 2 3 4; do (while :; do :; done) & done; wait; echo finished", limits);
+  auto run =
+      run_shell("for i in 1 2 3 4; do (while :; do :; done) & done; wait; echo finished", limits);
   REQUIRE_CGROUP(run);
   EXPECT_TRUE(run.result.cpu_exceeded) << run.result.isolation;
   EXPECT_FALSE(run.result.exited);
@@ -337,11 +347,13 @@ TEST(ProcessTest, ScratchIsSizeLimitedAndStaysOffTheHostDisk) {
   limits.scratch_bytes = 8ULL << 20;
   auto run = run_shell(
       "head -c 33554432 /dev/zero > big; echo big=$?; rm -f big;"
-      "i=0; while [ $i -lt 100000 ] && true 2>/dev/null > f$i; do i=$((i+1)); done; echo files=$i; rm -f f*;"
+      "i=0; while [ $i -lt 100000 ] && true 2>/dev/null > f$i; do i=$((i+1)); done; echo files=$i; "
+      "rm -f f*;"
       "head -c 33554432 /dev/zero > /tmp/big2; ls -l /tmp/big2 | cut -d' ' -f5",
       limits);
   EXPECT_NE(run.result.stdout_text.find("big=1"), std::string::npos) << run.result.stdout_text;
-  EXPECT_NE(run.result.stderr_text.find("No space left on device"), std::string::npos) << run.result.stderr_text;
+  EXPECT_NE(run.result.stderr_text.find("No space left on device"), std::string::npos)
+      << run.result.stderr_text;
   // A bounded number of files (one inode per 16 KiB of scratch, at least 1024), not 100000.
   const auto files_at = run.result.stdout_text.find("files=");
   ASSERT_NE(files_at, std::string::npos) << run.result.stdout_text;
@@ -363,9 +375,10 @@ TEST(ProcessTest, FilesAreCopiedInAndRegularFilesBack) {
   ASSERT_TRUE(write_file(dir->path() / "in.txt", "input\n").ok());
   ASSERT_TRUE(write_file(dir->path() / "sub" / "deep.txt", "deep\n").ok());
   run_request request;
-  request.argv = {"/bin/sh", "-c",
-                  "cat in.txt sub/deep.txt; pwd; echo out > out.txt; mkdir -p d/e && echo f > d/e/f;"
-                  "ln -s /etc/passwd link; mkfifo fifo"};
+  request.argv = {
+      "/bin/sh", "-c",
+      "cat in.txt sub/deep.txt; pwd; echo out > out.txt; mkdir -p d/e && echo f > d/e/f;"
+      "ln -s /etc/passwd link; mkfifo fifo"};
   request.working_dir = dir->path();
   request.env = base_env();
   auto r = run_isolated(request);
@@ -384,10 +397,11 @@ TEST(ProcessTest, WritableSharedFoldersArePrivateToEachRun) {
   const std::string name = "leap-left-" + std::to_string(::getpid());
   auto first = run_shell("for d in /run/lock /dev/shm /var/tmp /tmp; do echo secret > $d/" + name +
                          " && echo wrote $d; done");
-  EXPECT_EQ(first.result.stdout_text, "wrote /run/lock\nwrote /dev/shm\nwrote /var/tmp\nwrote /tmp\n")
+  EXPECT_EQ(first.result.stdout_text,
+            "wrote /run/lock\nwrote /dev/shm\nwrote /var/tmp\nwrote /tmp\n")
       << first.result.stderr_text;
-  auto second = run_shell("cat /run/lock/" + name + " /dev/shm/" + name + " /var/tmp/" + name + " /tmp/" + name +
-                          " 2>/dev/null; echo end");
+  auto second = run_shell("cat /run/lock/" + name + " /dev/shm/" + name + " /var/tmp/" + name +
+                          " /tmp/" + name + " 2>/dev/null; echo end");
   EXPECT_EQ(second.result.stdout_text, "end\n");
   for (const char* d : {"/run/lock", "/dev/shm", "/var/tmp", "/tmp"}) {
     EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(d) / name)) << d;
@@ -396,37 +410,44 @@ TEST(ProcessTest, WritableSharedFoldersArePrivateToEachRun) {
 
 TEST(ProcessTest, NoUserNamespaceInside) {
   REQUIRE_ROOT();
-  auto run = run_shell("unshare -U true; echo user=$?; unshare -U -r -n true; echo net=$?;"
-                       "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"threads work\",)); "
-                       "t.start(); t.join()'");
+  auto run = run_shell(
+      "unshare -U true; echo user=$?; unshare -U -r -n true; echo net=$?;"
+      "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"threads work\",)); "
+      "t.start(); t.join()'");
   EXPECT_NE(run.result.stdout_text.find("user=1"), std::string::npos) << run.result.stdout_text;
   EXPECT_NE(run.result.stdout_text.find("net=1"), std::string::npos) << run.result.stdout_text;
-  EXPECT_NE(run.result.stderr_text.find("Operation not permitted"), std::string::npos) << run.result.stderr_text;
+  EXPECT_NE(run.result.stderr_text.find("Operation not permitted"), std::string::npos)
+      << run.result.stderr_text;
   // clone3 is refused with ENOSYS, so glibc's threads fall back to clone.
-  EXPECT_NE(run.result.stdout_text.find("threads work"), std::string::npos) << run.result.stderr_text;
+  EXPECT_NE(run.result.stdout_text.find("threads work"), std::string::npos)
+      << run.result.stderr_text;
 }
 
 TEST(ProcessTest, ProcShowsNothingOfTheOrchestrator) {
   REQUIRE_ROOT();
-  auto run = run_shell("cat /proc/1/cmdline; echo rc=$?; cat /proc/1/environ; ls /proc | grep -E '^[0-9]+$' | "
-                       "while read p; do cat /proc/$p/cmdline; echo; done");
+  auto run = run_shell(
+      "cat /proc/1/cmdline; echo rc=$?; cat /proc/1/environ; ls /proc | grep -E '^[0-9]+$' | "
+      "while read p; do cat /proc/$p/cmdline; echo; done");
   EXPECT_NE(run.result.stdout_text.find("rc=1"), std::string::npos) << run.result.stdout_text;
-  EXPECT_EQ(run.result.stdout_text.find("sandbox_tests"), std::string::npos) << run.result.stdout_text;
+  EXPECT_EQ(run.result.stdout_text.find("sandbox_tests"), std::string::npos)
+      << run.result.stdout_text;
   EXPECT_EQ(run.result.stdout_text.find("gtest"), std::string::npos) << run.result.stdout_text;
 }
 
 TEST(ProcessTest, HostFoldersAreInvisible) {
   REQUIRE_ROOT();
   const char* home = std::getenv("HOME");
-  std::string script = "for p in " + std::string(LEAP_SOURCE_DIR) + " " + default_scratch_root().string() + " " +
-                       (home && *home ? home : "/root") + " /work /root /home /srv /mnt /opt; do test -e $p && echo visible $p; done;"
+  std::string script = "for p in " + std::string(LEAP_SOURCE_DIR) + " " +
+                       default_scratch_root().string() + " " + (home && *home ? home : "/root") +
+                       " /work /root /home /srv /mnt /opt; do test -e $p && echo visible $p; done;"
                        " ls /";
   auto run = run_shell(script);
   EXPECT_EQ(run.result.stdout_text.find("visible"), std::string::npos) << run.result.stdout_text;
   EXPECT_NE(run.result.stdout_text.find("usr\n"), std::string::npos) << run.result.stdout_text;
   // System folders are read-only.
   auto write = run_shell("touch /usr/leap-x /etc/leap-x 2>&1; echo done");
-  EXPECT_EQ(write.result.stdout_text.find("done"), write.result.stdout_text.size() - 5) << write.result.stdout_text;
+  EXPECT_EQ(write.result.stdout_text.find("done"), write.result.stdout_text.size() - 5)
+      << write.result.stdout_text;
   EXPECT_FALSE(std::filesystem::exists("/usr/leap-x"));
 }
 

@@ -3,7 +3,6 @@
 // python3, real sandboxed processes.
 #include "sandbox/engine.hpp"
 #include "sandbox/python_judge.hpp"
-
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -34,7 +33,8 @@ void run_cases(const task& t, const std::vector<python_case>& cases) {
     SCOPED_TRACE(c.name);
     auto v = shared_engine().verify(t, fenced("python", c.code));
     ASSERT_TRUE(v.ok()) << v.err().message;
-    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n" << v->diagnostics;
+    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback << "\n"
+                                                                          << v->diagnostics;
     EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
     EXPECT_EQ(v->feedback.find("/tmp"), std::string::npos) << v->feedback;
   }
@@ -115,12 +115,16 @@ def test_input_unchanged():
     assert data == [5, 1, 4]
 )PY");
   run_cases(t, {{"in_place",
-                 "def sort_rows(m):\n    for row in m:\n        row.sort()\n\ndef keep(xs):\n    return sorted(xs)\n",
+                 "def sort_rows(m):\n    for row in m:\n        row.sort()\n\ndef keep(xs):\n    "
+                 "return sorted(xs)\n",
                  verdict_category::pass, "All 2 tests passed"},
                 {"mutates_input",
-                 "def sort_rows(m):\n    for row in m:\n        row.sort()\n\ndef keep(xs):\n    xs.sort()\n    return xs\n",
+                 "def sort_rows(m):\n    for row in m:\n        row.sort()\n\ndef keep(xs):\n    "
+                 "xs.sort()\n    return xs\n",
                  verdict_category::wrong_answer, "assert data == [5, 1, 4]"},
-                {"not_in_place", "def sort_rows(m):\n    return [sorted(r) for r in m]\n\ndef keep(xs):\n    return sorted(xs)\n",
+                {"not_in_place",
+                 "def sort_rows(m):\n    return [sorted(r) for r in m]\n\ndef keep(xs):\n    "
+                 "return sorted(xs)\n",
                  verdict_category::wrong_answer, "assert sort_rows(m) is None"}});
 }
 
@@ -140,21 +144,30 @@ def test_value_error_expected():
 def test_normal():
     assert check(2) == 4
 )PY");
-  run_cases(t, {{"raises_value_error", "def check(x):\n    if x < 0:\n        raise ValueError('negative input')\n    return x * x\n",
-                 verdict_category::pass, "All 2 tests passed"},
-                {"raises_type_error", "def check(x):\n    if x < 0:\n        raise TypeError('negative input')\n    return x * x\n",
-                 verdict_category::runtime, "TypeError: negative input"},
-                // Its own exception class: a generic exception in the test, reported under the candidate's name,
-                // with the candidate's own frames.
-                {"custom_exception",
-                 "class Bad(Exception):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise Bad('negative input')\n    return x * x\n",
-                 verdict_category::runtime, "Bad: negative input"},
-                {"frames", "def check(x):\n    return helper(x)\n\ndef helper(x):\n    return x / 0\n", verdict_category::runtime,
-                 "solution.py line 5, in helper: return x / 0"},
-                // A SyntaxError from a call is the candidate's runtime error, never the task's broken tests.py.
-                {"syntax_error_raised", "def check(x):\n    raise SyntaxError('bad', ('tests.py', 1, 1, 'x'))\n",
-                 verdict_category::runtime, "SyntaxError"},
-                {"system_exit", "import sys\n\ndef check(x):\n    sys.exit(3)\n", verdict_category::runtime, "SystemExit"}});
+  run_cases(t,
+            {{"raises_value_error",
+              "def check(x):\n    if x < 0:\n        raise ValueError('negative input')\n    "
+              "return x * x\n",
+              verdict_category::pass, "All 2 tests passed"},
+             {"raises_type_error",
+              "def check(x):\n    if x < 0:\n        raise TypeError('negative input')\n    return "
+              "x * x\n",
+              verdict_category::runtime, "TypeError: negative input"},
+             // Its own exception class: a generic exception in the test, reported under the
+             // candidate's name, with the candidate's own frames.
+             {"custom_exception",
+              "class Bad(Exception):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise "
+              "Bad('negative input')\n    return x * x\n",
+              verdict_category::runtime, "Bad: negative input"},
+             {"frames", "def check(x):\n    return helper(x)\n\ndef helper(x):\n    return x / 0\n",
+              verdict_category::runtime, "solution.py line 5, in helper: return x / 0"},
+             // A SyntaxError from a call is the candidate's runtime error, never the task's broken
+             // tests.py.
+             {"syntax_error_raised",
+              "def check(x):\n    raise SyntaxError('bad', ('tests.py', 1, 1, 'x'))\n",
+              verdict_category::runtime, "SyntaxError"},
+             {"system_exit", "import sys\n\ndef check(x):\n    sys.exit(3)\n",
+              verdict_category::runtime, "SystemExit"}});
 }
 
 TEST(PythonTest, WhatCannotBeSentFailsTheTurnOnly) {
@@ -164,12 +177,14 @@ TEST(PythonTest, WhatCannotBeSentFailsTheTurnOnly) {
 def test_make():
     assert make(3) == [0, 1, 2]
 )PY");
-  run_cases(t, {{"generator", "def make(n):\n    return (i for i in range(n))\n", verdict_category::runtime,
-                 "generator is not plain data"},
-                {"instance", "class Box:\n    pass\n\ndef make(n):\n    return Box()\n", verdict_category::runtime,
-                 "Box is not plain data"},
-                {"cycle", "def make(n):\n    x = []\n    x.append(x)\n    return x\n", verdict_category::runtime, "nested more than"},
-                {"too_many_items", "def make(n):\n    return [0] * 20_000_000\n", verdict_category::runtime, "more than"}});
+  run_cases(t, {{"generator", "def make(n):\n    return (i for i in range(n))\n",
+                 verdict_category::runtime, "generator is not plain data"},
+                {"instance", "class Box:\n    pass\n\ndef make(n):\n    return Box()\n",
+                 verdict_category::runtime, "Box is not plain data"},
+                {"cycle", "def make(n):\n    x = []\n    x.append(x)\n    return x\n",
+                 verdict_category::runtime, "nested more than"},
+                {"too_many_items", "def make(n):\n    return [0] * 20_000_000\n",
+                 verdict_category::runtime, "more than"}});
 }
 
 TEST(PythonTest, TheCandidateEndingOrHangingIsNamedByTest) {
@@ -183,16 +198,21 @@ def test_first():
 def test_second():
     assert f(2) == 2
 )PY");
-  run_cases(t, {{"exits_in_second_test", "import os\n\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x\n",
-                 verdict_category::runtime, "during test test_second (2 of 2)"},
-                {"killed_in_first_test", "import os, signal\n\ndef f(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
-                 verdict_category::runtime, "SIGSEGV"},
-                {"hangs_in_second_test", "def f(x):\n    while x == 2:\n        pass\n    return x\n", verdict_category::timeout,
-                 "stopped during test test_second (2 of 2)"},
-                {"closes_the_channel", "import os\n\ndef f(x):\n    os.close(3)\n    return x\n", verdict_category::runtime,
-                 "test_first (1 of 2)"},
-                {"prints_a_lot", "import sys\n\ndef f(x):\n    sys.stdout.write('x' * 1000000)\n    print('All 2 tests passed.')\n    return x\n",
-                 verdict_category::pass, "All 2 tests passed"}});
+  run_cases(t,
+            {{"exits_in_second_test",
+              "import os\n\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x\n",
+              verdict_category::runtime, "during test test_second (2 of 2)"},
+             {"killed_in_first_test",
+              "import os, signal\n\ndef f(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+              verdict_category::runtime, "SIGSEGV"},
+             {"hangs_in_second_test", "def f(x):\n    while x == 2:\n        pass\n    return x\n",
+              verdict_category::timeout, "stopped during test test_second (2 of 2)"},
+             {"closes_the_channel", "import os\n\ndef f(x):\n    os.close(3)\n    return x\n",
+              verdict_category::runtime, "test_first (1 of 2)"},
+             {"prints_a_lot",
+              "import sys\n\ndef f(x):\n    sys.stdout.write('x' * 1000000)\n    print('All 2 "
+              "tests passed.')\n    return x\n",
+              verdict_category::pass, "All 2 tests passed"}});
 }
 
 TEST(PythonTest, ArgumentsTheTestsCannotSendAreReported) {
@@ -202,7 +222,8 @@ TEST(PythonTest, ArgumentsTheTestsCannotSendAreReported) {
 def test_lambda():
     assert f(lambda: 1) == 1
 )PY");
-  run_cases(t, {{"lambda_arg", "def f(g):\n    return g()\n", verdict_category::runtime, "cannot be sent"}});
+  run_cases(t, {{"lambda_arg", "def f(g):\n    return g()\n", verdict_category::runtime,
+                 "cannot be sent"}});
 }
 
 TEST(PythonTest, ABrokenPythonIsAnInfrastructureErrorConfirmedByAProbe) {
@@ -226,7 +247,9 @@ TEST(PythonTest, TheCandidatesFolderHoldsNoTests) {
 def test_listing():
     assert listing() == ["server.py", "solution.py"]
 )PY");
-  run_cases(t, {{"listing", "import os\n\ndef listing():\n    return sorted(f for f in os.listdir('.') if not f.startswith('.'))\n",
+  run_cases(t, {{"listing",
+                 "import os\n\ndef listing():\n    return sorted(f for f in os.listdir('.') if not "
+                 "f.startswith('.'))\n",
                  verdict_category::pass, "All 1 tests passed"}});
 }
 

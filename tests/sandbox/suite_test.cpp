@@ -3,7 +3,6 @@
 // solution compiles with nvcc and cuda compile_error candidates get a compile verdict. On a
 // machine with a GPU, cuda solutions and wrong candidates also run.
 #include "sandbox/verifier.hpp"
-
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -43,15 +42,19 @@ bool full_suite() {
 
 std::string fence_for(task_kind kind) {
   switch (kind) {
-    case task_kind::cuda: return "cuda";
-    case task_kind::cpp: return "cpp";
-    default: return "python";
+    case task_kind::cuda:
+      return "cuda";
+    case task_kind::cpp:
+      return "cpp";
+    default:
+      return "python";
   }
 }
 
 // What a wrong candidate's label promises about its verdict. Empty: any failure at run time.
 std::set<verdict_category> expected_for_label(const std::string& label) {
-  for (const char* build_failure : {"compile_error", "syntax_error", "wrong_signature", "link_error"}) {
+  for (const char* build_failure :
+       {"compile_error", "syntax_error", "wrong_signature", "link_error"}) {
     if (label.rfind(build_failure, 0) == 0) return {verdict_category::compile};
   }
   if (label.rfind("timeout", 0) == 0) return {verdict_category::timeout};
@@ -81,7 +84,8 @@ void run_jobs(const std::vector<job>& jobs, int gpu_slots) {
   std::vector<std::future<result<verdict>>> futures;
   // Submitting blocks when the queue is full; a thread keeps feeding while results are checked.
   std::thread feeder([&] {
-    for (const auto& j : jobs) futures.push_back((*v)->submit(j.t, "```" + fence_for(j.t->kind) + "\n" + j.code + "```\n"));
+    for (const auto& j : jobs)
+      futures.push_back((*v)->submit(j.t, "```" + fence_for(j.t->kind) + "\n" + j.code + "```\n"));
   });
   feeder.join();
   int failures = 0;
@@ -92,7 +96,9 @@ void run_jobs(const std::vector<job>& jobs, int gpu_slots) {
     ASSERT_TRUE(r.ok()) << r.err().message;
     if (jobs[i].expected.count(r->category) == 0) {
       ++failures;
-      ADD_FAILURE() << jobs[i].name << ": got " << to_string(r->category) << "\n" << r->feedback << "\n" << r->diagnostics;
+      ADD_FAILURE() << jobs[i].name << ": got " << to_string(r->category) << "\n"
+                    << r->feedback << "\n"
+                    << r->diagnostics;
     }
   }
   std::printf("%zu suite candidates verified, %d unexpected verdicts\n", jobs.size(), failures);
@@ -105,7 +111,8 @@ TEST(SuiteTest, CppAndPythonSolutionsPassAndWrongCandidatesFail) {
     auto shared = std::make_shared<const task>(t);
     ASSERT_FALSE(t.solution.empty()) << t.id << " has no solution";
     jobs.push_back({t.id + " solution", shared, t.solution, {verdict_category::pass}});
-    for (const auto& w : t.wrong) jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
+    for (const auto& w : t.wrong)
+      jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
   }
   if (jobs.empty()) GTEST_SKIP() << "the suite has no cpp or python tasks yet";
   run_jobs(jobs, 0);
@@ -131,24 +138,31 @@ TEST(SuiteTest, CudaSolutionsCompileAndCompileErrorsAreCaught) {
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       const auto& j = jobs[i];
-      auto p = testing::shared_engine().compile(*j.t, "```cuda\n" + j.code + "```\n", /*with_reference=*/false);
+      auto p = testing::shared_engine().compile(*j.t, "```cuda\n" + j.code + "```\n",
+                                                /*with_reference=*/false);
       if (!p) {
         problems[i] = p.err().message;
       } else if (j.expected.empty() && p->final_verdict) {
         problems[i] = "does not compile: " + p->final_verdict->feedback;
-      } else if (!j.expected.empty() && (!p->final_verdict || j.expected.count(p->final_verdict->category) == 0)) {
-        problems[i] = "expected a compile verdict, got " +
-                      std::string(p->final_verdict ? to_string(p->final_verdict->category) : "a binary");
-      } else if (!j.expected.empty() && p->final_verdict->feedback.find("solution.cu") == std::string::npos &&
+      } else if (!j.expected.empty() &&
+                 (!p->final_verdict || j.expected.count(p->final_verdict->category) == 0)) {
+        problems[i] =
+            "expected a compile verdict, got " +
+            std::string(p->final_verdict ? to_string(p->final_verdict->category) : "a binary");
+      } else if (!j.expected.empty() &&
+                 p->final_verdict->feedback.find("solution.cu") == std::string::npos &&
                  p->final_verdict->feedback.find("Linking failed") == std::string::npos) {
-        problems[i] = "compile feedback does not point into solution.cu: " + p->final_verdict->feedback;
+        problems[i] =
+            "compile feedback does not point into solution.cu: " + p->final_verdict->feedback;
       }
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned i = 0; i < std::max(2U, std::thread::hardware_concurrency()); ++i) threads.emplace_back(worker);
+  for (unsigned i = 0; i < std::max(2U, std::thread::hardware_concurrency()); ++i)
+    threads.emplace_back(worker);
   for (auto& t : threads) t.join();
-  for (std::size_t i = 0; i < jobs.size(); ++i) EXPECT_TRUE(problems[i].empty()) << jobs[i].name << ": " << problems[i];
+  for (std::size_t i = 0; i < jobs.size(); ++i)
+    EXPECT_TRUE(problems[i].empty()) << jobs[i].name << ": " << problems[i];
   std::printf("%zu cuda suite candidates compiled\n", jobs.size());
 }
 
@@ -163,7 +177,8 @@ TEST(SuiteTest, CudaSolutionsPassAndWrongCandidatesFailOnTheGpu) {
     if (t.kind != task_kind::cuda) continue;
     auto shared = std::make_shared<const task>(t);
     jobs.push_back({t.id + " solution", shared, t.solution, {verdict_category::pass}});
-    for (const auto& w : t.wrong) jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
+    for (const auto& w : t.wrong)
+      jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
   }
   if (jobs.empty()) GTEST_SKIP() << "the suite has no cuda tasks yet";
   run_jobs(jobs, 1);

@@ -6,18 +6,18 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 namespace leap::sandbox {
 namespace {
 
 namespace fs = std::filesystem;
 
-const char* k_task_json = R"J({"id": "cpp/axpy", "kind": "cpp", "difficulty": 2, "category": "elementwise",
+const char* k_task_json =
+    R"J({"id": "cpp/axpy", "kind": "cpp", "difficulty": 2, "category": "elementwise",
   "prompt": "p", "seed": 7,
   "args": [{"name": "x", "type": "float", "role": "input", "count": "n", "range": [-2, 2]},
            {"name": "y", "type": "float", "role": "inout", "count": "n*m", "range": [0, 1]},
@@ -38,7 +38,8 @@ TEST(TaskTest, ParsesTheSuiteFormat) {
   EXPECT_EQ(*element_count(*t, t->args[1]), 32);
   EXPECT_EQ(*element_count(*t, t->args[2]), 3);
   EXPECT_DOUBLE_EQ(t->tol->atol, 0.001);
-  EXPECT_EQ(entry_signature(*t, "solve"), "void solve(const float* x, float* y, int* idx, float alpha, int n, int m)");
+  EXPECT_EQ(entry_signature(*t, "solve"),
+            "void solve(const float* x, float* y, int* idx, float alpha, int n, int m)");
 }
 
 struct bad_json_case {
@@ -52,13 +53,17 @@ TEST(TaskTest, RejectsMalformedTasksWithTheKey) {
       {"not_json", "{", "invalid JSON"},
       {"no_id", R"({"kind": "cpp"})", "'id' (string) is required"},
       {"bad_kind", R"({"id": "a", "kind": "fortran"})", "unknown task kind 'fortran'"},
-      {"bad_role", R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "sideways", "count": 1}]})",
+      {"bad_role",
+       R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "sideways", "count": 1}]})",
        "'args[0]': 'role' must be input"},
-      {"bad_type", R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "type": "half", "role": "input", "count": 1}]})",
+      {"bad_type",
+       R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "type": "half", "role": "input", "count": 1}]})",
        "'type' must be float, double or int"},
-      {"scalar_without_value", R"({"id": "a", "kind": "cpp", "args": [{"name": "n", "type": "int", "role": "scalar"}]})",
+      {"scalar_without_value",
+       R"({"id": "a", "kind": "cpp", "args": [{"name": "n", "type": "int", "role": "scalar"}]})",
        "a scalar needs a numeric 'value'"},
-      {"bad_range", R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "input", "count": 1, "range": [2, 1]}]})",
+      {"bad_range",
+       R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "input", "count": 1, "range": [2, 1]}]})",
        "'range' low is above high"},
   };
   for (const auto& c : cases) {
@@ -68,7 +73,9 @@ TEST(TaskTest, RejectsMalformedTasksWithTheKey) {
     EXPECT_NE(t.err().message.find(c.error), std::string::npos) << t.err().message;
     EXPECT_EQ(t.err().message.rfind("ctx: ", 0), 0U) << t.err().message;
   }
-  auto t = parse_task_json(R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "input", "count": "q"}]})", "ctx");
+  auto t = parse_task_json(
+      R"({"id": "a", "kind": "cpp", "args": [{"name": "x", "role": "input", "count": "q"}]})",
+      "ctx");
   ASSERT_TRUE(t.ok());
   t->reference = "void reference(const float*) {}";
   auto v = validate_task(*t);
@@ -78,7 +85,9 @@ TEST(TaskTest, RejectsMalformedTasksWithTheKey) {
 
 class TempDir {
  public:
-  TempDir() : path_(default_scratch_root().parent_path() / ("leap-task-test-" + std::to_string(::getpid()))) {
+  TempDir()
+      : path_(default_scratch_root().parent_path() /
+              ("leap-task-test-" + std::to_string(::getpid()))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -118,11 +127,12 @@ TEST(TaskTest, LoadsASuiteDirectory) {
 
 TEST(TaskTest, LoadsAJsonlDataset) {
   TempDir dir;
-  dir.write("data.jsonl",
-            R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass\n", "solution": "x = 1\n", "wrong": [{"label": "bad", "code": "x = 2\n"}]})J"
-            "\n\n"
-            R"J({"id": "cpp/b", "kind": "cpp", "reference": "void reference(int n) {}", "args": [{"name": "n", "type": "int", "role": "scalar", "value": 1}]})J"
-            "\n");
+  dir.write(
+      "data.jsonl",
+      R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass\n", "solution": "x = 1\n", "wrong": [{"label": "bad", "code": "x = 2\n"}]})J"
+      "\n\n"
+      R"J({"id": "cpp/b", "kind": "cpp", "reference": "void reference(int n) {}", "args": [{"name": "n", "type": "int", "role": "scalar", "value": 1}]})J"
+      "\n");
   auto tasks = load_jsonl(dir.path() / "data.jsonl");
   ASSERT_TRUE(tasks.ok()) << tasks.err().message;
   ASSERT_EQ(tasks->size(), 2U);
@@ -132,16 +142,21 @@ TEST(TaskTest, LoadsAJsonlDataset) {
   ASSERT_TRUE(one.ok()) << one.err().message;
   EXPECT_EQ(one->id, "cpp/b");
 
-  dir.write("bad.jsonl", R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass"})J" "\n" R"J({"id": 3})J" "\n");
+  dir.write("bad.jsonl", R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass"})J"
+                         "\n"
+                         R"J({"id": 3})J"
+                         "\n");
   auto bad = load_jsonl(dir.path() / "bad.jsonl");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.err().message.find("bad.jsonl:2: 'id' (string) is required"), std::string::npos) << bad.err().message;
+  EXPECT_NE(bad.err().message.find("bad.jsonl:2: 'id' (string) is required"), std::string::npos)
+      << bad.err().message;
 }
 
 TEST(TaskTest, LoadsAKernelBenchDirectory) {
   TempDir dir;
   const std::string problem =
-      "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a):\n        return a * 2\n"
+      "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a):\n        return a * "
+      "2\n"
       "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n";
   dir.write("KernelBench/level1/1_Double.py", problem);
   dir.write("KernelBench/level2/7_Other.py", problem);
@@ -159,7 +174,8 @@ TEST(TaskTest, LoadsAKernelBenchDirectory) {
   dir.write("broken/level1/2_Bad.py", "class Model: pass\n");
   auto broken = load_kernelbench_dir(dir.path() / "broken");
   ASSERT_FALSE(broken.ok());
-  EXPECT_NE(broken.err().message.find("no 'def get_inputs'"), std::string::npos) << broken.err().message;
+  EXPECT_NE(broken.err().message.find("no 'def get_inputs'"), std::string::npos)
+      << broken.err().message;
 }
 
 TEST(CompareTest, ToleranceNanAndRelativeL2) {

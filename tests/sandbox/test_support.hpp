@@ -8,13 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <unistd.h>
 
 namespace leap::sandbox::testing {
 
@@ -26,7 +24,9 @@ inline task doubling_task(int n = 1024) {
   t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
             {"y", value_type::f32, arg_role::output, "n", -1.0, 1.0, 0},
             {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
-  t.reference = "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+  t.reference =
+      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * "
+      "x[i]; }\n";
   return t;
 }
 
@@ -54,7 +54,9 @@ inline task cuda_vector_add_task(int n = 10007) {
             {"b", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
             {"c", value_type::f32, arg_role::output, "n", 0, 0, 0},
             {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
-  t.reference = "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; ++i) c[i] = a[i] + b[i]; }\n";
+  t.reference =
+      "void reference(const float* a, const float* b, float* c, int n) { for (int i = 0; i < n; "
+      "++i) c[i] = a[i] + b[i]; }\n";
   t.forbidden = default_forbidden(task_kind::cuda);
   return t;
 }
@@ -76,7 +78,8 @@ inline std::string fenced(const std::string& lang, const std::string& code) {
 // A cache directory private to this test process, removed at exit.
 inline const std::filesystem::path& test_cache_dir() {
   static const std::filesystem::path dir = [] {
-    auto p = default_scratch_root().parent_path() / ("leap-sandbox-test-cache-" + std::to_string(::getpid()));
+    auto p = default_scratch_root().parent_path() /
+             ("leap-sandbox-test-cache-" + std::to_string(::getpid()));
     std::filesystem::remove_all(p);
     return p;
   }();
@@ -97,13 +100,15 @@ inline engine_config test_engine_config() {
   c.run_limits.cpu_seconds = 3;
   c.run_limits.address_space_bytes = 1ULL << 30;
   c.run_limits.processes = 32;
-  // Small enough that the adversarial tree-memory candidate's children (80 MiB each) cannot all fit.
+  // Small enough that the adversarial tree-memory candidate's children (80 MiB each) cannot all
+  // fit.
   c.run_limits.memory_bytes = 1ULL << 30;
   c.python_limits.wall = std::chrono::seconds(6);
   c.python_limits.cpu_seconds = 4;
   c.python_limits.processes = 32;
   // Where python3 with torch is not on the sandbox's PATH (a venv on the GPU machine), point here.
-  if (const char* python = std::getenv("LEAP_SANDBOX_TEST_PYTHON"); python && *python) c.python = python;
+  if (const char* python = std::getenv("LEAP_SANDBOX_TEST_PYTHON"); python && *python)
+    c.python = python;
   return c;
 }
 

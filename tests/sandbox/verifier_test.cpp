@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 using testing::fenced;
 
 fs::path private_dir(const std::string& name) {
-  auto p = default_scratch_root().parent_path() / ("leap-" + name + "-" + std::to_string(::getpid()));
+  auto p =
+      default_scratch_root().parent_path() / ("leap-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
@@ -51,7 +52,8 @@ TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
     });
   }
   // Wait until the one build is running and the others are waiting on it.
-  for (int spin = 0; spin < 1000 && builds.load() == 0; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int spin = 0; spin < 1000 && builds.load() == 0; ++spin)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   {
     std::lock_guard lock(m);
@@ -76,7 +78,11 @@ TEST(CompileCacheTest, EvictsLeastRecentlyUsedBeyondTheBound) {
   const auto dir = private_dir("cache-evict");
   auto cache = compile_cache::open(dir, 2500);
   ASSERT_TRUE(cache.ok());
-  auto make = [](char c) { return [c]() -> result<build_output> { return build_output{true, std::string(1000, c), "", false}; }; };
+  auto make = [](char c) {
+    return [c]() -> result<build_output> {
+      return build_output{true, std::string(1000, c), "", false};
+    };
+  };
   ASSERT_TRUE((*cache)->get_or_build("aa01", make('a')).ok());
   ASSERT_TRUE((*cache)->get_or_build("bb02", make('b')).ok());
   ASSERT_TRUE((*cache)->get_or_build("aa01", make('a'))->hit);  // a is now the most recent
@@ -169,8 +175,12 @@ TEST(VerifierTest, ManyCandidatesConcurrentlyWithDeduplication) {
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
   auto t = std::make_shared<const task>(testing::doubling_task(256));
-  const std::string good = fenced("cpp", "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i] * 2.0f; }\n");
-  const std::string bad = fenced("cpp", "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n");
+  const std::string good = fenced("cpp",
+                                  "void solve(const float* x, float* y, int n) { for (int i = 0; i "
+                                  "< n; ++i) y[i] = x[i] * 2.0f; }\n");
+  const std::string bad = fenced(
+      "cpp",
+      "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n");
   const auto builds_before = (*v)->verification_engine().cache().builds();
   std::vector<std::future<result<verdict>>> futures;
   for (int i = 0; i < 12; ++i) futures.push_back((*v)->submit(t, i % 2 ? bad : good));
@@ -180,11 +190,13 @@ TEST(VerifierTest, ManyCandidatesConcurrentlyWithDeduplication) {
     auto r = f.get();
     ASSERT_TRUE(r.ok()) << r.err().message;
     (r->passed ? passed : failed)++;
-    if (!r->passed && r->category != verdict_category::wrong_answer) ADD_FAILURE() << r->feedback << "\n" << r->diagnostics;
+    if (!r->passed && r->category != verdict_category::wrong_answer)
+      ADD_FAILURE() << r->feedback << "\n" << r->diagnostics;
   }
   EXPECT_EQ(passed, 6);
   EXPECT_EQ(failed, 6);
-  // Two distinct candidates (plus at most the task's harness object and reference): compiled once each.
+  // Two distinct candidates (plus at most the task's harness object and reference): compiled once
+  // each.
   EXPECT_LE((*v)->verification_engine().cache().builds() - builds_before, 4U);
 }
 
@@ -197,7 +209,8 @@ TEST(VerifierTest, TrySubmitSaysBusyWhenTheQueueIsFull) {
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
   auto t = std::make_shared<const task>(testing::python_add_task());
-  const std::string slow = fenced("python", "import time\ntime.sleep(1)\ndef add(a, b):\n    return a + b\n");
+  const std::string slow =
+      fenced("python", "import time\ntime.sleep(1)\ndef add(a, b):\n    return a + b\n");
   std::vector<std::future<result<verdict>>> accepted;
   bool saw_busy = false;
   for (int i = 0; i < 8 && !saw_busy; ++i) {
@@ -228,7 +241,8 @@ TEST(VerifierTest, ReportsTheWaitForARunSlot) {
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
   auto t = std::make_shared<const task>(testing::python_add_task());
-  const std::string slow = fenced("python", "import time\ntime.sleep(3)\ndef add(a, b):\n    return a + b\n");
+  const std::string slow =
+      fenced("python", "import time\ntime.sleep(3)\ndef add(a, b):\n    return a + b\n");
   const std::string quick = fenced("python", "def add(a, b):\n    return a + b\n");
   auto first = (*v)->submit(t, slow);
   // The slot is taken: the next job, once compiled, waits for the first run to end.
@@ -246,12 +260,14 @@ TEST(VerifierTest, ReportsTheWaitForARunSlot) {
   EXPECT_GT(b->run_queue_ms, a->run_queue_ms) << "the second job waited for the first's run";
 }
 
-const std::string k_cuda_good = fenced("cuda",
-    "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) c[i] = a[i] + b[i];\n"
-    "}\n"
-    "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, 256>>>(a, b, c, n); }\n");
+const std::string k_cuda_good =
+    fenced("cuda",
+           "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "  if (i < n) c[i] = a[i] + b[i];\n"
+           "}\n"
+           "void solve(const float* a, const float* b, float* c, int n) { add<<<(n + 255) / 256, "
+           "256>>>(a, b, c, n); }\n");
 
 bool nvcc_found(const engine_config& c, std::string* why) {
   if (std::system((c.nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
@@ -271,7 +287,8 @@ struct probe_log {
   status probe(int gpu) {
     std::lock_guard lock(mutex);
     gpus.push_back(gpu);
-    if (broken.count(gpu) || broken.count(-2)) return error{"test probe: GPU " + std::to_string(gpu) + " is broken"};
+    if (broken.count(gpu) || broken.count(-2))
+      return error{"test probe: GPU " + std::to_string(gpu) + " is broken"};
     return ok_status();
   }
 };
@@ -290,7 +307,9 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   config.compile_workers = 1;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
+  auto r =
+      (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good)
+          .get();
   // Judged on GPU 0: a pass on a GPU machine; here the driver refuses the run and GPU 0's probe
   // passes, so the failure is the candidate's (a runtime verdict), never an error.
   ASSERT_TRUE(r.ok()) << r.err().message;
@@ -315,7 +334,9 @@ TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   config.run_attempts = 3;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
+  auto r =
+      (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good)
+          .get();
   ASSERT_FALSE(r.ok()) << to_string(r->category) << ": " << r->feedback;
   EXPECT_NE(r.err().message.find("persisted"), std::string::npos) << r.err().message;
   EXPECT_NE(r.err().message.find("GPU 7"), std::string::npos) << r.err().message;
@@ -337,7 +358,9 @@ TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
   config.compile_workers = 1;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
-  auto r = (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good).get();
+  auto r =
+      (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good)
+          .get();
   ASSERT_TRUE(r.ok()) << r.err().message;
   EXPECT_TRUE(r->passed) << r->feedback << "\n" << r->diagnostics;
   EXPECT_FALSE((*v)->verification_engine().probe_slot(task_kind::cuda, 7).ok());

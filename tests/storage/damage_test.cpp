@@ -1,7 +1,6 @@
 // A damaged store is refused and left as it is, and a store that lost acknowledged writes is
 // detected: real RocksDB stores, damaged by deleting and truncating their real files.
 #include "storage/trajectory_store.hpp"
-
 #include "tests/storage/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -183,7 +182,8 @@ TEST(TrajectoryStoreDamage, ADamagedMarkIsRefusedAndAMissingOneIsNotAnError) {
   }
   auto refused = trajectory_store::open(db);
   ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(contains(refused.err().message, "is damaged, so whether it lost")) << refused.err().message;
+  EXPECT_TRUE(contains(refused.err().message, "is damaged, so whether it lost"))
+      << refused.err().message;
 
   // A store made before the mark existed: opened, and the mark made.
   std::filesystem::remove(db / acknowledged_mark_file);

@@ -207,6 +207,5 @@ TEST(RecordCodec, CorruptionCases) {
   EXPECT_NE(decode_run(good).err().message.find("record kind 1 where kind 3"), std::string::npos);
 }
 
-
 }  // namespace
 }  // namespace leap

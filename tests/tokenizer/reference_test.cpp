@@ -3,20 +3,19 @@
 // (tests/tokenizer/reference/corpus.cjs). `npm ci` in tests/tokenizer/reference (tools/dev.sh
 // deps) installs the packages and writes the corpus and the reference ids into
 // node_modules/.leap-reference (make_reference.cjs).
-#include <gtest/gtest.h>
+#include "tokenizer/tokenizer.hpp"
 
-#include <iostream>
-#include <unicode/bytestream.h>
-#include <unicode/normalizer2.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <iostream>
 #include <sstream>
 #include <string>
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
 #include <vector>
-
-#include "tokenizer/tokenizer.hpp"
 
 namespace leap::tokenizer {
 namespace {
@@ -53,10 +52,14 @@ std::string escaped(std::string_view s) {
   std::string out;
   for (const char c : s) {
     const auto b = static_cast<unsigned char>(c);
-    if (b == '\n') out += "\\n";
-    else if (b == '\t') out += "\\t";
-    else if (b == '\\') out += "\\\\";
-    else if (b >= 0x20 && b < 0x7f) out += c;
+    if (b == '\n')
+      out += "\\n";
+    else if (b == '\t')
+      out += "\\t";
+    else if (b == '\\')
+      out += "\\\\";
+    else if (b >= 0x20 && b < 0x7f)
+      out += c;
     else {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02X", b);
@@ -79,7 +82,8 @@ std::string nfc(const std::string& s) {
   const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(status);
   std::string out;
   icu::StringByteSink<std::string> sink(&out);
-  n->normalizeUTF8(0, icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), sink, nullptr, status);
+  n->normalizeUTF8(0, icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), sink, nullptr,
+                   status);
   return out;
 }
 
@@ -98,12 +102,14 @@ class Reference : public ::testing::TestWithParam<family> {};
 
 TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
   if (!fs::exists(node_modules)) {
-    GTEST_SKIP() << node_modules << " is absent: `tools/dev.sh deps` installs the reference tokenizers";
+    GTEST_SKIP() << node_modules
+                 << " is absent: `tools/dev.sh deps` installs the reference tokenizers";
   }
   const family& f = GetParam();
   const fs::path ids_path = reference_dir / (f.name + ".ids");
-  ASSERT_TRUE(fs::exists(ids_path)) << ids_path << " is missing: run `npm ci` in tests/tokenizer/reference "
-                                    << "(tools/dev.sh deps does when its files change)";
+  ASSERT_TRUE(fs::exists(ids_path))
+      << ids_path << " is missing: run `npm ci` in tests/tokenizer/reference "
+      << "(tools/dev.sh deps does when its files change)";
   auto loaded = hf_tokenizer::load(files_of(f));
   ASSERT_TRUE(loaded.ok()) << loaded.err().message;
   const hf_tokenizer& t = loaded.value();
@@ -121,8 +127,10 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
       if (mismatches++ == 0) {
         std::size_t at = 0;
         while (at < ours.size() && at < theirs.size() && ours[at] == theirs[at]) ++at;
-        ADD_FAILURE() << f.name << ": string " << i << " \"" << escaped(texts[i]) << "\"\n  first difference at id "
-                      << at << "\n  ours:   " << show_ids(t, ours, at) << "\n  theirs: " << show_ids(t, theirs, at);
+        ADD_FAILURE() << f.name << ": string " << i << " \"" << escaped(texts[i])
+                      << "\"\n  first difference at id " << at
+                      << "\n  ours:   " << show_ids(t, ours, at)
+                      << "\n  theirs: " << show_ids(t, theirs, at);
       }
       continue;
     }
@@ -137,12 +145,13 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
     const std::string back = t.decode(ids);
     ++round_trips;
     if (back != expected) {
-      ADD_FAILURE() << f.name << ": decode(encode(x)) != x for string " << i << "\n  x:    \"" << escaped(expected)
-                    << "\"\n  back: \"" << escaped(back) << "\"";
+      ADD_FAILURE() << f.name << ": decode(encode(x)) != x for string " << i << "\n  x:    \""
+                    << escaped(expected) << "\"\n  back: \"" << escaped(back) << "\"";
       break;
     }
   }
-  EXPECT_EQ(mismatches, 0u) << f.name << ": strings whose ids differ from the reference, of " << texts.size();
+  EXPECT_EQ(mismatches, 0u) << f.name << ": strings whose ids differ from the reference, of "
+                            << texts.size();
 
   // Why the strings that do not come back byte for byte do not (the bench prints the same
   // classes): for byte-level files every one must be the normalizer's doing (Qwen's NFC), which
@@ -152,16 +161,18 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
     std::size_t classes[3] = {0, 0, 0};
     std::size_t changed_by_normalizer = 0;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      const auto c = leap::tokenizer::classify_round_trip(t, texts[i], t.decode(parse_ids(reference[i])));
+      const auto c =
+          leap::tokenizer::classify_round_trip(t, texts[i], t.decode(parse_ids(reference[i])));
       ++classes[static_cast<int>(c)];
       changed_by_normalizer += t.normalize(texts[i]) != texts[i];
       if (c == leap::tokenizer::round_trip::other && classes[2] == 1) {
-        ADD_FAILURE() << f.name << ": string " << i << " decodes to neither itself nor its normalization: \""
-                      << escaped(texts[i]) << "\"";
+        ADD_FAILURE() << f.name << ": string " << i
+                      << " decodes to neither itself nor its normalization: \"" << escaped(texts[i])
+                      << "\"";
       }
     }
-    std::cout << f.name << ": decode of the reference ids: " << classes[0] << " byte for byte, " << classes[1]
-              << " as the normalizer wrote them, " << classes[2] << " otherwise\n";
+    std::cout << f.name << ": decode of the reference ids: " << classes[0] << " byte for byte, "
+              << classes[1] << " as the normalizer wrote them, " << classes[2] << " otherwise\n";
     EXPECT_EQ(classes[2], 0u) << f.name;
     EXPECT_EQ(classes[1], changed_by_normalizer) << f.name;
     if (f.nfc) EXPECT_GT(classes[1], 0u) << f.name << ": the corpus holds decomposed characters";
@@ -176,12 +187,13 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Reference,
-                         ::testing::Values(family{"qwen3", true, true}, family{"qwen2_5", true, true},
-                                           family{"llama3", true, false}, family{"deepseek_v3", true, false},
-                                           family{"llama2", false, false}, family{"llama2_metaspace", false, false},
-                                           family{"gemma3", false, false}),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Families, Reference,
+    ::testing::Values(family{"qwen3", true, true}, family{"qwen2_5", true, true},
+                      family{"llama3", true, false}, family{"deepseek_v3", true, false},
+                      family{"llama2", false, false}, family{"llama2_metaspace", false, false},
+                      family{"gemma3", false, false}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace leap::tokenizer

@@ -3,16 +3,15 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
-
 
 namespace leap::tokenizer {
 namespace {
@@ -23,7 +22,8 @@ using json = nlohmann::json;
 std::string byte_char(int b) {
   int next = 256;
   for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255);
+    const bool printable =
+        (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255);
     const int cp = printable ? x : next++;
     if (x == b) {
       std::string s;
@@ -47,17 +47,36 @@ json byte_level_file() {
   vocab[byte_char(' ') + "ab"] = 257;
   return json{
       {"version", "1.0"},
-      {"added_tokens",
-       json::array({
-           {{"id", 300}, {"content", "<mask>"}, {"lstrip", true}, {"rstrip", true}, {"single_word", false},
-            {"normalized", false}, {"special", true}},
-           {{"id", 301}, {"content", "cd"}, {"lstrip", false}, {"rstrip", false}, {"single_word", true},
-            {"normalized", false}, {"special", false}},
-           {{"id", 302}, {"content", "<|x|>"}, {"lstrip", false}, {"rstrip", false}, {"single_word", false},
-            {"normalized", false}, {"special", true}},
-           {{"id", 303}, {"content", "<s>"}, {"lstrip", false}, {"rstrip", false}, {"single_word", false},
-            {"normalized", false}, {"special", true}},
-       })},
+      {"added_tokens", json::array({
+                           {{"id", 300},
+                            {"content", "<mask>"},
+                            {"lstrip", true},
+                            {"rstrip", true},
+                            {"single_word", false},
+                            {"normalized", false},
+                            {"special", true}},
+                           {{"id", 301},
+                            {"content", "cd"},
+                            {"lstrip", false},
+                            {"rstrip", false},
+                            {"single_word", true},
+                            {"normalized", false},
+                            {"special", false}},
+                           {{"id", 302},
+                            {"content", "<|x|>"},
+                            {"lstrip", false},
+                            {"rstrip", false},
+                            {"single_word", false},
+                            {"normalized", false},
+                            {"special", true}},
+                           {{"id", 303},
+                            {"content", "<s>"},
+                            {"lstrip", false},
+                            {"rstrip", false},
+                            {"single_word", false},
+                            {"normalized", false},
+                            {"special", true}},
+                       })},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor",
@@ -114,7 +133,8 @@ TEST(Tokenizer, SpecialTextsAreOrdinaryTextUnlessParsed) {
 }
 
 TEST(Tokenizer, PostProcessorAndDecodeOptions) {
-  const auto t = make(byte_level_file(), json{{"bos_token", "<s>"}, {"eos_token", {{"content", "<|x|>"}}}});
+  const auto t =
+      make(byte_level_file(), json{{"bos_token", "<s>"}, {"eos_token", {{"content", "<|x|>"}}}});
   EXPECT_EQ(t.encode("ab", /*add_special=*/true), (std::vector<token_id>{303, 256}));
   const std::vector<token_id> ids{303, 256, 302};
   EXPECT_EQ(t.decode(ids), "<s>ab<|x|>");
@@ -135,7 +155,9 @@ TEST(Tokenizer, PostProcessorAndDecodeOptions) {
 
 TEST(Tokenizer, InvalidUtf8IsReadAsReplacementCharacters) {
   const auto t = make(byte_level_file());
-  EXPECT_EQ(t.encode("a\xFF" "b"), (std::vector<token_id>{'a', 0xEF, 0xBF, 0xBD, 'b'}));
+  EXPECT_EQ(t.encode("a\xFF"
+                     "b"),
+            (std::vector<token_id>{'a', 0xEF, 0xBF, 0xBD, 'b'}));
   // A cut multi-byte character too.
   EXPECT_EQ(t.decode(t.encode("\xE2\x82")), "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
@@ -145,10 +167,13 @@ TEST(Tokenizer, InvalidUtf8IsReadAsReplacementCharacters) {
 // match U+180E, and ECMAScript's \s (the JS port's) matches the BOM but not NEL.
 TEST(Tokenizer, WhiteSpaceIsOnigurumas) {
   json file = byte_level_file();
-  file["pre_tokenizer"] = {{"type", "Sequence"},
-                           {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}},
-                                                           {"behavior", "Removed"}, {"invert", false}},
-                                                          {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  file["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Split"},
+                                      {"pattern", {{"Regex", "\\s+"}}},
+                                      {"behavior", "Removed"},
+                                      {"invert", false}},
+                                     {{"type", "ByteLevel"}, {"use_regex", false}}})}};
   const auto t = make(file);
   EXPECT_EQ(t.encode("a\u0085\u00a0\u2028\u3000\t b"), bytes_of("ab"));
   EXPECT_EQ(t.encode("a\ufeffb"), bytes_of("a\ufeffb"));
@@ -164,30 +189,44 @@ TEST(Tokenizer, WhiteSpaceIsOnigurumas) {
 json sentencepiece_file(bool byte_fallback, bool fuse_unk) {
   return json{
       {"added_tokens", json::array()},
-      {"normalizer", {{"type", "Sequence"},
-                      {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}},
-                                                   {{"type", "Replace"}, {"pattern", {{"String", " "}}},
-                                                    {"content", "\u2581"}}})}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         json::array(
+             {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}})}}},
       {"pre_tokenizer", nullptr},
-      {"decoder", {{"type", "Sequence"},
-                   {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                                             {{"type", "ByteFallback"}},
-                                             {{"type", "Fuse"}},
-                                             {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
       {"model",
        {{"type", "BPE"},
         {"unk_token", "<unk>"},
         {"fuse_unk", fuse_unk},
         {"byte_fallback", byte_fallback},
-        {"vocab", {{"<unk>", 0}, {"\u2581", 1}, {"a", 2}, {"b", 3}, {"\u2581a", 4}, {"<0xE2>", 5}, {"<0x82>", 6}, {"<0xAC>", 7}}},
+        {"vocab",
+         {{"<unk>", 0},
+          {"\u2581", 1},
+          {"a", 2},
+          {"b", 3},
+          {"\u2581a", 4},
+          {"<0xE2>", 5},
+          {"<0x82>", 6},
+          {"<0xAC>", 7}}},
         {"merges", json::array({"\u2581 a"})}}},
   };
 }
 
 TEST(Tokenizer, UnknownsFuseOrFallBackToBytes) {
   const std::string text = "a\u20ac\u20ac b";  // a, two euro signs, a space, b
-  EXPECT_EQ(make(sentencepiece_file(false, true)).encode(text), (std::vector<token_id>{4, 0, 1, 3}));
-  EXPECT_EQ(make(sentencepiece_file(false, false)).encode(text), (std::vector<token_id>{4, 0, 0, 1, 3}));
+  EXPECT_EQ(make(sentencepiece_file(false, true)).encode(text),
+            (std::vector<token_id>{4, 0, 1, 3}));
+  EXPECT_EQ(make(sentencepiece_file(false, false)).encode(text),
+            (std::vector<token_id>{4, 0, 0, 1, 3}));
   const auto bytes = make(sentencepiece_file(true, true));
   const auto ids = bytes.encode(text);
   EXPECT_EQ(ids, (std::vector<token_id>{4, 5, 6, 7, 5, 6, 7, 1, 3}));
@@ -197,7 +236,8 @@ TEST(Tokenizer, UnknownsFuseOrFallBackToBytes) {
 TEST(Tokenizer, ConcurrentEncodesAgree) {
   const auto t = make(byte_level_file());
   std::vector<std::string> texts;
-  for (int i = 0; i < 2000; ++i) texts.push_back("ab " + std::to_string(i) + " cd <mask> x" + std::string(i % 7, ' '));
+  for (int i = 0; i < 2000; ++i)
+    texts.push_back("ab " + std::to_string(i) + " cd <mask> x" + std::string(i % 7, ' '));
   std::vector<std::vector<token_id>> expected;
   for (const auto& s : texts) expected.push_back(t.encode(s));
   std::vector<int> wrong(4, 0);
@@ -214,7 +254,8 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
 TEST(Tokenizer, LoadNamesTheMissingFile) {
   const auto r = hf_tokenizer::load("/nonexistent-leap-tokenizer-dir");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.err().message.find("cannot read /nonexistent-leap-tokenizer-dir/tokenizer.json"), std::string::npos)
+  EXPECT_NE(r.err().message.find("cannot read /nonexistent-leap-tokenizer-dir/tokenizer.json"),
+            std::string::npos)
       << r.err().message;
 }
 
@@ -250,35 +291,69 @@ TEST_P(Refused, NamesTheComponent) {
 INSTANTIATE_TEST_SUITE_P(
     Files, Refused,
     ::testing::Values(
-        refusal{"whitespace", [](json& f) { f["pre_tokenizer"] = {{"type", "Whitespace"}}; },
+        refusal{"whitespace",
+                [](json& f) {
+                  f["pre_tokenizer"] = {{"type", "Whitespace"}};
+                },
                 "pre_tokenizer type 'Whitespace' is not supported"},
-        refusal{"nested", [](json& f) {
-                  f["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({{{"type", "Digits"}}})}};
-                }, "pre_tokenizer type 'Digits' is not supported"},
-        refusal{"invert", [](json& f) {
-                  f["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"},
+        refusal{"nested",
+                [](json& f) {
+                  f["pre_tokenizer"] = {{"type", "Sequence"},
+                                        {"pretokenizers", json::array({{{"type", "Digits"}}})}};
+                },
+                "pre_tokenizer type 'Digits' is not supported"},
+        refusal{"invert",
+                [](json& f) {
+                  f["pre_tokenizer"] = {{"type", "Split"},
+                                        {"pattern", {{"String", " "}}},
+                                        {"behavior", "Isolated"},
                                         {"invert", true}};
-                }, "pre_tokenizer Split with invert true is not supported"},
-        refusal{"behavior", [](json& f) {
-                  f["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
-                }, "pre_tokenizer Split behavior 'Sideways' is not supported"},
-        refusal{"regex", [](json& f) {
-                  f["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
-                }, "regex '(unclosed' does not compile"},
-        refusal{"lowercase", [](json& f) { f["normalizer"] = {{"type", "Lowercase"}}; },
+                },
+                "pre_tokenizer Split with invert true is not supported"},
+        refusal{"behavior",
+                [](json& f) {
+                  f["pre_tokenizer"] = {
+                      {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
+                },
+                "pre_tokenizer Split behavior 'Sideways' is not supported"},
+        refusal{"regex",
+                [](json& f) {
+                  f["pre_tokenizer"] = {{"type", "Split"},
+                                        {"pattern", {{"Regex", "(unclosed"}}},
+                                        {"behavior", "Isolated"}};
+                },
+                "regex '(unclosed' does not compile"},
+        refusal{"lowercase",
+                [](json& f) {
+                  f["normalizer"] = {{"type", "Lowercase"}};
+                },
                 "normalizer type 'Lowercase' is not supported"},
-        refusal{"precompiled", [](json& f) {
-                  f["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Precompiled"}}})}};
-                }, "normalizer type 'Precompiled' is not supported"},
-        refusal{"unigram", [](json& f) { f["model"]["type"] = "Unigram"; }, "model type 'Unigram' is not supported"},
+        refusal{"precompiled",
+                [](json& f) {
+                  f["normalizer"] = {{"type", "Sequence"},
+                                     {"normalizers", json::array({{{"type", "Precompiled"}}})}};
+                },
+                "normalizer type 'Precompiled' is not supported"},
+        refusal{"unigram", [](json& f) { f["model"]["type"] = "Unigram"; },
+                "model type 'Unigram' is not supported"},
         refusal{"wordpiece_prefix", [](json& f) { f["model"]["continuing_subword_prefix"] = "##"; },
                 "model BPE with continuing_subword_prefix is not supported"},
-        refusal{"dropout", [](json& f) { f["model"]["dropout"] = 0.1; }, "model BPE with dropout is not supported"},
-        refusal{"merge", [](json& f) { f["model"]["merges"].push_back(json::array({"zz", "q"})); },
+        refusal{"dropout", [](json& f) { f["model"]["dropout"] = 0.1; },
+                "model BPE with dropout is not supported"},
+        refusal{"merge",
+                [](json& f) {
+                  f["model"]["merges"].push_back(json::array({"zz", "q"}));
+                },
                 "model.merges: 'zz q' names a token that is not in the vocabulary"},
-        refusal{"wordpiece_decoder", [](json& f) { f["decoder"] = {{"type", "WordPiece"}}; },
+        refusal{"wordpiece_decoder",
+                [](json& f) {
+                  f["decoder"] = {{"type", "WordPiece"}};
+                },
                 "decoder type 'WordPiece' is not supported"},
-        refusal{"roberta", [](json& f) { f["post_processor"] = {{"type", "RobertaProcessing"}}; },
+        refusal{"roberta",
+                [](json& f) {
+                  f["post_processor"] = {{"type", "RobertaProcessing"}};
+                },
                 "post_processor type 'RobertaProcessing' is not supported"},
         refusal{"unk", [](json& f) { f["model"]["unk_token"] = "<nope>"; },
                 "model.unk_token '<nope>' is not in the vocabulary"}),
@@ -287,7 +362,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Tokenizer, RefusesTextThatIsNotJson) {
   auto t = hf_tokenizer::from_json("{not json");
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.err().message.find("tokenizer.json is not JSON"), std::string::npos) << t.err().message;
+  EXPECT_NE(t.err().message.find("tokenizer.json is not JSON"), std::string::npos)
+      << t.err().message;
 }
 
 }  // namespace

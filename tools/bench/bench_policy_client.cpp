@@ -41,8 +41,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using leap::policy::token_id;
 using leap::wire_flavour;
+using leap::policy::token_id;
 using steady = std::chrono::steady_clock;
 
 struct options {
@@ -336,8 +336,7 @@ int run(const options& o) {
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port);
   std::printf(
       "bench_policy_client: flavour=%s prompt=%d reply=%d, zero-latency server pid %d on %s\n",
-      leap::to_string(o.flavour).c_str(), o.prompt, o.reply, server.pid,
-      url.c_str());
+      leap::to_string(o.flavour).c_str(), o.prompt, o.reply, server.pid, url.c_str());
 
   auto make = [&](int in_flight) {
     leap::policy::client_config c;

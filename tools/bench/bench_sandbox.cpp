@@ -2,15 +2,14 @@
 // latency, the cache-hit latency, and verifications per second by worker count, cold (every
 // candidate compiles) and warm (every candidate is a cache hit). Prints a table.
 //
-//   bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu N]
+//   bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu
+//   N]
 //
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
 // bench measures the compile side only.
 #include "sandbox/kinds.hpp"
 #include "sandbox/verifier.hpp"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +18,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -52,21 +52,28 @@ task builtin_task(task_kind kind) {
   t.args = {{"x", value_type::f32, arg_role::input, "n", -1, 1, 0},
             {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
             {"n", value_type::i32, arg_role::scalar, "", 0, 0, 1 << 16}};
-  t.reference = "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+  t.reference =
+      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * "
+      "x[i]; }\n";
   if (kind == task_kind::cuda) {
     t.forbidden = default_forbidden(kind);
     t.solution =
-        "__global__ void k(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "  if (i < n) y[i] = 2.0f * x[i];\n}\nvoid solve(const float* x, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n); }\n";
+        "__global__ void k(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + "
+        "threadIdx.x;\n"
+        "  if (i < n) y[i] = 2.0f * x[i];\n}\nvoid solve(const float* x, float* y, int n) { k<<<(n "
+        "+ 255) / 256, 256>>>(x, y, n); }\n";
   } else {
-    t.solution = "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }\n";
+    t.solution =
+        "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = 2.0f * "
+        "x[i]; }\n";
   }
   return t;
 }
 
 std::string answer(const task& t, int index, const std::string& salt) {
   const auto& kind = leap::sandbox::traits_of(t.kind);
-  const std::string comment = (kind.hash_comments ? "# " : "// ") + std::string("candidate ") + salt + "-" + std::to_string(index) + "\n";
+  const std::string comment = (kind.hash_comments ? "# " : "// ") + std::string("candidate ") +
+                              salt + "-" + std::to_string(index) + "\n";
   return "```" + std::string(kind.fence) + "\n" + comment + t.solution + "```\n";
 }
 
@@ -103,7 +110,9 @@ int main(int argc, char** argv) {
     } else if (a == "--gpu") {
       gpu = std::atoi(next().c_str());
     } else {
-      std::fprintf(stderr, "usage: bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers "
+                   "1,2,4] [--task DIR] [--gpu N]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -123,7 +132,8 @@ int main(int argc, char** argv) {
   }
   const bool has_gpu = fs::exists("/dev/nvidia0");
   const bool compile_only = t.kind == task_kind::cuda && !has_gpu;
-  const fs::path cache_root = default_scratch_root().parent_path() / ("leap-bench-cache-" + std::to_string(::getpid()));
+  const fs::path cache_root =
+      default_scratch_root().parent_path() / ("leap-bench-cache-" + std::to_string(::getpid()));
   const std::string salt = std::to_string(::getpid());
   auto fresh_config = [&](const std::string& name) {
     engine_config c;
@@ -131,8 +141,9 @@ int main(int argc, char** argv) {
     return c;
   };
 
-  std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(), to_string(t.kind).c_str(), n,
-              isolation_summary().c_str(), compile_only ? ", no GPU: compile side only" : "");
+  std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(),
+              to_string(t.kind).c_str(), n, isolation_summary().c_str(),
+              compile_only ? ", no GPU: compile side only" : "");
 
   // Latency: one engine, candidates one at a time.
   auto e = engine::create(fresh_config("latency"));
@@ -176,8 +187,8 @@ int main(int argc, char** argv) {
   std::printf("\n%-34s %10s %10s %10s\n", "latency (ms)", "median", "min", "max");
   auto row = [](const char* name, const std::vector<double>& v) {
     if (v.empty()) return;
-    std::printf("%-34s %10.1f %10.1f %10.1f\n", name, median(v), *std::min_element(v.begin(), v.end()),
-                *std::max_element(v.begin(), v.end()));
+    std::printf("%-34s %10.1f %10.1f %10.1f\n", name, median(v),
+                *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
   };
   row(t.kind == task_kind::python ? "prepare (extract+check)" : "cold compile", cold);
   row("cache-hit compile stage", hit);
@@ -200,23 +211,26 @@ int main(int argc, char** argv) {
         auto shared = std::make_shared<const task>(t);
         const auto start = clock_type::now();
         std::vector<std::future<leap::result<verdict>>> futures;
-        for (int i = 0; i < n; ++i) futures.push_back((*v)->submit(shared, answer(t, i, salt + tag)));
+        for (int i = 0; i < n; ++i)
+          futures.push_back((*v)->submit(shared, answer(t, i, salt + tag)));
         int ok = 0;
         std::string first_failure;
         for (auto& f : futures) {
           auto r = f.get();
           const bool passed = r.ok() && r->passed;
           ok += passed;
-          if (!passed && first_failure.empty()) first_failure = r.ok() ? r->feedback : r.err().message;
+          if (!passed && first_failure.empty())
+            first_failure = r.ok() ? r->feedback : r.err().message;
         }
         const double s = ms_since(start) / 1000.0;
         if (ok != n) {
-          std::fprintf(stderr, "warning: %d of %d candidates did not pass; the first: %s\n", n - ok, n,
-                       first_failure.c_str());
+          std::fprintf(stderr, "warning: %d of %d candidates did not pass; the first: %s\n", n - ok,
+                       n, first_failure.c_str());
         }
         return n / s;
       };
-      (void)(*v)->verification_engine().compile(t, answer(t, -2, salt));  // per-task harness and reference
+      (void)(*v)->verification_engine().compile(
+          t, answer(t, -2, salt));  // per-task harness and reference
       const double cold_rate = batch("w" + std::to_string(w));
       const double warm_rate = batch("w" + std::to_string(w));  // same candidates again: cache hits
       std::printf("%-10d %22.2f %22.2f\n", w, cold_rate, warm_rate);

@@ -6,19 +6,19 @@
 // first pass starts with an empty word cache (cold); the next passes reuse it (warm), as a
 // long-running server does. The id count and an FNV-1a hash of all ids let the figures of
 // bench_tokenizer_js.cjs and bench_tokenizer_hf.py be checked to come from identical ids.
-#include <malloc.h>
-#include <sched.h>
+#include "tokenizer/tokenizer.hpp"
 
 #include <CLI/CLI.hpp>
-#include <chrono>
-#include <ctime>
-#include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <malloc.h>
+#include <sched.h>
 #include <string>
 #include <vector>
-
-#include "tokenizer/tokenizer.hpp"
 
 namespace {
 
@@ -49,9 +49,11 @@ int main(int argc, char** argv) {
   std::string corpus_path;
   int passes = 3;
   CLI::App app{"Encoding throughput of a Hugging Face tokenizer.json on one thread"};
-  app.add_option("--tokenizer", dir, "Folder with tokenizer.json (and tokenizer_config.json)")->required();
+  app.add_option("--tokenizer", dir, "Folder with tokenizer.json (and tokenizer_config.json)")
+      ->required();
   app.add_option("--corpus", corpus_path, "One JSON string per line")->required();
-  app.add_option("--passes", passes, "Passes over the corpus (the first is cold)")->check(CLI::PositiveNumber);
+  app.add_option("--passes", passes, "Passes over the corpus (the first is cold)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   // One core: the figure is single-thread speed, comparable with the other two benchmarks.
@@ -79,7 +81,8 @@ int main(int argc, char** argv) {
   const long rss_before = rss_kib();
   const auto t0 = std::chrono::steady_clock::now();
   auto loaded = leap::tokenizer::hf_tokenizer::load(dir);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!loaded) {
     std::fprintf(stderr, "%s\n", loaded.err().message.c_str());
     return 1;
@@ -93,8 +96,8 @@ int main(int argc, char** argv) {
   std::printf("load: %.2f s; memory held: %.1f MiB heap in use, %.1f MiB RSS growth\n", load_s,
               static_cast<double>(heap_after - heap_before) / (1 << 20),
               static_cast<double>(rss_after - rss_before) / 1024.0);
-  std::printf("%-6s %10s %12s %14s %10s %12s %12s %18s\n", "pass", "seconds", "MB/s", "tokens/s", "cpu s",
-              "MB/cpu-s", "tokens", "fnv1a(ids)");
+  std::printf("%-6s %10s %12s %14s %10s %12s %12s %18s\n", "pass", "seconds", "MB/s", "tokens/s",
+              "cpu s", "MB/cpu-s", "tokens", "fnv1a(ids)");
   std::vector<std::vector<leap::tokenizer::token_id>> all;
   for (int p = 0; p < passes; ++p) {
     all.clear();
@@ -105,18 +108,21 @@ int main(int argc, char** argv) {
     for (const auto& s : texts) {
       all.push_back(tok.encode(s));
     }
-    const double s_encode = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s_encode =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = cpu_s() - cpu_start;
     for (const auto& ids : all) {
       tokens += ids.size();
       for (const auto id : ids) hash = (hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ULL;
     }
     const double s = s_encode;
-    std::printf("%-6s %10.3f %12.2f %14.0f %10.3f %12.2f %12zu %18llx\n", p == 0 ? "cold" : "warm", s,
-                static_cast<double>(bytes) / 1e6 / s, static_cast<double>(tokens) / s, cpu,
-                static_cast<double>(bytes) / 1e6 / cpu, tokens, static_cast<unsigned long long>(hash));
+    std::printf("%-6s %10.3f %12.2f %14.0f %10.3f %12.2f %12zu %18llx\n", p == 0 ? "cold" : "warm",
+                s, static_cast<double>(bytes) / 1e6 / s, static_cast<double>(tokens) / s, cpu,
+                static_cast<double>(bytes) / 1e6 / cpu, tokens,
+                static_cast<unsigned long long>(hash));
   }
-  // Decoding, one call per string (a server decodes each answer), and whether it gives the text back.
+  // Decoding, one call per string (a server decodes each answer), and whether it gives the text
+  // back.
   std::vector<std::string> decoded(all.size());
   const auto start = std::chrono::steady_clock::now();
   std::size_t out_bytes = 0;
@@ -133,15 +139,16 @@ int main(int argc, char** argv) {
     ++classes[static_cast<int>(c)];
     if (c == leap::tokenizer::round_trip::other && others.size() < 3) others.push_back(i);
   }
-  std::printf("decode: %.3f s, %.2f MB/s; %zu of %zu strings come back byte for byte, %zu as the "
-              "file's normalizer wrote them (e.g. NFC; no decoder undoes it), %zu otherwise\n",
-              s, static_cast<double>(out_bytes) / 1e6 / s, classes[0], all.size(), classes[1],
-              classes[2]);
+  std::printf(
+      "decode: %.3f s, %.2f MB/s; %zu of %zu strings come back byte for byte, %zu as the "
+      "file's normalizer wrote them (e.g. NFC; no decoder undoes it), %zu otherwise\n",
+      s, static_cast<double>(out_bytes) / 1e6 / s, classes[0], all.size(), classes[1], classes[2]);
   for (const auto i : others) {
     const auto shown = [](const std::string& t) {
       return nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     };
-    std::printf("  string %zu: %s\n  decoded:   %s\n", i, shown(texts[i]).c_str(), shown(decoded[i]).c_str());
+    std::printf("  string %zu: %s\n  decoded:   %s\n", i, shown(texts[i]).c_str(),
+                shown(decoded[i]).c_str());
   }
   return 0;
 }

@@ -27,9 +27,6 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,9 +35,12 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -125,8 +125,8 @@ row broadcast(const std::string& method, const std::string& learner_device,
   return timed(
       method, server_device,
       [&]() -> leap::status {
-        auto received = std::async(std::launch::async,
-                                   [&] { return (*receiver)->receive(layout, served); });
+        auto received =
+            std::async(std::launch::async, [&] { return (*receiver)->receive(layout, served); });
         if (auto s = (*sender)->send(learner); !s) return s;
         if (auto s = received.get(); !s) return s;
         return (*receiver)->commit(served);
@@ -267,7 +267,8 @@ int main(int argc, char** argv) {
   std::string server_device;
   std::string dtype = "float32";
   std::string dir = (std::filesystem::temp_directory_path() / "leap-bench-weight-sync").string();
-  app.add_option("--preset", preset_name, "small, or a public shape: qwen2-0.5b, qwen2-1.5b, qwen2-7b, qwen3-0.6b, ...")
+  app.add_option("--preset", preset_name,
+                 "small, or a public shape: qwen2-0.5b, qwen2-1.5b, qwen2-7b, qwen3-0.6b, ...")
       ->capture_default_str();
   app.add_option("--device", device, "the learner's device: cpu, cuda or cuda:N")
       ->capture_default_str();

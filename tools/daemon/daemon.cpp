@@ -21,9 +21,9 @@
 #include <fcntl.h>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
-#include <mutex>
 #include <set>
 #include <string>
 #include <sys/file.h>
@@ -73,7 +73,9 @@ reply json_reply(int code, const nlohmann::json& j) {
 class bounded_stream final : public httplib::Stream {
  public:
   bounded_stream(int fd, int read_timeout_ms, int write_timeout_ms, std::size_t budget)
-      : fd_(fd), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms),
+      : fd_(fd),
+        read_timeout_ms_(read_timeout_ms),
+        write_timeout_ms_(write_timeout_ms),
         left_(budget),
         head_deadline_(std::chrono::steady_clock::now() +
                        std::chrono::seconds(max_request_head_seconds)) {}
@@ -185,7 +187,8 @@ class bounded_server final : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override {
-    bounded_stream stream(sock, static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000),
+    bounded_stream stream(sock,
+                          static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000),
                           static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000),
                           max_request_head_bytes);
     current_stream = &stream;
@@ -538,9 +541,9 @@ class supervisor {
       }
       // A declared length over the limit is refused before a byte of the body is read.
       const auto length = req.get_header_value("Content-Length");
-      if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") !=
-                                                         std::string::npos ||
-                              std::stoull(length) > max_request_body_bytes)) {
+      if (!length.empty() &&
+          (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
+           std::stoull(length) > max_request_body_bytes)) {
         res.status = 413;
         res.set_content(error_body(413, "the request body is too large: Content-Length " +
                                             length.substr(0, 40) + ", at most " +
@@ -561,24 +564,23 @@ class supervisor {
     server_.set_payload_max_length(max_request_body_bytes);
     // httplib calls this for every status >= 400; our routes set a body, what httplib refuses
     // itself (unknown routes, bodies over the limit, malformed requests) gets one here.
-    server_.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          std::string message;
-          if (res.status == 413 || bounded_server::over_budget()) {
-            res.status = 413;
-            message = "the request is too large: a body may hold " +
-                      std::to_string(max_request_body_bytes) +
-                      " bytes, the request line and headers " +
-                      std::to_string(max_request_head_bytes);
-          } else if (res.status == 404) {
-            message = "no route " + req.method + " " + req.path;
-          } else {
-            message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
-          }
-          res.set_content(error_body(res.status, message), "application/json");
-          return httplib::Server::HandlerResponse::Handled;
-        }));
+    server_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      std::string message;
+      if (res.status == 413 || bounded_server::over_budget()) {
+        res.status = 413;
+        message = "the request is too large: a body may hold " +
+                  std::to_string(max_request_body_bytes) + " bytes, the request line and headers " +
+                  std::to_string(max_request_head_bytes);
+      } else if (res.status == 404) {
+        message = "no route " + req.method + " " + req.path;
+      } else {
+        message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
+      }
+      res.set_content(error_body(res.status, message), "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }));
     server_.Post("/v1/experiments",
                  wrap([this](const httplib::Request& req) { return submit(req); }));
     server_.Get("/v1/experiments", wrap([this](const httplib::Request&) {

@@ -132,7 +132,9 @@ status save_record(const fs::path& home, const experiment_record& r) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
-  return write_atomically(dir / "state.json", to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  return write_atomically(
+      dir / "state.json",
+      to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 loaded_records load_records(const fs::path& home) {

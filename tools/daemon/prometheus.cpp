@@ -1,13 +1,12 @@
 #include "tools/daemon/prometheus.hpp"
 
-#include <prometheus/client_metric.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 #include <sstream>
 
 namespace leap::daemon {

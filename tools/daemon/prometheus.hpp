@@ -29,11 +29,11 @@ namespace leap::daemon {
     const std::vector<std::pair<std::string, std::string>>& id_and_text);
 
 // The daemon's own metrics, written by prometheus::TextSerializer (computed from the records on
-// every scrape, so there is no registry): leap_daemon_experiments{state=...}, leap_daemon_queue_length,
-// leap_daemon_running, leap_daemon_max_concurrent, leap_daemon_queue_wait_seconds (summary of
-// submission-to-first-start of every started experiment, and the oldest current wait as
-// leap_daemon_oldest_queued_seconds), leap_daemon_child_restarts_total (starts beyond the first),
-// leap_daemon_uptime_seconds.
+// every scrape, so there is no registry): leap_daemon_experiments{state=...},
+// leap_daemon_queue_length, leap_daemon_running, leap_daemon_max_concurrent,
+// leap_daemon_queue_wait_seconds (summary of submission-to-first-start of every started experiment,
+// and the oldest current wait as leap_daemon_oldest_queued_seconds),
+// leap_daemon_child_restarts_total (starts beyond the first), leap_daemon_uptime_seconds.
 [[nodiscard]] std::string daemon_metrics(const std::vector<experiment_record>& records,
                                          const daemon_settings& settings, std::int64_t now_ms,
                                          std::int64_t daemon_started_ms);

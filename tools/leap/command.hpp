@@ -31,4 +31,4 @@ struct command_registrar {
 #define LEAP_CONCAT_INNER(a, b) a##b
 #define LEAP_CONCAT(a, b) LEAP_CONCAT_INNER(a, b)
 #define LEAP_COMMAND(name, factory) \
-  static const ::leap::cli::command_registrar LEAP_CONCAT(leap_command_, __LINE__){name, factory}
+  static const ::leap::cli::command_registrar LEAP_CONCAT(leap_command_, __LINE__) { name, factory }

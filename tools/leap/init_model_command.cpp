@@ -37,7 +37,8 @@ int run(const init_model_options& o) {
   if (auto preset = actors::byte_model_preset(o.preset); !preset) {
     return fail("--preset: " + preset.err().message);
   }
-  if (auto type = learner::parse_torch_dtype(o.dtype); !type) return fail("--dtype: " + type.err().message);
+  if (auto type = learner::parse_torch_dtype(o.dtype); !type)
+    return fail("--dtype: " + type.err().message);
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::path(o.out) / "config.json", ec) && !o.force) {
     return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
@@ -47,8 +48,7 @@ int run(const init_model_options& o) {
   const auto& config = written->config;
   std::cout << "leap init-model: wrote a random " << o.preset << " "
             << (o.tokenizer.empty() ? std::string("byte-level") : "tokenizer " + o.tokenizer)
-            << " model ("
-            << written->parameters << " parameters, " << config.num_hidden_layers
+            << " model (" << written->parameters << " parameters, " << config.num_hidden_layers
             << " layers, hidden " << config.hidden_size << ", vocab " << config.vocab_size << ", "
             << o.dtype << ", seed " << o.seed << ") to " << o.out << "\n";
   return 0;

@@ -4,9 +4,9 @@
 // and writes them as CSV; with --gate/--reward/... or --what-if CONFIG it re-gates and re-scores
 // the stored verdicts and shows how rewards, advantages and the activated fraction would change.
 // Reads the store only (it may run beside a live run).
-#include "storage/replay_data.hpp"
 #include "orchestrator/config.hpp"
 #include "orchestrator/run_telemetry.hpp"
+#include "storage/replay_data.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 
@@ -66,8 +66,8 @@ bool has_overrides(const replay_options& o) {
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
 result<scoring_config> alternative_scoring(const replay_options& o,
-                                                   const experiment_config& run_config,
-                                                   std::string* description) {
+                                           const experiment_config& run_config,
+                                           std::string* description) {
   scoring_config s{run_config.gate, run_config.reward, run_config.advantage};
   std::vector<std::string> parts;
   if (!o.what_if_config.empty()) {
@@ -202,8 +202,8 @@ int run_replay(const replay_options& o) {
   }
   if (const auto table = telemetry::format_learner_table(*records); !table.empty()) {
     std::printf("\n%s", table.c_str());
-    if (auto written =
-            write_text(out_dir / "learner.csv", telemetry::prefixed_metrics_csv(*records, "learner."));
+    if (auto written = write_text(out_dir / "learner.csv",
+                                  telemetry::prefixed_metrics_csv(*records, "learner."));
         !written) {
       return fail(written.err().message);
     }

@@ -1,13 +1,15 @@
 // `leap run CONFIG`: the main job. Builds the actor graph (policy client, or the project's server
 // started in-process for policy.flavour embedded, scripted or LibTorch on policy.model; the sandbox
 // verifier; the RocksDB store in the run folder; the record or LibTorch learner, whose weights the
-// generator's weight sync hands to the servers after each step) and runs the experiment, printing a progress line per step
-// and a summary table at the end. A run folder that already holds the run continues it. SIGINT and
-// SIGTERM stop cleanly: in-flight groups are abandoned (a later `leap run` redoes them).
+// generator's weight sync hands to the servers after each step) and runs the experiment, printing a
+// progress line per step and a summary table at the end. A run folder that already holds the run
+// continues it. SIGINT and SIGTERM stop cleanly: in-flight groups are abandoned (a later `leap run`
+// redoes them).
 #include "actors/experiment.hpp"
 #include "actors/generator.hpp"
 #include "actors/learner.hpp"
 #include "actors/progress.hpp"
+#include "actors/remote_verifier.hpp"
 #include "actors/renderer.hpp"
 #include "actors/resume.hpp"
 #include "actors/scorer.hpp"
@@ -16,10 +18,9 @@
 #include "actors/torch_learner.hpp"
 #include "actors/torch_policy_backend.hpp"
 #include "actors/torch_weight_transfer.hpp"
+#include "actors/verifier.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
-#include "actors/verifier.hpp"
-#include "actors/remote_verifier.hpp"
 #include "orchestrator/config.hpp"
 #include "policy/client.hpp"
 #include "policy/dialect.hpp"
@@ -211,7 +212,8 @@ int run_experiment(const run_options& options) {
   if (!opened) return fail(opened.err().message);
   std::shared_ptr<trajectory_store> store = std::move(*opened);
   if (const auto& lost = store->lost_writes()) {
-    log::warn(store->path().string() + ": " + lost->describe() + "; going on with what it holds", run_ids);
+    log::warn(store->path().string() + ": " + lost->describe() + "; going on with what it holds",
+              run_ids);
   }
   const std::string run_id = c.experiment.name;
   auto existing = store->get_run(run_id);
@@ -235,8 +237,7 @@ int run_experiment(const run_options& options) {
   if (auto put = store->put_run(run); !put) return fail(put.err().message);
   if (plan->first_step >= static_cast<std::uint64_t>(std::max(0, c.experiment.steps)) &&
       plan->first_step > 0) {
-    std::printf("run '%s': all %d steps are stored already%s\n", run_id.c_str(),
-                c.experiment.steps,
+    std::printf("run '%s': all %d steps are stored already%s\n", run_id.c_str(), c.experiment.steps,
                 plan->validation_pending.empty()
                     ? ""
                     : (" (finishing the validation of " +
@@ -297,8 +298,7 @@ int run_experiment(const run_options& options) {
   if (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty()) {
     // With the torch learner the server starts from the weights the learner holds, which are a
     // resumed run's newest checkpoint.
-    const std::string weights =
-        torch_learner ? torch_learner->current_weights() : c.policy.model;
+    const std::string weights = torch_learner ? torch_learner->current_weights() : c.policy.model;
     auto model_config = learner::read_model_config(weights);
     if (!model_config) return fail("policy.model: " + model_config.err().message);
     actors::torch_backend_options backend_options;
@@ -324,8 +324,8 @@ int run_experiment(const run_options& options) {
     server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
     server_config.model_name = c.policy.model;  // the name the client sends
     server_config.model_path = c.policy.model;
-    server_config.max_model_len = static_cast<int>(
-        std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
+    server_config.max_model_len =
+        static_cast<int>(std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
     server_config.weight_version = static_cast<std::int64_t>(plan->weight_version);
     server_config.vocab = served_vocab;
     server_config.vocab_size = static_cast<int>(model_config->vocab_size);
@@ -365,7 +365,8 @@ int run_experiment(const run_options& options) {
   auto client = policy::policy_client::create(std::move(client_config));
   if (!client) return fail("policy: " + client.err().message);
   if (auto checked = check_policy_endpoints(**client, renderer.get(),
-                                              [&watcher] { return watcher.signal() != 0; }); !checked) {
+                                            [&watcher] { return watcher.signal() != 0; });
+      !checked) {
     return fail("policy endpoint check: " + checked.err().message);
   }
 
@@ -405,8 +406,8 @@ int run_experiment(const run_options& options) {
     // /init_weight_transfer_engine arrives, and the largest tensor of a 7B model is 1 GB. A run
     // that fails while the learner waits for a server that will not join ends after it.
     constexpr std::chrono::milliseconds transfer_timeout{120'000};
-    auto opened_transfer = actors::torch_weight_transfer::open(
-        torch_learner, endpoints.front(), c.learner.device, transfer_timeout);
+    auto opened_transfer = actors::torch_weight_transfer::open(torch_learner, endpoints.front(),
+                                                               c.learner.device, transfer_timeout);
     if (!opened_transfer) return fail(opened_transfer.err().message);
     transfer = std::move(*opened_transfer);
     auto info = transfer->update_info();
@@ -417,9 +418,9 @@ int run_experiment(const run_options& options) {
     first.companion = transfer->companion();
     auto done = std::make_shared<std::promise<status>>();
     auto answer = done->get_future();
-    (*client)->sync_weights(0, policy::vllm_transfer_nccl_plan(transfer->init_info(),
-                                                                transfer_update_info),
-                            std::move(first), [done](status s) { done->set_value(std::move(s)); });
+    (*client)->sync_weights(
+        0, policy::vllm_transfer_nccl_plan(transfer->init_info(), transfer_update_info),
+        std::move(first), [done](status s) { done->set_value(std::move(s)); });
     while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
       if (watcher.signal() != 0) {
         // The client's stop ends the sync; its callback fires before the client is gone.
@@ -495,8 +496,8 @@ int run_experiment(const run_options& options) {
     services.learner = actors::spawn_learner(
         system,
         torch_learner ? std::shared_ptr<actors::learner_backend>(std::move(torch_learner))
-                      : std::shared_ptr<actors::learner_backend>(actors::make_record_learner(
-                            run_dir / "batches", plan->weight_version)),
+                      : std::shared_ptr<actors::learner_backend>(
+                            actors::make_record_learner(run_dir / "batches", plan->weight_version)),
         lc);
 
     actors::experiment_settings settings;
@@ -532,9 +533,10 @@ int run_experiment(const run_options& options) {
                    });
       watcher.on_first_signal({});
       if (watcher.signal() != 0) {
-        log::info("waiting for the compiles and runs in flight to end (signal again to exit at "
-                  "once)",
-                  run_ids);
+        log::info(
+            "waiting for the compiles and runs in flight to end (signal again to exit at "
+            "once)",
+            run_ids);
       }
       // Stop the services before the objects they wrap go away.
       self->send_exit(services.generator, caf::exit_reason::user_shutdown);
@@ -588,8 +590,7 @@ void add_run(CLI::App& app, int* exit_code) {
       "batches to the learner. Prints a line per step and a summary table. Running it again on "
       "the same run folder continues the run (completed groups are kept, in-flight ones redone). "
       "SIGINT/SIGTERM stop cleanly.");
-  cmd->add_option("config", options->config_path, "Experiment config (YAML)")
-      ->required();
+  cmd->add_option("config", options->config_path, "Experiment config (YAML)")->required();
   cmd->add_flag("--quiet", options->quiet, "Only progress lines and the summary; no event log");
   cmd->add_flag("--accept-lost-writes", options->accept_lost_writes,
                 "Go on with a store that lost writes it had acknowledged (a deleted or truncated "

@@ -22,7 +22,7 @@ struct run_preflight {
   std::string text;  // the config file as read: what the run stores
   experiment_config config;
   actors::run_tasks tasks;
-  bool has_cuda = false;  // a training or validation task of kind cuda
+  bool has_cuda = false;                             // a training or validation task of kind cuda
   std::optional<actors::dispatcher_settings> nodes;  // verifier.nodes set
   // The tokenizer and chat template prompts are rendered with here (tokenizer_folder's rule),
   // loaded; null when the endpoint renders (its /tokenize) or the byte-level template applies.
@@ -34,16 +34,16 @@ struct run_preflight {
 // else, for the embedded server with a policy.model folder holding tokenizer.json, that folder
 // (the embedded server then serves that vocabulary too); else "" (the embedded server's byte-level
 // template, or the endpoint's /tokenize). `resolve` maps a configured path to the one to open.
-[[nodiscard]] std::string tokenizer_folder(const experiment_config& config,
-                                           const std::function<std::string(const std::string&)>& resolve);
-
+[[nodiscard]] std::string tokenizer_folder(
+    const experiment_config& config, const std::function<std::string(const std::string&)>& resolve);
 
 // Reads `path` and checks it for `leap run`. Errors, one problem per line, each as
-// "PATH:LINE: key: what is wrong" where the key is set in the file (parse_config's format): the file
-// missing, unreadable or a folder; everything parse_config refuses; an empty config; data.train
-// empty, missing, unreadable or without a task of data.task_kinds; an unknown task kind; the
-// verifier nodes' secret and TLS files; policy.tokenizer's folder (its tokenizer and chat template
-// load, and the template can continue a conversation with feedback). Relative paths are the process's (as `leap run` reads them).
+// "PATH:LINE: key: what is wrong" where the key is set in the file (parse_config's format): the
+// file missing, unreadable or a folder; everything parse_config refuses; an empty config;
+// data.train empty, missing, unreadable or without a task of data.task_kinds; an unknown task kind;
+// the verifier nodes' secret and TLS files; policy.tokenizer's folder (its tokenizer and chat
+// template load, and the template can continue a conversation with feedback). Relative paths are
+// the process's (as `leap run` reads them).
 [[nodiscard]] result<run_preflight> preflight_run(const std::string& path);
 
 // The same for config text whose relative paths are relative to `base_dir` (the daemon checks a

@@ -12,13 +12,12 @@
 #include "tools/leap/command.hpp"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-
 #include <iostream>
 #include <map>
 #include <memory>
@@ -130,7 +129,7 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
 struct chosen_backend {
   std::shared_ptr<policy::policy_backend> backend;
   std::shared_ptr<const policy::vocabulary> vocab;  // null: the byte-level tokenizer
-  int vocab_size = 0;                                // the model's embedding rows
+  int vocab_size = 0;                               // the model's embedding rows
   std::string description;
   std::string model_name;
   int max_model_len = 32768;
@@ -144,7 +143,8 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
   }
   if (torch) {
     if (o.model.empty()) return error{"--model is required with --backend torch"};
-    if (!o.suite.empty()) return error{"--suite is for the scripted backend; --model serves a model"};
+    if (!o.suite.empty())
+      return error{"--suite is for the scripted backend; --model serves a model"};
     auto config = learner::read_model_config(o.model);
     if (!config) return config.err().wrap("--model");
     // The folder's own tokenizer and chat template when it holds tokenizer.json.
@@ -167,10 +167,10 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
       name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
     }
     out.model_name = o.model_name.empty() ? name : o.model_name;
-    out.max_model_len = o.max_model_len > 0
-                            ? o.max_model_len
-                            : static_cast<int>(std::min<std::int64_t>(
-                                  config->max_position_embeddings, 32768));
+    out.max_model_len =
+        o.max_model_len > 0
+            ? o.max_model_len
+            : static_cast<int>(std::min<std::int64_t>(config->max_position_embeddings, 32768));
     return out;
   }
   if (o.suite.empty()) {
@@ -186,8 +186,7 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     return backend.err();
   }
   out.backend = std::move(*backend);
-  out.description =
-      "scripted backend, " + std::to_string(task_count) + " tasks from " + o.suite;
+  out.description = "scripted backend, " + std::to_string(task_count) + " tasks from " + o.suite;
   out.model_name = o.model_name.empty() ? "leap-scripted" : o.model_name;
   out.max_model_len = o.max_model_len > 0 ? o.max_model_len : 32768;
   return out;
@@ -223,8 +222,10 @@ int run(const serve_policy_options& o) {
     const auto parsed = nlohmann::json::parse(o.weight_transfer_config, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("backend") ||
         !parsed["backend"].is_string()) {
-      return fail("--weight-transfer-config must be a JSON object with a \"backend\" string, "
-                  "e.g. '{\"backend\": \"nccl\"}' (got '" + o.weight_transfer_config + "')");
+      return fail(
+          "--weight-transfer-config must be a JSON object with a \"backend\" string, "
+          "e.g. '{\"backend\": \"nccl\"}' (got '" +
+          o.weight_transfer_config + "')");
     }
     config.weight_transfer_backend = parsed["backend"].get<std::string>();
     if (config.weight_transfer_backend != "disk" && config.weight_transfer_backend != "nccl" &&
@@ -235,8 +236,10 @@ int run(const serve_policy_options& o) {
     }
     if (config.weight_transfer_backend == "ipc" && !o.device.starts_with("cuda")) {
       // The learner's weights are copied out of GPU memory: the served model must be on a GPU.
-      return fail("--weight-transfer-config: backend 'ipc' needs --device cuda (or cuda:N), got "
-                  "--device " + o.device);
+      return fail(
+          "--weight-transfer-config: backend 'ipc' needs --device cuda (or cuda:N), got "
+          "--device " +
+          o.device);
     }
   }
 
@@ -247,8 +250,8 @@ int run(const serve_policy_options& o) {
   if (!server) {
     return fail(server.err().message);
   }
-  std::cout << "leap serve-policy: " << chosen->description
-            << (faults->any() ? ", faults on" : "") << "\n"
+  std::cout << "leap serve-policy: " << chosen->description << (faults->any() ? ", faults on" : "")
+            << "\n"
             << "leap serve-policy: listening on " << (*server)->base_url() << std::endl;
 
   const int signal_number = signals::wait_forever();

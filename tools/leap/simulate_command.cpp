@@ -15,8 +15,8 @@ namespace {
 
 struct simulate_options {
   std::string config_path;
-  int steps = 0;             // 0: the config's experiment.steps
-  std::int64_t seed = -1;    // -1: the config's experiment.seed
+  int steps = 0;           // 0: the config's experiment.steps
+  std::int64_t seed = -1;  // -1: the config's experiment.seed
   std::string csv_path;
   int buckets = 5;
 };
@@ -42,7 +42,8 @@ simulation_params to_params(const experiment_config& c) {
 void print_header(int max_turns) {
   std::printf("%5s", "step");
   for (int m = 1; m <= max_turns; ++m) std::printf("  acc@%d", m);
-  std::printf("  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p\n");
+  std::printf(
+      "  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p\n");
 }
 
 void print_step(const simulation_step& s) {
@@ -97,10 +98,11 @@ int run_simulate(const simulate_options& options) {
   if (options.steps > 0) config->experiment.steps = options.steps;
   if (options.seed >= 0) config->experiment.seed = static_cast<std::uint64_t>(options.seed);
   const auto params = to_params(*config);
-  std::printf("simulating %s: %d steps x %d tasks x %d rollouts, up to %d turns, gate %s, reward %s\n",
-              options.config_path.c_str(), params.steps, params.batch_size, params.group_size,
-              params.max_turns, to_string(params.gate.policy).c_str(),
-              to_string(params.reward.kind).c_str());
+  std::printf(
+      "simulating %s: %d steps x %d tasks x %d rollouts, up to %d turns, gate %s, reward %s\n",
+      options.config_path.c_str(), params.steps, params.batch_size, params.group_size,
+      params.max_turns, to_string(params.gate.policy).c_str(),
+      to_string(params.reward.kind).c_str());
   print_header(params.max_turns);
   const auto steps = simulate(params, print_step);
 
@@ -131,8 +133,10 @@ void add_simulate(CLI::App& app, int* exit_code) {
       "server, no GPU) and print per-step accuracy, activated groups, recovery and verification "
       "cost: a cheap way to choose thresholds before spending GPU time.");
   cmd->add_option("config", options->config_path, "Experiment config (YAML)")->required();
-  cmd->add_option("--steps", options->steps, "Override experiment.steps")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", options->seed, "Override experiment.seed")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", options->steps, "Override experiment.steps")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", options->seed, "Override experiment.seed")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--csv", options->csv_path, "Also write the per-step table to this CSV file");
   cmd->add_option("--buckets", options->buckets, "Pass-rate buckets of the composition table")
       ->check(CLI::Range(1, 100));

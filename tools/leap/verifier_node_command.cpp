@@ -4,18 +4,18 @@
 // (actors/verifier_node.hpp) through CAF's middleman, TLS through caf::openssl when given
 // certificates. Orchestrators list it in verifier.nodes. Runs until SIGINT/SIGTERM.
 #include "actors/messages.hpp"
-#include "actors/node_guard.hpp"
 #include "actors/node_auth.hpp"
+#include "actors/node_guard.hpp"
 #include "actors/remote_verifier.hpp"
-#include "common/log.hpp"
-#include "common/signals.hpp"
-#include "tools/leap/verifier_settings.hpp"
 #include "actors/tasks.hpp"
 #include "actors/verifier.hpp"
 #include "actors/verifier_node.hpp"
+#include "common/log.hpp"
+#include "common/signals.hpp"
 #include "orchestrator/config.hpp"
 #include "sandbox/verifier.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/verifier_settings.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -58,7 +58,6 @@ int fail(const std::string& message) {
 }
 
 void log_line(const std::string& line) { log::info(line); }
-
 
 int run_node(const node_options& o) {
   log::setup("leap verifier-node");
@@ -149,8 +148,9 @@ int run_node(const node_options& o) {
     {
       caf::scoped_actor self{system};
       self->request(middleman, caf::infinite, caf::publish_atom_v,
-                    static_cast<std::uint16_t>(o.port), caf::actor_cast<caf::strong_actor_ptr>(node),
-                    system.message_types(node), o.bind, true)
+                    static_cast<std::uint16_t>(o.port),
+                    caf::actor_cast<caf::strong_actor_ptr>(node), system.message_types(node),
+                    o.bind, true)
           .receive([&](std::uint16_t port) { published = port; },
                    [&](caf::error& e) { published = std::move(e); });
     }

@@ -1,5 +1,6 @@
 // `leap verify --task ID|DIR|FILE --candidate FILE [--suite DIR] [--json]`: verifies one candidate
-// against one task with the sandbox engine and prints the verdict and the feedback a model would read.
+// against one task with the sandbox engine and prints the verdict and the feedback a model would
+// read.
 #include "sandbox/engine.hpp"
 #include "sandbox/kinds.hpp"
 #include "sandbox/task.hpp"
@@ -46,7 +47,8 @@ int run_verify(const verify_options& o) {
   std::string answer = ss.str();
   // A bare source file is what the model would have put inside its fenced block.
   if (answer.find("```") == std::string::npos) {
-    answer = "```" + std::string(sandbox::traits_of(t->kind).fence) + "\n" + answer + (answer.ends_with("\n") ? "" : "\n") + "```\n";
+    answer = "```" + std::string(sandbox::traits_of(t->kind).fence) + "\n" + answer +
+             (answer.ends_with("\n") ? "" : "\n") + "```\n";
   }
 
   sandbox::engine_config config;
@@ -70,7 +72,8 @@ int run_verify(const verify_options& o) {
                      {"run_ms", v->run_ms},
                      {"cache_hit", v->cache_hit}};
     auto stats = [](const sandbox::timing_stats& s) {
-      return nlohmann::json{{"median_ms", s.median_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}, {"reps", s.reps}};
+      return nlohmann::json{
+          {"median_ms", s.median_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}, {"reps", s.reps}};
     };
     if (v->candidate_time) j["candidate_time"] = stats(*v->candidate_time);
     if (v->reference_time) j["reference_time"] = stats(*v->reference_time);
@@ -78,13 +81,15 @@ int run_verify(const verify_options& o) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "task:     " << t->id << "\n"
-              << "verdict:  " << (v->passed ? "pass" : "fail") << " (" << to_string(v->category) << ")\n"
-              << "compile:  " << v->compile_ms << " ms" << (v->cache_hit ? " (cache hit)" : "") << "\n"
+              << "verdict:  " << (v->passed ? "pass" : "fail") << " (" << to_string(v->category)
+              << ")\n"
+              << "compile:  " << v->compile_ms << " ms" << (v->cache_hit ? " (cache hit)" : "")
+              << "\n"
               << "run:      " << v->run_ms << " ms\n";
     if (v->speedup) {
-      std::cout << "speedup:  " << *v->speedup << "x (candidate median " << v->candidate_time->median_ms << " ms, "
-                << v->candidate_time->min_ms << ".." << v->candidate_time->max_ms << " over " << v->candidate_time->reps
-                << " reps)\n";
+      std::cout << "speedup:  " << *v->speedup << "x (candidate median "
+                << v->candidate_time->median_ms << " ms, " << v->candidate_time->min_ms << ".."
+                << v->candidate_time->max_ms << " over " << v->candidate_time->reps << " reps)\n";
     }
     std::cout << "feedback:\n" << v->feedback << "\n";
   }
@@ -93,13 +98,16 @@ int run_verify(const verify_options& o) {
 
 void add_verify_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<verify_options>();
-  CLI::App* cmd = app.add_subcommand(
-      "verify",
-      "Verify one candidate against one task in the sandbox and print the verdict (category, compile and run "
-      "times, cache hit, speedup when timing) and the feedback text the model would read. Exit status: 0 pass, "
-      "2 fail, 1 error (unknown task, unreadable candidate, no compiler).");
+  CLI::App* cmd =
+      app.add_subcommand("verify",
+                         "Verify one candidate against one task in the sandbox and print the "
+                         "verdict (category, compile and run "
+                         "times, cache hit, speedup when timing) and the feedback text the model "
+                         "would read. Exit status: 0 pass, "
+                         "2 fail, 1 error (unknown task, unreadable candidate, no compiler).");
   cmd->add_option("--task", o->task,
-                  "A suite task id (cuda/vector_add, looked up in --suite), a task directory, a task.json, a "
+                  "A suite task id (cuda/vector_add, looked up in --suite), a task directory, a "
+                  "task.json, a "
                   ".jsonl dataset (FILE#ID picks one task) or a KernelBench problem .py")
       ->required();
   cmd->add_option("--candidate", o->candidate,
@@ -108,15 +116,20 @@ void add_verify_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
   cmd->add_option("--arch", o->arch, "CUDA architecture for nvcc (default: sm_90a)");
-  cmd->add_option("--trials", o->trials, "Seeded trials with fresh inputs (default: 3)")->check(CLI::PositiveNumber);
-  cmd->add_option("--timing", o->timing_reps, "Time the candidate and the reference over N repetitions (default: 0, off)")
+  cmd->add_option("--trials", o->trials, "Seeded trials with fresh inputs (default: 3)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timing", o->timing_reps,
+                  "Time the candidate and the reference over N repetitions (default: 0, off)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--gpu", o->gpu, "CUDA device for cuda and kernelbench runs (default: the driver's default)");
+  cmd->add_option("--gpu", o->gpu,
+                  "CUDA device for cuda and kernelbench runs (default: the driver's default)");
   cmd->add_option("--budget", o->budget, "Character budget of the feedback text (default: 2000)");
-  cmd->add_option("--cache-dir", o->cache_dir, "Compile cache directory (default: $XDG_CACHE_HOME/leap/compile)");
-  cmd->add_option("--python", o->python,
-                  "Python for python and kernelbench tasks, a path or a name on /usr/local/bin:/usr/bin:/bin "
-                  "(default: python3)");
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "Compile cache directory (default: $XDG_CACHE_HOME/leap/compile)");
+  cmd->add_option(
+      "--python", o->python,
+      "Python for python and kernelbench tasks, a path or a name on /usr/local/bin:/usr/bin:/bin "
+      "(default: python3)");
   cmd->callback([o, exit_code] { *exit_code = run_verify(*o); });
 }
 

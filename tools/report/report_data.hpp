@@ -1,6 +1,6 @@
 // Reads what `leap report` draws from a run folder's store: per run, replay's analysis
-// (orchestrator/replay.hpp, the same numbers `leap replay` prints), the step records' wall-clock times,
-// and the compile and run time of every verified turn. Read-only (works beside a live run).
+// (orchestrator/replay.hpp, the same numbers `leap replay` prints), the step records' wall-clock
+// times, and the compile and run time of every verified turn. Read-only (works beside a live run).
 #pragma once
 
 #include "common/result.hpp"
