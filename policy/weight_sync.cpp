@@ -84,50 +84,47 @@ weight_sync_plan vllm_disk_plan() {
   return plan;
 }
 
-weight_sync_plan vllm_transfer_disk_plan() {
+namespace {
+
+// vLLM's weight-transfer session, which every backend shares: init (left out when `init_body` is
+// empty), start, update_weights, finish with the version, reset the prefix cache; the version is
+// checked.
+weight_sync_plan transfer_session(const std::string& init_body,
+                                  std::chrono::milliseconds init_deadline,
+                                  std::chrono::milliseconds start_deadline,
+                                  const std::string& update_info) {
   weight_sync_plan plan;
-  plan.calls.push_back(call("init", "/init_weight_transfer_engine", R"({"init_info":{}})"));
-  plan.calls.push_back(call("start", "/start_weight_update", "{}"));
+  if (!init_body.empty()) {
+    plan.calls.push_back(call("init", "/init_weight_transfer_engine", init_body, init_deadline));
+  }
+  plan.calls.push_back(call("start", "/start_weight_update", "{}", start_deadline));
   plan.calls.push_back(
-      call("load", "/update_weights", R"({"update_info":{"path":"{path}"}})", load_deadline));
+      call("load", "/update_weights", R"({"update_info":)" + update_info + "}", load_deadline));
   plan.calls.push_back(
       call("finish", "/finish_weight_update", R"({"weight_version":"{version}"})", load_deadline));
   plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
   plan.check_version = true;
   return plan;
+}
+
+}  // namespace
+
+weight_sync_plan vllm_transfer_disk_plan() {
+  return transfer_session(R"({"init_info":{}})", control_deadline, control_deadline,
+                          R"({"path":"{path}"})");
 }
 
 weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
                                          const std::string& update_info) {
-  weight_sync_plan plan;
-  if (!init_info.empty()) {
-    // Forming a group waits for both ends; a broadcast of the weights follows in the same sync.
-    plan.calls.push_back(call("init", "/init_weight_transfer_engine",
-                              R"({"init_info":)" + init_info + "}", load_deadline));
-  }
-  plan.calls.push_back(call("start", "/start_weight_update", "{}"));
-  plan.calls.push_back(
-      call("load", "/update_weights", R"({"update_info":)" + update_info + "}", load_deadline));
-  plan.calls.push_back(
-      call("finish", "/finish_weight_update", R"({"weight_version":"{version}"})", load_deadline));
-  plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
-  plan.check_version = true;
-  return plan;
+  // Forming a group waits for both ends; a broadcast of the weights follows in the same sync.
+  return transfer_session(init_info.empty() ? "" : R"({"init_info":)" + init_info + "}",
+                          load_deadline, control_deadline, update_info);
 }
 
 weight_sync_plan vllm_transfer_ipc_plan(const std::string& update_info) {
-  weight_sync_plan plan;
-  plan.calls.push_back(call("init", "/init_weight_transfer_engine", R"({"init_info":{}})"));
   // The learner's snapshot runs alongside "start" (the companion), so the buffer is whole before
   // /update_weights reads it.
-  plan.calls.push_back(call("start", "/start_weight_update", "{}", load_deadline));
-  plan.calls.push_back(
-      call("load", "/update_weights", R"({"update_info":)" + update_info + "}", load_deadline));
-  plan.calls.push_back(
-      call("finish", "/finish_weight_update", R"({"weight_version":"{version}"})", load_deadline));
-  plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
-  plan.check_version = true;
-  return plan;
+  return transfer_session(R"({"init_info":{}})", control_deadline, load_deadline, update_info);
 }
 
 std::string substitute_sync_fields(std::string_view text, const weight_sync_request& request,
