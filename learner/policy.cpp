@@ -172,6 +172,23 @@ result<policy> policy::create_random(const model_config& config, std::uint64_t s
   });
 }
 
+result<policy> policy::create_random_on_device(const model_config& config, std::uint64_t seed,
+                                               const policy_options& options) {
+  auto checked = parse_model_config(to_json(config));
+  if (!checked) {
+    return checked.err().wrap("invalid model config");
+  }
+  return detail::guarded("creating a random model", [&]() -> result<policy> {
+    auto model = detail::make_empty_transformer(*checked, options);
+    if (!model) {
+      return model.err();
+    }
+    (*model)->draw_weights(seed);
+    (*model)->config.torch_dtype = detail::dtype_name((*model)->dtype);
+    return policy(std::move(*model));
+  });
+}
+
 const model_config& policy::config() const { return impl_->config; }
 
 std::string policy::device() const { return detail::device_name(impl_->device); }

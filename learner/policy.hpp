@@ -87,6 +87,13 @@ class policy {
   // independently of the device. Errors: an invalid config, device or dtype.
   [[nodiscard]] static result<policy> create_random(const model_config& config, std::uint64_t seed,
                                                     const policy_options& options = {});
+  // The same distribution drawn on `options.device` by LibTorch's generator of that device: seconds
+  // for a 7B shape on a GPU where create_random's host draw takes minutes, but the values depend on
+  // the device kind and the LibTorch version. For benchmarks and memory probes, not for tests that
+  // compare values across machines. Errors: as create_random.
+  [[nodiscard]] static result<policy> create_random_on_device(const model_config& config,
+                                                              std::uint64_t seed,
+                                                              const policy_options& options = {});
 
   policy(policy&&) noexcept;
   policy& operator=(policy&&) noexcept;

@@ -526,6 +526,32 @@ status transformer::assign_weights(const view_map& weights) {
     return error{"unexpected tensor '" + name +
                  "' (the config.json does not describe this checkpoint)"};
   }
+  install(std::move(staged));
+  return ok_status();
+}
+
+void transformer::draw_weights(std::uint64_t seed) {
+  // A private generator of the device's kind: the draw neither reads nor moves the global one.
+  at::Generator generator = at::globalContext().defaultGenerator(device).clone();
+  generator.set_current_seed(seed);
+  const auto options = at::TensorOptions().device(device).dtype(dtype);
+  std::map<std::string, at::Tensor> staged;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, shape] : parameter_shapes(config)) {
+    at::Tensor t = at::empty(shape, options);
+    if (name.ends_with("norm.weight")) {
+      t.fill_(1.0);
+    } else if (name.ends_with(".bias")) {
+      t.zero_();
+    } else {
+      t.normal_(0.0, 0.02, generator);
+    }
+    staged.emplace(name, std::move(t));
+  }
+  install(std::move(staged));
+}
+
+void transformer::install(std::map<std::string, at::Tensor> staged) {
   at::NoGradGuard no_grad;
   // Projections with a bias in the config get their bias tensors created here.
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -549,7 +575,6 @@ status transformer::assign_weights(const view_map& weights) {
       *tensor = src;
     }
   }
-  return ok_status();
 }
 
 status transformer::add_lora(const lora_options& options) {
@@ -765,6 +790,18 @@ std::string dtype_name(at::ScalarType t) {
 result<std::unique_ptr<transformer>> make_transformer(const model_config& config,
                                                       const view_map& weights,
                                                       const policy_options& options) {
+  auto model = make_empty_transformer(config, options);
+  if (!model) {
+    return model.err();
+  }
+  if (auto s = (*model)->assign_weights(weights); !s) {
+    return s.err();
+  }
+  return model;
+}
+
+result<std::unique_ptr<transformer>> make_empty_transformer(const model_config& config,
+                                                            const policy_options& options) {
   auto device = parse_device(options.device);
   if (!device) {
     return device.err();
@@ -780,9 +817,6 @@ result<std::unique_ptr<transformer>> make_transformer(const model_config& config
   auto model = std::make_unique<transformer>(config, *device, *type);
   model->logprob_chunk = options.logprob_chunk;
   model->activation_checkpointing = options.activation_checkpointing;
-  if (auto s = model->assign_weights(weights); !s) {
-    return s.err();
-  }
   return model;
 }
 

@@ -18,6 +18,7 @@
 #include <c10/util/Exception.h>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,12 +113,20 @@ class transformer {
   // Every tensor is checked (missing, unexpected, wrong shape) and converted before any is
   // replaced. Tensors already allocated are overwritten in place, so references stay valid.
   [[nodiscard]] status assign_weights(const view_map& weights);
+  // Replaces the base weights with values drawn on the model's device by LibTorch's generator of
+  // that device, seeded with `seed` (normal with std 0.02, norms 1, biases 0).
+  void draw_weights(std::uint64_t seed);
   // Adds zero-effect adapters (A random, B zero). Errors: see policy::add_lora.
   [[nodiscard]] status add_lora(const lora_options& options);
   // Folds adapters into the base weights and removes them.
   void merge_lora();
   // Marks the trainable parameters as requiring gradients (and the rest as not).
   void set_trainable();
+
+ private:
+  // Installs checked tensors of every base parameter (Hugging Face names, this model's device and
+  // dtype); tensors already allocated are overwritten in place.
+  void install(std::map<std::string, at::Tensor> staged);
 };
 
 // log softmax(hidden W^T)[target] for each row, computed `chunk` rows at a time in the forward and
@@ -153,6 +162,10 @@ class transformer {
 [[nodiscard]] result<std::unique_ptr<transformer>> make_transformer(const model_config& config,
                                                                     const view_map& weights,
                                                                     const policy_options& options);
+// The same model with no weights yet (assign_weights or draw_weights next). Errors: an unusable
+// device, dtype or logprob_chunk.
+[[nodiscard]] result<std::unique_ptr<transformer>> make_empty_transformer(
+    const model_config& config, const policy_options& options);
 
 // The PEFT file name of a LoRA parameter: "base_model.model." + its name.
 [[nodiscard]] std::string peft_name(const std::string& name);

@@ -323,6 +323,40 @@ TEST(Policy, BatchedScoringEqualsOneSequenceAtATime) {
   }
 }
 
+TEST(Policy, RandomOnDeviceDrawsTheSameDistributionAndDependsOnTheSeed) {
+  auto config = testing::tiny_qwen2();
+  config.qkv_bias = true;
+  auto a = policy::create_random_on_device(config, 7);
+  auto b = policy::create_random_on_device(config, 7);
+  auto c = policy::create_random_on_device(config, 8);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->parameter_names(), policy::create_random(config, 7)->parameter_names());
+  const auto embed = to_doubles(*a->parameter("model.embed_tokens.weight"));
+  EXPECT_EQ(embed, to_doubles(*b->parameter("model.embed_tokens.weight")));
+  EXPECT_NE(embed, to_doubles(*c->parameter("model.embed_tokens.weight")));
+  double sum = 0;
+  double squares = 0;
+  for (double v : embed) {
+    sum += v;
+    squares += v * v;
+  }
+  const auto n = static_cast<double>(embed.size());
+  EXPECT_NEAR(sum / n, 0.0, 0.002);
+  EXPECT_NEAR(std::sqrt(squares / n), 0.02, 0.002);
+  EXPECT_EQ(to_doubles(*a->parameter("model.norm.weight")),
+            std::vector<double>(static_cast<std::size_t>(config.hidden_size), 1.0));
+  const auto bias = to_doubles(*a->parameter("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_EQ(bias, std::vector<double>(bias.size(), 0.0));
+  // A usable model: scoring runs and gives finite log-probs.
+  auto logp = a->token_logprobs({testing::random_ids(12, config.vocab_size, 3)});
+  ASSERT_TRUE(logp.ok());
+  for (float v : (*logp)[0]) {
+    EXPECT_TRUE(std::isfinite(v));
+  }
+  EXPECT_THAT(policy::create_random_on_device(config, 1, {.device = "tpu"}).err().message,
+              HasSubstr("tpu"));
+}
+
 TEST(Policy, ScoringRejectsBadIds) {
   auto p = policy::create_random(testing::tiny_qwen2(), 1);
   ASSERT_TRUE(p.ok());

@@ -52,7 +52,9 @@ using clock_type = std::chrono::steady_clock;
 // Shapes of public checkpoints (learner::model_preset) or "small" (a few million parameters, quick
 // on a CPU). Errors: an unknown name.
 leap::result<model_config> preset(const std::string& name) {
-  if (name != "small") return leap::learner::model_preset(name);
+  if (name != "small") {
+    return leap::learner::model_preset(name);
+  }
   model_config c;
   c.model_type = "qwen2";
   c.qkv_bias = true;
@@ -82,7 +84,9 @@ struct row {
 // One short forward on the served copy, synchronised: the "next request".
 leap::status first_request(const policy& served, const std::string& device) {
   auto scored = served.token_logprobs({{1, 2, 3, 4, 5, 6, 7, 8}});
-  if (!scored) return scored.err();
+  if (!scored) {
+    return scored.err();
+  }
   return leap::learner::synchronize(device);
 }
 
@@ -111,15 +115,21 @@ row timed(const std::string& method, const std::string& device,
 row broadcast(const std::string& method, const std::string& learner_device,
               const std::string& server_device, const policy& learner, policy& served) {
   auto sender = leap::learner::broadcast_sender::listen("127.0.0.1", 0, 2, std::chrono::minutes(5));
-  if (!sender) return {method, -1, -1, sender.err().message};
+  if (!sender) {
+    return {method, -1, -1, sender.err().message};
+  }
   leap::learner::broadcast_rendezvous rv;
   rv.master_port = (*sender)->port();
   auto joining = std::async(std::launch::async, [&] {
     return leap::learner::broadcast_receiver::join(rv, server_device, std::chrono::minutes(5));
   });
-  if (auto c = (*sender)->connect(learner_device); !c) return {method, -1, -1, c.err().message};
+  if (auto c = (*sender)->connect(learner_device); !c) {
+    return {method, -1, -1, c.err().message};
+  }
   auto receiver = joining.get();
-  if (!receiver) return {method, -1, -1, receiver.err().message};
+  if (!receiver) {
+    return {method, -1, -1, receiver.err().message};
+  }
   const auto layout = leap::learner::broadcast_layout(learner);
   // Timed from here: the group is formed once per run, not per step.
   return timed(
@@ -127,8 +137,12 @@ row broadcast(const std::string& method, const std::string& learner_device,
       [&]() -> leap::status {
         auto received =
             std::async(std::launch::async, [&] { return (*receiver)->receive(layout, served); });
-        if (auto s = (*sender)->send(learner); !s) return s;
-        if (auto s = received.get(); !s) return s;
+        if (auto s = (*sender)->send(learner); !s) {
+          return s;
+        }
+        if (auto s = received.get(); !s) {
+          return s;
+        }
         return (*receiver)->commit(served);
       },
       served);
@@ -154,8 +168,12 @@ int ipc_server(const std::string& model_dir, const std::string& device, const st
   while (std::getline(std::cin, line)) {
     auto info = leap::learner::parse_ipc_update_info(nlohmann::json::parse(line, nullptr, false));
     leap::status s = info ? receiver.receive(*info, *served) : leap::status(info.err());
-    if (s) s = receiver.commit(*served);
-    if (s) s = leap::learner::synchronize(device);
+    if (s) {
+      s = receiver.commit(*served);
+    }
+    if (s) {
+      s = leap::learner::synchronize(device);
+    }
     if (!s) {
       std::printf("error %s\n", s.err().message.c_str());
       std::fflush(stdout);
@@ -182,13 +200,20 @@ struct child_process {
   static leap::result<child_process> start(std::vector<std::string> args) {
     int in[2];
     int out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) return leap::error{"pipe failed"};
+    if (::pipe(in) != 0 || ::pipe(out) != 0) {
+      return leap::error{"pipe failed"};
+    }
     std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
+    argv.reserve(args.size() + 1);
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
     argv.push_back(nullptr);
     child_process c;
     c.pid = ::fork();
-    if (c.pid < 0) return leap::error{"fork failed"};
+    if (c.pid < 0) {
+      return leap::error{"fork failed"};
+    }
     if (c.pid == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
@@ -206,16 +231,26 @@ struct child_process {
   // The next line, or "error <why>" at end of output.
   std::string read_line() const {
     char buffer[4096];
-    if (std::fgets(buffer, sizeof buffer, from) == nullptr) return "error the ipc server exited";
+    if (std::fgets(buffer, sizeof buffer, from) == nullptr) {
+      return "error the ipc server exited";
+    }
     std::string line = buffer;
-    if (!line.empty() && line.back() == '\n') line.pop_back();
+    if (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+    }
     return line;
   }
   void stop() {
-    if (to) std::fclose(to);  // end of input: the server returns
-    if (from) std::fclose(from);
+    if (to) {
+      std::fclose(to);  // end of input: the server returns
+    }
+    if (from) {
+      std::fclose(from);
+    }
     int status = 0;
-    if (pid > 0) ::waitpid(pid, &status, 0);
+    if (pid > 0) {
+      ::waitpid(pid, &status, 0);
+    }
   }
 };
 
@@ -224,10 +259,14 @@ struct child_process {
 row ipc_row(const std::string& self, const std::string& model_dir, const std::string& server_device,
             const std::string& dtype, const policy& learner) {
   auto exporter = leap::learner::ipc_exporter::create(learner);
-  if (!exporter) return {"ipc", -1, -1, exporter.err().message};
+  if (!exporter) {
+    return {"ipc", -1, -1, exporter.err().message};
+  }
   auto child = child_process::start(
       {self, "--ipc-server", model_dir, "--server-device", server_device, "--dtype", dtype});
-  if (!child) return {"ipc", -1, -1, child.err().message};
+  if (!child) {
+    return {"ipc", -1, -1, child.err().message};
+  }
   row r{"ipc", -1, -1, ""};
   if (const auto ready = child->read_line(); ready != "ready") {
     r.note = ready;
@@ -258,9 +297,7 @@ row ipc_row(const std::string& self, const std::string& model_dir, const std::st
   return r;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"Weight sync: disk vs in-memory vs c10d broadcast vs CUDA IPC, one model shape"};
   std::string preset_name = "small";
   std::string device = "cpu";
@@ -280,8 +317,12 @@ int main(int argc, char** argv) {
   app.add_option("--ipc-server", ipc_server_model,
                  "(internal) serve the ipc row's copy of this model folder over stdin/stdout");
   CLI11_PARSE(app, argc, argv);
-  if (server_device.empty()) server_device = device;
-  if (!ipc_server_model.empty()) return ipc_server(ipc_server_model, server_device, dtype);
+  if (server_device.empty()) {
+    server_device = device;
+  }
+  if (!ipc_server_model.empty()) {
+    return ipc_server(ipc_server_model, server_device, dtype);
+  }
 
   const auto chosen = preset(preset_name);
   if (!chosen) {
@@ -292,11 +333,12 @@ int main(int argc, char** argv) {
   leap::learner::policy_options lo;
   lo.device = device;
   lo.dtype = dtype;
-  // Random weights are drawn on the host, one value at a time (the same seed gives the same model
-  // on every device): minutes for a 7B shape. Drawn once; the served copy is loaded from a saved
-  // folder (timings do not depend on the values).
-  std::cerr << "bench_weight_sync: drawing a random " << preset_name << " model\n";
-  auto learner = policy::create_random(config, 1, lo);
+  // Random weights drawn on the learner's device (create_random's host draw, the same on every
+  // device, takes minutes at 7B). Drawn once; the served copy is loaded from a saved folder
+  // (timings do not depend on the values).
+  std::cerr << "bench_weight_sync: drawing a random " << preset_name << " model on " << device
+            << "\n";
+  auto learner = policy::create_random_on_device(config, 1, lo);
   if (!learner) {
     std::cerr << "bench_weight_sync: error: " << learner.err().message << "\n";
     return 1;
@@ -317,7 +359,9 @@ int main(int argc, char** argv) {
   std::int64_t bytes = 0;
   for (const auto& t : leap::learner::broadcast_layout(*learner)) {
     std::int64_t n = dtype == "float32" ? 4 : 2;
-    for (auto d : t.shape) n *= d;
+    for (auto d : t.shape) {
+      n *= d;
+    }
     bytes += n;
   }
   std::vector<row> rows;
@@ -331,7 +375,9 @@ int main(int argc, char** argv) {
       "disk", server_device,
       [&]() -> leap::status {
         const auto start = clock_type::now();
-        if (auto s = learner->save(step_dir); !s) return s;
+        if (auto s = learner->save(step_dir); !s) {
+          return s;
+        }
         save_s = seconds_since(start);
         return served->reload_weights(step_dir);
       },
@@ -391,4 +437,16 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A failed allocation of a 7B model (host or device) surfaces as an exception: say so, exit 1.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_weight_sync: error: %s\n", e.what());
+    return 1;
+  }
 }
