@@ -1,23 +1,23 @@
+// policy_client: the turn scheduler (admission, queues, routing across endpoints, retries, health
+// checks, the start-up check, /tokenize) on top of the transport (detail/client_transport.hpp),
+// with one weight-sync driver per endpoint (detail/client_sync.hpp). The decisions it applies are
+// pure functions (detail/client_scheduler.hpp, endpoint.hpp); this file keeps the state and the
+// order in which things happen on the loop.
 #include "policy/client.hpp"
 
-#include "policy/bounded_json.hpp"
 #include "policy/client_protocol.hpp"
+#include "policy/detail/client_scheduler.hpp"
+#include "policy/detail/client_sync.hpp"
+#include "policy/detail/client_transport.hpp"
 #include "policy/endpoint.hpp"
-
-#include <curl/curl.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <pthread.h>
 #include <random>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -26,106 +26,9 @@ namespace leap::policy {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-struct transfer_outcome {
-  CURLcode code = CURLE_OK;
-  long status = 0;
-  std::string body;
-  std::string weight_version;   // the x-weight-version header, if any
-  std::string transport_error;  // when code != CURLE_OK
-  // A streamed generation's events, read as they arrived (the 2xx body is not kept in `body`).
-  std::unique_ptr<stream_accumulator> stream;
-};
-
-struct transfer {
-  CURL* easy = nullptr;
-  curl_slist* headers = nullptr;
-  std::string body;  // CURLOPT_POSTFIELDS points here: it must outlive the transfer
-  std::string response;
-  std::string weight_version;
-  char error_buffer[CURL_ERROR_SIZE] = {};
-  std::function<void(transfer_outcome)> on_done;
-  std::unique_ptr<stream_accumulator> stream;  // set for a streamed generation
-};
-
-size_t on_write(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<transfer*>(user);
-  const size_t n = size * count;
-  if (t->stream) {
-    long code = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (code >= 200 && code < 300) {
-      // A 2xx stream is read event by event; an error status keeps its (JSON) body below.
-      // Once the stream went bad (an event that is not JSON, an error event), reading on would
-      // only add tokens after a gap: end the transfer; what arrived before is kept.
-      return t->stream->feed(std::string_view(data, n)) ? n : 0;
-    }
-  }
-  t->response.append(data, n);
-  return n;
-}
-
-size_t on_header(char* data, size_t size, size_t count, void* user) {
-  const size_t n = size * count;
-  constexpr std::string_view length = "content-length:";
-  if (n > length.size() && strncasecmp(data, length.data(), length.size()) == 0) {
-    // One allocation for the body instead of a doubling series.
-    const unsigned long long bytes = std::strtoull(data + length.size(), nullptr, 10);
-    static_cast<transfer*>(user)->response.reserve(
-        std::min<unsigned long long>(bytes, 64ULL << 20));
-    return n;
-  }
-  constexpr std::string_view name = "x-weight-version:";
-  if (n > name.size() && strncasecmp(data, name.data(), name.size()) == 0) {
-    std::string_view value(data + name.size(), n - name.size());
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-      value.remove_prefix(1);
-    }
-    while (!value.empty() &&
-           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
-      value.remove_suffix(1);
-    }
-    static_cast<transfer*>(user)->weight_version = std::string(value);
-  }
-  return n;
-}
-
-// Transport errors that no retry can fix: the request itself is wrong.
-bool transport_retryable(CURLcode code) {
-  return code != CURLE_URL_MALFORMAT && code != CURLE_UNSUPPORTED_PROTOCOL &&
-         code != CURLE_BAD_FUNCTION_ARGUMENT && code != CURLE_OUT_OF_MEMORY;
-}
-
-std::string transport_message(const transfer_outcome& out) {
-  std::string m = curl_easy_strerror(out.code);
-  if (!out.transport_error.empty()) {
-    m += ": " + out.transport_error;
-  }
-  return m;
-}
-
-// SGLang control routes answer 200 with {"success": false, "message": ...} when they fail.
-std::optional<std::string> reported_failure(const std::string& body) {
-  if (body.empty() || body.front() != '{') {
-    return std::nullopt;
-  }
-  auto root = parse_bounded_json(body);
-  if (root.is_discarded() || !root.is_object()) {
-    return std::nullopt;
-  }
-  auto it = root.find("success");
-  if (it == root.end() || !it->is_boolean() || it->get<bool>()) {
-    return std::nullopt;
-  }
-  auto m = root.find("message");
-  return m != root.end() && m->is_string() ? m->get<std::string>() : std::string("success: false");
-}
+using detail::http_outcome;
+using detail::http_request;
+using detail::steady;
 
 struct turn_state {
   std::uint64_t key = 0;
@@ -138,29 +41,14 @@ struct turn_state {
   int endpoint = -1;  // where the last attempt went: retries and resumptions prefer it
   bool queued = false;
   steady::time_point deadline;
-  std::vector<token_id> partial_ids;
-  std::vector<float> partial_logprobs;
-  std::string partial_text;
+  detail::partial_generation partial;
   std::string last_error;
-};
-
-struct sync_runtime {
-  bool active = false;
-  std::uint64_t generation = 0;  // tells a stale timer from a current one
-  sync_state state;
-  weight_sync_plan plan;
-  weight_sync_request request;
-  std::function<void(status)> callback;
-  // The current control call's parts still out (its HTTP answer, the request's companion) and the
-  // first failure among them.
-  int call_parts = 0;
-  std::string call_failure;
 };
 
 struct atomic_stats {
   std::atomic<std::uint64_t> submitted{0}, busy{0}, completed{0}, ok{0}, truncated{0}, rejected{0},
       protocol_errors{0}, unavailable{0}, cancelled{0}, attempts{0}, retries{0}, resumes{0},
-      health_checks{0}, connections_opened{0}, in_flight{0}, tokenize_attempts{0};
+      health_checks{0}, in_flight{0}, tokenize_attempts{0};
 };
 
 void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
@@ -199,11 +87,12 @@ class policy_client::impl {
       }
       s.max_in_flight = e.max_in_flight;
       capacity_ += e.max_in_flight;
+      syncs_.emplace_back(s.base_url);
       endpoints_.push_back(std::move(s));
     }
     capacity_ += config_.max_pending;
     pinned_queues_.resize(endpoints_.size());
-    syncs_.resize(endpoints_.size());
+    sync_callbacks_.resize(endpoints_.size());
     health_busy_.assign(endpoints_.size(), false);
     static std::atomic<std::uint64_t> clients{0};
     id_prefix_ = "leap-" + std::to_string(::getpid()) + "-" + std::to_string(clients++) + "-";
@@ -211,58 +100,25 @@ class policy_client::impl {
 
   ~impl() {
     if (thread_.joinable()) {
-      stopping_.store(true);
-      wake();
+      net_.request_stop();
       thread_.join();
-    }
-    for (CURL* e : free_easies_) {
-      curl_easy_cleanup(e);
-    }
-    if (multi_ != nullptr) {
-      curl_multi_cleanup(multi_);
-    }
-    if (wake_fd_ >= 0) {
-      ::close(wake_fd_);
-    }
-    if (epoll_fd_ >= 0) {
-      ::close(epoll_fd_);
     }
   }
 
   status start() {
-    init_curl_once();
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) {
-      return error{std::string("policy client: epoll_create1: ") + std::strerror(errno)};
-    }
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd_ < 0) {
-      return error{std::string("policy client: eventfd: ") + std::strerror(errno)};
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = wake_fd_;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
-      return error{std::string("policy client: epoll_ctl: ") + std::strerror(errno)};
-    }
-    multi_ = curl_multi_init();
-    if (multi_ == nullptr) {
-      return error{"policy client: curl_multi_init failed"};
-    }
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &impl::on_socket);
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &impl::on_timer);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
     // Keep one idle connection per possible in-flight request (plus health checks) for reuse.
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(capacity_ - config_.max_pending + 2 * endpoints_.size()));
+    if (auto opened =
+            net_.open(static_cast<long>(capacity_ - config_.max_pending + 2 * endpoints_.size()));
+        !opened) {
+      return opened;
+    }
     publish_views();
     thread_ = std::thread([this] { run(); });
     return ok_status();
   }
 
   submit_status submit(turn_request request, turn_callback callback) {
-    if (stopping_.load()) {
+    if (net_.stop_requested()) {
       return submit_status::stopped;
     }
     if (outstanding_.fetch_add(1) >= capacity_) {
@@ -272,7 +128,7 @@ class policy_client::impl {
     }
     bump(stats_.submitted);
     bool posted =
-        post([this, request = std::move(request), callback = std::move(callback)]() mutable {
+        net_.post([this, request = std::move(request), callback = std::move(callback)]() mutable {
           accept_turn(std::move(request), std::move(callback));
         });
     if (!posted) {
@@ -286,7 +142,7 @@ class policy_client::impl {
                 std::function<void(result<std::vector<token_id>>)> callback) {
     auto body =
         build_tokenize_body(config_.flavour, config_.model, messages, add_generation_prompt);
-    bool posted = post([this, endpoint, body = std::move(body), callback]() mutable {
+    bool posted = net_.post([this, endpoint, body = std::move(body), callback]() mutable {
       if (!body) {
         callback(body.err().wrap("tokenize"));  // on the loop thread, as every callback
         return;
@@ -302,15 +158,15 @@ class policy_client::impl {
                  std::function<void(result<std::vector<endpoint_check>>)> callback) {
     auto p = std::make_shared<preflight_state>();
     p->request = std::move(request);
-    p->callback = callback;
-    if (!post([this, p]() mutable { start_preflight(p); })) {
-      callback(error{"policy client stopped"});
+    p->callback = std::move(callback);
+    if (!net_.post([this, p]() mutable { start_preflight(p); })) {
+      p->callback(error{"policy client stopped"});
     }
   }
 
   void sync_weights(int endpoint, weight_sync_plan plan, weight_sync_request request,
                     std::function<void(status)> callback) {
-    bool posted = post(
+    bool posted = net_.post(
         [this, endpoint, plan = std::move(plan), request = std::move(request), callback]() mutable {
           start_sync(endpoint, std::move(plan), std::move(request), std::move(callback));
         });
@@ -338,7 +194,7 @@ class policy_client::impl {
     s.resumes = get(stats_.resumes);
     s.health_checks = get(stats_.health_checks);
     s.tokenize_attempts = get(stats_.tokenize_attempts);
-    s.connections_opened = get(stats_.connections_opened);
+    s.connections_opened = net_.connections_opened();
     s.in_flight = get(stats_.in_flight);
     const auto outstanding = static_cast<std::uint64_t>(std::max(0, outstanding_.load()));
     s.pending = outstanding > s.in_flight ? outstanding - s.in_flight : 0;
@@ -362,254 +218,37 @@ class policy_client::impl {
   }
 
  private:
-  // ---- cross-thread queue -------------------------------------------------------------------
-
-  bool post(std::function<void()> command) {
-    bool was_empty;
-    {
-      std::lock_guard lock(inbox_mutex_);
-      if (inbox_closed_) {
-        return false;
-      }
-      was_empty = inbox_.empty();
-      inbox_.push_back(std::move(command));
-    }
-    // One wake-up per batch: the loop drains the whole queue when it wakes.
-    if (was_empty) {
-      wake();
-    }
-    return true;
-  }
-
-  void wake() {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
-  }
-
-  void run_inbox() {
-    {
-      std::lock_guard lock(inbox_mutex_);
-      inbox_.swap(running_);
-    }
-    for (auto& command : running_) {
-      command();
-    }
-    running_.clear();
-  }
+  [[nodiscard]] bool stopping() const { return net_.stop_requested(); }
 
   // ---- the loop -----------------------------------------------------------------------------
 
-  static int on_socket(CURL* /*easy*/, curl_socket_t s, int what, void* user, void* socket_data) {
-    auto* self = static_cast<impl*>(user);
-    if (what == CURL_POLL_REMOVE) {
-      ::epoll_ctl(self->epoll_fd_, EPOLL_CTL_DEL, s, nullptr);
-      curl_multi_assign(self->multi_, s, nullptr);
-      return 0;
-    }
-    epoll_event ev{};
-    ev.events =
-        ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0U) | ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0U);
-    ev.data.fd = s;
-    if (socket_data == nullptr) {
-      if (::epoll_ctl(self->epoll_fd_, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST) {
-        ::epoll_ctl(self->epoll_fd_, EPOLL_CTL_MOD, s, &ev);
-      }
-      curl_multi_assign(self->multi_, s, self);
-    } else {
-      ::epoll_ctl(self->epoll_fd_, EPOLL_CTL_MOD, s, &ev);
-    }
-    return 0;
-  }
-
-  static int on_timer(CURLM* /*multi*/, long timeout_ms, void* user) {
-    auto* self = static_cast<impl*>(user);
-    if (timeout_ms < 0) {
-      self->curl_deadline_.reset();
-    } else {
-      self->curl_deadline_ = steady::now() + std::chrono::milliseconds(timeout_ms);
-    }
-    return 0;
-  }
-
   void run() {
-    epoll_event events[256];
     const auto start = steady::now();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
-      schedule(start, [this, i] { health_tick(static_cast<int>(i)); });
+      net_.schedule(start, [this, i] { health_tick(static_cast<int>(i)); });
     }
-    schedule(start + sweep_interval, [this] { sweep(); });
-    while (true) {
-      run_inbox();
-      if (stopping_.load()) {
-        break;
-      }
+    net_.schedule(start + sweep_interval, [this] { sweep(); });
+    net_.run([this] {
       pump();
       publish_views();
-      const int n = ::epoll_wait(epoll_fd_, events, 256, wait_timeout_ms());
-      int running = 0;
-      for (int i = 0; i < n; ++i) {
-        const int fd = events[i].data.fd;
-        if (fd == wake_fd_) {
-          std::uint64_t count;
-          [[maybe_unused]] auto r = ::read(wake_fd_, &count, sizeof count);
-          continue;
-        }
-        int flags = 0;
-        if ((events[i].events & EPOLLIN) != 0) {
-          flags |= CURL_CSELECT_IN;
-        }
-        if ((events[i].events & EPOLLOUT) != 0) {
-          flags |= CURL_CSELECT_OUT;
-        }
-        if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0) {
-          flags |= CURL_CSELECT_ERR;
-        }
-        curl_multi_socket_action(multi_, fd, flags, &running);
-      }
-      if (curl_deadline_ && steady::now() >= *curl_deadline_) {
-        curl_deadline_.reset();
-        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
-      }
-      collect_done();
-      run_timers();
-    }
+    });
     shutdown();
   }
 
-  int wait_timeout_ms() const {
-    auto next = steady::time_point::max();
-    if (curl_deadline_) {
-      next = *curl_deadline_;
-    }
-    if (!timers_.empty()) {
-      next = std::min(next, timers_.begin()->first);
-    }
-    if (next == steady::time_point::max()) {
-      return 1000;
-    }
-    const auto now = steady::now();
-    if (next <= now) {
-      return 0;
-    }
-    // Round up so the loop never spins on a deadline a fraction of a millisecond away.
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
-    return static_cast<int>(std::min<long long>(ms, 1000));
-  }
-
-  void collect_done() {
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-      if (msg->msg != CURLMSG_DONE) {
-        continue;
-      }
-      CURL* easy = msg->easy_handle;
-      const CURLcode code = msg->data.result;
-      finish_transfer(easy, code);
-    }
-  }
-
-  void finish_transfer(CURL* easy, CURLcode code) {
-    transfer* raw = nullptr;
-    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &raw);
-    transfer_outcome out;
-    out.code = code;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &out.status);
-    long connects = 0;
-    curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
-    if (connects > 0) {
-      stats_.connections_opened.fetch_add(static_cast<std::uint64_t>(connects),
-                                          std::memory_order_relaxed);
-    }
-    curl_multi_remove_handle(multi_, easy);
-    auto it = transfers_.find(raw);
-    std::unique_ptr<transfer> t = std::move(it->second);
-    transfers_.erase(it);
-    out.body = std::move(t->response);
-    out.weight_version = std::move(t->weight_version);
-    out.stream = std::move(t->stream);
-    if (code != CURLE_OK) {
-      out.transport_error = t->error_buffer;
-    }
-    curl_slist_free_all(t->headers);
-    free_easies_.push_back(easy);
-    auto done = std::move(t->on_done);
-    t.reset();
-    done(std::move(out));
-  }
-
-  void schedule(steady::time_point when, std::function<void()> fn) {
-    timers_.emplace(when, std::move(fn));
-  }
-
-  void run_timers() {
-    const auto now = steady::now();
-    while (!timers_.empty() && timers_.begin()->first <= now) {
-      auto fn = std::move(timers_.begin()->second);
-      timers_.erase(timers_.begin());
-      fn();
-    }
-  }
-
-  // Starts one HTTP exchange. `method` GET sends no body.
-  void start_transfer(int endpoint, std::string_view method, const std::string& path,
-                      std::string body, const std::string& request_id,
-                      std::chrono::milliseconds timeout, std::function<void(transfer_outcome)> done,
-                      std::unique_ptr<stream_accumulator> stream = nullptr) {
-    auto t = std::make_unique<transfer>();
-    if (free_easies_.empty()) {
-      t->easy = curl_easy_init();
-    } else {
-      t->easy = free_easies_.back();
-      free_easies_.pop_back();
-      curl_easy_reset(t->easy);
-    }
-    CURL* e = t->easy;
-    t->body = std::move(body);
-    t->on_done = std::move(done);
-    t->stream = std::move(stream);
-    const std::string url = endpoints_[endpoint].base_url + path;
-    curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_buffer);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(config_.connect_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    if (method == "GET") {
-      curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else {
-      curl_easy_setopt(e, CURLOPT_POST, 1L);
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
-      if (method != "POST") {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
-      }
-      t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
-    }
-    // No "Expect: 100-continue" round trip before large bodies.
-    t->headers = curl_slist_append(t->headers, "Expect:");
-    if (!request_id.empty()) {
-      t->headers = curl_slist_append(t->headers, ("X-Request-Id: " + request_id).c_str());
-    }
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    transfer* raw = t.get();
-    transfers_.emplace(raw, std::move(t));
-    if (CURLMcode rc = curl_multi_add_handle(multi_, e); rc != CURLM_OK) {
-      transfer_outcome out;
-      out.code = CURLE_FAILED_INIT;
-      out.transport_error = curl_multi_strerror(rc);
-      auto it = transfers_.find(raw);
-      auto owned = std::move(it->second);
-      transfers_.erase(it);
-      curl_slist_free_all(owned->headers);
-      free_easies_.push_back(e);
-      owned->on_done(std::move(out));
-    }
+  // One HTTP exchange with endpoint `e`. `method` GET sends no body.
+  void send(int e, std::string method, const std::string& path, std::string body,
+            std::string request_id, std::chrono::milliseconds timeout,
+            std::function<void(http_outcome)> done,
+            std::function<bool(std::string_view)> sink = nullptr) {
+    http_request r;
+    r.url = endpoints_[e].base_url + path;
+    r.method = std::move(method);
+    r.body = std::move(body);
+    r.request_id = std::move(request_id);
+    r.timeout = timeout;
+    r.connect_timeout = config_.connect_timeout;
+    r.sink = std::move(sink);
+    net_.submit(std::move(r), std::move(done));
   }
 
   // ---- turns --------------------------------------------------------------------------------
@@ -623,29 +262,23 @@ class policy_client::impl {
       t->request.request_id = id_prefix_ + std::to_string(t->key);
     }
     t->deadline = steady::now() + config_.turn_deadline;
-    t->max_tokens = t->request.sampling.max_tokens;
     turn_state& turn = *t;
     turns_.emplace(t->key, std::move(t));
-    if (stopping_.load()) {
+    if (stopping()) {
       complete(turn, turn_status::cancelled, "policy client stopped", {});
       return;
     }
-    if (context_tokens_ > 0) {
-      const long room =
-          static_cast<long>(context_tokens_) - static_cast<long>(turn.request.prompt.size());
-      if (room <= 0) {
-        complete(turn, turn_status::truncated,
-                 "prompt of " + std::to_string(turn.request.prompt.size()) +
-                     " tokens fills the context window of " + std::to_string(context_tokens_),
-                 {});
-        return;
-      }
-      turn.max_tokens = static_cast<int>(std::min<long>(turn.max_tokens, room));
+    const auto admitted = detail::admit_turn(turn.request.prompt.size(),
+                                             turn.request.sampling.max_tokens, context_tokens_);
+    if (!admitted.fits) {
+      complete(turn, turn_status::truncated, admitted.message, {});
+      return;
     }
+    turn.max_tokens = admitted.max_tokens;
     route_turn(turn);
   }
 
-  int pin_of(const turn_state& t) const {
+  static int pin_of(const turn_state& t) {
     return t.endpoint >= 0 ? t.endpoint : t.request.pinned_endpoint;
   }
 
@@ -699,6 +332,13 @@ class policy_client::impl {
     return it->second.get();
   }
 
+  // The ids an attempt sends: the prompt, then the pieces of a resumed generation.
+  static std::vector<token_id> sent_ids(const turn_state& t) {
+    std::vector<token_id> sent = t.request.prompt;
+    sent.insert(sent.end(), t.partial.ids.begin(), t.partial.ids.end());
+    return sent;
+  }
+
   void send_turn(turn_state& t, int e) {
     t.queued = false;
     t.endpoint = e;
@@ -707,209 +347,115 @@ class policy_client::impl {
     bump(stats_.in_flight);
     ++endpoints_[e].in_flight;
     views_dirty_ = true;
-    const std::string wire_id = t.request.request_id + "." + std::to_string(t.attempts);
+    std::string wire_id = t.request.request_id + "." + std::to_string(t.attempts);
     auto body = build_generate_body(
-        config_.flavour, config_.model, t.request.prompt, t.partial_ids, t.request.sampling,
-        t.max_tokens - static_cast<int>(t.partial_ids.size()), wire_id, config_.stream);
-    std::unique_ptr<stream_accumulator> stream;
+        config_.flavour, config_.model, t.request.prompt, t.partial.ids, t.request.sampling,
+        t.max_tokens - static_cast<int>(t.partial.ids.size()), wire_id, config_.stream);
+    // A streamed reply is read event by event as it arrives; the accumulator outlives the
+    // exchange in the completion callback.
+    std::shared_ptr<stream_accumulator> stream;
+    std::function<bool(std::string_view)> sink;
     if (config_.stream) {
-      std::vector<token_id> sent = t.request.prompt;
-      sent.insert(sent.end(), t.partial_ids.begin(), t.partial_ids.end());
-      stream = std::make_unique<stream_accumulator>(config_.flavour, t.request.sampling.n,
-                                                    std::move(sent));
+      stream =
+          std::make_shared<stream_accumulator>(config_.flavour, t.request.sampling.n, sent_ids(t));
+      // Once the stream went bad (an event that is not JSON, an error event), reading on would
+      // only add tokens after a gap: the sink ends the exchange; what arrived before is kept.
+      sink = [acc = stream.get()](std::string_view bytes) { return acc->feed(bytes); };
     }
     const auto key = t.key;
-    start_transfer(
-        e, "POST", route_path_, std::move(body), wire_id, config_.request_timeout,
-        [this, key, e](transfer_outcome out) { on_turn_done(key, e, std::move(out)); },
-        std::move(stream));
+    send(
+        e, "POST", route_path_, std::move(body), std::move(wire_id), config_.request_timeout,
+        [this, key, e, stream = std::move(stream)](const http_outcome& out) {
+          on_turn_done(key, e, out, stream.get());
+        },
+        std::move(sink));
   }
 
-  void on_turn_done(std::uint64_t key, int e, const transfer_outcome& out) {
+  void on_turn_done(std::uint64_t key, int e, const http_outcome& out,
+                    const stream_accumulator* stream) {
     --endpoints_[e].in_flight;
     stats_.in_flight.fetch_sub(1, std::memory_order_relaxed);
     views_dirty_ = true;
     auto it = turns_.find(key);
     if (it != turns_.end()) {
-      handle_turn_outcome(*it->second, e, out);
+      handle_turn_outcome(*it->second, e, out, stream);
     }
-    maybe_drained(e);
+    apply_sync(e, syncs_[e].in_flight_changed(endpoints_[e].in_flight));
   }
 
-  void handle_turn_outcome(turn_state& t, int e, const transfer_outcome& out) {
-    if (stopping_.load()) {
+  void handle_turn_outcome(turn_state& t, int e, const http_outcome& out,
+                           const stream_accumulator* stream) {
+    if (stopping()) {
       complete(t, turn_status::cancelled, "policy client stopped", {});
       return;
     }
+    std::vector<token_id> joined;
+    std::span<const token_id> sent = t.request.prompt;
+    if (!t.partial.ids.empty()) {
+      joined = sent_ids(t);
+      sent = joined;
+    }
+    detail::reply_context ctx;
+    ctx.flavour = config_.flavour;
+    ctx.retry = &config_.retry;
+    ctx.n = t.request.sampling.n;
+    ctx.vocab_size = vocab_size_;
+    ctx.where = endpoints_[e].base_url;
+    ctx.sent = sent;
     // A stream cut mid-way ends with a transport error after a 2xx status: what arrived counts.
-    const bool streamed_2xx = out.stream && out.status >= 200 && out.status < 300;
-    if (out.code != CURLE_OK && !streamed_2xx) {
-      std::string why = endpoints_[e].base_url + ": " + transport_message(out);
-      if (transport_retryable(out.code)) {
-        retry_turn(t, why, /*endpoint_fault=*/true, e);
-      } else {
-        complete(t, turn_status::rejected, std::move(why), {});
-      }
-      return;
+    const bool streamed_2xx = stream != nullptr && out.status >= 200 && out.status < 300;
+    auto verdict =
+        streamed_2xx ? detail::judge_stream(out, *stream, ctx) : detail::judge_reply(out, ctx);
+    switch (verdict.action) {
+      case detail::reply_action::complete:
+        if (verdict.endpoint_fault) {
+          note_failure(e);
+        }
+        complete(t, verdict.status, std::move(verdict.message), {});
+        return;
+      case detail::reply_action::retry:
+        retry_turn(t, verdict.message, verdict.endpoint_fault, e);
+        return;
+      case detail::reply_action::accept:
+        if (verdict.endpoint_fault) {
+          // A stream cut after some tokens: they are kept and resumed from.
+          note_failure(e);
+          t.last_error = std::move(verdict.message);
+        } else {
+          record_success(endpoints_[e]);
+        }
+        accept_choices(t, e, std::move(verdict.choices));
+        return;
     }
-    if (out.status < 200 || out.status >= 300) {
-      auto verdict = classify_http_status(out.status, out.body, config_.retry);
-      std::string why = endpoints_[e].base_url + ": " + verdict.message;
-      switch (verdict.kind) {
-        case attempt_kind::retry:
-          retry_turn(t, why, verdict.endpoint_fault, e);
-          return;
-        case attempt_kind::truncated:
-          complete(t, turn_status::truncated, std::move(why), {});
-          return;
-        case attempt_kind::rejected:
-          if (verdict.endpoint_fault) {
-            note_failure(e);
-          }
-          complete(t, turn_status::rejected, std::move(why), {});
-          return;
-      }
-    }
-    if (out.stream) {
-      handle_stream(t, e, out);
-      return;
-    }
-    parsed_choices parsed;
-    if (t.partial_ids.empty()) {
-      parsed =
-          parse_generate_response(config_.flavour, out.body, out.weight_version, t.request.prompt);
-    } else {
-      std::vector<token_id> sent = t.request.prompt;
-      sent.insert(sent.end(), t.partial_ids.begin(), t.partial_ids.end());
-      parsed = parse_generate_response(config_.flavour, out.body, out.weight_version, sent);
-    }
-    if (parsed.problem == parse_problem::none) {
-      parsed = check_choices(std::move(parsed.choices), t.request.sampling.n, vocab_size_);
-    }
-    if (parsed.problem == parse_problem::malformed) {
-      retry_turn(t, endpoints_[e].base_url + ": " + parsed.message, /*endpoint_fault=*/true, e);
-      return;
-    }
-    if (parsed.problem == parse_problem::invalid) {
-      retry_turn(t, endpoints_[e].base_url + ": invalid reply: " + parsed.message,
-                 /*endpoint_fault=*/true, e);
-      return;
-    }
-    if (parsed.problem == parse_problem::schema) {
-      complete(t, turn_status::protocol_error, endpoints_[e].base_url + ": " + parsed.message, {});
-      return;
-    }
-    record_success(endpoints_[e]);
-    accept_choices(t, e, std::move(parsed.choices));
-  }
-
-  // A streamed reply: whole, it is read as a body is; cut short (dropped or truncated, an event
-  // that is not JSON, an error event), the tokens already received are kept and the generation is
-  // resumed from them, as an aborted one is. Several completions cannot be continued as one: a
-  // cut stream with n > 1, or one that gave no tokens, is retried whole.
-  void handle_stream(turn_state& t, int e, const transfer_outcome& out) {
-    streamed_choices s = out.stream->finish(out.weight_version);
-    const std::string& where = endpoints_[e].base_url;
-    if (s.problem == parse_problem::schema) {
-      complete(t, turn_status::protocol_error, where + ": " + s.message, {});
-      return;
-    }
-    if (s.problem == parse_problem::none) {
-      // The accumulator holds exactly n choices; the ids may still be beyond the vocabulary.
-      auto checked = check_choices(s.choices, t.request.sampling.n, vocab_size_);
-      if (checked.problem != parse_problem::none) {
-        s.problem = checked.problem;
-        s.message = checked.message;
-      }
-    }
-    if (s.problem == parse_problem::invalid) {
-      // Nothing of a faulty reply is kept: the request is retried whole.
-      retry_turn(t, where + ": invalid reply: " + s.message, /*endpoint_fault=*/true, e);
-      return;
-    }
-    if (s.complete) {
-      record_success(endpoints_[e]);
-      accept_choices(t, e, std::move(s.choices));
-      return;
-    }
-    if (out.code == CURLE_OK && out.stream->events() == 0) {
-      // A whole 2xx body without a single event: the server did not stream (e.g. it ignored
-      // "stream": true and sent JSON). Retrying would only get the same.
-      complete(t, turn_status::protocol_error,
-               where + ": asked for a stream (\"stream\": true) but the 2xx body held no SSE event",
-               {});
-      return;
-    }
-    std::string why = where + ": stream cut short: " + s.message;
-    if (out.code != CURLE_OK && out.code != CURLE_WRITE_ERROR) {
-      why += " (" + transport_message(out) + ")";
-    }
-    if (s.choices.size() == 1 && !s.choices[0].ids.empty()) {
-      note_failure(e);
-      t.last_error = why;
-      s.choices[0].finish = finish_reason::abort;
-      accept_choices(t, e, std::move(s.choices));
-      return;
-    }
-    retry_turn(t, why, /*endpoint_fault=*/true, e);
   }
 
   // Choices of a reply read whole: complete the turn, or resume an aborted single generation
   // from its tokens (stitched after those of earlier pieces).
   void accept_choices(turn_state& t, int e, std::vector<generated_turn> choices) {
-    const bool single = choices.size() == 1;
-    const bool aborted = std::any_of(choices.begin(), choices.end(), [](const auto& c) {
-      return c.finish == finish_reason::abort;
-    });
-    if (aborted && !(single && !choices[0].ids.empty())) {
-      // Nothing to resume from (no tokens, or several completions that cannot be continued as one).
-      retry_turn(t, endpoints_[e].base_url + ": generation aborted by the server", false, e);
-      return;
+    auto d = detail::continue_piece(std::move(choices), t.partial, t.max_tokens, t.resumes,
+                                    config_.retry.max_resumes, steady::now() >= t.deadline,
+                                    endpoints_[e].base_url);
+    if (d.resumed) {
+      ++t.resumes;
+      bump(stats_.resumes);
     }
-    if (!t.partial_ids.empty()) {
-      // Stitch the earlier pieces of a resumed generation in front of this one.
-      auto& c = choices[0];
-      c.ids.insert(c.ids.begin(), t.partial_ids.begin(), t.partial_ids.end());
-      c.logprobs.insert(c.logprobs.begin(), t.partial_logprobs.begin(), t.partial_logprobs.end());
-      c.text.insert(0, t.partial_text);
+    switch (d.action) {
+      case detail::piece_action::done:
+        complete(t, turn_status::ok, {}, std::move(d.choices));
+        return;
+      case detail::piece_action::retry:
+        retry_turn(t, d.message, /*endpoint_fault=*/false, e);
+        return;
+      case detail::piece_action::give_up:
+        complete(t, turn_status::unavailable, std::move(d.message), {});
+        return;
+      case detail::piece_action::resume:
+        t.partial.ids = std::move(d.so_far.ids);
+        t.partial.logprobs = std::move(d.so_far.logprobs);
+        t.partial.text = std::move(d.so_far.text);
+        route_turn(t);
+        return;
     }
-    if (aborted) {
-      resume_turn(t, std::move(choices[0]), e);
-      return;
-    }
-    complete(t, turn_status::ok, {}, std::move(choices));
-  }
-
-  void resume_turn(turn_state& t, generated_turn so_far, int e) {
-    ++t.resumes;
-    bump(stats_.resumes);
-    t.partial_ids = std::move(so_far.ids);
-    t.partial_logprobs = std::move(so_far.logprobs);
-    t.partial_text = std::move(so_far.text);
-    if (static_cast<int>(t.partial_ids.size()) >= t.max_tokens) {
-      // The abort came as the last wanted token arrived: the turn is complete, cut by length.
-      so_far.ids = std::move(t.partial_ids);
-      so_far.logprobs = std::move(t.partial_logprobs);
-      so_far.text = std::move(t.partial_text);
-      so_far.finish = finish_reason::length;
-      std::vector<generated_turn> choices;
-      choices.push_back(std::move(so_far));
-      complete(t, turn_status::ok, {}, std::move(choices));
-      return;
-    }
-    if (t.resumes > config_.retry.max_resumes) {
-      complete(t, turn_status::unavailable,
-               endpoints_[e].base_url + ": generation aborted " + std::to_string(t.resumes) +
-                   " times (retry.max_resumes = " + std::to_string(config_.retry.max_resumes) + ")",
-               {});
-      return;
-    }
-    if (steady::now() >= t.deadline) {
-      complete(t, turn_status::unavailable,
-               "turn deadline passed while resuming an aborted generation", {});
-      return;
-    }
-    route_turn(t);
   }
 
   void note_failure(int e) {
@@ -925,24 +471,16 @@ class policy_client::impl {
     }
     t.last_error = why;
     ++t.failures;
-    if (t.failures >= config_.retry.max_attempts) {
-      complete(t, turn_status::unavailable,
-               "gave up after " + std::to_string(t.failures) +
-                   " failed attempts (retry.max_attempts); last: " + why,
-               {});
-      return;
-    }
-    const auto delay = backoff_delay(config_.retry, t.failures, unit_(rng_));
-    const auto when = steady::now() + delay;
-    if (when >= t.deadline) {
-      complete(t, turn_status::unavailable,
-               "turn deadline would pass before the next attempt; last: " + why, {});
+    const auto d = detail::decide_retry(config_.retry, t.failures, why, steady::now(), t.deadline,
+                                        [this] { return unit_(rng_); });
+    if (d.give_up) {
+      complete(t, turn_status::unavailable, d.message, {});
       return;
     }
     bump(stats_.retries);
     const auto key = t.key;
     // Backing off counts as pending: the turn is held, not on the wire.
-    schedule(when, [this, key] {
+    net_.schedule(d.when, [this, key] {
       auto it = turns_.find(key);
       if (it != turns_.end()) {
         route_turn(*it->second);
@@ -1018,7 +556,7 @@ class policy_client::impl {
     for (auto& q : pinned_queues_) {
       expire(q);
     }
-    schedule(now + sweep_interval, [this] { sweep(); });
+    net_.schedule(now + sweep_interval, [this] { sweep(); });
   }
 
   // The endpoint went down or stopped admitting: its pinned turns may go anywhere now.
@@ -1032,27 +570,26 @@ class policy_client::impl {
   // ---- health -------------------------------------------------------------------------------
 
   void health_tick(int e) {
-    schedule(steady::now() + config_.health.interval, [this, e] { health_tick(e); });
+    net_.schedule(steady::now() + config_.health.interval, [this, e] { health_tick(e); });
     if (health_busy_[e]) {
       return;
     }
     health_busy_[e] = true;
     bump(stats_.health_checks);
-    start_transfer(e, "GET", config_.health.path, {}, {}, config_.health.timeout,
-                   [this, e](const transfer_outcome& out) {
-                     health_busy_[e] = false;
-                     if (stopping_.load()) {
-                       return;
-                     }
-                     const bool passed =
-                         out.code == CURLE_OK && out.status >= 200 && out.status < 300;
-                     const bool was_up = endpoints_[e].up;
-                     record_health_check(endpoints_[e], passed, config_.health.down_after_failures);
-                     views_dirty_ = true;
-                     if (was_up && !endpoints_[e].up) {
-                       on_not_routable(e);
-                     }
-                   });
+    send(e, "GET", config_.health.path, {}, {}, config_.health.timeout,
+         [this, e](const http_outcome& out) {
+           health_busy_[e] = false;
+           if (stopping()) {
+             return;
+           }
+           const bool passed = out.transport_ok && out.status >= 200 && out.status < 300;
+           const bool was_up = endpoints_[e].up;
+           record_health_check(endpoints_[e], passed, config_.health.down_after_failures);
+           views_dirty_ = true;
+           if (was_up && !endpoints_[e].up) {
+             on_not_routable(e);
+           }
+         });
   }
 
   // ---- tokenize -----------------------------------------------------------------------------
@@ -1072,7 +609,7 @@ class policy_client::impl {
 
   void start_tokenize(int endpoint, std::string body,
                       std::function<void(result<std::vector<token_id>>)> callback) {
-    if (stopping_.load()) {
+    if (stopping()) {
       callback(error{"policy client stopped"});
       return;
     }
@@ -1100,23 +637,23 @@ class policy_client::impl {
       e = r.kind == route_kind::send ? r.endpoint : 0;
     }
     bump(stats_.tokenize_attempts);
-    start_transfer(e, "POST", config_.tokenize_path, it->second.body, {}, config_.request_timeout,
-                   [this, key, e](const transfer_outcome& out) { on_tokenize_done(key, e, out); });
+    send(e, "POST", config_.tokenize_path, it->second.body, {}, config_.request_timeout,
+         [this, key, e](const http_outcome& out) { on_tokenize_done(key, e, out); });
   }
 
-  void on_tokenize_done(std::uint64_t key, int e, const transfer_outcome& out) {
+  void on_tokenize_done(std::uint64_t key, int e, const http_outcome& out) {
     auto it = tokenizes_.find(key);
     if (it == tokenizes_.end()) {
       return;
     }
     const std::string where = endpoints_[e].base_url + config_.tokenize_path;
-    if (stopping_.load()) {
+    if (stopping()) {
       end_tokenize(it, error{where + ": policy client stopped"});
       return;
     }
-    if (out.code != CURLE_OK) {
-      const std::string why = where + ": " + transport_message(out);
-      if (transport_retryable(out.code)) {
+    if (!out.transport_ok) {
+      const std::string why = where + ": " + out.transport_error;
+      if (detail::transport_retryable(out)) {
         retry_tokenize(it, e, why, /*endpoint_fault=*/true);
       } else {
         end_tokenize(it, error{why});
@@ -1165,19 +702,15 @@ class policy_client::impl {
     }
     auto& call = it->second;
     ++call.failures;
-    if (call.failures >= config_.retry.max_attempts) {
-      end_tokenize(it, error{"gave up after " + std::to_string(call.failures) +
-                             " failed attempts (retry.max_attempts); last: " + why});
-      return;
-    }
-    const auto when = steady::now() + backoff_delay(config_.retry, call.failures, unit_(rng_));
-    if (when >= call.deadline) {
-      end_tokenize(it, error{"turn deadline would pass before the next attempt; last: " + why});
+    const auto d = detail::decide_retry(config_.retry, call.failures, why, steady::now(),
+                                        call.deadline, [this] { return unit_(rng_); });
+    if (d.give_up) {
+      end_tokenize(it, error{d.message});
       return;
     }
     bump(stats_.retries);
     const std::uint64_t key = it->first;
-    schedule(when, [this, key] { send_tokenize(key); });
+    net_.schedule(d.when, [this, key] { send_tokenize(key); });
   }
 
   void end_tokenize(std::map<std::uint64_t, tokenize_call>::iterator it,
@@ -1206,7 +739,8 @@ class policy_client::impl {
     }
   }
 
-  void preflight_done(const std::shared_ptr<preflight_state>& p, int e, std::string problem) {
+  void preflight_done(const std::shared_ptr<preflight_state>& p, int e,
+                      const std::string& problem) {
     if (!problem.empty()) {
       p->errors += (p->errors.empty() ? "" : "; ") + endpoints_[e].base_url + problem;
     }
@@ -1238,47 +772,48 @@ class policy_client::impl {
   }
 
   void preflight_models(const std::shared_ptr<preflight_state>& p, int e) {
-    start_transfer(
-        e, "GET", "/v1/models", {}, {}, config_.request_timeout,
-        [this, p, e](const transfer_outcome& out) {
-          if (out.code != CURLE_OK) {
-            preflight_done(p, e, "/v1/models: " + transport_message(out));
-            return;
-          }
-          if (out.status == 404 && config_.model.empty()) {
-            preflight_tokenize(p, e);  // nothing to check the model against, nor needed
-            return;
-          }
-          if (out.status < 200 || out.status >= 300) {
-            preflight_done(p, e,
-                           "/v1/models: HTTP " + std::to_string(out.status) + ": " +
-                               error_message(out.body) +
-                               (config_.model.empty()
-                                    ? ""
-                                    : " (needed to check the model '" + config_.model + "')"));
-            return;
-          }
-          auto listed = parse_models_response(out.body);
-          if (!listed) {
-            preflight_done(p, e, "/v1/models: " + listed.err().message);
-            return;
-          }
-          auto& check = p->checks[static_cast<std::size_t>(e)];
-          check.models = std::move(listed->models);
-          check.max_model_len = listed->max_model_len;
-          check.vocab_size = listed->vocab_size;
-          if (!config_.model.empty() && std::find(check.models.begin(), check.models.end(),
-                                                  config_.model) == check.models.end()) {
-            std::string served;
-            for (const auto& m : check.models) served += (served.empty() ? "'" : ", '") + m + "'";
-            preflight_done(p, e,
-                           ": the server does not serve the model '" + config_.model +
-                               "' (GET /v1/models lists " +
-                               (served.empty() ? std::string("none") : served) + ")");
-            return;
-          }
-          preflight_tokenize(p, e);
-        });
+    send(e, "GET", "/v1/models", {}, {}, config_.request_timeout,
+         [this, p, e](const http_outcome& out) {
+           if (!out.transport_ok) {
+             preflight_done(p, e, "/v1/models: " + out.transport_error);
+             return;
+           }
+           if (out.status == 404 && config_.model.empty()) {
+             preflight_tokenize(p, e);  // nothing to check the model against, nor needed
+             return;
+           }
+           if (out.status < 200 || out.status >= 300) {
+             preflight_done(p, e,
+                            "/v1/models: HTTP " + std::to_string(out.status) + ": " +
+                                error_message(out.body) +
+                                (config_.model.empty()
+                                     ? ""
+                                     : " (needed to check the model '" + config_.model + "')"));
+             return;
+           }
+           auto listed = parse_models_response(out.body);
+           if (!listed) {
+             preflight_done(p, e, "/v1/models: " + listed.err().message);
+             return;
+           }
+           auto& check = p->checks[static_cast<std::size_t>(e)];
+           check.models = std::move(listed->models);
+           check.max_model_len = listed->max_model_len;
+           check.vocab_size = listed->vocab_size;
+           if (!config_.model.empty() && std::find(check.models.begin(), check.models.end(),
+                                                   config_.model) == check.models.end()) {
+             std::string served;
+             for (const auto& m : check.models) {
+               served += (served.empty() ? "'" : ", '") + m + "'";
+             }
+             preflight_done(p, e,
+                            ": the server does not serve the model '" + config_.model +
+                                "' (GET /v1/models lists " +
+                                (served.empty() ? std::string("none") : served) + ")");
+             return;
+           }
+           preflight_tokenize(p, e);
+         });
   }
 
   void preflight_tokenize(const std::shared_ptr<preflight_state>& p, int e) {
@@ -1308,8 +843,8 @@ class policy_client::impl {
 
   void preflight_generate(const std::shared_ptr<preflight_state>& p, int e,
                           std::vector<token_id> prompt) {
-    if (prompt.empty() || stopping_.load()) {
-      preflight_done(p, e, stopping_.load() ? ": policy client stopped" : "");
+    if (prompt.empty() || stopping()) {
+      preflight_done(p, e, stopping() ? ": policy client stopped" : "");
       return;
     }
     turn_request t;
@@ -1319,7 +854,7 @@ class policy_client::impl {
     t.pinned_endpoint = e;
     outstanding_.fetch_add(1);
     bump(stats_.submitted);
-    accept_turn(std::move(t), [this, p, e](turn_result r) {
+    accept_turn(std::move(t), [this, p, e](const turn_result& r) {
       // truncated: the server understood us; the tiny context is the only problem.
       if (r.status == turn_status::ok || r.status == turn_status::truncated) {
         preflight_done(p, e, "");
@@ -1332,6 +867,7 @@ class policy_client::impl {
   }
 
   // ---- weight sync --------------------------------------------------------------------------
+  // The driver (detail/client_sync.hpp) decides; this applies its effects on the loop.
 
   void start_sync(int e, weight_sync_plan plan, weight_sync_request request,
                   std::function<void(status)> callback) {
@@ -1339,95 +875,76 @@ class policy_client::impl {
       callback(error{"weight sync: no endpoint " + std::to_string(e)});
       return;
     }
-    auto& s = syncs_[e];
-    if (s.active) {
-      callback(error{"weight sync of " + endpoints_[e].base_url + ": a sync is already running (" +
-                     std::string(to_string(s.state.phase)) + ")"});
-      return;
-    }
-    if (stopping_.load()) {
+    if (!syncs_[e].active() && stopping()) {
       callback(error{"policy client stopped"});
       return;
     }
-    s.active = true;
-    ++s.generation;
-    s.plan = std::move(plan);
-    s.request = std::move(request);
-    s.callback = std::move(callback);
-    sync_fire(e, sync_event::start, {});
+    auto fx = syncs_[e].start(std::move(plan), std::move(request), endpoints_[e].in_flight);
+    if (!fx) {
+      callback(fx.err());  // a sync is already running there
+      return;
+    }
+    sync_callbacks_[e] = std::move(callback);
+    apply_sync(e, std::move(*fx));
   }
 
-  void sync_fire(int e, sync_event event, const std::string& message) {
-    auto& s = syncs_[e];
-    if (!s.active) {
-      return;
+  void apply_sync(int e, detail::sync_effects fx) {
+    auto& driver = syncs_[e];
+    const auto generation = driver.generation();
+    if (fx.stop_admitting || fx.ending != detail::sync_ending::running || fx.call ||
+        fx.health_check) {
+      views_dirty_ = true;
     }
-    const auto step = next_sync_step(s.state, event, s.plan);
-    if (step.action == sync_action::reject) {
-      return;
+    if (fx.stop_admitting && endpoints_[e].admitting) {
+      endpoints_[e].admitting = false;
+      on_not_routable(e);
     }
-    s.state = step.next;
-    views_dirty_ = true;
-    const std::string who = "weight sync of " + endpoints_[e].base_url;
-    const auto generation = s.generation;
-    switch (step.action) {
-      case sync_action::wait_drain:
-        stop_admitting(e);
-        schedule(steady::now() + s.plan.drain_timeout, [this, e, generation] {
-          if (syncs_[e].generation == generation) {
-            sync_fire(e, sync_event::drain_timeout, {});
-          }
-        });
-        maybe_drained(e);
-        break;
-      case sync_action::send_call:
-        stop_admitting(e);
-        send_control(e, s.state.call_index);
-        break;
-      case sync_action::check_health:
+    if (fx.drain_timer) {
+      net_.schedule(steady::now() + *fx.drain_timer, [this, e, generation] {
+        apply_sync(e, syncs_[e].drain_timed_out(generation));
+      });
+    }
+    if (fx.call) {
+      send_control(e, std::move(*fx.call));
+    }
+    if (fx.health_check) {
+      if (fx.health_check->count() == 0) {
         send_sync_health(e);
-        break;
-      case sync_action::retry_health:
-        schedule(steady::now() + s.plan.health_retry_delay, [this, e, generation] {
-          if (syncs_[e].generation == generation && syncs_[e].active) {
+      } else {
+        net_.schedule(steady::now() + *fx.health_check, [this, e, generation] {
+          if (syncs_[e].current(generation)) {
             send_sync_health(e);
           }
         });
-        break;
-      case sync_action::finish: {
+      }
+    }
+    switch (fx.ending) {
+      case detail::sync_ending::running:
+        return;
+      case detail::sync_ending::finished: {
         auto& ep = endpoints_[e];
-        ep.weight_version = s.request.version;
+        ep.weight_version = std::move(fx.version);
         ep.up = true;
         ep.consecutive_failures = 0;
         ep.admitting = true;
         end_sync(e, ok_status());
-        break;
+        return;
       }
-      case sync_action::abandon:
+      case detail::sync_ending::abandoned:
         endpoints_[e].admitting = true;
-        end_sync(e, error{who + ": in-flight turns did not drain within " +
-                          std::to_string(s.plan.drain_timeout.count()) +
-                          " ms; nothing was changed and the server admits turns again"});
-        break;
-      case sync_action::fail:
+        end_sync(e, error{std::move(fx.message)});
+        return;
+      case detail::sync_ending::failed:
         endpoints_[e].admitting = false;
         on_not_routable(e);
-        end_sync(e, error{who + ": " + message +
-                          "; the server's weights are unknown, so it takes no turns until a sync "
-                          "succeeds"});
-        break;
-      case sync_action::none:
-      case sync_action::reject:
-        break;
+        end_sync(e, error{std::move(fx.message)});
+        return;
     }
   }
 
   void end_sync(int e, status outcome) {
-    auto& s = syncs_[e];
-    s.active = false;
-    ++s.generation;
-    auto callback = std::move(s.callback);
-    s.callback = nullptr;
+    auto callback = std::move(sync_callbacks_[e]);
+    sync_callbacks_[e] = nullptr;
     views_dirty_ = true;
     publish_views();
     if (callback) {
@@ -1435,99 +952,31 @@ class policy_client::impl {
     }
   }
 
-  void stop_admitting(int e) {
-    if (!endpoints_[e].admitting) {
-      return;
+  void send_control(int e, detail::sync_call_request call) {
+    auto& driver = syncs_[e];
+    const auto generation = driver.generation();
+    if (call.with_companion) {
+      driver.request().companion(driver.plan().calls[call.index], driver.request(),
+                                 [this, e, generation](status outcome) {
+                                   // From the companion's thread: onto the loop (a stopped client
+                                   // drops it).
+                                   net_.post([this, e, generation, outcome = std::move(outcome)] {
+                                     apply_sync(e, syncs_[e].companion_done(generation, outcome));
+                                   });
+                                 });
     }
-    endpoints_[e].admitting = false;
-    on_not_routable(e);
-  }
-
-  void maybe_drained(int e) {
-    auto& s = syncs_[e];
-    if (s.active && s.state.phase == sync_phase::draining && endpoints_[e].in_flight == 0) {
-      sync_fire(e, sync_event::drained, {});
-    }
-  }
-
-  void send_control(int e, std::size_t index) {
-    auto& s = syncs_[e];
-    const control_call& call = s.plan.calls[index];
-    const std::string path = substitute_sync_fields(call.path, s.request, false);
-    std::string body = substitute_sync_fields(call.body, s.request, true);
-    const std::string what = call.name + " (" + call.method + " " + path + ")";
-    const auto generation = s.generation;
-    s.call_parts = s.request.companion ? 2 : 1;
-    s.call_failure.clear();
-    // Both parts land here, on the loop; the call's event fires once the last is in.
-    auto part_done = [this, e, generation](std::string failure) {
-      auto& run = syncs_[e];
-      if (run.generation != generation || run.call_parts <= 0) {
-        return;
-      }
-      if (!failure.empty() && run.call_failure.empty()) {
-        run.call_failure = std::move(failure);
-      }
-      if (--run.call_parts > 0) {
-        return;
-      }
-      if (run.call_failure.empty()) {
-        sync_fire(e, sync_event::call_ok, {});
-      } else {
-        sync_fire(e, sync_event::call_failed, run.call_failure);
-      }
-    };
-    if (s.request.companion) {
-      s.request.companion(call, s.request, [this, part_done, what](status outcome) {
-        // From the companion's thread: onto the loop (a stopped client drops it).
-        post([part_done, what, outcome = std::move(outcome)] {
-          part_done(outcome ? std::string{}
-                            : what + ": the trainer's side failed: " + outcome.err().message);
-        });
-      });
-    }
-    start_transfer(e, call.method, path, std::move(body), {}, call.deadline,
-                   [part_done, what](const transfer_outcome& out) {
-                     if (out.code != CURLE_OK) {
-                       part_done(what + " failed: " + transport_message(out));
-                     } else if (out.status < 200 || out.status >= 300) {
-                       part_done(what + " failed: HTTP " + std::to_string(out.status) + ": " +
-                                 error_message(out.body));
-                     } else if (auto failure = reported_failure(out.body)) {
-                       part_done(what + " failed: " + *failure);
-                     } else {
-                       part_done({});
-                     }
-                   });
+    send(e, std::move(call.method), call.path, std::move(call.body), {}, call.deadline,
+         [this, e, generation](const http_outcome& out) {
+           apply_sync(e, syncs_[e].call_answered(generation, out));
+         });
   }
 
   void send_sync_health(int e) {
-    const auto generation = syncs_[e].generation;
-    start_transfer(
-        e, "GET", config_.health.path, {}, {}, syncs_[e].plan.health_timeout,
-        [this, e, generation](const transfer_outcome& out) {
-          if (syncs_[e].generation != generation) {
-            return;
-          }
-          const bool passed = out.code == CURLE_OK && out.status >= 200 && out.status < 300;
-          const auto& s = syncs_[e];
-          if (passed && s.plan.check_version && !out.weight_version.empty() &&
-              out.weight_version != s.request.version) {
-            sync_fire(e, sync_event::version_mismatch,
-                      "version mismatch: the server reports weight version " + out.weight_version +
-                          " after the sync, which asked for " + s.request.version +
-                          " (it restarted, or loaded other weights)");
-            return;
-          }
-          std::string why;
-          if (!passed) {
-            why = "health check failed " + std::to_string(syncs_[e].plan.health_attempts) +
-                  " times; last: " +
-                  (out.code != CURLE_OK ? transport_message(out)
-                                        : "HTTP " + std::to_string(out.status));
-          }
-          sync_fire(e, passed ? sync_event::health_ok : sync_event::health_failed, why);
-        });
+    const auto generation = syncs_[e].generation();
+    send(e, "GET", config_.health.path, {}, {}, syncs_[e].plan().health_timeout,
+         [this, e, generation](const http_outcome& out) {
+           apply_sync(e, syncs_[e].health_answered(generation, out));
+         });
   }
 
   // ---- views and shutdown -------------------------------------------------------------------
@@ -1548,21 +997,15 @@ class policy_client::impl {
       v.in_flight = e.in_flight;
       v.consecutive_failures = e.consecutive_failures;
       v.weight_version = e.weight_version;
-      v.sync = syncs_[i].state.phase;
+      v.sync = syncs_[i].phase();
     }
   }
 
   void shutdown() {
-    {
-      std::lock_guard lock(inbox_mutex_);
-      inbox_closed_ = true;
-    }
-    run_inbox();  // commands posted before the close: they see stopping_ and cancel themselves
-    while (!transfers_.empty()) {
-      CURL* easy = transfers_.begin()->first->easy;
-      finish_transfer(easy, CURLE_ABORTED_BY_CALLBACK);
-    }
-    timers_.clear();
+    // Commands posted before the close see stopping() and cancel themselves; exchanges still on
+    // the wire end aborted, and their callbacks (which see stopping() too) end what they served.
+    net_.close_inbox();
+    net_.abort_all();
     while (!tokenizes_.empty()) {
       end_tokenize(tokenizes_.begin(), error{"policy client stopped"});
     }
@@ -1570,7 +1013,7 @@ class policy_client::impl {
       complete(*turns_.begin()->second, turn_status::cancelled, "policy client stopped", {});
     }
     for (std::size_t e = 0; e < syncs_.size(); ++e) {
-      if (syncs_[e].active) {
+      if (syncs_[e].abort()) {
         end_sync(static_cast<int>(e), error{"policy client stopped during a weight sync"});
       }
     }
@@ -1585,24 +1028,15 @@ class policy_client::impl {
   std::string id_prefix_;
   int capacity_ = 0;
 
-  // Shared with other threads.
-  std::atomic<bool> stopping_{false};
+  // Shared with other threads (the transport's post() and stop flag are too).
+  detail::transport net_;
   std::atomic<int> outstanding_{0};
   atomic_stats stats_;
-  std::mutex inbox_mutex_;
-  std::vector<std::function<void()>> inbox_;
-  bool inbox_closed_ = false;
   mutable std::mutex views_mutex_;
   std::vector<endpoint_view> views_;
 
   // The loop thread's own.
   std::thread thread_;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
-  CURLM* multi_ = nullptr;
-  std::optional<steady::time_point> curl_deadline_;
-  std::vector<std::function<void()>> running_;
-  std::multimap<steady::time_point, std::function<void()>> timers_;
   // The id bound: config.vocab_size, or what an endpoint reported in the start-up check.
   int vocab_size_ = 0;
   // The context window: config.max_context_tokens, or the smallest max_model_len an endpoint
@@ -1610,11 +1044,10 @@ class policy_client::impl {
   int context_tokens_ = 0;
   std::map<std::uint64_t, tokenize_call> tokenizes_;  // /tokenize calls not yet answered
   std::uint64_t next_tokenize_ = 0;
-  std::unordered_map<transfer*, std::unique_ptr<transfer>> transfers_;
-  std::vector<CURL*> free_easies_;
   std::vector<endpoint_state> endpoints_;
   std::vector<bool> health_busy_;
-  std::vector<sync_runtime> syncs_;
+  std::vector<detail::sync_driver> syncs_;  // one per endpoint
+  std::vector<std::function<void(status)>> sync_callbacks_;
   std::unordered_map<std::uint64_t, std::unique_ptr<turn_state>> turns_;
   std::deque<std::uint64_t> any_queue_;
   std::vector<std::deque<std::uint64_t>> pinned_queues_;

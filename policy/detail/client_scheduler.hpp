@@ -1,0 +1,111 @@
+// The turn scheduler's decisions, pure: whether a turn fits the context window, what an attempt's
+// answer means for its turn (complete, retry, or take the choices), whether and when to retry, and
+// what a piece of a generation leaves to do (stitch, resume, done). policy_client keeps the turns,
+// the queues and the endpoints and applies these decisions on its loop; the tests call them
+// directly with answers as the transport delivers them.
+//
+// Internal to policy/.
+#pragma once
+
+#include "policy/client.hpp"
+#include "policy/client_protocol.hpp"
+#include "policy/detail/client_transport.hpp"
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace leap::policy::detail {
+
+// A turn's room for new tokens. `fits` false: the prompt fills the window (`message` says so), the
+// turn ends `truncated`. `context_tokens` 0: no window known.
+struct admission {
+  bool fits = true;
+  int max_tokens = 0;
+  std::string message;
+};
+[[nodiscard]] admission admit_turn(std::size_t prompt_tokens, int max_tokens, int context_tokens);
+
+// After the `failures`-th transient failure of a call (turn or /tokenize): give up (attempts or the
+// deadline ran out; `message` says which, ending with `why`), or try again at `when`.
+struct retry_decision {
+  bool give_up = false;
+  std::string message;
+  steady::time_point when;
+};
+// `unit_random` draws the jitter in [0, 1); it is called only when attempts are left, so that the
+// seeded sequence is the same whether or not a call gives up.
+[[nodiscard]] retry_decision decide_retry(const retry_config& retry, int failures,
+                                          std::string_view why, steady::time_point now,
+                                          steady::time_point deadline,
+                                          const std::function<double()>& unit_random);
+
+// What one attempt's answer means for its turn.
+enum class reply_action : std::uint8_t {
+  complete,  // end the turn with `status` and `message`
+  retry,     // a transient fault: retry_turn with `message`
+  accept,    // take `choices` (they may end in an abort to resume: see continue_piece)
+};
+
+struct reply_verdict {
+  reply_action action = reply_action::complete;
+  turn_status status = turn_status::ok;  // complete
+  std::string message;                   // complete, retry: why; accept: the fault it survived
+  // The answer counts against the endpoint's health (a retry the endpoint caused, a rejection
+  // that was the server's fault, a stream cut after some tokens).
+  bool endpoint_fault = false;
+  std::vector<generated_turn> choices;  // accept
+};
+
+struct reply_context {
+  wire_flavour flavour = wire_flavour::vllm;
+  const retry_config* retry = nullptr;
+  int n = 1;               // completions asked for
+  int vocab_size = 0;      // the id bound (0: unknown)
+  std::string_view where;  // the endpoint's base URL, for messages
+  // The ids sent (prompt and the pieces already received): checked against an echoed prompt.
+  std::span<const token_id> sent;
+};
+
+// An answer read whole (`out.body`).
+[[nodiscard]] reply_verdict judge_reply(const http_outcome& out, const reply_context& ctx);
+// A streamed answer: `stream` holds what the request's sink fed it. Whole, it is read as a body
+// is; cut short (dropped, truncated, an event that is not JSON, an error event) with the tokens of
+// one completion, they are accepted as an abort, to be resumed from; otherwise it is retried whole
+// (several completions cannot be continued as one).
+[[nodiscard]] reply_verdict judge_stream(const http_outcome& out, const stream_accumulator& stream,
+                                         const reply_context& ctx);
+
+// The pieces of a generation received so far (empty before any resume).
+struct partial_generation {
+  std::vector<token_id> ids;
+  std::vector<float> logprobs;
+  std::string text;
+};
+
+// What accepted choices leave to do.
+enum class piece_action : std::uint8_t {
+  done,     // the turn is ok with `choices` (an abort at the last wanted token: cut by length)
+  retry,    // nothing to resume from (no tokens, or n > 1): retry the request whole, no fault
+  resume,   // store `so_far` as the partial generation and ask for the rest
+  give_up,  // resumptions or the deadline ran out: the turn ends `unavailable` with `message`
+};
+
+struct piece_decision {
+  piece_action action = piece_action::done;
+  // The piece ended in an abort with tokens: the turn counts a resumption (whatever the action).
+  bool resumed = false;
+  std::vector<generated_turn> choices;  // done
+  generated_turn so_far;                // resume: the stitched whole so far
+  std::string message;                  // retry, give_up
+};
+
+// `resumes`: resumptions already made (this one not included); `max_tokens`: the turn's room.
+[[nodiscard]] piece_decision continue_piece(std::vector<generated_turn> choices,
+                                            const partial_generation& partial, int max_tokens,
+                                            int resumes, int max_resumes, bool deadline_passed,
+                                            std::string_view where);
+
+}  // namespace leap::policy::detail

@@ -1,0 +1,271 @@
+// The turn scheduler's decisions without curl: admission to the context window, retry and backoff,
+// what an answer (whole or streamed, as the transport delivers it) means for its turn, and what a
+// piece of a generation leaves to do.
+#include "policy/detail/client_scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace leap::policy::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(LEAP_SOURCE_DIR) + "/tests/policy/fixtures/" + name);
+  EXPECT_TRUE(in.good()) << "missing fixture " << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+http_outcome answer(long status, std::string body) {
+  http_outcome out;
+  out.status = status;
+  out.body = std::move(body);
+  return out;
+}
+
+http_outcome transport_failure(int code, std::string why, long status = 0) {
+  http_outcome out;
+  out.transport_ok = false;
+  out.code = code;
+  out.transport_error = std::move(why);
+  out.status = status;
+  return out;
+}
+
+const std::vector<token_id> prompt{151644, 872, 198};
+
+reply_context vllm_context(const retry_config& retry) {
+  reply_context ctx;
+  ctx.flavour = wire_flavour::vllm;
+  ctx.retry = &retry;
+  ctx.where = "http://a:1";
+  ctx.sent = prompt;
+  return ctx;
+}
+
+TEST(ClientScheduler, AdmissionClampsToTheContextWindow) {
+  struct row {
+    std::size_t prompt;
+    int max_tokens;
+    int context;
+    bool fits;
+    int room;
+  };
+  for (const auto& r : std::vector<row>{{100, 50, 0, true, 50},
+                                        {100, 50, 1'000, true, 50},
+                                        {100, 50, 120, true, 20},
+                                        {100, 50, 100, false, 0},
+                                        {101, 50, 100, false, 0}}) {
+    SCOPED_TRACE(testing::Message() << r.prompt << " " << r.max_tokens << " " << r.context);
+    const auto a = admit_turn(r.prompt, r.max_tokens, r.context);
+    EXPECT_EQ(a.fits, r.fits);
+    if (r.fits) {
+      EXPECT_EQ(a.max_tokens, r.room);
+    } else {
+      EXPECT_EQ(a.message, "prompt of " + std::to_string(r.prompt) +
+                               " tokens fills the context window of " + std::to_string(r.context));
+    }
+  }
+}
+
+TEST(ClientScheduler, RetriesBackOffUntilAttemptsOrTheDeadlineRunOut) {
+  retry_config retry;
+  retry.max_attempts = 3;
+  retry.base_backoff = milliseconds(100);
+  retry.jitter = 0.0;
+  const auto now = steady::now();
+  int draws = 0;
+  auto draw = [&draws] {
+    ++draws;
+    return 0.5;
+  };
+  auto second = decide_retry(retry, 2, "boom", now, now + milliseconds(10'000), draw);
+  EXPECT_FALSE(second.give_up);
+  EXPECT_EQ(second.when, now + milliseconds(200));  // 100 ms doubled for the second retry
+  EXPECT_EQ(draws, 1);
+
+  auto spent = decide_retry(retry, 3, "boom", now, now + milliseconds(10'000), draw);
+  EXPECT_TRUE(spent.give_up);
+  EXPECT_EQ(spent.message, "gave up after 3 failed attempts (retry.max_attempts); last: boom");
+  EXPECT_EQ(draws, 1);  // no jitter drawn for a call that gives up on its attempts
+
+  auto late = decide_retry(retry, 1, "boom", now, now + milliseconds(100), draw);
+  EXPECT_TRUE(late.give_up);
+  EXPECT_EQ(late.message, "turn deadline would pass before the next attempt; last: boom");
+}
+
+TEST(ClientScheduler, AnAnswerReadWholeCompletesRetriesOrIsAccepted) {
+  retry_config retry;
+  const auto ctx = vllm_context(retry);
+  struct row {
+    const char* name;
+    http_outcome out;
+    reply_action action;
+    turn_status status;  // when complete
+    bool endpoint_fault;
+    std::string says;
+  };
+  const std::vector<row> rows{
+      {"refused", transport_failure(7, "Couldn't connect to server"), reply_action::retry,
+       turn_status::ok, true, "http://a:1: Couldn't connect to server"},
+      {"bad url", transport_failure(3, "URL using bad/illegal format"), reply_action::complete,
+       turn_status::rejected, false, "http://a:1: URL using bad/illegal format"},
+      {"503", answer(503, "busy"), reply_action::retry, turn_status::ok, true, "HTTP 503"},
+      {"429", answer(429, "slow down"), reply_action::retry, turn_status::ok, false, "HTTP 429"},
+      {"context", answer(400, fixture("vllm_error_context_length.json")), reply_action::complete,
+       turn_status::truncated, false, "maximum context length"},
+      {"400", answer(400, R"({"error": {"message": "bad n"}})"), reply_action::complete,
+       turn_status::rejected, false, "bad n"},
+      {"not json", answer(200, fixture("truncated_body.json")), reply_action::retry,
+       turn_status::ok, true, "http://a:1: "},
+      {"no ids", answer(200, fixture("vllm_completion_no_token_ids.json")), reply_action::complete,
+       turn_status::protocol_error, false, "http://a:1: "},
+      {"two choices for one", answer(200, fixture("vllm_completion_n2.json")), reply_action::retry,
+       turn_status::ok, true, "invalid reply"},
+      {"ok", answer(200, fixture("vllm_completion.json")), reply_action::accept, turn_status::ok,
+       false, ""},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    const auto v = judge_reply(r.out, ctx);
+    EXPECT_EQ(v.action, r.action) << v.message;
+    if (r.action == reply_action::complete) {
+      EXPECT_EQ(v.status, r.status);
+    }
+    EXPECT_EQ(v.endpoint_fault, r.endpoint_fault);
+    EXPECT_NE(v.message.find(r.says), std::string::npos) << v.message;
+  }
+  const auto ok = judge_reply(answer(200, fixture("vllm_completion.json")), ctx);
+  ASSERT_EQ(ok.choices.size(), 1U);
+  EXPECT_EQ(ok.choices[0].ids, (std::vector<token_id>{59730, 563, 737}));
+
+  // An echoed prompt that differs from the ids sent (re-tokenised): a configuration fault.
+  auto other = ctx;
+  const std::vector<token_id> sent{1, 2, 3};
+  other.sent = sent;
+  EXPECT_EQ(judge_reply(answer(200, fixture("vllm_completion.json")), other).status,
+            turn_status::protocol_error);
+  // Ids at or above the known vocabulary: a faulty reply, retried.
+  auto small = ctx;
+  small.vocab_size = 600;
+  EXPECT_EQ(judge_reply(answer(200, fixture("vllm_completion.json")), small).action,
+            reply_action::retry);
+}
+
+TEST(ClientScheduler, AStreamCutAfterTokensIsAcceptedAsAnAbortToResumeFrom) {
+  retry_config retry;
+  const auto ctx = vllm_context(retry);
+  const std::string whole = fixture("vllm_completion_stream.sse");
+  const std::size_t second_event = whole.find("data:", 1);
+  {
+    stream_accumulator acc(wire_flavour::vllm, 1, prompt);
+    ASSERT_TRUE(acc.feed(whole));
+    const auto v = judge_stream(answer(200, ""), acc, ctx);
+    ASSERT_EQ(v.action, reply_action::accept);
+    EXPECT_FALSE(v.endpoint_fault);
+    ASSERT_EQ(v.choices.size(), 1U);
+    EXPECT_EQ(v.choices[0].ids, (std::vector<token_id>{750, 912, 2877, 64}));
+    EXPECT_EQ(v.choices[0].finish, finish_reason::stop);
+  }
+  {
+    // Dropped after the first event: its token is kept, marked as an abort.
+    stream_accumulator acc(wire_flavour::vllm, 1, prompt);
+    ASSERT_TRUE(acc.feed(whole.substr(0, second_event)));
+    const auto v = judge_stream(transport_failure(18, "transfer closed", 200), acc, ctx);
+    ASSERT_EQ(v.action, reply_action::accept);
+    EXPECT_TRUE(v.endpoint_fault);
+    ASSERT_EQ(v.choices.size(), 1U);
+    EXPECT_EQ(v.choices[0].ids, (std::vector<token_id>{750}));
+    EXPECT_EQ(v.choices[0].finish, finish_reason::abort);
+    EXPECT_NE(v.message.find("http://a:1: stream cut short"), std::string::npos);
+    EXPECT_NE(v.message.find("(transfer closed)"), std::string::npos);
+  }
+  {
+    // Cut before any token: nothing to resume from, retried whole.
+    stream_accumulator acc(wire_flavour::vllm, 1, prompt);
+    ASSERT_TRUE(acc.feed(": keep-alive\n\n"));
+    const auto v = judge_stream(transport_failure(18, "transfer closed", 200), acc, ctx);
+    EXPECT_EQ(v.action, reply_action::retry);
+    EXPECT_TRUE(v.endpoint_fault);
+  }
+  {
+    // A whole 2xx body that held no event: the server ignored "stream": true.
+    stream_accumulator acc(wire_flavour::vllm, 1, prompt);
+    (void)acc.feed(fixture("vllm_completion.json"));
+    const auto v = judge_stream(answer(200, ""), acc, ctx);
+    EXPECT_EQ(v.action, reply_action::complete);
+    EXPECT_EQ(v.status, turn_status::protocol_error);
+    EXPECT_NE(v.message.find("held no SSE event"), std::string::npos);
+  }
+}
+
+generated_turn piece(std::vector<token_id> ids, finish_reason finish, std::string text) {
+  generated_turn t;
+  t.logprobs.assign(ids.size(), -0.5F);
+  t.ids = std::move(ids);
+  t.finish = finish;
+  t.text = std::move(text);
+  return t;
+}
+
+TEST(ClientScheduler, PiecesAreStitchedResumedOrGivenUp) {
+  partial_generation none;
+  partial_generation earlier{{1, 2}, {-0.1F, -0.2F}, "ab"};
+  {
+    auto d = continue_piece({piece({3}, finish_reason::stop, "c")}, earlier, 10, 1, 8, false,
+                            "http://a:1");
+    EXPECT_EQ(d.action, piece_action::done);
+    EXPECT_FALSE(d.resumed);
+    ASSERT_EQ(d.choices.size(), 1U);
+    EXPECT_EQ(d.choices[0].ids, (std::vector<token_id>{1, 2, 3}));
+    EXPECT_EQ(d.choices[0].logprobs, (std::vector<float>{-0.1F, -0.2F, -0.5F}));
+    EXPECT_EQ(d.choices[0].text, "abc");
+  }
+  {
+    auto d = continue_piece({piece({3, 4}, finish_reason::abort, "cd")}, earlier, 10, 1, 8, false,
+                            "http://a:1");
+    EXPECT_EQ(d.action, piece_action::resume);
+    EXPECT_TRUE(d.resumed);
+    EXPECT_EQ(d.so_far.ids, (std::vector<token_id>{1, 2, 3, 4}));
+    EXPECT_EQ(d.so_far.text, "abcd");
+  }
+  {
+    // The abort came with the last wanted token: done, cut by length.
+    auto d = continue_piece({piece({3, 4}, finish_reason::abort, "cd")}, earlier, 4, 1, 8, false,
+                            "http://a:1");
+    EXPECT_EQ(d.action, piece_action::done);
+    EXPECT_TRUE(d.resumed);
+    ASSERT_EQ(d.choices.size(), 1U);
+    EXPECT_EQ(d.choices[0].finish, finish_reason::length);
+    EXPECT_EQ(d.choices[0].ids.size(), 4U);
+  }
+  {
+    auto d = continue_piece({piece({3}, finish_reason::abort, "c")}, earlier, 10, 8, 8, false,
+                            "http://a:1");
+    EXPECT_EQ(d.action, piece_action::give_up);
+    EXPECT_EQ(d.message, "http://a:1: generation aborted 9 times (retry.max_resumes = 8)");
+  }
+  {
+    auto d =
+        continue_piece({piece({3}, finish_reason::abort, "c")}, none, 10, 0, 8, true, "http://a:1");
+    EXPECT_EQ(d.action, piece_action::give_up);
+    EXPECT_EQ(d.message, "turn deadline passed while resuming an aborted generation");
+  }
+  for (auto choices : {std::vector<generated_turn>{piece({}, finish_reason::abort, "")},
+                       std::vector<generated_turn>{piece({5}, finish_reason::abort, "e"),
+                                                   piece({6}, finish_reason::stop, "f")}}) {
+    SCOPED_TRACE(choices.size());
+    auto d = continue_piece(std::move(choices), none, 10, 0, 8, false, "http://a:1");
+    EXPECT_EQ(d.action, piece_action::retry);
+    EXPECT_FALSE(d.resumed);
+    EXPECT_EQ(d.message, "http://a:1: generation aborted by the server");
+  }
+}
+
+}  // namespace
+}  // namespace leap::policy::detail
