@@ -77,7 +77,7 @@ TEST(LogSink, ALineOfATurnCarriesRunStepGroupAndRolloutAsFields) {
   const std::string time = R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)";
   const std::regex lines(
       "^" + time +
-      R"( leap test \| warn \| run run-a \| step 5 \| group 12 \| rollout 3 \| job 7 failed\n)" +
+      R"( leap test \| warning \| run run-a \| step 5 \| group 12 \| rollout 3 \| job 7 failed\n)" +
       time + R"( leap test \| info \| run run-a \| step 1 \| group 2 \| resumed\n)" + time +
       R"( leap test \| info \| run run-a \| stopping\n$)");
   EXPECT_TRUE(std::regex_match(text, lines)) << text;
