@@ -1,9 +1,9 @@
 #include "actors/experiment.hpp"
 
 #include "actors/barrier.hpp"
-#include "actors/schedule.hpp"
 #include "orchestrator/gate.hpp"
 #include "orchestrator/run_telemetry.hpp"
+#include "orchestrator/schedule.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -110,8 +110,17 @@ struct experiment_state {
 
 using experiment_pointer = experiment_actor::stateful_pointer<experiment_state>;
 
-void log(experiment_pointer self, const std::string& line) {
-  if (self->state.settings.progress.on_log) self->state.settings.progress.on_log(line);
+// Every line of the driver carries the run's id, and the step's, group's and rollout's that `ids`
+// has (log_ids() of a group key, or a step alone).
+void log(experiment_pointer self, log::level severity, std::string line, log::ids ids = {}) {
+  ids.run = self->state.settings.run_id;
+  emit(self->state.settings.progress.on_log, severity, std::move(line), std::move(ids));
+}
+
+log::ids step_ids(std::uint64_t step) {
+  log::ids ids;
+  ids.step = static_cast<std::int64_t>(step) + 1;
+  return ids;
 }
 
 int max_turns(const experiment_state& st) { return st.settings.config.rollout.max_turns; }
@@ -250,8 +259,10 @@ void start_validation(experiment_pointer self, std::uint64_t step,
     g.telemetry = st.settings.telemetry;
     g.resumed_turns = take_resumed_turns(st, g.key);
     if (!g.resumed_turns.empty()) {
-      log(self, to_string(g.key) + " | " + std::to_string(count_turns(g.resumed_turns)) +
-                    " finished turns taken from the store");
+      log(self, log::level::info,
+          "validation group: " + std::to_string(count_turns(g.resumed_turns)) +
+              " finished turns taken from the store",
+          log_ids(g.key));
     }
     auto key = g.key;
     watch(self, key, spawn_gate(self->system(), std::move(g), services_for(self, {}, false)));
@@ -561,9 +572,11 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     watch(self, key,
           spawn_gate(self->system(), std::move(gs), services_for(self, s.barrier, true)));
   }
-  log(self, "step " + std::to_string(step + 1) + " | started: " + std::to_string(missing) +
-                " groups to run, " + std::to_string(stored.size()) + " from the store, " +
-                std::to_string(turns_resumed) + " finished turns of them from the store");
+  log(self, log::level::info,
+      "started: " + std::to_string(missing) + " groups to run, " + std::to_string(stored.size()) +
+          " from the store, " + std::to_string(turns_resumed) +
+          " finished turns of them from the store",
+      step_ids(step));
 }
 
 bool may_start(const experiment_state& st, std::uint64_t step) {
@@ -656,7 +669,8 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
         return st.done;
       },
       [=](stop_atom) {
-        log(self, "stopping: in-flight groups are abandoned and redone by the next run");
+        log(self, log::level::warn,
+            "stopping: in-flight groups are abandoned and redone by the next run");
         end_run(self, run_status::interrupted);
       },
       [=](decide_atom, const group_key&, std::int32_t n_fail, std::int32_t group_size) {

@@ -1,8 +1,9 @@
-// The experiment driver: owns one run. Step by step it samples the batch (actors/schedule.hpp),
-// spawns one gate per task (which starts the group's G first turns), collects the finished groups,
-// asks the learner to train once all of a step's groups are in, writes the step record, tells the
-// generators the new weight version, and reports progress. Every `validation.every` steps it runs
-// the validation tasks (validation sampling, every failure debugged, never trained on).
+// The experiment driver: owns one run. Step by step it samples the batch
+// (orchestrator/schedule.hpp), spawns one gate per task (which starts the group's G first turns),
+// collects the finished groups, asks the learner to train once all of a step's groups are in,
+// writes the step record, tells the generators the new weight version, and reports progress. Every
+// `validation.every` steps it runs the validation tasks (validation sampling, every failure
+// debugged, never trained on).
 //
 // Schedules: streaming (every group runs on its own) or barrier (each step's rounds in lockstep,
 // actors/barrier.hpp). With schedule.max_staleness k, step s starts once step s-1's groups are all
@@ -17,6 +18,7 @@
 #include "actors/gate.hpp"
 #include "actors/generator.hpp"
 #include "actors/learner.hpp"
+#include "actors/log_sink.hpp"
 #include "actors/messages.hpp"
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
@@ -98,7 +100,9 @@ struct validation_progress {
 struct progress_sink {
   std::function<void(const step_progress&)> on_step;
   std::function<void(const validation_progress&)> on_validation;
-  std::function<void(const std::string&)> on_log;  // warnings and notable events, one line each
+  // Notable events, one line each, with the run's id and the step's or group's where the line is
+  // about one (log_sink.hpp). Called on the driver's thread.
+  log_sink on_log;
 };
 
 struct experiment_settings {

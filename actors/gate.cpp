@@ -3,9 +3,9 @@
 #include "actors/gate.hpp"
 
 #include "actors/debug_turn.hpp"
-#include "actors/schedule.hpp"
 #include "orchestrator/group_flow.hpp"
 #include "orchestrator/run_telemetry.hpp"
+#include "orchestrator/schedule.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -16,12 +16,6 @@
 #include <memory>
 
 namespace leap::actors {
-
-std::string turn_request_id(const std::string& run_id, const group_key& key, std::uint32_t rollout,
-                            int turn) {
-  return run_id + "/" + std::to_string(key.step) + "/" + leap::to_string(key.split) + "/" +
-         std::to_string(key.group) + "/" + std::to_string(rollout) + "/" + std::to_string(turn);
-}
 
 std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout, int turn) {
   if (settings.sampling.seed < 0) return -1;

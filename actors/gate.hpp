@@ -107,10 +107,6 @@ struct group_services {
   barrier_actor barrier;
 };
 
-// The request id of one turn: "<run>/<step>/<split>/<group>/<rollout>/<turn>" (turn 0-based).
-[[nodiscard]] std::string turn_request_id(const std::string& run_id, const group_key& key,
-                                          std::uint32_t rollout, int turn);
-
 // The resolved seed of one turn's request (see group_settings::request_index_base), or -1.
 [[nodiscard]] std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout,
                                      int turn);

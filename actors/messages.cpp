@@ -4,11 +4,6 @@
 
 namespace leap::actors {
 
-std::string to_string(const group_key& key) {
-  return "step " + std::to_string(key.step + 1) + " | " + leap::to_string(key.split) + " group " +
-         std::to_string(key.group);
-}
-
 void register_message_types(caf::actor_system_config& config) {
   config.add_message_types<caf::id_block::leap>();
 }

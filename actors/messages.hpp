@@ -2,8 +2,9 @@
 // it (to a verifier node, or through the binary serializer in tests), registered in the project's
 // type-ID block `caf::id_block::leap`, plus the atoms that name the operations.
 //
-// The vocabulary of orchestrator/ (group_record, turn_record, ...) travels as is; its inspect()
-// overloads live here, in namespace leap, so that the orchestrator stays free of CAF.
+// The vocabulary of orchestrator/ (group_record, turn_record, group_key, group_report, ...)
+// travels as is; its inspect() overloads live here, in namespace leap, so that the orchestrator
+// stays free of CAF.
 //
 // A process that talks to a remote actor registers the block once:
 //   cfg.add_message_types<caf::id_block::leap>();   (or actors::register_message_types(cfg))
@@ -11,6 +12,7 @@
 #pragma once
 
 #include "orchestrator/config.hpp"
+#include "orchestrator/group_report.hpp"
 #include "orchestrator/trajectory.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -28,20 +30,6 @@
 #include <vector>
 
 namespace leap::actors {
-
-// Identifies one group of a run: its step, split and index within them.
-struct group_key {
-  std::uint64_t step = 0;
-  split_kind split = split_kind::train;
-  std::uint32_t group = 0;
-
-  friend bool operator==(const group_key&, const group_key&) = default;
-  friend auto operator<=>(const group_key&, const group_key&) = default;
-};
-
-// "step 13 | train group 5": the prefix of every log line about the group. Steps are shown
-// 1-based, as in the progress lines; groups by their 0-based index.
-[[nodiscard]] std::string to_string(const group_key& key);
 
 // One chat message to be rendered into token ids (prompt or feedback).
 struct chat_text {
@@ -160,52 +148,6 @@ struct learner_step_result {
   friend bool operator==(const learner_step_result&, const learner_step_result&) = default;
 };
 
-// Wall-clock interval of one stage of one turn (or of the learner), in milliseconds on the
-// process's steady clock (actors::clock_ms()).
-enum class activity_kind : std::uint8_t { generation, compile, run, learner };
-
-struct activity {
-  activity_kind kind = activity_kind::generation;
-  double start_ms = 0.0;
-  double end_ms = 0.0;
-
-  friend bool operator==(const activity&, const activity&) = default;
-};
-
-// A finished group as the driver needs it for progress and metrics (no tokens, no text).
-struct group_report {
-  group_key key;
-  std::string task_id;
-  gate_decision gate = gate_decision::closed_no_debug;
-  int n_fail = 0;
-  bool probe = false;
-  std::vector<rollout_outcome> outcomes;  // what training used
-  std::vector<rollout_outcome> measured;  // from the turns themselves (a probe's debug turns count)
-  std::vector<double> advantages;
-  std::uint32_t turns = 0;          // generated turns
-  std::uint32_t verifier_jobs = 0;  // turns sent to verification
-  std::uint64_t generated_tokens = 0;
-  std::vector<activity> activities;  // empty for a group read back from the store
-
-  friend bool operator==(const group_report& a, const group_report& b) {
-    auto same = [](const std::vector<rollout_outcome>& x, const std::vector<rollout_outcome>& y) {
-      if (x.size() != y.size()) return false;
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        if (x[i].passed_at_turn != y[i].passed_at_turn ||
-            x[i].generated_turns != y[i].generated_turns) {
-          return false;
-        }
-      }
-      return true;
-    };
-    return a.key == b.key && a.task_id == b.task_id && a.gate == b.gate && a.n_fail == b.n_fail &&
-           a.probe == b.probe && same(a.outcomes, b.outcomes) && same(a.measured, b.measured) &&
-           a.advantages == b.advantages && a.turns == b.turns &&
-           a.verifier_jobs == b.verifier_jobs && a.generated_tokens == b.generated_tokens &&
-           a.activities == b.activities;
-  }
-};
-
 // The stored groups of one step and split (store_actor's load).
 struct loaded_groups {
   std::vector<group_record> groups;
@@ -321,14 +263,26 @@ typename Inspector::result_type inspect(Inspector& f, run_record& x) {
   return f(caf::meta::type_name("run_record"), x.id, x.config_yaml, x.created_unix_ms, x.status);
 }
 
-}  // namespace leap
-
-namespace leap::actors {
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_key& x) {
   return f(caf::meta::type_name("group_key"), x.step, x.split, x.group);
 }
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, activity& x) {
+  return f(caf::meta::type_name("activity"), x.kind, x.start_ms, x.end_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_report& x) {
+  return f(caf::meta::type_name("group_report"), x.key, x.task_id, x.gate, x.n_fail, x.probe,
+           x.outcomes, x.measured, x.advantages, x.turns, x.verifier_jobs, x.generated_tokens,
+           x.activities);
+}
+
+}  // namespace leap
+
+namespace leap::actors {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_text& x) {
@@ -382,18 +336,6 @@ typename Inspector::result_type inspect(Inspector& f, learner_step_result& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, activity& x) {
-  return f(caf::meta::type_name("activity"), x.kind, x.start_ms, x.end_ms);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, group_report& x) {
-  return f(caf::meta::type_name("group_report"), x.key, x.task_id, x.gate, x.n_fail, x.probe,
-           x.outcomes, x.measured, x.advantages, x.turns, x.verifier_jobs, x.generated_tokens,
-           x.activities);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, loaded_groups& x) {
   return f(caf::meta::type_name("loaded_groups"), x.groups, x.error);
 }
@@ -416,7 +358,7 @@ CAF_ADD_TYPE_ID(leap, (leap::run_record))
 CAF_ADD_TYPE_ID(leap, (leap::turn_record))
 CAF_ADD_TYPE_ID(leap, (leap::rollout_record))
 CAF_ADD_TYPE_ID(leap, (leap::sampling_section))
-CAF_ADD_TYPE_ID(leap, (leap::actors::group_key))
+CAF_ADD_TYPE_ID(leap, (leap::group_key))
 CAF_ADD_TYPE_ID(leap, (leap::actors::chat_text))
 CAF_ADD_TYPE_ID(leap, (leap::actors::generation_request))
 CAF_ADD_TYPE_ID(leap, (leap::actors::generation_result))
@@ -426,8 +368,8 @@ CAF_ADD_TYPE_ID(leap, (leap::actors::ack))
 CAF_ADD_TYPE_ID(leap, (leap::actors::gate_ruling))
 CAF_ADD_TYPE_ID(leap, (leap::actors::weight_update))
 CAF_ADD_TYPE_ID(leap, (leap::actors::learner_step_result))
-CAF_ADD_TYPE_ID(leap, (leap::actors::activity))
-CAF_ADD_TYPE_ID(leap, (leap::actors::group_report))
+CAF_ADD_TYPE_ID(leap, (leap::activity))
+CAF_ADD_TYPE_ID(leap, (leap::group_report))
 CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_groups))
 CAF_ADD_TYPE_ID(leap, (leap::actors::run_summary))
 CAF_ADD_TYPE_ID(leap, (std::vector<leap::group_record>))

@@ -212,10 +212,8 @@ class guarded_scribe final : public io::scribe {
     const bool admitted =
         known_peer_ && shared_->settings.admitted && shared_->settings.admitted->contains(peer_);
     if (auto why = guard_.check(chunk, admitted); !why.empty()) {
-      if (shared_->settings.log) {
-        shared_->settings.log("closed the connection of " + addr() + ":" + std::to_string(port()) +
-                              ": " + why);
-      }
+      emit(shared_->settings.log, log::level::warn,
+           "closed the connection of " + addr() + ":" + std::to_string(port()) + ": " + why);
       // BASP learns of it as of any lost connection; nothing was allocated for the frame.
       io_failure(ctx, net::operation::read);
       return false;

@@ -15,6 +15,8 @@
 // The frame checks are plain functions (`frame_guard`); the rest is CAF I/O glue.
 #pragma once
 
+#include "actors/log_sink.hpp"
+
 #include <caf/fwd.hpp>
 #include <caf/io/middleman_actor.hpp>
 #include <caf/node_id.hpp>
@@ -106,8 +108,8 @@ struct guard_settings {
   std::shared_ptr<admitted_nodes> admitted;
   // TLS through caf::openssl (its manager must be loaded, configure_node_transport does).
   bool tls = false;
-  // One line per refused connection; called from the middleman's thread, so thread-safe.
-  std::function<void(const std::string&)> log;
+  // One line per refused connection (a warning), from the middleman's thread. Default: null
+  log_sink log;
 };
 
 // A middleman actor (CAF's interface: publish, connect, ...) whose connections are guarded as

@@ -4,8 +4,8 @@
 //
 // A session: hello -> node_challenge (a fresh nonce, the node's slots); auth(proof) ->
 // node_welcome (empty error: the sender may submit jobs); then job(id, request) -> node_verdict
-// for each job. The proof is node_proof(secret, nonce) (node_auth.hpp). A node without a secret
-// welcomes everyone. Both sides register both blocks.
+// for each job. The proof is node_proof(secret, nonce) (common/node_auth.hpp). A node without a
+// secret welcomes everyone. Both sides register both blocks.
 #pragma once
 
 #include "actors/messages.hpp"

@@ -1,9 +1,9 @@
 #include "actors/remote_verifier.hpp"
 
 #include "actors/dispatch_table.hpp"
-#include "actors/node_auth.hpp"
 #include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
+#include "common/node_auth.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
@@ -72,7 +72,7 @@ result<dispatcher_settings> dispatcher_settings_of(const verifier_section& v) {
   s.transport.ca = v.tls_ca;
   s.transport.timeout_s = v.node_timeout_s;
   if (!v.node_secret_file.empty()) {
-    auto secret = read_secret_file(v.node_secret_file);
+    auto secret = node_auth::read_secret_file(v.node_secret_file);
     if (!secret) return secret.err().wrap("verifier.node_secret_file");
     s.secret = std::move(*secret);
   }
@@ -110,9 +110,7 @@ struct dispatcher_state {
   dispatcher_state() = default;
   dispatcher_state(const dispatcher_state&) = delete;
   dispatcher_state& operator=(const dispatcher_state&) = delete;
-  ~dispatcher_state() {
-    if (settings.log) settings.log(summary());
-  }
+  ~dispatcher_state() { emit(settings.log, log::level::info, summary()); }
 
   dispatcher_settings settings;
   caf::io::middleman_actor middleman;
@@ -125,8 +123,8 @@ struct dispatcher_state {
   std::string refused;
   static inline const char* name = "leap.verifier_dispatcher";
 
-  void log(const std::string& line) const {
-    if (settings.log) settings.log(line);
+  void log(log::level severity, std::string line, log::ids ids = {}) const {
+    emit(settings.log, severity, std::move(line), std::move(ids));
   }
 
   [[nodiscard]] std::string summary() const {
@@ -154,7 +152,7 @@ void refuse_all(self_ptr self, std::uint32_t index, const std::string& why) {
   auto& n = st.nodes[index];
   n.connecting = false;
   st.refused = "verifier node " + n.address + " refused this orchestrator: " + why;
-  st.log(st.refused);
+  st.log(log::level::error, st.refused);
   for (auto& [id, job] : st.jobs) {
     verification_result r;
     r.infrastructure_error = st.refused;
@@ -167,8 +165,9 @@ void retry_later(self_ptr self, std::uint32_t index, const std::string& why) {
   auto& n = self->state.nodes[index];
   n.connecting = false;
   if (why != n.last_error) {
-    self->state.log("verifier node " + n.address + ": " + why + " (retrying, at most every " +
-                    std::to_string(static_cast<int>(self->state.settings.retry_max_s)) + " s)");
+    self->state.log(log::level::warn,
+                    "verifier node " + n.address + ": " + why + " (retrying, at most every " +
+                        std::to_string(static_cast<int>(self->state.settings.retry_max_s)) + " s)");
     n.last_error = why;
   }
   const auto delay =
@@ -197,9 +196,10 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
                          "the node requires a shared secret; set verifier.node_secret_file");
               return;
             }
-            const std::string proof = st.settings.secret.empty()
-                                          ? std::string{}
-                                          : node_proof(st.settings.secret, challenge.nonce);
+            const std::string proof =
+                st.settings.secret.empty()
+                    ? std::string{}
+                    : node_auth::node_proof(st.settings.secret, challenge.nonce);
             self->request(node, timeout, node_auth_atom_v, proof)
                 .then(
                     [=](node_welcome& welcome) {
@@ -217,11 +217,12 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
                       self->monitor(node);
                       const bool rejoin = s.table.target(n.target).joins > 0;
                       s.table.set_up(n.target, std::max<std::uint32_t>(1, welcome.slots));
-                      s.log("verifier node " + n.address +
-                            (rejoin ? ": rejoined, " : ": connected, ") +
-                            std::to_string(welcome.slots) + " slots" +
-                            (s.settings.secret.empty() ? "" : ", secret verified") +
-                            (s.settings.transport.tls() ? ", TLS" : ""));
+                      s.log(log::level::info,
+                            "verifier node " + n.address +
+                                (rejoin ? ": rejoined, " : ": connected, ") +
+                                std::to_string(welcome.slots) + " slots" +
+                                (s.settings.secret.empty() ? "" : ", secret verified") +
+                                (s.settings.transport.tls() ? ", TLS" : ""));
                       pump(self);
                     },
                     failed);
@@ -269,8 +270,9 @@ void on_verdict(self_ptr self, dispatch_table::job_id job, dispatch_table::targe
       st.jobs.erase(it);
     }
   } else {
-    st.log("dropped a second verdict of job " + std::to_string(job) + " from " +
-           st.table.target(target).name + " (the first one counted)");
+    // The job's first verdict was delivered and its request forgotten: no turn ids are left.
+    st.log(log::level::info, "dropped a second verdict of job " + std::to_string(job) + " from " +
+                                 st.table.target(target).name + " (the first one counted)");
   }
   pump(self);
 }
@@ -279,8 +281,11 @@ void on_failure(self_ptr self, dispatch_table::job_id job, dispatch_table::targe
                 const std::string& why) {
   auto& st = self->state;
   if (st.table.fail(job, target)) {
-    st.log("job " + std::to_string(job) + " on " + st.table.target(target).name + " failed (" +
-           why + "); sent again");
+    const auto it = st.jobs.find(job);
+    st.log(log::level::warn,
+           "job " + std::to_string(job) + " on " + st.table.target(target).name + " failed (" +
+               why + "); sent again",
+           it == st.jobs.end() ? log::ids{} : log_ids_of_request(it->second.request.request_id));
   }
   pump(self);
 }
@@ -294,14 +299,14 @@ void lose_node(self_ptr self, std::uint32_t index, const std::string& why) {
   self->demonitor(n.handle.address());
   n.handle = nullptr;
   const auto resent = s.table.set_down(n.target);
-  s.log("verifier node " + n.address + ": lost (" + why + "); " + std::to_string(resent.size()) +
-        " jobs in flight sent elsewhere");
+  s.log(log::level::warn, "verifier node " + n.address + ": lost (" + why + "); " +
+                              std::to_string(resent.size()) + " jobs in flight sent elsewhere");
   n.last_error = "lost";
   n.backoff_s = first_retry_s;
   retry_later(self, index, "lost");
   if (!s.table.any_up()) {
-    s.log("no verifier target is up: " + std::to_string(s.table.open_jobs()) +
-          " jobs wait for a node to come back");
+    s.log(log::level::warn, "no verifier target is up: " + std::to_string(s.table.open_jobs()) +
+                                " jobs wait for a node to come back");
   }
 }
 

@@ -11,6 +11,7 @@
 // With no target up, jobs wait (the run does not fail): a node that comes back picks them up.
 #pragma once
 
+#include "actors/log_sink.hpp"
 #include "actors/verifier.hpp"
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
@@ -56,8 +57,9 @@ struct dispatcher_settings {
   // Longest delay between two attempts to reach a lost node, seconds. Default: 10
   double retry_max_s = 10.0;
   node_transport transport;
-  // Log sink (one line, no newline); called from actor threads, so it must be thread-safe.
-  std::function<void(const std::string&)> log;
+  // Where the dispatcher's lines go (nodes joining, lost, refusing; jobs sent again, with the
+  // ids of the job's turn). Default: null (dropped)
+  log_sink log;
 };
 
 // The settings of `leap run` from the config's verifier section: reads the secret file, checks

@@ -1,6 +1,6 @@
 #include "actors/resume.hpp"
 
-#include "actors/schedule.hpp"
+#include "orchestrator/schedule.hpp"
 #include "storage/trajectory_store.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "actors/tasks.hpp"
 
-#include "actors/schedule.hpp"
+#include "orchestrator/schedule.hpp"
 #include "sandbox/kinds.hpp"
 
 #include <algorithm>

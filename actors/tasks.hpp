@@ -24,8 +24,9 @@ struct run_tasks {
 [[nodiscard]] result<std::vector<sandbox::task>> load_task_source(const std::string& path);
 
 // data.train (filtered by data.task_kinds), and data.validation or a seeded validation_fraction of
-// the training tasks (actors::split_tasks). Errors: data.train empty or holding no task of the
-// kinds asked for ("data.train: ..."), loader errors, an unknown kind in data.task_kinds.
+// the training tasks (orchestrator/schedule.hpp's split_tasks). Errors: data.train empty or
+// holding no task of the kinds asked for ("data.train: ..."), loader errors, an unknown kind in
+// data.task_kinds.
 [[nodiscard]] result<run_tasks> load_run_tasks(const data_section& data, std::uint64_t seed);
 
 // The scripted policy's view of a task: id, prompt, the fence of its kind (sandbox/kinds.hpp),

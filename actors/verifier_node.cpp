@@ -1,7 +1,7 @@
 #include "actors/verifier_node.hpp"
 
-#include "actors/node_auth.hpp"
 #include "common/crypto.hpp"
+#include "common/node_auth.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
@@ -29,8 +29,8 @@ struct node_state {
   std::uint64_t served = 0;
   static inline const char* name = "leap.verifier_node";
 
-  void log(const std::string& line) const {
-    if (config.log) config.log(line);
+  void log(log::level severity, std::string line, log::ids ids = {}) const {
+    emit(config.log, severity, std::move(line), std::move(ids));
   }
   [[nodiscard]] std::uint32_t free() const { return config.slots > busy ? config.slots - busy : 0; }
 };
@@ -51,7 +51,7 @@ verifier_node_actor::behavior_type node_behavior(
     auto& st = self->state;
     if (st.admitted.erase(down.source) > 0) {
       if (st.config.admitted) st.config.admitted->remove(down.source.node());
-      st.log("orchestrator " + caf::to_string(down.source) + " disconnected");
+      st.log(log::level::info, "orchestrator " + caf::to_string(down.source) + " disconnected");
     }
     st.nonces.erase(down.source);
   });
@@ -59,11 +59,11 @@ verifier_node_actor::behavior_type node_behavior(
       [=](node_hello_atom) -> caf::result<node_challenge> {
         auto& st = self->state;
         const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        auto nonce = make_nonce();
+        auto nonce = node_auth::make_nonce();
         if (!nonce) {
           // No challenge without a fresh nonce: the orchestrator sees a failed handshake and
           // retries later.
-          st.log(nonce.err().message);
+          st.log(log::level::error, nonce.err().message);
           return caf::make_error(caf::sec::runtime_error, nonce.err().message);
         }
         node_challenge c;
@@ -83,8 +83,8 @@ verifier_node_actor::behavior_type node_behavior(
           auto nonce = st.nonces.find(sender);
           if (nonce == st.nonces.end()) {
             w.error = "no challenge to answer: send hello first";
-          } else if (!crypto::constant_time_equal(proof,
-                                                  node_proof(st.config.secret, nonce->second))) {
+          } else if (!crypto::constant_time_equal(
+                         proof, node_auth::node_proof(st.config.secret, nonce->second))) {
             w.error =
                 "wrong secret: the node rejected the proof (verifier.node_secret_file must hold "
                 "the secret of the node's --secret-file)";
@@ -92,14 +92,16 @@ verifier_node_actor::behavior_type node_behavior(
           if (nonce != st.nonces.end()) st.nonces.erase(nonce);  // a nonce answers one proof
         }
         if (!w.error.empty()) {
-          st.log("rejected orchestrator " + caf::to_string(sender) + ": " + w.error);
+          st.log(log::level::warn,
+                 "rejected orchestrator " + caf::to_string(sender) + ": " + w.error);
           return w;
         }
         if (st.admitted.insert(sender).second) {
           if (st.config.admitted) st.config.admitted->add(sender.node());
           self->monitor(self->current_sender());
-          st.log("orchestrator " + caf::to_string(sender) + " admitted" +
-                 (st.config.secret.empty() ? " (no secret configured)" : " (secret verified)"));
+          st.log(log::level::info,
+                 "orchestrator " + caf::to_string(sender) + " admitted" +
+                     (st.config.secret.empty() ? " (no secret configured)" : " (secret verified)"));
         }
         return w;
       },
@@ -113,8 +115,10 @@ verifier_node_actor::behavior_type node_behavior(
           refused.slots = st.config.slots;
           refused.free = st.free();
           refused.error = "not admitted: complete the hello/auth handshake first";
-          st.log("refused job " + std::to_string(job) + " of " + caf::to_string(sender) +
-                 ": not admitted");
+          st.log(log::level::warn,
+                 "refused job " + std::to_string(job) + " of " + caf::to_string(sender) +
+                     ": not admitted",
+                 log_ids_of_request(request.request_id));
           return refused;
         }
         ++st.busy;
@@ -130,8 +134,10 @@ verifier_node_actor::behavior_type node_behavior(
             std::snprintf(line, sizeof line, " | %.0f ms | served %llu",
                           result.compile_ms + result.run_ms,
                           static_cast<unsigned long long>(s.served));
-            s.log("job " + std::to_string(job) + " | " + request_id + " | " + task_id + " | " +
-                  verdict_name(result) + line);
+            s.log(log::level::info,
+                  "job " + std::to_string(job) + " | " + request_id + " | " + task_id + " | " +
+                      verdict_name(result) + line,
+                  log_ids_of_request(request_id));
           }
           node_verdict v;
           v.job = job;

@@ -3,7 +3,7 @@
 // sender whose proof of the shared secret matches (a node without a secret admits everyone), and
 // passes each admitted job to the pool, answering with the verdict and the node's load.
 // A job from a sender that has not been admitted is refused in-band (node_verdict::error), never
-// run. Thin: the checks are node_auth.hpp's pure functions.
+// run. Thin: the checks are common/node_auth.hpp's pure functions.
 #pragma once
 
 #include "actors/node_guard.hpp"
@@ -24,8 +24,9 @@ struct verifier_node_config {
   std::string secret;
   // Jobs the node takes at once, reported to orchestrators; >= 1. Default: 1
   std::uint32_t slots = 1;
-  // Log sink (one line, no newline); called from actor threads, so it must be thread-safe.
-  std::function<void(const std::string&)> log;
+  // Where the node's lines go (orchestrators admitted, rejected, gone; one per finished job, with
+  // the ids of the job's turn). Default: null (dropped)
+  log_sink log;
   // Log a line per finished job. Default: true
   bool log_jobs = true;
   // Where the node records the CAF nodes of the orchestrators it admitted, so that the guarded

@@ -34,8 +34,9 @@ experiment_config small_config(int steps, int batch, int group, int turns) {
 
 std::vector<group_task> tasks(int n, const std::string& prefix = "t") {
   std::vector<group_task> out;
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
     out.push_back({prefix + std::to_string(i), prefix + " prompt " + std::to_string(i)});
+  }
   return out;
 }
 
@@ -47,6 +48,7 @@ struct driver_fixture {
   experiment_services services;
   std::vector<step_progress> steps;
   std::vector<validation_progress> validations;
+  std::vector<log_line> logs;
 
   explicit driver_fixture(instant_policy policy) {
     shared->store = store;
@@ -67,6 +69,7 @@ struct driver_fixture {
     settings.progress.on_validation = [this](const validation_progress& p) {
       validations.push_back(p);
     };
+    settings.progress.on_log = [this](const log_line& l) { logs.push_back(l); };
     auto driver = c.keep(spawn_experiment(c.system(), std::move(settings), services));
     testing::request_run(c, driver, out);
     return driver;
@@ -120,6 +123,18 @@ TEST(ExperimentTest, StreamingRunCompletesEveryStepAndValidates) {
     ASSERT_TRUE(groups.ok());
     EXPECT_EQ(*groups, (std::vector<std::uint32_t>{0, 1, 2}));
   }
+  // Each step's start is logged with the run's and the step's ids as fields, not in the text.
+  std::vector<std::int64_t> started;
+  for (const auto& l : f.logs) {
+    if (l.text.rfind("started: ", 0) != 0) {
+      continue;
+    }
+    started.push_back(l.ids.step);
+    EXPECT_EQ(l.ids.run, "run");
+    EXPECT_EQ(l.ids.group, -1);
+    EXPECT_EQ(l.text.find("step"), std::string::npos) << l.text;
+  }
+  EXPECT_EQ(started, (std::vector<std::int64_t>{1, 2, 3}));
   ASSERT_EQ(f.steps.size(), 3u);
   EXPECT_EQ(f.steps.back().step, 2u);
   EXPECT_EQ(f.steps.back().accuracy.size(), 2u);
@@ -131,7 +146,9 @@ TEST(ExperimentTest, StreamingRunCompletesEveryStepAndValidates) {
   auto validation = f.store->completed_groups("run", 2, split_kind::validation);
   ASSERT_TRUE(validation.ok());
   EXPECT_EQ(validation->size(), 2u);
-  for (const auto& key : f.shared->learned) EXPECT_EQ(key.split, split_kind::train);
+  for (const auto& key : f.shared->learned) {
+    EXPECT_EQ(key.split, split_kind::train);
+  }
   EXPECT_TRUE(f.shared->learned_unstored.empty());
 }
 
@@ -140,8 +157,12 @@ std::vector<std::size_t> positions(const hub& h, const std::string& kind, int tu
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < h.events.size(); ++i) {
     const auto& e = h.events[i];
-    if (e.rfind(kind, 0) != 0) continue;
-    if (turn_of_request(e.substr(kind.size())) == turn) out.push_back(i);
+    if (e.rfind(kind, 0) != 0) {
+      continue;
+    }
+    if (turn_of_request(e.substr(kind.size())) == turn) {
+      out.push_back(i);
+    }
   }
   return out;
 }
@@ -163,18 +184,24 @@ TEST(ExperimentTest, BarrierRunsEachStepInLockstepRounds) {
   for (std::uint64_t step = 0; step < 2; ++step) {
     hub h;
     for (const auto& e : f.shared->events) {
-      if (e.find(" run/" + std::to_string(step) + "/") != std::string::npos) h.events.push_back(e);
+      if (e.find(" run/" + std::to_string(step) + "/") != std::string::npos) {
+        h.events.push_back(e);
+      }
     }
     int rounds = 0;
     for (int t = 0; t < 3; ++t) {
       const auto gen = positions(h, "gen ", t);
       const auto ver = positions(h, "ver ", t);
-      if (gen.empty()) break;
+      if (gen.empty()) {
+        break;
+      }
       ++rounds;
       ASSERT_FALSE(ver.empty());
       EXPECT_LT(gen.back(), ver.front()) << "step " << step << " round " << t;
       const auto next = positions(h, "gen ", t + 1);
-      if (!next.empty()) EXPECT_LT(ver.back(), next.front()) << "step " << step << " round " << t;
+      if (!next.empty()) {
+        EXPECT_LT(ver.back(), next.front()) << "step " << step << " round " << t;
+      }
     }
     EXPECT_GE(rounds, 2) << "the workload should need debug rounds";
   }
@@ -282,7 +309,9 @@ TEST(ExperimentTest, ResumeRedoesOnlyTheGroupsNotStored) {
   auto records = f.store->steps("run");
   ASSERT_TRUE(records.ok());
   ASSERT_EQ(records->size(), 3u);
-  for (const auto& r : *records) EXPECT_EQ(r.counts.groups, 3u);
+  for (const auto& r : *records) {
+    EXPECT_EQ(r.counts.groups, 3u);
+  }
 }
 
 TEST(ExperimentTest, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt) {
@@ -308,7 +337,9 @@ TEST(ExperimentTest, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt
     group.gated_unix_ms = group.started_unix_ms + 1;
     group.finished_unix_ms = group.started_unix_ms + 6'000;
     for (auto& r : group.rollouts) {
-      for (auto& t : r.turns) t.timings = {.generation_ms = 100, .compile_ms = 300, .run_ms = 100};
+      for (auto& t : r.turns) {
+        t.timings = {.generation_ms = 100, .compile_ms = 300, .run_ms = 100};
+      }
     }
     ASSERT_TRUE(f.store->put_group(group).ok());
   }
@@ -373,9 +404,12 @@ std::vector<gate_trace> gate_traces(const trajectory_store& store, std::uint64_t
   auto groups = store.groups(q);
   EXPECT_TRUE(groups.ok());
   std::vector<gate_trace> out;
-  if (!groups.ok()) return out;
-  for (const auto& g : *groups)
+  if (!groups.ok()) {
+    return out;
+  }
+  for (const auto& g : *groups) {
     out.push_back({g.step, g.group_index, g.gate, g.n_fail, g.thresholds});
+  }
   return out;
 }
 
@@ -394,10 +428,14 @@ std::vector<gate_trace> run_with_resume(int stop_after, int steps, bool replay_h
   s.config = adaptive_run_config(steps);
   auto plan = plan_resume(*f.store, "run", s.config, 0);
   EXPECT_TRUE(plan.ok());
-  if (!plan.ok()) return {};
+  if (!plan.ok()) {
+    return {};
+  }
   EXPECT_EQ(plan->first_step, static_cast<std::uint64_t>(stop_after));
   EXPECT_EQ(plan->gate_history.size(), 5u);
-  if (!replay_history) plan->gate_history.clear();
+  if (!replay_history) {
+    plan->gate_history.clear();
+  }
   s.resume = *plan;
   f.services.learner = f.c.keep(f.c.system().spawn(testing::test_learner, f.shared));
   auto second = std::make_shared<std::optional<run_summary>>();

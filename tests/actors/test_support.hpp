@@ -9,13 +9,13 @@
 #include "actors/experiment.hpp"
 #include "actors/gate.hpp"
 #include "actors/generator.hpp"
-#include "actors/instant_services.hpp"
 #include "actors/learner.hpp"
 #include "actors/messages.hpp"
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
 #include "actors/verifier.hpp"
 #include "storage/trajectory_store.hpp"
+#include "tests/doubles/instant_services.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

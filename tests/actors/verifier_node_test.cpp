@@ -1,12 +1,12 @@
-// The verifier node's pieces without a network: the shared-secret proof (nonces, proofs, secret
-// files; the primitives are tested in tests/common/crypto_test.cpp), the node protocol's
-// messages through CAF's binary serializer, and the node actor's handshake in front of a
-// stand-in pool: a wrong proof is refused and no job runs before a right one.
+// The verifier node's pieces without a network (the shared-secret proof itself is tested in
+// tests/common/node_auth_test.cpp): the node protocol's messages through CAF's binary
+// serializer, and the node actor's handshake in front of a stand-in pool: a wrong proof is refused
+// and no job runs before a right one.
 #include "actors/verifier_node.hpp"
 
-#include "actors/node_auth.hpp"
 #include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
+#include "common/node_auth.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -18,48 +18,12 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace leap::actors {
 namespace {
-
-TEST(NodeAuth, ProofsDependOnSecretAndNonce) {
-  const auto n1 = make_nonce();
-  const auto n2 = make_nonce();
-  ASSERT_TRUE(n1) << n1.err().message;
-  ASSERT_TRUE(n2) << n2.err().message;
-  EXPECT_EQ(n1->size(), 64u);
-  EXPECT_NE(*n1, *n2);
-  EXPECT_EQ(node_proof("s", *n1), node_proof("s", *n1));
-  EXPECT_NE(node_proof("s", *n1), node_proof("t", *n1));
-  EXPECT_NE(node_proof("s", *n1), node_proof("s", *n2));
-  // The proof is the HMAC of the labelled nonce: what every node deployed so far checks.
-  EXPECT_EQ(node_proof("s3cret", std::string(64, 'a')),
-            "bbd28c35a8b22bef648eecd50608a3b1753ce3bd8c48a48659546dbfd1847d3a");
-}
-
-TEST(NodeAuth, SecretFilesAreTrimmedAndErrorsNameTheFile) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("leap-node-auth-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "secret") << "s3cret\n";
-  std::ofstream(dir / "empty") << "\n";
-  auto ok = read_secret_file((dir / "secret").string());
-  ASSERT_TRUE(ok) << ok.err().message;
-  EXPECT_EQ(*ok, "s3cret");
-  auto empty = read_secret_file((dir / "empty").string());
-  ASSERT_FALSE(empty);
-  EXPECT_NE(empty.err().message.find("empty"), std::string::npos);
-  auto missing = read_secret_file((dir / "nope").string());
-  ASSERT_FALSE(missing);
-  EXPECT_NE(missing.err().message.find((dir / "nope").string()), std::string::npos);
-  std::filesystem::remove_all(dir);
-}
 
 // One system per test: a static one would be destroyed after CAF's own statics at exit.
 struct test_system {
@@ -189,7 +153,9 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
     const std::uint32_t len =
         r.payload.empty() ? r.claimed : static_cast<std::uint32_t>(r.payload.size());
     auto why = guard.check(caf_header(sys, r.op, len), r.admitted);
-    if (why.empty() && !r.payload.empty()) why = guard.check(r.payload, r.admitted);
+    if (why.empty() && !r.payload.empty()) {
+      why = guard.check(r.payload, r.admitted);
+    }
     if (std::string(r.refusal).empty()) {
       EXPECT_EQ(why, "");
     } else {
@@ -236,12 +202,12 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
   int served = 0;
   auto pool = sys.spawn(counting_pool, &served);
   std::mutex mu;
-  std::vector<std::string> logs;
+  std::vector<log_line> logs;
   verifier_node_config nc;
   nc.name = "test-node";
   nc.secret = "s3cret";
   nc.slots = 3;
-  nc.log = [&](const std::string& line) {
+  nc.log = [&](const log_line& line) {
     std::lock_guard<std::mutex> lock(mu);
     logs.push_back(line);
   };
@@ -250,7 +216,9 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
   {
     caf::scoped_actor self{sys};
     auto fail = [](caf::error& e) { FAIL() << caf::to_string(e); };
-    verification_request request{"r/0", "t", "answer"};
+    // The turn of rollout 3 of train group 5 in step 3 (0-based 2), turn 1.
+    verification_request request{turn_request_id("r", {2, split_kind::train, 5}, 3, 1), "t",
+                                 "answer"};
     // A job before the handshake is refused in-band and never reaches the pool.
     self->request(node, timeout, node_job_atom_v, std::uint64_t{1}, request)
         .receive(
@@ -261,18 +229,18 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
         .receive([&](node_challenge& c) { challenge = c; }, fail);
     EXPECT_TRUE(challenge.secret_required);
     EXPECT_EQ(challenge.slots, 3u);
-    self->request(node, timeout, node_auth_atom_v, node_proof("wrong", challenge.nonce))
+    self->request(node, timeout, node_auth_atom_v, node_auth::node_proof("wrong", challenge.nonce))
         .receive(
             [](node_welcome& w) { EXPECT_NE(w.error.find("wrong secret"), std::string::npos); },
             fail);
     self->request(node, timeout, node_job_atom_v, std::uint64_t{2}, request)
         .receive([](node_verdict& v) { EXPECT_FALSE(v.error.empty()); }, fail);
     // A proof for an old nonce does not count: each hello's nonce answers one proof.
-    self->request(node, timeout, node_auth_atom_v, node_proof("s3cret", challenge.nonce))
+    self->request(node, timeout, node_auth_atom_v, node_auth::node_proof("s3cret", challenge.nonce))
         .receive([](node_welcome& w) { EXPECT_FALSE(w.error.empty()); }, fail);
     self->request(node, timeout, node_hello_atom_v)
         .receive([&](node_challenge& c) { challenge = c; }, fail);
-    self->request(node, timeout, node_auth_atom_v, node_proof("s3cret", challenge.nonce))
+    self->request(node, timeout, node_auth_atom_v, node_auth::node_proof("s3cret", challenge.nonce))
         .receive([](node_welcome& w) { EXPECT_EQ(w.error, ""); }, fail);
     self->request(node, timeout, node_job_atom_v, std::uint64_t{3}, request)
         .receive(
@@ -291,9 +259,23 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
   EXPECT_EQ(served, 1);
   std::lock_guard<std::mutex> lock(mu);
   bool rejected_logged = false;
-  for (const auto& l : logs)
-    rejected_logged |= l.find("rejected orchestrator") != std::string::npos;
+  int job_lines = 0;
+  for (const auto& l : logs) {
+    if (l.text.find("rejected orchestrator") != std::string::npos) {
+      rejected_logged = true;
+      EXPECT_EQ(l.severity, log::level::warn);
+    }
+    // The refused job and the served one: each line carries its turn's ids as fields.
+    if (l.text.rfind("refused job", 0) == 0 || l.text.rfind("job 3 |", 0) == 0) {
+      ++job_lines;
+      EXPECT_EQ(l.ids.run, "r") << l.text;
+      EXPECT_EQ(l.ids.step, 3) << l.text;
+      EXPECT_EQ(l.ids.group, 5) << l.text;
+      EXPECT_EQ(l.ids.rollout, 3) << l.text;
+    }
+  }
   EXPECT_TRUE(rejected_logged);
+  EXPECT_EQ(job_lines, 3);  // jobs 1 and 2 refused, job 3 served
 }
 
 }  // namespace

@@ -5,23 +5,23 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <future>
 #include <thread>
 
 namespace leap {
 namespace {
 
 TEST(Signals, ASignalLandingInAForeignThreadReachesWait) {
-  std::atomic<bool> stop{false};
-  // A "library" thread with nothing blocked, started before route(): the kernel may deliver
-  // process-directed signals to it.
-  std::thread foreign([&] {
+  std::promise<void> stop;
+  // A "library" thread with no signal blocked, started before route(): the kernel may deliver
+  // process-directed signals to it while it waits (a futex wait takes signals like any other).
+  std::thread foreign([done = stop.get_future()] {
     sigset_t none;
     sigemptyset(&none);
     ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    done.wait();
   });
   ASSERT_TRUE(signals::route({SIGTERM, SIGHUP}).ok());
   for (int round = 0; round < 20; ++round) {
@@ -32,7 +32,7 @@ TEST(Signals, ASignalLandingInAForeignThreadReachesWait) {
   }
   // Nothing pending: wait() gives up after its timeout.
   EXPECT_EQ(signals::wait(std::chrono::milliseconds(50)), 0);
-  stop = true;
+  stop.set_value();
   foreign.join();
 }
 

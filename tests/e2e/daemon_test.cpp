@@ -48,12 +48,17 @@ finished run_leap(const std::vector<std::string>& args, const std::string& cwd =
   return leap::e2e::run_leap(args, 60s, cwd, leap::e2e::stop_with::sigterm);
 }
 
+// Whether `done()` holds by the deadline. Between two checks it waits for the daemon's next log
+// line (each state change writes one, so a state is seen as soon as the daemon takes it), or 100 ms
+// at most for what the daemon does not log (a file its child writes, its /metrics scrape).
 template <class Predicate>
-bool eventually(Predicate done, std::chrono::seconds timeout) {
+bool eventually(leap_child& daemon, Predicate done, std::chrono::seconds timeout) {
   const auto deadline = clock_type::now() + timeout;
   while (!done()) {
-    if (clock_type::now() > deadline) return false;
-    std::this_thread::sleep_for(100ms);  // a polling interval, not a synchronisation
+    if (clock_type::now() > deadline) {
+      return false;
+    }
+    daemon.drain(100);
   }
   return true;
 }
@@ -133,6 +138,7 @@ class daemon_under_test {
                       std::chrono::seconds timeout) {
     nlohmann::json last;
     const bool ok = eventually(
+        process_,
         [&] {
           last = experiment(id);
           return last.is_object() && last["state"] == state;
@@ -491,6 +497,7 @@ TEST(DaemonE2E, ReloadRaisesTheLimitAndCancelStopsRunningOnes) {
   // its id as a label, next to the daemon's own.
   std::string scraped;
   EXPECT_TRUE(eventually(
+      d.process(),
       [&] {
         auto c = d.client();
         auto res = c.Get("/metrics", d.auth());
@@ -529,8 +536,8 @@ TEST(DaemonE2E, SigtermThenRestartResumesTheRunningExperiment) {
     ASSERT_EQ(id, "e1");
     ASSERT_TRUE(d.wait_for_state(id, "running", 30s));
     // Stop the daemon while a step of the experiment is done and more are left.
-    ASSERT_TRUE(
-        eventually([&] { return d.log_of(id).find("step 1/12 |") != std::string::npos; }, 120s))
+    ASSERT_TRUE(eventually(
+        d.process(), [&] { return d.log_of(id).find("step 1/12 |") != std::string::npos; }, 120s))
         << d.log_of(id);
     d.process().signal(SIGTERM);
     const auto code = d.process().wait(60s);

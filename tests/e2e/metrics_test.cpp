@@ -8,18 +8,21 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <poll.h>
 #include <regex>
 #include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -55,22 +58,42 @@ class leap_child {
   leap_child(const leap_child&) = delete;
   leap_child& operator=(const leap_child&) = delete;
 
-  [[nodiscard]] bool running() {
-    if (exited_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exited_ = true;
-      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    return !exited_;
-  }
-  // The exit code, or nullopt when the deadline passed (the process is then killed).
+  // The exit code, or nullopt when the deadline passed (the destructor then kills the child).
+  // Awaits the exit itself: a pidfd turns readable when the child ends.
   std::optional<int> wait(std::chrono::seconds timeout) {
-    const auto deadline = clock_type::now() + timeout;
-    while (running()) {
-      if (clock_type::now() > deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition
+    if (exited_) {
+      return code_;
     }
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (pidfd < 0) {
+      ADD_FAILURE() << "pidfd_open: " << std::strerror(errno);
+      return std::nullopt;
+    }
+    const auto deadline = clock_type::now() + timeout;
+    bool ended = false;
+    while (!ended) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      if (left <= 0) {
+        break;
+      }
+      pollfd p{pidfd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(left));
+      if (ready > 0) {
+        ended = true;
+      } else if (ready < 0 && errno != EINTR) {
+        ADD_FAILURE() << "poll: " << std::strerror(errno);
+        break;
+      }
+    }
+    ::close(pidfd);
+    if (!ended) {
+      return std::nullopt;
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exited_ = true;
+    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return code_;
   }
   [[nodiscard]] std::string output() const {
@@ -127,11 +150,6 @@ TEST_F(metrics_e2e, MetricsFilesAddUpAgainstTheStore) {
   {
     leap_child run({"run", (root_ / "config.yaml").string(), "--metrics-interval", "0.2"},
                    root_ / "run.log");
-    // The writer runs while the run does: the file appears before the end (or at the latest then).
-    const auto deadline = clock_type::now() + std::chrono::seconds(300);
-    while (!fs::exists(run_dir / "metrics.prom") && run.running() && clock_type::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a condition
-    }
     const auto code = run.wait(std::chrono::seconds(400));
     ASSERT_TRUE(code.has_value()) << run.output();
     ASSERT_EQ(*code, 0) << run.output();

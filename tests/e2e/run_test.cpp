@@ -159,6 +159,8 @@ TEST(LeapRunE2E, ResumesAfterKill9InTheMiddleOfAStep) {
       }
       if (!partial) {
         first.signal(SIGCONT);
+        // Not a wait for a condition: the time the run may move on before the next look (the
+        // step of this scan), so that no partial step passes between two looks.
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }

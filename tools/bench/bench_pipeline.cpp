@@ -15,12 +15,12 @@
 // (--help lists every option). Prints tables; writes nothing outside a temporary folder.
 #include "actors/experiment.hpp"
 #include "actors/gate.hpp"
-#include "actors/instant_services.hpp"
 #include "actors/learner.hpp"
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
 #include "orchestrator/config.hpp"
 #include "storage/trajectory_store.hpp"
+#include "tests/doubles/instant_services.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/actor_system.hpp>

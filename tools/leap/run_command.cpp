@@ -485,7 +485,7 @@ int run_experiment(const run_options& options) {
     const auto local_verifier = actors::spawn_verifier_pool(system, **verifier, table, vc);
     services.verifier = local_verifier;
     if (nodes) {
-      nodes->log = [run_ids](const std::string& line) { log::info(line, run_ids); };
+      nodes->log = actors::program_log(run_ids);
       services.verifier = actors::spawn_verifier_dispatcher(system, local_verifier, *nodes);
     }
     services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
@@ -517,7 +517,7 @@ int run_experiment(const run_options& options) {
       std::printf("%s\n", actors::format_validation_line(p).c_str());
       std::fflush(stdout);
     };
-    settings.progress.on_log = [run_ids](const std::string& line) { log::info(line, run_ids); };
+    settings.progress.on_log = actors::program_log(run_ids);
     auto driver = actors::spawn_experiment(system, std::move(settings), services);
 
     {

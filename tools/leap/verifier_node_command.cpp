@@ -4,13 +4,13 @@
 // (actors/verifier_node.hpp) through CAF's middleman, TLS through caf::openssl when given
 // certificates. Orchestrators list it in verifier.nodes. Runs until SIGINT/SIGTERM.
 #include "actors/messages.hpp"
-#include "actors/node_auth.hpp"
 #include "actors/node_guard.hpp"
 #include "actors/remote_verifier.hpp"
 #include "actors/tasks.hpp"
 #include "actors/verifier.hpp"
 #include "actors/verifier_node.hpp"
 #include "common/log.hpp"
+#include "common/node_auth.hpp"
 #include "common/signals.hpp"
 #include "orchestrator/config.hpp"
 #include "sandbox/verifier.hpp"
@@ -57,8 +57,6 @@ int fail(const std::string& message) {
   return 1;
 }
 
-void log_line(const std::string& line) { log::info(line); }
-
 int run_node(const node_options& o) {
   log::setup("leap verifier-node");
   // Only the main thread takes the stop signals (our threads inherit the mask).
@@ -93,7 +91,7 @@ int run_node(const node_options& o) {
 
   std::string secret;
   if (!o.secret_file.empty()) {
-    auto read = actors::read_secret_file(o.secret_file);
+    auto read = node_auth::read_secret_file(o.secret_file);
     if (!read) return fail("--secret-file: " + read.err().message);
     secret = std::move(*read);
   }
@@ -130,7 +128,7 @@ int run_node(const node_options& o) {
     actors::verifier_node_config nc;
     nc.secret = secret;
     nc.slots = slots;
-    nc.log = log_line;
+    nc.log = actors::program_log();
     nc.log_jobs = !o.quiet;
     // The name needs the port, known only after publishing: a port-0 node learns it from CAF.
     nc.name = o.bind + ":" + std::to_string(o.port);
@@ -141,7 +139,7 @@ int run_node(const node_options& o) {
     gs.limits.after_auth = static_cast<std::size_t>(o.max_message_mib) << 20;
     gs.admitted = nc.admitted;
     gs.tls = transport.tls();
-    gs.log = log_line;
+    gs.log = actors::program_log();
     auto middleman = actors::spawn_guarded_middleman(system, gs);
     auto node = actors::spawn_verifier_node(system, pool, nc);
     caf::expected<std::uint16_t> published{caf::sec::runtime_error};
@@ -167,7 +165,7 @@ int run_node(const node_options& o) {
                           : "off");
       std::fflush(stdout);
       const int sig = signals::wait_forever();
-      log_line(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": stopping");
+      log::info(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": stopping");
     }
     caf::scoped_actor self{system};
     self->send_exit(node, caf::exit_reason::user_shutdown);

@@ -1,7 +1,9 @@
 // The shared secret of verifier nodes, as plain code: the node sends a random nonce, the
 // orchestrator proves it knows the secret with HMAC-SHA256(secret, nonce), and the node compares
 // the proof in constant time (crypto::constant_time_equal). The secret itself never crosses the
-// network. The primitives are OpenSSL's, through common/crypto.hpp. No CAF.
+// network. The primitives are OpenSSL's, through common/crypto.hpp (this file is part of the
+// library leap::crypto). Used by actors/verifier_node (the node) and actors/remote_verifier (the
+// orchestrator).
 #pragma once
 
 #include "common/result.hpp"
@@ -9,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace leap::actors {
+namespace leap::node_auth {
 
 // 32 random bytes from OpenSSL's CSPRNG, as 64 lower-case hex digits; an error when the
 // generator fails. Thread-safe.
@@ -22,4 +24,4 @@ namespace leap::actors {
 // cannot be read, or holds no secret.
 [[nodiscard]] result<std::string> read_secret_file(const std::string& path);
 
-}  // namespace leap::actors
+}  // namespace leap::node_auth

@@ -1,15 +1,17 @@
-#include "actors/node_auth.hpp"
+#include "common/node_auth.hpp"
 
 #include "common/crypto.hpp"
 
 #include <fstream>
 #include <sstream>
 
-namespace leap::actors {
+namespace leap::node_auth {
 
 result<std::string> make_nonce() {
   auto nonce = crypto::random_hex(32);
-  if (!nonce) return nonce.err().wrap("cannot make a nonce for the verifier node's challenge");
+  if (!nonce) {
+    return nonce.err().wrap("cannot make a nonce for the verifier node's challenge");
+  }
   return nonce;
 }
 
@@ -22,7 +24,9 @@ std::string node_proof(std::string_view secret, std::string_view nonce) {
 
 result<std::string> read_secret_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return error{path + ": cannot read the secret file"};
+  if (!in) {
+    return error{path + ": cannot read the secret file"};
+  }
   std::ostringstream text;
   text << in.rdbuf();
   std::string secret = text.str();
@@ -30,8 +34,10 @@ result<std::string> read_secret_file(const std::string& path) {
                              secret.back() == ' ' || secret.back() == '\t')) {
     secret.pop_back();
   }
-  if (secret.empty()) return error{path + ": the secret file is empty"};
+  if (secret.empty()) {
+    return error{path + ": the secret file is empty"};
+  }
   return secret;
 }
 
-}  // namespace leap::actors
+}  // namespace leap::node_auth

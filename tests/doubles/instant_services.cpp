@@ -1,4 +1,4 @@
-#include "actors/instant_services.hpp"
+#include "tests/doubles/instant_services.hpp"
 
 #include "common/splitmix.hpp"
 

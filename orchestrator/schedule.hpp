@@ -3,7 +3,7 @@
 // validate, and where a step's wall time went. All functions are pure and thread-safe.
 #pragma once
 
-#include "actors/messages.hpp"
+#include "orchestrator/group_report.hpp"
 #include "orchestrator/metrics.hpp"
 #include "orchestrator/trajectory.hpp"
 
@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-namespace leap::actors {
+namespace leap {
 
 // The task indices (into a list of `task_count` tasks) of training step `step`: the tasks are
 // shuffled once per epoch with a generator seeded by (seed, epoch) and consumed batch_size at a
@@ -57,4 +57,4 @@ struct task_split {
 [[nodiscard]] group_summary summary_of(const group_report& report);
 [[nodiscard]] group_summary probe_summary_of(const group_report& report);
 
-}  // namespace leap::actors
+}  // namespace leap

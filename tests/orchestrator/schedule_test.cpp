@@ -1,5 +1,5 @@
 // The driver's pure decisions: batches, splits, probes, validation steps, step-time attribution.
-#include "actors/schedule.hpp"
+#include "orchestrator/schedule.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-namespace leap::actors {
+namespace leap {
 namespace {
 
 TEST(StepBatchTest, EveryTaskOncePerEpochAndAFunctionOfSeedAndStep) {
@@ -177,4 +177,4 @@ TEST(ReportOfTest, SummarisesAStoredGroup) {
 }
 
 }  // namespace
-}  // namespace leap::actors
+}  // namespace leap

@@ -1,4 +1,4 @@
-#include "actors/schedule.hpp"
+#include "orchestrator/schedule.hpp"
 
 #include "common/splitmix.hpp"
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-namespace leap::actors {
+namespace leap {
 namespace {
 
 std::vector<std::size_t> permutation(std::uint64_t key, std::size_t n) {
@@ -29,7 +29,9 @@ double unit_interval(std::uint64_t bits) { return static_cast<double>(bits >> 11
 std::vector<std::size_t> step_batch(std::uint64_t seed, std::uint64_t step, std::size_t task_count,
                                     std::size_t batch_size) {
   std::vector<std::size_t> batch;
-  if (task_count == 0 || batch_size == 0) return batch;
+  if (task_count == 0 || batch_size == 0) {
+    return batch;
+  }
   batch.reserve(batch_size);
   std::uint64_t epoch = ~std::uint64_t{0};
   std::vector<std::size_t> order;
@@ -62,21 +64,27 @@ task_split split_tasks(std::uint64_t seed, std::size_t task_count, double fracti
 
 bool probe_group(std::uint64_t seed, std::uint64_t step, std::uint32_t group,
                  double probe_fraction) {
-  if (!(probe_fraction > 0.0)) return false;
+  if (!(probe_fraction > 0.0)) {
+    return false;
+  }
   const std::uint64_t bits =
       splitmix64(splitmix64(seed ^ 0x9806e) ^ splitmix64(step) ^ (std::uint64_t{group} << 1));
   return unit_interval(bits) < probe_fraction;
 }
 
 bool validation_due(std::uint64_t step, std::uint64_t steps, int every) {
-  if (every <= 0) return false;
+  if (every <= 0) {
+    return false;
+  }
   return (step + 1) % static_cast<std::uint64_t>(every) == 0 || step + 1 == steps;
 }
 
 step_timings attribute_step_time(std::span<const activity> activities, double start_ms,
                                  double end_ms) {
   step_timings t;
-  if (!(end_ms > start_ms)) return t;
+  if (!(end_ms > start_ms)) {
+    return t;
+  }
   t.wall_ms = end_ms - start_ms;
 
   struct event {
@@ -89,7 +97,9 @@ step_timings attribute_step_time(std::span<const activity> activities, double st
   for (const auto& a : activities) {
     const double s = std::max(a.start_ms, start_ms);
     const double e = std::min(a.end_ms, end_ms);
-    if (!(e > s)) continue;
+    if (!(e > s)) {
+      continue;
+    }
     events.push_back({s, +1, a.kind});
     events.push_back({e, -1, a.kind});
   }
@@ -98,7 +108,9 @@ step_timings attribute_step_time(std::span<const activity> activities, double st
 
   std::array<int, 4> active{};  // indexed by activity_kind
   auto charge = [&](double span) {
-    if (span <= 0.0) return;
+    if (span <= 0.0) {
+      return;
+    }
     if (active[static_cast<int>(activity_kind::learner)] > 0) {
       t.learner_ms += span;
     } else if (active[static_cast<int>(activity_kind::generation)] > 0) {
@@ -136,7 +148,9 @@ group_report report_of(const group_record& group) {
     r.advantages.push_back(rollout.advantage);
     for (const auto& turn : rollout.turns) {
       ++r.turns;
-      if (turn.finish != finish_reason::error) ++r.verifier_jobs;
+      if (turn.finish != finish_reason::error) {
+        ++r.verifier_jobs;
+      }
       r.generated_tokens += turn.output_tokens.size();
     }
   }
@@ -151,4 +165,4 @@ group_summary probe_summary_of(const group_report& report) {
   return {gate_decision::open, report.measured, report.advantages};
 }
 
-}  // namespace leap::actors
+}  // namespace leap
