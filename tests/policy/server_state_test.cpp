@@ -1,6 +1,7 @@
 // The policy server's state without HTTP: who holds generation back, flights, the LoRA table and
 // vLLM's weight-transfer session, driven directly against the scripted backend.
 #include "policy/server_state.hpp"
+
 #include "server_test_support.hpp"
 
 #include <gtest/gtest.h>
