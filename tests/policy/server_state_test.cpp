@@ -2,7 +2,7 @@
 // vLLM's weight-transfer session, driven directly against the scripted backend.
 #include "policy/server_state.hpp"
 
-#include "server_test_support.hpp"
+#include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>
 
