@@ -16,6 +16,10 @@
 namespace leap::sandbox {
 namespace {
 
+// What every refusal of a forbidden name ends with.
+constexpr std::string_view k_forbidden_advice =
+    ", which this task forbids. Write the computation yourself instead of calling a library.";
+
 // The parts one after another: a refusal's text, built without a temporary per part.
 std::string join(std::initializer_list<std::string_view> parts) {
   std::string out;
@@ -278,11 +282,9 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
         continue;
       }
       if (line.find(lower(item)) != std::string::npos) {
-        return forbidden_hit{
-            item, static_cast<int>(i + 1), excerpt,
-            join({"Line ", std::to_string(i + 1), ": `", excerpt, "` uses '", item,
-                  "', which this task forbids. Write the computation yourself instead of "
-                  "calling a library."})};
+        return forbidden_hit{item, static_cast<int>(i + 1), excerpt,
+                             join({"Line ", std::to_string(i + 1), ": `", excerpt, "` uses '", item,
+                                   "'", k_forbidden_advice})};
       }
     }
   }
@@ -553,11 +555,9 @@ std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump,
       ++end;
     }
     const std::string resolved = shorten(std::string(dump.substr(pos, end - pos)));
-    return forbidden_hit{
-        item, 0, resolved,
-        join({"The solution uses '", item, "' (the compiler resolved it to ", resolved,
-              "), which this task forbids. Write the computation yourself instead of calling a "
-              "library."})};
+    return forbidden_hit{item, 0, resolved,
+                         join({"The solution uses '", item, "' (the compiler resolved it to ",
+                               resolved, ")", k_forbidden_advice})};
   }
   return std::nullopt;
 }
@@ -715,11 +715,7 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
             key.resize(key.size() - 2);
           }
           if (!key.empty() && find_name(shown, key) != std::string::npos) {
-            return refuse(
-                item,
-                {f, " calls ", shown, ", from '", item,
-                 "', which this task forbids. Write the computation yourself instead of calling "
-                 "a library."});
+            return refuse(item, {f, " calls ", shown, ", from '", item, "'", k_forbidden_advice});
           }
         }
       }
