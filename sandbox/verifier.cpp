@@ -245,8 +245,8 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
   return error{text};
 }
 
-void verifier::submit(std::shared_ptr<const task> t, std::string answer, callback done) {
-  job j{std::move(t), std::move(answer), std::move(done), {}};
+void verifier::submit(std::shared_ptr<const task> t, std::string answer, const callback& done) {
+  job j{std::move(t), std::move(answer), done, {}};
   ++compile_queued_;
   if (!compile_queue_.push(std::move(j), true)) {
     --compile_queued_;
