@@ -16,7 +16,9 @@ namespace {
 
 std::string openssl_reason() {
   const unsigned long code = ERR_get_error();
-  if (code == 0) return "no reason given";
+  if (code == 0) {
+    return "no reason given";
+  }
   char text[256];
   ERR_error_string_n(code, text, sizeof text);
   return text;
@@ -73,12 +75,16 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
+  if (a.size() != b.size()) {
+    return false;
+  }
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 result<std::string> random_hex(std::size_t bytes) {
-  if (bytes > INT_MAX) return error{"random_hex: " + std::to_string(bytes) + " bytes is too many"};
+  if (bytes > INT_MAX) {
+    return error{"random_hex: " + std::to_string(bytes) + " bytes is too many"};
+  }
   std::vector<unsigned char> buffer(bytes);
   if (bytes > 0 && RAND_bytes(buffer.data(), static_cast<int>(bytes)) != 1) {
     return error{"OpenSSL's random generator failed: " + openssl_reason()};

@@ -46,7 +46,9 @@ std::shared_ptr<spdlog::logger> make_logger(std::string_view component, level le
 
 std::shared_ptr<spdlog::logger> logger() {
   std::lock_guard lock(logger_mutex);
-  if (!the_logger) the_logger = make_logger("leap", the_level);
+  if (!the_logger) {
+    the_logger = make_logger("leap", the_level);
+  }
   return the_logger;
 }
 
@@ -54,10 +56,18 @@ std::shared_ptr<spdlog::logger> logger() {
 
 std::string fields(const ids& i) {
   std::string out;
-  if (!i.run.empty()) out += "run " + i.run + " | ";
-  if (i.step >= 0) out += "step " + std::to_string(i.step) + " | ";
-  if (i.group >= 0) out += "group " + std::to_string(i.group) + " | ";
-  if (i.rollout >= 0) out += "rollout " + std::to_string(i.rollout) + " | ";
+  if (!i.run.empty()) {
+    out += "run " + i.run + " | ";
+  }
+  if (i.step >= 0) {
+    out += "step " + std::to_string(i.step) + " | ";
+  }
+  if (i.group >= 0) {
+    out += "group " + std::to_string(i.group) + " | ";
+  }
+  if (i.rollout >= 0) {
+    out += "rollout " + std::to_string(i.rollout) + " | ";
+  }
   return out;
 }
 
@@ -71,7 +81,9 @@ void setup(std::string_view component, level least) {
 void set_level(level least) {
   std::lock_guard lock(logger_mutex);
   the_level = least;
-  if (the_logger) the_logger->set_level(to_spdlog(least));
+  if (the_logger) {
+    the_logger->set_level(to_spdlog(least));
+  }
 }
 
 level current_level() {
@@ -80,10 +92,14 @@ level current_level() {
 }
 
 void write(level severity, std::string_view text, const ids& i) {
-  if (severity == level::off) return;
+  if (severity == level::off) {
+    return;
+  }
   const auto l = logger();
   const auto s = to_spdlog(severity);
-  if (!l->should_log(s)) return;
+  if (!l->should_log(s)) {
+    return;
+  }
   l->log(s, "{}{}", fields(i), text);
 }
 

@@ -68,10 +68,14 @@ inline void on_signal(int sig) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
     unsigned char byte = 0;
-    if (::read(detail::pipe_fds[0], &byte, 1) == 1) return byte;
+    if (::read(detail::pipe_fds[0], &byte, 1) == 1) {
+      return byte;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return 0;
+    if (left.count() <= 0) {
+      return 0;
+    }
     pollfd ready{detail::pipe_fds[0], POLLIN, 0};
     // EINTR (the signal landed in this thread) and readiness both go round to the read.
     ::poll(&ready, 1, static_cast<int>(left.count()));
@@ -81,7 +85,9 @@ inline void on_signal(int sig) {
 // wait() without a time limit.
 [[nodiscard]] inline int wait_forever() {
   while (true) {
-    if (const int sig = wait(std::chrono::hours(1)); sig != 0) return sig;
+    if (const int sig = wait(std::chrono::hours(1)); sig != 0) {
+      return sig;
+    }
   }
 }
 

@@ -33,14 +33,24 @@ inline int remove_stale_temporaries(const std::filesystem::path& target, std::st
   for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) {
+      continue;
+    }
     const std::string digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
     const auto pid = static_cast<pid_t>(std::stol(digits));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) {
+      continue;
+    }
     std::error_code removing;
-    if (std::filesystem::remove(it->path(), removing)) ++removed;
+    if (std::filesystem::remove(it->path(), removing)) {
+      ++removed;
+    }
   }
   return removed;
 }

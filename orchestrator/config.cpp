@@ -46,7 +46,11 @@ void walk(const schema& s, const YAML::Node& map, const std::string& prefix, par
       continue;
     }
     const std::string name = excerpt(key_node.Scalar());
-    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    std::string key = prefix;
+    if (!key.empty()) {
+      key += '.';
+    }
+    key += name;
     if (const auto first = seen.find(name); first != seen.end()) {
       state.problems.push_back(
           {line, key, "duplicate key (first set at line " + std::to_string(first->second) + ")"});
@@ -159,7 +163,9 @@ result<std::string> read_config_file(const std::string& path) {
 
 result<experiment_config> load_config(const std::string& path) {
   auto text = read_config_file(path);
-  if (!text) return text.err();
+  if (!text) {
+    return text.err();
+  }
   return parse_config(*text, path);
 }
 
@@ -220,7 +226,9 @@ std::optional<int> config_key_line(const std::string& yaml_text, std::string_vie
   }
   int line = 0;
   for (const auto& part : split_key(std::string(key))) {
-    if (!node.IsMap()) return std::nullopt;
+    if (!node.IsMap()) {
+      return std::nullopt;
+    }
     bool found = false;
     // The key's own line (a section's value starts on the line below it).
     for (auto it = node.begin(); it != node.end() && !found; ++it) {
@@ -231,7 +239,9 @@ std::optional<int> config_key_line(const std::string& yaml_text, std::string_vie
         found = true;
       }
     }
-    if (!found) return std::nullopt;
+    if (!found) {
+      return std::nullopt;
+    }
   }
   return line > 0 ? std::optional<int>(line) : std::nullopt;
 }
@@ -245,10 +255,16 @@ std::vector<std::string> resume_conflicts(const experiment_config& stored,
                                           const experiment_config& now) {
   std::vector<std::string> out;
   for (const auto& f : the_schema().fields) {
-    if (f.resumable) continue;
+    if (f.resumable) {
+      continue;
+    }
     const std::string a = f.write(stored);
     const std::string b = f.write(now);
-    if (a != b) out.push_back(f.key + " (stored " + a + ", now " + b + ")");
+    if (a != b) {
+      std::string conflict = f.key;
+      conflict.append(" (stored ").append(a).append(", now ").append(b).append(")");
+      out.push_back(std::move(conflict));
+    }
   }
   return out;
 }

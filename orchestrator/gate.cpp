@@ -91,7 +91,7 @@ double quantile_linear(std::span<const double> values, double q) {
   return sorted[below] + (h - static_cast<double>(below)) * (sorted[below + 1] - sorted[below]);
 }
 
-adaptive_gate::adaptive_gate(gate_config config) : config_(std::move(config)) {}
+adaptive_gate::adaptive_gate(gate_config config) : config_(config) {}
 
 fail_range adaptive_gate::current_range(int group_size) const {
   const fail_range fixed = resolve_thresholds(config_, group_size);

@@ -33,9 +33,13 @@ bool group_flow::may_debug(const rollout_state& r) const {
 
 flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& result) {
   flow_actions actions;
-  if (rollout >= rollouts_.size()) return actions;
+  if (rollout >= rollouts_.size()) {
+    return actions;
+  }
   rollout_state& r = rollouts_[rollout];
-  if (r.done || r.answered >= r.requested) return actions;  // duplicate or unrequested
+  if (r.done || r.answered >= r.requested) {
+    return actions;  // duplicate or unrequested
+  }
   ++r.answered;
 
   if (r.answered == 1) {
@@ -51,7 +55,9 @@ flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& res
       probe_ = !is_open(*gate_) && probe_if_closed_ && n_fail_ > 0;
       for (std::uint32_t i = 0; i < rollouts_.size(); ++i) {
         rollout_state& other = rollouts_[i];
-        if (other.done) continue;
+        if (other.done) {
+          continue;
+        }
         if (may_debug(other)) {
           other.requested = 2;
           actions.request_turn.push_back(i);
@@ -73,9 +79,13 @@ flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& res
 }
 
 void group_flow::finish_if_done(flow_actions& actions) {
-  if (finished_ || !gate_) return;
+  if (finished_ || !gate_) {
+    return;
+  }
   for (const auto& r : rollouts_) {
-    if (!r.done) return;
+    if (!r.done) {
+      return;
+    }
   }
   finished_ = true;
   actions.finished = true;
@@ -95,7 +105,9 @@ void score_group(group_record& group, const reward_config& reward,
     r.outcome = o;
     r.rank = outcome_rank(o, group.max_turns);
     r.truncated = false;
-    for (const auto& t : r.turns) r.truncated = r.truncated || t.finish == finish_reason::length;
+    for (const auto& t : r.turns) {
+      r.truncated = r.truncated || t.finish == finish_reason::length;
+    }
     outcomes.push_back(o);
   }
   const auto rewards = compute_rewards(reward, outcomes, group.max_turns);

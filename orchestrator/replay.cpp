@@ -36,7 +36,9 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
   std::vector<group_summary> probes;
   for (const auto* g : groups) {
     trained.push_back(trained_summary(*g));
-    if (g->probe) probes.push_back(probe_summary(*g));
+    if (g->probe) {
+      probes.push_back(probe_summary(*g));
+    }
     s.activated += is_open(g->gate) ? 1 : 0;
     s.turns += g->turns;
     s.verifier_jobs += g->verifier_jobs;
@@ -57,9 +59,13 @@ std::string time_cell(const std::optional<step_timings>& t, double step_timings:
 
 // "3", "3;4" (a validation measured partly after a resume), or "-" when none was recorded.
 std::string versions_cell(const std::vector<std::uint64_t>& versions) {
-  if (versions.empty()) return "-";
+  if (versions.empty()) {
+    return "-";
+  }
   std::string out;
-  for (auto v : versions) out += (out.empty() ? "" : ";") + std::to_string(v);
+  for (auto v : versions) {
+    out += (out.empty() ? "" : ";") + std::to_string(v);
+  }
   return out;
 }
 
@@ -103,13 +109,19 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     }
   }
   std::set<std::uint64_t> steps;
-  for (const auto& [step, groups] : train) steps.insert(step);
-  for (const auto& r : data.steps) steps.insert(r.step);
+  for (const auto& [step, groups] : train) {
+    steps.insert(step);
+  }
+  for (const auto& r : data.steps) {
+    steps.insert(r.step);
+  }
   for (auto step : steps) {
     replay_step s = summarise(train[step], data.max_turns);
     s.step = step;
     for (const auto& r : data.steps) {
-      if (r.step == step) s.timings = r.timings;
+      if (r.step == step) {
+        s.timings = r.timings;
+      }
     }
     report.steps.push_back(std::move(s));
   }
@@ -146,7 +158,10 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     report.total.timings = sum;
   }
   std::vector<group_summary> summaries;
-  for (const auto* g : all_train) summaries.push_back(trained_summary(*g));
+  summaries.reserve(all_train.size());
+  for (const auto* g : all_train) {
+    summaries.push_back(trained_summary(*g));
+  }
   report.composition = rollout_composition(summaries, buckets);
   return report;
 }
@@ -186,19 +201,27 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
     }
   };
   for (const auto& g : data.groups) {
-    if (g.split != split_kind::train) continue;
+    if (g.split != split_kind::train) {
+      continue;
+    }
     const int group_size = static_cast<int>(g.measured.size());
     int n_fail = 0;
-    for (const auto& o : g.measured) n_fail += o.passed_at_turn != 1 ? 1 : 0;
+    for (const auto& o : g.measured) {
+      n_fail += o.passed_at_turn != 1 ? 1 : 0;
+    }
     const gate_decision after = gate.decide_and_record(n_fail, group_size);
     const bool observed = is_open(g.gate) || g.probe;
     std::vector<rollout_outcome> outcomes;
     std::uint32_t turns_after = 0;
     if (is_open(after) && observed) {
       outcomes = g.measured;
-      for (const auto& o : outcomes) turns_after += static_cast<std::uint32_t>(o.generated_turns);
+      for (const auto& o : outcomes) {
+        turns_after += static_cast<std::uint32_t>(o.generated_turns);
+      }
     } else {
-      for (const auto& o : g.measured) outcomes.push_back({o.passed_at_turn == 1 ? 1 : 0, 1});
+      for (const auto& o : g.measured) {
+        outcomes.push_back({o.passed_at_turn == 1 ? 1 : 0, 1});
+      }
       turns_after = g.first_turns;
     }
     const bool unobserved = is_open(after) && !observed;
@@ -234,14 +257,17 @@ std::string format_replay_tables(const replay_report& r) {
       "training, per step (recovery of gated groups; probes: closed groups debugged "
       "for measurement only)\n";
   out += printf_string("%6s %6s %9s", "step", "groups", "activated");
-  for (int m = 1; m <= r.max_turns; ++m)
+  for (int m = 1; m <= r.max_turns; ++m) {
     out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
+  }
   out += printf_string(" %9s %9s %6s %9s %9s %10s %8s %8s %8s %8s %8s %8s\n", "recov/rol",
                        "recov/grp", "probes", "probe/rol", "probe/grp", "turns/pass", "wall_s",
                        "gen_s", "compile", "run_s", "learn_s", "idle_s");
   auto row = [&](const replay_step& s, const std::string& label) {
     out += printf_string("%6s %6u %9.3f", label.c_str(), s.groups, s.activated_fraction);
-    for (double a : s.accuracy) out += printf_string(" %7.3f", a);
+    for (double a : s.accuracy) {
+      out += printf_string(" %7.3f", a);
+    }
     out += printf_string(" %9.3f %9.3f %6u %9.3f %9.3f %10.2f", s.recovery.per_rollout,
                          s.recovery.per_group, s.probe_groups, s.probe_recovery.per_rollout,
                          s.probe_recovery.per_group, s.turns_per_pass);
@@ -253,7 +279,9 @@ std::string format_replay_tables(const replay_report& r) {
                          time_cell(s.timings, &step_timings::learner_ms).c_str(),
                          time_cell(s.timings, &step_timings::idle_ms).c_str());
   };
-  for (const auto& s : r.steps) row(s, std::to_string(s.step + 1) + (s.timings ? "" : "*"));
+  for (const auto& s : r.steps) {
+    row(s, std::to_string(s.step + 1) + (s.timings ? "" : "*"));
+  }
   row(r.total, "all");
   if (std::any_of(r.steps.begin(), r.steps.end(), [](const auto& s) { return !s.timings; })) {
     out += "* the step did not complete (no step record): its groups so far\n";
@@ -261,13 +289,16 @@ std::string format_replay_tables(const replay_report& r) {
   if (!r.validation.empty()) {
     out += "\nvalidation (after training step)\n";
     out += printf_string("%6s %6s %8s", "step", "tasks", "rollouts");
-    for (int m = 1; m <= r.max_turns; ++m)
+    for (int m = 1; m <= r.max_turns; ++m) {
       out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
+    }
     out += printf_string(" %7s\n", "weights");
     for (const auto& v : r.validation) {
-      out += printf_string("%6llu %6u %8u", static_cast<unsigned long long>(v.step + 1), v.groups,
+      out += printf_string("%6llu %6u %8u", static_cast<unsigned long long>(v.step) + 1, v.groups,
                            v.rollouts);
-      for (double a : v.accuracy) out += printf_string(" %7.3f", a);
+      for (double a : v.accuracy) {
+        out += printf_string(" %7.3f", a);
+      }
       out += printf_string(" %7s\n", versions_cell(v.weight_versions).c_str());
     }
   }
@@ -276,7 +307,9 @@ std::string format_replay_tables(const replay_report& r) {
                        "turn1 pass-", "debug pass+", "debug pass-", "failure+", "failure-");
   for (const auto& b : r.composition) {
     out += printf_string("[%.2f,%.2f%c", b.lo, b.hi, b.hi >= 1.0 ? ']' : ')');
-    for (const auto& kind : b.counts) out += printf_string(" %12zu %12zu", kind[1], kind[0]);
+    for (const auto& kind : b.counts) {
+      out += printf_string(" %12zu %12zu", kind[1], kind[0]);
+    }
     out += "\n";
   }
   return out;
@@ -297,7 +330,9 @@ std::string format_whatif_table(const whatif_report& r, const std::string& descr
         w.mean_abs_advantage_before, w.mean_abs_advantage_after, w.nonzero_advantage_before,
         w.nonzero_advantage_after, w.sign_flips, w.turns_before, w.turns_after);
   };
-  for (const auto& w : r.steps) row(w, std::to_string(w.step + 1));
+  for (const auto& w : r.steps) {
+    row(w, std::to_string(w.step + 1));
+  }
   row(r.total, "all");
   if (r.total.unobserved_opens > 0) {
     out +=
@@ -318,7 +353,9 @@ class csv_row {
   csv_row(const csv_row&) = delete;
   csv_row& operator=(const csv_row&) = delete;
   csv_row& operator<<(const std::string& text) {
-    if (!first_) out_ += ',';
+    if (!first_) {
+      out_ += ',';
+    }
     first_ = false;
     out_ += text;
     return *this;
@@ -336,7 +373,9 @@ class csv_row {
 
 std::string steps_csv(const replay_report& r) {
   std::string out = "step,groups,activated,activated_fraction";
-  for (int m = 1; m <= r.max_turns; ++m) out += ",acc_at_" + std::to_string(m);
+  for (int m = 1; m <= r.max_turns; ++m) {
+    out += ",acc_at_" + std::to_string(m);
+  }
   out +=
       ",recovery_per_rollout,recovery_per_group,probe_groups,probe_recovery_per_rollout,"
       "probe_recovery_per_group,turns_per_pass,turns,verifier_jobs,completed,wall_ms,"
@@ -344,7 +383,9 @@ std::string steps_csv(const replay_report& r) {
   for (const auto& s : r.steps) {
     csv_row row(out);
     row << s.step << s.groups << s.activated << s.activated_fraction;
-    for (double a : s.accuracy) row << a;
+    for (double a : s.accuracy) {
+      row << a;
+    }
     row << s.recovery.per_rollout << s.recovery.per_group << s.probe_groups
         << s.probe_recovery.per_rollout << s.probe_recovery.per_group << s.turns_per_pass << s.turns
         << s.verifier_jobs << std::string(s.timings ? "1" : "0");
@@ -356,12 +397,16 @@ std::string steps_csv(const replay_report& r) {
 
 std::string validation_csv(const replay_report& r) {
   std::string out = "step,groups,rollouts";
-  for (int m = 1; m <= r.max_turns; ++m) out += ",acc_at_" + std::to_string(m);
+  for (int m = 1; m <= r.max_turns; ++m) {
+    out += ",acc_at_" + std::to_string(m);
+  }
   out += ",weight_version\n";
   for (const auto& v : r.validation) {
     csv_row row(out);
     row << v.step << v.groups << v.rollouts;
-    for (double a : v.accuracy) row << a;
+    for (double a : v.accuracy) {
+      row << a;
+    }
     row << versions_cell(v.weight_versions);
   }
   return out;
@@ -393,7 +438,9 @@ std::string whatif_csv(const whatif_report& r) {
         << w.mean_abs_advantage_before << w.mean_abs_advantage_after << w.nonzero_advantage_before
         << w.nonzero_advantage_after << w.sign_flips << w.turns_before << w.turns_after;
   };
-  for (const auto& w : r.steps) add(w, std::to_string(w.step));
+  for (const auto& w : r.steps) {
+    add(w, std::to_string(w.step));
+  }
   add(r.total, "all");
   return out;
 }

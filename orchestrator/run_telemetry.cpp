@@ -94,7 +94,9 @@ std::vector<std::string> metric_names() {
   registry r;
   const run_telemetry t(r);
   std::vector<std::string> out;
-  for (const auto& f : r.take().families) out.push_back(f.name);
+  for (const auto& f : r.take().families) {
+    out.push_back(f.name);
+  }
   return out;
 }
 
@@ -135,13 +137,17 @@ std::string format_telemetry_table(const std::vector<step_record>& steps) {
   std::string out;
   char cell[64];
   for (const auto& r : steps) {
-    if (!has_telemetry(r)) continue;
+    if (!has_telemetry(r)) {
+      continue;
+    }
     if (out.empty()) {
       out = "live metrics at each step's end (cumulative since the run process started)\n  step";
-      for (const auto& c : columns) out += std::string(" | ") + c.title;
+      for (const auto& c : columns) {
+        out += std::string(" | ") + c.title;
+      }
       out += "\n";
     }
-    std::snprintf(cell, sizeof cell, "%6llu", static_cast<unsigned long long>(r.step + 1));
+    std::snprintf(cell, sizeof cell, "%6llu", static_cast<unsigned long long>(r.step) + 1);
     out += cell;
     for (const auto& c : columns) {
       const double v = c.name.empty()
@@ -150,7 +156,9 @@ std::string format_telemetry_table(const std::vector<step_record>& steps) {
       std::snprintf(cell, sizeof cell, c.format, v);
       std::string text = cell;
       const std::size_t width = std::string(c.title).size();
-      if (text.size() < width) text.insert(0, width - text.size(), ' ');
+      if (text.size() < width) {
+        text.insert(0, width - text.size(), ' ');
+      }
       out += " | " + text;
     }
     out += "\n";
@@ -167,13 +175,17 @@ std::string format_learner_table(const std::vector<step_record>& steps) {
   std::string out;
   char cell[64];
   for (const auto& r : steps) {
-    if (!has_prefixed(r, "learner.")) continue;
+    if (!has_prefixed(r, "learner.")) {
+      continue;
+    }
     if (out.empty()) {
       out = "learner, per step\n  step";
-      for (const auto& [name, format] : columns) out += std::string(" | ") + name;
+      for (const auto& [name, format] : columns) {
+        out += std::string(" | ") + name;
+      }
       out += "\n";
     }
-    std::snprintf(cell, sizeof cell, "%6llu", static_cast<unsigned long long>(r.step + 1));
+    std::snprintf(cell, sizeof cell, "%6llu", static_cast<unsigned long long>(r.step) + 1);
     out += cell;
     for (const auto& [name, format] : columns) {
       auto it = r.metrics.find(std::string("learner.") + name);
@@ -197,21 +209,31 @@ std::string prefixed_metrics_csv(const std::vector<step_record>& steps, const st
   std::set<std::string> names;
   for (const auto& r : steps) {
     for (const auto& [name, value] : r.metrics) {
-      if (name.rfind(prefix, 0) == 0) names.insert(name);
+      if (name.rfind(prefix, 0) == 0) {
+        names.insert(name);
+      }
     }
   }
   std::string out = "step";
-  for (const auto& n : names) out += "," + n;
+  for (const auto& n : names) {
+    out += "," + n;
+  }
   out += "\n";
-  if (names.empty()) return out;
+  if (names.empty()) {
+    return out;
+  }
   char cell[64];
   for (const auto& r : steps) {
-    if (!has_prefixed(r, prefix)) continue;
+    if (!has_prefixed(r, prefix)) {
+      continue;
+    }
     out += std::to_string(r.step);
     for (const auto& n : names) {
       out += ",";
       auto it = r.metrics.find(n);
-      if (it == r.metrics.end()) continue;
+      if (it == r.metrics.end()) {
+        continue;
+      }
       std::snprintf(cell, sizeof cell, "%.17g", it->second);
       out += cell;
     }

@@ -93,7 +93,9 @@ std::vector<simulation_step> simulate(const simulation_params& params,
       for (std::size_t i = 0; i < g; ++i) {
         const auto& r = rollouts[i];
         std::vector<int> token_turn(r.passed.size());
-        for (std::size_t t = 0; t < token_turn.size(); ++t) token_turn[t] = static_cast<int>(t);
+        for (std::size_t t = 0; t < token_turn.size(); ++t) {
+          token_turn[t] = static_cast<int>(t);
+        }
         const auto per_turn =
             token_advantages(token_turn, summary.advantages[i], params.advantage.gamma);
         task_gradient[task] +=
@@ -121,10 +123,14 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     report.recovery = recovery(report.groups);
     report.turns_per_pass = turns_per_pass(report.groups);
     double sum = 0.0;
-    for (double p : task_skill) sum += p;
+    for (double p : task_skill) {
+      sum += p;
+    }
     report.expected_first_turn_accuracy = sum / static_cast<double>(task_skill.size());
     report.debug_fix_probability = fix_skill;
-    if (on_step) on_step(report);
+    if (on_step) {
+      on_step(report);
+    }
     steps.push_back(std::move(report));
   }
   return steps;

@@ -84,19 +84,25 @@ std::vector<double> version_buckets() { return {0, 1, 2, 3, 4, 8, 16}; }
 
 const family_snapshot* snapshot::find(const std::string& name) const {
   for (const auto& f : families) {
-    if (f.name == name) return &f;
+    if (f.name == name) {
+      return &f;
+    }
   }
   return nullptr;
 }
 
 const series_snapshot* snapshot::find(const std::string& name, const label_set& labels) const {
   const auto* f = find(name);
-  if (f == nullptr) return nullptr;
+  if (f == nullptr) {
+    return nullptr;
+  }
   for (const auto& s : f->series) {
     const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& want) {
       return std::find(s.labels.begin(), s.labels.end(), want) != s.labels.end();
     });
-    if (all) return &s;
+    if (all) {
+      return &s;
+    }
   }
   return nullptr;
 }
@@ -105,24 +111,34 @@ namespace {
 
 bool name_char(char c, bool first, bool colon) {
   const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  if (alpha || (colon && c == ':')) return true;
+  if (alpha || (colon && c == ':')) {
+    return true;
+  }
   return !first && c >= '0' && c <= '9';
 }
 
 }  // namespace
 
 bool valid_metric_name(const std::string& name) {
-  if (name.empty()) return false;
+  if (name.empty()) {
+    return false;
+  }
   for (std::size_t i = 0; i < name.size(); ++i) {
-    if (!name_char(name[i], i == 0, true)) return false;
+    if (!name_char(name[i], i == 0, true)) {
+      return false;
+    }
   }
   return true;
 }
 
 bool valid_label_name(const std::string& name) {
-  if (name.empty() || name == "le") return false;
+  if (name.empty() || name == "le") {
+    return false;
+  }
   for (std::size_t i = 0; i < name.size(); ++i) {
-    if (!name_char(name[i], i == 0, false)) return false;
+    if (!name_char(name[i], i == 0, false)) {
+      return false;
+    }
   }
   return true;
 }
@@ -160,15 +176,21 @@ registry::series& registry::find_or_add(const std::string& name, const std::stri
                                         const std::vector<double>* bounds) {
   // prometheus-cpp checks names as well, but refuses only what the exposition format cannot
   // carry: "le" as a label and conflicting help texts or buckets pass there.
-  if (!valid_metric_name(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
+  if (!valid_metric_name(name)) {
+    throw std::invalid_argument("invalid metric name '" + name + "'");
+  }
   prometheus::Labels by_name;
   for (const auto& [label, value] : labels) {
     if (!valid_label_name(label)) {
-      throw std::invalid_argument(name + ": invalid label name '" + label + "'");
+      std::string what = name;
+      what.append(": invalid label name '").append(label).append("'");
+      throw std::invalid_argument(what);
     }
     by_name[label] = value;
   }
-  if (by_name.size() != labels.size()) throw std::invalid_argument(name + ": a label given twice");
+  if (by_name.size() != labels.size()) {
+    throw std::invalid_argument(name + ": a label given twice");
+  }
   if (bounds != nullptr) {
     for (std::size_t i = 0; i < bounds->size(); ++i) {
       if (!std::isfinite((*bounds)[i]) || (i > 0 && (*bounds)[i] <= (*bounds)[i - 1])) {
@@ -179,7 +201,9 @@ registry::series& registry::find_or_add(const std::string& name, const std::stri
   std::lock_guard lock(state_->mutex);
   state::family* fam = nullptr;
   for (auto& f : state_->families) {
-    if (f->name == name) fam = f.get();
+    if (f->name == name) {
+      fam = f.get();
+    }
   }
   if (fam == nullptr) {
     auto f = std::make_unique<state::family>();
@@ -204,7 +228,9 @@ registry::series& registry::find_or_add(const std::string& name, const std::stri
     throw std::invalid_argument(name + ": registered again with another type or help text");
   }
   for (auto& s : fam->members) {
-    if (s->labels != labels) continue;
+    if (s->labels != labels) {
+      continue;
+    }
     if (bounds != nullptr && s->h->bounds() != *bounds) {
       throw std::invalid_argument(name + ": registered again with other buckets");
     }
@@ -236,7 +262,7 @@ gauge& registry::add_gauge(const std::string& name, const std::string& help, lab
 }
 
 histogram& registry::add_histogram(const std::string& name, const std::string& help,
-                                   std::vector<double> bounds, label_set labels) {
+                                   const std::vector<double>& bounds, label_set labels) {
   return *find_or_add(name, help, metric_type::histogram, std::move(labels), &bounds).h;
 }
 
@@ -260,7 +286,9 @@ snapshot registry::take(std::int64_t unix_ms) const {
           // One Collect() reads the buckets and the sum under the series' mutex.
           const auto read = s->h->series_->Collect().histogram;
           ss.bounds = s->h->bounds();
-          for (const auto& b : read.bucket) ss.cumulative.push_back(b.cumulative_count);
+          for (const auto& b : read.bucket) {
+            ss.cumulative.push_back(b.cumulative_count);
+          }
           ss.count = read.sample_count;
           ss.sum = read.sample_sum;
           break;
@@ -277,7 +305,9 @@ namespace {
 
 // Shortest form that reads back to the same double (JSON only; non-finite numbers are null).
 std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
+  if (!std::isfinite(v)) {
+    return "null";
+  }
   char buffer[64];
   auto r = std::to_chars(buffer, buffer + sizeof buffer, v);
   return {buffer, r.ptr};
@@ -350,7 +380,9 @@ std::string to_prometheus(const snapshot& s) {
     }
     for (const auto& series : f.series) {
       prometheus::ClientMetric m;
-      for (const auto& [name, value] : series.labels) m.label.push_back({name, value});
+      for (const auto& [name, value] : series.labels) {
+        m.label.push_back({name, value});
+      }
       switch (f.type) {
         case metric_type::counter:
           m.counter.value = series.value;
@@ -379,15 +411,21 @@ std::string to_json(const snapshot& s) {
   std::string out = "{\"unix_ms\":" + std::to_string(s.unix_ms) + ",\"metrics\":[";
   for (std::size_t fi = 0; fi < s.families.size(); ++fi) {
     const auto& f = s.families[fi];
-    if (fi > 0) out += ",";
+    if (fi > 0) {
+      out += ",";
+    }
     out += "{\"name\":" + json_string(f.name) + ",\"help\":" + json_string(f.help) +
            ",\"type\":\"" + to_string(f.type) + "\",\"series\":[";
     for (std::size_t si = 0; si < f.series.size(); ++si) {
       const auto& series = f.series[si];
-      if (si > 0) out += ",";
+      if (si > 0) {
+        out += ",";
+      }
       out += "{\"labels\":{";
       for (std::size_t li = 0; li < series.labels.size(); ++li) {
-        if (li > 0) out += ",";
+        if (li > 0) {
+          out += ",";
+        }
         out += json_string(series.labels[li].first) + ":" + json_string(series.labels[li].second);
       }
       out += "}";
@@ -398,7 +436,9 @@ std::string to_json(const snapshot& s) {
       out += ",\"count\":" + std::to_string(series.count) + ",\"sum\":" + json_number(series.sum) +
              ",\"buckets\":[";
       for (std::size_t i = 0; i < series.cumulative.size(); ++i) {
-        if (i > 0) out += ",";
+        if (i > 0) {
+          out += ",";
+        }
         out +=
             "{\"le\":" +
             (i < series.bounds.size() ? json_number(series.bounds[i]) : std::string("\"+Inf\"")) +
@@ -414,17 +454,25 @@ std::string to_json(const snapshot& s) {
 }
 
 double quantile(const series_snapshot& h, double q) {
-  if (h.count == 0 || h.cumulative.empty()) return 0.0;
+  if (h.count == 0 || h.cumulative.empty()) {
+    return 0.0;
+  }
   q = std::clamp(q, 0.0, 1.0);
   const double rank = q * static_cast<double>(h.count);
   std::size_t i = 0;
-  while (i < h.cumulative.size() && static_cast<double>(h.cumulative[i]) < rank) ++i;
-  if (i >= h.bounds.size()) return h.bounds.empty() ? 0.0 : h.bounds.back();
+  while (i < h.cumulative.size() && static_cast<double>(h.cumulative[i]) < rank) {
+    ++i;
+  }
+  if (i >= h.bounds.size()) {
+    return h.bounds.empty() ? 0.0 : h.bounds.back();
+  }
   const double lower = i == 0 ? 0.0 : h.bounds[i - 1];
   const double upper = h.bounds[i];
   const double below = i == 0 ? 0.0 : static_cast<double>(h.cumulative[i - 1]);
   const double in_bucket = static_cast<double>(h.cumulative[i]) - below;
-  if (in_bucket <= 0.0) return upper;
+  if (in_bucket <= 0.0) {
+    return upper;
+  }
   return lower + (upper - lower) * (rank - below) / in_bucket;
 }
 
@@ -432,10 +480,14 @@ std::map<std::string, double> summary_values(const snapshot& s, const std::strin
   std::map<std::string, double> out;
   for (const auto& f : s.families) {
     std::string base = f.name;
-    if (base.rfind("leap_", 0) == 0) base = base.substr(5);
+    if (base.rfind("leap_", 0) == 0) {
+      base = base.substr(5);
+    }
     for (const auto& series : f.series) {
       std::string key = prefix + base;
-      for (const auto& [label, value] : series.labels) key += "." + value;
+      for (const auto& [label, value] : series.labels) {
+        key += "." + value;
+      }
       if (f.type != metric_type::histogram) {
         out[key] = series.value;
         continue;
@@ -470,7 +522,9 @@ status write_file_atomically(const std::filesystem::path& path, const std::strin
   std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return error{tmp.string() + ": cannot open for writing: " + std::strerror(errno)};
+    if (!out) {
+      return error{tmp.string() + ": cannot open for writing: " + std::strerror(errno)};
+    }
     out << text;
     out.flush();
     if (!out) {

@@ -153,7 +153,7 @@ class registry {
   counter& add_counter(const std::string& name, const std::string& help, label_set labels = {});
   gauge& add_gauge(const std::string& name, const std::string& help, label_set labels = {});
   histogram& add_histogram(const std::string& name, const std::string& help,
-                           std::vector<double> bounds, label_set labels = {});
+                           const std::vector<double>& bounds, label_set labels = {});
 
   // Reads every series once. Thread-safe; `unix_ms` is the caller's clock reading.
   [[nodiscard]] snapshot take(std::int64_t unix_ms = 0) const;

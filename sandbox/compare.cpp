@@ -36,7 +36,9 @@ std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expecte
     }
     std::size_t output = 0;
     for (const auto& a : t.args) {
-      if (a.role != arg_role::output && a.role != arg_role::inout) continue;
+      if (a.role != arg_role::output && a.role != arg_role::inout) {
+        continue;
+      }
       const auto& exp = e_trial.outputs.at(output);
       const auto& out = g_trial.outputs.at(output);
       ++output;
@@ -49,7 +51,9 @@ std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expecte
       m.rtol = tol.rtol;
       m.expected_count = exp.size();
       m.got_count = out.size();
-      if (exp.size() != out.size()) return m;
+      if (exp.size() != out.size()) {
+        return m;
+      }
       double worst_excess = -1;
       double err_sq = 0, exp_sq = 0;
       for (std::size_t i = 0; i < exp.size(); ++i) {
@@ -74,8 +78,9 @@ std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expecte
           exp_sq += e * e;
         }
         m.max_abs_error = std::max(m.max_abs_error, diff);
-        if (e != 0 || diff != 0)
+        if (e != 0 || diff != 0) {
           m.max_rel_error = std::max(m.max_rel_error, e != 0 ? diff / std::fabs(e) : INFINITY);
+        }
         if (bad) {
           ++m.bad_elements;
           if (excess > worst_excess) {
@@ -87,7 +92,9 @@ std::optional<mismatch> compare_dumps(const task& t, const harness_dump& expecte
         }
       }
       m.relative_l2 = exp_sq > 0 ? std::sqrt(err_sq / exp_sq) : 0;
-      if (m.bad_elements > 0) return m;
+      if (m.bad_elements > 0) {
+        return m;
+      }
       if (exp_sq > 0 && m.relative_l2 > tol.max_relative_l2) {
         m.relative_l2_failed = true;
         // Point at the element with the largest error for the feedback.

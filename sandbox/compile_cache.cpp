@@ -20,15 +20,23 @@ constexpr const char* k_magic = "LEAPCACHE1";
 result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir,
                                                            std::uint64_t max_bytes) {
   std::unique_ptr<compile_cache> cache(new compile_cache(dir, max_bytes));
-  if (max_bytes == 0) return cache;
+  if (max_bytes == 0) {
+    return cache;
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return error{"compile cache " + dir.string() + ": " + ec.message()};
+  if (ec) {
+    return error{"compile cache " + dir.string() + ": " + ec.message()};
+  }
   std::vector<std::pair<fs::file_time_type, std::pair<std::string, std::uint64_t>>> found;
   for (const auto& sub : fs::directory_iterator(dir, ec)) {
-    if (!sub.is_directory()) continue;
+    if (!sub.is_directory()) {
+      continue;
+    }
     for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
-      if (f.path().extension() != ".entry") continue;
+      if (f.path().extension() != ".entry") {
+        continue;
+      }
       found.push_back({f.last_write_time(ec), {f.path().stem().string(), f.file_size(ec)}});
     }
   }
@@ -50,22 +58,32 @@ fs::path compile_cache::path_of(const std::string& key) const {
 
 std::optional<build_output> compile_cache::load(const std::string& key) {
   std::ifstream in(path_of(key), std::ios::binary);
-  if (!in) return std::nullopt;
+  if (!in) {
+    return std::nullopt;
+  }
   std::string magic, state;
   std::uint64_t artifact_bytes = 0;
   in >> magic >> state >> artifact_bytes;
-  if (magic != k_magic || in.get() != '\n') return std::nullopt;
+  if (magic != k_magic || in.get() != '\n') {
+    return std::nullopt;
+  }
   build_output out;
   out.ok = state == "ok";
   out.timed_out = state == "timeout";
   out.artifact.resize(artifact_bytes);
   in.read(out.artifact.data(), static_cast<std::streamsize>(artifact_bytes));
-  if (static_cast<std::uint64_t>(in.gcount()) != artifact_bytes) return std::nullopt;
+  if (static_cast<std::uint64_t>(in.gcount()) != artifact_bytes) {
+    return std::nullopt;
+  }
   if (state == "refused") {
     const auto newline = out.artifact.find('\n');
-    if (newline == std::string::npos) return std::nullopt;
+    if (newline == std::string::npos) {
+      return std::nullopt;
+    }
     auto category = parse_verdict_category(std::string_view(out.artifact).substr(0, newline));
-    if (!category) return std::nullopt;  // not an entry this cache wrote: build again
+    if (!category) {
+      return std::nullopt;  // not an entry this cache wrote: build again
+    }
     out.refusal_category = *category;
     out.refusal = out.artifact.substr(newline + 1);
     out.artifact.clear();
@@ -122,7 +140,9 @@ void compile_cache::store(const std::string& key, const build_output& out) {
 
 void compile_cache::touch(const std::string& key) {
   auto it = index_.find(key);
-  if (it == index_.end()) return;
+  if (it == index_.end()) {
+    return;
+  }
   lru_.splice(lru_.begin(), lru_, it->second.position);
 }
 
@@ -150,7 +170,9 @@ result<cache_lookup> compile_cache::get_or_build(
     if (max_bytes_ > 0 && index_.count(key) != 0) {
       touch(key);
       lock.unlock();
-      if (auto cached = load(key)) return cache_lookup{std::move(*cached), true, false, 0};
+      if (auto cached = load(key)) {
+        return cache_lookup{std::move(*cached), true, false, 0};
+      }
       lock.lock();
       // Vanished or damaged on disk: forget it and build.
       if (auto it = index_.find(key); it != index_.end()) {
@@ -161,6 +183,7 @@ result<cache_lookup> compile_cache::get_or_build(
     }
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
       waiting = it->second;
+      ++waiting_;
     } else {
       builder = true;
       waiting = promise.get_future().share();
@@ -170,7 +193,13 @@ result<cache_lookup> compile_cache::get_or_build(
   }
   if (!builder) {
     auto out = waiting.get();
-    if (!out) return out.err();
+    {
+      std::lock_guard lock(mutex_);
+      --waiting_;
+    }
+    if (!out) {
+      return out.err();
+    }
     return cache_lookup{out.value(), false, true, 0};
   }
   const auto start = std::chrono::steady_clock::now();
@@ -178,13 +207,17 @@ result<cache_lookup> compile_cache::get_or_build(
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // A build that ran out of time may succeed on a less loaded host: not remembered.
-  if (out && max_bytes_ > 0 && !out->timed_out) store(key, out.value());
+  if (out && max_bytes_ > 0 && !out->timed_out) {
+    store(key, out.value());
+  }
   promise.set_value(out);
   {
     std::lock_guard lock(mutex_);
     in_flight_.erase(key);
   }
-  if (!out) return out.err();
+  if (!out) {
+    return out.err();
+  }
   return cache_lookup{std::move(out.value()), false, false, ms};
 }
 
@@ -201,6 +234,11 @@ std::size_t compile_cache::entries() const {
 std::uint64_t compile_cache::builds() const {
   std::lock_guard lock(mutex_);
   return builds_;
+}
+
+std::size_t compile_cache::waiting() const {
+  std::lock_guard lock(mutex_);
+  return waiting_;
 }
 
 }  // namespace leap::sandbox

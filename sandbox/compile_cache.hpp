@@ -61,6 +61,8 @@ class compile_cache {
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
   // Builds run so far (not hits, not shared waits). For tests and benchmarks.
   [[nodiscard]] std::uint64_t builds() const;
+  // Callers waiting now for an identical build already in flight. For tests.
+  [[nodiscard]] std::size_t waiting() const;
 
  private:
   compile_cache(std::filesystem::path dir, std::uint64_t max_bytes)
@@ -82,6 +84,7 @@ class compile_cache {
   std::unordered_map<std::string, entry_info> index_;
   std::uint64_t total_bytes_ = 0;
   std::uint64_t builds_ = 0;
+  std::size_t waiting_ = 0;
   std::map<std::string, std::shared_future<result<build_output>>> in_flight_;
 };
 

@@ -9,7 +9,9 @@ namespace {
 // are looser than extract_code's: any info string, and an unclosed last fence takes the rest.)
 std::string_view candidate_text(std::string_view answer) {
   const auto close = answer.rfind("```");
-  if (close == std::string_view::npos) return answer;
+  if (close == std::string_view::npos) {
+    return answer;
+  }
   const auto open = close == 0 ? std::string_view::npos : answer.rfind("```", close - 1);
   if (open == std::string_view::npos) {
     // One fence only: what follows it (an answer cut off inside its block).

@@ -49,7 +49,9 @@ std::string dir_of(const std::string& program) {
 // candidate must not be able to guess it and forge the harness's output.
 result<std::string> stream_nonce() {
   auto nonce = crypto::random_hex(16);
-  if (!nonce) return nonce.err().wrap("the harness stream's nonce");
+  if (!nonce) {
+    return nonce.err().wrap("the harness stream's nonce");
+  }
   return nonce;
 }
 
@@ -70,7 +72,26 @@ bool device_level_cuda_error(const std::string& name) {
                                 "cudaErrorCompatNotSupportedOnDevice",
                                 "cudaErrorNotPermitted"};
   for (const char* n : names) {
-    if (name == n) return true;
+    if (name == n) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether a failure the harness reported could be the GPU's rather than the candidate's: then the
+// engine asks its own probe of the slot before judging.
+bool may_be_the_gpus(const harness_failure& f) {
+  switch (f.kind) {
+    case harness_failure_kind::cuda_init:
+      return true;
+    case harness_failure_kind::cuda:
+    case harness_failure_kind::other:  // a record the candidate forged: its name decides, as for
+                                       // cuda
+      return device_level_cuda_error(f.name);
+    case harness_failure_kind::threads:
+    case harness_failure_kind::stream:
+      return false;  // their names are the harness's own ("left_running", "unordered"), not CUDA's
   }
   return false;
 }
@@ -110,7 +131,9 @@ int main() {
 
 timing_stats stats_of(std::vector<double> ms) {
   timing_stats s;
-  if (ms.empty()) return s;
+  if (ms.empty()) {
+    return s;
+  }
   std::sort(ms.begin(), ms.end());
   s.reps = static_cast<int>(ms.size());
   s.min_ms = ms.front();
@@ -125,7 +148,9 @@ timing_stats stats_of(std::vector<double> ms) {
 // PTX cannot be JIT-compiled for another GPU anyway) and which costs nvcc a noticeable part of a
 // cold compile.
 std::string gencode_flag(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0) return "-arch=" + arch;
+  if (arch.rfind("sm_", 0) != 0) {
+    return "-arch=" + arch;
+  }
   return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
@@ -144,10 +169,14 @@ std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
         }
       }
     }
-    if (!path.is_absolute()) continue;
+    if (!path.is_absolute()) {
+      continue;
+    }
     std::error_code ec;
     for (const fs::path& p : {path, fs::canonical(path, ec)}) {
-      if (p.empty() || !p.has_parent_path()) continue;
+      if (p.empty() || !p.has_parent_path()) {
+        continue;
+      }
       const fs::path bin = p.parent_path();
       out.push_back(bin.filename() == "bin" ? bin.parent_path() : bin);
     }
@@ -184,7 +213,9 @@ std::string shell_word(const std::string& w) {
 
 std::string shell_line(const std::vector<std::string>& argv) {
   std::string line;
-  for (const auto& a : argv) line += (line.empty() ? "" : " ") + shell_word(a);
+  for (const auto& a : argv) {
+    line += (line.empty() ? "" : " ") + shell_word(a);
+  }
   return line;
 }
 
@@ -193,7 +224,9 @@ std::string shell_line(const std::vector<std::string>& argv) {
 bool out_of_memory(const std::string& log, const std::string& file) {
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == ' ' || line[0] == '\t' || line.rfind(file, 0) == 0) continue;
+    if (line.empty() || line[0] == ' ' || line[0] == '\t' || line.rfind(file, 0) == 0) {
+      continue;
+    }
     if (line.find("out of memory") != std::string::npos ||
         line.find("memory exhausted") != std::string::npos ||
         line.find("std::bad_alloc") != std::string::npos) {
@@ -205,7 +238,9 @@ bool out_of_memory(const std::string& log, const std::string& file) {
 
 std::string compile_log(const run_result& r) {
   std::string log = r.stderr_text;
-  if (!r.stdout_text.empty()) log += (log.empty() ? "" : "\n") + r.stdout_text;
+  if (!r.stdout_text.empty()) {
+    log += (log.empty() ? "" : "\n") + r.stdout_text;
+  }
   return log;
 }
 
@@ -239,10 +274,16 @@ error infrastructure_error(int gpu, const std::string& what) {
 }
 
 std::optional<int> infrastructure_slot(const error& e) {
-  if (e.message.rfind(k_infrastructure_tag, 0) != 0) return std::nullopt;
+  if (e.message.rfind(k_infrastructure_tag, 0) != 0) {
+    return std::nullopt;
+  }
   const std::string rest = e.message.substr(k_infrastructure_tag.size());
-  if (rest.rfind("no GPU:", 0) == 0) return -1;
-  if (rest.rfind("GPU ", 0) != 0) return std::nullopt;
+  if (rest.rfind("no GPU:", 0) == 0) {
+    return -1;
+  }
+  if (rest.rfind("GPU ", 0) != 0) {
+    return std::nullopt;
+  }
   std::size_t i = 4;
   int gpu = 0;
   bool digits = false;
@@ -250,7 +291,9 @@ std::optional<int> infrastructure_slot(const error& e) {
     gpu = gpu * 10 + (rest[i++] - '0');
     digits = true;
   }
-  if (!digits || i >= rest.size() || rest[i] != ':') return std::nullopt;
+  if (!digits || i >= rest.size() || rest[i] != ':') {
+    return std::nullopt;
+  }
   return gpu;
 }
 
@@ -258,7 +301,9 @@ std::vector<std::string> split_flags(const std::string& flags) {
   std::istringstream ss(flags);
   std::vector<std::string> out;
   std::string w;
-  while (ss >> w) out.push_back(w);
+  while (ss >> w) {
+    out.push_back(w);
+  }
   return out;
 }
 
@@ -272,10 +317,16 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
       config.cache_dir = config.scratch_root / "compile-cache";
     }
   }
-  if (config.trials < 1) return error{"engine_config.trials must be at least 1"};
-  if (config.timing_reps < 0) return error{"engine_config.timing_reps must not be negative"};
+  if (config.trials < 1) {
+    return error{"engine_config.trials must be at least 1"};
+  }
+  if (config.timing_reps < 0) {
+    return error{"engine_config.timing_reps must not be negative"};
+  }
   auto cache = compile_cache::open(config.cache_dir, config.cache_max_bytes);
-  if (!cache) return cache.err();
+  if (!cache) {
+    return cache.err();
+  }
   std::unique_ptr<engine> e(new engine(std::move(config)));
   e->cache_ = std::move(cache.value());
   e->readonly_paths_ = tool_prefixes({e->config_.nvcc, e->config_.python});
@@ -286,9 +337,13 @@ result<build_output> engine::build_in_sandbox(
     const std::vector<std::pair<std::string, std::string>>& files,
     const std::vector<std::string>& argv, const std::string& artifact) {
   auto dir = scratch_dir::create(config_.scratch_root, "build-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+    if (auto s = write_file(dir->path() / name, content); !s) {
+      return s.err();
+    }
   }
   run_request request;
   request.argv = argv;
@@ -298,7 +353,9 @@ result<build_output> engine::build_in_sandbox(
   request.limits = config_.compile_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("running " + argv.front());
+  if (!r) {
+    return r.err().wrap("running " + argv.front());
+  }
   build_output out;
   out.log = compile_log(*r);
   if (r->timed_out || r->signal == SIGXCPU) {
@@ -329,7 +386,9 @@ result<std::string> engine::compiler_identity(task_kind kind) {
   std::lock_guard probe_lock(identity_mutex_);
   {
     std::lock_guard lock(mutex_);
-    if (auto it = compiler_ids_.find(kind); it != compiler_ids_.end()) return it->second;
+    if (auto it = compiler_ids_.find(kind); it != compiler_ids_.end()) {
+      return it->second;
+    }
   }
   std::vector<std::vector<std::string>> commands;
   switch (traits_of(kind).compiler) {
@@ -348,7 +407,9 @@ result<std::string> engine::compiler_identity(task_kind kind) {
   std::string identity;
   for (const auto& argv : commands) {
     auto dir = scratch_dir::create(config_.scratch_root, "probe-");
-    if (!dir) return dir.err();
+    if (!dir) {
+      return dir.err();
+    }
     run_request request;
     request.argv = argv;
     request.working_dir = dir->path();
@@ -356,8 +417,9 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     request.limits = config_.compile_limits;
     request.readonly_paths = readonly_paths_;
     auto r = run_isolated(request);
-    if (!r)
+    if (!r) {
       return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
+    }
     if (!r->exited || r->exit_code != 0) {
       const std::string how = r->timed_out ? "timed out"
                               : r->exited  ? "exit code " + std::to_string(r->exit_code)
@@ -376,21 +438,30 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   std::lock_guard probe_lock(identity_mutex_);
   {
     std::lock_guard lock(mutex_);
-    if (auto it = include_dirs_.find(kind); it != include_dirs_.end()) return it->second;
+    if (auto it = include_dirs_.find(kind); it != include_dirs_.end()) {
+      return it->second;
+    }
   }
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   run_request request;
   request.argv = {config_.cxx};
-  for (auto& f : split_flags(config_.cxx_flags)) request.argv.push_back(f);
-  for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"})
+  for (auto& f : split_flags(config_.cxx_flags)) {
+    request.argv.push_back(f);
+  }
+  for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"}) {
     request.argv.emplace_back(a);
+  }
   request.working_dir = dir->path();
   request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
   request.limits = config_.compile_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("finding the system header folders of " + config_.cxx);
+  if (!r) {
+    return r.err().wrap("finding the system header folders of " + config_.cxx);
+  }
   std::vector<fs::path> dirs;
   auto add = [&](const fs::path& p) {
     std::error_code ec;
@@ -420,15 +491,18 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
     // The toolkit's own headers, as nvcc itself finds them (see parse_nvcc_include_dirs).
     request.argv = {config_.nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null", "-o", "/dev/null"};
     auto dry = run_isolated(request);
-    if (!dry)
+    if (!dry) {
       return dry.err().wrap("finding the toolkit's header folders with '" + config_.nvcc +
                             " --dryrun'");
+    }
     const auto toolkit_dirs = parse_nvcc_include_dirs(dry->stderr_text + dry->stdout_text);
     if (toolkit_dirs.empty()) {
       return error{"'" + config_.nvcc + " --dryrun' named no header folders of the CUDA toolkit: " +
                    (dry->stderr_text + dry->stdout_text).substr(0, 300)};
     }
-    for (const auto& d : toolkit_dirs) add(d);
+    for (const auto& d : toolkit_dirs) {
+      add(d);
+    }
   }
   std::lock_guard lock(mutex_);
   include_dirs_[kind] = dirs;
@@ -443,7 +517,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   const std::string file = stem + candidate_extension(t.kind);
   const bool dump_names = !cuda && !t.forbidden.empty();
   std::vector<std::string> flags;
-  for (auto& f : split_flags(cuda ? config_.nvcc_flags : config_.cxx_flags)) flags.push_back(f);
+  for (auto& f : split_flags(cuda ? config_.nvcc_flags : config_.cxx_flags)) {
+    flags.push_back(f);
+  }
   if (cuda) {
     flags.push_back(gencode_flag(config_.cuda_arch));
   } else {
@@ -473,7 +549,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
     // messages repeat the compile's and are dropped).
     std::string line = with(
         {"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
-    if (dump_names) line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
+    if (dump_names) {
+      line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
+    }
     // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
     // sooner the second time.
     const std::string preprocess_limit =
@@ -487,10 +565,14 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
   auto dir = scratch_dir::create(config_.scratch_root, "build-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
            {file, &source}, {"harness.o", &object}, {"build.sh", &script}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
   }
   run_request request;
   request.argv = {"/bin/sh", "build.sh"};
@@ -499,7 +581,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   request.limits = config_.compile_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("running the build of " + file);
+  if (!r) {
+    return r.err().wrap("running the build of " + file);
+  }
   build_output out;
   out.log = compile_log(*r);
   if (r->timed_out || r->signal == SIGXCPU) {
@@ -515,7 +599,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   };
   auto read = [&](const std::string& name, std::size_t cap) -> std::optional<std::string> {
     auto bytes = read_untrusted_file(dir->path() / name, cap);
-    if (!bytes) return std::nullopt;
+    if (!bytes) {
+      return std::nullopt;
+    }
     return std::move(bytes.value());
   };
 
@@ -525,15 +611,19 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   if (cuda) {
     for (const char* pass : {".cpp1.ii", ".cpp4.ii"}) {
       auto text = read(stem + pass, k_max_artifact_bytes);
-      if (!text) continue;
+      if (!text) {
+        continue;
+      }
       saw_includes = true;
-      if (auto hit = check_included_files(parse_line_markers(*text), policy))
+      if (auto hit = check_included_files(parse_line_markers(*text), policy)) {
         return refuse(verdict_category::forbidden, hit->reason);
+      }
     }
   } else if (auto deps = read(stem + ".d", 16 << 20)) {
     saw_includes = true;
-    if (auto hit = check_included_files(parse_make_deps(*deps), policy))
+    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) {
       return refuse(verdict_category::forbidden, hit->reason);
+    }
   }
   if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
     if (out_of_memory(out.log, file) || !r->exited) {
@@ -551,7 +641,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
       std::istringstream lines(out.log);
       std::string kept;
       for (std::string line; std::getline(lines, line);) {
-        if (line.rfind(file + ":", 0) == 0 || line.rfind(file + "(", 0) == 0) kept += line + "\n";
+        if (line.rfind(file + ":", 0) == 0 || line.rfind(file + "(", 0) == 0) {
+          kept += line + "\n";
+        }
       }
       out.log = kept;
     }
@@ -559,8 +651,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   }
   // 2. Files the assembler read (.incbin, .include).
   if (auto asd = read(stem + ".asd", 1 << 20)) {
-    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem))
+    if (auto hit = check_assembler_files(parse_make_deps(*asd), stem)) {
       return refuse(verdict_category::forbidden, hit->reason);
+    }
   }
   if (step == 11 || !r->exited) {
     if (out_of_memory(out.log, file) || !r->exited) {
@@ -574,17 +667,20 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   // 3. Forbidden names as the compiler resolved them.
   if (dump_names) {
     auto dump = read(stem + ".tree", 256ULL << 20);
-    if (!dump)
+    if (!dump) {
       return refuse(verdict_category::compile,
                     "Compilation failed: the program is too large to check.");
-    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden))
+    }
+    if (auto hit = find_forbidden_in_dump(*dump, t.forbidden)) {
       return refuse(verdict_category::forbidden, hit->reason);
+    }
   }
   // 4. The object's symbols.
   auto candidate_object = read(stem + ".o", k_max_artifact_bytes);
-  if (!candidate_object)
+  if (!candidate_object) {
     return refuse(verdict_category::compile,
                   "Compilation failed: the compiler wrote no object file.");
+  }
   auto candidate_symbols = parse_elf_symbols(*candidate_object);
   if (!candidate_symbols) {
     return refuse(verdict_category::compile,
@@ -592,11 +688,15 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
                       candidate_symbols.err().message + ").");
   }
   auto harness_symbols = parse_elf_symbols(object);
-  if (!harness_symbols) return harness_symbols.err().wrap("the harness object of " + t.id);
+  if (!harness_symbols) {
+    return harness_symbols.err().wrap("the harness object of " + t.id);
+  }
   if (auto hit = check_object_symbols(*candidate_symbols, *harness_symbols, t.forbidden, file)) {
     return refuse(verdict_category::forbidden, hit->reason);
   }
-  if (step != 0) return out;  // link errors
+  if (step != 0) {
+    return out;  // link errors
+  }
   auto bytes = read_untrusted_file(dir->path() / "cand", k_max_artifact_bytes);
   if (!bytes) {
     out.log += "\n" + bytes.err().message;
@@ -610,7 +710,9 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
 result<std::string> engine::harness_object(const task& t) {
   const bool cuda = built_by_nvcc(t.kind);
   auto identity = compiler_identity(t.kind);
-  if (!identity) return identity.err();
+  if (!identity) {
+    return identity.err();
+  }
   const std::string source =
       harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
@@ -618,7 +720,9 @@ result<std::string> engine::harness_object(const task& t) {
   fs::path cuda_include;
   if (cuda) {
     auto dirs = system_include_dirs(t.kind);
-    if (!dirs) return dirs.err();
+    if (!dirs) {
+      return dirs.err();
+    }
     for (const auto& d : *dirs) {
       if (fs::exists(d / "cuda_runtime.h")) {
         cuda_include = d;
@@ -631,24 +735,37 @@ result<std::string> engine::harness_object(const task& t) {
   std::vector<std::string> argv;
   if (host_compiled) {
     argv = {config_.cxx};
-    for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
-    if (cuda) argv.push_back("-I" + cuda_include.string());
+    for (auto& f : split_flags(config_.cxx_flags)) {
+      argv.push_back(f);
+    }
+    if (cuda) {
+      argv.push_back("-I" + cuda_include.string());
+    }
   } else {
     argv = {config_.nvcc};
-    for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
+    for (auto& f : split_flags(config_.nvcc_flags)) {
+      argv.push_back(f);
+    }
     argv.push_back(gencode_flag(config_.cuda_arch));
   }
-  for (const char* a : {"-c", "", "-o", "harness.o"}) argv.emplace_back(*a ? a : file.c_str());
+  for (const char* a : {"-c", "", "-o", "harness.o"}) {
+    argv.emplace_back(*a ? a : file.c_str());
+  }
   std::string key_material = "harness-object\n" + *identity + "\n";
-  for (const auto& a : argv) key_material += a + "\n";
+  for (const auto& a : argv) {
+    key_material += a + "\n";
+  }
   key_material += source;
   auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
     return build_in_sandbox({{file, source}}, argv, "harness.o");
   });
-  if (!lookup) return lookup.err();
+  if (!lookup) {
+    return lookup.err();
+  }
   if (!lookup->output.ok) {
-    if (lookup->output.timed_out)
+    if (lookup->output.timed_out) {
       return error{t.id + ": building the harness timed out (is the host overloaded?)"};
+    }
     return error{t.id + ": the generated harness does not compile (check the task's args):\n" +
                  lookup->output.log.substr(0, 2000)};
   }
@@ -657,14 +774,21 @@ result<std::string> engine::harness_object(const task& t) {
 
 result<engine::reference_data> engine::reference_outputs(const task& t) {
   auto identity = compiler_identity(task_kind::cpp);
-  if (!identity) return identity.err();
+  if (!identity) {
+    return identity.err();
+  }
   const std::string harness = harness_source(t, harness_flavor::host_reference);
   std::vector<std::string> argv{config_.cxx};
-  for (auto& f : split_flags(config_.cxx_flags)) argv.push_back(f);
-  for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"})
+  for (auto& f : split_flags(config_.cxx_flags)) {
+    argv.push_back(f);
+  }
+  for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) {
     argv.emplace_back(a);
+  }
   std::string key_material = "reference\n" + *identity + "\n";
-  for (const auto& a : argv) key_material += a + "\n";
+  for (const auto& a : argv) {
+    key_material += a + "\n";
+  }
   key_material += harness + "\n--reference--\n" + t.reference;
   const std::string build_key = crypto::sha256_hex(key_material);
   const std::string run_key = build_key + "/" + std::to_string(t.seed) + "/" +
@@ -676,20 +800,29 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
       return build_in_sandbox({{"harness.cpp", harness}, {"reference.cpp", t.reference}}, argv,
                               "ref");
     });
-    if (!lookup) return lookup.err();
+    if (!lookup) {
+      return lookup.err();
+    }
     if (!lookup->output.ok) {
-      if (lookup->output.timed_out)
+      if (lookup->output.timed_out) {
         return error{t.id + ": building the reference timed out (is the host overloaded?)"};
+      }
       return error{t.id + ": the task's reference does not compile:\n" +
                    lookup->output.log.substr(0, 2000)};
     }
     auto dir = scratch_dir::create(config_.scratch_root, "ref-");
-    if (!dir) return dir.err();
-    if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) return s.err();
+    if (!dir) {
+      return dir.err();
+    }
+    if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) {
+      return s.err();
+    }
     ::chmod((dir->path() / "ref").c_str(), 0755);
     run_request request;
     const auto fresh_nonce = stream_nonce();
-    if (!fresh_nonce) return fresh_nonce.err();
+    if (!fresh_nonce) {
+      return fresh_nonce.err();
+    }
     const std::string& nonce = *fresh_nonce;
     request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials),
                     std::to_string(config_.timing_reps)};
@@ -702,7 +835,9 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     request.readonly_paths = readonly_paths_;
     request.limits.output_cap_bytes = k_max_artifact_bytes;  // the reference's stream, whole
     auto r = run_isolated(request);
-    if (!r) return r.err().wrap(t.id + ": running the reference");
+    if (!r) {
+      return r.err().wrap(t.id + ": running the reference");
+    }
     if (!r->exited || r->exit_code != 0) {
       return error{t.id + ": the task's reference failed (" +
                    (r->timed_out ? std::string("timed out")
@@ -710,14 +845,21 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
                                  : signal_name(r->signal)) +
                    "): " + r->stderr_text.substr(0, 1000)};
     }
-    if (r->stdout_truncated)
+    if (r->stdout_truncated) {
       return error{t.id + ": the reference's output is larger than " +
                    std::to_string(k_max_artifact_bytes) + " bytes"};
+    }
     auto dump = parse_dump(r->stdout_text, t, nonce);
-    if (!dump) return dump.err().wrap(t.id + ": reference output");
-    if (!dump->complete) return error{t.id + ": the reference's output is incomplete"};
+    if (!dump) {
+      return dump.err().wrap(t.id + ": reference output");
+    }
+    if (!dump->complete) {
+      return error{t.id + ": the reference's output is incomplete"};
+    }
     reference_data data;
-    if (!dump->rep_ms.empty()) data.time = stats_of(dump->rep_ms);
+    if (!dump->rep_ms.empty()) {
+      data.time = stats_of(dump->rep_ms);
+    }
     data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
     return data;
   };
@@ -736,7 +878,9 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
       mine = true;
     }
   }
-  if (!mine) return future.get();
+  if (!mine) {
+    return future.get();
+  }
   auto computed = compute();
   if (!computed) {
     // Not remembered: the next candidate retries (the failure may be the host's, not the task's).
@@ -762,17 +906,25 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
       extract_and_check(t, answer, p);
       return p;
     case pipeline::native:
-      if (!extract_and_check(t, answer, p)) return p;
+      if (!extract_and_check(t, answer, p)) {
+        return p;
+      }
       break;
   }
 
   const bool cuda = built_by_nvcc(t.kind);
   auto object = harness_object(t);
-  if (!object) return object.err();
+  if (!object) {
+    return object.err();
+  }
   auto identity = compiler_identity(t.kind);
-  if (!identity) return identity.err();
+  if (!identity) {
+    return identity.err();
+  }
   auto system_dirs = system_include_dirs(t.kind);
-  if (!system_dirs) return system_dirs.err();
+  if (!system_dirs) {
+    return system_dirs.err();
+  }
   const std::string file = std::string("solution") + candidate_extension(t.kind);
   // The code exactly as the model wrote it, so compiler line numbers and excerpts are its own.
   const std::string& source = p.code;
@@ -784,13 +936,19 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
             : config_.cxx + "\n" + config_.cxx_flags) +
       "\n";
   key_material += std::to_string(config_.compile_memory_bytes) + "\n";
-  for (const auto& item : t.forbidden) key_material += "forbid " + item + "\n";
-  for (const auto& d : *system_dirs) key_material += "sys " + d.string() + "\n";
+  for (const auto& item : t.forbidden) {
+    key_material += "forbid " + item + "\n";
+  }
+  for (const auto& d : *system_dirs) {
+    key_material += "sys " + d.string() + "\n";
+  }
   key_material += crypto::sha256_hex(*object) + "\n" + source;
   auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
     return build_candidate(t, source, *object, *system_dirs);
   });
-  if (!lookup) return lookup.err();
+  if (!lookup) {
+    return lookup.err();
+  }
   p.compile_ms = lookup->build_ms;
   p.cache_hit = lookup->hit || lookup->shared;
   if (!lookup->output.ok && lookup->output.refusal_category) {
@@ -817,9 +975,13 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
     return p;
   }
   p.binary = std::move(lookup->output.artifact);
-  if (!with_reference) return p;
+  if (!with_reference) {
+    return p;
+  }
   auto reference = reference_outputs(t);
-  if (!reference) return reference.err();
+  if (!reference) {
+    return reference.err();
+  }
   p.expected = reference->expected;
   p.reference_time = reference->time;
   return p;
@@ -830,26 +992,40 @@ std::vector<std::pair<std::string, std::string>> engine::run_env(int gpu) const 
                                                        {"LANG", "C.UTF-8"},
                                                        {"OMP_NUM_THREADS", "1"},
                                                        {"PYTHONHASHSEED", "0"}};
-  if (gpu >= 0) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+  if (gpu >= 0) {
+    env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+  }
   return env;
 }
 
 result<std::string> engine::cuda_probe_binary() {
   std::lock_guard lock(probe_mutex_);
-  if (probe_binary_) return *probe_binary_;
+  if (probe_binary_) {
+    return *probe_binary_;
+  }
   auto identity = compiler_identity(task_kind::cuda);
-  if (!identity) return identity.err();
+  if (!identity) {
+    return identity.err();
+  }
   std::vector<std::string> argv{config_.nvcc};
-  for (auto& f : split_flags(config_.nvcc_flags)) argv.push_back(f);
+  for (auto& f : split_flags(config_.nvcc_flags)) {
+    argv.push_back(f);
+  }
   argv.push_back(gencode_flag(config_.cuda_arch));
-  for (const char* a : {"probe.cu", "-o", "probe"}) argv.emplace_back(a);
+  for (const char* a : {"probe.cu", "-o", "probe"}) {
+    argv.emplace_back(a);
+  }
   std::string key_material = "cuda-probe\n" + *identity + "\n";
-  for (const auto& a : argv) key_material += a + "\n";
+  for (const auto& a : argv) {
+    key_material += a + "\n";
+  }
   key_material += k_cuda_probe_source;
   auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
     return build_in_sandbox({{"probe.cu", k_cuda_probe_source}}, argv, "probe");
   });
-  if (!lookup) return lookup.err().wrap("building the CUDA probe");
+  if (!lookup) {
+    return lookup.err().wrap("building the CUDA probe");
+  }
   if (!lookup->output.ok) {
     return error{"the CUDA probe does not build" +
                  std::string(lookup->output.timed_out ? " (timed out)" : "") + ": " +
@@ -860,7 +1036,9 @@ result<std::string> engine::cuda_probe_binary() {
 }
 
 status engine::probe_slot(task_kind kind, int gpu) {
-  if (config_.probe_override) return config_.probe_override(kind, gpu);
+  if (config_.probe_override) {
+    return config_.probe_override(kind, gpu);
+  }
   switch (traits_of(kind).judged_by) {
     case pipeline::text:
       return ok_status();
@@ -868,18 +1046,28 @@ status engine::probe_slot(task_kind kind, int gpu) {
       return probe_python();
     case pipeline::kernelbench: {
       auto device = kernelbench_device(gpu);
-      if (!device) return device.err();
+      if (!device) {
+        return device.err();
+      }
       return ok_status();
     }
     case pipeline::native:
-      if (!built_by_nvcc(kind)) return ok_status();  // a CPU slot: nothing of its own to probe
+      if (!built_by_nvcc(kind)) {
+        return ok_status();  // a CPU slot: nothing of its own to probe
+      }
       break;
   }
   auto binary = cuda_probe_binary();
-  if (!binary) return binary.err();
+  if (!binary) {
+    return binary.err();
+  }
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
-  if (!dir) return dir.err();
-  if (auto s = write_file(dir->path() / "probe", *binary); !s) return s.err();
+  if (!dir) {
+    return dir.err();
+  }
+  if (auto s = write_file(dir->path() / "probe", *binary); !s) {
+    return s.err();
+  }
   ::chmod((dir->path() / "probe").c_str(), 0755);
   run_request request;
   request.argv = {"./probe"};
@@ -888,14 +1076,19 @@ status engine::probe_slot(task_kind kind, int gpu) {
   request.limits = config_.cuda_run_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return r.err().wrap("running the CUDA probe");
-  if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos)
+  if (!r) {
+    return r.err().wrap("running the CUDA probe");
+  }
+  if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos) {
     return ok_status();
+  }
   const std::string how = r->timed_out ? std::string("timed out")
                           : r->exited  ? "exit code " + std::to_string(r->exit_code)
                                        : "killed by " + signal_name(r->signal);
   std::string said = r->stderr_text.substr(0, 500);
-  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) {
+    said.pop_back();
+  }
   return error{"the engine's CUDA probe failed (" + how + ")" + (said.empty() ? "" : ": " + said)};
 }
 
@@ -903,13 +1096,18 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   const bool cuda = built_by_nvcc(t.kind);
   const int slot_gpu = cuda ? gpu : -1;
   auto dir = scratch_dir::create(config_.scratch_root, "run-");
-  if (!dir) return infrastructure_error(slot_gpu, dir.err().message);
-  if (auto s = write_file(dir->path() / "cand", p.binary); !s)
+  if (!dir) {
+    return infrastructure_error(slot_gpu, dir.err().message);
+  }
+  if (auto s = write_file(dir->path() / "cand", p.binary); !s) {
     return infrastructure_error(slot_gpu, s.err().message);
+  }
   ::chmod((dir->path() / "cand").c_str(), 0755);
   const harness_dump& expected = *p.expected;
   const auto fresh_nonce = stream_nonce();
-  if (!fresh_nonce) return infrastructure_error(slot_gpu, fresh_nonce.err().message);
+  if (!fresh_nonce) {
+    return infrastructure_error(slot_gpu, fresh_nonce.err().message);
+  }
   const std::string& nonce = *fresh_nonce;
   run_request request;
   request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials),
@@ -924,7 +1122,9 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   request.limits.output_cap_bytes =
       std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
   auto r = run_isolated(request);
-  if (!r) return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
+  if (!r) {
+    return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
+  }
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
@@ -935,7 +1135,9 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
-  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
+  if (r->memory_exceeded) {
+    return finish(verdict_category::runtime, memory_feedback(request.limits));
+  }
   auto tampered = [&](const std::string& what) {
     return finish(verdict_category::runtime,
                   "Runtime error: the harness's output was tampered with (" + what +
@@ -949,13 +1151,16 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
-  if (r->stdout_truncated)
+  if (r->stdout_truncated) {
     return tampered(std::to_string(r->stdout_bytes) + " bytes where the harness writes at most " +
                     std::to_string(expected.bytes));
+  }
   const std::vector<std::uint64_t>* counts =
       expected.trials.empty() ? nullptr : &expected.trials.front().counts;
   auto parsed = parse_dump(r->stdout_text, t, nonce, counts);
-  if (!parsed) return tampered(parsed.err().message);
+  if (!parsed) {
+    return tampered(parsed.err().message);
+  }
   harness_dump& got = parsed.value();
 
   if (got.complete && r->exited && r->exit_code == 0) {
@@ -975,18 +1180,26 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
         }
         std::size_t k = 0;
         for (const auto& a : t.args) {
-          if (a.role != arg_role::input) continue;
-          if (calls[c].input_hashes[k] != want[c].input_hashes[k])
+          if (a.role != arg_role::input) {
+            continue;
+          }
+          if (calls[c].input_hashes[k] != want[c].input_hashes[k]) {
             calls[c].modified_inputs.push_back(a.name);
+          }
           ++k;
         }
       }
       return std::nullopt;
     };
-    if (auto bad = mark_inputs(got.trials, expected.trials)) return tampered(*bad);
-    if (auto bad = mark_inputs(got.extra, expected.extra)) return tampered(*bad);
-    if (auto m = compare_dumps(t, expected, got))
+    if (auto bad = mark_inputs(got.trials, expected.trials)) {
+      return tampered(*bad);
+    }
+    if (auto bad = mark_inputs(got.extra, expected.extra)) {
+      return tampered(*bad);
+    }
+    if (auto m = compare_dumps(t, expected, got)) {
       return finish(verdict_category::wrong_answer, mismatch_feedback(*m));
+    }
     if (!got.extra.empty()) {
       // The warm-up and the timed repetitions get fresh inputs in the same buffers and are checked
       // like the trials: outputs cached by address or left from an earlier call fail here.
@@ -1014,26 +1227,23 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
 
   // The run failed. Whether the GPU is at fault is the engine's probe's call, never the stream's:
   // the harness's report (or its stopping before the first call) only says when to ask.
-  if (cuda &&
-      (!got.reached_solve || (got.failure && (got.failure->kind == "cuda_init" ||
-                                              device_level_cuda_error(got.failure->name))))) {
+  if (cuda && (!got.reached_solve || (got.failure && may_be_the_gpus(*got.failure)))) {
     if (auto probe = probe_slot(task_kind::cuda, gpu); !probe) {
-      std::string hint =
-          got.failure ? "; the run had reported " + got.failure->kind + " " + got.failure->name
-                      : "; the run stopped before its first call";
+      std::string hint = got.failure ? "; the run had reported " + to_string(got.failure->kind) +
+                                           " " + got.failure->name
+                                     : "; the run stopped before its first call";
       return infrastructure_error(gpu, probe.err().message + hint.substr(0, 300));
     }
   }
   if (got.failure) {
-    const harness_failure& f = *got.failure;
-    return finish(
-        verdict_category::runtime,
-        harness_error_feedback(harness_error{f.kind, f.name, f.where, f.text}, r->stderr_text));
+    return finish(verdict_category::runtime, harness_error_feedback(*got.failure, r->stderr_text));
   }
-  if (!r->exited)
+  if (!r->exited) {
     return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  if (r->exit_code != 0)
+  }
+  if (r->exit_code != 0) {
     return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+  }
   return finish(
       verdict_category::runtime,
       "Runtime error: the program exited (code 0) before the harness finished; do not call exit() "
@@ -1045,15 +1255,21 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   // and the judge), joined by a socketpair as their descriptor 3. Only data crosses it; the verdict
   // is the judge's, written in a folder of the judge's uid that the candidate cannot reach.
   auto cand_dir = scratch_dir::create(config_.scratch_root, "py-");
-  if (!cand_dir) return cand_dir.err();
+  if (!cand_dir) {
+    return cand_dir.err();
+  }
   auto judge_dir = scratch_dir::create(config_.scratch_root, "pyjudge-");
-  if (!judge_dir) return judge_dir.err();
+  if (!judge_dir) {
+    return judge_dir.err();
+  }
   for (const auto& [dir, name, content] :
        {std::tuple{&*cand_dir, "solution.py", &p.code},
         std::tuple{&*cand_dir, "server.py", &python_candidate_server_source()},
         std::tuple{&*judge_dir, "tests.py", &t.tests},
         std::tuple{&*judge_dir, "judge.py", &python_judge_source()}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
   }
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {
@@ -1075,7 +1291,9 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   // judge reports which test it was in.
   judge.limits.wall = cand.limits.wall + std::max<std::chrono::milliseconds>(
                                              std::chrono::seconds(5), cand.limits.wall / 2);
-  if (judge.limits.cpu_seconds > 0) judge.limits.cpu_seconds += 5;
+  if (judge.limits.cpu_seconds > 0) {
+    judge.limits.cpu_seconds += 5;
+  }
   judge.limits.output_cap_bytes = 16 << 10;
 
   std::optional<result<run_result>> cand_run;
@@ -1089,11 +1307,13 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   }
   auto judge_run = run_isolated(judge);
   cand_thread.join();
-  if (!cand_run->ok())
+  if (!cand_run->ok()) {
     return infrastructure_error(
         -1, cand_run->err().wrap("starting the candidate's python process").message);
-  if (!judge_run)
+  }
+  if (!judge_run) {
     return infrastructure_error(-1, judge_run.err().wrap("starting the python judge").message);
+  }
   const run_result& c = cand_run->value();
   const run_result& j = *judge_run;
 
@@ -1102,14 +1322,18 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   v.diagnostics = c.isolation + "\ncandidate " + std::to_string(c.wall.count() / 1000) +
                   " ms, judge " + std::to_string(j.wall.count() / 1000) + " ms\n" +
                   c.stderr_text.substr(0, 2000);
-  if (!j.stderr_text.empty()) v.diagnostics += "\n--- judge\n" + j.stderr_text.substr(0, 2000);
+  if (!j.stderr_text.empty()) {
+    v.diagnostics += "\n--- judge\n" + j.stderr_text.substr(0, 2000);
+  }
   auto finish = [&](verdict_category category, std::string text) {
     v.category = category;
     v.passed = category == verdict_category::pass;
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
-  if (c.memory_exceeded) return finish(verdict_category::runtime, memory_feedback(cand.limits));
+  if (c.memory_exceeded) {
+    return finish(verdict_category::runtime, memory_feedback(cand.limits));
+  }
   // How the candidate's process ended, when that explains a lost channel.
   auto candidate_ended = [&](const std::string& during) -> verdict {
     const std::string where = during.empty() ? std::string{} : "\nIt was stopped " + during + ".";
@@ -1129,7 +1353,9 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
       text = "Runtime error: the program exited with code " + std::to_string(c.exit_code) + " " +
              during + ", before the tests finished (do not call exit() or os._exit()).";
       const std::string tail = stderr_tail(c.stderr_text, 600);
-      if (!tail.empty()) text += "\nIts last output on stderr:\n" + tail;
+      if (!tail.empty()) {
+        text += "\nIts last output on stderr:\n" + tail;
+      }
     }
     return finish(verdict_category::runtime, text);
   };
@@ -1137,10 +1363,14 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   auto text = read_untrusted_file(judge_dir->path() / ".leap_result", k_max_result_json_bytes);
   nlohmann::json result = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!result.is_object()) {
-    if (c.timed_out || (!c.exited && c.signal == SIGXCPU)) return candidate_ended("");
+    if (c.timed_out || (!c.exited && c.signal == SIGXCPU)) {
+      return candidate_ended("");
+    }
     // The judge ran no candidate code, so a judge that wrote nothing is either the host's python
     // failing (the probe says so) or data from the candidate that it could not handle.
-    if (auto probe = probe_python(); !probe) return probe.err();
+    if (auto probe = probe_python(); !probe) {
+      return probe.err();
+    }
     v.diagnostics += "\n--- judge ended without a result: " +
                      (j.timed_out ? std::string("timed out")
                       : j.exited  ? "exit code " + std::to_string(j.exit_code)
@@ -1148,34 +1378,51 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
     return finish(verdict_category::runtime,
                   "Runtime error: the tests could not be completed against your program.");
   }
-  const std::string status = result.value("status", std::string{});
-  if (status == "candidate_lost") {
-    const std::string test = result.value("test", std::string{});
-    const std::string during =
-        test.empty() ? "while being imported"
-                     : "during test " + test + " (" + std::to_string(result.value("index", 0) + 1) +
-                           " of " + std::to_string(result.value("total", 0)) + ")";
-    if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0)
-      return candidate_ended(during);
-    return finish(verdict_category::runtime,
-                  "Runtime error: the program broke the channel to the tests " + during +
-                      " (do not write to or close descriptor 3).");
-  }
-  if (status == "judge_error") {
-    if (auto probe = probe_python(); !probe) return probe.err();
-    v.diagnostics += "\n--- judge error: " + result.value("type", std::string{}) + ": " +
-                     result.value("message", std::string{});
-    return finish(verdict_category::runtime,
-                  "Runtime error: the tests could not be completed against your program.");
+  switch (parse_python_judge_status(result.value("status", std::string{}))) {
+    case python_judge_status::candidate_lost: {
+      const std::string test = result.value("test", std::string{});
+      const std::string during = test.empty()
+                                     ? "while being imported"
+                                     : "during test " + test + " (" +
+                                           std::to_string(result.value("index", 0) + 1) + " of " +
+                                           std::to_string(result.value("total", 0)) + ")";
+      if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0) {
+        return candidate_ended(during);
+      }
+      return finish(verdict_category::runtime,
+                    "Runtime error: the program broke the channel to the tests " + during +
+                        " (do not write to or close descriptor 3).");
+    }
+    case python_judge_status::judge_error: {
+      if (auto probe = probe_python(); !probe) {
+        return probe.err();
+      }
+      v.diagnostics += "\n--- judge error: " + result.value("type", std::string{}) + ": " +
+                       result.value("message", std::string{});
+      return finish(verdict_category::runtime,
+                    "Runtime error: the tests could not be completed against your program.");
+    }
+    case python_judge_status::passed:
+    case python_judge_status::syntax_error:
+    case python_judge_status::import_error:
+    case python_judge_status::failed:
+    case python_judge_status::error:
+    case python_judge_status::no_tests:
+    case python_judge_status::unknown:
+      break;  // the test's outcome (or the task's fault): python_result_feedback's to word
   }
   auto fb = python_result_feedback(*text);
-  if (!fb) return fb.err().wrap(t.id);
+  if (!fb) {
+    return fb.err().wrap(t.id);
+  }
   return finish(fb->category, fb->text);
 }
 
 status engine::probe_python() {
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   run_request request;
   request.argv = {config_.python, "-I", "-B", "-c", "import json, marshal, struct, traceback"};
   request.working_dir = dir->path();
@@ -1183,7 +1430,9 @@ status engine::probe_python() {
   request.limits = config_.python_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r) return infrastructure_error(-1, r.err().wrap("probing " + config_.python).message);
+  if (!r) {
+    return infrastructure_error(-1, r.err().wrap("probing " + config_.python).message);
+  }
   if (!r->exited || r->exit_code != 0) {
     return infrastructure_error(-1, "'" + config_.python + "' does not run in the sandbox (" +
                                         (r->timed_out ? std::string("timed out")
@@ -1214,7 +1463,9 @@ std::string how_it_ended(const run_result& r) {
 void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& python) {
   for (auto& [name, value] : env) {
-    if (name == "PATH" && !dir_of(python).empty()) value = dir_of(python) + ":" + value;
+    if (name == "PATH" && !dir_of(python).empty()) {
+      value.insert(0, dir_of(python) + ":");
+    }
   }
   env.emplace_back("USER", "sandbox");
   env.emplace_back("LOGNAME", "sandbox");
@@ -1225,23 +1476,28 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
 result<std::string> engine::kernelbench_device(int gpu) {
   {
     std::lock_guard lock(mutex_);
-    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end())
+    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end()) {
       return it->second;
+    }
   }
   auto dir = scratch_dir::create(config_.scratch_root, "probe-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   run_request request;
-  request.argv = {config_.python, "-I", "-B", "-c",
-                  "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if "
-                  "torch.cuda.is_available() else 0)"};
+  const std::string probe =
+      "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() "
+      "else 0)";
+  request.argv = {config_.python, "-I", "-B", "-c", probe};
   request.working_dir = dir->path();
   request.env = run_env(gpu);
   kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
-  if (!r)
+  if (!r) {
     return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
+  }
   std::istringstream out(r->stdout_text);
   std::string marker;
   int gpus = -1;
@@ -1281,13 +1537,19 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     }
     entry.last_use = ++kernelbench_uses_;
   }
-  if (!mine) return future.get();
+  if (!mine) {
+    return future.get();
+  }
   auto compute = [&]() -> result<value_type> {
     auto dir = scratch_dir::create(config_.scratch_root, "kbref-");
-    if (!dir) return dir.err();
+    if (!dir) {
+      return dir.err();
+    }
     for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
              {"problem.py", t.reference}, {"reference.py", kernelbench_reference_source()}}) {
-      if (auto s = write_file(dir->path() / name, content); !s) return s.err();
+      if (auto s = write_file(dir->path() / name, content); !s) {
+        return s.err();
+      }
     }
     run_request request;
     request.argv = {config_.python, "-I", "-B", "reference.py"};
@@ -1300,7 +1562,9 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
         nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() +
         "\n";
     auto r = run_isolated(request);
-    if (!r) return r.err().wrap(t.id + ": running the KernelBench reference");
+    if (!r) {
+      return r.err().wrap(t.id + ": running the KernelBench reference");
+    }
     if (!r->exited || r->exit_code != 0) {
       return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) +
                    " (" + how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
@@ -1310,10 +1574,14 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
          {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
           std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
       auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
-      if (!bytes) return bytes.err().wrap(t.id + ": KernelBench reference");
+      if (!bytes) {
+        return bytes.err().wrap(t.id + ": KernelBench reference");
+      }
       auto parsed =
           parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
-      if (!parsed) return parsed.err().wrap(t.id + ": KernelBench reference " + file);
+      if (!parsed) {
+        return parsed.err().wrap(t.id + ": KernelBench reference " + file);
+      }
       *target = std::move(parsed.value());
     }
     for (const auto& trial : ref->expected.trials) {
@@ -1338,7 +1606,9 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       kernelbench_references_[key].bytes =
           (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
       std::size_t total = 0;
-      for (const auto& [k, e] : kernelbench_references_) total += e.bytes;
+      for (const auto& [k, e] : kernelbench_references_) {
+        total += e.bytes;
+      }
       // Evicts finished entries only (bytes > 0); callers holding one keep its data alive.
       while (total > config_.kernelbench_cache_bytes) {
         auto oldest = kernelbench_references_.end();
@@ -1349,7 +1619,9 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
             oldest = it;
           }
         }
-        if (oldest == kernelbench_references_.end()) break;
+        if (oldest == kernelbench_references_.end()) {
+          break;
+        }
         total -= oldest->second.bytes;
         kernelbench_references_.erase(oldest);
       }
@@ -1361,20 +1633,28 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
 
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
   auto device = kernelbench_device(gpu);
-  if (!device) return device.err();
+  if (!device) {
+    return device.err();
+  }
   auto reference = kernelbench_reference_for(t, *device, gpu);
-  if (!reference) return reference.err();
+  if (!reference) {
+    return reference.err();
+  }
   const kernelbench_reference& ref = **reference;
   const own_kernel_policy policy = own_kernel_for(t, *device);
 
   auto dir = scratch_dir::create(config_.scratch_root, "kb-");
-  if (!dir) return dir.err();
+  if (!dir) {
+    return dir.err();
+  }
   const std::vector<std::pair<std::string, const std::string*>> files{
       {"solution.py", &p.code},
       {"runner.py", &kernelbench_candidate_source()},
       {"inputs.bin", ref.inputs.bytes.get()}};
   for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, *content); !s) return s.err();
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
   }
   run_request request;
   request.argv = {config_.python, "-I", "-B", "runner.py"};
@@ -1389,7 +1669,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
           .dump() +
       "\n";
   auto r = run_isolated(request);
-  if (!r) return r.err();
+  if (!r) {
+    return r.err();
+  }
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
@@ -1400,7 +1682,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
-  if (r->memory_exceeded) return finish(verdict_category::runtime, memory_feedback(request.limits));
+  if (r->memory_exceeded) {
+    return finish(verdict_category::runtime, memory_feedback(request.limits));
+  }
   auto judged = [&](const nlohmann::json& j) {
     auto fb = kernelbench_result_feedback(j.dump());
     return finish(fb.category, std::move(fb.text));
@@ -1417,23 +1701,45 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   nlohmann::json status = nlohmann::json::object();
   if (auto text = read_untrusted_file(dir->path() / ".leap_status", k_max_result_json_bytes)) {
     status = nlohmann::json::parse(*text, nullptr, false);
-    if (!status.is_object()) status = nlohmann::json::object();
+    if (!status.is_object()) {
+      status = nlohmann::json::object();
+    }
   }
-  const std::string said = status.contains("status") && status["status"].is_string()
-                               ? status["status"].get<std::string>()
-                               : std::string{};
-  if (said == "syntax_error" || said == "import_error" || said == "error") return judged(status);
-  if (!r->exited)
+  const kernelbench_status said =
+      parse_kernelbench_status(status.contains("status") && status["status"].is_string()
+                                   ? status["status"].get<std::string>()
+                                   : std::string{});
+  switch (said) {
+    case kernelbench_status::syntax_error:
+    case kernelbench_status::import_error:
+    case kernelbench_status::error:
+      return judged(status);
+    case kernelbench_status::ok:
+    case kernelbench_status::mismatch:
+    case kernelbench_status::modified_input:
+    case kernelbench_status::no_own_kernel:
+    case kernelbench_status::incomplete:
+    case kernelbench_status::passed:
+    case kernelbench_status::unknown:
+      break;  // a finished run (or the candidate claiming a verdict): its outputs are judged below
+  }
+  if (!r->exited) {
     return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
-  if (r->exit_code != 0)
+  }
+  if (r->exit_code != 0) {
     return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+  }
 
   const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
   auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
-  if (!bytes) return judged({{"status", "incomplete"}});
+  if (!bytes) {
+    return judged({{"status", "incomplete"}});
+  }
   auto got = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())),
                            kb_file::candidate);
-  if (!got) return judged({{"status", "incomplete"}});
+  if (!got) {
+    return judged({{"status", "incomplete"}});
+  }
   if (auto problem = judge_kernelbench(ref.inputs, ref.expected, *got, kb_tolerances_for(t))) {
     return judged(*problem);
   }
@@ -1441,9 +1747,10 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (policy == own_kernel_policy::require) {
     // What ran is reported from inside the candidate's process (see the threat model: a candidate
     // can patch its own profiler; profiling from outside the process would not be).
-    const nlohmann::json report = said == "ok" && status.contains("own") && status["own"].is_array()
-                                      ? status["own"]
-                                      : nlohmann::json::array();
+    const nlohmann::json report =
+        said == kernelbench_status::ok && status.contains("own") && status["own"].is_array()
+            ? status["own"]
+            : nlohmann::json::array();
     for (int trial = 0; trial < trials; ++trial) {
       const bool found = trial < static_cast<int>(report.size()) && report[trial].is_object() &&
                          report[trial].contains("own") && report[trial]["own"].is_array() &&
@@ -1463,7 +1770,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
 }
 
 result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {
-  if (prepared.final_verdict) return *prepared.final_verdict;
+  if (prepared.final_verdict) {
+    return *prepared.final_verdict;
+  }
   result<verdict> v = error{t.id + ": no verdict"};
   switch (traits_of(t.kind).judged_by) {
     case pipeline::text:
@@ -1476,12 +1785,15 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
       v = run_kernelbench(t, prepared, gpu);
       break;
     case pipeline::native:
-      if (prepared.expected == nullptr)
+      if (prepared.expected == nullptr) {
         return error{t.id + ": run() of a candidate compiled without its reference"};
+      }
       v = run_native(t, prepared, gpu);
       break;
   }
-  if (!v) return v;
+  if (!v) {
+    return v;
+  }
   v->compile_ms = prepared.compile_ms;
   v->cache_hit = prepared.cache_hit;
   return v;
@@ -1489,7 +1801,9 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
 
 result<verdict> engine::verify(const task& t, std::string_view answer, int gpu) {
   auto prepared = compile(t, answer);
-  if (!prepared) return prepared.err();
+  if (!prepared) {
+    return prepared.err();
+  }
   return run(t, *prepared, gpu);
 }
 

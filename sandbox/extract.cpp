@@ -17,20 +17,32 @@ struct block {
 };
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
   return s;
 }
 
 // Returns the info string when `line` opens or closes a fence, nullopt otherwise.
 bool is_fence(std::string_view line, std::string* info) {
   std::size_t indent = 0;
-  while (indent < line.size() && indent < 4 && line[indent] == ' ') ++indent;
-  if (indent > 3) return false;
+  while (indent < line.size() && indent < 4 && line[indent] == ' ') {
+    ++indent;
+  }
+  if (indent > 3) {
+    return false;
+  }
   line.remove_prefix(indent);
-  if (line.substr(0, 3) != "```") return false;
+  if (line.substr(0, 3) != "```") {
+    return false;
+  }
   std::size_t ticks = 3;
-  while (ticks < line.size() && line[ticks] == '`') ++ticks;
+  while (ticks < line.size() && line[ticks] == '`') {
+    ++ticks;
+  }
   std::string_view rest = trim(line.substr(ticks));
   // The language is the first word of the info string ("cuda title=x" -> "cuda").
   const auto space = rest.find_first_of(" \t{");
@@ -58,7 +70,9 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
     const auto end = answer.find('\n', pos);
     std::string_view line =
         answer.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
     ++line_no;
     std::string info;
     if (open == nullptr) {
@@ -73,7 +87,9 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
       open->code.append(line);
       open->code.push_back('\n');
     }
-    if (end == std::string_view::npos) break;
+    if (end == std::string_view::npos) {
+      break;
+    }
     pos = end + 1;
   }
 
@@ -85,18 +101,23 @@ result<extracted_code> extract_code(std::string_view answer, task_kind kind) {
   }
   const block* chosen = nullptr;
   for (const auto& b : blocks) {
-    if (language_matches(traits, b.language)) chosen = &b;
+    if (language_matches(traits, b.language)) {
+      chosen = &b;
+    }
   }
   if (chosen == nullptr) {
     for (const auto& b : blocks) {
-      if (b.language.empty()) chosen = &b;
+      if (b.language.empty()) {
+        chosen = &b;
+      }
     }
   }
   if (chosen == nullptr) {
     std::string seen;
     for (const auto& b : blocks) {
-      if (seen.find("'" + b.language + "'") == std::string::npos)
+      if (seen.find("'" + b.language + "'") == std::string::npos) {
         seen += (seen.empty() ? "'" : ", '") + b.language + "'";
+      }
     }
     return error{"The answer has code blocks only in " + seen + "; this task needs a " + hint +
                  " block."};

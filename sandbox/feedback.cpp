@@ -1,6 +1,8 @@
 #include "sandbox/feedback.hpp"
 
+#include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
+#include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +20,13 @@ std::vector<std::string> split_lines(std::string_view text) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
     std::string line(text.substr(pos, end - pos));
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
     lines.push_back(std::move(line));
     pos = end + 1;
   }
@@ -81,16 +87,22 @@ std::string strip_host_paths(std::string_view text) {
 }
 
 std::string trim_to_budget(std::string text, std::size_t budget) {
-  if (text.size() <= budget) return text;
+  if (text.size() <= budget) {
+    return text;
+  }
   const std::string marker_prefix = "\n[... ";
   const std::size_t reserve = 48;
   std::size_t cut = budget > reserve ? budget - reserve : 0;
   const auto newline = text.rfind('\n', cut);
-  if (newline != std::string::npos && newline > cut / 2) cut = newline;
+  if (newline != std::string::npos && newline > cut / 2) {
+    cut = newline;
+  }
   const std::size_t dropped = text.size() - cut;
   text.resize(cut);
   text += marker_prefix + std::to_string(dropped) + " more characters cut]";
-  if (text.size() > budget) text.resize(budget);
+  if (text.size() > budget) {
+    text.resize(budget);
+  }
   return text;
 }
 
@@ -108,7 +120,9 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
   std::vector<std::string>
       files;  // per line: the file a diagnostic names, as the compiler wrote it
   for (auto& l : split_lines(log)) {
-    if (l.size() > 400) l = l.substr(0, 400) + " ...";
+    if (l.size() > 400) {
+      l = l.substr(0, 400) + " ...";
+    }
     std::smatch fm;
     if (std::regex_match(l, fm, gcc_diag) || std::regex_match(l, fm, gcc_context) ||
         std::regex_match(l, fm, nvcc_diag)) {
@@ -117,7 +131,9 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
       files.emplace_back();
     }
     lines.push_back(strip_host_paths(l));
-    if (lines.size() > 2000) break;
+    if (lines.size() > 2000) {
+      break;
+    }
   }
   const std::string cand(candidate_file);
 
@@ -142,8 +158,9 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
                "only the standard library" +
                (cand.ends_with(".cu") ? " and the CUDA runtime are" : " is") + " linked).";
       }
-      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end())
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) {
         link_errors.push_back(text);
+      }
       continue;
     }
     if (std::regex_search(line, m, multiple_def)) {
@@ -152,8 +169,9 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
           symbol == "main"
               ? "Linking failed: do not define main(); the harness provides it and calls solve()."
               : "Linking failed: multiple definition of `" + symbol + "'.";
-      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end())
+      if (std::find(link_errors.begin(), link_errors.end(), text) == link_errors.end()) {
         link_errors.push_back(text);
+      }
       continue;
     }
     bool is_error = false;
@@ -165,24 +183,36 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
     } else if (std::regex_match(line, m, nvcc_diag)) {
       is_error = m[3].str() == "error" || m[3].str() == "catastrophic error";
     } else if (std::regex_match(line, m, gcc_context)) {
-      if (file == cand && m[4].str() == "required from")
+      if (file == cand && m[4].str() == "required from") {
         last_context = m[1].str() + ":" + m[2].str() + ":" + m[3].str();
+      }
       continue;
     }
-    if (!is_error) continue;
+    if (!is_error) {
+      continue;
+    }
     ++total_errors;
-    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
+    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) {
+      continue;
+    }
     // Only the candidate's own file is quoted: a diagnostic located elsewhere (a library header, a
     // name given by #line, the harness) keeps its message, whose names the compiler lexed from the
     // verified includes or the candidate's own text, but never the excerpt, which the compiler
     // re-reads from whatever file the location names.
     if (file != cand) {
-      if (file.rfind("harness", 0) == 0) continue;  // harness internals never reach the model
-      errors.push_back(
-          line + (last_context.empty() ? "" : "  (instantiated from " + last_context + ")") + "\n");
+      if (file.rfind("harness", 0) == 0) {
+        continue;  // harness internals never reach the model
+      }
+      std::string entry = line;
+      if (!last_context.empty()) {
+        entry.append("  (instantiated from ").append(last_context).append(")");
+      }
+      errors.push_back(std::move(entry) + "\n");
       continue;
     }
-    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) continue;
+    if (static_cast<int>(errors.size()) >= options.max_compiler_errors) {
+      continue;
+    }
     std::vector<std::string> entry{line};
     // The excerpt and caret lines that follow, up to the next diagnostic or a blank line.
     for (std::size_t j = i + 1; j < lines.size() && entry.size() < 6; ++j) {
@@ -203,20 +233,25 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
   const int shown = static_cast<int>(errors.size());
   if (!errors.empty()) {
     out = "Compilation failed:\n";
-    for (const auto& e : errors) out += e;
+    for (const auto& e : errors) {
+      out += e;
+    }
     if (total_errors > shown) {
       out += "(" + std::to_string(total_errors - shown) + " more error" +
              (total_errors - shown == 1 ? "" : "s") + " not shown; fix these first)\n";
     }
   } else if (!link_errors.empty()) {
-    for (const auto& e : link_errors) out += e + "\n";
+    for (const auto& e : link_errors) {
+      out += e + "\n";
+    }
   } else {
     // Unrecognised shape: the last lines that cannot quote a file (no excerpts, no include chains,
     // no diagnostics located elsewhere).
     std::vector<std::string> tail;
     for (const auto& l : lines) {
-      if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos)
+      if (l.empty() || starts_with(l, "collect2:") || l.find("ld returned") != std::string::npos) {
         continue;
+      }
       if (l[0] == ' ' || l[0] == '\t' || l.find(" | ") != std::string::npos ||
           starts_with(l, "In file included") || l.find(": In ") != std::string::npos ||
           std::regex_match(l, gcc_context) || std::regex_match(l, gcc_diag) ||
@@ -225,10 +260,14 @@ std::string compile_feedback(std::string_view log, std::string_view candidate_fi
       }
       tail.push_back(l);
     }
-    if (tail.size() > 15) tail.erase(tail.begin(), tail.end() - 15);
+    if (tail.size() > 15) {
+      tail.erase(tail.begin(), tail.end() - 15);
+    }
     out = "Compilation failed:\n" + join(tail);
   }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
+  while (!out.empty() && out.back() == '\n') {
+    out.pop_back();
+  }
   return trim_to_budget(out, options.char_budget);
 }
 
@@ -264,17 +303,33 @@ std::string mismatch_feedback(const mismatch& m) {
 std::string stderr_tail(std::string_view stderr_text, std::size_t max_chars) {
   std::vector<std::string> kept;
   for (const auto& l : split_lines(stderr_text)) {
-    if (starts_with(l, "LEAP_HARNESS_ERROR")) continue;
+    if (starts_with(l, "LEAP_HARNESS_ERROR")) {
+      continue;
+    }
     kept.push_back(l);
   }
-  while (!kept.empty() && kept.back().empty()) kept.pop_back();
-  std::string tail;
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    const std::string line = strip_host_paths(*it);
-    if (tail.size() + line.size() + 1 > max_chars) break;
-    tail = line + "\n" + tail;
+  while (!kept.empty() && kept.back().empty()) {
+    kept.pop_back();
   }
-  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  // The last lines that fit, newest last: gathered from the end, then put in order.
+  std::vector<std::string> lines;
+  std::size_t size = 0;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    std::string line = strip_host_paths(*it);
+    if (size + line.size() + 1 > max_chars) {
+      break;
+    }
+    size += line.size() + 1;
+    lines.push_back(std::move(line));
+  }
+  std::string tail;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    tail += *it;
+    tail += '\n';
+  }
+  while (!tail.empty() && tail.back() == '\n') {
+    tail.pop_back();
+  }
   return tail;
 }
 
@@ -282,7 +337,9 @@ std::string signal_feedback(int signal, std::string_view stderr_text) {
   std::string out = "Runtime error: the program was killed by " + signal_name(signal) + " (" +
                     signal_description(signal) + ").";
   const std::string tail = stderr_tail(stderr_text, 600);
-  if (!tail.empty()) out += "\nIts last output on stderr:\n" + tail;
+  if (!tail.empty()) {
+    out += "\nIts last output on stderr:\n" + tail;
+  }
   return out;
 }
 
@@ -290,7 +347,9 @@ std::string exit_feedback(int code, std::string_view stderr_text) {
   std::string out =
       "Runtime error: the program exited with code " + std::to_string(code) + " before finishing.";
   const std::string tail = stderr_tail(stderr_text, 600);
-  if (!tail.empty()) out += "\nIts last output on stderr:\n" + tail;
+  if (!tail.empty()) {
+    out += "\nIts last output on stderr:\n" + tail;
+  }
   return out;
 }
 
@@ -300,28 +359,39 @@ std::string timeout_feedback(double limit_seconds, bool cpu) {
          " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
 }
 
-std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text) {
+std::string harness_error_feedback(const harness_failure& e, std::string_view stderr_text) {
   std::string out;
-  if (e.kind == "cuda") {
-    out = "CUDA error " + e.name + " while " + e.where + ": " + e.text + ".";
-    if (e.name == "cudaErrorIllegalAddress")
-      out += "\nA kernel read or wrote out of bounds; check every index against its size.";
-    if (e.name == "cudaErrorAssert") out += "\nA device-side assert failed.";
-    if (e.name == "cudaErrorLaunchOutOfResources" || e.name == "cudaErrorInvalidConfiguration") {
-      out +=
-          "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
-    }
-  } else if (e.kind == "cuda_init") {
-    // Only reached when the engine's own probe of the GPU passed: the program itself broke CUDA.
-    out = "Runtime error: CUDA could not be initialised in your program (" + e.name + ": " +
-          e.text +
-          "), although the GPU works; does a global or constructor of yours call CUDA or change "
-          "the environment?";
-  } else {
-    out = "Runtime error while " + e.where + ": " + e.text + ".";
+  switch (e.kind) {
+    case harness_failure_kind::cuda:
+      out = "CUDA error " + e.name + " while " + e.where + ": " + e.text + ".";
+      if (e.name == "cudaErrorIllegalAddress") {
+        out += "\nA kernel read or wrote out of bounds; check every index against its size.";
+      }
+      if (e.name == "cudaErrorAssert") {
+        out += "\nA device-side assert failed.";
+      }
+      if (e.name == "cudaErrorLaunchOutOfResources" || e.name == "cudaErrorInvalidConfiguration") {
+        out +=
+            "\nCheck the launch configuration (block size at most 1024, shared memory, registers).";
+      }
+      break;
+    case harness_failure_kind::cuda_init:
+      // Only reached when the engine's own probe of the GPU passed: the program itself broke CUDA.
+      out = "Runtime error: CUDA could not be initialised in your program (" + e.name + ": " +
+            e.text +
+            "), although the GPU works; does a global or constructor of yours call CUDA or change "
+            "the environment?";
+      break;
+    case harness_failure_kind::threads:
+    case harness_failure_kind::stream:
+    case harness_failure_kind::other:
+      out = "Runtime error while " + e.where + ": " + e.text + ".";
+      break;
   }
   const std::string tail = stderr_tail(stderr_text, 400);
-  if (!tail.empty()) out += "\nThe program's last output on stderr:\n" + tail;
+  if (!tail.empty()) {
+    out += "\nThe program's last output on stderr:\n" + tail;
+  }
   return out;
 }
 
@@ -329,7 +399,9 @@ namespace {
 
 std::string frames_text(const nlohmann::json& frames) {
   std::string out;
-  if (!frames.is_array()) return out;
+  if (!frames.is_array()) {
+    return out;
+  }
   for (const auto& f : frames) {
     out += "  " + f.value("file", std::string{}) + " line " + std::to_string(f.value("line", 0)) +
            ", in " + f.value("function", std::string{}) + ": " + f.value("code", std::string{}) +
@@ -353,52 +425,74 @@ result<categorized_feedback> python_result_feedback(std::string_view result_json
   } catch (const nlohmann::json::exception& e) {
     return error{std::string("unreadable python runner result: ") + e.what()};
   }
-  const std::string status = j.value("status", std::string{});
-  if (status == "passed") {
-    return categorized_feedback{verdict_category::pass,
-                                "All " + std::to_string(j.value("total", 0)) + " tests passed."};
+  const std::string status_text = j.value("status", std::string{});
+  const python_judge_status status = parse_python_judge_status(status_text);
+  switch (status) {
+    case python_judge_status::passed:
+      return categorized_feedback{verdict_category::pass,
+                                  "All " + std::to_string(j.value("total", 0)) + " tests passed."};
+    case python_judge_status::syntax_error: {
+      const std::string file = j.value("file", std::string{});
+      if (file != "solution.py") {
+        return error{"the task's " + file +
+                     " has a syntax error: " + j.value("message", std::string{})};
+      }
+      std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) +
+                         ": " + j.value("message", std::string{});
+      const std::string code = j.value("code", std::string{});
+      if (!code.empty()) {
+        text += "\n  " + code;
+      }
+      return categorized_feedback{verdict_category::compile, text};
+    }
+    case python_judge_status::import_error: {
+      std::string text = "Importing your code failed: " + exception_line(j);
+      const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
+      if (!frames.empty()) {
+        text += "\n" + frames;
+      }
+      while (!text.empty() && text.back() == '\n') {
+        text.pop_back();
+      }
+      return categorized_feedback{verdict_category::runtime, text};
+    }
+    case python_judge_status::failed:
+    case python_judge_status::error: {
+      const bool failed = status == python_judge_status::failed;
+      const int index = j.value("index", 0);
+      const int total = j.value("total", 0);
+      std::string text = "Test " + j.value("test", std::string{}) + " (" +
+                         std::to_string(index + 1) + " of " + std::to_string(total) + ") " +
+                         (failed ? "failed" : "raised an exception") + ":\n";
+      text += frames_text(j.value("frames", nlohmann::json::array()));
+      text += exception_line(j);
+      return categorized_feedback{
+          failed ? verdict_category::wrong_answer : verdict_category::runtime, text};
+    }
+    case python_judge_status::no_tests:
+      return error{"the task's tests.py defines no test_* function"};
+    case python_judge_status::candidate_lost:  // the engine's to handle, before it asks here
+    case python_judge_status::judge_error:
+    case python_judge_status::unknown:
+      break;
   }
-  if (status == "syntax_error") {
-    const std::string file = j.value("file", std::string{});
-    if (file != "solution.py")
-      return error{"the task's " + file +
-                   " has a syntax error: " + j.value("message", std::string{})};
-    std::string text = "Syntax error in your code, line " + std::to_string(j.value("line", 0)) +
-                       ": " + j.value("message", std::string{});
-    const std::string code = j.value("code", std::string{});
-    if (!code.empty()) text += "\n  " + code;
-    return categorized_feedback{verdict_category::compile, text};
-  }
-  if (status == "import_error") {
-    std::string text = "Importing your code failed: " + exception_line(j);
-    const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
-    if (!frames.empty()) text += "\n" + frames;
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    return categorized_feedback{verdict_category::runtime, text};
-  }
-  if (status == "failed" || status == "error") {
-    const int index = j.value("index", 0);
-    const int total = j.value("total", 0);
-    std::string text = "Test " + j.value("test", std::string{}) + " (" + std::to_string(index + 1) +
-                       " of " + std::to_string(total) + ") " +
-                       (status == "failed" ? "failed" : "raised an exception") + ":\n";
-    text += frames_text(j.value("frames", nlohmann::json::array()));
-    text += exception_line(j);
-    return categorized_feedback{
-        status == "failed" ? verdict_category::wrong_answer : verdict_category::runtime, text};
-  }
-  if (status == "no_tests") return error{"the task's tests.py defines no test_* function"};
-  return error{"python runner reported unknown status '" + status + "'"};
+  return error{"python runner reported unknown status '" + status_text + "'"};
 }
 
 namespace {
 
 // A number the judge wrote (NaN and infinities arrive as the strings "nan", "inf").
 std::string number_field(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key)) return "?";
+  if (!j.contains(key)) {
+    return "?";
+  }
   const auto& v = j[key];
-  if (v.is_number()) return number(v.get<double>());
-  if (v.is_string()) return v.get<std::string>().substr(0, 20);
+  if (v.is_number()) {
+    return number(v.get<double>());
+  }
+  if (v.is_string()) {
+    return v.get<std::string>().substr(0, 20);
+  }
   return "?";
 }
 
@@ -413,9 +507,13 @@ const char* const k_unknown_kernelbench_status =
 
 std::string kernel_list(const nlohmann::json& names) {
   std::string out;
-  if (!names.is_array()) return out;
+  if (!names.is_array()) {
+    return out;
+  }
   for (const auto& n : names) {
-    if (!n.is_string() || out.size() > 400) continue;
+    if (!n.is_string() || out.size() > 400) {
+      continue;
+    }
     out += (out.empty() ? "" : ", ") + n.get<std::string>().substr(0, 80);
   }
   return out;
@@ -426,95 +524,110 @@ std::string kernel_list(const nlohmann::json& names) {
 namespace {
 
 categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
-  const std::string status = j.is_object() ? string_field(j, "status") : std::string{};
+  const kernelbench_status status =
+      parse_kernelbench_status(j.is_object() ? string_field(j, "status") : std::string{});
   auto int_field = [&](const char* key) {
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 0LL;
   };
   const std::string trial =
       "trial " + std::to_string(int_field("trial") + 1) +
       (j.is_object() && j.contains("trials") ? " of " + std::to_string(int_field("trials")) : "");
-  if (status == "passed") {
-    return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) +
-                                        " trials (" + string_field(j, "device") + ")."};
-  }
-  if (status == "syntax_error") {
-    std::string text = "Syntax error in your code, line " + std::to_string(int_field("line")) +
-                       ": " + string_field(j, "message");
-    const std::string code = string_field(j, "code");
-    if (!code.empty()) text += "\n  " + code;
-    return {verdict_category::compile, text};
-  }
-  if (status == "import_error" || status == "error") {
-    std::string text = std::string(status == "import_error" ? "Loading your code failed: "
-                                                            : "Running ModelNew failed: ") +
-                       exception_line(j);
-    const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
-    if (!frames.empty()) text += "\n" + frames;
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    return {verdict_category::runtime, text};
-  }
-  if (status == "mismatch") {
-    const std::string when = string_field(j, "when");
-    std::string text =
-        "Wrong answer: " + (j.contains("what") ? string_field(j, "what") : std::string("output")) +
-        " (" + trial + (when.empty() ? "" : ", ModelNew run " + when) + ")";
-    if (j.contains("got_shape")) {
-      text += " has shape " + string_field(j, "got_shape") + ", expected " +
-              string_field(j, "expected_shape") + ".";
-    } else if (j.contains("got_dtype")) {
-      text += " has dtype " + string_field(j, "got_dtype") + ", expected " +
-              string_field(j, "expected_dtype") +
-              " (return the reference's dtype; a lower precision is a different result).";
-    } else if (j.contains("bad")) {
-      text += ": " + std::to_string(int_field("bad")) + " of " +
-              std::to_string(int_field("total")) +
-              " elements differ by more than atol=" + number_field(j, "atol") +
-              " + rtol=" + number_field(j, "rtol") + " * |expected| (relative L2 error " +
-              number_field(j, "rel_l2") + ").";
-      if (int_field("bad") == 0) {
-        text = "Wrong answer: " + string_field(j, "what") + " (" + trial +
-               ") is too far from the expected result as a whole: relative L2 error " +
-               number_field(j, "rel_l2") +
-               " (every element is within atol=" + number_field(j, "atol") +
-               " + rtol=" + number_field(j, "rtol") + " * |expected| but the result is not close).";
+  switch (status) {
+    case kernelbench_status::passed:
+      return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) +
+                                          " trials (" + string_field(j, "device") + ")."};
+    case kernelbench_status::syntax_error: {
+      std::string text = "Syntax error in your code, line " + std::to_string(int_field("line")) +
+                         ": " + string_field(j, "message");
+      const std::string code = string_field(j, "code");
+      if (!code.empty()) {
+        text += "\n  " + code;
       }
-      text += "\nmax abs error " + number_field(j, "max_abs") + ", max rel error " +
-              number_field(j, "max_rel") + ".";
-      text += "\nWorst at flat index " + std::to_string(int_field("index")) + " (shape " +
-              string_field(j, "shape") + "): expected " + number_field(j, "expected") + ", got " +
-              number_field(j, "got") + ".";
-    } else {
-      text += ": expected " + string_field(j, "expected") + ", got " + string_field(j, "got") + ".";
+      return {verdict_category::compile, text};
     }
-    return {verdict_category::wrong_answer, text};
-  }
-  if (status == "modified_input") {
-    return {verdict_category::wrong_answer,
-            "Wrong answer: ModelNew.forward modified its input " +
-                std::to_string(int_field("input")) + " (argument " +
-                std::to_string(int_field("input") + 1) + " of forward) in place (" + trial +
-                "); inputs are read-only, write your results to new tensors."};
-  }
-  if (status == "no_own_kernel") {
-    const bool cuda = string_field(j, "device") == "cuda";
-    std::string text =
-        "Not accepted: the outputs are correct, but ModelNew.forward " +
-        std::string(
-            cuda ? "launched no CUDA kernel of its own"
-                 : "ran no kernel of its own (no call into a native extension module your code "
-                   "compiled)") +
-        " (" + trial +
-        "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
-        (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
-    const std::string seen = kernel_list(j.value("other", nlohmann::json::array()));
-    if (!seen.empty()) text += "\nKernels that ran, all PyTorch's: " + seen;
-    return {verdict_category::wrong_answer, text};
-  }
-  if (status == "incomplete") {
-    return {verdict_category::runtime,
-            "Runtime error: the program stopped before the harness finished all trials; do not "
-            "call exit(), "
-            "os._exit() or write the harness's files."};
+    case kernelbench_status::import_error:
+    case kernelbench_status::error: {
+      std::string text =
+          std::string(status == kernelbench_status::import_error ? "Loading your code failed: "
+                                                                 : "Running ModelNew failed: ") +
+          exception_line(j);
+      const std::string frames = frames_text(j.value("frames", nlohmann::json::array()));
+      if (!frames.empty()) {
+        text += "\n" + frames;
+      }
+      while (!text.empty() && text.back() == '\n') {
+        text.pop_back();
+      }
+      return {verdict_category::runtime, text};
+    }
+    case kernelbench_status::mismatch: {
+      const std::string when = string_field(j, "when");
+      std::string text = "Wrong answer: " +
+                         (j.contains("what") ? string_field(j, "what") : std::string("output")) +
+                         " (" + trial + (when.empty() ? "" : ", ModelNew run " + when) + ")";
+      if (j.contains("got_shape")) {
+        text += " has shape " + string_field(j, "got_shape") + ", expected " +
+                string_field(j, "expected_shape") + ".";
+      } else if (j.contains("got_dtype")) {
+        text += " has dtype " + string_field(j, "got_dtype") + ", expected " +
+                string_field(j, "expected_dtype") +
+                " (return the reference's dtype; a lower precision is a different result).";
+      } else if (j.contains("bad")) {
+        text += ": " + std::to_string(int_field("bad")) + " of " +
+                std::to_string(int_field("total")) +
+                " elements differ by more than atol=" + number_field(j, "atol") +
+                " + rtol=" + number_field(j, "rtol") + " * |expected| (relative L2 error " +
+                number_field(j, "rel_l2") + ").";
+        if (int_field("bad") == 0) {
+          text = "Wrong answer: " + string_field(j, "what") + " (" + trial +
+                 ") is too far from the expected result as a whole: relative L2 error " +
+                 number_field(j, "rel_l2") +
+                 " (every element is within atol=" + number_field(j, "atol") +
+                 " + rtol=" + number_field(j, "rtol") +
+                 " * |expected| but the result is not close).";
+        }
+        text += "\nmax abs error " + number_field(j, "max_abs") + ", max rel error " +
+                number_field(j, "max_rel") + ".";
+        text += "\nWorst at flat index " + std::to_string(int_field("index")) + " (shape " +
+                string_field(j, "shape") + "): expected " + number_field(j, "expected") + ", got " +
+                number_field(j, "got") + ".";
+      } else {
+        text +=
+            ": expected " + string_field(j, "expected") + ", got " + string_field(j, "got") + ".";
+      }
+      return {verdict_category::wrong_answer, text};
+    }
+    case kernelbench_status::modified_input:
+      return {verdict_category::wrong_answer,
+              "Wrong answer: ModelNew.forward modified its input " +
+                  std::to_string(int_field("input")) + " (argument " +
+                  std::to_string(int_field("input") + 1) + " of forward) in place (" + trial +
+                  "); inputs are read-only, write your results to new tensors."};
+    case kernelbench_status::no_own_kernel: {
+      const bool cuda = string_field(j, "device") == "cuda";
+      std::string text =
+          "Not accepted: the outputs are correct, but ModelNew.forward " +
+          std::string(
+              cuda ? "launched no CUDA kernel of its own"
+                   : "ran no kernel of its own (no call into a native extension module your code "
+                     "compiled)") +
+          " (" + trial +
+          "). The task asks for custom kernels (torch.utils.cpp_extension.load_inline" +
+          (cuda ? ", or Triton" : "") + "); PyTorch's own operators and libraries do not count.";
+      const std::string seen = kernel_list(j.value("other", nlohmann::json::array()));
+      if (!seen.empty()) {
+        text += "\nKernels that ran, all PyTorch's: " + seen;
+      }
+      return {verdict_category::wrong_answer, text};
+    }
+    case kernelbench_status::incomplete:
+      return {verdict_category::runtime,
+              "Runtime error: the program stopped before the harness finished all trials; do not "
+              "call exit(), "
+              "os._exit() or write the harness's files."};
+    case kernelbench_status::ok:  // the program's own word, never the judge's: not a verdict
+    case kernelbench_status::unknown:
+      break;
   }
   return {verdict_category::runtime, k_unknown_kernelbench_status};
 }

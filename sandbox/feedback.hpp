@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sandbox/compare.hpp"
+#include "sandbox/harness.hpp"
 #include "sandbox/verdict.hpp"
 
 #include <cstddef>
@@ -48,14 +49,9 @@ std::string exit_feedback(int code, std::string_view stderr_text);
 // "Time limit exceeded: ..." for wall-clock (`cpu` false) or CPU-time limits.
 std::string timeout_feedback(double limit_seconds, bool cpu);
 
-// A failure the harness reported in an error record of its result stream.
-struct harness_error {
-  std::string kind;   // "cuda", "cuda_init", "io"
-  std::string name;   // "cudaErrorIllegalAddress"
-  std::string where;  // "running solve() (synchronising after it)"
-  std::string text;   // "an illegal memory access was encountered"
-};
-std::string harness_error_feedback(const harness_error& e, std::string_view stderr_text);
+// The feedback for a failure the harness reported in an error record of its result stream: a CUDA
+// error by name with advice, a CUDA initialisation the program itself broke, or where and what.
+std::string harness_error_feedback(const harness_failure& e, std::string_view stderr_text);
 
 // The verdict category and feedback for a python judge's JSON result (see python_judge.hpp; the
 // engine itself handles its candidate_lost and judge_error statuses). A result whose status says

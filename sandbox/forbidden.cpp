@@ -7,12 +7,27 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cxxabi.h>
+#include <initializer_list>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <system_error>
 
 namespace leap::sandbox {
 namespace {
+
+// What every refusal of a forbidden name ends with.
+constexpr std::string_view k_forbidden_advice =
+    ", which this task forbids. Write the computation yourself instead of calling a library.";
+
+// The parts one after another: a refusal's text, built without a temporary per part.
+std::string join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (const std::string_view part : parts) {
+    out += part;
+  }
+  return out;
+}
 
 // Blanks comments (keeping newlines so line numbers stay right). String literals are kept: a
 // forbidden name in a string is suspicious enough (dlopen("libcublas.so")).
@@ -24,10 +39,7 @@ std::string strip_comments(std::string_view code, bool python) {
     const char next = i + 1 < out.size() ? out[i + 1] : '\0';
     switch (state) {
       case normal:
-        if (python && c == '#') {
-          state = line_comment;
-          out[i] = ' ';
-        } else if (!python && c == '/' && next == '/') {
+        if ((python && c == '#') || (!python && c == '/' && next == '/')) {
           state = line_comment;
           out[i] = ' ';
         } else if (!python && c == '/' && next == '*') {
@@ -86,7 +98,9 @@ std::string lower(std::string_view s) {
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
+  if (b == std::string_view::npos) {
+    return {};
+  }
   const auto e = s.find_last_not_of(" \t\r");
   return std::string(s.substr(b, e - b + 1));
 }
@@ -98,7 +112,9 @@ std::vector<std::string_view> lines_of(std::string_view text) {
     const auto end = text.find('\n', pos);
     lines.push_back(
         text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
-    if (end == std::string_view::npos) break;
+    if (end == std::string_view::npos) {
+      break;
+    }
     pos = end + 1;
   }
   return lines;
@@ -112,9 +128,13 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 
 std::string shorten(std::string s, std::size_t max = 160) {
   for (char& c : s) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      c = ' ';
+    }
   }
-  if (s.size() > max) s = s.substr(0, max) + "...";
+  if (s.size() > max) {
+    s = s.substr(0, max) + "...";
+  }
   return s;
 }
 
@@ -127,25 +147,35 @@ std::size_t find_name(std::string_view text, std::string_view item, std::size_t 
       const bool left = pos == 0 || !ident_char(text[pos - 1]);
       const std::size_t end = pos + item.size();
       const bool right = end >= text.size() || !ident_char(text[end]) || item.back() == ':';
-      if (left && right) return pos;
+      if (left && right) {
+        return pos;
+      }
     }
     return std::string_view::npos;
   }
   const std::string needle = lower(item);
-  if (needle.empty()) return std::string_view::npos;
+  if (needle.empty()) {
+    return std::string_view::npos;
+  }
   for (std::size_t pos = from; pos + needle.size() <= text.size(); ++pos) {
-    if (pos > 0 && ident_char(text[pos - 1])) continue;
+    if (pos > 0 && ident_char(text[pos - 1])) {
+      continue;
+    }
     bool same = true;
     for (std::size_t k = 0; k < needle.size() && same; ++k) {
       same = std::tolower(static_cast<unsigned char>(text[pos + k])) == needle[k];
     }
-    if (same) return pos;
+    if (same) {
+      return pos;
+    }
   }
   return std::string_view::npos;
 }
 
 std::string demangle(const std::string& name) {
-  if (!starts_with(name, "_Z")) return name;
+  if (!starts_with(name, "_Z")) {
+    return name;
+  }
   int status = 0;
   std::unique_ptr<char, decltype(&std::free)> out(
       abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
@@ -155,7 +185,9 @@ std::string demangle(const std::string& name) {
 // Whether a mangled name lives in namespace std, __gnu_cxx or __cxxabiv1 (vtables, typeinfo and
 // guard variables of such entities included).
 bool in_reserved_namespace(std::string_view m) {
-  if (!starts_with(m, "_Z")) return false;
+  if (!starts_with(m, "_Z")) {
+    return false;
+  }
   m.remove_prefix(2);
   for (std::string_view special : {"TV", "TT", "TI", "TS", "GV", "GR", "TH", "TW"}) {
     if (starts_with(m, special)) {
@@ -172,14 +204,18 @@ bool in_reserved_namespace(std::string_view m) {
   }
   for (std::string_view ns :
        {"St", "Sa", "Sb", "Ss", "Si", "So", "Sd", "9__gnu_cxx", "10__cxxabiv1"}) {
-    if (starts_with(m, ns)) return true;
+    if (starts_with(m, ns)) {
+      return true;
+    }
   }
   return false;
 }
 
 bool generated_symbol(std::string_view name) {
   for (std::string_view p : {"DW.ref.", "__cuda", "__nv_", "__fatbin", "__device_stub"}) {
-    if (starts_with(name, p)) return true;
+    if (starts_with(name, p)) {
+      return true;
+    }
   }
   return false;
 }
@@ -225,7 +261,7 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
     const std::string excerpt = i < raw_lines.size() ? trim(raw_lines[i]) : std::string{};
     if (!python) {
       const std::string t = trim(line);
-      if (t.rfind("#", 0) == 0) {
+      if (t.rfind('#', 0) == 0) {
         std::string directive = trim(std::string_view(t).substr(1));
         if (directive.rfind("include", 0) == 0) {
           const std::string target = trim(std::string_view(directive).substr(7));
@@ -242,13 +278,13 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
       }
     }
     for (const auto& item : items) {
-      if (item.empty()) continue;
+      if (item.empty()) {
+        continue;
+      }
       if (line.find(lower(item)) != std::string::npos) {
-        return forbidden_hit{
-            item, static_cast<int>(i + 1), excerpt,
-            "Line " + std::to_string(i + 1) + ": `" + excerpt + "` uses '" + item +
-                "', which this task forbids. Write the computation yourself instead of "
-                "calling a library."};
+        return forbidden_hit{item, static_cast<int>(i + 1), excerpt,
+                             join({"Line ", std::to_string(i + 1), ": `", excerpt, "` uses '", item,
+                                   "'", k_forbidden_advice})};
       }
     }
   }
@@ -260,7 +296,9 @@ std::vector<std::string> parse_make_deps(std::string_view deps) {
   std::string current;
   bool have = false;
   auto flush = [&] {
-    if (have) tokens.push_back(current);
+    if (have) {
+      tokens.push_back(current);
+    }
     current.clear();
     have = false;
   };
@@ -298,11 +336,7 @@ std::vector<std::string> parse_make_deps(std::string_view deps) {
   bool after_target = false;
   for (auto& t : tokens) {
     if (!after_target) {
-      if (t == ":") {
-        after_target = true;
-      } else if (t.back() == ':') {
-        after_target = true;
-      }
+      after_target = t.back() == ':';  // "a.o:" or a ":" of its own
       continue;
     }
     files.push_back(std::move(t));
@@ -316,17 +350,26 @@ std::vector<std::string> parse_line_markers(std::string_view text) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
     std::string_view line = text.substr(pos, end - pos);
     pos = end + 1;
-    if (line.empty() || line.front() != '#') continue;
-    line.remove_prefix(1);
-    if (starts_with(line, "line")) line.remove_prefix(4);
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string_view::npos || !std::isdigit(static_cast<unsigned char>(line[first])))
+    if (line.empty() || line.front() != '#') {
       continue;
+    }
+    line.remove_prefix(1);
+    if (starts_with(line, "line")) {
+      line.remove_prefix(4);
+    }
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || !std::isdigit(static_cast<unsigned char>(line[first]))) {
+      continue;
+    }
     auto q = line.find('"', first);
-    if (q == std::string_view::npos) continue;
+    if (q == std::string_view::npos) {
+      continue;
+    }
     std::string name;
     bool closed = false;
     for (std::size_t i = q + 1; i < line.size(); ++i) {
@@ -339,8 +382,12 @@ std::vector<std::string> parse_line_markers(std::string_view text) {
         name += line[i];
       }
     }
-    if (!closed || name == "<built-in>" || name == "<command-line>") continue;
-    if (seen.insert(name).second) files.push_back(std::move(name));
+    if (!closed || name == "<built-in>" || name == "<command-line>") {
+      continue;
+    }
+    if (seen.insert(name).second) {
+      files.push_back(std::move(name));
+    }
   }
   return files;
 }
@@ -350,18 +397,26 @@ std::vector<std::string> parse_nvcc_include_dirs(std::string_view dryrun) {
   std::size_t pos = 0;
   while (pos < dryrun.size()) {
     auto end = dryrun.find('\n', pos);
-    if (end == std::string_view::npos) end = dryrun.size();
+    if (end == std::string_view::npos) {
+      end = dryrun.size();
+    }
     std::string_view line = dryrun.substr(pos, end - pos);
     pos = end + 1;
     const bool includes = starts_with(line, "#$ INCLUDES=");
-    if (!includes && !starts_with(line, "#$ SYSTEM_INCLUDES=")) continue;
+    if (!includes && !starts_with(line, "#$ SYSTEM_INCLUDES=")) {
+      continue;
+    }
     line.remove_prefix(line.find('=') + 1);
     // The value is shell words, each in double quotes: "-I/a" or "-isystem" "/b".
     std::vector<std::string> words;
     for (std::size_t i = 0; i < line.size(); ++i) {
-      if (line[i] != '"') continue;
+      if (line[i] != '"') {
+        continue;
+      }
       const auto close = line.find('"', i + 1);
-      if (close == std::string_view::npos) break;
+      if (close == std::string_view::npos) {
+        break;
+      }
       words.emplace_back(line.substr(i + 1, close - i - 1));
       i = close;
     }
@@ -382,9 +437,15 @@ std::vector<std::string> forbidden_libraries(const std::vector<std::string>& ite
   std::vector<std::string> keys;
   for (const auto& item : items) {
     std::string key = item;
-    if (key.size() > 2 && key.compare(key.size() - 2, 2, "::") == 0) key.resize(key.size() - 2);
-    if (key.empty() || key.find("::") != std::string::npos) continue;
-    if (!std::all_of(key.begin(), key.end(), [](char c) { return ident_char(c); })) continue;
+    if (key.size() > 2 && key.compare(key.size() - 2, 2, "::") == 0) {
+      key.resize(key.size() - 2);
+    }
+    if (key.empty() || key.find("::") != std::string::npos) {
+      continue;
+    }
+    if (!std::all_of(key.begin(), key.end(), [](char c) { return ident_char(c); })) {
+      continue;
+    }
     keys.push_back(lower(key));
   }
   return keys;
@@ -398,7 +459,9 @@ std::optional<forbidden_hit> check_included_files(const std::vector<std::string>
                          policy.candidate_file + " includes '" + shorten(file) + "', " + why};
   };
   for (const auto& file : files) {
-    if (file == policy.candidate_file || file.empty()) continue;
+    if (file == policy.candidate_file || file.empty()) {
+      continue;
+    }
     const fs::path p(file);
     if (!p.is_absolute()) {
       return refuse(
@@ -450,8 +513,12 @@ std::optional<forbidden_hit> check_assembler_files(const std::vector<std::string
   namespace fs = std::filesystem;
   for (const auto& file : files) {
     const std::string base = fs::path(file).filename().string();
-    if (starts_with(base, std::string(candidate_stem) + ".")) continue;
-    if (starts_with(base, "cc") && base.size() == 10 && base.compare(8, 2, ".s") == 0) continue;
+    if (starts_with(base, std::string(candidate_stem) + ".")) {
+      continue;
+    }
+    if (starts_with(base, "cc") && base.size() == 10 && base.compare(8, 2, ".s") == 0) {
+      continue;
+    }
     return forbidden_hit{".incbin", 0, shorten(file),
                          "An assembler directive (.incbin or .include) in the solution reads '" +
                              shorten(file) + "': the solution may not read files at compile time."};
@@ -462,26 +529,35 @@ std::optional<forbidden_hit> check_assembler_files(const std::vector<std::string
 std::optional<forbidden_hit> find_forbidden_in_dump(std::string_view dump,
                                                     const std::vector<std::string>& items) {
   for (const auto& item : items) {
-    if (item.empty()) continue;
+    if (item.empty()) {
+      continue;
+    }
     const auto pos = find_name(dump, item);
-    if (pos == std::string_view::npos) continue;
+    if (pos == std::string_view::npos) {
+      continue;
+    }
     std::size_t end = pos + item.size();
     int depth = 0;
     while (end < dump.size() && end - pos < 120) {
       const char c = dump[end];
-      if (c == '<') ++depth;
-      if (c == '>') --depth;
-      if (depth <= 0 && (c == '(' || c == ' ' || c == ';' || c == ',' || c == '\n' || c == ')'))
+      if (c == '<') {
+        ++depth;
+      }
+      if (c == '>') {
+        --depth;
+      }
+      if (depth <= 0 && (c == '(' || c == ' ' || c == ';' || c == ',' || c == '\n' || c == ')')) {
         break;
-      if (depth < 0) break;
+      }
+      if (depth < 0) {
+        break;
+      }
       ++end;
     }
     const std::string resolved = shorten(std::string(dump.substr(pos, end - pos)));
-    return forbidden_hit{
-        item, 0, resolved,
-        "The solution uses '" + item + "' (the compiler resolved it to " + resolved +
-            "), which this task forbids. Write the computation yourself instead of calling a "
-            "library."};
+    return forbidden_hit{item, 0, resolved,
+                         join({"The solution uses '", item, "' (the compiler resolved it to ",
+                               resolved, ")", k_forbidden_advice})};
   }
   return std::nullopt;
 }
@@ -491,11 +567,15 @@ std::vector<object_symbol> parse_nm(std::string_view text) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
     const std::string_view line = text.substr(pos, end - pos);
     pos = end + 1;
     const auto space = line.find(' ');
-    if (space == std::string_view::npos || space == 0 || space + 1 >= line.size()) continue;
+    if (space == std::string_view::npos || space == 0 || space + 1 >= line.size()) {
+      continue;
+    }
     object_symbol s;
     s.name = std::string(line.substr(0, space));
     s.type = line[space + 1];
@@ -508,10 +588,13 @@ namespace {
 
 template <class T>
 bool read_le(std::string_view bytes, std::uint64_t offset, T& out) {
-  if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) return false;
+  if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) {
+    return false;
+  }
   std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
     v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  }
   out = static_cast<T>(v);
   return true;
 }
@@ -521,20 +604,28 @@ bool read_le(std::string_view bytes, std::uint64_t offset, T& out) {
 result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
   if (object.size() < 64 || object.substr(0, 4) != std::string_view("\x7f"
                                                                     "ELF",
-                                                                    4))
+                                                                    4)) {
     return error{"not an ELF object"};
-  if (object[4] != 2 || object[5] != 1) return error{"not a 64-bit little-endian ELF object"};
+  }
+  if (object[4] != 2 || object[5] != 1) {
+    return error{"not a 64-bit little-endian ELF object"};
+  }
   std::uint64_t shoff = 0;
   std::uint16_t shentsize = 0, shnum16 = 0;
   if (!read_le(object, 0x28, shoff) || !read_le(object, 0x3A, shentsize) ||
       !read_le(object, 0x3C, shnum16)) {
     return error{"truncated ELF header"};
   }
-  if (shentsize < 64) return error{"bad section header size"};
+  if (shentsize < 64) {
+    return error{"bad section header size"};
+  }
   std::uint64_t shnum = shnum16;
-  if (shnum == 0 && !read_le(object, shoff + 0x20, shnum))
+  if (shnum == 0 && !read_le(object, shoff + 0x20, shnum)) {
     return error{"truncated section headers"};
-  if (shnum > object.size() / shentsize) return error{"too many section headers"};
+  }
+  if (shnum > object.size() / shentsize) {
+    return error{"too many section headers"};
+  }
   std::vector<object_symbol> out;
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const std::uint64_t sh = shoff + i * shentsize;
@@ -545,12 +636,14 @@ result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
         !read_le(object, sh + 0x38, entsize)) {
       return error{"truncated section header"};
     }
-    if (type != 2) continue;  // SHT_SYMTAB
+    if (type != 2) {
+      continue;  // SHT_SYMTAB
+    }
     if (entsize < 24 || offset > object.size() || size > object.size() - offset || link >= shnum) {
       return error{"bad symbol table"};
     }
     std::uint64_t str_offset = 0, str_size = 0;
-    const std::uint64_t strh = shoff + link * shentsize;
+    const std::uint64_t strh = shoff + static_cast<std::uint64_t>(link) * shentsize;
     if (!read_le(object, strh + 0x18, str_offset) || !read_le(object, strh + 0x20, str_size) ||
         str_offset > object.size() || str_size > object.size() - str_offset) {
       return error{"bad string table"};
@@ -565,8 +658,12 @@ result<std::vector<object_symbol>> parse_elf_symbols(std::string_view object) {
       read_le(object, at + 6, shndx);
       const int bind = info >> 4;
       const int kind = info & 0xf;
-      if (bind != 1 && bind != 2 && bind != 10) continue;  // GLOBAL, WEAK, GNU_UNIQUE
-      if (name >= strings.size()) return error{"bad symbol name"};
+      if (bind != 1 && bind != 2 && bind != 10) {
+        continue;  // GLOBAL, WEAK, GNU_UNIQUE
+      }
+      if (name >= strings.size()) {
+        return error{"bad symbol name"};
+      }
       const auto end = strings.find('\0', name);
       object_symbol sym;
       sym.name = std::string(strings.substr(
@@ -605,8 +702,8 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
     }
   }
   const std::string f(file);
-  auto refuse = [&](const std::string& item, const std::string& text) {
-    return forbidden_hit{item, 0, item, text};
+  auto refuse = [&](const std::string& item, std::initializer_list<std::string_view> text) {
+    return forbidden_hit{item, 0, item, join(text)};
   };
   for (const auto& s : candidate) {
     const std::string shown = shorten(demangle(s.name), 200);
@@ -614,50 +711,52 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
       for (const auto& item : forbidden_items) {
         if (item.find("::") == std::string::npos || item.back() == ':') {
           std::string key = item;
-          if (key.back() == ':') key.resize(key.size() - 2);
+          if (key.back() == ':') {
+            key.resize(key.size() - 2);
+          }
           if (!key.empty() && find_name(shown, key) != std::string::npos) {
-            return refuse(
-                item,
-                f + " calls " + shown + ", from '" + item +
-                    "', which this task forbids. Write the computation yourself instead of calling "
-                    "a library.");
+            return refuse(item, {f, " calls ", shown, ", from '", item, "'", k_forbidden_advice});
           }
         }
       }
       if (!forbidden_items.empty() &&
           (s.name == "dlopen" || s.name == "dlmopen" || s.name == "dlsym" || s.name == "dlvsym")) {
-        return refuse(
-            s.name, f + " calls " + s.name +
-                        ": loading libraries at run time is not allowed in this task (it forbids " +
-                        forbidden_items.front() + " and others).");
+        return refuse(s.name,
+                      {f, " calls ", s.name,
+                       ": loading libraries at run time is not allowed in this task (it forbids ",
+                       forbidden_items.front(), " and others)."});
       }
       continue;
     }
     if (s.name == "main") {
       return refuse(
           s.name,
-          f + " defines main(): do not define main(); the harness provides it and calls solve().");
+          {f, " defines main(): do not define main(); the harness provides it and calls solve()."});
     }
-    if (s.name == "solve" || starts_with(shown, "solve(") || generated_symbol(s.name)) continue;
+    if (s.name == "solve" || starts_with(shown, "solve(") || generated_symbol(s.name)) {
+      continue;
+    }
     const bool mangled = starts_with(s.name, "_Z");
     const bool function = s.type == 'T' || s.type == 'W' || s.type == 'i';
     const std::string why = ": candidates may not replace library functions or objects.";
     if (harness_needs.count(s.name) > 0 || (!s.weak() && harness_defines.count(s.name) > 0)) {
-      return refuse(s.name, f + " defines " + shown + ", which the harness uses" + why);
+      return refuse(s.name, {f, " defines ", shown, ", which the harness uses", why});
     }
     if (!mangled && function) {
       return refuse(s.name,
-                    f + " defines " + shown + " with C linkage" + why +
-                        " Give your own functions C++ linkage (no extern \"C\", no asm labels).");
+                    {f, " defines ", shown, " with C linkage", why,
+                     " Give your own functions C++ linkage (no extern \"C\", no asm labels)."});
     }
-    if (!mangled && c_library_object(s.name)) return refuse(s.name, f + " defines " + shown + why);
+    if (!mangled && c_library_object(s.name)) {
+      return refuse(s.name, {f, " defines ", shown, why});
+    }
     // Weak definitions in std are what the library's headers emit (template instantiations, and
     // inline members such as GCC 13's std::thread::_M_thread_deps_never_run): refusing them refuses
     // std::thread. They cannot reach the harness: one the harness uses is refused above, and the
     // harness object comes first on the link line, so its own weak copies win.
     if (mangled && in_reserved_namespace(s.name) && !s.weak()) {
       return refuse(s.name,
-                    f + " defines " + shown + " in a namespace of the standard library" + why);
+                    {f, " defines ", shown, " in a namespace of the standard library", why});
     }
   }
   return std::nullopt;

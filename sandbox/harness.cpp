@@ -28,8 +28,12 @@ std::string literal(const arg_spec& a) {
     ss << static_cast<long long>(a.value);
   } else {
     ss << a.value;
-    if (ss.str().find_first_of(".eE") == std::string::npos) ss << ".0";
-    if (a.type == value_type::f32) ss << "f";
+    if (ss.str().find_first_of(".eE") == std::string::npos) {
+      ss << ".0";
+    }
+    if (a.type == value_type::f32) {
+      ss << "f";
+    }
   }
   return ss.str();
 }
@@ -41,7 +45,9 @@ std::string count_expression(const arg_spec& a) {
   while (std::getline(ss, term, '*')) {
     std::string clean;
     for (char c : term) {
-      if (!std::isspace(static_cast<unsigned char>(c))) clean.push_back(c);
+      if (!std::isspace(static_cast<unsigned char>(c))) {
+        clean.push_back(c);
+      }
     }
     out += " * (long long)(" + clean + ")";
   }
@@ -258,7 +264,9 @@ std::string entry_signature(const task& t, const std::string& name) {
   std::string s = "void " + name + "(";
   for (std::size_t i = 0; i < t.args.size(); ++i) {
     const auto& a = t.args[i];
-    if (i) s += ", ";
+    if (i) {
+      s += ", ";
+    }
     switch (a.role) {
       case arg_role::input:
         s += std::string("const ") + c_type(a.type) + "* " + a.name;
@@ -281,7 +289,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   const std::string entry = reference ? "reference" : "solve";
   std::ostringstream s;
   s << k_common_prologue;
-  if (cuda) s << k_cuda_prologue;
+  if (cuda) {
+    s << k_cuda_prologue;
+  }
   s << entry_signature(t, entry) << ";\n\n";
 
   s << "namespace {\n";
@@ -290,11 +300,16 @@ std::string harness_source(const task& t, harness_flavor flavor) {
     if (a.role == arg_role::scalar) {
       s << "const " << c_type(a.type) << " " << a.name << " = " << literal(a) << ";\n";
     } else {
-      if (a.role == arg_role::input) ++inputs;
+      if (a.role == arg_role::input) {
+        ++inputs;
+      }
       s << "std::vector<" << c_type(a.type) << "> h_" << a.name << ";\n";
-      if (cuda) s << c_type(a.type) << "* d_" << a.name << " = nullptr;\n";
-      if (cuda && a.role != arg_role::input)
+      if (cuda) {
+        s << c_type(a.type) << "* d_" << a.name << " = nullptr;\n";
+      }
+      if (cuda && a.role != arg_role::input) {
         s << "std::vector<" << c_type(a.type) << "> s_" << a.name << ";\n";
+      }
     }
   }
   auto bytes_of = [](const arg_spec& a) {
@@ -305,14 +320,17 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   // meets fresh values there.
   s << "void leap_allocate() {\n";
   for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) continue;
+    if (a.role == arg_role::scalar) {
+      continue;
+    }
     s << "  h_" << a.name << ".assign(static_cast<std::size_t>(" << count_expression(a)
       << "), 0);\n";
     if (cuda) {
       s << "  leap_check(cudaMalloc(&d_" << a.name << ", std::max<std::size_t>(" << bytes_of(a)
         << ", 1)), \"allocating " << a.name << "\");\n";
-      if (a.role != arg_role::input)
+      if (a.role != arg_role::input) {
         s << "  s_" << a.name << ".assign(h_" << a.name << ".size(), 0);\n";
+      }
     }
   }
   s << "}\n";
@@ -322,7 +340,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   int index = 0;
   for (const auto& a : t.args) {
     ++index;
-    if (a.role == arg_role::scalar) continue;
+    if (a.role == arg_role::scalar) {
+      continue;
+    }
     const bool integral = a.type == value_type::i32;
     if (a.role == arg_role::output) {
       s << "  leap_fill(h_" << a.name << ", leap_stream(seed, call, " << index
@@ -342,7 +362,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   std::string call = entry + "(";
   bool first = true;
   for (const auto& a : t.args) {
-    if (!first) call += ", ";
+    if (!first) {
+      call += ", ";
+    }
     first = false;
     if (a.role == arg_role::scalar) {
       call += a.name;
@@ -360,13 +382,16 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   if (reference) {
     int k = 0;
     for (const auto& a : t.args) {
-      if (a.role == arg_role::input)
+      if (a.role == arg_role::input) {
         s << "  leap_pre[" << k++ << "] = leap_hash(h_" << a.name << ");\n";
+      }
     }
   }
   if (cuda) {
     for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar) continue;
+      if (a.role == arg_role::scalar) {
+        continue;
+      }
       s << "  leap_check(cudaMemcpy(d_" << a.name << ", h_" << a.name << ".data(), " << bytes_of(a)
         << ", cudaMemcpyHostToDevice), \"copying " << a.name << " to the device\");\n";
     }
@@ -379,7 +404,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
     // first (untimed calls only; the copy would be timed otherwise).
     s << "  if (!timed) {\n";
     for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar || a.role == arg_role::input) continue;
+      if (a.role == arg_role::scalar || a.role == arg_role::input) {
+        continue;
+      }
       s << "    leap_check(cudaMemcpyAsync(s_" << a.name << ".data(), d_" << a.name << ", "
         << bytes_of(a) << ", cudaMemcpyDeviceToHost, 0), \"reading " << a.name
         << " on the default stream\");\n";
@@ -405,13 +432,17 @@ std::string harness_source(const task& t, harness_flavor flavor) {
          "solve()\");\n";
     s << "  }\n";
     for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar) continue;
+      if (a.role == arg_role::scalar) {
+        continue;
+      }
       s << "  leap_check(cudaMemcpy(h_" << a.name << ".data(), d_" << a.name << ", " << bytes_of(a)
         << ", cudaMemcpyDeviceToHost), \"copying " << a.name << " back to the host\");\n";
     }
     s << "  if (!timed) {\n";
     for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar || a.role == arg_role::input) continue;
+      if (a.role == arg_role::scalar || a.role == arg_role::input) {
+        continue;
+      }
       s << "    if (std::memcmp(s_" << a.name << ".data(), h_" << a.name << ".data(), "
         << bytes_of(a) << ") != 0) "
         << "leap_fail(\"stream\", \"unordered\", \"reading " << a.name
@@ -428,8 +459,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
     s << "  const auto leap_t0 = std::chrono::steady_clock::now();\n";
     s << "  " << call << ";\n";
     s << "  auto leap_t1 = std::chrono::steady_clock::now();\n";
-    if (!reference)
+    if (!reference) {
       s << "  if (leap_settle_threads()) leap_t1 = std::chrono::steady_clock::now();\n";
+    }
     s << "  return std::chrono::duration<double, std::milli>(leap_t1 - leap_t0).count();\n}\n";
   }
 
@@ -441,7 +473,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   s << "  leap_write_value<double>(ms);\n";
   int k = 0;
   for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) continue;
+    if (a.role == arg_role::scalar) {
+      continue;
+    }
     s << "  leap_write_value<std::uint64_t>(h_" << a.name << ".size());\n";
     if (a.role == arg_role::input) {
       if (reference) {
@@ -496,7 +530,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
          "  leap_check(cudaEventRecord(leap_stop), \"recording an event\");\n"
          "  leap_check(cudaDeviceSynchronize(), \"initialising CUDA\");\n";
   }
-  if (!reference) s << "  leap_thread_baseline = leap_threads();\n";
+  if (!reference) {
+    s << "  leap_thread_baseline = leap_threads();\n";
+  }
   s << "  leap_write_value<std::uint8_t>('S');\n"
        "  leap_flush();\n"
        "  const int calls = trials + (reps > 0 ? reps + 1 : 0);\n"
@@ -521,7 +557,9 @@ std::string harness_source(const task& t, harness_flavor flavor) {
 namespace {
 
 bool nonce_bytes(const std::string& hex, unsigned char out[16]) {
-  if (hex.size() != 32) return false;
+  if (hex.size() != 32) {
+    return false;
+  }
   for (std::size_t i = 0; i < 16; ++i) {
     int v = 0;
     for (int j = 0; j < 2; ++j) {
@@ -543,6 +581,11 @@ bool nonce_bytes(const std::string& hex, unsigned char out[16]) {
 
 }  // namespace
 
+harness_failure_kind parse_harness_failure_kind(std::string_view text) {
+  auto kind = enum_names::parse<harness_failure_kind>(text, "harness failure kind");
+  return kind ? kind.value() : harness_failure_kind::other;
+}
+
 result<harness_dump> parse_dump(const std::string& bytes, const task& t,
                                 const std::string& nonce_hex,
                                 const std::vector<std::uint64_t>* counts) {
@@ -561,19 +604,26 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t,
     return error{"the stream does not start with the harness's header"};
   }
   constexpr std::size_t header = 8 + 4 + 16 + 4 + 4;
-  if (bytes.size() < header) return dump;
+  if (bytes.size() < header) {
+    return dump;
+  }
   pos = 8;
   std::uint32_t version = 0;
   take(&version, 4);
-  if (version != k_stream_version)
+  if (version != k_stream_version) {
     return error{"unknown stream version " + std::to_string(version)};
+  }
   unsigned char nonce[16];
   take(nonce, 16);
   unsigned char want[16];
   const bool check_nonce = !nonce_hex.empty();
   if (check_nonce) {
-    if (!nonce_bytes(nonce_hex, want)) return error{"the run's nonce is not 32 hex digits"};
-    if (std::memcmp(nonce, want, 16) != 0) return error{"the header carries another run's nonce"};
+    if (!nonce_bytes(nonce_hex, want)) {
+      return error{"the run's nonce is not 32 hex digits"};
+    }
+    if (std::memcmp(nonce, want, 16) != 0) {
+      return error{"the header carries another run's nonce"};
+    }
   }
   take(&dump.planned_trials, 4);
   take(&dump.planned_reps, 4);
@@ -585,26 +635,38 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t,
     std::uint8_t type = 0;
     take(&type, 1);
     if (type == 'S') {
-      if (dump.reached_solve) return error{"a second start record"};
+      if (dump.reached_solve) {
+        return error{"a second start record"};
+      }
       dump.reached_solve = true;
     } else if (type == 'C') {
-      if (!dump.reached_solve) return error{"a call record before the start record"};
+      if (!dump.reached_solve) {
+        return error{"a call record before the start record"};
+      }
       std::uint32_t call = 0;
       double ms = 0;
-      if (!need(12)) return dump;
+      if (!need(12)) {
+        return dump;
+      }
       take(&call, 4);
       take(&ms, 8);
       const std::size_t index = dump.trials.size() + dump.extra.size();
-      if (call != index || index >= planned_calls)
+      if (call != index || index >= planned_calls) {
         return error{"call record " + std::to_string(call) + " out of order"};
-      if (!(ms >= 0 && ms < 1e12))
+      }
+      if (!(ms >= 0 && ms < 1e12)) {
         return error{"call " + std::to_string(call) + " took " + std::to_string(ms) + " ms"};
+      }
       trial_dump td;
       td.ms = ms;
       for (const auto& a : t.args) {
-        if (a.role == arg_role::scalar) continue;
+        if (a.role == arg_role::scalar) {
+          continue;
+        }
         std::uint64_t count = 0;
-        if (!need(8)) return dump;
+        if (!need(8)) {
+          return dump;
+        }
         take(&count, 8);
         if (counts != nullptr) {
           const std::size_t k = td.counts.size();
@@ -616,14 +678,17 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t,
         td.counts.push_back(count);
         if (a.role == arg_role::input) {
           std::uint64_t h = 0;
-          if (!need(8)) return dump;
+          if (!need(8)) {
+            return dump;
+          }
           take(&h, 8);
           td.input_hashes.push_back(h);
           continue;
         }
         const std::size_t size = type_size(a.type);
-        if (count > (bytes.size() - pos) / size)
+        if (count > (bytes.size() - pos) / size) {
           return dump;  // cut off mid-record: the program died
+        }
         std::vector<double> values(count);
         for (std::uint64_t i = 0; i < count; ++i) {
           if (a.type == value_type::f32) {
@@ -643,35 +708,51 @@ result<harness_dump> parse_dump(const std::string& bytes, const task& t,
       if (index < dump.planned_trials) {
         dump.trials.push_back(std::move(td));
       } else {
-        if (index > dump.planned_trials) dump.rep_ms.push_back(ms);
+        if (index > dump.planned_trials) {
+          dump.rep_ms.push_back(ms);
+        }
         dump.extra.push_back(std::move(td));
       }
     } else if (type == 'E') {
       harness_failure f;
-      for (std::string* text : {&f.kind, &f.name, &f.where, &f.text}) {
+      std::string kind;
+      for (std::string* text : {&kind, &f.name, &f.where, &f.text}) {
         std::uint32_t n = 0;
-        if (!need(4)) return dump;
+        if (!need(4)) {
+          return dump;
+        }
         take(&n, 4);
-        if (n > k_max_text)
+        if (n > k_max_text) {
           return error{"an error record with a text of " + std::to_string(n) + " bytes"};
-        if (!need(n)) return dump;
+        }
+        if (!need(n)) {
+          return dump;
+        }
         text->assign(bytes.data() + pos, n);
         pos += n;
       }
+      f.kind = parse_harness_failure_kind(kind);
       dump.failure = std::move(f);
-      if (pos != bytes.size())
+      if (pos != bytes.size()) {
         return error{std::to_string(bytes.size() - pos) + " bytes after the error record"};
+      }
       return dump;
     } else if (type == 'Z') {
-      if (!need(24)) return dump;
+      if (!need(24)) {
+        return dump;
+      }
       unsigned char end_nonce[16];
       take(end_nonce, 16);
-      if (std::memcmp(end_nonce, nonce, 16) != 0)
+      if (std::memcmp(end_nonce, nonce, 16) != 0) {
         return error{"the end record carries another nonce"};
-      if (bytes.compare(pos, 8, "LEAPEND!") != 0) return error{"a malformed end record"};
+      }
+      if (bytes.compare(pos, 8, "LEAPEND!") != 0) {
+        return error{"a malformed end record"};
+      }
       pos += 8;
-      if (pos != bytes.size())
+      if (pos != bytes.size()) {
         return error{std::to_string(bytes.size() - pos) + " bytes after the end record"};
+      }
       if (dump.trials.size() + dump.extra.size() != planned_calls) {
         return error{"the end record after " +
                      std::to_string(dump.trials.size() + dump.extra.size()) + " of " +

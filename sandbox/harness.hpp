@@ -3,12 +3,14 @@
 // parser of the harness's output file, which the engine compares outside the candidate's process.
 #pragma once
 
+#include "common/enums/enum_names.hpp"
 #include "common/result.hpp"
 #include "sandbox/task.hpp"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap::sandbox {
@@ -53,10 +55,45 @@ struct trial_dump {
   double ms = 0;                            // the call's time
 };
 
+// What failed, as the first text of the harness's error record names it (leap_fail's `kind` in the
+// generated source). The engine (whether to probe the GPU) and the feedback switch on it without a
+// `default:`, so -Wswitch names both places when the harness reports a new kind.
+enum class harness_failure_kind : std::uint8_t {
+  cuda_init,  // CUDA could not be initialised before the first call
+  cuda,       // a CUDA call or a kernel of the run failed (`name`: the cudaError_t's name)
+  threads,    // solve() left a thread running, or /proc could not be read to tell
+  stream,     // the candidate's work on a stream was unfinished when solve() returned
+  other,      // a kind the harness never writes: only the candidate's own bytes can carry one
+};
+
+// The one name table (the error record's text). Empty for a byte outside the enum.
+constexpr std::string_view name_of(harness_failure_kind k) {
+  switch (k) {
+    case harness_failure_kind::cuda_init:
+      return "cuda_init";
+    case harness_failure_kind::cuda:
+      return "cuda";
+    case harness_failure_kind::threads:
+      return "threads";
+    case harness_failure_kind::stream:
+      return "stream";
+    case harness_failure_kind::other:
+      return "other";
+  }
+  return {};
+}
+
+[[nodiscard]] inline std::string to_string(harness_failure_kind k) {
+  return enum_names::to_string(k);
+}
+
+// The kind an error record names; `other` for any text the harness does not write. Pure function.
+[[nodiscard]] harness_failure_kind parse_harness_failure_kind(std::string_view text);
+
 // A failure the harness reported in its stream (only a hint: the engine decides with its own
 // probe whether a failure is the GPU's).
 struct harness_failure {
-  std::string kind;   // "cuda_init", "cuda", "threads", "stream", "io"
+  harness_failure_kind kind = harness_failure_kind::other;
   std::string name;   // "cudaErrorIllegalAddress"
   std::string where;  // "running solve() (synchronising after it)"
   std::string text;   // "an illegal memory access was encountered"

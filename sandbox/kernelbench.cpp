@@ -1,5 +1,6 @@
 #include "sandbox/kernelbench.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -101,8 +102,12 @@ def _leap_flat(x):
 }  // namespace
 
 own_kernel_policy own_kernel_for(const task& t, const std::string& device) {
-  if (t.own_kernel == "require") return own_kernel_policy::require;
-  if (t.own_kernel == "off") return own_kernel_policy::off;
+  if (t.own_kernel == "require") {
+    return own_kernel_policy::require;
+  }
+  if (t.own_kernel == "off") {
+    return own_kernel_policy::off;
+  }
   return device == "cuda" ? own_kernel_policy::require : own_kernel_policy::off;
 }
 
@@ -341,10 +346,18 @@ namespace {
 constexpr int k_max_depth = 32;
 
 std::size_t element_size(const std::string& dtype) {
-  if (dtype == "float32" || dtype == "int32") return 4;
-  if (dtype == "float64" || dtype == "int64") return 8;
-  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
-  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
+  if (dtype == "float32" || dtype == "int32") {
+    return 4;
+  }
+  if (dtype == "float64" || dtype == "int64") {
+    return 8;
+  }
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") {
+    return 2;
+  }
+  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") {
+    return 1;
+  }
   return 0;
 }
 
@@ -370,21 +383,39 @@ double element(const kb_value& v, std::size_t i) {
     std::memcpy(&x, p + i * sizeof x, sizeof x);
     return x;
   };
-  if (d == "float32") return load(float{});
-  if (d == "float64") return load(double{});
-  if (d == "float16") return half_to_double(load(std::uint16_t{}));
+  if (d == "float32") {
+    return load(float{});
+  }
+  if (d == "float64") {
+    return load(double{});
+  }
+  if (d == "float16") {
+    return half_to_double(load(std::uint16_t{}));
+  }
   if (d == "bfloat16") {
     const std::uint32_t bits = static_cast<std::uint32_t>(load(std::uint16_t{})) << 16;
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
   }
-  if (d == "int64") return static_cast<double>(load(std::int64_t{}));
-  if (d == "int32") return load(std::int32_t{});
-  if (d == "int16") return load(std::int16_t{});
-  if (d == "int8") return load(std::int8_t{});
-  if (d == "uint8") return load(std::uint8_t{});
-  if (d == "bool") return load(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+  if (d == "int64") {
+    return static_cast<double>(load(std::int64_t{}));
+  }
+  if (d == "int32") {
+    return load(std::int32_t{});
+  }
+  if (d == "int16") {
+    return load(std::int16_t{});
+  }
+  if (d == "int8") {
+    return load(std::int8_t{});
+  }
+  if (d == "uint8") {
+    return load(std::uint8_t{});
+  }
+  if (d == "bool") {
+    return load(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+  }
   return 0;
 }
 
@@ -395,13 +426,17 @@ struct reader {
   bool need(std::size_t n) const { return n <= bytes.size() - pos; }
   template <class T>
   bool take(T* out) {
-    if (!need(sizeof(T))) return false;
+    if (!need(sizeof(T))) {
+      return false;
+    }
     std::memcpy(out, bytes.data() + pos, sizeof(T));
     pos += sizeof(T);
     return true;
   }
   bool text(std::size_t n, std::string_view* out) {
-    if (!need(n)) return false;
+    if (!need(n)) {
+      return false;
+    }
     *out = std::string_view(bytes).substr(pos, n);
     pos += n;
     return true;
@@ -409,34 +444,52 @@ struct reader {
 
   status value(kb_value* v, int depth) {
     const error truncated{"truncated or malformed value at byte " + std::to_string(pos)};
-    if (depth > k_max_depth)
+    if (depth > k_max_depth) {
       return error{"values nested deeper than " + std::to_string(k_max_depth)};
+    }
     char tag = 0;
-    if (!take(&tag)) return truncated;
+    if (!take(&tag)) {
+      return truncated;
+    }
     v->tag = tag;
     switch (tag) {
       case 'T': {
         std::uint8_t n = 0;
         std::string_view name;
         std::uint32_t ndim = 0;
-        if (!take(&n) || !text(n, &name) || !take(&ndim)) return truncated;
+        if (!take(&n) || !text(n, &name) || !take(&ndim)) {
+          return truncated;
+        }
         v->dtype = std::string(name);
-        if (ndim > 64 || !need(8ULL * ndim)) return truncated;
+        if (ndim > 64 || !need(8ULL * ndim)) {
+          return truncated;
+        }
         std::uint64_t numel = 1;
         bool zero = false, huge = false;
         for (std::uint32_t d = 0; d < ndim; ++d) {
           std::int64_t dim = 0;
           take(&dim);
-          if (dim < 0) return truncated;
+          if (dim < 0) {
+            return truncated;
+          }
           v->shape.push_back(dim);
-          if (dim == 0) zero = true;
-          if (dim != 0 && numel > bytes.size() / static_cast<std::uint64_t>(dim))
+          if (dim == 0) {
+            zero = true;
+          }
+          if (dim != 0 && numel > bytes.size() / static_cast<std::uint64_t>(dim)) {
             huge = true;  // more elements than bytes
-          if (!huge) numel *= static_cast<std::uint64_t>(dim == 0 ? 1 : dim);
+          }
+          if (!huge) {
+            numel *= static_cast<std::uint64_t>(dim == 0 ? 1 : dim);
+          }
         }
-        if (zero) numel = 0;
+        if (zero) {
+          numel = 0;
+        }
         std::uint64_t nbytes = 0;
-        if (!take(&nbytes) || !need(nbytes)) return truncated;
+        if (!take(&nbytes) || !need(nbytes)) {
+          return truncated;
+        }
         const std::size_t size = element_size(v->dtype);
         if (size != 0 && ((huge && !zero) || numel * size != nbytes)) {
           return error{"tensor of " + v->dtype + " holds " + std::to_string(nbytes) +
@@ -447,7 +500,9 @@ struct reader {
       }
       case 'B': {
         std::uint8_t b = 0;
-        if (!take(&b)) return truncated;
+        if (!take(&b)) {
+          return truncated;
+        }
         v->integer = b != 0;
         return ok_status();
       }
@@ -460,16 +515,22 @@ struct reader {
       case 'S':
       case 'O': {
         std::uint32_t n = 0;
-        if (!take(&n) || !text(n, &v->data)) return truncated;
+        if (!take(&n) || !text(n, &v->data)) {
+          return truncated;
+        }
         return ok_status();
       }
       case 'L':
       case 'U': {
         std::uint32_t n = 0;
-        if (!take(&n) || !need(n)) return truncated;  // every item takes at least one byte
+        if (!take(&n) || !need(n)) {
+          return truncated;  // every item takes at least one byte
+        }
         v->items.resize(n);
         for (auto& item : v->items) {
-          if (auto s = value(&item, depth + 1); !s) return s;
+          if (auto s = value(&item, depth + 1); !s) {
+            return s;
+          }
         }
         return ok_status();
       }
@@ -481,7 +542,9 @@ struct reader {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
   return out + "]";
 }
 
@@ -534,7 +597,9 @@ double number_of(const kb_value& v) {
 
 // A JSON number, or a string for NaN and infinities (JSON has none).
 nlohmann::json json_number(double x) {
-  if (std::isfinite(x)) return x;
+  if (std::isfinite(x)) {
+    return x;
+  }
   return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
 }
 
@@ -605,7 +670,9 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
         worst_any = k;
       }
       max_abs = std::max(max_abs, diff);
-      if (diff > 0) max_rel = std::max(max_rel, diff / std::max(std::fabs(x), 1e-12));
+      if (diff > 0) {
+        max_rel = std::max(max_rel, diff / std::max(std::fabs(x), 1e-12));
+      }
       if (!ok) {
         ++bad;
         const double excess = diff - (atol + rtol * std::fabs(x));
@@ -640,12 +707,15 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
 // left.
 bool same_value(const kb_value& a, const kb_value& b) {
   if (a.tag != b.tag || a.dtype != b.dtype || a.shape != b.shape || a.data != b.data ||
-      a.integer != b.integer || std::memcmp(&a.real, &b.real, sizeof a.real) != 0 ||
+      a.integer != b.integer ||
+      std::bit_cast<std::uint64_t>(a.real) != std::bit_cast<std::uint64_t>(b.real) ||
       a.items.size() != b.items.size()) {
     return false;
   }
   for (std::size_t i = 0; i < a.items.size(); ++i) {
-    if (!same_value(a.items[i], b.items[i])) return false;
+    if (!same_value(a.items[i], b.items[i])) {
+      return false;
+    }
   }
   return true;
 }
@@ -661,18 +731,30 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
   reader r{*out.bytes};
   const error truncated{"the file is incomplete (its writer stopped before finishing)"};
   std::uint32_t trials = 0;
-  if (out.bytes->compare(0, 8, magic) != 0) return truncated;
+  if (out.bytes->compare(0, 8, magic) != 0) {
+    return truncated;
+  }
   r.pos = 8;
-  if (!r.take(&trials) || trials > 1'000'000) return truncated;
+  if (!r.take(&trials) || trials > 1'000'000) {
+    return truncated;
+  }
   for (std::uint32_t t = 0; t < trials; ++t) {
     kb_trial trial;
-    if (kind != kb_file::expected && !r.take(&trial.seed)) return truncated;
+    if (kind != kb_file::expected && !r.take(&trial.seed)) {
+      return truncated;
+    }
     status s = r.value(kind == kb_file::inputs ? &trial.init : &trial.outputs, 0);
-    if (s && kind != kb_file::expected) s = r.value(&trial.inputs, 0);
-    if (!s) return s.err().wrap("trial " + std::to_string(t));
+    if (s && kind != kb_file::expected) {
+      s = r.value(&trial.inputs, 0);
+    }
+    if (!s) {
+      return s.err().wrap("trial " + std::to_string(t));
+    }
     out.trials.push_back(std::move(trial));
   }
-  if (out.bytes->compare(r.pos, std::string::npos, "LKBEND!!") != 0) return truncated;
+  if (out.bytes->compare(r.pos, std::string::npos, "LKBEND!!") != 0) {
+    return truncated;
+  }
   return out;
 }
 
@@ -700,7 +782,9 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
   for (int t = 0; t < trials; ++t) {
     const kb_trial& held = inputs.trials[t];
     const kb_trial& mine = got.trials[t];
-    if (mine.seed != held.seed) return nlohmann::json{{"status", "incomplete"}};
+    if (mine.seed != held.seed) {
+      return nlohmann::json{{"status", "incomplete"}};
+    }
     auto m = compare_outputs(expected.trials[t].outputs, mine.outputs, t, tol);
     if (m) {
       (*m)["trials"] = trials;

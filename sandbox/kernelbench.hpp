@@ -13,6 +13,7 @@
 // and a bitwise check of the inputs against the reference's copies.
 #pragma once
 
+#include "common/enums/enum_names.hpp"
 #include "common/result.hpp"
 #include "sandbox/task.hpp"
 
@@ -92,6 +93,56 @@ struct kb_tolerances {
   double max_relative_l2 = 0.05;
 };
 kb_tolerances kb_tolerances_for(const task& t);
+
+// The "status" of a KernelBench result: what the candidate program's `.leap_status` says (ok,
+// syntax_error, import_error, error) or what the engine's judge found (mismatch, modified_input,
+// no_own_kernel, incomplete, passed). The engine and kernelbench_result_feedback (feedback.hpp)
+// switch on it without a `default:`, so -Wswitch names them when a status is added.
+enum class kernelbench_status : std::uint8_t {
+  ok,
+  syntax_error,
+  import_error,
+  error,
+  mismatch,
+  modified_input,
+  no_own_kernel,
+  incomplete,
+  passed,
+  unknown,  // absent, or a text neither program writes (the status file is the candidate's word)
+};
+
+// The one name table (the JSON's text). Empty for a byte outside the enum.
+constexpr std::string_view name_of(kernelbench_status s) {
+  switch (s) {
+    case kernelbench_status::ok:
+      return "ok";
+    case kernelbench_status::syntax_error:
+      return "syntax_error";
+    case kernelbench_status::import_error:
+      return "import_error";
+    case kernelbench_status::error:
+      return "error";
+    case kernelbench_status::mismatch:
+      return "mismatch";
+    case kernelbench_status::modified_input:
+      return "modified_input";
+    case kernelbench_status::no_own_kernel:
+      return "no_own_kernel";
+    case kernelbench_status::incomplete:
+      return "incomplete";
+    case kernelbench_status::passed:
+      return "passed";
+    case kernelbench_status::unknown:
+      return "unknown";
+  }
+  return {};
+}
+
+// The status a result names; `unknown` for any other text. Pure function.
+[[nodiscard]] inline kernelbench_status parse_kernelbench_status(std::string_view text) {
+  auto status = enum_names::parse<kernelbench_status>(text, "kernelbench status");
+  return status ? status.value() : kernelbench_status::unknown;
+}
 
 // The first problem with the candidate's results, trial by trial: a JSON object that
 // kernelbench_result_feedback turns into a verdict ({"status": "mismatch", ...} naming the output,

@@ -53,9 +53,13 @@ class uid_pool {
     for (;;) {
       for (uid_t i = 0; i < k_uid_count; ++i) {
         const uid_t slot = (next_ + i) % k_uid_count;
-        if (claims_[slot] >= 0) continue;
+        if (claims_[slot] >= 0) {
+          continue;
+        }
         const int fd = claim(k_uid_first + slot);
-        if (fd < 0) continue;
+        if (fd < 0) {
+          continue;
+        }
         claims_[slot] = fd;
         next_ = (slot + 1) % k_uid_count;
         return k_uid_first + slot;
@@ -77,7 +81,9 @@ class uid_pool {
  private:
   static int claim(uid_t uid) {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    if (fd < 0) {
+      return -1;
+    }
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     const int len =
@@ -113,7 +119,9 @@ struct fd_guard {
   fd_guard& operator=(const fd_guard&) = delete;
   ~fd_guard() { reset(); }
   void reset() {
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0) {
+      ::close(fd);
+    }
     fd = -1;
   }
 };
@@ -188,25 +196,35 @@ void close_all_except(const int* keep_fds, std::size_t keep_count) {
   std::array<int, 16> k{};
   std::size_t n = 0;
   for (std::size_t i = 0; i < keep_count; ++i) {
-    if (keep_fds[i] >= 3 && n < k.size()) k[n++] = keep_fds[i];
+    if (keep_fds[i] >= 3 && n < k.size()) {
+      k[n++] = keep_fds[i];
+    }
   }
   // Insertion sort: std::sort's unrolled paths make g++ warn about bounds it never reaches.
   for (std::size_t i = 1; i < n; ++i) {
-    for (std::size_t j = i; j > 0 && k[j - 1] > k[j]; --j) std::swap(k[j - 1], k[j]);
+    for (std::size_t j = i; j > 0 && k[j - 1] > k[j]; --j) {
+      std::swap(k[j - 1], k[j]);
+    }
   }
   const auto close_span = [](unsigned lo, unsigned hi) {
-    if (::syscall(SYS_close_range, lo, hi, 0U) == 0) return;
+    if (::syscall(SYS_close_range, lo, hi, 0U) == 0) {
+      return;
+    }
     // Kernels before 5.9 lack close_range: close one by one up to the descriptor limit.
     rlimit rl{};
     const unsigned limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                                ? static_cast<unsigned>(std::min<rlim_t>(rl.rlim_cur, 1U << 20))
                                : 1U << 16;
-    for (unsigned fd = lo; fd <= hi && fd < limit; ++fd) ::close(static_cast<int>(fd));
+    for (unsigned fd = lo; fd <= hi && fd < limit; ++fd) {
+      ::close(static_cast<int>(fd));
+    }
   };
   unsigned first = 3;
   for (std::size_t i = 0; i < n; ++i) {
     const auto fd = static_cast<unsigned>(k[i]);
-    if (fd > first) close_span(first, fd - 1);
+    if (fd > first) {
+      close_span(first, fd - 1);
+    }
     first = std::max(first, fd + 1);
   }
   close_span(first, ~0U);
@@ -234,39 +252,53 @@ struct mount_attr_arg {
 int make_readonly(const char* target) {
   mount_attr_arg attr{0x1 /*RDONLY*/ | 0x2 /*NOSUID*/ | 0x4 /*NODEV*/, 0, 0, 0};
   if (::syscall(SYS_mount_setattr, AT_FDCWD, target, 0x8000 /*AT_RECURSIVE*/, &attr, sizeof attr) ==
-      0)
+      0) {
     return 0;
+  }
   // Kernels before 5.12: the top mount only.
   if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-              nullptr) == 0)
+              nullptr) == 0) {
     return 0;
+  }
   return errno;
 }
 
 int run_step(const mount_step& s) {
   switch (s.kind) {
     case step_kind::mkdir:
-      if (::mkdir(s.target, s.mode) < 0 && errno != EEXIST) return errno;
+      if (::mkdir(s.target, s.mode) < 0 && errno != EEXIST) {
+        return errno;
+      }
       return 0;
     case step_kind::mkfile: {
       const int fd = ::open(s.target, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, s.mode);
-      if (fd < 0) return errno;
+      if (fd < 0) {
+        return errno;
+      }
       ::close(fd);
       return 0;
     }
     case step_kind::bind:
       return ::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) == 0 ? 0 : errno;
     case step_kind::bind_ro:
-      if (::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) return errno;
+      if (::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) {
+        return errno;
+      }
       return make_readonly(s.target);
     case step_kind::symlink:
       return ::symlink(s.source, s.target) == 0 || errno == EEXIST ? 0 : errno;
     case step_kind::mount_fs:
-      if (::mount(s.source, s.target, s.source, s.flags, s.data) == 0) return 0;
-      if (s.alt_data != nullptr && ::mount(s.source, s.target, s.source, s.flags, s.alt_data) == 0)
+      if (::mount(s.source, s.target, s.source, s.flags, s.data) == 0) {
         return 0;
+      }
+      if (s.alt_data != nullptr &&
+          ::mount(s.source, s.target, s.source, s.flags, s.alt_data) == 0) {
+        return 0;
+      }
       if (s.alt_source != nullptr) {
-        if (::mount(s.alt_source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) return errno;
+        if (::mount(s.alt_source, s.target, nullptr, MS_BIND | MS_REC, nullptr) < 0) {
+          return errno;
+        }
         return make_readonly(s.target);
       }
       return errno;
@@ -288,23 +320,39 @@ char g_copy_buffer[1 << 16];
 bool copy_contents(int in, int out) {
   for (;;) {
     const ssize_t n = ::syscall(SYS_sendfile, out, in, nullptr, 1 << 30);
-    if (n > 0) continue;
-    if (n == 0) return true;
-    if (errno == EINTR) continue;
-    if (errno == EINVAL || errno == ENOSYS) break;  // read and write below
+    if (n > 0) {
+      continue;
+    }
+    if (n == 0) {
+      return true;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno == EINVAL || errno == ENOSYS) {
+      break;  // read and write below
+    }
     return false;
   }
   for (;;) {
     const ssize_t n = ::read(in, g_copy_buffer, sizeof g_copy_buffer);
-    if (n == 0) return true;
+    if (n == 0) {
+      return true;
+    }
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       return false;
     }
     for (ssize_t done = 0; done < n;) {
       const ssize_t w = ::write(out, g_copy_buffer + done, static_cast<std::size_t>(n - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
+      if (w < 0 && errno == EINTR) {
+        continue;
+      }
+      if (w <= 0) {
+        return false;
+      }
       done += w;
     }
   }
@@ -318,17 +366,27 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   alignas(8) char entries[4096];
   for (;;) {
     const long got = ::syscall(SYS_getdents64, src, entries, sizeof entries);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return strict ? errno : 0;
-    if (got == 0) return 0;
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      return strict ? errno : 0;
+    }
+    if (got == 0) {
+      return 0;
+    }
     for (long off = 0; off < got;) {
       const auto* d = reinterpret_cast<const dirent64_raw*>(entries + off);
       off += d->d_reclen;
       const char* name = d->d_name;
-      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+        continue;
+      }
       struct stat st {};
       if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        if (strict) return errno;
+        if (strict) {
+          return errno;
+        }
         continue;
       }
       int err = 0;
@@ -339,12 +397,19 @@ int copy_tree(int src, int dst, int depth, bool strict) {
                    : ::openat(dst, name,
                               O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                               st.st_mode & 0777);
-        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out))
+        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out)) {
           err = errno;
-        if (in >= 0) ::close(in);
-        if (out >= 0) ::close(out);
+        }
+        if (in >= 0) {
+          ::close(in);
+        }
+        if (out >= 0) {
+          ::close(out);
+        }
       } else if (S_ISDIR(st.st_mode) && depth < 8) {
-        if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) err = errno;
+        if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) {
+          err = errno;
+        }
         const int in =
             err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         const int out =
@@ -354,10 +419,16 @@ int copy_tree(int src, int dst, int depth, bool strict) {
         } else {
           err = copy_tree(in, out, depth + 1, strict);
         }
-        if (in >= 0) ::close(in);
-        if (out >= 0) ::close(out);
+        if (in >= 0) {
+          ::close(in);
+        }
+        if (out >= 0) {
+          ::close(out);
+        }
       }
-      if (err != 0 && strict) return err;
+      if (err != 0 && strict) {
+        return err;
+      }
     }
   }
 }
@@ -376,7 +447,9 @@ int copy_tree(int src, int dst, int depth, bool strict) {
                              status_fd,     plan.workdir_fd, plan.pass_fd};
     std::size_t n = 6;
     for (int fd : plan.cgroup_fds) {
-      if (n < keep.size()) keep[n++] = fd;
+      if (n < keep.size()) {
+        keep[n++] = fd;
+      }
     }
     close_all_except(keep.data(), n);
   }
@@ -393,14 +466,17 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   }
   // Dies with the thread that started it, so an orchestrator crash leaves nothing behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::setsid() < 0) child_fail(status_fd, k_step_setsid);
+  if (::setsid() < 0) {
+    child_fail(status_fd, k_step_setsid);
+  }
   // Exact modes for the folders made below; the command gets the orchestrator's umask back.
   const mode_t umask_of_caller = ::umask(0);
   bool private_root = false;
   if (plan.namespaces) {
     // Mount changes stay inside the new mount namespace.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) {
       child_fail(status_fd, k_step_private);
+    }
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
       if (const int err = run_step(plan.steps[i]); err != 0 && !plan.steps[i].optional) {
         errno = err;
@@ -411,7 +487,9 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     // what the steps bound is reachable any more (the working directory's descriptor stays open
     // here, for the copy back, and is closed in the command).
     const int scratch = ::open(plan.scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (scratch < 0) child_fail(status_fd, k_step_copy_in);
+    if (scratch < 0) {
+      child_fail(status_fd, k_step_copy_in);
+    }
     if (const int err = copy_tree(plan.workdir_fd, scratch, 0, true); err != 0) {
       errno = err;
       child_fail(status_fd, k_step_copy_in);
@@ -428,9 +506,12 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       // allows unprivileged user namespaces. Failure leaves the network reachable (reported).
       ::unshare(CLONE_NEWUSER | CLONE_NEWNET);
     }
-    if (::fchdir(plan.workdir_fd) < 0) child_fail(status_fd, k_step_chdir);
-    if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0)
+    if (::fchdir(plan.workdir_fd) < 0) {
+      child_fail(status_fd, k_step_chdir);
+    }
+    if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0) {
       child_fail(status_fd, k_step_chown);
+    }
   }
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
       ::dup2(plan.stderr_fd, 2) < 0) {
@@ -439,11 +520,18 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   // The passed descriptor becomes 3: whatever of ours sits there (the status pipe, the working
   // directory kept for the copy back) moves above it first.
   if (plan.pass_fd >= 0) {
-    if (status_fd == 3) status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
-    if (status_fd < 0) child_fail(plan.status_fd, k_step_stdio);
-    if (workdir_fd == 3 && (workdir_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10)) < 0)
+    if (status_fd == 3) {
+      status_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
+    }
+    if (status_fd < 0) {
+      child_fail(plan.status_fd, k_step_stdio);
+    }
+    if (workdir_fd == 3 && (workdir_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 10)) < 0) {
       child_fail(status_fd, k_step_stdio);
-    if (::dup2(plan.pass_fd, 3) < 0) child_fail(status_fd, k_step_stdio);
+    }
+    if (::dup2(plan.pass_fd, 3) < 0) {
+      child_fail(status_fd, k_step_stdio);
+    }
   }
   // Keep only stdio, the passed descriptor, the status pipe (CLOEXEC, so exec drops it too) and,
   // for the copy back, the working directory.
@@ -454,9 +542,13 @@ int copy_tree(int src, int dst, int depth, bool strict) {
   // glibc's fork handling, so glibc's fork would take locks (malloc, stdio) that another thread of
   // the orchestrator may have held at clone time, and never return.
   const pid_t command = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
-  if (command < 0) child_fail(status_fd, k_step_fork);
+  if (command < 0) {
+    child_fail(status_fd, k_step_fork);
+  }
   if (command == 0) {
-    if (private_root) ::close(workdir_fd);
+    if (private_root) {
+      ::close(workdir_fd);
+    }
     ::umask(umask_of_caller);
     ::signal(SIGPIPE, SIG_DFL);
     // The orchestrator's threads block the stop signals they route elsewhere; the command starts
@@ -473,7 +565,9 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     set_limit(RLIMIT_FSIZE, l.file_size_bytes);
     set_limit(RLIMIT_NOFILE, static_cast<rlim_t>(l.open_files));
     set_limit(RLIMIT_CORE, 0);
-    if (l.address_space_bytes > 0) set_limit(RLIMIT_AS, l.address_space_bytes);
+    if (l.address_space_bytes > 0) {
+      set_limit(RLIMIT_AS, l.address_space_bytes);
+    }
     if (plan.drop_privileges) {
       set_limit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
       // Raw syscalls: glibc's wrappers would broadcast the change to the orchestrator's threads,
@@ -499,7 +593,9 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     // for writing holds a copy of that descriptor until its first step closes it (microseconds).
     for (int attempt = 0;; ++attempt) {
       ::execve(plan.exe, plan.argv.data(), envp);
-      if (errno != ETXTBSY || attempt == 200) break;
+      if (errno != ETXTBSY || attempt == 200) {
+        break;
+      }
       timespec pause{0, 5'000'000};
       ::nanosleep(&pause, nullptr);
     }
@@ -519,7 +615,9 @@ int copy_tree(int src, int dst, int depth, bool strict) {
       command_status = st;
       break;
     }
-    if (pid < 0 && errno != EINTR) ::_exit(121);
+    if (pid < 0 && errno != EINTR) {
+      ::_exit(121);
+    }
   }
   if (private_root) {
     // Nothing of the run may still write while its files are copied back: kill it all (pid 1 of
@@ -527,10 +625,14 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     ::kill(-1, SIGKILL);
     for (;;) {
       const pid_t pid = ::waitpid(-1, nullptr, 0);
-      if (pid < 0 && errno != EINTR) break;
+      if (pid < 0 && errno != EINTR) {
+        break;
+      }
     }
     const int scratch = ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (scratch >= 0) copy_tree(scratch, workdir_fd, 0, false);
+    if (scratch >= 0) {
+      copy_tree(scratch, workdir_fd, 0, false);
+    }
   }
   child_report(status_fd, wait_status, command_status, 0);
   ::_exit(0);
@@ -625,12 +727,15 @@ const host_layout& host_system() {
     for (const char* name :
          {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
       struct stat st {};
-      if (::lstat(name, &st) < 0) continue;
+      if (::lstat(name, &st) < 0) {
+        continue;
+      }
       if (S_ISLNK(st.st_mode)) {
         std::array<char, 4096> target{};
         const ssize_t n = ::readlink(name, target.data(), target.size() - 1);
-        if (n > 0)
+        if (n > 0) {
           l.links.emplace_back(name, std::string(target.data(), static_cast<std::size_t>(n)));
+        }
       } else if (S_ISDIR(st.st_mode)) {
         l.dirs.emplace_back(name);
       }
@@ -690,7 +795,9 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     add(step_kind::mkdir, nullptr, dir);
     add(step_kind::bind_ro, keep(dir), dir);
   }
-  for (const auto& [link, target] : host.links) add(step_kind::symlink, keep(target), link);
+  for (const auto& [link, target] : host.links) {
+    add(step_kind::symlink, keep(target), link);
+  }
   for (const auto& [dir, mode] :
        std::initializer_list<std::pair<const char*, mode_t>>{{"/dev", 0755},
                                                              {"/dev/shm", 01777},
@@ -707,7 +814,9 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
   add(step_kind::symlink, "/run/lock", "/var/lock");
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
     const std::string dev = std::string("/dev/") + node;
-    if (::access(dev.c_str(), F_OK) != 0) continue;
+    if (::access(dev.c_str(), F_OK) != 0) {
+      continue;
+    }
     add(step_kind::mkfile, nullptr, dev, 0666);
     add(step_kind::bind, keep(dev), dev);
   }
@@ -723,10 +832,14 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
   // started).
   if (DIR* dev = ::opendir("/dev")) {
     while (dirent* e = ::readdir(dev)) {
-      if (std::strncmp(e->d_name, "nvidia", 6) != 0) continue;
+      if (std::strncmp(e->d_name, "nvidia", 6) != 0) {
+        continue;
+      }
       const std::string path = std::string("/dev/") + e->d_name;
       struct stat st {};
-      if (::lstat(path.c_str(), &st) < 0) continue;
+      if (::lstat(path.c_str(), &st) < 0) {
+        continue;
+      }
       if (S_ISDIR(st.st_mode)) {
         add(step_kind::mkdir, nullptr, path, 0755, true);
       } else if (S_ISCHR(st.st_mode)) {
@@ -747,12 +860,19 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     const std::string path =
         std::filesystem::weakly_canonical(std::filesystem::absolute(requested), ec).string();
     struct stat st {};
-    if (ec || path.empty() || path == "/" || ::stat(path.c_str(), &st) < 0) continue;
+    if (ec || path.empty() || path == "/" || ::stat(path.c_str(), &st) < 0) {
+      continue;
+    }
     bool skip = false;
-    for (const auto& dir : host.dirs) skip = skip || is_under(path, dir);
-    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"})
+    for (const auto& dir : host.dirs) {
+      skip = skip || is_under(path, dir);
+    }
+    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"}) {
       skip = skip || is_under(path, mine);
-    if (skip) continue;
+    }
+    if (skip) {
+      continue;
+    }
     for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
          slash = path.find('/', slash + 1)) {
       add(step_kind::mkdir, nullptr, path.substr(0, slash));
@@ -778,17 +898,27 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
 
 std::string resolve_executable(const std::string& name,
                                const std::vector<std::pair<std::string, std::string>>& env) {
-  if (name.find('/') != std::string::npos) return name;
+  if (name.find('/') != std::string::npos) {
+    return name;
+  }
   std::string path = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& [k, v] : env) {
-    if (k == "PATH") path = v;
+    if (k == "PATH") {
+      path = v;
+    }
   }
   std::stringstream ss(path);
   std::string dir;
   while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (dir.empty()) {
+      continue;
+    }
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
   }
   return {};
 }
@@ -798,7 +928,9 @@ void kill_uid_processes(uid_t uid) {
   // reaches every one of them, including those that left the session.
   const pid_t killer = ::fork();
   if (killer == 0) {
-    if (::setresuid(uid, uid, uid) == 0) ::kill(-1, SIGKILL);
+    if (::setresuid(uid, uid, uid) == 0) {
+      ::kill(-1, SIGKILL);
+    }
     ::_exit(0);
   }
   if (killer > 0) {
@@ -813,10 +945,14 @@ bool read_proc_status(pid_t pid, uid_t* uid, pid_t* sid) {
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
   std::ifstream stat(path);
   std::string line;
-  if (!std::getline(stat, line)) return false;
+  if (!std::getline(stat, line)) {
+    return false;
+  }
   // Fields after the command name (which may contain spaces): state ppid pgrp session ...
   const auto close = line.rfind(')');
-  if (close == std::string::npos) return false;
+  if (close == std::string::npos) {
+    return false;
+  }
   std::istringstream rest(line.substr(close + 2));
   char state = 0;
   pid_t ppid = 0, pgrp = 0, session = 0;
@@ -837,11 +973,15 @@ template <class Pred>
 std::vector<pid_t> scan_processes(Pred pred) {
   std::vector<pid_t> found;
   DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return found;
+  if (dir == nullptr) {
+    return found;
+  }
   while (dirent* entry = ::readdir(dir)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0') continue;
+    if (end == entry->d_name || *end != '\0') {
+      continue;
+    }
     uid_t uid = 0;
     pid_t sid = 0;
     if (read_proc_status(static_cast<pid_t>(pid), &uid, &sid) && pred(uid, sid)) {
@@ -863,16 +1003,24 @@ class capture {
     head_.append(data, to_head);
     data += to_head;
     n -= to_head;
-    if (n == 0) return;
+    if (n == 0) {
+      return;
+    }
     truncated_ = true;
     tail_.append(data, n);
-    if (tail_.size() > 2 * tail_cap_ + 65536) tail_.erase(0, tail_.size() - tail_cap_);
+    if (tail_.size() > 2 * tail_cap_ + 65536) {
+      tail_.erase(0, tail_.size() - tail_cap_);
+    }
   }
   void finish(std::string* text, std::uint64_t* total, bool* truncated) {
-    if (tail_.size() > tail_cap_) tail_.erase(0, tail_.size() - tail_cap_);
+    if (tail_.size() > tail_cap_) {
+      tail_.erase(0, tail_.size() - tail_cap_);
+    }
     const std::uint64_t dropped = total_ - head_.size() - tail_.size();
     *text = head_;
-    if (dropped > 0) *text += "\n[... " + std::to_string(dropped) + " bytes not kept ...]\n";
+    if (dropped > 0) {
+      *text += "\n[... " + std::to_string(dropped) + " bytes not kept ...]\n";
+    }
     *text += tail_;
     *total = total_;
     *truncated = truncated_ && dropped > 0;
@@ -911,14 +1059,18 @@ std::string signal_name(int signal) {
       {SIGUSR2, "SIGUSR2"},
   }};
   for (const auto& [n, name] : names) {
-    if (n == signal) return name;
+    if (n == signal) {
+      return name;
+    }
   }
   return "signal " + std::to_string(signal);
 }
 
 std::string isolation_summary() {
   static const std::string summary = [] {
-    if (::geteuid() != 0) return std::string("fallback");
+    if (::geteuid() != 0) {
+      return std::string("fallback");
+    }
     const cgroup_host& cgroups = host_cgroups();
     return "namespaces+pivot_root+seccomp+uid; " +
            (cgroups.usable() ? cgroups.words : "no cgroup: " + cgroups.why_not);
@@ -938,11 +1090,16 @@ std::vector<pid_t> processes_in_session(pid_t sid) {
 result<run_result> run_isolated(const run_request& request) {
   // The passed descriptor is the call's from here on, closed on every return (see run_request).
   fd_guard passed(request.pass_fd);
-  if (request.argv.empty()) return error{"run_isolated: empty argv"};
-  if (request.stdin_data.size() > (64U << 10)) return error{"run_isolated: stdin_data over 64 KiB"};
+  if (request.argv.empty()) {
+    return error{"run_isolated: empty argv"};
+  }
+  if (request.stdin_data.size() > (64U << 10)) {
+    return error{"run_isolated: stdin_data over 64 KiB"};
+  }
   const std::string exe = resolve_executable(request.argv[0], request.env);
-  if (exe.empty())
+  if (exe.empty()) {
     return error{"run_isolated: '" + request.argv[0] + "' not found on the run's PATH"};
+  }
 
   fd_guard workdir(::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (workdir.fd < 0) {
@@ -954,8 +1111,13 @@ result<run_result> run_isolated(const run_request& request) {
   // before this frame returns).
   std::vector<std::string> env_private, env_workdir;
   for (const auto& [k, v] : request.env) {
-    if (k == "HOME" || k == "TMPDIR") continue;
-    env_private.push_back(k + "=" + v);
+    if (k == "HOME" || k == "TMPDIR") {
+      continue;
+    }
+    std::string entry = k;
+    entry += '=';
+    entry += v;
+    env_private.push_back(std::move(entry));
   }
   env_workdir = env_private;
   env_private.push_back("HOME=/tmp");
@@ -967,7 +1129,9 @@ result<run_result> run_isolated(const run_request& request) {
   child_plan plan;
   plan.exe = exe.c_str();
   auto to_ptrs = [](std::vector<std::string>& strings, std::vector<char*>& out) {
-    for (auto& s : strings) out.push_back(s.data());
+    for (auto& s : strings) {
+      out.push_back(s.data());
+    }
     out.push_back(nullptr);
   };
   std::vector<std::string> argv = request.argv;
@@ -981,19 +1145,29 @@ result<run_result> run_isolated(const run_request& request) {
   fd_guard pass_high;
   if (passed.fd >= 0) {
     pass_high.fd = ::fcntl(passed.fd, F_DUPFD_CLOEXEC, 10);
-    if (pass_high.fd < 0) return error{"run_isolated: pass_fd: " + errno_text(errno)};
+    if (pass_high.fd < 0) {
+      return error{"run_isolated: pass_fd: " + errno_text(errno)};
+    }
     passed.reset();
     plan.pass_fd = pass_high.fd;
   }
 
   int p_in[2], p_out[2], p_err[2], p_status[2];
-  if (::pipe2(p_in, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
+  if (::pipe2(p_in, O_CLOEXEC) < 0) {
+    return error{"run_isolated: pipe: " + errno_text(errno)};
+  }
   fd_guard in_r(p_in[0]), in_w(p_in[1]);
-  if (::pipe2(p_out, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
+  if (::pipe2(p_out, O_CLOEXEC) < 0) {
+    return error{"run_isolated: pipe: " + errno_text(errno)};
+  }
   fd_guard out_r(p_out[0]), out_w(p_out[1]);
-  if (::pipe2(p_err, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
+  if (::pipe2(p_err, O_CLOEXEC) < 0) {
+    return error{"run_isolated: pipe: " + errno_text(errno)};
+  }
   fd_guard err_r(p_err[0]), err_w(p_err[1]);
-  if (::pipe2(p_status, O_CLOEXEC) < 0) return error{"run_isolated: pipe: " + errno_text(errno)};
+  if (::pipe2(p_status, O_CLOEXEC) < 0) {
+    return error{"run_isolated: pipe: " + errno_text(errno)};
+  }
   fd_guard status_r(p_status[0]), status_w(p_status[1]);
   plan.stdin_fd = in_r.fd;
   plan.stdout_fd = out_w.fd;
@@ -1013,7 +1187,9 @@ result<run_result> run_isolated(const run_request& request) {
     bool active;
     uid_t uid;
     ~uid_release() {
-      if (active) uids().release(uid);
+      if (active) {
+        uids().release(uid);
+      }
     }
   } release_uid{root, plan.uid};
   // Declared after the uid's release, so removed before it: the cgroup is named after the uid.
@@ -1038,11 +1214,15 @@ result<run_result> run_isolated(const run_request& request) {
   std::string isolation;
   if (root) {
     std::uint64_t flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
-    if (request.isolate_network) flags |= CLONE_NEWNET;
+    if (request.isolate_network) {
+      flags |= CLONE_NEWNET;
+    }
     plan.namespaces = true;
     plan_root(&plan, &root_strings, wd, request, plan.uid);
     pid = do_clone3(flags, &pidfd);
-    if (pid == 0) supervise(plan);
+    if (pid == 0) {
+      supervise(plan);
+    }
     if (pid < 0) {
       isolation = "fallback: namespaces refused (" + errno_text(errno) +
                   "); session and uid only; " + seccomp_word + cgroup_words;
@@ -1055,8 +1235,12 @@ result<run_result> run_isolated(const run_request& request) {
   }
   if (pid < 0) {
     pid = do_clone3(0, &pidfd);
-    if (pid == 0) supervise(plan);
-    if (pid < 0) return error{"run_isolated: clone3: " + errno_text(errno)};
+    if (pid == 0) {
+      supervise(plan);
+    }
+    if (pid < 0) {
+      return error{"run_isolated: clone3: " + errno_text(errno)};
+    }
     if (isolation.empty()) {
       isolation =
           "fallback: not root, session and rlimits only (no private uid; network namespace only "
@@ -1100,8 +1284,12 @@ result<run_result> run_isolated(const run_request& request) {
         into.append(buffer.data(), static_cast<std::size_t>(n));
         continue;
       }
-      if (n == 0) open = false;
-      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) {
+        open = false;
+      }
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
       return;
     }
   };
@@ -1117,13 +1305,17 @@ result<run_result> run_isolated(const run_request& request) {
     const auto wait = std::chrono::nanoseconds((cpu_limit_ns - used_ns) / cpus);
     next_cpu_check = now + std::max<clock_type::duration>(wait, std::chrono::milliseconds(10));
   };
-  if (cpu_limit_ns > 0) schedule_cpu_check(started, 0);
+  if (cpu_limit_ns > 0) {
+    schedule_cpu_check(started, 0);
+  }
   bool stopped = false;  // the whole run was killed for its memory or CPU
   auto stop_run = [&] {
     stopped = true;
     ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
     ::kill(-pid, SIGKILL);
-    if (!plan.namespaces) cgroup.kill_all();
+    if (!plan.namespaces) {
+      cgroup.kill_all();
+    }
   };
 
   while (!reaped) {
@@ -1155,17 +1347,25 @@ result<run_result> run_isolated(const run_request& request) {
     nfds_t count = 0;
     fds[count++] = {pidfd, POLLIN, 0};
     const nfds_t out_index = out_open ? count : 99;
-    if (out_open) fds[count++] = {out_r.fd, POLLIN, 0};
+    if (out_open) {
+      fds[count++] = {out_r.fd, POLLIN, 0};
+    }
     const nfds_t err_index = err_open ? count : 99;
-    if (err_open) fds[count++] = {err_r.fd, POLLIN, 0};
+    if (err_open) {
+      fds[count++] = {err_r.fd, POLLIN, 0};
+    }
     const nfds_t oom_index = !stopped && cgroup.oom_event_fd >= 0 ? count : 99;
-    if (oom_index != 99) fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
+    if (oom_index != 99) {
+      fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
+    }
     const auto wake = std::min(deadline, next_cpu_check);
     const auto wait_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
     if (ready < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       break;
     }
     if (oom_index != 99 && fds[oom_index].revents != 0) {
@@ -1196,8 +1396,12 @@ result<run_result> run_isolated(const run_request& request) {
   // the run's uid (processes that left the session).
   if (!plan.namespaces) {
     ::kill(-pid, SIGKILL);
-    if (plan.drop_privileges) kill_uid_processes(plan.uid);
-    for (pid_t p : processes_in_session(pid)) ::kill(p, SIGKILL);
+    if (plan.drop_privileges) {
+      kill_uid_processes(plan.uid);
+    }
+    for (pid_t p : processes_in_session(pid)) {
+      ::kill(p, SIGKILL);
+    }
     cgroup.kill_all();
   }
 
@@ -1207,11 +1411,21 @@ result<run_result> run_isolated(const run_request& request) {
   while ((out_open || err_open) && clock_type::now() < drain_deadline) {
     std::array<pollfd, 2> fds{};
     nfds_t count = 0;
-    if (out_open) fds[count++] = {out_r.fd, POLLIN, 0};
-    if (err_open) fds[count++] = {err_r.fd, POLLIN, 0};
-    if (::poll(fds.data(), count, 50) <= 0) break;
-    if (out_open) drain(out_r.fd, out_capture, out_open);
-    if (err_open) drain(err_r.fd, err_capture, err_open);
+    if (out_open) {
+      fds[count++] = {out_r.fd, POLLIN, 0};
+    }
+    if (err_open) {
+      fds[count++] = {err_r.fd, POLLIN, 0};
+    }
+    if (::poll(fds.data(), count, 50) <= 0) {
+      break;
+    }
+    if (out_open) {
+      drain(out_r.fd, out_capture, out_open);
+    }
+    if (err_open) {
+      drain(err_r.fd, err_capture, err_open);
+    }
   }
 
   out_capture.finish(&out.stdout_text, &out.stdout_bytes, &out.stdout_truncated);
@@ -1245,9 +1459,12 @@ result<run_result> run_isolated(const run_request& request) {
     out.exited = false;
     out.signal = SIGTERM;
   }
-  if (const std::int64_t used = cgroup.cpu_ns(); used > 0)
+  if (const std::int64_t used = cgroup.cpu_ns(); used > 0) {
     out.cpu = std::chrono::microseconds(used / 1000);
-  if (cgroup.oom_kills() > 0) out.memory_exceeded = true;
+  }
+  if (cgroup.oom_kills() > 0) {
+    out.memory_exceeded = true;
+  }
   if (out.cpu_exceeded) {
     out.exited = false;
     out.signal = SIGXCPU;
@@ -1258,7 +1475,9 @@ result<run_result> run_isolated(const run_request& request) {
 std::filesystem::path default_scratch_root() {
   std::error_code ec;
   auto tmp = std::filesystem::temp_directory_path(ec);
-  if (ec) tmp = "/tmp";
+  if (ec) {
+    tmp = "/tmp";
+  }
   return tmp / "leap-sandbox";
 }
 
@@ -1266,7 +1485,9 @@ result<scratch_dir> scratch_dir::create(const std::filesystem::path& root,
                                         const std::string& prefix) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
-  if (ec) return error{"scratch root " + root.string() + ": " + ec.message()};
+  if (ec) {
+    return error{"scratch root " + root.string() + ": " + ec.message()};
+  }
   ::chmod(root.c_str(), 0711);
   std::string templ = (root / (prefix + "XXXXXX")).string();
   if (::mkdtemp(templ.data()) == nullptr) {
@@ -1300,12 +1521,16 @@ scratch_dir::~scratch_dir() {
 
 status write_file(const std::filesystem::path& path, const std::string& content) {
   fd_guard fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (fd.fd < 0) return error{"cannot write " + path.string() + ": " + errno_text(errno)};
+  if (fd.fd < 0) {
+    return error{"cannot write " + path.string() + ": " + errno_text(errno)};
+  }
   std::size_t done_bytes = 0;
   while (done_bytes < content.size()) {
     const ssize_t n = ::write(fd.fd, content.data() + done_bytes, content.size() - done_bytes);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       return error{"cannot write " + path.string() + ": " + errno_text(errno)};
     }
     done_bytes += static_cast<std::size_t>(n);
@@ -1315,7 +1540,9 @@ status write_file(const std::filesystem::path& path, const std::string& content)
 
 result<std::string> read_untrusted_file(const std::filesystem::path& path, std::size_t max_bytes) {
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (fd.fd < 0) return error{"cannot read " + path.filename().string() + ": " + errno_text(errno)};
+  if (fd.fd < 0) {
+    return error{"cannot read " + path.filename().string() + ": " + errno_text(errno)};
+  }
   struct stat st {};
   if (::fstat(fd.fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     return error{path.filename().string() + " is not a regular file"};
@@ -1328,8 +1555,12 @@ result<std::string> read_untrusted_file(const std::filesystem::path& path, std::
   std::size_t got = 0;
   while (got < content.size()) {
     const ssize_t n = ::read(fd.fd, content.data() + got, content.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;
+    }
     got += static_cast<std::size_t>(n);
   }
   content.resize(got);

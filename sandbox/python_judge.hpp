@@ -7,7 +7,11 @@
 // complex, str, bytes, bytearray, tuple, list, dict, set, frozenset), bounded in size and depth.
 #pragma once
 
+#include "common/enums/enum_names.hpp"
+
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace leap::sandbox {
 
@@ -23,6 +27,52 @@ namespace leap::sandbox {
 // CandidateError; changes the call made to list/dict/set/bytearray arguments are written back into
 // the test's objects.
 const std::string& python_judge_source();
+
+// The "status" of the judge's result, as python_judge_source() writes it. The engine handles
+// candidate_lost and judge_error, python_result_feedback (feedback.hpp) the others; both switch on
+// it without a `default:`, so -Wswitch names them when the judge gets a new status.
+enum class python_judge_status : std::uint8_t {
+  passed,
+  syntax_error,
+  import_error,
+  failed,
+  error,
+  no_tests,
+  candidate_lost,
+  judge_error,
+  unknown,  // a text the judge never writes
+};
+
+// The one name table (the JSON's text). Empty for a byte outside the enum.
+constexpr std::string_view name_of(python_judge_status s) {
+  switch (s) {
+    case python_judge_status::passed:
+      return "passed";
+    case python_judge_status::syntax_error:
+      return "syntax_error";
+    case python_judge_status::import_error:
+      return "import_error";
+    case python_judge_status::failed:
+      return "failed";
+    case python_judge_status::error:
+      return "error";
+    case python_judge_status::no_tests:
+      return "no_tests";
+    case python_judge_status::candidate_lost:
+      return "candidate_lost";
+    case python_judge_status::judge_error:
+      return "judge_error";
+    case python_judge_status::unknown:
+      return "unknown";
+  }
+  return {};
+}
+
+// The status a result names; `unknown` for any other text. Pure function.
+[[nodiscard]] inline python_judge_status parse_python_judge_status(std::string_view text) {
+  auto status = enum_names::parse<python_judge_status>(text, "python judge status");
+  return status ? status.value() : python_judge_status::unknown;
+}
 
 // The candidate's side (`python3 -I -B server.py` in a folder holding solution.py): imports
 // solution.py, reports the result and the names of its callables on descriptor 3, then answers

@@ -13,7 +13,9 @@ bool verifier::job_queue::push(job j, bool wait) {
   } else if (jobs_.size() >= capacity_) {
     return false;
   }
-  if (closed_) return false;
+  if (closed_) {
+    return false;
+  }
   jobs_.push_back(std::move(j));
   not_empty_.notify_one();
   return true;
@@ -22,7 +24,9 @@ bool verifier::job_queue::push(job j, bool wait) {
 bool verifier::job_queue::pop(job* out) {
   std::unique_lock lock(mutex_);
   not_empty_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
-  if (jobs_.empty()) return false;
+  if (jobs_.empty()) {
+    return false;
+  }
   *out = std::move(jobs_.front());
   jobs_.pop_front();
   not_full_.notify_one();
@@ -37,10 +41,16 @@ void verifier::job_queue::close() {
 }
 
 result<std::unique_ptr<verifier>> verifier::create(verifier_config config) {
-  if (config.queue_capacity == 0) return error{"verifier_config.queue_capacity must be at least 1"};
-  if (config.run_attempts < 1) return error{"verifier_config.run_attempts must be at least 1"};
+  if (config.queue_capacity == 0) {
+    return error{"verifier_config.queue_capacity must be at least 1"};
+  }
+  if (config.run_attempts < 1) {
+    return error{"verifier_config.run_attempts must be at least 1"};
+  }
   auto e = engine::create(config.engine);
-  if (!e) return e.err();
+  if (!e) {
+    return e.err();
+  }
   return std::unique_ptr<verifier>(new verifier(std::move(config), std::move(e.value())));
 }
 
@@ -52,14 +62,22 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   const int compilers = config_.compile_workers > 0 ? config_.compile_workers : cores;
   int slots = config_.run_slots;
-  if (slots <= 0) slots = config_.gpus.empty() ? cores : static_cast<int>(config_.gpus.size());
-  for (int i = 0; i < compilers; ++i) compile_threads_.emplace_back([this] { compile_loop(); });
-  for (int i = 0; i < slots; ++i) run_threads_.emplace_back([this, i] { run_loop(i); });
+  if (slots <= 0) {
+    slots = config_.gpus.empty() ? cores : static_cast<int>(config_.gpus.size());
+  }
+  for (int i = 0; i < compilers; ++i) {
+    compile_threads_.emplace_back([this] { compile_loop(); });
+  }
+  for (int i = 0; i < slots; ++i) {
+    run_threads_.emplace_back([this, i] { run_loop(i); });
+  }
 }
 
 verifier::~verifier() {
   compile_queue_.close();
-  for (auto& t : compile_threads_) t.join();
+  for (auto& t : compile_threads_) {
+    t.join();
+  }
   // Compile workers are gone, so nothing more enters the run queue.
   {
     std::lock_guard lock(slots_mutex_);
@@ -67,7 +85,9 @@ verifier::~verifier() {
   }
   slots_changed_.notify_all();
   run_queue_.close();
-  for (auto& t : run_threads_) t.join();
+  for (auto& t : run_threads_) {
+    t.join();
+  }
 }
 
 void verifier::compile_loop() {
@@ -104,7 +124,9 @@ bool verifier::in_rotation(int gpu, std::chrono::steady_clock::time_point now) c
 }
 
 void verifier::bench(int gpu) {
-  if (gpu < 0) return;  // a slot without a GPU has nothing to take out of rotation
+  if (gpu < 0) {
+    return;  // a slot without a GPU has nothing to take out of rotation
+  }
   std::lock_guard lock(slots_mutex_);
   benched_[gpu] = std::chrono::steady_clock::now() + config_.slot_cooldown;
 }
@@ -128,20 +150,28 @@ void verifier::run_loop(int slot) {
       std::unique_lock lock(slots_mutex_);
       for (;;) {
         const auto now = std::chrono::steady_clock::now();
-        if (stopping_ || in_rotation(gpu, now)) break;
+        if (stopping_ || in_rotation(gpu, now)) {
+          break;
+        }
         const bool others = std::any_of(config_.gpus.begin(), config_.gpus.end(),
                                         [&](int g) { return g != gpu && in_rotation(g, now); });
-        if (!others) break;
+        if (!others) {
+          break;
+        }
         slots_changed_.wait_until(lock, benched_[gpu]);
       }
     }
-    if (!run_queue_.pop(&j)) break;
+    if (!run_queue_.pop(&j)) {
+      break;
+    }
     const auto waited = std::chrono::steady_clock::now() - j.compiled_at;
     --run_queued_;
     ++running_;
     auto v = run_with_retries(j, slot, gpu);
     --running_;
-    if (v) v->run_queue_ms = std::chrono::duration<double, std::milli>(waited).count();
+    if (v) {
+      v->run_queue_ms = std::chrono::duration<double, std::milli>(waited).count();
+    }
     j.done(std::move(v));
   }
 }
@@ -155,25 +185,35 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
     const auto now = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const int g = gpus[(static_cast<std::size_t>(slot) + i) % gpus.size()];
-      if (!tried.count(g) && in_rotation(g, now)) return g;
+      if (!tried.count(g) && in_rotation(g, now)) {
+        return g;
+      }
     }
     return std::nullopt;
   };
   int current = gpu;
   if (!gpus.empty()) {
-    if (auto healthy = untried({}); healthy) current = *healthy;
+    if (auto healthy = untried({}); healthy) {
+      current = *healthy;
+    }
   }
   std::set<int> tried;
   std::vector<std::string> failures;
   for (int attempt = 1; attempt <= config_.run_attempts; ++attempt) {
     auto v = engine_->run(*j.t, j.prepared, current);
-    if (v) return v;
+    if (v) {
+      return v;
+    }
     const auto failed_slot = infrastructure_slot(v.err());
-    if (!failed_slot) return v;  // not a slot's failure: nothing another slot would change
+    if (!failed_slot) {
+      return v;  // not a slot's failure: nothing another slot would change
+    }
     failures.push_back(v.err().message);
     tried.insert(current);
     bench(current);
-    if (attempt == config_.run_attempts) break;
+    if (attempt == config_.run_attempts) {
+      break;
+    }
     if (auto next = untried(tried)) {
       current = *next;
       continue;
@@ -187,20 +227,25 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
         break;
       }
     }
-    if (!again) break;
+    if (!again) {
+      break;
+    }
     current = *again;
   }
   std::string slots;
-  for (int g : tried)
+  for (int g : tried) {
     slots +=
         (slots.empty() ? "" : ", ") + (g >= 0 ? "GPU " + std::to_string(g) : std::string("no GPU"));
+  }
   std::string text = "infrastructure failure persisted over " + std::to_string(failures.size()) +
                      " attempt(s) of " + j.t->id + " (slots tried: " + slots + ")";
-  for (const auto& f : failures) text += "\n  " + f;
+  for (const auto& f : failures) {
+    text += "\n  " + f;
+  }
   return error{text};
 }
 
-void verifier::submit(std::shared_ptr<const task> t, std::string answer, callback done) {
+void verifier::submit(std::shared_ptr<const task> t, std::string answer, const callback& done) {
   job j{std::move(t), std::move(answer), done, {}};
   ++compile_queued_;
   if (!compile_queue_.push(std::move(j), true)) {

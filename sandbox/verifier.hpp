@@ -63,7 +63,7 @@ class verifier {
   // on a worker thread, with the verdict or an infrastructure error (no compiler, broken task,
   // no GPU, a slot whose failure persisted over verifier_config::run_attempts); it must not block
   // for long. Thread-safe.
-  void submit(std::shared_ptr<const task> t, std::string answer, callback done);
+  void submit(std::shared_ptr<const task> t, std::string answer, const callback& done);
   // The same with a future.
   std::future<result<verdict>> submit(std::shared_ptr<const task> t, std::string answer);
   // Never blocks: an error whose message is "busy" when the compile queue is full. Thread-safe.

@@ -166,11 +166,17 @@ std::string turn(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn
 
 std::optional<turn_key> parse_turn(std::string_view key) {
   const auto tag = id_prefix(turn_tag);
-  if (!key.starts_with(tag)) return std::nullopt;
+  if (!key.starts_with(tag)) {
+    return std::nullopt;
+  }
   auto parts = split_id(key.substr(tag.size()));
-  if (!parts || parts->second.size() != group_tail + 8) return std::nullopt;
+  if (!parts || parts->second.size() != group_tail + 8) {
+    return std::nullopt;
+  }
   auto ref = parse_group_tail(parts->first, parts->second.substr(0, group_tail));
-  if (!ref) return std::nullopt;
+  if (!ref) {
+    return std::nullopt;
+  }
   const auto rest = parts->second.substr(group_tail);
   return turn_key{std::move(*ref), static_cast<std::uint32_t>(read_be(rest.substr(0, 4))),
                   static_cast<std::uint32_t>(read_be(rest.substr(4, 4)))};

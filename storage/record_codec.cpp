@@ -387,7 +387,9 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
   if (version >= 2) {
     const bool measured = r.boolean("weight_version present");
     const auto value = r.u64("weight_version");
-    if (measured) g.weight_version = value;
+    if (measured) {
+      g.weight_version = value;
+    }
   }
   if (auto s = r.finish(); !s) {
     return s.err();

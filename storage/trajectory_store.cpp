@@ -535,7 +535,10 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   std::optional<std::uint64_t> probed;
   if (!options.read_only && mark->present) {
     std::vector<rocksdb::ColumnFamilyDescriptor> present_families;
-    for (const auto& name : families) present_families.emplace_back(name, family);
+    present_families.reserve(families.size());
+    for (const auto& name : families) {
+      present_families.emplace_back(name, family);
+    }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     auto ps =
         rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles, &raw);
@@ -543,13 +546,17 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
       return state->fail("open", ps);
     }
     probed = raw->GetLatestSequenceNumber();
-    for (auto* h : handles) (void)raw->DestroyColumnFamilyHandle(h);  // read-only: cannot fail
-    (void)raw->Close();                                               // read-only: nothing to lose
+    for (auto* h : handles) {
+      (void)raw->DestroyColumnFamilyHandle(h);  // read-only: cannot fail
+    }
+    (void)raw->Close();  // read-only: nothing to lose
     delete raw;
     raw = nullptr;
   }
   auto loss = [&](std::uint64_t present) -> std::optional<lost_writes_report> {
-    if (!mark->present || (mark->valid && mark->seq <= present)) return std::nullopt;
+    if (!mark->present || (mark->valid && mark->seq <= present)) {
+      return std::nullopt;
+    }
     lost_writes_report report;
     report.acknowledged = mark->seq;
     report.present = present;
@@ -565,7 +572,9 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   };
   if (probed) {
     state->lost = loss(*probed);
-    if (state->lost && !options.accept_lost_writes) return refusal(*state->lost);
+    if (state->lost && !options.accept_lost_writes) {
+      return refusal(*state->lost);
+    }
   }
 
   const auto s =

@@ -31,7 +31,9 @@ using json = nlohmann::json;
 // vocabulary, for "model").
 const json& member(const json& j, const char* key) {
   static const json null_value;
-  if (!j.is_object()) return null_value;
+  if (!j.is_object()) {
+    return null_value;
+  }
   const auto it = j.find(key);
   return it == j.end() ? null_value : *it;
 }
@@ -48,7 +50,9 @@ const json& array_member(const json& j, const char* key) {
 // Length of the UTF-8 sequence at s[i] if it is valid (1..4), else 0.
 std::size_t valid_utf8_at(std::string_view s, std::size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
+  if (c < 0x80) {
+    return 1;
+  }
   std::size_t n = 0;
   char32_t cp = 0;
   if ((c & 0xE0) == 0xC0) {
@@ -63,10 +67,14 @@ std::size_t valid_utf8_at(std::string_view s, std::size_t i) {
   } else {
     return 0;
   }
-  if (i + n > s.size()) return 0;
+  if (i + n > s.size()) {
+    return 0;
+  }
   for (std::size_t k = 1; k < n; ++k) {
     const auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xC0) != 0x80) return 0;
+    if ((d & 0xC0) != 0x80) {
+      return 0;
+    }
     cp = (cp << 6) | (d & 0x3F);
   }
   // Overlong forms, surrogates and code points past U+10FFFF are invalid.
@@ -79,18 +87,27 @@ std::size_t valid_utf8_at(std::string_view s, std::size_t i) {
 
 // Length of the (valid) UTF-8 sequence starting with byte c.
 std::size_t utf8_len(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return 2;
-  if ((c & 0xF0) == 0xE0) return 3;
+  if (c < 0x80) {
+    return 1;
+  }
+  if ((c & 0xE0) == 0xC0) {
+    return 2;
+  }
+  if ((c & 0xF0) == 0xE0) {
+    return 3;
+  }
   return 4;
 }
 
 char32_t decode_at(std::string_view s, std::size_t i, std::size_t n) {
   const auto c = static_cast<unsigned char>(s[i]);
-  if (n == 1) return c;
+  if (n == 1) {
+    return c;
+  }
   char32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-  for (std::size_t k = 1; k < n; ++k)
+  for (std::size_t k = 1; k < n; ++k) {
     cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  }
   return cp;
 }
 
@@ -101,7 +118,9 @@ bool is_valid_utf8(std::string_view s) {
       continue;
     }
     const std::size_t n = valid_utf8_at(s, i);
-    if (n == 0) return false;
+    if (n == 0) {
+      return false;
+    }
     i += n;
   }
   return true;
@@ -153,9 +172,13 @@ struct byte_level_alphabet {
     out.reserve(spelled.size());
     for (std::size_t i = 0; i < spelled.size();) {
       const std::size_t n = valid_utf8_at(spelled, i);
-      if (n == 0 || n > 2) return std::nullopt;
+      if (n == 0 || n > 2) {
+        return std::nullopt;
+      }
       const char32_t cp = decode_at(spelled, i, n);
-      if (cp >= char_to_byte.size() || char_to_byte[cp] == 0) return std::nullopt;
+      if (cp >= char_to_byte.size() || char_to_byte[cp] == 0) {
+        return std::nullopt;
+      }
       out += static_cast<char>(char_to_byte[cp] - 1);
       i += n;
     }
@@ -164,7 +187,9 @@ struct byte_level_alphabet {
 
   [[nodiscard]] std::string to_text(std::string_view bytes) const {
     std::string out;
-    for (const char c : bytes) out += byte_to_text[static_cast<unsigned char>(c)];
+    for (const char c : bytes) {
+      out += byte_to_text[static_cast<unsigned char>(c)];
+    }
     return out;
   }
 };
@@ -217,7 +242,9 @@ class regex {
         on_match(start, text.size());
         return;
       }
-      if (rc == PCRE2_ERROR_NOMATCH) return;
+      if (rc == PCRE2_ERROR_NOMATCH) {
+        return;
+      }
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data);
       const std::size_t b = ovector[0];
       const std::size_t e = ovector[1];
@@ -247,11 +274,11 @@ class regex {
         continue;
       }
       const char next = pattern[++i];
-      if (next == 's')
+      if (next == 's') {
         out += "\\p{White_Space}";
-      else if (next == 'S')
+      } else if (next == 'S') {
         out += "\\P{White_Space}";
-      else {
+      } else {
         out += '\\';
         out += next;
       }
@@ -261,7 +288,8 @@ class regex {
 
   struct match_state {
     pcre2_match_data* data = pcre2_match_data_create(16, nullptr);
-    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
+    pcre2_jit_stack* stack =
+        pcre2_jit_stack_create(std::size_t{32} * 1024, std::size_t{4} * 1024 * 1024, nullptr);
     pcre2_match_context* context = make_context(stack);
     match_state() = default;
     match_state(const match_state&) = delete;
@@ -293,7 +321,9 @@ struct pattern {
       re->for_each_match(text, on_match);
       return;
     }
-    if (literal.empty()) return;
+    if (literal.empty()) {
+      return;
+    }
     for (std::size_t pos = text.find(literal); pos != std::string_view::npos;
          pos = text.find(literal, pos + literal.size())) {
       on_match(pos, pos + literal.size());
@@ -307,7 +337,9 @@ result<pattern> parse_pattern(const json& j) {
   }
   if (j.is_object() && j.contains("Regex") && j["Regex"].is_string()) {
     auto re = regex::compile(j["Regex"].get<std::string>());
-    if (!re) return re.err();
+    if (!re) {
+      return re.err();
+    }
     return pattern{{}, std::move(re.value())};
   }
   return error{"'pattern' must be {\"String\": ...} or {\"Regex\": ...}"};
@@ -319,13 +351,19 @@ using normalize_step = std::function<void(std::string&)>;
 
 result<std::vector<normalize_step>> parse_normalizer(const json& j) {
   std::vector<normalize_step> steps;
-  if (j.is_null()) return steps;
+  if (j.is_null()) {
+    return steps;
+  }
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
     for (const auto& sub : array_member(j, "normalizers")) {
       auto inner = parse_normalizer(sub);
-      if (!inner) return inner.err();
-      for (auto& s : inner.value()) steps.push_back(std::move(s));
+      if (!inner) {
+        return inner.err();
+      }
+      for (auto& s : inner.value()) {
+        steps.push_back(std::move(s));
+      }
     }
     return steps;
   }
@@ -335,39 +373,50 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
                                 : type == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
                                 : type == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
                                                  : icu::Normalizer2::getNFKDInstance(status);
-    if (U_FAILURE(status))
+    if (U_FAILURE(status)) {
       return error{std::string("ICU has no ") + type + " normalizer: " + u_errorName(status)};
+    }
     steps.emplace_back([n](std::string& s) {
       // ASCII is in every normalization form.
       if (std::all_of(s.begin(), s.end(),
-                      [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+                      [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
         return;
+      }
       UErrorCode st = U_ZERO_ERROR;
       if (n->isNormalizedUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), st) &&
-          U_SUCCESS(st))
+          U_SUCCESS(st)) {
         return;
+      }
       std::string out;
       icu::StringByteSink<std::string> sink(&out);
       st = U_ZERO_ERROR;
       n->normalizeUTF8(0, icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), sink, nullptr,
                        st);
-      if (U_SUCCESS(st)) s = std::move(out);
+      if (U_SUCCESS(st)) {
+        s = std::move(out);
+      }
     });
     return steps;
   }
   if (type == "Prepend") {
-    if (!j.contains("prepend") || !j["prepend"].is_string())
+    if (!j.contains("prepend") || !j["prepend"].is_string()) {
       return error{"normalizer Prepend needs 'prepend'"};
+    }
     steps.emplace_back([p = j["prepend"].get<std::string>()](std::string& s) {
-      if (!s.empty()) s.insert(0, p);
+      if (!s.empty()) {
+        s.insert(0, p);
+      }
     });
     return steps;
   }
   if (type == "Replace") {
-    if (!j.contains("content") || !j["content"].is_string())
+    if (!j.contains("content") || !j["content"].is_string()) {
       return error{"normalizer Replace needs 'content'"};
+    }
     auto pat = parse_pattern(member(j, "pattern"));
-    if (!pat) return pat.err().wrap("normalizer Replace");
+    if (!pat) {
+      return pat.err().wrap("normalizer Replace");
+    }
     steps.emplace_back(
         [pat = std::move(pat.value()), content = j["content"].get<std::string>()](std::string& s) {
           std::string out;
@@ -379,7 +428,9 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
             out += content;
             last = e;
           });
-          if (!any) return;
+          if (!any) {
+            return;
+          }
           out.append(s, last, std::string::npos);
           s = std::move(out);
         });
@@ -393,15 +444,21 @@ result<std::vector<normalize_step>> parse_normalizer(const json& j) {
       if (left) {
         while (b < e) {
           const std::size_t n = utf8_len(static_cast<unsigned char>(s[b]));
-          if (!is_whitespace(decode_at(s, b, n))) break;
+          if (!is_whitespace(decode_at(s, b, n))) {
+            break;
+          }
           b += n;
         }
       }
       if (right) {
         while (e > b) {
           std::size_t p = e - 1;
-          while (p > b && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
-          if (!is_whitespace(decode_at(s, p, e - p))) break;
+          while (p > b && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) {
+            --p;
+          }
+          if (!is_whitespace(decode_at(s, p, e - p))) {
+            break;
+          }
           e = p;
         }
       }
@@ -440,13 +497,17 @@ enum class split_behavior { removed, isolated, merged_with_previous, merged_with
 void split_piece(std::string_view text, bool at_start, const pattern& pat, split_behavior behavior,
                  const piece_sink& sink) {
   auto emit = [&](std::size_t b, std::size_t e) {
-    if (e > b) sink(text.substr(b, e - b), at_start && b == 0);
+    if (e > b) {
+      sink(text.substr(b, e - b), at_start && b == 0);
+    }
   };
   if (behavior == split_behavior::isolated || behavior == split_behavior::removed) {
     std::size_t last = 0;
     pat.for_each_match(text, [&](std::size_t b, std::size_t e) {
       emit(last, b);
-      if (behavior == split_behavior::isolated) emit(b, e);
+      if (behavior == split_behavior::isolated) {
+        emit(b, e);
+      }
       last = e;
     });
     emit(last, text.size());
@@ -456,11 +517,15 @@ void split_piece(std::string_view text, bool at_start, const pattern& pat, split
   std::vector<std::tuple<std::size_t, std::size_t, bool>> spans;
   std::size_t last = 0;
   pat.for_each_match(text, [&](std::size_t b, std::size_t e) {
-    if (b > last) spans.emplace_back(last, b, false);
+    if (b > last) {
+      spans.emplace_back(last, b, false);
+    }
     spans.emplace_back(b, e, true);
     last = e;
   });
-  if (last < text.size()) spans.emplace_back(last, text.size(), false);
+  if (last < text.size()) {
+    spans.emplace_back(last, text.size(), false);
+  }
   std::vector<std::pair<std::size_t, std::size_t>> kept;
   bool previous_was_match = false;
   for (auto& [b, e, m] : spans) {
@@ -469,13 +534,16 @@ void split_piece(std::string_view text, bool at_start, const pattern& pat, split
         ((behavior == split_behavior::merged_with_previous && m && !previous_was_match) ||
          (behavior == split_behavior::merged_with_next && !m && previous_was_match) ||
          (behavior == split_behavior::contiguous && m && previous_was_match));
-    if (join)
+    if (join) {
       kept.back().second = e;
-    else
+    } else {
       kept.emplace_back(b, e);
+    }
     previous_was_match = m;
   }
-  for (auto& [b, e] : kept) emit(b, e);
+  for (auto& [b, e] : kept) {
+    emit(b, e);
+  }
 }
 
 // The pre-tokenizer parse also says whether words are byte-level (ByteLevel present).
@@ -489,33 +557,41 @@ constexpr const char* gpt2_pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
-  if (j.is_null()) return ok_status();
+  if (j.is_null()) {
+    return ok_status();
+  }
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
     for (const auto& sub : array_member(j, "pretokenizers")) {
-      if (auto s = parse_pre_tokenizer(sub, out); !s) return s;
+      if (auto s = parse_pre_tokenizer(sub, out); !s) {
+        return s;
+      }
     }
     return ok_status();
   }
   if (type == "Split") {
-    if (j.value("invert", false))
+    if (j.value("invert", false)) {
       return error{"pre_tokenizer Split with invert true is not supported"};
+    }
     auto pat = parse_pattern(member(j, "pattern"));
-    if (!pat) return pat.err().wrap("pre_tokenizer Split");
+    if (!pat) {
+      return pat.err().wrap("pre_tokenizer Split");
+    }
     const std::string b = j.value("behavior", "");
     split_behavior behavior{};
-    if (b == "Removed")
+    if (b == "Removed") {
       behavior = split_behavior::removed;
-    else if (b == "Isolated")
+    } else if (b == "Isolated") {
       behavior = split_behavior::isolated;
-    else if (b == "MergedWithPrevious")
+    } else if (b == "MergedWithPrevious") {
       behavior = split_behavior::merged_with_previous;
-    else if (b == "MergedWithNext")
+    } else if (b == "MergedWithNext") {
       behavior = split_behavior::merged_with_next;
-    else if (b == "Contiguous")
+    } else if (b == "Contiguous") {
       behavior = split_behavior::contiguous;
-    else
+    } else {
       return error{"pre_tokenizer Split behavior '" + b + "' is not supported"};
+    }
     out.steps.emplace_back([pat = std::move(pat.value()), behavior](
                                std::string_view text, bool at_start, const piece_sink& sink) {
       split_piece(text, at_start, pat, behavior, sink);
@@ -526,11 +602,15 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
     out.byte_level = true;
     const bool prefix = j.value("add_prefix_space", false);
     const bool use_regex = j.value("use_regex", true);
-    if (!prefix && !use_regex) return ok_status();
+    if (!prefix && !use_regex) {
+      return ok_status();
+    }
     std::shared_ptr<regex> re;
     if (use_regex) {
       auto compiled = regex::compile(gpt2_pattern);
-      if (!compiled) return compiled.err();
+      if (!compiled) {
+        return compiled.err();
+      }
       re = std::move(compiled.value());
     }
     out.steps.emplace_back([prefix, re, gpt2 = pattern{{}, re}](
@@ -540,10 +620,11 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
         prefixed = " " + std::string(text);
         text = prefixed;
       }
-      if (re)
+      if (re) {
         split_piece(text, at_start, gpt2, split_behavior::isolated, sink);
-      else
+      } else {
         sink(text, at_start);
+      }
     });
     return ok_status();
   }
@@ -551,7 +632,9 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
     const std::string replacement = j.value("replacement", "\u2581");
     std::string scheme = j.value("prepend_scheme", "");
     // Files from before prepend_scheme spell "always" and "never" as add_prefix_space.
-    if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";
+    if (scheme.empty()) {
+      scheme = j.value("add_prefix_space", true) ? "always" : "never";
+    }
     if (scheme != "always" && scheme != "first" && scheme != "never") {
       return error{"pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is not supported"};
     }
@@ -561,17 +644,21 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
       std::string replaced;
       replaced.reserve(text.size() + replacement.size());
       for (char c : text) {
-        if (c == ' ')
+        if (c == ' ') {
           replaced += replacement;
-        else
+        } else {
           replaced += c;
+        }
       }
       const bool prepend = scheme == "always" || (scheme == "first" && at_start);
-      if (prepend && replaced.rfind(replacement, 0) != 0) replaced.insert(0, replacement);
-      if (split)
+      if (prepend && replaced.rfind(replacement, 0) != 0) {
+        replaced.insert(0, replacement);
+      }
+      if (split) {
         split_piece(replaced, at_start, space, split_behavior::merged_with_next, sink);
-      else
+      } else {
         sink(replaced, at_start);
+      }
     });
     return ok_status();
   }
@@ -583,7 +670,9 @@ status parse_pre_tokenizer(const json& j, pre_tokenizer_parse& out) {
 using decode_step = std::function<void(std::vector<std::string>&)>;
 
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(s);
+  if (from.empty()) {
+    return std::string(s);
+  }
   std::string out;
   std::size_t last = 0;
   for (std::size_t pos = s.find(from); pos != std::string_view::npos; pos = s.find(from, last)) {
@@ -597,30 +686,39 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
 
 // "<0xNN>" -> the byte.
 std::optional<unsigned char> byte_fallback_value(std::string_view t) {
-  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return std::nullopt;
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') {
+    return std::nullopt;
+  }
   unsigned v = 0;
   for (std::size_t i = 3; i < 5; ++i) {
     const char c = t[i];
     v <<= 4;
-    if (c >= '0' && c <= '9')
+    if (c >= '0' && c <= '9') {
       v |= static_cast<unsigned>(c - '0');
-    else if (c >= 'A' && c <= 'F')
+    } else if (c >= 'A' && c <= 'F') {
       v |= static_cast<unsigned>(c - 'A' + 10);
-    else
+    } else {
       return std::nullopt;
+    }
   }
   return static_cast<unsigned char>(v);
 }
 
 result<std::vector<decode_step>> parse_decoder(const json& j) {
   std::vector<decode_step> steps;
-  if (j.is_null()) return steps;
+  if (j.is_null()) {
+    return steps;
+  }
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
     for (const auto& sub : array_member(j, "decoders")) {
       auto inner = parse_decoder(sub);
-      if (!inner) return inner.err();
-      for (auto& s : inner.value()) steps.push_back(std::move(s));
+      if (!inner) {
+        return inner.err();
+      }
+      for (auto& s : inner.value()) {
+        steps.push_back(std::move(s));
+      }
     }
     return steps;
   }
@@ -633,17 +731,20 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
         auto raw = alphabet().to_bytes(t);
         bytes += raw ? *raw : t;
       }
-      tokens.assign(1, std::move(bytes));
+      tokens.assign(1, bytes);
     });
     return steps;
   }
   if (type == "Replace") {
     const auto& p = member(j, "pattern");
-    if (!p.is_object() || !p.contains("String"))
+    if (!p.is_object() || !p.contains("String")) {
       return error{"decoder Replace with a regex pattern is not supported"};
+    }
     steps.emplace_back([from = p["String"].get<std::string>(),
                         to = j.value("content", "")](std::vector<std::string>& tokens) {
-      for (auto& t : tokens) t = replace_all(t, from, to);
+      for (auto& t : tokens) {
+        t = replace_all(t, from, to);
+      }
     });
     return steps;
   }
@@ -658,10 +759,14 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
           run += static_cast<char>(*b);
           continue;
         }
-        if (!run.empty()) out.push_back(std::move(run)), run.clear();
+        if (!run.empty()) {
+          out.push_back(std::move(run)), run.clear();
+        }
         out.push_back(std::move(t));
       }
-      if (!run.empty()) out.push_back(std::move(run));
+      if (!run.empty()) {
+        out.push_back(std::move(run));
+      }
       tokens = std::move(out);
     });
     return steps;
@@ -669,8 +774,10 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
   if (type == "Fuse") {
     steps.emplace_back([](std::vector<std::string>& tokens) {
       std::string all;
-      for (auto& t : tokens) all += t;
-      tokens.assign(1, std::move(all));
+      for (auto& t : tokens) {
+        all += t;
+      }
+      tokens.assign(1, all);
     });
     return steps;
   }
@@ -678,14 +785,19 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
     const std::string content = j.value("content", " ");
     const int start = j.value("start", 0);
     const int stop = j.value("stop", 0);
-    if (content.size() != 1)
+    if (content.size() != 1) {
       return error{"decoder Strip with a non-ASCII content is not supported"};
+    }
     steps.emplace_back([c = content[0], start, stop](std::vector<std::string>& tokens) {
       for (auto& t : tokens) {
         std::size_t b = 0;
-        while (b < t.size() && static_cast<int>(b) < start && t[b] == c) ++b;
+        while (b < t.size() && static_cast<int>(b) < start && t[b] == c) {
+          ++b;
+        }
         std::size_t e = t.size();
-        while (e > b && static_cast<int>(t.size() - e) < stop && t[e - 1] == c) --e;
+        while (e > b && static_cast<int>(t.size() - e) < stop && t[e - 1] == c) {
+          --e;
+        }
         t = t.substr(b, e - b);
       }
     });
@@ -694,11 +806,15 @@ result<std::vector<decode_step>> parse_decoder(const json& j) {
   if (type == "Metaspace") {
     const std::string replacement = j.value("replacement", "\u2581");
     std::string scheme = j.value("prepend_scheme", "");
-    if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";
+    if (scheme.empty()) {
+      scheme = j.value("add_prefix_space", true) ? "always" : "never";
+    }
     steps.emplace_back([replacement, strip = scheme != "never"](std::vector<std::string>& tokens) {
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         tokens[i] = replace_all(tokens[i], replacement, " ");
-        if (i == 0 && strip && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
+        if (i == 0 && strip && !tokens[i].empty() && tokens[i][0] == ' ') {
+          tokens[i].erase(0, 1);
+        }
       }
     });
     return steps;
@@ -723,7 +839,9 @@ struct added_token {
 class added_matcher {
  public:
   void add(const added_token* token) {
-    if (token->content.empty()) return;
+    if (token->content.empty()) {
+      return;
+    }
     int node = 0;
     for (const char c : token->content) {
       const auto byte = static_cast<unsigned char>(c);
@@ -774,7 +892,9 @@ class added_matcher {
         auto it =
             std::lower_bound(children.begin(), children.end(), byte,
                              [](const auto& child, unsigned char v) { return child.first < v; });
-        if (it == children.end() || it->first != byte) break;
+        if (it == children.end() || it->first != byte) {
+          break;
+        }
         node = it->second;
         const added_token* t = nodes_[node].token;
         if (t != nullptr && (parse_special || !t->special) && word_bounded(text, i, k + 1, *t) &&
@@ -792,40 +912,57 @@ class added_matcher {
       if (best->lstrip) {
         while (begin > emitted) {
           std::size_t p = begin - 1;
-          while (p > emitted && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
-          if (!is_whitespace(decode_at(text, p, begin - p))) break;
+          while (p > emitted && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) {
+            --p;
+          }
+          if (!is_whitespace(decode_at(text, p, begin - p))) {
+            break;
+          }
           begin = p;
         }
       }
       if (best->rstrip) {
         while (end < text.size()) {
           const std::size_t n = utf8_len(static_cast<unsigned char>(text[end]));
-          if (!is_whitespace(decode_at(text, end, n))) break;
+          if (!is_whitespace(decode_at(text, end, n))) {
+            break;
+          }
           end += n;
         }
       }
-      if (begin > emitted) on_piece(text.substr(emitted, begin - emitted), nullptr);
+      if (begin > emitted) {
+        on_piece(text.substr(emitted, begin - emitted), nullptr);
+      }
       on_piece(std::string_view(), best);
       emitted = end;
       i = end;
     }
-    if (emitted < text.size()) on_piece(text.substr(emitted), nullptr);
+    if (emitted < text.size()) {
+      on_piece(text.substr(emitted), nullptr);
+    }
   }
 
  private:
   // single_word: no word character touches the match on either side.
   static bool word_bounded(std::string_view text, std::size_t b, std::size_t e,
                            const added_token& t) {
-    if (!t.single_word) return true;
+    if (!t.single_word) {
+      return true;
+    }
     auto is_word = [](char32_t cp) { return cp == U'_' || u_isalnum(static_cast<UChar32>(cp)); };
     if (b > 0) {
       std::size_t p = b - 1;
-      while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
-      if (is_word(decode_at(text, p, b - p))) return false;
+      while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) {
+        --p;
+      }
+      if (is_word(decode_at(text, p, b - p))) {
+        return false;
+      }
     }
     if (e < text.size() &&
-        is_word(decode_at(text, e, utf8_len(static_cast<unsigned char>(text[e])))))
+        is_word(decode_at(text, e, utf8_len(static_cast<unsigned char>(text[e]))))) {
       return false;
+    }
     return true;
   }
 
@@ -857,15 +994,21 @@ class merge_table {
  public:
   void reserve(std::size_t n) {
     std::size_t size = 16;
-    while (size < 2 * n) size *= 2;
+    while (size < 2 * n) {
+      size *= 2;
+    }
     slots_.assign(size, slot{empty, {0, 0}});
     mask_ = size - 1;
   }
   // Keeps the first target of a key, as the Rust library keeps a pair's first (best) rank.
   void emplace(std::uint64_t key, merge_target target) {
-    if (2 * (count_ + 1) > slots_.size()) grow();
+    if (2 * (count_ + 1) > slots_.size()) {
+      grow();
+    }
     for (std::size_t i = index(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return;
+      if (slots_[i].key == key) {
+        return;
+      }
       if (slots_[i].key == empty) {
         slots_[i] = {key, target};
         ++count_;
@@ -874,10 +1017,16 @@ class merge_table {
     }
   }
   [[nodiscard]] const merge_target* find(std::uint64_t key) const {
-    if (slots_.empty()) return nullptr;
+    if (slots_.empty()) {
+      return nullptr;
+    }
     for (std::size_t i = index(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return &slots_[i].target;
-      if (slots_[i].key == empty) return nullptr;
+      if (slots_[i].key == key) {
+        return &slots_[i].target;
+      }
+      if (slots_[i].key == empty) {
+        return nullptr;
+      }
     }
   }
 
@@ -895,8 +1044,11 @@ class merge_table {
     std::vector<slot> old = std::move(slots_);
     reserve(std::max<std::size_t>(16, old.size()));
     count_ = 0;
-    for (const auto& s : old)
-      if (s.key != empty) emplace(s.key, s.target);
+    for (const auto& s : old) {
+      if (s.key != empty) {
+        emplace(s.key, s.target);
+      }
+    }
   }
   std::vector<slot> slots_;
   std::size_t mask_ = 0;
@@ -932,15 +1084,18 @@ struct bpe_model {
     auto push = [&](token_id id) {
       const int n = static_cast<int>(symbols.size());
       symbols.push_back({id, n - 1, -1, true});
-      if (n > 0) symbols[n - 1].next = n;
+      if (n > 0) {
+        symbols[n - 1].next = n;
+      }
     };
     if (byte_level) {
       for (const char c : word) {
         const token_id id = byte_ids[static_cast<unsigned char>(c)];
-        if (id >= 0)
+        if (id >= 0) {
           push(id);
-        else if (unk)
+        } else if (unk) {
           push(*unk);
+        }
       }
     } else {
       bool last_unk = false;
@@ -956,12 +1111,16 @@ struct bpe_model {
         if (byte_fallback && std::all_of(ch.begin(), ch.end(), [&](char c) {
               return fallback_ids[static_cast<unsigned char>(c)] >= 0;
             })) {
-          for (const char c : ch) push(fallback_ids[static_cast<unsigned char>(c)]);
+          for (const char c : ch) {
+            push(fallback_ids[static_cast<unsigned char>(c)]);
+          }
           last_unk = false;
           continue;
         }
         if (unk) {
-          if (!(fuse_unk && last_unk)) push(*unk);
+          if (!(fuse_unk && last_unk)) {
+            push(*unk);
+          }
           last_unk = true;
         }
       }
@@ -979,37 +1138,54 @@ struct bpe_model {
     heap.clear();
     auto consider = [&](int pos) {
       const int next = symbols[pos].next;
-      if (next < 0) return;
+      if (next < 0) {
+        return;
+      }
       if (const merge_target* m = merges.find(key(symbols[pos].id, symbols[next].id))) {
         heap.push_back({m->rank, pos, m->id});
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
       }
     };
-    for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) consider(i);
+    for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) {
+      consider(i);
+    }
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), std::greater<>());
       const candidate top = heap.back();
       heap.pop_back();
       symbol& left = symbols[top.pos];
-      if (!left.alive || left.next < 0) continue;
+      if (!left.alive || left.next < 0) {
+        continue;
+      }
       symbol& right = symbols[left.next];
       // Stale: the pair at this position changed since the candidate was queued.
       const merge_target* m = merges.find(key(left.id, right.id));
-      if (m == nullptr || m->id != top.id) continue;
+      if (m == nullptr || m->id != top.id) {
+        continue;
+      }
       left.id = top.id;
       right.alive = false;
       left.next = right.next;
-      if (right.next >= 0) symbols[right.next].prev = top.pos;
-      if (left.prev >= 0) consider(left.prev);
+      if (right.next >= 0) {
+        symbols[right.next].prev = top.pos;
+      }
+      if (left.prev >= 0) {
+        consider(left.prev);
+      }
       consider(top.pos);
     }
-    for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next)
+    for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
       out.push_back(symbols[i].id);
+    }
     // The scratch space is per thread and kept between words; a huge word (a SentencePiece file
     // has no pre-tokenizer: a whole message is one word) must not pin its size for good.
     constexpr std::size_t kept = 1 << 16;
-    if (symbols.capacity() > kept) std::vector<symbol>().swap(symbols);
-    if (heap.capacity() > kept) std::vector<candidate>().swap(heap);
+    if (symbols.capacity() > kept) {
+      std::vector<symbol>().swap(symbols);
+    }
+    if (heap.capacity() > kept) {
+      std::vector<candidate>().swap(heap);
+    }
   }
 };
 
@@ -1069,16 +1245,19 @@ struct hf_tokenizer::impl {
     model.encode_word(word, out);
     if (word.size() <= cache_max_word) {
       std::lock_guard lock(cache_mutex);
-      if (cache.size() < cache_capacity)
+      if (cache.size() < cache_capacity) {
         cache.emplace(
             std::string(word),
             std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(before), out.end()));
+      }
     }
   }
 
   void pre_tokenize(std::size_t step, std::string_view text, bool at_start,
                     std::vector<token_id>& out) const {
-    if (text.empty()) return;
+    if (text.empty()) {
+      return;
+    }
     if (step == pre_tokenizer.steps.size()) {
       encode_word(text, out);
       return;
@@ -1100,7 +1279,9 @@ struct hf_tokenizer::impl {
       return;
     }
     std::string normalized(text);
-    for (const auto& step : normalizer) step(normalized);
+    for (const auto& step : normalizer) {
+      step(normalized);
+    }
     if (normalized_added.empty()) {
       encode_normalized(normalized, at_start, out);
       return;
@@ -1108,10 +1289,11 @@ struct hf_tokenizer::impl {
     bool first = true;
     normalized_added.split(normalized, parse_special,
                            [&](std::string_view sub, const added_token* token) {
-                             if (token != nullptr)
+                             if (token != nullptr) {
                                out.push_back(token->id);
-                             else
+                             } else {
                                encode_normalized(sub, at_start && first, out);
+                             }
                              first = false;
                            });
   }
@@ -1130,19 +1312,22 @@ status parse_template(const json& j,
   bool seen_sequence = false;
   for (const auto& item : j) {
     if (item.contains("Sequence")) {
-      if (seen_sequence)
+      if (seen_sequence) {
         return error{
             "post_processor TemplateProcessing with two sequences in 'single' is not supported"};
+      }
       seen_sequence = true;
       continue;
     }
-    if (!item.contains("SpecialToken"))
+    if (!item.contains("SpecialToken")) {
       return error{"post_processor TemplateProcessing item must be Sequence or SpecialToken"};
+    }
     const std::string name = item["SpecialToken"].value("id", "");
     const auto it = specials.find(name);
-    if (it == specials.end())
+    if (it == specials.end()) {
       return error{"post_processor TemplateProcessing names '" + name +
                    "' without listing its ids"};
+    }
     auto& target = seen_sequence ? suffix : prefix;
     target.insert(target.end(), it->second.begin(), it->second.end());
   }
@@ -1152,20 +1337,27 @@ status parse_template(const json& j,
 // ByteLevel post-processing only moves offsets; TemplateProcessing adds ids around the text.
 status parse_post_processor(const json& j, std::vector<token_id>& prefix,
                             std::vector<token_id>& suffix) {
-  if (j.is_null()) return ok_status();
+  if (j.is_null()) {
+    return ok_status();
+  }
   const std::string type = j.value("type", "");
   if (type == "Sequence") {
     for (const auto& sub : array_member(j, "processors")) {
-      if (auto s = parse_post_processor(sub, prefix, suffix); !s) return s;
+      if (auto s = parse_post_processor(sub, prefix, suffix); !s) {
+        return s;
+      }
     }
     return ok_status();
   }
-  if (type == "ByteLevel") return ok_status();
+  if (type == "ByteLevel") {
+    return ok_status();
+  }
   if (type == "TemplateProcessing") {
     std::unordered_map<std::string, std::vector<token_id>> specials;
     const json& listed = member(j, "special_tokens");
-    if (!listed.is_null() && !listed.is_object())
+    if (!listed.is_null() && !listed.is_object()) {
       return error{"post_processor TemplateProcessing 'special_tokens' must be an object"};
+    }
     for (const auto& [name, entry] : listed.items()) {
       specials[name] = entry.value("ids", std::vector<token_id>{});
     }
@@ -1176,11 +1368,16 @@ status parse_post_processor(const json& j, std::vector<token_id>& prefix,
 
 // A special token of tokenizer_config.json: a string or {"content": ...}.
 std::optional<std::string> config_token(const json& config, const char* key) {
-  if (!config.contains(key)) return std::nullopt;
+  if (!config.contains(key)) {
+    return std::nullopt;
+  }
   const auto& v = config[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string())
+  if (v.is_string()) {
+    return v.get<std::string>();
+  }
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
     return v["content"].get<std::string>();
+  }
   return std::nullopt;
 }
 
@@ -1206,7 +1403,9 @@ result<hf_tokenizer> hf_tokenizer::from_json(std::string_view tokenizer_json,
   }
   try {
     auto state = build(root, config);
-    if (!state) return state.err();
+    if (!state) {
+      return state.err();
+    }
     return hf_tokenizer(std::move(state.value()));
   } catch (const json::exception& e) {
     // A key of the wrong type (a number where a string belongs, ...).
@@ -1218,15 +1417,21 @@ result<hf_tokenizer> hf_tokenizer::load(const std::filesystem::path& dir) {
   std::error_code ec;
   const auto json_path = dir / "tokenizer.json";
   const std::string text = read_file(json_path, ec);
-  if (ec) return error{"cannot read " + json_path.string()};
+  if (ec) {
+    return error{"cannot read " + json_path.string()};
+  }
   const auto config_path = dir / "tokenizer_config.json";
   std::string config;
   if (std::filesystem::exists(config_path)) {
     config = read_file(config_path, ec);
-    if (ec) return error{"cannot read " + config_path.string()};
+    if (ec) {
+      return error{"cannot read " + config_path.string()};
+    }
   }
   auto t = from_json(text, config);
-  if (!t) return t.err().wrap(dir.string());
+  if (!t) {
+    return t.err().wrap(dir.string());
+  }
   return t;
 }
 
@@ -1235,12 +1440,17 @@ namespace {
 result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& config) {
   auto state = std::make_unique<hf_tokenizer::impl>();
   auto normalizer = parse_normalizer(member(root, "normalizer"));
-  if (!normalizer) return normalizer.err();
+  if (!normalizer) {
+    return normalizer.err();
+  }
   state->normalizer = std::move(normalizer.value());
-  if (auto s = parse_pre_tokenizer(member(root, "pre_tokenizer"), state->pre_tokenizer); !s)
+  if (auto s = parse_pre_tokenizer(member(root, "pre_tokenizer"), state->pre_tokenizer); !s) {
     return s.err();
+  }
   auto decoder = parse_decoder(member(root, "decoder"));
-  if (!decoder) return decoder.err();
+  if (!decoder) {
+    return decoder.err();
+  }
   state->decoder = std::move(decoder.value());
   if (auto s = parse_post_processor(member(root, "post_processor"), state->prefix, state->suffix);
       !s) {
@@ -1248,9 +1458,13 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
   }
 
   const json& m = member(root, "model");
-  if (!m.is_object()) return error{"'model' must be an object"};
+  if (!m.is_object()) {
+    return error{"'model' must be an object"};
+  }
   const std::string type = m.value("type", "BPE");
-  if (type != "BPE") return error{"model type '" + type + "' is not supported"};
+  if (type != "BPE") {
+    return error{"model type '" + type + "' is not supported"};
+  }
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0.0) {
     return error{"model BPE with dropout is not supported"};
   }
@@ -1268,42 +1482,54 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
   model.fallback_ids.fill(-1);
 
   const json& vocab = member(m, "vocab");
-  if (!vocab.is_object()) return error{"model.vocab must be an object"};
+  if (!vocab.is_object()) {
+    return error{"model.vocab must be an object"};
+  }
   token_id max_id = -1;
   std::vector<std::pair<token_id, std::string>> spelled;
   spelled.reserve(vocab.size());
   model.vocab.reserve(vocab.size());
   for (const auto& [spelling, id_json] : vocab.items()) {
     const auto id = id_json.get<token_id>();
-    if (id < 0) return error{"model.vocab: negative id for '" + spelling + "'"};
+    if (id < 0) {
+      return error{"model.vocab: negative id for '" + spelling + "'"};
+    }
     max_id = std::max(max_id, id);
     if (model.byte_level) {
       // Tokens outside the byte alphabet cannot come out of BPE; they stay decodable by id.
-      if (auto raw = alphabet().to_bytes(spelling)) model.vocab.emplace(std::move(*raw), id);
+      if (auto raw = alphabet().to_bytes(spelling)) {
+        model.vocab.emplace(std::move(*raw), id);
+      }
     } else {
       model.vocab.emplace(spelling, id);
     }
     spelled.emplace_back(id, spelling);
   }
-  for (const auto& a : array_member(root, "added_tokens"))
+  for (const auto& a : array_member(root, "added_tokens")) {
     max_id = std::max(max_id, a.value("id", 0));
-  state->spelling.resize(static_cast<std::size_t>(max_id + 1));
-  for (auto& [id, s] : spelled) state->spelling[static_cast<std::size_t>(id)] = std::move(s);
+  }
+  state->spelling.resize(static_cast<std::size_t>(max_id) + 1);
+  for (auto& [id, s] : spelled) {
+    state->spelling[static_cast<std::size_t>(id)] = std::move(s);
+  }
 
   for (int b = 0; b < 256; ++b) {
     const std::string byte(1, static_cast<char>(b));
-    if (auto it = model.vocab.find(byte); model.byte_level && it != model.vocab.end())
+    if (auto it = model.vocab.find(byte); model.byte_level && it != model.vocab.end()) {
       model.byte_ids[b] = it->second;
+    }
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
-    if (auto it = model.vocab.find(std::string_view(name)); it != model.vocab.end())
+    if (auto it = model.vocab.find(std::string_view(name)); it != model.vocab.end()) {
       model.fallback_ids[b] = it->second;
+    }
   }
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
     const auto it = model.vocab.find(m["unk_token"].get<std::string>());
-    if (it == model.vocab.end())
+    if (it == model.vocab.end()) {
       return error{"model.unk_token '" + m["unk_token"].get<std::string>() +
                    "' is not in the vocabulary"};
+    }
     model.unk = it->second;
   }
 
@@ -1317,7 +1543,9 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
       // The older spelling "a b": tokens never contain a space in the files that use it.
       const auto s = merge.get<std::string>();
       const auto space = s.find(' ');
-      if (space == std::string::npos) return error{"model.merges: '" + s + "' is not two tokens"};
+      if (space == std::string::npos) {
+        return error{"model.merges: '" + s + "' is not two tokens"};
+      }
       a = s.substr(0, space);
       b = s.substr(space + 1);
     } else if (merge.is_array() && merge.size() == 2) {
@@ -1340,7 +1568,9 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
         model.byte_level ? (rb ? std::string_view(*rb) : std::string_view()) : b;
     auto id_of = [&](std::string_view raw) -> std::optional<token_id> {
       const auto it = model.vocab.find(raw);
-      if (it == model.vocab.end()) return std::nullopt;
+      if (it == model.vocab.end()) {
+        return std::nullopt;
+      }
       return it->second;
     };
     const bool spelled_ok = !model.byte_level || (ra && rb);
@@ -1350,8 +1580,10 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
     joined += vb;
     const auto merged = spelled_ok ? id_of(joined) : std::nullopt;
     if (!ia || !ib || !merged) {
-      return error{"model.merges: '" + a + " " + b +
-                   "' names a token that is not in the vocabulary"};
+      std::string message = "model.merges: '";
+      message.append(a).append(" ").append(b).append(
+          "' names a token that is not in the vocabulary");
+      return error{std::move(message)};
     }
     // A pair listed twice keeps its first (better) rank, as the Rust library's map does.
     model.merges.emplace(bpe_model::key(*ia, *ib), merge_target{rank, *merged});
@@ -1375,11 +1607,16 @@ result<std::unique_ptr<hf_tokenizer::impl>> build(const json& root, const json& 
 
   auto id_of_name = [&](const char* key) -> std::optional<token_id> {
     const auto name = config_token(config, key);
-    if (!name) return std::nullopt;
-    if (auto it = state->added_by_content.find(*name); it != state->added_by_content.end())
+    if (!name) {
+      return std::nullopt;
+    }
+    if (auto it = state->added_by_content.find(*name); it != state->added_by_content.end()) {
       return it->second;
+    }
     for (std::size_t id = 0; id < state->spelling.size(); ++id) {
-      if (state->spelling[id] == *name) return static_cast<token_id>(id);
+      if (state->spelling[id] == *name) {
+        return static_cast<token_id>(id);
+      }
     }
     return std::nullopt;
   };
@@ -1401,21 +1638,26 @@ std::vector<token_id> hf_tokenizer::encode(std::string_view text, bool add_speci
   }
   std::vector<token_id> out;
   out.reserve(text.size() / 3 + 8);
-  if (add_special) out.insert(out.end(), impl_->prefix.begin(), impl_->prefix.end());
+  if (add_special) {
+    out.insert(out.end(), impl_->prefix.begin(), impl_->prefix.end());
+  }
   if (impl_->raw_added.empty()) {
     impl_->encode_piece(text, true, parse_special, out);
   } else {
     bool first = true;
     impl_->raw_added.split(text, parse_special,
                            [&](std::string_view piece, const added_token* token) {
-                             if (token != nullptr)
+                             if (token != nullptr) {
                                out.push_back(token->id);
-                             else
+                             } else {
                                impl_->encode_piece(piece, first, parse_special, out);
+                             }
                              first = false;
                            });
   }
-  if (add_special) out.insert(out.end(), impl_->suffix.begin(), impl_->suffix.end());
+  if (add_special) {
+    out.insert(out.end(), impl_->suffix.begin(), impl_->suffix.end());
+  }
   return out;
 }
 
@@ -1425,17 +1667,24 @@ std::vector<token_id> hf_tokenizer::encode_segments(std::span<const text_segment
       plain;  // byte ranges of plain segments, in order
   for (const auto& s : segments) {
     const std::size_t begin = text.size();
-    if (is_valid_utf8(s.text))
+    if (is_valid_utf8(s.text)) {
       text += s.text;
-    else
+    } else {
       text += replace_invalid_utf8(s.text);
-    if (s.plain && text.size() > begin) plain.emplace_back(begin, text.size());
+    }
+    if (s.plain && text.size() > begin) {
+      plain.emplace_back(begin, text.size());
+    }
   }
-  if (plain.empty()) return encode(text);
+  if (plain.empty()) {
+    return encode(text);
+  }
   // A special token's text counts only where it overlaps no plain range.
   auto allowed = [&](std::size_t b, std::size_t e) {
     auto it = std::lower_bound(plain.begin(), plain.end(), std::pair{b, std::size_t{0}});
-    if (it != plain.end() && it->first < e) return false;
+    if (it != plain.end() && it->first < e) {
+      return false;
+    }
     return it == plain.begin() || std::prev(it)->second <= b;
   };
   std::vector<token_id> out;
@@ -1456,10 +1705,11 @@ std::vector<token_id> hf_tokenizer::encode_segments(std::span<const text_segment
     bool first = true;
     impl_->raw_added.split(all, true, allowed,
                            [&](std::string_view piece, const added_token* token) {
-                             if (token != nullptr)
+                             if (token != nullptr) {
                                out.push_back(token->id);
-                             else
+                             } else {
                                encode_piece(piece, first);
+                             }
                              first = false;
                            });
   }
@@ -1471,54 +1721,79 @@ std::string hf_tokenizer::decode(std::span<const token_id> ids, bool skip_specia
   tokens.reserve(ids.size());
   for (const token_id id : ids) {
     if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) {
-      if (!(skip_special && it->second->special)) tokens.push_back(it->second->content);
+      if (!(skip_special && it->second->special)) {
+        tokens.push_back(it->second->content);
+      }
       continue;
     }
-    if (id >= 0 && static_cast<std::size_t>(id) < impl_->spelling.size())
+    if (id >= 0 && static_cast<std::size_t>(id) < impl_->spelling.size()) {
       tokens.push_back(impl_->spelling[static_cast<std::size_t>(id)]);
+    }
   }
   if (impl_->decoder.empty()) {
     // Without a decoder Hugging Face joins the tokens with spaces.
     std::string out;
-    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      out += (i ? " " : "") + tokens[i];
+    }
     return out;
   }
-  for (const auto& step : impl_->decoder) step(tokens);
+  for (const auto& step : impl_->decoder) {
+    step(tokens);
+  }
   std::string out;
-  for (const auto& t : tokens) out += t;
+  for (const auto& t : tokens) {
+    out += t;
+  }
   return out;
 }
 
 std::string hf_tokenizer::normalize(std::string_view text) const {
   std::string out = is_valid_utf8(text) ? std::string(text) : replace_invalid_utf8(text);
-  for (const auto& step : impl_->normalizer) step(out);
+  for (const auto& step : impl_->normalizer) {
+    step(out);
+  }
   return out;
 }
 
 round_trip classify_round_trip(const hf_tokenizer& tok, std::string_view text,
                                std::string_view decoded) {
-  if (decoded == text) return round_trip::exact;
-  if (decoded == tok.normalize(text)) return round_trip::normalized;
+  if (decoded == text) {
+    return round_trip::exact;
+  }
+  if (decoded == tok.normalize(text)) {
+    return round_trip::normalized;
+  }
   return round_trip::other;
 }
 
 std::string hf_tokenizer::id_to_token(token_id id) const {
-  if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end())
+  if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) {
     return it->second->content;
-  if (id < 0 || static_cast<std::size_t>(id) >= impl_->spelling.size()) return {};
+  }
+  if (id < 0 || static_cast<std::size_t>(id) >= impl_->spelling.size()) {
+    return {};
+  }
   return impl_->spelling[static_cast<std::size_t>(id)];
 }
 
 std::optional<token_id> hf_tokenizer::token_to_id(std::string_view token) const {
-  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end())
+  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) {
     return it->second;
+  }
   if (impl_->model.byte_level) {
     auto raw = alphabet().to_bytes(token);
-    if (!raw) return std::nullopt;
-    if (auto it = impl_->model.vocab.find(*raw); it != impl_->model.vocab.end()) return it->second;
+    if (!raw) {
+      return std::nullopt;
+    }
+    if (auto it = impl_->model.vocab.find(*raw); it != impl_->model.vocab.end()) {
+      return it->second;
+    }
     return std::nullopt;
   }
-  if (auto it = impl_->model.vocab.find(token); it != impl_->model.vocab.end()) return it->second;
+  if (auto it = impl_->model.vocab.find(token); it != impl_->model.vocab.end()) {
+    return it->second;
+  }
   return std::nullopt;
 }
 

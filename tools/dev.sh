@@ -9,6 +9,9 @@
 #   tools/dev.sh lint [BASE]    clang-format on every C++ source; clang-tidy (.clang-tidy's checks)
 #                               on the C++ files changed since BASE (default HEAD~1: the last commit);
 #                               `test` runs it after the build
+#   tools/dev.sh lint --all [DIR...]  clang-format as above; clang-tidy on every .cpp under the DIRs
+#                               (default: the folders kept tidy-clean, `tidy_clean` below; `.` is the
+#                               whole tree), LEAP_JOBS at a time
 #   tools/dev.sh bundle DIR     download the Debian packages the build needs, with their
 #                               dependencies, into DIR (for a host without package access)
 #
@@ -187,17 +190,46 @@ cxx_sources() {
     grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' || true
 }
 
-# clang-format on every source, clang-tidy on the .cpp files changed since $1 (a changed header
-# brings the .cpp of the same name). Needs a configured build (compile_commands.json).
-lint() {
-  local base=${1:-${LEAP_LINT_BASE:-HEAD~1}} bad=0 f
-  local -a sources changed
+# The folders whose every .cpp passes clang-tidy (`lint --all` checks them). The others (policy/,
+# actors/, tools/, learner/) are checked file by file as commits touch them until mended too.
+tidy_clean=(common orchestrator sandbox storage tokenizer)
+
+# clang-format on every source, exit status 1 when one differs.
+lint_format() {
+  local -a sources
   mapfile -t sources < <(cxx_sources)
   if ! (cd "$root" && clang-format --dry-run --Werror "${sources[@]}" 2>"$build_dir/format.txt"); then
     grep -E '^[^ ].*(warning|error):' "$build_dir/format.txt" | cut -d: -f1 | sort -u | sed 's/^/  /' >&2
     log "lint: these files differ from .clang-format; fix with: clang-format -i FILE"
-    bad=1
+    return 1
   fi
+}
+
+# clang-tidy on every .cpp under the folders given (default: tidy_clean), LEAP_JOBS at a time: the
+# full check the per-commit one cannot be (on 2 cores it takes minutes; see the README).
+lint_all() {
+  local bad=0
+  local -a dirs files
+  dirs=("$@")
+  [[ ${#dirs[@]} -gt 0 ]] || dirs=("${tidy_clean[@]}")
+  lint_format || bad=1
+  mapfile -t files < <(git -C "$root" ls-files -- "${dirs[@]/%//*.cpp}" |
+    { grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' || true; })
+  [[ ${#files[@]} -gt 0 ]] || { log "lint --all: no .cpp file under ${dirs[*]}"; exit 2; }
+  log "lint --all: clang-tidy on ${#files[@]} file(s) under ${dirs[*]}, $jobs at a time"
+  # xargs exits 123 when any clang-tidy failed; its findings are on stdout.
+  (cd "$root" && printf '%s\0' "${files[@]}" |
+    xargs -0 -n 1 -P "$jobs" clang-tidy -p "$build_dir" --quiet --warnings-as-errors='*' 2>/dev/null) ||
+    bad=1
+  return "$bad"
+}
+
+# clang-format on every source, clang-tidy on the .cpp files changed since $1 (a changed header
+# brings the .cpp of the same name). Needs a configured build (compile_commands.json).
+lint() {
+  local base=${1:-${LEAP_LINT_BASE:-HEAD~1}} bad=0 f
+  local -a changed
+  lint_format || bad=1
   git -C "$root" rev-parse --verify --quiet "$base^{commit}" >/dev/null ||
     { log "lint: no commit '$base' to compare with (set LEAP_LINT_BASE)"; exit 2; }
   mapfile -t changed < <(cd "$root" && git diff --name-only --diff-filter=d "$base" -- |
@@ -225,7 +257,11 @@ lint() {
 case ${1:-help} in
   deps) deps ;;
   build) deps; build ;;
-  lint) deps; configure; lint "${2:-}" ;;
+  lint)
+    deps
+    configure
+    if [[ ${2:-} == --all ]]; then lint_all "${@:3}"; else lint "${2:-}"; fi
+    ;;
   test)
     deps
     build
@@ -245,6 +281,6 @@ case ${1:-help} in
     fi
     ;;
   bundle) bundle "${2:-}" ;;
-  help|-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help|-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) log "unknown command '$1' (try: run, test, deps, build, lint, bundle)"; exit 2 ;;
 esac

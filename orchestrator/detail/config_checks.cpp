@@ -123,7 +123,9 @@ bool is_loopback_url(std::string_view url) {
   if (const auto scheme = url.find("://"); scheme != std::string_view::npos) {
     url.remove_prefix(scheme + 3);
   }
-  if (url.starts_with("[::1]")) return true;
+  if (url.starts_with("[::1]")) {
+    return true;
+  }
   const std::string_view host = url.substr(0, url.find_first_of(":/"));
   return host == "localhost" || host.starts_with("127.");
 }

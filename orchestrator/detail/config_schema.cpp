@@ -113,6 +113,7 @@ field_spec choice_field(std::string key, Access access, std::vector<Enum> values
   field_spec f{std::move(key), enum_type(values), std::move(meaning), {}, {}, {}};
   f.read = [access, values](const YAML::Node& n, experiment_config& c, sink& s) {
     std::vector<std::string> names;
+    names.reserve(values.size());
     for (const Enum v : values) {
       names.push_back(to_string(v));
     }
@@ -232,7 +233,7 @@ field_spec real_list_field(std::string key, Access access, std::string meaning) 
 }
 
 template <class Access>
-field_spec real_pair_field(std::string key, Access access, range r, std::string meaning) {
+field_spec real_pair_field(std::string key, Access access, const range& r, std::string meaning) {
   field_spec f{std::move(key), "list of 2 numbers", std::move(meaning), {}, {}, {}};
   f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
     std::vector<double> values;
@@ -278,7 +279,9 @@ std::optional<std::string> check_run_name(const std::string& name) {
 }
 
 std::optional<std::string> check_torch_device(const std::string& device) {
-  if (device == "cpu" || device == "cuda") return std::nullopt;
+  if (device == "cpu" || device == "cuda") {
+    return std::nullopt;
+  }
   if (device.rfind("cuda:", 0) == 0 && device.size() > 5 &&
       std::all_of(device.begin() + 5, device.end(),
                   [](unsigned char c) { return std::isdigit(c); })) {
@@ -288,12 +291,16 @@ std::optional<std::string> check_torch_device(const std::string& device) {
 }
 
 std::optional<std::string> check_init_preset(const std::string& preset) {
-  if (preset.empty() || preset == "tiny" || preset == "small") return std::nullopt;
+  if (preset.empty() || preset == "tiny" || preset == "small") {
+    return std::nullopt;
+  }
   return "must be tiny, small or empty (the model must exist), got '" + preset + "'";
 }
 
 std::optional<std::string> check_python(const std::string& python) {
-  if (python.empty()) return "must name an interpreter (default: python3)";
+  if (python.empty()) {
+    return "must name an interpreter (default: python3)";
+  }
   if (python.find('/') != std::string::npos && python.front() != '/') {
     return "must be a name (python3) or an absolute path, not the relative path '" + python + "'";
   }
@@ -850,7 +857,9 @@ std::vector<cross_check> build_cross_checks() {
       {{"policy.weight_sync", "policy.flavour", "learner.kind", "learner.device",
         "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.policy.weight_sync != "ipc") return std::nullopt;
+         if (c.policy.weight_sync != "ipc") {
+           return std::nullopt;
+         }
          // CUDA IPC: the learner exports a device buffer that one server process on the same host
          // opens, through vLLM's weight-transfer routes.
          if (c.policy.flavour != server_flavour::vllm) {
@@ -944,7 +953,10 @@ schema::schema() : fields(build_fields()), checks(build_cross_checks()) {
       if (std::find(names.begin(), names.end(), part) == names.end()) {
         names.push_back(part);
       }
-      prefix = prefix.empty() ? part : prefix + "." + part;
+      if (!prefix.empty()) {
+        prefix += '.';
+      }
+      prefix += part;
       if (prefix != fields[i].key) {
         sections.insert(prefix);
       }

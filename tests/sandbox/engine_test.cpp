@@ -368,5 +368,48 @@ TEST(EngineTest, StreamParserIsStrict) {
   EXPECT_FALSE(parse_dump(twice, t, nonce).ok()) << "a call record out of order";
 }
 
+// An error record's first text names the failure's kind: the harness's own names map to their
+// value, anything else (only the candidate's bytes can carry it) to `other`, never an error.
+TEST(EngineTest, StreamParserReadsTheFailureKind) {
+  task t;
+  t.id = "t";
+  t.args = {{"x", value_type::i32, arg_role::input, "2", 0, 9, 0}};
+  const std::string nonce = "00112233445566778899aabbccddeeff";
+  auto stream_failing_with = [&](const std::string& kind) {
+    std::string s = "LEAPDUMP";
+    auto put = [&s](std::uint32_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(2);
+    for (int i = 0; i < 16; ++i) {
+      s.push_back(static_cast<char>(i * 0x11));
+    }
+    put(1);  // trials
+    put(0);  // reps
+    s += "SE";
+    for (const std::string& text : {kind, std::string("left_running"),
+                                    std::string("checking threads"), std::string("2 threads")}) {
+      put(static_cast<std::uint32_t>(text.size()));
+      s += text;
+    }
+    return s;
+  };
+  const std::pair<std::string, harness_failure_kind> cases[] = {
+      {"cuda_init", harness_failure_kind::cuda_init},
+      {"cuda", harness_failure_kind::cuda},
+      {"threads", harness_failure_kind::threads},
+      {"stream", harness_failure_kind::stream},
+      {"io", harness_failure_kind::other},
+      {"", harness_failure_kind::other}};
+  for (const auto& [text, kind] : cases) {
+    SCOPED_TRACE(text);
+    auto dump = parse_dump(stream_failing_with(text), t, nonce);
+    ASSERT_TRUE(dump.ok()) << dump.err().message;
+    ASSERT_TRUE(dump->failure.has_value());
+    EXPECT_EQ(dump->failure->kind, kind);
+    EXPECT_EQ(dump->failure->name, "left_running");
+    EXPECT_EQ(dump->failure->text, "2 threads");
+    EXPECT_FALSE(dump->complete);
+  }
+}
+
 }  // namespace
 }  // namespace leap::sandbox

@@ -247,15 +247,41 @@ TEST(FeedbackTest, RuntimeErrors) {
             "was killed (an infinite "
             "loop, a deadlock, or far too slow an algorithm?).");
 
-  const harness_error he{"cuda", "cudaErrorIllegalAddress",
-                         "running solve() (synchronising after it)",
-                         "an illegal memory access was encountered"};
+  const harness_failure he{harness_failure_kind::cuda, "cudaErrorIllegalAddress",
+                           "running solve() (synchronising after it)",
+                           "an illegal memory access was encountered"};
   EXPECT_EQ(harness_error_feedback(he, "some output\n"),
             "CUDA error cudaErrorIllegalAddress while running solve() (synchronising after it): an "
             "illegal memory access "
             "was encountered.\nA kernel read or wrote out of bounds; check every index against its "
             "size.\n"
             "The program's last output on stderr:\nsome output");
+}
+
+// Every kind of failure the harness reports has its own words: CUDA by name with advice, a CUDA
+// initialisation the program broke, and where and what for the rest (and for a forged kind).
+TEST(FeedbackTest, HarnessFailureKinds) {
+  EXPECT_EQ(harness_error_feedback({harness_failure_kind::cuda_init, "cudaErrorNoDevice",
+                                    "initialising CUDA", "no CUDA-capable device is detected"},
+                                   ""),
+            "Runtime error: CUDA could not be initialised in your program (cudaErrorNoDevice: no "
+            "CUDA-capable device is detected), although the GPU works; does a global or "
+            "constructor of yours call CUDA or change the environment?");
+  EXPECT_EQ(harness_error_feedback({harness_failure_kind::cuda, "cudaErrorAssert",
+                                    "running solve()", "device-side assert triggered"},
+                                   ""),
+            "CUDA error cudaErrorAssert while running solve(): device-side assert triggered.\nA "
+            "device-side assert failed.");
+  for (const auto kind :
+       {harness_failure_kind::threads, harness_failure_kind::stream, harness_failure_kind::other}) {
+    SCOPED_TRACE(to_string(kind));
+    EXPECT_EQ(
+        harness_error_feedback({kind, "left_running", "checking threads after solve() returned",
+                                "1 thread(s) were still running"},
+                               "LEAP_HARNESS_ERROR x\nlast words\n"),
+        "Runtime error while checking threads after solve() returned: 1 thread(s) were still "
+        "running.\nThe program's last output on stderr:\nlast words");
+  }
 }
 
 struct runner_case {

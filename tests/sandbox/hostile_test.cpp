@@ -119,13 +119,13 @@ class HostileTest : public ::testing::Test {
 
     // Nothing left: no process of any sandbox uid (waiting a little for runs of other test
     // processes that may share the host), no scratch directory, no escaped file.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    std::vector<pid_t> left = processes_with_uid_in(sandbox_uids());
-    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(100));  // other processes' runs, not ours
-      left = processes_with_uid_in(sandbox_uids());
-    }
+    std::vector<pid_t> left;
+    testing::wait_until(
+        [&] {
+          left = processes_with_uid_in(sandbox_uids());
+          return left.empty();
+        },
+        std::chrono::seconds(10));
     EXPECT_TRUE(left.empty()) << left.size() << " sandbox processes survived, first pid "
                               << left.front();
     std::size_t entries = 0;

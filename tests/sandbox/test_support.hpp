@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 namespace leap::sandbox::testing {
@@ -122,6 +125,24 @@ inline engine& shared_engine() {
     return std::move(created.value());
   }();
   return *e;
+}
+
+// Awaits `condition` (polled, for state that has nothing to wait on: a pipeline's counters, other
+// processes): true once it holds, false when `timeout` passed first. The sandbox tests' one sleep
+// that waits: the pause between polls, 1 ms growing to 50 ms so a slow condition costs little CPU.
+// The deadline is generous because a loaded machine only makes the condition later, never false.
+template <class Condition>
+bool wait_until(Condition condition, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::milliseconds pause(1);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return true;
 }
 
 // True when a CUDA GPU is present; `why` says what is missing otherwise.

@@ -51,19 +51,27 @@ TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
       results[i] = r.value();
     });
   }
-  // Wait until the one build is running and the others are waiting on it.
-  for (int spin = 0; spin < 1000 && builds.load() == 0; ++spin)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Released only once the one build is running and the three others wait on it, so that each of
+  // them is served by that build (shared), not by the disk entry it leaves.
+  const bool all_arrived = testing::wait_until([&] { return (*cache)->waiting() == 3; });
   {
     std::lock_guard lock(m);
     release = true;
   }
   cv.notify_all();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
+  ASSERT_TRUE(all_arrived) << (*cache)->waiting() << " callers waited on the build";
+  EXPECT_EQ((*cache)->waiting(), 0U);
   EXPECT_EQ(builds.load(), 1);
   EXPECT_EQ((*cache)->builds(), 1U);
-  for (const auto& r : results) EXPECT_EQ(r.output.artifact, "artifact");
+  int shared = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.output.artifact, "artifact");
+    shared += r.shared ? 1 : 0;
+  }
+  EXPECT_EQ(shared, 3);
   // Later lookups are disk hits, also from a freshly opened cache.
   auto reopened = compile_cache::open(dir, 1 << 20);
   ASSERT_TRUE(reopened.ok());
@@ -246,10 +254,7 @@ TEST(VerifierTest, ReportsTheWaitForARunSlot) {
   const std::string quick = fenced("python", "def add(a, b):\n    return a + b\n");
   auto first = (*v)->submit(t, slow);
   // The slot is taken: the next job, once compiled, waits for the first run to end.
-  for (int spin = 0; spin < 60'000 && (*v)->load().running == 0; ++spin) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling the pipeline's state
-  }
-  ASSERT_EQ((*v)->load().running, 1U);
+  ASSERT_TRUE(testing::wait_until([&] { return (*v)->load().running == 1; }));
   auto second = (*v)->submit(t, quick);
   auto a = first.get();
   auto b = second.get();
