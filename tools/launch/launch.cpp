@@ -458,10 +458,10 @@ run::run(run_preflight checked, run_options options) : impl_(std::make_unique<im
 }
 
 run::~run() {
+  impl_->release_clients();
   if (impl_->server) {
     impl_->server->stop();
   }
-  impl_->release_clients();
 }
 
 status run::start() {
@@ -518,8 +518,9 @@ result<run_outcome> run::wait() {
 
     caf::actor_system_config cfg;
     cfg.set("logger.verbosity", caf::atom("quiet"));
-    if (m.options.scheduler_threads > 0)
+    if (m.options.scheduler_threads > 0) {
       cfg.set("scheduler.max-threads", m.options.scheduler_threads);
+    }
     actors::register_message_types(cfg);
     if (m.checked.nodes && !m.options.services.verifier) {
       actors::configure_node_transport(cfg, m.checked.nodes->transport);

@@ -107,8 +107,9 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
   if (!folder.empty()) {
     const char* key = out.config.policy.tokenizer.empty() ? "policy.model" : "policy.tokenizer";
     auto renderer = policy::hf_chat_renderer::load(folder);
-    if (!renderer)
+    if (!renderer) {
       return error{locate(source, text, std::string(key) + ": " + renderer.err().message)};
+    }
     out.renderer = std::move(*renderer);
     out.renderer_dir = folder;
   }

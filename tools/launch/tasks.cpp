@@ -89,14 +89,16 @@ result<std::vector<policy::scripted_task>> load_scripted_suite(const std::string
   if (!tasks) {
     return tasks.err();
   }
-  if (tasks->empty())
+  if (tasks->empty()) {
     return error{root + ": no task.json under it (expected <kind>/<name>/task.json)"};
+  }
   std::vector<policy::scripted_task> out;
   out.reserve(tasks->size());
   for (const auto& t : *tasks) {
     // The backend finds a task by its prompt in the conversation, and answers with its solution.
-    if (t.prompt.empty())
+    if (t.prompt.empty()) {
       return error{t.origin + ": 'prompt' is required and must be a non-empty string"};
+    }
     if (t.solution.empty()) {
       const auto dir = std::filesystem::path(t.origin).parent_path().string();
       return error{dir + ": no solution" + std::string(sandbox::traits_of(t.kind).extension)};

@@ -49,7 +49,7 @@ void print_resume(const actors::resume_plan& plan, const experiment_config& c) {
       stored_groups += groups.size();
     }
     std::printf("resuming run '%s' at step %llu/%d (%zu groups of the steps in progress stored)\n",
-                run_id.c_str(), static_cast<unsigned long long>(plan.first_step + 1),
+                run_id.c_str(), static_cast<unsigned long long>(plan.first_step) + 1,
                 c.experiment.steps, stored_groups);
   }
 }
