@@ -51,7 +51,7 @@ struct gate_observation {
   friend bool operator==(const gate_observation&, const gate_observation&) = default;
 };
 
-// What a resumed run finds in the store (actors/resume.hpp builds it).
+// What a resumed run finds in the store (tools/launch/resume.hpp builds it).
 struct resume_plan {
   std::uint64_t first_step = 0;      // the first step without a step record
   std::uint64_t weight_version = 0;  // the weight version of the last completed step
@@ -64,7 +64,7 @@ struct resume_plan {
   // gate.adaptive_window), replayed into the fresh gate so that it decides as if never stopped.
   std::vector<gate_observation> gate_history;
   // Finished turns of the groups to redo (per-turn resume), per group and rollout: turn 0, 1, ...
-  // of each rollout as far as they may be reused (see reusable_turns in actors/resume.hpp). The
+  // of each rollout as far as they may be reused (see reusable_turns in tools/launch/resume.hpp). The
   // group's gate takes them instead of generating and verifying those turns again.
   // They were all sampled with weight_version, what the resumed run samples with until its next
   // step completes. Empty in the barrier schedule (its rounds count every turn).

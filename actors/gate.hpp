@@ -90,7 +90,7 @@ struct group_settings {
   // Live metrics (turn latencies, tokens, store waits); null: none. Default: null
   std::shared_ptr<telemetry::run_telemetry> telemetry;
   // Per-turn resume: finished turns of this group stored by an earlier process, per rollout turn 0,
-  // 1, ... (actors/resume.hpp's reusable_turns). Each is taken as that turn's result, neither
+  // 1, ... (tools/launch/resume.hpp's reusable_turns). Each is taken as that turn's result, neither
   // generated nor verified again, when the flow asks for it. Default: none
   std::vector<std::vector<turn_record>> resumed_turns;
 };

@@ -79,7 +79,7 @@ std::vector<std::string> default_forbidden(task_kind kind);
 enum class task_checks : std::uint8_t {
   full,    // validate_task: everything verification needs. Default
   format,  // task.json's own fields only: for a reader that serves a suite's answers without
-           // verifying them (the scripted policy, actors::load_scripted_suite)
+           // verifying them (the scripted policy, launch::load_scripted_suite)
 };
 
 // Parses a task.json object (suite format) without the files beside it. `context` prefixes errors

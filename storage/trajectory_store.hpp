@@ -38,7 +38,7 @@
 // Per-turn resume: put_turn() stores one finished turn of a group still in flight, durably like a
 // group; put_group() deletes the group's turns in the same atomic write. partial_turns() gives a
 // restarted run the turns of the groups it has to redo, so that it redoes only the turns that were
-// in flight (actors/resume.hpp decides which of them may be reused).
+// in flight (tools/launch/resume.hpp decides which of them may be reused).
 //
 // Thread-safety: a trajectory_store may be used from any number of threads at once (RocksDB's DB is
 // thread-safe), except that close() and the destructor must not overlap any other call. Scans read

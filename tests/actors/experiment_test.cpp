@@ -1,8 +1,8 @@
 // The experiment driver with the whole graph on CAF's deterministic test coordinator: steps end
 // when their groups are scored and the learner stepped, barrier vs streaming ordering, bounded
 // staleness, validation, and resume from the store without redoing a stored group.
-#include "actors/resume.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tools/launch/resume.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +15,8 @@ namespace {
 using testing::coordinator;
 using testing::hub;
 using testing::temp_dir;
+// The resume tests build their plan as `leap run` does (tools/launch/resume.hpp).
+using launch::plan_resume;
 
 experiment_config small_config(int steps, int batch, int group, int turns) {
   experiment_config c;

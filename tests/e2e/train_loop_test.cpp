@@ -341,23 +341,28 @@ void expect_served_weights(httplib::Client& http, const std::string& model, std:
   }
 }
 
-// policy.weight_sync nccl against `leap serve-policy --model` with vLLM's nccl weight-transfer
-// engine (gloo on this CPU build): the server joins the learner's group once, every step's weights
-// arrive by broadcast between /start_weight_update and /finish_weight_update (no step folder is
-// written), the step-2 turns are sampled from step 1's weights, and at the end the server serves
-// exactly the final checkpoint's weights under version 2.
-TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
-  const auto backends = leap::learner::broadcast_backends();
-  if (backends.empty()) GTEST_SKIP() << "this LibTorch has neither gloo nor NCCL";
+// `leap run` with policy.weight_sync `backend` (nccl or ipc) against `leap serve-policy --model`
+// started with that weight-transfer engine (`server_args` added; ipc: on the learner's GPU):
+// every step's weights reach the server through vLLM's weight-transfer routes, no step folder is
+// written, the step-2 turns are sampled from step 1's weights, and at the end the server serves
+// exactly the final checkpoint's weights under version 2, after one transfer at the start (the
+// learner's weights, version 0) and one per step, with `init_calls` /init_weight_transfer_engine.
+// `learner_yaml` lands in write_config's learner section (which ends where the policy text starts).
+void expect_weight_transfer_loop(const std::string& backend, int seed,
+                                 const std::vector<std::string>& server_args,
+                                 const std::string& learner_yaml, int init_calls) {
   loop_dir dir;
-  init_model(dir.path("model"), 7);
-  leap_process server({"serve-policy", "--model", dir.path("model"), "--port", "0",
-                       "--weight-transfer-config", R"({"backend": "nccl"})"});
-  const auto match = server.wait_for(listening, std::chrono::seconds(60));
+  init_model(dir.path("model"), seed);
+  std::vector<std::string> args = {"serve-policy", "--model", dir.path("model"), "--port", "0"};
+  args.insert(args.end(), server_args.begin(), server_args.end());
+  args.insert(args.end(), {"--weight-transfer-config", R"({"backend": ")" + backend + R"("})"});
+  leap_process server(args);
+  const auto match = server.wait_for(listening, std::chrono::seconds(120));
   ASSERT_TRUE(match) << server.output();
   const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
-  const auto config = dir.write_config("policy:\n  flavour: vllm\n  endpoints: [\"" + url +
-                                       "\"]\n  max_in_flight: 4\n  weight_sync: nccl\n");
+  const auto config =
+      dir.write_config(learner_yaml + "policy:\n  flavour: vllm\n  endpoints: [\"" + url +
+                       "\"]\n  max_in_flight: 4\n  weight_sync: " + backend + "\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
   expect_a_closed_loop(dir, run.output);
@@ -370,16 +375,24 @@ TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
   expect_served_weights(http, "model", 2, dir.path("run/checkpoints/step-00000002"));
   const auto metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
-  // One rendezvous; one transfer at the start (the learner's weights, version 0) and one per step.
-  EXPECT_NE(
-      metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 1"),
-      std::string::npos)
-      << metrics->body;
   EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
             std::string::npos)
       << metrics->body;
+  EXPECT_NE(
+      metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} " +
+                         std::to_string(init_calls)),
+      std::string::npos)
+      << metrics->body;
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+}
+
+// nccl (gloo on this CPU build): the server joins the learner's group once, in the first sync;
+// every step's weights arrive by broadcast between /start_weight_update and /finish_weight_update.
+TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
+  const auto backends = leap::learner::broadcast_backends();
+  if (backends.empty()) GTEST_SKIP() << "this LibTorch has neither gloo nor NCCL";
+  expect_weight_transfer_loop("nccl", 7, {}, "", 1);
 }
 
 // ---- policy.weight_sync ipc: a server on the learner's GPU, in another process ----
@@ -399,45 +412,12 @@ leap_process serve_on_gpu_with_ipc(const std::string& model) {
                        "--weight-transfer-config", R"({"backend": "ipc"})"});
 }
 
-// policy.weight_sync ipc against `leap serve-policy --model --device cuda` with the ipc
-// weight-transfer engine: the learner (cuda) exports one buffer, every sync copies the step's
-// weights into it at /start_weight_update and the server copies them out at /update_weights (no
-// step folder is written); the step-2 turns are sampled from step 1's weights, and at the end the
-// server serves exactly the final checkpoint's weights under version 2.
+// ipc against `leap serve-policy --model --device cuda`: the learner (cuda) exports one buffer,
+// every sync copies the step's weights into it at /start_weight_update and the server copies them
+// out at /update_weights; each sync has its (no-op) init.
 TEST(LeapRunTorch, SameGpuServerTakesEachStepByIpc) {
   if (const auto why = no_same_gpu(); !why.empty()) GTEST_SKIP() << why;
-  loop_dir dir;
-  init_model(dir.path("model"), 8);
-  auto server = serve_on_gpu_with_ipc(dir.path("model"));
-  const auto match = server.wait_for(listening, std::chrono::seconds(120));
-  ASSERT_TRUE(match) << server.output();
-  const std::string url = "http://127.0.0.1:" + std::string((*match)[1]);
-  // write_config's learner section ends where the policy text starts: "  device" lands in it.
-  const auto config =
-      dir.write_config("  device: cuda\npolicy:\n  flavour: vllm\n  endpoints: [\"" + url +
-                       "\"]\n  max_in_flight: 4\n  weight_sync: ipc\n");
-  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
-  ASSERT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
-  expect_a_closed_loop(dir, run.output);
-  EXPECT_TRUE(!fs::exists(dir.root() / "run" / "weights") ||
-              fs::is_empty(dir.root() / "run" / "weights"));
-
-  httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
-  http.set_read_timeout(60);
-  expect_served_weights(http, "model", 2, dir.path("run/checkpoints/step-00000002"));
-  const auto metrics = http.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  // One transfer at the start (the learner's weights, version 0) and one per step, each with its
-  // (no-op) init.
-  EXPECT_NE(metrics->body.find("leap_policy_requests_total{route=\"/update_weights\"} 3"),
-            std::string::npos)
-      << metrics->body;
-  EXPECT_NE(
-      metrics->body.find("leap_policy_requests_total{route=\"/init_weight_transfer_engine\"} 3"),
-      std::string::npos)
-      << metrics->body;
-  server.signal(SIGTERM);
-  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+  expect_weight_transfer_loop("ipc", 8, {"--device", "cuda"}, "  device: cuda\n", 3);
 }
 
 // A helper process for the next test, started by it (skipped otherwise): exports the model in

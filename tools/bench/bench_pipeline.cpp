@@ -1,6 +1,8 @@
 // The actor pipeline's benchmarks (issue 5), on the whole graph: experiment driver, gates,
-// debug-turn actors, scorer, RocksDB store, learner; with the in-process instant services behind
-// the real typed interfaces (actors/instant_services.hpp).
+// debug-turn actors, scorer, RocksDB store, learner, built by the composition library
+// (tools/launch/launch.hpp) as `leap run` builds them; with the in-process instant services behind
+// the real typed interfaces (tests/doubles/instant_services.hpp) in place of the policy, the verifier and
+// the learner.
 //
 //   overhead   instant policy and verifier: rollout-turns per second through the graph.
 //   schedules  the issue's latency model (generation 5-60 s log-normal, compile 1-3 s, run 0.2-1 s,
@@ -13,19 +15,13 @@
 //
 // Usage: bench_pipeline [overhead|schedules|dcp|all] [--steps N] [--threads T] [--scale S] ...
 // (--help lists every option). Prints tables; writes nothing outside a temporary folder.
-#include "actors/experiment.hpp"
 #include "actors/gate.hpp"
-#include "actors/learner.hpp"
-#include "actors/scorer.hpp"
-#include "actors/store.hpp"
 #include "orchestrator/config.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tests/doubles/instant_services.hpp"
+#include "tools/launch/launch.hpp"
 
 #include <CLI/CLI.hpp>
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -68,14 +64,17 @@ struct run_result {
 
 // Tasks as the scripted policy server plays them (policy/scripted_backend.hpp's defaults): task i
 // has difficulty 1 + i % 3 and passes its first turn with probability 0.7, 0.45 or 0.2; a debug
-// turn fixes a wrong answer with probability --fix (0.5).
-std::vector<group_task> bench_tasks(const options& o, instant_policy& policy) {
+// turn fixes a wrong answer with probability --fix (0.5). Only their id and prompt are used.
+std::vector<std::shared_ptr<const sandbox::task>> bench_tasks(const options& o,
+                                                              instant_policy& policy) {
   static constexpr double first_turn_pass[3] = {0.7, 0.45, 0.2};
-  std::vector<group_task> tasks;
+  std::vector<std::shared_ptr<const sandbox::task>> tasks;
   for (int i = 0; i < o.tasks; ++i) {
-    const std::string prompt = "task " + std::to_string(i);
-    tasks.push_back({"bench/" + std::to_string(i), prompt});
-    policy.first_turn_pass[prompt] = first_turn_pass[i % 3];
+    auto t = std::make_shared<sandbox::task>();
+    t->id = "bench/" + std::to_string(i);
+    t->prompt = "task " + std::to_string(i);
+    policy.first_turn_pass[t->prompt] = first_turn_pass[i % 3];
+    tasks.push_back(std::move(t));
   }
   return tasks;
 }
@@ -92,6 +91,9 @@ experiment_config bench_config(const options& o, int steps) {
   return c;
 }
 
+// One run of the whole graph, built by the composition library (tools/launch/launch.hpp) as
+// `leap run` builds it, with the instant policy and verifier and a null learner in place of the
+// config's.
 run_result run_graph(const options& o, const experiment_config& config,
                      const latency_profile& latency, double learner_seconds) {
   const fs::path dir =
@@ -100,62 +102,51 @@ run_result run_graph(const options& o, const experiment_config& config,
        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   run_result out;
   {
-    store_options so;
-    so.sync = o.sync;
-    auto opened = trajectory_store::open(dir / "trajectories", so);
-    if (!opened) {
-      std::fprintf(stderr, "bench_pipeline: error: %s\n", opened.err().message.c_str());
-      std::exit(1);
-    }
-    std::shared_ptr<trajectory_store> store = std::move(*opened);
-
-    caf::actor_system_config cfg;
-    cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.threads));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    caf::actor_system system{cfg};
-
     instant_policy policy;
     policy.seed = o.seed;
     policy.fix_probability = o.fix_probability;
     policy.latency = latency;
-    experiment_settings settings;
-    settings.run_id = "bench";
-    settings.config = config;
-    settings.train_tasks = bench_tasks(o, policy);
+    launch::run_preflight checked;
+    checked.config = config;
+    checked.config.experiment.run_dir = dir.string();
+    checked.tasks.train = bench_tasks(o, policy);
 
-    experiment_services services;
-    services.generator = spawn_instant_generator(system, policy);
-    services.verifier = spawn_instant_verifier(system, latency, o.seed);
-    services.scorer = spawn_scorer(system, config.reward, config.advantage);
-    services.store = spawn_store(system, store);
-    learner_actor_config lc;
-    lc.gamma = config.advantage.gamma;
-    services.learner = spawn_learner(
-        system, std::make_shared<null_learner>(learner_seconds * latency.time_scale), lc);
-    auto driver = spawn_experiment(system, std::move(settings), services);
-    {
-      caf::scoped_actor self{system};
-      const auto start = std::chrono::steady_clock::now();
-      self->request(driver, caf::infinite, run_atom_v)
-          .receive([&](const run_summary& s) { out.summary = s; },
-                   [&](caf::error& e) { out.summary.error = system.render(e); });
-      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      for (auto h : {caf::actor_cast<caf::actor>(services.generator),
-                     caf::actor_cast<caf::actor>(services.verifier),
-                     caf::actor_cast<caf::actor>(services.scorer),
-                     caf::actor_cast<caf::actor>(services.store),
-                     caf::actor_cast<caf::actor>(services.learner)}) {
-        self->send_exit(h, caf::exit_reason::user_shutdown);
-        self->wait_for(h);
+    launch::run_options ro;
+    ro.store.sync = o.sync;
+    ro.write_metrics = false;
+    ro.scheduler_threads = static_cast<std::size_t>(o.threads);
+    ro.services.generator = [&policy](caf::actor_system& system) {
+      return spawn_instant_generator(system, policy);
+    };
+    ro.services.verifier = [&latency, seed = o.seed](caf::actor_system& system) {
+      return spawn_instant_verifier(system, latency, seed);
+    };
+    ro.services.learner = [step_s = learner_seconds * latency.time_scale](std::uint64_t version) {
+      return std::make_shared<null_learner>(step_s, version);
+    };
+    launch::run run(std::move(checked), std::move(ro));
+    auto outcome = [&]() -> result<launch::run_outcome> {
+      if (auto started = run.start(); !started) {
+        return started.err();
       }
+      return run.wait();
+    }();
+    if (!outcome) {
+      std::fprintf(stderr, "bench_pipeline: error: %s\n", outcome.err().message.c_str());
+      std::exit(1);
     }
+    out.summary = outcome->summary;
+    out.seconds = outcome->run_seconds;
     if (out.summary.status != run_status::finished) {
       std::fprintf(stderr, "bench_pipeline: error: the run did not finish: %s\n",
                    out.summary.error.c_str());
       std::exit(1);
     }
+    const auto store = run.store();
     auto steps = store->steps("bench");
-    if (steps) out.steps = std::move(*steps);
+    if (steps) {
+      out.steps = std::move(*steps);
+    }
     for (const auto& s : out.steps) {
       group_query q;
       q.run_id = "bench";
@@ -242,28 +233,38 @@ void schedules(const options& o) {
     config.schedule.mode = mode;
     config.schedule.max_staleness = staleness;
     schedule_row row{name, run_graph(o, config, latency, learner_s), {}};
-    for (const auto& s : row.result.steps) row.step_ms.push_back(s.timings.wall_ms);
+    for (const auto& s : row.result.steps) {
+      row.step_ms.push_back(s.timings.wall_ms);
+    }
     rows.push_back(std::move(row));
   };
   // Step time without a learner: the pipeline alone.
   add("streaming", schedule_mode::streaming, 0, 0.0);
   add("barrier", schedule_mode::barrier, 0, 0.0);
   std::vector<double> ideal;
-  for (const auto& g : rows[0].result.groups) ideal.push_back(ideal_step_ms(g, latency, o.seed));
+  for (const auto& g : rows[0].result.groups) {
+    ideal.push_back(ideal_step_ms(g, latency, o.seed));
+  }
 
   std::printf(
       "schedules: B=%d G=%d M=%d, generation 5-60 s log-normal, compile 1-3 s, run 0.2-1 s, "
       "time x %g (1 model s = %.1f ms), unlimited verifier capacity, %d scheduler threads\n",
       o.batch, o.group, o.turns, o.scale, o.scale * 1e3, o.threads);
   std::printf("  %-10s", "step");
-  for (std::size_t s = 0; s < ideal.size(); ++s) std::printf(" %9zu", s + 1);
+  for (std::size_t s = 0; s < ideal.size(); ++s) {
+    std::printf(" %9zu", s + 1);
+  }
   std::printf(" %9s\n", "mean");
   std::printf("  %-10s", "ideal ms");
-  for (double v : ideal) std::printf(" %9.1f", v);
+  for (double v : ideal) {
+    std::printf(" %9.1f", v);
+  }
   std::printf(" %9.1f\n", mean(ideal));
   for (const auto& row : rows) {
     std::printf("  %-10s", (row.name + " ms").c_str());
-    for (double v : row.step_ms) std::printf(" %9.1f", v);
+    for (double v : row.step_ms) {
+      std::printf(" %9.1f", v);
+    }
     std::printf(" %9.1f\n", mean(row.step_ms));
   }
   const double streaming = mean(rows[0].step_ms);
@@ -283,7 +284,9 @@ void schedules(const options& o) {
   add("barrier", schedule_mode::barrier, 0, o.learner_s);
   add("stale-1", schedule_mode::streaming, 1, o.learner_s);
   double ideal_total = 0.0;
-  for (const auto& g : rows[0].result.groups) ideal_total += ideal_step_ms(g, latency, o.seed);
+  for (const auto& g : rows[0].result.groups) {
+    ideal_total += ideal_step_ms(g, latency, o.seed);
+  }
   ideal_total += o.learner_s * o.scale * 1e3 * o.schedule_steps;
   std::printf("with a learner step of %.0f model s (%.1f ms), %d steps, total wall time:\n",
               o.learner_s, o.learner_s * o.scale * 1e3, o.schedule_steps);
@@ -343,8 +346,14 @@ int main(int argc, char** argv) {
   app.add_flag("--sync", o.sync, "fsync the store's log on every commit");
   app.add_option("--seed", o.seed, "Seed of outcomes and latencies");
   CLI11_PARSE(app, argc, argv);
-  if (o.what == "overhead" || o.what == "all") overhead(o);
-  if (o.what == "schedules" || o.what == "all") schedules(o);
-  if (o.what == "dcp" || o.what == "all") dcp_vs_full(o);
+  if (o.what == "overhead" || o.what == "all") {
+    overhead(o);
+  }
+  if (o.what == "schedules" || o.what == "all") {
+    schedules(o);
+  }
+  if (o.what == "dcp" || o.what == "all") {
+    dcp_vs_full(o);
+  }
   return 0;
 }

@@ -22,7 +22,7 @@ struct daemon_options {
   std::filesystem::path home;  // created (mode 0700) when missing
   // Checks a submitted config as `leap run` will (`yaml`, its name for messages, the folder its run
   // starts in); an error refuses the submission with 400 and the message. Empty: only the keys are
-  // checked. `leap daemon` passes the run's own preflight (tools/leap/run_preflight.hpp).
+  // checked. `leap daemon` passes the run's own preflight (tools/launch/launch.hpp).
   std::function<status(const std::string& yaml, const std::string& source,
                        const std::filesystem::path& cwd)>
       check_submission;

@@ -1,7 +1,7 @@
 // `leap config`: check an experiment config and print it resolved, or print the key reference.
 #include "orchestrator/config.hpp"
+#include "tools/launch/launch.hpp"
 #include "tools/leap/command.hpp"
-#include "tools/leap/run_preflight.hpp"
 
 #include <iostream>
 #include <memory>
@@ -47,7 +47,7 @@ void add_config_command(CLI::App& app, int* exit_code) {
   check->callback([path, use, exit_code] {
     result<experiment_config> checked = error{""};
     if (*use == "run") {
-      auto preflight = preflight_run(*path);
+      auto preflight = launch::preflight_run(*path);
       checked = preflight ? result<experiment_config>(std::move(preflight->config))
                           : result<experiment_config>(preflight.err());
     } else {

@@ -2,8 +2,8 @@
 // (see tools/daemon/daemon.hpp and the README's "Daemon" section).
 #include "tools/daemon/daemon.hpp"
 #include "tools/daemon/home.hpp"
+#include "tools/launch/launch.hpp"
 #include "tools/leap/command.hpp"
-#include "tools/leap/run_preflight.hpp"
 
 #include <iostream>
 #include <memory>
@@ -37,7 +37,7 @@ void add_daemon(CLI::App& app, int* exit_code) {
     // fails at its start for a reason of its config.
     options.check_submission = [](const std::string& yaml, const std::string& source,
                                   const std::filesystem::path& cwd) -> status {
-      auto checked = preflight_run_text(yaml, source, cwd);
+      auto checked = launch::preflight_run_text(yaml, source, cwd);
       if (!checked) return checked.err();
       return ok_status();
     };

@@ -2,13 +2,13 @@
 // machine without vLLM. Backends: `scripted` (a task suite's known good and wrong answers) and
 // `torch` (--model DIR: a byte-level model served by LibTorch, weights reloaded by the
 // weight-update routes from a learner checkpoint).
-#include "actors/tasks.hpp"
 #include "actors/torch_policy_backend.hpp"
 #include "common/signals.hpp"
 #include "learner/model_config.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/server.hpp"
 #include "policy/server_faults.hpp"
+#include "tools/launch/tasks.hpp"
 #include "tools/leap/command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -94,7 +94,7 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
     config.first_turn_pass[d] = *p;
   }
 
-  auto tasks = actors::load_scripted_suite(o.suite);
+  auto tasks = launch::load_scripted_suite(o.suite);
   if (!tasks) {
     return tasks.err().wrap("--suite");
   }

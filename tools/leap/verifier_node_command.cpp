@@ -6,7 +6,6 @@
 #include "actors/messages.hpp"
 #include "actors/node_guard.hpp"
 #include "actors/remote_verifier.hpp"
-#include "actors/tasks.hpp"
 #include "actors/verifier.hpp"
 #include "actors/verifier_node.hpp"
 #include "common/log.hpp"
@@ -14,8 +13,9 @@
 #include "common/signals.hpp"
 #include "orchestrator/config.hpp"
 #include "sandbox/verifier.hpp"
+#include "tools/launch/launch.hpp"
+#include "tools/launch/tasks.hpp"
 #include "tools/leap/command.hpp"
-#include "tools/leap/verifier_settings.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -79,7 +79,7 @@ int run_node(const node_options& o) {
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
   bool has_cuda = false;
   for (const auto& suite : o.suites) {
-    auto loaded = actors::load_task_source(suite);
+    auto loaded = launch::load_task_source(suite);
     if (!loaded) return fail("--suite " + suite + ": " + loaded.err().message);
     for (auto& t : *loaded) {
       has_cuda = has_cuda || t.kind == task_kind::cuda;
@@ -107,7 +107,8 @@ int run_node(const node_options& o) {
     return fail("--tls-certificate and --tls-key: a TLS node needs its own certificate");
   }
 
-  auto verifier = sandbox::verifier::create(sandbox_settings(section, has_cuda, o.cache_dir));
+  auto verifier =
+      sandbox::verifier::create(launch::sandbox_settings(section, has_cuda, o.cache_dir));
   if (!verifier) return fail("verifier: " + verifier.err().message);
   const int compile_workers = (*verifier)->compile_workers();
   const int run_slots = (*verifier)->run_slots();

@@ -1,4 +1,4 @@
-#include "tools/leap/run_metrics.hpp"
+#include "tools/launch/metrics.hpp"
 
 #include "common/log.hpp"
 #include "policy/client.hpp"
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
-namespace leap::cli {
+namespace leap::launch {
 
 run_metrics::run_metrics(std::filesystem::path run_dir, run_metrics_options options,
                          policy::policy_client* client, sandbox::verifier* verifier)
@@ -32,12 +32,16 @@ void run_metrics::request_write() {
 void run_metrics::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stopped_) return;
+    if (stopped_) {
+      return;
+    }
     stopped_ = true;
     stopping_ = true;
   }
   wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
   // The writer is gone: nothing samples the client or the verifier any more.
   client_ = nullptr;
   verifier_ = nullptr;
@@ -65,7 +69,9 @@ void run_metrics::loop() {
     } else {
       wake_.wait(lock, [this] { return stopping_ || requested_; });
     }
-    if (stopping_) break;
+    if (stopping_) {
+      break;
+    }
     requested_ = false;
     lock.unlock();
     write();
@@ -82,7 +88,9 @@ void run_metrics::write() {
     t.compiling.set(static_cast<double>(load.compiling));
     t.running.set(static_cast<double>(load.running));
   }
-  if (client_ != nullptr) t.policy_in_flight.set(static_cast<double>(client_->stats().in_flight));
+  if (client_ != nullptr) {
+    t.policy_in_flight.set(static_cast<double>(client_->stats().in_flight));
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   t.tokens_per_second.set(tokens_rate_.update(t.generated_tokens.value(), seconds));
@@ -105,4 +113,4 @@ void run_metrics::write() {
   ++writes_;
 }
 
-}  // namespace leap::cli
+}  // namespace leap::launch

@@ -1,7 +1,7 @@
 // The tasks of a run, from the project's own suite: kinds filtered, a seeded validation split or a
 // separate validation suite, and errors that name the config key. The scripted policy's suite, read
 // with the same reader: every kind, and errors that name the file and key.
-#include "actors/tasks.hpp"
+#include "tools/launch/tasks.hpp"
 
 #include "tests/actors/test_support.hpp"
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <functional>
 
-namespace leap::actors {
+namespace leap::launch {
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ void copy_tasks(const fs::path& root, const std::vector<std::string>& tasks) {
 }
 
 TEST(LoadRunTasksTest, FiltersKindsAndHoldsOutASeededSplit) {
-  testing::temp_dir dir;
+  actors::testing::temp_dir dir;
   copy_tasks(dir.path() / "suite",
              {"cpp/axpby", "cpp/prefix_sum_int", "python/flatten", "python/two_sum"});
   data_section data;
@@ -53,7 +53,7 @@ TEST(LoadRunTasksTest, FiltersKindsAndHoldsOutASeededSplit) {
 }
 
 TEST(LoadRunTasksTest, ErrorsNameTheKey) {
-  testing::temp_dir dir;
+  actors::testing::temp_dir dir;
   copy_tasks(dir.path() / "suite", {"python/flatten"});
   struct row {
     const char* name;
@@ -91,7 +91,7 @@ void write_task(const fs::path& root, const std::string& id, const std::string& 
 
 // Every kind, as the sandbox reads it: the scripted policy once refused kernelbench and digits.
 TEST(ScriptedSuiteTest, ServesEveryKindWithItsFence) {
-  testing::temp_dir dir;
+  actors::testing::temp_dir dir;
   copy_tasks(dir.path(), {"cpp/axpby", "cuda/vector_add", "python/flatten"});
   write_task(dir.path(), "digits/seven", R"({"id": "digits/seven", "kind": "digits", "target": 7})",
              "solution.txt", "7\n");
@@ -157,14 +157,14 @@ TEST(ScriptedSuiteTest, ErrorsNameTheFileAndKey) {
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
-    testing::temp_dir dir;
+    actors::testing::temp_dir dir;
     copy_tasks(dir.path(), {"cpp/axpby", "cuda/vector_add"});
     r.damage(dir.path());
     const auto tasks = load_scripted_suite(dir.path().string());
     ASSERT_FALSE(tasks.ok());
     EXPECT_NE(tasks.err().message.find(r.error), std::string::npos) << tasks.err().message;
   }
-  testing::temp_dir empty;
+  actors::testing::temp_dir empty;
   EXPECT_NE(load_scripted_suite(empty.path().string()).err().message.find("no task.json"),
             std::string::npos);
   EXPECT_NE(load_scripted_suite((empty.path() / "missing").string())
@@ -174,4 +174,4 @@ TEST(ScriptedSuiteTest, ErrorsNameTheFileAndKey) {
 }
 
 }  // namespace
-}  // namespace leap::actors
+}  // namespace leap::launch

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace leap::actors {
+namespace leap::launch {
 
 struct run_tasks {
   std::vector<std::shared_ptr<const sandbox::task>> train;
@@ -43,4 +43,4 @@ struct run_tasks {
 [[nodiscard]] result<std::vector<policy::scripted_task>> load_scripted_suite(
     const std::string& root);
 
-}  // namespace leap::actors
+}  // namespace leap::launch

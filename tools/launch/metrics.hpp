@@ -1,4 +1,4 @@
-// `leap run`'s live metrics: the registry and the run's metric set
+// The run's live metrics (internal to the library): the registry and the run's metric set
 // (orchestrator/run_telemetry.hpp), and a writer thread that renders them to RUN_DIR/metrics.prom
 // (Prometheus text) and RUN_DIR/metrics.json every `interval_s` seconds and whenever a step ends,
 // each file replaced atomically (temporary file + rename), so `leap daemon` (which serves the file
@@ -29,7 +29,7 @@ namespace leap::sandbox {
 class verifier;
 }
 
-namespace leap::cli {
+namespace leap::launch {
 
 struct run_metrics_options {
   // Seconds between writes of the metrics files; 0 writes only at each step's end and at exit.
@@ -79,4 +79,4 @@ class run_metrics {
   std::thread thread_;
 };
 
-}  // namespace leap::cli
+}  // namespace leap::launch

@@ -1,10 +1,9 @@
-#include "tools/leap/run_preflight.hpp"
-
 #include "sandbox/task.hpp"
+#include "tools/launch/launch.hpp"
 
 #include <set>
 
-namespace leap::cli {
+namespace leap::launch {
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,14 +28,18 @@ bool sets_any_section(const std::string& text) {
   std::set<std::string> sections;
   for (const auto& doc : config_keys()) {
     const std::string section = doc.key.substr(0, doc.key.find('.'));
-    if (sections.insert(section).second && config_key_line(text, section)) return true;
+    if (sections.insert(section).second && config_key_line(text, section)) {
+      return true;
+    }
   }
   return false;
 }
 
 // `path` as `leap run` started in `base_dir` would open it.
 std::string from(const fs::path& base_dir, const std::string& path) {
-  if (path.empty() || base_dir.empty() || fs::path(path).is_absolute()) return path;
+  if (path.empty() || base_dir.empty() || fs::path(path).is_absolute()) {
+    return path;
+  }
   return (base_dir / path).lexically_normal().string();
 }
 
@@ -44,11 +47,15 @@ std::string from(const fs::path& base_dir, const std::string& path) {
 
 std::string tokenizer_folder(const experiment_config& config,
                              const std::function<std::string(const std::string&)>& resolve) {
-  if (!config.policy.tokenizer.empty()) return resolve(config.policy.tokenizer);
+  if (!config.policy.tokenizer.empty()) {
+    return resolve(config.policy.tokenizer);
+  }
   if (config.policy.flavour == server_flavour::embedded && !config.policy.model.empty()) {
     const std::string model = resolve(config.policy.model);
     std::error_code ec;
-    if (fs::exists(fs::path(model) / "tokenizer.json", ec)) return model;
+    if (fs::exists(fs::path(model) / "tokenizer.json", ec)) {
+      return model;
+    }
   }
   return {};
 }
@@ -56,7 +63,9 @@ std::string tokenizer_folder(const experiment_config& config,
 result<run_preflight> preflight_run_text(const std::string& text, const std::string& source,
                                          const fs::path& base_dir) {
   auto parsed = parse_config(text, source);
-  if (!parsed) return parsed.err();
+  if (!parsed) {
+    return parsed.err();
+  }
   if (parsed->data.train.empty() && !sets_any_section(text)) {
     return error{source + ": the config is empty: leap run needs at least data.train (the tasks " +
                  "to train on); `leap config keys` lists every key"};
@@ -69,11 +78,15 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
   data_section data = out.config.data;
   data.train = from(base_dir, data.train);
   data.validation = from(base_dir, data.validation);
-  auto tasks = actors::load_run_tasks(data, static_cast<std::uint64_t>(out.config.experiment.seed));
-  if (!tasks) return error{locate(source, text, tasks.err().message)};
+  auto tasks = load_run_tasks(data, static_cast<std::uint64_t>(out.config.experiment.seed));
+  if (!tasks) {
+    return error{locate(source, text, tasks.err().message)};
+  }
   out.tasks = std::move(*tasks);
   for (const auto* list : {&out.tasks.train, &out.tasks.validation}) {
-    for (const auto& t : *list) out.has_cuda = out.has_cuda || t->kind == task_kind::cuda;
+    for (const auto& t : *list) {
+      out.has_cuda = out.has_cuda || t->kind == task_kind::cuda;
+    }
   }
 
   if (!out.config.verifier.nodes.empty()) {
@@ -83,7 +96,9 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
     verifier.tls_key = from(base_dir, verifier.tls_key);
     verifier.tls_ca = from(base_dir, verifier.tls_ca);
     auto nodes = actors::dispatcher_settings_of(verifier);
-    if (!nodes) return error{locate(source, text, nodes.err().message)};
+    if (!nodes) {
+      return error{locate(source, text, nodes.err().message)};
+    }
     out.nodes = std::move(*nodes);
   }
 
@@ -92,8 +107,9 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
   if (!folder.empty()) {
     const char* key = out.config.policy.tokenizer.empty() ? "policy.model" : "policy.tokenizer";
     auto renderer = policy::hf_chat_renderer::load(folder);
-    if (!renderer)
+    if (!renderer) {
       return error{locate(source, text, std::string(key) + ": " + renderer.err().message)};
+    }
     out.renderer = std::move(*renderer);
     out.renderer_dir = folder;
   }
@@ -102,8 +118,10 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
 
 result<run_preflight> preflight_run(const std::string& path) {
   auto text = read_config_file(path);
-  if (!text) return text.err();
+  if (!text) {
+    return text.err();
+  }
   return preflight_run_text(*text, path, {});
 }
 
-}  // namespace leap::cli
+}  // namespace leap::launch

@@ -16,22 +16,22 @@ class trajectory_store;
 struct stored_turn;
 }  // namespace leap
 
-namespace leap::actors {
+namespace leap::launch {
 
 // first_step: one past the last step with a step record; weight_version: that record's.
 // train_done: the training groups stored for the steps that may have been in flight (first_step
 // up to first_step + schedule.max_staleness). validation_pending: completed steps whose validation
-// was due (validation_due()) but has fewer than `validation_tasks` groups stored.
+// was due (actors::validation_due()) but has fewer than `validation_tasks` groups stored.
 // gate_history (gate policy dcp_adaptive only, else empty): the n_fail and size of the last
 // gate.adaptive_window stored training groups, in (step, group) order.
 // partial_turns: the stored finished turns of the groups this plan redoes (training groups of the
 // steps in flight not in train_done, validation groups of validation_pending not stored), as
 // reusable_turns() keeps them for plan.weight_version; none in the barrier schedule.
 // Errors: the store's read errors. An unknown run gives the plan of a new run.
-[[nodiscard]] result<resume_plan> plan_resume(const trajectory_store& store,
-                                              const std::string& run_id,
-                                              const experiment_config& config,
-                                              std::size_t validation_tasks);
+[[nodiscard]] result<actors::resume_plan> plan_resume(const trajectory_store& store,
+                                                      const std::string& run_id,
+                                                      const experiment_config& config,
+                                                      std::size_t validation_tasks);
 
 // The turns of one group that a restarted run may take instead of sampling them again: per rollout
 // (0 .. group_size-1), turns 0, 1, ... as long as each is stored and was sampled with `version`
@@ -43,4 +43,4 @@ namespace leap::actors {
                                                                    std::uint64_t version,
                                                                    int group_size, int max_turns);
 
-}  // namespace leap::actors
+}  // namespace leap::launch

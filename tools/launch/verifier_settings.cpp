@@ -1,9 +1,9 @@
-#include "tools/leap/verifier_settings.hpp"
+#include "tools/launch/launch.hpp"
 
 #include <chrono>
 #include <cstdint>
 
-namespace leap::cli {
+namespace leap::launch {
 
 sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
                                           const std::string& cache_dir) {
@@ -30,9 +30,11 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
   // gpu_slots bounds GPU runs; CPU-only task sets use the sandbox's default (one per core).
   if (has_cuda && s.gpu_slots > 0) {
     v.run_slots = s.gpu_slots;
-    for (int i = 0; i < s.gpu_slots; ++i) v.gpus.push_back(i);
+    for (int i = 0; i < s.gpu_slots; ++i) {
+      v.gpus.push_back(i);
+    }
   }
   return v;
 }
 
-}  // namespace leap::cli
+}  // namespace leap::launch

@@ -3,7 +3,7 @@
 // finished turns across a restart (taken as stored, never generated again), only turns sampled
 // with the version the restarted run samples with are reused, and a validation group's turns all
 // carry the weights of the step it validates even while training goes on.
-#include "actors/resume.hpp"
+#include "tools/launch/resume.hpp"
 
 #include "tests/actors/test_support.hpp"
 
@@ -15,6 +15,9 @@
 
 namespace leap::actors {
 namespace {
+
+using launch::plan_resume;
+using launch::reusable_turns;
 
 using testing::coordinator;
 using testing::hub;

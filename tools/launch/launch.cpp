@@ -1,0 +1,672 @@
+#include "tools/launch/launch.hpp"
+
+#include "actors/generator.hpp"
+#include "actors/learner.hpp"
+#include "actors/log_sink.hpp"
+#include "actors/renderer.hpp"
+#include "actors/scorer.hpp"
+#include "actors/store.hpp"
+#include "actors/torch_learner.hpp"
+#include "actors/torch_policy_backend.hpp"
+#include "actors/torch_weight_transfer.hpp"
+#include "actors/verifier.hpp"
+#include "common/log.hpp"
+#include "policy/client.hpp"
+#include "policy/dialect.hpp"
+#include "policy/scripted_backend.hpp"
+#include "policy/server.hpp"
+#include "policy/vocabulary.hpp"
+#include "policy/weight_sync.hpp"
+#include "tools/launch/metrics.hpp"
+#include "tools/launch/resume.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <optional>
+
+namespace leap::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+policy::client_config client_settings(const experiment_config& c,
+                                      const std::vector<std::string>& endpoints) {
+  policy::client_config cc;
+  cc.flavour = wire_of(c.policy.flavour);
+  for (const auto& url : endpoints) {
+    cc.endpoints.push_back({url, c.policy.max_in_flight});
+  }
+  cc.model = c.policy.model;
+  cc.request_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(c.policy.request_timeout_s * 1000));
+  cc.retry.max_attempts = c.policy.retries + 1;
+  cc.seed = c.experiment.seed;
+  cc.stream = c.policy.stream;
+  return cc;
+}
+
+// Waits for `answer`, polling `interrupted` (the future's producer is the client's loop, bounded
+// by its retries and turn deadline). nullopt: interrupted first.
+template <class T>
+std::optional<T> await(std::future<T>& answer, const std::function<bool()>& interrupted) {
+  while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (interrupted()) {
+      return std::nullopt;
+    }
+  }
+  return answer.get();
+}
+
+// Before any turn: the routes the run needs answer in the flavour's shape (policy_client::
+// preflight), so that a server that cannot serve the run fails it now, with the reason, instead
+// of failing every turn.
+status check_policy_endpoints(policy::policy_client& client,
+                              const actors::prompt_renderer* renderer,
+                              const std::function<bool()>& interrupted) {
+  policy::preflight_request probe;
+  const std::vector<actors::chat_text> hello{{"user", "Say hello."}};
+  if (renderer == nullptr) {
+    probe.tokenize_probe = {{"user", "Say hello."}};
+  } else {
+    auto ids = renderer->render({}, hello);
+    if (!ids) {
+      return ids.err().wrap("rendering a test prompt");
+    }
+    probe.prompt = std::move(*ids);
+  }
+  auto done = std::make_shared<std::promise<result<std::vector<policy::endpoint_check>>>>();
+  auto answer = done->get_future();
+  client.preflight(std::move(probe), [done](auto checks) { done->set_value(std::move(checks)); });
+  auto checks = await(answer, interrupted);
+  if (!checks) {
+    return error{"interrupted by a signal"};
+  }
+  if (!*checks) {
+    return checks->err();
+  }
+  return ok_status();
+}
+
+// A weight transfer of policy.weight_sync nccl or ipc, opened, with the plans it syncs by.
+struct opened_transfer {
+  std::unique_ptr<actors::torch_weight_transfer> transfer;
+  policy::weight_sync_plan first_plan;  // the first sync's: nccl forms the group in it
+  policy::weight_sync_plan step_plan;   // every later step's
+};
+
+result<opened_transfer> open_transfer(const experiment_config& c,
+                                      const std::shared_ptr<actors::torch_learner>& learner,
+                                      const std::string& endpoint) {
+  const std::string what = "policy.weight_sync " + c.policy.weight_sync;
+  opened_transfer out;
+  if (c.policy.weight_sync == "ipc") {
+    // The learner's exported CUDA buffer, which the server copies out of at each /update_weights.
+    auto opened = actors::torch_weight_transfer::open_ipc(learner);
+    if (!opened) {
+      return opened.err();
+    }
+    out.transfer = std::move(*opened);
+  } else {
+    // For the rendezvous and for each tensor's broadcast: the server joins as soon as its
+    // /init_weight_transfer_engine arrives, and the largest tensor of a 7B model is 1 GB. A run
+    // that fails while the learner waits for a server that will not join ends after it.
+    constexpr std::chrono::milliseconds transfer_timeout{120'000};
+    auto opened =
+        actors::torch_weight_transfer::open(learner, endpoint, c.learner.device, transfer_timeout);
+    if (!opened) {
+      return opened.err();
+    }
+    out.transfer = std::move(*opened);
+  }
+  auto info = out.transfer->update_info();
+  if (!info) {
+    return info.err().wrap(what);
+  }
+  if (c.policy.weight_sync == "ipc") {
+    out.first_plan = policy::vllm_transfer_ipc_plan(*info);
+    out.step_plan = out.first_plan;
+  } else {
+    out.first_plan = policy::vllm_transfer_nccl_plan(out.transfer->init_info(), *info);
+    out.step_plan = policy::vllm_transfer_nccl_plan("", *info);
+  }
+  return out;
+}
+
+// The first sync of a weight transfer, for nccl and ipc alike: sends the learner's weights of
+// `version` (a resumed run's server starts from the model folder, not from the checkpoint the
+// learner resumed); for nccl the server joins the learner's broadcast group in it.
+status first_sync(policy::policy_client& client, actors::torch_weight_transfer& transfer,
+                  const policy::weight_sync_plan& plan, std::uint64_t version,
+                  const std::function<bool()>& interrupted) {
+  policy::weight_sync_request first;
+  first.version = std::to_string(version);
+  first.companion = transfer.companion();
+  auto done = std::make_shared<std::promise<status>>();
+  auto answer = done->get_future();
+  // The client's stop ends the sync; its callback fires before the client is gone.
+  client.sync_weights(0, plan, std::move(first),
+                      [done](status s) { done->set_value(std::move(s)); });
+  auto synced = await(answer, interrupted);
+  if (!synced) {
+    return error{"interrupted by a signal during the first weight sync"};
+  }
+  return *synced;
+}
+
+std::vector<actors::group_task> group_tasks(
+    const std::vector<std::shared_ptr<const sandbox::task>>& tasks) {
+  std::vector<actors::group_task> out;
+  out.reserve(tasks.size());
+  for (const auto& t : tasks) {
+    out.push_back({t->id, t->prompt});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Members in the order they are built; teardown() takes them down in the reverse order, which
+// is also the order the destructor would.
+struct run::impl {
+  run_preflight checked;
+  run_options options;
+  log::ids ids;
+  fs::path run_dir;
+
+  std::mutex mutex;
+  bool stop_requested = false;
+  std::optional<actors::experiment_actor> driver;  // while wait() runs the graph
+
+  std::shared_ptr<trajectory_store> store;
+  run_record record;
+  actors::resume_plan plan;
+  std::shared_ptr<actors::torch_learner> torch_learner;
+  std::unique_ptr<policy::policy_server> server;
+  std::vector<std::string> endpoints;
+  std::shared_ptr<const actors::prompt_renderer> renderer;
+  std::unique_ptr<policy::policy_client> client;
+  std::unique_ptr<actors::torch_weight_transfer> transfer;
+  std::optional<policy::weight_sync_plan> sync_plan;
+  std::unique_ptr<sandbox::verifier> verifier;
+
+  bool stopping() {
+    std::lock_guard lock(mutex);
+    return stop_requested;
+  }
+
+  status open_store();
+  status make_learner();
+  status start_embedded_server();
+  status connect_policy();
+  // The transfer's last job calls back into the client: it goes first; the client's destructor
+  // runs the cancelled callbacks, which may still send into the actor system.
+  void release_clients() {
+    transfer.reset();
+    client.reset();
+    verifier.reset();
+  }
+};
+
+status run::impl::open_store() {
+  const experiment_config& c = checked.config;
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) {
+    return error{run_dir.string() + ": cannot create the run folder: " + ec.message()};
+  }
+  auto opened = trajectory_store::open(store_path_of_run_dir(run_dir), options.store);
+  if (!opened) {
+    return opened.err();
+  }
+  store = std::move(*opened);
+  if (const auto& lost = store->lost_writes()) {
+    log::warn(store->path().string() + ": " + lost->describe() + "; going on with what it holds",
+              ids);
+  }
+  const std::string& run_id = c.experiment.name;
+  auto existing = store->get_run(run_id);
+  if (!existing) {
+    return existing.err();
+  }
+  record = run_record{run_id, checked.text, actors::unix_ms(), run_status::running};
+  if (*existing) {
+    auto stored = parse_config((*existing)->config_yaml, run_dir.string() + " (stored config)");
+    if (!stored) {
+      return stored.err();
+    }
+    if (auto diff = resume_conflicts(*stored, c); !diff.empty()) {
+      std::string message = run_dir.string() + " holds run '" + run_id +
+                            "' started with another config; resume needs the same experiment " +
+                            "(only where and how fast it runs may change: endpoints, timeouts, " +
+                            "worker counts, steps, ...). Differences:";
+      for (const auto& d : diff) {
+        message += "\n  " + d;
+      }
+      return error{message + "\nUse another experiment.run_dir or experiment.name for a new run."};
+    }
+    record.created_unix_ms = (*existing)->created_unix_ms;
+  }
+  auto planned = plan_resume(*store, run_id, c, checked.tasks.validation.size());
+  if (!planned) {
+    return planned.err();
+  }
+  plan = std::move(*planned);
+  if (auto put = store->put_run(record); !put) {
+    return put;
+  }
+  if (options.events.on_resume) {
+    options.events.on_resume(plan);
+  }
+  return ok_status();
+}
+
+// learner.kind torch: LibTorch training learner.model_path (resuming from the newest checkpoint
+// in the run folder), with a random model written there first when learner.init_preset asks.
+status run::impl::make_learner() {
+  const experiment_config& c = checked.config;
+  if (options.services.learner || c.learner.kind != learner_kind::torch) {
+    return ok_status();
+  }
+  std::error_code ec;
+  if (!c.learner.init_preset.empty() &&
+      !fs::exists(fs::path(c.learner.model_path) / "config.json", ec)) {
+    // With policy.tokenizer the model gets that vocabulary and its files.
+    const std::string with_tokenizer = c.policy.tokenizer.empty() ? "" : checked.renderer_dir;
+    auto written = actors::write_random_model(c.learner.init_preset, c.learner.model_path,
+                                              static_cast<std::uint64_t>(c.experiment.seed),
+                                              "float32", with_tokenizer);
+    if (!written) {
+      return written.err().wrap("learner.init_preset");
+    }
+    if (options.events.on_model_written) {
+      options.events.on_model_written(
+          {c.learner.init_preset, c.learner.model_path, with_tokenizer, written->parameters});
+    }
+  }
+  actors::torch_learner_options lo;
+  lo.model_dir = c.learner.model_path;
+  lo.checkpoint_dir = c.learner.checkpoint_dir.empty() ? (run_dir / "checkpoints").string()
+                                                       : c.learner.checkpoint_dir;
+  lo.weights_dir = (run_dir / "weights").string();
+  lo.trainer = actors::trainer_options_of(c.learner);
+  lo.checkpoint_every = c.learner.checkpoint_every;
+  lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
+  lo.initial_version = plan.weight_version;
+  // The embedded server shares this process: the weights reach it in memory, no folder per step.
+  // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
+  // policy.weight_sync nccl broadcasts the weights, ipc shares them in GPU memory: no folder per
+  // step either.
+  lo.in_memory = (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty() &&
+                  c.policy.weight_sync != "disk") ||
+                 c.policy.weight_sync == "nccl" || c.policy.weight_sync == "ipc";
+  auto created = actors::torch_learner::create(std::move(lo));
+  if (!created) {
+    return created.err();
+  }
+  torch_learner = std::move(*created);
+  return ok_status();
+}
+
+// policy.flavour embedded: the project's server in-process, the LibTorch backend on policy.model
+// (starting from the weights the torch learner holds: a resumed run's newest checkpoint), else
+// the scripted backend on the tasks' solutions.
+status run::impl::start_embedded_server() {
+  const experiment_config& c = checked.config;
+  endpoints = c.policy.endpoints;
+  if (c.policy.flavour != server_flavour::embedded) {
+    return ok_status();
+  }
+  policy::server_config server_config;
+  server_config.host = "127.0.0.1";
+  server_config.port = 0;
+  server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
+  std::shared_ptr<policy::policy_backend> backend;
+  if (!c.policy.model.empty()) {
+    const std::string weights = torch_learner ? torch_learner->current_weights() : c.policy.model;
+    auto model_config = learner::read_model_config(weights);
+    if (!model_config) {
+      return model_config.err().wrap("policy.model");
+    }
+    actors::torch_backend_options backend_options;
+    backend_options.device = c.learner.device;
+    std::shared_ptr<const policy::vocabulary> served_vocab;  // null: the byte-level tokenizer
+    if (checked.renderer) {
+      served_vocab = policy::make_vocabulary(checked.renderer, checked.renderer_dir);
+      backend_options.vocab = served_vocab;
+    }
+    if (torch_learner) {
+      // Weak: the learner actor owns the learner and may be gone while the server still stands.
+      backend_options.source = [owner = std::weak_ptr<actors::torch_learner>(torch_learner)](
+                                   learner::policy& target, std::int64_t version) -> status {
+        auto held = owner.lock();
+        if (!held) {
+          return error{"the learner has stopped"};
+        }
+        return held->copy_weights_to(target, version);
+      };
+    }
+    auto made = actors::make_torch_policy_backend(weights, backend_options);
+    if (!made) {
+      return made.err().wrap("policy.model");
+    }
+    backend = std::move(*made);
+    server_config.model_name = c.policy.model;  // the name the client sends
+    server_config.model_path = c.policy.model;
+    server_config.max_model_len =
+        static_cast<int>(std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
+    server_config.weight_version = static_cast<std::int64_t>(plan.weight_version);
+    server_config.vocab = served_vocab;
+    server_config.vocab_size = static_cast<int>(model_config->vocab_size);
+  } else {
+    policy::scripted_config sc;
+    sc.seed = c.experiment.seed;
+    for (const auto* list : {&checked.tasks.train, &checked.tasks.validation}) {
+      for (const auto& t : *list) {
+        if (!t->solution.empty()) {
+          sc.tasks.push_back(scripted_task_of(*t));
+        }
+      }
+    }
+    auto made = policy::scripted_backend::create(std::move(sc));
+    if (!made) {
+      return made.err().wrap("policy.flavour embedded");
+    }
+    backend = std::move(*made);
+  }
+  auto started = policy::policy_server::start(server_config, std::move(backend));
+  if (!started) {
+    return started.err().wrap("policy.flavour embedded");
+  }
+  server = std::move(*started);
+  endpoints = {server->base_url()};
+  return ok_status();
+}
+
+// The policy client, its endpoint check and, for policy.weight_sync nccl or ipc with the torch
+// learner, the weight transfer and its first sync.
+status run::impl::connect_policy() {
+  const experiment_config& c = checked.config;
+  // Prompts render here with the tokenizer tokenizer_folder() chose (policy.tokenizer, or the
+  // embedded model's own), for every flavour; else the embedded server's byte-level template is
+  // rendered here, and any other server renders with its own chat template through /tokenize.
+  if (checked.renderer) {
+    renderer = actors::make_chat_renderer(checked.renderer);
+  } else if (c.policy.flavour == server_flavour::embedded) {
+    renderer = actors::make_byte_chatml_renderer();
+  }
+  auto made = policy::policy_client::create(client_settings(c, endpoints));
+  if (!made) {
+    return made.err().wrap("policy");
+  }
+  client = std::move(*made);
+  const auto interrupted = [this] { return stopping(); };
+  if (auto checked_endpoints = check_policy_endpoints(*client, renderer.get(), interrupted);
+      !checked_endpoints) {
+    return checked_endpoints.err().wrap("policy endpoint check");
+  }
+  // The torch learner's weights reach the servers through their load route, each step's version
+  // recorded: vLLM reloads the step folder (/collective_rpc reload_weights with weights_path);
+  // SGLang loads it (/update_weights_from_disk); the embedded server takes the same SGLang route
+  // with the in-memory path, which its backend serves from the learner. policy.weight_sync nccl:
+  // vLLM's weight-transfer routes, the learner broadcasting alongside; ipc: the same routes, the
+  // learner filling its exported buffer at "start".
+  if (!torch_learner) {
+    return ok_status();
+  }
+  if (c.policy.weight_sync != "nccl" && c.policy.weight_sync != "ipc") {
+    sync_plan = policy::disk_sync_plan(c.policy.flavour);
+    return ok_status();
+  }
+  auto opened = open_transfer(c, torch_learner, endpoints.front());
+  if (!opened) {
+    return opened.err();
+  }
+  transfer = std::move(opened->transfer);
+  sync_plan = std::move(opened->step_plan);
+  // nccl forms the broadcast group in the first sync.
+  const std::string what =
+      "policy.weight_sync " + c.policy.weight_sync +
+      (c.policy.weight_sync == "nccl" ? ": forming the broadcast group with the server"
+                                      : ": the first weight sync with the server");
+  if (auto synced =
+          first_sync(*client, *transfer, opened->first_plan, plan.weight_version, interrupted);
+      !synced) {
+    transfer.reset();
+    if (stopping()) {
+      return synced;
+    }
+    return synced.err().wrap(what);
+  }
+  return ok_status();
+}
+
+run::run(run_preflight checked, run_options options) : impl_(std::make_unique<impl>()) {
+  impl_->checked = std::move(checked);
+  // What the store keeps must parse back to this config: a resumed run compares the two.
+  if (impl_->checked.text.empty()) {
+    impl_->checked.text = render_config(impl_->checked.config);
+  }
+  impl_->options = std::move(options);
+  impl_->ids = log::ids{impl_->checked.config.experiment.name};
+  impl_->run_dir = impl_->checked.config.experiment.run_dir;
+}
+
+run::~run() {
+  impl_->release_clients();
+  if (impl_->server) {
+    impl_->server->stop();
+  }
+}
+
+status run::start() {
+  impl& m = *impl_;
+  if (auto s = m.open_store(); !s) {
+    return s;
+  }
+  if (auto s = m.make_learner(); !s) {
+    return s;
+  }
+  if (!m.options.services.generator) {
+    if (auto s = m.start_embedded_server(); !s) {
+      return s;
+    }
+    if (auto s = m.connect_policy(); !s) {
+      return s;
+    }
+  }
+  if (!m.options.services.verifier) {
+    // The compile cache lives in the run folder unless verifier.cache_dir names another.
+    const experiment_config& c = m.checked.config;
+    const std::string cache_dir =
+        c.verifier.cache_dir.empty() ? (m.run_dir / "cache").string() : "";
+    auto made =
+        sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.has_cuda, cache_dir));
+    if (!made) {
+      return made.err().wrap("verifier");
+    }
+    m.verifier = std::move(*made);
+  }
+  return ok_status();
+}
+
+void run::stop() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->stop_requested = true;
+  if (impl_->driver) {
+    caf::anon_send(*impl_->driver, actors::stop_atom_v);
+  }
+}
+
+result<run_outcome> run::wait() {
+  impl& m = *impl_;
+  const experiment_config& c = m.checked.config;
+  run_outcome out;
+  {
+    // Live metrics: RUN_DIR/metrics.prom and metrics.json (tools/launch/metrics.hpp).
+    std::optional<run_metrics> metrics;
+    if (m.options.write_metrics) {
+      metrics.emplace(m.run_dir, run_metrics_options{m.options.metrics_interval_s}, m.client.get(),
+                      m.verifier.get());
+    }
+    const auto telemetry = metrics ? metrics->telemetry() : nullptr;
+
+    caf::actor_system_config cfg;
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    if (m.options.scheduler_threads > 0) {
+      cfg.set("scheduler.max-threads", m.options.scheduler_threads);
+    }
+    actors::register_message_types(cfg);
+    if (m.checked.nodes && !m.options.services.verifier) {
+      actors::configure_node_transport(cfg, m.checked.nodes->transport);
+    }
+    caf::actor_system system{cfg};
+
+    actors::experiment_services services;
+    if (m.options.services.generator) {
+      services.generator = m.options.services.generator(system);
+    } else {
+      actors::generator_pool_config gc;
+      gc.max_in_flight = c.policy.max_in_flight * static_cast<int>(m.endpoints.size());
+      gc.initial_weight_version = m.plan.weight_version;
+      gc.telemetry = telemetry;
+      if (m.sync_plan) {
+        gc.sync_plan = *m.sync_plan;
+      }
+      if (m.transfer) {
+        gc.sync_companion = m.transfer->companion();
+      }
+      services.generator = actors::spawn_generator_pool(system, *m.client, m.renderer, gc);
+    }
+    std::optional<actors::verifier_actor> local_verifier;
+    if (m.options.services.verifier) {
+      services.verifier = m.options.services.verifier(system);
+    } else {
+      auto table =
+          std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+      for (const auto* list : {&m.checked.tasks.train, &m.checked.tasks.validation}) {
+        for (const auto& t : *list) {
+          table->emplace(t->id, t);
+        }
+      }
+      actors::verifier_pool_config vc;
+      vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
+      local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
+      services.verifier = *local_verifier;
+      // Remote verifier nodes: a dispatcher stands in for the local pool
+      // (actors/remote_verifier.hpp).
+      if (auto nodes = m.checked.nodes) {
+        nodes->log = actors::program_log(m.ids);
+        services.verifier = actors::spawn_verifier_dispatcher(system, *local_verifier, *nodes);
+      } else {
+        local_verifier.reset();  // the pool is the service itself
+      }
+    }
+    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
+    services.store = actors::spawn_store(system, m.store);
+    actors::learner_actor_config lc;
+    lc.gamma = c.advantage.gamma;
+    lc.telemetry = telemetry;
+    std::shared_ptr<actors::learner_backend> learner;
+    if (m.options.services.learner) {
+      learner = m.options.services.learner(m.plan.weight_version);
+    } else if (m.torch_learner) {
+      learner = std::move(m.torch_learner);
+    }
+    if (!learner) {
+      learner = actors::make_record_learner(m.run_dir / "batches", m.plan.weight_version);
+    }
+    services.learner = actors::spawn_learner(system, std::move(learner), lc);
+
+    actors::experiment_settings settings;
+    settings.run_id = c.experiment.name;
+    settings.config = c;
+    settings.train_tasks = group_tasks(m.checked.tasks.train);
+    settings.validation_tasks = group_tasks(m.checked.tasks.validation);
+    settings.resume = m.plan;
+    settings.probe_fraction = c.gate.probe_fraction;
+    settings.telemetry = telemetry;
+    settings.progress = m.options.events.progress;
+    if (metrics) {
+      // Each step's end writes the metrics files too.
+      settings.progress.on_step =
+          [writer = &*metrics,
+           on_step = std::move(settings.progress.on_step)](const actors::step_progress& p) {
+            if (on_step) {
+              on_step(p);
+            }
+            writer->request_write();
+          };
+    }
+
+    {
+      caf::scoped_actor self{system};
+      {
+        std::lock_guard lock(m.mutex);
+        m.driver = actors::spawn_experiment(system, std::move(settings), services);
+        if (m.stop_requested) {
+          caf::anon_send(*m.driver, actors::stop_atom_v);
+        }
+      }
+      const auto started = std::chrono::steady_clock::now();
+      self->request(*m.driver, caf::infinite, actors::run_atom_v)
+          .receive([&](const actors::run_summary& s) { out.summary = s; },
+                   [&](caf::error& e) {
+                     // A stop before the run started stops the driver before it answers.
+                     out.summary.status =
+                         m.stopping() ? run_status::interrupted : run_status::failed;
+                     out.summary.error = system.render(e);
+                   });
+      out.run_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      {
+        std::lock_guard lock(m.mutex);
+        m.driver.reset();
+      }
+      if (m.stopping() && m.options.events.on_stopping) {
+        m.options.events.on_stopping();
+      }
+      // Stop the services before the objects they wrap go away.
+      for (const auto& service : {caf::actor_cast<caf::actor>(services.generator),
+                                  caf::actor_cast<caf::actor>(services.verifier),
+                                  caf::actor_cast<caf::actor>(services.scorer),
+                                  caf::actor_cast<caf::actor>(services.store),
+                                  caf::actor_cast<caf::actor>(services.learner)}) {
+        self->send_exit(service, caf::exit_reason::user_shutdown);
+      }
+      self->wait_for(services.generator, services.verifier, services.scorer, services.store,
+                     services.learner);
+      if (local_verifier) {
+        self->send_exit(*local_verifier, caf::exit_reason::user_shutdown);  // behind a dispatcher
+        self->wait_for(*local_verifier);
+      }
+    }
+    // The last metrics write; the writer samples the client and the verifier no more.
+    if (metrics) {
+      metrics->stop();
+    }
+    m.release_clients();
+  }
+  if (m.server) {
+    m.server->stop();
+  }
+
+  out.status = out.summary.status == run_status::running ? run_status::failed : out.summary.status;
+  m.record.status = out.status;
+  if (auto put = m.store->put_run(m.record); !put) {
+    return put.err();
+  }
+  return out;
+}
+
+const run_preflight& run::checked() const { return impl_->checked; }
+const std::vector<std::string>& run::endpoints() const { return impl_->endpoints; }
+std::shared_ptr<trajectory_store> run::store() const { return impl_->store; }
+
+}  // namespace leap::launch

@@ -1,0 +1,215 @@
+// The composition library: builds a run from a checked config (store, tasks, model, servers,
+// weight transfer, actor graph), runs it and tears it down in order. `leap run` is a thin command
+// over it (tools/leap/run_command.cpp), the daemon's child is that command, and the benchmarks
+// that drive the whole graph (tools/bench/bench_pipeline.cpp) build their runs with it too, with
+// their own services in place of the policy, verifier or learner.
+//
+// Errors are values with context (what was being built, the config key, the file); nothing here
+// prints them. The order of what `run::start` builds, and what each failure says, is in
+// tools/launch/README.md.
+//
+// The first part is every check `leap run` makes of a config before it starts, in one place:
+// `leap config check`, `leap run` and the daemon's `leap submit` call the same function, so that a
+// config one of them accepts never fails another's start for a reason of the config (a key, a file
+// it names, a task kind, a remote node's secret). What only the run can find out (a server that
+// does not answer, a store that is in use) is not a config reason and is not checked there.
+#pragma once
+
+#include "actors/experiment.hpp"
+#include "actors/learner.hpp"
+#include "actors/remote_verifier.hpp"
+#include "common/result.hpp"
+#include "orchestrator/config.hpp"
+#include "policy/hf_renderer.hpp"
+#include "sandbox/verifier.hpp"
+#include "storage/trajectory_store.hpp"
+#include "tools/launch/tasks.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace caf {
+class actor_system;
+}
+
+namespace leap::launch {
+
+struct run_preflight {
+  // The config file as read: what the run stores (empty: render_config(config) is stored).
+  std::string text;
+  experiment_config config;
+  run_tasks tasks;
+  bool has_cuda = false;                             // a training or validation task of kind cuda
+  std::optional<actors::dispatcher_settings> nodes;  // verifier.nodes set
+  // The tokenizer and chat template prompts are rendered with here (tokenizer_folder's rule),
+  // loaded; null when the endpoint renders (its /tokenize) or the byte-level template applies.
+  std::shared_ptr<const policy::hf_chat_renderer> renderer;
+  std::string renderer_dir;  // the folder it was loaded from
+};
+
+// The one rule for which folder's tokenizer a run uses: policy.tokenizer when set (any flavour);
+// else, for the embedded server with a policy.model folder holding tokenizer.json, that folder
+// (the embedded server then serves that vocabulary too); else "" (the embedded server's byte-level
+// template, or the endpoint's /tokenize). `resolve` maps a configured path to the one to open.
+[[nodiscard]] std::string tokenizer_folder(
+    const experiment_config& config, const std::function<std::string(const std::string&)>& resolve);
+
+// Reads `path` and checks it for `leap run`. Errors, one problem per line, each as
+// "PATH:LINE: key: what is wrong" where the key is set in the file (parse_config's format): the
+// file missing, unreadable or a folder; everything parse_config refuses; an empty config;
+// data.train empty, missing, unreadable or without a task of data.task_kinds; an unknown task kind;
+// the verifier nodes' secret and TLS files; policy.tokenizer's folder (its tokenizer and chat
+// template load, and the template can continue a conversation with feedback). Relative paths are
+// the process's (as `leap run` reads them).
+[[nodiscard]] result<run_preflight> preflight_run(const std::string& path);
+
+// The same for config text whose relative paths are relative to `base_dir` (the daemon checks a
+// submission against the folder its `leap run` will start in). `source` names the text in errors.
+[[nodiscard]] result<run_preflight> preflight_run_text(const std::string& text,
+                                                       const std::string& source,
+                                                       const std::filesystem::path& base_dir);
+
+// The sandbox's settings from a config's verifier section: one mapping for `leap run` and
+// `leap verifier-node`, so that a node verifies exactly as the orchestrator's own pool would.
+// `cache_dir`, when not empty, overrides the section's verifier.cache_dir; with both empty the
+// sandbox's default cache folder is used. GPU run slots only when the task set has cuda tasks.
+[[nodiscard]] sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
+                                                        const std::string& cache_dir);
+
+// ---- the run ------------------------------------------------------------------------------------
+
+// A random model learner.init_preset wrote (the run's learner.model_path had none).
+struct written_model {
+  std::string preset;
+  std::string path;
+  std::string tokenizer_dir;  // "": byte-level
+  std::int64_t parameters = 0;
+};
+
+// What a run tells its caller as it goes; every member may be empty. on_resume, on_model_written
+// and on_stopping run on the caller's thread (start(), wait()); `progress` on the driver's.
+struct run_events {
+  // The store's plan for this run, once it is read (a new run's plan is all zero).
+  std::function<void(const actors::resume_plan&)> on_resume;
+  std::function<void(const written_model&)> on_model_written;
+  // A stop came: the run now waits for the compiles and runs in flight.
+  std::function<void()> on_stopping;
+  actors::progress_sink progress;
+};
+
+// Services that take the place of the ones the config names (benchmarks, tests). Each spawns in
+// the run's actor system when wait() builds the graph.
+struct service_overrides {
+  // The policy: no policy client, embedded server, endpoint check or weight transfer is made;
+  // policy.* is not used. Default: none
+  std::function<actors::generator_actor(caf::actor_system&)> generator;
+  // The verifier: no sandbox and no remote nodes are made. Default: none
+  std::function<actors::verifier_actor(caf::actor_system&)> verifier;
+  // The learner backend, made with the weight version the run starts from (the resume plan's): no
+  // torch or record learner is made. Default: none
+  std::function<std::shared_ptr<actors::learner_backend>(std::uint64_t initial_version)> learner;
+};
+
+struct run_options {
+  // How the store opens (store_options.accept_lost_writes: go on with a store that lost
+  // acknowledged writes; sync: fsync each commit). Default: store_options{}
+  store_options store;
+  // Write RUN_DIR/metrics.prom and metrics.json. Default: true
+  bool write_metrics = true;
+  // Seconds between metrics writes; 0: only at each step's end and at exit. Default: 5
+  double metrics_interval_s = 5.0;
+  // CAF scheduler threads; 0: CAF's default (one per core). Default: 0
+  std::size_t scheduler_threads = 0;
+  run_events events;
+  service_overrides services;
+};
+
+struct run_outcome {
+  // finished, interrupted (stop()) or failed (summary.error says why); never running.
+  run_status status = run_status::failed;
+  actors::run_summary summary;
+  // Seconds from the driver's start to its answer (the graph's own time, without set-up and
+  // teardown).
+  double run_seconds = 0.0;
+};
+
+// One run of the config, in the run folder experiment.run_dir (created when missing). A folder
+// that holds the run already continues it (same experiment; only where and how fast it runs may
+// differ). Not copyable; start() and wait() are called once each, in that order, from one thread;
+// stop() from any thread at any time.
+class run {
+ public:
+  run(run_preflight checked, run_options options);
+  ~run();  // stops and tears down whatever start() built
+  run(const run&) = delete;
+  run& operator=(const run&) = delete;
+
+  // Builds everything but the actor graph, in this order: the run folder, the store (opened,
+  // the run's record checked against the stored config and written "running"), the resume plan,
+  // the learner (a random model first when learner.init_preset asks), the embedded server, the
+  // policy client and its endpoint check, the weight transfer and its first sync, the verifier.
+  // Errors name what failed (tools/launch/README.md lists them); a stop() during the endpoint
+  // check or the first sync ends it with "interrupted by a signal ...".
+  [[nodiscard]] status start();
+
+  // Spawns the actor graph, runs the experiment to its end (or a stop()), tears the graph and
+  // every part down in order and writes the run's final status to the store. A failed run is an
+  // outcome (status failed), not an error; errors: writing the run record.
+  [[nodiscard]] result<run_outcome> wait();
+
+  // Ends the run early: before the graph runs, start() fails at its next wait and wait() ends at
+  // once; while it runs, the driver abandons the groups in flight (the next run redoes them).
+  // Thread-safe; idempotent.
+  void stop();
+
+  [[nodiscard]] const run_preflight& checked() const;
+  // The policy endpoints the run uses (the embedded server's URL for that flavour); valid after
+  // start().
+  [[nodiscard]] const std::vector<std::string>& endpoints() const;
+  // The store; null before start().
+  [[nodiscard]] std::shared_ptr<trajectory_store> store() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// ---- signals ------------------------------------------------------------------------------------
+
+// Waits for SIGINT/SIGTERM (routed to it by common/signals.hpp: call signals::route before any
+// thread starts) until it is destroyed, through a run's teardown (the verifier's destructor waits
+// for the compiles and runs in flight). The first signal calls the hook (a run's stop()), once
+// there is one; a second exits the process at once, at any point. Exiting at once is as safe as
+// kill -9: every group the store acknowledged is durable, the groups and the step in flight are
+// redone by the next `leap run`, and the run record stays "running" until then.
+class signal_watcher {
+ public:
+  signal_watcher();
+  ~signal_watcher();
+  signal_watcher(const signal_watcher&) = delete;
+  signal_watcher& operator=(const signal_watcher&) = delete;
+
+  // The first signal calls `stop`; called at once when one came already. Clear it (an empty
+  // function) before what it refers to goes away.
+  void on_first_signal(std::function<void()> stop);
+  [[nodiscard]] int signal() const { return signal_; }
+
+ private:
+  void watch();
+
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::mutex mutex_;
+  std::function<void()> stop_;
+  std::thread thread_;
+};
+
+}  // namespace leap::launch
