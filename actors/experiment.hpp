@@ -64,10 +64,10 @@ struct resume_plan {
   // gate.adaptive_window), replayed into the fresh gate so that it decides as if never stopped.
   std::vector<gate_observation> gate_history;
   // Finished turns of the groups to redo (per-turn resume), per group and rollout: turn 0, 1, ...
-  // of each rollout as far as they may be reused (see reusable_turns in tools/launch/resume.hpp). The
-  // group's gate takes them instead of generating and verifying those turns again.
-  // They were all sampled with weight_version, what the resumed run samples with until its next
-  // step completes. Empty in the barrier schedule (its rounds count every turn).
+  // of each rollout as far as they may be reused (see reusable_turns in tools/launch/resume.hpp).
+  // The group's gate takes them instead of generating and verifying those turns again. They were
+  // all sampled with weight_version, what the resumed run samples with until its next step
+  // completes. Empty in the barrier schedule (its rounds count every turn).
   std::map<group_key, std::vector<std::vector<turn_record>>> partial_turns;
 };
 
