@@ -59,10 +59,10 @@ std::uint64_t steps_of(const experiment_config& config) {
 }
 
 // The stored turns of the groups the plan redoes, grouped and filtered by reusable_turns().
-result<std::map<actors::group_key, std::vector<std::vector<turn_record>>>> partial_turns_of(
+result<std::map<group_key, std::vector<std::vector<turn_record>>>> partial_turns_of(
     const trajectory_store& store, const std::string& run_id, const experiment_config& config,
     const actors::resume_plan& plan) {
-  std::map<actors::group_key, std::vector<std::vector<turn_record>>> out;
+  std::map<group_key, std::vector<std::vector<turn_record>>> out;
   if (config.schedule.mode == schedule_mode::barrier) {
     return out;
   }
@@ -85,12 +85,12 @@ result<std::map<actors::group_key, std::vector<std::vector<turn_record>>>> parti
     return it == done.end() ||
            std::find(it->second.begin(), it->second.end(), g.group_index) == it->second.end();
   };
-  std::map<actors::group_key, std::vector<stored_turn>> by_group;
+  std::map<group_key, std::vector<stored_turn>> by_group;
   for (auto& t : *turns) {
     if (!redone(t.group)) {
       continue;
     }
-    by_group[actors::group_key{t.group.step, t.group.split, t.group.group_index}].push_back(
+    by_group[group_key{t.group.step, t.group.split, t.group.group_index}].push_back(
         std::move(t));
   }
   for (auto& [key, group_turns] : by_group) {
@@ -172,7 +172,7 @@ result<actors::resume_plan> plan_resume(const trajectory_store& store, const std
   }
   if (validation_tasks > 0) {
     for (std::uint64_t s = 0; s < plan.first_step && s < steps; ++s) {
-      if (!actors::validation_due(s, steps, config.rollout.validation.every)) {
+      if (!validation_due(s, steps, config.rollout.validation.every)) {
         continue;
       }
       auto done = store.completed_groups(run_id, s, split_kind::validation);

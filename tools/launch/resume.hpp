@@ -21,7 +21,7 @@ namespace leap::launch {
 // first_step: one past the last step with a step record; weight_version: that record's.
 // train_done: the training groups stored for the steps that may have been in flight (first_step
 // up to first_step + schedule.max_staleness). validation_pending: completed steps whose validation
-// was due (actors::validation_due()) but has fewer than `validation_tasks` groups stored.
+// was due (validation_due()) but has fewer than `validation_tasks` groups stored.
 // gate_history (gate policy dcp_adaptive only, else empty): the n_fail and size of the last
 // gate.adaptive_window stored training groups, in (step, group) order.
 // partial_turns: the stored finished turns of the groups this plan redoes (training groups of the

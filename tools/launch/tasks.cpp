@@ -137,7 +137,7 @@ result<run_tasks> load_run_tasks(const data_section& data, std::uint64_t seed) {
     out.train = share(std::move(*kept));
     return out;
   }
-  const auto split = actors::split_tasks(seed, kept->size(), data.validation_fraction);
+  const auto split = split_tasks(seed, kept->size(), data.validation_fraction);
   for (auto i : split.train) {
     out.train.push_back(std::make_shared<const sandbox::task>((*kept)[i]));
   }
