@@ -603,17 +603,7 @@ void try_start_steps(experiment_pointer self) {
 
 gate_ruling rule(adaptive_gate& gate, int n_fail, int group_size) {
   gate_ruling r;
-  switch (gate.config().policy) {
-    case gate_policy::none:
-      r.thresholds = {1, 0};
-      break;
-    case gate_policy::full:
-      r.thresholds = {1, group_size};
-      break;
-    default:
-      r.thresholds = gate.current_range(group_size);
-      break;
-  }
+  r.thresholds = gate.ruling_range(group_size);
   r.decision = gate.decide_and_record(n_fail, group_size);
   return r;
 }

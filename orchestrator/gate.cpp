@@ -109,6 +109,19 @@ fail_range adaptive_gate::current_range(int group_size) const {
   return {lo, std::max(lo, hi)};
 }
 
+fail_range adaptive_gate::ruling_range(int group_size) const {
+  switch (config_.policy) {
+    case gate_policy::none:
+      return {1, 0};
+    case gate_policy::full:
+      return {1, group_size};
+    case gate_policy::dcp:
+    case gate_policy::dcp_adaptive:
+      return current_range(group_size);
+  }
+  return current_range(group_size);  // not reached: every policy is a case above
+}
+
 gate_decision adaptive_gate::decide_and_record(int n_fail, int group_size) {
   if (group_size < 1) {
     return gate_decision::closed_no_debug;

@@ -105,6 +105,11 @@ class adaptive_gate {
   // before. For policy dcp it is always resolve_thresholds().
   [[nodiscard]] fail_range current_range(int group_size) const;
 
+  // The range a group is ruled with, as recorded beside its decision: {1, 0} for policy none (no
+  // count opens), {1, group_size} for full (every failure opens), current_range() for dcp and
+  // dcp_adaptive. A switch on the policy without default:, so a new policy must say its range.
+  [[nodiscard]] fail_range ruling_range(int group_size) const;
+
   // Groups in the window (at most adaptive_window).
   [[nodiscard]] std::size_t groups_seen() const { return history_.size(); }
 

@@ -153,6 +153,31 @@ struct resolve_case {
   fail_range expected;
 };
 
+TEST(Gate, RulingRangeIsWhatEachPolicyOpens) {
+  // The range recorded beside a decision must be the one the decision used: every count inside it
+  // opens the group and every count outside does not.
+  for (const auto policy :
+       {gate_policy::none, gate_policy::full, gate_policy::dcp, gate_policy::dcp_adaptive}) {
+    gate_config c;
+    c.policy = policy;
+    adaptive_gate gate(c);
+    const int g = 8;
+    const fail_range range = gate.ruling_range(g);
+    for (int n = 1; n <= g; ++n) {
+      adaptive_gate fresh(c);
+      const bool opens = fresh.decide_and_record(n, g) == gate_decision::open;
+      EXPECT_EQ(opens, range.lo <= n && n <= range.hi)
+          << "policy " << static_cast<int>(policy) << ", " << n << " of " << g;
+    }
+  }
+  gate_config none;
+  none.policy = gate_policy::none;
+  EXPECT_EQ(adaptive_gate(none).ruling_range(8), (fail_range{1, 0}));
+  gate_config full;
+  full.policy = gate_policy::full;
+  EXPECT_EQ(adaptive_gate(full).ruling_range(8), (fail_range{1, 8}));
+}
+
 TEST(Gate, ResolveThresholdsTable) {
   using enum threshold_unit;
   const double nan = std::nan("");
