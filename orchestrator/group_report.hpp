@@ -22,6 +22,7 @@ struct group_key {
   std::uint32_t group = 0;
 
   friend bool operator==(const group_key&, const group_key&) = default;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted operator<=> (its 0).
   friend auto operator<=>(const group_key&, const group_key&) = default;
 };
 

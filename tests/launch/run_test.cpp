@@ -3,8 +3,8 @@
 // bench_pipeline builds its runs: a run goes to its end and records itself, a second run on the
 // folder continues it, another experiment in the folder is refused, a stop ends it interrupted,
 // and a run folder that cannot be made is an error naming it.
-#include "tests/doubles/instant_services.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/doubles/instant_services.hpp"
 #include "tools/launch/launch.hpp"
 
 #include <gtest/gtest.h>

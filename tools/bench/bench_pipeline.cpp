@@ -1,8 +1,8 @@
 // The actor pipeline's benchmarks (issue 5), on the whole graph: experiment driver, gates,
 // debug-turn actors, scorer, RocksDB store, learner, built by the composition library
 // (tools/launch/launch.hpp) as `leap run` builds them; with the in-process instant services behind
-// the real typed interfaces (tests/doubles/instant_services.hpp) in place of the policy, the verifier and
-// the learner.
+// the real typed interfaces (tests/doubles/instant_services.hpp) in place of the policy, the
+// verifier and the learner.
 //
 //   overhead   instant policy and verifier: rollout-turns per second through the graph.
 //   schedules  the issue's latency model (generation 5-60 s log-normal, compile 1-3 s, run 0.2-1 s,

@@ -90,8 +90,7 @@ result<std::map<group_key, std::vector<std::vector<turn_record>>>> partial_turns
     if (!redone(t.group)) {
       continue;
     }
-    by_group[group_key{t.group.step, t.group.split, t.group.group_index}].push_back(
-        std::move(t));
+    by_group[group_key{t.group.step, t.group.split, t.group.group_index}].push_back(std::move(t));
   }
   for (auto& [key, group_turns] : by_group) {
     const int size =
