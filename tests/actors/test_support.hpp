@@ -76,12 +76,16 @@ struct hub {
 
   [[nodiscard]] std::size_t count_events(const std::string& prefix) const {
     std::size_t n = 0;
-    for (const auto& e : events) n += e.rfind(prefix, 0) == 0 ? 1 : 0;
+    for (const auto& e : events) {
+      n += e.rfind(prefix, 0) == 0 ? 1 : 0;
+    }
     return n;
   }
   [[nodiscard]] std::ptrdiff_t first_event(const std::string& prefix) const {
     for (std::size_t i = 0; i < events.size(); ++i) {
-      if (events[i].rfind(prefix, 0) == 0) return static_cast<std::ptrdiff_t>(i);
+      if (events[i].rfind(prefix, 0) == 0) {
+        return static_cast<std::ptrdiff_t>(i);
+      }
     }
     return -1;
   }
@@ -106,7 +110,9 @@ inline generation_result test_answer(const instant_policy& policy, const generat
                                      std::uint64_t version) {
   generation_result g;
   const bool correct = instant_correct(policy, r);
-  for (const auto& m : r.append) g.input_tokens.push_back(static_cast<token_id>(m.content.size()));
+  for (const auto& m : r.append) {
+    g.input_tokens.push_back(static_cast<token_id>(m.content.size()));
+  }
   g.text = correct ? "PASS" : "FAIL";
   g.output_tokens = {10, 11, 12};
   g.output_logprobs = {-0.1f, -0.2f, -0.3f};
@@ -205,7 +211,9 @@ inline test_learner_actor::behavior_type test_learner(
         st.shared->learned.push_back(key);
         if (st.shared->store) {
           auto stored = st.shared->store->get_group({g.run_id, g.step, g.split, g.group_index});
-          if (!stored || !*stored) st.shared->learned_unstored.push_back(to_string(key));
+          if (!stored || !*stored) {
+            st.shared->learned_unstored.push_back(to_string(key));
+          }
         }
         st.sequences[g.step] += g.rollouts.size();
         return {};
@@ -274,7 +282,9 @@ class coordinator {
     scheduler_ = &dynamic_cast<caf::scheduler::test_coordinator&>(system_->scheduler());
   }
   ~coordinator() {
-    for (auto& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : actors_) {
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    }
     run();
     actors_.clear();
   }
@@ -315,7 +325,7 @@ struct run_waiter_state {
 };
 
 inline void request_run(coordinator& c, const experiment_actor& driver,
-                        std::shared_ptr<std::optional<run_summary>> out) {
+                        const std::shared_ptr<std::optional<run_summary>>& out) {
   c.keep(c.system().spawn([driver, out](caf::event_based_actor* self) {
     self->request(driver, caf::infinite, run_atom_v)
         .then(

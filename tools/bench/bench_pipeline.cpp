@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -326,9 +327,7 @@ void dcp_vs_full(const options& o) {
   std::printf("\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   options o;
   CLI::App app{"Benchmarks of the actor pipeline: overhead, schedules, DCP vs full"};
   app.add_option("what", o.what, "overhead, schedules, dcp or all")
@@ -356,4 +355,16 @@ int main(int argc, char** argv) {
     dcp_vs_full(o);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A failure that surfaces as an exception (an allocation, CAF's start) ends with a message.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_pipeline: error: %s\n", e.what());
+    return 1;
+  }
 }
