@@ -328,12 +328,7 @@ class control_service {
 }  // namespace
 
 std::vector<route> control_routes(const server_context& context) {
-  auto service = std::make_shared<control_service>(context);
-  const auto bind = [&service](auto method) -> route_handler {
-    return [service, method](const httplib::Request& req, httplib::Response& res) {
-      return ((*service).*method)(req, res);
-    };
-  };
+  const auto bind = route_binder(std::make_shared<control_service>(context));
   using s = control_service;
   constexpr auto get = http_method::get;
   constexpr auto post = http_method::post;

@@ -689,12 +689,7 @@ class generation_service {
 }  // namespace
 
 std::vector<route> generation_routes(const server_context& context) {
-  auto service = std::make_shared<generation_service>(context);
-  const auto bind = [&service](auto method) -> route_handler {
-    return [service, method](const httplib::Request& req, httplib::Response& res) {
-      return ((*service).*method)(req, res);
-    };
-  };
+  const auto bind = route_binder(std::make_shared<generation_service>(context));
   return {
       {http_method::post, "/v1/completions", bind(&generation_service::completions)},
       {http_method::post, "/v1/chat/completions", bind(&generation_service::chat)},

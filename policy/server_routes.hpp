@@ -12,6 +12,7 @@
 #include "policy/wire.hpp"
 
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,6 +38,17 @@ template <class Parse, class... Args>
     return body.err();
   }
   return std::invoke(std::forward<Parse>(parse), std::as_const(*body), std::forward<Args>(args)...);
+}
+
+// Makes routes' handlers of a service's member handlers: bind(&service_type::handler) calls it on
+// `service`, which every handler made so keeps alive.
+template <class Service>
+[[nodiscard]] auto route_binder(std::shared_ptr<Service> service) {
+  return [service = std::move(service)](auto method) -> route_handler {
+    return [service, method](const httplib::Request& req, httplib::Response& res) {
+      return ((*service).*method)(req, res);
+    };
+  };
 }
 
 // A request the client got wrong: a 400 with the error's message as it is.
