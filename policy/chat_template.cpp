@@ -526,11 +526,11 @@ std::vector<token> tokenize(const std::string& source, const source_map& positio
 enum class nk {
   // statements
   text,
-  if_,
-  for_,
-  set_,
-  break_,
-  continue_,
+  if_block,
+  for_loop,
+  set_stmt,
+  break_stmt,
+  continue_stmt,
   comment,
   // expressions
   string_lit,
@@ -706,7 +706,7 @@ class parser {
     const std::string name = tokens_[cur_].value;
     if (name == "set") {
       ++cur_;
-      auto n = make(nk::set_, opened);
+      auto n = make(nk::set_stmt, opened);
       n->a = parse_expression_sequence(false);
       if (is(tok::equals)) {
         ++cur_;
@@ -730,7 +730,7 @@ class parser {
     }
     if (name == "for") {
       ++cur_;
-      auto n = make(nk::for_, opened);
+      auto n = make(nk::for_loop, opened);
       n->a = parse_expression_sequence(true);
       if (n->a->kind != nk::identifier && n->a->kind != nk::tuple_lit) {
         error("expected a name or a tuple of names for the loop variable");
@@ -760,7 +760,7 @@ class parser {
     }
     if (name == "break" || name == "continue") {
       ++cur_;
-      auto n = make(name == "break" ? nk::break_ : nk::continue_, opened);
+      auto n = make(name == "break" ? nk::break_stmt : nk::continue_stmt, opened);
       expect(tok::close_statement, "'%}'");
       return n;
     }
@@ -773,7 +773,7 @@ class parser {
   }
 
   node_ptr parse_if(std::size_t opened) {
-    auto n = make(nk::if_, opened);
+    auto n = make(nk::if_block, opened);
     n->a = parse_expression();
     expect(tok::close_statement, "'%}'");
     n->list = parse_until({"elif", "else", "endif"}, opened);
@@ -1801,12 +1801,15 @@ value string_method(const std::string& self, const std::string& name) {
     }
     return args[0].s;
   };
-  if (name == "upper")
+  if (name == "upper") {
     return fn([self](const auto&, const auto&) { return value::string_v(upper(self)); });
-  if (name == "lower")
+  }
+  if (name == "lower") {
     return fn([self](const auto&, const auto&) { return value::string_v(lower(self)); });
-  if (name == "title")
+  }
+  if (name == "title") {
     return fn([self](const auto&, const auto&) { return value::string_v(title_case(self)); });
+  }
   if (name == "capitalize") {
     return fn([self](const auto&, const auto&) {
       std::string s = self;
@@ -1984,28 +1987,57 @@ value attribute_path(const value& item, const std::string& path) {
 }
 
 bool run_test(const std::string& name, const value& v, const value* other) {
-  if (name == "defined") return v.k != value::undefined;
-  if (name == "undefined") return v.k == value::undefined;
-  if (name == "none") return v.k == value::none;
-  if (name == "string") return v.k == value::string;
-  if (name == "number") return v.is_number();
-  if (name == "integer") return v.k == value::integer;
-  if (name == "boolean") return v.k == value::boolean;
-  if (name == "true") return v.k == value::boolean && v.b;
-  if (name == "false") return v.k == value::boolean && !v.b;
-  if (name == "mapping") return v.k == value::object;
-  if (name == "iterable") return v.k == value::array || v.k == value::string;
-  if (name == "sequence")
+  if (name == "defined") {
+    return v.k != value::undefined;
+  }
+  if (name == "undefined") {
+    return v.k == value::undefined;
+  }
+  if (name == "none") {
+    return v.k == value::none;
+  }
+  if (name == "string") {
+    return v.k == value::string;
+  }
+  if (name == "number") {
+    return v.is_number();
+  }
+  if (name == "integer") {
+    return v.k == value::integer;
+  }
+  if (name == "boolean") {
+    return v.k == value::boolean;
+  }
+  if (name == "true") {
+    return v.k == value::boolean && v.b;
+  }
+  if (name == "false") {
+    return v.k == value::boolean && !v.b;
+  }
+  if (name == "mapping") {
+    return v.k == value::object;
+  }
+  if (name == "iterable") {
+    return v.k == value::array || v.k == value::string;
+  }
+  if (name == "sequence") {
     return v.k == value::array || v.k == value::object || v.k == value::string;
-  if (name == "callable") return v.k == value::function;
+  }
+  if (name == "callable") {
+    return v.k == value::function;
+  }
   if (name == "odd" || name == "even") {
     if (v.k != value::integer) {
       fail("cannot test " + name + " on a " + type_name(v));
     }
     return (v.i % 2 != 0) == (name == "odd");
   }
-  if (name == "lower") return v.k == value::string && v.s == lower(v.s);
-  if (name == "upper") return v.k == value::string && v.s == upper(v.s);
+  if (name == "lower") {
+    return v.k == value::string && v.s == lower(v.s);
+  }
+  if (name == "upper") {
+    return v.k == value::string && v.s == upper(v.s);
+  }
   if (name == "equalto" || name == "eq") {
     return other != nullptr && strictly_equal(v, *other);
   }
@@ -2073,15 +2105,15 @@ class interpreter {
         return value::string_v(n.s);
       case nk::comment:
         return value::make_none();
-      case nk::if_:
+      case nk::if_block:
         return value::string_v(block(truthy(eval(*n.a, env)) ? n.list : n.list2, env));
-      case nk::for_:
+      case nk::for_loop:
         return eval_for(n, env);
-      case nk::set_:
+      case nk::set_stmt:
         return eval_set(n, env);
-      case nk::break_:
+      case nk::break_stmt:
         throw break_signal{};
-      case nk::continue_:
+      case nk::continue_stmt:
         throw continue_signal{};
       case nk::string_lit:
         return value::string_v(n.s);
@@ -2403,19 +2435,36 @@ class interpreter {
       auto number = [&](double r) {
         return is_float ? value::floating_v(r) : value::integer_v(static_cast<std::int64_t>(r));
       };
-      if (op == "+")
+      if (op == "+") {
         return is_float ? value::floating_v(a + b) : value::integer_v(left.i + right.i);
-      if (op == "-")
+      }
+      if (op == "-") {
         return is_float ? value::floating_v(a - b) : value::integer_v(left.i - right.i);
-      if (op == "*")
+      }
+      if (op == "*") {
         return is_float ? value::floating_v(a * b) : value::integer_v(left.i * right.i);
-      if (op == "/") return value::floating_v(a / b);
-      if (op == "//") return number(std::floor(a / b));
-      if (op == "%") return number(std::fmod(a, b));
-      if (op == "<") return value::boolean_v(a < b);
-      if (op == ">") return value::boolean_v(a > b);
-      if (op == "<=") return value::boolean_v(a <= b);
-      if (op == ">=") return value::boolean_v(a >= b);
+      }
+      if (op == "/") {
+        return value::floating_v(a / b);
+      }
+      if (op == "//") {
+        return number(std::floor(a / b));
+      }
+      if (op == "%") {
+        return number(std::fmod(a, b));
+      }
+      if (op == "<") {
+        return value::boolean_v(a < b);
+      }
+      if (op == ">") {
+        return value::boolean_v(a > b);
+      }
+      if (op == "<=") {
+        return value::boolean_v(a <= b);
+      }
+      if (op == ">=") {
+        return value::boolean_v(a >= b);
+      }
     } else if (left.k == value::array && right.k == value::array) {
       if (op == "+") {
         array_t out = *left.arr;
@@ -2425,20 +2474,32 @@ class interpreter {
     } else if (right.k == value::array) {
       const bool member = std::any_of(right.arr->begin(), right.arr->end(),
                                       [&](const value& x) { return strictly_equal(x, left); });
-      if (op == "in") return value::boolean_v(member);
-      if (op == "not in") return value::boolean_v(!member);
+      if (op == "in") {
+        return value::boolean_v(member);
+      }
+      if (op == "not in") {
+        return value::boolean_v(!member);
+      }
     }
     if ((left.k == value::string || right.k == value::string) && op == "+") {
       return value::string_v(to_output(left) + to_output(right));
     }
     if (left.k == value::string && right.k == value::string) {
-      if (op == "in") return value::boolean_v(right.s.find(left.s) != std::string::npos);
-      if (op == "not in") return value::boolean_v(right.s.find(left.s) == std::string::npos);
+      if (op == "in") {
+        return value::boolean_v(right.s.find(left.s) != std::string::npos);
+      }
+      if (op == "not in") {
+        return value::boolean_v(right.s.find(left.s) == std::string::npos);
+      }
     }
     if (left.k == value::string && right.k == value::object) {
       const bool has = right.find(left.s) != nullptr;
-      if (op == "in") return value::boolean_v(has);
-      if (op == "not in") return value::boolean_v(!has);
+      if (op == "in") {
+        return value::boolean_v(has);
+      }
+      if (op == "not in") {
+        return value::boolean_v(!has);
+      }
     }
     fail("unsupported operation: " + std::string(type_name(left)) + " " + op + " " +
          type_name(right));
@@ -2486,10 +2547,14 @@ class interpreter {
     auto cannot = [&]() -> value {
       fail("filter '" + name + "' cannot be applied to a " + type_name(operand));
     };
-    if (name == "safe") return operand;
-    if (name == "tojson") return value::string_v(to_json(operand, tojson_options(kwargs), 0, true));
+    if (name == "safe") {
+      return operand;
+    }
+    if (name == "tojson") {
+      return value::string_v(to_json(operand, tojson_options(kwargs), 0, true));
+    }
     if (name == "default") {
-      const value fallback = args.size() > 0 ? args[0] : value::string_v("");
+      value fallback = args.size() > 0 ? args[0] : value::string_v("");
       const value boolean = arg_or(args, 1, kwargs, "boolean", value::boolean_v(false));
       if (boolean.k != value::boolean) {
         fail("default(): the second argument must be a boolean");
@@ -2543,33 +2608,52 @@ class interpreter {
       return cannot();
     }
     if (name == "string") {
-      if (operand.k == value::undefined) return cannot();
-      if (operand.k == value::string) return operand;
+      if (operand.k == value::undefined) {
+        return cannot();
+      }
+      if (operand.k == value::string) {
+        return operand;
+      }
       return value::string_v(operand.k == value::none ? "None" : to_output(operand));
     }
     if (name == "length" || name == "count") {
-      if (operand.k == value::array)
+      if (operand.k == value::array) {
         return value::integer_v(static_cast<std::int64_t>(operand.arr->size()));
-      if (operand.k == value::string)
+      }
+      if (operand.k == value::string) {
         return value::integer_v(static_cast<std::int64_t>(code_point_count(operand.s)));
-      if (operand.k == value::object)
+      }
+      if (operand.k == value::object) {
         return value::integer_v(static_cast<std::int64_t>(operand.obj->size()));
+      }
       return cannot();
     }
     if (name == "items") {
-      if (operand.k == value::object) return object_items(operand);
+      if (operand.k == value::object) {
+        return object_items(operand);
+      }
       return cannot();
     }
     if (name == "dictsort") {
-      if (operand.k == value::object) return dictsort(operand, args, kwargs);
+      if (operand.k == value::object) {
+        return dictsort(operand, args, kwargs);
+      }
       return cannot();
     }
     if (operand.k == value::array) {
       const auto& items = *operand.arr;
-      if (name == "list") return operand;
-      if (name == "first") return items.empty() ? value{} : items.front();
-      if (name == "last") return items.empty() ? value{} : items.back();
-      if (name == "reverse") return value::array_v(array_t(items.rbegin(), items.rend()));
+      if (name == "list") {
+        return operand;
+      }
+      if (name == "first") {
+        return items.empty() ? value{} : items.front();
+      }
+      if (name == "last") {
+        return items.empty() ? value{} : items.back();
+      }
+      if (name == "reverse") {
+        return value::array_v(array_t(items.rbegin(), items.rend()));
+      }
       if (name == "unique") {
         array_t out;
         for (const auto& x : items) {
@@ -2587,7 +2671,9 @@ class interpreter {
         const value attribute = arg_or(args, 2, kwargs, "attribute", value::make_none());
         array_t out = items;
         auto key = [&](const value& x) {
-          if (attribute.k == value::none) return x;
+          if (attribute.k == value::none) {
+            return x;
+          }
           return attribute_path(
               x, attribute.k == value::integer ? std::to_string(attribute.i) : attribute.s);
         };
@@ -2660,12 +2746,24 @@ class interpreter {
     }
     if (operand.k == value::string) {
       const std::string& s = operand.s;
-      if (name == "trim") return value::string_v(trim_right(trim_left(s, nullptr), nullptr));
-      if (name == "upper") return value::string_v(upper(s));
-      if (name == "lower") return value::string_v(lower(s));
-      if (name == "title") return value::string_v(title_case(s));
-      if (name == "capitalize") return (*string_method(s, "capitalize").fn)({}, {});
-      if (name == "replace") return (*string_method(s, "replace").fn)(args, kwargs);
+      if (name == "trim") {
+        return value::string_v(trim_right(trim_left(s, nullptr), nullptr));
+      }
+      if (name == "upper") {
+        return value::string_v(upper(s));
+      }
+      if (name == "lower") {
+        return value::string_v(lower(s));
+      }
+      if (name == "title") {
+        return value::string_v(title_case(s));
+      }
+      if (name == "capitalize") {
+        return (*string_method(s, "capitalize").fn)({}, {});
+      }
+      if (name == "replace") {
+        return (*string_method(s, "replace").fn)(args, kwargs);
+      }
       if (name == "indent") {
         const value width = arg_or(args, 0, kwargs, "width", value::integer_v(4));
         const value first = arg_or(args, 1, kwargs, "first", value::boolean_v(false));
@@ -2699,7 +2797,9 @@ class interpreter {
       }
       return cannot();
     }
-    if (operand.k == value::boolean && name == "bool") return operand;
+    if (operand.k == value::boolean && name == "bool") {
+      return operand;
+    }
     return cannot();
   }
 };

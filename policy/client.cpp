@@ -1,8 +1,9 @@
 // policy_client: the turn scheduler (admission, queues, routing across endpoints, retries, health
 // checks, the start-up check, /tokenize) on top of the transport (detail/client_transport.hpp),
 // with one weight-sync driver per endpoint (detail/client_sync.hpp). The decisions it applies are
-// pure functions (detail/client_scheduler.hpp, endpoint.hpp); this file keeps the state and the
-// order in which things happen on the loop.
+// pure functions (detail/client_scheduler.hpp, endpoint.hpp), the state they act on is
+// detail::scheduler_state; this file keeps the turns and the order in which things happen on the
+// loop.
 #include "policy/client.hpp"
 
 #include "policy/client_protocol.hpp"
@@ -13,11 +14,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <pthread.h>
-#include <random>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -76,26 +75,31 @@ std::string_view to_string(turn_status status) {
 class policy_client::impl {
  public:
   explicit impl(client_config config)
-      : config_(std::move(config)), route_path_(generate_route(config_)), rng_(config_.seed) {
+      : config_(std::move(config)),
+        route_path_(generate_route(config_)),
+        sched_(endpoint_states(config_), config_.seed) {
     vocab_size_ = config_.vocab_size;
     context_tokens_ = config_.max_context_tokens;
-    for (const auto& e : config_.endpoints) {
-      endpoint_state s;
-      s.base_url = e.base_url;
-      while (!s.base_url.empty() && s.base_url.back() == '/') {
-        s.base_url.pop_back();
-      }
-      s.max_in_flight = e.max_in_flight;
+    for (const auto& e : sched_.endpoints()) {
       capacity_ += e.max_in_flight;
-      syncs_.emplace_back(s.base_url);
-      endpoints_.push_back(std::move(s));
+      syncs_.emplace_back(e.base_url);
     }
     capacity_ += config_.max_pending;
-    pinned_queues_.resize(endpoints_.size());
-    sync_callbacks_.resize(endpoints_.size());
-    health_busy_.assign(endpoints_.size(), false);
+    sync_callbacks_.resize(sched_.size());
+    health_busy_.assign(sched_.size(), false);
     static std::atomic<std::uint64_t> clients{0};
     id_prefix_ = "leap-" + std::to_string(::getpid()) + "-" + std::to_string(clients++) + "-";
+  }
+
+  static std::vector<endpoint_state> endpoint_states(const client_config& config) {
+    std::vector<endpoint_state> states;
+    for (const auto& e : config.endpoints) {
+      endpoint_state s;
+      s.base_url = e.base_url;
+      s.max_in_flight = e.max_in_flight;
+      states.push_back(std::move(s));
+    }
+    return states;
   }
 
   ~impl() {
@@ -108,7 +112,7 @@ class policy_client::impl {
   status start() {
     // Keep one idle connection per possible in-flight request (plus health checks) for reuse.
     if (auto opened =
-            net_.open(static_cast<long>(capacity_ - config_.max_pending + 2 * endpoints_.size()));
+            net_.open(static_cast<long>(capacity_ - config_.max_pending + 2 * sched_.size()));
         !opened) {
       return opened;
     }
@@ -224,7 +228,7 @@ class policy_client::impl {
 
   void run() {
     const auto start = steady::now();
-    for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    for (std::size_t i = 0; i < sched_.size(); ++i) {
       net_.schedule(start, [this, i] { health_tick(static_cast<int>(i)); });
     }
     net_.schedule(start + sweep_interval, [this] { sweep(); });
@@ -241,7 +245,7 @@ class policy_client::impl {
             std::function<void(http_outcome)> done,
             std::function<bool(std::string_view)> sink = nullptr) {
     http_request r;
-    r.url = endpoints_[e].base_url + path;
+    r.url = sched_.endpoint(e).base_url + path;
     r.method = std::move(method);
     r.body = std::move(body);
     r.request_id = std::move(request_id);
@@ -283,43 +287,18 @@ class policy_client::impl {
   }
 
   void route_turn(turn_state& t) {
-    const route r = choose_route(endpoints_, pin_of(t));
-    switch (r.kind) {
-      case route_kind::send:
-        send_turn(t, r.endpoint);
-        break;
-      case route_kind::wait_pinned:
-        t.queued = true;
-        pinned_queues_[r.endpoint].push_back(t.key);
-        break;
-      case route_kind::wait_any:
-        t.queued = true;
-        any_queue_.push_back(t.key);
-        break;
+    if (const auto e = sched_.route(t.key, pin_of(t))) {
+      send_turn(t, *e);
+    } else {
+      t.queued = true;
     }
   }
 
   // Sends queued turns while endpoints have room: pinned turns first, then the shared queue.
   void pump() {
-    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
-      auto& queue = pinned_queues_[e];
-      while (!queue.empty() && endpoints_[e].can_take()) {
-        const auto key = queue.front();
-        queue.pop_front();
-        if (auto* t = queued_turn(key)) {
-          send_turn(*t, static_cast<int>(e));
-        }
-      }
-    }
-    while (!any_queue_.empty()) {
-      const route r = choose_route(endpoints_, -1);
-      if (r.kind != route_kind::send) {
-        break;
-      }
-      const auto key = any_queue_.front();
-      any_queue_.pop_front();
-      if (auto* t = queued_turn(key)) {
-        send_turn(*t, r.endpoint);
+    while (const auto ready = sched_.next_ready()) {
+      if (auto* t = queued_turn(ready->key)) {
+        send_turn(*t, ready->endpoint);
       }
     }
   }
@@ -345,7 +324,7 @@ class policy_client::impl {
     ++t.attempts;
     bump(stats_.attempts);
     bump(stats_.in_flight);
-    ++endpoints_[e].in_flight;
+    sched_.sent(e);
     views_dirty_ = true;
     std::string wire_id = t.request.request_id + "." + std::to_string(t.attempts);
     auto body = build_generate_body(
@@ -373,14 +352,14 @@ class policy_client::impl {
 
   void on_turn_done(std::uint64_t key, int e, const http_outcome& out,
                     const stream_accumulator* stream) {
-    --endpoints_[e].in_flight;
+    sched_.answered(e);
     stats_.in_flight.fetch_sub(1, std::memory_order_relaxed);
     views_dirty_ = true;
     auto it = turns_.find(key);
     if (it != turns_.end()) {
       handle_turn_outcome(*it->second, e, out, stream);
     }
-    apply_sync(e, syncs_[e].in_flight_changed(endpoints_[e].in_flight));
+    apply_sync(e, syncs_[e].in_flight_changed(sched_.endpoint(e).in_flight));
   }
 
   void handle_turn_outcome(turn_state& t, int e, const http_outcome& out,
@@ -400,7 +379,7 @@ class policy_client::impl {
     ctx.retry = &config_.retry;
     ctx.n = t.request.sampling.n;
     ctx.vocab_size = vocab_size_;
-    ctx.where = endpoints_[e].base_url;
+    ctx.where = sched_.endpoint(e).base_url;
     ctx.sent = sent;
     // A stream cut mid-way ends with a transport error after a 2xx status: what arrived counts.
     const bool streamed_2xx = stream != nullptr && out.status >= 200 && out.status < 300;
@@ -422,7 +401,7 @@ class policy_client::impl {
           note_failure(e);
           t.last_error = std::move(verdict.message);
         } else {
-          record_success(endpoints_[e]);
+          record_success(sched_.endpoint(e));
         }
         accept_choices(t, e, std::move(verdict.choices));
         return;
@@ -434,7 +413,7 @@ class policy_client::impl {
   void accept_choices(turn_state& t, int e, std::vector<generated_turn> choices) {
     auto d = detail::continue_piece(std::move(choices), t.partial, t.max_tokens, t.resumes,
                                     config_.retry.max_resumes, steady::now() >= t.deadline,
-                                    endpoints_[e].base_url);
+                                    sched_.endpoint(e).base_url);
     if (d.resumed) {
       ++t.resumes;
       bump(stats_.resumes);
@@ -460,7 +439,7 @@ class policy_client::impl {
 
   void note_failure(int e) {
     views_dirty_ = true;
-    if (record_failure(endpoints_[e], config_.health.down_after_failures)) {
+    if (record_failure(sched_.endpoint(e), config_.health.down_after_failures)) {
       on_not_routable(e);
     }
   }
@@ -471,8 +450,7 @@ class policy_client::impl {
     }
     t.last_error = why;
     ++t.failures;
-    const auto d = detail::decide_retry(config_.retry, t.failures, why, steady::now(), t.deadline,
-                                        [this] { return unit_(rng_); });
+    const auto d = sched_.backoff(config_.retry, t.failures, why, steady::now(), t.deadline);
     if (d.give_up) {
       complete(t, turn_status::unavailable, d.message, {});
       return;
@@ -499,7 +477,7 @@ class policy_client::impl {
     r.attempts = t.attempts;
     r.resumes = t.resumes;
     if (t.endpoint >= 0) {
-      r.endpoint_weight_version = endpoints_[t.endpoint].weight_version;
+      r.endpoint_weight_version = sched_.endpoint(t.endpoint).weight_version;
     }
     auto it = turns_.find(t.key);
     auto owned = std::move(it->second);  // keeps `t` alive until the callback returned
@@ -533,37 +511,27 @@ class policy_client::impl {
   // Ends queued turns whose deadline passed (turns in flight are bounded by request_timeout).
   void sweep() {
     const auto now = steady::now();
-    auto expire = [&](std::deque<std::uint64_t>& queue) {
-      std::deque<std::uint64_t> kept;
-      for (auto key : queue) {
-        auto* t = queued_turn(key);
-        if (t == nullptr) {
-          continue;
-        }
-        if (now >= t->deadline) {
-          std::string why = "turn deadline passed while waiting for an endpoint";
-          if (!t->last_error.empty()) {
-            why += "; last error: " + t->last_error;
-          }
-          complete(*t, turn_status::unavailable, std::move(why), {});
-        } else {
-          kept.push_back(key);
-        }
+    sched_.retain_queued([this, now](std::uint64_t key) {
+      auto* t = queued_turn(key);
+      if (t == nullptr) {
+        return false;
       }
-      queue.swap(kept);
-    };
-    expire(any_queue_);
-    for (auto& q : pinned_queues_) {
-      expire(q);
-    }
+      if (now < t->deadline) {
+        return true;
+      }
+      std::string why = "turn deadline passed while waiting for an endpoint";
+      if (!t->last_error.empty()) {
+        why += "; last error: " + t->last_error;
+      }
+      complete(*t, turn_status::unavailable, std::move(why), {});
+      return false;
+    });
     net_.schedule(now + sweep_interval, [this] { sweep(); });
   }
 
   // The endpoint went down or stopped admitting: its pinned turns may go anywhere now.
   void on_not_routable(int e) {
-    auto& queue = pinned_queues_[e];
-    any_queue_.insert(any_queue_.end(), queue.begin(), queue.end());
-    queue.clear();
+    sched_.unpin(e);
     views_dirty_ = true;
   }
 
@@ -583,10 +551,11 @@ class policy_client::impl {
              return;
            }
            const bool passed = out.transport_ok && out.status >= 200 && out.status < 300;
-           const bool was_up = endpoints_[e].up;
-           record_health_check(endpoints_[e], passed, config_.health.down_after_failures);
+           auto& endpoint = sched_.endpoint(e);
+           const bool was_up = endpoint.up;
+           record_health_check(endpoint, passed, config_.health.down_after_failures);
            views_dirty_ = true;
-           if (was_up && !endpoints_[e].up) {
+           if (was_up && !endpoint.up) {
              on_not_routable(e);
            }
          });
@@ -613,7 +582,7 @@ class policy_client::impl {
       callback(error{"policy client stopped"});
       return;
     }
-    if (endpoint >= 0 && static_cast<std::size_t>(endpoint) >= endpoints_.size()) {
+    if (endpoint >= 0 && static_cast<std::size_t>(endpoint) >= sched_.size()) {
       callback(error{"tokenize: no endpoint " + std::to_string(endpoint)});
       return;
     }
@@ -633,7 +602,7 @@ class policy_client::impl {
     }
     int e = it->second.pinned;
     if (e < 0) {
-      const route r = choose_route(endpoints_, -1);
+      const route r = choose_route(sched_.endpoints(), -1);
       e = r.kind == route_kind::send ? r.endpoint : 0;
     }
     bump(stats_.tokenize_attempts);
@@ -646,7 +615,7 @@ class policy_client::impl {
     if (it == tokenizes_.end()) {
       return;
     }
-    const std::string where = endpoints_[e].base_url + config_.tokenize_path;
+    const std::string where = sched_.endpoint(e).base_url + config_.tokenize_path;
     if (stopping()) {
       end_tokenize(it, error{where + ": policy client stopped"});
       return;
@@ -691,7 +660,7 @@ class policy_client::impl {
         }
       }
     }
-    record_success(endpoints_[e]);
+    record_success(sched_.endpoint(e));
     end_tokenize(it, std::move(ids));
   }
 
@@ -702,8 +671,7 @@ class policy_client::impl {
     }
     auto& call = it->second;
     ++call.failures;
-    const auto d = detail::decide_retry(config_.retry, call.failures, why, steady::now(),
-                                        call.deadline, [this] { return unit_(rng_); });
+    const auto d = sched_.backoff(config_.retry, call.failures, why, steady::now(), call.deadline);
     if (d.give_up) {
       end_tokenize(it, error{d.message});
       return;
@@ -731,10 +699,10 @@ class policy_client::impl {
   };
 
   void start_preflight(const std::shared_ptr<preflight_state>& p) {
-    p->outstanding = static_cast<int>(endpoints_.size());
-    p->checks.resize(endpoints_.size());
-    for (std::size_t e = 0; e < endpoints_.size(); ++e) {
-      p->checks[e].base_url = endpoints_[e].base_url;
+    p->outstanding = static_cast<int>(sched_.size());
+    p->checks.resize(sched_.size());
+    for (std::size_t e = 0; e < sched_.size(); ++e) {
+      p->checks[e].base_url = sched_.endpoints()[e].base_url;
       preflight_models(p, static_cast<int>(e));
     }
   }
@@ -742,7 +710,7 @@ class policy_client::impl {
   void preflight_done(const std::shared_ptr<preflight_state>& p, int e,
                       const std::string& problem) {
     if (!problem.empty()) {
-      p->errors += (p->errors.empty() ? "" : "; ") + endpoints_[e].base_url + problem;
+      p->errors += (p->errors.empty() ? "" : "; ") + sched_.endpoint(e).base_url + problem;
     }
     if (--p->outstanding > 0) {
       return;
@@ -871,7 +839,7 @@ class policy_client::impl {
 
   void start_sync(int e, weight_sync_plan plan, weight_sync_request request,
                   std::function<void(status)> callback) {
-    if (e < 0 || static_cast<std::size_t>(e) >= endpoints_.size()) {
+    if (e < 0 || static_cast<std::size_t>(e) >= sched_.size()) {
       callback(error{"weight sync: no endpoint " + std::to_string(e)});
       return;
     }
@@ -879,7 +847,7 @@ class policy_client::impl {
       callback(error{"policy client stopped"});
       return;
     }
-    auto fx = syncs_[e].start(std::move(plan), std::move(request), endpoints_[e].in_flight);
+    auto fx = syncs_[e].start(std::move(plan), std::move(request), sched_.endpoint(e).in_flight);
     if (!fx) {
       callback(fx.err());  // a sync is already running there
       return;
@@ -895,8 +863,8 @@ class policy_client::impl {
         fx.health_check) {
       views_dirty_ = true;
     }
-    if (fx.stop_admitting && endpoints_[e].admitting) {
-      endpoints_[e].admitting = false;
+    if (fx.stop_admitting && sched_.endpoint(e).admitting) {
+      sched_.endpoint(e).admitting = false;
       on_not_routable(e);
     }
     if (fx.drain_timer) {
@@ -922,7 +890,7 @@ class policy_client::impl {
       case detail::sync_ending::running:
         return;
       case detail::sync_ending::finished: {
-        auto& ep = endpoints_[e];
+        auto& ep = sched_.endpoint(e);
         ep.weight_version = std::move(fx.version);
         ep.up = true;
         ep.consecutive_failures = 0;
@@ -931,11 +899,11 @@ class policy_client::impl {
         return;
       }
       case detail::sync_ending::abandoned:
-        endpoints_[e].admitting = true;
+        sched_.endpoint(e).admitting = true;
         end_sync(e, error{std::move(fx.message)});
         return;
       case detail::sync_ending::failed:
-        endpoints_[e].admitting = false;
+        sched_.endpoint(e).admitting = false;
         on_not_routable(e);
         end_sync(e, error{std::move(fx.message)});
         return;
@@ -987,9 +955,9 @@ class policy_client::impl {
     }
     views_dirty_ = false;
     std::lock_guard lock(views_mutex_);
-    views_.resize(endpoints_.size());
-    for (std::size_t i = 0; i < endpoints_.size(); ++i) {
-      const auto& e = endpoints_[i];
+    views_.resize(sched_.size());
+    for (std::size_t i = 0; i < sched_.size(); ++i) {
+      const auto& e = sched_.endpoints()[i];
       auto& v = views_[i];
       v.base_url = e.base_url;
       v.up = e.up;
@@ -1044,16 +1012,12 @@ class policy_client::impl {
   int context_tokens_ = 0;
   std::map<std::uint64_t, tokenize_call> tokenizes_;  // /tokenize calls not yet answered
   std::uint64_t next_tokenize_ = 0;
-  std::vector<endpoint_state> endpoints_;
+  detail::scheduler_state sched_;  // the endpoints, the queues, the backoff's generator
   std::vector<bool> health_busy_;
   std::vector<detail::sync_driver> syncs_;  // one per endpoint
   std::vector<std::function<void(status)>> sync_callbacks_;
   std::unordered_map<std::uint64_t, std::unique_ptr<turn_state>> turns_;
-  std::deque<std::uint64_t> any_queue_;
-  std::vector<std::deque<std::uint64_t>> pinned_queues_;
   std::uint64_t next_key_ = 1;
-  std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> unit_{0.0, 1.0};
   bool views_dirty_ = true;
 };
 

@@ -197,4 +197,77 @@ piece_decision continue_piece(std::vector<generated_turn> choices,
   return d;
 }
 
+scheduler_state::scheduler_state(std::vector<endpoint_state> endpoints, std::uint64_t seed)
+    : endpoints_(std::move(endpoints)), pinned_queues_(endpoints_.size()), rng_(seed) {
+  for (auto& e : endpoints_) {
+    while (!e.base_url.empty() && e.base_url.back() == '/') {
+      e.base_url.pop_back();
+    }
+  }
+}
+
+std::optional<int> scheduler_state::route(std::uint64_t key, int pinned) {
+  const policy::route r = choose_route(endpoints_, pinned);
+  switch (r.kind) {
+    case route_kind::send:
+      return r.endpoint;
+    case route_kind::wait_pinned:
+      pinned_queues_[static_cast<std::size_t>(r.endpoint)].push_back(key);
+      return std::nullopt;
+    case route_kind::wait_any:
+      any_queue_.push_back(key);
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<scheduler_state::ready_turn> scheduler_state::next_ready() {
+  for (std::size_t e = 0; e < endpoints_.size(); ++e) {
+    auto& queue = pinned_queues_[e];
+    if (!queue.empty() && endpoints_[e].can_take()) {
+      const ready_turn ready{queue.front(), static_cast<int>(e)};
+      queue.pop_front();
+      return ready;
+    }
+  }
+  if (any_queue_.empty()) {
+    return std::nullopt;
+  }
+  const policy::route r = choose_route(endpoints_, -1);
+  if (r.kind != route_kind::send) {
+    return std::nullopt;
+  }
+  const ready_turn ready{any_queue_.front(), r.endpoint};
+  any_queue_.pop_front();
+  return ready;
+}
+
+void scheduler_state::unpin(int e) {
+  auto& queue = pinned_queues_[static_cast<std::size_t>(e)];
+  any_queue_.insert(any_queue_.end(), queue.begin(), queue.end());
+  queue.clear();
+}
+
+void scheduler_state::retain_queued(const std::function<bool(std::uint64_t)>& keep) {
+  auto filter = [&keep](std::deque<std::uint64_t>& queue) {
+    std::deque<std::uint64_t> kept;
+    for (const auto key : queue) {
+      if (keep(key)) {
+        kept.push_back(key);
+      }
+    }
+    queue.swap(kept);
+  };
+  filter(any_queue_);
+  for (auto& queue : pinned_queues_) {
+    filter(queue);
+  }
+}
+
+retry_decision scheduler_state::backoff(const retry_config& retry, int failures,
+                                        std::string_view why, steady::time_point now,
+                                        steady::time_point deadline) {
+  return decide_retry(retry, failures, why, now, deadline, [this] { return unit_(rng_); });
+}
+
 }  // namespace leap::policy::detail

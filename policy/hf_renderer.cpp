@@ -35,7 +35,9 @@ struct protected_text {
 std::vector<std::string> special_texts(const tokenizer::hf_tokenizer& tok) {
   std::vector<std::string> out;
   for (token_id id = 0; id < tok.vocab_size(); ++id) {
-    if (tok.is_special(id)) out.push_back(tok.id_to_token(id));
+    if (tok.is_special(id)) {
+      out.push_back(tok.id_to_token(id));
+    }
   }
   out.emplace_back(placeholder_mark);
   // Longest first, so that the first text matching at a position is the longest one.
@@ -76,17 +78,25 @@ std::vector<tokenizer::hf_tokenizer::text_segment> segments_of(
   std::size_t from = 0;
   for (;;) {
     const std::size_t open = text.find(placeholder_mark, from);
-    if (open == std::string::npos) break;
+    if (open == std::string::npos) {
+      break;
+    }
     const std::size_t digits = open + placeholder_mark.size();
     const std::size_t close = text.find(placeholder_mark, digits);
-    if (close == std::string::npos) break;
+    if (close == std::string::npos) {
+      break;
+    }
     std::size_t k = 0;
     bool number = close > digits;
     for (std::size_t i = digits; i < close && number; ++i) {
       number = text[i] >= '0' && text[i] <= '9';
-      if (number) k = k * 10 + static_cast<std::size_t>(text[i] - '0');
+      if (number) {
+        k = k * 10 + static_cast<std::size_t>(text[i] - '0');
+      }
     }
-    if (!number || k >= originals.size()) break;  // cannot happen: templates add no U+10FFFD
+    if (!number || k >= originals.size()) {
+      break;  // cannot happen: templates add no U+10FFFD
+    }
     out.push_back({std::string_view(text).substr(from, open - from), false});
     out.push_back({originals[k], true});
     from = close + placeholder_mark.size();
@@ -97,7 +107,9 @@ std::vector<tokenizer::hf_tokenizer::text_segment> segments_of(
 
 std::size_t common_suffix(const std::string& a, const std::string& b) {
   std::size_t n = 0;
-  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
+  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) {
+    ++n;
+  }
   return n;
 }
 
@@ -130,7 +142,9 @@ struct hf_chat_renderer::impl {
 
   std::vector<token_id> encode(const std::string& text,
                                const std::vector<std::string>& originals) const {
-    if (originals.empty()) return tok.encode(text);
+    if (originals.empty()) {
+      return tok.encode(text);
+    }
     const auto segments = segments_of(text, originals);
     return tok.encode_segments(segments);
   }
@@ -144,11 +158,17 @@ struct hf_chat_renderer::impl {
   // The common end of two renderings that differ only in the assistant's text.
   result<std::string> closing_of() const {
     auto base_a = render(with_answer(marker_a), false);
-    if (!base_a) return base_a.err().wrap("rendering an assistant turn");
+    if (!base_a) {
+      return base_a.err().wrap("rendering an assistant turn");
+    }
     auto base_b = render(with_answer(marker_b), false);
-    if (!base_b) return base_b.err().wrap("rendering an assistant turn");
+    if (!base_b) {
+      return base_b.err().wrap("rendering an assistant turn");
+    }
     const std::size_t n = common_suffix(*base_a, *base_b);
-    if (n == 0) return error{"the chat template does not close an assistant turn with any text"};
+    if (n == 0) {
+      return error{"the chat template does not close an assistant turn with any text"};
+    }
     return base_a->substr(base_a->size() - n);
   }
 
@@ -156,9 +176,13 @@ struct hf_chat_renderer::impl {
   result<std::pair<std::string, std::string>> split_feedback(
       const std::vector<chat_message>& feedback, std::vector<std::string>& originals) const {
     auto messages = with_answer(marker_a);
-    for (const auto& m : to_json(feedback, originals)) messages.push_back(m);
+    for (const auto& m : to_json(feedback, originals)) {
+      messages.push_back(m);
+    }
     auto full = render(messages, true);
-    if (!full) return full.err().wrap("rendering feedback");
+    if (!full) {
+      return full.err().wrap("rendering feedback");
+    }
     const auto at = full->find(marker_a);
     if (at == std::string::npos) {
       return error{
@@ -168,13 +192,17 @@ struct hf_chat_renderer::impl {
     // caught text they add after every turn, the part of it that still applies), then the delta.
     const std::string after = full->substr(at + std::string(marker_a).size());
     std::size_t k = 0;
-    while (k < closing.size() && k < after.size() && closing[k] == after[k]) ++k;
+    while (k < closing.size() && k < after.size() && closing[k] == after[k]) {
+      ++k;
+    }
     if (k == 0) {
       return error{"the chat template renders an earlier assistant turn without its closing '" +
                    closing + "' once a later message follows"};
     }
     std::string delta = after.substr(k);
-    if (delta.empty()) return error{"the chat template renders feedback as no text"};
+    if (delta.empty()) {
+      return error{"the chat template renders feedback as no text"};
+    }
     return std::pair{closing.substr(0, k), std::move(delta)};
   }
 };
@@ -185,11 +213,17 @@ hf_chat_renderer::~hf_chat_renderer() = default;
 result<std::shared_ptr<const hf_chat_renderer>> hf_chat_renderer::load(
     const std::string& dir, const hf_renderer_options& options) {
   auto tok = tokenizer::hf_tokenizer::load(dir);
-  if (!tok) return tok.err();
+  if (!tok) {
+    return tok.err();
+  }
   auto source = read_chat_template(dir);
-  if (!source) return source.err();
+  if (!source) {
+    return source.err();
+  }
   auto tmpl = chat_template::parse(source->source);
-  if (!tmpl) return tmpl.err().wrap(source->file + ": chat_template");
+  if (!tmpl) {
+    return tmpl.err().wrap(source->file + ": chat_template");
+  }
   ordered_json extra = ordered_json::parse(options.extra_json, nullptr, false);
   if (extra.is_discarded() || !extra.is_object()) {
     return error{"extra template variables must be a JSON object, got '" + options.extra_json +
@@ -199,13 +233,17 @@ result<std::shared_ptr<const hf_chat_renderer>> hf_chat_renderer::load(
       impl{std::move(*tok), std::move(*tmpl), std::move(*source), std::move(extra), {}, {}});
   state->specials = special_texts(state->tok);
   auto closed = state->closing_of();
-  if (!closed) return closed.err().wrap(dir + ": chat template refused for multi-turn use");
+  if (!closed) {
+    return closed.err().wrap(dir + ": chat template refused for multi-turn use");
+  }
   state->closing = std::move(*closed);
   // The delta must start at a token boundary: encoding closing and delta apart must give the ids
   // of encoding them together, or the ids appended would differ from what the template means.
   std::vector<std::string> none;
   auto split = state->split_feedback({{"user", "The program failed: expected 3, got 4."}}, none);
-  if (!split) return split.err().wrap(dir + ": chat template refused for multi-turn use");
+  if (!split) {
+    return split.err().wrap(dir + ": chat template refused for multi-turn use");
+  }
   const auto& [closing, delta] = *split;
   auto apart = state->tok.encode(closing);
   const auto delta_ids = state->tok.encode(delta);
@@ -221,7 +259,9 @@ result<std::vector<token_id>> hf_chat_renderer::render_prompt(
     const std::vector<chat_message>& messages) const {
   std::vector<std::string> originals;
   auto text = impl_->render(impl_->to_json(messages, originals), true);
-  if (!text) return text.err();
+  if (!text) {
+    return text.err();
+  }
   return impl_->encode(*text, originals);
 }
 
@@ -229,7 +269,9 @@ result<std::vector<token_id>> hf_chat_renderer::render_feedback(
     const std::vector<chat_message>& feedback, std::span<const token_id> history) const {
   std::vector<std::string> originals;
   auto split = impl_->split_feedback(feedback, originals);
-  if (!split) return split.err();
+  if (!split) {
+    return split.err();
+  }
   auto out = close_turn(history, impl_->tok.encode(split->first));
   const auto delta = impl_->encode(split->second, originals);
   out.insert(out.end(), delta.begin(), delta.end());
@@ -259,16 +301,19 @@ class hf_vocabulary final : public vocabulary {
       std::string text;
       if (anchor) {
         text = tok.decode(std::vector<token_id>{*anchor, id});
-        if (text.starts_with(anchor_text))
+        if (text.starts_with(anchor_text)) {
           text.erase(0, anchor_text.size());
-        else
+        } else {
           text = tok.decode(std::vector<token_id>{id});
+        }
       } else {
         text = tok.decode(std::vector<token_id>{id});
       }
       texts_[static_cast<std::size_t>(id)] = std::move(text);
     }
-    if (tok.named().eos) ends_.push_back(*tok.named().eos);
+    if (tok.named().eos) {
+      ends_.push_back(*tok.named().eos);
+    }
     const auto closing = tok.encode(s.closing);
     if (!closing.empty() && tok.is_special(closing.front()) &&
         std::find(ends_.begin(), ends_.end(), closing.front()) == ends_.end()) {
@@ -296,7 +341,9 @@ class hf_vocabulary final : public vocabulary {
     auto json_messages = s.to_json(messages, originals);
     auto text =
         s.render(json_messages, options.add_generation_prompt && !options.continue_final_message);
-    if (!text) return text.err();
+    if (!text) {
+      return text.err();
+    }
     if (options.continue_final_message && !messages.empty()) {
       // As transformers: the rendering is cut right after the final message's content.
       const auto final_content = json_messages.back()["content"].get<std::string>();
@@ -337,7 +384,9 @@ result<std::shared_ptr<const vocabulary>> load_vocabulary(const std::string& dir
     return byte_vocabulary();
   }
   auto renderer = hf_chat_renderer::load(dir);
-  if (!renderer) return renderer.err();
+  if (!renderer) {
+    return renderer.err();
+  }
   return make_vocabulary(std::move(*renderer), dir);
 }
 

@@ -19,6 +19,19 @@ void set_json(httplib::Response& res, const json& body) {
   res.set_content(dump_json(body), "application/json");
 }
 
+// /update_weights' body: vLLM's weight-transfer request; a body of the route's older shape (a
+// bare "path") is told where a folder load went.
+result<weight_transfer_request> parse_update_weights_body(const json& body) {
+  auto request = parse_weight_transfer_request(body, "update_info");
+  if (!request && body.is_object() && body.contains("path")) {
+    return error{request.err().message +
+                 " (this is vLLM's weight-transfer route: a folder loads with {\"update_info\": "
+                 "{\"path\": ...}} between /start_weight_update and /finish_weight_update, or "
+                 "with SGLang's /update_weights_from_disk)"};
+  }
+  return request;
+}
+
 // The control routes' handlers: weight sync, pause and sleep, LoRA, and what a router reads.
 class control_service {
  public:
@@ -31,13 +44,9 @@ class control_service {
   // SGLang's /update_weights_from_disk.
   std::optional<http_error> update_weights_from_disk(const httplib::Request& req,
                                                      httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_sglang_update_weights_request(*body);
+    auto request = parse_body(req, parse_sglang_update_weights_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     const std::int64_t version = request->version.value_or(state_.weight_version() + 1);
     auto loaded = backend_.load_weights(request->path, version);
@@ -63,13 +72,9 @@ class control_service {
 
   std::optional<http_error> init_weight_transfer(const httplib::Request& req,
                                                  httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_weight_transfer_request(*body, "init_info");
+    auto request = parse_body(req, parse_weight_transfer_request, "init_info");
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (auto bad = state_.init_transfer(backend_, config_.weight_transfer_backend, request->info)) {
       return bad;
@@ -82,7 +87,7 @@ class control_service {
                                                 httplib::Response& res) {
     auto body = parse_json_body(req.body);  // optional: include_draft, is_checkpoint_format
     if (!body) {
-      return http_error{400, body.err().message};
+      return bad_request(body.err());
     }
     if (auto bad = state_.start_transfer(backend_, config_.weight_transfer_backend)) {
       return bad;
@@ -93,21 +98,9 @@ class control_service {
 
   std::optional<http_error> transfer_update_weights(const httplib::Request& req,
                                                     httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_weight_transfer_request(*body, "update_info");
+    auto request = parse_body(req, parse_update_weights_body);
     if (!request) {
-      std::string message = request.err().message;
-      if (body->is_object() && body->contains("path")) {
-        // The body of this route before it became vLLM's.
-        message +=
-            " (this is vLLM's weight-transfer route: a folder loads with {\"update_info\": "
-            "{\"path\": ...}} between /start_weight_update and /finish_weight_update, or with "
-            "SGLang's /update_weights_from_disk)";
-      }
-      return http_error{400, message};
+      return bad_request(request.err());
     }
     if (auto bad =
             state_.update_transfer(backend_, config_.weight_transfer_backend, request->info)) {
@@ -119,13 +112,9 @@ class control_service {
 
   std::optional<http_error> finish_weight_update(const httplib::Request& req,
                                                  httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_finish_weight_update_request(*body);
+    auto request = parse_body(req, parse_finish_weight_update_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     auto finished =
         state_.finish_transfer(backend_, config_.weight_transfer_backend, request->version);
@@ -141,13 +130,9 @@ class control_service {
   // ---- pause ----
 
   std::optional<http_error> pause(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_pause_request(*body);
+    auto request = parse_body(req, parse_pause_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     const auto counts = state_.pause(request->mode);
     set_json(res, json{{"success", true},
@@ -177,7 +162,7 @@ class control_service {
   std::optional<http_error> sleep(const httplib::Request& req, httplib::Response& res) {
     auto request = parse_sleep_request(query(req, "level"), query(req, "mode"));
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     state_.sleep(request->mode);
     res.status = 200;  // vLLM answers an empty 200
@@ -191,7 +176,7 @@ class control_service {
     }
     auto request = parse_wake_up_request(tags);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     state_.wake(request->weights, request->kv_cache);
     res.status = 200;
@@ -204,13 +189,9 @@ class control_service {
   }
 
   std::optional<http_error> collective_rpc(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_collective_rpc_request(*body);
+    auto request = parse_body(req, parse_collective_rpc_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (request->method != "reload_weights") {
       return http_error{400, "collective_rpc method '" + request->method +
@@ -235,13 +216,9 @@ class control_service {
   // ---- vLLM's runtime LoRA routes ----
 
   std::optional<http_error> load_lora(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_load_lora_request(*body);
+    auto request = parse_body(req, parse_load_lora_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (!backend_.supports_adapters()) {
       return http_error{501, "the " + backend_.name() +
@@ -267,13 +244,9 @@ class control_service {
   }
 
   std::optional<http_error> unload_lora(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_unload_lora_request(*body);
+    auto request = parse_body(req, parse_unload_lora_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (!backend_.supports_adapters()) {
       return http_error{501, "the " + backend_.name() + " backend cannot load LoRA adapters"};
@@ -355,12 +328,7 @@ class control_service {
 }  // namespace
 
 std::vector<route> control_routes(const server_context& context) {
-  auto service = std::make_shared<control_service>(context);
-  const auto bind = [&service](auto method) -> route_handler {
-    return [service, method](const httplib::Request& req, httplib::Response& res) {
-      return ((*service).*method)(req, res);
-    };
-  };
+  const auto bind = route_binder(std::make_shared<control_service>(context));
   using s = control_service;
   constexpr auto get = http_method::get;
   constexpr auto post = http_method::post;

@@ -470,13 +470,9 @@ class generation_service {
   // ---- routes ----
 
   std::optional<http_error> completions(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto parsed = parse_completion_request(*body);
+    auto parsed = parse_body(req, parse_completion_request);
     if (!parsed) {
-      return http_error{400, parsed.err().message};
+      return bad_request(parsed.err());
     }
     auto request = std::make_shared<completion_request>(std::move(*parsed));
     if (auto bad = check_model(request->model)) {
@@ -490,7 +486,7 @@ class generation_service {
     auto jobs =
         make_jobs(prompts, request->sampling, 16, false, request->logprobs.value_or(0), serial);
     if (!jobs) {
-      return http_error{400, jobs.err().message};
+      return bad_request(jobs.err());
     }
     renderers render;
     render.full = [request](const response_meta& meta, const std::vector<sequence_output>& out) {
@@ -515,13 +511,9 @@ class generation_service {
   }
 
   std::optional<http_error> chat(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto parsed = parse_chat_request(*body);
+    auto parsed = parse_body(req, parse_chat_request);
     if (!parsed) {
-      return http_error{400, parsed.err().message};
+      return bad_request(parsed.err());
     }
     auto request = std::make_shared<chat_request>(std::move(*parsed));
     if (auto bad = check_model(request->model)) {
@@ -529,14 +521,14 @@ class generation_service {
     }
     auto rendered = config_.vocab->render_chat(request->messages, request->render);
     if (!rendered) {
-      return http_error{400, rendered.err().wrap("rendering the chat template").message};
+      return bad_request(rendered.err().wrap("rendering the chat template"));
     }
     const std::vector<std::vector<token_id>> prompts{std::move(*rendered)};
     const std::uint64_t serial = generation_serial_++;
     auto jobs = make_jobs(prompts, request->sampling, 0, false,
                           request->logprobs ? request->top_logprobs : 0, serial);
     if (!jobs) {
-      return http_error{400, jobs.err().message};
+      return bad_request(jobs.err());
     }
     renderers render;
     render.full = [request](const response_meta& meta, const std::vector<sequence_output>& out) {
@@ -560,13 +552,9 @@ class generation_service {
   }
 
   std::optional<http_error> generate(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto parsed = parse_generate_request(*body);
+    auto parsed = parse_body(req, parse_generate_request);
     if (!parsed) {
-      return http_error{400, parsed.err().message};
+      return bad_request(parsed.err());
     }
     auto request = std::make_shared<generate_request>(std::move(*parsed));
     std::vector<std::vector<token_id>> prompts;
@@ -578,7 +566,7 @@ class generation_service {
     auto jobs = make_jobs(prompts, request->sampling, 128, true,
                           request->return_logprob ? request->top_logprobs_num : 0, serial);
     if (!jobs) {
-      return http_error{400, jobs.err().message};
+      return bad_request(jobs.err());
     }
     const bool listed = request->batch || request->sampling.n > 1;
     renderers render;
@@ -643,13 +631,9 @@ class generation_service {
   }
 
   std::optional<http_error> tokenize(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_tokenize_request(*body);
+    auto request = parse_body(req, parse_tokenize_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (auto bad = check_model(request->model)) {
       return bad;
@@ -660,7 +644,7 @@ class generation_service {
     } else {
       auto rendered = config_.vocab->render_chat(*request->messages, request->render);
       if (!rendered) {
-        return http_error{400, rendered.err().wrap("rendering the chat template").message};
+        return bad_request(rendered.err().wrap("rendering the chat template"));
       }
       ids = std::move(*rendered);
     }
@@ -680,13 +664,9 @@ class generation_service {
   }
 
   std::optional<http_error> detokenize(const httplib::Request& req, httplib::Response& res) {
-    auto body = parse_json_body(req.body);
-    if (!body) {
-      return http_error{400, body.err().message};
-    }
-    auto request = parse_detokenize_request(*body);
+    auto request = parse_body(req, parse_detokenize_request);
     if (!request) {
-      return http_error{400, request.err().message};
+      return bad_request(request.err());
     }
     if (auto bad = check_vocabulary(config_.vocab_size, request->tokens, "tokens")) {
       return bad;
@@ -709,12 +689,7 @@ class generation_service {
 }  // namespace
 
 std::vector<route> generation_routes(const server_context& context) {
-  auto service = std::make_shared<generation_service>(context);
-  const auto bind = [&service](auto method) -> route_handler {
-    return [service, method](const httplib::Request& req, httplib::Response& res) {
-      return ((*service).*method)(req, res);
-    };
-  };
+  const auto bind = route_binder(std::make_shared<generation_service>(context));
   return {
       {http_method::post, "/v1/completions", bind(&generation_service::completions)},
       {http_method::post, "/v1/chat/completions", bind(&generation_service::chat)},

@@ -1,8 +1,9 @@
 // The turn scheduler's decisions, pure: whether a turn fits the context window, what an attempt's
 // answer means for its turn (complete, retry, or take the choices), whether and when to retry, and
-// what a piece of a generation leaves to do (stitch, resume, done). policy_client keeps the turns,
-// the queues and the endpoints and applies these decisions on its loop; the tests call them
-// directly with answers as the transport delivers them.
+// what a piece of a generation leaves to do (stitch, resume, done); and the state they act on
+// (scheduler_state: the endpoints with their in-flight counts, the queues of waiting turns, the
+// backoff's seeded generator). policy_client keeps the turns themselves and applies the decisions
+// on its loop; the tests call them directly with answers as the transport delivers them.
 //
 // Internal to policy/.
 #pragma once
@@ -10,8 +11,13 @@
 #include "policy/client.hpp"
 #include "policy/client_protocol.hpp"
 #include "policy/detail/client_transport.hpp"
+#include "policy/endpoint.hpp"
 
+#include <cstdint>
+#include <deque>
 #include <functional>
+#include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,5 +113,55 @@ struct piece_decision {
                                             const partial_generation& partial, int max_tokens,
                                             int resumes, int max_resumes, bool deadline_passed,
                                             std::string_view where);
+
+// The scheduler's state on the client's loop (one thread; nothing locks): the endpoints, the turns
+// waiting for a slot (by key: a key whose turn has ended meanwhile is the caller's to skip), and
+// the generator that draws the backoff's jitter. Turns wait in one queue per endpoint (pinned
+// there) and one shared queue; both are first in, first out.
+class scheduler_state {
+ public:
+  // Trailing slashes are taken off the base URLs. `seed`: the client's (client_config.seed).
+  scheduler_state(std::vector<endpoint_state> endpoints, std::uint64_t seed);
+
+  [[nodiscard]] std::size_t size() const { return endpoints_.size(); }
+  [[nodiscard]] const std::vector<endpoint_state>& endpoints() const { return endpoints_; }
+  [[nodiscard]] endpoint_state& endpoint(int e) { return endpoints_[static_cast<std::size_t>(e)]; }
+
+  // Where turn `key` goes (choose_route, `pinned` as there): the endpoint to send it to now, or
+  // nullopt when it was queued (on its pinned endpoint, or in the shared queue).
+  [[nodiscard]] std::optional<int> route(std::uint64_t key, int pinned);
+
+  // A queued turn that can be sent now, taken off its queue: pinned queues first (by endpoint),
+  // then the shared queue (to the endpoint choose_route picks). nullopt: none can go.
+  struct ready_turn {
+    std::uint64_t key = 0;
+    int endpoint = -1;
+  };
+  [[nodiscard]] std::optional<ready_turn> next_ready();
+
+  // An attempt went to endpoint `e`, or came back from it: its in-flight count.
+  void sent(int e) { ++endpoint(e).in_flight; }
+  void answered(int e) { --endpoint(e).in_flight; }
+
+  // Endpoint `e` went down or stopped admitting: the turns pinned there join the shared queue
+  // (behind those already in it, in their order).
+  void unpin(int e);
+
+  // Keeps the queued keys for which `keep` is true, in order (the shared queue first, then each
+  // endpoint's); `keep` may end the turns it drops.
+  void retain_queued(const std::function<bool(std::uint64_t)>& keep);
+
+  // decide_retry with the jitter drawn from this state's generator.
+  [[nodiscard]] retry_decision backoff(const retry_config& retry, int failures,
+                                       std::string_view why, steady::time_point now,
+                                       steady::time_point deadline);
+
+ private:
+  std::vector<endpoint_state> endpoints_;
+  std::vector<std::deque<std::uint64_t>> pinned_queues_;
+  std::deque<std::uint64_t> any_queue_;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+};
 
 }  // namespace leap::policy::detail

@@ -1,6 +1,7 @@
 // The turn scheduler's decisions without curl: admission to the context window, retry and backoff,
 // what an answer (whole or streamed, as the transport delivers it) means for its turn, and what a
-// piece of a generation leaves to do.
+// piece of a generation leaves to do; and the state they act on (scheduler_state: endpoints,
+// queues, the backoff's generator), driven as the client's loop drives it.
 #include "policy/detail/client_scheduler.hpp"
 
 #include <gtest/gtest.h>
@@ -265,6 +266,158 @@ TEST(ClientScheduler, PiecesAreStitchedResumedOrGivenUp) {
     EXPECT_FALSE(d.resumed);
     EXPECT_EQ(d.message, "http://a:1: generation aborted by the server");
   }
+}
+
+std::vector<endpoint_state> endpoints(std::initializer_list<int> max_in_flight) {
+  std::vector<endpoint_state> out;
+  for (const int m : max_in_flight) {
+    endpoint_state e;
+    e.base_url = "http://e" + std::to_string(out.size()) + ":8000/";
+    e.max_in_flight = m;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// What the client's pump sends, in order, while endpoints have room.
+std::vector<scheduler_state::ready_turn> pump(scheduler_state& s) {
+  std::vector<scheduler_state::ready_turn> sent;
+  while (const auto ready = s.next_ready()) {
+    s.sent(ready->endpoint);
+    sent.push_back(*ready);
+  }
+  return sent;
+}
+
+TEST(SchedulerState, TurnsWaitForASlotPinnedFirstThenTheSharedQueue) {
+  scheduler_state s(endpoints({1, 2}), 0);
+  EXPECT_EQ(s.endpoint(0).base_url, "http://e0:8000");  // the trailing slash is off
+  ASSERT_EQ(s.size(), 2U);
+
+  // Free slots: the least loaded endpoint, or the pinned one.
+  EXPECT_EQ(s.route(1, -1), 0);
+  s.sent(0);
+  EXPECT_EQ(s.route(2, -1), 1);
+  s.sent(1);
+  EXPECT_EQ(s.route(3, 1), 1);
+  s.sent(1);
+  EXPECT_EQ(s.endpoint(1).in_flight, 2);
+  // Full: a pinned turn waits on its endpoint, the others in the shared queue.
+  EXPECT_EQ(s.route(4, -1), std::nullopt);
+  EXPECT_EQ(s.route(5, 1), std::nullopt);
+  EXPECT_EQ(s.route(6, 0), std::nullopt);
+  EXPECT_EQ(s.route(7, -1), std::nullopt);
+  EXPECT_FALSE(s.next_ready().has_value());
+
+  // A slot on endpoint 1: its pinned turn goes before the shared queue's older one.
+  s.answered(1);
+  auto sent = pump(s);
+  ASSERT_EQ(sent.size(), 1U);
+  EXPECT_EQ(sent[0].key, 5U);
+  EXPECT_EQ(sent[0].endpoint, 1);
+
+  // Two slots: endpoint 0's pinned turn, then the shared queue in order where there is room.
+  s.answered(0);
+  s.answered(1);
+  sent = pump(s);
+  ASSERT_EQ(sent.size(), 2U);
+  EXPECT_EQ(sent[0].key, 6U);
+  EXPECT_EQ(sent[0].endpoint, 0);
+  EXPECT_EQ(sent[1].key, 4U);
+  EXPECT_EQ(sent[1].endpoint, 1);
+  EXPECT_EQ(s.endpoint(0).in_flight, 1);
+  EXPECT_EQ(s.endpoint(1).in_flight, 2);
+
+  s.answered(0);
+  sent = pump(s);
+  ASSERT_EQ(sent.size(), 1U);
+  EXPECT_EQ(sent[0].key, 7U);
+  EXPECT_FALSE(s.next_ready().has_value());
+}
+
+TEST(SchedulerState, AnEndpointThatStopsAdmittingReleasesItsPinnedTurns) {
+  scheduler_state s(endpoints({1, 1}), 0);
+  EXPECT_EQ(s.route(1, 0), 0);
+  s.sent(0);
+  EXPECT_EQ(s.route(2, 1), 1);
+  s.sent(1);
+  EXPECT_EQ(s.route(3, -1), std::nullopt);  // shared
+  EXPECT_EQ(s.route(4, 0), std::nullopt);   // pinned to 0
+  EXPECT_EQ(s.route(5, 0), std::nullopt);   // pinned to 0
+
+  // Endpoint 0 goes into a weight sync: its pinned turns join the shared queue behind turn 3.
+  s.endpoint(0).admitting = false;
+  s.unpin(0);
+  s.answered(0);
+  EXPECT_FALSE(s.next_ready().has_value());  // endpoint 0 does not admit, endpoint 1 is full
+  s.answered(1);
+  auto sent = pump(s);
+  ASSERT_EQ(sent.size(), 1U);
+  EXPECT_EQ(sent[0].key, 3U);
+  EXPECT_EQ(sent[0].endpoint, 1);
+  s.answered(1);
+  sent = pump(s);
+  ASSERT_EQ(sent.size(), 1U);
+  EXPECT_EQ(sent[0].key, 4U);
+  EXPECT_EQ(sent[0].endpoint, 1);
+
+  // A turn pinned to an endpoint that is not routable goes anywhere at once.
+  s.endpoint(0).admitting = true;
+  EXPECT_EQ(s.route(8, 1), std::nullopt);
+  s.endpoint(1).up = false;
+  EXPECT_EQ(s.route(9, 1), 0);
+}
+
+TEST(SchedulerState, RetainQueuedKeepsTheOrderAndDropsWhatItIsTold) {
+  scheduler_state s(endpoints({0, 0}), 0);  // no slots: everything waits
+  for (const std::uint64_t key : {1, 2, 3, 4}) {
+    EXPECT_EQ(s.route(key, -1), std::nullopt);
+  }
+  EXPECT_EQ(s.route(5, 1), std::nullopt);
+  EXPECT_EQ(s.route(6, 1), std::nullopt);
+  std::vector<std::uint64_t> seen;
+  s.retain_queued([&seen](std::uint64_t key) {
+    seen.push_back(key);
+    return key % 2 == 0;
+  });
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
+  s.endpoint(0).max_in_flight = 8;
+  s.endpoint(1).max_in_flight = 8;
+  std::vector<std::uint64_t> sent;
+  for (const auto& r : pump(s)) {
+    sent.push_back(r.key);
+  }
+  EXPECT_EQ(sent, (std::vector<std::uint64_t>{6, 2, 4}));  // pinned first, then the shared queue
+}
+
+TEST(SchedulerState, BackoffDrawsItsJitterFromTheSeededGenerator) {
+  retry_config retry;
+  retry.base_backoff = milliseconds(1'000);
+  retry.max_backoff = milliseconds(1'000);
+  retry.jitter = 1.0;  // the delay is drawn from [0, 1 s]
+  const auto now = steady::now();
+  const auto deadline = now + milliseconds(60'000);
+  const auto delays = [&](std::uint64_t seed) {
+    scheduler_state s(endpoints({1}), seed);
+    std::vector<steady::duration> out;
+    for (int failures = 1; failures <= 4; ++failures) {
+      const auto d = s.backoff(retry, failures, "boom", now, deadline);
+      EXPECT_FALSE(d.give_up);
+      out.push_back(d.when - now);
+    }
+    return out;
+  };
+  const auto a = delays(7);
+  EXPECT_EQ(a, delays(7));  // the same seed, the same delays
+  EXPECT_NE(a, delays(8));
+  for (const auto d : a) {
+    EXPECT_GE(d, steady::duration::zero());
+    EXPECT_LE(d, milliseconds(1'000));
+  }
+  // A call that gives up draws nothing: the next delay is the one it would have been.
+  scheduler_state s(endpoints({1}), 7);
+  EXPECT_TRUE(s.backoff(retry, retry.max_attempts, "boom", now, deadline).give_up);
+  EXPECT_EQ(s.backoff(retry, 1, "boom", now, deadline).when - now, a[0]);
 }
 
 }  // namespace

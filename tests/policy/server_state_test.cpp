@@ -1,8 +1,11 @@
 // The policy server's state without HTTP: who holds generation back, flights, the LoRA table and
-// vLLM's weight-transfer session, driven directly against the scripted backend.
+// vLLM's weight-transfer session, driven directly against the scripted backend; and the routes'
+// handlers called as the transport calls them, without sockets.
 #include "policy/server_state.hpp"
 
 #include "tests/policy/server_test_support.hpp"
+// After server_test_support.hpp, which defines CPPHTTPLIB_OPENSSL_SUPPORT before httplib.h.
+#include "policy/server_routes.hpp"
 
 #include <gtest/gtest.h>
 
@@ -179,6 +182,100 @@ TEST(ServerState, AdapterLoadsChangeTableAndVersionTogether) {
   EXPECT_TRUE(state.unload_adapter("a"));
   EXPECT_FALSE(state.unload_adapter("a"));
   EXPECT_TRUE(state.adapters().empty());
+}
+
+// Every route that reads a JSON body starts the same way (parse_body): a body that is not JSON,
+// then a request its wire parser refuses, is a 400 whose message is that parser's own, unchanged.
+TEST(ServerRoutes, BodyErrorsAre400WithTheParsersOwnMessage) {
+  server_config config;
+  config.vocab = byte_vocabulary();
+  config.vocab_size = config.vocab->vocab_size();
+  auto backend = testing::make_backend();
+  ASSERT_NE(backend, nullptr);
+  server_metrics metrics;
+  server_state state(0, metrics);
+  const server_context context{config, *backend, state, metrics};
+  std::vector<route> routes = generation_routes(context);
+  for (auto& r : control_routes(context)) {
+    routes.push_back(std::move(r));
+  }
+  const auto call = [&routes](const std::string& path,
+                              const std::string& body) -> std::optional<http_error> {
+    for (const auto& r : routes) {
+      if (r.path == path) {
+        httplib::Request req;
+        req.method = "POST";
+        req.path = path;
+        req.body = body;
+        httplib::Response res;
+        return r.handler(req, res);
+      }
+    }
+    ADD_FAILURE() << "no route " << path;
+    return std::nullopt;
+  };
+  using parser = std::function<result<done>(const json&)>;
+  const auto of = [](auto parse) -> parser {
+    return [parse](const json& body) -> result<done> {
+      auto parsed = parse(body);
+      if (!parsed) {
+        return parsed.err();
+      }
+      return done{};
+    };
+  };
+  struct row {
+    std::string path;
+    std::string body;  // valid JSON that the route's parser refuses
+    parser parse;
+  };
+  const std::vector<row> rows = {
+      {"/v1/completions", "{}", of(parse_completion_request)},
+      {"/v1/chat/completions", R"({"messages": []})", of(parse_chat_request)},
+      {"/generate", R"({"sampling_params": {}})", of(parse_generate_request)},
+      {"/tokenize", "{}", of(parse_tokenize_request)},
+      {"/detokenize", "{}", of(parse_detokenize_request)},
+      {"/update_weights_from_disk", "{}", of(parse_sglang_update_weights_request)},
+      {"/init_weight_transfer_engine", "{}",
+       of([](const json& b) { return parse_weight_transfer_request(b, "init_info"); })},
+      {"/update_weights", R"({"update_info": 3})",
+       of([](const json& b) { return parse_weight_transfer_request(b, "update_info"); })},
+      {"/finish_weight_update", R"({"weight_version": "v1"})",
+       of(parse_finish_weight_update_request)},
+      {"/pause_generation", R"({"mode": "nap"})", of(parse_pause_request)},
+      {"/collective_rpc", "{}", of(parse_collective_rpc_request)},
+      {"/v1/load_lora_adapter", "{}", of(parse_load_lora_request)},
+      {"/v1/unload_lora_adapter", "{}", of(parse_unload_lora_request)},
+  };
+  const std::string not_json = "{\"prompt\": ";
+  const auto not_json_message = parse_json_body(not_json);
+  ASSERT_FALSE(not_json_message);
+  for (const auto& r : rows) {
+    const auto bad_syntax = call(r.path, not_json);
+    ASSERT_TRUE(bad_syntax.has_value()) << r.path;
+    EXPECT_EQ(bad_syntax->status, 400) << r.path;
+    EXPECT_EQ(bad_syntax->message, not_json_message.err().message) << r.path;
+
+    const auto expected = r.parse(json::parse(r.body));
+    ASSERT_FALSE(expected) << r.path << " " << r.body;
+    const auto refused = call(r.path, r.body);
+    ASSERT_TRUE(refused.has_value()) << r.path;
+    EXPECT_EQ(refused->status, 400) << r.path;
+    EXPECT_EQ(refused->message, expected.err().message) << r.path;
+  }
+  // A route whose body is not read still refuses one that is not JSON.
+  const auto start = call("/start_weight_update", not_json);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_EQ(start->message, not_json_message.err().message);
+
+  // /update_weights with the body it took before it became vLLM's route says where that went.
+  const auto old_shape = call("/update_weights", R"({"path": "/x"})");
+  ASSERT_TRUE(old_shape.has_value());
+  EXPECT_EQ(old_shape->status, 400);
+  EXPECT_EQ(old_shape->message,
+            "Missing 'update_info' in request body (this is vLLM's weight-transfer route: a "
+            "folder loads with {\"update_info\": {\"path\": ...}} between /start_weight_update and "
+            "/finish_weight_update, or with SGLang's /update_weights_from_disk)");
 }
 
 }  // namespace
