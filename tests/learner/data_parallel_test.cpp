@@ -98,6 +98,8 @@ class rank_processes {
     ::waitpid(pid, nullptr, 0);
     pid = 0;
   }
+  // Freezes rank `r` (its sockets stay open); the destructor kills it.
+  void stop_rank(int r) { ::kill(pids_.at(static_cast<std::size_t>(r - 1)), SIGSTOP); }
   // Waits for every rank to exit; true when all exited with status 0.
   bool all_exit_cleanly() {
     bool ok = true;
@@ -343,6 +345,32 @@ TEST(DataParallel, AKilledRankFailsRankZerosUpdateWithANamedError) {
   auto again = dp->update(batch);
   ASSERT_FALSE(again.ok());
   EXPECT_THAT(again.err().message, HasSubstr("failed earlier"));
+}
+
+// A rank that stops answering (SIGSTOP) without closing its connections: rank 0's next collective
+// ends at the timeout with a named error instead of waiting forever.
+TEST(DataParallel, AHungRankFailsRankZerosUpdateAtTheTimeout) {
+  SKIP_WITHOUT_GLOO();
+  const auto config = testing::tiny_qwen2();
+  auto p = policy::create_random(config, 3).value();
+  const auto batch = make_batch(p, 4, 700);
+  constexpr double timeout = 20;
+  rank_processes ranks(2, timeout);
+  auto o = base_options("float32");
+  o.distributed.world_size = 2;
+  o.distributed.master = ranks.master();
+  o.distributed.timeout_seconds = timeout;
+  auto dp = trainer::create(std::move(p), o);
+  ASSERT_TRUE(dp.ok()) << dp.err().message;
+  ranks.stop_rank(1);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = dp->update(batch);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.err().message, HasSubstr("data-parallel"));
+  EXPECT_THAT(r.err().message, HasSubstr("(rank 0 of 2)"));
+  EXPECT_GE(waited, timeout * 0.9) << "a stopped rank is only noticed by the timeout";
 }
 
 TEST(DataParallel, BadOptionsAreRefused) {

@@ -133,9 +133,7 @@ int fail(const std::string& what, const leap::error& e) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bench_args a;
   CLI::App app{"Benchmark of the LibTorch learner: update and sampling tokens/s"};
   app.add_option("--device", a.device, "cpu, cuda or cuda:N")->capture_default_str();
@@ -291,7 +289,7 @@ int main(int argc, char** argv) {
       std::printf(
           "update %lld: %lld tokens in %.3f s: %.1f tokens/s (loss %.4f, grad norm %.3f, entropy "
           "%.3f)\n",
-          static_cast<long long>(i + 1), static_cast<long long>(tokens), s,
+          static_cast<long long>(i) + 1, static_cast<long long>(tokens), s,
           static_cast<double>(tokens) / s, r->summary.loss, r->summary.grad_norm,
           r->summary.entropy);
     }
@@ -353,4 +351,19 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fputs("bench_learner: error: ", stderr);
+    std::fputs(e.what(), stderr);
+    std::fputs("\n", stderr);
+  } catch (...) {
+    std::fputs("bench_learner: error: an unknown exception\n", stderr);
+  }
+  return 1;
 }
