@@ -7,6 +7,7 @@
 // tensors the per-tensor loop was bound by kernel launches on a GPU.
 #include "learner/trainer.hpp"
 
+#include "learner/detail/distributed.hpp"
 #include "learner/detail/files.hpp"
 #include "learner/detail/loss.hpp"
 #include "learner/detail/transformer.hpp"
@@ -18,7 +19,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <numeric>
 #include <unistd.h>
 
@@ -36,14 +40,26 @@ struct param_state {
   at::Tensor* param;  // the model's tensor (stable address inside the transformer)
   std::int64_t offset = 0;
   std::int64_t numel = 0;
+  std::size_t forward_index = 0;  // position in the model's parameter order
+};
+
+// A contiguous range of the flat gradient whose sum over the ranks is one collective.
+struct grad_bucket {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::size_t params = 0;
+  std::size_t first_forward = 0;  // the earliest forward_index in it: its gradient comes last
 };
 
 // The flat buffers, ordered so that the tensors with weight decay (matrices, not norms and biases)
 // come first: decay is then one slice.
 struct flat_buffers {
+  // weights and grads are padded with zeros to shard_size x ranks elements; with one rank they
+  // are exactly the trainable elements.
   at::Tensor weights;  // the model's dtype; the trainable tensors are views of it
   at::Tensor grads;    // the model's dtype; their .grad, which autograd adds into in place
-  at::Tensor master;   // float32 (lower precision only)
+  // This rank's shard [shard_begin, shard_begin + shard_size) only, like the moments.
+  at::Tensor master;  // float32 (lower precision only)
   // float32 sum of the micro-batches' gradients, only while a lower-precision mini-batch takes
   // more than one: a single micro-batch's gradient is used as autograd wrote it.
   at::Tensor grad_accum;
@@ -222,6 +238,139 @@ step_metrics to_metrics(const metric_sums& s, double seconds) {
   return m;
 }
 
+// ---- Data-parallel wire formats (rank 0 to the other ranks) ----
+
+json options_to_json(const trainer_options& o, const std::string& dtype) {
+  json j;
+  j["dtype"] = dtype;
+  j["policy"] = {{"logprob_chunk", o.policy.logprob_chunk},
+                 {"activation_checkpointing", o.policy.activation_checkpointing}};
+  j["loss"] = {{"clip_low", o.loss.clip_low},
+               {"clip_high", o.loss.clip_high},
+               {"kl_coef", o.loss.kl_coef},
+               {"aggregation", static_cast<int>(o.loss.aggregation)}};
+  const auto& op = o.optimizer;
+  j["optimizer"] = {{"lr", op.lr},
+                    {"beta1", op.beta1},
+                    {"beta2", op.beta2},
+                    {"eps", op.eps},
+                    {"weight_decay", op.weight_decay},
+                    {"max_grad_norm", op.max_grad_norm},
+                    {"warmup_steps", op.warmup_steps}};
+  j["batching"] = {{"micro_batch_tokens", o.batching.micro_batch_tokens},
+                   {"mini_batches", o.batching.mini_batches},
+                   {"epochs", o.batching.epochs}};
+  // The other ranks take part in checkpoints (they hold optimiser shards) but never write.
+  j["checkpoint"] = {{"dir", o.checkpoint.dir}, {"every", o.checkpoint.every}};
+  if (o.lora) {
+    j["lora"] = {{"rank", o.lora->rank},
+                 {"alpha", o.lora->alpha},
+                 {"target_modules", o.lora->target_modules},
+                 {"seed", o.lora->seed}};
+  }
+  j["bucket_bytes"] = o.distributed.bucket_bytes;
+  return j;
+}
+
+trainer_options options_from_json(const json& j, const distributed_options& own) {
+  trainer_options o;
+  o.policy.dtype = j.at("dtype").get<std::string>();
+  o.policy.logprob_chunk = j.at("policy").at("logprob_chunk").get<std::int64_t>();
+  o.policy.activation_checkpointing = j.at("policy").at("activation_checkpointing").get<bool>();
+  const auto& l = j.at("loss");
+  o.loss.clip_low = l.at("clip_low").get<double>();
+  o.loss.clip_high = l.at("clip_high").get<double>();
+  o.loss.kl_coef = l.at("kl_coef").get<double>();
+  o.loss.aggregation = static_cast<loss_aggregation>(l.at("aggregation").get<int>());
+  const auto& op = j.at("optimizer");
+  o.optimizer.lr = op.at("lr").get<double>();
+  o.optimizer.beta1 = op.at("beta1").get<double>();
+  o.optimizer.beta2 = op.at("beta2").get<double>();
+  o.optimizer.eps = op.at("eps").get<double>();
+  o.optimizer.weight_decay = op.at("weight_decay").get<double>();
+  o.optimizer.max_grad_norm = op.at("max_grad_norm").get<double>();
+  o.optimizer.warmup_steps = op.at("warmup_steps").get<std::int64_t>();
+  const auto& b = j.at("batching");
+  o.batching.micro_batch_tokens = b.at("micro_batch_tokens").get<std::int64_t>();
+  o.batching.mini_batches = b.at("mini_batches").get<std::int64_t>();
+  o.batching.epochs = b.at("epochs").get<std::int64_t>();
+  o.checkpoint.dir = j.at("checkpoint").at("dir").get<std::string>();
+  o.checkpoint.every = j.at("checkpoint").at("every").get<std::int64_t>();
+  o.checkpoint.resume = false;  // rank 0 resumes and sends the state
+  if (j.contains("lora")) {
+    const auto& lj = j.at("lora");
+    lora_options lo;
+    lo.rank = lj.at("rank").get<std::int64_t>();
+    lo.alpha = lj.at("alpha").get<double>();
+    lo.target_modules = lj.at("target_modules").get<std::vector<std::string>>();
+    lo.seed = lj.at("seed").get<std::uint64_t>();
+    o.lora = lo;
+  }
+  o.distributed = own;
+  o.distributed.bucket_bytes = j.at("bucket_bytes").get<std::int64_t>();
+  return o;
+}
+
+template <class T>
+void put_vector(std::string& out, const std::vector<T>& v) {
+  const auto n = static_cast<std::uint64_t>(v.size());
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <class T>
+std::vector<T> take_vector(const std::string& in, std::size_t& at) {
+  std::uint64_t n = 0;
+  if (at + sizeof n > in.size()) {
+    throw std::runtime_error("truncated batch message");
+  }
+  std::memcpy(&n, in.data() + at, sizeof n);
+  at += sizeof n;
+  if (n > (in.size() - at) / sizeof(T)) {
+    throw std::runtime_error("truncated batch message");
+  }
+  std::vector<T> v(static_cast<std::size_t>(n));
+  std::memcpy(v.data(), in.data() + at, v.size() * sizeof(T));
+  at += v.size() * sizeof(T);
+  return v;
+}
+
+// Command byte, then per sequence its five vectors (host byte order: the ranks share a host
+// architecture).
+std::string encode_command(char command, const update_batch* batch) {
+  std::string out(1, command);
+  if (batch != nullptr) {
+    for (const auto& seq : batch->sequences) {
+      put_vector(out, seq.token_ids);
+      put_vector(out, seq.loss_mask);
+      put_vector(out, seq.behaviour_logprobs);
+      put_vector(out, seq.advantages);
+      put_vector(out, seq.reference_logprobs);
+    }
+  }
+  return out;
+}
+
+update_batch decode_batch(const std::string& in) {
+  update_batch batch;
+  std::size_t at = 1;
+  while (at < in.size()) {
+    sequence seq;
+    seq.token_ids = take_vector<std::int32_t>(in, at);
+    seq.loss_mask = take_vector<std::uint8_t>(in, at);
+    seq.behaviour_logprobs = take_vector<float>(in, at);
+    seq.advantages = take_vector<float>(in, at);
+    seq.reference_logprobs = take_vector<float>(in, at);
+    batch.sequences.push_back(std::move(seq));
+  }
+  return batch;
+}
+
+constexpr char command_update = 'U';
+constexpr char command_gradients = 'G';
+constexpr char command_checkpoint = 'C';
+constexpr char command_stop = 'S';
+
 }  // namespace
 
 struct trainer::state {
@@ -236,7 +385,35 @@ struct trainer::state {
   std::int64_t step = 0;
   std::int64_t optimizer_step = 0;
 
+  // Data parallelism (world_size > 1; with one rank: no group, one shard of everything).
+  std::unique_ptr<detail::dp_group> dp;
+  std::int64_t shard_size = 0;   // elements of the flat buffers per rank
+  std::int64_t shard_begin = 0;  // this rank's first element
+  std::vector<grad_bucket> buckets;
+  std::vector<std::size_t> launch_order;     // bucket indices, in the order they are reduced
+  std::vector<std::size_t> bucket_of_param;  // by index in params
+  std::vector<std::size_t> pending;          // per bucket: parameters still without a gradient
+  std::size_t launched = 0;                  // launch_order[0, launched) are in flight
+  bool armed = false;                        // the rank's last backward pass of the mini-batch
+  std::int64_t overlapped = 0;               // buckets launched from a hook (in backward)
+  std::vector<std::function<void()>> in_flight;
+  std::vector<std::shared_ptr<void>> hooks;
+  // Rank 0 after resuming: the whole optimiser buffers, until every rank took its shard.
+  std::map<std::string, at::Tensor> resumed_full;
+
   explicit state(learner::policy p) : model(std::move(p)) {}
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+  // Rank 0 releases the other ranks (their run_rank_worker returns).
+  ~state() {
+    if (dp && dp->rank() == 0 && !dp->failed()) {
+      try {
+        auto stop = encode_command(command_stop, nullptr);
+        dp->broadcast_bytes(stop, "the stop command");
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a dead rank needs no stop
+      }
+    }
+  }
 
   detail::transformer& net() { return *model.impl_; }
 
@@ -255,6 +432,22 @@ struct trainer::state {
   [[nodiscard]] double learning_rate() const;
   result<std::string> write_checkpoint();
   status read_checkpoint(const std::string& dir);
+
+  result<update_report> run_update(const update_batch& batch, bool given_reference);
+  result<gradient_report> run_compute_gradients(const update_batch& batch, bool given_reference);
+  // Data parallelism.
+  void send_command(char command, const update_batch* batch);
+  void send_model(const trainer_options& o);
+  void receive_model();
+  void make_buckets();
+  void arm_buckets();
+  void gradient_ready(std::size_t param);
+  void launch_bucket(std::size_t b);
+  void finish_buckets();
+  void share_initial_state();
+  // The optimiser buffers of a checkpoint, whole (gathered from the ranks: a collective).
+  [[nodiscard]] std::vector<std::pair<std::string, at::Tensor>> whole_optimizer_buffers();
+  status serve();
 };
 
 status trainer::state::init(const std::string& dir, const trainer_options& o) {
@@ -305,40 +498,52 @@ status trainer::state::init(const std::string& dir, const trainer_options& o) {
       }
     }
   }
+  if (dp) {
+    make_buckets();  // after the resume, which may replace the LoRA tensors the hooks attach to
+  }
   return ok_status();
 }
 
 void trainer::state::allocate_flat() {
   auto& m = net();
-  auto trainables = m.trainable_parameters();
+  std::vector<std::pair<std::size_t, detail::named_tensor>> trainables;
+  for (auto& t : m.trainable_parameters()) {
+    trainables.emplace_back(trainables.size(), t);
+  }
   std::stable_partition(trainables.begin(), trainables.end(),
-                        [](const detail::named_tensor& t) { return t.tensor->dim() >= 2; });
+                        [](const auto& t) { return t.second.tensor->dim() >= 2; });
   std::int64_t total = 0;
-  for (auto& [name, tensor] : trainables) {
+  for (auto& [index, named] : trainables) {
     param_state p;
-    p.name = name;
-    p.param = tensor;
+    p.name = named.name;
+    p.param = named.tensor;
     p.offset = total;
-    p.numel = tensor->numel();
+    p.numel = named.tensor->numel();
+    p.forward_index = index;
     total += p.numel;
-    if (tensor->dim() >= 2) {
+    if (named.tensor->dim() >= 2) {
       flat.decayed = total;
     }
     params.push_back(std::move(p));
   }
-  const auto options = at::TensorOptions().dtype(m.dtype).device(m.device);
-  const auto acc = options.dtype(detail::accumulate_type(m.dtype));
+  const std::int64_t ranks = options.distributed.world_size;
+  shard_size = (total + ranks - 1) / ranks;
+  shard_begin = shard_size * options.distributed.rank;
+  const auto padded = shard_size * ranks;
+  const auto tensor_options = at::TensorOptions().dtype(m.dtype).device(m.device);
+  const auto acc = tensor_options.dtype(detail::accumulate_type(m.dtype));
   accumulate_options = acc;
-  flat.weights = at::empty({total}, options);
-  flat.grads = at::zeros({total}, options);
-  flat.exp_avg = at::zeros({total}, acc);
-  flat.exp_avg_sq = at::zeros({total}, acc);
+  flat.weights = at::empty({padded}, tensor_options);
+  flat.weights.narrow(0, total, padded - total).zero_();
+  flat.grads = at::zeros({padded}, tensor_options);
+  flat.exp_avg = at::zeros({shard_size}, acc);
+  flat.exp_avg_sq = at::zeros({shard_size}, acc);
   if (m.dtype != at::kFloat && m.dtype != at::kDouble) {
-    flat.master = at::empty({total}, acc);
+    flat.master = at::empty({shard_size}, acc);
   }
   bind_model_to_flat();
   if (flat.master.defined()) {
-    flat.master.copy_(flat.weights);
+    flat.master.copy_(flat.weights.narrow(0, shard_begin, shard_size));
   }
 }
 
@@ -362,7 +567,16 @@ void trainer::state::bind_model_to_flat() {
 
 void trainer::state::zero_grads() {
   flat.grads.zero_();
-  flat.grad_accum = at::Tensor();
+  if (dp && flat.master.defined()) {
+    // Every rank reduces float32 sums, whatever its number of micro-batches.
+    if (flat.grad_accum.defined()) {
+      flat.grad_accum.zero_();
+    } else {
+      flat.grad_accum = at::zeros({flat.grads.numel()}, accumulate_options);
+    }
+  } else {
+    flat.grad_accum = at::Tensor();
+  }
 }
 
 // Called before each backward pass after the first of a mini-batch, and after the last: moves what
@@ -415,14 +629,34 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
            batch.sequences[indices[b]].token_ids.size();
   });
   const auto budget = options.batching.micro_batch_tokens;
-  std::size_t begin = 0;
-  while (begin < order.size()) {
+  std::vector<std::pair<std::size_t, std::size_t>> micro;  // [begin, end) of `order`
+  for (std::size_t begin = 0; begin < order.size();) {
     const auto longest =
         static_cast<std::int64_t>(batch.sequences[indices[order[begin]]].token_ids.size());
     std::size_t end = begin + 1;
     while (end < order.size() && longest * static_cast<std::int64_t>(end - begin + 1) <= budget) {
       ++end;
     }
+    micro.emplace_back(begin, end);
+    begin = end;
+  }
+  // Data parallel: micro-batch k (longest first) is rank k mod ranks's, so every rank forms the
+  // same micro-batches as one process would. A rank arms its bucket hooks for its last backward.
+  const std::size_t ranks = dp ? static_cast<std::size_t>(dp->size()) : 1;
+  const std::size_t rank = dp ? static_cast<std::size_t>(dp->rank()) : 0;
+  std::size_t last_backward = micro.size();
+  for (std::size_t k = rank; k < micro.size(); k += ranks) {
+    for (std::size_t j = micro[k].first; j < micro[k].second; ++j) {
+      const auto& mask = batch.sequences[indices[order[j]]].loss_mask;
+      if (std::find(mask.begin(), mask.end(), 1) != mask.end()) {
+        last_backward = k;
+      }
+    }
+  }
+  for (std::size_t k = rank; k < micro.size(); k += ranks) {
+    const auto [begin, end] = micro[k];
+    const auto longest =
+        static_cast<std::int64_t>(batch.sequences[indices[order[begin]]].token_ids.size());
     // Gather the micro-batch: ids padded to `longest`, and one row per trained token.
     std::vector<std::int64_t> ids(static_cast<std::size_t>(longest) * (end - begin), 0);
     std::vector<std::int64_t> rows;
@@ -452,7 +686,6 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
         token_weights.push_back(weights[j]);
       }
     }
-    begin = end;
     if (rows.empty()) {
       continue;  // nothing trained in these sequences: no forward pass needed
     }
@@ -506,6 +739,9 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
       if (sums.trained > 0) {
         spill_gradients();  // keep the earlier micro-batches' sum in float32
       }
+      if (dp && k == last_backward) {
+        arm_buckets();
+      }
       terms.loss.backward();
     }
     sums.loss += terms.loss.item<double>();
@@ -516,21 +752,142 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     sums.entropy += entropy.sum().item<double>();
     sums.trained += static_cast<std::int64_t>(rows.size());
   }
-  if (flat.grad_accum.defined()) {
+  if (dp) {
+    finish_buckets();
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    auto all =
+        at::tensor(std::vector<double>{sums.loss, sums.pg_loss, sums.kl, sums.behaviour_kl,
+                                       sums.clipped, sums.entropy, static_cast<double>(sums.tokens),
+                                       static_cast<double>(sums.trained),
+                                       static_cast<double>(sums.sequences)},
+                   f64)
+            .to(dp->wire_device());
+    dp->all_reduce(all, "the metric sums");
+    const auto host = all.cpu();
+    const auto* v = host.data_ptr<double>();
+    sums.loss = v[0];
+    sums.pg_loss = v[1];
+    sums.kl = v[2];
+    sums.behaviour_kl = v[3];
+    sums.clipped = v[4];
+    sums.entropy = v[5];
+    sums.tokens = std::llround(v[6]);
+    sums.trained = std::llround(v[7]);
+    sums.sequences = std::llround(v[8]);
+  } else if (flat.grad_accum.defined()) {
     spill_gradients();  // the last micro-batch joins the float32 sum
   }
   return sums;
+}
+
+void trainer::state::make_buckets() {
+  const auto element =
+      static_cast<std::int64_t>(c10::elementSize(accumulate_options.dtype().toScalarType()));
+  const auto limit = std::max<std::int64_t>(1, options.distributed.bucket_bytes / element);
+  bucket_of_param.assign(params.size(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (buckets.empty() || (buckets.back().end - buckets.back().begin) + p.numel > limit) {
+      grad_bucket b;
+      b.begin = p.offset;
+      b.end = p.offset;
+      b.first_forward = p.forward_index;
+      buckets.push_back(b);
+    }
+    auto& b = buckets.back();
+    b.end = p.offset + p.numel;
+    b.params += 1;
+    b.first_forward = std::min(b.first_forward, p.forward_index);
+    bucket_of_param[i] = buckets.size() - 1;
+  }
+  // Backward visits the parameters roughly in reverse forward order: a bucket whose earliest
+  // parameter comes late in the forward pass is complete early. Every rank computes the same
+  // order, which the collectives need (they pair up by order, not by name).
+  launch_order.resize(buckets.size());
+  std::iota(launch_order.begin(), launch_order.end(), 0);
+  std::stable_sort(launch_order.begin(), launch_order.end(), [&](std::size_t a, std::size_t b) {
+    return buckets[a].first_forward > buckets[b].first_forward;
+  });
+  pending.assign(buckets.size(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    hooks.push_back(
+        detail::on_gradient_accumulated(*params[i].param, [this, i] { gradient_ready(i); }));
+  }
+}
+
+void trainer::state::arm_buckets() {
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    pending[b] = buckets[b].params;
+  }
+  launched = 0;
+  in_flight.clear();
+  armed = true;
+}
+
+void trainer::state::gradient_ready(std::size_t param) {
+  if (!armed) {
+    return;
+  }
+  auto& left = pending[bucket_of_param[param]];
+  if (left > 0) {
+    --left;
+  }
+  // In launch order only, so that every rank issues the same sequence of collectives.
+  while (launched < launch_order.size() && pending[launch_order[launched]] == 0) {
+    launch_bucket(launch_order[launched++]);
+    ++overlapped;
+  }
+}
+
+void trainer::state::launch_bucket(std::size_t b) {
+  at::NoGradGuard no_grad;
+  const auto& bucket = buckets[b];
+  auto grads = flat.grads.narrow(0, bucket.begin, bucket.end - bucket.begin);
+  const auto what = "gradient bucket " + std::to_string(b);
+  if (flat.master.defined()) {
+    auto sum = flat.grad_accum.narrow(0, bucket.begin, bucket.end - bucket.begin);
+    sum.add_(grads);
+    grads.zero_();
+    in_flight.push_back(dp->all_reduce_async(sum, what));
+  } else {
+    in_flight.push_back(dp->all_reduce_async(grads, what));
+  }
+}
+
+// Launches the buckets no hook launched (all of them on a rank without a micro-batch: it adds
+// zeros) and waits for every reduction.
+void trainer::state::finish_buckets() {
+  if (!armed) {
+    arm_buckets();
+  }
+  armed = false;
+  while (launched < launch_order.size()) {
+    launch_bucket(launch_order[launched++]);
+  }
+  auto works = std::move(in_flight);
+  in_flight.clear();
+  for (auto& wait : works) {
+    wait();
+  }
 }
 
 result<double> trainer::state::gradient_norm() {
   RECORD_FUNCTION("leap::grad_norm", std::vector<c10::IValue>());
   at::NoGradGuard no_grad;
   const auto& g = gradient();
-  const double norm =
-      g.numel() == 0
-          ? 0.0
-          : at::linalg_vector_norm(g, 2, {}, false, accumulate_options.dtype().toScalarType())
-                .item<double>();
+  double norm = 0;
+  if (dp) {
+    // Each rank's shard of the summed gradient; the squares summed over the ranks.
+    auto squares =
+        at::linalg_vector_norm(g.narrow(0, shard_begin, shard_size), 2, {}, false, at::kDouble)
+            .pow(2)
+            .reshape({1});
+    dp->all_reduce(squares, "the gradient norm");
+    norm = std::sqrt(squares.item<double>());
+  } else if (g.numel() != 0) {
+    norm = at::linalg_vector_norm(g, 2, {}, false, accumulate_options.dtype().toScalarType())
+               .item<double>();
+  }
   if (!std::isfinite(norm)) {
     return error{"the gradient is not finite (norm " + std::to_string(norm) + "); step skipped"};
   }
@@ -559,35 +916,61 @@ void trainer::state::adamw_step(double grad_norm) {
   const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(optimizer_step));
   const auto& grads = gradient();
   const auto acc = accumulate_options.dtype().toScalarType();
-  const auto& weights = flat.master.defined() ? flat.master : flat.weights;
+  // This rank's shard (everything with one rank): [base, base + shard_size) of the flat buffers.
+  const auto base = shard_begin;
+  const auto weights =
+      flat.master.defined() ? flat.master : flat.weights.narrow(0, base, shard_size);
   const auto total = weights.numel();
   for (std::int64_t start = 0; start < total; start += optimizer_slice) {
     const auto n = std::min(optimizer_slice, total - start);
     // The gradient buffers are zeroed after the step, so scaling in place is fine.
-    auto g = grads.narrow(0, start, n).to(acc);
+    auto g = grads.narrow(0, base + start, n).to(acc);
     auto w = weights.narrow(0, start, n);
     auto m = flat.exp_avg.narrow(0, start, n);
     auto v = flat.exp_avg_sq.narrow(0, start, n);
     if (clip != 1.0) {
       g.mul_(clip);
     }
-    if (o.weight_decay > 0 && start < flat.decayed) {
-      w.narrow(0, 0, std::min(n, flat.decayed - start)).mul_(1.0 - lr * o.weight_decay);
+    if (o.weight_decay > 0 && base + start < flat.decayed) {
+      w.narrow(0, 0, std::min(n, flat.decayed - base - start)).mul_(1.0 - lr * o.weight_decay);
     }
     m.lerp_(g, 1.0 - o.beta1);
     v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
     const auto denom = at::sqrt(v).div_(std::sqrt(bias2)).add_(o.eps);
     w.addcdiv_(m, denom, -lr / bias1);
     if (flat.master.defined()) {
-      flat.weights.narrow(0, start, n).copy_(w);
+      flat.weights.narrow(0, base + start, n).copy_(w);
     }
   }
+  if (dp) {
+    // Every rank's updated shard into every rank's model weights, in the model dtype.
+    dp->all_gather_pieces(flat.weights, "the updated weights");
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> trainer::state::whole_optimizer_buffers() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [prefix, buffer] : saved_buffers()) {
+    if (!dp) {
+      out.emplace_back(prefix, *buffer);
+      continue;
+    }
+    auto whole = at::empty({shard_size * dp->size()}, buffer->options());
+    whole.narrow(0, shard_begin, shard_size).copy_(*buffer);
+    dp->all_gather_pieces(whole, "the optimizer state " + prefix);
+    out.emplace_back(prefix, std::move(whole));
+  }
+  return out;
 }
 
 result<std::string> trainer::state::write_checkpoint() {
   const auto& co = options.checkpoint;
   if (co.dir.empty()) {
     return error{"no checkpoint dir is configured"};
+  }
+  const auto buffers = whole_optimizer_buffers();  // a collective: before rank 0 goes its own way
+  if (dp && dp->rank() != 0) {
+    return std::string();
   }
   const std::string& root = co.dir;
   const auto name = step_name(step);
@@ -607,9 +990,9 @@ result<std::string> trainer::state::write_checkpoint() {
     return s.err();
   }
   tensor_map optimizer;
-  for (const auto& [prefix, buffer] : saved_buffers()) {
+  for (const auto& [prefix, buffer] : buffers) {
     for (const auto& p : params) {
-      auto host = detail::to_host(slice_view(*buffer, p));
+      auto host = detail::to_host(slice_view(buffer, p));
       if (!host) {
         return host.err();
       }
@@ -704,9 +1087,19 @@ status trainer::state::read_checkpoint(const std::string& dir) {
     return optimizer.err();
   }
   at::NoGradGuard no_grad;
+  // Data parallel: rank 0 reads the whole buffers and share_initial_state() deals the shards.
+  std::vector<std::pair<std::string, at::Tensor>> targets;
   for (const auto& [prefix, buffer] : saved_buffers()) {
+    if (dp) {
+      resumed_full[prefix] = at::zeros({flat.weights.numel()}, buffer->options());
+      targets.emplace_back(prefix, resumed_full[prefix]);
+    } else {
+      targets.emplace_back(prefix, *buffer);
+    }
+  }
+  for (const auto& [prefix, buffer] : targets) {
     for (const auto& p : params) {
-      auto t = slice_view(*buffer, p);
+      auto t = slice_view(buffer, p);
       auto it = optimizer->find(prefix + p.name);
       if (it == optimizer->end()) {
         return error{"optimizer.safetensors lacks '" + std::string(prefix) + p.name + "'"};
@@ -719,7 +1112,7 @@ status trainer::state::read_checkpoint(const std::string& dir) {
       t.copy_(detail::to_tensor(it->second, t.device(), t.scalar_type()));
     }
   }
-  if (flat.master.defined()) {
+  if (flat.master.defined() && !dp) {
     flat.weights.copy_(flat.master);
   }
   return ok_status();
@@ -730,8 +1123,34 @@ trainer::trainer(trainer&&) noexcept = default;
 trainer& trainer::operator=(trainer&&) noexcept = default;
 trainer::~trainer() = default;
 
-result<trainer> trainer::create(const std::string& model_dir, const trainer_options& options) {
+namespace {
+
+status validate_create(const trainer_options& options) {
   if (auto s = validate(options); !s) {
+    return s.err();
+  }
+  const auto& d = options.distributed;
+  if (auto s = validate(d); !s) {
+    return s.err();
+  }
+  if (d.world_size > 1 && d.rank != 0) {
+    return error{"distributed 'rank' " + std::to_string(d.rank) +
+                 ": a trainer is rank 0; the other ranks run run_rank_worker"};
+  }
+  if (d.world_size > 1 && !options.reference_model_dir.empty()) {
+    return error{
+        "'reference_model_dir' is not supported with world_size > 1 (the reference is "
+        "the initial model, or reference_logprobs in the batch)"};
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+// Rank 0 of a data-parallel trainer: forms the group and sends the model before init (so every
+// rank's KL reference copy is the initial model), then the resumed state after it.
+result<trainer> trainer::create(const std::string& model_dir, const trainer_options& options) {
+  if (auto s = validate_create(options); !s) {
     return s.err();
   }
   auto p = policy::load(model_dir, options.policy);
@@ -739,24 +1158,202 @@ result<trainer> trainer::create(const std::string& model_dir, const trainer_opti
     return p.err();
   }
   auto s = std::make_unique<state>(std::move(*p));
-  if (auto st =
-          detail::guarded("creating the trainer", [&] { return s->init(model_dir, options); });
+  return create_from(std::move(s), model_dir, options);
+}
+
+result<trainer> trainer::create(policy initial, const trainer_options& options) {
+  if (auto s = validate_create(options); !s) {
+    return s.err();
+  }
+  if (options.distributed.world_size > 1 && initial.has_lora()) {
+    return error{
+        "world_size > 1: give LoRA through trainer_options.lora, not on the initial policy"};
+  }
+  auto s = std::make_unique<state>(std::move(initial));
+  return create_from(std::move(s), "", options);
+}
+
+result<trainer> trainer::create_from(std::unique_ptr<state> s, const std::string& model_dir,
+                                     const trainer_options& options) {
+  if (options.distributed.world_size > 1) {
+    auto group = detail::dp_group::connect(options.distributed, s->net().device);
+    if (!group) {
+      return group.err();
+    }
+    s->dp = std::move(*group);
+  }
+  if (auto st = detail::guarded("creating the trainer",
+                                [&]() -> status {
+                                  if (s->dp) {
+                                    s->send_model(options);
+                                  }
+                                  if (auto i = s->init(model_dir, options); !i) {
+                                    return i;
+                                  }
+                                  if (s->dp) {
+                                    s->share_initial_state();
+                                  }
+                                  return ok_status();
+                                });
       !st) {
     return st.err();
   }
   return trainer(std::move(s));
 }
 
-result<trainer> trainer::create(policy initial, const trainer_options& options) {
-  if (auto s = validate(options); !s) {
-    return s.err();
+void trainer::state::send_model(const trainer_options& o) {
+  at::NoGradGuard no_grad;
+  auto& m = net();
+  std::string hello = json{{"options", options_to_json(o, detail::dtype_name(m.dtype))},
+                           {"config", json::parse(to_json(m.config))}}
+                          .dump();
+  dp->broadcast_bytes(hello, "the trainer options and model config");
+  for (auto& [name, tensor] : m.base_parameters()) {
+    dp->broadcast(*tensor, "weight " + name);
   }
-  auto s = std::make_unique<state>(std::move(initial));
-  if (auto st = detail::guarded("creating the trainer", [&] { return s->init("", options); });
-      !st) {
-    return st.err();
+}
+
+void trainer::state::receive_model() {
+  at::NoGradGuard no_grad;
+  for (auto& [name, tensor] : net().base_parameters()) {
+    dp->broadcast(*tensor, "weight " + name);
   }
-  return trainer(std::move(s));
+}
+
+// After init on every rank: the step counters, rank 0's weights (a resumed checkpoint's or the
+// initial ones) and, after a resume, each rank's shard of the optimiser state.
+void trainer::state::share_initial_state() {
+  at::NoGradGuard no_grad;
+  const auto wire = dp->wire_device();
+  auto counters = at::tensor(std::vector<std::int64_t>{step, optimizer_step,
+                                                       resumed_full.empty() ? std::int64_t{0} : 1},
+                             at::TensorOptions().dtype(at::kLong))
+                      .to(wire);
+  dp->broadcast(counters, "the step counters");
+  const auto host = counters.cpu();
+  step = host.data_ptr<std::int64_t>()[0];
+  optimizer_step = host.data_ptr<std::int64_t>()[1];
+  const bool resumed = host.data_ptr<std::int64_t>()[2] != 0;
+  dp->broadcast(flat.weights, "the initial weights");
+  if (flat.master.defined()) {
+    flat.master.copy_(flat.weights.narrow(0, shard_begin, shard_size));
+  }
+  if (resumed) {
+    for (const auto& [prefix, buffer] : saved_buffers()) {
+      auto whole = dp->rank() == 0 ? resumed_full.at(prefix)
+                                   : at::zeros({flat.weights.numel()}, buffer->options());
+      dp->broadcast(whole, "the optimizer state " + prefix);
+      const_cast<at::Tensor*>(buffer)->copy_(whole.narrow(0, shard_begin, shard_size));
+    }
+  }
+  resumed_full.clear();
+}
+
+void trainer::state::send_command(char command, const update_batch* batch) {
+  auto message = encode_command(command, batch);
+  dp->broadcast_bytes(message, "a command");
+}
+
+result<update_report> trainer::state::run_update(const update_batch& batch, bool given_reference) {
+  auto& s = *this;
+  const auto start = clock_type::now();
+  update_report report;
+  const auto overlapped_before = s.overlapped;
+  const auto count = batch.sequences.size();
+  const auto minis =
+      std::min<std::size_t>(static_cast<std::size_t>(s.options.batching.mini_batches), count);
+  metric_sums total;
+  double weighted_norm = 0;
+  for (std::int64_t epoch = 0; epoch < s.options.batching.epochs; ++epoch) {
+    for (std::size_t mb = 0; mb < minis; ++mb) {
+      const auto t0 = clock_type::now();
+      std::vector<std::size_t> indices;
+      for (std::size_t i = mb * count / minis; i < (mb + 1) * count / minis; ++i) {
+        indices.push_back(i);
+      }
+      s.zero_grads();
+      auto sums = s.accumulate(batch, indices, given_reference);
+      if (!sums) {
+        s.zero_grads();
+        return sums.err();
+      }
+      if (sums->trained == 0) {
+        continue;  // a mini-batch without trained tokens has no gradient: no step
+      }
+      auto norm = s.gradient_norm();
+      if (!norm) {
+        s.zero_grads();
+        return norm.err();
+      }
+      const double lr = s.learning_rate();
+      s.adamw_step(*norm);
+      s.zero_grads();
+      auto m = to_metrics(*sums, std::chrono::duration<double>(clock_type::now() - t0).count());
+      m.optimizer_step = s.optimizer_step;
+      m.lr = lr;
+      m.grad_norm = *norm;
+      report.optimizer_steps.push_back(m);
+      total.loss += sums->loss * static_cast<double>(sums->trained);
+      total.pg_loss += sums->pg_loss * static_cast<double>(sums->trained);
+      total.kl += sums->kl;
+      total.behaviour_kl += sums->behaviour_kl;
+      total.clipped += sums->clipped;
+      total.entropy += sums->entropy;
+      total.tokens += sums->tokens;
+      total.trained += sums->trained;
+      total.sequences += sums->sequences;
+      weighted_norm += *norm * static_cast<double>(sums->trained);
+    }
+  }
+  ++s.step;
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  report.summary = to_metrics(total, seconds);
+  const auto trained = static_cast<double>(std::max<std::int64_t>(total.trained, 1));
+  report.summary.loss = total.loss / trained;
+  report.summary.pg_loss = total.pg_loss / trained;
+  report.summary.grad_norm = weighted_norm / trained;
+  report.summary.optimizer_step = s.optimizer_step;
+  report.summary.lr =
+      report.optimizer_steps.empty() ? s.learning_rate() : report.optimizer_steps.back().lr;
+  report.step = s.step;
+  report.buckets_overlapped = s.overlapped - overlapped_before;
+  const auto& co = s.options.checkpoint;
+  if (!co.dir.empty() && s.step % co.every == 0) {
+    auto dir = s.write_checkpoint();
+    if (!dir) {
+      return dir.err().wrap("checkpoint of step " + std::to_string(s.step));
+    }
+    report.checkpoint_dir = *dir;
+  }
+  return report;
+  return report;
+}
+
+result<gradient_report> trainer::state::run_compute_gradients(const update_batch& batch,
+                                                              bool given_reference) {
+  auto& s = *this;
+  std::vector<std::size_t> indices(batch.sequences.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  s.zero_grads();
+  auto sums = s.accumulate(batch, indices, given_reference);
+  if (!sums) {
+    s.zero_grads();
+    return sums.err();
+  }
+  gradient_report out;
+  auto norm = s.gradient_norm();
+  out.metrics = to_metrics(*sums, 0);
+  out.metrics.grad_norm = norm ? *norm : std::nan("");
+  out.loss = sums->loss;
+  for (auto& p : s.params) {
+    auto host = detail::to_host(slice_view(s.gradient(), p).to(s.accumulate_options.dtype()));
+    if (!host) {
+      return host.err();
+    }
+    out.gradients.emplace(p.name, std::move(*host));
+  }
+  s.zero_grads();
+  return out;
 }
 
 result<update_report> trainer::update(const update_batch& batch) {
@@ -765,78 +1362,13 @@ result<update_report> trainer::update(const update_batch& batch) {
     return v.err();
   }
   const bool given_reference = !batch.sequences.front().reference_logprobs.empty();
-  return detail::guarded(
-      "update step " + std::to_string(s.step + 1), [&]() -> result<update_report> {
-        const auto start = clock_type::now();
-        update_report report;
-        const auto count = batch.sequences.size();
-        const auto minis =
-            std::min<std::size_t>(static_cast<std::size_t>(s.options.batching.mini_batches), count);
-        metric_sums total;
-        double weighted_norm = 0;
-        for (std::int64_t epoch = 0; epoch < s.options.batching.epochs; ++epoch) {
-          for (std::size_t mb = 0; mb < minis; ++mb) {
-            const auto t0 = clock_type::now();
-            std::vector<std::size_t> indices;
-            for (std::size_t i = mb * count / minis; i < (mb + 1) * count / minis; ++i) {
-              indices.push_back(i);
-            }
-            s.zero_grads();
-            auto sums = s.accumulate(batch, indices, given_reference);
-            if (!sums) {
-              s.zero_grads();
-              return sums.err();
-            }
-            if (sums->trained == 0) {
-              continue;  // a mini-batch without trained tokens has no gradient: no step
-            }
-            auto norm = s.gradient_norm();
-            if (!norm) {
-              s.zero_grads();
-              return norm.err();
-            }
-            const double lr = s.learning_rate();
-            s.adamw_step(*norm);
-            s.zero_grads();
-            auto m =
-                to_metrics(*sums, std::chrono::duration<double>(clock_type::now() - t0).count());
-            m.optimizer_step = s.optimizer_step;
-            m.lr = lr;
-            m.grad_norm = *norm;
-            report.optimizer_steps.push_back(m);
-            total.loss += sums->loss * static_cast<double>(sums->trained);
-            total.pg_loss += sums->pg_loss * static_cast<double>(sums->trained);
-            total.kl += sums->kl;
-            total.behaviour_kl += sums->behaviour_kl;
-            total.clipped += sums->clipped;
-            total.entropy += sums->entropy;
-            total.tokens += sums->tokens;
-            total.trained += sums->trained;
-            total.sequences += sums->sequences;
-            weighted_norm += *norm * static_cast<double>(sums->trained);
-          }
-        }
-        ++s.step;
-        const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-        report.summary = to_metrics(total, seconds);
-        const auto trained = static_cast<double>(std::max<std::int64_t>(total.trained, 1));
-        report.summary.loss = total.loss / trained;
-        report.summary.pg_loss = total.pg_loss / trained;
-        report.summary.grad_norm = weighted_norm / trained;
-        report.summary.optimizer_step = s.optimizer_step;
-        report.summary.lr =
-            report.optimizer_steps.empty() ? s.learning_rate() : report.optimizer_steps.back().lr;
-        report.step = s.step;
-        const auto& co = s.options.checkpoint;
-        if (!co.dir.empty() && s.step % co.every == 0) {
-          auto dir = s.write_checkpoint();
-          if (!dir) {
-            return dir.err().wrap("checkpoint of step " + std::to_string(s.step));
-          }
-          report.checkpoint_dir = *dir;
-        }
-        return report;
-      });
+  return detail::guarded("update step " + std::to_string(s.step + 1),
+                         [&]() -> result<update_report> {
+                           if (s.dp) {
+                             s.send_command(command_update, &batch);
+                           }
+                           return s.run_update(batch, given_reference);
+                         });
 }
 
 result<gradient_report> trainer::compute_gradients(const update_batch& batch) {
@@ -846,35 +1378,144 @@ result<gradient_report> trainer::compute_gradients(const update_batch& batch) {
   }
   const bool given_reference = !batch.sequences.front().reference_logprobs.empty();
   return detail::guarded("computing gradients", [&]() -> result<gradient_report> {
-    std::vector<std::size_t> indices(batch.sequences.size());
-    std::iota(indices.begin(), indices.end(), 0);
-    s.zero_grads();
-    auto sums = s.accumulate(batch, indices, given_reference);
-    if (!sums) {
-      s.zero_grads();
-      return sums.err();
+    if (s.dp) {
+      s.send_command(command_gradients, &batch);
     }
-    gradient_report out;
-    auto norm = s.gradient_norm();
-    out.metrics = to_metrics(*sums, 0);
-    out.metrics.grad_norm = norm ? *norm : std::nan("");
-    out.loss = sums->loss;
-    for (auto& p : s.params) {
-      auto host = detail::to_host(slice_view(s.gradient(), p).to(s.accumulate_options.dtype()));
-      if (!host) {
-        return host.err();
-      }
-      out.gradients.emplace(p.name, std::move(*host));
-    }
-    s.zero_grads();
-    return out;
+    return s.run_compute_gradients(batch, given_reference);
   });
 }
 
 result<std::string> trainer::save_checkpoint() {
-  return detail::guarded("writing a checkpoint", [&] { return state_->write_checkpoint(); });
+  return detail::guarded("writing a checkpoint", [&] {
+    if (state_->dp && !state_->options.checkpoint.dir.empty()) {
+      state_->send_command(command_checkpoint, nullptr);
+    }
+    return state_->write_checkpoint();
+  });
 }
 
+// The other ranks' loop: rank 0's commands, run on this rank's share, until the stop command.
+// An error that every rank meets alike (a non-finite gradient) leaves the group usable; a failed
+// collective ends the loop.
+status trainer::state::serve() {
+  // Rank 0 may take long between commands (rollouts): the wait for one has no timeout, and a
+  // rank 0 that goes away closes the connection, which ends it.
+  for (;;) {
+    std::string message;
+    if (auto s = detail::guarded("waiting for rank 0's next command",
+                                 [&]() -> status {
+                                   dp->broadcast_bytes(message, "a command", true);
+                                   return ok_status();
+                                 });
+        !s) {
+      return s;
+    }
+    if (message.empty()) {
+      return error{"data-parallel: an empty command from rank 0"};
+    }
+    status done = ok_status();
+    switch (message[0]) {
+      case command_stop:
+        return ok_status();
+      case command_update:
+      case command_gradients: {
+        auto batch = detail::guarded(
+            "decoding a batch", [&]() -> result<update_batch> { return decode_batch(message); });
+        if (!batch) {
+          return batch.err();
+        }
+        const bool given =
+            !batch->sequences.empty() && !batch->sequences.front().reference_logprobs.empty();
+        if (message[0] == command_update) {
+          auto r = detail::guarded("update step " + std::to_string(step + 1),
+                                   [&] { return run_update(*batch, given); });
+          if (!r) {
+            done = r.err();
+          }
+        } else {
+          auto r = detail::guarded("computing gradients",
+                                   [&] { return run_compute_gradients(*batch, given); });
+          if (!r) {
+            done = r.err();
+          }
+        }
+        break;
+      }
+      case command_checkpoint: {
+        auto r = detail::guarded("writing a checkpoint", [&] { return write_checkpoint(); });
+        if (!r) {
+          done = r.err();
+        }
+        break;
+      }
+      default:
+        return error{"data-parallel: unknown command from rank 0"};
+    }
+    if (!done && dp->failed()) {
+      return done;
+    }
+  }
+}
+
+status run_rank_worker(const distributed_options& options, const std::string& device) {
+  if (auto s = validate(options); !s) {
+    return s;
+  }
+  if (options.rank == 0) {
+    return error{"distributed 'rank' 0 is the trainer's process; workers are ranks 1 and up"};
+  }
+  auto parsed = detail::parse_device(device);
+  if (!parsed) {
+    return parsed.err();
+  }
+  auto group = detail::dp_group::connect(options, *parsed);
+  if (!group) {
+    return group.err();
+  }
+  std::string hello;
+  if (auto s = detail::guarded("receiving the model from rank 0",
+                               [&]() -> status {
+                                 (*group)->broadcast_bytes(hello,
+                                                           "the trainer options and model config");
+                                 return ok_status();
+                               });
+      !s) {
+    return s;
+  }
+  trainer_options o;
+  model_config config;
+  try {
+    const auto doc = json::parse(hello);
+    o = options_from_json(doc.at("options"), options);
+    auto c = parse_model_config(doc.at("config").dump());
+    if (!c) {
+      return c.err().wrap("the model config from rank 0");
+    }
+    config = *c;
+  } catch (const json::exception& e) {
+    return error{"the trainer options from rank 0: " + std::string(e.what())};
+  }
+  o.policy.device = device;
+  auto p = policy::create_random_on_device(config, 0, o.policy);
+  if (!p) {
+    return p.err();
+  }
+  auto s = std::make_unique<trainer::state>(std::move(*p));
+  s->dp = std::move(*group);
+  if (auto st = detail::guarded("joining the trainer",
+                                [&]() -> status {
+                                  s->receive_model();
+                                  if (auto i = s->init("", o); !i) {
+                                    return i;
+                                  }
+                                  s->share_initial_state();
+                                  return ok_status();
+                                });
+      !st) {
+    return st;
+  }
+  return s->serve();
+}
 const policy& trainer::current_policy() const { return state_->model; }
 
 std::int64_t trainer::step() const { return state_->step; }

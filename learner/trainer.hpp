@@ -59,6 +59,27 @@ struct checkpoint_options {
   std::int64_t max_shard_bytes = std::int64_t{5} << 30;  // Default: 5 GiB
 };
 
+// Data-parallel training over a c10d group (gloo on cpu, NCCL on cuda devices; see README.md).
+// Rank 0 is the process that calls trainer::create; ranks 1..world_size-1 run run_rank_worker()
+// and receive the options, the model and every command from rank 0. Results equal one process's
+// within float rounding: every rank sees the whole batch, the micro-batches are dealt to the ranks,
+// gradients are summed over the ranks, AdamW state and float32 masters are sharded (1 / world_size
+// of them per rank).
+struct distributed_options {
+  int rank = 0;        // this process's rank in [0, world_size). Default: 0
+  int world_size = 1;  // 1 = one process, no group (the code path of a plain trainer). Default: 1
+  // "host:port" of the c10d TCPStore that rank 0 hosts and the others connect to. Required when
+  // world_size > 1. Default: ""
+  std::string master;
+  // Forming the group and every collective fail with an error naming the collective after this
+  // long (a rank that died or hangs). Default: 300
+  double timeout_seconds = 300;
+  // Gradients are reduced in buckets of about this many bytes of the float32 gradient, each
+  // launched from the backward pass as soon as all its parameters have their gradient.
+  // Default: 25 MiB
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;
+};
+
 struct trainer_options {
   policy_options policy;
   loss_options loss;
@@ -71,6 +92,8 @@ struct trainer_options {
   // "" = the initial model (its weights are copied at start, or reloaded from the model folder when
   // resuming). Default: ""
   std::string reference_model_dir;
+  // world_size > 1 also needs no reference_model_dir and an update_batch given to rank 0 only.
+  distributed_options distributed;
 };
 
 // One scored sequence: the conversation's token ids and, per token t (predicted from ids[0..t)),
@@ -112,6 +135,9 @@ struct update_report {
   std::vector<step_metrics> optimizer_steps;  // one per mini-batch and epoch
   step_metrics summary;  // token-weighted means over the optimiser steps; counts and time summed
   std::string checkpoint_dir;  // "" when this step wrote none
+  // Data parallel: this rank's gradient buckets whose reduction started inside the backward pass
+  // (overlapping it) rather than after it, summed over the optimiser steps; 0 with one rank.
+  std::int64_t buckets_overlapped = 0;
 };
 
 // The loss and gradient of a batch without an optimiser step (for checks and tools).
@@ -160,8 +186,24 @@ class trainer {
  private:
   struct state;
   explicit trainer(std::unique_ptr<state> s);
+  [[nodiscard]] static result<trainer> create_from(std::unique_ptr<state> s,
+                                                   const std::string& model_dir,
+                                                   const trainer_options& options);
+  friend status run_rank_worker(const distributed_options& options, const std::string& device);
   std::unique_ptr<state> state_;
 };
+
+// A rank 1..world_size-1 of a data-parallel trainer: joins the group at `options.master`, receives
+// the trainer options and the model from rank 0, then runs every update / compute_gradients /
+// checkpoint that rank 0's trainer runs, on its own share of the micro-batches, until rank 0's
+// trainer is destroyed (returns ok) or a collective fails (the error names it). `device`: this
+// rank's device ("cpu", "cuda:N"); the model's dtype is rank 0's. Errors: invalid options, the
+// group not forming within the timeout, a failed collective.
+[[nodiscard]] status run_rank_worker(const distributed_options& options, const std::string& device);
+
+// Checks a distributed_options (world_size >= 1, rank in range, master "host:port" when
+// world_size > 1, timeout and bucket size > 0).
+[[nodiscard]] status validate(const distributed_options& options);
 
 // The newest complete checkpoint folder in `dir` (step-NNNNNNNN with a trainer_state.json), or ""
 // when there is none. Errors: `dir` exists but cannot be listed.

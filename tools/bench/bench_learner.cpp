@@ -3,6 +3,9 @@
 //
 //   bench_learner                                   # small model on CPU, a few seconds
 //   bench_learner --device cuda --dtype bfloat16 --preset qwen2-0.5b --batch 8 --seq 2048
+//   bench_learner --skip-sampling --world-size 2    # data parallel: ranks 1.. are
+//                                                   # leap-learner-rank processes (cuda: one GPU
+//                                                   each)
 //
 // The update is the real one (chunked log-probs, clipped surrogate, AdamW with float32 masters,
 // gradient clipping); sampling decodes `n` completions of one prompt. Numbers are printed as text
@@ -18,8 +21,13 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <spawn.h>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <vector>
+
+extern char** environ;
 
 namespace {
 
@@ -43,7 +51,45 @@ struct bench_args {
   bool skip_update = false;
   bool skip_sampling = false;
   std::string trace;  // Chrome trace of one more update step, if set
+  int world_size = 1;
+  std::string master = "127.0.0.1:29517";
 };
+
+// Ranks 1..world_size-1 of a data-parallel update: leap-learner-rank from this binary's folder,
+// on `device` (cuda: rank r on cuda:r). Returns their pids.
+std::vector<pid_t> spawn_ranks(const bench_args& a, const std::string& self) {
+  const auto slash = self.rfind('/');
+  const std::string exe = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+                          "/leap-learner-rank";
+  std::vector<pid_t> pids;
+  for (int r = 1; r < a.world_size; ++r) {
+    const std::string device = a.device == "cuda" ? "cuda:" + std::to_string(r) : a.device;
+    std::vector<std::string> args = {exe,
+                                     "--master",
+                                     a.master,
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--world-size",
+                                     std::to_string(a.world_size),
+                                     "--device",
+                                     device};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (auto& x : args) {
+      argv.push_back(x.data());
+    }
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0) {
+      pids.push_back(pid);
+    } else {
+      std::cerr << "bench_learner: error: cannot run " << exe << "\n";
+    }
+  }
+  return pids;
+}
+
+double max_rss_gib(const rusage& u) { return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0); }
 
 // Shapes of public checkpoints (learner::model_preset: qwen2-0.5b, qwen2-1.5b, qwen3-0.6b,
 // qwen3-1.7b, qwen3-8b) or two toy ones, tiny and small (random weights; only the shape matters for
@@ -87,9 +133,7 @@ int fail(const std::string& what, const leap::error& e) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bench_args a;
   CLI::App app{"Benchmark of the LibTorch learner: update and sampling tokens/s"};
   app.add_option("--device", a.device, "cpu, cuda or cuda:N")->capture_default_str();
@@ -113,6 +157,12 @@ int main(int argc, char** argv) {
   app.add_option("--n", a.n, "sampling: completions decoded together")->capture_default_str();
   app.add_flag("--skip-update", a.skip_update, "only benchmark sampling");
   app.add_flag("--skip-sampling", a.skip_sampling, "only benchmark the update");
+  app.add_option("--world-size", a.world_size,
+                 "data-parallel ranks for the update; ranks 1.. run leap-learner-rank from this "
+                 "binary's folder (cuda: rank r on cuda:r)")
+      ->capture_default_str();
+  app.add_option("--master", a.master, "host:port of the data-parallel group's store")
+      ->capture_default_str();
   app.add_option(
       "--trace", a.trace,
       "after the timed steps, profile one more update and write its Chrome trace "
@@ -191,6 +241,12 @@ int main(int argc, char** argv) {
     leap::learner::trainer_options topts;
     topts.optimizer.lr = 1e-6;
     topts.batching.micro_batch_tokens = a.micro_batch_tokens;
+    std::vector<pid_t> ranks;
+    if (a.world_size > 1) {
+      ranks = spawn_ranks(a, argv[0]);
+      topts.distributed.world_size = a.world_size;
+      topts.distributed.master = a.master;
+    }
     auto t = leap::learner::trainer::create(std::move(*created), topts);
     if (!t) {
       return fail("creating the trainer", t.err());
@@ -233,7 +289,7 @@ int main(int argc, char** argv) {
       std::printf(
           "update %lld: %lld tokens in %.3f s: %.1f tokens/s (loss %.4f, grad norm %.3f, entropy "
           "%.3f)\n",
-          static_cast<long long>(i + 1), static_cast<long long>(tokens), s,
+          static_cast<long long>(i) + 1, static_cast<long long>(tokens), s,
           static_cast<double>(tokens) / s, r->summary.loss, r->summary.grad_norm,
           r->summary.entropy);
     }
@@ -274,6 +330,40 @@ int main(int argc, char** argv) {
         a.preset.c_str(), a.device.c_str(), a.dtype.c_str(), static_cast<long long>(a.batch),
         static_cast<long long>(a.seq), static_cast<long long>(a.steps),
         a.checkpointing ? "true" : "false", tps, peak);
+    if (a.world_size > 1) {
+      { const auto release = std::move(*t); }  // the ranks exit when rank 0's trainer goes away
+      rusage self{};
+      ::getrusage(RUSAGE_SELF, &self);
+      std::printf("data parallel: %d ranks, %.1f tokens/s in all; max RSS rank 0 %.2f GiB",
+                  a.world_size, tps, max_rss_gib(self));
+      std::string rss = "[" + std::to_string(max_rss_gib(self));
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        int status = 0;
+        rusage child{};
+        ::wait4(ranks[r], &status, 0, &child);
+        std::printf(", rank %zu %.2f GiB", r + 1, max_rss_gib(child));
+        rss += "," + std::to_string(max_rss_gib(child));
+      }
+      std::printf(
+          "\njson: {\"bench\":\"update_dp\",\"world_size\":%d,\"tokens_per_second\":%.3f,"
+          "\"max_rss_gib\":%s]}\n",
+          a.world_size, tps, rss.c_str());
+    }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fputs("bench_learner: error: ", stderr);
+    std::fputs(e.what(), stderr);
+    std::fputs("\n", stderr);
+  } catch (...) {
+    std::fputs("bench_learner: error: an unknown exception\n", stderr);
+  }
+  return 1;
 }
