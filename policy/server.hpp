@@ -24,10 +24,32 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace leap::policy {
+
+// One request on a generation route, as it arrived, with the fault it was given (after parsing,
+// before any fault is applied or the backend runs; requests refused while parsing are not seen).
+struct generation_arrival {
+  std::uint64_t serial = 0;       // the arrival number on the generation routes (0-based)
+  std::string route;              // "/v1/completions", "/v1/chat/completions" or "/generate"
+  std::string request_id;         // the X-Request-Id header ("" when absent)
+  std::size_t prompt_tokens = 0;  // of the first prompt
+  int max_tokens = 0;             // resolved, of the first sequence
+  fault_decision fault;
+};
+
+// A request as the server answered it (for a stream: when its headers go out).
+struct answered_request {
+  std::string method;  // "GET", "POST"
+  std::string path;    // "/flush_cache"
+  std::string query;   // "level=2&mode=abort" (parameters in name order), or ""
+  std::string body;
+  std::string request_id;  // the X-Request-Id header ("" when absent)
+  int status = 200;
+};
 
 struct server_config {
   std::string host = "127.0.0.1";  // Default: 127.0.0.1
@@ -68,6 +90,12 @@ struct server_config {
   int vocab_size = 0;
   std::uint64_t seed = 0;  // Default: 0; seeds response ids only
   fault_config faults;     // Default: none
+  // Called on the request's worker for every generation arrival (an access log, a test's
+  // record of what the server saw and did). Must be thread-safe and quick. Default: none
+  std::function<void(const generation_arrival&)> on_generation;
+  // Called on the request's worker for every request on a route, once its handler has answered
+  // (an access log; a test's record of the order of calls). Must be thread-safe. Default: none
+  std::function<void(const answered_request&)> on_request;
 };
 
 // A running server. Thread-safe; stop() is idempotent and the destructor stops.

@@ -100,6 +100,10 @@ class policy_backend {
   // Short name for logs and /v1/models ("scripted").
   [[nodiscard]] virtual std::string name() const = 0;
 
+  // Whether the backend can serve (GET /health answers 503 with the message when not: a device
+  // lost, an engine process gone). Thread-safe. Default: always healthy.
+  [[nodiscard]] virtual status health() const { return done{}; }
+
   // Generates a continuation of request.prompt, handing tokens to `sink` as they come, until the
   // model ends its sequence (an end-of-generation token, which it does emit), `sink` returns false,
   // or control.should_stop(). Returns an error only when it cannot generate at all (the server

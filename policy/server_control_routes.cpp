@@ -270,6 +270,9 @@ class control_service {
     if (state_.gate()->stopping()) {
       return http_error{503, "the server is shutting down"};
     }
+    if (auto healthy = backend_.health(); !healthy) {
+      return http_error{503, healthy.err().wrap("the " + backend_.name() + " backend").message};
+    }
     res.status = 200;  // vLLM answers an empty 200
     return std::nullopt;
   }

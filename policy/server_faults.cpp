@@ -9,6 +9,34 @@
 namespace leap::policy {
 namespace {
 
+// Every fault that has a rate: its spec name, its field, its kind, in the order the probabilities
+// are stacked (new kinds go last, so a seed draws the same faults for the older kinds).
+struct rate_row {
+  const char* name;
+  double fault_config::*rate;
+  fault_kind kind;
+};
+constexpr rate_row rate_table[] = {
+    {"drop", &fault_config::drop, fault_kind::drop},
+    {"5xx", &fault_config::http_5xx, fault_kind::http_5xx},
+    {"stall", &fault_config::stall, fault_kind::stall},
+    {"malformed", &fault_config::malformed, fault_kind::malformed},
+    {"truncate", &fault_config::truncate, fault_kind::truncate},
+    {"abort", &fault_config::abort, fault_kind::abort},
+    {"429", &fault_config::status_429, fault_kind::status_429},
+    {"500", &fault_config::status_500, fault_kind::status_500},
+    {"502", &fault_config::status_502, fault_kind::status_502},
+    {"503", &fault_config::status_503, fault_kind::status_503},
+    {"504", &fault_config::status_504, fault_kind::status_504},
+    {"no_token_ids", &fault_config::no_token_ids, fault_kind::no_token_ids},
+    {"context_too_long", &fault_config::context_too_long, fault_kind::context_too_long},
+    {"bad_request", &fault_config::bad_request, fault_kind::bad_request},
+};
+
+constexpr const char* known_keys =
+    "drop, 5xx, stall, malformed, truncate, abort, 429, 500, 502, 503, 504, no_token_ids, "
+    "context_too_long, bad_request, script, stall_ms, abort_tokens, retry_after_s, seed";
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
@@ -40,6 +68,57 @@ result<std::uint64_t> parse_count(std::string_view key, std::string_view value) 
   return n;
 }
 
+result<std::vector<fault_kind>> parse_script(std::string_view value) {
+  std::vector<fault_kind> script;
+  while (!value.empty()) {
+    const std::size_t colon = value.find(':');
+    const std::string_view name = trim(value.substr(0, colon));
+    value = colon == std::string_view::npos ? std::string_view{} : value.substr(colon + 1);
+    bool found = false;
+    for (std::size_t k = 0; k < fault_kind_count; ++k) {
+      const auto kind = static_cast<fault_kind>(k);
+      if (name == to_string(kind)) {
+        script.push_back(kind);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return error{"'script' holds an unknown fault '" + std::string(name) +
+                   "' (known: none and the fault keys drop ... bad_request, separated by ':')"};
+    }
+  }
+  return script;
+}
+
+int status_of(fault_kind kind) {
+  switch (kind) {
+    case fault_kind::status_429:
+      return 429;
+    case fault_kind::status_500:
+      return 500;
+    case fault_kind::status_502:
+      return 502;
+    case fault_kind::status_503:
+      return 503;
+    case fault_kind::status_504:
+      return 504;
+    case fault_kind::context_too_long:
+    case fault_kind::bad_request:
+      return 400;
+    case fault_kind::none:
+    case fault_kind::drop:
+    case fault_kind::http_5xx:
+    case fault_kind::stall:
+    case fault_kind::malformed:
+    case fault_kind::truncate:
+    case fault_kind::abort:
+    case fault_kind::no_token_ids:
+      return 0;
+  }
+  return 0;
+}
+
 }  // namespace
 
 const char* to_string(fault_kind kind) {
@@ -58,12 +137,32 @@ const char* to_string(fault_kind kind) {
       return "truncate";
     case fault_kind::abort:
       return "abort";
+    case fault_kind::status_429:
+      return "429";
+    case fault_kind::status_500:
+      return "500";
+    case fault_kind::status_502:
+      return "502";
+    case fault_kind::status_503:
+      return "503";
+    case fault_kind::status_504:
+      return "504";
+    case fault_kind::no_token_ids:
+      return "no_token_ids";
+    case fault_kind::context_too_long:
+      return "context_too_long";
+    case fault_kind::bad_request:
+      return "bad_request";
   }
   return "none";
 }
 
 bool fault_config::any() const {
-  return drop + http_5xx + stall + malformed + truncate + abort > 0.0;
+  double total = 0.0;
+  for (const auto& row : rate_table) {
+    total += this->*row.rate;
+  }
+  return total > 0.0 || !script.empty();
 }
 
 result<fault_config> parse_fault_spec(std::string_view spec) {
@@ -86,18 +185,10 @@ result<fault_config> parse_fault_spec(std::string_view spec) {
     const std::string_view key = trim(item.substr(0, eq));
     const std::string_view value = trim(item.substr(eq + 1));
     double* rate = nullptr;
-    if (key == "drop") {
-      rate = &config.drop;
-    } else if (key == "5xx") {
-      rate = &config.http_5xx;
-    } else if (key == "stall") {
-      rate = &config.stall;
-    } else if (key == "malformed") {
-      rate = &config.malformed;
-    } else if (key == "truncate") {
-      rate = &config.truncate;
-    } else if (key == "abort") {
-      rate = &config.abort;
+    for (const auto& row : rate_table) {
+      if (key == row.name) {
+        rate = &(config.*row.rate);
+      }
     }
     if (rate != nullptr) {
       auto parsed = parse_rate(key, value);
@@ -105,25 +196,35 @@ result<fault_config> parse_fault_spec(std::string_view spec) {
         return parsed.err();
       }
       *rate = *parsed;
-    } else if (key == "stall_ms") {
+    } else if (key == "script") {
+      auto parsed = parse_script(value);
+      if (!parsed) {
+        return parsed.err();
+      }
+      config.script = std::move(*parsed);
+    } else if (key == "stall_ms" || key == "abort_tokens" || key == "retry_after_s" ||
+               key == "seed") {
       auto parsed = parse_count(key, value);
       if (!parsed) {
         return parsed.err();
       }
-      config.stall_duration = std::chrono::milliseconds(*parsed);
-    } else if (key == "seed") {
-      auto parsed = parse_count(key, value);
-      if (!parsed) {
-        return parsed.err();
+      if (key == "stall_ms") {
+        config.stall_duration = std::chrono::milliseconds(*parsed);
+      } else if (key == "abort_tokens") {
+        config.abort_tokens = static_cast<std::size_t>(*parsed);
+      } else if (key == "retry_after_s") {
+        config.retry_after = std::chrono::seconds(*parsed);
+      } else {
+        config.seed = *parsed;
       }
-      config.seed = *parsed;
     } else {
-      return error{"unknown fault '" + std::string(key) +
-                   "' (known: drop, 5xx, stall, malformed, truncate, abort, stall_ms, seed)"};
+      return error{"unknown fault '" + std::string(key) + "' (known: " + known_keys + ")"};
     }
   }
-  const double total = config.drop + config.http_5xx + config.stall + config.malformed +
-                       config.truncate + config.abort;
+  double total = 0.0;
+  for (const auto& row : rate_table) {
+    total += config.*row.rate;
+  }
   if (total > 1.0 + 1e-9) {
     return error{"the fault rates add up to " + std::to_string(total) + "; they must not exceed 1"};
   }
@@ -134,23 +235,25 @@ fault_decision decide_fault(const fault_config& config, std::uint64_t serial) {
   fault_decision decision;
   const std::uint64_t h = random::combine(config.seed ^ 0xFA017ULL, serial);
   decision.detail = random::mix(h);
-  const double u = random::unit(h);
-  const std::pair<double, fault_kind> table[] = {
-      {config.drop, fault_kind::drop},         {config.http_5xx, fault_kind::http_5xx},
-      {config.stall, fault_kind::stall},       {config.malformed, fault_kind::malformed},
-      {config.truncate, fault_kind::truncate}, {config.abort, fault_kind::abort},
-  };
-  double edge = 0.0;
-  for (const auto& [rate, kind] : table) {
-    edge += rate;
-    if (rate > 0.0 && u < edge) {
-      decision.kind = kind;
-      break;
+  if (serial < config.script.size()) {
+    decision.kind = config.script[serial];
+  } else {
+    const double u = random::unit(h);
+    double edge = 0.0;
+    for (const auto& row : rate_table) {
+      const double rate = config.*row.rate;
+      edge += rate;
+      if (rate > 0.0 && u < edge) {
+        decision.kind = row.kind;
+        break;
+      }
     }
   }
   if (decision.kind == fault_kind::http_5xx) {
     constexpr int statuses[] = {502, 503, 504};
     decision.http_status = statuses[decision.detail % 3];
+  } else {
+    decision.http_status = status_of(decision.kind);
   }
   return decision;
 }

@@ -106,6 +106,71 @@ result<std::vector<sequence_output>> run_sequences(policy_backend& backend,
   return outputs;
 }
 
+// The HTTP error faults, in the engines' own words, so that a client classifies them as it would
+// the real engine's. The context-length wording is vLLM's
+// (vllm-project/vllm, vllm/entrypoints/openai/serving_engine.py, OpenAIServing._validate_input)
+// and SGLang's (sgl-project/sglang, python/sglang/srt/managers/tokenizer_manager.py,
+// _validate_one_request); the bad request is vLLM's sampling check (vllm/sampling_params.py,
+// SamplingParams._verify_args; SGLang's python/sglang/srt/sampling/sampling_params.py says the
+// same). The body is render_error's, the shape both engines answer.
+std::optional<http_error> injected_error(const fault_decision& fault, std::size_t prompt_tokens,
+                                         int max_tokens, int max_model_len, bool sglang) {
+  const std::string prefix = "injected fault: ";
+  switch (fault.kind) {
+    case fault_kind::http_5xx:
+    case fault_kind::status_502:
+    case fault_kind::status_503:
+    case fault_kind::status_504:
+      return http_error{fault.http_status,
+                        prefix + "the server answered " + std::to_string(fault.http_status)};
+    case fault_kind::status_429:
+      return http_error{429, prefix + "too many requests: the waiting queue is full"};
+    case fault_kind::status_500:
+      return http_error{500, prefix + "the engine died"};
+    case fault_kind::context_too_long: {
+      const std::string limit = std::to_string(max_model_len);
+      if (sglang) {
+        return http_error{400, prefix + "The input (" + std::to_string(prompt_tokens) +
+                                   " tokens) is longer than the model's context length (" + limit +
+                                   " tokens)."};
+      }
+      return http_error{
+          400, prefix + "This model's maximum context length is " + limit +
+                   " tokens. However, you requested " +
+                   std::to_string(prompt_tokens + static_cast<std::size_t>(max_tokens)) +
+                   " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
+                   std::to_string(max_tokens) +
+                   " in the completion). Please reduce the length of the messages or completion."};
+    }
+    case fault_kind::bad_request:
+      return http_error{400, prefix + "temperature must be non-negative, got -1.0."};
+    case fault_kind::none:
+    case fault_kind::drop:
+    case fault_kind::stall:
+    case fault_kind::malformed:
+    case fault_kind::truncate:
+    case fault_kind::abort:
+    case fault_kind::no_token_ids:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The no_token_ids fault: vLLM's token_ids and SGLang's output_ids taken out, wherever they are.
+void strip_token_ids(json& value) {
+  if (value.is_object()) {
+    value.erase("token_ids");
+    value.erase("output_ids");
+    for (auto& item : value) {
+      strip_token_ids(item);
+    }
+  } else if (value.is_array()) {
+    for (auto& item : value) {
+      strip_token_ids(item);
+    }
+  }
+}
+
 // Writes SSE events to the response, serialised across a request's sequences, applying the
 // stream faults: a malformed event (its JSON cut in half; the `malformed_at`-th, 0-based), or a
 // cut after a few events.
@@ -315,10 +380,19 @@ class generation_service {
 
   // Everything after parsing, shared by the three generation routes: faults, admission past a
   // pause, generation, rendering, streaming.
-  std::optional<http_error> serve_generation(httplib::Response& res, std::vector<sequence_job> jobs,
-                                             bool stream, const char* id_prefix, renderers render,
+  std::optional<http_error> serve_generation(const httplib::Request& req, httplib::Response& res,
+                                             std::vector<sequence_job> jobs, bool stream,
+                                             const char* id_prefix, renderers render,
                                              std::uint64_t serial) {
     const fault_decision fault = decide_fault(config_.faults, serial);
+    const std::size_t prompt_tokens_0 = jobs.empty() ? 0 : jobs.front().request.prompt.size();
+    const int max_tokens_0 =
+        jobs.empty() ? 0 : jobs.front().request.sampling.max_tokens.value_or(0);
+    if (config_.on_generation) {
+      config_.on_generation(generation_arrival{serial, req.path,
+                                               req.get_header_value("X-Request-Id"),
+                                               prompt_tokens_0, max_tokens_0, fault});
+    }
     if (fault.kind != fault_kind::none) {
       metrics_.count_fault(fault.kind);
     }
@@ -327,9 +401,32 @@ class generation_service {
       res.status = 500;
       return std::nullopt;
     }
-    if (fault.kind == fault_kind::http_5xx) {
-      return http_error{fault.http_status,
-                        "injected fault: the server answered " + std::to_string(fault.http_status)};
+    if (auto refused = injected_error(fault, prompt_tokens_0, max_tokens_0, config_.max_model_len,
+                                      req.path == "/generate")) {
+      if (fault.kind == fault_kind::status_429) {
+        res.set_header("Retry-After", std::to_string(config_.faults.retry_after.count()));
+      }
+      return refused;
+    }
+    if (fault.kind == fault_kind::no_token_ids) {
+      render.full = [full = std::move(render.full)](const response_meta& meta,
+                                                    const std::vector<sequence_output>& out) {
+        json body = full(meta, out);
+        strip_token_ids(body);
+        return body;
+      };
+      render.delta = [delta = std::move(render.delta)](const response_meta& meta,
+                                                       const sequence_output& part) {
+        std::vector<std::string> events = delta(meta, part);
+        for (auto& event : events) {
+          json parsed = json::parse(event, nullptr, false);
+          if (!parsed.is_discarded()) {
+            strip_token_ids(parsed);
+            event = dump_json(parsed);
+          }
+        }
+        return events;
+      };
     }
     auto control = std::make_shared<generation_control>(state_.gate());
     auto place = std::make_shared<server_state::flight>(state_, control);
@@ -345,8 +442,11 @@ class generation_service {
     response_meta meta = make_meta(id_prefix);
     res.set_header("x-weight-version", std::to_string(meta.weight_version));
     const std::optional<std::size_t> abort_after =
-        fault.kind == fault_kind::abort ? std::optional<std::size_t>(1 + fault.detail % 8)
-                                        : std::nullopt;
+        fault.kind == fault_kind::abort
+            ? std::optional<std::size_t>(config_.faults.abort_tokens > 0
+                                             ? config_.faults.abort_tokens
+                                             : 1 + fault.detail % 8)
+            : std::nullopt;
     std::int64_t prompt_tokens = 0;
     for (const auto& job : jobs) {
       if (job.request.sample_index == 0) {
@@ -506,7 +606,7 @@ class generation_service {
             dump_json(render_usage_chunk(meta, "text_completion", usage_of(out)))};
       };
     }
-    return serve_generation(res, std::move(*jobs), request->stream, "cmpl-", std::move(render),
+    return serve_generation(req, res, std::move(*jobs), request->stream, "cmpl-", std::move(render),
                             serial);
   }
 
@@ -547,8 +647,8 @@ class generation_service {
             dump_json(render_usage_chunk(meta, "chat.completion.chunk", usage_of(out)))};
       };
     }
-    return serve_generation(res, std::move(*jobs), request->stream, "chatcmpl-", std::move(render),
-                            serial);
+    return serve_generation(req, res, std::move(*jobs), request->stream, "chatcmpl-",
+                            std::move(render), serial);
   }
 
   std::optional<http_error> generate(const httplib::Request& req, httplib::Response& res) {
@@ -614,7 +714,8 @@ class generation_service {
       }
       return std::vector<std::string>{dump_json(event)};
     };
-    return serve_generation(res, std::move(*jobs), request->stream, "", std::move(render), serial);
+    return serve_generation(req, res, std::move(*jobs), request->stream, "", std::move(render),
+                            serial);
   }
 
   static usage_counts usage_of(const std::vector<sequence_output>& out) {

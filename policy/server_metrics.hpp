@@ -31,9 +31,9 @@ class server_metrics {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::string, std::int64_t> requests_;       // by route
-  std::map<int, std::int64_t> responses_;              // by status code
-  std::array<std::atomic<std::int64_t>, 7> faults_{};  // by fault_kind
+  std::map<std::string, std::int64_t> requests_;                      // by route
+  std::map<int, std::int64_t> responses_;                             // by status code
+  std::array<std::atomic<std::int64_t>, fault_kind_count> faults_{};  // by fault_kind
   std::atomic<std::int64_t> prompt_tokens_{0};
   std::atomic<std::int64_t> generation_tokens_{0};
 };

@@ -252,8 +252,9 @@ namespace {
 
 // The one wrapper every route goes through: a returned error and anything thrown become OpenAI's
 // error JSON, with the error's status (500 for what was thrown).
-httplib::Server::Handler wrap(std::string path, route_handler handler, server_metrics& metrics) {
-  return [&metrics, path = std::move(path), handler = std::move(handler)](
+httplib::Server::Handler wrap(std::string path, route_handler handler, server_metrics& metrics,
+                              const std::function<void(const answered_request&)>& on_request) {
+  return [&metrics, &on_request, path = std::move(path), handler = std::move(handler)](
              const httplib::Request& req, httplib::Response& res) {
     metrics.count_request(path);
     std::optional<http_error> failure;
@@ -267,6 +268,15 @@ httplib::Server::Handler wrap(std::string path, route_handler handler, server_me
     if (failure) {
       res.status = failure->status;
       res.set_content(dump_json(render_error(*failure)), "application/json");
+    }
+    if (on_request) {
+      std::string query;
+      for (const auto& [key, value] : req.params) {
+        query += (query.empty() ? "" : "&") + key + "=" + value;
+      }
+      on_request(answered_request{req.method, req.path, std::move(query), req.body,
+                                  req.get_header_value("X-Request-Id"),
+                                  res.status == -1 ? 200 : res.status});
     }
   };
 }
@@ -297,7 +307,7 @@ result<int> http_transport::start(std::vector<route> routes, server_metrics& met
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   for (auto& r : routes) {
-    auto handler = wrap(r.path, std::move(r.handler), metrics);
+    auto handler = wrap(r.path, std::move(r.handler), metrics, config_.on_request);
     if (r.method == http_method::get) {
       http.Get(r.path, std::move(handler));
     } else {

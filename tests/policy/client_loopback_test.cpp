@@ -1,8 +1,9 @@
-// The policy client against real HTTP servers on 127.0.0.1 (tests/policy/client_test_server.hpp):
-// round trips in both flavours, routing, back-pressure, every injected fault, resumption, health,
-// weight sync and shutdown. Every wait is bounded so that a hang fails instead of stalling.
+// The policy client against the project's own server on 127.0.0.1
+// (tests/policy/position_server.hpp: policy_server, a position-based backend, faults scripted per
+// arrival): round trips in both flavours, routing, back-pressure, every injected fault, resumption,
+// health, weight sync and shutdown. Every wait is bounded so that a hang fails instead of stalling.
 #include "policy/client.hpp"
-#include "tests/policy/client_test_server.hpp"
+#include "tests/policy/position_server.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,8 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::expected_reply;
-using testing::fake_policy_server;
-using testing::fault;
+using testing::position_server;
+using fault = fault_kind;
 using collector = testing::turn_collector;
 
 // Endpoint state has no notification API; poll it, bounded.
@@ -28,16 +29,20 @@ template <class Predicate>
 bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 10s) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
-    if (predicate()) return true;
+    if (predicate()) {
+      return true;
+    }
     std::this_thread::sleep_for(5ms);
   }
   return predicate();
 }
 
-client_config fast_config(wire_flavour flavour, std::vector<std::string> urls) {
+client_config fast_config(wire_flavour flavour, const std::vector<std::string>& urls) {
   client_config c;
   c.flavour = flavour;
-  for (auto& u : urls) c.endpoints.push_back({u, 8});
+  for (auto& u : urls) {
+    c.endpoints.push_back({u, 8});
+  }
   c.request_timeout = 2s;
   c.connect_timeout = 1s;
   c.retry.base_backoff = 1ms;
@@ -57,7 +62,9 @@ std::unique_ptr<policy_client> make_client(client_config config) {
 turn_request turn(std::string id, std::size_t prompt_len, int max_tokens = 64, int pinned = -1) {
   turn_request r;
   r.request_id = std::move(id);
-  for (std::size_t i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<token_id>(i + 1));
+  for (std::size_t i = 0; i < prompt_len; ++i) {
+    r.prompt.push_back(static_cast<token_id>(i + 1));
+  }
   r.sampling.max_tokens = max_tokens;
   r.pinned_endpoint = pinned;
   return r;
@@ -66,8 +73,7 @@ turn_request turn(std::string id, std::size_t prompt_len, int max_tokens = 64, i
 std::vector<token_id> as_ids(const std::vector<int>& v) { return {v.begin(), v.end()}; }
 
 TEST(ClientLoopback, VllmTurnsBuildAConversationTokenInTokenOut) {
-  fake_policy_server server(wire_flavour::vllm);
-  server.set_weight_version("w1");
+  position_server server({}, {}, 1);
   auto client = make_client(fast_config(wire_flavour::vllm, {server.url()}));
   collector done;
 
@@ -86,7 +92,7 @@ TEST(ClientLoopback, VllmTurnsBuildAConversationTokenInTokenOut) {
   EXPECT_EQ(first.choices[0].ids, as_ids(expected_reply(5, 64)));  // positions 5..15
   EXPECT_EQ(first.choices[0].logprobs.front(), testing::position_logprob(5));
   EXPECT_EQ(first.choices[0].finish, finish_reason::stop);
-  EXPECT_EQ(first.choices[0].weight_version, "w1");
+  EXPECT_EQ(first.choices[0].weight_version, "1");
   EXPECT_EQ(first.attempts, 1);
   EXPECT_EQ(first.endpoint, 0);
   ASSERT_TRUE(conv.append_model_turn(first.choices[0], first.endpoint, first.attempts));
@@ -114,8 +120,7 @@ TEST(ClientLoopback, VllmTurnsBuildAConversationTokenInTokenOut) {
 }
 
 TEST(ClientLoopback, SglangTurnWithSeveralCompletions) {
-  fake_policy_server server(wire_flavour::sglang);
-  server.set_weight_version("step-4");
+  position_server server({}, {}, 4);
   auto client = make_client(fast_config(wire_flavour::sglang, {server.url()}));
   collector done;
   auto r = turn("g1", 10, 4);
@@ -128,13 +133,13 @@ TEST(ClientLoopback, SglangTurnWithSeveralCompletions) {
   for (const auto& c : res.choices) {
     EXPECT_EQ(c.ids, as_ids(expected_reply(10, 4)));
     EXPECT_EQ(c.finish, finish_reason::length);
-    EXPECT_EQ(c.weight_version, "step-4");
+    EXPECT_EQ(c.weight_version, "4");
     EXPECT_EQ(c.logprobs.size(), c.ids.size());
   }
 }
 
 TEST(ClientLoopback, ManyTurnsReuseConnectionsWithinTheInFlightLimit) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto config = fast_config(wire_flavour::vllm, {server.url()});
   config.endpoints[0].max_in_flight = 4;
   auto client = make_client(config);
@@ -152,7 +157,7 @@ TEST(ClientLoopback, ManyTurnsReuseConnectionsWithinTheInFlightLimit) {
   }
   EXPECT_EQ(ids.size(), static_cast<std::size_t>(turns));
   EXPECT_EQ(server.records().size(), static_cast<std::size_t>(turns));
-  EXPECT_LE(server.max_concurrent(), 4);
+  EXPECT_LE(server.backend().max_concurrent(), 4);
   const auto stats = client->stats();
   // Four generation connections, plus the health checks' (which share the pool).
   EXPECT_LE(stats.connections_opened, 8U) << "connections are not reused";
@@ -160,15 +165,16 @@ TEST(ClientLoopback, ManyTurnsReuseConnectionsWithinTheInFlightLimit) {
 }
 
 TEST(ClientLoopback, RoutesToTheLeastOutstandingEndpointAndPinsConversations) {
-  fake_policy_server a(wire_flavour::vllm);
-  fake_policy_server b(wire_flavour::vllm);
+  position_server a;
+  position_server b;
   auto client = make_client(fast_config(wire_flavour::vllm, {a.url(), b.url()}));
   collector done;
   a.hold(true);
   b.hold(true);
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < 6; ++i) {
     ASSERT_EQ(client->submit(turn("u" + std::to_string(i), 4), done.callback()),
               submit_status::accepted);
+  }
   EXPECT_TRUE(a.wait_held(3));
   EXPECT_TRUE(b.wait_held(3));
   a.hold(false);
@@ -185,16 +191,17 @@ TEST(ClientLoopback, RoutesToTheLeastOutstandingEndpointAndPinsConversations) {
   ASSERT_TRUE(done.wait_for(11));
   EXPECT_EQ(a.records().size(), 3U);
   EXPECT_EQ(b.records().size(), 8U);
-  for (const auto& r : done.take()) EXPECT_EQ(r.status, turn_status::ok);
+  for (const auto& r : done.take()) {
+    EXPECT_EQ(r.status, turn_status::ok);
+  }
 }
 
 TEST(ClientLoopback, APinnedTurnLeavesAnEndpointThatGoesDown) {
-  fake_policy_server a(wire_flavour::vllm);
-  fake_policy_server b(wire_flavour::vllm);
+  position_server a;
+  position_server b({fault::status_503, fault::status_503, fault::status_503});
   auto config = fast_config(wire_flavour::vllm, {a.url(), b.url()});
   config.health.interval = 10s;  // only request failures mark b down here
   auto client = make_client(config);
-  b.push_faults({fault::status_503, fault::status_503, fault::status_503});
   collector done;
   ASSERT_EQ(client->submit(turn("pinned", 6, 8, 1), done.callback()), submit_status::accepted);
   ASSERT_TRUE(done.wait_for(1));
@@ -210,7 +217,7 @@ TEST(ClientLoopback, APinnedTurnLeavesAnEndpointThatGoesDown) {
 }
 
 TEST(ClientLoopback, AnswersBusyWhenTheBoundedQueueIsFull) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto config = fast_config(wire_flavour::vllm, {server.url()});
   config.endpoints[0].max_in_flight = 1;
   config.max_pending = 2;
@@ -227,7 +234,7 @@ TEST(ClientLoopback, AnswersBusyWhenTheBoundedQueueIsFull) {
   ASSERT_TRUE(done.wait_for(3));
   EXPECT_FALSE(done.wait_for(4, 100ms));  // the busy turn's callback never runs
   EXPECT_EQ(client->stats().busy, 1U);
-  EXPECT_EQ(server.max_concurrent(), 1);
+  EXPECT_EQ(server.backend().max_concurrent(), 1);
   // Capacity is free again.
   EXPECT_EQ(client->submit(turn("e", 4), done.callback()), submit_status::accepted);
   ASSERT_TRUE(done.wait_for(4));
@@ -251,11 +258,10 @@ TEST(ClientLoopback, RidesThroughEveryTransientFault) {
   for (auto flavour : {wire_flavour::vllm, wire_flavour::sglang}) {
     for (const auto& row : rows) {
       SCOPED_TRACE(row.name + " / " + std::string(to_string(flavour)));
-      fake_policy_server server(flavour);
+      position_server server({row.f});
       auto config = fast_config(flavour, {server.url()});
       config.request_timeout = 300ms;
       auto client = make_client(config);
-      server.push_faults({row.f});
       collector done;
       ASSERT_EQ(client->submit(turn("f", 12, 64), done.callback()), submit_status::accepted);
       ASSERT_TRUE(done.wait_for(1));
@@ -276,9 +282,10 @@ TEST(ClientLoopback, RidesThroughEveryTransientFault) {
 TEST(ClientLoopback, ResumesAnAbortedGenerationFromTheTokensReceived) {
   for (auto flavour : {wire_flavour::vllm, wire_flavour::sglang}) {
     SCOPED_TRACE(std::string(to_string(flavour)));
-    fake_policy_server server(flavour);
+    fault_config keep_two;
+    keep_two.abort_tokens = 2;  // an abort keeps the first 2 tokens (never all 13)
+    position_server server({fault::abort, fault::abort}, keep_two);
     auto client = make_client(fast_config(flavour, {server.url()}));
-    server.push_faults({fault::abort_partial, fault::abort_partial});
     collector done;
     ASSERT_EQ(client->submit(turn("r", 3, 64), done.callback()), submit_status::accepted);
     ASSERT_TRUE(done.wait_for(1));
@@ -322,9 +329,8 @@ TEST(ClientLoopback, NeverRetriesWhatARetryCannotFix) {
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.name);
-    fake_policy_server server(wire_flavour::vllm);
+    position_server server({row.f});
     auto client = make_client(fast_config(wire_flavour::vllm, {server.url()}));
-    server.push_faults({row.f});
     collector done;
     ASSERT_EQ(client->submit(turn("n", 5), done.callback()), submit_status::accepted);
     ASSERT_TRUE(done.wait_for(1));
@@ -337,12 +343,12 @@ TEST(ClientLoopback, NeverRetriesWhatARetryCannotFix) {
 }
 
 TEST(ClientLoopback, GivesUpAfterMaxAttempts) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server(
+      {fault::status_503, fault::status_503, fault::status_503, fault::status_503});
   auto config = fast_config(wire_flavour::vllm, {server.url()});
   config.retry.max_attempts = 3;
   config.health.down_after_failures = 100;
   auto client = make_client(config);
-  server.push_faults({fault::status_503, fault::status_503, fault::status_503, fault::status_503});
   collector done;
   ASSERT_EQ(client->submit(turn("x", 5), done.callback()), submit_status::accepted);
   ASSERT_TRUE(done.wait_for(1));
@@ -354,7 +360,7 @@ TEST(ClientLoopback, GivesUpAfterMaxAttempts) {
 }
 
 TEST(ClientLoopback, ClampsToTheContextWindow) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto config = fast_config(wire_flavour::vllm, {server.url()});
   config.max_context_tokens = 30;
   auto client = make_client(config);
@@ -363,7 +369,9 @@ TEST(ClientLoopback, ClampsToTheContextWindow) {
   ASSERT_EQ(client->submit(turn("room", 25, 100), done.callback()), submit_status::accepted);
   ASSERT_TRUE(done.wait_for(2));
   std::map<std::string, turn_result> by_id;
-  for (auto& r : done.take()) by_id[r.request_id] = r;
+  for (auto& r : done.take()) {
+    by_id[r.request_id] = r;
+  }
   EXPECT_EQ(by_id["full"].status, turn_status::truncated);
   EXPECT_EQ(by_id["room"].status, turn_status::ok);
   auto records = server.records();
@@ -372,15 +380,15 @@ TEST(ClientLoopback, ClampsToTheContextWindow) {
 }
 
 TEST(ClientLoopback, EndpointGoesDownOnFailedHealthChecksAndComesBack) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto client = make_client(fast_config(wire_flavour::vllm, {server.url()}));
-  server.set_healthy(false);
+  server.backend().set_healthy(false);
   ASSERT_TRUE(eventually([&] { return !client->endpoints()[0].up; }));
   collector done;
   ASSERT_EQ(client->submit(turn("waits", 5), done.callback()), submit_status::accepted);
   EXPECT_FALSE(done.wait_for(1, 150ms));  // held: no endpoint is up
   EXPECT_TRUE(server.records().empty());
-  server.set_healthy(true);
+  server.backend().set_healthy(true);
   ASSERT_TRUE(done.wait_for(1));
   EXPECT_EQ(done.take()[0].status, turn_status::ok);
   EXPECT_TRUE(client->endpoints()[0].up);
@@ -389,7 +397,7 @@ TEST(ClientLoopback, EndpointGoesDownOnFailedHealthChecksAndComesBack) {
 TEST(ClientLoopback, RetriesARefusedConnectionAndMovesToAnotherEndpoint) {
   int dead_port;
   {
-    fake_policy_server dead(wire_flavour::vllm);  // bound, then closed: nothing listens there
+    position_server dead;  // bound, then closed: nothing listens there
     dead_port = dead.port();
   }
   const std::string dead_url = "http://127.0.0.1:" + std::to_string(dead_port);
@@ -407,7 +415,7 @@ TEST(ClientLoopback, RetriesARefusedConnectionAndMovesToAnotherEndpoint) {
     EXPECT_NE(r.message.find("onnect"), std::string::npos) << r.message;
   }
   {  // With a live endpoint beside it, a turn pinned to the dead one ends up on the live one.
-    fake_policy_server live(wire_flavour::vllm);
+    position_server live;
     auto config = fast_config(wire_flavour::vllm, {dead_url, live.url()});
     config.health.down_after_failures = 1;
     auto client = make_client(config);
@@ -423,21 +431,25 @@ TEST(ClientLoopback, RetriesARefusedConnectionAndMovesToAnotherEndpoint) {
 }
 
 TEST(ClientLoopback, NoTurnIsLostOrDuplicatedUnderMixedFaults) {
-  fake_policy_server a(wire_flavour::sglang);
-  fake_policy_server b(wire_flavour::sglang);
+  std::mt19937 rng(7);
+  const fault kinds[] = {fault::none,       fault::none,       fault::none,      fault::status_503,
+                         fault::drop,       fault::truncate,   fault::malformed, fault::abort,
+                         fault::status_502, fault::status_429, fault::stall};
+  std::vector<fault> scripts[2];
+  for (auto& script : scripts) {
+    for (int i = 0; i < 150; ++i) {
+      script.push_back(kinds[rng() % std::size(kinds)]);
+    }
+  }
+  fault_config keep_two;
+  keep_two.abort_tokens = 2;
+  position_server a(scripts[0], keep_two);
+  position_server b(scripts[1], keep_two);
   auto config = fast_config(wire_flavour::sglang, {a.url(), b.url()});
   config.request_timeout = 300ms;
   config.retry.max_attempts = 20;
   config.health.down_after_failures = 1000;  // keep both in rotation
   auto client = make_client(config);
-  std::mt19937 rng(7);
-  const fault kinds[] = {fault::none,       fault::none,          fault::none,
-                         fault::status_503, fault::drop,          fault::truncate,
-                         fault::malformed,  fault::abort_partial, fault::status_502,
-                         fault::status_429, fault::stall};
-  for (auto* s : {&a, &b}) {
-    for (int i = 0; i < 150; ++i) s->push_faults({kinds[rng() % std::size(kinds)]});
-  }
   collector done;
   constexpr int turns = 300;
   for (int i = 0; i < turns; ++i) {
@@ -455,12 +467,17 @@ TEST(ClientLoopback, NoTurnIsLostOrDuplicatedUnderMixedFaults) {
   }
   EXPECT_EQ(seen.size(), static_cast<std::size_t>(turns));
   // Every attempt the servers saw belongs to a submitted turn, with attempts numbered 1, 2, ...
+  // One id arrives twice only when its first arrival was dropped: libcurl sends a request again,
+  // once, on a fresh connection when a reused one closes with no reply at all (the same attempt).
   std::map<std::string, std::set<std::string>> attempts;
   for (auto* s : {&a, &b}) {
+    std::map<std::string, fault> last_fault;
     for (const auto& rec : s->records()) {
       EXPECT_TRUE(seen.count(rec.turn_id)) << rec.wire_id;
-      EXPECT_TRUE(attempts[rec.turn_id].insert(rec.wire_id).second)
-          << "attempt id reused: " << rec.wire_id;
+      if (!attempts[rec.turn_id].insert(rec.wire_id).second) {
+        EXPECT_EQ(last_fault[rec.wire_id], fault::drop) << "attempt id reused: " << rec.wire_id;
+      }
+      last_fault[rec.wire_id] = rec.applied;
     }
   }
   EXPECT_EQ(attempts.size(), static_cast<std::size_t>(turns));
@@ -473,15 +490,15 @@ TEST(ClientLoopback, NoTurnIsLostOrDuplicatedUnderMixedFaults) {
 }
 
 TEST(ClientLoopback, RendersFeedbackThroughTheServersTokenize) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto client = make_client(fast_config(wire_flavour::vllm, {server.url()}));
   struct call {
     std::mutex m;
     std::condition_variable cv;
     std::map<int, result<std::vector<token_id>>> out;
   } calls;
-  auto ask = [&](int slot, std::vector<chat_message> messages, bool gen) {
-    client->tokenize(-1, std::move(messages), gen, [&calls, slot](result<std::vector<token_id>> r) {
+  auto ask = [&](int slot, const std::vector<chat_message>& messages, bool gen) {
+    client->tokenize(-1, messages, gen, [&calls, slot](result<std::vector<token_id>> r) {
       std::lock_guard lock(calls.m);
       calls.out.emplace(slot, std::move(r));
       calls.cv.notify_all();
@@ -500,16 +517,20 @@ TEST(ClientLoopback, RendersFeedbackThroughTheServersTokenize) {
     std::unique_lock lock(calls.m);
     ASSERT_TRUE(calls.cv.wait_for(lock, 10s, [&] { return calls.out.size() == 3; }));
   }
-  for (auto& [slot, r] : calls.out) ASSERT_TRUE(r) << slot << ": " << r.err().message;
+  for (auto& [slot, r] : calls.out) {
+    ASSERT_TRUE(r) << slot << ": " << r.err().message;
+  }
   auto closing = template_closing(*calls.out.at(0), *calls.out.at(1));
   auto delta = template_delta(*calls.out.at(0), *calls.out.at(2));
   ASSERT_TRUE(closing) << closing.err().message;
   ASSERT_TRUE(delta) << delta.err().message;
 
-  // The same as the local ChatML renderer over bytes (256/257 are the server's special ids).
+  // The same as the local ChatML renderer over bytes (the server's byte vocabulary).
   chatml_renderer local(
-      [](std::string_view t) { return std::vector<token_id>(t.begin(), t.end()); }, 256, 257);
-  const std::vector<token_id> history{1, 2, 3, 257};  // the model stopped on <|im_end|>
+      [](std::string_view t) { return std::vector<token_id>(t.begin(), t.end()); },
+      special::im_start, special::im_end);
+  // The model stopped on <|im_end|>.
+  const std::vector<token_id> history{1, 2, 3, special::im_end};
   auto expected = local.render_feedback({{"user", "error: x"}}, history);
   ASSERT_TRUE(expected);
   auto got = close_turn(history, *closing);
@@ -534,15 +555,15 @@ struct sync_waiter {
     return [this](status s) { promise.set_value(std::move(s)); };
   }
   status get() {
-    if (future.wait_for(20s) != std::future_status::ready)
+    if (future.wait_for(20s) != std::future_status::ready) {
       return error{"weight sync did not finish"};
+    }
     return future.get();
   }
 };
 
 TEST(ClientWeightSyncHttp, DrainsLoadsFlushesChecksAndAdmits) {
-  fake_policy_server server(wire_flavour::sglang);
-  server.set_weight_version("v6");
+  position_server server({}, {}, 6);
   auto client = make_client(fast_config(wire_flavour::sglang, {server.url()}));
   collector done;
   server.hold(true);
@@ -551,13 +572,13 @@ TEST(ClientWeightSyncHttp, DrainsLoadsFlushesChecksAndAdmits) {
   ASSERT_TRUE(server.wait_held(2));
 
   sync_waiter sync;
-  client->sync_weights(0, sglang_disk_plan(), {"v7", "/ckpt/step-7", ""}, sync.callback());
+  client->sync_weights(0, sglang_disk_plan(), {"7", "/ckpt/step-7", ""}, sync.callback());
   ASSERT_TRUE(eventually([&] { return !client->endpoints()[0].admitting; }));
   // A turn submitted during the sync waits: the only endpoint does not admit.
   ASSERT_EQ(client->submit(turn("during", 4), done.callback()), submit_status::accepted);
   // A second sync on the same endpoint is refused while the first runs.
   sync_waiter second;
-  client->sync_weights(0, sglang_disk_plan(), {"v8", "/x", ""}, second.callback());
+  client->sync_weights(0, sglang_disk_plan(), {"8", "/x", ""}, second.callback());
   auto refused = second.get();
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.err().message.find("already running"), std::string::npos);
@@ -567,29 +588,30 @@ TEST(ClientWeightSyncHttp, DrainsLoadsFlushesChecksAndAdmits) {
   ASSERT_TRUE(s) << s.err().message;
   ASSERT_TRUE(done.wait_for(3));
   std::map<std::string, turn_result> by_id;
-  for (auto& r : done.take()) by_id[r.request_id] = r;
-  EXPECT_EQ(by_id["before-1"].choices[0].weight_version, "v6");
-  EXPECT_EQ(by_id["during"].choices[0].weight_version, "v7");
-  EXPECT_EQ(by_id["during"].endpoint_weight_version, "v7");
+  for (auto& r : done.take()) {
+    by_id[r.request_id] = r;
+  }
+  EXPECT_EQ(by_id["before-1"].choices[0].weight_version, "6");
+  EXPECT_EQ(by_id["during"].choices[0].weight_version, "7");
+  EXPECT_EQ(by_id["during"].endpoint_weight_version, "7");
 
   // The order on the server: both in-flight turns done, then load, flush, then the waiting turn.
   auto log = server.log();
   ASSERT_EQ(log.size(), 5U) << ::testing::PrintToString(log);
   EXPECT_EQ(log[0].rfind("generate before-", 0), 0U);
   EXPECT_EQ(log[1].rfind("generate before-", 0), 0U);
-  EXPECT_EQ(
-      log[2],
-      R"(POST /update_weights_from_disk {"model_path":"/ckpt/step-7","weight_version":"v7"})");
+  EXPECT_EQ(log[2],
+            R"(POST /update_weights_from_disk {"model_path":"/ckpt/step-7","weight_version":"7"})");
   EXPECT_EQ(log[3], "POST /flush_cache");
   EXPECT_EQ(log[4], "generate during.1 done");
   auto view = client->endpoints()[0];
   EXPECT_TRUE(view.admitting);
-  EXPECT_EQ(view.weight_version, "v7");
+  EXPECT_EQ(view.weight_version, "7");
   EXPECT_EQ(view.sync, sync_phase::idle);
 }
 
 TEST(ClientWeightSyncHttp, VllmSleepReloadWakeRunsItsCallsInOrder) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   auto client = make_client(fast_config(wire_flavour::vllm, {server.url()}));
   sync_waiter sync;
   client->sync_weights(0, vllm_sleep_reload_plan(), {"3", "", ""}, sync.callback());
@@ -603,55 +625,71 @@ TEST(ClientWeightSyncHttp, VllmSleepReloadWakeRunsItsCallsInOrder) {
 }
 
 TEST(ClientWeightSyncHttp, FailuresAreReportedWithTheStepAndKeepTheServerOut) {
+  // Each failure is one the server really has: a checkpoint its backend cannot load, a reload
+  // that fails (500), a call that blocks (a pause that waits for a generation another client
+  // holds open), a backend that reports itself unhealthy, and this client's own turn that never
+  // finishes.
+  enum class held { none, own_turn, other_client };
   struct row {
     std::string name;
-    std::function<void(fake_policy_server&, weight_sync_plan&)> setup;
+    std::function<void(position_server&, weight_sync_plan&)> setup;
+    held hold;
     std::string substring;
     bool admitting_after;
   };
   const std::vector<row> rows = {
       {"load says success: false",
-       [](fake_policy_server& s, weight_sync_plan&) {
-         s.fail_control("/update_weights_from_disk", 200);
+       [](position_server& s, weight_sync_plan&) {
+         s.backend().fail_load("/ckpt", "checkpoint not found");
        },
-       "checkpoint not found", false},
-      {"flush answers 500",
-       [](fake_policy_server& s, weight_sync_plan&) { s.fail_control("/flush_cache", 500); },
-       "flush (POST /flush_cache) failed: HTTP 500", false},
+       held::none, "checkpoint not found", false},
+      {"a step answers 500",
+       [](position_server& s, weight_sync_plan& p) {
+         s.backend().fail_load("position-weights", "shape mismatch");
+         p.calls.push_back(
+             control_call{"reload", "POST", "/collective_rpc", R"({"method":"reload_weights"})"});
+       },
+       held::none, "reload (POST /collective_rpc) failed: HTTP 500", false},
       {"a control call past its deadline",
-       [](fake_policy_server&, weight_sync_plan& p) {
-         p.calls.insert(p.calls.begin(), control_call{"slow", "POST", "/slow", "", 200ms});
+       [](position_server&, weight_sync_plan& p) {
+         p.calls.insert(p.calls.begin(), control_call{"slow", "POST", "/pause_generation",
+                                                      R"({"mode":"wait"})", 200ms});
        },
-       "slow (POST /slow) failed", false},
+       held::other_client, "slow (POST /pause_generation) failed", false},
       {"health never passes",
-       [](fake_policy_server& s, weight_sync_plan& p) {
-         s.set_healthy(false);
+       [](position_server& s, weight_sync_plan& p) {
+         s.backend().set_healthy(false);
          p.health_attempts = 3;
          p.health_retry_delay = 10ms;
        },
-       "health check failed 3 times", false},
+       held::none, "health check failed 3 times", false},
       {"drain times out",
-       [](fake_policy_server& s, weight_sync_plan& p) {
+       [](position_server& s, weight_sync_plan& p) {
          s.hold(true);
          p.drain_timeout = 100ms;
        },
-       "did not drain within 100 ms", true},
+       held::own_turn, "did not drain within 100 ms", true},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.name);
-    fake_policy_server server(wire_flavour::sglang);
+    position_server server;
     auto config = fast_config(wire_flavour::sglang, {server.url()});
     config.health.interval = 10s;
     auto client = make_client(config);
+    auto other = make_client(config);
     auto plan = sglang_disk_plan();
     row.setup(server, plan);
     collector done;
-    if (plan.drain_timeout == 100ms) {
+    if (row.hold == held::own_turn) {
       ASSERT_EQ(client->submit(turn("stuck", 4), done.callback()), submit_status::accepted);
+      ASSERT_TRUE(server.wait_held(1));
+    } else if (row.hold == held::other_client) {
+      server.hold(true);
+      ASSERT_EQ(other->submit(turn("elsewhere", 4), done.callback()), submit_status::accepted);
       ASSERT_TRUE(server.wait_held(1));
     }
     sync_waiter sync;
-    client->sync_weights(0, plan, {"v1", "/ckpt", ""}, sync.callback());
+    client->sync_weights(0, plan, {"1", "/ckpt", ""}, sync.callback());
     auto s = sync.get();
     ASSERT_FALSE(s);
     EXPECT_NE(s.err().message.find(row.substring), std::string::npos) << s.err().message;
@@ -661,24 +699,28 @@ TEST(ClientWeightSyncHttp, FailuresAreReportedWithTheStepAndKeepTheServerOut) {
     EXPECT_EQ(view.weight_version, "");
     server.hold(false);
     client.reset();
+    other.reset();
   }
 }
 
 TEST(ClientLoopback, StoppingCancelsEveryOutstandingTurnOnce) {
-  fake_policy_server server(wire_flavour::vllm);
+  position_server server;
   collector done;
   {
     auto config = fast_config(wire_flavour::vllm, {server.url()});
     config.endpoints[0].max_in_flight = 2;
     auto client = make_client(config);
     server.hold(true);
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < 5; ++i) {
       ASSERT_EQ(client->submit(turn("c" + std::to_string(i), 4), done.callback()),
                 submit_status::accepted);
+    }
     ASSERT_TRUE(server.wait_held(2));
   }
   ASSERT_EQ(done.take().size(), 5U);
-  for (const auto& r : done.take()) EXPECT_EQ(r.status, turn_status::cancelled);
+  for (const auto& r : done.take()) {
+    EXPECT_EQ(r.status, turn_status::cancelled);
+  }
   server.hold(false);
 }
 

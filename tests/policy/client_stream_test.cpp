@@ -4,15 +4,15 @@
 // event, 5xx) must leave each turn's ids, log-probs, text and finish exactly as a fault-free,
 // non-streamed run gives them, with one callback per turn: nothing lost, nothing duplicated.
 #include "policy/client.hpp"
+#include "tests/policy/position_server.hpp"
 #include "tests/policy/server_test_support.hpp"
-// After server_test_support.hpp, which defines CPPHTTPLIB_OPENSSL_SUPPORT before httplib.h.
-#include "tests/policy/client_test_server.hpp"
 
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace leap::policy {
 namespace {
@@ -73,10 +73,14 @@ run_outcome run_turns(wire_flavour flavour, bool stream, const fault_config& fau
   auto server = testing::start_server(sc);
   EXPECT_TRUE(server);
   run_outcome out;
-  if (!server) return out;
+  if (!server) {
+    return out;
+  }
   auto created = policy_client::create(stream_config(flavour, server->base_url(), stream));
   EXPECT_TRUE(created) << (created ? "" : created.err().message);
-  if (!created) return out;
+  if (!created) {
+    return out;
+  }
   auto client = std::move(*created);
   collector done;
   const auto turns = scripted_turns();
@@ -117,7 +121,9 @@ void expect_same_turns(const run_outcome& reference, const run_outcome& got) {
   }
 }
 
-class ClientStream : public ::testing::TestWithParam<wire_flavour> {};
+// GoogleTest names a suite after its fixture, in the suites' CamelCase.
+class ClientStream  // NOLINT(readability-identifier-naming)
+    : public ::testing::TestWithParam<wire_flavour> {};
 
 // The fault-free, non-streamed run every faulty streamed run must equal.
 const run_outcome& reference(wire_flavour flavour) {
@@ -233,23 +239,49 @@ TEST(ClientStreamChoices, SeveralCompletionsStreamedEqualTheWholeBody) {
   }
 }
 
-// A server that ignores "stream": true and answers one JSON body (the test fake does): the turn
-// ends as a protocol error saying so, instead of being retried into the same answer.
+// A server that ignores "stream": true and answers one JSON body: the turn ends as a protocol error
+// saying so, instead of being retried into the same answer. The project's server streams when
+// asked, so this one server is a few lines of httplib here: an old vLLM's reply, whole.
 TEST(ClientStreamChoices, AServerThatDoesNotStreamIsAProtocolError) {
-  testing::fake_policy_server server(wire_flavour::vllm);
-  auto created = policy_client::create(stream_config(wire_flavour::vllm, server.url(), true));
+  struct json_only_server {
+    httplib::Server http;
+    std::thread serving;
+    ~json_only_server() {
+      http.stop();
+      if (serving.joinable()) {
+        serving.join();
+      }
+    }
+  } server;
+  server.http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  server.http.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m",)"
+                    R"("choices":[{"index":0,"text":"ab","token_ids":[97,98],)"
+                    R"("logprobs":{"token_logprobs":[-0.1,-0.2],"tokens":["a","b"]},)"
+                    R"("finish_reason":"length"}]})",
+                    "application/json");
+  });
+  // Bound and listening here; connections queue until the accept loop runs.
+  const int port = server.http.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  server.serving = std::thread([&server] { server.http.listen_after_bind(); });
+  auto created = policy_client::create(
+      stream_config(wire_flavour::vllm, "http://127.0.0.1:" + std::to_string(port), true));
   ASSERT_TRUE(created) << created.err().message;
   collector done;
   turn_request r;
   r.request_id = "json";
   r.prompt = {1, 2, 3};
-  r.sampling.max_tokens = 4;
+  r.sampling.max_tokens = 2;
   ASSERT_EQ((*created)->submit(r, done.callback()), submit_status::accepted);
   ASSERT_TRUE(done.wait_for(1));
   EXPECT_EQ(done.results[0].status, turn_status::protocol_error);
   EXPECT_NE(done.results[0].message.find("held no SSE event"), std::string::npos)
       << done.results[0].message;
   EXPECT_EQ(done.results[0].attempts, 1);
+  created->reset();  // the turn was answered: the accept loop runs, so stopping it is seen
 }
 
 }  // namespace

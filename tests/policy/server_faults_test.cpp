@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +34,18 @@ TEST(FaultSpec, ParseTable) {
       {"drop=x", "the rate of 'drop' must be a number in [0, 1] (got 'x')"},
       {"drop=1.5", "must be a number in [0, 1]"},
       {"drop=-0.1", "must be a number in [0, 1]"},
+      {"429=0.1,500=0.1,502=0.1,503=0.1,504=0.1,no_token_ids=0.1,context_too_long=0.1,"
+       "bad_request=0.1,retry_after_s=3,abort_tokens=2",
+       ""},
+      {"script=503:drop:none:no_token_ids:context_too_long:bad_request:429:500:5xx:abort", ""},
+      {"script=503:explode", "'script' holds an unknown fault 'explode'"},
+      {"script=", ""},
       {"explode=0.1", "unknown fault 'explode' (known: drop, 5xx"},
+      {"explode=0.1", "bad_request, script, stall_ms, abort_tokens, retry_after_s, seed)"},
+      {"503=x", "the rate of '503' must be a number in [0, 1]"},
+      {"retry_after_s=soon", "'retry_after_s' must be a non-negative integer"},
+      {"abort_tokens=-2", "'abort_tokens' must be a non-negative integer"},
+      {"503=0.5,no_token_ids=0.6", "add up to 1.1"},
       {"stall_ms=-1", "'stall_ms' must be a non-negative integer"},
       {"drop=0.6,abort=0.6", "add up to 1.2"},
   };
@@ -54,6 +66,64 @@ TEST(FaultSpec, ParseTable) {
   EXPECT_EQ(full->seed, 9U);
   EXPECT_TRUE(full->any());
   EXPECT_FALSE(parse_fault_spec("")->any());
+
+  const auto exact =
+      parse_fault_spec("429=0.25,retry_after_s=3,abort_tokens=2,script=503:none:429");
+  ASSERT_TRUE(exact.ok()) << exact.err().message;
+  EXPECT_DOUBLE_EQ(exact->status_429, 0.25);
+  EXPECT_EQ(exact->retry_after, std::chrono::seconds(3));
+  EXPECT_EQ(exact->abort_tokens, 2U);
+  EXPECT_EQ(exact->script, (std::vector<fault_kind>{fault_kind::status_503, fault_kind::none,
+                                                    fault_kind::status_429}));
+  // A script alone is a fault configuration.
+  EXPECT_TRUE(parse_fault_spec("script=none:drop")->any());
+  // Every kind's spec name reads back as that kind.
+  for (std::size_t k = 0; k < fault_kind_count; ++k) {
+    const auto kind = static_cast<fault_kind>(k);
+    const auto parsed = parse_fault_spec(std::string("script=") + to_string(kind));
+    ASSERT_TRUE(parsed.ok()) << to_string(kind) << ": " << parsed.err().message;
+    EXPECT_EQ(parsed->script, std::vector<fault_kind>{kind});
+  }
+}
+
+TEST(FaultDecision, AScriptDecidesTheFirstArrivalsThenTheRatesApply) {
+  fault_config config;
+  config.script = {fault_kind::status_503, fault_kind::none, fault_kind::status_429,
+                   fault_kind::context_too_long, fault_kind::http_5xx};
+  config.drop = 1.0;
+  struct row {
+    std::uint64_t serial;
+    fault_kind kind;
+    int status;
+  };
+  const std::vector<row> rows = {
+      {0, fault_kind::status_503, 503}, {1, fault_kind::none, 0},
+      {2, fault_kind::status_429, 429}, {3, fault_kind::context_too_long, 400},
+      {5, fault_kind::drop, 0},         {6, fault_kind::drop, 0},
+  };
+  for (const auto& r : rows) {
+    const fault_decision d = decide_fault(config, r.serial);
+    EXPECT_EQ(d.kind, r.kind) << r.serial;
+    EXPECT_EQ(d.http_status, r.status) << r.serial;
+  }
+  const int drawn = decide_fault(config, 4).http_status;
+  EXPECT_TRUE(drawn == 502 || drawn == 503 || drawn == 504) << drawn;
+  // Each exact status kind, drawn by its rate, carries its status.
+  const std::pair<double fault_config::*, int> exact[] = {
+      {&fault_config::status_429, 429},  {&fault_config::status_500, 500},
+      {&fault_config::status_502, 502},  {&fault_config::status_503, 503},
+      {&fault_config::status_504, 504},  {&fault_config::context_too_long, 400},
+      {&fault_config::bad_request, 400}, {&fault_config::no_token_ids, 0},
+  };
+  for (const auto& [rate, status] : exact) {
+    fault_config only;
+    only.*rate = 1.0;
+    for (std::uint64_t serial = 0; serial < 20; ++serial) {
+      const fault_decision d = decide_fault(only, serial);
+      EXPECT_NE(d.kind, fault_kind::none);
+      EXPECT_EQ(d.http_status, status) << to_string(d.kind);
+    }
+  }
 }
 
 TEST(FaultDecision, DeterministicAndAtTheConfiguredRates) {
@@ -72,6 +142,8 @@ TEST(FaultDecision, DeterministicAndAtTheConfiguredRates) {
                           fault_kind::malformed, fault_kind::truncate, fault_kind::abort}) {
     EXPECT_NEAR(counts[kind] / 20000.0, 0.1, 0.015) << to_string(kind);
   }
+  // The kinds added later are stacked after these: a spec of the first six draws as it did.
+  EXPECT_EQ(counts.size(), 7U);
   EXPECT_NEAR(counts[fault_kind::none] / 20000.0, 0.4, 0.02);
 
   // Another seed gives another sequence.
@@ -260,6 +332,140 @@ TEST(FaultsOverHttp, FaultsSpareControlRoutesAndRetriesGetThrough) {
     }
   }
   EXPECT_GT(failures, 0);
+}
+
+TEST(FaultsOverHttp, ExactStatusesAndA429WithRetryAfter) {
+  auto server = start_server(with_faults("script=429:500:502:503:504,retry_after_s=7"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  for (const int status : {429, 500, 502, 503, 504}) {
+    const http_reply reply = post(*client, "/v1/completions", completion_body());
+    ASSERT_TRUE(reply.ok);
+    EXPECT_EQ(reply.status, status);
+    EXPECT_EQ(reply.json()["error"]["code"], status);
+    EXPECT_NE(reply.json()["error"]["message"].get<std::string>().find("injected fault"),
+              std::string::npos);
+    EXPECT_EQ(reply.header("Retry-After"), status == 429 ? "7" : "") << status;
+  }
+  // The script is spent: the sixth arrival is served.
+  EXPECT_EQ(post(*client, "/v1/completions", completion_body()).status, 200);
+  const http_reply metrics = get(*client, "/metrics");
+  EXPECT_NE(metrics.body.find("leap_policy_faults_injected_total{kind=\"429\"} 1"),
+            std::string::npos);
+}
+
+TEST(FaultsOverHttp, BadRequestsInTheEnginesWords) {
+  server_config config = with_faults("script=context_too_long:context_too_long:bad_request");
+  config.max_model_len = 4096;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  // vLLM's wording on the OpenAI routes, SGLang's on /generate; both 400 BadRequestError.
+  const http_reply vllm = post(*client, "/v1/completions", completion_body());
+  ASSERT_EQ(vllm.status, 400);
+  EXPECT_EQ(vllm.json()["error"]["type"], "BadRequestError");
+  const auto vllm_message = vllm.json()["error"]["message"].get<std::string>();
+  EXPECT_NE(vllm_message.find("This model's maximum context length is 4096 tokens"),
+            std::string::npos)
+      << vllm_message;
+  EXPECT_NE(vllm_message.find("400 in the completion"), std::string::npos) << vllm_message;
+  const http_reply sglang =
+      post(*client, "/generate", json{{"text", vector_add_prompt}, {"return_logprob", true}});
+  ASSERT_EQ(sglang.status, 400);
+  EXPECT_NE(sglang.json()["error"]["message"].get<std::string>().find(
+                "is longer than the model's context length (4096 tokens)"),
+            std::string::npos)
+      << sglang.body;
+  const http_reply bad = post(*client, "/v1/completions", completion_body());
+  ASSERT_EQ(bad.status, 400);
+  EXPECT_NE(
+      bad.json()["error"]["message"].get<std::string>().find("temperature must be non-negative"),
+      std::string::npos)
+      << bad.body;
+}
+
+TEST(FaultsOverHttp, NoTokenIdsTakesTheIdsOutOfEveryShape) {
+  auto server = start_server(with_faults("no_token_ids=1"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  const http_reply reply = post(*client, "/v1/completions", completion_body());
+  ASSERT_EQ(reply.status, 200);
+  const json choice = reply.json()["choices"][0];
+  EXPECT_FALSE(choice.contains("token_ids")) << reply.body;
+  EXPECT_FALSE(choice["text"].get<std::string>().empty());
+
+  const http_reply generate =
+      post(*client, "/generate", json{{"text", vector_add_prompt}, {"return_logprob", true}});
+  ASSERT_EQ(generate.status, 200);
+  EXPECT_FALSE(generate.json().contains("output_ids")) << generate.body;
+  EXPECT_FALSE(generate.json()["text"].get<std::string>().empty());
+
+  const http_reply stream = post(*client, "/v1/completions", completion_body(true));
+  ASSERT_TRUE(stream.ok);
+  const auto events = sse_payloads(stream.body);
+  ASSERT_GE(events.size(), 2U);
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (std::size_t k = 0; k + 1 < events.size(); ++k) {
+    EXPECT_FALSE(json::parse(events[k])["choices"][0].contains("token_ids")) << events[k];
+  }
+}
+
+TEST(FaultsOverHttp, AbortTokensFixesWhatAnAbortKeeps) {
+  auto server = start_server(with_faults("abort=1,abort_tokens=3"));
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  for (int i = 0; i < 4; ++i) {
+    const http_reply reply = post(*client, "/v1/completions", completion_body());
+    ASSERT_EQ(reply.status, 200);
+    EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "abort");
+    EXPECT_EQ(reply.json()["choices"][0]["token_ids"].size(), 3U);
+  }
+}
+
+TEST(FaultsOverHttp, TheObserverSeesEveryArrivalWithItsFault) {
+  std::mutex mutex;
+  std::vector<generation_arrival> arrivals;
+  std::vector<answered_request> answered;
+  server_config config = with_faults("script=503:none");
+  config.on_generation = [&](const generation_arrival& a) {
+    std::lock_guard lock(mutex);
+    arrivals.push_back(a);
+  };
+  config.on_request = [&](const answered_request& r) {
+    std::lock_guard lock(mutex);
+    answered.push_back(r);
+  };
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  auto client = client_for(*server);
+  httplib::Headers headers{{"X-Request-Id", "turn-9.1"}};
+  const auto first =
+      client->Post("/v1/completions", headers, completion_body().dump(), "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 503);
+  EXPECT_EQ(post(*client, "/generate",
+                 json{{"input_ids", {1, 2, 3}}, {"sampling_params", {{"max_new_tokens", 5}}}})
+                .status,
+            200);
+  EXPECT_EQ(post(*client, "/flush_cache", json::object()).status, 200);
+  server->stop();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(arrivals.size(), 2U);
+  EXPECT_EQ(arrivals[0].serial, 0U);
+  EXPECT_EQ(arrivals[0].route, "/v1/completions");
+  EXPECT_EQ(arrivals[0].request_id, "turn-9.1");
+  EXPECT_EQ(arrivals[0].max_tokens, 400);
+  EXPECT_EQ(arrivals[0].fault.kind, fault_kind::status_503);
+  EXPECT_EQ(arrivals[1].route, "/generate");
+  EXPECT_EQ(arrivals[1].prompt_tokens, 3U);
+  EXPECT_EQ(arrivals[1].max_tokens, 5);
+  EXPECT_EQ(arrivals[1].fault.kind, fault_kind::none);
+  ASSERT_EQ(answered.size(), 3U);
+  EXPECT_EQ(answered[0].status, 503);
+  EXPECT_EQ(answered[0].request_id, "turn-9.1");
+  EXPECT_EQ(answered[2].method, "POST");
+  EXPECT_EQ(answered[2].path, "/flush_cache");
+  EXPECT_EQ(answered[2].body, "{}");
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The policy server over real HTTP on 127.0.0.1: every route, streaming, the weight-sync routes,
 // and concurrency. Every request has a timeout (server_test_support.hpp's client).
 #include "tests/policy/server_test_support.hpp"
+// After server_test_support.hpp, which defines CPPHTTPLIB_OPENSSL_SUPPORT before httplib.h.
+#include "tests/policy/position_server.hpp"
 
 #include <gtest/gtest.h>
 
@@ -42,7 +44,8 @@ std::string metric_line(const std::string& metrics, const std::string& name) {
   return metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
 }
 
-class ServerHttp : public ::testing::Test {
+// GoogleTest names a suite after its fixture, in the suites' CamelCase.
+class ServerHttp : public ::testing::Test {  // NOLINT(readability-identifier-naming)
  protected:
   void SetUp() override {
     server_ = start_server();
@@ -431,7 +434,7 @@ TEST_F(ServerHttp, MetricsCountRequestsAndTokens) {
   EXPECT_NE(metrics.body.find("vllm:num_requests_running 0"), std::string::npos);
 }
 
-class ServerControl : public ::testing::Test {
+class ServerControl : public ::testing::Test {  // NOLINT(readability-identifier-naming)
  protected:
   // Slow enough that a request is surely in flight while the test acts.
   void start(double ttft_ms) {
@@ -516,6 +519,7 @@ TEST(ServerConcurrency, SlowRequestsDoNotSerialise) {
   ASSERT_TRUE(server);
   constexpr int requests = 32;
   std::vector<std::future<int>> replies;
+  replies.reserve(requests);
   for (int i = 0; i < requests; ++i) {
     replies.push_back(std::async(std::launch::async, [&server, i] {
       auto client = client_for(*server, std::chrono::seconds(120));
@@ -579,6 +583,27 @@ TEST(ServerLifecycle, BindErrorsAreValues) {
   config.threads = 0;
   EXPECT_FALSE(policy_server::start(config, make_backend()).ok());
   EXPECT_FALSE(policy_server::start(server_config{}, nullptr).ok());
+}
+
+// A backend that reports itself unhealthy (a lost device) makes /health answer 503 with its
+// reason, and 200 again once it recovers; generation routes are not refused for it.
+TEST(ServerHealth, FollowsTheBackend) {
+  position_server server;
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(std::chrono::seconds(10));
+  auto healthy = client.Get("/health");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->status, 200);
+  server.backend().set_healthy(false);
+  auto sick = client.Get("/health");
+  ASSERT_TRUE(sick);
+  EXPECT_EQ(sick->status, 503);
+  EXPECT_NE(sick->body.find("the position backend: the device is gone"), std::string::npos)
+      << sick->body;
+  server.backend().set_healthy(true);
+  auto again = client.Get("/health");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
 }
 
 }  // namespace

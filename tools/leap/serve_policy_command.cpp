@@ -142,14 +142,21 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     return error{"--backend '" + o.backend + "' is not available; choose scripted or torch"};
   }
   if (torch) {
-    if (o.model.empty()) return error{"--model is required with --backend torch"};
-    if (!o.suite.empty())
+    if (o.model.empty()) {
+      return error{"--model is required with --backend torch"};
+    }
+    if (!o.suite.empty()) {
       return error{"--suite is for the scripted backend; --model serves a model"};
+    }
     auto config = learner::read_model_config(o.model);
-    if (!config) return config.err().wrap("--model");
+    if (!config) {
+      return config.err().wrap("--model");
+    }
     // The folder's own tokenizer and chat template when it holds tokenizer.json.
     auto vocab = policy::load_vocabulary(o.model);
-    if (!vocab) return vocab.err().wrap("--model");
+    if (!vocab) {
+      return vocab.err().wrap("--model");
+    }
     actors::torch_backend_options backend_options;
     backend_options.device = o.device;
     backend_options.dtype = o.dtype;
@@ -157,7 +164,9 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     out.vocab = *vocab;
     out.vocab_size = static_cast<int>(config->vocab_size);
     auto backend = actors::make_torch_policy_backend(o.model, backend_options);
-    if (!backend) return backend.err().wrap("--model");
+    if (!backend) {
+      return backend.err().wrap("--model");
+    }
     out.backend = std::move(*backend);
     out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
                       ", " + std::to_string(config->num_hidden_layers) + " layers, hidden " +
@@ -244,7 +253,9 @@ int run(const serve_policy_options& o) {
   }
 
   // Before any server thread exists, so that they inherit the mask; only this thread takes them.
-  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) {
+    return fail(routed.err().message);
+  }
 
   auto server = policy::policy_server::start(std::move(config), std::move(chosen->backend));
   if (!server) {
@@ -326,8 +337,12 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
   cmd->add_option("--task-pass", options->task_pass,
                   "TASK_ID=P: first-turn pass probability of one task (repeatable)");
   cmd->add_option("--faults", options->faults,
-                  "Fault injection, e.g. drop=0.05,5xx=0.05,stall=0.02,malformed=0.02,"
-                  "truncate=0.02,abort=0.05,stall_ms=30000,seed=7");
+                  "Fault injection on the generation routes: rates per request for drop, 5xx "
+                  "(502/503/504 drawn), stall, malformed, truncate, abort, 429, 500, 502, 503, "
+                  "504, no_token_ids, context_too_long, bad_request; script=K1:K2:... (the "
+                  "first arrivals' faults, in order, by those names or none); stall_ms, "
+                  "abort_tokens, retry_after_s, seed. E.g. drop=0.05,5xx=0.05,429=0.02,"
+                  "abort=0.05,script=503:none:drop,seed=7 (see policy/README.md)");
   cmd->add_option("--weight-transfer-config", options->weight_transfer_config,
                   "vLLM's weight-transfer engine, e.g. '{\"backend\": \"nccl\"}' (nccl needs "
                   "--model; default disk)");
