@@ -77,6 +77,26 @@ TEST(ReusableTurns, KeepsEachRolloutsLeadingTurnsOfTheResumedVersion) {
   }
 }
 
+// The line `leap run` prints for its plan (tests/e2e pin the same texts through the binary).
+TEST(DescribeResume, SaysWhatTheRunContinuesFrom) {
+  const auto config = small_config(4, 3, 2, 2);
+  actors::resume_plan plan;
+  EXPECT_EQ(launch::describe_resume(plan, config), "");
+  plan.train_done[0] = {0, 2};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "resuming run 'run' at step 1/4 (2 groups of the steps in progress stored)");
+  plan.first_step = 2;
+  plan.train_done = {{2, {1}}, {3, {0, 1}}};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "resuming run 'run' at step 3/4 (3 groups of the steps in progress stored)");
+  plan.first_step = 4;
+  plan.train_done.clear();
+  EXPECT_EQ(launch::describe_resume(plan, config), "run 'run': all 4 steps are stored already");
+  plan.validation_pending = {{1, {0}}, {3, {}}};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "run 'run': all 4 steps are stored already (finishing the validation of 2 of them)");
+}
+
 // The first run stops while one group waits for its last turn; the restart takes the group's 11
 // finished turns from the store as they were (token ids, log-probs, verdicts) and asks the
 // generator for the one turn that was in flight only.
