@@ -142,14 +142,21 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     return error{"--backend '" + o.backend + "' is not available; choose scripted or torch"};
   }
   if (torch) {
-    if (o.model.empty()) return error{"--model is required with --backend torch"};
-    if (!o.suite.empty())
+    if (o.model.empty()) {
+      return error{"--model is required with --backend torch"};
+    }
+    if (!o.suite.empty()) {
       return error{"--suite is for the scripted backend; --model serves a model"};
+    }
     auto config = learner::read_model_config(o.model);
-    if (!config) return config.err().wrap("--model");
+    if (!config) {
+      return config.err().wrap("--model");
+    }
     // The folder's own tokenizer and chat template when it holds tokenizer.json.
     auto vocab = policy::load_vocabulary(o.model);
-    if (!vocab) return vocab.err().wrap("--model");
+    if (!vocab) {
+      return vocab.err().wrap("--model");
+    }
     actors::torch_backend_options backend_options;
     backend_options.device = o.device;
     backend_options.dtype = o.dtype;
@@ -157,7 +164,9 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     out.vocab = *vocab;
     out.vocab_size = static_cast<int>(config->vocab_size);
     auto backend = actors::make_torch_policy_backend(o.model, backend_options);
-    if (!backend) return backend.err().wrap("--model");
+    if (!backend) {
+      return backend.err().wrap("--model");
+    }
     out.backend = std::move(*backend);
     out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
                       ", " + std::to_string(config->num_hidden_layers) + " layers, hidden " +
@@ -244,7 +253,9 @@ int run(const serve_policy_options& o) {
   }
 
   // Before any server thread exists, so that they inherit the mask; only this thread takes them.
-  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) {
+    return fail(routed.err().message);
+  }
 
   auto server = policy::policy_server::start(std::move(config), std::move(chosen->backend));
   if (!server) {
