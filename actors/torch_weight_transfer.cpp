@@ -22,7 +22,9 @@ namespace {
 // "http://host:port/..." -> host ("[::1]" -> "::1").
 std::string host_of(const std::string& url) {
   std::string rest = url;
-  if (auto scheme = rest.find("://"); scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  if (auto scheme = rest.find("://"); scheme != std::string::npos) {
+    rest = rest.substr(scheme + 3);
+  }
   if (!rest.empty() && rest.front() == '[') {
     const auto close = rest.find(']');
     return close == std::string::npos ? rest : rest.substr(1, close - 1);
@@ -116,7 +118,7 @@ struct torch_weight_transfer::state {
 
   // Runs `work` on the worker and hands its outcome to `done`; after the stop, `done` gets an
   // error at once.
-  void enqueue(std::function<status()> work, std::function<void(status)> done) {
+  void enqueue(std::function<status()> work, const std::function<void(status)>& done) {
     {
       std::lock_guard lock(mutex);
       if (!stopping) {
