@@ -118,11 +118,11 @@ struct torch_weight_transfer::state {
 
   // Runs `work` on the worker and hands its outcome to `done`; after the stop, `done` gets an
   // error at once.
-  void enqueue(std::function<status()> work, const std::function<void(status)>& done) {
+  void enqueue(std::function<status()> work, std::function<void(status)> done) {
     {
       std::lock_guard lock(mutex);
       if (!stopping) {
-        jobs.push_back([work = std::move(work), done]() { done(work()); });
+        jobs.push_back([work = std::move(work), done = std::move(done)]() { done(work()); });
         wake.notify_one();
         return;
       }
