@@ -38,13 +38,17 @@ using barrier_pointer = barrier_actor::stateful_pointer<barrier_state>;
 void release_verdicts(barrier_pointer self) {
   auto verified = std::move(self->state.verified);
   self->state.verified.clear();
-  for (auto& [promise, result] : verified) promise.deliver(std::move(result));
+  for (auto& [promise, result] : verified) {
+    promise.deliver(std::move(result));
+  }
 }
 
 void release_answers(barrier_pointer self) {
   auto& st = self->state;
   st.verification_expected = 0;
-  for (const auto& g : st.generated) st.verification_expected += needs_verification(g) ? 1 : 0;
+  for (const auto& g : st.generated) {
+    st.verification_expected += needs_verification(g) ? 1 : 0;
+  }
   // Every rollout-turn of this round resolves into the next one.
   st.expected = static_cast<std::uint32_t>(st.generated.size());
   st.resolved = 0;
@@ -52,12 +56,16 @@ void release_answers(barrier_pointer self) {
   auto results = std::move(st.generated);
   st.generating.clear();
   st.generated.clear();
-  for (std::size_t i = 0; i < promises.size(); ++i) promises[i].deliver(std::move(results[i]));
+  for (std::size_t i = 0; i < promises.size(); ++i) {
+    promises[i].deliver(std::move(results[i]));
+  }
 }
 
 void start_round_if_complete(barrier_pointer self) {
   auto& st = self->state;
-  if (st.generation_pending > 0 || st.next.size() + st.resolved < st.expected) return;
+  if (st.generation_pending > 0 || st.next.size() + st.resolved < st.expected) {
+    return;
+  }
   if (st.next.empty()) {
     // No rollout is left: the step's rounds are over.
     self->quit();
@@ -77,13 +85,17 @@ void start_round_if_complete(barrier_pointer self) {
             [=](generation_result& result) {
               auto& st = self->state;
               st.generated[i] = std::move(result);
-              if (--st.generation_pending == 0) release_answers(self);
+              if (--st.generation_pending == 0) {
+                release_answers(self);
+              }
             },
             [=](caf::error& e) {
               auto& st = self->state;
               st.generated[i].finish = finish_reason::error;
               st.generated[i].error = "generator: " + self->system().render(e);
-              if (--st.generation_pending == 0) release_answers(self);
+              if (--st.generation_pending == 0) {
+                release_answers(self);
+              }
             });
   }
 }
@@ -107,14 +119,18 @@ barrier_actor::behavior_type barrier(barrier_pointer self, generation_actor gene
                 [=](verification_result& result) mutable {
                   auto& st = self->state;
                   st.verified.emplace_back(promise, std::move(result));
-                  if (st.verified.size() >= st.verification_expected) release_verdicts(self);
+                  if (st.verified.size() >= st.verification_expected) {
+                    release_verdicts(self);
+                  }
                 },
                 [=](caf::error& e) mutable {
                   verification_result failed;
                   failed.infrastructure_error = self->system().render(e);
                   auto& st = self->state;
                   st.verified.emplace_back(promise, std::move(failed));
-                  if (st.verified.size() >= st.verification_expected) release_verdicts(self);
+                  if (st.verified.size() >= st.verification_expected) {
+                    release_verdicts(self);
+                  }
                 });
         return promise;
       },

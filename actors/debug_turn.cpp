@@ -14,7 +14,9 @@
 namespace leap::actors {
 
 std::string version_mismatch(const group_settings& group, const generation_result& generated) {
-  if (!group.weight_version || generated.weight_version == *group.weight_version) return {};
+  if (!group.weight_version || generated.weight_version == *group.weight_version) {
+    return {};
+  }
   return "the turn was sampled with weight version " + std::to_string(generated.weight_version) +
          ", but the group is measured with version " + std::to_string(*group.weight_version);
 }
@@ -59,7 +61,9 @@ turn_result flow_result(const turn_record& t) {
 void add_turn_activities(std::vector<activity>& out, const generation_result& g,
                          const verification_result* v) {
   out.push_back({activity_kind::generation, g.finished_ms - g.generation_ms, g.finished_ms});
-  if (v == nullptr) return;
+  if (v == nullptr) {
+    return;
+  }
   // Waiting counts as the stage waited for: the compile queue as compile, the wait for a run slot
   // (one GPU shared by every cuda run) as run.
   const double run_start = v->finished_ms - v->run_ms - v->run_queue_ms;
@@ -70,14 +74,20 @@ void add_turn_activities(std::vector<activity>& out, const generation_result& g,
 void observe_turn(const group_settings& settings, int turn, const generation_result& generated,
                   const verification_result* verified) {
   auto* t = settings.telemetry.get();
-  if (t == nullptr) return;
+  if (t == nullptr) {
+    return;
+  }
   const bool passed = verified != nullptr && verified->passed;
   (turn == 0 ? t->first_turns : t->debug_turns).inc();
-  if (passed) (turn == 0 ? t->first_turns_passed : t->debug_turns_passed).inc();
+  if (passed) {
+    (turn == 0 ? t->first_turns_passed : t->debug_turns_passed).inc();
+  }
   t->generated_tokens.inc(static_cast<double>(generated.output_tokens.size()));
   t->generation_seconds.observe(generated.generation_ms / 1000.0);
   t->generation_wait.observe(generated.queue_ms / 1000.0);
-  if (verified == nullptr) return;
+  if (verified == nullptr) {
+    return;
+  }
   t->compile_seconds.observe(verified->compile_ms / 1000.0);
   t->run_seconds.observe(verified->run_ms / 1000.0);
   t->compile_wait.observe(verified->queue_ms / 1000.0);
@@ -155,8 +165,9 @@ void next_turn(debug_pointer self) {
               fail_turn(self, "generator: " + wrong);
               return;
             }
-            if (generated.endpoint_index >= 0)
+            if (generated.endpoint_index >= 0) {
               st.settings.pinned_endpoint = generated.endpoint_index;
+            }
             if (!needs_verification(generated)) {
               add_turn_activities(st.activities, generated, nullptr);
               observe_turn(st.settings.group, st.settings.turn, generated, nullptr);

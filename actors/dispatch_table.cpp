@@ -13,14 +13,18 @@ dispatch_table::target_id dispatch_table::add_target(std::string name) {
 
 void dispatch_table::set_up(target_id target, std::size_t capacity) {
   auto& t = targets_.at(target);
-  if (!t.up) ++t.joins;
+  if (!t.up) {
+    ++t.joins;
+  }
   t.up = true;
   t.capacity = capacity;
 }
 
 void dispatch_table::set_capacity(target_id target, std::size_t capacity) {
   auto& t = targets_.at(target);
-  if (t.up) t.capacity = capacity;
+  if (t.up) {
+    t.capacity = capacity;
+  }
 }
 
 std::vector<dispatch_table::job_id> dispatch_table::set_down(target_id target) {
@@ -37,13 +41,19 @@ std::vector<dispatch_table::job_id> dispatch_table::set_down(target_id target) {
   std::vector<job_id> requeued;
   for (const job_id id : lost) {
     auto& job = jobs_.at(id);
-    while (drop_attempt(job, target)) ++t.lost;
-    if (!job.judged && job.attempts.empty()) requeued.push_back(id);
+    while (drop_attempt(job, target)) {
+      ++t.lost;
+    }
+    if (!job.judged && job.attempts.empty()) {
+      requeued.push_back(id);
+    }
   }
   // Front of the queue, keeping their order: they have waited longest.
   queue_.insert(queue_.begin(), requeued.begin(), requeued.end());
   totals_.resent += requeued.size();
-  for (const job_id id : lost) forget_if_settled(id);
+  for (const job_id id : lost) {
+    forget_if_settled(id);
+  }
   return requeued;
 }
 
@@ -63,14 +73,18 @@ std::vector<dispatch_table::assignment> dispatch_table::assign() {
     target_id best = 0;
     for (target_id i = 0; i < targets_.size(); ++i) {
       const auto& t = targets_[i];
-      if (!t.up || t.in_flight >= t.capacity) continue;
+      if (!t.up || t.in_flight >= t.capacity) {
+        continue;
+      }
       const std::size_t free = t.capacity - t.in_flight;
       if (free > best_free) {
         best_free = free;
         best = i;
       }
     }
-    if (best_free == 0) break;
+    if (best_free == 0) {
+      break;
+    }
     const job_id id = queue_.front();
     queue_.pop_front();
     auto& t = targets_[best];
@@ -107,9 +121,13 @@ dispatch_table::verdict_kind dispatch_table::complete(job_id id, target_id targe
 
 bool dispatch_table::fail(job_id id, target_id target) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return false;
+  if (it == jobs_.end()) {
+    return false;
+  }
   auto& job = it->second;
-  if (!drop_attempt(job, target)) return false;
+  if (!drop_attempt(job, target)) {
+    return false;
+  }
   ++targets_.at(target).lost;
   if (job.judged || !job.attempts.empty()) {
     forget_if_settled(id);
@@ -128,7 +146,9 @@ std::size_t dispatch_table::open_jobs() const {
 std::size_t dispatch_table::free_slots() const {
   std::size_t free = 0;
   for (const auto& t : targets_) {
-    if (t.up && t.capacity > t.in_flight) free += t.capacity - t.in_flight;
+    if (t.up && t.capacity > t.in_flight) {
+      free += t.capacity - t.in_flight;
+    }
   }
   return free;
 }
@@ -139,16 +159,22 @@ bool dispatch_table::any_up() const {
 
 bool dispatch_table::drop_attempt(job_state& job, target_id target) {
   auto it = std::find(job.attempts.begin(), job.attempts.end(), target);
-  if (it == job.attempts.end()) return false;
+  if (it == job.attempts.end()) {
+    return false;
+  }
   job.attempts.erase(it);
   auto& t = targets_.at(target);
-  if (t.in_flight > 0) --t.in_flight;
+  if (t.in_flight > 0) {
+    --t.in_flight;
+  }
   return true;
 }
 
 void dispatch_table::forget_if_settled(job_id id) {
   auto it = jobs_.find(id);
-  if (it != jobs_.end() && it->second.judged && it->second.attempts.empty()) jobs_.erase(it);
+  if (it != jobs_.end() && it->second.judged && it->second.attempts.empty()) {
+    jobs_.erase(it);
+  }
 }
 
 }  // namespace leap::actors

@@ -61,7 +61,9 @@ step_timings earlier_time(const std::vector<const group_record*>& groups) {
   std::int64_t covered = std::numeric_limits<std::int64_t>::min();
   for (const auto& [start, end] : spans) {
     const auto from = std::max(start, covered);
-    if (end > from) wall += static_cast<double>(end - from);
+    if (end > from) {
+      wall += static_cast<double>(end - from);
+    }
     covered = std::max(covered, end);
   }
   step_timings t;
@@ -127,17 +129,25 @@ int max_turns(const experiment_state& st) { return st.settings.config.rollout.ma
 
 void end_run(experiment_pointer self, run_status status, std::string message = {}) {
   auto& st = self->state;
-  if (st.ended) return;
+  if (st.ended) {
+    return;
+  }
   st.ended = true;
-  for (auto& [key, gate] : st.gates) self->send_exit(gate, caf::exit_reason::user_shutdown);
+  for (auto& [key, gate] : st.gates) {
+    self->send_exit(gate, caf::exit_reason::user_shutdown);
+  }
   st.gates.clear();
   st.gate_keys.clear();
   for (auto& [step, s] : st.steps) {
-    if (s.barrier) self->send_exit(s.barrier, caf::exit_reason::user_shutdown);
+    if (s.barrier) {
+      self->send_exit(s.barrier, caf::exit_reason::user_shutdown);
+    }
   }
   st.summary.status = status;
   st.summary.error = std::move(message);
-  if (st.done.pending()) st.done.deliver(st.summary);
+  if (st.done.pending()) {
+    st.done.deliver(st.summary);
+  }
   self->quit();
 }
 
@@ -182,10 +192,14 @@ void try_start_steps(experiment_pointer self);
 std::vector<std::vector<turn_record>> take_resumed_turns(experiment_state& st,
                                                          const group_key& key) {
   auto it = st.settings.resume.partial_turns.find(key);
-  if (it == st.settings.resume.partial_turns.end()) return {};
+  if (it == st.settings.resume.partial_turns.end()) {
+    return {};
+  }
   auto turns = std::move(it->second);
   st.settings.resume.partial_turns.erase(it);
-  for (const auto& rollout : turns) st.summary.turns_resumed += rollout.size();
+  for (const auto& rollout : turns) {
+    st.summary.turns_resumed += rollout.size();
+  }
   return turns;
 }
 
@@ -193,19 +207,25 @@ std::vector<std::vector<turn_record>> take_resumed_turns(experiment_state& st,
 void release_held_syncs(experiment_pointer self) {
   auto held = std::move(self->state.held_syncs);
   self->state.held_syncs.clear();
-  for (auto& sync : held) sync();
+  for (auto& sync : held) {
+    sync();
+  }
 }
 
 std::size_t count_turns(const std::vector<std::vector<turn_record>>& turns) {
   std::size_t n = 0;
-  for (const auto& rollout : turns) n += rollout.size();
+  for (const auto& rollout : turns) {
+    n += rollout.size();
+  }
   return n;
 }
 
 void count_group(experiment_pointer self, group_report report, bool resumed) {
   auto& st = self->state;
   auto it = st.steps.find(report.key.step);
-  if (it == st.steps.end()) return;
+  if (it == st.steps.end()) {
+    return;
+  }
   auto& s = it->second;
   s.reports.push_back(std::move(report));
   ++s.groups_done;
@@ -215,10 +235,14 @@ void count_group(experiment_pointer self, group_report report, bool resumed) {
     ++st.summary.groups_completed;
     if (auto* t = st.settings.telemetry.get()) {
       t->groups.inc();
-      if (is_open(s.reports.back().gate)) t->groups_activated.inc();
+      if (is_open(s.reports.back().gate)) {
+        t->groups_activated.inc();
+      }
     }
   }
-  if (s.groups_done == s.groups_total) on_step_groups_in(self, it->first);
+  if (s.groups_done == s.groups_total) {
+    on_step_groups_in(self, it->first);
+  }
 }
 
 void start_validation(experiment_pointer self, std::uint64_t step,
@@ -226,7 +250,9 @@ void start_validation(experiment_pointer self, std::uint64_t step,
   auto& st = self->state;
   const auto& config = st.settings.config;
   const std::size_t tasks = st.settings.validation_tasks.size();
-  if (tasks == 0) return;
+  if (tasks == 0) {
+    return;
+  }
   const std::set<std::uint32_t> stored(already_stored.begin(), already_stored.end());
   auto& v = st.validations[step];
   v.groups_total = static_cast<std::uint32_t>(tasks - std::min(tasks, stored.size()));
@@ -241,7 +267,9 @@ void start_validation(experiment_pointer self, std::uint64_t step,
   full.policy = gate_policy::full;
   const int n = config.rollout.validation.n;
   for (std::uint32_t i = 0; i < tasks; ++i) {
-    if (stored.count(i) > 0) continue;
+    if (stored.count(i) > 0) {
+      continue;
+    }
     group_settings g;
     g.run_id = st.settings.run_id;
     g.key = {step, split_kind::validation, i};
@@ -273,9 +301,13 @@ void on_validation_done(experiment_pointer self, group_report report) {
   auto& st = self->state;
   const std::uint64_t step = report.key.step;
   auto it = st.validations.find(step);
-  if (it == st.validations.end()) return;
+  if (it == st.validations.end()) {
+    return;
+  }
   it->second.reports.push_back(std::move(report));
-  if (it->second.reports.size() < it->second.groups_total) return;
+  if (it->second.reports.size() < it->second.groups_total) {
+    return;
+  }
   std::vector<group_summary> summaries;
   validation_progress p;
   p.step = step;
@@ -286,7 +318,9 @@ void on_validation_done(experiment_pointer self, group_report report) {
   p.groups = static_cast<std::uint32_t>(summaries.size());
   p.accuracy = cumulative_accuracy(summaries, max_turns(st));
   st.validations.erase(it);
-  if (st.settings.progress.on_validation) st.settings.progress.on_validation(p);
+  if (st.settings.progress.on_validation) {
+    st.settings.progress.on_validation(p);
+  }
   release_held_syncs(self);
   maybe_finish(self);
 }
@@ -306,12 +340,16 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
   for (const auto& g : s.reports) {
     activities.insert(activities.end(), g.activities.begin(), g.activities.end());
     summaries.push_back(summary_of(g));
-    if (g.probe) probes.push_back(probe_summary_of(g));
+    if (g.probe) {
+      probes.push_back(probe_summary_of(g));
+    }
     ++r.counts.groups;
     r.counts.activated_groups += is_open(g.gate) ? 1 : 0;
     r.counts.probe_groups += g.probe ? 1 : 0;
     r.counts.rollouts += static_cast<std::uint32_t>(g.outcomes.size());
-    for (const auto& o : g.outcomes) r.counts.passed_rollouts += o.passed() ? 1 : 0;
+    for (const auto& o : g.outcomes) {
+      r.counts.passed_rollouts += o.passed() ? 1 : 0;
+    }
     r.counts.turns += g.turns;
     r.counts.verifier_jobs += g.verifier_jobs;
     r.counts.generated_tokens += g.generated_tokens;
@@ -337,7 +375,9 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
     r.metrics["probe_recovery_per_rollout"] = probe_rec.per_rollout;
     r.metrics["probe_recovery_per_group"] = probe_rec.per_group;
   }
-  for (const auto& [name, value] : learned.metrics) r.metrics["learner." + name] = value;
+  for (const auto& [name, value] : learned.metrics) {
+    r.metrics["learner." + name] = value;
+  }
   return r;
 }
 
@@ -346,7 +386,9 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
 // replay shows what the live metrics said at each step.
 void record_step_telemetry(const experiment_state& st, step_record& r) {
   auto* t = st.settings.telemetry.get();
-  if (t == nullptr) return;
+  if (t == nullptr) {
+    return;
+  }
   auto metric = [&](const std::string& name) {
     auto found = r.metrics.find(name);
     return found != r.metrics.end() ? found->second : 0.0;
@@ -366,7 +408,9 @@ void step_completed(experiment_pointer self, std::uint64_t step, const step_reco
   auto& st = self->state;
   auto it = st.steps.find(step);
   const std::uint32_t resumed = it != st.steps.end() ? it->second.groups_resumed : 0;
-  if (it != st.steps.end()) st.steps.erase(it);
+  if (it != st.steps.end()) {
+    st.steps.erase(it);
+  }
   st.completed_steps = std::max(st.completed_steps, step + 1);
   ++st.summary.steps_completed;
   st.step_wall_ms.push_back(record.timings.wall_ms);
@@ -413,7 +457,9 @@ void step_completed(experiment_pointer self, std::uint64_t step, const step_reco
 void sync_weights(experiment_pointer self, std::uint64_t step, const step_record& record,
                   const learner_step_result& learned) {
   auto& st = self->state;
-  if (st.ended) return;
+  if (st.ended) {
+    return;
+  }
   const bool validating = std::any_of(st.validations.begin(), st.validations.end(), [&](auto& v) {
     return v.second.weight_version < learned.weight_version;
   });
@@ -440,10 +486,14 @@ void sync_weights(experiment_pointer self, std::uint64_t step, const step_record
 void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
   auto& st = self->state;
   auto& s = st.steps[step];
-  if (s.training) return;
+  if (s.training) {
+    return;
+  }
   s.training = true;
   const double learner_start = clock_ms();
-  if (st.settings.telemetry) st.settings.telemetry->learner_queue.add(1);
+  if (st.settings.telemetry) {
+    st.settings.telemetry->learner_queue.add(1);
+  }
   // The next step may start generating now, if staleness allows.
   try_start_steps(self);
   self->request(st.services.learner, caf::infinite, train_atom_v, step)
@@ -494,7 +544,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   if (auto it = st.settings.resume.train_done.find(step);
       it != st.settings.resume.train_done.end()) {
     for (auto g : it->second) {
-      if (g < batch.size()) stored.insert(g);
+      if (g < batch.size()) {
+        stored.insert(g);
+      }
     }
   }
   s.groups_resumed = static_cast<std::uint32_t>(stored.size());
@@ -510,7 +562,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
               }
               std::vector<const group_record*> kept;
               for (const auto& g : loaded.groups) {
-                if (stored.count(g.group_index) > 0) kept.push_back(&g);
+                if (stored.count(g.group_index) > 0) {
+                  kept.push_back(&g);
+                }
               }
               if (auto it = self->state.steps.find(step); it != self->state.steps.end()) {
                 it->second.earlier = earlier_time(kept);
@@ -522,7 +576,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
                 }
               }
               for (auto& g : loaded.groups) {
-                if (stored.count(g.group_index) == 0) continue;
+                if (stored.count(g.group_index) == 0) {
+                  continue;
+                }
                 auto report = report_of(g);
                 self->request(self->state.services.learner, caf::infinite, add_group_atom_v,
                               std::move(g))
@@ -553,7 +609,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   const int turns = config.rollout.max_turns;
   std::size_t turns_resumed = 0;
   for (std::uint32_t g = 0; g < batch.size(); ++g) {
-    if (stored.count(g) > 0) continue;
+    if (stored.count(g) > 0) {
+      continue;
+    }
     group_settings gs;
     gs.run_id = st.settings.run_id;
     gs.key = {step, split_kind::train, g};
@@ -566,7 +624,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
     gs.train = true;
     gs.telemetry = st.settings.telemetry;
-    if (!s.barrier) gs.resumed_turns = take_resumed_turns(st, gs.key);
+    if (!s.barrier) {
+      gs.resumed_turns = take_resumed_turns(st, gs.key);
+    }
     turns_resumed += count_turns(gs.resumed_turns);
     auto key = gs.key;
     watch(self, key,
@@ -580,7 +640,9 @@ void start_step(experiment_pointer self, std::uint64_t step) {
 }
 
 bool may_start(const experiment_state& st, std::uint64_t step) {
-  if (st.ended || step >= st.total_steps) return false;
+  if (st.ended || step >= st.total_steps) {
+    return false;
+  }
   const auto first = st.settings.resume.first_step;
   if (step > first) {
     // The previous step's groups must all be in (or the step completed).
@@ -588,7 +650,9 @@ bool may_start(const experiment_state& st, std::uint64_t step) {
     if (prev != st.steps.end() && prev->second.groups_done < prev->second.groups_total) {
       return false;
     }
-    if (prev == st.steps.end() && st.completed_steps < step) return false;
+    if (prev == st.steps.end() && st.completed_steps < step) {
+      return false;
+    }
   }
   // Generation may run ahead of the learner by max_staleness versions.
   const auto staleness =
@@ -598,7 +662,9 @@ bool may_start(const experiment_state& st, std::uint64_t step) {
 
 void try_start_steps(experiment_pointer self) {
   auto& st = self->state;
-  while (may_start(st, st.next_step)) start_step(self, st.next_step++);
+  while (may_start(st, st.next_step)) {
+    start_step(self, st.next_step++);
+  }
 }
 
 gate_ruling rule(adaptive_gate& gate, int n_fail, int group_size) {
@@ -616,7 +682,9 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
   st.gate = std::make_unique<adaptive_gate>(st.settings.config.gate);
   // A resumed run's gate starts from the groups decided before the stop, not from the static
   // thresholds (empty unless dcp_adaptive).
-  for (const auto& g : st.settings.resume.gate_history) st.gate->record(g.n_fail, g.group_size);
+  for (const auto& g : st.settings.resume.gate_history) {
+    st.gate->record(g.n_fail, g.group_size);
+  }
   st.total_steps = static_cast<std::uint64_t>(std::max(0, st.settings.config.experiment.steps));
   st.next_step = st.settings.resume.first_step;
   st.completed_steps = st.settings.resume.first_step;
@@ -630,7 +698,9 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
   self->set_down_handler([=](caf::down_msg& down) {
     auto& st = self->state;
     auto it = st.gate_keys.find(down.source);
-    if (it == st.gate_keys.end()) return;
+    if (it == st.gate_keys.end()) {
+      return;
+    }
     const group_key key = it->second;
     st.gate_keys.erase(it);
     const bool in_flight = st.gates.erase(key) > 0;
@@ -643,8 +713,9 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
   return {
       [=](run_atom) -> caf::result<run_summary> {
         auto& st = self->state;
-        if (st.started)
+        if (st.started) {
           return caf::make_error(caf::sec::runtime_error, "the run has started already");
+        }
         st.started = true;
         st.done = self->make_response_promise<run_summary>();
         if (st.settings.train_tasks.empty()) {
@@ -675,7 +746,9 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
           st.gates.erase(it);
         }
         publish_in_flight(st);
-        if (st.ended) return;
+        if (st.ended) {
+          return;
+        }
         if (report.key.split == split_kind::validation) {
           on_validation_done(self, std::move(report));
         } else {

@@ -18,7 +18,9 @@
 namespace leap::actors {
 
 std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout, int turn) {
-  if (settings.sampling.seed < 0) return -1;
+  if (settings.sampling.seed < 0) {
+    return -1;
+  }
   const std::uint64_t index =
       settings.request_index_base +
       std::uint64_t{rollout} * static_cast<std::uint64_t>(settings.max_turns) +
@@ -48,7 +50,9 @@ using gate_pointer = gate_actor::stateful_pointer<gate_state>;
 
 void fail_group(gate_pointer self, const std::string& message) {
   auto& st = self->state;
-  if (st.failed) return;
+  if (st.failed) {
+    return;
+  }
   st.failed = true;
   self->send(st.services.parent, group_failed_atom_v, st.settings.key, message);
   // Linked debug-turn actors end with us.
@@ -88,12 +92,16 @@ bool resumed_turn(const gate_state& st, std::uint32_t rollout, std::size_t turn)
 void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
                 const turn_record& record) {
   auto& st = self->state;
-  if (!st.services.store) return;
+  if (!st.services.store) {
+    return;
+  }
   self->request(st.services.store, caf::infinite, put_turn_atom_v, st.settings.run_id,
                 st.settings.key, rollout, static_cast<std::uint32_t>(turn), record)
       .then(
           [=](const ack& stored) {
-            if (!stored.ok()) fail_group(self, "store: turn: " + stored.error);
+            if (!stored.ok()) {
+              fail_group(self, "store: turn: " + stored.error);
+            }
           },
           [=](caf::error& e) { fail_group(self, "store: turn: " + self->system().render(e)); });
 }
@@ -107,7 +115,9 @@ void finish_group(gate_pointer self) {
           [=](group_record& scored) {
             self->state.record = std::move(scored);
             const double put_ms = clock_ms();
-            if (auto* t = self->state.settings.telemetry.get()) t->store_queue.add(1);
+            if (auto* t = self->state.settings.telemetry.get()) {
+              t->store_queue.add(1);
+            }
             self->request(self->state.services.store, caf::infinite, put_group_atom_v,
                           self->state.record)
                 .then(
@@ -155,7 +165,9 @@ void spawn_debug(gate_pointer self, std::uint32_t rollout) {
     s.history.insert(s.history.end(), t.output_tokens.begin(), t.output_tokens.end());
   }
   s.feedback = turns.back().feedback;
-  if (rollout < st.settings.resumed_turns.size()) s.resumed = st.settings.resumed_turns[rollout];
+  if (rollout < st.settings.resumed_turns.size()) {
+    s.resumed = st.settings.resumed_turns[rollout];
+  }
   auto actor = spawn_debug_turn(self->system(), std::move(s), st.services, self);
   self->link_to(actor);
   st.debug_actors.push_back(std::move(actor));
@@ -175,15 +187,21 @@ void apply(gate_pointer self, const flow_actions& actions, int consumed) {
   for (auto rollout : actions.request_turn) {
     // A rollout's first debug turn gets its actor; later turns are the actor's own (it learns to
     // go on from the answer to its report).
-    if (st.flow->rollout_turns(rollout) == 2) spawn_debug(self, rollout);
+    if (st.flow->rollout_turns(rollout) == 2) {
+      spawn_debug(self, rollout);
+    }
   }
   tell_barrier(self, consumed - static_cast<int>(actions.request_turn.size()));
-  if (actions.finished) finish_group(self);
+  if (actions.finished) {
+    finish_group(self);
+  }
 }
 
 void first_turn_done(gate_pointer self, std::uint32_t rollout, turn_record turn) {
   auto& st = self->state;
-  if (!resumed_turn(st, rollout, 0)) store_turn(self, rollout, 0, turn);
+  if (!resumed_turn(st, rollout, 0)) {
+    store_turn(self, rollout, 0, turn);
+  }
   const turn_result result = flow_result(turn);
   st.record.rollouts[rollout].turns.push_back(std::move(turn));
   if (++st.first_results < st.settings.group_size) {
@@ -297,15 +315,20 @@ gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
       start_first_turn(self, rollout);
     }
   }
-  for (auto rollout : resumed)
+  for (auto rollout : resumed) {
     first_turn_done(self, rollout, st.settings.resumed_turns[rollout][0]);
+  }
   return {
       [=](turn_atom, std::uint32_t rollout, turn_record& turn,
           std::vector<activity>& activities) -> bool {
         auto& st = self->state;
-        if (st.failed || rollout >= st.record.rollouts.size()) return false;
+        if (st.failed || rollout >= st.record.rollouts.size()) {
+          return false;
+        }
         const std::size_t index = st.record.rollouts[rollout].turns.size();
-        if (!resumed_turn(st, rollout, index)) store_turn(self, rollout, index, turn);
+        if (!resumed_turn(st, rollout, index)) {
+          store_turn(self, rollout, index, turn);
+        }
         const turn_result result = flow_result(turn);
         st.record.rollouts[rollout].turns.push_back(std::move(turn));
         st.activities.insert(st.activities.end(), activities.begin(), activities.end());

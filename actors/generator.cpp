@@ -121,7 +121,9 @@ generation_result from_client(policy::turn_result r) {
 // the wire; stats() is the client's thread-safe counter read.
 void publish_load(const pool_state& st) {
   auto* t = st.config.telemetry.get();
-  if (t == nullptr) return;
+  if (t == nullptr) {
+    return;
+  }
   const auto stats = st.client->stats();
   t->generation_queue.set(static_cast<double>(st.waiting.size() + stats.pending));
   t->policy_in_flight.set(static_cast<double>(stats.in_flight));
@@ -198,7 +200,10 @@ void queue_turn(pool_actor::stateful_pointer<pool_state> self,
 
 std::vector<policy::chat_message> to_chat(const std::vector<chat_text>& messages) {
   std::vector<policy::chat_message> out;
-  for (const auto& m : messages) out.push_back({m.role, m.content});
+  out.reserve(messages.size());
+  for (const auto& m : messages) {
+    out.push_back({m.role, m.content});
+  }
   return out;
 }
 
@@ -207,7 +212,9 @@ std::vector<policy::chat_message> to_chat(const std::vector<chat_text>& messages
 std::vector<policy::chat_message> template_probe(const char* answer,
                                                  const std::vector<chat_text>& then = {}) {
   std::vector<policy::chat_message> out = {{"user", "u"}, {"assistant", answer}};
-  for (const auto& m : then) out.push_back({m.role, m.content});
+  for (const auto& m : then) {
+    out.push_back({m.role, m.content});
+  }
   return out;
 }
 
@@ -285,9 +292,13 @@ policy::sampling_config to_client_sampling(const sampling_section& s, std::int64
   c.top_p = s.top_p;
   c.top_k = s.top_k;
   c.max_tokens = s.max_tokens;
-  if (seed >= 0) c.seed = static_cast<std::uint64_t>(seed);
+  if (seed >= 0) {
+    c.seed = static_cast<std::uint64_t>(seed);
+  }
   c.stop = s.stop;
-  for (auto id : s.stop_token_ids) c.stop_token_ids.push_back(static_cast<token_id>(id));
+  for (auto id : s.stop_token_ids) {
+    c.stop_token_ids.push_back(static_cast<token_id>(id));
+  }
   return c;
 }
 
@@ -299,9 +310,13 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
   st.client = client;
   st.renderer = std::move(renderer);
   st.config = std::move(config);
-  if (st.config.max_in_flight < 1) st.config.max_in_flight = 1;
+  if (st.config.max_in_flight < 1) {
+    st.config.max_in_flight = 1;
+  }
   st.weight_version = st.config.initial_weight_version;
-  for (const auto& e : client->endpoints()) st.endpoint_urls.push_back(e.base_url);
+  for (const auto& e : client->endpoints()) {
+    st.endpoint_urls.push_back(e.base_url);
+  }
   return {
       [=](generate_atom, generation_request& request) -> caf::result<generation_result> {
         auto& st = self->state;
@@ -311,7 +326,9 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           return promise;
         }
         auto input = st.renderer->render(request.history, request.append);
-        if (!input) return render_failure(input.err().message);
+        if (!input) {
+          return render_failure(input.err().message);
+        }
         queue_turn(self, promise, request, std::move(*input), clock_ms());
         return promise;
       },
@@ -319,19 +336,27 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           const std::string& failure) {
         auto& st = self->state;
         auto it = st.renders.find(serial);
-        if (it == st.renders.end()) return;
+        if (it == st.renders.end()) {
+          return;
+        }
         auto& r = it->second;
         if (!failure.empty()) {
-          if (r.error.empty()) r.error = "/tokenize: " + failure;
+          if (r.error.empty()) {
+            r.error = "/tokenize: " + failure;
+          }
         } else if (part >= 0 && part < 3) {
           r.parts[static_cast<std::size_t>(part)] = std::move(ids);
         }
-        if (--r.outstanding == 0) finish_render(self, serial);
+        if (--r.outstanding == 0) {
+          finish_render(self, serial);
+        }
       },
       [=](completed_atom, std::uint64_t serial, generation_result& result) {
         auto& st = self->state;
         auto it = st.turns.find(serial);
-        if (it == st.turns.end()) return;
+        if (it == st.turns.end()) {
+          return;
+        }
         --st.in_flight;
         auto& turn = it->second;
         result.input_tokens = std::move(turn.input_tokens);
@@ -375,7 +400,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           request.weights_path = update.weights_path;
           request.companion = st.config.sync_companion;
           st.client->sync_weights(static_cast<int>(i), *st.config.sync_plan, request,
-                                  [handle, id, url = st.endpoint_urls[i]](status s) {
+                                  [handle, id, url = st.endpoint_urls[i]](const status& s) {
                                     caf::anon_send(
                                         handle, weights_atom_v, id,
                                         ack{s ? std::string{} : url + ": " + s.err().message});
@@ -386,11 +411,19 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
       [=](weights_atom, std::uint64_t id, const ack& done) {
         auto& st = self->state;
         auto it = st.syncs.find(id);
-        if (it == st.syncs.end()) return;
+        if (it == st.syncs.end()) {
+          return;
+        }
         auto& sync = it->second;
-        if (!done.ok()) sync.errors += (sync.errors.empty() ? "" : "; ") + done.error;
-        if (--sync.outstanding > 0) return;
-        if (sync.errors.empty()) st.weight_version = sync.version;
+        if (!done.ok()) {
+          sync.errors += (sync.errors.empty() ? "" : "; ") + done.error;
+        }
+        if (--sync.outstanding > 0) {
+          return;
+        }
+        if (sync.errors.empty()) {
+          st.weight_version = sync.version;
+        }
         sync.promise.deliver(
             ack{sync.errors.empty() ? std::string{} : "weight sync failed: " + sync.errors});
         st.syncs.erase(it);

@@ -19,7 +19,9 @@ namespace leap::actors {
 
 result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma) {
   std::vector<training_sequence> out;
-  if (group.split != split_kind::train) return out;
+  if (group.split != split_kind::train) {
+    return out;
+  }
   out.reserve(group.rollouts.size());
   for (const auto& rollout : group.rollouts) {
     const rollout_record* source = &rollout;
@@ -48,7 +50,9 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
     for (const auto& t : source->turns) {
       s.oldest_weight_version = std::min(s.oldest_weight_version, t.weight_version);
     }
-    if (source->turns.empty()) s.oldest_weight_version = 0;
+    if (source->turns.empty()) {
+      s.oldest_weight_version = 0;
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -70,13 +74,17 @@ class record_learner final : public learner_backend {
   result<backend_step> train(std::uint64_t step, std::vector<training_sequence> batch) override {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    if (ec) return error{dir_.string() + ": cannot create the batch folder: " + ec.message()};
+    if (ec) {
+      return error{dir_.string() + ": cannot create the batch folder: " + ec.message()};
+    }
     const auto path = record_batch_path(dir_, step);
     auto partial = path;
     partial += ".partial";
     {
       std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      if (!out) return error{partial.string() + ": cannot open for writing"};
+      if (!out) {
+        return error{partial.string() + ": cannot open for writing"};
+      }
       std::uint64_t trained_tokens = 0;
       for (const auto& s : batch) {
         nlohmann::json line = {{"step", s.step},
@@ -89,14 +97,20 @@ class record_learner final : public learner_backend {
                                {"logprobs", s.behaviour_logprobs},
                                {"advantages", s.advantages}};
         out << line.dump() << '\n';
-        for (auto m : s.mask) trained_tokens += m;
+        for (auto m : s.mask) {
+          trained_tokens += m;
+        }
       }
       out.flush();
-      if (!out) return error{partial.string() + ": write failed"};
+      if (!out) {
+        return error{partial.string() + ": write failed"};
+      }
       metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
     }
     std::filesystem::rename(partial, path, ec);
-    if (ec) return error{path.string() + ": cannot rename the batch into place: " + ec.message()};
+    if (ec) {
+      return error{path.string() + ": cannot rename the batch into place: " + ec.message()};
+    }
     ++version_;
     backend_step out;
     out.weight_version = version_;
@@ -124,13 +138,17 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
                                               std::shared_ptr<learner_backend> backend,
                                               learner_actor_config config) {
   self->state.backend = std::move(backend);
-  self->state.config = config;
+  self->state.config = std::move(config);
   return {
       [=](add_group_atom, const group_record& group) -> ack {
         auto sequences = training_sequences(group, self->state.config.gamma);
-        if (!sequences) return {sequences.err().message};
+        if (!sequences) {
+          return {sequences.err().message};
+        }
         auto& pending = self->state.pending[group.step];
-        for (auto& s : *sequences) pending.push_back(std::move(s));
+        for (auto& s : *sequences) {
+          pending.push_back(std::move(s));
+        }
         return {};
       },
       [=](train_atom, std::uint64_t step) -> learner_step_result {
@@ -144,7 +162,10 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
         r.step = step;
         r.sequences = static_cast<std::uint32_t>(batch.size());
         std::vector<std::uint64_t> sampled;  // each sequence's oldest weight version
-        for (const auto& s : batch) sampled.push_back(s.oldest_weight_version);
+        sampled.reserve(batch.size());
+        for (const auto& s : batch) {
+          sampled.push_back(s.oldest_weight_version);
+        }
         auto trained = self->state.backend->train(step, std::move(batch));
         r.learner_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -36,7 +36,9 @@ constexpr std::uint8_t op_heartbeat = 6;
 
 std::uint32_t read_u32(std::string_view b, std::size_t at) {
   std::uint32_t v = 0;
-  for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  for (std::size_t i = 0; i < 4; ++i) {
+    v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  }
   return v;
 }
 
@@ -44,10 +46,14 @@ std::uint32_t read_u32(std::string_view b, std::size_t at) {
 bool read_varbyte(std::string_view b, std::size_t& at, std::uint32_t& out) {
   out = 0;
   for (int n = 0; n < 5; ++n) {
-    if (at >= b.size()) return false;
+    if (at >= b.size()) {
+      return false;
+    }
     const auto byte = static_cast<unsigned char>(b[at++]);
     out |= static_cast<std::uint32_t>(byte & 0x7fU) << (7 * n);
-    if ((byte & 0x80U) == 0) return true;
+    if ((byte & 0x80U) == 0) {
+      return true;
+    }
   }
   return false;
 }
@@ -55,7 +61,9 @@ bool read_varbyte(std::string_view b, std::size_t& at, std::uint32_t& out) {
 }  // namespace
 
 bool parse_basp_header(std::string_view bytes, basp_header& out) {
-  if (bytes.size() != basp_header_bytes) return false;
+  if (bytes.size() != basp_header_bytes) {
+    return false;
+  }
   out.operation = static_cast<std::uint8_t>(bytes[0]);
   out.payload_len = read_u32(bytes, 4);
   return true;
@@ -64,11 +72,17 @@ bool parse_basp_header(std::string_view bytes, basp_header& out) {
 std::string direct_message_types(std::string_view payload) {
   std::size_t at = 0;
   std::uint32_t stack = 0;
-  if (!read_varbyte(payload, at, stack) || stack != 0) return {};
-  if (payload.size() < at + 2 || payload[at] != 0 || payload[at + 1] != 0) return {};
+  if (!read_varbyte(payload, at, stack) || stack != 0) {
+    return {};
+  }
+  if (payload.size() < at + 2 || payload[at] != 0 || payload[at + 1] != 0) {
+    return {};
+  }
   at += 2;
   std::uint32_t length = 0;
-  if (!read_varbyte(payload, at, length) || length > payload.size() - at) return {};
+  if (!read_varbyte(payload, at, length) || length > payload.size() - at) {
+    return {};
+  }
   return std::string(payload.substr(at, length));
 }
 
@@ -119,13 +133,17 @@ std::string frame_guard::check_payload(std::string_view chunk, bool admitted) {
   if (!trusted && header_.operation == op_direct_message) {
     const auto types = direct_message_types(chunk);
     bool allowed = false;
-    for (const auto& a : allowed_) allowed = allowed || (!types.empty() && types == a);
+    for (const auto& a : allowed_) {
+      allowed = allowed || (!types.empty() && types == a);
+    }
     if (!allowed) {
       return "a message of types '" + types.substr(0, 200) +
              "' before proving the secret (only hello and auth are taken)";
     }
   }
-  if (header_.operation == op_client_handshake) handshake_payload_ = chunk;
+  if (header_.operation == op_client_handshake) {
+    handshake_payload_ = chunk;
+  }
   return {};
 }
 
@@ -139,7 +157,9 @@ void admitted_nodes::add(const caf::node_id& node) {
 void admitted_nodes::remove(const caf::node_id& node) {
   std::lock_guard lock(mutex_);
   auto it = count_.find(node);
-  if (it != count_.end() && --it->second <= 0) count_.erase(it);
+  if (it != count_.end() && --it->second <= 0) {
+    count_.erase(it);
+  }
 }
 
 bool admitted_nodes::contains(const caf::node_id& node) const {
@@ -155,7 +175,9 @@ std::vector<std::string> handshake_message_types(caf::actor_system& system) {
     caf::binary_serializer sink{system, bytes};
     std::vector<caf::strong_actor_ptr> stack;
     auto copy = msg;
-    if (auto err = sink(stack, copy)) continue;
+    if (auto err = sink(stack, copy)) {
+      continue;
+    }
     out.push_back(direct_message_types(std::string_view(bytes.data(), bytes.size())));
   }
   return out;
@@ -207,7 +229,9 @@ class guarded_scribe final : public io::scribe {
         system_(&mpx.system()) {}
 
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
-    if (detached()) return false;
+    if (detached()) {
+      return false;
+    }
     const std::string_view chunk(static_cast<const char*>(buf), n);
     const bool admitted =
         known_peer_ && shared_->settings.admitted && shared_->settings.admitted->contains(peer_);
@@ -231,7 +255,9 @@ class guarded_scribe final : public io::scribe {
 
   void configure_read(io::receive_policy::config config) override {
     stream_.configure_read(config);
-    if (!launched_) launch();
+    if (!launched_) {
+      launch();
+    }
   }
   void ack_writes(bool enable) override { stream_.ack_writes(enable); }
   std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
@@ -257,7 +283,9 @@ class guarded_scribe final : public io::scribe {
     launched_ = true;
     stream_.start(this);
     // With TLS, SSL_accept or SSL_connect may still need a write (as caf::openssl does).
-    if constexpr (std::is_same_v<Policy, ssl_policy>) stream_.force_empty_write(this);
+    if constexpr (std::is_same_v<Policy, ssl_policy>) {
+      stream_.force_empty_write(this);
+    }
   }
 
   bool launched_ = false;
@@ -276,7 +304,9 @@ io::scribe_ptr make_scribe(caf::actor_system& system, default_mpx& mpx, net::nat
     return caf::make_counted<guarded_scribe<caf::policy::tcp>>(mpx, fd, accepted, shared);
   }
   auto session = caf::openssl::make_session(system, fd, accepted);
-  if (!session) return nullptr;
+  if (!session) {
+    return nullptr;
+  }
   return caf::make_counted<guarded_scribe<ssl_policy>>(mpx, fd, accepted, shared,
                                                        std::move(session));
 }
@@ -288,13 +318,17 @@ class guarded_doorman final : public net::doorman_impl {
       : net::doorman_impl(mpx, fd), shared_(std::move(shared)) {}
 
   bool new_connection() override {
-    if (detached()) return false;
+    if (detached()) {
+      return false;
+    }
     auto& mpx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
     caf::detail::socket_guard guard{fd};
     net::nonblocking(fd, true);
     auto scribe = make_scribe(parent()->system(), mpx, fd, true, shared_);
-    if (!scribe) return false;
+    if (!scribe) {
+      return false;
+    }
     guard.release();  // the scribe owns the socket now
     auto hdl = scribe->hdl();
     parent()->add_scribe(std::move(scribe));
@@ -316,7 +350,9 @@ class guarded_middleman final : public io::middleman_actor_impl {
  protected:
   caf::expected<io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
     auto fd = net::new_tcp_connection(host, port);
-    if (!fd) return std::move(fd.error());
+    if (!fd) {
+      return std::move(fd.error());
+    }
     net::nonblocking(*fd, true);
     auto scribe = make_scribe(system(), mpx(), *fd, false, shared_);
     if (!scribe) {
@@ -328,7 +364,9 @@ class guarded_middleman final : public io::middleman_actor_impl {
 
   caf::expected<io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
-    if (!fd) return std::move(fd.error());
+    if (!fd) {
+      return std::move(fd.error());
+    }
     return caf::make_counted<guarded_doorman>(mpx(), *fd, shared_);
   }
 

@@ -20,22 +20,34 @@ double metric(const step_record& r, const std::string& name) {
 }  // namespace
 
 std::string format_duration(double ms) {
-  if (!(ms >= 0.0)) ms = 0.0;
-  if (ms < 1000.0) return printf_string("%.0fms", ms);
+  if (!(ms >= 0.0)) {
+    ms = 0.0;
+  }
+  if (ms < 1000.0) {
+    return printf_string("%.0fms", ms);
+  }
   const double s = ms / 1000.0;
-  if (s < 60.0) return printf_string("%.1fs", s);
+  if (s < 60.0) {
+    return printf_string("%.1fs", s);
+  }
   const auto total = static_cast<long long>(std::llround(s));
-  if (total < 3600) return printf_string("%lldm%02llds", total / 60, total % 60);
+  if (total < 3600) {
+    return printf_string("%lldm%02llds", total / 60, total % 60);
+  }
   return printf_string("%lldh%02lldm", total / 3600, (total % 3600) / 60);
 }
 
 std::string format_step_line(const step_progress& p) {
   std::string line =
-      printf_string("step %llu/%llu | groups %u", static_cast<unsigned long long>(p.step + 1),
+      printf_string("step %llu/%llu | groups %u", static_cast<unsigned long long>(p.step) + 1,
                     static_cast<unsigned long long>(p.total_steps), p.groups);
-  if (p.groups_resumed > 0) line += printf_string(" (%u resumed)", p.groups_resumed);
+  if (p.groups_resumed > 0) {
+    line += printf_string(" (%u resumed)", p.groups_resumed);
+  }
   line += printf_string(" | activated %u", p.activated);
-  if (p.probes > 0) line += printf_string(" probes %u", p.probes);
+  if (p.probes > 0) {
+    line += printf_string(" probes %u", p.probes);
+  }
   line += " |";
   for (std::size_t m = 0; m < p.accuracy.size(); ++m) {
     line += printf_string(m == 0 ? " pass@%zu %.3f" : " @%zu %.3f", m + 1, p.accuracy[m]);
@@ -51,7 +63,7 @@ std::string format_step_line(const step_progress& p) {
 std::string format_validation_line(const validation_progress& p) {
   std::string line =
       printf_string("validation after step %llu | %u tasks, %u rollouts |",
-                    static_cast<unsigned long long>(p.step + 1), p.groups, p.rollouts);
+                    static_cast<unsigned long long>(p.step) + 1, p.groups, p.rollouts);
   for (std::size_t m = 0; m < p.accuracy.size(); ++m) {
     line += printf_string(m == 0 ? " pass@%zu %.3f" : " @%zu %.3f", m + 1, p.accuracy[m]);
   }
@@ -60,15 +72,16 @@ std::string format_validation_line(const validation_progress& p) {
 
 std::string format_summary_table(const std::vector<step_record>& steps, int max_turns) {
   std::string out = printf_string("%6s %7s %9s", "step", "groups", "activated");
-  for (int m = 1; m <= max_turns; ++m)
+  for (int m = 1; m <= max_turns; ++m) {
     out += printf_string(" %7s", ("pass@" + std::to_string(m)).c_str());
+  }
   out += printf_string(" %10s %9s %7s %10s\n", "turns/pass", "verifier", "turns", "wall");
   // Totals weigh each step as the metrics do: accuracy by rollouts, turns per pass by passes.
   double groups = 0, activated = 0, jobs = 0, turns = 0, wall = 0, rollouts = 0, passed = 0,
          trained_turns = 0;
   std::vector<double> acc(static_cast<std::size_t>(std::max(0, max_turns)), 0.0);
   for (const auto& r : steps) {
-    out += printf_string("%6llu %7u %9u", static_cast<unsigned long long>(r.step + 1),
+    out += printf_string("%6llu %7u %9u", static_cast<unsigned long long>(r.step) + 1,
                          r.counts.groups, r.counts.activated_groups);
     for (int m = 1; m <= max_turns; ++m) {
       const double a = metric(r, "acc_at_" + std::to_string(m));
@@ -88,7 +101,9 @@ std::string format_summary_table(const std::vector<step_record>& steps, int max_
     trained_turns += tpp * r.counts.passed_rollouts;
   }
   out += printf_string("%6s %7.0f %9.0f", "total", groups, activated);
-  for (double a : acc) out += printf_string(" %7.3f", rollouts > 0 ? a / rollouts : 0.0);
+  for (double a : acc) {
+    out += printf_string(" %7.3f", rollouts > 0 ? a / rollouts : 0.0);
+  }
   out += printf_string(" %10.2f %9.0f %7.0f %10s\n", passed > 0 ? trained_turns / passed : 0.0,
                        jobs, turns, format_duration(wall).c_str());
   return out;

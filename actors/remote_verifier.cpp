@@ -53,7 +53,9 @@ status check_node_transport(const node_transport& transport, const std::string& 
   };
   for (auto [path, name] : {std::pair{&transport.certificate, "certificate"},
                             std::pair{&transport.key, "key"}, std::pair{&transport.ca, "ca"}}) {
-    if (auto s = exists(*path, name); !s) return s;
+    if (auto s = exists(*path, name); !s) {
+      return s;
+    }
   }
   if (transport.certificate.empty() != transport.key.empty()) {
     return error{what + "certificate and " + what +
@@ -73,7 +75,9 @@ result<dispatcher_settings> dispatcher_settings_of(const verifier_section& v) {
   s.transport.timeout_s = v.node_timeout_s;
   if (!v.node_secret_file.empty()) {
     auto secret = node_auth::read_secret_file(v.node_secret_file);
-    if (!secret) return secret.err().wrap("verifier.node_secret_file");
+    if (!secret) {
+      return secret.err().wrap("verifier.node_secret_file");
+    }
     s.secret = std::move(*secret);
   }
   if (auto checked = check_node_transport(s.transport, "verifier.tls."); !checked) {
@@ -179,17 +183,21 @@ void retry_later(self_ptr self, std::uint32_t index, const std::string& why) {
 
 // Hello, then the proof; the node is used once it welcomes us.
 void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
-               verifier_node_actor node) {
+               const verifier_node_actor& node) {
   const auto timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double>(self->state.settings.transport.timeout_s));
   auto stale = [=] { return self->state.nodes[index].attempt != attempt; };
   auto failed = [=](caf::error& e) {
-    if (!stale()) retry_later(self, index, "handshake failed: " + self->system().render(e));
+    if (!stale()) {
+      retry_later(self, index, "handshake failed: " + self->system().render(e));
+    }
   };
   self->request(node, timeout, node_hello_atom_v)
       .then(
           [=](node_challenge& challenge) {
-            if (stale()) return;
+            if (stale()) {
+              return;
+            }
             auto& st = self->state;
             if (challenge.secret_required && st.settings.secret.empty()) {
               refuse_all(self, index,
@@ -203,7 +211,9 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
             self->request(node, timeout, node_auth_atom_v, proof)
                 .then(
                     [=](node_welcome& welcome) {
-                      if (stale()) return;
+                      if (stale()) {
+                        return;
+                      }
                       auto& s = self->state;
                       auto& n = s.nodes[index];
                       if (!welcome.error.empty()) {
@@ -232,7 +242,9 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
 
 void connect(self_ptr self, std::uint32_t index) {
   auto& n = self->state.nodes[index];
-  if (n.connecting || n.handle) return;
+  if (n.connecting || n.handle) {
+    return;
+  }
   n.connecting = true;
   const std::uint64_t attempt = ++n.attempt;
   const auto timeout = std::chrono::duration_cast<caf::timespan>(
@@ -241,7 +253,9 @@ void connect(self_ptr self, std::uint32_t index) {
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
               const std::set<std::string>& interface) {
-            if (self->state.nodes[index].attempt != attempt) return;
+            if (self->state.nodes[index].attempt != attempt) {
+              return;
+            }
             if (!ptr) {
               retry_later(self, index, "no actor is published on that port");
               return;
@@ -295,7 +309,9 @@ void on_failure(self_ptr self, dispatch_table::job_id job, dispatch_table::targe
 void lose_node(self_ptr self, std::uint32_t index, const std::string& why) {
   auto& s = self->state;
   auto& n = s.nodes[index];
-  if (!n.handle) return;
+  if (!n.handle) {
+    return;
+  }
   self->demonitor(n.handle.address());
   n.handle = nullptr;
   const auto resent = s.table.set_down(n.target);
@@ -313,7 +329,9 @@ void lose_node(self_ptr self, std::uint32_t index, const std::string& why) {
 void send_job(self_ptr self, dispatch_table::assignment a) {
   auto& st = self->state;
   auto it = st.jobs.find(a.job);
-  if (it == st.jobs.end()) return;
+  if (it == st.jobs.end()) {
+    return;
+  }
   auto request = it->second.request;
   const auto job = a.job;
   const auto target = a.target;
@@ -335,7 +353,9 @@ void send_job(self_ptr self, dispatch_table::assignment a) {
               // The node no longer knows us (it saw us cut off): handshake again.
               auto& nodes = self->state.nodes;
               for (std::uint32_t i = 0; i < nodes.size(); ++i) {
-                if (nodes[i].target == target) lose_node(self, i, v.error);
+                if (nodes[i].target == target) {
+                  lose_node(self, i, v.error);
+                }
               }
               on_failure(self, job, target, v.error);
               return;
@@ -346,7 +366,9 @@ void send_job(self_ptr self, dispatch_table::assignment a) {
 }
 
 void pump(self_ptr self) {
-  for (const auto& a : self->state.table.assign()) send_job(self, a);
+  for (const auto& a : self->state.table.assign()) {
+    send_job(self, a);
+  }
 }
 
 dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
@@ -391,7 +413,9 @@ dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
     }
     pump(self);
   });
-  for (std::uint32_t i = 0; i < st.nodes.size(); ++i) connect(self, i);
+  for (std::uint32_t i = 0; i < st.nodes.size(); ++i) {
+    connect(self, i);
+  }
   return {
       [=](verify_atom, verification_request& request) -> caf::result<verification_result> {
         auto& s = self->state;
@@ -407,7 +431,9 @@ dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
         return promise;
       },
       [=](node_retry_atom, std::uint32_t index) {
-        if (index < self->state.nodes.size()) connect(self, index);
+        if (index < self->state.nodes.size()) {
+          connect(self, index);
+        }
       },
   };
 }

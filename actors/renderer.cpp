@@ -11,8 +11,12 @@ class byte_chatml_renderer final : public prompt_renderer {
                                        const std::vector<chat_text>& messages) const override {
     std::vector<policy::chat_message> chat;
     chat.reserve(messages.size());
-    for (const auto& m : messages) chat.push_back({m.role, m.content});
-    if (history.empty()) return policy::render_chat(chat);
+    for (const auto& m : messages) {
+      chat.push_back({m.role, m.content});
+    }
+    if (history.empty()) {
+      return policy::render_chat(chat);
+    }
     return policy::render_chat_delta(history, chat, /*add_generation_prompt=*/true);
   }
 };
@@ -26,8 +30,12 @@ class local_chat_renderer final : public prompt_renderer {
                                        const std::vector<chat_text>& messages) const override {
     std::vector<policy::chat_message> chat;
     chat.reserve(messages.size());
-    for (const auto& m : messages) chat.push_back({m.role, m.content});
-    if (history.empty()) return renderer_->render_prompt(chat);
+    for (const auto& m : messages) {
+      chat.push_back({m.role, m.content});
+    }
+    if (history.empty()) {
+      return renderer_->render_prompt(chat);
+    }
     return renderer_->render_feedback(chat, history);
   }
 

@@ -9,8 +9,8 @@
 namespace leap::actors {
 namespace {
 
-scorer_actor::behavior_type scorer(scorer_actor::pointer, reward_config reward,
-                                   advantage_config advantage) {
+scorer_actor::behavior_type scorer(scorer_actor::pointer, const reward_config& reward,
+                                   const advantage_config& advantage) {
   return {
       [=](score_atom, group_record& group) -> group_record {
         score_group(group, reward, advantage);

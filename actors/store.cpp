@@ -29,7 +29,9 @@ struct store_state {
 void commit(store_impl_actor::stateful_pointer<store_state> self) {
   auto& st = self->state;
   st.commit_queued = false;
-  if (st.waiting.empty()) return;
+  if (st.waiting.empty()) {
+    return;
+  }
   const status written = st.store->write(*st.batch);
   ack answer;
   if (!written) {
@@ -37,7 +39,9 @@ void commit(store_impl_actor::stateful_pointer<store_state> self) {
     // Nothing of a failed commit is stored; its records are reported, not retried.
     st.batch->clear();
   }
-  for (auto& promise : st.waiting) promise.deliver(answer);
+  for (auto& promise : st.waiting) {
+    promise.deliver(answer);
+  }
   st.waiting.clear();
 }
 
@@ -45,8 +49,12 @@ void commit(store_impl_actor::stateful_pointer<store_state> self) {
 template <class Put>
 caf::result<ack> enqueue(store_impl_actor::stateful_pointer<store_state> self, Put put) {
   auto& st = self->state;
-  if (!st.batch) st.batch.emplace(st.store->batch());
-  if (const status added = put(*st.batch); !added) return ack{added.err().message};
+  if (!st.batch) {
+    st.batch.emplace(st.store->batch());
+  }
+  if (const status added = put(*st.batch); !added) {
+    return ack{added.err().message};
+  }
   auto promise = self->make_response_promise<ack>();
   st.waiting.push_back(promise);
   if (st.batch->groups() >= st.config.max_batch_groups) {
@@ -64,7 +72,9 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
                                                store_actor_config config) {
   self->state.store = std::move(store);
   self->state.config = config;
-  if (self->state.config.max_batch_groups == 0) self->state.config.max_batch_groups = 1;
+  if (self->state.config.max_batch_groups == 0) {
+    self->state.config.max_batch_groups = 1;
+  }
   return {
       [=](put_group_atom, const group_record& group) -> caf::result<ack> {
         return enqueue(self, [&](write_batch& b) { return b.put_group(group); });
@@ -90,7 +100,9 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
         query.last_step = step;
         query.split = split;
         auto groups = self->state.store->groups(query);
-        if (!groups) return {{}, groups.err().message};
+        if (!groups) {
+          return {{}, groups.err().message};
+        }
         return {std::move(*groups), {}};
       },
       [=](commit_atom) { commit(self); },
@@ -101,7 +113,9 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
 
 store_actor spawn_store(caf::actor_system& system, std::shared_ptr<trajectory_store> store,
                         store_actor_config config) {
-  if (config.detached) return system.spawn<caf::detached>(store_behavior, std::move(store), config);
+  if (config.detached) {
+    return system.spawn<caf::detached>(store_behavior, std::move(store), config);
+  }
   return system.spawn(store_behavior, std::move(store), config);
 }
 

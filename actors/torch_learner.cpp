@@ -53,7 +53,9 @@ result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_optio
   std::error_code ec;
   for (auto* dir : {&options.checkpoint_dir, &options.weights_dir}) {
     std::filesystem::create_directories(*dir, ec);
-    if (ec) return error{*dir + ": cannot create: " + ec.message()};
+    if (ec) {
+      return error{*dir + ": cannot create: " + ec.message()};
+    }
     // Absolute: the folders are handed to servers that may run in another working directory.
     *dir = std::filesystem::absolute(*dir, ec).lexically_normal().string();
   }
@@ -64,12 +66,18 @@ result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_optio
                                          ? options.checkpoint_every
                                          : std::numeric_limits<std::int64_t>::max();
   auto trainer = learner::trainer::create(options.model_dir, options.trainer);
-  if (!trainer) return trainer.err().wrap("learner.kind torch: " + options.model_dir);
+  if (!trainer) {
+    return trainer.err().wrap("learner.kind torch: " + options.model_dir);
+  }
   // The weights it starts from: the resumed checkpoint's, else the initial model's.
   std::string weights = options.model_dir;
   auto latest = learner::latest_checkpoint(options.checkpoint_dir);
-  if (!latest) return latest.err();
-  if (!latest->empty()) weights = *latest;
+  if (!latest) {
+    return latest.err();
+  }
+  if (!latest->empty()) {
+    weights = *latest;
+  }
   // Weights-only folders of later steps carry no optimiser state, so the trainer cannot resume
   // from them: the servers must serve the checkpoint's weights to stay on-policy.
   return std::unique_ptr<torch_learner>(
@@ -116,7 +124,9 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   bool any_trained = false;
   for (const auto& s : batch) {
     update.sequences.push_back(to_learner_sequence(s));
-    for (auto m : s.mask) any_trained = any_trained || m != 0;
+    for (auto m : s.mask) {
+      any_trained = any_trained || m != 0;
+    }
   }
   backend_step out;
   out.metrics["sequences"] = static_cast<double>(batch.size());
@@ -129,11 +139,15 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   }
   const auto start = std::chrono::steady_clock::now();
   auto report = trainer_->update(update);
-  if (!report) return report.err();
+  if (!report) {
+    return report.err();
+  }
   std::string weights = report->checkpoint_dir;
   if (weights.empty() && options_.total_steps > 0 && step + 1 >= options_.total_steps) {
     auto saved = trainer_->save_checkpoint();
-    if (!saved) return saved.err();
+    if (!saved) {
+      return saved.err();
+    }
     weights = *saved;
   }
   if (weights.empty() && !shared_path.empty()) {
@@ -142,7 +156,9 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   } else if (weights.empty()) {
     // No checkpoint this step: the weights alone, for the servers to reload.
     weights = step_folder(options_.weights_dir, static_cast<std::uint64_t>(report->step));
-    if (auto saved = trainer_->current_policy().save(weights); !saved) return saved.err();
+    if (auto saved = trainer_->current_policy().save(weights); !saved) {
+      return saved.err();
+    }
     // Keep the newest two: the one just written and the one the servers may still be loading.
     std::error_code ec;
     std::vector<std::string> folders;
@@ -150,8 +166,9 @@ result<backend_step> torch_learner::train(std::uint64_t step,
       folders.push_back(e.path().string());
     }
     std::sort(folders.begin(), folders.end());
-    for (std::size_t i = 0; i + 2 < folders.size(); ++i)
+    for (std::size_t i = 0; i + 2 < folders.size(); ++i) {
       std::filesystem::remove_all(folders[i], ec);
+    }
   }
   const auto& m = report->summary;
   out.metrics["loss"] = m.loss;
@@ -169,7 +186,11 @@ result<backend_step> torch_learner::train(std::uint64_t step,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.metrics["optimizer_step"] = static_cast<double>(m.optimizer_step);
   current_weights_ = weights;
-  out.weights_path = shared_path.empty() ? std::move(weights) : shared_path;
+  if (shared_path.empty()) {
+    out.weights_path = std::move(weights);
+  } else {
+    out.weights_path = shared_path;
+  }
   out.weight_version = ++version_;
   return out;
 }

@@ -93,7 +93,9 @@ result<random_model_info> write_random_model(const std::string& preset, const st
                                              std::uint64_t seed, const std::string& dtype,
                                              const std::string& tokenizer_dir) {
   auto config = byte_model_preset(preset);
-  if (!config) return config.err();
+  if (!config) {
+    return config.err();
+  }
   std::vector<std::string> copied;
   if (!tokenizer_dir.empty()) {
     std::error_code exists_ec;
@@ -102,8 +104,10 @@ result<random_model_info> write_random_model(const std::string& preset, const st
       return error{tokenizer_dir + ": no tokenizer.json there"};
     }
     auto vocab = policy::load_vocabulary(tokenizer_dir);
-    if (!vocab) return vocab.err();
-    config->vocab_size = ((*vocab)->vocab_size() + 127) / 128 * 128;
+    if (!vocab) {
+      return vocab.err();
+    }
+    config->vocab_size = (static_cast<std::int64_t>((*vocab)->vocab_size()) + 127) / 128 * 128;
     config->eos_token_ids.assign((*vocab)->end_of_generation_ids().begin(),
                                  (*vocab)->end_of_generation_ids().end());
     config->bos_token_id = -1;
@@ -114,25 +118,36 @@ result<random_model_info> write_random_model(const std::string& preset, const st
     }
   }
   auto type = learner::parse_torch_dtype(dtype);
-  if (!type) return type.err();
+  if (!type) {
+    return type.err();
+  }
   config->torch_dtype = learner::to_torch_dtype(*type);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return error{dir + ": cannot create: " + ec.message()};
+  if (ec) {
+    return error{dir + ": cannot create: " + ec.message()};
+  }
   const auto weights = learner::random_weights(*config, seed, *type);
-  if (auto w = learner::write_safetensors_dir(dir, weights); !w) return w.err();
-  if (auto c = learner::write_model_config(dir, *config); !c) return c.err();
+  if (auto w = learner::write_safetensors_dir(dir, weights); !w) {
+    return w.err();
+  }
+  if (auto c = learner::write_model_config(dir, *config); !c) {
+    return c.err();
+  }
   for (const auto& name : copied) {
     std::filesystem::copy_file(std::filesystem::path(tokenizer_dir) / name,
                                std::filesystem::path(dir) / name,
                                std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec)
+    if (ec) {
       return error{dir + "/" + name + ": cannot copy from " + tokenizer_dir + ": " + ec.message()};
+    }
   }
   random_model_info info{*config, 0};
   for (const auto& [name, shape] : learner::parameter_shapes(*config)) {
     std::int64_t n = 1;
-    for (auto s : shape) n *= s;
+    for (auto s : shape) {
+      n *= s;
+    }
     info.parameters += n;
   }
   return info;
@@ -149,11 +164,15 @@ class torch_policy_backend final : public policy::policy_backend {
 
   status generate(const policy::backend_request& request, policy::generation_control& control,
                   const policy::token_sink& sink) override {
-    if (!control.checkpoint()) return ok_status();
+    if (!control.checkpoint()) {
+      return ok_status();
+    }
     const auto& s = request.sampling;
     learner::sampling_params params;
     params.max_tokens = s.max_tokens.value_or(16);
-    if (params.max_tokens < 1) return ok_status();
+    if (params.max_tokens < 1) {
+      return ok_status();
+    }
     params.temperature = s.temperature;
     params.top_p = s.top_p;
     params.top_k = s.top_k > 0 ? s.top_k : 0;
@@ -167,7 +186,9 @@ class torch_policy_backend final : public policy::policy_backend {
     // must look past them (ignore_eos, min_tokens): then it samples max_tokens and the server cuts.
     if (!s.ignore_eos && s.min_tokens == 0) {
       params.stop_token_ids = options_.vocab->end_of_generation_ids();
-      for (auto id : s.stop_token_ids) params.stop_token_ids.push_back(id);
+      for (auto id : s.stop_token_ids) {
+        params.stop_token_ids.push_back(id);
+      }
     }
     std::vector<std::int32_t> prompt(request.prompt.begin(), request.prompt.end());
 
@@ -175,7 +196,9 @@ class torch_policy_backend final : public policy::policy_backend {
     {
       std::shared_lock lock(mutex_);
       auto sampled = model_.sample(prompt, params);
-      if (!sampled) return sampled.err().wrap("torch backend: sampling");
+      if (!sampled) {
+        return sampled.err().wrap("torch backend: sampling");
+      }
       const auto& c = sampled->front();
       steps.resize(c.token_ids.size());
       for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -184,11 +207,17 @@ class torch_policy_backend final : public policy::policy_backend {
       }
       if (request.top_logprobs > 0 && !steps.empty()) {
         auto alternatives = top_alternatives(prompt, c.token_ids, request.top_logprobs);
-        if (!alternatives) return alternatives.err();
-        for (std::size_t i = 0; i < steps.size(); ++i) steps[i].top = std::move((*alternatives)[i]);
+        if (!alternatives) {
+          return alternatives.err();
+        }
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          steps[i].top = std::move((*alternatives)[i]);
+        }
       }
     }
-    if (steps.empty() || control.should_stop()) return ok_status();
+    if (steps.empty() || control.should_stop()) {
+      return ok_status();
+    }
     sink(std::span<const policy::token_step>(steps));
     return ok_status();
   }
@@ -205,12 +234,16 @@ class torch_policy_backend final : public policy::policy_backend {
       }
       std::unique_lock lock(mutex_);
       auto copied = options_.source(model_, version);
-      if (!copied) return copied.err().wrap("taking weights in memory");
+      if (!copied) {
+        return copied.err().wrap("taking weights in memory");
+      }
       return ok_status();
     }
     std::unique_lock lock(mutex_);
     auto loaded = model_.reload_weights(path);
-    if (!loaded) return loaded.err().wrap("reloading weights from " + path);
+    if (!loaded) {
+      return loaded.err().wrap("reloading weights from " + path);
+    }
     (void)version;  // the server reports the version; the model only needs the weights
     return ok_status();
   }
@@ -234,12 +267,18 @@ class torch_policy_backend final : public policy::policy_backend {
                      " (a trainer for another backend?)"};
       }
       receiver_.reset();
-      if (!ipc_receiver_) ipc_receiver_ = std::make_unique<learner::ipc_receiver>();
+      if (!ipc_receiver_) {
+        ipc_receiver_ = std::make_unique<learner::ipc_receiver>();
+      }
       return ok_status();
     }
-    if (backend != "nccl") return error{"the torch backend has no '" + backend + "' engine"};
+    if (backend != "nccl") {
+      return error{"the torch backend has no '" + backend + "' engine"};
+    }
     auto info = policy::parse_nccl_init_info(init_info);
-    if (!info) return info.err();
+    if (!info) {
+      return info.err();
+    }
     receiver_.reset();  // a new rendezvous replaces the old group
     ipc_receiver_.reset();
     learner::broadcast_rendezvous r;
@@ -248,7 +287,9 @@ class torch_policy_backend final : public policy::policy_backend {
     r.rank_offset = info->rank_offset;
     r.world_size = info->world_size;
     auto joined = learner::broadcast_receiver::join(r, options_.device, options_.transfer_timeout);
-    if (!joined) return joined.err();
+    if (!joined) {
+      return joined.err();
+    }
     receiver_ = std::move(*joined);
     return ok_status();
   }
@@ -256,12 +297,16 @@ class torch_policy_backend final : public policy::policy_backend {
   status receive_weights(const nlohmann::json& update_info) override {
     if (ipc_receiver_) {
       auto info = learner::parse_ipc_update_info(update_info);
-      if (!info) return info.err();
+      if (!info) {
+        return info.err();
+      }
       std::shared_lock lock(mutex_);  // shapes are read; generations may go on meanwhile
       return ipc_receiver_->receive(*info, model_);
     }
     auto info = policy::parse_nccl_update_info(update_info);
-    if (!info) return info.err();
+    if (!info) {
+      return info.err();
+    }
     if (!receiver_) {
       return error{
           "no weight-transfer group (none yet, or the last transfer broke it): POST "
@@ -287,14 +332,20 @@ class torch_policy_backend final : public policy::policy_backend {
       std::unique_lock lock(mutex_);  // no generation runs while the weights are replaced
       return ipc_receiver_->commit(model_);
     }
-    if (!receiver_) return error{"no weight-transfer group: nothing was received"};
+    if (!receiver_) {
+      return error{"no weight-transfer group: nothing was received"};
+    }
     std::unique_lock lock(mutex_);  // no generation runs while the weights are replaced
     return receiver_->commit(model_);
   }
 
   void discard_weights() override {
-    if (receiver_) receiver_->discard();
-    if (ipc_receiver_) ipc_receiver_->discard();
+    if (receiver_) {
+      receiver_->discard();
+    }
+    if (ipc_receiver_) {
+      ipc_receiver_->discard();
+    }
   }
 
  private:
@@ -307,7 +358,9 @@ class torch_policy_backend final : public policy::policy_backend {
     std::vector<std::int32_t> all = prompt;
     all.insert(all.end(), generated.begin(), generated.end());
     auto logits = model_.logits(all);
-    if (!logits) return logits.err().wrap("torch backend: top log-probs");
+    if (!logits) {
+      return logits.err().wrap("torch backend: top log-probs");
+    }
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
     const auto keep = std::min(static_cast<std::size_t>(k), vocab);
     std::vector<std::vector<policy::top_logprob>> out(generated.size());
@@ -316,7 +369,9 @@ class torch_policy_backend final : public policy::policy_backend {
       const float* row = logits->data() + (prompt.size() - 1 + i) * vocab;
       const double peak = *std::max_element(row, row + vocab);
       double sum = 0.0;
-      for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - peak);
+      for (std::size_t v = 0; v < vocab; ++v) {
+        sum += std::exp(row[v] - peak);
+      }
       const double log_z = peak + std::log(sum);
       std::iota(order.begin(), order.end(), std::size_t{0});
       std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
@@ -340,18 +395,26 @@ class torch_policy_backend final : public policy::policy_backend {
 result<std::shared_ptr<policy::policy_backend>> make_torch_policy_backend(
     const std::string& model_dir, const torch_backend_options& options) {
   auto config = learner::read_model_config(model_dir);
-  if (!config) return config.err();
+  if (!config) {
+    return config.err();
+  }
   auto backend_options = options;
-  if (!backend_options.vocab) backend_options.vocab = policy::byte_vocabulary();
+  if (!backend_options.vocab) {
+    backend_options.vocab = policy::byte_vocabulary();
+  }
   auto vocab = backend_options.vocab == policy::byte_vocabulary()
                    ? check_byte_vocabulary(*config)
                    : check_vocabulary(*config, *backend_options.vocab);
-  if (!vocab) return vocab.err().wrap(model_dir + "/config.json");
+  if (!vocab) {
+    return vocab.err().wrap(model_dir + "/config.json");
+  }
   learner::policy_options po;
   po.device = options.device;
   po.dtype = options.dtype;
   auto model = learner::policy::load(model_dir, po);
-  if (!model) return model.err();
+  if (!model) {
+    return model.err();
+  }
   return std::shared_ptr<policy::policy_backend>(
       std::make_shared<torch_policy_backend>(std::move(*model), std::move(backend_options)));
 }

@@ -22,7 +22,9 @@ namespace {
 // "http://host:port/..." -> host ("[::1]" -> "::1").
 std::string host_of(const std::string& url) {
   std::string rest = url;
-  if (auto scheme = rest.find("://"); scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  if (auto scheme = rest.find("://"); scheme != std::string::npos) {
+    rest = rest.substr(scheme + 3);
+  }
   if (!rest.empty() && rest.front() == '[') {
     const auto close = rest.find(']');
     return close == std::string::npos ? rest : rest.substr(1, close - 1);
@@ -42,13 +44,17 @@ result<std::string> local_address_towards(const std::string& host) {
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
   const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
-  if (fd < 0) return error{"no socket to find the route to '" + host + "'"};
+  if (fd < 0) {
+    return error{"no socket to find the route to '" + host + "'"};
+  }
   sockaddr_storage local{};
   socklen_t size = sizeof local;
   const bool routed = ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0;
   ::close(fd);
-  if (!routed) return error{"no route to '" + host + "'"};
+  if (!routed) {
+    return error{"no route to '" + host + "'"};
+  }
   char text[INET6_ADDRSTRLEN] = {};
   const void* where =
       local.ss_family == AF_INET6
@@ -79,7 +85,9 @@ struct torch_weight_transfer::state {
     std::lock_guard lock(buffer_mutex);
     if (!exporter) {
       auto made = learner::ipc_exporter::create(p);
-      if (!made) return made.err();
+      if (!made) {
+        return made.err();
+      }
       exporter = std::move(*made);
     }
     return work(*exporter);
@@ -98,7 +106,9 @@ struct torch_weight_transfer::state {
       {
         std::unique_lock lock(mutex);
         wake.wait(lock, [&] { return stopping || !jobs.empty(); });
-        if (jobs.empty()) return;
+        if (jobs.empty()) {
+          return;
+        }
         job = std::move(jobs.front());
         jobs.pop_front();
       }
@@ -112,7 +122,7 @@ struct torch_weight_transfer::state {
     {
       std::lock_guard lock(mutex);
       if (!stopping) {
-        jobs.push_back([work = std::move(work), done]() { done(work()); });
+        jobs.push_back([work = std::move(work), done = std::move(done)]() { done(work()); });
         wake.notify_one();
         return;
       }
@@ -125,9 +135,13 @@ result<std::unique_ptr<torch_weight_transfer>> torch_weight_transfer::open(
     std::weak_ptr<torch_learner> learner, const std::string& endpoint_url, std::string device,
     std::chrono::milliseconds timeout) {
   auto address = local_address_towards(host_of(endpoint_url));
-  if (!address) return address.err().wrap("policy.weight_sync nccl: " + endpoint_url);
+  if (!address) {
+    return address.err().wrap("policy.weight_sync nccl: " + endpoint_url);
+  }
   auto sender = learner::broadcast_sender::listen(*address, 0, 2, timeout);
-  if (!sender) return sender.err().wrap("policy.weight_sync nccl");
+  if (!sender) {
+    return sender.err().wrap("policy.weight_sync nccl");
+  }
   auto s = std::make_shared<state>();
   s->learner = std::move(learner);
   s->device = std::move(device);
@@ -159,11 +173,15 @@ torch_weight_transfer::~torch_weight_transfer() {
   state_->wake.notify_one();
   // The jobs still queued run first: each one's `done` must be called (the client waits for it).
   state_->worker.join();
-  if (state_->sender) state_->sender->close();
+  if (state_->sender) {
+    state_->sender->close();
+  }
 }
 
 std::string torch_weight_transfer::init_info() const {
-  if (!state_->sender) return "";
+  if (!state_->sender) {
+    return "";
+  }
   return nlohmann::json{{"master_address", state_->address},
                         {"master_port", state_->sender->port()},
                         {"rank_offset", 1},
@@ -173,7 +191,9 @@ std::string torch_weight_transfer::init_info() const {
 
 result<std::string> torch_weight_transfer::update_info() const {
   auto held = state_->learner.lock();
-  if (!held) return error{"the learner has stopped"};
+  if (!held) {
+    return error{"the learner has stopped"};
+  }
   if (state_->ipc) {
     std::string rendered;
     auto exported = held->with_weights(0, [&](const learner::policy& p) -> status {
@@ -182,7 +202,9 @@ result<std::string> torch_weight_transfer::update_info() const {
         return ok_status();
       });
     });
-    if (!exported) return exported.err().wrap("policy.weight_sync ipc");
+    if (!exported) {
+      return exported.err().wrap("policy.weight_sync ipc");
+    }
     return rendered;
   }
   policy::nccl_update_info info;
@@ -194,7 +216,9 @@ result<std::string> torch_weight_transfer::update_info() const {
     }
     return ok_status();
   });
-  if (!listed) return listed.err();
+  if (!listed) {
+    return listed.err();
+  }
   return policy::render_nccl_update_info(info).dump();
 }
 
@@ -225,7 +249,9 @@ policy::sync_companion torch_weight_transfer::companion() {
       s->enqueue(
           [raw = s.get(), version]() -> status {
             auto held = raw->learner.lock();
-            if (!held) return error{"the learner has stopped"};
+            if (!held) {
+              return error{"the learner has stopped"};
+            }
             return held->with_weights(version, [&](const learner::policy& p) -> status {
               if (raw->ipc) {
                 return raw->with_exporter(p,

@@ -64,7 +64,9 @@ void pump(pool_actor::stateful_pointer<pool_state> self) {
     const std::uint64_t serial = st.waiting.front();
     st.waiting.pop_front();
     auto it = st.jobs.find(serial);
-    if (it == st.jobs.end()) continue;
+    if (it == st.jobs.end()) {
+      continue;
+    }
     ++st.in_flight;
     it->second.submitted_ms = clock_ms();
     pool_actor handle = self;
@@ -83,7 +85,9 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
   self->state.verifier = verifier;
   self->state.tasks = std::move(tasks);
   self->state.config = config;
-  if (self->state.config.max_in_flight == 0) self->state.config.max_in_flight = 1;
+  if (self->state.config.max_in_flight == 0) {
+    self->state.config.max_in_flight = 1;
+  }
   return {
       [=](verify_atom, verification_request& request) -> caf::result<verification_result> {
         auto& st = self->state;
@@ -110,7 +114,9 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
       [=](completed_atom, std::uint64_t serial, verification_result& result) {
         auto& st = self->state;
         auto it = st.jobs.find(serial);
-        if (it == st.jobs.end()) return;
+        if (it == st.jobs.end()) {
+          return;
+        }
         --st.in_flight;
         result.finished_ms = clock_ms();
         const double wall = result.finished_ms - it->second.submitted_ms;

@@ -36,7 +36,9 @@ struct node_state {
 };
 
 const char* verdict_name(const verification_result& r) {
-  if (!r.infrastructure_error.empty()) return "infrastructure error";
+  if (!r.infrastructure_error.empty()) {
+    return "infrastructure error";
+  }
   return r.passed ? "pass" : "fail";
 }
 
@@ -45,12 +47,16 @@ verifier_node_actor::behavior_type node_behavior(
     verifier_node_config config) {
   self->state.pool = std::move(pool);
   self->state.config = std::move(config);
-  if (self->state.config.slots == 0) self->state.config.slots = 1;
+  if (self->state.config.slots == 0) {
+    self->state.config.slots = 1;
+  }
   // An orchestrator that goes away (or is cut off) must prove the secret again.
   self->set_down_handler([=](caf::down_msg& down) {
     auto& st = self->state;
     if (st.admitted.erase(down.source) > 0) {
-      if (st.config.admitted) st.config.admitted->remove(down.source.node());
+      if (st.config.admitted) {
+        st.config.admitted->remove(down.source.node());
+      }
       st.log(log::level::info, "orchestrator " + caf::to_string(down.source) + " disconnected");
     }
     st.nonces.erase(down.source);
@@ -89,7 +95,9 @@ verifier_node_actor::behavior_type node_behavior(
                 "wrong secret: the node rejected the proof (verifier.node_secret_file must hold "
                 "the secret of the node's --secret-file)";
           }
-          if (nonce != st.nonces.end()) st.nonces.erase(nonce);  // a nonce answers one proof
+          if (nonce != st.nonces.end()) {
+            st.nonces.erase(nonce);  // a nonce answers one proof
+          }
         }
         if (!w.error.empty()) {
           st.log(log::level::warn,
@@ -97,7 +105,9 @@ verifier_node_actor::behavior_type node_behavior(
           return w;
         }
         if (st.admitted.insert(sender).second) {
-          if (st.config.admitted) st.config.admitted->add(sender.node());
+          if (st.config.admitted) {
+            st.config.admitted->add(sender.node());
+          }
           self->monitor(self->current_sender());
           st.log(log::level::info,
                  "orchestrator " + caf::to_string(sender) + " admitted" +

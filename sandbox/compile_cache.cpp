@@ -1,11 +1,13 @@
 #include "sandbox/compile_cache.hpp"
 
+#include "common/enums/enum_names.hpp"
 #include "sandbox/process.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace leap::sandbox {
@@ -15,6 +17,33 @@ namespace {
 // Entry file: "LEAPCACHE1 ok|fail|timeout|refused <artifact bytes>\n" then the artifact then the
 // log. A refused entry's "artifact" is "<category>\n<feedback>".
 constexpr const char* k_magic = "LEAPCACHE1";
+
+// The outcome an entry records, by name on disk: never rename a value.
+enum class entry_state : std::uint8_t { ok, fail, timeout, refused };
+
+constexpr std::string_view name_of(entry_state s) {
+  switch (s) {
+    case entry_state::ok:
+      return "ok";
+    case entry_state::fail:
+      return "fail";
+    case entry_state::timeout:
+      return "timeout";
+    case entry_state::refused:
+      return "refused";
+  }
+  return {};
+}
+
+entry_state state_of(const build_output& out) {
+  if (out.ok) {
+    return entry_state::ok;
+  }
+  if (out.timed_out) {
+    return entry_state::timeout;
+  }
+  return out.refusal_category ? entry_state::refused : entry_state::fail;
+}
 }  // namespace
 
 result<std::unique_ptr<compile_cache>> compile_cache::open(const fs::path& dir,
@@ -61,32 +90,45 @@ std::optional<build_output> compile_cache::load(const std::string& key) {
   if (!in) {
     return std::nullopt;
   }
-  std::string magic, state;
+  std::string magic, state_name;
   std::uint64_t artifact_bytes = 0;
-  in >> magic >> state >> artifact_bytes;
+  in >> magic >> state_name >> artifact_bytes;
   if (magic != k_magic || in.get() != '\n') {
     return std::nullopt;
   }
+  const auto state = enum_names::parse<entry_state>(state_name, "cache entry state");
+  if (!state) {
+    return std::nullopt;  // not an entry this cache wrote: build again
+  }
   build_output out;
-  out.ok = state == "ok";
-  out.timed_out = state == "timeout";
   out.artifact.resize(artifact_bytes);
   in.read(out.artifact.data(), static_cast<std::streamsize>(artifact_bytes));
   if (static_cast<std::uint64_t>(in.gcount()) != artifact_bytes) {
     return std::nullopt;
   }
-  if (state == "refused") {
-    const auto newline = out.artifact.find('\n');
-    if (newline == std::string::npos) {
-      return std::nullopt;
+  switch (*state) {
+    case entry_state::ok:
+      out.ok = true;
+      break;
+    case entry_state::timeout:
+      out.timed_out = true;
+      break;
+    case entry_state::fail:
+      break;
+    case entry_state::refused: {
+      const auto newline = out.artifact.find('\n');
+      if (newline == std::string::npos) {
+        return std::nullopt;
+      }
+      auto category = parse_verdict_category(std::string_view(out.artifact).substr(0, newline));
+      if (!category) {
+        return std::nullopt;  // not an entry this cache wrote: build again
+      }
+      out.refusal_category = *category;
+      out.refusal = out.artifact.substr(newline + 1);
+      out.artifact.clear();
+      break;
     }
-    auto category = parse_verdict_category(std::string_view(out.artifact).substr(0, newline));
-    if (!category) {
-      return std::nullopt;  // not an entry this cache wrote: build again
-    }
-    out.refusal_category = *category;
-    out.refusal = out.artifact.substr(newline + 1);
-    out.artifact.clear();
   }
   std::ostringstream rest;
   rest << in.rdbuf();
@@ -103,16 +145,12 @@ void compile_cache::store(const std::string& key, const build_output& out) {
                        std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const bool refused = !out.ok && out.refusal_category;
+    const entry_state state = state_of(out);
+    const bool refused = state == entry_state::refused;
     const std::string refusal_body =
         refused ? to_string(*out.refusal_category) + "\n" + out.refusal : std::string{};
     const std::string& body = refused ? refusal_body : out.artifact;
-    f << k_magic << ' '
-      << (out.ok          ? "ok"
-          : out.timed_out ? "timeout"
-          : refused       ? "refused"
-                          : "fail")
-      << ' ' << body.size() << '\n';
+    f << k_magic << ' ' << name_of(state) << ' ' << body.size() << '\n';
     f.write(body.data(), static_cast<std::streamsize>(body.size()));
     f.write(out.log.data(), static_cast<std::streamsize>(out.log.size()));
     if (!f) {

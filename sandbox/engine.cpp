@@ -1664,10 +1664,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   request.limits = config_.kernelbench_limits;
   request.readonly_paths = readonly_paths_;
   request.stdin_data =
-      nlohmann::json{{"device", *device},
-                     {"own_kernel", policy == own_kernel_policy::require ? "require" : "off"}}
-          .dump() +
-      "\n";
+      nlohmann::json{{"device", *device}, {"own_kernel", to_string(policy)}}.dump() + "\n";
   auto r = run_isolated(request);
   if (!r) {
     return r.err();

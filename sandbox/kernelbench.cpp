@@ -102,11 +102,8 @@ def _leap_flat(x):
 }  // namespace
 
 own_kernel_policy own_kernel_for(const task& t, const std::string& device) {
-  if (t.own_kernel == "require") {
-    return own_kernel_policy::require;
-  }
-  if (t.own_kernel == "off") {
-    return own_kernel_policy::off;
+  if (t.own_kernel) {
+    return *t.own_kernel;
   }
   return device == "cuda" ? own_kernel_policy::require : own_kernel_policy::off;
 }

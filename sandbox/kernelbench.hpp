@@ -30,9 +30,6 @@
 
 namespace leap::sandbox {
 
-// Whether ModelNew must run a kernel of its own (see own_kernel_for).
-enum class own_kernel_policy : std::uint8_t { require, off };
-
 // The policy for task `t` on `device` ("cuda" or "cpu"): the task's own_kernel field when set
 // ("require" or "off"), else require on cuda and off on cpu. Off on CPU by default because Debian's
 // CPU torch runs KernelBench only as a functional check (development, tests), where compiling a

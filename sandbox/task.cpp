@@ -82,9 +82,12 @@ result<task> task_from_json(const json& j, const std::string& context) {
     if (j.contains("seed")) {
       t.seed = j["seed"].get<std::uint64_t>();
     }
-    t.own_kernel = j.value("own_kernel", std::string{});
-    if (!t.own_kernel.empty() && t.own_kernel != "require" && t.own_kernel != "off") {
-      return fail("'own_kernel' must be \"require\" or \"off\", not '" + t.own_kernel + "'");
+    if (const auto own_kernel = j.value("own_kernel", std::string{}); !own_kernel.empty()) {
+      auto policy = enum_names::parse<own_kernel_policy>(own_kernel, "own_kernel policy");
+      if (!policy) {
+        return fail("'own_kernel' must be \"require\" or \"off\", not '" + own_kernel + "'");
+      }
+      t.own_kernel = *policy;
     }
     if (traits_of(t.kind).needs == required_source::target) {
       if (!j.contains("target") || !j["target"].is_number_integer()) {

@@ -2,6 +2,7 @@
 // directory, a JSONL dataset file and a KernelBench directory.
 #pragma once
 
+#include "common/enums/enum_names.hpp"
 #include "common/enums/task_kind.hpp"
 #include "common/result.hpp"
 
@@ -10,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap::sandbox {
@@ -18,6 +20,25 @@ namespace leap::sandbox {
 // (common/enums/task_kind.hpp).
 
 enum class value_type : std::uint8_t { f32, f64, i32 };
+
+// kernelbench: whether ModelNew must run a kernel of its own (see own_kernel_for in
+// sandbox/kernelbench.hpp). Written by name in task.json's "own_kernel" and in the candidate
+// program's stdin: never rename a value.
+enum class own_kernel_policy : std::uint8_t { require, off };
+
+// The one name table ("require", "off"). Empty for a byte outside the enum.
+constexpr std::string_view name_of(own_kernel_policy p) {
+  switch (p) {
+    case own_kernel_policy::require:
+      return "require";
+    case own_kernel_policy::off:
+      return "off";
+  }
+  return {};
+}
+
+[[nodiscard]] inline std::string to_string(own_kernel_policy p) { return enum_names::to_string(p); }
+
 enum class arg_role : std::uint8_t { input, output, inout, scalar };
 
 // One parameter of `void solve(...)`, in order (see the suite format).
@@ -63,9 +84,9 @@ struct task {
   std::vector<labelled_code> wrong;  // known-bad candidates
   std::string origin;                // where it was loaded from, for messages
   int target = 0;                    // digits: the sum the answer's digits must reach
-  // kernelbench: whether ModelNew must run a kernel of its own, "require" or "off"; empty: the
-  // engine's default, require on CUDA and off on CPU (see sandbox/kernelbench.hpp). Default: empty
-  std::string own_kernel;
+  // kernelbench: whether ModelNew must run a kernel of its own; empty: the engine's default,
+  // require on CUDA and off on CPU (see sandbox/kernelbench.hpp). Default: empty
+  std::optional<own_kernel_policy> own_kernel;
 };
 
 // The file extension of a candidate of `kind` (".cu", ".cpp", ".py"): traits_of(kind).extension.

@@ -3,7 +3,7 @@
 // turns run only for an opened group's failures, and a group is stored before the learner sees it.
 #include "orchestrator/gate.hpp"
 
-#include "tests/actors/test_support.hpp"
+#include "tests/actors/experiment_fixture.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@ namespace leap::actors {
 namespace {
 
 using testing::coordinator;
+using testing::dcp_gate;
 using testing::hub;
-using testing::temp_dir;
 
 // "run/0/train/3/2/1" -> {group 3, rollout 2, turn 1}.
 struct turn_id {
@@ -44,32 +44,12 @@ instant_policy scripted(pass_table table) {
   return p;
 }
 
-gate_config dcp(double lo, double hi) {
-  gate_config g;
-  g.policy = gate_policy::dcp;
-  g.unit = threshold_unit::fraction;
-  g.tau_min = lo;
-  g.tau_max = hi;
-  return g;
-}
-
-struct gate_fixture {
-  temp_dir dir;
-  coordinator c;
-  std::shared_ptr<hub> shared = std::make_shared<hub>();
-  std::shared_ptr<trajectory_store> store = testing::open_store(dir.path());
+// The gate over the doubles; `parent` records what the gate tells the driver.
+struct gate_fixture : testing::doubles {
   group_services services;
 
-  gate_fixture(instant_policy policy, gate_config gate) {
-    shared->store = store;
-    services.generator =
-        c.keep(c.system().spawn(testing::test_generator, std::move(policy), shared));
-    services.verifier = c.keep(c.system().spawn(testing::test_verifier, shared));
-    services.scorer = c.keep(spawn_scorer(c.system(), reward_config{}, advantage_config{}));
-    store_actor_config sc;
-    sc.detached = false;
-    services.store = c.keep(spawn_store(c.system(), store, sc));
-    services.learner = c.keep(c.system().spawn(testing::test_learner, shared));
+  gate_fixture(instant_policy policy, const gate_config& gate) {
+    spawn_services(services, std::move(policy));
     services.parent = c.keep(c.system().spawn(testing::test_parent, gate, shared));
   }
 
@@ -107,7 +87,8 @@ std::vector<int> turns_per_rollout(const group_record& g) {
 TEST(GateTest, AGroupDecidesAndDebugsWhileAnotherStillGenerates) {
   // Group 0: rollouts 0 and 1 pass at once, 2 and 3 fail and are fixed at turn 2: N_fail = 2 of 4
   // opens it ([0.5, 1] of G). Group 1's answers are held back.
-  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 2}, {{0, 3}, 2}}), dcp(0.5, 1.0));
+  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 2}, {{0, 3}, 2}}),
+                 dcp_gate(0.5, 1.0));
   f.shared->hold = [](const std::string& id) {
     return id.rfind("run/0/train/1/", 0) == 0 && turn_of_request(id) == 0;
   };
@@ -177,7 +158,7 @@ TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
-    gate_fixture f(scripted(r.passes), dcp(0.5, 0.75));
+    gate_fixture f(scripted(r.passes), dcp_gate(0.5, 0.75));
     f.start(0, 4, 3);
     f.c.run();
     ASSERT_EQ(f.shared->reports.size(), 1u);
@@ -198,7 +179,7 @@ TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
 
 TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
   // Hopeless (4 of 4 failed) yet probed: the failures debug; rollout 1 is fixed at turn 2.
-  gate_fixture f(scripted({{{0, 1}, 2}}), dcp(0.5, 0.75));
+  gate_fixture f(scripted({{{0, 1}, 2}}), dcp_gate(0.5, 0.75));
   f.start(0, 4, 2, /*probe=*/true);
   f.c.run();
   auto g = f.stored(0);
@@ -217,7 +198,8 @@ TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
 }
 
 TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
-  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 2}, {{1, 2}, 1}, {{2, 0}, 3}}), dcp(0.25, 1.0));
+  gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 2}, {{1, 2}, 1}, {{2, 0}, 3}}),
+                 dcp_gate(0.25, 1.0));
   for (std::uint32_t g = 0; g < 3; ++g) f.start(g, 4, 3);
   f.c.run();
   EXPECT_EQ(f.shared->learned.size(), 3u);
@@ -227,7 +209,7 @@ TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
 }
 
 TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
-  gate_fixture f(scripted({{{0, 0}, 2}}), dcp(0.5, 0.75));
+  gate_fixture f(scripted({{{0, 0}, 2}}), dcp_gate(0.5, 0.75));
   group_settings s;
   s.run_id = "run";
   s.key = {0, split_kind::validation, 0};
@@ -250,7 +232,7 @@ TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
 }
 
 TEST(GateTest, AVerifierFailureFailsTheGroup) {
-  gate_fixture f(scripted({}), dcp(0.5, 1.0));
+  gate_fixture f(scripted({}), dcp_gate(0.5, 1.0));
   // A verifier that cannot judge (no compiler): the group fails with its message, nothing stored.
   auto failing =
       f.c.keep(f.c.system().spawn([](verifier_actor::pointer) -> verifier_actor::behavior_type {
@@ -295,7 +277,7 @@ generation_actor failing_generator(coordinator& c, instant_policy policy,
 TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
   // Rollout 1 of group 0 gets no answer (the servers failed it): the group fails with the reason;
   // nothing is scored, stored or trained, so the other rollouts' advantages never see it.
-  gate_fixture f(scripted({{{0, 0}, 1}}), dcp(0.5, 1.0));
+  gate_fixture f(scripted({{{0, 0}, 1}}), dcp_gate(0.5, 1.0));
   f.services.generator = failing_generator(f.c, scripted({{{0, 0}, 1}}), {"/1/0"});
   f.start(0, 3, 2);
   f.c.run();
@@ -310,7 +292,7 @@ TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
 
 TEST(GateTest, ADebugTurnWithNoAnswerFailsTheGroup) {
   // Rollouts 1 and 2 fail their first turn; the gate opens; rollout 2's debug turn gets no answer.
-  gate_fixture f(scripted({{{0, 0}, 1}}), dcp(0.5, 1.0));
+  gate_fixture f(scripted({{{0, 0}, 1}}), dcp_gate(0.5, 1.0));
   f.services.generator = failing_generator(f.c, scripted({{{0, 0}, 1}}), {"/2/1"});
   f.start(0, 3, 3);
   f.c.run();

@@ -4,64 +4,17 @@
 #include "actors/log_sink.hpp"
 
 #include "orchestrator/group_report.hpp"
+#include "tests/common/captured_stderr.hpp"
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
-#include <unistd.h>
 
 namespace leap::actors {
 namespace {
 
-namespace fs = std::filesystem;
-
-// Points fd 2 at a file while alive; text() is what was written to it.
-class captured_stderr {
- public:
-  captured_stderr()
-      : path_(fs::temp_directory_path() /
-              ("leap_log_sink_test_" + std::to_string(::getpid()) + ".txt")) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    std::FILE* f = std::fopen(path_.c_str(), "w");
-    ::dup2(::fileno(f), 2);
-    std::fclose(f);
-  }
-  ~captured_stderr() {
-    restore();
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  captured_stderr(const captured_stderr&) = delete;
-  captured_stderr& operator=(const captured_stderr&) = delete;
-
-  std::string text() {
-    restore();
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) {
-      return;
-    }
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-
-  fs::path path_;
-  int saved_ = -1;
-};
+using leap::testing::captured_stderr;
 
 TEST(LogSink, ALineOfATurnCarriesRunStepGroupAndRolloutAsFields) {
   log::setup("leap test", log::level::info);

@@ -2,14 +2,18 @@
 // deterministic test coordinator and a real RocksDB store: a group stopped half-way keeps its
 // finished turns across a restart (taken as stored, never generated again), only turns sampled
 // with the version the restarted run samples with are reused, and a validation group's turns all
-// carry the weights of the step it validates even while training goes on.
+// carry the weights of the step it validates even while training goes on. And the driver resumed
+// from the plan `leap run` makes (tools/launch/resume.hpp): stored groups are not redone, a resumed
+// step's wall time counts the earlier processes' time, and dcp_adaptive's gate history survives.
 #include "tools/launch/resume.hpp"
 
-#include "tests/actors/test_support.hpp"
+#include "tests/actors/experiment_fixture.hpp"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,66 +23,11 @@ namespace {
 using launch::plan_resume;
 using launch::reusable_turns;
 
-using testing::coordinator;
-using testing::hub;
-using testing::temp_dir;
-
-experiment_config config_of(int steps, int batch, int group, int turns) {
-  experiment_config c;
-  c.experiment.name = "run";
-  c.experiment.seed = 11;
-  c.experiment.steps = steps;
-  c.data.batch_size = batch;
-  c.rollout.group_size = group;
-  c.rollout.max_turns = turns;
-  c.rollout.validation.every = 0;
-  c.gate.policy = gate_policy::dcp;
-  c.gate.unit = threshold_unit::fraction;
-  c.gate.tau_min = 0.25;
-  c.gate.tau_max = 1.0;
-  return c;
-}
-
-std::vector<group_task> tasks(int n, const std::string& prefix = "t") {
-  std::vector<group_task> out;
-  for (int i = 0; i < n; ++i) out.push_back({prefix + std::to_string(i), prefix + " prompt"});
-  return out;
-}
-
-// Every turn fails: every group opens and every rollout runs all its turns.
-instant_policy failing_policy() {
-  instant_policy p;
-  p.correct = [](const std::string&, const std::string&, int) { return false; };
-  return p;
-}
-
-struct fixture {
-  temp_dir dir;
-  coordinator c;
-  std::shared_ptr<hub> shared = std::make_shared<hub>();
-  std::shared_ptr<trajectory_store> store = testing::open_store(dir.path());
-  experiment_services services;
-
-  fixture() {
-    shared->store = store;
-    services.generator =
-        c.keep(c.system().spawn(testing::test_generator, failing_policy(), shared));
-    services.verifier = c.keep(c.system().spawn(testing::test_verifier, shared));
-    services.scorer = c.keep(spawn_scorer(c.system(), reward_config{}, advantage_config{}));
-    store_actor_config sc;
-    sc.detached = false;
-    services.store = c.keep(spawn_store(c.system(), store, sc));
-    services.learner = c.keep(c.system().spawn(testing::test_learner, shared));
-  }
-
-  experiment_actor start(experiment_settings settings,
-                         std::shared_ptr<std::optional<run_summary>> out) {
-    settings.run_id = "run";
-    auto driver = c.keep(spawn_experiment(c.system(), std::move(settings), services));
-    testing::request_run(c, driver, out);
-    return driver;
-  }
-};
+using testing::coin_policy;
+using testing::driver_fixture;
+using testing::failing_policy;
+using testing::small_config;
+using testing::tasks;
 
 stored_turn turn_of(std::uint32_t rollout, std::uint32_t turn, std::uint64_t version,
                     bool passed = false) {
@@ -128,13 +77,33 @@ TEST(ReusableTurns, KeepsEachRolloutsLeadingTurnsOfTheResumedVersion) {
   }
 }
 
+// The line `leap run` prints for its plan (tests/e2e pin the same texts through the binary).
+TEST(DescribeResume, SaysWhatTheRunContinuesFrom) {
+  const auto config = small_config(4, 3, 2, 2);
+  actors::resume_plan plan;
+  EXPECT_EQ(launch::describe_resume(plan, config), "");
+  plan.train_done[0] = {0, 2};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "resuming run 'run' at step 1/4 (2 groups of the steps in progress stored)");
+  plan.first_step = 2;
+  plan.train_done = {{2, {1}}, {3, {0, 1}}};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "resuming run 'run' at step 3/4 (3 groups of the steps in progress stored)");
+  plan.first_step = 4;
+  plan.train_done.clear();
+  EXPECT_EQ(launch::describe_resume(plan, config), "run 'run': all 4 steps are stored already");
+  plan.validation_pending = {{1, {0}}, {3, {}}};
+  EXPECT_EQ(launch::describe_resume(plan, config),
+            "run 'run': all 4 steps are stored already (finishing the validation of 2 of them)");
+}
+
 // The first run stops while one group waits for its last turn; the restart takes the group's 11
 // finished turns from the store as they were (token ids, log-probs, verdicts) and asks the
 // generator for the one turn that was in flight only.
 TEST(PerTurnResume, ARestartRedoesOnlyTheTurnsInFlight) {
-  fixture f;
+  driver_fixture f(failing_policy());
   experiment_settings s;
-  s.config = config_of(2, 2, 4, 3);
+  s.config = small_config(2, 2, 4, 3);
   s.train_tasks = tasks(3);
   const std::string in_flight = "run/1/train/1/0/2";
   f.shared->hold = [&](const std::string& id) { return id == in_flight; };
@@ -167,7 +136,7 @@ TEST(PerTurnResume, ARestartRedoesOnlyTheTurnsInFlight) {
 
   f.shared->hold = nullptr;
   f.shared->events.clear();
-  f.services.learner = f.c.keep(f.c.system().spawn(testing::test_learner, f.shared));
+  f.services.learner = f.new_learner();
   s.resume = *plan;
   auto second = std::make_shared<std::optional<run_summary>>();
   f.start(s, second);
@@ -196,9 +165,9 @@ TEST(PerTurnResume, ARestartRedoesOnlyTheTurnsInFlight) {
 
 // Turns sampled with another version than the restarted run's are sampled again.
 TEST(PerTurnResume, TurnsOfAnotherWeightVersionAreRedone) {
-  fixture f;
+  driver_fixture f(failing_policy());
   experiment_settings s;
-  s.config = config_of(2, 2, 4, 3);
+  s.config = small_config(2, 2, 4, 3);
   s.train_tasks = tasks(3);
   f.shared->hold = [](const std::string& id) { return id == "run/1/train/1/0/2"; };
   auto first = std::make_shared<std::optional<run_summary>>();
@@ -224,9 +193,9 @@ TEST(PerTurnResume, TurnsOfAnotherWeightVersionAreRedone) {
 // Validation after step 1 is slow (its first turns wait) while training goes on: every turn of
 // its groups is still sampled with step 1's weights, and the group records that version.
 TEST(ValidationWeights, EveryValidationTurnIsSampledWithItsStepsWeights) {
-  fixture f;
+  driver_fixture f(failing_policy());
   experiment_settings s;
-  s.config = config_of(3, 2, 2, 2);
+  s.config = small_config(3, 2, 2, 2);
   s.config.rollout.validation.every = 1;
   s.config.rollout.validation.n = 2;
   s.train_tasks = tasks(3);
@@ -269,6 +238,253 @@ TEST(ValidationWeights, EveryValidationTurnIsSampledWithItsStepsWeights) {
   auto train = f.store->groups(q);
   ASSERT_TRUE(train.ok());
   for (const auto& g : *train) EXPECT_FALSE(g.weight_version.has_value());
+}
+
+// ---- the driver resumed from its plan -----------------------------------------------------------
+
+TEST(DriverResume, ResumeRedoesOnlyTheGroupsNotStored) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = small_config(3, 3, 2, 2);
+  s.train_tasks = tasks(5);
+  // First run: step 1's group 2 never gets its answers; the run is stopped there.
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
+  auto first = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, first);
+  f.c.run();
+  ASSERT_FALSE(first->has_value());
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->status, run_status::interrupted);
+  EXPECT_EQ((*first)->steps_completed, 1u);
+
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  EXPECT_EQ(plan->first_step, 1u);
+  EXPECT_EQ(plan->weight_version, 1u);
+  EXPECT_EQ(plan->train_done.at(1), (std::vector<std::uint32_t>{0, 1}));
+
+  // Second run from the plan: nothing stored is generated again.
+  f.shared->hold = nullptr;
+  f.shared->events.clear();
+  f.shared->trained_sequences.clear();
+  f.services.learner = f.new_learner();
+  s.resume = *plan;
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  ASSERT_TRUE(second->has_value());
+  EXPECT_EQ((*second)->status, run_status::finished) << (*second)->error;
+  EXPECT_EQ((*second)->first_step, 1u);
+  EXPECT_EQ((*second)->steps_completed, 2u);
+  EXPECT_EQ((*second)->groups_resumed, 2u);
+  EXPECT_EQ((*second)->groups_completed, 4u);
+  EXPECT_EQ(f.shared->count_events("gen run/0/"), 0u);
+  EXPECT_EQ(f.shared->count_events("gen run/1/train/0/"), 0u);
+  EXPECT_EQ(f.shared->count_events("gen run/1/train/1/"), 0u);
+  EXPECT_GE(f.shared->count_events("gen run/1/train/2/"), 2u);
+  // The learner got step 1 whole: two groups from the store and one redone.
+  EXPECT_EQ(f.shared->trained_sequences[1], 6u);
+  auto records = f.store->steps("run");
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 3u);
+  for (const auto& r : *records) {
+    EXPECT_EQ(r.counts.groups, 3u);
+  }
+}
+
+TEST(DriverResume, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = small_config(2, 3, 2, 2);
+  s.train_tasks = tasks(5);
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
+  auto first = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, first);
+  f.c.run();
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(first->has_value());
+
+  // The earlier process worked on step 1's stored groups for 10 s (two overlapping spans), a
+  // fifth of the turns' time generating... as their records say.
+  for (std::uint32_t g = 0; g < 2; ++g) {
+    auto stored = f.store->get_group({"run", 1, split_kind::train, g});
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    auto group = **stored;
+    group.started_unix_ms = 1'000'000 + 4'000 * g;
+    group.gated_unix_ms = group.started_unix_ms + 1;
+    group.finished_unix_ms = group.started_unix_ms + 6'000;
+    for (auto& r : group.rollouts) {
+      for (auto& t : r.turns) {
+        t.timings = {.generation_ms = 100, .compile_ms = 300, .run_ms = 100};
+      }
+    }
+    ASSERT_TRUE(f.store->put_group(group).ok());
+  }
+
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  f.shared->hold = nullptr;
+  f.services.learner = f.new_learner();
+  s.resume = *plan;
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  ASSERT_TRUE(second->has_value());
+  ASSERT_EQ((*second)->status, run_status::finished) << (*second)->error;
+
+  auto record = f.store->get_step("run", 1);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  const auto& t = (*record)->timings;
+  // Before, only this process's few milliseconds counted.
+  EXPECT_GE(t.wall_ms, 10'000.0);
+  EXPECT_GE(t.compile_ms, 6'000.0 - 1e-6);
+  EXPECT_GE(t.generation_ms, 2'000.0 - 1e-6);
+  EXPECT_NEAR(t.generation_ms + t.compile_ms + t.run_ms + t.learner_ms + t.idle_ms, t.wall_ms,
+              1e-6 * t.wall_ms);
+  EXPECT_EQ((*record)->started_unix_ms, 1'000'000);
+}
+
+// ---- dcp_adaptive across a resume -------------------------------------------------------------
+
+// A small window so that the adaptive thresholds take over after one step and differ from the
+// static ones (tau [0.25, 1.0] of 4: {1, 4}).
+experiment_config adaptive_run_config(int steps) {
+  experiment_config c = small_config(steps, 3, 4, 2);
+  c.gate.policy = gate_policy::dcp_adaptive;
+  c.gate.adaptive_window = 5;
+  c.gate.adaptive_min_groups = 3;
+  c.gate.adaptive_low_quantile = 0.5;
+  c.gate.adaptive_high_quantile = 0.8;
+  return c;
+}
+
+// What the gate said of each stored training group from `first_step` on, in key order.
+struct gate_trace {
+  std::uint64_t step = 0;
+  std::uint32_t group = 0;
+  gate_decision gate = gate_decision::closed_no_debug;
+  int n_fail = 0;
+  fail_range thresholds;
+
+  friend bool operator==(const gate_trace&, const gate_trace&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const gate_trace& t) {
+    return os << t.step << "/" << t.group << ": " << to_string(t.gate) << " n_fail " << t.n_fail
+              << " [" << t.thresholds.lo << ", " << t.thresholds.hi << "]";
+  }
+};
+
+std::vector<gate_trace> gate_traces(const trajectory_store& store, std::uint64_t first_step) {
+  group_query q{
+      "run", first_step, std::numeric_limits<std::uint64_t>::max(), split_kind::train, {}};
+  q.decode.tokens = false;
+  auto groups = store.groups(q);
+  EXPECT_TRUE(groups.ok());
+  std::vector<gate_trace> out;
+  if (!groups.ok()) {
+    return out;
+  }
+  for (const auto& g : *groups) {
+    out.push_back({g.step, g.group_index, g.gate, g.n_fail, g.thresholds});
+  }
+  return out;
+}
+
+// Runs `stop_after` steps, then resumes from the store to `steps`; `replay_history` false drops
+// the plan's gate history (the behaviour before the fix).
+std::vector<gate_trace> run_with_resume(int stop_after, int steps, bool replay_history) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(stop_after);
+  s.train_tasks = tasks(7);
+  auto first = std::make_shared<std::optional<run_summary>>();
+  f.start(s, first);
+  f.c.run();
+  EXPECT_TRUE(first->has_value() && (*first)->status == run_status::finished);
+
+  s.config = adaptive_run_config(steps);
+  auto plan = plan_resume(*f.store, "run", s.config, 0);
+  EXPECT_TRUE(plan.ok());
+  if (!plan.ok()) {
+    return {};
+  }
+  EXPECT_EQ(plan->first_step, static_cast<std::uint64_t>(stop_after));
+  EXPECT_EQ(plan->gate_history.size(), 5u);
+  if (!replay_history) {
+    plan->gate_history.clear();
+  }
+  s.resume = *plan;
+  f.services.learner = f.new_learner();
+  auto second = std::make_shared<std::optional<run_summary>>();
+  f.start(s, second);
+  f.c.run();
+  EXPECT_TRUE(second->has_value() && (*second)->status == run_status::finished);
+  return gate_traces(*f.store, static_cast<std::uint64_t>(stop_after));
+}
+
+// The instant services answer each turn as a function of its request id, so both runs see the
+// same first-turn failures per group and the gate's decisions are a function of its history.
+TEST(DriverResume, ResumedAdaptiveGateDecidesAsTheUninterruptedRun) {
+  constexpr int steps = 5;
+  constexpr int stop_after = 2;
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(steps);
+  s.train_tasks = tasks(7);
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->status, run_status::finished) << (*out)->error;
+  const auto uninterrupted = gate_traces(*f.store, stop_after);
+  ASSERT_EQ(uninterrupted.size(), 9u);
+
+  EXPECT_EQ(run_with_resume(stop_after, steps, true), uninterrupted);
+  // The workload is one where the history matters: without it the resumed gate decides otherwise.
+  EXPECT_NE(run_with_resume(stop_after, steps, false), uninterrupted);
+}
+
+// The plan's gate history: the last adaptive_window training groups stored, stored steps in
+// flight included, validation groups (G = 2 here) never.
+TEST(DriverResume, PlanResumeKeepsTheLastWindowOfTrainingGroupsInStepGroupOrder) {
+  driver_fixture f(coin_policy());
+  experiment_settings s;
+  s.config = adaptive_run_config(5);
+  s.config.rollout.validation.every = 1;
+  s.config.rollout.validation.n = 2;
+  s.train_tasks = tasks(7);
+  s.validation_tasks = tasks(2, "v");
+  // Step 3's group 2 never gets its answers: the run is stopped with step 3 in flight.
+  f.shared->hold = [](const std::string& id) { return id.rfind("run/3/train/2/", 0) == 0; };
+  auto out = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, out);
+  f.c.run();
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->steps_completed, 3u);
+
+  auto plan = plan_resume(*f.store, "run", s.config, s.validation_tasks.size());
+  ASSERT_TRUE(plan.ok()) << plan.err().message;
+  ASSERT_EQ(plan->first_step, 3u);
+  auto stored = f.store->groups({"run", 2, 3, split_kind::train, {}});
+  ASSERT_TRUE(stored.ok());
+  std::vector<std::string> keys;
+  std::vector<gate_observation> expected;
+  for (const auto& g : *stored) {
+    keys.push_back(std::to_string(g.step) + "/" + std::to_string(g.group_index));
+    expected.push_back({g.n_fail, 4});
+  }
+  ASSERT_EQ(keys, (std::vector<std::string>{"2/0", "2/1", "2/2", "3/0", "3/1"}));
+  EXPECT_EQ(plan->gate_history, expected);
+
+  // Other policies need no history.
+  s.config.gate.policy = gate_policy::dcp;
+  auto plain = plan_resume(*f.store, "run", s.config, s.validation_tasks.size());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->gate_history.empty());
 }
 
 }  // namespace

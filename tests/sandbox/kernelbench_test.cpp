@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 
 namespace leap::sandbox {
@@ -52,7 +53,7 @@ const char* k_problem =
     "    return [3.0]\n";
 
 // Own-kernel check off: these cases are about the outputs, and use PyTorch's ops on every device.
-task problem_task(const std::string& own_kernel = "off") {
+task problem_task(std::optional<own_kernel_policy> own_kernel = own_kernel_policy::off) {
   task t;
   t.id = "kernelbench/level1/1_ScaleAdd";
   t.kind = task_kind::kernelbench;
@@ -192,14 +193,15 @@ TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
 }
 
 TEST(KernelBenchJudgeTest, OwnKernelPolicy) {
-  EXPECT_EQ(own_kernel_for(problem_task(""), "cuda"), own_kernel_policy::require);
-  EXPECT_EQ(own_kernel_for(problem_task(""), "cpu"), own_kernel_policy::off);
-  EXPECT_EQ(own_kernel_for(problem_task("require"), "cpu"), own_kernel_policy::require);
-  EXPECT_EQ(own_kernel_for(problem_task("off"), "cuda"), own_kernel_policy::off);
+  EXPECT_EQ(own_kernel_for(problem_task(std::nullopt), "cuda"), own_kernel_policy::require);
+  EXPECT_EQ(own_kernel_for(problem_task(std::nullopt), "cpu"), own_kernel_policy::off);
+  EXPECT_EQ(own_kernel_for(problem_task(own_kernel_policy::require), "cpu"),
+            own_kernel_policy::require);
+  EXPECT_EQ(own_kernel_for(problem_task(own_kernel_policy::off), "cuda"), own_kernel_policy::off);
   auto t = parse_task_json(
       R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "require"})", "x");
   ASSERT_TRUE(t.ok()) << t.err().message;
-  EXPECT_EQ(t->own_kernel, "require");
+  EXPECT_EQ(t->own_kernel, own_kernel_policy::require);
   auto bad = parse_task_json(
       R"({"id": "kernelbench/x", "kind": "kernelbench", "own_kernel": "yes"})", "x");
   ASSERT_FALSE(bad.ok());
@@ -357,14 +359,14 @@ TEST(KernelBenchTest, OwnKernelRequiredOnCpu) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = (*e)->verify(problem_task("require"), fenced("python", c.code));
+    auto v = (*e)->verify(problem_task(own_kernel_policy::require), fenced("python", c.code));
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n"
                                                                           << v->diagnostics;
     EXPECT_NE(v->feedback.find(c.feedback), std::string::npos) << v->feedback;
   }
   // The same torch-only candidate passes where the task turns the check off.
-  auto off = (*e)->verify(problem_task("off"), fenced("python", torch_ops));
+  auto off = (*e)->verify(problem_task(own_kernel_policy::off), fenced("python", torch_ops));
   ASSERT_TRUE(off.ok()) << off.err().message;
   EXPECT_TRUE(off->passed) << off->feedback;
 }
@@ -465,7 +467,7 @@ ext = load_inline(name='scale_add_ext', cpp_sources='torch::Tensor scale_add(tor
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto v = (*e)->verify(problem_task(""), fenced("python", c.code), 0);
+    auto v = (*e)->verify(problem_task(std::nullopt), fenced("python", c.code), 0);
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(v->passed, c.passes) << v->feedback << "\n" << v->diagnostics;
     EXPECT_NE(v->feedback.find(c.feedback), std::string::npos) << v->feedback;

@@ -127,6 +127,42 @@ TEST(CompileCacheTest, FailuresAreCachedButBuildErrorsAreNot) {
   fs::remove_all(dir);
 }
 
+// Every entry's state is one of the names this cache writes (ok, fail, timeout, refused): a state
+// it never wrote is a miss and the candidate is built again, never taken for a cached failure.
+TEST(CompileCacheTest, AnEntryStateTheCacheNeverWroteIsBuiltAgain) {
+  const auto dir = private_dir("cache-state");
+  auto cache = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(cache.ok());
+  int calls = 0;
+  auto built = [&]() -> result<build_output> {
+    ++calls;
+    return build_output{true, "ELF", "", false};
+  };
+  ASSERT_TRUE((*cache)->get_or_build("cd01", built).ok());
+  fs::path entry;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".entry") entry = e.path();
+  }
+  ASSERT_FALSE(entry.empty());
+  std::string bytes;
+  {
+    std::ifstream in(entry, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const auto at = bytes.find(" ok 3\n");
+  ASSERT_NE(at, std::string::npos) << bytes;
+  bytes.replace(at, 4, " oz ");
+  std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes;
+  auto reopened = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(reopened.ok());
+  auto again = (*reopened)->get_or_build("cd01", built);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->hit);
+  EXPECT_TRUE(again->output.ok);
+  EXPECT_EQ(calls, 2);
+  fs::remove_all(dir);
+}
+
 // A refusal's category is stored by its name ("forbidden\n" before the feedback): entries written
 // before the category became an enum still load, and a name this cache never wrote is a miss.
 TEST(CompileCacheTest, RefusalsKeepTheirCategoryOnDisk) {

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -65,7 +66,9 @@ void raise_fd_limit() {
 
 std::vector<token_id> bench_prompt(int n) {
   std::vector<token_id> ids(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = 1000 + (i * 7919) % 150000;
+  for (int i = 0; i < n; ++i) {
+    ids[static_cast<std::size_t>(i)] = 1000 + (i * 7919) % 150000;
+  }
   return ids;
 }
 
@@ -73,7 +76,9 @@ std::vector<token_id> bench_prompt(int n) {
 std::string sglang_body(const options& o, const std::string& text, const std::string& ids) {
   std::string triples;
   for (int i = 0; i < o.reply; ++i) {
-    if (i > 0) triples += ',';
+    if (i > 0) {
+      triples += ',';
+    }
     triples += "[-0." + std::to_string(100 + i) + "," + std::to_string(20000 + i) + ",null]";
   }
   return R"({"text":")" + text + R"(","output_ids":[)" + ids +
@@ -96,7 +101,9 @@ std::string vllm_body(const options& o, const std::string& text, const std::stri
     toks += "\"tok" + std::to_string(i) + "\"";
   }
   for (std::size_t i = 0; i < prompt.size(); ++i) {
-    if (i > 0) prompt_ids += ',';
+    if (i > 0) {
+      prompt_ids += ',';
+    }
     prompt_ids += std::to_string(prompt[i]);
   }
   return R"({"id":"cmpl-bench","object":"text_completion","created":1,"model":"bench","choices":[{"index":0,"text":")" +
@@ -110,7 +117,9 @@ std::string vllm_body(const options& o, const std::string& text, const std::stri
 std::string canned_body(const options& o) {
   std::string ids;
   for (int i = 0; i < o.reply; ++i) {
-    if (i > 0) ids += ',';
+    if (i > 0) {
+      ids += ',';
+    }
     ids += std::to_string(20000 + i);
   }
   const std::string text(static_cast<std::size_t>(o.reply) * 4, 'x');
@@ -161,7 +170,9 @@ std::size_t content_length(std::string_view head) {
     while (!c.out.empty()) {
       const ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
       if (n < 0) {
-        if (errno == EAGAIN) break;
+        if (errno == EAGAIN) {
+          break;
+        }
         return false;
       }
       c.out.erase(0, static_cast<std::size_t>(n));
@@ -176,11 +187,15 @@ std::size_t content_length(std::string_view head) {
     const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 1000);
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == control) _exit(0);  // the parent closed its end
+      if (fd == control) {
+        _exit(0);  // the parent closed its end
+      }
       if (fd == listener) {
         while (true) {
           const int c = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (c < 0) break;
+          if (c < 0) {
+            break;
+          }
           int one = 1;
           setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
           epoll_event e{};
@@ -200,16 +215,22 @@ std::size_t content_length(std::string_view head) {
             c.in.append(buf, static_cast<std::size_t>(r));
             continue;
           }
-          if (r == 0 || errno != EAGAIN) closed = true;
+          if (r == 0 || errno != EAGAIN) {
+            closed = true;
+          }
           break;
         }
         // Answer every complete request in the buffer.
         while (true) {
           const auto head_end = c.in.find("\r\n\r\n");
-          if (head_end == std::string::npos) break;
+          if (head_end == std::string::npos) {
+            break;
+          }
           const std::size_t total =
               head_end + 4 + content_length(std::string_view(c.in).substr(0, head_end));
-          if (c.in.size() < total) break;
+          if (c.in.size() < total) {
+            break;
+          }
           c.out += c.in.compare(0, 4, "GET ") == 0 ? health : generate;
           c.in.erase(0, total);
         }
@@ -229,7 +250,9 @@ struct server_process {
   int control = -1;
 
   ~server_process() {
-    if (control >= 0) ::close(control);
+    if (control >= 0) {
+      ::close(control);
+    }
     if (pid > 0) {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);
@@ -254,9 +277,13 @@ bool start_server(const options& o, server_process& out) {
   getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   out.port = ntohs(addr.sin_port);
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return false;
+  if (pipe(pipe_fds) != 0) {
+    return false;
+  }
   out.pid = fork();
-  if (out.pid < 0) return false;
+  if (out.pid < 0) {
+    return false;
+  }
   if (out.pid == 0) {
     ::close(pipe_fds[1]);
     serve(listener, pipe_fds[0], o);
@@ -292,28 +319,35 @@ struct driver {
   std::string first_error;
 
   void submit_one() {
-    if (stop.load() || (limit > 0 && submitted.load() >= limit)) return;
+    if (stop.load() || (limit > 0 && submitted.load() >= limit)) {
+      return;
+    }
     ++submitted;
     auto r =
-        client->submit(request, [this](leap::policy::turn_result res) { on_done(std::move(res)); });
+        client->submit(request, [this](const leap::policy::turn_result& res) { on_done(res); });
     if (r != leap::policy::submit_status::accepted) {
       ++busy;
       --submitted;
     }
   }
 
-  void on_done(leap::policy::turn_result res) {
+  void on_done(const leap::policy::turn_result& res) {
     const long long now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
             .count();
     const long long last = last_completion_ns.exchange(now);
     // Ramp-up (every connection opening at once) is reported apart from the steady state.
     auto& gap = completed.load() < ramp ? ramp_gap_ns : max_gap_ns;
-    if (last > 0 && now - last > gap.load()) gap.store(now - last);
-    if (completed.load() + 1 == ramp) ramp_end_ns.store(now);
+    if (last > 0 && now - last > gap.load()) {
+      gap.store(now - last);
+    }
+    if (completed.load() + 1 == ramp) {
+      ramp_end_ns.store(now);
+    }
     if (res.status != leap::policy::turn_status::ok) {
-      if (failed++ == 0)
+      if (failed++ == 0) {
         first_error = std::string(leap::policy::to_string(res.status)) + ": " + res.message;
+      }
     }
     ++completed;
     submit_one();
@@ -332,7 +366,9 @@ struct driver {
 int run(const options& o) {
   raise_fd_limit();
   server_process server;
-  if (!start_server(o, server)) return 1;
+  if (!start_server(o, server)) {
+    return 1;
+  }
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port);
   std::printf(
       "bench_policy_client: flavour=%s prompt=%d reply=%d, zero-latency server pid %d on %s\n",
@@ -363,7 +399,9 @@ int run(const options& o) {
       warm.client = client->get();
       warm.request = request;
       warm.limit = o.window;
-      for (int i = 0; i < o.window; ++i) warm.submit_one();
+      for (int i = 0; i < o.window; ++i) {
+        warm.submit_one();
+      }
       warm.wait_all(60s);
     }
     driver d;
@@ -373,7 +411,9 @@ int run(const options& o) {
     const auto cpu0 = (*client)->loop_cpu_time();
     const double proc0 = process_cpu_seconds();
     const auto t0 = steady::now();
-    for (int i = 0; i < o.window; ++i) d.submit_one();
+    for (int i = 0; i < o.window; ++i) {
+      d.submit_one();
+    }
     if (!d.wait_all(600s)) {
       std::printf("phase 1: did not finish (completed %ld of %ld)\n", d.completed.load(),
                   d.submitted.load());
@@ -393,11 +433,15 @@ int run(const options& o) {
         loop_us, proc_us, static_cast<unsigned long long>((*client)->stats().connections_opened));
     const bool pass = proc_us < 200.0 && d.failed == 0;
     std::printf("  target < 200 us client CPU per turn: %s\n", pass ? "PASS" : "FAIL");
-    if (!pass) rc = 2;
+    if (!pass) {
+      rc = 2;
+    }
   }
   {  // phase 2
     auto client = make(o.inflight);
-    if (!client) return 1;
+    if (!client) {
+      return 1;
+    }
     driver d;
     d.client = client->get();
     d.request = request;
@@ -405,7 +449,9 @@ int run(const options& o) {
     d.ramp = o.inflight;  // ramp-up: until as many turns completed as are kept outstanding
     const auto t0 = steady::now();
     const auto cpu0 = (*client)->loop_cpu_time();
-    for (int i = 0; i < o.inflight; ++i) d.submit_one();
+    for (int i = 0; i < o.inflight; ++i) {
+      d.submit_one();
+    }
     long long samples = 0, sum = 0;
     std::uint64_t peak = 0;
     // Samples after a second of ramp-up, when every connection is open.
@@ -436,7 +482,7 @@ int run(const options& o) {
     std::printf(
         "phase 2 (keep %d outstanding for %d s): %ld turns in %.2f s = %.0f turns/s, %ld "
         "failed%s%s\n",
-        o.inflight, o.seconds, done, wall, done / wall, d.failed.load(),
+        o.inflight, o.seconds, done, wall, static_cast<double>(done) / wall, d.failed.load(),
         d.failed ? ", first: " : "", d.first_error.c_str());
     std::printf(
         "  ramp-up (first %d completions, %llu connections opened): %.2f s, longest gap %.1f ms\n",
@@ -452,14 +498,14 @@ int run(const options& o) {
     std::printf(
         "  target %d in flight without stalls (no gap >= 1 s after ramp-up, none failed): %s\n",
         o.inflight, pass ? "PASS" : "FAIL");
-    if (!pass) rc = 2;
+    if (!pass) {
+      rc = 2;
+    }
   }
   return rc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parse_and_run(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -504,4 +550,16 @@ int main(int argc, char** argv) {
     }
   }
   return run(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A failure that surfaces as an exception (an allocation, a thread) ends with a message.
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_policy_client: error: %s\n", e.what());
+    return 1;
+  }
 }

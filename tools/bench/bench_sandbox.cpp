@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -34,7 +35,9 @@ double ms_since(clock_type::time_point t) {
 }
 
 double median(std::vector<double> v) {
-  if (v.empty()) return 0;
+  if (v.empty()) {
+    return 0;
+  }
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -77,9 +80,7 @@ std::string answer(const task& t, int index, const std::string& salt) {
   return "```" + std::string(kind.fence) + "\n" + comment + t.solution + "```\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parse_and_run(int argc, char** argv) {
   // Line-buffered even into a pipe, so a run cut short still shows the rows it finished.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string kind_name = "cpp";
@@ -104,7 +105,9 @@ int main(int argc, char** argv) {
       workers.clear();
       std::stringstream ss(next());
       std::string w;
-      while (std::getline(ss, w, ',')) workers.push_back(std::max(1, std::atoi(w.c_str())));
+      while (std::getline(ss, w, ',')) {
+        workers.push_back(std::max(1, std::atoi(w.c_str())));
+      }
     } else if (a == "--task") {
       task_dir = next();
     } else if (a == "--gpu") {
@@ -186,7 +189,9 @@ int main(int argc, char** argv) {
   }
   std::printf("\n%-34s %10s %10s %10s\n", "latency (ms)", "median", "min", "max");
   auto row = [](const char* name, const std::vector<double>& v) {
-    if (v.empty()) return;
+    if (v.empty()) {
+      return;
+    }
     std::printf("%-34s %10.1f %10.1f %10.1f\n", name, median(v),
                 *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
   };
@@ -201,7 +206,9 @@ int main(int argc, char** argv) {
       vc.engine = fresh_config("throughput-" + std::to_string(w));
       vc.compile_workers = w;
       vc.run_slots = w;
-      if (t.kind == task_kind::cuda && gpu >= 0) vc.gpus = {gpu};
+      if (t.kind == task_kind::cuda && gpu >= 0) {
+        vc.gpus = {gpu};
+      }
       auto v = verifier::create(vc);
       if (!v) {
         std::fprintf(stderr, "bench_sandbox: error: %s\n", v.err().message.c_str());
@@ -211,16 +218,19 @@ int main(int argc, char** argv) {
         auto shared = std::make_shared<const task>(t);
         const auto start = clock_type::now();
         std::vector<std::future<leap::result<verdict>>> futures;
-        for (int i = 0; i < n; ++i)
+        futures.reserve(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) {
           futures.push_back((*v)->submit(shared, answer(t, i, salt + tag)));
+        }
         int ok = 0;
         std::string first_failure;
         for (auto& f : futures) {
           auto r = f.get();
           const bool passed = r.ok() && r->passed;
           ok += passed;
-          if (!passed && first_failure.empty())
+          if (!passed && first_failure.empty()) {
             first_failure = r.ok() ? r->feedback : r.err().message;
+          }
         }
         const double s = ms_since(start) / 1000.0;
         if (ok != n) {
@@ -239,4 +249,16 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::remove_all(cache_root, ec);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A failure that surfaces as an exception (an allocation, a thread) ends with a message.
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", e.what());
+    return 1;
+  }
 }

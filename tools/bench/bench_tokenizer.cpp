@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <exception>
 #include <fstream>
 #include <malloc.h>
 #include <sched.h>
@@ -32,7 +33,9 @@ double cpu_s() {
 long rss_kib() {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind("VmRSS:", 0) == 0) {
+      return std::stol(line.substr(6));
+    }
   }
   return -1;
 }
@@ -42,9 +45,7 @@ std::size_t heap_in_use() {
   return mallinfo2().uordblks;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parse_and_run(int argc, char** argv) {
   std::string dir;
   std::string corpus_path;
   int passes = 3;
@@ -71,7 +72,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
+      if (line.empty()) {
+        continue;
+      }
       texts.push_back(nlohmann::json::parse(line).get<std::string>());
       bytes += texts.back().size();
     }
@@ -113,7 +116,9 @@ int main(int argc, char** argv) {
     const double cpu = cpu_s() - cpu_start;
     for (const auto& ids : all) {
       tokens += ids.size();
-      for (const auto id : ids) hash = (hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ULL;
+      for (const auto id : ids) {
+        hash = (hash ^ static_cast<std::uint32_t>(id)) * 1099511628211ULL;
+      }
     }
     const double s = s_encode;
     std::printf("%-6s %10.3f %12.2f %14.0f %10.3f %12.2f %12zu %18llx\n", p == 0 ? "cold" : "warm",
@@ -137,7 +142,9 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     const auto c = leap::tokenizer::classify_round_trip(tok, texts[i], decoded[i]);
     ++classes[static_cast<int>(c)];
-    if (c == leap::tokenizer::round_trip::other && others.size() < 3) others.push_back(i);
+    if (c == leap::tokenizer::round_trip::other && others.size() < 3) {
+      others.push_back(i);
+    }
   }
   std::printf(
       "decode: %.3f s, %.2f MB/s; %zu of %zu strings come back byte for byte, %zu as the "
@@ -151,4 +158,17 @@ int main(int argc, char** argv) {
                 shown(decoded[i]).c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A failure that surfaces as an exception (an allocation, a corpus line that is not a JSON
+  // string) ends with a message.
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_tokenizer: error: %s\n", e.what());
+    return 1;
+  }
 }

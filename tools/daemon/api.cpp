@@ -66,9 +66,13 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
     } else {
       return i;  // a continuation byte, an overlong lead (0xc0, 0xc1) or 0xf5..0xff
     }
-    if (i + len > n) return i;
+    if (i + len > n) {
+      return i;
+    }
     for (std::size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xc0U) != 0x80U) return i;
+      if ((s[i + k] & 0xc0U) != 0x80U) {
+        return i;
+      }
       cp = (cp << 6) | (s[i + k] & 0x3fU);
     }
     // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
@@ -102,7 +106,9 @@ std::size_t flow_nesting_depth(std::string_view text) {
         quote = 0;
       }
     } else if (quote == '\'') {
-      if (c == '\'') quote = 0;
+      if (c == '\'') {
+        quote = 0;
+      }
     } else if (c == '#' && (previous == ' ' || previous == '\t' || previous == '\n')) {
       comment = true;
     } else if (c == '"' || c == '\'') {
@@ -119,17 +125,25 @@ std::size_t flow_nesting_depth(std::string_view text) {
 
 bool authorized(const std::string& authorization, const std::string& token) {
   const std::string scheme = "bearer ";
-  if (token.empty() || authorization.size() <= scheme.size()) return false;
+  if (token.empty() || authorization.size() <= scheme.size()) {
+    return false;
+  }
   for (std::size_t i = 0; i < scheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) {
+      return false;
+    }
   }
   auto given = authorization.substr(scheme.size());
-  while (!given.empty() && given.back() == ' ') given.pop_back();
+  while (!given.empty() && given.back() == ' ') {
+    given.pop_back();
+  }
   return crypto::constant_time_equal(given, token);
 }
 
 result<std::optional<std::size_t>> parse_tail(const std::string& value, bool present) {
-  if (!present) return std::optional<std::size_t>{};
+  if (!present) {
+    return std::optional<std::size_t>{};
+  }
   const bool digits =
       !value.empty() && value.size() <= 9 &&
       std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -155,10 +169,14 @@ result<submit_request> parse_submit(const std::string& body, const std::string& 
   }
   for (auto [name, value] :
        {std::pair{config_name_header, &source_value}, std::pair{cwd_header, &cwd_value}}) {
-    if (first_invalid_utf8(*value)) return error{std::string(name) + ": not UTF-8 text"};
+    if (first_invalid_utf8(*value)) {
+      return error{std::string(name) + ": not UTF-8 text"};
+    }
   }
   r.yaml = body;
-  if (!source_value.empty()) r.source = source_value;
+  if (!source_value.empty()) {
+    r.source = source_value;
+  }
   if (!cwd_value.empty()) {
     if (!std::filesystem::path(cwd_value).is_absolute()) {
       return error{std::string(cwd_header) + ": '" + cwd_value + "' is not an absolute path"};
@@ -171,7 +189,9 @@ result<submit_request> parse_submit(const std::string& body, const std::string& 
 result<experiment_record> make_submission(const submit_request& request, std::uint64_t seq,
                                           const std::string& experiment_dir, std::int64_t now_ms) {
   auto config = parse_config(request.yaml, request.source);
-  if (!config) return config.err();
+  if (!config) {
+    return config.err();
+  }
   experiment_record r;
   r.seq = seq;
   r.id = id_of(seq);
@@ -181,7 +201,9 @@ result<experiment_record> make_submission(const submit_request& request, std::ui
   r.cwd = request.cwd.empty() ? experiment_dir : request.cwd;
   r.run_dir = (std::filesystem::path(r.cwd) / config->experiment.run_dir).lexically_normal();
   // "runs/x/" and "runs/x" are one folder.
-  while (r.run_dir.size() > 1 && r.run_dir.back() == '/') r.run_dir.pop_back();
+  while (r.run_dir.size() > 1 && r.run_dir.back() == '/') {
+    r.run_dir.pop_back();
+  }
   r.submitted_unix_ms = now_ms;
   return r;
 }
@@ -189,7 +211,9 @@ result<experiment_record> make_submission(const submit_request& request, std::ui
 std::optional<std::string> run_dir_user(const std::vector<experiment_record>& records,
                                         const std::string& run_dir) {
   for (const auto& r : records) {
-    if (!is_final(r.state) && r.run_dir == run_dir) return r.id;
+    if (!is_final(r.state) && r.run_dir == run_dir) {
+      return r.id;
+    }
   }
   return std::nullopt;
 }
@@ -198,16 +222,25 @@ nlohmann::json status_json(const std::vector<experiment_record>& records,
                            const daemon_settings& settings, bool stopping, std::int64_t now_ms,
                            std::int64_t started_ms) {
   std::map<std::string, int> counts;
-  for (const char* s : {"queued", "running", "succeeded", "failed", "cancelled"}) counts[s] = 0;
+  for (const char* s : {"queued", "running", "succeeded", "failed", "cancelled"}) {
+    counts[s] = 0;
+  }
   nlohmann::json running = nlohmann::json::array();
   nlohmann::json queue = nlohmann::json::array();
   std::vector<const experiment_record*> sorted;
-  for (const auto& r : records) sorted.push_back(&r);
+  sorted.reserve(records.size());
+  for (const auto& r : records) {
+    sorted.push_back(&r);
+  }
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
   for (const auto* r : sorted) {
     ++counts[to_string(r->state)];
-    if (r->state == experiment_state::running) running.push_back(r->id);
-    if (r->state == experiment_state::queued) queue.push_back(r->id);
+    if (r->state == experiment_state::running) {
+      running.push_back(r->id);
+    }
+    if (r->state == experiment_state::queued) {
+      queue.push_back(r->id);
+    }
   }
   return {{"state", stopping ? "stopping" : "serving"},
           {"uptime_s", static_cast<double>(now_ms - started_ms) / 1000.0},

@@ -18,14 +18,18 @@ result<daemon_client> daemon_client::open(const std::filesystem::path& home) {
                  "`, or point --home / LEAP_HOME at its home"};
   }
   auto text = read_text(port_file);
-  if (!text) return text.err();
+  if (!text) {
+    return text.err();
+  }
   try {
     c.port_ = std::stoi(*text);
   } catch (const std::exception&) {
     return error{port_file.string() + ": expected a port number"};
   }
   auto token = read_token(home);
-  if (!token) return token.err();
+  if (!token) {
+    return token.err();
+  }
   c.token_ = *token;
   return c;
 }
@@ -35,7 +39,9 @@ namespace {
 httplib::Headers with_token(const std::string& token,
                             const std::vector<std::pair<std::string, std::string>>& extra) {
   httplib::Headers h{{"Authorization", "Bearer " + token}};
-  for (const auto& [k, v] : extra) h.emplace(k, v);
+  for (const auto& [k, v] : extra) {
+    h.emplace(k, v);
+  }
   return h;
 }
 

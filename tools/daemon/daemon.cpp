@@ -88,7 +88,9 @@ class bounded_stream final : public httplib::Stream {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                             head_deadline_ - std::chrono::steady_clock::now())
                             .count();
-      if (left <= 0) return false;
+      if (left <= 0) {
+        return false;
+      }
       timeout_ms = static_cast<int>(std::min<long long>(timeout_ms, left));
     }
     return wait_for(POLLIN, timeout_ms);
@@ -100,17 +102,23 @@ class bounded_stream final : public httplib::Stream {
       exhausted_ = true;
       return -1;
     }
-    if (!is_readable()) return -1;
+    if (!is_readable()) {
+      return -1;
+    }
     ssize_t n = 0;
     do {
       n = ::recv(fd_, ptr, std::min(size, left_), 0);
     } while (n < 0 && errno == EINTR);
-    if (n > 0) left_ -= static_cast<std::size_t>(n);
+    if (n > 0) {
+      left_ -= static_cast<std::size_t>(n);
+    }
     return n;
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
+    if (!is_writable()) {
+      return -1;
+    }
     ssize_t n = 0;
     do {
       n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
@@ -147,7 +155,9 @@ class bounded_stream final : public httplib::Stream {
   void address_of(F name_of, std::string& ip, int& port) const {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    if (name_of(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    if (name_of(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
     char text[INET6_ADDRSTRLEN] = {};
     if (addr.ss_family == AF_INET) {
       const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
@@ -180,7 +190,9 @@ class bounded_server final : public httplib::Server {
  public:
   // Lets the current request's body be read (the request carried the token).
   static void grant_body() {
-    if (current_stream != nullptr) current_stream->grant(max_request_body_bytes);
+    if (current_stream != nullptr) {
+      current_stream->grant(max_request_body_bytes);
+    }
   }
   // Whether the current request ran past what it may send.
   static bool over_budget() { return current_stream != nullptr && current_stream->exhausted(); }
@@ -204,7 +216,9 @@ class bounded_server final : public httplib::Server {
 // Whether the process `pid` (not our child: a daemon before us started it) is still the
 // `leap run` of `config`: a zombie or a reused pid has another command line.
 bool still_runs(int pid, const std::string& config) {
-  if (pid <= 0) return false;
+  if (pid <= 0) {
+    return false;
+  }
   auto cmdline = read_text(fs::path("/proc") / std::to_string(pid) / "cmdline");
   return cmdline && cmdline->find(config) != std::string::npos;
 }
@@ -254,7 +268,9 @@ class supervisor {
     http.join();
     // The port file names a listening daemon; leave none behind.
     auto text = read_text(home_ / "port");
-    if (text && std::atoi(text->c_str()) == bound_port_) fs::remove(home_ / "port");
+    if (text && std::atoi(text->c_str()) == bound_port_) {
+      fs::remove(home_ / "port");
+    }
     log_line("stopped");
     return 0;
   }
@@ -263,7 +279,9 @@ class supervisor {
   status prepare() {
     std::error_code ec;
     fs::create_directories(experiments_dir(home_), ec);
-    if (ec) return error{home_.string() + ": cannot create: " + ec.message()};
+    if (ec) {
+      return error{home_.string() + ": cannot create: " + ec.message()};
+    }
     ::chmod(home_.c_str(), 0700);
     // One daemon per home: two would start the same children on the same run folders.
     lock_fd_ = ::open((home_ / "daemon.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -271,13 +289,19 @@ class supervisor {
       return error{home_.string() + ": another leap daemon uses this home (daemon.lock is held)"};
     }
     auto settings = load_settings((home_ / "daemon.yaml").string());
-    if (!settings) return settings.err();
+    if (!settings) {
+      return settings.err();
+    }
     settings_ = *settings;
     auto token = ensure_token(home_);
-    if (!token) return token.err();
+    if (!token) {
+      return token.err();
+    }
     token_ = *token;
     auto loaded = load_records(home_);
-    for (const auto& p : loaded.problems) log_line("skipping a state file: " + p);
+    for (const auto& p : loaded.problems) {
+      log_line("skipping a state file: " + p);
+    }
     for (auto& r : loaded.records) {
       next_seq_ = std::max(next_seq_, r.seq + 1);
       records_[r.id] = r;
@@ -285,7 +309,9 @@ class supervisor {
     // Children of a daemon that died without stopping them: their PR_SET_PDEATHSIG already sent
     // SIGTERM; wait for them to let go of their run folder, and make sure, before starting anew.
     for (auto& [id, r] : records_) {
-      if (r.state != experiment_state::running || r.pid == 0) continue;
+      if (r.state != experiment_state::running || r.pid == 0) {
+        continue;
+      }
       const std::string config = (experiment_dir(home_, id) / "config.yaml").string();
       if (still_runs(r.pid, config)) {
         log_line(exp_prefix(r) + "child " + std::to_string(r.pid) +
@@ -295,7 +321,9 @@ class supervisor {
         while (still_runs(r.pid, config) && now_ms() < deadline) {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        if (still_runs(r.pid, config)) ::kill(-r.pid, SIGKILL);
+        if (still_runs(r.pid, config)) {
+          ::kill(-r.pid, SIGKILL);
+        }
       }
       r.pid = 0;
       if (r.cancel_requested) {
@@ -314,8 +342,9 @@ class supervisor {
 
   // Under the mutex. A failed write is logged: the daemon keeps serving from memory.
   void persist(const experiment_record& r) {
-    if (auto s = save_record(home_, r); !s)
+    if (auto s = save_record(home_, r); !s) {
       log_line(exp_prefix(r) + "cannot save: " + s.err().message);
+    }
   }
 
   void set(const experiment_record& r) {
@@ -332,7 +361,9 @@ class supervisor {
 
   std::vector<experiment_record> snapshot() const {
     std::vector<experiment_record> out;
-    for (const auto& [id, r] : records_) out.push_back(r);
+    for (const auto& [id, r] : records_) {
+      out.push_back(r);
+    }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
     return out;
   }
@@ -348,7 +379,9 @@ class supervisor {
                  "start)");
         return;
       }
-      if (sig == SIGHUP) reload();
+      if (sig == SIGHUP) {
+        reload();
+      }
       std::lock_guard lock(mutex_);
       reap();
       enforce_deadlines();
@@ -384,10 +417,14 @@ class supervisor {
     while (true) {
       int wstatus = 0;
       const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
-      if (pid <= 0) return;
+      if (pid <= 0) {
+        return;
+      }
       killed_.erase(pid);
       for (auto& [id, r] : records_) {
-        if (r.pid != pid) continue;
+        if (r.pid != pid) {
+          continue;
+        }
         child_exit how;
         how.signaled = WIFSIGNALED(wstatus);
         how.code = how.signaled ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
@@ -422,8 +459,12 @@ class supervisor {
     const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (log_fd < 0 || null_fd < 0) {
-      if (log_fd >= 0) ::close(log_fd);
-      if (null_fd >= 0) ::close(null_fd);
+      if (log_fd >= 0) {
+        ::close(log_fd);
+      }
+      if (null_fd >= 0) {
+        ::close(null_fd);
+      }
       auto failed = r;
       failed.state = experiment_state::failed;
       failed.finished_unix_ms = now_ms();
@@ -451,9 +492,13 @@ class supervisor {
     if (pid == 0) {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);  // the daemon died before the line above
+      if (::getppid() != parent) {
+        ::_exit(1);  // the daemon died before the line above
+      }
       // The daemon's signal handlers would feed its own event pipe from here: defaults first.
-      for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(s, SIG_DFL);
+      for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
+        ::signal(s, SIG_DFL);
+      }
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -495,7 +540,9 @@ class supervisor {
       stopping_ = true;
       deadline = now_ms() + grace_ms();
       for (const auto& [id, r] : records_) {
-        if (r.pid != 0) ::kill(-r.pid, SIGTERM);
+        if (r.pid != 0) {
+          ::kill(-r.pid, SIGTERM);
+        }
       }
     }
     bool killed = false;
@@ -506,12 +553,18 @@ class supervisor {
       reap();
       enforce_deadlines();
       bool live = false;
-      for (const auto& [id, r] : records_) live = live || r.pid != 0;
-      if (!live) return;
+      for (const auto& [id, r] : records_) {
+        live = live || r.pid != 0;
+      }
+      if (!live) {
+        return;
+      }
       if (!killed && now_ms() > deadline) {
         killed = true;
         for (const auto& [id, r] : records_) {
-          if (r.pid == 0) continue;
+          if (r.pid == 0) {
+            continue;
+          }
           log_line(exp_prefix(r) + "grace period over: SIGKILL to process group " +
                    std::to_string(r.pid));
           ::kill(-r.pid, SIGKILL);
@@ -557,7 +610,9 @@ class supervisor {
     // curl and others ask before a large body: answer 401 instead of inviting it.
     server_.set_expect_100_continue_handler(
         [this](const httplib::Request& req, httplib::Response& res) {
-          if (authorized(req.get_header_value("Authorization"), token_)) return 100;
+          if (authorized(req.get_header_value("Authorization"), token_)) {
+            return 100;
+          }
           refuse_unauthorized(res);
           return 401;
         });
@@ -566,7 +621,9 @@ class supervisor {
     // itself (unknown routes, bodies over the limit, malformed requests) gets one here.
     server_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
                                                                       httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (!res.body.empty()) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       std::string message;
       if (res.status == 413 || bounded_server::over_budget()) {
         res.status = 413;
@@ -586,13 +643,17 @@ class supervisor {
     server_.Get("/v1/experiments", wrap([this](const httplib::Request&) {
                   std::lock_guard lock(mutex_);
                   nlohmann::json list = nlohmann::json::array();
-                  for (const auto& r : snapshot()) list.push_back(to_json(r));
+                  for (const auto& r : snapshot()) {
+                    list.push_back(to_json(r));
+                  }
                   return json_reply(200, {{"experiments", list}});
                 }));
     server_.Get(R"(/v1/experiments/([^/]+))", wrap([this](const httplib::Request& req) {
                   std::lock_guard lock(mutex_);
                   auto it = find(req.matches[1]);
-                  if (it == records_.end()) return not_found(req.matches[1]);
+                  if (it == records_.end()) {
+                    return not_found(req.matches[1]);
+                  }
                   return json_reply(200, to_json(it->second));
                 }));
     server_.Post(R"(/v1/experiments/([^/]+)/cancel)",
@@ -632,7 +693,9 @@ class supervisor {
   }
 
   std::map<std::string, experiment_record>::iterator find(const std::string& id) {
-    if (!is_valid_id(id)) return records_.end();
+    if (!is_valid_id(id)) {
+      return records_.end();
+    }
     return records_.find(id);
   }
 
@@ -643,17 +706,23 @@ class supervisor {
   reply submit(const httplib::Request& req) {
     auto request = parse_submit(req.body, req.get_header_value(config_name_header),
                                 req.get_header_value(cwd_header));
-    if (!request) return fail(400, request.err().message);
+    if (!request) {
+      return fail(400, request.err().message);
+    }
     std::error_code ec;
     if (!request->cwd.empty() && !fs::is_directory(request->cwd, ec)) {
       return fail(400, std::string(cwd_header) + ": " + request->cwd + ": no such folder");
     }
     std::lock_guard lock(mutex_);
-    if (stopping_) return fail(503, "the daemon is stopping; submit again once it has restarted");
+    if (stopping_) {
+      return fail(503, "the daemon is stopping; submit again once it has restarted");
+    }
     const auto seq = next_seq_;
     const auto dir = experiment_dir(home_, id_of(seq));
     auto record = make_submission(*request, seq, dir.string(), now_ms());
-    if (!record) return fail(400, record.err().message);
+    if (!record) {
+      return fail(400, record.err().message);
+    }
     if (check_submission_) {
       if (auto checked = check_submission_(request->yaml, request->source, record->cwd); !checked) {
         return fail(400, checked.err().message);
@@ -665,11 +734,15 @@ class supervisor {
                            "); set experiment.run_dir to another folder");
     }
     fs::create_directories(dir, ec);
-    if (ec) return fail(500, dir.string() + ": cannot create: " + ec.message());
+    if (ec) {
+      return fail(500, dir.string() + ": cannot create: " + ec.message());
+    }
     if (auto s = write_atomically(dir / "config.yaml", request->yaml); !s) {
       return fail(500, s.err().message);
     }
-    if (auto s = save_record(home_, *record); !s) return fail(500, s.err().message);
+    if (auto s = save_record(home_, *record); !s) {
+      return fail(500, s.err().message);
+    }
     next_seq_ = seq + 1;
     log_line(exp_prefix(*record) + "queued | " + record->config_source + " | run folder " +
              record->run_dir);
@@ -680,28 +753,40 @@ class supervisor {
   reply cancel(const std::string& id) {
     std::lock_guard lock(mutex_);
     auto it = find(id);
-    if (it == records_.end()) return not_found(id);
+    if (it == records_.end()) {
+      return not_found(id);
+    }
     auto next = on_cancel(it->second, now_ms(), grace_ms());
-    if (!next) return fail(409, next.err().message);
-    if (next->cancel_requested && next->pid != 0) ::kill(-next->pid, SIGTERM);
+    if (!next) {
+      return fail(409, next.err().message);
+    }
+    if (next->cancel_requested && next->pid != 0) {
+      ::kill(-next->pid, SIGTERM);
+    }
     set(*next);
     return json_reply(200, to_json(*next));
   }
 
   reply logs(const httplib::Request& req) {
     auto tail = parse_tail(req.get_param_value("tail"), req.has_param("tail"));
-    if (!tail) return fail(400, tail.err().message);
+    if (!tail) {
+      return fail(400, tail.err().message);
+    }
     fs::path path;
     {
       std::lock_guard lock(mutex_);
       auto it = find(req.matches[1]);
-      if (it == records_.end()) return not_found(req.matches[1]);
+      if (it == records_.end()) {
+        return not_found(req.matches[1]);
+      }
       path = experiment_dir(home_, it->first) / "log";
     }
     // The last 8 MiB at most: a log can grow without bound; a client that wants more reads the
     // file.
     std::string text = read_tail(path, 8u << 20);
-    if (*tail) text = tail_lines(text, **tail);
+    if (*tail) {
+      text = tail_lines(text, **tail);
+    }
     return {200, text, "text/plain; charset=utf-8"};
   }
 
@@ -716,12 +801,18 @@ class supervisor {
     std::string text = daemon_metrics(records, settings, now_ms(), started_ms_);
     std::vector<std::pair<std::string, std::string>> files;
     for (const auto& r : records) {
-      if (r.state != experiment_state::running || r.pid == 0) continue;
+      if (r.state != experiment_state::running || r.pid == 0) {
+        continue;
+      }
       const fs::path prom = fs::path(r.run_dir) / "metrics.prom";
       std::error_code ec;
-      if (!fs::exists(prom, ec)) continue;
+      if (!fs::exists(prom, ec)) {
+        continue;
+      }
       auto content = read_text(prom);
-      if (content) files.emplace_back(r.id, *content);
+      if (content) {
+        files.emplace_back(r.id, *content);
+      }
     }
     text += merge_experiment_metrics(files);
     return {200, text, "text/plain; version=0.0.4; charset=utf-8"};

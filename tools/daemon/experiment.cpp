@@ -12,7 +12,9 @@ constexpr std::array<const char*, 5> state_names = {"queued", "running", "succee
 // The last non-empty line of a log tail, trimmed: usually "leap run: error: ...".
 std::string last_line(const std::string& text) {
   auto end = text.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos) return {};
+  if (end == std::string::npos) {
+    return {};
+  }
   auto begin = text.rfind('\n', end);
   begin = begin == std::string::npos ? 0 : begin + 1;
   return text.substr(begin, end - begin + 1);
@@ -24,7 +26,9 @@ std::string to_string(experiment_state s) { return state_names.at(static_cast<st
 
 std::optional<experiment_state> parse_experiment_state(const std::string& name) {
   for (std::size_t i = 0; i < state_names.size(); ++i) {
-    if (name == state_names[i]) return static_cast<experiment_state>(i);
+    if (name == state_names[i]) {
+      return static_cast<experiment_state>(i);
+    }
   }
   return std::nullopt;
 }
@@ -52,7 +56,9 @@ nlohmann::json to_json(const experiment_record& r) {
                       {"cancel_deadline_unix_ms", r.cancel_deadline_unix_ms},
                       {"exit_code", nullptr},
                       {"message", r.message}};
-  if (r.exit_code) j["exit_code"] = *r.exit_code;
+  if (r.exit_code) {
+    j["exit_code"] = *r.exit_code;
+  }
   return j;
 }
 
@@ -60,7 +66,9 @@ result<experiment_record> record_from_json(const nlohmann::json& j) {
   experiment_record r;
   std::string field;
   try {
-    if (!j.is_object()) return error{"expected a JSON object"};
+    if (!j.is_object()) {
+      return error{"expected a JSON object"};
+    }
     field = "id";
     r.id = j.at("id").get<std::string>();
     field = "seq";
@@ -69,7 +77,9 @@ result<experiment_record> record_from_json(const nlohmann::json& j) {
     r.name = j.at("name").get<std::string>();
     field = "state";
     auto state = parse_experiment_state(j.at("state").get<std::string>());
-    if (!state) return error{"state: unknown state '" + j.at("state").get<std::string>() + "'"};
+    if (!state) {
+      return error{"state: unknown state '" + j.at("state").get<std::string>() + "'"};
+    }
     r.state = *state;
     field = "config_source";
     r.config_source = j.at("config_source").get<std::string>();
@@ -94,20 +104,26 @@ result<experiment_record> record_from_json(const nlohmann::json& j) {
     field = "cancel_deadline_unix_ms";
     r.cancel_deadline_unix_ms = j.at("cancel_deadline_unix_ms").get<std::int64_t>();
     field = "exit_code";
-    if (!j.at("exit_code").is_null()) r.exit_code = j.at("exit_code").get<int>();
+    if (!j.at("exit_code").is_null()) {
+      r.exit_code = j.at("exit_code").get<int>();
+    }
     field = "message";
     r.message = j.at("message").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return error{field + ": " + e.what()};
   }
-  if (!is_valid_id(r.id)) return error{"id: '" + r.id + "' is not an experiment id"};
+  if (!is_valid_id(r.id)) {
+    return error{"id: '" + r.id + "' is not an experiment id"};
+  }
   return r;
 }
 
 std::string id_of(std::uint64_t seq) { return "e" + std::to_string(seq); }
 
 bool is_valid_id(const std::string& id) {
-  if (id.size() < 2 || id.size() > 21 || id[0] != 'e') return false;
+  if (id.size() < 2 || id.size() > 21 || id[0] != 'e') {
+    return false;
+  }
   return std::all_of(id.begin() + 1, id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
@@ -121,7 +137,9 @@ result<experiment_record> on_started(experiment_record r, int pid, std::int64_t 
   r.pid = pid;
   r.starts += 1;
   r.started_unix_ms = now_ms;
-  if (r.first_started_unix_ms == 0) r.first_started_unix_ms = now_ms;
+  if (r.first_started_unix_ms == 0) {
+    r.first_started_unix_ms = now_ms;
+  }
   r.message = restart ? "resumed from its run folder (start " + std::to_string(r.starts) + ")" : "";
   return r;
 }
@@ -156,8 +174,12 @@ experiment_record on_exited(experiment_record r, child_exit how, bool daemon_sto
 
 result<experiment_record> on_cancel(experiment_record r, std::int64_t now_ms,
                                     std::int64_t grace_ms) {
-  if (is_final(r.state)) return error{r.id + " is already " + to_string(r.state)};
-  if (r.cancel_requested) return error{r.id + " is already being cancelled"};
+  if (is_final(r.state)) {
+    return error{r.id + " is already " + to_string(r.state)};
+  }
+  if (r.cancel_requested) {
+    return error{r.id + " is already being cancelled"};
+  }
   if (r.state == experiment_state::queued || r.pid == 0) {
     r.state = experiment_state::cancelled;
     r.finished_unix_ms = now_ms;
@@ -172,15 +194,22 @@ result<experiment_record> on_cancel(experiment_record r, std::int64_t now_ms,
 
 std::vector<std::string> to_start(const std::vector<experiment_record>& records, int max_concurrent,
                                   bool stopping) {
-  if (stopping) return {};
+  if (stopping) {
+    return {};
+  }
   std::vector<const experiment_record*> resume;
   std::vector<const experiment_record*> queued;
   int live = 0;
   for (const auto& r : records) {
-    if (r.state == experiment_state::running && r.pid != 0) ++live;
-    if (r.state == experiment_state::running && r.pid == 0 && !r.cancel_requested)
+    if (r.state == experiment_state::running && r.pid != 0) {
+      ++live;
+    }
+    if (r.state == experiment_state::running && r.pid == 0 && !r.cancel_requested) {
       resume.push_back(&r);
-    if (r.state == experiment_state::queued) queued.push_back(&r);
+    }
+    if (r.state == experiment_state::queued) {
+      queued.push_back(&r);
+    }
   }
   const auto by_seq = [](const auto* a, const auto* b) { return a->seq < b->seq; };
   std::sort(resume.begin(), resume.end(), by_seq);
@@ -188,7 +217,9 @@ std::vector<std::string> to_start(const std::vector<experiment_record>& records,
   std::vector<std::string> out;
   for (const auto* list : {&resume, &queued}) {
     for (const auto* r : *list) {
-      if (live >= max_concurrent) return out;
+      if (live >= max_concurrent) {
+        return out;
+      }
       out.push_back(r->id);
       ++live;
     }
@@ -197,16 +228,24 @@ std::vector<std::string> to_start(const std::vector<experiment_record>& records,
 }
 
 std::string tail_lines(const std::string& text, std::size_t n) {
-  if (n == 0) return {};
+  if (n == 0) {
+    return {};
+  }
   std::size_t end = text.size();
   // A trailing newline ends the last line; it does not start an empty one.
   std::size_t pos = end;
-  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  if (pos > 0 && text[pos - 1] == '\n') {
+    --pos;
+  }
   std::size_t lines = 0;
   while (pos > 0) {
     const auto nl = text.rfind('\n', pos - 1);
-    if (nl == std::string::npos) return text;
-    if (++lines == n) return text.substr(nl + 1);
+    if (nl == std::string::npos) {
+      return text;
+    }
+    if (++lines == n) {
+      return text.substr(nl + 1);
+    }
     pos = nl;
   }
   return text;

@@ -14,16 +14,26 @@ namespace leap::daemon {
 namespace fs = std::filesystem;
 
 result<fs::path> resolve_home(const std::string& flag) {
-  if (!flag.empty()) return fs::absolute(flag).lexically_normal();
-  if (const char* v = std::getenv("LEAP_HOME"); v && *v) return fs::absolute(v).lexically_normal();
-  if (const char* v = std::getenv("XDG_STATE_HOME"); v && *v) return fs::path(v) / "leap";
-  if (const char* v = std::getenv("HOME"); v && *v) return fs::path(v) / ".local/state/leap";
+  if (!flag.empty()) {
+    return fs::absolute(flag).lexically_normal();
+  }
+  if (const char* v = std::getenv("LEAP_HOME"); v && *v) {
+    return fs::absolute(v).lexically_normal();
+  }
+  if (const char* v = std::getenv("XDG_STATE_HOME"); v && *v) {
+    return fs::path(v) / "leap";
+  }
+  if (const char* v = std::getenv("HOME"); v && *v) {
+    return fs::path(v) / ".local/state/leap";
+  }
   return error{"no daemon home: pass --home DIR or set LEAP_HOME"};
 }
 
 result<std::string> read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return error{path.string() + ": cannot read: " + std::strerror(errno)};
+  if (!in) {
+    return error{path.string() + ": cannot read: " + std::strerror(errno)};
+  }
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -31,7 +41,9 @@ result<std::string> read_text(const fs::path& path) {
 
 std::string read_tail(const fs::path& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
+  if (!in) {
+    return {};
+  }
   in.seekg(0, std::ios::end);
   const auto size = static_cast<std::size_t>(in.tellg());
   const std::size_t start = size > max_bytes ? size - max_bytes : 0;
@@ -49,11 +61,15 @@ std::string read_tail(const fs::path& path, std::size_t max_bytes) {
 status write_atomically(const fs::path& path, const std::string& text, int mode) {
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return error{tmp.string() + ": cannot create: " + std::strerror(errno)};
+  if (fd < 0) {
+    return error{tmp.string() + ": cannot create: " + std::strerror(errno)};
+  }
   std::size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
     if (n <= 0) {
       const std::string why = std::strerror(errno);
       ::close(fd);
@@ -100,14 +116,18 @@ result<std::string> ensure_token(const fs::path& home) {
   // O_EXCL: two daemons starting at once on one home do not overwrite each other's token.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (errno == EEXIST) return read_token(home);
+    if (errno == EEXIST) {
+      return read_token(home);
+    }
     return error{path.string() + ": cannot create: " + std::strerror(errno)};
   }
   const std::string line = token + "\n";
   const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   ::fsync(fd);
   ::close(fd);
-  if (!ok) return error{path.string() + ": cannot write the token"};
+  if (!ok) {
+    return error{path.string() + ": cannot write the token"};
+  }
   return token;
 }
 
@@ -119,11 +139,16 @@ result<std::string> read_token(const fs::path& home) {
                  "` ever run?"};
   }
   auto text = read_text(path);
-  if (!text) return text.err();
+  if (!text) {
+    return text.err();
+  }
   std::string token = *text;
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
     token.pop_back();
-  if (token.empty()) return error{path.string() + ": empty token file"};
+  }
+  if (token.empty()) {
+    return error{path.string() + ": empty token file"};
+  }
   return token;
 }
 
@@ -131,7 +156,9 @@ status save_record(const fs::path& home, const experiment_record& r) {
   const fs::path dir = experiment_dir(home, r.id);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return error{dir.string() + ": cannot create: " + ec.message()};
+  if (ec) {
+    return error{dir.string() + ": cannot create: " + ec.message()};
+  }
   return write_atomically(
       dir / "state.json",
       to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -141,10 +168,14 @@ loaded_records load_records(const fs::path& home) {
   loaded_records out;
   std::error_code ec;
   const fs::path dir = experiments_dir(home);
-  if (!fs::is_directory(dir, ec)) return out;
+  if (!fs::is_directory(dir, ec)) {
+    return out;
+  }
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const fs::path state = entry.path() / "state.json";
-    if (!fs::exists(state, ec)) continue;
+    if (!fs::exists(state, ec)) {
+      continue;
+    }
     auto text = read_text(state);
     if (!text) {
       out.problems.push_back(text.err().message);

@@ -20,7 +20,9 @@ bool name_char(char c) {
 // The metric name at the start of a sample line; empty when there is none.
 std::string sample_name(const std::string& line) {
   std::size_t i = 0;
-  while (i < line.size() && name_char(line[i])) ++i;
+  while (i < line.size() && name_char(line[i])) {
+    ++i;
+  }
   return line.substr(0, i);
 }
 
@@ -32,9 +34,13 @@ struct family {
 
 // Whether `sample` belongs to family `fam`: the same name, or a summary/histogram suffix of it.
 bool belongs(const std::string& sample, const std::string& fam) {
-  if (sample == fam) return true;
+  if (sample == fam) {
+    return true;
+  }
   for (const char* suffix : {"_sum", "_count", "_bucket", "_total", "_created"}) {
-    if (sample == fam + suffix) return true;
+    if (sample == fam + suffix) {
+      return true;
+    }
   }
   return false;
 }
@@ -44,7 +50,9 @@ bool belongs(const std::string& sample, const std::string& fam) {
 std::optional<std::string> add_label(const std::string& line, const std::string& name,
                                      const std::string& value) {
   const std::string metric = sample_name(line);
-  if (metric.empty()) return std::nullopt;
+  if (metric.empty()) {
+    return std::nullopt;
+  }
   const std::string label = name + "=\"" + value + "\"";
   std::size_t rest = metric.size();
   std::string labels;
@@ -62,9 +70,13 @@ std::optional<std::string> add_label(const std::string& line, const std::string&
         break;
       }
     }
-    if (i >= line.size()) return std::nullopt;
+    if (i >= line.size()) {
+      return std::nullopt;
+    }
     std::string inner = line.substr(rest + 1, i - rest - 1);
-    while (!inner.empty() && (inner.back() == ' ' || inner.back() == ',')) inner.pop_back();
+    while (!inner.empty() && (inner.back() == ' ' || inner.back() == ',')) {
+      inner.pop_back();
+    }
     labels = inner.empty() ? label : label + "," + inner;
     rest = i + 1;
   } else {
@@ -72,12 +84,16 @@ std::optional<std::string> add_label(const std::string& line, const std::string&
   }
   // A number must follow (strtod also reads the format's NaN, +Inf and -Inf).
   const auto value_at = line.find_first_not_of(" \t", rest);
-  if (value_at == std::string::npos || value_at == rest) return std::nullopt;
+  if (value_at == std::string::npos || value_at == rest) {
+    return std::nullopt;
+  }
   const auto value_end = std::min(line.find_first_of(" \t", value_at), line.size());
   const std::string number = line.substr(value_at, value_end - value_at);
   char* parsed_end = nullptr;
   std::strtod(number.c_str(), &parsed_end);
-  if (parsed_end != number.c_str() + number.size()) return std::nullopt;
+  if (parsed_end != number.c_str() + number.size()) {
+    return std::nullopt;
+  }
   return metric + "{" + labels + "}" + line.substr(rest);
 }
 
@@ -87,28 +103,40 @@ std::string merge_experiment_metrics(
   std::map<std::string, family> families;
   const auto get = [&](const std::string& name) -> family& {
     auto [it, inserted] = families.try_emplace(name);
-    if (inserted) order.push_back(name);
+    if (inserted) {
+      order.push_back(name);
+    }
     return it->second;
   };
   for (const auto& [id, text] : id_and_text) {
     std::istringstream in(text);
     std::string current;  // the family named by the last # HELP / # TYPE line
     for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty() && line.back() == '\r') {
+        line.pop_back();
+      }
       if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
         std::istringstream words(line.substr(7));
         std::string fam;
         words >> fam;
-        if (fam.empty()) continue;
+        if (fam.empty()) {
+          continue;
+        }
         current = fam;
         auto& f = get(fam);
         auto& slot = line[2] == 'H' ? f.help : f.type;
-        if (slot.empty()) slot = line;
+        if (slot.empty()) {
+          slot = line;
+        }
         continue;
       }
-      if (line.empty() || line[0] == '#') continue;
+      if (line.empty() || line[0] == '#') {
+        continue;
+      }
       auto labelled = add_label(line, "experiment", id);
-      if (!labelled) continue;
+      if (!labelled) {
+        continue;
+      }
       const std::string name = sample_name(line);
       get(!current.empty() && belongs(name, current) ? current : name).samples.push_back(*labelled);
     }
@@ -116,10 +144,18 @@ std::string merge_experiment_metrics(
   std::string out;
   for (const auto& name : order) {
     const auto& f = families.at(name);
-    if (f.samples.empty()) continue;
-    if (!f.help.empty()) out += f.help + "\n";
-    if (!f.type.empty()) out += f.type + "\n";
-    for (const auto& s : f.samples) out += s + "\n";
+    if (f.samples.empty()) {
+      continue;
+    }
+    if (!f.help.empty()) {
+      out += f.help + "\n";
+    }
+    if (!f.type.empty()) {
+      out += f.type + "\n";
+    }
+    for (const auto& s : f.samples) {
+      out += s + "\n";
+    }
   }
   return out;
 }
@@ -139,8 +175,12 @@ std::string daemon_metrics(const std::vector<experiment_record>& records,
   double oldest = 0;
   for (const auto& r : records) {
     ++by_state[r.state];
-    if (r.state == experiment_state::running && r.pid != 0) ++live;
-    if (r.starts > 1) restarts += r.starts - 1;
+    if (r.state == experiment_state::running && r.pid != 0) {
+      ++live;
+    }
+    if (r.starts > 1) {
+      restarts += r.starts - 1;
+    }
     if (r.first_started_unix_ms > 0) {
       wait_sum += static_cast<double>(r.first_started_unix_ms - r.submitted_unix_ms) / 1000.0;
       ++wait_count;

@@ -19,9 +19,13 @@ std::string where(const std::string& source, const YAML::Node& n) {
 
 template <class T>
 bool read_scalar(const YAML::Node& value, T* out) {
-  if (!value.IsScalar()) return false;
+  if (!value.IsScalar()) {
+    return false;
+  }
   // A quoted number is a string in YAML; reject it like the experiment config does.
-  if (value.Tag() == "!") return false;
+  if (value.Tag() == "!") {
+    return false;
+  }
   try {
     *out = value.as<T>();
     return true;
@@ -42,37 +46,52 @@ result<daemon_settings> parse_settings(const std::string& yaml_text,
     const std::string line = e.mark.is_null() ? "" : ":" + std::to_string(e.mark.line + 1);
     return error{source_name + line + ": invalid YAML: " + e.msg};
   }
-  if (root.IsNull()) return s;
-  if (!root.IsMap()) return error{where(source_name, root) + ": expected a mapping of settings"};
+  if (root.IsNull()) {
+    return s;
+  }
+  if (!root.IsMap()) {
+    return error{where(source_name, root) + ": expected a mapping of settings"};
+  }
   std::vector<std::string> problems;
   for (const auto& item : root) {
     const auto key = item.first.as<std::string>("");
     const auto& value = item.second;
     const std::string at = where(source_name, item.first) + ": " + key + ": ";
     if (key == "port") {
-      if (!read_scalar(value, &s.port) || s.port < 0 || s.port > 65535)
+      if (!read_scalar(value, &s.port) || s.port < 0 || s.port > 65535) {
         problems.push_back(at + "expected an integer in [0, 65535]");
+      }
     } else if (key == "max_concurrent") {
-      if (!read_scalar(value, &s.max_concurrent) || s.max_concurrent < 1)
+      if (!read_scalar(value, &s.max_concurrent) || s.max_concurrent < 1) {
         problems.push_back(at + "expected an integer >= 1");
+      }
     } else if (key == "grace_period_s") {
-      if (!read_scalar(value, &s.grace_period_s) || !(s.grace_period_s > 0))
+      if (!read_scalar(value, &s.grace_period_s) || !(s.grace_period_s > 0)) {
         problems.push_back(at + "expected a number > 0");
+      }
     } else {
       problems.push_back(at + "unknown key (known: port, max_concurrent, grace_period_s)");
     }
   }
-  if (problems.empty()) return s;
+  if (problems.empty()) {
+    return s;
+  }
   std::string message;
-  for (const auto& p : problems) message += (message.empty() ? "" : "\n") + p;
+  for (const auto& p : problems) {
+    message += (message.empty() ? "" : "\n") + p;
+  }
   return error{message};
 }
 
 result<daemon_settings> load_settings(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return daemon_settings{};
+  if (!std::filesystem::exists(path, ec)) {
+    return daemon_settings{};
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return error{path + ": cannot read"};
+  if (!in) {
+    return error{path + ": cannot read"};
+  }
   std::ostringstream text;
   text << in.rdbuf();
   return parse_settings(text.str(), path);

@@ -212,4 +212,17 @@ class signal_watcher {
   std::thread thread_;
 };
 
+// Routes a watcher's first signal to `stop` (a run's stop()) while it lives, and clears the hook
+// when it goes away: declared after what `stop` refers to, it is cleared before that goes.
+class stop_on_signal {
+ public:
+  stop_on_signal(signal_watcher& watcher, std::function<void()> stop);
+  ~stop_on_signal();
+  stop_on_signal(const stop_on_signal&) = delete;
+  stop_on_signal& operator=(const stop_on_signal&) = delete;
+
+ private:
+  signal_watcher& watcher_;
+};
+
 }  // namespace leap::launch

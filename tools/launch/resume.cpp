@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -189,6 +190,29 @@ result<actors::resume_plan> plan_resume(const trajectory_store& store, const std
   }
   plan.partial_turns = std::move(*partial);
   return plan;
+}
+
+std::string describe_resume(const actors::resume_plan& plan, const experiment_config& config) {
+  const std::string run = "run '" + config.experiment.name + "'";
+  const int steps = config.experiment.steps;
+  if (plan.first_step > 0 && plan.first_step >= static_cast<std::uint64_t>(std::max(0, steps))) {
+    const std::string finishing = plan.validation_pending.empty()
+                                      ? ""
+                                      : " (finishing the validation of " +
+                                            std::to_string(plan.validation_pending.size()) +
+                                            " of them)";
+    return run + ": all " + std::to_string(steps) + " steps are stored already" + finishing;
+  }
+  if (plan.first_step == 0 && plan.train_done.empty()) {
+    return "";
+  }
+  std::size_t stored_groups = 0;
+  for (const auto& [step, groups] : plan.train_done) {
+    stored_groups += groups.size();
+  }
+  return "resuming " + run + " at step " + std::to_string(plan.first_step + 1) + "/" +
+         std::to_string(steps) + " (" + std::to_string(stored_groups) +
+         " groups of the steps in progress stored)";
 }
 
 }  // namespace leap::launch

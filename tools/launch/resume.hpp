@@ -43,4 +43,11 @@ namespace leap::launch {
                                                                    std::uint64_t version,
                                                                    int group_size, int max_turns);
 
+// The line `leap run` prints for a plan (the e2e tests pin its text), without a newline; "" for a
+// new run's plan. Every step stored: "run 'NAME': all N steps are stored already" and, with
+// validation_pending, " (finishing the validation of K of them)". Otherwise "resuming run 'NAME'
+// at step S/N (G groups of the steps in progress stored)", S 1-based. Pure.
+[[nodiscard]] std::string describe_resume(const actors::resume_plan& plan,
+                                          const experiment_config& config);
+
 }  // namespace leap::launch

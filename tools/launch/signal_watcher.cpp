@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <signal.h>
 #include <string>
+#include <utility>
 
 namespace leap::launch {
 
@@ -23,6 +24,13 @@ void signal_watcher::on_first_signal(std::function<void()> stop) {
     stop_();
   }
 }
+
+stop_on_signal::stop_on_signal(signal_watcher& watcher, std::function<void()> stop)
+    : watcher_(watcher) {
+  watcher_.on_first_signal(std::move(stop));
+}
+
+stop_on_signal::~stop_on_signal() { watcher_.on_first_signal({}); }
 
 void signal_watcher::watch() {
   while (!done_) {

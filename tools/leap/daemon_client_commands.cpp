@@ -42,12 +42,16 @@ void add_home_option(CLI::App* cmd, client_options* options) {
 
 result<daemon::daemon_client> connect(const client_options& options) {
   auto home = daemon::resolve_home(options.home);
-  if (!home) return home.err();
+  if (!home) {
+    return home.err();
+  }
   return daemon::daemon_client::open(*home);
 }
 
 std::string local_time(std::int64_t unix_ms) {
-  if (unix_ms <= 0) return "-";
+  if (unix_ms <= 0) {
+    return "-";
+  }
   const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   ::localtime_r(&t, &tm);
@@ -59,23 +63,35 @@ std::string local_time(std::int64_t unix_ms) {
 // The body as JSON, or an error naming what came back.
 result<nlohmann::json> parse_body(const daemon::client_reply& reply) {
   auto j = nlohmann::json::parse(reply.body, nullptr, false);
-  if (j.is_discarded()) return error{"the daemon sent something that is not JSON: " + reply.body};
+  if (j.is_discarded()) {
+    return error{"the daemon sent something that is not JSON: " + reply.body};
+  }
   return j;
 }
 
 int submit(const client_options& options) {
   auto text = read_config_file(options.config);
-  if (!text) return fail("submit", text.err().message);
+  if (!text) {
+    return fail("submit", text.err().message);
+  }
   auto client = connect(options);
-  if (!client) return fail("submit", client.err().message);
+  if (!client) {
+    return fail("submit", client.err().message);
+  }
   std::error_code ec;
   const auto cwd = std::filesystem::current_path(ec);
   auto reply = client->post("/v1/experiments", *text, "application/yaml",
                             {{"X-Leap-Config-Name", options.config}, {"X-Leap-Cwd", cwd.string()}});
-  if (!reply) return fail("submit", reply.err().message);
-  if (reply->status != 201) return fail("submit", daemon::error_message(*reply));
+  if (!reply) {
+    return fail("submit", reply.err().message);
+  }
+  if (reply->status != 201) {
+    return fail("submit", daemon::error_message(*reply));
+  }
   auto j = parse_body(*reply);
-  if (!j) return fail("submit", j.err().message);
+  if (!j) {
+    return fail("submit", j.err().message);
+  }
   if (options.json) {
     std::cout << j->dump(2) << "\n";
   } else {
@@ -99,19 +115,28 @@ void print_record(const nlohmann::json& r) {
   std::printf("starts:      %d\n", r["starts"].get<int>());
   std::printf("pid:         %d\n", r["pid"].get<int>());
   std::printf("exit status: %s\n", exit_code.c_str());
-  if (!r["message"].get<std::string>().empty())
+  if (!r["message"].get<std::string>().empty()) {
     std::printf("message:     %s\n", r["message"].get<std::string>().c_str());
+  }
 }
 
 int status(const client_options& options) {
   auto client = connect(options);
-  if (!client) return fail("status", client.err().message);
+  if (!client) {
+    return fail("status", client.err().message);
+  }
   if (!options.id.empty()) {
     auto reply = client->get("/v1/experiments/" + options.id);
-    if (!reply) return fail("status", reply.err().message);
-    if (reply->status != 200) return fail("status", daemon::error_message(*reply));
+    if (!reply) {
+      return fail("status", reply.err().message);
+    }
+    if (reply->status != 200) {
+      return fail("status", daemon::error_message(*reply));
+    }
     auto j = parse_body(*reply);
-    if (!j) return fail("status", j.err().message);
+    if (!j) {
+      return fail("status", j.err().message);
+    }
     if (options.json) {
       std::cout << j->dump(2) << "\n";
     } else {
@@ -120,15 +145,27 @@ int status(const client_options& options) {
     return 0;
   }
   auto daemon_reply = client->get("/v1/status");
-  if (!daemon_reply) return fail("status", daemon_reply.err().message);
+  if (!daemon_reply) {
+    return fail("status", daemon_reply.err().message);
+  }
   auto list_reply = client->get("/v1/experiments");
-  if (!list_reply) return fail("status", list_reply.err().message);
-  if (daemon_reply->status != 200) return fail("status", daemon::error_message(*daemon_reply));
-  if (list_reply->status != 200) return fail("status", daemon::error_message(*list_reply));
+  if (!list_reply) {
+    return fail("status", list_reply.err().message);
+  }
+  if (daemon_reply->status != 200) {
+    return fail("status", daemon::error_message(*daemon_reply));
+  }
+  if (list_reply->status != 200) {
+    return fail("status", daemon::error_message(*list_reply));
+  }
   auto d = parse_body(*daemon_reply);
   auto l = parse_body(*list_reply);
-  if (!d) return fail("status", d.err().message);
-  if (!l) return fail("status", l.err().message);
+  if (!d) {
+    return fail("status", d.err().message);
+  }
+  if (!l) {
+    return fail("status", l.err().message);
+  }
   if (options.json) {
     std::cout << nlohmann::json{{"daemon", *d}, {"experiments", (*l)["experiments"]}}.dump(2)
               << "\n";
@@ -143,7 +180,9 @@ int status(const client_options& options) {
       counts["running"].get<int>(), counts["queued"].get<int>(), counts["succeeded"].get<int>(),
       counts["failed"].get<int>(), counts["cancelled"].get<int>());
   const auto& list = (*l)["experiments"];
-  if (list.empty()) return 0;
+  if (list.empty()) {
+    return 0;
+  }
   std::printf("\n%-6s %-10s %-16s %-19s %6s  %s\n", "ID", "STATE", "NAME", "SUBMITTED", "STARTS",
               "RUN FOLDER");
   for (const auto& r : list) {
@@ -157,12 +196,20 @@ int status(const client_options& options) {
 
 int cancel(const client_options& options) {
   auto client = connect(options);
-  if (!client) return fail("cancel", client.err().message);
+  if (!client) {
+    return fail("cancel", client.err().message);
+  }
   auto reply = client->post("/v1/experiments/" + options.id + "/cancel", "", "text/plain");
-  if (!reply) return fail("cancel", reply.err().message);
-  if (reply->status != 200) return fail("cancel", daemon::error_message(*reply));
+  if (!reply) {
+    return fail("cancel", reply.err().message);
+  }
+  if (reply->status != 200) {
+    return fail("cancel", daemon::error_message(*reply));
+  }
   auto j = parse_body(*reply);
-  if (!j) return fail("cancel", j.err().message);
+  if (!j) {
+    return fail("cancel", j.err().message);
+  }
   if ((*j)["state"] == "cancelled") {
     std::cout << options.id << ": cancelled\n";
   } else {
@@ -174,12 +221,20 @@ int cancel(const client_options& options) {
 
 int logs(const client_options& options) {
   auto client = connect(options);
-  if (!client) return fail("logs", client.err().message);
+  if (!client) {
+    return fail("logs", client.err().message);
+  }
   std::string path = "/v1/experiments/" + options.id + "/logs";
-  if (options.tail > 0) path += "?tail=" + std::to_string(options.tail);
+  if (options.tail > 0) {
+    path += "?tail=" + std::to_string(options.tail);
+  }
   auto reply = client->get(path);
-  if (!reply) return fail("logs", reply.err().message);
-  if (reply->status != 200) return fail("logs", daemon::error_message(*reply));
+  if (!reply) {
+    return fail("logs", reply.err().message);
+  }
+  if (reply->status != 200) {
+    return fail("logs", daemon::error_message(*reply));
+  }
   std::cout << reply->body;
   std::cout.flush();
   return 0;

@@ -38,7 +38,9 @@ void add_daemon(CLI::App& app, int* exit_code) {
     options.check_submission = [](const std::string& yaml, const std::string& source,
                                   const std::filesystem::path& cwd) -> status {
       auto checked = launch::preflight_run_text(yaml, source, cwd);
-      if (!checked) return checked.err();
+      if (!checked) {
+        return checked.err();
+      }
       return ok_status();
     };
     *exit_code = daemon::run_daemon(options);

@@ -37,14 +37,17 @@ int run(const init_model_options& o) {
   if (auto preset = actors::byte_model_preset(o.preset); !preset) {
     return fail("--preset: " + preset.err().message);
   }
-  if (auto type = learner::parse_torch_dtype(o.dtype); !type)
+  if (auto type = learner::parse_torch_dtype(o.dtype); !type) {
     return fail("--dtype: " + type.err().message);
+  }
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::path(o.out) / "config.json", ec) && !o.force) {
     return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
   }
   auto written = actors::write_random_model(o.preset, o.out, o.seed, o.dtype, o.tokenizer);
-  if (!written) return fail((o.tokenizer.empty() ? "" : "--tokenizer: ") + written.err().message);
+  if (!written) {
+    return fail((o.tokenizer.empty() ? "" : "--tokenizer: ") + written.err().message);
+  }
   const auto& config = written->config;
   std::cout << "leap init-model: wrote a random " << o.preset << " "
             << (o.tokenizer.empty() ? std::string("byte-level") : "tokenizer " + o.tokenizer)

@@ -55,7 +55,9 @@ status write_text(const std::filesystem::path& path, const std::string& text) {
   }
   out << text;
   out.flush();
-  if (!out) return error{path.string() + ": write failed: " + std::strerror(errno)};
+  if (!out) {
+    return error{path.string() + ": write failed: " + std::strerror(errno)};
+  }
   return ok_status();
 }
 
@@ -72,25 +74,37 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   std::vector<std::string> parts;
   if (!o.what_if_config.empty()) {
     auto other = load_config(o.what_if_config);
-    if (!other) return other.err();
+    if (!other) {
+      return other.err();
+    }
     s = {other->gate, other->reward, other->advantage};
     parts.push_back(o.what_if_config);
   }
   if (!o.gate.empty()) {
     auto p = parse_gate_policy(o.gate);
-    if (!p) return error{"--gate: unknown policy '" + o.gate + "' (none, full, dcp, dcp_adaptive)"};
+    if (!p) {
+      return error{"--gate: unknown policy '" + o.gate + "' (none, full, dcp, dcp_adaptive)"};
+    }
     s.gate.policy = *p;
   }
   if (!o.unit.empty()) {
     auto u = parse_threshold_unit(o.unit);
-    if (!u) return error{"--unit: unknown unit '" + o.unit + "' (count, fraction)"};
+    if (!u) {
+      return error{"--unit: unknown unit '" + o.unit + "' (count, fraction)"};
+    }
     s.gate.unit = *u;
   }
-  if (o.tau_min) s.gate.tau_min = *o.tau_min;
-  if (o.tau_max) s.gate.tau_max = *o.tau_max;
+  if (o.tau_min) {
+    s.gate.tau_min = *o.tau_min;
+  }
+  if (o.tau_max) {
+    s.gate.tau_max = *o.tau_max;
+  }
   if (!o.reward.empty()) {
     auto k = parse_reward_kind(o.reward);
-    if (!k) return error{"--reward: unknown kind '" + o.reward + "' (rank, static, binary)"};
+    if (!k) {
+      return error{"--reward: unknown kind '" + o.reward + "' (rank, static, binary)"};
+    }
     s.reward.kind = *k;
   }
   if (!o.static_rewards.empty()) {
@@ -100,7 +114,9 @@ result<scoring_config> alternative_scoring(const replay_options& o,
       try {
         std::size_t used = 0;
         s.reward.static_rewards.push_back(std::stod(item, &used));
-        if (used != item.size()) throw std::invalid_argument(item);
+        if (used != item.size()) {
+          throw std::invalid_argument(item);
+        }
       } catch (const std::exception&) {
         return error{"--static-rewards: '" + item + "' is not a number"};
       }
@@ -108,10 +124,14 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   }
   if (!o.advantage.empty()) {
     auto k = parse_advantage_kind(o.advantage);
-    if (!k) return error{"--advantage: unknown kind '" + o.advantage + "' (grpo, mean_only, none)"};
+    if (!k) {
+      return error{"--advantage: unknown kind '" + o.advantage + "' (grpo, mean_only, none)"};
+    }
     s.advantage.kind = *k;
   }
-  if (o.gamma) s.advantage.gamma = *o.gamma;
+  if (o.gamma) {
+    s.advantage.gamma = *o.gamma;
+  }
   char buffer[256];
   std::snprintf(buffer, sizeof buffer, "gate %s [%g, %g] (%s), reward %s, advantage %s, gamma %g",
                 to_string(s.gate.policy).c_str(), s.gate.tau_min, s.gate.tau_max,
@@ -128,7 +148,9 @@ int run_replay(const replay_options& o) {
   so.create_if_missing = false;
   so.accept_lost_writes = true;  // reading changes nothing: warn and show what is there
   auto opened = trajectory_store::open(store_path_of_run_dir(o.run_dir), so);
-  if (!opened) return fail(opened.err().message);
+  if (!opened) {
+    return fail(opened.err().message);
+  }
   const auto& store = **opened;
   if (const auto& lost = store.lost_writes()) {
     std::fprintf(stderr,
@@ -139,14 +161,20 @@ int run_replay(const replay_options& o) {
 
   std::string run_id = o.run_id;
   auto runs = store.runs();
-  if (!runs) return fail(runs.err().message);
+  if (!runs) {
+    return fail(runs.err().message);
+  }
   std::optional<run_record> run;
   for (const auto& r : *runs) {
-    if (run_id.empty() || r.id == run_id) run = r;
+    if (run_id.empty() || r.id == run_id) {
+      run = r;
+    }
   }
   if (run_id.empty() && runs->size() > 1) {
     std::string ids;
-    for (const auto& r : *runs) ids += " " + r.id;
+    for (const auto& r : *runs) {
+      ids += " " + r.id;
+    }
     return fail(o.run_dir + " holds several runs; pick one with --run-id:" + ids);
   }
   if (!run) {
@@ -154,10 +182,14 @@ int run_replay(const replay_options& o) {
                 " in the store");
   }
   auto run_config = parse_config(run->config_yaml, o.run_dir + " (stored config)");
-  if (!run_config) return fail(run_config.err().message);
+  if (!run_config) {
+    return fail(run_config.err().message);
+  }
 
   auto data = load_replay_data(store, run->id);
-  if (!data) return fail(data.err().message);
+  if (!data) {
+    return fail(data.err().message);
+  }
   const auto report = build_replay_report(*data, static_cast<std::size_t>(o.buckets));
   std::printf("run '%s' (%s): %zu steps with groups or records, %zu groups\n\n", run->id.c_str(),
               to_string(run->status).c_str(), report.steps.size(), data->groups.size());
@@ -176,14 +208,17 @@ int run_replay(const replay_options& o) {
        {std::pair<std::string, std::string>{"steps.csv", steps_csv(report)},
         {"validation.csv", validation_csv(report)},
         {"composition.csv", composition_csv(report)}}) {
-    if (auto written = write_text(out_dir / name, text); !written)
+    if (auto written = write_text(out_dir / name, text); !written) {
       return fail(written.err().message);
+    }
   }
 
   if (!o.what_if_config.empty() || has_overrides(o)) {
     std::string description;
     auto alternative = alternative_scoring(o, *run_config, &description);
-    if (!alternative) return fail(alternative.err().message);
+    if (!alternative) {
+      return fail(alternative.err().message);
+    }
     const auto whatif = what_if(*data, *alternative);
     std::printf("\n%s", format_whatif_table(whatif, description).c_str());
     if (auto written = write_text(out_dir / "whatif.csv", whatif_csv(whatif)); !written) {
@@ -192,7 +227,9 @@ int run_replay(const replay_options& o) {
   }
   // What the live metrics said at each step's end, as `leap run` stored it (not recomputed).
   auto records = store.steps(run->id);
-  if (!records) return fail(records.err().message);
+  if (!records) {
+    return fail(records.err().message);
+  }
   if (const auto table = telemetry::format_telemetry_table(*records); !table.empty()) {
     std::printf("\n%s", table.c_str());
     if (auto written = write_text(out_dir / "telemetry.csv", telemetry::telemetry_csv(*records));

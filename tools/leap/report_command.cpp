@@ -49,7 +49,9 @@ int run_report(const report_command_options& o) {
   std::vector<report::run_source> sources;
   std::set<std::string> seen;
   for (const auto& dir : o.run_dirs) {
-    if (seen.insert(folder_key(dir)).second) sources.push_back({dir, ""});
+    if (seen.insert(folder_key(dir)).second) {
+      sources.push_back({dir, ""});
+    }
   }
   for (const auto& spec : o.labels) {
     const auto eq = spec.find('=');
@@ -69,14 +71,18 @@ int run_report(const report_command_options& o) {
       it->label = name;
     }
   }
-  if (sources.empty()) return fail("no run folder given (RUN... or --label NAME=RUN_DIR)");
+  if (sources.empty()) {
+    return fail("no run folder given (RUN... or --label NAME=RUN_DIR)");
+  }
 
   std::vector<report::run_input> runs;
   for (const auto& source : sources) {
     auto loaded = report::load_runs(
         source, static_cast<std::size_t>(o.buckets),
         [](const std::string& line) { std::cerr << "leap report: read " << line << "\n"; });
-    if (!loaded) return fail(loaded.err().message);
+    if (!loaded) {
+      return fail(loaded.err().message);
+    }
     if (loaded->empty()) {
       std::cerr << "leap report: " << source.run_dir << ": the store holds no run; skipped\n";
     }
@@ -89,7 +95,9 @@ int run_report(const report_command_options& o) {
       runs.push_back(std::move(run));
     }
   }
-  if (runs.empty()) return fail("no run with stored data: nothing to report");
+  if (runs.empty()) {
+    return fail("no run with stored data: nothing to report");
+  }
 
   report::report_options options;
   options.title = o.title;
@@ -101,21 +109,31 @@ int run_report(const report_command_options& o) {
   const fs::path tmp = out.string() + ".tmp";
   {
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file) return fail(o.out + ": cannot open for writing");
+    if (!file) {
+      return fail(o.out + ": cannot open for writing");
+    }
     file << html;
     file.flush();
-    if (!file) return fail(o.out + ": write failed");
+    if (!file) {
+      return fail(o.out + ": write failed");
+    }
   }
   std::error_code ec;
   fs::rename(tmp, out, ec);
-  if (ec) return fail(o.out + ": cannot rename " + tmp.string() + ": " + ec.message());
+  if (ec) {
+    return fail(o.out + ": cannot rename " + tmp.string() + ": " + ec.message());
+  }
 
   std::set<std::string> groups;
-  for (const auto& r : runs) groups.insert(r.group);
+  for (const auto& r : runs) {
+    groups.insert(r.group);
+  }
   std::printf("wrote %s: %zu charts, %zu runs in %zu groups, %.0f KiB\n", o.out.c_str(),
               model.charts.size(), runs.size(), groups.size(),
               static_cast<double>(html.size()) / 1024.0);
-  for (const auto& note : model.notes) std::printf("  %s\n", note.c_str());
+  for (const auto& note : model.notes) {
+    std::printf("  %s\n", note.c_str());
+  }
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "tools/launch/launch.hpp"
+#include "tools/launch/resume.hpp"
 #include "tools/leap/command.hpp"
 
 #include <algorithm>
@@ -33,31 +34,13 @@ int fail(const std::string& message) {
   return 1;
 }
 
-void print_resume(const actors::resume_plan& plan, const experiment_config& c) {
-  const std::string& run_id = c.experiment.name;
-  if (plan.first_step >= static_cast<std::uint64_t>(std::max(0, c.experiment.steps)) &&
-      plan.first_step > 0) {
-    const std::string finishing = plan.validation_pending.empty()
-                                      ? ""
-                                      : " (finishing the validation of " +
-                                            std::to_string(plan.validation_pending.size()) +
-                                            " of them)";
-    std::printf("run '%s': all %d steps are stored already%s\n", run_id.c_str(), c.experiment.steps,
-                finishing.c_str());
-  } else if (plan.first_step > 0 || !plan.train_done.empty()) {
-    std::size_t stored_groups = 0;
-    for (const auto& [step, groups] : plan.train_done) {
-      stored_groups += groups.size();
-    }
-    std::printf("resuming run '%s' at step %llu/%d (%zu groups of the steps in progress stored)\n",
-                run_id.c_str(), static_cast<unsigned long long>(plan.first_step) + 1,
-                c.experiment.steps, stored_groups);
-  }
-}
-
 launch::run_events print_events(const experiment_config& c, const log::ids& ids) {
   launch::run_events events;
-  events.on_resume = [&c](const actors::resume_plan& plan) { print_resume(plan, c); };
+  events.on_resume = [&c](const actors::resume_plan& plan) {
+    if (const auto line = launch::describe_resume(plan, c); !line.empty()) {
+      std::printf("%s\n", line.c_str());
+    }
+  };
   events.on_model_written = [seed = c.experiment.seed](const launch::written_model& w) {
     std::printf("wrote a random %s %s model (%lld parameters, seed %lld) to %s\n", w.preset.c_str(),
                 w.tokenizer_dir.empty() ? "byte-level" : ("tokenizer " + w.tokenizer_dir).c_str(),
@@ -102,14 +85,10 @@ int run_experiment(const run_options& options) {
   run_options.events = print_events(c, log::ids{c.experiment.name});
   launch::run run(std::move(*preflight), std::move(run_options));
   // Cleared before `run` goes away; a second signal still exits at once.
-  watcher.on_first_signal([&run] { run.stop(); });
-  const auto done = [&watcher](int code) {
-    watcher.on_first_signal({});
-    return code;
-  };
+  const launch::stop_on_signal stop(watcher, [&run] { run.stop(); });
 
   if (auto started = run.start(); !started) {
-    return done(fail(started.err().message));
+    return fail(started.err().message);
   }
   const auto& tasks = run.checked().tasks;
   std::printf(
@@ -123,7 +102,7 @@ int run_experiment(const run_options& options) {
 
   auto outcome = run.wait();
   if (!outcome) {
-    return done(fail(outcome.err().message));
+    return fail(outcome.err().message);
   }
   const auto& summary = outcome->summary;
   auto steps = run.store()->steps(c.experiment.name);
@@ -140,12 +119,12 @@ int run_experiment(const run_options& options) {
       static_cast<unsigned long long>(summary.groups_resumed),
       static_cast<unsigned long long>(summary.turns_resumed), run.store()->path().string().c_str());
   if (outcome->status == run_status::failed) {
-    return done(fail(summary.error));
+    return fail(summary.error);
   }
   if (outcome->status == run_status::interrupted) {
-    return done(130);
+    return 130;
   }
-  return done(0);
+  return 0;
 }
 
 void add_run(CLI::App& app, int* exit_code) {

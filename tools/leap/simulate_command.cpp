@@ -41,14 +41,18 @@ simulation_params to_params(const experiment_config& c) {
 
 void print_header(int max_turns) {
   std::printf("%5s", "step");
-  for (int m = 1; m <= max_turns; ++m) std::printf("  acc@%d", m);
+  for (int m = 1; m <= max_turns; ++m) {
+    std::printf("  acc@%d", m);
+  }
   std::printf(
       "  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p\n");
 }
 
 void print_step(const simulation_step& s) {
   std::printf("%5d", s.step);
-  for (double a : s.cumulative_accuracy) std::printf("  %5.3f", a);
+  for (double a : s.cumulative_accuracy) {
+    std::printf("  %5.3f", a);
+  }
   std::printf("  %9.3f  %13.3f  %11.3f  %10.3f  %13zu  %8.3f  %5.3f\n", s.activated_fraction,
               s.recovery.per_rollout, s.recovery.per_group, s.turns_per_pass, s.verifications,
               s.expected_first_turn_accuracy, s.debug_fix_probability);
@@ -57,35 +61,47 @@ void print_step(const simulation_step& s) {
 
 void print_composition(const std::vector<simulation_step>& steps, int buckets) {
   std::vector<group_summary> all;
-  for (const auto& s : steps) all.insert(all.end(), s.groups.begin(), s.groups.end());
+  for (const auto& s : steps) {
+    all.insert(all.end(), s.groups.begin(), s.groups.end());
+  }
   const auto composition = rollout_composition(all, static_cast<std::size_t>(buckets));
   std::printf("\nrollouts with a non-zero advantage by group pass rate (all steps):\n");
   std::printf("%-11s  %12s  %12s  %12s  %12s  %12s  %12s\n", "pass rate", "turn1 pass+",
               "turn1 pass-", "debug pass+", "debug pass-", "failure+", "failure-");
   for (const auto& b : composition) {
     std::printf("[%.2f,%.2f%c", b.lo, b.hi, b.hi >= 1.0 ? ']' : ')');
-    for (const auto& kind : b.counts) std::printf("  %12zu  %12zu", kind[1], kind[0]);
+    for (const auto& kind : b.counts) {
+      std::printf("  %12zu  %12zu", kind[1], kind[0]);
+    }
     std::printf("\n");
   }
 }
 
 status write_csv(const std::string& path, const std::vector<simulation_step>& steps) {
   std::ofstream out(path);
-  if (!out) return error{path + ": cannot open for writing"};
+  if (!out) {
+    return error{path + ": cannot open for writing"};
+  }
   out << "step";
   const std::size_t turns = steps.empty() ? 0 : steps.front().cumulative_accuracy.size();
-  for (std::size_t m = 1; m <= turns; ++m) out << ",acc_at_" << m;
+  for (std::size_t m = 1; m <= turns; ++m) {
+    out << ",acc_at_" << m;
+  }
   out << ",activated_fraction,recovery_per_rollout,recovery_per_group,turns_per_pass,"
          "verifications,expected_first_turn_accuracy,debug_fix_probability\n";
   for (const auto& s : steps) {
     out << s.step;
-    for (double a : s.cumulative_accuracy) out << ',' << a;
+    for (double a : s.cumulative_accuracy) {
+      out << ',' << a;
+    }
     out << ',' << s.activated_fraction << ',' << s.recovery.per_rollout << ','
         << s.recovery.per_group << ',' << s.turns_per_pass << ',' << s.verifications << ','
         << s.expected_first_turn_accuracy << ',' << s.debug_fix_probability << '\n';
   }
   out.flush();
-  if (!out) return error{path + ": write failed"};
+  if (!out) {
+    return error{path + ": write failed"};
+  }
   return ok_status();
 }
 
@@ -95,8 +111,12 @@ int run_simulate(const simulate_options& options) {
     std::cerr << "leap simulate: error: " << config.err().message << "\n";
     return 1;
   }
-  if (options.steps > 0) config->experiment.steps = options.steps;
-  if (options.seed >= 0) config->experiment.seed = static_cast<std::uint64_t>(options.seed);
+  if (options.steps > 0) {
+    config->experiment.steps = options.steps;
+  }
+  if (options.seed >= 0) {
+    config->experiment.seed = static_cast<std::uint64_t>(options.seed);
+  }
   const auto params = to_params(*config);
   std::printf(
       "simulating %s: %d steps x %d tasks x %d rollouts, up to %d turns, gate %s, reward %s\n",

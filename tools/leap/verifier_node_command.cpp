@@ -60,39 +60,55 @@ int fail(const std::string& message) {
 int run_node(const node_options& o) {
   log::setup("leap verifier-node");
   // Only the main thread takes the stop signals (our threads inherit the mask).
-  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) return fail(routed.err().message);
+  if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) {
+    return fail(routed.err().message);
+  }
 
-  if (o.port < 0 || o.port > 65535) return fail("--port: must be in 0..65535 (0: any free port)");
+  if (o.port < 0 || o.port > 65535) {
+    return fail("--port: must be in 0..65535 (0: any free port)");
+  }
   if (o.max_message_mib < 1 || o.max_message_mib > 4095) {
     return fail("--max-message-mib: must be in 1..4095");
   }
   verifier_section section;
   if (!o.config_path.empty()) {
     auto config = load_config(o.config_path);
-    if (!config) return fail(config.err().message);
+    if (!config) {
+      return fail(config.err().message);
+    }
     section = config->verifier;
   }
-  if (o.gpu_slots >= 0) section.gpu_slots = o.gpu_slots;
-  if (o.compile_workers >= 0) section.compile_workers = o.compile_workers;
+  if (o.gpu_slots >= 0) {
+    section.gpu_slots = o.gpu_slots;
+  }
+  if (o.compile_workers >= 0) {
+    section.compile_workers = o.compile_workers;
+  }
 
   auto table =
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
   bool has_cuda = false;
   for (const auto& suite : o.suites) {
     auto loaded = launch::load_task_source(suite);
-    if (!loaded) return fail("--suite " + suite + ": " + loaded.err().message);
+    if (!loaded) {
+      return fail("--suite " + suite + ": " + loaded.err().message);
+    }
     for (auto& t : *loaded) {
       has_cuda = has_cuda || t.kind == task_kind::cuda;
       auto id = t.id;
       (*table)[id] = std::make_shared<const sandbox::task>(std::move(t));
     }
   }
-  if (table->empty()) return fail("--suite: no tasks found in " + o.suites.front());
+  if (table->empty()) {
+    return fail("--suite: no tasks found in " + o.suites.front());
+  }
 
   std::string secret;
   if (!o.secret_file.empty()) {
     auto read = node_auth::read_secret_file(o.secret_file);
-    if (!read) return fail("--secret-file: " + read.err().message);
+    if (!read) {
+      return fail("--secret-file: " + read.err().message);
+    }
     secret = std::move(*read);
   }
   actors::node_transport transport;
@@ -109,7 +125,9 @@ int run_node(const node_options& o) {
 
   auto verifier =
       sandbox::verifier::create(launch::sandbox_settings(section, has_cuda, o.cache_dir));
-  if (!verifier) return fail("verifier: " + verifier.err().message);
+  if (!verifier) {
+    return fail("verifier: " + verifier.err().message);
+  }
   const int compile_workers = (*verifier)->compile_workers();
   const int run_slots = (*verifier)->run_slots();
   const auto slots =

@@ -35,13 +35,19 @@ int run_verify(const verify_options& o) {
   auto fail = [](const std::string& message) {
     std::istringstream lines(message);
     std::string line;
-    while (std::getline(lines, line)) std::cerr << "leap verify: error: " << line << "\n";
+    while (std::getline(lines, line)) {
+      std::cerr << "leap verify: error: " << line << "\n";
+    }
     return 1;
   };
   auto t = sandbox::resolve_task(o.task, o.suite);
-  if (!t) return fail(t.err().message);
+  if (!t) {
+    return fail(t.err().message);
+  }
   std::ifstream in(o.candidate, std::ios::binary);
-  if (!in) return fail("cannot read the candidate file '" + o.candidate + "'");
+  if (!in) {
+    return fail("cannot read the candidate file '" + o.candidate + "'");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   std::string answer = ss.str();
@@ -56,12 +62,18 @@ int run_verify(const verify_options& o) {
   config.trials = o.trials;
   config.timing_reps = o.timing_reps;
   config.feedback.char_budget = o.budget;
-  if (!o.cache_dir.empty()) config.cache_dir = o.cache_dir;
+  if (!o.cache_dir.empty()) {
+    config.cache_dir = o.cache_dir;
+  }
   config.python = o.python;
   auto e = sandbox::engine::create(config);
-  if (!e) return fail(e.err().message);
+  if (!e) {
+    return fail(e.err().message);
+  }
   auto v = (*e)->verify(*t, answer, o.gpu);
-  if (!v) return fail(v.err().message);
+  if (!v) {
+    return fail(v.err().message);
+  }
 
   if (o.json) {
     nlohmann::json j{{"task", t->id},
@@ -75,9 +87,15 @@ int run_verify(const verify_options& o) {
       return nlohmann::json{
           {"median_ms", s.median_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}, {"reps", s.reps}};
     };
-    if (v->candidate_time) j["candidate_time"] = stats(*v->candidate_time);
-    if (v->reference_time) j["reference_time"] = stats(*v->reference_time);
-    if (v->speedup) j["speedup"] = *v->speedup;
+    if (v->candidate_time) {
+      j["candidate_time"] = stats(*v->candidate_time);
+    }
+    if (v->reference_time) {
+      j["reference_time"] = stats(*v->reference_time);
+    }
+    if (v->speedup) {
+      j["speedup"] = *v->speedup;
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "task:     " << t->id << "\n"

@@ -47,7 +47,9 @@ line_series group_line(const group_view& g, const std::string& label, bool dashe
   for (const auto* r : g.runs) {
     per_step values;
     pick(*r, values);
-    if (!values.empty()) per_run.push_back(std::move(values));
+    if (!values.empty()) {
+      per_run.push_back(std::move(values));
+    }
   }
   line_series s;
   s.label = label;
@@ -133,7 +135,9 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
           group_line(g, g.name + " " + name, turn == 1 && g.max_turns > 1,
                      [&](const run_input& r, per_step& out) {
                        for (const auto& s : r.replay.steps) {
-                         if (s.groups == 0 || s.accuracy.empty()) continue;
+                         if (s.groups == 0 || s.accuracy.empty()) {
+                           continue;
+                         }
                          out[s.step] = {static_cast<double>(s.step + 1), value(s)};
                        }
                      }));
@@ -156,7 +160,9 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
       validation.lines.push_back(group_line(g, g.name + " " + name, turn == 1 && g.max_turns > 1,
                                             [&](const run_input& r, per_step& out) {
                                               for (const auto& v : r.replay.validation) {
-                                                if (v.accuracy.empty()) continue;
+                                                if (v.accuracy.empty()) {
+                                                  continue;
+                                                }
                                                 out[v.step] = {static_cast<double>(v.step + 1),
                                                                turn == 0 ? v.accuracy.back()
                                                                          : v.accuracy.front()};
@@ -180,7 +186,9 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
   for (const auto& g : groups) {
     activated.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
       for (const auto& s : r.replay.steps) {
-        if (s.groups > 0) out[s.step] = {static_cast<double>(s.step + 1), s.activated_fraction};
+        if (s.groups > 0) {
+          out[s.step] = {static_cast<double>(s.step + 1), s.activated_fraction};
+        }
       }
     }));
   }
@@ -200,15 +208,17 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
     recovery.lines.push_back(
         group_line(g, g.name + " recovery", false, [](const run_input& r, per_step& out) {
           for (const auto& s : r.replay.steps) {
-            if (s.activated > 0)
+            if (s.activated > 0) {
               out[s.step] = {static_cast<double>(s.step + 1), s.recovery.per_rollout};
+            }
           }
         }));
     recovery.lines.push_back(
         group_line(g, g.name + " probe recovery", true, [](const run_input& r, per_step& out) {
           for (const auto& s : r.replay.steps) {
-            if (s.probe_groups > 0)
+            if (s.probe_groups > 0) {
               out[s.step] = {static_cast<double>(s.step + 1), s.probe_recovery.per_rollout};
+            }
           }
         }));
   }
@@ -222,7 +232,9 @@ void composition_chart(report_model& model, const std::vector<group_view>& group
   std::vector<composition_bucket> shape;
   for (const auto& g : groups) {
     for (const auto* r : g.runs) {
-      if (r->replay.composition.size() > shape.size()) shape = r->replay.composition;
+      if (r->replay.composition.size() > shape.size()) {
+        shape = r->replay.composition;
+      }
     }
   }
   if (shape.empty()) {
@@ -274,7 +286,9 @@ void composition_chart(report_model& model, const std::vector<group_view>& group
                   .counts[static_cast<std::size_t>(cat.kind)][static_cast<std::size_t>(cat.sign)]);
         }
       }
-      for (auto& v : d.values) v /= static_cast<double>(g.runs.size());
+      for (auto& v : d.values) {
+        v /= static_cast<double>(g.runs.size());
+      }
       c.bars.push_back(std::move(d));
     }
   }
@@ -307,13 +321,21 @@ void step_time_chart(report_model& model, const std::vector<group_view>& groups)
     std::size_t n = 0;
     for (const auto* r : g.runs) {
       for (const auto& s : r->replay.steps) {
-        if (!s.timings) continue;
-        for (std::size_t i = 0; i < stages.size(); ++i) sum[i] += (*s.timings).*stages[i].field;
+        if (!s.timings) {
+          continue;
+        }
+        for (std::size_t i = 0; i < stages.size(); ++i) {
+          sum[i] += (*s.timings).*stages[i].field;
+        }
         ++n;
       }
     }
-    if (n == 0) continue;
-    for (auto& v : sum) v /= static_cast<double>(n) * 1000.0;
+    if (n == 0) {
+      continue;
+    }
+    for (auto& v : sum) {
+      v /= static_cast<double>(n) * 1000.0;
+    }
     timed.push_back(&g);
     means.push_back(sum);
   }
@@ -321,10 +343,14 @@ void step_time_chart(report_model& model, const std::vector<group_view>& groups)
     model.notes.push_back(c.title + ": not drawn, no step has completed yet (no step record).");
     return;
   }
-  for (const auto* g : timed) c.categories.push_back(g->name);
+  for (const auto* g : timed) {
+    c.categories.push_back(g->name);
+  }
   for (std::size_t i = 0; i < stages.size(); ++i) {
     bar_dataset d{stages[i].name, stages[i].color, "time", {}};
-    for (const auto& m : means) d.values.push_back(m[i]);
+    for (const auto& m : means) {
+      d.values.push_back(m[i]);
+    }
     c.bars.push_back(std::move(d));
   }
   model.charts.push_back(std::move(c));
@@ -349,7 +375,9 @@ std::vector<double> positive(const std::vector<const run_input*>& runs,
   std::vector<double> out;
   for (const auto* r : runs) {
     for (double v : r->*field) {
-      if (v > 0.0) out.push_back(v);
+      if (v > 0.0) {
+        out.push_back(v);
+      }
     }
   }
   return out;
@@ -363,7 +391,9 @@ std::vector<double> histogram(const std::vector<double>& values) {
     counts[bin] += 1.0;
   }
   if (!values.empty()) {
-    for (auto& c : counts) c /= static_cast<double>(values.size());
+    for (auto& c : counts) {
+      c /= static_cast<double>(values.size());
+    }
   }
   return counts;
 }
@@ -445,12 +475,18 @@ nlohmann::json to_json(const chart& c) {
                       {"categories", c.categories}};
   // Steps are whole numbers: no 1.5 tick.
   j["integer_x"] = c.x_label == "step";
-  if (c.y_min) j["y_min"] = *c.y_min;
-  if (c.y_max) j["y_max"] = *c.y_max;
+  if (c.y_min) {
+    j["y_min"] = *c.y_min;
+  }
+  if (c.y_max) {
+    j["y_max"] = *c.y_max;
+  }
   j["lines"] = nlohmann::json::array();
   for (const auto& s : c.lines) {
     nlohmann::json points = nlohmann::json::array();
-    for (const auto& p : s.points) points.push_back(to_json(p));
+    for (const auto& p : s.points) {
+      points.push_back(to_json(p));
+    }
     j["lines"].push_back({{"label", s.label},
                           {"color", s.color},
                           {"dashed", s.dashed},
@@ -566,7 +602,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 std::vector<point> aggregate(const std::vector<per_step>& runs) {
   std::set<std::uint64_t> steps;
   for (const auto& r : runs) {
-    for (const auto& [step, xy] : r) steps.insert(step);
+    for (const auto& [step, xy] : r) {
+      steps.insert(step);
+    }
   }
   std::vector<point> points;
   for (auto step : steps) {
@@ -576,7 +614,9 @@ std::vector<point> aggregate(const std::vector<per_step>& runs) {
     int n = 0;
     for (const auto& r : runs) {
       const auto it = r.find(step);
-      if (it == r.end()) continue;
+      if (it == r.end()) {
+        continue;
+      }
       const auto [x, y] = it->second;
       sx += x;
       sy += y;
@@ -596,7 +636,9 @@ std::vector<point> aggregate(const std::vector<per_step>& runs) {
 }
 
 double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
+  if (values.empty()) {
+    return 0.0;
+  }
   std::sort(values.begin(), values.end());
   const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
   const auto below = static_cast<std::size_t>(std::floor(pos));
@@ -611,7 +653,9 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
   for (const auto& g : groups) {
     for (const auto* r : g.runs) {
       run_row row{g.name, r->run_dir, r->run_id, r->status, r->seed, 0, r->stored_groups, g.color};
-      for (const auto& s : r->replay.steps) row.completed_steps += s.timings ? 1 : 0;
+      for (const auto& s : r->replay.steps) {
+        row.completed_steps += s.timings ? 1 : 0;
+      }
       model.runs.push_back(std::move(row));
     }
   }
@@ -625,7 +669,9 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
 
 std::string model_json(const report_model& model) {
   nlohmann::json j = {{"title", model.title}, {"charts", nlohmann::json::array()}};
-  for (const auto& c : model.charts) j["charts"].push_back(to_json(c));
+  for (const auto& c : model.charts) {
+    j["charts"].push_back(to_json(c));
+  }
   // Run strings may hold bytes that are not UTF-8: replaced (U+FFFD) rather than refused.
   const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
@@ -714,11 +760,13 @@ std::string render_html(const report_model& model, std::string_view chart_js) {
       for (const auto& l : model.latency) {
         html += "<tr><td>" + html_escape(l.group) + "</td>";
         html += "<td class=\"num\">" + std::to_string(l.compiled) + "</td>";
-        for (double v : {l.compile_p50, l.compile_p90, l.compile_p99, l.compile_max})
+        for (double v : {l.compile_p50, l.compile_p90, l.compile_p99, l.compile_max}) {
           html += "<td class=\"num\">" + fixed(v, 1) + " ms</td>";
+        }
         html += "<td class=\"num\">" + std::to_string(l.ran) + "</td>";
-        for (double v : {l.run_p50, l.run_p90, l.run_p99, l.run_max})
+        for (double v : {l.run_p50, l.run_p90, l.run_p99, l.run_max}) {
           html += "<td class=\"num\">" + fixed(v, 1) + " ms</td>";
+        }
         html += "</tr>\n";
       }
       html += "</table>\n";
@@ -727,7 +775,9 @@ std::string render_html(const report_model& model, std::string_view chart_js) {
   }
   if (!model.notes.empty()) {
     html += "<h2>Not drawn</h2>\n<ul id=\"notes\">\n";
-    for (const auto& n : model.notes) html += "<li>" + html_escape(n) + "</li>\n";
+    for (const auto& n : model.notes) {
+      html += "<li>" + html_escape(n) + "</li>\n";
+    }
     html += "</ul>\n";
   }
 
@@ -742,7 +792,9 @@ std::string render_html(const report_model& model, std::string_view chart_js) {
       std::string word = js.substr(at + 2, 6);
       std::transform(word.begin(), word.end(), word.begin(),
                      [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-      if (word == "script") js.insert(at + 1, "\\");
+      if (word == "script") {
+        js.insert(at + 1, "\\");
+      }
     }
   }
   html += js;

@@ -19,16 +19,22 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
   options.read_only = true;
   options.create_if_missing = false;
   auto opened = trajectory_store::open(store_path, options);
-  if (!opened) return opened.err();
+  if (!opened) {
+    return opened.err();
+  }
   const auto& store = **opened;
   auto runs = store.runs();
-  if (!runs) return runs.err();
+  if (!runs) {
+    return runs.err();
+  }
 
   std::vector<run_input> out;
   for (const auto& run : *runs) {
     auto config =
         parse_config(run.config_yaml, source.run_dir + " (stored config of run '" + run.id + "')");
-    if (!config) return config.err();
+    if (!config) {
+      return config.err();
+    }
     run_input in;
     in.run_dir = source.run_dir;
     in.run_id = run.id;
@@ -49,16 +55,22 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
       for (const auto& r : g.rollouts) {
         for (const auto& t : r.turns) {
           // The verified turns, as replay counts verifier jobs.
-          if (t.finish == finish_reason::error || t.text.empty()) continue;
+          if (t.finish == finish_reason::error || t.text.empty()) {
+            continue;
+          }
           in.compile_ms.push_back(t.timings.compile_ms);
           in.run_ms.push_back(t.timings.run_ms);
         }
       }
       return ok_status();
     });
-    if (!scanned) return scanned.err();
+    if (!scanned) {
+      return scanned.err();
+    }
     auto steps = store.steps(run.id);
-    if (!steps) return steps.err();
+    if (!steps) {
+      return steps.err();
+    }
     data.steps = std::move(*steps);
 
     // Minutes from the run's first step start (the earliest recorded) to each step's end.
@@ -68,7 +80,9 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
         start = s.started_unix_ms;
       }
     }
-    if (start == 0) start = run.created_unix_ms;
+    if (start == 0) {
+      start = run.created_unix_ms;
+    }
     for (const auto& s : data.steps) {
       if (s.finished_unix_ms > 0 && start > 0) {
         in.minutes[s.step] = static_cast<double>(s.finished_unix_ms - start) / 60000.0;
