@@ -413,8 +413,8 @@ std::vector<field_spec> build_fields() {
       std::vector{log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
                   log_verbosity::warn, log_verbosity::error, log_verbosity::off},
       "Least severe log line `leap run` writes to stderr: info (events: a step started, "
-      "groups resumed, a verifier node lost), warn (lost writes, signals, metrics "
-      "files), error, off; trace and debug print what info does today. --quiet "
+      "groups resumed, a verifier node lost), warn (signals, metrics files), error "
+      "(lost writes), off; trace and debug print what info does today. --quiet "
       "raises it to warn.")));
 
   // data

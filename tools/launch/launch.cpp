@@ -141,10 +141,12 @@ result<opened_transfer> open_transfer(const experiment_config& c,
 
 // The first sync of a weight transfer, for nccl and ipc alike: sends the learner's weights of
 // `version` (a resumed run's server starts from the model folder, not from the checkpoint the
-// learner resumed); for nccl the server joins the learner's broadcast group in it.
-status first_sync(policy::policy_client& client, actors::torch_weight_transfer& transfer,
-                  const policy::weight_sync_plan& plan, std::uint64_t version,
-                  const std::function<bool()>& interrupted) {
+// learner resumed); for nccl the server joins the learner's broadcast group in it. Nothing when a
+// signal ended it, so the caller tells an interrupt apart from the server's own failure.
+std::optional<status> first_sync(policy::policy_client& client,
+                                 actors::torch_weight_transfer& transfer,
+                                 const policy::weight_sync_plan& plan, std::uint64_t version,
+                                 const std::function<bool()>& interrupted) {
   policy::weight_sync_request first;
   first.version = std::to_string(version);
   first.companion = transfer.companion();
@@ -153,11 +155,7 @@ status first_sync(policy::policy_client& client, actors::torch_weight_transfer& 
   // The client's stop ends the sync; its callback fires before the client is gone.
   client.sync_weights(0, plan, std::move(first),
                       [done](status s) { done->set_value(std::move(s)); });
-  auto synced = await(answer, interrupted);
-  if (!synced) {
-    return error{"interrupted by a signal during the first weight sync"};
-  }
-  return *synced;
+  return await(answer, interrupted);
 }
 
 std::vector<actors::group_task> group_tasks(
@@ -227,8 +225,9 @@ status run::impl::open_store() {
   }
   store = std::move(*opened);
   if (const auto& lost = store->lost_writes()) {
-    log::warn(store->path().string() + ": " + lost->describe() + "; going on with what it holds",
-              ids);
+    // An error, not a warning: a log level that hides warnings must still show lost data.
+    log::error(store->path().string() + ": " + lost->describe() + "; going on with what it holds",
+               ids);
   }
   const std::string& run_id = c.experiment.name;
   auto existing = store->get_run(run_id);
@@ -431,18 +430,19 @@ status run::impl::connect_policy() {
   transfer = std::move(opened->transfer);
   sync_plan = std::move(opened->step_plan);
   // nccl forms the broadcast group in the first sync.
-  const std::string what =
-      "policy.weight_sync " + c.policy.weight_sync +
-      (c.policy.weight_sync == "nccl" ? ": forming the broadcast group with the server"
-                                      : ": the first weight sync with the server");
-  if (auto synced =
-          first_sync(*client, *transfer, opened->first_plan, plan.weight_version, interrupted);
-      !synced) {
+  const bool nccl = c.policy.weight_sync == "nccl";
+  const auto synced =
+      first_sync(*client, *transfer, opened->first_plan, plan.weight_version, interrupted);
+  if (!synced) {
     transfer.reset();
-    if (stopping()) {
-      return synced;
-    }
-    return synced.err().wrap(what);
+    return error{nccl ? "interrupted by a signal while forming the weight-transfer group"
+                      : "interrupted by a signal during the first weight sync"};
+  }
+  if (!*synced) {
+    transfer.reset();
+    return synced->err().wrap("policy.weight_sync " + c.policy.weight_sync +
+                              (nccl ? ": forming the broadcast group with the server"
+                                    : ": the first weight sync with the server"));
   }
   return ok_status();
 }
