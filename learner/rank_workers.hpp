@@ -31,7 +31,8 @@ struct rank_workers_options {
 // exits 0. Not thread-safe. Move-only.
 class rank_workers {
  public:
-  // Spawns ranks 1..world_size-1. Errors: invalid options (world_size < 1, devices not world_size
+  // Spawns ranks 1..world_size-1. Each rank is SIGKILLed when the calling thread dies
+  // (leap-learner-rank sets PR_SET_PDEATHSIG): call it from a thread that outlives the ranks. Errors: invalid options (world_size < 1, devices not world_size
   // long), the executable missing or not executable (naming its path), a spawn failing (the ranks
   // already spawned are killed).
   [[nodiscard]] static result<rank_workers> spawn(const rank_workers_options& options);

@@ -65,12 +65,18 @@ std::vector<int> processes_with(const std::string& marker) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) {
+      continue;
+    }
     const int pid = std::stoi(name);
-    if (pid == ::getpid()) continue;
+    if (pid == ::getpid()) {
+      continue;
+    }
     std::ifstream in(entry.path() / "environ", std::ios::binary);
     const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (env.find(marker) != std::string::npos) found.push_back(pid);
+    if (env.find(marker) != std::string::npos) {
+      found.push_back(pid);
+    }
   }
   return found;
 }
