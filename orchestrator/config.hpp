@@ -111,6 +111,8 @@ struct learner_section {
   std::string checkpoint_dir;
   int checkpoint_every = 50;
   std::string device = "cpu";
+  int world_size = 1;
+  std::vector<std::string> devices;
   std::string init_preset;
 
   friend bool operator==(const learner_section&, const learner_section&) = default;

@@ -1,12 +1,16 @@
 // leap-learner-rank: one rank (1..world_size-1) of a data-parallel learner. It needs no config and
 // no model folder: rank 0's trainer sends both (learner::run_rank_worker). Exits 0 when rank 0's
 // trainer is destroyed, 1 with the error on stderr otherwise, 2 on bad arguments.
+// It dies with the thread that spawned it (PR_SET_PDEATHSIG, SIGKILL).
 #include "learner/trainer.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -66,6 +70,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "leap-learner-rank: %s: not a number: %s\n", argv[i - 1], value.c_str());
       return 2;
     }
+  }
+  // A rank dies with the process that spawned it (learner::rank_workers), even one that is
+  // SIGKILLed or _Exits (leap's second SIGTERM) and so cannot kill its ranks itself. The signal
+  // follows the spawning thread: rank_workers::spawn is called from one that outlives the ranks.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) {
+    std::fputs("leap-learner-rank: the process that spawned it is gone\n", stderr);
+    return 1;
   }
   if (auto s = leap::learner::run_rank_worker(options, device); !s) {
     std::fprintf(stderr, "leap-learner-rank %d: %s\n", options.rank, s.err().message.c_str());

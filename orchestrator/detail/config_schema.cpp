@@ -570,6 +570,19 @@ std::vector<field_spec> build_fields() {
   f.push_back(text_field("learner.device", LEAP_FIELD(learner.device), check_torch_device,
                          "Where the LibTorch learner runs (and the model of an embedded policy "
                          "server): cpu, cuda or cuda:N."));
+  f.push_back(operational(integer_field(
+      "learner.world_size", LEAP_FIELD(learner.world_size), at_least(1),
+      "Data-parallel ranks of the torch learner; > 1: rank 0 trains in leap run's process, ranks "
+      "1.. are leap-learner-rank processes beside the leap binary (gloo on cpu, NCCL on cuda). "
+      "Every rank holds the model and its gradients; the AdamW state and float32 masters (12 "
+      "bytes a parameter) are split across the ranks (12 / world_size each), so a model whose "
+      "optimiser state overflows one device trains on several. A resume may change it: checkpoints "
+      "load on any world size.")));
+  f.push_back(operational(text_list_field(
+      "learner.devices", LEAP_FIELD(learner.devices), check_torch_device, false,
+      "The device of each data-parallel rank, rank 0's first (it must be learner.device): "
+      "exactly learner.world_size entries, each cpu, cuda or cuda:N; empty: every rank on "
+      "learner.device.")));
   f.push_back(text_field(
       "learner.init_preset", LEAP_FIELD(learner.init_preset), check_init_preset,
       "tiny or small: when learner.model_path holds no model, write a random model of that "
@@ -815,6 +828,31 @@ std::vector<cross_check> build_cross_checks() {
          }
          return std::nullopt;
        }});
+  checks.push_back({{"learner.world_size", "learner.kind"},
+                    [](const experiment_config& c) -> std::optional<std::string> {
+                      if (c.learner.world_size > 1 && c.learner.kind != learner_kind::torch) {
+                        return "must be 1 unless learner.kind is torch (only the torch learner "
+                               "trains data-parallel), got " +
+                               show(c.learner.world_size);
+                      }
+                      return std::nullopt;
+                    }});
+  checks.push_back({{"learner.devices", "learner.world_size", "learner.device"},
+                    [](const experiment_config& c) -> std::optional<std::string> {
+                      const auto& d = c.learner.devices;
+                      if (d.empty()) {
+                        return std::nullopt;
+                      }
+                      if (d.size() != static_cast<std::size_t>(c.learner.world_size)) {
+                        return "must list one device per rank, learner.world_size = " +
+                               show(c.learner.world_size) + " entries, got " + show(d.size());
+                      }
+                      if (d.front() != c.learner.device) {
+                        return "must start with learner.device (" + c.learner.device +
+                               "): rank 0 trains there, got " + d.front();
+                      }
+                      return std::nullopt;
+                    }});
   checks.push_back(
       {{"policy.model", "learner.kind", "policy.flavour"},
        [](const experiment_config& c) -> std::optional<std::string> {

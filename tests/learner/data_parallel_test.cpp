@@ -1,6 +1,7 @@
 // The data-parallel trainer with real processes: rank 0 is this test's trainer, ranks 1..N-1 are
 // leap-learner-rank processes, joined over gloo on loopback. Results are compared with one process
 // on the same batch and seed.
+#include "learner/rank_workers.hpp"
 #include "learner/trainer.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "tests/learner/test_support.hpp"
@@ -9,18 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <arpa/inet.h>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
 
 namespace leap::learner {
 namespace {
@@ -39,82 +34,29 @@ bool has_gloo() {
                     "learner on cpu";                                                      \
   }
 
-// A loopback port nobody listens on right now (the store binds it a moment later).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// Ranks 1..world_size-1 as leap-learner-rank processes; killed and reaped at scope exit if they
-// are still there.
+// Ranks 1..world_size-1 as leap-learner-rank processes (learner::rank_workers), on a free
+// loopback port; killed and reaped at scope exit if they are still there.
 class rank_processes {
  public:
-  rank_processes(int world_size, double timeout_seconds) {
-    master_ = "127.0.0.1:" + std::to_string(free_port());
-    for (int r = 1; r < world_size; ++r) {
-      std::vector<std::string> args = {LEAP_LEARNER_RANK,
-                                       "--master",
-                                       master_,
-                                       "--rank",
-                                       std::to_string(r),
-                                       "--world-size",
-                                       std::to_string(world_size),
-                                       "--timeout",
-                                       std::to_string(timeout_seconds)};
-      std::vector<char*> argv;
-      argv.reserve(args.size() + 1);
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      pid_t pid = 0;
-      EXPECT_EQ(::posix_spawn(&pid, LEAP_LEARNER_RANK, nullptr, nullptr, argv.data(), environ), 0);
-      pids_.push_back(pid);
-    }
-  }
-  rank_processes(const rank_processes&) = delete;
-  rank_processes& operator=(const rank_processes&) = delete;
-  ~rank_processes() {
-    for (auto pid : pids_) {
-      if (pid > 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  }
+  rank_processes(int world_size, double timeout_seconds)
+      : master_(free_loopback_master().value()),
+        workers_(rank_workers::spawn({LEAP_LEARNER_RANK, master_, world_size, {}, timeout_seconds})
+                     .value()) {}
   [[nodiscard]] const std::string& master() const { return master_; }
   // Kills rank `r` and waits until it is gone.
-  void kill_rank(int r) {
-    auto& pid = pids_.at(static_cast<std::size_t>(r - 1));
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    pid = 0;
-  }
+  void kill_rank(int r) { workers_.kill(r); }
   // Freezes rank `r` (its sockets stay open); the destructor kills it.
-  void stop_rank(int r) { ::kill(pids_.at(static_cast<std::size_t>(r - 1)), SIGSTOP); }
+  void stop_rank(int r) const { workers_.signal(r, SIGSTOP); }
   // Waits for every rank to exit; true when all exited with status 0.
   bool all_exit_cleanly() {
-    bool ok = true;
-    for (auto& pid : pids_) {
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      pid = 0;
-    }
-    return ok;
+    auto s = workers_.wait();
+    EXPECT_TRUE(s.ok()) << s.err().message;
+    return s.ok();
   }
 
  private:
   std::string master_;
-  std::vector<pid_t> pids_;
+  rank_workers workers_;
 };
 
 // Sequences of different lengths (prompt mask 0, completion mask 1), on-policy log-probs,
@@ -400,6 +342,66 @@ TEST(DataParallel, BadOptionsAreRefused) {
   w = run_rank_worker({.rank = 3, .world_size = 2, .master = "127.0.0.1:1234"}, "cpu");
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.err().message, HasSubstr("is not in [0, 2)"));
+}
+
+}  // namespace
+}  // namespace leap::learner
+
+namespace leap::learner {
+namespace {
+
+// The spawner itself: a rank that exits non-zero is named with its exit status.
+TEST(RankWorkers, ARankThatExitsNonZeroIsNamedWithItsRankAndStatus) {
+  // No "host:port": leap-learner-rank refuses the options and exits 1.
+  auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, "no-port-here", 2, {}, 5});
+  ASSERT_TRUE(workers.ok()) << workers.err().message;
+  auto s = workers->wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.err().message, HasSubstr("rank 1"));
+  EXPECT_THAT(s.err().message, HasSubstr("exited with status 1"));
+}
+
+TEST(RankWorkers, AMissingExecutableIsNamed) {
+  const scratch_dir dir;
+  const auto missing = dir.sub("leap-learner-rank");
+  auto workers = rank_workers::spawn({missing, "127.0.0.1:1", 2, {}, 5});
+  ASSERT_FALSE(workers.ok());
+  EXPECT_THAT(workers.err().message, HasSubstr(missing));
+}
+
+TEST(RankWorkers, DevicesMustListEveryRank) {
+  auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, "127.0.0.1:1", 2, {"cpu"}, 5});
+  ASSERT_FALSE(workers.ok());
+  EXPECT_THAT(workers.err().message, HasSubstr("1 devices for world_size 2"));
+}
+
+// Ranks waiting for a rank 0 that never comes are killed and reaped when their owner goes.
+TEST(RankWorkers, DestroyingKillsAndReapsTheRanksStillRunning) {
+  SKIP_WITHOUT_GLOO();
+  std::vector<pid_t> pids;
+  {
+    auto workers =
+        rank_workers::spawn({LEAP_LEARNER_RANK, free_loopback_master().value(), 3, {}, 300});
+    ASSERT_TRUE(workers.ok()) << workers.err().message;
+    pids = {workers->pid(1), workers->pid(2)};
+    EXPECT_GT(pids[0], 0);
+    EXPECT_GT(pids[1], 0);
+  }
+  for (const pid_t p : pids) {
+    // Reaped: the pid is no child of ours any more (waitpid says ECHILD, not "still running").
+    EXPECT_EQ(::waitpid(p, nullptr, WNOHANG), -1);
+    EXPECT_EQ(errno, ECHILD);
+  }
+}
+
+TEST(RankWorkers, StopKillsRunningRanksWithoutAnError) {
+  SKIP_WITHOUT_GLOO();
+  auto workers =
+      rank_workers::spawn({LEAP_LEARNER_RANK, free_loopback_master().value(), 2, {}, 300});
+  ASSERT_TRUE(workers.ok()) << workers.err().message;
+  auto s = workers->stop();
+  EXPECT_TRUE(s.ok()) << s.err().message;
+  EXPECT_EQ(workers->pid(1), 0);
 }
 
 }  // namespace

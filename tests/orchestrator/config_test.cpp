@@ -284,6 +284,22 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:3: policy.endpoints: must list at least one URL when policy.flavour is sglang"},
       {"bad_learner_device", "learner:\n  device: gpu0\n",
        "case.yaml:2: learner.device: must be cpu, cuda or cuda:N, got 'gpu0'"},
+      {"world_size_zero", "learner:\n  world_size: 0\n",
+       "case.yaml:2: learner.world_size: must be >= 1, got 0"},
+      {"world_size_needs_torch", "learner:\n  world_size: 2\n",
+       "case.yaml:2: learner.world_size: must be 1 unless learner.kind is torch (only the torch "
+       "learner trains data-parallel), got 2"},
+      {"devices_wrong_length",
+       "learner:\n  kind: torch\n  model_path: m\n  world_size: 2\n  devices: [cpu, cpu, cpu]\n",
+       "case.yaml:5: learner.devices: must list one device per rank, learner.world_size = 2 "
+       "entries, got 3"},
+      {"devices_rank_zero_off_learner_device",
+       "learner:\n  kind: torch\n  model_path: m\n  world_size: 2\n  devices: [cuda:0, cuda:1]\n",
+       "case.yaml:5: learner.devices: must start with learner.device (cpu): rank 0 trains there, "
+       "got cuda:0"},
+      {"devices_bad_entry",
+       "learner:\n  kind: torch\n  model_path: m\n  world_size: 2\n  devices: [cpu, gpu1]\n",
+       "case.yaml:5: learner.devices: [1] must be cpu, cuda or cuda:N, got 'gpu1'"},
       {"bad_init_preset", "learner:\n  init_preset: huge\n",
        "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
        "'huge'"},

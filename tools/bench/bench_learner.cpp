@@ -11,6 +11,7 @@
 // gradient clipping); sampling decodes `n` completions of one prompt. Numbers are printed as text
 // and as one JSON line per measurement (prefixed "json: ") for scripts.
 #include "learner/policy.hpp"
+#include "learner/rank_workers.hpp"
 #include "learner/trainer.hpp"
 
 #include <CLI/CLI.hpp>
@@ -20,14 +21,11 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
-#include <spawn.h>
 #include <string>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -56,37 +54,19 @@ struct bench_args {
 };
 
 // Ranks 1..world_size-1 of a data-parallel update: leap-learner-rank from this binary's folder,
-// on `device` (cuda: rank r on cuda:r). Returns their pids.
-std::vector<pid_t> spawn_ranks(const bench_args& a, const std::string& self) {
+// on `device` (cuda: rank r on cuda:r).
+leap::result<leap::learner::rank_workers> spawn_ranks(const bench_args& a,
+                                                      const std::string& self) {
   const auto slash = self.rfind('/');
-  const std::string exe = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
-                          "/leap-learner-rank";
-  std::vector<pid_t> pids;
-  for (int r = 1; r < a.world_size; ++r) {
-    const std::string device = a.device == "cuda" ? "cuda:" + std::to_string(r) : a.device;
-    std::vector<std::string> args = {exe,
-                                     "--master",
-                                     a.master,
-                                     "--rank",
-                                     std::to_string(r),
-                                     "--world-size",
-                                     std::to_string(a.world_size),
-                                     "--device",
-                                     device};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& x : args) {
-      argv.push_back(x.data());
-    }
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0) {
-      pids.push_back(pid);
-    } else {
-      std::cerr << "bench_learner: error: cannot run " << exe << "\n";
-    }
+  leap::learner::rank_workers_options o;
+  o.executable = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+                 "/leap-learner-rank";
+  o.master = a.master;
+  o.world_size = a.world_size;
+  for (int r = 0; r < a.world_size; ++r) {
+    o.devices.push_back(a.device == "cuda" ? "cuda:" + std::to_string(r) : a.device);
   }
-  return pids;
+  return leap::learner::rank_workers::spawn(o);
 }
 
 double max_rss_gib(const rusage& u) { return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0); }
@@ -241,9 +221,13 @@ int run(int argc, char** argv) {
     leap::learner::trainer_options topts;
     topts.optimizer.lr = 1e-6;
     topts.batching.micro_batch_tokens = a.micro_batch_tokens;
-    std::vector<pid_t> ranks;
+    std::optional<leap::learner::rank_workers> ranks;
     if (a.world_size > 1) {
-      ranks = spawn_ranks(a, argv[0]);
+      auto spawned = spawn_ranks(a, argv[0]);
+      if (!spawned) {
+        return fail("spawning the data-parallel ranks", spawned.err());
+      }
+      ranks = std::move(*spawned);
       topts.distributed.world_size = a.world_size;
       topts.distributed.master = a.master;
     }
@@ -337,12 +321,14 @@ int run(int argc, char** argv) {
       std::printf("data parallel: %d ranks, %.1f tokens/s in all; max RSS rank 0 %.2f GiB",
                   a.world_size, tps, max_rss_gib(self));
       std::string rss = "[" + std::to_string(max_rss_gib(self));
-      for (std::size_t r = 0; r < ranks.size(); ++r) {
-        int status = 0;
-        rusage child{};
-        ::wait4(ranks[r], &status, 0, &child);
-        std::printf(", rank %zu %.2f GiB", r + 1, max_rss_gib(child));
-        rss += "," + std::to_string(max_rss_gib(child));
+      const auto ended = ranks->wait();
+      for (int r = 1; r < a.world_size; ++r) {
+        const double gib = static_cast<double>(ranks->max_rss_kib(r)) / (1024.0 * 1024.0);
+        std::printf(", rank %d %.2f GiB", r, gib);
+        rss += "," + std::to_string(gib);
+      }
+      if (!ended) {
+        std::fprintf(stderr, "\nbench_learner: %s\n", ended.err().message.c_str());
       }
       std::printf(
           "\njson: {\"bench\":\"update_dp\",\"world_size\":%d,\"tokens_per_second\":%.3f,"

@@ -11,6 +11,7 @@
 #include "actors/torch_weight_transfer.hpp"
 #include "actors/verifier.hpp"
 #include "common/log.hpp"
+#include "learner/rank_workers.hpp"
 #include "policy/client.hpp"
 #include "policy/dialect.hpp"
 #include "policy/scripted_backend.hpp"
@@ -158,6 +159,13 @@ std::optional<status> first_sync(policy::policy_client& client,
   return await(answer, interrupted);
 }
 
+// leap-learner-rank (learner.world_size > 1) is installed beside the leap binary.
+std::string rank_worker_executable() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ((ec ? fs::path(".") : self.parent_path()) / "leap-learner-rank").string();
+}
+
 std::vector<actors::group_task> group_tasks(
     const std::vector<std::shared_ptr<const sandbox::task>>& tasks) {
   std::vector<actors::group_task> out;
@@ -185,6 +193,9 @@ struct run::impl {
   std::shared_ptr<trajectory_store> store;
   run_record record;
   actors::resume_plan plan;
+  // learner.world_size > 1: ranks 1.. of the trainer. Before torch_learner, so that they go after
+  // it: the trainer's end lets them exit, then whatever still runs is killed and reaped.
+  std::optional<learner::rank_workers> rank_workers;
   std::shared_ptr<actors::torch_learner> torch_learner;
   std::unique_ptr<policy::policy_server> server;
   std::vector<std::string> endpoints;
@@ -295,6 +306,28 @@ status run::impl::make_learner() {
                                                        : c.learner.checkpoint_dir;
   lo.weights_dir = (run_dir / "weights").string();
   lo.trainer = actors::trainer_options_of(c.learner);
+  if (c.learner.world_size > 1) {
+    auto master = learner::free_loopback_master();
+    if (!master) {
+      return master.err().wrap("learner.world_size");
+    }
+    learner::rank_workers_options ro;
+    ro.executable = rank_worker_executable();
+    ro.master = *master;
+    ro.world_size = c.learner.world_size;
+    ro.devices = c.learner.devices.empty()
+                     ? std::vector<std::string>(static_cast<std::size_t>(c.learner.world_size),
+                                                c.learner.device)
+                     : c.learner.devices;
+    ro.timeout_seconds = lo.trainer.distributed.timeout_seconds;
+    auto spawned = learner::rank_workers::spawn(ro);
+    if (!spawned) {
+      return spawned.err().wrap("learner.world_size");
+    }
+    rank_workers = std::move(*spawned);
+    lo.trainer.distributed.world_size = c.learner.world_size;
+    lo.trainer.distributed.master = *master;
+  }
   lo.checkpoint_every = c.learner.checkpoint_every;
   lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
   lo.initial_version = plan.weight_version;
