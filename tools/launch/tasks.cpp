@@ -99,12 +99,6 @@ result<std::vector<policy::scripted_task>> load_scripted_suite(const std::string
     if (t.prompt.empty()) {
       return error{t.origin + ": 'prompt' is required and must be a non-empty string"};
     }
-    // The clamp in scripted_task_of is for KernelBench's level 4; in a suite's own task.json a
-    // difficulty outside the pass-rate table is a mistake, not a level.
-    if (t.difficulty < 1 || t.difficulty > 3) {
-      return error{t.origin + ": 'difficulty' must be 1, 2 or 3 (got " +
-                   std::to_string(t.difficulty) + ")"};
-    }
     if (t.solution.empty()) {
       const auto dir = std::filesystem::path(t.origin).parent_path().string();
       return error{dir + ": no solution" + std::string(sandbox::traits_of(t.kind).extension)};

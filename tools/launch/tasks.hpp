@@ -37,9 +37,8 @@ struct run_tasks {
 // A suite folder (<kind>/<name>/task.json) as `leap serve-policy --suite` serves it, in id order,
 // every kind included. Read with the sandbox's suite reader (the one reader of the format),
 // checking task.json's own fields only: serving answers needs no reference or tests. Each task
-// needs a prompt, a difficulty of 1, 2 or 3, and a solution. Errors: "<root>: not a directory", no
-// task.json, the reader's (naming the task.json and key), "<task.json>: 'prompt' is required ...",
-// "<task.json>: 'difficulty' must be 1, 2 or 3 ...", "<dir>: no solution.cu".
+// needs a prompt and a solution. Errors: "<root>: not a directory", no task.json, the reader's
+// (naming the task.json and key), "<task.json>: 'prompt' is required ...", "<dir>: no solution.cu".
 // Reads files only; thread-safe.
 [[nodiscard]] result<std::vector<policy::scripted_task>> load_scripted_suite(
     const std::string& root);
