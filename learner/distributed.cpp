@@ -18,6 +18,10 @@
 #ifdef LEAP_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2 && (defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL))
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -25,6 +29,17 @@
 #include <stdexcept>
 
 namespace leap::learner {
+namespace {
+#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+// The common base of ProcessGroupGloo and ProcessGroupNCCL: ProcessGroup up to LibTorch 1.x
+// (Debian's 1.13), c10d::Backend from 2.0 on (pip's), with the same collective calls.
+#if TORCH_VERSION_MAJOR >= 2
+using c10d_backend = c10d::Backend;
+#else
+using c10d_backend = c10d::ProcessGroup;
+#endif
+#endif
+}  // namespace
 
 status validate(const distributed_options& options) {
   if (options.world_size < 1) {
@@ -66,7 +81,7 @@ struct dp_group::impl {
   std::string failure;
 #if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d_backend> group;
 #endif
   bool nccl = false;
 
