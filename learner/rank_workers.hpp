@@ -32,9 +32,9 @@ struct rank_workers_options {
 class rank_workers {
  public:
   // Spawns ranks 1..world_size-1. Each rank is SIGKILLed when the calling thread dies
-  // (leap-learner-rank sets PR_SET_PDEATHSIG): call it from a thread that outlives the ranks. Errors: invalid options (world_size < 1, devices not world_size
-  // long), the executable missing or not executable (naming its path), a spawn failing (the ranks
-  // already spawned are killed).
+  // (leap-learner-rank sets PR_SET_PDEATHSIG): call it from a thread that outlives the ranks.
+  // Errors: invalid options (world_size < 1, devices not world_size long), the executable missing
+  // or not executable (naming its path), a spawn failing (the ranks already spawned are killed).
   [[nodiscard]] static result<rank_workers> spawn(const rank_workers_options& options);
 
   rank_workers(rank_workers&& other) noexcept;
