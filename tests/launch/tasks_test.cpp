@@ -41,7 +41,9 @@ TEST(LoadRunTasksTest, FiltersKindsAndHoldsOutASeededSplit) {
   tasks = load_run_tasks(data, 1);
   ASSERT_TRUE(tasks.ok()) << tasks.err().message;
   ASSERT_EQ(tasks->train.size(), 2u);
-  for (const auto& t : tasks->train) EXPECT_EQ(t->kind, task_kind::python);
+  for (const auto& t : tasks->train) {
+    EXPECT_EQ(t->kind, task_kind::python);
+  }
   EXPECT_TRUE(tasks->validation.empty());
 
   copy_tasks(dir.path() / "held_out", {"python/flatten"});
