@@ -76,7 +76,7 @@ TEST(Safetensors, FileLayoutFollowsTheFormat) {
 // Writes a file with a hand-made header and `data_bytes` zero bytes of data.
 std::string raw_file(const scratch_dir& dir, const std::string& header, std::size_t data_bytes,
                      std::uint64_t claimed_length = 0) {
-  const auto path = dir.sub("raw.safetensors");
+  auto path = dir.sub("raw.safetensors");
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   const std::uint64_t n = claimed_length != 0 ? claimed_length : header.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
