@@ -4,10 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,8 +18,10 @@
 namespace leap::learner::detail {
 
 struct mapped_checkpoint::mapping {
+  std::string path;
   const std::uint8_t* bytes = nullptr;
   std::size_t size = 0;
+  int fd = -1;  // kept open for copy()
 
   mapping() = default;
   mapping(const mapping&) = delete;
@@ -25,6 +29,9 @@ struct mapped_checkpoint::mapping {
   ~mapping() {
     if (bytes != nullptr) {
       ::munmap(const_cast<std::uint8_t*>(bytes), size);  // NOLINT: the mapping was never written
+    }
+    if (fd >= 0) {
+      ::close(fd);
     }
   }
 };
@@ -36,39 +43,68 @@ using json = nlohmann::json;
 // A header larger than this is corrupt rather than big: the reference implementation's limit.
 constexpr std::uint64_t max_header_bytes = 100'000'000;
 
-std::int64_t product(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
+// The bytes a tensor of `shape` and `type` holds, or nothing when that overflows 64 bits: a shape
+// whose product wraps around would otherwise match a small byte range.
+std::optional<std::uint64_t> byte_size(const std::vector<std::int64_t>& shape, dtype type) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    return 0;
+  }
+  std::uint64_t n = dtype_size(type);
   for (auto s : shape) {
-    n *= s;
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(s), &n)) {
+      return std::nullopt;
+    }
   }
   return n;
 }
 
 result<std::shared_ptr<const mapped_checkpoint::mapping>> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  auto m = std::make_shared<mapped_checkpoint::mapping>();
+  m->path = path;
+  m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m->fd < 0) {
     return error{"cannot open safetensors file '" + path + "'"};
   }
   struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return error{"cannot stat '" + path + "': " + why};
+  if (::fstat(m->fd, &info) != 0) {
+    return error{"cannot stat '" + path + "': " + std::strerror(errno)};
   }
-  auto m = std::make_shared<mapped_checkpoint::mapping>();
   m->size = static_cast<std::size_t>(info.st_size);
   if (m->size > 0) {
     // Populated up front: the whole file is about to be read in order.
-    void* p = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* p = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, m->fd, 0);
     if (p == MAP_FAILED) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return error{"cannot map '" + path + "': " + why};
+      return error{"cannot map '" + path + "': " + std::strerror(errno)};
     }
     m->bytes = static_cast<const std::uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file
   return std::shared_ptr<const mapped_checkpoint::mapping>(std::move(m));
+}
+
+// Reads `bytes` bytes at `offset` of the file into `out`; a short read is the file having shrunk.
+status read_at(const mapped_checkpoint::mapping& file, const std::string& name,
+               std::uint64_t offset, std::uint8_t* out, std::size_t bytes) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const auto n = ::pread(file.fd, out + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return error{"'" + file.path + "': reading tensor '" + name +
+                   "' failed: " + std::strerror(errno)};
+    }
+    if (n == 0) {
+      struct stat info {};
+      const auto now = ::fstat(file.fd, &info) == 0 ? std::to_string(info.st_size) : "unknown";
+      return error{"'" + file.path + "': tensor '" + name + "' needs bytes [" +
+                   std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                   ") of the file, which was " + std::to_string(file.size) +
+                   " bytes when opened and is now " + now + " bytes (truncated while being read?)"};
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return ok_status();
 }
 
 // The views of one mapped file, every header entry checked against the file.
@@ -140,7 +176,11 @@ result<view_map> parse(const std::string& path, const mapped_checkpoint::mapping
         return error{where + ": negative dimension in shape"};
       }
     }
-    const auto expected = static_cast<std::uint64_t>(product(t.shape)) * dtype_size(t.type);
+    const auto bytes = byte_size(t.shape, t.type);
+    if (!bytes) {
+      return error{where + ": shape holds more than 2^64 bytes"};
+    }
+    const auto expected = *bytes;
     if (end < begin || end - begin != expected) {
       return error{where + ": byte range [" + std::to_string(begin) + ", " + std::to_string(end) +
                    ") does not match shape and dtype (" + std::to_string(expected) + " bytes)"};
@@ -178,6 +218,9 @@ result<mapped_checkpoint> mapped_checkpoint::open_file(
     return views.err();
   }
   mapped_checkpoint out;
+  for (const auto& [name, view] : *views) {
+    out.file_of_.emplace(name, file->get());
+  }
   out.files_.push_back(std::move(*file));
   out.views_ = std::move(*views);
   return out;
@@ -224,6 +267,7 @@ result<mapped_checkpoint> mapped_checkpoint::open_dir(const std::string& dir,
         return error{"'" + index + "': tensor '" + name + "' is listed in shard '" + file +
                      "' but absent from it"};
       }
+      out.file_of_.emplace(name, shard->file_of_.at(name));
       out.views_.insert(shard->views_.extract(it));
     }
     out.files_.push_back(std::move(shard->files_.front()));
@@ -231,13 +275,19 @@ result<mapped_checkpoint> mapped_checkpoint::open_dir(const std::string& dir,
   return out;
 }
 
-tensor_map mapped_checkpoint::copy() const {
+result<tensor_map> mapped_checkpoint::copy() const {
   tensor_map out;
   for (const auto& [name, v] : views_) {
     host_tensor t;
     t.type = v.type;
     t.shape = v.shape;
-    t.data.assign(v.data, v.data + v.bytes);
+    t.data.resize(v.bytes);
+    const auto& file = *file_of_.at(name);
+    if (auto s = read_at(file, name, static_cast<std::uint64_t>(v.data - file.bytes), t.data.data(),
+                         v.bytes);
+        !s) {
+      return s.err();
+    }
     out.emplace(name, std::move(t));
   }
   return out;

@@ -63,7 +63,9 @@ result<const cuda_driver*> load_cuda_driver() {
   static std::once_flag once;
   static result<cuda_driver> loaded = error{"not loaded"};
   std::call_once(once, [] { loaded = open_driver(); });
-  if (!loaded) return loaded.err();
+  if (!loaded) {
+    return loaded.err();
+  }
   return &*loaded;
 }
 
@@ -87,8 +89,12 @@ cuda_context_scope::cuda_context_scope(const cuda_driver& driver, int ordinal) :
 
 cuda_context_scope::~cuda_context_scope() {
   cu_context popped = nullptr;
-  if (pushed_) (void)driver_.ctx_pop(&popped);
-  if (retained_) (void)driver_.primary_ctx_release(device_);
+  if (pushed_) {
+    (void)driver_.ctx_pop(&popped);
+  }
+  if (retained_) {
+    (void)driver_.primary_ctx_release(device_);
+  }
 }
 
 }  // namespace leap::learner::detail

@@ -26,8 +26,12 @@ const char* const what = "ipc weight transfer";
 constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 std::uint64_t element_bytes(const std::string& dtype) {
-  if (dtype == "float64") return 8;
-  if (dtype == "float32") return 4;
+  if (dtype == "float64") {
+    return 8;
+  }
+  if (dtype == "float32") {
+    return 4;
+  }
   return 2;  // bfloat16, float16 (parse_torch_dtype refused the rest)
 }
 
@@ -37,7 +41,9 @@ std::uint64_t align_up(std::uint64_t n) {
 
 // A non-negative integer of a JSON value, or nothing.
 std::optional<std::uint64_t> unsigned_of(const json& v) {
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_unsigned()) {
+    return v.get<std::uint64_t>();
+  }
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
     return static_cast<std::uint64_t>(v.get<std::int64_t>());
   }
@@ -57,7 +63,11 @@ int device_index_of(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t
 at::Tensor device_view(std::uint64_t address, const std::vector<std::int64_t>& shape,
                        at::ScalarType type, int ordinal) {
   const at::Device device(at::kCUDA, static_cast<at::DeviceIndex>(ordinal));
-  return at::for_blob(reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)), shape)
+  // The driver API hands device addresses out as integers (CUdeviceptr) and LibTorch takes them as
+  // pointers: no pointer exists that the cast could come from instead.
+  // NOLINTNEXTLINE(performance-no-int-to-ptr)
+  void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+  return at::for_blob(data, shape)
       .options(at::TensorOptions().dtype(type).device(device))
       .target_device(device)
       .make_tensor();
@@ -104,8 +114,12 @@ result<std::vector<unsigned char>> base64_decode(const std::string& text) {
       n = (n << 6) | v;
     }
     out.push_back(static_cast<unsigned char>(n >> 16));
-    if (pad < 2) out.push_back(static_cast<unsigned char>((n >> 8) & 0xff));
-    if (pad < 1) out.push_back(static_cast<unsigned char>(n & 0xff));
+    if (pad < 2) {
+      out.push_back(static_cast<unsigned char>((n >> 8) & 0xff));
+    }
+    if (pad < 1) {
+      out.push_back(static_cast<unsigned char>(n & 0xff));
+    }
   }
   return out;
 }
@@ -131,7 +145,9 @@ json render_ipc_update_info(const ipc_update_info& info) {
 
 result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
   auto fail = [](const std::string& m) { return error{"ipc update_info: " + m}; };
-  if (!update_info.is_object()) return fail("must be a JSON object");
+  if (!update_info.is_object()) {
+    return fail("must be a JSON object");
+  }
   const json* names = array_of(update_info, "names");
   const json* dtypes = array_of(update_info, "dtype_names");
   const json* shapes = array_of(update_info, "shapes");
@@ -148,7 +164,9 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
   ipc_update_info info;
   const auto bytes = update_info.contains("buffer_bytes") ? unsigned_of(update_info["buffer_bytes"])
                                                           : std::nullopt;
-  if (!bytes || *bytes == 0) return fail("'buffer_bytes' must be a positive integer");
+  if (!bytes || *bytes == 0) {
+    return fail("'buffer_bytes' must be a positive integer");
+  }
   info.buffer_bytes = *bytes;
   const auto pid = update_info.contains("pid") ? unsigned_of(update_info["pid"]) : std::nullopt;
   if (!pid || *pid == 0 ||
@@ -159,14 +177,18 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
   const auto device = update_info.contains("device_index")
                           ? unsigned_of(update_info["device_index"])
                           : std::nullopt;
-  if (!device || *device > 1024) return fail("'device_index' must be a device ordinal");
+  if (!device || *device > 1024) {
+    return fail("'device_index' must be a device ordinal");
+  }
   info.device_index = static_cast<int>(*device);
   const auto handle = update_info.find("ipc_handle");
   if (handle == update_info.end() || !handle->is_string()) {
     return fail("'ipc_handle' must be a string (base64 of the 64-byte CUipcMemHandle)");
   }
   auto decoded = base64_decode(handle->get<std::string>());
-  if (!decoded) return decoded.err().wrap("ipc update_info: 'ipc_handle'");
+  if (!decoded) {
+    return decoded.err().wrap("ipc update_info: 'ipc_handle'");
+  }
   if (decoded->size() != ipc_handle_bytes) {
     return fail("'ipc_handle' holds " + std::to_string(decoded->size()) +
                 " bytes, a CUipcMemHandle " + std::to_string(ipc_handle_bytes));
@@ -190,7 +212,9 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
     std::uint64_t elements = 1;
     for (const auto& d : (*shapes)[i]) {
       const auto n = unsigned_of(d);
-      if (!n) return fail("the shape of '" + t.name + "' must hold non-negative integers");
+      if (!n) {
+        return fail("the shape of '" + t.name + "' must hold non-negative integers");
+      }
       t.shape.push_back(static_cast<std::int64_t>(*n));
       if (*n != 0 && elements > info.buffer_bytes / *n) {
         return fail("tensor '" + t.name + "' does not fit in buffer_bytes " +
@@ -199,7 +223,9 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
       elements *= *n;
     }
     const auto offset = unsigned_of((*offsets)[i]);
-    if (!offset) return fail("the offset of '" + t.name + "' must be a non-negative integer");
+    if (!offset) {
+      return fail("the offset of '" + t.name + "' must be a non-negative integer");
+    }
     t.offset = *offset;
     if (t.offset % ipc_alignment != 0) {
       return fail("the offset " + std::to_string(t.offset) + " of '" + t.name +
@@ -212,7 +238,9 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
                   std::to_string(t.offset) + ") is out of the buffer's " +
                   std::to_string(info.buffer_bytes) + " bytes");
     }
-    if (size > 0) spans.push_back({t.offset, {t.offset + size, i}});
+    if (size > 0) {
+      spans.push_back({t.offset, {t.offset + size, i}});
+    }
     info.tensors.push_back(std::move(t));
   }
   std::sort(spans.begin(), spans.end());
@@ -228,9 +256,13 @@ result<ipc_update_info> parse_ipc_update_info(const json& update_info) {
 status check_ipc_update(const ipc_update_info& info, const policy& target) {
   std::vector<detail::announced_tensor> announced;
   announced.reserve(info.tensors.size());
-  for (const auto& t : info.tensors) announced.push_back({t.name, t.dtype, t.shape});
+  for (const auto& t : info.tensors) {
+    announced.push_back({t.name, t.dtype, t.shape});
+  }
   auto checked = detail::check_announced(announced, target, what);
-  if (!checked) return checked.err();
+  if (!checked) {
+    return checked.err();
+  }
   if (info.pid == static_cast<std::int64_t>(::getpid())) {
     return error{std::string(what) + ": the buffer was exported by this process (pid " +
                  std::to_string(info.pid) +
@@ -242,7 +274,9 @@ status check_ipc_update(const ipc_update_info& info, const policy& target) {
 
 status cuda_ipc_available() {
   auto driver = detail::load_cuda_driver();
-  if (!driver) return driver.err();
+  if (!driver) {
+    return driver.err();
+  }
   return ok_status();
 }
 
@@ -258,9 +292,13 @@ struct ipc_exporter::state {
 ipc_exporter::ipc_exporter(std::unique_ptr<state> s) : state_(std::move(s)) {}
 
 ipc_exporter::~ipc_exporter() {
-  if (!state_ || state_->base == 0) return;
+  if (!state_ || state_->base == 0) {
+    return;
+  }
   detail::cuda_context_scope scope(*state_->driver, state_->ordinal);
-  if (scope.ok()) (void)state_->driver->mem_free(state_->base);
+  if (scope.ok()) {
+    (void)state_->driver->mem_free(state_->base);
+  }
 }
 
 result<std::unique_ptr<ipc_exporter>> ipc_exporter::create(const policy& p) {
@@ -269,7 +307,9 @@ result<std::unique_ptr<ipc_exporter>> ipc_exporter::create(const policy& p) {
       [&]() -> result<std::unique_ptr<ipc_exporter>> {
         auto s = std::make_unique<state>();
         const auto params = detail::transfer_parameters(p);
-        if (params.empty()) return error{"the model has no parameters"};
+        if (params.empty()) {
+          return error{"the model has no parameters"};
+        }
         const at::Device device = params.front().tensor->device();
         if (!device.is_cuda()) {
           return error{"the learner's model is on " + detail::device_name(device) +
@@ -291,10 +331,14 @@ result<std::unique_ptr<ipc_exporter>> ipc_exporter::create(const policy& p) {
         s->info.pid = static_cast<std::int64_t>(::getpid());
         s->info.device_index = s->ordinal;
         auto driver = detail::load_cuda_driver();
-        if (!driver) return driver.err();
+        if (!driver) {
+          return driver.err();
+        }
         s->driver = *driver;
         detail::cuda_context_scope scope(*s->driver, s->ordinal);
-        if (!scope.ok()) return scope.ok().err();
+        if (!scope.ok()) {
+          return scope.ok().err();
+        }
         if (auto rc = s->driver->mem_alloc(&s->base, s->info.buffer_bytes); rc != 0) {
           s->base = 0;
           return s->driver->fail("cuMemAlloc of " + std::to_string(s->info.buffer_bytes) + " bytes",
@@ -338,7 +382,9 @@ status ipc_exporter::snapshot(const policy& p) {
         // The copies run on LibTorch's stream in the device's primary context: wait for all of
         // them, so the buffer is whole before the server is told to read it.
         detail::cuda_context_scope scope(*state_->driver, state_->ordinal);
-        if (!scope.ok()) return scope.ok().err();
+        if (!scope.ok()) {
+          return scope.ok().err();
+        }
         if (auto rc = state_->driver->ctx_synchronize(); rc != 0) {
           return state_->driver->fail("cuCtxSynchronize", rc);
         }
@@ -365,7 +411,9 @@ struct opened_buffer {
   const detail::cuda_driver& driver;
   detail::cu_deviceptr base = 0;
   ~opened_buffer() {
-    if (base == 0) return;
+    if (base == 0) {
+      return;
+    }
     (void)driver.ctx_synchronize();
     (void)driver.ipc_close_mem_handle(base);
   }
@@ -375,13 +423,21 @@ struct opened_buffer {
 
 status ipc_receiver::receive(const ipc_update_info& info, const policy& target) {
   auto received = [&]() -> status {
-    if (auto checked = check_ipc_update(info, target); !checked) return checked;
+    if (auto checked = check_ipc_update(info, target); !checked) {
+      return checked;
+    }
     auto driver = detail::load_cuda_driver();
-    if (!driver) return driver.err();
+    if (!driver) {
+      return driver.err();
+    }
     return detail::guarded(std::string(what) + ": receiving", [&]() -> status {
       std::map<std::string, const at::Tensor*> served;
-      for (const auto& [name, tensor] : detail::transfer_parameters(target)) served[name] = tensor;
-      if (served.empty()) return error{"the served model has no parameters"};
+      for (const auto& [name, tensor] : detail::transfer_parameters(target)) {
+        served[name] = tensor;
+      }
+      if (served.empty()) {
+        return error{"the served model has no parameters"};
+      }
       const at::Device device = served.begin()->second->device();
       if (!device.is_cuda()) {
         return error{"the served model is on " + detail::device_name(device) +
@@ -389,7 +445,9 @@ status ipc_receiver::receive(const ipc_update_info& info, const policy& target) 
       }
       const int ordinal = device_index_of(*served.begin()->second);
       detail::cuda_context_scope scope(**driver, ordinal);
-      if (!scope.ok()) return scope.ok().err();
+      if (!scope.ok()) {
+        return scope.ok().err();
+      }
       detail::cu_ipc_mem_handle handle{};
       std::copy(info.handle.begin(), info.handle.end(), handle.reserved.begin());
       opened_buffer buffer{**driver};
@@ -408,7 +466,9 @@ status ipc_receiver::receive(const ipc_update_info& info, const policy& target) 
       for (const auto& t : info.tensors) {
         const at::Tensor& into = *served.at(t.name);
         auto type = parse_torch_dtype(t.dtype);
-        if (!type) return type.err();
+        if (!type) {
+          return type.err();
+        }
         at::Tensor view =
             device_view(buffer.base + t.offset, t.shape, detail::scalar_type(*type), ordinal);
         state_->staging.staged[t.name] =
@@ -417,7 +477,9 @@ status ipc_receiver::receive(const ipc_update_info& info, const policy& target) 
       return ok_status();  // `buffer` synchronizes and unmaps on the way out
     });
   }();
-  if (!received) discard();
+  if (!received) {
+    discard();
+  }
   return received;
 }
 

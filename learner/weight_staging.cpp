@@ -12,7 +12,9 @@ std::vector<named_tensor> transfer_parameters(const policy& p) {
 result<std::vector<at::ScalarType>> check_announced(const std::vector<announced_tensor>& tensors,
                                                     const policy& target, const std::string& what) {
   std::map<std::string, const at::Tensor*> served;
-  for (const auto& [name, tensor] : transfer_parameters(target)) served[name] = tensor;
+  for (const auto& [name, tensor] : transfer_parameters(target)) {
+    served[name] = tensor;
+  }
   std::vector<at::ScalarType> types;
   types.reserve(tensors.size());
   for (const auto& t : tensors) {
@@ -24,7 +26,9 @@ result<std::vector<at::ScalarType>> check_announced(const std::vector<announced_
       return error{what + ": parameter '" + t.name + "' has another shape here"};
     }
     auto type = parse_torch_dtype(t.dtype);
-    if (!type) return type.err().wrap(what + ": parameter '" + t.name + "'");
+    if (!type) {
+      return type.err().wrap(what + ": parameter '" + t.name + "'");
+    }
     types.push_back(scalar_type(*type));
   }
   return types;
@@ -33,7 +37,9 @@ result<std::vector<at::ScalarType>> check_announced(const std::vector<announced_
 status weight_staging::commit(policy& target, const std::string& what) {
   return guarded(what + ": committing", [&]() -> status {
     auto to = weight_broadcast_access::of(target).base_parameters();
-    if (staged.empty()) return error{"nothing was received"};
+    if (staged.empty()) {
+      return error{"nothing was received"};
+    }
     for (const auto& [name, tensor] : to) {
       if (staged.count(name) == 0) {
         const auto have = staged.size();
@@ -52,7 +58,9 @@ status weight_staging::commit(policy& target, const std::string& what) {
                           ? s
                           : s.to(tensor->device(), tensor->scalar_type()));
     }
-    for (std::size_t i = 0; i < to.size(); ++i) to[i].tensor->copy_(ready[i]);
+    for (std::size_t i = 0; i < to.size(); ++i) {
+      to[i].tensor->copy_(ready[i]);
+    }
     staged.clear();
     return ok_status();
   });

@@ -41,14 +41,20 @@ class mapped_checkpoint {
   // Valid while this object lives.
   [[nodiscard]] const view_map& tensors() const { return views_; }
 
-  // Copies every tensor into host buffers.
-  [[nodiscard]] tensor_map copy() const;
+  // Copies every tensor into host buffers, read from the files rather than the mappings: a file
+  // that shrank since it was opened (truncated in place by another writer) is then an error naming
+  // the file, the tensor and the sizes, where a read of the mapping past the new end is a SIGBUS.
+  // The views above carry that risk: a file must not shrink while a model loads from them (the
+  // project's writers replace files by renaming, so a mapped file never changes).
+  [[nodiscard]] result<tensor_map> copy() const;
 
   struct mapping;
 
  private:
   std::vector<std::shared_ptr<const mapping>> files_;
   view_map views_;
+  // Each view's file, for copy().
+  std::map<std::string, const mapping*> file_of_;
 };
 
 }  // namespace leap::learner::detail

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,7 @@ void check(bool ok, const std::string& what) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe even if the program dies
   if (argc != 4 && argc != 5) {
     std::fprintf(stderr,
@@ -238,4 +237,19 @@ int main(int argc, char** argv) {
   ll::detail::remove_tree(scratch);
   std::printf("%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+// Whatever escapes (std::bad_alloc, an out-of-range .at()) fails the run with its message rather
+// than aborting it.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "learner_hf_check: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "learner_hf_check: error: an unknown exception\n");
+  }
+  return 1;
 }

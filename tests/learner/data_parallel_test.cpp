@@ -59,31 +59,17 @@ class rank_processes {
   rank_workers workers_;
 };
 
-// Sequences of different lengths (prompt mask 0, completion mask 1), on-policy log-probs,
-// advantages of both signs.
+// Sequences of 8 to 18 tokens (a 3-token prompt), a little off-policy, advantages of both signs.
 update_batch make_batch(const policy& p, std::size_t count, std::uint64_t seed) {
-  update_batch batch;
-  std::vector<std::vector<std::int32_t>> ids;
-  for (std::size_t i = 0; i < count; ++i) {
-    ids.push_back(testing::random_ids(8 + (i * 5) % 11, p.config().vocab_size, seed + i));
-  }
-  auto logp = p.token_logprobs(ids);
-  EXPECT_TRUE(logp.ok());
-  for (std::size_t i = 0; i < count; ++i) {
-    sequence s;
-    s.token_ids = ids[i];
-    const auto n = ids[i].size();
-    s.loss_mask.assign(n, 0);
-    std::fill(s.loss_mask.begin() + 3, s.loss_mask.end(), 1);
-    s.behaviour_logprobs = (*logp)[i];
-    // Off-policy a little, so that the clipped terms and the behaviour KL are not all zero.
-    for (auto& l : s.behaviour_logprobs) {
-      l -= 0.05F;
-    }
-    s.advantages.assign(n, static_cast<float>(i % 3) - 0.8F);
-    batch.sequences.push_back(std::move(s));
-  }
-  return batch;
+  return testing::scored_batch(
+      p, {.count = count,
+          .seed = seed,
+          .prompt = 3,
+          .min_length = 8,
+          .length_step = 5,
+          .length_period = 11,
+          .behaviour_shift = 0.05F,
+          .advantage = [](std::size_t i) { return static_cast<float>(i % 3) - 0.8F; }});
 }
 
 trainer_options base_options(const std::string& dtype) {

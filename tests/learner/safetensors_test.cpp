@@ -1,5 +1,6 @@
 #include "learner/safetensors.hpp"
 
+#include "learner/detail/checkpoint_view.hpp"
 #include "tests/learner/test_support.hpp"
 
 #include <gmock/gmock.h>
@@ -75,7 +76,7 @@ TEST(Safetensors, FileLayoutFollowsTheFormat) {
 // Writes a file with a hand-made header and `data_bytes` zero bytes of data.
 std::string raw_file(const scratch_dir& dir, const std::string& header, std::size_t data_bytes,
                      std::uint64_t claimed_length = 0) {
-  const auto path = dir.sub("raw.safetensors");
+  auto path = dir.sub("raw.safetensors");
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   const std::uint64_t n = claimed_length != 0 ? claimed_length : header.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
@@ -105,6 +106,9 @@ TEST(Safetensors, CorruptFilesGiveErrorsNamingTheProblem) {
        "expected an object with 'dtype', 'shape' and 'data_offsets'"},
       {R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8, 0, "negative dimension"},
       {"{}", 0, 1000, "exceeds the file size"},
+      // 2^62 x 4 floats: 2^66 bytes, 0 once wrapped to 64 bits.
+      {R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0, 0,
+       "shape holds more than 2^64 bytes"},
   };
   for (const auto& c : cases) {
     scratch_dir dir;
@@ -125,6 +129,71 @@ TEST(Safetensors, MissingAndTruncatedFiles) {
   auto truncated = read_safetensors(dir.sub("short.safetensors"));
   ASSERT_FALSE(truncated.ok());
   EXPECT_THAT(truncated.err().message, ::testing::HasSubstr("truncated"));
+}
+
+// A valid file cut short anywhere (inside the length, the header, a tensor, or by its last byte) is
+// an error naming the file, the tensor and the sizes; the reader maps the file, so a byte range it
+// trusted past the end would be a SIGBUS rather than an error.
+TEST(Safetensors, FileCutShortAnywhereIsAnErrorNotACrash) {
+  scratch_dir dir;
+  tensor_map tensors;
+  tensors.emplace("a", bytes_tensor(dtype::f32, {64, 64}, 1));  // 16 KiB: several pages
+  tensors.emplace("b", bytes_tensor(dtype::bf16, {3000}, 2));
+  const auto original = dir.sub("full.safetensors");
+  ASSERT_TRUE(write_safetensors(original, tensors).ok());
+  const auto size = std::filesystem::file_size(original);
+  std::uint64_t header = 0;
+  {
+    std::ifstream in(original, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&header), 8);
+  }
+  const std::uint64_t data_begin = 8 + header;
+  ASSERT_EQ(size, data_begin + 16384 + 6000);
+  struct test_case {
+    std::uint64_t keep;
+    std::vector<std::string> expected;
+  };
+  const std::vector<test_case> cases = {
+      {4, {"truncated file (no 8-byte header length)"}},
+      {8 + header / 2, {"header length " + std::to_string(header), "exceeds the file size"}},
+      {data_begin, {"tensor 'a'", "ends at 16384", "(0 bytes)", "truncated"}},
+      {data_begin + 16384 / 2, {"tensor 'a'", "ends at 16384", "(8192 bytes)"}},
+      {data_begin + 16384 + 100, {"tensor 'b'", "ends at 22384", "(16484 bytes)"}},
+      {size - 1, {"tensor 'b'", "ends at 22384", "(22383 bytes)"}},
+  };
+  for (const auto& c : cases) {
+    const auto path = dir.sub("cut-" + std::to_string(c.keep) + ".safetensors");
+    std::filesystem::copy_file(original, path);
+    std::filesystem::resize_file(path, c.keep);
+    auto r = read_safetensors(path);
+    ASSERT_FALSE(r.ok()) << "cut at " << c.keep;
+    EXPECT_THAT(r.err().message, ::testing::HasSubstr(path)) << "the error names the file";
+    for (const auto& e : c.expected) {
+      EXPECT_THAT(r.err().message, ::testing::HasSubstr(e)) << "cut at " << c.keep;
+    }
+  }
+}
+
+// A file that shrinks after it was opened (a writer truncating it in place: the project's writers
+// rename, others may not) is an error when its tensors are read into host memory, not a SIGBUS from
+// the mapping: read_safetensors() is this open plus this copy.
+TEST(Safetensors, FileShrinkingAfterItWasOpenedIsAnErrorNotACrash) {
+  scratch_dir dir;
+  tensor_map tensors;
+  tensors.emplace("a", bytes_tensor(dtype::f32, {64, 64}, 1));
+  tensors.emplace("b", bytes_tensor(dtype::f32, {4096}, 2));
+  const auto path = dir.sub("shrinks.safetensors");
+  ASSERT_TRUE(write_safetensors(path, tensors).ok());
+  auto mapped = detail::mapped_checkpoint::open_file(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.err().message;
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size - 16384 / 2);  // half of 'b' is gone
+  auto copied = mapped->copy();
+  ASSERT_FALSE(copied.ok());
+  EXPECT_THAT(copied.err().message, ::testing::HasSubstr(path));
+  EXPECT_THAT(copied.err().message, ::testing::HasSubstr("tensor 'b'"));
+  EXPECT_THAT(copied.err().message,
+              ::testing::HasSubstr("now " + std::to_string(size - 8192) + " bytes"));
 }
 
 TEST(Safetensors, WriterRejectsATensorWhoseBytesDisagreeWithItsShape) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include "learner/model_config.hpp"
+#include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
+#include "learner/trainer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -347,6 +350,53 @@ inline std::vector<std::int32_t> random_ids(std::size_t n, std::int64_t vocab, s
     i = d(engine);
   }
   return ids;
+}
+
+// The scored batch that scored_batch() builds from a policy. Sequence i holds
+// `min_length + (i * length_step) % length_period` random ids (seed `seed + i`); its first `prompt`
+// tokens are the prompt (mask 0), the rest the completion (mask 1); its behaviour log-probs are the
+// policy's own minus `behaviour_shift` (off-policy a little when non-zero, so that the clipped
+// terms and the behaviour KL are not all zero); every token's advantage is `advantage(i)`.
+struct batch_spec {
+  std::size_t count = 4;
+  std::uint64_t seed = 1;
+  std::size_t prompt = 4;
+  std::size_t min_length = 12;
+  std::size_t length_step = 1;
+  std::size_t length_period = 3;
+  float behaviour_shift = 0.0F;
+  // Default: +1 and -1 alternating.
+  std::function<float(std::size_t)> advantage = [](std::size_t i) {
+    return i % 2 == 0 ? 1.0F : -1.0F;
+  };
+};
+
+inline update_batch scored_batch(const policy& p, const batch_spec& spec) {
+  std::vector<std::vector<std::int32_t>> ids;
+  for (std::size_t i = 0; i < spec.count; ++i) {
+    const auto n = spec.min_length + (i * spec.length_step) % spec.length_period;
+    ids.push_back(random_ids(n, p.config().vocab_size, spec.seed + i));
+  }
+  auto logp = p.token_logprobs(ids);
+  if (!logp) {
+    ADD_FAILURE() << logp.err().message;
+    return {};
+  }
+  update_batch batch;
+  for (std::size_t i = 0; i < spec.count; ++i) {
+    sequence s;
+    s.token_ids = ids[i];
+    const auto n = ids[i].size();
+    s.loss_mask.assign(n, 0);
+    std::fill(s.loss_mask.begin() + static_cast<std::ptrdiff_t>(spec.prompt), s.loss_mask.end(), 1);
+    s.behaviour_logprobs = (*logp)[i];
+    for (auto& l : s.behaviour_logprobs) {
+      l -= spec.behaviour_shift;
+    }
+    s.advantages.assign(n, spec.advantage(i));
+    batch.sequences.push_back(std::move(s));
+  }
+  return batch;
 }
 
 }  // namespace leap::learner::testing

@@ -16,29 +16,9 @@ namespace {
 using ::testing::HasSubstr;
 using testing::scratch_dir;
 
-// Sequences of a prompt (mask 0) then a completion (mask 1), with on-policy behaviour log-probs and
-// per-sequence advantages alternating in sign.
-update_batch make_batch(const policy& p, std::size_t count, std::uint64_t seed,
-                        std::size_t prompt = 4, std::size_t completion = 8) {
-  update_batch batch;
-  std::vector<std::vector<std::int32_t>> ids;
-  for (std::size_t i = 0; i < count; ++i) {
-    ids.push_back(
-        testing::random_ids(prompt + completion + i % 3, p.config().vocab_size, seed + i));
-  }
-  auto logp = p.token_logprobs(ids);
-  EXPECT_TRUE(logp.ok());
-  for (std::size_t i = 0; i < count; ++i) {
-    sequence s;
-    s.token_ids = ids[i];
-    const auto n = ids[i].size();
-    s.loss_mask.assign(n, 0);
-    std::fill(s.loss_mask.begin() + static_cast<std::ptrdiff_t>(prompt), s.loss_mask.end(), 1);
-    s.behaviour_logprobs = (*logp)[i];
-    s.advantages.assign(n, i % 2 == 0 ? 1.0F : -1.0F);
-    batch.sequences.push_back(std::move(s));
-  }
-  return batch;
+// Sequences of 12 to 14 tokens (a 4-token prompt), on-policy, advantages alternating in sign.
+update_batch make_batch(const policy& p, std::size_t count, std::uint64_t seed) {
+  return testing::scored_batch(p, {.count = count, .seed = seed});
 }
 
 double mean_trained_logprob(const policy& p, const update_batch& batch, float advantage_sign) {
