@@ -569,24 +569,19 @@ TEST(RankWorkers, StopKillsRunningRanksWithoutAnError) {
 // (leap-learner-rank's PR_SET_PDEATHSIG). The owner is this test binary again, running only
 // RankWorkersOwner.SpawnsRanksAndWaits, which writes its ranks' pids to a file.
 constexpr const char* owner_env = "LEAP_TEST_RANK_OWNER_PIDS";
+constexpr const char* owner_master_env = "LEAP_TEST_RANK_OWNER_MASTER";
 
 TEST(RankWorkersOwner, SpawnsRanksAndWaits) {
   const char* out = std::getenv(owner_env);
   if (out == nullptr) {
     GTEST_SKIP() << "only run by RankWorkers.RanksDieWithTheProcessThatSpawnedThem";
   }
-  // A store that listens but never answers: a rank with a socket open has passed its
-  // PR_SET_PDEATHSIG (before that, a parent's death is caught by --parent instead) and then waits.
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
-  ASSERT_EQ(::bind(listener, generic, sizeof addr), 0) << std::strerror(errno);
-  ASSERT_EQ(::getsockname(listener, generic, &len), 0) << std::strerror(errno);
-  ASSERT_EQ(::listen(listener, 8), 0) << std::strerror(errno);
-  const std::string master = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  // The parent's store, which listens but never answers: a rank with a socket open has passed its
+  // PR_SET_PDEATHSIG (before that, a parent's death is caught by --parent instead) and then waits
+  // for an answer, whatever happens to this process.
+  const char* master_env = std::getenv(owner_master_env);
+  ASSERT_NE(master_env, nullptr);
+  const std::string master = master_env;
   auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, master, 3, {}, 300});
   ASSERT_TRUE(workers.ok()) << workers.err().message;
   // Connected (the kernel completes the connection from the backlog, unaccepted).
@@ -611,7 +606,20 @@ TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
   ASSERT_GT(n, 0);
   self.resize(static_cast<std::size_t>(n));
   std::vector<std::string> args = {self, "--gtest_filter=RankWorkersOwner.SpawnsRanksAndWaits"};
-  std::vector<std::string> env = {std::string(owner_env) + "=" + pids_file};
+  // Listening here, not in the owner: the ranks' connections outlive the owner, so only
+  // PR_SET_PDEATHSIG ends them.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
+  ASSERT_EQ(::bind(listener, generic, sizeof addr), 0) << std::strerror(errno);
+  ASSERT_EQ(::getsockname(listener, generic, &len), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(listener, 8), 0) << std::strerror(errno);
+  const std::string master = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::vector<std::string> env = {std::string(owner_env) + "=" + pids_file,
+                                  std::string(owner_master_env) + "=" + master};
   for (char** e = environ; *e != nullptr; ++e) {
     env.emplace_back(*e);
   }
@@ -641,6 +649,10 @@ TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
   EXPECT_TRUE(eventually([&] { return process_gone(rank1) && process_gone(rank2); },
                          std::chrono::seconds(60)))
       << "ranks " << rank1 << " and " << rank2 << " outlived the process that spawned them";
+  for (const pid_t p : {rank1, rank2}) {
+    ::kill(p, SIGKILL);  // left over only when the expectation failed
+  }
+  ::close(listener);
 }
 
 }  // namespace
