@@ -624,11 +624,13 @@ TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
     env.emplace_back(*e);
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) {
     argv.push_back(a.data());
   }
   argv.push_back(nullptr);
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (auto& e : env) {
     envp.push_back(e.data());
   }
