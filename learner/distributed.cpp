@@ -1,27 +1,14 @@
-// The data-parallel trainer's c10d group (detail/distributed.hpp). The backend follows the device:
-// ProcessGroupNCCL for cuda devices (LEAP_C10D_NCCL), ProcessGroupGloo on host memory
-// (LEAP_C10D_GLOO), as learner/weight_broadcast.cpp forms its group.
+// The data-parallel trainer's c10d group (detail/distributed.hpp), formed by detail/c10d_group.hpp
+// as the weight broadcast's is: ProcessGroupNCCL for cuda devices (LEAP_C10D_NCCL),
+// ProcessGroupGloo on host memory (LEAP_C10D_GLOO).
 #include "learner/detail/distributed.hpp"
 
+#include "learner/detail/c10d_group.hpp"
 #include "learner/detail/transformer.hpp"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
-
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#endif
-#ifdef LEAP_C10D_GLOO
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
-#ifdef LEAP_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-#include <torch/version.h>
-#if TORCH_VERSION_MAJOR >= 2 && (defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL))
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#endif
 
 #include <chrono>
 #include <cmath>
@@ -29,17 +16,6 @@
 #include <stdexcept>
 
 namespace leap::learner {
-namespace {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-// The common base of ProcessGroupGloo and ProcessGroupNCCL: ProcessGroup up to LibTorch 1.x
-// (Debian's 1.13), c10d::Backend from 2.0 on (pip's), with the same collective calls.
-#if TORCH_VERSION_MAJOR >= 2
-using c10d_backend = c10d::Backend;
-#else
-using c10d_backend = c10d::ProcessGroup;
-#endif
-#endif
-}  // namespace
 
 status validate(const distributed_options& options) {
   if (options.world_size < 1) {
@@ -62,9 +38,11 @@ status validate(const distributed_options& options) {
         colon == std::string::npos ? std::string() : options.master.substr(colon + 1);
     const bool digits = !port.empty() && port.size() <= 5 &&
                         port.find_first_not_of("0123456789") == std::string::npos;
-    if (colon == 0 || !digits || std::stol(port) < 1 || std::stol(port) > 65535) {
-      return error{"distributed 'master' must be HOST:PORT with a port in [1, 65535] (got '" +
-                   options.master + "')"};
+    // Port 0 (rank 0 only): the kernel picks one when the store binds (on_listening).
+    const long lowest = options.rank == 0 ? 0 : 1;
+    if (colon == 0 || !digits || std::stol(port) < lowest || std::stol(port) > 65535) {
+      return error{"distributed 'master' must be HOST:PORT with a port in [" +
+                   std::to_string(lowest) + ", 65535] (got '" + options.master + "')"};
     }
   }
   return ok_status();
@@ -75,15 +53,9 @@ namespace detail {
 struct dp_group::impl {
   int rank = 0;
   int size = 1;
-  at::Device device{at::kCPU};
-  std::chrono::milliseconds timeout{300'000};
   bool failed = false;
   std::string failure;
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-  c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d_backend> group;
-#endif
-  bool nccl = false;
+  c10d_group group;
 
   [[nodiscard]] std::string name(const std::string& what) const {
     return "data-parallel " + what + " (rank " + std::to_string(rank) + " of " +
@@ -107,15 +79,6 @@ struct dp_group::impl {
     }
     throw std::runtime_error(failure);
   }
-
-  // Gloo copies bytes for broadcasts and gathers, and Debian's refuses bfloat16 ("Invalid scalar
-  // type"): those travel as byte views.
-  [[nodiscard]] at::Tensor bytes_for_gloo(const at::Tensor& t) const {
-    if (!nccl && t.dim() > 0 && t.element_size() > 1) {
-      return t.view(at::kByte);
-    }
-    return t;
-  }
 };
 
 dp_group::dp_group(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
@@ -123,9 +86,7 @@ dp_group::~dp_group() = default;
 
 int dp_group::rank() const { return impl_->rank; }
 int dp_group::size() const { return impl_->size; }
-at::Device dp_group::wire_device() const {
-  return impl_->nccl ? impl_->device : at::Device(at::kCPU);
-}
+at::Device dp_group::wire_device() const { return impl_->group.wire_device(); }
 bool dp_group::failed() const { return impl_->failed; }
 const std::string& dp_group::failure() const { return impl_->failure; }
 
@@ -137,71 +98,65 @@ result<std::unique_ptr<dp_group>> dp_group::connect(const distributed_options& o
   auto i = std::make_unique<impl>();
   i->rank = options.rank;
   i->size = options.world_size;
-  i->device = device;
-  i->timeout = std::chrono::milliseconds(
+  i->group.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(std::ceil(options.timeout_seconds * 1000.0)));
   const auto colon = options.master.rfind(':');
   const auto host = options.master.substr(0, colon);
-  const auto port = static_cast<std::uint16_t>(std::stol(options.master.substr(colon + 1)));
-  const std::string what = "forming the data-parallel group of " +
-                           std::to_string(options.world_size) + " ranks at " + options.master +
-                           " (rank " + std::to_string(options.rank) + ")";
-  return guarded(what, [&]() -> result<std::unique_ptr<dp_group>> {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    c10d::TCPStoreOptions so;
-    so.port = port;
-    so.isServer = options.rank == 0;
-    so.numWorkers = options.world_size;
-    so.waitWorkers = false;  // the process group's rendezvous waits for them
-    so.timeout = i->timeout;
-    i->store = c10::make_intrusive<c10d::TCPStore>(host, so);
-#ifdef LEAP_C10D_NCCL
-    if (device.is_cuda()) {
-      auto po = c10d::ProcessGroupNCCL::Options::create();
-      po->timeout = i->timeout;
-      i->group =
-          c10::make_intrusive<c10d::ProcessGroupNCCL>(i->store, i->rank, i->size, std::move(po));
-      i->nccl = true;
-      return std::unique_ptr<dp_group>(new dp_group(std::move(i)));
-    }
-#endif
-#ifdef LEAP_C10D_GLOO
-    if (device.is_cuda()) {
-      return error{"device " + device_name(device) +
-                   ": this build has no c10d NCCL, and the learner's gloo group works on cpu "
-                   "devices only"};
-    }
-    auto po = c10d::ProcessGroupGloo::Options::create(i->timeout);
-    po->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
-    i->group = c10::make_intrusive<c10d::ProcessGroupGloo>(i->store, i->rank, i->size, po);
-    return std::unique_ptr<dp_group>(new dp_group(std::move(i)));
-#else
-    return error{"device " + device_name(device) + ": this build has c10d's NCCL only, for cuda"};
-#endif
-#else
-    (void)port;
+  const int port = static_cast<int>(std::stol(options.master.substr(colon + 1)));
+  std::string what = "forming the data-parallel group of " + std::to_string(options.world_size) +
+                     " ranks at " + options.master + " (rank " + std::to_string(options.rank) + ")";
+  if (!has_c10d()) {
     return error{
         "this LibTorch build has no c10d backend (gloo's headers, Debian's libgloo-dev, or a "
         "CUDA LibTorch with NCCL): data-parallel training is not available"};
+  }
+#ifndef LEAP_C10D_NCCL
+  if (device.is_cuda()) {
+    return error{"device " + device_name(device) +
+                 ": this build has no c10d NCCL, and the learner's gloo group works on cpu "
+                 "devices only"};
+  }
 #endif
+  auto opened = guarded(what, [&]() -> status {
+    open_c10d_store(i->group, host, port, options.rank == 0, options.world_size);
+    return ok_status();
+  });
+  if (!opened) {
+    return opened.err();
+  }
+  if (options.rank == 0) {
+    // The bound port (the kernel's when `master` asked for 0) is the one the others are given.
+    const std::string bound = host + ":" + std::to_string(i->group.port());
+    what = "forming the data-parallel group of " + std::to_string(options.world_size) +
+           " ranks at " + bound + " (rank 0)";
+    if (options.on_listening) {
+      if (auto s = options.on_listening(bound); !s) {
+        return s.err().wrap(what);
+      }
+    }
+  }
+  return guarded(what, [&]() -> result<std::unique_ptr<dp_group>> {
+    if (options.rank == 0) {
+      if (auto s = await_c10d_joins(i->group, options.world_size, options.check_ranks); !s) {
+        return s.err().wrap(what);
+      }
+    } else {
+      join_c10d_group(i->group);
+    }
+    if (auto s = form_c10d_group(i->group, options.rank, options.world_size, device); !s) {
+      return s.err();
+    }
+    return std::unique_ptr<dp_group>(new dp_group(std::move(i)));
   });
 }
 
 void dp_group::broadcast(at::Tensor& t, const std::string& what, bool wait_forever) {
   impl_->run("broadcast of " + what, [&] {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    std::vector<at::Tensor> tensors{impl_->bytes_for_gloo(t)};
-    c10d::BroadcastOptions o;
-    o.rootRank = 0;
     // A year stands for "no timeout": gloo adds it to the current time.
     const auto timeout = wait_forever
                              ? std::chrono::milliseconds(std::int64_t{365} * 24 * 3600 * 1000)
-                             : impl_->timeout;
-    o.timeout = timeout;
-    impl_->group->broadcast(tensors, o)->wait(timeout);
-#else
-    (void)t;
-#endif
+                             : impl_->group.timeout;
+    c10d_broadcast(impl_->group, t, timeout);
   });
 }
 
@@ -229,9 +184,9 @@ std::function<void()> dp_group::all_reduce_async(at::Tensor t, const std::string
     std::vector<at::Tensor> tensors{std::move(t)};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
-    o.timeout = impl_->timeout;
-    auto work = impl_->group->allreduce(tensors, o);
-    return [this, work, name] { impl_->run(name, [&] { work->wait(impl_->timeout); }); };
+    o.timeout = impl_->group.timeout;
+    auto work = impl_->group.backend->allreduce(tensors, o);
+    return [this, work, name] { impl_->run(name, [&] { work->wait(impl_->group.timeout); }); };
 #else
     (void)t;
     return [] {};
@@ -244,15 +199,15 @@ void dp_group::all_reduce(at::Tensor& t, const std::string& what) { all_reduce_a
 void dp_group::all_gather_pieces(at::Tensor& full, const std::string& what) {
   impl_->run("all-gather of " + what, [&] {
 #if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    auto flat = impl_->bytes_for_gloo(full.view({-1}));
+    auto flat = impl_->group.on_wire(full.view({-1}));
     auto pieces = flat.chunk(impl_->size);
     std::vector<std::vector<at::Tensor>> outputs(1);
     outputs[0].assign(pieces.begin(), pieces.end());
     // The input is a copy: gloo and NCCL both write every output, the own piece included.
     std::vector<at::Tensor> inputs{pieces[static_cast<std::size_t>(impl_->rank)].clone()};
     c10d::AllgatherOptions o;
-    o.timeout = impl_->timeout;
-    impl_->group->allgather(outputs, inputs, o)->wait(impl_->timeout);
+    o.timeout = impl_->group.timeout;
+    impl_->group.backend->allgather(outputs, inputs, o)->wait(impl_->group.timeout);
 #else
     (void)full;
 #endif

@@ -1,13 +1,12 @@
 #include "learner/rank_workers.hpp"
 
-#include <arpa/inet.h>
+#include "learner/trainer.hpp"
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <netinet/in.h>
 #include <spawn.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
@@ -15,27 +14,6 @@
 extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
 
 namespace leap::learner {
-
-result<std::string> free_loopback_master() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return error{std::string("cannot open a socket: ") + std::strerror(errno)};
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  // sockaddr_in is passed as the sockaddr it extends: the socket API's own convention.
-  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast)
-  const bool bound = ::bind(fd, generic, sizeof addr) == 0 && ::getsockname(fd, generic, &len) == 0;
-  const int bind_errno = errno;
-  ::close(fd);
-  if (!bound) {
-    return error{std::string("cannot bind a loopback port: ") + std::strerror(bind_errno)};
-  }
-  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-}
 
 result<rank_workers> rank_workers::spawn(const rank_workers_options& options) {
   if (options.world_size < 1) {
@@ -66,7 +44,9 @@ result<rank_workers> rank_workers::spawn(const rank_workers_options& options) {
                                      "--device",
                                      options.devices.empty() ? "cpu" : options.devices[r],
                                      "--timeout",
-                                     std::to_string(options.timeout_seconds)};
+                                     std::to_string(options.timeout_seconds),
+                                     "--parent",
+                                     std::to_string(::getpid())};
     std::vector<char*> argv;
     argv.reserve(args.size() + 1);
     for (auto& a : args) {
@@ -126,6 +106,19 @@ void rank_workers::kill_all() {
   }
 }
 
+std::string rank_workers::describe(int rank, int wait_status) {
+  std::string what;
+  if (WIFEXITED(wait_status)) {
+    what = "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  } else if (WIFSIGNALED(wait_status)) {
+    what = "was killed by signal " + std::to_string(WTERMSIG(wait_status)) + " (" +
+           strsignal(WTERMSIG(wait_status)) + ")";
+  } else {
+    what = "ended (wait status " + std::to_string(wait_status) + ")";
+  }
+  return "data-parallel rank " + std::to_string(rank) + " (leap-learner-rank) " + what;
+}
+
 status rank_workers::failures() const {
   std::string message;
   for (std::size_t i = 0; i < children_.size(); ++i) {
@@ -133,16 +126,28 @@ status rank_workers::failures() const {
     if (c.pid != 0 || c.killed_here) {
       continue;
     }
-    std::string what;
-    if (WIFEXITED(c.wait_status) && WEXITSTATUS(c.wait_status) != 0) {
-      what = "exited with status " + std::to_string(WEXITSTATUS(c.wait_status));
-    } else if (WIFSIGNALED(c.wait_status)) {
-      what = "was killed by signal " + std::to_string(WTERMSIG(c.wait_status)) + " (" +
-             strsignal(WTERMSIG(c.wait_status)) + ")";
+    const bool failed =
+        (WIFEXITED(c.wait_status) && WEXITSTATUS(c.wait_status) != 0) || WIFSIGNALED(c.wait_status);
+    if (failed) {
+      message += (message.empty() ? "" : "; ") + describe(static_cast<int>(i) + 1, c.wait_status);
     }
-    if (!what.empty()) {
-      message += (message.empty() ? "" : "; ") + std::string("data-parallel rank ") +
-                 std::to_string(i + 1) + " (leap-learner-rank) " + what;
+  }
+  if (!message.empty()) {
+    return error{message};
+  }
+  return ok_status();
+}
+
+status rank_workers::check_running() {
+  std::string message;
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    child& c = children_[i];
+    reap(c, false);
+    if (c.pid == 0) {
+      message += (message.empty() ? "" : "; ") +
+                 (c.killed_here ? "data-parallel rank " + std::to_string(i + 1) +
+                                      " (leap-learner-rank) was killed here"
+                                : describe(static_cast<int>(i) + 1, c.wait_status));
     }
   }
   if (!message.empty()) {
@@ -194,6 +199,22 @@ std::int64_t rank_workers::max_rss_kib(int rank) const {
     return 0;
   }
   return children_[static_cast<std::size_t>(rank - 1)].max_rss_kib;
+}
+
+void start_ranks_when_listening(distributed_options& d, rank_workers_options options,
+                                std::optional<rank_workers>& into) {
+  d.master = "127.0.0.1:0";
+  options.world_size = d.world_size;
+  d.on_listening = [options, &into](const std::string& bound_master) mutable -> status {
+    options.master = bound_master;
+    auto spawned = rank_workers::spawn(options);
+    if (!spawned) {
+      return spawned.err();
+    }
+    into = std::move(*spawned);
+    return ok_status();
+  };
+  d.check_ranks = [&into]() -> status { return into ? into->check_running() : ok_status(); };
 }
 
 }  // namespace leap::learner

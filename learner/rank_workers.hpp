@@ -1,11 +1,13 @@
 // Ranks 1..world_size-1 of a data-parallel learner as leap-learner-rank child processes: the one
 // spawner that `leap run`, the tests and bench_learner share. Rank 0 is the caller's trainer
 // (trainer_options::distributed), which hosts the c10d store at `master`.
+// start_ranks_when_listening spawns them once that store listens, on the port it bound.
 #pragma once
 
 #include "common/result.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -21,10 +23,6 @@ struct rank_workers_options {
   std::vector<std::string> devices;
   double timeout_seconds = 300;  // leap-learner-rank --timeout. Default: 300
 };
-
-// "127.0.0.1:PORT" with a loopback port nobody listens on right now (rank 0's store binds it a
-// moment later). Errors: no socket could be bound.
-[[nodiscard]] result<std::string> free_loopback_master();
 
 // The running ranks. Destroying it (or stop()) kills what is still running and reaps every child,
 // so no rank outlives its owner's scope; a rank that ends on its own (rank 0's trainer destroyed)
@@ -49,6 +47,9 @@ class rank_workers {
   // Reaps the ranks that have exited, kills (SIGKILL) and reaps the others; being killed here is
   // no error. Errors: ranks that had exited non-zero or by a signal before, named as by wait().
   [[nodiscard]] status stop();
+  // Reaps the ranks that have exited, without waiting. Errors: every rank no longer running
+  // (whatever its exit status: while the group forms, none may end), named as by wait().
+  [[nodiscard]] status check_running();
 
   // Sends `sig` to rank `rank` (1..world_size-1) if it still runs (tests: SIGSTOP, SIGKILL).
   void signal(int rank, int sig) const;
@@ -70,8 +71,19 @@ class rank_workers {
   rank_workers() = default;
   void reap(child& c, bool block);
   [[nodiscard]] status failures() const;
+  [[nodiscard]] static std::string describe(int rank, int wait_status);
   void kill_all();
   std::vector<child> children_;
 };
+
+struct distributed_options;
+
+// Makes rank 0's `d` start ranks 1..d.world_size-1 into `into` once its store listens: d.master
+// becomes "127.0.0.1:0" (the kernel picks the port when the store binds; no other process can
+// take it before the ranks are given it), d.on_listening spawns them with `options` (master set to
+// the bound one, world_size to d's), d.check_ranks fails the forming at once when one of them has
+// exited. `into` must outlive trainer::create and is where the ranks are owned afterwards.
+void start_ranks_when_listening(distributed_options& d, rank_workers_options options,
+                                std::optional<rank_workers>& into);
 
 }  // namespace leap::learner

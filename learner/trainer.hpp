@@ -20,6 +20,7 @@
 #include "learner/safetensors.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,7 +70,9 @@ struct distributed_options {
   int rank = 0;        // this process's rank in [0, world_size). Default: 0
   int world_size = 1;  // 1 = one process, no group (the code path of a plain trainer). Default: 1
   // "host:port" of the c10d TCPStore that rank 0 hosts and the others connect to. Required when
-  // world_size > 1. Default: ""
+  // world_size > 1. Rank 0 may give port 0: the kernel picks a free port when the store binds, and
+  // on_listening gets it (start the other ranks there: no other process can take the port between
+  // its choice and its use). Default: ""
   std::string master;
   // Forming the group and every collective fail with an error naming the collective after this
   // long (a rank that died or hangs). Default: 300
@@ -78,6 +81,14 @@ struct distributed_options {
   // launched from the backward pass as soon as all its parameters have their gradient.
   // Default: 25 MiB
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
+  // Rank 0: called once its store listens, with the "host:port" the other ranks connect to (the
+  // bound port). Where ranks 1..world_size-1 are started (rank_workers:
+  // start_ranks_when_listening). Its error ends the forming with that error. Default: unset
+  std::function<status(const std::string& bound_master)> on_listening;
+  // Rank 0: called about every 50 ms while it waits for ranks 1..world_size-1 to reach its store;
+  // an error (a rank that exited) ends the forming at once with it, instead of at the timeout.
+  // Default: unset
+  std::function<status()> check_ranks;
 };
 
 struct trainer_options {

@@ -1,30 +1,14 @@
 #include "learner/weight_broadcast.hpp"
 
+#include "learner/detail/c10d_group.hpp"
 #include "learner/detail/transformer.hpp"
 #include "learner/detail/weight_staging.hpp"
 
 #include <ATen/ATen.h>
 
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#endif
-#ifdef LEAP_C10D_GLOO
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
-#ifdef LEAP_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-
 namespace leap::learner {
 
 namespace {
-
-constexpr bool has_c10d =
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    true;
-#else
-    false;
-#endif
 
 const char* const no_c10d =
     "this LibTorch build has no c10d backend the learner can use (gloo's headers, Debian's "
@@ -34,110 +18,18 @@ std::vector<detail::named_tensor> parameters_of(const policy& p) {
   return detail::transfer_parameters(p);
 }
 
-// One c10d group: gloo or NCCL behind one broadcast call.
-struct group {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-  c10::intrusive_ptr<c10d::TCPStore> store;
-#endif
-#ifdef LEAP_C10D_GLOO
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
-#endif
-#ifdef LEAP_C10D_NCCL
-  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
-#endif
-  at::Device device{at::kCPU};
-  std::chrono::milliseconds timeout{60'000};
-
-  [[nodiscard]] bool connected() const {
-#ifdef LEAP_C10D_NCCL
-    if (nccl) return true;
-#endif
-#ifdef LEAP_C10D_GLOO
-    if (gloo) return true;
-#endif
-    return false;
+// Forms the group over g's store (detail/c10d_group.hpp): NCCL for cuda devices when the build has
+// it, else gloo on host memory (the tensors go through the host).
+status form(detail::c10d_group& g, int rank, int size, const std::string& device_name) {
+  auto parsed = detail::parse_device(device_name);
+  if (!parsed) {
+    return parsed.err();
   }
-
-  // The device tensors travel on: the GPU for NCCL, host memory for gloo.
-  [[nodiscard]] at::Device wire_device() const {
-#ifdef LEAP_C10D_NCCL
-    if (nccl) return device;
-#endif
-    return at::Device(at::kCPU);
-  }
-
-  status form(int rank, int size, const std::string& device_name) {
-    auto parsed = detail::parse_device(device_name);
-    if (!parsed) return parsed.err();
-    device = *parsed;
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-#ifdef LEAP_C10D_NCCL
-    if (device.is_cuda()) {
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout;
-      nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-      return ok_status();
-    }
-#endif
-#ifdef LEAP_C10D_GLOO
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    // Loopback or the store's host: the address the peers reach this rank on.
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(store->getHost()));
-    gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-    return ok_status();
-#else
-    (void)rank;
-    (void)size;
-    return error{"device " + device_name + ": this build has c10d's NCCL only, for cuda devices"};
-#endif
-#else
-    (void)rank;
-    (void)size;
+  if (!detail::has_c10d()) {
     return error{no_c10d};
-#endif
   }
-
-  void broadcast(at::Tensor& t) {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    std::vector<at::Tensor> tensors{t};
-    c10d::BroadcastOptions options;
-    options.rootRank = 0;
-    options.timeout = timeout;
-#ifdef LEAP_C10D_NCCL
-    if (nccl) {
-      nccl->broadcast(tensors, options)->wait(timeout);
-      return;
-    }
-#endif
-#ifdef LEAP_C10D_GLOO
-    if (gloo) {
-      // Gloo's broadcast knows only some dtypes (Debian's refuses bfloat16 with "Invalid scalar
-      // type"); a broadcast copies bytes, so every tensor travels as a byte view of its storage.
-      if (t.dim() > 0 && t.element_size() > 1) {
-        tensors = {t.view(at::kByte)};
-      }
-      gloo->broadcast(tensors, options)->wait(timeout);
-      return;
-    }
-#endif
-#else
-    (void)t;
-#endif
-    throw std::runtime_error("not connected");
-  }
-
-  void close() {
-#ifdef LEAP_C10D_NCCL
-    nccl.reset();
-#endif
-#ifdef LEAP_C10D_GLOO
-    gloo.reset();
-#endif
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-    store.reset();
-#endif
-  }
-};
+  return detail::form_c10d_group(g, rank, size, *parsed);
+}
 
 }  // namespace
 
@@ -167,7 +59,7 @@ std::vector<std::string> broadcast_backends() {
 // ---- sender ----
 
 struct broadcast_sender::state {
-  group g;
+  detail::c10d_group g;
   int world_size = 2;
 };
 
@@ -176,7 +68,9 @@ broadcast_sender::~broadcast_sender() { close(); }
 
 result<std::unique_ptr<broadcast_sender>> broadcast_sender::listen(
     const std::string& host, int port, int world_size, std::chrono::milliseconds timeout) {
-  if (!has_c10d) return error{no_c10d};
+  if (!detail::has_c10d()) {
+    return error{no_c10d};
+  }
   if (world_size < 2) {
     return error{"weight broadcast: world_size must be at least 2 (got " +
                  std::to_string(world_size) + ")"};
@@ -190,46 +84,38 @@ result<std::unique_ptr<broadcast_sender>> broadcast_sender::listen(
         auto s = std::make_unique<state>();
         s->world_size = world_size;
         s->g.timeout = timeout;
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-        c10d::TCPStoreOptions options;
-        options.port = static_cast<std::uint16_t>(port);
-        options.isServer = true;
-        options.numWorkers = world_size;
-        options.waitWorkers = false;  // connect() waits, in the process group's rendezvous
-        options.timeout = timeout;
-        s->g.store = c10::make_intrusive<c10d::TCPStore>(host, options);
-#endif
+        detail::open_c10d_store(s->g, host, port, true, world_size);
         return std::unique_ptr<broadcast_sender>(new broadcast_sender(std::move(s)));
       });
 }
 
-int broadcast_sender::port() const {
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-  return state_->g.store ? state_->g.store->getPort() : 0;
-#else
-  return 0;
-#endif
-}
+int broadcast_sender::port() const { return state_->g.port(); }
 
 status broadcast_sender::connect(const std::string& device) {
   return detail::guarded(
       "weight broadcast: forming the group (rank 0 of " + std::to_string(state_->world_size) + ")",
       [&]() -> status {
-        if (!port()) return error{"the store is closed"};
-        return state_->g.form(0, state_->world_size, device);
+        if (!port()) {
+          return error{"the store is closed"};
+        }
+        return form(state_->g, 0, state_->world_size, device);
       });
 }
 
 status broadcast_sender::send(const policy& p, std::size_t limit) {
   return detail::guarded("weight broadcast: sending", [&]() -> status {
-    if (!state_->g.connected()) return error{"not connected: connect() first"};
+    if (!state_->g.connected()) {
+      return error{"not connected: connect() first"};
+    }
     at::NoGradGuard no_grad;
     const at::Device wire = state_->g.wire_device();
     std::size_t sent = 0;
     for (const auto& [name, tensor] : parameters_of(p)) {
-      if (sent == limit) break;
+      if (sent == limit) {
+        break;
+      }
       at::Tensor t = tensor->detach().to(wire).contiguous();
-      state_->g.broadcast(t);
+      detail::c10d_broadcast(state_->g, t);
       ++sent;
     }
     return ok_status();
@@ -237,24 +123,30 @@ status broadcast_sender::send(const policy& p, std::size_t limit) {
 }
 
 void broadcast_sender::close() {
-  if (state_) state_->g.close();
+  if (state_) {
+    state_->g.close();
+  }
 }
 
 // ---- receiver ----
 
 struct broadcast_receiver::state {
-  group g;
+  detail::c10d_group g;
   detail::weight_staging staging;
 };
 
 broadcast_receiver::broadcast_receiver(std::unique_ptr<state> s) : state_(std::move(s)) {}
 broadcast_receiver::~broadcast_receiver() {
-  if (state_) state_->g.close();
+  if (state_) {
+    state_->g.close();
+  }
 }
 
 result<std::unique_ptr<broadcast_receiver>> broadcast_receiver::join(
     const broadcast_rendezvous& r, const std::string& device, std::chrono::milliseconds timeout) {
-  if (!has_c10d) return error{no_c10d};
+  if (!detail::has_c10d()) {
+    return error{no_c10d};
+  }
   if (r.world_size < 2 || r.rank_offset < 1 || r.rank_offset >= r.world_size) {
     return error{"weight broadcast: rank_offset " + std::to_string(r.rank_offset) +
                  " and world_size " + std::to_string(r.world_size) +
@@ -271,14 +163,8 @@ result<std::unique_ptr<broadcast_receiver>> broadcast_receiver::join(
       [&]() -> result<std::unique_ptr<broadcast_receiver>> {
         auto s = std::make_unique<state>();
         s->g.timeout = timeout;
-#if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
-        c10d::TCPStoreOptions options;
-        options.port = static_cast<std::uint16_t>(r.master_port);
-        options.isServer = false;
-        options.timeout = timeout;
-        s->g.store = c10::make_intrusive<c10d::TCPStore>(r.master_address, options);
-#endif
-        if (auto formed = s->g.form(r.rank_offset, r.world_size, device); !formed) {
+        detail::open_c10d_store(s->g, r.master_address, r.master_port, false, r.world_size);
+        if (auto formed = form(s->g, r.rank_offset, r.world_size, device); !formed) {
           return formed.err();
         }
         return std::unique_ptr<broadcast_receiver>(new broadcast_receiver(std::move(s)));
@@ -290,7 +176,9 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
   // Everything is checked before the first tensor is received: a refused update leaves the
   // sender's broadcasts unanswered, and the sender's own timeout ends them.
   std::vector<detail::announced_tensor> announced;
-  for (const auto& t : layout) announced.push_back({t.name, t.dtype, t.shape});
+  for (const auto& t : layout) {
+    announced.push_back({t.name, t.dtype, t.shape});
+  }
   auto checked = detail::check_announced(announced, target, "weight broadcast");
   if (!checked) {
     discard();
@@ -298,17 +186,21 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
   }
   const std::vector<at::ScalarType>& types = *checked;
   auto received = detail::guarded("weight broadcast: receiving", [&]() -> status {
-    if (!state_->g.connected()) return error{"not connected"};
+    if (!state_->g.connected()) {
+      return error{"not connected"};
+    }
     at::NoGradGuard no_grad;
     const at::Device wire = state_->g.wire_device();
     for (std::size_t i = 0; i < layout.size(); ++i) {
       at::Tensor t = at::empty(layout[i].shape, at::TensorOptions().dtype(types[i]).device(wire));
-      state_->g.broadcast(t);
+      detail::c10d_broadcast(state_->g, t);
       state_->staging.staged[layout[i].name] = std::move(t);
     }
     return ok_status();
   });
-  if (!received) discard();
+  if (!received) {
+    discard();
+  }
   return received;
 }
 

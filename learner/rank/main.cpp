@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <sys/prctl.h>
@@ -16,15 +17,16 @@ namespace {
 
 constexpr const char* usage =
     "usage: leap-learner-rank --master HOST:PORT --rank R --world-size N [--device D] "
-    "[--timeout SECONDS]\n"
+    "[--timeout SECONDS] [--parent PID]\n"
     "  One rank (1..N-1) of a data-parallel learner whose rank 0 is the trainer listening at\n"
     "  HOST:PORT. --device: cpu (default), cuda or cuda:N. --timeout: seconds before a collective\n"
-    "  fails (default 300). Exits when rank 0's trainer goes away.\n";
+    "  fails (default 300). --parent: the spawning process's id; exits at once when that is no\n"
+    "  longer its parent. Exits when rank 0's trainer goes away.\n";
 
 bool parse_int(const std::string& text, int& out) {
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < -1'000'000 || v > 1'000'000) {
+  if (text.empty() || *end != '\0' || v < -1'000'000 || v > std::numeric_limits<int>::max()) {
     return false;
   }
   out = static_cast<int>(v);
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   options.rank = -1;
   options.world_size = 0;
   std::string device = "cpu";
+  int parent = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -56,6 +59,8 @@ int main(int argc, char** argv) {
       ok = parse_int(value, options.rank);
     } else if (arg == "--world-size") {
       ok = parse_int(value, options.world_size);
+    } else if (arg == "--parent") {
+      ok = parse_int(value, parent);
     } else if (arg == "--device") {
       device = value;
     } else if (arg == "--timeout") {
@@ -75,7 +80,9 @@ int main(int argc, char** argv) {
   // SIGKILLed or _Exits (leap's second SIGTERM) and so cannot kill its ranks itself. The signal
   // follows the spawning thread: rank_workers::spawn is called from one that outlives the ranks.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1) {
+  // A parent that died before the prctl sends nothing: this process was reparented (to init or to a
+  // subreaper, which is why the pid given is compared, not 1).
+  if (parent > 0 ? ::getppid() != parent : ::getppid() == 1) {
     std::fputs("leap-learner-rank: the process that spawned it is gone\n", stderr);
     return 1;
   }

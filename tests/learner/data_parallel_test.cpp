@@ -10,12 +10,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <netinet/in.h>
+#include <optional>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
 
 namespace leap::learner {
 namespace {
@@ -34,29 +45,120 @@ bool has_gloo() {
                     "learner on cpu";                                                      \
   }
 
-// Ranks 1..world_size-1 as leap-learner-rank processes (learner::rank_workers), on a free
-// loopback port; killed and reaped at scope exit if they are still there.
+// A loopback port bound by this test but not listening: a TCPStore client connecting there is
+// refused and retries until its timeout (a rank waiting for a rank 0 that never comes), and no
+// other process can take the port meanwhile.
+class held_port {
+ public:
+  held_port() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
+    EXPECT_EQ(::bind(fd_, generic, sizeof addr), 0) << std::strerror(errno);
+    EXPECT_EQ(::getsockname(fd_, generic, &len), 0) << std::strerror(errno);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~held_port() { ::close(fd_); }
+  held_port(const held_port&) = delete;
+  held_port& operator=(const held_port&) = delete;
+  [[nodiscard]] std::string master() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// Whether something accepts TCP connections at "host:port" right now.
+bool accepts_connections(const std::string& master) {
+  const auto colon = master.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(master.substr(colon + 1))));
+  if (::inet_pton(AF_INET, master.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+    return false;
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
+  const bool ok = ::connect(fd, generic, sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Gone: no such process, or a zombie nobody reaped yet (a container's init may not reap).
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) {
+    return errno == ESRCH;
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || (paren + 2 < line.size() && line[paren + 2] == 'Z');
+}
+
+// Whether process `pid` has a socket open (a rank opens none before connecting to the store).
+bool has_socket(pid_t pid) {
+  std::error_code ec;
+  for (const auto& fd :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code link_ec;
+    const auto target = std::filesystem::read_symlink(fd.path(), link_ec).string();
+    if (target.rfind("socket:", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Polls `done` until it holds or `limit` passes; true when it held.
+template <class F>
+bool eventually(F done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Ranks 1..world_size-1 as leap-learner-rank processes (learner::rank_workers), spawned by rank 0's
+// trainer once its store listens (attach); killed and reaped at scope exit if they are still there.
 class rank_processes {
  public:
   rank_processes(int world_size, double timeout_seconds)
-      : master_(free_loopback_master().value()),
-        workers_(rank_workers::spawn({LEAP_LEARNER_RANK, master_, world_size, {}, timeout_seconds})
-                     .value()) {}
-  [[nodiscard]] const std::string& master() const { return master_; }
+      : world_size_(world_size), timeout_seconds_(timeout_seconds) {}
+  // Makes rank 0's trainer (created with `d`) spawn the ranks.
+  void attach(distributed_options& d) {
+    d.world_size = world_size_;
+    start_ranks_when_listening(d, {LEAP_LEARNER_RANK, "", world_size_, {}, timeout_seconds_},
+                               workers_);
+  }
   // Kills rank `r` and waits until it is gone.
-  void kill_rank(int r) { workers_.kill(r); }
+  void kill_rank(int r) { workers().kill(r); }
   // Freezes rank `r` (its sockets stay open); the destructor kills it.
-  void stop_rank(int r) const { workers_.signal(r, SIGSTOP); }
+  void stop_rank(int r) { workers().signal(r, SIGSTOP); }
   // Waits for every rank to exit; true when all exited with status 0.
   bool all_exit_cleanly() {
-    auto s = workers_.wait();
+    auto s = workers().wait();
     EXPECT_TRUE(s.ok()) << s.err().message;
     return s.ok();
   }
 
  private:
-  std::string master_;
-  rank_workers workers_;
+  rank_workers& workers() {
+    EXPECT_TRUE(workers_.has_value()) << "the trainer never spawned the ranks";
+    if (!workers_) {
+      throw std::runtime_error("no ranks");
+    }
+    return *workers_;
+  }
+  int world_size_;
+  double timeout_seconds_;
+  std::optional<rank_workers> workers_;
 };
 
 // Sequences of 8 to 18 tokens (a 3-token prompt), a little off-policy, advantages of both signs.
@@ -144,8 +246,7 @@ TEST(DataParallel, TwoAndThreeRanksMatchOneProcess) {
       SCOPED_TRACE("world_size " + std::to_string(world));
       rank_processes ranks(world, options.distributed.timeout_seconds);
       auto o = options;
-      o.distributed.world_size = world;
-      o.distributed.master = ranks.master();
+      ranks.attach(o.distributed);
       {
         auto dp = trainer::create(fresh(), o);
         ASSERT_TRUE(dp.ok()) << dp.err().message;
@@ -209,8 +310,7 @@ TEST(DataParallel, CheckpointsResumeOnAnotherWorldSize) {
   {
     rank_processes ranks(2, options.distributed.timeout_seconds);
     auto o = options;
-    o.distributed.world_size = 2;
-    o.distributed.master = ranks.master();
+    ranks.attach(o.distributed);
     auto dp = trainer::create(fresh(), o);
     ASSERT_TRUE(dp.ok()) << dp.err().message;
     ASSERT_TRUE(dp->update(b1).ok());
@@ -234,8 +334,7 @@ TEST(DataParallel, CheckpointsResumeOnAnotherWorldSize) {
     std::unique_ptr<rank_processes> ranks;
     if (world > 1) {
       ranks = std::make_unique<rank_processes>(world, options.distributed.timeout_seconds);
-      o.distributed.world_size = world;
-      o.distributed.master = ranks->master();
+      ranks->attach(o.distributed);
     }
     auto resumed = trainer::create(fresh(), o);
     ASSERT_TRUE(resumed.ok()) << resumed.err().message;
@@ -258,8 +357,7 @@ TEST(DataParallel, AKilledRankFailsRankZerosUpdateWithANamedError) {
   const auto batch = make_batch(p, 4, 600);
   rank_processes ranks(2, 60);
   auto o = base_options("float32");
-  o.distributed.world_size = 2;
-  o.distributed.master = ranks.master();
+  ranks.attach(o.distributed);
   o.distributed.timeout_seconds = 60;
   auto dp = trainer::create(std::move(p), o);
   ASSERT_TRUE(dp.ok()) << dp.err().message;
@@ -285,8 +383,7 @@ TEST(DataParallel, AHungRankFailsRankZerosUpdateAtTheTimeout) {
   constexpr double timeout = 20;
   rank_processes ranks(2, timeout);
   auto o = base_options("float32");
-  o.distributed.world_size = 2;
-  o.distributed.master = ranks.master();
+  ranks.attach(o.distributed);
   o.distributed.timeout_seconds = timeout;
   auto dp = trainer::create(std::move(p), o);
   ASSERT_TRUE(dp.ok()) << dp.err().message;
@@ -299,6 +396,59 @@ TEST(DataParallel, AHungRankFailsRankZerosUpdateAtTheTimeout) {
   EXPECT_THAT(r.err().message, HasSubstr("data-parallel"));
   EXPECT_THAT(r.err().message, HasSubstr("(rank 0 of 2)"));
   EXPECT_GE(waited, timeout * 0.9) << "a stopped rank is only noticed by the timeout";
+}
+
+// Rank 0's store binds a port the kernel picks (master port 0), and only then are the other ranks
+// spawned, with that bound port: nothing can take the port between its choice and its use.
+TEST(DataParallel, RanksAreSpawnedWithThePortRankZerosStoreBound) {
+  SKIP_WITHOUT_GLOO();
+  auto p = policy::create_random(testing::tiny_qwen2(), 3).value();
+  const auto batch = make_batch(p, 4, 800);
+  rank_processes ranks(2, 120);
+  auto o = base_options("float32");
+  ranks.attach(o.distributed);
+  EXPECT_EQ(o.distributed.master, "127.0.0.1:0");
+  std::string bound;
+  bool listening = false;
+  auto spawn = o.distributed.on_listening;
+  o.distributed.on_listening = [&](const std::string& master) {
+    bound = master;
+    listening = accepts_connections(master);
+    return spawn(master);
+  };
+  {
+    auto dp = trainer::create(std::move(p), o);
+    ASSERT_TRUE(dp.ok()) << dp.err().message;
+    EXPECT_NE(bound, "127.0.0.1:0");
+    EXPECT_THAT(bound, ::testing::StartsWith("127.0.0.1:"));
+    EXPECT_TRUE(listening) << "the ranks are spawned before the store listens at " << bound;
+    auto r = dp->update(batch);
+    ASSERT_TRUE(r.ok()) << r.err().message;
+  }
+  EXPECT_TRUE(ranks.all_exit_cleanly());
+}
+
+// A rank that exits before joining (here: a device it cannot parse) fails rank 0's forming within
+// moments, naming the rank and its exit status, instead of after the group timeout.
+TEST(DataParallel, ARankThatExitsAtStartFailsTheFormingAtOnce) {
+  SKIP_WITHOUT_GLOO();
+  constexpr double timeout = 600;
+  auto o = base_options("float32");
+  o.distributed.world_size = 2;
+  o.distributed.timeout_seconds = timeout;
+  std::optional<rank_workers> workers;
+  start_ranks_when_listening(
+      o.distributed, {LEAP_LEARNER_RANK, "", 2, {"cpu", "no-such-device"}, timeout}, workers);
+  const auto start = std::chrono::steady_clock::now();
+  auto dp = trainer::create(policy::create_random(testing::tiny_qwen2(), 3).value(), o);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(dp.ok());
+  EXPECT_THAT(dp.err().message, HasSubstr("forming the data-parallel group of 2 ranks"));
+  EXPECT_THAT(dp.err().message,
+              HasSubstr("data-parallel rank 1 (leap-learner-rank) exited with status 1"));
+  // Wide: the rank's own start (loading LibTorch) on a loaded machine, never the timeout.
+  EXPECT_LT(waited, timeout / 2);
 }
 
 TEST(DataParallel, BadOptionsAreRefused) {
@@ -317,12 +467,16 @@ TEST(DataParallel, BadOptionsAreRefused) {
   r = create_with({.rank = 1, .world_size = 2, .master = "127.0.0.1:1234"});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.err().message, HasSubstr("run_rank_worker"));
-  for (const std::string bad : {"", "localhost", "localhost:0", "host:99999", ":80", "h:x"}) {
+  for (const std::string bad : {"", "localhost", "host:99999", ":80", "h:x", "h:-1"}) {
     r = create_with({.rank = 0, .world_size = 2, .master = bad});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_THAT(r.err().message, HasSubstr("'master'")) << bad;
   }
-  auto w = run_rank_worker({.rank = 0, .world_size = 2, .master = "127.0.0.1:1234"}, "cpu");
+  // Port 0 is rank 0's (its store binds a free port); the others need the bound one.
+  auto w = run_rank_worker({.rank = 1, .world_size = 2, .master = "127.0.0.1:0"}, "cpu");
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.err().message, HasSubstr("a port in [1, 65535]"));
+  w = run_rank_worker({.rank = 0, .world_size = 2, .master = "127.0.0.1:1234"}, "cpu");
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.err().message, HasSubstr("rank' 0 is the trainer"));
   w = run_rank_worker({.rank = 3, .world_size = 2, .master = "127.0.0.1:1234"}, "cpu");
@@ -366,8 +520,8 @@ TEST(RankWorkers, DestroyingKillsAndReapsTheRanksStillRunning) {
   SKIP_WITHOUT_GLOO();
   std::vector<pid_t> pids;
   {
-    auto workers =
-        rank_workers::spawn({LEAP_LEARNER_RANK, free_loopback_master().value(), 3, {}, 300});
+    const held_port port;
+    auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, port.master(), 3, {}, 300});
     ASSERT_TRUE(workers.ok()) << workers.err().message;
     pids = {workers->pid(1), workers->pid(2)};
     EXPECT_GT(pids[0], 0);
@@ -380,14 +534,113 @@ TEST(RankWorkers, DestroyingKillsAndReapsTheRanksStillRunning) {
   }
 }
 
+// What `leap run` does on SIGTERM: stop() leaves no rank running.
 TEST(RankWorkers, StopKillsRunningRanksWithoutAnError) {
   SKIP_WITHOUT_GLOO();
-  auto workers =
-      rank_workers::spawn({LEAP_LEARNER_RANK, free_loopback_master().value(), 2, {}, 300});
+  const held_port port;
+  auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, port.master(), 3, {}, 300});
   ASSERT_TRUE(workers.ok()) << workers.err().message;
+  const std::vector<pid_t> pids = {workers->pid(1), workers->pid(2)};
+  EXPECT_TRUE(workers->check_running().ok());
   auto s = workers->stop();
   EXPECT_TRUE(s.ok()) << s.err().message;
   EXPECT_EQ(workers->pid(1), 0);
+  EXPECT_EQ(workers->pid(2), 0);
+  for (const pid_t p : pids) {
+    EXPECT_TRUE(process_gone(p)) << "rank pid " << p;
+  }
+}
+
+// A process that owns ranks is SIGKILLed (it cannot stop them itself): the ranks die with it
+// (leap-learner-rank's PR_SET_PDEATHSIG). The owner is this test binary again, running only
+// RankWorkersOwner.SpawnsRanksAndWaits, which writes its ranks' pids to a file.
+constexpr const char* owner_env = "LEAP_TEST_RANK_OWNER_PIDS";
+constexpr const char* owner_master_env = "LEAP_TEST_RANK_OWNER_MASTER";
+
+TEST(RankWorkersOwner, SpawnsRanksAndWaits) {
+  const char* out = std::getenv(owner_env);
+  if (out == nullptr) {
+    GTEST_SKIP() << "only run by RankWorkers.RanksDieWithTheProcessThatSpawnedThem";
+  }
+  // The parent's store, which listens but never answers: a rank with a socket open has passed its
+  // PR_SET_PDEATHSIG (before that, a parent's death is caught by --parent instead) and then waits
+  // for an answer, whatever happens to this process.
+  const char* master_env = std::getenv(owner_master_env);
+  ASSERT_NE(master_env, nullptr);
+  const std::string master = master_env;
+  auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, master, 3, {}, 300});
+  ASSERT_TRUE(workers.ok()) << workers.err().message;
+  // Connected (the kernel completes the connection from the backlog, unaccepted).
+  ASSERT_TRUE(eventually([&] { return has_socket(workers->pid(1)) && has_socket(workers->pid(2)); },
+                         std::chrono::seconds(120)));
+  {
+    std::ofstream f(std::string(out) + ".tmp");
+    f << workers->pid(1) << " " << workers->pid(2) << "\n";
+  }
+  std::filesystem::rename(std::string(out) + ".tmp", out);
+  while (true) {
+    ::pause();  // until SIGKILLed
+  }
+}
+
+TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
+  SKIP_WITHOUT_GLOO();
+  const scratch_dir dir;
+  const std::string pids_file = dir.sub("pids");
+  std::string self(4096, '\0');
+  const auto n = ::readlink("/proc/self/exe", self.data(), self.size());
+  ASSERT_GT(n, 0);
+  self.resize(static_cast<std::size_t>(n));
+  std::vector<std::string> args = {self, "--gtest_filter=RankWorkersOwner.SpawnsRanksAndWaits"};
+  // Listening here, not in the owner: the ranks' connections outlive the owner, so only
+  // PR_SET_PDEATHSIG ends them.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
+  ASSERT_EQ(::bind(listener, generic, sizeof addr), 0) << std::strerror(errno);
+  ASSERT_EQ(::getsockname(listener, generic, &len), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(listener, 8), 0) << std::strerror(errno);
+  const std::string master = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::vector<std::string> env = {std::string(owner_env) + "=" + pids_file,
+                                  std::string(owner_master_env) + "=" + master};
+  for (char** e = environ; *e != nullptr; ++e) {
+    env.emplace_back(*e);
+  }
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (auto& e : env) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  pid_t owner = 0;
+  ASSERT_EQ(::posix_spawn(&owner, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  const bool written =
+      eventually([&] { return std::filesystem::exists(pids_file); }, std::chrono::seconds(120));
+  pid_t rank1 = 0;
+  pid_t rank2 = 0;
+  std::ifstream(pids_file) >> rank1 >> rank2;
+  ::kill(owner, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(owner, &st, 0), owner);
+  ASSERT_TRUE(written) << "the owner process never wrote its ranks' pids";
+  ASSERT_GT(rank1, 0);
+  ASSERT_GT(rank2, 0);
+  EXPECT_TRUE(eventually([&] { return process_gone(rank1) && process_gone(rank2); },
+                         std::chrono::seconds(60)))
+      << "ranks " << rank1 << " and " << rank2 << " outlived the process that spawned them";
+  for (const pid_t p : {rank1, rank2}) {
+    ::kill(p, SIGKILL);  // left over only when the expectation failed
+  }
+  ::close(listener);
 }
 
 }  // namespace

@@ -307,26 +307,17 @@ status run::impl::make_learner() {
   lo.weights_dir = (run_dir / "weights").string();
   lo.trainer = actors::trainer_options_of(c.learner);
   if (c.learner.world_size > 1) {
-    auto master = learner::free_loopback_master();
-    if (!master) {
-      return master.err().wrap("learner.world_size");
-    }
     learner::rank_workers_options ro;
     ro.executable = rank_worker_executable();
-    ro.master = *master;
-    ro.world_size = c.learner.world_size;
     ro.devices = c.learner.devices.empty()
                      ? std::vector<std::string>(static_cast<std::size_t>(c.learner.world_size),
                                                 c.learner.device)
                      : c.learner.devices;
     ro.timeout_seconds = lo.trainer.distributed.timeout_seconds;
-    auto spawned = learner::rank_workers::spawn(ro);
-    if (!spawned) {
-      return spawned.err().wrap("learner.world_size");
-    }
-    rank_workers = std::move(*spawned);
     lo.trainer.distributed.world_size = c.learner.world_size;
-    lo.trainer.distributed.master = *master;
+    // Spawned by the trainer once its store listens (on the port the kernel gave it), from this
+    // thread, which outlives them; a rank that exits at start fails the forming at once.
+    learner::start_ranks_when_listening(lo.trainer.distributed, ro, rank_workers);
   }
   lo.checkpoint_every = c.learner.checkpoint_every;
   lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
