@@ -88,11 +88,14 @@ std::string caf_header(caf::actor_system& sys, caf::io::basp::message_type op,
   return std::string(bytes.begin(), bytes.end());
 }
 
-std::string caf_payload(caf::actor_system& sys, caf::message msg,
-                        std::vector<caf::strong_actor_ptr> stack = {}) {
+std::string caf_payload(caf::actor_system& sys, const caf::message& msg,
+                        const std::vector<caf::strong_actor_ptr>& stack = {}) {
   std::vector<char> bytes;
   caf::binary_serializer sink{sys, bytes};
-  EXPECT_FALSE(sink(stack, msg));
+  // CAF 0.17's serializer takes its arguments by non-const reference.
+  auto message = msg;
+  auto forwarding = stack;
+  EXPECT_FALSE(sink(forwarding, message));
   return std::string(bytes.begin(), bytes.end());
 }
 

@@ -78,6 +78,7 @@ std::vector<std::vector<int>> kept_turns(const std::vector<std::vector<turn_reco
   std::vector<std::vector<int>> out;
   for (const auto& rollout : kept) {
     std::vector<int> turns;
+    turns.reserve(rollout.size());
     for (const auto& t : rollout) {
       turns.push_back(static_cast<int>(t.output_tokens.at(0) % 100));
     }
