@@ -20,7 +20,10 @@
 #include <caf/openssl/session.hpp>
 #include <caf/policy/tcp.hpp>
 
+#include <condition_variable>
+#include <deque>
 #include <sys/socket.h>
+#include <thread>
 
 namespace leap::actors {
 
@@ -210,9 +213,108 @@ struct ssl_policy {
   caf::openssl::session_ptr session_;
 };
 
+// What the deadline thread knows of one accepted connection: its socket while the scribe lives
+// (CAF closes the socket only when the scribe's stream is destroyed, after ~guarded_scribe has
+// cleared `fd` under the lock, so a shutdown can never reach a socket number reused meanwhile)
+// and the node the connection belongs to, once its handshake said.
+struct auth_watch {
+  std::mutex mutex;
+  net::native_socket fd = net::invalid_native_socket;
+  bool known_peer = false;
+  caf::node_id peer;
+  std::string where;  // "addr:port", for the log
+};
+
+// One thread per guarded middleman that closes accepted connections still unproven at their
+// deadline. CAF 0.17's multiplexer has no timers; a shutdown(2) from here makes the multiplexer
+// read EOF, and BASP drops the connection as any lost one. It holds only weak references, so
+// that the last owner of a scribe (and of this object) is never this thread.
+class auth_deadlines {
+ public:
+  auth_deadlines(std::chrono::milliseconds timeout, std::shared_ptr<admitted_nodes> admitted,
+                 log_sink log)
+      : timeout_(timeout), admitted_(std::move(admitted)), log_(std::move(log)) {}
+
+  ~auth_deadlines() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+
+  auth_deadlines(const auth_deadlines&) = delete;
+  auth_deadlines& operator=(const auth_deadlines&) = delete;
+
+  // The connection's deadline is now + timeout. Every deadline has the same timeout, so the
+  // queue is in deadline order.
+  void watch(std::weak_ptr<auth_watch> connection) {
+    std::lock_guard lock(mutex_);
+    queue_.emplace_back(std::chrono::steady_clock::now() + timeout_, std::move(connection));
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      if (queue_.empty()) {
+        changed_.wait(lock);
+        continue;
+      }
+      const auto due = queue_.front().first;
+      if (std::chrono::steady_clock::now() < due) {
+        changed_.wait_until(lock, due);
+        continue;
+      }
+      auto connection = std::move(queue_.front().second);
+      queue_.pop_front();
+      lock.unlock();
+      expire(connection);
+      lock.lock();
+    }
+  }
+
+  void expire(const std::weak_ptr<auth_watch>& connection) {
+    auto w = connection.lock();
+    if (!w) {
+      return;
+    }
+    std::string where;
+    {
+      std::lock_guard lock(w->mutex);
+      if (w->fd == net::invalid_native_socket ||
+          (w->known_peer && admitted_ && admitted_->contains(w->peer))) {
+        return;
+      }
+      ::shutdown(w->fd, SHUT_RDWR);
+      where = w->where;
+    }
+    emit(log_, log::level::warn,
+         "closed the connection of " + where + ": no proof of the secret within " +
+             std::to_string(timeout_.count()) + " ms (auth_timeout)");
+  }
+
+  const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<admitted_nodes> admitted_;
+  const log_sink log_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stop_ = false;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::weak_ptr<auth_watch>>> queue_;
+  std::thread thread_;  // started with the first watch: an orchestrator's middleman never needs it
+};
+
 struct shared_guard {
   guard_settings settings;
   std::vector<std::string> allowed;
+  std::unique_ptr<auth_deadlines> deadlines;  // null when auth_timeout is 0
 };
 
 // A scribe (CAF's connection) whose every chunk passes its frame_guard before BASP sees it.
@@ -226,7 +328,24 @@ class guarded_scribe final : public io::scribe {
         stream_(mpx, fd, std::forward<Ts>(policy_args)...),
         shared_(std::move(shared)),
         guard_(shared_->settings.limits, accepted, shared_->allowed),
-        system_(&mpx.system()) {}
+        system_(&mpx.system()) {
+    if (accepted && shared_->deadlines) {
+      watch_ = std::make_shared<auth_watch>();
+      watch_->fd = fd;
+      watch_->where = addr() + ":" + std::to_string(port());
+      shared_->deadlines->watch(watch_);
+    }
+  }
+
+  ~guarded_scribe() override {
+    if (watch_) {
+      std::lock_guard lock(watch_->mutex);
+      watch_->fd = net::invalid_native_socket;
+    }
+  }
+
+  guarded_scribe(const guarded_scribe&) = delete;
+  guarded_scribe& operator=(const guarded_scribe&) = delete;
 
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
     if (detached()) {
@@ -248,6 +367,11 @@ class guarded_scribe final : public io::scribe {
       if (!source(node)) {
         peer_ = node;
         known_peer_ = true;
+        if (watch_) {
+          std::lock_guard lock(watch_->mutex);
+          watch_->peer = node;
+          watch_->known_peer = true;
+        }
       }
     }
     return scribe::consume(ctx, buf, n);
@@ -295,6 +419,7 @@ class guarded_scribe final : public io::scribe {
   caf::actor_system* system_;
   caf::node_id peer_;
   bool known_peer_ = false;
+  std::shared_ptr<auth_watch> watch_;  // accepted connections, when auth_timeout > 0
 };
 
 io::scribe_ptr make_scribe(caf::actor_system& system, default_mpx& mpx, net::native_socket fd,
@@ -383,6 +508,10 @@ caf::io::middleman_actor spawn_guarded_middleman(caf::actor_system& system,
   auto shared = std::make_shared<shared_guard>();
   shared->allowed = handshake_message_types(system);
   shared->settings = std::move(settings);
+  if (shared->settings.auth_timeout.count() > 0) {
+    shared->deadlines = std::make_unique<auth_deadlines>(
+        shared->settings.auth_timeout, shared->settings.admitted, shared->settings.log);
+  }
   auto broker = system.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
   return caf::actor_cast<io::middleman_actor>(
       system.spawn<guarded_middleman, caf::detached + caf::hidden>(

@@ -12,6 +12,10 @@
 //   direct messages that are our hello or auth (with an empty forwarding stack); anything else
 //   closes the connection.
 //
+// - a connection a node accepted whose peer has not proved the secret within
+//   guard_settings::auth_timeout is closed, so that peers that connect and then send nothing (a
+//   port scan, a slow-loris) cannot hold the node's sockets and file descriptors.
+//
 // The frame checks are plain functions (`frame_guard`); the rest is CAF I/O glue.
 #pragma once
 
@@ -21,6 +25,7 @@
 #include <caf/io/middleman_actor.hpp>
 #include <caf/node_id.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -104,11 +109,17 @@ class admitted_nodes {
 
 struct guard_settings {
   frame_limits limits;
+  // How long a connection the node accepted may stay open before its peer's orchestrator has
+  // proved the secret: past it the connection is closed (one warning). An orchestrator's whole
+  // handshake takes a few round trips; the peer's proof counts however long the rest of the
+  // connection lives. 0: never closed for this. Default: 10 s
+  std::chrono::milliseconds auth_timeout{10'000};
   // Set on a node: the orchestrators it admitted. Null on the orchestrator's side.
   std::shared_ptr<admitted_nodes> admitted;
   // TLS through caf::openssl (its manager must be loaded, configure_node_transport does).
   bool tls = false;
-  // One line per refused connection (a warning), from the middleman's thread. Default: null
+  // One line per refused or timed-out connection (a warning), from the middleman's thread or the
+  // auth_timeout's thread. Default: null
   log_sink log;
 };
 

@@ -393,7 +393,7 @@ class policy_client::impl {
         complete(t, verdict.status, std::move(verdict.message), {});
         return;
       case detail::reply_action::retry:
-        retry_turn(t, verdict.message, verdict.endpoint_fault, e);
+        retry_turn(t, verdict.message, verdict.endpoint_fault, e, verdict.retry_after);
         return;
       case detail::reply_action::accept:
         if (verdict.endpoint_fault) {
@@ -444,13 +444,17 @@ class policy_client::impl {
     }
   }
 
-  void retry_turn(turn_state& t, const std::string& why, bool endpoint_fault, int e) {
+  // `retry_after`: the server's Retry-After; the retry waits for it as well as for the backoff,
+  // on a timer (the loop serves other turns meanwhile).
+  void retry_turn(turn_state& t, const std::string& why, bool endpoint_fault, int e,
+                  std::optional<std::chrono::milliseconds> retry_after = std::nullopt) {
     if (endpoint_fault) {
       note_failure(e);
     }
     t.last_error = why;
     ++t.failures;
-    const auto d = sched_.backoff(config_.retry, t.failures, why, steady::now(), t.deadline);
+    const auto d =
+        sched_.backoff(config_.retry, t.failures, why, steady::now(), t.deadline, retry_after);
     if (d.give_up) {
       complete(t, turn_status::unavailable, d.message, {});
       return;
@@ -633,7 +637,7 @@ class policy_client::impl {
       auto verdict = classify_http_status(out.status, out.body, config_.retry);
       const std::string why = where + ": " + verdict.message;
       if (verdict.kind == attempt_kind::retry) {
-        retry_tokenize(it, e, why, verdict.endpoint_fault);
+        retry_tokenize(it, e, why, verdict.endpoint_fault, out.retry_after);
       } else {
         if (verdict.endpoint_fault) {
           note_failure(e);
@@ -665,13 +669,15 @@ class policy_client::impl {
   }
 
   void retry_tokenize(std::map<std::uint64_t, tokenize_call>::iterator it, int e,
-                      const std::string& why, bool endpoint_fault) {
+                      const std::string& why, bool endpoint_fault,
+                      std::optional<std::chrono::milliseconds> retry_after = std::nullopt) {
     if (endpoint_fault) {
       note_failure(e);
     }
     auto& call = it->second;
     ++call.failures;
-    const auto d = sched_.backoff(config_.retry, call.failures, why, steady::now(), call.deadline);
+    const auto d = sched_.backoff(config_.retry, call.failures, why, steady::now(), call.deadline,
+                                  retry_after);
     if (d.give_up) {
       end_tokenize(it, error{d.message});
       return;

@@ -14,13 +14,14 @@
 //
 // Faults. A transient fault (connection error, timeout, a status in retry.retry_statuses, a body
 // that is not JSON or is cut short) is retried with exponential backoff and seeded jitter, on the
-// same endpoint unless it went down. A generation the server aborted is resumed from the tokens
-// already received: they are appended to the prompt and the rest is asked for with max_tokens
-// reduced; the turn's ids are the stitched whole. With config.stream, a stream cut short (dropped,
-// truncated, an event that is not JSON, an error event) keeps the tokens that arrived and resumes
-// from them the same way (n == 1; otherwise, or with no tokens, the request is retried whole).
-// A 400 is never retried: when it says the context
-// is too long the turn ends `truncated`, otherwise `rejected`. After health.down_after_failures
+// same endpoint unless it went down; a retried status with Retry-After (seconds or an HTTP-date)
+// waits at least that long too, up to retry.max_backoff, on a timer. A generation the server
+// aborted is resumed from the tokens already received: they are appended to the prompt and the
+// rest is asked for with max_tokens reduced; the turn's ids are the stitched whole. With
+// config.stream, a stream cut short (dropped, truncated, an event that is not JSON, an error event)
+// keeps the tokens that arrived and resumes from them the same way (n == 1; otherwise, or with no
+// tokens, the request is retried whole). A 400 is never retried: when it says the context is too
+// long the turn ends `truncated`, otherwise `rejected`. After health.down_after_failures
 // consecutive failures an endpoint is marked down until a health check (GET health.path every
 // health.interval) passes. Every HTTP attempt carries the id "<request_id>.<attempt>" (X-Request-Id
 // header and the body's request_id / rid), so servers see retries as distinct requests of one turn,

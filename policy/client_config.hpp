@@ -45,8 +45,10 @@ struct retry_config {
   // Backoff before retry k (1-based): d = min(max_backoff, base_backoff * 2^(k-1)), then drawn
   // uniformly from [(1 - jitter) * d, d] with the client's seeded generator. Default: 100 ms
   std::chrono::milliseconds base_backoff{100};
-  std::chrono::milliseconds max_backoff{10'000};  // Default: 10 s
-  double jitter = 0.5;                            // Default: 0.5
+  // Also caps a server's Retry-After: a retried answer that carries one waits
+  // max(backoff, min(Retry-After, max_backoff)). Default: 10 s
+  std::chrono::milliseconds max_backoff{10'000};
+  double jitter = 0.5;  // Default: 0.5
   // HTTP statuses retried. 429 (server queue full) is retried but never counts against the
   // endpoint's health. Default: 429, 502, 503, 504
   std::vector<int> retry_statuses{429, 502, 503, 504};

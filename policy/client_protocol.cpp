@@ -5,6 +5,7 @@
 #include "policy/dialect_parts.hpp"
 
 #include <climits>
+#include <curl/curl.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -169,6 +170,46 @@ std::chrono::milliseconds backoff_delay(const retry_config& retry, int retry_num
   const double u = std::clamp(unit_random, 0.0, 1.0);
   const double delay = d * (1.0 - retry.jitter * u);
   return std::chrono::milliseconds(static_cast<long long>(std::llround(delay)));
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t' || value.back() == '\r' ||
+                            value.back() == '\n')) {
+    value.remove_suffix(1);
+  }
+  if (value.empty()) {
+    return std::nullopt;
+  }
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    // delay-seconds; a number too long to hold is a wait past any cap.
+    constexpr long long most = 1'000'000'000;
+    long long seconds = 0;
+    for (const char c : value) {
+      seconds = std::min(most, seconds * 10 + (c - '0'));
+    }
+    return std::chrono::seconds(seconds);
+  }
+  // An HTTP-date: curl_getdate is pure (no handle, no I/O) and reads IMF-fixdate and the two
+  // obsolete forms RFC 9110 still asks recipients to accept.
+  const std::string date(value);
+  const time_t when = curl_getdate(date.c_str(), nullptr);
+  if (when == -1) {
+    return std::nullopt;
+  }
+  const auto wait = std::chrono::system_clock::from_time_t(when) - now;
+  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(wait));
+}
+
+std::chrono::milliseconds retry_wait(const retry_config& retry, std::chrono::milliseconds own,
+                                     std::optional<std::chrono::milliseconds> retry_after) {
+  if (!retry_after) {
+    return own;
+  }
+  return std::max(own, std::min(*retry_after, retry.max_backoff));
 }
 
 std::string build_tokenize_body(std::string_view model, const std::vector<chat_message>& messages,

@@ -106,6 +106,20 @@ struct attempt_verdict {
 [[nodiscard]] std::chrono::milliseconds backoff_delay(const retry_config& retry, int retry_number,
                                                       double unit_random);
 
+// A Retry-After header's value (RFC 9110 section 10.2.3) as a wait from `now`: delay-seconds
+// ("120") or an HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT", and the obsolete forms libcurl's
+// curl_getdate reads), a date in the past being a wait of 0. nullopt for anything else (empty,
+// negative, "soon", trailing junk), which the caller ignores as if the header were absent.
+[[nodiscard]] std::optional<std::chrono::milliseconds> parse_retry_after(
+    std::string_view value, std::chrono::system_clock::time_point now);
+
+// The wait before a retry: the client's own backoff, lengthened to the server's Retry-After when
+// there is one, which is capped at retry.max_backoff so that a server cannot park a turn for
+// longer than the client would wait on its own. Never shorter than `own`.
+[[nodiscard]] std::chrono::milliseconds retry_wait(
+    const retry_config& retry, std::chrono::milliseconds own,
+    std::optional<std::chrono::milliseconds> retry_after);
+
 // ---- streamed responses ----
 // Stream shapes read (SSE `data:` events, then `data: [DONE]`):
 //   vLLM  /v1/completions with stream: true: {"choices": [{"index", "text", "token_ids": [new ids],

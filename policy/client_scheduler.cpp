@@ -23,7 +23,8 @@ admission admit_turn(std::size_t prompt_tokens, int max_tokens, int context_toke
 
 retry_decision decide_retry(const retry_config& retry, int failures, std::string_view why,
                             steady::time_point now, steady::time_point deadline,
-                            const std::function<double()>& unit_random) {
+                            const std::function<double()>& unit_random,
+                            std::optional<std::chrono::milliseconds> retry_after) {
   retry_decision d;
   if (failures >= retry.max_attempts) {
     d.give_up = true;
@@ -31,7 +32,7 @@ retry_decision decide_retry(const retry_config& retry, int failures, std::string
                 " failed attempts (retry.max_attempts); last: " + std::string(why);
     return d;
   }
-  d.when = now + backoff_delay(retry, failures, unit_random());
+  d.when = now + retry_wait(retry, backoff_delay(retry, failures, unit_random()), retry_after);
   if (d.when >= deadline) {
     d.give_up = true;
     d.message = "turn deadline would pass before the next attempt; last: " + std::string(why);
@@ -80,8 +81,11 @@ reply_verdict judge_reply(const http_outcome& out, const reply_context& ctx) {
     auto verdict = classify_http_status(out.status, out.body, *ctx.retry);
     std::string why = where + ": " + verdict.message;
     switch (verdict.kind) {
-      case attempt_kind::retry:
-        return retry(std::move(why), verdict.endpoint_fault);
+      case attempt_kind::retry: {
+        auto v = retry(std::move(why), verdict.endpoint_fault);
+        v.retry_after = out.retry_after;
+        return v;
+      }
       case attempt_kind::truncated:
         return complete(turn_status::truncated, std::move(why));
       case attempt_kind::rejected:
@@ -266,8 +270,10 @@ void scheduler_state::retain_queued(const std::function<bool(std::uint64_t)>& ke
 
 retry_decision scheduler_state::backoff(const retry_config& retry, int failures,
                                         std::string_view why, steady::time_point now,
-                                        steady::time_point deadline) {
-  return decide_retry(retry, failures, why, now, deadline, [this] { return unit_(rng_); });
+                                        steady::time_point deadline,
+                                        std::optional<std::chrono::milliseconds> retry_after) {
+  return decide_retry(
+      retry, failures, why, now, deadline, [this] { return unit_(rng_); }, retry_after);
 }
 
 }  // namespace leap::policy::detail

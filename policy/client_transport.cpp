@@ -1,5 +1,7 @@
 #include "policy/detail/client_transport.hpp"
 
+#include "policy/client_protocol.hpp"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@ struct exchange {
   std::string body;  // CURLOPT_POSTFIELDS points here: it must outlive the exchange
   std::string response;
   std::string weight_version;
+  std::string retry_after;  // the Retry-After header's raw value
   char error_buffer[CURL_ERROR_SIZE] = {};
   std::function<void(http_outcome)> on_done;
   std::function<bool(std::string_view)> sink;
@@ -73,6 +76,13 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
       value.remove_suffix(1);
     }
     static_cast<exchange*>(user)->weight_version = std::string(value);
+    return n;
+  }
+  constexpr std::string_view retry_after = "retry-after:";
+  if (n > retry_after.size() && strncasecmp(data, retry_after.data(), retry_after.size()) == 0) {
+    // Read when the exchange ends (parse_retry_after), against the clock of that moment.
+    static_cast<exchange*>(user)->retry_after.assign(data + retry_after.size(),
+                                                     n - retry_after.size());
   }
   return n;
 }
@@ -387,6 +397,9 @@ class transport::state {
     exchanges_.erase(it);
     out.body = std::move(x->response);
     out.weight_version = std::move(x->weight_version);
+    if (!x->retry_after.empty()) {
+      out.retry_after = parse_retry_after(x->retry_after, std::chrono::system_clock::now());
+    }
     curl_slist_free_all(x->headers);
     free_easies_.push_back(easy);
     auto done = std::move(x->on_done);

@@ -13,6 +13,7 @@
 #include "policy/detail/client_transport.hpp"
 #include "policy/endpoint.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -42,11 +43,13 @@ struct retry_decision {
   steady::time_point when;
 };
 // `unit_random` draws the jitter in [0, 1); it is called only when attempts are left, so that the
-// seeded sequence is the same whether or not a call gives up.
-[[nodiscard]] retry_decision decide_retry(const retry_config& retry, int failures,
-                                          std::string_view why, steady::time_point now,
-                                          steady::time_point deadline,
-                                          const std::function<double()>& unit_random);
+// seeded sequence is the same whether or not a call gives up. `retry_after`: the failed answer's
+// Retry-After (http_outcome::retry_after); the wait is retry_wait's (at least the backoff, at
+// least the server's wait up to retry.max_backoff).
+[[nodiscard]] retry_decision decide_retry(
+    const retry_config& retry, int failures, std::string_view why, steady::time_point now,
+    steady::time_point deadline, const std::function<double()>& unit_random,
+    std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
 
 // What one attempt's answer means for its turn.
 enum class reply_action : std::uint8_t {
@@ -59,6 +62,8 @@ struct reply_verdict {
   reply_action action = reply_action::complete;
   turn_status status = turn_status::ok;  // complete
   std::string message;                   // complete, retry: why; accept: the fault it survived
+  // retry: the answer's Retry-After, for decide_retry.
+  std::optional<std::chrono::milliseconds> retry_after;
   // The answer counts against the endpoint's health (a retry the endpoint caused, a rejection
   // that was the server's fault, a stream cut after some tokens).
   bool endpoint_fault = false;
@@ -152,9 +157,10 @@ class scheduler_state {
   void retain_queued(const std::function<bool(std::uint64_t)>& keep);
 
   // decide_retry with the jitter drawn from this state's generator.
-  [[nodiscard]] retry_decision backoff(const retry_config& retry, int failures,
-                                       std::string_view why, steady::time_point now,
-                                       steady::time_point deadline);
+  [[nodiscard]] retry_decision backoff(
+      const retry_config& retry, int failures, std::string_view why, steady::time_point now,
+      steady::time_point deadline,
+      std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
 
  private:
   std::vector<endpoint_state> endpoints_;

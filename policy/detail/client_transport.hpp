@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,8 @@ struct http_outcome {
   long status = 0;              // the HTTP status (0 when none arrived)
   std::string body;             // the body, unless a 2xx went to the request's sink
   std::string weight_version;   // the x-weight-version header, if any
+  // The Retry-After header's wait, if the answer had one that parse_retry_after reads.
+  std::optional<std::chrono::milliseconds> retry_after;
 };
 
 // Transport failures that no retry can fix: the request itself is wrong.

@@ -6,6 +6,8 @@
 
 #include "tests/actors/test_support.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +43,7 @@ inline experiment_config small_config(int steps, int batch, int group, int turns
 // Tasks "<prefix>0".. "<prefix>n-1", each with a prompt of its own.
 inline std::vector<group_task> tasks(int n, const std::string& prefix = "t") {
   std::vector<group_task> out;
+  out.reserve(static_cast<std::size_t>(std::max(n, 0)));
   for (int i = 0; i < n; ++i) {
     out.push_back({prefix + std::to_string(i), prefix + " prompt " + std::to_string(i)});
   }

@@ -1,11 +1,13 @@
-// The verifier node's pieces without a network (the shared-secret proof itself is tested in
+// The verifier node's pieces (the shared-secret proof itself is tested in
 // tests/common/node_auth_test.cpp): the node protocol's messages through CAF's binary
-// serializer, and the node actor's handshake in front of a stand-in pool: a wrong proof is refused
-// and no job runs before a right one.
+// serializer, the node actor's handshake in front of a stand-in pool (a wrong proof is refused
+// and no job runs before a right one), and a real node on loopback behind the guarded middleman
+// (an idle peer that never proves the secret is closed, a proven orchestrator is kept).
 #include "actors/verifier_node.hpp"
 
 #include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
+#include "actors/remote_verifier.hpp"
 #include "common/node_auth.hpp"
 
 #include <caf/actor_system.hpp>
@@ -18,8 +20,16 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <mutex>
+#include <netinet/in.h>
 #include <string>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::actors {
@@ -78,11 +88,14 @@ std::string caf_header(caf::actor_system& sys, caf::io::basp::message_type op,
   return std::string(bytes.begin(), bytes.end());
 }
 
-std::string caf_payload(caf::actor_system& sys, caf::message msg,
-                        std::vector<caf::strong_actor_ptr> stack = {}) {
+std::string caf_payload(caf::actor_system& sys, const caf::message& msg,
+                        const std::vector<caf::strong_actor_ptr>& stack = {}) {
   std::vector<char> bytes;
   caf::binary_serializer sink{sys, bytes};
-  EXPECT_FALSE(sink(stack, msg));
+  // CAF 0.17's serializer takes its arguments by non-const reference.
+  auto message = msg;
+  auto forwarding = stack;
+  EXPECT_FALSE(sink(forwarding, message));
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -276,6 +289,157 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
   }
   EXPECT_TRUE(rejected_logged);
   EXPECT_EQ(job_lines, 3);  // jobs 1 and 2 refused, job 3 served
+}
+
+// A verifier node on 127.0.0.1 (port 0), as `leap verifier-node` builds it, with a short
+// auth_timeout; its log lines are kept.
+struct loopback_node {
+  std::mutex mu;
+  std::vector<log_line> logs;
+  int served = 0;  // read after the pool has stopped
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::io::middleman_actor middleman;
+  verifier_actor pool;
+  verifier_node_actor node;
+  std::uint16_t port = 0;
+
+  loopback_node(const std::string& secret, std::chrono::milliseconds auth_timeout) {
+    register_message_types(config);
+    configure_node_transport(config, {});
+    system = std::make_unique<caf::actor_system>(config);
+    pool = system->spawn(counting_pool, &served);
+    auto sink = [this](const log_line& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      logs.push_back(line);
+    };
+    verifier_node_config nc;
+    nc.name = "loopback-node";
+    nc.secret = secret;
+    nc.slots = 2;
+    nc.log = sink;
+    nc.admitted = std::make_shared<admitted_nodes>();
+    guard_settings gs;
+    gs.admitted = nc.admitted;
+    gs.auth_timeout = auth_timeout;
+    gs.log = sink;
+    middleman = spawn_guarded_middleman(*system, gs);
+    node = spawn_verifier_node(*system, pool, nc);
+    caf::scoped_actor self{*system};
+    self->request(middleman, std::chrono::seconds(30), caf::publish_atom_v, std::uint16_t{0},
+                  caf::actor_cast<caf::strong_actor_ptr>(node), system->message_types(node),
+                  std::string("127.0.0.1"), true)
+        .receive([&](std::uint16_t p) { port = p; },
+                 [&](caf::error& e) { ADD_FAILURE() << system->render(e); });
+  }
+
+  ~loopback_node() {
+    caf::scoped_actor self{*system};
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+    self->send_exit(pool, caf::exit_reason::user_shutdown);
+    // As `leap verifier-node` stops it: the middleman's interface takes no other exit.
+    self->send_exit(middleman, caf::exit_reason::kill);
+    self->wait_for(node, pool, middleman);
+  }
+
+  loopback_node(const loopback_node&) = delete;
+  loopback_node& operator=(const loopback_node&) = delete;
+
+  std::vector<std::string> lines_with(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> out;
+    for (const auto& l : logs) {
+      if (l.text.find(needle) != std::string::npos) {
+        out.push_back(l.text);
+      }
+    }
+    return out;
+  }
+};
+
+// A raw TCP connection to 127.0.0.1:port; -1 on failure.
+int connect_raw(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return -1;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::uint16_t local_port(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+// A peer that connects and sends nothing (a port scan, a slow-loris) is closed by the node once
+// auth_timeout has passed, while an orchestrator that proved the secret keeps its connection.
+TEST(VerifierNodeOverTcp, ClosesAnIdleUnprovenPeerAndKeepsAProvenOne) {
+  using namespace std::chrono_literals;
+  // Long enough for the orchestrator's whole handshake on a loaded machine.
+  const auto auth_timeout = 2s;
+  loopback_node node("s3cret", auth_timeout);
+  ASSERT_NE(node.port, 0);
+
+  caf::actor_system_config orchestrator_config;
+  register_message_types(orchestrator_config);
+  configure_node_transport(orchestrator_config, {});
+  caf::actor_system orchestrator{orchestrator_config};
+  dispatcher_settings ds;
+  ds.nodes = {"127.0.0.1:" + std::to_string(node.port)};
+  ds.secret = "s3cret";
+  auto dispatcher = spawn_verifier_dispatcher(orchestrator, std::nullopt, ds);
+  const verification_request request{"r.1", "t", "answer"};
+  auto verify = [&] {
+    bool passed = false;
+    caf::scoped_actor self{orchestrator};
+    self->request(dispatcher, 60s, verify_atom_v, request)
+        .receive([&](verification_result& r) { passed = r.passed; },
+                 [&](caf::error& e) { ADD_FAILURE() << orchestrator.render(e); });
+    return passed;
+  };
+  // The orchestrator proves the secret (a job is served only after that).
+  EXPECT_TRUE(verify());
+
+  const int idle = connect_raw(node.port);
+  ASSERT_GE(idle, 0) << std::strerror(errno);
+  const auto idle_port = local_port(idle);
+  const auto connected = std::chrono::steady_clock::now();
+  // The only upper bound: far beyond the deadline, so that the old code fails instead of hanging.
+  timeval limit{60, 0};
+  ASSERT_EQ(::setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit)), 0);
+  // The node sends CAF's server handshake at once; then, past the deadline, the end of stream.
+  char buf[4096];
+  ssize_t got = 0;
+  do {
+    got = ::recv(idle, buf, sizeof(buf), 0);
+  } while (got > 0);
+  const int read_errno = errno;
+  const auto closed_after = std::chrono::steady_clock::now() - connected;
+  ::close(idle);
+  EXPECT_TRUE(got == 0 || read_errno == ECONNRESET)
+      << "the node did not close the idle connection: " << std::strerror(read_errno);
+  EXPECT_GE(closed_after, auth_timeout);
+
+  // The proven orchestrator still works, on its first connection: only the idle one was closed.
+  EXPECT_TRUE(verify());
+  const auto closed = node.lines_with("no proof of the secret");
+  ASSERT_EQ(closed.size(), 1U);
+  EXPECT_NE(closed[0].find(":" + std::to_string(idle_port) + ":"), std::string::npos) << closed[0];
+  EXPECT_EQ(node.lines_with("(secret verified)").size(), 1U);  // never re-admitted
+
+  caf::scoped_actor self{orchestrator};
+  self->send_exit(dispatcher, caf::exit_reason::user_shutdown);
+  self->wait_for(dispatcher);
 }
 
 }  // namespace

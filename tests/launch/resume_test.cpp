@@ -13,6 +13,8 @@
 
 #include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -42,12 +44,44 @@ stored_turn turn_of(std::uint32_t rollout, std::uint32_t turn, std::uint64_t ver
   return t;
 }
 
+// The first process of a resumed run: the driver over `f` runs `s` until everything that is not
+// held is done, then is stopped. `ended_before_stop` (when given): whether the run had already
+// ended by itself. Returns the run's summary (nullopt: the driver never answered).
+std::optional<run_summary> run_then_stop(driver_fixture& f, const experiment_settings& s,
+                                         bool* ended_before_stop = nullptr) {
+  auto out = std::make_shared<std::optional<run_summary>>();
+  auto driver = f.start(s, out);
+  f.c.run();
+  if (ended_before_stop != nullptr) {
+    *ended_before_stop = out->has_value();
+  }
+  caf::anon_send(driver, stop_atom_v);
+  f.c.run();
+  return *out;
+}
+
+// The restarted process: nothing held, a fresh learner (as a new process has), `s` resumed from
+// `plan` and run to its end.
+std::optional<run_summary> restart_from(driver_fixture& f, experiment_settings s,
+                                        const resume_plan& plan) {
+  f.shared->hold = nullptr;
+  f.services.learner = f.new_learner();
+  s.resume = plan;
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  return *out;
+}
+
 // Per rollout, the turn indices reusable_turns keeps.
 std::vector<std::vector<int>> kept_turns(const std::vector<std::vector<turn_record>>& kept) {
   std::vector<std::vector<int>> out;
   for (const auto& rollout : kept) {
     std::vector<int> turns;
-    for (const auto& t : rollout) turns.push_back(static_cast<int>(t.output_tokens.at(0) % 100));
+    turns.reserve(rollout.size());
+    for (const auto& t : rollout) {
+      turns.push_back(static_cast<int>(t.output_tokens.at(0) % 100));
+    }
     out.push_back(turns);
   }
   return out;
@@ -107,14 +141,11 @@ TEST(PerTurnResume, ARestartRedoesOnlyTheTurnsInFlight) {
   s.train_tasks = tasks(3);
   const std::string in_flight = "run/1/train/1/0/2";
   f.shared->hold = [&](const std::string& id) { return id == in_flight; };
-  auto first = std::make_shared<std::optional<run_summary>>();
-  auto driver = f.start(s, first);
-  f.c.run();
-  ASSERT_FALSE(first->has_value());
-  caf::anon_send(driver, stop_atom_v);
-  f.c.run();
-  ASSERT_TRUE(first->has_value());
-  ASSERT_EQ((*first)->steps_completed, 1u);
+  bool ended_before_stop = false;
+  const auto first = run_then_stop(f, s, &ended_before_stop);
+  ASSERT_FALSE(ended_before_stop);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->steps_completed, 1u);
 
   auto stored = f.store->partial_turns("run");
   ASSERT_TRUE(stored.ok()) << stored.err().message;
@@ -134,16 +165,11 @@ TEST(PerTurnResume, ARestartRedoesOnlyTheTurnsInFlight) {
   EXPECT_EQ(offered[0].size(), 2u);
   EXPECT_EQ(offered[3].size(), 3u);
 
-  f.shared->hold = nullptr;
   f.shared->events.clear();
-  f.services.learner = f.new_learner();
-  s.resume = *plan;
-  auto second = std::make_shared<std::optional<run_summary>>();
-  f.start(s, second);
-  f.c.run();
-  ASSERT_TRUE(second->has_value());
-  EXPECT_EQ((*second)->status, run_status::finished) << (*second)->error;
-  EXPECT_EQ((*second)->turns_resumed, 11u);
+  const auto second = restart_from(f, s, *plan);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->status, run_status::finished) << second->error;
+  EXPECT_EQ(second->turns_resumed, 11u);
   // Of the unfinished group only the turn in flight was generated and verified again.
   EXPECT_EQ(f.shared->count_events("gen run/1/train/1/"), 1u);
   EXPECT_EQ(f.shared->count_events("gen " + in_flight), 1u);
@@ -170,12 +196,7 @@ TEST(PerTurnResume, TurnsOfAnotherWeightVersionAreRedone) {
   s.config = small_config(2, 2, 4, 3);
   s.train_tasks = tasks(3);
   f.shared->hold = [](const std::string& id) { return id == "run/1/train/1/0/2"; };
-  auto first = std::make_shared<std::optional<run_summary>>();
-  auto driver = f.start(s, first);
-  f.c.run();
-  caf::anon_send(driver, stop_atom_v);
-  f.c.run();
-  ASSERT_TRUE(first->has_value());
+  ASSERT_TRUE(run_then_stop(f, s).has_value());
   auto plan = plan_resume(*f.store, "run", s.config, 0);
   ASSERT_TRUE(plan.ok());
   // As if the learner's step record were of another version than the turns were sampled with.
@@ -230,14 +251,18 @@ TEST(ValidationWeights, EveryValidationTurnIsSampledWithItsStepsWeights) {
     EXPECT_EQ(g.weight_version, std::optional<std::uint64_t>{expected});
     for (const auto& r : g.rollouts) {
       ASSERT_EQ(r.turns.size(), 2u);  // every turn fails: a debug turn follows the first
-      for (const auto& t : r.turns) EXPECT_EQ(t.weight_version, expected);
+      for (const auto& t : r.turns) {
+        EXPECT_EQ(t.weight_version, expected);
+      }
     }
   }
   // Training groups carry no group-wide version.
   q.split = split_kind::train;
   auto train = f.store->groups(q);
   ASSERT_TRUE(train.ok());
-  for (const auto& g : *train) EXPECT_FALSE(g.weight_version.has_value());
+  for (const auto& g : *train) {
+    EXPECT_FALSE(g.weight_version.has_value());
+  }
 }
 
 // ---- the driver resumed from its plan -----------------------------------------------------------
@@ -249,15 +274,12 @@ TEST(DriverResume, ResumeRedoesOnlyTheGroupsNotStored) {
   s.train_tasks = tasks(5);
   // First run: step 1's group 2 never gets its answers; the run is stopped there.
   f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
-  auto first = std::make_shared<std::optional<run_summary>>();
-  auto driver = f.start(s, first);
-  f.c.run();
-  ASSERT_FALSE(first->has_value());
-  caf::anon_send(driver, stop_atom_v);
-  f.c.run();
-  ASSERT_TRUE(first->has_value());
-  EXPECT_EQ((*first)->status, run_status::interrupted);
-  EXPECT_EQ((*first)->steps_completed, 1u);
+  bool ended_before_stop = false;
+  const auto first = run_then_stop(f, s, &ended_before_stop);
+  ASSERT_FALSE(ended_before_stop);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->status, run_status::interrupted);
+  EXPECT_EQ(first->steps_completed, 1u);
 
   auto plan = plan_resume(*f.store, "run", s.config, 0);
   ASSERT_TRUE(plan.ok()) << plan.err().message;
@@ -266,20 +288,15 @@ TEST(DriverResume, ResumeRedoesOnlyTheGroupsNotStored) {
   EXPECT_EQ(plan->train_done.at(1), (std::vector<std::uint32_t>{0, 1}));
 
   // Second run from the plan: nothing stored is generated again.
-  f.shared->hold = nullptr;
   f.shared->events.clear();
   f.shared->trained_sequences.clear();
-  f.services.learner = f.new_learner();
-  s.resume = *plan;
-  auto second = std::make_shared<std::optional<run_summary>>();
-  f.start(s, second);
-  f.c.run();
-  ASSERT_TRUE(second->has_value());
-  EXPECT_EQ((*second)->status, run_status::finished) << (*second)->error;
-  EXPECT_EQ((*second)->first_step, 1u);
-  EXPECT_EQ((*second)->steps_completed, 2u);
-  EXPECT_EQ((*second)->groups_resumed, 2u);
-  EXPECT_EQ((*second)->groups_completed, 4u);
+  const auto second = restart_from(f, s, *plan);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->status, run_status::finished) << second->error;
+  EXPECT_EQ(second->first_step, 1u);
+  EXPECT_EQ(second->steps_completed, 2u);
+  EXPECT_EQ(second->groups_resumed, 2u);
+  EXPECT_EQ(second->groups_completed, 4u);
   EXPECT_EQ(f.shared->count_events("gen run/0/"), 0u);
   EXPECT_EQ(f.shared->count_events("gen run/1/train/0/"), 0u);
   EXPECT_EQ(f.shared->count_events("gen run/1/train/1/"), 0u);
@@ -300,12 +317,7 @@ TEST(DriverResume, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt) 
   s.config = small_config(2, 3, 2, 2);
   s.train_tasks = tasks(5);
   f.shared->hold = [](const std::string& id) { return id.rfind("run/1/train/2/", 0) == 0; };
-  auto first = std::make_shared<std::optional<run_summary>>();
-  auto driver = f.start(s, first);
-  f.c.run();
-  caf::anon_send(driver, stop_atom_v);
-  f.c.run();
-  ASSERT_TRUE(first->has_value());
+  ASSERT_TRUE(run_then_stop(f, s).has_value());
 
   // The earlier process worked on step 1's stored groups for 10 s (two overlapping spans), a
   // fifth of the turns' time generating... as their records say.
@@ -326,14 +338,9 @@ TEST(DriverResume, AResumedStepsWallTimeCountsTheTimeEarlierProcessesSpentOnIt) 
 
   auto plan = plan_resume(*f.store, "run", s.config, 0);
   ASSERT_TRUE(plan.ok()) << plan.err().message;
-  f.shared->hold = nullptr;
-  f.services.learner = f.new_learner();
-  s.resume = *plan;
-  auto second = std::make_shared<std::optional<run_summary>>();
-  f.start(s, second);
-  f.c.run();
-  ASSERT_TRUE(second->has_value());
-  ASSERT_EQ((*second)->status, run_status::finished) << (*second)->error;
+  const auto second = restart_from(f, s, *plan);
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(second->status, run_status::finished) << second->error;
 
   auto record = f.store->get_step("run", 1);
   ASSERT_TRUE(record.ok() && record->has_value());
@@ -415,12 +422,8 @@ std::vector<gate_trace> run_with_resume(int stop_after, int steps, bool replay_h
   if (!replay_history) {
     plan->gate_history.clear();
   }
-  s.resume = *plan;
-  f.services.learner = f.new_learner();
-  auto second = std::make_shared<std::optional<run_summary>>();
-  f.start(s, second);
-  f.c.run();
-  EXPECT_TRUE(second->has_value() && (*second)->status == run_status::finished);
+  const auto second = restart_from(f, s, *plan);
+  EXPECT_TRUE(second.has_value() && second->status == run_status::finished);
   return gate_traces(*f.store, static_cast<std::uint64_t>(stop_after));
 }
 
@@ -458,13 +461,9 @@ TEST(DriverResume, PlanResumeKeepsTheLastWindowOfTrainingGroupsInStepGroupOrder)
   s.validation_tasks = tasks(2, "v");
   // Step 3's group 2 never gets its answers: the run is stopped with step 3 in flight.
   f.shared->hold = [](const std::string& id) { return id.rfind("run/3/train/2/", 0) == 0; };
-  auto out = std::make_shared<std::optional<run_summary>>();
-  auto driver = f.start(s, out);
-  f.c.run();
-  caf::anon_send(driver, stop_atom_v);
-  f.c.run();
-  ASSERT_TRUE(out->has_value());
-  ASSERT_EQ((*out)->steps_completed, 3u);
+  const auto out = run_then_stop(f, s);
+  ASSERT_TRUE(out.has_value());
+  ASSERT_EQ(out->steps_completed, 3u);
 
   auto plan = plan_resume(*f.store, "run", s.config, s.validation_tasks.size());
   ASSERT_TRUE(plan.ok()) << plan.err().message;

@@ -279,6 +279,58 @@ TEST(ClientLoopback, RidesThroughEveryTransientFault) {
   }
 }
 
+// A 429's Retry-After holds the retry back (the client's own backoff is 1 ms here) without
+// holding the loop: a turn submitted meanwhile is served at once. Only lower bounds on time.
+TEST(ClientLoopback, A429sRetryAfterHoldsTheRetryWhileOtherTurnsAreServed) {
+  fault_config faults;
+  faults.retry_after = 3s;
+  position_server server({fault::status_429}, faults);
+  auto config = fast_config(wire_flavour::vllm, {server.url()});
+  config.retry.max_backoff = 10s;
+  auto client = make_client(config);
+  collector done;
+  ASSERT_EQ(client->submit(turn("held", 12, 8), done.callback()), submit_status::accepted);
+  ASSERT_TRUE(eventually([&] { return !server.records().empty(); }));
+  ASSERT_EQ(client->submit(turn("other", 5, 8), done.callback()), submit_status::accepted);
+  ASSERT_TRUE(done.wait_for(2));
+  const auto results = done.take();
+  // The turn submitted second completed first: the held one waited on a timer, not the loop.
+  EXPECT_EQ(results[0].request_id, "other");
+  EXPECT_EQ(results[1].request_id, "held");
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, turn_status::ok) << r.message;
+  }
+  const auto records = server.records();
+  ASSERT_EQ(records.size(), 3U);
+  EXPECT_EQ(records[0].wire_id, "held.1");
+  EXPECT_EQ(records[0].applied, fault::status_429);
+  EXPECT_EQ(records[1].wire_id, "other.1");
+  EXPECT_EQ(records[2].wire_id, "held.2");
+  EXPECT_GE(records[2].arrived - records[0].arrived, 3s);
+  client.reset();
+}
+
+// A Retry-After past retry.max_backoff is capped there: the turn does not sit out the server's
+// hour. (The collector's 60 s bound is the only upper bound.)
+TEST(ClientLoopback, ARetryAfterBeyondMaxBackoffIsCappedThere) {
+  fault_config faults;
+  faults.retry_after = 3600s;
+  position_server server({fault::status_429}, faults);
+  auto config = fast_config(wire_flavour::sglang, {server.url()});
+  config.retry.max_backoff = 300ms;
+  auto client = make_client(config);
+  collector done;
+  ASSERT_EQ(client->submit(turn("capped", 12, 8), done.callback()), submit_status::accepted);
+  ASSERT_TRUE(done.wait_for(1));
+  const auto r = done.take()[0];
+  EXPECT_EQ(r.status, turn_status::ok) << r.message;
+  EXPECT_EQ(r.attempts, 2);
+  const auto records = server.records();
+  ASSERT_EQ(records.size(), 2U);
+  EXPECT_GE(records[1].arrived - records[0].arrived, 300ms);
+  client.reset();
+}
+
 TEST(ClientLoopback, ResumesAnAbortedGenerationFromTheTokensReceived) {
   for (auto flavour : {wire_flavour::vllm, wire_flavour::sglang}) {
     SCOPED_TRACE(std::string(to_string(flavour)));

@@ -228,7 +228,9 @@ TEST(ClientProtocol, SinglePassReaderAgreesWithTheDomParser) {
       R"({"choices":[{"token_ids":[1],"logprobs":{"token_logprobs":[-1]},"prompt_token_ids":[5,6,7]}]})",
       R"({"choices":[]})",
   };
-  for (const auto& b : vllm_bodies) rows.push_back({wire_flavour::vllm, b});
+  for (const auto& b : vllm_bodies) {
+    rows.push_back({wire_flavour::vllm, b});
+  }
   const std::vector<std::string> sglang_bodies = {
       R"({"text":"x\ty","meta_info":{"finish_reason":{"matched":5,"type":"length"},"output_token_logprobs":[[-0.5,7,"x"],[-1,8]],"weight_version":"w"},"weight_version":3})",
       R"({"meta_info":{"finish_reason":"stop","output_token_logprobs":[]}})",
@@ -238,7 +240,9 @@ TEST(ClientProtocol, SinglePassReaderAgreesWithTheDomParser) {
       R"([])",
       R"({"meta_info":{"output_token_logprobs":[[-1]]}})",
   };
-  for (const auto& b : sglang_bodies) rows.push_back({wire_flavour::sglang, b});
+  for (const auto& b : sglang_bodies) {
+    rows.push_back({wire_flavour::sglang, b});
+  }
   const std::vector<token_id> prompt{5, 6};
   for (const auto& r : rows) {
     SCOPED_TRACE(std::string(to_string(r.flavour)) + ": " + r.body.substr(0, 160));
@@ -451,6 +455,30 @@ TEST(ClientProtocol, BackoffDoublesUpToTheCapWithJitterBelow) {
   }
   r.jitter = 0.0;
   EXPECT_EQ(backoff_delay(r, 2, 0.9).count(), 200);
+}
+
+TEST(ClientProtocol, RetryAfterInSecondsOrAsAnHttpDate) {
+  using std::chrono::milliseconds;
+  // 2026-10-21 07:28:00 UTC
+  const auto now = std::chrono::system_clock::from_time_t(1792567680);
+  EXPECT_EQ(parse_retry_after("120", now), milliseconds(120'000));
+  EXPECT_EQ(parse_retry_after(" 3\r\n", now), milliseconds(3'000));
+  EXPECT_EQ(parse_retry_after("0", now), milliseconds(0));
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2026 07:28:30 GMT", now), milliseconds(30'000));
+  EXPECT_EQ(parse_retry_after("Wednesday, 21-Oct-26 07:29:00 GMT", now), milliseconds(60'000));
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2026 07:00:00 GMT", now), milliseconds(0));  // past
+  for (const char* junk : {"", "  ", "-5", "1.5", "soon", "5 s"}) {
+    EXPECT_EQ(parse_retry_after(junk, now), std::nullopt) << junk;
+  }
+  // A number too long for any clock is still a wait (one that max_backoff caps).
+  EXPECT_GE(parse_retry_after("99999999999999999999999", now), milliseconds(3'600'000));
+
+  retry_config r;
+  r.max_backoff = milliseconds(10'000);
+  EXPECT_EQ(retry_wait(r, milliseconds(100), std::nullopt), milliseconds(100));
+  EXPECT_EQ(retry_wait(r, milliseconds(100), milliseconds(2'000)), milliseconds(2'000));
+  EXPECT_EQ(retry_wait(r, milliseconds(800), milliseconds(2)), milliseconds(800));
+  EXPECT_EQ(retry_wait(r, milliseconds(100), milliseconds(60'000)), milliseconds(10'000));
 }
 
 TEST(ClientProtocol, ContextLengthMessages) {

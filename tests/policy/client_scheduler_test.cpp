@@ -100,6 +100,38 @@ TEST(ClientScheduler, RetriesBackOffUntilAttemptsOrTheDeadlineRunOut) {
   EXPECT_EQ(late.message, "turn deadline would pass before the next attempt; last: boom");
 }
 
+TEST(ClientScheduler, ARetryWaitsForTheServersRetryAfterUpToMaxBackoff) {
+  retry_config retry;
+  retry.base_backoff = milliseconds(100);
+  retry.max_backoff = milliseconds(5'000);
+  retry.jitter = 0.0;
+  const auto now = steady::now();
+  const auto deadline = now + milliseconds(60'000);
+  auto draw = [] { return 0.0; };
+  // Longer than the backoff: the server's wait.
+  EXPECT_EQ(decide_retry(retry, 1, "429", now, deadline, draw, milliseconds(2'000)).when,
+            now + milliseconds(2'000));
+  // Shorter than the backoff: the backoff (a server cannot make the client retry sooner).
+  EXPECT_EQ(decide_retry(retry, 3, "429", now, deadline, draw, milliseconds(0)).when,
+            now + milliseconds(400));
+  // Past max_backoff: capped there.
+  EXPECT_EQ(decide_retry(retry, 1, "429", now, deadline, draw, milliseconds(3'600'000)).when,
+            now + milliseconds(5'000));
+  // A wait past the turn's deadline gives up now rather than later.
+  EXPECT_TRUE(
+      decide_retry(retry, 1, "429", now, now + milliseconds(1'000), draw, milliseconds(2'000))
+          .give_up);
+
+  // The verdict of a retried status carries the answer's Retry-After; other verdicts do not.
+  const auto ctx = vllm_context(retry);
+  auto busy = answer(429, "slow down");
+  busy.retry_after = milliseconds(7'000);
+  EXPECT_EQ(judge_reply(busy, ctx).retry_after, milliseconds(7'000));
+  auto refused = answer(400, R"({"error": {"message": "bad n"}})");
+  refused.retry_after = milliseconds(7'000);
+  EXPECT_EQ(judge_reply(refused, ctx).action, reply_action::complete);
+}
+
 TEST(ClientScheduler, AnAnswerReadWholeCompletesRetriesOrIsAccepted) {
   retry_config retry;
   const auto ctx = vllm_context(retry);

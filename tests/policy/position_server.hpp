@@ -146,6 +146,7 @@ class position_server {
     std::size_t prompt_len = 0;
     int max_tokens = 0;
     fault_kind applied = fault_kind::none;
+    std::chrono::steady_clock::time_point arrived;  // when the server's observer saw it
   };
 
   // `script`: the faults of the first generation arrivals, in order (fault_config::script).
@@ -166,6 +167,7 @@ class position_server {
     config.faults = std::move(faults);
     config.on_generation = [this](const generation_arrival& arrival) {
       record rec;
+      rec.arrived = std::chrono::steady_clock::now();
       rec.wire_id = arrival.request_id;
       rec.turn_id = rec.wire_id.substr(0, rec.wire_id.rfind('.'));
       rec.prompt_len = arrival.prompt_tokens;
