@@ -13,6 +13,7 @@
 #include "learner/policy.hpp"
 #include "learner/rank_workers.hpp"
 #include "learner/trainer.hpp"
+#include "tools/bench/bench_main.hpp"
 
 #include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -341,15 +342,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fputs("bench_learner: error: ", stderr);
-    std::fputs(e.what(), stderr);
-    std::fputs("\n", stderr);
-  } catch (...) {
-    std::fputs("bench_learner: error: an unknown exception\n", stderr);
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return leap::bench::main_of("bench_learner", run, argc, argv); }

@@ -19,6 +19,7 @@
 #include "orchestrator/config.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tests/doubles/instant_services.hpp"
+#include "tools/bench/bench_main.hpp"
 #include "tools/launch/launch.hpp"
 
 #include <CLI/CLI.hpp>
@@ -359,12 +360,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // A failure that surfaces as an exception (an allocation, CAF's start) ends with a message.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_pipeline: error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return leap::bench::main_of("bench_pipeline", run, argc, argv); }

@@ -15,6 +15,7 @@
 //   bench_policy_client [--flavour vllm|sglang] [--prompt 1024] [--reply 256] [--turns 20000]
 //                       [--window 64] [--inflight 2000] [--seconds 10]
 #include "policy/client.hpp"
+#include "tools/bench/bench_main.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
@@ -555,11 +556,5 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A failure that surfaces as an exception (an allocation, a thread) ends with a message.
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_policy_client: error: %s\n", e.what());
-    return 1;
-  }
+  return leap::bench::main_of("bench_policy_client", parse_and_run, argc, argv);
 }

@@ -10,6 +10,7 @@
 // bench measures the compile side only.
 #include "sandbox/kinds.hpp"
 #include "sandbox/verifier.hpp"
+#include "tools/bench/bench_main.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -254,11 +255,5 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A failure that surfaces as an exception (an allocation, a thread) ends with a message.
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_sandbox: error: %s\n", e.what());
-    return 1;
-  }
+  return leap::bench::main_of("bench_sandbox", parse_and_run, argc, argv);
 }

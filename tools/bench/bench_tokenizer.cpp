@@ -7,6 +7,7 @@
 // long-running server does. The id count and an FNV-1a hash of all ids let the figures of
 // bench_tokenizer_js.cjs and bench_tokenizer_hf.py be checked to come from identical ids.
 #include "tokenizer/tokenizer.hpp"
+#include "tools/bench/bench_main.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -163,12 +164,5 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A failure that surfaces as an exception (an allocation, a corpus line that is not a JSON
-  // string) ends with a message.
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_tokenizer: error: %s\n", e.what());
-    return 1;
-  }
+  return leap::bench::main_of("bench_tokenizer", parse_and_run, argc, argv);
 }

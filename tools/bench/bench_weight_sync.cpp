@@ -24,6 +24,7 @@
 #include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
+#include "tools/bench/bench_main.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -442,11 +443,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A failed allocation of a 7B model (host or device) surfaces as an exception: say so, exit 1.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_weight_sync: error: %s\n", e.what());
-    return 1;
-  }
+  return leap::bench::main_of("bench_weight_sync", run, argc, argv);
 }

@@ -182,6 +182,23 @@ class run {
   std::unique_ptr<impl> impl_;
 };
 
+// ---- what `leap run` says ----------------------------------------------------------------------
+
+// The line `leap run` prints once start() has built the run, without a newline: "run 'NAME': S
+// steps x B tasks x G rollouts, up to T turns | gate P, reward R, schedule M | N training tasks, V
+// validation tasks | policy ENDPOINT". Pure.
+[[nodiscard]] std::string describe_start(const run_preflight& checked, const std::string& endpoint);
+
+// The line it prints at the end, without a newline (the e2e tests read its counts): "run 'NAME'
+// STATUS: S steps completed by this process, G groups run, R read back from the store, T finished
+// turns of unfinished groups taken from the store | trajectories in STORE_PATH". Pure.
+[[nodiscard]] std::string describe_outcome(const run_outcome& outcome, const std::string& name,
+                                           const std::string& store_path);
+
+// `leap run`'s exit status for a run's end: 0 finished, 130 interrupted (what a shell reports for
+// SIGINT), 1 failed (and running, which an outcome never is). Pure.
+[[nodiscard]] int exit_status(run_status status);
+
 // ---- signals ------------------------------------------------------------------------------------
 
 // Waits for SIGINT/SIGTERM (routed to it by common/signals.hpp: call signals::route before any

@@ -51,7 +51,7 @@ std::string tokenizer_folder(const experiment_config& config,
     return resolve(config.policy.tokenizer);
   }
   if (config.policy.flavour == server_flavour::embedded && !config.policy.model.empty()) {
-    const std::string model = resolve(config.policy.model);
+    std::string model = resolve(config.policy.model);
     std::error_code ec;
     if (fs::exists(fs::path(model) / "tokenizer.json", ec)) {
       return model;

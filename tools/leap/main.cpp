@@ -4,8 +4,8 @@
 #include "tools/leap/command.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
-#include <iostream>
 
 namespace leap::cli {
 
@@ -20,7 +20,9 @@ command_registrar::command_registrar(std::string name, command_factory add) {
 
 }  // namespace leap::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int parse_and_run(int argc, char** argv) {
   // The CPU learner and the embedded policy server reallocate large tensors all the time.
   leap::learner::keep_freed_host_memory();
   CLI::App app{"leap: multi-turn RL rollouts for code LLMs with difficulty-conditioned pruning"};
@@ -40,10 +42,21 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const std::exception& e) {
-    // A command's errors are values until here; anything that still escapes is reported, not lost.
-    std::cerr << "leap: error: " << e.what() << "\n";
-    return 1;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A command's errors are values until here; anything that still escapes (from a command or from
+  // setting up the parser) is reported, not lost. stdio, not iostreams: nothing here may throw.
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "leap: error: %s\n", e.what());
+  } catch (...) {
+    std::fputs("leap: error: an unknown exception\n", stderr);
+  }
+  return 1;
 }

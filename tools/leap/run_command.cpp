@@ -90,41 +90,24 @@ int run_experiment(const run_options& options) {
   if (auto started = run.start(); !started) {
     return fail(started.err().message);
   }
-  const auto& tasks = run.checked().tasks;
-  std::printf(
-      "run '%s': %d steps x %d tasks x %d rollouts, up to %d turns | gate %s, reward %s, "
-      "schedule %s | %zu training tasks, %zu validation tasks | policy %s\n",
-      c.experiment.name.c_str(), c.experiment.steps, c.data.batch_size, c.rollout.group_size,
-      c.rollout.max_turns, to_string(c.gate.policy).c_str(), to_string(c.reward.kind).c_str(),
-      to_string(c.schedule.mode).c_str(), tasks.train.size(), tasks.validation.size(),
-      run.endpoints().front().c_str());
+  std::printf("%s\n", launch::describe_start(run.checked(), run.endpoints().front()).c_str());
   std::fflush(stdout);
 
   auto outcome = run.wait();
   if (!outcome) {
     return fail(outcome.err().message);
   }
-  const auto& summary = outcome->summary;
   auto steps = run.store()->steps(c.experiment.name);
   if (steps && !steps->empty()) {
     std::printf("\n%s", actors::format_summary_table(*steps, c.rollout.max_turns).c_str());
   }
   std::printf(
-      "run '%s' %s: %llu steps completed by this process, %llu groups run, %llu read back "
-      "from the store, %llu finished turns of unfinished groups taken from the store | "
-      "trajectories in %s\n",
-      c.experiment.name.c_str(), to_string(outcome->status).c_str(),
-      static_cast<unsigned long long>(summary.steps_completed),
-      static_cast<unsigned long long>(summary.groups_completed),
-      static_cast<unsigned long long>(summary.groups_resumed),
-      static_cast<unsigned long long>(summary.turns_resumed), run.store()->path().string().c_str());
+      "%s\n",
+      launch::describe_outcome(*outcome, c.experiment.name, run.store()->path().string()).c_str());
   if (outcome->status == run_status::failed) {
-    return fail(summary.error);
+    return fail(outcome->summary.error);
   }
-  if (outcome->status == run_status::interrupted) {
-    return 130;
-  }
-  return 0;
+  return launch::exit_status(outcome->status);
 }
 
 void add_run(CLI::App& app, int* exit_code) {

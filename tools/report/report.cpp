@@ -126,8 +126,9 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
                                         for (const auto& s : r.replay.steps) {
                                           const auto m = r.minutes.find(s.step);
                                           if (s.groups == 0 || s.accuracy.empty() ||
-                                              m == r.minutes.end())
+                                              m == r.minutes.end()) {
                                             continue;
+                                          }
                                           out[s.step] = {m->second, value(s)};
                                         }
                                       }));
