@@ -54,9 +54,16 @@ result<rank_workers> rank_workers::spawn(const rank_workers_options& options) {
     }
     argv.push_back(nullptr);
     pid_t pid = 0;
-    if (const int e =
-            ::posix_spawn(&pid, options.executable.c_str(), nullptr, nullptr, argv.data(), environ);
-        e != 0) {
+    // Only stdin, stdout and stderr reach a rank: a descriptor of ours opened without
+    // close-on-exec (a socket of the policy server, a pipe) would otherwise stay open as long as
+    // the rank lives, keeping a port bound or a pipe's end from seeing end-of-file.
+    posix_spawn_file_actions_t actions;
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    const int e =
+        ::posix_spawn(&pid, options.executable.c_str(), &actions, nullptr, argv.data(), environ);
+    ::posix_spawn_file_actions_destroy(&actions);
+    if (e != 0) {
       return error{options.executable + ": cannot spawn data-parallel rank " + std::to_string(r) +
                    ": " + std::strerror(e)};  // `out` kills the ranks spawned so far
     }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <optional>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -549,6 +551,33 @@ TEST(RankWorkers, StopKillsRunningRanksWithoutAnError) {
   for (const pid_t p : pids) {
     EXPECT_TRUE(process_gone(p)) << "rank pid " << p;
   }
+}
+
+// A descriptor the owner opened without close-on-exec does not reach the ranks.
+TEST(RankWorkers, RanksInheritNoDescriptorButTheStandardThree) {
+  SKIP_WITHOUT_GLOO();
+  std::array<int, 2> ends{};
+  ASSERT_EQ(::pipe(ends.data()), 0);  // no O_CLOEXEC on purpose
+  struct stat info {};
+  ASSERT_EQ(::fstat(ends[0], &info), 0);
+  const std::string our_pipe = "pipe:[" + std::to_string(info.st_ino) + "]";
+  const held_port port;
+  auto workers = rank_workers::spawn({LEAP_LEARNER_RANK, port.master(), 2, {}, 300});
+  ASSERT_TRUE(workers.ok()) << workers.err().message;
+  // posix_spawn returns after the exec: the rank's table is what it inherited (and what it
+  // opened since, none of it our pipe).
+  const auto fds = std::filesystem::path("/proc") / std::to_string(workers->pid(1)) / "fd";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    EXPECT_NE(target.string(), our_pipe) << entry.path();
+    ++seen;
+  }
+  EXPECT_GE(seen, 3);
+  ::close(ends[0]);
+  ::close(ends[1]);
+  EXPECT_TRUE(workers->stop().ok());
 }
 
 // A process that owns ranks is SIGKILLed (it cannot stop them itself): the ranks die with it
