@@ -190,9 +190,9 @@ cxx_sources() {
     grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' || true
 }
 
-# The folders whose every .cpp passes clang-tidy (`lint --all` checks them). The others (learner/,
-# tests/) are checked file by file as commits touch them until mended too.
-tidy_clean=(actors common orchestrator policy sandbox storage tokenizer tools)
+# The folders whose every .cpp passes clang-tidy (`lint --all` checks them): every library and
+# tools/. tests/ is checked file by file as commits touch it.
+tidy_clean=(actors common learner orchestrator policy sandbox storage tokenizer tools)
 
 # clang-format on every source, exit status 1 when one differs.
 lint_format() {
@@ -217,11 +217,26 @@ lint_all() {
     { grep -v -E '^(sandbox/suite|tests/sandbox/adversarial)/' || true; })
   [[ ${#files[@]} -gt 0 ]] || { log "lint --all: no .cpp file under ${dirs[*]}"; exit 2; }
   log "lint --all: clang-tidy on ${#files[@]} file(s) under ${dirs[*]}, $jobs at a time"
-  # xargs exits 123 when any clang-tidy failed; its findings are on stdout.
-  (cd "$root" && printf '%s\0' "${files[@]}" |
-    xargs -0 -n 1 -P "$jobs" clang-tidy -p "$build_dir" --quiet --warnings-as-errors='*' 2>/dev/null) ||
+  # xargs exits 123 when any file had a finding.
+  export -f tidy_one log
+  export root build_dir
+  (cd "$root" && printf '%s\0' "${files[@]}" | xargs -0 -n 1 -P "$jobs" bash -c 'tidy_one "$1"' _) ||
     bad=1
   return "$bad"
+}
+
+# clang-tidy on one .cpp; its findings on stderr and exit status 1 when it has any.
+tidy_one() {
+  local out
+  out=$(cd "$root" && clang-tidy -p "$build_dir" --quiet --warnings-as-errors='*' "$1" 2>/dev/null) && return 0
+  # clang 14 cannot parse LibTorch's headers with libstdc++ 12 (a static_assert on c10::IValue
+  # fails inside /usr/include): a compiler error in a system header is not a finding in ours.
+  # The checks' own findings (and compiler errors in our files) still fail.
+  if grep -E '(error|warning): ' <<<"$out" | grep -v -E '^/usr/.*\[clang-diagnostic-error\]$' | grep -q .; then
+    grep -v -E '^/usr/.*\[clang-diagnostic-error\]$' <<<"$out" >&2
+    return 1
+  fi
+  log "lint: $1: clang-tidy cannot parse the system headers it includes (LibTorch); its own checks found nothing"
 }
 
 # clang-format on every source, clang-tidy on the .cpp files changed since $1 (a changed header
@@ -237,18 +252,8 @@ lint() {
     sed 's/\.hpp$/.cpp/' | sort -u | while read -r f; do [[ -f $f ]] && echo "$f"; done)
   if [[ ${#changed[@]} -gt 0 ]]; then
     log "lint: clang-tidy on ${#changed[@]} file(s) changed since $base"
-    local out
     for f in "${changed[@]}"; do
-      out=$(cd "$root" && clang-tidy -p "$build_dir" --quiet --warnings-as-errors='*' "$f" 2>/dev/null) && continue
-      # clang 14 cannot parse LibTorch's headers with libstdc++ 12 (a static_assert on c10::IValue
-      # fails inside /usr/include): a compiler error in a system header is not a finding in ours.
-      # The checks' own findings (and compiler errors in our files) still fail.
-      if grep -E '(error|warning): ' <<<"$out" | grep -v -E '^/usr/.*\[clang-diagnostic-error\]$' | grep -q .; then
-        grep -v -E '^/usr/.*\[clang-diagnostic-error\]$' <<<"$out" >&2
-        bad=1
-      else
-        log "lint: $f: clang-tidy cannot parse the system headers it includes (LibTorch); its own checks found nothing"
-      fi
+      tidy_one "$f" || bad=1
     done
   fi
   return "$bad"
