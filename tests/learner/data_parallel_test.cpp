@@ -47,12 +47,14 @@ bool has_gloo() {
                     "learner on cpu";                                                      \
   }
 
-// A loopback port bound by this test but not listening: a TCPStore client connecting there is
-// refused and retries until its timeout (a rank waiting for a rank 0 that never comes), and no
-// other process can take the port meanwhile.
+// A loopback port bound by this test, by default not listening: a TCPStore client connecting
+// there is refused and retries until its timeout (a rank waiting for a rank 0 that never comes),
+// and no other process can take the port meanwhile. Listening, it accepts connections (into the
+// backlog) that nothing ever answers.
 class held_port {
  public:
-  held_port() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  enum class mode { bound, listening };
+  explicit held_port(mode m = mode::bound) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -61,6 +63,9 @@ class held_port {
     EXPECT_EQ(::bind(fd_, generic, sizeof addr), 0) << std::strerror(errno);
     EXPECT_EQ(::getsockname(fd_, generic, &len), 0) << std::strerror(errno);
     port_ = ntohs(addr.sin_port);
+    if (m == mode::listening) {
+      EXPECT_EQ(::listen(fd_, 8), 0) << std::strerror(errno);
+    }
   }
   ~held_port() { ::close(fd_); }
   held_port(const held_port&) = delete;
@@ -623,16 +628,8 @@ TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
   std::vector<std::string> args = {self, "--gtest_filter=RankWorkersOwner.SpawnsRanksAndWaits"};
   // Listening here, not in the owner: the ranks' connections outlive the owner, so only
   // PR_SET_PDEATHSIG ends them.
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  auto* generic = reinterpret_cast<sockaddr*>(&addr);  // NOLINT(*-reinterpret-cast): socket API
-  ASSERT_EQ(::bind(listener, generic, sizeof addr), 0) << std::strerror(errno);
-  ASSERT_EQ(::getsockname(listener, generic, &len), 0) << std::strerror(errno);
-  ASSERT_EQ(::listen(listener, 8), 0) << std::strerror(errno);
-  const std::string master = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const held_port listener(held_port::mode::listening);
+  const std::string master = listener.master();
   std::vector<std::string> env = {std::string(owner_env) + "=" + pids_file,
                                   std::string(owner_master_env) + "=" + master};
   for (char** e = environ; *e != nullptr; ++e) {
@@ -669,7 +666,6 @@ TEST(RankWorkers, RanksDieWithTheProcessThatSpawnedThem) {
   for (const pid_t p : {rank1, rank2}) {
     ::kill(p, SIGKILL);  // left over only when the expectation failed
   }
-  ::close(listener);
 }
 
 }  // namespace
