@@ -936,6 +936,22 @@ std::vector<cross_check> build_cross_checks() {
          }
          return std::nullopt;
        }});
+  checks.push_back(
+      {{"policy.tokenizer", "policy.flavour", "rollout.max_turns"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         // A debug turn appends the feedback to the conversation as a token delta, learned from
+         // renderings without the generation prompt; SGLang's /tokenize always adds it, so only
+         // a local template can render them.
+         if (c.policy.flavour == server_flavour::sglang && c.rollout.max_turns > 1 &&
+             c.policy.tokenizer.empty()) {
+           return "needed with policy.flavour sglang and rollout.max_turns > 1 (got " +
+                  show(c.rollout.max_turns) +
+                  "): debug turns render the feedback with the model's chat template here, "
+                  "SGLang's /tokenize cannot; set policy.tokenizer to the served model's folder "
+                  "(tokenizer.json and its chat template)";
+         }
+         return std::nullopt;
+       }});
   checks.push_back({{"learner.mini_batches", "data.batch_size", "rollout.group_size"},
                     [](const experiment_config& c) -> std::optional<std::string> {
                       const std::int64_t rollouts =

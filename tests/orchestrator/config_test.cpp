@@ -278,9 +278,18 @@ const std::vector<error_case>& error_cases() {
       {"static_rewards_default_length", "reward:\n  kind: static\nrollout:\n  max_turns: 2\n",
        "case.yaml:2: reward.static_rewards: must hold one reward per turn, rollout.max_turns = 2 "
        "values, got 3"},
+      // Debug turns render the feedback without the generation prompt, which SGLang's /tokenize
+      // cannot: a local template (policy.tokenizer) is needed; the default max_turns is 3.
+      {"sglang_debug_turns_need_a_tokenizer", "policy:\n  flavour: sglang\n",
+       "case.yaml:2: policy.tokenizer: needed with policy.flavour sglang and rollout.max_turns > 1 "
+       "(got 3)"},
+      {"sglang_debug_turns_need_a_tokenizer_max_turns_set",
+       "rollout:\n  max_turns: 2\npolicy:\n  flavour: sglang\n  endpoints: [http://a:1]\n",
+       "case.yaml:4: policy.tokenizer: needed with policy.flavour sglang and rollout.max_turns > 1 "
+       "(got 2)"},
       {"no_endpoint_vllm", "policy:\n  endpoints: []\n",
        "case.yaml:2: policy.endpoints: must list at least one URL when policy.flavour is vllm"},
-      {"no_endpoint_sglang", "policy:\n  flavour: sglang\n  endpoints: []\n",
+      {"no_endpoint_sglang", "policy:\n  flavour: sglang\n  endpoints: []\n  tokenizer: t\n",
        "case.yaml:3: policy.endpoints: must list at least one URL when policy.flavour is sglang"},
       {"bad_learner_device", "learner:\n  device: gpu0\n",
        "case.yaml:2: learner.device: must be cpu, cuda or cuda:N, got 'gpu0'"},
@@ -309,7 +318,8 @@ const std::vector<error_case>& error_cases() {
       {"weight_sync_ipc_needs_torch", "policy:\n  weight_sync: ipc\n",
        "case.yaml:2: policy.weight_sync: ipc needs learner.kind torch"},
       {"weight_sync_ipc_needs_vllm",
-       "policy:\n  flavour: sglang\n  weight_sync: ipc\nlearner:\n  kind: torch\n  model_path: m\n"
+       "policy:\n  flavour: sglang\n  weight_sync: ipc\n  tokenizer: t\nlearner:\n  kind: torch\n"
+       "  model_path: m\n"
        "  device: cuda\n",
        "case.yaml:3: policy.weight_sync: ipc needs policy.flavour vllm"},
       {"weight_sync_ipc_needs_cuda",
@@ -330,8 +340,8 @@ const std::vector<error_case>& error_cases() {
       {"weight_sync_nccl_needs_torch", "policy:\n  weight_sync: nccl\n",
        "case.yaml:2: policy.weight_sync: nccl needs learner.kind torch"},
       {"weight_sync_nccl_needs_vllm",
-       "policy:\n  flavour: sglang\n  weight_sync: nccl\nlearner:\n  kind: torch\n  model_path: "
-       "m\n",
+       "policy:\n  flavour: sglang\n  weight_sync: nccl\n  tokenizer: t\nlearner:\n  kind: torch\n"
+       "  model_path: m\n",
        "case.yaml:3: policy.weight_sync: nccl needs policy.flavour vllm"},
       {"weight_sync_nccl_one_endpoint",
        "policy:\n  weight_sync: nccl\n  endpoints: [http://a:1, http://b:1]\nlearner:\n  kind: "
@@ -452,6 +462,11 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://[::1]:8000\"]\n"
                    "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
                    "policy.weight_sync", "\"ipc\""},
+        // SGLang with debug turns and a local template; SGLang without debug turns needs none.
+        value_case{"policy:\n  flavour: sglang\n  tokenizer: models/policy\n", "policy.flavour",
+                   "sglang"},
+        value_case{"rollout:\n  max_turns: 1\ngate:\n  policy: none\npolicy:\n  flavour: sglang\n",
+                   "policy.flavour", "sglang"},
         value_case{"# only a comment\n", "data.batch_size", "32"},
         value_case{"gate:\n", "gate.policy", "dcp"},
         value_case{"rollout:\n  group_size: 4\n", "rollout.group_size", "4"},
@@ -542,7 +557,7 @@ TEST(ConfigDefaults, TypedFieldsOfAFullSection) {
       "  adaptive_min_groups: 16\n"
       "reward:\n  kind: static\n  static_rewards: [1.0, 0.4, 0.2]\n  failure_reward: -0.5\n"
       "policy:\n  flavour: sglang\n  endpoints: [http://a:30000, http://b:30000]\n  max_in_flight: "
-      "16\n",
+      "16\n  tokenizer: models/policy\n",
       "case.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.err().message;
   EXPECT_EQ(parsed->gate.policy, gate_policy::dcp_adaptive);
@@ -596,6 +611,7 @@ experiment_config customised() {
   c.learner.betas = {0.85, 0.98};
   c.learner.loss_aggregation = loss_aggregation::seq_mean_token_sum;
   c.policy.flavour = server_flavour::sglang;
+  c.policy.tokenizer = "models/policy";
   c.policy.endpoints = {"http://a:30000", "https://b.example"};
   c.policy.request_timeout_s = 1e9;
   c.verifier.cache_max_bytes = std::int64_t{1} << 50;
