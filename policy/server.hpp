@@ -57,12 +57,21 @@ struct server_config {
   std::string model_name = "leap-policy";  // Default: "leap-policy"; requests naming another
                                            // model get 404, as vLLM answers
   int max_model_len = 32768;               // Default: 32768 tokens of context (prompt + generated)
-  // Worker threads. A worker serves one connection at a time, for as long as the connection is
-  // kept alive, and a request's latency (the scripted backend's timers, a stall) is slept on its
-  // worker; so this must be at least the number of connections clients hold open at once, or the
-  // excess connections queue behind them. Default: 256.
+  // Worker threads. A worker serves one whole request at a time (connections waiting for their
+  // request, or idle between requests, hold none), and a request's latency (the scripted
+  // backend's timers, a stall) is slept on its worker; so this must be at least the number of
+  // requests clients have in flight at once, or the excess requests queue behind them.
+  // Default: 256.
   std::size_t threads = 256;
-  int listen_backlog = 1024;                           // Default: 1024
+  int listen_backlog = 1024;  // Default: 1024
+  // Connections open at once; one accepted beyond is answered 503 with Retry-After: 1 and closed.
+  // Default: 1024 (and at most the process's descriptor limit less 64)
+  std::size_t max_connections = 1024;
+  // A connection's request line and headers must be in within this of its accept (of its first
+  // byte, for a later request on a kept-alive connection), else 408 and close. Default: 10 s
+  std::chrono::milliseconds header_timeout{10000};
+  // A request's body must be in within this of its headers, else 408 and close. Default: 60 s
+  std::chrono::milliseconds body_timeout{60000};
   std::chrono::milliseconds keep_alive_timeout{5000};  // Default: 5 s idle before closing
   std::size_t keep_alive_max_requests = 100000;        // Default: 100000 requests per connection
   std::chrono::milliseconds read_timeout{30000};       // Default: 30 s

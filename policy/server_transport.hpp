@@ -5,11 +5,12 @@
 // also answers unknown routes and httplib's own refusals in the same shape, and stamps every
 // response with x-weight-version. The routes themselves know nothing of sockets.
 //
-// Connections. cpp-httplib gives a handler no way to close its connection without a reply, which
-// the "drop" fault needs. So the transport runs its own keep-alive loop per connection (httplib's
-// process_and_close_socket is virtual) over its own stream, and a handler that wants the
-// connection dropped calls drop_current_connection(): every later write on it fails, httplib gives
-// up on the response, and the loop closes the socket having sent nothing.
+// Connections are the gate's (http_gate.hpp), which the daemon's control API uses too: requests
+// reach a worker only whole, so slow or idle clients hold no worker; header and body deadlines,
+// a connection cap answered with 503 and Retry-After. A handler that wants its connection dropped
+// with no reply (the "drop" fault; httplib has no way) calls drop_current_connection(): every later
+// write on it fails, httplib gives up on the response, and the connection is closed having sent
+// nothing.
 #pragma once
 
 #include "common/result.hpp"

@@ -1,0 +1,241 @@
+// Slow and idle clients cannot starve the policy server (issue 29: 300 connections sending a
+// header byte a second made /v1/models and /v1/completions time out for as long as they stayed).
+// Real servers on 127.0.0.1 with few workers: more connections trickling their headers than
+// workers while normal requests are answered, the header and body deadlines, and the connection
+// cap. Every socket has a deadline on every wait; timing assertions are lower bounds, or upper
+// bounds far above what the work takes.
+#include "tests/policy/server_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <netinet/in.h>
+#include <optional>
+#include <poll.h>
+#include <string>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace leap::policy {
+namespace {
+
+using nlohmann::json;
+using namespace leap::policy::testing;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// A raw client socket: what the server answered, and when it closed the connection.
+struct raw_client {
+  int fd = -1;
+  steady::time_point connected;
+  std::string answer;
+  std::optional<steady::time_point> closed;
+
+  raw_client() = default;
+  raw_client(const raw_client&) = delete;
+  raw_client& operator=(const raw_client&) = delete;
+  ~raw_client() {
+    if (fd >= 0) ::close(fd);
+  }
+
+  bool connect_to(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = steady::now();
+    return fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+
+  bool send_text(const std::string& text) const {
+    return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
+  }
+
+  // Reads what has arrived, waiting up to `wait`; notes the close (EOF or reset).
+  void poll_answer(std::chrono::milliseconds wait) {
+    if (closed) return;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return;
+    char buffer[4096];
+    const auto n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) {
+      answer.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      closed = steady::now();
+    }
+  }
+
+  // Reads until the server closes the connection or `limit` passes.
+  void read_to_close(std::chrono::milliseconds limit) {
+    const auto deadline = steady::now() + limit;
+    while (!closed && steady::now() < deadline) poll_answer(100ms);
+  }
+};
+
+server_config few_workers() {
+  server_config config;
+  config.threads = 8;
+  return config;
+}
+
+// The report, scaled down: 20 connections trickling a header byte every 200 ms against 8
+// workers. Before, each held a worker for as long as it trickled (httplib's per-read timeout was
+// never reached), so the normal requests queued behind them. Now they wait in the gate, which
+// holds no worker, and are cut off with 408 at the header deadline.
+TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
+  auto config = few_workers();
+  config.header_timeout = 8s;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  constexpr int slow_count = 20;
+  std::vector<raw_client> slow(slow_count);
+  for (auto& s : slow) {
+    ASSERT_TRUE(s.connect_to(server->port()));
+    ASSERT_TRUE(s.send_text("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+  }
+  // Every slow client has sent a byte since it connected before the normal requests start.
+  const auto trickle = [&] {
+    for (auto& s : slow) {
+      if (!s.closed && !s.send_text("a")) s.closed = steady::now();
+    }
+  };
+  trickle();
+  std::this_thread::sleep_for(200ms);
+  trickle();
+
+  std::atomic<bool> stop_trickling{false};
+  std::thread trickler([&] {
+    const auto deadline = steady::now() + 60s;
+    while (!stop_trickling && steady::now() < deadline) {
+      trickle();
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  const auto started = steady::now();
+  auto client = client_for(*server, 5000ms);
+  const auto models = get(*client, "/v1/models");
+  const auto completion =
+      post(*client, "/v1/completions", json{{"prompt", vector_add_prompt}, {"max_tokens", 4}});
+  const auto elapsed = steady::now() - started;
+  EXPECT_TRUE(models.ok) << httplib::to_string(models.error);
+  EXPECT_EQ(models.status, 200) << models.body;
+  EXPECT_TRUE(completion.ok) << httplib::to_string(completion.error);
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_LT(elapsed, 5s);
+  // They were served while the slow clients still held their connections.
+  int still_open = 0;
+  for (auto& s : slow) {
+    s.poll_answer(0ms);
+    still_open += s.closed ? 0 : 1;
+  }
+  EXPECT_EQ(still_open, slow_count);
+
+  // The header deadline cuts every slow client off with 408, never before the deadline.
+  for (auto& s : slow) s.read_to_close(60s);
+  stop_trickling = true;
+  trickler.join();
+  for (const auto& s : slow) {
+    ASSERT_TRUE(s.closed) << "a trickling connection stayed open for 60 s";
+    EXPECT_GE(*s.closed - s.connected, 8s);
+    EXPECT_EQ(s.answer.rfind("HTTP/1.1 408", 0), 0u) << s.answer;
+    EXPECT_NE(s.answer.find("headers did not arrive"), std::string::npos) << s.answer;
+  }
+  // And the server serves on.
+  EXPECT_EQ(get(*client_for(*server), "/v1/models").status, 200);
+}
+
+// A connection that sent nothing is closed at the header deadline without an answer; a body
+// that stops coming gets 408 at the body deadline, counted from its headers.
+TEST(ServerSlowClients, IdleAndStalledBodiesAreClosedAtTheirDeadlines) {
+  auto config = few_workers();
+  config.header_timeout = 2s;
+  config.body_timeout = 3s;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  raw_client silent;
+  ASSERT_TRUE(silent.connect_to(server->port()));
+  raw_client stalled;
+  ASSERT_TRUE(stalled.connect_to(server->port()));
+  ASSERT_TRUE(stalled.send_text(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n{\"prompt\": "));
+  const auto headers_sent = steady::now();
+  // Meanwhile a normal request is served.
+  EXPECT_EQ(get(*client_for(*server, 5000ms), "/v1/models").status, 200);
+  silent.read_to_close(60s);
+  stalled.read_to_close(60s);
+  ASSERT_TRUE(silent.closed);
+  EXPECT_GE(*silent.closed - silent.connected, 2s);
+  EXPECT_EQ(silent.answer, "");
+  ASSERT_TRUE(stalled.closed);
+  EXPECT_GE(*stalled.closed - headers_sent, 3s);
+  EXPECT_EQ(stalled.answer.rfind("HTTP/1.1 408", 0), 0u) << stalled.answer;
+  EXPECT_NE(stalled.answer.find("request body did not arrive"), std::string::npos)
+      << stalled.answer;
+}
+
+// Beyond max_connections a connection is answered 503 with Retry-After at once, in the one error
+// shape, and never reaches a worker; once a connection closes, requests are served again.
+TEST(ServerSlowClients, ConnectionsBeyondTheCapAreRefusedAtOnce) {
+  auto config = few_workers();
+  config.max_connections = 4;
+  config.header_timeout = 30s;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  std::vector<raw_client> held(4);
+  for (auto& h : held) ASSERT_TRUE(h.connect_to(server->port()));
+  raw_client extra;
+  ASSERT_TRUE(extra.connect_to(server->port()));
+  ASSERT_TRUE(extra.send_text("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const auto asked = steady::now();
+  extra.read_to_close(30s);
+  ASSERT_TRUE(extra.closed);
+  EXPECT_LT(*extra.closed - asked, 10s);  // the header deadline is 30 s: refused, not timed out
+  EXPECT_EQ(extra.answer.rfind("HTTP/1.1 503", 0), 0u) << extra.answer;
+  EXPECT_NE(extra.answer.find("Retry-After: 1\r\n"), std::string::npos) << extra.answer;
+  const auto body =
+      extra.answer.substr(std::min(extra.answer.size(), extra.answer.find("\r\n\r\n") + 4));
+  const auto j = json::parse(body, nullptr, false);
+  EXPECT_TRUE(j.contains("error")) << extra.answer;
+
+  // One held connection goes away: a request is served again.
+  ::close(held[0].fd);
+  held[0].fd = -1;
+  bool served = false;
+  const auto deadline = steady::now() + 20s;
+  while (!served && steady::now() < deadline) {
+    served = get(*client_for(*server, 5000ms), "/v1/models").status == 200;
+    if (!served) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(served);
+}
+
+// Keep-alive survives the gate: many requests on one connection, and a pipelined pair.
+TEST(ServerSlowClients, KeptAliveAndPipelinedRequestsAreServed) {
+  auto server = start_server(few_workers());
+  ASSERT_TRUE(server);
+  auto client = client_for(*server, 5000ms);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(get(*client, "/v1/models").status, 200);
+  }
+  raw_client raw;
+  ASSERT_TRUE(raw.connect_to(server->port()));
+  ASSERT_TRUE(
+      raw.send_text("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n"
+                    "Connection: close\r\n\r\n"));
+  raw.read_to_close(30s);
+  ASSERT_TRUE(raw.closed);
+  std::size_t responses = 0;
+  for (auto at = raw.answer.find("HTTP/1.1 200"); at != std::string::npos;
+       at = raw.answer.find("HTTP/1.1 200", at + 1)) {
+    ++responses;
+  }
+  EXPECT_EQ(responses, 2u) << raw.answer;
+}
+
+}  // namespace
+}  // namespace leap::policy
