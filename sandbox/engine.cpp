@@ -91,6 +91,7 @@ bool may_be_the_gpus(const harness_failure& f) {
       return device_level_cuda_error(f.name);
     case harness_failure_kind::threads:
     case harness_failure_kind::stream:
+    case harness_failure_kind::channel:
       return false;  // their names are the harness's own ("left_running", "unordered"), not CUDA's
   }
   return false;
@@ -772,6 +773,40 @@ result<std::string> engine::harness_object(const task& t) {
   return lookup->output.artifact;
 }
 
+result<std::string> engine::judge_program(const task& t) {
+  auto identity = compiler_identity(task_kind::cpp);
+  if (!identity) {
+    return identity.err();
+  }
+  const std::string source = judge_source(t);
+  std::vector<std::string> argv{config_.cxx};
+  for (auto& f : split_flags(config_.cxx_flags)) {
+    argv.push_back(f);
+  }
+  for (const char* a : {"judge.cpp", "-o", "judge"}) {
+    argv.emplace_back(a);
+  }
+  std::string key_material = "judge\n" + *identity + "\n";
+  for (const auto& a : argv) {
+    key_material += a + "\n";
+  }
+  key_material += source;
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
+    return build_in_sandbox({{"judge.cpp", source}}, argv, "judge");
+  });
+  if (!lookup) {
+    return lookup.err();
+  }
+  if (!lookup->output.ok) {
+    if (lookup->output.timed_out) {
+      return error{t.id + ": building the judge timed out (is the host overloaded?)"};
+    }
+    return error{t.id + ": the generated judge does not compile (check the task's args):\n" +
+                 lookup->output.log.substr(0, 2000)};
+  }
+  return lookup->output.artifact;
+}
+
 result<engine::reference_data> engine::reference_outputs(const task& t) {
   auto identity = compiler_identity(task_kind::cpp);
   if (!identity) {
@@ -796,6 +831,10 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
                               std::to_string(config_.timing_reps);
 
   auto compute = [&]() -> result<reference_data> {
+    auto judge = judge_program(t);
+    if (!judge) {
+      return judge.err();
+    }
     auto lookup = cache_->get_or_build(build_key, [&] {
       return build_in_sandbox({{"harness.cpp", harness}, {"reference.cpp", t.reference}}, argv,
                               "ref");
@@ -814,18 +853,26 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     if (!dir) {
       return dir.err();
     }
-    if (auto s = write_file(dir->path() / "ref", lookup->output.artifact); !s) {
-      return s.err();
+    for (const auto& [name, bytes] :
+         {std::pair<const char*, const std::string*>{"ref", &lookup->output.artifact},
+          {"judge", &judge.value()}}) {
+      if (auto s = write_file(dir->path() / name, *bytes); !s) {
+        return s.err();
+      }
+      ::chmod((dir->path() / name).c_str(), 0755);
     }
-    ::chmod((dir->path() / "ref").c_str(), 0755);
     run_request request;
     const auto fresh_nonce = stream_nonce();
     if (!fresh_nonce) {
       return fresh_nonce.err();
     }
     const std::string& nonce = *fresh_nonce;
-    request.argv = {"./ref", std::to_string(t.seed), std::to_string(config_.trials),
-                    std::to_string(config_.timing_reps)};
+    request.argv = {"./judge",
+                    std::to_string(t.seed),
+                    std::to_string(config_.trials),
+                    std::to_string(config_.timing_reps),
+                    "./ref",
+                    "reference"};
     request.working_dir = dir->path();
     request.env = {{"PATH", base_path("")}, {"LANG", "C.UTF-8"}};
     request.stdin_data = nonce + "\n";
@@ -861,6 +908,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
       data.time = stats_of(dump->rep_ms);
     }
     data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
+    data.judge = std::make_shared<const std::string>(std::move(judge.value()));
     return data;
   };
 
@@ -984,6 +1032,7 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   }
   p.expected = reference->expected;
   p.reference_time = reference->time;
+  p.judge = reference->judge;
   return p;
 }
 
@@ -1103,6 +1152,17 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     return infrastructure_error(slot_gpu, s.err().message);
   }
   ::chmod((dir->path() / "cand").c_str(), 0755);
+  // Host candidates run under the task's judge (harness.hpp), which starts ./cand itself.
+  const bool judged = !cuda;
+  if (judged) {
+    if (!p.judge) {
+      return error{t.id + ": the candidate was prepared without its task's judge"};
+    }
+    if (auto s = write_file(dir->path() / "judge", *p.judge); !s) {
+      return infrastructure_error(slot_gpu, s.err().message);
+    }
+    ::chmod((dir->path() / "judge").c_str(), 0755);
+  }
   const harness_dump& expected = *p.expected;
   const auto fresh_nonce = stream_nonce();
   if (!fresh_nonce) {
@@ -1110,8 +1170,11 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   }
   const std::string& nonce = *fresh_nonce;
   run_request request;
-  request.argv = {"./cand", std::to_string(t.seed), std::to_string(config_.trials),
-                  std::to_string(config_.timing_reps)};
+  request.argv = {judged ? "./judge" : "./cand", std::to_string(t.seed),
+                  std::to_string(config_.trials), std::to_string(config_.timing_reps)};
+  if (judged) {
+    request.argv.emplace_back("./cand");
+  }
   request.working_dir = dir->path();
   request.env = run_env(slot_gpu);
   request.stdin_data = nonce + "\n";

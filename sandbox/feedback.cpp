@@ -384,6 +384,7 @@ std::string harness_error_feedback(const harness_failure& e, std::string_view st
       break;
     case harness_failure_kind::threads:
     case harness_failure_kind::stream:
+    case harness_failure_kind::channel:
     case harness_failure_kind::other:
       out = "Runtime error while " + e.where + ": " + e.text + ".";
       break;

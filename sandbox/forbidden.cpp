@@ -742,6 +742,12 @@ std::optional<forbidden_hit> check_object_symbols(const std::vector<object_symbo
     if (harness_needs.count(s.name) > 0 || (!s.weak() && harness_defines.count(s.name) > 0)) {
       return refuse(s.name, {f, " defines ", shown, ", which the harness uses", why});
     }
+    // The judge times calls with its own clock in its own process, so a replaced clock fakes
+    // nothing; but a candidate that defines one (weak or not) is trying to, and gets told so.
+    if (mangled && starts_with(shown, "std::chrono::") &&
+        shown.find("::now(") != std::string::npos) {
+      return refuse(s.name, {f, " defines ", shown, ", a clock of the standard library", why});
+    }
     if (!mangled && function) {
       return refuse(s.name,
                     {f, " defines ", shown, " with C linkage", why,

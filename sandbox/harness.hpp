@@ -16,29 +16,47 @@
 namespace leap::sandbox {
 
 enum class harness_flavor : std::uint8_t {
-  host_reference,  // calls reference(...) with host pointers (built with g++ for cpp and cuda
-                   // tasks)
-  host_candidate,  // calls solve(...) with host pointers (cpp tasks)
+  host_reference,  // the stub that calls reference(...) (cpp and cuda tasks; built with g++)
+  host_candidate,  // the stub that calls solve(...) (cpp tasks)
   cuda_candidate,  // cudaMalloc/cudaMemcpy around solve(...) with device pointers (cuda tasks)
 };
 
-// The harness's main(): `prog <seed> <trials> <timing reps>`, a nonce line (32 hex digits) on
-// stdin. A constructor that runs before any of the candidate's (priority 101) moves the engine's
-// stdout pipe to a private descriptor and points fd 1 at stderr, so nothing the candidate prints
-// can mix into the results. The buffers are allocated once (same addresses for every call); each
-// call (the trials, then with reps > 0 one warm-up and `reps` timed repetitions) refills the inputs
-// from a seeded generator (fresh values per call, the same in every flavor) and the outputs with
-// fresh garbage, calls the entry point and writes one framed record: the call's time, every
-// output/inout array and a hash per input (the candidate's after the call, the reference's as
-// generated; the engine compares them). After the last record the harness ends the process with
-// _exit at once: no atexit handler, static destructor or thread of the candidate runs after it.
-// The candidate flavors also check that solve() left no thread running (/proc/self/task) and,
-// for cuda, that its results were ordered with the default stream; the cuda timing is taken with
-// every stream synchronised. Failures are an error record in the stream (kind "cuda_init", "cuda",
-// "threads", "stream", "io") and exit code 3.
-// The comparison is deliberately not in this program: the candidate runs in the same process and
-// could forge any verdict it printed; it cannot forge outputs it did not compute.
+// The host kinds (cpp candidates, and the reference of cpp and cuda tasks) run as two processes:
+// the judge (judge_source, no code of the task's) and the entry point's program (a host flavor's
+// stub linked with the candidate or the reference), which the judge starts itself.
+//
+// The judge: `judge <seed> <trials> <timing reps> <program> [reference]`, a nonce line (32 hex
+// digits) on stdin, its stdout the engine's pipe (moved to a private descriptor; fd 1 and the
+// program's stdout point at stderr). It makes itself non-dumpable (a process of the same uid can
+// neither read its memory nor open its descriptors through /proc; ptrace and process_vm_* are
+// refused by the sandbox's seccomp filter), allocates every buffer in a sealed memfd and starts
+// the program with the memfd on descriptor 3 and a SOCK_SEQPACKET channel on descriptor 4.
+// Per call it generates the inputs and the outputs' garbage in its own memory, takes its clock,
+// writes them into the shared buffers, sends 'G', waits for 'D' (and for threads the call started
+// to end, up to a second), copies the outputs out and hashes the inputs as the program left them,
+// and only then stops its clock. So the outputs it records are the ones that existed when the call
+// was answered, the time covers every write they needed, and neither the time, the hashes nor the
+// stream is the program's to write: a program that patches its own clocks, forks or keeps threads
+// changes nothing of the record. A program that ends passes its exit status or signal on as the
+// judge's own; one that closes or garbles the channel is a "channel" failure. After the last call
+// the judge kills the program and ends the stream.
+//
+// The stub: maps the buffers at the offsets the judge sends and answers every 'G' with a call and
+// a 'D'. It is trusted with nothing.
+//
+// The CUDA candidate's harness is still one process with the candidate: `prog <seed> <trials>
+// <timing reps>`, the nonce on stdin; a constructor that runs before any of the candidate's
+// (priority 101) moves the engine's stdout pipe to a private descriptor and points fd 1 at
+// stderr. The buffers are allocated once; each call refills them from the same seeded generator,
+// calls solve(), checks that it left no thread running (/proc/self/task) and that its results
+// were ordered with the default stream, times it with events after every stream is synchronised,
+// and writes one record; after the last record it ends with _exit at once. Failures are an error
+// record (kind "cuda_init", "cuda", "threads", "stream") and exit code 3. The comparison is never
+// in either program: the engine compares the outputs with the reference's itself.
 std::string harness_source(const task& t, harness_flavor flavor);
+
+// The judge's source for a task (see above): built with g++, shared by its candidates.
+std::string judge_source(const task& t);
 
 // `void solve(<params>);` (or reference) as the suite format defines it, e.g.
 // "void solve(const float* x, float* y, int n)".
@@ -63,6 +81,7 @@ enum class harness_failure_kind : std::uint8_t {
   cuda,       // a CUDA call or a kernel of the run failed (`name`: the cudaError_t's name)
   threads,    // solve() left a thread running, or /proc could not be read to tell
   stream,     // the candidate's work on a stream was unfinished when solve() returned
+  channel,    // the program closed or wrote into the judge's channel (host kinds)
   other,      // a kind the harness never writes: only the candidate's own bytes can carry one
 };
 
@@ -77,6 +96,8 @@ constexpr std::string_view name_of(harness_failure_kind k) {
       return "threads";
     case harness_failure_kind::stream:
       return "stream";
+    case harness_failure_kind::channel:
+      return "channel";
     case harness_failure_kind::other:
       return "other";
   }

@@ -8,6 +8,10 @@
 //   class: atexit rewrites the dump    what it tries, for the README's threat model
 //   feedback: text                     optional: a substring the feedback must hold
 //   gpu: true                          optional: needs a CUDA GPU (skipped without one)
+//   max_speedup: 20                    optional: a timing attack on a correct solution: it is
+//                                      verified with timing on and may pass (`expect: pass`),
+//                                      but never with a speedup above this bound (the faked one
+//                                      is orders of magnitude above it)
 //
 // Every candidate must be judged (an infrastructure error fails the test: a candidate must never
 // be able to stop a run), get one of its expected categories, and never have secrets of the host
@@ -53,6 +57,7 @@ struct adversarial_case {
   std::string attack_class;
   std::string feedback_contains;
   bool gpu = false;
+  double max_speedup = 0;  // > 0: a timing attack, verified with timing on
   std::string code;  // the whole file, header included: the candidate as the model would write it
 };
 
@@ -99,6 +104,8 @@ adversarial_case read_case(const fs::path& file) {
       c.attack_class = value;
     } else if (key == "feedback") {
       c.feedback_contains = value;
+    } else if (key == "max_speedup") {
+      c.max_speedup = std::stod(value);
     } else if (key == "gpu") {
       c.gpu = value == "true" || value == "yes";
     }
@@ -140,6 +147,22 @@ std::string fence_language(const std::string& kind) {
   return "python";
 }
 
+// The engine of the timing attacks: the shared tests' configuration with timed repetitions.
+engine& timing_engine() {
+  static std::unique_ptr<engine> e = [] {
+    engine_config config = testing::test_engine_config();
+    config.cache_dir = testing::test_cache_dir() / "timed-adversarial";
+    config.timing_reps = 5;
+    auto created = engine::create(std::move(config));
+    if (!created) {
+      ADD_FAILURE() << created.err().message;
+      std::abort();
+    }
+    return std::move(created.value());
+  }();
+  return *e;
+}
+
 // Texts that only the host or the task holds: a feedback quoting one of them leaked it.
 std::vector<std::string> host_secrets() {
   return {"root:x:0:0", "LEAP_SOURCE_DIR", LEAP_SOURCE_DIR};
@@ -154,10 +177,14 @@ TEST(Adversarial, CorpusIsWellFormed) {
     EXPECT_FALSE(c.task_spec.empty()) << "no 'task:' line";
     EXPECT_FALSE(c.expected.empty()) << "no 'expect:' line";
     EXPECT_FALSE(c.attack_class.empty()) << "no 'class:' line";
-    EXPECT_EQ(c.expected.count("pass"), 0U) << "an adversarial candidate must not pass";
+    if (c.max_speedup <= 0) {
+      EXPECT_EQ(c.expected.count("pass"), 0U)
+          << "an adversarial candidate must not pass (a timing attack on a correct solution names "
+             "its max_speedup)";
+    }
     for (const auto& e : c.expected) {
-      static const std::set<std::string> known{"format",  "compile", "forbidden",
-                                               "runtime", "timeout", "wrong_answer"};
+      static const std::set<std::string> known{"format",  "compile",      "forbidden", "runtime",
+                                               "timeout", "wrong_answer", "pass"};
       EXPECT_EQ(known.count(e), 1U) << "unknown category '" << e << "'";
     }
     ++per_kind[c.kind];
@@ -177,7 +204,8 @@ TEST_P(AdversarialCase, IsNotPaid) {
   if (c.gpu && !testing::gpu_present(&why)) GTEST_SKIP() << why;
   const task t = load_task(c);
   if (t.id.empty()) return;
-  auto v = shared_engine().verify(t, fenced(fence_language(c.kind), c.code), c.gpu ? 0 : -1);
+  engine& judge = c.max_speedup > 0 ? timing_engine() : shared_engine();
+  auto v = judge.verify(t, fenced(fence_language(c.kind), c.code), c.gpu ? 0 : -1);
   ASSERT_TRUE(v.ok())
       << "the candidate caused an infrastructure error (it must only ever fail its own turn): "
       << v.err().message;
@@ -188,6 +216,11 @@ TEST_P(AdversarialCase, IsNotPaid) {
       << c.attack_class << ": got " << got << ", expected " << expected << "\n"
       << v->feedback << "\n--- diagnostics\n"
       << v->diagnostics;
+  if (c.max_speedup > 0 && v->passed) {
+    ASSERT_TRUE(v->speedup.has_value()) << "a timed pass without a speedup";
+    EXPECT_LE(*v->speedup, c.max_speedup) << c.attack_class << ": the faked speedup was paid\n"
+                                          << v->diagnostics;
+  }
   if (!c.feedback_contains.empty()) {
     EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
   }

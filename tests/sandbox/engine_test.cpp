@@ -165,8 +165,9 @@ TEST(EngineTest, PythonVerdicts) {
   }
 }
 
-// The harness's results travel through a private pipe in framed records: nothing the candidate
-// prints, and nothing it leaves to run after solve(), changes them.
+// The results travel from the judge's process through a private pipe in framed records: nothing
+// the candidate prints or writes to any descriptor, and nothing it leaves to run after solve(),
+// changes them (writing into the judge's channel is a runtime error of its own).
 TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
   const task t = doubling_task();
   const std::string correct = "  for (int i = 0; i < n; ++i) y[i] = x[i] * 2;\n";
@@ -192,7 +193,7 @@ TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
        solve(
            "#include <unistd.h>\n",
            "  for (int fd = 0; fd < 64; ++fd) (void)!write(fd, \"C\\0\\0\\0\\0\", 5);\n" + correct),
-       verdict_category::runtime, "tampered"},
+       verdict_category::runtime, "harness's channel"},
       {"static_destructor_never_runs",
        fenced("cpp",
               "#include <cstdlib>\nstruct bomb { ~bomb() { std::abort(); } } the_bomb;\n"
@@ -206,6 +207,39 @@ TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
        verdict_category::runtime, "still running"},
       {"joined_thread",
        solve("#include <thread>\n", "  std::thread w([=] {\n" + correct + "  });\n  w.join();\n"),
+       verdict_category::pass, "Correct"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    expect_case(shared_engine(), t, c);
+  }
+}
+
+// The judge is the candidate's parent and shares its uid, but is not dumpable: the candidate can
+// neither read nor write its memory, nor open its descriptors (the result stream), through /proc,
+// and ptrace is refused. Each candidate computes the right answer and spoils it (zeros) only when
+// its way into the judge opened, so a pass means the way was closed.
+TEST(EngineTest, TheJudgesProcessIsOutOfTheCandidatesReach) {
+  const task t = doubling_task();
+  auto attempt = [](const std::string& opened) {
+    return fenced("cpp",
+                  "#include <cstdio>\n#include <fcntl.h>\n#include <sys/ptrace.h>\n"
+                  "#include <unistd.h>\n"
+                  "void solve(const float* x, float* y, int n) {\n"
+                  "  char path[64];\n  (void)path;\n  const bool opened = " +
+                      opened +
+                      ";\n"
+                      "  for (int i = 0; i < n; ++i) y[i] = opened ? 0.0f : x[i] * 2;\n}\n");
+  };
+  const std::string proc = "(std::snprintf(path, sizeof path, \"/proc/%d/";
+  const std::vector<engine_case> cases{
+      {"memory", attempt(proc + "mem\", (int)getppid()), open(path, O_RDWR) >= 0)"),
+       verdict_category::pass, "Correct"},
+      {"result_stream", attempt(proc + "fd/1\", (int)getppid()), open(path, O_WRONLY) >= 0)"),
+       verdict_category::pass, "Correct"},
+      {"descriptors", attempt(proc + "fd\", (int)getppid()), open(path, O_RDONLY) >= 0)"),
+       verdict_category::pass, "Correct"},
+      {"ptrace", attempt("ptrace(PTRACE_ATTACH, getppid(), nullptr, nullptr) == 0"),
        verdict_category::pass, "Correct"},
   };
   for (const auto& c : cases) {
@@ -397,6 +431,7 @@ TEST(EngineTest, StreamParserReadsTheFailureKind) {
       {"cuda", harness_failure_kind::cuda},
       {"threads", harness_failure_kind::threads},
       {"stream", harness_failure_kind::stream},
+      {"channel", harness_failure_kind::channel},
       {"io", harness_failure_kind::other},
       {"", harness_failure_kind::other}};
   for (const auto& [text, kind] : cases) {

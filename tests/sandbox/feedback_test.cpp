@@ -272,8 +272,8 @@ TEST(FeedbackTest, HarnessFailureKinds) {
                                    ""),
             "CUDA error cudaErrorAssert while running solve(): device-side assert triggered.\nA "
             "device-side assert failed.");
-  for (const auto kind :
-       {harness_failure_kind::threads, harness_failure_kind::stream, harness_failure_kind::other}) {
+  for (const auto kind : {harness_failure_kind::threads, harness_failure_kind::stream,
+                          harness_failure_kind::channel, harness_failure_kind::other}) {
     SCOPED_TRACE(to_string(kind));
     EXPECT_EQ(
         harness_error_feedback({kind, "left_running", "checking threads after solve() returned",

@@ -1,7 +1,7 @@
 // task: cpp/prefix_sum_int
 // expect: runtime
 // class: writes extra records onto every descriptor, the harness's result stream among them
-// feedback: tampered
+// feedback: harness's channel
 #include <cstdint>
 #include <cstring>
 #include <unistd.h>
