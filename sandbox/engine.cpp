@@ -1201,6 +1201,9 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   if (r->memory_exceeded) {
     return finish(verdict_category::runtime, memory_feedback(request.limits));
   }
+  if (r->scratch_exceeded) {
+    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
+  }
   auto tampered = [&](const std::string& what) {
     return finish(verdict_category::runtime,
                   "Runtime error: the harness's output was tampered with (" + what +
@@ -1396,6 +1399,9 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   };
   if (c.memory_exceeded) {
     return finish(verdict_category::runtime, memory_feedback(cand.limits));
+  }
+  if (c.scratch_exceeded) {
+    return finish(verdict_category::runtime, scratch_feedback(c, cand.limits));
   }
   // How the candidate's process ended, when that explains a lost channel.
   auto candidate_ended = [&](const std::string& during) -> verdict {
@@ -1744,6 +1750,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   };
   if (r->memory_exceeded) {
     return finish(verdict_category::runtime, memory_feedback(request.limits));
+  }
+  if (r->scratch_exceeded) {
+    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
   }
   auto judged = [&](const nlohmann::json& j) {
     auto fb = kernelbench_result_feedback(j.dump());

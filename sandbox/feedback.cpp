@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdio>
 #include <regex>
 #include <signal.h>
@@ -357,6 +358,40 @@ std::string timeout_feedback(double limit_seconds, bool cpu) {
   return std::string("Time limit exceeded: the program did not finish within ") +
          number(limit_seconds) + " s of " + (cpu ? "CPU time" : "wall-clock time") +
          " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
+}
+
+namespace {
+
+// "256 MiB", "1.8 GiB", "12 KiB", "300 bytes".
+std::string byte_size(std::uint64_t bytes) {
+  static constexpr std::array<const char*, 4> units{"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  }
+  double value = static_cast<double>(bytes) / 1024;
+  std::size_t unit = 0;
+  while (value >= 1024 && unit + 1 < units.size()) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  const bool whole =
+      value >= 100 || value == static_cast<double>(static_cast<std::uint64_t>(value));
+  std::snprintf(text, sizeof text, whole ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+std::string scratch_feedback(const run_result& r, const resource_limits& limits) {
+  const auto entries = [](std::uint64_t n) {
+    return std::to_string(n) + (n == 1 ? " file or folder" : " files and folders");
+  };
+  return "Runtime error: the program left " + byte_size(r.scratch_left_bytes) + " (" +
+         entries(r.scratch_left_entries) + ") in its working folder; the limit is " +
+         byte_size(limits.scratch_bytes) + " in at most " + entries(scratch_entry_limit(limits)) +
+         ", each file counted at its full size (a sparse file's holes too). Nothing it wrote "
+         "was kept: write only the files the task asks for.";
 }
 
 std::string harness_error_feedback(const harness_failure& e, std::string_view stderr_text) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <dirent.h>
@@ -128,11 +129,21 @@ struct fd_guard {
 
 // What the supervisor (the clone child) reports through the status pipe.
 // cgroup_refused comes first where it comes at all (the run goes on without its cgroup).
-enum report_kind : int { wait_status = 1, exec_failed = 2, setup_failed = 3, cgroup_refused = 4 };
+// scratch_left (namespace mode) comes just before wait_status.
+enum report_kind : int {
+  wait_status = 1,
+  exec_failed = 2,
+  setup_failed = 3,
+  cgroup_refused = 4,
+  scratch_left = 5
+};
 struct report {
   int kind;
-  int value;  // wait status, or errno
+  int value;  // wait status, errno, or (scratch_left) 1 when over the budget
   int step;   // which setup step failed (k_step_* or k_step_mount + index of the mount step)
+  int unused;
+  std::uint64_t bytes;    // scratch_left: what the run left, as the budget counts it
+  std::uint64_t entries;  // scratch_left: its files and folders
 };
 
 constexpr int k_step_setsid = 1, k_step_chdir = 2, k_step_chown = 3, k_step_stdio = 4,
@@ -180,8 +191,9 @@ struct child_plan {
   const sock_fprog* seccomp = nullptr;
 };
 
-void child_report(int fd, int kind, int value, int step) {
-  report r{kind, value, step};
+void child_report(int fd, int kind, int value, int step, std::uint64_t bytes = 0,
+                  std::uint64_t entries = 0) {
+  report r{kind, value, step, 0, bytes, entries};
   // A short write to a pipe of this size is atomic; nothing useful can be done if it fails.
   [[maybe_unused]] auto n = ::write(fd, &r, sizeof r);
 }
@@ -317,10 +329,18 @@ struct dirent64_raw {
 // The supervisor's copy buffer (its own copy-on-write page after the clone).
 char g_copy_buffer[1 << 16];
 
-bool copy_contents(int in, int out) {
+// Copies at most `limit` bytes of `in` to `out`: the copy back copies no more than the size it
+// counted, whatever the file holds by then.
+bool copy_contents(int in, int out, std::uint64_t limit) {
+  std::uint64_t left = limit;
   for (;;) {
-    const ssize_t n = ::syscall(SYS_sendfile, out, in, nullptr, 1 << 30);
+    if (left == 0) {
+      return true;
+    }
+    const ssize_t n =
+        ::syscall(SYS_sendfile, out, in, nullptr, std::min<std::uint64_t>(left, 1 << 30));
     if (n > 0) {
+      left -= static_cast<std::uint64_t>(n);
       continue;
     }
     if (n == 0) {
@@ -334,8 +354,9 @@ bool copy_contents(int in, int out) {
     }
     return false;
   }
-  for (;;) {
-    const ssize_t n = ::read(in, g_copy_buffer, sizeof g_copy_buffer);
+  while (left > 0) {
+    const ssize_t n =
+        ::read(in, g_copy_buffer, std::min<std::uint64_t>(left, sizeof g_copy_buffer));
     if (n == 0) {
       return true;
     }
@@ -355,81 +376,274 @@ bool copy_contents(int in, int out) {
       }
       done += w;
     }
+    left -= static_cast<std::uint64_t>(n);
   }
+  return true;
 }
 
-// Copies the regular files and folders of `src` into `dst` (at most 8 levels), never following or
-// copying a symlink, a device, a fifo or a socket. `strict`: the first failure is returned (copying
-// the caller's files in); otherwise what cannot be copied is skipped (copying the command's files
-// out, whose names and shapes the command chose). Returns 0 or an errno.
-int copy_tree(int src, int dst, int depth, bool strict) {
+// How deep the copy back goes: files of folders below this level stay behind.
+constexpr int k_copy_depth = 8;
+constexpr std::uint64_t k_page = 4096;
+
+// What one entry the run left costs the host (see resource_limits::scratch_bytes): a regular file
+// is written back densely, holes included, so its apparent size counts in full (and its allocated
+// blocks, where fallocate reserved more), rounded up to a page; anything else a folder's block.
+std::uint64_t host_cost(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    return k_page;
+  }
+  const std::uint64_t size = std::max<std::uint64_t>(
+      static_cast<std::uint64_t>(st.st_size), static_cast<std::uint64_t>(st.st_blocks) * 512);
+  return size > ~std::uint64_t{0} - k_page ? ~std::uint64_t{0}
+                                           : (size + k_page - 1) / k_page * k_page;
+}
+
+struct tree_count {
+  std::uint64_t bytes = 0;
+  std::uint64_t entries = 0;
+  bool unreadable = false;  // a folder could not be read (fallback): it counts as over the budget
+  void add(std::uint64_t cost) {
+    bytes = bytes > ~std::uint64_t{0} - cost ? ~std::uint64_t{0} : bytes + cost;
+    ++entries;
+  }
+};
+
+bool is_dot(const char* name) {
+  return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+// Calls `each(name)` for every entry of the open folder `dir` but "." and "..", from its start.
+// Returns false when the folder could not be read. System calls only (the supervisor uses it).
+template <class Each>
+bool for_each_entry(int dir, Each each) {
   alignas(8) char entries[4096];
+  if (::lseek(dir, 0, SEEK_SET) < 0) {
+    return false;
+  }
   for (;;) {
-    const long got = ::syscall(SYS_getdents64, src, entries, sizeof entries);
+    const long got = ::syscall(SYS_getdents64, dir, entries, sizeof entries);
     if (got < 0 && errno == EINTR) {
       continue;
     }
-    if (got < 0) {
-      return strict ? errno : 0;
-    }
-    if (got == 0) {
-      return 0;
+    if (got <= 0) {
+      return got == 0;
     }
     for (long off = 0; off < got;) {
       const auto* d = reinterpret_cast<const dirent64_raw*>(entries + off);
       off += d->d_reclen;
-      const char* name = d->d_name;
-      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
-        continue;
-      }
-      struct stat st {};
-      if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        if (strict) {
-          return errno;
-        }
-        continue;
-      }
-      int err = 0;
-      if (S_ISREG(st.st_mode)) {
-        const int in = ::openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        const int out =
-            in < 0 ? -1
-                   : ::openat(dst, name,
-                              O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                              st.st_mode & 0777);
-        if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 || !copy_contents(in, out)) {
-          err = errno;
-        }
-        if (in >= 0) {
-          ::close(in);
-        }
-        if (out >= 0) {
-          ::close(out);
-        }
-      } else if (S_ISDIR(st.st_mode) && depth < 8) {
-        if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) {
-          err = errno;
-        }
-        const int in =
-            err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        const int out =
-            in < 0 ? -1 : ::openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (in < 0 || out < 0) {
-          err = err ? err : errno;
-        } else {
-          err = copy_tree(in, out, depth + 1, strict);
-        }
-        if (in >= 0) {
-          ::close(in);
-        }
-        if (out >= 0) {
-          ::close(out);
-        }
-      }
-      if (err != 0 && strict) {
-        return err;
+      if (!is_dot(d->d_name) && !each(d->d_name)) {
+        return true;
       }
     }
+  }
+}
+
+// Counts, into *count, what copy_tree brings back from `src` (regular files and folders down to
+// k_copy_depth, see host_cost); `all`: every entry, as the fallback leaves it on the host. Stops
+// once the entries pass `max_entries`. System calls only.
+void measure_tree(int src, int depth, bool all, std::uint64_t max_entries, tree_count* count) {
+  const bool readable = for_each_entry(src, [&](const char* name) {
+    struct stat st {};
+    if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      return true;
+    }
+    if (!all && !S_ISREG(st.st_mode) && !(S_ISDIR(st.st_mode) && depth < k_copy_depth)) {
+      return true;
+    }
+    count->add(host_cost(st));
+    if (count->entries > max_entries) {
+      return false;
+    }
+    if (S_ISDIR(st.st_mode) && depth < k_copy_depth) {
+      int sub = ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0 && all && errno == EACCES) {
+        // The fallback's run owned its folders and may have locked itself out of one.
+        ::fchmodat(src, name, 0700, 0);
+        sub = ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      }
+      if (sub < 0) {
+        count->unreadable = count->unreadable || all;
+        return !all;
+      }
+      measure_tree(sub, depth + 1, all, max_entries, count);
+      ::close(sub);
+    }
+    return count->entries <= max_entries && !count->unreadable;
+  });
+  count->unreadable = count->unreadable || (all && !readable);
+}
+
+// The copy back's allowance: what may still be written to the host.
+struct copy_budget {
+  std::uint64_t bytes;
+  std::uint64_t entries;
+  // Takes one entry of `cost` from the budget; false (and nothing taken) when it does not fit.
+  bool take(std::uint64_t cost) {
+    if (entries == 0 || cost > bytes) {
+      return false;
+    }
+    bytes -= cost;
+    --entries;
+    return true;
+  }
+};
+
+// Copies the regular files and folders of `src` into `dst` (at most k_copy_depth levels), never
+// following or copying a symlink, a device, a fifo or a socket. `strict`: the first failure is
+// returned (copying the caller's files in); otherwise what cannot be copied is skipped (copying the
+// command's files out, whose names and shapes the command chose). `budget` (the copy out): each
+// entry is taken from it as host_cost counts it, a file is copied up to the size it had then, and
+// what does not fit is skipped. Returns 0 or an errno.
+int copy_tree(int src, int dst, int depth, bool strict, copy_budget* budget) {
+  int failure = 0;
+  const bool readable = for_each_entry(src, [&](const char* name) {
+    struct stat st {};
+    if (::fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      failure = errno;
+      return !strict;
+    }
+    const bool dir = S_ISDIR(st.st_mode) && depth < k_copy_depth;
+    if ((!S_ISREG(st.st_mode) && !dir) || (budget != nullptr && !budget->take(host_cost(st)))) {
+      return true;
+    }
+    int err = 0;
+    if (S_ISREG(st.st_mode)) {
+      const int in = ::openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      const int out =
+          in < 0 ? -1
+                 : ::openat(dst, name,
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                            st.st_mode & 0777);
+      const std::uint64_t limit =
+          budget != nullptr ? static_cast<std::uint64_t>(st.st_size) : ~std::uint64_t{0};
+      if (in < 0 || out < 0 || ::fchmod(out, st.st_mode & 0777) < 0 ||
+          !copy_contents(in, out, limit)) {
+        err = errno;
+      }
+      if (in >= 0) {
+        ::close(in);
+      }
+      if (out >= 0) {
+        ::close(out);
+      }
+    } else {
+      if (::mkdirat(dst, name, 0755) < 0 && errno != EEXIST) {
+        err = errno;
+      }
+      const int in =
+          err ? -1 : ::openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      const int out =
+          in < 0 ? -1 : ::openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (in < 0 || out < 0) {
+        err = err ? err : errno;
+      } else {
+        err = copy_tree(in, out, depth + 1, strict, budget);
+      }
+      if (in >= 0) {
+        ::close(in);
+      }
+      if (out >= 0) {
+        ::close(out);
+      }
+    }
+    failure = err;
+    return err == 0 || !strict;
+  });
+  if (!strict) {
+    return 0;
+  }
+  return failure != 0 ? failure : (readable ? 0 : errno);
+}
+
+// Removes everything inside the folder `dir`, symlinks not followed, however deep it goes, with
+// two descriptors open at a time: each pass empties the folders at its top level by one level,
+// moving their own subfolders up into `dir` under fresh names. Returns whether `dir` ended empty.
+// The orchestrator's side only (the fallback's clean-up).
+bool remove_contents(int dir) {
+  unsigned long serial = 0;
+  for (int pass = 0; pass < (1 << 16); ++pass) {
+    bool any = false;
+    bool progress = false;
+    const bool readable = for_each_entry(dir, [&](const char* name) {
+      any = true;
+      if (::unlinkat(dir, name, 0) == 0 || ::unlinkat(dir, name, AT_REMOVEDIR) == 0) {
+        progress = true;
+        return true;
+      }
+      ::fchmodat(dir, name, 0700, 0);
+      const int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) {
+        return true;
+      }
+      for_each_entry(sub, [&](const char* inner) {
+        if (::unlinkat(sub, inner, 0) == 0 || ::unlinkat(sub, inner, AT_REMOVEDIR) == 0) {
+          progress = true;
+          return true;
+        }
+        for (int attempt = 0; attempt < 64; ++attempt) {
+          char fresh[48];
+          std::snprintf(fresh, sizeof fresh, ".leap-removing-%lu", serial++);
+          if (::renameat2(sub, inner, dir, fresh, RENAME_NOREPLACE) == 0) {
+            progress = true;
+            break;
+          }
+          if (errno != EEXIST) {
+            break;
+          }
+        }
+        return true;
+      });
+      ::close(sub);
+      if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) {
+        progress = true;
+      }
+      return true;
+    });
+    if (!readable || !any) {
+      return readable;
+    }
+    if (!progress) {
+      return false;
+    }
+  }
+  return false;
+}
+
+// The fallback's run wrote straight into the working directory: count it as the copy back would
+// (every entry, since all of it stays on the host), dropping what lies deeper than the copy back
+// reaches; over the budget, or when a folder cannot be read, empty it.
+void bound_fallback_directory(int workdir, const resource_limits& limits, run_result* out) {
+  const std::uint64_t max_entries = scratch_entry_limit(limits);
+  // Folders at the copy back's last level keep no content, as in namespace mode.
+  struct prune {
+    static void below(int dir, int depth) {
+      for_each_entry(dir, [&](const char* name) {
+        struct stat st {};
+        if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+          return true;
+        }
+        ::fchmodat(dir, name, 0700, 0);
+        const int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) {
+          if (depth + 1 >= k_copy_depth) {
+            remove_contents(sub);
+          } else {
+            below(sub, depth + 1);
+          }
+          ::close(sub);
+        }
+        return true;
+      });
+    }
+  };
+  prune::below(workdir, 0);
+  tree_count left;
+  measure_tree(workdir, 0, true, max_entries, &left);
+  out->scratch_left_bytes = left.bytes;
+  out->scratch_left_entries = left.entries;
+  if (left.bytes > limits.scratch_bytes || left.entries > max_entries || left.unreadable) {
+    out->scratch_exceeded = true;
+    remove_contents(workdir);
   }
 }
 
@@ -490,7 +704,7 @@ int copy_tree(int src, int dst, int depth, bool strict) {
     if (scratch < 0) {
       child_fail(status_fd, k_step_copy_in);
     }
-    if (const int err = copy_tree(plan.workdir_fd, scratch, 0, true); err != 0) {
+    if (const int err = copy_tree(plan.workdir_fd, scratch, 0, true, nullptr); err != 0) {
       errno = err;
       child_fail(status_fd, k_step_copy_in);
     }
@@ -629,9 +843,20 @@ int copy_tree(int src, int dst, int depth, bool strict) {
         break;
       }
     }
+    // Measured first, whole (the tmpfs's inode count bounds the walk), so that a run over its
+    // budget brings back nothing at all; the copy then takes each entry from the same budget
+    // again and each file only up to the size counted.
     const int scratch = ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (scratch >= 0) {
-      copy_tree(scratch, workdir_fd, 0, false);
+      const std::uint64_t max_entries = scratch_entry_limit(plan.limits);
+      tree_count left;
+      measure_tree(scratch, 0, false, max_entries, &left);
+      const bool over = left.bytes > plan.limits.scratch_bytes || left.entries > max_entries;
+      if (!over) {
+        copy_budget budget{plan.limits.scratch_bytes, max_entries};
+        copy_tree(scratch, workdir_fd, 0, false, &budget);
+      }
+      child_report(status_fd, scratch_left, over ? 1 : 0, 0, left.bytes, left.entries);
     }
   }
   child_report(status_fd, wait_status, command_status, 0);
@@ -880,9 +1105,10 @@ void plan_root(child_plan* plan, std::deque<std::string>* strings, const std::st
     add(S_ISDIR(st.st_mode) ? step_kind::mkdir : step_kind::mkfile, nullptr, path, 0755);
     add(step_kind::bind_ro, keep(path), path);
   }
+  // One inode is the scratch's own root, which the copy back does not count.
   add_fs("tmpfs", "/tmp", MS_NOSUID | MS_NODEV,
          keep("size=" + std::to_string(l.scratch_bytes) +
-              ",nr_inodes=" + std::to_string(inodes(l.scratch_bytes)) +
+              ",nr_inodes=" + std::to_string(scratch_entry_limit(l) + 1) +
               ",mode=0700,uid=" + std::to_string(uid) + ",gid=" + std::to_string(uid)));
   // Only the run's own processes: its uid sees none of another uid's (pid 1, the supervisor, is
   // root's), so nothing of the orchestrator's command line or environment.
@@ -1038,6 +1264,10 @@ class capture {
 }  // namespace
 
 uid_range sandbox_uids() { return {k_uid_first, k_uid_count}; }
+
+std::uint64_t scratch_entry_limit(const resource_limits& limits) {
+  return std::max<std::uint64_t>(1024, limits.scratch_bytes / (16 << 10));
+}
 
 std::string signal_name(int signal) {
   static const std::array<std::pair<int, const char*>, 16> names{{
@@ -1403,6 +1633,7 @@ result<run_result> run_isolated(const run_request& request) {
       ::kill(p, SIGKILL);
     }
     cgroup.kill_all();
+    bound_fallback_directory(workdir.fd, request.limits, &out);
   }
 
   // Everything that could write is dead (namespace mode) or killed; collect the rest, bounded in
@@ -1435,6 +1666,12 @@ result<run_result> run_isolated(const run_request& request) {
   ssize_t n = ::read(status_r.fd, &r, sizeof r);
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == cgroup_refused) {
     out.isolation += " (entry refused: " + errno_text(r.value) + "; rlimits only)";
+    n = ::read(status_r.fd, &r, sizeof r);
+  }
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == scratch_left) {
+    out.scratch_left_bytes = r.bytes;
+    out.scratch_left_entries = r.entries;
+    out.scratch_exceeded = r.value != 0;
     n = ::read(status_r.fd, &r, sizeof r);
   }
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == wait_status) {

@@ -52,7 +52,14 @@ struct resource_limits {
   std::uint64_t tmpfs_bytes = 256ULL << 20;
   // Size of the private tmpfs that is the command's working directory (/tmp, HOME, TMPDIR): all it
   // may write there in total; past it writes fail with ENOSPC. Files are bounded too (one inode per
-  // 16 KiB, at least 1024). Default: 256 MiB
+  // 16 KiB, at least 1024: scratch_entry_limit). It is also the budget of what the run may leave
+  // in the working directory on the host, counted after every process of the run is dead: each
+  // regular file its apparent size or its allocated blocks, whichever is larger (a sparse file
+  // counts in full: the copy back writes its holes), rounded up to 4 KiB; each other entry 4 KiB
+  // (a folder; in the fallback also a symlink, fifo or socket); each name of a hard-linked file on
+  // its own. Over the budget, or with more than scratch_entry_limit files and folders, nothing is
+  // copied back (the fallback empties the working directory) and run_result::scratch_exceeded is
+  // set. Default: 256 MiB
   std::uint64_t scratch_bytes = 256ULL << 20;
 };
 
@@ -64,9 +71,11 @@ struct run_request {
   // are copied into the run's private scratch tmpfs (limits.scratch_bytes), which is the command's
   // working directory and /tmp, and when the command has ended and every process of the run is
   // dead, the regular files and folders it left there (symlinks, devices, fifos not; at most 8
-  // levels deep) are copied back here, replacing files of the same name. Use relative paths in
-  // argv. Without namespaces (the fallback) the command runs in this directory itself (chown to the
-  // run's uid).
+  // levels deep) are copied back here, replacing files of the same name, when they fit the budget
+  // (see resource_limits::scratch_bytes; otherwise none is). Use relative paths in argv. Without
+  // namespaces (the fallback) the command runs in this directory itself (chown to the run's uid);
+  // after the run, folders deeper than 8 levels are emptied, and a directory over the budget is
+  // emptied whole.
   std::filesystem::path working_dir;
   // The complete environment of the command, besides HOME and TMPDIR which the run sets to a
   // private directory. Nothing of the caller's environment is inherited.
@@ -108,6 +117,14 @@ struct run_result {
   bool memory_exceeded = false;
   // The tree's CPU time passed limits.cpu_seconds and it was killed (then also signal == SIGXCPU).
   bool cpu_exceeded = false;
+  // What the run left in its working directory when it ended, as limits.scratch_bytes counts it
+  // (the count stops once the entries pass scratch_entry_limit). 0 when it could not be measured.
+  std::uint64_t scratch_left_bytes = 0;
+  std::uint64_t scratch_left_entries = 0;
+  // The run left more than limits.scratch_bytes or more than scratch_entry_limit files and folders
+  // (or, in the fallback, a folder it could not measure): nothing of it reached the working
+  // directory (the fallback emptied it). A runtime failure, however the command itself ended.
+  bool scratch_exceeded = false;
   // What isolation was applied, e.g. "pid,mnt,ipc,net namespaces; pivot_root; seccomp; uid 61003;
   // cgroup v1 memory,pids,cpuacct", with "no cgroup: <why>" in place of the last part when no
   // cgroup could be used, or "fallback: session only (...)". Stable words so that tests and logs
@@ -129,6 +146,10 @@ struct run_result {
 // and what the command wrote there (copied back, see run_request::working_dir) remain (the caller
 // removes it).
 result<run_result> run_isolated(const run_request& request);
+
+// The most files and folders a run may leave in its working directory: the scratch tmpfs's inode
+// count, one per 16 KiB of limits.scratch_bytes and at least 1024.
+std::uint64_t scratch_entry_limit(const resource_limits& limits);
 
 // Describes the strongest isolation this process can apply, without running anything
 // (e.g. "namespaces+pivot_root+seccomp+uid; cgroup v1 memory,pids,cpuacct" as root, "fallback"

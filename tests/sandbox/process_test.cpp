@@ -6,10 +6,13 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <grp.h>
 #include <iterator>
 #include <mutex>
 #include <signal.h>
 #include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -365,6 +368,146 @@ TEST(ProcessTest, ScratchIsSizeLimitedAndStaysOffTheHostDisk) {
   }
   EXPECT_LE(bytes, limits.scratch_bytes);
   EXPECT_GT(bytes, 0U);
+}
+
+// What a folder holds on the host disk, counted as the copy-back's budget counts it: each regular
+// file its apparent size or its allocated blocks, whichever is larger, every other entry 4 KiB.
+struct host_usage {
+  std::uint64_t bytes = 0;
+  std::uint64_t entries = 0;
+};
+host_usage usage_of(const std::filesystem::path& dir) {
+  host_usage u;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0) continue;
+    ++u.entries;
+    u.bytes +=
+        S_ISREG(st.st_mode) ? std::max<std::uint64_t>(st.st_size, st.st_blocks * 512ULL) : 4096;
+  }
+  return u;
+}
+
+// 30 sparse files of 63 MiB hold no tmpfs page, so the scratch's size never stops them.
+constexpr const char* k_sparse_script =
+    "i=0; while [ $i -lt 30 ]; do truncate -s 63M sparse$i || exit 1; i=$((i+1)); done;"
+    "python3 -c 'import os; fd = os.open(\"py_sparse\", os.O_CREAT | os.O_WRONLY); "
+    "os.ftruncate(fd, 63 << 20)'; echo made";
+
+TEST(ProcessTest, SparseFilesReachTheHostOnlyWithinTheBudget) {
+  REQUIRE_ROOT();
+  resource_limits limits;
+  limits.scratch_bytes = 8ULL << 20;
+  auto run = run_shell(k_sparse_script, limits);
+  EXPECT_EQ(run.result.stdout_text, "made\n") << run.result.stderr_text;
+  const host_usage u = usage_of(run.dir.path());
+  EXPECT_LE(u.bytes, limits.scratch_bytes) << u.entries << " entries";
+  // Nothing came back, and the run says what it left: 31 files at their full apparent size.
+  EXPECT_EQ(u.entries, 0U);
+  EXPECT_TRUE(run.result.scratch_exceeded);
+  EXPECT_EQ(run.result.scratch_left_bytes, 31 * (63ULL << 20));
+  EXPECT_EQ(run.result.scratch_left_entries, 31U);
+  EXPECT_TRUE(run.result.exited);  // the command itself ended normally
+  expect_nothing_left(run.result);
+}
+
+TEST(ProcessTest, HardLinksCountOncePerName) {
+  REQUIRE_ROOT();
+  resource_limits limits;
+  limits.scratch_bytes = 8ULL << 20;
+  // 3 MiB of pages in the scratch, 12 MiB once every name is copied back as its own file.
+  auto run =
+      run_shell("head -c 3145728 /dev/zero > f && ln f g && ln f h && ln f i && echo made", limits);
+  EXPECT_EQ(run.result.stdout_text, "made\n") << run.result.stderr_text;
+  EXPECT_LE(usage_of(run.dir.path()).bytes, limits.scratch_bytes);
+  EXPECT_TRUE(run.result.scratch_exceeded);
+  EXPECT_EQ(run.result.scratch_left_bytes, 4 * (3ULL << 20));
+  // Two names of 3 MiB fit.
+  auto fits = run_shell("head -c 3145728 /dev/zero > f && ln f g", limits);
+  EXPECT_FALSE(fits.result.scratch_exceeded);
+  EXPECT_EQ(std::filesystem::file_size(fits.dir.path() / "g"), 3U << 20);
+}
+
+TEST(ProcessTest, FolderTreesCountTowardTheBudget) {
+  REQUIRE_ROOT();
+  resource_limits limits;
+  limits.scratch_bytes = 2ULL << 20;  // and 1024 inodes: folders cost the scratch no page
+  limits.wall = std::chrono::seconds(60);
+  auto run = run_shell("seq -f d%g 1000 | xargs mkdir && echo made", limits);
+  EXPECT_EQ(run.result.stdout_text, "made\n") << run.result.stderr_text;
+  EXPECT_LE(usage_of(run.dir.path()).bytes, limits.scratch_bytes);
+  EXPECT_TRUE(run.result.scratch_exceeded);
+  EXPECT_EQ(run.result.scratch_left_entries, 1000U);
+  EXPECT_EQ(run.result.scratch_left_bytes, 1000U * 4096);
+}
+
+TEST(ProcessTest, FilesWithinTheBudgetComeBackWhole) {
+  REQUIRE_ROOT();
+  resource_limits limits;
+  limits.scratch_bytes = 8ULL << 20;
+  auto run = run_shell(
+      "fallocate -l 2M allocated && head -c 2097152 /dev/urandom > dense && truncate -s 1M sparse "
+      "&& mkdir -p a/b && echo x > a/b/c && echo made",
+      limits);
+  EXPECT_EQ(run.result.stdout_text, "made\n") << run.result.stderr_text;
+  const auto& dir = run.dir.path();
+  EXPECT_EQ(std::filesystem::file_size(dir / "allocated"), 2U << 20);
+  EXPECT_EQ(std::filesystem::file_size(dir / "dense"), 2U << 20);
+  EXPECT_EQ(std::filesystem::file_size(dir / "sparse"), 1U << 20);
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "a" / "b" / "c"));
+  EXPECT_LE(usage_of(dir).bytes, limits.scratch_bytes);
+  EXPECT_FALSE(run.result.scratch_exceeded);
+  // 2 + 2 + 1 MiB, two folders and a file of 2 bytes (one page).
+  EXPECT_EQ(run.result.scratch_left_bytes, (5ULL << 20) + 3 * 4096);
+  EXPECT_EQ(run.result.scratch_left_entries, 6U);
+}
+
+// The fallback (not root: no scratch tmpfs) writes into the host folder itself; over the budget,
+// the folder is emptied after the run. Run as root, the test drops to `nobody` in a child process.
+TEST(ProcessTest, FallbackRunOverTheBudgetLeavesNothing) {
+  REQUIRE_ROOT();
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_EQ(::chown(dir->path().c_str(), 65534, 65534), 0);
+  ASSERT_TRUE(write_file(dir->path() / "input.txt", "the caller's\n").ok());
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(report[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(2);
+    }
+    run_request request;
+    request.argv = {"/bin/sh", "-c", k_sparse_script};
+    request.working_dir = dir->path();
+    request.env = base_env();
+    request.limits.scratch_bytes = 8ULL << 20;
+    auto r = run_isolated(request);
+    std::string line = r.ok() ? r->isolation + "\n" + r->stdout_text +
+                                    (r->scratch_exceeded ? "exceeded " : "within ") +
+                                    std::to_string(r->scratch_left_bytes)
+                              : r.err().message;
+    [[maybe_unused]] auto n = ::write(report[1], line.data(), line.size());
+    ::_exit(r.ok() ? 0 : 3);
+  }
+  ::close(report[1]);
+  std::string said;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
+  ::close(report[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
+  EXPECT_NE(said.find("fallback"), std::string::npos) << said;
+  EXPECT_NE(said.find("made"), std::string::npos) << said;
+  EXPECT_LE(usage_of(dir->path()).bytes, 8ULL << 20) << said;
+  // Emptied, the caller's input with the rest (the run failed anyway).
+  EXPECT_EQ(usage_of(dir->path()).entries, 0U) << said;
+  EXPECT_NE(said.find("exceeded " + std::to_string(31 * (63ULL << 20) + 4096)), std::string::npos)
+      << said;
 }
 
 TEST(ProcessTest, FilesAreCopiedInAndRegularFilesBack) {
