@@ -1710,7 +1710,11 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     return reference.err();
   }
   const kernelbench_reference& ref = **reference;
-  const own_kernel_policy policy = own_kernel_for(t, *device);
+  const auto own_kernel = own_kernel_for(t, *device);
+  if (!own_kernel) {
+    return own_kernel.err();  // the task's fault on this slot, not the candidate's
+  }
+  const own_kernel_policy policy = *own_kernel;
 
   auto dir = scratch_dir::create(config_.scratch_root, "kb-");
   if (!dir) {

@@ -101,7 +101,13 @@ def _leap_flat(x):
 
 }  // namespace
 
-own_kernel_policy own_kernel_for(const task& t, const std::string& device) {
+result<own_kernel_policy> own_kernel_for(const task& t, const std::string& device) {
+  if (t.own_kernel == own_kernel_policy::require && device != "cuda") {
+    return error{t.id +
+                 ": \"own_kernel\": \"require\" cannot be checked on the CPU (no CUDA "
+                 "device on this slot: only the candidate's own process could say which "
+                 "kernels ran); set \"own_kernel\": \"off\" or verify on a GPU slot"};
+  }
   if (t.own_kernel) {
     return *t.own_kernel;
   }

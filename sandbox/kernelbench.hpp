@@ -31,12 +31,12 @@
 namespace leap::sandbox {
 
 // The policy for task `t` on `device` ("cuda" or "cpu"): the task's own_kernel field when set
-// ("require" or "off"), else require on cuda and off on cpu. Off on CPU by default because Debian's
-// CPU torch runs KernelBench only as a functional check (development, tests), where compiling a
-// torch extension costs tens of seconds per candidate; "require" on CPU accepts a call into a
-// native extension module the candidate compiled (load_inline), since the profiler cannot tell such
-// code apart on CPU.
-own_kernel_policy own_kernel_for(const task& t, const std::string& device);
+// ("require" or "off"), else require on cuda and off on cpu. Off on CPU because CPU torch runs
+// KernelBench only as a functional check (development, tests). A task that asks "require" on the
+// CPU is an error naming the task and the key: there the only evidence of a kernel of its own is
+// what the candidate's own interpreter reports (a call into a module it compiled), which the
+// candidate can forge, so the CPU check could never be as strong as the GPU's.
+result<own_kernel_policy> own_kernel_for(const task& t, const std::string& device);
 
 // The reference program. stdin: one JSON line {"trials", "seed", "device": "cuda"|"cpu"}; runs
 // problem.py from its working directory and writes inputs.bin and expected.bin there. Exit code 0

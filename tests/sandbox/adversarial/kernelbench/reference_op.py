@@ -2,6 +2,7 @@
 # expect: wrong_answer
 # class: calls the reference's own PyTorch ops (no kernel of its own), on a task that requires one
 # feedback: kernel of its own
+# gpu: true
 import torch
 import torch.nn as nn
 
