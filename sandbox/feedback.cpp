@@ -384,14 +384,24 @@ std::string byte_size(std::uint64_t bytes) {
 }  // namespace
 
 std::string scratch_feedback(const run_result& r, const resource_limits& limits) {
-  const auto entries = [](std::uint64_t n) {
-    return std::to_string(n) + (n == 1 ? " file or folder" : " files and folders");
-  };
-  return "Runtime error: the program left " + byte_size(r.scratch_left_bytes) + " (" +
-         entries(r.scratch_left_entries) + ") in its working folder; the limit is " +
-         byte_size(limits.scratch_bytes) + " in at most " + entries(scratch_entry_limit(limits)) +
-         ", each file counted at its full size (a sparse file's holes too). Nothing it wrote "
-         "was kept: write only the files the task asks for.";
+  // Sizes to two or three digits and no exact count: what a run leaves must not become a channel
+  // for what it was given (a hidden test's input).
+  const std::string limit = byte_size(limits.scratch_bytes);
+  const std::uint64_t max_entries = scratch_entry_limit(limits);
+  std::string what;
+  if (r.scratch_left_entries > max_entries) {
+    what = "more than " + std::to_string(max_entries) +
+           " files and folders in its working folder; the limit is " + std::to_string(max_entries) +
+           " and " + limit;
+  } else if (r.scratch_left_bytes > limits.scratch_bytes) {
+    what = byte_size(r.scratch_left_bytes) + " in its working folder; the limit is " + limit +
+           ", each file counted at its full size (a sparse file's holes too) and each folder as "
+           "4 KiB";
+  } else {
+    what = "a folder in its working folder that could not be read; the limit is " + limit;
+  }
+  return "Runtime error: the program left " + what +
+         ". Nothing it wrote was kept: write only the files the task asks for.";
 }
 
 std::string harness_error_feedback(const harness_failure& e, std::string_view stderr_text) {

@@ -49,8 +49,8 @@ std::string signal_feedback(int signal, std::string_view stderr_text);
 std::string exit_feedback(int code, std::string_view stderr_text);
 // "Time limit exceeded: ..." for wall-clock (`cpu` false) or CPU-time limits.
 std::string timeout_feedback(double limit_seconds, bool cpu);
-// "Runtime error: the program left 1.8 GiB (31 files and folders) in its working folder; the limit
-// is 256 MiB ..." for a run with run_result::scratch_exceeded, under `limits`.
+// "Runtime error: the program left 1.8 GiB in its working folder; the limit is 256 MiB ..." for a
+// run with run_result::scratch_exceeded, under `limits` (sizes rounded, no exact counts).
 std::string scratch_feedback(const run_result& r, const resource_limits& limits);
 
 // The feedback for a failure the harness reported in an error record of its result stream: a CUDA

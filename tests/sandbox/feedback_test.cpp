@@ -374,6 +374,28 @@ TEST(FeedbackTest, KernelBenchRunnerResults) {
   }
 }
 
+TEST(FeedbackTest, ScratchOverTheBudgetNamesTheLimit) {
+  const resource_limits limits;  // 256 MiB, 16384 files and folders
+  run_result r;
+  r.scratch_exceeded = true;
+  r.scratch_left_bytes = 30 * (63ULL << 20) + 4096;
+  r.scratch_left_entries = 31;
+  const std::string sparse = scratch_feedback(r, limits);
+  EXPECT_EQ(sparse.rfind("Runtime error: the program left 1.8 GiB in its working folder; the limit "
+                         "is 256 MiB",
+                         0),
+            0U)
+      << sparse;
+  EXPECT_NE(sparse.find("sparse"), std::string::npos) << sparse;
+  // Rounded sizes, no exact counts: nothing a run leaves becomes a channel for its inputs.
+  EXPECT_EQ(sparse.find("31"), std::string::npos) << sparse;
+  r.scratch_left_bytes = 5 << 20;
+  r.scratch_left_entries = 20000;
+  const std::string many = scratch_feedback(r, limits);
+  EXPECT_NE(many.find("more than 16384 files and folders"), std::string::npos) << many;
+  EXPECT_EQ(many.find("20000"), std::string::npos) << many;
+}
+
 TEST(FeedbackTest, HostPathsAreStripped) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"In file included from /usr/include/c++/12/vector:64,", "In file included from vector:64,"},
