@@ -1337,6 +1337,11 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
       return s.err();
     }
   }
+  if (!t.hidden_tests.empty()) {
+    if (auto s = write_file(judge_dir->path() / "hidden_tests.py", t.hidden_tests); !s) {
+      return s.err();
+    }
+  }
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {
     return infrastructure_error(
@@ -1403,8 +1408,10 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   if (c.scratch_exceeded) {
     return finish(verdict_category::runtime, scratch_feedback(c, cand.limits));
   }
-  // How the candidate's process ended, when that explains a lost channel.
-  auto candidate_ended = [&](const std::string& during) -> verdict {
+  // How the candidate's process ended, when that explains a lost channel. During a hidden test
+  // only the kind (timeout or runtime): its exit code, signal and output could carry the hidden
+  // inputs it was given.
+  auto candidate_ended = [&](const std::string& during, bool hidden) -> verdict {
     const std::string where = during.empty() ? std::string{} : "\nIt was stopped " + during + ".";
     if (c.timed_out) {
       return finish(
@@ -1414,6 +1421,11 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
     if (!c.exited && c.signal == SIGXCPU) {
       return finish(verdict_category::timeout,
                     timeout_feedback(cand.limits.cpu_seconds, true) + where);
+    }
+    if (hidden) {
+      return finish(verdict_category::runtime,
+                    "Runtime error: the program ended (exited or crashed) " + during +
+                        ", after every visible test passed.");
     }
     std::string text;
     if (!c.exited) {
@@ -1433,7 +1445,7 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   nlohmann::json result = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!result.is_object()) {
     if (c.timed_out || (!c.exited && c.signal == SIGXCPU)) {
-      return candidate_ended("");
+      return candidate_ended("", false);
     }
     // The judge ran no candidate code, so a judge that wrote nothing is either the host's python
     // failing (the probe says so) or data from the candidate that it could not handle.
@@ -1450,13 +1462,15 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   switch (parse_python_judge_status(result.value("status", std::string{}))) {
     case python_judge_status::candidate_lost: {
       const std::string test = result.value("test", std::string{});
-      const std::string during = test.empty()
+      const bool hidden = result.value("hidden", false);
+      const std::string during = hidden ? "during a hidden test"
+                                 : test.empty()
                                      ? "while being imported"
                                      : "during test " + test + " (" +
                                            std::to_string(result.value("index", 0) + 1) + " of " +
                                            std::to_string(result.value("total", 0)) + ")";
       if (result.value("reason", std::string{}) == "ended" || !c.exited || c.exit_code != 0) {
-        return candidate_ended(during);
+        return candidate_ended(during, hidden);
       }
       return finish(verdict_category::runtime,
                     "Runtime error: the program broke the channel to the tests " + during +

@@ -505,6 +505,17 @@ result<categorized_feedback> python_result_feedback(std::string_view result_json
     case python_judge_status::failed:
     case python_judge_status::error: {
       const bool failed = status == python_judge_status::failed;
+      if (j.value("hidden", false)) {
+        // Only the kind: a quoted hidden test could be hard-coded in the next turn.
+        return categorized_feedback{
+            failed ? verdict_category::wrong_answer : verdict_category::runtime,
+            std::string("A hidden test failed: ") +
+                (failed ? "your function returned a wrong value (or left an argument wrong)"
+                        : "your function raised an exception") +
+                ". Every visible test passed; hidden tests check other inputs and are never shown. "
+                "Make the function correct for every input the task allows, not only for the "
+                "visible tests."};
+      }
       const int index = j.value("index", 0);
       const int total = j.value("total", 0);
       std::string text = "Test " + j.value("test", std::string{}) + " (" +

@@ -21,6 +21,27 @@ _MAX_ITEMS = 8_000_000
 _RESULT_LIMIT = 16 << 20
 
 
+def _arg_limit(request_bytes):
+    # An argument sent back may be larger than the limit of a result when the test sent a large one.
+    return _RESULT_LIMIT + 4 * request_bytes
+
+
+def _digest(v):
+    # The state of a mutable argument, compared by the judge with that of its own copy: equal digests
+    # spare sending a large unchanged argument back. b"" when it cannot be taken (the judge then asks
+    # for the value itself). marshal version 2 writes no back-references, so equal plain values give
+    # equal bytes (a set's order may differ between the processes: that only costs a transfer).
+    import marshal
+    try:
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
+    try:
+        return blake2b(marshal.dumps(v, 2), digest_size=16).digest()
+    except BaseException:
+        return b""
+
+
 class _Unsendable(Exception):
     pass
 
@@ -168,6 +189,7 @@ import types
 _FROM_CANDIDATE = 16 << 20
 _HEADER_LIMIT = 1 << 16
 _lost = []  # why the channel to the candidate broke, once it has: sticky for the rest of the run
+_MUTABLE = (list, dict, set, bytearray)  # argument types whose state after the call comes back
 
 
 class _CandidateLost(BaseException):
@@ -175,7 +197,51 @@ class _CandidateLost(BaseException):
 
 
 class CandidateError(Exception):
-    """An exception of the candidate's that is not a builtin exception class."""
+    """Whatever the candidate's code raised, as one class of the judge's: never the original class,
+    so that no exception of the candidate's (StopIteration ending a map(), SystemExit, an exception
+    the test expects from its own code) can act in the tests as its class would. .name is the
+    original's class name, .names the names of its classes (its MRO), .message its message."""
+
+    def __init__(self, name, names, message):
+        super().__init__(message)
+        self.name = name
+        self.names = tuple(names)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+class _Raises:
+    def __init__(self, name):
+        if type(name) is not str:
+            raise TypeError("raises() takes the name of an exception class, e.g. raises('ValueError')")
+        self.name = name
+        self.exception = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None:
+            raise AssertionError("expected the call to raise %s; it returned" % self.name)
+        if isinstance(exc, CandidateError) and self.name in exc.names:
+            self.exception = exc
+            return True
+        return False
+
+
+def raises(name):
+    """`with raises("ValueError"):` passes when the candidate's code inside raised a ValueError (or a
+    subclass of one); another exception goes on, no exception fails the test."""
+    return _Raises(name)
+
+
+def _testing_module():
+    m = types.ModuleType("leap_testing")
+    m.CandidateError = CandidateError
+    m.raises = raises
+    return m
 
 
 def _lose(why):
@@ -204,19 +270,13 @@ def _remote_frames(frames):
 
 def _remote_exception(h):
     name = _text(h.get("type"), 100)
-    message = _text(h.get("message", ""), 2000)
-    frames = _remote_frames(h.get("frames", []))
-    cls = getattr(builtins, name, None) if name.isidentifier() else None
-    exc = None
-    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, SyntaxError):
-        try:
-            exc = cls(message)
-        except BaseException:
-            exc = None
-    if exc is None:
-        exc = CandidateError(message)
+    names = h.get("names", [name])
+    if type(names) is not list or len(names) > 64:
+        raise ValueError("bad names")
+    names = [_text(n, 100) for n in names]
+    exc = CandidateError(name, names, _text(h.get("message", ""), 2000))
     exc._leap_type = name
-    exc._leap_frames = frames
+    exc._leap_frames = _remote_frames(h.get("frames", []))
     return exc
 
 
@@ -227,7 +287,7 @@ def _sync(old, new):
     if t is list:
         if len(old) == len(new):
             for i, (o, n) in enumerate(zip(old, new)):
-                if type(o) is type(n) and type(o) in (list, dict, set, bytearray):
+                if type(o) is type(n) and type(o) in _MUTABLE:
                     _sync(o, n)
                 else:
                     old[i] = n
@@ -237,7 +297,7 @@ def _sync(old, new):
         items = []
         for k, n in new.items():
             o = old.get(k, None) if k in old else None
-            if k in old and type(o) is type(n) and type(o) in (list, dict, set, bytearray):
+            if k in old and type(o) is type(n) and type(o) in _MUTABLE:
                 _sync(o, n)
                 items.append((k, o))
             else:
@@ -249,6 +309,13 @@ def _sync(old, new):
         old.update(new)
     elif t is bytearray:
         old[:] = new
+
+
+def _unchanged(old, new):
+    try:
+        return type(old) is type(new) and bool(old == new)
+    except BaseException:
+        return False
 
 
 def _marshallable(v, depth):
@@ -268,28 +335,45 @@ def _call(name, args, kwargs):
     if _lost:
         raise _CandidateLost(_lost[0])
     values = list(args) + list(kwargs.values())
-    call = (name, list(args), dict(kwargs))
+    # Every argument of a mutable builtin type is reported after the call, whatever the call did, and
+    # the judge decides what changed against the test's own object (which the call never touched: only
+    # a copy crossed): a digest of each comes back, and the judge asks for the value of each whose
+    # digest is not that of its own copy.
+    back = [i for i, v in enumerate(values) if type(v) in _MUTABLE]
+    call = (name, list(args), dict(kwargs), back)
     try:
         # marshal is fast for the common case; it would turn a bytearray into bytes and refuses subclasses.
         request = b"M" + marshal.dumps(call) if _marshallable(call, 0) else b"J" + _dumps(call)
     except (ValueError, _Unsendable) as e:
         raise TypeError("the arguments of %s() cannot be sent to the candidate's process: %s" % (name, e))
+    unsendable = None
     try:
         _send(request)
         header = json.loads(_recv(_HEADER_LIMIT).decode())
         if type(header) is not dict or type(header.get("ok")) is not bool:
             raise ValueError("bad reply")
-        changed = header.get("changed", [])
-        if (type(changed) is not list or len(changed) > len(values) or len(set(changed)) != len(changed)
-                or any(type(i) is not int or not 0 <= i < len(values) for i in changed)):
-            raise ValueError("bad changed list")
         result = _loads(_recv(_FROM_CANDIDATE)) if header["ok"] else None
+        fetch = []
+        for i in back:
+            digest = _recv(64)
+            if not digest or digest != _digest(values[i]):
+                fetch.append(i)
         updates = []
-        for i in changed:
-            new = _loads(_recv(_FROM_CANDIDATE))
-            if type(new) is not type(values[i]) or type(new) not in (list, dict, set, bytearray):
-                raise ValueError("bad argument update")
-            updates.append((i, new))
+        if back:
+            _send(json.dumps(fetch).encode())
+            limit = _arg_limit(len(request))
+            for i in fetch:
+                data = _recv(limit)
+                if data[:1] == b"!":  # the candidate's side could not encode it
+                    if unsendable is None:
+                        unsendable = "argument %d of %s() cannot be sent back after the call: %s" % (
+                            i + 1, name, data[1:400].decode("utf-8", "replace"))
+                    continue
+                new = _loads(data)
+                if type(new) is not type(values[i]):
+                    raise ValueError("bad argument update")
+                if not _unchanged(values[i], new):
+                    updates.append((i, new))
         for i, new in updates:
             _sync(values[i], new)
         exc = None if header["ok"] else _remote_exception(header)
@@ -299,6 +383,9 @@ def _call(name, args, kwargs):
         raise
     except BaseException as e:
         _lose("invalid: %s" % type(e).__name__)
+    if exc is None and unsendable is not None:
+        exc = CandidateError("TypeError", ("TypeError", "Exception", "BaseException"), unsendable)
+        exc._leap_type, exc._leap_frames = "TypeError", []
     if exc is not None:
         raise exc
     return result
@@ -325,13 +412,41 @@ def _exception_fields(exc):
     return {"type": getattr(exc, "_leap_type", type(exc).__name__), "message": str(exc)[:2000], "frames": _frames(exc)}
 
 
-def _judge(finish):
+def _compile(name):
     try:
-        with open("tests.py", encoding="utf-8") as f:
-            code = compile(f.read(), "tests.py", "exec")
+        with open(name, encoding="utf-8") as f:
+            return compile(f.read(), name, "exec"), None
+    except FileNotFoundError:
+        return None, None
     except SyntaxError as e:
-        finish({"status": "syntax_error", "file": "tests.py", "line": e.lineno or 0, "message": str(e.msg),
-                "code": (e.text or "").rstrip()})
+        return None, {"status": "syntax_error", "file": name, "line": e.lineno or 0, "message": str(e.msg),
+                      "code": (e.text or "").rstrip()}
+
+
+def _module(name, code):
+    m = types.ModuleType(name)
+    m.__file__ = name + ".py"
+    sys.modules[name] = m
+    exec(code, m.__dict__)
+    return [getattr(m, n) for n, v in list(vars(m).items()) if n.startswith("test_") and callable(v)]
+
+
+def _hidden_failure(e):
+    # Only its kind: nothing of a hidden test (its arguments, expected values, line, source, the
+    # candidate's message or exception class, which could carry its arguments) leaves the judge.
+    if isinstance(e, CandidateError):
+        return {"status": "error", "hidden": True, "kind": "exception"}
+    return {"status": "failed", "hidden": True, "kind": "wrong_value"}
+
+
+def _judge(finish):
+    visible, broken = _compile("tests.py")
+    if broken is None and visible is None:
+        broken = {"status": "no_tests"}
+    if broken is None:
+        hidden, broken = _compile("hidden_tests.py")
+    if broken is not None:
+        finish(broken)
         return
     # The candidate's module: its import result first.
     try:
@@ -364,27 +479,22 @@ def _judge(finish):
         if not n.startswith("__"):  # the module's own attributes stay the judge's
             setattr(solution, n, _proxy(n))
     sys.modules["solution"] = solution
-    tests = types.ModuleType("tests")
-    tests.__file__ = "tests.py"
-    sys.modules["tests"] = tests
+    sys.modules["leap_testing"] = _testing_module()
     try:
-        exec(code, tests.__dict__)
+        tests = _module("tests", visible)
     except BaseException as e:
         if _lost:
             finish({"status": "candidate_lost", "reason": _lost[0], "test": "", "index": 0, "total": 0})
             return
-        fields = _exception_fields(e)
-        fields["status"] = "import_error"
-        finish(fields)
+        finish(dict(_exception_fields(e), status="import_error"))
         return
-    names = [n for n, v in list(vars(tests).items()) if n.startswith("test_") and callable(v)]
-    if not names:
+    if not tests:
         finish({"status": "no_tests"})
         return
-    for index, name in enumerate(names):
-        where = {"test": name, "index": index, "total": len(names)}
+    for index, test in enumerate(tests):
+        where = {"test": test.__name__, "index": index, "total": len(tests)}
         try:
-            getattr(tests, name)()
+            test()
             failure = None
         except AssertionError as e:
             failure = dict(_exception_fields(e), status="failed")
@@ -396,7 +506,32 @@ def _judge(finish):
         if failure is not None:
             finish(dict(failure, **where))
             return
-    finish({"status": "passed", "total": len(names)})
+    # The hidden tests, only once every visible one passed; a failure says that a hidden test failed
+    # and its kind, nothing else (the module's own code counts as a hidden test).
+    total = len(tests)
+    if hidden is not None:
+        lost = {"status": "candidate_lost", "hidden": True, "test": "", "index": 0, "total": 0}
+        try:
+            hidden_tests = _module("hidden_tests", hidden)
+            failure = None
+        except BaseException as e:
+            hidden_tests = []
+            failure = _hidden_failure(e)
+        for test in hidden_tests:
+            try:
+                test()
+            except BaseException as e:
+                failure = _hidden_failure(e)
+            if _lost or failure is not None:
+                break
+        if _lost:
+            finish(dict(lost, reason=_lost[0]))
+            return
+        if failure is not None:
+            finish(failure)
+            return
+        total += len(hidden_tests)
+    finish({"status": "passed", "total": total})
 
 
 def _main():
@@ -452,23 +587,11 @@ def _describe(exc):
         message = str(exc)[:2000]
     except BaseException:
         message = ""
-    return {"type": type(exc).__name__[:100], "message": message}
-
-
-def _copy(v):
-    # A snapshot of the argument's containers (leaves are immutable and shared) to see what the call changed.
-    t = type(v)
-    if t is list:
-        return v[:] if set(map(type, v)) <= _PLAIN else [_copy(x) for x in v]
-    if t is dict:
-        return {k: _copy(x) for k, x in v.items()}
-    if t is tuple:
-        return tuple(_copy(x) for x in v)
-    if t is set:
-        return set(v)
-    if t is bytearray:
-        return bytearray(v)
-    return v
+    try:
+        names = [str(c.__name__)[:100] for c in type(exc).__mro__][:64]
+    except BaseException:
+        names = []
+    return {"type": type(exc).__name__[:100], "names": names, "message": message}
 
 
 def _header(obj):
@@ -496,18 +619,13 @@ def _serve():
     _send(_header({"ok": True, "names": sorted(functions)}))
     while True:
         try:
-            request = _recv(_ARGS_LIMIT)
-            request = marshal.loads(request[1:]) if request[:1] == b"M" else _loads(request[1:])
+            request_bytes = _recv(_ARGS_LIMIT)
+            request = (marshal.loads(request_bytes[1:]) if request_bytes[:1] == b"M"
+                       else _loads(request_bytes[1:]))
         except _Closed:
             return
-        fn_name, args, kwargs = request
+        fn_name, args, kwargs, back = request
         values = list(args) + list(kwargs.values())
-        before = []
-        for v in values:
-            try:
-                before.append(_copy(v) if type(v) in (list, dict, set, bytearray) else None)
-            except BaseException:
-                before.append(None)
         fn = functions.get(fn_name)
         try:
             if fn is None:
@@ -517,18 +635,6 @@ def _serve():
         except BaseException as e:
             ok = False
             reply = dict(_describe(e), ok=False, frames=_solution_frames(e, path))
-        changed = []
-        changed_frames = []
-        for i, v in enumerate(values):
-            try:
-                if before[i] is None or (type(v) is type(before[i]) and v == before[i]):
-                    continue
-                now = _dumps(v)
-            except BaseException:
-                continue
-            if len(now) <= _RESULT_LIMIT:
-                changed.append(i)
-                changed_frames.append(now)
         if ok:
             try:
                 data = _dumps(result)
@@ -537,10 +643,27 @@ def _serve():
                 reply = {"ok": True}
             except BaseException as e:
                 ok = False
-                reply = {"ok": False, "type": "TypeError", "message": "the value returned by %s() cannot be sent back: %s" % (fn_name, e), "frames": []}
-        reply["changed"] = changed
-        frames_out = ([data] if ok else []) + changed_frames
-        _send(_header(reply), *frames_out)
+                reply = {"ok": False, "type": "TypeError", "names": ["TypeError", "Exception", "BaseException"],
+                         "message": "the value returned by %s() cannot be sent back: %s" % (fn_name, e), "frames": []}
+        # A digest of every argument the judge named, changed or not; then the values it asks for (those
+        # whose digest differs from that of its own copy): the judge decides what changed.
+        _send(_header(reply), *([data] if ok else []), *[_digest(values[i]) for i in back])
+        if back:
+            try:
+                fetch = json.loads(_recv(_ARGS_LIMIT).decode())
+            except _Closed:
+                return
+            limit = _arg_limit(len(request_bytes))
+            frames = []
+            for i in fetch:
+                try:
+                    now = _dumps(values[i])
+                    if len(now) > limit:
+                        raise _Unsendable("it is %d bytes encoded, more than the %d allowed" % (len(now), limit))
+                except BaseException as e:
+                    now = b"!" + str(e)[:300].encode("utf-8", "replace")
+                frames.append(now)
+            _send(*frames)
 
 
 try:

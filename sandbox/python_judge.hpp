@@ -15,17 +15,21 @@
 
 namespace leap::sandbox {
 
-// The judge (`python3 -I -B judge.py` in a folder holding tests.py): waits for the candidate's
-// import report on descriptor 3, runs tests.py unchanged with a proxy `solution` module, calls each
-// test_* function in definition order and writes its JSON result to `.leap_result` in its working
-// directory. Statuses: passed {total}; syntax_error {file, line, message, code}; import_error and
-// failed/error {test, index, total, type, message, frames}; no_tests; candidate_lost {test, index,
-// total, reason: "ended" | "invalid: ..."} when the candidate's process ended or broke the protocol
-// (the test that was running when it did; "" while importing); judge_error {type, message}.
-// A candidate's exception comes back as (type name, message, its solution.py frames) and is
-// re-raised in the test as that builtin exception class (SyntaxError excepted), else as
-// CandidateError; changes the call made to list/dict/set/bytearray arguments are written back into
-// the test's objects.
+// The judge (`python3 -I -B judge.py` in a folder holding tests.py and, optionally,
+// hidden_tests.py): waits for the candidate's import report on descriptor 3, runs tests.py
+// unchanged with a proxy `solution` module and a `leap_testing` module (raises, CandidateError),
+// calls each test_* function in definition order, then, once all of them passed, those of
+// hidden_tests.py, and writes its JSON result to `.leap_result` in its working directory.
+// Statuses: passed {total}; syntax_error {file, line, message, code}; import_error and failed/error
+// {test, index, total, type, message, frames}; a hidden test's failed/error {hidden: true, kind:
+// "wrong_value" | "exception"} and nothing else; no_tests; candidate_lost {test, index, total,
+// reason: "ended" | "invalid: ...", hidden when it was in a hidden test} when the candidate's
+// process ended or broke the protocol (the test that was running when it did; "" while importing);
+// judge_error {type, message}. Whatever the candidate raises reaches the tests as one class,
+// CandidateError (an Exception carrying the original's name, class names and message, and its
+// solution.py frames for the feedback), never as its own class. Every list/dict/set/bytearray
+// argument comes back after each call, and the judge writes into the test's objects what differs
+// from them.
 const std::string& python_judge_source();
 
 // The "status" of the judge's result, as python_judge_source() writes it. The engine handles

@@ -226,6 +226,9 @@ result<std::int64_t> element_count(const task& t, const arg_spec& arg) {
 
 status validate_task(const task& t) {
   const std::string where = t.id.empty() ? t.origin : t.id;
+  if (traits_of(t.kind).needs != required_source::tests && !t.hidden_tests.empty()) {
+    return error{where + ": hidden_tests.py (or 'hidden_tests') belongs to tasks judged by tests"};
+  }
   switch (traits_of(t.kind).needs) {
     case required_source::args_and_reference: {
       if (t.args.empty()) {
@@ -290,6 +293,7 @@ result<task> load_task_dir(const fs::path& dir, task_checks checks) {
   };
   t->reference = optional_file(dir / "reference.cpp");
   t->tests = optional_file(dir / "tests.py");
+  t->hidden_tests = optional_file(dir / "hidden_tests.py");
   t->solution = optional_file(dir / (std::string("solution") + candidate_extension(t->kind)));
   if (fs::is_directory(dir / "wrong")) {
     std::vector<fs::path> files;
@@ -362,6 +366,7 @@ result<std::vector<task>> load_jsonl(const fs::path& file) {
     try {
       t->reference = j.value("reference", "");
       t->tests = j.value("tests", "");
+      t->hidden_tests = j.value("hidden_tests", "");
       t->solution = j.value("solution", "");
       if (j.contains("wrong")) {
         for (const auto& w : j["wrong"]) {
@@ -370,7 +375,8 @@ result<std::vector<task>> load_jsonl(const fs::path& file) {
       }
     } catch (const json::exception& e) {
       return error{context +
-                   ": 'reference', 'tests', 'solution' must be strings and 'wrong' a list of "
+                   ": 'reference', 'tests', 'hidden_tests', 'solution' must be strings and 'wrong' "
+                   "a list of "
                    "{label, code}: " +
                    e.what()};
     }

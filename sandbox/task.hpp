@@ -79,7 +79,11 @@ struct task {
   // cuda/cpp: reference.cpp (`void reference(...)`, host C++17). kernelbench: the problem file
   // (Model, get_inputs, get_init_inputs). python: unused.
   std::string reference;
-  std::string tests;                 // python: tests.py
+  std::string tests;  // python: tests.py, the tests feedback may quote
+  // python: hidden_tests.py, run after every test of tests.py passed; feedback says only that one
+  // failed and how (wrong value, exception, timeout), never its code, inputs or expected values.
+  // Default: empty (no hidden tests)
+  std::string hidden_tests;
   std::string solution;              // a known-good candidate (bare code), may be empty
   std::vector<labelled_code> wrong;  // known-bad candidates
   std::string origin;                // where it was loaded from, for messages
@@ -115,7 +119,8 @@ status validate_task(const task& t);
 // Resolves a pointer arg's count with the scalar values. Errors name the unknown term.
 result<std::int64_t> element_count(const task& t, const arg_spec& arg);
 
-// Loads one suite task directory: task.json, reference.cpp, tests.py, solution.<ext>, wrong/*.
+// Loads one suite task directory: task.json, reference.cpp, tests.py, hidden_tests.py,
+// solution.<ext>, wrong/*.
 result<task> load_task_dir(const std::filesystem::path& dir,
                            task_checks checks = task_checks::full);
 
@@ -126,8 +131,8 @@ result<std::vector<task>> load_suite(const std::filesystem::path& root,
                                      task_checks checks = task_checks::full);
 
 // A JSONL dataset: one task object per line with task.json's fields plus inline "reference",
-// "solution", "wrong" ([{"label", "code"}]) and "tests". Blank lines are skipped. Errors name the
-// file and the 1-based line.
+// "solution", "wrong" ([{"label", "code"}]), "tests" and "hidden_tests". Blank lines are skipped.
+// Errors name the file and the 1-based line.
 result<std::vector<task>> load_jsonl(const std::filesystem::path& file);
 
 // A KernelBench directory: either a folder of level folders (level1/, level2/, ...) or one level

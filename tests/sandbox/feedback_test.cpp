@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <tuple>
 
 namespace leap::sandbox {
 namespace {
@@ -324,8 +325,29 @@ TEST(FeedbackTest, PythonRunnerResults) {
     EXPECT_EQ(fb->category, c.category);
     EXPECT_EQ(fb->text, c.expected);
   }
+  // A hidden test's failure: only its kind, whatever else the result holds.
+  for (
+      const auto& [json, category, kind] :
+      {std::tuple{
+           R"J({"status":"failed","hidden":true,"kind":"wrong_value","test":"test_s3cret","message":"assert f(31337) == 5","frames":[{"file":"hidden_tests.py","line":7,"function":"test_s3cret","code":"assert f(31337) == 5"}]})J",
+           verdict_category::wrong_answer, "returned a wrong value"},
+       std::tuple{
+           R"J({"status":"error","hidden":true,"kind":"exception","type":"E31337","message":"input 31337"})J",
+           verdict_category::runtime, "raised an exception"}}) {
+    auto fb = python_result_feedback(json);
+    ASSERT_TRUE(fb.ok()) << fb.err().message;
+    EXPECT_EQ(fb->category, category);
+    EXPECT_EQ(fb->text.rfind("A hidden test failed: ", 0), 0U) << fb->text;
+    EXPECT_NE(fb->text.find(kind), std::string::npos) << fb->text;
+    for (const char* secret : {"31337", "s3cret", "hidden_tests.py", "line 7"}) {
+      EXPECT_EQ(fb->text.find(secret), std::string::npos) << fb->text;
+    }
+  }
   EXPECT_FALSE(python_result_feedback(
                    R"J({"status":"syntax_error","file":"tests.py","line":1,"message":"x"})J")
+                   .ok());
+  EXPECT_FALSE(python_result_feedback(
+                   R"J({"status":"syntax_error","file":"hidden_tests.py","line":1,"message":"x"})J")
                    .ok());
   EXPECT_FALSE(python_result_feedback(R"J({"status":"no_tests"})J").ok());
   EXPECT_FALSE(python_result_feedback("not json").ok());

@@ -128,46 +128,177 @@ def test_input_unchanged():
                  verdict_category::wrong_answer, "assert sort_rows(m) is None"}});
 }
 
-TEST(PythonTest, ExceptionsComeBackAsTheirBuiltinClass) {
-  const task t = python_task("raises", R"PY(from solution import check
+TEST(PythonTest, ExceptionsReachTheTestsAsOneJudgeClass) {
+  // Whatever the candidate raises is a CandidateError in the tests (its name, class names and
+  // message kept), never its own class: `except ValueError` no longer catches it, raises() does,
+  // and a StopIteration cannot end the tests' map() as if the values ran out.
+  const task t = python_task("raises", R"PY(from leap_testing import CandidateError, raises
+from solution import check
 
 
 def test_value_error_expected():
-    try:
+    with raises("ValueError") as caught:
         check(-1)
-    except ValueError as e:
-        assert "negative" in str(e)
-    else:
-        assert False, "expected ValueError"
+    assert "negative" in str(caught.exception)
+    assert caught.exception.name in ("ValueError", "Bad")
+    try:
+        check(-2)
+    except ValueError:
+        assert False, "the candidate's own class reached the test"
+    except CandidateError as e:
+        assert "ValueError" in e.names and e.message == str(e)
 
 
 def test_normal():
     assert check(2) == 4
+    assert all(map(check, [1, 2, 3]))
 )PY");
-  run_cases(t,
-            {{"raises_value_error",
-              "def check(x):\n    if x < 0:\n        raise ValueError('negative input')\n    "
-              "return x * x\n",
-              verdict_category::pass, "All 2 tests passed"},
-             {"raises_type_error",
-              "def check(x):\n    if x < 0:\n        raise TypeError('negative input')\n    return "
-              "x * x\n",
-              verdict_category::runtime, "TypeError: negative input"},
-             // Its own exception class: a generic exception in the test, reported under the
-             // candidate's name, with the candidate's own frames.
-             {"custom_exception",
-              "class Bad(Exception):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise "
-              "Bad('negative input')\n    return x * x\n",
-              verdict_category::runtime, "Bad: negative input"},
-             {"frames", "def check(x):\n    return helper(x)\n\ndef helper(x):\n    return x / 0\n",
-              verdict_category::runtime, "solution.py line 5, in helper: return x / 0"},
-             // A SyntaxError from a call is the candidate's runtime error, never the task's broken
-             // tests.py.
-             {"syntax_error_raised",
-              "def check(x):\n    raise SyntaxError('bad', ('tests.py', 1, 1, 'x'))\n",
-              verdict_category::runtime, "SyntaxError"},
-             {"system_exit", "import sys\n\ndef check(x):\n    sys.exit(3)\n",
-              verdict_category::runtime, "SystemExit"}});
+  run_cases(
+      t, {{"raises_value_error",
+           "def check(x):\n    if x < 0:\n        raise ValueError('negative input')\n    "
+           "return x * x\n",
+           verdict_category::pass, "All 2 tests passed"},
+          // A subclass of ValueError is a ValueError for raises(): its class names cross too.
+          {"raises_a_value_error_subclass",
+           "class Bad(ValueError):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise "
+           "Bad('negative input')\n    return x * x\n",
+           verdict_category::pass, "All 2 tests passed"},
+          {"raises_type_error",
+           "def check(x):\n    if x < 0:\n        raise TypeError('negative input')\n    return "
+           "x * x\n",
+           verdict_category::runtime, "TypeError: negative input"},
+          {"returns_instead", "def check(x):\n    return x * x\n", verdict_category::wrong_answer,
+           "expected the call to raise ValueError"},
+          // Its own exception class: reported under the candidate's name, with its frames.
+          {"custom_exception",
+           "class Bad(Exception):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise "
+           "Bad('negative input')\n    return x * x\n",
+           verdict_category::runtime, "Bad: negative input"},
+          {"frames", "def check(x):\n    return helper(x)\n\ndef helper(x):\n    return x / 0\n",
+           verdict_category::runtime, "solution.py line 5, in helper: return x / 0"},
+          // Re-raised as the builtin, this StopIteration ended map() at once and all() was True.
+          {"stop_iteration",
+           "def check(x):\n    if x < 0:\n        raise ValueError('negative')\n"
+           "    raise StopIteration\n",
+           verdict_category::runtime, "StopIteration"},
+          // A SyntaxError from a call is the candidate's runtime error, never the task's broken
+          // tests.py.
+          {"syntax_error_raised",
+           "def check(x):\n    raise SyntaxError('bad', ('tests.py', 1, 1, 'x'))\n",
+           verdict_category::runtime, "SyntaxError"},
+          {"system_exit", "import sys\n\ndef check(x):\n    sys.exit(3)\n",
+           verdict_category::runtime, "SystemExit"},
+          {"keyboard_interrupt", "def check(x):\n    raise KeyboardInterrupt\n",
+           verdict_category::runtime, "KeyboardInterrupt"}});
+}
+
+TEST(PythonTest, HiddenTestsFeedbackSaysOnlyTheirKind) {
+  // tests.py is quoted in feedback; hidden_tests.py runs after it passed and only the kind of its
+  // failure is told: never its code, name, inputs, expected values, nor what the candidate printed,
+  // raised or exited with while running it (all of which could carry the hidden inputs).
+  task t = python_task("hidden", R"PY(from solution import double
+
+
+def test_visible():
+    assert double(2) == 4
+)PY");
+  t.hidden_tests = R"PY(from solution import double
+
+
+def test_secret_name_s3cr3t():
+    assert double(31337) == 62674
+    assert double(-5) == -10
+)PY";
+  const std::vector<std::string> never = {"31337", "62674", "s3cr3t", "hidden_tests.py", "line"};
+  struct hidden_case {
+    std::string name;
+    std::string code;
+    verdict_category expected;
+    std::string feedback_contains;
+  };
+  const std::vector<hidden_case> cases{
+      {"correct", "def double(x):\n    return 2 * x\n", verdict_category::pass,
+       "All 2 tests passed"},
+      {"visible_answer_only", "def double(x):\n    return {2: 4}.get(x, 0)\n",
+       verdict_category::wrong_answer,
+       "A hidden test failed: your function returned a wrong value"},
+      {"visible_failure_is_quoted", "def double(x):\n    return x\n",
+       verdict_category::wrong_answer, "assert double(2) == 4"},
+      {"raises_with_its_input",
+       "def double(x):\n    if x != 2:\n        raise ValueError('input was %r' % x)\n    return "
+       "4\n",
+       verdict_category::runtime, "A hidden test failed: your function raised an exception"},
+      {"raises_a_class_named_by_its_input",
+       "def double(x):\n    if x != 2:\n        raise type('E%d' % x, (Exception,), {})()\n    "
+       "return 4\n",
+       verdict_category::runtime, "A hidden test failed: your function raised an exception"},
+      {"prints_and_exits_with_its_input",
+       "import os, sys\n\ndef double(x):\n    if x != 2:\n        print('input', x, "
+       "file=sys.stderr, flush=True)\n        os._exit(x % 256)\n    return 4\n",
+       verdict_category::runtime, "during a hidden test"},
+      {"hangs_in_a_hidden_test", "def double(x):\n    while x != 2:\n        pass\n    return 4\n",
+       verdict_category::timeout, "stopped during a hidden test"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto v = shared_engine().verify(t, fenced("python", c.code));
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_EQ(to_string(v->category), std::string(to_string(c.expected))) << v->feedback;
+    EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    if (c.name != "visible_failure_is_quoted") {
+      for (const auto& secret : never) {
+        EXPECT_EQ(v->feedback.find(secret), std::string::npos)
+            << "the feedback quotes '" << secret << "':\n"
+            << v->feedback;
+      }
+      EXPECT_EQ(v->feedback.find("E31337"), std::string::npos) << v->feedback;
+      EXPECT_EQ(v->feedback.find("code 105"), std::string::npos) << v->feedback;  // 31337 % 256
+    }
+  }
+}
+
+TEST(PythonTest, TheJudgeDecidesWhatAnArgumentCallChanged) {
+  // Every list/dict/set/bytearray argument is reported after each call, and the judge compares it
+  // with its own object: a large argument changed in place reaches the test, one left alone stays
+  // the test's own object, an argument turned into something unsendable fails the call, and a
+  // subclass argument (sent as its plain value) is never written back, nor breaks the channel.
+  const task t = python_task("arguments", R"PY(import collections
+
+from solution import reverse_in_place, total, spoil, bump
+
+
+def test_large_change_comes_back():
+    data = list(range(300000))
+    assert reverse_in_place(data) is None
+    assert data[0] == 299999 and data[-1] == 0
+
+
+def test_unchanged_stays():
+    data = [[1, 2], [3]]
+    inner = data[0]
+    assert total(data) == 6
+    assert data == [[1, 2], [3]] and data[0] is inner
+
+
+def test_unsendable_change():
+    try:
+        spoil([1, 2])
+    except Exception as e:
+        assert "cannot be sent back" in str(e), str(e)
+    else:
+        assert False, "expected an error"
+
+
+def test_subclass_argument():
+    c = collections.Counter("aab")
+    assert bump(c) == 3
+    assert c == {"a": 2, "b": 1}
+)PY");
+  run_cases(t, {{"arguments",
+                 "def reverse_in_place(xs):\n    xs.reverse()\n\ndef total(m):\n    return "
+                 "sum(map(sum, m))\n\ndef spoil(xs):\n    xs.append(object())\n    return 1\n\n"
+                 "def bump(c):\n    c['z'] = 9\n    return 3\n",
+                 verdict_category::pass, "All 4 tests passed"}});
 }
 
 TEST(PythonTest, WhatCannotBeSentFailsTheTurnOnly) {

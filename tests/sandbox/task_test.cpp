@@ -111,6 +111,7 @@ TEST(TaskTest, LoadsASuiteDirectory) {
   dir.write("cpp/axpy/wrong/compile_error.cpp", "worse\n");
   dir.write("python/add/task.json", R"({"id": "python/add", "kind": "python"})");
   dir.write("python/add/tests.py", "def test_a(): pass\n");
+  dir.write("python/add/hidden_tests.py", "def test_h(): pass\n");
   auto tasks = load_suite(dir.path());
   ASSERT_TRUE(tasks.ok()) << tasks.err().message;
   ASSERT_EQ(tasks->size(), 2U);
@@ -119,6 +120,8 @@ TEST(TaskTest, LoadsASuiteDirectory) {
   ASSERT_EQ((*tasks)[0].wrong.size(), 2U);
   EXPECT_EQ((*tasks)[0].wrong[0].label, "compile_error");
   EXPECT_EQ((*tasks)[1].tests, "def test_a(): pass\n");
+  EXPECT_EQ((*tasks)[1].hidden_tests, "def test_h(): pass\n");
+  EXPECT_EQ((*tasks)[0].hidden_tests, "");
   auto resolved = resolve_task("python/add", dir.path());
   ASSERT_TRUE(resolved.ok()) << resolved.err().message;
   EXPECT_EQ(resolved->kind, task_kind::python);
@@ -129,7 +132,7 @@ TEST(TaskTest, LoadsAJsonlDataset) {
   TempDir dir;
   dir.write(
       "data.jsonl",
-      R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass\n", "solution": "x = 1\n", "wrong": [{"label": "bad", "code": "x = 2\n"}]})J"
+      R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass\n", "hidden_tests": "def test_y(): pass\n", "solution": "x = 1\n", "wrong": [{"label": "bad", "code": "x = 2\n"}]})J"
       "\n\n"
       R"J({"id": "cpp/b", "kind": "cpp", "reference": "void reference(int n) {}", "args": [{"name": "n", "type": "int", "role": "scalar", "value": 1}]})J"
       "\n");
@@ -137,6 +140,7 @@ TEST(TaskTest, LoadsAJsonlDataset) {
   ASSERT_TRUE(tasks.ok()) << tasks.err().message;
   ASSERT_EQ(tasks->size(), 2U);
   EXPECT_EQ((*tasks)[0].wrong.at(0).label, "bad");
+  EXPECT_EQ((*tasks)[0].hidden_tests, "def test_y(): pass\n");
   EXPECT_EQ((*tasks)[1].reference, "void reference(int n) {}");
   auto one = resolve_task((dir.path() / "data.jsonl").string() + "#cpp/b", "");
   ASSERT_TRUE(one.ok()) << one.err().message;
@@ -150,6 +154,16 @@ TEST(TaskTest, LoadsAJsonlDataset) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.err().message.find("bad.jsonl:2: 'id' (string) is required"), std::string::npos)
       << bad.err().message;
+
+  // Hidden tests belong to tasks judged by tests: elsewhere they would be ignored silently.
+  dir.write(
+      "hidden_cpp.jsonl",
+      R"J({"id": "cpp/b", "kind": "cpp", "reference": "void reference(int n) {}", "hidden_tests": "def test_y(): pass\n", "args": [{"name": "n", "type": "int", "role": "scalar", "value": 1}]})J"
+      "\n");
+  auto hidden_cpp = load_jsonl(dir.path() / "hidden_cpp.jsonl");
+  ASSERT_FALSE(hidden_cpp.ok());
+  EXPECT_NE(hidden_cpp.err().message.find("hidden_tests"), std::string::npos)
+      << hidden_cpp.err().message;
 }
 
 TEST(TaskTest, LoadsAKernelBenchDirectory) {

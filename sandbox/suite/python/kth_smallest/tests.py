@@ -1,3 +1,4 @@
+from leap_testing import raises
 from solution import kth_smallest
 
 
@@ -13,11 +14,8 @@ def test_bounds():
 
 def test_invalid_k():
     for k in (0, 4, -1):
-        try:
+        with raises("ValueError"):
             kth_smallest([1, 2, 3], k)
-        except ValueError:
-            continue
-        assert False, "expected ValueError for k=%d" % k
 
 
 def test_input_unchanged():
