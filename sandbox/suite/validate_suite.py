@@ -7,7 +7,8 @@ with atol + rtol * |expected|), so a disagreement between it and the engine poin
 
   cpp     g++ -O2 harness + reference.cpp + candidate, run twice (outputs zero-filled, then filled with a
           sentinel, so a candidate that relies on either initial content is caught).
-  python  tests.py run against the candidate as solution.py, every test_* function called.
+  python  tests.py and hidden_tests.py run against the candidate as solution.py, every test_* function
+          called, with a stand-in for the judge's leap_testing module (raises).
   cuda    --cuda-mode compile (default, no GPU needed): reference.cpp compiles with g++; the candidate
           compiles with nvcc -c and links against a stub that calls solve() with the exact parameter
           types, so a wrong signature is a link error. --cuda-mode run (needs a GPU): the full harness
@@ -34,6 +35,10 @@ import sys
 import tempfile
 
 KINDS = ("cuda", "cpp", "python")
+# What a python task's tests may import: the solution, the judge's helpers and the standard library
+# modules the suite uses (random: the judge's process seeds it from os.urandom, which the
+# candidate's process never sees).
+PY_TEST_IMPORTS = {"solution", "leap_testing", "random", "itertools", "collections", "string", "math"}
 TYPES = {"float": "float", "double": "double", "int": "int"}
 ROLES = ("input", "output", "inout", "scalar")
 DEFAULT_TOL = {"float": (1e-5, 1e-5), "double": (1e-5, 1e-5), "int": (0.0, 0.0)}
@@ -145,21 +150,28 @@ def check_task(task_dir, kind, name):
         if not re.fullmatch(r"[a-z0-9_]+" + re.escape(ext), w):
             problems.append("wrong candidate name '%s' is not snake_case" % w)
     if kind == "python":
-        tests = os.path.join(task_dir, "tests.py")
-        if not os.path.isfile(tests):
-            problems.append("tests.py missing")
-        else:
+        # tests.py is what feedback may quote; hidden_tests.py (required in this suite) is never shown.
+        for name in ("tests.py", "hidden_tests.py"):
+            tests = os.path.join(task_dir, name)
+            if not os.path.isfile(tests):
+                problems.append("%s missing" % name)
+                continue
             src = open(tests).read()
             imported = re.findall(r"^from solution import (.+)$", src, re.M)
             if not imported:
-                problems.append("tests.py does not import from solution")
+                problems.append("%s does not import from solution" % name)
             for line in imported:
                 for n in line.split(","):
                     n = n.strip()
                     if n and n not in prompt:
-                        problems.append("prompt does not name '%s', which tests.py imports" % n)
-            if not re.search(r"^def test_\w+\(\):", src, re.M):
-                problems.append("tests.py has no test_* function")
+                        problems.append("prompt does not name '%s', which %s imports" % (n, name))
+            for m in re.findall(r"^(?:from|import) (\w+)", src, re.M):
+                if m not in PY_TEST_IMPORTS:
+                    problems.append("%s imports '%s' (allowed: %s)" % (name, m, ", ".join(sorted(PY_TEST_IMPORTS))))
+            found = len(re.findall(r"^def test_\w+\(\):", src, re.M))
+            if found < (2 if name == "hidden_tests.py" else 1):
+                problems.append("%s has %d test_* functions (at least %d)" % (
+                    name, found, 2 if name == "hidden_tests.py" else 1))
         return task, problems
     if not os.path.isfile(os.path.join(task_dir, "reference.cpp")):
         problems.append("reference.cpp missing")
@@ -420,12 +432,16 @@ class Checker:
                 "zero" if passing[0][0] == "0" else "sentinel", first_lines(failing[0][2]))
         return failing[0][1], first_lines(failing[0][2])
 
-    def check_python(self, task, task_dir, cand, work):
-        shutil.copy(os.path.join(task_dir, "tests.py"), os.path.join(work, "tests.py"))
+    def check_python(self, task, task_dir, cand, work, record=None):
+        for name in ("tests.py", "hidden_tests.py"):
+            if os.path.isfile(os.path.join(task_dir, name)):
+                shutil.copy(os.path.join(task_dir, name), os.path.join(work, name))
         shutil.copy(cand, os.path.join(work, "solution.py"))
         runner = os.path.join(work, "run_tests.py")
         open(runner, "w").write(PY_RUNNER)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
+        if record:
+            env["RECORD_CALLS"] = record
         st, out = run([sys.executable, "-I", runner], cwd=work, timeout=self.opts.timeout, env=env)
         if st == "timeout":
             return "timeout", "ran past %ss" % self.opts.timeout
@@ -433,27 +449,124 @@ class Checker:
             return "pass", out.strip().splitlines()[-1] if out.strip() else ""
         if "IMPORT-ERROR" in out and ("SyntaxError" in out or "IndentationError" in out):
             return "compile", compile_summary(out)
-        return "mismatch", first_lines(out)
+        # The summary line first: it says whether the hidden tests alone catch the candidate.
+        lines = out.strip().splitlines()
+        return "mismatch", first_lines("\n".join(lines[-1:] + lines[:-1]))
 
 
+# Runs tests.py, then hidden_tests.py, in the candidate's own process (the engine's judge runs them in
+# another); leap_testing stands in for the judge's module of that name.
 PY_RUNNER = r'''
-import os, sys, traceback
+import os, sys, traceback, types
 sys.path.insert(0, os.getcwd())
-try:
-    import tests
-except BaseException:
-    print("IMPORT-ERROR"); traceback.print_exc(limit=1); sys.exit(2)
-names = sorted(n for n in dir(tests) if n.startswith("test_") and callable(getattr(tests, n)))
+
+
+class CandidateError(Exception):
+    pass
+
+
+class _Raises:
+    def __init__(self, name):
+        self.name = name
+        self.exception = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None:
+            raise AssertionError("expected the call to raise %s; it returned" % self.name)
+        if self.name in [c.__name__ for c in type(exc).__mro__]:
+            self.exception = exc
+            return True
+        return False
+
+
+if os.environ.get("RECORD_CALLS"):
+    # Records what the candidate answered to each call of the visible tests, for the leak check.
+    import copy, pickle
+    import solution
+    table = {}
+
+    def _recording(name, fn):
+        def call(*args, **kwargs):
+            key = (name, repr((args, kwargs)))
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as e:
+                table[key] = ("raise", type(e).__name__, str(e))
+                raise
+            table[key] = ("ok", copy.deepcopy(result))
+            return result
+        return call
+
+    for name, value in list(vars(solution).items()):
+        if callable(value) and not name.startswith("_"):
+            setattr(solution, name, _recording(name, value))
+leap_testing = types.ModuleType("leap_testing")
+leap_testing.CandidateError = CandidateError
+leap_testing.raises = _Raises
+sys.modules["leap_testing"] = leap_testing
+summary = []
 failed = []
-for n in names:
+for module in ("tests",) if os.environ.get("RECORD_CALLS") else ("tests", "hidden_tests"):
+    if not os.path.isfile(module + ".py"):
+        continue
     try:
-        getattr(tests, n)()
+        m = __import__(module)
+    except SyntaxError:
+        print("IMPORT-ERROR"); traceback.print_exc(limit=1); sys.exit(2)
     except BaseException as e:
-        failed.append("%s: %s: %s" % (n, type(e).__name__, str(e)[:200]))
+        if module == "tests":
+            print("IMPORT-ERROR"); traceback.print_exc(limit=1); sys.exit(2)
+        failed.append("%s: import: %s: %s" % (module, type(e).__name__, str(e)[:200]))
+        summary.append("%s import failed" % module)
+        continue
+    names = [n for n, v in list(vars(m).items()) if n.startswith("test_") and callable(v)]
+    bad = 0
+    for n in names:
+        try:
+            getattr(m, n)()
+        except BaseException as e:
+            bad += 1
+            failed.append("%s.%s: %s: %s" % (module, n, type(e).__name__, str(e)[:200]))
+    summary.append("%s %d of %d passed" % (module, len(names) - bad, len(names)))
+    if not names:
+        failed.append("%s: no test_* function" % module)
+if os.environ.get("RECORD_CALLS"):
+    with open(os.environ["RECORD_CALLS"], "wb") as f:
+        pickle.dump(table, f)
 for f in failed:
     print("FAILED", f)
-print("%d of %d tests passed" % (len(names) - len(failed), len(names)))
-sys.exit(1 if failed or not names else 0)
+print("; ".join(summary))
+sys.exit(1 if failed else 0)
+'''
+
+
+# A wrong candidate that also answers every call the visible tests make as the solution did: what a
+# policy can write after feedback quoted the visible tests' asserts. Only the hidden tests can fail it.
+PY_LEAKY = r'''
+import builtins, copy, pickle
+with open(%(table)r, "rb") as _f:
+    _TABLE = pickle.load(_f)
+with open(%(wrong)r) as _f:
+    exec(compile(_f.read(), "wrong.py", "exec"))
+
+
+def _answering(name, fn):
+    def call(*args, **kwargs):
+        hit = _TABLE.get((name, repr((args, kwargs))))
+        if hit is None:
+            return fn(*args, **kwargs)
+        if hit[0] == "raise":
+            raise getattr(builtins, hit[1], Exception)(hit[2])
+        return copy.deepcopy(hit[1])
+    return call
+
+
+for _name, _value in list(globals().items()):
+    if callable(_value) and not _name.startswith("_") and _name not in ("builtins", "copy", "pickle"):
+        globals()[_name] = _answering(_name, _value)
 '''
 
 
@@ -526,6 +639,47 @@ def validate_task(checker, suite, kind, name):
                 ok = expected_ok(label, outcome)
                 verdict = {True: "OK", False: "BAD", None: "UNPROVEN"}[ok]
                 rows.append((label_path, label, outcome, verdict, detail))
+        if kind == "python":
+            rows += leak_rows(checker, task, task_dir, cands, work)
+    return rows
+
+
+# Wrong candidates whose bug shows on one input only, an input the visible tests hold (the empty one):
+# answering it as the visible test expects is the fix, so their leak check may pass.
+LEAK_FIXES = {
+    ("python/longest_unique_substring", "edge_case"): "wrong only for the empty string",
+    ("python/run_length_encode", "edge_case"): "wrong (a crash) only for the empty string",
+    ("python/spiral_order", "crash_on_empty"): "wrong (a crash) only for the empty matrix",
+}
+
+
+def leak_rows(checker, task, task_dir, cands, work):
+    """Each run-time wrong candidate, given the solution's answers to the visible tests' calls, must
+    still fail (on the hidden tests): else a debug turn could pass by hard-coding what feedback quoted."""
+    table = os.path.join(work, "visible_calls.pkl")
+    sub = os.path.join(work, "record")
+    os.mkdir(sub)
+    outcome, detail = checker.check_python(task, task_dir, cands[0][1], sub, record=table)
+    if outcome != "pass" or not os.path.isfile(table):
+        return [("visible calls", "pass", outcome, "BAD", "recording the solution's answers: " + detail)]
+    rows = []
+    for i, (label_path, path) in enumerate(cands[1:]):
+        label = os.path.basename(path)[:-3]
+        if label in BUILD_ONLY_LABELS or label == "timeout":
+            continue
+        sub = os.path.join(work, "leak%d" % i)
+        os.mkdir(sub)
+        leaky = os.path.join(sub, "leaky_candidate.py")
+        with open(leaky, "w") as f:
+            f.write(PY_LEAKY % {"table": table, "wrong": os.path.abspath(path)})
+        outcome, detail = checker.check_python(task, task_dir, leaky, sub)
+        verdict = "BAD" if outcome == "pass" else "OK"
+        if outcome == "pass":
+            fix = LEAK_FIXES.get((task.get("id"), label))
+            verdict = "OK" if fix else "BAD"
+            detail = ("passes once it answers the visible tests' calls: " +
+                      ("%s, so answering it is the fix" % fix if fix else "the hidden tests miss this bug"))
+        rows.append((label_path + " + visible answers", label + "+answers", outcome, verdict, detail))
     return rows
 
 

@@ -118,6 +118,23 @@ TEST(SuiteTest, CppAndPythonSolutionsPassAndWrongCandidatesFail) {
   run_jobs(jobs, 0);
 }
 
+TEST(SuiteTest, EveryPythonTaskHasHiddenTests) {
+  // Feedback quotes tests.py; without hidden tests a debug turn could pass by hard-coding what it
+  // quoted (tests/sandbox/adversarial/python/hardcodes_revealed_asserts.py).
+  int python = 0;
+  for (const auto& t : suite()) {
+    if (t.kind != task_kind::python) continue;
+    ++python;
+    int hidden = 0;
+    for (std::size_t at = t.hidden_tests.find("\ndef test_"); at != std::string::npos;
+         at = t.hidden_tests.find("\ndef test_", at + 1)) {
+      ++hidden;
+    }
+    EXPECT_GE(hidden, 2) << t.id << ": hidden_tests.py needs at least two test_* functions";
+  }
+  EXPECT_GT(python, 0);
+}
+
 TEST(SuiteTest, CudaSolutionsCompileAndCompileErrorsAreCaught) {
   std::vector<job> jobs;
   int compile_errors = 0;
