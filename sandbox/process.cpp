@@ -614,7 +614,7 @@ bool remove_contents(int dir) {
 // reaches; over the budget, or when a folder cannot be read, empty it.
 void bound_fallback_directory(int workdir, const resource_limits& limits, run_result* out) {
   const std::uint64_t max_entries = scratch_entry_limit(limits);
-  // Folders at the copy back's last level keep no content, as in namespace mode.
+  // Folders inside the copy back's last level are dropped whole, as in namespace mode.
   struct prune {
     static void below(int dir, int depth) {
       for_each_entry(dir, [&](const char* name) {
@@ -624,13 +624,16 @@ void bound_fallback_directory(int workdir, const resource_limits& limits, run_re
         }
         ::fchmodat(dir, name, 0700, 0);
         const int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0) {
-          if (depth + 1 >= k_copy_depth) {
-            remove_contents(sub);
-          } else {
-            below(sub, depth + 1);
-          }
+        if (sub < 0) {
+          return true;
+        }
+        if (depth < k_copy_depth) {
+          below(sub, depth + 1);
           ::close(sub);
+        } else {
+          remove_contents(sub);
+          ::close(sub);
+          ::unlinkat(dir, name, AT_REMOVEDIR);
         }
         return true;
       });

@@ -462,18 +462,15 @@ TEST(ProcessTest, FilesWithinTheBudgetComeBackWhole) {
   EXPECT_EQ(run.result.scratch_left_entries, 6U);
 }
 
-// The fallback (not root: no scratch tmpfs) writes into the host folder itself; over the budget,
-// the folder is emptied after the run. Run as root, the test drops to `nobody` in a child process.
-TEST(ProcessTest, FallbackRunOverTheBudgetLeavesNothing) {
-  REQUIRE_ROOT();
-  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_EQ(::chown(dir->path().c_str(), 65534, 65534), 0);
-  ASSERT_TRUE(write_file(dir->path() / "input.txt", "the caller's\n").ok());
+// Runs `script` in the fallback (not root: no scratch tmpfs, the command writes into the host
+// folder itself), from a child process of this root test that drops to `nobody`. Returns the
+// run's isolation, stdout and "exceeded N"/"within N" (N: scratch_left_bytes), or the error.
+std::string fallback_run(const std::filesystem::path& dir, const std::string& script,
+                         std::uint64_t scratch_bytes) {
+  EXPECT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
   int report[2];
-  ASSERT_EQ(::pipe(report), 0);
+  EXPECT_EQ(::pipe(report), 0);
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     ::close(report[0]);
     if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
@@ -481,10 +478,11 @@ TEST(ProcessTest, FallbackRunOverTheBudgetLeavesNothing) {
       ::_exit(2);
     }
     run_request request;
-    request.argv = {"/bin/sh", "-c", k_sparse_script};
-    request.working_dir = dir->path();
+    request.argv = {"/bin/sh", "-c", script};
+    request.working_dir = dir;
     request.env = base_env();
-    request.limits.scratch_bytes = 8ULL << 20;
+    request.limits.scratch_bytes = scratch_bytes;
+    request.limits.wall = std::chrono::seconds(60);
     auto r = run_isolated(request);
     std::string line = r.ok() ? r->isolation + "\n" + r->stdout_text +
                                     (r->scratch_exceeded ? "exceeded " : "within ") +
@@ -499,15 +497,55 @@ TEST(ProcessTest, FallbackRunOverTheBudgetLeavesNothing) {
   for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
   ::close(report[0]);
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
+  EXPECT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
   EXPECT_NE(said.find("fallback"), std::string::npos) << said;
+  return said;
+}
+
+// Over the budget, the fallback empties the folder after the run.
+TEST(ProcessTest, FallbackRunOverTheBudgetLeavesNothing) {
+  REQUIRE_ROOT();
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(write_file(dir->path() / "input.txt", "the caller's\n").ok());
+  const std::string said = fallback_run(dir->path(), k_sparse_script, 8ULL << 20);
   EXPECT_NE(said.find("made"), std::string::npos) << said;
   EXPECT_LE(usage_of(dir->path()).bytes, 8ULL << 20) << said;
   // Emptied, the caller's input with the rest (the run failed anyway).
   EXPECT_EQ(usage_of(dir->path()).entries, 0U) << said;
   EXPECT_NE(said.find("exceeded " + std::to_string(31 * (63ULL << 20) + 4096)), std::string::npos)
       << said;
+  // More files than the entry limit (1024 for 8 MiB), each empty, are over it too.
+  auto many = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(many.ok());
+  const std::string files =
+      fallback_run(many->path(), "seq -f f%g 1100 | xargs touch && echo made", 8ULL << 20);
+  EXPECT_NE(files.find("made\nexceeded"), std::string::npos) << files;
+  EXPECT_EQ(usage_of(many->path()).entries, 0U) << files;
+}
+
+// Within the budget the fallback keeps the folder as the copy back would: files down to the 8th
+// level of folders, no folder below it (however deep, and locked with mode 000).
+TEST(ProcessTest, FallbackKeepsWhatTheCopyBackWould) {
+  REQUIRE_ROOT();
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(dir.ok());
+  std::string deep = "l1/l2/l3/l4/l5/l6/l7/l8";
+  std::string deeper = deep;
+  for (int level = 9; level <= 300; ++level) deeper += "/l" + std::to_string(level);
+  const std::string said =
+      fallback_run(dir->path(),
+                   "mkdir -p " + deeper + " && echo x > " + deeper + "/far && echo y > " + deep +
+                       "/kept && chmod 000 " + deep + "/l9 && echo z > top && echo made",
+                   8ULL << 20);
+  EXPECT_NE(said.find("made\nwithin"), std::string::npos) << said;
+  const auto& root = dir->path();
+  EXPECT_TRUE(std::filesystem::is_regular_file(root / "top")) << said;
+  EXPECT_TRUE(std::filesystem::is_regular_file(root / deep / "kept")) << said;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(root / deep / "l9")))
+      << said;
+  EXPECT_EQ(usage_of(root).entries, 10U) << said;  // l1..l8, kept, top
 }
 
 TEST(ProcessTest, FilesAreCopiedInAndRegularFilesBack) {
