@@ -307,7 +307,9 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
 
 TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   auto e = engine::create(config);

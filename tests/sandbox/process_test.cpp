@@ -380,7 +380,9 @@ host_usage usage_of(const std::filesystem::path& dir) {
   host_usage u;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
     struct stat st {};
-    if (::lstat(e.path().c_str(), &st) != 0) continue;
+    if (::lstat(e.path().c_str(), &st) != 0) {
+      continue;
+    }
     ++u.entries;
     u.bytes +=
         S_ISREG(st.st_mode) ? std::max<std::uint64_t>(st.st_size, st.st_blocks * 512ULL) : 4096;
@@ -458,7 +460,7 @@ TEST(ProcessTest, FilesWithinTheBudgetComeBackWhole) {
   EXPECT_LE(usage_of(dir).bytes, limits.scratch_bytes);
   EXPECT_FALSE(run.result.scratch_exceeded);
   // 2 + 2 + 1 MiB, two folders and a file of 2 bytes (one page).
-  EXPECT_EQ(run.result.scratch_left_bytes, (5ULL << 20) + 3 * 4096);
+  EXPECT_EQ(run.result.scratch_left_bytes, (5ULL << 20) + 3ULL * 4096);
   EXPECT_EQ(run.result.scratch_left_entries, 6U);
 }
 
@@ -494,7 +496,9 @@ std::string fallback_run(const std::filesystem::path& dir, const std::string& sc
   ::close(report[1]);
   std::string said;
   char buffer[4096];
-  for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
+  for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) {
+    said.append(buffer, n);
+  }
   ::close(report[0]);
   int status = 0;
   EXPECT_EQ(::waitpid(child, &status, 0), child);
@@ -533,7 +537,9 @@ TEST(ProcessTest, FallbackKeepsWhatTheCopyBackWould) {
   ASSERT_TRUE(dir.ok());
   std::string deep = "l1/l2/l3/l4/l5/l6/l7/l8";
   std::string deeper = deep;
-  for (int level = 9; level <= 300; ++level) deeper += "/l" + std::to_string(level);
+  for (int level = 9; level <= 300; ++level) {
+    deeper += "/l" + std::to_string(level);
+  }
   const std::string said =
       fallback_run(dir->path(),
                    "mkdir -p " + deeper + " && echo x > " + deeper + "/far && echo y > " + deep +
