@@ -773,18 +773,22 @@ result<std::string> engine::harness_object(const task& t) {
   return lookup->output.artifact;
 }
 
-result<std::string> engine::judge_program(const task& t) {
-  auto identity = compiler_identity(task_kind::cpp);
+result<std::string> engine::judge_program(const task& t, bool gpu) {
+  auto identity = compiler_identity(gpu ? task_kind::cuda : task_kind::cpp);
   if (!identity) {
     return identity.err();
   }
-  const std::string source = judge_source(t);
-  std::vector<std::string> argv{config_.cxx};
-  for (auto& f : split_flags(config_.cxx_flags)) {
+  const std::string source = judge_source(t, gpu);
+  const std::string file = gpu ? "judge.cu" : "judge.cpp";
+  std::vector<std::string> argv{gpu ? config_.nvcc : config_.cxx};
+  for (auto& f : split_flags(gpu ? config_.nvcc_flags : config_.cxx_flags)) {
     argv.push_back(f);
   }
-  for (const char* a : {"judge.cpp", "-o", "judge"}) {
-    argv.emplace_back(a);
+  if (gpu) {
+    argv.push_back(gencode_flag(config_.cuda_arch));
+  }
+  for (const std::string& a : {file, std::string("-o"), std::string("judge")}) {
+    argv.push_back(a);
   }
   std::string key_material = "judge\n" + *identity + "\n";
   for (const auto& a : argv) {
@@ -792,7 +796,7 @@ result<std::string> engine::judge_program(const task& t) {
   }
   key_material += source;
   auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
-    return build_in_sandbox({{"judge.cpp", source}}, argv, "judge");
+    return build_in_sandbox({{file, source}}, argv, "judge");
   });
   if (!lookup) {
     return lookup.err();
@@ -831,7 +835,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
                               std::to_string(config_.timing_reps);
 
   auto compute = [&]() -> result<reference_data> {
-    auto judge = judge_program(t);
+    auto judge = judge_program(t, false);
     if (!judge) {
       return judge.err();
     }
@@ -1032,7 +1036,15 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   }
   p.expected = reference->expected;
   p.reference_time = reference->time;
-  p.judge = reference->judge;
+  if (cuda) {
+    auto judge = judge_program(t, true);
+    if (!judge) {
+      return judge.err();
+    }
+    p.judge = std::make_shared<const std::string>(std::move(judge.value()));
+  } else {
+    p.judge = reference->judge;
+  }
   return p;
 }
 
@@ -1152,17 +1164,14 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     return infrastructure_error(slot_gpu, s.err().message);
   }
   ::chmod((dir->path() / "cand").c_str(), 0755);
-  // Host candidates run under the task's judge (harness.hpp), which starts ./cand itself.
-  const bool judged = !cuda;
-  if (judged) {
-    if (!p.judge) {
-      return error{t.id + ": the candidate was prepared without its task's judge"};
-    }
-    if (auto s = write_file(dir->path() / "judge", *p.judge); !s) {
-      return infrastructure_error(slot_gpu, s.err().message);
-    }
-    ::chmod((dir->path() / "judge").c_str(), 0755);
+  // Candidates run under the task's judge (harness.hpp), which starts ./cand itself.
+  if (!p.judge) {
+    return error{t.id + ": the candidate was prepared without its task's judge"};
   }
+  if (auto s = write_file(dir->path() / "judge", *p.judge); !s) {
+    return infrastructure_error(slot_gpu, s.err().message);
+  }
+  ::chmod((dir->path() / "judge").c_str(), 0755);
   const harness_dump& expected = *p.expected;
   const auto fresh_nonce = stream_nonce();
   if (!fresh_nonce) {
@@ -1170,11 +1179,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   }
   const std::string& nonce = *fresh_nonce;
   run_request request;
-  request.argv = {judged ? "./judge" : "./cand", std::to_string(t.seed),
-                  std::to_string(config_.trials), std::to_string(config_.timing_reps)};
-  if (judged) {
-    request.argv.emplace_back("./cand");
-  }
+  request.argv = {"./judge", std::to_string(t.seed), std::to_string(config_.trials),
+                  std::to_string(config_.timing_reps), "./cand"};
   request.working_dir = dir->path();
   request.env = run_env(slot_gpu);
   request.stdin_data = nonce + "\n";

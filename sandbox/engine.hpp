@@ -119,7 +119,7 @@ struct prepared_candidate {
   std::string code;                              // the extracted code
   std::string binary;                            // cpp/cuda: the executable
   std::shared_ptr<const harness_dump> expected;  // cpp/cuda: the reference's outputs
-  std::shared_ptr<const std::string> judge;      // cpp: the judge's executable (harness.hpp)
+  std::shared_ptr<const std::string> judge;      // cpp/cuda: the judge's executable (harness.hpp)
   std::optional<timing_stats> reference_time;
   double compile_ms = 0;
   bool cache_hit = false;
@@ -187,8 +187,9 @@ class engine {
     std::shared_ptr<const std::string> judge;  // the task's judge (harness.hpp), built once
   };
   result<std::string> harness_object(const task& t);
-  // The task's judge executable (g++, cached like any build).
-  result<std::string> judge_program(const task& t);
+  // The task's judge executable (harness.hpp): the host judge (g++), or with `gpu` the CUDA
+  // candidates' (nvcc); cached like any build.
+  result<std::string> judge_program(const task& t, bool gpu);
   result<reference_data> reference_outputs(const task& t);
   // The folders whose headers a candidate may include (canonical): the compiler's own search list,
   // and for cuda the toolkit's include folders. Probed once per kind.

@@ -210,46 +210,6 @@ __attribute__((constructor(101))) void leap_setup() {
 }  // namespace
 )LEAP";
 
-const char* k_thread_check = R"LEAP(
-namespace {
-// Threads of this process now, or -1 when /proc cannot be read.
-int leap_threads() {
-  DIR* d = ::opendir("/proc/self/task");
-  if (d == nullptr) return -1;
-  int count = 0;
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') ++count;
-  }
-  ::closedir(d);
-  return count;
-}
-int leap_thread_baseline = -1;  // before the first call; -1: no /proc, not checked
-
-// After solve() returned: a thread it started that is still running is work it has not done yet
-// (lazy outputs) or work that would escape the timing. One that is finishing gets up to a second.
-// Returns true when it waited (the caller stops its clock only then).
-bool leap_settle_threads() {
-  if (leap_thread_baseline < 0) return false;
-  int count = leap_threads();
-  if (count >= 0 && count <= leap_thread_baseline) return false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const timespec pause{0, 1000000};
-    ::nanosleep(&pause, nullptr);
-    count = leap_threads();
-    if (count >= 0 && count <= leap_thread_baseline) return true;
-  }
-  if (count < 0) leap_fail("threads", "proc", "checking threads after solve() returned", "cannot list the process's threads (file descriptors exhausted?)");
-  char text[256];
-  std::snprintf(text, sizeof text,
-                "%d thread(s) that solve() started were still running 1 s after it returned; all work must be "
-                "finished (threads joined) when solve() returns",
-                count - leap_thread_baseline);
-  leap_fail("threads", "left_running", "checking threads after solve() returned", text);
-}
-}  // namespace
-)LEAP";
-
 // The host kinds' programs (cpp candidates and every reference): a judge that owns the buffers,
 // the clock and the result stream, and a stub linked with the entry point that only calls it.
 const char* k_stub_prologue =
@@ -266,6 +226,7 @@ const char* k_stub_prologue =
 
 const char* k_judge_prologue = R"LEAP(
 #include <csignal>
+#include <string>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -320,32 +281,53 @@ int leap_child_threads() {
             "solve() must not close descriptors it did not open");
 }
 
-void leap_send(char c, const char* where) {
-  for (;;) {
-    const ssize_t w = ::send(leap_channel, &c, 1, MSG_NOSIGNAL);
-    if (w == 1) return;
-    if (w < 0 && errno == EINTR) continue;
-    leap_child_ended(where);
-  }
+// Whether the program may report a failure ('F' + kind + three u32-length texts): only the CUDA
+// stub does (a CUDA error of its own, results not ordered with the default stream). Its report
+// can only ever fail the run; whether a CUDA failure is the GPU's is the engine's own probe's call.
+bool leap_failures_reported = false;
+
+std::uint32_t leap_u32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 
+[[noreturn]] void leap_garbled(const char* where) {
+  leap_fail("channel", "garbled", where,
+            "the program wrote to the harness's channel (descriptor 4); solve() must not write "
+            "to descriptors it did not open");
+}
+
+// Reads the program's next message: `want` alone, or a failure report (ends the run).
 void leap_expect(char want, const char* where) {
+  static unsigned char msg[8192];
   for (;;) {
-    char c = 0;
-    const ssize_t r = ::recv(leap_channel, &c, 1, 0);
+    const ssize_t r = ::recv(leap_channel, msg, sizeof msg, 0);
     if (r < 0 && errno == EINTR) continue;
-    if (r != 1) leap_child_ended(where);
-    if (c != want) {
-      leap_fail("channel", "garbled", where,
-                "the program wrote to the harness's channel (descriptor 4); solve() must not write "
-                "to descriptors it did not open");
+    if (r <= 0) leap_child_ended(where);
+    const std::size_t n = static_cast<std::size_t>(r);
+    if (n == 1 && msg[0] == static_cast<unsigned char>(want)) return;
+    if (!leap_failures_reported || msg[0] != 'F' || n < 2) leap_garbled(where);
+    const char* kind = msg[1] == 'i' ? "cuda_init" : msg[1] == 'c' ? "cuda" : msg[1] == 's' ? "stream" : nullptr;
+    if (kind == nullptr) leap_garbled(where);
+    std::string texts[3];
+    std::size_t at = 2;
+    for (auto& text : texts) {
+      if (at + 4 > n) leap_garbled(where);
+      const std::uint32_t len = leap_u32(msg + at);
+      at += 4;
+      if (len > n - at) leap_garbled(where);
+      text.assign(reinterpret_cast<const char*>(msg + at), len);
+      at += len;
     }
-    return;
+    ::kill(leap_child, SIGKILL);
+    leap_fail(kind, texts[0].c_str(), texts[1].c_str(), texts[2].c_str());
   }
 }
 
-// Starts the entry point's program with the buffers on descriptor 3 and the channel on 4; its
-// stdout is this process's stderr (set up before), its stdin /dev/null.
+// Starts the entry point's program with the buffers on descriptor 3 (/dev/null without a memfd:
+// the CUDA judge shares device memory instead) and the channel on 4; its stdout is this process's
+// stderr (set up before), its stdin /dev/null.
 void leap_spawn(const char* program, int memfd) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
@@ -354,7 +336,7 @@ void leap_spawn(const char* program, int memfd) {
   if (leap_child < 0) leap_fail("channel", "fork", "starting the program", std::strerror(errno));
   if (leap_child == 0) {
     // Above 4 first, so that neither dup2 below lands on the other's source.
-    const int buffers = ::fcntl(memfd, F_DUPFD, 10);
+    const int buffers = memfd >= 0 ? ::fcntl(memfd, F_DUPFD, 10) : ::open("/dev/null", O_RDONLY);
     const int channel = ::fcntl(pair[1], F_DUPFD, 10);
     if (buffers < 0 || channel < 0 || ::dup2(buffers, 3) != 3 || ::dup2(channel, 4) != 4) _exit(126);
     ::close(buffers);
@@ -391,17 +373,99 @@ void leap_settle_child_threads(int baseline) {
 }  // namespace
 )LEAP";
 
-const char* k_cuda_prologue = R"LEAP(
+// The CUDA judge's device side: the buffers live in its own context and reach the program
+// through CUDA IPC; a keyed sum over each buffer, taken on the device when the call is answered,
+// is compared with the same sum over the copies read afterwards (nothing changed in between).
+const char* k_cuda_judge_prologue = R"LEAP(
 #include <cuda_runtime.h>
+#include <sys/random.h>
 namespace {
 void leap_check(cudaError_t e, const char* where) {
   if (e != cudaSuccess) leap_fail("cuda", cudaGetErrorName(e), where, cudaGetErrorString(e));
 }
-cudaEvent_t leap_start, leap_stop;
-// Flushing L2 between timed repetitions so that each starts cold, as a fresh call would.
+// Flushing L2 before each timed call so that each starts cold, as a fresh call would.
 void* leap_l2_buffer = nullptr;
 const std::size_t leap_l2_bytes = 256u << 20;
-void leap_flush_l2() { leap_check(cudaMemset(leap_l2_buffer, 0, leap_l2_bytes), "flushing L2"); }
+
+__host__ __device__ inline unsigned long long leap_mix(unsigned long long w, unsigned long long i,
+                                                       unsigned long long key) {
+  unsigned long long z = w ^ (key + 0x9E3779B97F4A7C15ULL * (i + 1));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+// The last partial word, zero-padded.
+__host__ __device__ inline unsigned long long leap_tail(const unsigned char* p, unsigned long long n) {
+  unsigned long long w = 0;
+  for (unsigned long long j = n / 8 * 8; j < n; ++j) w |= static_cast<unsigned long long>(p[j]) << (8 * (j % 8));
+  return w;
+}
+__global__ void leap_keyed_sum(const unsigned char* p, unsigned long long n, unsigned long long key,
+                               unsigned long long* out) {
+  const unsigned long long words = n / 8;
+  const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);  // cudaMalloc'd: aligned
+  unsigned long long acc = 0;
+  for (unsigned long long i = blockIdx.x * 1ULL * blockDim.x + threadIdx.x; i < words;
+       i += 1ULL * gridDim.x * blockDim.x) {
+    acc += leap_mix(w[i], i, key);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0 && n % 8 != 0) acc += leap_mix(leap_tail(p, n), words, key);
+  atomicAdd(out, acc);
+}
+unsigned long long leap_host_sum(const void* data, std::size_t n, unsigned long long key) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  unsigned long long acc = 0;
+  for (std::size_t i = 0; i < n / 8; ++i) {
+    unsigned long long w;
+    std::memcpy(&w, p + 8 * i, 8);
+    acc += leap_mix(w, i, key);
+  }
+  if (n % 8 != 0) acc += leap_mix(leap_tail(p, n), n / 8, key);
+  return acc;
+}
+void leap_device_sum(const void* d, std::size_t n, unsigned long long key, unsigned long long* out) {
+  if (n == 0) return;
+  const unsigned long long words = n / 8 + 1;
+  const unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>(1024, (words + 255) / 256));
+  leap_keyed_sum<<<blocks, 256>>>(static_cast<const unsigned char*>(d), n, key, out);
+}
+unsigned long long leap_key() {
+  unsigned long long key = 0;
+  if (::getrandom(&key, sizeof key, 0) != static_cast<ssize_t>(sizeof key))
+    leap_fail("channel", "getrandom", "drawing the run's key", std::strerror(errno));
+  return key;
+}
+}  // namespace
+)LEAP";
+
+// The CUDA candidate's stub: opens the judge's device buffers through CUDA IPC, answers every
+// "G<timed>" with a call of solve(), its own checks (launch errors; untimed calls: results ordered
+// with the default stream) and a 'D', or a failure report. Trusted with nothing: its report can
+// only fail the run, and the judge reads the results itself.
+const char* k_cuda_stub_prologue = R"LEAP(
+#include <cuda_runtime.h>
+#include <cstring>
+#include <vector>
+namespace {
+[[noreturn]] void leap_report(char kind, const char* name, const char* where, const char* text) {
+  static char msg[8000];
+  std::size_t n = 0;
+  msg[n++] = 'F';
+  msg[n++] = kind;
+  for (const char* t : {name, where, text}) {
+    std::uint32_t len = t ? static_cast<std::uint32_t>(std::strlen(t)) : 0;
+    if (len > 2000) len = 2000;
+    std::memcpy(msg + n, &len, 4);
+    n += 4;
+    if (len > 0) std::memcpy(msg + n, t, len);
+    n += len;
+  }
+  (void)!::send(4, msg, n, MSG_NOSIGNAL);
+  _exit(3);
+}
+void leap_check(cudaError_t e, char kind, const char* where) {
+  if (e != cudaSuccess) leap_report(kind, cudaGetErrorName(e), where, cudaGetErrorString(e));
+}
 }  // namespace
 )LEAP";
 
@@ -477,25 +541,42 @@ void write_fill_call(std::ostringstream& s, const task& t) {
   s << "}\n";
 }
 
-// The entry point's program for the host kinds: maps the judge's buffers, answers every 'G' with a
-// call and a 'D'. The layout (total bytes, then each buffer's offset) comes from the judge.
-std::string stub_source(const task& t, const std::string& entry) {
+// The entry point's program: for the host kinds it maps the judge's buffers (the layout, total
+// bytes then each buffer's offset, comes from the judge); for cuda it opens the judge's device
+// buffers (their CUDA IPC handles come from the judge). It answers every "G<timed>" with a call
+// and a 'D'.
+std::string stub_source(const task& t, const std::string& entry, bool gpu) {
   std::ostringstream s;
-  s << k_stub_prologue << "\n" << entry_signature(t, entry) << ";\n\nnamespace {\n";
+  s << k_stub_prologue;
+  if (gpu) {
+    s << k_cuda_stub_prologue;
+  }
+  s << "\n" << entry_signature(t, entry) << ";\n\nnamespace {\n";
   write_scalars(s, t);
   s << "}  // namespace\n\n";
   const std::size_t buffers = buffer_count(t);
-  s << "int main() {\n"
-       "  std::uint64_t layout["
-    << buffers + 1
-    << "] = {};\n"
-       "  if (::recv(4, layout, sizeof layout, 0) != static_cast<ssize_t>(sizeof layout)) "
-       "_exit(0);\n"
-       "  void* base = ::mmap(nullptr, layout[0], PROT_READ | PROT_WRITE, MAP_SHARED, 3, 0);\n"
-       "  if (base == MAP_FAILED) _exit(0);\n"
-       "  char* bytes = static_cast<char*>(base);\n";
+  s << "int main() {\n";
+  if (gpu) {
+    // CUDA first: its start overlaps the judge's own.
+    s << "  leap_check(cudaFree(nullptr), 'i', \"initialising CUDA\");\n"
+         "  cudaIpcMemHandle_t handles["
+      << std::max<std::size_t>(buffers, 1)
+      << "] = {};\n"
+         "  if (::recv(4, handles, sizeof handles, 0) != static_cast<ssize_t>(sizeof handles)) "
+         "_exit(0);\n";
+  } else {
+    s << "  std::uint64_t layout[" << buffers + 1
+      << "] = {};\n"
+         "  if (::recv(4, layout, sizeof layout, 0) != static_cast<ssize_t>(sizeof layout)) "
+         "_exit(0);\n"
+         "  void* base = ::mmap(nullptr, layout[0], PROT_READ | PROT_WRITE, MAP_SHARED, 3, 0);\n"
+         "  if (base == MAP_FAILED) _exit(0);\n"
+         "  char* bytes = static_cast<char*>(base);\n";
+  }
   std::size_t k = 0;
   std::string call = entry + "(";
+  std::string unordered_check;  // cuda, untimed calls: the outputs on the default stream first
+  std::string after_sync;
   for (const auto& a : t.args) {
     if (&a != &t.args.front()) {
       call += ", ";
@@ -506,22 +587,65 @@ std::string stub_source(const task& t, const std::string& entry) {
     }
     const std::string type =
         std::string(a.role == arg_role::input ? "const " : "") + c_type(a.type);
-    s << "  " << type << "* const leap_" << a.name << " = reinterpret_cast<" << type
-      << "*>(bytes + layout[" << ++k << "]);\n";
+    if (gpu) {
+      s << "  void* leap_raw_" << a.name << " = nullptr;\n"
+        << "  leap_check(cudaIpcOpenMemHandle(&leap_raw_" << a.name << ", handles[" << k++
+        << "], cudaIpcMemLazyEnablePeerAccess), 'i', \"opening the harness's buffer '" << a.name
+        << "'\");\n"
+        << "  " << type << "* const leap_" << a.name << " = static_cast<" << type << "*>(leap_raw_"
+        << a.name << ");\n";
+      if (a.role != arg_role::input) {
+        const std::string bytes = "static_cast<std::size_t>(" + count_expression(a) +
+                                  ") * sizeof(" + c_type(a.type) + ")";
+        s << "  std::vector<unsigned char> leap_first_" << a.name << "(" << bytes << "), leap_last_"
+          << a.name << "(" << bytes << ");\n";
+        unordered_check += "      leap_check(cudaMemcpyAsync(leap_first_" + a.name +
+                           ".data(), leap_" + a.name + ", leap_first_" + a.name +
+                           ".size(), cudaMemcpyDeviceToHost, 0), 'c', \"reading " + a.name +
+                           " on the default stream\");\n";
+        after_sync += "      leap_check(cudaMemcpy(leap_last_" + a.name + ".data(), leap_" +
+                      a.name + ", leap_last_" + a.name +
+                      ".size(), cudaMemcpyDeviceToHost), 'c', \"reading " + a.name +
+                      " after solve() returned\");\n"
+                      "      if (leap_first_" +
+                      a.name + " != leap_last_" + a.name +
+                      ") leap_report('s', \"unordered\", \"reading " + a.name +
+                      " after solve() returned\", \"solve() returned while work it launched on a "
+                      "stream not ordered with the default stream was still writing '" +
+                      a.name +
+                      "'; launch on the default stream or synchronise your streams before "
+                      "returning\");\n";
+      }
+    } else {
+      s << "  " << type << "* const leap_" << a.name << " = reinterpret_cast<" << type
+        << "*>(bytes + layout[" << ++k << "]);\n";
+    }
     call += "leap_" + a.name;
   }
   call += ")";
   s << "  const char ready = 'R';\n"
        "  if (::send(4, &ready, 1, MSG_NOSIGNAL) != 1) _exit(0);\n"
        "  for (;;) {\n"
-       "    char go = 0;\n"
-       "    const ssize_t r = ::recv(4, &go, 1, 0);\n"
+       "    char go[2] = {};\n"
+       "    const ssize_t r = ::recv(4, go, sizeof go, 0);\n"
        "    if (r < 0 && errno == EINTR) continue;\n"
-       "    if (r != 1 || go != 'G') _exit(0);\n"
+       "    if (r != 2 || go[0] != 'G') _exit(0);\n"
        "    "
-    << call
-    << ";\n"
-       "    const char done = 'D';\n"
+    << call << ";\n";
+  if (gpu) {
+    s << "    leap_check(cudaGetLastError(), 'c', \"launching the kernels of solve()\");\n"
+         "    const bool timed = go[1] != 0;\n"
+         "    if (!timed) {\n"
+      << unordered_check
+      << "      leap_check(cudaStreamSynchronize(0), 'c', \"running solve() (synchronising the "
+         "default stream)\");\n"
+         "    }\n"
+         "    leap_check(cudaDeviceSynchronize(), 'c', \"running solve() (synchronising every "
+         "stream)\");\n"
+         "    if (!timed) {\n"
+      << after_sync << "    }\n";
+  }
+  s << "    const char done = 'D';\n"
        "    if (::send(4, &done, 1, MSG_NOSIGNAL) != 1) _exit(0);\n"
        "  }\n"
        "}\n";
@@ -533,294 +657,154 @@ std::string stub_source(const task& t, const std::string& entry) {
 std::string harness_source(const task& t, harness_flavor flavor) {
   switch (flavor) {
     case harness_flavor::host_reference:
-      return stub_source(t, "reference");
+      return stub_source(t, "reference", false);
     case harness_flavor::host_candidate:
-      return stub_source(t, "solve");
+      return stub_source(t, "solve", false);
     case harness_flavor::cuda_candidate:
-      break;
+      return stub_source(t, "solve", true);
   }
-  // The CUDA candidate's harness: one process with the candidate (see harness.hpp).
-  constexpr bool cuda = true;
-  const std::string entry = "solve";
-  std::ostringstream s;
-  s << k_common_prologue << k_thread_check << k_cuda_prologue;
-  s << entry_signature(t, entry) << ";\n\n";
-
-  s << "namespace {\n";
-  int inputs = 0;
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) {
-      s << "const " << c_type(a.type) << " " << a.name << " = " << literal(a) << ";\n";
-    } else {
-      if (a.role == arg_role::input) {
-        ++inputs;
-      }
-      s << "std::vector<" << c_type(a.type) << "> h_" << a.name << ";\n";
-      if (cuda) {
-        s << c_type(a.type) << "* d_" << a.name << " = nullptr;\n";
-      }
-      if (cuda && a.role != arg_role::input) {
-        s << "std::vector<" << c_type(a.type) << "> s_" << a.name << ";\n";
-      }
-    }
-  }
-  auto bytes_of = [](const arg_spec& a) {
-    return "h_" + a.name + ".size() * sizeof(" + c_type(a.type) + ")";
-  };
-
-  // Allocated once: every call uses the same buffers, so whatever a candidate keys on an address
-  // meets fresh values there.
-  s << "void leap_allocate() {\n";
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) {
-      continue;
-    }
-    s << "  h_" << a.name << ".assign(static_cast<std::size_t>(" << count_expression(a)
-      << "), 0);\n";
-    if (cuda) {
-      s << "  leap_check(cudaMalloc(&d_" << a.name << ", std::max<std::size_t>(" << bytes_of(a)
-        << ", 1)), \"allocating " << a.name << "\");\n";
-      if (a.role != arg_role::input) {
-        s << "  s_" << a.name << ".assign(h_" << a.name << ".size(), 0);\n";
-      }
-    }
-  }
-  s << "}\n";
-
-  write_fill_call(s, t);
-
-  std::string call = entry + "(";
-  bool first = true;
-  for (const auto& a : t.args) {
-    if (!first) {
-      call += ", ";
-    }
-    first = false;
-    if (a.role == arg_role::scalar) {
-      call += a.name;
-    } else {
-      call += cuda ? "d_" + a.name : "h_" + a.name + ".data()";
-    }
-  }
-  call += ")";
-
-  // One call: returns its time in ms.
-  s << "double leap_call(std::uint64_t seed, int call, bool timed, std::uint64_t* leap_pre) {\n";
-  s << "  (void)timed;\n  (void)leap_pre;\n";
-  s << "  leap_fill_call(seed, call);\n";
-  {
-    for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar) {
-        continue;
-      }
-      s << "  leap_check(cudaMemcpy(d_" << a.name << ", h_" << a.name << ".data(), " << bytes_of(a)
-        << ", cudaMemcpyHostToDevice), \"copying " << a.name << " to the device\");\n";
-    }
-    s << "  if (timed) leap_flush_l2();\n";
-    s << "  leap_check(cudaDeviceSynchronize(), \"preparing the call\");\n";
-    s << "  leap_check(cudaEventRecord(leap_start), \"recording an event\");\n";
-    s << "  " << call << ";\n";
-    s << "  leap_check(cudaGetLastError(), \"launching the kernels of solve()\");\n";
-    // Results must be ordered with the default stream, as any caller expects: read them there
-    // first (untimed calls only; the copy would be timed otherwise).
-    s << "  if (!timed) {\n";
-    for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar || a.role == arg_role::input) {
-        continue;
-      }
-      s << "    leap_check(cudaMemcpyAsync(s_" << a.name << ".data(), d_" << a.name << ", "
-        << bytes_of(a) << ", cudaMemcpyDeviceToHost, 0), \"reading " << a.name
-        << " on the default stream\");\n";
-    }
-    s << "    leap_check(cudaStreamSynchronize(0), \"running solve() (synchronising the default "
-         "stream)\");\n";
-    s << "  }\n";
-    // Every stream, before the stop event: work solve() left on a stream of its own is timed too.
-    s << "  leap_check(cudaDeviceSynchronize(), \"running solve() (synchronising every "
-         "stream)\");\n";
-    s << "  leap_check(cudaEventRecord(leap_stop), \"recording an event\");\n";
-    s << "  leap_check(cudaEventSynchronize(leap_stop), \"recording an event\");\n";
-    s << "  float leap_ms = 0.0f;\n";
-    s << "  leap_check(cudaEventElapsedTime(&leap_ms, leap_start, leap_stop), \"timing "
-         "solve()\");\n";
-    // A thread solve() left running may still launch work: once it ends, that work is timed too.
-    s << "  if (leap_settle_threads()) {\n";
-    s << "    leap_check(cudaDeviceSynchronize(), \"running solve() (synchronising every "
-         "stream)\");\n";
-    s << "    leap_check(cudaEventRecord(leap_stop), \"recording an event\");\n";
-    s << "    leap_check(cudaEventSynchronize(leap_stop), \"recording an event\");\n";
-    s << "    leap_check(cudaEventElapsedTime(&leap_ms, leap_start, leap_stop), \"timing "
-         "solve()\");\n";
-    s << "  }\n";
-    for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar) {
-        continue;
-      }
-      s << "  leap_check(cudaMemcpy(h_" << a.name << ".data(), d_" << a.name << ", " << bytes_of(a)
-        << ", cudaMemcpyDeviceToHost), \"copying " << a.name << " back to the host\");\n";
-    }
-    s << "  if (!timed) {\n";
-    for (const auto& a : t.args) {
-      if (a.role == arg_role::scalar || a.role == arg_role::input) {
-        continue;
-      }
-      s << "    if (std::memcmp(s_" << a.name << ".data(), h_" << a.name << ".data(), "
-        << bytes_of(a) << ") != 0) "
-        << "leap_fail(\"stream\", \"unordered\", \"reading " << a.name
-        << " after solve() returned\", "
-        << "\"solve() returned while work it launched on a stream not ordered with the default "
-           "stream was still "
-           "writing '"
-        << a.name
-        << "'; launch on the default stream or synchronise your streams before returning\");\n";
-    }
-    s << "  }\n";
-    s << "  return leap_ms;\n}\n";
-  }
-
-  // One record per call, written whole.
-  s << "void leap_record(int call, double ms, const std::uint64_t* leap_pre) {\n";
-  s << "  (void)leap_pre;\n";
-  s << "  leap_write_value<std::uint8_t>('C');\n";
-  s << "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(call));\n";
-  s << "  leap_write_value<double>(ms);\n";
-  int k = 0;
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) {
-      continue;
-    }
-    s << "  leap_write_value<std::uint64_t>(h_" << a.name << ".size());\n";
-    if (a.role == arg_role::input) {
-      s << "  leap_write_value<std::uint64_t>(leap_hash(h_" << a.name << "));\n";
-      ++k;
-    } else {
-      s << "  leap_write(h_" << a.name << ".data(), " << bytes_of(a) << ");\n";
-    }
-  }
-  s << "  leap_flush();\n}\n";
-  s << "}  // namespace\n\n";
-
-  s << "int main(int argc, char** argv) {\n"
-       "  if (argc < 4) {\n"
-       "    std::fprintf(stderr, \"usage: %s <seed> <trials> <timing reps> (the nonce on "
-       "stdin)\\n\", argv[0]);\n"
-       "    return 2;\n"
-       "  }\n"
-       "  const std::uint64_t seed = std::strtoull(argv[1], nullptr, 10);\n"
-       "  const int trials = std::max(0, std::atoi(argv[2]));\n"
-       "  const int reps = std::max(0, std::atoi(argv[3]));\n"
-       "  leap_write(\"LEAPDUMP\", 8);\n"
-       "  leap_write_value<std::uint32_t>("
-    << k_stream_version
-    << ");\n"
-       "  leap_write(leap_nonce, 16);\n"
-       "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(trials));\n"
-       "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(reps));\n"
-       "  leap_flush();\n";
-  if (cuda) {
-    s << "  {\n"
-         "    const cudaError_t e = cudaFree(nullptr);\n"
-         "    if (e != cudaSuccess) leap_fail(\"cuda_init\", cudaGetErrorName(e), \"initialising "
-         "CUDA\", cudaGetErrorString(e));\n"
-         "  }\n";
-  }
-  s << "  leap_allocate();\n";
-  if (cuda) {
-    // Everything the harness needs from the driver happens before the thread baseline, so the
-    // driver's own threads are counted in it.
-    s << "  leap_check(cudaEventCreate(&leap_start), \"creating an event\");\n"
-         "  leap_check(cudaEventCreate(&leap_stop), \"creating an event\");\n"
-         "  if (reps > 0) {\n"
-         "    leap_check(cudaMalloc(&leap_l2_buffer, leap_l2_bytes), \"allocating the L2 flush "
-         "buffer\");\n"
-         "    leap_flush_l2();\n"
-         "  }\n"
-         "  leap_check(cudaEventRecord(leap_start), \"recording an event\");\n"
-         "  leap_check(cudaEventRecord(leap_stop), \"recording an event\");\n"
-         "  leap_check(cudaDeviceSynchronize(), \"initialising CUDA\");\n";
-  }
-  s << "  leap_thread_baseline = leap_threads();\n";
-  s << "  leap_write_value<std::uint8_t>('S');\n"
-       "  leap_flush();\n"
-       "  const int calls = trials + (reps > 0 ? reps + 1 : 0);\n"
-       "  for (int call = 0; call < calls; ++call) {\n"
-       "    std::uint64_t leap_pre["
-    << inputs + 1
-    << "] = {};\n"
-       "    const double ms = leap_call(seed, call, call > trials, leap_pre);\n"
-       "    leap_record(call, ms, leap_pre);\n"
-       "  }\n"
-       "  std::fflush(stdout);\n"
-       "  leap_write_value<std::uint8_t>('Z');\n"
-       "  leap_write(leap_nonce, 16);\n"
-       "  leap_write(\"LEAPEND!\", 8);\n"
-       "  leap_flush();\n"
-       // At once: no atexit handler, static destructor or thread of the candidate's runs after.
-       "  _exit(0);\n"
-       "}\n";
-  return s.str();
+  return {};
 }
 
-std::string judge_source(const task& t) {
+std::string judge_source(const task& t, bool gpu) {
   std::ostringstream s;
-  s << k_common_prologue << k_judge_prologue << "\nnamespace {\n";
+  s << k_common_prologue << k_judge_prologue;
+  if (gpu) {
+    s << k_cuda_judge_prologue;
+  }
+  s << "\nnamespace {\n";
   write_scalars(s, t);
   std::size_t inputs = 0;
+  std::vector<const arg_spec*> buffers;
   for (const auto& a : t.args) {
     if (a.role == arg_role::scalar) {
       continue;
     }
+    buffers.push_back(&a);
     inputs += a.role == arg_role::input ? 1 : 0;
     // h_<name>: the judge's own copy (the inputs as generated, the outputs as read back).
     s << "std::vector<" << c_type(a.type) << "> h_" << a.name << ";\n";
-    s << "std::size_t leap_at_" << a.name << " = 0;\n";
+    if (gpu) {
+      // d_<name>: the device buffer the program opens; c_<name>: an input as read back.
+      s << "void* d_" << a.name << " = nullptr;\n";
+      if (a.role == arg_role::input) {
+        s << "std::vector<" << c_type(a.type) << "> c_" << a.name << ";\n";
+      }
+    } else {
+      s << "std::size_t leap_at_" << a.name << " = 0;\n";
+    }
   }
-  s << "std::size_t leap_total = 0;\n\n";
+  s << "std::size_t leap_total = 0;\n";
+  if (gpu) {
+    s << "unsigned long long leap_run_key = 0;\n"
+         "unsigned long long* leap_sums = nullptr;  // device, one per buffer\n";
+  }
+  s << "\n";
   auto bytes_of = [](const arg_spec& a) {
     return "h_" + a.name + ".size() * sizeof(" + std::string(c_type(a.type)) + ")";
   };
 
-  // The shared buffers: each on its own pages, at fixed offsets for every call.
+  // Host kinds: each buffer on its own pages of the memfd, at fixed offsets for every call. CUDA:
+  // device buffers in the judge's context, allocated once (fixed addresses for every call).
   s << "void leap_allocate() {\n";
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) {
-      continue;
-    }
-    s << "  h_" << a.name << ".assign(static_cast<std::size_t>(" << count_expression(a)
+  for (const arg_spec* a : buffers) {
+    s << "  h_" << a->name << ".assign(static_cast<std::size_t>(" << count_expression(*a)
       << "), 0);\n";
-    s << "  leap_at_" << a.name << " = leap_total;\n";
-    s << "  leap_total += (" << bytes_of(a) << " + 4095) / 4096 * 4096;\n";
+    if (gpu) {
+      s << "  leap_check(cudaMalloc(&d_" << a->name << ", std::max<std::size_t>(" << bytes_of(*a)
+        << ", 1)), \"allocating " << a->name << "\");\n";
+      if (a->role == arg_role::input) {
+        s << "  c_" << a->name << ".assign(h_" << a->name << ".size(), 0);\n";
+      }
+    } else {
+      s << "  leap_at_" << a->name << " = leap_total;\n";
+      s << "  leap_total += (" << bytes_of(*a) << " + 4095) / 4096 * 4096;\n";
+    }
   }
   s << "  if (leap_total == 0) leap_total = 4096;\n}\n";
   write_fill_call(s, t);
 
-  // One call, timed on this side: from before the fresh inputs are written into the shared buffers
-  // to after the outputs and the inputs have been read back, so no work the program does on them
-  // can fall outside the time.
-  s << "double leap_call(std::uint64_t seed, int call, int baseline, std::uint64_t* leap_post) {\n";
-  s << "  (void)leap_post;\n";
+  // One call, timed on this side. Host kinds: from before the fresh inputs are written into the
+  // shared buffers to after the outputs and the inputs have been read back, so no work the program
+  // does on them can fall outside the time. CUDA: from after the inputs are on the device (and L2
+  // flushed, for timed calls) to after a keyed sum of every buffer was taken on the device; the
+  // buffers read back afterwards must give the same sums, so what is judged existed at that time.
+  s << "double leap_call(std::uint64_t seed, int call, bool timed, int baseline, "
+       "std::uint64_t* leap_post) {\n";
+  s << "  (void)leap_post;\n  (void)timed;\n";
   s << "  leap_fill_call(seed, call);\n";
+  if (gpu) {
+    for (const arg_spec* a : buffers) {
+      s << "  leap_check(cudaMemcpy(d_" << a->name << ", h_" << a->name << ".data(), "
+        << bytes_of(*a) << ", cudaMemcpyHostToDevice), \"copying " << a->name
+        << " to the device\");\n";
+    }
+    s << "  if (timed) leap_check(cudaMemset(leap_l2_buffer, call & 0xff, leap_l2_bytes), "
+         "\"flushing L2\");\n"
+         "  leap_check(cudaMemset(leap_sums, 0, "
+      << std::max<std::size_t>(buffers.size(), 1)
+      << " * sizeof(unsigned long long)), \"preparing the call\");\n"
+         "  leap_check(cudaDeviceSynchronize(), \"preparing the call\");\n";
+  }
   s << "  const auto leap_t0 = std::chrono::steady_clock::now();\n";
-  for (const auto& a : t.args) {
-    if (a.role != arg_role::scalar) {
-      s << "  std::memcpy(leap_shm + leap_at_" << a.name << ", h_" << a.name << ".data(), "
-        << bytes_of(a) << ");\n";
+  if (!gpu) {
+    for (const arg_spec* a : buffers) {
+      s << "  std::memcpy(leap_shm + leap_at_" << a->name << ", h_" << a->name << ".data(), "
+        << bytes_of(*a) << ");\n";
     }
   }
-  s << "  leap_send('G', \"calling solve()\");\n";
+  s << "  const char go[2] = {'G', static_cast<char>(timed ? 1 : 0)};\n"
+       "  for (;;) {\n"
+       "    const ssize_t w = ::send(leap_channel, go, 2, MSG_NOSIGNAL);\n"
+       "    if (w == 2) break;\n"
+       "    if (w < 0 && errno == EINTR) continue;\n"
+       "    leap_child_ended(\"calling solve()\");\n"
+       "  }\n";
   s << "  leap_expect('D', \"waiting for solve() to return\");\n";
   s << "  leap_settle_child_threads(baseline);\n";
-  std::size_t k = 0;
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::output || a.role == arg_role::inout) {
-      s << "  std::memcpy(h_" << a.name << ".data(), leap_shm + leap_at_" << a.name << ", "
-        << bytes_of(a) << ");\n";
-    } else if (a.role == arg_role::input) {
-      s << "  leap_post[" << k++ << "] = leap_hash_bytes(reinterpret_cast<const unsigned char*>("
-        << "leap_shm + leap_at_" << a.name << "), " << bytes_of(a) << ");\n";
+  if (gpu) {
+    std::size_t k = 0;
+    for (const arg_spec* a : buffers) {
+      s << "  leap_device_sum(d_" << a->name << ", " << bytes_of(*a)
+        << ", leap_run_key, leap_sums + " << k++ << ");\n";
     }
+    s << "  leap_check(cudaGetLastError(), \"summing the buffers\");\n"
+         "  unsigned long long sums["
+      << std::max<std::size_t>(buffers.size(), 1)
+      << "] = {};\n"
+         "  leap_check(cudaMemcpy(sums, leap_sums, sizeof sums, cudaMemcpyDeviceToHost), "
+         "\"summing the buffers\");\n"
+         "  const auto leap_t1 = std::chrono::steady_clock::now();\n";
+    k = 0;
+    std::size_t in = 0;
+    for (const arg_spec* a : buffers) {
+      const bool input = a->role == arg_role::input;
+      const std::string copy = (input ? "c_" : "h_") + a->name;
+      s << "  leap_check(cudaMemcpy(" << copy << ".data(), d_" << a->name << ", " << bytes_of(*a)
+        << ", cudaMemcpyDeviceToHost), \"reading " << a->name << " back\");\n"
+        << "  if (leap_host_sum(" << copy << ".data(), " << bytes_of(*a)
+        << ", leap_run_key) != sums[" << k++ << "]) leap_fail(\"stream\", \"late\", \"reading "
+        << a->name << " after solve() returned\", \"'" << a->name
+        << "' changed after solve() returned: work it launched was still running; finish "
+           "(synchronise) all your work before returning\");\n";
+      if (input) {
+        s << "  leap_post[" << in++ << "] = leap_hash(" << copy << ");\n";
+      }
+    }
+  } else {
+    std::size_t k = 0;
+    for (const arg_spec* a : buffers) {
+      if (a->role == arg_role::input) {
+        s << "  leap_post[" << k++
+          << "] = leap_hash_bytes(reinterpret_cast<const unsigned char*>(leap_shm + leap_at_"
+          << a->name << "), " << bytes_of(*a) << ");\n";
+      } else {
+        s << "  std::memcpy(h_" << a->name << ".data(), leap_shm + leap_at_" << a->name << ", "
+          << bytes_of(*a) << ");\n";
+      }
+    }
+    s << "  const auto leap_t1 = std::chrono::steady_clock::now();\n";
   }
-  s << "  const auto leap_t1 = std::chrono::steady_clock::now();\n";
   s << "  return std::chrono::duration<double, std::milli>(leap_t1 - leap_t0).count();\n}\n";
 
   // One record per call, written whole. The inputs' hashes: as the program left them (a
@@ -830,17 +814,14 @@ std::string judge_source(const task& t) {
   s << "  leap_write_value<std::uint8_t>('C');\n";
   s << "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(call));\n";
   s << "  leap_write_value<double>(ms);\n";
-  k = 0;
-  for (const auto& a : t.args) {
-    if (a.role == arg_role::scalar) {
-      continue;
-    }
-    s << "  leap_write_value<std::uint64_t>(h_" << a.name << ".size());\n";
-    if (a.role == arg_role::input) {
-      s << "  leap_write_value<std::uint64_t>(reference ? leap_hash(h_" << a.name
+  std::size_t k = 0;
+  for (const arg_spec* a : buffers) {
+    s << "  leap_write_value<std::uint64_t>(h_" << a->name << ".size());\n";
+    if (a->role == arg_role::input) {
+      s << "  leap_write_value<std::uint64_t>(reference ? leap_hash(h_" << a->name
         << ") : leap_post[" << k++ << "]);\n";
     } else {
-      s << "  leap_write(h_" << a.name << ".data(), " << bytes_of(a) << ");\n";
+      s << "  leap_write(h_" << a->name << ".data(), " << bytes_of(*a) << ");\n";
     }
   }
   s << "  leap_flush();\n}\n";
@@ -866,32 +847,59 @@ std::string judge_source(const task& t) {
        "  leap_write(leap_nonce, 16);\n"
        "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(trials));\n"
        "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(reps));\n"
-       "  leap_flush();\n"
-       "  leap_allocate();\n"
-       "  const int memfd = ::memfd_create(\"leap-buffers\", MFD_CLOEXEC | MFD_ALLOW_SEALING);\n"
-       "  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(leap_total)) != 0)\n"
-       "    leap_fail(\"channel\", \"memfd\", \"allocating the buffers\", std::strerror(errno));\n"
-       // Sealed: the program cannot shrink the buffers under the judge (a SIGBUS here).
-       "  if (::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)\n"
-       "    leap_fail(\"channel\", \"seal\", \"allocating the buffers\", std::strerror(errno));\n"
-       "  void* shared = ::mmap(nullptr, leap_total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, "
-       "0);\n"
-       "  if (shared == MAP_FAILED) leap_fail(\"channel\", \"mmap\", \"allocating the buffers\", "
-       "std::strerror(errno));\n"
-       "  leap_shm = static_cast<char*>(shared);\n"
-       "  leap_spawn(argv[4], memfd);\n"
-       "  ::close(memfd);\n"
-       "  const std::uint64_t layout[] = {leap_total";
-  for (const auto& a : t.args) {
-    if (a.role != arg_role::scalar) {
-      s << ", leap_at_" << a.name;
+       "  leap_flush();\n";
+  if (gpu) {
+    // The program starts first: its CUDA start overlaps the judge's own.
+    s << "  leap_failures_reported = true;\n"
+         "  leap_run_key = leap_key();\n"
+         "  leap_spawn(argv[4], -1);\n"
+         "  {\n"
+         "    const cudaError_t e = cudaFree(nullptr);\n"
+         "    if (e != cudaSuccess) leap_fail(\"cuda_init\", cudaGetErrorName(e), \"initialising "
+         "CUDA\", cudaGetErrorString(e));\n"
+         "  }\n"
+         "  leap_allocate();\n"
+         "  leap_check(cudaMalloc(&leap_sums, "
+      << std::max<std::size_t>(buffers.size(), 1)
+      << " * sizeof(unsigned long long)), \"allocating the sums\");\n"
+         "  if (reps > 0) leap_check(cudaMalloc(&leap_l2_buffer, leap_l2_bytes), \"allocating the "
+         "L2 flush buffer\");\n"
+         "  cudaIpcMemHandle_t handles["
+      << std::max<std::size_t>(buffers.size(), 1) << "] = {};\n";
+    std::size_t h = 0;
+    for (const arg_spec* a : buffers) {
+      s << "  leap_check(cudaIpcGetMemHandle(&handles[" << h++ << "], d_" << a->name
+        << "), \"sharing " << a->name << "\");\n";
     }
+    s << "  if (::send(leap_channel, handles, sizeof handles, MSG_NOSIGNAL) != "
+         "static_cast<ssize_t>(sizeof handles))\n"
+         "    leap_child_ended(\"starting the program\");\n";
+  } else {
+    s << "  leap_allocate();\n"
+         "  const int memfd = ::memfd_create(\"leap-buffers\", MFD_CLOEXEC | MFD_ALLOW_SEALING);\n"
+         "  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(leap_total)) != 0)\n"
+         "    leap_fail(\"channel\", \"memfd\", \"allocating the buffers\", "
+         "std::strerror(errno));\n"
+         // Sealed: the program cannot shrink the buffers under the judge (a SIGBUS here).
+         "  if (::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)\n"
+         "    leap_fail(\"channel\", \"seal\", \"allocating the buffers\", std::strerror(errno));\n"
+         "  void* shared = ::mmap(nullptr, leap_total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, "
+         "0);\n"
+         "  if (shared == MAP_FAILED) leap_fail(\"channel\", \"mmap\", \"allocating the buffers\", "
+         "std::strerror(errno));\n"
+         "  leap_shm = static_cast<char*>(shared);\n"
+         "  leap_spawn(argv[4], memfd);\n"
+         "  ::close(memfd);\n"
+         "  const std::uint64_t layout[] = {leap_total";
+    for (const arg_spec* a : buffers) {
+      s << ", leap_at_" << a->name;
+    }
+    s << "};\n"
+         "  if (::send(leap_channel, layout, sizeof layout, MSG_NOSIGNAL) != "
+         "static_cast<ssize_t>(sizeof layout))\n"
+         "    leap_child_ended(\"starting the program\");\n";
   }
-  s << "};\n"
-       "  if (::send(leap_channel, layout, sizeof layout, MSG_NOSIGNAL) != "
-       "static_cast<ssize_t>(sizeof layout))\n"
-       "    leap_child_ended(\"starting the program\");\n"
-       "  leap_expect('R', \"starting the program\");\n"
+  s << "  leap_expect('R', \"starting the program\");\n"
        "  const int baseline = leap_child_threads();\n"
        "  leap_write_value<std::uint8_t>('S');\n"
        "  leap_flush();\n"
@@ -900,7 +908,7 @@ std::string judge_source(const task& t) {
        "    std::uint64_t leap_post["
     << inputs + 1
     << "] = {};\n"
-       "    const double ms = leap_call(seed, call, baseline, leap_post);\n"
+       "    const double ms = leap_call(seed, call, call > trials, baseline, leap_post);\n"
        "    leap_record(call, ms, reference, leap_post);\n"
        "  }\n"
        // Before the end record: nothing of the program runs after its last call.

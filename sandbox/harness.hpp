@@ -44,19 +44,21 @@ enum class harness_flavor : std::uint8_t {
 // The stub: maps the buffers at the offsets the judge sends and answers every 'G' with a call and
 // a 'D'. It is trusted with nothing.
 //
-// The CUDA candidate's harness is still one process with the candidate: `prog <seed> <trials>
-// <timing reps>`, the nonce on stdin; a constructor that runs before any of the candidate's
-// (priority 101) moves the engine's stdout pipe to a private descriptor and points fd 1 at
-// stderr. The buffers are allocated once; each call refills them from the same seeded generator,
-// calls solve(), checks that it left no thread running (/proc/self/task) and that its results
-// were ordered with the default stream, times it with events after every stream is synchronised,
-// and writes one record; after the last record it ends with _exit at once. Failures are an error
-// record (kind "cuda_init", "cuda", "threads", "stream") and exit code 3. The comparison is never
-// in either program: the engine compares the outputs with the reference's itself.
+// CUDA candidates run under the CUDA judge (judge_source with `gpu`): the buffers are device
+// memory in the judge's own context, which the stub opens through CUDA IPC (the handles on the
+// channel). Per call the judge copies the inputs to the device (and flushes L2 for timed calls),
+// starts its clock, sends "G<timed>", waits for 'D', takes a keyed sum of every buffer on the
+// device and stops its clock; the copies it reads afterwards must give the same sums ("stream"
+// failure "late" otherwise). The stub checks launch errors and, for untimed calls, that results
+// were ordered with the default stream, and reports a failure as 'F' + kind + three texts, which
+// the judge writes as an error record (kind "cuda_init", "cuda" or "stream"; exit code 3). The
+// comparison is never in either program: the engine compares the outputs with the reference's.
 std::string harness_source(const task& t, harness_flavor flavor);
 
-// The judge's source for a task (see above): built with g++, shared by its candidates.
-std::string judge_source(const task& t);
+// The judge's source for a task (see above): for the host kinds built with g++; with `gpu`, the
+// CUDA candidates' judge (built with nvcc), whose buffers are device memory in its own context
+// that the program opens through CUDA IPC (see harness_source).
+std::string judge_source(const task& t, bool gpu);
 
 // `void solve(<params>);` (or reference) as the suite format defines it, e.g.
 // "void solve(const float* x, float* y, int n)".

@@ -5,7 +5,8 @@
 #   tools/dev.sh run [CONFIG]   install, build, run the main job (default: configs/quickstart.yaml)
 #   tools/dev.sh test           install, build, run every test suite (what CI runs)
 #   tools/dev.sh deps           install missing dependencies only
-#   tools/dev.sh build          configure and build only
+#   tools/dev.sh build [TARGET...]  configure and build (only the TARGETs when named, e.g.
+#                               sandbox_tests bench_sandbox)
 #   tools/dev.sh lint [BASE]    clang-format on every C++ source; clang-tidy (.clang-tidy's checks)
 #                               on the C++ files changed since BASE (default HEAD~1: the last commit);
 #                               `test` runs it after the build
@@ -261,7 +262,10 @@ lint() {
 
 case ${1:-help} in
   deps) deps ;;
-  build) deps; build ;;
+  build)
+    deps
+    if [[ $# -ge 2 ]]; then build --target "${@:2}"; else build; fi
+    ;;
   lint)
     deps
     configure
@@ -286,6 +290,6 @@ case ${1:-help} in
     fi
     ;;
   bundle) bundle "${2:-}" ;;
-  help|-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help|-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) log "unknown command '$1' (try: run, test, deps, build, lint, bundle)"; exit 2 ;;
 esac

@@ -12,6 +12,10 @@
 #     quickstart  configs/quickstart.yaml on the suite's cuda tasks (the scripted policy answers
 #             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
 #             16 and 2 compile workers side by side
+#     sandbox only the sandbox on the GPU: builds sandbox_tests into build-cuda (no full build) and
+#             runs the sandbox's cuda, kernelbench and adversarial tests
+#     sandboxbench  bench_sandbox for cpp and cuda from this tree and from BASE_SRC (another source
+#             tree, e.g. `git archive REV | tar -x -C DIR`), interleaved ABBA, side by side
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -194,6 +198,40 @@ phase_tokbench() {
   mkdir -p "$dir" && cp "$src"/* "$dir"/ && gunzip -f "$dir"/*.gz
   taskset -c 0 "$build/bin/bench_tokenizer" --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
   taskset -c 0 python3 tools/bench/bench_tokenizer_hf.py --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
+}
+
+# The sandbox's GPU tests, with only their target built.
+phase_sandbox() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build sandbox_tests 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  "$build/tests/sandbox_tests" --gtest_brief=1 \
+    --gtest_filter='CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*'
+}
+
+# bench_sandbox, base (BASE_SRC) and new interleaved: base new new base.
+phase_sandboxbench() {
+  local base=/tmp/leap-sandbox-base rc=0 round tree
+  [[ -n ${BASE_SRC:-} ]] || { echo "sandboxbench: set BASE_SRC"; return 2; }
+  # The base tree builds with this tree's dev.sh (the same flags; `build TARGET...` is newer).
+  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+  for tree in new base; do
+    local dir=$build src=$root
+    [[ $tree == new ]] || { dir=$base; src=$BASE_SRC; }
+    LEAP_TORCH=pip LEAP_BUILD_DIR="$dir" "$src/tools/dev.sh" build bench_sandbox 2>&1 |
+      grep -E -B2 -A12 'error|FAILED' | head -20
+  done
+  for round in 1 2; do
+    local order=(base new)
+    ((round == 1)) || order=(new base)
+    for tree in "${order[@]}"; do
+      local bin=$build/bin/bench_sandbox src=$root
+      [[ $tree == new ]] || { bin=$base/bin/bench_sandbox; src=$BASE_SRC; }
+      echo "-- $tree, round $round"
+      (cd "$src" && "$bin" --kind cpp --candidates 16 --workers 1,16 &&
+        "$bin" --kind cuda --gpu 0 --candidates 12 --workers 1,16) || rc=1
+    done
+  done
+  return $rc
 }
 
 for p in "${phases[@]}"; do
