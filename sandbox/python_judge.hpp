@@ -27,9 +27,11 @@ namespace leap::sandbox {
 // process ended or broke the protocol (the test that was running when it did; "" while importing);
 // judge_error {type, message}. Whatever the candidate raises reaches the tests as one class,
 // CandidateError (an Exception carrying the original's name, class names and message, and its
-// solution.py frames for the feedback), never as its own class. Every list/dict/set/bytearray
-// argument comes back after each call, and the judge writes into the test's objects what differs
-// from them.
+// solution.py frames for the feedback), never as its own class. After each call every argument of
+// type list/dict/set/bytearray (exactly) is reported, changed or not: a digest of its final state
+// (blake2b of marshal version 2), then, when the digest differs from that of the judge's own copy,
+// its value; the judge writes into the test's objects what differs from them. The candidate's
+// side never decides what changed; it can only report final states, which are its outputs.
 const std::string& python_judge_source();
 
 // The "status" of the judge's result, as python_judge_source() writes it. The engine handles
