@@ -4,6 +4,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/detail/socket_guard.hpp>
@@ -36,6 +37,10 @@ constexpr std::uint8_t op_client_handshake = 1;
 constexpr std::uint8_t op_direct_message = 2;
 constexpr std::uint8_t op_monitor_message = 4;
 constexpr std::uint8_t op_heartbeat = 6;
+constexpr std::uint8_t named_receiver_flag = 0x01;
+// The registered name CAF's BASP queries on every node it learns of (basp_broker.cpp,
+// learned_new_node): an atom's value, as the header's destination.
+const auto spawn_server_name = static_cast<std::uint64_t>(caf::atom("SpawnServ"));
 
 std::uint32_t read_u32(std::string_view b, std::size_t at) {
   std::uint32_t v = 0;
@@ -43,6 +48,10 @@ std::uint32_t read_u32(std::string_view b, std::size_t at) {
     v = (v << 8) | static_cast<unsigned char>(b[at + i]);
   }
   return v;
+}
+
+std::uint64_t read_u64(std::string_view b, std::size_t at) {
+  return (std::uint64_t{read_u32(b, at)} << 32) | read_u32(b, at + 4);
 }
 
 // CAF's varbyte sequence length (7 bits per byte, at most 5 bytes for 32 bits).
@@ -68,7 +77,9 @@ bool parse_basp_header(std::string_view bytes, basp_header& out) {
     return false;
   }
   out.operation = static_cast<std::uint8_t>(bytes[0]);
+  out.flags = static_cast<std::uint8_t>(bytes[3]);
   out.payload_len = read_u32(bytes, 4);
+  out.dest_actor = read_u64(bytes, 24);
   return true;
 }
 
@@ -89,9 +100,8 @@ std::string direct_message_types(std::string_view payload) {
   return std::string(payload.substr(at, length));
 }
 
-frame_guard::frame_guard(frame_limits limits, bool accepted,
-                         std::vector<std::string> allowed_before_auth)
-    : limits_(limits), accepted_(accepted), allowed_(std::move(allowed_before_auth)) {}
+frame_guard::frame_guard(frame_limits limits, bool accepted, before_auth_messages allowed)
+    : limits_(limits), accepted_(accepted), allowed_(std::move(allowed)) {}
 
 std::string frame_guard::check(std::string_view chunk, bool admitted) {
   handshake_payload_ = {};
@@ -134,14 +144,28 @@ std::string frame_guard::check_payload(std::string_view chunk, bool admitted) {
   }
   const bool trusted = !accepted_ || admitted;
   if (!trusted && header_.operation == op_direct_message) {
+    // CAF's own query goes out right after its handshake, before the orchestrator's hello.
+    if (!spawn_server_query_taken_ && !allowed_.spawn_server_query.empty() &&
+        (header_.flags & named_receiver_flag) != 0 && header_.dest_actor == spawn_server_name &&
+        chunk == allowed_.spawn_server_query) {
+      spawn_server_query_taken_ = true;
+      return {};
+    }
     const auto types = direct_message_types(chunk);
+    // The peer's answer to the node's own query, sent as the node learned of the peer.
+    if (!spawn_server_reply_taken_ && !allowed_.spawn_server_reply_types.empty() &&
+        (header_.flags & named_receiver_flag) == 0 && chunk.size() <= spawn_server_reply_bytes &&
+        types == allowed_.spawn_server_reply_types) {
+      spawn_server_reply_taken_ = true;
+      return {};
+    }
     bool allowed = false;
-    for (const auto& a : allowed_) {
+    for (const auto& a : allowed_.types) {
       allowed = allowed || (!types.empty() && types == a);
     }
     if (!allowed) {
       return "a message of types '" + types.substr(0, 200) +
-             "' before proving the secret (only hello and auth are taken)";
+             "' before proving the secret (only CAF's handshake query, hello and auth are taken)";
     }
   }
   if (header_.operation == op_client_handshake) {
@@ -170,19 +194,36 @@ bool admitted_nodes::contains(const caf::node_id& node) const {
   return count_.count(node) > 0;
 }
 
-std::vector<std::string> handshake_message_types(caf::actor_system& system) {
-  std::vector<std::string> out;
+namespace {
+
+// A direct message's payload as BASP writes it: an empty forwarding stack, then the message.
+std::string direct_message_payload(caf::actor_system& system, const caf::message& msg) {
+  std::vector<char> bytes;
+  caf::binary_serializer sink{system, bytes};
+  std::vector<caf::strong_actor_ptr> stack;
+  auto copy = msg;  // CAF 0.17's serializer takes its arguments by non-const reference
+  if (auto err = sink(stack, copy)) {
+    return {};
+  }
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+before_auth_messages handshake_messages(caf::actor_system& system) {
+  before_auth_messages out;
   for (const auto& msg :
        {caf::make_message(node_hello_atom_v), caf::make_message(node_auth_atom_v, std::string{})}) {
-    std::vector<char> bytes;
-    caf::binary_serializer sink{system, bytes};
-    std::vector<caf::strong_actor_ptr> stack;
-    auto copy = msg;
-    if (auto err = sink(stack, copy)) {
-      continue;
+    if (auto types = direct_message_types(direct_message_payload(system, msg)); !types.empty()) {
+      out.types.push_back(std::move(types));
     }
-    out.push_back(direct_message_types(std::string_view(bytes.data(), bytes.size())));
   }
+  out.spawn_server_query = direct_message_payload(
+      system, caf::make_message(caf::sys_atom_v, caf::get_atom_v, std::string("info")));
+  // As scheduled_actor answers it (CAF 0.17's scheduled_actor.cpp, categorize).
+  out.spawn_server_reply_types = direct_message_types(direct_message_payload(
+      system, caf::make_message(caf::ok_atom_v, std::string("info"), caf::strong_actor_ptr{},
+                                std::string("spawn_server"))));
   return out;
 }
 
@@ -313,7 +354,7 @@ class auth_deadlines {
 
 struct shared_guard {
   guard_settings settings;
-  std::vector<std::string> allowed;
+  before_auth_messages allowed;
   std::unique_ptr<auth_deadlines> deadlines;  // null when auth_timeout is 0
 };
 
@@ -506,7 +547,7 @@ class guarded_middleman final : public io::middleman_actor_impl {
 caf::io::middleman_actor spawn_guarded_middleman(caf::actor_system& system,
                                                  guard_settings settings) {
   auto shared = std::make_shared<shared_guard>();
-  shared->allowed = handshake_message_types(system);
+  shared->allowed = handshake_messages(system);
   shared->settings = std::move(settings);
   if (shared->settings.auth_timeout.count() > 0) {
     shared->deadlines = std::make_unique<auth_deadlines>(

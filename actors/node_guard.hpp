@@ -8,9 +8,12 @@
 // - a frame longer than the limit closes the connection before anything is allocated for it:
 //   `before_auth` while the peer's orchestrator has not proved the secret, `after_auth` once it
 //   has (and always on the orchestrator's side, whose peers are the nodes it chose);
-// - before the proof, a node accepts only CAF's handshake, heartbeat and monitor frames and
-//   direct messages that are our hello or auth (with an empty forwarding stack); anything else
-//   closes the connection.
+// - before the proof, a node accepts only CAF's handshake, heartbeat and monitor frames, the
+//   exchange CAF's BASP starts on its own once a handshake is done (each side asks the other's
+//   spawn server `sys, get, "info"`: the peer's query, byte for byte, and its reply to ours, by
+//   shape and size, each once), and direct messages that are our hello or auth (with an empty
+//   forwarding stack); anything else closes the connection. That exchange crosses the wire before
+//   the orchestrator's hello can, so refusing it dropped every first connection.
 //
 // - a connection a node accepted whose peer has not proved the secret within
 //   guard_settings::auth_timeout is closed, so that peers that connect and then send nothing (a
@@ -54,17 +57,37 @@ inline constexpr std::size_t basp_header_bytes = 32;
 struct basp_header {
   std::uint8_t operation = 0;  // 0 server handshake, 1 client handshake, 2 direct message,
                                // 3 routed, 4 monitor, 5 down, 6 heartbeat
+  std::uint8_t flags = 0;      // 0x01: dest_actor is a registered name (an atom's value)
   std::uint32_t payload_len = 0;
+  std::uint64_t dest_actor = 0;
 };
+
+// The direct messages a node takes from a peer that has not proved the secret.
+struct before_auth_messages {
+  // The content type lists of our hello and auth, as CAF 0.17 names them on the wire
+  // ("@<>+leap::actors::node_hello_atom").
+  std::vector<std::string> types;
+  // The whole payload of the query CAF's BASP sends to a node it has just shaken hands with
+  // (sys_atom, get_atom, "info" to the registered name "SpawnServ"): taken once per connection,
+  // only to that name and only byte for byte. Empty: not taken.
+  std::string spawn_server_query;
+  // The content type list of the peer's spawn server's reply to the node's own query (ok_atom,
+  // "info", the spawn server's handle, its name; an asynchronous message to the node's helper
+  // actor, as the query was): taken once per connection, to an actor id, of at most
+  // spawn_server_reply_bytes. Empty: not taken.
+  std::string spawn_server_reply_types;
+};
+
+// The largest reply of a spawn server taken before the proof: CAF's is about 120 bytes.
+inline constexpr std::size_t spawn_server_reply_bytes = 512;
 
 // The frame checks of one connection, fed each chunk BASP reads, in order (a header, then its
 // payload when it has one). Pure: no CAF, no I/O.
 class frame_guard {
  public:
   // `accepted`: a node's side of the connection (the peer must prove the secret); false: the
-  // orchestrator's side. `allowed_before_auth`: the content type lists (as CAF 0.17 names them
-  // on the wire, "@<>+..." ) a direct message may have before the proof.
-  frame_guard(frame_limits limits, bool accepted, std::vector<std::string> allowed_before_auth);
+  // orchestrator's side. `allowed`: the direct messages taken before the proof.
+  frame_guard(frame_limits limits, bool accepted, before_auth_messages allowed);
 
   // Checks the next chunk. `admitted`: the peer's orchestrator has proved the secret. Returns
   // "" to let BASP read it, else why the connection must be closed.
@@ -80,7 +103,9 @@ class frame_guard {
 
   frame_limits limits_;
   bool accepted_;
-  std::vector<std::string> allowed_;
+  before_auth_messages allowed_;
+  bool spawn_server_query_taken_ = false;
+  bool spawn_server_reply_taken_ = false;
   bool expect_payload_ = false;
   basp_header header_;
   std::string_view handshake_payload_;
@@ -129,7 +154,8 @@ struct guard_settings {
 [[nodiscard]] caf::io::middleman_actor spawn_guarded_middleman(caf::actor_system& system,
                                                                guard_settings settings);
 
-// The content type lists of hello and auth, which a node takes before the proof.
-[[nodiscard]] std::vector<std::string> handshake_message_types(caf::actor_system& system);
+// What a node takes before the proof: hello, auth and CAF's spawn-server query and reply,
+// serialised by `system` as a peer's CAF writes them.
+[[nodiscard]] before_auth_messages handshake_messages(caf::actor_system& system);
 
 }  // namespace leap::actors

@@ -98,6 +98,9 @@ struct node_link {
   std::uint16_t port = 0;
   dispatch_table::target_id target = 0;
   verifier_node_actor handle;  // valid while up
+  // The node during its handshake, monitored: a connection closed before the welcome fails the
+  // handshake at once instead of after its timeout.
+  verifier_node_actor pending;
   bool connecting = false;
   std::uint64_t attempt = 0;  // bumped per connection attempt: answers of older ones are stale
   double backoff_s = first_retry_s;
@@ -221,10 +224,10 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
                         return;
                       }
                       n.connecting = false;
-                      n.handle = node;
+                      n.handle = node;  // monitored since connect()
+                      n.pending = nullptr;
                       n.backoff_s = first_retry_s;
                       n.last_error.clear();
-                      self->monitor(node);
                       const bool rejoin = s.table.target(n.target).joins > 0;
                       s.table.set_up(n.target, std::max<std::uint32_t>(1, welcome.slots));
                       s.log(log::level::info,
@@ -247,6 +250,10 @@ void connect(self_ptr self, std::uint32_t index) {
   }
   n.connecting = true;
   const std::uint64_t attempt = ++n.attempt;
+  if (n.pending) {
+    self->demonitor(n.pending.address());  // an earlier attempt's
+    n.pending = nullptr;
+  }
   const auto timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double>(self->state.settings.transport.timeout_s));
   self->request(self->state.middleman, timeout, caf::connect_atom_v, n.host, n.port)
@@ -265,7 +272,10 @@ void connect(self_ptr self, std::uint32_t index) {
                           "the actor on that port is no leap verifier node of this version");
               return;
             }
-            handshake(self, index, attempt, caf::actor_cast<verifier_node_actor>(ptr));
+            auto node = caf::actor_cast<verifier_node_actor>(ptr);
+            self->monitor(node);
+            self->state.nodes[index].pending = node;
+            handshake(self, index, attempt, node);
           },
           [=](caf::error& e) {
             if (self->state.nodes[index].attempt == attempt) {
@@ -407,8 +417,18 @@ dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
   self->set_down_handler([=](caf::down_msg& down) {
     auto& s = self->state;
     for (std::uint32_t i = 0; i < s.nodes.size(); ++i) {
-      if (s.nodes[i].handle && s.nodes[i].handle.address() == down.source) {
+      auto& n = s.nodes[i];
+      if (n.handle && n.handle.address() == down.source) {
         lose_node(self, i, self->system().render(down.reason));
+      } else if (n.pending && n.pending.address() == down.source) {
+        // The connection closed during the handshake: its answers will never come.
+        n.pending = nullptr;
+        ++n.attempt;
+        if (n.connecting) {
+          retry_later(self, i,
+                      "connection closed during the handshake (" +
+                          self->system().render(down.reason) + ")");
+        }
       }
     }
     pump(self);

@@ -18,17 +18,21 @@
 #include <caf/make_message.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <netinet/in.h>
 #include <string>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -79,11 +83,16 @@ TEST(NodeProtocol, MessagesRoundTrip) {
 
 // BASP frames as CAF itself writes them: a header through CAF's serializer, a direct message's
 // payload (forwarding stack, message) likewise.
+// `named`: the registered name the message is for (as CAF's BASP addresses SpawnServ); 0: none.
+// `id`: the message id (the header's operation data).
 std::string caf_header(caf::actor_system& sys, caf::io::basp::message_type op,
-                       std::uint32_t payload_len) {
+                       std::uint32_t payload_len, caf::atom_value named = caf::atom_value{0},
+                       std::uint64_t id = 0) {
   std::vector<char> bytes;
   caf::binary_serializer sink{sys, bytes};
-  caf::io::basp::header h{op, 0, payload_len, 0, 0, 0};
+  const auto dest = static_cast<std::uint64_t>(named);
+  const std::uint8_t flags = dest == 0 ? 0 : caf::io::basp::header::named_receiver_flag;
+  caf::io::basp::header h{op, flags, payload_len, id, 0, dest};
   EXPECT_FALSE(sink(h));
   return std::string(bytes.begin(), bytes.end());
 }
@@ -108,11 +117,18 @@ TEST(NodeGuard, ReadsCafsOwnFrames) {
   EXPECT_EQ(h.operation, 1);
   EXPECT_EQ(h.payload_len, 0xfffffff0U);
   EXPECT_EQ(caf_header(sys, caf::io::basp::message_type::heartbeat, 0).size(), basp_header_bytes);
-  const auto allowed = handshake_message_types(sys);
-  ASSERT_EQ(allowed.size(), 2u);
+  ASSERT_TRUE(parse_basp_header(
+      caf_header(sys, caf::io::basp::message_type::direct_message, 7, caf::atom("SpawnServ")), h));
+  EXPECT_EQ(h.flags, caf::io::basp::header::named_receiver_flag);
+  EXPECT_EQ(h.dest_actor, static_cast<std::uint64_t>(caf::atom("SpawnServ")));
+  const auto allowed = handshake_messages(sys);
+  ASSERT_EQ(allowed.types.size(), 2u);
   EXPECT_EQ(direct_message_types(caf_payload(sys, caf::make_message(node_hello_atom_v))),
-            allowed[0]);
-  EXPECT_EQ(allowed[0].rfind("@<>+", 0), 0u) << allowed[0];
+            allowed.types[0]);
+  EXPECT_EQ(allowed.types[0].rfind("@<>+", 0), 0u) << allowed.types[0];
+  // The query CAF's BASP sends to every node it shakes hands with, as the issue's node logged it.
+  EXPECT_EQ(direct_message_types(allowed.spawn_server_query), "@<>+@atom+@atom+@str");
+  EXPECT_EQ(allowed.spawn_server_reply_types, "@<>+@atom+@str+@strong_actor_ptr+@str");
   EXPECT_EQ(direct_message_types(caf_payload(sys, caf::make_message(std::vector<char>(3)))),
             "@<>+@charbuf");
   EXPECT_EQ(direct_message_types(""), "");
@@ -129,14 +145,29 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
   const auto job = caf_payload(sys, caf::make_message(node_job_atom_v, std::uint64_t{1},
                                                       verification_request{"r", "t", "code"}));
   const auto charbuf = caf_payload(sys, caf::make_message(std::vector<char>(10)));
+  const auto info =
+      caf_payload(sys, caf::make_message(caf::sys_atom_v, caf::get_atom_v, std::string("info")));
+  const auto other_key =
+      caf_payload(sys, caf::make_message(caf::sys_atom_v, caf::get_atom_v, std::string("infx")));
+  const auto spawn_serv = caf::atom("SpawnServ");
+  // The peer's spawn server answering the node's own query (a real one names an actor).
+  const auto reply =
+      caf_payload(sys, caf::make_message(caf::ok_atom_v, std::string("info"),
+                                         caf::strong_actor_ptr{}, std::string("spawn_server")));
+  const auto long_reply =
+      caf_payload(sys, caf::make_message(caf::ok_atom_v, std::string("info"),
+                                         caf::strong_actor_ptr{}, std::string(600, 's')));
+  const caf::atom_value no_name{0};
   struct row {
     const char* what;
     bool accepted;  // a node's side
     bool admitted;
     mt op;
-    std::uint32_t claimed;  // the header's payload length
-    std::string payload;    // "" with claimed > 0: only the header is checked
-    const char* refusal;    // "" : taken
+    std::uint32_t claimed;     // the header's payload length
+    std::string payload;       // "" with claimed > 0: only the header is checked
+    const char* refusal;       // "" : taken
+    caf::atom_value named{0};  // the registered name it is sent to
+    std::uint64_t id = 0;      // the message id
   };
   const std::vector<row> rows = {
       {"4 GiB handshake claim", true, false, mt::client_handshake, 0xfffffff0U, "",
@@ -149,7 +180,7 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
       {"hello before the proof", true, false, mt::direct_message, 0, hello, ""},
       {"auth before the proof", true, false, mt::direct_message, 0, auth, ""},
       {"a job before the proof", true, false, mt::direct_message, 0, job,
-       "before proving the secret (only hello and auth"},
+       "before proving the secret (only CAF's handshake query, hello and auth"},
       {"a job after it", true, true, mt::direct_message, 0, job, ""},
       {"a byte buffer before the proof", true, false, mt::direct_message, 0, charbuf,
        "'@<>+@charbuf'"},
@@ -157,15 +188,28 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
        "frame type 3"},
       {"a down message before the proof", true, false, mt::down_message, 10, "", "frame type 5"},
       {"a heartbeat", true, false, mt::heartbeat, 0, "", ""},
+      // CAF's own query right after its handshake, before the orchestrator's hello can go out.
+      {"CAF's spawn-server query before the proof", true, false, mt::direct_message, 0, info, "",
+       spawn_serv},
+      {"the query to another name", true, false, mt::direct_message, 0, info,
+       "'@<>+@atom+@atom+@str' before proving", caf::atom("ConfigServ")},
+      {"the query to no name", true, false, mt::direct_message, 0, info, "before proving"},
+      {"another key to the spawn server", true, false, mt::direct_message, 0, other_key,
+       "before proving", spawn_serv},
+      {"the answer to the node's own query", true, false, mt::direct_message, 0, reply, ""},
+      {"that answer to a registered name", true, false, mt::direct_message, 0, reply,
+       "'@<>+@atom+@str+@strong_actor_ptr+@str' before proving", spawn_serv},
+      {"that answer over 512 bytes", true, false, mt::direct_message, 0, long_reply,
+       "before proving"},
       {"a server handshake from a node", false, false, mt::server_handshake, 500,
        std::string(500, 'x'), ""},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.what);
-    frame_guard guard(limits, r.accepted, handshake_message_types(sys));
+    frame_guard guard(limits, r.accepted, handshake_messages(sys));
     const std::uint32_t len =
         r.payload.empty() ? r.claimed : static_cast<std::uint32_t>(r.payload.size());
-    auto why = guard.check(caf_header(sys, r.op, len), r.admitted);
+    auto why = guard.check(caf_header(sys, r.op, len, r.named, r.id), r.admitted);
     if (why.empty() && !r.payload.empty()) {
       why = guard.check(r.payload, r.admitted);
     }
@@ -175,10 +219,23 @@ TEST(NodeGuard, BoundsEveryFrameAndTakesOnlyTheHandshakeBeforeTheProof) {
       EXPECT_NE(why.find(r.refusal), std::string::npos) << why;
     }
   }
+  // CAF sends its query and its answer once per node: a second one on a connection is refused.
+  for (const auto& [payload, named, id] : {std::tuple{info, spawn_serv, std::uint64_t{0}},
+                                           std::tuple{reply, no_name, std::uint64_t{7}}}) {
+    frame_guard once(limits, true, handshake_messages(sys));
+    for (int i = 0; i < 2; ++i) {
+      auto why = once.check(caf_header(sys, mt::direct_message,
+                                       static_cast<std::uint32_t>(payload.size()), named, id),
+                            false);
+      ASSERT_EQ(why, "");
+      why = once.check(payload, false);
+      EXPECT_EQ(why.empty(), i == 0) << why;
+    }
+  }
   // A header that is not BASP's size, and a payload that is not the size its header said.
-  frame_guard guard(limits, true, handshake_message_types(sys));
+  frame_guard guard(limits, true, handshake_messages(sys));
   EXPECT_NE(guard.check("short", false), "");
-  frame_guard second(limits, true, handshake_message_types(sys));
+  frame_guard second(limits, true, handshake_messages(sys));
   EXPECT_EQ(second.check(caf_header(sys, mt::direct_message, 10), false), "");
   EXPECT_NE(second.check("12345", false).find("payload of 5 bytes"), std::string::npos);
 }
@@ -291,8 +348,35 @@ TEST(VerifierNode, RefusesWrongProofsAndUnadmittedJobs) {
   EXPECT_EQ(job_lines, 3);  // jobs 1 and 2 refused, job 3 served
 }
 
+// A node that takes hello and never answers it (nor anything else that matters): the handshake
+// can only end by its timeout or by the connection closing.
+struct silent_state {
+  silent_state() = default;  // not an aggregate (CAF would construct it from the actor pointer)
+  std::vector<caf::typed_response_promise<node_challenge>> held;
+};
+
+verifier_node_actor::behavior_type silent_node(
+    verifier_node_actor::stateful_pointer<silent_state> self) {
+  return {
+      [self](node_hello_atom) -> caf::result<node_challenge> {
+        auto promise = self->make_response_promise<node_challenge>();
+        self->state.held.push_back(promise);
+        return promise;
+      },
+      [](node_auth_atom, const std::string&) {
+        return node_welcome{"not this node", 0};
+      },
+      [](node_job_atom, std::uint64_t job, const verification_request&) {
+        node_verdict v;
+        v.job = job;
+        v.error = "not this node";
+        return v;
+      },
+  };
+}
+
 // A verifier node on 127.0.0.1 (port 0), as `leap verifier-node` builds it, with a short
-// auth_timeout; its log lines are kept.
+// auth_timeout; its log lines are kept. `silent`: silent_node in place of the node actor.
 struct loopback_node {
   std::mutex mu;
   std::vector<log_line> logs;
@@ -304,7 +388,8 @@ struct loopback_node {
   verifier_node_actor node;
   std::uint16_t port = 0;
 
-  loopback_node(const std::string& secret, std::chrono::milliseconds auth_timeout) {
+  loopback_node(const std::string& secret, std::chrono::milliseconds auth_timeout,
+                bool silent = false) {
     register_message_types(config);
     configure_node_transport(config, {});
     system = std::make_unique<caf::actor_system>(config);
@@ -324,7 +409,7 @@ struct loopback_node {
     gs.auth_timeout = auth_timeout;
     gs.log = sink;
     middleman = spawn_guarded_middleman(*system, gs);
-    node = spawn_verifier_node(*system, pool, nc);
+    node = silent ? system->spawn(silent_node) : spawn_verifier_node(*system, pool, nc);
     caf::scoped_actor self{*system};
     self->request(middleman, std::chrono::seconds(30), caf::publish_atom_v, std::uint16_t{0},
                   caf::actor_cast<caf::strong_actor_ptr>(node), system->message_types(node),
@@ -440,6 +525,148 @@ TEST(VerifierNodeOverTcp, ClosesAnIdleUnprovenPeerAndKeepsAProvenOne) {
   caf::scoped_actor self{orchestrator};
   self->send_exit(dispatcher, caf::exit_reason::user_shutdown);
   self->wait_for(dispatcher);
+}
+
+// An orchestrator (the dispatcher in a system of its own, as `leap run` has it) that connects to
+// a node on loopback; its log lines are kept.
+struct loopback_orchestrator {
+  std::mutex mu;
+  std::vector<std::string> logs;
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  verifier_actor dispatcher;
+
+  loopback_orchestrator(std::uint16_t port, const std::string& secret) {
+    register_message_types(config);
+    configure_node_transport(config, {});
+    system = std::make_unique<caf::actor_system>(config);
+    dispatcher_settings ds;
+    ds.nodes = {"127.0.0.1:" + std::to_string(port)};
+    ds.secret = secret;
+    ds.log = [this](const log_line& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      logs.push_back(line.text);
+    };
+    dispatcher = spawn_verifier_dispatcher(*system, std::nullopt, ds);
+  }
+
+  ~loopback_orchestrator() {
+    caf::scoped_actor self{*system};
+    self->send_exit(dispatcher, caf::exit_reason::user_shutdown);
+    self->wait_for(dispatcher);
+  }
+
+  loopback_orchestrator(const loopback_orchestrator&) = delete;
+  loopback_orchestrator& operator=(const loopback_orchestrator&) = delete;
+
+  // One job through the dispatcher; the verdict (or the in-band error).
+  verification_result verify() {
+    verification_result out;
+    caf::scoped_actor self{*system};
+    self->request(dispatcher, std::chrono::seconds(60), verify_atom_v,
+                  verification_request{"r.1", "t", "answer"})
+        .receive([&](verification_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { out.infrastructure_error = system->render(e); });
+    return out;
+  }
+
+  std::vector<std::string> lines_with(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> found;
+    for (const auto& l : logs) {
+      if (l.find(needle) != std::string::npos) {
+        found.push_back(l);
+      }
+    }
+    return found;
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Issue 29: the node closed every orchestrator's first connection, because CAF's BASP sends a
+// query of its own (sys, get, "info" to SpawnServ) right after its handshake, before our hello;
+// the orchestrator's handshake then timed out (node_timeout_s, 10 s) and only its second
+// connection was served. Now the first connection is served, with a secret and without one.
+TEST(VerifierNodeOverTcp, ServesTheOrchestratorsFirstConnection) {
+  for (const std::string secret : {"s3cret", ""}) {
+    SCOPED_TRACE(secret.empty() ? "no secret" : "with a secret");
+    loopback_node node(secret, std::chrono::seconds(10));
+    ASSERT_NE(node.port, 0);
+    const auto start = std::chrono::steady_clock::now();
+    loopback_orchestrator orchestrator(node.port, secret);
+    const auto verdict = orchestrator.verify();
+    const double took = seconds_since(start);
+    EXPECT_EQ(verdict.infrastructure_error, "");
+    EXPECT_TRUE(verdict.passed);
+    // The handshake timeout is 10 s: a reconnect cannot come in under it. A few round trips on
+    // loopback take milliseconds; 5 s leaves room for a loaded machine.
+    EXPECT_LT(took, 5.0);
+    std::printf("first verdict through a node (%s) after %.3f s\n",
+                secret.empty() ? "no secret" : "secret", took);
+    // Each line says what closed it (before: CAF's query after its handshake).
+    for (const auto& line : node.lines_with("closed the connection")) {
+      ADD_FAILURE() << line;
+    }
+    EXPECT_EQ(node.lines_with(" admitted").size(), 1U);
+    EXPECT_EQ(orchestrator.lines_with("handshake failed").size(), 0U);
+    EXPECT_EQ(orchestrator.lines_with(": connected, 2 slots").size(), 1U);
+  }
+}
+
+// A wrong or missing secret is reported by the first handshake, not after a reconnect.
+TEST(VerifierNodeOverTcp, RefusesAWrongSecretOnTheFirstConnection) {
+  struct row {
+    const char* what;
+    std::string secret;
+    const char* error;
+  };
+  const std::vector<row> rows = {
+      {"wrong secret", "not-it", "refused this orchestrator: wrong secret"},
+      {"no secret", "", "the node requires a shared secret; set verifier.node_secret_file"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    loopback_node node("s3cret", std::chrono::seconds(10));
+    ASSERT_NE(node.port, 0);
+    const auto start = std::chrono::steady_clock::now();
+    loopback_orchestrator orchestrator(node.port, r.secret);
+    const auto verdict = orchestrator.verify();
+    const double took = seconds_since(start);
+    EXPECT_NE(verdict.infrastructure_error.find(r.error), std::string::npos)
+        << verdict.infrastructure_error;
+    EXPECT_LT(took, 5.0);
+    std::printf("%s reported after %.3f s\n", r.what, took);
+    EXPECT_EQ(node.lines_with("closed the connection").size(), 0U);
+    EXPECT_EQ(orchestrator.lines_with("handshake failed").size(), 0U);
+    EXPECT_EQ(node.lines_with("rejected orchestrator").size(), r.secret.empty() ? 0U : 1U);
+  }
+}
+
+// A connection that closes before the node answers the handshake (here the node's auth_timeout;
+// an older node closed it for CAF's own query) fails the handshake at once, through the monitor on
+// the node, and is tried again; before, the orchestrator waited for the handshake's timeout
+// (node_timeout_s, 10 s).
+TEST(VerifierNodeOverTcp, AConnectionClosedDuringTheHandshakeIsTriedAgainAtOnce) {
+  using namespace std::chrono_literals;
+  loopback_node node("s3cret", 300ms, /*silent=*/true);
+  ASSERT_NE(node.port, 0);
+  const auto start = std::chrono::steady_clock::now();
+  loopback_orchestrator orchestrator(node.port, "s3cret");
+  std::vector<std::string> closed;
+  // Far beyond the bound asserted below, so that the old code fails instead of hanging.
+  while (closed.empty() && seconds_since(start) < 30.0) {
+    std::this_thread::sleep_for(20ms);
+    closed = orchestrator.lines_with("connection closed during the handshake");
+  }
+  const double took = seconds_since(start);
+  ASSERT_FALSE(closed.empty()) << "no closed handshake noticed within 30 s";
+  EXPECT_LT(took, 5.0);
+  std::printf("a connection closed during the handshake noticed after %.3f s\n", took);
+  EXPECT_EQ(orchestrator.lines_with("handshake failed").size(), 0U);
+  EXPECT_GE(node.lines_with("no proof of the secret within").size(), 1U);
 }
 
 }  // namespace
