@@ -78,7 +78,7 @@ class policy_client::impl {
       : config_(std::move(config)),
         route_path_(generate_route(config_)),
         sched_(endpoint_states(config_), config_.seed) {
-    vocab_size_ = config_.vocab_size;
+    vocab_size_ = config_.vocab_size > 0 ? config_.vocab_size : config_.fallback_vocab_size;
     context_tokens_ = config_.max_context_tokens;
     for (const auto& e : sched_.endpoints()) {
       capacity_ += e.max_in_flight;
@@ -725,11 +725,17 @@ class policy_client::impl {
       p->callback(error{p->errors});
       return;
     }
-    if (vocab_size_ == 0) {
+    // A served model's own vocabulary (the smallest reported) replaces the fallback: a model's
+    // embedding may have more rows than its tokenizer has ids, and it can sample any of them.
+    if (config_.vocab_size == 0) {
+      int reported = 0;
       for (const auto& c : p->checks) {
-        if (c.vocab_size > 0 && (vocab_size_ == 0 || c.vocab_size < vocab_size_)) {
-          vocab_size_ = c.vocab_size;
+        if (c.vocab_size > 0 && (reported == 0 || c.vocab_size < reported)) {
+          reported = c.vocab_size;
         }
+      }
+      if (reported > 0) {
+        vocab_size_ = reported;
       }
     }
     // vLLM answers a request whose prompt + max_tokens exceeds its max_model_len with a 400, which
@@ -1011,7 +1017,8 @@ class policy_client::impl {
 
   // The loop thread's own.
   std::thread thread_;
-  // The id bound: config.vocab_size, or what an endpoint reported in the start-up check.
+  // The id bound: config.vocab_size, else what an endpoint reported in the start-up check, else
+  // config.fallback_vocab_size.
   int vocab_size_ = 0;
   // The context window: config.max_context_tokens, or the smallest max_model_len an endpoint
   // reported in the start-up check.

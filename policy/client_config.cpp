@@ -40,6 +40,9 @@ status validate_client_config(const client_config& config) {
   if (config.vocab_size < 0) {
     return error{"vocab_size: must not be negative"};
   }
+  if (config.fallback_vocab_size < 0) {
+    return error{"fallback_vocab_size: must not be negative"};
+  }
   if (config.max_context_tokens < 0) {
     return error{"max_context_tokens: must not be negative"};
   }

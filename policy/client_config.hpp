@@ -93,6 +93,10 @@ struct client_config {
   // faulty reply (retried); ids are always checked to be integers in [0, 2^31). Default: 0
   // (unknown)
   int vocab_size = 0;
+  // The id bound where neither vocab_size nor any server's /v1/models (vLLM's and SGLang's report
+  // none) gives one: the vocabulary known here, from the tokenizer prompts are rendered with
+  // (policy.tokenizer). A server's report replaces it at the start-up check. Default: 0 (none)
+  int fallback_vocab_size = 0;
   retry_config retry;
   health_config health;
   std::uint64_t seed = 0;  // Default: 0 (seeds the backoff jitter)

@@ -426,6 +426,57 @@ TEST(ClientPreflight, ASoundServerPassesAndItsVocabularyBoundsTheIds) {
       << r.message;
 }
 
+// vLLM and SGLang do not report their vocabulary: the one known here (the run's policy.tokenizer,
+// client_config::fallback_vocab_size) bounds the ids then, so an id beyond it is retried as a
+// fault and never delivered (issue 29: it was stored). A server that reports its own replaces it.
+TEST(ClientPreflight, TheFallbackVocabularyBoundsIdsUntilAServerReportsItsOwn) {
+  const char* const unreported =
+      R"({"object":"list","data":[{"id":"m1","object":"model","max_model_len":4096}]})";
+  const char* const reported =
+      R"({"object":"list","data":[{"id":"m1","object":"model","max_model_len":4096,"vocab_size":200}]})";
+  struct row {
+    const char* what;
+    const char* models;
+    const char* ids;
+    const char* refusal;  // "": delivered
+  };
+  const std::vector<row> rows = {
+      {"below the fallback", unreported, "5,99", ""},
+      {"at the fallback, none reported", unreported, "5,100",
+       "token id 100 is outside the vocabulary (vocab_size 100)"},
+      {"beyond the fallback, inside the reported", reported, "5,150", ""},
+      {"at the reported", reported, "5,200",
+       "token id 200 is outside the vocabulary (vocab_size 200)"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    scripted_http_server server;
+    server.set_default("/v1/models", {200, r.models});
+    server.set_default("/tokenize", {200, R"({"tokens": [1, 2, 3], "count": 3})"});
+    server.set_default("/v1/completions", {200, vllm_reply({"7"})});
+    auto config = config_for(server.url());
+    config.model = "m1";
+    config.fallback_vocab_size = 100;
+    auto client = make_client(config);
+    ASSERT_TRUE(client);
+    preflight_request probe;
+    probe.tokenize_probe = {{"user", "Say hello."}};
+    auto checks = run_preflight(*client, probe);
+    ASSERT_TRUE(checks) << checks.err().message;
+    server.set_default("/v1/completions", {200, vllm_reply({r.ids})});
+    auto turn = run_turn(*client);
+    if (std::string(r.refusal).empty()) {
+      ASSERT_EQ(turn.status, turn_status::ok) << turn.message;
+      EXPECT_EQ(turn.choices.at(0).ids.size(), 2U);
+    } else {
+      EXPECT_EQ(turn.status, turn_status::unavailable);
+      EXPECT_TRUE(turn.choices.empty());
+      EXPECT_EQ(turn.attempts, 3);  // retried as a fault
+      EXPECT_NE(turn.message.find(r.refusal), std::string::npos) << turn.message;
+    }
+  }
+}
+
 // A run configured with max_tokens for a larger model than the one served: vLLM answers 400 (prompt
 // + max_tokens over max_model_len), which would end every turn empty. The window /v1/models reports
 // (4096 in models_body) lowers max_tokens to what fits the 3-token prompt.

@@ -24,11 +24,14 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -37,8 +40,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-policy::client_config client_settings(const experiment_config& c,
-                                      const std::vector<std::string>& endpoints) {
+// The model's vocabulary as a tokenizer folder tells it (policy_client_settings' rule).
+int folder_vocab_size(const policy::hf_chat_renderer& tokenizer, const std::string& folder) {
+  const int ids = tokenizer.vocab_size();
+  std::ifstream in(fs::path(folder) / "config.json");
+  if (!in) {
+    return ids;
+  }
+  const auto config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() || !config.contains("vocab_size") ||
+      !config["vocab_size"].is_number_integer()) {
+    return ids;
+  }
+  const auto rows = config["vocab_size"].get<std::int64_t>();
+  return rows >= ids && rows <= std::numeric_limits<int>::max() ? static_cast<int>(rows) : ids;
+}
+
+}  // namespace
+
+policy::client_config policy_client_settings(const run_preflight& checked,
+                                             const std::vector<std::string>& endpoints) {
+  const experiment_config& c = checked.config;
   policy::client_config cc;
   cc.flavour = wire_of(c.policy.flavour);
   for (const auto& url : endpoints) {
@@ -50,8 +72,13 @@ policy::client_config client_settings(const experiment_config& c,
   cc.retry.max_attempts = c.policy.retries + 1;
   cc.seed = c.experiment.seed;
   cc.stream = c.policy.stream;
+  if (checked.renderer) {
+    cc.fallback_vocab_size = folder_vocab_size(*checked.renderer, checked.renderer_dir);
+  }
   return cc;
 }
+
+namespace {
 
 // Waits for `answer`, polling `interrupted` (the future's producer is the client's loop, bounded
 // by its retries and turn deadline). nullopt: interrupted first.
@@ -424,7 +451,7 @@ status run::impl::connect_policy() {
   } else if (c.policy.flavour == server_flavour::embedded) {
     renderer = actors::make_byte_chatml_renderer();
   }
-  auto made = policy::policy_client::create(client_settings(c, endpoints));
+  auto made = policy::policy_client::create(policy_client_settings(checked, endpoints));
   if (!made) {
     return made.err().wrap("policy");
   }

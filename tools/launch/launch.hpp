@@ -20,6 +20,7 @@
 #include "actors/remote_verifier.hpp"
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
+#include "policy/client_config.hpp"
 #include "policy/hf_renderer.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
@@ -76,6 +77,15 @@ struct run_preflight {
 [[nodiscard]] result<run_preflight> preflight_run_text(const std::string& text,
                                                        const std::string& source,
                                                        const std::filesystem::path& base_dir);
+
+// The policy client's settings for a checked run that talks to `endpoints` (the embedded server's
+// URL, or policy.endpoints). Its fallback token-id bound (client_config::fallback_vocab_size, for
+// servers that do not report their vocabulary: vLLM, SGLang) is the model's vocabulary as the
+// tokenizer folder tells it: the `vocab_size` of the folder's config.json when it holds one at
+// least as large as the tokenizer (a model's embedding may have more rows than its tokenizer has
+// ids, and it may sample any), else the tokenizer's own; 0 without a tokenizer folder.
+[[nodiscard]] policy::client_config policy_client_settings(
+    const run_preflight& checked, const std::vector<std::string>& endpoints);
 
 // The sandbox's settings from a config's verifier section: one mapping for `leap run` and
 // `leap verifier-node`, so that a node verifies exactly as the orchestrator's own pool would.
