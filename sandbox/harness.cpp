@@ -252,9 +252,52 @@ int leap_child_threads() {
   return count;
 }
 
+// Whether the program may report a failure ('F' + kind + three u32-length texts): only the CUDA
+// stub does (a CUDA error of its own, results not ordered with the default stream). Its report
+// can only ever fail the run; whether a CUDA failure is the GPU's is the engine's own probe's call.
+bool leap_failures_reported = false;
+
+std::uint32_t leap_u32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+[[noreturn]] void leap_garbled(const char* where) {
+  leap_fail("channel", "garbled", where,
+            "the program wrote to the harness's channel (descriptor 4); solve() must not write "
+            "to descriptors it did not open");
+}
+
+// A message that is not the one expected: a failure report ends the run with its error record,
+// anything else is a garbled channel.
+[[noreturn]] void leap_take_report(const unsigned char* msg, std::size_t n, const char* where) {
+  if (!leap_failures_reported || n < 2 || msg[0] != 'F') leap_garbled(where);
+  const char* kind = msg[1] == 'i' ? "cuda_init" : msg[1] == 'c' ? "cuda" : msg[1] == 's' ? "stream" : nullptr;
+  if (kind == nullptr) leap_garbled(where);
+  std::string texts[3];
+  std::size_t at = 2;
+  for (auto& text : texts) {
+    if (at + 4 > n) leap_garbled(where);
+    const std::uint32_t len = leap_u32(msg + at);
+    at += 4;
+    if (len > n - at) leap_garbled(where);
+    text.assign(reinterpret_cast<const char*>(msg + at), len);
+    at += len;
+  }
+  ::kill(leap_child, SIGKILL);
+  leap_fail(kind, texts[0].c_str(), texts[1].c_str(), texts[2].c_str());
+}
+
 // The entry point's process closed the channel: its end is the run's end. An exit status or a
 // signal is passed on as this process's own, so the engine reads it as it reads any program's.
 [[noreturn]] void leap_child_ended(const char* where) {
+  // A report it sent before it exited comes first (the judge may have been sending meanwhile).
+  if (leap_failures_reported) {
+    static unsigned char msg[8192];
+    const ssize_t r = ::recv(leap_channel, msg, sizeof msg, MSG_DONTWAIT);
+    if (r > 0 && msg[0] == 'F') leap_take_report(msg, static_cast<std::size_t>(r), where);
+  }
   int status = 0;
   for (int waited = 0; waited < 2000; ++waited) {
     const pid_t r = ::waitpid(leap_child, &status, WNOHANG);
@@ -281,23 +324,6 @@ int leap_child_threads() {
             "solve() must not close descriptors it did not open");
 }
 
-// Whether the program may report a failure ('F' + kind + three u32-length texts): only the CUDA
-// stub does (a CUDA error of its own, results not ordered with the default stream). Its report
-// can only ever fail the run; whether a CUDA failure is the GPU's is the engine's own probe's call.
-bool leap_failures_reported = false;
-
-std::uint32_t leap_u32(const unsigned char* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-[[noreturn]] void leap_garbled(const char* where) {
-  leap_fail("channel", "garbled", where,
-            "the program wrote to the harness's channel (descriptor 4); solve() must not write "
-            "to descriptors it did not open");
-}
-
 // Reads the program's next message: `want` alone, or a failure report (ends the run).
 void leap_expect(char want, const char* where) {
   static unsigned char msg[8192];
@@ -305,23 +331,8 @@ void leap_expect(char want, const char* where) {
     const ssize_t r = ::recv(leap_channel, msg, sizeof msg, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) leap_child_ended(where);
-    const std::size_t n = static_cast<std::size_t>(r);
-    if (n == 1 && msg[0] == static_cast<unsigned char>(want)) return;
-    if (!leap_failures_reported || msg[0] != 'F' || n < 2) leap_garbled(where);
-    const char* kind = msg[1] == 'i' ? "cuda_init" : msg[1] == 'c' ? "cuda" : msg[1] == 's' ? "stream" : nullptr;
-    if (kind == nullptr) leap_garbled(where);
-    std::string texts[3];
-    std::size_t at = 2;
-    for (auto& text : texts) {
-      if (at + 4 > n) leap_garbled(where);
-      const std::uint32_t len = leap_u32(msg + at);
-      at += 4;
-      if (len > n - at) leap_garbled(where);
-      text.assign(reinterpret_cast<const char*>(msg + at), len);
-      at += len;
-    }
-    ::kill(leap_child, SIGKILL);
-    leap_fail(kind, texts[0].c_str(), texts[1].c_str(), texts[2].c_str());
+    if (r == 1 && msg[0] == static_cast<unsigned char>(want)) return;
+    leap_take_report(msg, static_cast<std::size_t>(r), where);
   }
 }
 

@@ -14,8 +14,9 @@
 #             16 and 2 compile workers side by side
 #     sandbox only the sandbox on the GPU: builds sandbox_tests into build-cuda (no full build) and
 #             runs the sandbox's cuda, kernelbench and adversarial tests
-#     sandboxbench  bench_sandbox for cpp and cuda from this tree and from BASE_SRC (another source
-#             tree, e.g. `git archive REV | tar -x -C DIR`), interleaved ABBA, side by side
+#     sandboxbench  bench_sandbox for cpp and cuda (SANDBOX_BENCH_KINDS) from this tree and from
+#             BASE_SRC (another source tree, e.g. `git archive REV | tar -x -C DIR`), interleaved
+#             ABBA, side by side
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -205,7 +206,7 @@ phase_sandbox() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build sandbox_tests 2>&1 |
     grep -E -B2 -A12 'error|FAILED' | head -40
   "$build/tests/sandbox_tests" --gtest_brief=1 \
-    --gtest_filter='CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*'
+    --gtest_filter="${SANDBOX_FILTER:-CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*}"
 }
 
 # bench_sandbox, base (BASE_SRC) and new interleaved: base new new base.
@@ -227,8 +228,14 @@ phase_sandboxbench() {
       local bin=$build/bin/bench_sandbox src=$root
       [[ $tree == new ]] || { bin=$base/bin/bench_sandbox; src=$BASE_SRC; }
       echo "-- $tree, round $round"
-      (cd "$src" && "$bin" --kind cpp --candidates 16 --workers 1,16 &&
-        "$bin" --kind cuda --gpu 0 --candidates 12 --workers 1,16) || rc=1
+      local kind
+      for kind in ${SANDBOX_BENCH_KINDS:-cpp cuda}; do
+        if [[ $kind == cuda ]]; then
+          (cd "$src" && "$bin" --kind cuda --gpu 0 --candidates 12 --workers 1,16) || rc=1
+        else
+          (cd "$src" && "$bin" --kind "$kind" --candidates 16 --workers 1,16) || rc=1
+        fi
+      done
     done
   done
   return $rc
