@@ -2,16 +2,24 @@
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <mutex>
+#include <sys/statvfs.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -64,6 +72,104 @@ rocksdb::ColumnFamilyOptions family_options() {
     options.bottommost_compression = rocksdb::kZSTD;
   }
   return options;
+}
+
+// RocksDB's info log (the store's LOG file). RocksDB's own logger writes it through a buffered file
+// writer that, after one failed append (a full disk), fails an assertion on its next line in
+// builds with assertions on (Debian's): the first "No space left on device" aborted `leap run`
+// with status 134. This one writes each line with one write(2) and drops a line it cannot write,
+// so a full disk costs log lines, never the process. The previous LOG is kept as LOG.old.
+class store_log final : public rocksdb::Logger {
+ public:
+  explicit store_log(const std::filesystem::path& folder)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {
+    const auto file = folder / "LOG";
+    // Failures are not errors: the store works without its diagnostic log.
+    (void)::rename(file.c_str(), (folder / "LOG.old").c_str());
+    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ~store_log() override { (void)close_fd(); }
+  store_log(const store_log&) = delete;
+  store_log& operator=(const store_log&) = delete;
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (fd_ < 0) {
+      return;
+    }
+    std::array<char, 4096> line{};
+    const auto now = std::chrono::system_clock::now();
+    const auto seconds = std::chrono::system_clock::to_time_t(now);
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+        1'000'000;
+    std::tm local{};
+    ::localtime_r(&seconds, &local);
+    std::size_t n = std::strftime(line.data(), line.size(), "%Y/%m/%d-%H:%M:%S", &local);
+    n += static_cast<std::size_t>(std::snprintf(line.data() + n, line.size() - n, ".%06lld ",
+                                                static_cast<long long>(micros)));
+    const int body = std::vsnprintf(line.data() + n, line.size() - n, format, ap);
+    if (body > 0) {
+      n = std::min(n + static_cast<std::size_t>(body), line.size() - 2);
+    }
+    if (line[n - 1] != '\n') {
+      line[n++] = '\n';
+    }
+    // A line that cannot be written (a full disk) is dropped; the next one tries again.
+    (void)!::write(fd_, line.data(), n);
+  }
+
+ protected:
+  rocksdb::Status CloseImpl() override { return close_fd(); }
+
+ private:
+  rocksdb::Status close_fd() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    return rocksdb::Status::OK();
+  }
+  int fd_ = -1;
+};
+
+// RocksDB's recovery from a background error (a full disk) resumes writing in the background
+// once space frees up. The store instead stops writing at its first failed write and lets the
+// next open recover from the log, so nothing writes to a disk that another process is filling
+// while the run ends; RocksDB 7's resume path also reuses the log writer that failed.
+class no_auto_recovery final : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status /*bg_error*/,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr std::array<const char*, 5> units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    return std::to_string(bytes) + " bytes";
+  }
+  auto value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::array<char, 32> text{};
+  (void)std::snprintf(text.data(), text.size(), "%.1f %s", value, units[unit]);
+  return text.data();
+}
+
+// The free space of the filesystem holding `path`, for a write error's message.
+std::string free_space_of(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) {
+    return "its free space is unknown (statvfs: " + std::string(std::strerror(errno)) + ")";
+  }
+  const auto available = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const auto total = static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize;
+  return format_bytes(available) + " free of " + format_bytes(total) + " on its filesystem";
 }
 
 // ---- the acknowledged-writes mark: "LEAPACK1", the sequence number, and the number xor a constant
@@ -185,6 +291,9 @@ struct trajectory_store::impl {
   std::mutex mark_mutex;
   int mark_fd = -1;
   std::uint64_t mark_seq = 0;
+  // The first failed write: the store takes no more writes after it (see stop_writes()).
+  mutable std::mutex failure_mutex;
+  std::optional<std::string> failure;
 
   ~impl() {
     if (mark_fd >= 0) {
@@ -205,18 +314,28 @@ struct trajectory_store::impl {
     const auto bytes = encode_mark(seq);
     const auto file = (path / acknowledged_mark_file).string();
     if (::pwrite(mark_fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
-      return error{where() + ": the write is stored, but " + file +
-                   " could not be updated: " + std::strerror(errno)};
+      return mark_failed(file + " could not be updated: " + std::strerror(errno));
     }
     if (options.sync && ::fdatasync(mark_fd) != 0) {
-      return error{where() + ": the write is stored, but " + file +
-                   " could not be synced: " + std::strerror(errno)};
+      return mark_failed(file + " could not be synced: " + std::strerror(errno));
     }
     mark_seq = seq;
     return ok_status();
   }
 
   [[nodiscard]] std::string where() const { return "trajectory store '" + path.string() + "'"; }
+
+  // The mark is behind the write it records: later writes are refused like after a failed write.
+  // Called with mark_mutex held.
+  [[nodiscard]] error mark_failed(const std::string& why) {
+    std::string message = where() + ": the write is stored, but " + why + "; the store has " +
+                          free_space_of(path) + ". It takes no more writes";
+    std::lock_guard lock(failure_mutex);
+    if (!failure) {
+      failure = message;
+    }
+    return error{message};
+  }
 
   [[nodiscard]] error fail(std::string_view what, const rocksdb::Status& s) const {
     std::string message = where() + ": " + std::string(what) + ": " + s.ToString();
@@ -226,6 +345,41 @@ struct trajectory_store::impl {
           "alongside it)";
     }
     return error{message};
+  }
+
+  // A write that failed (a full disk, an I/O error): the error names the store, RocksDB's
+  // reason and the free space on the store's filesystem (and, when the disk is full, how much
+  // the store needs). From then on the store issues no writes or syncs: RocksDB keeps the failed
+  // log file's writer, and writing or syncing through it again is what RocksDB 7 asserts on.
+  // What was acknowledged before is in the synced log; the next open recovers it.
+  [[nodiscard]] error stop_writes(const std::string& what, const rocksdb::Status& s,
+                                  std::uint64_t write_bytes) {
+    std::string message = fail(what, s).message + "; the store has " + free_space_of(path);
+    if (s.IsNoSpace() && db) {
+      // The memtables' memory is an upper bound of what their flush writes (it is compressed).
+      std::uint64_t buffered = 0;
+      (void)db->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &buffered);
+      message += "; this write needs " + format_bytes(write_bytes) +
+                 " in the log, and moving the records buffered in memory to table files up to " +
+                 format_bytes(buffered) + " more";
+    }
+    message +=
+        ". It takes no more writes; every write acknowledged before is kept. Free space, then run "
+        "again to continue";
+    std::lock_guard lock(failure_mutex);
+    if (!failure) {
+      failure = message;
+    }
+    return error{message};
+  }
+
+  // Refuses a write once one has failed.
+  [[nodiscard]] status check_writable() const {
+    std::lock_guard lock(failure_mutex);
+    if (failure) {
+      return error{where() + ": takes no more writes since a write failed: " + *failure};
+    }
+    return ok_status();
   }
 
   [[nodiscard]] status check_open() const {
@@ -577,13 +731,24 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     }
   }
 
+  rocksdb::Options open_options = combined;
+  if (!options.read_only) {
+    // A read-only open writes no info log; a writable one writes it through store_log.
+    open_options.info_log = std::make_shared<store_log>(path);
+    open_options.listeners.push_back(std::make_shared<no_auto_recovery>());
+  }
   const auto s =
       options.read_only
-          ? rocksdb::DB::OpenForReadOnly(combined, path.string(), descriptors, &state->all_handles,
-                                         &raw)
-          : rocksdb::DB::Open(combined, path.string(), descriptors, &state->all_handles, &raw);
+          ? rocksdb::DB::OpenForReadOnly(open_options, path.string(), descriptors,
+                                         &state->all_handles, &raw)
+          : rocksdb::DB::Open(open_options, path.string(), descriptors, &state->all_handles, &raw);
   if (!s.ok()) {
-    return state->fail("open", s);
+    auto err = state->fail("open", s);
+    if (s.IsIOError() && !options.read_only) {
+      // Opening recovers the log into table files: a full disk fails here until space is freed.
+      err.message += "; the store has " + free_space_of(path);
+    }
+    return err;
   }
   state->db.reset(raw);
   // descriptors[0] is the default family; ours follow in cf_names order.
@@ -609,7 +774,7 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     write.sync = options.sync;
     vs = state->db->Put(write, default_cf, schema_key, le_bytes(store_schema_version, 4));
     if (!vs.ok()) {
-      auto err = state->fail("write the schema version", vs);
+      auto err = state->stop_writes("write the schema version", vs, 4);
       (void)state->close();  // the write error is the one to report
       return err;
     }
@@ -632,8 +797,8 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     const auto file = path / acknowledged_mark_file;
     state->mark_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (state->mark_fd < 0) {
-      auto err =
-          error{state->where() + ": cannot open " + file.string() + ": " + std::strerror(errno)};
+      auto err = error{state->where() + ": cannot open " + file.string() + ": " +
+                       std::strerror(errno) + "; the store has " + free_space_of(path)};
       (void)state->close();  // the mark error is the one to report
       return err;
     }
@@ -682,11 +847,15 @@ status trajectory_store::write(write_batch& batch) {
   if (batch.empty()) {
     return ok_status();
   }
+  if (auto s = impl_->check_writable(); !s) {
+    return s;
+  }
   rocksdb::WriteOptions write;
   write.sync = impl_->options.sync;
   auto s = impl_->db->Write(write, &batch.impl_->batch);
   if (!s.ok()) {
-    return impl_->fail("write of " + std::to_string(batch.records()) + " records", s);
+    return impl_->stop_writes("write of " + std::to_string(batch.records()) + " records", s,
+                              batch.bytes());
   }
   batch.clear();
   return impl_->update_mark();
@@ -1087,6 +1256,7 @@ result<repair_report> repair_store_copy(const std::filesystem::path& damaged,
 
   rocksdb::DBOptions db_options;
   db_options.max_file_opening_threads = 2;
+  db_options.info_log = std::make_shared<store_log>(copy);  // see store_log: a full disk
   const auto family = family_options();
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, family);
