@@ -1,7 +1,8 @@
 // What the shared checks (preflight_run_text: `leap config check`, `leap run`, `leap submit`)
 // make of the policy section, and the policy client's settings built from a checked run: SGLang
-// with debug turns needs a local template (policy.tokenizer), and the tokenizer folder's
-// vocabulary bounds the token ids of servers that do not report theirs (issue 29).
+// with debug turns needs a local template (policy.tokenizer), and the model's vocabulary known
+// here (policy.model's or the tokenizer folder's config.json, else the tokenizer) bounds the token
+// ids of servers that do not report theirs (issue 29).
 #include "tests/actors/test_support.hpp"
 #include "tools/launch/launch.hpp"
 
@@ -104,6 +105,29 @@ TEST(PolicySettings, TheTokenizerFolderBoundsTokenIds) {
       {"a config.json without vocab_size", R"({"hidden_size": 8})", qwen_tokenizer_ids},
       {"a config.json that is not JSON", "{vocab_size", qwen_tokenizer_ids},
   };
+  // The served model's own folder (vLLM serving a folder it is named by).
+  fs::create_directories(dir.root() / "served");
+  std::ofstream(dir.root() / "served" / "config.json") << R"({"vocab_size": 151936})";
+  const std::string served = "  model: " + (dir.root() / "served").string() + "\n";
+  {
+    SCOPED_TRACE("policy.model names a folder here, no tokenizer");
+    const auto checked = dir.check("policy:\n  flavour: vllm\n" + served);
+    ASSERT_TRUE(checked) << checked.err().message;
+    EXPECT_EQ(policy_client_settings(*checked, endpoints).fallback_vocab_size, 151936);
+  }
+  {
+    SCOPED_TRACE("policy.model names a folder here, and a tokenizer");
+    std::ofstream(dir.root() / "tok" / "config.json") << R"({"vocab_size": 152064})";
+    const auto checked = dir.check(with_tokenizer + served);
+    ASSERT_TRUE(checked) << checked.err().message;
+    EXPECT_EQ(policy_client_settings(*checked, endpoints).fallback_vocab_size, 151936);
+  }
+  {
+    SCOPED_TRACE("policy.model names no folder here");
+    const auto checked = dir.check("policy:\n  flavour: vllm\n  model: Qwen/Qwen2.5-7B\n");
+    ASSERT_TRUE(checked) << checked.err().message;
+    EXPECT_EQ(policy_client_settings(*checked, endpoints).fallback_vocab_size, 0);
+  }
   for (const auto& r : rows) {
     SCOPED_TRACE(r.what);
     fs::remove(dir.root() / "tok" / "config.json");

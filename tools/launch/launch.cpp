@@ -40,20 +40,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The model's vocabulary as a tokenizer folder tells it (policy_client_settings' rule).
-int folder_vocab_size(const policy::hf_chat_renderer& tokenizer, const std::string& folder) {
-  const int ids = tokenizer.vocab_size();
-  std::ifstream in(fs::path(folder) / "config.json");
-  if (!in) {
-    return ids;
+// The `vocab_size` of FOLDER/config.json (a model's embedding rows); 0 when the folder has no
+// such file or it holds no positive integer vocab_size.
+int config_vocab_size(const std::string& folder) {
+  std::error_code ec;
+  if (folder.empty() || !fs::is_regular_file(fs::path(folder) / "config.json", ec)) {
+    return 0;
   }
+  std::ifstream in(fs::path(folder) / "config.json");
   const auto config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object() || !config.contains("vocab_size") ||
       !config["vocab_size"].is_number_integer()) {
-    return ids;
+    return 0;
   }
   const auto rows = config["vocab_size"].get<std::int64_t>();
-  return rows >= ids && rows <= std::numeric_limits<int>::max() ? static_cast<int>(rows) : ids;
+  return rows > 0 && rows <= std::numeric_limits<int>::max() ? static_cast<int>(rows) : 0;
 }
 
 }  // namespace
@@ -72,9 +73,16 @@ policy::client_config policy_client_settings(const run_preflight& checked,
   cc.retry.max_attempts = c.policy.retries + 1;
   cc.seed = c.experiment.seed;
   cc.stream = c.policy.stream;
-  if (checked.renderer) {
-    cc.fallback_vocab_size = folder_vocab_size(*checked.renderer, checked.renderer_dir);
+  // The served model's own folder first (policy.model, when it is one here), then the tokenizer's;
+  // a model has at least its tokenizer's ids.
+  const int ids = checked.renderer ? checked.renderer->vocab_size() : 0;
+  for (const auto* folder : {&c.policy.model, &checked.renderer_dir}) {
+    if (const int rows = config_vocab_size(*folder); rows > 0 && rows >= ids) {
+      cc.fallback_vocab_size = rows;
+      return cc;
+    }
   }
+  cc.fallback_vocab_size = ids;
   return cc;
 }
 

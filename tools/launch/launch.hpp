@@ -80,10 +80,11 @@ struct run_preflight {
 
 // The policy client's settings for a checked run that talks to `endpoints` (the embedded server's
 // URL, or policy.endpoints). Its fallback token-id bound (client_config::fallback_vocab_size, for
-// servers that do not report their vocabulary: vLLM, SGLang) is the model's vocabulary as the
-// tokenizer folder tells it: the `vocab_size` of the folder's config.json when it holds one at
-// least as large as the tokenizer (a model's embedding may have more rows than its tokenizer has
-// ids, and it may sample any), else the tokenizer's own; 0 without a tokenizer folder.
+// servers that do not report their vocabulary: vLLM, SGLang) is the model's vocabulary as known
+// here: the `vocab_size` of config.json in policy.model (when it names a folder here) or else in
+// the tokenizer folder, the first that is at least the tokenizer's size (a model's embedding may
+// have more rows than its tokenizer has ids, and it may sample any); else the tokenizer's own
+// size; 0 when neither is known.
 [[nodiscard]] policy::client_config policy_client_settings(
     const run_preflight& checked, const std::vector<std::string>& endpoints);
 
