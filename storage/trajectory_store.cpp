@@ -603,6 +603,39 @@ trajectory_store::~trajectory_store() {
   (void)impl_->close();
 }
 
+namespace {
+
+// Every block of every table file read and its checksum checked; the refusal names the file.
+// A store whose table files failed a check (the status names the file): refused, like a store
+// without CURRENT, pointing at repair-store.
+error damage_refusal(const std::filesystem::path& path, const std::string& where,
+                     const rocksdb::Status& s) {
+  const std::string text = s.ToString();
+  std::string file = "a file of the store";
+  if (const auto end = text.find(".sst"); end != std::string::npos) {
+    auto begin = text.find_last_of(" /", end);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    file = "table file " + (path / text.substr(begin, end + 4 - begin)).string();
+  }
+  return error{where + ": " + file + " is damaged (" + text +
+               "); nothing in the folder was changed and nothing was compacted. To recover what "
+               "the other files hold into a copy, run `leap repair-store " +
+               path.string() +
+               " COPY`, check the copy, then move the damaged folder aside and the copy into its "
+               "place"};
+}
+
+std::optional<error> verify_tables(const std::filesystem::path& path, const std::string& where,
+                                   rocksdb::DB& db) {
+  const auto s = db.VerifyChecksum();
+  if (s.ok()) {
+    return std::nullopt;
+  }
+  return damage_refusal(path, where, s);
+}
+
+}  // namespace
+
 result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::filesystem::path& path,
                                                                  const store_options& options) {
   auto state = std::make_unique<impl>();
@@ -668,10 +701,13 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     }
   }
   const auto family = family_options();
+  // A writable open compacts nothing until the table files passed their check (see below).
+  auto opened_family = family;
+  opened_family.disable_auto_compactions = !options.read_only;
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.reserve(names.size());
   for (const auto& name : names) {
-    descriptors.emplace_back(name, family);
+    descriptors.emplace_back(name, opened_family);
   }
 
   // The mark is read before the database opens, so that a read-only open beside a live writer
@@ -686,8 +722,14 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   // Lost acknowledged writes: the mark names a write the database no longer holds. A writable
   // open recovers the log and flushes it, which would rewrite the damaged files, so the check
   // reads the store read-only first.
+  //
+  // Damaged table files: RocksDB reads a table's blocks only when a read needs them, so a flipped
+  // byte in one would be found by some later read, or by a compaction, which then fails the
+  // store's writes after rewriting the other tables. Every block's checksum is checked at open,
+  // in that same read-only open, before anything may write (measured in the README).
   std::optional<std::uint64_t> probed;
-  if (!options.read_only && mark->present) {
+  std::optional<error> damaged;
+  if (!options.read_only && exists) {
     std::vector<rocksdb::ColumnFamilyDescriptor> present_families;
     present_families.reserve(families.size());
     for (const auto& name : families) {
@@ -697,9 +739,11 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     auto ps =
         rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles, &raw);
     if (!ps.ok()) {
-      return state->fail("open", ps);
+      // Opening reads each table file's footer and index: damage there shows here.
+      return ps.IsCorruption() ? damage_refusal(path, state->where(), ps) : state->fail("open", ps);
     }
     probed = raw->GetLatestSequenceNumber();
+    damaged = verify_tables(path, state->where(), *raw);
     for (auto* h : handles) {
       (void)raw->DestroyColumnFamilyHandle(h);  // read-only: cannot fail
     }
@@ -724,6 +768,9 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
                  "replay` and `leap export` warn and read on. Copy the folder first to keep the "
                  "damaged state"};
   };
+  if (damaged) {
+    return *damaged;
+  }
   if (probed) {
     state->lost = loss(*probed);
     if (state->lost && !options.accept_lost_writes) {
@@ -743,6 +790,9 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
                                          &state->all_handles, &raw)
           : rocksdb::DB::Open(open_options, path.string(), descriptors, &state->all_handles, &raw);
   if (!s.ok()) {
+    if (s.IsCorruption()) {
+      return damage_refusal(path, state->where(), s);
+    }
     auto err = state->fail("open", s);
     if (s.IsIOError() && !options.read_only) {
       // Opening recovers the log into table files: a full disk fails here until space is freed.
@@ -757,11 +807,25 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   }
 
   if (options.read_only) {
+    if (auto refused = verify_tables(path, state->where(), *state->db)) {
+      (void)state->close();  // the damage is the one to report
+      return *refused;
+    }
     state->lost = loss(state->db->GetLatestSequenceNumber());
     if (state->lost && !options.accept_lost_writes) {
       auto err = refusal(*state->lost);
       (void)state->close();  // the loss is the one to report
       return err;
+    }
+  }
+  if (!options.read_only) {
+    for (auto* handle : state->all_handles) {
+      const auto cs = state->db->SetOptions(handle, {{"disable_auto_compactions", "false"}});
+      if (!cs.ok()) {
+        auto err = state->fail("turn compactions on", cs);
+        (void)state->close();  // the options error is the one to report
+        return err;
+      }
     }
   }
   // The layout version: written on creation, checked on every open.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <string>
@@ -33,7 +34,9 @@ std::vector<std::filesystem::path> files_ending(const std::filesystem::path& fol
   std::vector<std::filesystem::path> out;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {
     const auto name = entry.path().filename().string();
-    if (name.size() >= suffix.size() && name.ends_with(suffix)) out.push_back(entry.path());
+    if (name.size() >= suffix.size() && name.ends_with(suffix)) {
+      out.push_back(entry.path());
+    }
   }
   return out;
 }
@@ -45,13 +48,17 @@ void write_store(const std::filesystem::path& path) {
   {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
-    for (std::uint32_t g = 0; g < 6; ++g) ASSERT_TRUE(store->put_group(make_group("run", 0, g)));
+    for (std::uint32_t g = 0; g < 6; ++g) {
+      ASSERT_TRUE(store->put_group(make_group("run", 0, g)));
+    }
     ASSERT_TRUE(store->close());
   }
   {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
-    for (std::uint32_t g = 0; g < 4; ++g) ASSERT_TRUE(store->put_group(make_group("run", 1, g)));
+    for (std::uint32_t g = 0; g < 4; ++g) {
+      ASSERT_TRUE(store->put_group(make_group("run", 1, g)));
+    }
     ASSERT_TRUE(store->close());
   }
   ASSERT_FALSE(files_ending(path, ".sst").empty());
@@ -102,6 +109,83 @@ TEST(TrajectoryStoreDamage, MissingCurrentIsRefusedAgainAndAgainAndNothingIsTouc
       << again.err().message;
 }
 
+// Four bytes flipped in the middle of the store's largest table file: inside a data block, whose
+// checksum RocksDB checks only when a read needs that block.
+std::filesystem::path flip_bytes_in_a_table(const std::filesystem::path& db) {
+  auto tables = files_ending(db, ".sst");
+  EXPECT_FALSE(tables.empty());
+  std::sort(tables.begin(), tables.end(), [](const auto& a, const auto& b) {
+    return std::filesystem::file_size(a) > std::filesystem::file_size(b);
+  });
+  const auto& table = tables.front();
+  std::fstream file(table, std::ios::binary | std::ios::in | std::ios::out);
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(table) / 2);
+  std::string bytes(4, '\0');
+  file.seekg(middle);
+  file.read(bytes.data(), 4);
+  for (auto& b : bytes) {
+    b = static_cast<char>(~b);
+  }
+  file.seekp(middle);
+  file.write(bytes.data(), 4);
+  EXPECT_TRUE(file.good());
+  return table;
+}
+
+TEST(TrajectoryStoreDamage, AFlippedTableIsRefusedAtEveryOpenNamingItAndNothingIsCompacted) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  const auto table = flip_bytes_in_a_table(db);
+  const auto before = contents(db);
+
+  // The old code opened it, and a writable open went on to flush and compact (rewriting tables
+  // from the damaged one) while reads of the damaged block failed later.
+  for (const store_options& options :
+       {store_options{}, store_options{.accept_lost_writes = true},
+        store_options{.read_only = true},
+        store_options{.read_only = true, .accept_lost_writes = true}}) {
+    auto store = trajectory_store::open(db, options);
+    ASSERT_FALSE(store.ok()) << "a store with a damaged table file was opened";
+    const auto& message = store.err().message;
+    EXPECT_TRUE(contains(message, "table file " + table.string() + " is damaged")) << message;
+    EXPECT_TRUE(contains(message, "checksum mismatch")) << message;
+    EXPECT_TRUE(contains(message, "nothing was compacted")) << message;
+    EXPECT_TRUE(contains(message, "leap repair-store " + db.string() + " COPY")) << message;
+  }
+  EXPECT_EQ(contents(db), before);
+
+  // The repair the message names recovers the rest into a copy that passes the check (its open
+  // verifies every table): RocksDB's repair sets the damaged table aside whole, so the copy holds
+  // the 4 groups of step 1 (in the log) and none of the 6 of step 0 (in the damaged table).
+  auto report = repair_store_copy(db, dir / "copy");
+  ASSERT_TRUE(report.ok()) << report.err().message;
+  EXPECT_EQ(report->groups, 4U);
+  EXPECT_EQ(contents(db), before);
+  EXPECT_NE(open_ok(dir / "copy"), nullptr);
+}
+
+TEST(TrajectoryStoreDamage, AHealthyStoreOpensWithCompactionsOnAgain) {
+  scratch_dir dir;
+  const auto db = dir / "db";
+  write_store(db);
+  auto store = open_ok(db);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->groups({.run_id = "run"})->size(), 10U);
+  // RocksDB writes the options in force to its newest OPTIONS file, SetOptions included: every
+  // family opened with compactions off must have them on again once the check passed.
+  auto options_files = files_ending(db, "");
+  std::erase_if(options_files, [](const auto& p) {
+    return !p.filename().string().starts_with("OPTIONS-") || p.extension() == ".dbtmp";
+  });
+  ASSERT_FALSE(options_files.empty());
+  const auto newest = *std::max_element(options_files.begin(), options_files.end());
+  std::ifstream in(newest);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(text, "disable_auto_compactions=false")) << newest;
+  EXPECT_FALSE(contains(text, "disable_auto_compactions=true")) << newest;
+}
+
 TEST(TrajectoryStoreDamage, AStoreIsCreatedOnlyInAnEmptyFolder) {
   scratch_dir dir;
   std::filesystem::create_directories(dir / "db");
@@ -123,7 +207,9 @@ TEST(TrajectoryStoreDamage, ADeletedLogIsDetectedWithTheCountsUntilTheLossIsAcce
   scratch_dir dir;
   const auto db = dir / "db";
   write_store(db);
-  for (const auto& log : files_ending(db, ".log")) std::filesystem::remove(log);
+  for (const auto& log : files_ending(db, ".log")) {
+    std::filesystem::remove(log);
+  }
   const auto before = contents(db);
 
   // The 4 groups of step 1 (3 writes each) were acknowledged and are gone.
@@ -199,10 +285,14 @@ TEST(TrajectoryStoreDamage, BatchedWritesKeepTheMarkCurrent) {
     auto store = open_ok(db);
     ASSERT_NE(store, nullptr);
     auto batch = store->batch();
-    for (std::uint32_t g = 0; g < 5; ++g) ASSERT_TRUE(batch.put_group(make_group("run", 0, g)));
+    for (std::uint32_t g = 0; g < 5; ++g) {
+      ASSERT_TRUE(batch.put_group(make_group("run", 0, g)));
+    }
     ASSERT_TRUE(store->write(batch));
   }
-  for (const auto& log : files_ending(db, ".log")) std::filesystem::remove(log);
+  for (const auto& log : files_ending(db, ".log")) {
+    std::filesystem::remove(log);
+  }
   auto refused = trajectory_store::open(db);
   ASSERT_FALSE(refused.ok());
   // The schema record and the 5 groups.
