@@ -444,8 +444,17 @@ struct gated_server::impl {
         break;
       }
       const ssize_t n = ::recv(c->fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+      if (n == 0 && c->at != phase::closing) {
+        // The peer is done sending (it may have shut only its side, waiting for the answer):
+        // what it sent is served if whole, else the connection closes without an answer.
+        advance(c);
+        if (c) {
+          close_now(*c);
+          c = nullptr;
+        }
+        return;
+      }
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        // The peer closed (or reset) before its request was whole: no answer.
         close_now(*c);
         c = nullptr;
         return;
