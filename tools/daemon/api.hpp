@@ -38,9 +38,16 @@ inline constexpr const char* cwd_header = "X-Leap-Cwd";
 // their request line and headers together may not exceed max_request_head_bytes.
 inline constexpr std::size_t max_request_body_bytes = std::size_t{4} << 20;
 inline constexpr std::size_t max_request_head_bytes = std::size_t{64} << 10;
-// Seconds a client has to send its request line and headers: httplib serves requests on a few
-// worker threads, which a client trickling a byte at a time could otherwise hold indefinitely.
+// Seconds a client has to send its request line and headers (else 408), counted from its
+// connect; and its body, counted from when a worker starts reading it. A connection waits for its
+// request line and headers without holding a worker (policy/http_gate.hpp), so trickling clients
+// cannot starve the API; one with the token that trickles its body holds a worker this long.
 inline constexpr int max_request_head_seconds = 10;
+inline constexpr int max_request_body_seconds = 30;
+// Workers serving whole requests (a submission's config check runs on one), and the connections
+// open at once: a connection beyond is answered 503 with Retry-After: 1 and closed at once.
+inline constexpr std::size_t api_threads = 8;
+inline constexpr std::size_t max_api_connections = 256;
 
 // How deep a submitted config may nest flow collections ([ ] and { }): real configs nest 2 or 3
 // deep; a parser recursing through 100,000 levels would overflow the stack.

@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "policy/http_gate.hpp"
 #include "tools/daemon/api.hpp"
 #include "tools/daemon/experiment.hpp"
 #include "tools/daemon/home.hpp"
@@ -11,7 +12,6 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -22,8 +22,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <netinet/in.h>
-#include <poll.h>
 #include <set>
 #include <string>
 #include <sys/file.h>
@@ -65,152 +63,33 @@ reply json_reply(int code, const nlohmann::json& j) {
   return {code, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
 }
 
-// A socket stream that reads at most a budget of bytes. httplib 0.11 reads a request line or a
-// header line whole before it checks its length, so a client could make the daemon hold any
-// number of bytes before its token is looked at; with this stream a request may spend
-// max_request_head_bytes on its request line and headers, and only a request that carries the
-// token is granted its body (up to max_request_body_bytes) on top.
-class bounded_stream final : public httplib::Stream {
+// The control API's connections (policy/http_gate.hpp, the policy server's too): a request
+// reaches one of the few workers only once its request line and headers are in (within
+// max_request_head_seconds, and max_request_head_bytes at most), so clients that trickle bytes
+// or hold connections idle cannot starve the API; beyond max_connections, 503 with Retry-After.
+// Only a request that carries the token is granted its body (max_request_body_bytes at most):
+// the body waits for the token check of the headers.
+policy::gate_limits control_api_limits() {
+  policy::gate_limits limits;
+  limits.threads = api_threads;
+  limits.max_connections = max_api_connections;
+  limits.header_timeout = std::chrono::seconds(max_request_head_seconds);
+  limits.body_timeout = std::chrono::seconds(max_request_body_seconds);
+  limits.read_timeout = std::chrono::seconds(5);
+  limits.write_timeout = std::chrono::seconds(5);
+  limits.max_header_bytes = max_request_head_bytes;
+  limits.prebuffer_body_bytes = 0;
+  limits.max_requests_per_connection = 1;
+  limits.body_needs_grant = true;
+  limits.error_body = [](int code, const std::string& message) {
+    return error_body(code, message);
+  };
+  return limits;
+}
+
+class control_server final : public policy::gated_server {
  public:
-  bounded_stream(int fd, int read_timeout_ms, int write_timeout_ms, std::size_t budget)
-      : fd_(fd),
-        read_timeout_ms_(read_timeout_ms),
-        write_timeout_ms_(write_timeout_ms),
-        left_(budget),
-        head_deadline_(std::chrono::steady_clock::now() +
-                       std::chrono::seconds(max_request_head_seconds)) {}
-
-  // Until the body is granted, the request line and headers must be in by the deadline: a
-  // client that trickles a byte at a time cannot hold one of httplib's few workers.
-  bool is_readable() const override {
-    int timeout_ms = read_timeout_ms_;
-    if (!granted_) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            head_deadline_ - std::chrono::steady_clock::now())
-                            .count();
-      if (left <= 0) {
-        return false;
-      }
-      timeout_ms = static_cast<int>(std::min<long long>(timeout_ms, left));
-    }
-    return wait_for(POLLIN, timeout_ms);
-  }
-  bool is_writable() const override { return wait_for(POLLOUT, write_timeout_ms_); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (left_ == 0) {
-      exhausted_ = true;
-      return -1;
-    }
-    if (!is_readable()) {
-      return -1;
-    }
-    ssize_t n = 0;
-    do {
-      n = ::recv(fd_, ptr, std::min(size, left_), 0);
-    } while (n < 0 && errno == EINTR);
-    if (n > 0) {
-      left_ -= static_cast<std::size_t>(n);
-    }
-    return n;
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) {
-      return -1;
-    }
-    ssize_t n = 0;
-    do {
-      n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    address_of(::getpeername, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    address_of(::getsockname, ip, port);
-  }
-  socket_t socket() const override { return fd_; }
-
-  void grant(std::size_t more) {
-    left_ += more;
-    granted_ = true;
-  }
-  // Whether a read was refused because the budget was spent.
-  [[nodiscard]] bool exhausted() const { return exhausted_; }
-
- private:
-  bool wait_for(short events, int timeout_ms) const {
-    pollfd p{fd_, events, 0};
-    int r = 0;
-    do {
-      r = ::poll(&p, 1, timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    return r > 0;
-  }
-
-  template <class F>
-  void address_of(F name_of, std::string& ip, int& port) const {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (name_of(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    char text[INET6_ADDRSTRLEN] = {};
-    if (addr.ss_family == AF_INET) {
-      const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-      ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
-      port = ntohs(a->sin_port);
-    } else if (addr.ss_family == AF_INET6) {
-      const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-      ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
-      port = ntohs(a->sin6_port);
-    }
-    ip = text;
-  }
-
-  int fd_;
-  int read_timeout_ms_;
-  int write_timeout_ms_;
-  std::size_t left_;
-  std::chrono::steady_clock::time_point head_deadline_;
-  bool granted_ = false;
-  bool exhausted_ = false;
-};
-
-// The stream of the request this worker thread serves (httplib calls the handlers on the thread
-// that reads the request), so that the token check can grant the body.
-thread_local bounded_stream* current_stream = nullptr;
-
-// httplib's server, serving each connection's one request through a bounded_stream. One request
-// per connection: the budget is per request, and the clients send one.
-class bounded_server final : public httplib::Server {
- public:
-  // Lets the current request's body be read (the request carried the token).
-  static void grant_body() {
-    if (current_stream != nullptr) {
-      current_stream->grant(max_request_body_bytes);
-    }
-  }
-  // Whether the current request ran past what it may send.
-  static bool over_budget() { return current_stream != nullptr && current_stream->exhausted(); }
-
- private:
-  bool process_and_close_socket(socket_t sock) override {
-    bounded_stream stream(sock,
-                          static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000),
-                          static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000),
-                          max_request_head_bytes);
-    current_stream = &stream;
-    bool closed = false;
-    const bool ok = process_request(stream, true, closed, nullptr);
-    current_stream = nullptr;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-    return ok;
-  }
+  control_server() : gated_server(control_api_limits()) {}
 };
 
 // Whether the process `pid` (not our child: a daemon before us started it) is still the
@@ -248,7 +127,7 @@ class supervisor {
       std::fprintf(stderr, "leap daemon: error: %s\n", s.err().message.c_str());
       return 1;
     }
-    std::thread http([this] { server_.listen_after_bind(); });
+    std::thread http([this] { server_.serve(); });
     {
       std::lock_guard lock(mutex_);
       int resume = 0;
@@ -264,7 +143,7 @@ class supervisor {
     }
     supervise();
     shut_down();
-    server_.stop();
+    server_.halt();
     http.join();
     // The port file names a listening daemon; leave none behind.
     auto text = read_text(home_ / "port");
@@ -577,7 +456,7 @@ class supervisor {
 
   void routes() {
     // One gate for every route: the bearer token, checked from the headers before any of the
-    // body is read; only then is the body granted (bounded_server).
+    // body is read; only then is the body granted (the gate reads no body before).
     server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req.get_header_value("Authorization"), token_)) {
         refuse_unauthorized(res);
@@ -604,7 +483,7 @@ class supervisor {
                         "application/json");
         return httplib::Server::HandlerResponse::Handled;
       }
-      bounded_server::grant_body();
+      policy::gated_server::grant_body(max_request_body_bytes);
       return httplib::Server::HandlerResponse::Unhandled;
     });
     // curl and others ask before a large body: answer 401 instead of inviting it.
@@ -625,7 +504,7 @@ class supervisor {
         return httplib::Server::HandlerResponse::Unhandled;
       }
       std::string message;
-      if (res.status == 413 || bounded_server::over_budget()) {
+      if (res.status == 413 || policy::gated_server::over_budget()) {
         res.status = 413;
         message = "the request is too large: a body may hold " +
                   std::to_string(max_request_body_bytes) + " bytes, the request line and headers " +
@@ -830,7 +709,7 @@ class supervisor {
   int bound_port_ = 0;
   int lock_fd_ = -1;
   std::set<int> killed_;  // process groups already sent SIGKILL
-  bounded_server server_;
+  control_server server_;
 };
 
 }  // namespace
