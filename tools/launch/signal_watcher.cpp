@@ -43,7 +43,9 @@ void signal_watcher::watch() {
       log::warn(std::string(name) +
                 " again: exiting now; the groups stored so far are kept, the groups in flight "
                 "are redone by the next `leap run`");
-      std::_Exit(128 + sig);
+      // The README's status for an interrupted run, whichever signal: a later `leap run`
+      // continues it, as after the first signal's clean stop.
+      std::_Exit(launch::exit_status(run_status::interrupted));
     }
     signal_ = sig;
     log::warn(std::string(name) + ": stopping (again to exit at once)");
