@@ -18,9 +18,14 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <fstream>
 #include <mutex>
+#include <sstream>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <system_error>
+#include <thread>
 #include <unistd.h>
 
 namespace leap {
@@ -78,14 +83,19 @@ rocksdb::ColumnFamilyOptions family_options() {
 // writer that, after one failed append (a full disk), fails an assertion on its next line in
 // builds with assertions on (Debian's): the first "No space left on device" aborted `leap run`
 // with status 134. This one writes each line with one write(2) and drops a line it cannot write,
-// so a full disk costs log lines, never the process. The previous LOG is kept as LOG.old.
+// so a full disk costs log lines, never the process.
 class store_log final : public rocksdb::Logger {
  public:
   explicit store_log(const std::filesystem::path& folder)
       : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {
     const auto file = folder / "LOG";
+    // Appended to, so that an open refused because another process has the store (which still
+    // gets this far) leaves that process's log in place; kept below 16 MiB by starting over.
     // Failures are not errors: the store works without its diagnostic log.
-    (void)::rename(file.c_str(), (folder / "LOG.old").c_str());
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && st.st_size > (16 << 20)) {
+      (void)::rename(file.c_str(), (folder / "LOG.old").c_str());
+    }
     fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   }
   ~store_log() override { (void)close_fd(); }
@@ -246,6 +256,53 @@ std::string list_entries(const std::filesystem::path& folder, std::size_t* count
     out += ", ...";
   }
   return out;
+}
+
+// The process that holds the store's LOCK, RocksDB's fcntl lock of a writer, read from
+// /proc/locks: asking fcntl would mean opening LOCK, and closing that descriptor would drop a lock
+// this process holds on it.
+std::optional<long> lock_holder(const std::filesystem::path& folder) {
+  struct stat st {};
+  if (::stat((folder / "LOCK").c_str(), &st) != 0) {
+    return std::nullopt;
+  }
+  std::array<char, 64> id{};
+  (void)std::snprintf(id.data(), id.size(), "%02x:%02x:%llu", ::major(st.st_dev),
+                      ::minor(st.st_dev), static_cast<unsigned long long>(st.st_ino));
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    // "1: POSIX  ADVISORY  WRITE 4242 fe:00:123456 0 EOF"; waiters' lines have "->" after "1:".
+    std::istringstream fields(line);
+    std::string number;
+    std::string kind;
+    std::string mode;
+    std::string access;
+    long pid = 0;
+    std::string file;
+    if (fields >> number >> kind >> mode >> access >> pid >> file && kind == "POSIX" &&
+        file == id.data()) {
+      return pid;
+    }
+  }
+  return std::nullopt;
+}
+
+// Whether a folder holds only files that RocksDB and the store's log make before CURRENT.
+bool holds_only_creation_files(const std::filesystem::path& folder) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    const bool early = name == "LOCK" || name == "LOG" || name == "IDENTITY" ||
+                       name.starts_with("LOG.old") || name.starts_with("MANIFEST-") ||
+                       name.starts_with("OPTIONS-") || name.ends_with(".log") ||
+                       name.ends_with(".dbtmp");
+    if (!early) {
+      return false;
+    }
+  }
+  return !ec;
 }
 
 bool folder_is_empty(const std::filesystem::path& folder) {
@@ -653,9 +710,28 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   db_options.max_file_opening_threads = 2;
 
   std::error_code ec;
-  const bool exists = std::filesystem::exists(path / "CURRENT", ec);
+  bool exists = std::filesystem::exists(path / "CURRENT", ec);
   // RocksDB would create a fresh database over a folder whose CURRENT is gone, and delete the old
   // table files and log at the next open: a store is created only in a missing or empty folder.
+  if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
+    // Unless another process is creating it: RocksDB holds LOCK from before it writes CURRENT.
+    // The first files of a creation (the info log, LOCK itself) appear a moment before the lock
+    // is taken, so a folder holding only such files is looked at again for a while.
+    auto holder = lock_holder(path);
+    for (int look = 0; !holder && !exists && look < 40 && holds_only_creation_files(path); ++look) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      exists = std::filesystem::exists(path / "CURRENT", ec);
+      holder = lock_holder(path);
+    }
+    if (holder) {
+      return error{state->where() +
+                   ": the store is being created or used by another process "
+                   "(process " +
+                   std::to_string(*holder) +
+                   " holds its LOCK); nothing in the folder was changed. Wait for that process "
+                   "to end, or stop it, then open the store again"};
+    }
+  }
   if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
     std::size_t count = 0;
     const auto entries = list_entries(path, &count);
