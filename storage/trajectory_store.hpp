@@ -29,7 +29,18 @@
 //
 // Damage is never repaired in place: open() creates a store only in a folder that is missing or
 // empty. A folder that holds files but no RocksDB CURRENT file (a damaged store) is refused and
-// left untouched; repair_store_copy() recovers what it holds into a copy.
+// left untouched, unless another process holds its LOCK (it is being created or used: the error
+// says so); repair_store_copy() recovers what it holds into a copy. Every open checks the
+// checksum of every block of every table file (DB::VerifyChecksum, read-only, before a writable
+// open may flush or compact; a writable open starts with compactions off and turns them on after
+// the check) and refuses a damaged table the same way, naming the file.
+//
+// A full disk: a write that fails (RocksDB's I/O error) is an error naming the store, RocksDB's
+// reason, the free space on the store's filesystem and what the write needed. From then on the
+// store refuses every write without calling RocksDB (whose failed log writer must not be written
+// or synced again), and RocksDB's background recovery is off: the next open recovers every
+// acknowledged write from the log once space is freed. RocksDB's info log (LOG) is written line
+// by line and loses lines, not the process, on a full disk.
 //
 // Resume: a run is resumable from what the store holds. A step is complete once its step_record is
 // stored (write it after the learner has stepped); last_completed_step() gives the last one, and
@@ -172,8 +183,10 @@ class trajectory_store {
   // Errors name the path and carry RocksDB's status text: a folder that holds no store (with
   // create_if_missing off, or read_only), a folder with files but no CURRENT file (a damaged store:
   // the message names repair_store_copy's command, and nothing in the folder is changed), lost
-  // acknowledged writes (unless accept_lost_writes), a lock held by another process, a store of a
-  // newer schema version, a missing column family in read-only mode, I/O errors.
+  // acknowledged writes (unless accept_lost_writes), a damaged table file (named; nothing changed
+  // or compacted), a lock held by another process (also while it creates the store), a store of a
+  // newer schema version, a missing column family in read-only mode, I/O errors (a full disk:
+  // with the free space).
   [[nodiscard]] static result<std::unique_ptr<trajectory_store>> open(
       const std::filesystem::path& path, const store_options& options = {});
 
@@ -193,7 +206,8 @@ class trajectory_store {
 
   // ---- writes: each returns only once the write is durable as store_options::sync says, and the
   // acknowledged-writes mark is updated; on an error of RocksDB nothing of it is stored (an error
-  // updating the mark comes after the write is durable, and says so). Rewriting a key replaces its
+  // updating the mark comes after the write is durable, and says so). After either error every
+  // later write is refused ("takes no more writes since a write failed: ..."); reopen to go on. Rewriting a key replaces its
   // record (a redone group replaces the earlier copy whole).
 
   [[nodiscard]] write_batch batch();
