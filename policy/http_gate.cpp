@@ -298,11 +298,16 @@ class inline_queue final : public httplib::TaskQueue {
 
 struct gated_server::impl {
   impl(gated_server& server, gate_limits limits) : server_(server), limits_(std::move(limits)) {
+    // Past the descriptor limit accept() fails and httplib retries it every millisecond: refusing
+    // with a 503 below it keeps the answer quick and leaves descriptors for the server's own use.
+    std::size_t by_files = 1024;
     rlimit files{};
     if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
         files.rlim_cur > 128) {
-      limits_.max_connections = std::min<std::size_t>(limits_.max_connections, files.rlim_cur - 64);
+      by_files = files.rlim_cur - 64;
     }
+    limits_.max_connections =
+        limits_.max_connections == 0 ? by_files : std::min(limits_.max_connections, by_files);
     limits_.threads = std::max<std::size_t>(1, limits_.threads);
     limits_.max_requests_per_connection =
         std::max<std::size_t>(1, limits_.max_requests_per_connection);

@@ -34,10 +34,11 @@
 namespace leap::policy {
 
 struct gate_limits {
-  std::size_t threads = 8;             // workers that run whole requests. Default: 8
-  std::size_t max_connections = 1024;  // open at once, beyond: 503. Default: 1024 (and at most
-                                       // the descriptor limit less 64)
-  int listen_backlog = 1024;           // Default: 1024
+  std::size_t threads = 8;  // workers that run whole requests. Default: 8
+  // Open at once, beyond: 503. 0: the descriptor limit less 64 (1024 when unknown); never more.
+  // Default: 0
+  std::size_t max_connections = 0;
+  int listen_backlog = 1024;                        // Default: 1024
   std::chrono::milliseconds header_timeout{10000};  // Default: 10 s
   std::chrono::milliseconds body_timeout{60000};    // Default: 60 s
   std::chrono::milliseconds idle_timeout{5000};     // a kept-alive connection's wait for its next

@@ -65,8 +65,8 @@ struct server_config {
   std::size_t threads = 256;
   int listen_backlog = 1024;  // Default: 1024
   // Connections open at once; one accepted beyond is answered 503 with Retry-After: 1 and closed.
-  // Default: 1024 (and at most the process's descriptor limit less 64)
-  std::size_t max_connections = 1024;
+  // Default: 0, the process's descriptor limit less 64 (a larger value is lowered to it)
+  std::size_t max_connections = 0;
   // A connection's request line and headers must be in within this of its accept (of its first
   // byte, for a later request on a kept-alive connection), else 408 and close. Default: 10 s
   std::chrono::milliseconds header_timeout{10000};

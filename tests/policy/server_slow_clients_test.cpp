@@ -38,7 +38,9 @@ struct raw_client {
   raw_client(const raw_client&) = delete;
   raw_client& operator=(const raw_client&) = delete;
   ~raw_client() {
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0) {
+      ::close(fd);
+    }
   }
 
   bool connect_to(int port) {
@@ -57,9 +59,13 @@ struct raw_client {
 
   // Reads what has arrived, waiting up to `wait`; notes the close (EOF or reset).
   void poll_answer(std::chrono::milliseconds wait) {
-    if (closed) return;
+    if (closed) {
+      return;
+    }
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return;
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) {
+      return;
+    }
     char buffer[4096];
     const auto n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n > 0) {
@@ -72,7 +78,9 @@ struct raw_client {
   // Reads until the server closes the connection or `limit` passes.
   void read_to_close(std::chrono::milliseconds limit) {
     const auto deadline = steady::now() + limit;
-    while (!closed && steady::now() < deadline) poll_answer(100ms);
+    while (!closed && steady::now() < deadline) {
+      poll_answer(100ms);
+    }
   }
 };
 
@@ -100,7 +108,9 @@ TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
   // Every slow client has sent a byte since it connected before the normal requests start.
   const auto trickle = [&] {
     for (auto& s : slow) {
-      if (!s.closed && !s.send_text("a")) s.closed = steady::now();
+      if (!s.closed && !s.send_text("a")) {
+        s.closed = steady::now();
+      }
     }
   };
   trickle();
@@ -135,7 +145,9 @@ TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
   EXPECT_EQ(still_open, slow_count);
 
   // The header deadline cuts every slow client off with 408, never before the deadline.
-  for (auto& s : slow) s.read_to_close(60s);
+  for (auto& s : slow) {
+    s.read_to_close(60s);
+  }
   stop_trickling = true;
   trickler.join();
   for (const auto& s : slow) {
@@ -187,7 +199,9 @@ TEST(ServerSlowClients, ConnectionsBeyondTheCapAreRefusedAtOnce) {
   auto server = start_server(config);
   ASSERT_TRUE(server);
   std::vector<raw_client> held(4);
-  for (auto& h : held) ASSERT_TRUE(h.connect_to(server->port()));
+  for (auto& h : held) {
+    ASSERT_TRUE(h.connect_to(server->port()));
+  }
   raw_client extra;
   ASSERT_TRUE(extra.connect_to(server->port()));
   ASSERT_TRUE(extra.send_text("GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -209,7 +223,9 @@ TEST(ServerSlowClients, ConnectionsBeyondTheCapAreRefusedAtOnce) {
   const auto deadline = steady::now() + 20s;
   while (!served && steady::now() < deadline) {
     served = get(*client_for(*server, 5000ms), "/v1/models").status == 200;
-    if (!served) std::this_thread::sleep_for(50ms);
+    if (!served) {
+      std::this_thread::sleep_for(50ms);
+    }
   }
   EXPECT_TRUE(served);
 }
