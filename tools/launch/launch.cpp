@@ -719,7 +719,13 @@ result<run_outcome> run::wait() {
   out.status = out.summary.status == run_status::running ? run_status::failed : out.summary.status;
   m.record.status = out.status;
   if (auto put = m.store->put_run(m.record); !put) {
-    return put.err();
+    // A run that failed keeps its own error: after a failed store write (a full disk) this put is
+    // refused with an echo of that error, which would hide the group that hit it. The run record
+    // then still says running, as after a kill, and the next `leap run` continues it.
+    if (out.status != run_status::failed) {
+      return put.err();
+    }
+    log::warn("the run record keeps status running: " + put.err().message);
   }
   return out;
 }
