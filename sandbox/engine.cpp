@@ -752,22 +752,30 @@ result<std::string> engine::harness_object(const task& t) {
   for (const char* a : {"-c", "", "-o", "harness.o"}) {
     argv.emplace_back(*a ? a : file.c_str());
   }
-  std::string key_material = "harness-object\n" + *identity + "\n";
+  return generated_program(t, "harness", *identity, file, source, argv, "harness.o");
+}
+
+result<std::string> engine::generated_program(const task& t, const std::string& what,
+                                              const std::string& identity, const std::string& file,
+                                              const std::string& source,
+                                              const std::vector<std::string>& argv,
+                                              const std::string& artifact) {
+  std::string key_material = (what == "harness" ? "harness-object" : what) + "\n" + identity + "\n";
   for (const auto& a : argv) {
     key_material += a + "\n";
   }
   key_material += source;
   auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
-    return build_in_sandbox({{file, source}}, argv, "harness.o");
+    return build_in_sandbox({{file, source}}, argv, artifact);
   });
   if (!lookup) {
     return lookup.err();
   }
   if (!lookup->output.ok) {
     if (lookup->output.timed_out) {
-      return error{t.id + ": building the harness timed out (is the host overloaded?)"};
+      return error{t.id + ": building the " + what + " timed out (is the host overloaded?)"};
     }
-    return error{t.id + ": the generated harness does not compile (check the task's args):\n" +
+    return error{t.id + ": the generated " + what + " does not compile (check the task's args):\n" +
                  lookup->output.log.substr(0, 2000)};
   }
   return lookup->output.artifact;
@@ -790,25 +798,7 @@ result<std::string> engine::judge_program(const task& t, bool gpu) {
   for (const std::string& a : {file, std::string("-o"), std::string("judge")}) {
     argv.push_back(a);
   }
-  std::string key_material = "judge\n" + *identity + "\n";
-  for (const auto& a : argv) {
-    key_material += a + "\n";
-  }
-  key_material += source;
-  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
-    return build_in_sandbox({{file, source}}, argv, "judge");
-  });
-  if (!lookup) {
-    return lookup.err();
-  }
-  if (!lookup->output.ok) {
-    if (lookup->output.timed_out) {
-      return error{t.id + ": building the judge timed out (is the host overloaded?)"};
-    }
-    return error{t.id + ": the generated judge does not compile (check the task's args):\n" +
-                 lookup->output.log.substr(0, 2000)};
-  }
-  return lookup->output.artifact;
+  return generated_program(t, "judge", *identity, file, source, argv, "judge");
 }
 
 result<engine::reference_data> engine::reference_outputs(const task& t) {

@@ -190,6 +190,13 @@ class engine {
   // The task's judge executable (harness.hpp): the host judge (g++), or with `gpu` the CUDA
   // candidates' (nvcc); cached like any build.
   result<std::string> judge_program(const task& t, bool gpu);
+  // A program the sandbox generated for `t` (`what`: "harness", "judge"), built by `argv` from
+  // `source` in `file`, cached under its identity, argv and source. Errors name the task.
+  result<std::string> generated_program(const task& t, const std::string& what,
+                                        const std::string& identity, const std::string& file,
+                                        const std::string& source,
+                                        const std::vector<std::string>& argv,
+                                        const std::string& artifact);
   result<reference_data> reference_outputs(const task& t);
   // The folders whose headers a candidate may include (canonical): the compiler's own search list,
   // and for cuda the toolkit's include folders. Probed once per kind.
