@@ -308,8 +308,9 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
                   "Context length in tokens. Default: 32768, or --model's "
                   "max_position_embeddings")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", options->threads,
-                  "Worker threads; at least the number of connections clients keep open")
+  cmd->add_option(
+         "--threads", options->threads,
+         "Worker threads: requests served at once (connections waiting for a request hold none)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--stream-chunk-tokens", options->stream_chunk_tokens,
