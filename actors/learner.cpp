@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <system_error>
@@ -103,7 +105,8 @@ class record_learner final : public learner_backend {
       }
       out.flush();
       if (!out) {
-        return error{partial.string() + ": write failed"};
+        // The stream keeps no reason; errno still holds the failed write's (ENOSPC on a full disk).
+        return error{partial.string() + ": write failed: " + std::strerror(errno)};
       }
       metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
     }
