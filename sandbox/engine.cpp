@@ -794,6 +794,9 @@ result<std::string> engine::judge_program(const task& t, bool gpu) {
   }
   if (gpu) {
     argv.push_back(gencode_flag(config_.cuda_arch));
+  } else {
+    // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
+    argv.emplace_back("-static");
   }
   for (const std::string& a : {file, std::string("-o"), std::string("judge")}) {
     argv.push_back(a);
