@@ -88,4 +88,33 @@ TEST(LeapRunFullDiskE2E, AFullDiskEndsTheRunWithExit1AndTheRunContinuesOnceSpace
   EXPECT_TRUE(contains(again.output, "run 'e2e' finished")) << again.output;
 }
 
+// `leap export` to a full disk: exit 1 naming the file and the reason, and no partial or temporary
+// file left behind on it.
+TEST(LeapExportFullDiskE2E, AnExportToAFullDiskFailsNamingTheFileAndLeavesNothing) {
+  leap::e2e::scratch_dir scratch("full-disk-export", {"python/two_sum", "python/flatten"});
+  const fs::path run_dir = scratch.root() / "run";
+  const auto config = write_config(scratch.root(), run_dir, 2);
+  const auto run = run_leap({"run", config, "--quiet"}, std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  leap::test::small_disk disk(scratch.root(), 1U << 20U);
+  if (!disk.skip_reason().empty()) {
+    GTEST_SKIP() << disk.skip_reason();
+  }
+  disk.fill();
+  const fs::path out = disk / "turns.jsonl";
+  const auto exported =
+      run_leap({"export", run_dir.string(), "--format", "jsonl", "--out", out.string()},
+               std::chrono::seconds(300));
+  EXPECT_EQ(exported.exit_code, 1) << exported.output;
+  EXPECT_TRUE(contains(exported.output, out.string())) << exported.output;
+  EXPECT_TRUE(contains(exported.output, "No space left on device")) << exported.output;
+  EXPECT_FALSE(contains(exported.output, "Assertion")) << exported.output;
+  for (const auto& entry : fs::directory_iterator(disk / "")) {
+    EXPECT_TRUE(entry.path().filename() != "turns.jsonl" &&
+                entry.path().filename().string().find("turns.jsonl") == std::string::npos)
+        << "left on the full disk: " << entry.path();
+  }
+}
+
 }  // namespace
