@@ -207,8 +207,8 @@ class trajectory_store {
   // ---- writes: each returns only once the write is durable as store_options::sync says, and the
   // acknowledged-writes mark is updated; on an error of RocksDB nothing of it is stored (an error
   // updating the mark comes after the write is durable, and says so). After either error every
-  // later write is refused ("takes no more writes since a write failed: ..."); reopen to go on. Rewriting a key replaces its
-  // record (a redone group replaces the earlier copy whole).
+  // later write is refused ("takes no more writes since a write failed: ..."); reopen to go on.
+  // Rewriting a key replaces its record (a redone group replaces the earlier copy whole).
 
   [[nodiscard]] write_batch batch();
   // Commits every write of the batch atomically, then clears it. On error the batch keeps its
