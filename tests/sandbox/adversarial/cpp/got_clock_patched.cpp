@@ -1,6 +1,6 @@
 // task: cpp/prefix_sum_int
 // expect: pass
-// max_speedup: 20
+// max_speedup: 100
 // class: the clock patched without defining a symbol: the GOT slot of std::chrono::steady_clock::now is overwritten with a clock that barely moves, so every timed call looks instant
 #include <elf.h>
 #include <link.h>
