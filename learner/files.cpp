@@ -93,8 +93,10 @@ status write_file_atomically(const std::string& path, const std::string& bytes) 
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out) {
+      // The stream keeps no reason; errno still holds the failed write's, until remove_file.
+      const std::string why = reason();
       remove_file(tmp);
-      return error{"cannot write '" + tmp + "'"};
+      return error{"cannot write '" + tmp + "': " + why};
     }
   }
   if (auto s = rename_path(tmp, path); !s) {

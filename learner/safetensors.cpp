@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -79,8 +80,10 @@ status write_file_atomically(const std::string& path, const std::string& header,
     }
     out.flush();
     if (!out) {
+      // The stream keeps no reason; errno still holds the failed write's, until remove_file.
+      const std::string why = std::strerror(errno);
       detail::remove_file(tmp);
-      return error{"writing '" + tmp + "' failed (disk full?)"};
+      return error{"writing '" + tmp + "' failed: " + why};
     }
   }
   if (auto s = detail::rename_path(tmp, path); !s) {

@@ -11,6 +11,7 @@
 #include "learner/policy.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
+#include "tests/storage/small_disk.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -268,6 +269,28 @@ TEST(LeapRunTorch, EmbeddedServerReloadsEachStepsWeights) {
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_a_closed_loop(dir, run.output);
+}
+
+// A checkpoint written to a full disk (learner.checkpoint_dir on a small tmpfs another file
+// filled): `leap run` ends with exit 1 and a line naming the checkpoint's file and the reason,
+// never an abort. Needs root to mount the tmpfs (skips otherwise).
+TEST(LeapRunTorch, ACheckpointOnAFullDiskEndsTheRunWithExit1NamingTheFile) {
+  loop_dir dir;
+  leap::test::small_disk disk(dir.path("checkpoints-disk"), 1U << 20U);
+  if (!disk.skip_reason().empty()) {
+    GTEST_SKIP() << disk.skip_reason();
+  }
+  disk.fill();
+  init_model(dir.path("model"), 4);
+  const std::string checkpoints = (disk / "checkpoints").string();
+  const auto config = dir.write_config(
+      "  checkpoint_dir: " + checkpoints +
+      "\npolicy:\n  flavour: embedded\n  model: " + dir.path("model") + "\n  max_in_flight: 4\n");
+  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output.find("Assertion"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(checkpoints), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("No space left on device"), std::string::npos) << run.output;
 }
 
 // `leap run` against `leap serve-policy --model` reached as `flavour`, to a closed loop; the
