@@ -716,9 +716,11 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
     // Unless another process is creating it: RocksDB holds LOCK from before it writes CURRENT.
     // The first files of a creation (the info log, LOCK itself) appear a moment before the lock
-    // is taken, so a folder holding only such files is looked at again for a while.
+    // is taken, so a folder holding only such files is looked at again for a while: up to 10 s,
+    // since on a loaded machine (CI's 2 cores under a parallel test run) 2 s were once too short.
     auto holder = lock_holder(path);
-    for (int look = 0; !holder && !exists && look < 40 && holds_only_creation_files(path); ++look) {
+    for (int look = 0; !holder && !exists && look < 200 && holds_only_creation_files(path);
+         ++look) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       exists = std::filesystem::exists(path / "CURRENT", ec);
       holder = lock_holder(path);
