@@ -429,8 +429,9 @@ TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
   EXPECT_GT(count_of(node.output(), "| served "), 0u) << node.output();
   // Issue 29: the orchestrator's first connection is served; CAF's own query after its handshake
   // is not taken for a message before the proof (which closed it, and the run waited for its
-  // handshake to time out and connected again).
-  EXPECT_EQ(count_of(node.output(), "closed the connection of 127.0.0.1"), 4u) << node.output();
+  // handshake to time out and connected again). Counted by that closure's own reason: a frame the
+  // exiting run sends on another connection may be logged as a closure too (seen once in CI).
+  EXPECT_EQ(count_of(node.output(), "'@<>+@atom+@atom+@str' before proving"), 0u) << node.output();
   EXPECT_EQ(count_of(run.output(), "handshake failed"), 0u) << run.output();
 }
 
