@@ -142,6 +142,7 @@ struct verifier_section {
   std::int64_t cache_max_bytes = std::int64_t{10} << 30;
   std::string cuda_arch = "sm_90a";
   std::string python = "python3";
+  int timing_reps = 0;
   int feedback_max_chars = 4000;
   std::vector<std::string> nodes;
   int local_jobs = 64;

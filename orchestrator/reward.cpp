@@ -1,6 +1,7 @@
 #include "orchestrator/reward.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 namespace leap {
@@ -30,6 +31,95 @@ std::vector<double> rank_rewards(std::span<const rollout_outcome> outcomes, int 
   return rewards;
 }
 
+pass_speed speed_at(std::span<const pass_speed> speeds, std::size_t i) {
+  return i < speeds.size() ? speeds[i] : pass_speed{};
+}
+
+// rank_speed: the tournament over (rank, speed) with a tie margin. The margin makes "faster" not
+// transitive (a ~ b, b ~ c, a > c), so the pairs are counted one by one rather than from a sort.
+std::vector<double> rank_speed_rewards(const reward_config& config,
+                                       std::span<const rollout_outcome> outcomes, int max_turns,
+                                       std::span<const pass_speed> speeds) {
+  const std::size_t g = outcomes.size();
+  std::vector<double> rewards(g, 0.0);
+  if (g < 2) {
+    return rewards;
+  }
+  std::vector<int> ranks(g);
+  std::vector<pass_speed> speed(g);
+  for (std::size_t i = 0; i < g; ++i) {
+    ranks[i] = outcome_rank(outcomes[i], max_turns);
+    if (ranks[i] > 0) {
+      speed[i] = speed_at(speeds, i);
+      if (!measured_speedup(speed[i].speedup)) {
+        speed[i] = {};
+      }
+    }
+  }
+  // An untimed pass stands in as its turn's slowest timed pass (speedup and noise), so it ties
+  // with that one and loses to every pass clearly faster than it.
+  std::vector<pass_speed> effective = speed;
+  for (std::size_t i = 0; i < g; ++i) {
+    if (ranks[i] == 0 || speed[i].speedup) {
+      continue;
+    }
+    for (std::size_t j = 0; j < g; ++j) {
+      if (ranks[j] == ranks[i] && speed[j].speedup &&
+          (!effective[i].speedup || *speed[j].speedup < *effective[i].speedup)) {
+        effective[i] = speed[j];
+      }
+    }
+  }
+  const auto faster = [&](std::size_t a, std::size_t b) {
+    const pass_speed& x = effective[a];
+    const pass_speed& y = effective[b];
+    if (!x.speedup || !y.speedup) {
+      return false;
+    }
+    const double margin =
+        x.noise && y.noise ? std::max(*x.noise, 0.0) + std::max(*y.noise, 0.0) : config.speed_tie;
+    return *x.speedup > *y.speedup * (1.0 + margin);
+  };
+  const auto peers = static_cast<double>(g - 1);
+  for (std::size_t i = 0; i < g; ++i) {
+    int net = 0;
+    for (std::size_t j = 0; j < g; ++j) {
+      if (i == j) {
+        continue;
+      }
+      if (ranks[i] != ranks[j]) {
+        net += ranks[i] > ranks[j] ? 1 : -1;
+      } else if (ranks[i] > 0) {
+        net += faster(i, j) ? 1 : (faster(j, i) ? -1 : 0);
+      }
+    }
+    rewards[i] = static_cast<double>(net) / peers;
+  }
+  return rewards;
+}
+
+// Adds the speed bonus to the passes of a scalar reward (see the header).
+void add_speed_bonus(const speed_bonus_config& config, std::span<const rollout_outcome> outcomes,
+                     std::span<const pass_speed> speeds, std::vector<double>& rewards) {
+  if (config.weight <= 0) {
+    return;
+  }
+  double lowest = 0.0;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const auto s = speed_at(speeds, i).speedup;
+    if (outcomes[i].passed() && measured_speedup(s)) {
+      lowest = std::min(lowest, speed_bonus(config, *s));
+    }
+  }
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (!outcomes[i].passed()) {
+      continue;
+    }
+    const auto s = speed_at(speeds, i).speedup;
+    rewards[i] += measured_speedup(s) ? speed_bonus(config, *s) : lowest;
+  }
+}
+
 double static_reward(const reward_config& config, const rollout_outcome& outcome, int max_turns) {
   if (!outcome.passed()) {
     return config.failure_reward;
@@ -52,17 +142,33 @@ int outcome_rank(const rollout_outcome& outcome, int max_turns) {
   return m - std::min(outcome.passed_at_turn, m) + 1;
 }
 
+bool measured_speedup(const std::optional<double>& speedup) {
+  return speedup && std::isfinite(*speedup) && *speedup > 0;
+}
+
+double speed_bonus(const speed_bonus_config& config, double speedup) {
+  if (config.weight <= 0 || !std::isfinite(speedup) || speedup <= 0) {
+    return 0.0;
+  }
+  const double clip = std::max(config.clip, 0.0);
+  return config.weight * std::clamp(std::log(speedup), -clip, clip);
+}
+
 std::vector<double> compute_rewards(const reward_config& config,
-                                    std::span<const rollout_outcome> outcomes, int max_turns) {
+                                    std::span<const rollout_outcome> outcomes, int max_turns,
+                                    std::span<const pass_speed> speeds) {
   switch (config.kind) {
     case reward_kind::rank:
       return rank_rewards(outcomes, max_turns);
+    case reward_kind::rank_speed:
+      return rank_speed_rewards(config, outcomes, max_turns, speeds);
     case reward_kind::static_scalar: {
       std::vector<double> rewards;
       rewards.reserve(outcomes.size());
       for (const rollout_outcome& o : outcomes) {
         rewards.push_back(static_reward(config, o, max_turns));
       }
+      add_speed_bonus(config.speed_bonus, outcomes, speeds, rewards);
       return rewards;
     }
     case reward_kind::binary: {
@@ -71,6 +177,7 @@ std::vector<double> compute_rewards(const reward_config& config,
       for (const rollout_outcome& o : outcomes) {
         rewards.push_back(o.passed() ? 1.0 : config.failure_reward);
       }
+      add_speed_bonus(config.speed_bonus, outcomes, speeds, rewards);
       return rewards;
     }
   }
@@ -85,12 +192,15 @@ std::string to_string(reward_kind k) {
       return "static";
     case reward_kind::binary:
       return "binary";
+    case reward_kind::rank_speed:
+      return "rank_speed";
   }
   return "unknown";
 }
 
 std::optional<reward_kind> parse_reward_kind(const std::string& name) {
-  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary}) {
+  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
+                              reward_kind::rank_speed}) {
     if (to_string(k) == name) {
       return k;
     }

@@ -6,7 +6,20 @@
 //   static  a configured scalar per turn of success (static_rewards[m-1] for a pass at turn m),
 //           `failure_reward` for a failure.
 //   binary  1 for a pass at any turn, `failure_reward` (default 0) for a failure.
+//   rank_speed  rank's tournament, where two passes at the same turn are also compared by speed:
+//           the faster wins when its speedup exceeds the other's by more than the pair's noise
+//           (the sum of both relative noises when both verdicts state one, else `speed_tie`);
+//           otherwise they tie. A pass without a measured speedup (timing off, failed or
+//           uncertain) is compared as if it had the slowest measured speedup of its turn: it ties
+//           with the slowest and never ranks above a timed pass. Pairwise, O(G^2); still in
+//           [-1, 1] and summing to 0.
 // G = 1: the tournament has no peer, so rank gives 0 (no signal rather than a division by zero).
+//
+// The speed bonus (speed_bonus.weight > 0) applies to the scalar kinds, static and binary: a
+// passing rollout's reward gains weight * clamp(ln(speedup), -clip, clip); failures are untouched.
+// A pass without a measured speedup gains min(0, the lowest bonus of the group's timed passes), so
+// uncertain timing never pays more than a plain pass nor more than a slow timed one.
+// A speedup that is not finite or not > 0 counts as not measured.
 //
 // Out-of-contract input has a defined answer rather than undefined behaviour (clamping):
 //   - passed_at_turn <= 0 is a failure;
@@ -27,8 +40,13 @@
 
 namespace leap {
 
-// Config names: "rank", "static", "binary" (static_scalar is spelled "static").
-enum class reward_kind : std::uint8_t { rank, static_scalar, binary };
+// Config names: "rank", "static", "binary", "rank_speed" (static_scalar is spelled "static").
+enum class reward_kind : std::uint8_t { rank, static_scalar, binary, rank_speed };
+
+struct speed_bonus_config {
+  double weight = 0.0;  // Default: 0 (no bonus)
+  double clip = 0.7;    // Default: 0.7 (|ln speedup| capped there: about 2x either way)
+};
 
 struct reward_config {
   reward_kind kind = reward_kind::rank;  // Default: rank
@@ -36,6 +54,16 @@ struct reward_config {
   // Default: {1.0, 0.5, 0.25}
   std::vector<double> static_rewards = {1.0, 0.5, 0.25};
   double failure_reward = 0.0;  // Default: 0 (static and binary)
+  // rank_speed: relative margin within which two speedups tie when the verdicts state no noise.
+  double speed_tie = 0.05;  // Default: 0.05 (speedups within 5% tie)
+  speed_bonus_config speed_bonus;
+};
+
+// What the verifier measured of a rollout's passing candidate: its speedup over the reference
+// (reference median / candidate median) and that figure's relative noise, each when known.
+struct pass_speed {
+  std::optional<double> speedup;
+  std::optional<double> noise;
 };
 
 // The rank of an outcome with at most `max_turns` turns: M - m + 1 for a pass at turn m, 0 else
@@ -43,10 +71,20 @@ struct reward_config {
 [[nodiscard]] int outcome_rank(const rollout_outcome& outcome, int max_turns);
 
 // One reward per outcome, in the same order; empty input gives an empty vector. Intended for
-// every passed_at_turn <= max_turns; beyond it, clamped as the file comment says.
+// every passed_at_turn <= max_turns; beyond it, clamped as the file comment says. `speeds`, when
+// not empty, holds one entry per outcome (a missing entry counts as not measured); only rank_speed
+// and the speed bonus read it.
 [[nodiscard]] std::vector<double> compute_rewards(const reward_config& config,
                                                   std::span<const rollout_outcome> outcomes,
-                                                  int max_turns);
+                                                  int max_turns,
+                                                  std::span<const pass_speed> speeds = {});
+
+// The speed bonus of one timed pass: weight * clamp(ln(speedup), -clip, clip); 0 when the speedup
+// is not finite or not > 0, or the weight is 0.
+[[nodiscard]] double speed_bonus(const speed_bonus_config& config, double speedup);
+
+// Whether a stated speedup counts as measured: finite and > 0.
+[[nodiscard]] bool measured_speedup(const std::optional<double>& speedup);
 
 // Names are the config file's spelling, matched exactly; an unknown name gives nullopt.
 [[nodiscard]] std::string to_string(reward_kind k);

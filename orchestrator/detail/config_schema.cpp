@@ -496,15 +496,30 @@ std::vector<field_spec> build_fields() {
   // reward
   f.push_back(choice_field(
       "reward.kind", LEAP_FIELD(reward.kind),
-      std::vector{reward_kind::rank, reward_kind::static_scalar, reward_kind::binary},
+      std::vector{reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
+                  reward_kind::rank_speed},
       "rank: the paper's tournament of (pass turn, failure) ranks, in [-1, 1]; static: "
-      "reward.static_rewards per turn; binary: 1 pass, 0 failure."));
+      "reward.static_rewards per turn; binary: 1 pass, 0 failure; rank_speed: rank's tournament, "
+      "passes at the same turn also ranked by speedup (verifier.timing_reps must be > 0)."));
   f.push_back(
       real_list_field("reward.static_rewards", LEAP_FIELD(reward.static_rewards),
                       "static: reward of a pass at turn m is the m-th value; one value per turn "
                       "(rollout.max_turns)."));
   f.push_back(real_field("reward.failure_reward", LEAP_FIELD(reward.failure_reward), anything(),
                          "Reward of a rollout that never passed (static and binary)."));
+  f.push_back(real_field(
+      "reward.speed_tie", LEAP_FIELD(reward.speed_tie), closed(0, 10),
+      "rank_speed: two passes at the same turn tie unless one's speedup exceeds the other's by "
+      "more than this relative margin (used when the verdicts state no noise of their own), in "
+      "[0, 10]; 0.05: within 5% is a tie."));
+  f.push_back(real_field(
+      "reward.speed_bonus.weight", LEAP_FIELD(reward.speed_bonus.weight), closed(0, 10),
+      "static and binary: a pass gains weight * clamp(ln(speedup), -clip, clip); an untimed pass "
+      "gains min(0, the group's lowest bonus); failures none. 0 disables it; in [0, 10]."));
+  f.push_back(real_field("reward.speed_bonus.clip", LEAP_FIELD(reward.speed_bonus.clip),
+                         above(0, "a clip of 0 pays no bonus; use weight 0"),
+                         "Bound of |ln(speedup)| in the speed bonus; > 0. 0.7: about 2x either "
+                         "way."));
 
   // advantage
   f.push_back(choice_field(
@@ -667,6 +682,10 @@ std::vector<field_spec> build_fields() {
                  " /usr/bin or /bin (never the caller's PATH), or an absolute path (a virtualenv's "
                  "python whose torch sees the GPU).")));
   f.push_back(integer_field(
+      "verifier.timing_reps", LEAP_FIELD(verifier.timing_reps), closed(0, 1000),
+      "Timed repetitions of every passing candidate and its reference (the median of each gives "
+      "the verdict's speedup, reference / candidate), in [0, 1000]; 0: no timing, no speedup."));
+  f.push_back(integer_field(
       "verifier.feedback_max_chars", LEAP_FIELD(verifier.feedback_max_chars), at_least(1),
       "Characters of compiler/runtime feedback kept for a debug turn's prompt."));
   f.push_back(operational(
@@ -810,6 +829,52 @@ std::vector<cross_check> build_cross_checks() {
                       }
                       return std::nullopt;
                     }});
+  checks.push_back(
+      {{"reward.speed_bonus.weight", "reward.kind"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.reward.speed_bonus.weight > 0 && c.reward.kind != reward_kind::static_scalar &&
+             c.reward.kind != reward_kind::binary) {
+           return "applies to the scalar rewards (reward.kind static or binary), not to '" +
+                  to_string(c.reward.kind) +
+                  "', whose rewards are ranks; use reward.kind rank_speed to rank by speed";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"reward.speed_bonus.weight", "reward.speed_bonus.clip", "reward.static_rewards",
+        "reward.failure_reward"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.reward.speed_bonus.weight <= 0 || (c.reward.kind != reward_kind::static_scalar &&
+                                                  c.reward.kind != reward_kind::binary)) {
+           return std::nullopt;
+         }
+         double least_pass = 1.0;
+         if (c.reward.kind == reward_kind::static_scalar && !c.reward.static_rewards.empty()) {
+           least_pass =
+               *std::min_element(c.reward.static_rewards.begin(), c.reward.static_rewards.end());
+         }
+         const double most_penalty = c.reward.speed_bonus.weight * c.reward.speed_bonus.clip;
+         if (least_pass - most_penalty <= c.reward.failure_reward) {
+           return "weight * clip = " + show(most_penalty) +
+                  " would let a slow pass earn no more than a failure (least pass reward " +
+                  show(least_pass) + ", reward.failure_reward " + show(c.reward.failure_reward) +
+                  "); lower the weight or the clip";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"reward.kind", "verifier.timing_reps"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         const bool pays_speed =
+             c.reward.kind == reward_kind::rank_speed ||
+             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
+                                                  c.reward.kind == reward_kind::binary));
+         if (pays_speed && c.verifier.timing_reps == 0) {
+           return "pays for speed, but verifier.timing_reps is 0 and no speedup is ever measured; "
+                  "set verifier.timing_reps (e.g. 20)";
+         }
+         return std::nullopt;
+       }});
   checks.push_back({{"policy.endpoints", "policy.flavour"},
                     [](const experiment_config& c) -> std::optional<std::string> {
                       if (c.policy.flavour != server_flavour::embedded &&

@@ -104,8 +104,8 @@ const std::vector<error_case>& error_cases() {
       {"section_not_map", "gate: 3\n",
        "case.yaml:1: gate: expected a section (a mapping of keys), got '3'"},
       {"enum_suggestion", "reward:\n  kind: statik\n",
-       "case.yaml:2: reward.kind: expected one of rank, static, binary, got 'statik'; did you mean "
-       "'static'?"},
+       "case.yaml:2: reward.kind: expected one of rank, static, binary, rank_speed, got 'statik'; "
+       "did you mean 'static'?"},
       {"enum_no_suggestion", "learner:\n  loss_aggregation: sample\n",
        "case.yaml:2: learner.loss_aggregation: expected one of token_mean, seq_mean_token_mean, "
        "seq_mean_token_sum, got 'sample'"},
@@ -278,6 +278,27 @@ const std::vector<error_case>& error_cases() {
       {"static_rewards_default_length", "reward:\n  kind: static\nrollout:\n  max_turns: 2\n",
        "case.yaml:2: reward.static_rewards: must hold one reward per turn, rollout.max_turns = 2 "
        "values, got 3"},
+      {"rank_speed_without_timing", "reward:\n  kind: rank_speed\n",
+       "case.yaml:2: reward.kind: pays for speed, but verifier.timing_reps is 0 and no speedup is "
+       "ever measured; set verifier.timing_reps (e.g. 20)"},
+      {"speed_bonus_without_timing", "reward:\n  kind: binary\n  speed_bonus:\n    weight: 0.1\n",
+       "case.yaml:2: reward.kind: pays for speed, but verifier.timing_reps is 0"},
+      {"speed_bonus_on_a_tournament",
+       "reward:\n  speed_bonus:\n    weight: 0.1\nverifier:\n  timing_reps: 5\n",
+       "case.yaml:3: reward.speed_bonus.weight: applies to the scalar rewards (reward.kind static "
+       "or binary), not to 'rank', whose rewards are ranks; use reward.kind rank_speed"},
+      {"speed_bonus_reaches_a_failure",
+       "reward:\n  kind: static\n  static_rewards: [1.0, 0.5, 0.2]\n  speed_bonus:\n    "
+       "weight: 0.5\n    clip: 0.5\nverifier:\n  timing_reps: 5\n",
+       "case.yaml:5: reward.speed_bonus.weight: weight * clip = 0.25 would let a slow pass earn no "
+       "more than a failure (least pass reward 0.2, reward.failure_reward 0)"},
+      {"speed_tie_negative", "reward:\n  speed_tie: -0.1\n",
+       "case.yaml:2: reward.speed_tie: must be in [0, 10], got -0.1"},
+      {"speed_bonus_clip_zero", "reward:\n  speed_bonus:\n    clip: 0\n",
+       "case.yaml:3: reward.speed_bonus.clip: must be > 0 (a clip of 0 pays no bonus; use weight "
+       "0), got 0"},
+      {"timing_reps_negative", "verifier:\n  timing_reps: -1\n",
+       "case.yaml:2: verifier.timing_reps: must be in [0, 1000], got -1"},
       // Debug turns render the feedback without the generation prompt, which SGLang's /tokenize
       // cannot: a local template (policy.tokenizer) is needed; the default max_turns is 3.
       {"sglang_debug_turns_need_a_tokenizer", "policy:\n  flavour: sglang\n",
@@ -484,6 +505,13 @@ INSTANTIATE_TEST_SUITE_P(
                    "token_mean"},
         value_case{"learner:\n  kind: torch\n  model_path: models/x\n", "learner.model_path",
                    "\"models/x\""},
+        value_case{"reward:\n  kind: rank_speed\n  speed_tie: 0.1\nverifier:\n  timing_reps: 20\n",
+                   "reward.kind", "rank_speed"},
+        value_case{"reward:\n  kind: rank_speed\n  speed_tie: 0.1\nverifier:\n  timing_reps: 20\n",
+                   "reward.speed_tie", "0.1"},
+        value_case{"reward:\n  kind: binary\n  speed_bonus:\n    weight: 0.2\n    clip: 1\n"
+                   "verifier:\n  timing_reps: 20\n",
+                   "reward.speed_bonus.clip", "1.0"},
         value_case{"reward:\n  kind: static\n  static_rewards: [1, 0.6, 0.3]\n",
                    "reward.static_rewards", "[1.0, 0.6, 0.3]"},
         value_case{"reward:\n  kind: static\n  static_rewards: [1]\nrollout:\n  max_turns: "
@@ -634,7 +662,7 @@ TEST(ConfigRender, RoundTripsToAnEqualConfig) {
 
 TEST(ConfigRender, EqualityNoticesEverySection) {
   const experiment_config base;
-  std::vector<experiment_config> changed(11, base);
+  std::vector<experiment_config> changed(14, base);
   changed[0].experiment.steps = 1;
   changed[1].data.batch_size = 1;
   changed[2].rollout.validation.sampling.top_k = 1;
@@ -646,6 +674,9 @@ TEST(ConfigRender, EqualityNoticesEverySection) {
   changed[8].verifier.nodes = {"a:1"};
   changed[9].schedule.mode = schedule_mode::barrier;
   changed[10].simulation.skill_gain = 0;
+  changed[11].reward.speed_tie = 0.5;
+  changed[12].reward.speed_bonus.weight = 0.5;
+  changed[13].reward.speed_bonus.clip = 0.5;
   for (const auto& c : changed) {
     EXPECT_FALSE(c == base) << render_config(c);
   }
@@ -686,7 +717,8 @@ TEST(ConfigKeys, MarkdownHasOneRowPerKey) {
   EXPECT_THAT(table, HasSubstr("| `gate.tau_min` | number | `0.5` | "));
   EXPECT_THAT(table,
               HasSubstr("| `gate.policy` | one of: none, full, dcp, dcp_adaptive | `dcp` | "));
-  EXPECT_THAT(table, HasSubstr("| `reward.kind` | one of: rank, static, binary | `rank` | "));
+  EXPECT_THAT(table,
+              HasSubstr("| `reward.kind` | one of: rank, static, binary, rank_speed | `rank` | "));
   EXPECT_THAT(table, HasSubstr("| `data.batch_size` | integer | `32` | "));
 }
 

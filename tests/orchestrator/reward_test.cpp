@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -206,13 +209,234 @@ TEST(BinaryReward, OneForAnyPass) {
   EXPECT_TRUE(compute_rewards(c, std::vector<rollout_outcome>{}, 3).empty());
 }
 
+// ---- rank_speed ------------------------------------------------------------------------------
+
+reward_config rank_speed_config(double tie = 0.05) {
+  reward_config c;
+  c.kind = reward_kind::rank_speed;
+  c.speed_tie = tie;
+  return c;
+}
+
+pass_speed timed(double speedup) { return {speedup, std::nullopt}; }
+pass_speed noisy(double speedup, double noise) { return {speedup, noise}; }
+const pass_speed untimed{};
+
+struct speed_case {
+  std::string name;
+  std::vector<rollout_outcome> outcomes;
+  std::vector<pass_speed> speeds;
+  std::vector<double> expected;
+};
+
+// Without speedups (or with all of one turn untimed) rank_speed is rank, for every split of G = 6
+// over M = 3.
+TEST(RankSpeedReward, WithoutSpeedupsItIsRank) {
+  for (int a = 0; a <= 6; ++a) {
+    for (int b = 0; a + b <= 6; ++b) {
+      for (int c = 0; a + b + c <= 6; ++c) {
+        std::vector<int> tier_of;
+        const auto outcomes = group_of({a, b, c, 6 - a - b - c}, tier_of);
+        const auto expected = rank_rewards(outcomes, 3);
+        EXPECT_EQ(compute_rewards(rank_speed_config(), outcomes, 3), expected);
+        const std::vector<pass_speed> none(outcomes.size());
+        EXPECT_EQ(compute_rewards(rank_speed_config(), outcomes, 3, none), expected);
+      }
+    }
+  }
+}
+
+TEST(RankSpeedReward, HandComputedGroups) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<speed_case> cases = {
+      {"faster wins, within 5% ties",
+       {pass_at(1), pass_at(1), pass_at(1)},
+       {timed(2.0), timed(1.0), timed(1.04)},
+       {1.0, -0.5, -0.5}},
+      {"strict order", {pass_at(1), pass_at(1)}, {timed(1.0), timed(1.2)}, {-1.0, 1.0}},
+      {"untimed ties with its turn's slowest",
+       {pass_at(1), pass_at(1), pass_at(1), failure()},
+       {timed(2.0), timed(1.0), untimed, untimed},
+       {1.0, 0.0, 0.0, -1.0}},
+      {"untimed never above a slow timed pass",
+       {pass_at(1), pass_at(1)},
+       {untimed, timed(0.5)},
+       {0.0, 0.0}},
+      {"the slowest is per turn",
+       {pass_at(1), pass_at(2), pass_at(2), pass_at(1)},
+       {timed(0.2), timed(3.0), untimed, timed(0.3)},
+       // turn 1: 0.3 beats 0.2; turn 2: the untimed one stands in as 3.0 and ties
+       {1.0 / 3, -2.0 / 3, -2.0 / 3, 1.0}},
+      {"speed never crosses turns",
+       {pass_at(2), pass_at(1), failure()},
+       {timed(10.0), timed(0.1), timed(50.0)},
+       {0.0, 1.0, -1.0}},
+      {"a failure's speedup is ignored", {failure(), failure()}, {timed(5.0), untimed}, {0.0, 0.0}},
+      {"not finite or not positive is untimed",
+       {pass_at(1), pass_at(1), pass_at(1), pass_at(1)},
+       {timed(inf), timed(nan), timed(-2.0), timed(0.0)},
+       {0.0, 0.0, 0.0, 0.0}},
+      {"stated noise of both widens the tie",
+       {pass_at(1), pass_at(1)},
+       {noisy(1.3, 0.2), noisy(1.0, 0.2)},
+       {0.0, 0.0}},
+      {"stated noise of both narrows the tie",
+       {pass_at(1), pass_at(1)},
+       {noisy(1.03, 0.01), noisy(1.0, 0.01)},
+       {1.0, -1.0}},
+      {"noise of one only: speed_tie",
+       {pass_at(1), pass_at(1)},
+       {noisy(1.03, 0.001), timed(1.0)},
+       {0.0, 0.0}},
+      {"fewer speeds than outcomes: the rest untimed, tied with the one timed",
+       {pass_at(1), pass_at(1), pass_at(1), failure()},
+       {timed(2.0)},
+       {1.0 / 3, 1.0 / 3, 1.0 / 3, -1.0}},
+      {"G=1", {pass_at(1)}, {timed(3.0)}, {0.0}},
+  };
+  for (const speed_case& k : cases) {
+    const auto r = compute_rewards(rank_speed_config(), k.outcomes, 3, k.speeds);
+    ASSERT_EQ(r.size(), k.expected.size()) << k.name;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_DOUBLE_EQ(r[i], k.expected[i]) << k.name << " rollout " << i;
+    }
+  }
+  // A tie margin of 0: any difference counts.
+  EXPECT_EQ(compute_rewards(rank_speed_config(0.0), std::vector{pass_at(1), pass_at(1)}, 3,
+                            std::vector{timed(1.01), timed(1.0)}),
+            (std::vector<double>{1.0, -1.0}));
+}
+
+// Speed only moves reward between passes of one turn: per turn, the rewards sum to rank's; the
+// group sums to 0, every reward is in [-1, 1], and the fastest timed pass of a turn never gets
+// less than an untimed pass of that turn.
+TEST(RankSpeedReward, RedistributesWithinATurnOnly) {
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> turn(0, 3);
+  std::uniform_real_distribution<double> log_speed(-2.0, 2.0);
+  std::bernoulli_distribution has_time(0.7);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<rollout_outcome> outcomes;
+    std::vector<pass_speed> speeds;
+    for (int i = 0; i < 8; ++i) {
+      const int t = turn(rng);
+      outcomes.push_back(t == 0 ? failure(3) : pass_at(t));
+      speeds.push_back(has_time(rng) ? timed(std::exp(log_speed(rng))) : untimed);
+    }
+    const auto fast = compute_rewards(rank_speed_config(), outcomes, 3, speeds);
+    const auto plain = rank_rewards(outcomes, 3);
+    double total = 0;
+    for (int t = 0; t <= 3; ++t) {
+      double a = 0;
+      double b = 0;
+      double best_timed = -2;
+      double best_speed = 0;
+      double untimed_reward = 2;
+      for (std::size_t i = 0; i < 8; ++i) {
+        if (outcomes[i].passed_at_turn != t) {
+          continue;
+        }
+        a += fast[i];
+        b += plain[i];
+        if (t > 0 && speeds[i].speedup && *speeds[i].speedup > best_speed) {
+          best_speed = *speeds[i].speedup;
+          best_timed = fast[i];
+        }
+        if (t > 0 && !speeds[i].speedup) {
+          untimed_reward = std::min(untimed_reward, fast[i]);
+        }
+      }
+      EXPECT_NEAR(a, b, 1e-12) << "trial " << trial << " turn " << t;
+      if (best_speed > 0 && untimed_reward < 2) {
+        EXPECT_GE(best_timed, untimed_reward) << "trial " << trial << " turn " << t;
+      }
+    }
+    for (const double r : fast) {
+      EXPECT_GE(r, -1.0);
+      EXPECT_LE(r, 1.0);
+      total += r;
+    }
+    EXPECT_NEAR(total, 0.0, 1e-12) << "trial " << trial;
+  }
+}
+
+// ---- speed bonus ----------------------------------------------------------------------------
+
+TEST(SpeedBonus, ClippedLogSpeedup) {
+  const speed_bonus_config c{0.1, 0.7};
+  EXPECT_DOUBLE_EQ(speed_bonus(c, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(speed_bonus(c, 2.0), 0.1 * std::log(2.0));
+  EXPECT_DOUBLE_EQ(speed_bonus(c, 0.5), -0.1 * std::log(2.0));
+  EXPECT_DOUBLE_EQ(speed_bonus(c, 100.0), 0.07);
+  EXPECT_DOUBLE_EQ(speed_bonus(c, 0.001), -0.07);
+  EXPECT_EQ(speed_bonus(c, 0.0), 0.0);
+  EXPECT_EQ(speed_bonus(c, std::numeric_limits<double>::infinity()), 0.0);
+  EXPECT_EQ(speed_bonus({0.0, 0.7}, 2.0), 0.0);
+}
+
+TEST(SpeedBonus, PaysPassesOnlyAndNeverPaysUntimedMore) {
+  const double ln2 = std::log(2.0);
+  reward_config binary;
+  binary.kind = reward_kind::binary;
+  binary.speed_bonus = {0.1, 0.7};
+  reward_config statik = binary;
+  statik.kind = reward_kind::static_scalar;
+  statik.failure_reward = -0.5;
+  struct bonus_case {
+    std::string name;
+    const reward_config* config;
+    std::vector<rollout_outcome> outcomes;
+    std::vector<pass_speed> speeds;
+    std::vector<double> expected;
+  };
+  const std::vector<bonus_case> cases = {
+      {"binary: fast, slow, untimed, failure",
+       &binary,
+       {pass_at(1), pass_at(1), pass_at(2), failure()},
+       {timed(2.0), timed(0.5), untimed, timed(3.0)},
+       {1.0 + 0.1 * ln2, 1.0 - 0.1 * ln2, 1.0 - 0.1 * ln2, 0.0}},
+      {"binary: untimed among fast passes is a plain pass",
+       &binary,
+       {pass_at(1), pass_at(1)},
+       {timed(1.5), untimed},
+       {1.0 + 0.1 * std::log(1.5), 1.0}},
+      {"binary: clipped both ways",
+       &binary,
+       {pass_at(1), pass_at(1)},
+       {timed(1e6), timed(1e-6)},
+       {1.07, 0.93}},
+      {"static: per turn plus bonus, failure untouched",
+       &statik,
+       {pass_at(1), pass_at(2), failure(3)},
+       {timed(2.0), timed(2.0), timed(2.0)},
+       {1.0 + 0.1 * ln2, 0.5 + 0.1 * ln2, -0.5}},
+      {"static: no speeds, no bonus", &statik, {pass_at(3), failure()}, {}, {0.25, -0.5}},
+  };
+  for (const bonus_case& k : cases) {
+    const auto r = compute_rewards(*k.config, k.outcomes, 3, k.speeds);
+    ASSERT_EQ(r.size(), k.expected.size()) << k.name;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_NEAR(r[i], k.expected[i], 1e-12) << k.name << " rollout " << i;
+    }
+  }
+  // The tournament kinds take no bonus.
+  reward_config rank;
+  rank.speed_bonus = {0.1, 0.7};
+  EXPECT_EQ(compute_rewards(rank, std::vector{pass_at(1), pass_at(1)}, 3,
+                            std::vector{timed(2.0), untimed}),
+            (std::vector<double>{0.0, 0.0}));
+}
+
 TEST(RewardNames, RoundTripAndConfigSpelling) {
-  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary}) {
+  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
+                              reward_kind::rank_speed}) {
     EXPECT_EQ(parse_reward_kind(to_string(k)), k) << to_string(k);
   }
   EXPECT_EQ(to_string(reward_kind::rank), "rank");
   EXPECT_EQ(to_string(reward_kind::static_scalar), "static");
   EXPECT_EQ(to_string(reward_kind::binary), "binary");
+  EXPECT_EQ(to_string(reward_kind::rank_speed), "rank_speed");
   for (const std::string name : {"", "static_scalar", "Rank", "binary ", "scalar"}) {
     EXPECT_EQ(parse_reward_kind(name), std::nullopt) << name;
   }

@@ -17,6 +17,7 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
   v.engine.cuda_arch = s.cuda_arch;
   v.engine.python = s.python;
   v.engine.feedback.char_budget = static_cast<std::size_t>(s.feedback_max_chars);
+  v.engine.timing_reps = s.timing_reps;
   v.engine.compile_limits.wall =
       std::chrono::milliseconds(static_cast<std::int64_t>(s.compile_timeout_s * 1000));
   const auto run_wall =
