@@ -1,8 +1,17 @@
 #include "sandbox/harness.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <sstream>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 
 namespace leap::sandbox {
 namespace {
@@ -226,7 +235,13 @@ const char* k_stub_prologue =
 
 const char* k_judge_prologue = R"LEAP(
 #include <csignal>
+#include <cstddef>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -336,6 +351,21 @@ void leap_expect(char want, const char* where) {
   }
 }
 
+// Installed in the entry point's process before it starts (see fence_filter): the filter comes
+// from the engine as leap_fence, with k_fence_self where this process's pid goes.
+bool leap_fence_the_judge() {
+  constexpr unsigned n = leap_fence_n;
+  if (n == 0) return true;  // an architecture the filter is not written for
+  sock_filter program[sizeof leap_fence / sizeof leap_fence[0]];
+  for (unsigned i = 0; i < n; ++i) {
+    program[i] = leap_fence[i];
+    if (program[i].k == LEAP_FENCE_SELF) program[i].k = static_cast<std::uint32_t>(::getpid());
+  }
+  const sock_fprog prog{static_cast<unsigned short>(n), program};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+}
+
 // Starts the entry point's program with the buffers on descriptor 3 (/dev/null without a memfd:
 // the CUDA judge shares device memory instead) and the channel on 4; its stdout is this process's
 // stderr (set up before), its stdin /dev/null.
@@ -352,6 +382,7 @@ void leap_spawn(const char* program, int memfd) {
     if (buffers < 0 || channel < 0 || ::dup2(buffers, 3) != 3 || ::dup2(channel, 4) != 4) _exit(126);
     ::close(buffers);
     ::close(channel);
+    if (!leap_fence_the_judge()) _exit(126);
     char* const args[] = {const_cast<char*>(program), nullptr};
     ::execv(program, args);
     _exit(127);
@@ -677,9 +708,131 @@ std::string harness_source(const task& t, harness_flavor flavor) {
   return {};
 }
 
+namespace {
+
+// Where a pid goes in fence_filter's program: the started process's own, patched in at its start
+// (above any pid a kernel gives out).
+constexpr std::uint32_t k_fence_self = 0xfffffff0U;
+
+// The seccomp filter a judge installs in the process it starts, stacked on the sandbox's own: a
+// signal it sends may reach itself only, so it can neither kill nor stop the judge (nor its
+// threads, nor the process group), nor have the kernel signal the judge for it (an owner of SIGIO
+// set by fcntl or ioctl), nor change the judge's limits. Refused calls fail with EPERM, as the
+// sandbox's own filter's do. A process the program forks keeps the filter, and the program's pid
+// in it: it may signal only the program.
+std::vector<sock_filter> fence_filter() {
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+  constexpr std::uint32_t arch = AUDIT_ARCH_X86_64;
+#else
+  constexpr std::uint32_t arch = AUDIT_ARCH_AARCH64;
+#endif
+  constexpr std::uint32_t allow = SECCOMP_RET_ALLOW;
+  constexpr std::uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
+  std::vector<sock_filter> p;
+  auto stmt = [&](std::uint16_t code, std::uint32_t k) { p.push_back(BPF_STMT(code, k)); };
+  auto jump = [&](std::uint32_t k, std::uint8_t jt, std::uint8_t jf) {
+    p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, jt, jf));
+  };
+  // Another architecture's calls are the sandbox's own filter's to refuse.
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
+  jump(arch, 1, 0);
+  stmt(BPF_RET | BPF_K, allow);
+  // The first argument, a pid, compared by its low half: the kernel reads it as an int.
+  auto first_is = [&](long nr, std::uint32_t also) {
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+    jump(static_cast<std::uint32_t>(nr), 0, 5);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+    jump(k_fence_self, 1, 0);
+    jump(also, 0, 1);
+    stmt(BPF_RET | BPF_K, allow);
+    stmt(BPF_RET | BPF_K, deny);
+  };
+  first_is(SYS_kill, k_fence_self);
+  first_is(SYS_tgkill, k_fence_self);
+  first_is(SYS_rt_sigqueueinfo, k_fence_self);
+  first_is(SYS_rt_tgsigqueueinfo, k_fence_self);
+  first_is(SYS_prlimit64, 0);  // 0: the caller itself
+  for (long nr : {static_cast<long>(SYS_tkill), static_cast<long>(SYS_pidfd_send_signal)}) {
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+    jump(static_cast<std::uint32_t>(nr), 0, 1);
+    stmt(BPF_RET | BPF_K, deny);
+  }
+  // Who gets SIGIO and SIGURG for a descriptor: only the setters of an owner are refused.
+  auto second_not = [&](long nr, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+    jump(static_cast<std::uint32_t>(nr), 0, 5);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1]));
+    jump(a, 2, 0);
+    jump(b, 1, 0);
+    jump(c, 0, 1);
+    stmt(BPF_RET | BPF_K, deny);
+  };
+  second_not(SYS_fcntl, F_SETOWN, F_SETOWN_EX, F_SETSIG);
+  second_not(SYS_ioctl, FIOSETOWN, SIOCSPGRP, FIOSETOWN);
+  stmt(BPF_RET | BPF_K, allow);
+  return p;
+#else
+  return {};
+#endif
+}
+
+std::string fence_filter_cpp() {
+  std::ostringstream s;
+  const auto filter = fence_filter();
+  s << "\n#include <linux/filter.h>\n#define LEAP_FENCE_SELF " << k_fence_self
+    << "u\nconstexpr unsigned leap_fence_n = " << filter.size()
+    << ";\nconst sock_filter leap_fence[] = {";
+  for (const auto& f : filter) {
+    s << "{" << f.code << ", " << int{f.jt} << ", " << int{f.jf} << ", " << f.k << "u}, ";
+  }
+  s << (filter.empty() ? "{0, 0, 0, 0}};\n" : "};\n");
+  return s.str();
+}
+
+}  // namespace
+
+const std::string& fence_python_source() {
+  static const std::string source = [] {
+    std::ostringstream s;
+    s << "\n# The filter the judge installs in the candidate's process before it starts (see\n"
+         "# fence_filter in sandbox/harness.cpp); _LEAP_FENCE_SELF stands for that process's pid.\n"
+         "_LEAP_FENCE_SELF = "
+      << k_fence_self << "\n_LEAP_FENCE = [";
+    for (const auto& f : fence_filter()) {
+      s << "(" << f.code << ", " << int{f.jt} << ", " << int{f.jf} << ", " << f.k << "), ";
+    }
+    s << R"PY(]
+
+
+def _leap_fence():
+    import ctypes
+    import os
+    import struct
+    if not _LEAP_FENCE:
+        return True
+    me = os.getpid()
+    raw = b"".join(struct.pack("=HBBI", c, jt, jf, me if k == _LEAP_FENCE_SELF else k)
+                   for c, jt, jf, k in _LEAP_FENCE)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(len(_LEAP_FENCE), ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    # PR_SET_NO_NEW_PRIVS (38), then PR_SET_SECCOMP (22) with SECCOMP_MODE_FILTER (2).
+    return (libc.prctl(38, 1, 0, 0, 0) == 0 and
+            libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0)
+)PY";
+    return s.str();
+  }();
+  return source;
+}
+
 std::string judge_source(const task& t, bool gpu) {
   std::ostringstream s;
-  s << k_common_prologue << k_judge_prologue;
+  s << k_common_prologue << fence_filter_cpp() << k_judge_prologue;
   if (gpu) {
     s << k_cuda_judge_prologue;
   }

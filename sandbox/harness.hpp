@@ -60,6 +60,12 @@ std::string harness_source(const task& t, harness_flavor flavor);
 // that the program opens through CUDA IPC (see harness_source).
 std::string judge_source(const task& t, bool gpu);
 
+// Python source defining `_leap_fence()`: installs, in the calling process, the filter a judge puts
+// on the process it starts (harness.cpp's fence_filter: it may signal only itself, set no SIGIO
+// owner and change no other process's limits). Returns whether the filter is in place. For the
+// KernelBench judge, whose candidate's process is Python started by a Python judge.
+const std::string& fence_python_source();
+
 // `void solve(<params>);` (or reference) as the suite format defines it, e.g.
 // "void solve(const float* x, float* y, int n)".
 std::string entry_signature(const task& t, const std::string& name);

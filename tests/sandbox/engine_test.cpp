@@ -217,14 +217,17 @@ TEST(EngineTest, ResultStreamIsOutOfTheCandidatesReach) {
 
 // The judge is the candidate's parent and shares its uid, but is not dumpable: the candidate can
 // neither read nor write its memory, nor open its descriptors (the result stream), through /proc,
-// and ptrace is refused. Each candidate computes the right answer and spoils it (zeros) only when
-// its way into the judge opened, so a pass means the way was closed.
+// and ptrace is refused; it may signal only itself (the judge's filter), so it can neither stop
+// nor kill the judge, nor make the kernel signal it, nor touch its limits. Each candidate computes
+// the right answer and spoils it (zeros) only when its way into the judge opened, so a pass means
+// the way was closed.
 TEST(EngineTest, TheJudgesProcessIsOutOfTheCandidatesReach) {
   const task t = doubling_task();
   auto attempt = [](const std::string& opened) {
     return fenced("cpp",
-                  "#include <cstdio>\n#include <fcntl.h>\n#include <sys/ptrace.h>\n"
-                  "#include <unistd.h>\n"
+                  "#include <csignal>\n#include <cstdio>\n#include <fcntl.h>\n"
+                  "#include <sys/ptrace.h>\n#include <sys/resource.h>\n"
+                  "#include <sys/syscall.h>\n#include <unistd.h>\n"
                   "void solve(const float* x, float* y, int n) {\n"
                   "  char path[64];\n  (void)path;\n  const bool opened = " +
                       opened +
@@ -240,6 +243,24 @@ TEST(EngineTest, TheJudgesProcessIsOutOfTheCandidatesReach) {
       {"descriptors", attempt(proc + "fd\", (int)getppid()), open(path, O_RDONLY) >= 0)"),
        verdict_category::pass, "Correct"},
       {"ptrace", attempt("ptrace(PTRACE_ATTACH, getppid(), nullptr, nullptr) == 0"),
+       verdict_category::pass, "Correct"},
+      // Signal 0 asks only whether a signal could be sent: allowed, the judge would be stopped
+      // or killed by the same call with another number.
+      {"signal", attempt("kill(getppid(), 0) == 0"), verdict_category::pass, "Correct"},
+      {"signal_the_group", attempt("kill(0, 0) == 0 || kill(-1, 0) == 0"), verdict_category::pass,
+       "Correct"},
+      {"signal_a_thread",
+       attempt("syscall(SYS_tgkill, getppid(), getppid(), 0) == 0 || "
+               "syscall(SYS_tkill, getppid(), 0) == 0"),
+       verdict_category::pass, "Correct"},
+      {"signal_by_descriptor",
+       attempt("syscall(SYS_pidfd_send_signal, syscall(SYS_pidfd_open, getppid(), 0), 0, "
+               "nullptr, 0) == 0"),
+       verdict_category::pass, "Correct"},
+      {"sigio_owner",
+       attempt("fcntl(1, F_SETOWN, getppid()) == 0 || fcntl(1, F_SETSIG, SIGKILL) == 0"),
+       verdict_category::pass, "Correct"},
+      {"limits", attempt("prlimit(getppid(), RLIMIT_CPU, nullptr, nullptr) == 0"),
        verdict_category::pass, "Correct"},
   };
   for (const auto& c : cases) {
