@@ -1736,21 +1736,39 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   const std::vector<std::pair<std::string, const std::string*>> files{
       {"solution.py", &p.code},
       {"runner.py", &kernelbench_candidate_source()},
+      {"judge.py", &kernelbench_judge_source()},
       {"inputs.bin", ref.inputs.bytes.get()}};
   for (const auto& [name, content] : files) {
     if (auto s = write_file(dir->path() / name, *content); !s) {
       return s.err();
     }
   }
+  // The judge allocates the outputs' buffers as the reference's outputs are.
+  nlohmann::json slots = nlohmann::json::array();
+  for (const kb_trial& trial : ref.expected.trials) {
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const kb_value& out : trial.outputs.items) {
+      outputs.push_back(
+          out.tag == 'T' ? nlohmann::json{{"tag", "T"}, {"dtype", out.dtype}, {"shape", out.shape}}
+                         : nlohmann::json{{"tag", std::string(1, out.tag)}});
+    }
+    slots.push_back(std::move(outputs));
+  }
   run_request request;
-  request.argv = {config_.python, "-I", "-B", "runner.py"};
+  request.argv = {config_.python, "-I", "-B", "judge.py"};
   request.working_dir = dir->path();
   request.env = run_env(*device == "cuda" ? gpu : -1);
   kernelbench_env(request.env, config_.python);
   request.limits = config_.kernelbench_limits;
+  // The record holds every trial's outputs and inputs (4x: a candidate's outputs may be wider).
+  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
+  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
   request.readonly_paths = readonly_paths_;
   request.stdin_data =
-      nlohmann::json{{"device", *device}, {"own_kernel", to_string(policy)}}.dump() + "\n";
+      nlohmann::json{
+          {"device", *device}, {"own_kernel", to_string(policy)}, {"slots", std::move(slots)}}
+          .dump() +
+      "\n";
   auto r = run_isolated(request);
   if (!r) {
     return r.err();
@@ -1783,12 +1801,22 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
-  // The status file is the candidate's word: it may only ever turn into a failing verdict.
+  // The judge's record: its status (which relays the runner's word: it may only ever turn into a
+  // failing verdict), then the trials' data.
   nlohmann::json status = nlohmann::json::object();
-  if (auto text = read_untrusted_file(dir->path() / ".leap_status", k_max_result_json_bytes)) {
-    status = nlohmann::json::parse(*text, nullptr, false);
-    if (!status.is_object()) {
-      status = nlohmann::json::object();
+  std::string data;
+  constexpr std::string_view k_record_magic = "LKBJUDG1";
+  const std::string& out = r->stdout_text;
+  if (out.size() >= k_record_magic.size() + 4 && out.starts_with(k_record_magic)) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, out.data() + k_record_magic.size(), 4);
+    const std::size_t at = k_record_magic.size() + 4;
+    if (length <= k_max_result_json_bytes && length <= out.size() - at) {
+      status = nlohmann::json::parse(out.substr(at, length), nullptr, false);
+      if (!status.is_object()) {
+        status = nlohmann::json::object();
+      }
+      data = out.substr(at + length);
     }
   }
   const kernelbench_status said =
@@ -1816,13 +1844,11 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
   }
 
-  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
-  auto bytes = read_untrusted_file(dir->path() / "out.bin", bound);
-  if (!bytes) {
+  if (said != kernelbench_status::ok || data.empty()) {
     return judged({{"status", "incomplete"}});
   }
-  auto got = parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())),
-                           kb_file::candidate);
+  auto got =
+      parse_kb_file(std::make_shared<const std::string>(std::move(data)), kb_file::candidate);
   if (!got) {
     return judged({{"status", "incomplete"}});
   }
@@ -1831,8 +1857,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   }
   const int trials = static_cast<int>(ref.expected.trials.size());
   if (policy == own_kernel_policy::require) {
-    // What ran is reported from inside the candidate's process (see the threat model: a candidate
-    // can patch its own profiler; profiling from outside the process would not be).
+    // What ran is reported from inside the candidate's process, relayed by the judge (see the
+    // threat model: a candidate can patch its own profiler; profiling from outside the process
+    // would not be).
     const nlohmann::json report =
         said == kernelbench_status::ok && status.contains("own") && status["own"].is_array()
             ? status["own"]

@@ -1,16 +1,24 @@
-// KernelBench tasks: the two Python programs that run them and the judge that compares their data.
+// KernelBench tasks: the Python programs that run them and the judge that compares their data.
 //
 // The task's problem.py (the reference Model) and the candidate's solution.py (ModelNew) never
 // share a process. The reference program runs problem.py alone, once per task, seed, trial count
 // and device (the engine caches it): it draws `trials` sets of seeded inputs and writes them, with
-// the init inputs, to inputs.bin, and the reference's outputs to expected.bin. The candidate
-// program runs solution.py with inputs.bin only (never problem.py or the expected outputs), builds
-// ModelNew after torch.manual_seed(seed) from the init inputs exactly as the reference built Model
-// (so their parameters match, as in KernelBench), calls it once per trial and writes its outputs
-// and the inputs as they are after the call to out.bin. The judge is C++ in the engine's process:
-// it parses these files as plain data (nothing written by the candidate is ever unpickled or
-// executed) and compares them with per-dtype tolerances, a relative-L2 guard, an exact dtype check
-// and a bitwise check of the inputs against the reference's copies.
+// the init inputs, to inputs.bin, and the reference's outputs to expected.bin.
+//
+// A candidate runs as two processes in one sandbox. The judge program (Python, none of the
+// candidate's code) reads inputs.bin and removes it, makes itself non-dumpable and starts the
+// runner under a seccomp filter (it may signal only itself). Per trial it writes the inputs into
+// memory it owns (CUDA: device memory of its own context, opened by the runner through CUDA IPC;
+// CPU: a sealed memfd) beside buffers for the outputs (the reference's dtypes and shapes); the
+// runner builds ModelNew after torch.manual_seed(seed) from the init inputs exactly as the
+// reference built Model (so their parameters match, as in KernelBench), calls it, copies each
+// output that has the reference's dtype and shape into its buffer and describes the rest. The
+// judge then reads the outputs and the inputs as the call left them itself and writes the record
+// to the engine's pipe. The engine's judge is C++: it parses the record as plain data (nothing
+// written by either program is ever unpickled or executed) and compares it with per-dtype
+// tolerances, a relative-L2 guard, an exact dtype check and a bitwise check of the inputs against
+// the reference's copies. What the runner reports itself (the kernels that ran, an error) can only
+// fail a verdict.
 #pragma once
 
 #include "common/enums/enum_names.hpp"
@@ -43,16 +51,27 @@ result<own_kernel_policy> own_kernel_for(const task& t, const std::string& devic
 // on success; otherwise its stderr says what failed.
 const std::string& kernelbench_reference_source();
 
-// The candidate program. stdin: one JSON line {"device", "own_kernel": "require"|"off"}; reads
-// inputs.bin, runs solution.py's ModelNew per trial and writes out.bin and a JSON status file
-// `.leap_status` ({"status": "ok", "own": [...]} or a syntax/import/runtime error with frames).
-// Everything it writes is the candidate's word: the engine only ever turns it into a verdict.
+// The judge program (judge.py). stdin: one JSON line {"device", "own_kernel": "require"|"off",
+// "slots": per trial, the reference's outputs: {"tag": "T", "dtype", "shape"} or {"tag": <another
+// tag>}}; inputs.bin and runner.py in its working directory. Its stdout: "LKBJUDG1", a u32 length
+// and a JSON status ({"status": "ok", "own": [per trial {"own", "other"}]}, or the runner's
+// syntax/import/runtime error, or "incomplete"), then, when ok, the trials' data in out.bin's
+// format (kb_file::candidate). A runner that dies or exits with a non-zero code passes its signal
+// or code on as the judge's.
+const std::string& kernelbench_judge_source();
+
+// The candidate's runner (runner.py), started by the judge: descriptor 4 is the judge's channel
+// (JSON messages), descriptor 3 the CPU buffers. It imports solution.py, then answers each trial
+// (see the top of this file). Whatever it says is the candidate's word.
 const std::string& kernelbench_candidate_source();
 
 // One value of the data format (tensors, Python scalars, None, strings, lists and tuples).
 struct kb_value {
-  char tag = 'N';     // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other
-  std::string dtype;  // T: "float32", ...
+  // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other; D (the judge's, in
+  // a candidate's outputs only) a tensor's dtype and shape whose data it did not take: not the
+  // reference's dtype and shape
+  char tag = 'N';
+  std::string dtype;                // T: "float32", ...
   std::vector<std::int64_t> shape;  // T
   std::string_view data;        // T: raw little-endian elements; S, O: the text (type name for O)
   std::int64_t integer = 0;     // I, B

@@ -5,16 +5,25 @@
 #include "sandbox/kernelbench.hpp"
 
 #include "sandbox/engine.hpp"
+#include "sandbox/harness.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace leap::sandbox {
 namespace {
@@ -228,6 +237,86 @@ struct kb_case {
   std::string feedback_contains;
 };
 
+// Runs `python3 -I script` in a fresh folder with `files` beside it; its stdout and status.
+std::pair<std::string, int> run_python_script(
+    const std::string& script, const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string folder = (std::filesystem::temp_directory_path() / "leap-kb-XXXXXX").string();
+  if (::mkdtemp(folder.data()) == nullptr) {
+    return {"mkdtemp failed", -1};
+  }
+  for (const auto& [name, text] : files) {
+    std::ofstream(std::filesystem::path(folder) / name) << text;
+  }
+  std::ofstream(std::filesystem::path(folder) / "script.py") << script;
+  const std::string command = "cd " + folder + " && " + shared_engine().config().python +
+                              " -I script.py " +
+                              [&] {
+                                std::string names;
+                                for (const auto& f : files) {
+                                  names += f.first + " ";
+                                }
+                                return names;
+                              }() +
+                              "2>&1";
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    return {"popen failed", -1};
+  }
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) {
+    out.append(buf.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  std::filesystem::remove_all(folder);
+  return {out, status};
+}
+
+// The generated programs parse as Python wherever the tests run, torch or not: a slip in the C++
+// strings they are built from would otherwise show only on a machine with torch.
+TEST(KernelBenchTest, TheGeneratedProgramsParseAsPython) {
+  const auto [out, status] = run_python_script(
+      "import ast, sys\nfor name in sys.argv[1:]:\n    ast.parse(open(name).read(), name)\n"
+      "print('parsed', len(sys.argv) - 1)\n",
+      {{"reference.py", kernelbench_reference_source()},
+       {"judge.py", kernelbench_judge_source()},
+       {"runner.py", kernelbench_candidate_source()}});
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("parsed 3"), std::string::npos) << out;
+}
+
+// The filter the KernelBench judge puts on its runner, installed from Python as the judge does:
+// the process may still signal itself, and no longer its parent (the judge) nor its group.
+TEST(KernelBenchTest, TheRunnersFilterLetsItSignalOnlyItself) {
+  const auto [out, status] = run_python_script(fence_python_source() + R"PY(
+import os
+import signal
+
+
+def reach(what, call):
+    try:
+        call()
+        print(what, "reachable")
+    except PermissionError:
+        print(what, "refused")
+
+
+reach("parent before", lambda: os.kill(os.getppid(), 0))
+assert _leap_fence()
+reach("itself", lambda: os.kill(os.getpid(), 0))
+reach("parent", lambda: os.kill(os.getppid(), 0))
+reach("group", lambda: os.kill(0, 0))
+reach("limits", lambda: __import__("resource").prlimit(os.getppid(), __import__("resource").RLIMIT_CPU))
+)PY",
+                                               {});
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("parent before reachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("itself reachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("parent refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("group refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("limits refused"), std::string::npos) << out;
+}
+
 TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
   std::string why;
   if (!torch_available(&why)) {
@@ -266,7 +355,7 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
        head + "    def forward(self, a, b):\n        return (a * self.scale + b).half()\n",
        verdict_category::wrong_answer, "has dtype float16, expected float32"},
       // The task's files are not in the candidate's folder: only its code, the runner and the
-      // inputs.
+      // judge's program (the judge removed the inputs before the runner started).
       {"reads_the_problem",
        head + "    def forward(self, a, b):\n        return open('problem.py').read()\n",
        verdict_category::runtime, "No such file or directory: 'problem.py'"},
@@ -275,7 +364,7 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
        head + "    def forward(self, a, b):\n        import os\n"
               "        raise RuntimeError(sorted(f for f in os.listdir('.') if not "
               "f.startswith('.')))\n",
-       verdict_category::runtime, "['inputs.bin', 'out.bin', 'runner.py', 'solution.py']"},
+       verdict_category::runtime, "['judge.py', 'runner.py', 'solution.py']"},
       {"forged_no_gpu_status",
        "import json, os\njson.dump({'status': 'no_gpu'}, open('.leap_status', 'w'))\nos._exit(0)\n",
        verdict_category::runtime, "stopped before"},
