@@ -2,8 +2,8 @@
 // latency, the cache-hit latency, and verifications per second by worker count, cold (every
 // candidate compiles) and warm (every candidate is a cache hit). Prints a table.
 //
-//   bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers 1,2,4] [--task DIR] [--gpu
-//   N]
+//   bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers 1,2,4] [--task
+//   DIR] [--gpu N]
 //
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
@@ -50,6 +50,25 @@ task builtin_task(task_kind kind) {
     t.id = "python/bench_add";
     t.tests = "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n";
     t.solution = "def add(a, b):\n    return a + b\n";
+    return t;
+  }
+  if (kind == task_kind::kernelbench) {
+    // PyTorch ops only, so that it passes wherever torch runs (own_kernel off): what is measured
+    // is the harness around the call (two Python processes, torch imported, inputs and outputs
+    // shared), not a kernel build.
+    t.id = "kernelbench/bench_scale_add";
+    t.own_kernel = own_kernel_policy::off;
+    t.reference =
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, "
+        "scale):\n        super().__init__()\n        self.scale = scale\n\n    def forward(self, "
+        "a, b):\n        return a * self.scale + b\n\ndef get_inputs():\n    return "
+        "[torch.randn(1024, 1024), torch.randn(1024, 1024)]\n\ndef get_init_inputs():\n    "
+        "return [3.0]\n";
+    t.solution =
+        "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def "
+        "__init__(self, scale):\n        super().__init__()\n        self.scale = scale\n\n    "
+        "def forward(self, a, b):\n        return torch.addcmul(b, a, "
+        "torch.tensor(self.scale, device=a.device))\n";
     return t;
   }
   t.id = kind == task_kind::cuda ? "cuda/bench_scale" : "cpp/bench_scale";
@@ -114,9 +133,10 @@ int parse_and_run(int argc, char** argv) {
     } else if (a == "--gpu") {
       gpu = std::atoi(next().c_str());
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_sandbox [--kind cpp|cuda|python] [--candidates N] [--workers "
-                   "1,2,4] [--task DIR] [--gpu N]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers "
+          "1,2,4] [--task DIR] [--gpu N]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -160,6 +180,11 @@ int parse_and_run(int argc, char** argv) {
     auto warm = (*e)->compile(t, answer(t, -1, salt));
     if (!warm) {
       std::fprintf(stderr, "bench_sandbox: error: %s\n", warm.err().message.c_str());
+      return 1;
+    }
+    // KernelBench's reference outputs are computed at the first run of the task, then cached.
+    if (t.kind == task_kind::kernelbench && !(*e)->run(t, *warm, gpu)) {
+      std::fprintf(stderr, "bench_sandbox: error: the warm-up run failed\n");
       return 1;
     }
   }
@@ -207,7 +232,7 @@ int parse_and_run(int argc, char** argv) {
       vc.engine = fresh_config("throughput-" + std::to_string(w));
       vc.compile_workers = w;
       vc.run_slots = w;
-      if (t.kind == task_kind::cuda && gpu >= 0) {
+      if ((t.kind == task_kind::cuda || t.kind == task_kind::kernelbench) && gpu >= 0) {
         vc.gpus = {gpu};
       }
       auto v = verifier::create(vc);

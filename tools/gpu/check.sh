@@ -213,8 +213,10 @@ phase_sandbox() {
 phase_sandboxbench() {
   local base=/tmp/leap-sandbox-base rc=0 round tree
   [[ -n ${BASE_SRC:-} ]] || { echo "sandboxbench: set BASE_SRC"; return 2; }
-  # The base tree builds with this tree's dev.sh (the same flags; `build TARGET...` is newer).
+  # The base tree builds with this tree's dev.sh (the same flags; `build TARGET...` is newer) and
+  # this tree's benchmark (the same measurement; kinds it learned since run against the old engine).
   cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+  cp "$root/tools/bench/bench_sandbox.cpp" "$BASE_SRC/tools/bench/bench_sandbox.cpp"
   for tree in new base; do
     local dir=$build src=$root
     [[ $tree == new ]] || { dir=$base; src=$BASE_SRC; }
@@ -232,6 +234,9 @@ phase_sandboxbench() {
       for kind in ${SANDBOX_BENCH_KINDS:-cpp cuda}; do
         if [[ $kind == cuda ]]; then
           (cd "$src" && "$bin" --kind cuda --gpu 0 --candidates 12 --workers 1,16) || rc=1
+        elif [[ $kind == kernelbench ]]; then
+          # Seconds a verification (two Python processes importing torch): few candidates.
+          (cd "$src" && "$bin" --kind kernelbench --gpu 0 --candidates 4 --workers 1,4) || rc=1
         else
           (cd "$src" && "$bin" --kind "$kind" --candidates 16 --workers 1,16) || rc=1
         fi
