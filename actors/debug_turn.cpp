@@ -45,6 +45,7 @@ turn_record make_turn_record(generation_result generated, const verification_res
     t.timings.run_ms = verified->run_ms;
     t.timings.compile_queue_ms = verified->queue_ms;
     t.timings.run_queue_ms = verified->run_queue_ms;
+    t.speedup = verified->speedup;
   } else {
     t.verdict = verdict_category::format;
     t.passed = false;

@@ -102,6 +102,9 @@ struct verification_result {
   double queue_ms = 0.0;
   double run_queue_ms = 0.0;  // compiled, waiting for a run slot (a GPU for cuda work)
   bool cache_hit = false;
+  // Reference median / candidate median of a timed pass (verifier.timing_reps > 0); 0 when not
+  // measured (timing off, a failure, or the sandbox gave none).
+  double speedup = 0.0;
   // clock_ms() when the verdict was complete, stamped by the in-process pool.
   double finished_ms = 0.0;
   // Non-empty: the verifier itself failed (no compiler, an unknown task, a broken reference). No
@@ -221,9 +224,10 @@ typename Inspector::result_type inspect(Inspector& f, turn_timings& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
-  return detail::inspect_with_optional(
-      f, "turn_record", x.code_hash, x.input_tokens, x.output_tokens, x.output_logprobs, x.text,
-      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.finish, x.endpoint);
+  return detail::inspect_with_optional(f, "turn_record", x.code_hash, x.input_tokens,
+                                       x.output_tokens, x.output_logprobs, x.text, x.verdict,
+                                       x.passed, x.feedback, x.timings, x.weight_version, x.finish,
+                                       x.endpoint, x.speedup);
 }
 
 template <class Inspector>
@@ -309,9 +313,10 @@ typename Inspector::result_type inspect(Inspector& f, verification_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, verification_result& x) {
-  return leap::detail::inspect_with_optional(
-      f, "verification_result", x.code_hash, x.verdict, x.passed, x.feedback, x.compile_ms,
-      x.run_ms, x.queue_ms, x.run_queue_ms, x.cache_hit, x.finished_ms, x.infrastructure_error);
+  return leap::detail::inspect_with_optional(f, "verification_result", x.code_hash, x.verdict,
+                                             x.passed, x.feedback, x.compile_ms, x.run_ms,
+                                             x.queue_ms, x.run_queue_ms, x.cache_hit, x.speedup,
+                                             x.finished_ms, x.infrastructure_error);
 }
 
 template <class Inspector>

@@ -11,6 +11,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <unordered_map>
 
@@ -55,6 +56,9 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
   v.run_ms = r->run_ms;
   v.run_queue_ms = r->run_queue_ms;
   v.cache_hit = r->cache_hit;
+  if (r->passed && r->speedup && std::isfinite(*r->speedup) && *r->speedup > 0) {
+    v.speedup = *r->speedup;
+  }
   return v;
 }
 

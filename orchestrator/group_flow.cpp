@@ -94,7 +94,9 @@ void group_flow::finish_if_done(flow_actions& actions) {
 void score_group(group_record& group, const reward_config& reward,
                  const advantage_config& advantage) {
   std::vector<rollout_outcome> outcomes;
+  std::vector<pass_speed> speeds;
   outcomes.reserve(group.rollouts.size());
+  speeds.reserve(group.rollouts.size());
   for (auto& r : group.rollouts) {
     rollout_outcome o = outcome_from_turns(r);
     if (group.probe) {
@@ -109,8 +111,9 @@ void score_group(group_record& group, const reward_config& reward,
       r.truncated = r.truncated || t.finish == finish_reason::length;
     }
     outcomes.push_back(o);
+    speeds.push_back(speed_of(r, o));
   }
-  const auto rewards = compute_rewards(reward, outcomes, group.max_turns);
+  const auto rewards = compute_rewards(reward, outcomes, group.max_turns, speeds);
   const auto advantages = compute_advantages(advantage, rewards);
   for (std::size_t i = 0; i < group.rollouts.size(); ++i) {
     group.rollouts[i].reward = rewards[i];

@@ -113,6 +113,21 @@ rollout_outcome outcome_from_turns(const rollout_record& rollout) {
   return outcome;
 }
 
+pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome) {
+  if (!outcome.passed()) {
+    return {};
+  }
+  const auto turn = static_cast<std::size_t>(outcome.passed_at_turn - 1);
+  if (turn >= rollout.turns.size() || !rollout.turns[turn].passed) {
+    return {};
+  }
+  const double s = rollout.turns[turn].speedup;
+  if (!measured_speedup(s)) {
+    return {};
+  }
+  return {s, std::nullopt};
+}
+
 group_summary summarize(const group_record& group) {
   group_summary s;
   s.gate = group.gate;

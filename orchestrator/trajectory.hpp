@@ -13,6 +13,7 @@
 #include "orchestrator/advantage.hpp"  // not_generated
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
+#include "orchestrator/reward.hpp"  // pass_speed
 #include "orchestrator/vocabulary.hpp"
 
 #include <cstdint>
@@ -67,6 +68,9 @@ struct turn_record {
   std::uint64_t weight_version = 0;  // the policy weights the turn was sampled from
   finish_reason finish = finish_reason::stop;
   std::string endpoint;  // the server that generated the turn, e.g. "http://10.0.0.3:8000"
+  // Reference median / candidate median of a timed pass (verifier.timing_reps > 0); 0 when not
+  // measured (timing off, a failure, a record older than format version 3).
+  double speedup = 0.0;
 
   friend bool operator==(const turn_record&, const turn_record&) = default;
 };
@@ -193,6 +197,11 @@ struct flat_rollout {
 // What the turns themselves say: passed_at_turn is 1 + the first turn whose `passed` is set (0 if
 // none), generated_turns the number of turns (at least 1, as rollout_outcome requires).
 [[nodiscard]] rollout_outcome outcome_from_turns(const rollout_record& rollout);
+
+// What the verifier measured of the turn `outcome` passed at (outcome.passed_at_turn, 1-based):
+// its speedup when one was measured (> 0 and finite); nothing for a failure or an untimed pass.
+// Relative noise is not stored yet (the sandbox states none), so it is always empty.
+[[nodiscard]] pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome);
 
 // The metrics' view of a group: its gate decision, and per rollout (in stored order) the outcome
 // and advantage that training used. For a probe group, use probe_summary() to measure recovery.

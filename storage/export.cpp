@@ -38,6 +38,8 @@ json turn_json(const turn_record& t) {
       {"weight_version", t.weight_version},
       {"finish_reason", to_string(t.finish)},
       {"endpoint", t.endpoint},
+      // Reference median / candidate median of a timed pass; null when not measured.
+      {"speedup", t.speedup > 0 ? json(t.speedup) : json(nullptr)},
   };
 }
 
@@ -226,6 +228,10 @@ turn_record turn_from(json_reader& r, const json& j, const std::string& path) {
       j, "finish_reason", path, [](const std::string& n) { return parse_finish_reason(n); },
       "finish reason");
   t.endpoint = r.get<std::string>(j, "endpoint", path);
+  // Optional: exports written before issue 31 have no speedup (not measured).
+  if (const auto it = j.find("speedup"); r.ok() && it != j.end() && !it->is_null()) {
+    t.speedup = r.convert<double>(*it, path + ".speedup");
+  }
   return t;
 }
 
@@ -393,6 +399,7 @@ const std::vector<std::string>& csv_columns() {
                                                    "generation_queue_ms",
                                                    "compile_queue_ms",
                                                    "run_queue_ms",
+                                                   "speedup",
                                                    "code_hash",
                                                    "feedback",
                                                    "text"};
@@ -446,7 +453,8 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
            to_string(t.finish), std::to_string(t.weight_version), t.endpoint,
            number(t.timings.generation_ms), number(t.timings.compile_ms), number(t.timings.run_ms),
            number(t.timings.generation_queue_ms), number(t.timings.compile_queue_ms),
-           number(t.timings.run_queue_ms), t.code_hash.value_or(""), t.feedback, t.text});
+           number(t.timings.run_queue_ms), t.speedup > 0 ? number(t.speedup) : std::string(),
+           t.code_hash.value_or(""), t.feedback, t.text});
       append_row(out, fields);
       ++rows;
     }

@@ -9,6 +9,9 @@
 // break quoted and quotes doubled): a header row, then one row per rollout turn with the group's
 // and the rollout's columns repeated (csv_columns() lists them), token counts instead of token ids.
 // A rollout without turns still gets one row, with the turn columns empty.
+// A turn's `speedup` (reference median / candidate median of a timed pass, issue 31) is null in
+// JSON and an empty cell in CSV when it was not measured; a JSON line without it reads as not
+// measured.
 //
 // Numbers are written in the shortest form that reads back to the same double.
 // All functions are thread-safe for distinct output streams.

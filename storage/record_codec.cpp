@@ -297,7 +297,7 @@ std::size_t encoded_size_hint(const group_record& g) {
   for (const auto& r : g.rollouts) {
     n += min_rollout_bytes;
     for (const auto& t : r.turns) {
-      n += min_turn_bytes +
+      n += min_turn_bytes + 8 +
            4 * (t.input_tokens.size() + t.output_tokens.size() + t.output_logprobs.size()) +
            t.text.size() + t.feedback.size() + t.endpoint.size() +
            (t.code_hash ? t.code_hash->size() + 4 : 0);
@@ -344,6 +344,11 @@ std::string encode(const group_record& g) {
   }
   w.boolean(g.weight_version.has_value());
   w.u64(g.weight_version.value_or(0));
+  for (const auto& r : g.rollouts) {
+    for (const auto& t : r.turns) {
+      w.f64(t.speedup);
+    }
+  }
   return std::move(w).take();
 }
 
@@ -391,6 +396,13 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
       g.weight_version = value;
     }
   }
+  if (version >= 3) {
+    for (auto& ro : g.rollouts) {
+      for (auto& t : ro.turns) {
+        t.speedup = r.f64("turn.speedup");
+      }
+    }
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }
@@ -400,13 +412,17 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
 std::string encode(const turn_record& t) {
   byte_writer w(record_kind::turn);
   write_turn(w, t);
+  w.f64(t.speedup);
   return std::move(w).take();
 }
 
 result<turn_record> decode_turn(std::string_view bytes) {
   byte_reader r(bytes, "turn");
-  r.header(record_kind::turn);
+  const auto version = r.header(record_kind::turn);
   auto t = read_turn(r, true);
+  if (version >= 3) {
+    t.speedup = r.f64("speedup");
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }

@@ -27,7 +27,9 @@ namespace leap {
 // to its own (fields newer than the record take their defaults) and refuses a newer one with an
 // error that says so. Never change the meaning of an existing version's bytes.
 // Version 2 added group_record::weight_version (after the rollouts).
-inline constexpr std::uint8_t trajectory_format_version = 2;
+// Version 3 added turn_record::speedup: a group's, one f64 per turn in rollout and turn order after
+// weight_version; a turn record's, after its last field.
+inline constexpr std::uint8_t trajectory_format_version = 3;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4 };

@@ -59,6 +59,7 @@ turn_record sample_turn(bool with_hash) {
   t.weight_version = 7;
   t.finish = finish_reason::length;
   t.endpoint = "http://127.0.0.1:8000";
+  t.speedup = 1.375;
   return t;
 }
 
@@ -163,6 +164,7 @@ TEST(MessagesTest, ActorMessagesRoundTrip) {
   verdict.run_ms = 250;
   verdict.queue_ms = 3;
   verdict.cache_hit = true;
+  verdict.speedup = 2.25;
   verdict.finished_ms = 4;
   verdict.infrastructure_error = "no nvcc";
   EXPECT_EQ(round_trip(verdict), verdict);

@@ -192,5 +192,39 @@ TEST(ScoreGroup, ProbeGroupsTrainOnTheFirstTurnOnly) {
   EXPECT_LT(g.rollouts[1].advantage, 0.0);
 }
 
+// The turns' speedups reach the rewards: rank_speed orders the turn-1 passes by the speedup of the
+// turn that passed (not of an earlier failed one), and an untimed pass ties with the slowest.
+TEST(ScoreGroup, RankSpeedReadsTheSpeedupOfThePassingTurn) {
+  const auto timed = [](double speedup) {
+    turn_record t = turn(true);
+    t.speedup = speedup;
+    return t;
+  };
+  group_record g;
+  g.max_turns = 2;
+  g.gate = gate_decision::open;
+  g.rollouts.resize(5);
+  g.rollouts[0].turns = {timed(3.0)};
+  g.rollouts[1].turns = {timed(1.0)};
+  g.rollouts[2].turns = {turn(true)};  // untimed: as the slowest, 1.0
+  turn_record failed_but_fast = turn(false);
+  failed_but_fast.speedup = 50.0;  // a failure's figure is never read
+  g.rollouts[3].turns = {failed_but_fast, timed(0.5)};
+  g.rollouts[4].turns = {turn(false), turn(false)};
+  advantage_config none;
+  none.kind = advantage_kind::none;
+  reward_config rank_speed;
+  rank_speed.kind = reward_kind::rank_speed;
+  score_group(g, rank_speed, none);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, 4.0 / 4);        // beats all
+  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, (2.0 - 1) / 4);  // ties the untimed one
+  EXPECT_DOUBLE_EQ(g.rollouts[2].reward, (2.0 - 1) / 4);  // the same
+  EXPECT_DOUBLE_EQ(g.rollouts[3].reward, (1.0 - 3) / 4);  // only the lone turn-2 pass
+  EXPECT_DOUBLE_EQ(g.rollouts[4].reward, -4.0 / 4);
+  // rank alone would tie the three turn-1 passes.
+  score_group(g, reward_config{}, none);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, g.rollouts[1].reward);
+}
+
 }  // namespace
 }  // namespace leap

@@ -73,6 +73,7 @@ class Export : public ::testing::Test {
     awkward.rollouts[0].turns[1].code_hash.reset();
     awkward.rollouts[1].reward = 1.0 / 3.0;
     awkward.rollouts[1].advantage = -2.5e-17;
+    awkward.rollouts[1].turns[0].speedup = 1.75;  // a timed pass (issue 31)
     awkward.gate = gate_decision::closed_hopeless;
     awkward.probe = true;
     groups_.push_back(awkward);
@@ -111,6 +112,27 @@ TEST_F(Export, JsonlHasOneGroupPerLineThatParsesBackToTheRecord) {
   }
   EXPECT_EQ(nlohmann::json::parse(lines[1]).at("gate"), "closed_hopeless");
   EXPECT_TRUE(nlohmann::json::parse(lines[1])["rollouts"][0]["turns"][1]["code_hash"].is_null());
+}
+
+// A turn's speedup, stored in the real store, comes out as a number; an unmeasured one as null;
+// a line written before speedups existed (no key) reads back as not measured.
+TEST_F(Export, JsonlCarriesEachTurnsSpeedup) {
+  std::ostringstream out;
+  ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r1"}, out).ok());
+  const auto lines = lines_of(out.str());
+  ASSERT_GE(lines.size(), 2U);
+  auto j = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(j["rollouts"][1]["turns"][0]["speedup"], 1.75);
+  EXPECT_TRUE(j["rollouts"][0]["turns"][0]["speedup"].is_null());
+  j["rollouts"][1]["turns"][0].erase("speedup");
+  auto old = group_from_json(j.dump());
+  ASSERT_TRUE(old.ok()) << old.err().message;
+  EXPECT_EQ(old->rollouts[1].turns[0].speedup, 0.0);
+  j["rollouts"][1]["turns"][0]["speedup"] = "fast";
+  auto bad = group_from_json(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("rollouts[1].turns[0].speedup"), std::string::npos)
+      << bad.err().message;
 }
 
 TEST_F(Export, RunFilter) {
@@ -163,6 +185,8 @@ TEST_F(Export, CsvHasAHeaderAndOneRowPerRolloutTurn) {
   EXPECT_EQ(second[column("rollout_index")], "1");
   EXPECT_EQ(std::stod(second[column("reward")]), 1.0 / 3.0);
   EXPECT_EQ(std::stod(second[column("advantage")]), -2.5e-17);
+  EXPECT_EQ(second[column("speedup")], "1.75");
+  EXPECT_EQ(row[column("speedup")], "");  // not measured
 }
 
 TEST(ExportRows, RolloutWithoutTurnsGetsOneRowWithEmptyTurnColumns) {

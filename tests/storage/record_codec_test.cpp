@@ -132,19 +132,64 @@ TEST(RecordCodec, VersionOneGroupBytesAreStillRead) {
 }
 
 TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) {
-  // Version 2 writes version 1's fields unchanged, then the measured weight version.
+  // Version 2 writes version 1's fields unchanged, then the measured weight version (version 3
+  // then one speedup per turn).
   auto v2 = v1_group();
   auto bytes = encode(v2);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 2);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 3);
   const auto v1 = from_hex(v1_group_hex);
   EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
-  EXPECT_EQ(bytes.size(), v1.size() + 9);
+  EXPECT_EQ(bytes.size(), v1.size() + 9 + 8);
   v2.split = split_kind::validation;
   v2.weight_version = 7;
   auto g = decode_group(encode(v2));
   ASSERT_TRUE(g.ok()) << g.err().message;
   EXPECT_EQ(g->weight_version, std::optional<std::uint64_t>{7});
   EXPECT_EQ(*g, v2);
+}
+
+// Version 3 appends each turn's speedup (rollout by rollout, turn by turn); version 2 bytes, which
+// are version 3's without that tail, read back with every speedup 0 (not measured).
+TEST(RecordCodec, VersionThreeAddsEachTurnsSpeedupAfterTheVersionTwoFields) {
+  auto g = v1_group();
+  g.rollouts[0].turns[0].speedup = 2.5;
+  g.rollouts.push_back(g.rollouts[0]);
+  g.rollouts[1].index = 2;
+  g.rollouts[1].turns.push_back(g.rollouts[1].turns[0]);
+  g.rollouts[1].turns[1].speedup = 0.75;
+  g.weight_version = 9;
+  const auto bytes = encode(g);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 3);
+  auto back = decode_group(bytes);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(back->rollouts[0].turns[0].speedup, 2.5);
+  EXPECT_EQ(back->rollouts[1].turns[1].speedup, 0.75);
+  EXPECT_EQ(*back, g);
+
+  auto v2_bytes = bytes.substr(0, bytes.size() - 3 * 8);
+  v2_bytes[0] = 2;
+  auto old = decode_group(v2_bytes);
+  ASSERT_TRUE(old.ok()) << old.err().message;
+  auto expected = g;
+  for (auto& r : expected.rollouts) {
+    for (auto& t : r.turns) {
+      t.speedup = 0.0;
+    }
+  }
+  EXPECT_EQ(*old, expected);
+  // A version 3 record without its speedups is truncated, not silently read as version 2.
+  auto cut = bytes.substr(0, bytes.size() - 3 * 8);
+  EXPECT_FALSE(decode_group(cut).ok());
+
+  // A turn record: the speedup after the last field; version 2 without it reads as 0.
+  const auto turn_bytes = encode(g.rollouts[0].turns[0]);
+  EXPECT_EQ(decode_turn(turn_bytes)->speedup, 2.5);
+  auto v2_turn = turn_bytes.substr(0, turn_bytes.size() - 8);
+  v2_turn[0] = 2;
+  auto old_turn = decode_turn(v2_turn);
+  ASSERT_TRUE(old_turn.ok()) << old_turn.err().message;
+  EXPECT_EQ(old_turn->speedup, 0.0);
+  EXPECT_EQ(old_turn->text, g.rollouts[0].turns[0].text);
 }
 
 TEST(RecordCodec, TurnRecordsRoundTripAndRefuseOtherKinds) {
@@ -189,7 +234,7 @@ TEST(RecordCodec, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x03"), "format version 3 is not readable"},
+      {"newer version", patched(0, "\x04"), "format version 4 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},
