@@ -139,4 +139,51 @@ std::optional<outcome_kind> parse_outcome_kind(const std::string& name) {
   return std::nullopt;
 }
 
+void speed_summary::add(const rollout_outcome& outcome, const pass_speed& speed) {
+  ++rollouts_;
+  if (!outcome.passed()) {
+    return;
+  }
+  ++passes_;
+  if (!measured_speedup(speed.speedup)) {
+    return;
+  }
+  const double s = *speed.speedup;
+  ++timed_;
+  log_sum_ += std::log(s);
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    faster_[i] += s > fast_p_thresholds[i] ? 1 : 0;
+  }
+}
+
+void speed_summary::merge(const speed_summary& other) {
+  rollouts_ += other.rollouts_;
+  passes_ += other.passes_;
+  timed_ += other.timed_;
+  log_sum_ += other.log_sum_;
+  for (std::size_t i = 0; i < faster_.size(); ++i) {
+    faster_[i] += other.faster_[i];
+  }
+}
+
+std::optional<double> speed_summary::fast_p(std::size_t index) const {
+  if (timed_ == 0 || index >= faster_.size()) {
+    return std::nullopt;
+  }
+  return ratio(faster_[index], rollouts_);
+}
+
+std::optional<double> speed_summary::geomean_speedup() const {
+  if (timed_ == 0) {
+    return std::nullopt;
+  }
+  return std::exp(log_sum_ / timed_);
+}
+
+std::string fast_p_name(std::size_t index) {
+  static const std::array<const char*, fast_p_thresholds.size()> names = {
+      "fast_0", "fast_1.0", "fast_1.2", "fast_1.5", "fast_2.0"};
+  return index < names.size() ? names[index] : "fast_?";
+}
+
 }  // namespace leap

@@ -5,6 +5,7 @@
 // activated_group_fraction) but adds no rollout. All functions are pure and thread-safe.
 #pragma once
 
+#include "orchestrator/reward.hpp"  // pass_speed
 #include "orchestrator/vocabulary.hpp"
 
 #include <array>
@@ -65,6 +66,43 @@ struct composition_bucket {
 };
 [[nodiscard]] std::vector<composition_bucket> rollout_composition(
     std::span<const group_summary> groups, std::size_t bucket_count);
+
+// ---- speed (issue 31) -------------------------------------------------------------------------
+//
+// fast_p as KernelBench defines it: the share of attempted rollouts that passed AND whose passing
+// candidate's speedup over the reference (eager, as the sandbox times it today) is > p. The
+// denominator is every rollout counted, timed or not, passed or not. A pass without a measured
+// speedup counts as correct but not fast (not even fast_0). The geometric-mean speedup is over
+// the timed passes only. Both are undefined (nullopt) when nothing counted was timed, so that a
+// run without timing shows "n/a", never 0.
+
+inline constexpr std::array<double, 5> fast_p_thresholds = {0.0, 1.0, 1.2, 1.5, 2.0};
+
+class speed_summary {
+ public:
+  // One attempted rollout: its outcome and what was measured of its passing turn.
+  void add(const rollout_outcome& outcome, const pass_speed& speed);
+  void merge(const speed_summary& other);
+
+  [[nodiscard]] std::uint32_t rollouts() const { return rollouts_; }
+  [[nodiscard]] std::uint32_t passes() const { return passes_; }
+  [[nodiscard]] std::uint32_t timed_passes() const { return timed_; }
+  // fast_p for fast_p_thresholds[index]; nullopt when no pass was timed (or index is out of range).
+  [[nodiscard]] std::optional<double> fast_p(std::size_t index) const;
+  // exp(mean(ln speedup)) over the timed passes; nullopt when none.
+  [[nodiscard]] std::optional<double> geomean_speedup() const;
+
+ private:
+  std::uint32_t rollouts_ = 0;
+  std::uint32_t passes_ = 0;
+  std::uint32_t timed_ = 0;
+  double log_sum_ = 0.0;
+  std::array<std::uint32_t, fast_p_thresholds.size()> faster_{};
+};
+
+// "fast_0", "fast_1.0", "fast_1.2", "fast_1.5", "fast_2.0": the names of fast_p_thresholds in
+// tables, CSV and JSON.
+[[nodiscard]] std::string fast_p_name(std::size_t index);
 
 // first_turn_pass for a pass at turn 1, debug_pass for a pass at a later turn, failure otherwise.
 [[nodiscard]] outcome_kind kind_of(const rollout_outcome& outcome);

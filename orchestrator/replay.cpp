@@ -42,6 +42,9 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
     s.activated += is_open(g->gate) ? 1 : 0;
     s.turns += g->turns;
     s.verifier_jobs += g->verifier_jobs;
+    for (std::size_t i = 0; i < g->trained.size(); ++i) {
+      s.speed.add(g->trained[i], speed_in(*g, i, g->trained[i]));
+    }
   }
   s.groups = static_cast<std::uint32_t>(groups.size());
   s.activated_fraction = activated_group_fraction(trained);
@@ -69,6 +72,55 @@ std::string versions_cell(const std::vector<std::uint64_t>& versions) {
   return out;
 }
 
+// A fast_p or speedup cell: "n/a" when nothing was timed.
+std::string speed_cell(const std::optional<double>& v, const char* format) {
+  return v ? printf_string(format, *v) : std::string("n/a");
+}
+
+bool any_timed(const replay_report& r) {
+  return r.total.speed.timed_passes() > 0 ||
+         std::any_of(r.validation.begin(), r.validation.end(),
+                     [](const auto& v) { return v.speed.timed_passes() > 0; });
+}
+
+// Speed per step, only for a run that timed something (verifier.timing_reps > 0).
+std::string format_speed_table(const replay_report& r) {
+  if (!any_timed(r)) {
+    return {};
+  }
+  std::string out =
+      "\nspeed (fast_p: share of all rollouts that passed with a speedup > p over the reference "
+      "as written (eager); geomean: over the timed passes; n/a: nothing timed)\n";
+  const auto header = [&](const char* first) {
+    out += printf_string("%6s %8s %6s %6s", first, "rollouts", "passes", "timed");
+    for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+      out += printf_string(" %8s", fast_p_name(i).c_str());
+    }
+    out += printf_string(" %8s\n", "geomean");
+  };
+  const auto row = [&](const speed_summary& s, const std::string& label) {
+    out +=
+        printf_string("%6s %8u %6u %6u", label.c_str(), s.rollouts(), s.passes(), s.timed_passes());
+    for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+      out += printf_string(" %8s", speed_cell(s.fast_p(i), "%.3f").c_str());
+    }
+    out += printf_string(" %8s\n", speed_cell(s.geomean_speedup(), "%.3f").c_str());
+  };
+  header("step");
+  for (const auto& s : r.steps) {
+    row(s.speed, std::to_string(s.step + 1));
+  }
+  row(r.total.speed, "all");
+  if (!r.validation.empty()) {
+    out += "validation (after training step)\n";
+    header("step");
+    for (const auto& v : r.validation) {
+      row(v.speed, std::to_string(v.step + 1));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 replay_group replay_group_of(const group_record& group) {
@@ -83,6 +135,8 @@ replay_group replay_group_of(const group_record& group) {
   for (const auto& r : group.rollouts) {
     g.trained.push_back(r.outcome);
     g.measured.push_back(outcome_from_turns(r));
+    g.first_speedups.push_back(speed_of(r, {1, 1}).speedup.value_or(0.0));
+    g.measured_speedups.push_back(speed_of(r, g.measured.back()).speedup.value_or(0.0));
     g.rewards.push_back(r.reward);
     g.advantages.push_back(r.advantage);
     g.turns += static_cast<std::uint32_t>(r.turns.size());
@@ -92,6 +146,17 @@ replay_group replay_group_of(const group_record& group) {
     }
   }
   return g;
+}
+
+pass_speed speed_in(const replay_group& group, std::size_t i, const rollout_outcome& outcome) {
+  double s = 0.0;
+  if (outcome.passed_at_turn == 1 && i < group.first_speedups.size()) {
+    s = group.first_speedups[i];
+  } else if (outcome.passed() && i < group.measured.size() && i < group.measured_speedups.size() &&
+             group.measured[i].passed_at_turn == outcome.passed_at_turn) {
+    s = group.measured_speedups[i];
+  }
+  return measured_speedup(s) ? pass_speed{s, std::nullopt} : pass_speed{};
 }
 
 replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
@@ -132,6 +197,9 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     for (const auto* g : groups) {
       summaries.push_back(trained_summary(*g));
       v.rollouts += static_cast<std::uint32_t>(g->trained.size());
+      for (std::size_t i = 0; i < g->trained.size(); ++i) {
+        v.speed.add(g->trained[i], speed_in(*g, i, g->trained[i]));
+      }
       if (g->weight_version && std::find(v.weight_versions.begin(), v.weight_versions.end(),
                                          *g->weight_version) == v.weight_versions.end()) {
         v.weight_versions.push_back(*g->weight_version);
@@ -225,7 +293,11 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
       turns_after = g.first_turns;
     }
     const bool unobserved = is_open(after) && !observed;
-    const auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns);
+    std::vector<pass_speed> speeds;
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+      speeds.push_back(speed_in(g, i, outcomes[i]));
+    }
+    const auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns, speeds);
     const auto advantages = compute_advantages(alternative.advantage, rewards);
     auto& w = steps[g.step];
     w.step = g.step;
@@ -302,6 +374,7 @@ std::string format_replay_tables(const replay_report& r) {
       out += printf_string(" %7s\n", versions_cell(v.weight_versions).c_str());
     }
   }
+  out += format_speed_table(r);
   out += "\nrollouts with a non-zero advantage by group pass rate (all training groups)\n";
   out += printf_string("%-11s %12s %12s %12s %12s %12s %12s\n", "pass rate", "turn1 pass+",
                        "turn1 pass-", "debug pass+", "debug pass-", "failure+", "failure-");
@@ -369,6 +442,25 @@ class csv_row {
   bool first_ = true;
 };
 
+// ",passes,timed_passes,fast_0,...,geomean_speedup"; a cell is empty when nothing was timed.
+std::string speed_csv_header() {
+  std::string out = ",passes,timed_passes";
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    out += "," + fast_p_name(i);
+  }
+  return out + ",geomean_speedup";
+}
+
+void add_speed_cells(csv_row& row, const speed_summary& s) {
+  row << s.passes() << s.timed_passes();
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    const auto v = s.fast_p(i);
+    row << (v ? num(*v) : std::string());
+  }
+  const auto g = s.geomean_speedup();
+  row << (g ? num(*g) : std::string());
+}
+
 }  // namespace
 
 std::string steps_csv(const replay_report& r) {
@@ -379,7 +471,8 @@ std::string steps_csv(const replay_report& r) {
   out +=
       ",recovery_per_rollout,recovery_per_group,probe_groups,probe_recovery_per_rollout,"
       "probe_recovery_per_group,turns_per_pass,turns,verifier_jobs,completed,wall_ms,"
-      "generation_ms,compile_ms,run_ms,learner_ms,idle_ms\n";
+      "generation_ms,compile_ms,run_ms,learner_ms,idle_ms";
+  out += speed_csv_header() + "\n";
   for (const auto& s : r.steps) {
     csv_row row(out);
     row << s.step << s.groups << s.activated << s.activated_fraction;
@@ -391,6 +484,7 @@ std::string steps_csv(const replay_report& r) {
         << s.verifier_jobs << std::string(s.timings ? "1" : "0");
     const step_timings t = s.timings.value_or(step_timings{});
     row << t.wall_ms << t.generation_ms << t.compile_ms << t.run_ms << t.learner_ms << t.idle_ms;
+    add_speed_cells(row, s.speed);
   }
   return out;
 }
@@ -400,7 +494,7 @@ std::string validation_csv(const replay_report& r) {
   for (int m = 1; m <= r.max_turns; ++m) {
     out += ",acc_at_" + std::to_string(m);
   }
-  out += ",weight_version\n";
+  out += ",weight_version" + speed_csv_header() + "\n";
   for (const auto& v : r.validation) {
     csv_row row(out);
     row << v.step << v.groups << v.rollouts;
@@ -408,6 +502,7 @@ std::string validation_csv(const replay_report& r) {
       row << a;
     }
     row << versions_cell(v.weight_versions);
+    add_speed_cells(row, v.speed);
   }
   return out;
 }

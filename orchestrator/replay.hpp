@@ -31,6 +31,10 @@ struct replay_group {
   std::vector<rollout_outcome> measured;  // from the turns (a probe's debug turns count)
   std::vector<double> rewards;
   std::vector<double> advantages;
+  // Per rollout, the speedup of turn 1 when it passed and was timed, and of the turn `measured`
+  // passed at; 0 when not measured.
+  std::vector<double> first_speedups;
+  std::vector<double> measured_speedups;
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t first_turns = 0;    // rollouts with at least one turn
   std::uint32_t verifier_jobs = 0;  // turns that were verified
@@ -39,6 +43,11 @@ struct replay_group {
 };
 
 [[nodiscard]] replay_group replay_group_of(const group_record& group);
+
+// What was measured of rollout i's passing turn under `outcome` (the trained, the measured or a
+// first-turn-only outcome of that rollout): its speedup, when that turn's was stored.
+[[nodiscard]] pass_speed speed_in(const replay_group& group, std::size_t i,
+                                  const rollout_outcome& outcome);
 
 struct replay_data {
   std::string run_id;
@@ -60,6 +69,7 @@ struct replay_step {
   std::uint32_t turns = 0;
   std::uint32_t verifier_jobs = 0;
   std::optional<step_timings> timings;  // none when the step has no record (it did not complete)
+  speed_summary speed;                  // fast_p and geomean speedup of the trained outcomes
 };
 
 struct replay_validation {
@@ -70,6 +80,7 @@ struct replay_validation {
   // The weight versions its groups were measured with, ascending (one, unless a resumed run
   // redid part of it after its weights had moved on); empty for groups stored without one.
   std::vector<std::uint64_t> weight_versions;
+  speed_summary speed;
 };
 
 struct replay_report {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -219,6 +221,58 @@ TEST(OutcomeKind, KindAndNames) {
   for (const std::string name : {"", "pass", "Failure", "debug"}) {
     EXPECT_EQ(parse_outcome_kind(name), std::nullopt) << name;
   }
+}
+
+// ---- speed
+// ---------------------------------------------------------------------------------------
+
+rollout_outcome passed(int turn) { return {turn, turn}; }
+rollout_outcome failed() { return {0, 1}; }
+pass_speed timed(double s) { return {s, std::nullopt}; }
+
+// KernelBench's fast_p: correct AND speedup > p, over every rollout attempted.
+TEST(SpeedSummary, FastPOverAllRolloutsAndGeomeanOverTimedPasses) {
+  speed_summary s;
+  s.add(passed(1), timed(0.5));
+  s.add(passed(1), timed(1.0));   // not > 1.0
+  s.add(passed(2), timed(1.25));  // > 1.2
+  s.add(passed(1), timed(4.0));
+  s.add(passed(1), {});         // correct, untimed: in the denominator, fast nowhere
+  s.add(failed(), timed(9.0));  // a failure's speedup is never read
+  s.add(failed(), {});
+  s.add(passed(1), timed(std::numeric_limits<double>::infinity()));  // not measured
+  EXPECT_EQ(s.rollouts(), 8u);
+  EXPECT_EQ(s.passes(), 6u);
+  EXPECT_EQ(s.timed_passes(), 4u);
+  const std::vector<double> expected = {4.0 / 8, 2.0 / 8, 2.0 / 8, 1.0 / 8, 1.0 / 8};
+  ASSERT_EQ(expected.size(), fast_p_thresholds.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(s.fast_p(i).has_value()) << fast_p_name(i);
+    EXPECT_DOUBLE_EQ(*s.fast_p(i), expected[i]) << fast_p_name(i);
+  }
+  EXPECT_FALSE(s.fast_p(fast_p_thresholds.size()).has_value());
+  ASSERT_TRUE(s.geomean_speedup().has_value());
+  EXPECT_NEAR(*s.geomean_speedup(), std::pow(0.5 * 1.0 * 1.25 * 4.0, 0.25), 1e-12);
+  EXPECT_EQ(fast_p_name(0), "fast_0");
+  EXPECT_EQ(fast_p_name(2), "fast_1.2");
+
+  speed_summary other;
+  other.add(passed(1), timed(2.5));
+  s.merge(other);
+  EXPECT_EQ(s.rollouts(), 9u);
+  EXPECT_DOUBLE_EQ(*s.fast_p(4), 2.0 / 9);
+}
+
+// Nothing timed: undefined, not 0 (a run without timing must not read as "never fast").
+TEST(SpeedSummary, NothingTimedIsUndefined) {
+  speed_summary s;
+  EXPECT_FALSE(s.fast_p(0).has_value());
+  EXPECT_FALSE(s.geomean_speedup().has_value());
+  s.add(passed(1), {});
+  s.add(failed(), {});
+  EXPECT_FALSE(s.fast_p(1).has_value());
+  EXPECT_FALSE(s.geomean_speedup().has_value());
+  EXPECT_EQ(s.rollouts(), 2u);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace leap {
 namespace {
 
@@ -148,6 +150,79 @@ TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {
   EXPECT_EQ(w.total.sign_flips, 0u);
   EXPECT_DOUBLE_EQ(w.total.mean_abs_advantage_before, w.total.mean_abs_advantage_after);
   EXPECT_FALSE(whatif_csv(w).empty());
+}
+
+// Speedups stored in the turns reach the per-step speed metrics (of the trained outcomes: a
+// probe's debug pass does not count) and the what-if's rank_speed; a run without timing prints
+// no speed table and leaves the CSV cells empty.
+TEST(ReplayReportTest, SpeedPerStepFromTheStoredTurns) {
+  auto timed_group = [](std::uint64_t step, std::uint32_t index, bool probe,
+                        const std::vector<std::pair<int, int>>& rollouts,
+                        const std::vector<double>& speedups) {
+    auto g = make_group(step, index, probe ? gate_decision::closed_hopeless : gate_decision::open,
+                        probe, rollouts);
+    for (std::size_t i = 0; i < g.rollouts.size(); ++i) {
+      for (auto& t : g.rollouts[i].turns) {
+        t.speedup = t.passed ? speedups[i] : 0.0;
+      }
+    }
+    score_group(g, reward_config{}, advantage_config{});
+    return g;
+  };
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  // Step 0: passes at 2.5x (turn 1), 1.1x (turn 2), an untimed pass and a failure.
+  d.groups.push_back(replay_group_of(
+      timed_group(0, 0, false, {{1, 1}, {2, 2}, {1, 1}, {0, 3}}, {2.5, 1.1, 0, 0})));
+  // Step 1: a probe whose only pass is a debug turn at 3x: training saw failures only.
+  d.groups.push_back(replay_group_of(timed_group(1, 0, true, {{0, 3}, {3, 3}}, {0, 3.0})));
+  // Step 2: nothing timed.
+  d.groups.push_back(
+      replay_group_of(make_group(2, 0, gate_decision::open, false, {{1, 1}, {0, 3}})));
+  const auto report = build_replay_report(d, 2);
+  ASSERT_EQ(report.steps.size(), 3u);
+  const auto& s0 = report.steps[0].speed;
+  EXPECT_EQ(s0.rollouts(), 4u);
+  EXPECT_EQ(s0.timed_passes(), 2u);
+  EXPECT_DOUBLE_EQ(*s0.fast_p(0), 0.5);
+  EXPECT_DOUBLE_EQ(*s0.fast_p(1), 0.5);
+  EXPECT_DOUBLE_EQ(*s0.fast_p(2), 0.25);
+  EXPECT_DOUBLE_EQ(*s0.fast_p(4), 0.25);
+  EXPECT_NEAR(*s0.geomean_speedup(), std::sqrt(2.5 * 1.1), 1e-12);
+  EXPECT_FALSE(report.steps[1].speed.fast_p(0).has_value());
+  EXPECT_FALSE(report.steps[2].speed.geomean_speedup().has_value());
+  EXPECT_EQ(report.total.speed.rollouts(), 8u);
+  EXPECT_DOUBLE_EQ(*report.total.speed.fast_p(0), 2.0 / 8);
+
+  const auto table = format_replay_tables(report);
+  EXPECT_NE(table.find("fast_1.2"), std::string::npos) << table;
+  EXPECT_NE(table.find("n/a"), std::string::npos) << table;
+  const auto csv = steps_csv(report);
+  EXPECT_NE(csv.find(",passes,timed_passes,fast_0,fast_1.0,fast_1.2,fast_1.5,fast_2.0,"
+                     "geomean_speedup\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find(",3,2,0.5,0.5,0.25,0.25,0.25,1.65"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",1,0,,,,,,\n"), std::string::npos) << csv;  // step 2: untimed
+
+  // rank_speed in the what-if reads the stored speedups: two turn-1 passes at 2x and 1x tie
+  // under rank (advantage 0) and are told apart under rank_speed.
+  replay_data two;
+  two.run_id = "run";
+  two.max_turns = 3;
+  two.groups.push_back(replay_group_of(timed_group(0, 0, false, {{1, 1}, {1, 1}}, {2.0, 1.0})));
+  scoring_config alt;
+  alt.reward.kind = reward_kind::rank_speed;
+  const auto w = what_if(two, alt);
+  EXPECT_DOUBLE_EQ(w.total.nonzero_advantage_before, 0.0);
+  EXPECT_DOUBLE_EQ(w.total.nonzero_advantage_after, 1.0);
+  EXPECT_EQ(speed_in(two.groups[0], 0, {1, 1}).speedup, std::optional<double>{2.0});
+  EXPECT_FALSE(speed_in(two.groups[0], 0, {2, 2}).speedup.has_value());
+
+  // Without any timing, no speed table at all.
+  const auto plain = format_replay_tables(build_replay_report(sample_run(), 2));
+  EXPECT_EQ(plain.find("fast_"), std::string::npos);
 }
 
 }  // namespace

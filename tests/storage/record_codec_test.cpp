@@ -166,7 +166,8 @@ TEST(RecordCodec, VersionThreeAddsEachTurnsSpeedupAfterTheVersionTwoFields) {
   EXPECT_EQ(back->rollouts[1].turns[1].speedup, 0.75);
   EXPECT_EQ(*back, g);
 
-  auto v2_bytes = bytes.substr(0, bytes.size() - 3 * 8);
+  constexpr std::size_t speedup_bytes = 3 * sizeof(double);  // three turns
+  auto v2_bytes = bytes.substr(0, bytes.size() - speedup_bytes);
   v2_bytes[0] = 2;
   auto old = decode_group(v2_bytes);
   ASSERT_TRUE(old.ok()) << old.err().message;
@@ -178,7 +179,7 @@ TEST(RecordCodec, VersionThreeAddsEachTurnsSpeedupAfterTheVersionTwoFields) {
   }
   EXPECT_EQ(*old, expected);
   // A version 3 record without its speedups is truncated, not silently read as version 2.
-  auto cut = bytes.substr(0, bytes.size() - 3 * 8);
+  auto cut = bytes.substr(0, bytes.size() - speedup_bytes);
   EXPECT_FALSE(decode_group(cut).ok());
 
   // A turn record: the speedup after the last field; version 2 without it reads as 0.

@@ -1,0 +1,161 @@
+// Speed end to end (issue 31): `leap run` with verifier.timing_reps and reward.kind rank_speed on
+// real cpp tasks, the real sandbox timing each passing candidate against its reference; the
+// speedups reach the store, `leap export` (JSONL and CSV) and `leap replay`'s speed table and
+// steps.csv. Every call is bounded by a timeout.
+#include "e2e_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using leap::e2e::leap_shell;
+using leap::e2e::read_file;
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> cells;
+  std::stringstream in(line);
+  for (std::string cell; std::getline(in, cell, sep);) {
+    cells.push_back(cell);
+  }
+  if (!line.empty() && line.back() == sep) {
+    cells.emplace_back();
+  }
+  return cells;
+}
+
+// RFC 4180 rows: quoted fields may hold commas, quotes and line breaks (the answers' text does).
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+    } else {
+      field.push_back(c);
+    }
+  }
+  return rows;
+}
+
+TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
+  const fs::path root =
+      fs::temp_directory_path() / ("leap-e2e-speed-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  leap::e2e::copy_suite_tasks(root, {"cpp/axpby", "cpp/prefix_sum_int"});
+  std::ofstream(root / "config.yaml")
+      << "experiment:\n  name: speed\n  seed: 5\n  run_dir: " << (root / "run").string()
+      << "\n  steps: 1\ndata:\n  train: " << (root / "suite").string()
+      << "\n  batch_size: 2\nrollout:\n  group_size: 4\n  max_turns: 1\n  validation:\n"
+      << "    every: 0\ngate:\n  policy: none\nreward:\n  kind: rank_speed\n"
+      << "policy:\n  flavour: embedded\nverifier:\n  gpu_slots: 0\n  timing_reps: 3\n";
+  const auto run = leap_shell("run '" + (root / "config.yaml").string() + "'", 300);
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+
+  // The store as JSONL: every passed turn has a positive, finite speedup; every failed one null.
+  const auto jsonl = (root / "groups.jsonl").string();
+  const auto exported =
+      leap_shell("export '" + (root / "run").string() + "' --format jsonl --out '" + jsonl + "'");
+  ASSERT_EQ(exported.exit_code, 0) << exported.text;
+  int passed = 0;
+  std::ifstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    const auto g = nlohmann::json::parse(line);
+    for (const auto& r : g.at("rollouts")) {
+      for (const auto& t : r.at("turns")) {
+        if (t.at("passed").get<bool>()) {
+          ++passed;
+          ASSERT_TRUE(t.at("speedup").is_number()) << t.dump();
+          const double s = t.at("speedup").get<double>();
+          EXPECT_TRUE(std::isfinite(s) && s > 0) << s;
+        } else {
+          EXPECT_TRUE(t.at("speedup").is_null()) << t.dump();
+        }
+      }
+    }
+  }
+  ASSERT_GT(passed, 0) << "the scripted policy passed nothing: no speedup to check";
+
+  // CSV: the speedup column is filled on the same turns.
+  const auto csv_path = (root / "turns.csv").string();
+  ASSERT_EQ(
+      leap_shell("export '" + (root / "run").string() + "' --format csv --out '" + csv_path + "'")
+          .exit_code,
+      0);
+  const auto rows = parse_csv(read_file(csv_path));
+  ASSERT_FALSE(rows.empty());
+  const auto& columns = rows[0];
+  const auto column = [&](const std::string& name) {
+    return static_cast<std::size_t>(std::find(columns.begin(), columns.end(), name) -
+                                    columns.begin());
+  };
+  ASSERT_LT(column("speedup"), columns.size());
+  int csv_speedups = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), columns.size()) << "row " << i;
+    if (rows[i][column("passed")] == "true") {
+      EXPECT_GT(std::stod(rows[i][column("speedup")]), 0.0) << "row " << i;
+      ++csv_speedups;
+    } else {
+      EXPECT_EQ(rows[i][column("speedup")], "") << "row " << i;
+    }
+  }
+  EXPECT_EQ(csv_speedups, passed);
+
+  // Replay: the speed table, and steps.csv's fast_p cells filled for the one step.
+  const auto replay = leap_shell("replay '" + (root / "run").string() + "'");
+  ASSERT_EQ(replay.exit_code, 0) << replay.text;
+  for (const char* text : {"speed (fast_p", "fast_1.0", "fast_2.0", "geomean"}) {
+    EXPECT_NE(replay.text.find(text), std::string::npos) << text << "\n" << replay.text;
+  }
+  std::stringstream steps(read_file(root / "run" / "replay" / "steps.csv"));
+  std::string steps_header;
+  std::string step0;
+  std::getline(steps, steps_header);
+  std::getline(steps, step0);
+  const auto names = split(steps_header, ',');
+  const auto cells = split(step0, ',');
+  ASSERT_EQ(names.size(), cells.size()) << steps_header << "\n" << step0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "timed_passes") {
+      EXPECT_EQ(std::stoi(cells[i]), passed);
+    }
+    if (names[i] == "fast_0" || names[i] == "geomean_speedup") {
+      EXPECT_FALSE(cells[i].empty()) << names[i];
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
+
+}  // namespace
