@@ -12,7 +12,9 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -238,6 +241,37 @@ status fsync_folder(const std::filesystem::path& folder) {
   return ok_status();
 }
 
+// A store's first mark, written whole under another name and renamed into place: a process killed
+// between creating the mark and writing it would leave an empty mark, which reads as a damaged one
+// and refuses the store. Only the LOCK's holder calls this, so the other name is fixed.
+status write_new_mark(const std::filesystem::path& folder, std::uint64_t seq, bool sync) {
+  const auto file = folder / acknowledged_mark_file;
+  const auto temporary = folder / (std::string(acknowledged_mark_file) + ".new");
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return error{"cannot create " + temporary.string() + ": " + std::strerror(errno)};
+  }
+  const auto bytes = encode_mark(seq);
+  const bool wrote = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  const int write_errno = errno;
+  const bool synced = wrote && (!sync || ::fdatasync(fd) == 0);
+  const int sync_errno = errno;
+  ::close(fd);
+  if (!synced) {
+    (void)::unlink(temporary.c_str());
+    return error{temporary.string() +
+                 (wrote ? ": fdatasync: " + std::string(std::strerror(sync_errno))
+                        : ": cannot write: " + std::string(std::strerror(write_errno)))};
+  }
+  if (::rename(temporary.c_str(), file.c_str()) != 0) {
+    const int rename_errno = errno;
+    (void)::unlink(temporary.c_str());
+    return error{"cannot rename " + temporary.string() + " to " + file.string() + ": " +
+                 std::strerror(rename_errno)};
+  }
+  return sync ? fsync_folder(folder) : ok_status();
+}
+
 // The entries of a folder that lacks CURRENT, for the damage message (at most a few named).
 std::string list_entries(const std::filesystem::path& folder, std::size_t* count) {
   std::vector<std::string> names;
@@ -288,27 +322,240 @@ std::optional<long> lock_holder(const std::filesystem::path& folder) {
   return std::nullopt;
 }
 
-// Whether a folder holds only files that RocksDB and the store's log make before CURRENT.
-bool holds_only_creation_files(const std::filesystem::path& folder) {
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    const auto name = it->path().filename().string();
-    const bool early = name == "LOCK" || name == "LOG" || name == "IDENTITY" ||
-                       name.starts_with("LOG.old") || name.starts_with("MANIFEST-") ||
-                       name.starts_with("OPTIONS-") || name.ends_with(".log") ||
-                       name.ends_with(".dbtmp");
-    if (!early) {
-      return false;
-    }
-  }
-  return !ec;
-}
-
 bool folder_is_empty(const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::directory_iterator it(folder, ec);
   return ec || it == std::filesystem::directory_iterator();
+}
+
+// The refusal of a store that another process holds: RocksDB's LOCK, an fcntl lock that a writer
+// takes before it writes anything and holds until it closes.
+error in_use(const std::string& where, std::optional<long> holder) {
+  return error{where + ": the store is being created or used by another process" +
+               (holder ? " (process " + std::to_string(*holder) + " holds its LOCK)" : "") +
+               "; nothing in the folder was changed. Wait for that process to end, or stop it, "
+               "then open the store again"};
+}
+
+// The holder of the store's LOCK when it is not this process.
+std::optional<long> other_lock_holder(const std::filesystem::path& folder) {
+  const auto holder = lock_holder(folder);
+  if (holder && *holder == static_cast<long>(::getpid())) {
+    return std::nullopt;
+  }
+  return holder;
+}
+
+// RocksDB's refusal to take the LOCK because another process holds it (PosixFileSystem::LockFile:
+// "While lock file: .../LOCK: Resource temporarily unavailable"; fcntl may also say EACCES).
+// "lock hold by current process", another open in this process, is not one.
+bool lock_conflict(const rocksdb::Status& s) {
+  if (!s.IsIOError()) {
+    return false;
+  }
+  const auto text = s.ToString();
+  return text.find("While lock file") != std::string::npos &&
+         (text.find("Resource temporarily unavailable") != std::string::npos ||
+          text.find("Permission denied") != std::string::npos);
+}
+
+// ---- creation. RocksDB makes a database's files one by one (LOCK, IDENTITY, MANIFEST, the info
+// log, CURRENT last), and a process that looked at the folder in between saw files without
+// CURRENT: a damaged store, for all it could tell. So a new store is made in a private folder
+// beside its path, synced, and renamed onto the path: rename(2) onto a missing path or an empty
+// folder is atomic, and onto a folder with files it fails, when another process's store got there
+// first. Nobody sees a half-made store at the path, also when its maker is killed mid-way.
+
+// ".<name>.creating-<pid>-<random>" for a folder being made, ".<name>.removing-<pid>-<random>" for
+// one being removed after its maker died.
+std::string beside_prefix(const std::filesystem::path& target, std::string_view kind) {
+  return "." + target.filename().string() + "." + std::string(kind) + "-";
+}
+
+std::filesystem::path beside(const std::filesystem::path& target, std::string_view kind) {
+  std::random_device device;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(device()) << 32U) | device();
+  std::array<char, 17> hex{};
+  (void)std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(bits));
+  return target.parent_path() /
+         (beside_prefix(target, kind) + std::to_string(::getpid()) + "-" + hex.data());
+}
+
+// The maker's pid in a name "<prefix><pid>-<random>", if the name has that shape.
+std::optional<pid_t> maker_of(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) {
+    return std::nullopt;
+  }
+  const auto rest = name.substr(prefix.size());
+  const auto dash = rest.find('-');
+  if (dash == std::string_view::npos || dash + 1 == rest.size()) {
+    return std::nullopt;
+  }
+  pid_t pid = 0;
+  const auto [end, parsed] = std::from_chars(rest.data(), rest.data() + dash, pid);
+  if (parsed != std::errc{} || end != rest.data() + dash || pid <= 0) {
+    return std::nullopt;
+  }
+  return pid;
+}
+
+// Removes the folders that creations of `target` left when their process died (killed mid-way).
+// A folder whose maker lives is kept. Each is renamed aside before it is removed: were its maker
+// alive after all (in another pid namespace, where kill() cannot see it) and renaming it onto the
+// store meanwhile, a removal by path could reach into the store; this way the maker's rename
+// fails instead, and it says so.
+void remove_abandoned_creations(const std::filesystem::path& target) {
+  const auto creating = beside_prefix(target, "creating");
+  const auto removing = beside_prefix(target, "removing");
+  std::vector<std::filesystem::path> abandoned;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(target.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    auto pid = maker_of(name, creating);
+    if (!pid) {
+      pid = maker_of(name, removing);
+    }
+    // ESRCH only when no such process exists (EPERM: it exists, another user's).
+    if (pid && ::kill(*pid, 0) != 0 && errno == ESRCH) {
+      abandoned.push_back(it->path());
+    }
+  }
+  for (const auto& folder : abandoned) {
+    const auto aside = beside(target, "removing");
+    if (::rename(folder.c_str(), aside.c_str()) == 0) {
+      std::filesystem::remove_all(aside, ec);  // what stays is removed by a later creation
+    }
+  }
+}
+
+// Every file of a folder, and the folder, on disk.
+status sync_folder_and_files(const std::filesystem::path& folder) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) {
+      continue;
+    }
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return error{it->path().string() + ": cannot open to sync: " + std::strerror(errno)};
+    }
+    const int rc = ::fsync(fd);
+    const int sync_errno = errno;
+    ::close(fd);
+    if (rc != 0) {
+      return error{it->path().string() + ": fsync: " + std::strerror(sync_errno)};
+    }
+  }
+  if (ec) {
+    return error{folder.string() + ": cannot list: " + ec.message()};
+  }
+  return fsync_folder(folder);
+}
+
+enum class creation {
+  moved_into_place,  // this process's new store is at the path
+  made_by_another,   // the path held files when the new store was to move there
+  in_place,          // cannot be made beside the path: the caller creates it in the folder
+};
+
+// Makes a new database (every family, synced) in a private folder beside `path`, then renames it
+// onto `path`; open() then writes the schema version, as for any store without one. `in_place`
+// where that cannot work: `path` is a mount point (rename fails with EBUSY or EXDEV), or its
+// parent is not writable by this process while an empty `path` may be; the caller then creates
+// the store in the folder itself, where another process can see it half-made.
+result<creation> create_beside(const std::filesystem::path& path, rocksdb::Options options,
+                               const std::string& where) {
+  std::error_code ec;
+  auto target = std::filesystem::absolute(path, ec);
+  if (ec) {
+    return error{where + ": cannot resolve the path: " + ec.message()};
+  }
+  if (!target.has_filename()) {
+    target = target.parent_path();  // "run/trajectories/"
+  }
+  if (std::filesystem::is_symlink(target, ec)) {
+    // Replacing the link would put the store where the link is, not where it points.
+    target = std::filesystem::canonical(target, ec);
+    if (ec) {
+      return error{where + ": cannot resolve the link: " + ec.message()};
+    }
+  }
+  if (target.filename() == "." || target.filename() == "..") {
+    return creation::in_place;
+  }
+  std::filesystem::create_directories(target.parent_path(), ec);
+  if (ec) {
+    return error{where + ": cannot create the folder: " + ec.message()};
+  }
+  remove_abandoned_creations(target);
+
+  const auto folder = beside(target, "creating");
+  if (::mkdir(folder.c_str(), 0755) != 0) {
+    const int mkdir_errno = errno;
+    if (mkdir_errno == EACCES || mkdir_errno == EPERM || mkdir_errno == ENAMETOOLONG) {
+      return creation::in_place;
+    }
+    return error{where + ": cannot create " + folder.string() + ": " + std::strerror(mkdir_errno) +
+                 "; the store has " + free_space_of(target.parent_path())};
+  }
+  auto discard = [&] {
+    std::error_code remove_ec;
+    std::filesystem::remove_all(folder, remove_ec);
+  };
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  options.info_log = std::make_shared<store_log>(folder);
+  options.listeners.push_back(std::make_shared<no_auto_recovery>());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
+      {rocksdb::kDefaultColumnFamilyName, options}};
+  for (const char* name : cf_names) {
+    descriptors.emplace_back(name, options);
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::Open(options, folder.string(), descriptors, &handles, &raw);
+  if (s.ok()) {
+    for (auto* handle : handles) {
+      const auto destroyed = raw->DestroyColumnFamilyHandle(handle);
+      if (s.ok()) {
+        s = destroyed;
+      }
+    }
+    const auto closed = raw->Close();
+    if (s.ok()) {
+      s = closed;
+    }
+    delete raw;
+  }
+  if (!s.ok()) {
+    discard();
+    return error{where + ": create: " + s.ToString() + "; the store has " +
+                 free_space_of(target.parent_path())};
+  }
+  if (auto synced = sync_folder_and_files(folder); !synced) {
+    discard();
+    return error{where + ": create: " + synced.err().message};
+  }
+  if (::rename(folder.c_str(), target.c_str()) != 0) {
+    const int rename_errno = errno;
+    discard();
+    if (rename_errno == ENOTEMPTY || rename_errno == EEXIST) {
+      return creation::made_by_another;
+    }
+    if (rename_errno == EBUSY || rename_errno == EXDEV) {
+      return creation::in_place;
+    }
+    return error{where + ": cannot move the new store from " + folder.string() +
+                 " into place: " + std::strerror(rename_errno)};
+  }
+  // The rename on disk too, as RocksDB syncs the folder after it writes CURRENT.
+  if (auto synced = fsync_folder(target.parent_path()); !synced) {
+    return error{where + ": " + synced.err().message};
+  }
+  return creation::moved_into_place;
 }
 
 }  // namespace
@@ -712,29 +959,13 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   std::error_code ec;
   bool exists = std::filesystem::exists(path / "CURRENT", ec);
   // RocksDB would create a fresh database over a folder whose CURRENT is gone, and delete the old
-  // table files and log at the next open: a store is created only in a missing or empty folder.
-  if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
-    // Unless another process is creating it: RocksDB holds LOCK from before it writes CURRENT.
-    // The first files of a creation (the info log, LOCK itself) appear a moment before the lock
-    // is taken, so a folder holding only such files is looked at again for a while: up to 10 s,
-    // since on a loaded machine (CI's 2 cores under a parallel test run) 2 s were once too short.
-    auto holder = lock_holder(path);
-    for (int look = 0; !holder && !exists && look < 200 && holds_only_creation_files(path);
-         ++look) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      exists = std::filesystem::exists(path / "CURRENT", ec);
-      holder = lock_holder(path);
+  // table files and log at the next open: a store is created only where the folder is missing or
+  // empty. A folder with files but no CURRENT is not a store being created (that happens beside
+  // it, see create_beside): it is damaged, or not a store, unless a process holds its LOCK.
+  auto refuse_without_current = [&]() -> error {
+    if (const auto holder = lock_holder(path)) {
+      return in_use(state->where(), holder);
     }
-    if (holder) {
-      return error{state->where() +
-                   ": the store is being created or used by another process "
-                   "(process " +
-                   std::to_string(*holder) +
-                   " holds its LOCK); nothing in the folder was changed. Wait for that process "
-                   "to end, or stop it, then open the store again"};
-    }
-  }
-  if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
     std::size_t count = 0;
     const auto entries = list_entries(path, &count);
     return error{state->where() + ": the folder holds " + std::to_string(count) + " files (" +
@@ -745,18 +976,54 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
                  path.string() +
                  " COPY`, check the copy, then move the damaged "
                  "folder aside and the copy into its place"};
+  };
+  if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
+    return refuse_without_current();
   }
-  db_options.create_if_missing = may_create && !exists;
+  if (!exists && !may_create) {
+    return error{state->where() + ": no trajectory store there" +
+                 (options.read_only ? "" : " (and create_if_missing is off)")};
+  }
+  bool in_place = false;
+  if (!exists) {
+    auto created =
+        create_beside(path, rocksdb::Options(db_options, family_options()), state->where());
+    if (!created) {
+      return created.err();
+    }
+    in_place = *created == creation::in_place;
+    if (!in_place) {
+      // This process's new store, or the one another process moved there first.
+      exists = std::filesystem::exists(path / "CURRENT", ec);
+      if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
+        return refuse_without_current();
+      }
+      if (!exists) {
+        return error{state->where() + ": the new store was moved or removed as it was created"};
+      }
+    }
+  }
+  db_options.create_if_missing = in_place;
+  // While another process holds the LOCK, a failure of the first look (below) may be that
+  // process's open at work (it replaces MANIFEST and log files as it recovers); a writable open
+  // would be refused anyway: the store is in use.
+  auto in_use_instead = [&](error failure) -> error {
+    if (options.read_only) {
+      return failure;
+    }
+    if (const auto holder = other_lock_holder(path)) {
+      return in_use(state->where(), holder);
+    }
+    return failure;
+  };
   std::vector<std::string> families;
   if (exists) {
     auto s = rocksdb::DB::ListColumnFamilies(db_options, path.string(), &families);
     if (!s.ok()) {
-      return state->fail("list column families", s);
+      return in_use_instead(state->fail("list column families", s));
     }
-  } else if (!may_create) {
-    return error{state->where() + ": no trajectory store there" +
-                 (options.read_only ? "" : " (and create_if_missing is off)")};
   } else {
+    // Where a store cannot be made beside its folder: made in it, as RocksDB does.
     std::filesystem::create_directories(path, ec);
     if (ec) {
       return error{state->where() + ": cannot create the folder: " + ec.message()};
@@ -818,7 +1085,8 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
         rocksdb::DB::OpenForReadOnly(combined, path.string(), present_families, &handles, &raw);
     if (!ps.ok()) {
       // Opening reads each table file's footer and index: damage there shows here.
-      return ps.IsCorruption() ? damage_refusal(path, state->where(), ps) : state->fail("open", ps);
+      return in_use_instead(ps.IsCorruption() ? damage_refusal(path, state->where(), ps)
+                                              : state->fail("open", ps));
     }
     probed = raw->GetLatestSequenceNumber();
     damaged = verify_tables(path, state->where(), *raw);
@@ -847,12 +1115,12 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
                  "damaged state"};
   };
   if (damaged) {
-    return *damaged;
+    return in_use_instead(*damaged);
   }
   if (probed) {
     state->lost = loss(*probed);
     if (state->lost && !options.accept_lost_writes) {
-      return refusal(*state->lost);
+      return in_use_instead(refusal(*state->lost));
     }
   }
 
@@ -870,6 +1138,10 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
   if (!s.ok()) {
     if (s.IsCorruption()) {
       return damage_refusal(path, state->where(), s);
+    }
+    if (lock_conflict(s)) {
+      // The holder may have ended since; it held the lock a moment ago.
+      return in_use(state->where(), other_lock_holder(path));
     }
     auto err = state->fail("open", s);
     if (s.IsIOError() && !options.read_only) {
@@ -937,18 +1209,23 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
 
   if (!options.read_only) {
     const auto file = path / acknowledged_mark_file;
-    state->mark_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (!mark->present) {
+      if (auto made = write_new_mark(path, state->db->GetLatestSequenceNumber(), options.sync);
+          !made) {
+        (void)state->close();  // the mark error is the one to report
+        return error{state->where() + ": " + made.err().message + "; the store has " +
+                     free_space_of(path)};
+      }
+    }
+    state->mark_fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
     if (state->mark_fd < 0) {
       auto err = error{state->where() + ": cannot open " + file.string() + ": " +
                        std::strerror(errno) + "; the store has " + free_space_of(path)};
       (void)state->close();  // the mark error is the one to report
       return err;
     }
-    // Written whole now: a new mark, or the present state once a loss is accepted.
+    // Written whole now: the present state once a loss is accepted.
     auto written = state->update_mark(true);
-    if (written && !mark->present && options.sync) {
-      written = fsync_folder(path);
-    }
     if (!written) {
       (void)state->close();  // the mark error is the one to report
       return written.err();

@@ -28,8 +28,10 @@
 // checked until its first write creates it.
 //
 // Damage is never repaired in place: open() creates a store only in a folder that is missing or
-// empty. A folder that holds files but no RocksDB CURRENT file (a damaged store) is refused and
-// left untouched, unless another process holds its LOCK (it is being created or used: the error
+// empty, and makes it in a private folder beside it (".NAME.creating-PID-RANDOM"), renamed onto
+// the path once whole, so no other process sees a half-made store (a folder that is a mount point
+// gets it made in place). A folder that holds files but no RocksDB CURRENT file (a damaged store)
+// is refused and left untouched, unless another process holds its LOCK (it is in use: the error
 // says so); repair_store_copy() recovers what it holds into a copy. Every open checks the
 // checksum of every block of every table file (DB::VerifyChecksum, read-only, before a writable
 // open may flush or compact; a writable open starts with compactions off and turns them on after
@@ -179,7 +181,8 @@ class write_batch {
 class trajectory_store {
  public:
   // Opens (and with create_if_missing, creates) the store in the folder `path`. A store is created
-  // only in a folder that is missing or empty.
+  // only in a folder that is missing or empty; what a creation killed mid-way left beside it (its
+  // process gone) is removed by the next creation of that path.
   // Errors name the path and carry RocksDB's status text: a folder that holds no store (with
   // create_if_missing off, or read_only), a folder with files but no CURRENT file (a damaged store:
   // the message names repair_store_copy's command, and nothing in the folder is changed), lost
