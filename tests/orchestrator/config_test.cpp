@@ -921,7 +921,7 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
   for (const char* expected :
        {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
         "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml",
-        "leap_static_reward.yaml", "learn_digits.yaml"}) {
+        "leap_static_reward.yaml", "learn_digits.yaml", "leap_speed.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }
@@ -964,6 +964,10 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"binary_reward.yaml", "gate.policy", "dcp"},
       {"binary_reward.yaml", "reward.kind", "binary"},
       {"dcp_adaptive.yaml", "gate.policy", "dcp_adaptive"},
+      {"leap_speed.yaml", "reward.kind", "rank_speed"},
+      {"leap_speed.yaml", "reward.speed_tie", "0.05"},
+      {"leap_speed.yaml", "verifier.timing_reps", "20"},
+      {"leap_speed.yaml", "gate.policy", "dcp"},
       {"learn_digits.yaml", "learner.kind", "torch"},
       {"learn_digits.yaml", "learner.init_preset", "\"tiny\""},
       {"learn_digits.yaml", "policy.flavour", "embedded"},
