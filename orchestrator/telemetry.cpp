@@ -1,14 +1,9 @@
 #include "orchestrator/telemetry.hpp"
 
-#include "common/temp_files.hpp"
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <mutex>
 #include <prometheus/client_metric.h>
@@ -512,34 +507,6 @@ double rate_meter::update(double total, double now_seconds) {
   last_total_ = total;
   last_seconds_ = now_seconds;
   return rate;
-}
-
-status write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  // A per-process temporary name, so two writers of one folder never share a temporary file;
-  // those of killed writers are removed first, and a failed write removes its own.
-  remove_stale_temporaries(path, ".tmp.");
-  const std::filesystem::path tmp = temporary_of(path, ".tmp.");
-  std::error_code ec;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return error{tmp.string() + ": cannot open for writing: " + std::strerror(errno)};
-    }
-    out << text;
-    out.flush();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      out.close();
-      std::filesystem::remove(tmp, ec);
-      return error{tmp.string() + ": write failed: " + reason};
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return error{path.string() + ": cannot replace: " + ec.message()};
-  }
-  return ok_status();
 }
 
 }  // namespace leap::telemetry

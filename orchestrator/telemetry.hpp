@@ -205,9 +205,4 @@ class rate_meter {
   double last_seconds_ = 0.0;
 };
 
-// Writes `text` to `path` through a temporary file in the same folder and a rename, so a reader
-// (the daemon, a scraper) sees the old or the new file, never a torn one. Errors name the path.
-[[nodiscard]] status write_file_atomically(const std::filesystem::path& path,
-                                           const std::string& text);
-
 }  // namespace leap::telemetry

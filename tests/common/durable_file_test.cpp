@@ -12,11 +12,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -101,6 +103,29 @@ TEST_F(DurableFile, AMissingFolderIsAnErrorNamingTheTarget) {
   EXPECT_THAT(s.err().message,
               HasSubstr(path("missing/config.json") + ": cannot create its temporary file"));
   EXPECT_THAT(s.err().message, HasSubstr("No such file or directory"));
+}
+
+// A failing write without root (moved from the telemetry tests): a file size limit in a child
+// process, with SIGXFSZ ignored so that write(2) fails with EFBIG.
+TEST_F(DurableFile, AFailedWriteNamesTheReasonAndLeavesNoTemporary) {
+  ASSERT_TRUE(write_file_durably(path("metrics.prom"), std::string_view("old\n")));
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    const auto written = write_file_durably(path("metrics.prom"), std::string(64 * 1024, 'x'));
+    const bool named = !written && written.err().message.find(path("metrics.prom") +
+                                                              ": cannot write: File too large") !=
+                                       std::string::npos;
+    ::_exit(named ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the write did not fail naming the file and the reason";
+  EXPECT_EQ(read(path("metrics.prom")), "old\n");
+  EXPECT_TRUE(others(root_, "metrics.prom").empty());
 }
 
 TEST_F(DurableFile, AWriterDroppedWithoutCommitLeavesNothing) {

@@ -1,6 +1,6 @@
 // The telemetry registry: updates, snapshots, Prometheus text exposition 0.0.4 (read back by a
 // small parser, as a scraper reads it, and checked against the format's grammar), JSON,
-// quantiles, atomic files.
+// quantiles. (Its files are written by common/durable_file: tests/common.)
 #include "orchestrator/telemetry.hpp"
 
 #include "orchestrator/run_telemetry.hpp"
@@ -13,12 +13,9 @@
 #include <fstream>
 #include <map>
 #include <regex>
-#include <signal.h>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -415,61 +412,6 @@ TEST(Telemetry, RateMeterIsPerSecondBetweenReadings) {
   EXPECT_DOUBLE_EQ(m.update(300, 12), 100.0);
   EXPECT_EQ(m.update(300, 12), 0.0);  // no time passed
   EXPECT_DOUBLE_EQ(m.update(400, 14), 50.0);
-}
-
-TEST(Telemetry, FilesAreReplacedAtomically) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("leap-telemetry-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "metrics.prom";
-  ASSERT_TRUE(write_file_atomically(path, "first\n"));
-  ASSERT_TRUE(write_file_atomically(path, "second\n"));
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "second\n");
-  // Only the file itself: no temporary is left behind.
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
-  const auto bad = write_file_atomically(dir / "missing" / "metrics.prom", "x");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.err().message.find("missing"), std::string::npos);
-  std::filesystem::remove_all(dir);
-}
-
-// A full disk (a file size limit, in a child process, with SIGXFSZ ignored so that the write
-// fails with EFBIG) fails the write, which then removes its temporary; a temporary left by a killed
-// writer (its process is gone) is removed by the next write, one of a live process is not.
-TEST(Telemetry, FailedAndKilledWritesLeaveNoTemporaryFiles) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("leap-telemetry-full-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "metrics.prom";
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{4096, 4096};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    const auto written = write_file_atomically(path, std::string(64 * 1024, 'x'));
-    const bool named =
-        !written && written.err().message.find("File too large") != std::string::npos;
-    ::_exit(named ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the write did not fail with the reason";
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 0)
-      << "a temporary is left behind";
-
-  // The child above is gone: a temporary named after it is stale. This process is alive.
-  const auto stale = path.string() + ".tmp." + std::to_string(child);
-  const auto live = path.string() + ".tmp." + std::to_string(::getppid());
-  std::ofstream(stale) << "";
-  std::ofstream(live) << "";
-  ASSERT_TRUE(write_file_atomically(path, "metrics\n"));
-  EXPECT_FALSE(std::filesystem::exists(stale));
-  EXPECT_TRUE(std::filesystem::exists(live));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

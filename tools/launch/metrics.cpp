@@ -1,5 +1,6 @@
 #include "tools/launch/metrics.hpp"
 
+#include "common/durable_file.hpp"
 #include "common/log.hpp"
 #include "policy/client.hpp"
 #include "sandbox/verifier.hpp"
@@ -99,10 +100,11 @@ void run_metrics::write() {
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
   const auto snap = registry_.take(now);
+  // Replaced whole, so that a reader (the daemon, a scraper) never sees a torn file.
   auto written =
-      telemetry::write_file_atomically(run_dir_ / "metrics.prom", telemetry::to_prometheus(snap));
+      write_file_durably((run_dir_ / "metrics.prom").string(), telemetry::to_prometheus(snap));
   if (written) {
-    written = telemetry::write_file_atomically(run_dir_ / "metrics.json", telemetry::to_json(snap));
+    written = write_file_durably((run_dir_ / "metrics.json").string(), telemetry::to_json(snap));
   }
   std::lock_guard lock(mutex_);
   if (!written && last_) {
