@@ -88,8 +88,8 @@ TEST(LeapRunFullDiskE2E, AFullDiskEndsTheRunWithExit1AndTheRunContinuesOnceSpace
   EXPECT_TRUE(contains(again.output, "run 'e2e' finished")) << again.output;
 }
 
-// `leap export` to a full disk: exit 1 naming the file and the reason, and no partial or temporary
-// file left behind on it.
+// `leap export` to a full disk: exit 1 naming the file, the reason and the free space, and no
+// partial or temporary file left behind on it.
 TEST(LeapExportFullDiskE2E, AnExportToAFullDiskFailsNamingTheFileAndLeavesNothing) {
   leap::e2e::scratch_dir scratch("full-disk-export", {"python/two_sum", "python/flatten"});
   const fs::path run_dir = scratch.root() / "run";
@@ -109,6 +109,8 @@ TEST(LeapExportFullDiskE2E, AnExportToAFullDiskFailsNamingTheFileAndLeavesNothin
   EXPECT_EQ(exported.exit_code, 1) << exported.output;
   EXPECT_TRUE(contains(exported.output, out.string())) << exported.output;
   EXPECT_TRUE(contains(exported.output, "No space left on device")) << exported.output;
+  // As the store's error does, the export's names the free space (issue 29).
+  EXPECT_TRUE(contains(exported.output, "free of 1.0 MiB on its filesystem")) << exported.output;
   EXPECT_FALSE(contains(exported.output, "Assertion")) << exported.output;
   for (const auto& entry : fs::directory_iterator(disk / "")) {
     EXPECT_TRUE(entry.path().filename() != "turns.jsonl" &&

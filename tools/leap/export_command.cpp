@@ -1,20 +1,18 @@
 // `leap export RUN_DIR --format jsonl|csv --out FILE [--run ID]`: writes a run directory's stored
 // trajectories as JSONL (one group per line) or CSV (one row per rollout turn) for tools outside
 // LEAP. The store is opened read-only, so a run may still be writing to it.
-#include "common/temp_files.hpp"
+#include "common/durable_file.hpp"
 #include "storage/export.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <streambuf>
 #include <string>
 #include <system_error>
-#include <unistd.h>
+#include <vector>
 
 namespace leap::cli {
 namespace {
@@ -24,6 +22,43 @@ struct export_options {
   std::string format;
   std::string out;
   std::string run_id;
+};
+
+// The export's stream onto a durable_writer, buffered. A stream keeps no reason for a failed
+// write: this keeps the writer's error for the message.
+class file_buffer : public std::streambuf {
+ public:
+  explicit file_buffer(durable_writer& writer) : writer_(writer) { reset(); }
+
+  // The first write error, or ok.
+  [[nodiscard]] const status& failure() const { return failure_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) {
+      return traits_type::eof();
+    }
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  void reset() { setp(buffer_.data(), buffer_.data() + buffer_.size()); }
+  bool drain() {
+    if (failure_ && pptr() > pbase()) {
+      failure_ = writer_.write({pbase(), static_cast<std::size_t>(pptr() - pbase())});
+      reset();
+    }
+    return failure_.ok();
+  }
+
+  durable_writer& writer_;
+  std::vector<char> buffer_ = std::vector<char>(std::size_t{1} << 16U);
+  status failure_ = ok_status();
 };
 
 int fail(const std::string& message) {
@@ -115,43 +150,30 @@ int run_export(const export_options& options) {
     return 0;
   }
 
-  // Written beside the target and renamed at the end, so that FILE is never a partial export. A
-  // failed export removes its temporary; those of exports killed before (whose process is gone)
-  // are removed here.
-  const std::filesystem::path target(options.out);
-  remove_stale_temporaries(target, ".partial-");
-  const auto temporary = temporary_of(target, ".partial-");
-  result<export_counts> counts = error{"not run"};
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return fail(target.string() + ": cannot open " + temporary.string() +
-                  " for writing: " + std::strerror(errno));
-    }
-    counts = write_export(**store, options, file);
-    if (counts) {
-      file.flush();
-      if (!file) {
-        counts = error{"write failed: " + std::string(std::strerror(errno))};
-      }
-    }
-    file.close();
-    if (counts && !file) {
-      counts = error{"write failed: " + std::string(std::strerror(errno))};
-    }
+  // Written beside the target, synced and renamed at the end (common/durable_file.hpp), so that
+  // FILE is never a partial export, even after a power loss. A failed export removes its
+  // temporary; those of exports killed before (whose process is gone) are removed here.
+  const std::string target = options.out;
+  auto writer = durable_writer::open(target);
+  if (!writer) {
+    return fail(writer.err().message);
   }
-  std::error_code ec;
+  file_buffer buffer(*writer);
+  std::ostream file(&buffer);
+  const auto counts = write_export(**store, options, file);
+  if (!buffer.failure()) {
+    // The writer's error names the file, the step, the reason and, on a full disk, the free space.
+    return fail(buffer.failure().err().message + " (after " + std::to_string(writer->size()) +
+                " bytes of the export)");
+  }
   if (!counts) {
-    std::filesystem::remove(temporary, ec);
-    return fail(target.string() + ": " + counts.err().message);
+    return fail(target + ": " + counts.err().message);
   }
-  std::filesystem::rename(temporary, target, ec);
-  if (ec) {
-    std::filesystem::remove(temporary, ec);
-    return fail(target.string() + ": cannot move the export into place: " + ec.message());
+  if (auto s = writer->commit(); !s) {
+    return fail(s.err().message);
   }
   std::cout << "exported " << counts->groups << " groups (" << counts->rows << " rows) to "
-            << target.string() << "\n";
+            << target << "\n";
   return 0;
 }
 
