@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
-#include <fstream>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,13 +54,6 @@ status make_directories(const std::string& path) {
   return ok_status();
 }
 
-status rename_path(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    return error{"cannot rename '" + from + "' to '" + to + "': " + reason()};
-  }
-  return ok_status();
-}
-
 void remove_file(const std::string& path) { ::unlink(path.c_str()); }
 
 void remove_tree(const std::string& path) {
@@ -84,26 +76,6 @@ result<std::vector<std::string>> list_directory(const std::string& path) {
   }
   ::closedir(dir);
   return names;
-}
-
-status write_file_atomically(const std::string& path, const std::string& bytes) {
-  const auto tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      // The stream keeps no reason; errno still holds the failed write's, until remove_file.
-      const std::string why = reason();
-      remove_file(tmp);
-      return error{"cannot write '" + tmp + "': " + why};
-    }
-  }
-  if (auto s = rename_path(tmp, path); !s) {
-    remove_file(tmp);
-    return s;
-  }
-  return ok_status();
 }
 
 }  // namespace leap::learner::detail

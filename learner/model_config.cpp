@@ -1,5 +1,6 @@
 #include "learner/model_config.hpp"
 
+#include "common/durable_file.hpp"
 #include "learner/detail/files.hpp"
 
 #include <nlohmann/json.hpp>
@@ -468,7 +469,7 @@ result<model_config> model_preset(const std::string& name) {
 }
 
 status write_model_config(const std::string& dir, const model_config& config) {
-  return detail::write_file_atomically(detail::join(dir, "config.json"), to_json(config));
+  return write_file_durably(detail::join(dir, "config.json"), to_json(config));
 }
 
 }  // namespace leap::learner

@@ -1,6 +1,7 @@
 // The public policy: loading and saving, scoring, sampling with a KV cache, PEFT LoRA files.
 #include "learner/policy.hpp"
 
+#include "common/durable_file.hpp"
 #include "learner/detail/files.hpp"
 #include "learner/detail/transformer.hpp"
 
@@ -544,8 +545,7 @@ status policy::save_lora_adapter(const std::string& dir,
         !s) {
       return s;
     }
-    return detail::write_file_atomically(detail::join(dir, "adapter_config.json"),
-                                         config.dump(2) + "\n");
+    return write_file_durably(detail::join(dir, "adapter_config.json"), config.dump(2) + "\n");
   });
 }
 

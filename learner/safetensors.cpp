@@ -1,18 +1,17 @@
 #include "learner/safetensors.hpp"
 
+#include "common/durable_file.hpp"
 #include "learner/detail/checkpoint_view.hpp"
 #include "learner/detail/files.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <unistd.h>
 
 namespace leap::learner {
 namespace {
@@ -55,42 +54,25 @@ std::int64_t product(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-// Writes to a sibling temporary file, then renames: the destination is either the old or the new
-// file, never a torn one.
 using tensor_entry = const tensor_map::value_type*;
 
-status write_file_atomically(const std::string& path, const std::string& header,
-                             const std::vector<tensor_entry>& tensors) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return error{"cannot open '" + tmp + "' for writing"};
-    }
-    const std::uint64_t n = header.size();
-    std::uint8_t len[8];
-    for (int i = 0; i < 8; ++i) {
-      len[i] = static_cast<std::uint8_t>(n >> (8 * i));
-    }
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto* e : tensors) {
-      out.write(reinterpret_cast<const char*>(e->second.data.data()),
-                static_cast<std::streamsize>(e->second.data.size()));
-    }
-    out.flush();
-    if (!out) {
-      // The stream keeps no reason; errno still holds the failed write's, until remove_file.
-      const std::string why = std::strerror(errno);
-      detail::remove_file(tmp);
-      return error{"writing '" + tmp + "' failed: " + why};
-    }
+// The header's length (8 bytes, little-endian), the header, then each tensor's bytes, written as
+// parts of one durable file: a checkpoint of gigabytes is never joined in memory.
+status write_safetensors_file(const std::string& path, const std::string& header,
+                              const std::vector<tensor_entry>& tensors) {
+  const std::uint64_t n = header.size();
+  std::array<char, 8> length{};
+  for (std::size_t i = 0; i < length.size(); ++i) {
+    length[i] = static_cast<char>(static_cast<std::uint8_t>(n >> (8 * i)));
   }
-  if (auto s = detail::rename_path(tmp, path); !s) {
-    detail::remove_file(tmp);
-    return s;
+  std::vector<std::string_view> parts;
+  parts.reserve(2 + tensors.size());
+  parts.emplace_back(length.data(), length.size());
+  parts.emplace_back(header);
+  for (const auto* e : tensors) {
+    parts.emplace_back(reinterpret_cast<const char*>(e->second.data.data()), e->second.data.size());
   }
-  return ok_status();
+  return write_file_durably(path, parts);
 }
 
 std::string shard_name(const std::string& base, std::size_t index, std::size_t count) {
@@ -328,7 +310,7 @@ status write_entries(const std::string& path, const std::vector<tensor_entry>& t
   std::string text = header.dump();
   // Pad with spaces so that the data section starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
-  return write_file_atomically(path, text, tensors);
+  return write_safetensors_file(path, text, tensors);
 }
 
 }  // namespace
@@ -395,7 +377,7 @@ status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
     }
   }
   const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  return detail::write_file_atomically(detail::join(dir, index_name), index.dump(2) + "\n");
+  return write_file_durably(detail::join(dir, index_name), index.dump(2) + "\n");
 }
 
 }  // namespace leap::learner

@@ -5,7 +5,8 @@
 //
 // Host tensors are plain byte buffers so that the policy server, tools and tests can read and write
 // checkpoints without pulling LibTorch headers into their translation units.
-// All functions are thread-safe (they share no state); writes are atomic (written aside, renamed).
+// All functions are thread-safe (they share no state); writes are atomic and durable
+// (written aside, synced, renamed).
 #pragma once
 
 #include "common/result.hpp"
@@ -65,8 +66,10 @@ using tensor_map = std::map<std::string, host_tensor>;
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `tensors` as one .safetensors file (header padded to 8 bytes, tensors in name order).
-// The file is written to a temporary name beside `path` and renamed, so readers never see half a
-// file. Errors: a tensor whose byte count disagrees with its shape, I/O failures (naming the path).
+// The file is written to a temporary name beside `path`, synced and renamed, and the folder synced
+// (common/durable_file.hpp), so readers never see half a file, nor a power loss an empty one.
+// Errors: a tensor whose byte count disagrees with its shape, I/O failures (naming the path, the
+// step, the reason and, on a full disk, the free space).
 [[nodiscard]] status write_safetensors(const std::string& path, const tensor_map& tensors,
                                        const std::map<std::string, std::string>& metadata = {});
 

@@ -10,6 +10,7 @@
 // in trainer_parallel.cpp; the state both use is learner/detail/trainer_state.hpp.
 #include "learner/trainer.hpp"
 
+#include "common/durable_file.hpp"
 #include "learner/detail/files.hpp"
 #include "learner/detail/loss.hpp"
 #include "learner/detail/trainer_state.hpp"
@@ -665,19 +666,19 @@ result<std::string> trainer::state::write_checkpoint() {
                           {"optimizer_step", optimizer_step},     {"lora", lora},
                           {"dtype", detail::dtype_name(m.dtype)}, {"base_model", model_dir}};
   // trainer_state.json last: its presence marks the folder complete (latest_checkpoint checks it).
-  if (auto s = detail::write_file_atomically(detail::join(tmp_dir, "trainer_state.json"),
-                                             state_doc.dump(2) + "\n");
+  if (auto s =
+          write_file_durably(detail::join(tmp_dir, "trainer_state.json"), state_doc.dump(2) + "\n");
       !s) {
     return s.err();
   }
   // A folder of the same step (a step redone after a crash) is moved aside, then replaced.
   const auto old_dir = detail::join(root, "." + name + ".old-" + std::to_string(::getpid()));
   if (detail::path_exists(final_dir)) {
-    if (auto s = detail::rename_path(final_dir, old_dir); !s) {
+    if (auto s = rename_durably(final_dir, old_dir); !s) {
       return s.err();
     }
   }
-  if (auto s = detail::rename_path(tmp_dir, final_dir); !s) {
+  if (auto s = rename_durably(tmp_dir, final_dir); !s) {
     return s.err();
   }
   detail::remove_tree(old_dir);

@@ -4,8 +4,9 @@
 // mini-batch into micro-batches of at most `micro_batch_tokens` padded tokens; gradients of the
 // micro-batches accumulate (in float32 whatever the model dtype), then gradient clipping and one
 // AdamW step per mini-batch, for `epochs` passes. The loss is learner/loss.hpp's. After the step a
-// checkpoint is written aside and renamed into place (atomic), and a restarted trainer resumes from
-// the newest one with its optimiser state, so the next step is the same as without the restart.
+// checkpoint is written aside, synced and renamed into place (atomic, and whole after a power loss:
+// common/durable_file.hpp), and a restarted trainer resumes from the newest one with its optimiser
+// state, so the next step is the same as without the restart.
 //
 // Checkpoint folder (`<checkpoint.dir>/step-00000012/`): a loadable Hugging Face model folder
 // (config.json + model.safetensors, or adapter_config.json + adapter_model.safetensors under LoRA),

@@ -1,7 +1,8 @@
 // File-system helpers on plain string paths, with POSIX calls. learner/ avoids std::filesystem on
 // purpose: LibTorch wheels from pip export std::filesystem symbols of their own toolchain, and a
 // program whose calls bind to those copies crashes (seen with torch 2.11 and g++ 13). Internal to
-// learner/; no LibTorch here. All functions are thread-safe.
+// learner/; no LibTorch here. All functions are thread-safe. Files and renames that must survive a
+// crash go through common/durable_file.hpp (write_file_durably, rename_durably).
 #pragma once
 
 #include "common/result.hpp"
@@ -16,15 +17,11 @@ namespace leap::learner::detail {
 [[nodiscard]] bool path_exists(const std::string& path);
 // Like mkdir -p. Errors name the path and the reason.
 [[nodiscard]] status make_directories(const std::string& path);
-// rename(2): atomic within a file system. Errors name both paths.
-[[nodiscard]] status rename_path(const std::string& from, const std::string& to);
 // Best effort, like rm -f / rm -rf: a missing path is fine, failures are ignored (callers use these
 // for clean-up only).
 void remove_file(const std::string& path);
 void remove_tree(const std::string& path);
 // The names in a directory, without "." and "..". Errors: it cannot be opened.
 [[nodiscard]] result<std::vector<std::string>> list_directory(const std::string& path);
-// Writes `bytes` to a temporary sibling of `path`, then renames it into place.
-[[nodiscard]] status write_file_atomically(const std::string& path, const std::string& bytes);
 
 }  // namespace leap::learner::detail

@@ -272,8 +272,8 @@ TEST(LeapRunTorch, EmbeddedServerReloadsEachStepsWeights) {
 }
 
 // A checkpoint written to a full disk (learner.checkpoint_dir on a small tmpfs another file
-// filled): `leap run` ends with exit 1 and a line naming the checkpoint's file and the reason,
-// never an abort. Needs root to mount the tmpfs (skips otherwise).
+// filled): `leap run` ends with exit 1 and a line naming the checkpoint's file, the reason and
+// the free space, never an abort. Needs root to mount the tmpfs (skips otherwise).
 TEST(LeapRunTorch, ACheckpointOnAFullDiskEndsTheRunWithExit1NamingTheFile) {
   loop_dir dir;
   leap::test::small_disk disk(dir.path("checkpoints-disk"), 1U << 20U);
@@ -291,6 +291,8 @@ TEST(LeapRunTorch, ACheckpointOnAFullDiskEndsTheRunWithExit1NamingTheFile) {
   EXPECT_EQ(run.output.find("Assertion"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(checkpoints), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("No space left on device"), std::string::npos) << run.output;
+  // As the store's error does, the checkpoint's names the free space (issue 29).
+  EXPECT_NE(run.output.find("free of 1.0 MiB on its filesystem"), std::string::npos) << run.output;
 }
 
 // `leap run` against `leap serve-policy --model` reached as `flavour`, to a closed loop; the

@@ -2,6 +2,7 @@
 
 #include "learner/detail/checkpoint_view.hpp"
 #include "tests/learner/test_support.hpp"
+#include "tests/storage/small_disk.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -71,6 +72,35 @@ TEST(Safetensors, FileLayoutFollowsTheFormat) {
   EXPECT_THAT(header,
               ::testing::HasSubstr(R"("b":{"data_offsets":[2,10],"dtype":"F32","shape":[2]})"));
   EXPECT_EQ(std::filesystem::file_size(path), 8 + n + 10);
+}
+
+// A checkpoint file on a full disk (a real 1 MiB tmpfs in a private mount namespace: root only,
+// else skipped): the error names the file, the reason and the free space; the old file is whole
+// and no temporary is left on the disk.
+TEST(Safetensors, AFullDiskKeepsTheOldFileAndTheErrorSaysTheFreeSpace) {
+  scratch_dir dir;
+  leap::test::small_disk disk(dir.path(), 1U << 20U);
+  if (!disk.skip_reason().empty()) {
+    GTEST_SKIP() << disk.skip_reason();
+  }
+  const std::string path = (disk / "model.safetensors").string();
+  tensor_map old_tensors;
+  old_tensors.emplace("w", bytes_tensor(dtype::f32, {4, 4}, 7));
+  ASSERT_TRUE(write_safetensors(path, old_tensors).ok());
+  disk.fill();
+  tensor_map big;
+  big.emplace("w", bytes_tensor(dtype::f32, {256, 512}, 8));  // 512 KiB
+  const auto s = write_safetensors(path, big);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.err().message, ::testing::HasSubstr(path + ": cannot write: No space left"));
+  EXPECT_THAT(s.err().message, ::testing::HasSubstr("free of 1.0 MiB on its filesystem"));
+  auto back = read_safetensors(path);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(back->at("w").data, old_tensors.at("w").data);
+  for (const auto& entry : std::filesystem::directory_iterator(disk / "")) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "model.safetensors" || name.rfind("filler-", 0) == 0) << name;
+  }
 }
 
 // Writes a file with a hand-made header and `data_bytes` zero bytes of data.
