@@ -1,5 +1,6 @@
 #include "tools/daemon/daemon.hpp"
 
+#include "common/durable_file.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "policy/http_gate.hpp"
@@ -123,7 +124,7 @@ class supervisor {
       return 1;
     }
     bound_port_ = port;
-    if (auto s = write_atomically(home_ / "port", std::to_string(port) + "\n"); !s) {
+    if (auto s = write_file_durably((home_ / "port").string(), std::to_string(port) + "\n"); !s) {
       std::fprintf(stderr, "leap daemon: error: %s\n", s.err().message.c_str());
       return 1;
     }
@@ -616,7 +617,7 @@ class supervisor {
     if (ec) {
       return fail(500, dir.string() + ": cannot create: " + ec.message());
     }
-    if (auto s = write_atomically(dir / "config.yaml", request->yaml); !s) {
+    if (auto s = write_file_durably((dir / "config.yaml").string(), request->yaml); !s) {
       return fail(500, s.err().message);
     }
     if (auto s = save_record(home_, *record); !s) {

@@ -1,14 +1,14 @@
 #include "tools/daemon/home.hpp"
 
+#include "common/durable_file.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace leap::daemon {
 namespace fs = std::filesystem;
@@ -58,36 +58,6 @@ std::string read_tail(const fs::path& path, std::size_t max_bytes) {
   return text;
 }
 
-status write_atomically(const fs::path& path, const std::string& text, int mode) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) {
-    return error{tmp.string() + ": cannot create: " + std::strerror(errno)};
-  }
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return error{tmp.string() + ": cannot write: " + why};
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return error{path.string() + ": cannot replace: " + why};
-  }
-  return ok_status();
-}
-
 result<std::string> ensure_token(const fs::path& home) {
   const fs::path path = home / "token";
   struct stat st {};
@@ -113,20 +83,15 @@ result<std::string> ensure_token(const fs::path& home) {
     token += hex[b >> 4];
     token += hex[b & 15];
   }
-  // O_EXCL: two daemons starting at once on one home do not overwrite each other's token.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) {
-      return read_token(home);
-    }
-    return error{path.string() + ": cannot create: " + std::strerror(errno)};
+  // Written whole and synced before it appears (a crash never leaves an empty token file), and
+  // never over an existing one: of two daemons starting at once on one home, one creates it and
+  // the other reads it.
+  auto created = create_file_durably(path.string(), token + "\n", 0600);
+  if (!created) {
+    return created.err();
   }
-  const std::string line = token + "\n";
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ::fsync(fd);
-  ::close(fd);
-  if (!ok) {
-    return error{path.string() + ": cannot write the token"};
+  if (!*created) {
+    return read_token(home);
   }
   return token;
 }
@@ -159,8 +124,8 @@ status save_record(const fs::path& home, const experiment_record& r) {
   if (ec) {
     return error{dir.string() + ": cannot create: " + ec.message()};
   }
-  return write_atomically(
-      dir / "state.json",
+  return write_file_durably(
+      (dir / "state.json").string(),
       to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 

@@ -29,11 +29,6 @@ namespace leap::daemon {
 // Reads HOME/token for a client; an error naming the file when it is missing.
 [[nodiscard]] result<std::string> read_token(const std::filesystem::path& home);
 
-// Writes `text` to `path` through a temporary file in the same folder, fsync and rename, so a
-// reader (or a crash) sees the old content or the new, never a mix.
-[[nodiscard]] status write_atomically(const std::filesystem::path& path, const std::string& text,
-                                      int mode = 0644);
-
 [[nodiscard]] result<std::string> read_text(const std::filesystem::path& path);
 // At most the last `max_bytes` of the file (from a line start when it was cut); "" when missing.
 [[nodiscard]] std::string read_tail(const std::filesystem::path& path, std::size_t max_bytes);
