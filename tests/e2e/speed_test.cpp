@@ -154,6 +154,16 @@ TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
       EXPECT_FALSE(cells[i].empty()) << names[i];
     }
   }
+
+  // Report: the two speed charts are drawn (not left as notes).
+  const auto page = (root / "report.html").string();
+  const auto report = leap_shell("report '" + (root / "run").string() + "' --out '" + page + "'");
+  ASSERT_EQ(report.exit_code, 0) << report.text;
+  const auto html = read_file(page);
+  for (const char* text : {"Fast_p vs step", "Geometric-mean speedup vs step"}) {
+    EXPECT_NE(html.find(text), std::string::npos) << text;
+  }
+  EXPECT_EQ(html.find("Fast_p vs step: not drawn"), std::string::npos);
   std::error_code ec;
   fs::remove_all(root, ec);
 }

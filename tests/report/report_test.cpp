@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -169,9 +170,40 @@ TEST(ReportModel, RunsOfOneGroupAreOverlaidAsMeanWithBand) {
   // No validation and no stored turn times: notes, not empty charts.
   EXPECT_EQ(find_chart(model, "validation"), nullptr);
   EXPECT_EQ(find_chart(model, "verifier_latency"), nullptr);
-  ASSERT_EQ(model.notes.size(), 2u);
+  // No timed pass either: the two speed charts are notes too.
+  EXPECT_EQ(find_chart(model, "fast_p"), nullptr);
+  ASSERT_EQ(model.notes.size(), 4u);
   EXPECT_NE(model.notes[0].find("Validation accuracy vs step: not drawn"), std::string::npos);
-  EXPECT_NE(model.notes[1].find("Verifier latency distribution: not drawn"), std::string::npos);
+  EXPECT_NE(model.notes[1].find("Fast_p vs step: not drawn, no step timed"), std::string::npos);
+  EXPECT_NE(model.notes[2].find("Geometric-mean speedup vs step: not drawn"), std::string::npos);
+  EXPECT_NE(model.notes[3].find("Verifier latency distribution: not drawn"), std::string::npos);
+}
+
+// Speed per step from the replay's speed summaries: a point only where something was timed.
+TEST(ReportModel, SpeedChartsOnlyWhereTimed) {
+  auto timed = step(0, {0.5, 0.75}, 0.5);
+  timed.speed.add({1, 1}, {2.5, std::nullopt});
+  timed.speed.add({1, 1}, {1.1, std::nullopt});
+  timed.speed.add({0, 1}, {});
+  timed.speed.add({1, 1}, {});
+  auto untimed = step(1, {0.5, 0.75}, 0.5);
+  untimed.speed.add({1, 1}, {});
+  const auto model = build_model({run("leap", {timed, untimed})});
+  const chart* fast = find_chart(model, "fast_p");
+  ASSERT_NE(fast, nullptr);
+  ASSERT_EQ(fast->lines.size(), 2u);
+  EXPECT_EQ(fast->lines[0].label, "leap fast_1.0");
+  EXPECT_FALSE(fast->lines[0].dashed);
+  EXPECT_EQ(fast->lines[1].label, "leap fast_2.0");
+  EXPECT_TRUE(fast->lines[1].dashed);
+  ASSERT_EQ(fast->lines[0].points.size(), 1u);  // step 2 timed nothing: no point, not 0
+  EXPECT_DOUBLE_EQ(fast->lines[0].points[0].x, 1.0);
+  EXPECT_DOUBLE_EQ(fast->lines[0].points[0].y, 0.5);   // 2 of 4 rollouts above 1.0
+  EXPECT_DOUBLE_EQ(fast->lines[1].points[0].y, 0.25);  // 1 of 4 above 2.0
+  const chart* speedup = find_chart(model, "speedup");
+  ASSERT_NE(speedup, nullptr);
+  ASSERT_EQ(speedup->lines[0].points.size(), 1u);
+  EXPECT_NEAR(speedup->lines[0].points[0].y, std::sqrt(2.5 * 1.1), 1e-12);
 }
 
 TEST(ReportModel, ValidationAndLatency) {
@@ -211,7 +243,8 @@ TEST(ReportModel, ValidationAndLatency) {
   EXPECT_DOUBLE_EQ(model.latency[0].compile_max, 1500.0);
   EXPECT_EQ(model.latency[0].ran, 2u);
   EXPECT_DOUBLE_EQ(model.latency[0].run_p50, 3.5);
-  EXPECT_TRUE(model.notes.empty());
+  ASSERT_EQ(model.notes.size(), 2u);  // nothing timed: the speed charts only
+  EXPECT_NE(model.notes[0].find("Fast_p vs step"), std::string::npos);
 }
 
 TEST(ReportHtml, EscapesEveryRunString) {

@@ -228,6 +228,53 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
                  "gate.probe_fraction is 0)");
 }
 
+// Speed (issue 31): fast_p and the geometric-mean speedup per step, from the speedups stored with
+// the passing turns of a timed run (verifier.timing_reps > 0). A step that timed nothing has no
+// point (never a 0).
+void speed_charts(report_model& model, const std::vector<group_view>& groups) {
+  chart fast = make_chart(
+      "fast_p", "Fast_p vs step",
+      "Share of each step's training rollouts that passed with a speedup over the reference as "
+      "written (eager) above 1.0 (solid) and above 2.0 (dashed): KernelBench's fast_p, over all "
+      "rollouts. A step without a timed pass has no point." +
+          band_words(groups),
+      "line", "step", "fraction of rollouts");
+  fast.y_min = 0.0;
+  fast.y_max = 1.0;
+  for (const auto& g : groups) {
+    for (const std::size_t index : {std::size_t{1}, std::size_t{4}}) {
+      fast.lines.push_back(group_line(g, g.name + " " + fast_p_name(index), index == 4,
+                                      [index](const run_input& r, per_step& out) {
+                                        for (const auto& s : r.replay.steps) {
+                                          if (const auto v = s.speed.fast_p(index)) {
+                                            out[s.step] = {static_cast<double>(s.step + 1), *v};
+                                          }
+                                        }
+                                      }));
+    }
+  }
+  const std::string untimed =
+      "no step timed a passing candidate (verifier.timing_reps is 0, or nothing passed)";
+  add_line_chart(model, std::move(fast), untimed);
+
+  chart speedup = make_chart(
+      "speedup", "Geometric-mean speedup vs step",
+      "Geometric mean of the speedups over the reference as written (eager) of each step's timed "
+      "passing rollouts; 1 is the reference's speed." +
+          band_words(groups),
+      "line", "step", "speedup (x)");
+  for (const auto& g : groups) {
+    speedup.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
+      for (const auto& s : r.replay.steps) {
+        if (const auto v = s.speed.geomean_speedup()) {
+          out[s.step] = {static_cast<double>(s.step + 1), *v};
+        }
+      }
+    }));
+  }
+  add_line_chart(model, std::move(speedup), untimed);
+}
+
 void composition_chart(report_model& model, const std::vector<group_view>& groups) {
   // Every run's replay report is built with the same bucket count; take the widest.
   std::vector<composition_bucket> shape;
@@ -662,6 +709,7 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
   }
   accuracy_charts(model, groups);
   gate_charts(model, groups);
+  speed_charts(model, groups);
   composition_chart(model, groups);
   step_time_chart(model, groups);
   latency_chart(model, groups);
