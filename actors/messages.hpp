@@ -280,8 +280,8 @@ typename Inspector::result_type inspect(Inspector& f, activity& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_report& x) {
   return f(caf::meta::type_name("group_report"), x.key, x.task_id, x.gate, x.n_fail, x.probe,
-           x.outcomes, x.measured, x.advantages, x.turns, x.verifier_jobs, x.generated_tokens,
-           x.activities);
+           x.outcomes, x.measured, x.advantages, x.speedups, x.turns, x.verifier_jobs,
+           x.generated_tokens, x.activities);
 }
 
 }  // namespace leap

@@ -67,6 +67,8 @@ struct group_report {
   std::vector<rollout_outcome> outcomes;  // what training used
   std::vector<rollout_outcome> measured;  // from the turns themselves (a probe's debug turns count)
   std::vector<double> advantages;
+  // Per rollout, the speedup of the turn `outcomes` passed at when it was timed; 0 otherwise.
+  std::vector<double> speedups;
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t verifier_jobs = 0;  // turns sent to verification
   std::uint64_t generated_tokens = 0;
@@ -87,7 +89,7 @@ struct group_report {
     };
     return a.key == b.key && a.task_id == b.task_id && a.gate == b.gate && a.n_fail == b.n_fail &&
            a.probe == b.probe && same(a.outcomes, b.outcomes) && same(a.measured, b.measured) &&
-           a.advantages == b.advantages && a.turns == b.turns &&
+           a.advantages == b.advantages && a.speedups == b.speedups && a.turns == b.turns &&
            a.verifier_jobs == b.verifier_jobs && a.generated_tokens == b.generated_tokens &&
            a.activities == b.activities;
   }

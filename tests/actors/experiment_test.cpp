@@ -18,6 +18,52 @@ using testing::hub;
 using testing::small_config;
 using testing::tasks;
 
+// Timed passes (issue 31): the speedups reach the stored turns and the step record's speed
+// metrics (fast_p over all rollouts, the geomean over the timed passes).
+TEST(ExperimentTest, StepRecordsCarryTheSpeedOfTimedPasses) {
+  driver_fixture f(coin_policy());
+  f.shared->pass_speedup = 1.5;
+  experiment_settings s;
+  s.config = small_config(2, 2, 4, 2);
+  s.train_tasks = tasks(4);
+  auto out = std::make_shared<std::optional<run_summary>>();
+  f.start(s, out);
+  f.c.run();
+  ASSERT_TRUE(out->has_value());
+  ASSERT_EQ((*out)->status, run_status::finished) << (*out)->error;
+  auto records = f.store->steps("run");
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 2u);
+  int with_passes = 0;
+  for (const auto& r : *records) {
+    const double pass_rate = r.metrics.at("acc_at_2");
+    if (r.counts.passed_rollouts == 0) {
+      EXPECT_FALSE(r.metrics.count("fast_0"));
+      continue;
+    }
+    ++with_passes;
+    EXPECT_DOUBLE_EQ(r.metrics.at("timed_passes"), r.counts.passed_rollouts);
+    EXPECT_DOUBLE_EQ(r.metrics.at("fast_1.0"), pass_rate);  // every pass at 1.5x
+    EXPECT_DOUBLE_EQ(r.metrics.at("fast_1.2"), pass_rate);
+    EXPECT_DOUBLE_EQ(r.metrics.at("fast_1.5"), 0.0);  // not > 1.5
+    EXPECT_NEAR(r.metrics.at("speedup_geomean"), 1.5, 1e-12);
+    group_query q;
+    q.run_id = "run";
+    q.first_step = r.step;
+    q.last_step = r.step;
+    auto groups = f.store->groups(q);
+    ASSERT_TRUE(groups.ok());
+    for (const auto& g : *groups) {
+      for (const auto& ro : g.rollouts) {
+        for (const auto& t : ro.turns) {
+          EXPECT_EQ(t.speedup, t.passed ? 1.5 : 0.0);
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_passes, 0);
+}
+
 TEST(ExperimentTest, StreamingRunCompletesEveryStepAndValidates) {
   driver_fixture f(coin_policy());
   experiment_settings s;
@@ -45,6 +91,8 @@ TEST(ExperimentTest, StreamingRunCompletesEveryStepAndValidates) {
     EXPECT_EQ(r.weight_version, step + 1);
     EXPECT_EQ(f.shared->trained_sequences[step], 12u);
     EXPECT_TRUE(r.metrics.count("acc_at_1") && r.metrics.count("acc_at_2"));
+    // Nothing was timed: no speed metric at all, rather than a 0.
+    EXPECT_FALSE(r.metrics.count("fast_0") || r.metrics.count("speedup_geomean"));
     auto groups = f.store->completed_groups("run", step);
     ASSERT_TRUE(groups.ok());
     EXPECT_EQ(*groups, (std::vector<std::uint32_t>{0, 1, 2}));

@@ -199,6 +199,7 @@ TEST(MessagesTest, ActorMessagesRoundTrip) {
   report.outcomes = {{1, 1}, {0, 1}};
   report.measured = {{1, 1}, {2, 2}};
   report.advantages = {1.0, -1.0};
+  report.speedups = {1.5, 0.0};
   report.turns = 3;
   report.verifier_jobs = 3;
   report.generated_tokens = 77;

@@ -73,6 +73,7 @@ struct hub {
   std::vector<std::string> failures;  // test_parent's group_failed
   std::vector<group_key> decided;     // test_parent's decide, in order
   std::map<std::uint64_t, std::size_t> trained_sequences;
+  double pass_speedup = 0.0;  // the speedup test_verifier gives every pass; 0: not timed
 
   [[nodiscard]] std::size_t count_events(const std::string& prefix) const {
     std::size_t n = 0;
@@ -176,6 +177,7 @@ inline verifier_actor::behavior_type test_verifier(
         v.passed = r.answer == "PASS";
         v.verdict = v.passed ? verdict_category::pass : verdict_category::wrong_answer;
         v.feedback = v.passed ? "" : "wrong answer";
+        v.speedup = v.passed ? self->state.shared->pass_speedup : 0.0;
         v.finished_ms = clock_ms();
         return v;
       },

@@ -155,6 +155,7 @@ TEST(ReportOfTest, SummarisesAStoredGroup) {
   pass_first.turns[0].output_tokens = {1, 2, 3};
   pass_first.outcome = {1, 1};
   pass_first.advantage = 1.0;
+  pass_first.turns[0].speedup = 1.25;
   rollout_record fixed;
   fixed.index = 1;
   fixed.turns.resize(2);
@@ -174,6 +175,7 @@ TEST(ReportOfTest, SummarisesAStoredGroup) {
   EXPECT_EQ(r.measured[1].passed_at_turn, 2);
   EXPECT_EQ(summary_of(r).advantages, (std::vector<double>{1.0, -1.0}));
   EXPECT_EQ(probe_summary_of(r).gate, gate_decision::open);
+  EXPECT_EQ(r.speedups, (std::vector<double>{1.25, 0.0}));  // the second pass was not timed
 }
 
 }  // namespace
