@@ -164,13 +164,14 @@ TEST(LeapStoreE2E, ExportAndReplayFailCleanlyAndSayWhy) {
 
   // A killed export's temporary (its process is gone) is removed by the next export.
   const fs::path out = out_dir / "groups.jsonl";
-  const auto stale = out.string() + ".partial-" + std::to_string(dead_pid());
+  // (common/durable_file's temporaries: TARGET.tmp.PID.N.)
+  const auto stale = out.string() + ".tmp." + std::to_string(dead_pid()) + ".0";
   std::ofstream(stale) << "half an export";
   const auto exported = leap_shell("export " + quoted(dir.run_dir().string()) +
                                    " --format jsonl --out " + quoted(out.string()));
   ASSERT_EQ(exported.exit_code, 0) << exported.text;
   EXPECT_TRUE(fs::exists(out));
-  EXPECT_EQ(names_starting(out_dir, "groups.jsonl.partial-"), std::vector<std::string>{});
+  EXPECT_EQ(names_starting(out_dir, "groups.jsonl.tmp."), std::vector<std::string>{});
 
   // A full disk (a file size limit here; SIGXFSZ ignored so that the write fails with EFBIG
   // instead of killing the process): the export fails, naming why, and leaves nothing behind.
