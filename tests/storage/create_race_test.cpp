@@ -248,7 +248,7 @@ TEST(TrajectoryStoreCreateRace, AKilledCreationLeavesNoHalfMadeStore) {
   std::uniform_int_distribution<int> delay_ms(0, 300);
   int interrupted = 0;
   int made = 0;
-  constexpr int kills = 8;
+  constexpr int kills = 12;
   for (int kill = 0; kill < kills; ++kill) {
     SCOPED_TRACE("kill " + std::to_string(kill));
     scratch_dir dir;
