@@ -3,7 +3,7 @@
 // candidate compiles) and warm (every candidate is a cache hit). Prints a table.
 //
 //   bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers 1,2,4] [--task
-//   DIR] [--gpu N]
+//   DIR] [--gpu N] [--python PYTHON]
 //
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
@@ -107,6 +107,7 @@ int parse_and_run(int argc, char** argv) {
   int n = 16;
   std::vector<int> workers{1, 2, 4};
   std::string task_dir;
+  std::string python;
   int gpu = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -132,11 +133,13 @@ int parse_and_run(int argc, char** argv) {
       task_dir = next();
     } else if (a == "--gpu") {
       gpu = std::atoi(next().c_str());
+    } else if (a == "--python") {
+      python = next();
     } else {
       std::fprintf(
           stderr,
           "usage: bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers "
-          "1,2,4] [--task DIR] [--gpu N]\n");
+          "1,2,4] [--task DIR] [--gpu N] [--python PYTHON (python and kernelbench kinds)]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -162,6 +165,9 @@ int parse_and_run(int argc, char** argv) {
   auto fresh_config = [&](const std::string& name) {
     engine_config c;
     c.cache_dir = cache_root / name;
+    if (!python.empty()) {
+      c.python = python;
+    }
     return c;
   };
 
@@ -183,9 +189,13 @@ int parse_and_run(int argc, char** argv) {
       return 1;
     }
     // KernelBench's reference outputs are computed at the first run of the task, then cached.
-    if (t.kind == task_kind::kernelbench && !(*e)->run(t, *warm, gpu)) {
-      std::fprintf(stderr, "bench_sandbox: error: the warm-up run failed\n");
-      return 1;
+    if (t.kind == task_kind::kernelbench) {
+      auto v = (*e)->run(t, *warm, gpu);
+      if (!v || !v->passed) {
+        std::fprintf(stderr, "bench_sandbox: error: the warm-up run failed: %s\n",
+                     v ? v->feedback.c_str() : v.err().message.c_str());
+        return 1;
+      }
     }
   }
   std::vector<double> cold, hit, verify_cold;

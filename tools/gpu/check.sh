@@ -236,7 +236,8 @@ phase_sandboxbench() {
           (cd "$src" && "$bin" --kind cuda --gpu 0 --candidates 12 --workers 1,16) || rc=1
         elif [[ $kind == kernelbench ]]; then
           # Seconds a verification (two Python processes importing torch): few candidates.
-          (cd "$src" && "$bin" --kind kernelbench --gpu 0 --candidates 4 --workers 1,4) || rc=1
+          (cd "$src" && "$bin" --kind kernelbench --gpu 0 --candidates 4 --workers 1,4 \
+            --python "$LEAP_SANDBOX_TEST_PYTHON") || rc=1
         else
           (cd "$src" && "$bin" --kind "$kind" --candidates 16 --workers 1,16) || rc=1
         fi
