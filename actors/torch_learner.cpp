@@ -156,7 +156,12 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   } else if (weights.empty()) {
     // No checkpoint this step: the weights alone, for the servers to reload.
     weights = step_folder(options_.weights_dir, static_cast<std::uint64_t>(report->step));
-    if (auto saved = trainer_->current_policy().save(weights); !saved) {
+    // Not synced: the servers reload it from the page cache at once, and a resumed run starts
+    // from a (synced) checkpoint, never from these folders; a sync would cost about 0.8 s per GiB
+    // of weights, every step.
+    if (auto saved = trainer_->current_policy().save(weights, "", std::int64_t{5} << 30,
+                                                     durability::unsynced);
+        !saved) {
       return saved.err();
     }
     // Keep the newest two: the one just written and the one the servers may still be loading.

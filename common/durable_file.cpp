@@ -127,7 +127,7 @@ std::string describe_free_space(const std::string& path) {
   return format_bytes(available) + " free of " + format_bytes(total) + " on its filesystem";
 }
 
-result<durable_writer> durable_writer::open(const std::string& path, int mode) {
+result<durable_writer> durable_writer::open(const std::string& path, int mode, durability sync) {
   remove_stale_temporaries(path);
   // PID.N: unique among this process's writers (threads writing one target at once) and among
   // processes; O_EXCL never opens a file another writer holds.
@@ -138,7 +138,7 @@ result<durable_writer> durable_writer::open(const std::string& path, int mode) {
     const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                           static_cast<mode_t>(mode));
     if (fd >= 0) {
-      return durable_writer(path, std::move(temporary), fd);
+      return durable_writer(path, std::move(temporary), fd, sync);
     }
     if (errno != EEXIST || attempt == 100) {
       return failure(path, "cannot create its temporary file " + temporary, errno);
@@ -151,7 +151,8 @@ durable_writer::durable_writer(durable_writer&& other) noexcept
       temporary_(std::move(other.temporary_)),
       fd_(std::exchange(other.fd_, -1)),
       written_(other.written_),
-      failed_(other.failed_) {
+      failed_(other.failed_),
+      sync_(other.sync_) {
   other.temporary_.clear();
 }
 
@@ -163,6 +164,7 @@ durable_writer& durable_writer::operator=(durable_writer&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     written_ = other.written_;
     failed_ = other.failed_;
+    sync_ = other.sync_;
   }
   return *this;
 }
@@ -227,7 +229,7 @@ result<bool> durable_writer::place(bool replace) {
   };
   // The data first: a rename made durable before the data can leave an empty file after a power
   // loss. A filesystem that allocates late (ext4, XFS, NFS) reports a full disk only here.
-  while (::fsync(fd_) != 0) {
+  while (sync_ == durability::synced && ::fsync(fd_) != 0) {
     if (errno != EINTR) {
       return fail("cannot sync", errno);
     }
@@ -254,6 +256,9 @@ result<bool> durable_writer::place(bool replace) {
     abandon();  // removes the temporary name; the target keeps the file
   }
   failed_ = true;  // placed: no more writes
+  if (sync_ == durability::unsynced) {
+    return true;
+  }
   const std::string folder = folder_of(target_);
   if (const int err = sync_folder(folder); err != 0) {
     return failure(target_, "written, but its folder " + folder + " cannot be synced", err);
@@ -262,8 +267,8 @@ result<bool> durable_writer::place(bool replace) {
 }
 
 status write_file_durably(const std::string& path, std::span<const std::string_view> parts,
-                          int mode) {
-  auto writer = durable_writer::open(path, mode);
+                          int mode, durability sync) {
+  auto writer = durable_writer::open(path, mode, sync);
   if (!writer) {
     return writer.err();
   }
@@ -275,8 +280,9 @@ status write_file_durably(const std::string& path, std::span<const std::string_v
   return writer->commit();
 }
 
-status write_file_durably(const std::string& path, std::string_view bytes, int mode) {
-  return write_file_durably(path, std::span<const std::string_view>(&bytes, 1), mode);
+status write_file_durably(const std::string& path, std::string_view bytes, int mode,
+                          durability sync) {
+  return write_file_durably(path, std::span<const std::string_view>(&bytes, 1), mode, sync);
 }
 
 result<bool> create_file_durably(const std::string& path, std::string_view bytes, int mode) {

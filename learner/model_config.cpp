@@ -468,8 +468,8 @@ result<model_config> model_preset(const std::string& name) {
   return error{"unknown model preset '" + name + "' (known: " + known + ")"};
 }
 
-status write_model_config(const std::string& dir, const model_config& config) {
-  return write_file_durably(detail::join(dir, "config.json"), to_json(config));
+status write_model_config(const std::string& dir, const model_config& config, durability sync) {
+  return write_file_durably(detail::join(dir, "config.json"), to_json(config), 0644, sync);
 }
 
 }  // namespace leap::learner

@@ -82,7 +82,9 @@ struct model_config {
 // `leap init-model`). Errors: an unknown name, listing the known ones.
 [[nodiscard]] result<model_config> model_preset(const std::string& name);
 
-// Writes `<dir>/config.json` atomically. Errors: I/O failures naming the path.
-[[nodiscard]] status write_model_config(const std::string& dir, const model_config& config);
+// Writes `<dir>/config.json` atomically, and synced unless `sync` says otherwise
+// (common/durable_file.hpp). Errors: I/O failures naming the path.
+[[nodiscard]] status write_model_config(const std::string& dir, const model_config& config,
+                                        durability sync = durability::synced);
 
 }  // namespace leap::learner

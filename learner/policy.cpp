@@ -359,7 +359,7 @@ result<std::vector<completion>> policy::sample(const std::vector<std::int32_t>& 
 }
 
 status policy::save(const std::string& dir, const std::string& dtype_name,
-                    std::int64_t max_shard_bytes) const {
+                    std::int64_t max_shard_bytes, durability sync) const {
   return detail::guarded("saving to '" + dir + "'", [&]() -> status {
     if (auto s = detail::make_directories(dir); !s) {
       return s;
@@ -382,10 +382,10 @@ status policy::save(const std::string& dir, const std::string& dtype_name,
     }
     auto config = impl_->config;
     config.torch_dtype = detail::dtype_name(type);
-    if (auto s = write_safetensors_dir(dir, tensors, "model", max_shard_bytes); !s) {
+    if (auto s = write_safetensors_dir(dir, tensors, "model", max_shard_bytes, sync); !s) {
       return s;
     }
-    return write_model_config(dir, config);
+    return write_model_config(dir, config, sync);
   });
 }
 

@@ -120,9 +120,11 @@ class policy {
   // Writes config.json and the weights (sharded above max_shard_bytes) into `dir`, creating it.
   // LoRA adapters are not part of the weights: merge them first or save them with
   // save_lora_adapter. `dtype` "" keeps the policy's dtype; else "float32", "bfloat16", "float16"
-  // or "float64".
+  // or "float64". Every file is synced before it is renamed into place (a checkpoint survives a
+  // power loss) unless `sync` is durability::unsynced (weights the servers reload each step).
   [[nodiscard]] status save(const std::string& dir, const std::string& dtype = "",
-                            std::int64_t max_shard_bytes = std::int64_t{5} << 30) const;
+                            std::int64_t max_shard_bytes = std::int64_t{5} << 30,
+                            durability sync = durability::synced) const;
 
   // Replaces the weights with those of `model_dir` (same architecture), e.g. a learner checkpoint;
   // the weights are all read and checked before any is replaced. LoRA adapters are kept.

@@ -59,7 +59,7 @@ using tensor_entry = const tensor_map::value_type*;
 // The header's length (8 bytes, little-endian), the header, then each tensor's bytes, written as
 // parts of one durable file: a checkpoint of gigabytes is never joined in memory.
 status write_safetensors_file(const std::string& path, const std::string& header,
-                              const std::vector<tensor_entry>& tensors) {
+                              const std::vector<tensor_entry>& tensors, durability sync) {
   const std::uint64_t n = header.size();
   std::array<char, 8> length{};
   for (std::size_t i = 0; i < length.size(); ++i) {
@@ -72,7 +72,7 @@ status write_safetensors_file(const std::string& path, const std::string& header
   for (const auto* e : tensors) {
     parts.emplace_back(reinterpret_cast<const char*>(e->second.data.data()), e->second.data.size());
   }
-  return write_file_durably(path, parts);
+  return write_file_durably(path, parts, 0644, sync);
 }
 
 std::string shard_name(const std::string& base, std::size_t index, std::size_t count) {
@@ -284,7 +284,7 @@ namespace {
 
 // One file of `tensors` (in the given order, which must be name order for a stable layout).
 status write_entries(const std::string& path, const std::vector<tensor_entry>& tensors,
-                     const std::map<std::string, std::string>& metadata) {
+                     const std::map<std::string, std::string>& metadata, durability sync) {
   json header = json::object();
   if (!metadata.empty()) {
     header["__metadata__"] = metadata;
@@ -310,19 +310,19 @@ status write_entries(const std::string& path, const std::vector<tensor_entry>& t
   std::string text = header.dump();
   // Pad with spaces so that the data section starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
-  return write_safetensors_file(path, text, tensors);
+  return write_safetensors_file(path, text, tensors, sync);
 }
 
 }  // namespace
 
 status write_safetensors(const std::string& path, const tensor_map& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, durability sync) {
   std::vector<tensor_entry> entries;
   entries.reserve(tensors.size());
   for (const auto& e : tensors) {
     entries.push_back(&e);
   }
-  return write_entries(path, entries, metadata);
+  return write_entries(path, entries, metadata, sync);
 }
 
 result<tensor_map> read_safetensors_dir(const std::string& dir, const std::string& base) {
@@ -334,7 +334,8 @@ result<tensor_map> read_safetensors_dir(const std::string& dir, const std::strin
 }
 
 status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
-                             const std::string& base, std::int64_t max_shard_bytes) {
+                             const std::string& base, std::int64_t max_shard_bytes,
+                             durability sync) {
   // Shards point into `tensors`: a checkpoint is written without a second copy in memory.
   std::vector<std::vector<tensor_entry>> shards(1);
   std::int64_t in_shard = 0;
@@ -364,12 +365,12 @@ status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
     }
   }
   if (shards.size() == 1) {
-    return write_entries(detail::join(dir, single_name), shards.front(), {{"format", "pt"}});
+    return write_entries(detail::join(dir, single_name), shards.front(), {{"format", "pt"}}, sync);
   }
   json weight_map = json::object();
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const auto file = shard_name(base, i + 1, shards.size());
-    if (auto s = write_entries(detail::join(dir, file), shards[i], {{"format", "pt"}}); !s) {
+    if (auto s = write_entries(detail::join(dir, file), shards[i], {{"format", "pt"}}, sync); !s) {
       return s;
     }
     for (const auto* e : shards[i]) {
@@ -377,7 +378,7 @@ status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
     }
   }
   const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  return write_file_durably(detail::join(dir, index_name), index.dump(2) + "\n");
+  return write_file_durably(detail::join(dir, index_name), index.dump(2) + "\n", 0644, sync);
 }
 
 }  // namespace leap::learner

@@ -9,6 +9,7 @@
 // (written aside, synced, renamed).
 #pragma once
 
+#include "common/durable_file.hpp"
 #include "common/result.hpp"
 
 #include <cstdint>
@@ -67,11 +68,13 @@ using tensor_map = std::map<std::string, host_tensor>;
 
 // Writes `tensors` as one .safetensors file (header padded to 8 bytes, tensors in name order).
 // The file is written to a temporary name beside `path`, synced and renamed, and the folder synced
-// (common/durable_file.hpp), so readers never see half a file, nor a power loss an empty one.
+// (common/durable_file.hpp), so readers never see half a file, nor a power loss an empty one;
+// durability::unsynced skips the syncs (readers still never see half a file).
 // Errors: a tensor whose byte count disagrees with its shape, I/O failures (naming the path, the
 // step, the reason and, on a full disk, the free space).
 [[nodiscard]] status write_safetensors(const std::string& path, const tensor_map& tensors,
-                                       const std::map<std::string, std::string>& metadata = {});
+                                       const std::map<std::string, std::string>& metadata = {},
+                                       durability sync = durability::synced);
 
 // Reads every tensor of a Hugging Face model folder: `<dir>/<base>.safetensors`, or else the shards
 // listed by `<dir>/<base>.safetensors.index.json`. Errors: neither file exists, an index naming a
@@ -83,9 +86,11 @@ using tensor_map = std::map<std::string, host_tensor>;
 // `max_shard_bytes`, else as shards `<base>-00001-of-0000N.safetensors` plus
 // `<base>.safetensors.index.json` (Hugging Face's names). A tensor larger than the limit gets a
 // shard of its own. Stale files of the other layout are removed so that a reader cannot pick them
-// up. `max_shard_bytes` Default: 5 GiB (Hugging Face's default shard size).
+// up. `max_shard_bytes` Default: 5 GiB (Hugging Face's default shard size). Each file is written
+// as write_safetensors writes, with `sync`.
 [[nodiscard]] status write_safetensors_dir(const std::string& dir, const tensor_map& tensors,
                                            const std::string& base = "model",
-                                           std::int64_t max_shard_bytes = std::int64_t{5} << 30);
+                                           std::int64_t max_shard_bytes = std::int64_t{5} << 30,
+                                           durability sync = durability::synced);
 
 }  // namespace leap::learner

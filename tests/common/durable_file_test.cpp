@@ -86,6 +86,16 @@ TEST_F(DurableFile, ReplacesAnExistingFile) {
   EXPECT_TRUE(others(root_, "state.json").empty());
 }
 
+// Unsynced skips only the syncs (not observable here): the file is still replaced whole.
+TEST_F(DurableFile, UnsyncedStillReplacesTheFileWhole) {
+  ASSERT_TRUE(write_file_durably(path("model.safetensors"), std::string_view("old"), 0644,
+                                 durability::unsynced));
+  const std::string_view parts[] = {"new ", "weights"};
+  ASSERT_TRUE(write_file_durably(path("model.safetensors"), parts, 0644, durability::unsynced));
+  EXPECT_EQ(read(path("model.safetensors")), "new weights");
+  EXPECT_TRUE(others(root_, "model.safetensors").empty());
+}
+
 TEST_F(DurableFile, AFailedReplaceKeepsTheOldEntryNamesTheTargetAndLeavesNoTemporary) {
   // The target is a folder with a file in it: the temporary is written, the rename fails.
   fs::create_directories(root_ / "model.safetensors");
