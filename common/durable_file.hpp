@@ -39,7 +39,8 @@ enum class durability {
 
 // Writes the concatenation of `parts` to `path`, replacing the file there, with permission bits
 // `mode` (less the umask). Parts let a caller write a header and large buffers without joining
-// them in memory. Errors: see above; on an error the old file at `path` is untouched.
+// them in memory. Errors: see above; on an error the old file at `path` is untouched, except when
+// only the folder's sync after the rename failed ("written, but its folder ... cannot be synced").
 [[nodiscard]] status write_file_durably(const std::string& path,
                                         std::span<const std::string_view> parts, int mode = 0644,
                                         durability sync = durability::synced);
