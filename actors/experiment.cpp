@@ -412,6 +412,15 @@ void record_step_telemetry(const experiment_state& st, step_record& r) {
   t->final_pass_rate.set(metric("acc_at_" + std::to_string(max_turns(st))));
   t->activated_fraction.set(metric("activated_fraction"));
   t->weight_version.set(static_cast<double>(r.weight_version));
+  // A step that timed nothing shows NaN (a gap on a dashboard), never 0.
+  const auto speed = [&](const std::string& name) {
+    auto found = r.metrics.find(name);
+    return found != r.metrics.end() ? found->second : std::numeric_limits<double>::quiet_NaN();
+  };
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    t->fast_p[i]->set(speed(fast_p_name(i)));
+  }
+  t->speedup_geomean.set(speed("speedup_geomean"));
   t->steps.inc();
   for (const auto& [name, value] :
        telemetry::summary_values(t->source.take(unix_ms()), "telemetry.")) {

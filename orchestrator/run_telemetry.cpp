@@ -18,6 +18,9 @@ const char* const busy_help =
     "Sandbox workers busy now: compile (compiling), run (run slots in use)";
 const char* const turns_help = "Turns generated (first turns and debug turns)";
 const char* const passed_help = "Turns whose candidate passed verification";
+const char* const fast_p_help =
+    "Share of the last completed step's training rollouts that passed with a speedup over the "
+    "reference above p (KernelBench's fast_p); NaN when the step timed nothing";
 
 }  // namespace
 
@@ -88,6 +91,14 @@ run_telemetry::run_telemetry(registry& r)
                                 "Per trained sequence: weight versions between the oldest weights "
                                 "its turns were sampled from and the weights the learner updated",
                                 version_buckets())),
+      fast_p{&r.add_gauge("leap_fast_p", fast_p_help, {{"p", "0"}}),
+             &r.add_gauge("leap_fast_p", fast_p_help, {{"p", "1.0"}}),
+             &r.add_gauge("leap_fast_p", fast_p_help, {{"p", "1.2"}}),
+             &r.add_gauge("leap_fast_p", fast_p_help, {{"p", "1.5"}}),
+             &r.add_gauge("leap_fast_p", fast_p_help, {{"p", "2.0"}})},
+      speedup_geomean(r.add_gauge("leap_speedup_geomean",
+                                  "Geometric-mean speedup over the reference of the last completed "
+                                  "step's timed passes; NaN when the step timed nothing")),
       source(r) {}
 
 std::vector<std::string> metric_names() {

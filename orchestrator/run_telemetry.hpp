@@ -10,6 +10,7 @@
 #include "orchestrator/telemetry.hpp"
 #include "orchestrator/trajectory.hpp"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct run_telemetry {
   gauge& activated_fraction;
   gauge& weight_version;
   histogram& staleness;
+  // The last completed step's speed (issue 31): leap_fast_p{p} for fast_p_thresholds and the
+  // geometric-mean speedup of its timed passes; NaN when the step timed nothing.
+  std::array<gauge*, fast_p_thresholds.size()> fast_p;
+  gauge& speedup_geomean;
   // The registry the series live in, for snapshots (a step record's telemetry values).
   const registry& source;
 };
