@@ -47,11 +47,13 @@ std::string name_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+constexpr std::string_view k_full_disk_marker = "; its folder has ";
+
 // "<target>: <step>: <reason>", and on a full disk the free space the writer was refused.
 error failure(const std::string& target, const std::string& step, int err) {
   std::string message = target + ": " + step + ": " + std::strerror(err);
   if (err == ENOSPC || err == EDQUOT) {
-    message += "; its folder has " + describe_free_space(folder_of(target));
+    message += std::string(k_full_disk_marker) + describe_free_space(folder_of(target));
   }
   return error{message};
 }
@@ -116,6 +118,10 @@ void remove_stale_temporaries(const std::string& target) {
 }
 
 }  // namespace
+
+bool is_full_disk(const error& e) {
+  return e.message.find(k_full_disk_marker) != std::string::npos;
+}
 
 std::string describe_free_space(const std::string& path) {
   struct statvfs fs {};

@@ -101,4 +101,8 @@ class durable_writer {
 // ...); "its free space is unknown (statvfs: ...)" when statvfs fails.
 [[nodiscard]] std::string describe_free_space(const std::string& path);
 
+// Whether an error of this file's functions came from a full disk (ENOSPC or EDQUOT: the ones
+// that name the free space).
+[[nodiscard]] bool is_full_disk(const error& e);
+
 }  // namespace leap

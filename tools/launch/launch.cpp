@@ -224,6 +224,9 @@ struct run::impl {
   std::mutex mutex;
   bool stop_requested = false;
   std::optional<actors::experiment_actor> driver;  // while wait() runs the graph
+  // A write the run cannot go on without failed (a full disk under the metrics files): the driver
+  // was stopped, and the run ends failed with this error.
+  std::optional<error> fatal;
 
   std::shared_ptr<trajectory_store> store;
   run_record record;
@@ -571,8 +574,17 @@ result<run_outcome> run::wait() {
     // Live metrics: RUN_DIR/metrics.prom and metrics.json (tools/launch/metrics.hpp).
     std::optional<run_metrics> metrics;
     if (m.options.write_metrics) {
-      metrics.emplace(m.run_dir, run_metrics_options{m.options.metrics_interval_s}, m.client.get(),
-                      m.verifier.get());
+      run_metrics_options mo{m.options.metrics_interval_s};
+      mo.on_full_disk = [&m](const error& e) {
+        std::lock_guard lock(m.mutex);
+        if (!m.fatal) {
+          m.fatal = e.wrap("writing the live metrics (a full disk ends the run)");
+        }
+        if (m.driver) {
+          caf::anon_send(*m.driver, actors::stop_atom_v);
+        }
+      };
+      metrics.emplace(m.run_dir, std::move(mo), m.client.get(), m.verifier.get());
     }
     const auto telemetry = metrics ? metrics->telemetry() : nullptr;
 
@@ -669,7 +681,7 @@ result<run_outcome> run::wait() {
       {
         std::lock_guard lock(m.mutex);
         m.driver = actors::spawn_experiment(system, std::move(settings), services);
-        if (m.stop_requested) {
+        if (m.stop_requested || m.fatal) {
           caf::anon_send(*m.driver, actors::stop_atom_v);
         }
       }
@@ -709,6 +721,10 @@ result<run_outcome> run::wait() {
     // The last metrics write; the writer samples the client and the verifier no more.
     if (metrics) {
       metrics->stop();
+    }
+    if (std::lock_guard lock(m.mutex); m.fatal) {
+      out.summary.status = run_status::failed;
+      out.summary.error = m.fatal->message;
     }
     m.release_clients();
   }

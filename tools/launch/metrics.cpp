@@ -106,13 +106,21 @@ void run_metrics::write() {
   if (written) {
     written = write_file_durably((run_dir_ / "metrics.json").string(), telemetry::to_json(snap));
   }
-  std::lock_guard lock(mutex_);
-  if (!written && last_) {
-    // Once per failure streak: a run does not stop for its metrics files.
-    log::warn("metrics: " + written.err().message);
+  bool full = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!written && is_full_disk(written.err()) && options_.on_full_disk && !reported_full_) {
+      reported_full_ = full = true;
+    } else if (!written && last_) {
+      // Once per failure streak: a run does not stop for other failures of its metrics files.
+      log::warn("metrics: " + written.err().message);
+    }
+    last_ = written;
+    ++writes_;
   }
-  last_ = written;
-  ++writes_;
+  if (full) {
+    options_.on_full_disk(written.err());
+  }
 }
 
 }  // namespace leap::launch

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,10 @@ struct run_metrics_options {
   // Seconds between writes of the metrics files; 0 writes only at each step's end and at exit.
   // Default: 5
   double interval_s = 5.0;
+  // Called once, on the writer thread, when a write fails because the disk is full: a run whose
+  // folder is full ends (its store would fail at its next write). Other failures are warned about
+  // and retried at the next write. Empty: warned about like the others.
+  std::function<void(const error&)> on_full_disk;
 };
 
 class run_metrics {
@@ -75,6 +80,7 @@ class run_metrics {
   bool stopping_ = false;
   bool stopped_ = false;
   status last_ = ok_status();
+  bool reported_full_ = false;
   std::uint64_t writes_ = 0;
   std::thread thread_;
 };
