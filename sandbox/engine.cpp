@@ -130,20 +130,6 @@ int main() {
 }
 )";
 
-timing_stats stats_of(std::vector<double> ms) {
-  timing_stats s;
-  if (ms.empty()) {
-    return s;
-  }
-  std::sort(ms.begin(), ms.end());
-  s.reps = static_cast<int>(ms.size());
-  s.min_ms = ms.front();
-  s.max_ms = ms.back();
-  s.median_ms =
-      ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-  return s;
-}
-
 // Machine code for the one architecture only. -arch=sm_X would also embed PTX of compute_X for a
 // later JIT, which nothing here uses (a run is on the machine the code was built for; an sm_90a
 // PTX cannot be JIT-compiled for another GPU anyway) and which costs nvcc a noticeable part of a
@@ -902,7 +888,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     }
     reference_data data;
     if (!dump->rep_ms.empty()) {
-      data.time = stats_of(dump->rep_ms);
+      data.time = timing_stats_of(dump->rep_ms);
     }
     data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
     data.judge = std::make_shared<const std::string>(std::move(judge.value()));
@@ -1280,10 +1266,11 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
       }
     }
     if (!got.rep_ms.empty()) {
-      v.candidate_time = stats_of(got.rep_ms);
+      v.candidate_time = timing_stats_of(got.rep_ms);
       v.reference_time = p.reference_time;
       if (p.reference_time && v.candidate_time->median_ms > 0) {
         v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
+        v.speedup_noise = speedup_noise(*v.candidate_time, *p.reference_time);
       }
     }
     return finish(verdict_category::pass,

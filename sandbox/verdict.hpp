@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace leap::sandbox {
 
@@ -16,8 +17,19 @@ struct timing_stats {
   double median_ms = 0;
   double min_ms = 0;
   double max_ms = 0;
+  double q1_ms = 0;  // the quartiles (linear interpolation between the sorted times, as numpy's)
+  double q3_ms = 0;
   int reps = 0;
 };
+
+// The statistics of one program's timed repetitions (milliseconds each). Pure function.
+timing_stats timing_stats_of(std::vector<double> ms);
+
+// The relative noise of a speedup (reference median / candidate median): half of each side's
+// interquartile range over its median, summed; a robust and conservative margin (two speedups
+// closer than it are not told apart). nullopt when either side has fewer than 5 repetitions or a
+// median that is not positive. Pure function.
+std::optional<double> speedup_noise(const timing_stats& candidate, const timing_stats& reference);
 
 struct verdict {
   bool passed = false;
@@ -31,7 +43,8 @@ struct verdict {
   bool cache_hit = false;
   std::optional<timing_stats> candidate_time;  // only when timing is on and the candidate passed
   std::optional<timing_stats> reference_time;
-  std::optional<double> speedup;  // reference median / candidate median
+  std::optional<double> speedup;        // reference median / candidate median
+  std::optional<double> speedup_noise;  // its relative noise (speedup_noise above), when known
   // For logs, not for the model: isolation applied, raw stderr tail, etc.
   std::string diagnostics;
 };

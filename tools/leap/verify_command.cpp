@@ -84,8 +84,8 @@ int run_verify(const verify_options& o) {
                      {"run_ms", v->run_ms},
                      {"cache_hit", v->cache_hit}};
     auto stats = [](const sandbox::timing_stats& s) {
-      return nlohmann::json{
-          {"median_ms", s.median_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}, {"reps", s.reps}};
+      return nlohmann::json{{"median_ms", s.median_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms},
+                            {"q1_ms", s.q1_ms},         {"q3_ms", s.q3_ms},   {"reps", s.reps}};
     };
     if (v->candidate_time) {
       j["candidate_time"] = stats(*v->candidate_time);
@@ -95,6 +95,9 @@ int run_verify(const verify_options& o) {
     }
     if (v->speedup) {
       j["speedup"] = *v->speedup;
+    }
+    if (v->speedup_noise) {
+      j["speedup_noise"] = *v->speedup_noise;
     }
     std::cout << j.dump() << "\n";
   } else {
@@ -107,7 +110,11 @@ int run_verify(const verify_options& o) {
     if (v->speedup) {
       std::cout << "speedup:  " << *v->speedup << "x (candidate median "
                 << v->candidate_time->median_ms << " ms, " << v->candidate_time->min_ms << ".."
-                << v->candidate_time->max_ms << " over " << v->candidate_time->reps << " reps)\n";
+                << v->candidate_time->max_ms << " over " << v->candidate_time->reps << " reps";
+      if (v->speedup_noise) {
+        std::cout << "; noise +/-" << 100.0 * *v->speedup_noise << "%";
+      }
+      std::cout << ")\n";
     }
     std::cout << "feedback:\n" << v->feedback << "\n";
   }
