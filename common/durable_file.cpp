@@ -18,22 +18,6 @@ namespace {
 
 constexpr std::string_view temporary_marker = ".tmp.";
 
-std::string format_bytes(std::uint64_t bytes) {
-  constexpr std::array<const char*, 5> units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) {
-    return std::to_string(bytes) + " bytes";
-  }
-  auto value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < units.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  std::array<char, 32> text{};
-  (void)std::snprintf(text.data(), text.size(), "%.1f %s", value, units[unit]);
-  return text.data();
-}
-
 std::string folder_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash == std::string::npos) {
@@ -118,6 +102,22 @@ void remove_stale_temporaries(const std::string& target) {
 }
 
 }  // namespace
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr std::array<const char*, 5> units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    return std::to_string(bytes) + " bytes";
+  }
+  auto value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::array<char, 32> text{};
+  (void)std::snprintf(text.data(), text.size(), "%.1f %s", value, units[unit]);
+  return text.data();
+}
 
 bool is_full_disk(const error& e) {
   return e.message.find(k_full_disk_marker) != std::string::npos;

@@ -101,6 +101,9 @@ class durable_writer {
 // ...); "its free space is unknown (statvfs: ...)" when statvfs fails.
 [[nodiscard]] std::string describe_free_space(const std::string& path);
 
+// "512 bytes", "6.0 MiB": a size as the free-space messages give it (one decimal, binary units).
+[[nodiscard]] std::string format_bytes(std::uint64_t bytes);
+
 // Whether an error of this file's functions came from a full disk (ENOSPC or EDQUOT: the ones
 // that name the free space).
 [[nodiscard]] bool is_full_disk(const error& e);

@@ -1,5 +1,7 @@
 #include "storage/trajectory_store.hpp"
 
+#include "common/durable_file.hpp"
+
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -25,7 +27,6 @@
 #include <random>
 #include <sstream>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <system_error>
 #include <thread>
@@ -157,33 +158,6 @@ class no_auto_recovery final : public rocksdb::EventListener {
     *auto_recovery = false;
   }
 };
-
-std::string format_bytes(std::uint64_t bytes) {
-  constexpr std::array<const char*, 5> units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) {
-    return std::to_string(bytes) + " bytes";
-  }
-  auto value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < units.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  std::array<char, 32> text{};
-  (void)std::snprintf(text.data(), text.size(), "%.1f %s", value, units[unit]);
-  return text.data();
-}
-
-// The free space of the filesystem holding `path`, for a write error's message.
-std::string free_space_of(const std::filesystem::path& path) {
-  struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0) {
-    return "its free space is unknown (statvfs: " + std::string(std::strerror(errno)) + ")";
-  }
-  const auto available = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
-  const auto total = static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize;
-  return format_bytes(available) + " free of " + format_bytes(total) + " on its filesystem";
-}
 
 // ---- the acknowledged-writes mark: "LEAPACK1", the sequence number, and the number xor a constant
 // (so that a torn or zeroed file is told from a mark), little-endian. 24 bytes, rewritten in place:
@@ -499,7 +473,7 @@ result<creation> create_beside(const std::filesystem::path& path, rocksdb::Optio
       return creation::in_place;
     }
     return error{where + ": cannot create " + folder.string() + ": " + std::strerror(mkdir_errno) +
-                 "; the store has " + free_space_of(target.parent_path())};
+                 "; the store has " + describe_free_space(target.parent_path().string())};
   }
   auto discard = [&] {
     std::error_code remove_ec;
@@ -533,7 +507,7 @@ result<creation> create_beside(const std::filesystem::path& path, rocksdb::Optio
   if (!s.ok()) {
     discard();
     return error{where + ": create: " + s.ToString() + "; the store has " +
-                 free_space_of(target.parent_path())};
+                 describe_free_space(target.parent_path().string())};
   }
   if (auto synced = sync_folder_and_files(folder); !synced) {
     discard();
@@ -633,7 +607,7 @@ struct trajectory_store::impl {
   // Called with mark_mutex held.
   [[nodiscard]] error mark_failed(const std::string& why) {
     std::string message = where() + ": the write is stored, but " + why + "; the store has " +
-                          free_space_of(path) + ". It takes no more writes";
+                          describe_free_space(path.string()) + ". It takes no more writes";
     std::lock_guard lock(failure_mutex);
     if (!failure) {
       failure = message;
@@ -658,7 +632,8 @@ struct trajectory_store::impl {
   // What was acknowledged before is in the synced log; the next open recovers it.
   [[nodiscard]] error stop_writes(const std::string& what, const rocksdb::Status& s,
                                   std::uint64_t write_bytes) {
-    std::string message = fail(what, s).message + "; the store has " + free_space_of(path);
+    std::string message =
+        fail(what, s).message + "; the store has " + describe_free_space(path.string());
     if (s.IsNoSpace() && db) {
       // The memtables' memory is an upper bound of what their flush writes (it is compressed).
       std::uint64_t buffered = 0;
@@ -1146,7 +1121,7 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     auto err = state->fail("open", s);
     if (s.IsIOError() && !options.read_only) {
       // Opening recovers the log into table files: a full disk fails here until space is freed.
-      err.message += "; the store has " + free_space_of(path);
+      err.message += "; the store has " + describe_free_space(path.string());
     }
     return err;
   }
@@ -1214,13 +1189,14 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
           !made) {
         (void)state->close();  // the mark error is the one to report
         return error{state->where() + ": " + made.err().message + "; the store has " +
-                     free_space_of(path)};
+                     describe_free_space(path.string())};
       }
     }
     state->mark_fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
     if (state->mark_fd < 0) {
-      auto err = error{state->where() + ": cannot open " + file.string() + ": " +
-                       std::strerror(errno) + "; the store has " + free_space_of(path)};
+      auto err =
+          error{state->where() + ": cannot open " + file.string() + ": " + std::strerror(errno) +
+                "; the store has " + describe_free_space(path.string())};
       (void)state->close();  // the mark error is the one to report
       return err;
     }
