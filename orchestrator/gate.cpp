@@ -1,7 +1,9 @@
 #include "orchestrator/gate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 #include <utility>
 #include <vector>
@@ -75,6 +77,50 @@ gate_decision decide(const gate_config& config, int n_fail, int group_size) {
     return gate_decision::open;
   }
   return classify(resolve_thresholds(config, group_size), n_fail);
+}
+
+namespace {
+
+bool measured(double speedup) { return std::isfinite(speedup) && speedup > 0.0; }
+
+}  // namespace
+
+optimise_decision decide_optimise(const optimise_config& config,
+                                  std::span<const double> pass_speedups, int turns_left) {
+  if (!(config.speedup > 0.0)) {
+    return optimise_decision::off;
+  }
+  if (pass_speedups.empty()) {
+    return optimise_decision::closed_no_pass;
+  }
+  if (!std::all_of(pass_speedups.begin(), pass_speedups.end(), measured)) {
+    return optimise_decision::closed_untimed;
+  }
+  if (std::any_of(pass_speedups.begin(), pass_speedups.end(),
+                  [&](double s) { return s > config.speedup; })) {
+    return optimise_decision::closed_fast;
+  }
+  if (turns_left < 1 || config.max_turns < 1) {
+    return optimise_decision::closed_budget;
+  }
+  return optimise_decision::open;
+}
+
+bool continue_optimising(const optimise_config& config, bool passed, double speedup,
+                         int optimise_turns, int turns_left) {
+  return config.speedup > 0.0 && passed && measured(speedup) && speedup <= config.speedup &&
+         optimise_turns < config.max_turns && turns_left >= 1;
+}
+
+std::string optimise_feedback(double speedup, double factor) {
+  const auto times = [](double x) {
+    std::array<char, 32> buffer{};
+    std::snprintf(buffer.data(), buffer.size(), "%.2fx", x);
+    return std::string(buffer.data());
+  };
+  return "Your solution is correct. Its measured speedup over the reference implementation is " +
+         times(speedup) + "; the goal is a speedup above " + times(factor) +
+         ". Write a faster version that still produces correct results.";
 }
 
 double quantile_linear(std::span<const double> values, double q) {
@@ -197,6 +243,31 @@ std::optional<gate_decision> parse_gate_decision(const std::string& name) {
   return parse_by_name({gate_decision::closed_easy, gate_decision::closed_hopeless,
                         gate_decision::closed_no_debug, gate_decision::open},
                        name);
+}
+
+std::string to_string(optimise_decision d) {
+  switch (d) {
+    case optimise_decision::off:
+      return "off";
+    case optimise_decision::closed_no_pass:
+      return "closed_no_pass";
+    case optimise_decision::closed_untimed:
+      return "closed_untimed";
+    case optimise_decision::closed_fast:
+      return "closed_fast";
+    case optimise_decision::closed_budget:
+      return "closed_budget";
+    case optimise_decision::open:
+      return "open";
+  }
+  return "unknown";
+}
+
+std::optional<optimise_decision> parse_optimise_decision(const std::string& name) {
+  return parse_by_name(
+      {optimise_decision::off, optimise_decision::closed_no_pass, optimise_decision::closed_untimed,
+       optimise_decision::closed_fast, optimise_decision::closed_budget, optimise_decision::open},
+      name);
 }
 
 }  // namespace leap

@@ -11,6 +11,11 @@
 // closed_easy when N_fail < lo, closed_hopeless when N_fail > hi, open when lo <= N_fail <= hi
 // (`full` uses lo = 1, hi = G, so it never says easy or hopeless).
 //
+// Optimisation turns (issue 31, off by default) are the same pruning applied to speed: a group
+// whose first-turn passes are all timed and none is faster than gate.optimise.speedup over the
+// reference is opened for turns that ask each passing rollout for a faster, still correct version
+// (decide_optimise, continue_optimising, optimise_feedback). They never change the DCP decision.
+//
 // All functions here are pure (adaptive_gate aside, which owns its history) and thread-safe.
 #pragma once
 
@@ -58,6 +63,27 @@ struct gate_config {
   // turns, for measurement only (never trained on): replay compares their recovery with the opened
   // groups'.
   double probe_fraction = 0.0;  // Default: 0
+  // Optimisation turns: see optimise_config. Default: off
+  struct optimise_config {
+    // The speedup over the reference a group's passes must beat (speedup > this, as fast_p
+    // counts) for the group to be left alone; 0 switches optimisation turns off. Default: 0 (off)
+    double speedup = 0.0;
+    // Most optimisation turns per passing rollout, within rollout.max_turns. Default: 1
+    int max_turns = 1;
+  } optimise;
+};
+
+using optimise_config = gate_config::optimise_config;
+
+// Whether a group's passing rollouts are asked for faster versions, and why not. Decided when the
+// DCP gate decides, from the first-turn passes.
+enum class optimise_decision : std::uint8_t {
+  off,             // gate.optimise.speedup is 0
+  closed_no_pass,  // nothing passed: there is nothing to speed up
+  closed_untimed,  // some pass has no measured speedup: no claim about speed can be made
+  closed_fast,     // some pass beats the factor already
+  closed_budget,   // no turn left (rollout.max_turns or gate.optimise.max_turns)
+  open,            // every pass is timed and none beats the factor: optimisation turns follow
 };
 
 // Failure-count thresholds resolved for a group of size G: open when lo <= N_fail <= hi.
@@ -83,6 +109,27 @@ struct fail_range {
 // Out-of-contract input has a defined answer: n_fail is clamped to [0, group_size], and
 // group_size < 1 gives closed_no_debug.
 [[nodiscard]] gate_decision decide(const gate_config& config, int n_fail, int group_size);
+
+// The optimisation decision for a group. `pass_speedups` holds one entry per rollout that passed
+// the gated turn: its measured speedup over the reference (0, negative or non-finite: not
+// measured). `turns_left` is how many turns rollout.max_turns still allows after that turn.
+// Order of the checks: off, no pass, untimed, fast, budget; the first that applies is the answer.
+[[nodiscard]] optimise_decision decide_optimise(const optimise_config& config,
+                                                std::span<const double> pass_speedups,
+                                                int turns_left);
+
+// Whether a rollout in optimisation turns gets another one after a turn with this result: it
+// passed with a measured speedup that does not beat the factor, it has had fewer than
+// config.max_turns optimisation turns (`optimise_turns`, the one just finished included) and
+// rollout.max_turns allows one more (`turns_left`). A failed optimisation turn ends the rollout:
+// its earlier correct version stands.
+[[nodiscard]] bool continue_optimising(const optimise_config& config, bool passed, double speedup,
+                                       int optimise_turns, int turns_left);
+
+// The feedback an optimisation turn reads: the candidate is correct, its measured speedup over
+// the reference as written (eager) and the factor wanted, and a request for a faster version that
+// stays correct. Speedups are printed with two decimals ("0.85x").
+[[nodiscard]] std::string optimise_feedback(double speedup, double factor);
 
 // The dcp_adaptive policy's state. Not thread-safe: one per experiment, driven by one actor.
 // It accepts every policy, so an experiment can always hold one: for none, full and dcp it decides
@@ -131,5 +178,7 @@ class adaptive_gate {
 [[nodiscard]] std::optional<threshold_unit> parse_threshold_unit(const std::string& name);
 [[nodiscard]] std::string to_string(gate_decision d);
 [[nodiscard]] std::optional<gate_decision> parse_gate_decision(const std::string& name);
+[[nodiscard]] std::string to_string(optimise_decision d);
+[[nodiscard]] std::optional<optimise_decision> parse_optimise_decision(const std::string& name);
 
 }  // namespace leap

@@ -5,12 +5,14 @@
 namespace leap {
 
 group_flow::group_flow(int group_size, int max_turns, std::function<gate_decision(int, int)> decide,
-                       bool probe_if_closed)
+                       bool probe_if_closed, optimise_config optimise)
     : group_size_(group_size),
       max_turns_(max_turns),
       decide_(std::move(decide)),
       probe_if_closed_(probe_if_closed),
-      rollouts_(static_cast<std::size_t>(group_size)) {}
+      optimise_config_(optimise),
+      rollouts_(static_cast<std::size_t>(group_size)),
+      first_speedups_(static_cast<std::size_t>(group_size), 0.0) {}
 
 flow_actions group_flow::start() {
   flow_actions actions;
@@ -25,6 +27,10 @@ flow_actions group_flow::start() {
 
 int group_flow::rollout_turns(std::uint32_t rollout) const {
   return rollout < rollouts_.size() ? rollouts_[rollout].requested : 0;
+}
+
+bool group_flow::optimising(std::uint32_t rollout) const {
+  return rollout < rollouts_.size() && rollouts_[rollout].optimising;
 }
 
 bool group_flow::may_debug(const rollout_state& r) const {
@@ -47,15 +53,35 @@ flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& res
     r.first_ended = result.ended_rollout;
     n_fail_ += result.passed ? 0 : 1;
     ++first_turns_answered_;
-    // Until the gate decides, a first turn that failed waits; one that passed is done.
-    r.done = result.passed || result.ended_rollout || max_turns_ == 1;
+    first_speedups_[rollout] = result.speedup;
+    // Until the gate decides, a first turn that failed waits; one that passed is done, unless
+    // optimisation turns may follow it.
+    const bool may_optimise = optimise_config_.speedup > 0.0;
+    r.done = (result.passed && !may_optimise) || result.ended_rollout || max_turns_ == 1;
     if (first_turns_answered_ == group_size_) {
       gate_ = decide_(n_fail_, group_size_);
       actions.gate = gate_;
       probe_ = !is_open(*gate_) && probe_if_closed_ && n_fail_ > 0;
+      std::vector<double> pass_speedups;
+      for (std::uint32_t i = 0; i < rollouts_.size(); ++i) {
+        if (!rollouts_[i].first_failed) {
+          pass_speedups.push_back(first_speedups_[i]);
+        }
+      }
+      optimise_ = decide_optimise(optimise_config_, pass_speedups, max_turns_ - 1);
+      actions.optimise = optimise_;
       for (std::uint32_t i = 0; i < rollouts_.size(); ++i) {
         rollout_state& other = rollouts_[i];
         if (other.done) {
+          continue;
+        }
+        if (!other.first_failed) {
+          other.optimising = *optimise_ == optimise_decision::open;
+          other.done = !other.optimising;
+          if (other.optimising) {
+            other.requested = 2;
+            actions.request_turn.push_back(i);
+          }
           continue;
         }
         if (may_debug(other)) {
@@ -65,6 +91,16 @@ flow_actions group_flow::on_result(std::uint32_t rollout, const turn_result& res
           other.done = true;
         }
       }
+    }
+  } else if (r.optimising) {
+    // Optimisation turn r.answered - 1 of this rollout just finished.
+    if (!result.ended_rollout &&
+        continue_optimising(optimise_config_, result.passed, result.speedup, r.answered - 1,
+                            max_turns_ - r.answered)) {
+      ++r.requested;
+      actions.request_turn.push_back(rollout);
+    } else {
+      r.done = true;
     }
   } else {
     if (result.passed || result.ended_rollout || r.answered >= max_turns_) {

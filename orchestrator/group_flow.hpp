@@ -6,6 +6,11 @@
 // Turn t of a rollout is requested once turn t-1 failed, only in a group whose gate opened (or a
 // probe group), and while t < max_turns. A turn that was cut off (finish_reason length) or got no
 // answer ends its rollout: there is nothing to debug in a truncated answer.
+//
+// Optimisation turns (gate.optimise, off by default): when the gate decides, decide_optimise()
+// rules on the first-turn passes; when it opens, every rollout whose first turn passed gets turn
+// 2 (an optimisation turn), and more while continue_optimising() allows. With optimisation off
+// the flow is exactly the DCP flow: a first turn that passed is done at once.
 #pragma once
 
 #include "orchestrator/advantage.hpp"
@@ -23,8 +28,10 @@ namespace leap {
 struct flow_actions {
   // Rollouts whose next turn (rollout_turns(i) is its index) must now be generated.
   std::vector<std::uint32_t> request_turn;
-  // Set once, by the event that completed the first turns: the gate's decision.
+  // Set once, by the event that completed the first turns: the gate's decision, and the
+  // optimisation decision taken with it.
   std::optional<gate_decision> gate;
+  std::optional<optimise_decision> optimise;
   // Set once, by the event that finished the last rollout: score and hand the group on.
   bool finished = false;
 };
@@ -34,15 +41,18 @@ struct turn_result {
   bool passed = false;
   // The answer was cut off or missing (finish_reason length, abort after retries, error).
   bool ended_rollout = false;
+  // The measured speedup of a timed pass over the reference; 0 when not measured.
+  double speedup = 0.0;
 };
 
 class group_flow {
  public:
   // decide(n_fail, group_size) gives the gate decision; it is called once, when the G-th first-turn
   // result arrives (the stateful dcp_adaptive gate lives with the caller). With probe_if_closed a
-  // closed group's failed rollouts still run their debug turns, for measurement only.
+  // closed group's failed rollouts still run their debug turns, for measurement only. `optimise`
+  // rules optimisation turns (default: off).
   group_flow(int group_size, int max_turns, std::function<gate_decision(int, int)> decide,
-             bool probe_if_closed = false);
+             bool probe_if_closed = false, optimise_config optimise = {});
 
   // The first turns of every rollout: request all of them at once.
   [[nodiscard]] flow_actions start();
@@ -57,6 +67,10 @@ class group_flow {
   [[nodiscard]] std::optional<gate_decision> gate() const { return gate_; }
   [[nodiscard]] bool probe() const { return probe_; }
   [[nodiscard]] int n_fail() const { return n_fail_; }
+  [[nodiscard]] std::optional<optimise_decision> optimise() const { return optimise_; }
+  // Whether `rollout`'s turns after the first are optimisation turns (its first turn passed in a
+  // group opened for them), as opposed to debug turns.
+  [[nodiscard]] bool optimising(std::uint32_t rollout) const;
 
  private:
   struct rollout_state {
@@ -65,6 +79,7 @@ class group_flow {
     bool done = false;
     bool first_failed = false;
     bool first_ended = false;
+    bool optimising = false;
   };
 
   [[nodiscard]] bool may_debug(const rollout_state& r) const;
@@ -74,10 +89,13 @@ class group_flow {
   int max_turns_;
   std::function<gate_decision(int, int)> decide_;
   bool probe_if_closed_;
+  optimise_config optimise_config_;
   std::vector<rollout_state> rollouts_;
+  std::vector<double> first_speedups_;  // per rollout: its first turn's measured speedup
   int first_turns_answered_ = 0;
   int n_fail_ = 0;
   std::optional<gate_decision> gate_;
+  std::optional<optimise_decision> optimise_;
   bool probe_ = false;
   bool finished_ = false;
 };

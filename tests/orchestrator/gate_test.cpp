@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -453,6 +454,140 @@ TEST(GateNames, UnknownNamesGiveNullopt) {
   for (const std::string name : {"", "closed", "OPEN", "easy"}) {
     EXPECT_EQ(parse_gate_decision(name), std::nullopt) << name;
   }
+}
+
+// ---- Optimisation turns (issue 31) ---------------------------------------------------------
+
+optimise_config optimise_at(double speedup, int max_turns = 1) {
+  optimise_config c;
+  c.speedup = speedup;
+  c.max_turns = max_turns;
+  return c;
+}
+
+struct optimise_case {
+  const char* name;
+  optimise_config config;
+  std::vector<double> pass_speedups;
+  int turns_left;
+  optimise_decision expected;
+};
+
+TEST(GateOptimise, DecisionTable) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const std::vector<optimise_case> cases = {
+      {"off by default", optimise_config{}, {0.5, 0.9}, 2, optimise_decision::off},
+      {"off with a zero factor", optimise_at(0.0), {0.5}, 2, optimise_decision::off},
+      {"off with a NaN factor", optimise_at(nan), {0.5}, 2, optimise_decision::off},
+      {"every pass below the factor",
+       optimise_at(1.2),
+       {0.5, 1.1, 0.9},
+       2,
+       optimise_decision::open},
+      {"a pass exactly at the factor does not beat it",
+       optimise_at(1.2),
+       {1.2, 0.8},
+       1,
+       optimise_decision::open},
+      {"one pass above the factor",
+       optimise_at(1.2),
+       {0.5, 1.21, 0.9},
+       2,
+       optimise_decision::closed_fast},
+      {"no pass", optimise_at(1.2), {}, 2, optimise_decision::closed_no_pass},
+      {"a pass without timing", optimise_at(1.2), {0.5, 0.0}, 2, optimise_decision::closed_untimed},
+      {"a NaN speedup is not a measurement",
+       optimise_at(1.2),
+       {nan, 0.5},
+       2,
+       optimise_decision::closed_untimed},
+      {"an infinite speedup is not a measurement",
+       optimise_at(1.2),
+       {inf},
+       2,
+       optimise_decision::closed_untimed},
+      {"a negative speedup is not a measurement",
+       optimise_at(1.2),
+       {-1.0},
+       2,
+       optimise_decision::closed_untimed},
+      {"untimed wins over fast: no claim about speed",
+       optimise_at(1.2),
+       {0.0, 3.0},
+       2,
+       optimise_decision::closed_untimed},
+      {"no turn left under rollout.max_turns",
+       optimise_at(1.2),
+       {0.5},
+       0,
+       optimise_decision::closed_budget},
+      {"gate.optimise.max_turns 0",
+       optimise_at(1.2, 0),
+       {0.5},
+       2,
+       optimise_decision::closed_budget},
+      {"fast wins over budget", optimise_at(1.2), {1.5}, 0, optimise_decision::closed_fast},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(decide_optimise(c.config, c.pass_speedups, c.turns_left), c.expected) << c.name;
+  }
+}
+
+// The DCP decision never depends on gate.optimise.
+TEST(GateOptimise, DcpDecisionIsTheSameWithOptimisationOn) {
+  gate_config on;
+  on.optimise = optimise_at(1.2, 2);
+  for (int n_fail = 0; n_fail <= 8; ++n_fail) {
+    EXPECT_EQ(decide(on, n_fail, 8), decide(gate_config{}, n_fail, 8)) << n_fail;
+  }
+}
+
+struct continue_case {
+  const char* name;
+  optimise_config config;
+  bool passed;
+  double speedup;
+  int optimise_turns;
+  int turns_left;
+  bool expected;
+};
+
+TEST(GateOptimise, ContinueTable) {
+  const std::vector<continue_case> cases = {
+      {"slow pass, budget left", optimise_at(1.2, 3), true, 1.1, 1, 1, true},
+      {"fast pass: done", optimise_at(1.2, 3), true, 1.3, 1, 1, false},
+      {"failed optimisation turn: done", optimise_at(1.2, 3), false, 0.0, 1, 1, false},
+      {"untimed pass: done", optimise_at(1.2, 3), true, 0.0, 1, 1, false},
+      {"optimisation turns spent", optimise_at(1.2, 2), true, 1.1, 2, 5, false},
+      {"rollout.max_turns spent", optimise_at(1.2, 3), true, 1.1, 1, 0, false},
+      {"off", optimise_config{}, true, 1.1, 0, 5, false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(continue_optimising(c.config, c.passed, c.speedup, c.optimise_turns, c.turns_left),
+              c.expected)
+        << c.name;
+  }
+}
+
+TEST(GateOptimise, FeedbackSaysCorrectTheSpeedupTheGoalAndAsksForFaster) {
+  EXPECT_EQ(optimise_feedback(0.847, 1.2),
+            "Your solution is correct. Its measured speedup over the reference implementation is "
+            "0.85x; the goal is a speedup above 1.20x. Write a faster version that still produces "
+            "correct results.");
+  EXPECT_NE(optimise_feedback(1.5, 2.0).find("1.50x"), std::string::npos);
+  EXPECT_NE(optimise_feedback(1.5, 2.0).find("above 2.00x"), std::string::npos);
+}
+
+TEST(GateOptimise, NamesRoundTrip) {
+  for (const auto d : {optimise_decision::off, optimise_decision::closed_no_pass,
+                       optimise_decision::closed_untimed, optimise_decision::closed_fast,
+                       optimise_decision::closed_budget, optimise_decision::open}) {
+    EXPECT_EQ(parse_optimise_decision(to_string(d)), d) << to_string(d);
+  }
+  EXPECT_EQ(to_string(optimise_decision::closed_fast), "closed_fast");
+  EXPECT_EQ(parse_optimise_decision("OPEN"), std::nullopt);
+  EXPECT_EQ(parse_optimise_decision(""), std::nullopt);
 }
 
 }  // namespace

@@ -226,5 +226,142 @@ TEST(ScoreGroup, RankSpeedReadsTheSpeedupOfThePassingTurn) {
   EXPECT_DOUBLE_EQ(g.rollouts[0].reward, g.rollouts[1].reward);
 }
 
+// ---- Optimisation turns (issue 31) ---------------------------------------------------------
+
+turn_result timed_pass(double speedup) { return {.passed = true, .speedup = speedup}; }
+
+optimise_config optimise_at(double speedup, int max_turns = 1) {
+  optimise_config c;
+  c.speedup = speedup;
+  c.max_turns = max_turns;
+  return c;
+}
+
+TEST(GroupFlowOptimise, OffLeavesTimedPassesDoneAtOnce) {
+  group_flow flow(3, 3, static_gate(counts(gate_policy::full, 1, 3)));
+  (void)flow.start();
+  EXPECT_TRUE(flow.on_result(0, timed_pass(0.5)).request_turn.empty());
+  (void)flow.on_result(1, fail());
+  const auto gated = flow.on_result(2, timed_pass(0.7));
+  ASSERT_TRUE(gated.optimise);
+  EXPECT_EQ(*gated.optimise, optimise_decision::off);
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{1}));  // the debug turn only
+  EXPECT_FALSE(flow.optimising(0));
+  EXPECT_EQ(flow.rollout_turns(0), 1);
+}
+
+TEST(GroupFlowOptimise, SlowPassesGetAnOptimisationTurnBesideTheDcpDebugTurns) {
+  group_flow flow(4, 3, static_gate(counts(gate_policy::dcp, 1, 3)), false, optimise_at(1.2));
+  (void)flow.start();
+  // With optimisation on, a pass waits for the gate instead of being done at once.
+  EXPECT_TRUE(flow.on_result(0, timed_pass(0.9)).request_turn.empty());
+  (void)flow.on_result(1, fail());
+  (void)flow.on_result(2, timed_pass(1.1));
+  const auto gated = flow.on_result(3, fail());
+  ASSERT_TRUE(gated.gate);
+  EXPECT_EQ(*gated.gate, gate_decision::open);  // DCP's own decision, unchanged
+  ASSERT_TRUE(gated.optimise);
+  EXPECT_EQ(*gated.optimise, optimise_decision::open);
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(flow.optimising(0));
+  EXPECT_TRUE(flow.optimising(2));
+  EXPECT_FALSE(flow.optimising(1));
+  EXPECT_EQ(flow.rollout_turns(0), 2);
+  // gate.optimise.max_turns 1: one optimisation turn, whatever it measured.
+  EXPECT_TRUE(flow.on_result(0, timed_pass(1.0)).request_turn.empty());
+  EXPECT_TRUE(flow.on_result(2, fail()).request_turn.empty());
+  (void)flow.on_result(1, pass());
+  EXPECT_TRUE(flow.on_result(3, pass()).finished);
+}
+
+TEST(GroupFlowOptimise, OptimisationOpensEvenWhenDcpClosesTheGroup) {
+  // Nothing failed: DCP has nothing to debug, yet every pass is slow.
+  group_flow flow(2, 2, static_gate(gate_config{}), false, optimise_at(1.2));
+  (void)flow.start();
+  (void)flow.on_result(0, timed_pass(0.8));
+  const auto gated = flow.on_result(1, timed_pass(1.0));
+  EXPECT_EQ(*gated.gate, gate_decision::closed_no_debug);
+  EXPECT_EQ(*gated.optimise, optimise_decision::open);
+  EXPECT_EQ(gated.request_turn, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_FALSE(gated.finished);
+}
+
+struct not_opened_case {
+  const char* name;
+  int max_turns;
+  std::vector<turn_result> first_turns;
+  optimise_decision expected;
+};
+
+TEST(GroupFlowOptimise, GroupsWithAFastPassNoTimingOrNoBudgetFinishAtTheGate) {
+  const std::vector<not_opened_case> cases = {
+      {"one pass beats the factor",
+       3,
+       {timed_pass(0.9), timed_pass(1.5), fail()},
+       optimise_decision::closed_fast},
+      {"a pass without timing",
+       3,
+       {timed_pass(0.9), pass(), fail()},
+       optimise_decision::closed_untimed},
+      {"single-turn budget",
+       1,
+       {timed_pass(0.9), timed_pass(0.8), fail()},
+       optimise_decision::closed_budget},
+      {"nothing passed", 3, {fail(), cut_off(), fail()}, optimise_decision::closed_no_pass},
+  };
+  for (const auto& c : cases) {
+    // Gate none: no debug turns either, so the group finishes at the gate.
+    group_flow flow(3, c.max_turns, static_gate(counts(gate_policy::none, 1, 3)), false,
+                    optimise_at(1.2, 2));
+    (void)flow.start();
+    flow_actions last;
+    for (std::uint32_t i = 0; i < c.first_turns.size(); ++i) {
+      last = flow.on_result(i, c.first_turns[i]);
+    }
+    ASSERT_TRUE(last.optimise) << c.name;
+    EXPECT_EQ(*last.optimise, c.expected) << c.name;
+    EXPECT_TRUE(last.request_turn.empty()) << c.name;
+    EXPECT_TRUE(last.finished) << c.name;
+    EXPECT_EQ(flow.optimise(), c.expected) << c.name;
+  }
+}
+
+TEST(GroupFlowOptimise, FurtherOptimisationTurnsWhileSlowAndWithinBothBudgets) {
+  group_flow flow(2, 4, static_gate(counts(gate_policy::none, 1, 2)), false, optimise_at(1.2, 2));
+  (void)flow.start();
+  (void)flow.on_result(0, timed_pass(0.5));
+  EXPECT_EQ(flow.on_result(1, timed_pass(0.6)).request_turn, (std::vector<std::uint32_t>{0, 1}));
+  // Rollout 0: still slow after its first optimisation turn, so a second (the last allowed).
+  EXPECT_EQ(flow.on_result(0, timed_pass(1.1)).request_turn, (std::vector<std::uint32_t>{0}));
+  EXPECT_TRUE(flow.on_result(0, timed_pass(1.15)).request_turn.empty());
+  EXPECT_EQ(flow.rollout_turns(0), 3);
+  // Rollout 1: beat the factor: done.
+  const auto last = flow.on_result(1, timed_pass(1.4));
+  EXPECT_TRUE(last.request_turn.empty());
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(flow.rollout_turns(1), 2);
+}
+
+TEST(GroupFlowOptimise, RolloutMaxTurnsBoundsOptimisationTurns) {
+  group_flow flow(2, 2, static_gate(counts(gate_policy::none, 1, 2)), false, optimise_at(1.2, 5));
+  (void)flow.start();
+  (void)flow.on_result(0, timed_pass(0.5));
+  (void)flow.on_result(1, timed_pass(0.6));
+  (void)flow.on_result(0, timed_pass(0.7));  // turn 2 of M = 2
+  const auto last = flow.on_result(1, timed_pass(0.7));
+  EXPECT_TRUE(last.request_turn.empty());
+  EXPECT_TRUE(last.finished);
+}
+
+TEST(GroupFlowOptimise, CutOffOptimisationTurnEndsTheRollout) {
+  group_flow flow(1 + 1, 4, static_gate(counts(gate_policy::none, 1, 2)), false,
+                  optimise_at(1.2, 3));
+  (void)flow.start();
+  (void)flow.on_result(0, timed_pass(0.5));
+  (void)flow.on_result(1, timed_pass(0.5));
+  EXPECT_TRUE(flow.on_result(0, {.passed = true, .ended_rollout = true, .speedup = 0.6})
+                  .request_turn.empty());
+}
+
 }  // namespace
 }  // namespace leap
