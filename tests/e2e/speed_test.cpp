@@ -3,6 +3,7 @@
 // speedups reach the store, `leap export` (JSONL and CSV) and `leap replay`'s speed table and
 // steps.csv. Every call is bounded by a timeout.
 #include "e2e_support.hpp"
+#include "tests/storage/csv_reader.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using leap::e2e::leap_shell;
 using leap::e2e::read_file;
+using leap::test::parse_csv;
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> cells;
@@ -32,40 +34,6 @@ std::vector<std::string> split(const std::string& line, char sep) {
     cells.emplace_back();
   }
   return cells;
-}
-
-// RFC 4180 rows: quoted fields may hold commas, quotes and line breaks (the answers' text does).
-std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field.push_back('"');
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field.push_back(c);
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-    } else if (c == '\n') {
-      row.push_back(std::move(field));
-      field.clear();
-      rows.push_back(std::move(row));
-      row.clear();
-    } else {
-      field.push_back(c);
-    }
-  }
-  return rows;
 }
 
 TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
