@@ -31,6 +31,26 @@ std::vector<double> rank_rewards(std::span<const rollout_outcome> outcomes, int 
   return rewards;
 }
 
+// prime_echo: both tournaments sum to 0 and lie in [-1, 1], so their convex mix does too. The
+// first-turn one is the rank tournament with every later pass folded into the failures.
+std::vector<double> prime_echo_rewards(double echo, std::span<const rollout_outcome> outcomes,
+                                       int max_turns) {
+  std::vector<double> rewards = rank_rewards(outcomes, max_turns);
+  // A first-turn pass has the top rank M (clamping included, so max_turns = 1 folds nothing).
+  const int top = std::max(max_turns, 1);
+  std::vector<rollout_outcome> first(outcomes.begin(), outcomes.end());
+  for (rollout_outcome& o : first) {
+    o.passed_at_turn = outcome_rank(o, max_turns) == top ? 1 : 0;
+  }
+  const std::vector<double> prime = rank_rewards(first, 1);
+  // NaN fails both comparisons of a clamp; it counts as the default.
+  const double e = std::isnan(echo) ? 0.5 : std::clamp(echo, 0.0, 1.0);
+  for (std::size_t i = 0; i < rewards.size(); ++i) {
+    rewards[i] = (1.0 - e) * prime[i] + e * rewards[i];
+  }
+  return rewards;
+}
+
 pass_speed speed_at(std::span<const pass_speed> speeds, std::size_t i) {
   return i < speeds.size() ? speeds[i] : pass_speed{};
 }
@@ -162,6 +182,8 @@ std::vector<double> compute_rewards(const reward_config& config,
       return rank_rewards(outcomes, max_turns);
     case reward_kind::rank_speed:
       return rank_speed_rewards(config, outcomes, max_turns, speeds);
+    case reward_kind::prime_echo:
+      return prime_echo_rewards(config.echo, outcomes, max_turns);
     case reward_kind::static_scalar: {
       std::vector<double> rewards;
       rewards.reserve(outcomes.size());
@@ -194,13 +216,15 @@ std::string to_string(reward_kind k) {
       return "binary";
     case reward_kind::rank_speed:
       return "rank_speed";
+    case reward_kind::prime_echo:
+      return "prime_echo";
   }
   return "unknown";
 }
 
 std::optional<reward_kind> parse_reward_kind(const std::string& name) {
   for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                              reward_kind::rank_speed}) {
+                              reward_kind::rank_speed, reward_kind::prime_echo}) {
     if (to_string(k) == name) {
       return k;
     }

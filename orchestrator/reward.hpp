@@ -13,6 +13,12 @@
 //           uncertain) is compared as if it had the slowest measured speedup of its turn: it ties
 //           with the slowest and never ranks above a timed pass. Pairwise, O(G^2); still in
 //           [-1, 1] and summing to 0.
+//   prime_echo  first-turn-anchored (MusaCoder's PrimeEcho as we read it; its definition is not
+//           public): R_i = (1 - echo) * P_i + echo * rank_i, where P_i is the first-turn
+//           tournament (a pass at turn 1 beats everything else; a later pass ties with a failure)
+//           and rank_i the rank tournament above. In [-1, 1], summing to 0; a first-turn pass
+//           never earns less than a later pass, nor a later pass less than a failure.
+//           echo = 1 is rank; echo = 0 pays nothing for a debug-turn pass; max_turns = 1 is rank.
 // G = 1: the tournament has no peer, so rank gives 0 (no signal rather than a division by zero).
 //
 // The speed bonus (speed_bonus.weight > 0) applies to the scalar kinds, static and binary: a
@@ -40,8 +46,9 @@
 
 namespace leap {
 
-// Config names: "rank", "static", "binary", "rank_speed" (static_scalar is spelled "static").
-enum class reward_kind : std::uint8_t { rank, static_scalar, binary, rank_speed };
+// Config names: "rank", "static", "binary", "rank_speed", "prime_echo" (static_scalar is spelled
+// "static").
+enum class reward_kind : std::uint8_t { rank, static_scalar, binary, rank_speed, prime_echo };
 
 struct speed_bonus_config {
   double weight = 0.0;  // Default: 0 (no bonus)
@@ -56,6 +63,9 @@ struct reward_config {
   double failure_reward = 0.0;  // Default: 0 (static and binary)
   // rank_speed: relative margin within which two speedups tie when the verdicts state no noise.
   double speed_tie = 0.05;  // Default: 0.05 (speedups within 5% tie)
+  // prime_echo: the share of the reward that the final outcome's rank tournament decides; the
+  // rest, 1 - echo, is the first-turn tournament's. Taken as clamped to [0, 1].
+  double echo = 0.5;  // Default: 0.5
   speed_bonus_config speed_bonus;
 };
 

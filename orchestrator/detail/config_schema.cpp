@@ -497,10 +497,12 @@ std::vector<field_spec> build_fields() {
   f.push_back(choice_field(
       "reward.kind", LEAP_FIELD(reward.kind),
       std::vector{reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                  reward_kind::rank_speed},
+                  reward_kind::rank_speed, reward_kind::prime_echo},
       "rank: the paper's tournament of (pass turn, failure) ranks, in [-1, 1]; static: "
       "reward.static_rewards per turn; binary: 1 pass, 0 failure; rank_speed: rank's tournament, "
-      "passes at the same turn also ranked by speedup (verifier.timing_reps must be > 0)."));
+      "passes at the same turn also ranked by speedup (verifier.timing_reps must be > 0); "
+      "prime_echo: first-turn-anchored, (1 - reward.echo) x the first-turn tournament + "
+      "reward.echo x rank, in [-1, 1]."));
   f.push_back(
       real_list_field("reward.static_rewards", LEAP_FIELD(reward.static_rewards),
                       "static: reward of a pass at turn m is the m-th value; one value per turn "
@@ -512,6 +514,11 @@ std::vector<field_spec> build_fields() {
       "rank_speed: two passes at the same turn tie unless one's speedup exceeds the other's by "
       "more than this relative margin (used when the verdicts state no noise of their own), in "
       "[0, 10]; 0.05: within 5% is a tie."));
+  f.push_back(real_field(
+      "reward.echo", LEAP_FIELD(reward.echo), closed(0, 1),
+      "prime_echo: weight of rank's tournament over final outcomes; 1 - echo goes to the "
+      "first-turn tournament (a pass at turn 1 against everything else), in [0, 1]; 1 is rank, "
+      "0 pays nothing for a debug-turn pass."));
   f.push_back(real_field(
       "reward.speed_bonus.weight", LEAP_FIELD(reward.speed_bonus.weight), closed(0, 10),
       "static and binary: a pass gains weight * clamp(ln(speedup), -clip, clip); an untimed pass "

@@ -104,7 +104,9 @@ const std::vector<error_case>& error_cases() {
       {"section_not_map", "gate: 3\n",
        "case.yaml:1: gate: expected a section (a mapping of keys), got '3'"},
       {"enum_suggestion", "reward:\n  kind: statik\n",
-       "case.yaml:2: reward.kind: expected one of rank, static, binary, rank_speed, got 'statik'; "
+       "case.yaml:2: reward.kind: expected one of rank, static, binary, rank_speed, prime_echo, "
+       "got "
+       "'statik'; "
        "did you mean 'static'?"},
       {"enum_no_suggestion", "learner:\n  loss_aggregation: sample\n",
        "case.yaml:2: learner.loss_aggregation: expected one of token_mean, seq_mean_token_mean, "
@@ -292,6 +294,15 @@ const std::vector<error_case>& error_cases() {
        "weight: 0.5\n    clip: 0.5\nverifier:\n  timing_reps: 5\n",
        "case.yaml:5: reward.speed_bonus.weight: weight * clip = 0.25 would let a slow pass earn no "
        "more than a failure (least pass reward 0.2, reward.failure_reward 0)"},
+      {"echo_above_one", "reward:\n  kind: prime_echo\n  echo: 1.5\n",
+       "case.yaml:3: reward.echo: must be in [0, 1], got 1.5"},
+      {"echo_negative", "reward:\n  echo: -0.25\n",
+       "case.yaml:2: reward.echo: must be in [0, 1], got -0.25"},
+      {"prime_echo_takes_no_speed_bonus",
+       "reward:\n  kind: prime_echo\n  speed_bonus:\n    weight: 0.1\nverifier:\n  timing_reps: "
+       "5\n",
+       "case.yaml:4: reward.speed_bonus.weight: applies to the scalar rewards (reward.kind static "
+       "or binary), not to 'prime_echo', whose rewards are ranks"},
       {"speed_tie_negative", "reward:\n  speed_tie: -0.1\n",
        "case.yaml:2: reward.speed_tie: must be in [0, 10], got -0.1"},
       {"speed_bonus_clip_zero", "reward:\n  speed_bonus:\n    clip: 0\n",
@@ -578,6 +589,19 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_TRUE(validate_config(c).ok());
 }
 
+// reward.echo is read, validated and compared: two configs that differ only in it are not equal.
+TEST(ConfigDefaults, PrimeEchoKindAndItsEcho) {
+  const auto parsed = parse_config("reward:\n  kind: prime_echo\n  echo: 0.25\n", "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  EXPECT_EQ(parsed->reward.kind, reward_kind::prime_echo);
+  EXPECT_EQ(parsed->reward.echo, 0.25);
+  EXPECT_TRUE(validate_config(*parsed).ok());
+  EXPECT_EQ(experiment_config{}.reward.echo, 0.5);
+  experiment_config other = *parsed;
+  other.reward.echo = 0.75;
+  EXPECT_FALSE(other == *parsed);
+}
+
 TEST(ConfigDefaults, TypedFieldsOfAFullSection) {
   const auto parsed = parse_config(
       "gate:\n  policy: dcp_adaptive\n  unit: count\n  tau_min: 3\n  tau_max: 7\n  "
@@ -717,8 +741,9 @@ TEST(ConfigKeys, MarkdownHasOneRowPerKey) {
   EXPECT_THAT(table, HasSubstr("| `gate.tau_min` | number | `0.5` | "));
   EXPECT_THAT(table,
               HasSubstr("| `gate.policy` | one of: none, full, dcp, dcp_adaptive | `dcp` | "));
-  EXPECT_THAT(table,
-              HasSubstr("| `reward.kind` | one of: rank, static, binary, rank_speed | `rank` | "));
+  EXPECT_THAT(table, HasSubstr("| `reward.kind` | one of: rank, static, binary, rank_speed, "
+                               "prime_echo | `rank` | "));
+  EXPECT_THAT(table, HasSubstr("| `reward.echo` | number | `0.5` | no | "));
   EXPECT_THAT(table, HasSubstr("| `data.batch_size` | integer | `32` | "));
 }
 
@@ -918,10 +943,10 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
           << "experiment.name names the file";
     }
   }
-  for (const char* expected :
-       {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml", "grpo_multi_turn.yaml",
-        "dr_kernel_style.yaml", "binary_reward.yaml", "dcp_adaptive.yaml",
-        "leap_static_reward.yaml", "learn_digits.yaml", "leap_speed.yaml"}) {
+  for (const char* expected : {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml",
+                               "grpo_multi_turn.yaml", "dr_kernel_style.yaml", "binary_reward.yaml",
+                               "dcp_adaptive.yaml", "leap_static_reward.yaml", "learn_digits.yaml",
+                               "leap_speed.yaml", "leap_prime_echo.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }
@@ -964,6 +989,9 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"binary_reward.yaml", "gate.policy", "dcp"},
       {"binary_reward.yaml", "reward.kind", "binary"},
       {"dcp_adaptive.yaml", "gate.policy", "dcp_adaptive"},
+      {"leap_prime_echo.yaml", "reward.kind", "prime_echo"},
+      {"leap_prime_echo.yaml", "reward.echo", "0.5"},
+      {"leap_prime_echo.yaml", "gate.policy", "dcp"},
       {"leap_speed.yaml", "reward.kind", "rank_speed"},
       {"leap_speed.yaml", "reward.speed_tie", "0.05"},
       {"leap_speed.yaml", "verifier.timing_reps", "20"},

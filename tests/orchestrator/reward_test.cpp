@@ -428,11 +428,169 @@ TEST(SpeedBonus, PaysPassesOnlyAndNeverPaysUntimedMore) {
             (std::vector<double>{0.0, 0.0}));
 }
 
+// ---- prime_echo ------------------------------------------------------------------------------
+
+reward_config prime_echo_config(double echo) {
+  reward_config c;
+  c.kind = reward_kind::prime_echo;
+  c.echo = echo;
+  return c;
+}
+
+// M = 2, every split of G = 8 into (N1 first-turn passes, N2 second-turn passes, N3 failures):
+// the first-turn tournament gives N1's rollouts (N2 + N3) / 7 and all others -N1 / 7; mixed with
+// rank's eqs. (7)-(9) that is (N2 + N3) / 7, (e N3 - N1) / 7 and -(N1 + e N2) / 7.
+TEST(PrimeEchoReward, ClosedFormsForEverySplitOfEightWithTwoTurns) {
+  for (const double e : {0.0, 0.25, 0.5, 1.0}) {
+    for (int n1 = 0; n1 <= 8; ++n1) {
+      for (int n2 = 0; n1 + n2 <= 8; ++n2) {
+        const int n3 = 8 - n1 - n2;
+        std::vector<int> tier_of;
+        const std::vector<rollout_outcome> outcomes = group_of({n1, n2, n3}, tier_of);
+        const std::vector<double> r = compute_rewards(prime_echo_config(e), outcomes, 2);
+        ASSERT_EQ(r.size(), 8U);
+        const double expected[3] = {(n2 + n3) / 7.0, (e * n3 - n1) / 7.0, -(n1 + e * n2) / 7.0};
+        double sum = 0.0;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+          EXPECT_NEAR(r[i], expected[tier_of[i]], 1e-12)
+              << "echo " << e << " split " << n1 << "," << n2 << "," << n3 << " rollout " << i;
+          EXPECT_GE(r[i], -1.0);
+          EXPECT_LE(r[i], 1.0);
+          sum += r[i];
+        }
+        EXPECT_NEAR(sum, 0.0, 1e-12);
+      }
+    }
+  }
+}
+
+// One rollout per outcome, M = 3, echo 0.5: ranks 3, 2, 1, 0 give rank 1, 1/3, -1/3, -1; the
+// first-turn tournament 1, -1/3, -1/3, -1/3; their mean 1, 0, -1/3, -2/3.
+TEST(PrimeEchoReward, HandComputedGroupOfFour) {
+  const std::vector outcomes{pass_at(1), pass_at(2), pass_at(3), failure(3)};
+  const std::vector<double> r = compute_rewards(prime_echo_config(0.5), outcomes, 3);
+  const std::vector<double> expected{1.0, 0.0, -1.0 / 3.0, -2.0 / 3.0};
+  ASSERT_EQ(r.size(), expected.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    EXPECT_NEAR(r[i], expected[i], 1e-12) << "rollout " << i;
+  }
+  // echo 0: a debug-turn pass earns exactly what a failure does.
+  const std::vector<double> none = compute_rewards(prime_echo_config(0.0), outcomes, 3);
+  EXPECT_NEAR(none[0], 1.0, 1e-12);
+  for (std::size_t i = 1; i < none.size(); ++i) {
+    EXPECT_NEAR(none[i], -1.0 / 3.0, 1e-12) << "rollout " << i;
+  }
+}
+
+// echo = 1 is rank, and with one turn there is nothing to anchor (every pass is a first-turn pass),
+// so every echo is rank; for all 84 splits of G = 6 into three pass turns and failures.
+TEST(PrimeEchoReward, EqualsRankAtEchoOneAndWithOneTurn) {
+  int splits = 0;
+  for (int n1 = 0; n1 <= 6; ++n1) {
+    for (int n2 = 0; n1 + n2 <= 6; ++n2) {
+      for (int n3 = 0; n1 + n2 + n3 <= 6; ++n3) {
+        ++splits;
+        std::vector<int> tier_of;
+        const auto outcomes = group_of({n1, n2, n3, 6 - n1 - n2 - n3}, tier_of);
+        EXPECT_EQ(compute_rewards(prime_echo_config(1.0), outcomes, 3), rank_rewards(outcomes, 3));
+        for (const double e : {0.0, 0.3, 1.0}) {
+          // Passes beyond max_turns = 1 are clamped to turn 1, as rank clamps them. The mix
+          // (1 - e) x + e x need not round back to x, hence a tolerance.
+          const std::vector<double> r = compute_rewards(prime_echo_config(e), outcomes, 1);
+          const std::vector<double> rank = rank_rewards(outcomes, 1);
+          ASSERT_EQ(r.size(), rank.size());
+          for (std::size_t i = 0; i < r.size(); ++i) {
+            EXPECT_NEAR(r[i], rank[i], 1e-12) << "echo " << e << " rollout " << i;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(splits, 84);
+}
+
+// The order is the paper's (first-turn pass >= later pass >= failure, earlier >= later) for any
+// echo; a first-turn pass gains over a second-turn one at least (1 - echo) G / (G - 1), i.e. the
+// first turn is the anchor a debug turn cannot make up; G = 1 and an empty group give no signal.
+TEST(PrimeEchoReward, OrderBoundsAndDegenerateGroups) {
+  std::mt19937 rng(35);
+  std::uniform_int_distribution<int> turn(0, 4);
+  std::uniform_int_distribution<int> size(2, 12);
+  for (int trial = 0; trial < 500; ++trial) {
+    const double e = trial % 5 / 4.0;
+    std::vector<rollout_outcome> outcomes(static_cast<std::size_t>(size(rng)));
+    for (rollout_outcome& o : outcomes) {
+      const int t = turn(rng);
+      o = t == 0 ? failure(4) : pass_at(t);
+    }
+    const std::vector<double> r = compute_rewards(prime_echo_config(e), outcomes, 4);
+    const auto g = static_cast<double>(outcomes.size());
+    double sum = 0.0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      EXPECT_GE(r[i], -1.0 - 1e-12);
+      EXPECT_LE(r[i], 1.0 + 1e-12);
+      sum += r[i];
+      for (std::size_t j = 0; j < r.size(); ++j) {
+        const int ri = outcome_rank(outcomes[i], 4);
+        const int rj = outcome_rank(outcomes[j], 4);
+        if (ri > rj) {
+          EXPECT_GE(r[i], r[j] - 1e-12) << "trial " << trial;
+        }
+        if (ri == 4 && rj < 4) {
+          EXPECT_GE(r[i] - r[j], (1.0 - e) * g / (g - 1.0) - 1e-12) << "trial " << trial;
+        }
+      }
+    }
+    EXPECT_NEAR(sum, 0.0, 1e-12) << "trial " << trial;
+  }
+  EXPECT_EQ(compute_rewards(prime_echo_config(0.5), std::vector{pass_at(2)}, 3),
+            (std::vector<double>{0.0}));
+  EXPECT_TRUE(compute_rewards(prime_echo_config(0.5), std::vector<rollout_outcome>{}, 3).empty());
+}
+
+// Not a static reward in disguise: any static_rewards vector, after the group's affine
+// normalisation (grpo or mean_only), keeps the ratio of the gaps (turn-1 pass - turn-2 pass) /
+// (turn-2 pass - failure) fixed across groups. prime_echo's ratio is (G - e N3) / (e (N2 + N3)),
+// which moves with the group's composition, so no static list reproduces it for every group.
+TEST(PrimeEchoReward, GapRatioDependsOnTheGroupUnlikeStatic) {
+  const auto ratio = [](const std::vector<rollout_outcome>& outcomes) {
+    const std::vector<double> r = compute_rewards(prime_echo_config(0.5), outcomes, 2);
+    return (r[0] - r[1]) / (r[1] - r[2]);  // rollouts 0, 1, 2 pass at 1, pass at 2, fail
+  };
+  // G = 4: (N1, N2, N3) = (1, 1, 2) gives (4 - 1) / (0.5 * 3) = 2; (1, 2, 1) gives 3.5 / 1.5.
+  const double a = ratio({pass_at(1), pass_at(2), failure(2), failure(2)});
+  const double b = ratio({pass_at(1), pass_at(2), failure(2), pass_at(2)});
+  EXPECT_NEAR(a, 2.0, 1e-12);
+  EXPECT_NEAR(b, 3.5 / 1.5, 1e-12);
+  reward_config stat;
+  stat.kind = reward_kind::static_scalar;
+  stat.static_rewards = {1.0, 0.5};
+  const auto static_ratio = [&](const std::vector<rollout_outcome>& outcomes) {
+    const std::vector<double> r = compute_rewards(stat, outcomes, 2);
+    return (r[0] - r[1]) / (r[1] - r[2]);
+  };
+  EXPECT_NEAR(static_ratio({pass_at(1), pass_at(2), failure(2), failure(2)}),
+              static_ratio({pass_at(1), pass_at(2), failure(2), pass_at(2)}), 1e-12);
+}
+
+// An echo outside [0, 1] (the config refuses it) is clamped; NaN counts as the default 0.5.
+TEST(PrimeEchoReward, OutOfRangeEchoIsClamped) {
+  const std::vector outcomes{pass_at(1), pass_at(2), pass_at(3), failure(3)};
+  EXPECT_EQ(compute_rewards(prime_echo_config(7.0), outcomes, 3),
+            compute_rewards(prime_echo_config(1.0), outcomes, 3));
+  EXPECT_EQ(compute_rewards(prime_echo_config(-2.0), outcomes, 3),
+            compute_rewards(prime_echo_config(0.0), outcomes, 3));
+  EXPECT_EQ(
+      compute_rewards(prime_echo_config(std::numeric_limits<double>::quiet_NaN()), outcomes, 3),
+      compute_rewards(prime_echo_config(0.5), outcomes, 3));
+}
+
 TEST(RewardNames, RoundTripAndConfigSpelling) {
   for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                              reward_kind::rank_speed}) {
+                              reward_kind::rank_speed, reward_kind::prime_echo}) {
     EXPECT_EQ(parse_reward_kind(to_string(k)), k) << to_string(k);
   }
+  EXPECT_EQ(to_string(reward_kind::prime_echo), "prime_echo");
   EXPECT_EQ(to_string(reward_kind::rank), "rank");
   EXPECT_EQ(to_string(reward_kind::static_scalar), "static");
   EXPECT_EQ(to_string(reward_kind::binary), "binary");
