@@ -36,6 +36,7 @@ struct replay_options {
   std::string unit;
   std::string reward;
   std::string static_rewards;
+  std::optional<double> echo;
   std::string advantage;
   std::optional<double> gamma;
 };
@@ -63,7 +64,7 @@ status write_text(const std::filesystem::path& path, const std::string& text) {
 
 bool has_overrides(const replay_options& o) {
   return !o.gate.empty() || o.tau_min || o.tau_max || !o.unit.empty() || !o.reward.empty() ||
-         !o.static_rewards.empty() || !o.advantage.empty() || o.gamma;
+         !o.static_rewards.empty() || o.echo || !o.advantage.empty() || o.gamma;
 }
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
@@ -103,9 +104,13 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   if (!o.reward.empty()) {
     auto k = parse_reward_kind(o.reward);
     if (!k) {
-      return error{"--reward: unknown kind '" + o.reward + "' (rank, static, binary)"};
+      return error{"--reward: unknown kind '" + o.reward +
+                   "' (rank, static, binary, rank_speed, prime_echo)"};
     }
     s.reward.kind = *k;
+  }
+  if (o.echo) {
+    s.reward.echo = *o.echo;
   }
   if (!o.static_rewards.empty()) {
     s.reward.static_rewards.clear();
@@ -272,7 +277,10 @@ void add_replay(CLI::App& app, int* exit_code) {
   cmd->add_option("--tau-min", o->tau_min, "What-if gate.tau_min");
   cmd->add_option("--tau-max", o->tau_max, "What-if gate.tau_max");
   cmd->add_option("--unit", o->unit, "What-if gate.unit: count or fraction");
-  cmd->add_option("--reward", o->reward, "What-if reward kind: rank, static, binary");
+  cmd->add_option("--reward", o->reward,
+                  "What-if reward kind: rank, static, binary, rank_speed, prime_echo");
+  cmd->add_option("--echo", o->echo, "What-if reward.echo (prime_echo), in [0, 1]")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--static-rewards", o->static_rewards,
                   "What-if reward.static_rewards, comma-separated (e.g. 1,0.5,0.25)");
   cmd->add_option("--advantage", o->advantage, "What-if advantage kind: grpo, mean_only, none");
