@@ -25,6 +25,11 @@ std::vector<chat_text> feedback_messages(const std::string& feedback) {
   return {{"user", feedback}};
 }
 
+std::string turn_feedback(const group_settings& group, const turn_record& last) {
+  // The flow only sends a passing rollout on in optimisation turns.
+  return last.passed ? optimise_feedback(last.speedup, group.optimise.speedup) : last.feedback;
+}
+
 turn_record make_turn_record(generation_result generated, const verification_result* verified) {
   turn_record t;
   t.input_tokens = std::move(generated.input_tokens);
@@ -55,8 +60,10 @@ turn_record make_turn_record(generation_result generated, const verification_res
 }
 
 turn_result flow_result(const turn_record& t) {
-  return {t.passed, t.finish == finish_reason::length || t.finish == finish_reason::error ||
-                        t.finish == finish_reason::abort};
+  return {t.passed,
+          t.finish == finish_reason::length || t.finish == finish_reason::error ||
+              t.finish == finish_reason::abort,
+          t.speedup};
 }
 
 void add_turn_activities(std::vector<activity>& out, const generation_result& g,
@@ -122,7 +129,7 @@ void report_turn(debug_pointer self, turn_record turn) {
                              turn.input_tokens.end());
   st.settings.history.insert(st.settings.history.end(), turn.output_tokens.begin(),
                              turn.output_tokens.end());
-  st.settings.feedback = turn.feedback;
+  st.settings.feedback = turn_feedback(st.settings.group, turn);
   auto activities = std::move(st.activities);
   st.activities.clear();
   self->request(st.gate, caf::infinite, turn_atom_v, st.settings.rollout, std::move(turn),

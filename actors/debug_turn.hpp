@@ -41,6 +41,11 @@ struct debug_turn_settings {
 // The feedback message a debug turn appends: the verifier's text as a user message.
 [[nodiscard]] std::vector<chat_text> feedback_messages(const std::string& feedback);
 
+// The feedback the turn after `last` reads: an optimisation turn's request for a faster version
+// (optimise_feedback with the pass's speedup and gate.optimise.speedup) when `last` passed, the
+// verifier's feedback otherwise.
+[[nodiscard]] std::string turn_feedback(const group_settings& group, const turn_record& last);
+
 // Builds the turn record of a generated (and, when it had an answer, verified) turn. A turn with no
 // answer gets verdict format and the generation error as feedback.
 [[nodiscard]] turn_record make_turn_record(generation_result generated,

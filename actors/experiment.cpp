@@ -646,6 +646,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     gs.request_index_base = (step * batch_size + g) * static_cast<std::uint64_t>(group_size) *
                             static_cast<std::uint64_t>(turns);
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
+    gs.optimise = config.gate.optimise;  // training groups only: validation measures correctness
     gs.train = true;
     gs.telemetry = st.settings.telemetry;
     if (!s.barrier) {

@@ -164,7 +164,7 @@ void spawn_debug(gate_pointer self, std::uint32_t rollout) {
     s.history.insert(s.history.end(), t.input_tokens.begin(), t.input_tokens.end());
     s.history.insert(s.history.end(), t.output_tokens.begin(), t.output_tokens.end());
   }
-  s.feedback = turns.back().feedback;
+  s.feedback = turn_feedback(st.settings, turns.back());
   if (rollout < st.settings.resumed_turns.size()) {
     s.resumed = st.settings.resumed_turns[rollout];
   }
@@ -291,7 +291,7 @@ gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
       [state](int, int) {
         return state->ruling ? state->ruling->decision : gate_decision::closed_no_debug;
       },
-      st.settings.probe_if_closed);
+      st.settings.probe_if_closed, st.settings.optimise);
   st.record.run_id = st.settings.run_id;
   st.record.step = st.settings.key.step;
   st.record.split = st.settings.key.split;

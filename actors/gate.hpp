@@ -81,6 +81,8 @@ struct group_settings {
   // Decide with this config's stateless gate instead of asking the parent (validation groups use
   // policy full, so that accuracy at every turn is measured).
   std::optional<gate_config> local_gate;
+  // Optimisation turns for passing rollouts (gate.optimise; orchestrator/gate.hpp). Default: off
+  optimise_config optimise;
   // Training group: handed to the learner after it is stored. Validation groups are not.
   bool train = true;
   // The weight version every turn of the group must be sampled with (validation groups: the

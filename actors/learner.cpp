@@ -28,8 +28,9 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
   for (const auto& rollout : group.rollouts) {
     const rollout_record* source = &rollout;
     rollout_record first_turn_only;
-    if (group.probe && rollout.turns.size() > 1) {
-      // A probe's debug turns are measurement: training sees the first turn alone.
+    if (rollout.turns.size() > 1 && (group.probe || rollout.turns.front().passed)) {
+      // A probe's debug turns are measurement, and so are optimisation turns (the only turns that
+      // follow a first-turn pass): training sees the first turn alone.
       first_turn_only = rollout;
       first_turn_only.turns.resize(1);
       source = &first_turn_only;

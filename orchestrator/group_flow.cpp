@@ -140,6 +140,10 @@ void score_group(group_record& group, const reward_config& reward,
       o.generated_turns = 1;
       o.passed_at_turn = o.passed_at_turn == 1 ? 1 : 0;
     }
+    if (o.passed_at_turn == 1) {
+      // Turns after a first-turn pass are optimisation turns: measured, not trained on (yet).
+      o.generated_turns = 1;
+    }
     r.outcome = o;
     r.rank = outcome_rank(o, group.max_turns);
     r.truncated = false;

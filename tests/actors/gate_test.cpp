@@ -53,8 +53,10 @@ struct gate_fixture : testing::doubles {
     services.parent = c.keep(c.system().spawn(testing::test_parent, gate, shared));
   }
 
-  gate_actor start(std::uint32_t group, int group_size, int max_turns, bool probe = false) {
+  gate_actor start(std::uint32_t group, int group_size, int max_turns, bool probe = false,
+                   optimise_config optimise = {}) {
     group_settings s;
+    s.optimise = optimise;
     s.run_id = "run";
     s.key = {0, split_kind::train, group};
     s.task = {"task-" + std::to_string(group), "prompt " + std::to_string(group)};
@@ -300,6 +302,62 @@ TEST(GateTest, ADebugTurnWithNoAnswerFailsTheGroup) {
   EXPECT_NE(f.shared->failures[0].find("generator: unavailable"), std::string::npos);
   EXPECT_TRUE(f.shared->reports.empty());
   EXPECT_FALSE(f.stored(0).has_value());
+}
+
+// A verifier that passes every candidate, timed: `first` is the first turn's speedup, `later` every
+// later turn's.
+verifier_actor timed_verifier(coordinator& c, double first, double later) {
+  return c.keep(
+      c.system().spawn([first, later](verifier_actor::pointer) -> verifier_actor::behavior_type {
+        return {[first, later](verify_atom, const verification_request& r) {
+          verification_result v;
+          v.verdict = verdict_category::pass;
+          v.passed = true;
+          v.speedup = turn_of_request(r.request_id) == 0 ? first : later;
+          return v;
+        }};
+      }));
+}
+
+TEST(GateTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) {
+  // Every first turn passes at 0.8x, below gate.optimise.speedup 1.2: each rollout gets an
+  // optimisation turn whose input is the optimisation feedback; at 1.5x it beats the factor and
+  // the rollout is done, though gate.optimise.max_turns would allow another.
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = timed_verifier(f.c, 0.8, 1.5);
+  optimise_config optimise;
+  optimise.speedup = 1.2;
+  optimise.max_turns = 2;
+  f.start(0, 2, 3, false, optimise);
+  f.c.run();
+  ASSERT_NE(f.report(0), nullptr);
+  EXPECT_TRUE(f.shared->failures.empty());
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->gate, gate_decision::closed_no_debug);  // DCP: nothing failed
+  EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2}));
+  const auto feedback = optimise_feedback(0.8, 1.2);
+  for (const auto& r : g->rollouts) {
+    EXPECT_EQ(r.turns[1].input_tokens,
+              (std::vector<token_id>{static_cast<token_id>(feedback.size())}));
+    EXPECT_EQ(r.turns[1].speedup, 1.5);
+    EXPECT_EQ(r.outcome.passed_at_turn, 1);
+  }
+  EXPECT_EQ(f.shared->count_events("gen run/0/train/0/0/2"), 0u);
+}
+
+TEST(GateTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = timed_verifier(f.c, 0.8, 1.5);
+  f.start(0, 2, 3);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{1, 1}));
 }
 
 }  // namespace

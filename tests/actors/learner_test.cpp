@@ -52,6 +52,17 @@ TEST(TrainingSequencesTest, FlattensWithPerTurnDiscountedAdvantages) {
   EXPECT_EQ(s.group, 2u);
 }
 
+// Turns after a first-turn pass are optimisation turns (issue 31): measured, not trained on.
+TEST(TrainingSequencesTest, OptimisationTurnsAfterAFirstTurnPassAreNotTrainedOn) {
+  auto g = two_turn_group(false);
+  g.rollouts[0].turns[0].passed = true;
+  g.rollouts[0].turns[0].verdict = verdict_category::pass;
+  auto seqs = training_sequences(g, 0.5);
+  ASSERT_TRUE(seqs.ok()) << seqs.err().message;
+  EXPECT_EQ(seqs->front().tokens, (std::vector<token_id>{1, 2, 3, 4}));
+  EXPECT_EQ(seqs->front().advantages, (std::vector<float>{0, 0, 1.0f, 1.0f}));
+}
+
 TEST(TrainingSequencesTest, ProbesTrainOnTheFirstTurnAndValidationNotAtAll) {
   auto probe = training_sequences(two_turn_group(true), 0.5);
   ASSERT_TRUE(probe.ok());

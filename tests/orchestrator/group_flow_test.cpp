@@ -228,6 +228,33 @@ TEST(ScoreGroup, RankSpeedReadsTheSpeedupOfThePassingTurn) {
 
 // ---- Optimisation turns (issue 31) ---------------------------------------------------------
 
+// Optimisation turns are measurement: a first-turn pass keeps its first turn's outcome and speed,
+// whatever its optimisation turn reached (faster or failed).
+TEST(ScoreGroup, OptimisationTurnsLeaveTheFirstTurnsOutcomeAndSpeed) {
+  const auto timed = [](bool passed, double speedup) {
+    turn_record t = turn(passed);
+    t.speedup = speedup;
+    return t;
+  };
+  group_record g;
+  g.max_turns = 3;
+  g.gate = gate_decision::closed_no_debug;
+  g.rollouts.resize(3);
+  g.rollouts[0].turns = {timed(true, 0.8), timed(true, 5.0)};
+  g.rollouts[1].turns = {timed(true, 1.0), timed(false, 0.0)};
+  g.rollouts[2].turns = {turn(false)};
+  advantage_config none;
+  none.kind = advantage_kind::none;
+  reward_config rank_speed;
+  rank_speed.kind = reward_kind::rank_speed;
+  score_group(g, rank_speed, none);
+  EXPECT_EQ(g.rollouts[0].outcome.passed_at_turn, 1);
+  EXPECT_EQ(g.rollouts[0].outcome.generated_turns, 1);
+  EXPECT_EQ(g.rollouts[1].outcome.generated_turns, 1);
+  // Ranked on the first turns' 0.8x and 1.0x: rollout 1 is faster, despite rollout 0's 5.0x.
+  EXPECT_GT(g.rollouts[1].reward, g.rollouts[0].reward);
+}
+
 turn_result timed_pass(double speedup) { return {.passed = true, .speedup = speedup}; }
 
 optimise_config optimise_at(double speedup, int max_turns = 1) {
