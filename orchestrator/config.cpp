@@ -126,7 +126,9 @@ bool operator==(const experiment_config& a, const experiment_config& b) {
     return x.policy == y.policy && x.unit == y.unit && x.tau_min == y.tau_min &&
            x.tau_max == y.tau_max && x.adaptive_low_quantile == y.adaptive_low_quantile &&
            x.adaptive_high_quantile == y.adaptive_high_quantile &&
-           x.adaptive_window == y.adaptive_window && x.adaptive_min_groups == y.adaptive_min_groups;
+           x.adaptive_window == y.adaptive_window &&
+           x.adaptive_min_groups == y.adaptive_min_groups && x.probe_fraction == y.probe_fraction &&
+           x.optimise.speedup == y.optimise.speedup && x.optimise.max_turns == y.optimise.max_turns;
   };
   const auto reward_equal = [](const reward_config& x, const reward_config& y) {
     return x.kind == y.kind && x.static_rewards == y.static_rewards &&

@@ -492,6 +492,16 @@ std::vector<field_spec> build_fields() {
       "gate.probe_fraction", LEAP_FIELD(gate.probe_fraction), closed(0, 1),
       "Fraction of the groups the gate closed that still run debug turns for measurement only "
       "(never trained on; replay reports their recovery beside the opened groups'), in [0, 1]."));
+  f.push_back(real_field(
+      "gate.optimise.speedup", LEAP_FIELD(gate.optimise.speedup), closed(0, 1000),
+      "Optimisation turns: a training group whose first-turn passes are all timed and none has a "
+      "speedup over the reference above this gets turns asking each pass for a faster, still "
+      "correct version (measured, not trained on); 0 disables, e.g. 1.2; needs "
+      "verifier.timing_reps > 0."));
+  f.push_back(integer_field(
+      "gate.optimise.max_turns", LEAP_FIELD(gate.optimise.max_turns), at_least(1),
+      "Optimisation turns: most per passing rollout, within rollout.max_turns; one follows "
+      "another while the last passed without beating gate.optimise.speedup; >= 1."));
 
   // reward
   f.push_back(choice_field(
@@ -812,6 +822,22 @@ std::vector<cross_check> build_cross_checks() {
                   show(c.gate.adaptive_min_groups) +
                   ": the window never holds more groups, so the adaptive thresholds would never "
                   "apply";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"gate.optimise.speedup", "verifier.timing_reps", "rollout.max_turns"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.gate.optimise.speedup <= 0) {
+           return std::nullopt;
+         }
+         if (c.verifier.timing_reps == 0) {
+           return "opens groups whose passes were all timed, but verifier.timing_reps is 0 and "
+                  "no speedup is ever measured; set verifier.timing_reps (e.g. 20)";
+         }
+         if (c.rollout.max_turns < 2) {
+           return "opens groups for optimisation turns, but rollout.max_turns is 1 and leaves "
+                  "none; raise rollout.max_turns or set gate.optimise.speedup to 0";
          }
          return std::nullopt;
        }});

@@ -303,6 +303,18 @@ const std::vector<error_case>& error_cases() {
        "5\n",
        "case.yaml:4: reward.speed_bonus.weight: applies to the scalar rewards (reward.kind static "
        "or binary), not to 'prime_echo', whose rewards are ranks"},
+      {"optimise_without_timing", "gate:\n  optimise:\n    speedup: 1.2\n",
+       "case.yaml:3: gate.optimise.speedup: opens groups whose passes were all timed, but "
+       "verifier.timing_reps is 0 and no speedup is ever measured; set verifier.timing_reps"},
+      {"optimise_without_turns",
+       "gate:\n  policy: none\n  optimise:\n    speedup: 1.2\nrollout:\n  max_turns: 1\n"
+       "verifier:\n  timing_reps: 5\n",
+       "case.yaml:4: gate.optimise.speedup: opens groups for optimisation turns, but "
+       "rollout.max_turns is 1 and leaves none"},
+      {"optimise_negative", "gate:\n  optimise:\n    speedup: -1\n",
+       "case.yaml:3: gate.optimise.speedup: must be in [0, 1000], got -1"},
+      {"optimise_max_turns_zero", "gate:\n  optimise:\n    max_turns: 0\n",
+       "case.yaml:3: gate.optimise.max_turns: must be >= 1, got 0"},
       {"speed_tie_negative", "reward:\n  speed_tie: -0.1\n",
        "case.yaml:2: reward.speed_tie: must be in [0, 10], got -0.1"},
       {"speed_bonus_clip_zero", "reward:\n  speed_bonus:\n    clip: 0\n",
@@ -589,6 +601,19 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_TRUE(validate_config(c).ok());
 }
 
+// Optimisation turns (issue 31) are off unless asked for, and read from gate.optimise.
+TEST(ConfigDefaults, OptimisationTurnsOffByDefaultAndParsed) {
+  const experiment_config base;
+  EXPECT_EQ(base.gate.optimise.speedup, 0.0);
+  EXPECT_EQ(base.gate.optimise.max_turns, 1);
+  auto parsed = parse_config(
+      "gate:\n  optimise:\n    speedup: 1.5\n    max_turns: 2\nverifier:\n  timing_reps: 5\n",
+      "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  EXPECT_EQ(parsed->gate.optimise.speedup, 1.5);
+  EXPECT_EQ(parsed->gate.optimise.max_turns, 2);
+}
+
 // reward.echo is read, validated and compared: two configs that differ only in it are not equal.
 TEST(ConfigDefaults, PrimeEchoKindAndItsEcho) {
   const auto parsed = parse_config("reward:\n  kind: prime_echo\n  echo: 0.25\n", "case.yaml");
@@ -686,7 +711,7 @@ TEST(ConfigRender, RoundTripsToAnEqualConfig) {
 
 TEST(ConfigRender, EqualityNoticesEverySection) {
   const experiment_config base;
-  std::vector<experiment_config> changed(14, base);
+  std::vector<experiment_config> changed(17, base);
   changed[0].experiment.steps = 1;
   changed[1].data.batch_size = 1;
   changed[2].rollout.validation.sampling.top_k = 1;
@@ -701,6 +726,9 @@ TEST(ConfigRender, EqualityNoticesEverySection) {
   changed[11].reward.speed_tie = 0.5;
   changed[12].reward.speed_bonus.weight = 0.5;
   changed[13].reward.speed_bonus.clip = 0.5;
+  changed[14].gate.probe_fraction = 0.5;
+  changed[15].gate.optimise.speedup = 1.2;
+  changed[16].gate.optimise.max_turns = 2;
   for (const auto& c : changed) {
     EXPECT_FALSE(c == base) << render_config(c);
   }
