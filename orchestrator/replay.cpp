@@ -141,6 +141,9 @@ replay_group replay_group_of(const group_record& group) {
     g.advantages.push_back(r.advantage);
     g.turns += static_cast<std::uint32_t>(r.turns.size());
     g.first_turns += r.turns.empty() ? 0 : 1;
+    if (!r.turns.empty() && r.turns.front().passed) {
+      g.optimise_turns += static_cast<std::uint32_t>(r.turns.size() - 1);
+    }
     for (const auto& t : r.turns) {
       g.verifier_jobs += t.finish != finish_reason::error && !t.text.empty() ? 1 : 0;
     }
@@ -241,14 +244,18 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
   struct sums {
     double reward_before = 0, reward_after = 0, abs_before = 0, abs_after = 0;
     std::uint32_t nonzero_before = 0, nonzero_after = 0, rollouts = 0, activated_before = 0,
-                  activated_after = 0;
+                  activated_after = 0, optimised_before = 0, optimised_after = 0;
   };
   std::map<std::uint64_t, sums> step_sums;
   sums total_sums;
   auto add = [](whatif_step& w, sums& s, const replay_group& g, gate_decision after,
                 bool unobserved, const std::vector<double>& rewards,
-                const std::vector<double>& advantages, std::uint32_t turns_after) {
+                const std::vector<double>& advantages, std::uint32_t turns_after,
+                bool optimise_after) {
     ++w.groups;
+    s.optimised_before += g.optimise_turns > 0 ? 1 : 0;
+    s.optimised_after += optimise_after ? 1 : 0;
+    w.unobserved_optimise += optimise_after && g.optimise_turns == 0 ? 1 : 0;
     s.activated_before += is_open(g.gate) ? 1 : 0;
     s.activated_after += is_open(after) ? 1 : 0;
     w.changed_decisions += g.gate != after ? 1 : 0;
@@ -282,9 +289,10 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
     std::vector<rollout_outcome> outcomes;
     std::uint32_t turns_after = 0;
     if (is_open(after) && observed) {
-      outcomes = g.measured;
-      for (const auto& o : outcomes) {
-        turns_after += static_cast<std::uint32_t>(o.generated_turns);
+      for (const auto& o : g.measured) {
+        // A first-turn pass's later turns are optimisation turns: counted below, never scored.
+        outcomes.push_back(o.passed_at_turn == 1 ? rollout_outcome{1, 1} : o);
+        turns_after += static_cast<std::uint32_t>(outcomes.back().generated_turns);
       }
     } else {
       for (const auto& o : g.measured) {
@@ -293,6 +301,17 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
       turns_after = g.first_turns;
     }
     const bool unobserved = is_open(after) && !observed;
+    std::vector<double> pass_speedups;
+    for (std::size_t i = 0; i < g.measured.size(); ++i) {
+      if (g.measured[i].passed_at_turn == 1) {
+        pass_speedups.push_back(i < g.first_speedups.size() ? g.first_speedups[i] : 0.0);
+      }
+    }
+    const bool optimise_after = decide_optimise(alternative.gate.optimise, pass_speedups,
+                                                g.max_turns - 1) == optimise_decision::open;
+    if (optimise_after) {
+      turns_after += g.optimise_turns;
+    }
     std::vector<pass_speed> speeds;
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       speeds.push_back(speed_in(g, i, outcomes[i]));
@@ -301,14 +320,18 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
     const auto advantages = compute_advantages(alternative.advantage, rewards);
     auto& w = steps[g.step];
     w.step = g.step;
-    add(w, step_sums[g.step], g, after, unobserved, rewards, advantages, turns_after);
-    add(report.total, total_sums, g, after, unobserved, rewards, advantages, turns_after);
+    add(w, step_sums[g.step], g, after, unobserved, rewards, advantages, turns_after,
+        optimise_after);
+    add(report.total, total_sums, g, after, unobserved, rewards, advantages, turns_after,
+        optimise_after);
   }
   auto finish = [](whatif_step& w, const sums& s) {
     const double groups = std::max(1u, w.groups);
     const double rollouts = std::max(1u, s.rollouts);
     w.activated_before = s.activated_before / groups;
     w.activated_after = s.activated_after / groups;
+    w.optimised_before = s.optimised_before / groups;
+    w.optimised_after = s.optimised_after / groups;
     w.mean_reward_before = s.reward_before / rollouts;
     w.mean_reward_after = s.reward_after / rollouts;
     w.mean_abs_advantage_before = s.abs_before / rollouts;
@@ -411,6 +434,12 @@ std::string format_whatif_table(const whatif_report& r, const std::string& descr
     out +=
         "unobserved: groups the alternative would open but the run closed without a probe; "
         "their debug turns never ran, so they are scored on their first turns\n";
+  }
+  if (r.total.optimised_before > 0 || r.total.optimised_after > 0) {
+    out += printf_string(
+        "optimisation turns (gate.optimise): groups opened %.3f -> %.3f, %u opened that ran "
+        "none (their optimisation turns never ran; not in the turns column)\n",
+        r.total.optimised_before, r.total.optimised_after, r.total.unobserved_optimise);
   }
   return out;
 }
@@ -525,13 +554,15 @@ std::string whatif_csv(const whatif_report& r) {
       "step,groups,activated_before,activated_after,changed_decisions,"
       "unobserved_opens,mean_reward_before,mean_reward_after,"
       "mean_abs_advantage_before,mean_abs_advantage_after,nonzero_advantage_before,"
-      "nonzero_advantage_after,sign_flips,turns_before,turns_after\n";
+      "nonzero_advantage_after,sign_flips,turns_before,turns_after,optimised_before,"
+      "optimised_after,unobserved_optimise\n";
   auto add = [&](const whatif_step& w, const std::string& label) {
     csv_row row(out);
     row << label << w.groups << w.activated_before << w.activated_after << w.changed_decisions
         << w.unobserved_opens << w.mean_reward_before << w.mean_reward_after
         << w.mean_abs_advantage_before << w.mean_abs_advantage_after << w.nonzero_advantage_before
-        << w.nonzero_advantage_after << w.sign_flips << w.turns_before << w.turns_after;
+        << w.nonzero_advantage_after << w.sign_flips << w.turns_before << w.turns_after
+        << w.optimised_before << w.optimised_after << w.unobserved_optimise;
   };
   for (const auto& w : r.steps) {
     add(w, std::to_string(w.step));

@@ -38,6 +38,9 @@ struct replay_group {
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t first_turns = 0;    // rollouts with at least one turn
   std::uint32_t verifier_jobs = 0;  // turns that were verified
+  // Optimisation turns the group ran (turns after a first-turn pass; gate.optimise): the stored
+  // trace of the optimisation decision, which opened the group when this is > 0.
+  std::uint32_t optimise_turns = 0;
   // group_record::weight_version: the version a validation group was measured with.
   std::optional<std::uint64_t> weight_version;
 };
@@ -104,6 +107,9 @@ struct scoring_config {
 };
 
 // Per step, how the stored training groups would have been gated and scored under `alternative`.
+// Optimisation turns are measured, never trained on: rewards and advantages use a first-turn
+// pass's first turn whatever the alternative's gate.optimise says; only the optimisation columns
+// and turns_after follow it.
 // A group the alternative opens uses its stored debug turns when it has them (it was opened, or
 // probed); one that was closed without a probe has none: it is counted in `unobserved_opens` and
 // scored on its first turns. A group the alternative closes is scored on its first turns.
@@ -123,6 +129,12 @@ struct whatif_step {
   std::uint32_t sign_flips = 0;    // rollouts whose advantage changed sign
   std::uint32_t turns_before = 0;  // generated (and mostly verified) turns
   std::uint32_t turns_after = 0;
+  // Optimisation turns (gate.optimise): fractions of the groups that ran them and that the
+  // alternative's gate.optimise opens (decide_optimise on the stored first-turn speedups), and the
+  // groups it opens that ran none (their optimisation turns are not in turns_after).
+  double optimised_before = 0.0;
+  double optimised_after = 0.0;
+  std::uint32_t unobserved_optimise = 0;
 };
 
 struct whatif_report {

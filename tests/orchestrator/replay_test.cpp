@@ -225,5 +225,86 @@ TEST(ReplayReportTest, SpeedPerStepFromTheStoredTurns) {
   EXPECT_EQ(plain.find("fast_"), std::string::npos);
 }
 
+// Optimisation turns (issue 31): the what-if re-decides gate.optimise from the stored first-turn
+// speedups, against the groups that ran optimisation turns; scoring never reads those turns.
+TEST(WhatIfTest, RedecidesOptimisationTurnsWithAnotherFactor) {
+  // Per rollout: first-turn speedup (0: failed or untimed) and optimisation turns run after it.
+  auto group = [](std::uint32_t index, const std::vector<std::pair<double, int>>& rollouts) {
+    group_record g;
+    g.run_id = "run";
+    g.task_id = "t" + std::to_string(index);
+    g.group_index = index;
+    g.max_turns = 3;
+    g.gate = gate_decision::closed_no_debug;
+    for (std::uint32_t i = 0; i < rollouts.size(); ++i) {
+      rollout_record r;
+      r.index = i;
+      const auto [speedup, optimise_turns] = rollouts[i];
+      turn_record first;
+      first.text = "answer";
+      first.passed = speedup > 0;
+      first.verdict = first.passed ? verdict_category::pass : verdict_category::wrong_answer;
+      first.speedup = speedup;
+      r.turns.push_back(first);
+      for (int t = 0; t < optimise_turns; ++t) {
+        turn_record faster = first;
+        faster.speedup = 3.0;  // never read: optimisation turns are measurement
+        r.turns.push_back(faster);
+      }
+      g.rollouts.push_back(r);
+    }
+    score_group(g, reward_config{}, advantage_config{});
+    return replay_group_of(g);
+  };
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  d.groups.push_back(group(0, {{0.8, 1}, {1.0, 1}}));  // ran optimisation turns
+  d.groups.push_back(group(1, {{2.0, 0}, {0.9, 0}}));  // one pass beats 1.2 already
+  d.groups.push_back(group(2, {{0.9, 0}, {1.1, 0}}));  // slow, but the run ran none
+  EXPECT_EQ(d.groups[0].optimise_turns, 2u);
+
+  struct row {
+    const char* name;
+    double factor;
+    double after;
+    std::uint32_t unobserved;
+    std::uint32_t turns_after;
+  };
+  const std::vector<row> rows = {
+      {"off: first turns only", 0.0, 0.0, 0, 6},
+      {"1.2 opens groups 0 and 2; group 2's turns never ran", 1.2, 2.0 / 3, 1, 6 + 2},
+      {"0.85 opens none: each group has a pass above it", 0.85, 0.0, 0, 6},
+      {"2.5 opens all three", 2.5, 1.0, 2, 6 + 2},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    scoring_config alt;
+    alt.gate.policy = gate_policy::none;
+    alt.gate.optimise.speedup = r.factor;
+    const auto w = what_if(d, alt);
+    EXPECT_NEAR(w.total.optimised_before, 1.0 / 3, 1e-12);
+    EXPECT_NEAR(w.total.optimised_after, r.after, 1e-12);
+    EXPECT_EQ(w.total.unobserved_optimise, r.unobserved);
+    EXPECT_EQ(w.total.turns_before, 8u);
+    EXPECT_EQ(w.total.turns_after, r.turns_after);
+    // Scoring reads the first turns only, whatever gate.optimise says.
+    EXPECT_EQ(w.total.sign_flips, 0u);
+    EXPECT_DOUBLE_EQ(w.total.mean_abs_advantage_before, w.total.mean_abs_advantage_after);
+  }
+  scoring_config alt;
+  alt.gate.optimise.speedup = 1.2;
+  const auto w = what_if(d, alt);
+  EXPECT_NE(whatif_csv(w).find(",optimised_before,optimised_after,unobserved_optimise\n"),
+            std::string::npos);
+  EXPECT_NE(
+      format_whatif_table(w, "x").find("groups opened 0.333 -> 0.667, 1 opened that ran none"),
+      std::string::npos)
+      << format_whatif_table(w, "x");
+  // A run without optimisation turns and an alternative without them: no extra line.
+  EXPECT_EQ(format_whatif_table(what_if(sample_run(), scoring_config{}), "x").find("optimisation"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace leap
