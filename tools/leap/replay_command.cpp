@@ -39,6 +39,7 @@ struct replay_options {
   std::optional<double> echo;
   std::string advantage;
   std::optional<double> gamma;
+  std::optional<double> optimise_speedup;
 };
 
 int fail(const std::string& message) {
@@ -64,7 +65,8 @@ status write_text(const std::filesystem::path& path, const std::string& text) {
 
 bool has_overrides(const replay_options& o) {
   return !o.gate.empty() || o.tau_min || o.tau_max || !o.unit.empty() || !o.reward.empty() ||
-         !o.static_rewards.empty() || o.echo || !o.advantage.empty() || o.gamma;
+         !o.static_rewards.empty() || o.echo || !o.advantage.empty() || o.gamma ||
+         o.optimise_speedup;
 }
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
@@ -137,12 +139,20 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   if (o.gamma) {
     s.advantage.gamma = *o.gamma;
   }
+  if (o.optimise_speedup) {
+    s.gate.optimise.speedup = *o.optimise_speedup;
+  }
   char buffer[256];
   std::snprintf(buffer, sizeof buffer, "gate %s [%g, %g] (%s), reward %s, advantage %s, gamma %g",
                 to_string(s.gate.policy).c_str(), s.gate.tau_min, s.gate.tau_max,
                 to_string(s.gate.unit).c_str(), to_string(s.reward.kind).c_str(),
                 to_string(s.advantage.kind).c_str(), s.advantage.gamma);
   parts.push_back(buffer);
+  if (s.gate.optimise.speedup > 0) {
+    std::snprintf(buffer, sizeof buffer, ", optimise above %gx (up to %d turns)",
+                  s.gate.optimise.speedup, s.gate.optimise.max_turns);
+    parts.back() += buffer;
+  }
   *description = parts.size() == 2 ? parts[0] + ": " + parts[1] : parts.back();
   return s;
 }
@@ -261,8 +271,9 @@ void add_replay(CLI::App& app, int* exit_code) {
       "Recompute a run's metrics from its store: accuracy at each turn per step and on validation, "
       "activated-group fraction, recovery (gated groups and probes), turns per pass, step time "
       "breakdown, rollout composition by pass rate. Prints tables and writes CSV. With --gate, "
-      "--tau-min, --tau-max, --unit, --reward, --static-rewards, --advantage, --gamma or --what-if "
-      "CONFIG, re-gates and re-scores the stored verdicts and shows what would change.");
+      "--tau-min, --tau-max, --unit, --reward, --static-rewards, --advantage, --gamma, "
+      "--optimise-speedup or "
+      "--what-if CONFIG, re-gates and re-scores the stored verdicts and shows what would change.");
   cmd->add_option("run_dir", o->run_dir, "The run folder (experiment.run_dir)")
       ->required()
       ->check(CLI::ExistingDirectory);
@@ -285,6 +296,10 @@ void add_replay(CLI::App& app, int* exit_code) {
                   "What-if reward.static_rewards, comma-separated (e.g. 1,0.5,0.25)");
   cmd->add_option("--advantage", o->advantage, "What-if advantage kind: grpo, mean_only, none");
   cmd->add_option("--gamma", o->gamma, "What-if advantage.gamma");
+  cmd->add_option("--optimise-speedup", o->optimise_speedup,
+                  "What-if gate.optimise.speedup: which groups optimisation turns would open "
+                  "(0: none)")
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->callback([o, exit_code] { *exit_code = run_replay(*o); });
 }
 
