@@ -47,6 +47,7 @@ struct connection {
   std::size_t header_len = 0;  // the headers' length, once complete
   std::size_t needed = 0;      // bytes the gate holds before the request goes to a worker
   bool no_body = false;        // neither Content-Length nor Transfer-Encoding
+  std::size_t reserved = 0;    // of the gate's prebuffer_total_bytes, for this body
   std::size_t served = 0;      // requests answered on this connection
   bool counted = true;         // counts against max_connections (a refused one does not)
 };
@@ -366,7 +367,15 @@ struct gated_server::impl {
     [[maybe_unused]] const auto n = ::write(wake_[1], &byte, 1);
   }
 
+  // The gate's share of prebuffered bodies is given back when the request goes to a worker or
+  // its connection closes. Only the gate's thread reserves; a worker's connections hold none.
+  void release(connection& c) {
+    prebuffered_ -= c.reserved;
+    c.reserved = 0;
+  }
+
   void close_now(connection& c) {
+    release(c);
     if (c.fd >= 0) {
       ::close(c.fd);
       c.fd = -1;
@@ -500,8 +509,11 @@ struct gated_server::impl {
       c->no_body = !facts.content_length && !facts.chunked_or_other;
       c->needed = end;
       if (limits_.prebuffer_body_bytes > 0 && facts.content_length && !facts.chunked_or_other &&
-          !facts.expect && *facts.content_length <= limits_.prebuffer_body_bytes) {
+          !facts.expect && *facts.content_length <= limits_.prebuffer_body_bytes &&
+          *facts.content_length <= limits_.prebuffer_total_bytes - prebuffered_) {
         c->needed = end + *facts.content_length;
+        c->reserved = *facts.content_length;
+        prebuffered_ += c->reserved;
       }
       c->at = phase::body;
       c->deadline = steady::now() + limits_.body_timeout;
@@ -544,6 +556,7 @@ struct gated_server::impl {
 
   // Shuts the connection for writing and lets the gate drain it until the peer closes.
   void linger(connection& c) {
+    release(c);
     ::shutdown(c.fd, SHUT_WR);
     c.at = phase::closing;
     c.in.clear();
@@ -554,6 +567,7 @@ struct gated_server::impl {
   // --- the workers ---
 
   void dispatch(connection_ptr c) {
+    release(*c);
     {
       std::lock_guard lock(mutex_);
       ready_.push_back(std::move(c));
@@ -657,6 +671,7 @@ struct gated_server::impl {
   std::atomic<bool> stopping_{false};
   bool gate_done_ = false;  // under mutex_ (read unlocked by the gate thread, which sets it)
   std::atomic<std::size_t> open_{0};
+  std::atomic<std::size_t> prebuffered_{0};  // body bytes the gate holds for requests, reserved
   std::atomic<std::size_t> lingering_refused_{0};
 };
 

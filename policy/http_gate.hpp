@@ -48,8 +48,11 @@ struct gate_limits {
   std::size_t max_header_bytes = std::size_t{64} << 10;  // request line and headers; beyond: 413.
                                                          // Default: 64 KiB
   // A body that declares a length up to this is read by the gate before a worker gets the request
-  // (0: never; bodies are then read by the worker). Default: 256 KiB
-  std::size_t prebuffer_body_bytes = std::size_t{256} << 10;
+  // (0: never; bodies are then read by the worker), while the gate holds at most
+  // prebuffer_total_bytes of such bodies at once; a larger body, a chunked one, or one beyond the
+  // total is read by its worker (its body deadline bounds how long). Default: 16 MiB
+  std::size_t prebuffer_body_bytes = std::size_t{16} << 20;
+  std::size_t prebuffer_total_bytes = std::size_t{256} << 20;  // Default: 256 MiB
   std::size_t max_requests_per_connection = 1;  // 1: Connection: close after each. Default: 1
   // Whether a request's body may be read only after grant_body() (the daemon grants it once the
   // token is checked, from the headers). Default: false (every body may be read)

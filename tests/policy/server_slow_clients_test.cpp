@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <chrono>
 #include <netinet/in.h>
 #include <optional>
@@ -157,6 +158,62 @@ TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
     EXPECT_NE(s.answer.find("headers did not arrive"), std::string::npos) << s.answer;
   }
   // And the server serves on.
+  EXPECT_EQ(get(*client_for(*server), "/v1/models").status, 200);
+}
+
+// The same with bodies: 20 connections that declare a 1 MiB body and trickle it, against 8
+// workers. Before, a body over 256 KiB went to a worker at once, which then waited for it until
+// the body deadline; now the gate holds bodies up to 16 MiB (256 MiB in all) and hands the request
+// on only when it is whole, so the normal requests are served meanwhile.
+TEST(ServerSlowClients, TricklingLargeBodiesDoNotStarveRequests) {
+  auto config = few_workers();
+  config.body_timeout = 8s;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  constexpr int slow_count = 20;
+  std::vector<raw_client> slow(slow_count);
+  for (auto& s : slow) {
+    ASSERT_TRUE(s.connect_to(server->port()));
+    ASSERT_TRUE(
+        s.send_text("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    "application/json\r\nContent-Length: 1048576\r\n\r\n{\"prompt\": \""));
+  }
+  std::atomic<bool> stop_trickling{false};
+  std::thread trickler([&] {
+    const auto deadline = steady::now() + 60s;
+    while (!stop_trickling && steady::now() < deadline) {
+      for (auto& s : slow) {
+        if (!s.closed && !s.send_text("a")) {
+          s.closed = steady::now();
+        }
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  std::this_thread::sleep_for(500ms);  // every body has started before the normal requests
+
+  const auto started = steady::now();
+  auto client = client_for(*server, 5000ms);
+  const auto models = get(*client, "/v1/models");
+  const auto completion =
+      post(*client, "/v1/completions", json{{"prompt", vector_add_prompt}, {"max_tokens", 4}});
+  const auto elapsed = steady::now() - started;
+  EXPECT_TRUE(models.ok) << httplib::to_string(models.error);
+  EXPECT_EQ(models.status, 200) << models.body;
+  EXPECT_TRUE(completion.ok) << httplib::to_string(completion.error);
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_LT(elapsed, 5s);
+
+  // Each unfinished body gets 408 at the body deadline, and the server serves on.
+  for (auto& s : slow) {
+    s.read_to_close(60s);
+  }
+  stop_trickling = true;
+  trickler.join();
+  for (const auto& s : slow) {
+    ASSERT_TRUE(s.closed) << "a trickling body's connection stayed open for 60 s";
+    EXPECT_EQ(s.answer.rfind("HTTP/1.1 408", 0), 0u) << s.answer;
+  }
   EXPECT_EQ(get(*client_for(*server), "/v1/models").status, 200);
 }
 
