@@ -1,8 +1,9 @@
-// The debug-turn actor: one per failed rollout of an opened (or probe) group. It appends the last
-// verdict's feedback to its rollout's conversation, asks the generator for the next turn, sends the
-// answer to the verifier, and reports the verified turn to its gate, whose group_flow says whether
-// another turn follows (up to M turns in all). It ends when told to stop; the gate holds the
-// rollout's record, so the final outcome is the gate's last report.
+// The debug-turn actor: one per failed rollout of an opened (or probe) group, and one per passing
+// rollout sent on for optimisation turns. It appends the last verdict's feedback (for a pass, the
+// request for a faster version: turn_feedback) to its rollout's conversation, asks the generator
+// for the next turn, sends the answer to the verifier, and reports the verified turn to its gate,
+// whose group_flow says whether another turn follows (up to M turns in all). It ends when told to
+// stop; the gate holds the rollout's record, so the final outcome is the gate's last report.
 #pragma once
 
 #include "actors/gate.hpp"

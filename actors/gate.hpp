@@ -4,8 +4,9 @@
 //     moment it arrives, and each verdict into the flow the moment it arrives;
 //   - at the G-th first-turn verdict it asks its parent for the gate's decision (the experiment
 //     driver holds the stateful dcp_adaptive gate) or decides locally when `local_gate` is set;
-//   - for each failed rollout that the flow sends on (an opened group, or a probe), it spawns one
-//     debug-turn actor, which reports every further turn back; the flow says whether it goes on;
+//   - for each failed rollout that the flow sends on (an opened group, or a probe), and each
+//     passing one sent on for optimisation turns (gate.optimise), it spawns one debug-turn actor,
+//     which reports every further turn back; the flow says whether it goes on;
 //   - when the flow is finished: scorer, then store (durable), then learner (training groups), then
 //     group_done to the parent, and the actor ends. A closed group finishes as soon as it is gated.
 // Any infrastructure failure (verifier, store, learner, scorer, and a turn the generator could not
