@@ -214,10 +214,10 @@ TEST_F(HostileTest, CppCandidates) {
       {"child_outlives",
        cpp_solve("  if (fork() == 0) { setsid(); if (fork() == 0) { sleep(100000); } _exit(0); }"),
        verdict_category::pass, "", nullptr},
-      // Its parent is the judge, which shares its uid: killing it fails the candidate's own run,
-      // and nothing else (the judge is never the program's to replace).
+      // Its parent is the judge, which shares its uid; the judge's filter lets the program signal
+      // only itself, so every kill fails and the (correct) solve() passes, judged as usual.
       {"kill_parent", cpp_solve("  kill(getppid(), SIGKILL); kill(1, SIGKILL); kill(-1, SIGKILL);"),
-       verdict_category::runtime, "SIGKILL", nullptr},
+       verdict_category::pass, "", nullptr},
       {"exit_early", cpp_solve("  exit(0);"), verdict_category::runtime,
        "before the harness finished", nullptr},
       {"forge_harness_output",
