@@ -51,6 +51,7 @@ turn_record make_turn_record(generation_result generated, const verification_res
     t.timings.compile_queue_ms = verified->queue_ms;
     t.timings.run_queue_ms = verified->run_queue_ms;
     t.speedup = verified->speedup;
+    t.speedup_noise = verified->speedup_noise;
   } else {
     t.verdict = verdict_category::format;
     t.passed = false;

@@ -105,6 +105,7 @@ struct verification_result {
   // Reference median / candidate median of a timed pass (verifier.timing_reps > 0); 0 when not
   // measured (timing off, a failure, or the sandbox gave none).
   double speedup = 0.0;
+  double speedup_noise = -1.0;  // its relative noise; < 0 when the sandbox stated none
   // clock_ms() when the verdict was complete, stamped by the in-process pool.
   double finished_ms = 0.0;
   // Non-empty: the verifier itself failed (no compiler, an unknown task, a broken reference). No
@@ -227,7 +228,7 @@ typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
   return detail::inspect_with_optional(f, "turn_record", x.code_hash, x.input_tokens,
                                        x.output_tokens, x.output_logprobs, x.text, x.verdict,
                                        x.passed, x.feedback, x.timings, x.weight_version, x.finish,
-                                       x.endpoint, x.speedup);
+                                       x.endpoint, x.speedup, x.speedup_noise);
 }
 
 template <class Inspector>
@@ -313,10 +314,10 @@ typename Inspector::result_type inspect(Inspector& f, verification_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, verification_result& x) {
-  return leap::detail::inspect_with_optional(f, "verification_result", x.code_hash, x.verdict,
-                                             x.passed, x.feedback, x.compile_ms, x.run_ms,
-                                             x.queue_ms, x.run_queue_ms, x.cache_hit, x.speedup,
-                                             x.finished_ms, x.infrastructure_error);
+  return leap::detail::inspect_with_optional(
+      f, "verification_result", x.code_hash, x.verdict, x.passed, x.feedback, x.compile_ms,
+      x.run_ms, x.queue_ms, x.run_queue_ms, x.cache_hit, x.speedup, x.speedup_noise, x.finished_ms,
+      x.infrastructure_error);
 }
 
 template <class Inspector>

@@ -58,6 +58,9 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
   v.cache_hit = r->cache_hit;
   if (r->passed && r->speedup && std::isfinite(*r->speedup) && *r->speedup > 0) {
     v.speedup = *r->speedup;
+    if (r->speedup_noise && std::isfinite(*r->speedup_noise) && *r->speedup_noise >= 0) {
+      v.speedup_noise = *r->speedup_noise;
+    }
   }
   return v;
 }

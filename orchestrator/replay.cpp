@@ -135,8 +135,8 @@ replay_group replay_group_of(const group_record& group) {
   for (const auto& r : group.rollouts) {
     g.trained.push_back(r.outcome);
     g.measured.push_back(outcome_from_turns(r));
-    g.first_speedups.push_back(speed_of(r, {1, 1}).speedup.value_or(0.0));
-    g.measured_speedups.push_back(speed_of(r, g.measured.back()).speedup.value_or(0.0));
+    g.first_speeds.push_back(speed_of(r, {1, 1}));
+    g.measured_speeds.push_back(speed_of(r, g.measured.back()));
     g.rewards.push_back(r.reward);
     g.advantages.push_back(r.advantage);
     g.turns += static_cast<std::uint32_t>(r.turns.size());
@@ -152,14 +152,14 @@ replay_group replay_group_of(const group_record& group) {
 }
 
 pass_speed speed_in(const replay_group& group, std::size_t i, const rollout_outcome& outcome) {
-  double s = 0.0;
-  if (outcome.passed_at_turn == 1 && i < group.first_speedups.size()) {
-    s = group.first_speedups[i];
-  } else if (outcome.passed() && i < group.measured.size() && i < group.measured_speedups.size() &&
-             group.measured[i].passed_at_turn == outcome.passed_at_turn) {
-    s = group.measured_speedups[i];
+  if (outcome.passed_at_turn == 1 && i < group.first_speeds.size()) {
+    return group.first_speeds[i];
   }
-  return measured_speedup(s) ? pass_speed{s, std::nullopt} : pass_speed{};
+  if (outcome.passed() && i < group.measured.size() && i < group.measured_speeds.size() &&
+      group.measured[i].passed_at_turn == outcome.passed_at_turn) {
+    return group.measured_speeds[i];
+  }
+  return {};
 }
 
 replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
@@ -304,7 +304,8 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
     std::vector<double> pass_speedups;
     for (std::size_t i = 0; i < g.measured.size(); ++i) {
       if (g.measured[i].passed_at_turn == 1) {
-        pass_speedups.push_back(i < g.first_speedups.size() ? g.first_speedups[i] : 0.0);
+        pass_speedups.push_back(i < g.first_speeds.size() ? g.first_speeds[i].speedup.value_or(0.0)
+                                                          : 0.0);
       }
     }
     const bool optimise_after = decide_optimise(alternative.gate.optimise, pass_speedups,

@@ -31,10 +31,10 @@ struct replay_group {
   std::vector<rollout_outcome> measured;  // from the turns (a probe's debug turns count)
   std::vector<double> rewards;
   std::vector<double> advantages;
-  // Per rollout, the speedup of turn 1 when it passed and was timed, and of the turn `measured`
-  // passed at; 0 when not measured.
-  std::vector<double> first_speedups;
-  std::vector<double> measured_speedups;
+  // Per rollout, the speedup (and its stated noise) of turn 1 when it passed and was timed, and of
+  // the turn `measured` passed at; empty when not measured.
+  std::vector<pass_speed> first_speeds;
+  std::vector<pass_speed> measured_speeds;
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t first_turns = 0;    // rollouts with at least one turn
   std::uint32_t verifier_jobs = 0;  // turns that were verified

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <type_traits>
@@ -125,7 +126,8 @@ pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcom
   if (!measured_speedup(s)) {
     return {};
   }
-  return {s, std::nullopt};
+  const double noise = rollout.turns[turn].speedup_noise;
+  return {s, noise >= 0 && std::isfinite(noise) ? std::optional<double>(noise) : std::nullopt};
 }
 
 group_summary summarize(const group_record& group) {

@@ -71,6 +71,9 @@ struct turn_record {
   // Reference median / candidate median of a timed pass (verifier.timing_reps > 0); 0 when not
   // measured (timing off, a failure, a record older than format version 3).
   double speedup = 0.0;
+  // That speedup's relative noise as the sandbox stated it (sandbox::speedup_noise); < 0 when not
+  // stated (too few repetitions, no speedup, a record older than format version 4).
+  double speedup_noise = -1.0;
 
   friend bool operator==(const turn_record&, const turn_record&) = default;
 };
@@ -200,7 +203,7 @@ struct flat_rollout {
 
 // What the verifier measured of the turn `outcome` passed at (outcome.passed_at_turn, 1-based):
 // its speedup when one was measured (> 0 and finite); nothing for a failure or an untimed pass.
-// Relative noise is not stored yet (the sandbox states none), so it is always empty.
+// and its relative noise when the verdict stated one.
 [[nodiscard]] pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome);
 
 // The metrics' view of a group: its gate decision, and per rollout (in stored order) the outcome

@@ -40,6 +40,7 @@ json turn_json(const turn_record& t) {
       {"endpoint", t.endpoint},
       // Reference median / candidate median of a timed pass; null when not measured.
       {"speedup", t.speedup > 0 ? json(t.speedup) : json(nullptr)},
+      {"speedup_noise", t.speedup_noise >= 0 ? json(t.speedup_noise) : json(nullptr)},
   };
 }
 
@@ -228,7 +229,10 @@ turn_record turn_from(json_reader& r, const json& j, const std::string& path) {
       j, "finish_reason", path, [](const std::string& n) { return parse_finish_reason(n); },
       "finish reason");
   t.endpoint = r.get<std::string>(j, "endpoint", path);
-  // Optional: exports written before issue 31 have no speedup (not measured).
+  // Optional: exports written before issue 31 have no speedup or noise (not measured).
+  if (const auto it = j.find("speedup_noise"); r.ok() && it != j.end() && !it->is_null()) {
+    t.speedup_noise = r.convert<double>(*it, path + ".speedup_noise");
+  }
   if (const auto it = j.find("speedup"); r.ok() && it != j.end() && !it->is_null()) {
     t.speedup = r.convert<double>(*it, path + ".speedup");
   }

@@ -349,6 +349,11 @@ std::string encode(const group_record& g) {
       w.f64(t.speedup);
     }
   }
+  for (const auto& r : g.rollouts) {
+    for (const auto& t : r.turns) {
+      w.f64(t.speedup_noise);
+    }
+  }
   return std::move(w).take();
 }
 
@@ -403,6 +408,13 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
       }
     }
   }
+  if (version >= 4) {
+    for (auto& ro : g.rollouts) {
+      for (auto& t : ro.turns) {
+        t.speedup_noise = r.f64("turn.speedup_noise");
+      }
+    }
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }
@@ -413,6 +425,7 @@ std::string encode(const turn_record& t) {
   byte_writer w(record_kind::turn);
   write_turn(w, t);
   w.f64(t.speedup);
+  w.f64(t.speedup_noise);
   return std::move(w).take();
 }
 
@@ -422,6 +435,9 @@ result<turn_record> decode_turn(std::string_view bytes) {
   auto t = read_turn(r, true);
   if (version >= 3) {
     t.speedup = r.f64("speedup");
+  }
+  if (version >= 4) {
+    t.speedup_noise = r.f64("speedup_noise");
   }
   if (auto s = r.finish(); !s) {
     return s.err();

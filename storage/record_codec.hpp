@@ -29,7 +29,9 @@ namespace leap {
 // Version 2 added group_record::weight_version (after the rollouts).
 // Version 3 added turn_record::speedup: a group's, one f64 per turn in rollout and turn order after
 // weight_version; a turn record's, after its last field.
-inline constexpr std::uint8_t trajectory_format_version = 3;
+// Version 4 added turn_record::speedup_noise the same way, after the speedups (a group's) or the
+// speedup (a turn record's); older records read it as -1 (not stated).
+inline constexpr std::uint8_t trajectory_format_version = 4;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4 };

@@ -226,6 +226,38 @@ TEST(ScoreGroup, RankSpeedReadsTheSpeedupOfThePassingTurn) {
   EXPECT_DOUBLE_EQ(g.rollouts[0].reward, g.rollouts[1].reward);
 }
 
+// The noise the verdicts stated (stored with each turn) is rank_speed's margin: 1.30x and 1.00x
+// are told apart under the default speed_tie (5%), and tie when each figure is +/-20% noisy.
+TEST(ScoreGroup, RankSpeedTiesSpeedupsWithinTheirStoredNoise) {
+  const auto timed = [](double speedup, double noise) {
+    turn_record t = turn(true);
+    t.speedup = speedup;
+    t.speedup_noise = noise;
+    return t;
+  };
+  advantage_config none;
+  none.kind = advantage_kind::none;
+  reward_config rank_speed;
+  rank_speed.kind = reward_kind::rank_speed;
+  for (const double noise : {-1.0, 0.2}) {
+    SCOPED_TRACE("noise " + std::to_string(noise));
+    group_record g;
+    g.max_turns = 1;
+    g.gate = gate_decision::closed_no_debug;
+    g.rollouts.resize(3);
+    g.rollouts[0].turns = {timed(1.3, noise)};
+    g.rollouts[1].turns = {timed(1.0, noise)};
+    g.rollouts[2].turns = {turn(false)};
+    score_group(g, rank_speed, none);
+    if (noise < 0) {
+      EXPECT_GT(g.rollouts[0].reward, g.rollouts[1].reward);
+    } else {
+      EXPECT_DOUBLE_EQ(g.rollouts[0].reward, g.rollouts[1].reward);
+    }
+    EXPECT_LT(g.rollouts[2].reward, g.rollouts[1].reward);
+  }
+}
+
 // ---- Optimisation turns (issue 31) ---------------------------------------------------------
 
 // Optimisation turns are measurement: a first-turn pass keeps its first turn's outcome and speed,

@@ -136,10 +136,10 @@ TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) 
   // then one speedup per turn).
   auto v2 = v1_group();
   auto bytes = encode(v2);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 3);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 4);
   const auto v1 = from_hex(v1_group_hex);
   EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
-  EXPECT_EQ(bytes.size(), v1.size() + 9 + 8);
+  EXPECT_EQ(bytes.size(), v1.size() + 9 + 8 + 8);
   v2.split = split_kind::validation;
   v2.weight_version = 7;
   auto g = decode_group(encode(v2));
@@ -148,44 +148,63 @@ TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) 
   EXPECT_EQ(*g, v2);
 }
 
-// Version 3 appends each turn's speedup (rollout by rollout, turn by turn); version 2 bytes, which
-// are version 3's without that tail, read back with every speedup 0 (not measured).
-TEST(RecordCodec, VersionThreeAddsEachTurnsSpeedupAfterTheVersionTwoFields) {
+// Version 3 appends each turn's speedup (rollout by rollout, turn by turn), version 4 then each
+// turn's speedup noise; version 3 bytes (version 4's without the noise) read back with every noise
+// -1 (not stated), version 2 bytes with every speedup 0 too.
+TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   auto g = v1_group();
   g.rollouts[0].turns[0].speedup = 2.5;
+  g.rollouts[0].turns[0].speedup_noise = 0.125;
   g.rollouts.push_back(g.rollouts[0]);
   g.rollouts[1].index = 2;
   g.rollouts[1].turns.push_back(g.rollouts[1].turns[0]);
   g.rollouts[1].turns[1].speedup = 0.75;
+  g.rollouts[1].turns[1].speedup_noise = -1.0;
   g.weight_version = 9;
   const auto bytes = encode(g);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 3);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 4);
   auto back = decode_group(bytes);
   ASSERT_TRUE(back.ok()) << back.err().message;
   EXPECT_EQ(back->rollouts[0].turns[0].speedup, 2.5);
+  EXPECT_EQ(back->rollouts[0].turns[0].speedup_noise, 0.125);
   EXPECT_EQ(back->rollouts[1].turns[1].speedup, 0.75);
   EXPECT_EQ(*back, g);
 
-  constexpr std::size_t speedup_bytes = 3 * sizeof(double);  // three turns
-  auto v2_bytes = bytes.substr(0, bytes.size() - speedup_bytes);
+  constexpr std::size_t per_turn = 3 * sizeof(double);  // three turns
+  auto v3_bytes = bytes.substr(0, bytes.size() - per_turn);
+  v3_bytes[0] = 3;
+  auto v3 = decode_group(v3_bytes);
+  ASSERT_TRUE(v3.ok()) << v3.err().message;
+  auto expected = g;
+  for (auto& r : expected.rollouts) {
+    for (auto& t : r.turns) {
+      t.speedup_noise = -1.0;
+    }
+  }
+  EXPECT_EQ(*v3, expected);
+
+  auto v2_bytes = bytes.substr(0, bytes.size() - 2 * per_turn);
   v2_bytes[0] = 2;
   auto old = decode_group(v2_bytes);
   ASSERT_TRUE(old.ok()) << old.err().message;
-  auto expected = g;
   for (auto& r : expected.rollouts) {
     for (auto& t : r.turns) {
       t.speedup = 0.0;
     }
   }
   EXPECT_EQ(*old, expected);
-  // A version 3 record without its speedups is truncated, not silently read as version 2.
-  auto cut = bytes.substr(0, bytes.size() - speedup_bytes);
-  EXPECT_FALSE(decode_group(cut).ok());
+  // A version 4 record without its noise is truncated, not silently read as version 3.
+  EXPECT_FALSE(decode_group(bytes.substr(0, bytes.size() - per_turn)).ok());
 
-  // A turn record: the speedup after the last field; version 2 without it reads as 0.
+  // A turn record: the speedup and its noise after the last field; older versions without them.
   const auto turn_bytes = encode(g.rollouts[0].turns[0]);
   EXPECT_EQ(decode_turn(turn_bytes)->speedup, 2.5);
-  auto v2_turn = turn_bytes.substr(0, turn_bytes.size() - 8);
+  EXPECT_EQ(decode_turn(turn_bytes)->speedup_noise, 0.125);
+  auto v3_turn = turn_bytes.substr(0, turn_bytes.size() - 8);
+  v3_turn[0] = 3;
+  EXPECT_EQ(decode_turn(v3_turn)->speedup_noise, -1.0);
+  EXPECT_EQ(decode_turn(v3_turn)->speedup, 2.5);
+  auto v2_turn = turn_bytes.substr(0, turn_bytes.size() - 16);
   v2_turn[0] = 2;
   auto old_turn = decode_turn(v2_turn);
   ASSERT_TRUE(old_turn.ok()) << old_turn.err().message;
@@ -235,7 +254,7 @@ TEST(RecordCodec, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x04"), "format version 4 is not readable"},
+      {"newer version", patched(0, "\x05"), "format version 5 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},
