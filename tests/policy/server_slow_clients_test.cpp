@@ -91,6 +91,21 @@ server_config few_workers() {
   return config;
 }
 
+// A normal client's GET /v1/models and POST /v1/completions both answered 200 within 5 s.
+void expect_normal_requests_served(policy_server& server) {
+  const auto started = steady::now();
+  auto client = client_for(server, 5000ms);
+  const auto models = get(*client, "/v1/models");
+  const auto completion =
+      post(*client, "/v1/completions", json{{"prompt", vector_add_prompt}, {"max_tokens", 4}});
+  const auto elapsed = steady::now() - started;
+  EXPECT_TRUE(models.ok) << httplib::to_string(models.error);
+  EXPECT_EQ(models.status, 200) << models.body;
+  EXPECT_TRUE(completion.ok) << httplib::to_string(completion.error);
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_LT(elapsed, 5s);
+}
+
 // The report, scaled down: 20 connections trickling a header byte every 200 ms against 8
 // workers. Before, each held a worker for as long as it trickled (httplib's per-read timeout was
 // never reached), so the normal requests queued behind them. Now they wait in the gate, which
@@ -126,17 +141,7 @@ TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
       std::this_thread::sleep_for(200ms);
     }
   });
-  const auto started = steady::now();
-  auto client = client_for(*server, 5000ms);
-  const auto models = get(*client, "/v1/models");
-  const auto completion =
-      post(*client, "/v1/completions", json{{"prompt", vector_add_prompt}, {"max_tokens", 4}});
-  const auto elapsed = steady::now() - started;
-  EXPECT_TRUE(models.ok) << httplib::to_string(models.error);
-  EXPECT_EQ(models.status, 200) << models.body;
-  EXPECT_TRUE(completion.ok) << httplib::to_string(completion.error);
-  EXPECT_EQ(completion.status, 200) << completion.body;
-  EXPECT_LT(elapsed, 5s);
+  expect_normal_requests_served(*server);
   // They were served while the slow clients still held their connections.
   int still_open = 0;
   for (auto& s : slow) {
@@ -192,17 +197,7 @@ TEST(ServerSlowClients, TricklingLargeBodiesDoNotStarveRequests) {
   });
   std::this_thread::sleep_for(500ms);  // every body has started before the normal requests
 
-  const auto started = steady::now();
-  auto client = client_for(*server, 5000ms);
-  const auto models = get(*client, "/v1/models");
-  const auto completion =
-      post(*client, "/v1/completions", json{{"prompt", vector_add_prompt}, {"max_tokens", 4}});
-  const auto elapsed = steady::now() - started;
-  EXPECT_TRUE(models.ok) << httplib::to_string(models.error);
-  EXPECT_EQ(models.status, 200) << models.body;
-  EXPECT_TRUE(completion.ok) << httplib::to_string(completion.error);
-  EXPECT_EQ(completion.status, 200) << completion.body;
-  EXPECT_LT(elapsed, 5s);
+  expect_normal_requests_served(*server);
 
   // Each unfinished body gets 408 at the body deadline, and the server serves on.
   for (auto& s : slow) {
