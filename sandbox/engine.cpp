@@ -1770,24 +1770,6 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
     return v;
   };
-  if (r->memory_exceeded) {
-    return finish(verdict_category::runtime, memory_feedback(request.limits));
-  }
-  if (r->scratch_exceeded) {
-    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
-  }
-  auto judged = [&](const nlohmann::json& j) {
-    auto fb = kernelbench_result_feedback(j.dump());
-    return finish(fb.category, std::move(fb.text));
-  };
-  if (r->timed_out) {
-    return finish(
-        verdict_category::timeout,
-        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
-  }
-  if (!r->exited && r->signal == SIGXCPU) {
-    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
-  }
   // The judge's record: its status (which relays the runner's word: it may only ever turn into a
   // failing verdict), then the trials' data.
   nlohmann::json status = nlohmann::json::object();
@@ -1810,6 +1792,34 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       parse_kernelbench_status(status.contains("status") && status["status"].is_string()
                                    ? status["status"].get<std::string>()
                                    : std::string{});
+  if (said == kernelbench_status::judge_error) {
+    // Written by the judge alone, before the runner imported the candidate's code.
+    const std::string message = status.contains("message") && status["message"].is_string()
+                                    ? status["message"].get<std::string>()
+                                    : std::string("(no message)");
+    return infrastructure_error(*device == "cuda" ? gpu : -1,
+                                t.id + ": the KernelBench judge failed on " +
+                                    slot_name(*device == "cuda" ? gpu : -1) +
+                                    " before the candidate ran: " + message.substr(0, 1000));
+  }
+  if (r->memory_exceeded) {
+    return finish(verdict_category::runtime, memory_feedback(request.limits));
+  }
+  if (r->scratch_exceeded) {
+    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
+  }
+  auto judged = [&](const nlohmann::json& j) {
+    auto fb = kernelbench_result_feedback(j.dump());
+    return finish(fb.category, std::move(fb.text));
+  };
+  if (r->timed_out) {
+    return finish(
+        verdict_category::timeout,
+        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+  }
+  if (!r->exited && r->signal == SIGXCPU) {
+    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+  }
   switch (said) {
     case kernelbench_status::syntax_error:
     case kernelbench_status::import_error:
@@ -1821,6 +1831,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     case kernelbench_status::no_own_kernel:
     case kernelbench_status::incomplete:
     case kernelbench_status::passed:
+    case kernelbench_status::judge_error:  // answered above
     case kernelbench_status::unknown:
       break;  // a finished run (or the candidate claiming a verdict): its outputs are judged below
   }

@@ -683,6 +683,7 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
               "call exit(), "
               "os._exit() or write the harness's files."};
     case kernelbench_status::ok:  // the program's own word, never the judge's: not a verdict
+    case kernelbench_status::judge_error:  // the engine's infrastructure error, never a verdict
     case kernelbench_status::unknown:
       break;
   }

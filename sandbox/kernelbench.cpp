@@ -316,6 +316,20 @@ def _leap_describe(x):
 
 
 def _leap_main():
+    hello = _leap_recv()
+    device = torch.device(hello["device"])
+    # Nothing of the candidate has run in this process yet, so a failure here is the slot's (a
+    # device the driver refuses, memory the judge shared that cannot be opened): the judge reports
+    # it as its own. From "importing" on, whatever this process says is the candidate's word.
+    try:
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device in the runner")
+        region = _leap_region(hello, device)
+    except BaseException as e:
+        _leap_send({"setup_error": (type(e).__name__ + ": " + str(e))[:2000]})
+        return
+    _leap_send({"importing": True})
+    require_own = hello.get("own_kernel") == "require"
     sys.path.insert(0, os.getcwd())
     try:
         spec = importlib.util.spec_from_file_location("solution", os.path.join(os.getcwd(), "solution.py"))
@@ -331,14 +345,6 @@ def _leap_main():
         _leap_send({"status": "import_error", "type": type(e).__name__, "message": str(e)[:2000],
                     "frames": _leap_frames(e)})
         return
-    hello = _leap_recv()
-    device = torch.device(hello["device"])
-    require_own = hello.get("own_kernel") == "require"
-    if device.type == "cuda" and not torch.cuda.is_available():
-        _leap_send({"status": "error", "type": "RuntimeError", "frames": [],
-                    "message": "torch sees no CUDA device in this process (did your code hide it?)"})
-        return
-    region = _leap_region(hello, device)
     _leap_send({"ready": True})
     trial = 0
     try:
@@ -415,8 +421,6 @@ _LEAP_ALIGN = 256
 
 def _leap_start(device_name):
     """Starts the runner before torch is imported here, so that the fork has no threads to lose."""
-    record = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     memfd = -1
     if device_name != "cuda":
@@ -436,20 +440,62 @@ def _leap_start(device_name):
         finally:
             os._exit(126)
     theirs.close()
-    return record, mine, memfd, child
+    return mine, memfd, child
 
 
 def _leap_main():
+    # The record goes to the engine on a descriptor only this process holds (non-inheritable);
+    # what either program prints goes to stderr.
+    record = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     # Not dumpable: a process of the same uid can neither read this one's memory nor open its
     # descriptors (the record) through /proc.
     ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
-    config = json.loads(sys.stdin.readline() or "{}")
-    device_name = config.get("device", "cpu")
-    slots = config.get("slots", [])
-    with open("inputs.bin", "rb") as f:
-        raw = f.read()
-    os.unlink("inputs.bin")
-    record, channel, memfd, child = _leap_start(device_name)
+    child = None
+    # Until the runner says it is importing the candidate's code, nothing of the candidate has run:
+    # every failure until then is this slot's ("judge_error", an infrastructure error the engine
+    # retries elsewhere), never a verdict on the candidate.
+    candidate_started = False
+
+    def finish(status, body):
+        """Writes the record and ends: "LKBJUDG1", the status's length (u32) and JSON, the data."""
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        text = json.dumps(status).encode()
+        record.write(b"LKBJUDG1" + struct.pack("<I", len(text)) + text)
+        if body is not None:
+            body.seek(0)
+            while True:
+                chunk = body.read(1 << 22)
+                if not chunk:
+                    break
+                record.write(chunk)
+        record.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def setup_failed(what):
+        finish({"status": "judge_error", "message": str(what)[:2000]}, None)
+
+    def relay(message):
+        """The runner's own word: only ever a failing verdict, never one of the judge's statuses."""
+        if message.get("status") not in ("syntax_error", "import_error", "error"):
+            message = {"status": "incomplete"}
+        finish(message, None)
+
+    try:
+        config = json.loads(sys.stdin.readline() or "{}")
+        device_name = config.get("device", "cpu")
+        slots = config.get("slots", [])
+        with open("inputs.bin", "rb") as f:
+            raw = f.read()
+        os.unlink("inputs.bin")
+        channel, memfd, child = _leap_start(device_name)
+    except Exception as e:
+        setup_failed("starting the runner: " + type(e).__name__ + ": " + str(e))
     own_kernel = config.get("own_kernel", "off")
 
     def send(message):
@@ -462,10 +508,14 @@ def _leap_main():
 
     def ended(wstatus=None):
         """The runner's end, passed on as this process's: its signal or exit code; an exit with
-        code 0 before the last trial is "incomplete"."""
+        code 0 before the last trial is "incomplete". Before the candidate's code ran, the slot's."""
         if wstatus is None:
             _, wstatus = os.waitpid(child, 0)
         sys.stderr.flush()
+        if not candidate_started:
+            how = ("signal " + str(os.WTERMSIG(wstatus)) if os.WIFSIGNALED(wstatus)
+                   else "exit code " + str(os.WEXITSTATUS(wstatus)))
+            setup_failed("the runner ended (" + how + ") before it ran the candidate's code")
         if os.WIFSIGNALED(wstatus):
             sig = os.WTERMSIG(wstatus)
             try:
@@ -502,96 +552,85 @@ def _leap_main():
                 finish({"status": "incomplete"}, None)
             return message
 
-    def finish(status, body):
-        """Writes the record and ends: "LKBJUDG1", the status's length (u32) and JSON, the data."""
-        try:
-            os.kill(child, signal.SIGKILL)
-        except OSError:
-            pass
-        text = json.dumps(status).encode()
-        record.write(b"LKBJUDG1" + struct.pack("<I", len(text)) + text)
-        if body is not None:
-            body.seek(0)
-            while True:
-                chunk = body.read(1 << 22)
-                if not chunk:
-                    break
-                record.write(chunk)
-        record.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
     import io
     global torch
-    import torch
-    device = torch.device(device_name)
-    (trials,) = struct.unpack_from("<I", raw, 8)
-    pos = 12
-    cases = []
-    for _ in range(trials):
-        (seed,) = struct.unpack_from("<Q", raw, pos)
-        init, pos = _leap_decode(raw, pos + 8)
-        inputs, pos = _leap_decode(raw, pos)
-        cases.append((seed, init, inputs))
-    del raw
+    try:
+        import torch
+        device = torch.device(device_name)
+        (trials,) = struct.unpack_from("<I", raw, 8)
+        pos = 12
+        cases = []
+        for _ in range(trials):
+            (seed,) = struct.unpack_from("<Q", raw, pos)
+            init, pos = _leap_decode(raw, pos + 8)
+            inputs, pos = _leap_decode(raw, pos)
+            cases.append((seed, init, inputs))
+        del raw
 
-    def size_of(dtype, shape):
-        n = torch.empty((), dtype=dtype).element_size()
-        for d in shape:
-            n *= d
-        return n
+        def size_of(dtype, shape):
+            n = torch.empty((), dtype=dtype).element_size()
+            for d in shape:
+                n *= d
+            return n
 
-    def layout(trial):
-        """Every tensor of a trial (its init's, its inputs', its outputs'): offset, bytes, dtype, shape."""
-        tensors = []
+        def layout(trial):
+            """Every tensor of a trial (its init's, its inputs', its outputs'): offset, bytes, dtype, shape."""
+            tensors = []
 
-        def place(v):
-            if isinstance(v, torch.Tensor):
-                tensors.append(v)
-                return {"t": len(tensors) - 1}
-            if isinstance(v, list):
-                return {"l": [place(x) for x in v]}
-            if isinstance(v, tuple):
-                return {"u": [place(x) for x in v]}
-            return {"v": v}
+            def place(v):
+                if isinstance(v, torch.Tensor):
+                    tensors.append(v)
+                    return {"t": len(tensors) - 1}
+                if isinstance(v, list):
+                    return {"l": [place(x) for x in v]}
+                if isinstance(v, tuple):
+                    return {"u": [place(x) for x in v]}
+                return {"v": v}
 
-        seed, init, inputs = cases[trial]
-        init_skeleton = place(init)
-        inputs_skeleton = place(inputs)
-        entries, at = [], 0
-        for t in tensors:
-            n = t.numel() * t.element_size()
-            entries.append([at, n, str(t.dtype).replace("torch.", ""), list(t.shape)])
-            at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
-        outputs = []
-        for slot in slots[trial] if trial < len(slots) else []:
-            if slot.get("tag") != "T":
-                outputs.append(-1)
-                continue
-            dtype = getattr(torch, slot["dtype"])
-            n = size_of(dtype, slot["shape"])
-            entries.append([at, n, slot["dtype"], list(slot["shape"])])
-            outputs.append(len(entries) - 1)
-            at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
-        return tensors, init_skeleton, inputs_skeleton, entries, outputs, at
+            seed, init, inputs = cases[trial]
+            init_skeleton = place(init)
+            inputs_skeleton = place(inputs)
+            entries, at = [], 0
+            for t in tensors:
+                n = t.numel() * t.element_size()
+                entries.append([at, n, str(t.dtype).replace("torch.", ""), list(t.shape)])
+                at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
+            outputs = []
+            for slot in slots[trial] if trial < len(slots) else []:
+                if slot.get("tag") != "T":
+                    outputs.append(-1)
+                    continue
+                dtype = getattr(torch, slot["dtype"])
+                n = size_of(dtype, slot["shape"])
+                entries.append([at, n, slot["dtype"], list(slot["shape"])])
+                outputs.append(len(entries) - 1)
+                at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
+            return tensors, init_skeleton, inputs_skeleton, entries, outputs, at
 
-    plans = [layout(trial) for trial in range(trials)]
-    total = max([p[5] for p in plans] + [1])
-    hello = {"device": device_name, "own_kernel": own_kernel, "bytes": total}
-    if device.type == "cuda":
-        region = torch.empty(total, dtype=torch.uint8, device=device)
-        share = list(region.untyped_storage()._share_cuda_())
-        hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
-    else:
-        import mmap
-        os.ftruncate(memfd, total)
-        # Sealed: the runner can neither shrink nor grow the buffers under this process.
-        fcntl.fcntl(memfd, 1033, 1 | 2 | 4)  # F_ADD_SEALS: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
-        region = torch.frombuffer(mmap.mmap(memfd, total), dtype=torch.uint8)
+        plans = [layout(trial) for trial in range(trials)]
+        total = max([p[5] for p in plans] + [1])
+        hello = {"device": device_name, "own_kernel": own_kernel, "bytes": total}
+        if device.type == "cuda":
+            region = torch.empty(total, dtype=torch.uint8, device=device)
+            share = list(region.untyped_storage()._share_cuda_())
+            hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
+        else:
+            import mmap
+            os.ftruncate(memfd, total)
+            # Sealed: the runner can neither shrink nor grow the buffers under this process.
+            fcntl.fcntl(memfd, 1033, 1 | 2 | 4)  # F_ADD_SEALS: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
+            region = torch.frombuffer(mmap.mmap(memfd, total), dtype=torch.uint8)
+    except Exception as e:
+        setup_failed("preparing the trials' buffers on " + device_name + ": " + type(e).__name__ + ": " + str(e))
     send(hello)
     first = receive()
+    if "setup_error" in first:
+        setup_failed("the runner could not open the trials' buffers: " + str(first["setup_error"]))
+    if first.get("importing"):
+        candidate_started = True
+        first = receive()
     if not first.get("ready"):
-        finish(first if "status" in first else {"status": "incomplete"}, None)
+        relay(first)
 
     body = io.BytesIO()
     body.write(b"LKBOUT01" + struct.pack("<I", trials))
@@ -609,7 +648,7 @@ def _leap_main():
               "inputs": inputs_skeleton, "outputs": outputs})
         reply = receive()
         if "status" in reply:
-            finish(reply, None)  # the runner's own word: only ever a failing verdict
+            relay(reply)
         if reply.get("done") != trial or not isinstance(reply.get("outputs"), list):
             finish({"status": "incomplete"}, None)
         got = []

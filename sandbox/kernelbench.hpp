@@ -55,9 +55,10 @@ const std::string& kernelbench_reference_source();
 // "slots": per trial, the reference's outputs: {"tag": "T", "dtype", "shape"} or {"tag": <another
 // tag>}}; inputs.bin and runner.py in its working directory. Its stdout: "LKBJUDG1", a u32 length
 // and a JSON status ({"status": "ok", "own": [per trial {"own", "other"}]}, or the runner's
-// syntax/import/runtime error, or "incomplete"), then, when ok, the trials' data in out.bin's
-// format (kb_file::candidate). A runner that dies or exits with a non-zero code passes its signal
-// or code on as the judge's.
+// syntax/import/runtime error, "incomplete", or {"status": "judge_error", "message"} when the judge
+// itself failed before any of the candidate's code ran), then, when ok, the trials' data in
+// out.bin's format (kb_file::candidate). A runner that dies or exits with a non-zero code passes
+// its signal or code on as the judge's.
 const std::string& kernelbench_judge_source();
 
 // The candidate's runner (runner.py), started by the judge: descriptor 4 is the judge's channel
@@ -112,8 +113,9 @@ kb_tolerances kb_tolerances_for(const task& t);
 
 // The "status" of a KernelBench result: what the candidate program's `.leap_status` says (ok,
 // syntax_error, import_error, error) or what the engine's judge found (mismatch, modified_input,
-// no_own_kernel, incomplete, passed). The engine and kernelbench_result_feedback (feedback.hpp)
-// switch on it without a `default:`, so -Wswitch names them when a status is added.
+// no_own_kernel, incomplete, passed), or the judge's own failure (judge_error). The engine and
+// kernelbench_result_feedback (feedback.hpp) switch on it without a `default:`, so -Wswitch names
+// them when a status is added.
 enum class kernelbench_status : std::uint8_t {
   ok,
   syntax_error,
@@ -124,6 +126,9 @@ enum class kernelbench_status : std::uint8_t {
   no_own_kernel,
   incomplete,
   passed,
+  // the judge's own failure before any of the candidate's code ran (its torch, its buffers, the
+  // runner's start or its opening of the buffers): the slot's fault, an infrastructure error
+  judge_error,
   unknown,  // absent, or a text neither program writes (the status file is the candidate's word)
 };
 
@@ -148,6 +153,8 @@ constexpr std::string_view name_of(kernelbench_status s) {
       return "incomplete";
     case kernelbench_status::passed:
       return "passed";
+    case kernelbench_status::judge_error:
+      return "judge_error";
     case kernelbench_status::unknown:
       return "unknown";
   }

@@ -237,7 +237,8 @@ struct kb_case {
   std::string feedback_contains;
 };
 
-// Runs `python3 -I script` in a fresh folder with `files` beside it; its stdout and status.
+// Runs `python3 -I script` (the engine's python) in a fresh folder with `files` beside it; its
+// stdout and status.
 std::pair<std::string, int> run_python_script(
     const std::string& script, const std::vector<std::pair<std::string, std::string>>& files) {
   std::string folder = (std::filesystem::temp_directory_path() / "leap-kb-XXXXXX").string();
@@ -248,8 +249,9 @@ std::pair<std::string, int> run_python_script(
     std::ofstream(std::filesystem::path(folder) / name) << text;
   }
   std::ofstream(std::filesystem::path(folder) / "script.py") << script;
-  const std::string command = "cd " + folder + " && " + shared_engine().config().python +
-                              " -I script.py " +
+  // The PATH the sandbox gives the engine's python (and torch_available's).
+  const std::string command = "cd " + folder + " && PATH=/usr/local/bin:/usr/bin:/bin " +
+                              shared_engine().config().python + " -I script.py " +
                               [&] {
                                 std::string names;
                                 for (const auto& f : files) {
@@ -370,6 +372,16 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
        verdict_category::runtime, "stopped before"},
       {"exits_before_writing", "import os\nos._exit(0)\n", verdict_category::runtime,
        "stopped before"},
+      // The judge's own failure is an infrastructure error, retried on another slot: a candidate
+      // that claims one on the judge's channel, once its code runs, only fails.
+      {"claims_a_judge_error",
+       "import json, os, socket\nsocket.socket(fileno=4).send(json.dumps({'status': "
+       "'judge_error', 'message': 'no'}).encode())\nos._exit(0)\n",
+       verdict_category::runtime, "stopped before"},
+      {"claims_a_setup_error",
+       "import json, os, socket\nsocket.socket(fileno=4).send(json.dumps({'setup_error': "
+       "'no'}).encode())\nos._exit(0)\n",
+       verdict_category::runtime, "stopped before"},
   };
   // Two at a time: each run imports torch, which takes seconds.
   std::vector<result<verdict>> verdicts(cases.size(), error{"not run"});
@@ -391,6 +403,87 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
                                                                           << v->diagnostics;
     if (!c.feedback_contains.empty())
       EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+  }
+}
+
+// The judge's failure before any of the candidate's code ran is the slot's: an infrastructure
+// error (retried on another slot by the verifier), not a runtime error charged to the candidate.
+// Here the slot's file-size limit is too small for the trial's shared buffers (the judge's memfd
+// counts against RLIMIT_FSIZE), while the reference's files fit.
+TEST(KernelBenchTest, TheJudgesOwnFailureIsTheSlotsNotTheCandidates) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 1;
+  config.kernelbench_limits.file_size_bytes = 640 << 10;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task big = problem_task();
+  big.id = "kernelbench/level1/3_BigScaleAdd";
+  big.reference = std::string(k_problem).replace(std::string(k_problem).find("torch.randn(32, 16), "
+                                                                             "torch.randn(32, 16)"),
+                                                 std::string("torch.randn(32, 16), torch.randn(32, "
+                                                             "16)")
+                                                     .size(),
+                                                 "torch.randn(256, 256), torch.randn(256, 256)");
+  const std::string code =
+      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+      "        return a * self.s + b\n";
+  auto v = (*e)->verify(big, fenced("python", code));
+  ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback << "\n" << v->diagnostics;
+  EXPECT_EQ(infrastructure_slot(v.err()), -1) << v.err().message;
+  EXPECT_NE(v.err().message.find("before the candidate ran"), std::string::npos) << v.err().message;
+  EXPECT_NE(v.err().message.find("File too large"), std::string::npos) << v.err().message;
+  // The same problem and candidate within the limit: a verdict, and a pass.
+  engine_config roomy = config;
+  roomy.kernelbench_limits.file_size_bytes = 64 << 20;
+  auto r = engine::create(roomy);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  auto passed = (*r)->verify(big, fenced("python", code));
+  ASSERT_TRUE(passed.ok()) << passed.err().message;
+  EXPECT_TRUE(passed->passed) << passed->feedback;
+}
+
+// The judge alone with runners that fail in each phase (the runner is the candidate's process, so
+// any runner is fair): one that ends before it imports the candidate's code is the slot's failure;
+// one that ends after it said so passes its exit code on, for a runtime error.
+TEST(KernelBenchTest, TheJudgeTellsTheRunnersSetupFromTheCandidatesCode) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  const std::string inputs = std::string("LKBIN001") + u32(0) + "LKBEND!!";
+  const std::string driver = R"PY(
+import subprocess, sys
+p = subprocess.run([sys.executable, "-I", "-B", "judge.py"], input=b'{"device": "cpu"}\n',
+                   stdout=subprocess.PIPE)
+print("exit", p.returncode, p.stdout[12:].decode(errors="replace"))
+)PY";
+  struct phase_case {
+    std::string name;
+    std::string runner;
+    std::string expected;
+  };
+  const std::vector<phase_case> cases{
+      {"dies_at_once", "import os\nos._exit(3)\n",
+       "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner ended (exit code 3) before"},
+      {"cannot_open_the_buffers",
+       "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
+       "c.send(json.dumps({'setup_error': 'OSError: no'}).encode())\nos._exit(0)\n",
+       "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner could not open the trials' "
+       "buffers: OSError: no\"}"},
+      {"candidate_exits_3",
+       "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
+       "c.send(json.dumps({'importing': True}).encode())\nos._exit(3)\n",
+       "exit 3 \n"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto [out, status] = run_python_script(driver, {{"judge.py", kernelbench_judge_source()},
+                                                          {"runner.py", c.runner},
+                                                          {"inputs.bin", inputs}});
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find(c.expected), std::string::npos) << out;
   }
 }
 
