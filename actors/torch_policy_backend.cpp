@@ -4,6 +4,7 @@
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
 #include "policy/tokenizer.hpp"
 
@@ -236,6 +237,15 @@ class torch_policy_backend final : public policy::policy_backend {
       auto copied = options_.source(model_, version);
       if (!copied) {
         return copied.err().wrap("taking weights in memory");
+      }
+      return ok_status();
+    }
+    if (learner::is_weight_delta_dir(path)) {
+      // Only the changed tensors; the server has checked the delta's base version, the checksums
+      // are checked here (learner/weight_delta.hpp).
+      std::unique_lock lock(mutex_);
+      if (auto applied = learner::apply_weight_delta(model_, path); !applied) {
+        return applied.err();
       }
       return ok_status();
     }

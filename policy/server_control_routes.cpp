@@ -48,18 +48,18 @@ class control_service {
     if (!request) {
       return bad_request(request.err());
     }
-    const std::int64_t version = request->version.value_or(state_.weight_version() + 1);
-    auto loaded = backend_.load_weights(request->path, version);
-    if (!loaded) {
-      // SGLang reports a failed load as success: false; the status says it too.
-      res.status = 400;
+    auto loaded = state_.load_folder(backend_, request->path, request->version, 400);
+    if (auto* failed = std::get_if<http_error>(&loaded)) {
+      // SGLang reports a failed load as success: false; the status says it too (409: a delta
+      // for another base, learner/weight_delta.hpp).
+      res.status = failed->status;
       set_json(res, json{{"success", false},
-                         {"message", loaded.err().message},
+                         {"message", failed->message},
                          {"weight_version", state_.weight_version()},
-                         {"error", render_error({400, loaded.err().message})["error"]}});
+                         {"error", render_error(*failed)["error"]}});
       return std::nullopt;
     }
-    state_.set_weight_version(version);
+    const std::int64_t version = std::get<std::int64_t>(loaded);
     res.set_header("x-weight-version", std::to_string(version));
     set_json(res, json{{"success", true},
                        {"message", "weights loaded as version " + std::to_string(version)},
@@ -202,11 +202,12 @@ class control_service {
                         "the weights are asleep: POST /wake_up?tags=weights before reload_weights"};
     }
     const std::string path = request->weights_path.value_or(config_.model_path);
-    const std::int64_t version = state_.weight_version() + 1;
-    if (auto loaded = backend_.load_weights(path, version); !loaded) {
-      return http_error{500, "reload_weights failed: " + loaded.err().message};
+    auto loaded = state_.load_folder(backend_, path, std::nullopt, 500);
+    if (auto* failed = std::get_if<http_error>(&loaded)) {
+      failed->message = "reload_weights failed: " + failed->message;
+      return std::move(*failed);
     }
-    state_.set_weight_version(version);
+    const std::int64_t version = std::get<std::int64_t>(loaded);
     res.set_header("x-weight-version", std::to_string(version));
     // One result per worker (one here); reload_weights returns nothing.
     set_json(res, json{{"results", json::array({nullptr})}});

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 namespace leap::policy {
@@ -258,12 +261,62 @@ std::variant<std::int64_t, http_error> server_state::finish_transfer(
     return http_error{400, "no weights were received during this update session"};
   }
   const std::int64_t next = version.value_or(weight_version() + 1);
+  if (disk) {
+    if (auto stale = check_delta_base(*staged_path_, weight_version())) {
+      end_transfer(backend, disk);
+      return std::move(*stale);
+    }
+  }
   const status loaded =
       disk ? backend.load_weights(*staged_path_, next) : backend.commit_weights(next);
   staged_tensors_ = false;  // committed or refused: nothing left to discard
   end_transfer(backend, disk);
   if (!loaded) {
     return http_error{500, "finish_weight_update: " + loaded.err().message};
+  }
+  set_weight_version(next);
+  return next;
+}
+
+// ---- folder loads ----
+
+std::optional<http_error> server_state::check_delta_base(const std::string& path,
+                                                         std::int64_t served) {
+  // learner/weight_delta.hpp's manifest name (the policy library does not link the learner).
+  const std::filesystem::path manifest_path = std::filesystem::path(path) / "weight_delta.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(manifest_path, ec)) {
+    return std::nullopt;
+  }
+  std::ifstream in(manifest_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!in || manifest.is_discarded() || !manifest.is_object() ||
+      !manifest.contains("base_version") || !manifest["base_version"].is_number_integer()) {
+    return http_error{400, "the weight delta's manifest " + manifest_path.string() +
+                               " cannot be read or names no integer base_version"};
+  }
+  const auto base = manifest["base_version"].get<std::int64_t>();
+  if (base != served) {
+    return http_error{409, "the weight delta at " + path + " applies to weight version " +
+                               std::to_string(base) + ", this server holds version " +
+                               std::to_string(served) +
+                               "; the weights are unchanged: send the full weights"};
+  }
+  return std::nullopt;
+}
+
+std::variant<std::int64_t, http_error> server_state::load_folder(
+    policy_backend& backend, const std::string& path, std::optional<std::int64_t> version,
+    int failure_status) {
+  std::lock_guard lock(folder_load_mutex_);
+  if (auto stale = check_delta_base(path, weight_version())) {
+    return std::move(*stale);
+  }
+  const std::int64_t next = version.value_or(weight_version() + 1);
+  if (auto loaded = backend.load_weights(path, next); !loaded) {
+    return http_error{failure_status, loaded.err().message};
   }
   set_weight_version(next);
   return next;

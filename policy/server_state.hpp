@@ -113,6 +113,22 @@ class server_state {
       policy_backend& backend, const std::string& engine, std::optional<std::int64_t> version);
   [[nodiscard]] bool transfer_active() const;
 
+  // ---- weight loads from a folder (SGLang's /update_weights_from_disk, vLLM's reload_weights) --
+  // Loads `path` through the backend as `version` (default: current + 1) and serves it; loads run
+  // one at a time. A delta folder (learner/weight_delta.hpp) is first checked with
+  // check_delta_base. Returns the version now served, or the error: 409 for a delta on another
+  // base, else `failure_status` with the backend's message (weights unchanged either way).
+  [[nodiscard]] std::variant<std::int64_t, http_error> load_folder(
+      policy_backend& backend, const std::string& path, std::optional<std::int64_t> version,
+      int failure_status);
+
+  // A delta folder (its weight_delta.json, learner/weight_delta.hpp) applies only to the version it
+  // was computed from: 409 naming both versions unless that is `served`, so that a server that
+  // missed a delta keeps its weights and the sender falls back to a full sync; 400 for a manifest
+  // that cannot be read. No error for a model folder (no manifest).
+  [[nodiscard]] static std::optional<http_error> check_delta_base(const std::string& path,
+                                                                  std::int64_t served);
+
  private:
   pause_counts hold(pause_mode mode, bool user, bool sleep);
   void release_if_free();                                 // under flights_mutex_
@@ -133,6 +149,8 @@ class server_state {
   mutable std::mutex adapters_mutex_;
   std::map<std::string, std::string> adapters_;
   std::mutex adapter_load_mutex_;
+
+  std::mutex folder_load_mutex_;  // one load_folder at a time: the base check holds until served
 
   mutable std::mutex transfer_mutex_;
   bool transfer_initialized_ = false;

@@ -9,7 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <unistd.h>
+#include <vector>
 
 namespace leap::policy {
 namespace {
@@ -139,6 +144,58 @@ TEST(ServerState, DiskTransferSessionRules) {
   ASSERT_FALSE(state.update_transfer(*backend, "disk", ckpt).has_value());
   EXPECT_EQ(std::get<std::int64_t>(state.finish_transfer(*backend, "disk", 9)), 9);
   EXPECT_EQ(state.weight_version(), 9);
+}
+
+// A delta folder (learner/weight_delta.hpp's weight_delta.json) loads only on the version it was
+// computed from; a model folder (no manifest) is not checked.
+TEST(ServerState, ADeltaLoadsOnlyOnItsBaseVersion) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("leap-delta-base-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto manifest = [&](const std::string& text) {
+    std::ofstream(dir / "weight_delta.json") << text;
+    return dir.string();
+  };
+  struct case_ {
+    std::string manifest;  // "" = a model folder
+    std::int64_t served;
+    int status;  // 0 = accepted
+    std::string says;
+  };
+  const std::vector<case_> cases{
+      {"", 7, 0, ""},
+      {R"({"base_version": 7, "version": 8})", 7, 0, ""},
+      {R"({"base_version": 6, "version": 7})", 7, 409,
+       "applies to weight version 6, this server holds version 7"},
+      {R"({"base_version": 8, "version": 9})", 7, 409, "send the full weights"},
+      {R"({"version": 9})", 7, 400, "base_version"},
+      {"not json", 7, 400, "cannot be read"},
+  };
+  for (const auto& c : cases) {
+    std::filesystem::remove(dir / "weight_delta.json");
+    const std::string path = c.manifest.empty() ? dir.string() : manifest(c.manifest);
+    const auto got = server_state::check_delta_base(path, c.served);
+    EXPECT_EQ(got ? got->status : 0, c.status) << c.manifest;
+    if (got) EXPECT_NE(got->message.find(c.says), std::string::npos) << got->message;
+  }
+
+  // Through vLLM's disk engine and a folder load: a stale delta ends the session, nothing served.
+  server_metrics metrics;
+  server_state state(3, metrics);
+  auto backend = testing::make_backend();
+  ASSERT_NE(backend, nullptr);
+  manifest(R"({"base_version": 2, "version": 4})");
+  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
+  ASSERT_FALSE(state.update_transfer(*backend, "disk", json{{"path", dir.string()}}).has_value());
+  EXPECT_EQ(error_of(state.finish_transfer(*backend, "disk", std::nullopt))->status, 409);
+  EXPECT_FALSE(state.transfer_active());
+  EXPECT_EQ(error_of(state.load_folder(*backend, dir.string(), 4, 400))->status, 409);
+  EXPECT_EQ(state.weight_version(), 3);
+  manifest(R"({"base_version": 3, "version": 4})");
+  EXPECT_EQ(std::get<std::int64_t>(state.load_folder(*backend, dir.string(), std::nullopt, 400)),
+            4);
+  EXPECT_EQ(state.weight_version(), 4);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerState, TensorTransferNeedsAnInitializedEngine) {
