@@ -20,9 +20,21 @@
 // One table row per method; methods that this build or host cannot run print why.
 //
 //   bench_weight_sync --preset qwen2-7b --device cuda:0 --server-device cuda:1 --dtype bfloat16
+//
+// --delta-steps N (issue 33): instead, a learner in --learner-dtype (float32: master weights) takes
+// N real AdamW steps (lr --lr, a scored batch of random sequences) and after each the served copies
+// (in --dtype) are synced twice, side by side: in full (save a step folder in the served dtype +
+// reload_weights, the disk path) and by delta (learner/weight_delta.hpp: write the changed
+// elements + apply them with their checksums). Bytes are the files written; seconds include
+// computing, writing, reading and applying. At the end the two served copies are compared bit for
+// bit.
+//
+//   bench_weight_sync --preset qwen2-0.5b --device cuda --dtype bfloat16 --delta-steps 5 --lr 1e-6
 #include "learner/model_config.hpp"
 #include "learner/policy.hpp"
+#include "learner/trainer.hpp"
 #include "learner/weight_broadcast.hpp"
+#include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
 #include "tools/bench/bench_main.hpp"
 
@@ -36,6 +48,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <random>
 #include <signal.h>
 #include <sstream>
 #include <string>
@@ -298,6 +311,188 @@ row ipc_row(const std::string& self, const std::string& model_dir, const std::st
   return r;
 }
 
+std::int64_t folder_bytes(const std::string& dir) {
+  std::int64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec)) {
+      n += static_cast<std::int64_t>(e.file_size(ec));
+    }
+  }
+  return n;
+}
+
+struct delta_options {
+  std::string preset;
+  std::string device;
+  std::string server_device;
+  std::string dtype;          // served
+  std::string learner_dtype;  // the trainer's
+  std::string dir;
+  int steps = 0;
+  double lr = 1e-6;
+  int sequences = 4;
+  int sequence_length = 64;
+};
+
+// Random token sequences scored by the learner itself (on-policy), a completion after a quarter,
+// advantages alternating +1 / -1: a real gradient, a real AdamW step.
+leap::result<leap::learner::update_batch> random_batch(const policy& p, const delta_options& o,
+                                                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> token(
+      0, static_cast<std::int32_t>(p.config().vocab_size) - 1);
+  leap::learner::update_batch batch;
+  for (int i = 0; i < o.sequences; ++i) {
+    leap::learner::sequence s;
+    for (int t = 0; t < o.sequence_length; ++t) {
+      s.token_ids.push_back(token(rng));
+    }
+    auto logp = p.token_logprobs({s.token_ids});
+    if (!logp) {
+      return logp.err();
+    }
+    s.behaviour_logprobs = (*logp)[0];
+    s.loss_mask.assign(s.token_ids.size(), 0);
+    for (std::size_t t = s.token_ids.size() / 4; t < s.token_ids.size(); ++t) {
+      s.loss_mask[t] = 1;
+    }
+    s.advantages.assign(s.token_ids.size(), i % 2 == 0 ? 1.0F : -1.0F);
+    batch.sequences.push_back(std::move(s));
+  }
+  return batch;
+}
+
+int delta_bench(const model_config& config, const delta_options& o) {
+  auto fail = [](const leap::error& e) {
+    std::cerr << "bench_weight_sync: error: " << e.message << "\n";
+    return 1;
+  };
+  leap::learner::policy_options lo;
+  lo.device = o.device;
+  lo.dtype = o.learner_dtype;
+  std::cerr << "bench_weight_sync: drawing a random " << o.preset << " model on " << o.device
+            << " (" << o.learner_dtype << ")\n";
+  auto initial = policy::create_random_on_device(config, 1, lo);
+  if (!initial) {
+    return fail(initial.err());
+  }
+  const std::string init_dir = o.dir + "/init";
+  std::filesystem::remove_all(init_dir);
+  if (auto s = initial->save(init_dir, o.dtype, std::int64_t{5} << 30, leap::durability::unsynced);
+      !s) {
+    return fail(s.err());
+  }
+  leap::learner::policy_options so;
+  so.device = o.server_device;
+  so.dtype = o.dtype;
+  auto by_full = policy::load(init_dir, so);
+  auto by_delta = policy::load(init_dir, so);
+  if (!by_full || !by_delta) {
+    return fail(by_full ? by_delta.err() : by_full.err());
+  }
+  leap::learner::trainer_options to;
+  to.optimizer.lr = o.lr;
+  auto trainer = leap::learner::trainer::create(std::move(*initial), to);
+  if (!trainer) {
+    return fail(trainer.err());
+  }
+  leap::learner::weight_delta_sender sender(o.dtype);
+  if (auto s = sender.reset(trainer->current_policy(), 0); !s) {
+    return fail(s.err());
+  }
+  std::printf(
+      "# bench_weight_sync --delta-steps preset=%s device=%s server_device=%s served=%s "
+      "learner=%s lr=%g batch=%dx%d\n",
+      o.preset.c_str(), o.device.c_str(), o.server_device.c_str(), o.dtype.c_str(),
+      o.learner_dtype.c_str(), o.lr, o.sequences, o.sequence_length);
+  std::printf("%4s %10s %8s %12s %12s %8s %9s %9s %9s %9s %7s\n", "step", "changed%", "tensors",
+              "full_MiB", "delta_MiB", "bytes_x", "full_s", "delta_s", "write_s", "apply_s",
+              "time_x");
+  const double mib = 1024.0 * 1024.0;
+  double full_total_s = 0;
+  double delta_total_s = 0;
+  std::int64_t full_total_b = 0;
+  std::int64_t delta_total_b = 0;
+  for (int step = 1; step <= o.steps; ++step) {
+    auto batch = random_batch(trainer->current_policy(), o, static_cast<std::uint64_t>(step));
+    if (!batch) {
+      return fail(batch.err());
+    }
+    if (auto r = trainer->update(*batch); !r) {
+      return fail(r.err());
+    }
+    if (auto s = leap::learner::synchronize(o.device); !s) {
+      return fail(s.err());
+    }
+    const std::string full_dir = o.dir + "/full";
+    const std::string delta_dir = o.dir + "/delta";
+    std::filesystem::remove_all(full_dir);
+    std::filesystem::remove_all(delta_dir);
+
+    auto start = clock_type::now();
+    if (auto s = trainer->current_policy().save(full_dir, o.dtype, std::int64_t{5} << 30,
+                                                leap::durability::unsynced);
+        !s) {
+      return fail(s.err());
+    }
+    if (auto s = by_full->reload_weights(full_dir); !s) {
+      return fail(s.err());
+    }
+    if (auto s = leap::learner::synchronize(o.server_device); !s) {
+      return fail(s.err());
+    }
+    const double full_s = seconds_since(start);
+    const std::int64_t full_b = folder_bytes(full_dir);
+
+    start = clock_type::now();
+    auto stats = sender.write_delta(trainer->current_policy(), step, delta_dir);
+    if (!stats) {
+      return fail(stats.err());
+    }
+    const double write_s = seconds_since(start);
+    if (auto s = leap::learner::apply_weight_delta(*by_delta, delta_dir); !s) {
+      return fail(s.err());
+    }
+    if (auto s = leap::learner::synchronize(o.server_device); !s) {
+      return fail(s.err());
+    }
+    const double delta_s = seconds_since(start);
+    if (auto s = sender.commit(); !s) {
+      return fail(s.err());
+    }
+    const std::int64_t delta_b = folder_bytes(delta_dir);
+    full_total_s += full_s;
+    delta_total_s += delta_s;
+    full_total_b += full_b;
+    delta_total_b += delta_b;
+    std::printf(
+        "%4d %10.4f %4lld/%-3lld %12.2f %12.3f %8.1f %9.3f %9.3f %9.3f %9.3f %7.2f\n", step,
+        100.0 * static_cast<double>(stats->changed_elements) /
+            static_cast<double>(std::max<std::int64_t>(1, stats->total_elements)),
+        static_cast<long long>(stats->changed_tensors), static_cast<long long>(stats->tensors),
+        static_cast<double>(full_b) / mib, static_cast<double>(delta_b) / mib,
+        static_cast<double>(full_b) / static_cast<double>(std::max<std::int64_t>(1, delta_b)),
+        full_s, delta_s, write_s, delta_s - write_s, full_s / delta_s);
+    std::filesystem::remove_all(full_dir);
+    std::filesystem::remove_all(delta_dir);
+  }
+  bool identical = true;
+  for (const auto& name : by_full->parameter_names()) {
+    auto a = by_full->parameter(name);
+    auto b = by_delta->parameter(name);
+    identical = identical && a && b && a->data == b->data;
+  }
+  if (o.steps > 0) {
+    std::printf("# mean per sync: full %.2f MiB %.3f s, delta %.3f MiB %.3f s; served copies %s\n",
+                static_cast<double>(full_total_b) / mib / o.steps, full_total_s / o.steps,
+                static_cast<double>(delta_total_b) / mib / o.steps, delta_total_s / o.steps,
+                identical ? "bit-identical" : "DIFFER");
+  }
+  std::filesystem::remove_all(init_dir);
+  return identical ? 0 : 1;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"Weight sync: disk vs in-memory vs c10d broadcast vs CUDA IPC, one model shape"};
   std::string preset_name = "small";
@@ -313,6 +508,18 @@ int run(int argc, char** argv) {
   app.add_option("--server-device", server_device, "the served copy's device; default --device");
   app.add_option("--dtype", dtype, "float32, bfloat16, float16")->capture_default_str();
   app.add_option("--dir", dir, "scratch folder for the disk method (a disk to measure)")
+      ->capture_default_str();
+  delta_options delta;
+  delta.learner_dtype = "float32";
+  app.add_option("--delta-steps", delta.steps,
+                 "full vs delta sync after this many real optimizer steps (0: the methods table)")
+      ->capture_default_str();
+  app.add_option("--learner-dtype", delta.learner_dtype, "--delta-steps: the trainer's dtype")
+      ->capture_default_str();
+  app.add_option("--lr", delta.lr, "--delta-steps: AdamW's learning rate")->capture_default_str();
+  app.add_option("--sequences", delta.sequences, "--delta-steps: sequences per step")
+      ->capture_default_str();
+  app.add_option("--sequence-length", delta.sequence_length, "--delta-steps: tokens per sequence")
       ->capture_default_str();
   std::string ipc_server_model;
   app.add_option("--ipc-server", ipc_server_model,
@@ -331,6 +538,14 @@ int run(int argc, char** argv) {
     return 2;
   }
   const model_config& config = *chosen;
+  if (delta.steps > 0) {
+    delta.preset = preset_name;
+    delta.device = device;
+    delta.server_device = server_device;
+    delta.dtype = dtype;
+    delta.dir = dir;
+    return delta_bench(config, delta);
+  }
   leap::learner::policy_options lo;
   lo.device = device;
   lo.dtype = dtype;
