@@ -134,18 +134,6 @@ result<weight_delta_header> read_weight_delta_header(const std::string& dir) {
   return h;
 }
 
-result<std::string> weight_checksum(const policy& p, const std::string& name) {
-  return detail::guarded("weight checksum", [&]() -> result<std::string> {
-    const auto params = parameters_of(p);
-    const auto it = params.find(name);
-    if (it == params.end()) {
-      return error{"weight checksum: the model has no parameter '" + name + "'"};
-    }
-    at::NoGradGuard no_grad;
-    return hex(checksum_of(it->second->detach()));
-  });
-}
-
 // ---- the sender ----
 
 struct weight_delta_sender::impl {

@@ -61,10 +61,6 @@ struct weight_delta_header {
 // Reads `dir`'s manifest. Errors: missing or unreadable file, not JSON, fields missing.
 [[nodiscard]] result<weight_delta_header> read_weight_delta_header(const std::string& dir);
 
-// The checksum of `p`'s parameter `name` as it is held now (the manifest's value, as 16 hex
-// digits). Errors: no such parameter.
-[[nodiscard]] result<std::string> weight_checksum(const policy& p, const std::string& name);
-
 class weight_delta_sender {
  public:
   // `dtype`: the dtype the server holds its weights in ("bfloat16", "float32", "float16",
