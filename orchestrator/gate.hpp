@@ -71,9 +71,23 @@ struct gate_config {
     // Most optimisation turns per passing rollout, within rollout.max_turns. Default: 1
     int max_turns = 1;
   } optimise;
+  // Buffered retry of all-failed training groups (issue 35, orchestrator/retry.hpp). Default: off
+  struct retry_config {
+    // Most groups waiting for a retry; when full the oldest is evicted (counted). 0: off
+    std::size_t buffer = 0;
+    // A group failed at step s is retried at step s + delay or later (>= 1). Default: 1
+    int delay = 1;
+    // Most retries of one task before it is given up (>= 1). Default: 1
+    int attempts = 1;
+    // A retried group runs rollout.group_size + extra_rollouts rollouts and rollout.max_turns +
+    // extra_turns turns. Default: 0 and 0
+    int extra_rollouts = 0;
+    int extra_turns = 0;
+  } retry;
 };
 
 using optimise_config = gate_config::optimise_config;
+using retry_config = gate_config::retry_config;
 
 // Whether a group's passing rollouts are asked for faster versions, and why not. Decided when the
 // DCP gate decides, from the first-turn passes.

@@ -8,12 +8,15 @@
 // probability q. Learning is REINFORCE on these Bernoulli choices in logit space, driven by exactly
 // the token advantages the learner would see: the first turn's advantage moves logit(p_k) by
 // skill_gain * a_{i,0} * (x_i - p_k), and each debug turn's advantage moves logit(q) likewise.
+// Buffered retry (gate.retry): all-failed groups are sampled again as orchestrator/retry.hpp says,
+// with extra rollouts and turns; without it the random stream is the one it always was.
 // Deterministic for a seed.
 #pragma once
 
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
+#include "orchestrator/retry.hpp"
 #include "orchestrator/reward.hpp"
 
 #include <cstdint>
@@ -48,6 +51,15 @@ struct simulation_step {
   double expected_first_turn_accuracy = 0.0;  // mean p_k over all tasks after the step's update
   double debug_fix_probability = 0.0;         // q after the step's update
   std::vector<group_summary> groups;          // the step's groups, for composition tables
+  // Groups with a non-zero advantage (training signal), and buffered retry (gate.retry): the
+  // step's retried groups, those of them with a pass, the verifications they cost, the settling's
+  // counts and the buffer's size after it.
+  std::size_t signal_groups = 0;
+  std::size_t retried = 0;
+  std::size_t recovered = 0;
+  std::size_t retry_verifications = 0;
+  retry_counts retry;
+  std::size_t buffered = 0;
 };
 
 // Runs the simulation; calls on_step after each step (for progress), then returns every step.

@@ -502,6 +502,23 @@ std::vector<field_spec> build_fields() {
       "gate.optimise.max_turns", LEAP_FIELD(gate.optimise.max_turns), at_least(1),
       "Optimisation turns: most per passing rollout, within rollout.max_turns; one follows "
       "another while the last passed without beating gate.optimise.speedup; >= 1."));
+  f.push_back(integer_field(
+      "gate.retry.buffer", LEAP_FIELD(gate.retry.buffer), at_least(0),
+      "Buffered retry: most all-failed training groups (no pass after their debug turns) waiting "
+      "to be sampled again; the oldest is evicted (counted) when full; 0 disables."));
+  f.push_back(integer_field(
+      "gate.retry.delay", LEAP_FIELD(gate.retry.delay), at_least(1),
+      "Buffered retry: a group that failed at step s is retried, in place of a fresh task, at step "
+      "s + delay or later; >= 1."));
+  f.push_back(integer_field("gate.retry.attempts", LEAP_FIELD(gate.retry.attempts), at_least(1),
+                            "Buffered retry: most retries of one task before it is given up "
+                            "(counted as exhausted); >= 1."));
+  f.push_back(integer_field(
+      "gate.retry.extra_rollouts", LEAP_FIELD(gate.retry.extra_rollouts), at_least(0),
+      "Buffered retry: a retried group runs rollout.group_size plus this many rollouts; >= 0."));
+  f.push_back(integer_field(
+      "gate.retry.extra_turns", LEAP_FIELD(gate.retry.extra_turns), at_least(0),
+      "Buffered retry: a retried group runs rollout.max_turns plus this many turns; >= 0."));
 
   // reward
   f.push_back(choice_field(

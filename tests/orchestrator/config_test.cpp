@@ -1,5 +1,7 @@
 #include "orchestrator/config.hpp"
 
+#include "orchestrator/retry.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -315,6 +317,10 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:3: gate.optimise.speedup: must be in [0, 1000], got -1"},
       {"optimise_max_turns_zero", "gate:\n  optimise:\n    max_turns: 0\n",
        "case.yaml:3: gate.optimise.max_turns: must be >= 1, got 0"},
+      {"retry_delay_zero", "gate:\n  retry:\n    delay: 0\n",
+       "case.yaml:3: gate.retry.delay: must be >= 1, got 0"},
+      {"retry_negative_extra_rollouts", "gate:\n  retry:\n    extra_rollouts: -1\n",
+       "case.yaml:3: gate.retry.extra_rollouts: must be >= 0, got -1"},
       {"speed_tie_negative", "reward:\n  speed_tie: -0.1\n",
        "case.yaml:2: reward.speed_tie: must be in [0, 10], got -0.1"},
       {"speed_bonus_clip_zero", "reward:\n  speed_bonus:\n    clip: 0\n",
@@ -612,6 +618,27 @@ TEST(ConfigDefaults, OptimisationTurnsOffByDefaultAndParsed) {
   ASSERT_TRUE(parsed.ok()) << parsed.err().message;
   EXPECT_EQ(parsed->gate.optimise.speedup, 1.5);
   EXPECT_EQ(parsed->gate.optimise.max_turns, 2);
+}
+
+// Buffered retry (issue 35) is off unless asked for, read from gate.retry and compared.
+TEST(ConfigDefaults, RetryOffByDefaultParsedAndCompared) {
+  const experiment_config base;
+  EXPECT_EQ(base.gate.retry.buffer, 0U);
+  EXPECT_FALSE(retry_enabled(base.gate.retry));
+  auto parsed = parse_config(
+      "gate:\n  retry:\n    buffer: 16\n    delay: 2\n    attempts: 3\n    extra_rollouts: 4\n"
+      "    extra_turns: 1\n",
+      "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  EXPECT_EQ(parsed->gate.retry.buffer, 16U);
+  EXPECT_EQ(parsed->gate.retry.delay, 2);
+  EXPECT_EQ(parsed->gate.retry.attempts, 3);
+  EXPECT_EQ(parsed->gate.retry.extra_rollouts, 4);
+  EXPECT_EQ(parsed->gate.retry.extra_turns, 1);
+  EXPECT_TRUE(validate_config(*parsed).ok());
+  experiment_config other = *parsed;
+  other.gate.retry.extra_turns = 0;
+  EXPECT_FALSE(other == *parsed);
 }
 
 // reward.echo is read, validated and compared: two configs that differ only in it are not equal.

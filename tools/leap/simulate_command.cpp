@@ -88,7 +88,8 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
     out << ",acc_at_" << m;
   }
   out << ",activated_fraction,recovery_per_rollout,recovery_per_group,turns_per_pass,"
-         "verifications,expected_first_turn_accuracy,debug_fix_probability\n";
+         "verifications,expected_first_turn_accuracy,debug_fix_probability,signal_groups,"
+         "retried,recovered,retry_verifications,buffered,evicted\n";
   for (const auto& s : steps) {
     out << s.step;
     for (double a : s.cumulative_accuracy) {
@@ -96,7 +97,9 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
     }
     out << ',' << s.activated_fraction << ',' << s.recovery.per_rollout << ','
         << s.recovery.per_group << ',' << s.turns_per_pass << ',' << s.verifications << ','
-        << s.expected_first_turn_accuracy << ',' << s.debug_fix_probability << '\n';
+        << s.expected_first_turn_accuracy << ',' << s.debug_fix_probability << ','
+        << s.signal_groups << ',' << s.retried << ',' << s.recovered << ',' << s.retry_verifications
+        << ',' << s.buffered << ',' << s.retry.evicted << '\n';
   }
   out.flush();
   if (!out) {
@@ -128,13 +131,40 @@ int run_simulate(const simulate_options& options) {
 
   std::size_t verifications = 0;
   double activated = 0.0;
+  std::size_t groups = 0;
+  std::size_t signal = 0;
+  std::size_t retried = 0;
+  std::size_t recovered = 0;
+  std::size_t retry_verifications = 0;
+  retry_counts retry;
   for (const auto& s : steps) {
     verifications += s.verifications;
     activated += s.activated_fraction;
+    groups += s.groups.size();
+    signal += s.signal_groups;
+    retried += s.retried;
+    recovered += s.recovered;
+    retry_verifications += s.retry_verifications;
+    retry += s.retry;
   }
   print_composition(steps, options.buckets);
   std::printf("\ntotal verifications %zu, mean activated fraction %.3f\n", verifications,
               steps.empty() ? 0.0 : activated / static_cast<double>(steps.size()));
+  // The training signal: groups with a non-zero advantage (an all-failed or all-passed group has
+  // none), the quantity buffered retry tries to raise.
+  std::printf("groups with training signal %zu of %zu (%.3f)\n", signal, groups,
+              groups == 0 ? 0.0 : static_cast<double>(signal) / static_cast<double>(groups));
+  if (retry_enabled(params.gate.retry)) {
+    std::printf(
+        "retry: %zu groups retried, %zu recovered, %zu verifications on retries (%.3f of all); "
+        "admitted %u, requeued %u, exhausted %u, evicted %u, %zu waiting at the end\n",
+        retried, recovered, retry_verifications,
+        verifications == 0
+            ? 0.0
+            : static_cast<double>(retry_verifications) / static_cast<double>(verifications),
+        retry.admitted, retry.requeued, retry.exhausted, retry.evicted,
+        steps.empty() ? std::size_t{0} : steps.back().buffered);
+  }
   if (!options.csv_path.empty()) {
     if (auto written = write_csv(options.csv_path, steps); !written) {
       std::cerr << "leap simulate: error: " << written.err().message << "\n";
