@@ -182,6 +182,34 @@ std::optional<turn_key> parse_turn(std::string_view key) {
                   static_cast<std::uint32_t>(read_be(rest.substr(4, 4)))};
 }
 
+namespace {
+constexpr std::string_view retry_tag = "leap.retry";
+}  // namespace
+
+std::string retries_of_run(std::string_view run_id) {
+  std::string k = id_prefix(retry_tag);
+  k += id_prefix(run_id);
+  return k;
+}
+
+std::string retry(std::string_view run_id, std::uint64_t step) {
+  std::string k = retries_of_run(run_id);
+  append_u64be(k, step);
+  return k;
+}
+
+std::optional<std::pair<std::string, std::uint64_t>> parse_retry(std::string_view key) {
+  const auto tag = id_prefix(retry_tag);
+  if (!key.starts_with(tag)) {
+    return std::nullopt;
+  }
+  auto parts = split_id(key.substr(tag.size()));
+  if (!parts || parts->second.size() != 8) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(parts->first), read_be(parts->second)};
+}
+
 std::string prefix_end(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {

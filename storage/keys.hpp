@@ -15,9 +15,11 @@
 //   default        "leap.store.schema"                                     u32 LE schema version
 //   default        "leap.turn" \0 run_id \0 step:u64be split:u8 group:u32be
 //                  rollout:u32be turn:u32be                                turn_record
+//   default        "leap.retry" \0 run_id \0 step:u64be                      retry_step_record
 //
 // The "leap.turn" keys hold the finished turns of groups not yet stored (per-turn resume); they
-// live in the default family so that stores made before them open unchanged.
+// live in the default family so that stores made before them open unchanged; so do the
+// "leap.retry" keys, the retry buffer after each step (orchestrator/retry.hpp, issue 35).
 //
 // split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
 #pragma once
@@ -61,6 +63,10 @@ namespace keys {
 [[nodiscard]] std::string turns_of_group(const group_ref& ref);
 [[nodiscard]] std::string turns_of_run(std::string_view run_id);
 
+// The retry buffer stored after a step, and the prefix of every such key of one run.
+[[nodiscard]] std::string retry(std::string_view run_id, std::uint64_t step);
+[[nodiscard]] std::string retries_of_run(std::string_view run_id);
+
 // The inverses; nullopt when the bytes are not such a key.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);
 [[nodiscard]] std::optional<group_ref> parse_group(std::string_view key);
@@ -76,6 +82,9 @@ struct turn_key {
   std::uint32_t turn = 0;
 };
 [[nodiscard]] std::optional<turn_key> parse_turn(std::string_view key);
+// Returns the run id and the step.
+[[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_retry(
+    std::string_view key);
 // Returns the task id and the group.
 [[nodiscard]] std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key);
 

@@ -445,6 +445,78 @@ result<turn_record> decode_turn(std::string_view bytes) {
   return t;
 }
 
+// ---- retry buffer
+// --------------------------------------------------------------------------------------
+
+namespace {
+
+void write_counts(byte_writer& w, const retry_counts& c) {
+  w.u32(c.admitted);
+  w.u32(c.requeued);
+  w.u32(c.recovered);
+  w.u32(c.exhausted);
+  w.u32(c.evicted);
+}
+
+retry_counts read_counts(byte_reader& r) {
+  retry_counts c;
+  c.admitted = r.u32("admitted");
+  c.requeued = r.u32("requeued");
+  c.recovered = r.u32("recovered");
+  c.exhausted = r.u32("exhausted");
+  c.evicted = r.u32("evicted");
+  return c;
+}
+
+constexpr std::size_t retry_entry_bytes = 3 * 8 + 4;
+
+}  // namespace
+
+std::string encode(const retry_step_record& rec) {
+  byte_writer w(record_kind::retry);
+  w.u64(rec.step);
+  write_counts(w, rec.counts);
+  w.count(rec.retried.size());
+  for (auto g : rec.retried) {
+    w.u32(g);
+  }
+  write_counts(w, rec.buffer.total);
+  w.count(rec.buffer.entries.size());
+  for (const auto& e : rec.buffer.entries) {
+    w.u64(e.task);
+    w.u64(e.first_step);
+    w.u64(e.failed_step);
+    w.u32(e.attempts);
+  }
+  return std::move(w).take();
+}
+
+result<retry_step_record> decode_retry(std::string_view bytes) {
+  byte_reader r(bytes, "retry");
+  r.header(record_kind::retry);
+  retry_step_record rec;
+  rec.step = r.u64("step");
+  rec.counts = read_counts(r);
+  const auto retried = r.count("retried", 4);
+  for (std::size_t i = 0; i < retried && r.ok(); ++i) {
+    rec.retried.push_back(r.u32("retried slot"));
+  }
+  rec.buffer.total = read_counts(r);
+  const auto entries = r.count("entries", retry_entry_bytes);
+  for (std::size_t i = 0; i < entries && r.ok(); ++i) {
+    retry_entry e;
+    e.task = r.u64("entry.task");
+    e.first_step = r.u64("entry.first_step");
+    e.failed_step = r.u64("entry.failed_step");
+    e.attempts = r.u32("entry.attempts");
+    rec.buffer.entries.push_back(e);
+  }
+  if (auto s = r.finish(); !s) {
+    return s.err();
+  }
+  return rec;
+}
+
 std::string encode(const step_record& s) {
   byte_writer w(record_kind::step);
   w.str(s.run_id);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
 
 #include <cstdint>
@@ -34,7 +35,9 @@ namespace leap {
 inline constexpr std::uint8_t trajectory_format_version = 4;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
-enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4 };
+// retry: the retry buffer after a step (issue 35); its fields have had one layout since it was
+// added (format version 4), so every version reads it the same way.
+enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4, retry = 5 };
 
 struct decode_options {
   // false skips token ids and log-probs (left empty), for readers that need only outcomes and
@@ -46,6 +49,7 @@ struct decode_options {
 [[nodiscard]] std::string encode(const step_record& step);
 [[nodiscard]] std::string encode(const run_record& run);
 [[nodiscard]] std::string encode(const turn_record& turn);
+[[nodiscard]] std::string encode(const retry_step_record& retry);
 
 // Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
 // version newer than trajectory_format_version; each message names the field and the byte offset.
@@ -54,5 +58,6 @@ struct decode_options {
 [[nodiscard]] result<step_record> decode_step(std::string_view bytes);
 [[nodiscard]] result<run_record> decode_run(std::string_view bytes);
 [[nodiscard]] result<turn_record> decode_turn(std::string_view bytes);
+[[nodiscard]] result<retry_step_record> decode_retry(std::string_view bytes);
 
 }  // namespace leap

@@ -26,6 +26,11 @@ result<replay_data> load_replay_data(const trajectory_store& store, const std::s
     return steps.err();
   }
   data.steps = std::move(*steps);
+  auto retries = store.retry_steps(run_id);
+  if (!retries) {
+    return retries.err();
+  }
+  data.retries = std::move(*retries);
   return data;
 }
 

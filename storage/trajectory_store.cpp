@@ -824,6 +824,20 @@ status write_batch::put_turn(const group_ref& group, std::uint32_t rollout, std:
   return s;
 }
 
+status write_batch::put_retry(std::string_view run_id, const retry_step_record& retry) {
+  if (run_id.empty() || run_id.find('\0') != std::string_view::npos) {
+    return error{"retry buffer after step " + std::to_string(retry.step) +
+                 ": run id is empty or contains a NUL byte"};
+  }
+  const auto value = encode(retry);
+  auto s = impl_->guarded(
+      [&] { return impl_->batch.Put(impl_->default_cf, keys::retry(run_id, retry.step), value); });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
 status write_batch::put_step(const step_record& step) {
   if (auto s = validate(step); !s) {
     return s;
@@ -1291,6 +1305,13 @@ status trajectory_store::put_turn(const group_ref& group, std::uint32_t rollout,
   return write_one(*this, [&](write_batch& b) { return b.put_turn(group, rollout, turn, record); });
 }
 
+status trajectory_store::put_retry(std::string_view run_id, const retry_step_record& retry) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_retry(run_id, retry); });
+}
+
 status trajectory_store::put_step(const step_record& step) {
   if (auto s = impl_->check_open(); !s) {
     return s;
@@ -1597,6 +1618,64 @@ result<std::vector<stored_turn>> trajectory_store::partial_turns(std::string_vie
     return impl_->fail("scan of the in-progress turns", it->status());
   }
   return out;
+}
+
+namespace {
+
+// The retry records whose keys start with `prefix` (a run's, or one step's), ascending.
+result<std::vector<retry_step_record>> scan_retries(rocksdb::DB& db,
+                                                    rocksdb::ColumnFamilyHandle* family,
+                                                    const std::string& prefix,
+                                                    const std::string& where) {
+  std::vector<retry_step_record> out;
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::ReadOptions read;
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(read, family));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    auto key = keys::parse_retry(view(it->key()));
+    if (!key) {
+      return error{where + ": a key under the retry prefix is not a retry key"};
+    }
+    auto record = decode_retry(view(it->value()));
+    if (!record) {
+      return record.err().wrap(where + ": retry buffer after step " + std::to_string(key->second) +
+                               " of run '" + key->first + "'");
+    }
+    out.push_back(std::move(*record));
+  }
+  if (!it->status().ok()) {
+    return error{where + ": scan of the retry buffers: " + it->status().ToString()};
+  }
+  return out;
+}
+
+}  // namespace
+
+result<std::vector<retry_step_record>> trajectory_store::retry_steps(
+    std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  return scan_retries(*impl_->db, impl_->all_handles[0], keys::retries_of_run(run_id),
+                      impl_->where());
+}
+
+result<std::optional<retry_step_record>> trajectory_store::get_retry(std::string_view run_id,
+                                                                     std::uint64_t step) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  auto found =
+      scan_retries(*impl_->db, impl_->all_handles[0], keys::retry(run_id, step), impl_->where());
+  if (!found) {
+    return found.err();
+  }
+  if (found->empty()) {
+    return std::optional<retry_step_record>{};
+  }
+  return std::optional<retry_step_record>{std::move(found->front())};
 }
 
 result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(

@@ -162,6 +162,8 @@ class write_batch {
   status put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,
                   const turn_record& record);
   status put_step(const step_record& step);  // also puts each metric of the step's snapshot
+  // The retry buffer after a step (issue 35). Errors: an empty run id or one with a NUL byte.
+  status put_retry(std::string_view run_id, const retry_step_record& retry);
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
                     double value);
 
@@ -229,6 +231,8 @@ class trajectory_store {
   status put_step(const step_record& step);
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
                     double value);
+  // The retry buffer after a step (orchestrator/retry.hpp); rewriting it replaces it.
+  status put_retry(std::string_view run_id, const retry_step_record& retry);
 
   // ---- reads: "not found" is an empty optional or an empty vector, never an error. Errors are
   // I/O errors and records that do not decode (naming the key).
@@ -270,6 +274,11 @@ class trajectory_store {
   // The in-progress turns of a run (put_turn, not yet deleted by their group's put_group), ordered
   // by step, split, group, rollout, turn. Errors: I/O, a turn that does not decode (naming it).
   [[nodiscard]] result<std::vector<stored_turn>> partial_turns(std::string_view run_id) const;
+  // The retry buffers stored after the steps of a run, ascending by step (empty when the run never
+  // had gate.retry on, and in stores made before it), and the one after `step`.
+  [[nodiscard]] result<std::vector<retry_step_record>> retry_steps(std::string_view run_id) const;
+  [[nodiscard]] result<std::optional<retry_step_record>> get_retry(std::string_view run_id,
+                                                                   std::uint64_t step) const;
   // The highest step that has a step_record; nullopt when none has.
   [[nodiscard]] result<std::optional<std::uint64_t>> last_completed_step(
       std::string_view run_id) const;
