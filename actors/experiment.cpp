@@ -2,6 +2,7 @@
 
 #include "actors/barrier.hpp"
 #include "orchestrator/gate.hpp"
+#include "orchestrator/retry.hpp"
 #include "orchestrator/run_telemetry.hpp"
 #include "orchestrator/schedule.hpp"
 
@@ -17,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace leap::actors {
@@ -33,6 +35,9 @@ struct step_state {
   barrier_actor barrier;
   // Time earlier processes spent on the groups read back from the store (resume).
   step_timings earlier;
+  // The step's batch: the task of each slot and which slots are retries (gate.retry).
+  retry_plan plan;
+  std::optional<retry_step_record> retry;  // settled (gate.retry on)
 };
 
 // The time earlier processes spent on a resumed step: the union of its stored groups' [started,
@@ -91,6 +96,9 @@ struct experiment_state {
   experiment_settings settings;
   experiment_services services;
   std::unique_ptr<adaptive_gate> gate;
+  // gate.retry's buffer: settled when a step's groups are all in, stored after every step, read
+  // back by a resumed run before its first step.
+  retry_buffer retry;
   std::map<std::uint64_t, step_state> steps;  // started, not completed
   std::map<std::uint64_t, validation_state> validations;
   std::map<group_key, gate_actor> gates;  // in flight
@@ -385,6 +393,15 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
     }
     r.metrics["speedup_geomean"] = *speed.geomean_speedup();
   }
+  if (s.retry) {
+    // Recovered here: this step's retries that passed (settling counts them the same way).
+    r.metrics["retry.retried"] = static_cast<double>(s.retry->retried.size());
+    r.metrics["retry.recovered"] = s.retry->counts.recovered;
+    r.metrics["retry.admitted"] = s.retry->counts.admitted;
+    r.metrics["retry.exhausted"] = s.retry->counts.exhausted;
+    r.metrics["retry.evicted"] = s.retry->counts.evicted;
+    r.metrics["retry.buffered"] = static_cast<double>(s.retry->buffer.entries.size());
+  }
   if (!probes.empty()) {
     const auto probe_rec = recovery(probes);
     r.metrics["probe_recovery_per_rollout"] = probe_rec.per_rollout;
@@ -507,6 +524,57 @@ void sync_weights(experiment_pointer self, std::uint64_t step, const step_record
           });
 }
 
+// gate.retry: the step's all-failed groups enter the buffer and its retries are settled before the
+// next step plans its batch; the buffer is then stored (in order before the step record, so that a
+// completed step always has it). A store error ends the run as the step record's would.
+void settle_retries(experiment_pointer self, std::uint64_t step, step_state& s) {
+  auto& st = self->state;
+  const auto& config = st.settings.config.gate.retry;
+  if (!retry_enabled(config)) {
+    return;
+  }
+  std::vector<retry_outcome> outcomes(s.plan.tasks.size());
+  for (std::size_t g = 0; g < outcomes.size(); ++g) {
+    outcomes[g].task = s.plan.tasks[g];
+    outcomes[g].retry = s.plan.retries[g];
+  }
+  for (const auto& report : s.reports) {
+    if (report.key.group < outcomes.size()) {
+      outcomes[report.key.group].all_failed =
+          std::none_of(report.outcomes.begin(), report.outcomes.end(),
+                       [](const rollout_outcome& o) { return o.passed(); });
+    }
+  }
+  retry_step_record record;
+  record.step = step;
+  record.counts = settle(st.retry, config, step, outcomes);
+  record.buffer = st.retry;
+  for (std::size_t g = 0; g < outcomes.size(); ++g) {
+    if (outcomes[g].retry) {
+      record.retried.push_back(static_cast<std::uint32_t>(g));
+    }
+  }
+  s.retry = record;
+  const auto& c = record.counts;
+  log(self, log::level::info,
+      "retry: " + std::to_string(record.retried.size()) + " retried, " +
+          std::to_string(c.recovered) + " recovered, " + std::to_string(c.admitted) +
+          " admitted, " + std::to_string(c.requeued) + " requeued, " + std::to_string(c.exhausted) +
+          " given up, " + std::to_string(c.evicted) + " evicted; " +
+          std::to_string(st.retry.entries.size()) + " waiting",
+      step_ids(step));
+  self->request(st.services.store, caf::infinite, put_retry_atom_v, st.settings.run_id, record)
+      .then(
+          [=](const ack& stored) {
+            if (!stored.ok()) {
+              end_run(self, run_status::failed, "store: retry buffer: " + stored.error);
+            }
+          },
+          [=](caf::error& e) {
+            end_run(self, run_status::failed, "store: " + self->system().render(e));
+          });
+}
+
 void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
   auto& st = self->state;
   auto& s = st.steps[step];
@@ -518,6 +586,7 @@ void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
   if (st.settings.telemetry) {
     st.settings.telemetry->learner_queue.add(1);
   }
+  settle_retries(self, step, s);
   // The next step may start generating now, if staleness allows.
   try_start_steps(self);
   self->request(st.services.learner, caf::infinite, train_atom_v, step)
@@ -557,9 +626,12 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   auto& st = self->state;
   const auto& config = st.settings.config;
   const auto batch_size = static_cast<std::size_t>(config.data.batch_size);
-  const auto batch =
-      step_batch(config.experiment.seed, step, st.settings.train_tasks.size(), batch_size);
+  const auto& retry = config.gate.retry;
   auto& s = st.steps[step];
+  s.plan = plan_step(
+      st.retry, retry, step,
+      step_batch(config.experiment.seed, step, st.settings.train_tasks.size(), batch_size));
+  const auto& batch = s.plan.tasks;
   s.groups_total = static_cast<std::uint32_t>(batch.size());
   s.start_ms = clock_ms();
   s.started_unix_ms = unix_ms();
@@ -624,13 +696,25 @@ void start_step(experiment_pointer self, std::uint64_t step) {
             });
   }
 
+  // A retried group runs gate.retry's extra rollouts and turns; request indices are spaced for
+  // the largest group so that no two groups share one (unchanged with retry off).
+  const auto size_of = [&](std::uint32_t g) {
+    return config.rollout.group_size + (s.plan.retries[g] ? retry.extra_rollouts : 0);
+  };
+  const auto turns_of = [&](std::uint32_t g) {
+    return config.rollout.max_turns + (s.plan.retries[g] ? retry.extra_turns : 0);
+  };
+  const auto stride = static_cast<std::uint64_t>(config.rollout.group_size + retry.extra_rollouts) *
+                      static_cast<std::uint64_t>(config.rollout.max_turns + retry.extra_turns);
   const std::uint32_t missing = s.groups_total - static_cast<std::uint32_t>(stored.size());
   if (missing > 0 && config.schedule.mode == schedule_mode::barrier) {
-    s.barrier = spawn_barrier(self->system(), st.services.generator, st.services.verifier,
-                              missing * static_cast<std::uint32_t>(config.rollout.group_size));
+    std::uint32_t rollouts = 0;
+    for (std::uint32_t g = 0; g < batch.size(); ++g) {
+      rollouts += stored.count(g) > 0 ? 0 : static_cast<std::uint32_t>(size_of(g));
+    }
+    s.barrier =
+        spawn_barrier(self->system(), st.services.generator, st.services.verifier, rollouts);
   }
-  const int group_size = config.rollout.group_size;
-  const int turns = config.rollout.max_turns;
   std::size_t turns_resumed = 0;
   for (std::uint32_t g = 0; g < batch.size(); ++g) {
     if (stored.count(g) > 0) {
@@ -640,11 +724,10 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     gs.run_id = st.settings.run_id;
     gs.key = {step, split_kind::train, g};
     gs.task = st.settings.train_tasks[batch[g]];
-    gs.group_size = group_size;
-    gs.max_turns = turns;
+    gs.group_size = size_of(g);
+    gs.max_turns = turns_of(g);
     gs.sampling = config.rollout.sampling;
-    gs.request_index_base = (step * batch_size + g) * static_cast<std::uint64_t>(group_size) *
-                            static_cast<std::uint64_t>(turns);
+    gs.request_index_base = (step * batch_size + g) * stride;
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
     gs.optimise = config.gate.optimise;  // training groups only: validation measures correctness
     gs.train = true;
@@ -660,7 +743,8 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   log(self, log::level::info,
       "started: " + std::to_string(missing) + " groups to run, " + std::to_string(stored.size()) +
           " from the store, " + std::to_string(turns_resumed) +
-          " finished turns of them from the store",
+          " finished turns of them from the store" +
+          (retry_enabled(retry) ? ", " + std::to_string(s.plan.retried()) + " retries" : ""),
       step_ids(step));
 }
 
@@ -747,11 +831,40 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
           end_run(self, run_status::failed, "no training tasks");
           return st.done;
         }
-        for (const auto& [step, stored] : st.settings.resume.validation_pending) {
-          start_validation(self, step, stored);
+        auto begin = [=] {
+          auto& st = self->state;
+          for (const auto& [step, stored] : st.settings.resume.validation_pending) {
+            start_validation(self, step, stored);
+          }
+          try_start_steps(self);
+          maybe_finish(self);
+        };
+        const auto first = st.settings.resume.first_step;
+        if (!retry_enabled(st.settings.config.gate.retry) || first == 0) {
+          begin();
+          return st.done;
         }
-        try_start_steps(self);
-        maybe_finish(self);
+        // A resumed run plans its first step from the buffer stored after the last completed
+        // one, as the run that stopped would have (none stored: retry was off until now).
+        self->request(st.services.store, caf::infinite, get_retry_atom_v, st.settings.run_id,
+                      first - 1)
+            .then(
+                [=](loaded_retry& loaded) {
+                  if (!loaded.error.empty()) {
+                    end_run(self, run_status::failed, "store: retry buffer: " + loaded.error);
+                    return;
+                  }
+                  if (loaded.found) {
+                    self->state.retry = std::move(loaded.record.buffer);
+                  }
+                  log(self, log::level::info,
+                      "resumed the retry buffer: " +
+                          std::to_string(self->state.retry.entries.size()) + " waiting");
+                  begin();
+                },
+                [=](caf::error& e) {
+                  end_run(self, run_status::failed, "store: " + self->system().render(e));
+                });
         return st.done;
       },
       [=](stop_atom) {

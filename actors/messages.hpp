@@ -13,6 +13,7 @@
 
 #include "orchestrator/config.hpp"
 #include "orchestrator/group_report.hpp"
+#include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -160,6 +161,15 @@ struct loaded_groups {
   friend bool operator==(const loaded_groups&, const loaded_groups&) = default;
 };
 
+// The retry buffer stored after a step (issue 35), as the store actor reads it back.
+struct loaded_retry {
+  bool found = false;  // false: none stored after that step (retry off, or an older store)
+  retry_step_record record;
+  std::string error;  // non-empty: the read failed
+
+  friend bool operator==(const loaded_retry&, const loaded_retry&) = default;
+};
+
 // How a run ended, as the driver answers its `run` request.
 struct run_summary {
   run_status status = run_status::running;
@@ -269,6 +279,27 @@ typename Inspector::result_type inspect(Inspector& f, run_record& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retry_entry& x) {
+  return f(caf::meta::type_name("retry_entry"), x.task, x.first_step, x.failed_step, x.attempts);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retry_counts& x) {
+  return f(caf::meta::type_name("retry_counts"), x.admitted, x.requeued, x.recovered, x.exhausted,
+           x.evicted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retry_buffer& x) {
+  return f(caf::meta::type_name("retry_buffer"), x.entries, x.total);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retry_step_record& x) {
+  return f(caf::meta::type_name("retry_step_record"), x.step, x.buffer, x.retried, x.counts);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_key& x) {
   return f(caf::meta::type_name("group_key"), x.step, x.split, x.group);
 }
@@ -347,6 +378,11 @@ typename Inspector::result_type inspect(Inspector& f, loaded_groups& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, loaded_retry& x) {
+  return f(caf::meta::type_name("loaded_retry"), x.found, x.record, x.error);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.status, x.first_step, x.steps_completed,
            x.groups_completed, x.groups_resumed, x.turns_resumed, x.error);
@@ -403,6 +439,11 @@ CAF_ADD_ATOM(leap, leap::actors, resolve_atom, "resolve")
 CAF_ADD_ATOM(leap, leap::actors, release_atom, "release")
 CAF_ADD_ATOM(leap, leap::actors, start_atom, "start_grp")
 CAF_ADD_ATOM(leap, leap::actors, put_turn_atom, "put_turn")
+// Buffered retry (issue 35): after every earlier id, so that none of theirs moves.
+CAF_ADD_TYPE_ID(leap, (leap::retry_step_record))
+CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_retry))
+CAF_ADD_ATOM(leap, leap::actors, put_retry_atom, "put_retry")
+CAF_ADD_ATOM(leap, leap::actors, get_retry_atom, "get_retry")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

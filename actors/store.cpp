@@ -105,6 +105,22 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
         }
         return {std::move(*groups), {}};
       },
+      [=](put_retry_atom, const std::string& run_id,
+          const retry_step_record& record) -> caf::result<ack> {
+        return enqueue(self, [&](write_batch& b) { return b.put_retry(run_id, record); });
+      },
+      [=](get_retry_atom, const std::string& run_id, std::uint64_t step) -> loaded_retry {
+        commit(self);  // read what was put before
+        auto found = self->state.store->get_retry(run_id, step);
+        loaded_retry out;
+        if (!found) {
+          out.error = found.err().message;
+        } else if (*found) {
+          out.found = true;
+          out.record = std::move(**found);
+        }
+        return out;
+      },
       [=](commit_atom) { commit(self); },
   };
 }

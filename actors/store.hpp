@@ -29,13 +29,18 @@ namespace leap::actors {
 //   resume), answered once durable; the group's put_group deletes its turns.
 // load_groups(run_id, step, split): the stored groups of one step and split, in index order, with
 //   tokens (what a resumed run hands the learner again).
+// put_retry(run_id, record): the retry buffer after a step (issue 35), answered once durable; it
+//   is committed in order with the step's other puts.
+// get_retry(run_id, step): the retry buffer stored after `step`, if any.
 using store_actor = caf::typed_actor<
     caf::replies_to<put_group_atom, group_record>::with<ack>,
     caf::replies_to<put_step_atom, step_record>::with<ack>,
     caf::replies_to<put_run_atom, run_record>::with<ack>,
     caf::replies_to<put_turn_atom, std::string, group_key, std::uint32_t, std::uint32_t,
                     turn_record>::with<ack>,
-    caf::replies_to<load_atom, std::string, std::uint64_t, split_kind>::with<loaded_groups>>;
+    caf::replies_to<load_atom, std::string, std::uint64_t, split_kind>::with<loaded_groups>,
+    caf::replies_to<put_retry_atom, std::string, retry_step_record>::with<ack>,
+    caf::replies_to<get_retry_atom, std::string, std::uint64_t>::with<loaded_retry>>;
 
 struct store_actor_config {
   // Most groups in one commit. Default: 64
