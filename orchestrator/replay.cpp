@@ -42,6 +42,10 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
     s.activated += is_open(g->gate) ? 1 : 0;
     s.turns += g->turns;
     s.verifier_jobs += g->verifier_jobs;
+    s.signal_groups +=
+        std::any_of(g->advantages.begin(), g->advantages.end(), [](double a) { return a != 0.0; })
+            ? 1
+            : 0;
     for (std::size_t i = 0; i < g->trained.size(); ++i) {
       s.speed.add(g->trained[i], speed_in(*g, i, g->trained[i]));
     }
@@ -191,6 +195,12 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
         s.timings = r.timings;
       }
     }
+    for (const auto& r : data.retries) {
+      if (r.step == step) {
+        s.retry = replay_step::retry_columns{static_cast<std::uint32_t>(r.retried.size()), r.counts,
+                                             static_cast<std::uint32_t>(r.buffer.entries.size())};
+      }
+    }
     report.steps.push_back(std::move(s));
   }
   for (const auto& [step, groups] : validation) {
@@ -214,6 +224,17 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     report.validation.push_back(std::move(v));
   }
   report.total = summarise(all_train, data.max_turns);
+  for (const auto& s : report.steps) {
+    if (s.retry) {
+      auto& t = report.total.retry;
+      if (!t) {
+        t.emplace();
+      }
+      t->retried += s.retry->retried;
+      t->counts += s.retry->counts;
+      t->buffered = s.retry->buffered;
+    }
+  }
   // The run's time: the sum of its completed steps'.
   if (!report.steps.empty() && std::all_of(report.steps.begin(), report.steps.end(),
                                            [](const auto& s) { return s.timings.has_value(); })) {
@@ -492,6 +513,52 @@ void add_speed_cells(csv_row& row, const speed_summary& s) {
 }
 
 }  // namespace
+
+std::string format_retry_table(const replay_report& r) {
+  if (!r.total.retry) {
+    return {};
+  }
+  std::string out =
+      "buffered retry, per step (signal: groups with a non-zero advantage; recovered: retries "
+      "with a pass; waiting: in the buffer after the step)\n";
+  out += printf_string("%6s %6s %7s %8s %9s %9s %9s %9s %8s %8s\n", "step", "groups", "signal",
+                       "retried", "recovered", "admitted", "requeued", "exhausted", "evicted",
+                       "waiting");
+  auto row = [&](const replay_step& s, const std::string& label) {
+    const auto c = s.retry.value_or(replay_step::retry_columns{});
+    out += printf_string("%6s %6u %7u %8u %9u %9u %9u %9u %8u %8s\n", label.c_str(), s.groups,
+                         s.signal_groups, c.retried, c.counts.recovered, c.counts.admitted,
+                         c.counts.requeued, c.counts.exhausted, c.counts.evicted,
+                         s.retry ? std::to_string(c.buffered).c_str() : "-");
+  };
+  for (const auto& s : r.steps) {
+    row(s, std::to_string(s.step + 1));
+  }
+  row(r.total, "all");
+  return out;
+}
+
+std::string retry_csv(const replay_report& r) {
+  if (!r.total.retry) {
+    return {};
+  }
+  std::string out =
+      "step,groups,signal_groups,retried,recovered,admitted,requeued,exhausted,evicted,buffered\n";
+  for (const auto& s : r.steps) {
+    csv_row row(out);
+    row << s.step << s.groups << s.signal_groups;
+    if (s.retry) {
+      row << s.retry->retried << s.retry->counts.recovered << s.retry->counts.admitted
+          << s.retry->counts.requeued << s.retry->counts.exhausted << s.retry->counts.evicted
+          << s.retry->buffered;
+    } else {
+      for (int i = 0; i < 7; ++i) {
+        row << std::string();
+      }
+    }
+  }
+  return out;
+}
 
 std::string steps_csv(const replay_report& r) {
   std::string out = "step,groups,activated,activated_fraction";

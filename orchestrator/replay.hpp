@@ -8,6 +8,7 @@
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
+#include "orchestrator/retry.hpp"
 #include "orchestrator/reward.hpp"
 #include "orchestrator/trajectory.hpp"
 
@@ -57,6 +58,8 @@ struct replay_data {
   int max_turns = 1;
   std::vector<replay_group> groups;  // key order: step, split (train first), group
   std::vector<step_record> steps;    // ascending
+  // The retry buffer stored after each step (gate.retry, issue 35), ascending; empty without it.
+  std::vector<retry_step_record> retries;
 };
 
 struct replay_step {
@@ -73,6 +76,17 @@ struct replay_step {
   std::uint32_t verifier_jobs = 0;
   std::optional<step_timings> timings;  // none when the step has no record (it did not complete)
   speed_summary speed;                  // fast_p and geomean speedup of the trained outcomes
+  // Groups with a non-zero stored advantage: the step's training signal.
+  std::uint32_t signal_groups = 0;
+  // Buffered retry (gate.retry), when the run stored its buffer after this step: the step's
+  // retried groups, those with a pass (recovered), the settling's counts and the groups left
+  // waiting. The total row sums the counts and keeps the last step's waiting.
+  struct retry_columns {
+    std::uint32_t retried = 0;
+    retry_counts counts;
+    std::uint32_t buffered = 0;
+  };
+  std::optional<retry_columns> retry;
 };
 
 struct replay_validation {
@@ -155,5 +169,9 @@ struct whatif_report {
 [[nodiscard]] std::string validation_csv(const replay_report& report);
 [[nodiscard]] std::string composition_csv(const replay_report& report);
 [[nodiscard]] std::string whatif_csv(const whatif_report& report);
+// The retry table and CSV (step, groups, signal_groups, retried, recovered, admitted, requeued,
+// exhausted, evicted, buffered); empty when no step has retry columns.
+[[nodiscard]] std::string format_retry_table(const replay_report& report);
+[[nodiscard]] std::string retry_csv(const replay_report& report);
 
 }  // namespace leap

@@ -106,6 +106,40 @@ TEST(ReplayReportTest, RecomputesThePapersNumbers) {
   EXPECT_NE(format_replay_tables(report).find("did not complete"), std::string::npos);
 }
 
+// Buffered retry (issue 35): the per-step columns come from the stored buffers, the training
+// signal from the stored advantages; a run without buffers has no retry table.
+TEST(ReplayReportTest, RetryColumnsFromTheStoredBuffers) {
+  auto data = sample_run();
+  EXPECT_TRUE(format_retry_table(build_replay_report(data, 2)).empty());
+  retry_step_record r0;
+  r0.step = 0;
+  r0.counts.admitted = 1;
+  r0.buffer.entries = {{5, 0, 0, 0}};
+  retry_step_record r1;
+  r1.step = 1;
+  r1.retried = {1};
+  r1.counts.exhausted = 1;
+  r1.counts.admitted = 1;
+  r1.counts.evicted = 2;
+  r1.buffer.entries = {{6, 1, 1, 0}, {7, 1, 1, 0}};
+  data.retries = {r0, r1};
+  const auto report = build_replay_report(data, 2);
+  ASSERT_TRUE(report.steps[1].retry.has_value());
+  EXPECT_EQ(report.steps[1].retry->retried, 1U);
+  EXPECT_EQ(report.steps[1].retry->buffered, 2U);
+  ASSERT_TRUE(report.total.retry.has_value());
+  EXPECT_EQ(report.total.retry->counts.admitted, 2U);
+  EXPECT_EQ(report.total.retry->counts.evicted, 2U);
+  EXPECT_EQ(report.total.retry->buffered, 2U);
+  // Step 0's opened group has mixed outcomes (signal); its easy group too (3 of 4 pass). Step 1:
+  // the probed hopeless group trained on all-failed first turns, the other failed all: none.
+  EXPECT_EQ(report.steps[0].signal_groups, 2U);
+  EXPECT_EQ(report.steps[1].signal_groups, 0U);
+  const auto csv = retry_csv(report);
+  EXPECT_NE(csv.find("\n1,2,0,1,0,1,0,1,2,2\n"), std::string::npos) << csv;
+  EXPECT_NE(format_retry_table(report).find("evicted"), std::string::npos);
+}
+
 TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {
   const auto data = sample_run();
   struct row {
