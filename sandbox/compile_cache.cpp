@@ -198,8 +198,9 @@ void compile_cache::evict() {
   }
 }
 
-result<cache_lookup> compile_cache::get_or_build(
-    const std::string& key, const std::function<result<build_output>()>& build) {
+result<cache_lookup> compile_cache::get_or_build(const std::string& key,
+                                                 const std::function<result<build_output>()>& build,
+                                                 bool cache_failures) {
   std::shared_future<result<build_output>> waiting;
   std::promise<result<build_output>> promise;
   bool builder = false;
@@ -245,7 +246,7 @@ result<cache_lookup> compile_cache::get_or_build(
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // A build that ran out of time may succeed on a less loaded host: not remembered.
-  if (out && max_bytes_ > 0 && !out->timed_out) {
+  if (out && max_bytes_ > 0 && !out->timed_out && (out->ok || cache_failures)) {
     store(key, out.value());
   }
   promise.set_value(out);

@@ -51,10 +51,11 @@ class compile_cache {
 
   // Returns the entry for `key` (a hex digest), building it with `build` when absent. Concurrent
   // calls with one key run `build` once; the others wait for its result. An error from `build`
-  // (infrastructure, not a compile failure) is returned to every waiter and not cached.
-  // Thread-safe.
+  // (infrastructure, not a compile failure) is returned to every waiter and not cached; a failed
+  // build is cached only with `cache_failures`. Thread-safe.
   result<cache_lookup> get_or_build(const std::string& key,
-                                    const std::function<result<build_output>()>& build);
+                                    const std::function<result<build_output>()>& build,
+                                    bool cache_failures = true);
 
   [[nodiscard]] std::uint64_t bytes_on_disk() const;
   [[nodiscard]] std::size_t entries() const;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <signal.h>
 #include <sstream>
 #include <sys/socket.h>
@@ -322,7 +323,8 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
 
 result<build_output> engine::build_in_sandbox(
     const std::vector<std::pair<std::string, std::string>>& files,
-    const std::vector<std::string>& argv, const std::string& artifact) {
+    const std::vector<std::string>& argv, const std::string& artifact,
+    const std::vector<std::pair<std::string, std::string>>* env, const resource_limits* limits) {
   auto dir = scratch_dir::create(config_.scratch_root, "build-");
   if (!dir) {
     return dir.err();
@@ -336,8 +338,12 @@ result<build_output> engine::build_in_sandbox(
   request.argv = argv;
   request.working_dir = dir->path();
   // LC_ALL=C: plain ASCII quotes in diagnostics, the same text on every host.
-  request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
-  request.limits = config_.compile_limits;
+  request.env =
+      env != nullptr
+          ? *env
+          : std::vector<std::pair<std::string, std::string>>{
+                {"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
+  request.limits = limits != nullptr ? *limits : config_.compile_limits;
   request.readonly_paths = readonly_paths_;
   auto r = run_isolated(request);
   if (!r) {
@@ -932,9 +938,16 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
       p.final_verdict = judge_digit_sum(t.target, answer);
       return p;
     case pipeline::python_tests:
-    case pipeline::kernelbench:
       // Run from source by the run stage.
       extract_and_check(t, answer, p);
+      return p;
+    case pipeline::kernelbench:
+      // Run from source by the run stage, with the extensions it builds at import built here.
+      if (extract_and_check(t, answer, p) && config_.kernelbench_prebuild) {
+        if (auto s = prebuild_kernelbench(t, p); !s) {
+          return s.err();
+        }
+      }
       return p;
     case pipeline::native:
       if (!extract_and_check(t, answer, p)) {
@@ -1700,6 +1713,259 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
   return computed;
 }
 
+namespace {
+
+// "sm_90a" -> "9.0a", as torch's TORCH_CUDA_ARCH_LIST spells it; empty for anything else.
+std::string torch_arch(const std::string& sm) {
+  static const std::regex form("sm_([0-9]+)([0-9])(a?)");
+  std::smatch m;
+  if (!std::regex_match(sm, m, form)) {
+    return {};
+  }
+  return m[1].str() + "." + m[2].str() + m[3].str();
+}
+
+// torch's build log holds ninja's command lines and Python's traceback around the compilers'
+// diagnostics: the candidate reads the diagnostics, with files named by their base names.
+std::string extension_build_feedback(const std::string& name, const std::string& log,
+                                     const feedback_options& options) {
+  static const std::regex host_path(R"((/[^\s:'"]*)?/build/)");
+  std::string kept;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("[") || line.starts_with("Traceback") || line.starts_with("  File ") ||
+        line.starts_with("    ") ||
+        line.find("subprocess.CalledProcessError") != std::string::npos ||
+        line.find("ninja: build stopped") != std::string::npos) {
+      continue;
+    }
+    kept += std::regex_replace(line, host_path, "") + "\n";
+  }
+  return trim_to_budget("Building your extension '" + name +
+                            "' (torch.utils.cpp_extension.load_inline) failed:\n" + kept,
+                        options.char_budget);
+}
+
+const char* k_probe_cpp = "torch::Tensor leap_probe_fill(torch::Tensor a);";
+const char* k_probe_cuda =
+    "#include <torch/extension.h>\n"
+    "__global__ void leap_probe_kernel(float* x, long n) {\n"
+    "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = 1.0f;\n"
+    "}\n"
+    "torch::Tensor leap_probe_fill(torch::Tensor a) {\n"
+    "  leap_probe_kernel<<<(a.numel() + 255) / 256, 256>>>(a.data_ptr<float>(), a.numel());\n"
+    "  return a;\n"
+    "}\n";
+const char* k_probe_host =
+    "torch::Tensor leap_probe_fill(torch::Tensor a) { return a.fill_(1.0); }";
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> engine::extension_env() const {
+  std::vector<std::pair<std::string, std::string>> env{
+      {"PATH", base_path(dir_of(config_.nvcc))},
+      {"LC_ALL", "C"},
+      {"LANG", "C"},
+      {"PYTHONHASHSEED", "0"},
+      // No GPU: what is built here must not depend on the device, and nothing here may use one.
+      {"CUDA_VISIBLE_DEVICES", ""},
+      {"MAX_JOBS", "2"}};
+  if (const std::string arch = torch_arch(config_.cuda_arch); !arch.empty()) {
+    env.emplace_back("TORCH_CUDA_ARCH_LIST", arch);
+  }
+  if (const std::string bin = dir_of(config_.nvcc); !bin.empty()) {
+    env.emplace_back("CUDA_HOME", dir_of(bin));
+  }
+  kernelbench_env(env, config_.python);
+  return env;
+}
+
+result<std::string> engine::extension_toolchain() {
+  std::lock_guard lock(probe_mutex_);
+  if (extension_toolchain_) {
+    return *extension_toolchain_;
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) {
+    return dir.err();
+  }
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "-c",
+                  "import sys, torch\nprint('LEAP_TORCH', sys.version.split()[0], "
+                  "torch.__version__, torch.version.cuda)"};
+  request.working_dir = dir->path();
+  request.env = extension_env();
+  request.limits = config_.kernelbench_build_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) {
+    return infrastructure_error(-1, r.err().wrap("probing torch for extension builds").message);
+  }
+  if (!r->exited || r->exit_code != 0 || !r->stdout_text.starts_with("LEAP_TORCH")) {
+    return infrastructure_error(
+        -1, "'" + config_.python + " -c \"import torch\"' failed in the compile pool (" +
+                how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300));
+  }
+  std::string identity = r->stdout_text + config_.nvcc + " " + config_.cuda_arch + "\n";
+  for (const task_kind kind : {task_kind::cpp, task_kind::cuda}) {
+    auto id = compiler_identity(kind);
+    identity += (id ? *id : std::string("unavailable")) + "\n";
+  }
+  extension_toolchain_ = identity;
+  return identity;
+}
+
+result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
+  auto toolchain = extension_toolchain();
+  if (!toolchain) {
+    return toolchain.err();
+  }
+  const std::string key = crypto::sha256_hex("kbext-v1\n" + *toolchain + "\n" +
+                                             kernelbench_builder_source() + "\n" + args.dump());
+  const auto env = extension_env();
+  // Failures are not kept: the toolchain's own fault (a missing header) must not stay a verdict
+  // once it is fixed, and the same failing source rarely comes twice.
+  return cache_->get_or_build(
+      key,
+      [&] {
+        return build_in_sandbox(
+            {{"builder.py", kernelbench_builder_source()}, {"request.json", args.dump()}},
+            {config_.python, "-I", "-B", "builder.py"}, "ext.so", &env,
+            &config_.kernelbench_build_limits);
+      },
+      false);
+}
+
+status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
+  // Only code that names load_inline is recorded (a torch import in the compile pool costs
+  // seconds); a build the text hides is made in the candidate's run, as every build was before.
+  if (p.code.find("load_inline") == std::string::npos) {
+    return ok_status();
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "kbrec-");
+  if (!dir) {
+    return dir.err();
+  }
+  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+           {"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "recorder.py"};
+  request.working_dir = dir->path();
+  request.env = extension_env();
+  request.limits = config_.kernelbench_build_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) {
+    return infrastructure_error(-1,
+                                r.err().wrap(t.id + ": recording the extension builds").message);
+  }
+  p.compile_ms += static_cast<double>(r->wall.count()) / 1000.0;
+  auto recording = parse_kb_recording(r->stdout_text);
+  if (!recording) {
+    p.build_note = "the compile pool could not record its builds (" + recording.err().message +
+                   "): its run built them";
+    return ok_status();
+  }
+  std::vector<std::string> notes;
+  if (!recording->import_ok) {
+    notes.push_back("its import stopped without a GPU (" + recording->message.substr(0, 200) +
+                    "): calls after that point were built in its run");
+  }
+  for (const auto& other : recording->other) {
+    notes.push_back(other + ": built in its run");
+  }
+  int from_cache = 0;
+  for (const auto& request_of : recording->extensions) {
+    const std::string name = request_of.args.is_object() && request_of.args.contains("name") &&
+                                     request_of.args["name"].is_string()
+                                 ? request_of.args["name"].get<std::string>().substr(0, 100)
+                                 : std::string("?");
+    if (auto why = kb_extension_refusal(request_of.args)) {
+      notes.push_back("'" + name + "' was built in its run: " + *why);
+      continue;
+    }
+    auto lookup = build_extension(request_of.args);
+    if (!lookup) {
+      return lookup.err();
+    }
+    p.compile_ms += lookup->build_ms;
+    if (lookup->output.ok) {
+      from_cache += lookup->hit || lookup->shared ? 1 : 0;
+      p.extensions.push_back(
+          {request_of.id, name,
+           std::make_shared<const std::string>(std::move(lookup->output.artifact))});
+      continue;
+    }
+    if (!lookup->output.timed_out) {
+      // The candidate's failure only if the toolchain builds a known-good extension of its kind.
+      if (auto s = probe_extension_toolchain(request_of.args.contains("cuda_sources") &&
+                                             !request_of.args["cuda_sources"].is_null());
+          !s) {
+        return s.err();
+      }
+    }
+    const double limit =
+        std::chrono::duration<double>(config_.kernelbench_build_limits.wall).count();
+    verdict v =
+        make_verdict(verdict_category::compile,
+                     lookup->output.timed_out
+                         ? "Building your extension '" + name + "' did not finish within " +
+                               std::to_string(static_cast<int>(limit)) + " s and was stopped."
+                         : extension_build_feedback(name, lookup->output.log, config_.feedback));
+    v.compile_ms = p.compile_ms;
+    v.diagnostics = lookup->output.log.substr(0, 4000);
+    v.build_note = "compile pool";
+    p.final_verdict = std::move(v);
+    return ok_status();
+  }
+  if (!p.extensions.empty()) {
+    p.cache_hit = from_cache == static_cast<int>(p.extensions.size());
+    notes.insert(notes.begin(),
+                 std::to_string(p.extensions.size()) + " extension(s) built in the compile pool" +
+                     (from_cache > 0 ? " (" + std::to_string(from_cache) + " from the cache)"
+                                     : std::string{}));
+  }
+  std::string joined;
+  for (const auto& n : notes) {
+    joined += (joined.empty() ? "" : "; ") + n;
+  }
+  p.build_note = joined;
+  return ok_status();
+}
+
+status engine::probe_extension_toolchain(bool cuda) {
+  {
+    std::lock_guard lock(probe_mutex_);
+    if (extension_probe_ok_[cuda ? 1 : 0]) {
+      return ok_status();
+    }
+  }
+  nlohmann::json args{{"name", cuda ? "leap_probe_cuda" : "leap_probe_host"},
+                      {"cpp_sources", cuda ? k_probe_cpp : k_probe_host},
+                      {"functions", {"leap_probe_fill"}}};
+  if (cuda) {
+    args["cuda_sources"] = k_probe_cuda;
+  }
+  auto lookup = build_extension(args);
+  if (!lookup) {
+    return lookup.err();
+  }
+  if (!lookup->output.ok) {
+    return infrastructure_error(
+        -1, std::string("the compile pool cannot build a known-good ") + (cuda ? "CUDA" : "C++") +
+                " extension with " + config_.python +
+                " (torch.utils.cpp_extension): " + stderr_tail(lookup->output.log, 600));
+  }
+  std::lock_guard lock(probe_mutex_);
+  extension_probe_ok_[cuda ? 1 : 0] = true;
+  return ok_status();
+}
+
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
   auto device = kernelbench_device(gpu);
   if (!device) {
@@ -1727,6 +1993,26 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       {"inputs.bin", ref.inputs.bytes.get()}};
   for (const auto& [name, content] : files) {
     if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  // The extensions built in the compile pool, where the runner's load_inline finds them.
+  nlohmann::json prebuilt = nlohmann::json::object();
+  for (const auto& ext : p.extensions) {
+    const std::string folder = "ext/" + ext.id;
+    std::error_code ec;
+    std::filesystem::create_directories(dir->path() / folder, ec);
+    if (ec) {
+      return infrastructure_error(
+          gpu, "creating " + (dir->path() / folder).string() + ": " + ec.message());
+    }
+    if (auto s = write_file(dir->path() / folder / (ext.name + ".so"), *ext.library); !s) {
+      return s.err();
+    }
+    prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
+  }
+  if (!prebuilt.empty()) {
+    if (auto s = write_file(dir->path() / "prebuilt.json", prebuilt.dump()); !s) {
       return s.err();
     }
   }
@@ -1764,6 +2050,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
   v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  v.build_note = p.build_note;
   auto finish = [&](verdict_category c, std::string text) {
     v.category = c;
     v.passed = c == verdict_category::pass;
@@ -1792,6 +2079,17 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       parse_kernelbench_status(status.contains("status") && status["status"].is_string()
                                    ? status["status"].get<std::string>()
                                    : std::string{});
+  // What the runner says it built itself (the candidate's word: a note, nothing more).
+  if (status.contains("built_here") && status["built_here"].is_array() &&
+      !status["built_here"].empty()) {
+    std::string names;
+    for (const auto& n : status["built_here"]) {
+      if (n.is_string() && names.size() < 400) {
+        names += (names.empty() ? "'" : ", '") + n.get<std::string>().substr(0, 100) + "'";
+      }
+    }
+    v.build_note += std::string(v.build_note.empty() ? "" : "; ") + "built in its run: " + names;
+  }
   if (said == kernelbench_status::judge_error) {
     // Written by the judge alone, before the runner imported the candidate's code.
     const std::string message = status.contains("message") && status["message"].is_string()

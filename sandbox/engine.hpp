@@ -12,6 +12,7 @@
 #include "sandbox/task.hpp"
 #include "sandbox/verdict.hpp"
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -93,6 +94,25 @@ struct engine_config {
     l.scratch_bytes = 4ULL << 30;    // those files, and load_inline's build folder under HOME
     return l;
   }();
+  // KernelBench: extensions a candidate builds with load_inline at import are built in the compile
+  // pool (no GPU) and cached, not in its run (kernelbench.hpp). Off: every build happens in the
+  // run, as KernelBench itself does it. Default: true
+  bool kernelbench_prebuild = true;
+  // The recorder's import and each extension's build (the host compiler and nvcc over torch's
+  // headers). Default: 300 s wall, 8 GiB for the whole tree, 2 GiB of scratch
+  resource_limits kernelbench_build_limits = [] {
+    resource_limits l;
+    l.wall = std::chrono::seconds(300);
+    l.cpu_seconds = 900;
+    l.address_space_bytes = 0;
+    l.memory_bytes = 8ULL << 30;
+    l.file_size_bytes = 1ULL << 30;
+    l.scratch_bytes = 2ULL << 30;
+    l.open_files = 1024;
+    l.processes = 256;
+    l.output_cap_bytes = 1 << 20;
+    return l;
+  }();
   feedback_options feedback;
   // Tests only: replaces the engine's own slot probe (probe_slot) where the real one cannot run
   // (no GPU). Production code leaves it empty. Default: empty (the real probe)
@@ -121,6 +141,14 @@ struct prepared_candidate {
   std::shared_ptr<const harness_dump> expected;  // cpp/cuda: the reference's outputs
   std::shared_ptr<const std::string> judge;      // cpp/cuda: the judge's executable (harness.hpp)
   std::optional<timing_stats> reference_time;
+  // kernelbench: the libraries built in the compile pool, by the recorder's id of their request
+  struct extension {
+    std::string id;
+    std::string name;
+    std::shared_ptr<const std::string> library;
+  };
+  std::vector<extension> extensions;
+  std::string build_note;  // kernelbench: where the extensions were built, for the verdict
   double compile_ms = 0;
   bool cache_hit = false;
 };
@@ -205,9 +233,13 @@ class engine {
   result<build_output> build_candidate(const task& t, const std::string& source,
                                        const std::string& object,
                                        const std::vector<std::filesystem::path>& system_dirs);
+  // Runs `argv` in a fresh folder holding `files` under compile_limits (or `limits`), with the
+  // compilers' PATH (or `env`), and returns the file `artifact` it made.
   result<build_output> build_in_sandbox(
       const std::vector<std::pair<std::string, std::string>>& files,
-      const std::vector<std::string>& argv, const std::string& artifact);
+      const std::vector<std::string>& argv, const std::string& artifact,
+      const std::vector<std::pair<std::string, std::string>>* env = nullptr,
+      const resource_limits* limits = nullptr);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
   result<std::string> cuda_probe_binary();
@@ -215,6 +247,21 @@ class engine {
   // `python3 -c 'import ...'` in the sandbox: ok, or an "infrastructure: ..." error saying why not.
   status probe_python();
   result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
+  // The compile pool's part of a kernelbench candidate: records its load_inline calls and builds
+  // (or finds in the cache) each one the engine accepts; a build error is a compile verdict.
+  // Errors: infrastructure (the toolchain does not build a known-good extension).
+  status prebuild_kernelbench(const task& t, prepared_candidate& p);
+  // One accepted load_inline request, built by the builder under kernelbench_build_limits and
+  // cached under the request and the toolchain.
+  result<cache_lookup> build_extension(const nlohmann::json& args);
+  // python, torch, CUDA and nvcc versions and the architecture: part of every extension's key.
+  result<std::string> extension_toolchain();
+  // Builds a known-good extension (CUDA or C++ only) once per engine: a candidate's failed build is
+  // its own only when this one builds. Errors: infrastructure.
+  status probe_extension_toolchain(bool cuda);
+  // The recorder's and builder's environment: no GPU, the compilers and the python's folder on
+  // PATH, torch's architecture list from cuda_arch.
+  std::vector<std::pair<std::string, std::string>> extension_env() const;
 
   // KernelBench: the inputs (the candidate's, and the held copies) and the expected outputs.
   struct kernelbench_reference {
@@ -250,7 +297,9 @@ class engine {
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
   std::uint64_t kernelbench_uses_ = 0;
   std::mutex probe_mutex_;
-  std::optional<std::string> probe_binary_;  // built once, under probe_mutex_
+  std::optional<std::string> probe_binary_;         // built once, under probe_mutex_
+  std::optional<std::string> extension_toolchain_;  // under probe_mutex_
+  std::array<bool, 2> extension_probe_ok_{};        // C++, CUDA; under probe_mutex_
 };
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).

@@ -66,6 +66,48 @@ const std::string& kernelbench_judge_source();
 // (see the top of this file). Whatever it says is the candidate's word.
 const std::string& kernelbench_candidate_source();
 
+// --- Extension builds in the compile pool (kernelbench_build.cpp).
+//
+// A candidate that builds a C++/CUDA extension with torch.utils.cpp_extension.load_inline at import
+// would otherwise build it inside its run, holding the GPU slot for a minute. The engine instead
+// runs the recorder in the compile pool (no GPU): it imports solution.py with load_inline replaced
+// by a recorder, and writes what was asked. Each request the engine accepts
+// (kb_extension_refusal) is built by the builder, a program that runs none of the candidate's code
+// (it compiles the sources and loads nothing), and the library is cached by the engine under a key
+// of the request and the toolchain. The runner's load_inline then imports the library built for
+// the same request (kernelbench_extension_id_source names it the same way in both programs) and
+// builds only what has none: a call the recorder did not see (made in ModelNew's constructor, or
+// by code that failed without a GPU) is built in the run, as before, and the verdict says so.
+
+// The Python functions _leap_extension_args and _leap_extension_id (both programs use them).
+const std::string& kernelbench_extension_id_source();
+// The recorder (recorder.py beside solution.py). Its stdout: "LKBREC01", a u32 length and a JSON
+// {"status": "ok" | "import_failed", "message", "extensions": [{"id", "args"}], "other": [what the
+// run will build itself]}. Everything in it is the candidate's word: it chooses only what is built
+// for its own run.
+const std::string& kernelbench_recorder_source();
+// The builder (builder.py beside request.json, load_inline's arguments): writes ext.so, or exits
+// non-zero with torch's build log.
+const std::string& kernelbench_builder_source();
+
+struct kb_extension_request {
+  std::string id;  // the recorder's name for it (what the runner will look up)
+  nlohmann::json args;
+};
+struct kb_recording {
+  bool import_ok = false;  // the import finished (without a GPU)
+  std::string message;     // why it did not
+  std::vector<kb_extension_request> extensions;
+  std::vector<std::string> other;  // builds the recorder could not take (the run makes them)
+};
+// Parses the recorder's stdout. Bounded: at most 16 extensions. Pure function.
+result<kb_recording> parse_kb_recording(std::string_view out);
+
+// Why the request `args` may not be built in the compile pool (a flag outside the allowlist: paths,
+// plugins, wrappers; include paths; a name that is not an identifier; not a Python module), or
+// nullopt when it may. A refused request is built in the candidate's run instead. Pure function.
+std::optional<std::string> kb_extension_refusal(const nlohmann::json& args);
+
 // One value of the data format (tensors, Python scalars, None, strings, lists and tuples).
 struct kb_value {
   // T tensor, I int, F float, B bool, N None, S str, L list, U tuple, O other; D (the judge's, in

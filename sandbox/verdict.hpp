@@ -47,6 +47,9 @@ struct verdict {
   std::optional<double> speedup_noise;  // its relative noise (speedup_noise above), when known
   // For logs, not for the model: isolation applied, raw stderr tail, etc.
   std::string diagnostics;
+  // kernelbench: where the candidate's extensions were built ("compile pool", or what its run built
+  // itself and why); empty when it built none
+  std::string build_note;
 };
 
 }  // namespace leap::sandbox

@@ -38,6 +38,7 @@ packages=(
   libssl-dev  # common/crypto.hpp: SHA-256, HMAC-SHA256 and nonces from libcrypto (and caf::openssl)
   prometheus-cpp-dev  # orchestrator/telemetry and the daemon's /metrics: registry, text exposition
   python3 python3-torch nodejs npm
+  pybind11-dev python3-dev  # kernelbench: load_inline's extension builds (torch's headers need both)
   libjs-chart.js chromium  # leap report: Chart.js embedded at build time; the e2e test renders in chromium
   # LibTorch's CPU matrix products go through libblas.so.3, which is Debian's reference BLAS unless
   # OpenBLAS provides it: with it the CPU learner and the embedded model run several times faster.

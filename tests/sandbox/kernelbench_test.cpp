@@ -487,6 +487,127 @@ print("exit", p.returncode, p.stdout[12:].decode(errors="replace"))
   }
 }
 
+// --- Extension builds in the compile pool.
+
+TEST(KernelBenchBuildTest, WhatTheCompilePoolBuildsAndWhatStaysInTheRun) {
+  const nlohmann::json plain{{"name", "add_ext"},
+                             {"cpp_sources", "torch::Tensor f(torch::Tensor a);"},
+                             {"cuda_sources", nullptr},
+                             {"functions", {"f"}},
+                             {"extra_cflags", {"-O3", "", "-DN=4", "-std=c++17"}},
+                             {"extra_cuda_cflags", {"--use_fast_math", "-Xptxas", "-v"}},
+                             {"extra_ldflags", {"-lcublas"}},
+                             {"extra_include_paths", nullptr},
+                             {"with_cuda", nullptr},
+                             {"is_python_module", true},
+                             {"with_pytorch_error_handling", true},
+                             {"use_pch", false}};
+  EXPECT_EQ(kb_extension_refusal(plain), std::nullopt);
+  struct refused {
+    std::string key;
+    nlohmann::json value;
+    std::string why;
+  };
+  // Paths, plugins, wrappers and anything that reaches a file or a program stay in the run.
+  for (const auto& [key, value, why] : std::vector<refused>{
+           {"extra_cflags", {"-fplugin=/tmp/p.so"}, "-fplugin"},
+           {"extra_cflags", {"-I/tmp"}, "-I/tmp"},
+           {"extra_cflags", {"-O2\nbuild x: phony"}, "extra_cflags"},
+           {"extra_cuda_cflags", {"-ccbin=/tmp/cc"}, "-ccbin"},
+           {"extra_ldflags", {"-L/tmp"}, "-L/tmp"},
+           {"extra_ldflags", {"-Wl,-T,/tmp/script"}, "-Wl"},
+           {"extra_ldflags", "-lcublas", "not a list"},
+           {"extra_include_paths", {"/tmp"}, "extra_include_paths"},
+           {"is_python_module", false, "is_python_module"},
+           {"name", "../x", "name"},
+           {"functions", {"f(); system"}, "functions"},
+           {"cpp_sources", 3, "cpp_sources"},
+       }) {
+    SCOPED_TRACE(key + " " + value.dump());
+    nlohmann::json args = plain;
+    args[key] = value;
+    auto refusal = kb_extension_refusal(args);
+    ASSERT_TRUE(refusal.has_value());
+    EXPECT_NE(refusal->find(why), std::string::npos) << *refusal;
+  }
+  EXPECT_FALSE(parse_kb_recording("").ok());
+  EXPECT_FALSE(parse_kb_recording(std::string("LKBREC01") + u32(100) + "{}").ok());
+  const std::string body = R"({"status": "ok", "extensions": [{"id": "x", "args": {}}]})";
+  EXPECT_FALSE(parse_kb_recording(std::string("LKBREC01") +
+                                  u32(static_cast<std::uint32_t>(body.size())) + body)
+                   .ok());
+}
+
+// A load_inline candidate on the CPU (the same path as CUDA's, with g++ only): its extension is
+// built in the compile pool, the run imports it and builds nothing; the same request again is a
+// cache hit; a build error is a compile verdict with the compiler's words, before any run; a call
+// the recorder cannot see (in ModelNew's constructor) is built in the run, and the verdict says so.
+TEST(KernelBenchBuildTest, ExtensionsAreBuiltInTheCompilePoolAndCached) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 1;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  // A fresh source per test process, so that the first build is cold wherever the cache lives.
+  const std::string nonce = std::to_string(::getpid());
+  const std::string cpp =
+      "torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) "
+      "{ return a * s + b; } // " +
+      nonce;
+  auto candidate = [&](const std::string& source, const std::string& name, bool in_init,
+                       const std::string& tail) {
+    const std::string load = "load_inline(name='" + name + "', cpp_sources=\"\"\"" + source +
+                             "\"\"\", functions=['scale_add'], extra_cflags=['-O1'])";
+    return "import torch\nfrom torch.utils.cpp_extension import load_inline\n" +
+           (in_init ? std::string() : "ext = " + load + "\n") +
+           "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+           "        super().__init__()\n        self.s = s\n" +
+           (in_init ? "        self.ext = " + load + "\n" : "        self.ext = ext\n") +
+           "    def forward(self, a, b):\n        return self.ext.scale_add(a, b, self.s)\n" + tail;
+  };
+  auto cold = (*e)->verify(problem_task(), fenced("python", candidate(cpp, "leap_t1", false, "")));
+  ASSERT_TRUE(cold.ok()) << cold.err().message;
+  EXPECT_TRUE(cold->passed) << cold->feedback << "\n" << cold->diagnostics;
+  EXPECT_NE(cold->build_note.find("1 extension(s) built in the compile pool"), std::string::npos)
+      << cold->build_note << "\n" << cold->diagnostics;
+  EXPECT_EQ(cold->build_note.find("from the cache"), std::string::npos) << cold->build_note;
+  EXPECT_EQ(cold->build_note.find("built in its run"), std::string::npos) << cold->build_note;
+  EXPECT_FALSE(cold->cache_hit);
+  EXPECT_GT(cold->compile_ms, 0);
+
+  // Other Python around the same request: the library comes from the cache.
+  auto warm = (*e)->verify(problem_task(),
+                           fenced("python", candidate(cpp, "leap_t1", false, "# another\n")));
+  ASSERT_TRUE(warm.ok()) << warm.err().message;
+  EXPECT_TRUE(warm->passed) << warm->feedback << "\n" << warm->diagnostics;
+  EXPECT_NE(warm->build_note.find("(1 from the cache)"), std::string::npos) << warm->build_note;
+  EXPECT_TRUE(warm->cache_hit);
+
+  const std::string undeclared =
+      "torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) "
+      "{ return a * s + undeclared_name; } // " +
+      nonce;
+  auto broken =
+      (*e)->verify(problem_task(), fenced("python", candidate(undeclared, "leap_t2", false, "")));
+  ASSERT_TRUE(broken.ok()) << broken.err().message;
+  EXPECT_EQ(std::string(to_string(broken->category)), "compile") << broken->feedback;
+  EXPECT_NE(broken->feedback.find("Building your extension 'leap_t2'"), std::string::npos)
+      << broken->feedback;
+  EXPECT_NE(broken->feedback.find("undeclared_name"), std::string::npos) << broken->feedback;
+  EXPECT_EQ(broken->feedback.find(config.scratch_root.string()), std::string::npos)
+      << broken->feedback;
+  EXPECT_EQ(broken->run_ms, 0) << "a candidate whose extension does not build never runs";
+
+  auto in_init = (*e)->verify(problem_task(),
+                              fenced("python", candidate(cpp + " // init", "leap_t3", true, "")));
+  ASSERT_TRUE(in_init.ok()) << in_init.err().message;
+  EXPECT_TRUE(in_init->passed) << in_init->feedback << "\n" << in_init->diagnostics;
+  EXPECT_NE(in_init->build_note.find("built in its run: 'leap_t3'"), std::string::npos)
+      << in_init->build_note;
+}
+
 TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
   std::string why;
   if (!torch_available(&why)) {

@@ -99,6 +99,9 @@ int run_verify(const verify_options& o) {
     if (v->speedup_noise) {
       j["speedup_noise"] = *v->speedup_noise;
     }
+    if (!v->build_note.empty()) {
+      j["build"] = v->build_note;
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "task:     " << t->id << "\n"
@@ -107,6 +110,9 @@ int run_verify(const verify_options& o) {
               << "compile:  " << v->compile_ms << " ms" << (v->cache_hit ? " (cache hit)" : "")
               << "\n"
               << "run:      " << v->run_ms << " ms\n";
+    if (!v->build_note.empty()) {
+      std::cout << "build:    " << v->build_note << "\n";
+    }
     if (v->speedup) {
       std::cout << "speedup:  " << *v->speedup << "x (candidate median "
                 << v->candidate_time->median_ms << " ms, " << v->candidate_time->min_ms << ".."

@@ -1,0 +1,304 @@
+// KernelBench candidates' extension builds in the compile pool: the recorder and builder programs,
+// and the checks that decide which recorded builds the engine may run and cache (kernelbench.hpp).
+#include "sandbox/kernelbench.hpp"
+
+#include <cstring>
+#include <regex>
+
+namespace leap::sandbox {
+namespace {
+
+// The identity of one load_inline call, shared by the recorder and the runner so that both name a
+// build the same way: its arguments by name with the defaults filled in, less those that only say
+// where or how loudly to build.
+const char* k_extension_id = R"PY(
+def _leap_extension_args(original, args, kwargs):
+    import inspect
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items()
+            if k not in ("build_directory", "verbose", "keep_intermediates")}
+
+
+def _leap_extension_id(request):
+    import hashlib
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+)PY";
+
+}  // namespace
+
+const std::string& kernelbench_extension_id_source() {
+  static const std::string source = k_extension_id;
+  return source;
+}
+
+const std::string& kernelbench_recorder_source() {
+  static const std::string source =
+      std::string(
+          R"PY(# LEAP KernelBench build recorder (generated). Runs in the compile pool with no GPU: imports
+# solution.py with torch's load_inline replaced by a recorder, so that the engine can build each
+# extension in a process that runs none of the candidate's code. Records what was asked; builds
+# nothing and never runs the candidate's model.
+import importlib.util
+import json
+import os
+import struct
+import sys
+
+_leap_record = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+
+
+def _leap_write(status):
+    text = json.dumps(status).encode()
+    _leap_record.write(b"LKBREC01" + struct.pack("<I", len(text)) + text)
+    _leap_record.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+)PY") +
+      k_extension_id +
+      R"PY(
+
+_leap_requests = []
+_leap_other = []
+
+
+class _LeapPending:
+    """Stands for a module that is built after the import."""
+
+    def __getattr__(self, name):
+        return _LeapPending()
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("the extension is built after the import: it cannot run during it")
+
+
+try:
+    import torch.utils.cpp_extension as _leap_ext
+except BaseException as e:
+    _leap_write({"status": "import_failed", "message": "torch: " + str(e)[:500], "extensions": [], "other": []})
+_leap_original = _leap_ext.load_inline
+
+
+def _leap_record_inline(*args, **kwargs):
+    try:
+        request = _leap_extension_args(_leap_original, args, kwargs)
+        _leap_requests.append({"id": _leap_extension_id(request), "args": request})
+    except Exception as e:
+        _leap_other.append("load_inline with arguments the recorder cannot name (" + type(e).__name__ + ")")
+    return _LeapPending()
+
+
+def _leap_record_load(*args, **kwargs):
+    _leap_other.append("torch.utils.cpp_extension.load (from files)")
+    return _LeapPending()
+
+
+_leap_ext.load_inline = _leap_record_inline
+_leap_ext.load = _leap_record_load
+sys.path.insert(0, os.getcwd())
+try:
+    spec = importlib.util.spec_from_file_location("solution", os.path.join(os.getcwd(), "solution.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["solution"] = module
+    spec.loader.exec_module(module)
+except BaseException as e:
+    _leap_write({"status": "import_failed", "message": (type(e).__name__ + ": " + str(e))[:1000],
+                 "extensions": _leap_requests, "other": _leap_other})
+_leap_write({"status": "ok", "extensions": _leap_requests, "other": _leap_other})
+)PY";
+  return source;
+}
+
+const std::string& kernelbench_builder_source() {
+  static const std::string source =
+      R"PY(# LEAP KernelBench extension builder (generated). Builds one load_inline request (request.json)
+# into ext.so with torch's own build (ninja, the host compiler, nvcc), in the compile pool with no
+# GPU. Loads nothing it built: a module's static initialisers are the candidate's code, and none of
+# it runs here, so what the engine caches is what the compilers made of the request.
+import json
+import os
+import shutil
+import sys
+
+import torch.utils.cpp_extension as ext
+
+ext._import_module_from_library = lambda *args, **kwargs: None
+with open("request.json") as f:
+    args = json.load(f)
+os.makedirs("build", exist_ok=True)
+args["build_directory"] = os.path.abspath("build")
+args["verbose"] = True
+ext.load_inline(**args)
+shutil.copyfile(os.path.join("build", args["name"] + ".so"), "ext.so")
+)PY";
+  return source;
+}
+
+namespace {
+
+bool all_strings(const nlohmann::json& v, bool allow_single) {
+  if (v.is_null()) {
+    return true;
+  }
+  if (v.is_string()) {
+    return allow_single;
+  }
+  if (!v.is_array()) {
+    return false;
+  }
+  for (const auto& x : v) {
+    if (!x.is_string()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The flags a build in the compile pool may carry: optimisation, language and warning switches,
+// macros, nvcc's code-generation switches and system libraries. Anything else (paths, plugins,
+// wrappers, linker scripts) would let a request reach files or programs of the engine's choice
+// being made by the candidate, so such a build stays in the candidate's own run.
+bool allowed_flag(const std::string& flag) {
+  static const std::regex allowed(
+      R"(|-O[0-3s]?|-g|-w|-v|-lineinfo|-std=[a-z0-9+]+|-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?)"
+      R"(|-U[A-Za-z_][A-Za-z0-9_]*|-W[A-Za-z0-9_-]+|-f[a-z0-9-]+|-march=native|-m[a-z0-9-]+)"
+      R"(|--?use_fast_math|--expt-relaxed-constexpr|--expt-extended-lambda|-Xptxas|-Xcompiler)"
+      R"(|-Xptxas=[-A-Za-z0-9_,.=]+|--ptxas-options=[-A-Za-z0-9_,.=]+|--?maxrregcount=?[0-9]+)"
+      R"(|-arch=sm_[0-9]+a?|-gencode=arch=compute_[0-9]+a?,code=(sm|compute)_[0-9]+a?)"
+      R"(|--restrict|-res-usage|--resource-usage|-l[A-Za-z0-9_]+)");
+  return flag.size() <= 200 && std::regex_match(flag, allowed);
+}
+
+bool identifier(const std::string& s) {
+  static const std::regex id("[A-Za-z_][A-Za-z0-9_]{0,99}");
+  return std::regex_match(s, id);
+}
+
+}  // namespace
+
+std::optional<std::string> kb_extension_refusal(const nlohmann::json& args) {
+  if (!args.is_object()) {
+    return "the request is not a set of arguments";
+  }
+  const auto name = args.find("name");
+  if (name == args.end() || !name->is_string() || !identifier(name->get<std::string>())) {
+    return "its name is not a Python identifier of at most 100 characters";
+  }
+  for (const char* key : {"cpp_sources", "cuda_sources"}) {
+    if (args.contains(key) && !all_strings(args[key], true)) {
+      return std::string(key) + " is not a string or a list of strings";
+    }
+  }
+  if (args.contains("functions")) {
+    const auto& f = args["functions"];
+    bool ok = f.is_null() || f.is_string() || f.is_array() || f.is_object();
+    if (f.is_string() && !identifier(f.get<std::string>())) {
+      ok = false;
+    }
+    if (f.is_array()) {
+      for (const auto& x : f) {
+        ok = ok && x.is_string() && identifier(x.get<std::string>());
+      }
+    }
+    if (f.is_object()) {
+      for (const auto& [k, doc] : f.items()) {
+        ok = ok && identifier(k) && doc.is_string();
+      }
+    }
+    if (!ok) {
+      return "functions is not a list of identifiers (or a map of them to docstrings)";
+    }
+  }
+  for (const char* key : {"extra_cflags", "extra_cuda_cflags", "extra_ldflags"}) {
+    if (!args.contains(key)) {
+      continue;
+    }
+    if (!all_strings(args[key], false)) {
+      return std::string(key) + " is not a list of strings";
+    }
+    if (args[key].is_array()) {
+      for (const auto& flag : args[key]) {
+        if (!allowed_flag(flag.get<std::string>())) {
+          return std::string(key) + " holds '" + flag.get<std::string>().substr(0, 80) +
+                 "', which a build outside your run does not take";
+        }
+      }
+    }
+  }
+  // Anything else must be what load_inline takes by default (no include paths, a Python module,
+  // no SYCL); a key this list does not know (a newer torch's) only with its default-like value.
+  for (const auto& [key, value] : args.items()) {
+    static const std::vector<std::string> known{"name",         "cpp_sources",  "cuda_sources",
+                                                "functions",    "extra_cflags", "extra_cuda_cflags",
+                                                "extra_ldflags"};
+    if (std::find(known.begin(), known.end(), key) != known.end()) {
+      continue;
+    }
+    if (key == "extra_include_paths" && (value.is_null() || value.empty())) {
+      continue;
+    }
+    if (key == "is_python_module") {
+      if (value == true) {
+        continue;
+      }
+      return "its argument is_python_module is not True";
+    }
+    if (key == "with_pytorch_error_handling" && value.is_boolean()) {
+      continue;
+    }
+    if (key == "with_cuda" && (value.is_null() || value.is_boolean())) {
+      continue;
+    }
+    if (value.is_null() || value == false || (value.is_array() && value.empty())) {
+      continue;  // sycl_sources, extra_sycl_cflags, with_sycl, use_pch, no_implicit_headers...
+    }
+    return "its argument " + key + " is not one the compile pool builds with";
+  }
+  return std::nullopt;
+}
+
+result<kb_recording> parse_kb_recording(std::string_view out) {
+  constexpr std::string_view magic = "LKBREC01";
+  if (out.size() < magic.size() + 4 || !out.starts_with(magic)) {
+    return error{"the build recorder wrote no record"};
+  }
+  std::uint32_t length = 0;
+  std::memcpy(&length, out.data() + magic.size(), 4);
+  if (length > out.size() - magic.size() - 4) {
+    return error{"the build recorder's record is truncated"};
+  }
+  const auto j = nlohmann::json::parse(out.substr(magic.size() + 4, length), nullptr, false);
+  if (!j.is_object() || !j.contains("extensions") || !j["extensions"].is_array()) {
+    return error{"the build recorder's record is malformed"};
+  }
+  kb_recording rec;
+  rec.import_ok = j.value("status", std::string{}) == "ok";
+  if (j.contains("message") && j["message"].is_string()) {
+    rec.message = j["message"].get<std::string>().substr(0, 1000);
+  }
+  if (j.contains("other") && j["other"].is_array()) {
+    for (const auto& o : j["other"]) {
+      if (o.is_string() && rec.other.size() < 16) {
+        rec.other.push_back(o.get<std::string>().substr(0, 200));
+      }
+    }
+  }
+  for (const auto& e : j["extensions"]) {
+    static const std::regex hex("[0-9a-f]{64}");
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_string() ||
+        !std::regex_match(e["id"].get<std::string>(), hex) || !e.contains("args")) {
+      return error{"the build recorder's record names an extension without an id"};
+    }
+    if (rec.extensions.size() >= 16) {
+      rec.other.emplace_back("more than 16 load_inline calls");
+      break;
+    }
+    rec.extensions.push_back({e["id"].get<std::string>(), e["args"]});
+  }
+  return rec;
+}
+
+}  // namespace leap::sandbox
