@@ -3,7 +3,10 @@
 // candidate compiles) and warm (every candidate is a cache hit). Prints a table.
 //
 //   bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers 1,2,4] [--task
-//   DIR] [--gpu N] [--python PYTHON]
+//   DIR] [--gpu N] [--python PYTHON] [--extension] [--no-throughput]
+//
+// --extension (kernelbench): the candidate builds its own CUDA kernel with load_inline at import,
+// as KernelBench's candidates do; the first verification (empty caches) then includes the build.
 //
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
@@ -42,6 +45,39 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// A KernelBench candidate with its own CUDA kernel built by load_inline at import (the same for
+// every candidate but for a comment, so after the first build the extension may come from a cache).
+const char* k_extension_solution = R"PY(import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_cuda = """
+#include <torch/extension.h>
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  long n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(),
+                                             out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+"""
+_ext = load_inline(name="bench_scale_add", cpp_sources="torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);",
+                   cuda_sources=_cuda, functions=["scale_add"], extra_cuda_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return _ext.scale_add(a.contiguous(), b.contiguous(), self.scale)
+)PY";
 
 task builtin_task(task_kind kind) {
   task t;
@@ -109,6 +145,8 @@ int parse_and_run(int argc, char** argv) {
   std::string task_dir;
   std::string python;
   int gpu = -1;
+  bool extension = false;
+  bool throughput = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -135,11 +173,16 @@ int parse_and_run(int argc, char** argv) {
       gpu = std::atoi(next().c_str());
     } else if (a == "--python") {
       python = next();
+    } else if (a == "--extension") {
+      extension = true;
+    } else if (a == "--no-throughput") {
+      throughput = false;
     } else {
       std::fprintf(
           stderr,
           "usage: bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers "
-          "1,2,4] [--task DIR] [--gpu N] [--python PYTHON (python and kernelbench kinds)]\n");
+          "1,2,4] [--task DIR] [--gpu N] [--python PYTHON (python and kernelbench kinds)] "
+          "[--extension (kernelbench: a load_inline CUDA candidate)] [--no-throughput]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -149,6 +192,10 @@ int parse_and_run(int argc, char** argv) {
     return 1;
   }
   task t = builtin_task(*kind);
+  if (extension && t.kind == task_kind::kernelbench) {
+    t.id = "kernelbench/bench_scale_add_extension";
+    t.solution = k_extension_solution;
+  }
   if (!task_dir.empty()) {
     auto loaded = load_task_dir(task_dir);
     if (!loaded) {
@@ -181,8 +228,10 @@ int parse_and_run(int argc, char** argv) {
     std::fprintf(stderr, "bench_sandbox: error: %s\n", e.err().message.c_str());
     return 1;
   }
+  std::vector<double> first;
   {
     // The task's harness and reference are built once per task; not part of a candidate's latency.
+    const auto start = clock_type::now();
     auto warm = (*e)->compile(t, answer(t, -1, salt));
     if (!warm) {
       std::fprintf(stderr, "bench_sandbox: error: %s\n", warm.err().message.c_str());
@@ -196,6 +245,8 @@ int parse_and_run(int argc, char** argv) {
                      v ? v->feedback.c_str() : v.err().message.c_str());
         return 1;
       }
+      first.push_back(ms_since(start));
+      std::printf("first verify: compile %.0f ms, run %.0f ms\n", v->compile_ms, v->run_ms);
     }
   }
   std::vector<double> cold, hit, verify_cold;
@@ -234,8 +285,9 @@ int parse_and_run(int argc, char** argv) {
   row(t.kind == task_kind::python ? "prepare (extract+check)" : "cold compile", cold);
   row("cache-hit compile stage", hit);
   row("cold verify (compile + run)", verify_cold);
+  row("first verify (empty caches)", first);
 
-  if (!compile_only) {
+  if (!compile_only && throughput) {
     std::printf("\n%-10s %22s %22s\n", "workers", "cold verifications/s", "warm verifications/s");
     for (int w : workers) {
       verifier_config vc;

@@ -14,9 +14,10 @@
 #             16 and 2 compile workers side by side
 #     sandbox only the sandbox on the GPU: builds sandbox_tests into build-cuda (no full build) and
 #             runs the sandbox's cuda, kernelbench and adversarial tests
-#     sandboxbench  bench_sandbox for cpp and cuda (SANDBOX_BENCH_KINDS) from this tree and from
-#             BASE_SRC (another source tree, e.g. `git archive REV | tar -x -C DIR`), interleaved
-#             ABBA, side by side
+#     sandboxbench  bench_sandbox for cpp and cuda (SANDBOX_BENCH_KINDS: also kernelbench, and
+#             kbext: a load_inline CUDA candidate's first and later verifications) from this tree
+#             and from BASE_SRC (another source tree, e.g. `git archive REV | tar -x -C DIR`),
+#             interleaved ABBA (SANDBOX_BENCH_ROUNDS=1: AB only), side by side
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -223,7 +224,7 @@ phase_sandboxbench() {
     LEAP_TORCH=pip LEAP_BUILD_DIR="$dir" "$src/tools/dev.sh" build bench_sandbox 2>&1 |
       grep -E -B2 -A12 'error|FAILED' | head -20
   done
-  for round in 1 2; do
+  for round in $(seq 1 "${SANDBOX_BENCH_ROUNDS:-2}"); do
     local order=(base new)
     ((round == 1)) || order=(new base)
     for tree in "${order[@]}"; do
@@ -238,6 +239,10 @@ phase_sandboxbench() {
           # Seconds a verification (two Python processes importing torch): few candidates.
           (cd "$src" && "$bin" --kind kernelbench --gpu 0 --candidates 4 --workers 1,4 \
             --python "$LEAP_SANDBOX_TEST_PYTHON") || rc=1
+        elif [[ $kind == kbext ]]; then
+          # A build is a minute where it happens in the run: one candidate after the first.
+          (cd "$src" && "$bin" --kind kernelbench --extension --gpu 0 --candidates 1 \
+            --no-throughput --python "$LEAP_SANDBOX_TEST_PYTHON") || rc=1
         else
           (cd "$src" && "$bin" --kind "$kind" --candidates 16 --workers 1,16) || rc=1
         fi
