@@ -54,6 +54,31 @@ const chart* find_chart(const report_model& m, const std::string& id) {
   return nullptr;
 }
 
+// Buffered retry (issue 35): drawn only when a run stored its buffer; the signal line is drawn for
+// every run (the one without retry too), the recovered line only for runs with retry.
+TEST(ReportModel, RetryChartWhenARunRetried) {
+  auto plain = step(0, {0.5, 0.6}, 0.5);
+  plain.signal_groups = 1;
+  EXPECT_EQ(find_chart(build_model({run("leap", {plain})}), "retry"), nullptr);
+  auto retried = step(0, {0.5, 0.6}, 0.5);
+  retried.signal_groups = 3;
+  retried.retry = replay_step::retry_columns{2, {}, 1};
+  retried.retry->counts.recovered = 1;
+  auto with = run("leap_retry", {retried});
+  with.replay.total.retry = retried.retry;
+  const auto model = build_model({run("leap", {plain}), with});
+  const chart* c = find_chart(model, "retry");
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->lines.size(), 3u);  // leap's recovered line has no point and is dropped
+  EXPECT_EQ(c->lines[0].label, "leap signal");
+  EXPECT_DOUBLE_EQ(c->lines[0].points[0].y, 0.25);
+  EXPECT_EQ(c->lines[1].label, "leap_retry signal");
+  EXPECT_DOUBLE_EQ(c->lines[1].points[0].y, 0.75);
+  EXPECT_EQ(c->lines[2].label, "leap_retry recovered");
+  EXPECT_TRUE(c->lines[2].dashed);
+  EXPECT_DOUBLE_EQ(c->lines[2].points[0].y, 0.25);
+}
+
 TEST(ReportAggregate, MeanAndMinMaxPerStepOverTheRunsThatHaveIt) {
   struct row {
     std::string name;

@@ -209,6 +209,9 @@ int run_replay(const replay_options& o) {
   std::printf("run '%s' (%s): %zu steps with groups or records, %zu groups\n\n", run->id.c_str(),
               to_string(run->status).c_str(), report.steps.size(), data->groups.size());
   std::printf("%s", format_replay_tables(report).c_str());
+  if (const auto retry = format_retry_table(report); !retry.empty()) {
+    std::printf("\n%s", retry.c_str());
+  }
 
   const std::filesystem::path out_dir = o.out_dir.empty()
                                             ? std::filesystem::path(o.run_dir) / "replay"
@@ -227,12 +230,23 @@ int run_replay(const replay_options& o) {
       return fail(written.err().message);
     }
   }
+  if (const auto retry = retry_csv(report); !retry.empty()) {
+    if (auto written = write_text(out_dir / "retry.csv", retry); !written) {
+      return fail(written.err().message);
+    }
+  }
 
   if (!o.what_if_config.empty() || has_overrides(o)) {
     std::string description;
     auto alternative = alternative_scoring(o, *run_config, &description);
     if (!alternative) {
       return fail(alternative.err().message);
+    }
+    if (retry_enabled(alternative->gate.retry) != retry_enabled(run_config->gate.retry)) {
+      // A what-if re-scores the stored verdicts; a retry needs new samples of the task.
+      description +=
+          "; gate.retry not applied: the groups are re-scored as they ran (a what-if "
+          "cannot sample retried groups)";
     }
     const auto whatif = what_if(*data, *alternative);
     std::printf("\n%s", format_whatif_table(whatif, description).c_str());

@@ -228,6 +228,49 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
                  "gate.probe_fraction is 0)");
 }
 
+// Buffered retry (issue 35), drawn when some run stored a retry buffer: per step, the share of
+// the training groups with a non-zero advantage (every run, so that runs without retry compare)
+// and the share that were retries that passed (recovered; runs with retry).
+void retry_chart(report_model& model, const std::vector<group_view>& groups) {
+  const bool any = std::any_of(groups.begin(), groups.end(), [](const group_view& g) {
+    return std::any_of(g.runs.begin(), g.runs.end(),
+                       [](const run_input* r) { return r->replay.total.retry.has_value(); });
+  });
+  if (!any) {
+    return;
+  }
+  chart c = make_chart("retry", "Training signal and recovered retries vs step",
+                       "Solid: the fraction of each step's training groups with a non-zero "
+                       "advantage (a group whose rollouts all failed, or all passed alike, has "
+                       "none). Dashed: the fraction that were retries of all-failed groups "
+                       "(gate.retry) and passed." +
+                           band_words(groups),
+                       "line", "step", "fraction of groups");
+  c.y_min = 0.0;
+  c.y_max = 1.0;
+  for (const auto& g : groups) {
+    c.lines.push_back(
+        group_line(g, g.name + " signal", false, [](const run_input& r, per_step& out) {
+          for (const auto& s : r.replay.steps) {
+            if (s.groups > 0) {
+              out[s.step] = {static_cast<double>(s.step + 1),
+                             static_cast<double>(s.signal_groups) / s.groups};
+            }
+          }
+        }));
+    c.lines.push_back(
+        group_line(g, g.name + " recovered", true, [](const run_input& r, per_step& out) {
+          for (const auto& s : r.replay.steps) {
+            if (s.groups > 0 && s.retry) {
+              out[s.step] = {static_cast<double>(s.step + 1),
+                             static_cast<double>(s.retry->counts.recovered) / s.groups};
+            }
+          }
+        }));
+  }
+  add_line_chart(model, std::move(c), "no step has a training group");
+}
+
 // Speed (issue 31): fast_p and the geometric-mean speedup per step, from the speedups stored with
 // the passing turns of a timed run (verifier.timing_reps > 0). A step that timed nothing has no
 // point (never a 0).
@@ -709,6 +752,7 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
   }
   accuracy_charts(model, groups);
   gate_charts(model, groups);
+  retry_chart(model, groups);
   speed_charts(model, groups);
   composition_chart(model, groups);
   step_time_chart(model, groups);
