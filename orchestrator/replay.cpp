@@ -197,8 +197,8 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     }
     for (const auto& r : data.retries) {
       if (r.step == step) {
-        s.retry = replay_step::retry_columns{static_cast<std::uint32_t>(r.retried.size()), r.counts,
-                                             static_cast<std::uint32_t>(r.buffer.entries.size())};
+        s.retry = replay_retry_columns{static_cast<std::uint32_t>(r.retried.size()), r.counts,
+                                       static_cast<std::uint32_t>(r.buffer.entries.size())};
       }
     }
     report.steps.push_back(std::move(s));
@@ -525,7 +525,7 @@ std::string format_retry_table(const replay_report& r) {
                        "retried", "recovered", "admitted", "requeued", "exhausted", "evicted",
                        "waiting");
   auto row = [&](const replay_step& s, const std::string& label) {
-    const auto c = s.retry.value_or(replay_step::retry_columns{});
+    const auto c = s.retry.value_or(replay_retry_columns{});
     out += printf_string("%6s %6u %7u %8u %9u %9u %9u %9u %8u %8s\n", label.c_str(), s.groups,
                          s.signal_groups, c.retried, c.counts.recovered, c.counts.admitted,
                          c.counts.requeued, c.counts.exhausted, c.counts.evicted,

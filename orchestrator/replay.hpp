@@ -62,6 +62,14 @@ struct replay_data {
   std::vector<retry_step_record> retries;
 };
 
+// A step's buffered retry: its retried groups, the settling's counts (recovered: the retries with a
+// pass) and the groups left waiting after it.
+struct replay_retry_columns {
+  std::uint32_t retried = 0;
+  retry_counts counts;
+  std::uint32_t buffered = 0;
+};
+
 struct replay_step {
   std::uint64_t step = 0;
   std::uint32_t groups = 0;
@@ -78,15 +86,9 @@ struct replay_step {
   speed_summary speed;                  // fast_p and geomean speedup of the trained outcomes
   // Groups with a non-zero stored advantage: the step's training signal.
   std::uint32_t signal_groups = 0;
-  // Buffered retry (gate.retry), when the run stored its buffer after this step: the step's
-  // retried groups, those with a pass (recovered), the settling's counts and the groups left
-  // waiting. The total row sums the counts and keeps the last step's waiting.
-  struct retry_columns {
-    std::uint32_t retried = 0;
-    retry_counts counts;
-    std::uint32_t buffered = 0;
-  };
-  std::optional<retry_columns> retry;
+  // Buffered retry (gate.retry), when the run stored its buffer after this step. The total row
+  // sums the counts and keeps the last step's waiting.
+  std::optional<replay_retry_columns> retry;
 };
 
 struct replay_validation {

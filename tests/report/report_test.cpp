@@ -62,7 +62,7 @@ TEST(ReportModel, RetryChartWhenARunRetried) {
   EXPECT_EQ(find_chart(build_model({run("leap", {plain})}), "retry"), nullptr);
   auto retried = step(0, {0.5, 0.6}, 0.5);
   retried.signal_groups = 3;
-  retried.retry = replay_step::retry_columns{2, {}, 1};
+  retried.retry = replay_retry_columns{2, {}, 1};
   retried.retry->counts.recovered = 1;
   auto with = run("leap_retry", {retried});
   with.replay.total.retry = retried.retry;
