@@ -3,6 +3,7 @@
 #include "learner/detail/loss.hpp"
 #include "learner/detail/transformer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace leap::learner {
@@ -22,7 +23,66 @@ status validate(const loss_options& o) {
   if (!std::isfinite(o.kl_coef) || o.kl_coef < 0) {
     return error{"'kl_coef' must be >= 0 (got " + std::to_string(o.kl_coef) + ")"};
   }
+  const auto& op = o.offpolicy;
+  if (!std::isfinite(op.low) || op.low < 0 || op.low > 1) {
+    return error{"'offpolicy.low' must be in [0, 1] (got " + std::to_string(op.low) + ")"};
+  }
+  if (!std::isfinite(op.high) || op.high < 1) {
+    return error{"'offpolicy.high' must be >= 1 (got " + std::to_string(op.high) + ")"};
+  }
+  if (op.max_staleness < -1) {
+    return error{"'offpolicy.max_staleness' must be >= -1 (got " +
+                 std::to_string(op.max_staleness) + ")"};
+  }
   return ok_status();
+}
+
+offpolicy_decision filter_offpolicy(const offpolicy_options& o,
+                                    const std::vector<double>& log_ratios,
+                                    const std::vector<std::int64_t>& staleness) {
+  offpolicy_decision d;
+  const auto n = log_ratios.size();
+  d.keep.assign(n, 1.0);
+  d.pg_scale.assign(n, 1.0);
+  double sum = 0;
+  for (auto lr : log_ratios) {
+    sum += std::clamp(lr, -max_log_ratio, max_log_ratio);
+  }
+  if (n > 0) {
+    d.ratio = std::exp(sum / static_cast<double>(n));
+  }
+  if (o.mode == offpolicy_mode::drop_sequence && n > 0 && (d.ratio < o.low || d.ratio > o.high)) {
+    d.dropped = true;
+    d.keep.assign(n, 0.0);
+    return d;
+  }
+  for (std::size_t t = 0; t < n; ++t) {
+    const double r = std::exp(std::clamp(log_ratios[t], -max_log_ratio, max_log_ratio));
+    const bool stale =
+        o.max_staleness >= 0 && t < staleness.size() && staleness[t] > o.max_staleness;
+    const bool outside = o.mode == offpolicy_mode::mask_token && (r < o.low || r > o.high);
+    if (stale || outside) {
+      d.keep[t] = 0.0;
+      ++d.masked;
+      d.stale += stale ? 1 : 0;
+      continue;
+    }
+    if (o.mode == offpolicy_mode::truncate_token && r > o.high) {
+      d.pg_scale[t] = o.high / r;
+    }
+  }
+  return d;
+}
+
+double quantile(std::vector<double> values, double p) {
+  if (values.empty()) {
+    return 0;
+  }
+  std::sort(values.begin(), values.end());
+  const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(values.size() - 1);
+  const auto below = static_cast<std::size_t>(std::floor(at));
+  const auto above = std::min(below + 1, values.size() - 1);
+  return values[below] + (at - static_cast<double>(below)) * (values[above] - values[below]);
 }
 
 std::vector<double> sequence_token_weights(loss_aggregation aggregation,
@@ -58,12 +118,14 @@ namespace detail {
 
 loss_terms policy_loss(const at::Tensor& logprobs, const at::Tensor& behaviour,
                        const at::Tensor& advantages, const at::Tensor& reference,
-                       const at::Tensor& weights, const loss_options& options) {
+                       const at::Tensor& weights, const at::Tensor& pg_scale,
+                       const loss_options& options) {
   const auto log_ratio = (logprobs - behaviour).clamp(-max_log_ratio, max_log_ratio);
   const auto ratio = at::exp(log_ratio);
   const auto unclipped = ratio * advantages;
   const auto clipped = ratio.clamp(1.0 - options.clip_low, 1.0 + options.clip_high) * advantages;
-  const auto pg = -at::minimum(unclipped, clipped);
+  const auto pg = pg_scale.defined() ? -at::minimum(unclipped, clipped) * pg_scale
+                                     : -at::minimum(unclipped, clipped);
   loss_terms out;
   auto per_token = pg;
   if (options.kl_coef > 0 && reference.defined()) {
@@ -93,47 +155,68 @@ result<loss_value> compute_loss(const std::vector<loss_tokens>& sequences,
     return s.err();
   }
   std::vector<std::int64_t> counts;
+  std::vector<std::int64_t> kept_counts;  // 0 for a dropped sequence: it leaves the normaliser
+  std::vector<offpolicy_decision> decisions;
   std::vector<double> logp;
   std::vector<double> behaviour;
   std::vector<double> advantages;
   std::vector<double> reference;
+  std::vector<double> pg_scale;
   for (std::size_t i = 0; i < sequences.size(); ++i) {
     const auto& s = sequences[i];
     const auto n = s.logprobs.size();
-    if (s.behaviour_logprobs.size() != n || s.advantages.size() != n) {
+    if (s.behaviour_logprobs.size() != n || s.advantages.size() != n ||
+        (!s.staleness.empty() && s.staleness.size() != n)) {
       return error{"sequence " + std::to_string(i) +
-                   ": logprobs, behaviour_logprobs and advantages differ in length"};
+                   ": logprobs, behaviour_logprobs, advantages and staleness differ in length"};
     }
     if (options.kl_coef > 0 && s.reference_logprobs.size() != n) {
       return error{"sequence " + std::to_string(i) +
                    ": kl_coef > 0 needs reference_logprobs of the same length"};
     }
+    std::vector<double> log_ratios(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      log_ratios[t] = s.logprobs[t] - s.behaviour_logprobs[t];
+    }
+    decisions.push_back(filter_offpolicy(options.offpolicy, log_ratios, s.staleness));
     counts.push_back(static_cast<std::int64_t>(n));
+    kept_counts.push_back(decisions.back().dropped ? 0 : static_cast<std::int64_t>(n));
     logp.insert(logp.end(), s.logprobs.begin(), s.logprobs.end());
     behaviour.insert(behaviour.end(), s.behaviour_logprobs.begin(), s.behaviour_logprobs.end());
     advantages.insert(advantages.end(), s.advantages.begin(), s.advantages.end());
+    pg_scale.insert(pg_scale.end(), decisions.back().pg_scale.begin(),
+                    decisions.back().pg_scale.end());
     if (options.kl_coef > 0) {
       reference.insert(reference.end(), s.reference_logprobs.begin(), s.reference_logprobs.end());
     }
   }
-  const auto seq_weights = sequence_token_weights(options.aggregation, counts);
+  const auto seq_weights = sequence_token_weights(options.aggregation, kept_counts);
   std::vector<double> weights;
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    weights.insert(weights.end(), static_cast<std::size_t>(counts[i]), seq_weights[i]);
+    for (auto keep : decisions[i].keep) {
+      weights.push_back(seq_weights[i] * keep);
+    }
   }
   return detail::guarded("computing the loss", [&]() -> result<loss_value> {
     const auto opts = at::TensorOptions().dtype(at::kDouble);
     auto lp = at::tensor(logp, opts).requires_grad_(true);
-    const auto terms =
-        detail::policy_loss(lp, at::tensor(behaviour, opts), at::tensor(advantages, opts),
-                            options.kl_coef > 0 ? at::tensor(reference, opts) : at::Tensor(),
-                            at::tensor(weights, opts), options);
+    const auto terms = detail::policy_loss(
+        lp, at::tensor(behaviour, opts), at::tensor(advantages, opts),
+        options.kl_coef > 0 ? at::tensor(reference, opts) : at::Tensor(), at::tensor(weights, opts),
+        options.offpolicy.mode == offpolicy_mode::truncate_token ? at::tensor(pg_scale, opts)
+                                                                 : at::Tensor(),
+        options);
     loss_value v;
     v.loss = terms.loss.item<double>();
     v.pg_loss = terms.pg_loss.item<double>();
     const auto tokens = static_cast<double>(logp.size());
     v.kl = tokens > 0 ? terms.kl_sum.item<double>() / tokens : 0.0;
     v.clip_fraction = tokens > 0 ? terms.clipped_count.item<double>() / tokens : 0.0;
+    for (const auto& d : decisions) {
+      v.dropped_sequences += d.dropped ? 1 : 0;
+      v.masked_tokens += d.masked;
+      v.sequence_ratios.push_back(d.ratio);
+    }
     std::vector<double> grad(logp.size(), 0.0);
     if (!logp.empty()) {
       terms.loss.backward();

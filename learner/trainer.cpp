@@ -148,6 +148,14 @@ status validate(const update_batch& batch, std::int64_t vocab) {
         return error{where + ": reference_logprobs must be empty or as long as token_ids"};
       }
     }
+    if (!s.staleness.empty()) {
+      if (s.staleness.size() != n) {
+        return error{where + ": staleness must be empty or as long as token_ids"};
+      }
+      if (std::any_of(s.staleness.begin(), s.staleness.end(), [](auto v) { return v < 0; })) {
+        return error{where + ": staleness must be >= 0 (versions behind the learner)"};
+      }
+    }
     if (s.loss_mask[0] != 0) {
       return error{where + ": loss_mask[0] must be 0 (nothing predicts the first token)"};
     }
@@ -180,6 +188,48 @@ status validate(const update_batch& batch, std::int64_t vocab) {
   return ok_status();
 }
 
+// The off-policy filter on one micro-batch's trained rows: `starts` holds each sequence's first row
+// and its place in the mini-batch's order. Multiplies `token_weights` by the filter's keep, adds
+// the counts to `sums`, writes each sequence's ratio into `ratios`, and returns the surrogate's
+// factor per row (truncate_token). The log-probs are read detached: the filter carries no gradient.
+std::vector<double> filter_offpolicy_rows(
+    const at::Tensor& logp, const std::vector<double>& behaviour,
+    const std::vector<std::int64_t>& staleness,
+    const std::vector<std::pair<std::size_t, std::size_t>>& starts,
+    std::vector<double>& token_weights, metric_sums& sums, std::vector<double>& ratios,
+    const offpolicy_options& options) {
+  const auto host = logp.detach().to(at::kCPU, at::kDouble).contiguous();
+  const double* lp = host.data_ptr<double>();
+  std::vector<double> pg_scale(behaviour.size(), 1.0);
+  for (std::size_t q = 0; q < starts.size(); ++q) {
+    const auto first = starts[q].first;
+    const auto last = q + 1 < starts.size() ? starts[q + 1].first : behaviour.size();
+    if (first == last) {
+      continue;
+    }
+    std::vector<double> log_ratios;
+    for (auto r = first; r < last; ++r) {
+      log_ratios.push_back(lp[r] - behaviour[r]);
+    }
+    const std::vector<std::int64_t> stale(staleness.begin() + static_cast<std::ptrdiff_t>(first),
+                                          staleness.begin() + static_cast<std::ptrdiff_t>(last));
+    const auto d = filter_offpolicy(options, log_ratios, stale);
+    ratios[starts[q].second] = d.ratio;
+    sums.dropped += d.dropped ? 1 : 0;
+    sums.masked += d.masked;
+    if (!d.dropped) {
+      sums.kept_sequences += 1;
+      sums.kept_sequence_tokens += static_cast<std::int64_t>(last - first);
+    }
+    for (auto r = first; r < last; ++r) {
+      token_weights[r] *= d.keep[r - first];
+      pg_scale[r] = d.pg_scale[r - first];
+      sums.kept_tokens += d.keep[r - first] > 0 ? 1 : 0;
+    }
+  }
+  return pg_scale;
+}
+
 step_metrics to_metrics(const metric_sums& s, double seconds) {
   step_metrics m;
   const auto trained = static_cast<double>(std::max<std::int64_t>(s.trained, 1));
@@ -188,6 +238,11 @@ step_metrics to_metrics(const metric_sums& s, double seconds) {
   m.kl = s.kl / trained;
   m.behaviour_kl = s.behaviour_kl / trained;
   m.clip_fraction = s.clipped / trained;
+  m.dropped_sequences = s.dropped;
+  m.masked_tokens = s.masked;
+  m.ratio_p5 = quantile(s.ratios, 0.05);
+  m.ratio_p50 = quantile(s.ratios, 0.5);
+  m.ratio_p95 = quantile(s.ratios, 0.95);
   m.entropy = s.entropy / trained;
   m.tokens = s.tokens;
   m.trained_tokens = s.trained;
@@ -369,6 +424,8 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     counts.push_back(std::accumulate(mask.begin(), mask.end(), std::int64_t{0}));
   }
   const auto weights = sequence_token_weights(lo.aggregation, counts);
+  // Each sequence's geometric-mean ratio at its place in `order` (0 where it trains nothing).
+  std::vector<double> ratios(indices.size(), 0.0);
 
   // Longest first, so each micro-batch pads little; a fixed order keeps the sums reproducible.
   std::vector<std::size_t> order(indices.size());
@@ -414,6 +471,9 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     std::vector<double> advantages;
     std::vector<double> given_reference;
     std::vector<double> token_weights;
+    std::vector<std::int64_t> staleness;
+    // Per sequence of the micro-batch with trained tokens: its first row and its place in `order`.
+    std::vector<std::pair<std::size_t, std::size_t>> starts;
     for (std::size_t k = begin; k < end; ++k) {
       const auto j = order[k];
       const auto& s = batch.sequences[indices[j]];
@@ -421,6 +481,7 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
       std::copy(s.token_ids.begin(), s.token_ids.end(), ids.begin() + base);
       sums.tokens += static_cast<std::int64_t>(s.token_ids.size());
       sums.sequences += 1;
+      starts.emplace_back(rows.size(), j);
       for (std::size_t t = 1; t < s.token_ids.size(); ++t) {
         if (s.loss_mask[t] == 0) {
           continue;
@@ -433,6 +494,7 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
           given_reference.push_back(s.reference_logprobs[t]);
         }
         token_weights.push_back(weights[j]);
+        staleness.push_back(s.staleness.empty() ? 0 : s.staleness[t]);
       }
     }
     if (rows.empty()) {
@@ -480,8 +542,12 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
       at::Tensor logp;
       std::tie(logp, entropy) =
           detail::chunked_logprobs(selected, m.output_weight(), targets_t, m.logprob_chunk, true);
-      terms = detail::policy_loss(logp, to_device(behaviour), to_device(advantages), reference,
-                                  to_device(token_weights), lo);
+      const auto pg_scale = filter_offpolicy_rows(logp, behaviour, staleness, starts, token_weights,
+                                                  sums, ratios, lo.offpolicy);
+      terms = detail::policy_loss(
+          logp, to_device(behaviour), to_device(advantages), reference, to_device(token_weights),
+          lo.offpolicy.mode == offpolicy_mode::truncate_token ? to_device(pg_scale) : at::Tensor(),
+          lo);
     }
     {
       RECORD_FUNCTION("leap::backward", std::vector<c10::IValue>());
@@ -505,11 +571,15 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     finish_buckets();
     const auto f64 = at::TensorOptions().dtype(at::kDouble);
     auto all =
-        at::tensor(std::vector<double>{sums.loss, sums.pg_loss, sums.kl, sums.behaviour_kl,
-                                       sums.clipped, sums.entropy, static_cast<double>(sums.tokens),
-                                       static_cast<double>(sums.trained),
-                                       static_cast<double>(sums.sequences)},
-                   f64)
+        at::tensor(
+            std::vector<double>{
+                sums.loss, sums.pg_loss, sums.kl, sums.behaviour_kl, sums.clipped, sums.entropy,
+                static_cast<double>(sums.tokens), static_cast<double>(sums.trained),
+                static_cast<double>(sums.sequences), static_cast<double>(sums.dropped),
+                static_cast<double>(sums.masked), static_cast<double>(sums.kept_sequences),
+                static_cast<double>(sums.kept_sequence_tokens),
+                static_cast<double>(sums.kept_tokens)},
+            f64)
             .to(dp->wire_device());
     dp->all_reduce(all, "the metric sums");
     const auto host = all.cpu();
@@ -523,8 +593,51 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     sums.tokens = std::llround(v[6]);
     sums.trained = std::llround(v[7]);
     sums.sequences = std::llround(v[8]);
+    sums.dropped = std::llround(v[9]);
+    sums.masked = std::llround(v[10]);
+    sums.kept_sequences = std::llround(v[11]);
+    sums.kept_sequence_tokens = std::llround(v[12]);
+    sums.kept_tokens = std::llround(v[13]);
+    // Every sequence is one rank's: summing the ranks' vectors gathers them.
+    auto r = at::tensor(ratios, f64).to(dp->wire_device());
+    dp->all_reduce(r, "the off-policy ratios");
+    const auto rh = r.cpu();
+    std::copy(rh.data_ptr<double>(), rh.data_ptr<double>() + rh.numel(), ratios.begin());
   } else if (flat.grad_accum.defined()) {
     spill_gradients();  // the last micro-batch joins the float32 sum
+  }
+  for (auto r : ratios) {
+    if (r > 0) {
+      sums.ratios.push_back(r);
+    }
+  }
+  if (sums.dropped > 0) {
+    // Dropped sequences leave the normaliser. For every aggregation that is one factor on the
+    // kept sequences' weights (S / S_kept, or T / T_kept for token_mean), and the loss is linear
+    // in the weights: scale what was accumulated instead of a second pass.
+    std::int64_t all_sequences = 0;
+    std::int64_t all_tokens = 0;
+    for (auto n : counts) {
+      all_sequences += n > 0 ? 1 : 0;
+      all_tokens += n;
+    }
+    double factor = 0;
+    if (lo.aggregation == loss_aggregation::token_mean) {
+      factor = sums.kept_sequence_tokens > 0 ? static_cast<double>(all_tokens) /
+                                                   static_cast<double>(sums.kept_sequence_tokens)
+                                             : 0.0;
+    } else {
+      factor = sums.kept_sequences > 0
+                   ? static_cast<double>(all_sequences) / static_cast<double>(sums.kept_sequences)
+                   : 0.0;
+    }
+    at::NoGradGuard no_grad;
+    flat.grads.mul_(factor);
+    if (flat.grad_accum.defined()) {
+      flat.grad_accum.mul_(factor);
+    }
+    sums.loss *= factor;
+    sums.pg_loss *= factor;
   }
   return sums;
 }
@@ -882,8 +995,13 @@ result<update_report> trainer::state::run_update(const update_batch& batch, bool
         s.zero_grads();
         return sums.err();
       }
-      if (sums->trained == 0) {
-        continue;  // a mini-batch without trained tokens has no gradient: no step
+      total.dropped += sums->dropped;
+      total.masked += sums->masked;
+      total.ratios.insert(total.ratios.end(), sums->ratios.begin(), sums->ratios.end());
+      if (sums->trained == 0 || sums->kept_tokens == 0) {
+        // A mini-batch without trained tokens, or all of them filtered off-policy, has no
+        // gradient: no step.
+        continue;
       }
       auto norm = s.gradient_norm();
       if (!norm) {

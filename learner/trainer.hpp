@@ -119,6 +119,9 @@ struct sequence {
   // Optional: the reference's log-probs (read where the mask is 1); empty = computed by the
   // trainer.
   std::vector<float> reference_logprobs;
+  // Optional: per token, how many weight versions the sampler was behind the learner (read where
+  // the mask is 1; loss.offpolicy.max_staleness masks the ones too old); empty = all 0.
+  std::vector<std::int32_t> staleness;
 };
 
 struct update_batch {
@@ -133,9 +136,17 @@ struct step_metrics {
   double kl = 0;             // token mean of k3 KL(current || reference); 0 without a reference
   double behaviour_kl = 0;   // token mean of k3 KL(behaviour || current): the drift off-policy
   double clip_fraction = 0;  // trained tokens where the clipped term is active
-  double entropy = 0;        // token mean of the current policy's entropy, in nats
-  double grad_norm = 0;      // before clipping
-  std::int64_t tokens = 0;   // tokens passed forward (without padding)
+  // Off-policy filter (loss.offpolicy): sequences dropped, tokens masked (by the ratio band or
+  // staleness, outside dropped sequences), and quantiles of the sequences' geometric-mean ratios
+  // exp(mean(logp - behaviour_logp)) (computed in every mode, off too).
+  std::int64_t dropped_sequences = 0;
+  std::int64_t masked_tokens = 0;
+  double ratio_p5 = 0;
+  double ratio_p50 = 0;
+  double ratio_p95 = 0;
+  double entropy = 0;       // token mean of the current policy's entropy, in nats
+  double grad_norm = 0;     // before clipping
+  std::int64_t tokens = 0;  // tokens passed forward (without padding)
   std::int64_t trained_tokens = 0;
   std::int64_t sequences = 0;
   double seconds = 0;
@@ -176,10 +187,11 @@ class trainer {
   ~trainer();
 
   // One training step on `batch` (see the file comment). Errors: an empty batch, sequences whose
-  // vectors differ in length, mask[0] != 0, ids outside the vocabulary, no trained token at all,
-  // reference_logprobs given for some sequences but not others (all checked before any work), a
-  // non-finite gradient (that optimiser step is skipped; earlier mini-batches of the same update
-  // keep theirs, and the step counter does not advance), checkpoint I/O failures.
+  // vectors differ in length (staleness may be empty; negative entries are errors), mask[0] != 0,
+  // ids outside the vocabulary, no trained token at all, reference_logprobs given for some
+  // sequences but not others (all checked before any work), a non-finite gradient (that optimiser
+  // step is skipped; earlier mini-batches of the same update keep theirs, and the step counter does
+  // not advance), checkpoint I/O failures.
   [[nodiscard]] result<update_report> update(const update_batch& batch);
 
   // The loss and gradient of the whole batch as one mini-batch; weights and optimiser unchanged.

@@ -29,7 +29,12 @@ json options_to_json(const trainer_options& o, const std::string& dtype) {
   j["loss"] = {{"clip_low", o.loss.clip_low},
                {"clip_high", o.loss.clip_high},
                {"kl_coef", o.loss.kl_coef},
-               {"aggregation", static_cast<int>(o.loss.aggregation)}};
+               {"aggregation", static_cast<int>(o.loss.aggregation)},
+               {"offpolicy",
+                {{"mode", static_cast<int>(o.loss.offpolicy.mode)},
+                 {"low", o.loss.offpolicy.low},
+                 {"high", o.loss.offpolicy.high},
+                 {"max_staleness", o.loss.offpolicy.max_staleness}}}};
   const auto& op = o.optimizer;
   j["optimizer"] = {{"lr", op.lr},
                     {"beta1", op.beta1},
@@ -63,6 +68,11 @@ trainer_options options_from_json(const json& j, const distributed_options& own)
   o.loss.clip_high = l.at("clip_high").get<double>();
   o.loss.kl_coef = l.at("kl_coef").get<double>();
   o.loss.aggregation = static_cast<loss_aggregation>(l.at("aggregation").get<int>());
+  const auto& op_filter = l.at("offpolicy");
+  o.loss.offpolicy.mode = static_cast<offpolicy_mode>(op_filter.at("mode").get<int>());
+  o.loss.offpolicy.low = op_filter.at("low").get<double>();
+  o.loss.offpolicy.high = op_filter.at("high").get<double>();
+  o.loss.offpolicy.max_staleness = op_filter.at("max_staleness").get<std::int64_t>();
   const auto& op = j.at("optimizer");
   o.optimizer.lr = op.at("lr").get<double>();
   o.optimizer.beta1 = op.at("beta1").get<double>();
@@ -116,7 +126,7 @@ std::vector<T> take_vector(const std::string& in, std::size_t& at) {
   return v;
 }
 
-// Command byte, then per sequence its five vectors (host byte order: the ranks share a host
+// Command byte, then per sequence its six vectors (host byte order: the ranks share a host
 // architecture).
 std::string encode_command(char command, const update_batch* batch) {
   std::string out(1, command);
@@ -127,6 +137,7 @@ std::string encode_command(char command, const update_batch* batch) {
       put_vector(out, seq.behaviour_logprobs);
       put_vector(out, seq.advantages);
       put_vector(out, seq.reference_logprobs);
+      put_vector(out, seq.staleness);
     }
   }
   return out;
@@ -142,6 +153,7 @@ update_batch decode_batch(const std::string& in) {
     seq.behaviour_logprobs = take_vector<float>(in, at);
     seq.advantages = take_vector<float>(in, at);
     seq.reference_logprobs = take_vector<float>(in, at);
+    seq.staleness = take_vector<std::int32_t>(in, at);
     batch.sequences.push_back(std::move(seq));
   }
   return batch;

@@ -18,11 +18,13 @@ struct loss_terms {
 };
 
 // All inputs are [N] over the trained tokens, in one float dtype. `reference` may be undefined when
-// options.kl_coef == 0. `weights` holds w_t (sequence_token_weights spread over the tokens).
+// options.kl_coef == 0. `weights` holds w_t (sequence_token_weights spread over the tokens, times
+// the off-policy filter's keep). `pg_scale` multiplies pg_t (truncate_token); undefined = 1.
 // Log-ratios are clamped to [-20, 20] before exponentiating so that one wild token cannot make the
 // loss infinite.
 [[nodiscard]] loss_terms policy_loss(const at::Tensor& logprobs, const at::Tensor& behaviour,
                                      const at::Tensor& advantages, const at::Tensor& reference,
-                                     const at::Tensor& weights, const loss_options& options);
+                                     const at::Tensor& weights, const at::Tensor& pg_scale,
+                                     const loss_options& options);
 
 }  // namespace leap::learner::detail

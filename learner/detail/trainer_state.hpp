@@ -71,6 +71,14 @@ struct metric_sums {
   std::int64_t tokens = 0;
   std::int64_t trained = 0;
   std::int64_t sequences = 0;
+  // Off-policy filter: sequences dropped, tokens masked, sequences with trained tokens kept and
+  // their trained tokens (the normaliser after a drop), tokens left trained, sequence ratios.
+  std::int64_t dropped = 0;
+  std::int64_t masked = 0;
+  std::int64_t kept_sequences = 0;
+  std::int64_t kept_sequence_tokens = 0;
+  std::int64_t kept_tokens = 0;
+  std::vector<double> ratios;
 };
 
 // Rank 0's commands to the other ranks: the first byte of each message.

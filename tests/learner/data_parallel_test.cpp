@@ -293,6 +293,55 @@ TEST(DataParallel, TwoAndThreeRanksMatchOneProcess) {
   }
 }
 
+// The off-policy filter on two ranks: which sequences drop and which tokens mask depends on the
+// sequence's own rank, while the normaliser after a drop and the ratio quantiles need every rank's
+// sequences (the ranks' sums are reduced), so one process's figures must come out.
+TEST(DataParallel, OffPolicyFilterMatchesOneProcess) {
+  SKIP_WITHOUT_GLOO();
+  const auto config = testing::tiny_qwen2();
+  auto fresh = [&] { return policy::create_random(config, 7, {.dtype = "float32"}).value(); };
+  auto batch = make_batch(fresh(), 7, 300);
+  for (const std::size_t i : {1U, 4U}) {  // ratio e^1.5 on every token: outside [0.5, 2]
+    for (auto& l : batch.sequences[i].behaviour_logprobs) {
+      l -= 1.5F;
+    }
+  }
+  batch.sequences[2].staleness.assign(batch.sequences[2].token_ids.size(), 5);
+  auto options = base_options("float32");
+  options.loss.offpolicy = {
+      .mode = offpolicy_mode::drop_sequence, .low = 0.5, .high = 2.0, .max_staleness = 1};
+  auto single = trainer::create(fresh(), options);
+  ASSERT_TRUE(single.ok()) << single.err().message;
+  auto one = single->update(batch);
+  ASSERT_TRUE(one.ok()) << one.err().message;
+  EXPECT_EQ(one->summary.dropped_sequences, 2);
+  EXPECT_GT(one->summary.masked_tokens, 0);
+  EXPECT_GT(one->summary.ratio_p95, 2.0);
+  rank_processes ranks(2, options.distributed.timeout_seconds);
+  auto o = options;
+  ranks.attach(o.distributed);
+  {
+    auto dp = trainer::create(fresh(), o);
+    ASSERT_TRUE(dp.ok()) << dp.err().message;
+    auto two = dp->update(batch);
+    ASSERT_TRUE(two.ok()) << two.err().message;
+    ASSERT_EQ(two->optimizer_steps.size(), one->optimizer_steps.size());
+    for (std::size_t k = 0; k < one->optimizer_steps.size(); ++k) {
+      const auto& a = one->optimizer_steps[k];
+      const auto& b = two->optimizer_steps[k];
+      EXPECT_NEAR(a.loss, b.loss, 1e-5 * (1 + std::abs(a.loss)));
+      EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm);
+      EXPECT_EQ(a.dropped_sequences, b.dropped_sequences);
+      EXPECT_EQ(a.masked_tokens, b.masked_tokens);
+      EXPECT_NEAR(a.ratio_p5, b.ratio_p5, 1e-5);
+      EXPECT_NEAR(a.ratio_p50, b.ratio_p50, 1e-5);
+      EXPECT_NEAR(a.ratio_p95, b.ratio_p95, 1e-4);
+    }
+    EXPECT_LT(max_logprob_difference(single->current_policy(), dp->current_policy(), batch), 1e-4);
+  }
+  EXPECT_TRUE(ranks.all_exit_cleanly());
+}
+
 // Two ranks write the checkpoints of steps 1 and 2; one rank and three ranks each resume from them
 // and run step 3, which must match step 3 of one uninterrupted process.
 TEST(DataParallel, CheckpointsResumeOnAnotherWorldSize) {

@@ -135,6 +135,191 @@ TEST(Loss, InvalidInputsAndOptions) {
   }
 }
 
+// ---- Off-policy filtering (loss_options::offpolicy), closed form ----
+
+void expect_grads_near(const loss_value& v, const std::vector<std::vector<double>>& expected) {
+  ASSERT_EQ(v.grad_logprobs.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(v.grad_logprobs[i].size(), expected[i].size());
+    for (std::size_t t = 0; t < expected[i].size(); ++t) {
+      EXPECT_NEAR(v.grad_logprobs[i][t], expected[i][t], 1e-12) << i << "," << t;
+    }
+  }
+}
+
+// Sequence B's ratio is 3 (one token, behaviour = logp - ln 3), outside the band [0.5, 2]; A and C
+// are on-policy, so every surviving surrogate is -A and d/dlogp = -A * w_t.
+TEST(OffPolicy, DropSequenceRemovesItFromLossAndNormaliser) {
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -1.0}, .behaviour_logprobs = {-1.0, -1.0}, .advantages = {1.0, 3.0}},
+      {.logprobs = {-0.5}, .behaviour_logprobs = {-0.5 - std::log(3.0)}, .advantages = {-2.0}},
+      {.logprobs = {-2.0}, .behaviour_logprobs = {-2.0}, .advantages = {2.0}},
+  };
+  const offpolicy_options drop{.mode = offpolicy_mode::drop_sequence, .low = 0.5, .high = 2.0};
+  {
+    // Off: B's A < 0 above the cap keeps the unclipped -3 * -2 = 6; S = 3.
+    auto v = compute_loss(seqs, {});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, (-2.0 + 6.0 - 2.0) / 3.0, 1e-12);
+    EXPECT_EQ(v->dropped_sequences, 0);
+  }
+  {
+    // seq_mean_token_mean over A and C only: ((-1 - 3) / 2 - 2) / 2.
+    auto v = compute_loss(seqs, {.offpolicy = drop});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, -2.0, 1e-12);
+    EXPECT_NEAR(v->pg_loss, -2.0, 1e-12);
+    EXPECT_EQ(v->dropped_sequences, 1);
+    EXPECT_EQ(v->masked_tokens, 0);
+    ASSERT_EQ(v->sequence_ratios.size(), 3U);
+    EXPECT_NEAR(v->sequence_ratios[0], 1.0, 1e-12);
+    EXPECT_NEAR(v->sequence_ratios[1], 3.0, 1e-12);
+    expect_grads_near(*v, {{-0.25, -0.75}, {0.0}, {-1.0}});
+  }
+  {
+    // token_mean over the 3 tokens left: (-1 - 3 - 2) / 3.
+    auto v = compute_loss(seqs, {.aggregation = loss_aggregation::token_mean, .offpolicy = drop});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, -2.0, 1e-12);
+    expect_grads_near(*v, {{-1.0 / 3, -1.0}, {0.0}, {-2.0 / 3}});
+  }
+  {
+    // A band wide enough keeps B: the same as off.
+    auto v = compute_loss(
+        seqs, {.offpolicy = {.mode = offpolicy_mode::drop_sequence, .low = 0.5, .high = 3.5}});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, 2.0 / 3.0, 1e-12);
+    EXPECT_EQ(v->dropped_sequences, 0);
+  }
+}
+
+// The geometric mean, not the product: ratios 4 and 1/4 give R = 1, kept; 4 and 1 give R = 2.
+TEST(OffPolicy, DropSequenceUsesTheGeometricMeanRatio) {
+  const double l4 = std::log(4.0);
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -1.0},
+       .behaviour_logprobs = {-1.0 - l4, -1.0 + l4},
+       .advantages = {0.0, 0.0}},
+      {.logprobs = {-1.0, -1.0}, .behaviour_logprobs = {-1.0 - l4, -1.0}, .advantages = {0.0, 0.0}},
+  };
+  auto v = compute_loss(
+      seqs, {.offpolicy = {.mode = offpolicy_mode::drop_sequence, .low = 0.5, .high = 1.9}});
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_NEAR(v->sequence_ratios[0], 1.0, 1e-12);
+  EXPECT_NEAR(v->sequence_ratios[1], 2.0, 1e-12);
+  EXPECT_EQ(v->dropped_sequences, 1);
+}
+
+// One sequence, token_mean, ratios {1, 3, 0.25} and advantages {1, -1, 1}: the band [0.5, 2] masks
+// the last two; the normaliser stays 3 tokens.
+TEST(OffPolicy, MaskTokenZeroesTokensOutsideTheBand) {
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -1.0, -1.0},
+       .behaviour_logprobs = {-1.0, -1.0 - std::log(3.0), -1.0 - std::log(0.25)},
+       .advantages = {1.0, -1.0, 1.0}}};
+  auto v = compute_loss(
+      seqs, {.aggregation = loss_aggregation::token_mean,
+             .offpolicy = {.mode = offpolicy_mode::mask_token, .low = 0.5, .high = 2.0}});
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_NEAR(v->loss, -1.0 / 3.0, 1e-12);
+  EXPECT_EQ(v->masked_tokens, 2);
+  EXPECT_EQ(v->dropped_sequences, 0);
+  EXPECT_NEAR(v->sequence_ratios[0], std::cbrt(0.75), 1e-12);
+  expect_grads_near(*v, {{-1.0 / 3, 0.0, 0.0}});
+}
+
+// token_mean, clip 0.2 / 0.28, advantages -1: ratio 4 keeps the unclipped surrogate 4 (gradient 4)
+// when off; truncate_token at high 2 scales it by 2 / 4 (surrogate 2, gradient 2: the token's
+// importance weight capped at 2). Ratio 1.5 is under the cap and unchanged (1.5).
+TEST(OffPolicy, TruncateTokenCapsTheImportanceWeight) {
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -1.0},
+       .behaviour_logprobs = {-1.0 - std::log(4.0), -1.0 - std::log(1.5)},
+       .advantages = {-1.0, -1.0}}};
+  auto off = compute_loss(seqs, {.aggregation = loss_aggregation::token_mean});
+  ASSERT_TRUE(off.ok()) << off.err().message;
+  EXPECT_NEAR(off->loss, (4.0 + 1.5) / 2, 1e-12);
+  expect_grads_near(*off, {{2.0, 0.75}});
+  auto v = compute_loss(seqs, {.aggregation = loss_aggregation::token_mean,
+                               .offpolicy = {.mode = offpolicy_mode::truncate_token, .high = 2.0}});
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_NEAR(v->loss, (2.0 + 1.5) / 2, 1e-12);
+  EXPECT_NEAR(v->pg_loss, (2.0 + 1.5) / 2, 1e-12);
+  EXPECT_EQ(v->masked_tokens, 0);
+  expect_grads_near(*v, {{1.0, 0.75}});
+}
+
+// Staleness {0, 2, 1} with max_staleness 1 masks the middle token in every mode (off here); the
+// normaliser stays 3 tokens.
+TEST(OffPolicy, StalenessCapMasksTokensFromOldWeights) {
+  const std::vector<loss_tokens> seqs = {{.logprobs = {-1.0, -1.0, -1.0},
+                                          .behaviour_logprobs = {-1.0, -1.0, -1.0},
+                                          .advantages = {1.0, 2.0, 3.0},
+                                          .staleness = {0, 2, 1}}};
+  auto capped = compute_loss(
+      seqs, {.aggregation = loss_aggregation::token_mean, .offpolicy = {.max_staleness = 1}});
+  ASSERT_TRUE(capped.ok()) << capped.err().message;
+  EXPECT_NEAR(capped->loss, (-1.0 - 3.0) / 3, 1e-12);
+  EXPECT_EQ(capped->masked_tokens, 1);
+  expect_grads_near(*capped, {{-1.0 / 3, 0.0, -1.0}});
+  auto uncapped = compute_loss(seqs, {.aggregation = loss_aggregation::token_mean});
+  ASSERT_TRUE(uncapped.ok()) << uncapped.err().message;
+  EXPECT_NEAR(uncapped->loss, -2.0, 1e-12);
+  EXPECT_EQ(uncapped->masked_tokens, 0);
+}
+
+// On-policy tokens (ratio 1) pass every filter: each mode gives off's loss and gradient.
+TEST(OffPolicy, RatiosOfOneChangeNothing) {
+  const std::vector<loss_tokens> seqs = {
+      {.logprobs = {-1.0, -2.0}, .behaviour_logprobs = {-1.0, -2.0}, .advantages = {1.0, 3.0}},
+      {.logprobs = {-0.5}, .behaviour_logprobs = {-0.5}, .advantages = {-2.0}},
+  };
+  auto off = compute_loss(seqs, {});
+  ASSERT_TRUE(off.ok()) << off.err().message;
+  for (auto mode : {offpolicy_mode::drop_sequence, offpolicy_mode::truncate_token,
+                    offpolicy_mode::mask_token}) {
+    SCOPED_TRACE(to_string(mode));
+    auto v = compute_loss(
+        seqs, {.offpolicy = {.mode = mode, .low = 0.9, .high = 1.1, .max_staleness = 0}});
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    EXPECT_NEAR(v->loss, off->loss, 1e-12);
+    EXPECT_EQ(v->dropped_sequences, 0);
+    EXPECT_EQ(v->masked_tokens, 0);
+    expect_grads_near(*v, off->grad_logprobs);
+  }
+}
+
+TEST(OffPolicy, InvalidBandsAndLengths) {
+  struct test_case {
+    offpolicy_options options;
+    std::string expected;
+  };
+  const std::vector<test_case> cases = {
+      {{.low = 1.5}, "'offpolicy.low' must be in [0, 1]"},
+      {{.low = -0.1}, "'offpolicy.low' must be in [0, 1]"},
+      {{.high = 0.9}, "'offpolicy.high' must be >= 1"},
+      {{.max_staleness = -2}, "'offpolicy.max_staleness' must be >= -1"},
+  };
+  for (const auto& c : cases) {
+    auto v = compute_loss({}, {.offpolicy = c.options});
+    ASSERT_FALSE(v.ok());
+    EXPECT_THAT(v.err().message, HasSubstr(c.expected));
+  }
+  auto v = compute_loss(
+      {{.logprobs = {1.0}, .behaviour_logprobs = {1.0}, .advantages = {1.0}, .staleness = {0, 1}}},
+      {});
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(v.err().message, HasSubstr("differ in length"));
+}
+
+TEST(OffPolicy, QuantilesInterpolateBetweenOrderStatistics) {
+  EXPECT_NEAR(quantile({5, 1, 3, 2, 4}, 0.5), 3.0, 1e-12);
+  EXPECT_NEAR(quantile({5, 1, 3, 2, 4}, 0.05), 1.2, 1e-12);
+  EXPECT_NEAR(quantile({5, 1, 3, 2, 4}, 0.95), 4.8, 1e-12);
+  EXPECT_NEAR(quantile({7}, 0.05), 7.0, 1e-12);
+  EXPECT_EQ(quantile({}, 0.5), 0.0);
+}
+
 // The whole chain (model, chunked log-probs, surrogate, KL, aggregation, micro-batch accumulation,
 // layer recomputation) against central finite differences, in double precision.
 struct fd_case {
