@@ -17,6 +17,7 @@
 
 #include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/offpolicy_mode.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
@@ -94,6 +95,17 @@ struct rollout_section {
   friend bool operator==(const rollout_section&, const rollout_section&) = default;
 };
 
+// learner.offpolicy: importance-ratio filtering of off-policy tokens and a staleness cap (see
+// learner/loss.hpp for the formulas).
+struct offpolicy_section {
+  leap::offpolicy_mode mode = leap::offpolicy_mode::off;
+  double low = 0.5;
+  double high = 2.0;
+  int max_staleness = -1;
+
+  friend bool operator==(const offpolicy_section&, const offpolicy_section&) = default;
+};
+
 struct learner_section {
   learner_kind kind = learner_kind::record;
   std::string model_path;
@@ -104,6 +116,7 @@ struct learner_section {
   double clip_high = 0.28;
   double kl_coef = 0.0;
   leap::loss_aggregation loss_aggregation = leap::loss_aggregation::seq_mean_token_mean;
+  offpolicy_section offpolicy;
   double grad_clip = 1.0;
   int warmup_steps = 0;
   int micro_batch_tokens = 16384;

@@ -179,9 +179,20 @@ std::string format_telemetry_table(const std::vector<step_record>& steps) {
 
 std::string format_learner_table(const std::vector<step_record>& steps) {
   const std::pair<const char*, const char*> columns[] = {
-      {"loss", "%.4f"},           {"clip_fraction", "%.3f"},  {"behaviour_kl", "%.2e"},
-      {"entropy", "%.3f"},        {"grad_norm", "%.3f"},      {"lr", "%.2e"},
-      {"trained_tokens", "%.0f"}, {"update_seconds", "%.2f"},
+      {"loss", "%.4f"},
+      {"clip_fraction", "%.3f"},
+      {"behaviour_kl", "%.2e"},
+      {"entropy", "%.3f"},
+      {"grad_norm", "%.3f"},
+      {"lr", "%.2e"},
+      {"trained_tokens", "%.0f"},
+      {"update_seconds", "%.2f"},
+      // learner.offpolicy: what the filter removed, and the spread of the sequences' ratios
+      {"offpolicy_dropped_sequences", "%.0f"},
+      {"offpolicy_masked_tokens", "%.0f"},
+      {"ratio_p5", "%.3f"},
+      {"ratio_p50", "%.3f"},
+      {"ratio_p95", "%.3f"},
   };
   std::string out;
   char cell[64];

@@ -600,6 +600,25 @@ std::vector<field_spec> build_fields() {
                                loss_aggregation::seq_mean_token_sum},
                    "How token losses become the batch loss; seq_mean_token_mean is the paper's "
                    "sample-level loss (long rollouts do not dominate)."));
+  f.push_back(choice_field(
+      "learner.offpolicy.mode", LEAP_FIELD(learner.offpolicy.mode),
+      std::vector{offpolicy_mode::off, offpolicy_mode::drop_sequence,
+                  offpolicy_mode::truncate_token, offpolicy_mode::mask_token},
+      "Off-policy filter on the ratio r = exp(logp - behaviour_logp), computed in the training "
+      "pass: "
+      "drop_sequence drops sequences whose geometric-mean ratio is outside [low, high] (and out of "
+      "the loss normaliser); truncate_token caps each token's importance weight at high (verl's "
+      "truncated IS); mask_token masks tokens whose ratio is outside [low, high]; off: none."));
+  f.push_back(
+      real_field("learner.offpolicy.low", LEAP_FIELD(learner.offpolicy.low), closed(0, 1),
+                 "Lower end of the ratio band of drop_sequence and mask_token; in [0, 1]."));
+  f.push_back(real_field(
+      "learner.offpolicy.high", LEAP_FIELD(learner.offpolicy.high), at_least(1),
+      "Upper end of the ratio band, and truncate_token's cap on the importance weight; >= 1."));
+  f.push_back(integer_field(
+      "learner.offpolicy.max_staleness", LEAP_FIELD(learner.offpolicy.max_staleness), at_least(-1),
+      "Mask tokens sampled by weights more than this many versions behind the learner's (in every "
+      "mode; each turn's weight version against the learner's); -1: no cap."));
   f.push_back(real_field("learner.grad_clip", LEAP_FIELD(learner.grad_clip), at_least(0),
                          "Global gradient-norm clip; 0 disables clipping."));
   f.push_back(integer_field("learner.warmup_steps", LEAP_FIELD(learner.warmup_steps), at_least(0),

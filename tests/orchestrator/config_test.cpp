@@ -198,6 +198,15 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: learner.betas: [1] must be in [0, 1), got 1"},
       {"clip_low_1", "learner:\n  clip_low: 1\n",
        "case.yaml:2: learner.clip_low: must be in [0, 1)"},
+      {"offpolicy_low_above_1", "learner:\n  offpolicy:\n    low: 1.5\n",
+       "case.yaml:3: learner.offpolicy.low: must be in [0, 1], got 1.5"},
+      {"offpolicy_high_below_1", "learner:\n  offpolicy:\n    mode: mask_token\n    high: 0.9\n",
+       "case.yaml:4: learner.offpolicy.high: must be >= 1, got 0.9"},
+      {"offpolicy_staleness_below_minus_1", "learner:\n  offpolicy:\n    max_staleness: -2\n",
+       "case.yaml:3: learner.offpolicy.max_staleness: must be >= -1, got -2"},
+      {"offpolicy_mode_misspelt", "learner:\n  offpolicy:\n    mode: drop_sequences\n",
+       "case.yaml:3: learner.offpolicy.mode: expected one of off, drop_sequence, truncate_token, "
+       "mask_token, got 'drop_sequences'; did you mean 'drop_sequence'?"},
       {"quantile_negative", "gate:\n  adaptive_low_quantile: -0.1\n",
        "case.yaml:2: gate.adaptive_low_quantile: must be in [0, 1], got -0.1"},
       {"window_0", "gate:\n  adaptive_window: 0\n",
@@ -641,6 +650,28 @@ TEST(ConfigDefaults, RetryOffByDefaultParsedAndCompared) {
   EXPECT_FALSE(other == *parsed);
 }
 
+TEST(ConfigDefaults, OffPolicyOffByDefaultParsedAndCompared) {
+  const experiment_config base;
+  EXPECT_EQ(base.learner.offpolicy.mode, offpolicy_mode::off);
+  EXPECT_EQ(base.learner.offpolicy.max_staleness, -1);
+  auto parsed = parse_config(
+      "learner:\n  offpolicy:\n    mode: truncate_token\n    low: 0.25\n    high: 3\n"
+      "    max_staleness: 2\n",
+      "case.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+  EXPECT_EQ(parsed->learner.offpolicy.mode, offpolicy_mode::truncate_token);
+  EXPECT_EQ(parsed->learner.offpolicy.low, 0.25);
+  EXPECT_EQ(parsed->learner.offpolicy.high, 3.0);
+  EXPECT_EQ(parsed->learner.offpolicy.max_staleness, 2);
+  EXPECT_TRUE(validate_config(*parsed).ok());
+  const auto again = parse_config(render_config(*parsed), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.err().message;
+  EXPECT_TRUE(*again == *parsed);
+  experiment_config other = *parsed;
+  other.learner.offpolicy.low = 0.5;
+  EXPECT_FALSE(other == *parsed);
+}
+
 // reward.echo is read, validated and compared: two configs that differ only in it are not equal.
 TEST(ConfigDefaults, PrimeEchoKindAndItsEcho) {
   const auto parsed = parse_config("reward:\n  kind: prime_echo\n  echo: 0.25\n", "case.yaml");
@@ -1001,7 +1032,7 @@ TEST(ConfigFiles, EveryShippedConfigParsesAndSaysWhatItIs) {
   for (const char* expected : {"quickstart.yaml", "leap_cuda.yaml", "grpo_single_turn.yaml",
                                "grpo_multi_turn.yaml", "dr_kernel_style.yaml", "binary_reward.yaml",
                                "dcp_adaptive.yaml", "leap_static_reward.yaml", "learn_digits.yaml",
-                               "leap_speed.yaml", "leap_prime_echo.yaml"}) {
+                               "leap_speed.yaml", "leap_prime_echo.yaml", "leap_offpolicy.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
 }
@@ -1018,6 +1049,8 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"quickstart.yaml", "learner.kind", "record"},
       {"quickstart.yaml", "verifier.gpu_slots", "0"},
       {"leap_cuda.yaml", "gate.policy", "dcp"},
+      {"leap_offpolicy.yaml", "learner.offpolicy.mode", "drop_sequence"},
+      {"leap_offpolicy.yaml", "schedule.max_staleness", "2"},
       {"leap_static_reward.yaml", "gate.policy", "dcp"},
       {"leap_static_reward.yaml", "reward.kind", "static"},
       {"leap_cuda.yaml", "gate.tau_min", "0.5"},
