@@ -379,27 +379,38 @@ ncu_outcome read_ncu_log(std::string_view log) {
         "reboot), or run the profiler with CAP_SYS_ADMIN (CAP_PERFMON from driver R565)"};
     return out;
   }
+  // An unknown metric voids the whole run; any other ==ERROR== (the program exiting non-zero, a
+  // launch that could not be replayed) leaves the launches ncu did profile worth reading.
+  std::optional<std::string> other_error;
   for (const auto& line : split_lines(log)) {
     if (line.rfind("==ERROR==", 0) != 0) {
       continue;
     }
-    const bool metric = contains_ci(line, "metric");
-    out.problem = ncu_problem{metric ? ncu_problem_kind::unknown_metric : ncu_problem_kind::failed,
-                              "ncu: " + line.substr(std::string_view("==ERROR== ").size())};
-    return out;
+    const std::string what = "ncu: " + line.substr(std::string_view("==ERROR== ").size());
+    if (contains_ci(line, "metric")) {
+      out.problem = ncu_problem{ncu_problem_kind::unknown_metric, what};
+      return out;
+    }
+    if (!other_error) {
+      other_error = what;
+    }
   }
   auto kernels = parse_ncu_csv(log);
+  if (kernels.ok() && !kernels->empty()) {
+    out.kernels = std::move(kernels.value());
+    return out;
+  }
+  if (other_error) {
+    out.problem = ncu_problem{ncu_problem_kind::failed, *other_error};
+    return out;
+  }
   const bool none = log.find("No kernels were profiled") != std::string_view::npos;
-  if (none || (kernels.ok() && kernels->empty())) {
+  if (none || kernels.ok()) {
     out.problem = ncu_problem{ncu_problem_kind::no_kernels_profiled,
                               "ncu profiled no kernel: the kernel filter matched no launch"};
     return out;
   }
-  if (!kernels.ok()) {
-    out.problem = ncu_problem{ncu_problem_kind::unreadable_output, kernels.err().message};
-    return out;
-  }
-  out.kernels = std::move(kernels.value());
+  out.problem = ncu_problem{ncu_problem_kind::unreadable_output, kernels.err().message};
   return out;
 }
 

@@ -85,9 +85,11 @@ struct ncu_outcome {
   std::optional<ncu_problem> problem;
 };
 
-// The whole log ncu wrote (the --log-file, or its stdout): the permission error, "No kernels were
-// profiled", an unknown metric or another ==ERROR== line become a problem; otherwise the parsed
-// kernels. Never an error: profiling failing must never fail a verdict.
+// The whole log ncu wrote (the --log-file, or its stdout): the permission error or an unknown
+// metric are a problem whatever else the log holds; otherwise the launches ncu profiled, even when
+// another ==ERROR== line follows (the program exiting non-zero, as a failing candidate may); with
+// no launch, that ==ERROR== line, "No kernels were profiled" or the CSV's error is the problem.
+// Never an error: profiling failing must never fail a verdict.
 ncu_outcome read_ncu_log(std::string_view log);
 
 // Peak figures of one GPU model, from its vendor datasheet (profile.cpp cites each).

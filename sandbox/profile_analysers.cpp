@@ -14,6 +14,8 @@ namespace {
 
 // printf into a std::string: every analyser writes numbers into a fixed sentence.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+const char* plural(double n) { return n == 1.0 ? "" : "s"; }
 std::string format(const char* fmt, ...) {
   std::array<char, 512> buf{};
   va_list args;
@@ -102,8 +104,8 @@ std::optional<std::string> low_occupancy(const kernel_profile& k, const roofline
                         k.metric_or("launch__shared_mem_per_block_dynamic", 0);
     return format(
         "Occupancy of `%s` is %.0f%% (at most %.0f%%): %.0f bytes of shared memory per block let "
-        "only %.0f blocks share an SM. Use smaller tiles or fewer shared buffers per block.",
-        k.name.c_str(), *achieved, *theoretical, smem, lim->blocks);
+        "only %.0f block%s share an SM. Use smaller tiles or fewer shared buffers per block.",
+        k.name.c_str(), *achieved, *theoretical, smem, lim->blocks, plural(lim->blocks));
   }
   if (*theoretical < 100.0 && lim->name == "blocks per SM") {
     return format(
@@ -127,10 +129,11 @@ std::optional<std::string> register_pressure(const kernel_profile& k, const roof
     return std::nullopt;
   }
   return format(
-      "`%s` uses %.0f registers per thread, which lets only %.0f blocks of %.0f threads share an "
+      "`%s` uses %.0f registers per thread, which lets only %.0f block%s of %.0f threads share an "
       "SM (theoretical occupancy %.0f%%). Keep fewer values live per thread, or cap registers "
       "with __launch_bounds__(threads, min_blocks).",
-      k.name.c_str(), *regs, lim->blocks, k.metric_or("launch__block_size", 0), *theoretical);
+      k.name.c_str(), *regs, lim->blocks, plural(lim->blocks), k.metric_or("launch__block_size", 0),
+      *theoretical);
 }
 
 std::optional<std::string> small_grid(const kernel_profile& k, const roofline& /*r*/) {

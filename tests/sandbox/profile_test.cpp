@@ -178,6 +178,19 @@ TEST(NcuLogTest, NoKernelsUnknownMetricAndGarbageAreProblemsNotErrors) {
   EXPECT_EQ(garbage.problem->kind, ncu_problem_kind::unreadable_output);
   EXPECT_TRUE(contains(garbage.problem->message, "line 2"));
 
+  // The program exiting non-zero (a failing candidate) does not void the launches ncu profiled;
+  // with none profiled, that error is the problem.
+  auto exited =
+      read_ncu_log(k_written_csv + "==ERROR== The application returned an error code (1).\n");
+  EXPECT_FALSE(exited.problem.has_value()) << exited.problem->message;
+  EXPECT_EQ(exited.kernels.size(), 2U);
+  auto exited_early = read_ncu_log(
+      "==PROF== Connected to process 9 (/tmp/run/solution)\n"
+      "==ERROR== The application returned an error code (11).\n");
+  ASSERT_TRUE(exited_early.problem.has_value());
+  EXPECT_EQ(exited_early.problem->kind, ncu_problem_kind::failed);
+  EXPECT_TRUE(contains(exited_early.problem->message, "error code (11)"));
+
   auto fine = read_ncu_log(k_written_csv);
   EXPECT_FALSE(fine.problem.has_value()) << fine.problem->message;
   EXPECT_EQ(fine.kernels.size(), 2U);
@@ -324,7 +337,7 @@ std::vector<analyser_case> analyser_cases() {
         {"sm__maximum_warps_per_active_cycle_pct", 12.5},
         {"sm__warps_active.avg.pct_of_peak_sustained_active", 12}},
        bottleneck::latency_bound,
-       "`k` uses 168 registers per thread, which lets only 1 blocks"},
+       "`k` uses 168 registers per thread, which lets only 1 block of 256 threads share an SM"},
       {"low_occupancy",
        {{k_dur, 90000},
         {k_sm, 30},
