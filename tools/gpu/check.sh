@@ -12,6 +12,8 @@
 #     quickstart  configs/quickstart.yaml on the suite's cuda tasks (the scripted policy answers
 #             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
 #             16 and 2 compile workers side by side
+#     deltabench  bench_weight_sync --delta-steps: full vs delta weight sync after real AdamW steps
+#             (SYNC_PRESETS, default qwen2-0.5b qwen2-1.5b; bf16 served, float32 learner, lr 1e-6)
 #     sandbox only the sandbox on the GPU: builds sandbox_tests into build-cuda (no full build) and
 #             runs the sandbox's cuda, kernelbench and adversarial tests
 #     sandboxbench  bench_sandbox for cpp and cuda (SANDBOX_BENCH_KINDS: also kernelbench, and
@@ -200,6 +202,17 @@ phase_tokbench() {
   mkdir -p "$dir" && cp "$src"/* "$dir"/ && gunzip -f "$dir"/*.gz
   taskset -c 0 "$build/bin/bench_tokenizer" --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
   taskset -c 0 python3 tools/bench/bench_tokenizer_hf.py --tokenizer "$dir" --corpus "$dir/corpus.jsonl" --passes 3
+}
+
+# Delta against full weight sync after real optimizer steps (issue 33), with only the bench built.
+phase_deltabench() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build bench_weight_sync 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local preset
+  for preset in ${SYNC_PRESETS:-qwen2-0.5b qwen2-1.5b}; do
+    "$build/bin/bench_weight_sync" --preset "$preset" --device cuda --dtype bfloat16 \
+      --learner-dtype float32 --lr 1e-6 --delta-steps "${DELTA_STEPS:-5}" --dir /tmp/leap-delta || return 1
+  done
 }
 
 # The sandbox's GPU tests, with only their target built.
