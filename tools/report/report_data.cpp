@@ -72,6 +72,11 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
       return steps.err();
     }
     data.steps = std::move(*steps);
+    auto retries = store.retry_steps(run.id);
+    if (!retries) {
+      return retries.err();
+    }
+    data.retries = std::move(*retries);
 
     // Minutes from the run's first step start (the earliest recorded) to each step's end.
     std::int64_t start = 0;
