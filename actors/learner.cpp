@@ -46,6 +46,11 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
     s.rollout = rollout.index;
     s.task_id = group.task_id;
     s.advantages = token_advantages(flat->token_turn, rollout.advantage, gamma);
+    s.token_weight_versions.reserve(flat->token_turn.size());
+    for (const int turn : flat->token_turn) {
+      s.token_weight_versions.push_back(
+          turn < 0 ? 0 : source->turns[static_cast<std::size_t>(turn)].weight_version);
+    }
     s.tokens = std::move(flat->tokens);
     s.mask = std::move(flat->mask);
     s.behaviour_logprobs = std::move(flat->behaviour_logprobs);

@@ -24,6 +24,10 @@ learner::trainer_options trainer_options_of(const learner_section& l) {
   o.loss.clip_high = l.clip_high;
   o.loss.kl_coef = l.kl_coef;
   o.loss.aggregation = l.loss_aggregation;
+  o.loss.offpolicy.mode = l.offpolicy.mode;
+  o.loss.offpolicy.low = l.offpolicy.low;
+  o.loss.offpolicy.high = l.offpolicy.high;
+  o.loss.offpolicy.max_staleness = l.offpolicy.max_staleness;
   o.batching.micro_batch_tokens = l.micro_batch_tokens;
   o.batching.mini_batches = l.mini_batches;
   o.policy.device = l.device;
@@ -36,6 +40,20 @@ learner::sequence to_learner_sequence(const training_sequence& s) {
   out.loss_mask = s.mask;
   out.behaviour_logprobs = s.behaviour_logprobs;
   out.advantages = s.advantages;
+  return out;
+}
+
+learner::sequence to_learner_sequence(const training_sequence& s, std::uint64_t learner_version) {
+  auto out = to_learner_sequence(s);
+  if (s.token_weight_versions.size() == s.tokens.size()) {
+    out.staleness.reserve(s.tokens.size());
+    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      const auto v = s.token_weight_versions[t];
+      const auto behind = s.mask[t] != 0 && v < learner_version ? learner_version - v : 0;
+      out.staleness.push_back(static_cast<std::int32_t>(
+          std::min<std::uint64_t>(behind, std::numeric_limits<std::int32_t>::max())));
+    }
+  }
   return out;
 }
 
@@ -123,7 +141,7 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   update.sequences.reserve(batch.size());
   bool any_trained = false;
   for (const auto& s : batch) {
-    update.sequences.push_back(to_learner_sequence(s));
+    update.sequences.push_back(to_learner_sequence(s, version_));
     for (auto m : s.mask) {
       any_trained = any_trained || m != 0;
     }
@@ -181,6 +199,11 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   out.metrics["kl"] = m.kl;
   out.metrics["behaviour_kl"] = m.behaviour_kl;
   out.metrics["clip_fraction"] = m.clip_fraction;
+  out.metrics["offpolicy_dropped_sequences"] = static_cast<double>(m.dropped_sequences);
+  out.metrics["offpolicy_masked_tokens"] = static_cast<double>(m.masked_tokens);
+  out.metrics["ratio_p5"] = m.ratio_p5;
+  out.metrics["ratio_p50"] = m.ratio_p50;
+  out.metrics["ratio_p95"] = m.ratio_p95;
   out.metrics["entropy"] = m.entropy;
   out.metrics["grad_norm"] = m.grad_norm;
   out.metrics["lr"] = m.lr;

@@ -56,6 +56,10 @@ struct torch_learner_options {
 
 // One training sequence as the trainer takes it: the same four arrays. Pure.
 [[nodiscard]] learner::sequence to_learner_sequence(const training_sequence& s);
+// The same, with each trained token's staleness: how many versions its weights are behind
+// `learner_version` (0 for a newer or unknown version).
+[[nodiscard]] learner::sequence to_learner_sequence(const training_sequence& s,
+                                                    std::uint64_t learner_version);
 
 class torch_learner final : public learner_backend {
  public:

@@ -48,6 +48,8 @@ TEST(TrainingSequencesTest, FlattensWithPerTurnDiscountedAdvantages) {
   // T = 2, A = 1 >= 0: turn 0 gets gamma^1 * A, turn 1 gets A.
   EXPECT_EQ(s.advantages, (std::vector<float>{0, 0, 0.5f, 0.5f, 0, 1.0f}));
   EXPECT_EQ(s.oldest_weight_version, 6u);
+  // Each sampled token carries its own turn's weights (learner.offpolicy.max_staleness).
+  EXPECT_EQ(s.token_weight_versions, (std::vector<std::uint64_t>{0, 0, 6, 6, 0, 7}));
   EXPECT_EQ(s.step, 4u);
   EXPECT_EQ(s.group, 2u);
 }

@@ -97,6 +97,22 @@ TEST(TorchLearner, SequenceKeepsTheFourArrays) {
   EXPECT_EQ(out.behaviour_logprobs, s.behaviour_logprobs);
   EXPECT_EQ(out.advantages, s.advantages);
   EXPECT_TRUE(out.reference_logprobs.empty());
+  EXPECT_TRUE(out.staleness.empty());
+}
+
+// Staleness per trained token: the learner's version minus the token's turn's; 0 where nothing is
+// trained or the token's weights are not older.
+TEST(TorchLearner, SequenceStalenessAgainstTheLearnersVersion) {
+  training_sequence s;
+  s.tokens = {1, 2, 3, 4, 5};
+  s.mask = {0, 1, 1, 0, 1};
+  s.behaviour_logprobs = {0.0F, -1.5F, -0.5F, 0.0F, -0.5F};
+  s.advantages = {0.0F, 1.0F, 1.0F, 0.0F, 1.0F};
+  s.token_weight_versions = {0, 3, 3, 0, 9};
+  const auto out = to_learner_sequence(s, 7);
+  EXPECT_EQ(out.staleness, (std::vector<std::int32_t>{0, 4, 4, 0, 0}));
+  s.token_weight_versions.clear();  // a sequence made without versions: no cap applies
+  EXPECT_TRUE(to_learner_sequence(s, 7).staleness.empty());
 }
 
 TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
@@ -112,6 +128,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   l.loss_aggregation = loss_aggregation::token_mean;
   l.micro_batch_tokens = 512;
   l.mini_batches = 2;
+  l.offpolicy = {.mode = offpolicy_mode::mask_token, .low = 0.4, .high = 3.0, .max_staleness = 2};
   const auto o = trainer_options_of(l);
   EXPECT_EQ(o.optimizer.lr, 2e-5);
   EXPECT_EQ(o.optimizer.beta1, 0.8);
@@ -122,6 +139,10 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   EXPECT_EQ(o.loss.clip_low, 0.1);
   EXPECT_EQ(o.loss.clip_high, 0.3);
   EXPECT_EQ(o.loss.kl_coef, 0.01);
+  EXPECT_EQ(o.loss.offpolicy.mode, offpolicy_mode::mask_token);
+  EXPECT_EQ(o.loss.offpolicy.low, 0.4);
+  EXPECT_EQ(o.loss.offpolicy.high, 3.0);
+  EXPECT_EQ(o.loss.offpolicy.max_staleness, 2);
   EXPECT_EQ(o.loss.aggregation, loss_aggregation::token_mean);
   EXPECT_EQ(o.batching.micro_batch_tokens, 512);
   EXPECT_EQ(o.batching.mini_batches, 2);
@@ -144,7 +165,8 @@ TEST(TorchLearner, AStepChangesTheWeightsAndResumes) {
   ASSERT_FALSE(step->weights_path.empty());
   EXPECT_EQ(step->weights_path, backend.current_weights());
   for (const char* key : {"loss", "pg_loss", "kl", "clip_fraction", "entropy", "grad_norm",
-                          "tokens_per_second", "trained_tokens"}) {
+                          "tokens_per_second", "trained_tokens", "offpolicy_dropped_sequences",
+                          "offpolicy_masked_tokens", "ratio_p5", "ratio_p50", "ratio_p95"}) {
     ASSERT_TRUE(step->metrics.count(key)) << key;
     EXPECT_TRUE(std::isfinite(step->metrics.at(key))) << key;
   }
