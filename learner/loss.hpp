@@ -117,9 +117,8 @@ struct loss_value {
 };
 
 // The loss of `sequences` in double precision, through the trainer's tensor code.
-// Errors: vectors of one sequence differing in length (staleness may be empty),
-// reference_logprobs missing while
-// kl_coef > 0, invalid options.
+// Errors: vectors of one sequence differing in length (staleness may be empty), reference_logprobs
+// missing while kl_coef > 0, invalid options.
 [[nodiscard]] result<loss_value> compute_loss(const std::vector<loss_tokens>& sequences,
                                               const loss_options& options);
 

@@ -605,9 +605,9 @@ std::vector<field_spec> build_fields() {
       std::vector{offpolicy_mode::off, offpolicy_mode::drop_sequence,
                   offpolicy_mode::truncate_token, offpolicy_mode::mask_token},
       "Off-policy filter on the ratio r = exp(logp - behaviour_logp), computed in the training "
-      "pass: "
-      "drop_sequence drops sequences whose geometric-mean ratio is outside [low, high] (and out of "
-      "the loss normaliser); truncate_token caps each token's importance weight at high (verl's "
+      "pass: drop_sequence drops sequences whose geometric-mean ratio is outside [low, high] (and "
+      "out of the loss normaliser); truncate_token caps each token's importance weight at high "
+      "(verl's "
       "truncated IS); mask_token masks tokens whose ratio is outside [low, high]; off: none."));
   f.push_back(
       real_field("learner.offpolicy.low", LEAP_FIELD(learner.offpolicy.low), closed(0, 1),
