@@ -14,6 +14,8 @@
 #include "policy/detail/chat_template_syntax.hpp"
 #include "policy/detail/chat_template_values.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <exception>
 #include <fstream>
 #include <memory>
@@ -26,6 +28,47 @@ namespace leap::policy {
 namespace {
 
 namespace jinja = detail::jinja;
+using json = nlohmann::ordered_json;
+
+// The context's JSON as template values.
+jinja::value from_json(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null:
+      return jinja::value::make_none();
+    case json::value_t::boolean:
+      return jinja::value::boolean_v(j.get<bool>());
+    case json::value_t::number_integer:
+      return jinja::value::integer_v(j.get<std::int64_t>());
+    case json::value_t::number_unsigned:
+      return jinja::value::integer_v(static_cast<std::int64_t>(j.get<std::uint64_t>()));
+    case json::value_t::number_float: {
+      // JSON does not tell 1.0 from 1; neither do the JS port nor transformers' JSON input.
+      const double d = j.get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 9007199254740992.0) {
+        return jinja::value::integer_v(static_cast<std::int64_t>(d));
+      }
+      return jinja::value::floating_v(d);
+    }
+    case json::value_t::string:
+      return jinja::value::string_v(j.get<std::string>());
+    case json::value_t::array: {
+      jinja::array_t out;
+      for (const auto& x : j) {
+        out.push_back(from_json(x));
+      }
+      return jinja::value::array_v(std::move(out));
+    }
+    case json::value_t::object: {
+      jinja::object_t out;
+      for (const auto& [key, x] : j.items()) {
+        out.emplace_back(key, from_json(x));
+      }
+      return jinja::value::object_v(std::move(out));
+    }
+    default:
+      return jinja::value{};
+  }
+}
 
 std::string describe(const jinja::template_error& e) {
   if (e.pos.line > 0) {
@@ -73,7 +116,7 @@ result<std::string> chat_template::render(const nlohmann::ordered_json& context)
                         (args.empty() ? std::string() : jinja::to_output(args[0])));
           }));
   for (const auto& [key, v] : context.items()) {
-    env.set(key, jinja::from_json(v));
+    env.set(key, from_json(v));
   }
   try {
     return jinja::run(program_->body, env);

@@ -2,8 +2,6 @@
 // Python's semantics where the JS port differs).
 #include "policy/detail/chat_template_values.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -13,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +21,6 @@
 namespace leap::policy::detail::jinja {
 
 namespace {
-
-using json = nlohmann::ordered_json;
 
 // JavaScript's number formatting (Number.prototype.toString), which JSON.stringify uses.
 std::string js_number(double x) {
@@ -349,45 +348,6 @@ std::string to_output(const value& v) {
       fail("cannot print a function");
   }
   return "";
-}
-
-value from_json(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return value::make_none();
-    case json::value_t::boolean:
-      return value::boolean_v(j.get<bool>());
-    case json::value_t::number_integer:
-      return value::integer_v(j.get<std::int64_t>());
-    case json::value_t::number_unsigned:
-      return value::integer_v(static_cast<std::int64_t>(j.get<std::uint64_t>()));
-    case json::value_t::number_float: {
-      // JSON does not tell 1.0 from 1; neither do the JS port nor transformers' JSON input.
-      const double d = j.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 9007199254740992.0) {
-        return value::integer_v(static_cast<std::int64_t>(d));
-      }
-      return value::floating_v(d);
-    }
-    case json::value_t::string:
-      return value::string_v(j.get<std::string>());
-    case json::value_t::array: {
-      array_t out;
-      for (const auto& x : j) {
-        out.push_back(from_json(x));
-      }
-      return value::array_v(std::move(out));
-    }
-    case json::value_t::object: {
-      object_t out;
-      for (const auto& [key, x] : j.items()) {
-        out.emplace_back(key, from_json(x));
-      }
-      return value::object_v(std::move(out));
-    }
-    default:
-      return value{};
-  }
 }
 
 // JavaScript's loose equality (a == b) on the values, as the JS port's == and != use it.

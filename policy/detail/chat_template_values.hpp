@@ -7,8 +7,6 @@
 
 #include "policy/detail/chat_template_syntax.hpp"
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -120,7 +118,6 @@ struct json_options {
 std::string to_json(const value& v, const json_options& o, int depth, bool undefined_to_null);
 // The text {{ v }} writes.
 std::string to_output(const value& v);
-value from_json(const nlohmann::ordered_json& j);
 
 bool loosely_equal(const value& a, const value& b);
 bool strictly_equal(const value& a, const value& b);
