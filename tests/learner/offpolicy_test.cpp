@@ -119,6 +119,41 @@ TEST(TrainerOffPolicy, MaskedAndStaleTokensTrainLikeTokensWithoutAdvantage) {
   }
 }
 
+// truncate_token scales a token's surrogate by high / r > 0, which is the same as scaling its
+// advantage: sequence 2 (r = e^2 on every token) must train like advantages times 2 / e^2.
+TEST(TrainerOffPolicy, TruncatedTokensTrainLikeScaledAdvantages) {
+  const auto batch = with_sequence_2_off_policy();
+  auto scaled = batch;
+  for (auto& a : scaled.sequences[2].advantages) {
+    a = static_cast<float>(a * 2.0 / std::exp(2.0));
+  }
+  trainer_options options;
+  options.loss.clip_high = 10.0;  // r = e^2 inside the clip range: the scaled term has a gradient
+  options.batching.micro_batch_tokens = 14;
+  const auto reference = gradients_of(scaled, options);
+  options.loss.offpolicy = {.mode = offpolicy_mode::truncate_token, .high = 2.0};
+  const auto truncated = gradients_of(batch, options);
+  // The behaviour log-probs and the scaled advantages are float32: agreement to ~1e-6.
+  EXPECT_NEAR(truncated.loss, reference.loss, 1e-6 * std::max(1.0, std::abs(reference.loss)));
+  for (const auto& [name, t] : truncated.gradients) {
+    const auto x = to_doubles(t);
+    const auto y = to_doubles(reference.gradients.at(name));
+    // Relative to the tensor's largest element: elements that nearly cancel carry the float32
+    // inputs' rounding at a larger relative size.
+    double scale = 0;
+    for (auto v : y) {
+      scale = std::max(scale, std::abs(v));
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(x[i], y[i], 1e-5 * scale) << name << "[" << i << "]";
+    }
+  }
+  EXPECT_EQ(truncated.metrics.masked_tokens, 0);
+  options.loss.offpolicy.mode = offpolicy_mode::off;
+  const auto untouched = gradients_of(batch, options);
+  EXPECT_GT(std::abs(untouched.loss - reference.loss), 1e-3) << "the truncation must matter here";
+}
+
 TEST(TrainerOffPolicy, AllDroppedTakesNoOptimizerStep) {
   auto batch = with_sequence_2_off_policy();
   const auto only = batch.sequences[2];
