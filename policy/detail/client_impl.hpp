@@ -89,7 +89,7 @@ class policy_client::impl {
  private:
   [[nodiscard]] bool stopping() const { return net_.stop_requested(); }
 
-  // ---- the loop -----------------------------------------------------------------------------
+  // ---- the loop (client.cpp) --------------------------------------------------------------------
 
   void run();
 
@@ -99,7 +99,7 @@ class policy_client::impl {
             std::function<void(http_outcome)> done,
             std::function<bool(std::string_view)> sink = nullptr);
 
-  // ---- turns --------------------------------------------------------------------------------
+  // ---- turns (client_turns.cpp) -----------------------------------------------------------------
 
   void accept_turn(turn_request request, turn_callback callback);
   static int pin_of(const turn_state& t);
@@ -139,11 +139,11 @@ class policy_client::impl {
   // The endpoint went down or stopped admitting: its pinned turns may go anywhere now.
   void on_not_routable(int e);
 
-  // ---- health -------------------------------------------------------------------------------
+  // ---- health (client_turns.cpp) ----------------------------------------------------------------
 
   void health_tick(int e);
 
-  // ---- tokenize -----------------------------------------------------------------------------
+  // ---- tokenize (client_tokenize.cpp) -----------------------------------------------------------
 
   // A /tokenize call is retried as a generation attempt is (connection errors, the retry
   // statuses, a body that is not JSON or holds impossible ids), with the same backoff, attempts
@@ -168,7 +168,7 @@ class policy_client::impl {
   void end_tokenize(std::map<std::uint64_t, tokenize_call>::iterator it,
                     result<std::vector<token_id>> ids);
 
-  // ---- start-up check ------------------------------------------------------------------------
+  // ---- start-up check (client_tokenize.cpp) -----------------------------------------------------
 
   struct preflight_state {
     preflight_request request;
@@ -185,7 +185,7 @@ class policy_client::impl {
   void preflight_generate(const std::shared_ptr<preflight_state>& p, int e,
                           std::vector<token_id> prompt);
 
-  // ---- weight sync --------------------------------------------------------------------------
+  // ---- weight sync (client.cpp) -----------------------------------------------------------------
   // The driver (detail/client_sync.hpp) decides; this applies its effects on the loop.
 
   void start_sync(int e, weight_sync_plan plan, weight_sync_request request,
@@ -195,10 +195,12 @@ class policy_client::impl {
   void send_control(int e, detail::sync_call_request call);
   void send_sync_health(int e);
 
-  // ---- views and shutdown -------------------------------------------------------------------
+  // ---- views and shutdown (client.cpp) ----------------------------------------------------------
 
   void publish_views();
   void shutdown();
+
+  // ---- state ------------------------------------------------------------------------------------
 
   static constexpr std::chrono::milliseconds sweep_interval{200};
 
@@ -209,7 +211,6 @@ class policy_client::impl {
 
   // Shared with other threads (the transport's post() and stop flag are too).
   detail::transport net_;
-
   std::atomic<int> outstanding_{0};
   detail::atomic_stats stats_;
   mutable std::mutex views_mutex_;
@@ -217,15 +218,12 @@ class policy_client::impl {
 
   // The loop thread's own.
   std::thread thread_;
-
   // The id bound: config.vocab_size, else what an endpoint reported in the start-up check, else
   // config.fallback_vocab_size.
   int vocab_size_ = 0;
-
   // The context window: config.max_context_tokens, or the smallest max_model_len an endpoint
   // reported in the start-up check.
   int context_tokens_ = 0;
-
   std::map<std::uint64_t, tokenize_call> tokenizes_;  // /tokenize calls not yet answered
   std::uint64_t next_tokenize_ = 0;
   detail::scheduler_state sched_;  // the endpoints, the queues, the backoff's generator
