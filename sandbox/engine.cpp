@@ -1604,7 +1604,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     const task& t, const std::string& device, int gpu) {
   using value_type = std::shared_ptr<const kernelbench_reference>;
   const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
-                          std::to_string(config_.trials) + "\n" + device;
+                          std::to_string(config_.trials) + "\n" + device + "\n" +
+                          std::to_string(kernelbench_timing_sets());
   std::promise<result<value_type>> promise;
   std::shared_future<result<value_type>> future;
   bool mine = false;
@@ -1640,9 +1641,12 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     kernelbench_env(request.env, config_.python);
     request.limits = config_.kernelbench_limits;
     request.readonly_paths = readonly_paths_;
-    request.stdin_data =
-        nlohmann::json{{"trials", config_.trials}, {"seed", t.seed}, {"device", device}}.dump() +
-        "\n";
+    request.stdin_data = nlohmann::json{{"trials", config_.trials},
+                                        {"timing_sets", kernelbench_timing_sets()},
+                                        {"seed", t.seed},
+                                        {"device", device}}
+                             .dump() +
+                         "\n";
     auto r = run_isolated(request);
     if (!r) {
       return r.err().wrap(t.id + ": running the KernelBench reference");
@@ -1966,6 +1970,105 @@ status engine::probe_extension_toolchain(bool cuda) {
   return ok_status();
 }
 
+run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
+                                              const kernelbench_reference& ref,
+                                              const std::string& device, int gpu,
+                                              own_kernel_policy policy) const {
+  // The judge allocates the outputs' buffers as the reference's outputs are.
+  nlohmann::json slots = nlohmann::json::array();
+  for (const kb_trial& trial : ref.expected.trials) {
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const kb_value& out : trial.outputs.items) {
+      outputs.push_back(
+          out.tag == 'T' ? nlohmann::json{{"tag", "T"}, {"dtype", out.dtype}, {"shape", out.shape}}
+                         : nlohmann::json{{"tag", std::string(1, out.tag)}});
+    }
+    slots.push_back(std::move(outputs));
+  }
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "judge.py"};
+  request.working_dir = dir;
+  request.env = run_env(device == "cuda" ? gpu : -1);
+  kernelbench_env(request.env, config_.python);
+  request.limits = config_.kernelbench_limits;
+  // The record holds every trial's outputs and inputs and up to 8 checked timed calls' (4x: a
+  // candidate's outputs may be wider).
+  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
+  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
+  request.readonly_paths = readonly_paths_;
+  request.stdin_data = nlohmann::json{{"device", device},
+                                      {"own_kernel", to_string(policy)},
+                                      {"slots", std::move(slots)},
+                                      {"trials", config_.trials},
+                                      {"timing_reps", config_.timing_reps}}
+                           .dump() +
+                       "\n";
+  return request;
+}
+
+result<std::optional<timing_stats>> engine::kernelbench_reference_time(
+    const task& t, const kernelbench_reference& ref, const std::string& device, int gpu) {
+  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+                          std::to_string(config_.trials) + "\n" + device + "\n" +
+                          std::to_string(config_.timing_reps);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = kernelbench_times_.find(key); it != kernelbench_times_.end()) {
+      return it->second;
+    }
+  }
+  // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew is
+  // problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
+  auto dir = scratch_dir::create(config_.scratch_root, "kbtime-");
+  if (!dir) {
+    return dir.err();
+  }
+  const std::string shim = "from problem import Model as ModelNew\n";
+  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+           {"solution.py", &shim},
+           {"problem.py", &t.reference},
+           {"runner.py", &kernelbench_candidate_source()},
+           {"judge.py", &kernelbench_judge_source()},
+           {"inputs.bin", ref.inputs.bytes.get()}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  auto r = run_isolated(
+      kernelbench_judge_request(dir->path(), ref, device, gpu, own_kernel_policy::off));
+  if (!r) {
+    return r.err().wrap(t.id + ": timing the KernelBench reference");
+  }
+  constexpr std::string_view magic = "LKBJUDG1";
+  const std::string& out = r->stdout_text;
+  nlohmann::json status;
+  if (out.size() >= magic.size() + 4 && out.starts_with(magic)) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, out.data() + magic.size(), 4);
+    if (length <= out.size() - magic.size() - 4) {
+      status = nlohmann::json::parse(out.substr(magic.size() + 4, length), nullptr, false);
+    }
+  }
+  if (!status.is_object() || status.value("status", std::string{}) != "ok" ||
+      !status.contains("times_ms") || !status["times_ms"].is_array()) {
+    return error{t.id + ": timing the KernelBench reference on " + slot_name(gpu) + " failed (" +
+                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 600)};
+  }
+  std::vector<double> ms;
+  for (const auto& x : status["times_ms"]) {
+    if (x.is_number()) {
+      ms.push_back(x.get<double>());
+    }
+  }
+  std::optional<timing_stats> time;
+  if (!ms.empty()) {
+    time = timing_stats_of(std::move(ms));
+  }
+  std::lock_guard lock(mutex_);
+  kernelbench_times_[key] = time;
+  return time;
+}
+
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
   auto device = kernelbench_device(gpu);
   if (!device) {
@@ -2016,32 +2119,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       return s.err();
     }
   }
-  // The judge allocates the outputs' buffers as the reference's outputs are.
-  nlohmann::json slots = nlohmann::json::array();
-  for (const kb_trial& trial : ref.expected.trials) {
-    nlohmann::json outputs = nlohmann::json::array();
-    for (const kb_value& out : trial.outputs.items) {
-      outputs.push_back(
-          out.tag == 'T' ? nlohmann::json{{"tag", "T"}, {"dtype", out.dtype}, {"shape", out.shape}}
-                         : nlohmann::json{{"tag", std::string(1, out.tag)}});
-    }
-    slots.push_back(std::move(outputs));
-  }
-  run_request request;
-  request.argv = {config_.python, "-I", "-B", "judge.py"};
-  request.working_dir = dir->path();
-  request.env = run_env(*device == "cuda" ? gpu : -1);
-  kernelbench_env(request.env, config_.python);
-  request.limits = config_.kernelbench_limits;
-  // The record holds every trial's outputs and inputs (4x: a candidate's outputs may be wider).
-  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
-  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
-  request.readonly_paths = readonly_paths_;
-  request.stdin_data =
-      nlohmann::json{
-          {"device", *device}, {"own_kernel", to_string(policy)}, {"slots", std::move(slots)}}
-          .dump() +
-      "\n";
+  const run_request request = kernelbench_judge_request(dir->path(), ref, *device, gpu, policy);
   auto r = run_isolated(request);
   if (!r) {
     return r.err();
@@ -2148,10 +2226,36 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!got) {
     return judged({{"status", "incomplete"}});
   }
-  if (auto problem = judge_kernelbench(ref.inputs, ref.expected, *got, kb_tolerances_for(t))) {
+  // The record holds the trials, then the timed calls the judge chose to check (its
+  // "checked_cases": which timing set each used), judged like trials.
+  const int trials = config_.trials;
+  const int cases = static_cast<int>(ref.expected.trials.size());
+  kb_data held_inputs{ref.inputs.bytes, {}};
+  kb_data expected{ref.expected.bytes, {}};
+  std::vector<int> order;
+  for (int i = 0; i < trials && i < cases; ++i) {
+    order.push_back(i);
+  }
+  if (status.contains("checked_cases") && status["checked_cases"].is_array()) {
+    for (const auto& c : status["checked_cases"]) {
+      if (!c.is_number_integer() || c.get<int>() < trials || c.get<int>() >= cases) {
+        return judged({{"status", "incomplete"}});
+      }
+      order.push_back(c.get<int>());
+    }
+  }
+  for (const int i : order) {
+    held_inputs.trials.push_back(ref.inputs.trials[static_cast<std::size_t>(i)]);
+    expected.trials.push_back(ref.expected.trials[static_cast<std::size_t>(i)]);
+  }
+  if (auto problem = judge_kernelbench(held_inputs, expected, *got, kb_tolerances_for(t))) {
+    if (problem->contains("trial") && (*problem)["trial"].is_number_integer() &&
+        (*problem)["trial"].get<int>() >= trials) {
+      (*problem)["timed_call"] = true;  // a timed call's outputs: the candidate changes with timing
+    }
+    (*problem)["trials"] = trials;
     return judged(*problem);
   }
-  const int trials = static_cast<int>(ref.expected.trials.size());
   if (policy == own_kernel_policy::require) {
     // What ran is reported from inside the candidate's process, relayed by the judge (see the
     // threat model: a candidate can patch its own profiler; profiling from outside the process
@@ -2172,6 +2276,26 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
           j["other"] = report[trial]["other"];
         }
         return judged(j);
+      }
+    }
+  }
+  if (config_.timing_reps > 0 && status.contains("times_ms") && status["times_ms"].is_array()) {
+    std::vector<double> ms;
+    for (const auto& x : status["times_ms"]) {
+      if (x.is_number()) {
+        ms.push_back(x.get<double>());
+      }
+    }
+    if (!ms.empty()) {
+      auto reference_time = kernelbench_reference_time(t, ref, *device, gpu);
+      if (!reference_time) {
+        return reference_time.err();
+      }
+      v.candidate_time = timing_stats_of(std::move(ms));
+      v.reference_time = *reference_time;
+      if (v.reference_time && v.candidate_time->median_ms > 0) {
+        v.speedup = v.reference_time->median_ms / v.candidate_time->median_ms;
+        v.speedup_noise = speedup_noise(*v.candidate_time, *v.reference_time);
       }
     }
   }

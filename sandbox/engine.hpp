@@ -274,6 +274,19 @@ class engine {
   // The reference program's results, once per problem, seed, trials and device.
   result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(
       const task& t, const std::string& device, int gpu);
+  // KernelBench with timing_reps > 0: this many sets of fresh inputs for the first trial's model
+  // are drawn by the reference beside the trials; the judge's timed calls cycle through them.
+  [[nodiscard]] int kernelbench_timing_sets() const { return config_.timing_reps > 0 ? 4 : 0; }
+  // The judge's run in `dir` (its files already there) for `ref` on `device`.
+  run_request kernelbench_judge_request(const std::filesystem::path& dir,
+                                        const kernelbench_reference& ref, const std::string& device,
+                                        int gpu, own_kernel_policy policy) const;
+  // The reference's time under the judge's protocol (its Model run as the candidate's ModelNew),
+  // once per problem, seed, trials, device and repetitions; nullopt when it timed nothing.
+  result<std::optional<timing_stats>> kernelbench_reference_time(const task& t,
+                                                                 const kernelbench_reference& ref,
+                                                                 const std::string& device,
+                                                                 int gpu);
 
   engine_config config_;
   // What every sandboxed command may read besides the system folders: the CUDA toolkit and the
@@ -295,6 +308,7 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  std::map<std::string, std::optional<timing_stats>> kernelbench_times_;  // under mutex_
   std::uint64_t kernelbench_uses_ = 0;
   std::mutex probe_mutex_;
   std::optional<std::string> probe_binary_;         // built once, under probe_mutex_

@@ -586,9 +586,15 @@ categorized_feedback kernelbench_feedback_of(const nlohmann::json& j) {
   auto int_field = [&](const char* key) {
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 0LL;
   };
+  // A timed repetition is judged like a trial: it says so, since the candidate's code then saw
+  // its model called again on fresh inputs.
   const std::string trial =
-      "trial " + std::to_string(int_field("trial") + 1) +
-      (j.is_object() && j.contains("trials") ? " of " + std::to_string(int_field("trials")) : "");
+      j.is_object() && j.contains("timed_call")
+          ? std::string("a timed repetition after the trials, on fresh inputs")
+          : "trial " + std::to_string(int_field("trial") + 1) +
+                (j.is_object() && j.contains("trials")
+                     ? " of " + std::to_string(int_field("trials"))
+                     : "");
   switch (status) {
     case kernelbench_status::passed:
       return {verdict_category::pass, "Correct on all " + std::to_string(int_field("trials")) +

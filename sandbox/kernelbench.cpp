@@ -158,18 +158,21 @@ def _leap_main():
     config = json.loads(sys.stdin.readline() or "{}")
     device = torch.device(config.get("device", "cpu"))
     trials = int(config.get("trials", 3))
+    timing_sets = int(config.get("timing_sets", 0))
     base = int(config.get("seed", 42))
     spec = importlib.util.spec_from_file_location("leap_problem", os.path.join(os.getcwd(), "problem.py"))
     problem = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(problem)
     with open("inputs.bin", "wb") as fin, open("expected.bin", "wb") as fexp:
-        fin.write(b"LKBIN001" + struct.pack("<I", trials))
-        fexp.write(b"LKBEXP01" + struct.pack("<I", trials))
-        for trial in range(trials):
-            seed = base + trial
+        fin.write(b"LKBIN001" + struct.pack("<I", trials + timing_sets))
+        fexp.write(b"LKBEXP01" + struct.pack("<I", trials + timing_sets))
+        # After the trials, the timing sets: fresh inputs for the first trial's model (its seed and
+        # init), so that timed calls on one model instance each get inputs it has not seen last.
+        for trial in range(trials + timing_sets):
+            seed = base + trial if trial < trials else base
             torch.manual_seed(seed)
             init = list(problem.get_init_inputs())
-            torch.manual_seed(seed)
+            torch.manual_seed(seed if trial < trials else base + 7919 * (trial - trials + 1))
             inputs = list(problem.get_inputs())
             fin.write(struct.pack("<Q", seed))
             _leap_encode(fin.write, init)
@@ -378,6 +381,7 @@ def _leap_main():
         return
     _leap_send({"ready": True, "built_here": _leap_built_here[:16]})
     trial = 0
+    models = {}
     try:
         while True:
             message = _leap_recv()
@@ -385,13 +389,17 @@ def _leap_main():
                 return
             trial = message["trial"]
             views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in message["tensors"]]
-            init = _leap_build(message["init"], views, True)
             args = _leap_build(message["inputs"], views, False)
             outs = [views[k] if k >= 0 else None for k in message["outputs"]]
-            torch.manual_seed(message["seed"])
-            model = model_new(*init).to(device)
+            timed = bool(message.get("timed"))
+            if timed and message.get("model") in models:
+                model = models[message["model"]]  # built by that trial's untimed call
+            else:
+                init = _leap_build(message["init"], views, True)
+                torch.manual_seed(message["seed"])
+                model = models[trial] = model_new(*init).to(device)
             own, other = [], []
-            if require_own and device.type == "cuda":
+            if require_own and device.type == "cuda" and not timed:
                 from torch.profiler import ProfilerActivity, profile
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                     with torch.no_grad():
@@ -443,6 +451,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 )PY") +
       fence_python_source() +
       R"PY(
@@ -528,6 +537,9 @@ def _leap_main():
     except Exception as e:
         setup_failed("starting the runner: " + type(e).__name__ + ": " + str(e))
     own_kernel = config.get("own_kernel", "off")
+    reps = config.get("timing_reps", 0)
+    reps = max(0, min(reps, 10000)) if isinstance(reps, int) else 0
+    warmup = 3 if reps > 0 else 0
 
     def send(message):
         # A runner that has ended cannot take it; what it said before it ended is still to be read,
@@ -588,10 +600,10 @@ def _leap_main():
     try:
         import torch
         device = torch.device(device_name)
-        (trials,) = struct.unpack_from("<I", raw, 8)
+        (cases_count,) = struct.unpack_from("<I", raw, 8)
         pos = 12
         cases = []
-        for _ in range(trials):
+        for _ in range(cases_count):
             (seed,) = struct.unpack_from("<Q", raw, pos)
             init, pos = _leap_decode(raw, pos + 8)
             inputs, pos = _leap_decode(raw, pos)
@@ -638,7 +650,10 @@ def _leap_main():
                 at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
             return tensors, init_skeleton, inputs_skeleton, entries, outputs, at
 
-        plans = [layout(trial) for trial in range(trials)]
+        # The first `trials` cases are the trials; the rest are the timing sets (the reference's).
+        trials = min(int(config.get("trials", cases_count)), cases_count)
+        timing_sets = cases_count - trials
+        plans = [layout(case) for case in range(cases_count)]
         total = max([p[5] for p in plans] + [1])
         hello = {"device": device_name, "own_kernel": own_kernel, "bytes": total}
         if device.type == "cuda":
@@ -666,26 +681,57 @@ def _leap_main():
     built_here = [str(x)[:100] for x in built_here[:16]] if isinstance(built_here, list) else []
 
     body = io.BytesIO()
-    body.write(b"LKBOUT01" + struct.pack("<I", trials))
+    timed_calls = warmup + reps if trials > 0 and timing_sets > 0 else 0
+    # The timed calls whose outputs (and inputs) go to the engine to be judged: a sample drawn
+    # here, which the candidate cannot know, so that a call that cheats when it thinks it is not
+    # checked risks the verdict every time; bounded, so the record stays a few trials' size.
+    import random
+    checked = set(random.SystemRandom().sample(range(timed_calls), min(8, timed_calls)))
+    checked_cases = []
+    body.write(b"LKBOUT01" + struct.pack("<I", trials + len(checked)))
     own_report = []
-    for trial, (seed, init, inputs) in enumerate(cases):
+    times = []
+    flush = None
+    if timed_calls and device.type == "cuda":
+        # L2 is the GPU's, shared by every context: written from here, it is cold for the call.
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
+    for call in range(trials + timed_calls):
+        timed = call >= trials
+        trial = trials + (call - trials) % timing_sets if timed else call
+        seed, init, inputs = cases[trial]
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _ = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
         with torch.no_grad():
             region.fill_(0xFF)  # outputs start as garbage (NaN for floats)
             for t, view in zip(tensors, views):
                 view.copy_(t)
+            if flush is not None:
+                flush.fill_(call & 0xFF)
         if device.type == "cuda":
             torch.cuda.synchronize()
-        send({"trial": trial, "seed": seed, "tensors": entries, "init": init_skeleton,
-              "inputs": inputs_skeleton, "outputs": outputs})
+        message = {"trial": trial, "seed": seed, "tensors": entries, "init": init_skeleton,
+                   "inputs": inputs_skeleton, "outputs": outputs}
+        if timed:
+            message["timed"] = True
+            message["model"] = 0  # the first trial's instance: one model, inputs that change
+        start = time.perf_counter_ns()
+        send(message)
         reply = receive()
+        # The time is this process's, from the request to the reply; the outputs are read right
+        # after it and judged like every trial's, so work left running past the reply fails.
+        elapsed_ms = (time.perf_counter_ns() - start) / 1e6
         if "status" in reply:
             relay(reply)
         if reply.get("done") != trial or not isinstance(reply.get("outputs"), list):
             finish({"status": "incomplete"}, None)
         if isinstance(reply.get("built_here"), list):
             built_here = [str(x)[:100] for x in reply["built_here"][:16]]
+        if timed and call >= trials + warmup:
+            times.append(elapsed_ms)
+        if timed and (call - trials) not in checked:
+            continue
+        if timed:
+            checked_cases.append(trial)
         got = []
         for i, d in enumerate(reply["outputs"][:len(outputs) + 16]):
             tag = d.get("tag") if isinstance(d, dict) else None
@@ -705,12 +751,13 @@ def _leap_main():
         body.write(struct.pack("<Q", seed))
         _leap_encode(body.write, got)
         _leap_encode(body.write, _leap_rebuild(inputs_skeleton, views))
-        own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
-                           "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
+        if not timed:
+            own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
+                               "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
     body.write(b"LKBEND!!")
     send({"end": True})
     finish({"status": "ok", "device": device.type, "own_kernel": own_kernel, "own": own_report,
-            "built_here": built_here}, body)
+            "built_here": built_here, "times_ms": times, "checked_cases": checked_cases}, body)
 
 
 def _leap_rebuild(skeleton, views):

@@ -1,0 +1,19 @@
+# task: kernelbench/problems/linear_relu.py
+# expect: pass
+# max_speedup: 5
+# class: results cached by input content across repetitions (a digest of the input's values): the timed calls cycle through four timing sets, so a cache of four entries hits; not defeated, and paid only what skipping the layer saves over reading the input to hash it (here nothing beyond the noise: the calls are tiny)
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.cache = {}
+
+    def forward(self, x):
+        key = (tuple(x.shape), float(x.sum()), float((x * x).sum()), float(x.flatten()[0]))
+        if key not in self.cache:
+            self.cache[key] = torch.relu(self.linear(x))
+        return self.cache[key].clone()
