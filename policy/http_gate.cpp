@@ -47,7 +47,8 @@ struct connection {
   std::size_t header_len = 0;  // the headers' length, once complete
   std::size_t needed = 0;      // bytes the gate holds before the request goes to a worker
   bool no_body = false;        // neither Content-Length nor Transfer-Encoding
-  std::size_t reserved = 0;    // of the gate's prebuffer_total_bytes, for this body
+  bool chunked = false;        // a chunked body: whole once its last chunk is in
+  std::size_t reserved = 0;    // body bytes held, counted in the gate's prebuffer_total_bytes
   std::size_t served = 0;      // requests answered on this connection
   bool counted = true;         // counts against max_connections (a refused one does not)
 };
@@ -133,7 +134,8 @@ std::size_t header_end(std::string_view text, std::size_t from) {
 
 struct header_facts {
   std::optional<std::size_t> content_length;
-  bool chunked_or_other = false;  // Transfer-Encoding present
+  bool chunked_or_other = false;  // Transfer-Encoding present, or a malformed Content-Length
+  bool chunked = false;           // Transfer-Encoding: chunked
   bool expect = false;            // Expect: 100-continue: the client waits before its body
 };
 
@@ -171,11 +173,69 @@ header_facts read_facts(std::string_view head) {
       facts.chunked_or_other = facts.chunked_or_other || !digits;
     } else if (name == "transfer-encoding") {
       facts.chunked_or_other = true;
+      std::string coding(value);
+      std::transform(coding.begin(), coding.end(), coding.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      facts.chunked = coding == "chunked";
     } else if (name == "expect") {
       facts.expect = true;
     }
   }
   return facts;
+}
+
+// Whether `body` holds a whole chunked body (its last chunk and trailers). A malformed one counts
+// as whole: httplib refuses it, and the gate holds it no longer.
+bool chunked_body_complete(std::string_view body) {
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t line_end = body.find('\n', at);
+    if (line_end == std::string_view::npos) {
+      return false;
+    }
+    std::size_t size = 0;
+    std::size_t digits = 0;
+    for (std::size_t i = at; i < line_end; ++i) {
+      const char c = body[i];
+      const int v = std::isxdigit(static_cast<unsigned char>(c)) == 0 ? -1
+                    : c <= '9'                                        ? c - '0'
+                                                                      : (c | 0x20) - 'a' + 10;
+      if (v < 0) {
+        break;  // a chunk extension or the line's CR
+      }
+      if (++digits > 15) {
+        return true;
+      }
+      size = size * 16 + static_cast<std::size_t>(v);
+    }
+    if (digits == 0) {
+      return true;
+    }
+    at = line_end + 1;
+    if (size == 0) {
+      // Trailers, each a line, end with an empty line.
+      while (true) {
+        const std::size_t end = body.find('\n', at);
+        if (end == std::string_view::npos) {
+          return false;
+        }
+        const bool empty = end == at || (end == at + 1 && body[at] == '\r');
+        at = end + 1;
+        if (empty) {
+          return true;
+        }
+      }
+    }
+    if (body.size() - at < size) {
+      return false;
+    }
+    at += size;
+    const std::size_t after = body.find('\n', at);
+    if (after == std::string_view::npos) {
+      return false;
+    }
+    at = after + 1;
+  }
 }
 
 // The stream httplib reads a request from: first the bytes the gate holds, then the socket. The
@@ -185,7 +245,8 @@ class gated_stream final : public httplib::Stream {
   gated_stream(connection& c, const gate_limits& limits)
       : c_(c),
         limits_(limits),
-        body_deadline_(steady::now() + limits.body_timeout),
+        started_(steady::now()),
+        body_deadline_(started_ + limits.body_timeout),
         budget_(limits.body_needs_grant ? 0 : std::numeric_limits<std::size_t>::max()) {}
 
   bool is_readable() const override {
@@ -215,11 +276,15 @@ class gated_stream final : public httplib::Stream {
       n = take(ptr, size);
     } else {
       if (!wait_body()) {
+        cut_off_ = true;
         return -1;
       }
       do {
         n = ::recv(c_.fd, ptr, size, 0);
       } while (n < 0 && errno == EINTR);
+      if (n > 0) {
+        received_ += static_cast<std::size_t>(n);
+      }
     }
     if (n > 0) {
       budget_ -= static_cast<std::size_t>(n);
@@ -255,6 +320,9 @@ class gated_stream final : public httplib::Stream {
   void drop() { dropped_ = true; }
   [[nodiscard]] bool dropped() const { return dropped_; }
   [[nodiscard]] bool exhausted() const { return exhausted_; }
+  // Whether a body read failed on the body deadline or the minimum rate: the rest of the body may
+  // still come, so the connection cannot serve another request.
+  [[nodiscard]] bool cut_off() const { return cut_off_; }
   // The bytes of the gate's buffer this request used up.
   [[nodiscard]] std::size_t consumed() const { return std::min(pos_, c_.in.size()); }
 
@@ -266,8 +334,19 @@ class gated_stream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+  // The body's next bytes within the body deadline and, past the grace period, soon enough that
+  // what this worker has received keeps up with body_min_rate on average: a body that comes
+  // slower gives its worker back instead of holding it until the deadline.
   bool wait_body() const {
-    const auto left = std::chrono::duration_cast<milliseconds>(body_deadline_ - steady::now());
+    auto until = body_deadline_;
+    if (limits_.body_min_rate > 0) {
+      const auto earned =
+          std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(
+              static_cast<double>(received_) / static_cast<double>(limits_.body_min_rate)));
+      until =
+          std::min(until, started_ + std::max<steady::duration>(limits_.body_rate_grace, earned));
+    }
+    const auto left = std::chrono::ceil<milliseconds>(until - steady::now());
     if (left.count() <= 0) {
       return false;
     }
@@ -276,12 +355,15 @@ class gated_stream final : public httplib::Stream {
 
   connection& c_;
   const gate_limits& limits_;
+  steady::time_point started_;
   steady::time_point body_deadline_;
+  std::size_t received_ = 0;  // body bytes this worker read from the socket
   std::size_t budget_;
   std::size_t pos_ = 0;  // into c_.in
   bool granted_ = false;
   bool exhausted_ = false;
   bool dropped_ = false;
+  bool cut_off_ = false;
 };
 
 // The stream of the request this worker thread serves, for the handlers' calls.
@@ -424,7 +506,7 @@ struct gated_server::impl {
       fds.clear();
       fds.push_back(pollfd{wake_[0], POLLIN, 0});
       for (const auto& c : held) {
-        fds.push_back(pollfd{c->fd, POLLIN, 0});
+        fds.push_back(pollfd{c->fd, static_cast<short>(paused(*c) ? 0 : POLLIN), 0});
       }
       int rc = ::poll(fds.data(), fds.size(), to_ms(std::max(timeout, milliseconds(0))));
       if (rc < 0 && errno != EINTR) {
@@ -454,7 +536,7 @@ struct gated_server::impl {
     while (true) {
       // Never more than one chunk past what the request may hold before a worker reads it.
       const std::size_t cap = c->at == phase::body ? c->needed : limits_.max_header_bytes;
-      if (c->at != phase::closing && c->in.size() > cap) {
+      if ((c->at != phase::closing && c->in.size() > cap) || paused(*c)) {
         break;
       }
       const ssize_t n = ::recv(c->fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
@@ -507,21 +589,46 @@ struct gated_server::impl {
       c->header_len = end;
       const auto facts = read_facts(std::string_view(c->in).substr(0, end));
       c->no_body = !facts.content_length && !facts.chunked_or_other;
+      c->chunked = false;
       c->needed = end;
-      if (limits_.prebuffer_body_bytes > 0 && facts.content_length && !facts.chunked_or_other &&
-          !facts.expect && *facts.content_length <= limits_.prebuffer_body_bytes &&
-          *facts.content_length <= limits_.prebuffer_total_bytes - prebuffered_) {
-        c->needed = end + *facts.content_length;
-        c->reserved = *facts.content_length;
-        prebuffered_ += c->reserved;
+      // A body the client sends unasked is held up to prebuffer_body_bytes: whole when it fits,
+      // else its first prebuffer_body_bytes, so that only a client that has sent that much gets
+      // a worker, which reads the rest at body_min_rate at least.
+      if (limits_.prebuffer_body_bytes > 0 && !facts.expect &&
+          (facts.chunked || (facts.content_length && !facts.chunked_or_other))) {
+        c->chunked = facts.chunked;
+        c->needed =
+            end + (facts.chunked ? limits_.prebuffer_body_bytes
+                                 : std::min(*facts.content_length, limits_.prebuffer_body_bytes));
       }
       c->at = phase::body;
       c->deadline = steady::now() + limits_.body_timeout;
     }
-    if (c->at == phase::body && c->in.size() >= c->needed) {
+    if (c->at != phase::body) {
+      return;
+    }
+    hold(*c);
+    const bool whole =
+        c->in.size() >= c->needed ||
+        (c->chunked && chunked_body_complete(std::string_view(c->in).substr(c->header_len)));
+    if (whole) {
       dispatch(std::move(c));
       c = nullptr;
     }
+  }
+
+  // Counts the body bytes `c` holds in prebuffer_total_bytes.
+  void hold(connection& c) {
+    const std::size_t held = std::min(c.in.size(), c.needed) - c.header_len;
+    prebuffered_ += held - c.reserved;
+    c.reserved = held;
+  }
+
+  // Whether the gate reads no more of `c` for now: its body waits while the bodies held reach
+  // prebuffer_total_bytes (its deadline still runs).
+  [[nodiscard]] bool paused(const connection& c) const {
+    return c.at == phase::body && c.in.size() < c.needed &&
+           prebuffered_.load() >= limits_.prebuffer_total_bytes;
   }
 
   void on_expired(connection_ptr& c) {
@@ -606,6 +713,7 @@ struct gated_server::impl {
       ok = server_.process_request(stream, last, closed, nullptr);
       current_stream = nullptr;
       dropped = stream.dropped();
+      closed = closed || stream.cut_off();
       c->in.erase(0, stream.consumed());
     }
     ++c->served;
@@ -675,8 +783,55 @@ struct gated_server::impl {
   std::atomic<std::size_t> lingering_refused_{0};
 };
 
+std::string http_request::header(const std::string& name) const {
+  return req_.get_header_value(name);
+}
+
+bool http_request::has_param(const std::string& key) const { return req_.has_param(key); }
+
+std::string http_request::param(const std::string& key, std::size_t i) const {
+  return req_.get_param_value(key, i);
+}
+
+std::size_t http_request::param_count(const std::string& key) const {
+  return req_.get_param_value_count(key);
+}
+
+std::string http_request::query() const {
+  std::string out;
+  for (const auto& [key, value] : req_.params) {
+    out += (out.empty() ? "" : "&") + key + "=" + value;
+  }
+  return out;
+}
+
+std::string http_request::match(std::size_t i) const {
+  return i < req_.matches.size() ? req_.matches[i].str() : std::string();
+}
+
 gated_server::gated_server(gate_limits limits)
     : impl_(std::make_unique<impl>(*this, std::move(limits))) {
+  set_payload_max_length(impl_->limits_.max_body_bytes);
+  // httplib calls this for every status >= 400: what a route answered keeps its body; what
+  // httplib refused itself (unknown routes, bodies over the limit, malformed requests) gets one.
+  set_error_handler(
+      HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.content_provider_) {
+          return HandlerResponse::Unhandled;
+        }
+        res.status = res.status == -1 ? 404 : res.status;
+        std::string message = "request failed with status " + std::to_string(res.status);
+        if (res.status == 413 || over_budget()) {
+          res.status = 413;
+          message = impl_->limits_.too_large_message;
+        } else if (res.status == 404) {
+          message = "no route " + req.method + " " + req.path;
+        } else if (res.status == 400) {
+          message = "malformed HTTP request";
+        }
+        fail(res, res.status, message);
+        return HandlerResponse::Handled;
+      }));
   new_task_queue = [] { return new inline_queue; };
   // httplib's default sets SO_REUSEPORT, which lets a second server bind a port in use and share
   // its connections; SO_REUSEADDR alone still allows a quick restart on the same port.
@@ -686,7 +841,74 @@ gated_server::gated_server(gate_limits limits)
   });
 }
 
-gated_server::~gated_server() { halt(); }
+gated_server::~gated_server() { stop(); }
+
+void gated_server::route(http_method method, const std::string& pattern, http_handler handler) {
+  auto run = [this, handler = std::move(handler)](const httplib::Request& raw,
+                                                  httplib::Response& res) {
+    const http_request req(raw);
+    try {
+      handler(req, res);
+    } catch (const std::exception& e) {
+      fail(res, 500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      fail(res, 500, "internal error");
+    }
+    if (after_route_) {
+      after_route_(req, res);
+    }
+  };
+  if (method == http_method::get) {
+    Get(pattern, std::move(run));
+  } else {
+    Post(pattern, std::move(run));
+  }
+}
+
+void gated_server::fail(httplib::Response& res, int status, const std::string& message) const {
+  const auto& error_body = impl_->limits_.error_body;
+  res.status = status;
+  res.set_content(error_body ? error_body(status, message) : message, "application/json");
+}
+
+void gated_server::check_heads(http_head_check check) {
+  set_pre_routing_handler([check](const httplib::Request& req, httplib::Response& res) {
+    return check(http_request(req), res) ? HandlerResponse::Unhandled : HandlerResponse::Handled;
+  });
+  set_expect_100_continue_handler(
+      [check = std::move(check)](const httplib::Request& req, httplib::Response& res) {
+        return check(http_request(req), res) ? 100 : res.status;
+      });
+}
+
+void gated_server::after_route(http_observer observer) { after_route_ = std::move(observer); }
+
+void gated_server::before_reply(std::function<void(httplib::Response&)> hook) {
+  set_post_routing_handler(
+      [hook = std::move(hook)](const httplib::Request&, httplib::Response& res) { hook(res); });
+}
+
+result<int> gated_server::start(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = bind_to_any_port(host);
+    if (bound < 0) {
+      return error{"cannot bind a free port on " + host};
+    }
+  } else if (!bind_to_port(host, port)) {
+    return error{"cannot bind " + host + ":" + std::to_string(port) +
+                 " (in use, or not an address of this host)"};
+  }
+  serving_ = std::thread([this] { serve(); });
+  return bound;
+}
+
+void gated_server::stop() {
+  halt();
+  if (serving_.joinable() && serving_.get_id() != std::this_thread::get_id()) {
+    serving_.join();
+  }
+}
 
 bool gated_server::serve() { return impl_->serve(); }
 

@@ -1,6 +1,10 @@
-// The one connection layer of the project's two HTTP servers, the policy server's transport
-// (server_transport.cpp) and the daemon's control API (tools/daemon/daemon.cpp): cpp-httplib
-// parses requests and runs the routes, the gate owns the connections.
+// The one HTTP transport of the project's two servers, the policy server (server_transport.cpp
+// installs its routes) and the daemon's control API (tools/daemon/daemon.cpp): cpp-httplib parses
+// requests, the gate owns the connections, and routes see the transport's own http_request, never
+// httplib's. The transport also owns what every route shares: anything a route throws is a 500,
+// what httplib refuses itself (unknown routes, bodies over the limit, malformed requests) gets a
+// body, all in the server's one error shape (gate_limits::error_body); binding; the serving
+// thread.
 //
 // Why. httplib 0.11 gives every accepted connection a worker thread from accept to close, so a
 // client that sends its headers a byte a second holds a worker for as long as it likes, and more
@@ -12,8 +16,12 @@
 //   header_timeout of its accept (of its first byte, for the next request on a kept-alive one) is
 //   answered 408 and closed; one that sent nothing is closed silently.
 // - Body deadline: a body the gate waits for must be in within body_timeout of its headers, else
-//   408; a body a worker reads (a large or chunked one, read as it comes) within body_timeout of
-//   the worker's start, else the request fails and the connection is closed.
+//   408. The gate holds a body the client sends unasked (a declared length, or chunked) up to
+//   prebuffer_body_bytes: whole when it fits, else its first prebuffer_body_bytes; the worker
+//   reads what is left, and what the gate could not hold (Expect: 100-continue, bodies that need a
+//   grant), within body_timeout of the worker's start and, past body_rate_grace, at
+//   body_min_rate on average, else the request fails and the connection is closed: a body that
+//   trickles holds a worker for body_rate_grace, not for the whole deadline.
 // - Connection cap: a connection accepted while max_connections are open is answered 503 with
 //   Retry-After at once and closed, without ever reaching a worker.
 // - The listen backlog is widened (httplib listens with 5, which a burst of connects overflows;
@@ -23,15 +31,53 @@
 //   not turn the close into a reset that destroys the response before the client has read it.
 #pragma once
 
+#include "common/result.hpp"
+
 #include <httplib.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace leap::policy {
+
+enum class http_method : std::uint8_t { get, post };
+
+// A request as a route sees it: what was asked, never the connection. Valid during the call that
+// it is handed to.
+class http_request {
+ public:
+  explicit http_request(const httplib::Request& req) : req_(req) {}
+
+  [[nodiscard]] const std::string& method() const { return req_.method; }
+  [[nodiscard]] const std::string& path() const { return req_.path; }
+  [[nodiscard]] const std::string& body() const { return req_.body; }
+  // The header's value ("" when absent); names are case-insensitive.
+  [[nodiscard]] std::string header(const std::string& name) const;
+  [[nodiscard]] bool has_param(const std::string& key) const;
+  // The i-th value of a query parameter ("" when absent), decoded.
+  [[nodiscard]] std::string param(const std::string& key, std::size_t i = 0) const;
+  [[nodiscard]] std::size_t param_count(const std::string& key) const;
+  // Every query parameter, decoded, as key=value joined by '&' (keys in order).
+  [[nodiscard]] std::string query() const;
+  // The route pattern's capture `i` (1 for the first group).
+  [[nodiscard]] std::string match(std::size_t i) const;
+
+ private:
+  const httplib::Request& req_;
+};
+
+// A route's handler: fills the response (status, headers, content or a content provider).
+using http_handler = std::function<void(const http_request&, httplib::Response&)>;
+// Looks at a request whose line and headers are in, before any of its body is read: true lets it
+// go on to its route; false answers with `res` as the check left it.
+using http_head_check = std::function<bool(const http_request&, httplib::Response&)>;
+// Sees a request and its response, as they are when the route is done.
+using http_observer = std::function<void(const http_request&, const httplib::Response&)>;
 
 struct gate_limits {
   std::size_t threads = 8;  // workers that run whole requests. Default: 8
@@ -47,22 +93,34 @@ struct gate_limits {
   std::chrono::milliseconds write_timeout{30000};   // one wait of a write. Default: 30 s
   std::size_t max_header_bytes = std::size_t{64} << 10;  // request line and headers; beyond: 413.
                                                          // Default: 64 KiB
-  // A body that declares a length up to this is read by the gate before a worker gets the request
-  // (0: never; bodies are then read by the worker), while the gate holds at most
-  // prebuffer_total_bytes of such bodies at once; a larger body, a chunked one, or one beyond the
-  // total is read by its worker (its body deadline bounds how long). Default: 16 MiB
+  // How much of a body the gate reads before a worker gets the request: a body up to this whole,
+  // a larger or chunked one its first this many bytes (0: none; bodies are then read by the
+  // worker). The gate holds at most prebuffer_total_bytes of bodies at once; beyond, it reads no
+  // more body bytes until some are handed on (the waiting bodies' deadlines still run).
+  // Default: 16 MiB
   std::size_t prebuffer_body_bytes = std::size_t{16} << 20;
   std::size_t prebuffer_total_bytes = std::size_t{256} << 20;  // Default: 256 MiB
+  // A worker reading a body drops a client that, body_rate_grace after the worker started, has
+  // sent it fewer than body_min_rate bytes a second on average (0: no minimum).
+  // Default: 16 KiB/s after 5 s
+  std::size_t body_min_rate = std::size_t{16} << 10;
+  std::chrono::milliseconds body_rate_grace{5000};
   std::size_t max_requests_per_connection = 1;  // 1: Connection: close after each. Default: 1
   // Whether a request's body may be read only after grant_body() (the daemon grants it once the
   // token is checked, from the headers). Default: false (every body may be read)
   bool body_needs_grant = false;
-  // The body of the gate's own answers (408, 413, 503), in the server's one error shape.
+  // A body longer than this is refused with 413. Default: 64 MiB
+  std::size_t max_body_bytes = std::size_t{64} << 20;
+  // The message of a 413 the server answers itself (a body over max_body_bytes, or over its
+  // grant). Default: "the request body is too large"
+  std::string too_large_message = "the request body is too large";
+  // The body (JSON) of the transport's own answers (408, 413, 503, unknown routes, what a route
+  // threw), in the server's one error shape.
   std::function<std::string(int status, const std::string& message)> error_body;
 };
 
-// httplib's server with the gate in front. Configure routes and handlers as for httplib, bind,
-// then call serve() on the thread that should run the accept loop. Not copyable.
+// httplib's server with the gate in front. Install routes (and the optional hooks), then start().
+// Not copyable.
 class gated_server : public httplib::Server {
  public:
   explicit gated_server(gate_limits limits);
@@ -70,14 +128,23 @@ class gated_server : public httplib::Server {
   gated_server(const gated_server&) = delete;
   gated_server& operator=(const gated_server&) = delete;
 
-  // Widens the backlog, starts the gate and the workers, and runs httplib's accept loop until
-  // halt(). Then closes every connection not in a handler, and returns once the workers have
-  // finished the requests they were serving. Returns httplib's listen_after_bind() result.
-  bool serve();
+  // `handler` answers requests of `method` whose path matches `pattern` (a regular expression;
+  // its groups are http_request::match). Anything it throws is answered 500.
+  void route(http_method method, const std::string& pattern, http_handler handler);
+  // Every request's line and headers go through `check` before its body is read, also one that
+  // waits for 100 Continue (refused, it is never invited to send its body).
+  void check_heads(http_head_check check);
+  // Runs after each route's handler (also one that threw), before the response is written.
+  void after_route(http_observer observer);
+  // Runs for every response just before it is written (routes', and the transport's own).
+  void before_reply(std::function<void(httplib::Response&)> hook);
 
-  // Closes the listening socket: serve() returns. Thread-safe, idempotent, at any moment (also
-  // before serve() runs, which then returns at once).
-  void halt();
+  // Binds host:port (0: a free port) and serves on a thread of its own until stop(). Returns the
+  // bound port, or an error naming the address.
+  result<int> start(const std::string& host, int port);
+  // Closes the listening socket and waits for the serving thread, which first lets the workers
+  // finish the requests they serve. Thread-safe with start(), idempotent, at any moment.
+  void stop();
 
   // For a handler, about the request its thread serves:
   // The connection is closed with no reply at all (every later write fails).
@@ -92,9 +159,20 @@ class gated_server : public httplib::Server {
   struct impl;
 
  private:
+  // Widens the backlog, starts the gate and the workers, and runs httplib's accept loop until
+  // halt(). Then closes every connection not in a handler, and returns once the workers have
+  // finished the requests they were serving. Returns httplib's listen_after_bind() result.
+  bool serve();
+  // Closes the listening socket: serve() returns. Idempotent, at any moment (also before serve()
+  // runs, which then returns at once).
+  void halt();
   bool process_and_close_socket(socket_t sock) override;
+  // Answers `status` with `message` in the error shape.
+  void fail(httplib::Response& res, int status, const std::string& message) const;
 
   std::unique_ptr<impl> impl_;
+  http_observer after_route_;
+  std::thread serving_;
 };
 
 }  // namespace leap::policy

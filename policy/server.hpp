@@ -75,7 +75,13 @@ struct server_config {
   std::chrono::milliseconds keep_alive_timeout{5000};  // Default: 5 s idle before closing
   std::size_t keep_alive_max_requests = 100000;        // Default: 100000 requests per connection
   std::chrono::milliseconds read_timeout{30000};       // Default: 30 s
-  std::chrono::milliseconds write_timeout{30000};      // Default: 30 s
+  // What of a body the server does not hold before a worker gets the request (past its first
+  // 16 MiB; all of it after Expect: 100-continue) its worker reads, and drops a client sending
+  // fewer than body_min_rate bytes a second on average once body_rate_grace has passed (0: no
+  // minimum). Default: 16 KiB/s after 5 s
+  std::size_t body_min_rate = std::size_t{16} << 10;
+  std::chrono::milliseconds body_rate_grace{5000};
+  std::chrono::milliseconds write_timeout{30000};  // Default: 30 s
   // Tokens per streamed chunk at most (vLLM streams one engine step per chunk). Default: 16.
   std::size_t stream_chunk_tokens = 16;
   std::int64_t weight_version = 0;  // Default: 0, until an update route sets another

@@ -8,11 +8,11 @@ namespace {
 
 using nlohmann::json;
 
-std::optional<std::string> query(const httplib::Request& req, const char* key) {
+std::optional<std::string> query(const http_request& req, const char* key) {
   if (!req.has_param(key)) {
     return std::nullopt;
   }
-  return req.get_param_value(key);
+  return req.param(key);
 }
 
 void set_json(httplib::Response& res, const json& body) {
@@ -42,7 +42,7 @@ class control_service {
         metrics_(context.metrics) {}
 
   // SGLang's /update_weights_from_disk.
-  std::optional<http_error> update_weights_from_disk(const httplib::Request& req,
+  std::optional<http_error> update_weights_from_disk(const http_request& req,
                                                      httplib::Response& res) {
     auto request = parse_body(req, parse_sglang_update_weights_request);
     if (!request) {
@@ -70,8 +70,7 @@ class control_service {
 
   // ---- vLLM's weight-transfer engine (the session's rules: server_state.hpp) ----
 
-  std::optional<http_error> init_weight_transfer(const httplib::Request& req,
-                                                 httplib::Response& res) {
+  std::optional<http_error> init_weight_transfer(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_weight_transfer_request, "init_info");
     if (!request) {
       return bad_request(request.err());
@@ -83,9 +82,8 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> start_weight_update(const httplib::Request& req,
-                                                httplib::Response& res) {
-    auto body = parse_json_body(req.body);  // optional: include_draft, is_checkpoint_format
+  std::optional<http_error> start_weight_update(const http_request& req, httplib::Response& res) {
+    auto body = parse_json_body(req.body());  // optional: include_draft, is_checkpoint_format
     if (!body) {
       return bad_request(body.err());
     }
@@ -96,7 +94,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> transfer_update_weights(const httplib::Request& req,
+  std::optional<http_error> transfer_update_weights(const http_request& req,
                                                     httplib::Response& res) {
     auto request = parse_body(req, parse_update_weights_body);
     if (!request) {
@@ -110,8 +108,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> finish_weight_update(const httplib::Request& req,
-                                                 httplib::Response& res) {
+  std::optional<http_error> finish_weight_update(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_finish_weight_update_request);
     if (!request) {
       return bad_request(request.err());
@@ -129,7 +126,7 @@ class control_service {
 
   // ---- pause ----
 
-  std::optional<http_error> pause(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> pause(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_pause_request);
     if (!request) {
       return bad_request(request.err());
@@ -142,14 +139,14 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> resume(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> resume(const http_request& /*req*/, httplib::Response& res) {
     state_.resume();
     set_json(res, json{{"success", true}, {"message", "generation resumed"}});
     return std::nullopt;
   }
 
   // No prefix cache here; the routes exist so that a weight-sync sequence runs unchanged.
-  std::optional<http_error> flush_cache(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> flush_cache(const http_request& /*req*/, httplib::Response& res) {
     set_json(res, json{{"success", true}, {"message", "cache flushed"}});
     return std::nullopt;
   }
@@ -159,7 +156,7 @@ class control_service {
   // sleep's mode (abort by default), and generation requests that arrive while asleep wait in
   // the server until a wake-up leaves nothing asleep; then they run (on the reloaded weights).
 
-  std::optional<http_error> sleep(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> sleep(const http_request& req, httplib::Response& res) {
     auto request = parse_sleep_request(query(req, "level"), query(req, "mode"));
     if (!request) {
       return bad_request(request.err());
@@ -169,10 +166,10 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> wake_up(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> wake_up(const http_request& req, httplib::Response& res) {
     std::vector<std::string> tags;
-    for (std::size_t i = 0; i < req.get_param_value_count("tags"); ++i) {
-      tags.push_back(req.get_param_value("tags", i));
+    for (std::size_t i = 0; i < req.param_count("tags"); ++i) {
+      tags.push_back(req.param("tags", i));
     }
     auto request = parse_wake_up_request(tags);
     if (!request) {
@@ -183,12 +180,12 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> is_sleeping(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> is_sleeping(const http_request& /*req*/, httplib::Response& res) {
     set_json(res, json{{"is_sleeping", state_.sleeping()}});
     return std::nullopt;
   }
 
-  std::optional<http_error> collective_rpc(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> collective_rpc(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_collective_rpc_request);
     if (!request) {
       return bad_request(request.err());
@@ -216,7 +213,7 @@ class control_service {
 
   // ---- vLLM's runtime LoRA routes ----
 
-  std::optional<http_error> load_lora(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> load_lora(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_load_lora_request);
     if (!request) {
       return bad_request(request.err());
@@ -244,7 +241,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> unload_lora(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> unload_lora(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_unload_lora_request);
     if (!request) {
       return bad_request(request.err());
@@ -262,12 +259,12 @@ class control_service {
 
   // ---- what a router and an operator read ----
 
-  std::optional<http_error> is_paused(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> is_paused(const http_request& /*req*/, httplib::Response& res) {
     set_json(res, json{{"is_paused", state_.gate()->paused()}});
     return std::nullopt;
   }
 
-  std::optional<http_error> health(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> health(const http_request& /*req*/, httplib::Response& res) {
     if (state_.gate()->stopping()) {
       return http_error{503, "the server is shutting down"};
     }
@@ -278,7 +275,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> models(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> models(const http_request& /*req*/, httplib::Response& res) {
     const json model{{"id", config_.model_name},
                      {"object", "model"},
                      {"created", static_cast<std::int64_t>(std::time(nullptr))},
@@ -307,7 +304,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> model_info(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> model_info(const http_request& /*req*/, httplib::Response& res) {
     set_json(res, json{{"model_path", config_.model_name},
                        {"tokenizer_path", "byte"},
                        {"is_generation", true},
@@ -316,7 +313,7 @@ class control_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> metrics(const httplib::Request& /*req*/, httplib::Response& res) {
+  std::optional<http_error> metrics(const http_request& /*req*/, httplib::Response& res) {
     res.set_content(metrics_.render(state_.weight_version(), state_.gate()->paused()),
                     "text/plain; version=0.0.4");
     return std::nullopt;

@@ -380,7 +380,7 @@ class generation_service {
 
   // Everything after parsing, shared by the three generation routes: faults, admission past a
   // pause, generation, rendering, streaming.
-  std::optional<http_error> serve_generation(const httplib::Request& req, httplib::Response& res,
+  std::optional<http_error> serve_generation(const http_request& req, httplib::Response& res,
                                              std::vector<sequence_job> jobs, bool stream,
                                              const char* id_prefix, renderers render,
                                              std::uint64_t serial) {
@@ -389,8 +389,7 @@ class generation_service {
     const int max_tokens_0 =
         jobs.empty() ? 0 : jobs.front().request.sampling.max_tokens.value_or(0);
     if (config_.on_generation) {
-      config_.on_generation(generation_arrival{serial, req.path,
-                                               req.get_header_value("X-Request-Id"),
+      config_.on_generation(generation_arrival{serial, req.path(), req.header("X-Request-Id"),
                                                prompt_tokens_0, max_tokens_0, fault});
     }
     if (fault.kind != fault_kind::none) {
@@ -402,7 +401,7 @@ class generation_service {
       return std::nullopt;
     }
     if (auto refused = injected_error(fault, prompt_tokens_0, max_tokens_0, config_.max_model_len,
-                                      req.path == "/generate")) {
+                                      req.path() == "/generate")) {
       if (fault.kind == fault_kind::status_429) {
         res.set_header("Retry-After", std::to_string(config_.faults.retry_after.count()));
       }
@@ -569,7 +568,7 @@ class generation_service {
 
   // ---- routes ----
 
-  std::optional<http_error> completions(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> completions(const http_request& req, httplib::Response& res) {
     auto parsed = parse_body(req, parse_completion_request);
     if (!parsed) {
       return bad_request(parsed.err());
@@ -610,7 +609,7 @@ class generation_service {
                             serial);
   }
 
-  std::optional<http_error> chat(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> chat(const http_request& req, httplib::Response& res) {
     auto parsed = parse_body(req, parse_chat_request);
     if (!parsed) {
       return bad_request(parsed.err());
@@ -651,7 +650,7 @@ class generation_service {
                             std::move(render), serial);
   }
 
-  std::optional<http_error> generate(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> generate(const http_request& req, httplib::Response& res) {
     auto parsed = parse_body(req, parse_generate_request);
     if (!parsed) {
       return bad_request(parsed.err());
@@ -731,7 +730,7 @@ class generation_service {
     return usage;
   }
 
-  std::optional<http_error> tokenize(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> tokenize(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_tokenize_request);
     if (!request) {
       return bad_request(request.err());
@@ -764,7 +763,7 @@ class generation_service {
     return std::nullopt;
   }
 
-  std::optional<http_error> detokenize(const httplib::Request& req, httplib::Response& res) {
+  std::optional<http_error> detokenize(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_detokenize_request);
     if (!request) {
       return bad_request(request.err());

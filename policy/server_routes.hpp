@@ -31,9 +31,9 @@ struct server_context {
 // syntax), then `parse(body, args...)` (a wire.hpp parser, giving a result<T>). A failure of either
 // is that step's error, unchanged; a route answers it with bad_request().
 template <class Parse, class... Args>
-[[nodiscard]] auto parse_body(const httplib::Request& req, Parse&& parse, Args&&... args)
+[[nodiscard]] auto parse_body(const http_request& req, Parse&& parse, Args&&... args)
     -> std::invoke_result_t<Parse, const nlohmann::json&, Args...> {
-  auto body = parse_json_body(req.body);
+  auto body = parse_json_body(req.body());
   if (!body) {
     return body.err();
   }
@@ -45,7 +45,7 @@ template <class Parse, class... Args>
 template <class Service>
 [[nodiscard]] auto route_binder(std::shared_ptr<Service> service) {
   return [service = std::move(service)](auto method) -> route_handler {
-    return [service, method](const httplib::Request& req, httplib::Response& res) {
+    return [service, method](const http_request& req, httplib::Response& res) {
       return ((*service).*method)(req, res);
     };
   };

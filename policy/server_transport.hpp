@@ -1,19 +1,18 @@
-// The policy server's transport (internal to policy/): sockets, cpp-httplib, and the one way a
-// route is served. Routes are plain data, (method, path, handler); a handler never throws on
-// purpose: it returns the error to answer with. The transport's one wrapper turns a returned error,
-// and anything thrown anyway, into OpenAI's error body and its status, and counts the route; it
-// also answers unknown routes and httplib's own refusals in the same shape, and stamps every
-// response with x-weight-version. The routes themselves know nothing of sockets.
+// The policy server on the project's one HTTP transport (internal to policy/): routes are plain
+// data, (method, path, handler), installed on http_gate.hpp's gated_server, which the daemon's
+// control API serves on too (connections, deadlines, the cap, http_request, what a route throws,
+// httplib's own refusals, all in OpenAI's error shape here). A handler never throws on purpose: it
+// returns the error to answer with, which the one wrapper here turns into OpenAI's error body and
+// its status, counting the route; every response is stamped with x-weight-version. The routes
+// know nothing of sockets.
 //
-// Connections are the gate's (http_gate.hpp), which the daemon's control API uses too: requests
-// reach a worker only whole, so slow or idle clients hold no worker; header and body deadlines,
-// a connection cap answered with 503 and Retry-After. A handler that wants its connection dropped
-// with no reply (the "drop" fault; httplib has no way) calls drop_current_connection(): every later
-// write on it fails, httplib gives up on the response, and the connection is closed having sent
-// nothing.
+// A handler that wants its connection dropped with no reply (the "drop" fault; httplib has no way)
+// calls drop_current_connection(): every later write on it fails, httplib gives up on the
+// response, and the connection is closed having sent nothing.
 #pragma once
 
 #include "common/result.hpp"
+#include "policy/http_gate.hpp"
 #include "policy/server.hpp"
 #include "policy/server_metrics.hpp"
 #include "policy/wire.hpp"
@@ -32,9 +31,7 @@ namespace leap::policy {
 
 // A route's handler: fills the response, or returns the error to answer with instead.
 using route_handler =
-    std::function<std::optional<http_error>(const httplib::Request&, httplib::Response&)>;
-
-enum class http_method : std::uint8_t { get, post };
+    std::function<std::optional<http_error>(const http_request&, httplib::Response&)>;
 
 struct route {
   http_method method = http_method::get;
@@ -44,8 +41,6 @@ struct route {
 
 // The request this thread serves closes its connection with no reply at all. Call from a handler.
 void drop_current_connection();
-
-class http_server;
 
 // Owns the listening socket and its worker threads. Not copyable; stop() is idempotent.
 class http_transport {
@@ -67,8 +62,7 @@ class http_transport {
 
  private:
   const server_config& config_;
-  std::unique_ptr<http_server> http_;
-  std::thread listener_;
+  std::unique_ptr<gated_server> http_;
 };
 
 }  // namespace leap::policy

@@ -265,7 +265,7 @@ TEST(ServerRoutes, BodyErrorsAre400WithTheParsersOwnMessage) {
         req.path = path;
         req.body = body;
         httplib::Response res;
-        return r.handler(req, res);
+        return r.handler(http_request(req), res);
       }
     }
     ADD_FAILURE() << "no route " << path;

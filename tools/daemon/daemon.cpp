@@ -50,7 +50,7 @@ void log_line(const std::string& text) { log::info(text); }
 
 std::string exp_prefix(const experiment_record& r) { return r.id + " '" + r.name + "' | "; }
 
-// What a route answers; wrap() copies it into httplib's response.
+// What a route answers; wrap() copies it into the response.
 struct reply {
   int status = 200;
   std::string body;
@@ -82,16 +82,15 @@ policy::gate_limits control_api_limits() {
   limits.prebuffer_body_bytes = 0;
   limits.max_requests_per_connection = 1;
   limits.body_needs_grant = true;
+  limits.max_body_bytes = max_request_body_bytes;
+  limits.too_large_message =
+      "the request is too large: a body may hold " + std::to_string(max_request_body_bytes) +
+      " bytes, the request line and headers " + std::to_string(max_request_head_bytes);
   limits.error_body = [](int code, const std::string& message) {
     return error_body(code, message);
   };
   return limits;
 }
-
-class control_server final : public policy::gated_server {
- public:
-  control_server() : gated_server(control_api_limits()) {}
-};
 
 // Whether the process `pid` (not our child: a daemon before us started it) is still the
 // `leap run` of `config`: a zombie or a reused pid has another command line.
@@ -114,21 +113,17 @@ class supervisor {
       return 1;
     }
     routes();
-    const int port =
-        settings_.port == 0
-            ? server_.bind_to_any_port("127.0.0.1")
-            : (server_.bind_to_port("127.0.0.1", settings_.port) ? settings_.port : -1);
-    if (port <= 0) {
-      std::fprintf(stderr, "leap daemon: error: 127.0.0.1:%d: cannot listen (in use?)\n",
-                   settings_.port);
+    const auto started = server_.start("127.0.0.1", settings_.port);
+    if (!started) {
+      std::fprintf(stderr, "leap daemon: error: %s\n", started.err().message.c_str());
       return 1;
     }
+    const int port = *started;
     bound_port_ = port;
     if (auto s = write_file_durably((home_ / "port").string(), std::to_string(port) + "\n"); !s) {
       std::fprintf(stderr, "leap daemon: error: %s\n", s.err().message.c_str());
       return 1;
     }
-    std::thread http([this] { server_.serve(); });
     {
       std::lock_guard lock(mutex_);
       int resume = 0;
@@ -144,8 +139,7 @@ class supervisor {
     }
     supervise();
     shut_down();
-    server_.halt();
-    http.join();
+    server_.stop();
     // The port file names a listening daemon; leave none behind.
     auto text = read_text(home_ / "port");
     if (text && std::atoi(text->c_str()) == bound_port_) {
@@ -456,24 +450,30 @@ class supervisor {
   // --- the HTTP side ---
 
   void routes() {
-    // One gate for every route: the bearer token, checked from the headers before any of the
-    // body is read; only then is the body granted (the gate reads no body before).
-    server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req.get_header_value("Authorization"), token_)) {
-        refuse_unauthorized(res);
-        return httplib::Server::HandlerResponse::Handled;
+    // One check for every route: the bearer token, from the headers before any of the body is
+    // read (curl and others ask before a large body: they get the refusal instead of the
+    // invitation); only then is the body granted (the gate reads no body before).
+    server_.check_heads([this](const policy::http_request& req, httplib::Response& res) {
+      if (!authorized(req.header("Authorization"), token_)) {
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(error_body(401,
+                                   "missing or wrong bearer token (Authorization: Bearer "
+                                   "TOKEN, the token is in the daemon's home)"),
+                        "application/json");
+        return false;
       }
       // A compressed body could unpack to any size past the limit; our clients never send one.
-      const auto encoding = req.get_header_value("Content-Encoding");
+      const auto encoding = req.header("Content-Encoding");
       if (!encoding.empty() && encoding != "identity") {
         res.status = 400;
         res.set_content(error_body(400, "Content-Encoding " + encoding +
                                             ": the control API takes uncompressed bodies"),
                         "application/json");
-        return httplib::Server::HandlerResponse::Handled;
+        return false;
       }
       // A declared length over the limit is refused before a byte of the body is read.
-      const auto length = req.get_header_value("Content-Length");
+      const auto length = req.header("Content-Length");
       if (!length.empty() &&
           (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
            std::stoull(length) > max_request_body_bytes)) {
@@ -482,91 +482,50 @@ class supervisor {
                                             length.substr(0, 40) + ", at most " +
                                             std::to_string(max_request_body_bytes) + " bytes"),
                         "application/json");
-        return httplib::Server::HandlerResponse::Handled;
+        return false;
       }
       policy::gated_server::grant_body(max_request_body_bytes);
-      return httplib::Server::HandlerResponse::Unhandled;
+      return true;
     });
-    // curl and others ask before a large body: answer 401 instead of inviting it.
-    server_.set_expect_100_continue_handler(
-        [this](const httplib::Request& req, httplib::Response& res) {
-          if (authorized(req.get_header_value("Authorization"), token_)) {
-            return 100;
-          }
-          refuse_unauthorized(res);
-          return 401;
-        });
-    server_.set_payload_max_length(max_request_body_bytes);
-    // httplib calls this for every status >= 400; our routes set a body, what httplib refuses
-    // itself (unknown routes, bodies over the limit, malformed requests) gets one here.
-    server_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-      if (!res.body.empty()) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      std::string message;
-      if (res.status == 413 || policy::gated_server::over_budget()) {
-        res.status = 413;
-        message = "the request is too large: a body may hold " +
-                  std::to_string(max_request_body_bytes) + " bytes, the request line and headers " +
-                  std::to_string(max_request_head_bytes);
-      } else if (res.status == 404) {
-        message = "no route " + req.method + " " + req.path;
-      } else {
-        message = "malformed HTTP request (status " + std::to_string(res.status) + ")";
-      }
-      res.set_content(error_body(res.status, message), "application/json");
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    server_.Post("/v1/experiments",
-                 wrap([this](const httplib::Request& req) { return submit(req); }));
-    server_.Get("/v1/experiments", wrap([this](const httplib::Request&) {
-                  std::lock_guard lock(mutex_);
-                  nlohmann::json list = nlohmann::json::array();
-                  for (const auto& r : snapshot()) {
-                    list.push_back(to_json(r));
-                  }
-                  return json_reply(200, {{"experiments", list}});
-                }));
-    server_.Get(R"(/v1/experiments/([^/]+))", wrap([this](const httplib::Request& req) {
-                  std::lock_guard lock(mutex_);
-                  auto it = find(req.matches[1]);
-                  if (it == records_.end()) {
-                    return not_found(req.matches[1]);
-                  }
-                  return json_reply(200, to_json(it->second));
-                }));
-    server_.Post(R"(/v1/experiments/([^/]+)/cancel)",
-                 wrap([this](const httplib::Request& req) { return cancel(req.matches[1]); }));
-    server_.Get(R"(/v1/experiments/([^/]+)/logs)",
-                wrap([this](const httplib::Request& req) { return logs(req); }));
-    server_.Get("/v1/status", wrap([this](const httplib::Request&) {
-                  std::lock_guard lock(mutex_);
-                  auto j = status_json(snapshot(), settings_, stopping_, now_ms(), started_ms_);
-                  j["settings"]["port"] = bound_port_;
-                  return json_reply(200, j);
-                }));
-    server_.Get("/metrics", wrap([this](const httplib::Request&) { return metrics(); }));
+    using policy::http_method;
+    using policy::http_request;
+    server_.route(http_method::post, "/v1/experiments",
+                  wrap([this](const http_request& req) { return submit(req); }));
+    server_.route(http_method::get, "/v1/experiments", wrap([this](const http_request&) {
+                    std::lock_guard lock(mutex_);
+                    nlohmann::json list = nlohmann::json::array();
+                    for (const auto& r : snapshot()) {
+                      list.push_back(to_json(r));
+                    }
+                    return json_reply(200, {{"experiments", list}});
+                  }));
+    server_.route(http_method::get, R"(/v1/experiments/([^/]+))",
+                  wrap([this](const http_request& req) {
+                    std::lock_guard lock(mutex_);
+                    auto it = find(req.match(1));
+                    if (it == records_.end()) {
+                      return not_found(req.match(1));
+                    }
+                    return json_reply(200, to_json(it->second));
+                  }));
+    server_.route(http_method::post, R"(/v1/experiments/([^/]+)/cancel)",
+                  wrap([this](const http_request& req) { return cancel(req.match(1)); }));
+    server_.route(http_method::get, R"(/v1/experiments/([^/]+)/logs)",
+                  wrap([this](const http_request& req) { return logs(req); }));
+    server_.route(http_method::get, "/v1/status", wrap([this](const http_request&) {
+                    std::lock_guard lock(mutex_);
+                    auto j = status_json(snapshot(), settings_, stopping_, now_ms(), started_ms_);
+                    j["settings"]["port"] = bound_port_;
+                    return json_reply(200, j);
+                  }));
+    server_.route(http_method::get, "/metrics",
+                  wrap([this](const http_request&) { return metrics(); }));
   }
 
-  static void refuse_unauthorized(httplib::Response& res) {
-    res.status = 401;
-    res.set_header("WWW-Authenticate", "Bearer");
-    res.set_content(error_body(401,
-                               "missing or wrong bearer token (Authorization: Bearer "
-                               "TOKEN, the token is in the daemon's home)"),
-                    "application/json");
-  }
-
-  // The one wrapper: a route's reply, or a 500 in the one error shape for anything it throws.
-  static httplib::Server::Handler wrap(std::function<reply(const httplib::Request&)> route) {
-    return [route = std::move(route)](const httplib::Request& req, httplib::Response& res) {
-      reply r;
-      try {
-        r = route(req);
-      } catch (const std::exception& e) {
-        r = fail(500, std::string("internal error: ") + e.what());
-      }
+  // A route's reply into the response (what a route throws, the transport answers 500).
+  static policy::http_handler wrap(std::function<reply(const policy::http_request&)> route) {
+    return [route = std::move(route)](const policy::http_request& req, httplib::Response& res) {
+      const reply r = route(req);
       res.status = r.status;
       res.set_content(r.body, r.content_type.c_str());
     };
@@ -583,9 +542,8 @@ class supervisor {
     return fail(404, "no experiment '" + id + "' (ids look like e1; `leap status` lists them)");
   }
 
-  reply submit(const httplib::Request& req) {
-    auto request = parse_submit(req.body, req.get_header_value(config_name_header),
-                                req.get_header_value(cwd_header));
+  reply submit(const policy::http_request& req) {
+    auto request = parse_submit(req.body(), req.header(config_name_header), req.header(cwd_header));
     if (!request) {
       return fail(400, request.err().message);
     }
@@ -647,17 +605,17 @@ class supervisor {
     return json_reply(200, to_json(*next));
   }
 
-  reply logs(const httplib::Request& req) {
-    auto tail = parse_tail(req.get_param_value("tail"), req.has_param("tail"));
+  reply logs(const policy::http_request& req) {
+    auto tail = parse_tail(req.param("tail"), req.has_param("tail"));
     if (!tail) {
       return fail(400, tail.err().message);
     }
     fs::path path;
     {
       std::lock_guard lock(mutex_);
-      auto it = find(req.matches[1]);
+      auto it = find(req.match(1));
       if (it == records_.end()) {
-        return not_found(req.matches[1]);
+        return not_found(req.match(1));
       }
       path = experiment_dir(home_, it->first) / "log";
     }
@@ -710,7 +668,7 @@ class supervisor {
   int bound_port_ = 0;
   int lock_fd_ = -1;
   std::set<int> killed_;  // process groups already sent SIGKILL
-  control_server server_;
+  policy::gated_server server_{control_api_limits()};
 };
 
 }  // namespace
