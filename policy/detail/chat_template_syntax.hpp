@@ -1,6 +1,6 @@
 // The chat template engine's syntax (chat_template.hpp): errors with source positions, the UTF-8
-// helpers every stage shares, the lexer's tokens and the parser's tree. chat_template_lexer.cpp
-// turns a source into tokens, chat_template_parser.cpp turns tokens into the tree that
+// helpers every stage shares, the lexer's tokens and the parser's tree. chat_template_syntax.cpp
+// turns a source into tokens (tokenize) and tokens into the tree (parse) that
 // chat_template_interpreter.cpp evaluates.
 //
 // Errors are thrown (a template_error carrying its source position) because the evaluator is
