@@ -1794,10 +1794,11 @@ result<std::string> engine::extension_toolchain() {
   if (!dir) {
     return dir.err();
   }
+  const std::string probe =
+      "import sys, torch\nprint('LEAP_TORCH', sys.version.split()[0], torch.__version__, "
+      "torch.version.cuda)";
   run_request request;
-  request.argv = {config_.python, "-I", "-B", "-c",
-                  "import sys, torch\nprint('LEAP_TORCH', sys.version.split()[0], "
-                  "torch.__version__, torch.version.cuda)"};
+  request.argv = {config_.python, "-I", "-B", "-c", probe};
   request.working_dir = dir->path();
   request.env = extension_env();
   request.limits = config_.kernelbench_build_limits;
