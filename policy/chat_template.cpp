@@ -1,5 +1,5 @@
 // The public functions of chat_template.hpp: parsing and rendering (the engine's stages are
-// chat_template_{lexer,parser,values,interpreter}.cpp), reading a model's template and checking a
+// chat_template_{syntax,values,interpreter}.cpp), reading a model's template and checking a
 // rendering's delta rule.
 //
 // The engine follows @huggingface/jinja 0.5.11 (github.com/huggingface/huggingface.js,
