@@ -13,7 +13,10 @@ __global__ void tiny(float* out) { out[threadIdx.x] = 1.0f; }
 __global__ void fma_loop(float* out, int iters) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   float a = i * 1e-6f, b = 1.0001f, c = 0.5f;
-  for (int k = 0; k < iters; ++k) { a = fmaf(a, b, c); c = fmaf(c, b, a); }
+  for (int k = 0; k < iters; ++k) {
+    a = fmaf(a, b, c);
+    c = fmaf(c, b, a);
+  }
   out[i] = a + c;
 }
 __global__ void bank_conflicts(float* out) {
@@ -32,7 +35,8 @@ __global__ void harness_sum(const float* in, float* out, int n) {
 int main() {
   int n = 1 << 24;
   float *a, *b;
-  cudaMalloc(&a, n * 4); cudaMalloc(&b, n * 4);
+  cudaMalloc(&a, n * 4);
+  cudaMalloc(&b, n * 4);
   cudaMemset(a, 0, n * 4);
   copy_coalesced<<<n / 256, 256>>>(a, b, n);
   copy_strided<<<n / 256, 256>>>(a, b, n);
