@@ -1719,6 +1719,26 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
 
 namespace {
 
+// The KernelBench judge's record on its stdout: "LKBJUDG1", the status's length (u32) and JSON,
+// then the trials' data. A missing or malformed record is an empty status object and no data.
+std::pair<nlohmann::json, std::string> judge_record(const std::string& out) {
+  constexpr std::string_view magic = "LKBJUDG1";
+  if (out.size() < magic.size() + 4 || !out.starts_with(magic)) {
+    return {nlohmann::json::object(), {}};
+  }
+  std::uint32_t length = 0;
+  std::memcpy(&length, out.data() + magic.size(), 4);
+  const std::size_t at = magic.size() + 4;
+  if (length > k_max_result_json_bytes || length > out.size() - at) {
+    return {nlohmann::json::object(), {}};
+  }
+  auto status = nlohmann::json::parse(out.substr(at, length), nullptr, false);
+  if (!status.is_object()) {
+    return {nlohmann::json::object(), {}};
+  }
+  return {std::move(status), out.substr(at + length)};
+}
+
 // "sm_90a" -> "9.0a", as torch's TORCH_CUDA_ARCH_LIST spells it; empty for anything else.
 std::string torch_arch(const std::string& sm) {
   static const std::regex form("sm_([0-9]+)([0-9])(a?)");
@@ -2040,18 +2060,9 @@ result<std::optional<timing_stats>> engine::kernelbench_reference_time(
   if (!r) {
     return r.err().wrap(t.id + ": timing the KernelBench reference");
   }
-  constexpr std::string_view magic = "LKBJUDG1";
-  const std::string& out = r->stdout_text;
-  nlohmann::json status;
-  if (out.size() >= magic.size() + 4 && out.starts_with(magic)) {
-    std::uint32_t length = 0;
-    std::memcpy(&length, out.data() + magic.size(), 4);
-    if (length <= out.size() - magic.size() - 4) {
-      status = nlohmann::json::parse(out.substr(magic.size() + 4, length), nullptr, false);
-    }
-  }
-  if (!status.is_object() || status.value("status", std::string{}) != "ok" ||
-      !status.contains("times_ms") || !status["times_ms"].is_array()) {
+  const auto [status, data] = judge_record(r->stdout_text);
+  if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
+      !status["times_ms"].is_array()) {
     return error{t.id + ": timing the KernelBench reference on " + slot_name(gpu) + " failed (" +
                  how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 600)};
   }
@@ -2138,22 +2149,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   };
   // The judge's record: its status (which relays the runner's word: it may only ever turn into a
   // failing verdict), then the trials' data.
-  nlohmann::json status = nlohmann::json::object();
-  std::string data;
-  constexpr std::string_view k_record_magic = "LKBJUDG1";
-  const std::string& out = r->stdout_text;
-  if (out.size() >= k_record_magic.size() + 4 && out.starts_with(k_record_magic)) {
-    std::uint32_t length = 0;
-    std::memcpy(&length, out.data() + k_record_magic.size(), 4);
-    const std::size_t at = k_record_magic.size() + 4;
-    if (length <= k_max_result_json_bytes && length <= out.size() - at) {
-      status = nlohmann::json::parse(out.substr(at, length), nullptr, false);
-      if (!status.is_object()) {
-        status = nlohmann::json::object();
-      }
-      data = out.substr(at + length);
-    }
-  }
+  auto [status, data] = judge_record(r->stdout_text);
   const kernelbench_status said =
       parse_kernelbench_status(status.contains("status") && status["status"].is_string()
                                    ? status["status"].get<std::string>()

@@ -16,24 +16,6 @@
 namespace leap::sandbox {
 namespace {
 
-std::vector<std::string> split_lines(std::string_view text) {
-  std::vector<std::string> lines;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string line(text.substr(pos, end - pos));
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
-    lines.push_back(std::move(line));
-    pos = end + 1;
-  }
-  return lines;
-}
-
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -705,6 +687,24 @@ categorized_feedback kernelbench_result_feedback(std::string_view result_json) {
     // A field of the wrong type: the candidate wrote the status file.
     return {verdict_category::runtime, k_unknown_kernelbench_status};
   }
+}
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    std::string line(text.substr(pos, end - pos));
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    lines.push_back(std::move(line));
+    pos = end + 1;
+  }
+  return lines;
 }
 
 }  // namespace leap::sandbox

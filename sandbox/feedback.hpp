@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace leap::sandbox {
 
@@ -76,5 +77,8 @@ categorized_feedback kernelbench_result_feedback(std::string_view result_json);
 // The last lines of a program's stderr (at most `max_chars`), host paths stripped and harness
 // marker lines removed.
 std::string stderr_tail(std::string_view stderr_text, std::size_t max_chars);
+
+// `text` split at newlines (a trailing "\r" dropped from each line; no empty last line). Pure.
+std::vector<std::string> split_lines(std::string_view text);
 
 }  // namespace leap::sandbox

@@ -1,5 +1,7 @@
 #include "sandbox/profile.hpp"
 
+#include "sandbox/feedback.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -67,24 +69,6 @@ bool is_identifier(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
   });
-}
-
-std::vector<std::string> split_lines(std::string_view text) {
-  std::vector<std::string> lines;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string line(text.substr(pos, end - pos));
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
-    lines.push_back(std::move(line));
-    pos = end + 1;
-  }
-  return lines;
 }
 
 // One CSV record of RFC 4180 (quoted fields, "" inside quotes); nullopt for an unterminated quote.
