@@ -2063,8 +2063,12 @@ result<std::optional<timing_stats>> engine::kernelbench_reference_time(
   const auto [status, data] = judge_record(r->stdout_text);
   if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
       !status["times_ms"].is_array()) {
-    return error{t.id + ": timing the KernelBench reference on " + slot_name(gpu) + " failed (" +
-                 how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 600)};
+    // Its outputs were computed on this kind of slot already: a failure to time it is the slot's
+    // (retried elsewhere), never the candidate's verdict.
+    return infrastructure_error(device == "cuda" ? gpu : -1,
+                                t.id + ": timing the KernelBench reference on " + slot_name(gpu) +
+                                    " failed (" + how_it_ended(*r) +
+                                    "): " + stderr_tail(r->stderr_text, 600));
   }
   std::vector<double> ms;
   for (const auto& x : status["times_ms"]) {

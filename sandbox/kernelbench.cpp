@@ -666,6 +666,13 @@ def _leap_main():
             # Sealed: the runner can neither shrink nor grow the buffers under this process.
             fcntl.fcntl(memfd, 1033, 1 | 2 | 4)  # F_ADD_SEALS: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
             region = torch.frombuffer(mmap.mmap(memfd, total), dtype=torch.uint8)
+        timed_calls = warmup + reps if trials > 0 and timing_sets > 0 else 0
+        flush = None
+        if timed_calls and device.type == "cuda":
+            # L2 is the GPU's, shared by every context: written from here, it is cold for the call.
+            # Taken before the runner imports the candidate, so a device without room for it is
+            # the slot's failure, not the candidate's.
+            flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
     except Exception as e:
         setup_failed("preparing the trials' buffers on " + device_name + ": " + type(e).__name__ + ": " + str(e))
     send(hello)
@@ -681,7 +688,6 @@ def _leap_main():
     built_here = [str(x)[:100] for x in built_here[:16]] if isinstance(built_here, list) else []
 
     body = io.BytesIO()
-    timed_calls = warmup + reps if trials > 0 and timing_sets > 0 else 0
     # The timed calls whose outputs (and inputs) go to the engine to be judged: a sample drawn
     # here, which the candidate cannot know, so that a call that cheats when it thinks it is not
     # checked risks the verdict every time; bounded, so the record stays a few trials' size.
@@ -691,10 +697,6 @@ def _leap_main():
     body.write(b"LKBOUT01" + struct.pack("<I", trials + len(checked)))
     own_report = []
     times = []
-    flush = None
-    if timed_calls and device.type == "cuda":
-        # L2 is the GPU's, shared by every context: written from here, it is cold for the call.
-        flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
     for call in range(trials + timed_calls):
         timed = call >= trials
         trial = trials + (call - trials) % timing_sets if timed else call
