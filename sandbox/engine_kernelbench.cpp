@@ -1,0 +1,806 @@
+// The KernelBench pipeline of the engine: the reference's outputs and timing, extension builds in
+// the compile pool, and the judge that runs a candidate's ModelNew beside the reference.
+#include "common/crypto.hpp"
+#include "sandbox/engine.hpp"
+#include "sandbox/engine_parts.hpp"
+#include "sandbox/python_judge.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <signal.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace leap::sandbox {
+namespace fs = std::filesystem;
+
+using detail::base_path;
+using detail::dir_of;
+using detail::k_max_result_json_bytes;
+using detail::make_verdict;
+using detail::memory_feedback;
+
+namespace {
+
+constexpr std::size_t k_max_kernelbench_file_bytes = 8ULL << 30;
+
+std::string slot_name(int gpu) {
+  return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot";
+}
+
+// A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
+// the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
+// passwd entry, and torch's profiler and caches ask getpass.getuser(), which raises without them.
+std::string how_it_ended(const run_result& r) {
+  return r.timed_out ? std::string("timed out")
+         : r.exited  ? "exit code " + std::to_string(r.exit_code)
+                     : "killed by " + signal_name(r.signal);
+}
+
+void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
+                     const std::string& python) {
+  for (auto& [name, value] : env) {
+    if (name == "PATH" && !dir_of(python).empty()) {
+      value.insert(0, dir_of(python) + ":");
+    }
+  }
+  env.emplace_back("USER", "sandbox");
+  env.emplace_back("LOGNAME", "sandbox");
+}
+
+}  // namespace
+
+result<std::string> engine::kernelbench_device(int gpu) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = kernelbench_devices_.find(gpu); it != kernelbench_devices_.end()) {
+      return it->second;
+    }
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) {
+    return dir.err();
+  }
+  run_request request;
+  const std::string probe =
+      "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() "
+      "else 0)";
+  request.argv = {config_.python, "-I", "-B", "-c", probe};
+  request.working_dir = dir->path();
+  request.env = run_env(gpu);
+  kernelbench_env(request.env, config_.python);
+  request.limits = config_.kernelbench_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) {
+    return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
+  }
+  std::istringstream out(r->stdout_text);
+  std::string marker;
+  int gpus = -1;
+  out >> marker >> gpus;
+  if (!r->exited || r->exit_code != 0 || marker != "LEAP_TORCH" || gpus < 0) {
+    return infrastructure_error(gpu, slot_name(gpu) + ": '" + config_.python +
+                                         " -c \"import torch\"' failed (" + how_it_ended(*r) +
+                                         "): " + stderr_tail(r->stderr_text, 300));
+  }
+  const std::string& want = config_.kernelbench_device;
+  if (want == "cuda" && gpus == 0) {
+    return infrastructure_error(
+        gpu, "no usable GPU on " + slot_name(gpu) + ": torch sees no CUDA device");
+  }
+  const std::string device = want == "cpu" || gpus == 0 ? "cpu" : "cuda";
+  std::lock_guard lock(mutex_);
+  kernelbench_devices_[gpu] = device;
+  return device;
+}
+
+result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
+    const task& t, const std::string& device, int gpu) {
+  using value_type = std::shared_ptr<const kernelbench_reference>;
+  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+                          std::to_string(config_.trials) + "\n" + device + "\n" +
+                          std::to_string(kernelbench_timing_sets());
+  std::promise<result<value_type>> promise;
+  std::shared_future<result<value_type>> future;
+  bool mine = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto& entry = kernelbench_references_[key];
+    if (entry.future.valid()) {
+      future = entry.future;
+    } else {
+      future = entry.future = promise.get_future().share();
+      mine = true;
+    }
+    entry.last_use = ++kernelbench_uses_;
+  }
+  if (!mine) {
+    return future.get();
+  }
+  auto compute = [&]() -> result<value_type> {
+    auto dir = scratch_dir::create(config_.scratch_root, "kbref-");
+    if (!dir) {
+      return dir.err();
+    }
+    for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
+             {"problem.py", t.reference}, {"reference.py", kernelbench_reference_source()}}) {
+      if (auto s = write_file(dir->path() / name, content); !s) {
+        return s.err();
+      }
+    }
+    run_request request;
+    request.argv = {config_.python, "-I", "-B", "reference.py"};
+    request.working_dir = dir->path();
+    request.env = run_env(device == "cuda" ? gpu : -1);
+    kernelbench_env(request.env, config_.python);
+    request.limits = config_.kernelbench_limits;
+    request.readonly_paths = readonly_paths_;
+    request.stdin_data = nlohmann::json{{"trials", config_.trials},
+                                        {"timing_sets", kernelbench_timing_sets()},
+                                        {"seed", t.seed},
+                                        {"device", device}}
+                             .dump() +
+                         "\n";
+    auto r = run_isolated(request);
+    if (!r) {
+      return r.err().wrap(t.id + ": running the KernelBench reference");
+    }
+    if (!r->exited || r->exit_code != 0) {
+      return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) +
+                   " (" + how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
+    }
+    auto ref = std::make_shared<kernelbench_reference>();
+    for (auto [file, kind, target] :
+         {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
+          std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
+      auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
+      if (!bytes) {
+        return bytes.err().wrap(t.id + ": KernelBench reference");
+      }
+      auto parsed =
+          parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
+      if (!parsed) {
+        return parsed.err().wrap(t.id + ": KernelBench reference " + file);
+      }
+      *target = std::move(parsed.value());
+    }
+    for (const auto& trial : ref->expected.trials) {
+      for (const auto& out : trial.outputs.items) {
+        if (out.tag == 'T' && out.dtype != "float32" && out.dtype != "float64" &&
+            out.dtype != "float16" && out.dtype != "bfloat16" && out.dtype.rfind("int", 0) != 0 &&
+            out.dtype != "uint8" && out.dtype != "bool") {
+          return error{t.id + ": the KernelBench reference returns a tensor of dtype " + out.dtype +
+                       ", which the judge does not compare"};
+        }
+      }
+    }
+    return value_type(std::move(ref));
+  };
+  auto computed = compute();
+  {
+    std::lock_guard lock(mutex_);
+    if (!computed) {
+      // Not remembered: the next candidate retries (the failure may be the slot's, not the task's).
+      kernelbench_references_.erase(key);
+    } else {
+      kernelbench_references_[key].bytes =
+          (*computed)->inputs.bytes->size() + (*computed)->expected.bytes->size();
+      std::size_t total = 0;
+      for (const auto& [k, e] : kernelbench_references_) {
+        total += e.bytes;
+      }
+      // Evicts finished entries only (bytes > 0); callers holding one keep its data alive.
+      while (total > config_.kernelbench_cache_bytes) {
+        auto oldest = kernelbench_references_.end();
+        for (auto it = kernelbench_references_.begin(); it != kernelbench_references_.end(); ++it) {
+          if (it->second.bytes > 0 && it->first != key &&
+              (oldest == kernelbench_references_.end() ||
+               it->second.last_use < oldest->second.last_use)) {
+            oldest = it;
+          }
+        }
+        if (oldest == kernelbench_references_.end()) {
+          break;
+        }
+        total -= oldest->second.bytes;
+        kernelbench_references_.erase(oldest);
+      }
+    }
+  }
+  promise.set_value(computed);
+  return computed;
+}
+
+namespace {
+
+// The KernelBench judge's record on its stdout: "LKBJUDG1", the status's length (u32) and JSON,
+// then the trials' data. A missing or malformed record is an empty status object and no data.
+std::pair<nlohmann::json, std::string> judge_record(const std::string& out) {
+  constexpr std::string_view magic = "LKBJUDG1";
+  if (out.size() < magic.size() + 4 || !out.starts_with(magic)) {
+    return {nlohmann::json::object(), {}};
+  }
+  std::uint32_t length = 0;
+  std::memcpy(&length, out.data() + magic.size(), 4);
+  const std::size_t at = magic.size() + 4;
+  if (length > k_max_result_json_bytes || length > out.size() - at) {
+    return {nlohmann::json::object(), {}};
+  }
+  auto status = nlohmann::json::parse(out.substr(at, length), nullptr, false);
+  if (!status.is_object()) {
+    return {nlohmann::json::object(), {}};
+  }
+  return {std::move(status), out.substr(at + length)};
+}
+
+// "sm_90a" -> "9.0a", as torch's TORCH_CUDA_ARCH_LIST spells it; empty for anything else.
+std::string torch_arch(const std::string& sm) {
+  static const std::regex form("sm_([0-9]+)([0-9])(a?)");
+  std::smatch m;
+  if (!std::regex_match(sm, m, form)) {
+    return {};
+  }
+  return m[1].str() + "." + m[2].str() + m[3].str();
+}
+
+// torch's build log holds ninja's command lines and Python's traceback around the compilers'
+// diagnostics: the candidate reads the diagnostics, with files named by their base names.
+std::string extension_build_feedback(const std::string& name, const std::string& log,
+                                     const feedback_options& options) {
+  static const std::regex host_path(R"((/[^\s:'"]*)?/build/)");
+  std::string kept;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("[") || line.starts_with("Traceback") || line.starts_with("  File ") ||
+        line.starts_with("    ") ||
+        line.find("subprocess.CalledProcessError") != std::string::npos ||
+        line.find("ninja: build stopped") != std::string::npos) {
+      continue;
+    }
+    kept += std::regex_replace(line, host_path, "") + "\n";
+  }
+  return trim_to_budget("Building your extension '" + name +
+                            "' (torch.utils.cpp_extension.load_inline) failed:\n" + kept,
+                        options.char_budget);
+}
+
+const char* k_probe_cpp = "torch::Tensor leap_probe_fill(torch::Tensor a);";
+const char* k_probe_cuda =
+    "#include <torch/extension.h>\n"
+    "__global__ void leap_probe_kernel(float* x, long n) {\n"
+    "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = 1.0f;\n"
+    "}\n"
+    "torch::Tensor leap_probe_fill(torch::Tensor a) {\n"
+    "  leap_probe_kernel<<<(a.numel() + 255) / 256, 256>>>(a.data_ptr<float>(), a.numel());\n"
+    "  return a;\n"
+    "}\n";
+const char* k_probe_host =
+    "torch::Tensor leap_probe_fill(torch::Tensor a) { return a.fill_(1.0); }";
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> engine::extension_env() const {
+  std::vector<std::pair<std::string, std::string>> env{
+      {"PATH", base_path(dir_of(config_.nvcc))},
+      {"LC_ALL", "C"},
+      {"LANG", "C"},
+      {"PYTHONHASHSEED", "0"},
+      // No GPU: what is built here must not depend on the device, and nothing here may use one.
+      {"CUDA_VISIBLE_DEVICES", ""},
+      {"MAX_JOBS", "2"}};
+  if (const std::string arch = torch_arch(config_.cuda_arch); !arch.empty()) {
+    env.emplace_back("TORCH_CUDA_ARCH_LIST", arch);
+  }
+  if (const std::string bin = dir_of(config_.nvcc); !bin.empty()) {
+    env.emplace_back("CUDA_HOME", dir_of(bin));
+  }
+  kernelbench_env(env, config_.python);
+  return env;
+}
+
+result<std::string> engine::extension_toolchain() {
+  std::lock_guard lock(probe_mutex_);
+  if (extension_toolchain_) {
+    return *extension_toolchain_;
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  if (!dir) {
+    return dir.err();
+  }
+  const std::string probe =
+      "import sys, torch\nprint('LEAP_TORCH', sys.version.split()[0], torch.__version__, "
+      "torch.version.cuda)";
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "-c", probe};
+  request.working_dir = dir->path();
+  request.env = extension_env();
+  request.limits = config_.kernelbench_build_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) {
+    return infrastructure_error(-1, r.err().wrap("probing torch for extension builds").message);
+  }
+  if (!r->exited || r->exit_code != 0 || !r->stdout_text.starts_with("LEAP_TORCH")) {
+    return infrastructure_error(
+        -1, "'" + config_.python + " -c \"import torch\"' failed in the compile pool (" +
+                how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 300));
+  }
+  std::string identity = r->stdout_text + config_.nvcc + " " + config_.cuda_arch + "\n";
+  for (const task_kind kind : {task_kind::cpp, task_kind::cuda}) {
+    auto id = compiler_identity(kind);
+    identity += (id ? *id : std::string("unavailable")) + "\n";
+  }
+  extension_toolchain_ = identity;
+  return identity;
+}
+
+result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
+  auto toolchain = extension_toolchain();
+  if (!toolchain) {
+    return toolchain.err();
+  }
+  const std::string key = crypto::sha256_hex("kbext-v1\n" + *toolchain + "\n" +
+                                             kernelbench_builder_source() + "\n" + args.dump());
+  const auto env = extension_env();
+  // Failures are not kept: the toolchain's own fault (a missing header) must not stay a verdict
+  // once it is fixed, and the same failing source rarely comes twice.
+  return cache_->get_or_build(
+      key,
+      [&] {
+        return build_in_sandbox(
+            {{"builder.py", kernelbench_builder_source()}, {"request.json", args.dump()}},
+            {config_.python, "-I", "-B", "builder.py"}, "ext.so", &env,
+            &config_.kernelbench_build_limits);
+      },
+      false);
+}
+
+status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
+  // Only code that names load_inline is recorded (a torch import in the compile pool costs
+  // seconds); a build the text hides is made in the candidate's run, as every build was before.
+  if (p.code.find("load_inline") == std::string::npos) {
+    return ok_status();
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "kbrec-");
+  if (!dir) {
+    return dir.err();
+  }
+  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+           {"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "recorder.py"};
+  request.working_dir = dir->path();
+  request.env = extension_env();
+  request.limits = config_.kernelbench_build_limits;
+  request.readonly_paths = readonly_paths_;
+  auto r = run_isolated(request);
+  if (!r) {
+    return infrastructure_error(-1,
+                                r.err().wrap(t.id + ": recording the extension builds").message);
+  }
+  p.compile_ms += static_cast<double>(r->wall.count()) / 1000.0;
+  auto recording = parse_kb_recording(r->stdout_text);
+  if (!recording) {
+    p.build_note = "the compile pool could not record its builds (" + recording.err().message +
+                   "): its run built them";
+    return ok_status();
+  }
+  std::vector<std::string> notes;
+  if (!recording->import_ok) {
+    notes.push_back("its import stopped without a GPU (" + recording->message.substr(0, 200) +
+                    "): calls after that point were built in its run");
+  }
+  for (const auto& other : recording->other) {
+    notes.push_back(other + ": built in its run");
+  }
+  int from_cache = 0;
+  for (const auto& request_of : recording->extensions) {
+    const std::string name = request_of.args.is_object() && request_of.args.contains("name") &&
+                                     request_of.args["name"].is_string()
+                                 ? request_of.args["name"].get<std::string>().substr(0, 100)
+                                 : std::string("?");
+    if (auto why = kb_extension_refusal(request_of.args)) {
+      notes.push_back("'" + name + "' was built in its run: " + *why);
+      continue;
+    }
+    auto lookup = build_extension(request_of.args);
+    if (!lookup) {
+      return lookup.err();
+    }
+    p.compile_ms += lookup->build_ms;
+    if (lookup->output.ok) {
+      from_cache += lookup->hit || lookup->shared ? 1 : 0;
+      p.extensions.push_back(
+          {request_of.id, name,
+           std::make_shared<const std::string>(std::move(lookup->output.artifact))});
+      continue;
+    }
+    if (!lookup->output.timed_out) {
+      // The candidate's failure only if the toolchain builds a known-good extension of its kind.
+      if (auto s = probe_extension_toolchain(request_of.args.contains("cuda_sources") &&
+                                             !request_of.args["cuda_sources"].is_null());
+          !s) {
+        return s.err();
+      }
+    }
+    const double limit =
+        std::chrono::duration<double>(config_.kernelbench_build_limits.wall).count();
+    verdict v =
+        make_verdict(verdict_category::compile,
+                     lookup->output.timed_out
+                         ? "Building your extension '" + name + "' did not finish within " +
+                               std::to_string(static_cast<int>(limit)) + " s and was stopped."
+                         : extension_build_feedback(name, lookup->output.log, config_.feedback));
+    v.compile_ms = p.compile_ms;
+    v.diagnostics = lookup->output.log.substr(0, 4000);
+    v.build_note = "compile pool";
+    p.final_verdict = std::move(v);
+    return ok_status();
+  }
+  if (!p.extensions.empty()) {
+    p.cache_hit = from_cache == static_cast<int>(p.extensions.size());
+    notes.insert(notes.begin(),
+                 std::to_string(p.extensions.size()) + " extension(s) built in the compile pool" +
+                     (from_cache > 0 ? " (" + std::to_string(from_cache) + " from the cache)"
+                                     : std::string{}));
+  }
+  std::string joined;
+  for (const auto& n : notes) {
+    joined += (joined.empty() ? "" : "; ") + n;
+  }
+  p.build_note = joined;
+  return ok_status();
+}
+
+status engine::probe_extension_toolchain(bool cuda) {
+  {
+    std::lock_guard lock(probe_mutex_);
+    if (extension_probe_ok_[cuda ? 1 : 0]) {
+      return ok_status();
+    }
+  }
+  nlohmann::json args{{"name", cuda ? "leap_probe_cuda" : "leap_probe_host"},
+                      {"cpp_sources", cuda ? k_probe_cpp : k_probe_host},
+                      {"functions", {"leap_probe_fill"}}};
+  if (cuda) {
+    args["cuda_sources"] = k_probe_cuda;
+  }
+  auto lookup = build_extension(args);
+  if (!lookup) {
+    return lookup.err();
+  }
+  if (!lookup->output.ok) {
+    return infrastructure_error(
+        -1, std::string("the compile pool cannot build a known-good ") + (cuda ? "CUDA" : "C++") +
+                " extension with " + config_.python +
+                " (torch.utils.cpp_extension): " + stderr_tail(lookup->output.log, 600));
+  }
+  std::lock_guard lock(probe_mutex_);
+  extension_probe_ok_[cuda ? 1 : 0] = true;
+  return ok_status();
+}
+
+run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
+                                              const kernelbench_reference& ref,
+                                              const std::string& device, int gpu,
+                                              own_kernel_policy policy) const {
+  // The judge allocates the outputs' buffers as the reference's outputs are.
+  nlohmann::json slots = nlohmann::json::array();
+  for (const kb_trial& trial : ref.expected.trials) {
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const kb_value& out : trial.outputs.items) {
+      outputs.push_back(
+          out.tag == 'T' ? nlohmann::json{{"tag", "T"}, {"dtype", out.dtype}, {"shape", out.shape}}
+                         : nlohmann::json{{"tag", std::string(1, out.tag)}});
+    }
+    slots.push_back(std::move(outputs));
+  }
+  run_request request;
+  request.argv = {config_.python, "-I", "-B", "judge.py"};
+  request.working_dir = dir;
+  request.env = run_env(device == "cuda" ? gpu : -1);
+  kernelbench_env(request.env, config_.python);
+  request.limits = config_.kernelbench_limits;
+  // The record holds every trial's outputs and inputs and up to 8 checked timed calls' (4x: a
+  // candidate's outputs may be wider).
+  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
+  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
+  request.readonly_paths = readonly_paths_;
+  request.stdin_data = nlohmann::json{{"device", device},
+                                      {"own_kernel", to_string(policy)},
+                                      {"slots", std::move(slots)},
+                                      {"trials", config_.trials},
+                                      {"timing_reps", config_.timing_reps}}
+                           .dump() +
+                       "\n";
+  return request;
+}
+
+result<std::optional<timing_stats>> engine::kernelbench_reference_time(
+    const task& t, const kernelbench_reference& ref, const std::string& device, int gpu) {
+  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+                          std::to_string(config_.trials) + "\n" + device + "\n" +
+                          std::to_string(config_.timing_reps);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = kernelbench_times_.find(key); it != kernelbench_times_.end()) {
+      return it->second;
+    }
+  }
+  // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew is
+  // problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
+  auto dir = scratch_dir::create(config_.scratch_root, "kbtime-");
+  if (!dir) {
+    return dir.err();
+  }
+  const std::string shim = "from problem import Model as ModelNew\n";
+  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+           {"solution.py", &shim},
+           {"problem.py", &t.reference},
+           {"runner.py", &kernelbench_candidate_source()},
+           {"judge.py", &kernelbench_judge_source()},
+           {"inputs.bin", ref.inputs.bytes.get()}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  auto r = run_isolated(
+      kernelbench_judge_request(dir->path(), ref, device, gpu, own_kernel_policy::off));
+  if (!r) {
+    return r.err().wrap(t.id + ": timing the KernelBench reference");
+  }
+  const auto [status, data] = judge_record(r->stdout_text);
+  if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
+      !status["times_ms"].is_array()) {
+    // Its outputs were computed on this kind of slot already: a failure to time it is the slot's
+    // (retried elsewhere), never the candidate's verdict.
+    return infrastructure_error(device == "cuda" ? gpu : -1,
+                                t.id + ": timing the KernelBench reference on " + slot_name(gpu) +
+                                    " failed (" + how_it_ended(*r) +
+                                    "): " + stderr_tail(r->stderr_text, 600));
+  }
+  std::vector<double> ms;
+  for (const auto& x : status["times_ms"]) {
+    if (x.is_number()) {
+      ms.push_back(x.get<double>());
+    }
+  }
+  std::optional<timing_stats> time;
+  if (!ms.empty()) {
+    time = timing_stats_of(std::move(ms));
+  }
+  std::lock_guard lock(mutex_);
+  kernelbench_times_[key] = time;
+  return time;
+}
+
+result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
+  auto device = kernelbench_device(gpu);
+  if (!device) {
+    return device.err();
+  }
+  auto reference = kernelbench_reference_for(t, *device, gpu);
+  if (!reference) {
+    return reference.err();
+  }
+  const kernelbench_reference& ref = **reference;
+  const auto own_kernel = own_kernel_for(t, *device);
+  if (!own_kernel) {
+    return own_kernel.err();  // the task's fault on this slot, not the candidate's
+  }
+  const own_kernel_policy policy = *own_kernel;
+
+  auto dir = scratch_dir::create(config_.scratch_root, "kb-");
+  if (!dir) {
+    return dir.err();
+  }
+  const std::vector<std::pair<std::string, const std::string*>> files{
+      {"solution.py", &p.code},
+      {"runner.py", &kernelbench_candidate_source()},
+      {"judge.py", &kernelbench_judge_source()},
+      {"inputs.bin", ref.inputs.bytes.get()}};
+  for (const auto& [name, content] : files) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return s.err();
+    }
+  }
+  // The extensions built in the compile pool, where the runner's load_inline finds them.
+  nlohmann::json prebuilt = nlohmann::json::object();
+  for (const auto& ext : p.extensions) {
+    const std::string folder = "ext/" + ext.id;
+    std::error_code ec;
+    std::filesystem::create_directories(dir->path() / folder, ec);
+    if (ec) {
+      return infrastructure_error(
+          gpu, "creating " + (dir->path() / folder).string() + ": " + ec.message());
+    }
+    if (auto s = write_file(dir->path() / folder / (ext.name + ".so"), *ext.library); !s) {
+      return s.err();
+    }
+    prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
+  }
+  if (!prebuilt.empty()) {
+    if (auto s = write_file(dir->path() / "prebuilt.json", prebuilt.dump()); !s) {
+      return s.err();
+    }
+  }
+  const run_request request = kernelbench_judge_request(dir->path(), ref, *device, gpu, policy);
+  auto r = run_isolated(request);
+  if (!r) {
+    return r.err();
+  }
+
+  verdict v;
+  v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
+  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  v.build_note = p.build_note;
+  auto finish = [&](verdict_category c, std::string text) {
+    v.category = c;
+    v.passed = c == verdict_category::pass;
+    v.feedback = trim_to_budget(std::move(text), config_.feedback.char_budget);
+    return v;
+  };
+  // The judge's record: its status (which relays the runner's word: it may only ever turn into a
+  // failing verdict), then the trials' data.
+  auto [status, data] = judge_record(r->stdout_text);
+  const kernelbench_status said =
+      parse_kernelbench_status(status.contains("status") && status["status"].is_string()
+                                   ? status["status"].get<std::string>()
+                                   : std::string{});
+  // What the runner says it built itself (the candidate's word: a note, nothing more).
+  if (status.contains("built_here") && status["built_here"].is_array() &&
+      !status["built_here"].empty()) {
+    std::string names;
+    for (const auto& n : status["built_here"]) {
+      if (n.is_string() && names.size() < 400) {
+        names += (names.empty() ? "'" : ", '") + n.get<std::string>().substr(0, 100) + "'";
+      }
+    }
+    v.build_note += std::string(v.build_note.empty() ? "" : "; ") + "built in its run: " + names;
+  }
+  if (said == kernelbench_status::judge_error) {
+    // Written by the judge alone, before the runner imported the candidate's code.
+    const std::string message = status.contains("message") && status["message"].is_string()
+                                    ? status["message"].get<std::string>()
+                                    : std::string("(no message)");
+    return infrastructure_error(*device == "cuda" ? gpu : -1,
+                                t.id + ": the KernelBench judge failed on " +
+                                    slot_name(*device == "cuda" ? gpu : -1) +
+                                    " before the candidate ran: " + message.substr(0, 1000));
+  }
+  if (r->memory_exceeded) {
+    return finish(verdict_category::runtime, memory_feedback(request.limits));
+  }
+  if (r->scratch_exceeded) {
+    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
+  }
+  auto judged = [&](const nlohmann::json& j) {
+    auto fb = kernelbench_result_feedback(j.dump());
+    return finish(fb.category, std::move(fb.text));
+  };
+  if (r->timed_out) {
+    return finish(
+        verdict_category::timeout,
+        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+  }
+  if (!r->exited && r->signal == SIGXCPU) {
+    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+  }
+  switch (said) {
+    case kernelbench_status::syntax_error:
+    case kernelbench_status::import_error:
+    case kernelbench_status::error:
+      return judged(status);
+    case kernelbench_status::ok:
+    case kernelbench_status::mismatch:
+    case kernelbench_status::modified_input:
+    case kernelbench_status::no_own_kernel:
+    case kernelbench_status::incomplete:
+    case kernelbench_status::passed:
+    case kernelbench_status::judge_error:  // answered above
+    case kernelbench_status::unknown:
+      break;  // a finished run (or the candidate claiming a verdict): its outputs are judged below
+  }
+  if (!r->exited) {
+    return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
+  }
+  if (r->exit_code != 0) {
+    return finish(verdict_category::runtime, exit_feedback(r->exit_code, r->stderr_text));
+  }
+
+  if (said != kernelbench_status::ok || data.empty()) {
+    return judged({{"status", "incomplete"}});
+  }
+  auto got =
+      parse_kb_file(std::make_shared<const std::string>(std::move(data)), kb_file::candidate);
+  if (!got) {
+    return judged({{"status", "incomplete"}});
+  }
+  // The record holds the trials, then the timed calls the judge chose to check (its
+  // "checked_cases": which timing set each used), judged like trials.
+  const int trials = config_.trials;
+  const int cases = static_cast<int>(ref.expected.trials.size());
+  kb_data held_inputs{ref.inputs.bytes, {}};
+  kb_data expected{ref.expected.bytes, {}};
+  std::vector<int> order;
+  for (int i = 0; i < trials && i < cases; ++i) {
+    order.push_back(i);
+  }
+  if (status.contains("checked_cases") && status["checked_cases"].is_array()) {
+    for (const auto& c : status["checked_cases"]) {
+      if (!c.is_number_integer() || c.get<int>() < trials || c.get<int>() >= cases) {
+        return judged({{"status", "incomplete"}});
+      }
+      order.push_back(c.get<int>());
+    }
+  }
+  for (const int i : order) {
+    held_inputs.trials.push_back(ref.inputs.trials[static_cast<std::size_t>(i)]);
+    expected.trials.push_back(ref.expected.trials[static_cast<std::size_t>(i)]);
+  }
+  if (auto problem = judge_kernelbench(held_inputs, expected, *got, kb_tolerances_for(t))) {
+    if (problem->contains("trial") && (*problem)["trial"].is_number_integer() &&
+        (*problem)["trial"].get<int>() >= trials) {
+      (*problem)["timed_call"] = true;  // a timed call's outputs: the candidate changes with timing
+    }
+    (*problem)["trials"] = trials;
+    return judged(*problem);
+  }
+  if (policy == own_kernel_policy::require) {
+    // What ran is reported from inside the candidate's process, relayed by the judge (see the
+    // threat model: a candidate can patch its own profiler; profiling from outside the process
+    // would not be).
+    const nlohmann::json report =
+        said == kernelbench_status::ok && status.contains("own") && status["own"].is_array()
+            ? status["own"]
+            : nlohmann::json::array();
+    for (int trial = 0; trial < trials; ++trial) {
+      const bool found = trial < static_cast<int>(report.size()) && report[trial].is_object() &&
+                         report[trial].contains("own") && report[trial]["own"].is_array() &&
+                         !report[trial]["own"].empty();
+      if (!found) {
+        nlohmann::json j{
+            {"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", *device}};
+        if (trial < static_cast<int>(report.size()) && report[trial].is_object() &&
+            report[trial].contains("other")) {
+          j["other"] = report[trial]["other"];
+        }
+        return judged(j);
+      }
+    }
+  }
+  if (config_.timing_reps > 0 && status.contains("times_ms") && status["times_ms"].is_array()) {
+    std::vector<double> ms;
+    for (const auto& x : status["times_ms"]) {
+      if (x.is_number()) {
+        ms.push_back(x.get<double>());
+      }
+    }
+    if (!ms.empty()) {
+      auto reference_time = kernelbench_reference_time(t, ref, *device, gpu);
+      if (!reference_time) {
+        return reference_time.err();
+      }
+      v.candidate_time = timing_stats_of(std::move(ms));
+      v.reference_time = *reference_time;
+      if (v.reference_time && v.candidate_time->median_ms > 0) {
+        v.speedup = v.reference_time->median_ms / v.candidate_time->median_ms;
+        v.speedup_noise = speedup_noise(*v.candidate_time, *v.reference_time);
+      }
+    }
+  }
+  return judged({{"status", "passed"}, {"trials", trials}, {"device", *device}});
+}
+
+}  // namespace leap::sandbox
