@@ -98,6 +98,9 @@ struct engine_config {
   // pool (no GPU) and cached, not in its run (kernelbench.hpp). Off: every build happens in the
   // run, as KernelBench itself does it. Default: true
   bool kernelbench_prebuild = true;
+  // KernelBench with timing: the reference is also timed under torch.compile (inductor), once per
+  // problem, and a verdict carries both speedups. Default: true
+  bool kernelbench_compiled_baseline = true;
   // The recorder's import and each extension's build (the host compiler and nvcc over torch's
   // headers). Default: 300 s wall, 8 GiB for the whole tree, 2 GiB of scratch
   resource_limits kernelbench_build_limits = [] {
@@ -281,12 +284,19 @@ class engine {
   run_request kernelbench_judge_request(const std::filesystem::path& dir,
                                         const kernelbench_reference& ref, const std::string& device,
                                         int gpu, own_kernel_policy policy) const;
-  // The reference's time under the judge's protocol (its Model run as the candidate's ModelNew),
-  // once per problem, seed, trials, device and repetitions; nullopt when it timed nothing.
-  result<std::optional<timing_stats>> kernelbench_reference_time(const task& t,
-                                                                 const kernelbench_reference& ref,
-                                                                 const std::string& device,
-                                                                 int gpu);
+  // A KernelBench baseline: the reference as written (eager) or under torch.compile (inductor).
+  enum class kernelbench_baseline { eager, compiled };
+  struct baseline_time {
+    std::optional<timing_stats> time;
+    std::string note;  // compiled: why there is no time (no torch.compile, inductor failed)
+  };
+  // A baseline's time under the judge's protocol (the reference's Model run as the candidate's
+  // ModelNew), once per problem, seed, trials, device and repetitions; concurrent callers share one
+  // measurement. Eager: a failure is the slot's (an infrastructure error). Compiled: a failure is
+  // a note, remembered like a time (an older torch or a model inductor cannot compile stays so).
+  result<baseline_time> kernelbench_baseline_time(const task& t, const kernelbench_reference& ref,
+                                                  const std::string& device, int gpu,
+                                                  kernelbench_baseline which);
 
   engine_config config_;
   // What every sandboxed command may read besides the system folders: the CUDA toolkit and the
@@ -308,7 +318,7 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
-  std::map<std::string, std::optional<timing_stats>> kernelbench_times_;  // under mutex_
+  std::map<std::string, std::shared_future<result<baseline_time>>> kernelbench_times_;  // mutex_
   std::uint64_t kernelbench_uses_ = 0;
   std::mutex probe_mutex_;
   std::optional<std::string> probe_binary_;         // built once, under probe_mutex_

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -527,62 +528,104 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
   return request;
 }
 
-result<std::optional<timing_stats>> engine::kernelbench_reference_time(
-    const task& t, const kernelbench_reference& ref, const std::string& device, int gpu) {
+result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
+                                                                const kernelbench_reference& ref,
+                                                                const std::string& device, int gpu,
+                                                                kernelbench_baseline which) {
+  const bool compiled = which == kernelbench_baseline::compiled;
   const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
                           std::to_string(config_.trials) + "\n" + device + "\n" +
-                          std::to_string(config_.timing_reps);
+                          std::to_string(config_.timing_reps) + (compiled ? "\ncompiled" : "");
+  std::promise<result<baseline_time>> promise;
+  std::shared_future<result<baseline_time>> future;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = kernelbench_times_.find(key); it != kernelbench_times_.end()) {
-      return it->second;
+    auto& entry = kernelbench_times_[key];
+    if (entry.valid()) {
+      future = entry;
+    } else {
+      entry = promise.get_future().share();
     }
   }
-  // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew is
-  // problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
-  auto dir = scratch_dir::create(config_.scratch_root, "kbtime-");
-  if (!dir) {
-    return dir.err();
+  if (future.valid()) {
+    return future.get();
   }
-  const std::string shim = "from problem import Model as ModelNew\n";
-  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
-           {"solution.py", &shim},
-           {"problem.py", &t.reference},
-           {"runner.py", &kernelbench_candidate_source()},
-           {"judge.py", &kernelbench_judge_source()},
-           {"inputs.bin", ref.inputs.bytes.get()}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return s.err();
+  auto compute = [&]() -> result<baseline_time> {
+    // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew
+    // is problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
+    auto dir = scratch_dir::create(config_.scratch_root, "kbtime-");
+    if (!dir) {
+      return dir.err();
     }
-  }
-  auto r = run_isolated(
-      kernelbench_judge_request(dir->path(), ref, device, gpu, own_kernel_policy::off));
-  if (!r) {
-    return r.err().wrap(t.id + ": timing the KernelBench reference");
-  }
-  const auto [status, data] = judge_record(r->stdout_text);
-  if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
-      !status["times_ms"].is_array()) {
-    // Its outputs were computed on this kind of slot already: a failure to time it is the slot's
-    // (retried elsewhere), never the candidate's verdict.
-    return infrastructure_error(device == "cuda" ? gpu : -1,
-                                t.id + ": timing the KernelBench reference on " + slot_name(gpu) +
-                                    " failed (" + how_it_ended(*r) +
-                                    "): " + stderr_tail(r->stderr_text, 600));
-  }
-  std::vector<double> ms;
-  for (const auto& x : status["times_ms"]) {
-    if (x.is_number()) {
-      ms.push_back(x.get<double>());
+    // Inductor compiles at the first calls (the untimed trials and the warm-up), with its caches
+    // in this run's folder and no worker processes of its own.
+    const std::string shim =
+        compiled ? "import torch\nfrom problem import Model as _LeapReference\n"
+                   "if not hasattr(torch, 'compile'):\n"
+                   "    raise ImportError('torch ' + torch.__version__ + ' has no torch.compile')\n"
+                   "def ModelNew(*args, **kwargs):\n"
+                   "    return torch.compile(_LeapReference(*args, **kwargs))\n"
+                 : "from problem import Model as ModelNew\n";
+    for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+             {"solution.py", &shim},
+             {"problem.py", &t.reference},
+             {"runner.py", &kernelbench_candidate_source()},
+             {"judge.py", &kernelbench_judge_source()},
+             {"inputs.bin", ref.inputs.bytes.get()}}) {
+      if (auto s = write_file(dir->path() / name, *content); !s) {
+        return s.err();
+      }
     }
+    run_request request =
+        kernelbench_judge_request(dir->path(), ref, device, gpu, own_kernel_policy::off);
+    if (compiled) {
+      for (const auto& [name, sub] : {std::pair{"TORCHINDUCTOR_CACHE_DIR", "inductor"},
+                                      std::pair{"TRITON_CACHE_DIR", "triton"}}) {
+        request.env.emplace_back(name, (dir->path() / sub).string());
+      }
+      request.env.emplace_back("TORCHINDUCTOR_COMPILE_THREADS", "1");
+    }
+    auto r = run_isolated(request);
+    if (!r) {
+      return r.err().wrap(t.id + ": timing the KernelBench reference");
+    }
+    const auto [status, data] = judge_record(r->stdout_text);
+    if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
+        !status["times_ms"].is_array()) {
+      const std::string why = status.contains("message") && status["message"].is_string()
+                                  ? status.value("type", std::string{}) + ": " +
+                                        status["message"].get<std::string>().substr(0, 300)
+                                  : how_it_ended(*r) + ": " + stderr_tail(r->stderr_text, 300);
+      if (compiled) {
+        return baseline_time{std::nullopt, "no torch.compile baseline (" + why + ")"};
+      }
+      // Its outputs were computed on this kind of slot already: a failure to time it is the
+      // slot's (retried elsewhere), never the candidate's verdict.
+      return infrastructure_error(device == "cuda" ? gpu : -1,
+                                  t.id + ": timing the KernelBench reference on " + slot_name(gpu) +
+                                      " failed (" + how_it_ended(*r) +
+                                      "): " + stderr_tail(r->stderr_text, 600));
+    }
+    std::vector<double> ms;
+    for (const auto& x : status["times_ms"]) {
+      if (x.is_number()) {
+        ms.push_back(x.get<double>());
+      }
+    }
+    baseline_time time;
+    if (!ms.empty()) {
+      time.time = timing_stats_of(std::move(ms));
+    }
+    return time;
+  };
+  auto computed = compute();
+  if (!computed) {
+    // Not remembered: the next candidate retries (the failure may be the slot's).
+    std::lock_guard lock(mutex_);
+    kernelbench_times_.erase(key);
   }
-  std::optional<timing_stats> time;
-  if (!ms.empty()) {
-    time = timing_stats_of(std::move(ms));
-  }
-  std::lock_guard lock(mutex_);
-  kernelbench_times_[key] = time;
-  return time;
+  promise.set_value(computed);
+  return computed;
 }
 
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
@@ -788,15 +831,28 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       }
     }
     if (!ms.empty()) {
-      auto reference_time = kernelbench_reference_time(t, ref, *device, gpu);
-      if (!reference_time) {
-        return reference_time.err();
+      auto eager = kernelbench_baseline_time(t, ref, *device, gpu, kernelbench_baseline::eager);
+      if (!eager) {
+        return eager.err();
       }
       v.candidate_time = timing_stats_of(std::move(ms));
-      v.reference_time = *reference_time;
+      v.reference_time = eager->time;
       if (v.reference_time && v.candidate_time->median_ms > 0) {
         v.speedup = v.reference_time->median_ms / v.candidate_time->median_ms;
         v.speedup_noise = speedup_noise(*v.candidate_time, *v.reference_time);
+      }
+      if (config_.kernelbench_compiled_baseline) {
+        auto compiled =
+            kernelbench_baseline_time(t, ref, *device, gpu, kernelbench_baseline::compiled);
+        if (!compiled) {
+          return compiled.err();
+        }
+        v.compiled_reference_time = compiled->time;
+        v.timing_note = compiled->note;
+        if (v.compiled_reference_time && v.candidate_time->median_ms > 0) {
+          v.compiled_speedup = v.compiled_reference_time->median_ms / v.candidate_time->median_ms;
+          v.compiled_speedup_noise = speedup_noise(*v.candidate_time, *v.compiled_reference_time);
+        }
       }
     }
   }

@@ -45,6 +45,12 @@ struct verdict {
   std::optional<timing_stats> reference_time;
   std::optional<double> speedup;        // reference median / candidate median
   std::optional<double> speedup_noise;  // its relative noise (speedup_noise above), when known
+  // kernelbench: the second baseline, the reference under torch.compile, and the speedup over it;
+  // when it is missing, timing_note says why
+  std::optional<timing_stats> compiled_reference_time;
+  std::optional<double> compiled_speedup;
+  std::optional<double> compiled_speedup_noise;
+  std::string timing_note;
   // For logs, not for the model: isolation applied, raw stderr tail, etc.
   std::string diagnostics;
   // kernelbench: where the candidate's extensions were built ("compile pool", or what its run built

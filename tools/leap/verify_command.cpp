@@ -99,6 +99,18 @@ int run_verify(const verify_options& o) {
     if (v->speedup_noise) {
       j["speedup_noise"] = *v->speedup_noise;
     }
+    if (v->compiled_reference_time) {
+      j["compiled_reference_time"] = stats(*v->compiled_reference_time);
+    }
+    if (v->compiled_speedup) {
+      j["compiled_speedup"] = *v->compiled_speedup;
+    }
+    if (v->compiled_speedup_noise) {
+      j["compiled_speedup_noise"] = *v->compiled_speedup_noise;
+    }
+    if (!v->timing_note.empty()) {
+      j["timing_note"] = v->timing_note;
+    }
     if (!v->build_note.empty()) {
       j["build"] = v->build_note;
     }
@@ -121,6 +133,18 @@ int run_verify(const verify_options& o) {
         std::cout << "; noise +/-" << 100.0 * *v->speedup_noise << "%";
       }
       std::cout << ")\n";
+    }
+    if (v->compiled_speedup) {
+      std::cout << "compiled: " << *v->compiled_speedup
+                << "x over the reference under torch.compile (its median "
+                << v->compiled_reference_time->median_ms << " ms";
+      if (v->compiled_speedup_noise) {
+        std::cout << "; noise +/-" << 100.0 * *v->compiled_speedup_noise << "%";
+      }
+      std::cout << ")\n";
+    }
+    if (!v->timing_note.empty()) {
+      std::cout << "timing:   " << v->timing_note << "\n";
     }
     std::cout << "feedback:\n" << v->feedback << "\n";
   }
