@@ -37,6 +37,7 @@ namespace {
 constexpr std::size_t k_max_artifact_bytes = 256ULL << 20;
 
 using detail::base_path;
+using detail::clock_watch;
 using detail::dir_of;
 using detail::k_max_result_json_bytes;
 using detail::make_verdict;
@@ -1056,6 +1057,9 @@ std::vector<std::pair<std::string, std::string>> engine::run_env(int gpu) const 
                                                        {"OMP_NUM_THREADS", "1"},
                                                        {"PYTHONHASHSEED", "0"}};
   if (gpu >= 0) {
+    // The slot's GPU as nvidia-smi and NVML number it (PCI bus order), which is how the engine
+    // reads its clocks (gpu_clocks.hpp); CUDA's default order puts the fastest first.
+    env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
   }
   return env;
@@ -1192,10 +1196,12 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   // (same records, same counts) or an error record; anything beyond is the candidate's.
   request.limits.output_cap_bytes =
       std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
+  const clock_watch clocks(slot_gpu, cuda && config_.timing_reps > 0);
   auto r = run_isolated(request);
   if (!r) {
     return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
   }
+  const clock_window window = clocks.finish();
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
@@ -1294,6 +1300,15 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
       if (p.reference_time && v.candidate_time->median_ms > 0) {
         v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
         v.speedup_noise = speedup_noise(*v.candidate_time, *p.reference_time);
+      }
+      v.clock_note = window.note;
+      if (window.throttled) {
+        // As for KernelBench: a throttled measurement describes the GPU, not the kernel.
+        v.timing_throttled = true;
+        v.speedup.reset();
+        v.speedup_noise.reset();
+        v.timing_note =
+            "speedup withheld: the GPU was throttled during the timed run (" + window.note + ")";
       }
     }
     return finish(verdict_category::pass,

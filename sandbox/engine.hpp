@@ -289,6 +289,10 @@ class engine {
   struct baseline_time {
     std::optional<timing_stats> time;
     std::string note;  // compiled: why there is no time (no torch.compile, inductor failed)
+    // On a GPU: the clocks over the measurement. A throttled one is not remembered (the next
+    // verification measures again) and its speedups are withheld.
+    std::string clock_note;
+    bool throttled = false;
   };
   // A baseline's time under the judge's protocol (the reference's Model run as the candidate's
   // ModelNew), once per problem, seed, trials, device and repetitions; concurrent callers share one

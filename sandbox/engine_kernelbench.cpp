@@ -21,6 +21,7 @@ namespace leap::sandbox {
 namespace fs = std::filesystem;
 
 using detail::base_path;
+using detail::clock_watch;
 using detail::dir_of;
 using detail::k_max_result_json_bytes;
 using detail::make_verdict;
@@ -585,10 +586,12 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
       }
       request.env.emplace_back("TORCHINDUCTOR_COMPILE_THREADS", "1");
     }
+    const clock_watch clocks(gpu, device == "cuda");
     auto r = run_isolated(request);
     if (!r) {
       return r.err().wrap(t.id + ": timing the KernelBench reference");
     }
+    const clock_window window = clocks.finish();
     const auto [status, data] = judge_record(r->stdout_text);
     if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
         !status["times_ms"].is_array()) {
@@ -616,11 +619,14 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
     if (!ms.empty()) {
       time.time = timing_stats_of(std::move(ms));
     }
+    time.clock_note = window.note;
+    time.throttled = window.throttled;
     return time;
   };
   auto computed = compute();
-  if (!computed) {
-    // Not remembered: the next candidate retries (the failure may be the slot's).
+  if (!computed || computed->throttled) {
+    // Not remembered: the next candidate measures again (a failure may be the slot's; a
+    // throttled GPU may have cooled down).
     std::lock_guard lock(mutex_);
     kernelbench_times_.erase(key);
   }
@@ -679,10 +685,12 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     }
   }
   const run_request request = kernelbench_judge_request(dir->path(), ref, *device, gpu, policy);
+  const clock_watch clocks(gpu, config_.timing_reps > 0 && *device == "cuda");
   auto r = run_isolated(request);
   if (!r) {
     return r.err();
   }
+  const clock_window window = clocks.finish();
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
@@ -836,6 +844,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
         return eager.err();
       }
       v.candidate_time = timing_stats_of(std::move(ms));
+      v.clock_note = window.note;
       v.reference_time = eager->time;
       if (v.reference_time && v.candidate_time->median_ms > 0) {
         v.speedup = v.reference_time->median_ms / v.candidate_time->median_ms;
@@ -853,6 +862,18 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
           v.compiled_speedup = v.compiled_reference_time->median_ms / v.candidate_time->median_ms;
           v.compiled_speedup_noise = speedup_noise(*v.candidate_time, *v.compiled_reference_time);
         }
+      }
+      // A measurement the GPU slowed down describes the GPU, not the kernels: the pass counts as
+      // an untimed one (never paid more than a plain pass), and the note says why.
+      if (window.throttled || eager->throttled) {
+        v.timing_throttled = true;
+        v.speedup.reset();
+        v.speedup_noise.reset();
+        v.compiled_speedup.reset();
+        v.compiled_speedup_noise.reset();
+        v.timing_note = "speedup withheld: the GPU was throttled during " +
+                        std::string(window.throttled ? "the candidate's" : "the reference's") +
+                        " timed run (" + (window.throttled ? window.note : eager->clock_note) + ")";
       }
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sandbox/engine.hpp"
+#include "sandbox/gpu_clocks.hpp"
 
 #include <cstddef>
 #include <string>
@@ -18,5 +19,34 @@ std::string base_path(const std::string& extra_dir);
 std::string dir_of(const std::string& program);
 std::string memory_feedback(const resource_limits& l);
 verdict make_verdict(verdict_category c, std::string feedback);
+
+// The GPU's clocks around one timed run (gpu_clocks.hpp); an empty note where there is no GPU or
+// no NVML (said, not an error: the timing stands, unmarked).
+class clock_watch {
+ public:
+  explicit clock_watch(int gpu, bool on) : gpu_(gpu), on_(on && gpu >= 0) {
+    if (on_) {
+      before_ = sample_gpu_clocks(gpu_);
+    }
+  }
+  [[nodiscard]] clock_window finish() const {
+    if (!on_) {
+      return {};
+    }
+    if (!before_) {
+      return {.note = "clocks not read: " + before_.err().message};
+    }
+    auto after = sample_gpu_clocks(gpu_);
+    if (!after) {
+      return {.note = "clocks not read: " + after.err().message};
+    }
+    return compare_clock_samples(*before_, *after);
+  }
+
+ private:
+  int gpu_;
+  bool on_;
+  result<gpu_clock_sample> before_ = error{"not sampled"};
+};
 
 }  // namespace leap::sandbox::detail

@@ -51,6 +51,11 @@ struct verdict {
   std::optional<double> compiled_speedup;
   std::optional<double> compiled_speedup_noise;
   std::string timing_note;
+  // A timed run on a GPU: its clocks, temperature and slowdowns, read through NVML by the engine
+  // before and after (gpu_clocks.hpp). Throttled: a speedup measured then is withheld (the pass
+  // counts as an untimed one) and timing_note says so.
+  std::string clock_note;
+  bool timing_throttled = false;
   // For logs, not for the model: isolation applied, raw stderr tail, etc.
   std::string diagnostics;
   // kernelbench: where the candidate's extensions were built ("compile pool", or what its run built

@@ -5,6 +5,7 @@
 #include "sandbox/kernelbench.hpp"
 
 #include "sandbox/engine.hpp"
+#include "sandbox/gpu_clocks.hpp"
 #include "sandbox/harness.hpp"
 #include "tests/sandbox/test_support.hpp"
 
@@ -659,6 +660,10 @@ TEST(KernelBenchTimingTest, TimedOnFreshInputsAndTheTimedCallsAreChecked) {
     }
   }
   auto& honest = *runs[0];
+  // On a GPU the engine reads its clocks around the timed run (NVML, from its own process).
+  if (sample_gpu_clocks(0).ok()) {
+    EXPECT_NE(honest->clock_note.find("SM clock"), std::string::npos) << honest->clock_note;
+  }
   EXPECT_TRUE(honest->passed) << honest->feedback << "\n" << honest->diagnostics;
   ASSERT_TRUE(honest->candidate_time.has_value());
   ASSERT_TRUE(honest->reference_time.has_value());

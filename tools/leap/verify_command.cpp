@@ -111,6 +111,10 @@ int run_verify(const verify_options& o) {
     if (!v->timing_note.empty()) {
       j["timing_note"] = v->timing_note;
     }
+    if (!v->clock_note.empty()) {
+      j["clocks"] = v->clock_note;
+      j["throttled"] = v->timing_throttled;
+    }
     if (!v->build_note.empty()) {
       j["build"] = v->build_note;
     }
@@ -145,6 +149,9 @@ int run_verify(const verify_options& o) {
     }
     if (!v->timing_note.empty()) {
       std::cout << "timing:   " << v->timing_note << "\n";
+    }
+    if (!v->clock_note.empty()) {
+      std::cout << "clocks:   " << v->clock_note << "\n";
     }
     std::cout << "feedback:\n" << v->feedback << "\n";
   }
