@@ -52,6 +52,8 @@ turn_record make_turn_record(generation_result generated, const verification_res
     t.timings.run_queue_ms = verified->run_queue_ms;
     t.speedup = verified->speedup;
     t.speedup_noise = verified->speedup_noise;
+    t.compiled_speedup = verified->compiled_speedup;
+    t.compiled_speedup_noise = verified->compiled_speedup_noise;
   } else {
     t.verdict = verdict_category::format;
     t.passed = false;

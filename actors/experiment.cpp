@@ -379,19 +379,24 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
   r.metrics["recovery_per_group"] = rec.per_group;
   r.metrics["turns_per_pass"] = turns_per_pass(summaries);
   // Speed (issue 31): only when something was timed, so that a run without timing records no 0.
-  speed_summary speed;
-  for (const auto& g : s.reports) {
-    for (std::size_t i = 0; i < g.outcomes.size(); ++i) {
-      const double x = i < g.speedups.size() ? g.speedups[i] : 0.0;
-      speed.add(g.outcomes[i], measured_speedup(x) ? pass_speed{x, std::nullopt} : pass_speed{});
+  // The same against the reference under torch.compile, prefixed "compiled_".
+  for (const auto& [prefix, speedups] :
+       {std::pair{std::string(), &group_report::speedups},
+        std::pair{std::string("compiled_"), &group_report::compiled_speedups}}) {
+    speed_summary speed;
+    for (const auto& g : s.reports) {
+      for (std::size_t i = 0; i < g.outcomes.size(); ++i) {
+        const double x = i < (g.*speedups).size() ? (g.*speedups)[i] : 0.0;
+        speed.add(g.outcomes[i], measured_speedup(x) ? pass_speed{x, std::nullopt} : pass_speed{});
+      }
     }
-  }
-  if (speed.timed_passes() > 0) {
-    r.metrics["timed_passes"] = speed.timed_passes();
-    for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
-      r.metrics[fast_p_name(i)] = *speed.fast_p(i);
+    if (speed.timed_passes() > 0) {
+      r.metrics[prefix + "timed_passes"] = speed.timed_passes();
+      for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+        r.metrics[prefix + fast_p_name(i)] = *speed.fast_p(i);
+      }
+      r.metrics[prefix + "speedup_geomean"] = *speed.geomean_speedup();
     }
-    r.metrics["speedup_geomean"] = *speed.geomean_speedup();
   }
   if (s.retry) {
     // Recovered here: this step's retries that passed (settling counts them the same way).

@@ -107,6 +107,9 @@ struct verification_result {
   // measured (timing off, a failure, or the sandbox gave none).
   double speedup = 0.0;
   double speedup_noise = -1.0;  // its relative noise; < 0 when the sandbox stated none
+  // The same over the reference under torch.compile (kernelbench); 0 and < 0 when not measured.
+  double compiled_speedup = 0.0;
+  double compiled_speedup_noise = -1.0;
   // clock_ms() when the verdict was complete, stamped by the in-process pool.
   double finished_ms = 0.0;
   // Non-empty: the verifier itself failed (no compiler, an unknown task, a broken reference). No
@@ -235,10 +238,10 @@ typename Inspector::result_type inspect(Inspector& f, turn_timings& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
-  return detail::inspect_with_optional(f, "turn_record", x.code_hash, x.input_tokens,
-                                       x.output_tokens, x.output_logprobs, x.text, x.verdict,
-                                       x.passed, x.feedback, x.timings, x.weight_version, x.finish,
-                                       x.endpoint, x.speedup, x.speedup_noise);
+  return detail::inspect_with_optional(
+      f, "turn_record", x.code_hash, x.input_tokens, x.output_tokens, x.output_logprobs, x.text,
+      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.finish, x.endpoint, x.speedup,
+      x.speedup_noise, x.compiled_speedup, x.compiled_speedup_noise);
 }
 
 template <class Inspector>
@@ -312,8 +315,8 @@ typename Inspector::result_type inspect(Inspector& f, activity& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_report& x) {
   return f(caf::meta::type_name("group_report"), x.key, x.task_id, x.gate, x.n_fail, x.probe,
-           x.outcomes, x.measured, x.advantages, x.speedups, x.turns, x.verifier_jobs,
-           x.generated_tokens, x.activities);
+           x.outcomes, x.measured, x.advantages, x.speedups, x.compiled_speedups, x.turns,
+           x.verifier_jobs, x.generated_tokens, x.activities);
 }
 
 }  // namespace leap
@@ -347,8 +350,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, verification_result& x) {
   return leap::detail::inspect_with_optional(
       f, "verification_result", x.code_hash, x.verdict, x.passed, x.feedback, x.compile_ms,
-      x.run_ms, x.queue_ms, x.run_queue_ms, x.cache_hit, x.speedup, x.speedup_noise, x.finished_ms,
-      x.infrastructure_error);
+      x.run_ms, x.queue_ms, x.run_queue_ms, x.cache_hit, x.speedup, x.speedup_noise,
+      x.compiled_speedup, x.compiled_speedup_noise, x.finished_ms, x.infrastructure_error);
 }
 
 template <class Inspector>

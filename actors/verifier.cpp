@@ -62,6 +62,14 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
       v.speedup_noise = *r->speedup_noise;
     }
   }
+  if (r->passed && r->compiled_speedup && std::isfinite(*r->compiled_speedup) &&
+      *r->compiled_speedup > 0) {
+    v.compiled_speedup = *r->compiled_speedup;
+    if (r->compiled_speedup_noise && std::isfinite(*r->compiled_speedup_noise) &&
+        *r->compiled_speedup_noise >= 0) {
+      v.compiled_speedup_noise = *r->compiled_speedup_noise;
+    }
+  }
   return v;
 }
 

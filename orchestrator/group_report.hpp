@@ -69,8 +69,9 @@ struct group_report {
   std::vector<double> advantages;
   // Per rollout, the speedup of the turn `outcomes` passed at when it was timed; 0 otherwise.
   std::vector<double> speedups;
-  std::uint32_t turns = 0;          // generated turns
-  std::uint32_t verifier_jobs = 0;  // turns sent to verification
+  std::vector<double> compiled_speedups;  // the same over the reference under torch.compile
+  std::uint32_t turns = 0;                // generated turns
+  std::uint32_t verifier_jobs = 0;        // turns sent to verification
   std::uint64_t generated_tokens = 0;
   std::vector<activity> activities;  // empty for a group read back from the store
 
@@ -89,7 +90,8 @@ struct group_report {
     };
     return a.key == b.key && a.task_id == b.task_id && a.gate == b.gate && a.n_fail == b.n_fail &&
            a.probe == b.probe && same(a.outcomes, b.outcomes) && same(a.measured, b.measured) &&
-           a.advantages == b.advantages && a.speedups == b.speedups && a.turns == b.turns &&
+           a.advantages == b.advantages && a.speedups == b.speedups &&
+           a.compiled_speedups == b.compiled_speedups && a.turns == b.turns &&
            a.verifier_jobs == b.verifier_jobs && a.generated_tokens == b.generated_tokens &&
            a.activities == b.activities;
   }

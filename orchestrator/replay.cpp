@@ -48,6 +48,8 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
             : 0;
     for (std::size_t i = 0; i < g->trained.size(); ++i) {
       s.speed.add(g->trained[i], speed_in(*g, i, g->trained[i]));
+      s.compiled_speed.add(g->trained[i],
+                           i < g->compiled_speeds.size() ? g->compiled_speeds[i] : pass_speed{});
     }
   }
   s.groups = static_cast<std::uint32_t>(groups.size());
@@ -81,20 +83,22 @@ std::string speed_cell(const std::optional<double>& v, const char* format) {
   return v ? printf_string(format, *v) : std::string("n/a");
 }
 
-bool any_timed(const replay_report& r) {
-  return r.total.speed.timed_passes() > 0 ||
+bool any_timed(const replay_report& r, speed_summary replay_step::*speed,
+               speed_summary replay_validation::*validation_speed) {
+  return (r.total.*speed).timed_passes() > 0 ||
          std::any_of(r.validation.begin(), r.validation.end(),
-                     [](const auto& v) { return v.speed.timed_passes() > 0; });
+                     [&](const auto& v) { return (v.*validation_speed).timed_passes() > 0; });
 }
 
-// Speed per step, only for a run that timed something (verifier.timing_reps > 0).
-std::string format_speed_table(const replay_report& r) {
-  if (!any_timed(r)) {
+// Speed per step against one baseline, only for a run that timed something against it
+// (verifier.timing_reps > 0).
+std::string format_speed_block(const replay_report& r, const std::string& title,
+                               speed_summary replay_step::*speed,
+                               speed_summary replay_validation::*validation_speed) {
+  if (!any_timed(r, speed, validation_speed)) {
     return {};
   }
-  std::string out =
-      "\nspeed (fast_p: share of all rollouts that passed with a speedup > p over the reference "
-      "as written (eager); geomean: over the timed passes; n/a: nothing timed)\n";
+  std::string out = "\n" + title + "\n";
   const auto header = [&](const char* first) {
     out += printf_string("%6s %8s %6s %6s", first, "rollouts", "passes", "timed");
     for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
@@ -112,17 +116,29 @@ std::string format_speed_table(const replay_report& r) {
   };
   header("step");
   for (const auto& s : r.steps) {
-    row(s.speed, std::to_string(s.step + 1));
+    row(s.*speed, std::to_string(s.step + 1));
   }
-  row(r.total.speed, "all");
+  row(r.total.*speed, "all");
   if (!r.validation.empty()) {
     out += "validation (after training step)\n";
     header("step");
     for (const auto& v : r.validation) {
-      row(v.speed, std::to_string(v.step + 1));
+      row(v.*validation_speed, std::to_string(v.step + 1));
     }
   }
   return out;
+}
+
+std::string format_speed_table(const replay_report& r) {
+  return format_speed_block(r,
+                            "speed (fast_p: share of all rollouts that passed with a speedup > p "
+                            "over the reference as written (eager); geomean: over the timed "
+                            "passes; n/a: nothing timed)",
+                            &replay_step::speed, &replay_validation::speed) +
+         format_speed_block(r,
+                            "speed against the reference under torch.compile (the same columns; "
+                            "KernelBench tasks timed with a torch that has torch.compile)",
+                            &replay_step::compiled_speed, &replay_validation::compiled_speed);
 }
 
 }  // namespace
@@ -141,6 +157,7 @@ replay_group replay_group_of(const group_record& group) {
     g.measured.push_back(outcome_from_turns(r));
     g.first_speeds.push_back(speed_of(r, {1, 1}));
     g.measured_speeds.push_back(speed_of(r, g.measured.back()));
+    g.compiled_speeds.push_back(compiled_speed_of(r, r.outcome));
     g.rewards.push_back(r.reward);
     g.advantages.push_back(r.advantage);
     g.turns += static_cast<std::uint32_t>(r.turns.size());
@@ -212,6 +229,8 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
       v.rollouts += static_cast<std::uint32_t>(g->trained.size());
       for (std::size_t i = 0; i < g->trained.size(); ++i) {
         v.speed.add(g->trained[i], speed_in(*g, i, g->trained[i]));
+        v.compiled_speed.add(g->trained[i],
+                             i < g->compiled_speeds.size() ? g->compiled_speeds[i] : pass_speed{});
       }
       if (g->weight_version && std::find(v.weight_versions.begin(), v.weight_versions.end(),
                                          *g->weight_version) == v.weight_versions.end()) {

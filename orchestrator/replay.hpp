@@ -36,6 +36,8 @@ struct replay_group {
   // the turn `measured` passed at; empty when not measured.
   std::vector<pass_speed> first_speeds;
   std::vector<pass_speed> measured_speeds;
+  // Per rollout, the trained outcome's speedup over the reference under torch.compile.
+  std::vector<pass_speed> compiled_speeds;
   std::uint32_t turns = 0;          // generated turns
   std::uint32_t first_turns = 0;    // rollouts with at least one turn
   std::uint32_t verifier_jobs = 0;  // turns that were verified
@@ -84,6 +86,7 @@ struct replay_step {
   std::uint32_t verifier_jobs = 0;
   std::optional<step_timings> timings;  // none when the step has no record (it did not complete)
   speed_summary speed;                  // fast_p and geomean speedup of the trained outcomes
+  speed_summary compiled_speed;         // the same over the reference under torch.compile
   // Groups with a non-zero stored advantage: the step's training signal.
   std::uint32_t signal_groups = 0;
   // Buffered retry (gate.retry), when the run stored its buffer after this step. The total row
@@ -100,6 +103,7 @@ struct replay_validation {
   // redid part of it after its weights had moved on); empty for groups stored without one.
   std::vector<std::uint64_t> weight_versions;
   speed_summary speed;
+  speed_summary compiled_speed;
 };
 
 struct replay_report {

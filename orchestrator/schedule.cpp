@@ -147,6 +147,8 @@ group_report report_of(const group_record& group) {
     r.measured.push_back(outcome_from_turns(rollout));
     r.advantages.push_back(rollout.advantage);
     r.speedups.push_back(speed_of(rollout, rollout.outcome).speedup.value_or(0.0));
+    r.compiled_speedups.push_back(
+        compiled_speed_of(rollout, rollout.outcome).speedup.value_or(0.0));
     for (const auto& turn : rollout.turns) {
       ++r.turns;
       if (turn.finish != finish_reason::error) {

@@ -114,7 +114,10 @@ rollout_outcome outcome_from_turns(const rollout_record& rollout) {
   return outcome;
 }
 
-pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome) {
+namespace {
+
+pass_speed passing_turn_speed(const rollout_record& rollout, const rollout_outcome& outcome,
+                              double turn_record::*speedup, double turn_record::*noise) {
   if (!outcome.passed()) {
     return {};
   }
@@ -122,12 +125,23 @@ pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcom
   if (turn >= rollout.turns.size() || !rollout.turns[turn].passed) {
     return {};
   }
-  const double s = rollout.turns[turn].speedup;
+  const double s = rollout.turns[turn].*speedup;
   if (!measured_speedup(s)) {
     return {};
   }
-  const double noise = rollout.turns[turn].speedup_noise;
-  return {s, noise >= 0 && std::isfinite(noise) ? std::optional<double>(noise) : std::nullopt};
+  const double n = rollout.turns[turn].*noise;
+  return {s, n >= 0 && std::isfinite(n) ? std::optional<double>(n) : std::nullopt};
+}
+
+}  // namespace
+
+pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome) {
+  return passing_turn_speed(rollout, outcome, &turn_record::speedup, &turn_record::speedup_noise);
+}
+
+pass_speed compiled_speed_of(const rollout_record& rollout, const rollout_outcome& outcome) {
+  return passing_turn_speed(rollout, outcome, &turn_record::compiled_speedup,
+                            &turn_record::compiled_speedup_noise);
 }
 
 group_summary summarize(const group_record& group) {

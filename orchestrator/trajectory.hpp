@@ -74,6 +74,10 @@ struct turn_record {
   // That speedup's relative noise as the sandbox stated it (sandbox::speedup_noise); < 0 when not
   // stated (too few repetitions, no speedup, a record older than format version 4).
   double speedup_noise = -1.0;
+  // The same pass's speedup over the reference under torch.compile, and its noise (kernelbench,
+  // format version 5); 0 and < 0 when not measured.
+  double compiled_speedup = 0.0;
+  double compiled_speedup_noise = -1.0;
 
   friend bool operator==(const turn_record&, const turn_record&) = default;
 };
@@ -205,6 +209,9 @@ struct flat_rollout {
 // its speedup when one was measured (> 0 and finite); nothing for a failure or an untimed pass.
 // and its relative noise when the verdict stated one.
 [[nodiscard]] pass_speed speed_of(const rollout_record& rollout, const rollout_outcome& outcome);
+// The same against the second baseline, the reference under torch.compile.
+[[nodiscard]] pass_speed compiled_speed_of(const rollout_record& rollout,
+                                           const rollout_outcome& outcome);
 
 // The metrics' view of a group: its gate decision, and per rollout (in stored order) the outcome
 // and advantage that training used. For a probe group, use probe_summary() to measure recovery.

@@ -41,6 +41,10 @@ json turn_json(const turn_record& t) {
       // Reference median / candidate median of a timed pass; null when not measured.
       {"speedup", t.speedup > 0 ? json(t.speedup) : json(nullptr)},
       {"speedup_noise", t.speedup_noise >= 0 ? json(t.speedup_noise) : json(nullptr)},
+      // The same over the reference under torch.compile (kernelbench); null when not measured.
+      {"compiled_speedup", t.compiled_speedup > 0 ? json(t.compiled_speedup) : json(nullptr)},
+      {"compiled_speedup_noise",
+       t.compiled_speedup_noise >= 0 ? json(t.compiled_speedup_noise) : json(nullptr)},
   };
 }
 
@@ -236,6 +240,13 @@ turn_record turn_from(json_reader& r, const json& j, const std::string& path) {
   if (const auto it = j.find("speedup"); r.ok() && it != j.end() && !it->is_null()) {
     t.speedup = r.convert<double>(*it, path + ".speedup");
   }
+  for (const auto& [key, field] :
+       {std::pair{"compiled_speedup", &turn_record::compiled_speedup},
+        std::pair{"compiled_speedup_noise", &turn_record::compiled_speedup_noise}}) {
+    if (const auto it = j.find(key); r.ok() && it != j.end() && !it->is_null()) {
+      t.*field = r.convert<double>(*it, path + "." + key);
+    }
+  }
   return t;
 }
 
@@ -404,6 +415,7 @@ const std::vector<std::string>& csv_columns() {
                                                    "compile_queue_ms",
                                                    "run_queue_ms",
                                                    "speedup",
+                                                   "compiled_speedup",
                                                    "code_hash",
                                                    "feedback",
                                                    "text"};
@@ -458,6 +470,7 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
            number(t.timings.generation_ms), number(t.timings.compile_ms), number(t.timings.run_ms),
            number(t.timings.generation_queue_ms), number(t.timings.compile_queue_ms),
            number(t.timings.run_queue_ms), t.speedup > 0 ? number(t.speedup) : std::string(),
+           t.compiled_speedup > 0 ? number(t.compiled_speedup) : std::string(),
            t.code_hash.value_or(""), t.feedback, t.text});
       append_row(out, fields);
       ++rows;

@@ -354,6 +354,16 @@ std::string encode(const group_record& g) {
       w.f64(t.speedup_noise);
     }
   }
+  for (const auto& r : g.rollouts) {
+    for (const auto& t : r.turns) {
+      w.f64(t.compiled_speedup);
+    }
+  }
+  for (const auto& r : g.rollouts) {
+    for (const auto& t : r.turns) {
+      w.f64(t.compiled_speedup_noise);
+    }
+  }
   return std::move(w).take();
 }
 
@@ -415,6 +425,18 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
       }
     }
   }
+  if (version >= 5) {
+    for (auto& ro : g.rollouts) {
+      for (auto& t : ro.turns) {
+        t.compiled_speedup = r.f64("turn.compiled_speedup");
+      }
+    }
+    for (auto& ro : g.rollouts) {
+      for (auto& t : ro.turns) {
+        t.compiled_speedup_noise = r.f64("turn.compiled_speedup_noise");
+      }
+    }
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }
@@ -426,6 +448,8 @@ std::string encode(const turn_record& t) {
   write_turn(w, t);
   w.f64(t.speedup);
   w.f64(t.speedup_noise);
+  w.f64(t.compiled_speedup);
+  w.f64(t.compiled_speedup_noise);
   return std::move(w).take();
 }
 
@@ -438,6 +462,10 @@ result<turn_record> decode_turn(std::string_view bytes) {
   }
   if (version >= 4) {
     t.speedup_noise = r.f64("speedup_noise");
+  }
+  if (version >= 5) {
+    t.compiled_speedup = r.f64("compiled_speedup");
+    t.compiled_speedup_noise = r.f64("compiled_speedup_noise");
   }
   if (auto s = r.finish(); !s) {
     return s.err();

@@ -32,7 +32,9 @@ namespace leap {
 // weight_version; a turn record's, after its last field.
 // Version 4 added turn_record::speedup_noise the same way, after the speedups (a group's) or the
 // speedup (a turn record's); older records read it as -1 (not stated).
-inline constexpr std::uint8_t trajectory_format_version = 4;
+// Version 5 added turn_record::compiled_speedup and compiled_speedup_noise the same way, after the
+// noises (a group's: all speedups, then all noises) or the noise (a turn record's).
+inline constexpr std::uint8_t trajectory_format_version = 5;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 // retry: the retry buffer after a step (issue 35); its fields have had one layout since it was

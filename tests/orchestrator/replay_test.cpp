@@ -232,6 +232,26 @@ TEST(ReplayReportTest, SpeedPerStepFromTheStoredTurns) {
   const auto table = format_replay_tables(report);
   EXPECT_NE(table.find("fast_1.2"), std::string::npos) << table;
   EXPECT_NE(table.find("n/a"), std::string::npos) << table;
+  // Nothing was timed against torch.compile: no second table.
+  EXPECT_EQ(table.find("under torch.compile"), std::string::npos) << table;
+  EXPECT_EQ(report.total.compiled_speed.timed_passes(), 0u);
+
+  // The second baseline: the trained passes' speedups over the reference under torch.compile.
+  auto compiled = timed_group(0, 0, false, {{1, 1}, {2, 2}, {1, 1}, {0, 3}}, {2.5, 1.1, 0, 0});
+  compiled.rollouts[0].turns[0].compiled_speedup = 0.8;
+  compiled.rollouts[1].turns[1].compiled_speedup = 1.6;
+  replay_data dc;
+  dc.run_id = "run";
+  dc.max_turns = 3;
+  dc.groups.push_back(replay_group_of(compiled));
+  const auto with_compiled = build_replay_report(dc, 2);
+  const auto& c0 = with_compiled.steps[0].compiled_speed;
+  EXPECT_EQ(c0.timed_passes(), 2u);
+  EXPECT_DOUBLE_EQ(*c0.fast_p(1), 0.25);  // only the 1.6x pass beats torch.compile
+  EXPECT_NEAR(*c0.geomean_speedup(), std::sqrt(0.8 * 1.6), 1e-12);
+  EXPECT_NEAR(*with_compiled.steps[0].speed.geomean_speedup(), std::sqrt(2.5 * 1.1), 1e-12);
+  const auto compiled_table = format_replay_tables(with_compiled);
+  EXPECT_NE(compiled_table.find("under torch.compile"), std::string::npos) << compiled_table;
   const auto csv = steps_csv(report);
   EXPECT_NE(csv.find(",passes,timed_passes,fast_0,fast_1.0,fast_1.2,fast_1.5,fast_2.0,"
                      "geomean_speedup\n"),

@@ -39,7 +39,8 @@ class Export : public ::testing::Test {
     awkward.rollouts[0].turns[1].code_hash.reset();
     awkward.rollouts[1].reward = 1.0 / 3.0;
     awkward.rollouts[1].advantage = -2.5e-17;
-    awkward.rollouts[1].turns[0].speedup = 1.75;  // a timed pass (issue 31)
+    awkward.rollouts[1].turns[0].speedup = 1.75;            // a timed pass (issue 31)
+    awkward.rollouts[1].turns[0].compiled_speedup = 0.875;  // and over torch.compile
     awkward.gate = gate_decision::closed_hopeless;
     awkward.probe = true;
     groups_.push_back(awkward);
@@ -94,6 +95,11 @@ TEST_F(Export, JsonlCarriesEachTurnsSpeedup) {
   auto old = group_from_json(j.dump());
   ASSERT_TRUE(old.ok()) << old.err().message;
   EXPECT_EQ(old->rollouts[1].turns[0].speedup, 0.0);
+  EXPECT_EQ(old->rollouts[1].turns[0].compiled_speedup, 0.875);
+  EXPECT_EQ(j["rollouts"][1]["turns"][0]["compiled_speedup"], 0.875);
+  EXPECT_TRUE(j["rollouts"][0]["turns"][0]["compiled_speedup"].is_null());
+  j["rollouts"][1]["turns"][0].erase("compiled_speedup");
+  EXPECT_EQ(group_from_json(j.dump())->rollouts[1].turns[0].compiled_speedup, 0.0);
   j["rollouts"][1]["turns"][0]["speedup"] = "fast";
   auto bad = group_from_json(j.dump());
   ASSERT_FALSE(bad.ok());
@@ -152,6 +158,7 @@ TEST_F(Export, CsvHasAHeaderAndOneRowPerRolloutTurn) {
   EXPECT_EQ(std::stod(second[column("reward")]), 1.0 / 3.0);
   EXPECT_EQ(std::stod(second[column("advantage")]), -2.5e-17);
   EXPECT_EQ(second[column("speedup")], "1.75");
+  EXPECT_EQ(second[column("compiled_speedup")], "0.875");
   EXPECT_EQ(row[column("speedup")], "");  // not measured
 }
 

@@ -132,14 +132,14 @@ TEST(RecordCodec, VersionOneGroupBytesAreStillRead) {
 }
 
 TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) {
-  // Version 2 writes version 1's fields unchanged, then the measured weight version (version 3
-  // then one speedup per turn).
+  // Version 2 writes version 1's fields unchanged, then the measured weight version (versions 3 to
+  // 5 then four numbers per turn: the speedups and their noises against each baseline).
   auto v2 = v1_group();
   auto bytes = encode(v2);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 4);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 5);
   const auto v1 = from_hex(v1_group_hex);
   EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
-  EXPECT_EQ(bytes.size(), v1.size() + 9 + 8 + 8);
+  EXPECT_EQ(bytes.size(), v1.size() + 9 + 4 * 8);
   v2.split = split_kind::validation;
   v2.weight_version = 7;
   auto g = decode_group(encode(v2));
@@ -161,8 +161,12 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   g.rollouts[1].turns[1].speedup = 0.75;
   g.rollouts[1].turns[1].speedup_noise = -1.0;
   g.weight_version = 9;
-  const auto bytes = encode(g);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 4);
+  constexpr std::size_t per_turn = 3 * sizeof(double);  // three turns
+  // Version 4's bytes: version 5's without the compiled baseline's speedups and noises.
+  const auto v5_bytes = encode(g);
+  ASSERT_EQ(static_cast<std::uint8_t>(v5_bytes[0]), 5);
+  auto bytes = v5_bytes.substr(0, v5_bytes.size() - 2 * per_turn);
+  bytes[0] = 4;
   auto back = decode_group(bytes);
   ASSERT_TRUE(back.ok()) << back.err().message;
   EXPECT_EQ(back->rollouts[0].turns[0].speedup, 2.5);
@@ -170,7 +174,6 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   EXPECT_EQ(back->rollouts[1].turns[1].speedup, 0.75);
   EXPECT_EQ(*back, g);
 
-  constexpr std::size_t per_turn = 3 * sizeof(double);  // three turns
   auto v3_bytes = bytes.substr(0, bytes.size() - per_turn);
   v3_bytes[0] = 3;
   auto v3 = decode_group(v3_bytes);
@@ -197,7 +200,9 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   EXPECT_FALSE(decode_group(bytes.substr(0, bytes.size() - per_turn)).ok());
 
   // A turn record: the speedup and its noise after the last field; older versions without them.
-  const auto turn_bytes = encode(g.rollouts[0].turns[0]);
+  const auto v5_turn = encode(g.rollouts[0].turns[0]);
+  auto turn_bytes = v5_turn.substr(0, v5_turn.size() - 16);
+  turn_bytes[0] = 4;
   EXPECT_EQ(decode_turn(turn_bytes)->speedup, 2.5);
   EXPECT_EQ(decode_turn(turn_bytes)->speedup_noise, 0.125);
   auto v3_turn = turn_bytes.substr(0, turn_bytes.size() - 8);
@@ -210,6 +215,40 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   ASSERT_TRUE(old_turn.ok()) << old_turn.err().message;
   EXPECT_EQ(old_turn->speedup, 0.0);
   EXPECT_EQ(old_turn->text, g.rollouts[0].turns[0].text);
+}
+
+// Version 5 appends each turn's speedup over the reference under torch.compile, then each noise;
+// version 4 bytes read back with both not measured (0 and -1).
+TEST(RecordCodec, VersionFiveAddsEachTurnsSpeedupOverTheCompiledReference) {
+  auto g = v1_group();
+  g.rollouts[0].turns[0].speedup = 2.5;
+  g.rollouts[0].turns[0].compiled_speedup = 1.25;
+  g.rollouts[0].turns[0].compiled_speedup_noise = 0.0625;
+  g.rollouts.push_back(g.rollouts[0]);
+  g.rollouts[1].index = 2;
+  g.rollouts[1].turns[0].compiled_speedup = 0.5;
+  const auto bytes = encode(g);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 5);
+  auto back = decode_group(bytes);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, g);
+  EXPECT_EQ(back->rollouts[1].turns[0].compiled_speedup, 0.5);
+  constexpr std::size_t per_turn = 2 * sizeof(double);  // two turns
+  auto v4_bytes = bytes.substr(0, bytes.size() - 2 * per_turn);
+  v4_bytes[0] = 4;
+  auto v4 = decode_group(v4_bytes);
+  ASSERT_TRUE(v4.ok()) << v4.err().message;
+  for (const auto& r : v4->rollouts) {
+    EXPECT_EQ(r.turns[0].compiled_speedup, 0.0);
+    EXPECT_EQ(r.turns[0].compiled_speedup_noise, -1.0);
+    EXPECT_EQ(r.turns[0].speedup, 2.5);
+  }
+  // A version 5 record without its compiled noises is truncated, not read as version 4.
+  EXPECT_FALSE(decode_group(bytes.substr(0, bytes.size() - per_turn)).ok());
+
+  const auto turn = decode_turn(encode(g.rollouts[0].turns[0]));
+  ASSERT_TRUE(turn.ok()) << turn.err().message;
+  EXPECT_EQ(*turn, g.rollouts[0].turns[0]);
 }
 
 TEST(RecordCodec, TurnRecordsRoundTripAndRefuseOtherKinds) {
@@ -254,7 +293,7 @@ TEST(RecordCodec, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x05"), "format version 5 is not readable"},
+      {"newer version", patched(0, "\x06"), "format version 6 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},
