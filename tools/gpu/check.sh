@@ -20,6 +20,9 @@
 #             kbext: a load_inline CUDA candidate's first and later verifications) from this tree
 #             and from BASE_SRC (another source tree, e.g. `git archive REV | tar -x -C DIR`),
 #             interleaved ABBA (SANDBOX_BENCH_ROUNDS=1: AB only), side by side
+#     timing  the timing protocol's stability (a suite kernel and a KernelBench problem verified
+#             TIMING_RUNS times with --timing 20) and its agreement with do_bench and KernelBench's
+#             loop (tools/gpu/timing_check.py)
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -221,6 +224,33 @@ phase_sandbox() {
     grep -E -B2 -A12 'error|FAILED' | head -40
   "$build/tests/sandbox_tests" --gtest_brief=1 \
     --gtest_filter="${SANDBOX_FILTER:-CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*}"
+}
+
+# The timing protocol's figures (issue 31): a suite cuda kernel and a KernelBench problem verified
+# TIMING_RUNS times each with --timing 20 (each a fresh `leap verify`, so the reference is timed
+# again every time: the spread of the speedup across verifications), then the same KernelBench
+# kernels timed by triton's do_bench and KernelBench's own loop beside the judge's medians.
+phase_timing() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/timing n=${TIMING_RUNS:-20} py=$LEAP_SANDBOX_TEST_PYTHON i
+  local leap=("$build/bin/leap" verify --timing 20 --json --gpu 0 --cache-dir "$out/timing/cache")
+  mkdir -p "$d"
+  python3 "$root/tools/gpu/timing_check.py" write "$d"
+  for i in $(seq 1 "$n"); do
+    "${leap[@]}" --task cuda/matmul_square --candidate sandbox/suite/cuda/matmul_square/solution.cu \
+      >>"$d/cuda_matmul_square.jsonl"
+  done
+  for i in $(seq 1 "${TIMING_KB_RUNS:-5}"); do
+    "${leap[@]}" --task "$d/problem.py" --candidate "$d/solution.py" --python "$py" \
+      >>"$d/kb_matmul_relu.jsonl"
+  done
+  "${leap[@]}" --task "$d/small_problem.py" --candidate "$d/small_solution.py" --python "$py" \
+    >>"$d/kb_silu_small.jsonl"
+  python3 "$root/tools/gpu/timing_check.py" stability "$d"/*.jsonl
+  { sed 's/^{/{"label":"matmul_relu",/' "$d/kb_matmul_relu.jsonl" | head -1
+    sed 's/^{/{"label":"silu_small",/' "$d/kb_silu_small.jsonl" | head -1; } >"$d/judged.jsonl"
+  "$py" "$root/tools/gpu/timing_check.py" agree "$d" "$d/judged.jsonl"
 }
 
 # bench_sandbox, base (BASE_SRC) and new interleaved: base new new base.
