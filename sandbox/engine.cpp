@@ -1577,6 +1577,11 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
   }
   v->compile_ms = prepared.compile_ms;
   v->cache_hit = prepared.cache_hit;
+  if (profile_selects(config_.profile, t.kind, *v)) {
+    // On the slot that ran it, so that no other candidate's timed run shares the GPU with ncu's
+    // replays; bounded by profile_limits.
+    profile_candidate(t, prepared, *v, gpu);
+  }
   return v;
 }
 

@@ -21,12 +21,24 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap::sandbox {
 
 // Compile-time default for nvcc (CMake sets LEAP_NVCC_DEFAULT from the CUDA toolkit it found).
 std::string default_nvcc();
+
+// Which verdicts of the cuda and kernelbench kinds are profiled under Nsight Compute after they are
+// known (issue 34): none, the passing ones, or every one that compiled and ran.
+enum class profile_mode { off, passing, all_compiled };
+std::string_view to_string(profile_mode m);
+// "off", "passing", "all_compiled"; nullopt for anything else. Pure function.
+std::optional<profile_mode> parse_profile_mode(std::string_view text);
+// Whether a verdict of `kind` is profiled under `mode`: cuda and kernelbench only; passing: a
+// passing verdict; all_compiled: any verdict of a candidate that compiled (not a format, forbidden
+// or compile verdict). Pure function.
+bool profile_selects(profile_mode mode, task_kind kind, const verdict& v);
 
 struct engine_config {
   std::filesystem::path scratch_root = default_scratch_root();  // Default: $TMPDIR/leap-sandbox
@@ -117,6 +129,26 @@ struct engine_config {
     return l;
   }();
   feedback_options feedback;
+  // Profiling under Nsight Compute after the verdict (profile_selects; engine_profile.cpp). Its
+  // failures are notes on the verdict, never a different verdict. Default: off
+  profile_mode profile = profile_mode::off;
+  // The ncu executable. Default: empty, the ncu beside nvcc (the CUDA toolkit's bin/ncu)
+  std::string ncu;
+  // The profiling run (the candidate replayed once per metric pass under ncu), in the sandbox like
+  // the candidate's own run. Default: cuda_run_limits with 120 s wall and 300 s of CPU
+  resource_limits profile_limits = [] {
+    resource_limits l;
+    l.wall = std::chrono::seconds(120);
+    l.cpu_seconds = 300;
+    l.address_space_bytes = 0;
+    l.processes = 256;
+    l.open_files = 1024;
+    l.memory_bytes = 8ULL << 30;
+    l.output_cap_bytes = 256 << 10;
+    return l;
+  }();
+  // Kernels named in the feedback (longest first). Default: 2
+  std::size_t profile_max_kernels = 2;
   // Tests only: replaces the engine's own slot probe (probe_slot) where the real one cannot run
   // (no GPU). Production code leaves it empty. Default: empty (the real probe)
   std::function<status(task_kind kind, int gpu)> probe_override;
@@ -193,6 +225,14 @@ class engine {
 
   // Both stages in the calling thread.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
+
+  // The profiling hook run() calls for a verdict profile_selects chose (engine_profile.cpp): the
+  // candidate's program again under ncu (engine_config::ncu) in the sandbox, under profile_limits,
+  // filtered to the __global__ kernels of its own source, on the slot's GPU. Sets v.profile (the
+  // kernels, or a note saying why there are none: no ncu, counters not permitted and what would
+  // permit them, the time limit) and appends the diagnosis to v.feedback within the feedback
+  // budget. Nothing else of `v` changes; never fails. Thread-safe.
+  void profile_candidate(const task& t, const prepared_candidate& p, verdict& v, int gpu);
 
   // The engine's own probe of a run slot for `kind`, with CUDA_VISIBLE_DEVICES=gpu (-1: unset).
   // cuda: a tiny known-good CUDA program, built once per engine the way candidates are (nvcc, same

@@ -2,6 +2,7 @@
 
 #include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
+#include "sandbox/profile.hpp"
 #include "sandbox/python_judge.hpp"
 
 #include <nlohmann/json.hpp>
@@ -705,6 +706,21 @@ std::vector<std::string> split_lines(std::string_view text) {
     pos = end + 1;
   }
   return lines;
+}
+
+std::string append_profile_feedback(std::string verdict_text, std::string_view profile_text,
+                                    std::size_t budget) {
+  // A profile line cut below this says nothing a model can act on; the verdict's text alone is
+  // better than a stub.
+  constexpr std::size_t min_room = 80;
+  const std::string_view separator = "\n\n";
+  if (profile_text.empty() || verdict_text.size() + separator.size() + min_room > budget) {
+    return verdict_text;
+  }
+  verdict_text += separator;
+  const std::size_t room = budget - verdict_text.size();
+  verdict_text += trim_to_budget(std::string(profile_text), room);
+  return verdict_text;
 }
 
 }  // namespace leap::sandbox

@@ -571,4 +571,73 @@ std::string profile_feedback(const std::vector<kernel_diagnosis>& kernels,
   return out;
 }
 
+std::vector<std::string> global_kernel_names(std::string_view source) {
+  const auto ident_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  // Skips a balanced (...) or <...> starting at `i` (which holds the opening character).
+  const auto skip_balanced = [&](std::size_t i) {
+    const char open = source[i];
+    const char close = open == '(' ? ')' : '>';
+    int depth = 0;
+    for (; i < source.size(); ++i) {
+      if (source[i] == open) {
+        ++depth;
+      } else if (source[i] == close && --depth == 0) {
+        return i + 1;
+      }
+    }
+    return source.size();
+  };
+  constexpr std::string_view keyword = "__global__";
+  std::vector<std::string> names;
+  for (std::size_t at = source.find(keyword); at != std::string_view::npos;
+       at = source.find(keyword, at + keyword.size())) {
+    if ((at > 0 && ident_char(source[at - 1])) ||
+        (at + keyword.size() < source.size() && ident_char(source[at + keyword.size()]))) {
+      continue;
+    }
+    std::string last;
+    std::size_t i = at + keyword.size();
+    while (i < source.size()) {
+      const char c = source[i];
+      if (ident_char(c)) {
+        const std::size_t start = i;
+        while (i < source.size() && ident_char(source[i])) {
+          ++i;
+        }
+        last = std::string(source.substr(start, i - start));
+      } else if (c == '\\' && i + 1 < source.size()) {
+        i += 2;  // "\n" inside a string literal holding the source is a line break
+      } else if (c == '<') {
+        i = skip_balanced(i);
+      } else if (c == '(') {
+        if (last.rfind("__", 0) == 0 || last.empty()) {
+          // __launch_bounds__(256), __attribute__((...)): not the parameter list
+          i = skip_balanced(i);
+          last.clear();
+          continue;
+        }
+        if (std::isdigit(static_cast<unsigned char>(last[0])) == 0 &&
+            std::find(names.begin(), names.end(), last) == names.end()) {
+          names.push_back(last);
+        }
+        break;
+      } else if (c == ';' || c == '{' || c == '}' || c == '"' || c == ')') {
+        break;
+      } else {
+        ++i;
+      }
+    }
+  }
+  return names;
+}
+
+kernel_summary summarise(const kernel_diagnosis& d) {
+  return {.name = d.kernel,
+          .duration_ns = d.duration_ns,
+          .bottleneck = std::string(to_string(d.roof.kind)),
+          .findings = d.fired};
+}
+
 }  // namespace leap::sandbox

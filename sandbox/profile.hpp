@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "sandbox/verdict.hpp"
 
 #include <map>
 #include <optional>
@@ -155,5 +156,21 @@ kernel_diagnosis diagnose(const kernel_profile& k, const gpu_peaks* peaks,
 // 1)): memory-bound (compute 10%, memory 80% of peak, 0.00 FLOP/byte, ridge 14.0)." and its
 // guidance, one line per kernel. Empty for no kernels. The caller trims it to its budget.
 std::string profile_feedback(const std::vector<kernel_diagnosis>& kernels, std::size_t max_kernels);
+
+// The names of the `__global__` functions `source` defines or declares (comments and string
+// contents are read too: a KernelBench candidate's kernels live in load_inline's source strings),
+// in order of appearance, each once: the identifier before the parameter list, after the return
+// type and any __launch_bounds__(...) or other attribute. Pure function.
+std::vector<std::string> global_kernel_names(std::string_view source);
+
+// The compact part of a diagnosis kept with the turn (verdict.hpp: kernel_summary).
+kernel_summary summarise(const kernel_diagnosis& d);
+
+// `verdict_text` followed by a blank line and `profile_text` cut to what is left of `budget`
+// (sandbox/feedback.cpp; trim_to_budget's marker when cut). The verdict's own text is never cut
+// for the profile: with less than a line's room left (or no profile text) it comes back alone.
+// Pure function.
+std::string append_profile_feedback(std::string verdict_text, std::string_view profile_text,
+                                    std::size_t budget);
 
 }  // namespace leap::sandbox

@@ -31,6 +31,24 @@ timing_stats timing_stats_of(std::vector<double> ms);
 // median that is not positive. Pure function.
 std::optional<double> speedup_noise(const timing_stats& candidate, const timing_stats& reference);
 
+// One kernel of a profiled candidate, the compact part kept with the turn (issue 34).
+struct kernel_summary {
+  std::string name;        // the function name ("copy_strided")
+  double duration_ns = 0;  // of its longest profiled launch; 0 when ncu did not report it
+  std::string bottleneck;  // memory-bound, compute-bound, latency-bound, launch-bound or unknown
+  std::vector<std::string> findings;  // the analysers that fired ("uncoalesced_global"), in order
+};
+
+// The profile of a verdict that verifier.profile selected; absent when profiling was off or the
+// verdict was not selected.
+struct profile_summary {
+  std::vector<kernel_summary> kernels;  // empty when profiling failed: `note` says why
+  // Why there is no profile (no ncu, counters not permitted and what would permit them, the time
+  // limit, no kernel of the candidate's own), or empty.
+  std::string note;
+  double seconds = 0;  // wall time of the profiling run
+};
+
 struct verdict {
   bool passed = false;
   verdict_category category = verdict_category::runtime;
@@ -61,6 +79,9 @@ struct verdict {
   // kernelbench: where the candidate's extensions were built ("compile pool", or what its run built
   // itself and why); empty when it built none
   std::string build_note;
+  // Nsight Compute's view of the candidate's own kernels (engine_config::profile); its diagnosis is
+  // also appended to `feedback`, after the verdict's own text.
+  std::optional<profile_summary> profile;
 };
 
 }  // namespace leap::sandbox

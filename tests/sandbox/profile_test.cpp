@@ -3,6 +3,7 @@
 // their class gating, and (on a GPU with ncu) a real profile of known kernels.
 #include "sandbox/profile.hpp"
 
+#include "sandbox/engine.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -576,6 +577,105 @@ TEST(NcuGpuTest, ProfilesARealKernelAndReadsItsLog) {
   EXPECT_EQ(std::find(coalesced.fired.begin(), coalesced.fired.end(), "uncoalesced_global"),
             coalesced.fired.end())
       << profile_feedback({coalesced}, 1);
+}
+
+TEST(KernelNamesTest, TheGlobalFunctionsOfASourceInOrder) {
+  EXPECT_EQ(global_kernel_names(read_text(k_data / "ncu_kernels.cu")),
+            (std::vector<std::string>{"copy_coalesced", "copy_strided", "tiny", "fma_loop",
+                                      "bank_conflicts", "harness_sum"}));
+  // Attributes, templates, extern "C", a declaration before the definition (named once), a
+  // __device__ helper and a host function that launches (neither is a kernel), a comment
+  // mentioning __global__ without a function after it.
+  const std::string source =
+      "// __global__; kernels below\n"
+      "template <typename T, int N>\n"
+      "__global__ void __launch_bounds__(256, 2) tiled(const T* in, T* out);\n"
+      "extern \"C\" __global__ void plain(float* x) { x[0] = 1; }\n"
+      "__device__ float helper(float v) { return v; }\n"
+      "template <typename T, int N>\n"
+      "__global__ void __launch_bounds__(256, 2) tiled(const T* in, T* out) {}\n"
+      "static __global__ __attribute__((noinline)) void attributed(int* p) {}\n"
+      "__global__ void spec<float>(float* p) {}\n"
+      "void solve(const float* x) { plain<<<1, 1>>>(nullptr); }\n";
+  EXPECT_EQ(global_kernel_names(source),
+            (std::vector<std::string>{"tiled", "plain", "attributed", "spec"}));
+  // A KernelBench candidate's kernels live in a Python string, "\n" escapes and all.
+  const std::string python =
+      "src = \"__global__ void\\nscale(float* x, int n) {\\n  x[0] *= 2; }\\n\"\n"
+      "cuda_src = '''\n__global__ void relu_kernel(float* x) {}\n'''\n";
+  EXPECT_EQ(global_kernel_names(python), (std::vector<std::string>{"scale", "relu_kernel"}));
+  EXPECT_TRUE(global_kernel_names("void solve() {}\nint my__global__var;\n").empty());
+}
+
+TEST(ProfileModeTest, NamesAndWhichVerdictsEachModeSelects) {
+  for (const auto m : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
+    EXPECT_EQ(parse_profile_mode(to_string(m)), m);
+  }
+  EXPECT_FALSE(parse_profile_mode("on").has_value());
+  EXPECT_FALSE(parse_profile_mode("").has_value());
+  const auto with = [](verdict_category c) {
+    verdict v;
+    v.category = c;
+    v.passed = c == verdict_category::pass;
+    return v;
+  };
+  for (const auto kind : {task_kind::cuda, task_kind::kernelbench}) {
+    EXPECT_FALSE(profile_selects(profile_mode::off, kind, with(verdict_category::pass)));
+    EXPECT_TRUE(profile_selects(profile_mode::passing, kind, with(verdict_category::pass)));
+    EXPECT_FALSE(
+        profile_selects(profile_mode::passing, kind, with(verdict_category::wrong_answer)));
+    for (const auto ran : {verdict_category::pass, verdict_category::wrong_answer,
+                           verdict_category::runtime, verdict_category::timeout}) {
+      EXPECT_TRUE(profile_selects(profile_mode::all_compiled, kind, with(ran))) << to_string(ran);
+    }
+    for (const auto not_run :
+         {verdict_category::format, verdict_category::compile, verdict_category::forbidden}) {
+      EXPECT_FALSE(profile_selects(profile_mode::all_compiled, kind, with(not_run)))
+          << to_string(not_run);
+    }
+  }
+  for (const auto kind : {task_kind::cpp, task_kind::python, task_kind::digits}) {
+    EXPECT_FALSE(profile_selects(profile_mode::all_compiled, kind, with(verdict_category::pass)));
+  }
+}
+
+TEST(ProfileFeedbackTest, AppendedAfterTheVerdictsTextWithinTheBudget) {
+  const std::string own = "Correct on all 3 trials.";
+  const std::string profile(300, 'p');
+  EXPECT_EQ(append_profile_feedback(own, profile, 2000), own + "\n\n" + profile);
+  EXPECT_EQ(append_profile_feedback(own, "", 2000), own);
+  // Cut to what is left, never into the verdict's own text.
+  const std::string cut = append_profile_feedback(own, profile, 200);
+  EXPECT_LE(cut.size(), 200U);
+  EXPECT_EQ(cut.rfind(own + "\n\npppp", 0), 0U) << cut;
+  EXPECT_TRUE(contains(cut, "more characters cut]")) << cut;
+  // No room for a useful line: the verdict's text alone.
+  EXPECT_EQ(append_profile_feedback(own, profile, own.size() + 40), own);
+  const std::string full(2000, 'v');
+  EXPECT_EQ(append_profile_feedback(full, profile, 2000), full);
+}
+
+TEST(ProfileSummaryTest, TheStoredPartOfADiagnosis) {
+  auto out = read_ncu_log(read_text(k_data / "ncu_raw_h200.csv"));
+  ASSERT_FALSE(out.problem.has_value()) << out.problem->message;
+  const auto peaks = peaks_for("NVIDIA H200");
+  ASSERT_TRUE(peaks.has_value());
+  for (const auto& k : out.kernels) {
+    if (k.name != "copy_strided") {
+      continue;
+    }
+    const auto d = diagnose(k, &*peaks, roofline_options{});
+    const auto s = summarise(d);
+    EXPECT_EQ(s.name, "copy_strided");
+    EXPECT_EQ(s.bottleneck, "memory-bound");
+    EXPECT_EQ(s.duration_ns, d.duration_ns);
+    EXPECT_GT(s.duration_ns, 0);
+    EXPECT_EQ(s.findings, d.fired);
+    EXPECT_NE(std::find(s.findings.begin(), s.findings.end(), "uncoalesced_global"),
+              s.findings.end());
+    return;
+  }
+  FAIL() << "no copy_strided in the capture";
 }
 
 }  // namespace

@@ -1,0 +1,192 @@
+// The engine's profiling hook (issue 34): after a cuda candidate's verdict is known, its program is
+// run once more under Nsight Compute, in the sandbox with the isolation of its own run (fresh root,
+// private uid, cgroup, seccomp, no network), filtered to the kernels its source defines. What ncu
+// says becomes verdict::profile and a diagnosis after the verdict's own feedback; whatever goes
+// wrong becomes a note. Profiling never changes a verdict, and its own run is never judged or
+// timed.
+#include "common/crypto.hpp"
+#include "sandbox/engine.hpp"
+#include "sandbox/engine_parts.hpp"
+#include "sandbox/profile.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace leap::sandbox {
+namespace fs = std::filesystem;
+
+namespace {
+
+// ncu's CSV for a handful of launches of 48 metrics is tens of KiB; more is not a log of ours.
+constexpr std::size_t k_max_ncu_log_bytes = 16 << 20;
+
+// The ncu to run: the configured one, else the one beside nvcc (the CUDA toolkit's bin/ncu).
+std::string ncu_path(const engine_config& c) {
+  if (!c.ncu.empty()) {
+    return c.ncu;
+  }
+  const std::string dir = detail::dir_of(c.nvcc);
+  return dir.empty() ? std::string("ncu") : dir + "/ncu";
+}
+
+// The folders the sandboxed ncu must read: its own (through a symlink too) and, for a toolkit's
+// bin/ncu wrapper, the toolkit whose nsight-compute-* folder it starts.
+std::vector<fs::path> ncu_folders(const std::string& ncu) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const fs::path& p : {fs::path(ncu), fs::canonical(ncu, ec)}) {
+    if (p.empty() || !p.is_absolute()) {
+      continue;
+    }
+    const fs::path dir = p.parent_path();
+    out.push_back(dir.filename() == "bin" ? dir.parent_path() : dir);
+  }
+  return out;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(ms).count()) + " s";
+}
+
+}  // namespace
+
+std::string_view to_string(profile_mode m) {
+  switch (m) {
+    case profile_mode::off:
+      return "off";
+    case profile_mode::passing:
+      return "passing";
+    case profile_mode::all_compiled:
+      return "all_compiled";
+  }
+  return "off";
+}
+
+std::optional<profile_mode> parse_profile_mode(std::string_view text) {
+  for (const auto m : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
+    if (text == to_string(m)) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+bool profile_selects(profile_mode mode, task_kind kind, const verdict& v) {
+  if (mode == profile_mode::off || (kind != task_kind::cuda && kind != task_kind::kernelbench)) {
+    return false;
+  }
+  if (mode == profile_mode::passing) {
+    return v.passed;
+  }
+  switch (v.category) {
+    case verdict_category::format:
+    case verdict_category::compile:
+    case verdict_category::forbidden:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void engine::profile_candidate(const task& t, const prepared_candidate& p, verdict& v, int gpu) {
+  profile_summary& out = v.profile.emplace();
+  const auto note = [&](std::string text) { out.note = "not profiled: " + std::move(text); };
+  if (t.kind == task_kind::kernelbench) {
+    // Its run is the judge's Python pipeline (engine_kernelbench.cpp); replaying it under ncu is
+    // not built yet.
+    return note("profiling a kernelbench candidate is not supported yet (cuda tasks only)");
+  }
+  if (t.kind != task_kind::cuda || !p.judge || p.binary.empty()) {
+    return note("the candidate has no program of its own to profile");
+  }
+  const std::string ncu = ncu_path(config_);
+  if (ncu.find('/') != std::string::npos && !fs::exists(ncu)) {
+    return note("no ncu at '" + ncu +
+                "' (Nsight Compute, part of the CUDA toolkit; set verifier.ncu to its path)");
+  }
+  ncu_options options;
+  options.ncu = ncu;
+  options.kernel_names = global_kernel_names(p.code);
+  if (options.kernel_names.empty()) {
+    return note("the candidate's source defines no __global__ kernel of its own");
+  }
+  auto dir = scratch_dir::create(config_.scratch_root, "profile-");
+  if (!dir) {
+    return note("no scratch folder: " + dir.err().message);
+  }
+  for (const auto& [name, content] :
+       {std::pair{"cand", &p.binary}, std::pair{"judge", &*p.judge}}) {
+    if (auto s = write_file(dir->path() / name, *content); !s) {
+      return note(s.err().message);
+    }
+    ::chmod((dir->path() / name).c_str(), 0755);
+  }
+  auto nonce = crypto::random_hex(16);
+  if (!nonce) {
+    return note(nonce.err().message);
+  }
+  // One trial and no timed repetitions: the launches ncu replays are the same kernels, and this
+  // run's output and time are never read.
+  auto argv = ncu_command(options, {"./judge", std::to_string(t.seed), "1", "0", "./cand"});
+  if (!argv) {
+    return note(argv.err().message);
+  }
+  run_request request;
+  request.argv = std::move(*argv);
+  request.working_dir = dir->path();
+  request.env = run_env(gpu);
+  request.stdin_data = *nonce + "\n";
+  request.limits = config_.profile_limits;
+  request.readonly_paths = readonly_paths_;
+  for (auto& folder : ncu_folders(ncu)) {
+    request.readonly_paths.push_back(std::move(folder));
+  }
+  auto r = run_isolated(request);
+  if (!r) {
+    return note("ncu did not start: " + r.err().message);
+  }
+  out.seconds = std::chrono::duration<double>(r->wall).count();
+  if (r->timed_out) {
+    return note("ncu did not finish within the profiling time limit (" +
+                seconds_text(request.limits.wall) + ")");
+  }
+  if (r->memory_exceeded) {
+    return note("ncu and the candidate passed the profiling run's memory limit");
+  }
+  // ncu writes its report to the log file; a failure to start the target is on its stderr.
+  std::string log;
+  if (auto file = read_untrusted_file(dir->path() / options.log_file, k_max_ncu_log_bytes)) {
+    log = std::move(*file);
+  }
+  log += "\n" + r->stderr_text;
+  const ncu_outcome outcome = read_ncu_log(log);
+  if (outcome.problem) {
+    return note(std::string(to_string(outcome.problem->kind)) + ": " + outcome.problem->message);
+  }
+  // One diagnosis per kernel, from its longest profiled launch.
+  std::map<std::string, const kernel_profile*> longest;
+  for (const auto& k : outcome.kernels) {
+    auto& slot = longest[k.name];
+    if (slot == nullptr ||
+        k.metric_or("gpu__time_duration.sum", 0) > slot->metric_or("gpu__time_duration.sum", 0)) {
+      slot = &k;
+    }
+  }
+  std::vector<kernel_diagnosis> diagnoses;
+  for (const auto& [name, k] : longest) {
+    const auto model = k->text.find("device__attribute_display_name");
+    const auto peaks = peaks_for(model == k->text.end() ? "" : model->second);
+    diagnoses.push_back(diagnose(*k, peaks ? &*peaks : nullptr, roofline_options{}));
+    out.kernels.push_back(summarise(diagnoses.back()));
+  }
+  v.feedback = append_profile_feedback(std::move(v.feedback),
+                                       profile_feedback(diagnoses, config_.profile_max_kernels),
+                                       config_.feedback.char_budget);
+}
+
+}  // namespace leap::sandbox

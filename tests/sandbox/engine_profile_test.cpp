@@ -1,0 +1,289 @@
+// The engine's profiling hook (sandbox/engine_profile.cpp): on any machine with nvcc, a real cuda
+// candidate's program profiled in the real sandbox by a stand-in ncu (a shell script that writes a
+// capture from the H200, or ncu's permission error, or hangs): what reaches the verdict, and that
+// nothing else of it changes; on a GPU with ncu, a strided copy verified with verifier.profile
+// passing is named memory-bound with its coalescing finding.
+#include "sandbox/engine.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace leap::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fenced;
+
+const fs::path k_data = fs::path(LEAP_SOURCE_DIR) / "tests" / "sandbox" / "profile";
+
+bool contains(const std::string& text, std::string_view needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+bool nvcc_available(std::string* why) {
+  const std::string nvcc = testing::shared_engine().config().nvcc;
+  if (std::system((nvcc + " --version >/dev/null 2>&1").c_str()) != 0) {
+    *why = "nvcc not found at '" + nvcc + "'";
+    return false;
+  }
+  return true;
+}
+
+// A folder the sandbox's uids may read (outside /tmp), holding an executable `ncu` with `body` as
+// its script (after the --log-file argument is found: $log), and the H200 capture beside it.
+class stand_in_ncu {
+ public:
+  explicit stand_in_ncu(const std::string& body)
+      // Beside the test binary: the sandbox binds no folder under /tmp (its own scratch is there).
+      : dir_(fs::canonical("/proc/self/exe").parent_path() /
+             ("leap-ncu-stand-in-" + std::to_string(::getpid()) + "-" +
+              std::to_string(counter_++))) {
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    fs::copy_file(k_data / "ncu_raw_h200.csv", dir_ / "capture.csv",
+                  fs::copy_options::overwrite_existing);
+    fs::permissions(dir_ / "capture.csv", fs::perms::owner_read | fs::perms::owner_write |
+                                              fs::perms::group_read | fs::perms::others_read);
+    std::ofstream(dir_ / "ncu") << "#!/bin/sh\n"
+                                   "here=$(dirname \"$0\")\n"
+                                   "for a in \"$@\"; do\n"
+                                   "  if [ \"$prev\" = --log-file ]; then log=$a; fi\n"
+                                   "  prev=$a\n"
+                                   "done\n"
+                                << body;
+    fs::permissions(dir_ / "ncu", fs::perms::owner_all | fs::perms::group_read |
+                                      fs::perms::group_exec | fs::perms::others_read |
+                                      fs::perms::others_exec);
+  }
+  ~stand_in_ncu() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  stand_in_ncu(const stand_in_ncu&) = delete;
+  stand_in_ncu& operator=(const stand_in_ncu&) = delete;
+  [[nodiscard]] std::string path() const { return (dir_ / "ncu").string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+};
+
+std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode) {
+  engine_config c = testing::test_engine_config();
+  c.profile = mode;
+  c.ncu = ncu;
+  c.profile_limits.wall = std::chrono::seconds(20);
+  auto e = engine::create(c);
+  EXPECT_TRUE(e.ok()) << e.err().message;
+  return e.ok() ? std::move(e.value()) : nullptr;
+}
+
+// What a passing run of the vector-add candidate looks like (this machine may have no GPU to run
+// it): the hook is given the verdict and the prepared candidate, as run() gives them.
+verdict passing_verdict() {
+  verdict v;
+  v.passed = true;
+  v.category = verdict_category::pass;
+  v.feedback = "Correct on all 3 trials.";
+  v.run_ms = 12.5;
+  return v;
+}
+
+class EngineProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!nvcc_available(&why)) {
+      GTEST_SKIP() << why;
+    }
+  }
+  // The vector-add candidate compiled by `e` (its own kernel: `add`).
+  static prepared_candidate prepared(engine& e) {
+    auto p = e.compile(testing::cuda_vector_add_task(), fenced("cuda", testing::k_cuda_vector_add));
+    EXPECT_TRUE(p.ok()) << p.err().message;
+    EXPECT_FALSE(p->final_verdict.has_value());
+    return p.ok() ? std::move(p.value()) : prepared_candidate{};
+  }
+  // Everything of a verdict the hook must leave as it was.
+  static void expect_unchanged_but_profile(const verdict& got, const verdict& before) {
+    EXPECT_EQ(got.passed, before.passed);
+    EXPECT_EQ(got.category, before.category);
+    EXPECT_EQ(got.run_ms, before.run_ms);
+    EXPECT_EQ(got.speedup, before.speedup);
+    EXPECT_EQ(got.timing_note, before.timing_note);
+  }
+};
+
+TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
+  // The stand-in checks what the engine asked of ncu: only the candidate's own kernel, and the
+  // judge with one untimed trial.
+  stand_in_ncu ncu(
+      "case \"$*\" in\n"
+      "  *'--kernel-name regex:^(add)$'*'-- ./judge '*' 1 0 ./cand'*) ;;\n"
+      "  *) echo \"==ERROR== unexpected arguments: $*\" >&2; exit 1 ;;\n"
+      "esac\n"
+      "cat \"$here/capture.csv\" > \"$log\"\n");
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_EQ(v.profile->note, "") << v.profile->note;
+  EXPECT_GT(v.profile->seconds, 0);
+  std::map<std::string, kernel_summary> by_name;
+  for (const auto& k : v.profile->kernels) {
+    by_name[k.name] = k;
+  }
+  ASSERT_EQ(by_name.count("copy_strided"), 1U);
+  EXPECT_EQ(by_name["copy_strided"].bottleneck, "memory-bound");
+  EXPECT_NE(std::find(by_name["copy_strided"].findings.begin(),
+                      by_name["copy_strided"].findings.end(), "uncoalesced_global"),
+            by_name["copy_strided"].findings.end());
+  // The verdict's own text first, then the diagnosis of the longest kernels, within the budget.
+  EXPECT_EQ(v.feedback.rfind(before.feedback + "\n\nProfile of `", 0), 0U) << v.feedback;
+  EXPECT_TRUE(contains(v.feedback, "Profile of `copy_strided`")) << v.feedback;
+  EXPECT_LE(v.feedback.size(), e->config().feedback.char_budget);
+}
+
+TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
+  stand_in_ncu ncu(
+      "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+      "Performance Counters on the target device 0.' > \"$log\"\n"
+      "exit 1\n");
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_TRUE(v.profile->kernels.empty());
+  EXPECT_TRUE(contains(v.profile->note, "counters_not_permitted")) << v.profile->note;
+  EXPECT_TRUE(contains(v.profile->note, "NVreg_RestrictProfilingToAdminUsers=0"))
+      << v.profile->note;
+}
+
+TEST_F(EngineProfileTest, AnNcuThatHangsIsStoppedAtTheProfilingTimeLimit) {
+  stand_in_ncu ncu("while :; do :; done\n");
+  engine_config c = testing::test_engine_config();
+  c.profile = profile_mode::passing;
+  c.ncu = ncu.path();
+  c.profile_limits.wall = std::chrono::seconds(1);
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const auto p = prepared(**e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  (*e)->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_TRUE(contains(v.profile->note, "profiling time limit (1 s)")) << v.profile->note;
+  EXPECT_GE(v.profile->seconds, 1.0);
+}
+
+TEST_F(EngineProfileTest, NoNcuIsANoteAndAVerdictOtherwiseIdentical) {
+  auto e = profiling_engine("/nonexistent/leap/ncu", profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_EQ(v.profile->note,
+            "not profiled: no ncu at '/nonexistent/leap/ncu' (Nsight Compute, part of the CUDA "
+            "toolkit; set verifier.ncu to its path)");
+}
+
+// run() itself: a compile verdict is never profiled, whatever the mode; and with profiling on, a
+// cpp verdict is the same as with it off.
+TEST_F(EngineProfileTest, RunProfilesOnlyWhatTheModeSelects) {
+  stand_in_ncu ncu("cat \"$here/capture.csv\" > \"$log\"\n");
+  auto e = profiling_engine(ncu.path(), profile_mode::all_compiled);
+  ASSERT_NE(e, nullptr);
+  auto broken = e->verify(testing::cuda_vector_add_task(), fenced("cuda", "void solve( {\n"), -1);
+  ASSERT_TRUE(broken.ok()) << broken.err().message;
+  EXPECT_EQ(broken->category, verdict_category::compile);
+  EXPECT_FALSE(broken->profile.has_value());
+  const std::string cpp =
+      "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; "
+      "++i) y[i] = 2.0f * x[i]; }\n";
+  auto on = e->verify(testing::doubling_task(), fenced("cpp", cpp));
+  auto off = testing::shared_engine().verify(testing::doubling_task(), fenced("cpp", cpp));
+  ASSERT_TRUE(on.ok() && off.ok());
+  EXPECT_TRUE(on->passed) << on->feedback;
+  EXPECT_FALSE(on->profile.has_value());
+  EXPECT_EQ(on->feedback, off->feedback);
+}
+
+// On a GPU with ncu (the lead's H200): a strided copy verified with verifier.profile passing.
+// y[i] = x[(32 i) mod n]: consecutive threads read 128 bytes apart, 4 of each 32-byte sector used.
+TEST(EngineProfileGpuTest, AStridedCopyIsMemoryBoundWithTheCoalescingFinding) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
+  const fs::path toolkit_ncu =
+      fs::path(testing::shared_engine().config().nvcc).parent_path() / "ncu";
+  if (!fs::exists(toolkit_ncu)) {
+    GTEST_SKIP() << "no ncu beside nvcc at " << toolkit_ncu;
+  }
+  const int n = 1 << 23;
+  task t;
+  t.id = "cuda/strided_copy";
+  t.kind = task_kind::cuda;
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
+  t.reference =
+      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = "
+      "x[(long(i) * 32) % n]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  const std::string code =
+      "__global__ void copy_strided(const float* x, float* y, int n) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = x[(long(i) * 32) % n];\n"
+      "}\n"
+      "void solve(const float* x, float* y, int n) {\n"
+      "  copy_strided<<<(n + 255) / 256, 256>>>(x, y, n);\n"
+      "}\n";
+  engine_config c = testing::test_engine_config();
+  c.profile = profile_mode::passing;
+  c.run_limits.wall = std::chrono::seconds(60);
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(t, fenced("cuda", code), 0);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  ASSERT_TRUE(v->profile.has_value());
+  if (contains(v->profile->note, "counters_not_permitted")) {
+    GTEST_SKIP() << v->profile->note;
+  }
+  ASSERT_EQ(v->profile->note, "");
+  ASSERT_EQ(v->profile->kernels.size(), 1U) << v->feedback;
+  const auto& k = v->profile->kernels[0];
+  EXPECT_EQ(k.name, "copy_strided");
+  EXPECT_EQ(k.bottleneck, "memory-bound") << v->feedback;
+  EXPECT_NE(std::find(k.findings.begin(), k.findings.end(), "uncoalesced_global"), k.findings.end())
+      << v->feedback;
+  EXPECT_TRUE(contains(v->feedback, "Profile of `copy_strided`")) << v->feedback;
+  std::printf("profiled in %.1f s:\n%s\n", v->profile->seconds, v->feedback.c_str());
+}
+
+}  // namespace
+}  // namespace leap::sandbox
