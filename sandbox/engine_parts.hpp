@@ -5,6 +5,7 @@
 #include "sandbox/engine.hpp"
 #include "sandbox/gpu_clocks.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -24,7 +25,8 @@ verdict make_verdict(verdict_category c, std::string feedback);
 // no NVML (said, not an error: the timing stands, unmarked).
 class clock_watch {
  public:
-  explicit clock_watch(int gpu, bool on) : gpu_(gpu), on_(on && gpu >= 0) {
+  // gpu < 0: a GPU slot without a device of its own sees the driver's default device, the first.
+  explicit clock_watch(int gpu, bool on) : gpu_(std::max(gpu, 0)), on_(on) {
     if (on_) {
       before_ = sample_gpu_clocks(gpu_);
     }

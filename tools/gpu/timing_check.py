@@ -29,18 +29,28 @@ def get_init_inputs():
     return []
 '''
 
-# The same computation written differently (a fused epilogue through addmm's beta/alpha is not
-# available for relu, so: one matmul into a preallocated output, relu in place).
+# The same computation with its epilogue in a Triton kernel of its own (KernelBench on a GPU asks
+# for the candidate's own kernels): cuBLAS's matmul, then relu * 0.5 + 1 in place.
 CANDIDATE = '''import torch
 import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def _epilogue(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(x_ptr + offs, tl.maximum(x, 0.0) * 0.5 + 1.0, mask=mask)
 
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
     def forward(self, a, b):
         c = torch.mm(a, b)
-        c.relu_()
-        return c.mul_(0.5).add_(1.0)
+        n = c.numel()
+        _epilogue[(triton.cdiv(n, 1024),)](c, n, BLOCK=1024)
+        return c
 '''
 
 # A small elementwise kernel: launch-bound, where per-call overheads dominate any timer.
@@ -61,12 +71,24 @@ def get_init_inputs():
 '''
 SMALL_CANDIDATE = '''import torch
 import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def _silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, x * tl.sigmoid(x), mask=mask)
 
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
     def forward(self, x):
-        return torch.nn.functional.silu(x)
+        y = torch.empty_like(x)
+        n = x.numel()
+        _silu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
 '''
 
 
