@@ -600,7 +600,9 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
                                         status["message"].get<std::string>().substr(0, 300)
                                   : how_it_ended(*r) + ": " + stderr_tail(r->stderr_text, 300);
       if (compiled) {
-        return baseline_time{.note = "no torch.compile baseline (" + why + ")"};
+        baseline_time none;
+        none.note = "no torch.compile baseline (" + why + ")";
+        return none;
       }
       // Its outputs were computed on this kind of slot already: a failure to time it is the
       // slot's (retried elsewhere), never the candidate's verdict.
