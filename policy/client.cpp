@@ -248,6 +248,9 @@ void policy_client::impl::apply_sync(int e, detail::sync_effects fx) {
     net_.schedule(steady::now() + *fx.drain_timer,
                   [this, e, generation] { apply_sync(e, syncs_[e].drain_timed_out(generation)); });
   }
+  if (!fx.delta_refused.empty() && driver.request().on_delta_refused) {
+    driver.request().on_delta_refused(fx.delta_refused);
+  }
   if (fx.call) {
     send_control(e, std::move(*fx.call));
   }

@@ -44,6 +44,7 @@ result<sync_effects> sync_driver::start(weight_sync_plan plan, weight_sync_reque
   ++generation_;
   plan_ = std::move(plan);
   request_ = std::move(request);
+  sending_delta_ = !request_.delta_path.empty();
   in_flight_ = in_flight;
   sync_effects fx;
   fire(sync_event::start, {}, fx);
@@ -101,6 +102,15 @@ void sync_driver::part_done(std::string failure, sync_effects& fx) {
     call_failure_ = std::move(failure);
   }
   if (--call_parts_ > 0) {
+    return;
+  }
+  if (!call_failure_.empty() && sending_delta_ && names_path()) {
+    // The server is not on the delta's base (or its checksums failed): it keeps the weights it
+    // had (the delta applies all or nothing), so the same call with the full folder brings it to
+    // the version.
+    sending_delta_ = false;
+    fx.delta_refused = call_failure_;
+    send_call(fx);
     return;
   }
   if (call_failure_.empty()) {
@@ -161,22 +171,9 @@ void sync_driver::fire(sync_event event, const std::string& message, sync_effect
         fire(sync_event::drained, {}, fx);
       }
       break;
-    case sync_action::send_call: {
-      fx.stop_admitting = true;
-      const control_call& call = plan_.calls[state_.call_index];
-      sync_call_request r;
-      r.index = state_.call_index;
-      r.method = call.method;
-      r.path = substitute_sync_fields(call.path, request_, false);
-      r.body = substitute_sync_fields(call.body, request_, true);
-      r.deadline = call.deadline;
-      r.with_companion = static_cast<bool>(request_.companion);
-      call_what_ = call.name + " (" + call.method + " " + r.path + ")";
-      call_parts_ = r.with_companion ? 2 : 1;
-      call_failure_.clear();
-      fx.call = std::move(r);
+    case sync_action::send_call:
+      send_call(fx);
       break;
-    }
     case sync_action::check_health:
       fx.health_check = std::chrono::milliseconds{0};
       break;
@@ -202,6 +199,32 @@ void sync_driver::fire(sync_event event, const std::string& message, sync_effect
     case sync_action::reject:
       break;
   }
+}
+
+bool sync_driver::names_path() const {
+  const control_call& call = plan_.calls[state_.call_index];
+  return call.path.find("{path}") != std::string::npos ||
+         call.body.find("{path}") != std::string::npos;
+}
+
+void sync_driver::send_call(sync_effects& fx) {
+  fx.stop_admitting = true;
+  const control_call& call = plan_.calls[state_.call_index];
+  weight_sync_request fields = request_;
+  if (sending_delta_) {
+    fields.weights_path = request_.delta_path;
+  }
+  sync_call_request r;
+  r.index = state_.call_index;
+  r.method = call.method;
+  r.path = substitute_sync_fields(call.path, fields, false);
+  r.body = substitute_sync_fields(call.body, fields, true);
+  r.deadline = call.deadline;
+  r.with_companion = static_cast<bool>(request_.companion);
+  call_what_ = call.name + " (" + call.method + " " + r.path + ")";
+  call_parts_ = r.with_companion ? 2 : 1;
+  call_failure_.clear();
+  fx.call = std::move(r);
 }
 
 void sync_driver::end(sync_effects& fx, sync_ending ending, std::string message) {

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <filesystem>
+
 namespace leap::policy {
 
 namespace {
@@ -125,6 +128,12 @@ weight_sync_plan vllm_transfer_ipc_plan(const std::string& update_info) {
   // The learner's snapshot runs alongside "start" (the companion), so the buffer is whole before
   // /update_weights reads it.
   return transfer_session(R"({"init_info":{}})", control_deadline, load_deadline, update_info);
+}
+
+std::string weight_delta_folder(const std::string& dir, std::uint64_t version) {
+  char name[32];
+  std::snprintf(name, sizeof name, "v-%08llu", static_cast<unsigned long long>(version));
+  return (std::filesystem::path(dir) / name).string();
 }
 
 std::string substitute_sync_fields(std::string_view text, const weight_sync_request& request,

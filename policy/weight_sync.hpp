@@ -71,7 +71,20 @@ struct weight_sync_request {
   std::string weights_path;  // substituted for {path}
   std::string lora_name;     // substituted for {lora_name}
   sync_companion companion;  // Default: none (every call is HTTP alone)
+  // A delta folder of the same version (learner/weight_delta.hpp), tried first: {path} is this
+  // until a call that names {path} fails (the server is not on the delta's base version: 409; a
+  // checksum that does not match; anything else), then that call is sent again with
+  // weights_path, and the sync goes on from there. Default: "" (full sync only)
+  std::string delta_path;
+  // Called on the client's loop when the delta was refused and the full folder is sent instead,
+  // with the refusal. Must not block. Default: none
+  std::function<void(const std::string& why)> on_delta_refused;
 };
+
+// Where the learner writes the delta that brings a server to weight `version`
+// (policy.weight_sync_delta):
+// `<dir>/v-NNNNNNNN`, so that the sync finds it from the version alone.
+[[nodiscard]] std::string weight_delta_folder(const std::string& dir, std::uint64_t version);
 
 // Presets. Deadlines: 10 min for loads, 1 min for everything else.
 // SGLang: POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache. With

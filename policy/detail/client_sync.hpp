@@ -50,6 +50,8 @@ struct sync_effects {
   sync_ending ending = sync_ending::running;
   std::string message;  // abandoned, failed: the error to report
   std::string version;  // finished: the weight version to record
+  // The request's delta was refused, and its full folder is being sent instead: why.
+  std::string delta_refused;
 };
 
 class sync_driver {
@@ -86,6 +88,10 @@ class sync_driver {
   void fire(sync_event event, const std::string& message, sync_effects& fx);
   void end(sync_effects& fx, sync_ending ending, std::string message);
   void part_done(std::string failure, sync_effects& fx);
+  // Adds the current call (state_.call_index), its fields filled in, to `fx`.
+  void send_call(sync_effects& fx);
+  // Whether the current call names {path} (the load the delta changes).
+  [[nodiscard]] bool names_path() const;
 
   std::string who_;  // "weight sync of <endpoint>"
   bool active_ = false;
@@ -93,6 +99,8 @@ class sync_driver {
   sync_state state_;
   weight_sync_plan plan_;
   weight_sync_request request_;
+  // {path} is request_.delta_path (set at start when there is one; cleared on its refusal).
+  bool sending_delta_ = false;
   int in_flight_ = 0;
   // The current control call's parts still out (its HTTP answer, the companion) and the first
   // failure among them.

@@ -222,6 +222,72 @@ TEST(ClientSyncDriver, HealthChecksRunOutOrCatchAnotherVersion) {
   }
 }
 
+// A delta (policy.weight_sync_delta) is sent first; a load that refuses it (409: the server is on
+// another base version) is sent once more with the full folder, and the sync goes on from there.
+TEST(ClientSyncDriver, ARefusedDeltaIsSentAgainAsTheFullFolder) {
+  sync_driver d("http://a:1");
+  auto request = version("3", "/w/step-3");
+  request.delta_path = "/w/step-3/delta";
+  auto started = d.start(two_calls(), request, 0);
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(started->call);
+  EXPECT_EQ(started->call->body, R"({"path": "/w/step-3/delta"})");
+  EXPECT_TRUE(started->delta_refused.empty());
+  const auto g = d.generation();
+
+  auto full = d.call_answered(g, answer(409, R"({"error": "on version 1, not the base 2"})"));
+  ASSERT_TRUE(full.call);
+  EXPECT_EQ(full.call->index, 0U);
+  EXPECT_EQ(full.call->body, R"({"path": "/w/step-3"})");
+  EXPECT_NE(full.delta_refused.find("HTTP 409"), std::string::npos) << full.delta_refused;
+  EXPECT_NE(full.delta_refused.find("not the base 2"), std::string::npos) << full.delta_refused;
+  EXPECT_EQ(full.ending, sync_ending::running);
+
+  auto flush = d.call_answered(g, answer(200));
+  ASSERT_TRUE(flush.call);
+  EXPECT_EQ(flush.call->path, "/flush_cache");
+  EXPECT_TRUE(flush.delta_refused.empty());
+  auto health = d.call_answered(g, answer(200));
+  ASSERT_TRUE(health.health_check);
+  auto done = d.health_answered(g, answer(200, "{}", "3"));
+  EXPECT_EQ(done.ending, sync_ending::finished);
+  EXPECT_EQ(done.version, "3");
+}
+
+// Only once: the full folder failing too fails the sync; a delta that loads needs no full folder;
+// a call that does not name {path} (the flush) failing is not retried.
+TEST(ClientSyncDriver, TheFullFolderIsTriedOnceAndOnlyForTheLoad) {
+  {
+    sync_driver d("http://a:1");
+    auto request = version("3", "/w/full");
+    request.delta_path = "/w/delta";
+    auto started = d.start(two_calls(), request, 0);
+    ASSERT_TRUE(started && started->call);
+    const auto g = d.generation();
+    ASSERT_TRUE(d.call_answered(g, answer(409)).call);
+    auto failed = d.call_answered(g, answer(400, R"({"error": "no model"})"));
+    EXPECT_FALSE(failed.call);
+    EXPECT_EQ(failed.ending, sync_ending::failed);
+    EXPECT_NE(failed.message.find("no model"), std::string::npos) << failed.message;
+  }
+  {
+    sync_driver d("http://a:1");
+    auto request = version("4", "/w/full");
+    request.delta_path = "/w/delta";
+    auto started = d.start(two_calls(), request, 0);
+    ASSERT_TRUE(started && started->call);
+    const auto g = d.generation();
+    auto flush = d.call_answered(g, answer(200));
+    ASSERT_TRUE(flush.call);
+    EXPECT_EQ(flush.call->path, "/flush_cache");
+    EXPECT_TRUE(flush.delta_refused.empty());
+    auto failed = d.call_answered(g, answer(500));
+    EXPECT_FALSE(failed.call);
+    EXPECT_EQ(failed.ending, sync_ending::failed);
+    EXPECT_TRUE(failed.delta_refused.empty());
+  }
+}
+
 TEST(ClientSyncDriver, AnswersOfAnEarlierSyncAreIgnored) {
   sync_driver d("http://a:1");
   ASSERT_TRUE(d.start(two_calls(), version("1"), 0));
