@@ -35,7 +35,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace caf {
 class actor_system;
@@ -209,6 +211,38 @@ class run {
 // `leap run`'s exit status for a run's end: 0 finished, 130 interrupted (what a shell reports for
 // SIGINT), 1 failed (and running, which an outcome never is). Pure.
 [[nodiscard]] int exit_status(run_status status);
+
+// ---- seeds (`leap run CONFIG --seeds 1,2,3`) ----------------------------------------------------
+
+// The seed list of --seeds: comma-separated seeds or inclusive ranges, "1,2,3", "1-3", "1-3,7", in
+// the order given. Errors: an empty list or item, a non-number, a range whose end is below its
+// start, a seed given twice, more than 1000 seeds.
+[[nodiscard]] result<std::vector<std::uint64_t>> parse_seeds(std::string_view text);
+
+// The run folder of one seed of a launch whose config names RUN_DIR: RUN_DIR/seed-N.
+[[nodiscard]] std::string seed_run_dir(const std::string& run_dir, std::uint64_t seed);
+
+// The config one seed runs: experiment.seed is the seed and experiment.run_dir its folder
+// (seed_run_dir); every path the config keeps inside the launch's run folder (learner.model_path,
+// learner.checkpoint_dir, policy.model, policy.tokenizer, verifier.cache_dir) moves with it, to the
+// same place under the seed's folder, so that no seed reads another's model or checkpoints (a
+// relative path is compared as written, against the run folder as written). Everything else,
+// experiment.name included, is the config's: the seeds of one launch are one group in
+// `leap report`. Pure.
+[[nodiscard]] experiment_config seed_config(const experiment_config& base, std::uint64_t seed);
+
+// The checked run of one seed: seed_config() rendered (render_config: what the seed's store keeps,
+// so that replay, report and a resumed run read the seed and folder back) and checked again as
+// `leap run` checks a config (its task sample depends on the seed), relative paths as the
+// process's. `source` names the config in errors.
+[[nodiscard]] result<run_preflight> preflight_seed(const experiment_config& base,
+                                                   std::uint64_t seed, const std::string& source);
+
+// Whether RUN_DIR's store holds run `name` finished with at least `steps` completed steps (a
+// second `--seeds` launch skips that seed). Opens the store read-only; false when there is no
+// store or run yet. Errors: a store that exists but cannot be read.
+[[nodiscard]] result<bool> run_finished(const std::string& run_dir, const std::string& name,
+                                        int steps);
 
 // ---- signals ------------------------------------------------------------------------------------
 
