@@ -1,6 +1,7 @@
-// `leap report`'s pure part: aggregation of runs into mean and min-max, grouping by experiment
-// name, the charts a model holds (and the notes for those it cannot draw), the latency table, and
-// the page: every run string escaped, the data one JSON object, Chart.js inlined.
+// `leap report`'s pure part: aggregation of runs into mean, standard deviation and min-max,
+// grouping by experiment name, the charts a model holds (and the notes for those it cannot draw),
+// the latency table, and the page: every run string escaped, the data one JSON object, Chart.js
+// inlined.
 #include "tools/report/report.hpp"
 
 #include "tools/report/chartjs.hpp"
@@ -107,6 +108,78 @@ TEST(ReportAggregate, MeanAndMinMaxPerStepOverTheRunsThatHaveIt) {
       EXPECT_DOUBLE_EQ(got[i].hi, r.expected[i].hi);
       EXPECT_EQ(got[i].runs, r.expected[i].runs);
     }
+  }
+}
+
+// A group of seeds: mean and sample standard deviation (n - 1) per step, over the runs that reached
+// the step; a step one run lacks counts the others only, and a step one run has has no spread.
+TEST(ReportAggregate, SampleStandardDeviationPerStepOverTheRunsThatHaveIt) {
+  const std::vector<std::map<std::uint64_t, std::pair<double, double>>> runs = {
+      {{0, {1, 0.1}}, {1, {2, 0.5}}, {2, {3, 0.9}}},
+      {{0, {1, 0.2}}, {1, {2, 0.7}}},
+      {{0, {1, 0.6}}},
+  };
+  const auto got = aggregate(runs);
+  ASSERT_EQ(got.size(), 3u);
+  // Step 0: 0.1, 0.2, 0.6: mean 0.3, squared deviations 0.04 + 0.01 + 0.09 over n - 1 = 2.
+  EXPECT_NEAR(got[0].y, 0.3, 1e-12);
+  EXPECT_NEAR(got[0].sd, std::sqrt(0.07), 1e-12);
+  EXPECT_EQ(got[0].runs, 3);
+  // Step 1: 0.5, 0.7 (the third run stopped before it): mean 0.6, sd sqrt(0.02).
+  EXPECT_NEAR(got[1].y, 0.6, 1e-12);
+  EXPECT_NEAR(got[1].sd, std::sqrt(0.02), 1e-12);
+  EXPECT_EQ(got[1].runs, 2);
+  // Step 2: one run: its value, no spread.
+  EXPECT_NEAR(got[2].y, 0.9, 1e-12);
+  EXPECT_EQ(got[2].sd, 0.0);
+  EXPECT_EQ(got[2].runs, 1);
+  // Runs that agree have no spread (two passes: no cancellation in the sum of squares).
+  const auto same = aggregate({{{0, {1, 0.123}}}, {{0, {1, 0.123}}}, {{0, {1, 0.123}}}});
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_NEAR(same[0].sd, 0.0, 1e-15);
+
+  // The band's edges: mean +/- sd, or min and max.
+  const auto [lo, hi] = band_edges(got[0], band_kind::std_dev);
+  EXPECT_NEAR(lo, 0.3 - std::sqrt(0.07), 1e-12);
+  EXPECT_NEAR(hi, 0.3 + std::sqrt(0.07), 1e-12);
+  const auto [min, max] = band_edges(got[0], band_kind::min_max);
+  EXPECT_NEAR(min, 0.1, 1e-12);
+  EXPECT_NEAR(max, 0.6, 1e-12);
+}
+
+// The page's data carries the band the options ask for, and the captions say which it is.
+TEST(ReportModel, TheBandIsOneStandardDeviationUnlessMinMaxIsAsked) {
+  const std::vector<run_input> runs = {
+      run("leap", {step(0, {0.2, 0.4}, 0.5)}),
+      run("leap", {step(0, {0.4, 0.8}, 0.5)}),
+      run("leap", {step(0, {0.9, 0.9}, 0.5)}),
+  };
+  // pass@1 at step 1: 0.2, 0.4, 0.9: mean 0.5, sample variance (0.09 + 0.01 + 0.16) / 2 = 0.13.
+  const double sd = std::sqrt(0.13);
+  for (const auto band : {band_kind::std_dev, band_kind::min_max}) {
+    SCOPED_TRACE(band == band_kind::std_dev ? "std" : "min-max");
+    report_options options;
+    options.band = band;
+    const auto model = build_model(runs, options);
+    const chart* acc = find_chart(model, "accuracy_step");
+    ASSERT_NE(acc, nullptr);
+    EXPECT_TRUE(acc->lines[0].band);
+    EXPECT_NE(acc->caption.find(band == band_kind::std_dev ? "standard deviation" : "min-max"),
+              std::string::npos)
+        << acc->caption;
+    const auto j = nlohmann::json::parse(model_json(model));
+    EXPECT_EQ(j["band"], band == band_kind::std_dev ? "std" : "min-max");
+    const nlohmann::json* line = nullptr;
+    for (const auto& c : j["charts"]) {
+      if (c["id"] == "accuracy_step") line = &c["lines"][0];
+    }
+    ASSERT_NE(line, nullptr);
+    ASSERT_EQ((*line)["label"], "leap pass@1");
+    const auto& p = (*line)["points"][0];
+    EXPECT_NEAR(p[1].get<double>(), 0.5, 1e-12);
+    EXPECT_NEAR(p[2].get<double>(), band == band_kind::std_dev ? 0.5 - sd : 0.2, 1e-12);
+    EXPECT_NEAR(p[3].get<double>(), band == band_kind::std_dev ? 0.5 + sd : 0.9, 1e-12);
+    EXPECT_EQ(p[4].get<int>(), 3);
   }
 }
 

@@ -82,11 +82,16 @@ void add_line_chart(report_model& model, chart c, const std::string& why_empty) 
   model.charts.push_back(std::move(c));
 }
 
-std::string band_words(const std::vector<group_view>& groups) {
+std::string band_words(const std::vector<group_view>& groups, band_kind band) {
   const bool any = std::any_of(groups.begin(), groups.end(),
                                [](const group_view& g) { return g.runs.size() > 1; });
-  return any ? " Groups of several runs: the line is their mean, the shaded band their min-max."
-             : "";
+  if (!any) {
+    return "";
+  }
+  return band == band_kind::min_max
+             ? " Groups of several runs: the line is their mean, the shaded band their min-max."
+             : " Groups of several runs: the line is their mean, the shaded band +/- one "
+               "standard deviation over the runs (sample, n - 1).";
 }
 
 void accuracy_charts(report_model& model, const std::vector<group_view>& groups) {
@@ -95,7 +100,7 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
                  "Cumulative pass rate of each step's training batch by turn 1 (dashed) and "
                  "by the last turn (solid), at the end of each completed step; x is minutes "
                  "since the run's first step started (the mean over a group's runs)." +
-                     band_words(groups),
+                     band_words(groups, model.band),
                  "line", "wall-clock (minutes)", "accuracy");
   time.y_min = 0.0;
   time.y_max = 1.0;
@@ -105,7 +110,7 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
   steps.caption =
       "Cumulative pass rate of each step's training batch by turn 1 (dashed) and by the last turn "
       "(solid); steps counted from 1." +
-      band_words(groups);
+      band_words(groups, model.band);
   steps.x_label = "step";
   for (const auto& g : groups) {
     auto pass_at = [](int turn) {
@@ -153,7 +158,7 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
   validation.caption =
       "Cumulative pass rate of the validation groups (validation sampling, every failure "
       "debugged) by turn 1 (dashed) and by the last turn (solid), after the step shown." +
-      band_words(groups);
+      band_words(groups, model.band);
   validation.lines.clear();
   for (const auto& g : groups) {
     for (int turn : g.max_turns > 1 ? std::vector<int>{1, 0} : std::vector<int>{1}) {
@@ -180,7 +185,7 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
   chart activated = make_chart("activated", "Activated fraction vs step",
                                "Fraction of each step's training groups that the gate opened for "
                                "debug turns." +
-                                   band_words(groups),
+                                   band_words(groups, model.band),
                                "line", "step", "fraction of groups");
   activated.y_min = 0.0;
   activated.y_max = 1.0;
@@ -202,7 +207,7 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
       "Per rollout: the fraction of first-turn failures that a debug turn fixed, in the groups "
       "the gate opened (solid), and in the probes, closed groups debugged for measurement only "
       "(dashed; gate.probe_fraction). A step without opened groups (or probes) has no point." +
-      band_words(groups);
+      band_words(groups, model.band);
   recovery.y_label = "recovered fraction of failures";
   recovery.lines.clear();
   for (const auto& g : groups) {
@@ -244,7 +249,7 @@ void retry_chart(report_model& model, const std::vector<group_view>& groups) {
                        "advantage (a group whose rollouts all failed, or all passed alike, has "
                        "none). Dashed: the fraction that were retries of all-failed groups "
                        "(gate.retry) and passed." +
-                           band_words(groups),
+                           band_words(groups, model.band),
                        "line", "step", "fraction of groups");
   c.y_min = 0.0;
   c.y_max = 1.0;
@@ -280,7 +285,7 @@ void speed_charts(report_model& model, const std::vector<group_view>& groups) {
       "Share of each step's training rollouts that passed with a speedup over the reference as "
       "written (eager) above 1.0 (solid) and above 2.0 (dashed): KernelBench's fast_p, over all "
       "rollouts. A step without a timed pass has no point." +
-          band_words(groups),
+          band_words(groups, model.band),
       "line", "step", "fraction of rollouts");
   fast.y_min = 0.0;
   fast.y_max = 1.0;
@@ -304,7 +309,7 @@ void speed_charts(report_model& model, const std::vector<group_view>& groups) {
       "speedup", "Geometric-mean speedup vs step",
       "Geometric mean of the speedups over the reference as written (eager) of each step's timed "
       "passing rollouts; 1 is the reference's speed." +
-          band_words(groups),
+          band_words(groups, model.band),
       "line", "step", "speedup (x)");
   for (const auto& g : groups) {
     speedup.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
@@ -553,9 +558,12 @@ void latency_chart(report_model& model, const std::vector<group_view>& groups) {
   model.charts.push_back(std::move(c));
 }
 
-nlohmann::json to_json(const point& p) { return {p.x, p.y, p.lo, p.hi, p.runs}; }
+nlohmann::json to_json(const point& p, band_kind band) {
+  const auto [lo, hi] = band_edges(p, band);
+  return {p.x, p.y, lo, hi, p.runs};
+}
 
-nlohmann::json to_json(const chart& c) {
+nlohmann::json to_json(const chart& c, band_kind band) {
   nlohmann::json j = {{"id", c.id},
                       {"title", c.title},
                       {"kind", c.kind},
@@ -576,7 +584,7 @@ nlohmann::json to_json(const chart& c) {
   for (const auto& s : c.lines) {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : s.points) {
-      points.push_back(to_json(p));
+      points.push_back(to_json(p, band));
     }
     j["lines"].push_back({{"label", s.label},
                           {"color", s.color},
@@ -603,11 +611,14 @@ std::string fixed(double v, int digits) {
 constexpr std::string_view draw_script = R"JS(
 (function () {
   var model = JSON.parse(document.getElementById('leap-data').textContent);
-  // Each canvas says that it drew, and drew data ("empty" when no dataset has a value): the
-  // headless test (and a curious user) can check it.
+  // Each canvas says that it drew, and drew data ("empty" when no dataset has a value), and how
+  // many groups' bands it drew: the headless test (and a curious user) can check it.
   Chart.register({id: 'leapDrawn', afterRender: function (chart) {
     var some = chart.data.datasets.some(function (d) { return d.data.length > 0; });
     chart.canvas.setAttribute('data-drawn', some ? '1' : 'empty');
+    var bands = chart.data.datasets.filter(function (d, i) {
+      return d.leapBand === 'high' && d.data.length > 0 && chart.isDatasetVisible(i); }).length;
+    chart.canvas.setAttribute('data-bands', String(bands));
   }});
   function notBand(item, data) { return !data.datasets[item.datasetIndex].leapBand; }
   function axis(title, extra) {
@@ -620,11 +631,11 @@ constexpr std::string_view draw_script = R"JS(
     var datasets = [];
     c.lines.forEach(function (s) {
       if (s.band) {
-        datasets.push({label: s.label + ' (min)', leapBand: true, data: s.points.map(function (p) {
-          return {x: p[0], y: p[2]}; }), borderWidth: 0, pointRadius: 0, fill: false,
+        datasets.push({label: s.label + ' (band low)', leapBand: 'low',
+          data: s.points.map(function (p) { return {x: p[0], y: p[2]}; }), borderWidth: 0, pointRadius: 0, fill: false,
           borderColor: 'rgba(0,0,0,0)'});
-        datasets.push({label: s.label + ' (max)', leapBand: true, data: s.points.map(function (p) {
-          return {x: p[0], y: p[3]}; }), borderWidth: 0, pointRadius: 0, fill: '-1',
+        datasets.push({label: s.label + ' (band high)', leapBand: 'high',
+          data: s.points.map(function (p) { return {x: p[0], y: p[3]}; }), borderWidth: 0, pointRadius: 0, fill: '-1',
           borderColor: 'rgba(0,0,0,0)', backgroundColor: fade(s.color)});
       }
       datasets.push({label: s.label, data: s.points.map(function (p) { return {x: p[0], y: p[1]}; }),
@@ -702,7 +713,7 @@ std::vector<point> aggregate(const std::vector<per_step>& runs) {
     point p;
     double sx = 0.0;
     double sy = 0.0;
-    int n = 0;
+    std::vector<double> ys;
     for (const auto& r : runs) {
       const auto it = r.find(step);
       if (it == r.end()) {
@@ -711,19 +722,33 @@ std::vector<point> aggregate(const std::vector<per_step>& runs) {
       const auto [x, y] = it->second;
       sx += x;
       sy += y;
-      p.lo = n == 0 ? y : std::min(p.lo, y);
-      p.hi = n == 0 ? y : std::max(p.hi, y);
-      ++n;
+      p.lo = ys.empty() ? y : std::min(p.lo, y);
+      p.hi = ys.empty() ? y : std::max(p.hi, y);
+      ys.push_back(y);
     }
+    const auto n = static_cast<double>(ys.size());
     p.x = sx / n;
     p.y = sy / n;
-    p.runs = n;
+    p.runs = static_cast<int>(ys.size());
+    // Two passes around the mean: no cancellation when the runs agree closely.
+    double ss = 0.0;
+    for (const double y : ys) {
+      ss += (y - p.y) * (y - p.y);
+    }
+    p.sd = ys.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0;
     points.push_back(p);
   }
   // Wall-clock x values are means, so they may leave step order; a line is drawn in x order.
   std::stable_sort(points.begin(), points.end(),
                    [](const point& a, const point& b) { return a.x < b.x; });
   return points;
+}
+
+std::pair<double, double> band_edges(const point& p, band_kind band) {
+  if (band == band_kind::min_max) {
+    return {p.lo, p.hi};
+  }
+  return {p.y - p.sd, p.y + p.sd};
 }
 
 double quantile(std::vector<double> values, double q) {
@@ -740,6 +765,7 @@ double quantile(std::vector<double> values, double q) {
 report_model build_model(const std::vector<run_input>& runs, const report_options& options) {
   report_model model;
   model.title = options.title;
+  model.band = options.band;
   const auto groups = group_runs(runs);
   for (const auto& g : groups) {
     for (const auto* r : g.runs) {
@@ -761,9 +787,11 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
 }
 
 std::string model_json(const report_model& model) {
-  nlohmann::json j = {{"title", model.title}, {"charts", nlohmann::json::array()}};
+  nlohmann::json j = {{"title", model.title},
+                      {"band", model.band == band_kind::min_max ? "min-max" : "std"},
+                      {"charts", nlohmann::json::array()}};
   for (const auto& c : model.charts) {
-    j["charts"].push_back(to_json(c));
+    j["charts"].push_back(to_json(c, model.band));
   }
   // Run strings may hold bytes that are not UTF-8: replaced (U+FFFD) rather than refused.
   const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

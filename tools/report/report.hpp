@@ -1,7 +1,7 @@
 // `leap report`'s pure part: runs' data (what `leap replay` computes from a store, plus the stored
 // per-turn verifier timings) -> a report model (charts as series of points, runs overlaid by group
-// with mean and min-max band) -> one self-contained HTML page (the model as one JSON object, the
-// embedded Chart.js, one small script that draws every chart).
+// with mean and a +/- one standard deviation or min-max band) -> one self-contained HTML page (the
+// model as one JSON object, the embedded Chart.js, one small script that draws every chart).
 //
 // No I/O, no CAF; every function is pure and thread-safe.
 #pragma once
@@ -21,8 +21,9 @@ namespace leap::report {
 struct run_input {
   std::string run_dir;  // as the user named it
   std::string run_id;
-  // Runs with the same group are overlaid as one line (mean) with a min-max band: the --label the
-  // user gave the run dir, else the config's experiment.name (seeds of one config form a group).
+  // Runs with the same group are overlaid as one line (mean) with a band (report_options::band):
+  // the --label the user gave the run dir, else the config's experiment.name (the seeds of one
+  // `leap run --seeds` launch keep the name, so they form a group).
   std::string group;
   std::string status;  // run_status as text
   std::uint64_t seed = 0;
@@ -39,20 +40,26 @@ struct run_input {
   std::vector<double> run_ms;
 };
 
-// One point of a line: x, the mean y over the group's runs that have it, and their min and max.
+// One point of a line: x, the mean y over the group's runs that have it, their min and max, and
+// their sample standard deviation (n - 1 in the denominator; 0 when one run has the step).
 struct point {
   double x = 0.0;
   double y = 0.0;
   double lo = 0.0;
   double hi = 0.0;
   int runs = 1;
+  double sd = 0.0;
 };
+
+// What the shaded band around a group's mean line spans: mean +/- one standard deviation (the
+// default), or the runs' min to max.
+enum class band_kind : std::uint8_t { std_dev, min_max };
 
 struct line_series {
   std::string label;
   std::string color;  // "#rrggbb"
   bool dashed = false;
-  bool band = false;  // draw the min-max band (the group has several runs)
+  bool band = false;  // draw the band (report_model::band; the group has several runs)
   std::vector<point> points;
 };
 
@@ -106,17 +113,20 @@ struct report_model {
   std::vector<chart> charts;
   std::vector<latency_row> latency;
   std::vector<std::string> notes;  // what could not be drawn and why
+  band_kind band = band_kind::std_dev;
 };
 
 struct report_options {
-  std::string title = "LEAP report";  // Default: "LEAP report"
+  std::string title = "LEAP report";    // Default: "LEAP report"
+  band_kind band = band_kind::std_dev;  // Default: mean +/- one standard deviation
 };
 
 // The groups in order of first appearance, their series and tables. Runs must be non-empty.
 [[nodiscard]] report_model build_model(const std::vector<run_input>& runs,
                                        const report_options& options = {});
 
-// Mean and min-max over runs of values keyed by step: for each step that any run has, x is the
+// Mean, min-max and sample standard deviation over runs of values keyed by step: for each step that
+// any run has, over the runs that have it (a run that lacks a step does not count there), x is the
 // mean of the runs' x and y the mean of their y. Input: per run, step -> (x, y).
 [[nodiscard]] std::vector<point> aggregate(
     const std::vector<std::map<std::uint64_t, std::pair<double, double>>>& runs);
@@ -124,7 +134,11 @@ struct report_options {
 // The q-quantile (0..1) of `values` by linear interpolation (numpy's default); 0 when empty.
 [[nodiscard]] double quantile(std::vector<double> values, double q);
 
-// The model as the JSON text embedded in the page; '<', '>' and '&' are written as \u escapes, so
+// The band's edges at a point: (y - sd, y + sd) or (lo, hi).
+[[nodiscard]] std::pair<double, double> band_edges(const point& p, band_kind band);
+
+// The model as the JSON text embedded in the page; a line's point is [x, y, band low, band high,
+// runs]; '<', '>' and '&' are written as \u escapes, so
 // the text can sit inside a <script> element whatever the run's strings hold.
 [[nodiscard]] std::string model_json(const report_model& model);
 
