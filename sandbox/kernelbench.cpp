@@ -124,6 +124,20 @@ def _leap_flat(x):
             out.extend(_leap_flat(y))
         return out
     return [x]
+
+
+# A value from the skeleton the judge lays out (tensors by their index into `views`, lists, tuples
+# and plain values), in the runner and in the judge alike: the tensors are the views themselves, or
+# copies on the CPU for a model's init arguments, which the model may keep.
+def _leap_build(skeleton, views, init):
+    if "t" in skeleton:
+        v = views[skeleton["t"]]
+        return v.cpu().clone() if init else v
+    if "l" in skeleton:
+        return [_leap_build(x, views, init) for x in skeleton["l"]]
+    if "u" in skeleton:
+        return tuple(_leap_build(x, views, init) for x in skeleton["u"])
+    return skeleton.get("v")
 )PY";
 
 }  // namespace
@@ -289,17 +303,6 @@ def _leap_region(hello, device):
         typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.uint8, _internal=True)
         return torch._utils._rebuild_tensor(typed, 0, (size,), (1,))
     return torch.frombuffer(mmap.mmap(3, size), dtype=torch.uint8)
-
-
-def _leap_build(skeleton, views, init):
-    if "t" in skeleton:
-        v = views[skeleton["t"]]
-        return v.cpu().clone() if init else v
-    if "l" in skeleton:
-        return [_leap_build(x, views, init) for x in skeleton["l"]]
-    if "u" in skeleton:
-        return tuple(_leap_build(x, views, init) for x in skeleton["u"])
-    return skeleton.get("v")
 
 
 def _leap_describe(x):
@@ -752,7 +755,7 @@ def _leap_main():
             torch.cuda.synchronize()
         body.write(struct.pack("<Q", seed))
         _leap_encode(body.write, got)
-        _leap_encode(body.write, _leap_rebuild(inputs_skeleton, views))
+        _leap_encode(body.write, _leap_build(inputs_skeleton, views, False))
         if not timed:
             own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
                                "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
@@ -760,16 +763,6 @@ def _leap_main():
     send({"end": True})
     finish({"status": "ok", "device": device.type, "own_kernel": own_kernel, "own": own_report,
             "built_here": built_here, "times_ms": times, "checked_cases": checked_cases}, body)
-
-
-def _leap_rebuild(skeleton, views):
-    if "t" in skeleton:
-        return views[skeleton["t"]]
-    if "l" in skeleton:
-        return [_leap_rebuild(x, views) for x in skeleton["l"]]
-    if "u" in skeleton:
-        return tuple(_leap_rebuild(x, views) for x in skeleton["u"])
-    return skeleton.get("v")
 
 
 )PY" + k_codec +
