@@ -1,6 +1,7 @@
 // `leap report` end to end: three small real runs (`leap run` with the embedded scripted policy and
-// the real sandbox; two seeds of one config and one run of another), one report over them, and the
-// page rendered in headless Chromium: every chart canvas must have drawn, no script error may be
+// the real sandbox; two seeds of one config as one `leap run --seeds` launch, and one run of
+// another), one report over them, and the page rendered in headless Chromium: every chart canvas
+// must have drawn, the seeds' group its +/- one standard deviation band, no script error may be
 // recorded, and the page may load nothing from the network. Every process is bounded by a timeout.
 #include "e2e_support.hpp"
 
@@ -54,22 +55,20 @@ class ReportE2E : public ::testing::Test {
     struct run_spec {
       std::string dir;
       std::string name;
-      int seed;
       std::string gate;
+      std::string seeds;  // --seeds, or "" for one run
     };
-    // Two seeds of a DCP config with probes, and a config that debugs every failure.
+    // Two seeds of a DCP config with probes (one launch), and a config that debugs every failure.
     const std::vector<run_spec> specs = {
-        {"dcp_1", "dcp", 1,
+        {"dcp", "dcp",
          "  policy: dcp\n  unit: fraction\n  tau_min: 0.5\n  tau_max: 1.0\n"
-         "  probe_fraction: 1.0\n"},
-        {"dcp_2", "dcp", 2,
-         "  policy: dcp\n  unit: fraction\n  tau_min: 0.5\n  tau_max: 1.0\n"
-         "  probe_fraction: 1.0\n"},
-        {"full_1", "full", 1, "  policy: full\n"},
+         "  probe_fraction: 1.0\n",
+         "1-2"},
+        {"full_1", "full", "  policy: full\n", ""},
     };
     for (const auto& s : specs) {
       const fs::path config = *root_ / (s.dir + ".yaml");
-      std::ofstream(config) << "experiment:\n  name: " << s.name << "\n  seed: " << s.seed
+      std::ofstream(config) << "experiment:\n  name: " << s.name << "\n  seed: 1"
                             << "\n  run_dir: " << (*root_ / s.dir).string() << "\n  steps: 2\n"
                             << "data:\n  train: " << (*root_ / "suite").string()
                             << "\n  validation_fraction: 0.34\n  batch_size: 2\n"
@@ -79,8 +78,36 @@ class ReportE2E : public ::testing::Test {
                             << s.gate << "learner:\n  kind: record\n"
                             << "policy:\n  flavour: embedded\n  max_in_flight: 8\n"
                             << "verifier:\n  compile_workers: 2\n  gpu_slots: 0\n";
-      const auto run = leap_shell("run " + quoted(config.string()), 300);
+      const std::string args =
+          "run " + quoted(config.string()) + (s.seeds.empty() ? "" : " --seeds " + s.seeds);
+      const auto run = leap_shell(args, 300);
       ASSERT_EQ(run.exit_code, 0) << run.text;
+      if (s.seeds.empty()) {
+        continue;
+      }
+      // Each seed in its folder, its lines named; a summary of the launch.
+      for (const char* seed : {"1", "2"}) {
+        const std::string folder = (*root_ / s.dir / (std::string("seed-") + seed)).string();
+        EXPECT_NE(run.text.find(std::string("seed ") + seed + " (" + seed + " of 2): " + folder),
+                  std::string::npos)
+            << run.text;
+        EXPECT_NE(run.text.find(std::string("[seed ") + seed + "] step 2/2"), std::string::npos)
+            << run.text;
+      }
+      EXPECT_NE(run.text.find("seeds of 'dcp': 2 finished, 0 finished before, 0 failed"),
+                std::string::npos)
+          << run.text;
+      // The same launch again skips the finished seeds.
+      const auto again = leap_shell(args, 120);
+      ASSERT_EQ(again.exit_code, 0) << again.text;
+      EXPECT_NE(again.text.find("seed 2 (2 of 2): " + (*root_ / s.dir / "seed-2").string() +
+                                " holds it finished; skipped"),
+                std::string::npos)
+          << again.text;
+      EXPECT_NE(again.text.find("seeds of 'dcp': 0 finished, 2 finished before, 0 failed"),
+                std::string::npos)
+          << again.text;
+      EXPECT_EQ(again.text.find("] step "), std::string::npos) << again.text;
     }
   }
   static void TearDownTestSuite() {
@@ -96,13 +123,14 @@ class ReportE2E : public ::testing::Test {
 
 TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
   const fs::path page = dir("report.html");
+  // The seeds launch's folder stands for its seed folders.
   const auto report =
-      leap_shell("report " + quoted(dir("dcp_1").string()) + " " + quoted(dir("dcp_2").string()) +
-                     " " + quoted(dir("full_1").string()) + " --out " + quoted(page.string()),
+      leap_shell("report " + quoted(dir("dcp").string()) + " " + quoted(dir("full_1").string()) +
+                     " --out " + quoted(page.string()),
                  120);
   ASSERT_EQ(report.exit_code, 0) << report.text;
   // Progress: a line per run read; the summary names the charts and the groups.
-  EXPECT_NE(report.text.find("leap report: read " + dir("dcp_2").string() + ": run 'dcp'"),
+  EXPECT_NE(report.text.find("leap report: read " + dir("dcp/seed-2").string() + ": run 'dcp'"),
             std::string::npos)
       << report.text;
   std::smatch m;
@@ -129,15 +157,18 @@ TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
   }
   EXPECT_EQ(without_banners.find("http://"), std::string::npos);
   EXPECT_EQ(without_banners.find("https://"), std::string::npos);
-  // The runs and their groups are in the table.
+  // The runs and their groups are in the table; the band is one standard deviation.
   EXPECT_NE(html.find(dir("full_1").string()), std::string::npos);
+  EXPECT_NE(html.find(dir("dcp/seed-2").string()), std::string::npos);
+  EXPECT_NE(html.find("\"band\":\"std\""), std::string::npos);
+  EXPECT_NE(html.find("the shaded band +/- one standard deviation"), std::string::npos);
 
   // Labels regroup the folders and name the lines; a label is a run string like any other.
   {
     const fs::path labelled = dir("labelled.html");
     const auto relabelled = leap_shell(
-        "report --label " + quoted("seed one=" + dir("dcp_1").string()) + " --label " +
-            quoted("<all>=" + dir("dcp_2").string()) + " --label " +
+        "report --label " + quoted("seed one=" + dir("dcp/seed-1").string()) + " --label " +
+            quoted("<all>=" + dir("dcp/seed-2").string()) + " --label " +
             quoted("<all>=" + dir("full_1").string()) + " -o " + quoted(labelled.string()),
         120);
     ASSERT_EQ(relabelled.exit_code, 0) << relabelled.text;
@@ -151,7 +182,7 @@ TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
   }
 
   // An output path that cannot be written is named.
-  const auto unwritable = leap_shell("report " + quoted(dir("dcp_1").string()) + " --out " +
+  const auto unwritable = leap_shell("report " + quoted(dir("dcp/seed-1").string()) + " --out " +
                                          quoted(dir("no/such/folder/x.html").string()),
                                      60);
   EXPECT_EQ(unwritable.exit_code, 1) << unwritable.text;
@@ -189,6 +220,13 @@ TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
   }
   EXPECT_EQ(canvases, charts);
   EXPECT_EQ(drawn, charts);
+  // The seeds' group draws its band on the per-step accuracy chart (the single run draws none).
+  std::smatch accuracy;
+  ASSERT_TRUE(std::regex_search(dom.text, accuracy,
+                                std::regex(R"(<canvas[^>]*id="chart-accuracy_step"[^>]*>)")))
+      << dom.text.substr(0, 4000);
+  // Two lines (pass@1, pass@2) of the dcp group, each with its band.
+  EXPECT_NE(accuracy.str().find("data-bands=\"2\""), std::string::npos) << accuracy.str();
   EXPECT_EQ(dom.text.find("class=\"script-error\""), std::string::npos) << dom.text.substr(0, 4000);
   // An error before the page's error list exists is recorded on the <html> element instead.
   EXPECT_FALSE(std::regex_search(dom.text, std::regex(R"(<html[^>]*data-script-error)")));
