@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <unordered_map>
 
 namespace leap::actors {
@@ -394,11 +395,26 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         auto promise = sync.promise;
         st.syncs.emplace(id, std::move(sync));
         pool_actor handle = self;
+        std::string delta;
+        if (!st.config.sync_delta_dir.empty()) {
+          delta = policy::weight_delta_folder(st.config.sync_delta_dir, update.version);
+          std::error_code ec;
+          if (!std::filesystem::exists(std::filesystem::path(delta) / "weight_delta.json", ec)) {
+            delta.clear();
+          }
+        }
         for (std::size_t i = 0; i < st.endpoint_urls.size(); ++i) {
           policy::weight_sync_request request;
           request.version = std::to_string(update.version);
           request.weights_path = update.weights_path;
           request.companion = st.config.sync_companion;
+          request.delta_path = delta;
+          if (st.config.on_delta_refused) {
+            request.on_delta_refused = [hook = st.config.on_delta_refused,
+                                        url = st.endpoint_urls[i]](const std::string& why) {
+              hook(url + ": " + why);
+            };
+          }
           st.client->sync_weights(static_cast<int>(i), *st.config.sync_plan, request,
                                   [handle, id, url = st.endpoint_urls[i]](const status& s) {
                                     caf::anon_send(

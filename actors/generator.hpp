@@ -18,6 +18,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,13 @@ struct generator_pool_config {
   // The trainer's end of the plan's calls (a transfer engine's broadcast), given to every sync
   // request. Its work must end before the client goes away. Default: none
   policy::sync_companion sync_companion;
+  // policy.weight_sync_delta: the learner's delta folder (torch_learner_options::delta_dir). A
+  // sync to version V whose delta policy::weight_delta_folder(dir, V) is there sends it first and
+  // the full folder only when the server refuses it. Default: "" (full folders only)
+  std::string sync_delta_dir;
+  // Called (on the client's loop, must not block) with "<endpoint>: <why>" for each delta a server
+  // refused. Default: none
+  std::function<void(const std::string&)> on_delta_refused;
   // Live metrics: the generation queue's depth and the requests on the wire, updated whenever a
   // turn is handed to the client or answered. Null: none. Default: null
   std::shared_ptr<telemetry::run_telemetry> telemetry;

@@ -1,6 +1,7 @@
 #include "actors/torch_learner.hpp"
 
 #include "actors/torch_policy_backend.hpp"
+#include "policy/weight_sync.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -69,7 +70,10 @@ std::string step_folder(const std::string& dir, std::uint64_t step) {
 
 result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_options options) {
   std::error_code ec;
-  for (auto* dir : {&options.checkpoint_dir, &options.weights_dir}) {
+  for (auto* dir : {&options.checkpoint_dir, &options.weights_dir, &options.delta_dir}) {
+    if (dir->empty() && dir == &options.delta_dir) {
+      continue;
+    }
     std::filesystem::create_directories(*dir, ec);
     if (ec) {
       return error{*dir + ": cannot create: " + ec.message()};
@@ -98,8 +102,63 @@ result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_optio
   }
   // Weights-only folders of later steps carry no optimiser state, so the trainer cannot resume
   // from them: the servers must serve the checkpoint's weights to stay on-policy.
-  return std::unique_ptr<torch_learner>(
+  if (!options.delta_dtype.empty() && (options.in_memory || options.delta_dir.empty())) {
+    return error{
+        "policy.weight_sync_delta: deltas need the weights in folders and a folder for "
+        "the deltas"};
+  }
+  auto made = std::unique_ptr<torch_learner>(
       new torch_learner(std::move(options), std::move(*trainer), std::move(weights)));
+  if (!made->options_.delta_dtype.empty()) {
+    // The servers start on the weights the learner starts from, at the initial version.
+    made->delta_ = std::make_unique<learner::weight_delta_sender>(made->options_.delta_dtype);
+    if (auto reset = made->delta_->reset(made->trainer_->current_policy(),
+                                         static_cast<std::int64_t>(made->version_));
+        !reset) {
+      return reset.err().wrap("policy.weight_sync_delta");
+    }
+  }
+  return made;
+}
+
+status torch_learner::write_delta(std::uint64_t version, std::map<std::string, double>& metrics) {
+  if (!delta_) {
+    return ok_status();
+  }
+  if (options_.delta_refusals) {
+    const auto seen = options_.delta_refusals->load();
+    metrics["sync.delta_fallbacks"] = static_cast<double>(seen - refusals_seen_);
+    refusals_seen_ = seen;
+  }
+  const auto dir = policy::weight_delta_folder(options_.delta_dir, version);
+  auto stats =
+      delta_->write_delta(trainer_->current_policy(), static_cast<std::int64_t>(version), dir);
+  if (!stats) {
+    return stats.err().wrap("policy.weight_sync_delta: " + dir);
+  }
+  // The base moves at once: the next delta is against this version, which every server that took
+  // this one (or the full folder after refusing it) holds.
+  if (auto committed = delta_->commit(); !committed) {
+    return committed;
+  }
+  metrics["sync.bytes"] = static_cast<double>(stats->bytes);
+  metrics["sync.full_bytes"] = static_cast<double>(stats->full_bytes);
+  metrics["sync.changed_tensors"] = static_cast<double>(stats->changed_tensors);
+  metrics["sync.changed_fraction"] = stats->total_elements > 0
+                                         ? static_cast<double>(stats->changed_elements) /
+                                               static_cast<double>(stats->total_elements)
+                                         : 0.0;
+  // Keep the newest two: the one just written and the one a server may still be loading.
+  std::error_code ec;
+  std::vector<std::string> folders;
+  for (const auto& e : std::filesystem::directory_iterator(options_.delta_dir, ec)) {
+    folders.push_back(e.path().string());
+  }
+  std::sort(folders.begin(), folders.end());
+  for (std::size_t i = 0; i + 2 < folders.size(); ++i) {
+    std::filesystem::remove_all(folders[i], ec);
+  }
+  return ok_status();
 }
 
 status torch_learner::copy_weights_to(learner::policy& target, std::int64_t version) {
@@ -151,6 +210,9 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   if (!any_trained) {
     // Nothing to learn from: the weights stay; the version still counts the step.
     out.metrics["skipped"] = 1;
+    if (auto written = write_delta(version_ + 1, out.metrics); !written) {
+      return written.err();
+    }
     out.weight_version = ++version_;
     out.weights_path = shared_path.empty() ? current_weights_ : shared_path;
     return out;
@@ -213,6 +275,9 @@ result<backend_step> torch_learner::train(std::uint64_t step,
   out.metrics["update_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.metrics["optimizer_step"] = static_cast<double>(m.optimizer_step);
+  if (auto written = write_delta(version_ + 1, out.metrics); !written) {
+    return written.err();
+  }
   current_weights_ = weights;
   if (shared_path.empty()) {
     out.weights_path = std::move(weights);

@@ -22,10 +22,13 @@
 #include "actors/learner.hpp"
 #include "common/result.hpp"
 #include "learner/trainer.hpp"
+#include "learner/weight_delta.hpp"
 #include "orchestrator/config.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +50,16 @@ struct torch_learner_options {
   // No folder per step for the servers (see the file comment): the embedded server copies the
   // weights in memory, or a transfer engine (policy.weight_sync nccl) sends them. Default: false
   bool in_memory = false;
+  // policy.weight_sync_delta: besides each step's folder, a delta (learner/weight_delta.hpp) from
+  // the previous version's weights to the step's, computed in this dtype (the servers'), in
+  // policy::weight_delta_folder(delta_dir, version) (the newest two kept). Its base is always the
+  // previous version: a server that holds another one refuses it and takes the full folder (the
+  // generator's sync). Needs in_memory off. Default: "" (no deltas)
+  std::string delta_dtype;
+  std::string delta_dir;
+  // Deltas the servers refused, counted by the generator's sync; each step reports the ones
+  // counted since the previous step as sync.delta_fallbacks. Null: not reported. Default: null
+  std::shared_ptr<std::atomic<std::int64_t>> delta_refusals;
 };
 
 // The trainer settings of a run's learner section: AdamW (lr, betas, weight decay, grad clip,
@@ -79,6 +92,8 @@ class torch_learner final : public learner_backend {
   // wrote or resumed from, else model_dir. With in_memory, steps without a checkpoint write no
   // folder: then it is the newest checkpoint (older than the weights held).
   [[nodiscard]] const std::string& current_weights() const { return current_weights_; }
+  // Where the deltas go (absolute; empty without policy.weight_sync_delta).
+  [[nodiscard]] const std::string& delta_dir() const { return options_.delta_dir; }
   // Training steps done by the trainer (resumed ones included).
   [[nodiscard]] std::int64_t trainer_step() const;
 
@@ -97,6 +112,9 @@ class torch_learner final : public learner_backend {
 
  private:
   torch_learner(torch_learner_options options, learner::trainer trainer, std::string weights);
+  // Writes the delta to the weights held now as `version` (options_.delta_dtype set) and adds its
+  // metrics to `metrics`.
+  [[nodiscard]] status write_delta(std::uint64_t version, std::map<std::string, double>& metrics);
 
   torch_learner_options options_;
   std::unique_ptr<learner::trainer> trainer_;
@@ -104,6 +122,8 @@ class torch_learner final : public learner_backend {
   std::mutex mutex_;
   std::string current_weights_;
   std::uint64_t version_ = 0;
+  std::unique_ptr<learner::weight_delta_sender> delta_;  // with options_.delta_dtype
+  std::int64_t refusals_seen_ = 0;                       // of *options_.delta_refusals
 };
 
 }  // namespace leap::actors

@@ -140,6 +140,8 @@ struct policy_section {
   double request_timeout_s = 600.0;
   int retries = 3;
   std::string weight_sync;
+  // The servers' dtype, in which each step's delta is computed; empty: full folders only.
+  std::string weight_sync_delta;
   bool stream = false;
 
   friend bool operator==(const policy_section&, const policy_section&) = default;

@@ -318,6 +318,15 @@ std::optional<std::string> check_weight_sync(const std::string& method) {
          method + "'";
 }
 
+std::optional<std::string> check_weight_sync_delta(const std::string& dtype) {
+  if (dtype.empty() || dtype == "bfloat16" || dtype == "float16" || dtype == "float32" ||
+      dtype == "float64") {
+    return std::nullopt;
+  }
+  return "must be the servers' dtype (bfloat16, float16, float32, float64) or empty, got '" +
+         dtype + "'";
+}
+
 std::optional<std::string> check_cuda_arch(const std::string& arch) {
   std::string_view digits;
   std::string_view view = arch;
@@ -673,6 +682,14 @@ std::vector<field_spec> build_fields() {
       "(one vllm server on the learner's GPU, on this host, with --weight-transfer-config "
       "'{\"backend\": \"ipc\"}': it copies the weights out of the learner's CUDA buffer); empty: "
       "in_memory for an embedded server with policy.model, else disk."));
+  f.push_back(text_field(
+      "policy.weight_sync_delta", LEAP_FIELD(policy.weight_sync_delta), check_weight_sync_delta,
+      "With weight_sync disk and the torch learner: the dtype the servers hold their weights in "
+      "(bfloat16, float16, float32, float64). Each step then also writes a delta from the "
+      "previous step's weights in that dtype (the changed elements, a checksum per tensor), "
+      "which the sync sends first; a server not on the previous version, or whose weights fail "
+      "a checksum, refuses it and loads the full folder (sync.delta_fallbacks). Empty: full "
+      "folders only."));
   f.push_back(operational(text_list_field(
       "policy.endpoints", LEAP_FIELD(policy.endpoints), check_url, true,
       "Base URLs http(s)://host[:port] of the servers, no path (the client adds the "
@@ -1022,6 +1039,30 @@ std::vector<cross_check> build_cross_checks() {
              return "nccl drives exactly one server (one broadcast group per run), got " +
                     show(c.policy.endpoints.size()) + " endpoints";
            }
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"policy.weight_sync_delta", "policy.weight_sync", "policy.flavour", "policy.model",
+        "learner.kind"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.policy.weight_sync_delta.empty()) {
+           return std::nullopt;
+         }
+         if (c.learner.kind != learner_kind::torch) {
+           return std::optional<std::string>{
+               "needs learner.kind torch (the learner writes the deltas)"};
+         }
+         // Deltas are folders the servers load: the other paths move whole weights in memory.
+         const bool in_memory_default = c.policy.weight_sync.empty() &&
+                                        c.policy.flavour == server_flavour::embedded &&
+                                        !c.policy.model.empty();
+         if ((!c.policy.weight_sync.empty() && c.policy.weight_sync != "disk") ||
+             in_memory_default) {
+           return "applies to policy.weight_sync disk only (deltas are folders a server loads), "
+                  "got " +
+                  (in_memory_default ? std::string("in_memory (the embedded server's default)")
+                                     : c.policy.weight_sync);
          }
          return std::nullopt;
        }});

@@ -337,6 +337,146 @@ TEST(LeapRunTorch, SeparateServerReloadsOverVllmRoutes) {
   EXPECT_NE(metrics.find("leap_policy_weight_version 2"), std::string::npos) << metrics;
 }
 
+// A fixed completion (seeded) from the server at `port`: its ids and log-probs, and the version.
+struct sampled {
+  std::vector<std::int32_t> ids;
+  std::vector<float> logprobs;
+  std::int64_t version = -1;
+};
+sampled sample_fixed(int port) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(60);
+  const std::vector<std::int32_t> prompt = {60, 61, 62, 63, 64, 65, 66, 67};
+  const auto r = http.Post("/v1/completions",
+                           json{{"prompt", prompt},
+                                {"max_tokens", 16},
+                                {"seed", 5},
+                                {"return_token_ids", true},
+                                {"logprobs", 0}}
+                               .dump(),
+                           "application/json");
+  sampled out;
+  EXPECT_TRUE(r);
+  if (!r) return out;
+  EXPECT_EQ(r->status, 200) << r->body;
+  if (r->status != 200) return out;
+  const auto body = json::parse(r->body);
+  const auto& choice = body["choices"][0];
+  out.ids = choice["token_ids"].get<std::vector<std::int32_t>>();
+  out.logprobs = choice["logprobs"]["token_logprobs"].get<std::vector<float>>();
+  out.version = body["weight_version"].get<std::int64_t>();
+  return out;
+}
+
+// policy.weight_sync_delta bfloat16 against `leap serve-policy --dtype bfloat16` (SGLang's disk
+// route, which loads a delta folder on its base version only, every checksum matching): each
+// step writes its checkpoint and a delta from the previous version. `server_args` are added to the
+// server's command; `server_model` is the folder it starts on. At a learning rate of 1e-6 most
+// bf16 weights stay bit-identical, so each delta is a small part of the full folder. At the end
+// the server samples exactly (same code, same bits) what a fresh bf16 server loaded from the final
+// checkpoint samples: the deltas rebuilt the learner's weights. Returns the run's output.
+std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
+                            const std::vector<std::string>& server_args) {
+  std::vector<std::string> args = {"serve-policy", "--model", server_model, "--dtype",
+                                   "bfloat16",     "--port",  "0"};
+  args.insert(args.end(), server_args.begin(), server_args.end());
+  leap_process server(args);
+  const auto match = server.wait_for(listening, std::chrono::seconds(120));
+  if (!match) {
+    ADD_FAILURE() << server.output();
+    return "";
+  }
+  const int port = std::stoi((*match)[1]);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto config = dir.write_config("policy:\n  flavour: sglang\n  endpoints: [\"" + url +
+                                 "\"]\n  max_in_flight: 4\n  weight_sync: disk\n"
+                                 "  weight_sync_delta: bfloat16\n");
+  {
+    std::ifstream in(config);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    const auto at = yaml.find("lr: 0.001");
+    EXPECT_NE(at, std::string::npos);
+    if (at != std::string::npos) yaml.replace(at, 9, "lr: 0.000001");
+    std::ofstream(config) << yaml;
+  }
+  const auto run = run_leap({"run", config}, std::chrono::seconds(300));
+  EXPECT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
+  if (run.exit_code != 0) return run.output;
+  EXPECT_NE(run.output.find("step 2/2"), std::string::npos) << run.output;
+  EXPECT_TRUE(
+      fs::exists(dir.root() / "run" / "weight-deltas" / "v-00000002" / "weight_delta.json"));
+
+  const auto served = sample_fixed(port);
+  EXPECT_EQ(served.version, 2);
+  leap_process reference({"serve-policy", "--model", dir.path("run/checkpoints/step-00000002"),
+                          "--dtype", "bfloat16", "--port", "0", "--weight-version", "2"});
+  const auto ref_match = reference.wait_for(listening, std::chrono::seconds(120));
+  if (!ref_match) {
+    ADD_FAILURE() << reference.output();
+    return run.output;
+  }
+  const auto expected = sample_fixed(std::stoi((*ref_match)[1]));
+  EXPECT_FALSE(expected.ids.empty());
+  EXPECT_EQ(served.ids, expected.ids);
+  EXPECT_EQ(served.logprobs, expected.logprobs);  // the same bf16 weights, the same code path
+  reference.signal(SIGTERM);
+  EXPECT_TRUE(reference.wait(std::chrono::seconds(20)));
+  server.signal(SIGTERM);
+  EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
+
+  const auto replay = run_leap({"replay", dir.path("run")}, std::chrono::seconds(60));
+  EXPECT_EQ(replay.exit_code, 0) << replay.output;
+  const auto learner = leap::e2e::read_csv(dir.root() / "run" / "replay" / "learner.csv");
+  EXPECT_EQ(learner.size(), 2U);
+  for (const auto& row : learner) {
+    SCOPED_TRACE("step " + row.at("step"));
+    EXPECT_TRUE(row.contains("learner.sync.bytes")) << "no sync.bytes in learner.csv";
+    if (!row.contains("learner.sync.bytes") || !row.contains("learner.sync.full_bytes")) continue;
+    const double bytes = std::stod(row.at("learner.sync.bytes"));
+    const double full = std::stod(row.at("learner.sync.full_bytes"));
+    EXPECT_GT(full, 0);
+    EXPECT_LT(bytes * 4, full) << "a delta of " << bytes << " bytes against " << full;
+  }
+  return run.output;
+}
+
+const char* const refused_line = "weight sync: the delta was refused, sending the full folder";
+
+TEST(LeapRunTorch, SeparateServerTakesEachStepAsADeltaAndEndsOnTheLearnersWeights) {
+  loop_dir dir;
+  init_model(dir.path("model"), 7);
+  const auto output = run_with_deltas(dir, dir.path("model"), {});
+  EXPECT_EQ(output.find(refused_line), std::string::npos) << output;
+}
+
+// A server that is not where the learner's deltas start gets the full folder, once, and then
+// takes deltas again: one that lost its version (restarted from a model at version 5, as after a
+// restart that missed a step: 409, the base version) and one on other weights at the right
+// version (a checksum does not match).
+TEST(LeapRunTorch, AServerNotOnTheDeltasBaseTakesTheFullFolderAndTheRunGoesOn) {
+  {
+    loop_dir dir;
+    init_model(dir.path("model"), 7);
+    const auto output = run_with_deltas(dir, dir.path("model"), {"--weight-version", "5"});
+    const auto at = output.find(refused_line);
+    ASSERT_NE(at, std::string::npos) << output;
+    EXPECT_EQ(output.find(refused_line, at + 1), std::string::npos) << output;  // once
+    EXPECT_NE(output.find("HTTP 409", at), std::string::npos) << output;
+  }
+  {
+    loop_dir dir;
+    init_model(dir.path("model"), 7);
+    init_model(dir.path("other"), 8);
+    const auto output = run_with_deltas(dir, dir.path("other"), {});
+    const auto at = output.find(refused_line);
+    ASSERT_NE(at, std::string::npos) << output;
+    EXPECT_EQ(output.find(refused_line, at + 1), std::string::npos) << output;
+    EXPECT_NE(output.find("checksum", at), std::string::npos) << output;
+  }
+}
+
 // The server's own log-probs of a fixed continuation, at the version it must report (its
 // /v1/completions with echo-free scoring: it samples, then the learner recomputes the same ids).
 void expect_served_weights(httplib::Client& http, const std::string& model, std::int64_t version,

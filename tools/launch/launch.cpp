@@ -241,6 +241,10 @@ struct run::impl {
   std::unique_ptr<policy::policy_client> client;
   std::unique_ptr<actors::torch_weight_transfer> transfer;
   std::optional<policy::weight_sync_plan> sync_plan;
+  // policy.weight_sync_delta: deltas the servers refused (the generator counts, the learner
+  // reports them per step).
+  std::shared_ptr<std::atomic<std::int64_t>> delta_refusals =
+      std::make_shared<std::atomic<std::int64_t>>(0);
   std::unique_ptr<sandbox::verifier> verifier;
 
   bool stopping() {
@@ -343,6 +347,11 @@ status run::impl::make_learner() {
   lo.checkpoint_dir = c.learner.checkpoint_dir.empty() ? (run_dir / "checkpoints").string()
                                                        : c.learner.checkpoint_dir;
   lo.weights_dir = (run_dir / "weights").string();
+  if (!c.policy.weight_sync_delta.empty()) {
+    lo.delta_dtype = c.policy.weight_sync_delta;
+    lo.delta_dir = (run_dir / "weight-deltas").string();
+    lo.delta_refusals = delta_refusals;
+  }
   lo.trainer = actors::trainer_options_of(c.learner);
   if (c.learner.world_size > 1) {
     learner::rank_workers_options ro;
@@ -612,6 +621,13 @@ result<run_outcome> run::wait() {
       }
       if (m.transfer) {
         gc.sync_companion = m.transfer->companion();
+      }
+      if (m.torch_learner && !c.policy.weight_sync_delta.empty()) {
+        gc.sync_delta_dir = m.torch_learner->delta_dir();
+        gc.on_delta_refused = [refusals = m.delta_refusals](const std::string& why) {
+          refusals->fetch_add(1);
+          log::warn("weight sync: the delta was refused, sending the full folder instead: " + why);
+        };
       }
       services.generator = actors::spawn_generator_pool(system, *m.client, m.renderer, gc);
     }
