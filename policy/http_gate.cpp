@@ -16,6 +16,7 @@
 #include <optional>
 #include <poll.h>
 #include <string_view>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
@@ -50,7 +51,11 @@ struct connection {
   bool chunked = false;        // a chunked body: whole once its last chunk is in
   std::size_t reserved = 0;    // body bytes held, counted in the gate's prebuffer_total_bytes
   std::size_t served = 0;      // requests answered on this connection
-  bool counted = true;         // counts against max_connections (a refused one does not)
+  bool counted = false;        // counts against max_connections (a refused or closing one does not)
+  bool fresh = true;           // accepted, not yet admitted by the gate
+  bool granted = false;        // passed the head check: its body may be read (body_needs_grant)
+  steady::time_point since;    // when the gate began to wait for this request
+  steady::time_point progress;  // when the gate last received bytes of it
 };
 
 using connection_ptr = std::unique_ptr<connection>;
@@ -91,6 +96,14 @@ void endpoint_of(int fd, bool peer, std::string& ip, int& port) {
 
 const char* reason(int status) {
   switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
     case 408:
       return "Request Timeout";
     case 413:
@@ -113,6 +126,66 @@ void answer_now(int fd, const gate_limits& limits, int status, const std::string
   out += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n\r\n" + body;
   [[maybe_unused]] const auto n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// The answer of a head check that refused a request, written as answer_now does.
+void answer_now(int fd, const httplib::Response& res) {
+  std::string out = "HTTP/1.1 " + std::to_string(res.status) + " " + reason(res.status) + "\r\n";
+  for (const auto& [name, value] : res.headers) {
+    const auto lower = [](std::string text) {
+      std::transform(text.begin(), text.end(), text.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      return text;
+    };
+    const auto n = lower(name);
+    if (n != "content-length" && n != "connection") {
+      out += name + ": " + value + "\r\n";
+    }
+  }
+  out += "Content-Length: " + std::to_string(res.body.size()) + "\r\nConnection: close\r\n\r\n" +
+         res.body;
+  [[maybe_unused]] const auto n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// The request line and headers of `head` as httplib's request (method, target, path, headers),
+// for a head check in the gate; the query is not decoded. False when the request line is
+// malformed (httplib then refuses the request itself).
+bool parse_head(std::string_view head, httplib::Request& req) {
+  const std::size_t line_end = head.find('\n');
+  std::string_view line = head.substr(0, line_end);
+  if (!line.empty() && line.back() == '\r') {
+    line.remove_suffix(1);
+  }
+  const std::size_t sp1 = line.find(' ');
+  const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) {
+    return false;
+  }
+  req.method = std::string(line.substr(0, sp1));
+  req.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+  req.version = std::string(line.substr(sp2 + 1));
+  req.path = req.target.substr(0, req.target.find('?'));
+  std::size_t pos = line_end;
+  while (pos != std::string_view::npos && pos + 1 < head.size()) {
+    const std::size_t start = pos + 1;
+    pos = head.find('\n', start);
+    std::string_view field =
+        head.substr(start, pos == std::string_view::npos ? head.npos : pos - start);
+    const auto colon = field.find(':');
+    if (colon == std::string_view::npos) {
+      continue;
+    }
+    std::string_view value = field.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() &&
+           (value.back() == '\r' || value.back() == ' ' || value.back() == '\t')) {
+      value.remove_suffix(1);
+    }
+    req.headers.emplace(std::string(field.substr(0, colon)), std::string(value));
+  }
+  return true;
 }
 
 // The end of a header block that starts `text` (the offset just past its blank line), searching
@@ -247,7 +320,9 @@ class gated_stream final : public httplib::Stream {
         limits_(limits),
         started_(steady::now()),
         body_deadline_(started_ + limits.body_timeout),
-        budget_(limits.body_needs_grant ? 0 : std::numeric_limits<std::size_t>::max()) {}
+        budget_(!limits.body_needs_grant ? std::numeric_limits<std::size_t>::max()
+                : c.granted              ? limits.max_body_bytes
+                                         : 0) {}
 
   bool is_readable() const override {
     return pos_ < c_.header_len || (pos_ >= c_.header_len && c_.no_body) || pos_ < c_.in.size() ||
@@ -389,43 +464,27 @@ struct gated_server::impl {
         files.rlim_cur > 128) {
       by_files = files.rlim_cur - 64;
     }
-    limits_.max_connections =
-        limits_.max_connections == 0 ? by_files : std::min(limits_.max_connections, by_files);
+    by_files_ = by_files;
     limits_.threads = std::max<std::size_t>(1, limits_.threads);
+    limits_.max_connections = std::min(
+        limits_.max_connections == 0 ? limits_.threads : limits_.max_connections, by_files);
     limits_.max_requests_per_connection =
         std::max<std::size_t>(1, limits_.max_requests_per_connection);
   }
 
   // --- the accept thread ---
 
+  // A new connection goes to the gate, which decides whether it takes a place (admit_new).
   void admit(int fd) {
-    auto c = std::make_unique<connection>();
-    c->fd = fd;
-    const auto now = steady::now();
     if (stopping_) {
       ::close(fd);
       return;
     }
-    if (open_.load() >= limits_.max_connections) {
-      // Refused at once: the answer fits the fresh socket's buffer; the connection is drained
-      // and closed by the gate, or closed now when too many refused ones linger already.
-      answer_now(fd, limits_, 503,
-                 "the server has " + std::to_string(limits_.max_connections) +
-                     " connections open, its limit; retry shortly");
-      ::shutdown(fd, SHUT_WR);
-      if (lingering_refused_.load() >= limits_.max_connections) {
-        ::close(fd);
-        return;
-      }
-      ++lingering_refused_;
-      c->counted = false;
-      c->at = phase::closing;
-      c->deadline = now + linger_time;
-    } else {
-      ++open_;
-      c->at = phase::header;
-      c->deadline = now + limits_.header_timeout;
-    }
+    auto c = std::make_unique<connection>();
+    c->fd = fd;
+    c->since = c->progress = steady::now();
+    c->deadline = c->since + limits_.header_timeout;
+    ++lingering_;  // not counted against the cap until the gate admits it
     to_gate(std::move(c));
   }
 
@@ -464,9 +523,70 @@ struct gated_server::impl {
       if (c.counted) {
         --open_;
       } else {
-        --lingering_refused_;
+        --lingering_;
       }
     }
+  }
+
+  // The connection no longer counts against max_connections (it is answered and closing).
+  void uncount(connection& c) {
+    if (c.counted) {
+      c.counted = false;
+      --open_;
+      ++lingering_;
+    }
+  }
+
+  // A new connection takes a place: below the cap a free one, at the cap the place of the
+  // connection that has waited longest in the gate (idle ones first), else it is refused.
+  void admit_new(connection_ptr& c, std::vector<connection_ptr>& held) {
+    c->fresh = false;
+    c->at = phase::header;
+    if (open_.load() >= limits_.max_connections) {
+      const auto now = steady::now();
+      connection_ptr* victim = nullptr;
+      for (auto& h : held) {
+        if (!h || h->fresh || !h->counted || h->at == phase::closing) {
+          continue;
+        }
+        const bool idle = h->at == phase::idle;
+        if (!idle && now - h->since < limits_.evictable_after) {
+          continue;
+        }
+        const bool victim_idle = victim != nullptr && (*victim)->at == phase::idle;
+        if (victim == nullptr || (idle && !victim_idle) ||
+            (idle == victim_idle && h->since < (*victim)->since)) {
+          victim = &h;
+        }
+      }
+      if (victim != nullptr && (*victim)->at == phase::idle) {
+        close_now(**victim);
+        *victim = nullptr;
+      } else if (victim != nullptr) {
+        refuse(*victim, 503,
+               "the server has " + std::to_string(limits_.max_connections) +
+                   " connections open, its limit, and this request waited longest; retry "
+                   "shortly");
+      } else {
+        // Refused at once: the answer fits the fresh socket's buffer; the connection is drained
+        // and closed by the gate, or closed now when too many closing ones linger already.
+        answer_now(c->fd, limits_, 503,
+                   "the server has " + std::to_string(limits_.max_connections) +
+                       " connections open, its limit; retry shortly");
+        ::shutdown(c->fd, SHUT_WR);
+        if (lingering_.load() > by_files_) {
+          close_now(*c);
+          c = nullptr;
+          return;
+        }
+        c->at = phase::closing;
+        c->deadline = now + linger_time;
+        return;
+      }
+    }
+    --lingering_;
+    ++open_;
+    c->counted = true;
   }
 
   // --- the gate thread ---
@@ -481,13 +601,24 @@ struct gated_server::impl {
           held.push_back(std::move(c));
         }
         inbox_.clear();
+      }
+      for (auto& c : held) {
+        if (c && c->fresh) {
+          admit_new(c, held);
+        }
+      }
+      std::erase(held, nullptr);
+      {
+        std::lock_guard lock(mutex_);
         if (stopping_) {
           gate_done_ = true;
         }
       }
       if (gate_done_) {
         for (auto& c : held) {
-          close_now(*c);
+          if (c) {
+            close_now(*c);
+          }
         }
         return;
       }
@@ -498,8 +629,11 @@ struct gated_server::impl {
         }
       }
       std::erase(held, nullptr);
+      // While bodies wait for room, look again soon: a holder may stall meanwhile.
+      const bool waiting = make_room(held);
+      std::erase(held, nullptr);
       auto now = steady::now();
-      milliseconds timeout{1000};
+      milliseconds timeout{waiting ? 100 : 1000};
       for (const auto& c : held) {
         timeout = std::min(timeout, std::chrono::ceil<milliseconds>(c->deadline - now));
       }
@@ -563,6 +697,7 @@ struct gated_server::impl {
       }
       if (c->at != phase::closing) {
         c->in.append(chunk.data(), static_cast<std::size_t>(n));
+        c->progress = steady::now();
       }
     }
     if (c->at != phase::closing) {
@@ -587,6 +722,9 @@ struct gated_server::impl {
         return;
       }
       c->header_len = end;
+      if (!check_head(*c)) {
+        return;
+      }
       const auto facts = read_facts(std::string_view(c->in).substr(0, end));
       c->no_body = !facts.content_length && !facts.chunked_or_other;
       c->chunked = false;
@@ -617,11 +755,84 @@ struct gated_server::impl {
     }
   }
 
+  // The server's head check, in the gate: a refused request is answered as the check says and
+  // its connection closes, before any of its body is read and without a worker. False then.
+  bool check_head(connection& c) {
+    if (!limits_.head_check) {
+      return true;
+    }
+    httplib::Request req;
+    if (!parse_head(std::string_view(c.in).substr(0, c.header_len), req)) {
+      return true;  // malformed: httplib refuses it with 400
+    }
+    httplib::Response res;
+    res.status = 403;
+    bool pass = false;
+    try {
+      pass = limits_.head_check(http_request(req), res);
+    } catch (const std::exception& e) {
+      res = httplib::Response();
+      res.status = 500;
+      res.body = limits_.error_body
+                     ? limits_.error_body(500, std::string("internal error: ") + e.what())
+                     : e.what();
+      res.set_header("Content-Type", "application/json");
+    }
+    if (pass) {
+      c.granted = true;
+      return true;
+    }
+    answer_now(c.fd, res);
+    linger(c);
+    return false;
+  }
+
   // Counts the body bytes `c` holds in prebuffer_total_bytes.
   void hold(connection& c) {
     const std::size_t held = std::min(c.in.size(), c.needed) - c.header_len;
     prebuffered_ += held - c.reserved;
     c.reserved = held;
+  }
+
+  // At prebuffer_total_bytes, while a paused body has bytes waiting in its socket, answers 408
+  // to the body holding the most bytes that has sent nothing for body_stall_time (nothing waits
+  // in its socket either), freeing its bytes. Returns whether a paused body still waits.
+  bool make_room(std::vector<connection_ptr>& held) {
+    const auto pending = [](const connection& c) {
+      int n = 0;
+      return ::ioctl(c.fd, FIONREAD, &n) == 0 && n > 0;
+    };
+    bool waits = false;
+    while (prebuffered_.load() >= limits_.prebuffer_total_bytes) {
+      waits = false;
+      for (const auto& c : held) {
+        if (c && paused(*c) && pending(*c)) {
+          waits = true;
+          break;
+        }
+      }
+      if (!waits) {
+        return false;
+      }
+      const auto now = steady::now();
+      connection_ptr* victim = nullptr;
+      for (auto& c : held) {
+        if (c && c->at == phase::body && c->reserved > 0 &&
+            now - c->progress >= limits_.body_stall_time && !pending(*c) &&
+            (victim == nullptr || c->reserved > (*victim)->reserved)) {
+          victim = &c;
+        }
+      }
+      if (victim == nullptr) {
+        return true;
+      }
+      refuse(*victim, 408,
+             "the request body stalled for " + std::to_string(limits_.body_stall_time.count()) +
+                 " ms while the server held its limit of " +
+                 std::to_string(limits_.prebuffer_total_bytes) +
+                 " bytes of bodies and others waited");
+    }
+    return waits;
   }
 
   // Whether the gate reads no more of `c` for now: its body waits while the bodies held reach
@@ -664,6 +875,7 @@ struct gated_server::impl {
   // Shuts the connection for writing and lets the gate drain it until the peer closes.
   void linger(connection& c) {
     release(c);
+    uncount(c);
     ::shutdown(c.fd, SHUT_WR);
     c.at = phase::closing;
     c.in.clear();
@@ -726,6 +938,7 @@ struct gated_server::impl {
       close_now(*c);
       return;
     }
+    c->since = c->progress = steady::now();
     if (!ok || closed || last || stopping_) {
       linger(*c);
     } else if (c->in.empty()) {
@@ -780,7 +993,8 @@ struct gated_server::impl {
   bool gate_done_ = false;  // under mutex_ (read unlocked by the gate thread, which sets it)
   std::atomic<std::size_t> open_{0};
   std::atomic<std::size_t> prebuffered_{0};  // body bytes the gate holds for requests, reserved
-  std::atomic<std::size_t> lingering_refused_{0};
+  std::atomic<std::size_t> lingering_{0};    // open descriptors not counted against the cap
+  std::size_t by_files_ = 1024;              // descriptors the gate may hold in all
 };
 
 std::string http_request::header(const std::string& name) const {
@@ -871,14 +1085,14 @@ void gated_server::fail(httplib::Response& res, int status, const std::string& m
   res.set_content(error_body ? error_body(status, message) : message, "application/json");
 }
 
-void gated_server::check_heads(http_head_check check) {
-  set_pre_routing_handler([check](const httplib::Request& req, httplib::Response& res) {
-    return check(http_request(req), res) ? HandlerResponse::Unhandled : HandlerResponse::Handled;
-  });
-  set_expect_100_continue_handler(
-      [check = std::move(check)](const httplib::Request& req, httplib::Response& res) {
-        return check(http_request(req), res) ? 100 : res.status;
-      });
+void gated_server::check_heads(gate_head_check check) {
+  impl_->limits_.head_check = std::move(check);
+}
+
+void gated_server::limit_connections(std::size_t max_connections) {
+  auto& limits = impl_->limits_;
+  limits.max_connections =
+      std::min(max_connections == 0 ? limits.threads : max_connections, impl_->by_files_);
 }
 
 void gated_server::after_route(http_observer observer) { after_route_ = std::move(observer); }

@@ -22,8 +22,21 @@
 //   grant), within body_timeout of the worker's start and, past body_rate_grace, at
 //   body_min_rate on average, else the request fails and the connection is closed: a body that
 //   trickles holds a worker for body_rate_grace, not for the whole deadline.
-// - Connection cap: a connection accepted while max_connections are open is answered 503 with
-//   Retry-After at once and closed, without ever reaching a worker.
+// - Head check: a server's cheap, pure check of a request's line and headers (the daemon's bearer
+//   token) runs in the gate once the headers are in: a refused request is answered by the gate
+//   and never reaches a worker; an accepted one has its body held in the gate like any other.
+// - Connection cap: at most max_connections are open (in the gate or in a worker; by default the
+//   worker count, so that a whole request never waits for a worker). A connection accepted at
+//   the cap takes the place of the one that has waited longest in the gate for its request (a
+//   kept-alive idle one first, closed silently; else one incomplete for at least
+//   evictable_after, answered 503 with Retry-After); when none qualifies, the new one is
+//   answered 503 with Retry-After at once. Either way the gate answers, never a worker, so
+//   clients slower than their peers lose their place, and a normal request is served while
+//   slow ones fill the cap.
+// - Body buffer: when the bodies the gate holds reach prebuffer_total_bytes and another body's
+//   bytes wait to be read, the body holding the most bytes that has sent nothing for
+//   body_stall_time is answered 408 and its bytes freed, so stalled bodies cannot pause the
+//   reading of the others until their deadline.
 // - The listen backlog is widened (httplib listens with 5, which a burst of connects overflows;
 //   with SYN cookies the overflow is answered with resets).
 // - Closing: after its last response a connection is shut for writing and drained for a moment
@@ -73,17 +86,28 @@ class http_request {
 
 // A route's handler: fills the response (status, headers, content or a content provider).
 using http_handler = std::function<void(const http_request&, httplib::Response&)>;
-// Looks at a request whose line and headers are in, before any of its body is read: true lets it
-// go on to its route; false answers with `res` as the check left it.
-using http_head_check = std::function<bool(const http_request&, httplib::Response&)>;
+// The gate's check of a request's line and headers (gate_limits::head_check): a pure function of
+// them, run on the gate's one thread, so it must be cheap and never block. True lets the request
+// go on; false answers with `res` as the check left it (status, headers, content) and closes.
+using gate_head_check = std::function<bool(const http_request&, httplib::Response&)>;
 // Sees a request and its response, as they are when the route is done.
 using http_observer = std::function<void(const http_request&, const httplib::Response&)>;
 
 struct gate_limits {
   std::size_t threads = 8;  // workers that run whole requests. Default: 8
-  // Open at once, beyond: 503. 0: the descriptor limit less 64 (1024 when unknown); never more.
-  // Default: 0
+  // Open at once (in the gate or in a worker); at the cap a new connection takes the place of
+  // one waiting longest in the gate, else it is refused with 503 and Retry-After. 0: `threads`.
+  // Never more than the descriptor limit less 64. Default: 0 (the worker count)
   std::size_t max_connections = 0;
+  // How long a request must have been incomplete in the gate before a new connection at the cap
+  // may take its place. Default: 1 s
+  std::chrono::milliseconds evictable_after{1000};
+  // At prebuffer_total_bytes, a body that has sent nothing for this long while another waits for
+  // room is answered 408 (the largest first). Default: 1 s
+  std::chrono::milliseconds body_stall_time{1000};
+  // Run in the gate on every request's line and headers before any of its body is read
+  // (gate_head_check). Default: none (every request goes on)
+  gate_head_check head_check;
   int listen_backlog = 1024;                        // Default: 1024
   std::chrono::milliseconds header_timeout{10000};  // Default: 10 s
   std::chrono::milliseconds body_timeout{60000};    // Default: 60 s
@@ -106,8 +130,8 @@ struct gate_limits {
   std::size_t body_min_rate = std::size_t{16} << 10;
   std::chrono::milliseconds body_rate_grace{5000};
   std::size_t max_requests_per_connection = 1;  // 1: Connection: close after each. Default: 1
-  // Whether a request's body may be read only after grant_body() (the daemon grants it once the
-  // token is checked, from the headers). Default: false (every body may be read)
+  // Whether a request's body may be read only after grant_body(), or up to max_body_bytes once
+  // it passed head_check (the daemon's token). Default: false (every body may be read)
   bool body_needs_grant = false;
   // A body longer than this is refused with 413. Default: 64 MiB
   std::size_t max_body_bytes = std::size_t{64} << 20;
@@ -131,9 +155,12 @@ class gated_server : public httplib::Server {
   // `handler` answers requests of `method` whose path matches `pattern` (a regular expression;
   // its groups are http_request::match). Anything it throws is answered 500.
   void route(http_method method, const std::string& pattern, http_handler handler);
-  // Every request's line and headers go through `check` before its body is read, also one that
-  // waits for 100 Continue (refused, it is never invited to send its body).
-  void check_heads(http_head_check check);
+  // Every request's line and headers go through `check` in the gate (gate_limits::head_check)
+  // before any of its body is read, also one that waits for 100 Continue (refused, it is never
+  // invited to send its body). Before start().
+  void check_heads(gate_head_check check);
+  // Sets gate_limits::max_connections (0: the worker count). Before start().
+  void limit_connections(std::size_t max_connections);
   // Runs after each route's handler (also one that threw), before the response is written.
   void after_route(http_observer observer);
   // Runs for every response just before it is written (routes', and the transport's own).

@@ -64,8 +64,11 @@ struct server_config {
   // Default: 256.
   std::size_t threads = 256;
   int listen_backlog = 1024;  // Default: 1024
-  // Connections open at once; one accepted beyond is answered 503 with Retry-After: 1 and closed.
-  // Default: 0, the process's descriptor limit less 64 (a larger value is lowered to it)
+  // Connections open at once, waiting for their request or served by a worker. At the cap a new
+  // connection takes the place of the one waiting longest for its request (idle kept-alive ones
+  // first, closed; else one incomplete for 1 s, answered 503), or is itself answered 503 with
+  // Retry-After: 1 (policy/http_gate.hpp). Above `threads`, whole requests may wait for a worker.
+  // Default: 0, `threads` (never above the descriptor limit less 64)
   std::size_t max_connections = 0;
   // A connection's request line and headers must be in within this of its accept (of its first
   // byte, for a later request on a kept-alive connection), else 408 and close. Default: 10 s

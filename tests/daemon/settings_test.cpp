@@ -16,14 +16,17 @@ TEST(DaemonSettings, EmptyFileGivesTheDefaults) {
   EXPECT_EQ(s->port, 7433);
   EXPECT_EQ(s->max_concurrent, 1);
   EXPECT_EQ(s->grace_period_s, 30.0);
+  EXPECT_EQ(s->max_connections, 0);  // the API's worker count
 }
 
 TEST(DaemonSettings, ReadsEveryKey) {
-  auto s = parse_settings("port: 0\nmax_concurrent: 3\ngrace_period_s: 2.5\n", "d.yaml");
+  auto s = parse_settings("port: 0\nmax_concurrent: 3\ngrace_period_s: 2.5\nmax_connections: 64\n",
+                          "d.yaml");
   ASSERT_TRUE(s) << s.err().message;
   EXPECT_EQ(s->port, 0);
   EXPECT_EQ(s->max_concurrent, 3);
   EXPECT_EQ(s->grace_period_s, 2.5);
+  EXPECT_EQ(s->max_connections, 64);
 }
 
 TEST(DaemonSettings, ErrorsNameFileLineAndKey) {
@@ -39,6 +42,7 @@ TEST(DaemonSettings, ErrorsNameFileLineAndKey) {
       {"\n\ngrace_period_s: -1\n", "d.yaml:3: grace_period_s: expected a number > 0"},
       {"grace_period_s: [1]\n", "d.yaml:1: grace_period_s:"},
       {"max_concurrent: two\n", "d.yaml:1: max_concurrent:"},
+      {"max_connections: -1\n", "d.yaml:1: max_connections: expected an integer >= 0"},
       {"- 1\n", "d.yaml:1: expected a mapping"},
       {"port: [1\n", "d.yaml:"},
   };

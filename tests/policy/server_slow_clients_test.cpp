@@ -93,6 +93,14 @@ server_config few_workers() {
   return config;
 }
 
+// Room for every slow client of a test, so that the deadlines, not the connection cap (the
+// worker count by default; tests/policy/http_gate_test.cpp), are what cuts them off.
+server_config few_workers_many_connections() {
+  auto config = few_workers();
+  config.max_connections = 256;
+  return config;
+}
+
 // A normal client's GET /v1/models and POST /v1/completions both answered 200 within 5 s.
 void expect_normal_requests_served(policy_server& server) {
   const auto started = steady::now();
@@ -143,7 +151,7 @@ class trickler {
 void expect_trickled_bodies_cut_off(std::size_t count,
                                     const std::function<std::string(std::size_t)>& head,
                                     std::function<std::string(std::size_t)> next) {
-  auto config = few_workers();
+  auto config = few_workers_many_connections();
   config.body_timeout = 8s;
   auto server = start_server(config);
   ASSERT_TRUE(server);
@@ -172,7 +180,7 @@ void expect_trickled_bodies_cut_off(std::size_t count,
 // never reached), so the normal requests queued behind them. Now they wait in the gate, which
 // holds no worker, and are cut off with 408 at the header deadline.
 TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
-  auto config = few_workers();
+  auto config = few_workers_many_connections();
   config.header_timeout = 8s;
   auto server = start_server(config);
   ASSERT_TRUE(server);
@@ -227,6 +235,39 @@ TEST(ServerSlowClients, TricklingHeadersDoNotStarveRequests) {
   EXPECT_EQ(get(*client_for(*server), "/v1/models").status, 200);
 }
 
+// The test with the server's defaults: the connection cap is the worker count (8), so of
+// 20 connections trickling their headers the 12 beyond it are answered 503 with Retry-After at
+// once (the header deadline is 30 s), and normal requests are served within 5 s while the slow
+// ones fill the cap, each taking the place of the slow one that has waited longest. Before, the
+// cap was the descriptor limit: every slow client waited for its header deadline.
+TEST(ServerSlowClients, BeyondTheDefaultCapSlowClientsAreRefusedAtOnce) {
+  auto config = few_workers();
+  config.header_timeout = 30s;
+  auto server = start_server(config);
+  ASSERT_TRUE(server);
+  constexpr int slow_count = 20;
+  std::vector<raw_client> slow(slow_count);
+  for (auto& s : slow) {
+    ASSERT_TRUE(s.connect_to(server->port()));
+    ASSERT_TRUE(s.send_text("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+  }
+  {
+    const trickler trickle(slow, [](std::size_t) { return std::string("a"); });
+    std::this_thread::sleep_for(1500ms);
+    expect_normal_requests_served(*server);
+  }
+  int refused = 0;
+  for (auto& s : slow) {
+    s.poll_answer(1000ms);
+    if (s.answer.rfind("HTTP/1.1 503", 0) == 0) {
+      ++refused;
+      EXPECT_NE(s.answer.find("Retry-After: 1\r\n"), std::string::npos) << s.answer;
+    }
+  }
+  // The 12 beyond the cap, and those whose place the normal requests took.
+  EXPECT_GE(refused, slow_count - 8);
+}
+
 // The same with bodies: 20 connections that declare a 1 MiB body and trickle it, against 8
 // workers. Before, a body over 256 KiB went to a worker at once, which then waited for it until
 // the body deadline; now the gate holds bodies up to 16 MiB (256 MiB in all) and hands the request
@@ -263,7 +304,7 @@ TEST(ServerSlowClients, TricklingHugeAndChunkedBodiesDoNotStarveRequests) {
 // which drops a client sending below body_min_rate once body_rate_grace has passed, long before
 // the body deadline: 16 such clients against 8 workers each hold one for about a second, not 60.
 TEST(ServerSlowClients, BodiesBelowTheMinimumRateGiveTheirWorkerBack) {
-  auto config = few_workers();
+  auto config = few_workers_many_connections();
   config.body_timeout = 60s;
   config.body_min_rate = 1024;
   config.body_rate_grace = 1s;

@@ -39,15 +39,14 @@ inline constexpr const char* cwd_header = "X-Leap-Cwd";
 inline constexpr std::size_t max_request_body_bytes = std::size_t{4} << 20;
 inline constexpr std::size_t max_request_head_bytes = std::size_t{64} << 10;
 // Seconds a client has to send its request line and headers (else 408), counted from its
-// connect; and its body, counted from when a worker starts reading it. A connection waits for its
-// request line and headers without holding a worker (policy/http_gate.hpp), so trickling clients
-// cannot starve the API; one with the token that trickles its body holds a worker this long.
+// connect; and its body, counted from its headers. A connection waits for its request line,
+// headers and body (after the token check, made in the gate) without holding a worker
+// (policy/http_gate.hpp), so trickling clients cannot starve the API.
 inline constexpr int max_request_head_seconds = 10;
 inline constexpr int max_request_body_seconds = 30;
-// Workers serving whole requests (a submission's config check runs on one), and the connections
-// open at once: a connection beyond is answered 503 with Retry-After: 1 and closed at once.
+// Workers serving whole requests (a submission's config check runs on one); the connections open
+// at once are daemon.yaml's max_connections (by default as many).
 inline constexpr std::size_t api_threads = 8;
-inline constexpr std::size_t max_api_connections = 256;
 
 // How deep a submitted config may nest flow collections ([ ] and { }): real configs nest 2 or 3
 // deep; a parser recursing through 100,000 levels would overflow the stack.

@@ -65,22 +65,25 @@ reply json_reply(int code, const nlohmann::json& j) {
 }
 
 // The control API's connections (policy/http_gate.hpp, the policy server's too): a request
-// reaches one of the few workers only once its request line and headers are in (within
-// max_request_head_seconds, and max_request_head_bytes at most), so clients that trickle bytes
-// or hold connections idle cannot starve the API; beyond max_connections, 503 with Retry-After.
-// Only a request that carries the token is granted its body (max_request_body_bytes at most):
-// the body waits for the token check of the headers.
+// reaches one of the few workers only once its request line, headers and body are in (within
+// max_request_head_seconds and max_request_body_seconds; max_request_head_bytes and
+// max_request_body_bytes at most), so clients that trickle bytes or hold connections idle
+// cannot starve the API; at daemon.yaml's max_connections, the connection waiting longest for
+// its request gives its place to a new one, else the new one is answered 503 with Retry-After.
+// The gate checks the token from the headers before it reads any of the body: a request
+// without it is answered 401 by the gate.
 policy::gate_limits control_api_limits() {
   policy::gate_limits limits;
   limits.threads = api_threads;
-  limits.max_connections = max_api_connections;
   limits.header_timeout = std::chrono::seconds(max_request_head_seconds);
   limits.body_timeout = std::chrono::seconds(max_request_body_seconds);
   limits.read_timeout = std::chrono::seconds(5);
   limits.write_timeout = std::chrono::seconds(5);
   limits.max_header_bytes = max_request_head_bytes;
-  limits.prebuffer_body_bytes = 0;
+  limits.prebuffer_body_bytes = max_request_body_bytes;
   limits.max_requests_per_connection = 1;
+  // A request that passed the token check may have max_body_bytes of body read, no more: a
+  // chunked body past it is cut off with 413 before the worker holds it.
   limits.body_needs_grant = true;
   limits.max_body_bytes = max_request_body_bytes;
   limits.too_large_message =
@@ -113,6 +116,7 @@ class supervisor {
       return 1;
     }
     routes();
+    server_.limit_connections(static_cast<std::size_t>(settings_.max_connections));
     const auto started = server_.start("127.0.0.1", settings_.port);
     if (!started) {
       std::fprintf(stderr, "leap daemon: error: %s\n", started.err().message.c_str());
@@ -450,9 +454,10 @@ class supervisor {
   // --- the HTTP side ---
 
   void routes() {
-    // One check for every route: the bearer token, from the headers before any of the body is
-    // read (curl and others ask before a large body: they get the refusal instead of the
-    // invitation); only then is the body granted (the gate reads no body before).
+    // One check for every route, made in the gate (cheap and pure: token_ is set before start):
+    // the bearer token, from the headers before any of the body is read (curl and others ask
+    // before a large body: they get the refusal instead of the invitation); a request without it
+    // never reaches a worker, one with it has its body held in the gate like any other.
     server_.check_heads([this](const policy::http_request& req, httplib::Response& res) {
       if (!authorized(req.header("Authorization"), token_)) {
         res.status = 401;
@@ -484,7 +489,6 @@ class supervisor {
                         "application/json");
         return false;
       }
-      policy::gated_server::grant_body(max_request_body_bytes);
       return true;
     });
     using policy::http_method;

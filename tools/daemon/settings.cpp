@@ -69,8 +69,14 @@ result<daemon_settings> parse_settings(const std::string& yaml_text,
       if (!read_scalar(value, &s.grace_period_s) || !(s.grace_period_s > 0)) {
         problems.push_back(at + "expected a number > 0");
       }
+    } else if (key == "max_connections") {
+      if (!read_scalar(value, &s.max_connections) || s.max_connections < 0) {
+        problems.push_back(at + "expected an integer >= 0 (0: the API's worker count)");
+      }
     } else {
-      problems.push_back(at + "unknown key (known: port, max_concurrent, grace_period_s)");
+      problems.push_back(at +
+                         "unknown key (known: port, max_concurrent, grace_period_s, "
+                         "max_connections)");
     }
   }
   if (problems.empty()) {
@@ -100,7 +106,7 @@ result<daemon_settings> load_settings(const std::string& path) {
 std::string describe(const daemon_settings& s) {
   std::ostringstream out;
   out << "port " << s.port << ", max_concurrent " << s.max_concurrent << ", grace_period_s "
-      << s.grace_period_s;
+      << s.grace_period_s << ", max_connections " << s.max_connections;
   return out.str();
 }
 

@@ -18,6 +18,12 @@ struct daemon_settings {
   // Seconds a child `leap run` gets after SIGTERM (cancel, daemon stop) before SIGKILL; > 0.
   // Default: 30
   double grace_period_s = 30.0;
+  // Connections the control API holds open at once (waiting for their request in the gate or
+  // served by a worker); 0 means the API's worker count (api_threads), so that a whole request
+  // never waits for a worker. At the cap a new connection takes the place of the one that has
+  // waited longest for its request, else it is answered 503 with Retry-After
+  // (policy/http_gate.hpp). Takes effect at the next start, not on SIGHUP. Default: 0 (8)
+  int max_connections = 0;
 
   friend bool operator==(const daemon_settings&, const daemon_settings&) = default;
 };
@@ -30,7 +36,7 @@ struct daemon_settings {
 // Reads and parses the file; a missing file gives the defaults. Thread-safe.
 [[nodiscard]] result<daemon_settings> load_settings(const std::string& path);
 
-// "port 7433, max_concurrent 1, grace_period_s 30" for logs.
+// "port 7433, max_concurrent 1, grace_period_s 30, max_connections 0" for logs.
 [[nodiscard]] std::string describe(const daemon_settings& s);
 
 }  // namespace leap::daemon

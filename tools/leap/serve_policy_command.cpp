@@ -40,6 +40,7 @@ struct serve_policy_options {
   std::string model_name;  // Default: leap-scripted, or the --model folder's name
   int max_model_len = 0;   // Default: 32768, or the model's max_position_embeddings
   std::size_t threads = 256;
+  std::size_t max_connections = 0;  // Default: 0, the worker count
   std::size_t stream_chunk_tokens = 16;
   std::uint64_t seed = 0;
   double ttft_ms = 0.0;
@@ -217,6 +218,7 @@ int run(const serve_policy_options& o) {
   config.model_name = chosen->model_name;
   config.max_model_len = chosen->max_model_len;
   config.threads = o.threads;
+  config.max_connections = o.max_connections;
   config.stream_chunk_tokens = o.stream_chunk_tokens;
   config.weight_version = o.weight_version;
   // vLLM's reload_weights (POST /collective_rpc) reloads the served folder, where a learner
@@ -313,6 +315,11 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
          "Worker threads: requests served at once (connections waiting for a request hold none)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", options->max_connections,
+                  "Connections open at once (waiting for a request or served); at the cap the one "
+                  "waiting longest gives its place to a new one, else the new one gets 503. "
+                  "0: --threads")
+      ->capture_default_str();
   cmd->add_option("--stream-chunk-tokens", options->stream_chunk_tokens,
                   "Tokens per streamed chunk at most")
       ->capture_default_str()
