@@ -154,7 +154,9 @@ deps() {
 # Configures the build folder; build() then builds what it is given (everything by default).
 configure() {
   local args=()
-  [[ -f $build_dir/CMakeCache.txt ]] || args+=(-G Ninja)
+  # A fresh folder (CI, a fresh clone) builds the test suites in batches (LEAP_UNITY_TESTS in
+  # CMakeLists.txt); an existing one keeps its setting, so a developer's edit rebuilds one file.
+  [[ -f $build_dir/CMakeCache.txt ]] || args+=(-G Ninja -DLEAP_UNITY_TESTS="${LEAP_UNITY_TESTS:-ON}")
   if [[ -n $bundle_dir ]]; then
     local usr=$bundle_dir/root/usr libdir
     libdir=$usr/lib/$(gcc -dumpmachine)
