@@ -66,26 +66,4 @@ std::vector<float> token_advantages(std::span<const int> token_turn, double roll
   return out;
 }
 
-std::string to_string(advantage_kind k) {
-  switch (k) {
-    case advantage_kind::grpo:
-      return "grpo";
-    case advantage_kind::mean_only:
-      return "mean_only";
-    case advantage_kind::none:
-      return "none";
-  }
-  return "unknown";
-}
-
-std::optional<advantage_kind> parse_advantage_kind(const std::string& name) {
-  for (const advantage_kind k :
-       {advantage_kind::grpo, advantage_kind::mean_only, advantage_kind::none}) {
-    if (to_string(k) == name) {
-      return k;
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace leap

@@ -14,6 +14,8 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include "common/enums/advantage_kind.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -21,8 +23,6 @@
 #include <vector>
 
 namespace leap {
-
-enum class advantage_kind : std::uint8_t { grpo, mean_only, none };
 
 struct advantage_config {
   advantage_kind kind = advantage_kind::grpo;  // Default: grpo
@@ -46,9 +46,5 @@ inline constexpr int not_generated = -1;
 // learner.
 [[nodiscard]] std::vector<float> token_advantages(std::span<const int> token_turn,
                                                   double rollout_advantage, double gamma);
-
-// Names are the config file's spelling, matched exactly; an unknown name gives nullopt.
-[[nodiscard]] std::string to_string(advantage_kind k);
-[[nodiscard]] std::optional<advantage_kind> parse_advantage_kind(const std::string& name);
 
 }  // namespace leap

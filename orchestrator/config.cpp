@@ -343,47 +343,4 @@ std::optional<std::string> config_value(const experiment_config& config, std::st
   return std::nullopt;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Enum names
-
-namespace {
-template <class Enum>
-std::optional<Enum> parse_by_name(std::initializer_list<Enum> values, const std::string& name) {
-  for (const Enum v : values) {
-    if (to_string(v) == name) {
-      return v;
-    }
-  }
-  return std::nullopt;
-}
-}  // namespace
-
-std::string to_string(learner_kind k) {
-  switch (k) {
-    case learner_kind::record:
-      return "record";
-    case learner_kind::torch:
-      return "torch";
-  }
-  return "unknown";
-}
-
-std::optional<learner_kind> parse_learner_kind(const std::string& name) {
-  return parse_by_name({learner_kind::record, learner_kind::torch}, name);
-}
-
-std::string to_string(schedule_mode m) {
-  switch (m) {
-    case schedule_mode::streaming:
-      return "streaming";
-    case schedule_mode::barrier:
-      return "barrier";
-  }
-  return "unknown";
-}
-
-std::optional<schedule_mode> parse_schedule_mode(const std::string& name) {
-  return parse_by_name({schedule_mode::streaming, schedule_mode::barrier}, name);
-}
-
 }  // namespace leap

@@ -15,9 +15,11 @@
 // README, which are generated from the one place that states them.
 #pragma once
 
+#include "common/enums/learner_kind.hpp"
 #include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
 #include "common/enums/offpolicy_mode.hpp"
+#include "common/enums/schedule_mode.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
@@ -32,9 +34,6 @@
 #include <vector>
 
 namespace leap {
-
-enum class learner_kind : std::uint8_t { record, torch };
-enum class schedule_mode : std::uint8_t { streaming, barrier };
 
 struct experiment_section {
   std::string name = "leap";
@@ -273,12 +272,5 @@ struct config_key_doc {
 // The value of one dotted key as render_config writes it; nullopt for a key not in the schema.
 [[nodiscard]] std::optional<std::string> config_value(const experiment_config& config,
                                                       std::string_view key);
-
-// Names are the config file's spelling; an unknown name gives nullopt.
-// (log_verbosity's names are common/enums/log_verbosity.hpp's.)
-[[nodiscard]] std::string to_string(learner_kind k);
-[[nodiscard]] std::optional<learner_kind> parse_learner_kind(const std::string& name);
-[[nodiscard]] std::string to_string(schedule_mode m);
-[[nodiscard]] std::optional<schedule_mode> parse_schedule_mode(const std::string& name);
 
 }  // namespace leap

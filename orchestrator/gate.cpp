@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -41,17 +40,6 @@ gate_decision classify(fail_range range, int n_fail) {
     return gate_decision::closed_hopeless;
   }
   return gate_decision::open;
-}
-
-// Parsing goes through to_string, so that a name parses back to the value it was printed from.
-template <class Enum>
-std::optional<Enum> parse_by_name(std::initializer_list<Enum> values, const std::string& name) {
-  for (const Enum value : values) {
-    if (to_string(value) == name) {
-      return value;
-    }
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -190,84 +178,6 @@ void adaptive_gate::record(int n_fail, int group_size) {
   while (history_.size() > config_.adaptive_window) {
     history_.pop_front();
   }
-}
-
-std::string to_string(gate_policy p) {
-  switch (p) {
-    case gate_policy::none:
-      return "none";
-    case gate_policy::full:
-      return "full";
-    case gate_policy::dcp:
-      return "dcp";
-    case gate_policy::dcp_adaptive:
-      return "dcp_adaptive";
-  }
-  return "unknown";
-}
-
-std::optional<gate_policy> parse_gate_policy(const std::string& name) {
-  return parse_by_name(
-      {gate_policy::none, gate_policy::full, gate_policy::dcp, gate_policy::dcp_adaptive}, name);
-}
-
-std::string to_string(threshold_unit u) {
-  switch (u) {
-    case threshold_unit::count:
-      return "count";
-    case threshold_unit::fraction:
-      return "fraction";
-  }
-  return "unknown";
-}
-
-std::optional<threshold_unit> parse_threshold_unit(const std::string& name) {
-  return parse_by_name({threshold_unit::count, threshold_unit::fraction}, name);
-}
-
-std::string to_string(gate_decision d) {
-  switch (d) {
-    case gate_decision::closed_easy:
-      return "closed_easy";
-    case gate_decision::closed_hopeless:
-      return "closed_hopeless";
-    case gate_decision::closed_no_debug:
-      return "closed_no_debug";
-    case gate_decision::open:
-      return "open";
-  }
-  return "unknown";
-}
-
-std::optional<gate_decision> parse_gate_decision(const std::string& name) {
-  return parse_by_name({gate_decision::closed_easy, gate_decision::closed_hopeless,
-                        gate_decision::closed_no_debug, gate_decision::open},
-                       name);
-}
-
-std::string to_string(optimise_decision d) {
-  switch (d) {
-    case optimise_decision::off:
-      return "off";
-    case optimise_decision::closed_no_pass:
-      return "closed_no_pass";
-    case optimise_decision::closed_untimed:
-      return "closed_untimed";
-    case optimise_decision::closed_fast:
-      return "closed_fast";
-    case optimise_decision::closed_budget:
-      return "closed_budget";
-    case optimise_decision::open:
-      return "open";
-  }
-  return "unknown";
-}
-
-std::optional<optimise_decision> parse_optimise_decision(const std::string& name) {
-  return parse_by_name(
-      {optimise_decision::off, optimise_decision::closed_no_pass, optimise_decision::closed_untimed,
-       optimise_decision::closed_fast, optimise_decision::closed_budget, optimise_decision::open},
-      name);
 }
 
 }  // namespace leap

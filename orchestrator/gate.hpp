@@ -19,6 +19,9 @@
 // All functions here are pure (adaptive_gate aside, which owns its history) and thread-safe.
 #pragma once
 
+#include "common/enums/gate_policy.hpp"
+#include "common/enums/optimise_decision.hpp"
+#include "common/enums/threshold_unit.hpp"
 #include "orchestrator/vocabulary.hpp"
 
 #include <cstddef>
@@ -29,10 +32,7 @@
 
 namespace leap {
 
-enum class gate_policy : std::uint8_t { none, full, dcp, dcp_adaptive };
-
-// Whether tau_min and tau_max count failures or give them as a fraction of G.
-enum class threshold_unit : std::uint8_t { count, fraction };
+// gate_policy, threshold_unit and optimise_decision, and their names, are common/enums'.
 
 struct gate_config {
   gate_policy policy = gate_policy::dcp;           // Default: dcp
@@ -88,17 +88,6 @@ struct gate_config {
 
 using optimise_config = gate_config::optimise_config;
 using retry_config = gate_config::retry_config;
-
-// Whether a group's passing rollouts are asked for faster versions, and why not. Decided when the
-// DCP gate decides, from the first-turn passes.
-enum class optimise_decision : std::uint8_t {
-  off,             // gate.optimise.speedup is 0
-  closed_no_pass,  // nothing passed: there is nothing to speed up
-  closed_untimed,  // some pass has no measured speedup: no claim about speed can be made
-  closed_fast,     // some pass beats the factor already
-  closed_budget,   // no turn left (rollout.max_turns or gate.optimise.max_turns)
-  open,            // every pass is timed and none beats the factor: optimisation turns follow
-};
 
 // Failure-count thresholds resolved for a group of size G: open when lo <= N_fail <= hi.
 // Always 1 <= lo and hi <= G (N_fail = 0 never opens); lo > hi is an empty range (never opens).
@@ -184,15 +173,5 @@ class adaptive_gate {
 // The quantile of gate_config's comment (type 7, linear interpolation) of `values`, which need not
 // be sorted. q is clamped to [0, 1]. Empty input or a NaN q gives NaN.
 [[nodiscard]] double quantile_linear(std::span<const double> values, double q);
-
-// Names are the config file's spelling, lower case, matched exactly; an unknown name gives nullopt.
-[[nodiscard]] std::string to_string(gate_policy p);
-[[nodiscard]] std::optional<gate_policy> parse_gate_policy(const std::string& name);
-[[nodiscard]] std::string to_string(threshold_unit u);
-[[nodiscard]] std::optional<threshold_unit> parse_threshold_unit(const std::string& name);
-[[nodiscard]] std::string to_string(gate_decision d);
-[[nodiscard]] std::optional<gate_decision> parse_gate_decision(const std::string& name);
-[[nodiscard]] std::string to_string(optimise_decision d);
-[[nodiscard]] std::optional<optimise_decision> parse_optimise_decision(const std::string& name);
 
 }  // namespace leap

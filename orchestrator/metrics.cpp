@@ -117,28 +117,6 @@ std::vector<composition_bucket> rollout_composition(std::span<const group_summar
   return buckets;
 }
 
-std::string to_string(outcome_kind k) {
-  switch (k) {
-    case outcome_kind::first_turn_pass:
-      return "first_turn_pass";
-    case outcome_kind::debug_pass:
-      return "debug_pass";
-    case outcome_kind::failure:
-      return "failure";
-  }
-  return "unknown";
-}
-
-std::optional<outcome_kind> parse_outcome_kind(const std::string& name) {
-  for (const outcome_kind k :
-       {outcome_kind::first_turn_pass, outcome_kind::debug_pass, outcome_kind::failure}) {
-    if (to_string(k) == name) {
-      return k;
-    }
-  }
-  return std::nullopt;
-}
-
 void speed_summary::add(const rollout_outcome& outcome, const pass_speed& speed) {
   ++rollouts_;
   if (!outcome.passed()) {

@@ -5,6 +5,7 @@
 // activated_group_fraction) but adds no rollout. All functions are pure and thread-safe.
 #pragma once
 
+#include "common/enums/outcome_kind.hpp"
 #include "orchestrator/reward.hpp"  // pass_speed
 #include "orchestrator/vocabulary.hpp"
 
@@ -57,7 +58,6 @@ struct recovery_rates {
 // rollouts falls in bucket floor(p * bucket_count / n), computed in integers so that no rounding
 // moves a group across a boundary. Groups with no outcomes, or whose advantages are empty or not
 // as long as the outcomes, are skipped. bucket_count 0 gives an empty vector.
-enum class outcome_kind : std::uint8_t { first_turn_pass, debug_pass, failure };
 struct composition_bucket {
   double lo = 0.0;
   double hi = 0.0;
@@ -106,9 +106,5 @@ class speed_summary {
 
 // first_turn_pass for a pass at turn 1, debug_pass for a pass at a later turn, failure otherwise.
 [[nodiscard]] outcome_kind kind_of(const rollout_outcome& outcome);
-
-// "first_turn_pass", "debug_pass", "failure"; an unknown name gives nullopt.
-[[nodiscard]] std::string to_string(outcome_kind k);
-[[nodiscard]] std::optional<outcome_kind> parse_outcome_kind(const std::string& name);
 
 }  // namespace leap

@@ -206,30 +206,4 @@ std::vector<double> compute_rewards(const reward_config& config,
   return std::vector<double>(outcomes.size(), 0.0);
 }
 
-std::string to_string(reward_kind k) {
-  switch (k) {
-    case reward_kind::rank:
-      return "rank";
-    case reward_kind::static_scalar:
-      return "static";
-    case reward_kind::binary:
-      return "binary";
-    case reward_kind::rank_speed:
-      return "rank_speed";
-    case reward_kind::prime_echo:
-      return "prime_echo";
-  }
-  return "unknown";
-}
-
-std::optional<reward_kind> parse_reward_kind(const std::string& name) {
-  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                              reward_kind::rank_speed, reward_kind::prime_echo}) {
-    if (to_string(k) == name) {
-      return k;
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace leap

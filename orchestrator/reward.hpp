@@ -37,6 +37,7 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include "common/enums/reward_kind.hpp"
 #include "orchestrator/vocabulary.hpp"
 
 #include <optional>
@@ -46,9 +47,7 @@
 
 namespace leap {
 
-// Config names: "rank", "static", "binary", "rank_speed", "prime_echo" (static_scalar is spelled
-// "static").
-enum class reward_kind : std::uint8_t { rank, static_scalar, binary, rank_speed, prime_echo };
+// reward_kind and its names ("static" for static_scalar) are common/enums'.
 
 struct speed_bonus_config {
   double weight = 0.0;  // Default: 0 (no bonus)
@@ -95,9 +94,5 @@ struct pass_speed {
 
 // Whether a stated speedup counts as measured: finite and > 0.
 [[nodiscard]] bool measured_speedup(const std::optional<double>& speedup);
-
-// Names are the config file's spelling, matched exactly; an unknown name gives nullopt.
-[[nodiscard]] std::string to_string(reward_kind k);
-[[nodiscard]] std::optional<reward_kind> parse_reward_kind(const std::string& name);
 
 }  // namespace leap

@@ -13,42 +13,6 @@ namespace leap {
 
 namespace {
 
-// ---- names
-// ---------------------------------------------------------------------------------------
-
-template <class E, std::size_t N>
-std::optional<E> parse_name(const std::array<std::pair<E, std::string_view>, N>& table,
-                            std::string_view name) {
-  for (const auto& [value, text] : table) {
-    if (text == name) {
-      return value;
-    }
-  }
-  return std::nullopt;
-}
-
-template <class E, std::size_t N>
-std::string name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
-  for (const auto& [v, text] : table) {
-    if (v == value) {
-      return std::string(text);
-    }
-  }
-  // Only a value outside the enum (a cast from a corrupt byte) gets here.
-  return "unknown(" + std::to_string(static_cast<int>(value)) + ")";
-}
-
-constexpr std::array<std::pair<split_kind, std::string_view>, 2> split_names{{
-    {split_kind::train, "train"},
-    {split_kind::validation, "validation"},
-}};
-constexpr std::array<std::pair<run_status, std::string_view>, 4> run_status_names{{
-    {run_status::running, "running"},
-    {run_status::finished, "finished"},
-    {run_status::failed, "failed"},
-    {run_status::interrupted, "interrupted"},
-}};
-
 bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
 status check_id(std::string_view what, std::string_view id) {
@@ -214,15 +178,6 @@ status validate(const run_record& run) {
     return s.err().wrap("run record");
   }
   return ok_status();
-}
-
-std::string to_string(split_kind s) { return name_of(split_names, s); }
-std::optional<split_kind> parse_split_kind(std::string_view name) {
-  return parse_name(split_names, name);
-}
-std::string to_string(run_status s) { return name_of(run_status_names, s); }
-std::optional<run_status> parse_run_status(std::string_view name) {
-  return parse_name(run_status_names, name);
 }
 
 }  // namespace leap

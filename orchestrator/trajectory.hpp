@@ -9,6 +9,8 @@
 #pragma once
 
 #include "common/enums/finish_reason.hpp"
+#include "common/enums/run_status.hpp"
+#include "common/enums/split_kind.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"  // not_generated
 #include "orchestrator/gate.hpp"
@@ -26,16 +28,6 @@
 namespace leap {
 
 using token_id = std::int32_t;
-
-// Which split a group belongs to. Validation groups are never trained on.
-enum class split_kind : std::uint8_t { train, validation };
-
-enum class run_status : std::uint8_t {
-  running,      // started and not known to have ended (also what a killed run leaves behind)
-  finished,     // all its steps are done
-  failed,       // stopped on an error
-  interrupted,  // stopped on request (SIGINT, SIGTERM) before its last step
-};
 
 // Wall-clock milliseconds one turn spent in each stage and in each stage's queue.
 struct turn_timings {
@@ -228,11 +220,5 @@ struct flat_rollout {
 [[nodiscard]] status validate(const group_record& group);
 [[nodiscard]] status validate(const step_record& step);
 [[nodiscard]] status validate(const run_record& run);
-
-// Names, lower case, as the exports and logs write them; parse_* of an unknown name is nullopt.
-[[nodiscard]] std::string to_string(split_kind s);
-[[nodiscard]] std::optional<split_kind> parse_split_kind(std::string_view name);
-[[nodiscard]] std::string to_string(run_status s);
-[[nodiscard]] std::optional<run_status> parse_run_status(std::string_view name);
 
 }  // namespace leap

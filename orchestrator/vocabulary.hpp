@@ -2,6 +2,7 @@
 // outcome that gating, rewards and metrics are computed from. Plain structs, no behaviour.
 #pragma once
 
+#include "common/enums/gate_decision.hpp"
 #include "common/enums/verdict_category.hpp"
 
 #include <cstdint>
@@ -22,13 +23,8 @@ struct rollout_outcome {
   [[nodiscard]] bool passed() const { return passed_at_turn > 0; }
 };
 
-// The DCP gate's decision for a group, taken when its last first-turn verdict arrives.
-enum class gate_decision : std::uint8_t {
-  closed_easy,      // too few failures: finished at once
-  closed_hopeless,  // too many failures: finished at once
-  closed_no_debug,  // the policy never debugs (single-turn GRPO), or nothing failed
-  open,             // failed rollouts enter debug turns
-};
+// gate_decision (the DCP gate's decision for a group) is common/enums' too: the store and the
+// experiment actor read it.
 
 [[nodiscard]] inline bool is_open(gate_decision d) { return d == gate_decision::open; }
 

@@ -6,6 +6,7 @@
 
 #include "common/result.hpp"
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -22,6 +23,16 @@ constexpr std::size_t count() {
     ++n;
   }
   return n;
+}
+
+// Every value in declaration order: what a config key accepts, a CLI option lists, a test walks.
+template <class E>
+constexpr std::array<E, count<E>()> values() {
+  std::array<E, count<E>()> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<E>(i);
+  }
+  return out;
 }
 
 // The name of `value`; "unknown(N)" for a byte outside the enum (a cast from corrupt data).

@@ -101,32 +101,26 @@ field_spec text_field(std::string key, Access access, text_check check, std::str
   return f;
 }
 
-template <class Enum>
-std::string enum_type(const std::vector<Enum>& values) {
-  return "one of: " + join(values, ", ", [](Enum v) { return to_string(v); });
-}
-
+// An enum's key accepts exactly the names of its table (common/enums, enum_names.hpp), in
+// declaration order: a value added to the enum is accepted, listed and documented here with no
+// edit, and the config never spells a name of its own.
 template <class Access, class Enum = std::remove_reference_t<
                             decltype(std::declval<Access>()(std::declval<experiment_config&>()))>>
-field_spec choice_field(std::string key, Access access, std::vector<Enum> values,
-                        std::string meaning) {
-  field_spec f{std::move(key), enum_type(values), std::move(meaning), {}, {}, {}};
-  f.read = [access, values](const YAML::Node& n, experiment_config& c, sink& s) {
-    std::vector<std::string> names;
-    names.reserve(values.size());
-    for (const Enum v : values) {
-      names.push_back(to_string(v));
-    }
-    const std::string expected =
-        "expected one of " + join(names, ", ", [](const std::string& x) { return x; });
+field_spec choice_field(std::string key, Access access, std::string meaning) {
+  field_spec f{
+      std::move(key), "one of: " + enum_names::valid_names<Enum>(), std::move(meaning), {}, {}, {}};
+  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
+    const std::string expected = "expected one of " + enum_names::valid_names<Enum>();
     if (!n.IsScalar()) {
       return s.fail(expected + ", got " + describe(n));
     }
-    for (const Enum v : values) {
-      if (to_string(v) == n.Scalar()) {
-        access(c) = v;
-        return true;
-      }
+    if (auto value = enum_names::parse<Enum>(n.Scalar(), "")) {
+      access(c) = *value;
+      return true;
+    }
+    std::vector<std::string> names;
+    for (const Enum v : enum_names::values<Enum>()) {
+      names.emplace_back(name_of(v));
     }
     const auto guess = closest(n.Scalar(), names);
     return s.fail(expected + ", got " + describe(n) +
@@ -419,8 +413,6 @@ std::vector<field_spec> build_fields() {
                     "Training steps (one learner update each) before the run ends; >= 1.")));
   f.push_back(operational(choice_field(
       "experiment.log_level", LEAP_FIELD(experiment.log_level),
-      std::vector{log_verbosity::trace, log_verbosity::debug, log_verbosity::info,
-                  log_verbosity::warn, log_verbosity::error, log_verbosity::off},
       "Least severe log line `leap run` writes to stderr: info (events: a step started, "
       "groups resumed, a verifier node lost), warn (signals, metrics files), error "
       "(lost writes), off; trace and debug print what info does today. --quiet "
@@ -467,13 +459,10 @@ std::vector<field_spec> build_fields() {
   // gate
   f.push_back(choice_field(
       "gate.policy", LEAP_FIELD(gate.policy),
-      std::vector{gate_policy::none, gate_policy::full, gate_policy::dcp,
-                  gate_policy::dcp_adaptive},
       "Which groups enter debug turns: none (single-turn GRPO), full (any failure), "
       "dcp (tau_min <= N_fail <= tau_max), dcp_adaptive (thresholds follow quantiles)."));
   f.push_back(choice_field(
       "gate.unit", LEAP_FIELD(gate.unit),
-      std::vector{threshold_unit::count, threshold_unit::fraction},
       "Whether gate.tau_min and gate.tau_max count failures or give them as a fraction "
       "of rollout.group_size."));
   f.push_back(
@@ -532,8 +521,6 @@ std::vector<field_spec> build_fields() {
   // reward
   f.push_back(choice_field(
       "reward.kind", LEAP_FIELD(reward.kind),
-      std::vector{reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                  reward_kind::rank_speed, reward_kind::prime_echo},
       "rank: the paper's tournament of (pass turn, failure) ranks, in [-1, 1]; static: "
       "reward.static_rewards per turn; binary: 1 pass, 0 failure; rank_speed: rank's tournament, "
       "passes at the same turn also ranked by speedup (verifier.timing_reps must be > 0); "
@@ -565,10 +552,9 @@ std::vector<field_spec> build_fields() {
                          "way."));
 
   // advantage
-  f.push_back(choice_field(
-      "advantage.kind", LEAP_FIELD(advantage.kind),
-      std::vector{advantage_kind::grpo, advantage_kind::mean_only, advantage_kind::none},
-      "grpo: (R - mean) / (std + epsilon); mean_only: R - mean (Dr.GRPO); none: R."));
+  f.push_back(
+      choice_field("advantage.kind", LEAP_FIELD(advantage.kind),
+                   "grpo: (R - mean) / (std + epsilon); mean_only: R - mean (Dr.GRPO); none: R."));
   f.push_back(real_field("advantage.epsilon", LEAP_FIELD(advantage.epsilon),
                          above(0, "a group of equal rewards has std 0"),
                          "Added to the group's reward std before dividing (grpo); > 0."));
@@ -580,7 +566,6 @@ std::vector<field_spec> build_fields() {
   // learner
   f.push_back(choice_field(
       "learner.kind", LEAP_FIELD(learner.kind),
-      std::vector{learner_kind::record, learner_kind::torch},
       "record: store scored batches, update nothing (dry runs, benchmarks); torch: the "
       "LibTorch learner."));
   f.push_back(
@@ -605,14 +590,10 @@ std::vector<field_spec> build_fields() {
                          "Weight of the KL penalty to the initial policy; 0 disables it."));
   f.push_back(
       choice_field("learner.loss_aggregation", LEAP_FIELD(learner.loss_aggregation),
-                   std::vector{loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean,
-                               loss_aggregation::seq_mean_token_sum},
                    "How token losses become the batch loss; seq_mean_token_mean is the paper's "
                    "sample-level loss (long rollouts do not dominate)."));
   f.push_back(choice_field(
       "learner.offpolicy.mode", LEAP_FIELD(learner.offpolicy.mode),
-      std::vector{offpolicy_mode::off, offpolicy_mode::drop_sequence,
-                  offpolicy_mode::truncate_token, offpolicy_mode::mask_token},
       "Off-policy filter on the ratio r = exp(logp - behaviour_logp), computed in the training "
       "pass: drop_sequence drops sequences whose geometric-mean ratio is outside [low, high] (and "
       "out of the loss normaliser); truncate_token caps each token's importance weight at high "
@@ -669,7 +650,6 @@ std::vector<field_spec> build_fields() {
   // policy
   f.push_back(choice_field(
       "policy.flavour", LEAP_FIELD(policy.flavour),
-      std::vector{server_flavour::vllm, server_flavour::sglang, server_flavour::embedded},
       "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
       "embedded (in-process; no endpoints)."));
   f.push_back(text_field(
@@ -786,7 +766,6 @@ std::vector<field_spec> build_fields() {
   // schedule
   f.push_back(choice_field(
       "schedule.mode", LEAP_FIELD(schedule.mode),
-      std::vector{schedule_mode::streaming, schedule_mode::barrier},
       "streaming: each stage starts when its input arrives; barrier: each stage waits for "
       "the whole batch (timing baseline)."));
   f.push_back(integer_field(

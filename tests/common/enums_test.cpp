@@ -1,16 +1,32 @@
 // The shared vocabulary's names are written to RocksDB exports, JSON bodies and config files: these
 // tables pin every name, so that a renamed value fails here before it changes a stored record or a
 // wire format.
+#include "common/enums/advantage_kind.hpp"
 #include "common/enums/finish_reason.hpp"
+#include "common/enums/gate_decision.hpp"
+#include "common/enums/gate_policy.hpp"
+#include "common/enums/learner_kind.hpp"
 #include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/optimise_decision.hpp"
+#include "common/enums/outcome_kind.hpp"
+#include "common/enums/reward_kind.hpp"
+#include "common/enums/run_status.hpp"
+#include "common/enums/schedule_mode.hpp"
 #include "common/enums/server_flavour.hpp"
+#include "common/enums/split_kind.hpp"
 #include "common/enums/task_kind.hpp"
+#include "common/enums/threshold_unit.hpp"
 #include "common/enums/verdict_category.hpp"
 #include "common/enums/wire_flavour.hpp"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,8 +39,11 @@ struct name_case {
   std::string name;
 };
 
+// Every value round-trips through its name, values() walks them in declaration order, and names
+// that are near misses (`also_bad`: other spellings a user might type) are refused with the list.
 template <class E, class Parse>
-void expect_names(const std::vector<name_case<E>>& cases, Parse parse, const std::string& what) {
+void expect_names(const std::vector<name_case<E>>& cases, Parse parse, const std::string& what,
+                  const std::vector<std::string>& also_bad = {}) {
   ASSERT_EQ(enum_names::count<E>(), cases.size()) << what << ": a value without a pinned name";
   std::string valid;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -34,9 +53,13 @@ void expect_names(const std::vector<name_case<E>>& cases, Parse parse, const std
     const auto parsed = parse(c.name);
     ASSERT_TRUE(parsed.ok()) << parsed.err().message;
     EXPECT_EQ(*parsed, c.value);
+    EXPECT_EQ(enum_names::values<E>()[i], c.value) << c.name;
     valid += (i == 0 ? "" : ", ") + c.name;
   }
-  for (const std::string bad : {"", "STOP", "Pass", "unknown(9)", "x"}) {
+  EXPECT_EQ(enum_names::valid_names<E>(), valid);
+  std::vector<std::string> bad_names = {"", "STOP", "Pass", "unknown(9)", "x"};
+  bad_names.insert(bad_names.end(), also_bad.begin(), also_bad.end());
+  for (const std::string& bad : bad_names) {
     const auto parsed = parse(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.err().message, "unknown " + what + " '" + bad + "' (valid: " + valid + ")");
@@ -105,6 +128,137 @@ TEST(Enums, ServerFlavourNamesAndDialects) {
   static_assert(wire_of(server_flavour::vllm) == wire_flavour::vllm);
   static_assert(wire_of(server_flavour::sglang) == wire_flavour::sglang);
   static_assert(wire_of(server_flavour::embedded) == wire_flavour::vllm);
+}
+
+// ---- the orchestrator's vocabulary (issue 32): config keys, replay options, stored records ----
+// The near misses are the ones the per-module tests checked before the names moved here.
+
+TEST(Enums, GatePolicyNames) {
+  expect_names<gate_policy>({{gate_policy::none, "none"},
+                             {gate_policy::full, "full"},
+                             {gate_policy::dcp, "dcp"},
+                             {gate_policy::dcp_adaptive, "dcp_adaptive"}},
+                            parse_gate_policy, "gate policy",
+                            {"DCP", "dcp ", "adaptive", "dcp-adaptive", "unknown"});
+}
+
+TEST(Enums, ThresholdUnitNames) {
+  expect_names<threshold_unit>(
+      {{threshold_unit::count, "count"}, {threshold_unit::fraction, "fraction"}},
+      parse_threshold_unit, "threshold unit", {"counts", "Fraction", "percent"});
+}
+
+TEST(Enums, GateDecisionNames) {
+  expect_names<gate_decision>({{gate_decision::closed_easy, "closed_easy"},
+                               {gate_decision::closed_hopeless, "closed_hopeless"},
+                               {gate_decision::closed_no_debug, "closed_no_debug"},
+                               {gate_decision::open, "open"}},
+                              parse_gate_decision, "gate decision", {"closed", "OPEN", "easy"});
+}
+
+TEST(Enums, OptimiseDecisionNames) {
+  expect_names<optimise_decision>({{optimise_decision::off, "off"},
+                                   {optimise_decision::closed_no_pass, "closed_no_pass"},
+                                   {optimise_decision::closed_untimed, "closed_untimed"},
+                                   {optimise_decision::closed_fast, "closed_fast"},
+                                   {optimise_decision::closed_budget, "closed_budget"},
+                                   {optimise_decision::open, "open"}},
+                                  parse_optimise_decision, "optimise decision", {"OPEN"});
+}
+
+TEST(Enums, RewardKindNames) {
+  // static_scalar is spelled "static" (a C++ keyword), and only that way.
+  expect_names<reward_kind>({{reward_kind::rank, "rank"},
+                             {reward_kind::static_scalar, "static"},
+                             {reward_kind::binary, "binary"},
+                             {reward_kind::rank_speed, "rank_speed"},
+                             {reward_kind::prime_echo, "prime_echo"}},
+                            parse_reward_kind, "reward kind",
+                            {"static_scalar", "Rank", "binary ", "scalar"});
+}
+
+TEST(Enums, AdvantageKindNames) {
+  expect_names<advantage_kind>({{advantage_kind::grpo, "grpo"},
+                                {advantage_kind::mean_only, "mean_only"},
+                                {advantage_kind::none, "none"}},
+                               parse_advantage_kind, "advantage kind",
+                               {"GRPO", "mean-only", "dr_grpo", "none "});
+}
+
+TEST(Enums, OutcomeKindNames) {
+  expect_names<outcome_kind>({{outcome_kind::first_turn_pass, "first_turn_pass"},
+                              {outcome_kind::debug_pass, "debug_pass"},
+                              {outcome_kind::failure, "failure"}},
+                             parse_outcome_kind, "outcome kind", {"pass", "Failure", "debug"});
+}
+
+TEST(Enums, SplitKindNames) {
+  expect_names<split_kind>({{split_kind::train, "train"}, {split_kind::validation, "validation"}},
+                           parse_split_kind, "split", {"Train", "valid"});
+}
+
+TEST(Enums, RunStatusNames) {
+  expect_names<run_status>({{run_status::running, "running"},
+                            {run_status::finished, "finished"},
+                            {run_status::failed, "failed"},
+                            {run_status::interrupted, "interrupted"}},
+                           parse_run_status, "run status", {"Running", "done"});
+}
+
+TEST(Enums, LearnerKindNames) {
+  expect_names<learner_kind>({{learner_kind::record, "record"}, {learner_kind::torch, "torch"}},
+                             parse_learner_kind, "learner kind", {"Torch", "libtorch"});
+}
+
+TEST(Enums, ScheduleModeNames) {
+  expect_names<schedule_mode>(
+      {{schedule_mode::streaming, "streaming"}, {schedule_mode::barrier, "barrier"}},
+      parse_schedule_mode, "schedule mode", {"stream", "Barrier"});
+}
+
+// sandbox/suite/validate_suite.py is a standalone author's tool (it runs without a build), so it
+// keeps its own KINDS and EXT; this pins them to task_kind's table and to the suite's folders.
+std::vector<std::string> quoted_strings(const std::string& text) {
+  std::vector<std::string> out;
+  const std::regex quoted("\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back((*it)[1].str());
+  }
+  return out;
+}
+
+TEST(Enums, SuiteValidatorKindsAreTaskKindsAndTheSuitesFolders) {
+  const std::filesystem::path suite = std::filesystem::path(LEAP_SOURCE_DIR) / "sandbox" / "suite";
+  std::ifstream in(suite / "validate_suite.py");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string source = text.str();
+  std::smatch kinds_line;
+  ASSERT_TRUE(std::regex_search(source, kinds_line, std::regex("\nKINDS = \\(([^)]*)\\)")));
+  const auto kinds = quoted_strings(kinds_line[1].str());
+  ASSERT_FALSE(kinds.empty());
+  for (const auto& kind : kinds) {
+    const auto parsed = parse_task_kind(kind);
+    EXPECT_TRUE(parsed.ok()) << "validate_suite.py's KINDS: " << parsed.err().message;
+  }
+  std::smatch ext_line;
+  ASSERT_TRUE(std::regex_search(source, ext_line, std::regex("\nEXT = \\{([^}]*)\\}")));
+  std::set<std::string> ext_kinds;
+  const auto ext_strings = quoted_strings(ext_line[1].str());  // "cuda", ".cu", "cpp", ...
+  for (std::size_t i = 0; i < ext_strings.size(); i += 2) {
+    ext_kinds.insert(ext_strings[i]);
+  }
+  const std::set<std::string> kind_set(kinds.begin(), kinds.end());
+  EXPECT_EQ(ext_kinds, kind_set) << "validate_suite.py: EXT must give each of KINDS its extension";
+  std::set<std::string> folders;
+  for (const auto& entry : std::filesystem::directory_iterator(suite)) {
+    if (entry.is_directory()) {
+      folders.insert(entry.path().filename().string());
+    }
+  }
+  EXPECT_EQ(folders, kind_set) << "the suite's folders are its kinds";
 }
 
 }  // namespace

@@ -150,19 +150,6 @@ TEST(TokenAdvantages, LastTurnCarriesTheRolloutAdvantage) {
   }
 }
 
-TEST(AdvantageNames, RoundTripAndConfigSpelling) {
-  for (const advantage_kind k :
-       {advantage_kind::grpo, advantage_kind::mean_only, advantage_kind::none}) {
-    EXPECT_EQ(parse_advantage_kind(to_string(k)), k) << to_string(k);
-  }
-  EXPECT_EQ(to_string(advantage_kind::grpo), "grpo");
-  EXPECT_EQ(to_string(advantage_kind::mean_only), "mean_only");
-  EXPECT_EQ(to_string(advantage_kind::none), "none");
-  for (const std::string name : {"", "GRPO", "mean-only", "dr_grpo", "none "}) {
-    EXPECT_EQ(parse_advantage_kind(name), std::nullopt) << name;
-  }
-}
-
 TEST(AdvantageConfig, Defaults) {
   const advantage_config c;
   EXPECT_EQ(c.kind, advantage_kind::grpo);

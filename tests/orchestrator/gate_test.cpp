@@ -418,44 +418,6 @@ TEST(AdaptiveGate, RecordBuildsTheHistoryDecideAndRecordBuilds) {
   EXPECT_EQ(none.groups_seen(), 0U);
 }
 
-TEST(GateNames, RoundTripEveryValue) {
-  for (const gate_policy p :
-       {gate_policy::none, gate_policy::full, gate_policy::dcp, gate_policy::dcp_adaptive}) {
-    EXPECT_EQ(parse_gate_policy(to_string(p)), p) << to_string(p);
-  }
-  for (const threshold_unit u : {threshold_unit::count, threshold_unit::fraction}) {
-    EXPECT_EQ(parse_threshold_unit(to_string(u)), u) << to_string(u);
-  }
-  for (const gate_decision d : {easy, hopeless, no_debug, open}) {
-    EXPECT_EQ(parse_gate_decision(to_string(d)), d) << to_string(d);
-  }
-}
-
-TEST(GateNames, ConfigSpellings) {
-  EXPECT_EQ(to_string(gate_policy::none), "none");
-  EXPECT_EQ(to_string(gate_policy::full), "full");
-  EXPECT_EQ(to_string(gate_policy::dcp), "dcp");
-  EXPECT_EQ(to_string(gate_policy::dcp_adaptive), "dcp_adaptive");
-  EXPECT_EQ(to_string(threshold_unit::count), "count");
-  EXPECT_EQ(to_string(threshold_unit::fraction), "fraction");
-  EXPECT_EQ(to_string(easy), "closed_easy");
-  EXPECT_EQ(to_string(hopeless), "closed_hopeless");
-  EXPECT_EQ(to_string(no_debug), "closed_no_debug");
-  EXPECT_EQ(to_string(open), "open");
-}
-
-TEST(GateNames, UnknownNamesGiveNullopt) {
-  for (const std::string name : {"", "DCP", "dcp ", "adaptive", "dcp-adaptive", "unknown"}) {
-    EXPECT_EQ(parse_gate_policy(name), std::nullopt) << name;
-  }
-  for (const std::string name : {"", "counts", "Fraction", "percent"}) {
-    EXPECT_EQ(parse_threshold_unit(name), std::nullopt) << name;
-  }
-  for (const std::string name : {"", "closed", "OPEN", "easy"}) {
-    EXPECT_EQ(parse_gate_decision(name), std::nullopt) << name;
-  }
-}
-
 // ---- Optimisation turns (issue 31) ---------------------------------------------------------
 
 optimise_config optimise_at(double speedup, int max_turns = 1) {
@@ -577,17 +539,6 @@ TEST(GateOptimise, FeedbackSaysCorrectTheSpeedupTheGoalAndAsksForFaster) {
             "correct results.");
   EXPECT_NE(optimise_feedback(1.5, 2.0).find("1.50x"), std::string::npos);
   EXPECT_NE(optimise_feedback(1.5, 2.0).find("above 2.00x"), std::string::npos);
-}
-
-TEST(GateOptimise, NamesRoundTrip) {
-  for (const auto d : {optimise_decision::off, optimise_decision::closed_no_pass,
-                       optimise_decision::closed_untimed, optimise_decision::closed_fast,
-                       optimise_decision::closed_budget, optimise_decision::open}) {
-    EXPECT_EQ(parse_optimise_decision(to_string(d)), d) << to_string(d);
-  }
-  EXPECT_EQ(to_string(optimise_decision::closed_fast), "closed_fast");
-  EXPECT_EQ(parse_optimise_decision("OPEN"), std::nullopt);
-  EXPECT_EQ(parse_optimise_decision(""), std::nullopt);
 }
 
 }  // namespace

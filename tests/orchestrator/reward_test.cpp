@@ -585,20 +585,5 @@ TEST(PrimeEchoReward, OutOfRangeEchoIsClamped) {
       compute_rewards(prime_echo_config(0.5), outcomes, 3));
 }
 
-TEST(RewardNames, RoundTripAndConfigSpelling) {
-  for (const reward_kind k : {reward_kind::rank, reward_kind::static_scalar, reward_kind::binary,
-                              reward_kind::rank_speed, reward_kind::prime_echo}) {
-    EXPECT_EQ(parse_reward_kind(to_string(k)), k) << to_string(k);
-  }
-  EXPECT_EQ(to_string(reward_kind::prime_echo), "prime_echo");
-  EXPECT_EQ(to_string(reward_kind::rank), "rank");
-  EXPECT_EQ(to_string(reward_kind::static_scalar), "static");
-  EXPECT_EQ(to_string(reward_kind::binary), "binary");
-  EXPECT_EQ(to_string(reward_kind::rank_speed), "rank_speed");
-  for (const std::string name : {"", "static_scalar", "Rank", "binary ", "scalar"}) {
-    EXPECT_EQ(parse_reward_kind(name), std::nullopt) << name;
-  }
-}
-
 }  // namespace
 }  // namespace leap

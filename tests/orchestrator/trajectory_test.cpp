@@ -185,17 +185,5 @@ TEST(TrajectoryValidate, StepAndRunCases) {
   EXPECT_TRUE(validate(run).ok());
 }
 
-// ---- names -------------------------------------------------------------------------------------
-
-TEST(TrajectoryNames, EveryEnumValueRoundTrips) {
-  for (const auto e : {split_kind::train, split_kind::validation}) {
-    EXPECT_EQ(parse_split_kind(to_string(e)), e);
-  }
-  for (int v = 0; v <= static_cast<int>(run_status::interrupted); ++v) {
-    const auto e = static_cast<run_status>(v);
-    EXPECT_EQ(parse_run_status(to_string(e)), e);
-  }
-}
-
 }  // namespace
 }  // namespace leap

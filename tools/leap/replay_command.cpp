@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 namespace leap::cli {
 namespace {
@@ -41,6 +42,22 @@ struct replay_options {
   std::optional<double> gamma;
   std::optional<double> optimise_speedup;
 };
+
+// An override's value names one value of `E`'s table (common/enums); the error lists them all.
+template <class E>
+result<E> parse_override(std::string_view option, std::string_view what, const std::string& name) {
+  if (auto value = enum_names::parse<E>(name, what)) {
+    return *value;
+  }
+  return error{std::string(option) + ": unknown " + std::string(what) + " '" + name + "' (" +
+               enum_names::valid_names<E>() + ")"};
+}
+
+// "What-if gate.unit: count, fraction": an option's help with its values from `E`'s table.
+template <class E>
+std::string choices_help(const std::string& text) {
+  return text + ": " + enum_names::valid_names<E>();
+}
 
 int fail(const std::string& message) {
   std::cerr << "leap replay: error: " << message << "\n";
@@ -84,16 +101,16 @@ result<scoring_config> alternative_scoring(const replay_options& o,
     parts.push_back(o.what_if_config);
   }
   if (!o.gate.empty()) {
-    auto p = parse_gate_policy(o.gate);
+    auto p = parse_override<gate_policy>("--gate", "policy", o.gate);
     if (!p) {
-      return error{"--gate: unknown policy '" + o.gate + "' (none, full, dcp, dcp_adaptive)"};
+      return p.err();
     }
     s.gate.policy = *p;
   }
   if (!o.unit.empty()) {
-    auto u = parse_threshold_unit(o.unit);
+    auto u = parse_override<threshold_unit>("--unit", "unit", o.unit);
     if (!u) {
-      return error{"--unit: unknown unit '" + o.unit + "' (count, fraction)"};
+      return u.err();
     }
     s.gate.unit = *u;
   }
@@ -104,10 +121,9 @@ result<scoring_config> alternative_scoring(const replay_options& o,
     s.gate.tau_max = *o.tau_max;
   }
   if (!o.reward.empty()) {
-    auto k = parse_reward_kind(o.reward);
+    auto k = parse_override<reward_kind>("--reward", "kind", o.reward);
     if (!k) {
-      return error{"--reward: unknown kind '" + o.reward +
-                   "' (rank, static, binary, rank_speed, prime_echo)"};
+      return k.err();
     }
     s.reward.kind = *k;
   }
@@ -130,9 +146,9 @@ result<scoring_config> alternative_scoring(const replay_options& o,
     }
   }
   if (!o.advantage.empty()) {
-    auto k = parse_advantage_kind(o.advantage);
+    auto k = parse_override<advantage_kind>("--advantage", "kind", o.advantage);
     if (!k) {
-      return error{"--advantage: unknown kind '" + o.advantage + "' (grpo, mean_only, none)"};
+      return k.err();
     }
     s.advantage.kind = *k;
   }
@@ -298,17 +314,17 @@ void add_replay(CLI::App& app, int* exit_code) {
   cmd->add_option("--what-if", o->what_if_config,
                   "Re-score under this config's gate, reward and advantage sections")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--gate", o->gate, "What-if gate policy: none, full, dcp, dcp_adaptive");
+  cmd->add_option("--gate", o->gate, choices_help<gate_policy>("What-if gate policy"));
   cmd->add_option("--tau-min", o->tau_min, "What-if gate.tau_min");
   cmd->add_option("--tau-max", o->tau_max, "What-if gate.tau_max");
-  cmd->add_option("--unit", o->unit, "What-if gate.unit: count or fraction");
-  cmd->add_option("--reward", o->reward,
-                  "What-if reward kind: rank, static, binary, rank_speed, prime_echo");
+  cmd->add_option("--unit", o->unit, choices_help<threshold_unit>("What-if gate.unit"));
+  cmd->add_option("--reward", o->reward, choices_help<reward_kind>("What-if reward kind"));
   cmd->add_option("--echo", o->echo, "What-if reward.echo (prime_echo), in [0, 1]")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--static-rewards", o->static_rewards,
                   "What-if reward.static_rewards, comma-separated (e.g. 1,0.5,0.25)");
-  cmd->add_option("--advantage", o->advantage, "What-if advantage kind: grpo, mean_only, none");
+  cmd->add_option("--advantage", o->advantage,
+                  choices_help<advantage_kind>("What-if advantage kind"));
   cmd->add_option("--gamma", o->gamma, "What-if advantage.gamma");
   cmd->add_option("--optimise-speedup", o->optimise_speedup,
                   "What-if gate.optimise.speedup: which groups optimisation turns would open "

@@ -1,0 +1,44 @@
+// Which groups enter debug turns: the config key gate.policy (orchestrator/gate, the experiment
+// actor, `leap replay --gate`). The rules are orchestrator/gate.hpp's.
+#pragma once
+
+#include "common/enums/enum_names.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace leap {
+
+// Written by name in config files: never rename a value.
+enum class gate_policy : std::uint8_t {
+  none,          // never (single-turn GRPO)
+  full,          // whenever N_fail >= 1
+  dcp,           // when tau_min <= N_fail <= tau_max (Difficulty-Conditioned Pruning)
+  dcp_adaptive,  // as dcp, thresholds from the running failure-count quantiles
+};
+
+// The one name table. Empty for a byte outside the enum.
+constexpr std::string_view name_of(gate_policy v) {
+  switch (v) {
+    case gate_policy::none:
+      return "none";
+    case gate_policy::full:
+      return "full";
+    case gate_policy::dcp:
+      return "dcp";
+    case gate_policy::dcp_adaptive:
+      return "dcp_adaptive";
+  }
+  return {};
+}
+
+// "none", "full", "dcp", "dcp_adaptive"; "unknown(N)" for a byte outside the enum.
+[[nodiscard]] inline std::string to_string(gate_policy v) { return enum_names::to_string(v); }
+
+// The value of a name as to_string writes it; an error listing the valid names otherwise.
+[[nodiscard]] inline result<gate_policy> parse_gate_policy(std::string_view name) {
+  return enum_names::parse<gate_policy>(name, "gate policy");
+}
+
+}  // namespace leap

@@ -1,0 +1,44 @@
+// How a run stands: stored in its run record (storage's codec as one byte, exports by name), shown
+// by `leap replay`, the daemon and the launcher, so values only grow at the end.
+#pragma once
+
+#include "common/enums/enum_names.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace leap {
+
+// Written by name in exports and logs: never rename a value.
+enum class run_status : std::uint8_t {
+  running,      // started and not known to have ended (also what a killed run leaves behind)
+  finished,     // all its steps are done
+  failed,       // stopped on an error
+  interrupted,  // stopped on request (SIGINT, SIGTERM) before its last step
+};
+
+// The one name table. Empty for a byte outside the enum.
+constexpr std::string_view name_of(run_status v) {
+  switch (v) {
+    case run_status::running:
+      return "running";
+    case run_status::finished:
+      return "finished";
+    case run_status::failed:
+      return "failed";
+    case run_status::interrupted:
+      return "interrupted";
+  }
+  return {};
+}
+
+// "running", "finished", "failed", "interrupted"; "unknown(N)" for a byte outside the enum.
+[[nodiscard]] inline std::string to_string(run_status v) { return enum_names::to_string(v); }
+
+// The value of a name as to_string writes it; an error listing the valid names otherwise.
+[[nodiscard]] inline result<run_status> parse_run_status(std::string_view name) {
+  return enum_names::parse<run_status>(name, "run status");
+}
+
+}  // namespace leap
