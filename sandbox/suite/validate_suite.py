@@ -34,6 +34,9 @@ import subprocess
 import sys
 import tempfile
 
+# The suite's kinds, each a folder here and a name of the engine's task_kind table
+# (common/enums/task_kind.hpp); tests/common/enums_test.cpp checks both, and EXT, so that this
+# standalone tool (it runs without a build) cannot drift from the engine's names.
 KINDS = ("cuda", "cpp", "python")
 # What a python task's tests may import: the solution, the judge's helpers and the standard library
 # modules the suite uses (random: the judge's process seeds it from os.urandom, which the
