@@ -26,11 +26,13 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 namespace leap {
 
@@ -300,6 +302,92 @@ bool folder_is_empty(const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::directory_iterator it(folder, ec);
   return ec || it == std::filesystem::directory_iterator();
+}
+
+// A store that cannot be made beside its folder (the folder is a mount point) is made in it, and
+// RocksDB writes LOCK, IDENTITY and MANIFEST there before CURRENT. Its maker holds flock(2) on the
+// folder from before the first of those until the store is whole, so that another process finding
+// files without CURRENT can tell a store being made from a damaged one, and a folder whose maker
+// died mid-way from one a live maker is filling. (RocksDB's own LOCK cannot serve: it is a file in
+// the folder, created before it is locked.)
+class folder_lock {
+ public:
+  // The folder's lock for this process alone; nullopt when another process holds it.
+  static result<std::optional<folder_lock>> try_exclusive(const std::filesystem::path& folder) {
+    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      return error{"cannot open the folder " + folder.string() + ": " + std::strerror(errno)};
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int lock_errno = errno;
+      ::close(fd);
+      if (lock_errno == EWOULDBLOCK) {
+        return std::optional<folder_lock>{};
+      }
+      return error{"cannot lock the folder " + folder.string() + ": " + std::strerror(lock_errno)};
+    }
+    return std::optional<folder_lock>{folder_lock(fd)};
+  }
+
+  // Whether a process is making a store in the folder now (asked without waiting).
+  static bool held_elsewhere(const std::filesystem::path& folder) {
+    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      return false;
+    }
+    const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);  // drops the shared lock if it was taken
+    return held;
+  }
+
+  folder_lock(folder_lock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  folder_lock& operator=(folder_lock&& other) noexcept {
+    if (this != &other) {
+      release();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  folder_lock(const folder_lock&) = delete;
+  folder_lock& operator=(const folder_lock&) = delete;
+  ~folder_lock() { release(); }
+
+ private:
+  explicit folder_lock(int fd) : fd_(fd) {}
+  void release() {
+    if (fd_ >= 0) {
+      ::close(fd_);  // drops the lock
+      fd_ = -1;
+    }
+  }
+  int fd_;
+};
+
+// Whether the folder holds only what RocksDB writes before CURRENT when it makes a database: the
+// LOCK, IDENTITY, MANIFEST, OPTIONS and info log files, CURRENT's temporary and empty write-ahead
+// logs. Such a folder holds no data: a store's first write needs CURRENT, and its mark
+// (acknowledged_mark_file) and table files come after. Any other file, or a log with bytes in it,
+// may be data.
+bool only_creation_leftovers(const std::filesystem::path& folder) {
+  std::error_code ec;
+  bool any = false;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    std::error_code entry_ec;
+    if (!it->is_regular_file(entry_ec)) {
+      return false;
+    }
+    const bool metadata = name == "LOCK" || name == "IDENTITY" || name == "LOG" ||
+                          name.starts_with("LOG.old") || name.starts_with("MANIFEST-") ||
+                          name.starts_with("OPTIONS-") || name.ends_with(".dbtmp");
+    const bool empty_log = name.ends_with(".log") && it->file_size(entry_ec) == 0 && !entry_ec;
+    if (!metadata && !empty_log) {
+      return false;
+    }
+    any = true;
+  }
+  return any && !ec;
 }
 
 // The refusal of a store that another process holds: RocksDB's LOCK, an fcntl lock that a writer
@@ -955,8 +1043,18 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
     if (const auto holder = lock_holder(path)) {
       return in_use(state->where(), holder);
     }
+    if (folder_lock::held_elsewhere(path)) {
+      return in_use(state->where(), std::nullopt);
+    }
     std::size_t count = 0;
     const auto entries = list_entries(path, &count);
+    if (only_creation_leftovers(path)) {
+      return error{state->where() + ": the folder holds " + std::to_string(count) + " files (" +
+                   entries +
+                   ") and no CURRENT file: what a store's creation writes before it was "
+                   "interrupted, and no data. Nothing in it was changed; a writable open (`leap "
+                   "run`) makes the store anew there"};
+    }
     return error{state->where() + ": the folder holds " + std::to_string(count) + " files (" +
                  entries +
                  ") but no CURRENT file, so it is a damaged RocksDB database (or not a store); "
@@ -966,8 +1064,52 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
                  " COPY`, check the copy, then move the damaged "
                  "folder aside and the copy into its place"};
   };
+  // Held from before RocksDB writes into the folder until this open returns, where the store is
+  // made in its folder (see folder_lock).
+  std::optional<folder_lock> making;
+  // What an interrupted creation left (no data, and nobody making the store now) is removed under
+  // the folder's lock, so the store is made as in an empty folder. Whether the folder is then made
+  // beside or in place, only one process made it.
+  auto remove_leftovers = [&]() -> status {
+    std::vector<std::filesystem::path> leftovers;
+    for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      leftovers.push_back(it->path());
+    }
+    for (const auto& file : leftovers) {
+      if (!std::filesystem::remove(file, ec) && ec) {
+        return error{state->where() + ": cannot remove " + file.string() +
+                     ", left by an interrupted creation: " + ec.message()};
+      }
+    }
+    return ok_status();
+  };
+  auto clear_interrupted_creation = [&]() -> result<bool> {
+    if (!may_create || !only_creation_leftovers(path) || lock_holder(path)) {
+      return false;
+    }
+    auto locked = folder_lock::try_exclusive(path);
+    if (!locked) {
+      return locked.err();
+    }
+    if (!*locked || lock_holder(path) || std::filesystem::exists(path / "CURRENT", ec) ||
+        !only_creation_leftovers(path)) {
+      return false;
+    }
+    making = std::move(*locked);
+    if (auto removed = remove_leftovers(); !removed) {
+      return removed.err();
+    }
+    return true;
+  };
   if (!exists && std::filesystem::is_directory(path, ec) && !folder_is_empty(path)) {
-    return refuse_without_current();
+    auto cleared = clear_interrupted_creation();
+    if (!cleared) {
+      return cleared.err();
+    }
+    if (!*cleared) {
+      return refuse_without_current();
+    }
   }
   if (!exists && !may_create) {
     return error{state->where() + ": no trajectory store there" +
@@ -981,6 +1123,32 @@ result<std::unique_ptr<trajectory_store>> trajectory_store::open(const std::file
       return created.err();
     }
     in_place = *created == creation::in_place;
+    if (in_place && !making) {
+      std::filesystem::create_directories(path, ec);
+      if (ec) {
+        return error{state->where() + ": cannot create the folder: " + ec.message()};
+      }
+      auto locked = folder_lock::try_exclusive(path);
+      if (!locked) {
+        return error{state->where() + ": " + locked.err().message};
+      }
+      if (!*locked) {
+        return in_use(state->where(), std::nullopt);
+      }
+      making = std::move(*locked);
+      // Another process may have made the store, or begun and died, before the lock was ours.
+      exists = std::filesystem::exists(path / "CURRENT", ec);
+      in_place = !exists;
+      if (!exists && !folder_is_empty(path)) {
+        if (!only_creation_leftovers(path) || lock_holder(path)) {
+          making.reset();  // the refusal asks whether another process holds the folder
+          return refuse_without_current();
+        }
+        if (auto removed = remove_leftovers(); !removed) {
+          return removed.err();
+        }
+      }
+    }
     if (!in_place) {
       // This process's new store, or the one another process moved there first.
       exists = std::filesystem::exists(path / "CURRENT", ec);

@@ -29,10 +29,14 @@
 //
 // Damage is never repaired in place: open() creates a store only in a folder that is missing or
 // empty, and makes it in a private folder beside it (".NAME.creating-PID-RANDOM"), renamed onto
-// the path once whole, so no other process sees a half-made store (a folder that is a mount point
-// gets it made in place). A folder that holds files but no RocksDB CURRENT file (a damaged store)
-// is refused and left untouched, unless another process holds its LOCK (it is in use: the error
-// says so); repair_store_copy() recovers what it holds into a copy. Every open checks the
+// the path once whole, so no other process sees a half-made store. A folder that is a mount point
+// gets it made in place, under flock(2) on the folder held from before the first file until the
+// store is whole. A folder that holds files but no RocksDB CURRENT file (a damaged store) is
+// refused and left untouched, unless another process holds its LOCK or the folder's lock (it is
+// in use, or being made: the error says so) or it holds only what a creation writes before
+// CURRENT (LOCK, IDENTITY, MANIFEST, OPTIONS, the info log, empty write-ahead logs: no data),
+// which a writable open removes and makes the store anew; repair_store_copy() recovers what a
+// damaged store holds into a copy. Every open checks the
 // checksum of every block of every table file (DB::VerifyChecksum, read-only, before a writable
 // open may flush or compact; a writable open starts with compactions off and turns them on after
 // the check) and refuses a damaged table the same way, naming the file.
