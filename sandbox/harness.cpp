@@ -11,6 +11,7 @@
 #include <linux/sockios.h>
 #include <sstream>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 namespace leap::sandbox {
@@ -753,6 +754,30 @@ std::vector<sock_filter> fence_filter() {
   first_is(SYS_rt_sigqueueinfo, k_fence_self);
   first_is(SYS_rt_tgsigqueueinfo, k_fence_self);
   first_is(SYS_prlimit64, 0);  // 0: the caller itself
+  // Nor its scheduling: a candidate that made the judge wait (idle priority, one slow CPU) would
+  // only slow the calls the judge times, but the judge's time is not the candidate's to shape.
+  // A multithreaded program may set its own threads' affinity only from each thread (pid 0).
+  for (long nr :
+       {static_cast<long>(SYS_sched_setaffinity), static_cast<long>(SYS_sched_setparam),
+        static_cast<long>(SYS_sched_setscheduler), static_cast<long>(SYS_sched_setattr)}) {
+    first_is(nr, 0);
+  }
+  // setpriority(which, who) and ioprio_set(which, who): one process only, by 0 or its own pid;
+  // a process group or a uid would include the judge.
+  auto one_process = [&](long nr, std::uint32_t which_process) {
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+    jump(static_cast<std::uint32_t>(nr), 0, 8);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+    jump(which_process, 1, 0);
+    stmt(BPF_RET | BPF_K, deny);
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1]));
+    jump(k_fence_self, 1, 0);
+    jump(0, 0, 1);
+    stmt(BPF_RET | BPF_K, allow);
+    stmt(BPF_RET | BPF_K, deny);
+  };
+  one_process(SYS_setpriority, PRIO_PROCESS);
+  one_process(SYS_ioprio_set, 1);  // IOPRIO_WHO_PROCESS
   for (long nr : {static_cast<long>(SYS_tkill), static_cast<long>(SYS_pidfd_send_signal)}) {
     stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
     jump(static_cast<std::uint32_t>(nr), 0, 1);

@@ -226,7 +226,7 @@ TEST(EngineTest, TheJudgesProcessIsOutOfTheCandidatesReach) {
   auto attempt = [](const std::string& opened) {
     return fenced("cpp",
                   "#include <csignal>\n#include <cstdio>\n#include <fcntl.h>\n"
-                  "#include <sys/ptrace.h>\n#include <sys/resource.h>\n"
+                  "#include <sched.h>\n#include <sys/ptrace.h>\n#include <sys/resource.h>\n"
                   "#include <sys/syscall.h>\n#include <unistd.h>\n"
                   "void solve(const float* x, float* y, int n) {\n"
                   "  char path[64];\n  (void)path;\n  const bool opened = " +
@@ -261,6 +261,30 @@ TEST(EngineTest, TheJudgesProcessIsOutOfTheCandidatesReach) {
        attempt("fcntl(1, F_SETOWN, getppid()) == 0 || fcntl(1, F_SETSIG, SIGKILL) == 0"),
        verdict_category::pass, "Correct"},
       {"limits", attempt("prlimit(getppid(), RLIMIT_CPU, nullptr, nullptr) == 0"),
+       verdict_category::pass, "Correct"},
+      // The judge's scheduling, each asked with the value it has, so that a way left open
+      // changes nothing but the answer.
+      {"priority",
+       attempt("setpriority(PRIO_PROCESS, getppid(), getpriority(PRIO_PROCESS, getppid())) == 0"),
+       verdict_category::pass, "Correct"},
+      {"priority_of_the_uid",
+       attempt("setpriority(PRIO_USER, getuid(), getpriority(PRIO_PROCESS, 0)) == 0 || "
+               "setpriority(PRIO_PGRP, 0, getpriority(PRIO_PROCESS, 0)) == 0"),
+       verdict_category::pass, "Correct"},
+      {"affinity",
+       attempt("[] { cpu_set_t set; return sched_getaffinity(getppid(), sizeof set, &set) == 0 "
+               "&& sched_setaffinity(getppid(), sizeof set, &set) == 0; }()"),
+       verdict_category::pass, "Correct"},
+      {"scheduler",
+       attempt("[] { sched_param p{}; return sched_setscheduler(getppid(), SCHED_OTHER, &p) == "
+               "0; }()"),
+       verdict_category::pass, "Correct"},
+      // Its own scheduling stays the candidate's: refused, the answer would be spoilt.
+      {"own_scheduling",
+       attempt("[] { cpu_set_t set; return sched_getaffinity(0, sizeof set, &set) != 0 || "
+               "sched_setaffinity(0, sizeof set, &set) != 0 || setpriority(PRIO_PROCESS, 0, "
+               "getpriority(PRIO_PROCESS, 0)) != 0 || setpriority(PRIO_PROCESS, getpid(), "
+               "getpriority(PRIO_PROCESS, 0)) != 0; }()"),
        verdict_category::pass, "Correct"},
   };
   for (const auto& c : cases) {

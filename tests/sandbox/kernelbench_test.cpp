@@ -310,6 +310,13 @@ reach("itself", lambda: os.kill(os.getpid(), 0))
 reach("parent", lambda: os.kill(os.getppid(), 0))
 reach("group", lambda: os.kill(0, 0))
 reach("limits", lambda: __import__("resource").prlimit(os.getppid(), __import__("resource").RLIMIT_CPU))
+# Scheduling, each set to the value it has: the parent's is refused, its own is not.
+parent_nice = os.getpriority(os.PRIO_PROCESS, os.getppid())
+reach("parent priority", lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), parent_nice))
+reach("uid priority", lambda: os.setpriority(os.PRIO_USER, os.getuid(), parent_nice))
+reach("parent affinity", lambda: os.sched_setaffinity(os.getppid(), os.sched_getaffinity(os.getppid())))
+reach("own priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0)))
+reach("own affinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
 )PY",
                                                {});
   EXPECT_EQ(status, 0) << out;
@@ -318,6 +325,11 @@ reach("limits", lambda: __import__("resource").prlimit(os.getppid(), __import__(
   EXPECT_NE(out.find("parent refused"), std::string::npos) << out;
   EXPECT_NE(out.find("group refused"), std::string::npos) << out;
   EXPECT_NE(out.find("limits refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("parent priority refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("uid priority refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("parent affinity refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("own priority reachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("own affinity reachable"), std::string::npos) << out;
 }
 
 TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
