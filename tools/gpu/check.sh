@@ -245,11 +245,16 @@ phase_timing() {
     "${leap[@]}" --task "$d/problem.py" --candidate "$d/solution.py" --python "$py" \
       >>"$d/kb_matmul_relu.jsonl"
   done
-  "${leap[@]}" --task "$d/small_problem.py" --candidate "$d/small_solution.py" --python "$py" \
-    >>"$d/kb_silu_small.jsonl"
+  local label problem
+  for label in silu_small:small add_large:add softmax_rows:softmax matmul_relu_big:big; do
+    problem=${label#*:} label=${label%%:*}
+    "${leap[@]}" --task "$d/${problem}_problem.py" --candidate "$d/${problem}_solution.py" \
+      --python "$py" >>"$d/kb_$label.jsonl"
+  done
   python3 "$root/tools/gpu/timing_check.py" stability "$d"/*.jsonl
-  { sed 's/^{/{"label":"matmul_relu",/' "$d/kb_matmul_relu.jsonl" | head -1
-    sed 's/^{/{"label":"silu_small",/' "$d/kb_silu_small.jsonl" | head -1; } >"$d/judged.jsonl"
+  for label in matmul_relu silu_small add_large softmax_rows matmul_relu_big; do
+    sed "s/^{/{\"label\":\"$label\",/" "$d/kb_$label.jsonl" | head -1
+  done >"$d/judged.jsonl"
   "$py" "$root/tools/gpu/timing_check.py" agree "$d" "$d/judged.jsonl"
 }
 

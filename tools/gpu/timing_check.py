@@ -91,12 +91,102 @@ class ModelNew(nn.Module):
         return y
 '''
 
+# Three more for the agreement table, from memory-bound to compute-bound, each long enough
+# (0.5 to 20 ms) that a per-call overhead of about a millisecond shows as a share.
+_TRITON_HEAD = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+'''
+
+ADD_PROBLEM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, a, b):
+        return (a + b) * 2.0
+
+def get_inputs():
+    return [torch.randn(1 << 27), torch.randn(1 << 27)]
+
+def get_init_inputs():
+    return []
+'''
+ADD_CANDIDATE = _TRITON_HEAD + '''
+@triton.jit
+def _add2(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, (a + b) * 2.0, mask=mask)
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, a, b):
+        y = torch.empty_like(a)
+        n = a.numel()
+        _add2[(triton.cdiv(n, 4096),)](a, b, y, n, BLOCK=4096)
+        return y
+'''
+
+SOFTMAX_PROBLEM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(32768, 4096)]
+
+def get_init_inputs():
+    return []
+'''
+SOFTMAX_CANDIDATE = _TRITON_HEAD + '''
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < cols
+    x = tl.load(x_ptr + row * cols + offs, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(y_ptr + row * cols + offs, e / tl.sum(e, axis=0), mask=mask)
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        y = torch.empty_like(x)
+        rows, cols = x.shape
+        _softmax_rows[(rows,)](x, y, cols, BLOCK=triton.next_power_of_2(cols))
+        return y
+'''
+
+BIG_PROBLEM = PROBLEM.replace("torch.randn(2048, 2048), torch.randn(2048, 2048)",
+                              "torch.randn(8192, 8192), torch.randn(8192, 8192)")
+
+# label, problem file, solution file, problem text, solution text
+KERNELS = (
+    ("matmul_relu", "problem.py", "solution.py", PROBLEM, CANDIDATE),
+    ("silu_small", "small_problem.py", "small_solution.py", SMALL_PROBLEM, SMALL_CANDIDATE),
+    ("add_large", "add_problem.py", "add_solution.py", ADD_PROBLEM, ADD_CANDIDATE),
+    ("softmax_rows", "softmax_problem.py", "softmax_solution.py", SOFTMAX_PROBLEM, SOFTMAX_CANDIDATE),
+    ("matmul_relu_big", "big_problem.py", "big_solution.py", BIG_PROBLEM, CANDIDATE),
+)
+
 
 def write(d):
-    for name, text in {"problem.py": PROBLEM, "solution.py": CANDIDATE,
-                       "small_problem.py": SMALL_PROBLEM, "small_solution.py": SMALL_CANDIDATE}.items():
-        with open(f"{d}/{name}", "w") as f:
-            f.write(text)
+    for _, problem, solution, problem_text, solution_text in KERNELS:
+        for name, text in ((problem, problem_text), (solution, solution_text)):
+            with open(f"{d}/{name}", "w") as f:
+                f.write(text)
 
 
 def cv(xs):
@@ -159,8 +249,11 @@ def agree(d, verdicts_path):
         if line.startswith("{"):
             r = json.loads(line)
             judged.setdefault(r["label"], r)
-    for label, problem, solution in (("matmul_relu", "problem.py", "solution.py"),
-                                     ("silu_small", "small_problem.py", "small_solution.py")):
+    rows = []
+    for label, problem, solution, _, _ in KERNELS:
+        if label not in judged:
+            print(f"{label}: no verdict of the judge to compare with")
+            continue
         p = load(f"{d}/{problem}", "problem_" + label)
         s = load(f"{d}/{solution}", "solution_" + label)
         torch.manual_seed(0)
@@ -176,6 +269,23 @@ def agree(d, verdicts_path):
                 print(f"{label} {who}: do_bench {bench:.4f} ms, KernelBench loop {loop:.4f} ms, "
                       f"judge {j if j is None else round(j, 4)} ms"
                       + (f" (judge/do_bench {j / bench:.3f}, judge/KernelBench {j / loop:.3f})" if j else ""))
+                if j:
+                    rows.append((label, who, bench, loop, j))
+        del inputs, ref, cand
+        torch.cuda.empty_cache()
+    # The judge's excess over do_bench per call: constant across kernels if it is the round trip.
+    print("| kernel | who | do_bench ms | KernelBench loop ms | judge ms | judge - do_bench ms | judge / do_bench |")
+    print("|---|---|---|---|---|---|---|")
+    for label, who, bench, loop, j in rows:
+        print(f"| {label} | {who} | {bench:.4f} | {loop:.4f} | {j:.4f} | {j - bench:+.4f} | {j / bench:.3f} |")
+    speedups = {}
+    for label, who, bench, loop, j in rows:
+        speedups.setdefault(label, {})[who] = (bench, j)
+    for label, pair in speedups.items():
+        if "reference" in pair and "candidate" in pair:
+            b = pair["reference"][0] / pair["candidate"][0]
+            jj = pair["reference"][1] / pair["candidate"][1]
+            print(f"{label}: speedup by do_bench {b:.3f}, by the judge {jj:.3f} ({100 * (jj / b - 1):+.1f}%)")
 
 
 if __name__ == "__main__":
