@@ -19,9 +19,11 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <mutex>
+#include <net/if.h>
 #include <poll.h>
 #include <signal.h>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -148,7 +150,8 @@ struct report {
 
 constexpr int k_step_setsid = 1, k_step_chdir = 2, k_step_chown = 3, k_step_stdio = 4,
               k_step_fork = 5, k_step_uid = 6, k_step_cgroup = 7, k_step_seccomp = 8,
-              k_step_private = 9, k_step_copy_in = 10, k_step_pivot = 11, k_step_mount = 100;
+              k_step_private = 9, k_step_copy_in = 10, k_step_pivot = 11, k_step_loopback = 12,
+              k_step_mount = 100;
 
 // One step of building the run's root (a tmpfs mounted over the working directory's path, inside
 // the run's mount namespace only), executed in order by the supervisor.
@@ -181,6 +184,7 @@ struct child_plan {
   bool namespaces = false;
   bool drop_privileges = false;
   bool isolate_network = false;
+  bool loopback = false;  // bring `lo` up in the run's network namespace (run_request::loopback)
   uid_t uid = 0;
   resource_limits limits;
   // Namespace mode: the new root (the working directory's path, a tmpfs there), the steps that
@@ -650,6 +654,29 @@ void bound_fallback_directory(int workdir, const resource_limits& limits, run_re
   }
 }
 
+// Sets IFF_UP on `lo` of the calling process's network namespace, if it is not up already (a
+// fallback run without a namespace of its own sees the host's, which is). Async-signal-safe: two
+// ioctls on a datagram socket. Returns 0 or the errno.
+int bring_loopback_up() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return errno;
+  }
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  int err = 0;
+  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+    err = errno;
+  } else if ((ifr.ifr_flags & IFF_UP) == 0) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    if (::ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
+      err = errno;
+    }
+  }
+  ::close(fd);
+  return err;
+}
+
 // Runs in the clone child: the run's supervisor. In namespace mode it is pid 1 of a fresh pid
 // namespace, so when it exits the kernel kills every process the command left behind.
 [[noreturn]] void supervise(const child_plan& plan) {
@@ -728,6 +755,14 @@ void bound_fallback_directory(int workdir, const resource_limits& limits, run_re
     }
     if (plan.drop_privileges && ::fchown(plan.workdir_fd, plan.uid, plan.uid) < 0) {
       child_fail(status_fd, k_step_chown);
+    }
+  }
+  // Still privileged in the run's network namespace (root, or the fallback's user namespace owns
+  // it): the command itself never gets CAP_NET_ADMIN.
+  if (plan.loopback) {
+    if (const int err = bring_loopback_up(); err != 0) {
+      errno = err;
+      child_fail(status_fd, k_step_loopback);
     }
   }
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
@@ -1373,6 +1408,7 @@ result<run_result> run_isolated(const run_request& request) {
   to_ptrs(env_workdir, plan.envp_workdir);
   plan.limits = request.limits;
   plan.isolate_network = request.isolate_network;
+  plan.loopback = request.isolate_network && request.loopback;
   plan.workdir_fd = workdir.fd;
   plan.seccomp = seccomp_filter();
   fd_guard pass_high;
@@ -1462,8 +1498,8 @@ result<run_result> run_isolated(const run_request& request) {
       plan.namespaces = false;
     } else {
       isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") +
-                  " namespaces; pivot_root; " + seccomp_word + "uid " + std::to_string(plan.uid) +
-                  "; " + cgroup_words;
+                  " namespaces; " + (plan.loopback ? "loopback up; " : "") + "pivot_root; " +
+                  seccomp_word + "uid " + std::to_string(plan.uid) + "; " + cgroup_words;
     }
   }
   if (pid < 0) {

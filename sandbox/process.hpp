@@ -85,6 +85,13 @@ struct run_request {
   resource_limits limits;
   // Try a network namespace (no interface but a loopback that is down). Default: true
   bool isolate_network = true;
+  // With isolate_network: bring the namespace's own loopback up, so that the command's processes
+  // can talk to each other over 127.0.0.1 (a profiler and the target it injected itself into).
+  // The namespace has no other interface and no route out: a port bound there is reachable only
+  // from inside this run, and nothing of the host's own loopback is. Failing to bring it up fails
+  // the run (an error). Without a network namespace (the unprivileged fallback where user
+  // namespaces are refused) the host's loopback is what the command sees anyway. Default: false
+  bool loopback = false;
   // Host directories (or files) the command may read, bound read-only at the same path in its root,
   // besides the system ones it always sees (/usr, /etc, /bin, /sbin, /lib*, a fresh /proc and /sys,
   // a minimal /dev with the GPU's nodes): e.g. a CUDA toolkit or a python prefix outside /usr.
