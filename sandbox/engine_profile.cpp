@@ -1,9 +1,10 @@
 // The engine's profiling hook (issue 34): after a cuda candidate's verdict is known, its program is
 // run once more under Nsight Compute, in the sandbox with the isolation of its own run (fresh root,
-// private uid, cgroup, seccomp, no network), filtered to the kernels its source defines. What ncu
-// says becomes verdict::profile and a diagnosis after the verdict's own feedback; whatever goes
-// wrong becomes a note. Profiling never changes a verdict, and its own run is never judged or
-// timed.
+// private uid, cgroup, seccomp, a network namespace of its own), filtered to the kernels its source
+// defines; only that namespace's loopback is up, for ncu and the target it injects itself into.
+// What ncu says becomes verdict::profile and a diagnosis after the verdict's own feedback; whatever
+// goes wrong becomes a note that carries the tail of ncu's raw output. Profiling never changes a
+// verdict, and its own run is never judged or timed.
 #include "common/crypto.hpp"
 #include "sandbox/engine.hpp"
 #include "sandbox/engine_parts.hpp"
@@ -46,6 +47,21 @@ std::vector<fs::path> ncu_folders(const std::string& ncu) {
     const fs::path dir = p.parent_path();
     out.push_back(dir.filename() == "bin" ? dir.parent_path() : dir);
   }
+  return out;
+}
+
+// What of ncu's raw output a note keeps: enough for its ==ERROR== lines and the target's last
+// words, so that a failure on a GPU host says why without the host's files.
+constexpr std::size_t k_note_log_bytes = 2048;
+
+// The note's account of what ncu wrote: how it ended, then the tails of its log file and stderr.
+std::string raw_output(const run_result& r, const std::string& log_file, const std::string& log) {
+  std::string out = r.exited ? "ncu exited with " + std::to_string(r.exit_code)
+                             : "ncu ended by " + signal_name(r.signal);
+  out += "; its log (" + log_file + ", " + std::to_string(log.size()) + " bytes):\n" +
+         text_tail(log, k_note_log_bytes);
+  out += "\nits stderr (" + std::to_string(r.stderr_bytes) + " bytes):\n" +
+         text_tail(r.stderr_text, k_note_log_bytes);
   return out;
 }
 
@@ -142,6 +158,9 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   request.env = run_env(gpu);
   request.stdin_data = *nonce + "\n";
   request.limits = config_.profile_limits;
+  // ncu's front end and the injected target talk over a local TCP socket; the run's own network
+  // namespace keeps that inside the run.
+  request.loopback = true;
   request.readonly_paths = readonly_paths_;
   for (auto& folder : ncu_folders(ncu)) {
     request.readonly_paths.push_back(std::move(folder));
@@ -151,22 +170,23 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
     return note("ncu did not start: " + r.err().message);
   }
   out.seconds = std::chrono::duration<double>(r->wall).count();
-  if (r->timed_out) {
-    return note("ncu did not finish within the profiling time limit (" +
-                seconds_text(request.limits.wall) + ")");
-  }
-  if (r->memory_exceeded) {
-    return note("ncu and the candidate passed the profiling run's memory limit");
-  }
   // ncu writes its report to the log file; a failure to start the target is on its stderr.
   std::string log;
   if (auto file = read_untrusted_file(dir->path() / options.log_file, k_max_ncu_log_bytes)) {
     log = std::move(*file);
   }
-  log += "\n" + r->stderr_text;
-  const ncu_outcome outcome = read_ncu_log(log);
+  if (r->timed_out) {
+    return note("ncu did not finish within the profiling time limit (" +
+                seconds_text(request.limits.wall) + "); " + raw_output(*r, options.log_file, log));
+  }
+  if (r->memory_exceeded) {
+    return note("ncu and the candidate passed the profiling run's memory limit; " +
+                raw_output(*r, options.log_file, log));
+  }
+  const ncu_outcome outcome = read_ncu_log(log + "\n" + r->stderr_text);
   if (outcome.problem) {
-    return note(std::string(to_string(outcome.problem->kind)) + ": " + outcome.problem->message);
+    return note(std::string(to_string(outcome.problem->kind)) + ": " + outcome.problem->message +
+                "\n" + raw_output(*r, options.log_file, log));
   }
   // One diagnosis per kernel, from its longest profiled launch.
   std::map<std::string, const kernel_profile*> longest;

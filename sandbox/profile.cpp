@@ -336,6 +336,23 @@ result<std::vector<kernel_profile>> parse_ncu_csv(std::string_view text) {
   return kernels;
 }
 
+std::string text_tail(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return std::string(text);
+  }
+  std::size_t from = text.size() - max_bytes;
+  // Start at a whole line when one begins in the kept part, else at a character's first byte.
+  if (const auto newline = text.find('\n', from);
+      newline != std::string_view::npos && newline + 1 < text.size()) {
+    from = newline + 1;
+  } else {
+    while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0U) == 0x80U) {
+      ++from;
+    }
+  }
+  return "[... " + std::to_string(from) + " bytes before ...]\n" + std::string(text.substr(from));
+}
+
 std::string_view to_string(ncu_problem_kind kind) {
   switch (kind) {
     case ncu_problem_kind::counters_not_permitted:

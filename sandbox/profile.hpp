@@ -93,6 +93,11 @@ struct ncu_outcome {
 // Never an error: profiling failing must never fail a verdict.
 ncu_outcome read_ncu_log(std::string_view log);
 
+// The end of `text` in at most about `max_bytes`: whole lines where a line break falls in the
+// kept part, after a "[... N bytes before ...]" line when anything was left out; `text` itself
+// when it fits. Never splits a UTF-8 sequence. Pure function.
+std::string text_tail(std::string_view text, std::size_t max_bytes);
+
 // Peak figures of one GPU model, from its vendor datasheet (profile.cpp cites each).
 struct gpu_peaks {
   std::string_view model;        // "H200"

@@ -195,6 +195,83 @@ TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
       << v.profile->note;
 }
 
+// The real ncu's front end and the target it injected itself into talk over a TCP socket on
+// 127.0.0.1; this stand-in does the same (a listener and a connection to it) before it writes the
+// capture, and fails as ncu did on the H200 when it cannot.
+TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
+  if (!fs::exists("/usr/bin/python3")) {
+    GTEST_SKIP() << "no /usr/bin/python3";
+  }
+  stand_in_ncu ncu(
+      "if /usr/bin/python3 -c 'import socket\n"
+      "s = socket.socket()\n"
+      "s.bind((\"127.0.0.1\", 0))\n"
+      "s.listen(1)\n"
+      "socket.create_connection(s.getsockname(), timeout=5)'; then\n"
+      "  cat \"$here/capture.csv\" > \"$log\"\n"
+      "else\n"
+      "  echo '==PROF== Connected to process 7' > \"$log\"\n"
+      "  echo '==ERROR== no connection to the target over 127.0.0.1' >> \"$log\"\n"
+      "  exit 1\n"
+      "fi\n");
+  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  verdict v = passing_verdict();
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_EQ(v.profile->note, "");
+  EXPECT_FALSE(v.profile->kernels.empty());
+}
+
+// A log ncu wrote but that holds no report: the note carries ncu's exit, the log's lines and its
+// stderr, so that a failure on a GPU host says why.
+TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
+  stand_in_ncu ncu(
+      "echo '==PROF== Connected to process 7 (/tmp/judge)' > \"$log\"\n"
+      "echo '==PROF== Disconnected from process 7' >> \"$log\"\n"
+      "echo 'cuInit failed: no CUDA-capable device is detected' >&2\n"
+      "exit 9\n");
+  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  const std::string& note = v.profile->note;
+  EXPECT_EQ(note.rfind("not profiled: unreadable_output: ncu CSV: no header row", 0), 0U) << note;
+  EXPECT_TRUE(contains(note, "ncu exited with 9")) << note;
+  EXPECT_TRUE(contains(note,
+                       "==PROF== Connected to process 7 (/tmp/judge)\n"
+                       "==PROF== Disconnected from process 7\n"))
+      << note;
+  EXPECT_TRUE(contains(note, "cuInit failed: no CUDA-capable device is detected")) << note;
+}
+
+// However much ncu wrote, the note keeps its last lines only.
+TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
+  stand_in_ncu ncu(
+      "i=0; while [ $i -lt 2000 ]; do echo \"==PROF== line $i\"; i=$((i+1)); done > \"$log\"\n"
+      "echo '==PROF== the last line' >> \"$log\"\n");
+  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  verdict v = passing_verdict();
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_TRUE(v.profile.has_value());
+  const std::string& note = v.profile->note;
+  EXPECT_TRUE(contains(note, "==PROF== the last line")) << note;
+  EXPECT_TRUE(contains(note, "bytes before ...]")) << note;
+  EXPECT_FALSE(contains(note, "==PROF== line 1000\n")) << note;
+  EXPECT_LT(note.size(), 6000U) << note;
+}
+
 TEST_F(EngineProfileTest, AnNcuThatHangsIsStoppedAtTheProfilingTimeLimit) {
   stand_in_ncu ncu("while :; do :; done\n");
   if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();

@@ -655,6 +655,30 @@ TEST(ProfileFeedbackTest, AppendedAfterTheVerdictsTextWithinTheBudget) {
   EXPECT_EQ(append_profile_feedback(full, profile, 2000), full);
 }
 
+// The tail of ncu's raw output that a "not profiled" note carries.
+TEST(TextTailTest, KeepsTheEndInWholeLinesAndSaysWhatWasLeftOut) {
+  struct tail_case {
+    std::string text;
+    std::size_t max;
+    std::string expected;
+  };
+  const std::vector<tail_case> cases{
+      {"", 10, ""},
+      {"fits\n", 10, "fits\n"},
+      {"0123456789", 10, "0123456789"},
+      // A line break in the kept part: from the line after it.
+      {"first line\nsecond\nthird\n", 12, "[... 18 bytes before ...]\nthird\n"},
+      // None: the last bytes, from a character's first byte (\xc3\xa9 is one character).
+      {"abcdefgh\xc3\xa9xyz", 4, "[... 10 bytes before ...]\nxyz"},
+      {"abcdefgh\xc3\xa9xyz", 5, "[... 8 bytes before ...]\n\xc3\xa9xyz"},
+      // A break only at the very end keeps the bytes before it.
+      {"0123456789\n", 4, "[... 7 bytes before ...]\n789\n"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(text_tail(c.text, c.max), c.expected) << "max " << c.max << " of '" << c.text << "'";
+  }
+}
+
 TEST(ProfileSummaryTest, TheStoredPartOfADiagnosis) {
   auto out = read_ncu_log(read_text(k_data / "ncu_raw_h200.csv"));
   ASSERT_FALSE(out.problem.has_value()) << out.problem->message;
