@@ -158,6 +158,12 @@ struct verifier_section {
   std::string python = "python3";
   int timing_reps = 0;
   int feedback_max_chars = 4000;
+  // Nsight Compute profiling of cuda verdicts after they are known (issue 34; the sandbox's
+  // engine_config::profile and its profile_mode names): off, passing or all_compiled. Default: off
+  std::string profile = "off";
+  int profile_max_kernels = 2;       // kernels named in the feedback. Default: 2
+  double profile_timeout_s = 120.0;  // wall-clock limit of one profiling run. Default: 120
+  std::string ncu;                   // empty: the ncu beside nvcc. Default: empty
   std::vector<std::string> nodes;
   int local_jobs = 64;
   std::string node_secret_file;

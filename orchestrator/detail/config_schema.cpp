@@ -301,6 +301,14 @@ std::optional<std::string> check_python(const std::string& python) {
   return std::nullopt;
 }
 
+// An absolute path or nothing: the sandboxed run sees no PATH of the caller's to look a name up in.
+std::optional<std::string> check_ncu(const std::string& ncu) {
+  if (!ncu.empty() && ncu.front() != '/') {
+    return "must be an absolute path or empty (the ncu beside nvcc), got '" + ncu + "'";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_weight_sync(const std::string& method) {
   if (method.empty() || method == "disk" || method == "in_memory" || method == "nccl" ||
       method == "ipc") {
@@ -738,6 +746,30 @@ std::vector<field_spec> build_fields() {
   f.push_back(integer_field(
       "verifier.feedback_max_chars", LEAP_FIELD(verifier.feedback_max_chars), at_least(1),
       "Characters of compiler/runtime feedback kept for a debug turn's prompt."));
+  f.push_back(text_field(
+      "verifier.profile", LEAP_FIELD(verifier.profile),
+      [](const std::string& mode) -> std::optional<std::string> {
+        // The sandbox's profile_mode names (sandbox/engine.hpp), which tools/launch parses.
+        if (mode == "off" || mode == "passing" || mode == "all_compiled") {
+          return std::nullopt;
+        }
+        return "expected one of off, passing, all_compiled, got '" + mode + "'";
+      },
+      "Profile cuda candidates under Nsight Compute in the sandbox after their verdict, on the "
+      "same GPU: off, passing (passing verdicts) or all_compiled (every candidate that compiled "
+      "and ran). The longest kernels' bottleneck and guidance follow the verdict's feedback; a "
+      "failure to profile is a note, never a different verdict. The verdict waits for it."));
+  f.push_back(integer_field(
+      "verifier.profile_max_kernels", LEAP_FIELD(verifier.profile_max_kernels), at_least(1),
+      "With verifier.profile: kernels (longest first) whose diagnosis a feedback carries."));
+  f.push_back(real_field("verifier.profile_timeout_s", LEAP_FIELD(verifier.profile_timeout_s),
+                         above(0),
+                         "With verifier.profile: wall-clock limit of one profiling run under ncu, "
+                         "seconds; > 0."));
+  f.push_back(operational(
+      text_field("verifier.ncu", LEAP_FIELD(verifier.ncu), check_ncu,
+                 "Nsight Compute's ncu for verifier.profile: an absolute path; empty: the ncu "
+                 "beside nvcc (the CUDA toolkit's bin/ncu).")));
   f.push_back(operational(
       text_list_field("verifier.nodes", LEAP_FIELD(verifier.nodes), check_node_address, true,
                       "Remote verifier nodes (`leap verifier-node`) as host:port.")));

@@ -231,6 +231,17 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: verifier.cuda_arch: expected an nvcc architecture such as sm_90a, sm_80 or "
        "compute_90, got "
        "'hopper'"},
+      {"profile_mode", "verifier:\n  profile: always\n",
+       "case.yaml:2: verifier.profile: expected one of off, passing, all_compiled, got 'always'"},
+      {"profile_mode_case", "verifier:\n  profile: Passing\n",
+       "case.yaml:2: verifier.profile: expected one of off, passing, all_compiled, got 'Passing'"},
+      {"profile_max_kernels_0", "verifier:\n  profile_max_kernels: 0\n",
+       "case.yaml:2: verifier.profile_max_kernels: must be >= 1, got 0"},
+      {"profile_timeout_0", "verifier:\n  profile_timeout_s: 0\n",
+       "case.yaml:2: verifier.profile_timeout_s: must be > 0, got 0"},
+      {"relative_ncu", "verifier:\n  ncu: bin/ncu\n",
+       "case.yaml:2: verifier.ncu: must be an absolute path or empty (the ncu beside nvcc), got "
+       "'bin/ncu'"},
       {"relative_python", "verifier:\n  python: venv/bin/python3\n",
        "case.yaml:2: verifier.python: must be a name (python3) or an absolute path, not the "
        "relative path 'venv/bin/python3'"},
@@ -576,6 +587,11 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"experiment:\n  log_level: debug\n", "experiment.log_level", "debug"},
         value_case{"data:\n  task_kinds: [cuda, cpp]\n", "data.task_kinds", "[\"cuda\", \"cpp\"]"},
         value_case{"verifier:\n  cache_max_bytes: 0\n", "verifier.cache_max_bytes", "0"},
+        value_case{"verifier:\n  profile: all_compiled\n", "verifier.profile", "\"all_compiled\""},
+        value_case{"verifier:\n  profile: passing\n", "verifier.profile", "\"passing\""},
+        value_case{"verifier:\n  profile_max_kernels: 4\n", "verifier.profile_max_kernels", "4"},
+        value_case{"verifier:\n  profile_timeout_s: 30\n", "verifier.profile_timeout_s", "30.0"},
+        value_case{"verifier:\n  ncu: /opt/nsight/ncu\n", "verifier.ncu", "\"/opt/nsight/ncu\""},
         value_case{"verifier:\n  cuda_arch: sm_100a\n", "verifier.cuda_arch", "\"sm_100a\""},
         value_case{"verifier:\n  cuda_arch: compute_80\n", "verifier.cuda_arch", "\"compute_80\""},
         value_case{"verifier:\n  python: /opt/venv/bin/python3\n", "verifier.python",
@@ -613,6 +629,7 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.advantage.kind, advantage_kind::grpo);
   EXPECT_EQ(c.policy.endpoints, std::vector<std::string>{"http://127.0.0.1:8000"});
   EXPECT_EQ(c.verifier.cuda_arch, "sm_90a");
+  EXPECT_EQ(c.verifier.profile, "off");  // no profiler in the loop unless asked for
   EXPECT_EQ(c.schedule.max_staleness, 0);
   EXPECT_TRUE(validate_config(c).ok());
 }
