@@ -1,6 +1,8 @@
 #include "tools/launch/launch.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 
 namespace leap::launch {
@@ -27,6 +29,17 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
   v.engine.python_limits.wall = run_wall;
   v.engine.kernelbench_limits.wall = run_wall;
   v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
+  // The config accepts exactly the sandbox's names (checked by verifier_settings_test), so the
+  // fallback to off is never taken.
+  v.engine.profile = sandbox::parse_profile_mode(s.profile).value_or(sandbox::profile_mode::off);
+  v.engine.profile_max_kernels = static_cast<std::size_t>(s.profile_max_kernels);
+  v.engine.profile_limits.wall =
+      std::chrono::milliseconds(static_cast<std::int64_t>(s.profile_timeout_s * 1000));
+  // ncu's replays keep the CPU busy: the default's CPU allowance per wall second (300 s for 120 s)
+  // for longer limits.
+  v.engine.profile_limits.cpu_seconds = std::max(
+      v.engine.profile_limits.cpu_seconds, static_cast<int>(std::ceil(s.profile_timeout_s * 2.5)));
+  v.engine.ncu = s.ncu;
   v.compile_workers = s.compile_workers;
   // gpu_slots bounds GPU runs; CPU-only task sets use the sandbox's default (one per core).
   if (has_cuda && s.gpu_slots > 0) {

@@ -1,0 +1,81 @@
+// The verifier section of a parsed config as the sandbox's engine gets it (sandbox_settings, which
+// both `leap run` and `leap verifier-node` use): the profiling keys of issue 34 reach a real
+// engine, and every verifier.profile value the config accepts is a name of the sandbox's own
+// profile_mode table.
+#include "tools/launch/launch.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace leap::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  return fs::temp_directory_path() / ("leap-verifier-settings-" + std::to_string(::getpid()));
+}
+
+// The engine sandbox_settings configures for `yaml` (a config text), created for real.
+std::unique_ptr<sandbox::engine> engine_for(const std::string& yaml) {
+  auto c = parse_config(yaml, "case.yaml");
+  EXPECT_TRUE(c.ok()) << c.err().message;
+  if (!c.ok()) {
+    return nullptr;
+  }
+  const auto settings = sandbox_settings(c->verifier, true, (scratch() / "cache").string());
+  auto e = sandbox::engine::create(settings.engine);
+  EXPECT_TRUE(e.ok()) << e.err().message;
+  return e.ok() ? std::move(e.value()) : nullptr;
+}
+
+class VerifierSettings : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratch(), ec);
+  }
+};
+
+TEST_F(VerifierSettings, ProfilingIsOffByDefault) {
+  const auto e = engine_for("");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->config().profile, sandbox::profile_mode::off);
+  EXPECT_EQ(e->config().profile_max_kernels, 2U);
+  EXPECT_EQ(e->config().profile_limits.wall, std::chrono::seconds(120));
+  EXPECT_EQ(e->config().ncu, "");
+}
+
+TEST_F(VerifierSettings, TheProfilingKeysReachTheEngine) {
+  const auto e = engine_for(
+      "verifier:\n  profile: passing\n  profile_max_kernels: 3\n  profile_timeout_s: 200\n"
+      "  ncu: /opt/nsight-compute/ncu\n");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->config().profile, sandbox::profile_mode::passing);
+  EXPECT_EQ(e->config().profile_max_kernels, 3U);
+  EXPECT_EQ(e->config().profile_limits.wall, std::chrono::seconds(200));
+  // A longer limit brings the CPU allowance of the default (300 s per 120 s of wall) with it.
+  EXPECT_GE(e->config().profile_limits.cpu_seconds, 500);
+  EXPECT_EQ(e->config().ncu, "/opt/nsight-compute/ncu");
+}
+
+// The config checks the names itself (orchestrator does not depend on the sandbox); this holds
+// its list to the sandbox's table: each accepted value is that mode, by name.
+TEST_F(VerifierSettings, EveryAcceptedProfileValueIsASandboxMode) {
+  for (const auto mode : {sandbox::profile_mode::off, sandbox::profile_mode::passing,
+                          sandbox::profile_mode::all_compiled}) {
+    const std::string name(sandbox::to_string(mode));
+    SCOPED_TRACE(name);
+    const auto e = engine_for("verifier:\n  profile: " + name + "\n");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->config().profile, mode);
+  }
+  EXPECT_FALSE(parse_config("verifier:\n  profile: always\n", "case.yaml").ok());
+}
+
+}  // namespace
+}  // namespace leap::launch
