@@ -35,21 +35,6 @@ std::string ncu_path(const engine_config& c) {
   return dir.empty() ? std::string("ncu") : dir + "/ncu";
 }
 
-// The folders the sandboxed ncu must read: its own (through a symlink too) and, for a toolkit's
-// bin/ncu wrapper, the toolkit whose nsight-compute-* folder it starts.
-std::vector<fs::path> ncu_folders(const std::string& ncu) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const fs::path& p : {fs::path(ncu), fs::canonical(ncu, ec)}) {
-    if (p.empty() || !p.is_absolute()) {
-      continue;
-    }
-    const fs::path dir = p.parent_path();
-    out.push_back(dir.filename() == "bin" ? dir.parent_path() : dir);
-  }
-  return out;
-}
-
 // What of ncu's raw output a note keeps: enough for its ==ERROR== lines and the target's last
 // words, so that a failure on a GPU host says why without the host's files.
 constexpr std::size_t k_note_log_bytes = 2048;
@@ -162,7 +147,7 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // namespace keeps that inside the run.
   request.loopback = true;
   request.readonly_paths = readonly_paths_;
-  for (auto& folder : ncu_folders(ncu)) {
+  for (auto& folder : ncu_readonly_folders(ncu)) {
     request.readonly_paths.push_back(std::move(folder));
   }
   auto r = run_isolated(request);

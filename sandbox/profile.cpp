@@ -336,6 +336,45 @@ result<std::vector<kernel_profile>> parse_ncu_csv(std::string_view text) {
   return kernels;
 }
 
+std::vector<std::filesystem::path> ncu_readonly_folders(const std::string& ncu,
+                                                        const std::filesystem::path& opt_nvidia) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  auto add = [&](const fs::path& p) {
+    if (!p.empty() && p.is_absolute() && std::find(out.begin(), out.end(), p) == out.end()) {
+      out.push_back(p);
+    }
+  };
+  std::error_code ec;
+  std::vector<fs::path> toolkits;
+  for (const fs::path& p : {fs::path(ncu), fs::canonical(ncu, ec)}) {
+    if (p.empty() || !p.is_absolute()) {
+      continue;
+    }
+    const fs::path dir = p.parent_path();
+    const fs::path folder = dir.filename() == "bin" ? dir.parent_path() : dir;
+    add(folder);
+    if (dir.filename() == "bin") {
+      toolkits.push_back(folder);
+    }
+  }
+  for (const auto& toolkit : toolkits) {
+    for (fs::directory_iterator it(toolkit, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().starts_with("nsight-compute")) {
+        std::error_code link_ec;
+        const auto target = fs::canonical(it->path(), link_ec);
+        if (!link_ec) {
+          add(target);
+        }
+      }
+    }
+  }
+  if (fs::is_directory(opt_nvidia / "nsight-compute", ec)) {
+    add(fs::canonical(opt_nvidia / "nsight-compute", ec));
+  }
+  return out;
+}
+
 std::string text_tail(std::string_view text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) {
     return std::string(text);

@@ -8,6 +8,7 @@
 #include "common/result.hpp"
 #include "sandbox/verdict.hpp"
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <span>
@@ -97,6 +98,15 @@ ncu_outcome read_ncu_log(std::string_view log);
 // kept part, after a "[... N bytes before ...]" line when anything was left out; `text` itself
 // when it fits. Never splits a UTF-8 sequence. Pure function.
 std::string text_tail(std::string_view text, std::size_t max_bytes);
+
+// The folders a sandboxed `ncu` must read beside the sandbox's own read-only ones: its own folder
+// (through a symlink too) and, for a toolkit's bin/ncu wrapper, the toolkit, plus where the
+// wrapper finds Nsight Compute: the toolkit's nsight-compute-* entries and their targets (a
+// package may install it under /opt/nvidia and link it there, and a link whose target the sandbox
+// does not show makes the wrapper say Nsight Compute is not installed), and /opt/nvidia's
+// nsight-compute folder, the wrapper's other place to look, where it exists.
+std::vector<std::filesystem::path> ncu_readonly_folders(
+    const std::string& ncu, const std::filesystem::path& opt_nvidia = "/opt/nvidia");
 
 // Peak figures of one GPU model, from its vendor datasheet (profile.cpp cites each).
 struct gpu_peaks {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace leap::sandbox {
 namespace {
@@ -677,6 +678,41 @@ TEST(TextTailTest, KeepsTheEndInWholeLinesAndSaysWhatWasLeftOut) {
   for (const auto& c : cases) {
     EXPECT_EQ(text_tail(c.text, c.max), c.expected) << "max " << c.max << " of '" << c.text << "'";
   }
+}
+
+// What the sandboxed ncu is shown. On the H200 the toolkit's nsight-compute-* entry is a link into
+// /opt/nvidia, which the sandbox did not show: the wrapper said "Nsight Compute is not installed"
+// and no kernel was profiled. A toolkit laid out that way, with a link through its own name too.
+TEST(NcuFoldersTest, TheWrappersNsightComputeIsShownWhereverItsLinkLeads) {
+  std::string pattern = (fs::temp_directory_path() / "leap-ncu-folders-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path root = fs::canonical(pattern);
+  const fs::path toolkit = root / "cuda-13.0";
+  const fs::path installed = root / "opt" / "nvidia" / "nsight-compute" / "2025.3.1";
+  fs::create_directories(toolkit / "bin");
+  fs::create_directories(installed);
+  std::ofstream(toolkit / "bin" / "ncu") << "#!/bin/sh\n";
+  fs::create_directory_symlink(installed, toolkit / "nsight-compute-2025.3.1");
+  fs::create_directory_symlink(toolkit, root / "cuda");
+  fs::create_directories(root / "empty-opt");
+
+  auto has = [](const std::vector<fs::path>& folders, const fs::path& p) {
+    return std::find(folders.begin(), folders.end(), p) != folders.end();
+  };
+  const auto folders =
+      ncu_readonly_folders((root / "cuda" / "bin" / "ncu").string(), root / "empty-opt");
+  EXPECT_TRUE(has(folders, root / "cuda")) << "the toolkit as named";
+  EXPECT_TRUE(has(folders, toolkit)) << "the toolkit the link leads to";
+  EXPECT_TRUE(has(folders, installed)) << "where its nsight-compute-* link leads";
+  EXPECT_EQ(folders.size(), 3U);
+
+  // /opt/nvidia's own nsight-compute, the wrapper's other place to look, where it exists.
+  const auto with_opt =
+      ncu_readonly_folders((toolkit / "bin" / "ncu").string(), root / "opt" / "nvidia");
+  EXPECT_TRUE(has(with_opt, root / "opt" / "nvidia" / "nsight-compute"));
+  // A bare name is looked up on PATH by the sandbox's own folders: nothing to add.
+  EXPECT_TRUE(ncu_readonly_folders("ncu", root / "empty-opt").empty());
+  fs::remove_all(root);
 }
 
 TEST(ProfileSummaryTest, TheStoredPartOfADiagnosis) {
