@@ -2,6 +2,7 @@
 
 #include "actors/barrier.hpp"
 #include "orchestrator/gate.hpp"
+#include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/retry.hpp"
 #include "orchestrator/run_telemetry.hpp"
 #include "orchestrator/schedule.hpp"
@@ -24,6 +25,16 @@
 namespace leap::actors {
 namespace {
 
+// schedule.partial (issue 33): what a step's batch took, carried and dropped, for its metrics.
+struct partial_counts {
+  std::uint32_t started = 0;          // new groups the step started
+  std::uint32_t carried_in = 0;       // groups it took over from the previous step
+  std::uint32_t trained_carried = 0;  // groups of its batch that an earlier step started
+  std::uint32_t carried = 0;          // groups it carries into the next step
+  std::uint32_t dropped_stale = 0;
+  std::uint32_t dropped_over_carry = 0;
+};
+
 struct step_state {
   std::uint32_t groups_total = 0;
   std::uint32_t groups_done = 0;
@@ -38,6 +49,23 @@ struct step_state {
   // The step's batch: the task of each slot and which slots are retries (gate.retry).
   retry_plan plan;
   std::optional<retry_step_record> retry;  // settled (gate.retry on)
+  std::optional<partial_counts> partial;   // schedule.partial on
+  bool batch_taken = false;                // schedule.partial: the batch is decided
+  // schedule.partial: the groups an earlier process stored are being read back; the batch waits
+  // for them, so that none is left out of the step that started it.
+  bool loading_stored = false;
+};
+
+// A training group of the partial-rollout pool: started, not yet trained or dropped.
+struct partial_entry {
+  std::uint64_t id = 0;     // start order: among unfinished groups the oldest is carried first
+  std::uint64_t owner = 0;  // the step whose batch it may join (moves on when carried)
+  // The weights the generators held when it started. Its first turns may be sampled with newer
+  // ones if a sync lands meanwhile; counting from the older keeps the staleness bound safe.
+  std::uint64_t sampled_version = 0;
+  bool complete = false;
+  double finished_ms = 0.0;
+  std::optional<group_report> report;  // complete groups
 };
 
 // The time earlier processes spent on a resumed step: the union of its stored groups' [started,
@@ -103,6 +131,8 @@ struct experiment_state {
   std::map<std::uint64_t, validation_state> validations;
   std::map<group_key, gate_actor> gates;  // in flight
   std::map<caf::actor_addr, group_key> gate_keys;
+  std::map<group_key, partial_entry> partial;  // schedule.partial: the pool, by origin key
+  std::uint64_t partial_ids = 0;
   std::uint64_t total_steps = 0;
   std::uint64_t next_step = 0;        // the next step to start
   std::uint64_t completed_steps = 0;  // steps with a step record: 0 .. completed_steps - 1
@@ -134,6 +164,27 @@ log::ids step_ids(std::uint64_t step) {
 }
 
 int max_turns(const experiment_state& st) { return st.settings.config.rollout.max_turns; }
+
+bool partial_on(const experiment_state& st) {
+  return st.settings.config.schedule.partial_over_provision > 0;
+}
+
+// The decisions' settings at `step`: the last step carries nothing (no step would train it).
+partial_settings partial_of(const experiment_state& st, std::uint64_t step) {
+  const auto& c = st.settings.config;
+  partial_settings p;
+  p.batch = static_cast<std::uint32_t>(std::max(0, c.data.batch_size));
+  p.over_provision = static_cast<std::uint32_t>(c.schedule.partial_over_provision);
+  p.max_carry =
+      step + 1 >= st.total_steps ? 0 : static_cast<std::uint32_t>(c.schedule.partial_max_carry);
+  p.max_staleness = partial_staleness_bound(c.schedule.max_staleness);
+  return p;
+}
+
+// The weights step `step` trains: one version per step since those the run resumed with.
+std::uint64_t training_version(const experiment_state& st, std::uint64_t step) {
+  return st.settings.resume.weight_version + (step - st.settings.resume.first_step);
+}
 
 void end_run(experiment_pointer self, run_status status, std::string message = {}) {
   auto& st = self->state;
@@ -251,6 +302,170 @@ void count_group(experiment_pointer self, group_report report, bool resumed) {
   if (s.groups_done == s.groups_total) {
     on_step_groups_in(self, it->first);
   }
+}
+
+// ---- schedule.partial (issue 33) -------------------------------------------------------------
+// The driver keeps every started training group in a pool until a batch takes it or it is
+// dropped; orchestrator/partial_rollouts.hpp decides, the functions below carry it out.
+
+// Hands the batch's groups to the learner, then trains the step. The gates did not (their
+// groups' fate was open): each record is read back from the store, where it lies under the key
+// of the step that started it, and reaches the learner under the training step (a carried group
+// with index group + (batch + over_provision) * steps carried, unique within the step).
+void hand_batch(experiment_pointer self, std::uint64_t step, const std::vector<group_key>& keys) {
+  auto& st = self->state;
+  if (keys.empty()) {
+    on_step_groups_in(self, step);
+    return;
+  }
+  std::map<std::uint64_t, std::set<std::uint32_t>> wanted;
+  for (const auto& k : keys) {
+    wanted[k.step].insert(k.group);
+  }
+  const auto width = static_cast<std::uint32_t>(st.settings.config.data.batch_size +
+                                                st.settings.config.schedule.partial_over_provision);
+  auto left = std::make_shared<std::size_t>(keys.size());
+  for (const auto& [origin, groups] : wanted) {
+    self->request(st.services.store, caf::infinite, load_atom_v, st.settings.run_id, origin,
+                  split_kind::train)
+        .then(
+            [=, origin = origin, groups = groups](loaded_groups& loaded) {
+              if (!loaded.error.empty()) {
+                end_run(self, run_status::failed, "store: " + loaded.error);
+                return;
+              }
+              std::size_t found = 0;
+              for (auto& g : loaded.groups) {
+                if (groups.count(g.group_index) == 0) {
+                  continue;
+                }
+                ++found;
+                g.group_index += width * static_cast<std::uint32_t>(step - origin);
+                g.step = step;
+                self->request(self->state.services.learner, caf::infinite, add_group_atom_v,
+                              std::move(g))
+                    .then(
+                        [=](const ack& added) {
+                          if (!added.ok()) {
+                            end_run(self, run_status::failed, "learner: " + added.error);
+                            return;
+                          }
+                          if (--*left == 0) {
+                            on_step_groups_in(self, step);
+                          }
+                        },
+                        [=](caf::error& e) {
+                          end_run(self, run_status::failed, "learner: " + self->system().render(e));
+                        });
+              }
+              if (found != groups.size()) {
+                end_run(self, run_status::failed,
+                        "store: step " + std::to_string(origin + 1) + ": " +
+                            std::to_string(groups.size() - found) +
+                            " group(s) of a batch are not stored");
+              }
+            },
+            [=](caf::error& e) {
+              end_run(self, run_status::failed, "store: " + self->system().render(e));
+            });
+  }
+}
+
+// A dropped group still in flight: its gate (and the debug turns linked to it) ends; its stored
+// turns stay in the store, and it trains nowhere.
+void stop_gate(experiment_pointer self, const group_key& key) {
+  auto& st = self->state;
+  auto it = st.gates.find(key);
+  if (it == st.gates.end()) {
+    return;
+  }
+  st.gate_keys.erase(it->second.address());
+  self->demonitor(it->second.address());
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  st.gates.erase(it);
+  publish_in_flight(st);
+}
+
+// Takes the step's batch once enough of its pool is complete: the batch trains, leftovers go on
+// to the next step or are dropped, as split_partial says.
+void check_batch(experiment_pointer self, std::uint64_t step) {
+  auto& st = self->state;
+  auto sit = st.steps.find(step);
+  if (st.ended || sit == st.steps.end() || sit->second.batch_taken || sit->second.loading_stored) {
+    return;
+  }
+  const auto settings = partial_of(st, step);
+  const auto version = training_version(st, step);
+  std::vector<partial_group> groups;
+  std::map<std::uint64_t, group_key> by_id;
+  for (const auto& [key, e] : st.partial) {
+    if (e.owner != step) {
+      continue;
+    }
+    groups.push_back({e.id, e.sampled_version, e.complete, e.finished_ms, 0.0});
+    by_id.emplace(e.id, key);
+  }
+  if (!batch_ready(settings, groups, version)) {
+    return;
+  }
+  auto& s = sit->second;
+  s.batch_taken = true;
+  if (!s.partial) {
+    s.partial.emplace();
+  }
+  auto& counts = *s.partial;
+  const auto split = split_partial(settings, groups, version);
+  std::vector<group_key> batch;
+  for (auto id : split.batch) {
+    const auto key = by_id.at(id);
+    auto it = st.partial.find(key);
+    s.reports.push_back(std::move(*it->second.report));
+    counts.trained_carried += key.step < step ? 1 : 0;
+    st.partial.erase(it);
+    batch.push_back(key);
+  }
+  for (auto id : split.carry) {
+    st.partial.at(by_id.at(id)).owner = step + 1;
+  }
+  counts.carried = static_cast<std::uint32_t>(split.carry.size());
+  counts.dropped_stale = static_cast<std::uint32_t>(split.dropped_stale.size());
+  counts.dropped_over_carry = static_cast<std::uint32_t>(split.dropped_over_carry.size());
+  for (const auto* dropped : {&split.dropped_stale, &split.dropped_over_carry}) {
+    for (auto id : *dropped) {
+      const auto key = by_id.at(id);
+      stop_gate(self, key);
+      st.partial.erase(key);
+    }
+  }
+  s.groups_done = s.groups_total = static_cast<std::uint32_t>(batch.size());
+  log(self, log::level::info,
+      "batch: " + std::to_string(batch.size()) + " groups (" +
+          std::to_string(counts.trained_carried) + " started earlier), " +
+          std::to_string(counts.carried) + " carried on, " + std::to_string(counts.dropped_stale) +
+          " dropped as stale, " + std::to_string(counts.dropped_over_carry) +
+          " dropped over max_carry",
+      step_ids(step));
+  hand_batch(self, step, batch);
+}
+
+// A partial-rollout group is complete (scored and stored, not handed to the learner).
+void partial_group_done(experiment_pointer self, group_report report) {
+  auto& st = self->state;
+  auto it = st.partial.find(report.key);
+  if (it == st.partial.end()) {
+    return;  // dropped meanwhile
+  }
+  ++st.summary.groups_completed;
+  if (auto* t = st.settings.telemetry.get()) {
+    t->groups.inc();
+    if (is_open(report.gate)) {
+      t->groups_activated.inc();
+    }
+  }
+  it->second.complete = true;
+  it->second.finished_ms = clock_ms();
+  it->second.report = std::move(report);
+  check_batch(self, it->second.owner);
 }
 
 void start_validation(experiment_pointer self, std::uint64_t step,
@@ -406,6 +621,16 @@ step_record make_step_record(const experiment_state& st, std::uint64_t step, con
     r.metrics["retry.exhausted"] = s.retry->counts.exhausted;
     r.metrics["retry.evicted"] = s.retry->counts.evicted;
     r.metrics["retry.buffered"] = static_cast<double>(s.retry->buffer.entries.size());
+  }
+  if (s.partial) {
+    // schedule.partial (issue 33): where the step's groups went; `leap replay` shows them.
+    const auto& p = *s.partial;
+    r.metrics["partial.started"] = p.started;
+    r.metrics["partial.carried_in"] = p.carried_in;
+    r.metrics["partial.trained_carried"] = p.trained_carried;
+    r.metrics["partial.carried"] = p.carried;
+    r.metrics["partial.dropped"] = p.dropped_stale + p.dropped_over_carry;
+    r.metrics["partial.dropped_stale"] = p.dropped_stale;
   }
   if (!probes.empty()) {
     const auto probe_rec = recovery(probes);
@@ -633,11 +858,31 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   const auto batch_size = static_cast<std::size_t>(config.data.batch_size);
   const auto& retry = config.gate.retry;
   auto& s = st.steps[step];
-  s.plan = plan_step(
-      st.retry, retry, step,
-      step_batch(config.experiment.seed, step, st.settings.train_tasks.size(), batch_size));
+  // schedule.partial: the step's tasks are batch + over_provision a step, a function of (seed,
+  // step) as without it; a step that took carried groups over starts only the first of them (the
+  // rest of its tasks are not seen this epoch).
+  const bool partial = partial_on(st);
+  const auto width =
+      batch_size + (partial ? static_cast<std::size_t>(config.schedule.partial_over_provision) : 0);
+  std::uint32_t carried_in = 0;
+  if (partial) {
+    for (const auto& [key, e] : st.partial) {
+      carried_in += e.owner == step ? 1 : 0;
+    }
+  }
+  s.plan =
+      plan_step(st.retry, retry, step,
+                step_batch(config.experiment.seed, step, st.settings.train_tasks.size(), width));
+  if (partial) {
+    const auto started = groups_to_start(partial_of(st, step), carried_in);
+    s.plan.tasks.resize(std::min<std::size_t>(s.plan.tasks.size(), started));
+    s.plan.retries.resize(s.plan.tasks.size());
+    s.partial = partial_counts{};
+    s.partial->started = static_cast<std::uint32_t>(s.plan.tasks.size());
+    s.partial->carried_in = carried_in;
+  }
   const auto& batch = s.plan.tasks;
-  s.groups_total = static_cast<std::uint32_t>(batch.size());
+  s.groups_total = static_cast<std::uint32_t>(partial ? batch_size : batch.size());
   s.start_ms = clock_ms();
   s.started_unix_ms = unix_ms();
 
@@ -651,6 +896,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     }
   }
   s.groups_resumed = static_cast<std::uint32_t>(stored.size());
+  s.loading_stored = partial && !stored.empty();
   if (!stored.empty()) {
     // Completed groups are not redone: the learner gets them back from the store.
     self->request(st.services.store, caf::infinite, load_atom_v, st.settings.run_id, step,
@@ -680,6 +926,28 @@ void start_step(experiment_pointer self, std::uint64_t step) {
                 if (stored.count(g.group_index) == 0) {
                   continue;
                 }
+                if (partial_on(self->state)) {
+                  // Into the pool, complete: the batch decides whether it trains.
+                  partial_entry e;
+                  e.id = self->state.partial_ids++;
+                  e.owner = step;
+                  e.sampled_version = std::numeric_limits<std::uint64_t>::max();
+                  for (const auto& r : g.rollouts) {
+                    for (const auto& t : r.turns) {
+                      e.sampled_version = std::min(e.sampled_version, t.weight_version);
+                    }
+                  }
+                  if (e.sampled_version == std::numeric_limits<std::uint64_t>::max()) {
+                    e.sampled_version = self->state.weight_version;
+                  }
+                  e.complete = true;
+                  e.finished_ms = 0.0;  // in an earlier process: before any of this one's
+                  e.report = report_of(g);
+                  ++self->state.summary.groups_resumed;
+                  self->state.partial.emplace(group_key{step, split_kind::train, g.group_index},
+                                              std::move(e));
+                  continue;
+                }
                 auto report = report_of(g);
                 self->request(self->state.services.learner, caf::infinite, add_group_atom_v,
                               std::move(g))
@@ -694,6 +962,12 @@ void start_step(experiment_pointer self, std::uint64_t step) {
                         [=](caf::error& e) {
                           end_run(self, run_status::failed, "learner: " + self->system().render(e));
                         });
+              }
+              if (partial_on(self->state)) {
+                if (auto it = self->state.steps.find(step); it != self->state.steps.end()) {
+                  it->second.loading_stored = false;
+                }
+                check_batch(self, step);
               }
             },
             [=](caf::error& e) {
@@ -711,7 +985,8 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   };
   const auto stride = static_cast<std::uint64_t>(config.rollout.group_size + retry.extra_rollouts) *
                       static_cast<std::uint64_t>(config.rollout.max_turns + retry.extra_turns);
-  const std::uint32_t missing = s.groups_total - static_cast<std::uint32_t>(stored.size());
+  const std::uint32_t missing =
+      static_cast<std::uint32_t>(batch.size()) - static_cast<std::uint32_t>(stored.size());
   if (missing > 0 && config.schedule.mode == schedule_mode::barrier) {
     std::uint32_t rollouts = 0;
     for (std::uint32_t g = 0; g < batch.size(); ++g) {
@@ -732,11 +1007,19 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     gs.group_size = size_of(g);
     gs.max_turns = turns_of(g);
     gs.sampling = config.rollout.sampling;
-    gs.request_index_base = (step * batch_size + g) * stride;
+    gs.request_index_base = (step * width + g) * stride;
     gs.probe_if_closed = probe_group(config.experiment.seed, step, g, st.settings.probe_fraction);
     gs.optimise = config.gate.optimise;  // training groups only: validation measures correctness
-    gs.train = true;
+    // schedule.partial: the driver hands the group to the learner if a batch takes it.
+    gs.train = !partial;
     gs.telemetry = st.settings.telemetry;
+    if (partial) {
+      partial_entry e;
+      e.id = st.partial_ids++;
+      e.owner = step;
+      e.sampled_version = st.weight_version;
+      st.partial.emplace(gs.key, e);
+    }
     if (!s.barrier) {
       gs.resumed_turns = take_resumed_turns(st, gs.key);
     }
@@ -749,8 +1032,12 @@ void start_step(experiment_pointer self, std::uint64_t step) {
       "started: " + std::to_string(missing) + " groups to run, " + std::to_string(stored.size()) +
           " from the store, " + std::to_string(turns_resumed) +
           " finished turns of them from the store" +
-          (retry_enabled(retry) ? ", " + std::to_string(s.plan.retried()) + " retries" : ""),
+          (retry_enabled(retry) ? ", " + std::to_string(s.plan.retried()) + " retries" : "") +
+          (partial ? ", " + std::to_string(carried_in) + " carried in" : ""),
       step_ids(step));
+  if (partial) {
+    check_batch(self, step);  // the carried groups may make the batch already
+  }
 }
 
 bool may_start(const experiment_state& st, std::uint64_t step) {
@@ -894,6 +1181,8 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
         }
         if (report.key.split == split_kind::validation) {
           on_validation_done(self, std::move(report));
+        } else if (partial_on(st)) {
+          partial_group_done(self, std::move(report));
         } else {
           count_group(self, std::move(report), false);
         }

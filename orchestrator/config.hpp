@@ -179,6 +179,11 @@ struct verifier_section {
 struct schedule_section {
   schedule_mode mode = schedule_mode::streaming;
   int max_staleness = 0;
+  // Partial rollouts (schedule.partial, issue 33; orchestrator/partial_rollouts.hpp): groups kept
+  // in flight beyond data.batch_size, and the most unfinished or leftover groups a step carries
+  // into the next. Off while partial_over_provision is 0. Default: 0, 0
+  int partial_over_provision = 0;
+  int partial_max_carry = 0;
 
   friend bool operator==(const schedule_section&, const schedule_section&) = default;
 };

@@ -432,6 +432,20 @@ const std::vector<error_case>& error_cases() {
        "step), got 1000"},
       {"barrier_with_staleness", "schedule:\n  mode: barrier\n  max_staleness: 1\n",
        "case.yaml:3: schedule.max_staleness: must be 0 when schedule.mode is barrier"},
+      {"partial_with_barrier", "schedule:\n  mode: barrier\n  partial:\n    over_provision: 2\n",
+       "case.yaml:4: schedule.partial.over_provision: must be 0 when schedule.mode is barrier"},
+      {"partial_carry_above_over_provision",
+       "schedule:\n  partial:\n    over_provision: 2\n    max_carry: 3\n",
+       "case.yaml:4: schedule.partial.max_carry: must be <= schedule.partial.over_provision (2), "
+       "got 3"},
+      {"partial_carry_without_over_provision", "schedule:\n  partial:\n    max_carry: 1\n",
+       "case.yaml:3: schedule.partial.max_carry: must be <= schedule.partial.over_provision (0), "
+       "got 1"},
+      {"partial_negative", "schedule:\n  partial:\n    over_provision: -1\n",
+       "case.yaml:3: schedule.partial.over_provision:"},
+      {"partial_with_retry",
+       "gate:\n  retry:\n    buffer: 4\nschedule:\n  partial:\n    over_provision: 2\n",
+       "schedule.partial.over_provision: must be 0 with gate.retry on"},
       {"validation_set_and_fraction",
        "data:\n  validation: val.jsonl\n  validation_fraction: 0.1\n",
        "case.yaml:3: data.validation_fraction: must be 0 when data.validation names a validation "
@@ -599,6 +613,9 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"verifier:\n  nodes: [\"gpu1:4242\", \"[::1]:4242\"]\n", "verifier.nodes",
                    "[\"gpu1:4242\", \"[::1]:4242\"]"},
         value_case{"schedule:\n  max_staleness: 2\n", "schedule.max_staleness", "2"},
+        value_case{"schedule:\n  max_staleness: 1\n  partial:\n    over_provision: 4\n    "
+                   "max_carry: 2\n",
+                   "schedule.partial.max_carry", "2"},
         value_case{"simulation:\n  tasks: 32\n", "simulation.tasks", "32"},
         value_case{"advantage:\n  kind: mean_only\n  gamma: 1\n", "advantage.gamma", "1.0"}));
 
@@ -631,6 +648,7 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.verifier.cuda_arch, "sm_90a");
   EXPECT_EQ(c.verifier.profile, "off");  // no profiler in the loop unless asked for
   EXPECT_EQ(c.schedule.max_staleness, 0);
+  EXPECT_EQ(c.schedule.partial_over_provision, 0);  // partial rollouts off
   EXPECT_TRUE(validate_config(c).ok());
 }
 
