@@ -5,7 +5,7 @@
 //   task: cpp/prefix_sum_int           a suite id, or a file under tests/sandbox/adversarial/ (a
 //                                      KernelBench problem .py, a task directory)
 //   expect: wrong_answer | runtime     the verdict categories it may get (any of them)
-//   class: atexit rewrites the dump    what it tries, for the README's threat model
+//   class: atexit rewrites the dump    what it tries, for docs/threat-model.md
 //   feedback: text                     optional: a substring the feedback must hold
 //   gpu: true                          optional: needs a CUDA GPU (skipped without one)
 //   max_speedup: 20                    optional: a timing attack on a correct solution: it is

@@ -6,7 +6,7 @@
                                      KernelBench's own loop (CUDA events, no L2 flush), beside
                                      the judge's median from `leap verify --json` (FILE)
 
-Prints plain lines; the numbers go into the README's Benchmarks table and the issue's note.
+Prints plain lines; the numbers go into docs/benchmarks.md and the issue's note.
 """
 import json
 import math

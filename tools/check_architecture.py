@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Checks the README's architecture table against the build's link graph.
+
+  check_architecture.py REPO_ROOT
+
+Every library a `leap_module(NAME ...)` call defines (one per folder) must have a row in README.md's
+architecture table, keyed by its folder, whose "may know" cell names exactly the leap modules the
+module links (`leap::X` in its CMakeLists.txt; common's libraries, crypto, log and durable_file, are
+every module's and not named). The modules must form no cycle. Prints each mismatch and exits 1.
+"""
+import pathlib
+import re
+import sys
+
+COMMON_PARTS = {"common", "crypto", "log", "durable_file"}
+
+
+def modules(root):
+    """name -> (folder, set of leap modules it links)"""
+    out = {}
+    for cmake in sorted(root.glob("**/CMakeLists.txt")):
+        rel = cmake.parent.relative_to(root)
+        if rel.parts and rel.parts[0] in ("tests", "build", ".gpu", ".git") or "node_modules" in rel.parts:
+            continue
+        text = cmake.read_text()
+        for call in re.finditer(r"leap_module\(\s*([A-Za-z_]+)([^)]*)\)", text):
+            name, args = call.group(1), call.group(2)
+            deps = set(re.findall(r"leap::([A-Za-z_]+)", args)) - COMMON_PARTS
+            out[name] = (str(rel) + "/", deps)
+    return out
+
+
+def table(readme):
+    """folder -> the "may know" cell"""
+    rows = {}
+    in_table = False
+    for line in readme.splitlines():
+        if line.startswith("| folder | holds | may know"):
+            in_table = True
+            continue
+        if in_table and not line.startswith("|"):
+            break
+        if in_table:
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            folder = re.match(r"`([^`]+)`", cells[0])
+            if folder and len(cells) >= 3:
+                rows[folder.group(1)] = cells[2]
+    return rows
+
+
+def main(root):
+    root = pathlib.Path(root)
+    mods = modules(root)
+    rows = table((root / "README.md").read_text())
+    problems = []
+    if not mods:
+        problems.append("no leap_module() call found under " + str(root))
+    if not rows:
+        problems.append("README.md has no architecture table (a '| folder | holds | may know' header)")
+    names = set(mods)
+    for name, (folder, deps) in sorted(mods.items()):
+        if folder not in rows:
+            problems.append(f"module '{name}' ({folder}) has no row in README.md's architecture table")
+            continue
+        said = set(re.findall(r"`([A-Za-z_]+)`", rows[folder])) & names
+        if said != deps:
+            problems.append(f"{folder}: README says it may know {sorted(said) or 'nothing'}, "
+                            f"its CMakeLists.txt links {sorted(deps) or 'nothing'}")
+    # No arrow back up: the link graph has no cycle.
+    state = {}
+
+    def visit(name, path):
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "open":
+            problems.append("a cycle among the modules: " + " -> ".join(path + [name]))
+            return
+        state[name] = "open"
+        for dep in sorted(mods.get(name, ("", set()))[1]):
+            visit(dep, path + [name])
+        state[name] = "done"
+
+    for name in sorted(mods):
+        visit(name, [])
+    for p in problems:
+        print(p)
+    print(f"{len(mods)} modules, {len(rows)} table rows, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
