@@ -326,6 +326,28 @@ TEST(TrajectoryStoreCreateRace, ACreationRemovesWhatDeadCreatorsLeftBesideItsPat
   EXPECT_EQ(hidden_entries(dir.path()).size(), kept.size());
 }
 
+// Runs the mount-point child `test` on `dir`/trajectories (created empty) and returns what it
+// wrote to `dir`/result: "ok", "skip: why" or what went wrong.
+std::string run_mount_child(const std::string& test, const scratch_dir& dir) {
+  const auto point = dir / "trajectories";
+  std::filesystem::create_directories(point);
+  const auto out = dir / "result";
+  const pid_t child =
+      spawn_child(test, {"LEAP_MOUNT_DIR=" + point.string(), "LEAP_MOUNT_OUT=" + out.string()});
+  EXPECT_GT(child, 0) << "posix_spawn failed";
+  int wstatus = 0;
+  EXPECT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "the child failed or crashed";
+  return read_all(out);
+}
+
+// The child's own mount namespace, private from the host's; false (errno set) where it cannot be
+// made (no root, no CAP_SYS_ADMIN).
+bool own_mount_namespace() {
+  return ::unshare(CLONE_NEWNS) == 0 &&
+         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+}
+
 // A creator on a mount point, run only as a child: in a mount namespace of its own, mounts a
 // tmpfs on LEAP_MOUNT_DIR and creates a store there (the folder itself is the mount point, so
 // nothing can be renamed onto it), writes a group, reopens it, and writes "ok", "skip: why" or the
@@ -336,9 +358,7 @@ TEST(TrajectoryStoreCreateRace, DISABLED_ChildCreatesOnAMountPoint) {
   if (point.empty() || out.empty()) {
     GTEST_SKIP() << "runs only as a child of AStoreWhoseFolderIsAMountPointIsCreatedInIt";
   }
-  if (::unshare(CLONE_NEWNS) != 0 ||
-      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-      ::mount("tmpfs", point.c_str(), "tmpfs", 0, "size=16m") != 0) {
+  if (!own_mount_namespace() || ::mount("tmpfs", point.c_str(), "tmpfs", 0, "size=16m") != 0) {
     std::ofstream(out) << "skip: cannot mount a tmpfs in a mount namespace of its own ("
                        << std::strerror(errno) << "): needs root or CAP_SYS_ADMIN, as in CI";
     return;
@@ -368,16 +388,8 @@ TEST(TrajectoryStoreCreateRace, DISABLED_ChildCreatesOnAMountPoint) {
 TEST(TrajectoryStoreCreateRace, AStoreWhoseFolderIsAMountPointIsCreatedInIt) {
   scratch_dir dir;
   const auto point = dir / "trajectories";
-  std::filesystem::create_directories(point);
-  const auto out = dir / "result";
-  const pid_t child =
-      spawn_child("DISABLED_ChildCreatesOnAMountPoint",
-                  {"LEAP_MOUNT_DIR=" + point.string(), "LEAP_MOUNT_OUT=" + out.string()});
-  ASSERT_GT(child, 0) << "posix_spawn failed";
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
-  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "the child failed or crashed";
-  const auto result = read_all(out);
+  std::string result;
+  ASSERT_NO_FATAL_FAILURE(result = run_mount_child("DISABLED_ChildCreatesOnAMountPoint", dir));
   if (result.starts_with("skip: ")) {
     GTEST_SKIP() << result.substr(6);
   }
@@ -398,8 +410,7 @@ TEST(TrajectoryStoreCreateRace, DISABLED_ChildRacesCreatorsOnAMountPoint) {
   if (point.empty() || out.empty()) {
     GTEST_SKIP() << "runs only as a child of TwoCreatorsOnAMountPointAreNeverToldOfDamage";
   }
-  if (::unshare(CLONE_NEWNS) != 0 ||
-      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+  if (!own_mount_namespace()) {
     std::ofstream(out) << "skip: cannot make a mount namespace of its own (" << std::strerror(errno)
                        << "): needs root or CAP_SYS_ADMIN, as in CI";
     return;
@@ -470,16 +481,9 @@ TEST(TrajectoryStoreCreateRace, DISABLED_ChildRacesCreatorsOnAMountPoint) {
 TEST(TrajectoryStoreCreateRace, TwoCreatorsOnAMountPointAreNeverToldOfDamage) {
   scratch_dir dir;
   const auto point = dir / "trajectories";
-  std::filesystem::create_directories(point);
-  const auto out = dir / "result";
-  const pid_t child =
-      spawn_child("DISABLED_ChildRacesCreatorsOnAMountPoint",
-                  {"LEAP_MOUNT_DIR=" + point.string(), "LEAP_MOUNT_OUT=" + out.string()});
-  ASSERT_GT(child, 0) << "posix_spawn failed";
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
-  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "the child failed or crashed";
-  const auto result = read_all(out);
+  std::string result;
+  ASSERT_NO_FATAL_FAILURE(result =
+                              run_mount_child("DISABLED_ChildRacesCreatorsOnAMountPoint", dir));
   if (result.starts_with("skip: ")) {
     GTEST_SKIP() << result.substr(6);
   }
