@@ -183,6 +183,24 @@ pass_speed speed_in(const replay_group& group, std::size_t i, const rollout_outc
   return {};
 }
 
+namespace {
+
+// A step record's partial.* metrics (the experiment driver writes them all or none).
+std::optional<replay_partial_columns> partial_columns_of(const step_record& r) {
+  if (r.metrics.count("partial.started") == 0) {
+    return std::nullopt;
+  }
+  auto count = [&](const char* name) {
+    auto it = r.metrics.find(name);
+    return it == r.metrics.end() ? 0u : static_cast<std::uint32_t>(std::max(0.0, it->second));
+  };
+  return replay_partial_columns{count("partial.started"), count("partial.carried_in"),
+                                count("partial.trained_carried"), count("partial.carried"),
+                                count("partial.dropped")};
+}
+
+}  // namespace
+
 replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
   replay_report report;
   report.max_turns = data.max_turns;
@@ -210,6 +228,7 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
     for (const auto& r : data.steps) {
       if (r.step == step) {
         s.timings = r.timings;
+        s.partial = partial_columns_of(r);
       }
     }
     for (const auto& r : data.retries) {
@@ -244,6 +263,17 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
   }
   report.total = summarise(all_train, data.max_turns);
   for (const auto& s : report.steps) {
+    if (s.partial) {
+      auto& t = report.total.partial;
+      if (!t) {
+        t.emplace();
+      }
+      t->started += s.partial->started;
+      t->carried_in += s.partial->carried_in;
+      t->trained_carried += s.partial->trained_carried;
+      t->carried += s.partial->carried;
+      t->dropped += s.partial->dropped;
+    }
     if (s.retry) {
       auto& t = report.total.retry;
       if (!t) {
@@ -421,6 +451,26 @@ std::string format_replay_tables(const replay_report& r) {
   row(r.total, "all");
   if (std::any_of(r.steps.begin(), r.steps.end(), [](const auto& s) { return !s.timings; })) {
     out += "* the step did not complete (no step record): its groups so far\n";
+  }
+  if (r.total.partial) {
+    out +=
+        "\npartial rollouts, per step (the groups above are those each step started; trained "
+        "earlier: groups of its batch started by an earlier step)\n";
+    out += printf_string("%6s %8s %10s %15s %8s %8s\n", "step", "started", "carried_in",
+                         "trained_earlier", "carried", "dropped");
+    auto partial_row = [&](const std::optional<replay_partial_columns>& p,
+                           const std::string& label) {
+      if (!p) {
+        out += printf_string("%6s %8s %10s %15s %8s %8s\n", label.c_str(), "-", "-", "-", "-", "-");
+        return;
+      }
+      out += printf_string("%6s %8u %10u %15u %8u %8u\n", label.c_str(), p->started, p->carried_in,
+                           p->trained_carried, p->carried, p->dropped);
+    };
+    for (const auto& s : r.steps) {
+      partial_row(s.partial, std::to_string(s.step + 1));
+    }
+    partial_row(r.total.partial, "all");
   }
   if (!r.validation.empty()) {
     out += "\nvalidation (after training step)\n";

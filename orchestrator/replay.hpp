@@ -72,6 +72,17 @@ struct replay_retry_columns {
   std::uint32_t buffered = 0;
 };
 
+// A step's partial rollouts (schedule.partial, issue 33), from its step record's partial.*
+// metrics: groups it started, took over from the previous step, trained of those started earlier,
+// carried into the next step, and dropped (stale or over max_carry).
+struct replay_partial_columns {
+  std::uint32_t started = 0;
+  std::uint32_t carried_in = 0;
+  std::uint32_t trained_carried = 0;
+  std::uint32_t carried = 0;
+  std::uint32_t dropped = 0;
+};
+
 struct replay_step {
   std::uint64_t step = 0;
   std::uint32_t groups = 0;
@@ -92,6 +103,9 @@ struct replay_step {
   // Buffered retry (gate.retry), when the run stored its buffer after this step. The total row
   // sums the counts and keeps the last step's waiting.
   std::optional<replay_retry_columns> retry;
+  // Partial rollouts, when the step record has them; the total row sums them. With them the
+  // step's groups above are those it started (stored under its key), not those it trained.
+  std::optional<replay_partial_columns> partial;
 };
 
 struct replay_validation {

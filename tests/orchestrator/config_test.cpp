@@ -1134,6 +1134,8 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"quickstart.yaml", "policy.flavour", "embedded"},
       {"quickstart.yaml", "learner.kind", "record"},
       {"quickstart.yaml", "verifier.gpu_slots", "0"},
+      {"quickstart_partial.yaml", "schedule.partial.over_provision", "2"},
+      {"quickstart_partial.yaml", "schedule.partial.max_carry", "2"},
       {"leap_cuda.yaml", "gate.policy", "dcp"},
       {"leap_offpolicy.yaml", "learner.offpolicy.mode", "drop_sequence"},
       {"leap_offpolicy.yaml", "schedule.max_staleness", "2"},

@@ -140,6 +140,40 @@ TEST(ReplayReportTest, RetryColumnsFromTheStoredBuffers) {
   EXPECT_NE(format_retry_table(report).find("evicted"), std::string::npos);
 }
 
+// schedule.partial (issue 33): the step records' partial.* metrics become a table per step and a
+// summed total; a run without them prints none.
+TEST(ReplayReportTest, PartialRolloutColumnsFromTheStepRecords) {
+  auto data = sample_run();
+  EXPECT_EQ(format_replay_tables(build_replay_report(data, 2)).find("partial rollouts"),
+            std::string::npos);
+  data.steps[0].metrics = {{"partial.started", 3},         {"partial.carried_in", 0},
+                           {"partial.trained_carried", 0}, {"partial.carried", 1},
+                           {"partial.dropped", 0},         {"partial.dropped_stale", 0}};
+  step_record second = data.steps[0];
+  second.step = 1;
+  second.metrics = {{"partial.started", 2},
+                    {"partial.carried_in", 1},
+                    {"partial.trained_carried", 1},
+                    {"partial.carried", 0},
+                    {"partial.dropped", 1}};
+  data.steps.push_back(second);
+  const auto report = build_replay_report(data, 2);
+  ASSERT_TRUE(report.steps[1].partial.has_value());
+  EXPECT_EQ(report.steps[1].partial->trained_carried, 1U);
+  ASSERT_TRUE(report.total.partial.has_value());
+  EXPECT_EQ(report.total.partial->started, 5U);
+  EXPECT_EQ(report.total.partial->carried, 1U);
+  EXPECT_EQ(report.total.partial->dropped, 1U);
+  const auto table = format_replay_tables(report);
+  EXPECT_NE(table.find("partial rollouts, per step"), std::string::npos) << table;
+  EXPECT_NE(table.find("     2        2          1               1        0        1\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("   all        5          1               1        1        1\n"),
+            std::string::npos)
+      << table;
+}
+
 TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {
   const auto data = sample_run();
   struct row {
