@@ -270,11 +270,17 @@ TEST(ReportModel, RunsOfOneGroupAreOverlaidAsMeanWithBand) {
   EXPECT_EQ(find_chart(model, "verifier_latency"), nullptr);
   // No timed pass either: the two speed charts are notes too.
   EXPECT_EQ(find_chart(model, "fast_p"), nullptr);
-  ASSERT_EQ(model.notes.size(), 4u);
+  EXPECT_EQ(find_chart(model, "fast_p_compiled"), nullptr);
+  ASSERT_EQ(model.notes.size(), 6u);
   EXPECT_NE(model.notes[0].find("Validation accuracy vs step: not drawn"), std::string::npos);
   EXPECT_NE(model.notes[1].find("Fast_p vs step: not drawn, no step timed"), std::string::npos);
   EXPECT_NE(model.notes[2].find("Geometric-mean speedup vs step: not drawn"), std::string::npos);
-  EXPECT_NE(model.notes[3].find("Verifier latency distribution: not drawn"), std::string::npos);
+  EXPECT_NE(model.notes[3].find("Fast_p over torch.compile vs step: not drawn, no step timed a "
+                                "passing candidate against torch.compile"),
+            std::string::npos);
+  EXPECT_NE(model.notes[4].find("Geometric-mean speedup over torch.compile vs step: not drawn"),
+            std::string::npos);
+  EXPECT_NE(model.notes[5].find("Verifier latency distribution: not drawn"), std::string::npos);
 }
 
 // Speed per step from the replay's speed summaries: a point only where something was timed.
@@ -302,6 +308,34 @@ TEST(ReportModel, SpeedChartsOnlyWhereTimed) {
   ASSERT_NE(speedup, nullptr);
   ASSERT_EQ(speedup->lines[0].points.size(), 1u);
   EXPECT_NEAR(speedup->lines[0].points[0].y, std::sqrt(2.5 * 1.1), 1e-12);
+  // Nothing was timed against torch.compile: those two are notes.
+  EXPECT_EQ(find_chart(model, "fast_p_compiled"), nullptr);
+  EXPECT_EQ(find_chart(model, "speedup_compiled"), nullptr);
+}
+
+// The speedups over torch.compile (KernelBench's second baseline) are charts of their own, from
+// the replay's compiled speed summaries, beside those over eager.
+TEST(ReportModel, SpeedOverTorchCompileIsChartedApart) {
+  auto timed = step(0, {0.5, 0.75}, 0.5);
+  timed.speed.add({1, 1}, {3.0, std::nullopt});
+  timed.speed.add({1, 1}, {1.5, std::nullopt});
+  timed.compiled_speed.add({1, 1}, {0.8, std::nullopt});
+  timed.compiled_speed.add({1, 1}, {1.25, std::nullopt});
+  const auto model = build_model({run("kb", {timed})});
+  const chart* fast = find_chart(model, "fast_p_compiled");
+  ASSERT_NE(fast, nullptr);
+  EXPECT_EQ(fast->title, "Fast_p over torch.compile vs step");
+  ASSERT_EQ(fast->lines.size(), 2u);
+  ASSERT_EQ(fast->lines[0].points.size(), 1u);
+  EXPECT_DOUBLE_EQ(fast->lines[0].points[0].y, 0.5);  // 1 of 2 above 1.0 over compile
+  EXPECT_DOUBLE_EQ(fast->lines[1].points[0].y, 0.0);  // none above 2.0
+  const chart* speedup = find_chart(model, "speedup_compiled");
+  ASSERT_NE(speedup, nullptr);
+  EXPECT_NEAR(speedup->lines[0].points[0].y, std::sqrt(0.8 * 1.25), 1e-12);
+  // Over eager, from the same step: its own numbers.
+  const chart* eager = find_chart(model, "speedup");
+  ASSERT_NE(eager, nullptr);
+  EXPECT_NEAR(eager->lines[0].points[0].y, std::sqrt(3.0 * 1.5), 1e-12);
 }
 
 TEST(ReportModel, ValidationAndLatency) {
@@ -341,7 +375,7 @@ TEST(ReportModel, ValidationAndLatency) {
   EXPECT_DOUBLE_EQ(model.latency[0].compile_max, 1500.0);
   EXPECT_EQ(model.latency[0].ran, 2u);
   EXPECT_DOUBLE_EQ(model.latency[0].run_p50, 3.5);
-  ASSERT_EQ(model.notes.size(), 2u);  // nothing timed: the speed charts only
+  ASSERT_EQ(model.notes.size(), 4u);  // nothing timed: the speed charts only (eager, compile)
   EXPECT_NE(model.notes[0].find("Fast_p vs step"), std::string::npos);
 }
 

@@ -276,51 +276,70 @@ void retry_chart(report_model& model, const std::vector<group_view>& groups) {
   add_line_chart(model, std::move(c), "no step has a training group");
 }
 
-// Speed (issue 31): fast_p and the geometric-mean speedup per step, from the speedups stored with
-// the passing turns of a timed run (verifier.timing_reps > 0). A step that timed nothing has no
-// point (never a 0).
+// Speed: fast_p and the geometric-mean speedup per step, from the speedups stored with the passing
+// turns of a timed run (verifier.timing_reps > 0), over the reference as written (eager) and, for
+// KernelBench tasks, over the reference under torch.compile. A step that timed nothing has no point
+// (never a 0).
 void speed_charts(report_model& model, const std::vector<group_view>& groups) {
-  chart fast = make_chart(
-      "fast_p", "Fast_p vs step",
-      "Share of each step's training rollouts that passed with a speedup over the reference as "
-      "written (eager) above 1.0 (solid) and above 2.0 (dashed): KernelBench's fast_p, over all "
-      "rollouts. A step without a timed pass has no point." +
-          band_words(groups, model.band),
-      "line", "step", "fraction of rollouts");
-  fast.y_min = 0.0;
-  fast.y_max = 1.0;
-  for (const auto& g : groups) {
-    for (const std::size_t index : {std::size_t{1}, std::size_t{4}}) {
-      fast.lines.push_back(group_line(g, g.name + " " + fast_p_name(index), index == 4,
-                                      [index](const run_input& r, per_step& out) {
-                                        for (const auto& s : r.replay.steps) {
-                                          if (const auto v = s.speed.fast_p(index)) {
-                                            out[s.step] = {static_cast<double>(s.step + 1), *v};
+  struct baseline {
+    std::string id;     // suffix of the chart ids
+    std::string title;  // suffix of the titles
+    std::string words;  // what the speedup is over
+    std::string untimed;
+    const speed_summary replay_step::*summary;
+  };
+  const std::vector<baseline> baselines{
+      {"", "", "the reference as written (eager)",
+       "no step timed a passing candidate (verifier.timing_reps is 0, or nothing passed)",
+       &replay_step::speed},
+      {"_compiled", " over torch.compile", "the reference under torch.compile (inductor)",
+       "no step timed a passing candidate against torch.compile (KernelBench tasks with "
+       "verifier.timing_reps above 0 only)",
+       &replay_step::compiled_speed},
+  };
+  for (const auto& b : baselines) {
+    const auto summary = b.summary;
+    chart fast = make_chart(
+        "fast_p" + b.id, "Fast_p" + b.title + " vs step",
+        "Share of each step's training rollouts that passed with a speedup over " + b.words +
+            " above 1.0 (solid) and above 2.0 (dashed): KernelBench's fast_p, over all "
+            "rollouts. A step without a timed pass has no point." +
+            band_words(groups, model.band),
+        "line", "step", "fraction of rollouts");
+    fast.y_min = 0.0;
+    fast.y_max = 1.0;
+    for (const auto& g : groups) {
+      for (const std::size_t index : {std::size_t{1}, std::size_t{4}}) {
+        fast.lines.push_back(group_line(g, g.name + " " + fast_p_name(index), index == 4,
+                                        [index, summary](const run_input& r, per_step& out) {
+                                          for (const auto& s : r.replay.steps) {
+                                            if (const auto v = (s.*summary).fast_p(index)) {
+                                              out[s.step] = {static_cast<double>(s.step + 1), *v};
+                                            }
                                           }
-                                        }
-                                      }));
-    }
-  }
-  const std::string untimed =
-      "no step timed a passing candidate (verifier.timing_reps is 0, or nothing passed)";
-  add_line_chart(model, std::move(fast), untimed);
-
-  chart speedup = make_chart(
-      "speedup", "Geometric-mean speedup vs step",
-      "Geometric mean of the speedups over the reference as written (eager) of each step's timed "
-      "passing rollouts; 1 is the reference's speed." +
-          band_words(groups, model.band),
-      "line", "step", "speedup (x)");
-  for (const auto& g : groups) {
-    speedup.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
-      for (const auto& s : r.replay.steps) {
-        if (const auto v = s.speed.geomean_speedup()) {
-          out[s.step] = {static_cast<double>(s.step + 1), *v};
-        }
+                                        }));
       }
-    }));
+    }
+    add_line_chart(model, std::move(fast), b.untimed);
+
+    chart speedup =
+        make_chart("speedup" + b.id, "Geometric-mean speedup" + b.title + " vs step",
+                   "Geometric mean of the speedups over " + b.words +
+                       " of each step's timed passing rollouts; 1 is the baseline's speed." +
+                       band_words(groups, model.band),
+                   "line", "step", "speedup (x)");
+    for (const auto& g : groups) {
+      speedup.lines.push_back(
+          group_line(g, g.name, false, [summary](const run_input& r, per_step& out) {
+            for (const auto& s : r.replay.steps) {
+              if (const auto v = (s.*summary).geomean_speedup()) {
+                out[s.step] = {static_cast<double>(s.step + 1), *v};
+              }
+            }
+          }));
+    }
+    add_line_chart(model, std::move(speedup), b.untimed);
   }
-  add_line_chart(model, std::move(speedup), untimed);
 }
 
 void composition_chart(report_model& model, const std::vector<group_view>& groups) {
