@@ -4,6 +4,7 @@
 // workers while normal requests are answered, the header and body deadlines, and the connection
 // cap. Every socket has a deadline on every wait; timing assertions are lower bounds, or upper
 // bounds far above what the work takes.
+#include "tests/policy/raw_client.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -29,63 +30,6 @@ using nlohmann::json;
 using namespace leap::policy::testing;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-
-// A raw client socket: what the server answered, and when it closed the connection.
-struct raw_client {
-  int fd = -1;
-  steady::time_point connected;
-  std::string answer;
-  std::optional<steady::time_point> closed;
-
-  raw_client() = default;
-  raw_client(const raw_client&) = delete;
-  raw_client& operator=(const raw_client&) = delete;
-  ~raw_client() {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-  }
-
-  bool connect_to(int port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected = steady::now();
-    return fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-
-  bool send_text(const std::string& text) const {
-    return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
-  }
-
-  // Reads what has arrived, waiting up to `wait`; notes the close (EOF or reset).
-  void poll_answer(std::chrono::milliseconds wait) {
-    if (closed) {
-      return;
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) {
-      return;
-    }
-    char buffer[4096];
-    const auto n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
-    if (n > 0) {
-      answer.append(buffer, static_cast<std::size_t>(n));
-    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-      closed = steady::now();
-    }
-  }
-
-  // Reads until the server closes the connection or `limit` passes.
-  void read_to_close(std::chrono::milliseconds limit) {
-    const auto deadline = steady::now() + limit;
-    while (!closed && steady::now() < deadline) {
-      poll_answer(100ms);
-    }
-  }
-};
 
 server_config few_workers() {
   server_config config;
