@@ -29,7 +29,8 @@ experiment_settings partial_run_settings() {
   return s;
 }
 
-double step_metric(const trajectory_store& store, std::uint64_t step, const std::string& name) {
+double partial_step_metric(const trajectory_store& store, std::uint64_t step,
+                           const std::string& name) {
   auto record = store.get_step("run", step);
   if (!record.ok() || !record->has_value()) {
     return -1.0;
@@ -38,7 +39,7 @@ double step_metric(const trajectory_store& store, std::uint64_t step, const std:
   return it == (*record)->metrics.end() ? -1.0 : it->second;
 }
 
-bool learned(const testing::hub& h, group_key key) {
+bool was_learned(const testing::hub& h, group_key key) {
   return std::find(h.learned.begin(), h.learned.end(), key) != h.learned.end();
 }
 
@@ -55,13 +56,13 @@ TEST(PartialRolloutsDriverTest, AStepTrainsWithoutItsSlowGroupWhichTrainsInTheNe
   // Step 0 started 3 groups and trained on the 2 that completed, group 0 still generating.
   EXPECT_EQ(f.shared->count_events("gen run/0/train/2/"), 2u);
   EXPECT_EQ(f.shared->count_events("train 0"), 1u);
-  EXPECT_TRUE(learned(*f.shared, {0, split_kind::train, 1}));
-  EXPECT_TRUE(learned(*f.shared, {0, split_kind::train, 2}));
-  EXPECT_FALSE(learned(*f.shared, {0, split_kind::train, 0}));
+  EXPECT_TRUE(was_learned(*f.shared, {0, split_kind::train, 1}));
+  EXPECT_TRUE(was_learned(*f.shared, {0, split_kind::train, 2}));
+  EXPECT_FALSE(was_learned(*f.shared, {0, split_kind::train, 0}));
   EXPECT_EQ(f.shared->trained_sequences[0], 4u);  // 2 groups of G = 2
-  EXPECT_EQ(step_metric(*f.store, 0, "partial.started"), 3.0);
-  EXPECT_EQ(step_metric(*f.store, 0, "partial.carried"), 1.0);
-  EXPECT_EQ(step_metric(*f.store, 0, "partial.dropped"), 0.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 0, "partial.started"), 3.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 0, "partial.carried"), 1.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 0, "partial.dropped"), 0.0);
   // Step 1 took group 0 over and started only 2 new groups; its batch waits (1 of 2 complete).
   EXPECT_EQ(f.shared->count_events("gen run/1/train/2/"), 0u);
   EXPECT_EQ(f.shared->count_events("train 1"), 0u);
@@ -72,14 +73,14 @@ TEST(PartialRolloutsDriverTest, AStepTrainsWithoutItsSlowGroupWhichTrainsInTheNe
   f.release_generation("run/0/train/0/");
   f.c.run();
   EXPECT_EQ(f.shared->count_events("train 1"), 1u);
-  EXPECT_TRUE(learned(*f.shared, {1, split_kind::train, 3}));
-  EXPECT_TRUE(learned(*f.shared, {1, split_kind::train, 0}));
-  EXPECT_FALSE(learned(*f.shared, {1, split_kind::train, 1}));
+  EXPECT_TRUE(was_learned(*f.shared, {1, split_kind::train, 3}));
+  EXPECT_TRUE(was_learned(*f.shared, {1, split_kind::train, 0}));
+  EXPECT_FALSE(was_learned(*f.shared, {1, split_kind::train, 1}));
   EXPECT_EQ(f.shared->trained_sequences[1], 4u);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.carried_in"), 1.0);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.trained_carried"), 1.0);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.started"), 2.0);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.carried"), 1.0);  // group 1, still slow
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.carried_in"), 1.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.trained_carried"), 1.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.started"), 2.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.carried"), 1.0);  // group 1, still slow
   // The store keeps it under the step that started it, sampled with version 0.
   auto slow = f.store->get_group({"run", 0, split_kind::train, 0});
   ASSERT_TRUE(slow.ok());
@@ -92,11 +93,11 @@ TEST(PartialRolloutsDriverTest, AStepTrainsWithoutItsSlowGroupWhichTrainsInTheNe
   ASSERT_TRUE(out->has_value());
   EXPECT_EQ((*out)->status, run_status::finished) << (*out)->error;
   EXPECT_EQ(f.shared->count_events("train 2"), 1u);
-  EXPECT_EQ(step_metric(*f.store, 2, "partial.carried_in"), 1.0);
-  EXPECT_EQ(step_metric(*f.store, 2, "partial.trained_carried"), 0.0);
-  EXPECT_EQ(step_metric(*f.store, 2, "partial.dropped"), 1.0);
-  EXPECT_EQ(step_metric(*f.store, 2, "partial.dropped_stale"), 1.0);
-  EXPECT_FALSE(learned(*f.shared, {2, split_kind::train, 4}));
+  EXPECT_EQ(partial_step_metric(*f.store, 2, "partial.carried_in"), 1.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 2, "partial.trained_carried"), 0.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 2, "partial.dropped"), 1.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 2, "partial.dropped_stale"), 1.0);
+  EXPECT_FALSE(was_learned(*f.shared, {2, split_kind::train, 4}));
   auto dropped = f.store->get_group({"run", 1, split_kind::train, 1});
   ASSERT_TRUE(dropped.ok());
   EXPECT_FALSE(dropped->has_value());
@@ -115,8 +116,8 @@ TEST(PartialRolloutsDriverTest, EveryStepTrainsAFullBatch) {
   for (std::uint64_t step = 0; step < 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     EXPECT_EQ(f.shared->trained_sequences[step], 4u);
-    const double carried = step_metric(*f.store, step, "partial.carried");
-    const double dropped = step_metric(*f.store, step, "partial.dropped");
+    const double carried = partial_step_metric(*f.store, step, "partial.carried");
+    const double dropped = partial_step_metric(*f.store, step, "partial.dropped");
     EXPECT_EQ(carried + dropped, 1.0);  // batch + 1 in flight, batch trained
     if (step == 2) {
       EXPECT_EQ(carried, 0.0);
@@ -173,8 +174,8 @@ TEST(PartialRolloutsDriverTest, AResumedStepTakesItsStoredGroupsAndTrainsNothing
   EXPECT_EQ(f.shared->count_events("gen run/0/"), 0u);
   EXPECT_EQ(f.shared->count_events("gen run/1/train/0/"), 0u);
   EXPECT_EQ(f.shared->count_events("gen run/1/train/2/"), 2u);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.carried_in"), 0.0);
-  EXPECT_EQ(step_metric(*f.store, 1, "partial.started"), 3.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.carried_in"), 0.0);
+  EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.started"), 3.0);
   const std::vector<group_key> second(f.shared->learned.begin() + learned_before,
                                       f.shared->learned.end());
   EXPECT_NE(std::find(second.begin(), second.end(), group_key{1, split_kind::train, 0}),
