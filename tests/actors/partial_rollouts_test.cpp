@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -176,8 +177,9 @@ TEST(PartialRolloutsDriverTest, AResumedStepTakesItsStoredGroupsAndTrainsNothing
   EXPECT_EQ(f.shared->count_events("gen run/1/train/2/"), 2u);
   EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.carried_in"), 0.0);
   EXPECT_EQ(partial_step_metric(*f.store, 1, "partial.started"), 3.0);
-  const std::vector<group_key> second(f.shared->learned.begin() + learned_before,
-                                      f.shared->learned.end());
+  const std::vector<group_key> second(
+      f.shared->learned.begin() + static_cast<std::ptrdiff_t>(learned_before),
+      f.shared->learned.end());
   EXPECT_NE(std::find(second.begin(), second.end(), group_key{1, split_kind::train, 0}),
             second.end());
   // Nothing of step 0 trains again, the lost carried group included (it would be index 3).
