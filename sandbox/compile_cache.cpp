@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -258,6 +259,142 @@ result<cache_lookup> compile_cache::get_or_build(const std::string& key,
     return out.err();
   }
   return cache_lookup{std::move(out.value()), false, false, ms};
+}
+
+namespace {
+
+// Keeps the `keep` most recently used folders under `root` (by mtime, which a use refreshes),
+// never `current`; asides (".tmp") older than a day are debris of a process that died building.
+void trim_folders(const fs::path& root, const fs::path& current, std::size_t keep) {
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> found;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& f : fs::directory_iterator(root, ec)) {
+    const auto time = f.last_write_time(ec);
+    if (f.path().filename().string().find(".tmp") != std::string::npos) {
+      if (!ec && now - time > std::chrono::hours(24)) {
+        fs::remove_all(f.path(), ec);
+      }
+      continue;
+    }
+    if (f.path() != current) {
+      found.emplace_back(time, f.path());
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = keep > 0 ? keep - 1 : 0; i < found.size(); ++i) {
+    fs::remove_all(found[i].second, ec);
+  }
+}
+
+}  // namespace
+
+result<folder_lookup> compile_cache::get_or_build_folder(
+    const std::string& key, const std::function<result<build_output>(const fs::path& aside)>& build,
+    std::size_t max_folders) {
+  folder_lookup out;
+  if (max_bytes_ == 0) {
+    out.log = "the compile cache's disk is disabled";
+    return out;
+  }
+  const fs::path root = dir_ / "folders";
+  const fs::path final_path = root / key;
+  std::promise<result<folder_lookup>> promise;
+  std::shared_future<result<folder_lookup>> waiting;
+  bool builder = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = failed_folders_.find(key); it != failed_folders_.end()) {
+      out.log = it->second;
+      return out;
+    }
+    if (auto it = folders_in_flight_.find(key); it != folders_in_flight_.end()) {
+      waiting = it->second;
+    } else {
+      std::error_code ec;
+      if (fs::is_directory(final_path, ec)) {
+        fs::last_write_time(final_path, fs::file_time_type::clock::now(), ec);
+        out.ok = true;
+        out.path = final_path;
+        out.hit = true;
+        return out;
+      }
+      builder = true;
+      waiting = promise.get_future().share();
+      folders_in_flight_[key] = waiting;
+      ++folder_builds_;
+    }
+  }
+  if (!builder) {
+    auto shared = waiting.get();
+    if (shared) {
+      shared->shared = true;
+      shared->hit = false;
+    }
+    return shared;
+  }
+  auto made = [&]() -> result<folder_lookup> {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    const fs::path aside =
+        root / (key + ".tmp" + std::to_string(::getpid()) + "-" +
+                std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+    fs::remove_all(aside, ec);
+    if (!fs::create_directory(aside, ec) || ec) {
+      return error{"compile cache: creating " + aside.string() + ": " + ec.message()};
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto built = build(aside);
+    folder_lookup r;
+    r.build_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!built || !built->ok) {
+      fs::remove_all(aside, ec);
+      if (!built) {
+        return built.err();
+      }
+      r.log = built->log;
+      return r;
+    }
+    r.log = built->log;
+    fs::rename(aside, final_path, ec);
+    if (ec) {
+      // Another process renamed its own first (a folder is replaced only when empty): keep it.
+      fs::remove_all(aside, ec);
+      if (!fs::is_directory(final_path, ec)) {
+        return error{"compile cache: moving " + aside.string() + " into place failed"};
+      }
+    }
+    r.ok = true;
+    r.path = final_path;
+    trim_folders(root, final_path, max_folders);
+    return r;
+  };
+  auto result_of = made();
+  {
+    std::lock_guard lock(mutex_);
+    if (result_of && !result_of->ok) {
+      failed_folders_[key] = result_of->log.empty() ? "its build failed" : result_of->log;
+    }
+    folders_in_flight_.erase(key);
+  }
+  promise.set_value(result_of);
+  return result_of;
+}
+
+void compile_cache::drop_folder(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  fs::remove_all(dir_ / "folders" / key, ec);
+  if (++dropped_folders_[key] >= 2) {
+    failed_folders_[key] = "dropped twice as damaged: not built again by this engine";
+  }
+}
+
+std::uint64_t compile_cache::folder_builds() const {
+  std::lock_guard lock(mutex_);
+  return folder_builds_;
 }
 
 std::uint64_t compile_cache::bytes_on_disk() const {

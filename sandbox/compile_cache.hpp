@@ -41,6 +41,17 @@ struct cache_lookup {
   double build_ms = 0;  // time spent building (0 on a hit)
 };
 
+// A folder kept whole under dir()/folders/<key>: what builds read in place (a precompiled header
+// of hundreds of MB), never loaded into memory or copied per use.
+struct folder_lookup {
+  bool ok = false;
+  std::filesystem::path path;  // the folder, when ok
+  std::string log;             // why there is none, or the build's log when this call built it
+  bool hit = false;            // it was there already
+  bool shared = false;         // waited for the same build in flight
+  double build_ms = 0;
+};
+
 class compile_cache {
  public:
   // `dir` is created if needed; entries already there are indexed (oldest mtime evicted first).
@@ -56,6 +67,23 @@ class compile_cache {
   result<cache_lookup> get_or_build(const std::string& key,
                                     const std::function<result<build_output>()>& build,
                                     bool cache_failures = true);
+
+  // The folder for `key`, built when absent: `build` fills the empty folder it is given (beside the
+  // final one, on the same file system) and says whether it succeeded; a folder that succeeded is
+  // renamed into place, so a reader never sees a partial one, and when another process renamed its
+  // own first, that one is kept. Concurrent calls in this process run `build` once. A failed build
+  // is remembered for the life of this object (not retried: a folder is costly to build), and
+  // so is a folder dropped twice. At most `max_folders` are kept, the least recently used removed
+  // first; they do not count against max_bytes (their count bounds them). Disabled (ok false)
+  // when the disk is (max_bytes 0). Thread-safe.
+  result<folder_lookup> get_or_build_folder(
+      const std::string& key,
+      const std::function<result<build_output>(const std::filesystem::path& aside)>& build,
+      std::size_t max_folders = 4);
+  // Removes the folder of `key` (a user found it damaged): the next call builds it again, once.
+  void drop_folder(const std::string& key);
+  // Folders built so far by this object. For tests and benchmarks.
+  [[nodiscard]] std::uint64_t folder_builds() const;
 
   [[nodiscard]] std::uint64_t bytes_on_disk() const;
   [[nodiscard]] std::size_t entries() const;
@@ -87,6 +115,10 @@ class compile_cache {
   std::uint64_t builds_ = 0;
   std::size_t waiting_ = 0;
   std::map<std::string, std::shared_future<result<build_output>>> in_flight_;
+  std::map<std::string, std::shared_future<result<folder_lookup>>> folders_in_flight_;
+  std::map<std::string, std::string> failed_folders_;  // key -> why
+  std::map<std::string, int> dropped_folders_;         // key -> times dropped
+  std::uint64_t folder_builds_ = 0;
 };
 
 }  // namespace leap::sandbox
