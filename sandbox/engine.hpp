@@ -110,6 +110,11 @@ struct engine_config {
   // pool (no GPU) and cached, not in its run (kernelbench.hpp). Off: every build happens in the
   // run, as KernelBench itself does it. Default: true
   bool kernelbench_prebuild = true;
+  // With prebuild: torch's extension headers are precompiled once per compiler, torch and flags
+  // (g++'s .gch, kept in the compile cache's folder store) and every extension build in the compile
+  // pool includes them first; a header g++ refuses is built around (the build note says so). The
+  // cache folder must be outside /tmp for the sandbox to see it. Default: true
+  bool kernelbench_pch = true;
   // KernelBench with timing: the reference is also timed under torch.compile (inductor), once per
   // problem, and a verdict carries both speedups. Default: true
   bool kernelbench_compiled_baseline = true;
@@ -297,6 +302,10 @@ class engine {
   // One accepted load_inline request, built by the builder under kernelbench_build_limits and
   // cached under the request and the toolchain.
   result<cache_lookup> build_extension(const nlohmann::json& args);
+  // torch's extension headers precompiled for the flags of `args` (kernelbench_pch_source), in the
+  // compile cache's folder store: built once per toolchain and flags. Not ok (the log says why)
+  // when it could not be built.
+  result<folder_lookup> extension_pch(const nlohmann::json& args, const std::string& toolchain);
   // python, torch, CUDA and nvcc versions and the architecture: part of every extension's key.
   result<std::string> extension_toolchain();
   // Builds a known-good extension (CUDA or C++ only) once per engine: a candidate's failed build is

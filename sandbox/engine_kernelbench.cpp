@@ -343,6 +343,104 @@ result<std::string> engine::extension_toolchain() {
   return identity;
 }
 
+namespace {
+
+// What load_inline would build `args` with that a precompiled header depends on: the C++ flags and
+// whether CUDA's include paths are added (with_cuda, else whether there are CUDA sources).
+nlohmann::json pch_request_of(const nlohmann::json& args) {
+  auto flags = args.contains("extra_cflags") && args["extra_cflags"].is_array()
+                   ? args["extra_cflags"]
+                   : nlohmann::json::array();
+  bool cuda = false;
+  if (args.contains("with_cuda") && args["with_cuda"].is_boolean()) {
+    cuda = args["with_cuda"].get<bool>();
+  } else if (args.contains("cuda_sources")) {
+    const auto& c = args["cuda_sources"];
+    cuda = (c.is_string() && !c.get<std::string>().empty()) || (c.is_array() && !c.empty());
+  }
+  return {{"extra_cflags", std::move(flags)}, {"with_cuda", cuda}};
+}
+
+// The builder's "LEAP_<word> ..." line in a build log, less the word; empty when absent.
+std::string builder_line(const std::string& log, const std::string& word) {
+  const std::string marker = "LEAP_" + word + " ";
+  const auto at = log.find(marker);
+  if (at == std::string::npos) {
+    return {};
+  }
+  const auto end = log.find('\n', at);
+  return log.substr(at + marker.size(),
+                    std::min<std::size_t>(
+                        300, (end == std::string::npos ? log.size() : end) - at - marker.size()));
+}
+
+}  // namespace
+
+result<folder_lookup> engine::extension_pch(const nlohmann::json& args,
+                                            const std::string& toolchain) {
+  // The sandbox binds no folder under these (process.cpp): a header there could not be read.
+  std::error_code ec;
+  const std::string where = fs::weakly_canonical(cache_->dir(), ec).string() + "/";
+  for (const char* hidden : {"/tmp/", "/var/tmp/", "/run/", "/dev/", "/proc/", "/sys/"}) {
+    if (where.starts_with(hidden)) {
+      folder_lookup none;
+      none.log = std::string("the compile cache lies under ") + hidden +
+                 ", which the sandbox does not show its builds";
+      return none;
+    }
+  }
+  const nlohmann::json request = pch_request_of(args);
+  const std::string key = crypto::sha256_hex("kbpch-v1\n" + toolchain + "\n" +
+                                             kernelbench_pch_source() + "\n" + request.dump());
+  return cache_->get_or_build_folder(key, [&](const fs::path& aside) -> result<build_output> {
+    auto dir = scratch_dir::create(config_.scratch_root, "kbpch-");
+    if (!dir) {
+      return dir.err();
+    }
+    for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
+             {"pch.py", kernelbench_pch_source()}, {"request.json", request.dump()}}) {
+      if (auto s = write_file(dir->path() / name, content); !s) {
+        return s.err();
+      }
+    }
+    run_request run;
+    run.argv = {config_.python, "-I", "-B", "pch.py"};
+    run.working_dir = dir->path();
+    run.env = extension_env();
+    run.limits = config_.kernelbench_build_limits;
+    run.readonly_paths = readonly_paths_;
+    auto r = run_isolated(run);
+    if (!r) {
+      return infrastructure_error(-1, r.err().wrap("building torch's precompiled header").message);
+    }
+    build_output out;
+    out.log = "precompiling torch's headers: " + how_it_ended(*r) + ": " +
+              stderr_tail(r->stderr_text + r->stdout_text, 600);
+    if (!r->exited || r->exit_code != 0) {
+      return out;
+    }
+    // Moved into the engine's folder by the engine: read-only there for every build that uses it.
+    for (const char* name : {"leap_torch.h", "leap_torch.h.gch"}) {
+      std::error_code ec;
+      fs::rename(dir->path() / name, aside / name, ec);
+      if (ec) {
+        ec.clear();
+        fs::copy_file(dir->path() / name, aside / name, fs::copy_options::overwrite_existing, ec);
+      }
+      if (ec) {
+        out.log = "precompiling torch's headers: " + std::string(name) + ": " + ec.message();
+        return out;
+      }
+      fs::permissions(aside / name,
+                      fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                          fs::perms::others_read,
+                      ec);
+    }
+    out.ok = true;
+    return out;
+  });
+}
+
 result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
   auto toolchain = extension_toolchain();
   if (!toolchain) {
@@ -350,16 +448,82 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
   }
   const std::string key = crypto::sha256_hex("kbext-v1\n" + *toolchain + "\n" +
                                              kernelbench_builder_source() + "\n" + args.dump());
-  const auto env = extension_env();
   // Failures are not kept: the toolchain's own fault (a missing header) must not stay a verdict
-  // once it is fixed, and the same failing source rarely comes twice.
+  // once it is fixed, and the same failing source rarely comes twice. The header is not part of
+  // the key: with or without it, g++ compiles the same text with the same flags.
   return cache_->get_or_build(
       key,
-      [&] {
-        return build_in_sandbox(
-            {{"builder.py", kernelbench_builder_source()}, {"request.json", args.dump()}},
-            {config_.python, "-I", "-B", "builder.py"}, "ext.so", &env,
-            &config_.kernelbench_build_limits);
+      [&]() -> result<build_output> {
+        std::vector<std::pair<std::string, std::string>> files{
+            {"builder.py", kernelbench_builder_source()}, {"request.json", args.dump()}};
+        auto readonly = readonly_paths_;
+        std::string pch_absent;
+        std::optional<folder_lookup> pch;
+        if (config_.kernelbench_pch) {
+          auto found = extension_pch(args, *toolchain);
+          if (!found) {
+            return found.err();
+          }
+          if (found->ok) {
+            files.emplace_back(
+                "pch.json",
+                nlohmann::json{{"header", (found->path / "leap_torch.h").string()}}.dump());
+            readonly.push_back(found->path);
+            pch = std::move(found.value());
+          } else {
+            pch_absent = "LEAP_PCH absent: " + found->log.substr(0, 300) + "\n";
+          }
+        }
+        auto dir = scratch_dir::create(config_.scratch_root, "build-");
+        if (!dir) {
+          return dir.err();
+        }
+        for (const auto& [name, content] : files) {
+          if (auto s = write_file(dir->path() / name, content); !s) {
+            return s.err();
+          }
+        }
+        run_request request;
+        request.argv = {config_.python, "-I", "-B", "builder.py"};
+        request.working_dir = dir->path();
+        request.env = extension_env();
+        request.limits = config_.kernelbench_build_limits;
+        request.readonly_paths = readonly;
+        auto r = run_isolated(request);
+        if (!r) {
+          return r.err().wrap("running the extension builder");
+        }
+        build_output out;
+        out.log = pch_absent + r->stderr_text +
+                  (r->stdout_text.empty() ? std::string{} : "\n" + r->stdout_text);
+        if (pch && builder_line(out.log, "PCH").starts_with("refused")) {
+          // Refused (damaged, or made for other flags): made again by the next build.
+          cache_->drop_folder(pch->path.filename().string());
+        }
+        if (r->timed_out || r->signal == SIGXCPU) {
+          out.timed_out = true;
+          return out;
+        }
+        if (r->memory_exceeded) {
+          out.log += "\nthe compiler used more than " +
+                     std::to_string(request.limits.memory_bytes >> 20) +
+                     " MiB of memory and was stopped";
+          return out;
+        }
+        if (!r->exited) {
+          out.log += "\nthe compiler was killed by " + signal_name(r->signal);
+          return out;
+        }
+        if (r->exit_code == 0) {
+          auto bytes = read_untrusted_file(dir->path() / "ext.so", 256ULL << 20);
+          if (!bytes) {
+            out.log += "\n" + bytes.err().message;
+            return out;
+          }
+          out.ok = true;
+          out.artifact = std::move(bytes.value());
+        }
+        return out;
       },
       false);
 }
@@ -370,35 +534,62 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
   if (p.code.find("load_inline") == std::string::npos) {
     return ok_status();
   }
-  auto dir = scratch_dir::create(config_.scratch_root, "kbrec-");
-  if (!dir) {
-    return dir.err();
+  auto toolchain = extension_toolchain();
+  if (!toolchain) {
+    return toolchain.err();
   }
-  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
-           {"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return s.err();
-    }
+  // What the recorder writes depends on the source, the recorder, python and torch (all in this
+  // key) and on nothing else the engine gives it: so the same source's recording is reused. A
+  // candidate that records differently from run to run (time, randomness) only moves a build from
+  // the compile pool to its run: the run's load_inline builds whatever it finds no library for.
+  const std::string record_key = crypto::sha256_hex("kbrec-v1\n" + *toolchain + "\n" +
+                                                    kernelbench_recorder_source() + "\n" + p.code);
+  auto recorded = cache_->get_or_build(
+      record_key,
+      [&]() -> result<build_output> {
+        auto dir = scratch_dir::create(config_.scratch_root, "kbrec-");
+        if (!dir) {
+          return dir.err();
+        }
+        for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
+                 {"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}}) {
+          if (auto s = write_file(dir->path() / name, *content); !s) {
+            return s.err();
+          }
+        }
+        run_request request;
+        request.argv = {config_.python, "-I", "-B", "recorder.py"};
+        request.working_dir = dir->path();
+        request.env = extension_env();
+        request.limits = config_.kernelbench_build_limits;
+        request.readonly_paths = readonly_paths_;
+        auto r = run_isolated(request);
+        if (!r) {
+          return infrastructure_error(
+              -1, r.err().wrap(t.id + ": recording the extension builds").message);
+        }
+        build_output out;
+        out.artifact = r->stdout_text;
+        out.timed_out = r->timed_out;
+        // Only a record that parses is kept (failures are not cached).
+        out.ok = !r->timed_out && parse_kb_recording(r->stdout_text).ok();
+        return out;
+      },
+      false);
+  if (!recorded) {
+    return recorded.err();
   }
-  run_request request;
-  request.argv = {config_.python, "-I", "-B", "recorder.py"};
-  request.working_dir = dir->path();
-  request.env = extension_env();
-  request.limits = config_.kernelbench_build_limits;
-  request.readonly_paths = readonly_paths_;
-  auto r = run_isolated(request);
-  if (!r) {
-    return infrastructure_error(-1,
-                                r.err().wrap(t.id + ": recording the extension builds").message);
-  }
-  p.compile_ms += static_cast<double>(r->wall.count()) / 1000.0;
-  auto recording = parse_kb_recording(r->stdout_text);
+  p.compile_ms += recorded->build_ms;
+  auto recording = parse_kb_recording(recorded->output.artifact);
   if (!recording) {
     p.build_note = "the compile pool could not record its builds (" + recording.err().message +
                    "): its run built them";
     return ok_status();
   }
   std::vector<std::string> notes;
+  if (recorded->hit || recorded->shared) {
+    notes.emplace_back("the same source's recorded builds reused (no recorder run)");
+  }
   if (!recording->import_ok) {
     notes.push_back("its import stopped without a GPU (" + recording->message.substr(0, 200) +
                     "): calls after that point were built in its run");
@@ -421,6 +612,16 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
       return lookup.err();
     }
     p.compile_ms += lookup->build_ms;
+    if (!lookup->hit && !lookup->shared) {
+      // Built now: whether torch's precompiled headers served it, and what each part cost.
+      const std::string pch = builder_line(lookup->output.log, "PCH");
+      const std::string parts = builder_line(lookup->output.log, "BUILD_MS");
+      if (!pch.empty() || !parts.empty()) {
+        notes.push_back("'" + name + "': precompiled torch headers " +
+                        (pch.empty() ? std::string("not asked for") : pch) +
+                        (parts.empty() ? std::string{} : "; build parts (ms): " + parts));
+      }
+    }
     if (lookup->output.ok) {
       from_cache += lookup->hit || lookup->shared ? 1 : 0;
       p.extensions.push_back(

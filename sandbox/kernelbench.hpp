@@ -86,9 +86,16 @@ const std::string& kernelbench_extension_id_source();
 // run will build itself]}. Everything in it is the candidate's word: it chooses only what is built
 // for its own run.
 const std::string& kernelbench_recorder_source();
-// The builder (builder.py beside request.json, load_inline's arguments): writes ext.so, or exits
-// non-zero with torch's build log.
+// The builder (builder.py beside request.json, load_inline's arguments, and pch.json when the
+// engine has a precompiled header for its flags): writes ext.so, or exits non-zero with torch's
+// build log. Its log says whether the header was used ("LEAP_PCH used", "LEAP_PCH refused: why":
+// then built without it, "LEAP_PCH absent: why") and each part's milliseconds ("LEAP_BUILD_MS").
 const std::string& kernelbench_builder_source();
+// The precompiled header's builder (pch.py beside request.json: {"extra_cflags", "with_cuda"}):
+// compiles torch/extension.h with the compiler and flags load_inline would use for such a request
+// into leap_torch.h.gch beside leap_torch.h. Runs none of the candidate's code: the flags are its
+// only input, and they have passed kb_extension_refusal.
+const std::string& kernelbench_pch_source();
 
 struct kb_extension_request {
   std::string id;  // the recorder's name for it (what the runner will look up)

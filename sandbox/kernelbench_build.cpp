@@ -118,6 +118,10 @@ const std::string& kernelbench_builder_source() {
 # into ext.so with torch's own build (ninja, the host compiler, nvcc), in the compile pool with no
 # GPU. Loads nothing it built: a module's static initialisers are the candidate's code, and none of
 # it runs here, so what the engine caches is what the compilers made of the request.
+# pch.json, when present, names the engine's precompiled torch header ({"header": path}, the .gch
+# beside it): g++ is told to include it first, and a build that g++ refuses it for is made again
+# without it. Its stderr says which ("LEAP_PCH used|refused: why|absent: why") and what each part
+# of the build cost ("LEAP_BUILD_MS" from ninja's log).
 import json
 import os
 import shutil
@@ -128,11 +132,111 @@ import torch.utils.cpp_extension as ext
 ext._import_module_from_library = lambda *args, **kwargs: None
 with open("request.json") as f:
     args = json.load(f)
-os.makedirs("build", exist_ok=True)
-args["build_directory"] = os.path.abspath("build")
-args["verbose"] = True
-ext.load_inline(**args)
+header = None
+if os.path.exists("pch.json"):
+    with open("pch.json") as f:
+        header = json.load(f)["header"]
+
+
+def build(extra):
+    shutil.rmtree("build", ignore_errors=True)
+    os.makedirs("build")
+    request = dict(args)
+    request["extra_cflags"] = list(request.get("extra_cflags") or []) + extra
+    request["build_directory"] = os.path.abspath("build")
+    request["verbose"] = True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    failure = None
+    with open("build.log", "wb") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            ext.load_inline(**request)
+        except BaseException as e:
+            failure = e
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+    with open("build.log", errors="replace") as f:
+        text = f.read()
+    sys.stderr.write(text)
+    return failure, text
+
+
+def about_pch(text):
+    return [line for line in text.splitlines() if ".gch" in line or "PCH" in line]
+
+
+if header is not None and os.path.exists(header + ".gch"):
+    failure, text = build(["-include", header, "-Winvalid-pch"])
+    refused = about_pch(text)
+    if refused:
+        why = refused[0].replace(os.path.dirname(header) + "/", "")[-300:]
+        print("LEAP_PCH refused: " + why, file=sys.stderr)
+        if failure is not None:
+            failure, text = build([])
+    else:
+        print("LEAP_PCH used", file=sys.stderr)
+else:
+    if header is not None:
+        print("LEAP_PCH absent: the precompiled header is not visible to the builder", file=sys.stderr)
+    failure, text = build([])
+try:
+    with open(os.path.join("build", ".ninja_log")) as f:
+        parts = {}
+        for line in f.read().splitlines()[1:]:
+            start, end, _, output = line.split("\t")[:4]
+            parts[output] = int(end) - int(start)
+    print("LEAP_BUILD_MS " + " ".join(k + "=" + str(v) for k, v in sorted(parts.items())), file=sys.stderr)
+except (OSError, ValueError):
+    pass
+if failure is not None:
+    raise failure
 shutil.copyfile(os.path.join("build", args["name"] + ".so"), "ext.so")
+)PY";
+  return source;
+}
+
+const std::string& kernelbench_pch_source() {
+  static const std::string source =
+      R"PY(# LEAP KernelBench precompiled header builder (generated). request.json: {"extra_cflags",
+# "with_cuda"}, the flags of the load_inline builds it serves. Asks torch's load_inline for the
+# build file it would write for them (running nothing), then compiles torch/extension.h with its
+# C++ compiler and flags, less the extension's name (a macro the header does not use, different in
+# every build), into leap_torch.h.gch beside leap_torch.h.
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import torch.utils.cpp_extension as ext
+
+with open("request.json") as f:
+    request = json.load(f)
+ext._run_ninja_build = lambda *args, **kwargs: None
+ext._import_module_from_library = lambda *args, **kwargs: None
+os.makedirs("build", exist_ok=True)
+ext.load_inline(name="leap_pch", cpp_sources="", cuda_sources="" if request["with_cuda"] else None,
+                functions=None, extra_cflags=request["extra_cflags"] or None,
+                with_cuda=request["with_cuda"], build_directory=os.path.abspath("build"), verbose=True)
+values = {}
+with open(os.path.join("build", "build.ninja")) as f:
+    for line in f:
+        key, sep, value = line.partition(" = ")
+        if sep and key in ("cxx", "cflags", "post_cflags"):
+            values[key] = value.strip()
+flags = [f for f in shlex.split(values.get("cflags", "")) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+with open("leap_torch.h", "w") as f:
+    f.write("#include <torch/extension.h>\n")
+command = shlex.split(values.get("cxx", "c++")) + ["-x", "c++-header"] + flags + \
+    ["leap_torch.h", "-o", "leap_torch.h.gch"] + shlex.split(values.get("post_cflags", ""))
+print(" ".join(command), file=sys.stderr)
+sys.exit(subprocess.run(command).returncode)
 )PY";
   return source;
 }
