@@ -7,6 +7,11 @@
 //
 // --extension (kernelbench): the candidate builds its own CUDA kernel with load_inline at import,
 // as KernelBench's candidates do; the first verification (empty caches) then includes the build.
+// --cpu-extension: the same with a C++ extension on the CPU (torch without CUDA). Either first
+// prints the extension section: with torch's headers precompiled and without (engines of their
+// own, empty caches), the first verification, a new request once the header exists, another
+// source with the same request (the recorder runs, the library is a cache hit) and that same
+// source again (its recording reused), each with its compile/run split and build note.
 //
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
@@ -18,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -78,6 +84,46 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return _ext.scale_add(a.contiguous(), b.contiguous(), self.scale)
 )PY";
+
+// The same on the CPU (Debian's torch has no CUDA): a C++ extension through load_inline, g++ only.
+// @TAG@ marks where the extension section makes the request itself distinct.
+const char* k_cpu_extension_solution = R"PY(import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_cpp = """
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) { return a * s + b; }  // @TAG@
+"""
+_ext = load_inline(name="bench_scale_add_cpu", cpp_sources=_cpp, functions=["scale_add"],
+                   extra_cflags=["-O2"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return _ext.scale_add(a.contiguous(), b.contiguous(), self.scale)
+)PY";
+
+// Sets engine_config::kernelbench_pch where the tree has it (tools/gpu/check.sh builds this file in
+// an older tree too, where the header is never precompiled).
+template <typename C>
+bool set_pch(C& c, bool on) {
+  if constexpr (requires { c.kernelbench_pch; }) {
+    c.kernelbench_pch = on;
+    return true;
+  }
+  return false;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (auto at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
 
 task builtin_task(task_kind kind) {
   task t;
@@ -146,6 +192,7 @@ int parse_and_run(int argc, char** argv) {
   std::string python;
   int gpu = -1;
   bool extension = false;
+  bool cpu_extension = false;
   bool throughput = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -175,6 +222,9 @@ int parse_and_run(int argc, char** argv) {
       python = next();
     } else if (a == "--extension") {
       extension = true;
+    } else if (a == "--cpu-extension") {
+      extension = true;
+      cpu_extension = true;
     } else if (a == "--no-throughput") {
       throughput = false;
     } else {
@@ -182,7 +232,9 @@ int parse_and_run(int argc, char** argv) {
           stderr,
           "usage: bench_sandbox [--kind cpp|cuda|python|kernelbench] [--candidates N] [--workers "
           "1,2,4] [--task DIR] [--gpu N] [--python PYTHON (python and kernelbench kinds)] "
-          "[--extension (kernelbench: a load_inline CUDA candidate)] [--no-throughput]\n");
+          "[--extension (kernelbench: a load_inline CUDA candidate)] [--cpu-extension (the same, a "
+          "C++ "
+          "extension on the CPU)] [--no-throughput]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -194,7 +246,7 @@ int parse_and_run(int argc, char** argv) {
   task t = builtin_task(*kind);
   if (extension && t.kind == task_kind::kernelbench) {
     t.id = "kernelbench/bench_scale_add_extension";
-    t.solution = k_extension_solution;
+    t.solution = cpu_extension ? k_cpu_extension_solution : k_extension_solution;
   }
   if (!task_dir.empty()) {
     auto loaded = load_task_dir(task_dir);
@@ -206,8 +258,12 @@ int parse_and_run(int argc, char** argv) {
   }
   const bool has_gpu = fs::exists("/dev/nvidia0");
   const bool compile_only = t.kind == task_kind::cuda && !has_gpu;
+  // Outside /tmp: the sandbox shows a build the compile cache's precompiled header only from there.
+  const char* home = std::getenv("HOME");
   const fs::path cache_root =
-      default_scratch_root().parent_path() / ("leap-bench-cache-" + std::to_string(::getpid()));
+      (home != nullptr && *home != '\0' ? fs::path(home) / ".cache"
+                                        : default_scratch_root().parent_path()) /
+      ("leap-bench-cache-" + std::to_string(::getpid()));
   const std::string salt = std::to_string(::getpid());
   auto fresh_config = [&](const std::string& name) {
     engine_config c;
@@ -215,12 +271,54 @@ int parse_and_run(int argc, char** argv) {
     if (!python.empty()) {
       c.python = python;
     }
+    if (cpu_extension) {
+      c.kernelbench_device = "cpu";
+    }
     return c;
   };
 
   std::printf("sandbox benchmark: task %s (%s), %d candidates, isolation: %s%s\n", t.id.c_str(),
               to_string(t.kind).c_str(), n, isolation_summary().c_str(),
               compile_only ? ", no GPU: compile side only" : "");
+
+  if (extension && t.kind == task_kind::kernelbench) {
+    std::printf("\n%-44s %10s %10s %10s  %s\n", "extension verify (ms)", "wall", "compile", "run",
+                "build note");
+    for (const bool pch : {false, true}) {
+      engine_config c = fresh_config(pch ? "ext-pch" : "ext-plain");
+      if (!set_pch(c, pch) && pch) {
+        std::printf("(this tree has no precompiled header: its second pass is the first again)\n");
+      }
+      auto x = engine::create(c);
+      if (!x) {
+        std::fprintf(stderr, "bench_sandbox: error: %s\n", x.err().message.c_str());
+        return 1;
+      }
+      const std::string mode = pch ? "headers precompiled" : "plain";
+      auto text = [&](const std::string& request_tag, int index) {
+        task u = t;
+        u.solution = replace_all(t.solution, "@TAG@", salt + "-" + mode + "-" + request_tag);
+        return answer(u, index, salt + mode);
+      };
+      const std::vector<std::pair<std::string, std::string>> steps{
+          {"first verify (empty caches)", text("r1", 1)},
+          {"a new request (header built)", text("r2", 1)},
+          {"same request, other source", text("r2", 2)},
+          {"that same source again", text("r2", 2)}};
+      for (const auto& [what, candidate_text] : steps) {
+        const auto start = clock_type::now();
+        auto v = (*x)->verify(t, candidate_text);
+        const double wall = ms_since(start);
+        if (!v || !v->passed) {
+          std::fprintf(stderr, "bench_sandbox: error: the extension candidate did not pass: %s\n",
+                       v ? (v->feedback + "\n" + v->diagnostics).c_str() : v.err().message.c_str());
+          return 1;
+        }
+        std::printf("%-44s %10.0f %10.0f %10.0f  %s\n", (mode + ": " + what).c_str(), wall,
+                    v->compile_ms, v->run_ms, v->build_note.c_str());
+      }
+    }
+  }
 
   // Latency: one engine, candidates one at a time.
   auto e = engine::create(fresh_config("latency"));
