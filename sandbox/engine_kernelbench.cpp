@@ -154,8 +154,22 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       return r.err().wrap(t.id + ": running the KernelBench reference");
     }
     if (!r->exited || r->exit_code != 0) {
-      return error{t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) +
-                   " (" + how_it_ended(*r) + "): " + stderr_tail(r->stderr_text, 1000)};
+      // The reference writes every trial's and timing set's inputs and outputs to the run's
+      // scratch: a problem with large tensors fills it, which is the engine's limit, not the
+      // problem's fault, and says which limit to raise.
+      const bool scratch_full = r->stderr_text.find("No space left on device") != std::string::npos;
+      return error{
+          t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) + " (" +
+          how_it_ended(*r) + ")" +
+          (scratch_full
+               ? ": its inputs and outputs for " + std::to_string(config_.trials) +
+                     " trial(s) and " + std::to_string(kernelbench_timing_sets()) +
+                     " timing set(s) do not fit the run's scratch of " +
+                     std::to_string(config_.kernelbench_limits.scratch_bytes >> 20) +
+                     " MiB (engine_config::kernelbench_limits.scratch_bytes; fewer trials, or a "
+                     "larger scratch)"
+               : "") +
+          ": " + stderr_tail(r->stderr_text, 1000)};
     }
     auto ref = std::make_shared<kernelbench_reference>();
     for (auto [file, kind, target] :

@@ -419,6 +419,31 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
   }
 }
 
+// A problem whose reference writes more inputs and outputs than the run's scratch holds (large
+// tensors times trials and timing sets) is refused naming that limit, not as the problem's
+// mysterious failure: on an H200 a 2 x 512 MiB add failed with Python's "No space left on device".
+TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
+  std::string why;
+  if (!torch_available(&why)) GTEST_SKIP() << why;
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 2;
+  config.kernelbench_limits.scratch_bytes = 4ULL << 20;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task big = problem_task();
+  big.id = "kernelbench/level1/4_HugeScaleAdd";
+  const std::string shapes = "torch.randn(32, 16), torch.randn(32, 16)";
+  big.reference =
+      std::string(k_problem).replace(std::string(k_problem).find(shapes), shapes.size(),
+                                     "torch.randn(1024, 1024), torch.randn(1024, 1024)");
+  auto v = (*e)->verify(big, fenced("python", "class ModelNew: pass\n"));
+  ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
+  EXPECT_NE(v.err().message.find("do not fit the run's scratch of 4 MiB"), std::string::npos)
+      << v.err().message;
+  EXPECT_NE(v.err().message.find("2 trial(s)"), std::string::npos) << v.err().message;
+}
+
 // The judge's failure before any of the candidate's code ran is the slot's: an infrastructure
 // error (retried on another slot by the verifier), not a runtime error charged to the candidate.
 // Here the slot's file-size limit is too small for the trial's shared buffers (the judge's memfd
