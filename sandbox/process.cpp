@@ -20,6 +20,7 @@
 #include <linux/seccomp.h>
 #include <mutex>
 #include <net/if.h>
+#include <optional>
 #include <poll.h>
 #include <signal.h>
 #include <sstream>
@@ -1355,6 +1356,30 @@ std::vector<pid_t> processes_in_session(pid_t sid) {
   return scan_processes([&](uid_t, pid_t s) { return s == sid; });
 }
 
+// A read-only path the command could never see: one under a folder the sandbox replaces with the
+// run's own (its scratch /tmp, /run, /var/tmp, a fresh /dev, /proc, /sys). Skipping it silently let
+// a toolkit or a cache under /tmp fail later as "not found" inside the run.
+std::optional<std::string> hidden_readonly_path(const std::vector<std::filesystem::path>& paths) {
+  for (const auto& requested : paths) {
+    std::error_code ec;
+    const std::string path =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(requested), ec).string();
+    struct stat st {};
+    if (ec || path.empty() || ::stat(path.c_str(), &st) < 0) {
+      continue;  // what does not exist is skipped, as documented
+    }
+    for (const char* mine : {"/dev", "/proc", "/sys", "/tmp", "/run", "/var/tmp"}) {
+      if (is_under(path, mine)) {
+        return "the read-only path " + path + " lies under " + mine +
+               ", which the sandbox replaces with the run's own: the command could not see it; "
+               "keep it outside " +
+               mine;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 result<run_result> run_isolated(const run_request& request) {
   // The passed descriptor is the call's from here on, closed on every return (see run_request).
   fd_guard passed(request.pass_fd);
@@ -1367,6 +1392,9 @@ result<run_result> run_isolated(const run_request& request) {
   const std::string exe = resolve_executable(request.argv[0], request.env);
   if (exe.empty()) {
     return error{"run_isolated: '" + request.argv[0] + "' not found on the run's PATH"};
+  }
+  if (auto hidden = hidden_readonly_path(request.readonly_paths)) {
+    return error{"run_isolated: " + *hidden};
   }
 
   fd_guard workdir(::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -95,7 +95,9 @@ struct run_request {
   // Host directories (or files) the command may read, bound read-only at the same path in its root,
   // besides the system ones it always sees (/usr, /etc, /bin, /sbin, /lib*, a fresh /proc and /sys,
   // a minimal /dev with the GPU's nodes): e.g. a CUDA toolkit or a python prefix outside /usr.
-  // Paths that do not exist or lie under a system directory are skipped. Default: none
+  // Paths that do not exist or lie under a system directory are skipped; one under a folder the
+  // sandbox replaces with the run's own (/tmp, /run, /var/tmp, /dev, /proc, /sys) is an error,
+  // since the command could not see it. Default: none
   std::vector<std::filesystem::path> readonly_paths;
   // A descriptor the command gets as its descriptor 3 (e.g. one end of a socketpair to another
   // sandboxed command), or -1 for none. The call takes ownership: it closes the caller's copy once

@@ -51,6 +51,32 @@ void expect_nothing_left(const run_result& r) {
   }
 }
 
+// A read-only path under a folder the sandbox replaces with the run's own (here the scratch /tmp)
+// could never be seen by the command: refused with the path and the folder, before anything runs,
+// where it used to be dropped silently and fail later as "not found". A missing one is skipped.
+TEST(SandboxPathsTest, AReadOnlyPathUnderAFolderTheSandboxReplacesIsRefused) {
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  ASSERT_TRUE(dir.ok()) << dir.err().message;
+  auto hidden = scratch_dir::create("/tmp", "leap-hidden-readonly-");
+  ASSERT_TRUE(hidden.ok()) << hidden.err().message;
+  run_request request;
+  request.argv = {"/bin/sh", "-c", "echo ran"};
+  request.working_dir = dir->path();
+  request.env = base_env();
+  request.readonly_paths = {hidden->path()};
+  auto refused = run_isolated(request);
+  ASSERT_FALSE(refused.ok()) << refused->stdout_text;
+  EXPECT_NE(refused.err().message.find(hidden->path().string()), std::string::npos)
+      << refused.err().message;
+  EXPECT_NE(refused.err().message.find("lies under /tmp"), std::string::npos)
+      << refused.err().message;
+
+  request.readonly_paths = {"/nonexistent-leap-readonly-path"};
+  auto ran = run_isolated(request);
+  ASSERT_TRUE(ran.ok()) << ran.err().message;
+  EXPECT_EQ(ran->stdout_text, "ran\n");
+}
+
 TEST(ProcessTest, CapturesStdoutStderrAndExitCode) {
   auto run = run_shell("echo out; echo err >&2; exit 3");
   EXPECT_TRUE(run.result.exited);
