@@ -785,3 +785,131 @@ TEST(DaemonE2E, FiftyConcurrentSubmissionsAreAllAnswered) {
 }
 
 }  // namespace
+
+// Issue 35: seeds through the daemon. `leap submit CONFIG --seeds 1-2` runs the config once per
+// seed as `leap run --seeds` does (RUN_DIR/seed-N, experiment.seed N), one after the other; the
+// record lists each seed's state; `leap report` on the run folder reads the seeds as one group.
+TEST(DaemonE2E, SeedsRunEachInItsFolderAndTheRecordListsTheirStates) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  daemon_under_test d(dir);
+  const auto config = dir.write_config("seeded", 2);
+
+  // A bad list is refused before anything is queued, naming the parameter, through the API and
+  // through the client.
+  auto c = d.client();
+  for (const char* bad : {"3-1", "1,,2", "x", ""}) {
+    auto res = c.Post((std::string("/v1/experiments?seeds=") + bad).c_str(), d.auth(),
+                      read_file(config), "application/yaml");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << bad << ": " << res->body;
+    const auto j = nlohmann::json::parse(res->body, nullptr, false);
+    EXPECT_EQ(j["error"]["message"].get<std::string>().rfind("seeds", 0), 0u) << res->body;
+  }
+  auto refused = run_leap({"submit", config, "--seeds", "2-1", "--home", dir.home().string()},
+                          dir.root().string());
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("seeds: the range '2-1' ends below its start"), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(d.get("/v1/experiments")["experiments"].size(), 0u);
+
+  auto out = run_leap({"submit", config, "--seeds", "1-2", "--home", dir.home().string()},
+                      dir.root().string());
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("e1: 'seeded' queued"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("seeds 1-2"), std::string::npos) << out.output;
+  ASSERT_TRUE(d.wait_for_state("e1", "succeeded", 240s));
+  const auto record = d.experiment("e1");
+  ASSERT_EQ(record["seeds"].size(), 2u) << record.dump(2);
+  for (int i = 0; i < 2; ++i) {
+    const auto& seed = record["seeds"][i];
+    EXPECT_EQ(seed["seed"], i + 1);
+    EXPECT_EQ(seed["state"], "done") << record.dump(2);
+    EXPECT_EQ(seed["exit_code"], 0);
+    EXPECT_EQ(seed["starts"], 1);
+    const fs::path folder = dir.root() / "runs" / "seeded" / ("seed-" + std::to_string(i + 1));
+    EXPECT_EQ(seed["run_dir"], folder.string());
+    EXPECT_TRUE(fs::exists(folder / "trajectories")) << folder;
+  }
+  EXPECT_EQ(record["starts"], 2);  // one child per seed
+  // Each seed's child is the command's seeds launch, with its progress lines.
+  const auto log = d.log_of("e1");
+  EXPECT_NE(log.find("leap run " + (dir.home() / "experiments" / "e1" / "config.yaml").string() +
+                     " --seeds 2"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("[seed 1] run 'seeded' finished"), std::string::npos) << log;
+  EXPECT_NE(log.find("[seed 2] run 'seeded' finished"), std::string::npos) << log;
+
+  auto status = run_leap({"status", "e1", "--home", dir.home().string()});
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_TRUE(std::regex_search(status.output, std::regex(R"(seed 1\s+done)"))) << status.output;
+  EXPECT_TRUE(std::regex_search(status.output, std::regex(R"(seed 2\s+done)"))) << status.output;
+
+  const auto page = dir.root() / "report.html";
+  auto report =
+      run_leap({"report", (dir.root() / "runs" / "seeded").string(), "--out", page.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("2 runs in 1 group"), std::string::npos) << report.output;
+}
+
+// A daemon stopped in the middle of seed 2 resumes seed 2 at its next start and does not run seed
+// 1 again; a seed whose end the daemon did not record (it died first) is skipped by the child, as
+// a second `leap run --seeds` launch skips it.
+TEST(DaemonE2E, ARestartResumesTheUnfinishedSeedAndSkipsTheFinishedOnes) {
+  daemon_dir dir;
+  dir.write_settings(1);
+  const auto config = dir.write_config("seeds_resumed", 10);
+  const fs::path state = dir.home() / "experiments" / "e1" / "state.json";
+  {
+    daemon_under_test d(dir);
+    auto out = run_leap({"submit", config, "--seeds", "1-2", "--home", dir.home().string()},
+                        dir.root().string());
+    ASSERT_EQ(out.exit_code, 0) << out.output;
+    ASSERT_TRUE(eventually(
+        d.process(),
+        [&] { return d.log_of("e1").find("[seed 2] step 1/10 |") != std::string::npos; }, 240s))
+        << d.log_of("e1");
+    d.process().signal(SIGTERM);
+    const auto code = d.process().wait(60s);
+    ASSERT_TRUE(code.has_value()) << d.process().output();
+    EXPECT_EQ(*code, 0) << d.process().output();
+  }
+  const auto stored = nlohmann::json::parse(read_file(state));
+  ASSERT_EQ(stored["state"], "running") << stored.dump(2);
+  ASSERT_EQ(stored["seeds"][0]["state"], "done") << stored.dump(2);
+  ASSERT_EQ(stored["seeds"][1]["state"], "running") << stored.dump(2);
+  {
+    daemon_under_test d(dir);
+    ASSERT_TRUE(d.wait_for_state("e1", "succeeded", 240s));
+    const auto record = d.experiment("e1");
+    EXPECT_EQ(record["seeds"][0]["starts"], 1) << record.dump(2);
+    EXPECT_EQ(record["seeds"][1]["starts"], 2) << record.dump(2);
+    const auto log = d.log_of("e1");
+    const std::string seed_1_start = "config.yaml --seeds 1 (in ";
+    EXPECT_EQ(log.find(seed_1_start), log.rfind(seed_1_start)) << log;  // started once
+    EXPECT_NE(log.find("[seed 2] resuming run 'seeds_resumed'"), std::string::npos) << log;
+    EXPECT_NE(log.find("[seed 2] run 'seeds_resumed' finished"), std::string::npos) << log;
+    d.process().signal(SIGTERM);
+    ASSERT_TRUE(d.process().wait(60s).has_value());
+  }
+  // As if the daemon had died between seed 1's end and its record: seed 1 running again, the
+  // experiment unfinished. The child finds seed 1 finished in its folder and skips it.
+  auto j = nlohmann::json::parse(read_file(state));
+  j["state"] = "running";
+  j["finished_unix_ms"] = 0;
+  j["seeds"][0]["state"] = "running";
+  j["seeds"][1]["state"] = "queued";
+  std::ofstream(state) << j.dump(2);
+  {
+    daemon_under_test d(dir);
+    ASSERT_TRUE(d.wait_for_state("e1", "succeeded", 240s));
+    const auto log = d.log_of("e1");
+    EXPECT_NE(log.find("seed 1 (1 of 1): runs/seeds_resumed/seed-1 holds it finished; skipped"),
+              std::string::npos)
+        << log;
+    const auto record = d.experiment("e1");
+    EXPECT_EQ(record["seeds"][0]["state"], "done");
+    EXPECT_EQ(record["seeds"][1]["state"], "done");
+  }
+}

@@ -2,6 +2,7 @@
 
 #include "common/crypto.hpp"
 #include "orchestrator/config.hpp"
+#include "tools/launch/launch.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -154,8 +155,23 @@ result<std::optional<std::size_t>> parse_tail(const std::string& value, bool pre
 }
 
 result<submit_request> parse_submit(const std::string& body, const std::string& source_value,
-                                    const std::string& cwd_value) {
+                                    const std::string& cwd_value,
+                                    const std::optional<std::string>& seeds_value) {
   submit_request r;
+  if (seeds_value) {
+    // The command's own parser, so that the daemon takes exactly what `leap run --seeds` takes;
+    // its messages name the option, ours the query parameter.
+    auto seeds = launch::parse_seeds(*seeds_value);
+    if (!seeds) {
+      std::string message = seeds.err().message;
+      if (message.rfind("--seeds", 0) == 0) {
+        message = "seeds" + message.substr(7);
+      }
+      return error{message + " (the seeds query parameter)"};
+    }
+    r.seeds_spec = *seeds_value;
+    r.seeds = *seeds;
+  }
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return error{"the request body must hold the experiment config (YAML)"};
   }
@@ -205,6 +221,12 @@ result<experiment_record> make_submission(const submit_request& request, std::ui
     r.run_dir.pop_back();
   }
   r.submitted_unix_ms = now_ms;
+  r.seeds_spec = request.seeds_spec;
+  for (const auto seed : request.seeds) {
+    seed_record s;
+    s.seed = seed;
+    r.seeds.push_back(s);
+  }
   return r;
 }
 

@@ -3,6 +3,9 @@
 // daemon.cpp and only call these.
 //
 //   POST /v1/experiments              config YAML in the body -> 201 record | 400 config errors
+//                                     ?seeds=1-3 (or 1,2,3 or 1-3,7): one run per seed, each in
+//                                     RUN_DIR/seed-N, as `leap run CONFIG --seeds`; the record
+//                                     lists the seeds and their states
 //   GET  /v1/experiments              {"experiments": [record, ...]}
 //   GET  /v1/experiments/ID           record | 404
 //   POST /v1/experiments/ID/cancel    record | 404 | 409 (already finished)
@@ -75,20 +78,23 @@ inline constexpr std::size_t max_config_nesting = 64;
 
 struct submit_request {
   std::string yaml;
+  std::string seeds_spec;              // ?seeds= as given; empty: one run of the config
+  std::vector<std::uint64_t> seeds;    // its seeds (tools/launch's parse_seeds), in order
   std::string source = "config.yaml";  // the config's name in errors and status
   std::string cwd;                     // absolute, or empty: the experiment's own folder
 };
 
 // Checks the raw request: a non-empty UTF-8 body whose flow collections nest at most
-// max_config_nesting deep, UTF-8 header values, a cwd that is absolute. Errors are 400's
-// messages.
-[[nodiscard]] result<submit_request> parse_submit(const std::string& body,
-                                                  const std::string& source_value,
-                                                  const std::string& cwd_value);
+// max_config_nesting deep, UTF-8 header values, a cwd that is absolute, and the `seeds` query
+// parameter when present (`leap run --seeds`'s syntax and limits; present but empty is an
+// error). Errors are 400's messages; a bad seed list's starts with "seeds".
+[[nodiscard]] result<submit_request> parse_submit(
+    const std::string& body, const std::string& source_value, const std::string& cwd_value,
+    const std::optional<std::string>& seeds_value = std::nullopt);
 
 // Validates the config with the project's parse_config (errors "SOURCE:LINE: key: ..." for 400)
 // and builds the queued record: id from `seq`, name, cwd (the request's, else
-// `experiment_dir`), the run folder resolved against that cwd.
+// `experiment_dir`), the run folder resolved against that cwd, and the request's seeds, queued.
 [[nodiscard]] result<experiment_record> make_submission(const submit_request& request,
                                                         std::uint64_t seq,
                                                         const std::string& experiment_dir,

@@ -9,6 +9,7 @@
 #include "tools/daemon/home.hpp"
 #include "tools/daemon/prometheus.hpp"
 #include "tools/daemon/settings.hpp"
+#include "tools/launch/launch.hpp"
 
 #include <httplib.h>
 
@@ -23,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <sys/file.h>
@@ -208,6 +210,7 @@ class supervisor {
         r.state = experiment_state::cancelled;
         r.finished_unix_ms = now_ms();
         r.message = "cancelled (its child ended with the previous daemon)";
+        cancel_open_seeds(r);
       }
       persist(r);
     }
@@ -329,9 +332,12 @@ class supervisor {
     }
   }
 
-  // Under the mutex: fork and exec `leap run CONFIG` for `r`.
+  // Under the mutex: fork and exec `leap run CONFIG` for `r` (`leap run CONFIG --seeds N` for its
+  // current seed: the command's seeds launch puts the seed in its folder and skips a seed that
+  // folder holds finished, so a seed whose end the daemon did not record is not run again).
   void start_child(const experiment_record& r) {
     const fs::path dir = experiment_dir(home_, r.id);
+    const auto seed = current_seed(r);
     const std::string config = (dir / "config.yaml").string();
     const std::string log = (dir / "log").string();
     const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -350,8 +356,10 @@ class supervisor {
       set(failed);
       return;
     }
+    const std::string seed_args = seed ? " --seeds " + std::to_string(*seed) : "";
     const std::string banner = "=== leap daemon: start " + std::to_string(r.starts + 1) + " of " +
-                               r.id + ": leap run " + config + " (in " + r.cwd + ") ===\n";
+                               r.id + ": leap run " + config + seed_args + " (in " + r.cwd +
+                               ") ===\n";
     if (::write(log_fd, banner.data(), banner.size()) < 0) {
       // The log is best effort; the child's own output decides.
     }
@@ -361,7 +369,10 @@ class supervisor {
     std::string arg0 = "leap";
     std::string arg1 = "run";
     std::string arg2 = config;
-    char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+    std::string arg3 = "--seeds";
+    std::string arg4 = seed ? std::to_string(*seed) : "";
+    char* argv[] = {arg0.data(), arg1.data(), arg2.data(), seed ? arg3.data() : nullptr,
+                    arg4.data(), nullptr};
     const std::string cwd = r.cwd;
     const char chdir_failed[] = "leap daemon: cannot enter the experiment's working folder\n";
     const char exec_failed[] = "leap daemon: cannot execute leap run\n";
@@ -547,7 +558,9 @@ class supervisor {
   }
 
   reply submit(const policy::http_request& req) {
-    auto request = parse_submit(req.body(), req.header(config_name_header), req.header(cwd_header));
+    auto request =
+        parse_submit(req.body(), req.header(config_name_header), req.header(cwd_header),
+                     req.has_param("seeds") ? std::optional(req.param("seeds")) : std::nullopt);
     if (!request) {
       return fail(400, request.err().message);
     }
@@ -587,7 +600,8 @@ class supervisor {
     }
     next_seq_ = seq + 1;
     log_line(exp_prefix(*record) + "queued | " + record->config_source + " | run folder " +
-             record->run_dir);
+             record->run_dir +
+             (record->seeds.empty() ? "" : " | seeds " + record->seeds_spec + " (seed-N folders)"));
     records_[record->id] = *record;
     return json_reply(201, to_json(*record));
   }
@@ -646,7 +660,10 @@ class supervisor {
       if (r.state != experiment_state::running || r.pid == 0) {
         continue;
       }
-      const fs::path prom = fs::path(r.run_dir) / "metrics.prom";
+      // A seeds experiment's child writes into the folder of the seed it runs.
+      const auto seed = current_seed(r);
+      const fs::path prom =
+          fs::path(seed ? launch::seed_run_dir(r.run_dir, *seed) : r.run_dir) / "metrics.prom";
       std::error_code ec;
       if (!fs::exists(prom, ec)) {
         continue;

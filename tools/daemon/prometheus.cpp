@@ -178,8 +178,12 @@ std::string daemon_metrics(const std::vector<experiment_record>& records,
     if (r.state == experiment_state::running && r.pid != 0) {
       ++live;
     }
-    if (r.starts > 1) {
+    // A seeds experiment starts one child per seed: only a seed's second start is a restart.
+    if (r.seeds.empty() && r.starts > 1) {
       restarts += r.starts - 1;
+    }
+    for (const auto& seed : r.seeds) {
+      restarts += std::max(seed.starts - 1, 0);
     }
     if (r.first_started_unix_ms > 0) {
       wait_sum += static_cast<double>(r.first_started_unix_ms - r.submitted_unix_ms) / 1000.0;

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -25,6 +27,7 @@ struct client_options {
   std::string home;
   std::string id;
   std::string config;
+  std::string seeds;  // --seeds as given; empty: one run of the config
   std::size_t tail = 0;
   bool json = false;
 };
@@ -69,6 +72,24 @@ result<nlohmann::json> parse_body(const daemon::client_reply& reply) {
   return j;
 }
 
+// `text` as a query parameter's value: the daemon checks what the user typed, so every byte
+// arrives as typed.
+std::string query_value(const std::string& text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || c == ',' || c == '-') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
 int submit(const client_options& options) {
   auto text = read_config_file(options.config);
   if (!text) {
@@ -80,7 +101,10 @@ int submit(const client_options& options) {
   }
   std::error_code ec;
   const auto cwd = std::filesystem::current_path(ec);
-  auto reply = client->post("/v1/experiments", *text, "application/yaml",
+  const std::string path = options.seeds.empty()
+                               ? "/v1/experiments"
+                               : "/v1/experiments?seeds=" + query_value(options.seeds);
+  auto reply = client->post(path, *text, "application/yaml",
                             {{"X-Leap-Config-Name", options.config}, {"X-Leap-Cwd", cwd.string()}});
   if (!reply) {
     return fail("submit", reply.err().message);
@@ -96,7 +120,12 @@ int submit(const client_options& options) {
     std::cout << j->dump(2) << "\n";
   } else {
     std::cout << (*j)["id"].get<std::string>() << ": '" << (*j)["name"].get<std::string>()
-              << "' queued | run folder " << (*j)["run_dir"].get<std::string>() << "\n";
+              << "' queued | run folder " << (*j)["run_dir"].get<std::string>();
+    if (j->contains("seeds")) {
+      std::cout << " | seeds " << (*j)["seeds_spec"].get<std::string>() << " in "
+                << (*j)["run_dir"].get<std::string>() << "/seed-N";
+    }
+    std::cout << "\n";
   }
   return 0;
 }
@@ -117,6 +146,16 @@ void print_record(const nlohmann::json& r) {
   std::printf("exit status: %s\n", exit_code.c_str());
   if (!r["message"].get<std::string>().empty()) {
     std::printf("message:     %s\n", r["message"].get<std::string>().c_str());
+  }
+  if (r.contains("seeds")) {
+    std::printf("seeds:       %s\n", r["seeds_spec"].get<std::string>().c_str());
+    for (const auto& s : r["seeds"]) {
+      const std::string message = s["message"].get<std::string>();
+      std::printf("  seed %-6llu %-10s %s%s\n",
+                  static_cast<unsigned long long>(s["seed"].get<std::uint64_t>()),
+                  s["state"].get<std::string>().c_str(), s["run_dir"].get<std::string>().c_str(),
+                  message.empty() || message == "cancelled" ? "" : (" | " + message).c_str());
+    }
   }
 }
 
@@ -247,6 +286,11 @@ void add_submit(CLI::App& app, int* exit_code) {
       "Queue an experiment config on the running `leap daemon`. The daemon validates it first "
       "(errors name file, line and key); relative paths in it are relative to this folder.");
   cmd->add_option("config", options->config, "Experiment config (YAML)")->required();
+  cmd->add_option("--seeds", options->seeds,
+                  "Run the config once per seed, one after the other, as `leap run --seeds` "
+                  "does: 1,2,3 or 1-3 (or 1-3,7); seed N runs in RUN_DIR/seed-N. `leap status ID` "
+                  "shows each seed's state; a cancel cancels the seeds left; a restarted daemon "
+                  "skips the finished seeds");
   cmd->add_flag("--json", options->json, "Print the daemon's JSON record");
   add_home_option(cmd, options.get());
   cmd->callback([options, exit_code] { *exit_code = submit(*options); });

@@ -18,9 +18,13 @@ void add_daemon(CLI::App& app, int* exit_code) {
       "daemon",
       "Run experiments from a queue until stopped: each submitted config runs as a child `leap "
       "run` (up to max_concurrent at once), with a control API on 127.0.0.1 (submit, list, "
-      "status, cancel, logs, /metrics) that needs the bearer token in HOME/token. SIGTERM stops "
-      "the children cleanly and exits; the next start resumes them. SIGHUP reloads "
-      "HOME/daemon.yaml (port, max_concurrent, grace_period_s).");
+      "status, cancel, logs, /metrics) that needs the bearer token in HOME/token. A submission "
+      "with seeds (`leap submit CONFIG --seeds 1-3`, POST /v1/experiments?seeds=1-3) runs one "
+      "child `leap run CONFIG --seeds N` per seed, one after the other in one slot, each in "
+      "RUN_DIR/seed-N; its record lists every seed's state (queued, running, done, failed, "
+      "cancelled). SIGTERM stops the children cleanly and exits; the next start resumes them "
+      "(finished seeds are not run again). SIGHUP reloads HOME/daemon.yaml (port, "
+      "max_concurrent, grace_period_s).");
   cmd->add_option("--home", *home,
                   "Daemon home (settings, token, queue, logs). Default: $LEAP_HOME, else "
                   "$XDG_STATE_HOME/leap, else ~/.local/state/leap");
