@@ -109,9 +109,13 @@ class daemon_under_test {
     const bool up = process_.read_until(
         [&](const std::string& out) { return std::regex_search(out, m, listening); }, 30s);
     EXPECT_TRUE(up) << process_.output();
-    if (up) port_ = std::stoi(m[1]);
+    if (up) {
+      port_ = std::stoi(m[1]);
+    }
     token_ = read_file(dir.home() / "token");
-    while (!token_.empty() && token_.back() == '\n') token_.pop_back();
+    while (!token_.empty() && token_.back() == '\n') {
+      token_.pop_back();
+    }
   }
 
   leap_child& process() { return process_; }
@@ -130,7 +134,9 @@ class daemon_under_test {
   [[nodiscard]] nlohmann::json get(const std::string& path) const {
     auto c = client();
     auto res = c.Get(path.c_str(), auth());
-    if (!res || res->status != 200) return nullptr;
+    if (!res || res->status != 200) {
+      return nullptr;
+    }
     return nlohmann::json::parse(res->body, nullptr, false);
   }
 
@@ -223,7 +229,9 @@ TEST(DaemonE2E, EveryRouteNeedsTheToken) {
 long peak_rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stol(line.substr(6));
+    }
   }
   return -1;
 }
@@ -246,20 +254,30 @@ std::string raw_request(int port, const std::string& head, std::size_t body_byte
     bool open = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) >= 0;
     while (open && sent_body < body_bytes && clock_type::now() < deadline) {
       pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      if ((p.revents & (POLLERR | POLLHUP)) != 0) break;
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
+      if ((p.revents & (POLLERR | POLLHUP)) != 0) {
+        break;
+      }
       const auto n =
           ::send(fd, chunk.data(), std::min(chunk.size(), body_bytes - sent_body), MSG_NOSIGNAL);
-      if (n <= 0) break;
+      if (n <= 0) {
+        break;
+      }
       sent_body += static_cast<std::size_t>(n);
     }
     ::shutdown(fd, SHUT_WR);
     while (clock_type::now() < deadline) {
       pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
       char buffer[4096];
       const auto n = ::recv(fd, buffer, sizeof buffer, 0);
-      if (n <= 0) break;
+      if (n <= 0) {
+        break;
+      }
       answer.append(buffer, static_cast<std::size_t>(n));
     }
   }
@@ -282,6 +300,7 @@ TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
   constexpr std::size_t fifty_mb = 50u << 20;
   {
     std::vector<std::thread> peers;
+    peers.reserve(8);
     for (int i = 0; i < 8; ++i) {
       peers.emplace_back([&] { raw_request(d.port(), "GET /v1/status?", fifty_mb); });
     }
@@ -294,7 +313,9 @@ TEST(DaemonE2E, RequestsCannotMakeTheDaemonHoldTheirBytes) {
                       0);
       EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
     });
-    for (auto& t : peers) t.join();
+    for (auto& t : peers) {
+      t.join();
+    }
   }
   const long after = peak_rss_kib(pid);
   // One request held would add 50 MB; 32 MiB leaves room for what the daemon does itself.
@@ -606,7 +627,9 @@ TEST(DaemonE2E, TricklingClientsDoNotStarveTheApi) {
   // One byte to each every 200 ms, reading what comes back.
   const auto step = [&] {
     for (auto& s : slow) {
-      if (s.closed) continue;
+      if (s.closed) {
+        continue;
+      }
       pollfd p{s.fd, POLLIN, 0};
       if (::poll(&p, 1, 0) > 0) {
         char buffer[4096];
@@ -618,7 +641,9 @@ TEST(DaemonE2E, TricklingClientsDoNotStarveTheApi) {
           continue;
         }
       }
-      if (::send(s.fd, "a", 1, MSG_NOSIGNAL) != 1) s.closed = clock_type::now();
+      if (::send(s.fd, "a", 1, MSG_NOSIGNAL) != 1) {
+        s.closed = clock_type::now();
+      }
     }
   };
   // Until the head deadline has cut every one off (60 s at most); only this thread touches them.
@@ -706,7 +731,9 @@ TEST(DaemonE2E, SlowBodiesWithTheTokenDoNotStarveTheApi) {
   const auto took = clock_type::now() - asked;
   stop = true;
   trickle.join();
-  for (const int fd : fds) ::close(fd);
+  for (const int fd : fds) {
+    ::close(fd);
+  }
   ASSERT_TRUE(status) << httplib::to_string(status.error());
   EXPECT_EQ(status->status, 200);
   EXPECT_LT(took, 5s);
@@ -730,6 +757,7 @@ TEST(DaemonE2E, FiftyConcurrentSubmissionsAreAllAnswered) {
     SCOPED_TRACE("round " + std::to_string(round));
     constexpr int count = 50;
     std::vector<std::string> bodies;
+    bodies.reserve(count);
     for (int i = 0; i < count; ++i) {
       bodies.push_back(
           read_file(dir.write_config("c" + std::to_string(round) + "_" + std::to_string(i), 1)));
@@ -744,6 +772,7 @@ TEST(DaemonE2E, FiftyConcurrentSubmissionsAreAllAnswered) {
     std::vector<outcome> outcomes(count);
     std::atomic<int> ready{0};
     std::vector<std::thread> posters;
+    posters.reserve(count);
     for (int i = 0; i < count; ++i) {
       posters.emplace_back([&, i] {
         httplib::Client c("127.0.0.1", d.port());
@@ -755,7 +784,9 @@ TEST(DaemonE2E, FiftyConcurrentSubmissionsAreAllAnswered) {
         headers.emplace("X-Leap-Cwd", dir.root().string());
         // Start together, as the report's threads did.
         ++ready;
-        while (ready < count) std::this_thread::yield();
+        while (ready < count) {
+          std::this_thread::yield();
+        }
         auto res = c.Post("/v1/experiments", headers, bodies[i], "application/yaml");
         auto& o = outcomes[i];
         if (!res) {
@@ -768,11 +799,15 @@ TEST(DaemonE2E, FiftyConcurrentSubmissionsAreAllAnswered) {
         o.body = res->body;
       });
     }
-    for (auto& t : posters) t.join();
+    for (auto& t : posters) {
+      t.join();
+    }
     for (int i = 0; i < count; ++i) {
       const auto& o = outcomes[i];
       EXPECT_TRUE(o.answered) << "submission " << i << ": " << o.error;
-      if (!o.answered) continue;
+      if (!o.answered) {
+        continue;
+      }
       EXPECT_TRUE(o.status == 201 || (o.status == 503 && !o.retry_after.empty()))
           << o.status << " " << o.body;
       created_total += o.status == 201 ? 1 : 0;
