@@ -491,6 +491,50 @@ TEST(TrajectoryStoreCreateRace, TwoCreatorsOnAMountPointAreNeverToldOfDamage) {
   EXPECT_TRUE(std::filesystem::is_empty(point));
 }
 
+enum class lock_kind { fcntl_write, flock_folder };
+
+// A child process that holds a lock on `path` until it is killed (or this process dies): RocksDB's
+// fcntl write lock on a file, or the flock(2) a store's maker holds on its folder. Its pid once the
+// lock is held; -1 when it could not be taken.
+pid_t fork_lock_holder(const std::string& path, lock_kind kind) {
+  int ready[2];
+  if (::pipe(ready) != 0) {
+    return -1;
+  }
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    // System calls only: the parent has threads.
+    ::close(ready[0]);
+    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    bool locked = false;
+    if (kind == lock_kind::fcntl_write) {
+      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+      struct flock lock {};
+      lock.l_type = F_WRLCK;
+      lock.l_whence = SEEK_SET;
+      locked = fd >= 0 && ::fcntl(fd, F_SETLK, &lock) == 0;
+    } else {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
+      locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    }
+    const char ok = locked ? 1 : 0;
+    (void)!::write(ready[1], &ok, 1);
+    for (;;) {
+      ::pause();
+    }
+  }
+  ::close(ready[1]);
+  char ok = 0;
+  const bool told = ::read(ready[0], &ok, 1) == 1;
+  ::close(ready[0]);
+  if (holder > 0 && (!told || ok != 1)) {
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+    return -1;
+  }
+  return holder;
+}
+
 // The moment the race used to go wrong, held still: a process holds the LOCK of a folder that has
 // no CURRENT yet (RocksDB takes it before it writes CURRENT). Stores are no longer created in
 // their folder, but another RocksDB program may still make one so.
@@ -500,28 +544,8 @@ TEST(TrajectoryStoreCreateRace, AFolderWhoseLockAnotherProcessHoldsIsInUseNotDam
   std::filesystem::create_directories(db);
   std::ofstream(db / "IDENTITY") << "a-store-being-created";
   const std::string lock_file = (db / "LOCK").string();
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t holder = ::fork();
-  if (holder == 0) {
-    // System calls only: the parent has threads.
-    ::close(ready[0]);
-    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT, 0644);
-    struct flock lock {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    const char ok = fd >= 0 && ::fcntl(fd, F_SETLK, &lock) == 0 ? 1 : 0;
-    (void)!::write(ready[1], &ok, 1);
-    for (;;) {
-      ::pause();
-    }
-  }
-  ::close(ready[1]);
-  char ok = 0;
-  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-  ::close(ready[0]);
-  ASSERT_EQ(ok, 1) << "the child could not lock " << lock_file;
+  const pid_t holder = fork_lock_holder(lock_file, lock_kind::fcntl_write);
+  ASSERT_GT(holder, 0) << "the child could not lock " << lock_file;
 
   for (const store_options& options : {store_options{}, store_options{.read_only = true}}) {
     auto store = trajectory_store::open(db, options);
@@ -560,26 +584,9 @@ TEST(TrajectoryStoreCreateRace, AFolderAnotherProcessIsMakingAStoreInIsInUseNotD
   const auto db = dir / "trajectories";
   std::filesystem::create_directories(db);
   std::ofstream(db / "IDENTITY") << "a-store-being-made-in-place";
-  std::ofstream(db / "LOCK");
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t holder = ::fork();
-  if (holder == 0) {
-    // System calls only: the parent has threads.
-    ::close(ready[0]);
-    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(db.c_str(), O_RDONLY | O_DIRECTORY);
-    const char ok = fd >= 0 && ::flock(fd, LOCK_EX) == 0 ? 1 : 0;
-    (void)!::write(ready[1], &ok, 1);
-    for (;;) {
-      ::pause();
-    }
-  }
-  ::close(ready[1]);
-  char ok = 0;
-  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-  ::close(ready[0]);
-  ASSERT_EQ(ok, 1) << "the child could not lock " << db;
+  std::ofstream(db / "LOCK") << "";  // RocksDB's lock file, which nobody holds
+  const pid_t holder = fork_lock_holder(db.string(), lock_kind::flock_folder);
+  ASSERT_GT(holder, 0) << "the child could not lock " << db;
 
   for (const store_options& options : {store_options{}, store_options{.read_only = true}}) {
     auto store = trajectory_store::open(db, options);

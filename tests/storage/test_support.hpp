@@ -60,7 +60,7 @@ inline group_record make_group(const std::string& run, std::uint64_t step, std::
   g.started_unix_ms = static_cast<std::int64_t>(1'700'000'000'000 + step * 1000 + index);
   g.gated_unix_ms = g.started_unix_ms + 10;
   g.finished_unix_ms = g.started_unix_ms + 20;
-  const auto seed = static_cast<token_id>(step * 1000 + index * 10);
+  const auto seed = static_cast<token_id>(step * 1000 + std::uint64_t{index} * 10);
   for (int r = 0; r < rollouts; ++r) {
     rollout_record ro;
     ro.index = static_cast<std::uint32_t>(r);
