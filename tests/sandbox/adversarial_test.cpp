@@ -37,7 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::fenced;
-using testing::shared_engine;
 
 const fs::path& corpus_root() {
   // LEAP_ADVERSARIAL_CORPUS points an older build at a newer corpus (to show that it pays them).
@@ -147,11 +146,43 @@ std::string fence_language(const std::string& kind) {
   return "python";
 }
 
-// The engine of the timing attacks: the shared tests' configuration with timed repetitions.
+// The folder of the compile cache that the corpus's processes share, or empty. Under ctest every
+// case is a process of its own, and most attack one of a few tasks (26 cpp/prefix_sum_int): with a
+// private cache each built that task's harness, reference and judge again. tests/CMakeLists.txt
+// sets LEAP_SANDBOX_CORPUS_CACHE to a folder that a fixture empties before the first case of a
+// ctest run and removes after the last, so nothing outlives the run that built it. Each
+// candidate's own build is still made (its source is its own), and the cache is content-addressed:
+// a shared entry is the very build a private cache would have made. On the 2-core machine the 46
+// cpp and cuda cases, a process each, took 66 CPU-s with private caches and 45 with the shared one
+// (KernelBench references are kept in memory only: those cases gain nothing).
+fs::path corpus_shared_cache() {
+  const char* dir = std::getenv("LEAP_SANDBOX_CORPUS_CACHE");
+  return dir != nullptr && *dir != '\0' ? fs::path(dir) : fs::path();
+}
+
+// The engine of the corpus: the shared tests' configuration, with the corpus's cache when set.
+engine& corpus_engine() {
+  static std::unique_ptr<engine> e = [] {
+    engine_config config = testing::test_engine_config();
+    if (const auto shared = corpus_shared_cache(); !shared.empty()) {
+      config.cache_dir = shared;
+    }
+    auto created = engine::create(std::move(config));
+    if (!created) {
+      ADD_FAILURE() << created.err().message;
+      std::abort();
+    }
+    return std::move(created.value());
+  }();
+  return *e;
+}
+
+// The engine of the timing attacks: the corpus's configuration with timed repetitions.
 engine& timing_engine() {
   static std::unique_ptr<engine> e = [] {
     engine_config config = testing::test_engine_config();
-    config.cache_dir = testing::test_cache_dir() / "timed-adversarial";
+    const auto shared = corpus_shared_cache();
+    config.cache_dir = (shared.empty() ? testing::test_cache_dir() : shared) / "timed-adversarial";
     config.timing_reps = 5;
     auto created = engine::create(std::move(config));
     if (!created) {
@@ -204,7 +235,7 @@ TEST_P(AdversarialCase, IsNotPaid) {
   if (c.gpu && !testing::gpu_present(&why)) GTEST_SKIP() << why;
   const task t = load_task(c);
   if (t.id.empty()) return;
-  engine& judge = c.max_speedup > 0 ? timing_engine() : shared_engine();
+  engine& judge = c.max_speedup > 0 ? timing_engine() : corpus_engine();
   auto v = judge.verify(t, fenced(fence_language(c.kind), c.code), c.gpu ? 0 : -1);
   ASSERT_TRUE(v.ok())
       << "the candidate caused an infrastructure error (it must only ever fail its own turn): "
