@@ -17,7 +17,9 @@
 #include "common/enums/split_kind.hpp"
 #include "common/enums/task_kind.hpp"
 #include "common/enums/threshold_unit.hpp"
+#include "common/enums/transfer_backend.hpp"
 #include "common/enums/verdict_category.hpp"
+#include "common/enums/weight_sync_method.hpp"
 #include "common/enums/wire_flavour.hpp"
 
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap {
@@ -214,6 +217,33 @@ TEST(Enums, ScheduleModeNames) {
   expect_names<schedule_mode>(
       {{schedule_mode::streaming, "streaming"}, {schedule_mode::barrier, "barrier"}},
       parse_schedule_mode, "schedule mode", {"stream", "Barrier"});
+}
+
+// policy.weight_sync: "auto" is the canonical name of automatic; the config alone reads "" (the
+// spelling of configs from before the enum) as auto, the table refuses it like any other name.
+TEST(Enums, WeightSyncMethodNames) {
+  expect_names<weight_sync_method>(
+      {{weight_sync_method::automatic, "auto"},
+       {weight_sync_method::disk, "disk"},
+       {weight_sync_method::in_memory, "in_memory"},
+       {weight_sync_method::nccl, "nccl"},
+       {weight_sync_method::ipc, "ipc"}},
+      [](std::string_view name) {
+        return enum_names::parse<weight_sync_method>(name, "weight sync method");
+      },
+      "weight sync method", {"automatic", "in-memory", "memory", "NCCL"});
+}
+
+// vLLM's --weight-transfer-config '{"backend": B}': the names are vLLM's.
+TEST(Enums, TransferBackendNamesAndWhichStageTensors) {
+  expect_names<transfer_backend>({{transfer_backend::disk, "disk"},
+                                  {transfer_backend::nccl, "nccl"},
+                                  {transfer_backend::ipc, "ipc"}},
+                                 parse_transfer_backend, "weight-transfer backend",
+                                 {"auto", "in_memory", "cuda_ipc"});
+  EXPECT_FALSE(stages_tensors(transfer_backend::disk));
+  EXPECT_TRUE(stages_tensors(transfer_backend::nccl));
+  EXPECT_TRUE(stages_tensors(transfer_backend::ipc));
 }
 
 // sandbox/suite/validate_suite.py is a standalone author's tool (it runs without a build), so it
