@@ -21,6 +21,7 @@
 #include "common/enums/offpolicy_mode.hpp"
 #include "common/enums/schedule_mode.hpp"
 #include "common/enums/server_flavour.hpp"
+#include "common/enums/weight_sync_method.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
@@ -138,13 +139,25 @@ struct policy_section {
   int max_in_flight = 64;
   double request_timeout_s = 600.0;
   int retries = 3;
-  std::string weight_sync;
+  weight_sync_method weight_sync = weight_sync_method::automatic;
   // The servers' dtype, in which each step's delta is computed; empty: full folders only.
   std::string weight_sync_delta;
   bool stream = false;
 
   friend bool operator==(const policy_section&, const policy_section&) = default;
 };
+
+// The method a run syncs its weights by: policy.weight_sync, with `automatic` decided here once
+// (in memory for an embedded server that shares the learner's process, else from disk). Never
+// `automatic`.
+[[nodiscard]] inline weight_sync_method effective_weight_sync(const policy_section& policy) {
+  if (policy.weight_sync != weight_sync_method::automatic) {
+    return policy.weight_sync;
+  }
+  return policy.flavour == server_flavour::embedded && !policy.model.empty()
+             ? weight_sync_method::in_memory
+             : weight_sync_method::disk;
+}
 
 struct verifier_section {
   int compile_workers = 0;

@@ -130,6 +130,22 @@ field_spec choice_field(std::string key, Access access, std::string meaning) {
   return f;
 }
 
+// policy.weight_sync is an enum key, whose automatic value configs and stored runs from before the
+// enum spell "" (the name table cannot hold an empty name): that still reads as auto, and is
+// written back as auto, so a resumed old run finds no difference.
+field_spec weight_sync_field(std::string meaning) {
+  field_spec f =
+      choice_field("policy.weight_sync", LEAP_FIELD(policy.weight_sync), std::move(meaning));
+  f.read = [by_name = std::move(f.read)](const YAML::Node& n, experiment_config& c, sink& s) {
+    if (n.IsScalar() && n.Scalar().empty()) {
+      c.policy.weight_sync = weight_sync_method::automatic;
+      return true;
+    }
+    return by_name(n, c, s);
+  };
+  return f;
+}
+
 // A list whose elements are read by `read_element`; element problems name the element's index and
 // line.
 template <class T, class ReadElement>
@@ -307,17 +323,6 @@ std::optional<std::string> check_ncu(const std::string& ncu) {
     return "must be an absolute path or empty (the ncu beside nvcc), got '" + ncu + "'";
   }
   return std::nullopt;
-}
-
-std::optional<std::string> check_weight_sync(const std::string& method) {
-  if (method.empty() || method == "disk" || method == "in_memory" || method == "nccl" ||
-      method == "ipc") {
-    return std::nullopt;
-  }
-  return "must be disk, in_memory, nccl, ipc or empty (disk, or in_memory for the embedded "
-         "server), "
-         "got '" +
-         method + "'";
 }
 
 std::optional<std::string> check_weight_sync_delta(const std::string& dtype) {
@@ -660,16 +665,16 @@ std::vector<field_spec> build_fields() {
       "policy.flavour", LEAP_FIELD(policy.flavour),
       "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
       "embedded (in-process; no endpoints)."));
-  f.push_back(text_field(
-      "policy.weight_sync", LEAP_FIELD(policy.weight_sync), check_weight_sync,
+  f.push_back(weight_sync_field(
       "How the torch learner's weights reach the servers: disk (a folder per step, loaded "
       "through the server's route: vLLM /collective_rpc reload_weights, SGLang "
       "/update_weights_from_disk), in_memory (embedded server only: copied in the process), nccl "
       "(vLLM's weight-transfer engine: one vllm server with --weight-transfer-config "
       "'{\"backend\": \"nccl\"}' receives a broadcast from the learner; gloo on cpu), ipc "
       "(one vllm server on the learner's GPU, on this host, with --weight-transfer-config "
-      "'{\"backend\": \"ipc\"}': it copies the weights out of the learner's CUDA buffer); empty: "
-      "in_memory for an embedded server with policy.model, else disk."));
+      "'{\"backend\": \"ipc\"}': it copies the weights out of the learner's CUDA buffer); auto: "
+      "in_memory for an embedded server with policy.model, else disk (\"\", as older configs "
+      "write it, reads as auto)."));
   f.push_back(text_field(
       "policy.weight_sync_delta", LEAP_FIELD(policy.weight_sync_delta), check_weight_sync_delta,
       "With weight_sync disk and the torch learner: the dtype the servers hold their weights in "
@@ -1037,27 +1042,34 @@ std::vector<cross_check> build_cross_checks() {
   checks.push_back(
       {{"policy.weight_sync", "policy.flavour", "policy.model", "learner.kind", "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.policy.weight_sync == "in_memory" &&
-             (c.policy.flavour != server_flavour::embedded || c.policy.model.empty())) {
-           return std::optional<std::string>{
-               "in_memory needs policy.flavour embedded with a policy.model (the server must "
-               "share the learner's process)"};
-         }
-         if (c.policy.weight_sync == "nccl") {
-           // vLLM's weight-transfer routes; one broadcast group per run, with one server in it.
-           if (c.policy.flavour != server_flavour::vllm) {
-             return "nccl needs policy.flavour vllm (the weight-transfer routes of vllm serve "
-                    "--weight-transfer-config and leap serve-policy), got " +
-                    to_string(c.policy.flavour);
-           }
-           if (c.learner.kind != learner_kind::torch) {
-             return std::optional<std::string>{
-                 "nccl needs learner.kind torch (the learner broadcasts its weights)"};
-           }
-           if (c.policy.endpoints.size() != 1) {
-             return "nccl drives exactly one server (one broadcast group per run), got " +
-                    show(c.policy.endpoints.size()) + " endpoints";
-           }
+         switch (c.policy.weight_sync) {
+           case weight_sync_method::automatic:
+           case weight_sync_method::disk:
+           case weight_sync_method::ipc:  // its own rule below
+             return std::nullopt;
+           case weight_sync_method::in_memory:
+             if (c.policy.flavour != server_flavour::embedded || c.policy.model.empty()) {
+               return std::optional<std::string>{
+                   "in_memory needs policy.flavour embedded with a policy.model (the server must "
+                   "share the learner's process)"};
+             }
+             return std::nullopt;
+           case weight_sync_method::nccl:
+             // vLLM's weight-transfer routes; one broadcast group per run, with one server in it.
+             if (c.policy.flavour != server_flavour::vllm) {
+               return "nccl needs policy.flavour vllm (the weight-transfer routes of vllm serve "
+                      "--weight-transfer-config and leap serve-policy), got " +
+                      to_string(c.policy.flavour);
+             }
+             if (c.learner.kind != learner_kind::torch) {
+               return std::optional<std::string>{
+                   "nccl needs learner.kind torch (the learner broadcasts its weights)"};
+             }
+             if (c.policy.endpoints.size() != 1) {
+               return "nccl drives exactly one server (one broadcast group per run), got " +
+                      show(c.policy.endpoints.size()) + " endpoints";
+             }
+             return std::nullopt;
          }
          return std::nullopt;
        }});
@@ -1073,15 +1085,14 @@ std::vector<cross_check> build_cross_checks() {
                "needs learner.kind torch (the learner writes the deltas)"};
          }
          // Deltas are folders the servers load: the other paths move whole weights in memory.
-         const bool in_memory_default = c.policy.weight_sync.empty() &&
-                                        c.policy.flavour == server_flavour::embedded &&
-                                        !c.policy.model.empty();
-         if ((!c.policy.weight_sync.empty() && c.policy.weight_sync != "disk") ||
-             in_memory_default) {
+         const weight_sync_method method = effective_weight_sync(c.policy);
+         if (method != weight_sync_method::disk) {
            return "applies to policy.weight_sync disk only (deltas are folders a server loads), "
                   "got " +
-                  (in_memory_default ? std::string("in_memory (the embedded server's default)")
-                                     : c.policy.weight_sync);
+                  to_string(method) +
+                  (c.policy.weight_sync == weight_sync_method::automatic
+                       ? std::string(" (auto's choice for the embedded server)")
+                       : std::string());
          }
          return std::nullopt;
        }});
@@ -1089,7 +1100,7 @@ std::vector<cross_check> build_cross_checks() {
       {{"policy.weight_sync", "policy.flavour", "learner.kind", "learner.device",
         "policy.endpoints"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.policy.weight_sync != "ipc") {
+         if (c.policy.weight_sync != weight_sync_method::ipc) {
            return std::nullopt;
          }
          // CUDA IPC: the learner exports a device buffer that one server process on the same host

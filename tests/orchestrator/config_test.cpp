@@ -384,8 +384,30 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: learner.init_preset: must be tiny, small or empty (the model must exist), got "
        "'huge'"},
       {"weight_sync_unknown", "policy:\n  weight_sync: rsync\n",
-       "case.yaml:2: policy.weight_sync: must be disk, in_memory, nccl, ipc or empty (disk, or "
-       "in_memory for the embedded server), got 'rsync'"},
+       "case.yaml:2: policy.weight_sync: expected one of auto, disk, in_memory, nccl, ipc, got "
+       "'rsync'"},
+      {"weight_sync_misspelt", "policy:\n  weight_sync: in-memory\n",
+       "case.yaml:2: policy.weight_sync: expected one of auto, disk, in_memory, nccl, ipc, got "
+       "'in-memory'; did you mean 'in_memory'?"},
+      {"weight_sync_null", "policy:\n  weight_sync:\n",
+       "case.yaml:2: policy.weight_sync: expected one of auto, disk, in_memory, nccl, ipc, got "
+       "nothing (null)"},
+      // Deltas are folders: auto's in-memory choice for the embedded server has none to send.
+      {"weight_sync_delta_auto_embedded",
+       "policy:\n  flavour: embedded\n  model: m\n  weight_sync_delta: bfloat16\n"
+       "learner:\n  kind: torch\n  model_path: m\n",
+       "case.yaml:4: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
+       "folders a server loads), got in_memory (auto's choice for the embedded server)"},
+      {"weight_sync_delta_old_empty_embedded",
+       "policy:\n  flavour: embedded\n  model: m\n  weight_sync: \"\"\n  weight_sync_delta: "
+       "bfloat16\nlearner:\n  kind: torch\n  model_path: m\n",
+       "case.yaml:5: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
+       "folders a server loads), got in_memory (auto's choice for the embedded server)"},
+      {"weight_sync_delta_nccl",
+       "policy:\n  weight_sync: nccl\n  weight_sync_delta: float32\nlearner:\n  kind: torch\n"
+       "  model_path: m\n",
+       "case.yaml:3: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
+       "folders a server loads), got nccl"},
       {"weight_sync_ipc_needs_torch", "policy:\n  weight_sync: ipc\n",
        "case.yaml:2: policy.weight_sync: ipc needs learner.kind torch"},
       {"weight_sync_ipc_needs_vllm",
@@ -537,16 +559,31 @@ INSTANTIATE_TEST_SUITE_P(
     Table, config_value_test,
     ::testing::Values(
         value_case{"", "rollout.group_size", "8"},
+        // policy.weight_sync: auto by default; "", as configs from before the enum spell it, is
+        // auto too and is written back as auto.
+        value_case{"", "policy.weight_sync", "auto"},
+        value_case{"policy:\n  weight_sync: \"\"\n", "policy.weight_sync", "auto"},
+        value_case{"policy:\n  weight_sync: ''\n", "policy.weight_sync", "auto"},
+        value_case{"policy:\n  weight_sync: auto\n", "policy.weight_sync", "auto"},
+        value_case{"policy:\n  weight_sync: disk\n", "policy.weight_sync", "disk"},
+        value_case{"policy:\n  flavour: embedded\n  model: m\n  weight_sync: in_memory\n"
+                   "learner:\n  kind: torch\n  model_path: m\n",
+                   "policy.weight_sync", "in_memory"},
+        value_case{"policy:\n  weight_sync: nccl\nlearner:\n  kind: torch\n  model_path: m\n",
+                   "policy.weight_sync", "nccl"},
+        value_case{"policy:\n  weight_sync: disk\n  weight_sync_delta: bfloat16\n"
+                   "learner:\n  kind: torch\n  model_path: m\n",
+                   "policy.weight_sync_delta", "\"bfloat16\""},
         // policy.weight_sync ipc: a torch learner on cuda, one server on a loopback address.
         value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://127.0.0.1:8000\"]\n"
                    "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
-                   "policy.weight_sync", "\"ipc\""},
+                   "policy.weight_sync", "ipc"},
         value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://localhost:8000\"]\n"
                    "learner:\n  kind: torch\n  model_path: m\n  device: cuda:0\n",
-                   "policy.weight_sync", "\"ipc\""},
+                   "policy.weight_sync", "ipc"},
         value_case{"policy:\n  weight_sync: ipc\n  endpoints: [\"http://[::1]:8000\"]\n"
                    "learner:\n  kind: torch\n  model_path: m\n  device: cuda\n",
-                   "policy.weight_sync", "\"ipc\""},
+                   "policy.weight_sync", "ipc"},
         // SGLang with debug turns and a local template; SGLang without debug turns needs none.
         value_case{"policy:\n  flavour: sglang\n  tokenizer: models/policy\n", "policy.flavour",
                    "sglang"},
@@ -910,7 +947,8 @@ TEST(ConfigKeys, EveryEnumKeyTakesItsNameTable) {
   expect_key_takes_its_table<offpolicy_mode>("learner.offpolicy.mode", checked);
   expect_key_takes_its_table<server_flavour>("policy.flavour", checked);
   expect_key_takes_its_table<schedule_mode>("schedule.mode", checked);
-  // A new enum key (policy.weight_sync, say) is listed here and checked like the others.
+  expect_key_takes_its_table<weight_sync_method>("policy.weight_sync", checked);
+  // A new enum key is listed here and checked like the others.
   for (const auto& doc : config_keys()) {
     if (doc.type.starts_with("one of: ")) {
       EXPECT_TRUE(checked.contains(doc.key)) << doc.key << ": an enum key this test does not check";
@@ -1014,6 +1052,43 @@ class scratch_dir {
  private:
   fs::path path_;
 };
+
+// A run stored before policy.weight_sync was an enum holds `weight_sync: ""`: resumed with today's
+// default (auto) it finds no difference, with another method it finds one, named by its names.
+TEST(ConfigResume, AnOldEmptyWeightSyncIsAuto) {
+  const auto stored = parse_config("policy:\n  weight_sync: \"\"\n", "stored.yaml");
+  ASSERT_TRUE(stored.ok()) << stored.err().message;
+  EXPECT_EQ(stored->policy.weight_sync, weight_sync_method::automatic);
+  const auto now = parse_config(render_config(experiment_config{}), "now.yaml");
+  ASSERT_TRUE(now.ok()) << now.err().message;
+  EXPECT_THAT(render_config(*now), HasSubstr("  weight_sync: auto\n"));
+  EXPECT_THAT(resume_conflicts(*stored, *now), ::testing::IsEmpty());
+
+  experiment_config disk = *now;
+  disk.policy.weight_sync = weight_sync_method::disk;
+  const auto conflicts = resume_conflicts(*stored, disk);
+  ASSERT_EQ(conflicts.size(), 1U);
+  EXPECT_EQ(conflicts[0], "policy.weight_sync (stored auto, now disk)");
+}
+
+// auto is decided in one place: in memory only for an embedded server that shares the learner's
+// process; a method that is set is kept, even where auto would choose otherwise.
+TEST(ConfigWeightSync, AutoIsInMemoryOnlyForAnEmbeddedModel) {
+  policy_section p;
+  EXPECT_EQ(effective_weight_sync(p), weight_sync_method::disk);  // vllm
+  p.flavour = server_flavour::sglang;
+  EXPECT_EQ(effective_weight_sync(p), weight_sync_method::disk);
+  p.flavour = server_flavour::embedded;
+  EXPECT_EQ(effective_weight_sync(p), weight_sync_method::disk);  // the scripted backend
+  p.model = "models/policy";
+  EXPECT_EQ(effective_weight_sync(p), weight_sync_method::in_memory);
+  p.weight_sync = weight_sync_method::disk;
+  EXPECT_EQ(effective_weight_sync(p), weight_sync_method::disk);
+  for (const weight_sync_method m : enum_names::values<weight_sync_method>()) {
+    p.weight_sync = m;
+    EXPECT_NE(effective_weight_sync(p), weight_sync_method::automatic) << to_string(m);
+  }
+}
 
 TEST(ConfigResume, WhereAndHowFastMayChangeWhatItComputesMayNot) {
   experiment_config stored;

@@ -130,6 +130,39 @@ status check_policy_endpoints(policy::policy_client& client,
   return ok_status();
 }
 
+// Whether the torch learner keeps no folder per step, the servers taking its weights from memory:
+// the embedded server in this process (in_memory), the broadcast (nccl), the shared GPU buffer
+// (ipc). disk keeps the folders, also for the embedded server (e.g. to time the disk path against
+// the in-memory one).
+bool weight_sync_in_memory(weight_sync_method method) {
+  switch (method) {
+    case weight_sync_method::automatic:  // resolved by effective_weight_sync before it gets here
+    case weight_sync_method::disk:
+      return false;
+    case weight_sync_method::in_memory:
+    case weight_sync_method::nccl:
+    case weight_sync_method::ipc:
+      return true;
+  }
+  return false;
+}
+
+// Whether a sync runs vLLM's weight-transfer routes beside a transfer the learner drives (nccl,
+// ipc) rather than the servers' folder-load route (disk; in_memory takes that route too, which
+// the embedded server's backend serves from the learner).
+bool weight_sync_transfers(weight_sync_method method) {
+  switch (method) {
+    case weight_sync_method::automatic:  // resolved by effective_weight_sync before it gets here
+    case weight_sync_method::disk:
+    case weight_sync_method::in_memory:
+      return false;
+    case weight_sync_method::nccl:
+    case weight_sync_method::ipc:
+      return true;
+  }
+  return false;
+}
+
 // A weight transfer of policy.weight_sync nccl or ipc, opened, with the plans it syncs by.
 struct opened_transfer {
   std::unique_ptr<actors::torch_weight_transfer> transfer;
@@ -140,9 +173,10 @@ struct opened_transfer {
 result<opened_transfer> open_transfer(const experiment_config& c,
                                       const std::shared_ptr<actors::torch_learner>& learner,
                                       const std::string& endpoint) {
-  const std::string what = "policy.weight_sync " + c.policy.weight_sync;
+  const bool ipc = c.policy.weight_sync == weight_sync_method::ipc;  // else nccl
+  const std::string what = "policy.weight_sync " + to_string(c.policy.weight_sync);
   opened_transfer out;
-  if (c.policy.weight_sync == "ipc") {
+  if (ipc) {
     // The learner's exported CUDA buffer, which the server copies out of at each /update_weights.
     auto opened = actors::torch_weight_transfer::open_ipc(learner);
     if (!opened) {
@@ -165,7 +199,7 @@ result<opened_transfer> open_transfer(const experiment_config& c,
   if (!info) {
     return info.err().wrap(what);
   }
-  if (c.policy.weight_sync == "ipc") {
+  if (ipc) {
     out.first_plan = policy::vllm_transfer_ipc_plan(*info);
     out.step_plan = out.first_plan;
   } else {
@@ -369,13 +403,7 @@ status run::impl::make_learner() {
   lo.checkpoint_every = c.learner.checkpoint_every;
   lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
   lo.initial_version = plan.weight_version;
-  // The embedded server shares this process: the weights reach it in memory, no folder per step.
-  // policy.weight_sync disk keeps the folders (e.g. to time the disk path against this one).
-  // policy.weight_sync nccl broadcasts the weights, ipc shares them in GPU memory: no folder per
-  // step either.
-  lo.in_memory = (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty() &&
-                  c.policy.weight_sync != "disk") ||
-                 c.policy.weight_sync == "nccl" || c.policy.weight_sync == "ipc";
+  lo.in_memory = weight_sync_in_memory(effective_weight_sync(c.policy));
   auto created = actors::torch_learner::create(std::move(lo));
   if (!created) {
     return created.err();
@@ -490,7 +518,8 @@ status run::impl::connect_policy() {
   if (!torch_learner) {
     return ok_status();
   }
-  if (c.policy.weight_sync != "nccl" && c.policy.weight_sync != "ipc") {
+  const weight_sync_method method = effective_weight_sync(c.policy);
+  if (!weight_sync_transfers(method)) {
     sync_plan = policy::disk_sync_plan(c.policy.flavour);
     return ok_status();
   }
@@ -501,7 +530,7 @@ status run::impl::connect_policy() {
   transfer = std::move(opened->transfer);
   sync_plan = std::move(opened->step_plan);
   // nccl forms the broadcast group in the first sync.
-  const bool nccl = c.policy.weight_sync == "nccl";
+  const bool nccl = method == weight_sync_method::nccl;
   const auto synced =
       first_sync(*client, *transfer, opened->first_plan, plan.weight_version, interrupted);
   if (!synced) {
@@ -511,7 +540,7 @@ status run::impl::connect_policy() {
   }
   if (!*synced) {
     transfer.reset();
-    return synced->err().wrap("policy.weight_sync " + c.policy.weight_sync +
+    return synced->err().wrap("policy.weight_sync " + to_string(method) +
                               (nccl ? ": forming the broadcast group with the server"
                                     : ": the first weight sync with the server"));
   }
