@@ -1,14 +1,19 @@
-// The engine's profiling hook (issue 34): after a cuda candidate's verdict is known, its program is
-// run once more under Nsight Compute, in the sandbox with the isolation of its own run (fresh root,
-// private uid, cgroup, seccomp, a network namespace of its own), filtered to the kernels its source
-// defines; only that namespace's loopback is up, for ncu and the target it injects itself into.
-// What ncu says becomes verdict::profile and a diagnosis after the verdict's own feedback; whatever
-// goes wrong becomes a note that carries the tail of ncu's raw output. Profiling never changes a
-// verdict, and its own run is never judged or timed.
+// The engine's profiling hook (issue 34): after a cuda or KernelBench candidate's verdict is known,
+// its run is made once more under Nsight Compute, in the sandbox with the isolation of its own run
+// (fresh root, private uid, cgroup, seccomp, a network namespace of its own), filtered to the
+// kernels its source defines (cuda: its __global__ functions; KernelBench: those of its load_inline
+// sources and its @triton.jit functions); only that namespace's loopback is up, for ncu and the
+// targets it injects itself into (--target-processes all: both judges start the candidate's
+// program as their child). What ncu says becomes verdict::profile and a diagnosis after the
+// verdict's own feedback; whatever goes wrong becomes a note that carries the tail of ncu's raw
+// output. Profiling never changes a verdict, and its own run is never judged or timed.
 #include "common/crypto.hpp"
 #include "sandbox/engine.hpp"
 #include "sandbox/engine_parts.hpp"
+#include "sandbox/kernelbench.hpp"
 #include "sandbox/profile.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +53,37 @@ std::string raw_output(const run_result& r, const std::string& log_file, const s
   out += "\nits stderr (" + std::to_string(r.stderr_bytes) + " bytes):\n" +
          text_tail(r.stderr_text, k_note_log_bytes);
   return out;
+}
+
+// A KernelBench candidate's own kernels: the __global__ functions of its load_inline sources (the
+// Python source holds them as strings) and its Triton kernels.
+std::vector<std::string> kernelbench_kernel_names(const std::string& code) {
+  std::vector<std::string> names = global_kernel_names(code);
+  for (auto& name : triton_kernel_names(code)) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(std::move(name));
+    }
+  }
+  return names;
+}
+
+// profile_limits' time limits with the room of the KernelBench run (`run`) where it is larger: its
+// folder holds the reference's inputs and the extensions, and torch runs in two processes.
+resource_limits kernelbench_profile_limits(const resource_limits& profile,
+                                           const resource_limits& run) {
+  // 0 is unlimited for these two.
+  const auto larger = [](std::uint64_t a, std::uint64_t b) {
+    return a == 0 || b == 0 ? 0 : std::max(a, b);
+  };
+  resource_limits l = profile;
+  l.memory_bytes = larger(profile.memory_bytes, run.memory_bytes);
+  l.address_space_bytes = larger(profile.address_space_bytes, run.address_space_bytes);
+  l.file_size_bytes = std::max(profile.file_size_bytes, run.file_size_bytes);
+  l.scratch_bytes = std::max(profile.scratch_bytes, run.scratch_bytes);
+  l.tmpfs_bytes = std::max(profile.tmpfs_bytes, run.tmpfs_bytes);
+  l.processes = std::max(profile.processes, run.processes);
+  l.open_files = std::max(profile.open_files, run.open_files);
+  return l;
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
@@ -97,12 +133,8 @@ bool profile_selects(profile_mode mode, task_kind kind, const verdict& v) {
 void engine::profile_candidate(const task& t, const prepared_candidate& p, verdict& v, int gpu) {
   profile_summary& out = v.profile.emplace();
   const auto note = [&](std::string text) { out.note = "not profiled: " + std::move(text); };
-  if (t.kind == task_kind::kernelbench) {
-    // Its run is the judge's Python pipeline (engine_kernelbench.cpp); replaying it under ncu is
-    // not built yet.
-    return note("profiling a kernelbench candidate is not supported yet (cuda tasks only)");
-  }
-  if (t.kind != task_kind::cuda || !p.judge || p.binary.empty()) {
+  const bool kernelbench = t.kind == task_kind::kernelbench;
+  if (!kernelbench && (t.kind != task_kind::cuda || !p.judge || p.binary.empty())) {
     return note("the candidate has no program of its own to profile");
   }
   const std::string ncu = ncu_path(config_);
@@ -112,37 +144,104 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   }
   ncu_options options;
   options.ncu = ncu;
-  options.kernel_names = global_kernel_names(p.code);
+  options.kernel_names =
+      kernelbench ? kernelbench_kernel_names(p.code) : global_kernel_names(p.code);
   if (options.kernel_names.empty()) {
-    return note("the candidate's source defines no __global__ kernel of its own");
+    return note(kernelbench ? "the candidate has no kernel of its own: its source defines no "
+                              "__global__ function (load_inline) and no @triton.jit function"
+                            : "the candidate's source defines no __global__ kernel of its own");
   }
   auto dir = scratch_dir::create(config_.scratch_root, "profile-");
   if (!dir) {
     return note("no scratch folder: " + dir.err().message);
   }
-  for (const auto& [name, content] :
-       {std::pair{"cand", &p.binary}, std::pair{"judge", &*p.judge}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return note(s.err().message);
+  // The cuda candidate's run: the CUDA judge starting the candidate's program, one trial, no timed
+  // repetitions (the launches ncu replays are the same kernels; this run's output and time are
+  // never read).
+  const auto cuda_run = [&]() -> result<run_request> {
+    for (const auto& [name, content] :
+         {std::pair{"cand", &p.binary}, std::pair{"judge", &*p.judge}}) {
+      if (auto s = write_file(dir->path() / name, *content); !s) {
+        return s.err();
+      }
+      ::chmod((dir->path() / name).c_str(), 0755);
     }
-    ::chmod((dir->path() / name).c_str(), 0755);
+    auto nonce = crypto::random_hex(16);
+    if (!nonce) {
+      return nonce.err();
+    }
+    run_request request;
+    request.argv = {"./judge", std::to_string(t.seed), "1", "0", "./cand"};
+    request.working_dir = dir->path();
+    request.env = run_env(gpu);
+    request.stdin_data = *nonce + "\n";
+    request.limits = config_.profile_limits;
+    return request;
+  };
+  // The KernelBench candidate's run (engine_kernelbench.cpp): the same judge and runner, the same
+  // folder (the reference's inputs, the extensions built in the compile pool, which the runner's
+  // load_inline imports), with one trial, no timed calls and no own-kernel check (torch.profiler's
+  // CUPTI subscriber in the runner would meet ncu's).
+  const auto kernelbench_run = [&]() -> result<run_request> {
+    auto device = kernelbench_device(gpu);
+    if (!device) {
+      return device.err();
+    }
+    auto reference = kernelbench_reference_for(t, *device, gpu);
+    if (!reference) {
+      return reference.err();
+    }
+    const kernelbench_reference& ref = **reference;
+    const std::vector<std::pair<std::string, const std::string*>> files{
+        {"solution.py", &p.code},
+        {"runner.py", &kernelbench_candidate_source()},
+        {"judge.py", &kernelbench_judge_source()},
+        {"inputs.bin", ref.inputs.bytes.get()}};
+    for (const auto& [name, content] : files) {
+      if (auto s = write_file(dir->path() / name, *content); !s) {
+        return s.err();
+      }
+    }
+    nlohmann::json prebuilt = nlohmann::json::object();
+    for (const auto& ext : p.extensions) {
+      const std::string folder = "ext/" + ext.id;
+      std::error_code ec;
+      fs::create_directories(dir->path() / folder, ec);
+      if (ec) {
+        return error{"creating " + (dir->path() / folder).string() + ": " + ec.message()};
+      }
+      if (auto s = write_file(dir->path() / folder / (ext.name + ".so"), *ext.library); !s) {
+        return s.err();
+      }
+      prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
+    }
+    if (!prebuilt.empty()) {
+      if (auto s = write_file(dir->path() / "prebuilt.json", prebuilt.dump()); !s) {
+        return s.err();
+      }
+    }
+    run_request request =
+        kernelbench_judge_request(dir->path(), ref, *device, gpu, own_kernel_policy::off);
+    auto hello = nlohmann::json::parse(request.stdin_data, nullptr, false);
+    if (!hello.is_object()) {
+      return error{"the KernelBench judge's configuration is not a JSON object"};
+    }
+    hello["trials"] = 1;
+    hello["timing_reps"] = 0;
+    request.stdin_data = hello.dump() + "\n";
+    request.limits = kernelbench_profile_limits(config_.profile_limits, request.limits);
+    return request;
+  };
+  auto target = kernelbench ? kernelbench_run() : cuda_run();
+  if (!target) {
+    return note(target.err().message);
   }
-  auto nonce = crypto::random_hex(16);
-  if (!nonce) {
-    return note(nonce.err().message);
-  }
-  // One trial and no timed repetitions: the launches ncu replays are the same kernels, and this
-  // run's output and time are never read.
-  auto argv = ncu_command(options, {"./judge", std::to_string(t.seed), "1", "0", "./cand"});
+  run_request request = std::move(*target);
+  auto argv = ncu_command(options, request.argv);
   if (!argv) {
     return note(argv.err().message);
   }
-  run_request request;
   request.argv = std::move(*argv);
-  request.working_dir = dir->path();
-  request.env = run_env(gpu);
-  request.stdin_data = *nonce + "\n";
-  request.limits = config_.profile_limits;
   // ncu's front end and the injected target talk over a local TCP socket; the run's own network
   // namespace keeps that inside the run.
   request.loopback = true;

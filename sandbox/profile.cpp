@@ -689,6 +689,81 @@ std::vector<std::string> global_kernel_names(std::string_view source) {
   return names;
 }
 
+std::vector<std::string> triton_kernel_names(std::string_view source) {
+  const auto ident_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  // How many brackets a line leaves open (a decorator's arguments may span lines).
+  const auto balance = [](std::string_view line) {
+    int depth = 0;
+    for (const char c : line) {
+      depth += (c == '(' || c == '[' || c == '{') ? 1 : (c == ')' || c == ']' || c == '}') ? -1 : 0;
+    }
+    return depth;
+  };
+  std::vector<std::string> names;
+  bool jit = false;  // a decorator of the definition being read is triton's jit
+  int open = 0;      // brackets a decorator left open on earlier lines
+  std::size_t at = 0;
+  while (at < source.size()) {
+    const std::size_t end = std::min(source.find('\n', at), source.size());
+    std::string_view line = source.substr(at, end - at);
+    at = end + 1;
+    if (open > 0) {
+      open = std::max(0, open + balance(line));
+      continue;
+    }
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+      line.remove_prefix(1);
+    }
+    if (line.empty() || line.front() == '#') {
+      continue;
+    }
+    if (line.front() == '@') {
+      // The decorator's dotted name, spaces around the dots allowed: "triton.jit", "jit".
+      std::string name;
+      for (const char c : line.substr(1)) {
+        if (c == '(' || c == '#') {
+          break;
+        }
+        if (c != ' ' && c != '\t' && c != '\r') {
+          name += c;
+        }
+      }
+      jit = jit || name == "triton.jit" || name == "jit";
+      open = std::max(0, balance(line));
+      continue;
+    }
+    if (jit) {
+      if (line.starts_with("async ")) {
+        line.remove_prefix(6);
+        while (!line.empty() && line.front() == ' ') {
+          line.remove_prefix(1);
+        }
+      }
+      if (line.starts_with("def ")) {
+        line.remove_prefix(4);
+        while (!line.empty() && line.front() == ' ') {
+          line.remove_prefix(1);
+        }
+        std::size_t n = 0;
+        while (n < line.size() && ident_char(line[n])) {
+          ++n;
+        }
+        const std::string name(line.substr(0, n));
+        // A byte past the name that is not ASCII: the name goes on in UTF-8, not ours to name.
+        const bool ascii = n == line.size() || static_cast<unsigned char>(line[n]) < 0x80;
+        if (ascii && is_identifier(name) &&
+            std::find(names.begin(), names.end(), name) == names.end()) {
+          names.push_back(name);
+        }
+      }
+    }
+    jit = false;
+  }
+  return names;
+}
+
 kernel_summary summarise(const kernel_diagnosis& d) {
   return {.name = d.kernel,
           .duration_ns = d.duration_ns,

@@ -178,6 +178,15 @@ std::string profile_feedback(const std::vector<kernel_diagnosis>& kernels, std::
 // type and any __launch_bounds__(...) or other attribute. Pure function.
 std::vector<std::string> global_kernel_names(std::string_view source);
 
+// The names of the Triton kernels a Python `source` defines: each `def NAME(` whose decorators
+// (one per line, a decorator's arguments may span lines) include `@triton.jit` or `@jit`, with or
+// without arguments, in any order with others (`@triton.autotune(...)`), in order of appearance,
+// each once. Triton names the compiled kernel after the function, so these are the names ncu
+// shows. Names that are not ASCII identifiers are left out (ncu_command would refuse them). A
+// textual reading: a definition only a string holds counts too, one built at run time does not.
+// Pure function.
+std::vector<std::string> triton_kernel_names(std::string_view source);
+
 // The compact part of a diagnosis kept with the turn (verdict.hpp: kernel_summary).
 kernel_summary summarise(const kernel_diagnosis& d);
 

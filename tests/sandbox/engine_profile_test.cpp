@@ -4,6 +4,7 @@
 // nothing else of it changes; on a GPU with ncu, a strided copy verified with verifier.profile
 // passing is named memory-bound with its coalescing finding.
 #include "sandbox/engine.hpp"
+#include "tests/sandbox/profile_stand_in.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -11,17 +12,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace leap::sandbox {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::fenced;
-
-const fs::path k_data = fs::path(LEAP_SOURCE_DIR) / "tests" / "sandbox" / "profile";
+using testing::stand_in_ncu;
 
 bool contains(const std::string& text, std::string_view needle) {
   return text.find(needle) != std::string::npos;
@@ -35,63 +33,6 @@ bool nvcc_available(std::string* why) {
   }
   return true;
 }
-
-// A folder the sandbox's uids may read (outside /tmp), holding an executable `ncu` with `body` as
-// its script (after the --log-file argument is found: $log), and the H200 capture beside it.
-class stand_in_ncu {
- public:
-  explicit stand_in_ncu(const std::string& body)
-      : dir_(root() / ("leap-ncu-stand-in-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(counter_++))) {
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    if (ec) {
-      why_not_ = dir_.string() + ": " + ec.message();
-      return;
-    }
-    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-    fs::copy_file(k_data / "ncu_raw_h200.csv", dir_ / "capture.csv",
-                  fs::copy_options::overwrite_existing);
-    fs::permissions(dir_ / "capture.csv", fs::perms::owner_read | fs::perms::owner_write |
-                                              fs::perms::group_read | fs::perms::others_read);
-    std::ofstream(dir_ / "ncu") << "#!/bin/sh\n"
-                                   "here=$(dirname \"$0\")\n"
-                                   "for a in \"$@\"; do\n"
-                                   "  if [ \"$prev\" = --log-file ]; then log=$a; fi\n"
-                                   "  prev=$a\n"
-                                   "done\n"
-                                << body;
-    fs::permissions(dir_ / "ncu", fs::perms::owner_all | fs::perms::group_read |
-                                      fs::perms::group_exec | fs::perms::others_read |
-                                      fs::perms::others_exec);
-  }
-  ~stand_in_ncu() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  stand_in_ncu(const stand_in_ncu&) = delete;
-  stand_in_ncu& operator=(const stand_in_ncu&) = delete;
-  [[nodiscard]] std::string path() const { return (dir_ / "ncu").string(); }
-  // Empty when the stand-in is in place; else why not (a folder this user may not write).
-  [[nodiscard]] const std::string& why_not() const { return why_not_; }
-
- private:
-  // Beside the test binary, unless that is in a folder the sandbox replaces with its own (/tmp,
-  // where a fresh clone may well be built): then in /usr/local/lib, which it binds read-only.
-  static fs::path root() {
-    const auto beside = fs::canonical("/proc/self/exe").parent_path();
-    for (const char* mine : {"/tmp/", "/var/tmp/", "/run/", "/dev/"}) {
-      if (beside.string().rfind(mine, 0) == 0) {
-        return "/usr/local/lib";
-      }
-    }
-    return beside;
-  }
-  static inline int counter_ = 0;
-  fs::path dir_;
-  std::string why_not_;
-};
 
 std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode) {
   engine_config c = testing::test_engine_config();
@@ -148,7 +89,9 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
       "  *) echo \"==ERROR== unexpected arguments: $*\" >&2; exit 1 ;;\n"
       "esac\n"
       "cat \"$here/capture.csv\" > \"$log\"\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::passing);
   ASSERT_NE(e, nullptr);
   const auto p = prepared(*e);
@@ -179,7 +122,9 @@ TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
       "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
       "Performance Counters on the target device 0.' > \"$log\"\n"
       "exit 1\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::passing);
   ASSERT_NE(e, nullptr);
   const auto p = prepared(*e);
@@ -214,7 +159,9 @@ TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
       "  echo '==ERROR== no connection to the target over 127.0.0.1' >> \"$log\"\n"
       "  exit 1\n"
       "fi\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::passing);
   ASSERT_NE(e, nullptr);
   const auto p = prepared(*e);
@@ -233,7 +180,9 @@ TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
       "echo '==PROF== Disconnected from process 7' >> \"$log\"\n"
       "echo 'cuInit failed: no CUDA-capable device is detected' >&2\n"
       "exit 9\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::passing);
   ASSERT_NE(e, nullptr);
   const auto p = prepared(*e);
@@ -258,7 +207,9 @@ TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
   stand_in_ncu ncu(
       "i=0; while [ $i -lt 2000 ]; do echo \"==PROF== line $i\"; i=$((i+1)); done > \"$log\"\n"
       "echo '==PROF== the last line' >> \"$log\"\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::passing);
   ASSERT_NE(e, nullptr);
   const auto p = prepared(*e);
@@ -274,7 +225,9 @@ TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
 
 TEST_F(EngineProfileTest, AnNcuThatHangsIsStoppedAtTheProfilingTimeLimit) {
   stand_in_ncu ncu("while :; do :; done\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   engine_config c = testing::test_engine_config();
   c.profile = profile_mode::passing;
   c.ncu = ncu.path();
@@ -311,7 +264,9 @@ TEST_F(EngineProfileTest, NoNcuIsANoteAndAVerdictOtherwiseIdentical) {
 // cpp verdict is the same as with it off.
 TEST_F(EngineProfileTest, RunProfilesOnlyWhatTheModeSelects) {
   stand_in_ncu ncu("cat \"$here/capture.csv\" > \"$log\"\n");
-  if (!ncu.why_not().empty()) GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
   auto e = profiling_engine(ncu.path(), profile_mode::all_compiled);
   ASSERT_NE(e, nullptr);
   auto broken = e->verify(testing::cuda_vector_add_task(), fenced("cuda", "void solve( {\n"), -1);

@@ -608,6 +608,51 @@ TEST(KernelNamesTest, TheGlobalFunctionsOfASourceInOrder) {
   EXPECT_TRUE(global_kernel_names("void solve() {}\nint my__global__var;\n").empty());
 }
 
+// A KernelBench candidate's Triton kernels, by the decorators of each definition.
+TEST(KernelNamesTest, TheTritonKernelsOfAPythonSource) {
+  struct triton_case {
+    std::string name;
+    std::string source;
+    std::vector<std::string> kernels;
+  };
+  const std::vector<triton_case> cases{
+      {"plain",
+       "import triton\n@triton.jit\ndef add_kernel(x_ptr, n):\n    pass\n",
+       {"add_kernel"}},
+      {"indented_in_a_try",
+       "try:\n    import triton\n    @triton.jit\n    def scale(x):\n        pass\nexcept "
+       "ImportError:\n    pass\n",
+       {"scale"}},
+      {"jit_with_arguments_and_a_comment",
+       "@triton.jit(do_not_specialize=['n'])  # hot\ndef k1(n):\n    pass\n",
+       {"k1"}},
+      {"stacked_with_autotune_over_lines",
+       "@triton.autotune(\n    configs=[triton.Config({'B': 128}), triton.Config({'B': 256})],\n"
+       "    key=['n'],\n)\n@triton.jit\ndef tuned(x, n, B: tl.constexpr):\n    pass\n",
+       {"tuned"}},
+      {"jit_above_another_decorator",
+       "@triton.jit\n@some.other\n\ndef below(x):\n    pass\n",
+       {"below"}},
+      {"imported_jit_and_spaces",
+       "from triton import jit\n@jit\ndef  j(x):\n    pass\n"
+       "@ triton . jit\ndef spaced(x):\n    pass\n",
+       {"j", "spaced"}},
+      {"each_once", "@triton.jit\ndef k(x):\n    pass\n@triton.jit\ndef k(x):\n    pass\n", {"k"}},
+      // Not kernels: a plain function, a method after a jit class decorator's other line, torch's
+      // jit, numba-like names, a decorator whose name only contains jit.
+      {"not_jit",
+       "def helper(x):\n    return x\n@torch.jit.script\ndef scripted(x):\n    return x\n"
+       "@triton.jit_like\ndef near(x):\n    pass\n@triton.jit\nx = 1\ndef after_code(y):\n"
+       "    pass\n",
+       {}},
+      {"not_an_ascii_identifier", "@triton.jit\ndef k\xc3\xa9(x):\n    pass\n", {}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(triton_kernel_names(c.source), c.kernels);
+  }
+}
+
 TEST(ProfileModeTest, NamesAndWhichVerdictsEachModeSelects) {
   for (const auto m : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
     EXPECT_EQ(parse_profile_mode(to_string(m)), m);

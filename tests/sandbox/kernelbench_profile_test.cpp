@@ -1,0 +1,346 @@
+// Profiling a KernelBench candidate (sandbox/engine_profile.cpp): on the CPU with python3 and
+// torch, a real candidate's run made again under a stand-in ncu in the real sandbox (the same judge
+// and runner, the extension built in the compile pool beside them): the command names the
+// candidate's own kernels (its load_inline sources' __global__ functions and its @triton.jit
+// functions) and follows child processes, the judge is asked for one untimed trial, the runner
+// imports the prebuilt extension; a candidate without kernels of its own gets the note; a failing
+// ncu leaves the verdict as it was. On a GPU with ncu (the lead's H200): a load_inline kernel (and
+// a Triton kernel, where triton imports) profiled and diagnosed.
+#include "sandbox/engine.hpp"
+#include "tests/sandbox/profile_stand_in.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace leap::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fenced;
+using testing::stand_in_ncu;
+
+bool has_text(const std::string& text, std::string_view needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+// Whether the engine's python imports `module` (torch: Debian's python3-torch on the CPU).
+bool python_imports(const std::string& module, std::string* why) {
+  const std::string python = testing::test_engine_config().python;
+  if (std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + python + " -c 'import " + module +
+                   "' >/dev/null 2>&1")
+                      .c_str()) != 0) {
+    *why = python + " cannot import " + module;
+    return false;
+  }
+  return true;
+}
+
+const char* k_scale_add_problem =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "class Model(nn.Module):\n"
+    "    def __init__(self, scale):\n"
+    "        super().__init__()\n"
+    "        self.scale = scale\n"
+    "\n"
+    "    def forward(self, a, b):\n"
+    "        return a * self.scale + b\n"
+    "\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(32, 16), torch.randn(32, 16)]\n"
+    "\n"
+    "def get_init_inputs():\n"
+    "    return [3.0]\n";
+
+task scale_add_task(std::optional<own_kernel_policy> own_kernel) {
+  task t;
+  t.id = "kernelbench/level1/1_ScaleAddProfiled";
+  t.kind = task_kind::kernelbench;
+  t.reference = k_scale_add_problem;
+  t.own_kernel = own_kernel;
+  return t;
+}
+
+// A candidate whose ModelNew calls a C++ load_inline extension (built in the compile pool; no nvcc
+// needed) and whose source also holds the kernels it would run on a GPU: a __global__ function in
+// a CUDA source string and a Triton kernel (defined only where triton imports).
+const std::string k_candidate_with_kernels = R"PY(import torch
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r'''
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+'''
+
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale_add_triton(a_ptr, b_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + i, tl.load(a_ptr + i, mask=i < n) * s + tl.load(b_ptr + i, mask=i < n),
+                 mask=i < n)
+except ImportError:
+    triton = None
+
+ext = load_inline(name='leap_kb_profile',
+                  cpp_sources="""torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  return a * s + b;
+}""", functions=['scale_add'], extra_cflags=['-O1'])
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+
+    def forward(self, a, b):
+        return ext.scale_add(a, b, self.s)
+)PY";
+
+// PyTorch's ops only: no kernel of its own.
+const std::string k_candidate_without_kernels =
+    "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+    "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+    "        return a * self.s + b\n";
+
+engine_config cpu_config(const std::string& ncu, profile_mode mode) {
+  engine_config c = testing::test_engine_config();
+  c.kernelbench_device = "cpu";
+  c.trials = 2;  // the profiling run asks for one
+  c.kernelbench_pch = false;
+  c.profile = mode;
+  c.ncu = ncu;
+  // Two torch processes on a shared machine; a lower bound of what they need, not a measurement.
+  c.profile_limits.wall = std::chrono::seconds(300);
+  c.profile_limits.cpu_seconds = 600;
+  return c;
+}
+
+class KernelBenchProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!python_imports("torch", &why)) {
+      GTEST_SKIP() << why;
+    }
+  }
+};
+
+// The whole path: verify() with verifier.profile passing runs the candidate, then its profiling
+// run, whose stand-in ncu checks what it was asked, runs the target as ncu would (the judge, which
+// starts the runner) and only then writes the capture.
+TEST_F(KernelBenchProfileTest, TheProfilingRunNamesTheOwnKernelsAndRunsTheJudgeOnce) {
+  stand_in_ncu ncu(
+      R"SH(fail() { { echo "==ERROR== $1"; tail -c 1500 target.err 2>/dev/null; } > "$log"; exit 1; }
+case "$*" in
+  *' --target-processes all '*) ;;
+  *) fail "not following child processes: $*" ;;
+esac
+case "$*" in
+  *' --kernel-name regex:^(scale_add_kernel|scale_add_triton)$ '*) ;;
+  *) fail "not the candidate's kernels: $*" ;;
+esac
+while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+shift
+case "$*" in
+  *' -I -B judge.py') ;;
+  *) fail "not the KernelBench judge: $*" ;;
+esac
+read -r hello
+case "$hello" in
+  *'"own_kernel":"off"'*'"timing_reps":0,"trials":1}') ;;
+  *) fail "not one untimed trial without the own-kernel check: $hello" ;;
+esac
+printf '%s\n' "$hello" | "$@" > record 2> target.err || fail "the judge failed"
+grep -a -q '"status": "ok"' record || fail "the judge's record is not ok: $(head -c 400 record | tr -c '[:print:]' .)"
+grep -a -q '"own": \[{"trial": 0, ' record || fail "not exactly one trial: $(head -c 400 record | tr -c '[:print:]' .)"
+grep -a -q '"built_here": \[\]' record || fail "the runner built an extension itself: $(head -c 400 record | tr -c '[:print:]' .)"
+cat "$here/capture.csv" > "$log"
+)SH");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  auto e = engine::create(cpu_config(ncu.path(), profile_mode::passing));
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(scale_add_task(own_kernel_policy::off),
+                        fenced("python", k_candidate_with_kernels));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_TRUE(has_text(v->build_note, "1 extension(s) built in the compile pool")) << v->build_note;
+  ASSERT_TRUE(v->profile.has_value());
+  EXPECT_EQ(v->profile->note, "") << v->profile->note;
+  EXPECT_GT(v->profile->seconds, 0);
+  // The capture's kernels (the stand-in's, not the candidate's) reach the verdict and its feedback.
+  EXPECT_FALSE(v->profile->kernels.empty());
+  EXPECT_TRUE(has_text(v->feedback, "\n\nProfile of `")) << v->feedback;
+  EXPECT_LE(v->feedback.size(), (*e)->config().feedback.char_budget);
+}
+
+TEST_F(KernelBenchProfileTest, ACandidateWithoutKernelsOfItsOwnGetsTheNote) {
+  stand_in_ncu ncu("echo '==ERROR== ncu ran for a candidate without kernels' > \"$log\"\nexit 1\n");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  auto e = engine::create(cpu_config(ncu.path(), profile_mode::passing));
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const task t = scale_add_task(own_kernel_policy::off);
+  auto p = (*e)->compile(t, fenced("python", k_candidate_without_kernels));
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  verdict v;
+  v.passed = true;
+  v.category = verdict_category::pass;
+  v.feedback = "Correct on all 2 trials (cpu).";
+  const verdict before = v;
+  (*e)->profile_candidate(t, *p, v, -1);
+  EXPECT_EQ(v.passed, before.passed);
+  EXPECT_EQ(v.category, before.category);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_TRUE(v.profile->kernels.empty());
+  EXPECT_EQ(v.profile->note,
+            "not profiled: the candidate has no kernel of its own: its source defines no "
+            "__global__ function (load_inline) and no @triton.jit function");
+}
+
+// run() with a failing ncu: the verdict is the one profiling off gives, with a note that says why.
+TEST_F(KernelBenchProfileTest, AFailingNcuLeavesTheVerdictAsItWas) {
+  stand_in_ncu ncu(
+      "echo '==PROF== Connected to process 7' > \"$log\"\n"
+      "echo '==ERROR== Failed to profile \"scale_add_kernel\" in process 7' >> \"$log\"\n"
+      "echo 'the target said goodbye' >&2\n"
+      "exit 1\n");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  const task t = scale_add_task(own_kernel_policy::off);
+  const std::string answer = fenced("python", k_candidate_with_kernels);
+  auto off = engine::create(cpu_config(ncu.path(), profile_mode::off));
+  auto on = engine::create(cpu_config(ncu.path(), profile_mode::all_compiled));
+  ASSERT_TRUE(off.ok() && on.ok());
+  auto before = (*off)->verify(t, answer);
+  auto v = (*on)->verify(t, answer);
+  ASSERT_TRUE(before.ok()) << before.err().message;
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(before->passed) << before->feedback << "\n" << before->diagnostics;
+  EXPECT_FALSE(before->profile.has_value());
+  EXPECT_EQ(v->passed, before->passed);
+  EXPECT_EQ(v->category, before->category);
+  EXPECT_EQ(v->feedback, before->feedback);
+  EXPECT_EQ(v->speedup, before->speedup);
+  ASSERT_TRUE(v->profile.has_value());
+  EXPECT_TRUE(v->profile->kernels.empty());
+  const std::string& note = v->profile->note;
+  EXPECT_EQ(note.rfind("not profiled: failed: ", 0), 0U) << note;
+  EXPECT_TRUE(has_text(note, "Failed to profile \"scale_add_kernel\"")) << note;
+  EXPECT_TRUE(has_text(note, "ncu exited with 1")) << note;
+  EXPECT_TRUE(has_text(note, "the target said goodbye")) << note;
+}
+
+// On a GPU with ncu beside nvcc (the lead's H200): a KernelBench candidate's load_inline kernel
+// over 16M floats, verified with verifier.profile passing, is profiled in the sandbox and found
+// memory-bound (a scale-add reads 8 and writes 4 bytes per 2 FLOPs); where triton imports, a
+// Triton kernel of the same work is profiled under its function's name.
+TEST(KernelBenchProfileGpuTest, ALoadInlineKernelIsProfiledAndDiagnosed) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !python_imports("torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  engine_config c = testing::test_engine_config();
+  const fs::path ncu = fs::path(c.nvcc).parent_path() / "ncu";
+  if (!fs::exists(ncu)) {
+    GTEST_SKIP() << "no ncu beside nvcc at " << ncu;
+  }
+  c.kernelbench_device = "cuda";
+  c.trials = 1;
+  c.profile = profile_mode::passing;
+  c.profile_limits.wall = std::chrono::seconds(400);
+  c.profile_limits.cpu_seconds = 800;
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task t = scale_add_task(std::nullopt);  // own kernel required on the GPU
+  const std::string small = "torch.randn(32, 16), torch.randn(32, 16)";
+  t.reference.replace(t.reference.find(small), small.size(),
+                      "torch.randn(1 << 24), torch.randn(1 << 24)");
+  const std::string head = "import torch\nfrom torch.utils.cpp_extension import load_inline\n";
+  const std::string model =
+      "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+      "        self.s = s\n    def forward(self, a, b):\n";
+  const std::string cuda = head + R"PY(cuda_src = r'''
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  int n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+'''
+ext = load_inline(name='leap_kb_profile_gpu', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);',
+                  cuda_sources=cuda_src, functions=['scale_add'])
+)PY" + model + "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+  const std::string triton =
+      R"PY(import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_add_triton(a_ptr, b_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(out_ptr + i, tl.load(a_ptr + i, mask=m) * s + tl.load(b_ptr + i, mask=m), mask=m)
+
+
+)PY" + model +
+      "        out = torch.empty_like(a)\n        n = a.numel()\n"
+      "        scale_add_triton[(triton.cdiv(n, 1024),)](a, b, out, self.s, n, "
+      "BLOCK=1024)\n        return out\n";
+  struct gpu_case {
+    std::string kernel;
+    std::string code;
+  };
+  std::vector<gpu_case> cases{{"scale_add_kernel", cuda}};
+  if (python_imports("triton", &why)) {
+    cases.push_back({"scale_add_triton", triton});
+  } else {
+    std::printf("no Triton case: %s\n", why.c_str());
+  }
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.kernel);
+    auto v = (*e)->verify(t, fenced("python", k.code), 0);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+    ASSERT_TRUE(v->profile.has_value());
+    if (has_text(v->profile->note, "counters_not_permitted")) {
+      GTEST_SKIP() << v->profile->note;
+    }
+    ASSERT_EQ(v->profile->note, "");
+    const auto& kernels = v->profile->kernels;
+    const auto found = std::find_if(kernels.begin(), kernels.end(),
+                                    [&](const kernel_summary& s) { return s.name == k.kernel; });
+    ASSERT_NE(found, kernels.end()) << v->feedback;
+    // Only the candidate's own kernels: none of PyTorch's or the judge's.
+    EXPECT_EQ(kernels.size(), 1U) << v->feedback;
+    EXPECT_EQ(found->bottleneck, "memory-bound") << v->feedback;
+    EXPECT_TRUE(has_text(v->feedback, "Profile of `" + k.kernel + "`")) << v->feedback;
+    std::printf("%s profiled in %.1f s:\n%s\n", k.kernel.c_str(), v->profile->seconds,
+                v->feedback.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace leap::sandbox
