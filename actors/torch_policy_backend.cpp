@@ -263,45 +263,20 @@ class torch_policy_backend final : public policy::policy_backend {
   // a learner process on this host). The server calls these one at a time (its session lock).
   // Receiving reads only the served model's shapes, under the shared lock: generations go on
   // meanwhile.
-  [[nodiscard]] bool supports_weight_transfer(const std::string& backend) const override {
-    return backend == "nccl" || backend == "ipc";
+  [[nodiscard]] bool supports_weight_transfer(transfer_backend backend) const override {
+    return stages_tensors(backend);  // the server loads disk's folders through load_weights
   }
 
-  status init_weight_transfer(const std::string& backend,
-                              const nlohmann::json& init_info) override {
-    if (backend == "ipc") {
-      // Nothing to meet: each update names the learner's buffer. An init_info with fields is a
-      // trainer that expects another engine (nccl's rendezvous): say so rather than ignore it.
-      if (!init_info.is_null() && !(init_info.is_object() && init_info.empty())) {
-        return error{"the ipc engine takes an empty init_info, got " + init_info.dump() +
-                     " (a trainer for another backend?)"};
-      }
-      receiver_.reset();
-      if (!ipc_receiver_) {
-        ipc_receiver_ = std::make_unique<learner::ipc_receiver>();
-      }
-      return ok_status();
+  status init_weight_transfer(transfer_backend backend, const nlohmann::json& init_info) override {
+    switch (backend) {
+      case transfer_backend::disk:
+        return error{"the torch backend has no 'disk' engine (the server loads the folder)"};
+      case transfer_backend::ipc:
+        return init_ipc(init_info);
+      case transfer_backend::nccl:
+        return init_nccl(init_info);
     }
-    if (backend != "nccl") {
-      return error{"the torch backend has no '" + backend + "' engine"};
-    }
-    auto info = policy::parse_nccl_init_info(init_info);
-    if (!info) {
-      return info.err();
-    }
-    receiver_.reset();  // a new rendezvous replaces the old group
-    ipc_receiver_.reset();
-    learner::broadcast_rendezvous r;
-    r.master_address = info->master_address;
-    r.master_port = info->master_port;
-    r.rank_offset = info->rank_offset;
-    r.world_size = info->world_size;
-    auto joined = learner::broadcast_receiver::join(r, options_.device, options_.transfer_timeout);
-    if (!joined) {
-      return joined.err();
-    }
-    receiver_ = std::move(*joined);
-    return ok_status();
+    return error{"the torch backend has no '" + to_string(backend) + "' engine"};
   }
 
   status receive_weights(const nlohmann::json& update_info) override {
@@ -359,6 +334,40 @@ class torch_policy_backend final : public policy::policy_backend {
   }
 
  private:
+  status init_ipc(const nlohmann::json& init_info) {
+    // Nothing to meet: each update names the learner's buffer. An init_info with fields is a
+    // trainer that expects another engine (nccl's rendezvous): say so rather than ignore it.
+    if (!init_info.is_null() && !(init_info.is_object() && init_info.empty())) {
+      return error{"the ipc engine takes an empty init_info, got " + init_info.dump() +
+                   " (a trainer for another backend?)"};
+    }
+    receiver_.reset();
+    if (!ipc_receiver_) {
+      ipc_receiver_ = std::make_unique<learner::ipc_receiver>();
+    }
+    return ok_status();
+  }
+
+  status init_nccl(const nlohmann::json& init_info) {
+    auto info = policy::parse_nccl_init_info(init_info);
+    if (!info) {
+      return info.err();
+    }
+    receiver_.reset();  // a new rendezvous replaces the old group
+    ipc_receiver_.reset();
+    learner::broadcast_rendezvous r;
+    r.master_address = info->master_address;
+    r.master_port = info->master_port;
+    r.rank_offset = info->rank_offset;
+    r.world_size = info->world_size;
+    auto joined = learner::broadcast_receiver::join(r, options_.device, options_.transfer_timeout);
+    if (!joined) {
+      return joined.err();
+    }
+    receiver_ = std::move(*joined);
+    return ok_status();
+  }
+
   // The k most likely ids at each generated position, under the unmodified model (as the sampled
   // token's log-prob). Computes the full logits of prompt + generated: fine for the small models
   // this backend serves.

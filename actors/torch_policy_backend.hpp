@@ -110,11 +110,11 @@ struct random_model_info {
 // checkpoint), or with path in_memory_weights asks options.source for them (no file is read);
 // generations run under a shared lock, a reload under an exclusive one, so a generation samples
 // wholly from the old or wholly from the new weights.
-// vLLM's nccl weight-transfer engine (policy_server with weight_transfer_backend "nccl"): the
+// vLLM's nccl weight-transfer engine (a policy_server with transfer_backend::nccl): the
 // backend joins the learner's c10d group at /init_weight_transfer_engine, receives each
 // /update_weights into a staging buffer (learner/weight_broadcast.hpp) and swaps it in at
 // /finish_weight_update under the exclusive lock; a cut transfer drops the staging and the group.
-// The project's ipc engine (weight_transfer_backend "ipc", a cuda device): init is a no-op (an
+// The project's ipc engine (transfer_backend::ipc, a cuda device): init is a no-op (an
 // empty init_info), each /update_weights opens the learner's exported buffer
 // (learner/weight_ipc.hpp), copies it into staging and closes it; /finish_weight_update swaps the
 // staging in as for nccl.

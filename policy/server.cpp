@@ -51,10 +51,10 @@ result<std::unique_ptr<policy_server>> policy_server::start(
   if (config.port < 0 || config.port > 65535) {
     return error{"policy server: port " + std::to_string(config.port) + " is not in [0, 65535]"};
   }
-  if (config.weight_transfer_backend != "disk" &&
+  if (stages_tensors(config.weight_transfer_backend) &&
       !backend->supports_weight_transfer(config.weight_transfer_backend)) {
     return error{"policy server: the " + backend->name() + " backend has no '" +
-                 config.weight_transfer_backend +
+                 to_string(config.weight_transfer_backend) +
                  "' weight-transfer engine (disk works with every backend; nccl and ipc need the "
                  "LibTorch backend, --model)"};
   }

@@ -16,6 +16,7 @@
 // version in their body (weight_version, or SGLang's meta_info.weight_version).
 #pragma once
 
+#include "common/enums/transfer_backend.hpp"
 #include "common/result.hpp"
 #include "policy/server_backend.hpp"
 #include "policy/server_faults.hpp"
@@ -93,10 +94,10 @@ struct server_config {
   // scripted backend has no weights; the LibTorch backend then answers that it needs a path)
   std::string model_path;
   // The backend of vLLM's weight-transfer routes (vllm serve --weight-transfer-config
-  // '{"backend": B}'): "disk" (update_info {"path": folder}, loaded by the backend's load_weights
-  // at /finish_weight_update), or "nccl" / "ipc", which the policy backend must support
-  // (policy_backend::supports_weight_transfer; start() refuses otherwise). Default: "disk"
-  std::string weight_transfer_backend = "disk";
+  // '{"backend": B}'): disk (update_info {"path": folder}, loaded by the backend's load_weights
+  // at /finish_weight_update), or nccl / ipc, which the policy backend must support
+  // (policy_backend::supports_weight_transfer; start() refuses otherwise). Default: disk
+  transfer_backend weight_transfer_backend = transfer_backend::disk;
   // The served model's tokenizer and chat template: /tokenize, /detokenize, chat rendering, the
   // text of responses and the end-of-generation ids (load_vocabulary(model folder) for a model
   // with tokenizer.json). Default: null, the byte-level tokenizer (byte_vocabulary())

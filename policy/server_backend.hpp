@@ -4,6 +4,7 @@
 // pausing and aborts; a backend only produces tokens and honours its generation_control.
 #pragma once
 
+#include "common/enums/transfer_backend.hpp"
 #include "common/result.hpp"
 #include "policy/tokenizer.hpp"
 #include "policy/wire.hpp"
@@ -125,13 +126,14 @@ class policy_backend {
   // the backend's exclusive lock, all or nothing), or discard_weights when the update is abandoned
   // (a failed receive, a new start). Default: every call answers that the backend has no such
   // engine, and the server answers 501.
-  [[nodiscard]] virtual bool supports_weight_transfer(const std::string& backend) const {
+  [[nodiscard]] virtual bool supports_weight_transfer(transfer_backend backend) const {
     (void)backend;
     return false;
   }
-  virtual status init_weight_transfer(const std::string& backend, const nlohmann::json& init_info) {
+  virtual status init_weight_transfer(transfer_backend backend, const nlohmann::json& init_info) {
     (void)init_info;
-    return error{"the " + name() + " backend has no '" + backend + "' weight-transfer engine"};
+    return error{"the " + name() + " backend has no '" + to_string(backend) +
+                 "' weight-transfer engine"};
   }
   // Receives the tensors `update_info` describes (names, dtypes, shapes for nccl) into a staging
   // buffer. An error leaves nothing staged from this call; the server then discards the update.

@@ -180,9 +180,9 @@ void server_state::end_transfer(policy_backend& backend, bool disk) {
 }
 
 std::optional<http_error> server_state::init_transfer(policy_backend& backend,
-                                                      const std::string& engine,
+                                                      transfer_backend engine,
                                                       const nlohmann::json& init_info) {
-  const bool disk = engine == "disk";
+  const bool disk = !stages_tensors(engine);
   std::lock_guard lock(transfer_mutex_);
   if (disk && init_info.is_object() && !init_info.empty()) {
     // A trainer that expects a rendezvous (nccl's master_address, ...) would wait for a peer that
@@ -198,7 +198,8 @@ std::optional<http_error> server_state::init_transfer(policy_backend& backend,
     end_transfer(backend, disk);
     if (auto ok = backend.init_weight_transfer(engine, init_info); !ok) {
       transfer_initialized_ = false;
-      return http_error{500, "init_weight_transfer_engine (" + engine + "): " + ok.err().message};
+      return http_error{
+          500, "init_weight_transfer_engine (" + to_string(engine) + "): " + ok.err().message};
     }
   }
   transfer_initialized_ = true;
@@ -206,11 +207,11 @@ std::optional<http_error> server_state::init_transfer(policy_backend& backend,
 }
 
 std::optional<http_error> server_state::start_transfer(policy_backend& backend,
-                                                       const std::string& engine) {
-  const bool disk = engine == "disk";
+                                                       transfer_backend engine) {
+  const bool disk = !stages_tensors(engine);
   std::lock_guard lock(transfer_mutex_);
   if (!disk && !transfer_initialized_) {
-    return http_error{400, "the " + engine +
+    return http_error{400, "the " + to_string(engine) +
                                " weight-transfer engine is not initialized: POST "
                                "/init_weight_transfer_engine first"};
   }
@@ -220,9 +221,9 @@ std::optional<http_error> server_state::start_transfer(policy_backend& backend,
 }
 
 std::optional<http_error> server_state::update_transfer(policy_backend& backend,
-                                                        const std::string& engine,
+                                                        transfer_backend engine,
                                                         const nlohmann::json& update_info) {
-  const bool disk = engine == "disk";
+  const bool disk = !stages_tensors(engine);
   std::lock_guard lock(transfer_mutex_);
   if (!transfer_active_) {
     return http_error{400, "start_weight_update must be called before update_weights"};
@@ -242,7 +243,7 @@ std::optional<http_error> server_state::update_transfer(policy_backend& backend,
   }
   if (auto received = backend.receive_weights(update_info); !received) {
     end_transfer(backend, disk);
-    return http_error{500, "update_weights (" + engine + "): " + received.err().message +
+    return http_error{500, "update_weights (" + to_string(engine) + "): " + received.err().message +
                                "; the update is abandoned, the served weights are unchanged"};
   }
   staged_tensors_ = true;
@@ -250,8 +251,8 @@ std::optional<http_error> server_state::update_transfer(policy_backend& backend,
 }
 
 std::variant<std::int64_t, http_error> server_state::finish_transfer(
-    policy_backend& backend, const std::string& engine, std::optional<std::int64_t> version) {
-  const bool disk = engine == "disk";
+    policy_backend& backend, transfer_backend engine, std::optional<std::int64_t> version) {
+  const bool disk = !stages_tensors(engine);
   std::lock_guard lock(transfer_mutex_);
   if (!transfer_active_) {
     return http_error{400, "no weight update is active: POST /start_weight_update first"};

@@ -13,6 +13,7 @@
 //   one is open discards it (its client is gone: a retry must be able to begin again).
 #pragma once
 
+#include "common/enums/transfer_backend.hpp"
 #include "policy/server_backend.hpp"
 #include "policy/server_metrics.hpp"
 #include "policy/wire.hpp"
@@ -94,23 +95,23 @@ class server_state {
   // False when no adapter has that name.
   bool unload_adapter(const std::string& name);
 
-  // ---- vLLM's weight-transfer session (one engine: "disk", "nccl" or "ipc") ----
+  // ---- vLLM's weight-transfer session (one engine: disk, nccl or ipc) ----
   // Every call runs under one lock, so that calls of a session run one at a time. The disk engine
   // only records the folder that update names and loads it at finish; nccl/ipc stage tensors in
   // the backend and commit them at finish (the backend's exclusive lock), so a generation samples
   // wholly from the old or wholly from the new weights.
   [[nodiscard]] std::optional<http_error> init_transfer(policy_backend& backend,
-                                                        const std::string& engine,
+                                                        transfer_backend engine,
                                                         const nlohmann::json& init_info);
   [[nodiscard]] std::optional<http_error> start_transfer(policy_backend& backend,
-                                                         const std::string& engine);
+                                                         transfer_backend engine);
   [[nodiscard]] std::optional<http_error> update_transfer(policy_backend& backend,
-                                                          const std::string& engine,
+                                                          transfer_backend engine,
                                                           const nlohmann::json& update_info);
   // Loads or commits what the session received as `version` (default: current + 1) and serves it.
   // Returns the version now served, or the error.
   [[nodiscard]] std::variant<std::int64_t, http_error> finish_transfer(
-      policy_backend& backend, const std::string& engine, std::optional<std::int64_t> version);
+      policy_backend& backend, transfer_backend engine, std::optional<std::int64_t> version);
   [[nodiscard]] bool transfer_active() const;
 
   // ---- weight loads from a folder (SGLang's /update_weights_from_disk, vLLM's reload_weights) --

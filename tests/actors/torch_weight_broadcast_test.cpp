@@ -68,7 +68,7 @@ served serve(const std::string& model_dir, const std::string& device, int port =
   policy::server_config sc;
   sc.threads = 8;
   sc.port = port;
-  sc.weight_transfer_backend = "nccl";
+  sc.weight_transfer_backend = transfer_backend::nccl;
   auto server = policy::policy_server::start(sc, *backend);
   EXPECT_TRUE(server.ok()) << server.err().message;
   if (!server.ok()) return s;
@@ -504,7 +504,7 @@ TEST(TorchWeightIpc, TheEngineRefusesARendezvousAndAnUpdateThatDoesNotFitBeforeO
   ASSERT_TRUE(backend.ok()) << backend.err().message;
   policy::server_config sc;
   sc.threads = 4;
-  sc.weight_transfer_backend = "ipc";
+  sc.weight_transfer_backend = transfer_backend::ipc;
   auto server = policy::policy_server::start(sc, *backend);
   ASSERT_TRUE(server.ok()) << server.err().message;
   httplib::Client http((*server)->host(), (*server)->port());

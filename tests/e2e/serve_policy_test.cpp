@@ -281,12 +281,29 @@ TEST(ServePolicy, ErrorsNameWhatToFix) {
     std::vector<std::string> args;
     std::string message;
   };
+  temp_suite suite;
   const std::vector<row> rows = {
       {{"--suite", "/nonexistent-leap-suite", "--port", "0"},
        "leap serve-policy: error: --suite: /nonexistent-leap-suite: not a directory"},
       {{"--port", "0"}, "leap serve-policy: error: --suite is required"},
       {{"--suite", ".", "--port", "0", "--faults", "boom=1"},
        "leap serve-policy: error: --faults: unknown fault 'boom'"},
+      // vLLM's --weight-transfer-config: the backends accepted are transfer_backend's names.
+      {{"--suite", suite.path(), "--port", "0", "--weight-transfer-config", "nccl"},
+       "leap serve-policy: error: --weight-transfer-config must be a JSON object with a "
+       "\"backend\" string, e.g. '{\"backend\": \"nccl\"}' (got 'nccl')"},
+      {{"--suite", suite.path(), "--port", "0", "--weight-transfer-config",
+        R"({"backend": "rdma"})"},
+       "leap serve-policy: error: --weight-transfer-config: backend 'rdma' is not served here "
+       "(valid: disk, nccl, ipc; nccl and ipc need --model, ipc --device cuda)"},
+      {{"--suite", suite.path(), "--port", "0", "--weight-transfer-config",
+        R"({"backend": "ipc"})"},
+       "leap serve-policy: error: --weight-transfer-config: backend 'ipc' needs --device cuda "
+       "(or cuda:N), got --device cpu"},
+      {{"--suite", suite.path(), "--port", "0", "--weight-transfer-config",
+        R"({"backend": "nccl"})"},
+       "has no 'nccl' weight-transfer engine (disk works with every backend; nccl and ipc need "
+       "the LibTorch backend, --model)"},
   };
   for (const auto& r : rows) {
     std::vector<std::string> argv{LEAP_BINARY, "serve-policy"};
@@ -304,6 +321,7 @@ TEST(ServePolicy, ErrorsNameWhatToFix) {
   EXPECT_EQ(*code, 0);
   EXPECT_NE(help.output().find("--latency-ttft-ms"), std::string::npos) << help.output();
   EXPECT_NE(help.output().find("--faults"), std::string::npos);
+  EXPECT_NE(help.output().find("B one of disk, nccl, ipc"), std::string::npos) << help.output();
 }
 
 }  // namespace

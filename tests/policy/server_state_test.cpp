@@ -106,43 +106,45 @@ TEST(ServerState, DiskTransferSessionRules) {
   const json ckpt{{"path", "/ckpt/step-4"}};
 
   // A rendezvous the disk engine cannot serve is refused at init.
-  auto init = state.init_transfer(*backend, "disk", json{{"master_address", "10.0.0.1"}});
+  auto init =
+      state.init_transfer(*backend, transfer_backend::disk, json{{"master_address", "10.0.0.1"}});
   ASSERT_TRUE(init.has_value());
   EXPECT_EQ(init->status, 400);
-  EXPECT_FALSE(state.init_transfer(*backend, "disk", json::object()).has_value());
+  EXPECT_FALSE(state.init_transfer(*backend, transfer_backend::disk, json::object()).has_value());
 
-  auto early = state.update_transfer(*backend, "disk", ckpt);
+  auto early = state.update_transfer(*backend, transfer_backend::disk, ckpt);
   ASSERT_TRUE(early.has_value());
   EXPECT_NE(early->message.find("start_weight_update must be called"), std::string::npos);
-  EXPECT_EQ(error_of(state.finish_transfer(*backend, "disk", std::nullopt))->status, 400);
+  EXPECT_EQ(error_of(state.finish_transfer(*backend, transfer_backend::disk, std::nullopt))->status,
+            400);
 
   // Two checkpoints in one session: refused, and the session is over.
-  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
-  ASSERT_FALSE(state.update_transfer(*backend, "disk", ckpt).has_value());
-  auto second = state.update_transfer(*backend, "disk", ckpt);
+  ASSERT_FALSE(state.start_transfer(*backend, transfer_backend::disk).has_value());
+  ASSERT_FALSE(state.update_transfer(*backend, transfer_backend::disk, ckpt).has_value());
+  auto second = state.update_transfer(*backend, transfer_backend::disk, ckpt);
   ASSERT_TRUE(second.has_value());
   EXPECT_NE(second->message.find("exactly one checkpoint"), std::string::npos);
   EXPECT_FALSE(state.transfer_active());
   EXPECT_EQ(state.weight_version(), 3);
 
   // A finish with nothing received ends the session and serves nothing new.
-  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
-  auto empty = error_of(state.finish_transfer(*backend, "disk", std::nullopt));
+  ASSERT_FALSE(state.start_transfer(*backend, transfer_backend::disk).has_value());
+  auto empty = error_of(state.finish_transfer(*backend, transfer_backend::disk, std::nullopt));
   ASSERT_TRUE(empty.has_value());
   EXPECT_NE(empty->message.find("no weights were received"), std::string::npos);
   EXPECT_FALSE(state.transfer_active());
 
   // The whole session: the version is current + 1 unless the finish names one.
-  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
-  ASSERT_FALSE(state.update_transfer(*backend, "disk", ckpt).has_value());
+  ASSERT_FALSE(state.start_transfer(*backend, transfer_backend::disk).has_value());
+  ASSERT_FALSE(state.update_transfer(*backend, transfer_backend::disk, ckpt).has_value());
   EXPECT_EQ(state.weight_version(), 3);  // nothing is served before finish
-  auto finished = state.finish_transfer(*backend, "disk", std::nullopt);
+  auto finished = state.finish_transfer(*backend, transfer_backend::disk, std::nullopt);
   ASSERT_FALSE(error_of(finished).has_value()) << error_of(finished)->message;
   EXPECT_EQ(std::get<std::int64_t>(finished), 4);
   EXPECT_EQ(state.weight_version(), 4);
-  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
-  ASSERT_FALSE(state.update_transfer(*backend, "disk", ckpt).has_value());
-  EXPECT_EQ(std::get<std::int64_t>(state.finish_transfer(*backend, "disk", 9)), 9);
+  ASSERT_FALSE(state.start_transfer(*backend, transfer_backend::disk).has_value());
+  ASSERT_FALSE(state.update_transfer(*backend, transfer_backend::disk, ckpt).has_value());
+  EXPECT_EQ(std::get<std::int64_t>(state.finish_transfer(*backend, transfer_backend::disk, 9)), 9);
   EXPECT_EQ(state.weight_version(), 9);
 }
 
@@ -185,9 +187,11 @@ TEST(ServerState, ADeltaLoadsOnlyOnItsBaseVersion) {
   auto backend = testing::make_backend();
   ASSERT_NE(backend, nullptr);
   manifest(R"({"base_version": 2, "version": 4})");
-  ASSERT_FALSE(state.start_transfer(*backend, "disk").has_value());
-  ASSERT_FALSE(state.update_transfer(*backend, "disk", json{{"path", dir.string()}}).has_value());
-  EXPECT_EQ(error_of(state.finish_transfer(*backend, "disk", std::nullopt))->status, 409);
+  ASSERT_FALSE(state.start_transfer(*backend, transfer_backend::disk).has_value());
+  ASSERT_FALSE(state.update_transfer(*backend, transfer_backend::disk, json{{"path", dir.string()}})
+                   .has_value());
+  EXPECT_EQ(error_of(state.finish_transfer(*backend, transfer_backend::disk, std::nullopt))->status,
+            409);
   EXPECT_FALSE(state.transfer_active());
   EXPECT_EQ(error_of(state.load_folder(*backend, dir.string(), 4, 400))->status, 409);
   EXPECT_EQ(state.weight_version(), 3);
@@ -203,14 +207,21 @@ TEST(ServerState, TensorTransferNeedsAnInitializedEngine) {
   server_state state(0, metrics);
   auto backend = testing::make_backend();
   ASSERT_NE(backend, nullptr);
-  auto start = state.start_transfer(*backend, "nccl");
+  auto start = state.start_transfer(*backend, transfer_backend::nccl);
   ASSERT_TRUE(start.has_value());
-  EXPECT_NE(start->message.find("not initialized"), std::string::npos);
+  EXPECT_NE(start->message.find("the nccl weight-transfer engine is not initialized"),
+            std::string::npos)
+      << start->message;
   // The scripted backend has no nccl engine: init fails, and the engine stays uninitialized.
-  auto init = state.init_transfer(*backend, "nccl", json{{"master_address", "127.0.0.1"}});
+  auto init =
+      state.init_transfer(*backend, transfer_backend::nccl, json{{"master_address", "127.0.0.1"}});
   ASSERT_TRUE(init.has_value());
   EXPECT_EQ(init->status, 500);
-  EXPECT_TRUE(state.start_transfer(*backend, "nccl").has_value());
+  EXPECT_NE(init->message.find("init_weight_transfer_engine (nccl): the scripted backend has no "
+                               "'nccl' weight-transfer engine"),
+            std::string::npos)
+      << init->message;
+  EXPECT_TRUE(state.start_transfer(*backend, transfer_backend::nccl).has_value());
 }
 
 TEST(ServerState, AdapterLoadsChangeTableAndVersionTogether) {

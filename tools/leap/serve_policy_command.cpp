@@ -3,6 +3,7 @@
 // `torch` (--model DIR: a byte-level model served by LibTorch, weights reloaded by the
 // weight-update routes from a learner checkpoint).
 #include "actors/torch_policy_backend.hpp"
+#include "common/enums/transfer_backend.hpp"
 #include "common/signals.hpp"
 #include "learner/model_config.hpp"
 #include "policy/scripted_backend.hpp"
@@ -51,7 +52,7 @@ struct serve_policy_options {
   std::vector<std::string> task_pass;
   std::string faults;
   std::int64_t weight_version = 0;
-  std::string weight_transfer_config;  // vLLM's flag: {"backend": "disk"|"nccl"|"ipc"}
+  std::string weight_transfer_config;  // vLLM's flag: {"backend": B}, B a transfer_backend name
 };
 
 int fail(const std::string& message) {
@@ -238,14 +239,15 @@ int run(const serve_policy_options& o) {
           "e.g. '{\"backend\": \"nccl\"}' (got '" +
           o.weight_transfer_config + "')");
     }
-    config.weight_transfer_backend = parsed["backend"].get<std::string>();
-    if (config.weight_transfer_backend != "disk" && config.weight_transfer_backend != "nccl" &&
-        config.weight_transfer_backend != "ipc") {
-      return fail("--weight-transfer-config: backend '" + config.weight_transfer_backend +
-                  "' is not served here (disk, or nccl or ipc with --model; ipc with --device "
-                  "cuda)");
+    const auto name = parsed["backend"].get<std::string>();
+    const auto backend = parse_transfer_backend(name);
+    if (!backend) {
+      return fail("--weight-transfer-config: backend '" + name +
+                  "' is not served here (valid: " + enum_names::valid_names<transfer_backend>() +
+                  "; nccl and ipc need --model, ipc --device cuda)");
     }
-    if (config.weight_transfer_backend == "ipc" && !o.device.starts_with("cuda")) {
+    config.weight_transfer_backend = *backend;
+    if (config.weight_transfer_backend == transfer_backend::ipc && !o.device.starts_with("cuda")) {
       // The learner's weights are copied out of GPU memory: the served model must be on a GPU.
       return fail(
           "--weight-transfer-config: backend 'ipc' needs --device cuda (or cuda:N), got "
@@ -352,8 +354,9 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
                   "abort_tokens, retry_after_s, seed. E.g. drop=0.05,5xx=0.05,429=0.02,"
                   "abort=0.05,script=503:none:drop,seed=7 (see policy/README.md)");
   cmd->add_option("--weight-transfer-config", options->weight_transfer_config,
-                  "vLLM's weight-transfer engine, e.g. '{\"backend\": \"nccl\"}' (nccl needs "
-                  "--model; default disk)");
+                  "vLLM's weight-transfer engine: '{\"backend\": B}', B one of " +
+                      enum_names::valid_names<transfer_backend>() +
+                      " (nccl and ipc need --model, ipc --device cuda; default disk)");
   cmd->add_option("--weight-version", options->weight_version,
                   "Weight version reported until an update route sets another")
       ->capture_default_str();
