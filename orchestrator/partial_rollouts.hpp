@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace leap {
@@ -64,5 +65,31 @@ struct partial_split {
 [[nodiscard]] partial_split split_partial(const partial_settings& s,
                                           std::span<const partial_group> groups,
                                           std::uint64_t training_version);
+
+// One group a step's batch carried into the next step, as the store keeps it: what a restarted
+// run needs to put it back into the pool of that step and finish it (its finished turns, each
+// with the weight version that sampled it, lie in the store under the key of the step that
+// started it: as a whole group once complete, as in-progress turns before).
+struct carried_group {
+  std::uint64_t origin_step = 0;      // the step that started it: its key in the store
+  std::uint32_t group = 0;            // its index in that step
+  std::uint64_t task = 0;             // its task's index in the run's training tasks
+  std::string task_id;                // that task's id, so that a changed task list is noticed
+  std::uint64_t sampled_version = 0;  // partial_group::sampled_version
+  bool complete = false;              // complete when the decision was taken
+
+  friend bool operator==(const carried_group&, const carried_group&) = default;
+};
+
+// The carry decision of one step (issue 33), stored atomically with the step's record: the groups
+// its batch carried into step + 1, in the pool's start order. Dropped groups are not listed (they
+// train nowhere; the step record counts them). A step that carried nothing stores an empty list;
+// a step without a record (stores made before it) carried nothing that a restart could resume.
+struct partial_carry_record {
+  std::uint64_t step = 0;
+  std::vector<carried_group> groups;
+
+  friend bool operator==(const partial_carry_record&, const partial_carry_record&) = default;
+};
 
 }  // namespace leap

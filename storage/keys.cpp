@@ -184,13 +184,30 @@ std::optional<turn_key> parse_turn(std::string_view key) {
 
 namespace {
 constexpr std::string_view retry_tag = "leap.retry";
-}  // namespace
+constexpr std::string_view carry_tag = "leap.carry";
 
-std::string retries_of_run(std::string_view run_id) {
-  std::string k = id_prefix(retry_tag);
+// "tag \0 run_id \0 step:u64be": the retry and carry keys.
+std::string step_keys_of_run(std::string_view tag, std::string_view run_id) {
+  std::string k = id_prefix(tag);
   k += id_prefix(run_id);
   return k;
 }
+
+std::optional<std::pair<std::string, std::uint64_t>> parse_step_key(std::string_view tag,
+                                                                    std::string_view key) {
+  const auto prefix = id_prefix(tag);
+  if (!key.starts_with(prefix)) {
+    return std::nullopt;
+  }
+  auto parts = split_id(key.substr(prefix.size()));
+  if (!parts || parts->second.size() != 8) {
+    return std::nullopt;
+  }
+  return std::pair{std::string(parts->first), read_be(parts->second)};
+}
+}  // namespace
+
+std::string retries_of_run(std::string_view run_id) { return step_keys_of_run(retry_tag, run_id); }
 
 std::string retry(std::string_view run_id, std::uint64_t step) {
   std::string k = retries_of_run(run_id);
@@ -199,15 +216,19 @@ std::string retry(std::string_view run_id, std::uint64_t step) {
 }
 
 std::optional<std::pair<std::string, std::uint64_t>> parse_retry(std::string_view key) {
-  const auto tag = id_prefix(retry_tag);
-  if (!key.starts_with(tag)) {
-    return std::nullopt;
-  }
-  auto parts = split_id(key.substr(tag.size()));
-  if (!parts || parts->second.size() != 8) {
-    return std::nullopt;
-  }
-  return std::pair{std::string(parts->first), read_be(parts->second)};
+  return parse_step_key(retry_tag, key);
+}
+
+std::string carries_of_run(std::string_view run_id) { return step_keys_of_run(carry_tag, run_id); }
+
+std::string carry(std::string_view run_id, std::uint64_t step) {
+  std::string k = carries_of_run(run_id);
+  append_u64be(k, step);
+  return k;
+}
+
+std::optional<std::pair<std::string, std::uint64_t>> parse_carry(std::string_view key) {
+  return parse_step_key(carry_tag, key);
 }
 
 std::string prefix_end(std::string_view prefix) {

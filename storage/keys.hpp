@@ -16,10 +16,13 @@
 //   default        "leap.turn" \0 run_id \0 step:u64be split:u8 group:u32be
 //                  rollout:u32be turn:u32be                                turn_record
 //   default        "leap.retry" \0 run_id \0 step:u64be                      retry_step_record
+//   default        "leap.carry" \0 run_id \0 step:u64be                      partial_carry_record
 //
 // The "leap.turn" keys hold the finished turns of groups not yet stored (per-turn resume); they
 // live in the default family so that stores made before them open unchanged; so do the
-// "leap.retry" keys, the retry buffer after each step (orchestrator/retry.hpp, issue 35).
+// "leap.retry" keys, the retry buffer after each step (orchestrator/retry.hpp, issue 35), and the
+// "leap.carry" keys, the groups each step carried into the next (orchestrator/partial_rollouts.hpp,
+// issue 33).
 //
 // split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
 #pragma once
@@ -66,6 +69,9 @@ namespace keys {
 // The retry buffer stored after a step, and the prefix of every such key of one run.
 [[nodiscard]] std::string retry(std::string_view run_id, std::uint64_t step);
 [[nodiscard]] std::string retries_of_run(std::string_view run_id);
+// The carry decision stored with a step, and the prefix of every such key of one run.
+[[nodiscard]] std::string carry(std::string_view run_id, std::uint64_t step);
+[[nodiscard]] std::string carries_of_run(std::string_view run_id);
 
 // The inverses; nullopt when the bytes are not such a key.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);
@@ -84,6 +90,9 @@ struct turn_key {
 [[nodiscard]] std::optional<turn_key> parse_turn(std::string_view key);
 // Returns the run id and the step.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_retry(
+    std::string_view key);
+// Returns the run id and the step.
+[[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_carry(
     std::string_view key);
 // Returns the task id and the group.
 [[nodiscard]] std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key);

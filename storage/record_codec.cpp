@@ -545,6 +545,53 @@ result<retry_step_record> decode_retry(std::string_view bytes) {
   return rec;
 }
 
+// ---- carry decision
+// --------------------------------------------------------------------------------------
+
+namespace {
+
+// origin step, group, task, task id's count, sampled version, complete.
+constexpr std::size_t carried_group_min_bytes = 8 + 4 + 8 + 4 + 8 + 1;
+
+}  // namespace
+
+std::string encode(const partial_carry_record& rec) {
+  byte_writer w(record_kind::carry);
+  w.u64(rec.step);
+  w.count(rec.groups.size());
+  for (const auto& g : rec.groups) {
+    w.u64(g.origin_step);
+    w.u32(g.group);
+    w.u64(g.task);
+    w.str(g.task_id);
+    w.u64(g.sampled_version);
+    w.boolean(g.complete);
+  }
+  return std::move(w).take();
+}
+
+result<partial_carry_record> decode_carry(std::string_view bytes) {
+  byte_reader r(bytes, "carry");
+  r.header(record_kind::carry);
+  partial_carry_record rec;
+  rec.step = r.u64("step");
+  const auto groups = r.count("groups", carried_group_min_bytes);
+  for (std::size_t i = 0; i < groups && r.ok(); ++i) {
+    carried_group g;
+    g.origin_step = r.u64("group.origin_step");
+    g.group = r.u32("group.group");
+    g.task = r.u64("group.task");
+    g.task_id = r.str("group.task_id");
+    g.sampled_version = r.u64("group.sampled_version");
+    g.complete = r.boolean("group.complete");
+    rec.groups.push_back(std::move(g));
+  }
+  if (auto s = r.finish(); !s) {
+    return s.err();
+  }
+  return rec;
+}
+
 std::string encode(const step_record& s) {
   byte_writer w(record_kind::step);
   w.str(s.run_id);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
 
@@ -39,7 +40,18 @@ inline constexpr std::uint8_t trajectory_format_version = 5;
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 // retry: the retry buffer after a step (issue 35); its fields have had one layout since it was
 // added (format version 4), so every version reads it the same way.
-enum class record_kind : std::uint8_t { group = 1, step = 2, run = 3, turn = 4, retry = 5 };
+// carry: the groups a step's batch carried into the next step (schedule.partial, issue 33); one
+// layout since it was added (format version 5). A new kind under keys of its own changes no
+// record that a build before it reads, so the format version stays: bumping it would only make
+// those builds refuse every record of a newer store.
+enum class record_kind : std::uint8_t {
+  group = 1,
+  step = 2,
+  run = 3,
+  turn = 4,
+  retry = 5,
+  carry = 6
+};
 
 struct decode_options {
   // false skips token ids and log-probs (left empty), for readers that need only outcomes and
@@ -52,6 +64,7 @@ struct decode_options {
 [[nodiscard]] std::string encode(const run_record& run);
 [[nodiscard]] std::string encode(const turn_record& turn);
 [[nodiscard]] std::string encode(const retry_step_record& retry);
+[[nodiscard]] std::string encode(const partial_carry_record& carry);
 
 // Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
 // version newer than trajectory_format_version; each message names the field and the byte offset.
@@ -61,5 +74,6 @@ struct decode_options {
 [[nodiscard]] result<run_record> decode_run(std::string_view bytes);
 [[nodiscard]] result<turn_record> decode_turn(std::string_view bytes);
 [[nodiscard]] result<retry_step_record> decode_retry(std::string_view bytes);
+[[nodiscard]] result<partial_carry_record> decode_carry(std::string_view bytes);
 
 }  // namespace leap

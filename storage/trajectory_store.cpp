@@ -926,6 +926,20 @@ status write_batch::put_retry(std::string_view run_id, const retry_step_record& 
   return s;
 }
 
+status write_batch::put_carry(std::string_view run_id, const partial_carry_record& carry) {
+  if (run_id.empty() || run_id.find('\0') != std::string_view::npos) {
+    return error{"carry decision of step " + std::to_string(carry.step) +
+                 ": run id is empty or contains a NUL byte"};
+  }
+  const auto value = encode(carry);
+  auto s = impl_->guarded(
+      [&] { return impl_->batch.Put(impl_->default_cf, keys::carry(run_id, carry.step), value); });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
 status write_batch::put_step(const step_record& step) {
   if (auto s = validate(step); !s) {
     return s;
@@ -1487,6 +1501,22 @@ status trajectory_store::put_step(const step_record& step) {
   return write_one(*this, [&](write_batch& b) { return b.put_step(step); });
 }
 
+status trajectory_store::put_step(const step_record& step, const partial_carry_record& carry) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  if (carry.step != step.step) {
+    return error{"trajectory store '" + path().string() + "': step " + std::to_string(step.step) +
+                 " stored with the carry decision of step " + std::to_string(carry.step)};
+  }
+  return write_one(*this, [&](write_batch& b) -> status {
+    if (auto s = b.put_step(step); !s) {
+      return s;
+    }
+    return b.put_carry(step.run_id, carry);
+  });
+}
+
 status trajectory_store::put_metric(std::string_view run_id, std::uint64_t step,
                                     std::string_view name, double value) {
   if (auto s = impl_->check_open(); !s) {
@@ -1790,33 +1820,50 @@ result<std::vector<stored_turn>> trajectory_store::partial_turns(std::string_vie
 
 namespace {
 
-// The retry records whose keys start with `prefix` (a run's, or one step's), ascending.
-result<std::vector<retry_step_record>> scan_retries(rocksdb::DB& db,
-                                                    rocksdb::ColumnFamilyHandle* family,
-                                                    const std::string& prefix,
-                                                    const std::string& where) {
-  std::vector<retry_step_record> out;
+// The records of a per-step kind (retry buffers, carry decisions) whose keys start with `prefix`
+// (a run's, or one step's), ascending. `parse` reads a key, `decode` a value; `what` names them.
+template <class Record, class Parse, class Decode>
+result<std::vector<Record>> scan_step_records(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* family,
+                                              const std::string& prefix, const std::string& where,
+                                              const std::string& what, Parse parse, Decode decode) {
+  std::vector<Record> out;
   const auto upper = keys::prefix_end(prefix);
   rocksdb::ReadOptions read;
   rocksdb::Slice upper_slice(upper);
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(read, family));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
-    auto key = keys::parse_retry(view(it->key()));
+    auto key = parse(view(it->key()));
     if (!key) {
-      return error{where + ": a key under the retry prefix is not a retry key"};
+      return error{where + ": a key under the " + what + " prefix is not a " + what + " key"};
     }
-    auto record = decode_retry(view(it->value()));
+    auto record = decode(view(it->value()));
     if (!record) {
-      return record.err().wrap(where + ": retry buffer after step " + std::to_string(key->second) +
+      return record.err().wrap(where + ": " + what + " of step " + std::to_string(key->second) +
                                " of run '" + key->first + "'");
     }
     out.push_back(std::move(*record));
   }
   if (!it->status().ok()) {
-    return error{where + ": scan of the retry buffers: " + it->status().ToString()};
+    return error{where + ": scan of the " + what + "s: " + it->status().ToString()};
   }
   return out;
+}
+
+result<std::vector<retry_step_record>> scan_retries(rocksdb::DB& db,
+                                                    rocksdb::ColumnFamilyHandle* family,
+                                                    const std::string& prefix,
+                                                    const std::string& where) {
+  return scan_step_records<retry_step_record>(db, family, prefix, where, "retry buffer",
+                                              keys::parse_retry, decode_retry);
+}
+
+result<std::vector<partial_carry_record>> scan_carries(rocksdb::DB& db,
+                                                       rocksdb::ColumnFamilyHandle* family,
+                                                       const std::string& prefix,
+                                                       const std::string& where) {
+  return scan_step_records<partial_carry_record>(db, family, prefix, where, "carry decision",
+                                                 keys::parse_carry, decode_carry);
 }
 
 }  // namespace
@@ -1844,6 +1891,31 @@ result<std::optional<retry_step_record>> trajectory_store::get_retry(std::string
     return std::optional<retry_step_record>{};
   }
   return std::optional<retry_step_record>{std::move(found->front())};
+}
+
+result<std::vector<partial_carry_record>> trajectory_store::carry_steps(
+    std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  return scan_carries(*impl_->db, impl_->all_handles[0], keys::carries_of_run(run_id),
+                      impl_->where());
+}
+
+result<std::optional<partial_carry_record>> trajectory_store::get_carry(std::string_view run_id,
+                                                                        std::uint64_t step) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  auto found =
+      scan_carries(*impl_->db, impl_->all_handles[0], keys::carry(run_id, step), impl_->where());
+  if (!found) {
+    return found.err();
+  }
+  if (found->empty()) {
+    return std::optional<partial_carry_record>{};
+  }
+  return std::optional<partial_carry_record>{std::move(found->front())};
 }
 
 result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(

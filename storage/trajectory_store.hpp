@@ -9,6 +9,8 @@
 //   metrics  run_id \0 name \0 step:u64be                         -> f64
 //   by_task  task_id \0 run_id \0 step:u64be split:u8 group:u32be -> (empty)
 //   default  "leap.turn" \0 run_id \0 step split group rollout:u32be turn:u32be -> turn_record
+//   default  "leap.retry" \0 run_id \0 step:u64be                      -> retry_step_record
+//   default  "leap.carry" \0 run_id \0 step:u64be                      -> partial_carry_record
 //
 // Values are orchestrator/trajectory.hpp's versioned binary records. A group and its by_task entry
 // are one atomic write, as are a step and its metric snapshot, so a reader (or a restart after a
@@ -51,6 +53,9 @@
 // Resume: a run is resumable from what the store holds. A step is complete once its step_record is
 // stored (write it after the learner has stepped); last_completed_step() gives the last one, and
 // completed_groups() the groups already stored for the step in progress, which need not be redone.
+// With partial rollouts the step's carry decision (get_carry) is stored in the step's own write:
+// the groups it carried into the step in progress, kept under the keys of the steps that started
+// them, whole or as in-progress turns.
 //
 // Per-turn resume: put_turn() stores one finished turn of a group still in flight, durably like a
 // group; put_group() deletes the group's turns in the same atomic write. partial_turns() gives a
@@ -95,8 +100,8 @@ struct store_options {
 
 // What open() found when a store holds fewer writes than it had acknowledged. Counts are RocksDB
 // sequence numbers: one per record key written (a group is 3: record, index entry, its
-// in-progress turns deleted; a finished turn 1, a step 1 plus one per metric of its snapshot, a
-// run 1).
+// in-progress turns deleted; a finished turn 1, a step 1 plus one per metric of its snapshot
+// and 1 for its carry decision if it has one, a run 1).
 struct lost_writes_report {
   std::uint64_t acknowledged = 0;  // the last write the store had acknowledged
   std::uint64_t present = 0;       // the last write the store holds now
@@ -168,6 +173,10 @@ class write_batch {
   status put_step(const step_record& step);  // also puts each metric of the step's snapshot
   // The retry buffer after a step (issue 35). Errors: an empty run id or one with a NUL byte.
   status put_retry(std::string_view run_id, const retry_step_record& retry);
+  // The groups a step's batch carried into the next step (schedule.partial, issue 33); put it in
+  // the batch of the step's put_step, so that the step is stored with its decision or not at all.
+  // Errors: an empty run id or one with a NUL byte.
+  status put_carry(std::string_view run_id, const partial_carry_record& carry);
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
                     double value);
 
@@ -237,6 +246,10 @@ class trajectory_store {
                     double value);
   // The retry buffer after a step (orchestrator/retry.hpp); rewriting it replaces it.
   status put_retry(std::string_view run_id, const retry_step_record& retry);
+  // A step, its metric snapshot and the groups its batch carried into the next step
+  // (schedule.partial, issue 33), atomically. Errors: put_step's, and a carry record of another
+  // step.
+  status put_step(const step_record& step, const partial_carry_record& carry);
 
   // ---- reads: "not found" is an empty optional or an empty vector, never an error. Errors are
   // I/O errors and records that do not decode (naming the key).
@@ -283,6 +296,12 @@ class trajectory_store {
   [[nodiscard]] result<std::vector<retry_step_record>> retry_steps(std::string_view run_id) const;
   [[nodiscard]] result<std::optional<retry_step_record>> get_retry(std::string_view run_id,
                                                                    std::uint64_t step) const;
+  // The carry decisions stored with the steps of a run, ascending by step (empty without
+  // schedule.partial, and in stores made before the decision was stored), and the one of `step`.
+  [[nodiscard]] result<std::vector<partial_carry_record>> carry_steps(
+      std::string_view run_id) const;
+  [[nodiscard]] result<std::optional<partial_carry_record>> get_carry(std::string_view run_id,
+                                                                      std::uint64_t step) const;
   // The highest step that has a step_record; nullopt when none has.
   [[nodiscard]] result<std::optional<std::uint64_t>> last_completed_step(
       std::string_view run_id) const;
