@@ -51,6 +51,9 @@ struct step_state {
   std::optional<retry_step_record> retry;  // settled (gate.retry on)
   std::optional<partial_counts> partial;   // schedule.partial on
   bool batch_taken = false;                // schedule.partial: the batch is decided
+  // schedule.partial: the groups the batch carried into the next step, stored with the step's
+  // record so that a restarted run resumes them.
+  std::optional<partial_carry_record> carry;
   // schedule.partial: the groups an earlier process stored are being read back; the batch waits
   // for them, so that none is left out of the step that started it.
   bool loading_stored = false;
@@ -60,6 +63,7 @@ struct step_state {
 struct partial_entry {
   std::uint64_t id = 0;     // start order: among unfinished groups the oldest is carried first
   std::uint64_t owner = 0;  // the step whose batch it may join (moves on when carried)
+  std::size_t task = 0;     // index into the training tasks
   // The weights the generators held when it started. Its first turns may be sampled with newer
   // ones if a sync lands meanwhile; counting from the older keeps the staleness bound safe.
   std::uint64_t sampled_version = 0;
@@ -424,8 +428,17 @@ void check_batch(experiment_pointer self, std::uint64_t step) {
     st.partial.erase(it);
     batch.push_back(key);
   }
-  for (auto id : split.carry) {
-    st.partial.at(by_id.at(id)).owner = step + 1;
+  // The decision as the store keeps it, in start order (ids count up as groups start), so that a
+  // restarted run gives them back their order in the pool.
+  std::vector<std::uint64_t> carried(split.carry.begin(), split.carry.end());
+  std::sort(carried.begin(), carried.end());
+  s.carry = partial_carry_record{step, {}};
+  for (auto id : carried) {
+    const auto key = by_id.at(id);
+    auto& e = st.partial.at(key);
+    e.owner = step + 1;
+    s.carry->groups.push_back({key.step, key.group, e.task, st.settings.train_tasks[e.task].id,
+                               e.sampled_version, e.complete});
   }
   counts.carried = static_cast<std::uint32_t>(split.carry.size());
   counts.dropped_stale = static_cast<std::uint32_t>(split.dropped_stale.size());
@@ -466,6 +479,107 @@ void partial_group_done(experiment_pointer self, group_report report) {
   it->second.finished_ms = clock_ms();
   it->second.report = std::move(report);
   check_batch(self, it->second.owner);
+}
+
+// The finished turns of a carried group that its restarted gate takes as they are: per rollout of
+// the group, from turn 0 up to max_turns, ending at a pass (what follows a pass is redone). Unlike
+// a redone group's (tools/launch/resume.hpp's reusable_turns) they keep whichever weights sampled
+// them: the group was carried with those, and its sampled version bounds their staleness.
+std::vector<std::vector<turn_record>> carried_turns(std::vector<std::vector<turn_record>> stored,
+                                                    int group_size, int max_turns) {
+  stored.resize(static_cast<std::size_t>(std::max(0, group_size)));
+  for (auto& rollout : stored) {
+    std::size_t keep = 0;
+    while (keep < rollout.size() && keep < static_cast<std::size_t>(std::max(0, max_turns))) {
+      ++keep;
+      if (rollout[keep - 1].passed) {
+        break;
+      }
+    }
+    rollout.resize(keep);
+  }
+  return stored;
+}
+
+// A restarted run's pool (issue 33): the groups the last completed step carried into this run's
+// first step, as the decision stored with that step lists them, back under the keys of the steps
+// that started them. One stored whole since is complete; the others go on from their stored
+// turns with the settings and request indices (so the seeds) their first process gave them. A
+// group whose task is no longer the one recorded (the task list changed between the processes) is
+// left out, with a warning.
+void restore_carried(experiment_pointer self, loaded_carry& loaded) {
+  auto& st = self->state;
+  const auto& config = st.settings.config;
+  const auto step = st.settings.resume.first_step;
+  std::map<group_key, const group_record*> whole;
+  for (const auto& g : loaded.stored) {
+    whole.emplace(group_key{g.step, split_kind::train, g.group_index}, &g);
+  }
+  // As start_step spaces them. gate.retry is refused with partial rollouts, so a carried group is
+  // never a retry and has the plain size.
+  const auto& retry = config.gate.retry;
+  const auto width = static_cast<std::uint64_t>(config.data.batch_size) +
+                     static_cast<std::uint64_t>(config.schedule.partial_over_provision);
+  const auto stride = static_cast<std::uint64_t>(config.rollout.group_size + retry.extra_rollouts) *
+                      static_cast<std::uint64_t>(config.rollout.max_turns + retry.extra_turns);
+  std::size_t from_store = 0;
+  std::size_t rerun = 0;
+  std::size_t turns_resumed = 0;
+  for (std::size_t i = 0; i < loaded.record.groups.size(); ++i) {
+    const auto& c = loaded.record.groups[i];
+    const group_key key{c.origin_step, split_kind::train, c.group};
+    if (c.task >= st.settings.train_tasks.size() ||
+        st.settings.train_tasks[c.task].id != c.task_id) {
+      log(self, log::level::warn,
+          "carried into step " + std::to_string(step + 1) + " with task '" + c.task_id +
+              "', which is no longer training task " + std::to_string(c.task) +
+              ": not resumed (it trains nowhere)",
+          log_ids(key));
+      continue;
+    }
+    partial_entry e;
+    e.id = st.partial_ids++;
+    e.owner = step;
+    e.task = c.task;
+    e.sampled_version = c.sampled_version;
+    if (auto it = whole.find(key); it != whole.end()) {
+      e.complete = true;
+      e.finished_ms = 0.0;  // in an earlier process: before any of this one's
+      e.report = report_of(*it->second);
+      ++st.summary.groups_resumed;
+      ++from_store;
+      st.partial.emplace(key, std::move(e));
+      continue;
+    }
+    st.partial.emplace(key, e);
+    group_settings gs;
+    gs.run_id = st.settings.run_id;
+    gs.key = key;
+    gs.task = st.settings.train_tasks[c.task];
+    gs.group_size = config.rollout.group_size;
+    gs.max_turns = config.rollout.max_turns;
+    gs.sampling = config.rollout.sampling;
+    gs.request_index_base = (c.origin_step * width + c.group) * stride;
+    gs.probe_if_closed =
+        probe_group(config.experiment.seed, c.origin_step, c.group, st.settings.probe_fraction);
+    gs.optimise = config.gate.optimise;
+    gs.train = false;  // the driver hands it to the learner if a batch takes it
+    gs.telemetry = st.settings.telemetry;
+    gs.resumed_turns =
+        carried_turns(i < loaded.turns.size() ? std::move(loaded.turns[i])
+                                              : std::vector<std::vector<turn_record>>{},
+                      gs.group_size, gs.max_turns);
+    const auto n = count_turns(gs.resumed_turns);
+    st.summary.turns_resumed += n;
+    turns_resumed += n;
+    ++rerun;
+    watch(self, key, spawn_gate(self->system(), std::move(gs), services_for(self, {}, true)));
+  }
+  log(self, log::level::info,
+      "resumed the groups carried into this step: " + std::to_string(from_store) +
+          " complete from the store, " + std::to_string(rerun) + " running on from " +
+          std::to_string(turns_resumed) + " finished turns",
+      step_ids(step));
 }
 
 void start_validation(experiment_pointer self, std::uint64_t step,
@@ -834,18 +948,24 @@ void on_step_groups_in(experiment_pointer self, std::uint64_t step) {
             const double end = clock_ms();
             auto record = make_step_record(st, step, st.steps[step], learned, learner_start, end);
             record_step_telemetry(st, record);
-            self->request(st.services.store, caf::infinite, put_step_atom_v, record)
-                .then(
-                    [=](const ack& stored) {
-                      if (!stored.ok()) {
-                        end_run(self, run_status::failed, "store: step record: " + stored.error);
-                        return;
-                      }
-                      sync_weights(self, step, record, learned);
-                    },
-                    [=](caf::error& e) {
-                      end_run(self, run_status::failed, "store: " + self->system().render(e));
-                    });
+            auto on_stored = [=](const ack& stored) {
+              if (!stored.ok()) {
+                end_run(self, run_status::failed, "store: step record: " + stored.error);
+                return;
+              }
+              sync_weights(self, step, record, learned);
+            };
+            auto on_error = [=](caf::error& e) {
+              end_run(self, run_status::failed, "store: " + self->system().render(e));
+            };
+            if (const auto& carry = st.steps[step].carry) {
+              // In one commit with the step: a restarted run finds the step with its decision.
+              self->request(st.services.store, caf::infinite, put_step_atom_v, record, *carry)
+                  .then(on_stored, on_error);
+            } else {
+              self->request(st.services.store, caf::infinite, put_step_atom_v, record)
+                  .then(on_stored, on_error);
+            }
           },
           [=](caf::error& e) {
             end_run(self, run_status::failed, "learner: " + self->system().render(e));
@@ -899,6 +1019,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
   s.loading_stored = partial && !stored.empty();
   if (!stored.empty()) {
     // Completed groups are not redone: the learner gets them back from the store.
+    const auto tasks_of_step = batch;
     self->request(st.services.store, caf::infinite, load_atom_v, st.settings.run_id, step,
                   split_kind::train)
         .then(
@@ -931,6 +1052,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
                   partial_entry e;
                   e.id = self->state.partial_ids++;
                   e.owner = step;
+                  e.task = tasks_of_step.at(g.group_index);
                   e.sampled_version = std::numeric_limits<std::uint64_t>::max();
                   for (const auto& r : g.rollouts) {
                     for (const auto& t : r.turns) {
@@ -1017,6 +1139,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
       partial_entry e;
       e.id = st.partial_ids++;
       e.owner = step;
+      e.task = batch[g];
       e.sampled_version = st.weight_version;
       st.partial.emplace(gs.key, e);
     }
@@ -1123,7 +1246,7 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
           end_run(self, run_status::failed, "no training tasks");
           return st.done;
         }
-        auto begin = [=] {
+        auto start = [=] {
           auto& st = self->state;
           for (const auto& [step, stored] : st.settings.resume.validation_pending) {
             start_validation(self, step, stored);
@@ -1132,6 +1255,32 @@ experiment_actor::behavior_type experiment(experiment_pointer self, experiment_s
           maybe_finish(self);
         };
         const auto first = st.settings.resume.first_step;
+        // schedule.partial: a resumed run first puts back the groups the last completed step
+        // carried into its first step (none stored: partial rollouts were off, or the store was
+        // made before the decision was stored).
+        auto begin = [=] {
+          auto& st = self->state;
+          if (!partial_on(st) || first == 0 || first >= st.total_steps) {
+            start();
+            return;
+          }
+          self->request(st.services.store, caf::infinite, get_carry_atom_v, st.settings.run_id,
+                        first - 1)
+              .then(
+                  [=](loaded_carry& loaded) {
+                    if (!loaded.error.empty()) {
+                      end_run(self, run_status::failed, "store: carry decision: " + loaded.error);
+                      return;
+                    }
+                    if (loaded.found) {
+                      restore_carried(self, loaded);
+                    }
+                    start();
+                  },
+                  [=](caf::error& e) {
+                    end_run(self, run_status::failed, "store: " + self->system().render(e));
+                  });
+        };
         if (!retry_enabled(st.settings.config.gate.retry) || first == 0) {
           begin();
           return st.done;

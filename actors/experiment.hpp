@@ -10,6 +10,11 @@
 // in and the learner has finished step s-1-k, so generation runs ahead of the learner by at most k
 // versions.
 //
+// Partial rollouts (schedule.partial): each step's batch decision carries leftover groups into the
+// next step; the decision is stored in the step record's own commit, and a resumed run reads the
+// one of its last completed step and puts those groups back into its first step's pool (complete
+// ones from the store, the others going on from their stored turns).
+//
 // It answers `run` when the run has ended: finished, interrupted (stop), or failed (the first
 // group_failed, learner or store error). The run record is the caller's (it knows whether the run
 // is new or resumed).

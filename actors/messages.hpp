@@ -13,6 +13,7 @@
 
 #include "orchestrator/config.hpp"
 #include "orchestrator/group_report.hpp"
+#include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
 
@@ -173,6 +174,22 @@ struct loaded_retry {
   friend bool operator==(const loaded_retry&, const loaded_retry&) = default;
 };
 
+// The carry decision stored with a step (schedule.partial, issue 33), as the store actor reads it
+// back for a restarted run, with what the store holds of each carried group: the groups stored
+// whole since, and the finished turns of the others.
+struct loaded_carry {
+  bool found = false;  // false: none stored with that step (partial off, or an older store)
+  partial_carry_record record;
+  // The carried groups stored whole (complete), under the keys of the steps that started them.
+  std::vector<group_record> stored;
+  // Per group of record.groups, in its order: for one not in `stored`, its in-progress turns per
+  // rollout (index = rollout), turn 0, 1, ... as far as each is stored; empty otherwise.
+  std::vector<std::vector<std::vector<turn_record>>> turns;
+  std::string error;  // non-empty: the read failed
+
+  friend bool operator==(const loaded_carry&, const loaded_carry&) = default;
+};
+
 // How a run ended, as the driver answers its `run` request.
 struct run_summary {
   run_status status = run_status::running;
@@ -303,6 +320,17 @@ typename Inspector::result_type inspect(Inspector& f, retry_step_record& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, carried_group& x) {
+  return f(caf::meta::type_name("carried_group"), x.origin_step, x.group, x.task, x.task_id,
+           x.sampled_version, x.complete);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partial_carry_record& x) {
+  return f(caf::meta::type_name("partial_carry_record"), x.step, x.groups);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_key& x) {
   return f(caf::meta::type_name("group_key"), x.step, x.split, x.group);
 }
@@ -386,6 +414,11 @@ typename Inspector::result_type inspect(Inspector& f, loaded_retry& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, loaded_carry& x) {
+  return f(caf::meta::type_name("loaded_carry"), x.found, x.record, x.stored, x.turns, x.error);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.status, x.first_step, x.steps_completed,
            x.groups_completed, x.groups_resumed, x.turns_resumed, x.error);
@@ -447,6 +480,10 @@ CAF_ADD_TYPE_ID(leap, (leap::retry_step_record))
 CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_retry))
 CAF_ADD_ATOM(leap, leap::actors, put_retry_atom, "put_retry")
 CAF_ADD_ATOM(leap, leap::actors, get_retry_atom, "get_retry")
+// Partial rollouts' carry decision (issue 33): after every earlier id.
+CAF_ADD_TYPE_ID(leap, (leap::partial_carry_record))
+CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_carry))
+CAF_ADD_ATOM(leap, leap::actors, get_carry_atom, "get_carry")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

@@ -45,6 +45,66 @@ void commit(store_impl_actor::stateful_pointer<store_state> self) {
   st.waiting.clear();
 }
 
+// The carry decision stored with `step` and what the store holds of each carried group: the
+// group itself once stored whole, else its in-progress turns, per rollout from turn 0 up to the
+// first one missing (a later turn's input was rendered after the missing one).
+loaded_carry load_carry(const trajectory_store& store, const std::string& run_id,
+                        std::uint64_t step) {
+  loaded_carry out;
+  auto found = store.get_carry(run_id, step);
+  if (!found) {
+    out.error = found.err().message;
+    return out;
+  }
+  if (!*found) {
+    return out;
+  }
+  out.found = true;
+  out.record = std::move(**found);
+  out.turns.resize(out.record.groups.size());
+  std::vector<std::size_t> unfinished;
+  for (std::size_t i = 0; i < out.record.groups.size(); ++i) {
+    const auto& g = out.record.groups[i];
+    auto group = store.get_group({run_id, g.origin_step, split_kind::train, g.group});
+    if (!group) {
+      out.error = group.err().message;
+      return out;
+    }
+    if (*group) {
+      out.stored.push_back(std::move(**group));
+    } else {
+      unfinished.push_back(i);
+    }
+  }
+  if (unfinished.empty()) {
+    return out;
+  }
+  auto turns = store.partial_turns(run_id);
+  if (!turns) {
+    out.error = turns.err().message;
+    return out;
+  }
+  // partial_turns is ordered by group, rollout, turn.
+  for (auto& t : *turns) {
+    for (auto i : unfinished) {
+      const auto& g = out.record.groups[i];
+      if (t.group.step != g.origin_step || t.group.split != split_kind::train ||
+          t.group.group_index != g.group) {
+        continue;
+      }
+      auto& rollouts = out.turns[i];
+      if (rollouts.size() <= t.rollout) {
+        rollouts.resize(t.rollout + 1);
+      }
+      if (rollouts[t.rollout].size() == t.turn) {
+        rollouts[t.rollout].push_back(std::move(t.record));
+      }
+      break;
+    }
+  }
+  return out;
+}
+
 // Adds one record through `put` and answers once it is committed.
 template <class Put>
 caf::result<ack> enqueue(store_impl_actor::stateful_pointer<store_state> self, Put put) {
@@ -81,6 +141,20 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
       },
       [=](put_step_atom, const step_record& step) -> caf::result<ack> {
         return enqueue(self, [&](write_batch& b) { return b.put_step(step); });
+      },
+      [=](put_step_atom, const step_record& step,
+          const partial_carry_record& carry) -> caf::result<ack> {
+        // Both join the pending batch in this one call, so no commit falls between them.
+        return enqueue(self, [&](write_batch& b) -> status {
+          if (carry.step != step.step) {
+            return error{"step " + std::to_string(step.step) +
+                         " stored with the carry decision of step " + std::to_string(carry.step)};
+          }
+          if (auto s = b.put_step(step); !s) {
+            return s;
+          }
+          return b.put_carry(step.run_id, carry);
+        });
       },
       [=](put_run_atom, const run_record& run) -> caf::result<ack> {
         return enqueue(self, [&](write_batch& b) { return b.put_run(run); });
@@ -120,6 +194,10 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
           out.record = std::move(**found);
         }
         return out;
+      },
+      [=](get_carry_atom, const std::string& run_id, std::uint64_t step) -> loaded_carry {
+        commit(self);  // read what was put before
+        return load_carry(*self->state.store, run_id, step);
       },
       [=](commit_atom) { commit(self); },
   };

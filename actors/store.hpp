@@ -32,15 +32,21 @@ namespace leap::actors {
 // put_retry(run_id, record): the retry buffer after a step (issue 35), answered once durable; it
 //   is committed in order with the step's other puts.
 // get_retry(run_id, step): the retry buffer stored after `step`, if any.
+// put_step(step, carry): the step with its carry decision (schedule.partial, issue 33), in one
+//   commit: the step is stored with the decision or not at all.
+// get_carry(run_id, step): the carry decision stored with `step`, if any, and what the store holds
+//   of each carried group (loaded_carry).
 using store_actor = caf::typed_actor<
     caf::replies_to<put_group_atom, group_record>::with<ack>,
     caf::replies_to<put_step_atom, step_record>::with<ack>,
+    caf::replies_to<put_step_atom, step_record, partial_carry_record>::with<ack>,
     caf::replies_to<put_run_atom, run_record>::with<ack>,
     caf::replies_to<put_turn_atom, std::string, group_key, std::uint32_t, std::uint32_t,
                     turn_record>::with<ack>,
     caf::replies_to<load_atom, std::string, std::uint64_t, split_kind>::with<loaded_groups>,
     caf::replies_to<put_retry_atom, std::string, retry_step_record>::with<ack>,
-    caf::replies_to<get_retry_atom, std::string, std::uint64_t>::with<loaded_retry>>;
+    caf::replies_to<get_retry_atom, std::string, std::uint64_t>::with<loaded_retry>,
+    caf::replies_to<get_carry_atom, std::string, std::uint64_t>::with<loaded_carry>>;
 
 struct store_actor_config {
   // Most groups in one commit. Default: 64

@@ -209,6 +209,16 @@ TEST(MessagesTest, ActorMessagesRoundTrip) {
   loaded_groups loaded{{sample_group()}, "io error"};
   EXPECT_EQ(round_trip(loaded), loaded);
 
+  loaded_carry carry;
+  carry.found = true;
+  carry.record.step = 4;
+  carry.record.groups = {{3, 2, 17, "cpp/axpby", 3, false}, {4, 0, 5, "python/two_sum", 4, true}};
+  carry.stored = {sample_group()};
+  carry.turns = {{{sample_turn(true)}, {}}, {}};
+  carry.error = "partly read";
+  EXPECT_EQ(round_trip(carry), carry);
+  EXPECT_EQ(round_trip(carry.record), carry.record);
+
   run_summary summary{run_status::failed, 3, 4, 32, 5, 17, "store: disk full"};
   EXPECT_EQ(round_trip(summary), summary);
   // A group without a measured version comes back without one.
