@@ -337,7 +337,7 @@ TEST(VerifierNodeE2E, ACutOffNodeIsDeclaredLostAndItsLateVerdictsAreNotCountedTw
 }
 
 // The peak resident set (VmHWM) of process `pid`, KiB; -1 when it cannot be read.
-long peak_rss_kib(pid_t pid) {
+long node_peak_rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
@@ -392,7 +392,7 @@ TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
   leap_process node(dir.node_args(0));
   const int port = wait_listening(node);
   ASSERT_GT(port, 0) << node.output();
-  const long before = peak_rss_kib(node.pid());
+  const long before = node_peak_rss_kib(node.pid());
   ASSERT_GT(before, 0);
   constexpr std::uint8_t client_handshake = 1;
   constexpr std::uint8_t direct_message = 2;
@@ -416,7 +416,7 @@ TEST(VerifierNodeE2E, AnUnauthenticatedPeerCannotMakeTheNodeAllocate) {
       port, basp_header(direct_message, static_cast<std::uint32_t>(payload.size()), 1) + payload,
       std::chrono::seconds(60)));
   node.drain(0);
-  const long after = peak_rss_kib(node.pid());
+  const long after = node_peak_rss_kib(node.pid());
   // One claim honoured would add 4 GiB; 64 MiB leaves room for anything the node does itself.
   EXPECT_LT(after - before, 64L * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
   EXPECT_GE(count_of(node.output(), "closed the connection of 127.0.0.1"), 4u) << node.output();

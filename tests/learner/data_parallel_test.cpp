@@ -169,7 +169,7 @@ class rank_processes {
 };
 
 // Sequences of 8 to 18 tokens (a 3-token prompt), a little off-policy, advantages of both signs.
-update_batch make_batch(const policy& p, std::size_t count, std::uint64_t seed) {
+update_batch parallel_batch(const policy& p, std::size_t count, std::uint64_t seed) {
   return testing::scored_batch(
       p, {.count = count,
           .seed = seed,
@@ -238,8 +238,8 @@ TEST(DataParallel, TwoAndThreeRanksMatchOneProcess) {
     SCOPED_TRACE(dtype);
     const auto config = testing::tiny_qwen2();
     auto fresh = [&] { return policy::create_random(config, 7, {.dtype = dtype}).value(); };
-    const auto b1 = make_batch(fresh(), 7, 100);
-    const auto b2 = make_batch(fresh(), 7, 200);
+    const auto b1 = parallel_batch(fresh(), 7, 100);
+    const auto b2 = parallel_batch(fresh(), 7, 200);
     const auto options = base_options(dtype);
 
     auto single = trainer::create(fresh(), options);
@@ -300,7 +300,7 @@ TEST(DataParallel, OffPolicyFilterMatchesOneProcess) {
   SKIP_WITHOUT_GLOO();
   const auto config = testing::tiny_qwen2();
   auto fresh = [&] { return policy::create_random(config, 7, {.dtype = "float32"}).value(); };
-  auto batch = make_batch(fresh(), 7, 300);
+  auto batch = parallel_batch(fresh(), 7, 300);
   for (const std::size_t i : {1U, 4U}) {  // ratio e^1.5 on every token: outside [0.5, 2]
     for (auto& l : batch.sequences[i].behaviour_logprobs) {
       l -= 1.5F;
@@ -350,9 +350,9 @@ TEST(DataParallel, CheckpointsResumeOnAnotherWorldSize) {
   const auto config = testing::tiny_qwen2();
   const std::string dtype = "bfloat16";
   auto fresh = [&] { return policy::create_random(config, 11, {.dtype = dtype}).value(); };
-  const auto b1 = make_batch(fresh(), 6, 300);
-  const auto b2 = make_batch(fresh(), 6, 400);
-  const auto b3 = make_batch(fresh(), 6, 500);
+  const auto b1 = parallel_batch(fresh(), 6, 300);
+  const auto b2 = parallel_batch(fresh(), 6, 400);
+  const auto b3 = parallel_batch(fresh(), 6, 500);
   auto options = base_options(dtype);
 
   auto straight = trainer::create(fresh(), options);
@@ -410,7 +410,7 @@ TEST(DataParallel, AKilledRankFailsRankZerosUpdateWithANamedError) {
   SKIP_WITHOUT_GLOO();
   const auto config = testing::tiny_qwen2();
   auto p = policy::create_random(config, 3).value();
-  const auto batch = make_batch(p, 4, 600);
+  const auto batch = parallel_batch(p, 4, 600);
   rank_processes ranks(2, 60);
   auto o = base_options("float32");
   ranks.attach(o.distributed);
@@ -435,7 +435,7 @@ TEST(DataParallel, AHungRankFailsRankZerosUpdateAtTheTimeout) {
   SKIP_WITHOUT_GLOO();
   const auto config = testing::tiny_qwen2();
   auto p = policy::create_random(config, 3).value();
-  const auto batch = make_batch(p, 4, 700);
+  const auto batch = parallel_batch(p, 4, 700);
   constexpr double timeout = 20;
   rank_processes ranks(2, timeout);
   auto o = base_options("float32");
@@ -459,7 +459,7 @@ TEST(DataParallel, AHungRankFailsRankZerosUpdateAtTheTimeout) {
 TEST(DataParallel, RanksAreSpawnedWithThePortRankZerosStoreBound) {
   SKIP_WITHOUT_GLOO();
   auto p = policy::create_random(testing::tiny_qwen2(), 3).value();
-  const auto batch = make_batch(p, 4, 800);
+  const auto batch = parallel_batch(p, 4, 800);
   rank_processes ranks(2, 120);
   auto o = base_options("float32");
   ranks.attach(o.distributed);

@@ -150,7 +150,7 @@ client_config config_for(const std::string& url) {
   return c;
 }
 
-std::unique_ptr<policy_client> make_client(client_config config) {
+std::unique_ptr<policy_client> untrusted_client(client_config config) {
   auto c = policy_client::create(std::move(config));
   EXPECT_TRUE(c) << (c ? "" : c.err().message);
   return c ? std::move(*c) : nullptr;
@@ -238,7 +238,7 @@ TEST(UntrustedJson, ParsersRefuseDeepBodiesAndEventsAsMalformed) {
 
 TEST(ClientUntrusted, DeeplyNestedErrorBodiesEndTheTurnWithoutACrash) {
   scripted_http_server server;
-  auto client = make_client(config_for(server.url()));
+  auto client = untrusted_client(config_for(server.url()));
   ASSERT_TRUE(client);
 
   server.queue("/v1/completions", {400, deep_detail(100'000)});
@@ -324,7 +324,7 @@ TEST(ClientUntrusted, FaultyRepliesAreRetriedAndNeverStored) {
   scripted_http_server server;
   auto config = config_for(server.url());
   config.vocab_size = 100;
-  auto client = make_client(config);
+  auto client = untrusted_client(config);
   ASSERT_TRUE(client);
 
   server.queue("/v1/completions", {200, vllm_reply({"4294967361"})});
@@ -356,7 +356,7 @@ TEST(ClientUntrusted, TokenizeRetriesTransientFaults) {
   auto config = config_for(server.url());
   config.retry.max_attempts = 6;
   config.vocab_size = 100;
-  auto client = make_client(config);
+  auto client = untrusted_client(config);
   ASSERT_TRUE(client);
   server.queue("/tokenize", {503, R"({"error": {"message": "busy"}})"});
   server.queue("/tokenize", {200, R"({"tokens": [1, 2, 3], "count": 3})", /*cut=*/true});
@@ -406,7 +406,7 @@ TEST(ClientPreflight, ASoundServerPassesAndItsVocabularyBoundsTheIds) {
   server.set_default("/v1/completions", {200, vllm_reply({"7"})});
   auto config = config_for(server.url());
   config.model = "m1";
-  auto client = make_client(config);
+  auto client = untrusted_client(config);
   ASSERT_TRUE(client);
   preflight_request probe;
   probe.tokenize_probe = {{"user", "Say hello."}};
@@ -457,7 +457,7 @@ TEST(ClientPreflight, TheFallbackVocabularyBoundsIdsUntilAServerReportsItsOwn) {
     auto config = config_for(server.url());
     config.model = "m1";
     config.fallback_vocab_size = 100;
-    auto client = make_client(config);
+    auto client = untrusted_client(config);
     ASSERT_TRUE(client);
     preflight_request probe;
     probe.tokenize_probe = {{"user", "Say hello."}};
@@ -484,7 +484,7 @@ TEST(ClientPreflight, TheReportedContextWindowLowersMaxTokensToWhatFits) {
   scripted_http_server server;
   server.set_default("/v1/models", {200, models_body});
   server.set_default("/v1/completions", {200, vllm_reply({"7"})});
-  auto client = make_client(config_for(server.url()));
+  auto client = untrusted_client(config_for(server.url()));
   ASSERT_TRUE(client);
   auto before = run_turn(*client, 1, 10'000);
   EXPECT_EQ(before.status, turn_status::ok) << before.message;
@@ -538,7 +538,7 @@ TEST(ClientPreflight, EachUnfitServerIsNamedWithItsRouteAndReason) {
     auto config = config_for(server.url());
     config.model = r.model;
     config.stream = r.stream;
-    auto client = make_client(config);
+    auto client = untrusted_client(config);
     ASSERT_TRUE(client);
     preflight_request probe;
     probe.tokenize_probe = {{"user", "Say hello."}};

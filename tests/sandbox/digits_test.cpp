@@ -14,7 +14,7 @@
 namespace leap::sandbox {
 namespace {
 
-struct judge_case {
+struct digits_case {
   int target;
   const char* answer;
   verdict_category category;
@@ -22,7 +22,7 @@ struct judge_case {
 };
 
 TEST(DigitSumJudge, JudgesEveryShapeOfAnswer) {
-  const judge_case cases[] = {
+  const digits_case cases[] = {
       {7, "7", verdict_category::pass, ""},
       {7, "34", verdict_category::pass, ""},
       {7, "3 4", verdict_category::pass, ""},
