@@ -19,7 +19,10 @@
 #include <tuple>
 #include <vector>
 
+// Named within the anonymous namespace: in a unity build this file shares a unit with others
+// whose helpers (read_store, write_config, ...) have the same names.
 namespace {
+namespace partial_resume {
 
 namespace fs = std::filesystem;
 using leap::e2e::clock_type;
@@ -153,4 +156,5 @@ TEST(PartialRolloutsE2E, KilledWhileAGroupIsCarriedTheRestartTrainsEachGroupOnce
   }
 }
 
+}  // namespace partial_resume
 }  // namespace
