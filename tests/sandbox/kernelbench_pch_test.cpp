@@ -3,6 +3,7 @@
 // recording reused instead of a second recorder run. Real g++, python3 and torch (Debian's CPU
 // build); skipped with the reason where torch is missing.
 #include "sandbox/engine.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -22,27 +23,14 @@ namespace fs = std::filesystem;
 using testing::fenced;
 
 bool torch_available(const engine_config& config, std::string* why) {
-  const bool available = std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + config.python +
-                                      " -c 'import torch' >/dev/null 2>&1")
-                                         .c_str()) == 0;
-  if (!available) {
-    *why = "python3 cannot import torch (install Debian's python3-torch)";
-  }
-  return available;
+  return testing::python_imports(config.python, "torch", why);
 }
-
-const char* k_problem =
-    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
-    "    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n\n"
-    "    def forward(self, a, b):\n        return a * self.scale + b\n\n"
-    "def get_inputs():\n    return [torch.randn(32, 16), torch.randn(32, 16)]\n\n"
-    "def get_init_inputs():\n    return [3.0]\n";
 
 task problem_task() {
   task t;
   t.id = "kernelbench/level1/1_ScaleAdd";
   t.kind = task_kind::kernelbench;
-  t.reference = k_problem;
+  t.reference = testing::k_scale_add_problem;
   t.own_kernel = own_kernel_policy::off;
   return t;
 }
@@ -109,7 +97,9 @@ bool has(const std::string& text, const std::string& part) {
 TEST(KernelBenchPchTest, TorchHeadersPrecompiledOnceUsedByEveryBuildAndBuiltAround) {
   engine_config config = testing::test_engine_config();
   std::string why;
-  if (!torch_available(config, &why)) GTEST_SKIP() << why;
+  if (!torch_available(config, &why)) {
+    GTEST_SKIP() << why;
+  }
   // Outside /tmp: the sandbox binds the header's folder read-only only from there. Beside the
   // test binary, or under HOME when the build itself lies under /tmp (a clone there, as CI's may).
   const fs::path cache = cache_outside_tmp();

@@ -7,6 +7,7 @@
 // ncu leaves the verdict as it was. On a GPU with ncu (the lead's H200): a load_inline kernel (and
 // a Triton kernel, where triton imports) profiled and diagnosed.
 #include "sandbox/engine.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
 #include "tests/sandbox/test_support.hpp"
 
@@ -30,41 +31,16 @@ bool has_text(const std::string& text, std::string_view needle) {
   return text.find(needle) != std::string::npos;
 }
 
-// Whether the engine's python imports `module` (torch: Debian's python3-torch on the CPU).
+// Whether the engine's python imports `module`.
 bool python_imports(const std::string& module, std::string* why) {
-  const std::string python = testing::test_engine_config().python;
-  if (std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + python + " -c 'import " + module +
-                   "' >/dev/null 2>&1")
-                      .c_str()) != 0) {
-    *why = python + " cannot import " + module;
-    return false;
-  }
-  return true;
+  return testing::python_imports(testing::test_engine_config().python, module, why);
 }
-
-const char* k_scale_add_problem =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self, scale):\n"
-    "        super().__init__()\n"
-    "        self.scale = scale\n"
-    "\n"
-    "    def forward(self, a, b):\n"
-    "        return a * self.scale + b\n"
-    "\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(32, 16), torch.randn(32, 16)]\n"
-    "\n"
-    "def get_init_inputs():\n"
-    "    return [3.0]\n";
 
 task scale_add_task(std::optional<own_kernel_policy> own_kernel) {
   task t;
   t.id = "kernelbench/level1/1_ScaleAddProfiled";
   t.kind = task_kind::kernelbench;
-  t.reference = k_scale_add_problem;
+  t.reference = testing::k_scale_add_problem;
   t.own_kernel = own_kernel;
   return t;
 }
@@ -128,6 +104,7 @@ engine_config cpu_config(const std::string& ncu, profile_mode mode) {
   return c;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class KernelBenchProfileTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -7,6 +7,7 @@
 #include "sandbox/engine.hpp"
 #include "sandbox/gpu_clocks.hpp"
 #include "sandbox/harness.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -33,41 +34,19 @@ using testing::fenced;
 using testing::shared_engine;
 
 bool torch_available(std::string* why) {
+  static std::string missing;
   static const bool available =
-      std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + shared_engine().config().python +
-                   " -c 'import torch' >/dev/null 2>&1")
-                      .c_str()) == 0;
-  if (!available) {
-    *why = "python3 cannot import torch (install Debian's python3-torch)";
-    return false;
-  }
-  return true;
+      testing::python_imports(shared_engine().config().python, "torch", &missing);
+  *why = missing;
+  return available;
 }
-
-const char* k_problem =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self, scale):\n"
-    "        super().__init__()\n"
-    "        self.scale = scale\n"
-    "\n"
-    "    def forward(self, a, b):\n"
-    "        return a * self.scale + b\n"
-    "\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(32, 16), torch.randn(32, 16)]\n"
-    "\n"
-    "def get_init_inputs():\n"
-    "    return [3.0]\n";
 
 // Own-kernel check off: these cases are about the outputs, and use PyTorch's ops on every device.
 task problem_task(std::optional<own_kernel_policy> own_kernel = own_kernel_policy::off) {
   task t;
   t.id = "kernelbench/level1/1_ScaleAdd";
   t.kind = task_kind::kernelbench;
-  t.reference = k_problem;
+  t.reference = testing::k_scale_add_problem;
   t.own_kernel = own_kernel;
   return t;
 }
@@ -81,7 +60,9 @@ std::string f32_tensor(const std::vector<std::int64_t>& shape, const std::vector
                        const std::string& dtype = "float32") {
   std::string out = "T" + std::string(1, static_cast<char>(dtype.size())) + dtype +
                     u32(static_cast<std::uint32_t>(shape.size()));
-  for (auto d : shape) out += u64(static_cast<std::uint64_t>(d));
+  for (auto d : shape) {
+    out += u64(static_cast<std::uint64_t>(d));
+  }
   std::string data;
   if (dtype == "bfloat16") {
     for (float f : values) {
@@ -98,14 +79,18 @@ std::string f32_tensor(const std::vector<std::int64_t>& shape, const std::vector
 
 std::string list_of(const std::vector<std::string>& items, char tag = 'L') {
   std::string out = std::string(1, tag) + u32(static_cast<std::uint32_t>(items.size()));
-  for (const auto& i : items) out += i;
+  for (const auto& i : items) {
+    out += i;
+  }
   return out;
 }
 
 std::shared_ptr<const std::string> file_of(const std::string& magic,
                                            const std::vector<std::string>& trials) {
   std::string out = magic + u32(static_cast<std::uint32_t>(trials.size()));
-  for (const auto& t : trials) out += t;
+  for (const auto& t : trials) {
+    out += t;
+  }
   return std::make_shared<const std::string>(out + "LKBEND!!");
 }
 
@@ -181,7 +166,9 @@ TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
 TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
   const std::string good = u64(1) + list_of({f32_tensor({2}, {1, 2})}) + list_of({});
   std::string deep;
-  for (int i = 0; i < 100; ++i) deep += list_of({"N"}).substr(0, 5);
+  for (int i = 0; i < 100; ++i) {
+    deep += list_of({"N"}).substr(0, 5);
+  }
   const std::vector<std::pair<std::string, std::string>> cases{
       {"empty", ""},
       {"wrong_magic", "LKBEXP01" + u32(1) + good + "LKBEND!!"},
@@ -414,8 +401,9 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(std::string(to_string(v->category)), to_string(c.expected)) << v->feedback << "\n"
                                                                           << v->diagnostics;
-    if (!c.feedback_contains.empty())
+    if (!c.feedback_contains.empty()) {
       EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
+    }
   }
 }
 
@@ -424,7 +412,9 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
 // mysterious failure: on an H200 a 2 x 512 MiB add failed with Python's "No space left on device".
 TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.trials = 2;
@@ -434,9 +424,9 @@ TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
   task big = problem_task();
   big.id = "kernelbench/level1/4_HugeScaleAdd";
   const std::string shapes = "torch.randn(32, 16), torch.randn(32, 16)";
-  big.reference =
-      std::string(k_problem).replace(std::string(k_problem).find(shapes), shapes.size(),
-                                     "torch.randn(1024, 1024), torch.randn(1024, 1024)");
+  big.reference = std::string(testing::k_scale_add_problem)
+                      .replace(std::string(testing::k_scale_add_problem).find(shapes),
+                               shapes.size(), "torch.randn(1024, 1024), torch.randn(1024, 1024)");
   auto v = (*e)->verify(big, fenced("python", "class ModelNew: pass\n"));
   ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback;
   EXPECT_NE(v.err().message.find("do not fit the run's scratch of 4 MiB"), std::string::npos)
@@ -450,7 +440,9 @@ TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
 // counts against RLIMIT_FSIZE), while the reference's files fit.
 TEST(KernelBenchTest, TheJudgesOwnFailureIsTheSlotsNotTheCandidates) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.trials = 1;
@@ -459,12 +451,14 @@ TEST(KernelBenchTest, TheJudgesOwnFailureIsTheSlotsNotTheCandidates) {
   ASSERT_TRUE(e.ok()) << e.err().message;
   task big = problem_task();
   big.id = "kernelbench/level1/3_BigScaleAdd";
-  big.reference = std::string(k_problem).replace(std::string(k_problem).find("torch.randn(32, 16), "
-                                                                             "torch.randn(32, 16)"),
-                                                 std::string("torch.randn(32, 16), torch.randn(32, "
-                                                             "16)")
-                                                     .size(),
-                                                 "torch.randn(256, 256), torch.randn(256, 256)");
+  big.reference = std::string(testing::k_scale_add_problem)
+                      .replace(std::string(testing::k_scale_add_problem)
+                                   .find("torch.randn(32, 16), "
+                                         "torch.randn(32, 16)"),
+                               std::string("torch.randn(32, 16), torch.randn(32, "
+                                           "16)")
+                                   .size(),
+                               "torch.randn(256, 256), torch.randn(256, 256)");
   const std::string code =
       "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
       "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
@@ -489,7 +483,9 @@ TEST(KernelBenchTest, TheJudgesOwnFailureIsTheSlotsNotTheCandidates) {
 // one that ends after it said so passes its exit code on, for a runtime error.
 TEST(KernelBenchTest, TheJudgeTellsTheRunnersSetupFromTheCandidatesCode) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   const std::string inputs = std::string("LKBIN001") + u32(0) + "LKBEND!!";
   const std::string driver = R"PY(
 import subprocess, sys
@@ -582,7 +578,9 @@ TEST(KernelBenchBuildTest, WhatTheCompilePoolBuildsAndWhatStaysInTheRun) {
 // the recorder cannot see (in ModelNew's constructor) is built in the run, and the verdict says so.
 TEST(KernelBenchBuildTest, ExtensionsAreBuiltInTheCompilePoolAndCached) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.trials = 1;
@@ -652,7 +650,9 @@ TEST(KernelBenchBuildTest, ExtensionsAreBuiltInTheCompilePoolAndCached) {
 // calls' outputs, unknown to the candidate; the reference is timed by the same judge and protocol.
 TEST(KernelBenchTimingTest, TimedOnFreshInputsAndTheTimedCallsAreChecked) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();  // the slot's device: cuda on a GPU host
   config.trials = 2;
   config.timing_reps = 8;
@@ -759,7 +759,9 @@ TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
 
 TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.kernelbench_cache_bytes = 1;  // every other problem's reference is evicted
@@ -768,7 +770,8 @@ TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
   ASSERT_TRUE(e.ok()) << e.err().message;
   task other = problem_task();
   other.id = "kernelbench/level1/2_ScaleSub";
-  other.reference = std::string(k_problem).replace(std::string(k_problem).find("+ b"), 3, "- b");
+  other.reference = std::string(testing::k_scale_add_problem)
+                        .replace(std::string(testing::k_scale_add_problem).find("+ b"), 3, "- b");
   const std::string code =
       "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
       "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
@@ -795,9 +798,12 @@ TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
   EXPECT_NE(v.err().message.find("the CPU slot"), std::string::npos) << v.err().message;
 
   std::string why;
-  if (!torch_available(&why)) GTEST_SKIP() << why;
-  if (testing::gpu_present(&why))
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
+  if (testing::gpu_present(&why)) {
     GTEST_SKIP() << "a GPU is present: the no-GPU half needs a machine without one";
+  }
   engine_config cuda = testing::test_engine_config();
   cuda.kernelbench_device = "cuda";
   auto g = engine::create(cuda);

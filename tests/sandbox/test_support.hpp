@@ -110,8 +110,9 @@ inline engine_config test_engine_config() {
   c.python_limits.cpu_seconds = 4;
   c.python_limits.processes = 32;
   // Where python3 with torch is not on the sandbox's PATH (a venv on the GPU machine), point here.
-  if (const char* python = std::getenv("LEAP_SANDBOX_TEST_PYTHON"); python && *python)
+  if (const char* python = std::getenv("LEAP_SANDBOX_TEST_PYTHON"); python && *python) {
     c.python = python;
+  }
   return c;
 }
 

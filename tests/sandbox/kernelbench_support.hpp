@@ -1,0 +1,42 @@
+// What the KernelBench tests share: whether a python imports a module, and the scale-add problem
+// whose candidates they verify.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+namespace leap::sandbox::testing {
+
+// Whether `python` imports `module` (torch on the CPU: Debian's python3-torch); `why` says what is
+// missing when not.
+inline bool python_imports(const std::string& python, const std::string& module, std::string* why) {
+  if (std::system(("PATH=/usr/local/bin:/usr/bin:/bin " + python + " -c 'import " + module +
+                   "' >/dev/null 2>&1")
+                      .c_str()) == 0) {
+    return true;
+  }
+  *why = python + " cannot import " + module +
+         (module == "torch" ? " (install Debian's python3-torch)" : "");
+  return false;
+}
+
+// A KernelBench problem: `a * scale + b` over two 32 x 16 inputs, the scale an init input.
+inline constexpr const char* k_scale_add_problem =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "class Model(nn.Module):\n"
+    "    def __init__(self, scale):\n"
+    "        super().__init__()\n"
+    "        self.scale = scale\n"
+    "\n"
+    "    def forward(self, a, b):\n"
+    "        return a * self.scale + b\n"
+    "\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(32, 16), torch.randn(32, 16)]\n"
+    "\n"
+    "def get_init_inputs():\n"
+    "    return [3.0]\n";
+
+}  // namespace leap::sandbox::testing
