@@ -108,6 +108,11 @@ struct group_record {
   // rank, reward and advantage are those of its first turn, and outcome_from_turns() gives what
   // the debug turns would have reached.
   bool probe = false;
+  // The optimisation decision the live run took for this group when the gate decided
+  // (gate.optimise, issue 31): kept so that replay reports it rather than recomputing it. None
+  // with gate.optimise off (decision `off`), for validation groups, and in stores made before it
+  // was stored. The store keeps it beside the group record (storage/), not inside its bytes.
+  std::optional<optimise_decision> optimise;
   std::vector<rollout_record> rollouts;
   // Unix epoch milliseconds: the first request of the group sent, the gate decided, the group was
   // scored. 0 when not recorded.

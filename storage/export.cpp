@@ -81,6 +81,7 @@ json group_json(const group_record& g) {
       {"gated_unix_ms", g.gated_unix_ms},
       {"finished_unix_ms", g.finished_unix_ms},
       {"weight_version", g.weight_version ? json(*g.weight_version) : json(nullptr)},
+      {"optimise", g.optimise ? json(to_string(*g.optimise)) : json(nullptr)},
       {"rollouts", std::move(rollouts)},
   };
 }
@@ -352,6 +353,12 @@ result<group_record> group_from_json(std::string_view line) {
   // Absent or null: a group with none (training groups, exports made before it existed).
   if (j.is_object() && j.contains("weight_version") && !j["weight_version"].is_null()) {
     g.weight_version = r.get<std::uint64_t>(j, "weight_version", "");
+  }
+  // Absent or null: no stored optimisation decision (gate.optimise off, exports made before it).
+  if (j.is_object() && j.contains("optimise") && !j["optimise"].is_null()) {
+    g.optimise = r.enumeration<optimise_decision>(
+        j, "optimise", "", [](const std::string& n) { return parse_optimise_decision(n); },
+        "optimise decision");
   }
   const auto rollouts = r.array<json>(j, "rollouts", "");
   for (std::size_t i = 0; i < rollouts.size() && r.ok(); ++i) {

@@ -231,6 +231,13 @@ std::optional<std::pair<std::string, std::uint64_t>> parse_carry(std::string_vie
   return parse_step_key(carry_tag, key);
 }
 
+std::string optimise(const group_ref& ref) {
+  std::string k = id_prefix("leap.optimise");
+  k += id_prefix(ref.run_id);
+  append_group_tail(k, ref);
+  return k;
+}
+
 std::string prefix_end(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {

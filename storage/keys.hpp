@@ -17,12 +17,15 @@
 //                  rollout:u32be turn:u32be                                turn_record
 //   default        "leap.retry" \0 run_id \0 step:u64be                      retry_step_record
 //   default        "leap.carry" \0 run_id \0 step:u64be                      partial_carry_record
+//   default        "leap.optimise" \0 run_id \0 step:u64be split:u8 group:u32be
+//                                                                          optimise_decision record
 //
 // The "leap.turn" keys hold the finished turns of groups not yet stored (per-turn resume); they
 // live in the default family so that stores made before them open unchanged; so do the
 // "leap.retry" keys, the retry buffer after each step (orchestrator/retry.hpp, issue 35), and the
 // "leap.carry" keys, the groups each step carried into the next (orchestrator/partial_rollouts.hpp,
-// issue 33).
+// issue 33), and the "leap.optimise" keys, the optimisation decision stored with a group
+// (gate.optimise, issue 31).
 //
 // split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
 #pragma once
@@ -72,6 +75,8 @@ namespace keys {
 // The carry decision stored with a step, and the prefix of every such key of one run.
 [[nodiscard]] std::string carry(std::string_view run_id, std::uint64_t step);
 [[nodiscard]] std::string carries_of_run(std::string_view run_id);
+// The optimisation decision stored with a group (gate.optimise).
+[[nodiscard]] std::string optimise(const group_ref& ref);
 
 // The inverses; nullopt when the bytes are not such a key.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);

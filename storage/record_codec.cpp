@@ -592,6 +592,25 @@ result<partial_carry_record> decode_carry(std::string_view bytes) {
   return rec;
 }
 
+// ---- optimisation decision
+// --------------------------------------------------------------------------------------
+
+std::string encode_optimise(optimise_decision decision) {
+  byte_writer w(record_kind::optimise);
+  w.enumeration(decision);
+  return std::move(w).take();
+}
+
+result<optimise_decision> decode_optimise(std::string_view bytes) {
+  byte_reader r(bytes, "optimisation decision");
+  r.header(record_kind::optimise);
+  const auto decision = r.enumeration("decision", optimise_decision::open);
+  if (auto s = r.finish(); !s) {
+    return s.err();
+  }
+  return decision;
+}
+
 std::string encode(const step_record& s) {
   byte_writer w(record_kind::step);
   w.str(s.run_id);

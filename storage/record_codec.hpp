@@ -44,13 +44,17 @@ inline constexpr std::uint8_t trajectory_format_version = 5;
 // layout since it was added (format version 5). A new kind under keys of its own changes no
 // record that a build before it reads, so the format version stays: bumping it would only make
 // those builds refuse every record of a newer store.
+// optimise: the optimisation decision of one group (gate.optimise, issue 31), stored beside the
+// group record under keys of its own for the same reason; one layout since it was added (format
+// version 5): the decision's byte.
 enum class record_kind : std::uint8_t {
   group = 1,
   step = 2,
   run = 3,
   turn = 4,
   retry = 5,
-  carry = 6
+  carry = 6,
+  optimise = 7
 };
 
 struct decode_options {
@@ -65,6 +69,7 @@ struct decode_options {
 [[nodiscard]] std::string encode(const turn_record& turn);
 [[nodiscard]] std::string encode(const retry_step_record& retry);
 [[nodiscard]] std::string encode(const partial_carry_record& carry);
+[[nodiscard]] std::string encode_optimise(optimise_decision decision);
 
 // Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
 // version newer than trajectory_format_version; each message names the field and the byte offset.
@@ -75,5 +80,6 @@ struct decode_options {
 [[nodiscard]] result<turn_record> decode_turn(std::string_view bytes);
 [[nodiscard]] result<retry_step_record> decode_retry(std::string_view bytes);
 [[nodiscard]] result<partial_carry_record> decode_carry(std::string_view bytes);
+[[nodiscard]] result<optimise_decision> decode_optimise(std::string_view bytes);
 
 }  // namespace leap

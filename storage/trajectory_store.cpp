@@ -820,6 +820,28 @@ struct trajectory_store::impl {
     }
     return std::optional<std::string>{std::move(value)};
   }
+
+  // Sets group.optimise from the decision stored beside the group (gate.optimise); a group
+  // without one (optimisation off, or a store made before decisions were stored) keeps none.
+  status attach_optimise(group_record& group, const group_ref& ref,
+                         const rocksdb::Snapshot* snapshot = nullptr) const {
+    rocksdb::ReadOptions read;
+    read.snapshot = snapshot;
+    std::string value;
+    auto s = db->Get(read, all_handles[0], keys::optimise(ref), &value);
+    if (s.IsNotFound()) {
+      return ok_status();
+    }
+    if (!s.ok()) {
+      return fail("read of an optimisation decision", s);
+    }
+    auto decision = decode_optimise(value);
+    if (!decision) {
+      return decision.err().wrap(where() + ": optimisation decision of " + describe(ref));
+    }
+    group.optimise = *decision;
+    return ok_status();
+  }
 };
 
 // ---- write_batch
@@ -882,6 +904,12 @@ status write_batch::put_group(const group_record& group) {
     if (st.ok()) {
       const auto turns = keys::turns_of_group(ref);
       st = impl_->batch.DeleteRange(impl_->default_cf, turns, keys::prefix_end(turns));
+    }
+    // The optimisation decision goes with the group it ruled, under a key of its own so that the
+    // group record's bytes (and every build that reads them) stay as they were.
+    if (st.ok() && group.optimise) {
+      st = impl_->batch.Put(impl_->default_cf, keys::optimise(ref),
+                            encode_optimise(*group.optimise));
     }
     return st;
   });
@@ -1573,6 +1601,9 @@ result<std::optional<group_record>> trajectory_store::get_group(const group_ref&
   if (!group) {
     return group.err().wrap(impl_->where() + ": " + describe(ref));
   }
+  if (auto s = impl_->attach_optimise(*group, ref); !s) {
+    return s.err();
+  }
   return std::optional<group_record>{std::move(*group)};
 }
 
@@ -1599,6 +1630,9 @@ status trajectory_store::for_each_group(const group_query& query,
                        auto group = decode_group(value, query.decode);
                        if (!group) {
                          return group.err().wrap(impl_->where() + ": " + describe(*ref));
+                       }
+                       if (auto s = impl_->attach_optimise(*group, *ref); !s) {
+                         return s;
                        }
                        return visit(std::move(*group));
                      });
@@ -1660,6 +1694,10 @@ status trajectory_store::for_each_group_of_task(std::string_view task_id, std::s
       }
       if (group->task_id != task_id) {
         continue;  // the group was rewritten with another task: a stale index entry
+      }
+      outcome = impl_->attach_optimise(*group, parsed->second, snapshot);
+      if (!outcome.ok()) {
+        break;
       }
       outcome = visit(std::move(*group));
     }

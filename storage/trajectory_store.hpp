@@ -11,6 +11,7 @@
 //   default  "leap.turn" \0 run_id \0 step split group rollout:u32be turn:u32be -> turn_record
 //   default  "leap.retry" \0 run_id \0 step:u64be                      -> retry_step_record
 //   default  "leap.carry" \0 run_id \0 step:u64be                      -> partial_carry_record
+//   default  "leap.optimise" \0 run_id \0 step split group            -> optimise_decision
 //
 // Values are orchestrator/trajectory.hpp's versioned binary records. A group and its by_task entry
 // are one atomic write, as are a step and its metric snapshot, so a reader (or a restart after a
@@ -100,8 +101,9 @@ struct store_options {
 
 // What open() found when a store holds fewer writes than it had acknowledged. Counts are RocksDB
 // sequence numbers: one per record key written (a group is 3: record, index entry, its
-// in-progress turns deleted; a finished turn 1, a step 1 plus one per metric of its snapshot
-// and 1 for its carry decision if it has one, a run 1).
+// in-progress turns deleted, and 1 for its optimisation decision if it has one; a finished turn
+// 1, a step 1 plus one per metric of its snapshot and 1 for its carry decision if it has one, a
+// run 1).
 struct lost_writes_report {
   std::uint64_t acknowledged = 0;  // the last write the store had acknowledged
   std::uint64_t present = 0;       // the last write the store holds now
@@ -164,7 +166,8 @@ class write_batch {
   // Each put validates the record (validate() in orchestrator/trajectory.hpp) and encodes it now;
   // an invalid record is an error and leaves the batch as it was. Nothing is stored until write().
   status put_run(const run_record& run);
-  // Also deletes the group's in-progress turns (put_turn), in the same commit.
+  // Also deletes the group's in-progress turns (put_turn), and puts its optimisation decision
+  // when it has one, in the same commit.
   status put_group(const group_record& group);
   // One finished turn of a group in flight. Errors: an empty run id or one with a NUL byte, as
   // many log-probs as output tokens missing.
@@ -235,7 +238,8 @@ class trajectory_store {
 
   status put_run(const run_record& run);
   // A group and its by_task index entry, atomically; the group's in-progress turns are deleted in
-  // the same write.
+  // the same write, and its optimisation decision (group_record::optimise), when it has one, is
+  // stored in it under a key of its own. Every read of a group sets that field back.
   status put_group(const group_record& group);
   // One finished turn of a group in flight (per-turn resume); rewriting it replaces it.
   status put_turn(const group_ref& group, std::uint32_t rollout, std::uint32_t turn,

@@ -225,6 +225,34 @@ TEST(ExportJson, ParseErrorsNameTheField) {
   }
 }
 
+// The optimisation decision stored beside a group (issue 31) is exported by name and read back; a
+// group without one exports null, and a line without the key (older exports) reads as none.
+TEST_F(Export, JsonlCarriesTheStoredOptimisationDecision) {
+  auto opened = make_group("r3", 0, 0);
+  opened.optimise = optimise_decision::closed_budget;
+  ASSERT_TRUE(store_->put_group(opened).ok());
+  std::ostringstream out;
+  ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r3"}, out).ok());
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 1U);
+  auto j = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(j.at("optimise"), "closed_budget");
+  auto back = group_from_json(lines[0]);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, opened);
+  std::ostringstream plain;
+  ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r2"}, plain).ok());
+  EXPECT_TRUE(nlohmann::json::parse(lines_of(plain.str()).at(0)).at("optimise").is_null());
+  j.erase("optimise");
+  auto old = group_from_json(j.dump());
+  ASSERT_TRUE(old.ok()) << old.err().message;
+  EXPECT_FALSE(old->optimise.has_value());
+  j["optimise"] = "ajar";
+  auto bad = group_from_json(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("optimise"), std::string::npos) << bad.err().message;
+}
+
 TEST_F(Export, AFailingStreamIsAnError) {
   std::ostringstream out;
   out.setstate(std::ios::badbit);
