@@ -42,6 +42,9 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
     s.activated += is_open(g->gate) ? 1 : 0;
     s.turns += g->turns;
     s.verifier_jobs += g->verifier_jobs;
+    if (g->optimise && static_cast<std::size_t>(*g->optimise) < s.optimise_decisions.size()) {
+      ++s.optimise_decisions[static_cast<std::size_t>(*g->optimise)];
+    }
     s.signal_groups +=
         std::any_of(g->advantages.begin(), g->advantages.end(), [](double a) { return a != 0.0; })
             ? 1
@@ -141,6 +144,33 @@ std::string format_speed_table(const replay_report& r) {
                             &replay_step::compiled_speed, &replay_validation::compiled_speed);
 }
 
+// The optimisation decisions the run stored, per step; empty when it stored none.
+std::string format_optimise_table(const replay_report& r) {
+  const auto& total = r.total.optimise_decisions;
+  if (std::all_of(total.begin(), total.end(), [](std::uint32_t n) { return n == 0; })) {
+    return {};
+  }
+  std::string out =
+      "\noptimisation decisions stored by the run (gate.optimise; groups, by decision)\n";
+  out += printf_string("%6s", "step");
+  for (std::size_t d = 1; d < total.size(); ++d) {
+    out += printf_string(" %14s", to_string(static_cast<optimise_decision>(d)).c_str());
+  }
+  out += "\n";
+  auto row = [&](const replay_step& s, const std::string& label) {
+    out += printf_string("%6s", label.c_str());
+    for (std::size_t d = 1; d < s.optimise_decisions.size(); ++d) {
+      out += printf_string(" %14u", s.optimise_decisions[d]);
+    }
+    out += "\n";
+  };
+  for (const auto& s : r.steps) {
+    row(s, std::to_string(s.step + 1));
+  }
+  row(r.total, "all");
+  return out;
+}
+
 }  // namespace
 
 replay_group replay_group_of(const group_record& group) {
@@ -152,6 +182,7 @@ replay_group replay_group_of(const group_record& group) {
   g.probe = group.probe;
   g.max_turns = group.max_turns;
   g.weight_version = group.weight_version;
+  g.optimise = group.optimise;
   for (const auto& r : group.rollouts) {
     g.trained.push_back(r.outcome);
     g.measured.push_back(outcome_from_turns(r));
@@ -323,7 +354,11 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
                 const std::vector<double>& advantages, std::uint32_t turns_after,
                 bool optimise_after) {
     ++w.groups;
-    s.optimised_before += g.optimise_turns > 0 ? 1 : 0;
+    // What the run decided, as it stored it; a group stored without a decision shows it only by
+    // the optimisation turns it ran.
+    const bool opened_before =
+        g.optimise ? *g.optimise == optimise_decision::open : g.optimise_turns > 0;
+    s.optimised_before += opened_before ? 1 : 0;
     s.optimised_after += optimise_after ? 1 : 0;
     w.unobserved_optimise += optimise_after && g.optimise_turns == 0 ? 1 : 0;
     s.activated_before += is_open(g.gate) ? 1 : 0;
@@ -489,6 +524,7 @@ std::string format_replay_tables(const replay_report& r) {
     }
   }
   out += format_speed_table(r);
+  out += format_optimise_table(r);
   out += "\nrollouts with a non-zero advantage by group pass rate (all training groups)\n";
   out += printf_string("%-11s %12s %12s %12s %12s %12s %12s\n", "pass rate", "turn1 pass+",
                        "turn1 pass-", "debug pass+", "debug pass-", "failure+", "failure-");

@@ -12,6 +12,7 @@
 #include "orchestrator/reward.hpp"
 #include "orchestrator/trajectory.hpp"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -44,6 +45,9 @@ struct replay_group {
   // Optimisation turns the group ran (turns after a first-turn pass; gate.optimise): the stored
   // trace of the optimisation decision, which opened the group when this is > 0.
   std::uint32_t optimise_turns = 0;
+  // group_record::optimise: the optimisation decision the live run stored (none: gate.optimise
+  // off, or a store made before decisions were stored).
+  std::optional<optimise_decision> optimise;
   // group_record::weight_version: the version a validation group was measured with.
   std::optional<std::uint64_t> weight_version;
 };
@@ -106,6 +110,9 @@ struct replay_step {
   // Partial rollouts, when the step record has them; the total row sums them. With them the
   // step's groups above are those it started (stored under its key), not those it trained.
   std::optional<replay_partial_columns> partial;
+  // The optimisation decisions the run stored with these groups (gate.optimise), counted by
+  // decision (indexed by optimise_decision's value); all 0 when none was stored.
+  std::array<std::uint32_t, 6> optimise_decisions{};
 };
 
 struct replay_validation {
@@ -163,7 +170,8 @@ struct whatif_step {
   std::uint32_t sign_flips = 0;    // rollouts whose advantage changed sign
   std::uint32_t turns_before = 0;  // generated (and mostly verified) turns
   std::uint32_t turns_after = 0;
-  // Optimisation turns (gate.optimise): fractions of the groups that ran them and that the
+  // Optimisation turns (gate.optimise): fractions of the groups the run opened for them (its
+  // stored decision; for groups stored without one, those that ran optimisation turns) and that the
   // alternative's gate.optimise opens (decide_optimise on the stored first-turn speedups), and the
   // groups it opens that ran none (their optimisation turns are not in turns_after).
   double optimised_before = 0.0;

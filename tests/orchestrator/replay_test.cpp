@@ -396,3 +396,85 @@ TEST(WhatIfTest, RedecidesOptimisationTurnsWithAnotherFactor) {
 
 }  // namespace
 }  // namespace leap
+
+namespace leap {
+namespace {
+
+// A training group of two timed first-turn passes (0.8x and 0.9x), `optimise_turns` optimisation
+// turns after rollout 0's, stored with `decision`.
+replay_group stored_optimise_group(std::uint32_t index, std::optional<optimise_decision> decision,
+                                   int optimise_turns) {
+  group_record g;
+  g.run_id = "run";
+  g.task_id = "t" + std::to_string(index);
+  g.group_index = index;
+  g.step = index / 2;
+  g.max_turns = 3;
+  g.gate = gate_decision::closed_no_debug;
+  g.optimise = decision;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    rollout_record r;
+    r.index = i;
+    turn_record first;
+    first.text = "answer";
+    first.passed = true;
+    first.verdict = verdict_category::pass;
+    first.speedup = i == 0 ? 0.8 : 0.9;
+    r.turns.push_back(first);
+    for (int t = 0; i == 0 && t < optimise_turns; ++t) {
+      r.turns.push_back(first);
+    }
+    g.rollouts.push_back(r);
+  }
+  score_group(g, reward_config{}, advantage_config{});
+  return replay_group_of(g);
+}
+
+// Issue 31: replay reports the optimisation decision the live run stored with each group, not one
+// recomputed from the turns; groups stored without one (older stores) fall back to the trace of
+// the optimisation turns they ran.
+TEST(ReplayOptimiseTest, ReportsTheStoredDecisionsNotARecomputation) {
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  d.groups.push_back(stored_optimise_group(0, optimise_decision::open, 1));
+  // Opened, yet no optimisation turn was stored (its generation ended the rollout): the stored
+  // decision says what the run decided, the turns alone would say it was never opened.
+  d.groups.push_back(stored_optimise_group(1, optimise_decision::open, 0));
+  d.groups.push_back(stored_optimise_group(2, optimise_decision::closed_budget, 0));
+  d.groups.push_back(stored_optimise_group(3, std::nullopt, 1));  // an older store's group
+  EXPECT_EQ(d.groups[1].optimise, optimise_decision::open);
+  EXPECT_FALSE(d.groups[3].optimise.has_value());
+
+  const auto report = build_replay_report(d, 2);
+  const auto& total = report.total.optimise_decisions;
+  EXPECT_EQ(total[static_cast<std::size_t>(optimise_decision::open)], 2u);
+  EXPECT_EQ(total[static_cast<std::size_t>(optimise_decision::closed_budget)], 1u);
+  EXPECT_EQ(total[static_cast<std::size_t>(optimise_decision::closed_fast)], 0u);
+  ASSERT_EQ(report.steps.size(), 2u);
+  EXPECT_EQ(report.steps[0].optimise_decisions[static_cast<std::size_t>(optimise_decision::open)],
+            2u);
+  EXPECT_EQ(report.steps[1]
+                .optimise_decisions[static_cast<std::size_t>(optimise_decision::closed_budget)],
+            1u);
+  const auto text = format_replay_tables(report);
+  EXPECT_NE(text.find("optimisation decisions stored by the run"), std::string::npos) << text;
+  EXPECT_NE(text.find("closed_budget"), std::string::npos) << text;
+
+  // What-if "before": groups 0 and 1 (stored open) and 3 (no decision, ran turns): 3 of 4. The
+  // alternative at 1.2 re-decides all four open from the stored first-turn speedups.
+  scoring_config alt;
+  alt.gate.policy = gate_policy::none;
+  alt.gate.optimise.speedup = 1.2;
+  const auto w = what_if(d, alt);
+  EXPECT_NEAR(w.total.optimised_before, 3.0 / 4, 1e-12);
+  EXPECT_NEAR(w.total.optimised_after, 1.0, 1e-12);
+
+  // A run that stored no decision prints no table.
+  EXPECT_EQ(
+      format_replay_tables(build_replay_report(sample_run(), 2)).find("optimisation decisions"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace leap
