@@ -183,6 +183,11 @@ void apply(gate_pointer self, const flow_actions& actions, int consumed) {
     st.record.thresholds = st.ruling ? st.ruling->thresholds : fail_range{};
     st.record.probe = st.flow->probe();
     st.record.gated_unix_ms = unix_ms();
+    // Stored with the group, so that replay reports what was decided here; `off` is what every
+    // group of a run without gate.optimise would store, so nothing is.
+    if (actions.optimise && *actions.optimise != optimise_decision::off) {
+      st.record.optimise = *actions.optimise;
+    }
   }
   for (auto rollout : actions.request_turn) {
     // A rollout's first debug turn gets its actor; later turns are the actor's own (it learns to

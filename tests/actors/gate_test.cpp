@@ -319,6 +319,19 @@ verifier_actor timed_verifier(coordinator& c, double first, double later) {
       }));
 }
 
+// A verifier that passes every candidate, timed: rollout 0 at 1.5x, the others at 0.8x.
+verifier_actor split_speed_verifier(coordinator& c) {
+  return c.keep(c.system().spawn([](verifier_actor::pointer) -> verifier_actor::behavior_type {
+    return {[](verify_atom, const verification_request& r) {
+      verification_result v;
+      v.verdict = verdict_category::pass;
+      v.passed = true;
+      v.speedup = parse(r.request_id).rollout == 0 ? 1.5 : 0.8;
+      return v;
+    }};
+  }));
+}
+
 TEST(GateTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) {
   // Every first turn passes at 0.8x, below gate.optimise.speedup 1.2: each rollout gets an
   // optimisation turn whose input is the optimisation feedback; at 1.5x it beats the factor and
@@ -346,6 +359,25 @@ TEST(GateTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) 
     EXPECT_EQ(r.outcome.passed_at_turn, 1);
   }
   EXPECT_EQ(f.shared->count_events("gen run/0/train/0/0/2"), 0u);
+  // The decision is stored with the group (issue 31), so that replay reports it as taken here.
+  EXPECT_EQ(g->optimise, optimise_decision::open);
+}
+
+TEST(GateTest, AClosedOptimisationDecisionIsStoredWithItsReason) {
+  // A first-turn pass at 1.5x beats gate.optimise.speedup 1.2: the group is not opened, and the
+  // store keeps why (closed_fast); the other rollout's 0.8x does not matter.
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = split_speed_verifier(f.c);
+  optimise_config optimise;
+  optimise.speedup = 1.2;
+  f.start(0, 2, 3, false, optimise);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{1, 1}));
+  EXPECT_EQ(g->optimise, optimise_decision::closed_fast);
 }
 
 TEST(GateTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
@@ -358,6 +390,8 @@ TEST(GateTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
   auto g = f.stored(0);
   ASSERT_TRUE(g);
   EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{1, 1}));
+  // gate.optimise off stores no decision: a run without it writes what it wrote before.
+  EXPECT_FALSE(g->optimise.has_value());
 }
 
 }  // namespace
