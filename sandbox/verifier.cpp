@@ -65,6 +65,10 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
   if (slots <= 0) {
     slots = config_.gpus.empty() ? cores : static_cast<int>(config_.gpus.size());
   }
+  gpu_turns_[-1] = std::make_unique<std::shared_mutex>();
+  for (int g : config_.gpus) {
+    gpu_turns_.try_emplace(g, std::make_unique<std::shared_mutex>());
+  }
   for (int i = 0; i < compilers; ++i) {
     compile_threads_.emplace_back([this] { compile_loop(); });
   }
@@ -199,8 +203,21 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
   }
   std::set<int> tried;
   std::vector<std::string> failures;
+  // A timed run of a GPU kind measures the GPU's time: no other run may share it meanwhile.
+  const bool alone =
+      config_.engine.timing_reps > 0 && (kind == task_kind::cuda || kind == task_kind::kernelbench);
+  auto run_on = [&](int g) {
+    auto turn = gpu_turns_.find(g);
+    std::shared_mutex& m = *(turn != gpu_turns_.end() ? turn : gpu_turns_.find(-1))->second;
+    if (alone) {
+      std::unique_lock hold(m);
+      return engine_->run(*j.t, j.prepared, g);
+    }
+    std::shared_lock share(m);
+    return engine_->run(*j.t, j.prepared, g);
+  };
   for (int attempt = 1; attempt <= config_.run_attempts; ++attempt) {
-    auto v = engine_->run(*j.t, j.prepared, current);
+    auto v = run_on(current);
     if (v) {
       return v;
     }

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -25,8 +26,11 @@ struct verifier_config {
   engine_config engine;
   int compile_workers = 0;  // Default: 0 = std::thread::hardware_concurrency()
   int run_slots = 0;  // Default: 0 = hardware_concurrency (CPU kinds), or gpus.size() when set
-  // The CUDA device of each run slot: slot i runs with CUDA_VISIBLE_DEVICES=gpus[i % gpus.size()].
-  // Empty: cuda runs get no CUDA_VISIBLE_DEVICES (the driver's default device). Default: empty
+  // The CUDA device of each run slot: slot i runs with CUDA_VISIBLE_DEVICES=gpus[i % gpus.size()],
+  // so run_slots above gpus.size() puts several runs on one GPU. Runs of the GPU kinds (cuda,
+  // kernelbench) that are timed (engine.timing_reps > 0) take their GPU alone: a timed run waits
+  // for the GPU's other runs to end, and they wait for it. Empty: cuda runs get no
+  // CUDA_VISIBLE_DEVICES (the driver's default device). Default: empty
   std::vector<int> gpus;
   // Bound of the compile queue and of the run queue each. Default: 64
   std::size_t queue_capacity = 64;
@@ -117,6 +121,9 @@ class verifier {
   mutable std::mutex slots_mutex_;
   std::condition_variable slots_changed_;
   std::map<int, std::chrono::steady_clock::time_point> benched_;
+  // Per GPU: its runs share it, a timed one holds it alone (gpu_turn). Made at construction for
+  // every GPU a run may go to (gpus, and -1), never changed after.
+  std::map<int, std::unique_ptr<std::shared_mutex>> gpu_turns_;
   bool stopping_ = false;
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;

@@ -720,8 +720,12 @@ std::vector<field_spec> build_fields() {
                                 at_least(0), "Parallel compilations; 0: one per CPU core.")));
   f.push_back(operational(integer_field(
       "verifier.gpu_slots", LEAP_FIELD(verifier.gpu_slots), at_least(0),
-      "Candidates run on GPUs at once on this host (one per GPU keeps timings honest); 0: "
-      "none locally.")));
+      "GPUs candidates run on at this host (GPUs 0 .. gpu_slots-1); 0: none locally.")));
+  f.push_back(operational(integer_field(
+      "verifier.runs_per_gpu", LEAP_FIELD(verifier.runs_per_gpu), at_least(1),
+      "Candidate runs sharing one GPU at once (correctness runs of small kernels); timed runs "
+      "(verifier.timing_reps > 0) always take their GPU alone. Shared runs have no device-memory "
+      "cap of their own yet: a run that exhausts the GPU's memory can fail its neighbours.")));
   f.push_back(real_field("verifier.compile_timeout_s", LEAP_FIELD(verifier.compile_timeout_s),
                          above(0), "Wall-clock limit of one compilation, seconds; > 0."));
   f.push_back(real_field("verifier.run_timeout_s", LEAP_FIELD(verifier.run_timeout_s), above(0),

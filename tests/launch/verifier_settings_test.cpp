@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace leap::launch {
 namespace {
@@ -33,6 +34,7 @@ std::unique_ptr<sandbox::engine> engine_for(const std::string& yaml) {
   return e.ok() ? std::move(e.value()) : nullptr;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class VerifierSettings : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -40,6 +42,26 @@ class VerifierSettings : public ::testing::Test {
     fs::remove_all(scratch(), ec);
   }
 };
+
+// gpu_slots GPUs with runs_per_gpu run slots each: slot i on GPU i mod gpu_slots. A config that
+// names no cuda task gets the CPU default (no GPUs).
+TEST_F(VerifierSettings, RunsPerGpuPutsThatManySlotsOnEachGpu) {
+  auto c = parse_config("verifier:\n  gpu_slots: 2\n  runs_per_gpu: 3\n", "case.yaml");
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  const auto gpu = sandbox_settings(c->verifier, true, (scratch() / "cache").string());
+  EXPECT_EQ(gpu.run_slots, 6);
+  EXPECT_EQ(gpu.gpus, (std::vector<int>{0, 1}));
+  const auto cpu = sandbox_settings(c->verifier, false, (scratch() / "cache").string());
+  EXPECT_EQ(cpu.run_slots, 0);
+  EXPECT_TRUE(cpu.gpus.empty());
+  auto one = parse_config("verifier:\n  gpu_slots: 2\n", "case.yaml");
+  ASSERT_TRUE(one.ok()) << one.err().message;
+  EXPECT_EQ(sandbox_settings(one->verifier, true, (scratch() / "cache").string()).run_slots, 2);
+  auto none = parse_config("verifier:\n  runs_per_gpu: 0\n", "case.yaml");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.err().message.find("verifier.runs_per_gpu"), std::string::npos)
+      << none.err().message;
+}
 
 TEST_F(VerifierSettings, ProfilingIsOffByDefault) {
   const auto e = engine_for("");

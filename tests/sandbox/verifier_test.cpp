@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -43,6 +44,7 @@ TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
     return build_output{true, "artifact", "", false};
   };
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::vector<cache_lookup> results(4);
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
@@ -141,7 +143,9 @@ TEST(CompileCacheTest, AnEntryStateTheCacheNeverWroteIsBuiltAgain) {
   ASSERT_TRUE((*cache)->get_or_build("cd01", built).ok());
   fs::path entry;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().extension() == ".entry") entry = e.path();
+    if (e.path().extension() == ".entry") {
+      entry = e.path();
+    }
   }
   ASSERT_FALSE(entry.empty());
   std::string bytes;
@@ -180,7 +184,9 @@ TEST(CompileCacheTest, RefusalsKeepTheirCategoryOnDisk) {
   ASSERT_TRUE((*cache)->get_or_build("ab01", refused).ok());
   fs::path entry;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().extension() == ".entry") entry = e.path();
+    if (e.path().extension() == ".entry") {
+      entry = e.path();
+    }
   }
   ASSERT_FALSE(entry.empty());
   std::ifstream in(entry, std::ios::binary);
@@ -227,15 +233,19 @@ TEST(VerifierTest, ManyCandidatesConcurrentlyWithDeduplication) {
       "void solve(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = x[i]; }\n");
   const auto builds_before = (*v)->verification_engine().cache().builds();
   std::vector<std::future<result<verdict>>> futures;
-  for (int i = 0; i < 12; ++i) futures.push_back((*v)->submit(t, i % 2 ? bad : good));
+  futures.reserve(12);
+  for (int i = 0; i < 12; ++i) {
+    futures.push_back((*v)->submit(t, i % 2 ? bad : good));
+  }
   int passed = 0, failed = 0;
   for (auto& f : futures) {
     ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
     auto r = f.get();
     ASSERT_TRUE(r.ok()) << r.err().message;
     (r->passed ? passed : failed)++;
-    if (!r->passed && r->category != verdict_category::wrong_answer)
+    if (!r->passed && r->category != verdict_category::wrong_answer) {
       ADD_FAILURE() << r->feedback << "\n" << r->diagnostics;
+    }
   }
   EXPECT_EQ(passed, 6);
   EXPECT_EQ(failed, 6);
@@ -328,8 +338,9 @@ struct probe_log {
   status probe(int gpu) {
     std::lock_guard lock(mutex);
     gpus.push_back(gpu);
-    if (broken.count(gpu) || broken.count(-2))
+    if (broken.count(gpu) || broken.count(-2)) {
       return error{"test probe: GPU " + std::to_string(gpu) + " is broken"};
+    }
     return ok_status();
   }
 };
@@ -339,7 +350,9 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   config.engine = testing::test_engine_config();
   config.engine.cache_dir = private_dir("retry-cache");
   std::string why;
-  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  if (!nvcc_found(config.engine, &why)) {
+    GTEST_SKIP() << why;
+  }
   auto log = std::make_shared<probe_log>();
   log->broken = {7};
   config.engine.probe_override = [log](task_kind, int gpu) { return log->probe(gpu); };
@@ -360,12 +373,70 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   fs::remove_all(config.engine.cache_dir);
 }
 
+// Two run slots on one GPU: untimed runs share it, a timed run holds it alone. Seen from inside
+// the runs: without a GPU a cuda run ends in the engine's probe of its slot (replaced here), which
+// counts the runs inside it at once and waits a while for the other to come in.
+TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
+  verifier_config base;
+  base.engine = testing::test_engine_config();
+  std::string why;
+  if (!nvcc_found(base.engine, &why)) {
+    GTEST_SKIP() << why;
+  }
+  if (testing::gpu_present(&why)) {
+    GTEST_SKIP() << "a GPU is present: its runs pass without asking the probe";
+  }
+  struct inside_count {
+    std::mutex m;
+    std::condition_variable cv;
+    int now = 0;
+    int most = 0;
+  };
+  // One cache for both: the candidate, its task's harness and judge are built once.
+  base.engine.cache_dir = private_dir("turns-cache");
+  for (const int reps : {0, 3}) {
+    SCOPED_TRACE("timing_reps " + std::to_string(reps));
+    verifier_config config = base;
+    config.engine.timing_reps = reps;
+    auto inside = std::make_shared<inside_count>();
+    // Shared, the other run is free to come in, and does; alone, it would have come in within the
+    // wait if the GPU let it.
+    const auto wait = reps == 0 ? std::chrono::seconds(120) : std::chrono::seconds(5);
+    config.engine.probe_override = [inside, wait](task_kind, int) -> status {
+      std::unique_lock lock(inside->m);
+      inside->most = std::max(inside->most, ++inside->now);
+      inside->cv.notify_all();
+      inside->cv.wait_for(lock, wait, [&] { return inside->most >= 2; });
+      --inside->now;
+      return ok_status();
+    };
+    config.gpus = {0};
+    config.run_slots = 2;
+    config.compile_workers = 2;
+    auto v = verifier::create(config);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    const auto t = std::make_shared<const task>(testing::cuda_vector_add_task(4099));
+    auto first = (*v)->submit(t, k_cuda_good);
+    auto second = (*v)->submit(t, k_cuda_good);
+    for (auto* f : {&first, &second}) {
+      auto r = f->get();
+      ASSERT_TRUE(r.ok()) << r.err().message;
+      EXPECT_EQ(r->category, verdict_category::runtime) << r->feedback;  // no GPU here
+    }
+    std::lock_guard lock(inside->m);
+    EXPECT_EQ(inside->most, reps == 0 ? 2 : 1);
+  }
+  fs::remove_all(base.engine.cache_dir);
+}
+
 TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   verifier_config config;
   config.engine = testing::test_engine_config();
   config.engine.cache_dir = private_dir("persist-cache");
   std::string why;
-  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  if (!nvcc_found(config.engine, &why)) {
+    GTEST_SKIP() << why;
+  }
   auto log = std::make_shared<probe_log>();
   log->broken = {-2};  // every GPU
   config.engine.probe_override = [log](task_kind, int gpu) { return log->probe(gpu); };
@@ -389,11 +460,15 @@ TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
 // machine with fewer GPUs) fails its probe; the run moves to GPU 0 and passes.
 TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
   std::string why;
-  if (!testing::gpu_present(&why)) GTEST_SKIP() << why;
+  if (!testing::gpu_present(&why)) {
+    GTEST_SKIP() << why;
+  }
   verifier_config config;
   config.engine = testing::test_engine_config();
   config.engine.cache_dir = private_dir("gpu-retry-cache");
-  if (!nvcc_found(config.engine, &why)) GTEST_SKIP() << why;
+  if (!nvcc_found(config.engine, &why)) {
+    GTEST_SKIP() << why;
+  }
   config.gpus = {7, 0};
   config.run_slots = 1;
   config.compile_workers = 1;

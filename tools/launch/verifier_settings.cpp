@@ -41,9 +41,10 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
       v.engine.profile_limits.cpu_seconds, static_cast<int>(std::ceil(s.profile_timeout_s * 2.5)));
   v.engine.ncu = s.ncu;
   v.compile_workers = s.compile_workers;
-  // gpu_slots bounds GPU runs; CPU-only task sets use the sandbox's default (one per core).
+  // gpu_slots GPUs with runs_per_gpu run slots each (the verifier's slot i runs on GPU i mod
+  // gpu_slots); CPU-only task sets use the sandbox's default (one per core).
   if (has_cuda && s.gpu_slots > 0) {
-    v.run_slots = s.gpu_slots;
+    v.run_slots = s.gpu_slots * std::max(1, s.runs_per_gpu);
     for (int i = 0; i < s.gpu_slots; ++i) {
       v.gpus.push_back(i);
     }

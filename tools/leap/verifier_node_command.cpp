@@ -41,6 +41,7 @@ struct node_options {
   std::string config_path;
   std::string secret_file;
   int gpu_slots = -1;
+  int runs_per_gpu = 0;
   int compile_workers = -1;
   int slots = 0;
   std::string cache_dir;
@@ -80,6 +81,9 @@ int run_node(const node_options& o) {
   }
   if (o.gpu_slots >= 0) {
     section.gpu_slots = o.gpu_slots;
+  }
+  if (o.runs_per_gpu >= 1) {
+    section.runs_per_gpu = o.runs_per_gpu;
   }
   if (o.compile_workers >= 0) {
     section.compile_workers = o.compile_workers;
@@ -220,7 +224,11 @@ void add_verifier_node(CLI::App& app, int* exit_code) {
                   "before sending jobs. Without it any orchestrator that reaches the port is "
                   "served");
   cmd->add_option("--gpu-slots", o->gpu_slots,
-                  "Candidates run on GPUs at once (CUDA suites); default: the config's, 1");
+                  "GPUs candidates run on (CUDA suites); default: the config's, 1");
+  cmd->add_option("--runs-per-gpu", o->runs_per_gpu,
+                  "Candidate runs sharing one GPU at once (timed runs take it alone); default: "
+                  "the config's, 1")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--compile-workers", o->compile_workers,
                   "Parallel compilations; 0: one per core; default: the config's, 0");
   cmd->add_option("--slots", o->slots,
