@@ -20,10 +20,8 @@
 #include <signal.h>
 #include <sstream>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <system_error>
 #include <thread>
-#include <tuple>
 
 #ifndef LEAP_NVCC_DEFAULT
 #define LEAP_NVCC_DEFAULT "nvcc"
@@ -34,14 +32,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t k_max_artifact_bytes = 256ULL << 20;
-
 using detail::base_path;
 using detail::clock_watch;
+using detail::compile_log;
 using detail::dir_of;
+using detail::k_max_artifact_bytes;
 using detail::k_max_result_json_bytes;
 using detail::make_verdict;
 using detail::memory_feedback;
+using detail::run_file;
 
 // 32 hex digits: the harness's stream format takes 16 bytes. From OpenSSL's CSPRNG, since the
 // candidate must not be able to guess it and forge the harness's output.
@@ -139,36 +138,6 @@ std::string gencode_flag(const std::string& arch) {
   return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
-// The installation folders of the given programs (a name is looked up on the sandbox's PATH): the
-// parent of their bin/ folder, for the link and for its target (a venv's python is a link to its
-// base interpreter). run_isolated skips those under /usr.
-std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
-  std::vector<fs::path> out;
-  for (const auto& program : programs) {
-    fs::path path = program;
-    if (program.find('/') == std::string::npos) {
-      for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
-        if (fs::exists(fs::path(dir) / program)) {
-          path = fs::path(dir) / program;
-          break;
-        }
-      }
-    }
-    if (!path.is_absolute()) {
-      continue;
-    }
-    std::error_code ec;
-    for (const fs::path& p : {path, fs::canonical(path, ec)}) {
-      if (p.empty() || !p.has_parent_path()) {
-        continue;
-      }
-      const fs::path bin = p.parent_path();
-      out.push_back(bin.filename() == "bin" ? bin.parent_path() : bin);
-    }
-  }
-  return out;
-}
-
 // A word for /bin/sh: single-quoted.
 std::string shell_word(const std::string& w) {
   std::string out = "'";
@@ -207,14 +176,6 @@ bool out_of_memory(const std::string& log, const std::string& file) {
   return false;
 }
 
-std::string compile_log(const run_result& r) {
-  std::string log = r.stderr_text;
-  if (!r.stdout_text.empty()) {
-    log += (log.empty() ? "" : "\n") + r.stdout_text;
-  }
-  return log;
-}
-
 // A native kind built by nvcc (cuda) rather than g++: device flags, the CUDA harness, a GPU slot.
 bool built_by_nvcc(task_kind kind) { return traits_of(kind).compiler == toolchain::nvcc; }
 
@@ -236,34 +197,6 @@ bool extract_and_check(const task& t, std::string_view answer, prepared_candidat
 }
 
 }  // namespace
-
-namespace detail {
-
-std::string base_path(const std::string& extra_dir) {
-  std::string path = "/usr/local/bin:/usr/bin:/bin";
-  return extra_dir.empty() ? path : extra_dir + ":" + path;
-}
-
-std::string dir_of(const std::string& program) {
-  const auto slash = program.rfind('/');
-  return slash == std::string::npos ? std::string{} : program.substr(0, slash);
-}
-
-std::string memory_feedback(const resource_limits& l) {
-  return "Runtime error: memory limit exceeded: the program and the processes it started used more "
-         "than " +
-         std::to_string(l.memory_bytes >> 20) + " MiB together and were stopped.";
-}
-
-verdict make_verdict(verdict_category c, std::string feedback) {
-  verdict v;
-  v.category = c;
-  v.passed = c == verdict_category::pass;
-  v.feedback = std::move(feedback);
-  return v;
-}
-
-}  // namespace detail
 
 std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
 
@@ -328,7 +261,7 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
   }
   std::unique_ptr<engine> e(new engine(std::move(config)));
   e->cache_ = std::move(cache.value());
-  e->readonly_paths_ = tool_prefixes({e->config_.nvcc, e->config_.python});
+  e->readonly_paths_ = detail::tool_prefixes({e->config_.nvcc, e->config_.python});
   return e;
 }
 
@@ -336,53 +269,21 @@ result<build_output> engine::build_in_sandbox(
     const std::vector<std::pair<std::string, std::string>>& files,
     const std::vector<std::string>& argv, const std::string& artifact,
     const std::vector<std::pair<std::string, std::string>>* env, const resource_limits* limits) {
-  auto dir = scratch_dir::create(config_.scratch_root, "build-");
-  if (!dir) {
-    return dir.err();
-  }
+  detail::build_request build;
   for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, content); !s) {
-      return s.err();
-    }
+    build.files.push_back({name, &content});
   }
-  run_request request;
-  request.argv = argv;
-  request.working_dir = dir->path();
+  build.argv = argv;
+  build.artifact = artifact;
   // LC_ALL=C: plain ASCII quotes in diagnostics, the same text on every host.
-  request.env =
-      env != nullptr
-          ? *env
-          : std::vector<std::pair<std::string, std::string>>{
-                {"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
-  request.limits = limits != nullptr ? *limits : config_.compile_limits;
-  request.readonly_paths = readonly_paths_;
-  auto r = run_isolated(request);
-  if (!r) {
-    return r.err().wrap("running " + argv.front());
-  }
-  build_output out;
-  out.log = compile_log(*r);
-  if (r->timed_out || r->signal == SIGXCPU) {
-    out.timed_out = true;
-    return out;
-  }
-  if (r->memory_exceeded) {
-    out.log += "\nthe compiler used more than " +
-               std::to_string(request.limits.memory_bytes >> 20) + " MiB of memory and was stopped";
-    return out;
-  }
-  if (r->exited && r->exit_code == 0) {
-    auto bytes = read_untrusted_file(dir->path() / artifact, k_max_artifact_bytes);
-    if (!bytes) {
-      out.log += "\n" + bytes.err().message;
-      return out;
-    }
-    out.ok = true;
-    out.artifact = std::move(bytes.value());
-  } else if (!r->exited) {
-    out.log += "\nthe compiler was killed by " + signal_name(r->signal);
-  }
-  return out;
+  build.env = env != nullptr
+                  ? *env
+                  : std::vector<std::pair<std::string, std::string>>{
+                        {"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}, {"LANG", "C"}};
+  build.limits = limits != nullptr ? *limits : config_.compile_limits;
+  build.readonly_paths = readonly_paths_;
+  build.what = "running " + argv.front();
+  return detail::run_build(config_.scratch_root, build);
 }
 
 result<std::string> engine::compiler_identity(task_kind kind) {
@@ -568,15 +469,11 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   }
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
-  auto dir = scratch_dir::create(config_.scratch_root, "build-");
+  auto dir =
+      detail::make_run_folder(config_.scratch_root, "build-",
+                              {{file, &source}, {"harness.o", &object}, {"build.sh", &script}});
   if (!dir) {
     return dir.err();
-  }
-  for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
-           {file, &source}, {"harness.o", &object}, {"build.sh", &script}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return s.err();
-    }
   }
   run_request request;
   request.argv = {"/bin/sh", "build.sh"};
@@ -849,17 +746,11 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
       return error{t.id + ": the task's reference does not compile:\n" +
                    lookup->output.log.substr(0, 2000)};
     }
-    auto dir = scratch_dir::create(config_.scratch_root, "ref-");
+    auto dir = detail::make_run_folder(
+        config_.scratch_root, "ref-",
+        {{"ref", &lookup->output.artifact, true}, {"judge", &judge.value(), true}});
     if (!dir) {
       return dir.err();
-    }
-    for (const auto& [name, bytes] :
-         {std::pair<const char*, const std::string*>{"ref", &lookup->output.artifact},
-          {"judge", &judge.value()}}) {
-      if (auto s = write_file(dir->path() / name, *bytes); !s) {
-        return s.err();
-      }
-      ::chmod((dir->path() / name).c_str(), 0755);
     }
     run_request request;
     const auto fresh_nonce = stream_nonce();
@@ -1128,14 +1019,10 @@ status engine::probe_slot(task_kind kind, int gpu) {
   if (!binary) {
     return binary.err();
   }
-  auto dir = scratch_dir::create(config_.scratch_root, "probe-");
+  auto dir = detail::make_run_folder(config_.scratch_root, "probe-", {{"probe", &*binary, true}});
   if (!dir) {
     return dir.err();
   }
-  if (auto s = write_file(dir->path() / "probe", *binary); !s) {
-    return s.err();
-  }
-  ::chmod((dir->path() / "probe").c_str(), 0755);
   run_request request;
   request.argv = {"./probe"};
   request.working_dir = dir->path();
@@ -1162,22 +1049,15 @@ status engine::probe_slot(task_kind kind, int gpu) {
 result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
   const bool cuda = built_by_nvcc(t.kind);
   const int slot_gpu = cuda ? gpu : -1;
-  auto dir = scratch_dir::create(config_.scratch_root, "run-");
-  if (!dir) {
-    return infrastructure_error(slot_gpu, dir.err().message);
-  }
-  if (auto s = write_file(dir->path() / "cand", p.binary); !s) {
-    return infrastructure_error(slot_gpu, s.err().message);
-  }
-  ::chmod((dir->path() / "cand").c_str(), 0755);
   // Candidates run under the task's judge (harness.hpp), which starts ./cand itself.
   if (!p.judge) {
     return error{t.id + ": the candidate was prepared without its task's judge"};
   }
-  if (auto s = write_file(dir->path() / "judge", *p.judge); !s) {
-    return infrastructure_error(slot_gpu, s.err().message);
+  auto dir = detail::make_run_folder(config_.scratch_root, "run-",
+                                     {{"cand", &p.binary, true}, {"judge", &*p.judge, true}});
+  if (!dir) {
+    return infrastructure_error(slot_gpu, dir.err().message);
   }
-  ::chmod((dir->path() / "judge").c_str(), 0755);
   const harness_dump& expected = *p.expected;
   const auto fresh_nonce = stream_nonce();
   if (!fresh_nonce) {
@@ -1352,19 +1232,18 @@ result<verdict> engine::run_python(const task& t, const prepared_candidate& p) {
   if (!judge_dir) {
     return judge_dir.err();
   }
-  for (const auto& [dir, name, content] :
-       {std::tuple{&*cand_dir, "solution.py", &p.code},
-        std::tuple{&*cand_dir, "server.py", &python_candidate_server_source()},
-        std::tuple{&*judge_dir, "tests.py", &t.tests},
-        std::tuple{&*judge_dir, "judge.py", &python_judge_source()}}) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return s.err();
-    }
-  }
+  std::vector<run_file> judge_files{{"tests.py", &t.tests}, {"judge.py", &python_judge_source()}};
   if (!t.hidden_tests.empty()) {
-    if (auto s = write_file(judge_dir->path() / "hidden_tests.py", t.hidden_tests); !s) {
-      return s.err();
-    }
+    judge_files.push_back({"hidden_tests.py", &t.hidden_tests});
+  }
+  if (auto s = detail::write_run_files(
+          cand_dir->path(),
+          {{"solution.py", &p.code}, {"server.py", &python_candidate_server_source()}});
+      !s) {
+    return s.err();
+  }
+  if (auto s = detail::write_run_files(judge_dir->path(), judge_files); !s) {
+    return s.err();
   }
   int channel[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) < 0) {

@@ -26,6 +26,7 @@ using detail::dir_of;
 using detail::k_max_result_json_bytes;
 using detail::make_verdict;
 using detail::memory_feedback;
+using detail::run_file;
 
 namespace {
 
@@ -56,6 +57,34 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
 }
 
 }  // namespace
+
+namespace detail {
+
+status write_kernelbench_folder(const fs::path& dir, const prepared_candidate& p,
+                                const std::string& inputs) {
+  std::vector<run_file> files{{"solution.py", &p.code},
+                              {"runner.py", &kernelbench_candidate_source()},
+                              {"judge.py", &kernelbench_judge_source()},
+                              {"inputs.bin", &inputs}};
+  nlohmann::json prebuilt = nlohmann::json::object();
+  for (const auto& ext : p.extensions) {
+    const std::string folder = "ext/" + ext.id;
+    std::error_code ec;
+    fs::create_directories(dir / folder, ec);
+    if (ec) {
+      return error{"creating " + (dir / folder).string() + ": " + ec.message()};
+    }
+    files.push_back({folder + "/" + ext.name + ".so", ext.library.get()});
+    prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
+  }
+  const std::string prebuilt_json = prebuilt.dump();
+  if (!prebuilt.empty()) {
+    files.push_back({"prebuilt.json", &prebuilt_json});
+  }
+  return write_run_files(dir, files);
+}
+
+}  // namespace detail
 
 result<std::string> engine::kernelbench_device(int gpu) {
   {
@@ -126,15 +155,11 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     return future.get();
   }
   auto compute = [&]() -> result<value_type> {
-    auto dir = scratch_dir::create(config_.scratch_root, "kbref-");
+    auto dir = detail::make_run_folder(
+        config_.scratch_root, "kbref-",
+        {{"problem.py", &t.reference}, {"reference.py", &kernelbench_reference_source()}});
     if (!dir) {
       return dir.err();
-    }
-    for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
-             {"problem.py", t.reference}, {"reference.py", kernelbench_reference_source()}}) {
-      if (auto s = write_file(dir->path() / name, content); !s) {
-        return s.err();
-      }
     }
     run_request request;
     request.argv = {config_.python, "-I", "-B", "reference.py"};
@@ -407,15 +432,12 @@ result<folder_lookup> engine::extension_pch(const nlohmann::json& args,
   const std::string key = crypto::sha256_hex("kbpch-v1\n" + toolchain + "\n" +
                                              kernelbench_pch_source() + "\n" + request.dump());
   return cache_->get_or_build_folder(key, [&](const fs::path& aside) -> result<build_output> {
-    auto dir = scratch_dir::create(config_.scratch_root, "kbpch-");
+    const std::string request_json = request.dump();
+    auto dir = detail::make_run_folder(
+        config_.scratch_root, "kbpch-",
+        {{"pch.py", &kernelbench_pch_source()}, {"request.json", &request_json}});
     if (!dir) {
       return dir.err();
-    }
-    for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
-             {"pch.py", kernelbench_pch_source()}, {"request.json", request.dump()}}) {
-      if (auto s = write_file(dir->path() / name, content); !s) {
-        return s.err();
-      }
     }
     run_request run;
     run.argv = {config_.python, "-I", "-B", "pch.py"};
@@ -468,9 +490,12 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
   return cache_->get_or_build(
       key,
       [&]() -> result<build_output> {
-        std::vector<std::pair<std::string, std::string>> files{
-            {"builder.py", kernelbench_builder_source()}, {"request.json", args.dump()}};
-        auto readonly = readonly_paths_;
+        const std::string request_json = args.dump();
+        std::string pch_json;
+        detail::build_request build;
+        build.files = {{"builder.py", &kernelbench_builder_source()},
+                       {"request.json", &request_json}};
+        build.readonly_paths = readonly_paths_;
         std::string pch_absent;
         std::optional<folder_lookup> pch;
         if (config_.kernelbench_pch) {
@@ -479,63 +504,28 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
             return found.err();
           }
           if (found->ok) {
-            files.emplace_back(
-                "pch.json",
-                nlohmann::json{{"header", (found->path / "leap_torch.h").string()}}.dump());
-            readonly.push_back(found->path);
+            pch_json = nlohmann::json{{"header", (found->path / "leap_torch.h").string()}}.dump();
+            build.files.push_back({"pch.json", &pch_json});
+            build.readonly_paths.push_back(found->path);
             pch = std::move(found.value());
           } else {
             pch_absent = "LEAP_PCH absent: " + found->log.substr(0, 300) + "\n";
           }
         }
-        auto dir = scratch_dir::create(config_.scratch_root, "build-");
-        if (!dir) {
-          return dir.err();
+        build.argv = {config_.python, "-I", "-B", "builder.py"};
+        build.artifact = "ext.so";
+        build.env = extension_env();
+        build.limits = config_.kernelbench_build_limits;
+        build.what = "running the extension builder";
+        auto built = detail::run_build(config_.scratch_root, build);
+        if (!built) {
+          return built.err();
         }
-        for (const auto& [name, content] : files) {
-          if (auto s = write_file(dir->path() / name, content); !s) {
-            return s.err();
-          }
-        }
-        run_request request;
-        request.argv = {config_.python, "-I", "-B", "builder.py"};
-        request.working_dir = dir->path();
-        request.env = extension_env();
-        request.limits = config_.kernelbench_build_limits;
-        request.readonly_paths = readonly;
-        auto r = run_isolated(request);
-        if (!r) {
-          return r.err().wrap("running the extension builder");
-        }
-        build_output out;
-        out.log = pch_absent + r->stderr_text +
-                  (r->stdout_text.empty() ? std::string{} : "\n" + r->stdout_text);
+        build_output out = std::move(built.value());
+        out.log.insert(0, pch_absent);
         if (pch && builder_line(out.log, "PCH").starts_with("refused")) {
           // Refused (damaged, or made for other flags): made again by the next build.
           cache_->drop_folder(pch->path.filename().string());
-        }
-        if (r->timed_out || r->signal == SIGXCPU) {
-          out.timed_out = true;
-          return out;
-        }
-        if (r->memory_exceeded) {
-          out.log += "\nthe compiler used more than " +
-                     std::to_string(request.limits.memory_bytes >> 20) +
-                     " MiB of memory and was stopped";
-          return out;
-        }
-        if (!r->exited) {
-          out.log += "\nthe compiler was killed by " + signal_name(r->signal);
-          return out;
-        }
-        if (r->exit_code == 0) {
-          auto bytes = read_untrusted_file(dir->path() / "ext.so", 256ULL << 20);
-          if (!bytes) {
-            out.log += "\n" + bytes.err().message;
-            return out;
-          }
-          out.ok = true;
-          out.artifact = std::move(bytes.value());
         }
         return out;
       },
@@ -561,15 +551,11 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
   auto recorded = cache_->get_or_build(
       record_key,
       [&]() -> result<build_output> {
-        auto dir = scratch_dir::create(config_.scratch_root, "kbrec-");
+        auto dir = detail::make_run_folder(
+            config_.scratch_root, "kbrec-",
+            {{"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}});
         if (!dir) {
           return dir.err();
-        }
-        for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
-                 {"solution.py", &p.code}, {"recorder.py", &kernelbench_recorder_source()}}) {
-          if (auto s = write_file(dir->path() / name, *content); !s) {
-            return s.err();
-          }
         }
         run_request request;
         request.argv = {config_.python, "-I", "-B", "recorder.py"};
@@ -769,10 +755,6 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
   auto compute = [&]() -> result<baseline_time> {
     // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew
     // is problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
-    auto dir = scratch_dir::create(config_.scratch_root, "kbtime-");
-    if (!dir) {
-      return dir.err();
-    }
     // Inductor compiles at the first calls (the untimed trials and the warm-up), with its caches
     // in this run's folder and no worker processes of its own.
     const std::string shim =
@@ -782,15 +764,14 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
                    "def ModelNew(*args, **kwargs):\n"
                    "    return torch.compile(_LeapReference(*args, **kwargs))\n"
                  : "from problem import Model as ModelNew\n";
-    for (const auto& [name, content] : std::vector<std::pair<std::string, const std::string*>>{
-             {"solution.py", &shim},
-             {"problem.py", &t.reference},
-             {"runner.py", &kernelbench_candidate_source()},
-             {"judge.py", &kernelbench_judge_source()},
-             {"inputs.bin", ref.inputs.bytes.get()}}) {
-      if (auto s = write_file(dir->path() / name, *content); !s) {
-        return s.err();
-      }
+    auto dir = detail::make_run_folder(config_.scratch_root, "kbtime-",
+                                       {{"solution.py", &shim},
+                                        {"problem.py", &t.reference},
+                                        {"runner.py", &kernelbench_candidate_source()},
+                                        {"judge.py", &kernelbench_judge_source()},
+                                        {"inputs.bin", ref.inputs.bytes.get()}});
+    if (!dir) {
+      return dir.err();
     }
     run_request request =
         kernelbench_judge_request(dir->path(), ref, device, gpu, own_kernel_policy::off);
@@ -871,35 +852,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!dir) {
     return dir.err();
   }
-  const std::vector<std::pair<std::string, const std::string*>> files{
-      {"solution.py", &p.code},
-      {"runner.py", &kernelbench_candidate_source()},
-      {"judge.py", &kernelbench_judge_source()},
-      {"inputs.bin", ref.inputs.bytes.get()}};
-  for (const auto& [name, content] : files) {
-    if (auto s = write_file(dir->path() / name, *content); !s) {
-      return s.err();
-    }
-  }
-  // The extensions built in the compile pool, where the runner's load_inline finds them.
-  nlohmann::json prebuilt = nlohmann::json::object();
-  for (const auto& ext : p.extensions) {
-    const std::string folder = "ext/" + ext.id;
-    std::error_code ec;
-    std::filesystem::create_directories(dir->path() / folder, ec);
-    if (ec) {
-      return infrastructure_error(
-          gpu, "creating " + (dir->path() / folder).string() + ": " + ec.message());
-    }
-    if (auto s = write_file(dir->path() / folder / (ext.name + ".so"), *ext.library); !s) {
-      return s.err();
-    }
-    prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
-  }
-  if (!prebuilt.empty()) {
-    if (auto s = write_file(dir->path() / "prebuilt.json", prebuilt.dump()); !s) {
-      return s.err();
-    }
+  if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
+    // The host's disk, not the candidate: the slot's failure, as in run_native.
+    return infrastructure_error(gpu, s.err().message);
   }
   const run_request request = kernelbench_judge_request(dir->path(), ref, *device, gpu, policy);
   const clock_watch clocks(gpu, config_.timing_reps > 0 && *device == "cuda");

@@ -1,5 +1,5 @@
-// Internal to the sandbox: small pieces the engine's pipelines (engine.cpp and
-// engine_kernelbench.cpp) share. Not part of the module's public header.
+// Internal to the sandbox: the pieces the engine's pipelines (engine.cpp, engine_kernelbench.cpp,
+// engine_profile.cpp) share, defined in engine_parts.cpp. Not part of the module's public header.
 #pragma once
 
 #include "sandbox/engine.hpp"
@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace leap::sandbox::detail {
 
+// The most a build's artifact (a program, an object, a library) may weigh.
+inline constexpr std::size_t k_max_artifact_bytes = 256ULL << 20;
 // The most a judge or harness may print as its result record.
 inline constexpr std::size_t k_max_result_json_bytes = 1 << 20;
 
@@ -19,7 +23,54 @@ std::string base_path(const std::string& extra_dir);
 // The directory of a program's path; empty for a bare name.
 std::string dir_of(const std::string& program);
 std::string memory_feedback(const resource_limits& l);
+// A compiler's messages: its stderr, then its stdout.
+std::string compile_log(const run_result& r);
 verdict make_verdict(verdict_category c, std::string feedback);
+
+// Where a program at an absolute path is installed: the parent of its bin/ folder (bin: true),
+// else its own folder; for the path as named and for where its links lead (a venv's python is a
+// link to its base interpreter). Nothing for a relative path.
+struct tool_prefix {
+  std::filesystem::path folder;
+  bool bin = false;
+};
+std::vector<tool_prefix> tool_prefixes_of(const std::filesystem::path& program);
+// The installation folders of the given programs (a bare name is looked up on the sandbox's PATH),
+// which a run needs to see. run_isolated skips those under /usr.
+std::vector<std::filesystem::path> tool_prefixes(const std::vector<std::string>& programs);
+
+// One file of a run's or a build's folder. content is not owned: it outlives the write.
+struct run_file {
+  std::string name;
+  const std::string* content;
+  bool executable = false;
+};
+// Writes the files into dir (a name may hold a folder that exists); an executable one gets mode
+// 0755. The first failure is returned, naming the file.
+status write_run_files(const std::filesystem::path& dir, const std::vector<run_file>& files);
+// A fresh folder under root named `<prefix>XXXXXX` holding the files.
+result<scratch_dir> make_run_folder(const std::filesystem::path& root, const std::string& prefix,
+                                    const std::vector<run_file>& files);
+
+// A build: argv run in a fresh folder holding files; its output is the file `artifact`.
+struct build_request {
+  std::vector<run_file> files;
+  std::vector<std::string> argv;
+  std::string artifact;
+  std::vector<std::pair<std::string, std::string>> env;
+  resource_limits limits;
+  std::vector<std::filesystem::path> readonly_paths;
+  std::string what;  // what an error starting it says was being done: "running the builder"
+};
+// Runs a build under scratch_root. Its log is the tool's stderr then stdout, with the reason where
+// the memory limit or a signal stopped it; the artifact (at most 256 MiB) when it exited 0.
+result<build_output> run_build(const std::filesystem::path& scratch_root, const build_request& b);
+
+// The KernelBench judge's folder for a candidate: its solution.py, the runner and the judge, the
+// reference's inputs.bin, and the extensions built in the compile pool under ext/<id>/ with
+// prebuilt.json naming them (where the runner's load_inline finds them).
+status write_kernelbench_folder(const std::filesystem::path& dir, const prepared_candidate& p,
+                                const std::string& inputs);
 
 // The GPU's clocks around one timed run (gpu_clocks.hpp); an empty note where there is no GPU or
 // no NVML (said, not an error: the timing stands, unmarked).

@@ -20,7 +20,6 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -159,12 +158,10 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // repetitions (the launches ncu replays are the same kernels; this run's output and time are
   // never read).
   const auto cuda_run = [&]() -> result<run_request> {
-    for (const auto& [name, content] :
-         {std::pair{"cand", &p.binary}, std::pair{"judge", &*p.judge}}) {
-      if (auto s = write_file(dir->path() / name, *content); !s) {
-        return s.err();
-      }
-      ::chmod((dir->path() / name).c_str(), 0755);
+    if (auto s = detail::write_run_files(dir->path(),
+                                         {{"cand", &p.binary, true}, {"judge", &*p.judge, true}});
+        !s) {
+      return s.err();
     }
     auto nonce = crypto::random_hex(16);
     if (!nonce) {
@@ -192,33 +189,8 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
       return reference.err();
     }
     const kernelbench_reference& ref = **reference;
-    const std::vector<std::pair<std::string, const std::string*>> files{
-        {"solution.py", &p.code},
-        {"runner.py", &kernelbench_candidate_source()},
-        {"judge.py", &kernelbench_judge_source()},
-        {"inputs.bin", ref.inputs.bytes.get()}};
-    for (const auto& [name, content] : files) {
-      if (auto s = write_file(dir->path() / name, *content); !s) {
-        return s.err();
-      }
-    }
-    nlohmann::json prebuilt = nlohmann::json::object();
-    for (const auto& ext : p.extensions) {
-      const std::string folder = "ext/" + ext.id;
-      std::error_code ec;
-      fs::create_directories(dir->path() / folder, ec);
-      if (ec) {
-        return error{"creating " + (dir->path() / folder).string() + ": " + ec.message()};
-      }
-      if (auto s = write_file(dir->path() / folder / (ext.name + ".so"), *ext.library); !s) {
-        return s.err();
-      }
-      prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
-    }
-    if (!prebuilt.empty()) {
-      if (auto s = write_file(dir->path() / "prebuilt.json", prebuilt.dump()); !s) {
-        return s.err();
-      }
+    if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
+      return s.err();
     }
     run_request request =
         kernelbench_judge_request(dir->path(), ref, *device, gpu, own_kernel_policy::off);

@@ -1,5 +1,6 @@
 #include "sandbox/profile.hpp"
 
+#include "sandbox/engine_parts.hpp"
 #include "sandbox/feedback.hpp"
 
 #include <algorithm>
@@ -347,15 +348,10 @@ std::vector<std::filesystem::path> ncu_readonly_folders(const std::string& ncu,
   };
   std::error_code ec;
   std::vector<fs::path> toolkits;
-  for (const fs::path& p : {fs::path(ncu), fs::canonical(ncu, ec)}) {
-    if (p.empty() || !p.is_absolute()) {
-      continue;
-    }
-    const fs::path dir = p.parent_path();
-    const fs::path folder = dir.filename() == "bin" ? dir.parent_path() : dir;
-    add(folder);
-    if (dir.filename() == "bin") {
-      toolkits.push_back(folder);
+  for (auto& prefix : detail::tool_prefixes_of(ncu)) {
+    add(prefix.folder);
+    if (prefix.bin) {
+      toolkits.push_back(std::move(prefix.folder));
     }
   }
   for (const auto& toolkit : toolkits) {

@@ -1,0 +1,152 @@
+// The steps the engine's pipelines share (engine_parts.hpp): a run's or a build's folder, a build
+// in the sandbox, the tools' installation folders, the words of a verdict.
+#include "sandbox/engine_parts.hpp"
+
+#include <filesystem>
+#include <signal.h>
+#include <string>
+#include <sys/stat.h>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace leap::sandbox {
+namespace fs = std::filesystem;
+
+namespace detail {
+
+std::string compile_log(const run_result& r) {
+  std::string log = r.stderr_text;
+  if (!r.stdout_text.empty()) {
+    log += (log.empty() ? "" : "\n") + r.stdout_text;
+  }
+  return log;
+}
+
+std::string base_path(const std::string& extra_dir) {
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  return extra_dir.empty() ? path : extra_dir + ":" + path;
+}
+
+std::string dir_of(const std::string& program) {
+  const auto slash = program.rfind('/');
+  return slash == std::string::npos ? std::string{} : program.substr(0, slash);
+}
+
+std::string memory_feedback(const resource_limits& l) {
+  return "Runtime error: memory limit exceeded: the program and the processes it started used more "
+         "than " +
+         std::to_string(l.memory_bytes >> 20) + " MiB together and were stopped.";
+}
+
+verdict make_verdict(verdict_category c, std::string feedback) {
+  verdict v;
+  v.category = c;
+  v.passed = c == verdict_category::pass;
+  v.feedback = std::move(feedback);
+  return v;
+}
+
+std::vector<tool_prefix> tool_prefixes_of(const fs::path& program) {
+  std::vector<tool_prefix> out;
+  if (!program.is_absolute()) {
+    return out;
+  }
+  std::error_code ec;
+  for (const fs::path& p : {program, fs::canonical(program, ec)}) {
+    if (p.empty() || !p.has_parent_path()) {
+      continue;
+    }
+    const fs::path bin = p.parent_path();
+    const bool in_bin = bin.filename() == "bin";
+    out.push_back({in_bin ? bin.parent_path() : bin, in_bin});
+  }
+  return out;
+}
+
+std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
+  std::vector<fs::path> out;
+  for (const auto& program : programs) {
+    fs::path path = program;
+    if (program.find('/') == std::string::npos) {
+      for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+        if (fs::exists(fs::path(dir) / program)) {
+          path = fs::path(dir) / program;
+          break;
+        }
+      }
+    }
+    for (auto& prefix : tool_prefixes_of(path)) {
+      out.push_back(std::move(prefix.folder));
+    }
+  }
+  return out;
+}
+
+status write_run_files(const fs::path& dir, const std::vector<run_file>& files) {
+  for (const auto& f : files) {
+    if (auto s = write_file(dir / f.name, *f.content); !s) {
+      return s.err();
+    }
+    if (f.executable) {
+      ::chmod((dir / f.name).c_str(), 0755);
+    }
+  }
+  return ok_status();
+}
+
+result<build_output> run_build(const fs::path& scratch_root, const build_request& b) {
+  auto dir = make_run_folder(scratch_root, "build-", b.files);
+  if (!dir) {
+    return dir.err();
+  }
+  run_request request;
+  request.argv = b.argv;
+  request.working_dir = dir->path();
+  request.env = b.env;
+  request.limits = b.limits;
+  request.readonly_paths = b.readonly_paths;
+  auto r = run_isolated(request);
+  if (!r) {
+    return r.err().wrap(b.what);
+  }
+  build_output out;
+  out.log = compile_log(*r);
+  if (r->timed_out || r->signal == SIGXCPU) {
+    out.timed_out = true;
+    return out;
+  }
+  if (r->memory_exceeded) {
+    out.log += "\nthe compiler used more than " + std::to_string(b.limits.memory_bytes >> 20) +
+               " MiB of memory and was stopped";
+    return out;
+  }
+  if (r->exited && r->exit_code == 0) {
+    auto bytes = read_untrusted_file(dir->path() / b.artifact, k_max_artifact_bytes);
+    if (!bytes) {
+      out.log += "\n" + bytes.err().message;
+      return out;
+    }
+    out.ok = true;
+    out.artifact = std::move(bytes.value());
+  } else if (!r->exited) {
+    out.log += "\nthe compiler was killed by " + signal_name(r->signal);
+  }
+  return out;
+}
+
+result<scratch_dir> make_run_folder(const fs::path& root, const std::string& prefix,
+                                    const std::vector<run_file>& files) {
+  auto dir = scratch_dir::create(root, prefix);
+  if (!dir) {
+    return dir.err();
+  }
+  if (auto s = write_run_files(dir->path(), files); !s) {
+    return s.err();
+  }
+  return dir;
+}
+
+}  // namespace detail
+
+}  // namespace leap::sandbox
