@@ -517,9 +517,19 @@ TEST(VerifierNodeOverTcp, ClosesAnIdleUnprovenPeerAndKeepsAProvenOne) {
 
   // The proven orchestrator still works, on its first connection: only the idle one was closed.
   EXPECT_TRUE(verify());
-  const auto closed = node.lines_with("no proof of the secret");
-  ASSERT_EQ(closed.size(), 1U);
-  EXPECT_NE(closed[0].find(":" + std::to_string(idle_port) + ":"), std::string::npos) << closed[0];
+  // The node logs the close after the shutdown this test saw: on a loaded machine the line may
+  // come a moment later.
+  std::vector<std::string> closed;
+  for (const auto until = std::chrono::steady_clock::now() + 30s;
+       closed.empty() && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(10ms)) {
+    closed = node.lines_with("no proof of the secret");
+  }
+  EXPECT_EQ(closed.size(), 1U);
+  if (!closed.empty()) {
+    EXPECT_NE(closed[0].find(":" + std::to_string(idle_port) + ":"), std::string::npos)
+        << closed[0];
+  }
   EXPECT_EQ(node.lines_with("(secret verified)").size(), 1U);  // never re-admitted
 
   caf::scoped_actor self{orchestrator};
