@@ -254,21 +254,8 @@ TEST(KernelBenchProfileGpuTest, ALoadInlineKernelIsProfiledAndDiagnosed) {
   const std::string model =
       "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
       "        self.s = s\n    def forward(self, a, b):\n";
-  const std::string cuda = head + R"PY(cuda_src = r'''
-__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] * s + b[i];
-}
-torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
-  auto out = torch::empty_like(a);
-  int n = a.numel();
-  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
-  return out;
-}
-'''
-ext = load_inline(name='leap_kb_profile_gpu', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);',
-                  cuda_sources=cuda_src, functions=['scale_add'])
-)PY" + model + "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+  const std::string cuda = head + testing::scale_add_cuda_extension("leap_kb_profile_gpu") + model +
+                           "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
   const std::string triton =
       R"PY(import torch
 import triton

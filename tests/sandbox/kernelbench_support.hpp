@@ -39,4 +39,26 @@ inline constexpr const char* k_scale_add_problem =
     "def get_init_inputs():\n"
     "    return [3.0]\n";
 
+// Python that builds `ext`, a load_inline CUDA extension named `name` whose scale_add(a, b, s)
+// launches the __global__ scale_add_kernel (for the GPU tests' candidates of the problem above).
+inline std::string scale_add_cuda_extension(const std::string& name) {
+  return R"PY(cuda_src = r'''
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  int n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+'''
+ext = load_inline(name=')PY" +
+         name +
+         R"PY(', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);',
+                  cuda_sources=cuda_src, functions=['scale_add'])
+)PY";
+}
+
 }  // namespace leap::sandbox::testing

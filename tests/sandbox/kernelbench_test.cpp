@@ -829,22 +829,10 @@ TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
   const std::string cls =
       "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
       "        self.s = s\n    def forward(self, a, b):\n";
-  const std::string load_inline = head + R"PY(from torch.utils.cpp_extension import load_inline
-cuda_src = r'''
-__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] * s + b[i];
-}
-torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
-  auto out = torch::empty_like(a);
-  int n = a.numel();
-  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
-  return out;
-}
-'''
-ext = load_inline(name='scale_add_ext', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);',
-                  cuda_sources=cuda_src, functions=['scale_add'])
-)PY" + cls + "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+  const std::string load_inline =
+      head + "from torch.utils.cpp_extension import load_inline\n" +
+      testing::scale_add_cuda_extension("scale_add_ext") + cls +
+      "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
   struct gpu_case {
     std::string name;
     std::string code;
