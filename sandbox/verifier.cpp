@@ -65,9 +65,9 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
   if (slots <= 0) {
     slots = config_.gpus.empty() ? cores : static_cast<int>(config_.gpus.size());
   }
-  gpu_turns_[-1] = std::make_unique<std::shared_mutex>();
+  gpu_turns_[-1];
   for (int g : config_.gpus) {
-    gpu_turns_.try_emplace(g, std::make_unique<std::shared_mutex>());
+    gpu_turns_[g];
   }
   for (int i = 0; i < compilers; ++i) {
     compile_threads_.emplace_back([this] { compile_loop(); });
@@ -208,7 +208,7 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
       config_.engine.timing_reps > 0 && (kind == task_kind::cuda || kind == task_kind::kernelbench);
   auto run_on = [&](int g) {
     auto turn = gpu_turns_.find(g);
-    std::shared_mutex& m = *(turn != gpu_turns_.end() ? turn : gpu_turns_.find(-1))->second;
+    std::shared_mutex& m = (turn != gpu_turns_.end() ? turn : gpu_turns_.find(-1))->second;
     if (alone) {
       std::unique_lock hold(m);
       return engine_->run(*j.t, j.prepared, g);

@@ -123,7 +123,7 @@ class verifier {
   std::map<int, std::chrono::steady_clock::time_point> benched_;
   // Per GPU: its runs share it, a timed one holds it alone (gpu_turn). Made at construction for
   // every GPU a run may go to (gpus, and -1), never changed after.
-  std::map<int, std::unique_ptr<std::shared_mutex>> gpu_turns_;
+  std::map<int, std::shared_mutex> gpu_turns_;
   bool stopping_ = false;
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;
