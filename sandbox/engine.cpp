@@ -1430,6 +1430,16 @@ status engine::probe_python() {
 }
 
 result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {
+  auto v = judge(t, prepared, gpu);
+  if (v && !prepared.final_verdict && profile_selects(config_.profile, t.kind, *v)) {
+    // On the slot that ran it, so that no other candidate's timed run shares the GPU with ncu's
+    // replays; bounded by profile_limits.
+    profile_candidate(t, prepared, *v, gpu);
+  }
+  return v;
+}
+
+result<verdict> engine::judge(const task& t, const prepared_candidate& prepared, int gpu) {
   if (prepared.final_verdict) {
     return *prepared.final_verdict;
   }
@@ -1456,11 +1466,6 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
   }
   v->compile_ms = prepared.compile_ms;
   v->cache_hit = prepared.cache_hit;
-  if (profile_selects(config_.profile, t.kind, *v)) {
-    // On the slot that ran it, so that no other candidate's timed run shares the GPU with ncu's
-    // replays; bounded by profile_limits.
-    profile_candidate(t, prepared, *v, gpu);
-  }
   return v;
 }
 

@@ -226,7 +226,11 @@ class engine {
   // with "infrastructure:" and names the slot: torch does not import, or kernelbench_device is
   // "cuda" and torch sees no GPU) or the task's reference failing; nothing the candidate's process
   // prints or writes can produce one.
+  // A verdict that profile_selects chose is profiled (profile_candidate) before run() returns.
   result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu);
+  // run() without the profiling: for callers that profile elsewhere, off the verdict's path
+  // (verifier: its profiling pool). Thread-safe.
+  result<verdict> judge(const task& t, const prepared_candidate& prepared, int gpu);
 
   // Both stages in the calling thread.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);

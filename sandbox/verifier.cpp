@@ -47,6 +47,12 @@ result<std::unique_ptr<verifier>> verifier::create(verifier_config config) {
   if (config.run_attempts < 1) {
     return error{"verifier_config.run_attempts must be at least 1"};
   }
+  if (config.profile_queue_capacity == 0) {
+    return error{"verifier_config.profile_queue_capacity must be at least 1"};
+  }
+  if (config.profile_workers < 0) {
+    return error{"verifier_config.profile_workers must not be negative"};
+  }
   auto e = engine::create(config.engine);
   if (!e) {
     return e.err();
@@ -58,7 +64,8 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
     : config_(std::move(config)),
       engine_(std::move(e)),
       compile_queue_(config_.queue_capacity),
-      run_queue_(config_.queue_capacity) {
+      run_queue_(config_.queue_capacity),
+      profile_queue_(config_.profile_queue_capacity) {
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   const int compilers = config_.compile_workers > 0 ? config_.compile_workers : cores;
   int slots = config_.run_slots;
@@ -75,6 +82,16 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
   for (int i = 0; i < slots; ++i) {
     run_threads_.emplace_back([this, i] { run_loop(i); });
   }
+  // Only an engine that profiles needs the pool; its threads would otherwise only wait.
+  if (config_.engine.profile != profile_mode::off) {
+    int profilers = config_.profile_workers;
+    if (profilers == 0) {
+      profilers = std::max(1, static_cast<int>(config_.gpus.size()));
+    }
+    for (int i = 0; i < profilers; ++i) {
+      profile_threads_.emplace_back([this] { profile_loop(); });
+    }
+  }
 }
 
 verifier::~verifier() {
@@ -90,6 +107,11 @@ verifier::~verifier() {
   slots_changed_.notify_all();
   run_queue_.close();
   for (auto& t : run_threads_) {
+    t.join();
+  }
+  // Run slots are gone, so nothing more enters the profiling queue; its jobs are finished.
+  profile_queue_.close();
+  for (auto& t : profile_threads_) {
     t.join();
   }
 }
@@ -171,16 +193,61 @@ void verifier::run_loop(int slot) {
     const auto waited = std::chrono::steady_clock::now() - j.compiled_at;
     --run_queued_;
     ++running_;
-    auto v = run_with_retries(j, slot, gpu);
+    int used = gpu;
+    auto v = run_with_retries(j, slot, gpu, &used);
     --running_;
     if (v) {
       v->run_queue_ms = std::chrono::duration<double, std::milli>(waited).count();
     }
-    j.done(std::move(v));
+    const bool to_profile =
+        j.profiled && v && profile_selects(config_.engine.profile, j.t->kind, *v);
+    if (!to_profile) {
+      j.done(std::move(v));
+      continue;
+    }
+    // The verdict first: `profiled` must not run before `done` has.
+    j.done(*v);
+    queue_profile(std::move(j), *v, used);
   }
 }
 
-result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
+std::shared_mutex& verifier::gpu_turn(int gpu) {
+  auto turn = gpu_turns_.find(gpu);
+  return (turn != gpu_turns_.end() ? turn : gpu_turns_.find(-1))->second;
+}
+
+void verifier::queue_profile(job j, const verdict& v, int gpu) {
+  auto profiled = j.profiled;
+  j.judged = v;
+  j.gpu = gpu;
+  ++profile_queued_;
+  if (profile_queue_.push(std::move(j), false)) {
+    return;
+  }
+  --profile_queued_;
+  verdict unprofiled = v;
+  unprofiled.profile = profile_summary{};
+  unprofiled.profile->note = "not profiled: the profiling queue was full (" +
+                             std::to_string(config_.profile_queue_capacity) + " waiting)";
+  profiled(std::move(unprofiled));
+}
+
+void verifier::profile_loop() {
+  job j;
+  while (profile_queue_.pop(&j)) {
+    --profile_queued_;
+    ++profiling_;
+    {
+      // As an untimed run: ncu's replays never overlap a timed run on this GPU.
+      std::shared_lock share(gpu_turn(j.gpu));
+      engine_->profile_candidate(*j.t, j.prepared, j.judged, j.gpu);
+    }
+    --profiling_;
+    j.profiled(std::move(j.judged));
+  }
+}
+
+result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu, int* used) {
   const task_kind kind = j.t->kind;
   const auto& gpus = config_.gpus;
   // A GPU in rotation that has not been tried for this job, starting after this slot's.
@@ -206,17 +273,21 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
   // A timed run of a GPU kind measures the GPU's time: no other run may share it meanwhile.
   const bool alone =
       config_.engine.timing_reps > 0 && (kind == task_kind::cuda || kind == task_kind::kernelbench);
+  // With a profiling pool, the run only judges: the profile is made after the verdict is out.
   auto run_on = [&](int g) {
-    auto turn = gpu_turns_.find(g);
-    std::shared_mutex& m = (turn != gpu_turns_.end() ? turn : gpu_turns_.find(-1))->second;
+    std::shared_mutex& m = gpu_turn(g);
+    auto once = [&] {
+      return j.profiled ? engine_->judge(*j.t, j.prepared, g) : engine_->run(*j.t, j.prepared, g);
+    };
     if (alone) {
       std::unique_lock hold(m);
-      return engine_->run(*j.t, j.prepared, g);
+      return once();
     }
     std::shared_lock share(m);
-    return engine_->run(*j.t, j.prepared, g);
+    return once();
   };
   for (int attempt = 1; attempt <= config_.run_attempts; ++attempt) {
+    *used = current;
     auto v = run_on(current);
     if (v) {
       return v;
@@ -263,16 +334,26 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu) {
 }
 
 void verifier::submit(std::shared_ptr<const task> t, std::string answer, const callback& done) {
-  job j{std::move(t), std::move(answer), done, {}};
+  submit(std::move(t), std::move(answer), done, callback{});
+}
+
+void verifier::submit(std::shared_ptr<const task> t, std::string answer, const callback& judged,
+                      const callback& profiled) {
+  job j;
+  j.t = std::move(t);
+  j.answer = std::move(answer);
+  j.done = judged;
+  j.profiled = profiled;
   ++compile_queued_;
   if (!compile_queue_.push(std::move(j), true)) {
     --compile_queued_;
-    done(error{"verifier is shutting down"});
+    judged(error{"verifier is shutting down"});
   }
 }
 
 verifier_load verifier::load() const {
-  return {compile_queued_.load(), compiling_.load(), run_queued_.load(), running_.load()};
+  return {compile_queued_.load(), compiling_.load(),      run_queued_.load(),
+          running_.load(),        profile_queued_.load(), profiling_.load()};
 }
 
 std::future<result<verdict>> verifier::submit(std::shared_ptr<const task> t, std::string answer) {
@@ -287,10 +368,10 @@ result<std::future<result<verdict>>> verifier::try_submit(std::shared_ptr<const 
                                                           std::string answer) {
   auto promise = std::make_shared<std::promise<result<verdict>>>();
   auto future = promise->get_future();
-  job j{std::move(t),
-        std::move(answer),
-        [promise](result<verdict> v) { promise->set_value(std::move(v)); },
-        {}};
+  job j;
+  j.t = std::move(t);
+  j.answer = std::move(answer);
+  j.done = [promise](result<verdict> v) { promise->set_value(std::move(v)); };
   ++compile_queued_;
   if (!compile_queue_.push(std::move(j), false)) {
     --compile_queued_;

@@ -1,5 +1,6 @@
 // The public face of the module: submit(task, answer) -> verdict, with compilation on a CPU worker
-// pool and runs on separate run slots (one per GPU for cuda work), bounded queues in between.
+// pool and runs on separate run slots (one per GPU for cuda work), bounded queues in between; and,
+// for callers that take the verdict before its profile, a profiling pool behind the run slots.
 #pragma once
 
 #include "common/result.hpp"
@@ -42,6 +43,11 @@ struct verifier_config {
   // How long a GPU whose probe failed stays out of rotation: its slot takes no jobs meanwhile
   // (while another slot is in rotation) and retries go elsewhere. Default: 60 s
   std::chrono::milliseconds slot_cooldown{60'000};
+  // The profiling pool of the two-callback submit(): its workers (0: one per GPU in `gpus`, or one
+  // when there are none) and the bound of its queue. A profile that finds the queue full is not
+  // made (its verdict says so): the run slots never wait for profiling. Defaults: 0, 64
+  int profile_workers = 0;
+  std::size_t profile_queue_capacity = 64;
 };
 
 // What the verifier holds at one moment (for live metrics); each count is read separately, so the
@@ -51,6 +57,8 @@ struct verifier_load {
   std::size_t compiling = 0;
   std::size_t run_queued = 0;  // compiled, waiting for a run slot
   std::size_t running = 0;
+  std::size_t profile_queued = 0;  // judged, waiting for a profiling worker
+  std::size_t profiling = 0;
 };
 
 class verifier {
@@ -68,6 +76,16 @@ class verifier {
   // no GPU, a slot whose failure persisted over verifier_config::run_attempts); it must not block
   // for long. Thread-safe.
   void submit(std::shared_ptr<const task> t, std::string answer, const callback& done);
+  // Two callbacks: `judged` runs with the verdict as soon as the run has judged it, before any
+  // profiling, so nothing that waits for verdicts (the gate) waits for a profile. When the
+  // verdict is one profile_selects(config.engine.profile, t->kind, verdict) chooses, `profiled`
+  // runs once afterwards, from the profiling pool, with the same verdict completed by
+  // engine::profile_candidate (its profile, or a note saying why there is none; the diagnosis
+  // appended to its feedback); otherwise, and after an error, it never runs. A profile holds its
+  // GPU as an untimed run does: a timed run never shares the GPU with ncu. Both callbacks run on
+  // worker threads and must not block for long. Back-pressure as above. Thread-safe.
+  void submit(std::shared_ptr<const task> t, std::string answer, const callback& judged,
+              const callback& profiled);
   // The same with a future.
   std::future<result<verdict>> submit(std::shared_ptr<const task> t, std::string answer);
   // Never blocks: an error whose message is "busy" when the compile queue is full. Thread-safe.
@@ -87,6 +105,10 @@ class verifier {
     callback done;
     prepared_candidate prepared;
     std::chrono::steady_clock::time_point compiled_at;  // when it started waiting for a run slot
+    callback profiled;  // empty: `done` gets the verdict with its profile (engine::run)
+    // A profiling job: the verdict to complete and the GPU that judged it.
+    verdict judged;
+    int gpu = -1;
   };
   class job_queue {
    public:
@@ -106,7 +128,13 @@ class verifier {
   explicit verifier(verifier_config config, std::unique_ptr<engine> e);
   void compile_loop();
   void run_loop(int slot);
-  result<verdict> run_with_retries(const job& j, int slot, int gpu);
+  void profile_loop();
+  // Sets *used to the GPU of the last attempt.
+  result<verdict> run_with_retries(const job& j, int slot, int gpu, int* used);
+  // Hands a judged verdict to the profiling pool, or to `profiled` at once with a note when the
+  // pool's queue is full.
+  void queue_profile(job j, const verdict& v, int gpu);
+  std::shared_mutex& gpu_turn(int gpu);
   bool in_rotation(int gpu, std::chrono::steady_clock::time_point now) const;  // slots_mutex_ held
   void bench(int gpu);
   void restore(int gpu);
@@ -115,8 +143,10 @@ class verifier {
   std::unique_ptr<engine> engine_;
   job_queue compile_queue_;
   job_queue run_queue_;
+  job_queue profile_queue_;
   // Stage counts for load(); a job is counted in one stage at a time.
   std::atomic<std::size_t> compile_queued_{0}, compiling_{0}, run_queued_{0}, running_{0};
+  std::atomic<std::size_t> profile_queued_{0}, profiling_{0};
   // GPUs out of rotation (a failed probe) until the time given.
   mutable std::mutex slots_mutex_;
   std::condition_variable slots_changed_;
@@ -127,6 +157,7 @@ class verifier {
   bool stopping_ = false;
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;
+  std::vector<std::thread> profile_threads_;
 };
 
 }  // namespace leap::sandbox
