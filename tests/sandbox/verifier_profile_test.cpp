@@ -26,7 +26,7 @@ namespace {
 using testing::fenced;
 using testing::stand_in_ncu;
 
-bool contains(const std::string& text, std::string_view needle) {
+bool holds_text(const std::string& text, std::string_view needle) {
   return text.find(needle) != std::string::npos;
 }
 
@@ -129,7 +129,7 @@ TEST_F(VerifierProfilePoolTest, VerdictsArriveWhileTheirProfilesAreHeldAndAFullQ
   ASSERT_TRUE(v1.ok()) << v1.err().message;
   ASSERT_TRUE(v1->passed) << v1->feedback << "\n" << v1->diagnostics;
   EXPECT_FALSE(v1->profile.has_value());
-  EXPECT_FALSE(contains(v1->feedback, "Profile of")) << v1->feedback;
+  EXPECT_FALSE(holds_text(v1->feedback, "Profile of")) << v1->feedback;
   const auto deadline = std::chrono::steady_clock::now() + k_patience;
   while (pool.load().profiling == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -194,7 +194,7 @@ TEST_F(VerifierProfilePoolTest, TheOneCallbackSubmitGivesTheVerdictWithItsProfil
   ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
   ASSERT_TRUE(v->profile.has_value());
   EXPECT_FALSE(v->profile->kernels.empty()) << v->profile->note;
-  EXPECT_TRUE(contains(v->feedback, "\n\nProfile of `")) << v->feedback;
+  EXPECT_TRUE(holds_text(v->feedback, "\n\nProfile of `")) << v->feedback;
   EXPECT_EQ((*created)->load().profiling, 0U);
 }
 
