@@ -16,9 +16,10 @@
 //              sigma 1.3, 0.5-600 s: the slowest 10% of turns take about half of the generation
 //              time, printed), compile 1.5-1.9 s and run 0.3-0.6 s (the H200 cuda quickstart's
 //              medians: compile 1676 ms, p90 1859 ms; run 438 ms). Barrier, streaming and
-//              bounded staleness 1 and 2 through the graph, beside a schedule model on the same
-//              samples (unlimited capacity, no orchestration cost) that also plays each of them
-//              with partial rollouts (orchestrator/partial_rollouts.hpp's decisions), per seed.
+//              bounded staleness 1 and 2, each also with partial rollouts (schedule.partial),
+//              through the graph, beside a schedule model on the same samples (unlimited
+//              capacity, no orchestration cost; orchestrator/partial_rollouts.hpp's decisions for
+//              partial rollouts), per seed.
 //
 // Usage: bench_pipeline [overhead|schedules|dcp|longtail|all] [--steps N] [--threads T] [--scale S]
 // ...
@@ -83,6 +84,40 @@ struct run_result {
   run_summary summary;
   std::vector<step_record> steps;
   std::vector<std::vector<group_record>> groups;  // per step, training groups without tokens
+  // Per group the learner trained: its version then minus the oldest weights among the group's
+  // turns. The store keeps a carried group under the step that started it, so only the learner
+  // sees which step trained it.
+  std::vector<double> trained_staleness;
+};
+
+// The null learner (its sleep, one version per step) that also records each trained group's
+// staleness.
+class staleness_recorder final : public learner_backend {
+ public:
+  staleness_recorder(double step_seconds, std::uint64_t version, std::vector<double>* out)
+      : inner_(step_seconds, version), version_(version), out_(out) {}
+  result<backend_step> train(std::uint64_t step, std::vector<training_sequence> batch) override {
+    std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint64_t> oldest;  // (step, group)
+    for (const auto& s : batch) {
+      const auto key = std::make_pair(s.step, s.group);
+      const auto it = oldest.find(key);
+      oldest[key] = it == oldest.end() ? s.oldest_weight_version
+                                       : std::min(it->second, s.oldest_weight_version);
+    }
+    for (const auto& [key, version] : oldest) {
+      out_->push_back(static_cast<double>(version_ - std::min(version_, version)));
+    }
+    auto trained = inner_.train(step, std::move(batch));
+    if (trained) {
+      version_ = trained->weight_version;
+    }
+    return trained;
+  }
+
+ private:
+  null_learner inner_;
+  std::uint64_t version_;
+  std::vector<double>* out_;
 };
 
 // Tasks as the scripted policy server plays them (policy/scripted_backend.hpp's defaults): task i
@@ -144,8 +179,9 @@ run_result run_graph(const options& o, const experiment_config& config,
     ro.services.verifier = [&latency, seed = o.seed](caf::actor_system& system) {
       return spawn_instant_verifier(system, latency, seed);
     };
-    ro.services.learner = [step_s = learner_seconds * latency.time_scale](std::uint64_t version) {
-      return std::make_shared<null_learner>(step_s, version);
+    ro.services.learner = [step_s = learner_seconds * latency.time_scale,
+                           staleness = &out.trained_staleness](std::uint64_t version) {
+      return std::make_shared<staleness_recorder>(step_s, version, staleness);
     };
     launch::run run(std::move(checked), std::move(ro));
     auto outcome = [&]() -> result<launch::run_outcome> {
@@ -568,24 +604,6 @@ schedule_outcome model_streaming(const options& o, group_book& book, double lear
   return out;
 }
 
-// The graph's staleness: per trained group, the step's training version (the steps before it)
-// minus the oldest weights among its turns.
-std::vector<double> graph_staleness(const run_result& r) {
-  std::vector<double> out;
-  for (std::size_t s = 0; s < r.groups.size(); ++s) {
-    for (const auto& g : r.groups[s]) {
-      std::uint64_t oldest = s;
-      for (const auto& rollout : g.rollouts) {
-        for (const auto& t : rollout.turns) {
-          oldest = std::min(oldest, t.weight_version);
-        }
-      }
-      out.push_back(static_cast<double>(s - oldest));
-    }
-  }
-  return out;
-}
-
 std::vector<std::uint64_t> parse_seeds(const std::string& text) {
   std::vector<std::uint64_t> out;
   std::stringstream in(text);
@@ -662,14 +680,38 @@ void longtail(const options& base) {
                     : model_streaming(o, book, o.learner_s, row.k, row.partial ? &ps : nullptr);
       double graph_s = 0.0;
       std::vector<double> staleness = m.staleness;
-      if (!row.partial && !o.no_graph) {
+      std::string graph_partial;  // the graph's own partial-rollout counts, per step
+      if (!o.no_graph) {
         auto config = bench_config(o, o.schedule_steps);
         config.gate.policy = gate_policy::full;
         config.schedule.mode = row.k < 0 ? schedule_mode::barrier : schedule_mode::streaming;
         config.schedule.max_staleness = std::max(0, row.k);
+        if (row.partial) {
+          config.schedule.partial_over_provision = o.over_provision;
+          config.schedule.partial_max_carry = o.max_carry;
+        }
         const auto r = run_graph(o, config, latency, o.learner_s);
         graph_s = r.seconds / o.scale;
-        staleness = graph_staleness(r);
+        staleness = r.trained_staleness;
+        if (row.partial) {
+          std::map<std::string, double> sums;
+          for (const auto& step : r.steps) {
+            for (const auto& [name, value] : step.metrics) {
+              if (name.rfind("partial.", 0) == 0) {
+                sums[name] += value;
+              }
+            }
+          }
+          const double n = std::max<double>(1.0, static_cast<double>(r.steps.size()));
+          char text[200];
+          std::snprintf(text, sizeof text,
+                        "    graph, per step: carried %.1f, trained carried %.1f, dropped %.1f, "
+                        "started %.1f; staleness of the trained groups mean %.2f\n",
+                        sums["partial.carried"] / n, sums["partial.trained_carried"] / n,
+                        sums["partial.dropped"] / n, sums["partial.started"] / n,
+                        mean_of(staleness));
+          graph_partial = text;
+        }
       }
       if (row.k < 0) {
         barrier_model = m.seconds;
@@ -694,6 +736,7 @@ void longtail(const options& base) {
                   static_cast<double>(m.carried) / steps,
                   static_cast<double>(m.dropped_stale + m.dropped_over_carry) / steps,
                   static_cast<double>(m.over_provisioned) / steps);
+      std::fputs(graph_partial.c_str(), stdout);
       std::fflush(stdout);
     }
   }
