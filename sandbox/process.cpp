@@ -1380,32 +1380,38 @@ std::optional<std::string> hidden_readonly_path(const std::vector<std::filesyste
   return std::nullopt;
 }
 
-result<run_result> run_isolated(const run_request& request) {
-  // The passed descriptor is the call's from here on, closed on every return (see run_request).
-  fd_guard passed(request.pass_fd);
+namespace {
+
+// The checks a request must pass before anything is created; the executable's path on success.
+result<std::string> checked_executable(const run_request& request) {
   if (request.argv.empty()) {
     return error{"run_isolated: empty argv"};
   }
   if (request.stdin_data.size() > (64U << 10)) {
     return error{"run_isolated: stdin_data over 64 KiB"};
   }
-  const std::string exe = resolve_executable(request.argv[0], request.env);
+  std::string exe = resolve_executable(request.argv[0], request.env);
   if (exe.empty()) {
     return error{"run_isolated: '" + request.argv[0] + "' not found on the run's PATH"};
   }
   if (auto hidden = hidden_readonly_path(request.readonly_paths)) {
     return error{"run_isolated: " + *hidden};
   }
+  return exe;
+}
 
-  fd_guard workdir(::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (workdir.fd < 0) {
-    return error{"run_isolated: working directory " + request.working_dir.string() + ": " +
-                 errno_text(errno)};
-  }
+// The command's arguments and its two environments: HOME and TMPDIR at the private /tmp (namespace
+// mode) or at the working directory (fallback). They outlive the clone child's use of them (it
+// execs or exits before run_isolated returns).
+struct command_strings {
+  std::vector<std::string> argv;
+  std::vector<std::string> env_private;
+  std::vector<std::string> env_workdir;
+};
 
-  // Argument and environment storage outlives the clone child's use of it (the child execs or exits
-  // before this frame returns).
-  std::vector<std::string> env_private, env_workdir;
+command_strings command_strings_of(const run_request& request, const std::string& workdir) {
+  command_strings out;
+  out.argv = request.argv;
   for (const auto& [k, v] : request.env) {
     if (k == "HOME" || k == "TMPDIR") {
       continue;
@@ -1413,27 +1419,326 @@ result<run_result> run_isolated(const run_request& request) {
     std::string entry = k;
     entry += '=';
     entry += v;
-    env_private.push_back(std::move(entry));
+    out.env_private.push_back(std::move(entry));
   }
-  env_workdir = env_private;
-  env_private.push_back("HOME=/tmp");
-  env_private.push_back("TMPDIR=/tmp");
+  out.env_workdir = out.env_private;
+  out.env_private.push_back("HOME=/tmp");
+  out.env_private.push_back("TMPDIR=/tmp");
+  out.env_workdir.push_back("HOME=" + workdir);
+  out.env_workdir.push_back("TMPDIR=" + workdir);
+  return out;
+}
+
+void point_plan_at(command_strings& strings, child_plan* plan) {
+  auto to_ptrs = [](std::vector<std::string>& from, std::vector<char*>& to) {
+    for (auto& s : from) {
+      to.push_back(s.data());
+    }
+    to.push_back(nullptr);
+  };
+  to_ptrs(strings.argv, plan->argv);
+  to_ptrs(strings.env_private, plan->envp_private_tmp);
+  to_ptrs(strings.env_workdir, plan->envp_workdir);
+}
+
+// The four pipes between this process and the supervisor: the command's stdin, stdout, stderr,
+// and the supervisor's report.
+struct run_pipes {
+  fd_guard in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
+};
+
+status open_run_pipes(run_pipes* p) {
+  for (auto [r, w] : {std::pair{&p->in_r, &p->in_w}, std::pair{&p->out_r, &p->out_w},
+                      std::pair{&p->err_r, &p->err_w}, std::pair{&p->status_r, &p->status_w}}) {
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) < 0) {
+      return error{"run_isolated: pipe: " + errno_text(errno)};
+    }
+    r->fd = ends[0];
+    w->fd = ends[1];
+  }
+  return ok_status();
+}
+
+// The supervisor, cloned into its namespaces where this process may make them (as root), else
+// into a session of its own; `isolation` says which, for run_result::isolation.
+struct started_supervisor {
+  int pid = -1;
+  int pidfd = -1;
+  std::string isolation;
+};
+
+result<started_supervisor> start_supervisor(const run_request& request, const std::string& workdir,
+                                            const std::string& cgroup_words, child_plan* plan,
+                                            std::deque<std::string>* root_strings) {
+  const std::string seccomp_word = plan->seccomp != nullptr ? "seccomp; " : "no seccomp; ";
+  started_supervisor out;
+  if (plan->drop_privileges) {
+    std::uint64_t flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
+    if (request.isolate_network) {
+      flags |= CLONE_NEWNET;
+    }
+    plan->namespaces = true;
+    plan_root(plan, root_strings, workdir, request, plan->uid);
+    out.pid = do_clone3(flags, &out.pidfd);
+    if (out.pid == 0) {
+      supervise(*plan);
+    }
+    if (out.pid < 0) {
+      out.isolation = "fallback: namespaces refused (" + errno_text(errno) +
+                      "); session and uid only; " + seccomp_word + cgroup_words;
+      plan->namespaces = false;
+    } else {
+      out.isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") +
+                      " namespaces; " + (plan->loopback ? "loopback up; " : "") + "pivot_root; " +
+                      seccomp_word + "uid " + std::to_string(plan->uid) + "; " + cgroup_words;
+      return out;
+    }
+  }
+  out.pid = do_clone3(0, &out.pidfd);
+  if (out.pid == 0) {
+    supervise(*plan);
+  }
+  if (out.pid < 0) {
+    return error{"run_isolated: clone3: " + errno_text(errno)};
+  }
+  if (out.isolation.empty()) {
+    out.isolation =
+        "fallback: not root, session and rlimits only (no private uid; network namespace only "
+        "where unprivileged user namespaces are allowed); " +
+        seccomp_word + "no cgroup: not root";
+  }
+  return out;
+}
+
+// The command's stdout and stderr, read without blocking into their bounded captures.
+class output_reader {
+ public:
+  output_reader(int out_fd, int err_fd, std::size_t cap)
+      : out_fd_(out_fd), err_fd_(err_fd), out_(cap), err_(cap) {
+    ::fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+    ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
+  }
+  // The streams still open, as pollfds appended to `fds` from `*count` on; their indices (or 99).
+  void add_to(std::array<pollfd, 4>& fds, nfds_t* count) {
+    out_index_ = out_open_ ? (*count)++ : 99;
+    if (out_index_ != 99) {
+      fds[out_index_] = {out_fd_, POLLIN, 0};
+    }
+    err_index_ = err_open_ ? (*count)++ : 99;
+    if (err_index_ != 99) {
+      fds[err_index_] = {err_fd_, POLLIN, 0};
+    }
+  }
+  // Reads what poll() found ready among the streams add_to() added.
+  void read_ready(const std::array<pollfd, 4>& fds) {
+    if (out_index_ != 99 && fds[out_index_].revents != 0) {
+      drain(out_fd_, out_, out_open_);
+    }
+    if (err_index_ != 99 && fds[err_index_].revents != 0) {
+      drain(err_fd_, err_, err_open_);
+    }
+  }
+  // After the command's end: what is left, bounded in time in case a process outside our reach
+  // still holds a pipe open.
+  void read_rest(std::chrono::milliseconds patience) {
+    const auto deadline = clock_type::now() + patience;
+    while ((out_open_ || err_open_) && clock_type::now() < deadline) {
+      std::array<pollfd, 4> fds{};
+      nfds_t count = 0;
+      add_to(fds, &count);
+      if (::poll(fds.data(), count, 50) <= 0) {
+        break;
+      }
+      if (out_open_) {
+        drain(out_fd_, out_, out_open_);
+      }
+      if (err_open_) {
+        drain(err_fd_, err_, err_open_);
+      }
+    }
+  }
+  void finish(run_result* r) {
+    out_.finish(&r->stdout_text, &r->stdout_bytes, &r->stdout_truncated);
+    err_.finish(&r->stderr_text, &r->stderr_bytes, &r->stderr_truncated);
+  }
+
+ private:
+  void drain(int fd, capture& into, bool& open) {
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer_.data(), buffer_.size());
+      if (n > 0) {
+        into.append(buffer_.data(), static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        open = false;
+      }
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      return;
+    }
+  }
+
+  int out_fd_;
+  int err_fd_;
+  capture out_;
+  capture err_;
+  bool out_open_ = true;
+  bool err_open_ = true;
+  nfds_t out_index_ = 99;
+  nfds_t err_index_ = 99;
+  std::array<char, 65536> buffer_{};
+};
+
+// Waits for the supervisor's end while reading the command's output and enforcing the wall time
+// (SIGTERM, then SIGKILL after kill_grace), the cgroup's CPU time and its memory (an OOM event
+// ends the whole run). Sets out->timed_out, cpu_exceeded, memory_exceeded; returns whether the
+// supervisor was reaped (false only when poll() failed), with its siginfo in *info.
+bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
+                        const resource_limits& limits, clock_type::time_point started,
+                        run_cgroup& cgroup, output_reader& output, siginfo_t* info,
+                        run_result* out) {
+  // The tree's CPU time, where the cgroup counts it: it cannot grow faster than one second per
+  // second per CPU, so it is read only when it could have reached the limit since the last look.
+  const std::int64_t cpu_limit_ns = limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0
+                                        ? std::int64_t{limits.cpu_seconds} * 1'000'000'000
+                                        : -1;
+  const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  auto next_cpu_check = clock_type::time_point::max();
+  auto schedule_cpu_check = [&](clock_type::time_point now, std::int64_t used_ns) {
+    const auto wait = std::chrono::nanoseconds((cpu_limit_ns - used_ns) / cpus);
+    next_cpu_check = now + std::max<clock_type::duration>(wait, std::chrono::milliseconds(10));
+  };
+  if (cpu_limit_ns > 0) {
+    schedule_cpu_check(started, 0);
+  }
+  auto deadline = started + limits.wall;
+  bool term_sent = false;
+  bool stopped = false;  // the whole run was killed for its memory or CPU
+  auto stop_run = [&] {
+    stopped = true;
+    ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
+    ::kill(-child.pid, SIGKILL);
+    if (!plan.namespaces) {
+      cgroup.kill_all();
+    }
+  };
+
+  for (;;) {
+    const auto now = clock_type::now();
+    if (!stopped && now >= next_cpu_check) {
+      const std::int64_t used = cgroup.cpu_ns();
+      if (used >= cpu_limit_ns) {
+        out->cpu_exceeded = true;
+        stop_run();
+        next_cpu_check = clock_type::time_point::max();
+      } else {
+        schedule_cpu_check(now, std::max<std::int64_t>(used, 0));
+      }
+    }
+    if (now >= deadline) {
+      if (!term_sent) {
+        out->timed_out = true;
+        term_sent = true;
+        ::kill(-child.pid, SIGTERM);
+        deadline = now + limits.kill_grace;
+      } else {
+        ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
+        ::kill(-child.pid, SIGKILL);
+        deadline = now + std::chrono::seconds(5);  // the kernel reaps a killed group promptly
+      }
+      continue;
+    }
+    std::array<pollfd, 4> fds{};
+    nfds_t count = 0;
+    fds[count++] = {child.pidfd, POLLIN, 0};
+    output.add_to(fds, &count);
+    const nfds_t oom_index = !stopped && cgroup.oom_event_fd >= 0 ? count : 99;
+    if (oom_index != 99) {
+      fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
+    }
+    const auto wake = std::min(deadline, next_cpu_check);
+    const auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
+    if (ready < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return false;
+    }
+    if (oom_index != 99 && fds[oom_index].revents != 0) {
+      // cgroup v1 kills one process at the limit; the run as a whole is over.
+      out->memory_exceeded = true;
+      stop_run();
+    }
+    output.read_ready(fds);
+    if (fds[0].revents != 0 && ::waitid(static_cast<idtype_t>(P_PIDFD),
+                                        static_cast<id_t>(child.pidfd), info, WEXITED) == 0) {
+      return true;
+    }
+  }
+}
+
+// Reads the supervisor's reports (status pipe) into *out: the cgroup's refusal, the scratch left
+// behind, and the command's wait status; or the exec or set-up failure, an error. A supervisor
+// that reported nothing died before the command finished (killed at the deadline, or by the
+// command): `info` says how.
+status read_supervisor_reports(int status_fd, const siginfo_t& info, const std::string& exe,
+                               run_result* out) {
+  report r{};
+  ssize_t n = ::read(status_fd, &r, sizeof r);
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == cgroup_refused) {
+    out->isolation += " (entry refused: " + errno_text(r.value) + "; rlimits only)";
+    n = ::read(status_fd, &r, sizeof r);
+  }
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == scratch_left) {
+    out->scratch_left_bytes = r.bytes;
+    out->scratch_left_entries = r.entries;
+    out->scratch_exceeded = r.value != 0;
+    n = ::read(status_fd, &r, sizeof r);
+  }
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == wait_status) {
+    if (WIFEXITED(r.value)) {
+      out->exited = true;
+      out->exit_code = WEXITSTATUS(r.value);
+    } else if (WIFSIGNALED(r.value)) {
+      out->signal = WTERMSIG(r.value);
+    }
+  } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == exec_failed) {
+    return error{"run_isolated: cannot execute '" + exe + "': " + errno_text(r.value)};
+  } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == setup_failed) {
+    return error{"run_isolated: sandbox setup step " + std::to_string(r.step) +
+                 " failed: " + errno_text(r.value)};
+  } else {
+    out->signal =
+        info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED ? info.si_status : SIGKILL;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+result<run_result> run_isolated(const run_request& request) {
+  // The passed descriptor is the call's from here on, closed on every return (see run_request).
+  fd_guard passed(request.pass_fd);
+  auto exe = checked_executable(request);
+  if (!exe) {
+    return exe.err();
+  }
+  fd_guard workdir(::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (workdir.fd < 0) {
+    return error{"run_isolated: working directory " + request.working_dir.string() + ": " +
+                 errno_text(errno)};
+  }
   const std::string wd = std::filesystem::absolute(request.working_dir).string();
-  env_workdir.push_back("HOME=" + wd);
-  env_workdir.push_back("TMPDIR=" + wd);
+  command_strings strings = command_strings_of(request, wd);
 
   child_plan plan;
-  plan.exe = exe.c_str();
-  auto to_ptrs = [](std::vector<std::string>& strings, std::vector<char*>& out) {
-    for (auto& s : strings) {
-      out.push_back(s.data());
-    }
-    out.push_back(nullptr);
-  };
-  std::vector<std::string> argv = request.argv;
-  to_ptrs(argv, plan.argv);
-  to_ptrs(env_private, plan.envp_private_tmp);
-  to_ptrs(env_workdir, plan.envp_workdir);
+  plan.exe = exe->c_str();
+  point_plan_at(strings, &plan);
   plan.limits = request.limits;
   plan.isolate_network = request.isolate_network;
   plan.loopback = request.isolate_network && request.loopback;
@@ -1448,28 +1753,14 @@ result<run_result> run_isolated(const run_request& request) {
     passed.reset();
     plan.pass_fd = pass_high.fd;
   }
-
-  int p_in[2], p_out[2], p_err[2], p_status[2];
-  if (::pipe2(p_in, O_CLOEXEC) < 0) {
-    return error{"run_isolated: pipe: " + errno_text(errno)};
+  run_pipes pipes;
+  if (auto opened = open_run_pipes(&pipes); !opened) {
+    return opened.err();
   }
-  fd_guard in_r(p_in[0]), in_w(p_in[1]);
-  if (::pipe2(p_out, O_CLOEXEC) < 0) {
-    return error{"run_isolated: pipe: " + errno_text(errno)};
-  }
-  fd_guard out_r(p_out[0]), out_w(p_out[1]);
-  if (::pipe2(p_err, O_CLOEXEC) < 0) {
-    return error{"run_isolated: pipe: " + errno_text(errno)};
-  }
-  fd_guard err_r(p_err[0]), err_w(p_err[1]);
-  if (::pipe2(p_status, O_CLOEXEC) < 0) {
-    return error{"run_isolated: pipe: " + errno_text(errno)};
-  }
-  fd_guard status_r(p_status[0]), status_w(p_status[1]);
-  plan.stdin_fd = in_r.fd;
-  plan.stdout_fd = out_w.fd;
-  plan.stderr_fd = err_w.fd;
-  plan.status_fd = status_w.fd;
+  plan.stdin_fd = pipes.in_r.fd;
+  plan.stdout_fd = pipes.out_w.fd;
+  plan.stderr_fd = pipes.err_w.fd;
+  plan.status_fd = pipes.status_w.fd;
 
   const bool root = ::geteuid() == 0;
   plan.drop_privileges = root;
@@ -1503,260 +1794,61 @@ result<run_result> run_isolated(const run_request& request) {
     }
   }
   std::deque<std::string> root_strings;
-  const std::string seccomp_word = plan.seccomp != nullptr ? "seccomp; " : "no seccomp; ";
 
   const auto started = clock_type::now();
-  int pidfd = -1;
-  int pid = -1;
-  std::string isolation;
-  if (root) {
-    std::uint64_t flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
-    if (request.isolate_network) {
-      flags |= CLONE_NEWNET;
-    }
-    plan.namespaces = true;
-    plan_root(&plan, &root_strings, wd, request, plan.uid);
-    pid = do_clone3(flags, &pidfd);
-    if (pid == 0) {
-      supervise(plan);
-    }
-    if (pid < 0) {
-      isolation = "fallback: namespaces refused (" + errno_text(errno) +
-                  "); session and uid only; " + seccomp_word + cgroup_words;
-      plan.namespaces = false;
-    } else {
-      isolation = std::string("pid,mnt,ipc") + (request.isolate_network ? ",net" : "") +
-                  " namespaces; " + (plan.loopback ? "loopback up; " : "") + "pivot_root; " +
-                  seccomp_word + "uid " + std::to_string(plan.uid) + "; " + cgroup_words;
-    }
+  auto child = start_supervisor(request, wd, cgroup_words, &plan, &root_strings);
+  if (!child) {
+    return child.err();
   }
-  if (pid < 0) {
-    pid = do_clone3(0, &pidfd);
-    if (pid == 0) {
-      supervise(plan);
-    }
-    if (pid < 0) {
-      return error{"run_isolated: clone3: " + errno_text(errno)};
-    }
-    if (isolation.empty()) {
-      isolation =
-          "fallback: not root, session and rlimits only (no private uid; network namespace only "
-          "where unprivileged user namespaces are allowed); " +
-          seccomp_word + "no cgroup: not root";
-    }
-  }
-  fd_guard pid_guard(pidfd);
+  fd_guard pid_guard(child->pidfd);
   cgroup.close_enter_fds();
-  out.isolation = isolation;
-  out.session_id = pid;
-  in_r.reset();
-  out_w.reset();
-  err_w.reset();
-  status_w.reset();
+  out.isolation = child->isolation;
+  out.session_id = child->pid;
+  pipes.in_r.reset();
+  pipes.out_w.reset();
+  pipes.err_w.reset();
+  pipes.status_w.reset();
   pass_high.reset();
 
   // Feed stdin (fits the pipe buffer, so this never blocks), then close it.
   if (!request.stdin_data.empty()) {
-    ::fcntl(in_w.fd, F_SETFL, O_NONBLOCK);
+    ::fcntl(pipes.in_w.fd, F_SETFL, O_NONBLOCK);
     [[maybe_unused]] auto n =
-        ::write(in_w.fd, request.stdin_data.data(), request.stdin_data.size());
+        ::write(pipes.in_w.fd, request.stdin_data.data(), request.stdin_data.size());
   }
-  in_w.reset();
+  pipes.in_w.reset();
 
-  ::fcntl(out_r.fd, F_SETFL, O_NONBLOCK);
-  ::fcntl(err_r.fd, F_SETFL, O_NONBLOCK);
-  auto deadline = started + request.limits.wall;
-  bool term_sent = false;
-  bool reaped = false;
-  bool out_open = true, err_open = true;
+  output_reader output(pipes.out_r.fd, pipes.err_r.fd, request.limits.output_cap_bytes);
   siginfo_t info{};
-  std::array<char, 65536> buffer{};
-
-  capture out_capture(request.limits.output_cap_bytes),
-      err_capture(request.limits.output_cap_bytes);
-  auto drain = [&](int fd, capture& into, bool& open) {
-    for (;;) {
-      const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-      if (n > 0) {
-        into.append(buffer.data(), static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n == 0) {
-        open = false;
-      }
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      return;
-    }
-  };
-
-  // The tree's CPU time, where the cgroup counts it: it cannot grow faster than one second per
-  // second per CPU, so it is read only when it could have reached the limit since the last look.
-  const std::int64_t cpu_limit_ns = request.limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0
-                                        ? std::int64_t{request.limits.cpu_seconds} * 1'000'000'000
-                                        : -1;
-  const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  auto next_cpu_check = clock_type::time_point::max();
-  auto schedule_cpu_check = [&](clock_type::time_point now, std::int64_t used_ns) {
-    const auto wait = std::chrono::nanoseconds((cpu_limit_ns - used_ns) / cpus);
-    next_cpu_check = now + std::max<clock_type::duration>(wait, std::chrono::milliseconds(10));
-  };
-  if (cpu_limit_ns > 0) {
-    schedule_cpu_check(started, 0);
-  }
-  bool stopped = false;  // the whole run was killed for its memory or CPU
-  auto stop_run = [&] {
-    stopped = true;
-    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-    ::kill(-pid, SIGKILL);
-    if (!plan.namespaces) {
-      cgroup.kill_all();
-    }
-  };
-
-  while (!reaped) {
-    const auto now = clock_type::now();
-    if (!stopped && now >= next_cpu_check) {
-      const std::int64_t used = cgroup.cpu_ns();
-      if (used >= cpu_limit_ns) {
-        out.cpu_exceeded = true;
-        stop_run();
-        next_cpu_check = clock_type::time_point::max();
-      } else {
-        schedule_cpu_check(now, std::max<std::int64_t>(used, 0));
-      }
-    }
-    if (now >= deadline) {
-      if (!term_sent) {
-        out.timed_out = true;
-        term_sent = true;
-        ::kill(-pid, SIGTERM);
-        deadline = now + request.limits.kill_grace;
-      } else {
-        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-        ::kill(-pid, SIGKILL);
-        deadline = now + std::chrono::seconds(5);  // the kernel reaps a killed group promptly
-      }
-      continue;
-    }
-    std::array<pollfd, 4> fds{};
-    nfds_t count = 0;
-    fds[count++] = {pidfd, POLLIN, 0};
-    const nfds_t out_index = out_open ? count : 99;
-    if (out_open) {
-      fds[count++] = {out_r.fd, POLLIN, 0};
-    }
-    const nfds_t err_index = err_open ? count : 99;
-    if (err_open) {
-      fds[count++] = {err_r.fd, POLLIN, 0};
-    }
-    const nfds_t oom_index = !stopped && cgroup.oom_event_fd >= 0 ? count : 99;
-    if (oom_index != 99) {
-      fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
-    }
-    const auto wake = std::min(deadline, next_cpu_check);
-    const auto wait_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
-    const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
-    if (ready < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      break;
-    }
-    if (oom_index != 99 && fds[oom_index].revents != 0) {
-      // cgroup v1 kills one process at the limit; the run as a whole is over.
-      out.memory_exceeded = true;
-      stop_run();
-    }
-    if (out_index != 99 && fds[out_index].revents != 0) {
-      drain(out_r.fd, out_capture, out_open);
-    }
-    if (err_index != 99 && fds[err_index].revents != 0) {
-      drain(err_r.fd, err_capture, err_open);
-    }
-    if (fds[0].revents != 0) {
-      if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED) == 0) {
-        reaped = true;
-      }
-    }
-  }
+  const bool reaped =
+      watch_until_reaped(*child, plan, request.limits, started, cgroup, output, &info, &out);
   out.wall = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - started);
   if (!reaped) {
     // poll failed: still never leave a zombie.
-    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED);
+    ::syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, nullptr, 0);
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child->pidfd), &info, WEXITED);
   }
 
   // Outside a pid namespace the supervisor's exit kills nothing: kill the group, then everything of
   // the run's uid (processes that left the session).
   if (!plan.namespaces) {
-    ::kill(-pid, SIGKILL);
+    ::kill(-child->pid, SIGKILL);
     if (plan.drop_privileges) {
       kill_uid_processes(plan.uid);
     }
-    for (pid_t p : processes_in_session(pid)) {
+    for (pid_t p : processes_in_session(child->pid)) {
       ::kill(p, SIGKILL);
     }
     cgroup.kill_all();
     bound_fallback_directory(workdir.fd, request.limits, &out);
   }
 
-  // Everything that could write is dead (namespace mode) or killed; collect the rest, bounded in
-  // time in case a process outside our reach still holds a pipe open.
-  const auto drain_deadline = clock_type::now() + std::chrono::milliseconds(200);
-  while ((out_open || err_open) && clock_type::now() < drain_deadline) {
-    std::array<pollfd, 2> fds{};
-    nfds_t count = 0;
-    if (out_open) {
-      fds[count++] = {out_r.fd, POLLIN, 0};
-    }
-    if (err_open) {
-      fds[count++] = {err_r.fd, POLLIN, 0};
-    }
-    if (::poll(fds.data(), count, 50) <= 0) {
-      break;
-    }
-    if (out_open) {
-      drain(out_r.fd, out_capture, out_open);
-    }
-    if (err_open) {
-      drain(err_r.fd, err_capture, err_open);
-    }
-  }
+  // Everything that could write is dead (namespace mode) or killed; collect the rest.
+  output.read_rest(std::chrono::milliseconds(200));
+  output.finish(&out);
 
-  out_capture.finish(&out.stdout_text, &out.stdout_bytes, &out.stdout_truncated);
-  err_capture.finish(&out.stderr_text, &out.stderr_bytes, &out.stderr_truncated);
-
-  report r{};
-  ssize_t n = ::read(status_r.fd, &r, sizeof r);
-  if (n == static_cast<ssize_t>(sizeof r) && r.kind == cgroup_refused) {
-    out.isolation += " (entry refused: " + errno_text(r.value) + "; rlimits only)";
-    n = ::read(status_r.fd, &r, sizeof r);
-  }
-  if (n == static_cast<ssize_t>(sizeof r) && r.kind == scratch_left) {
-    out.scratch_left_bytes = r.bytes;
-    out.scratch_left_entries = r.entries;
-    out.scratch_exceeded = r.value != 0;
-    n = ::read(status_r.fd, &r, sizeof r);
-  }
-  if (n == static_cast<ssize_t>(sizeof r) && r.kind == wait_status) {
-    if (WIFEXITED(r.value)) {
-      out.exited = true;
-      out.exit_code = WEXITSTATUS(r.value);
-    } else if (WIFSIGNALED(r.value)) {
-      out.signal = WTERMSIG(r.value);
-    }
-  } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == exec_failed) {
-    return error{"run_isolated: cannot execute '" + exe + "': " + errno_text(r.value)};
-  } else if (n == static_cast<ssize_t>(sizeof r) && r.kind == setup_failed) {
-    return error{"run_isolated: sandbox setup step " + std::to_string(r.step) +
-                 " failed: " + errno_text(r.value)};
-  } else {
-    // The supervisor died before the command finished: killed at the deadline, or by the command.
-    out.signal =
-        info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED ? info.si_status : SIGKILL;
+  if (auto read = read_supervisor_reports(pipes.status_r.fd, info, *exe, &out); !read) {
+    return read.err();
   }
   if (out.timed_out && out.exited) {
     // It finished within the grace period after SIGTERM: still a timeout.
