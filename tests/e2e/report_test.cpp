@@ -187,7 +187,7 @@ TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
                                      60);
   EXPECT_EQ(unwritable.exit_code, 1) << unwritable.text;
   EXPECT_NE(unwritable.text.find("leap report: error: " + dir("no/such/folder/x.html").string() +
-                                 ": cannot open for writing"),
+                                 ": cannot create its temporary file"),
             std::string::npos)
       << unwritable.text;
 

@@ -6,6 +6,7 @@
 // (no store of its own, seed-N folders) stands for its seeds. Chart.js is
 // embedded in the binary, so neither the command nor the page needs anything from outside. Reads
 // the stores only (it may run beside a live run).
+#include "common/durable_file.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/leap/command.hpp"
 #include "tools/report/chartjs.hpp"
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -148,24 +148,9 @@ int run_report(const report_command_options& o) {
   const auto model = report::build_model(runs, options);
   const std::string html = report::render_html(model, report::chartjs_source());
 
-  // Written aside and renamed: the file is never a partial page.
-  const fs::path out(o.out);
-  const fs::path tmp = out.string() + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return fail(o.out + ": cannot open for writing");
-    }
-    file << html;
-    file.flush();
-    if (!file) {
-      return fail(o.out + ": write failed");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    return fail(o.out + ": cannot rename " + tmp.string() + ": " + ec.message());
+  // Whole or not at all, and kept after a crash: never a partial page.
+  if (auto written = write_file_durably(o.out, html); !written) {
+    return fail(written.err().message);
   }
 
   std::set<std::string> groups;
