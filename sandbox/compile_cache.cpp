@@ -311,6 +311,7 @@ result<folder_lookup> compile_cache::get_or_build_folder(
     }
     if (auto it = folders_in_flight_.find(key); it != folders_in_flight_.end()) {
       waiting = it->second;
+      ++waiting_;
     } else {
       std::error_code ec;
       if (fs::is_directory(final_path, ec)) {
@@ -328,6 +329,10 @@ result<folder_lookup> compile_cache::get_or_build_folder(
   }
   if (!builder) {
     auto shared = waiting.get();
+    {
+      std::lock_guard lock(mutex_);
+      --waiting_;
+    }
     if (shared) {
       shared->shared = true;
       shared->hit = false;

@@ -90,7 +90,7 @@ class compile_cache {
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
   // Builds run so far (not hits, not shared waits). For tests and benchmarks.
   [[nodiscard]] std::uint64_t builds() const;
-  // Callers waiting now for an identical build already in flight. For tests.
+  // Callers waiting now for an identical build (or folder) already in flight. For tests.
   [[nodiscard]] std::size_t waiting() const;
 
  private:

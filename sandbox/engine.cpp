@@ -138,6 +138,32 @@ std::string gencode_flag(const std::string& arch) {
   return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
+// The host compiler, or nvcc for the configured architecture, with the configured flags: how every
+// program of the native pipelines starts its command.
+std::vector<std::string> compiler_command(const engine_config& c, bool nvcc) {
+  std::vector<std::string> argv{nvcc ? c.nvcc : c.cxx};
+  for (auto& f : split_flags(nvcc ? c.nvcc_flags : c.cxx_flags)) {
+    argv.push_back(std::move(f));
+  }
+  if (nvcc) {
+    argv.push_back(gencode_flag(c.cuda_arch));
+  }
+  return argv;
+}
+
+// A question to the compilers (their version, their header folders) in the sandbox, under the
+// compile limits.
+run_request compiler_probe(const engine_config& c, const std::vector<fs::path>& readonly,
+                           const fs::path& dir, std::vector<std::string> argv) {
+  run_request request;
+  request.argv = std::move(argv);
+  request.working_dir = dir;
+  request.env = {{"PATH", base_path(dir_of(c.nvcc))}, {"LC_ALL", "C"}};
+  request.limits = c.compile_limits;
+  request.readonly_paths = readonly;
+  return request;
+}
+
 // A word for /bin/sh: single-quoted.
 std::string shell_word(const std::string& w) {
   std::string out = "'";
@@ -249,6 +275,13 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
       config.cache_dir = config.scratch_root / "compile-cache";
     }
   }
+  // Absolute: the builds are given paths into it (torch's precompiled header), and a sandboxed
+  // build's working folder is its own.
+  std::error_code ec;
+  config.cache_dir = fs::absolute(config.cache_dir, ec);
+  if (ec) {
+    return error{"engine_config.cache_dir: " + ec.message()};
+  }
   if (config.trials < 1) {
     return error{"engine_config.trials must be at least 1"};
   }
@@ -262,6 +295,9 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
   std::unique_ptr<engine> e(new engine(std::move(config)));
   e->cache_ = std::move(cache.value());
   e->readonly_paths_ = detail::tool_prefixes({e->config_.nvcc, e->config_.python});
+  if (e->config_.kernelbench_pch_ahead) {
+    e->prepare_kernelbench();
+  }
   return e;
 }
 
@@ -315,21 +351,12 @@ result<std::string> engine::compiler_identity(task_kind kind) {
     if (!dir) {
       return dir.err();
     }
-    run_request request;
-    request.argv = argv;
-    request.working_dir = dir->path();
-    request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
-    request.limits = config_.compile_limits;
-    request.readonly_paths = readonly_paths_;
-    auto r = run_isolated(request);
+    auto r = run_isolated(compiler_probe(config_, readonly_paths_, dir->path(), argv));
     if (!r) {
       return r.err().wrap("finding the compiler for " + std::string(to_string(kind)) + " tasks");
     }
     if (!r->exited || r->exit_code != 0) {
-      const std::string how = r->timed_out ? "timed out"
-                              : r->exited  ? "exit code " + std::to_string(r->exit_code)
-                                           : "killed by " + signal_name(r->signal);
-      return error{"'" + argv.front() + " --version' failed (" + how +
+      return error{"'" + argv.front() + " --version' failed (" + detail::how_it_ended(*r) +
                    "): " + r->stderr_text.substr(0, 300)};
     }
     identity += r->stdout_text + r->stderr_text;
@@ -351,18 +378,11 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   if (!dir) {
     return dir.err();
   }
-  run_request request;
-  request.argv = {config_.cxx};
-  for (auto& f : split_flags(config_.cxx_flags)) {
-    request.argv.push_back(f);
-  }
+  std::vector<std::string> argv = compiler_command(config_, false);
   for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"}) {
-    request.argv.emplace_back(a);
+    argv.emplace_back(a);
   }
-  request.working_dir = dir->path();
-  request.env = {{"PATH", base_path(dir_of(config_.nvcc))}, {"LC_ALL", "C"}};
-  request.limits = config_.compile_limits;
-  request.readonly_paths = readonly_paths_;
+  run_request request = compiler_probe(config_, readonly_paths_, dir->path(), std::move(argv));
   auto r = run_isolated(request);
   if (!r) {
     return r.err().wrap("finding the system header folders of " + config_.cxx);
@@ -421,19 +441,12 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   const std::string stem = "solution";
   const std::string file = stem + candidate_extension(t.kind);
   const bool dump_names = !cuda && !t.forbidden.empty();
-  std::vector<std::string> flags;
-  for (auto& f : split_flags(cuda ? config_.nvcc_flags : config_.cxx_flags)) {
-    flags.push_back(f);
+  std::vector<std::string> command = compiler_command(config_, cuda);
+  if (!cuda) {
+    command.emplace_back("-pthread");
   }
-  if (cuda) {
-    flags.push_back(gencode_flag(config_.cuda_arch));
-  } else {
-    flags.push_back("-pthread");
-  }
-  const std::string compiler = cuda ? config_.nvcc : config_.cxx;
   auto with = [&](std::initializer_list<std::string> extra) {
-    std::vector<std::string> argv{compiler};
-    argv.insert(argv.end(), flags.begin(), flags.end());
+    std::vector<std::string> argv = command;
     argv.insert(argv.end(), extra.begin(), extra.end());
     return shell_line(argv);
   };
@@ -634,20 +647,9 @@ result<std::string> engine::harness_object(const task& t) {
   const bool host_compiled = !cuda || !cuda_include.empty();
   const std::string file = cuda && !host_compiled ? "harness.cu" : "harness.cpp";
   std::vector<std::string> argv;
-  if (host_compiled) {
-    argv = {config_.cxx};
-    for (auto& f : split_flags(config_.cxx_flags)) {
-      argv.push_back(f);
-    }
-    if (cuda) {
-      argv.push_back("-I" + cuda_include.string());
-    }
-  } else {
-    argv = {config_.nvcc};
-    for (auto& f : split_flags(config_.nvcc_flags)) {
-      argv.push_back(f);
-    }
-    argv.push_back(gencode_flag(config_.cuda_arch));
+  argv = compiler_command(config_, !host_compiled);
+  if (host_compiled && cuda) {
+    argv.push_back("-I" + cuda_include.string());
   }
   for (const char* a : {"-c", "", "-o", "harness.o"}) {
     argv.emplace_back(*a ? a : file.c_str());
@@ -688,13 +690,8 @@ result<std::string> engine::judge_program(const task& t, bool gpu) {
   }
   const std::string source = judge_source(t, gpu);
   const std::string file = gpu ? "judge.cu" : "judge.cpp";
-  std::vector<std::string> argv{gpu ? config_.nvcc : config_.cxx};
-  for (auto& f : split_flags(gpu ? config_.nvcc_flags : config_.cxx_flags)) {
-    argv.push_back(f);
-  }
-  if (gpu) {
-    argv.push_back(gencode_flag(config_.cuda_arch));
-  } else {
+  std::vector<std::string> argv = compiler_command(config_, gpu);
+  if (!gpu) {
     // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
     argv.emplace_back("-static");
   }
@@ -710,10 +707,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     return identity.err();
   }
   const std::string harness = harness_source(t, harness_flavor::host_reference);
-  std::vector<std::string> argv{config_.cxx};
-  for (auto& f : split_flags(config_.cxx_flags)) {
-    argv.push_back(f);
-  }
+  std::vector<std::string> argv = compiler_command(config_, false);
   for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) {
     argv.emplace_back(a);
   }
@@ -965,11 +959,7 @@ result<std::string> engine::cuda_probe_binary() {
   if (!identity) {
     return identity.err();
   }
-  std::vector<std::string> argv{config_.nvcc};
-  for (auto& f : split_flags(config_.nvcc_flags)) {
-    argv.push_back(f);
-  }
-  argv.push_back(gencode_flag(config_.cuda_arch));
+  std::vector<std::string> argv = compiler_command(config_, true);
   for (const char* a : {"probe.cu", "-o", "probe"}) {
     argv.emplace_back(a);
   }
@@ -1036,9 +1026,7 @@ status engine::probe_slot(task_kind kind, int gpu) {
   if (r->exited && r->exit_code == 0 && r->stdout_text.find("LEAP_PROBE_OK") != std::string::npos) {
     return ok_status();
   }
-  const std::string how = r->timed_out ? std::string("timed out")
-                          : r->exited  ? "exit code " + std::to_string(r->exit_code)
-                                       : "killed by " + signal_name(r->signal);
+  const std::string how = detail::how_it_ended(*r);
   std::string said = r->stderr_text.substr(0, 500);
   while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) {
     said.pop_back();

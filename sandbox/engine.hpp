@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace leap::sandbox {
@@ -115,6 +116,11 @@ struct engine_config {
   // pool includes them first; a header g++ refuses is built around (the build note says so). The
   // cache folder must be outside /tmp for the sandbox to see it. Default: true
   bool kernelbench_pch = true;
+  // With prebuild and pch: the engine starts building torch's precompiled header for the default
+  // flags (prepare_kernelbench) when it is created, so the first candidate's build finds it ready
+  // or waits for that one build. For callers that know they serve KernelBench tasks; others would
+  // spend a minute of a core on a header no task uses. Default: false
+  bool kernelbench_pch_ahead = false;
   // KernelBench with timing: the reference is also timed under torch.compile (inductor), once per
   // problem, and a verdict carries both speedups. Default: true
   bool kernelbench_compiled_baseline = true;
@@ -235,6 +241,24 @@ class engine {
   // Both stages in the calling thread.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
 
+  // KernelBench (issue 30): starts building, on a thread of the engine's own, torch's precompiled
+  // header for the extension builds' default flags (no extra_cflags; CUDA's headers when torch has
+  // CUDA), in the compile cache's folder store. A candidate whose build asks for that header while
+  // it is being built waits for this one build (the cache builds a key once); one that asks later
+  // finds it ready. Once per engine: later calls return at once. Nothing is built with
+  // kernelbench_prebuild or kernelbench_pch off. Thread-safe.
+  void prepare_kernelbench();
+  // Waits for prepare_kernelbench's build (starting it when it was not started), calling
+  // `progress` with the seconds waited every 10 s while it lasts. Returns the header's folder, or
+  // not ok with the reason (off, a cache under /tmp, a build that failed): a note, since every
+  // build goes on without it. Errors: infrastructure (torch does not import in the compile pool).
+  // Thread-safe.
+  result<folder_lookup> kernelbench_prepared(const std::function<void(int seconds)>& progress = {});
+  // Waits for a preparation still running.
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
   // The profiling hook run() calls for a verdict profile_selects chose (engine_profile.cpp): the
   // candidate's program again under ncu (engine_config::ncu) in the sandbox, under profile_limits,
   // filtered to the __global__ kernels of its own source, on the slot's GPU. Sets v.profile (the
@@ -312,6 +336,12 @@ class engine {
   result<folder_lookup> extension_pch(const nlohmann::json& args, const std::string& toolchain);
   // python, torch, CUDA and nvcc versions and the architecture: part of every extension's key.
   result<std::string> extension_toolchain();
+  // prepare_kernelbench's work: the toolchain, then the header for the default flags.
+  result<folder_lookup> default_extension_pch();
+  // A python script of the engine's own in the compile pool: `python -I -B args...` in `dir`, with
+  // extension_env(), kernelbench_build_limits and the tools' folders.
+  run_request compile_pool_request(const std::filesystem::path& dir,
+                                   std::vector<std::string> args) const;
   // Builds a known-good extension (CUDA or C++ only) once per engine: a candidate's failed build is
   // its own only when this one builds. Errors: infrastructure.
   status probe_extension_toolchain(bool cuda);
@@ -333,6 +363,17 @@ class engine {
   // KernelBench with timing_reps > 0: this many sets of fresh inputs for the first trial's model
   // are drawn by the reference beside the trials; the judge's timed calls cycle through them.
   [[nodiscard]] int kernelbench_timing_sets() const { return config_.timing_reps > 0 ? 4 : 0; }
+  // The slot's device and the task's reference on it: what a KernelBench run and its profiling
+  // run start from. Errors: those of kernelbench_device and kernelbench_reference_for.
+  struct kernelbench_slot {
+    std::string device;
+    std::shared_ptr<const kernelbench_reference> reference;
+  };
+  result<kernelbench_slot> kernelbench_slot_for(const task& t, int gpu);
+  // `python -I -B args...` in `dir` with run_env(gpu) (-1: no CUDA_VISIBLE_DEVICES), python's
+  // folder on PATH, kernelbench_limits: the slot's probe, the reference and the judge.
+  run_request kernelbench_request(const std::filesystem::path& dir, int gpu,
+                                  std::vector<std::string> args) const;
   // The judge's run in `dir` (its files already there) for `ref` on `device`.
   run_request kernelbench_judge_request(const std::filesystem::path& dir,
                                         const kernelbench_reference& ref, const std::string& device,
@@ -381,7 +422,17 @@ class engine {
   std::optional<std::string> probe_binary_;         // built once, under probe_mutex_
   std::optional<std::string> extension_toolchain_;  // under probe_mutex_
   std::array<bool, 2> extension_probe_ok_{};        // C++, CUDA; under probe_mutex_
+  // prepare_kernelbench's build: started once, joined by the destructor.
+  std::mutex prepare_mutex_;
+  std::shared_future<result<folder_lookup>> prepared_;  // under prepare_mutex_
+  std::thread prepare_thread_;                          // under prepare_mutex_
 };
+
+// Waits for e.kernelbench_prepared(), saying through `say` what is happening, one line each: that
+// the header is being built, every 10 s how long it has taken, and how it ended (ready, built in
+// how long, or why not: builds then go on without it). For commands that prepare before they take
+// work (leap verify --prepare, leap verifier-node). Returns whether the header is ready.
+bool prepare_kernelbench_saying(engine& e, const std::function<void(const std::string&)>& say);
 
 // Splits "-std=c++17 -O2" into words (no quoting: flags are plain words).
 std::vector<std::string> split_flags(const std::string& flags);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <iomanip>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 using detail::base_path;
 using detail::clock_watch;
 using detail::dir_of;
+using detail::how_it_ended;
 using detail::k_max_result_json_bytes;
 using detail::make_verdict;
 using detail::memory_feedback;
@@ -39,12 +41,6 @@ std::string slot_name(int gpu) {
 // A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
 // the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
 // passwd entry, and torch's profiler and caches ask getpass.getuser(), which raises without them.
-std::string how_it_ended(const run_result& r) {
-  return r.timed_out ? std::string("timed out")
-         : r.exited  ? "exit code " + std::to_string(r.exit_code)
-                     : "killed by " + signal_name(r.signal);
-}
-
 void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& python) {
   for (auto& [name, value] : env) {
@@ -86,6 +82,46 @@ status write_kernelbench_folder(const fs::path& dir, const prepared_candidate& p
 
 }  // namespace detail
 
+namespace {
+
+// `python -I -B args...` in dir: every python the KernelBench pipeline starts.
+run_request python_request(const std::string& python, const fs::path& dir,
+                           std::vector<std::string> args,
+                           std::vector<std::pair<std::string, std::string>> env,
+                           const resource_limits& limits, std::vector<fs::path> readonly) {
+  run_request request;
+  request.argv = {python, "-I", "-B"};
+  request.argv.insert(request.argv.end(), std::make_move_iterator(args.begin()),
+                      std::make_move_iterator(args.end()));
+  request.working_dir = dir;
+  request.env = std::move(env);
+  request.limits = limits;
+  request.readonly_paths = std::move(readonly);
+  return request;
+}
+
+}  // namespace
+
+run_request engine::kernelbench_request(const fs::path& dir, int gpu,
+                                        std::vector<std::string> args) const {
+  auto env = run_env(gpu);
+  kernelbench_env(env, config_.python);
+  return python_request(config_.python, dir, std::move(args), std::move(env),
+                        config_.kernelbench_limits, readonly_paths_);
+}
+
+result<engine::kernelbench_slot> engine::kernelbench_slot_for(const task& t, int gpu) {
+  auto device = kernelbench_device(gpu);
+  if (!device) {
+    return device.err();
+  }
+  auto reference = kernelbench_reference_for(t, *device, gpu);
+  if (!reference) {
+    return reference.err();
+  }
+  return kernelbench_slot{std::move(device.value()), std::move(reference.value())};
+}
+
 result<std::string> engine::kernelbench_device(int gpu) {
   {
     std::lock_guard lock(mutex_);
@@ -97,17 +133,10 @@ result<std::string> engine::kernelbench_device(int gpu) {
   if (!dir) {
     return dir.err();
   }
-  run_request request;
   const std::string probe =
       "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() "
       "else 0)";
-  request.argv = {config_.python, "-I", "-B", "-c", probe};
-  request.working_dir = dir->path();
-  request.env = run_env(gpu);
-  kernelbench_env(request.env, config_.python);
-  request.limits = config_.kernelbench_limits;
-  request.readonly_paths = readonly_paths_;
-  auto r = run_isolated(request);
+  auto r = run_isolated(kernelbench_request(dir->path(), gpu, {"-c", probe}));
   if (!r) {
     return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
   }
@@ -161,13 +190,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     if (!dir) {
       return dir.err();
     }
-    run_request request;
-    request.argv = {config_.python, "-I", "-B", "reference.py"};
-    request.working_dir = dir->path();
-    request.env = run_env(device == "cuda" ? gpu : -1);
-    kernelbench_env(request.env, config_.python);
-    request.limits = config_.kernelbench_limits;
-    request.readonly_paths = readonly_paths_;
+    run_request request =
+        kernelbench_request(dir->path(), device == "cuda" ? gpu : -1, {"reference.py"});
     request.stdin_data = nlohmann::json{{"trials", config_.trials},
                                         {"timing_sets", kernelbench_timing_sets()},
                                         {"seed", t.seed},
@@ -346,6 +370,11 @@ std::vector<std::pair<std::string, std::string>> engine::extension_env() const {
   return env;
 }
 
+run_request engine::compile_pool_request(const fs::path& dir, std::vector<std::string> args) const {
+  return python_request(config_.python, dir, std::move(args), extension_env(),
+                        config_.kernelbench_build_limits, readonly_paths_);
+}
+
 result<std::string> engine::extension_toolchain() {
   std::lock_guard lock(probe_mutex_);
   if (extension_toolchain_) {
@@ -358,13 +387,7 @@ result<std::string> engine::extension_toolchain() {
   const std::string probe =
       "import sys, torch\nprint('LEAP_TORCH', sys.version.split()[0], torch.__version__, "
       "torch.version.cuda)";
-  run_request request;
-  request.argv = {config_.python, "-I", "-B", "-c", probe};
-  request.working_dir = dir->path();
-  request.env = extension_env();
-  request.limits = config_.kernelbench_build_limits;
-  request.readonly_paths = readonly_paths_;
-  auto r = run_isolated(request);
+  auto r = run_isolated(compile_pool_request(dir->path(), {"-c", probe}));
   if (!r) {
     return infrastructure_error(-1, r.err().wrap("probing torch for extension builds").message);
   }
@@ -387,9 +410,16 @@ namespace {
 // What load_inline would build `args` with that a precompiled header depends on: the C++ flags and
 // whether CUDA's include paths are added (with_cuda, else whether there are CUDA sources).
 nlohmann::json pch_request_of(const nlohmann::json& args) {
-  auto flags = args.contains("extra_cflags") && args["extra_cflags"].is_array()
-                   ? args["extra_cflags"]
-                   : nlohmann::json::array();
+  // An empty flag (KernelBench's examples pass extra_cflags=[""]) is no word in torch's build
+  // file: such a build is the default flags' and shares their header.
+  nlohmann::json flags = nlohmann::json::array();
+  if (args.contains("extra_cflags") && args["extra_cflags"].is_array()) {
+    for (const auto& f : args["extra_cflags"]) {
+      if (!(f.is_string() && f.get<std::string>().empty())) {
+        flags.push_back(f);
+      }
+    }
+  }
   bool cuda = false;
   if (args.contains("with_cuda") && args["with_cuda"].is_boolean()) {
     cuda = args["with_cuda"].get<bool>();
@@ -439,13 +469,7 @@ result<folder_lookup> engine::extension_pch(const nlohmann::json& args,
     if (!dir) {
       return dir.err();
     }
-    run_request run;
-    run.argv = {config_.python, "-I", "-B", "pch.py"};
-    run.working_dir = dir->path();
-    run.env = extension_env();
-    run.limits = config_.kernelbench_build_limits;
-    run.readonly_paths = readonly_paths_;
-    auto r = run_isolated(run);
+    auto r = run_isolated(compile_pool_request(dir->path(), {"pch.py"}));
     if (!r) {
       return infrastructure_error(-1, r.err().wrap("building torch's precompiled header").message);
     }
@@ -492,13 +516,19 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
       [&]() -> result<build_output> {
         const std::string request_json = args.dump();
         std::string pch_json;
+        // The compile pool's run of the builder, in the folder run_build makes.
+        const run_request pool = compile_pool_request({}, {"builder.py"});
         detail::build_request build;
         build.files = {{"builder.py", &kernelbench_builder_source()},
                        {"request.json", &request_json}};
-        build.readonly_paths = readonly_paths_;
+        build.argv = pool.argv;
+        build.env = pool.env;
+        build.limits = pool.limits;
+        build.readonly_paths = pool.readonly_paths;
         std::string pch_absent;
         std::optional<folder_lookup> pch;
         if (config_.kernelbench_pch) {
+          const auto asked = std::chrono::steady_clock::now();
           auto found = extension_pch(args, *toolchain);
           if (!found) {
             return found.err();
@@ -507,15 +537,23 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
             pch_json = nlohmann::json{{"header", (found->path / "leap_torch.h").string()}}.dump();
             build.files.push_back({"pch.json", &pch_json});
             build.readonly_paths.push_back(found->path);
+            if (!found->hit) {
+              // What the header cost this build: the cold verify's largest part, said where it
+              // was paid (waiting for a build ahead, or building it here).
+              const auto waited =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+              std::ostringstream line;
+              line << "LEAP_PCH_READY after " << (found->shared ? "waiting " : "building them, ")
+                   << std::fixed << std::setprecision(1) << waited << " s"
+                   << (found->shared ? " for their build in progress" : "") << "\n";
+              pch_absent = line.str();
+            }
             pch = std::move(found.value());
           } else {
             pch_absent = "LEAP_PCH absent: " + found->log.substr(0, 300) + "\n";
           }
         }
-        build.argv = {config_.python, "-I", "-B", "builder.py"};
         build.artifact = "ext.so";
-        build.env = extension_env();
-        build.limits = config_.kernelbench_build_limits;
         build.what = "running the extension builder";
         auto built = detail::run_build(config_.scratch_root, build);
         if (!built) {
@@ -530,6 +568,88 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
         return out;
       },
       false);
+}
+
+result<folder_lookup> engine::default_extension_pch() {
+  if (!config_.kernelbench_prebuild || !config_.kernelbench_pch) {
+    folder_lookup none;
+    none.log = "off (kernelbench_prebuild or kernelbench_pch is false)";
+    return none;
+  }
+  auto toolchain = extension_toolchain();
+  if (!toolchain) {
+    return toolchain.err();
+  }
+  // The probe's first line is "LEAP_TORCH <python> <torch> <torch.version.cuda>": a CUDA torch's
+  // candidates bring CUDA sources, whose builds include CUDA's headers beside torch's.
+  std::istringstream probe(*toolchain);
+  std::string marker;
+  std::string python;
+  std::string torch;
+  std::string cuda;
+  probe >> marker >> python >> torch >> cuda;
+  return extension_pch(nlohmann::json{{"with_cuda", !cuda.empty() && cuda != "None"}}, *toolchain);
+}
+
+void engine::prepare_kernelbench() {
+  std::lock_guard lock(prepare_mutex_);
+  if (prepared_.valid()) {
+    return;
+  }
+  std::packaged_task<result<folder_lookup>()> job([this] { return default_extension_pch(); });
+  prepared_ = job.get_future().share();
+  prepare_thread_ = std::thread(std::move(job));
+}
+
+result<folder_lookup> engine::kernelbench_prepared(
+    const std::function<void(int seconds)>& progress) {
+  prepare_kernelbench();
+  std::shared_future<result<folder_lookup>> prepared;
+  {
+    std::lock_guard lock(prepare_mutex_);
+    prepared = prepared_;
+  }
+  int waited = 0;
+  while (prepared.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    waited += 10;
+    if (progress) {
+      progress(waited);
+    }
+  }
+  return prepared.get();
+}
+
+engine::~engine() {
+  std::lock_guard lock(prepare_mutex_);
+  if (prepare_thread_.joinable()) {
+    prepare_thread_.join();
+  }
+}
+
+bool prepare_kernelbench_saying(engine& e, const std::function<void(const std::string&)>& say) {
+  say("precompiling torch's headers for KernelBench extension builds (once per python, torch, "
+      "compiler and flags; about 40 s of a CPU core when the compile cache does not hold them)");
+  const auto start = std::chrono::steady_clock::now();
+  auto ready = e.kernelbench_prepared([&](int seconds) {
+    say("still precompiling torch's headers (" + std::to_string(seconds) + " s)");
+  });
+  if (!ready) {
+    say("torch's headers not precompiled (" + ready.err().message.substr(0, 300) +
+        "): extension builds go on without them");
+    return false;
+  }
+  if (!ready->ok) {
+    say("torch's headers not precompiled (" + ready->log.substr(0, 300) +
+        "): extension builds go on without them");
+    return false;
+  }
+  std::ostringstream took;
+  took << std::fixed << std::setprecision(1)
+       << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  say(std::string("torch's headers precompiled: ") +
+      (ready->hit ? "found in the compile cache" : "built in " + took.str() + " s") + " (" +
+      ready->path.string() + ")");
+  return true;
 }
 
 status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
@@ -557,13 +677,7 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
         if (!dir) {
           return dir.err();
         }
-        run_request request;
-        request.argv = {config_.python, "-I", "-B", "recorder.py"};
-        request.working_dir = dir->path();
-        request.env = extension_env();
-        request.limits = config_.kernelbench_build_limits;
-        request.readonly_paths = readonly_paths_;
-        auto r = run_isolated(request);
+        auto r = run_isolated(compile_pool_request(dir->path(), {"recorder.py"}));
         if (!r) {
           return infrastructure_error(
               -1, r.err().wrap(t.id + ": recording the extension builds").message);
@@ -615,10 +729,12 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
     if (!lookup->hit && !lookup->shared) {
       // Built now: whether torch's precompiled headers served it, and what each part cost.
       const std::string pch = builder_line(lookup->output.log, "PCH");
+      const std::string ready = builder_line(lookup->output.log, "PCH_READY");
       const std::string parts = builder_line(lookup->output.log, "BUILD_MS");
       if (!pch.empty() || !parts.empty()) {
         notes.push_back("'" + name + "': precompiled torch headers " +
                         (pch.empty() ? std::string("not asked for") : pch) +
+                        (ready.empty() ? std::string{} : " (ready " + ready + ")") +
                         (parts.empty() ? std::string{} : "; build parts (ms): " + parts));
       }
     }
@@ -709,17 +825,11 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
     }
     slots.push_back(std::move(outputs));
   }
-  run_request request;
-  request.argv = {config_.python, "-I", "-B", "judge.py"};
-  request.working_dir = dir;
-  request.env = run_env(device == "cuda" ? gpu : -1);
-  kernelbench_env(request.env, config_.python);
-  request.limits = config_.kernelbench_limits;
+  run_request request = kernelbench_request(dir, device == "cuda" ? gpu : -1, {"judge.py"});
   // The record holds every trial's outputs and inputs and up to 8 checked timed calls' (4x: a
   // candidate's outputs may be wider).
   const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
   request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
-  request.readonly_paths = readonly_paths_;
   request.stdin_data = nlohmann::json{{"device", device},
                                       {"own_kernel", to_string(policy)},
                                       {"slots", std::move(slots)},
@@ -833,16 +943,13 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
 }
 
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
-  auto device = kernelbench_device(gpu);
-  if (!device) {
-    return device.err();
+  auto slot = kernelbench_slot_for(t, gpu);
+  if (!slot) {
+    return slot.err();
   }
-  auto reference = kernelbench_reference_for(t, *device, gpu);
-  if (!reference) {
-    return reference.err();
-  }
-  const kernelbench_reference& ref = **reference;
-  const auto own_kernel = own_kernel_for(t, *device);
+  const std::string& device = slot->device;
+  const kernelbench_reference& ref = *slot->reference;
+  const auto own_kernel = own_kernel_for(t, device);
   if (!own_kernel) {
     return own_kernel.err();  // the task's fault on this slot, not the candidate's
   }
@@ -856,8 +963,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     // The host's disk, not the candidate: the slot's failure, as in run_native.
     return infrastructure_error(gpu, s.err().message);
   }
-  const run_request request = kernelbench_judge_request(dir->path(), ref, *device, gpu, policy);
-  const clock_watch clocks(gpu, config_.timing_reps > 0 && *device == "cuda");
+  const run_request request = kernelbench_judge_request(dir->path(), ref, device, gpu, policy);
+  const clock_watch clocks(gpu, config_.timing_reps > 0 && device == "cuda");
   auto r = run_isolated(request);
   if (!r) {
     return r.err();
@@ -897,9 +1004,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     const std::string message = status.contains("message") && status["message"].is_string()
                                     ? status["message"].get<std::string>()
                                     : std::string("(no message)");
-    return infrastructure_error(*device == "cuda" ? gpu : -1,
+    return infrastructure_error(device == "cuda" ? gpu : -1,
                                 t.id + ": the KernelBench judge failed on " +
-                                    slot_name(*device == "cuda" ? gpu : -1) +
+                                    slot_name(device == "cuda" ? gpu : -1) +
                                     " before the candidate ran: " + message.substr(0, 1000));
   }
   if (r->memory_exceeded) {
@@ -994,7 +1101,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
                          !report[trial]["own"].empty();
       if (!found) {
         nlohmann::json j{
-            {"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", *device}};
+            {"status", "no_own_kernel"}, {"trial", trial}, {"trials", trials}, {"device", device}};
         if (trial < static_cast<int>(report.size()) && report[trial].is_object() &&
             report[trial].contains("other")) {
           j["other"] = report[trial]["other"];
@@ -1011,7 +1118,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       }
     }
     if (!ms.empty()) {
-      auto eager = kernelbench_baseline_time(t, ref, *device, gpu, kernelbench_baseline::eager);
+      auto eager = kernelbench_baseline_time(t, ref, device, gpu, kernelbench_baseline::eager);
       if (!eager) {
         return eager.err();
       }
@@ -1024,7 +1131,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       }
       if (config_.kernelbench_compiled_baseline) {
         auto compiled =
-            kernelbench_baseline_time(t, ref, *device, gpu, kernelbench_baseline::compiled);
+            kernelbench_baseline_time(t, ref, device, gpu, kernelbench_baseline::compiled);
         if (!compiled) {
           return compiled.err();
         }
@@ -1049,7 +1156,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       }
     }
   }
-  return judged({{"status", "passed"}, {"trials", trials}, {"device", *device}});
+  return judged({{"status", "passed"}, {"trials", trials}, {"device", device}});
 }
 
 }  // namespace leap::sandbox

@@ -39,6 +39,12 @@ std::string memory_feedback(const resource_limits& l) {
          std::to_string(l.memory_bytes >> 20) + " MiB together and were stopped.";
 }
 
+std::string how_it_ended(const run_result& r) {
+  return r.timed_out ? std::string("timed out")
+         : r.exited  ? "exit code " + std::to_string(r.exit_code)
+                     : "killed by " + signal_name(r.signal);
+}
+
 verdict make_verdict(verdict_category c, std::string feedback) {
   verdict v;
   v.category = c;

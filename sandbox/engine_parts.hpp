@@ -26,6 +26,8 @@ std::string memory_feedback(const resource_limits& l);
 // A compiler's messages: its stderr, then its stdout.
 std::string compile_log(const run_result& r);
 verdict make_verdict(verdict_category c, std::string feedback);
+// "timed out", "exit code 3" or "killed by SIGKILL (...)": how a run ended, for messages.
+std::string how_it_ended(const run_result& r);
 
 // Where a program at an absolute path is installed: the parent of its bin/ folder (bin: true),
 // else its own folder; for the path as named and for where its links lead (a venv's python is a

@@ -180,20 +180,16 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // load_inline imports), with one trial, no timed calls and no own-kernel check (torch.profiler's
   // CUPTI subscriber in the runner would meet ncu's).
   const auto kernelbench_run = [&]() -> result<run_request> {
-    auto device = kernelbench_device(gpu);
-    if (!device) {
-      return device.err();
+    auto slot = kernelbench_slot_for(t, gpu);
+    if (!slot) {
+      return slot.err();
     }
-    auto reference = kernelbench_reference_for(t, *device, gpu);
-    if (!reference) {
-      return reference.err();
-    }
-    const kernelbench_reference& ref = **reference;
+    const kernelbench_reference& ref = *slot->reference;
     if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
       return s.err();
     }
     run_request request =
-        kernelbench_judge_request(dir->path(), ref, *device, gpu, own_kernel_policy::off);
+        kernelbench_judge_request(dir->path(), ref, slot->device, gpu, own_kernel_policy::off);
     auto hello = nlohmann::json::parse(request.stdin_data, nullptr, false);
     if (!hello.is_object()) {
       return error{"the KernelBench judge's configuration is not a JSON object"};

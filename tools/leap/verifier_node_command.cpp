@@ -92,6 +92,7 @@ int run_node(const node_options& o) {
   auto table =
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
   bool has_cuda = false;
+  bool has_kernelbench = false;
   for (const auto& suite : o.suites) {
     auto loaded = launch::load_task_source(suite);
     if (!loaded) {
@@ -99,6 +100,7 @@ int run_node(const node_options& o) {
     }
     for (auto& t : *loaded) {
       has_cuda = has_cuda || t.kind == task_kind::cuda;
+      has_kernelbench = has_kernelbench || t.kind == task_kind::kernelbench;
       auto id = t.id;
       (*table)[id] = std::make_shared<const sandbox::task>(std::move(t));
     }
@@ -127,10 +129,21 @@ int run_node(const node_options& o) {
     return fail("--tls-certificate and --tls-key: a TLS node needs its own certificate");
   }
 
-  auto verifier =
-      sandbox::verifier::create(launch::sandbox_settings(section, has_cuda, o.cache_dir));
+  auto settings = launch::sandbox_settings(section, has_cuda, o.cache_dir);
+  // KernelBench suites: torch's precompiled header is built before the node takes work, so the
+  // first candidates' extension builds find it ready (built once per toolchain; later starts find
+  // it in the compile cache).
+  settings.engine.kernelbench_pch_ahead = has_kernelbench;
+  auto verifier = sandbox::verifier::create(settings);
   if (!verifier) {
     return fail("verifier: " + verifier.err().message);
+  }
+  if (has_kernelbench) {
+    sandbox::prepare_kernelbench_saying((*verifier)->verification_engine(),
+                                        [](const std::string& line) {
+                                          std::printf("leap verifier-node: %s\n", line.c_str());
+                                          std::fflush(stdout);
+                                        });
   }
   const int compile_workers = (*verifier)->compile_workers();
   const int run_slots = (*verifier)->run_slots();

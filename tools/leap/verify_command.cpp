@@ -1,6 +1,7 @@
 // `leap verify --task ID|DIR|FILE --candidate FILE [--suite DIR] [--json]`: verifies one candidate
 // against one task with the sandbox engine and prints the verdict and the feedback a model would
-// read.
+// read. `--prepare` builds what KernelBench extension builds share (torch's precompiled header)
+// into the compile cache first, with progress, and alone exits after it.
 #include "sandbox/engine.hpp"
 #include "sandbox/kinds.hpp"
 #include "sandbox/task.hpp"
@@ -29,6 +30,7 @@ struct verify_options {
   std::size_t budget = 2000;
   std::string cache_dir;
   std::string python = "python3";
+  bool prepare = false;
 };
 
 int run_verify(const verify_options& o) {
@@ -40,6 +42,27 @@ int run_verify(const verify_options& o) {
     }
     return 1;
   };
+  sandbox::engine_config config;
+  config.cuda_arch = o.arch;
+  config.trials = o.trials;
+  config.timing_reps = o.timing_reps;
+  config.feedback.char_budget = o.budget;
+  if (!o.cache_dir.empty()) {
+    config.cache_dir = o.cache_dir;
+  }
+  config.python = o.python;
+  if (o.task.empty() || o.candidate.empty()) {
+    if (!o.prepare) {
+      return fail("--task and --candidate are required (unless --prepare is given alone)");
+    }
+    auto e = sandbox::engine::create(config);
+    if (!e) {
+      return fail(e.err().message);
+    }
+    const bool ready = sandbox::prepare_kernelbench_saying(
+        **e, [](const std::string& line) { std::cerr << "leap verify: " << line << "\n"; });
+    return ready ? 0 : 1;
+  }
   auto t = sandbox::resolve_task(o.task, o.suite);
   if (!t) {
     return fail(t.err().message);
@@ -57,18 +80,13 @@ int run_verify(const verify_options& o) {
              (answer.ends_with("\n") ? "" : "\n") + "```\n";
   }
 
-  sandbox::engine_config config;
-  config.cuda_arch = o.arch;
-  config.trials = o.trials;
-  config.timing_reps = o.timing_reps;
-  config.feedback.char_budget = o.budget;
-  if (!o.cache_dir.empty()) {
-    config.cache_dir = o.cache_dir;
-  }
-  config.python = o.python;
   auto e = sandbox::engine::create(config);
   if (!e) {
     return fail(e.err().message);
+  }
+  if (o.prepare) {
+    sandbox::prepare_kernelbench_saying(
+        **e, [](const std::string& line) { std::cerr << "leap verify: " << line << "\n"; });
   }
   auto v = (*e)->verify(*t, answer, o.gpu);
   if (!v) {
@@ -170,11 +188,15 @@ void add_verify_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--task", o->task,
                   "A suite task id (cuda/vector_add, looked up in --suite), a task directory, a "
                   "task.json, a "
-                  ".jsonl dataset (FILE#ID picks one task) or a KernelBench problem .py")
-      ->required();
+                  ".jsonl dataset (FILE#ID picks one task) or a KernelBench problem .py "
+                  "(required unless --prepare is given alone)");
   cmd->add_option("--candidate", o->candidate,
-                  "A model answer (code in a fenced block) or a bare source file")
-      ->required();
+                  "A model answer (code in a fenced block) or a bare source file (required "
+                  "unless --prepare is given alone)");
+  cmd->add_flag("--prepare", o->prepare,
+                "Precompile torch's headers for KernelBench extension builds (load_inline) into "
+                "the compile cache first, with progress on stderr (about 40 s of a CPU core, once "
+                "per python, torch and compiler). Alone: exit 0 when they are ready, 1 when not");
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
   cmd->add_option("--arch", o->arch, "CUDA architecture for nvcc (default: sm_90a)");
