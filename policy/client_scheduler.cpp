@@ -166,6 +166,15 @@ piece_decision continue_piece(std::vector<generated_turn> choices,
     d.message = std::string(where) + ": generation aborted by the server";
     return d;
   }
+  if (single) {
+    // This piece's ids start after the earlier pieces'; a version change starts a segment.
+    auto& c = choices[0];
+    auto segments = partial.weight_segments;
+    if (segments.empty() || segments.back().version != c.weight_version) {
+      segments.push_back({partial.ids.size(), c.weight_version});
+    }
+    c.weight_segments = std::move(segments);
+  }
   if (!partial.ids.empty()) {
     // Stitch the earlier pieces of a resumed generation in front of this one.
     auto& c = choices[0];

@@ -184,6 +184,7 @@ void policy_client::impl::accept_choices(turn_state& t, int e,
       t.partial.ids = std::move(d.so_far.ids);
       t.partial.logprobs = std::move(d.so_far.logprobs);
       t.partial.text = std::move(d.so_far.text);
+      t.partial.weight_segments = std::move(d.so_far.weight_segments);
       route_turn(t);
       return;
   }

@@ -27,6 +27,15 @@ namespace leap::policy {
 
 // token_id and chat_message come from policy/tokenizer.hpp (shared with the project's servers).
 
+// The ids of a generation sampled under one weight version: from `first` (an index into the
+// generation's ids) up to the next segment's first, or to the end.
+struct weight_segment {
+  std::size_t first = 0;
+  std::optional<std::string> version;  // as generated_turn::weight_version of that piece
+
+  friend bool operator==(const weight_segment&, const weight_segment&) = default;
+};
+
 // One generated turn as the server returned it (after any resumption was stitched together).
 struct generated_turn {
   std::vector<token_id> ids;    // sampled ids, exactly as returned
@@ -36,6 +45,12 @@ struct generated_turn {
   // The server's weight version when it reports one (a `weight_version` field in the body or an
   // `x-weight-version` header); empty when it does not.
   std::optional<std::string> weight_version;
+  // Which version sampled which ids, in id order, one segment per change of version: a generation
+  // aborted by a weight update in flight and resumed under the new weights keeps the old version
+  // for the ids received before the abort (the version the server reported with them). Filled by
+  // the client for a single choice (one segment from 0 when nothing was stitched); empty for the
+  // choices of an n > 1 request, where weight_version covers all ids.
+  std::vector<weight_segment> weight_segments;
 };
 
 // A turn as recorded in the conversation: the generation plus where it sits in the token list.

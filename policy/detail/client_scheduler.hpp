@@ -94,6 +94,7 @@ struct partial_generation {
   std::vector<token_id> ids;
   std::vector<float> logprobs;
   std::string text;
+  std::vector<weight_segment> weight_segments;  // of the ids so far (generated_turn's)
 };
 
 // What accepted choices leave to do.

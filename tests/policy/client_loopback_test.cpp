@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -660,6 +661,41 @@ TEST(ClientWeightSyncHttp, DrainsLoadsFlushesChecksAndAdmits) {
   EXPECT_TRUE(view.admitting);
   EXPECT_EQ(view.weight_version, "7");
   EXPECT_EQ(view.sync, sync_phase::idle);
+}
+
+// A weight update in flight (issue 33): the sync pauses the server in abort mode without draining,
+// the turn held mid-generation ends aborted with the tokens version 6 sampled, version 7 loads, and
+// the client resumes the turn under 7. The stitched turn is whole and says where 7 took over.
+TEST(ClientWeightSyncHttp, APauseInAbortModeGivesATurnTheTokensOfBothVersions) {
+  position_server server({}, {}, 6);
+  auto client = make_client(fast_config(wire_flavour::sglang, {server.url()}));
+  collector done;
+  server.hold_after(3);
+  server.hold(true);
+  ASSERT_EQ(client->submit(turn("long", 4), done.callback()), submit_status::accepted);
+  ASSERT_TRUE(server.wait_held(1));  // 3 tokens sent, the rest waits
+
+  sync_waiter sync;
+  client->sync_weights(0, sglang_disk_plan(true), {"7", "/ckpt/step-7", ""}, sync.callback());
+  auto s = sync.get();
+  ASSERT_TRUE(s) << s.err().message;
+  server.hold(false);
+  ASSERT_TRUE(done.wait_for(1));
+  auto r = done.take()[0];
+  ASSERT_EQ(r.status, turn_status::ok) << r.message;
+  EXPECT_EQ(r.resumes, 1);
+  // Nothing lost or duplicated: the same ids as an uninterrupted generation.
+  EXPECT_EQ(r.choices[0].ids, as_ids(expected_reply(4, 64)));
+  EXPECT_EQ(r.choices[0].weight_version, "7");
+  EXPECT_EQ(r.choices[0].weight_segments, (std::vector<weight_segment>{{0, "6"}, {3, "7"}}));
+  auto log = server.log();
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(
+      std::find(
+          log.begin(), log.end(),
+          R"(POST /update_weights_from_disk {"model_path":"/ckpt/step-7","weight_version":"7"})"),
+      log.end())
+      << ::testing::PrintToString(log);
 }
 
 TEST(ClientWeightSyncHttp, VllmSleepReloadWakeRunsItsCallsInOrder) {

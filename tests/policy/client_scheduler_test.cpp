@@ -246,6 +246,55 @@ generated_turn piece(std::vector<token_id> ids, finish_reason finish, std::strin
   return t;
 }
 
+generated_turn piece_of(std::vector<token_id> ids, finish_reason finish, std::string version) {
+  auto t = piece(std::move(ids), finish, "x");
+  t.weight_version = std::move(version);
+  return t;
+}
+
+// A weight update in flight: the server aborts the generation under version 3, loads version 4,
+// and the rest is sampled under 4. The stitched turn says which ids each version sampled.
+TEST(ClientScheduler, StitchedPiecesKeepTheVersionOfEachId) {
+  const partial_generation none;
+  auto first = continue_piece({piece_of({1, 2}, finish_reason::abort, "3")}, none, 10, 0, 8, false,
+                              "http://a:1");
+  ASSERT_EQ(first.action, piece_action::resume);
+  EXPECT_EQ(first.so_far.weight_segments, (std::vector<weight_segment>{{0, "3"}}));
+  const partial_generation earlier{first.so_far.ids, first.so_far.logprobs, first.so_far.text,
+                                   first.so_far.weight_segments};
+  {
+    auto d = continue_piece({piece_of({5, 6, 7}, finish_reason::stop, "4")}, earlier, 10, 1, 8,
+                            false, "http://a:1");
+    ASSERT_EQ(d.action, piece_action::done);
+    ASSERT_EQ(d.choices.size(), 1U);
+    EXPECT_EQ(d.choices[0].ids, (std::vector<token_id>{1, 2, 5, 6, 7}));
+    EXPECT_EQ(d.choices[0].weight_segments, (std::vector<weight_segment>{{0, "3"}, {2, "4"}}));
+  }
+  {
+    // Resumed under the same version (an abort that was no weight update): one segment.
+    auto d = continue_piece({piece_of({5}, finish_reason::stop, "3")}, earlier, 10, 1, 8, false,
+                            "http://a:1");
+    ASSERT_EQ(d.choices.size(), 1U);
+    EXPECT_EQ(d.choices[0].weight_segments, (std::vector<weight_segment>{{0, "3"}}));
+  }
+  {
+    // A server that reports no version: one segment without one.
+    auto d =
+        continue_piece({piece({5}, finish_reason::stop, "e")}, none, 10, 0, 8, false, "http://a:1");
+    ASSERT_EQ(d.choices.size(), 1U);
+    EXPECT_EQ(d.choices[0].weight_segments, (std::vector<weight_segment>{{0, std::nullopt}}));
+  }
+  {
+    // n > 1: no segments; weight_version covers each choice.
+    auto d = continue_piece(
+        {piece_of({5}, finish_reason::stop, "4"), piece_of({6}, finish_reason::stop, "4")}, none,
+        10, 0, 8, false, "http://a:1");
+    ASSERT_EQ(d.choices.size(), 2U);
+    EXPECT_TRUE(d.choices[0].weight_segments.empty());
+    EXPECT_TRUE(d.choices[1].weight_segments.empty());
+  }
+}
+
 TEST(ClientScheduler, PiecesAreStitchedResumedOrGivenUp) {
   partial_generation none;
   partial_generation earlier{{1, 2}, {-0.1F, -0.2F}, "ab"};

@@ -62,7 +62,7 @@ class position_backend final : public policy_backend {
       std::unique_lock lock(mutex_);
       ++concurrent_;
       max_concurrent_ = std::max(max_concurrent_, concurrent_);
-      if (holding_) {
+      if (holding_ && hold_after_ == 0) {
         ++held_;
         changed_.notify_all();
         // generation_control wakes nobody but its own sleepers: look at it between short waits,
@@ -75,6 +75,19 @@ class position_backend final : public policy_backend {
     }
     const int max_tokens = request.sampling.max_tokens.value_or(16);
     for (std::size_t p = request.prompt.size(), n = 0; static_cast<int>(n) < max_tokens; ++p, ++n) {
+      if (n > 0 && static_cast<int>(n) == hold_after_tokens()) {
+        // Mid-generation: tokens already sent, the rest waits (a pause in abort mode ends it).
+        std::unique_lock lock(mutex_);
+        ++held_;
+        changed_.notify_all();
+        while (holding_ && !control.should_stop()) {
+          changed_.wait_for(lock, std::chrono::milliseconds(10));
+        }
+        --held_;
+        if (control.should_stop()) {
+          break;
+        }
+      }
       token_step step;
       step.id = position_token(p);
       step.logprob = static_cast<double>(position_logprob(p));
@@ -96,7 +109,16 @@ class position_backend final : public policy_backend {
     return done{};
   }
 
-  // While holding, generations wait before their first token.
+  // While holding, generations wait after their first `tokens` tokens (0: before the first).
+  void hold_after(int tokens) {
+    std::lock_guard lock(mutex_);
+    hold_after_ = tokens;
+  }
+  [[nodiscard]] int hold_after_tokens() const {
+    std::lock_guard lock(mutex_);
+    return hold_after_;
+  }
+  // While holding, generations wait before their first token (or after hold_after's tokens).
   void hold(bool on) {
     {
       std::lock_guard lock(mutex_);
@@ -130,6 +152,7 @@ class position_backend final : public policy_backend {
   bool holding_ = false;
   bool healthy_ = true;
   int held_ = 0;
+  int hold_after_ = 0;
   int concurrent_ = 0;
   int max_concurrent_ = 0;
   std::string failing_path_;
@@ -210,6 +233,7 @@ class position_server {
 
   // Shorthands for the backend's latch.
   void hold(bool on) { backend_->hold(on); }
+  void hold_after(int tokens) { backend_->hold_after(tokens); }
   bool wait_held(int n) { return backend_->wait_held(n); }
 
   // Every generation arrival, in arrival order.
