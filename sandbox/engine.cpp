@@ -81,6 +81,7 @@ bool device_level_cuda_error(const std::string& name) {
 bool may_be_the_gpus(const harness_failure& f) {
   switch (f.kind) {
     case harness_failure_kind::cuda_init:
+    case harness_failure_kind::keeper:
       return true;
     case harness_failure_kind::cuda:
     case harness_failure_kind::other:  // a record the candidate forged: its name decides, as for
@@ -264,6 +265,8 @@ std::vector<std::string> split_flags(const std::string& flags) {
   }
   return out;
 }
+
+engine::engine(engine_config config) : config_(std::move(config)) {}
 
 result<std::unique_ptr<engine>> engine::create(engine_config config) {
   if (config.cache_dir.empty()) {
@@ -684,21 +687,19 @@ result<std::string> engine::generated_program(const task& t, const std::string& 
 }
 
 result<std::string> engine::judge_program(const task& t, bool gpu) {
-  auto identity = compiler_identity(gpu ? task_kind::cuda : task_kind::cpp);
+  // Host code for every kind: the CUDA judge's device work is the keeper's.
+  auto identity = compiler_identity(task_kind::cpp);
   if (!identity) {
     return identity.err();
   }
   const std::string source = judge_source(t, gpu);
-  const std::string file = gpu ? "judge.cu" : "judge.cpp";
-  std::vector<std::string> argv = compiler_command(config_, gpu);
-  if (!gpu) {
-    // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
-    argv.emplace_back("-static");
+  std::vector<std::string> argv = compiler_command(config_, false);
+  // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
+  for (const char* a : {"-static", "judge.cpp", "-o", "judge"}) {
+    argv.emplace_back(a);
   }
-  for (const std::string& a : {file, std::string("-o"), std::string("judge")}) {
-    argv.push_back(a);
-  }
-  return generated_program(t, "judge", *identity, file, source, argv, "judge");
+  return generated_program(t, gpu ? "cuda judge" : "judge", *identity, "judge.cpp", source, argv,
+                           "judge");
 }
 
 result<engine::reference_data> engine::reference_outputs(const task& t) {
@@ -983,6 +984,91 @@ result<std::string> engine::cuda_probe_binary() {
   return *probe_binary_;
 }
 
+result<std::string> engine::keeper_program() {
+  if (keeper_binary_) {
+    return *keeper_binary_;
+  }
+  auto identity = compiler_identity(task_kind::cuda);
+  if (!identity) {
+    return identity.err();
+  }
+  std::vector<std::string> argv{config_.nvcc};
+  for (auto& f : split_flags(config_.nvcc_flags)) {
+    argv.push_back(f);
+  }
+  argv.push_back(gencode_flag(config_.cuda_arch));
+  // Each session's copies and sums on its own thread's stream: sessions do not wait for each
+  // other.
+  for (const char* a : {"--default-stream", "per-thread", "keeper.cu", "-o", "keeper"}) {
+    argv.emplace_back(a);
+  }
+  std::string key_material = "gpu-keeper\n" + *identity + "\n";
+  for (const auto& a : argv) {
+    key_material += a + "\n";
+  }
+  key_material += keeper_source();
+  auto lookup = cache_->get_or_build(crypto::sha256_hex(key_material), [&] {
+    return build_in_sandbox({{"keeper.cu", keeper_source()}}, argv, "keeper");
+  });
+  if (!lookup) {
+    return lookup.err().wrap("building the GPU keeper");
+  }
+  if (!lookup->output.ok) {
+    return error{"the GPU keeper does not build" +
+                 std::string(lookup->output.timed_out ? " (timed out)" : "") + ": " +
+                 lookup->output.log.substr(0, 1000)};
+  }
+  keeper_binary_ = lookup->output.artifact;
+  return *keeper_binary_;
+}
+
+result<int> engine::keeper_session(int gpu) {
+  std::lock_guard lock(keeper_mutex_);
+  auto binary = keeper_program();
+  if (!binary) {
+    return binary.err();
+  }
+  auto& keeper = keepers_[gpu];
+  if (keeper && !keeper->alive()) {
+    keeper.reset();
+  }
+  // A keeper that died since its last session is started again, once.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!keeper) {
+      auto started = detail::gpu_keeper::start(config_.scratch_root, *binary, run_env(gpu),
+                                               config_.cuda_run_limits.wall);
+      if (!started) {
+        return started.err();
+      }
+      keeper = std::move(*started);
+    }
+    auto session = keeper->session();
+    if (session) {
+      return session;
+    }
+    keeper.reset();
+  }
+  return error{"the GPU keeper ended twice in a row"};
+}
+
+void engine::drop_keeper(int gpu) {
+  std::unique_ptr<detail::gpu_keeper> ended;
+  {
+    std::lock_guard lock(keeper_mutex_);
+    if (auto it = keepers_.find(gpu); it != keepers_.end()) {
+      ended = std::move(it->second);
+      keepers_.erase(it);
+    }
+  }
+  // Ended outside the lock: another slot's runs need not wait for it.
+}
+
+bool engine::keeper_alive(int gpu) {
+  std::lock_guard lock(keeper_mutex_);
+  auto it = keepers_.find(gpu);
+  return it != keepers_.end() && it->second && it->second->alive();
+}
+
 status engine::probe_slot(task_kind kind, int gpu) {
   if (config_.probe_override) {
     return config_.probe_override(kind, gpu);
@@ -1053,6 +1139,18 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   }
   const std::string& nonce = *fresh_nonce;
   run_request request;
+  if (cuda) {
+    auto session = keeper_session(slot_gpu);
+    if (!session) {
+      // The slot's fault either way; the engine's probe, when it fails too, says it the usual way.
+      std::string why = session.err().wrap("the slot's GPU keeper").message;
+      if (auto probe = probe_slot(task_kind::cuda, gpu); !probe) {
+        why = probe.err().message + "; " + why;
+      }
+      return infrastructure_error(slot_gpu, why);
+    }
+    request.pass_fd = *session;  // the judge's descriptor 3
+  }
   request.argv = {"./judge", std::to_string(t.seed), std::to_string(config_.trials),
                   std::to_string(config_.timing_reps), "./cand"};
   request.working_dir = dir->path();
@@ -1186,6 +1284,17 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   // The run failed. Whether the GPU is at fault is the engine's probe's call, never the stream's:
   // the harness's report (or its stopping before the first call) only says when to ask.
   if (cuda && (!got.reached_solve || (got.failure && may_be_the_gpus(*got.failure)))) {
+    // The keeper is the engine's: its failure, which only the judge reports, and its end, which
+    // the engine sees itself, are the slot's. A keeper that failed is ended, to be started again.
+    if (got.failure && got.failure->kind == harness_failure_kind::keeper) {
+      drop_keeper(slot_gpu);
+      return infrastructure_error(gpu, "the slot's GPU keeper failed during the run (" +
+                                           got.failure->name + " while " + got.failure->where +
+                                           ": " + got.failure->text.substr(0, 300) + ")");
+    }
+    if (!keeper_alive(slot_gpu)) {
+      return infrastructure_error(gpu, "the slot's GPU keeper ended during the run");
+    }
     if (auto probe = probe_slot(task_kind::cuda, gpu); !probe) {
       std::string hint = got.failure ? "; the run had reported " + to_string(got.failure->kind) +
                                            " " + got.failure->name

@@ -199,10 +199,18 @@ struct prepared_candidate {
   bool cache_hit = false;
 };
 
+namespace detail {
+class gpu_keeper;
+}
+
 class engine {
  public:
   // Opens the compile cache and checks the configuration. Errors name the key or path.
   static result<std::unique_ptr<engine>> create(engine_config config);
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  // Ends the GPU slots' keepers (see run_native's cuda path).
+  ~engine();
 
   // Extraction, forbidden check, compilation (cached, de-duplicated) and, once per task, the
   // reference's expected outputs (skipped when `with_reference` is false: a compile-only check,
@@ -283,7 +291,7 @@ class engine {
   [[nodiscard]] compile_cache& cache() { return *cache_; }
 
  private:
-  explicit engine(engine_config config) : config_(std::move(config)) {}
+  explicit engine(engine_config config);
 
   struct reference_data {
     std::shared_ptr<const harness_dump> expected;
@@ -418,6 +426,16 @@ class engine {
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
   std::map<std::string, std::shared_future<result<baseline_time>>> kernelbench_times_;  // mutex_
   std::uint64_t kernelbench_uses_ = 0;
+  // cuda runs: one keeper process per GPU slot (harness.hpp, keeper_source) holds the device
+  // buffers, so that a run creates one CUDA context, the candidate's. Started at the slot's first
+  // run and again after it died; a keeper that could not start fails the run as the slot's.
+  result<int> keeper_session(int gpu);
+  result<std::string> keeper_program();  // under keeper_mutex_
+  bool keeper_alive(int gpu);
+  void drop_keeper(int gpu);
+  std::mutex keeper_mutex_;
+  std::optional<std::string> keeper_binary_;
+  std::map<int, std::unique_ptr<detail::gpu_keeper>> keepers_;
   std::mutex probe_mutex_;
   std::optional<std::string> probe_binary_;         // built once, under probe_mutex_
   std::optional<std::string> extension_toolchain_;  // under probe_mutex_

@@ -6,9 +6,13 @@
 #include "sandbox/gpu_clocks.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace leap::sandbox::detail {
@@ -102,6 +106,34 @@ class clock_watch {
   int gpu_;
   bool on_;
   result<gpu_clock_sample> before_ = error{"not sampled"};
+};
+
+// A GPU slot's keeper process (harness.hpp, keeper_source), started and owned by the engine.
+class gpu_keeper {
+ public:
+  // Writes `binary` below `scratch_root`, starts it with exactly `env` and waits up to
+  // `ready_within` for its CUDA to be up. Errors say what the keeper said, or that it did not
+  // answer in time.
+  static result<std::unique_ptr<gpu_keeper>> start(
+      const std::filesystem::path& scratch_root, const std::string& binary,
+      const std::vector<std::pair<std::string, std::string>>& env,
+      std::chrono::milliseconds ready_within);
+  gpu_keeper(const gpu_keeper&) = delete;
+  gpu_keeper& operator=(const gpu_keeper&) = delete;
+  // Closes the control socket, which ends the keeper; one that has not ended within 2 s is killed.
+  ~gpu_keeper();
+
+  // A new session for one judge: the judge's end of a socketpair whose other end the keeper now
+  // serves (close-on-exec; the caller owns it). An error: the keeper is gone.
+  result<int> session();
+  // Whether the process is still running (reaps it when not).
+  [[nodiscard]] bool alive();
+
+ private:
+  gpu_keeper(pid_t pid, int control) : pid_(pid), control_(control) {}
+  pid_t pid_;
+  int control_;
+  bool exited_ = false;
 };
 
 }  // namespace leap::sandbox::detail

@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -168,6 +170,12 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
       return nonce.err();
     }
     run_request request;
+    // The judge's buffers are the slot's keeper's (harness.hpp); ncu passes the session on to it.
+    // Without a keeper (the verdict's own run had one: it ended since) the judge stops at its
+    // start, and ncu's report of no kernels is the note.
+    if (auto session = keeper_session(gpu)) {
+      request.pass_fd = *session;
+    }
     request.argv = {"./judge", std::to_string(t.seed), "1", "0", "./cand"};
     request.working_dir = dir->path();
     request.env = run_env(gpu);
@@ -207,6 +215,9 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   run_request request = std::move(*target);
   auto argv = ncu_command(options, request.argv);
   if (!argv) {
+    if (request.pass_fd >= 0) {
+      ::close(request.pass_fd);  // run_isolated takes it only when called
+    }
     return note(argv.err().message);
   }
   request.argv = std::move(*argv);

@@ -410,6 +410,7 @@ std::string harness_error_feedback(const harness_failure& e, std::string_view st
             "), although the GPU works; does a global or constructor of yours call CUDA or change "
             "the environment?";
       break;
+    case harness_failure_kind::keeper:  // the engine makes it the slot's error first
     case harness_failure_kind::threads:
     case harness_failure_kind::stream:
     case harness_failure_kind::channel:

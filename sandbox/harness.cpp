@@ -416,45 +416,107 @@ void leap_settle_child_threads(int baseline) {
 }  // namespace
 )LEAP";
 
-// The CUDA judge's device side: the buffers live in its own context and reach the program
-// through CUDA IPC; a keyed sum over each buffer, taken on the device when the call is answered,
-// is compared with the same sum over the copies read afterwards (nothing changed in between).
-const char* k_cuda_judge_prologue = R"LEAP(
-#include <cuda_runtime.h>
-#include <sys/random.h>
+// Descriptors cross the CUDA judge's sockets (the keeper's session, the program's channel, both
+// SOCK_SEQPACKET) as SCM_RIGHTS beside one message.
+const char* k_fd_passing = R"LEAP(
+#include <sys/socket.h>
 namespace {
-void leap_check(cudaError_t e, const char* where) {
-  if (e != cudaSuccess) leap_fail("cuda", cudaGetErrorName(e), where, cudaGetErrorString(e));
+// One message and up to 64 descriptors; false when the message was not sent whole.
+[[maybe_unused]] bool leap_send_fds(int sock, const void* data, std::size_t n, const int* fds, int count) {
+  iovec io{const_cast<void*>(data), n};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(64 * sizeof(int))] = {};
+  if (count > 64) return false;
+  if (count > 0) {
+    m.msg_control = control;
+    m.msg_controllen = CMSG_SPACE(count * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
+  }
+  for (;;) {
+    const ssize_t w = ::sendmsg(sock, &m, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    return w == static_cast<ssize_t>(n);
+  }
 }
-// Flushing L2 before each timed call so that each starts cold, as a fresh call would.
-void* leap_l2_buffer = nullptr;
-const std::size_t leap_l2_bytes = 256u << 20;
+// One message (its length, or <= 0 at its end or on an error) and the descriptors that came
+// with it (close-on-exec), at most `most`: more, or a cut list, closes them all and fails.
+[[maybe_unused]] ssize_t leap_recv_fds(int sock, void* data, std::size_t cap, int* fds, int most, int* count) {
+  iovec io{data, cap};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(64 * sizeof(int))] = {};
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  *count = 0;
+  ssize_t r;
+  do {
+    r = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  bool bad = (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) != 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const int n = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (*count < most && !bad) {
+        fds[(*count)++] = fd;
+      } else {
+        bad = true;
+        ::close(fd);
+      }
+    }
+  }
+  if (bad) {
+    for (int i = 0; i < *count; ++i) ::close(fds[i]);
+    *count = 0;
+    return -1;
+  }
+  return r;
+}
+}  // namespace
+)LEAP";
 
-__host__ __device__ inline unsigned long long leap_mix(unsigned long long w, unsigned long long i,
-                                                       unsigned long long key) {
+// The keyed sum over a buffer's bytes, the same on the device (the keeper) and on the host (the
+// judge): what the device held when the call was answered against what the judge read afterwards.
+const char* k_keyed_sum = R"LEAP(
+namespace {
+#ifdef __CUDACC__
+#define LEAP_HD __host__ __device__
+#else
+#define LEAP_HD
+#endif
+LEAP_HD inline unsigned long long leap_mix(unsigned long long w, unsigned long long i,
+                                           unsigned long long key) {
   unsigned long long z = w ^ (key + 0x9E3779B97F4A7C15ULL * (i + 1));
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
 // The last partial word, zero-padded.
-__host__ __device__ inline unsigned long long leap_tail(const unsigned char* p, unsigned long long n) {
+LEAP_HD inline unsigned long long leap_tail(const unsigned char* p, unsigned long long n) {
   unsigned long long w = 0;
   for (unsigned long long j = n / 8 * 8; j < n; ++j) w |= static_cast<unsigned long long>(p[j]) << (8 * (j % 8));
   return w;
 }
-__global__ void leap_keyed_sum(const unsigned char* p, unsigned long long n, unsigned long long key,
-                               unsigned long long* out) {
-  const unsigned long long words = n / 8;
-  const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);  // cudaMalloc'd: aligned
-  unsigned long long acc = 0;
-  for (unsigned long long i = blockIdx.x * 1ULL * blockDim.x + threadIdx.x; i < words;
-       i += 1ULL * gridDim.x * blockDim.x) {
-    acc += leap_mix(w[i], i, key);
-  }
-  if (blockIdx.x == 0 && threadIdx.x == 0 && n % 8 != 0) acc += leap_mix(leap_tail(p, n), words, key);
-  atomicAdd(out, acc);
-}
+}  // namespace
+)LEAP";
+
+// The CUDA judge's side of the keeper (see keeper_source): the buffers are device memory the
+// keeper allocated; the judge stages what goes in and comes out in a memfd only the two of them
+// hold, and asks the keeper to copy, flush L2 and sum.
+const char* k_cuda_judge_prologue = R"LEAP(
+#include <sys/random.h>
+namespace {
+int leap_keeper = -1;  // the session's socket to this GPU's keeper
+
 unsigned long long leap_host_sum(const void* data, std::size_t n, unsigned long long key) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
   unsigned long long acc = 0;
@@ -466,28 +528,70 @@ unsigned long long leap_host_sum(const void* data, std::size_t n, unsigned long 
   if (n % 8 != 0) acc += leap_mix(leap_tail(p, n), n / 8, key);
   return acc;
 }
-void leap_device_sum(const void* d, std::size_t n, unsigned long long key, unsigned long long* out) {
-  if (n == 0) return;
-  const unsigned long long words = n / 8 + 1;
-  const unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>(1024, (words + 255) / 256));
-  leap_keyed_sum<<<blocks, 256>>>(static_cast<const unsigned char*>(d), n, key, out);
-}
 unsigned long long leap_key() {
   unsigned long long key = 0;
   if (::getrandom(&key, sizeof key, 0) != static_cast<ssize_t>(sizeof key))
     leap_fail("channel", "getrandom", "drawing the run's key", std::strerror(errno));
   return key;
 }
+
+// The session's descriptor, which the engine passes as descriptor 3, moved out of the program's
+// reach (close-on-exec, above the descriptors leap_spawn sets up).
+void leap_take_keeper() {
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (leap_fd == 3 || ::getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
+    leap_fail("keeper", "no_session", "starting", "no GPU keeper session on descriptor 3");
+  leap_keeper = ::fcntl(3, F_DUPFD_CLOEXEC, 10);
+  if (leap_keeper < 0) leap_fail("keeper", "no_session", "starting", std::strerror(errno));
+  ::close(3);
+}
+
+// The keeper's answer to a request: `want` and its payload, or an error ('E', u8 fatal, then a
+// name and a text, each u32-length): a CUDA failure of this run ("cuda"), or one after which the
+// keeper ends ("keeper": the slot's, as is a keeper that is gone or answers out of turn).
+// Descriptors come only with 'o'.
+std::size_t leap_keeper_answer(char want, const char* where, unsigned char* out, std::size_t cap,
+                               int* fds = nullptr, int most = 0, int* count = nullptr) {
+  static unsigned char msg[1 + 8 * 1024 + 4096];
+  int none = 0;
+  const ssize_t r = leap_recv_fds(leap_keeper, msg, sizeof msg, fds, most, count ? count : &none);
+  if (r <= 0) leap_fail("keeper", "gone", where, "the GPU keeper ended the session");
+  const std::size_t n = static_cast<std::size_t>(r);
+  if (msg[0] == 'E' && n >= 10) {
+    std::uint32_t a, b;
+    std::memcpy(&a, msg + 2, 4);
+    if (6 + static_cast<std::size_t>(a) + 4 <= n) {
+      std::memcpy(&b, msg + 6 + a, 4);
+      if (10 + static_cast<std::size_t>(a) + b <= n) {
+        const std::string name(reinterpret_cast<const char*>(msg + 6), a);
+        const std::string text(reinterpret_cast<const char*>(msg + 10 + a), b);
+        leap_fail(msg[1] != 0 ? "keeper" : "cuda", name.c_str(), where, text.c_str());
+      }
+    }
+  }
+  if (msg[0] != static_cast<unsigned char>(want) || n - 1 > cap)
+    leap_fail("keeper", "garbled", where, "the GPU keeper answered out of turn");
+  std::memcpy(out, msg + 1, n - 1);
+  return n - 1;
+}
+void leap_keeper_ask(const void* request, std::size_t n, const char* where, int fd = -1) {
+  if (!leap_send_fds(leap_keeper, request, n, &fd, fd >= 0 ? 1 : 0))
+    leap_fail("keeper", "gone", where, "the GPU keeper ended the session");
+}
 }  // namespace
 )LEAP";
 
-// The CUDA candidate's stub: opens the judge's device buffers through CUDA IPC, answers every
-// "G<timed>" with a call of solve(), its own checks (launch errors; untimed calls: results ordered
-// with the default stream) and a 'D', or a failure report. Trusted with nothing: its report can
-// only fail the run, and the judge reads the results itself.
+// The CUDA candidate's stub: maps the keeper's device buffers (their descriptors come from the
+// judge), answers every "G<timed>" with a call of solve(), its own checks (launch errors; untimed
+// calls: results ordered with the default stream) and a 'D', or a failure report. Trusted with
+// nothing: its report can only fail the run, and the judge reads the results itself.
 const char* k_cuda_stub_prologue = R"LEAP(
-#include <cuda_runtime.h>
+#include <cstdio>
 #include <cstring>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <vector>
 namespace {
 [[noreturn]] void leap_report(char kind, const char* name, const char* where, const char* text) {
@@ -508,6 +612,50 @@ namespace {
 }
 void leap_check(cudaError_t e, char kind, const char* where) {
   if (e != cudaSuccess) leap_report(kind, cudaGetErrorName(e), where, cudaGetErrorString(e));
+}
+// The driver's virtual memory calls, from the libcuda.so.1 the runtime loaded (the stub links
+// only the runtime).
+void* leap_driver(const char* name) {
+  static void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW);
+  void* f = lib != nullptr ? ::dlsym(lib, name) : nullptr;
+  if (f == nullptr) leap_report('i', "driver", "opening the harness's buffers", name);
+  return f;
+}
+void leap_cu(CUresult r, const char* call) {
+  if (r == CUDA_SUCCESS) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "%s returned CUresult %d", call, static_cast<int>(r));
+  leap_report('i', "CUresult", "opening the harness's buffers", text);
+}
+// One buffer of the keeper's, `size` bytes (a multiple of the allocation granularity), mapped
+// read-write on this process's device 0 (the slot's GPU, as the keeper's).
+void* leap_map(std::uint64_t size, int fd) {
+  using import_fn = CUresult (*)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType);
+  using reserve_fn = CUresult (*)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long);
+  using map_fn = CUresult (*)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle, unsigned long long);
+  using access_fn = CUresult (*)(CUdeviceptr, std::size_t, const CUmemAccessDesc*, std::size_t);
+  using release_fn = CUresult (*)(CUmemGenericAllocationHandle);
+  static const auto import_handle = reinterpret_cast<import_fn>(leap_driver("cuMemImportFromShareableHandle"));
+  static const auto reserve = reinterpret_cast<reserve_fn>(leap_driver("cuMemAddressReserve"));
+  static const auto map = reinterpret_cast<map_fn>(leap_driver("cuMemMap"));
+  static const auto access = reinterpret_cast<access_fn>(leap_driver("cuMemSetAccess"));
+  static const auto release = reinterpret_cast<release_fn>(leap_driver("cuMemRelease"));
+  CUmemGenericAllocationHandle handle = 0;
+  leap_cu(import_handle(&handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle");
+  ::close(fd);
+  CUdeviceptr at = 0;
+  leap_cu(reserve(&at, size, 0, 0, 0), "cuMemAddressReserve");
+  leap_cu(map(at, size, 0, handle, 0), "cuMemMap");
+  leap_cu(release(handle), "cuMemRelease");  // the mapping keeps the memory
+  CUmemAccessDesc rw{};
+  rw.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  rw.location.id = 0;
+  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  leap_cu(access(at, size, &rw, 1), "cuMemSetAccess");
+  return reinterpret_cast<void*>(at);
 }
 }  // namespace
 )LEAP";
@@ -592,7 +740,7 @@ std::string stub_source(const task& t, const std::string& entry, bool gpu) {
   std::ostringstream s;
   s << k_stub_prologue;
   if (gpu) {
-    s << k_cuda_stub_prologue;
+    s << k_cuda_stub_prologue << k_fd_passing;
   }
   s << "\n" << entry_signature(t, entry) << ";\n\nnamespace {\n";
   write_scalars(s, t);
@@ -600,13 +748,17 @@ std::string stub_source(const task& t, const std::string& entry, bool gpu) {
   const std::size_t buffers = buffer_count(t);
   s << "int main() {\n";
   if (gpu) {
-    // CUDA first: its start overlaps the judge's own.
+    // CUDA first: its start overlaps the judge's and the keeper's work for this run.
     s << "  leap_check(cudaFree(nullptr), 'i', \"initialising CUDA\");\n"
-         "  cudaIpcMemHandle_t handles["
+         "  std::uint64_t leap_sizes["
+      << std::max<std::size_t>(buffers, 1) << "] = {};\n  int leap_fds["
       << std::max<std::size_t>(buffers, 1)
       << "] = {};\n"
-         "  if (::recv(4, handles, sizeof handles, 0) != static_cast<ssize_t>(sizeof handles)) "
-         "_exit(0);\n";
+         "  int leap_nfds = 0;\n"
+         "  if (leap_recv_fds(4, leap_sizes, sizeof leap_sizes, leap_fds, "
+      << buffers
+      << ", &leap_nfds) != static_cast<ssize_t>(sizeof leap_sizes) || leap_nfds != " << buffers
+      << ") _exit(0);\n";
   } else {
     s << "  std::uint64_t layout[" << buffers + 1
       << "] = {};\n"
@@ -631,11 +783,10 @@ std::string stub_source(const task& t, const std::string& entry, bool gpu) {
     const std::string type =
         std::string(a.role == arg_role::input ? "const " : "") + c_type(a.type);
     if (gpu) {
-      s << "  void* leap_raw_" << a.name << " = nullptr;\n"
-        << "  leap_check(cudaIpcOpenMemHandle(&leap_raw_" << a.name << ", handles[" << k++
-        << "], cudaIpcMemLazyEnablePeerAccess), 'i', \"opening the harness's buffer '" << a.name
-        << "'\");\n"
-        << "  " << type << "* const leap_" << a.name << " = static_cast<" << type << "*>(leap_raw_"
+      s << "  void* const leap_raw_" << a.name << " = leap_map(leap_sizes[" << k << "], leap_fds["
+        << k << "]);\n";
+      ++k;
+      s << "  " << type << "* const leap_" << a.name << " = static_cast<" << type << "*>(leap_raw_"
         << a.name << ");\n";
       if (a.role != arg_role::input) {
         const std::string bytes = "static_cast<std::size_t>(" + count_expression(a) +
@@ -859,7 +1010,7 @@ std::string judge_source(const task& t, bool gpu) {
   std::ostringstream s;
   s << k_common_prologue << fence_filter_cpp() << k_judge_prologue;
   if (gpu) {
-    s << k_cuda_judge_prologue;
+    s << k_fd_passing << k_keyed_sum << k_cuda_judge_prologue;
   }
   s << "\nnamespace {\n";
   write_scalars(s, t);
@@ -873,42 +1024,34 @@ std::string judge_source(const task& t, bool gpu) {
     inputs += a.role == arg_role::input ? 1 : 0;
     // h_<name>: the judge's own copy (the inputs as generated, the outputs as read back).
     s << "std::vector<" << c_type(a.type) << "> h_" << a.name << ";\n";
-    if (gpu) {
-      // d_<name>: the device buffer the program opens; c_<name>: an input as read back.
-      s << "void* d_" << a.name << " = nullptr;\n";
-      if (a.role == arg_role::input) {
-        s << "std::vector<" << c_type(a.type) << "> c_" << a.name << ";\n";
-      }
-    } else {
-      s << "std::size_t leap_at_" << a.name << " = 0;\n";
+    // leap_at_<name>: its offset in the shared memory (the program's buffers for the host kinds,
+    // the keeper's staging for cuda); c_<name>, cuda: an input as read back from the device.
+    s << "std::size_t leap_at_" << a.name << " = 0;\n";
+    if (gpu && a.role == arg_role::input) {
+      s << "std::vector<" << c_type(a.type) << "> c_" << a.name << ";\n";
     }
   }
   s << "std::size_t leap_total = 0;\n";
   if (gpu) {
-    s << "unsigned long long leap_run_key = 0;\n"
-         "unsigned long long* leap_sums = nullptr;  // device, one per buffer\n";
+    s << "unsigned long long leap_run_key = 0;\n";
   }
   s << "\n";
   auto bytes_of = [](const arg_spec& a) {
     return "h_" + a.name + ".size() * sizeof(" + std::string(c_type(a.type)) + ")";
   };
 
-  // Host kinds: each buffer on its own pages of the memfd, at fixed offsets for every call. CUDA:
-  // device buffers in the judge's context, allocated once (fixed addresses for every call).
+  // Each buffer on its own pages of the memfd, at fixed offsets for every call. CUDA: the memfd
+  // is the keeper's staging, and the device buffers are the keeper's, allocated once for the run
+  // (fixed addresses for every call).
   s << "void leap_allocate() {\n";
   for (const arg_spec* a : buffers) {
     s << "  h_" << a->name << ".assign(static_cast<std::size_t>(" << count_expression(*a)
       << "), 0);\n";
-    if (gpu) {
-      s << "  leap_check(cudaMalloc(&d_" << a->name << ", std::max<std::size_t>(" << bytes_of(*a)
-        << ", 1)), \"allocating " << a->name << "\");\n";
-      if (a->role == arg_role::input) {
-        s << "  c_" << a->name << ".assign(h_" << a->name << ".size(), 0);\n";
-      }
-    } else {
-      s << "  leap_at_" << a->name << " = leap_total;\n";
-      s << "  leap_total += (" << bytes_of(*a) << " + 4095) / 4096 * 4096;\n";
+    if (gpu && a->role == arg_role::input) {
+      s << "  c_" << a->name << ".assign(h_" << a->name << ".size(), 0);\n";
     }
+    s << "  leap_at_" << a->name << " = leap_total;\n";
+    s << "  leap_total += (" << bytes_of(*a) << " + 4095) / 4096 * 4096;\n";
   }
   s << "  if (leap_total == 0) leap_total = 4096;\n}\n";
   write_fill_call(s, t);
@@ -923,17 +1066,19 @@ std::string judge_source(const task& t, bool gpu) {
   s << "  (void)leap_post;\n  (void)timed;\n";
   s << "  leap_fill_call(seed, call);\n";
   if (gpu) {
+    // The keeper copies the staged inputs and garbage to the device (and flushes L2 for a timed
+    // call) and answers once the device has finished.
     for (const arg_spec* a : buffers) {
-      s << "  leap_check(cudaMemcpy(d_" << a->name << ", h_" << a->name << ".data(), "
-        << bytes_of(*a) << ", cudaMemcpyHostToDevice), \"copying " << a->name
-        << " to the device\");\n";
+      s << "  std::memcpy(leap_shm + leap_at_" << a->name << ", h_" << a->name << ".data(), "
+        << bytes_of(*a) << ");\n";
     }
-    s << "  if (timed) leap_check(cudaMemset(leap_l2_buffer, call & 0xff, leap_l2_bytes), "
-         "\"flushing L2\");\n"
-         "  leap_check(cudaMemset(leap_sums, 0, "
-      << std::max<std::size_t>(buffers.size(), 1)
-      << " * sizeof(unsigned long long)), \"preparing the call\");\n"
-         "  leap_check(cudaDeviceSynchronize(), \"preparing the call\");\n";
+    s << "  {\n"
+         "    const unsigned char up[3] = {'U', static_cast<unsigned char>(timed ? 1 : 0), "
+         "static_cast<unsigned char>(call & 0xff)};\n"
+         "    leap_keeper_ask(up, sizeof up, \"copying the inputs to the device\");\n"
+         "    unsigned char none[1];\n"
+         "    leap_keeper_answer('u', \"copying the inputs to the device\", none, 0);\n"
+         "  }\n";
   }
   s << "  const auto leap_t0 = std::chrono::steady_clock::now();\n";
   if (!gpu) {
@@ -952,25 +1097,36 @@ std::string judge_source(const task& t, bool gpu) {
   s << "  leap_expect('D', \"waiting for solve() to return\");\n";
   s << "  leap_settle_child_threads(baseline);\n";
   if (gpu) {
-    std::size_t k = 0;
-    for (const arg_spec* a : buffers) {
-      s << "  leap_device_sum(d_" << a->name << ", " << bytes_of(*a)
-        << ", leap_run_key, leap_sums + " << k++ << ");\n";
-    }
-    s << "  leap_check(cudaGetLastError(), \"summing the buffers\");\n"
-         "  unsigned long long sums["
-      << std::max<std::size_t>(buffers.size(), 1)
+    // The keyed sums, taken by the keeper on the device, end the time; then the buffers come
+    // back through the staging and must give the same sums.
+    const std::size_t n = std::max<std::size_t>(buffers.size(), 1);
+    s << "  unsigned long long sums[" << n
       << "] = {};\n"
-         "  leap_check(cudaMemcpy(sums, leap_sums, sizeof sums, cudaMemcpyDeviceToHost), "
-         "\"summing the buffers\");\n"
-         "  const auto leap_t1 = std::chrono::steady_clock::now();\n";
-    k = 0;
+         "  {\n"
+         "    unsigned char req[9] = {'S'};\n"
+         "    std::memcpy(req + 1, &leap_run_key, 8);\n"
+         "    leap_keeper_ask(req, sizeof req, \"summing the buffers\");\n"
+         "    if (leap_keeper_answer('s', \"summing the buffers\", reinterpret_cast<unsigned "
+         "char*>(sums), sizeof sums) != "
+      << 8 * buffers.size()
+      << ")\n"
+         "      leap_fail(\"keeper\", \"garbled\", \"summing the buffers\", \"the GPU keeper sent "
+         "the wrong number of sums\");\n"
+         "  }\n"
+         "  const auto leap_t1 = std::chrono::steady_clock::now();\n"
+         "  {\n"
+         "    const unsigned char back[1] = {'B'};\n"
+         "    leap_keeper_ask(back, 1, \"reading the buffers back\");\n"
+         "    unsigned char none[1];\n"
+         "    leap_keeper_answer('b', \"reading the buffers back\", none, 0);\n"
+         "  }\n";
+    std::size_t k = 0;
     std::size_t in = 0;
     for (const arg_spec* a : buffers) {
       const bool input = a->role == arg_role::input;
       const std::string copy = (input ? "c_" : "h_") + a->name;
-      s << "  leap_check(cudaMemcpy(" << copy << ".data(), d_" << a->name << ", " << bytes_of(*a)
-        << ", cudaMemcpyDeviceToHost), \"reading " << a->name << " back\");\n"
+      s << "  std::memcpy(" << copy << ".data(), leap_shm + leap_at_" << a->name << ", "
+        << bytes_of(*a) << ");\n"
         << "  if (leap_host_sum(" << copy << ".data(), " << bytes_of(*a)
         << ", leap_run_key) != sums[" << k++ << "]) leap_fail(\"stream\", \"late\", \"reading "
         << a->name << " after solve() returned\", \"'" << a->name
@@ -1038,31 +1194,58 @@ std::string judge_source(const task& t, bool gpu) {
        "  leap_write_value<std::uint32_t>(static_cast<std::uint32_t>(reps));\n"
        "  leap_flush();\n";
   if (gpu) {
-    // The program starts first: its CUDA start overlaps the judge's own.
+    // The program starts first: its CUDA start overlaps the keeper's allocations. The staging
+    // memfd goes to the keeper only; the program gets the device buffers' descriptors.
     s << "  leap_failures_reported = true;\n"
          "  leap_run_key = leap_key();\n"
+         "  leap_take_keeper();\n"
          "  leap_spawn(argv[4], -1);\n"
-         "  {\n"
-         "    const cudaError_t e = cudaFree(nullptr);\n"
-         "    if (e != cudaSuccess) leap_fail(\"cuda_init\", cudaGetErrorName(e), \"initialising "
-         "CUDA\", cudaGetErrorString(e));\n"
-         "  }\n"
          "  leap_allocate();\n"
-         "  leap_check(cudaMalloc(&leap_sums, "
+         "  const int memfd = ::memfd_create(\"leap-staging\", MFD_CLOEXEC);\n"
+         "  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(leap_total)) != 0)\n"
+         "    leap_fail(\"channel\", \"memfd\", \"allocating the staging\", "
+         "std::strerror(errno));\n"
+         "  void* staging = ::mmap(nullptr, leap_total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, "
+         "0);\n"
+         "  if (staging == MAP_FAILED) leap_fail(\"channel\", \"mmap\", \"allocating the "
+         "staging\", "
+         "std::strerror(errno));\n"
+         "  leap_shm = static_cast<char*>(staging);\n"
+         "  {\n"
+         "    unsigned char open[6 + 16 * "
       << std::max<std::size_t>(buffers.size(), 1)
-      << " * sizeof(unsigned long long)), \"allocating the sums\");\n"
-         "  if (reps > 0) leap_check(cudaMalloc(&leap_l2_buffer, leap_l2_bytes), \"allocating the "
-         "L2 flush buffer\");\n"
-         "  cudaIpcMemHandle_t handles["
+      << "] = {'O'};\n"
+         "    const std::uint32_t n = "
+      << buffers.size()
+      << ";\n"
+         "    std::memcpy(open + 1, &n, 4);\n"
+         "    open[5] = reps > 0 ? 1 : 0;  // timed calls: the keeper flushes L2 before each\n"
+         "    std::uint64_t layout[2 * "
       << std::max<std::size_t>(buffers.size(), 1) << "] = {};\n";
     std::size_t h = 0;
     for (const arg_spec* a : buffers) {
-      s << "  leap_check(cudaIpcGetMemHandle(&handles[" << h++ << "], d_" << a->name
-        << "), \"sharing " << a->name << "\");\n";
+      s << "    layout[" << 2 * h << "] = leap_at_" << a->name << ";\n"
+        << "    layout[" << 2 * h + 1 << "] = " << bytes_of(*a) << ";\n";
+      ++h;
     }
-    s << "  if (::send(leap_channel, handles, sizeof handles, MSG_NOSIGNAL) != "
-         "static_cast<ssize_t>(sizeof handles))\n"
-         "    leap_child_ended(\"starting the program\");\n";
+    s << "    std::memcpy(open + 6, layout, sizeof layout);\n"
+         "    leap_keeper_ask(open, 6 + 16 * n, \"allocating the buffers\", memfd);\n"
+         "    ::close(memfd);\n"
+         "    std::uint64_t sizes["
+      << std::max<std::size_t>(buffers.size(), 1)
+      << "] = {};\n"
+         "    int fds["
+      << std::max<std::size_t>(buffers.size(), 1)
+      << "] = {};\n"
+         "    int count = 0;\n"
+         "    if (leap_keeper_answer('o', \"allocating the buffers\", reinterpret_cast<unsigned "
+         "char*>(sizes), sizeof sizes, fds, n, &count) != 8 * n || count != static_cast<int>(n))\n"
+         "      leap_fail(\"keeper\", \"garbled\", \"allocating the buffers\", \"the GPU keeper "
+         "answered with the wrong buffers\");\n"
+         "    if (!leap_send_fds(leap_channel, sizes, sizeof sizes, fds, count))\n"
+         "      leap_child_ended(\"starting the program\");\n"
+         "    for (int i = 0; i < count; ++i) ::close(fds[i]);\n"
+         "  }\n";
   } else {
     s << "  leap_allocate();\n"
          "  const int memfd = ::memfd_create(\"leap-buffers\", MFD_CLOEXEC | MFD_ALLOW_SEALING);\n"
@@ -1109,6 +1292,366 @@ std::string judge_source(const task& t, bool gpu) {
        "  _exit(0);\n"
        "}\n";
   return s.str();
+}
+
+namespace {
+
+// The GPU keeper (see keeper_source in harness.hpp). Its own code, never a task's or a candidate's.
+const char* k_keeper_main = R"LEAP(
+namespace {
+constexpr std::uint32_t k_max_buffers = 256;
+constexpr std::size_t k_l2_bytes = 256u << 20;  // larger than any GPU's L2 so far
+std::size_t leap_granularity = 0;
+
+__global__ void leap_keyed_sum(const unsigned char* p, unsigned long long n, unsigned long long key,
+                               unsigned long long* out) {
+  const unsigned long long words = n / 8;
+  const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);  // granule-aligned
+  unsigned long long acc = 0;
+  for (unsigned long long i = blockIdx.x * 1ULL * blockDim.x + threadIdx.x; i < words;
+       i += 1ULL * gridDim.x * blockDim.x) {
+    acc += leap_mix(w[i], i, key);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0 && n % 8 != 0) acc += leap_mix(leap_tail(p, n), words, key);
+  atomicAdd(out, acc);
+}
+
+// The driver's calls, from the libcuda.so.1 the runtime loaded: without a driver the keeper still
+// starts and says so (the runtime's error) instead of failing to load.
+struct leap_driver_calls {
+#define LEAP_DRIVER_CALL(name) decltype(&::name) name = nullptr;
+  LEAP_DRIVER_CALL(cuGetErrorName)
+  LEAP_DRIVER_CALL(cuGetErrorString)
+  LEAP_DRIVER_CALL(cuDeviceGet)
+  LEAP_DRIVER_CALL(cuDeviceGetAttribute)
+  LEAP_DRIVER_CALL(cuMemGetAllocationGranularity)
+  LEAP_DRIVER_CALL(cuMemCreate)
+  LEAP_DRIVER_CALL(cuMemRelease)
+  LEAP_DRIVER_CALL(cuMemAddressReserve)
+  LEAP_DRIVER_CALL(cuMemAddressFree)
+  LEAP_DRIVER_CALL(cuMemMap)
+  LEAP_DRIVER_CALL(cuMemUnmap)
+  LEAP_DRIVER_CALL(cuMemSetAccess)
+  LEAP_DRIVER_CALL(cuMemExportToShareableHandle)
+#undef LEAP_DRIVER_CALL
+  // The name of the first call not found, or nullptr when all were.
+  const char* load() {
+    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) lib = ::dlopen("libcuda.so.1", RTLD_NOW);
+    if (lib == nullptr) return "libcuda.so.1";
+#define LEAP_DRIVER_LOAD(name) \
+    name = reinterpret_cast<decltype(name)>(::dlsym(lib, #name)); \
+    if (name == nullptr) return #name;
+    LEAP_DRIVER_LOAD(cuGetErrorName)
+    LEAP_DRIVER_LOAD(cuGetErrorString)
+    LEAP_DRIVER_LOAD(cuDeviceGet)
+    LEAP_DRIVER_LOAD(cuDeviceGetAttribute)
+    LEAP_DRIVER_LOAD(cuMemGetAllocationGranularity)
+    LEAP_DRIVER_LOAD(cuMemCreate)
+    LEAP_DRIVER_LOAD(cuMemRelease)
+    LEAP_DRIVER_LOAD(cuMemAddressReserve)
+    LEAP_DRIVER_LOAD(cuMemAddressFree)
+    LEAP_DRIVER_LOAD(cuMemMap)
+    LEAP_DRIVER_LOAD(cuMemUnmap)
+    LEAP_DRIVER_LOAD(cuMemSetAccess)
+    LEAP_DRIVER_LOAD(cuMemExportToShareableHandle)
+#undef LEAP_DRIVER_LOAD
+    return nullptr;
+  }
+};
+leap_driver_calls cu;
+
+// A failure of a session. Fatal: the keeper's context may be unusable (anything but memory the
+// run's buffers could not get), so the keeper ends after answering and the engine starts another.
+struct keeper_failure {
+  std::string name, text;
+  bool fatal = false;
+};
+[[noreturn]] void leap_throw(cudaError_t e, const char* what) {
+  throw keeper_failure{cudaGetErrorName(e), std::string(what) + ": " + cudaGetErrorString(e),
+                       e != cudaErrorMemoryAllocation};
+}
+void leap_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) leap_throw(e, what);
+}
+void leap_cu(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cu.cuGetErrorName(r, &name);
+  cu.cuGetErrorString(r, &text);
+  throw keeper_failure{name ? name : "CUresult", std::string(what) + ": " + (text ? text : ""),
+                       r != CUDA_ERROR_OUT_OF_MEMORY};
+}
+
+struct device_buffer {
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr at = 0;
+  std::uint64_t offset = 0;  // in the staging
+  std::uint64_t bytes = 0;   // the task's size
+  std::size_t mapped = 0;    // whole granules
+};
+
+// One judge's run: its buffers, its staging, its sums; everything freed when the judge's side
+// closes (the run ended, however it ended).
+class session {
+ public:
+  explicit session(int sock) : sock_(sock) {}
+  ~session() {
+    for (auto& b : buffers_) {
+      if (b.at != 0) {
+        cu.cuMemUnmap(b.at, b.mapped);
+        cu.cuMemAddressFree(b.at, b.mapped);
+      }
+      if (b.handle != 0) cu.cuMemRelease(b.handle);
+    }
+    if (sums_ != nullptr) cudaFree(sums_);
+    if (l2_ != nullptr) cudaFree(l2_);
+    if (staging_ != nullptr) ::munmap(staging_, staging_bytes_);
+    ::close(sock_);
+  }
+
+  void serve() {
+    unsigned char msg[6 + 16 * k_max_buffers];
+    for (;;) {
+      int fd = -1;
+      int count = 0;
+      const ssize_t r = leap_recv_fds(sock_, msg, sizeof msg, &fd, 1, &count);
+      if (r <= 0) return;
+      try {
+        if (msg[0] == 'O' && count == 1) {
+          open(msg, static_cast<std::size_t>(r), fd);
+        } else if (count != 0) {
+          ::close(fd);
+          return;
+        } else if (msg[0] == 'U' && r == 3 && opened_) {
+          upload(msg[1] != 0, msg[2]);
+        } else if (msg[0] == 'S' && r == 9 && opened_) {
+          unsigned long long key;
+          std::memcpy(&key, msg + 1, 8);
+          sum(key);
+        } else if (msg[0] == 'B' && r == 1 && opened_) {
+          read_back();
+        } else {
+          return;  // not the protocol: the session ends
+        }
+      } catch (const keeper_failure& f) {
+        std::string out = "E";
+        out.push_back(f.fatal ? 1 : 0);
+        for (const std::string* t : {&f.name, &f.text}) {
+          const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::size_t>(t->size(), 2000));
+          out.append(reinterpret_cast<const char*>(&n), 4);
+          out.append(*t, 0, n);
+        }
+        leap_send_fds(sock_, out.data(), out.size(), nullptr, 0);
+        if (f.fatal) std::_Exit(3);
+        return;
+      }
+    }
+  }
+
+ private:
+  void reply(const void* data, std::size_t n) {
+    if (!leap_send_fds(sock_, data, n, nullptr, 0)) throw keeper_failure{"channel", "the judge is gone"};
+  }
+
+  // 'O' u32 n, u8 flush_l2, n x (u64 offset, u64 bytes), the staging memfd: the buffers, zeroed
+  // whole (a granule's tail beyond the task's size included: nothing of an earlier run shows).
+  void open(const unsigned char* msg, std::size_t r, int fd) {
+    std::uint32_t n;
+    std::memcpy(&n, msg + 1, 4);
+    struct stat st {};
+    if (opened_ || n > k_max_buffers || r != 6 + 16 * static_cast<std::size_t>(n) ||
+        ::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw keeper_failure{"protocol", "a malformed session request"};
+    }
+    opened_ = true;
+    staging_bytes_ = static_cast<std::size_t>(st.st_size);
+    if (staging_bytes_ > 0) {
+      void* p = ::mmap(nullptr, staging_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw keeper_failure{"mmap", std::strerror(errno)};
+      }
+      staging_ = static_cast<char*>(p);
+    }
+    ::close(fd);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemAccessDesc rw{};
+    rw.location = prop.location;
+    rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::vector<std::uint64_t> sizes(std::max<std::uint32_t>(n, 1), 0);
+    std::vector<int> fds;
+    buffers_.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      device_buffer& b = buffers_[i];
+      std::memcpy(&b.offset, msg + 6 + 16 * i, 8);
+      std::memcpy(&b.bytes, msg + 14 + 16 * i, 8);
+      if (b.offset > staging_bytes_ || b.bytes > staging_bytes_ - b.offset) {
+        for (int f : fds) ::close(f);
+        throw keeper_failure{"protocol", "a buffer outside the staging"};
+      }
+      b.mapped = (std::max<std::uint64_t>(b.bytes, 1) + leap_granularity - 1) / leap_granularity *
+                 leap_granularity;
+      try {
+        leap_cu(cu.cuMemCreate(&b.handle, b.mapped, &prop, 0), "allocating a buffer");
+        leap_cu(cu.cuMemAddressReserve(&b.at, b.mapped, 0, 0, 0), "reserving a buffer's addresses");
+        leap_cu(cu.cuMemMap(b.at, b.mapped, 0, b.handle, 0), "mapping a buffer");
+        leap_cu(cu.cuMemSetAccess(b.at, b.mapped, &rw, 1), "mapping a buffer");
+        leap_check(cudaMemset(reinterpret_cast<void*>(b.at), 0, b.mapped), "clearing a buffer");
+        int shared = -1;
+        leap_cu(cu.cuMemExportToShareableHandle(&shared, b.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                "sharing a buffer");
+        fds.push_back(shared);
+      } catch (...) {
+        for (int f : fds) ::close(f);
+        throw;
+      }
+      sizes[i] = b.mapped;
+    }
+    try {
+      leap_check(cudaMalloc(&sums_, sizes.size() * sizeof(unsigned long long)), "allocating the sums");
+      if (msg[5] != 0) leap_check(cudaMalloc(&l2_, k_l2_bytes), "allocating the L2 flush buffer");
+      leap_check(cudaStreamSynchronize(cudaStreamPerThread), "clearing the buffers");
+    } catch (...) {
+      for (int f : fds) ::close(f);
+      throw;
+    }
+    std::string out = "o";
+    out.append(reinterpret_cast<const char*>(sizes.data()), 8 * static_cast<std::size_t>(n));
+    const bool sent = leap_send_fds(sock_, out.data(), out.size(), fds.data(), static_cast<int>(fds.size()));
+    for (int f : fds) ::close(f);
+    if (!sent) throw keeper_failure{"channel", "the judge is gone"};
+  }
+
+  void upload(bool flush_l2, unsigned char call) {
+    for (const auto& b : buffers_) {
+      leap_check(cudaMemcpyAsync(reinterpret_cast<void*>(b.at), staging_ + b.offset, b.bytes,
+                                 cudaMemcpyHostToDevice, cudaStreamPerThread),
+                 "copying the inputs to the device");
+    }
+    if (flush_l2 && l2_ != nullptr)
+      leap_check(cudaMemsetAsync(l2_, call, k_l2_bytes, cudaStreamPerThread), "flushing L2");
+    leap_check(cudaMemsetAsync(sums_, 0, std::max<std::size_t>(buffers_.size(), 1) * 8, cudaStreamPerThread),
+               "preparing the call");
+    leap_check(cudaStreamSynchronize(cudaStreamPerThread), "copying the inputs to the device");
+    reply("u", 1);
+  }
+
+  void sum(unsigned long long key) {
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+      const auto& b = buffers_[i];
+      if (b.bytes == 0) continue;
+      const unsigned long long words = b.bytes / 8 + 1;
+      const unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>(1024, (words + 255) / 256));
+      leap_keyed_sum<<<blocks, 256, 0, cudaStreamPerThread>>>(reinterpret_cast<const unsigned char*>(b.at),
+                                                             b.bytes, key, sums_ + i);
+    }
+    leap_check(cudaGetLastError(), "summing the buffers");
+    std::vector<unsigned long long> host(std::max<std::size_t>(buffers_.size(), 1), 0);
+    leap_check(cudaMemcpyAsync(host.data(), sums_, host.size() * 8, cudaMemcpyDeviceToHost, cudaStreamPerThread),
+               "summing the buffers");
+    leap_check(cudaStreamSynchronize(cudaStreamPerThread), "summing the buffers");
+    std::string out = "s";
+    out.append(reinterpret_cast<const char*>(host.data()), 8 * buffers_.size());
+    reply(out.data(), out.size());
+  }
+
+  void read_back() {
+    for (const auto& b : buffers_) {
+      leap_check(cudaMemcpyAsync(staging_ + b.offset, reinterpret_cast<const void*>(b.at), b.bytes,
+                                 cudaMemcpyDeviceToHost, cudaStreamPerThread),
+                 "reading the buffers back");
+    }
+    leap_check(cudaStreamSynchronize(cudaStreamPerThread), "reading the buffers back");
+    reply("b", 1);
+  }
+
+  int sock_;
+  bool opened_ = false;
+  char* staging_ = nullptr;
+  std::size_t staging_bytes_ = 0;
+  std::vector<device_buffer> buffers_;
+  unsigned long long* sums_ = nullptr;
+  void* l2_ = nullptr;
+};
+
+void leap_serve(int sock) {
+  if (cudaSetDevice(0) != cudaSuccess) {
+    ::close(sock);
+    return;
+  }
+  session s(sock);
+  s.serve();
+}
+
+// The start's outcome on the control socket: "K", or "E" + a line.
+int leap_started(const std::string& failure) {
+  const std::string msg = failure.empty() ? std::string("K") : "E" + failure;
+  leap_send_fds(3, msg.data(), msg.size(), nullptr, 0);
+  return failure.empty() ? 0 : 1;
+}
+}  // namespace
+
+// Descriptor 3: the engine's control socket. Each message on it brings one judge's session socket.
+int main() {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::signal(SIGPIPE, SIG_IGN);
+  const cudaError_t e = cudaFree(nullptr);
+  if (e != cudaSuccess)
+    return leap_started(std::string("initialising CUDA: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  if (const char* missing = cu.load())
+    return leap_started(std::string("the CUDA driver has no ") + missing);
+  int device = 0;
+  int supported = 0;
+  if (cu.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      cu.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device) !=
+          CUDA_SUCCESS ||
+      supported == 0)
+    return leap_started("the GPU's driver cannot share memory as file descriptors (CUDA virtual memory management)");
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  if (cu.cuMemGetAllocationGranularity(&leap_granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+      leap_granularity == 0)
+    return leap_started("cannot read the allocation granularity");
+  leap_started("");
+  for (;;) {
+    unsigned char byte = 0;
+    int sock = -1;
+    int count = 0;
+    if (leap_recv_fds(3, &byte, 1, &sock, 1, &count) <= 0) return 0;  // the engine is gone
+    if (count != 1) continue;
+    try {
+      std::thread(leap_serve, sock).detach();
+    } catch (const std::system_error&) {
+      ::close(sock);
+    }
+  }
+}
+)LEAP";
+
+}  // namespace
+
+const std::string& keeper_source() {
+  static const std::string source =
+      std::string(
+          "// Generated by the LEAP sandbox; do not edit.\n"
+          "#include <algorithm>\n#include <cerrno>\n#include <csignal>\n#include <cstdlib>\n"
+          "#include <cstdint>\n#include <cstdio>\n#include <cstring>\n"
+          "#include <cuda.h>\n#include <cuda_runtime.h>\n#include <dlfcn.h>\n#include <string>\n"
+          "#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/stat.h>\n"
+          "#include <system_error>\n#include <thread>\n#include <unistd.h>\n"
+          "#include <vector>\n") +
+      k_fd_passing + k_keyed_sum + k_keeper_main;
+  return source;
 }
 
 namespace {

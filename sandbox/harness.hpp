@@ -44,21 +44,39 @@ enum class harness_flavor : std::uint8_t {
 // The stub: maps the buffers at the offsets the judge sends and answers every 'G' with a call and
 // a 'D'. It is trusted with nothing.
 //
-// CUDA candidates run under the CUDA judge (judge_source with `gpu`): the buffers are device
-// memory in the judge's own context, which the stub opens through CUDA IPC (the handles on the
-// channel). Per call the judge copies the inputs to the device (and flushes L2 for timed calls),
-// starts its clock, sends "G<timed>", waits for 'D', takes a keyed sum of every buffer on the
-// device and stops its clock; the copies it reads afterwards must give the same sums ("stream"
-// failure "late" otherwise). The stub checks launch errors and, for untimed calls, that results
-// were ordered with the default stream, and reports a failure as 'F' + kind + three texts, which
-// the judge writes as an error record (kind "cuda_init", "cuda" or "stream"; exit code 3). The
+// CUDA candidates run under the CUDA judge (judge_source with `gpu`), which creates no CUDA
+// context of its own: the buffers are device memory of the GPU slot's keeper (keeper_source), a
+// process the engine keeps per slot outside every run's sandbox, which the judge reaches through
+// a session socket the engine passes as its descriptor 3. The judge stages inputs and outputs in a
+// memfd only it and the keeper hold; the keeper allocates the buffers (CUDA virtual memory, cleared
+// whole) and gives their descriptors, which the judge hands to the stub, which maps them. Per call
+// the judge stages the inputs, has the keeper copy them to the device (and flush L2 for timed
+// calls), starts its clock, sends "G<timed>", waits for 'D', has the keeper take a keyed sum of
+// every buffer on the device and stops its clock; the copies the keeper then stages back must give
+// the same sums ("stream" failure "late" otherwise). The stub checks launch errors and, for untimed
+// calls, that results were ordered with the default stream, and reports a failure as 'F' + kind +
+// three texts, which the judge writes as an error record (kind "cuda_init", "cuda" or "stream";
+// exit code 3). A keeper that ends the session, answers out of turn or fails for good is "keeper"
+// (the slot's: the engine starts another); a CUDA error of the run's own is "cuda". The
 // comparison is never in either program: the engine compares the outputs with the reference's.
 std::string harness_source(const task& t, harness_flavor flavor);
 
-// The judge's source for a task (see above): for the host kinds built with g++; with `gpu`, the
-// CUDA candidates' judge (built with nvcc), whose buffers are device memory in its own context
-// that the program opens through CUDA IPC (see harness_source).
+// The judge's source for a task (see above), host code built with g++; with `gpu`, the CUDA
+// candidates' judge, whose buffers are the GPU keeper's (see harness_source).
 std::string judge_source(const task& t, bool gpu);
+
+// The GPU keeper's source (CUDA, built with nvcc and linked with the driver library): one process
+// per GPU slot, started by the engine outside the runs' sandboxes, whose one CUDA context holds
+// the device buffers of every cuda run on that slot, so that a run creates one context (the
+// candidate's), not two. Descriptor 3 is the engine's control socket (SOCK_SEQPACKET): the keeper
+// answers "K" once CUDA is up (or "E" + why, and exits), then every message on it brings one
+// session socket (SCM_RIGHTS), served on a thread of its own until the judge's side closes, when
+// everything of the session is freed. The keeper ends with the control socket or its parent.
+// Session protocol (each a SOCK_SEQPACKET message): 'O' u32 n, u8 flush_l2, n x (u64 offset, u64
+// bytes) with the staging memfd -> 'o' n x u64 mapped sizes with n buffer descriptors; 'U' u8
+// timed u8 fill -> 'u'; 'S' u64 key -> 's' n x u64 keyed sums; 'B' -> 'b'; any CUDA failure ->
+// 'E' u32-length name and text, and the session ends.
+const std::string& keeper_source();
 
 // Python source defining `_leap_fence()`: installs, in the calling process, the filter a judge puts
 // on the process it starts (harness.cpp's fence_filter: it may signal only itself, set no SIGIO
@@ -90,6 +108,8 @@ enum class harness_failure_kind : std::uint8_t {
   threads,    // solve() left a thread running, or /proc could not be read to tell
   stream,     // the candidate's work on a stream was unfinished when solve() returned
   channel,    // the program closed or wrote into the judge's channel (host kinds)
+  keeper,     // cuda: the GPU slot's keeper ended, failed for good or broke its protocol; the
+              // judge's own record (the stub cannot report it): the slot's, never the candidate's
   other,      // a kind the harness never writes: only the candidate's own bytes can carry one
 };
 
@@ -106,6 +126,8 @@ constexpr std::string_view name_of(harness_failure_kind k) {
       return "stream";
     case harness_failure_kind::channel:
       return "channel";
+    case harness_failure_kind::keeper:
+      return "keeper";
     case harness_failure_kind::other:
       return "other";
   }

@@ -353,6 +353,10 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   if (!nvcc_found(config.engine, &why)) {
     GTEST_SKIP() << why;
   }
+  // Without a GPU no slot's keeper starts: every slot fails (PersistentInfrastructureFailure...).
+  if (!testing::gpu_present(&why)) {
+    GTEST_SKIP() << why;
+  }
   auto log = std::make_shared<probe_log>();
   log->broken = {7};
   config.engine.probe_override = [log](task_kind, int gpu) { return log->probe(gpu); };
@@ -364,9 +368,9 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   auto r =
       (*v)->submit(std::make_shared<const task>(testing::cuda_vector_add_task(4099)), k_cuda_good)
           .get();
-  // Judged on GPU 0: a pass on a GPU machine; here the driver refuses the run and GPU 0's probe
-  // passes, so the failure is the candidate's (a runtime verdict), never an error.
+  // Judged on GPU 0 after GPU 7 (no such device) failed as a slot.
   ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_TRUE(r->passed) << r->feedback;
   std::lock_guard lock(log->mutex);
   ASSERT_FALSE(log->gpus.empty());
   EXPECT_EQ(log->gpus.front(), 7);
