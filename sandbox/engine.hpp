@@ -207,10 +207,6 @@ class engine {
  public:
   // Opens the compile cache and checks the configuration. Errors name the key or path.
   static result<std::unique_ptr<engine>> create(engine_config config);
-  engine(const engine&) = delete;
-  engine& operator=(const engine&) = delete;
-  // Ends the GPU slots' keepers (see run_native's cuda path).
-  ~engine();
 
   // Extraction, forbidden check, compilation (cached, de-duplicated) and, once per task, the
   // reference's expected outputs (skipped when `with_reference` is false: a compile-only check,
@@ -262,7 +258,8 @@ class engine {
   // build goes on without it. Errors: infrastructure (torch does not import in the compile pool).
   // Thread-safe.
   result<folder_lookup> kernelbench_prepared(const std::function<void(int seconds)>& progress = {});
-  // Waits for a preparation still running.
+  // Waits for a preparation still running, then ends the GPU slots' keepers (see run_native's cuda
+  // path).
   ~engine();
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
