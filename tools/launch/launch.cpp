@@ -586,8 +586,7 @@ status run::start() {
     const experiment_config& c = m.checked.config;
     const std::string cache_dir =
         c.verifier.cache_dir.empty() ? (m.run_dir / "cache").string() : "";
-    auto made =
-        sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.has_cuda, cache_dir));
+    auto made = sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.kinds, cache_dir));
     if (!made) {
       return made.err().wrap("verifier");
     }
