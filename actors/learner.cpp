@@ -1,5 +1,6 @@
 #include "actors/learner.hpp"
 
+#include "common/durable_file.hpp"
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/run_telemetry.hpp"
 
@@ -9,11 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <system_error>
 
@@ -85,47 +83,42 @@ class record_learner final : public learner_backend {
     if (ec) {
       return error{dir_.string() + ": cannot create the batch folder: " + ec.message()};
     }
+    // Through the durable writer: a batch file is whole or absent after a crash or a power loss
+    // (the record learner's batches are what an offline trainer reads), and a full disk names
+    // the file and its free space.
     const auto path = record_batch_path(dir_, step);
-    auto partial = path;
-    partial += ".partial";
-    {
-      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      if (!out) {
-        return error{partial.string() + ": cannot open for writing"};
-      }
-      std::uint64_t trained_tokens = 0;
-      for (const auto& s : batch) {
-        nlohmann::json line = {{"step", s.step},
-                               {"group", s.group},
-                               {"rollout", s.rollout},
-                               {"task_id", s.task_id},
-                               {"oldest_weight_version", s.oldest_weight_version},
-                               {"tokens", s.tokens},
-                               {"mask", s.mask},
-                               {"logprobs", s.behaviour_logprobs},
-                               {"advantages", s.advantages}};
-        out << line.dump() << '\n';
-        for (auto m : s.mask) {
-          trained_tokens += m;
-        }
-      }
-      out.flush();
-      if (!out) {
-        // The stream keeps no reason; errno still holds the failed write's (ENOSPC on a full disk).
-        return error{partial.string() + ": write failed: " + std::strerror(errno)};
-      }
-      metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
+    auto out = durable_writer::open(path.string());
+    if (!out) {
+      return out.err();
     }
-    std::filesystem::rename(partial, path, ec);
-    if (ec) {
-      return error{path.string() + ": cannot rename the batch into place: " + ec.message()};
+    std::uint64_t trained_tokens = 0;
+    for (const auto& s : batch) {
+      nlohmann::json line = {{"step", s.step},
+                             {"group", s.group},
+                             {"rollout", s.rollout},
+                             {"task_id", s.task_id},
+                             {"oldest_weight_version", s.oldest_weight_version},
+                             {"tokens", s.tokens},
+                             {"mask", s.mask},
+                             {"logprobs", s.behaviour_logprobs},
+                             {"advantages", s.advantages}};
+      if (auto w = out->write(line.dump() + '\n'); !w) {
+        return w.err();
+      }
+      for (auto m : s.mask) {
+        trained_tokens += m;
+      }
     }
+    if (auto c = out->commit(); !c) {
+      return c.err();
+    }
+    metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
     ++version_;
-    backend_step out;
-    out.weight_version = version_;
-    out.metrics = metrics_;
-    out.metrics["sequences"] = static_cast<double>(batch.size());
-    return out;
+    backend_step done;
+    done.weight_version = version_;
+    done.metrics = metrics_;
+    done.metrics["sequences"] = static_cast<double>(batch.size());
+    return done;
   }
 
  private:

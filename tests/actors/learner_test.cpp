@@ -106,7 +106,12 @@ TEST(RecordLearnerTest, WritesOneFilePerStepAndCountsVersions) {
   EXPECT_EQ(json["logprobs"].size(), 6u);
   EXPECT_EQ(json["task_id"], "task");
   EXPECT_FALSE(std::getline(in, line));
-  EXPECT_FALSE(std::filesystem::exists(path.string() + ".partial"));
+  // Written whole, then renamed into place: no temporary is left beside it.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "batches")) {
+    files.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(files, (std::vector<std::string>{"step_00000004.jsonl"}));
 
   auto empty = learner->train(5, {});
   ASSERT_TRUE(empty.ok());
