@@ -2,6 +2,7 @@
 
 #include "common/durable_file.hpp"
 #include "orchestrator/advantage.hpp"
+#include "orchestrator/group_flow.hpp"
 #include "orchestrator/run_telemetry.hpp"
 
 #include <caf/actor_system.hpp>
@@ -13,25 +14,76 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <system_error>
 
 namespace leap::actors {
 
-result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma) {
+namespace {
+
+// A broken optimisation turn (orchestrator/group_flow.hpp) as a sequence of its own: the rollout's
+// conversation up to that turn, of which only the turn's own tokens are trained on (mask 1), all
+// with `advantage`. None when the turn sampled no token (nothing to train).
+result<std::optional<training_sequence>> broken_turn_sequence(const group_record& group,
+                                                              const rollout_record& rollout,
+                                                              std::size_t turn, double advantage) {
+  rollout_record context = rollout;
+  context.turns.resize(turn + 1);
+  auto flat = flatten(context);
+  if (!flat) {
+    return flat.err().wrap("group " + std::to_string(group.group_index) + " of step " +
+                           std::to_string(group.step));
+  }
+  const int broken = static_cast<int>(turn);
+  // Every trained token is the broken turn's: its version is the turn's (when turns carry weight
+  // segments, issue 33, this fill must follow them like the rollout's own sequence's).
+  const std::uint64_t version = rollout.turns[turn].weight_version;
+  training_sequence s;
+  s.step = group.step;
+  s.group = group.group_index;
+  s.rollout = rollout.index;
+  s.task_id = group.task_id;
+  s.oldest_weight_version = version;  // the only turn trained on
+  bool any = false;
+  for (std::size_t k = 0; k < flat->tokens.size(); ++k) {
+    const bool trained = flat->token_turn[k] == broken;
+    any = any || trained;
+    s.mask.push_back(trained ? 1 : 0);
+    s.behaviour_logprobs.push_back(trained ? flat->behaviour_logprobs[k] : 0.0f);
+    s.advantages.push_back(trained ? static_cast<float>(advantage) : 0.0f);
+    s.token_weight_versions.push_back(trained ? version : 0);
+  }
+  if (!any) {
+    return std::optional<training_sequence>{};
+  }
+  s.tokens = std::move(flat->tokens);
+  return std::optional<training_sequence>{std::move(s)};
+}
+
+}  // namespace
+
+result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma,
+                                                          bool train_optimisation) {
   std::vector<training_sequence> out;
   if (group.split != split_kind::train) {
     return out;
   }
   out.reserve(group.rollouts.size());
+  // With gate.optimise.train, probes still train on their first turns alone.
+  const bool optimisation_trained = train_optimisation && !group.probe;
+  const double broken_advantage = optimisation_trained ? broken_turn_advantage(group) : 0.0;
   for (const auto& rollout : group.rollouts) {
     const rollout_record* source = &rollout;
-    rollout_record first_turn_only;
-    if (rollout.turns.size() > 1 && (group.probe || rollout.turns.front().passed)) {
+    rollout_record kept_turns;
+    const std::size_t keep =
+        optimisation_trained ? kept_turn(rollout).value_or(rollout.turns.size()) + 1 : 1;
+    if (rollout.turns.size() > keep && (group.probe || rollout.turns.front().passed)) {
       // A probe's debug turns are measurement, and so are optimisation turns (the only turns that
-      // follow a first-turn pass): training sees the first turn alone.
-      first_turn_only = rollout;
-      first_turn_only.turns.resize(1);
-      source = &first_turn_only;
+      // follow a first-turn pass) unless gate.optimise.train: training then sees the turns up to
+      // the kept one (its last pass); the broken turns after it train on their own, below.
+      kept_turns = rollout;
+      kept_turns.turns.resize(keep);
+      source = &kept_turns;
     }
     auto flat = flatten(*source);
     if (!flat) {
@@ -60,6 +112,18 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
       s.oldest_weight_version = 0;
     }
     out.push_back(std::move(s));
+    if (!optimisation_trained || broken_advantage == 0.0) {
+      continue;  // a zero advantage trains nothing, and would only dilute a sequence-mean loss
+    }
+    for (const std::size_t turn : broken_optimisation_turns(rollout)) {
+      auto broken = broken_turn_sequence(group, rollout, turn, broken_advantage);
+      if (!broken) {
+        return broken.err();
+      }
+      if (*broken) {
+        out.push_back(std::move(**broken));
+      }
+    }
   }
   return out;
 }
@@ -143,7 +207,8 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
   self->state.config = std::move(config);
   return {
       [=](add_group_atom, const group_record& group) -> ack {
-        auto sequences = training_sequences(group, self->state.config.gamma);
+        auto sequences = training_sequences(group, self->state.config.gamma,
+                                            self->state.config.train_optimisation);
         if (!sequences) {
           return {sequences.err().message};
         }

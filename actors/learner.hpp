@@ -49,8 +49,14 @@ struct training_sequence {
 // The training sequences of a scored group, one per rollout in order: flatten() and
 // token_advantages() with the rollout's advantage and `gamma`. A probe group contributes its first
 // turns only (its debug turns are measurement). Validation groups give none. Errors: flatten()'s.
-[[nodiscard]] result<std::vector<training_sequence>> training_sequences(const group_record& group,
-                                                                        double gamma);
+// Optimisation turns (those after a first-turn pass) are cut off unless `train_optimisation`
+// (gate.optimise.train; the group scored with score_group's same flag): then, outside probes, a
+// rollout's sequence holds its turns up to its kept turn (orchestrator's kept_turn, discounted per
+// turn like debug turns), and each broken optimisation turn after it follows its rollout as a
+// sequence of its own (the conversation up to it, only its tokens trained, all with
+// broken_turn_advantage(group); none when that is 0). Default: off.
+[[nodiscard]] result<std::vector<training_sequence>> training_sequences(
+    const group_record& group, double gamma, bool train_optimisation = false);
 
 struct backend_step {
   std::uint64_t weight_version = 0;  // after the step
@@ -89,7 +95,9 @@ using learner_actor =
                      caf::replies_to<train_atom, std::uint64_t>::with<learner_step_result>>;
 
 struct learner_actor_config {
-  double gamma = 0.9;    // advantage.gamma of the run. Default: 0.9
+  double gamma = 0.9;  // advantage.gamma of the run. Default: 0.9
+  // gate.optimise.train of the run: train on optimisation turns (training_sequences). Default: off
+  bool train_optimisation = false;
   bool detached = true;  // tests on the deterministic coordinator turn this off. Default: true
   // Live metrics: each trained sequence's staleness (the weights the step updated, i.e. the new
   // version - 1, minus its oldest_weight_version). Null: none. Default: null

@@ -507,12 +507,20 @@ std::vector<field_spec> build_fields() {
       "gate.optimise.speedup", LEAP_FIELD(gate.optimise.speedup), closed(0, 1000),
       "Optimisation turns: a training group whose first-turn passes are all timed and none has a "
       "speedup over the reference above this gets turns asking each pass for a faster, still "
-      "correct version (measured, not trained on); 0 disables, e.g. 1.2; needs "
+      "correct version (measured; trained on only with gate.optimise.train); 0 disables, e.g. 1.2; "
+      "needs "
       "verifier.timing_reps > 0."));
   f.push_back(integer_field(
       "gate.optimise.max_turns", LEAP_FIELD(gate.optimise.max_turns), at_least(1),
       "Optimisation turns: most per passing rollout, within rollout.max_turns; one follows "
       "another while the last passed without beating gate.optimise.speedup; >= 1."));
+  f.push_back(bool_field(
+      "gate.optimise.train", LEAP_FIELD(gate.optimise.train),
+      "Train on optimisation turns: a first-turn pass is paid for the speed of its last passing "
+      "turn (rank unchanged) and trains on its turns up to it, discounted per turn; a turn that "
+      "broke the kernel trains alone with a failure's advantage. Needs gate.optimise.speedup > 0 "
+      "and a reward that pays for speed (reward.kind rank_speed or reward.speed_bonus.weight > "
+      "0)."));
   f.push_back(integer_field(
       "gate.retry.buffer", LEAP_FIELD(gate.retry.buffer), at_least(0),
       "Buffered retry: most all-failed training groups (no pass after their debug turns) waiting "
@@ -919,6 +927,29 @@ std::vector<cross_check> build_cross_checks() {
          if (c.rollout.max_turns < 2) {
            return "opens groups for optimisation turns, but rollout.max_turns is 1 and leaves "
                   "none; raise rollout.max_turns or set gate.optimise.speedup to 0";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"gate.optimise.train", "gate.optimise.speedup", "reward.kind", "reward.speed_bonus.weight"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (!c.gate.optimise.train) {
+           return std::nullopt;
+         }
+         if (c.gate.optimise.speedup <= 0) {
+           return "trains on optimisation turns, but gate.optimise.speedup is 0 and opens none; "
+                  "set gate.optimise.speedup (e.g. 1.2)";
+         }
+         // Without a reward for speed an optimisation turn can only keep or lower a first-turn
+         // pass's reward: training on it would teach nothing about speed.
+         const bool pays_speed =
+             c.reward.kind == reward_kind::rank_speed ||
+             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
+                                                  c.reward.kind == reward_kind::binary));
+         if (!pays_speed) {
+           return "trains on optimisation turns, but reward.kind " + to_string(c.reward.kind) +
+                  " pays nothing for speed; use reward.kind rank_speed or a "
+                  "reward.speed_bonus.weight > 0 (reward.kind static or binary)";
          }
          return std::nullopt;
        }});

@@ -683,10 +683,11 @@ result<run_outcome> run::wait() {
         local_verifier.reset();  // the pool is the service itself
       }
     }
-    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
+    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage, c.gate.optimise.train);
     services.store = actors::spawn_store(system, m.store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
+    lc.train_optimisation = c.gate.optimise.train;
     lc.telemetry = telemetry;
     std::shared_ptr<actors::learner_backend> learner;
     if (m.options.services.learner) {
