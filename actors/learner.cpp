@@ -19,6 +19,23 @@
 
 namespace leap::actors {
 
+namespace {
+
+// The version of each token in flatten()'s order: a turn's input tokens (never trained on) take the
+// version the turn started with, its output tokens the version that sampled each (its segments:
+// a weight update in flight changes the version within the turn).
+std::vector<std::uint64_t> token_versions(const rollout_record& rollout) {
+  std::vector<std::uint64_t> out;
+  for (const auto& t : rollout.turns) {
+    out.insert(out.end(), t.input_tokens.size(), t.weight_version);
+    const auto outputs = output_token_versions(t);
+    out.insert(out.end(), outputs.begin(), outputs.end());
+  }
+  return out;
+}
+
+}  // namespace
+
 result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma) {
   std::vector<training_sequence> out;
   if (group.split != split_kind::train) {
@@ -46,17 +63,13 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
     s.rollout = rollout.index;
     s.task_id = group.task_id;
     s.advantages = token_advantages(flat->token_turn, rollout.advantage, gamma);
-    s.token_weight_versions.reserve(flat->token_turn.size());
-    for (const int turn : flat->token_turn) {
-      s.token_weight_versions.push_back(
-          turn < 0 ? 0 : source->turns[static_cast<std::size_t>(turn)].weight_version);
-    }
+    s.token_weight_versions = token_versions(*source);
     s.tokens = std::move(flat->tokens);
     s.mask = std::move(flat->mask);
     s.behaviour_logprobs = std::move(flat->behaviour_logprobs);
     s.oldest_weight_version = std::numeric_limits<std::uint64_t>::max();
     for (const auto& t : source->turns) {
-      s.oldest_weight_version = std::min(s.oldest_weight_version, t.weight_version);
+      s.oldest_weight_version = std::min(s.oldest_weight_version, oldest_weight_version(t));
     }
     if (source->turns.empty()) {
       s.oldest_weight_version = 0;
