@@ -21,6 +21,19 @@ namespace leap::actors {
 
 namespace {
 
+// The version of each token in flatten()'s order: a turn's input tokens (never trained on) take the
+// version the turn started with, its output tokens the version that sampled each (its segments:
+// a weight update in flight changes the version within the turn).
+std::vector<std::uint64_t> token_versions(const rollout_record& rollout) {
+  std::vector<std::uint64_t> out;
+  for (const auto& t : rollout.turns) {
+    out.insert(out.end(), t.input_tokens.size(), t.weight_version);
+    const auto outputs = output_token_versions(t);
+    out.insert(out.end(), outputs.begin(), outputs.end());
+  }
+  return out;
+}
+
 // A broken optimisation turn (orchestrator/group_flow.hpp) as a sequence of its own: the rollout's
 // conversation up to that turn, of which only the turn's own tokens are trained on (mask 1), all
 // with `advantage`. None when the turn sampled no token (nothing to train).
@@ -35,15 +48,14 @@ result<std::optional<training_sequence>> broken_turn_sequence(const group_record
                            std::to_string(group.step));
   }
   const int broken = static_cast<int>(turn);
-  // Every trained token is the broken turn's: its version is the turn's (when turns carry weight
-  // segments, issue 33, this fill must follow them like the rollout's own sequence's).
-  const std::uint64_t version = rollout.turns[turn].weight_version;
+  // Every trained token is the broken turn's, with the version that sampled it (its segments).
+  const auto versions = token_versions(context);
   training_sequence s;
   s.step = group.step;
   s.group = group.group_index;
   s.rollout = rollout.index;
   s.task_id = group.task_id;
-  s.oldest_weight_version = version;  // the only turn trained on
+  s.oldest_weight_version = oldest_weight_version(rollout.turns[turn]);  // the only turn trained
   bool any = false;
   for (std::size_t k = 0; k < flat->tokens.size(); ++k) {
     const bool trained = flat->token_turn[k] == broken;
@@ -51,7 +63,7 @@ result<std::optional<training_sequence>> broken_turn_sequence(const group_record
     s.mask.push_back(trained ? 1 : 0);
     s.behaviour_logprobs.push_back(trained ? flat->behaviour_logprobs[k] : 0.0f);
     s.advantages.push_back(trained ? static_cast<float>(advantage) : 0.0f);
-    s.token_weight_versions.push_back(trained ? version : 0);
+    s.token_weight_versions.push_back(trained ? versions[k] : 0);
   }
   if (!any) {
     return std::optional<training_sequence>{};
@@ -96,17 +108,13 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
     s.rollout = rollout.index;
     s.task_id = group.task_id;
     s.advantages = token_advantages(flat->token_turn, rollout.advantage, gamma);
-    s.token_weight_versions.reserve(flat->token_turn.size());
-    for (const int turn : flat->token_turn) {
-      s.token_weight_versions.push_back(
-          turn < 0 ? 0 : source->turns[static_cast<std::size_t>(turn)].weight_version);
-    }
+    s.token_weight_versions = token_versions(*source);
     s.tokens = std::move(flat->tokens);
     s.mask = std::move(flat->mask);
     s.behaviour_logprobs = std::move(flat->behaviour_logprobs);
     s.oldest_weight_version = std::numeric_limits<std::uint64_t>::max();
     for (const auto& t : source->turns) {
-      s.oldest_weight_version = std::min(s.oldest_weight_version, t.weight_version);
+      s.oldest_weight_version = std::min(s.oldest_weight_version, oldest_weight_version(t));
     }
     if (source->turns.empty()) {
       s.oldest_weight_version = 0;

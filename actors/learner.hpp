@@ -40,9 +40,10 @@ struct training_sequence {
   std::vector<std::uint8_t> mask;           // 1: a sampled token, trained on
   std::vector<float> behaviour_logprobs;    // 0 where mask is 0
   std::vector<float> advantages;            // per token, discounted per turn; 0 where mask is 0
-  std::uint64_t oldest_weight_version = 0;  // the oldest weights any of its turns was sampled from
-  // Per token: the weights its turn was sampled from (0 where mask is 0), for the learner's
-  // staleness cap (learner.offpolicy.max_staleness).
+  std::uint64_t oldest_weight_version = 0;  // the oldest weights any of its tokens was sampled from
+  // Per token: the weights that sampled it (turn_record::weight_segments; where mask is 0, the
+  // version its turn started with), for the learner's staleness cap
+  // (learner.offpolicy.max_staleness).
   std::vector<std::uint64_t> token_weight_versions;
 };
 

@@ -48,10 +48,29 @@ TEST(TrainingSequencesTest, FlattensWithPerTurnDiscountedAdvantages) {
   // T = 2, A = 1 >= 0: turn 0 gets gamma^1 * A, turn 1 gets A.
   EXPECT_EQ(s.advantages, (std::vector<float>{0, 0, 0.5f, 0.5f, 0, 1.0f}));
   EXPECT_EQ(s.oldest_weight_version, 6u);
-  // Each sampled token carries its own turn's weights (learner.offpolicy.max_staleness).
-  EXPECT_EQ(s.token_weight_versions, (std::vector<std::uint64_t>{0, 0, 6, 6, 0, 7}));
+  // Each sampled token carries its own turn's weights (learner.offpolicy.max_staleness); the
+  // input tokens before a turn, those it started with.
+  EXPECT_EQ(s.token_weight_versions, (std::vector<std::uint64_t>{6, 6, 6, 6, 7, 7}));
   EXPECT_EQ(s.step, 4u);
   EXPECT_EQ(s.group, 2u);
+}
+
+// A weight update in flight (policy.inflight_updates): the turn's first three tokens were sampled
+// with version 6, the rest with 7, and each token says so; a turn without segments is one version.
+TEST(TrainingSequencesTest, TokensSampledAcrossAnUpdateInFlightCarryTheirOwnVersion) {
+  auto g = two_turn_group(false);
+  auto& first = g.rollouts[0].turns[0];
+  first = turn({1, 2}, {3, 4, 5, 6, 7}, 6);
+  first.weight_segments = {{0, 6}, {3, 7}};
+  g.rollouts[0].turns[1] = turn({8}, {9, 10}, 7);
+  g.rollouts[0].turns[1].weight_segments = {{0, 7}, {1, 8}};
+  auto seqs = training_sequences(g, 0.5);
+  ASSERT_TRUE(seqs.ok()) << seqs.err().message;
+  ASSERT_EQ(seqs->size(), 1u);
+  const auto& s = seqs->front();
+  EXPECT_EQ(s.tokens, (std::vector<token_id>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(s.token_weight_versions, (std::vector<std::uint64_t>{6, 6, 6, 6, 6, 7, 7, 7, 7, 8}));
+  EXPECT_EQ(s.oldest_weight_version, 6u);
 }
 
 // Turns after a first-turn pass are optimisation turns (issue 31): measured, not trained on.
