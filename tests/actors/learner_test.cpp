@@ -124,7 +124,7 @@ TEST(TrainingSequencesTest, TrainedOptimisationTurnsKeepTheLastPassAndSplitOffTh
   EXPECT_EQ(kept.tokens, (std::vector<token_id>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(kept.mask, (std::vector<std::uint8_t>{0, 0, 1, 1, 0, 1}));
   EXPECT_EQ(kept.advantages, (std::vector<float>{0, 0, 0.5f, 0.5f, 0, 1.0f}));
-  EXPECT_EQ(kept.token_weight_versions, (std::vector<std::uint64_t>{0, 0, 6, 6, 0, 7}));
+  EXPECT_EQ(kept.token_weight_versions, (std::vector<std::uint64_t>{6, 6, 6, 6, 7, 7}));
 
   const auto& broken = (*seqs)[1];
   EXPECT_EQ(broken.rollout, 0u);
