@@ -130,6 +130,9 @@ struct experiment_services {
   scorer_actor scorer;
   store_actor store;
   learner_actor learner;
+  // The verifier pool's profiles (profiles_of), for the turns after profiled verdicts; null when
+  // the verifier profiles inline or not at all.
+  profile_actor profiles;
 };
 
 [[nodiscard]] experiment_actor spawn_experiment(caf::actor_system& system,

@@ -101,6 +101,8 @@ struct group_settings {
 struct group_services {
   generation_actor generator;
   verifier_actor verifier;
+  // Null: no verdict's profile follows it (profiling inline or off); see experiment_services.
+  profile_actor profiles;
   scorer_actor scorer;
   store_actor store;
   learner_actor learner;  // may be null when settings.train is false

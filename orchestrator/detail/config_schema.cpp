@@ -783,7 +783,9 @@ std::vector<field_spec> build_fields() {
       "Profile cuda candidates under Nsight Compute in the sandbox after their verdict, on the "
       "same GPU: off, passing (passing verdicts) or all_compiled (every candidate that compiled "
       "and ran). The longest kernels' bottleneck and guidance follow the verdict's feedback; a "
-      "failure to profile is a note, never a different verdict. The verdict waits for it."));
+      "failure to profile is a note, never a different verdict. In a run the verdict goes on at "
+      "once and the profile is made beside the run slots; only the rollout's next turn waits "
+      "for it (leap verify waits for both)."));
   f.push_back(integer_field(
       "verifier.profile_max_kernels", LEAP_FIELD(verifier.profile_max_kernels), at_least(1),
       "With verifier.profile: kernels (longest first) whose diagnosis a feedback carries."));

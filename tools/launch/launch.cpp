@@ -677,6 +677,9 @@ result<run_outcome> run::wait() {
       vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
+      // Profiles made after their verdicts are asked for here by the turns that follow (a remote
+      // node's verdicts carry theirs: the pool knows none of their ids and answers at once).
+      services.profiles = actors::profiles_of(*local_verifier);
       // Remote verifier nodes: a dispatcher stands in for the local pool
       // (actors/remote_verifier.hpp).
       if (auto nodes = m.checked.nodes) {
