@@ -952,11 +952,7 @@ std::vector<cross_check> build_cross_checks() {
          }
          // Without a reward for speed an optimisation turn can only keep or lower a first-turn
          // pass's reward: training on it would teach nothing about speed.
-         const bool pays_speed =
-             c.reward.kind == reward_kind::rank_speed ||
-             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
-                                                  c.reward.kind == reward_kind::binary));
-         if (!pays_speed) {
+         if (!pays_for_speed(c.reward)) {
            return "trains on optimisation turns, but reward.kind " + to_string(c.reward.kind) +
                   " pays nothing for speed; use reward.kind rank_speed or a "
                   "reward.speed_bonus.weight > 0 (reward.kind static or binary)";
