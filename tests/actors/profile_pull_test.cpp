@@ -121,19 +121,8 @@ std::shared_ptr<const sandbox::task> profile_pull_problem() {
   return t;
 }
 
-// PyTorch's ops, with a __global__ function in an unused string: a kernel of its own as far as the
-// profiler's name filter reads the source. `op` "-" makes it wrong.
 std::string profile_pull_answer(const std::string& op) {
-  return sandbox::testing::fenced("python",
-                                  "import torch\n"
-                                  "unused = '__global__ void scale_add_kernel(float* x) {}'\n"
-                                  "class ModelNew(torch.nn.Module):\n"
-                                  "    def __init__(self, s):\n"
-                                  "        super().__init__()\n"
-                                  "        self.s = s\n"
-                                  "    def forward(self, a, b):\n"
-                                  "        return a * self.s " +
-                                      op + " b\n");
+  return sandbox::testing::scale_add_ops_candidate("profile pull", op);
 }
 
 TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
