@@ -178,10 +178,12 @@ void next_turn(debug_pointer self) {
     generate_turn(self, {});
     return;
   }
-  self->request(st.services.profiles, caf::infinite, profile_atom_v,
+  // Bounded: a profile queued behind many others must not hold the rollout (and its group) up.
+  self->request(st.services.profiles, st.services.profile_wait, profile_atom_v,
                 turn_request_id(s.group.run_id, s.group.key, s.rollout, s.turn - 1))
       .then([=](std::string& profiled) { generate_turn(self, profiled); },
-            [=](caf::error&) { generate_turn(self, {}); });  // the pool is gone: the verdict alone
+            // Too late, or the pool is gone: the verdict alone.
+            [=](caf::error&) { generate_turn(self, {}); });
 }
 
 void generate_turn(debug_pointer self, const std::string& profiled) {

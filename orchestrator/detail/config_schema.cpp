@@ -793,6 +793,11 @@ std::vector<field_spec> build_fields() {
                          above(0),
                          "With verifier.profile: wall-clock limit of one profiling run under ncu, "
                          "seconds; > 0."));
+  f.push_back(operational(real_field(
+      "verifier.profile_wait_s", LEAP_FIELD(verifier.profile_wait_s), above(0),
+      "With verifier.profile: longest a rollout's next turn waits for the last verdict's profile "
+      "(queued behind others, or still under ncu) before it goes on with the verdict's own "
+      "feedback, seconds; > 0.")));
   f.push_back(operational(
       text_field("verifier.ncu", LEAP_FIELD(verifier.ncu), check_ncu,
                  "Nsight Compute's ncu for verifier.profile: an absolute path; empty: the ncu "

@@ -419,6 +419,47 @@ TEST(GateTest, AnOptimisationTurnReadsThePassesProfileAfterTheRequest) {
   EXPECT_EQ(*asked, (std::vector<std::string>{"run/0/train/0/0/0", "run/0/train/0/1/0"}));
 }
 
+// A pool whose profiles never come (queued behind others, or ncu still running): the asks are
+// held, never answered.
+struct held_profiles_state {
+  std::vector<caf::typed_response_promise<std::string>> held;
+  static inline const char* name = "test.held_profiles";
+};
+profile_actor held_profiles(coordinator& c) {
+  return c.keep(c.system().spawn([](profile_actor::stateful_pointer<held_profiles_state> self)
+                                     -> profile_actor::behavior_type {
+    return {[self](profile_atom, const std::string&) -> caf::result<std::string> {
+      auto promise = self->make_response_promise<std::string>();
+      self->state.held.push_back(promise);
+      return promise;
+    }};
+  }));
+}
+
+TEST(GateTest, AProfileThatDoesNotComeInTimeLeavesTheTurnWithTheVerdictsFeedback) {
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = timed_verifier(f.c, 0.8, 1.5);
+  f.services.profiles = held_profiles(f.c);
+  f.services.profile_wait = std::chrono::milliseconds(50);
+  optimise_config optimise;
+  optimise.speedup = 1.2;
+  f.start(0, 2, 3, false, optimise);
+  f.c.run();
+  // Both optimisation turns wait for their profiles: nothing is stored yet.
+  EXPECT_FALSE(f.stored(0));
+  ASSERT_GT(f.c.trigger_timeouts(), 0U);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2}));
+  const auto ask = optimise_feedback(0.8, 1.2);
+  for (const auto& r : g->rollouts) {
+    EXPECT_EQ(r.turns[1].input_tokens, (std::vector<token_id>{static_cast<token_id>(ask.size())}));
+  }
+}
+
 TEST(GateTest, AClosedOptimisationDecisionIsStoredWithItsReason) {
   // A first-turn pass at 1.5x beats gate.optimise.speedup 1.2: the group is not opened, and the
   // store keeps why (closed_fast); the other rollout's 0.8x does not matter.

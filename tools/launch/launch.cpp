@@ -680,6 +680,8 @@ result<run_outcome> run::wait() {
       // Profiles made after their verdicts are asked for here by the turns that follow (a remote
       // node's verdicts carry theirs: the pool knows none of their ids and answers at once).
       services.profiles = actors::profiles_of(*local_verifier);
+      services.profile_wait = std::chrono::milliseconds(
+          static_cast<std::int64_t>(m.checked.config.verifier.profile_wait_s * 1000));
       // Remote verifier nodes: a dispatcher stands in for the local pool
       // (actors/remote_verifier.hpp).
       if (auto nodes = m.checked.nodes) {
