@@ -18,6 +18,7 @@
 #include "policy/server.hpp"
 #include "policy/vocabulary.hpp"
 #include "policy/weight_sync.hpp"
+#include "sandbox/engine.hpp"
 #include "tools/launch/metrics.hpp"
 #include "tools/launch/resume.hpp"
 
@@ -520,7 +521,10 @@ status run::impl::connect_policy() {
   }
   const weight_sync_method method = effective_weight_sync(c.policy);
   if (!weight_sync_transfers(method)) {
-    sync_plan = policy::disk_sync_plan(c.policy.flavour);
+    // policy.inflight_updates (sglang or embedded only, checked with the config): pause in abort
+    // mode around the load instead of draining; the client resumes the aborted turns.
+    sync_plan = c.policy.inflight_updates ? policy::sglang_disk_plan(true)
+                                          : policy::disk_sync_plan(c.policy.flavour);
     return ok_status();
   }
   auto opened = open_transfer(c, torch_learner, endpoints.front());
@@ -586,8 +590,7 @@ status run::start() {
     const experiment_config& c = m.checked.config;
     const std::string cache_dir =
         c.verifier.cache_dir.empty() ? (m.run_dir / "cache").string() : "";
-    auto made =
-        sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.has_cuda, cache_dir));
+    auto made = sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.kinds, cache_dir));
     if (!made) {
       return made.err().wrap("verifier");
     }
@@ -675,6 +678,14 @@ result<run_outcome> run::wait() {
       vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
+      // Profiles made after their verdicts are asked for here by the turns that follow (a remote
+      // node's verdicts carry theirs: the pool knows none of their ids and answers at once).
+      // Without profiling no turn asks: nothing is coming.
+      if (m.verifier->verification_engine().config().profile != sandbox::profile_mode::off) {
+        services.profiles = actors::profiles_of(*local_verifier);
+        services.profile_wait = std::chrono::milliseconds(
+            static_cast<std::int64_t>(m.checked.config.verifier.profile_wait_s * 1000));
+      }
       // Remote verifier nodes: a dispatcher stands in for the local pool
       // (actors/remote_verifier.hpp).
       if (auto nodes = m.checked.nodes) {
@@ -684,10 +695,11 @@ result<run_outcome> run::wait() {
         local_verifier.reset();  // the pool is the service itself
       }
     }
-    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
+    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage, c.gate.optimise.train);
     services.store = actors::spawn_store(system, m.store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
+    lc.train_optimisation = c.gate.optimise.train;
     lc.telemetry = telemetry;
     std::shared_ptr<actors::learner_backend> learner;
     if (m.options.services.learner) {
