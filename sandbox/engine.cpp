@@ -686,7 +686,7 @@ result<std::string> engine::generated_program(const task& t, const std::string& 
   return lookup->output.artifact;
 }
 
-result<std::string> engine::judge_program(const task& t, bool gpu) {
+result<std::string> engine::judge_program(const task& t, bool gpu, bool for_profiler) {
   // Host code for every kind: the CUDA judge's device work is the keeper's.
   auto identity = compiler_identity(task_kind::cpp);
   if (!identity) {
@@ -695,7 +695,10 @@ result<std::string> engine::judge_program(const task& t, bool gpu) {
   const std::string source = judge_source(t, gpu);
   std::vector<std::string> argv = compiler_command(config_, false);
   // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
-  for (const char* a : {"-static", "judge.cpp", "-o", "judge"}) {
+  if (!for_profiler) {
+    argv.emplace_back("-static");
+  }
+  for (const char* a : {"judge.cpp", "-o", "judge"}) {
     argv.emplace_back(a);
   }
   return generated_program(t, gpu ? "cuda judge" : "judge", *identity, "judge.cpp", source, argv,

@@ -296,9 +296,12 @@ class engine {
     std::shared_ptr<const std::string> judge;  // the task's judge (harness.hpp), built once
   };
   result<std::string> harness_object(const task& t);
-  // The task's judge executable (harness.hpp): the host judge (g++), or with `gpu` the CUDA
-  // candidates' (nvcc); cached like any build.
-  result<std::string> judge_program(const task& t, bool gpu);
+  // The task's judge executable (harness.hpp): the host judge, or with `gpu` the CUDA candidates'
+  // (host code too: the device work is the keeper's); cached like any build. Linked statically,
+  // except `for_profiler`: ncu's process-tree tracking loads itself into every process of the
+  // tree, which a static judge cannot load; under ncu the candidate it started then never got past
+  // its CUDA start (seen on an H100).
+  result<std::string> judge_program(const task& t, bool gpu, bool for_profiler = false);
   // A program the sandbox generated for `t` (`what`: "harness", "judge"), built by `argv` from
   // `source` in `file`, cached under its identity, argv and source. Errors name the task.
   result<std::string> generated_program(const task& t, const std::string& what,

@@ -160,8 +160,12 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // repetitions (the launches ncu replays are the same kernels; this run's output and time are
   // never read).
   const auto cuda_run = [&]() -> result<run_request> {
+    auto judge = judge_program(t, true, true);
+    if (!judge) {
+      return judge.err();
+    }
     if (auto s = detail::write_run_files(dir->path(),
-                                         {{"cand", &p.binary, true}, {"judge", &*p.judge, true}});
+                                         {{"cand", &p.binary, true}, {"judge", &*judge, true}});
         !s) {
       return s.err();
     }
