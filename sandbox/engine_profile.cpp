@@ -250,7 +250,7 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
     return note("ncu and the candidate passed the profiling run's memory limit; " +
                 raw_output(*r, options.log_file, log));
   }
-  const ncu_outcome outcome = read_ncu_log(log + "\n" + r->stderr_text);
+  const ncu_outcome outcome = read_ncu_log(log, r->stderr_text);
   if (outcome.problem) {
     return note(std::string(to_string(outcome.problem->kind)) + ": " + outcome.problem->message +
                 "\n" + raw_output(*r, options.log_file, log));

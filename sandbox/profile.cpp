@@ -404,9 +404,13 @@ std::string_view to_string(ncu_problem_kind kind) {
   return "failed";
 }
 
-ncu_outcome read_ncu_log(std::string_view log) {
+ncu_outcome read_ncu_log(std::string_view log, std::string_view messages) {
   ncu_outcome out;
-  if (log.find("ERR_NVGPUCTRPERM") != std::string_view::npos) {
+  const auto anywhere = [&](std::string_view needle) {
+    return log.find(needle) != std::string_view::npos ||
+           messages.find(needle) != std::string_view::npos;
+  };
+  if (anywhere("ERR_NVGPUCTRPERM")) {
     out.problem = ncu_problem{
         ncu_problem_kind::counters_not_permitted,
         "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): load the "
@@ -418,17 +422,19 @@ ncu_outcome read_ncu_log(std::string_view log) {
   // An unknown metric voids the whole run; any other ==ERROR== (the program exiting non-zero, a
   // launch that could not be replayed) leaves the launches ncu did profile worth reading.
   std::optional<std::string> other_error;
-  for (const auto& line : split_lines(log)) {
-    if (line.rfind("==ERROR==", 0) != 0) {
-      continue;
-    }
-    const std::string what = "ncu: " + line.substr(std::string_view("==ERROR== ").size());
-    if (contains_ci(line, "metric")) {
-      out.problem = ncu_problem{ncu_problem_kind::unknown_metric, what};
-      return out;
-    }
-    if (!other_error) {
-      other_error = what;
+  for (const std::string_view text : {log, messages}) {
+    for (const auto& line : split_lines(text)) {
+      if (line.rfind("==ERROR==", 0) != 0) {
+        continue;
+      }
+      const std::string what = "ncu: " + line.substr(std::string_view("==ERROR== ").size());
+      if (contains_ci(line, "metric")) {
+        out.problem = ncu_problem{ncu_problem_kind::unknown_metric, what};
+        return out;
+      }
+      if (!other_error) {
+        other_error = what;
+      }
     }
   }
   auto kernels = parse_ncu_csv(log);
@@ -440,7 +446,7 @@ ncu_outcome read_ncu_log(std::string_view log) {
     out.problem = ncu_problem{ncu_problem_kind::failed, *other_error};
     return out;
   }
-  const bool none = log.find("No kernels were profiled") != std::string_view::npos;
+  const bool none = anywhere("No kernels were profiled");
   if (none || kernels.ok()) {
     out.problem = ncu_problem{ncu_problem_kind::no_kernels_profiled,
                               "ncu profiled no kernel: the kernel filter matched no launch"};

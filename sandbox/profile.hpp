@@ -91,8 +91,10 @@ struct ncu_outcome {
 // metric are a problem whatever else the log holds; otherwise the launches ncu profiled, even when
 // another ==ERROR== line follows (the program exiting non-zero, as a failing candidate may); with
 // no launch, that ==ERROR== line, "No kernels were profiled" or the CSV's error is the problem.
-// Never an error: profiling failing must never fail a verdict.
-ncu_outcome read_ncu_log(std::string_view log);
+// `messages`: what else ncu and its targets printed (their stderr), searched for those errors
+// only: it is never read as CSV, where a target's own warning (Python's, with a comma) would be
+// taken for a row. Never an error: profiling failing must never fail a verdict.
+ncu_outcome read_ncu_log(std::string_view log, std::string_view messages = {});
 
 // The end of `text` in at most about `max_bytes`: whole lines where a line break falls in the
 // kept part, after a "[... N bytes before ...]" line when anything was left out; `text` itself

@@ -117,6 +117,25 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   EXPECT_LE(v.feedback.size(), e->config().feedback.char_budget);
 }
 
+TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
+  // As the KernelBench judge's Python did on an H100: a warning with a comma on stderr.
+  stand_in_ncu ncu(
+      "echo '/tmp/judge.py:55: DeprecationWarning: This process (pid=26) is multi-threaded, use "
+      "of fork() may lead to deadlocks in the child.' >&2\n"
+      "cat \"$here/capture.csv\" > \"$log\"\n");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  auto e = profiling_engine(ncu.path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  const auto p = prepared(*e);
+  verdict v = passing_verdict();
+  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_EQ(v.profile->note, "") << v.profile->note;
+  EXPECT_FALSE(v.profile->kernels.empty());
+}
+
 TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
   stand_in_ncu ncu(
       "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "

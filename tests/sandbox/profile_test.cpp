@@ -198,6 +198,27 @@ TEST(NcuLogTest, NoKernelsUnknownMetricAndGarbageAreProblemsNotErrors) {
   EXPECT_EQ(fine.kernels.size(), 2U);
 }
 
+TEST(NcuLogTest, TheTargetsOwnMessagesAreSearchedForErrorsButNeverReadAsCsv) {
+  // Seen on an H100: the KernelBench judge's Python warned on stderr, with a comma in the line;
+  // read after the log as one text, that line was taken for a CSV row of 2 fields.
+  const std::string warning =
+      "/tmp/judge.py:55: DeprecationWarning: This process (pid=26) is multi-threaded, use of "
+      "fork() may lead to deadlocks in the child.\n  child = os.fork()\n";
+  auto out = read_ncu_log(k_written_csv, warning);
+  EXPECT_FALSE(out.problem.has_value()) << out.problem->message;
+  EXPECT_EQ(out.kernels.size(), 2U);
+  // Errors ncu printed on stderr still count.
+  auto denied = read_ncu_log("", "==ERROR== ERR_NVGPUCTRPERM - no permission\n");
+  ASSERT_TRUE(denied.problem.has_value());
+  EXPECT_EQ(denied.problem->kind, ncu_problem_kind::counters_not_permitted);
+  auto metric = read_ncu_log(k_written_csv, "==ERROR== Failed to find metric foo__bar.sum\n");
+  ASSERT_TRUE(metric.problem.has_value());
+  EXPECT_EQ(metric.problem->kind, ncu_problem_kind::unknown_metric);
+  auto failed = read_ncu_log("", "==ERROR== The application returned an error code (11).\n");
+  ASSERT_TRUE(failed.problem.has_value());
+  EXPECT_EQ(failed.problem->kind, ncu_problem_kind::failed);
+}
+
 TEST(GpuPeaksTest, DatasheetTableByDisplayName) {
   struct row {
     std::string display;
