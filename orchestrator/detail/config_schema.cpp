@@ -723,9 +723,9 @@ std::vector<field_spec> build_fields() {
                  "already received instead of generating them again.")));
   f.push_back(bool_field(
       "policy.inflight_updates", LEAP_FIELD(policy.inflight_updates),
-      "With the torch learner, an sglang or embedded server and weight_sync disk or in_memory: "
-      "a weight sync does not wait for the turns in flight; it pauses the servers in abort mode "
-      "(/pause_generation), loads the weights, resumes (/continue_generation), and the client "
+      "With the torch learner and weight_sync disk or in_memory: a weight sync does not wait "
+      "for the turns in flight; it pauses the servers in abort mode (SGLang's and the embedded "
+      "server's /pause_generation, vLLM's /pause), loads the weights, resumes them, and the client "
       "resumes the aborted turns under the new weights. Each token keeps the version that "
       "sampled it (the turn's weight segments), for the learner's per-token importance weights "
       "and staleness cap. false: a sync waits until the server's turns are done."));
@@ -1130,18 +1130,13 @@ std::vector<cross_check> build_cross_checks() {
            return std::optional<std::string>{
                "needs learner.kind torch (only its weights are synced to the servers)"};
          }
-         // Only SGLang's pause (and the project's servers, which serve its routes) hands running
-         // requests back aborted with their tokens: vLLM's presets and the transfer engines'
-         // plans drain the server instead.
-         if (c.policy.flavour == server_flavour::vllm) {
-           return std::optional<std::string>{
-               "needs policy.flavour sglang or embedded (their /pause_generation aborts running "
-               "turns, which the client resumes); vllm's weight syncs drain the server first"};
-         }
+         // The disk plans pause in abort mode around the load (vLLM's /pause, SGLang's
+         // /pause_generation, served by the project's servers too), which hands running requests
+         // back aborted with their tokens; the transfer engines' plans drain the server instead.
          const weight_sync_method method = effective_weight_sync(c.policy);
          if (method != weight_sync_method::disk && method != weight_sync_method::in_memory) {
-           return "needs policy.weight_sync disk or in_memory (the plans that load through "
-                  "/update_weights_from_disk and can pause around it), got " +
+           return "needs policy.weight_sync disk or in_memory (the plans that load a folder and "
+                  "can pause around it), got " +
                   to_string(method);
          }
          return std::nullopt;

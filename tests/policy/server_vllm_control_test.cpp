@@ -107,6 +107,32 @@ TEST(VllmControlWire, SleepAndWakeUpParameters) {
   }
 }
 
+TEST(VllmControlWire, PauseParameters) {
+  struct row {
+    std::optional<std::string> mode, clear_cache;
+    pause_mode want;
+    const char* error;
+  };
+  const std::vector<row> rows{
+      {std::nullopt, std::nullopt, pause_mode::abort, nullptr},
+      {"abort", "false", pause_mode::abort, nullptr},
+      {"wait", std::nullopt, pause_mode::wait, nullptr},
+      {"keep", "true", pause_mode::in_place, nullptr},
+      {"retract", std::nullopt, pause_mode::abort, "'mode' must be one of abort, wait, keep"},
+      {"abort", "maybe", pause_mode::abort, "'clear_cache' must be a boolean"},
+  };
+  for (const auto& r : rows) {
+    auto parsed = parse_vllm_pause_request(r.mode, r.clear_cache);
+    if (r.error != nullptr) {
+      ASSERT_FALSE(parsed);
+      EXPECT_NE(parsed.err().message.find(r.error), std::string::npos) << parsed.err().message;
+      continue;
+    }
+    ASSERT_TRUE(parsed) << parsed.err().message;
+    EXPECT_EQ(parsed->mode, r.want);
+  }
+}
+
 TEST(VllmControlWire, CollectiveRpcAndLoraBodies) {
   struct row {
     const char* body;
@@ -213,6 +239,40 @@ TEST(VllmSleepMode, SleepAbortsRunningGenerationsAndWakeUpWithoutTagsWakesAll) {
   EXPECT_EQ(post(*control, "/wake_up", json::object()).status, 200);
   EXPECT_FALSE(is_sleeping(*control));
   EXPECT_FALSE(get(*control, "/is_paused").json()["is_paused"]);
+}
+
+// vLLM's /pause in abort mode ends a running generation with its tokens and holds new ones until
+// /resume, answered as vLLM answers.
+TEST(VllmPause, AbortEndsTheRunningGenerationAndResumeLetsTheNextRun) {
+  scripted_config scripted;
+  scripted.latency.ttft_ms = 20000.0;
+  auto server = start_server({}, scripted);
+  ASSERT_TRUE(server);
+  auto running = std::async(std::launch::async, [&] {
+    auto client = client_for(*server, 15s);
+    return post(*client, "/v1/completions",
+                json{{"prompt", testing::vector_add_prompt},
+                     {"max_tokens", 50},
+                     {"return_token_ids", true}});
+  });
+  auto control = client_for(*server);
+  ASSERT_TRUE(eventually([&] {
+    return metric_line(get(*control, "/metrics").body, "vllm:num_requests_running") ==
+           "vllm:num_requests_running 1";
+  }));
+  const http_reply paused = post(*control, "/pause?mode=abort", json::object());
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(paused.json()["status"], "paused");
+  const http_reply reply = running.get();
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "abort");
+  EXPECT_TRUE(get(*control, "/is_paused").json()["is_paused"]);
+  const http_reply resumed = post(*control, "/resume", json::object());
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(resumed.json()["status"], "resumed");
+  EXPECT_FALSE(get(*control, "/is_paused").json()["is_paused"]);
+  expect_openai_error(post(*control, "/pause?mode=retract", json::object()), 400, "BadRequestError",
+                      "'mode' must be one of abort, wait, keep");
 }
 
 TEST(VllmSleepMode, BadControlRequestsAnswerOpenAiErrors) {

@@ -521,10 +521,9 @@ status run::impl::connect_policy() {
   }
   const weight_sync_method method = effective_weight_sync(c.policy);
   if (!weight_sync_transfers(method)) {
-    // policy.inflight_updates (sglang or embedded only, checked with the config): pause in abort
-    // mode around the load instead of draining; the client resumes the aborted turns.
-    sync_plan = c.policy.inflight_updates ? policy::sglang_disk_plan(true)
-                                          : policy::disk_sync_plan(c.policy.flavour);
+    // policy.inflight_updates: pause in abort mode around the load instead of draining; the
+    // client resumes the aborted turns.
+    sync_plan = policy::disk_sync_plan(c.policy.flavour, c.policy.inflight_updates);
     return ok_status();
   }
   auto opened = open_transfer(c, torch_learner, endpoints.front());
