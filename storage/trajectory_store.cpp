@@ -954,6 +954,24 @@ status write_batch::put_retry(std::string_view run_id, const retry_step_record& 
   return s;
 }
 
+status write_batch::put_profile(const turn_profile_record& profile) {
+  const auto& t = profile.turn;
+  if (t.run_id.empty() || t.run_id.find('\0') != std::string_view::npos) {
+    return error{"profile of step " + std::to_string(t.step) + " group " + std::to_string(t.group) +
+                 " rollout " + std::to_string(t.rollout) + " turn " + std::to_string(t.turn) +
+                 ": run id is empty or contains a NUL byte"};
+  }
+  const auto value = encode(profile);
+  const group_ref ref{t.run_id, t.step, t.split, t.group};
+  auto s = impl_->guarded([&] {
+    return impl_->batch.Put(impl_->default_cf, keys::profile(ref, t.rollout, t.turn), value);
+  });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
 status write_batch::put_carry(std::string_view run_id, const partial_carry_record& carry) {
   if (run_id.empty() || run_id.find('\0') != std::string_view::npos) {
     return error{"carry decision of step " + std::to_string(carry.step) +
@@ -1522,6 +1540,13 @@ status trajectory_store::put_retry(std::string_view run_id, const retry_step_rec
   return write_one(*this, [&](write_batch& b) { return b.put_retry(run_id, retry); });
 }
 
+status trajectory_store::put_profile(const turn_profile_record& profile) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_profile(profile); });
+}
+
 status trajectory_store::put_step(const step_record& step) {
   if (auto s = impl_->check_open(); !s) {
     return s;
@@ -1954,6 +1979,40 @@ result<std::optional<partial_carry_record>> trajectory_store::get_carry(std::str
     return std::optional<partial_carry_record>{};
   }
   return std::optional<partial_carry_record>{std::move(found->front())};
+}
+
+result<std::vector<turn_profile_record>> trajectory_store::profiles(std::string_view run_id) const {
+  if (auto s = impl_->check_open(); !s) {
+    return s.err();
+  }
+  std::vector<turn_profile_record> out;
+  const auto prefix = keys::profiles_of_run(run_id);
+  const auto upper = keys::prefix_end(prefix);
+  rocksdb::ReadOptions read;
+  rocksdb::Slice upper_slice(upper);
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->all_handles[0]));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    auto key = keys::parse_profile(view(it->key()));
+    if (!key) {
+      return error{impl_->where() + ": a key under the profile prefix is not a profile key"};
+    }
+    auto record = decode_profile(view(it->value()));
+    if (!record) {
+      return record.err().wrap(impl_->where() + ": profile of step " +
+                               std::to_string(key->group.step) + " " + to_string(key->group.split) +
+                               " group " + std::to_string(key->group.group_index) + " rollout " +
+                               std::to_string(key->rollout) + " turn " + std::to_string(key->turn) +
+                               " of run '" + key->group.run_id + "'");
+    }
+    record->turn = turn_ref{std::move(key->group.run_id), key->group.step, key->group.split,
+                            key->group.group_index,       key->rollout,    key->turn};
+    out.push_back(std::move(*record));
+  }
+  if (!it->status().ok()) {
+    return error{impl_->where() + ": scan of the profiles: " + it->status().ToString()};
+  }
+  return out;
 }
 
 result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(

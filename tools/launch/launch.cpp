@@ -662,6 +662,7 @@ result<run_outcome> run::wait() {
       }
       services.generator = actors::spawn_generator_pool(system, *m.client, m.renderer, gc);
     }
+    services.store = actors::spawn_store(system, m.store);
     std::optional<actors::verifier_actor> local_verifier;
     if (m.options.services.verifier) {
       services.verifier = m.options.services.verifier(system);
@@ -675,6 +676,9 @@ result<run_outcome> run::wait() {
       }
       actors::verifier_pool_config vc;
       vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
+      // Each profile is stored with its turn as it arrives (the store is spawned first for it).
+      vc.profile_store = services.store;
+      vc.log = actors::program_log(m.ids);
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
       // Profiles made after their verdicts are asked for here by the turns that follow (a remote
@@ -695,7 +699,6 @@ result<run_outcome> run::wait() {
       }
     }
     services.scorer = actors::spawn_scorer(system, c.reward, c.advantage, c.gate.optimise.train);
-    services.store = actors::spawn_store(system, m.store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
     lc.train_optimisation = c.gate.optimise.train;
