@@ -39,6 +39,7 @@ turn_record make_turn_record(generation_result generated, const verification_res
   t.finish = generated.finish;
   t.endpoint = std::move(generated.endpoint);
   t.weight_version = generated.weight_version;
+  t.weight_segments = std::move(generated.weight_segments);
   t.timings.generation_ms = generated.generation_ms;
   t.timings.generation_queue_ms = generated.queue_ms;
   if (verified != nullptr) {

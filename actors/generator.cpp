@@ -10,9 +10,11 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <unordered_map>
 
 namespace leap::actors {
@@ -90,6 +92,53 @@ finish_reason to_finish(finish_reason f) {
 }
 
 // Runs on the client's loop thread: moves the answer into a message, nothing more.
+// A segment's version the answer's handler replaces (record_segments' rules): the first segment's
+// always, a later one's when the server reported none or not a number.
+constexpr std::uint64_t unresolved_version = std::numeric_limits<std::uint64_t>::max();
+
+// Runs on the client's thread: the versions it can read from the server's strings.
+std::vector<turn_weight_segment> parse_segments(const std::vector<policy::weight_segment>& client) {
+  std::vector<turn_weight_segment> out;
+  out.reserve(client.size());
+  for (std::size_t i = 0; i < client.size(); ++i) {
+    std::uint64_t version = unresolved_version;
+    const auto& text = client[i].version;
+    if (i > 0 && text && !text->empty()) {
+      std::uint64_t parsed = 0;
+      const auto* end = text->data() + text->size();
+      if (auto [p, ec] = std::from_chars(text->data(), end, parsed);
+          ec == std::errc{} && p == end && parsed != unresolved_version) {
+        version = parsed;
+      }
+    }
+    out.push_back({static_cast<std::uint32_t>(client[i].first), version});
+  }
+  return out;
+}
+
+// Runs in the pool: the versions only the pool knows, then the merge.
+std::vector<turn_weight_segment> resolve_segments(std::vector<turn_weight_segment> segments,
+                                                  std::size_t tokens, std::uint64_t started,
+                                                  std::uint64_t current) {
+  std::vector<turn_weight_segment> out;
+  out.reserve(segments.size());
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    auto s = segments[i];
+    if (i > 0 && s.first >= tokens) {
+      break;  // a resumed piece that sampled nothing
+    }
+    if (i == 0) {
+      s.version = started;
+    } else if (s.version == unresolved_version) {
+      s.version = current;
+    }
+    if (out.empty() || out.back().version != s.version) {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 generation_result from_client(policy::turn_result r) {
   generation_result g;
   g.endpoint_index = r.endpoint;
@@ -104,6 +153,7 @@ generation_result from_client(policy::turn_result r) {
       g.output_logprobs = std::move(r.choices.front().logprobs);
       g.text = std::move(r.choices.front().text);
       g.finish = to_finish(r.choices.front().finish);
+      g.weight_segments = parse_segments(r.choices.front().weight_segments);
       break;
     case policy::turn_status::truncated:
       // The context is full: nothing to verify and nothing to continue.
@@ -364,6 +414,9 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         result.generation_ms = clock_ms() - turn.submitted_ms;
         result.queue_ms = turn.submitted_ms - turn.queued_ms;
         result.weight_version = turn.weight_version;
+        result.weight_segments =
+            resolve_segments(std::move(result.weight_segments), result.output_tokens.size(),
+                             turn.weight_version, st.weight_version);
         result.finished_ms = clock_ms();
         if (result.endpoint_index >= 0 &&
             static_cast<std::size_t>(result.endpoint_index) < st.endpoint_urls.size()) {
@@ -448,6 +501,12 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
 }
 
 }  // namespace
+
+std::vector<turn_weight_segment> record_segments(const std::vector<policy::weight_segment>& client,
+                                                 std::size_t tokens, std::uint64_t started,
+                                                 std::uint64_t current) {
+  return resolve_segments(parse_segments(client), tokens, started, current);
+}
 
 generator_actor spawn_generator_pool(caf::actor_system& system, policy::policy_client& client,
                                      std::shared_ptr<const prompt_renderer> renderer,

@@ -12,6 +12,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/renderer.hpp"
+#include "policy/conversation.hpp"
 #include "policy/weight_sync.hpp"
 
 #include <caf/replies_to.hpp>
@@ -71,6 +72,19 @@ struct generator_pool_config {
   // turn is handed to the client or answered. Null: none. Default: null
   std::shared_ptr<telemetry::run_telemetry> telemetry;
 };
+
+// The turn record's segments (turn_record::weight_segments) from the client's
+// (policy::generated_turn::weight_segments), whose versions are the strings the servers reported.
+// The first segment takes `started`, the pool's version when the turn was handed to the client
+// (the turn's weight_version). A later segment takes the version its server reported when that is
+// a decimal number (the syncs name versions so); an absent or other version becomes `current`, the
+// pool's version when the answer came (the weights last synced, which a resumed generation
+// continues with). Neighbours with the same version merge, and a segment from `tokens` (the turn's
+// output tokens) on, which sampled nothing, is dropped. No client segments (a request with n > 1,
+// an error) give none. Pure.
+[[nodiscard]] std::vector<turn_weight_segment> record_segments(
+    const std::vector<policy::weight_segment>& client, std::size_t tokens, std::uint64_t started,
+    std::uint64_t current);
 
 // Spawns the pool around `client`, which must outlive the actor: stop the actor (send_exit and
 // wait for it) before destroying the client. `renderer` turns prompt and feedback messages into

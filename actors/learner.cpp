@@ -1,6 +1,8 @@
 #include "actors/learner.hpp"
 
+#include "common/durable_file.hpp"
 #include "orchestrator/advantage.hpp"
+#include "orchestrator/group_flow.hpp"
 #include "orchestrator/run_telemetry.hpp"
 
 #include <caf/actor_system.hpp>
@@ -9,31 +11,91 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <system_error>
 
 namespace leap::actors {
 
-result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma) {
+namespace {
+
+// The version of each token in flatten()'s order: a turn's input tokens (never trained on) take the
+// version the turn started with, its output tokens the version that sampled each (its segments:
+// a weight update in flight changes the version within the turn).
+std::vector<std::uint64_t> token_versions(const rollout_record& rollout) {
+  std::vector<std::uint64_t> out;
+  for (const auto& t : rollout.turns) {
+    out.insert(out.end(), t.input_tokens.size(), t.weight_version);
+    const auto outputs = output_token_versions(t);
+    out.insert(out.end(), outputs.begin(), outputs.end());
+  }
+  return out;
+}
+
+// A broken optimisation turn (orchestrator/group_flow.hpp) as a sequence of its own: the rollout's
+// conversation up to that turn, of which only the turn's own tokens are trained on (mask 1), all
+// with `advantage`. None when the turn sampled no token (nothing to train).
+result<std::optional<training_sequence>> broken_turn_sequence(const group_record& group,
+                                                              const rollout_record& rollout,
+                                                              std::size_t turn, double advantage) {
+  rollout_record context = rollout;
+  context.turns.resize(turn + 1);
+  auto flat = flatten(context);
+  if (!flat) {
+    return flat.err().wrap("group " + std::to_string(group.group_index) + " of step " +
+                           std::to_string(group.step));
+  }
+  const int broken = static_cast<int>(turn);
+  // Every trained token is the broken turn's, with the version that sampled it (its segments).
+  const auto versions = token_versions(context);
+  training_sequence s;
+  s.step = group.step;
+  s.group = group.group_index;
+  s.rollout = rollout.index;
+  s.task_id = group.task_id;
+  s.oldest_weight_version = oldest_weight_version(rollout.turns[turn]);  // the only turn trained
+  bool any = false;
+  for (std::size_t k = 0; k < flat->tokens.size(); ++k) {
+    const bool trained = flat->token_turn[k] == broken;
+    any = any || trained;
+    s.mask.push_back(trained ? 1 : 0);
+    s.behaviour_logprobs.push_back(trained ? flat->behaviour_logprobs[k] : 0.0f);
+    s.advantages.push_back(trained ? static_cast<float>(advantage) : 0.0f);
+    s.token_weight_versions.push_back(trained ? versions[k] : 0);
+  }
+  if (!any) {
+    return std::optional<training_sequence>{};
+  }
+  s.tokens = std::move(flat->tokens);
+  return std::optional<training_sequence>{std::move(s)};
+}
+
+}  // namespace
+
+result<std::vector<training_sequence>> training_sequences(const group_record& group, double gamma,
+                                                          bool train_optimisation) {
   std::vector<training_sequence> out;
   if (group.split != split_kind::train) {
     return out;
   }
   out.reserve(group.rollouts.size());
+  // With gate.optimise.train, probes still train on their first turns alone.
+  const bool optimisation_trained = train_optimisation && !group.probe;
+  const double broken_advantage = optimisation_trained ? broken_turn_advantage(group) : 0.0;
   for (const auto& rollout : group.rollouts) {
     const rollout_record* source = &rollout;
-    rollout_record first_turn_only;
-    if (rollout.turns.size() > 1 && (group.probe || rollout.turns.front().passed)) {
+    rollout_record kept_turns;
+    const std::size_t keep =
+        optimisation_trained ? kept_turn(rollout).value_or(rollout.turns.size()) + 1 : 1;
+    if (rollout.turns.size() > keep && (group.probe || rollout.turns.front().passed)) {
       // A probe's debug turns are measurement, and so are optimisation turns (the only turns that
-      // follow a first-turn pass): training sees the first turn alone.
-      first_turn_only = rollout;
-      first_turn_only.turns.resize(1);
-      source = &first_turn_only;
+      // follow a first-turn pass) unless gate.optimise.train: training then sees the turns up to
+      // the kept one (its last pass); the broken turns after it train on their own, below.
+      kept_turns = rollout;
+      kept_turns.turns.resize(keep);
+      source = &kept_turns;
     }
     auto flat = flatten(*source);
     if (!flat) {
@@ -46,22 +108,30 @@ result<std::vector<training_sequence>> training_sequences(const group_record& gr
     s.rollout = rollout.index;
     s.task_id = group.task_id;
     s.advantages = token_advantages(flat->token_turn, rollout.advantage, gamma);
-    s.token_weight_versions.reserve(flat->token_turn.size());
-    for (const int turn : flat->token_turn) {
-      s.token_weight_versions.push_back(
-          turn < 0 ? 0 : source->turns[static_cast<std::size_t>(turn)].weight_version);
-    }
+    s.token_weight_versions = token_versions(*source);
     s.tokens = std::move(flat->tokens);
     s.mask = std::move(flat->mask);
     s.behaviour_logprobs = std::move(flat->behaviour_logprobs);
     s.oldest_weight_version = std::numeric_limits<std::uint64_t>::max();
     for (const auto& t : source->turns) {
-      s.oldest_weight_version = std::min(s.oldest_weight_version, t.weight_version);
+      s.oldest_weight_version = std::min(s.oldest_weight_version, oldest_weight_version(t));
     }
     if (source->turns.empty()) {
       s.oldest_weight_version = 0;
     }
     out.push_back(std::move(s));
+    if (!optimisation_trained || broken_advantage == 0.0) {
+      continue;  // a zero advantage trains nothing, and would only dilute a sequence-mean loss
+    }
+    for (const std::size_t turn : broken_optimisation_turns(rollout)) {
+      auto broken = broken_turn_sequence(group, rollout, turn, broken_advantage);
+      if (!broken) {
+        return broken.err();
+      }
+      if (*broken) {
+        out.push_back(std::move(**broken));
+      }
+    }
   }
   return out;
 }
@@ -85,47 +155,42 @@ class record_learner final : public learner_backend {
     if (ec) {
       return error{dir_.string() + ": cannot create the batch folder: " + ec.message()};
     }
+    // Through the durable writer: a batch file is whole or absent after a crash or a power loss
+    // (the record learner's batches are what an offline trainer reads), and a full disk names
+    // the file and its free space.
     const auto path = record_batch_path(dir_, step);
-    auto partial = path;
-    partial += ".partial";
-    {
-      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      if (!out) {
-        return error{partial.string() + ": cannot open for writing"};
-      }
-      std::uint64_t trained_tokens = 0;
-      for (const auto& s : batch) {
-        nlohmann::json line = {{"step", s.step},
-                               {"group", s.group},
-                               {"rollout", s.rollout},
-                               {"task_id", s.task_id},
-                               {"oldest_weight_version", s.oldest_weight_version},
-                               {"tokens", s.tokens},
-                               {"mask", s.mask},
-                               {"logprobs", s.behaviour_logprobs},
-                               {"advantages", s.advantages}};
-        out << line.dump() << '\n';
-        for (auto m : s.mask) {
-          trained_tokens += m;
-        }
-      }
-      out.flush();
-      if (!out) {
-        // The stream keeps no reason; errno still holds the failed write's (ENOSPC on a full disk).
-        return error{partial.string() + ": write failed: " + std::strerror(errno)};
-      }
-      metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
+    auto out = durable_writer::open(path.string());
+    if (!out) {
+      return out.err();
     }
-    std::filesystem::rename(partial, path, ec);
-    if (ec) {
-      return error{path.string() + ": cannot rename the batch into place: " + ec.message()};
+    std::uint64_t trained_tokens = 0;
+    for (const auto& s : batch) {
+      nlohmann::json line = {{"step", s.step},
+                             {"group", s.group},
+                             {"rollout", s.rollout},
+                             {"task_id", s.task_id},
+                             {"oldest_weight_version", s.oldest_weight_version},
+                             {"tokens", s.tokens},
+                             {"mask", s.mask},
+                             {"logprobs", s.behaviour_logprobs},
+                             {"advantages", s.advantages}};
+      if (auto w = out->write(line.dump() + '\n'); !w) {
+        return w.err();
+      }
+      for (auto m : s.mask) {
+        trained_tokens += m;
+      }
     }
+    if (auto c = out->commit(); !c) {
+      return c.err();
+    }
+    metrics_["trained_tokens"] = static_cast<double>(trained_tokens);
     ++version_;
-    backend_step out;
-    out.weight_version = version_;
-    out.metrics = metrics_;
-    out.metrics["sequences"] = static_cast<double>(batch.size());
-    return out;
+    backend_step done;
+    done.weight_version = version_;
+    done.metrics = metrics_;
+    done.metrics["sequences"] = static_cast<double>(batch.size());
+    return done;
   }
 
  private:
@@ -150,7 +215,8 @@ learner_actor::behavior_type learner_behavior(learner_actor::stateful_pointer<le
   self->state.config = std::move(config);
   return {
       [=](add_group_atom, const group_record& group) -> ack {
-        auto sequences = training_sequences(group, self->state.config.gamma);
+        auto sequences = training_sequences(group, self->state.config.gamma,
+                                            self->state.config.train_optimisation);
         if (!sequences) {
           return {sequences.err().message};
         }

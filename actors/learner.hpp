@@ -40,17 +40,24 @@ struct training_sequence {
   std::vector<std::uint8_t> mask;           // 1: a sampled token, trained on
   std::vector<float> behaviour_logprobs;    // 0 where mask is 0
   std::vector<float> advantages;            // per token, discounted per turn; 0 where mask is 0
-  std::uint64_t oldest_weight_version = 0;  // the oldest weights any of its turns was sampled from
-  // Per token: the weights its turn was sampled from (0 where mask is 0), for the learner's
-  // staleness cap (learner.offpolicy.max_staleness).
+  std::uint64_t oldest_weight_version = 0;  // the oldest weights any of its tokens was sampled from
+  // Per token: the weights that sampled it (turn_record::weight_segments; where mask is 0, the
+  // version its turn started with), for the learner's staleness cap
+  // (learner.offpolicy.max_staleness).
   std::vector<std::uint64_t> token_weight_versions;
 };
 
 // The training sequences of a scored group, one per rollout in order: flatten() and
 // token_advantages() with the rollout's advantage and `gamma`. A probe group contributes its first
 // turns only (its debug turns are measurement). Validation groups give none. Errors: flatten()'s.
-[[nodiscard]] result<std::vector<training_sequence>> training_sequences(const group_record& group,
-                                                                        double gamma);
+// Optimisation turns (those after a first-turn pass) are cut off unless `train_optimisation`
+// (gate.optimise.train; the group scored with score_group's same flag): then, outside probes, a
+// rollout's sequence holds its turns up to its kept turn (orchestrator's kept_turn, discounted per
+// turn like debug turns), and each broken optimisation turn after it follows its rollout as a
+// sequence of its own (the conversation up to it, only its tokens trained, all with
+// broken_turn_advantage(group); none when that is 0). Default: off.
+[[nodiscard]] result<std::vector<training_sequence>> training_sequences(
+    const group_record& group, double gamma, bool train_optimisation = false);
 
 struct backend_step {
   std::uint64_t weight_version = 0;  // after the step
@@ -89,7 +96,9 @@ using learner_actor =
                      caf::replies_to<train_atom, std::uint64_t>::with<learner_step_result>>;
 
 struct learner_actor_config {
-  double gamma = 0.9;    // advantage.gamma of the run. Default: 0.9
+  double gamma = 0.9;  // advantage.gamma of the run. Default: 0.9
+  // gate.optimise.train of the run: train on optimisation turns (training_sequences). Default: off
+  bool train_optimisation = false;
   bool detached = true;  // tests on the deterministic coordinator turn this off. Default: true
   // Live metrics: each trained sequence's staleness (the weights the step updated, i.e. the new
   // version - 1, minus its oldest_weight_version). Null: none. Default: null

@@ -67,9 +67,12 @@ struct generation_result {
   std::string error;
   std::int32_t endpoint_index = -1;
   std::string endpoint;
-  std::uint64_t weight_version = 0;  // the weights the turn was sampled from
-  double generation_ms = 0.0;        // from handing the turn to the client to its answer
-  double queue_ms = 0.0;             // waiting for a free request slot before that
+  std::uint64_t weight_version = 0;  // the weights the turn started sampling with
+  // Which version sampled which output tokens (turn_record::weight_segments): filled by the pool
+  // from the client's segments; empty when the client gave none (one version sampled them all).
+  std::vector<turn_weight_segment> weight_segments;
+  double generation_ms = 0.0;  // from handing the turn to the client to its answer
+  double queue_ms = 0.0;       // waiting for a free request slot before that
   // clock_ms() when the answer was complete, stamped by the in-process pool (activities' time
   // base).
   double finished_ms = 0.0;
@@ -254,11 +257,16 @@ typename Inspector::result_type inspect(Inspector& f, turn_timings& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn_weight_segment& x) {
+  return f(caf::meta::type_name("turn_weight_segment"), x.first, x.version);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
   return detail::inspect_with_optional(
       f, "turn_record", x.code_hash, x.input_tokens, x.output_tokens, x.output_logprobs, x.text,
-      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.finish, x.endpoint, x.speedup,
-      x.speedup_noise, x.compiled_speedup, x.compiled_speedup_noise);
+      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.weight_segments, x.finish,
+      x.endpoint, x.speedup, x.speedup_noise, x.compiled_speedup, x.compiled_speedup_noise);
 }
 
 template <class Inspector>
@@ -366,7 +374,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
   return f(caf::meta::type_name("generation_result"), x.input_tokens, x.output_tokens,
            x.output_logprobs, x.text, x.finish, x.error, x.endpoint_index, x.endpoint,
-           x.weight_version, x.generation_ms, x.queue_ms, x.finished_ms);
+           x.weight_version, x.weight_segments, x.generation_ms, x.queue_ms, x.finished_ms);
 }
 
 template <class Inspector>

@@ -10,10 +10,10 @@ namespace leap::actors {
 namespace {
 
 scorer_actor::behavior_type scorer(scorer_actor::pointer, const reward_config& reward,
-                                   const advantage_config& advantage) {
+                                   const advantage_config& advantage, bool train_optimisation) {
   return {
       [=](score_atom, group_record& group) -> group_record {
-        score_group(group, reward, advantage);
+        score_group(group, reward, advantage, train_optimisation);
         return std::move(group);
       },
   };
@@ -22,8 +22,8 @@ scorer_actor::behavior_type scorer(scorer_actor::pointer, const reward_config& r
 }  // namespace
 
 scorer_actor spawn_scorer(caf::actor_system& system, reward_config reward,
-                          advantage_config advantage) {
-  return system.spawn(scorer, std::move(reward), advantage);
+                          advantage_config advantage, bool train_optimisation) {
+  return system.spawn(scorer, std::move(reward), advantage, train_optimisation);
 }
 
 }  // namespace leap::actors

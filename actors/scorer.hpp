@@ -16,7 +16,9 @@ namespace leap::actors {
 using scorer_actor =
     caf::typed_actor<caf::replies_to<score_atom, group_record>::with<group_record>>;
 
+// `train_optimisation`: gate.optimise.train, passed on to score_group. Default: off
 [[nodiscard]] scorer_actor spawn_scorer(caf::actor_system& system, reward_config reward,
-                                        advantage_config advantage);
+                                        advantage_config advantage,
+                                        bool train_optimisation = false);
 
 }  // namespace leap::actors

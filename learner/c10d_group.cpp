@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <csignal>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -61,6 +62,11 @@ void open_c10d_store(c10d_group& g, const std::string& host, int port, bool serv
                      int world_size) {
   g.host = host;
 #if defined(LEAP_C10D_GLOO) || defined(LEAP_C10D_NCCL)
+  // Gloo's TCP pairs write without MSG_NOSIGNAL: a peer that died (a killed rank) would end this
+  // process by SIGPIPE instead of failing the collective with an error the trainer names. Python
+  // ignores SIGPIPE for torch.distributed; a C++ process must do it itself. Every child spawned
+  // after this inherits the ignored signal; the sandbox's and the daemon's restore the default.
+  ::signal(SIGPIPE, SIG_IGN);
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = server;

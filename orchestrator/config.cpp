@@ -129,8 +129,9 @@ bool operator==(const experiment_config& a, const experiment_config& b) {
            x.adaptive_window == y.adaptive_window &&
            x.adaptive_min_groups == y.adaptive_min_groups && x.probe_fraction == y.probe_fraction &&
            x.optimise.speedup == y.optimise.speedup &&
-           x.optimise.max_turns == y.optimise.max_turns && x.retry.buffer == y.retry.buffer &&
-           x.retry.delay == y.retry.delay && x.retry.attempts == y.retry.attempts &&
+           x.optimise.max_turns == y.optimise.max_turns && x.optimise.train == y.optimise.train &&
+           x.retry.buffer == y.retry.buffer && x.retry.delay == y.retry.delay &&
+           x.retry.attempts == y.retry.attempts &&
            x.retry.extra_rollouts == y.retry.extra_rollouts &&
            x.retry.extra_turns == y.retry.extra_turns;
   };

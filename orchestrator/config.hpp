@@ -143,6 +143,9 @@ struct policy_section {
   // The servers' dtype, in which each step's delta is computed; empty: full folders only.
   std::string weight_sync_delta;
   bool stream = false;
+  // A weight sync pauses generation in abort mode instead of draining it, and the client resumes
+  // the aborted turns under the new weights (each token keeps the version that sampled it).
+  bool inflight_updates = false;
 
   friend bool operator==(const policy_section&, const policy_section&) = default;
 };

@@ -70,6 +70,9 @@ struct gate_config {
     double speedup = 0.0;
     // Most optimisation turns per passing rollout, within rollout.max_turns. Default: 1
     int max_turns = 1;
+    // Train on optimisation turns (score_group, actors' training_sequences); needs speedup > 0
+    // and a reward that pays for speed. Default: false (measured, not trained on)
+    bool train = false;
   } optimise;
   // Buffered retry of all-failed training groups (issue 35, orchestrator/retry.hpp). Default: off
   struct retry_config {

@@ -1,5 +1,6 @@
 #include "orchestrator/group_flow.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace leap {
@@ -128,7 +129,7 @@ void group_flow::finish_if_done(flow_actions& actions) {
 }
 
 void score_group(group_record& group, const reward_config& reward,
-                 const advantage_config& advantage) {
+                 const advantage_config& advantage, bool train_optimisation) {
   std::vector<rollout_outcome> outcomes;
   std::vector<pass_speed> speeds;
   outcomes.reserve(group.rollouts.size());
@@ -140,9 +141,17 @@ void score_group(group_record& group, const reward_config& reward,
       o.generated_turns = 1;
       o.passed_at_turn = o.passed_at_turn == 1 ? 1 : 0;
     }
+    pass_speed speed;
     if (o.passed_at_turn == 1) {
-      // Turns after a first-turn pass are optimisation turns: measured, not trained on (yet).
-      o.generated_turns = 1;
+      // Turns after a first-turn pass are optimisation turns: measurement, unless trained on.
+      // Trained on, the rollout is paid for the kernel it ends with (its last pass), and its
+      // rank stays a pass at turn 1: a broken optimisation turn is not the rollout's (it
+      // trains on its own), so it never raises nor lowers what the kept pass earns.
+      const auto kept = train_optimisation && !group.probe ? kept_turn(r) : std::nullopt;
+      o.generated_turns = kept ? static_cast<int>(*kept) + 1 : 1;
+      speed = kept ? kept_speed_of(r) : speed_of(r, o);
+    } else {
+      speed = speed_of(r, o);
     }
     r.outcome = o;
     r.rank = outcome_rank(o, group.max_turns);
@@ -151,7 +160,7 @@ void score_group(group_record& group, const reward_config& reward,
       r.truncated = r.truncated || t.finish == finish_reason::length;
     }
     outcomes.push_back(o);
-    speeds.push_back(speed_of(r, o));
+    speeds.push_back(speed);
   }
   const auto rewards = compute_rewards(reward, outcomes, group.max_turns, speeds);
   const auto advantages = compute_advantages(advantage, rewards);
@@ -159,6 +168,57 @@ void score_group(group_record& group, const reward_config& reward,
     group.rollouts[i].reward = rewards[i];
     group.rollouts[i].advantage = advantages[i];
   }
+}
+
+std::optional<std::size_t> kept_turn(const rollout_record& rollout) {
+  if (rollout.turns.empty() || !rollout.turns.front().passed) {
+    return std::nullopt;
+  }
+  std::size_t kept = 0;
+  for (std::size_t i = 1; i < rollout.turns.size(); ++i) {
+    if (rollout.turns[i].passed) {
+      kept = i;
+    }
+  }
+  return kept;
+}
+
+std::vector<std::size_t> broken_optimisation_turns(const rollout_record& rollout) {
+  std::vector<std::size_t> broken;
+  if (const auto kept = kept_turn(rollout)) {
+    for (std::size_t i = *kept + 1; i < rollout.turns.size(); ++i) {
+      broken.push_back(i);
+    }
+  }
+  return broken;
+}
+
+pass_speed kept_speed_of(const rollout_record& rollout) {
+  const auto kept = kept_turn(rollout);
+  if (!kept) {
+    return {};
+  }
+  const int turn = static_cast<int>(*kept) + 1;
+  return speed_of(rollout, rollout_outcome{.passed_at_turn = turn, .generated_turns = turn});
+}
+
+double broken_turn_advantage(const group_record& group) {
+  // A broken kernel is a failure, so it trains with what this group's own normalisation paid a
+  // failure: the same scale as every other sequence of the group, and computable from the scored
+  // group alone (the learner has no reward config). -|A| of the rollout would instead tie the
+  // penalty to how well the kept pass did (a break of the group's median pass, A near 0, would
+  // teach nothing; one of its fastest the most). Capped at 0 so that a break is never paid
+  // (advantage.kind none with non-negative rewards). A group whose rewards all tie has no
+  // failure and all advantages 0: the break then carries no signal either, like the group.
+  std::optional<double> failure;
+  std::optional<double> lowest;
+  for (const auto& r : group.rollouts) {
+    lowest = std::min(lowest.value_or(r.advantage), r.advantage);
+    if (!r.outcome.passed()) {
+      failure = std::min(failure.value_or(r.advantage), r.advantage);
+    }
+  }
+  return std::min(0.0, failure.value_or(lowest.value_or(0.0)));
 }
 
 }  // namespace leap

@@ -103,7 +103,40 @@ class group_flow {
 // Fills each rollout's outcome, rank, reward and advantage from its turns, as training uses them:
 // for a probe group only the first turn counts (its debug turns are measurement). Also sets
 // `truncated`. Preconditions: every rollout has at least one turn; group.max_turns >= 1.
+// Optimisation turns (the turns after a first-turn pass) are measurement unless
+// `train_optimisation` (gate.optimise.train): then a first-turn pass of a group that is not a
+// probe is scored with the speed of its kept turn (kept_turn()), its rank stays that of a pass at
+// turn 1, and its outcome's generated_turns counts the turns up to the kept one (the turns its own
+// training sequence holds). Default: off (the first turn's speed, generated_turns 1).
 void score_group(group_record& group, const reward_config& reward,
-                 const advantage_config& advantage);
+                 const advantage_config& advantage, bool train_optimisation = false);
+
+// ---- Training on optimisation turns (gate.optimise.train) -------------------------------------
+//
+// A rollout whose first turn passed and that ran optimisation turns trains on its turns up to the
+// kept one, with the per-turn discount (token_advantages), so the turn that produced the kept speed
+// gets the rollout's advantage and earlier turns the discounted one. Each optimisation turn after
+// the kept one broke a working kernel (it failed after a pass: wrong, or no longer compiling); it
+// trains as a sequence of its own with broken_turn_advantage(), so the policy is pushed away from
+// breaking what worked, while the rollout's own sequence is not blamed for it.
+
+// The 0-based index of the turn a user would keep of a rollout whose first turn passed: its last
+// passing turn. None when the first turn did not pass (or there is none).
+[[nodiscard]] std::optional<std::size_t> kept_turn(const rollout_record& rollout);
+
+// The optimisation turns after the kept turn (all failed, by its definition), 0-based and in
+// order; empty when the first turn did not pass. The group flow ends a rollout at its first failed
+// optimisation turn, so there is at most one, its last.
+[[nodiscard]] std::vector<std::size_t> broken_optimisation_turns(const rollout_record& rollout);
+
+// What the verifier measured of the kept turn (speed_of() for that turn); nothing when the first
+// turn did not pass or the kept turn was not timed.
+[[nodiscard]] pass_speed kept_speed_of(const rollout_record& rollout);
+
+// The advantage a broken optimisation turn of `group` trains with: min(0, the group's failure
+// advantage), where the failure advantage is the lowest advantage of a rollout whose outcome is a
+// failure, or, when none failed, the group's lowest advantage (a failure would rank below every
+// rollout of it). 0 for a group without rollouts. Never positive.
+[[nodiscard]] double broken_turn_advantage(const group_record& group);
 
 }  // namespace leap

@@ -129,6 +129,62 @@ group_summary probe_summary(const group_record& group) {
   return s;
 }
 
+std::vector<turn_weight_segment> weight_segments_of(const turn_record& turn) {
+  if (turn.weight_segments.empty()) {
+    return {{0, turn.weight_version}};
+  }
+  return turn.weight_segments;
+}
+
+std::vector<std::uint64_t> output_token_versions(const turn_record& turn) {
+  const auto segments = weight_segments_of(turn);
+  std::vector<std::uint64_t> out(turn.output_tokens.size(), segments.front().version);
+  for (std::size_t i = 1; i < segments.size(); ++i) {
+    const std::size_t end = i + 1 < segments.size() ? segments[i + 1].first : out.size();
+    for (std::size_t k = segments[i].first; k < std::min(end, out.size()); ++k) {
+      out[k] = segments[i].version;
+    }
+  }
+  return out;
+}
+
+std::uint64_t oldest_weight_version(const turn_record& turn) {
+  std::uint64_t oldest = turn.weight_version;
+  for (const auto& s : turn.weight_segments) {
+    oldest = std::min(oldest, s.version);
+  }
+  return oldest;
+}
+
+namespace {
+
+// The segments' invariants (trajectory.hpp): none, or from 0 with the turn's weight_version and
+// strictly increasing firsts inside the output tokens.
+status check_segments(const turn_record& turn) {
+  const auto& segments = turn.weight_segments;
+  if (segments.empty()) {
+    return ok_status();
+  }
+  if (segments.front().first != 0 || segments.front().version != turn.weight_version) {
+    return error{"weight segments start at token " + std::to_string(segments.front().first) +
+                 " with version " + std::to_string(segments.front().version) +
+                 ", not at 0 with the turn's weight version " +
+                 std::to_string(turn.weight_version)};
+  }
+  for (std::size_t i = 1; i < segments.size(); ++i) {
+    if (segments[i].first <= segments[i - 1].first ||
+        segments[i].first >= turn.output_tokens.size()) {
+      return error{"weight segment " + std::to_string(i) + " starts at token " +
+                   std::to_string(segments[i].first) + ", not after the previous segment and " +
+                   "before the turn's " + std::to_string(turn.output_tokens.size()) +
+                   " output tokens"};
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 status validate(const group_record& group) {
   if (auto s = check_id("run id", group.run_id); !s) {
     return s.err().wrap(group_name(group));
@@ -154,6 +210,9 @@ status validate(const group_record& group) {
       if (turn.passed != (turn.verdict == verdict_category::pass)) {
         return error{where + ": passed is " + (turn.passed ? "true" : "false") +
                      " but the verdict is " + to_string(turn.verdict)};
+      }
+      if (auto s = check_segments(turn); !s) {
+        return s.err().wrap(where);
       }
     }
   }

@@ -41,6 +41,16 @@ struct turn_timings {
   friend bool operator==(const turn_timings&, const turn_timings&) = default;
 };
 
+// The output tokens of a turn sampled under one weight version: from `first` (an index into the
+// turn's output_tokens) up to the next segment's first, or to the end. A turn has more than one
+// when a weight update landed while it was being generated (policy.inflight_updates).
+struct turn_weight_segment {
+  std::uint32_t first = 0;
+  std::uint64_t version = 0;
+
+  friend bool operator==(const turn_weight_segment&, const turn_weight_segment&) = default;
+};
+
 // One generated turn of a rollout: the tokens fed to the policy before it, the tokens it sampled,
 // and what verification said of them.
 struct turn_record {
@@ -57,7 +67,11 @@ struct turn_record {
   bool passed = false;   // verdict == pass; kept apart so that a consumer need not know the enum
   std::string feedback;  // the feedback text the verifier wrote; empty for a pass
   turn_timings timings;
-  std::uint64_t weight_version = 0;  // the policy weights the turn was sampled from
+  std::uint64_t weight_version = 0;  // the policy weights the turn started sampling with
+  // Which version sampled which output tokens, in token order with strictly increasing `first`,
+  // the first from 0 with weight_version. Empty means one segment {0, weight_version} (records
+  // built before format version 6 decode as that one segment); see weight_segments_of().
+  std::vector<turn_weight_segment> weight_segments;
   finish_reason finish = finish_reason::stop;
   std::string endpoint;  // the server that generated the turn, e.g. "http://10.0.0.3:8000"
   // Reference median / candidate median of a timed pass (verifier.timing_reps > 0); 0 when not
@@ -217,6 +231,16 @@ struct flat_rollout {
 // A probe group as if the gate had opened it: gate open, outcomes from outcome_from_turns(), so
 // that leap::recovery() measures what the debug turns of a closed group reached.
 [[nodiscard]] group_summary probe_summary(const group_record& group);
+
+// A turn's segments, never empty: its weight_segments, or {0, weight_version} when it has none.
+[[nodiscard]] std::vector<turn_weight_segment> weight_segments_of(const turn_record& turn);
+
+// The version that sampled each of a turn's output tokens (output_tokens.size() entries), from
+// weight_segments_of(turn).
+[[nodiscard]] std::vector<std::uint64_t> output_token_versions(const turn_record& turn);
+
+// The oldest version that sampled any of a turn's tokens (its segments' minimum).
+[[nodiscard]] std::uint64_t oldest_weight_version(const turn_record& turn);
 
 // Consistency checks the store runs before it writes. Errors name the record and the field:
 // an empty or NUL-containing id; duplicate rollout indices; a turn whose log-prob count differs

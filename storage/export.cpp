@@ -18,6 +18,25 @@ using json = nlohmann::json;
 // ---- JSON out
 // ------------------------------------------------------------------------------------
 
+// [{"first": 0, "version": 6}, {"first": 3, "version": 7}]: which version sampled which output
+// tokens; one segment for a turn sampled with one version.
+json segments_json(const turn_record& t) {
+  json out = json::array();
+  for (const auto& s : weight_segments_of(t)) {
+    out.push_back(json{{"first", s.first}, {"version", s.version}});
+  }
+  return out;
+}
+
+// The CSV's cell: "first:version" per segment, separated by spaces ("0:6 3:7").
+std::string segments_cell(const turn_record& t) {
+  std::string out;
+  for (const auto& s : weight_segments_of(t)) {
+    out += (out.empty() ? "" : " ") + std::to_string(s.first) + ":" + std::to_string(s.version);
+  }
+  return out;
+}
+
 json turn_json(const turn_record& t) {
   return json{
       {"input_tokens", t.input_tokens},
@@ -36,6 +55,7 @@ json turn_json(const turn_record& t) {
         {"compile_queue_ms", t.timings.compile_queue_ms},
         {"run_queue_ms", t.timings.run_queue_ms}}},
       {"weight_version", t.weight_version},
+      {"weight_segments", segments_json(t)},
       {"finish_reason", to_string(t.finish)},
       {"endpoint", t.endpoint},
       // Reference median / candidate median of a timed pass; null when not measured.
@@ -234,6 +254,23 @@ turn_record turn_from(json_reader& r, const json& j, const std::string& path) {
       j, "finish_reason", path, [](const std::string& n) { return parse_finish_reason(n); },
       "finish reason");
   t.endpoint = r.get<std::string>(j, "endpoint", path);
+  // Optional: exports written before format version 6 have no segments (one version sampled the
+  // whole turn), which reads as the store reads such records.
+  if (const auto it = j.find("weight_segments"); r.ok() && it != j.end()) {
+    const auto sp = path + ".weight_segments";
+    if (!it->is_array()) {
+      r.fail(sp, "is not an array");
+    } else {
+      for (std::size_t i = 0; i < it->size() && r.ok(); ++i) {
+        const auto& e = (*it)[i];
+        const auto ep = sp + "[" + std::to_string(i) + "]";
+        t.weight_segments.push_back(
+            {r.get<std::uint32_t>(e, "first", ep), r.get<std::uint64_t>(e, "version", ep)});
+      }
+    }
+  } else {
+    t.weight_segments = {{0, t.weight_version}};
+  }
   // Optional: exports written before issue 31 have no speedup or noise (not measured).
   if (const auto it = j.find("speedup_noise"); r.ok() && it != j.end() && !it->is_null()) {
     t.speedup_noise = r.convert<double>(*it, path + ".speedup_noise");
@@ -414,6 +451,7 @@ const std::vector<std::string>& csv_columns() {
                                                    "passed",
                                                    "finish_reason",
                                                    "weight_version",
+                                                   "weight_segments",
                                                    "endpoint",
                                                    "generation_ms",
                                                    "compile_ms",
@@ -469,16 +507,27 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
     for (std::size_t i = 0; i < r.turns.size(); ++i) {
       const auto& t = r.turns[i];
       fields.resize(rollout_width);
-      fields.insert(
-          fields.end(),
-          {std::to_string(i), std::to_string(t.input_tokens.size()),
-           std::to_string(t.output_tokens.size()), to_string(t.verdict), flag(t.passed),
-           to_string(t.finish), std::to_string(t.weight_version), t.endpoint,
-           number(t.timings.generation_ms), number(t.timings.compile_ms), number(t.timings.run_ms),
-           number(t.timings.generation_queue_ms), number(t.timings.compile_queue_ms),
-           number(t.timings.run_queue_ms), t.speedup > 0 ? number(t.speedup) : std::string(),
-           t.compiled_speedup > 0 ? number(t.compiled_speedup) : std::string(),
-           t.code_hash.value_or(""), t.feedback, t.text});
+      fields.insert(fields.end(),
+                    {std::to_string(i),
+                     std::to_string(t.input_tokens.size()),
+                     std::to_string(t.output_tokens.size()),
+                     to_string(t.verdict),
+                     flag(t.passed),
+                     to_string(t.finish),
+                     std::to_string(t.weight_version),
+                     segments_cell(t),
+                     t.endpoint,
+                     number(t.timings.generation_ms),
+                     number(t.timings.compile_ms),
+                     number(t.timings.run_ms),
+                     number(t.timings.generation_queue_ms),
+                     number(t.timings.compile_queue_ms),
+                     number(t.timings.run_queue_ms),
+                     t.speedup > 0 ? number(t.speedup) : std::string(),
+                     t.compiled_speedup > 0 ? number(t.compiled_speedup) : std::string(),
+                     t.code_hash.value_or(""),
+                     t.feedback,
+                     t.text});
       append_row(out, fields);
       ++rows;
     }

@@ -292,6 +292,31 @@ turn_record read_turn(byte_reader& r, bool tokens) {
   return t;
 }
 
+// Format version 6: a turn's weight segments, after everything older versions wrote.
+void write_segments(byte_writer& w, const turn_record& t) {
+  w.count(t.weight_segments.size());
+  for (const auto& s : t.weight_segments) {
+    w.u32(s.first);
+    w.u64(s.version);
+  }
+}
+
+constexpr std::size_t segment_bytes = 4 + 8;
+
+void read_segments(byte_reader& r, std::uint8_t version, turn_record& t) {
+  if (version < 6) {
+    // Before in-flight updates one version sampled the whole turn.
+    t.weight_segments = {{0, t.weight_version}};
+    return;
+  }
+  const auto n = r.count("turn.weight_segments", segment_bytes);
+  t.weight_segments.resize(n);
+  for (auto& s : t.weight_segments) {
+    s.first = r.u32("turn.weight_segment.first");
+    s.version = r.u64("turn.weight_segment.version");
+  }
+}
+
 std::size_t encoded_size_hint(const group_record& g) {
   std::size_t n = 128 + g.run_id.size() + g.task_id.size();
   for (const auto& r : g.rollouts) {
@@ -300,7 +325,8 @@ std::size_t encoded_size_hint(const group_record& g) {
       n += min_turn_bytes + 8 +
            4 * (t.input_tokens.size() + t.output_tokens.size() + t.output_logprobs.size()) +
            t.text.size() + t.feedback.size() + t.endpoint.size() +
-           (t.code_hash ? t.code_hash->size() + 4 : 0);
+           (t.code_hash ? t.code_hash->size() + 4 : 0) + 4 +
+           segment_bytes * t.weight_segments.size();
     }
   }
   return n;
@@ -362,6 +388,11 @@ std::string encode(const group_record& g) {
   for (const auto& r : g.rollouts) {
     for (const auto& t : r.turns) {
       w.f64(t.compiled_speedup_noise);
+    }
+  }
+  for (const auto& r : g.rollouts) {
+    for (const auto& t : r.turns) {
+      write_segments(w, t);
     }
   }
   return std::move(w).take();
@@ -437,6 +468,11 @@ result<group_record> decode_group(std::string_view bytes, decode_options options
       }
     }
   }
+  for (auto& ro : g.rollouts) {
+    for (auto& t : ro.turns) {
+      read_segments(r, version, t);
+    }
+  }
   if (auto s = r.finish(); !s) {
     return s.err();
   }
@@ -450,6 +486,7 @@ std::string encode(const turn_record& t) {
   w.f64(t.speedup_noise);
   w.f64(t.compiled_speedup);
   w.f64(t.compiled_speedup_noise);
+  write_segments(w, t);
   return std::move(w).take();
 }
 
@@ -467,6 +504,7 @@ result<turn_record> decode_turn(std::string_view bytes) {
     t.compiled_speedup = r.f64("compiled_speedup");
     t.compiled_speedup_noise = r.f64("compiled_speedup_noise");
   }
+  read_segments(r, version, t);
   if (auto s = r.finish(); !s) {
     return s.err();
   }

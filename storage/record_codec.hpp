@@ -35,7 +35,10 @@ namespace leap {
 // speedup (a turn record's); older records read it as -1 (not stated).
 // Version 5 added turn_record::compiled_speedup and compiled_speedup_noise the same way, after the
 // noises (a group's: all speedups, then all noises) or the noise (a turn record's).
-inline constexpr std::uint8_t trajectory_format_version = 5;
+// Version 6 added turn_record::weight_segments: a group's, per turn in rollout and turn order after
+// the compiled noises, a count then (u32 first, u64 version) each; a turn record's, after its last
+// field. Older records read one segment {0, weight_version}.
+inline constexpr std::uint8_t trajectory_format_version = 6;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 // retry: the retry buffer after a step (issue 35); its fields have had one layout since it was

@@ -507,12 +507,20 @@ std::vector<field_spec> build_fields() {
       "gate.optimise.speedup", LEAP_FIELD(gate.optimise.speedup), closed(0, 1000),
       "Optimisation turns: a training group whose first-turn passes are all timed and none has a "
       "speedup over the reference above this gets turns asking each pass for a faster, still "
-      "correct version (measured, not trained on); 0 disables, e.g. 1.2; needs "
+      "correct version (measured; trained on only with gate.optimise.train); 0 disables, e.g. 1.2; "
+      "needs "
       "verifier.timing_reps > 0."));
   f.push_back(integer_field(
       "gate.optimise.max_turns", LEAP_FIELD(gate.optimise.max_turns), at_least(1),
       "Optimisation turns: most per passing rollout, within rollout.max_turns; one follows "
       "another while the last passed without beating gate.optimise.speedup; >= 1."));
+  f.push_back(bool_field(
+      "gate.optimise.train", LEAP_FIELD(gate.optimise.train),
+      "Train on optimisation turns: a first-turn pass is paid for the speed of its last passing "
+      "turn (rank unchanged) and trains on its turns up to it, discounted per turn; a turn that "
+      "broke the kernel trains alone with a failure's advantage. Needs gate.optimise.speedup > 0 "
+      "and a reward that pays for speed (reward.kind rank_speed or reward.speed_bonus.weight > "
+      "0)."));
   f.push_back(integer_field(
       "gate.retry.buffer", LEAP_FIELD(gate.retry.buffer), at_least(0),
       "Buffered retry: most all-failed training groups (no pass after their debug turns) waiting "
@@ -713,6 +721,14 @@ std::vector<field_spec> build_fields() {
       bool_field("policy.stream", LEAP_FIELD(policy.stream),
                  "Ask for streamed responses (SSE): a cut stream resumes from the tokens "
                  "already received instead of generating them again.")));
+  f.push_back(bool_field(
+      "policy.inflight_updates", LEAP_FIELD(policy.inflight_updates),
+      "With the torch learner, an sglang or embedded server and weight_sync disk or in_memory: "
+      "a weight sync does not wait for the turns in flight; it pauses the servers in abort mode "
+      "(/pause_generation), loads the weights, resumes (/continue_generation), and the client "
+      "resumes the aborted turns under the new weights. Each token keeps the version that "
+      "sampled it (the turn's weight segments), for the learner's per-token importance weights "
+      "and staleness cap. false: a sync waits until the server's turns are done."));
 
   // verifier
   f.push_back(
@@ -923,6 +939,29 @@ std::vector<cross_check> build_cross_checks() {
          return std::nullopt;
        }});
   checks.push_back(
+      {{"gate.optimise.train", "gate.optimise.speedup", "reward.kind", "reward.speed_bonus.weight"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (!c.gate.optimise.train) {
+           return std::nullopt;
+         }
+         if (c.gate.optimise.speedup <= 0) {
+           return "trains on optimisation turns, but gate.optimise.speedup is 0 and opens none; "
+                  "set gate.optimise.speedup (e.g. 1.2)";
+         }
+         // Without a reward for speed an optimisation turn can only keep or lower a first-turn
+         // pass's reward: training on it would teach nothing about speed.
+         const bool pays_speed =
+             c.reward.kind == reward_kind::rank_speed ||
+             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
+                                                  c.reward.kind == reward_kind::binary));
+         if (!pays_speed) {
+           return "trains on optimisation turns, but reward.kind " + to_string(c.reward.kind) +
+                  " pays nothing for speed; use reward.kind rank_speed or a "
+                  "reward.speed_bonus.weight > 0 (reward.kind static or binary)";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
       {{"gate.policy", "rollout.max_turns"},
        [](const experiment_config& c) -> std::optional<std::string> {
          if (opens_debug_turns(c.gate.policy) && c.rollout.max_turns < 2) {
@@ -1074,6 +1113,33 @@ std::vector<cross_check> build_cross_checks() {
                       show(c.policy.endpoints.size()) + " endpoints";
              }
              return std::nullopt;
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"policy.inflight_updates", "policy.weight_sync", "policy.flavour", "policy.model",
+        "learner.kind"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (!c.policy.inflight_updates) {
+           return std::nullopt;
+         }
+         if (c.learner.kind != learner_kind::torch) {
+           return std::optional<std::string>{
+               "needs learner.kind torch (only its weights are synced to the servers)"};
+         }
+         // Only SGLang's pause (and the project's servers, which serve its routes) hands running
+         // requests back aborted with their tokens: vLLM's presets and the transfer engines'
+         // plans drain the server instead.
+         if (c.policy.flavour == server_flavour::vllm) {
+           return std::optional<std::string>{
+               "needs policy.flavour sglang or embedded (their /pause_generation aborts running "
+               "turns, which the client resumes); vllm's weight syncs drain the server first"};
+         }
+         const weight_sync_method method = effective_weight_sync(c.policy);
+         if (method != weight_sync_method::disk && method != weight_sync_method::in_memory) {
+           return "needs policy.weight_sync disk or in_memory (the plans that load through "
+                  "/update_weights_from_disk and can pause around it), got " +
+                  to_string(method);
          }
          return std::nullopt;
        }});

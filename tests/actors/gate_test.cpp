@@ -6,7 +6,9 @@
 #include "tests/actors/experiment_fixture.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <sstream>
 
 namespace leap::actors {
@@ -14,7 +16,6 @@ namespace {
 
 using testing::coordinator;
 using testing::dcp_gate;
-using testing::hub;
 
 // "run/0/train/3/2/1" -> {group 3, rollout 2, turn 1}.
 struct turn_id {
@@ -25,7 +26,9 @@ struct turn_id {
 turn_id parse(const std::string& request_id) {
   std::vector<std::string> parts;
   std::stringstream in(request_id);
-  for (std::string p; std::getline(in, p, '/');) parts.push_back(p);
+  for (std::string p; std::getline(in, p, '/');) {
+    parts.push_back(p);
+  }
   return {static_cast<std::uint32_t>(std::stoul(parts.at(3))),
           static_cast<std::uint32_t>(std::stoul(parts.at(4))), std::stoi(parts.at(5))};
 }
@@ -33,7 +36,7 @@ turn_id parse(const std::string& request_id) {
 // Which (group, rollout) pass at which turn (1-based; 0: never).
 using pass_table = std::map<std::pair<std::uint32_t, std::uint32_t>, int>;
 
-instant_policy scripted(pass_table table) {
+instant_policy scripted(const pass_table& table) {
   instant_policy p;
   p.correct = [table](const std::string& id, const std::string&, int turn) {
     const auto t = parse(id);
@@ -74,7 +77,9 @@ struct gate_fixture : testing::doubles {
 
   const group_report* report(std::uint32_t group) const {
     for (const auto& r : shared->reports) {
-      if (r.key.group == group) return &r;
+      if (r.key.group == group) {
+        return &r;
+      }
     }
     return nullptr;
   }
@@ -82,7 +87,9 @@ struct gate_fixture : testing::doubles {
 
 std::vector<int> turns_per_rollout(const group_record& g) {
   std::vector<int> out;
-  for (const auto& r : g.rollouts) out.push_back(static_cast<int>(r.turns.size()));
+  for (const auto& r : g.rollouts) {
+    out.push_back(static_cast<int>(r.turns.size()));
+  }
   return out;
 }
 
@@ -169,11 +176,15 @@ TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
     ASSERT_TRUE(g);
     EXPECT_EQ(turns_per_rollout(*g), r.turns);
     std::vector<int> passed_at;
-    for (const auto& o : g->rollouts) passed_at.push_back(o.outcome.passed_at_turn);
+    for (const auto& o : g->rollouts) {
+      passed_at.push_back(o.outcome.passed_at_turn);
+    }
     EXPECT_EQ(passed_at, r.passed_at);
     // Generation requests are exactly the stored turns: nothing requested and dropped.
     std::size_t turns = 0;
-    for (int t : r.turns) turns += static_cast<std::size_t>(t);
+    for (int t : r.turns) {
+      turns += static_cast<std::size_t>(t);
+    }
     EXPECT_EQ(f.shared->count_events("gen "), turns);
     EXPECT_TRUE(f.shared->failures.empty());
   }
@@ -202,7 +213,9 @@ TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
 TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
   gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 2}, {{1, 2}, 1}, {{2, 0}, 3}}),
                  dcp_gate(0.25, 1.0));
-  for (std::uint32_t g = 0; g < 3; ++g) f.start(g, 4, 3);
+  for (std::uint32_t g = 0; g < 3; ++g) {
+    f.start(g, 4, 3);
+  }
   f.c.run();
   EXPECT_EQ(f.shared->learned.size(), 3u);
   EXPECT_TRUE(f.shared->learned_unstored.empty())
@@ -257,8 +270,8 @@ TEST(GateTest, AVerifierFailureFailsTheGroup) {
 
 // A generator that answers no turn whose request id ends with one of `failing` (the turn suffix
 // "/rollout/turn"): finish_reason::error, as the pool answers a turn the client gave up on.
-generation_actor failing_generator(coordinator& c, instant_policy policy,
-                                   std::vector<std::string> failing) {
+generation_actor failing_generator(coordinator& c, const instant_policy& policy,
+                                   const std::vector<std::string>& failing) {
   return c.keep(c.system().spawn([policy, failing](
                                      generation_actor::pointer) -> generation_actor::behavior_type {
     return {[policy, failing](generate_atom, const generation_request& r) {
@@ -392,6 +405,86 @@ TEST(GateTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
   EXPECT_EQ(turns_per_rollout(*g), (std::vector<int>{1, 1}));
   // gate.optimise off stores no decision: a run without it writes what it wrote before.
   EXPECT_FALSE(g->optimise.has_value());
+}
+
+// gate.optimise.train through the actor graph (issue 31): every candidate passes; the first turns
+// at 0.8x (below gate.optimise.speedup 1.2, so the group opens), rollout 0's optimisation turn at
+// 1.5x and rollout 1's at 0.9x.
+verifier_actor opt_train_verifier(coordinator& c) {
+  return c.keep(c.system().spawn([](verifier_actor::pointer) -> verifier_actor::behavior_type {
+    return {[](verify_atom, const verification_request& r) {
+      verification_result v;
+      v.verdict = verdict_category::pass;
+      v.passed = true;
+      const auto id = parse(r.request_id);
+      v.speedup = turn_of_request(r.request_id) == 0 ? 0.8 : (id.rollout == 0 ? 1.5 : 0.9);
+      return v;
+    }};
+  }));
+}
+
+// The real scorer and the real record learner, with and without gate.optimise.train: trained on,
+// the batch holds both turns of each rollout (3 + 3 sampled tokens), rollout 0 is paid for its
+// 1.5x (positive advantage, its first turn discounted by gamma 0.5) and rollout 1 for its 0.9x
+// (negative, undiscounted); off, each sequence is its first turn and the tied 0.8x passes get 0.
+TEST(GateTest, OptimisationTurnsReachTheRecordLearnersBatchOnlyWhenTrained) {
+  for (const bool train : {false, true}) {
+    SCOPED_TRACE(train ? "train" : "off");
+    gate_config none;
+    none.policy = gate_policy::none;
+    gate_fixture f(scripted({}), none);
+    f.services.verifier = opt_train_verifier(f.c);
+    reward_config rank_speed;
+    rank_speed.kind = reward_kind::rank_speed;
+    f.services.scorer = f.c.keep(spawn_scorer(f.c.system(), rank_speed, advantage_config{}, train));
+    learner_actor_config lc;
+    lc.detached = false;
+    lc.gamma = 0.5;
+    lc.train_optimisation = train;
+    const auto batches = f.dir.path() / "batches";
+    f.services.learner = f.c.keep(spawn_learner(
+        f.c.system(), std::shared_ptr<learner_backend>(make_record_learner(batches)), lc));
+    optimise_config optimise;
+    optimise.speedup = 1.2;
+    optimise.train = train;
+    f.start(0, 2, 2, false, optimise);
+    f.c.run();
+    auto g = f.stored(0);
+    ASSERT_TRUE(g);
+    ASSERT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2}));
+    caf::anon_send(f.services.learner, train_atom_v, std::uint64_t{0});
+    f.c.run();
+
+    std::ifstream in(record_batch_path(batches, 0));
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(in, line);) {
+      lines.push_back(nlohmann::json::parse(line));
+    }
+    ASSERT_EQ(lines.size(), 2u);
+    for (const auto& line : lines) {
+      const auto mask = line.at("mask").get<std::vector<int>>();
+      const auto adv = line.at("advantages").get<std::vector<float>>();
+      const int rollout = line.at("rollout").get<int>();
+      std::vector<float> sampled;
+      for (std::size_t k = 0; k < mask.size(); ++k) {
+        if (mask[k] == 1) {
+          sampled.push_back(adv[k]);
+        }
+      }
+      if (!train) {
+        EXPECT_EQ(sampled, std::vector<float>(3, 0.0f)) << line.dump();
+        continue;
+      }
+      ASSERT_EQ(sampled.size(), 6u) << line.dump();
+      if (rollout == 0) {
+        EXPECT_GT(sampled.back(), 0.5f);
+        EXPECT_FLOAT_EQ(sampled.front(), 0.5f * sampled.back());
+      } else {
+        EXPECT_LT(sampled.back(), -0.5f);
+        EXPECT_FLOAT_EQ(sampled.front(), sampled.back());
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // wait is bounded by a request timeout.
 #include "actors/generator.hpp"
 
+#include "actors/debug_turn.hpp"
 #include "actors/renderer.hpp"
 #include "policy/client.hpp"
 #include "policy/scripted_backend.hpp"
@@ -174,6 +175,54 @@ TEST_F(GeneratorPoolTest, AnUnreachableServerAnswersWithAnError) {
   const auto r = generate(g, first_turn(1));
   EXPECT_EQ(r.finish, finish_reason::error);
   EXPECT_NE(r.error.find("cannot render the prompt"), std::string::npos) << r.error;
+}
+
+// The turn record's segments from the client's: the first takes the version the turn started
+// with, a later one the number its server reported or else the pool's current version; equal
+// neighbours merge; a piece that sampled nothing is dropped.
+TEST(GeneratorRecordSegments, ClientVersionsBecomeTheRecordsNumbers) {
+  using client_segments = std::vector<policy::weight_segment>;
+  struct segments_case {
+    std::string name;
+    client_segments client;
+    std::size_t tokens;
+    std::vector<turn_weight_segment> expected;
+  };
+  const std::vector<segments_case> cases = {
+      {"none (n > 1, an error)", {}, 4, {}},
+      {"one piece", {{0, "6"}}, 4, {{0, 6}}},
+      {"the first takes the starting version", {{0, "server-name"}}, 4, {{0, 6}}},
+      {"resumed under a new version", {{0, "6"}, {3, "7"}}, 5, {{0, 6}, {3, 7}}},
+      {"an unnamed later version is the current one",
+       {{0, "6"}, {3, std::nullopt}},
+       5,
+       {{0, 6}, {3, 9}}},
+      {"a named but not numeric one too", {{0, "6"}, {3, "7b"}}, 5, {{0, 6}, {3, 9}}},
+      {"equal neighbours merge", {{0, "6"}, {2, "6"}, {3, "8"}}, 5, {{0, 6}, {3, 8}}},
+      {"the first is the starting version even when unnamed",
+       {{0, std::nullopt}, {2, "6"}},
+       5,
+       {{0, 6}}},
+      {"a piece that sampled nothing is dropped", {{0, "6"}, {5, "7"}}, 5, {{0, 6}}},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(record_segments(c.client, c.tokens, 6, 9), c.expected) << c.name;
+  }
+}
+
+// The pool's answer becomes the turn record with its segments (what the store then keeps).
+TEST(GeneratorRecordSegments, TheTurnRecordKeepsTheAnswersSegments) {
+  generation_result answer;
+  answer.output_tokens = {1, 2, 3, 4, 5};
+  answer.output_logprobs.assign(5, -0.5F);
+  answer.text = "x";
+  answer.weight_version = 6;
+  answer.weight_segments = record_segments({{0, "6"}, {3, "7"}}, 5, 6, 7);
+  verification_result verified;
+  const auto t = make_turn_record(answer, &verified);
+  EXPECT_EQ(t.weight_version, 6U);
+  EXPECT_EQ(t.weight_segments, (std::vector<turn_weight_segment>{{0, 6}, {3, 7}}));
+  EXPECT_EQ(output_token_versions(t), (std::vector<std::uint64_t>{6, 6, 6, 7, 7}));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -21,6 +22,12 @@ fs::path scratch() {
   return fs::temp_directory_path() / ("leap-verifier-settings-" + std::to_string(::getpid()));
 }
 
+task_set_kinds cuda_tasks() {
+  task_set_kinds kinds;
+  kinds.add(task_kind::cuda);
+  return kinds;
+}
+
 // The engine sandbox_settings configures for `yaml` (a config text), created for real.
 std::unique_ptr<sandbox::engine> engine_for(const std::string& yaml) {
   auto c = parse_config(yaml, "case.yaml");
@@ -28,7 +35,7 @@ std::unique_ptr<sandbox::engine> engine_for(const std::string& yaml) {
   if (!c.ok()) {
     return nullptr;
   }
-  const auto settings = sandbox_settings(c->verifier, true, (scratch() / "cache").string());
+  const auto settings = sandbox_settings(c->verifier, cuda_tasks(), (scratch() / "cache").string());
   auto e = sandbox::engine::create(settings.engine);
   EXPECT_TRUE(e.ok()) << e.err().message;
   return e.ok() ? std::move(e.value()) : nullptr;
@@ -48,19 +55,48 @@ class VerifierSettings : public ::testing::Test {
 TEST_F(VerifierSettings, RunsPerGpuPutsThatManySlotsOnEachGpu) {
   auto c = parse_config("verifier:\n  gpu_slots: 2\n  runs_per_gpu: 3\n", "case.yaml");
   ASSERT_TRUE(c.ok()) << c.err().message;
-  const auto gpu = sandbox_settings(c->verifier, true, (scratch() / "cache").string());
+  const auto gpu = sandbox_settings(c->verifier, cuda_tasks(), (scratch() / "cache").string());
   EXPECT_EQ(gpu.run_slots, 6);
   EXPECT_EQ(gpu.gpus, (std::vector<int>{0, 1}));
-  const auto cpu = sandbox_settings(c->verifier, false, (scratch() / "cache").string());
+  const auto cpu = sandbox_settings(c->verifier, task_set_kinds{}, (scratch() / "cache").string());
   EXPECT_EQ(cpu.run_slots, 0);
   EXPECT_TRUE(cpu.gpus.empty());
   auto one = parse_config("verifier:\n  gpu_slots: 2\n", "case.yaml");
   ASSERT_TRUE(one.ok()) << one.err().message;
-  EXPECT_EQ(sandbox_settings(one->verifier, true, (scratch() / "cache").string()).run_slots, 2);
+  EXPECT_EQ(sandbox_settings(one->verifier, cuda_tasks(), (scratch() / "cache").string()).run_slots,
+            2);
   auto none = parse_config("verifier:\n  runs_per_gpu: 0\n", "case.yaml");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.err().message.find("verifier.runs_per_gpu"), std::string::npos)
       << none.err().message;
+}
+
+// `leap run` builds torch's precompiled header ahead exactly when its task set (training or
+// validation) holds KernelBench tasks, as `leap verifier-node` does for its suites.
+TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
+  const fs::path suite = scratch() / "suite";
+  fs::create_directories(suite / "cpp");
+  fs::copy(fs::path(LEAP_SOURCE_DIR) / "sandbox/suite/cpp/axpby", suite / "cpp/axpby",
+           fs::copy_options::recursive);
+  const std::string text = "data:\n  train: suite\n  batch_size: 1\n  validation_fraction: 0\n";
+  auto cpp_only = preflight_run_text(text, "case.yaml", scratch());
+  ASSERT_TRUE(cpp_only.ok()) << cpp_only.err().message;
+  EXPECT_FALSE(cpp_only->kinds.kernelbench);
+  EXPECT_FALSE(sandbox_settings(cpp_only->config.verifier, cpp_only->kinds, "")
+                   .engine.kernelbench_pch_ahead);
+
+  // A KernelBench task among the validation tasks counts as much as one among the training tasks.
+  std::ofstream(scratch() / "kb.jsonl")
+      << R"({"id": "kernelbench/relu", "kind": "kernelbench", "reference": )"
+      << R"("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        )"
+      << R"(return torch.relu(x)\n"})" << '\n';
+  auto with_kernelbench =
+      preflight_run_text(text + "  validation: kb.jsonl\n", "case.yaml", scratch());
+  ASSERT_TRUE(with_kernelbench.ok()) << with_kernelbench.err().message;
+  EXPECT_TRUE(with_kernelbench->kinds.kernelbench);
+  EXPECT_FALSE(with_kernelbench->kinds.cuda);
+  EXPECT_TRUE(sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "")
+                  .engine.kernelbench_pch_ahead);
 }
 
 TEST_F(VerifierSettings, ProfilingIsOffByDefault) {

@@ -338,6 +338,22 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:3: gate.optimise.speedup: must be in [0, 1000], got -1"},
       {"optimise_max_turns_zero", "gate:\n  optimise:\n    max_turns: 0\n",
        "case.yaml:3: gate.optimise.max_turns: must be >= 1, got 0"},
+      {"optimise_train_without_optimise",
+       "gate:\n  optimise:\n    train: true\nreward:\n  kind: rank_speed\nverifier:\n  "
+       "timing_reps: 5\n",
+       "case.yaml:3: gate.optimise.train: trains on optimisation turns, but "
+       "gate.optimise.speedup is 0 and opens none"},
+      {"optimise_train_on_rank",
+       "gate:\n  optimise:\n    speedup: 1.2\n    train: true\nverifier:\n  timing_reps: 5\n",
+       "case.yaml:4: gate.optimise.train: trains on optimisation turns, but reward.kind rank "
+       "pays nothing for speed; use reward.kind rank_speed or a reward.speed_bonus.weight > 0"},
+      {"optimise_train_on_binary_without_bonus",
+       "gate:\n  optimise:\n    speedup: 1.2\n    train: true\nreward:\n  kind: binary\n"
+       "verifier:\n  timing_reps: 5\n",
+       "case.yaml:4: gate.optimise.train: trains on optimisation turns, but reward.kind binary "
+       "pays nothing for speed"},
+      {"optimise_train_not_a_bool", "gate:\n  optimise:\n    train: often\n",
+       "case.yaml:3: gate.optimise.train:"},
       {"retry_delay_zero", "gate:\n  retry:\n    delay: 0\n",
        "case.yaml:3: gate.retry.delay: must be >= 1, got 0"},
       {"retry_negative_extra_rollouts", "gate:\n  retry:\n    extra_rollouts: -1\n",
@@ -408,6 +424,19 @@ const std::vector<error_case>& error_cases() {
        "  model_path: m\n",
        "case.yaml:3: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
        "folders a server loads), got nccl"},
+      // In-flight weight updates need a sync that can pause: SGLang's routes, loading from disk.
+      {"inflight_updates_record_learner",
+       "policy:\n  flavour: embedded\n  inflight_updates: true\n",
+       "case.yaml:3: policy.inflight_updates: needs learner.kind torch (only its weights are "
+       "synced to the servers)"},
+      {"inflight_updates_vllm",
+       "policy:\n  flavour: vllm\n  inflight_updates: true\nlearner:\n  kind: torch\n"
+       "  model_path: m\n",
+       "case.yaml:3: policy.inflight_updates: needs policy.flavour sglang or embedded (their "
+       "/pause_generation aborts running turns, which the client resumes); vllm's weight syncs "
+       "drain the server first"},
+      {"inflight_updates_bad", "policy:\n  inflight_updates: maybe\n",
+       "case.yaml:2: policy.inflight_updates:"},
       {"weight_sync_ipc_needs_torch", "policy:\n  weight_sync: ipc\n",
        "case.yaml:2: policy.weight_sync: ipc needs learner.kind torch"},
       {"weight_sync_ipc_needs_vllm",
@@ -702,6 +731,21 @@ TEST(ConfigDefaults, OptimisationTurnsOffByDefaultAndParsed) {
   EXPECT_EQ(parsed->gate.optimise.max_turns, 2);
 }
 
+// Training on optimisation turns is off unless asked for, and accepted with a reward that pays
+// for speed: rank_speed, or a speed bonus on a scalar reward.
+TEST(ConfigDefaults, OptimisationTrainingOffByDefaultAndAcceptedWithASpeedReward) {
+  EXPECT_FALSE(experiment_config{}.gate.optimise.train);
+  for (const std::string reward : {"reward:\n  kind: rank_speed\n",
+                                   "reward:\n  kind: binary\n  speed_bonus:\n    weight: 0.1\n"}) {
+    SCOPED_TRACE(reward);
+    auto parsed = parse_config("gate:\n  optimise:\n    speedup: 1.2\n    train: true\n" + reward +
+                                   "verifier:\n  timing_reps: 5\n",
+                               "case.yaml");
+    ASSERT_TRUE(parsed.ok()) << parsed.err().message;
+    EXPECT_TRUE(parsed->gate.optimise.train);
+  }
+}
+
 // Buffered retry (issue 35) is off unless asked for, read from gate.retry and compared.
 TEST(ConfigDefaults, RetryOffByDefaultParsedAndCompared) {
   const experiment_config base;
@@ -842,7 +886,7 @@ TEST(ConfigRender, RoundTripsToAnEqualConfig) {
 
 TEST(ConfigRender, EqualityNoticesEverySection) {
   const experiment_config base;
-  std::vector<experiment_config> changed(17, base);
+  std::vector<experiment_config> changed(18, base);
   changed[0].experiment.steps = 1;
   changed[1].data.batch_size = 1;
   changed[2].rollout.validation.sampling.top_k = 1;
@@ -860,6 +904,7 @@ TEST(ConfigRender, EqualityNoticesEverySection) {
   changed[14].gate.probe_fraction = 0.5;
   changed[15].gate.optimise.speedup = 1.2;
   changed[16].gate.optimise.max_turns = 2;
+  changed[17].gate.optimise.train = true;
   for (const auto& c : changed) {
     EXPECT_FALSE(c == base) << render_config(c);
   }

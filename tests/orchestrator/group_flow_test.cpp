@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace leap {
 namespace {
@@ -92,8 +97,9 @@ TEST(GroupFlow, ClosedGroupsFinishAtTheGate) {
     group_flow flow(4, 3, static_gate(c.gate));
     (void)flow.start();
     flow_actions last;
-    for (std::uint32_t i = 0; i < 4; ++i)
+    for (std::uint32_t i = 0; i < 4; ++i) {
       last = flow.on_result(i, c.first_turn_passed[i] ? pass() : fail());
+    }
     ASSERT_TRUE(last.gate);
     EXPECT_EQ(*last.gate, c.expected);
     EXPECT_TRUE(last.request_turn.empty());
@@ -285,6 +291,145 @@ TEST(ScoreGroup, OptimisationTurnsLeaveTheFirstTurnsOutcomeAndSpeed) {
   EXPECT_EQ(g.rollouts[1].outcome.generated_turns, 1);
   // Ranked on the first turns' 0.8x and 1.0x: rollout 1 is faster, despite rollout 0's 5.0x.
   EXPECT_GT(g.rollouts[1].reward, g.rollouts[0].reward);
+}
+
+// ---- Training on optimisation turns (gate.optimise.train, issue 31) --------------------------
+
+turn_record opt_train_turn(bool passed, double speedup) {
+  turn_record t = turn(passed);
+  t.speedup = speedup;
+  return t;
+}
+
+advantage_config opt_train_raw() {
+  advantage_config a;
+  a.kind = advantage_kind::none;
+  return a;
+}
+
+// Trained on, a first-turn pass is paid for its kept turn's speed (its last pass), its rank stays
+// a pass at turn 1, and its outcome counts the turns up to the kept one. Closed form (rank_speed,
+// G = 3, raw rewards): the 0.8x -> 5.0x rollout beats both others, (2 - 0) / 2 = 1; the 1.0x
+// rollout whose optimisation turn broke keeps its 1.0x and beats the failure, (1 - 1) / 2 = 0.
+TEST(ScoreGroupOptimiseTrain, PaysTheKeptTurnsSpeedAndKeepsTheFirstPassRank) {
+  group_record g;
+  g.max_turns = 3;
+  g.gate = gate_decision::closed_no_debug;
+  g.rollouts.resize(3);
+  g.rollouts[0].turns = {opt_train_turn(true, 0.8), opt_train_turn(true, 5.0)};
+  g.rollouts[1].turns = {opt_train_turn(true, 1.0), opt_train_turn(false, 50.0)};
+  g.rollouts[2].turns = {turn(false)};
+  reward_config rank_speed;
+  rank_speed.kind = reward_kind::rank_speed;
+  score_group(g, rank_speed, opt_train_raw(), true);
+  EXPECT_DOUBLE_EQ(g.rollouts[0].reward, 1.0);
+  EXPECT_DOUBLE_EQ(g.rollouts[1].reward, 0.0);
+  EXPECT_DOUBLE_EQ(g.rollouts[2].reward, -1.0);
+  EXPECT_EQ(g.rollouts[0].outcome.passed_at_turn, 1);
+  EXPECT_EQ(g.rollouts[0].outcome.generated_turns, 2);
+  EXPECT_EQ(g.rollouts[1].outcome.generated_turns, 1);  // the broken turn is not its own
+  EXPECT_EQ(g.rollouts[0].rank, 3);
+  EXPECT_EQ(g.rollouts[1].rank, 3);
+  // Off, the same group is paid for the first turns (existing behaviour): 1.0x beats 0.8x.
+  score_group(g, rank_speed, opt_train_raw());
+  EXPECT_GT(g.rollouts[1].reward, g.rollouts[0].reward);
+  EXPECT_EQ(g.rollouts[0].outcome.generated_turns, 1);
+}
+
+// A failing optimisation turn never raises the reward above what the first pass earned: with a
+// scalar reward and a speed bonus, a 2.0x pass whose next turn broke (claiming 50x) earns exactly
+// what the 2.0x pass alone would, 1 + 0.1 ln 2; a 1.0x pass improved to 2.0x earns the same.
+TEST(ScoreGroupOptimiseTrain, ABrokenTurnNeverRaisesTheRewardOfThePass) {
+  reward_config binary;
+  binary.kind = reward_kind::binary;
+  binary.speed_bonus.weight = 0.1;
+  group_record g;
+  g.max_turns = 3;
+  g.rollouts.resize(3);
+  g.rollouts[0].turns = {opt_train_turn(true, 2.0), opt_train_turn(false, 50.0)};
+  g.rollouts[1].turns = {opt_train_turn(true, 1.0), opt_train_turn(true, 2.0)};
+  g.rollouts[2].turns = {opt_train_turn(true, 2.0)};
+  score_group(g, binary, opt_train_raw(), true);
+  const double paid = 1.0 + 0.1 * std::log(2.0);
+  EXPECT_NEAR(g.rollouts[0].reward, paid, 1e-12);
+  EXPECT_NEAR(g.rollouts[1].reward, paid, 1e-12);
+  EXPECT_NEAR(g.rollouts[2].reward, paid, 1e-12);
+}
+
+// Probes stay first-turn only, trained on or not.
+TEST(ScoreGroupOptimiseTrain, ProbesStayFirstTurnOnly) {
+  group_record g;
+  g.max_turns = 3;
+  g.probe = true;
+  g.gate = gate_decision::closed_easy;
+  g.rollouts.resize(2);
+  g.rollouts[0].turns = {opt_train_turn(true, 0.8), opt_train_turn(true, 5.0)};
+  g.rollouts[1].turns = {opt_train_turn(true, 1.0)};
+  reward_config rank_speed;
+  rank_speed.kind = reward_kind::rank_speed;
+  score_group(g, rank_speed, opt_train_raw(), true);
+  EXPECT_EQ(g.rollouts[0].outcome.generated_turns, 1);
+  EXPECT_LT(g.rollouts[0].reward, g.rollouts[1].reward);  // 0.8x, not 5.0x
+}
+
+struct opt_train_turn_case {
+  std::string name;
+  std::vector<bool> passed;  // per turn
+  std::optional<std::size_t> kept;
+  std::vector<std::size_t> broken;
+};
+
+TEST(OptimiseTraining, KeptTurnIsTheLastPassOfAFirstTurnPass) {
+  const std::vector<opt_train_turn_case> cases = {
+      {"no turns", {}, std::nullopt, {}},
+      {"first failed", {false, true}, std::nullopt, {}},
+      {"single pass", {true}, 0, {}},
+      {"faster pass", {true, true}, 1, {}},
+      {"broken", {true, false}, 0, {1}},
+      {"pass then broken", {true, true, false}, 1, {2}},
+      {"failed then passed", {true, false, true}, 2, {}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    rollout_record r;
+    for (std::size_t i = 0; i < c.passed.size(); ++i) {
+      r.turns.push_back(opt_train_turn(c.passed[i], 1.0 + static_cast<double>(i)));
+    }
+    EXPECT_EQ(kept_turn(r), c.kept);
+    EXPECT_EQ(broken_optimisation_turns(r), c.broken);
+    const pass_speed speed = kept_speed_of(r);
+    if (c.kept) {
+      ASSERT_TRUE(speed.speedup.has_value());
+      EXPECT_DOUBLE_EQ(*speed.speedup, 1.0 + static_cast<double>(*c.kept));
+    } else {
+      EXPECT_FALSE(speed.speedup.has_value());
+    }
+  }
+}
+
+// A broken optimisation turn trains with a failure's advantage: the lowest advantage of the
+// group's failed rollouts, else the group's lowest, never above 0.
+TEST(OptimiseTraining, BrokenTurnAdvantageIsAFailuresCappedAtZero) {
+  const auto group_of = [](const std::vector<std::pair<bool, double>>& rollouts) {
+    group_record g;
+    for (const auto& [passed, advantage] : rollouts) {
+      rollout_record r;
+      r.outcome.passed_at_turn = passed ? 1 : 0;
+      r.advantage = advantage;
+      g.rollouts.push_back(r);
+    }
+    return g;
+  };
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_of({{true, 0.6}, {false, -1.2}, {false, -0.9}})),
+                   -1.2);
+  // The failure's, even where a slow pass got less (prime_echo or rank_speed can order so).
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_of({{true, -0.6}, {false, -0.3}, {true, 0.9}})),
+                   -0.3);
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_of({{true, 0.8}, {true, -0.5}, {true, -0.3}})),
+                   -0.5);
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_of({{true, 1.0}, {false, 0.5}})), 0.0);
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_of({{true, 0.0}, {true, 0.0}})), 0.0);
+  EXPECT_DOUBLE_EQ(broken_turn_advantage(group_record{}), 0.0);
 }
 
 turn_result timed_pass(double speedup) { return {.passed = true, .speedup = speedup}; }

@@ -49,6 +49,7 @@ inline group_record rich_group() {
     t0.feedback = std::string("error: identifier \"x\" is undefined\n\0binary", 45);
     t0.timings = {1234.5, 800.25, 0.0, 12.0, 3.5, 0.125};
     t0.weight_version = 41;
+    t0.weight_segments = {{0, 41}, {1, 42 + i}};  // an update in flight after the first token
     t0.finish = finish_reason::length;
     t0.endpoint = "http://127.0.0.1:8000";
     if (i != 1) {

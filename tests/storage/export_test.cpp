@@ -107,6 +107,39 @@ TEST_F(Export, JsonlCarriesEachTurnsSpeedup) {
       << bad.err().message;
 }
 
+// A turn's weight segments come out as [{first, version}, ...] in JSON and "first:version ..." in
+// CSV; a line written before segments existed (no key) reads back as one segment, as the store
+// reads such records.
+TEST_F(Export, JsonlAndCsvCarryEachTurnsWeightSegments) {
+  auto g = make_group("r3", 4, 0, split_kind::train, "", 1, 1);
+  g.rollouts[0].turns[0].weight_segments = {{0, 4}, {3, 5}};
+  ASSERT_TRUE(store_->put_group(g).ok());
+  std::ostringstream out;
+  ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r3"}, out).ok());
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 1U);
+  auto j = nlohmann::json::parse(lines[0]);
+  auto& turn = j["rollouts"][0]["turns"][0];
+  EXPECT_EQ(turn["weight_segments"],
+            nlohmann::json::parse(R"([{"first": 0, "version": 4}, {"first": 3, "version": 5}])"));
+  EXPECT_EQ(*group_from_json(lines[0]), g);
+  turn.erase("weight_segments");
+  auto old = group_from_json(j.dump());
+  ASSERT_TRUE(old.ok()) << old.err().message;
+  EXPECT_EQ(old->rollouts[0].turns[0].weight_segments, (std::vector<turn_weight_segment>{{0, 4}}));
+  turn["weight_segments"] = nlohmann::json::parse(R"([{"first": 0}])");
+  auto bad = group_from_json(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.err().message.find("weight_segments[0].version"), std::string::npos)
+      << bad.err().message;
+
+  std::ostringstream csv;
+  ASSERT_TRUE(export_csv(*store_, {.run_id = "r3"}, csv).ok());
+  const auto rows = lines_of(csv.str());
+  ASSERT_EQ(rows.size(), 2U);
+  EXPECT_NE(rows[1].find(",0:4 3:5,"), std::string::npos) << rows[1];
+}
+
 TEST_F(Export, RunFilter) {
   std::ostringstream out;
   auto counts = export_jsonl(*store_, {.run_id = "r2"}, out);

@@ -125,10 +125,29 @@ std::string to_hex(std::string_view bytes) {
   return out;
 }
 
+// Each turn with the one segment a record older than format version 6 decodes as.
+group_record with_one_segment(group_record g) {
+  for (auto& r : g.rollouts) {
+    for (auto& t : r.turns) {
+      t.weight_segments = {{0, t.weight_version}};
+    }
+  }
+  return g;
+}
+
+// Version 5's bytes of a group whose every turn has one segment: version 6's without the segments
+// (a count and one segment per turn, at the end).
+std::string as_version_five(const std::string& v6, std::size_t turns) {
+  EXPECT_EQ(static_cast<std::uint8_t>(v6[0]), 6);
+  auto bytes = v6.substr(0, v6.size() - turns * (4 + 12));
+  bytes[0] = 5;
+  return bytes;
+}
+
 TEST(RecordCodec, VersionOneGroupBytesAreStillRead) {
   auto g = decode_group(from_hex(v1_group_hex));
   ASSERT_TRUE(g.ok()) << g.err().message;
-  EXPECT_EQ(*g, v1_group());
+  EXPECT_EQ(*g, with_one_segment(v1_group()));
 }
 
 TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) {
@@ -136,10 +155,11 @@ TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) 
   // 5 then four numbers per turn: the speedups and their noises against each baseline).
   auto v2 = v1_group();
   auto bytes = encode(v2);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 5);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 6);
   const auto v1 = from_hex(v1_group_hex);
   EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
-  EXPECT_EQ(bytes.size(), v1.size() + 9 + 4 * 8);
+  EXPECT_EQ(bytes.size(),
+            v1.size() + 9 + std::size_t{4} * 8 + 4);  // version 6: no segments, a count of 0
   v2.split = split_kind::validation;
   v2.weight_version = 7;
   auto g = decode_group(encode(v2));
@@ -152,7 +172,7 @@ TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) 
 // turn's speedup noise; version 3 bytes (version 4's without the noise) read back with every noise
 // -1 (not stated), version 2 bytes with every speedup 0 too.
 TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
-  auto g = v1_group();
+  auto g = with_one_segment(v1_group());
   g.rollouts[0].turns[0].speedup = 2.5;
   g.rollouts[0].turns[0].speedup_noise = 0.125;
   g.rollouts.push_back(g.rollouts[0]);
@@ -163,8 +183,7 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   g.weight_version = 9;
   constexpr std::size_t per_turn = 3 * sizeof(double);  // three turns
   // Version 4's bytes: version 5's without the compiled baseline's speedups and noises.
-  const auto v5_bytes = encode(g);
-  ASSERT_EQ(static_cast<std::uint8_t>(v5_bytes[0]), 5);
+  const auto v5_bytes = as_version_five(encode(g), 3);
   auto bytes = v5_bytes.substr(0, v5_bytes.size() - 2 * per_turn);
   bytes[0] = 4;
   auto back = decode_group(bytes);
@@ -200,7 +219,7 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
   EXPECT_FALSE(decode_group(bytes.substr(0, bytes.size() - per_turn)).ok());
 
   // A turn record: the speedup and its noise after the last field; older versions without them.
-  const auto v5_turn = encode(g.rollouts[0].turns[0]);
+  const auto v5_turn = as_version_five(encode(g.rollouts[0].turns[0]), 1);
   auto turn_bytes = v5_turn.substr(0, v5_turn.size() - 16);
   turn_bytes[0] = 4;
   EXPECT_EQ(decode_turn(turn_bytes)->speedup, 2.5);
@@ -220,15 +239,14 @@ TEST(RecordCodec, VersionsThreeAndFourAddEachTurnsSpeedupAndItsNoise) {
 // Version 5 appends each turn's speedup over the reference under torch.compile, then each noise;
 // version 4 bytes read back with both not measured (0 and -1).
 TEST(RecordCodec, VersionFiveAddsEachTurnsSpeedupOverTheCompiledReference) {
-  auto g = v1_group();
+  auto g = with_one_segment(v1_group());
   g.rollouts[0].turns[0].speedup = 2.5;
   g.rollouts[0].turns[0].compiled_speedup = 1.25;
   g.rollouts[0].turns[0].compiled_speedup_noise = 0.0625;
   g.rollouts.push_back(g.rollouts[0]);
   g.rollouts[1].index = 2;
   g.rollouts[1].turns[0].compiled_speedup = 0.5;
-  const auto bytes = encode(g);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 5);
+  const auto bytes = as_version_five(encode(g), 2);
   auto back = decode_group(bytes);
   ASSERT_TRUE(back.ok()) << back.err().message;
   EXPECT_EQ(*back, g);
@@ -249,6 +267,55 @@ TEST(RecordCodec, VersionFiveAddsEachTurnsSpeedupOverTheCompiledReference) {
   const auto turn = decode_turn(encode(g.rollouts[0].turns[0]));
   ASSERT_TRUE(turn.ok()) << turn.err().message;
   EXPECT_EQ(*turn, g.rollouts[0].turns[0]);
+}
+
+// Version 6 appends each turn's weight segments (rollout by rollout, turn by turn; a count, then
+// first and version of each); every older version reads one segment {0, weight_version}.
+TEST(RecordCodec, VersionSixAddsEachTurnsWeightSegments) {
+  auto g = v1_group();
+  g.rollouts[0].turns[0].output_tokens = {8, 9, 10, 11, 12};
+  g.rollouts[0].turns[0].output_logprobs = {-0.5F, -1.0F, -0.25F, -0.125F, -2.0F};
+  g.rollouts[0].turns[0].weight_segments = {{0, 4}, {3, 5}};
+  g.rollouts.push_back(g.rollouts[0]);
+  g.rollouts[1].index = 2;
+  g.rollouts[1].turns[0].weight_segments.clear();  // built without segments: stays so
+  const auto bytes = encode(g);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 6);
+  auto back = decode_group(bytes);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, g);
+  EXPECT_EQ(back->rollouts[0].turns[0].weight_segments,
+            (std::vector<turn_weight_segment>{{0, 4}, {3, 5}}));
+  EXPECT_TRUE(back->rollouts[1].turns[0].weight_segments.empty());
+  // The tail: rollout 0's turn (count 2, two segments), then rollout 1's (count 0).
+  EXPECT_EQ(to_hex(bytes.substr(bytes.size() - (4 + 2 * 12) - 4)),
+            "02000000"
+            "00000000"
+            "0400000000000000"
+            "03000000"
+            "0500000000000000"
+            "00000000");
+  // Without its segments the record is truncated, not read as version 5.
+  EXPECT_FALSE(decode_group(bytes.substr(0, bytes.size() - 4)).ok());
+
+  auto v5 = bytes.substr(0, bytes.size() - (4 + 2 * 12) - 4);
+  v5[0] = 5;
+  auto old = decode_group(v5);
+  ASSERT_TRUE(old.ok()) << old.err().message;
+  for (const auto& r : old->rollouts) {
+    EXPECT_EQ(r.turns[0].weight_segments, (std::vector<turn_weight_segment>{{0, 4}}));
+  }
+
+  const auto& turn = g.rollouts[0].turns[0];
+  auto turn_back = decode_turn(encode(turn));
+  ASSERT_TRUE(turn_back.ok()) << turn_back.err().message;
+  EXPECT_EQ(*turn_back, turn);
+  auto v5_turn = encode(turn);
+  v5_turn = v5_turn.substr(0, v5_turn.size() - (4 + 2 * 12));
+  v5_turn[0] = 5;
+  auto old_turn = decode_turn(v5_turn);
+  ASSERT_TRUE(old_turn.ok()) << old_turn.err().message;
+  EXPECT_EQ(old_turn->weight_segments, (std::vector<turn_weight_segment>{{0, 4}}));
 }
 
 TEST(RecordCodec, TurnRecordsRoundTripAndRefuseOtherKinds) {
@@ -293,7 +360,7 @@ TEST(RecordCodec, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x06"), "format version 6 is not readable"},
+      {"newer version", patched(0, "\x07"), "format version 7 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},

@@ -83,6 +83,7 @@ inline group_record make_group(const std::string& run, std::uint64_t step, std::
       turn.code_hash = "h" + std::to_string(seed + r + t);
       turn.timings = {100.0 + r, 20.0 + t, 5.5, 1.0, 2.0, 3.0};
       turn.weight_version = step;
+      turn.weight_segments = {{0, step}};  // as the generator pool records a turn
       turn.endpoint = "http://127.0.0.1:8000";
       ro.turns.push_back(std::move(turn));
     }

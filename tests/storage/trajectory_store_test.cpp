@@ -1,5 +1,7 @@
 #include "storage/trajectory_store.hpp"
 
+#include "storage/keys.hpp"
+#include "storage/record_codec.hpp"
 #include "tests/storage/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -515,6 +517,57 @@ TEST(TrajectoryStoreOpen, ACorruptRecordIsAnErrorNamingItsKey) {
   EXPECT_NE(scan.err().message.find("step 4, train group 2"), std::string::npos);
   // Resume reads keys only, so it still works.
   EXPECT_EQ(*store->completed_groups("run", 4), (std::vector<std::uint32_t>{2}));
+}
+
+// A turn sampled across an in-flight weight update keeps its segments through the store and a
+// reopen; a store holding records older than format version 6 reads each turn as one segment; a
+// segment that breaks the invariants is refused before anything is written.
+TEST(TrajectoryStoreOpen, WeightSegmentsRoundTripAndOlderRecordsReadAsOneSegment) {
+  scratch_dir dir;
+  auto g = make_group("run", 7, 1);
+  g.rollouts[0].turns[1].weight_segments = {{0, 7}, {5, 8}, {20, 9}};
+  g.rollouts[2].turns[0].weight_segments.clear();  // built without: read back without
+  {
+    auto store = open_ok(dir / "db");
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->put_group(g).ok());
+    auto bad = make_group("run", 7, 2);
+    bad.rollouts[1].turns[0].weight_segments = {{0, 7}, {24, 8}};  // past the 24 output tokens
+    const auto s = store->put_group(bad);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.err().message.find("rollout 1 turn 0: weight segment 1 starts at token 24"),
+              std::string::npos)
+        << s.err().message;
+    bad.rollouts[1].turns[0].weight_segments = {{0, 6}};  // not the turn's weight version
+    EXPECT_FALSE(store->put_group(bad).ok());
+    EXPECT_FALSE(store->get_group(ref_of(bad))->has_value());
+  }
+  // Version 5 bytes of a group (as a build before version 6 wrote them), put beside it.
+  auto old = make_group("run", 7, 3);
+  auto bytes = encode(old);
+  std::size_t turns = 0;
+  for (const auto& r : old.rollouts) {
+    turns += r.turns.size();
+  }
+  bytes = bytes.substr(0, bytes.size() - (4 + 12) * turns);  // one segment per turn
+  bytes[0] = 5;
+  raw_put(dir / "db", "groups", keys::group(ref_of(old)), bytes);
+
+  auto store = open_ok(dir / "db");
+  ASSERT_NE(store, nullptr);
+  auto back = store->get_group(ref_of(g));
+  ASSERT_TRUE(back.ok() && back->has_value()) << (back.ok() ? "" : back.err().message);
+  EXPECT_EQ(**back, g);
+  EXPECT_EQ((*back)->rollouts[0].turns[1].weight_segments,
+            (std::vector<turn_weight_segment>{{0, 7}, {5, 8}, {20, 9}}));
+  auto old_back = store->get_group(ref_of(old));
+  ASSERT_TRUE(old_back.ok() && old_back->has_value())
+      << (old_back.ok() ? "" : old_back.err().message);
+  for (const auto& r : (*old_back)->rollouts) {
+    for (const auto& t : r.turns) {
+      EXPECT_EQ(t.weight_segments, (std::vector<turn_weight_segment>{{0, 7}}));
+    }
+  }
 }
 
 }  // namespace

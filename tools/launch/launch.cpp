@@ -413,7 +413,10 @@ status run::impl::connect_policy() {
   }
   const weight_sync_method method = effective_weight_sync(c.policy);
   if (!weight_sync_transfers(method)) {
-    sync_plan = policy::disk_sync_plan(c.policy.flavour);
+    // policy.inflight_updates (sglang or embedded only, checked with the config): pause in abort
+    // mode around the load instead of draining; the client resumes the aborted turns.
+    sync_plan = c.policy.inflight_updates ? policy::sglang_disk_plan(true)
+                                          : policy::disk_sync_plan(c.policy.flavour);
     return ok_status();
   }
   auto opened = torch->open_transfer(c, endpoints.front());
@@ -481,8 +484,7 @@ status run::start() {
     const experiment_config& c = m.checked.config;
     const std::string cache_dir =
         c.verifier.cache_dir.empty() ? (m.run_dir / "cache").string() : "";
-    auto made =
-        sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.has_cuda, cache_dir));
+    auto made = sandbox::verifier::create(sandbox_settings(c.verifier, m.checked.kinds, cache_dir));
     if (!made) {
       return made.err().wrap("verifier");
     }
@@ -579,10 +581,11 @@ result<run_outcome> run::wait() {
         local_verifier.reset();  // the pool is the service itself
       }
     }
-    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage);
+    services.scorer = actors::spawn_scorer(system, c.reward, c.advantage, c.gate.optimise.train);
     services.store = actors::spawn_store(system, m.store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
+    lc.train_optimisation = c.gate.optimise.train;
     lc.telemetry = telemetry;
     std::shared_ptr<actors::learner_backend> learner;
     if (m.options.services.learner) {

@@ -48,12 +48,22 @@ class actor_system;
 
 namespace leap::launch {
 
+// Which task kinds a task set holds: what the verifier's engine must be ready for.
+struct task_set_kinds {
+  bool cuda = false;         // GPU run slots
+  bool kernelbench = false;  // torch's precompiled header, built ahead
+  void add(task_kind kind) {
+    cuda = cuda || kind == task_kind::cuda;
+    kernelbench = kernelbench || kind == task_kind::kernelbench;
+  }
+};
+
 struct run_preflight {
   // The config file as read: what the run stores (empty: render_config(config) is stored).
   std::string text;
   experiment_config config;
   run_tasks tasks;
-  bool has_cuda = false;                             // a training or validation task of kind cuda
+  task_set_kinds kinds;                              // of the training and validation tasks
   std::optional<actors::dispatcher_settings> nodes;  // verifier.nodes set
   // The tokenizer and chat template prompts are rendered with here (tokenizer_folder's rule),
   // loaded; null when the endpoint renders (its /tokenize) or the byte-level template applies.
@@ -96,8 +106,10 @@ struct run_preflight {
 // The sandbox's settings from a config's verifier section: one mapping for `leap run` and
 // `leap verifier-node`, so that a node verifies exactly as the orchestrator's own pool would.
 // `cache_dir`, when not empty, overrides the section's verifier.cache_dir; with both empty the
-// sandbox's default cache folder is used. GPU run slots only when the task set has cuda tasks.
-[[nodiscard]] sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
+// sandbox's default cache folder is used. GPU run slots only when the task set has cuda tasks;
+// torch's precompiled header built ahead only when it has KernelBench tasks.
+[[nodiscard]] sandbox::verifier_config sandbox_settings(const verifier_section& s,
+                                                        const task_set_kinds& kinds,
                                                         const std::string& cache_dir);
 
 // ---- the LibTorch parts -------------------------------------------------------------------------

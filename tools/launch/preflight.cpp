@@ -85,7 +85,7 @@ result<run_preflight> preflight_run_text(const std::string& text, const std::str
   out.tasks = std::move(*tasks);
   for (const auto* list : {&out.tasks.train, &out.tasks.validation}) {
     for (const auto& t : *list) {
-      out.has_cuda = out.has_cuda || t->kind == task_kind::cuda;
+      out.kinds.add(t->kind);
     }
   }
 

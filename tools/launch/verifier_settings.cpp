@@ -7,7 +7,7 @@
 
 namespace leap::launch {
 
-sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cuda,
+sandbox::verifier_config sandbox_settings(const verifier_section& s, const task_set_kinds& kinds,
                                           const std::string& cache_dir) {
   sandbox::verifier_config v;
   if (!cache_dir.empty()) {
@@ -41,9 +41,13 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, bool has_cu
       v.engine.profile_limits.cpu_seconds, static_cast<int>(std::ceil(s.profile_timeout_s * 2.5)));
   v.engine.ncu = s.ncu;
   v.compile_workers = s.compile_workers;
+  // KernelBench task sets: torch's precompiled header is built in the background from the start,
+  // so the first candidates' extension builds (about 40 s of a core each without it) find it
+  // ready or wait for that one build instead of each compiling torch's headers in full.
+  v.engine.kernelbench_pch_ahead = kinds.kernelbench;
   // gpu_slots GPUs with runs_per_gpu run slots each (the verifier's slot i runs on GPU i mod
   // gpu_slots); CPU-only task sets use the sandbox's default (one per core).
-  if (has_cuda && s.gpu_slots > 0) {
+  if (kinds.cuda && s.gpu_slots > 0) {
     v.run_slots = s.gpu_slots * std::max(1, s.runs_per_gpu);
     for (int i = 0; i < s.gpu_slots; ++i) {
       v.gpus.push_back(i);

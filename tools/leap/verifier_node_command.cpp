@@ -91,16 +91,14 @@ int run_node(const node_options& o) {
 
   auto table =
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
-  bool has_cuda = false;
-  bool has_kernelbench = false;
+  launch::task_set_kinds kinds;
   for (const auto& suite : o.suites) {
     auto loaded = launch::load_task_source(suite);
     if (!loaded) {
       return fail("--suite " + suite + ": " + loaded.err().message);
     }
     for (auto& t : *loaded) {
-      has_cuda = has_cuda || t.kind == task_kind::cuda;
-      has_kernelbench = has_kernelbench || t.kind == task_kind::kernelbench;
+      kinds.add(t.kind);
       auto id = t.id;
       (*table)[id] = std::make_shared<const sandbox::task>(std::move(t));
     }
@@ -129,16 +127,15 @@ int run_node(const node_options& o) {
     return fail("--tls-certificate and --tls-key: a TLS node needs its own certificate");
   }
 
-  auto settings = launch::sandbox_settings(section, has_cuda, o.cache_dir);
-  // KernelBench suites: torch's precompiled header is built before the node takes work, so the
-  // first candidates' extension builds find it ready (built once per toolchain; later starts find
-  // it in the compile cache).
-  settings.engine.kernelbench_pch_ahead = has_kernelbench;
+  // KernelBench suites: torch's precompiled header is built before the node takes work (below), so
+  // the first candidates' extension builds find it ready (built once per toolchain; later starts
+  // find it in the compile cache).
+  auto settings = launch::sandbox_settings(section, kinds, o.cache_dir);
   auto verifier = sandbox::verifier::create(settings);
   if (!verifier) {
     return fail("verifier: " + verifier.err().message);
   }
-  if (has_kernelbench) {
+  if (kinds.kernelbench) {
     sandbox::prepare_kernelbench_saying((*verifier)->verification_engine(),
                                         [](const std::string& line) {
                                           std::printf("leap verifier-node: %s\n", line.c_str());
