@@ -25,9 +25,21 @@ std::vector<chat_text> feedback_messages(const std::string& feedback) {
   return {{"user", feedback}};
 }
 
-std::string turn_feedback(const group_settings& group, const turn_record& last) {
-  // The flow only sends a passing rollout on in optimisation turns.
-  return last.passed ? optimise_feedback(last.speedup, group.optimise.speedup) : last.feedback;
+std::string turn_feedback(const group_settings& group, const turn_record& last,
+                          const std::string& profiled) {
+  const std::string& verdict_text = profiled.empty() ? last.feedback : profiled;
+  if (!last.passed) {
+    return verdict_text;
+  }
+  // The flow only sends a passing rollout on in optimisation turns. A pass's verdict says nothing
+  // but what its profile added (the diagnosis, after a blank line): why the kernel is slow.
+  std::string out = optimise_feedback(last.speedup, group.optimise.speedup);
+  const auto start = verdict_text.find_first_not_of(" \n");
+  if (start != std::string::npos) {
+    out += "\n\n";
+    out += verdict_text.substr(start);
+  }
+  return out;
 }
 
 turn_record make_turn_record(generation_result generated, const verification_result* verified) {
@@ -133,7 +145,7 @@ void report_turn(debug_pointer self, turn_record turn) {
                              turn.input_tokens.end());
   st.settings.history.insert(st.settings.history.end(), turn.output_tokens.begin(),
                              turn.output_tokens.end());
-  st.settings.feedback = turn_feedback(st.settings.group, turn);
+  st.settings.last = turn;
   auto activities = std::move(st.activities);
   st.activities.clear();
   self->request(st.gate, caf::infinite, turn_atom_v, st.settings.rollout, std::move(turn),
@@ -150,6 +162,8 @@ void report_turn(debug_pointer self, turn_record turn) {
           [=](caf::error&) { self->quit(); });  // the gate is gone: so is the group
 }
 
+void generate_turn(debug_pointer self, const std::string& profiled);
+
 void next_turn(debug_pointer self) {
   auto& st = self->state;
   const auto& s = st.settings;
@@ -157,10 +171,28 @@ void next_turn(debug_pointer self) {
     report_turn(self, s.resumed[static_cast<std::size_t>(s.turn)]);
     return;
   }
+  // The last turn's profile, when the pool is making one, completes its feedback: only this
+  // rollout's next turn waits for it, never the gate or the group's other rollouts. A turn read
+  // back from an earlier process has no profile coming (the id is unknown to this pool: "").
+  if (!st.services.profiles || s.turn == 0) {
+    generate_turn(self, {});
+    return;
+  }
+  // Bounded: a profile queued behind many others must not hold the rollout (and its group) up.
+  self->request(st.services.profiles, st.services.profile_wait, profile_atom_v,
+                turn_request_id(s.group.run_id, s.group.key, s.rollout, s.turn - 1))
+      .then([=](std::string& profiled) { generate_turn(self, profiled); },
+            // Too late, or the pool is gone: the verdict alone.
+            [=](caf::error&) { generate_turn(self, {}); });
+}
+
+void generate_turn(debug_pointer self, const std::string& profiled) {
+  auto& st = self->state;
+  const auto& s = st.settings;
   generation_request request;
   request.request_id = turn_request_id(s.group.run_id, s.group.key, s.rollout, s.turn);
   request.history = s.history;
-  request.append = feedback_messages(s.feedback);
+  request.append = feedback_messages(turn_feedback(s.group, s.last, profiled));
   request.sampling = s.group.sampling;
   request.seed = turn_seed(s.group, s.rollout, s.turn);
   request.pinned_endpoint = s.pinned_endpoint;

@@ -27,7 +27,9 @@ struct debug_turn_settings {
   std::uint32_t rollout = 0;
   int turn = 1;                   // the 0-based index of the first turn this actor generates
   std::vector<token_id> history;  // every input and output token of the earlier turns
-  std::string feedback;           // the last verdict's feedback
+  // The turn before `turn`: its feedback (turn_feedback) is what the next turn reads, completed
+  // by its profile when one was made after its verdict (group_services::profiles).
+  turn_record last;
   std::int32_t pinned_endpoint = -1;
   // The rollout's turns from an earlier process, by turn index (group_settings::resumed_turns):
   // a turn found here is reported as it is, neither generated nor verified.
@@ -43,9 +45,12 @@ struct debug_turn_settings {
 [[nodiscard]] std::vector<chat_text> feedback_messages(const std::string& feedback);
 
 // The feedback the turn after `last` reads: an optimisation turn's request for a faster version
-// (optimise_feedback with the pass's speedup and gate.optimise.speedup) when `last` passed, the
-// verifier's feedback otherwise.
-[[nodiscard]] std::string turn_feedback(const group_settings& group, const turn_record& last);
+// (optimise_feedback with the pass's speedup and gate.optimise.speedup) when `last` passed, then
+// the profiler's diagnosis when there is one; the verifier's feedback otherwise. `profiled`, when
+// not empty, is the verdict's feedback completed by its profile (profile_actor's reply) and
+// stands for last.feedback.
+[[nodiscard]] std::string turn_feedback(const group_settings& group, const turn_record& last,
+                                        const std::string& profiled = {});
 
 // Builds the turn record of a generated (and, when it had an answer, verified) turn. A turn with no
 // answer gets verdict format and the generation error as feedback.

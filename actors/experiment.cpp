@@ -240,6 +240,8 @@ group_services services_for(experiment_pointer self, const barrier_actor& barrie
   group_services g;
   g.generator = barrier ? generation_actor{barrier} : generation_actor{sv.generator};
   g.verifier = barrier ? verifier_actor{barrier} : sv.verifier;
+  g.profiles = sv.profiles;
+  g.profile_wait = sv.profile_wait;
   g.scorer = sv.scorer;
   g.store = sv.store;
   g.learner = train ? sv.learner : learner_actor{};

@@ -34,6 +34,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -130,6 +131,11 @@ struct experiment_services {
   scorer_actor scorer;
   store_actor store;
   learner_actor learner;
+  // The verifier pool's profiles (profiles_of), for the turns after profiled verdicts; null when
+  // the verifier profiles inline or not at all.
+  profile_actor profiles;
+  // Longest a turn waits for such a profile before it goes on without it (verifier.profile_wait_s).
+  std::chrono::milliseconds profile_wait{60'000};
 };
 
 [[nodiscard]] experiment_actor spawn_experiment(caf::actor_system& system,

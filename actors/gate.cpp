@@ -164,7 +164,7 @@ void spawn_debug(gate_pointer self, std::uint32_t rollout) {
     s.history.insert(s.history.end(), t.input_tokens.begin(), t.input_tokens.end());
     s.history.insert(s.history.end(), t.output_tokens.begin(), t.output_tokens.end());
   }
-  s.feedback = turn_feedback(st.settings, turns.back());
+  s.last = turns.back();
   if (rollout < st.settings.resumed_turns.size()) {
     s.resumed = st.settings.resumed_turns[rollout];
   }

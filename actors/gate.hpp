@@ -26,6 +26,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -101,6 +102,10 @@ struct group_settings {
 struct group_services {
   generation_actor generator;
   verifier_actor verifier;
+  // Null: no verdict's profile follows it (profiling inline or off); see experiment_services.
+  profile_actor profiles;
+  // Longest a turn waits for the profile of the turn before it (verifier.profile_wait_s).
+  std::chrono::milliseconds profile_wait{60'000};
   scorer_actor scorer;
   store_actor store;
   learner_actor learner;  // may be null when settings.train is false

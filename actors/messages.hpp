@@ -492,6 +492,9 @@ CAF_ADD_ATOM(leap, leap::actors, get_retry_atom, "get_retry")
 CAF_ADD_TYPE_ID(leap, (leap::partial_carry_record))
 CAF_ADD_TYPE_ID(leap, (leap::actors::loaded_carry))
 CAF_ADD_ATOM(leap, leap::actors, get_carry_atom, "get_carry")
+// Profiles made off the verdict's path (issue 34): after every earlier id.
+CAF_ADD_ATOM(leap, leap::actors, profile_atom, "profile")
+CAF_ADD_ATOM(leap, leap::actors, profiled_atom, "profiled")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

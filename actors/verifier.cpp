@@ -1,6 +1,7 @@
 #include "actors/verifier.hpp"
 
 #include "common/crypto.hpp"
+#include "sandbox/engine.hpp"
 #include "sandbox/extract.hpp"
 #include "sandbox/verifier.hpp"
 
@@ -13,19 +14,25 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 namespace leap::actors {
 namespace {
 
-using pool_actor =
-    verifier_actor::extend<caf::reacts_to<completed_atom, std::uint64_t, verification_result>>;
+// completed: a verdict, and whether its profile is being made; profiled: that profile's text for
+// the request id.
+using pool_actor = verifier_actor::extend_with<profile_actor>::extend<
+    caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>,
+    caf::reacts_to<profiled_atom, std::string, std::string>>;
 
 struct pending_job {
   caf::typed_response_promise<verification_result> promise;
   std::shared_ptr<const sandbox::task> task;
   std::string answer;
   std::optional<std::string> code_hash;
+  std::string request_id;
   double submitted_ms = 0.0;
 };
 
@@ -39,6 +46,11 @@ struct pool_state {
   std::unordered_map<std::uint64_t, pending_job> jobs;
   std::deque<std::uint64_t> waiting;
   std::size_t in_flight = 0;
+  sandbox::profile_mode profiling = sandbox::profile_mode::off;
+  profile_shelf profiles{0};
+  // Turns that asked for a profile still being made.
+  std::unordered_map<std::string, std::vector<caf::typed_response_promise<std::string>>>
+      profile_waiters;
   static inline const char* name = "leap.verifier_pool";
 };
 
@@ -86,11 +98,33 @@ void pump(pool_actor::stateful_pointer<pool_state> self) {
     it->second.submitted_ms = clock_ms();
     pool_actor handle = self;
     // Never blocks: at most max_in_flight (<= the compile queue's capacity) jobs are outstanding.
-    st.verifier->submit(it->second.task, std::move(it->second.answer),
-                        [handle, serial](result<sandbox::verdict> r) {
-                          caf::anon_send(handle, completed_atom_v, serial,
-                                         from_sandbox(std::move(r)));
-                        });
+    if (st.profiling == sandbox::profile_mode::off) {
+      st.verifier->submit(it->second.task, std::move(it->second.answer),
+                          [handle, serial](result<sandbox::verdict> r) {
+                            caf::anon_send(handle, completed_atom_v, serial,
+                                           from_sandbox(std::move(r)), false);
+                          });
+      continue;
+    }
+    // The verdict goes on at once; its profile follows from the sandbox's profiling pool. The
+    // judged callback runs before the profile is queued, so `judged_text` is written before the
+    // profiled callback reads it.
+    auto judged_text = std::make_shared<std::string>();
+    st.verifier->submit(
+        it->second.task, std::move(it->second.answer),
+        [handle, serial, judged_text, mode = st.profiling,
+         kind = it->second.task->kind](result<sandbox::verdict> r) {
+          const bool profiled = r.ok() && sandbox::profile_selects(mode, kind, *r);
+          if (r.ok()) {
+            *judged_text = r->feedback;
+          }
+          caf::anon_send(handle, completed_atom_v, serial, from_sandbox(std::move(r)), profiled);
+        },
+        [handle, judged_text, id = it->second.request_id](result<sandbox::verdict> r) {
+          // Only what the profile added is worth a turn's reading: a note alone changes nothing.
+          std::string text = r.ok() && r->feedback != *judged_text ? std::move(r->feedback) : "";
+          caf::anon_send(handle, profiled_atom_v, id, std::move(text));
+        });
   }
 }
 
@@ -103,6 +137,8 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
   if (self->state.config.max_in_flight == 0) {
     self->state.config.max_in_flight = 1;
   }
+  self->state.profiling = verifier->verification_engine().config().profile;
+  self->state.profiles = profile_shelf(config.profiles_kept);
   return {
       [=](verify_atom, verification_request& request) -> caf::result<verification_result> {
         auto& st = self->state;
@@ -119,6 +155,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           job.code_hash = crypto::sha256_hex(code->code);
         }
         job.answer = std::move(request.answer);
+        job.request_id = std::move(request.request_id);
         auto promise = job.promise;
         const std::uint64_t serial = st.next_serial++;
         st.jobs.emplace(serial, std::move(job));
@@ -126,13 +163,16 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         pump(self);
         return promise;
       },
-      [=](completed_atom, std::uint64_t serial, verification_result& result) {
+      [=](completed_atom, std::uint64_t serial, verification_result& result, bool profiling) {
         auto& st = self->state;
         auto it = st.jobs.find(serial);
         if (it == st.jobs.end()) {
           return;
         }
         --st.in_flight;
+        if (profiling) {
+          st.profiles.expect(it->second.request_id);
+        }
         result.finished_ms = clock_ms();
         const double wall = result.finished_ms - it->second.submitted_ms;
         result.queue_ms =
@@ -142,14 +182,84 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         st.jobs.erase(it);
         pump(self);
       },
+      [=](profiled_atom, std::string& id, std::string& text) {
+        auto& st = self->state;
+        if (auto w = st.profile_waiters.find(id); w != st.profile_waiters.end()) {
+          // Taken at once: nothing is kept, and a later ask for the id gets "".
+          st.profiles.drop(id);
+          for (auto& promise : w->second) {
+            promise.deliver(text);
+          }
+          st.profile_waiters.erase(w);
+          return;
+        }
+        st.profiles.arrive(id, std::move(text));
+      },
+      [=](profile_atom, std::string& id) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (auto ready = st.profiles.take(id)) {
+          return std::move(*ready);
+        }
+        if (!st.profiles.pending(id)) {
+          return std::string{};
+        }
+        auto promise = self->make_response_promise<std::string>();
+        st.profile_waiters[id].push_back(promise);
+        return promise;
+      },
   };
 }
 
 }  // namespace
 
+void profile_shelf::expect(const std::string& id) {
+  if (ready_.count(id) == 0) {
+    pending_.insert(id);
+  }
+}
+
+void profile_shelf::arrive(const std::string& id, std::string text) {
+  pending_.erase(id);
+  if (capacity_ == 0) {
+    return;
+  }
+  if (ready_.insert_or_assign(id, std::move(text)).second) {
+    arrival_order_.push_back(id);
+  }
+  while (ready_.size() > capacity_ && !arrival_order_.empty()) {
+    ready_.erase(arrival_order_.front());
+    arrival_order_.pop_front();
+  }
+  // Ids already taken stay in the order until they reach its front; keep it bounded too.
+  while (arrival_order_.size() > 2 * capacity_ && ready_.count(arrival_order_.front()) == 0) {
+    arrival_order_.pop_front();
+  }
+}
+
+void profile_shelf::drop(const std::string& id) {
+  pending_.erase(id);
+  ready_.erase(id);
+}
+
+bool profile_shelf::pending(const std::string& id) const { return pending_.count(id) != 0; }
+
+std::optional<std::string> profile_shelf::take(const std::string& id) {
+  auto it = ready_.find(id);
+  if (it == ready_.end()) {
+    return std::nullopt;
+  }
+  std::string text = std::move(it->second);
+  ready_.erase(it);
+  return text;
+}
+
 verifier_actor spawn_verifier_pool(caf::actor_system& system, sandbox::verifier& verifier,
                                    task_table tasks, verifier_pool_config config) {
   return system.spawn(pool_behavior, &verifier, std::move(tasks), config);
+}
+
+profile_actor profiles_of(const verifier_actor& pool) {
+  return caf::actor_cast<profile_actor>(pool);
 }
 
 }  // namespace leap::actors

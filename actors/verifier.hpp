@@ -13,9 +13,12 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstddef>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace leap::sandbox {
 class verifier;
@@ -29,21 +32,63 @@ namespace leap::actors {
 using verifier_actor =
     caf::typed_actor<caf::replies_to<verify_atom, verification_request>::with<verification_result>>;
 
+// profile: the feedback of a verdict profiled after it was delivered (the sandbox's profiling
+// pool: verifier.profile), asked for by the verification request's id (the turn's request id).
+// The reply waits while that profile is being made; it is "" when none is coming (the verdict was
+// not selected for profiling, the id is unknown or was already asked for, or its profile was
+// dropped from the shelf unclaimed). The text is the verdict's feedback with the diagnosis after
+// it (a pass: the diagnosis alone).
+using profile_actor =
+    caf::typed_actor<caf::replies_to<profile_atom, std::string>::with<std::string>>;
+
 // Task id -> task, shared read-only by the pool.
 using task_table =
     std::shared_ptr<const std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>;
+
+// The profiles the pool holds for the turns that follow their verdicts (pure; the pool's state).
+// A verdict selected for profiling is expected; its profile arrives later and is kept until taken
+// or until `capacity` newer ones pushed it out (a rollout that ends after a profiled verdict never
+// asks for its profile).
+class profile_shelf {
+ public:
+  explicit profile_shelf(std::size_t capacity) : capacity_(capacity) {}
+  // A profile for `id` is being made.
+  void expect(const std::string& id);
+  // It arrived. Kept until taken (an arrival for an id never expected is kept too).
+  void arrive(const std::string& id, std::string text);
+  // Forgets `id` (its profile went straight to the turn that was waiting for it).
+  void drop(const std::string& id);
+  // Whether `id`'s profile is being made and has not arrived.
+  [[nodiscard]] bool pending(const std::string& id) const;
+  // The profile of `id` when it has arrived, removed from the shelf.
+  [[nodiscard]] std::optional<std::string> take(const std::string& id);
+  [[nodiscard]] std::size_t held() const { return ready_.size(); }
+
+ private:
+  std::size_t capacity_;
+  std::unordered_set<std::string> pending_;
+  std::unordered_map<std::string, std::string> ready_;
+  std::deque<std::string> arrival_order_;  // of ready_'s ids (some taken), oldest first
+};
 
 struct verifier_pool_config {
   // Jobs handed to the sandbox at once; must not exceed its compile queue's capacity, or submit
   // could block a scheduler thread. Default: 64 (sandbox::verifier_config::queue_capacity's
   // default)
   std::size_t max_in_flight = 64;
+  // Profiles kept for turns not yet asked for (profile_shelf's capacity). Default: 256
+  std::size_t profiles_kept = 256;
 };
 
-// Spawns the pool around `verifier`, which must outlive the actor (stop the actor first).
+// Spawns the pool around `verifier`, which must outlive the actor (stop the actor first). With the
+// verifier's engine profiling (verifier.profile not off) the verdict is delivered as soon as it
+// is judged and its profile made after it, for the turn that follows to ask for (profiles_of).
 // Thread-safe.
 [[nodiscard]] verifier_actor spawn_verifier_pool(caf::actor_system& system,
                                                  sandbox::verifier& verifier, task_table tasks,
                                                  verifier_pool_config config = {});
+
+// The profile face of a pool spawn_verifier_pool made (and of nothing else).
+[[nodiscard]] profile_actor profiles_of(const verifier_actor& pool);
 
 }  // namespace leap::actors

@@ -180,7 +180,10 @@ struct verifier_section {
   std::string profile = "off";
   int profile_max_kernels = 2;       // kernels named in the feedback. Default: 2
   double profile_timeout_s = 120.0;  // wall-clock limit of one profiling run. Default: 120
-  std::string ncu;                   // empty: the ncu beside nvcc. Default: empty
+  // Longest a rollout's next turn waits for its last verdict's profile before it goes on with the
+  // verdict's own feedback. Default: 60
+  double profile_wait_s = 60.0;
+  std::string ncu;  // empty: the ncu beside nvcc. Default: empty
   std::vector<std::string> nodes;
   int local_jobs = 64;
   std::string node_secret_file;

@@ -1,5 +1,7 @@
 #include "orchestrator/replay.hpp"
 
+#include "orchestrator/group_flow.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -188,6 +190,7 @@ replay_group replay_group_of(const group_record& group) {
     g.measured.push_back(outcome_from_turns(r));
     g.first_speeds.push_back(speed_of(r, {1, 1}));
     g.measured_speeds.push_back(speed_of(r, g.measured.back()));
+    g.kept_speeds.push_back(kept_speed_of(r));
     g.compiled_speeds.push_back(compiled_speed_of(r, r.outcome));
     g.rewards.push_back(r.reward);
     g.advantages.push_back(r.advantage);
@@ -418,9 +421,14 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
     if (optimise_after) {
       turns_after += g.optimise_turns;
     }
+    // Trained on, the optimisation turns the group ran pay a first-turn pass for the kernel it
+    // ended with; its rank stays a pass at turn 1 (score_group).
+    const bool pays_kept =
+        alternative.gate.optimise.train && optimise_after && !g.probe && g.optimise_turns > 0;
     std::vector<pass_speed> speeds;
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
-      speeds.push_back(speed_in(g, i, outcomes[i]));
+      const bool kept = pays_kept && outcomes[i].passed_at_turn == 1 && i < g.kept_speeds.size();
+      speeds.push_back(kept ? g.kept_speeds[i] : speed_in(g, i, outcomes[i]));
     }
     const auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns, speeds);
     const auto advantages = compute_advantages(alternative.advantage, rewards);

@@ -37,6 +37,9 @@ struct replay_group {
   // the turn `measured` passed at; empty when not measured.
   std::vector<pass_speed> first_speeds;
   std::vector<pass_speed> measured_speeds;
+  // Per rollout, the speed of its kept turn (its last passing turn, when the first passed:
+  // kept_speed_of), which gate.optimise.train pays for.
+  std::vector<pass_speed> kept_speeds;
   // Per rollout, the trained outcome's speedup over the reference under torch.compile.
   std::vector<pass_speed> compiled_speeds;
   std::uint32_t turns = 0;          // generated turns
@@ -148,9 +151,11 @@ struct scoring_config {
 };
 
 // Per step, how the stored training groups would have been gated and scored under `alternative`.
-// Optimisation turns are measured, never trained on: rewards and advantages use a first-turn
-// pass's first turn whatever the alternative's gate.optimise says; only the optimisation columns
-// and turns_after follow it.
+// Optimisation turns are measured, not trained on, unless the alternative's gate.optimise.train:
+// then a group the alternative opens for them and that ran them pays each first-turn pass for its
+// kept turn's speed, as score_group does (a group that ran none is scored on its first turns and
+// counted in unobserved_optimise); otherwise rewards and advantages use a first-turn pass's first
+// turn, and only the optimisation columns and turns_after follow gate.optimise.
 // A group the alternative opens uses its stored debug turns when it has them (it was opened, or
 // probed); one that was closed without a probe has none: it is counted in `unobserved_opens` and
 // scored on its first turns. A group the alternative closes is scored on its first turns.

@@ -206,4 +206,10 @@ std::vector<double> compute_rewards(const reward_config& config,
   return std::vector<double>(outcomes.size(), 0.0);
 }
 
+bool pays_for_speed(const reward_config& reward) {
+  return reward.kind == reward_kind::rank_speed ||
+         (reward.speed_bonus.weight > 0 &&
+          (reward.kind == reward_kind::static_scalar || reward.kind == reward_kind::binary));
+}
+
 }  // namespace leap

@@ -68,6 +68,10 @@ struct reward_config {
   speed_bonus_config speed_bonus;
 };
 
+// Whether `reward` pays more for a faster pass: rank_speed, or a speed bonus on a scalar kind
+// (the tournament kinds refuse a bonus). Training on optimisation turns needs it.
+[[nodiscard]] bool pays_for_speed(const reward_config& reward);
+
 // What the verifier measured of a rollout's passing candidate: its speedup over the reference
 // (reference median / candidate median) and that figure's relative noise, each when known.
 struct pass_speed {

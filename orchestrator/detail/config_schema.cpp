@@ -783,7 +783,9 @@ std::vector<field_spec> build_fields() {
       "Profile cuda candidates under Nsight Compute in the sandbox after their verdict, on the "
       "same GPU: off, passing (passing verdicts) or all_compiled (every candidate that compiled "
       "and ran). The longest kernels' bottleneck and guidance follow the verdict's feedback; a "
-      "failure to profile is a note, never a different verdict. The verdict waits for it."));
+      "failure to profile is a note, never a different verdict. In a run the verdict goes on at "
+      "once and the profile is made beside the run slots; only the rollout's next turn waits "
+      "for it (leap verify waits for both)."));
   f.push_back(integer_field(
       "verifier.profile_max_kernels", LEAP_FIELD(verifier.profile_max_kernels), at_least(1),
       "With verifier.profile: kernels (longest first) whose diagnosis a feedback carries."));
@@ -791,6 +793,11 @@ std::vector<field_spec> build_fields() {
                          above(0),
                          "With verifier.profile: wall-clock limit of one profiling run under ncu, "
                          "seconds; > 0."));
+  f.push_back(operational(real_field(
+      "verifier.profile_wait_s", LEAP_FIELD(verifier.profile_wait_s), above(0),
+      "With verifier.profile: longest a rollout's next turn waits for the last verdict's profile "
+      "(queued behind others, or still under ncu) before it goes on with the verdict's own "
+      "feedback, seconds; > 0.")));
   f.push_back(operational(
       text_field("verifier.ncu", LEAP_FIELD(verifier.ncu), check_ncu,
                  "Nsight Compute's ncu for verifier.profile: an absolute path; empty: the ncu "
@@ -950,11 +957,7 @@ std::vector<cross_check> build_cross_checks() {
          }
          // Without a reward for speed an optimisation turn can only keep or lower a first-turn
          // pass's reward: training on it would teach nothing about speed.
-         const bool pays_speed =
-             c.reward.kind == reward_kind::rank_speed ||
-             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
-                                                  c.reward.kind == reward_kind::binary));
-         if (!pays_speed) {
+         if (!pays_for_speed(c.reward)) {
            return "trains on optimisation turns, but reward.kind " + to_string(c.reward.kind) +
                   " pays nothing for speed; use reward.kind rank_speed or a "
                   "reward.speed_bonus.weight > 0 (reward.kind static or binary)";

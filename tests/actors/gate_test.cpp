@@ -8,8 +8,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace leap::actors {
 namespace {
@@ -374,6 +378,86 @@ TEST(GateTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) 
   EXPECT_EQ(f.shared->count_events("gen run/0/train/0/0/2"), 0u);
   // The decision is stored with the group (issue 31), so that replay reports it as taken here.
   EXPECT_EQ(g->optimise, optimise_decision::open);
+}
+
+// The profiles a pool made after its verdicts (profile_actor): rollout 0's first turn has a
+// diagnosis, every other id none; the ids asked for are counted.
+profile_actor rollout_zero_profiles(coordinator& c,
+                                    std::shared_ptr<std::vector<std::string>> asked) {
+  return c.keep(c.system().spawn([asked](profile_actor::pointer) -> profile_actor::behavior_type {
+    return {[asked](profile_atom, const std::string& id) {
+      asked->push_back(id);
+      return id == "run/0/train/0/0/0" ? std::string("\n\nProfile of `k`: memory-bound")
+                                       : std::string();
+    }};
+  }));
+}
+
+TEST(GateTest, AnOptimisationTurnReadsThePassesProfileAfterTheRequest) {
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = timed_verifier(f.c, 0.8, 1.5);
+  auto asked = std::make_shared<std::vector<std::string>>();
+  f.services.profiles = rollout_zero_profiles(f.c, asked);
+  optimise_config optimise;
+  optimise.speedup = 1.2;
+  f.start(0, 2, 3, false, optimise);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2}));
+  // The scripted policy's input token is the length of what the turn read.
+  const auto ask = optimise_feedback(0.8, 1.2);
+  const auto with_profile = ask + "\n\nProfile of `k`: memory-bound";
+  EXPECT_EQ(g->rollouts[0].turns[1].input_tokens,
+            (std::vector<token_id>{static_cast<token_id>(with_profile.size())}));
+  EXPECT_EQ(g->rollouts[1].turns[1].input_tokens,
+            (std::vector<token_id>{static_cast<token_id>(ask.size())}));
+  // Each turn after the first asked for the turn before it; the first turns asked for nothing.
+  std::sort(asked->begin(), asked->end());
+  EXPECT_EQ(*asked, (std::vector<std::string>{"run/0/train/0/0/0", "run/0/train/0/1/0"}));
+}
+
+// A pool whose profiles never come (queued behind others, or ncu still running): the asks are
+// held, never answered.
+struct held_profiles_state {
+  std::vector<caf::typed_response_promise<std::string>> held;
+  static inline const char* name = "test.held_profiles";
+};
+profile_actor held_profiles(coordinator& c) {
+  return c.keep(c.system().spawn([](profile_actor::stateful_pointer<held_profiles_state> self)
+                                     -> profile_actor::behavior_type {
+    return {[self](profile_atom, const std::string&) -> caf::result<std::string> {
+      auto promise = self->make_response_promise<std::string>();
+      self->state.held.push_back(promise);
+      return promise;
+    }};
+  }));
+}
+
+TEST(GateTest, AProfileThatDoesNotComeInTimeLeavesTheTurnWithTheVerdictsFeedback) {
+  gate_config none;
+  none.policy = gate_policy::none;
+  gate_fixture f(scripted({}), none);
+  f.services.verifier = timed_verifier(f.c, 0.8, 1.5);
+  f.services.profiles = held_profiles(f.c);
+  f.services.profile_wait = std::chrono::milliseconds(50);
+  optimise_config optimise;
+  optimise.speedup = 1.2;
+  f.start(0, 2, 3, false, optimise);
+  f.c.run();
+  // Both optimisation turns wait for their profiles: nothing is stored yet.
+  EXPECT_FALSE(f.stored(0));
+  ASSERT_GT(f.c.trigger_timeouts(), 0U);
+  f.c.run();
+  auto g = f.stored(0);
+  ASSERT_TRUE(g);
+  ASSERT_EQ(turns_per_rollout(*g), (std::vector<int>{2, 2}));
+  const auto ask = optimise_feedback(0.8, 1.2);
+  for (const auto& r : g->rollouts) {
+    EXPECT_EQ(r.turns[1].input_tokens, (std::vector<token_id>{static_cast<token_id>(ask.size())}));
+  }
 }
 
 TEST(GateTest, AClosedOptimisationDecisionIsStoredWithItsReason) {

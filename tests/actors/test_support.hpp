@@ -298,6 +298,9 @@ class coordinator {
   // Runs every actor until no message is left. Returns the number of messages processed.
   std::size_t run() { return scheduler_->run(); }
 
+  // Fires every pending request timeout at once (the test clock does not advance by itself).
+  std::size_t trigger_timeouts() { return scheduler_->trigger_timeouts(); }
+
   // Keeps a handle alive for the test and ends the actor at teardown.
   template <class Handle>
   Handle keep(Handle handle) {

@@ -101,6 +101,10 @@ TEST_F(ReplayE2E, ErrorsNameTheProblem) {
       {"replay '" + run_dir() + "' --reward best", "--reward: unknown kind 'best'"},
       {"replay '" + run_dir() + "' --static-rewards 1,x", "--static-rewards: 'x' is not a number"},
       {"replay '" + run_dir() + "' --run-id other", "no run 'other'"},
+      {"replay '" + run_dir() + "' --optimise-train",
+       "--optimise-train: gate.optimise.speedup is 0 and opens no optimisation turn"},
+      {"replay '" + run_dir() + "' --optimise-train --optimise-speedup 1.2 --reward rank",
+       "--optimise-train: reward.kind rank pays nothing for speed; add --reward rank_speed"},
       {"replay '" + empty.string() + "'", "leap replay: error:"},
   };
   for (const auto& r : rows) {

@@ -36,18 +36,31 @@ std::vector<std::string> split(const std::string& line, char sep) {
   return cells;
 }
 
-TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
+fs::path scratch(const std::string& name) {
   const fs::path root =
-      fs::temp_directory_path() / ("leap-e2e-speed-" + std::to_string(::getpid()));
+      fs::temp_directory_path() / ("leap-e2e-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(root);
+  return root;
+}
+
+// One step of `leap run` on two cpp tasks, 4 rollouts each, every pass timed 3 times and ranked
+// by rank_speed; `gate_extra` adds keys under gate: (policy none).
+leap::e2e::run_output timed_run(const fs::path& root, int max_turns,
+                                const std::string& gate_extra) {
   leap::e2e::copy_suite_tasks(root, {"cpp/axpby", "cpp/prefix_sum_int"});
   std::ofstream(root / "config.yaml")
       << "experiment:\n  name: speed\n  seed: 5\n  run_dir: " << (root / "run").string()
       << "\n  steps: 1\ndata:\n  train: " << (root / "suite").string()
-      << "\n  batch_size: 2\nrollout:\n  group_size: 4\n  max_turns: 1\n  validation:\n"
-      << "    every: 0\ngate:\n  policy: none\nreward:\n  kind: rank_speed\n"
+      << "\n  batch_size: 2\nrollout:\n  group_size: 4\n  max_turns: " << max_turns
+      << "\n  validation:\n    every: 0\ngate:\n  policy: none\n"
+      << gate_extra << "reward:\n  kind: rank_speed\n"
       << "policy:\n  flavour: embedded\nverifier:\n  gpu_slots: 0\n  timing_reps: 3\n";
-  const auto run = leap_shell("run '" + (root / "config.yaml").string() + "'", 300);
+  return leap_shell("run '" + (root / "config.yaml").string() + "'", 300);
+}
+
+TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
+  const fs::path root = scratch("speed");
+  const auto run = timed_run(root, 1, "");
   ASSERT_EQ(run.exit_code, 0) << run.text;
 
   // The store as JSONL: every passed turn has a positive, finite speedup; every failed one null.
@@ -132,6 +145,47 @@ TEST(SpeedE2E, TimedRunCarriesSpeedupsToExportAndReplay) {
     EXPECT_NE(html.find(text), std::string::npos) << text;
   }
   EXPECT_EQ(html.find("Fast_p vs step: not drawn"), std::string::npos);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
+
+// gate.optimise.train end to end: every first-turn pass is timed and none beats 1000x, so each
+// group opens for an optimisation turn; the scripted policy repeats a correct answer, so the turn
+// passes and is the kept one: the stored outcome of such a rollout counts both turns (trained on),
+// where a run that only measures them counts one.
+TEST(SpeedE2E, TrainedOptimisationTurnsCountUpToTheKeptPass) {
+  const fs::path root = scratch("opt-train");
+  const auto run = timed_run(root, 2, "  optimise:\n    speedup: 1000\n    train: true\n");
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  const auto jsonl = (root / "groups.jsonl").string();
+  const auto exported =
+      leap_shell("export '" + (root / "run").string() + "' --format jsonl --out '" + jsonl + "'");
+  ASSERT_EQ(exported.exit_code, 0) << exported.text;
+  int kept_second = 0;
+  std::ifstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    const auto g = nlohmann::json::parse(line);
+    if (!g.at("optimise").is_string() || g.at("optimise").get<std::string>() != "open") {
+      continue;  // e.g. a pass whose timing was uncertain leaves the group closed
+    }
+    for (const auto& r : g.at("rollouts")) {
+      const auto& turns = r.at("turns");
+      if (turns.empty() || !turns[0].at("passed").get<bool>()) {
+        continue;
+      }
+      ASSERT_EQ(turns.size(), 2U) << r.dump();
+      EXPECT_EQ(r.at("passed_at_turn").get<int>(), 1) << r.dump();
+      const int expected = turns[1].at("passed").get<bool>() ? 2 : 1;
+      EXPECT_EQ(r.at("generated_turns").get<int>(), expected) << r.dump();
+      kept_second += expected == 2 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(kept_second, 0) << "no opened group kept a second turn: nothing was checked";
+  // The what-if re-scores the stored run the same way.
+  const auto replay = leap_shell("replay '" + (root / "run").string() +
+                                 "' --optimise-speedup 1000 --optimise-train");
+  ASSERT_EQ(replay.exit_code, 0) << replay.text;
+  EXPECT_NE(replay.text.find("trained on"), std::string::npos) << replay.text;
   std::error_code ec;
   fs::remove_all(root, ec);
 }

@@ -478,3 +478,64 @@ TEST(ReplayOptimiseTest, ReportsTheStoredDecisionsNotARecomputation) {
 
 }  // namespace
 }  // namespace leap
+
+namespace leap {
+namespace {
+
+// gate.optimise.train in the what-if: a group of two first-turn passes, rollout 0 at 0.8x that
+// sped up to 3.0x in its optimisation turn, rollout 1 at 1.0x that ran none; stored as a run
+// scored them with rank_speed without training on optimisation turns (rollout 1 ranked above).
+replay_group sped_up_group() {
+  group_record g;
+  g.run_id = "run";
+  g.task_id = "t";
+  g.max_turns = 3;
+  g.gate = gate_decision::closed_no_debug;
+  g.optimise = optimise_decision::open;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    rollout_record r;
+    r.index = i;
+    turn_record first;
+    first.text = "answer";
+    first.passed = true;
+    first.verdict = verdict_category::pass;
+    first.speedup = i == 0 ? 0.8 : 1.0;
+    r.turns.push_back(first);
+    if (i == 0) {
+      turn_record faster = first;
+      faster.speedup = 3.0;
+      r.turns.push_back(faster);
+    }
+    g.rollouts.push_back(r);
+  }
+  reward_config speed;
+  speed.kind = reward_kind::rank_speed;
+  score_group(g, speed, advantage_config{});
+  EXPECT_LT(g.rollouts[0].advantage, 0.0);
+  EXPECT_GT(g.rollouts[1].advantage, 0.0);
+  return replay_group_of(g);
+}
+
+TEST(WhatIfTest, TrainingOnOptimisationTurnsPaysTheKeptTurnsSpeed) {
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  d.groups.push_back(sped_up_group());
+  EXPECT_EQ(d.groups[0].kept_speeds[0].speedup, std::optional<double>(3.0));
+  EXPECT_EQ(d.groups[0].kept_speeds[1].speedup, std::optional<double>(1.0));
+  scoring_config alt;
+  alt.gate.policy = gate_policy::none;
+  alt.reward.kind = reward_kind::rank_speed;
+  alt.gate.optimise.speedup = 1.2;
+  // Measured only: the first turns' speeds rank as the run did.
+  EXPECT_EQ(what_if(d, alt).total.sign_flips, 0u);
+  // Trained on: rollout 0 is paid for its 3.0x kernel and now ranks above rollout 1.
+  alt.gate.optimise.train = true;
+  EXPECT_EQ(what_if(d, alt).total.sign_flips, 2u);
+  // A factor that does not open the group leaves its optimisation turns unpaid.
+  alt.gate.optimise.speedup = 0.9;
+  EXPECT_EQ(what_if(d, alt).total.sign_flips, 0u);
+}
+
+}  // namespace
+}  // namespace leap

@@ -70,6 +70,10 @@ run_outcome run_turns(wire_flavour flavour, bool stream, const fault_config& fau
   server_config sc;
   sc.faults = faults;
   sc.stream_chunk_tokens = 8;  // more events per answer: more places for a cut
+  // Room for the client's 16 streams and its health probes: with exactly 16 (the connection cap),
+  // a probe arriving while every stream is open takes a waiting connection's place or gets 503,
+  // and a loaded machine then shows a retry in the fault-free run.
+  sc.threads = 32;
   auto server = testing::start_server(sc);
   EXPECT_TRUE(server);
   run_outcome out;

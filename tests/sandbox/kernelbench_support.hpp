@@ -39,6 +39,22 @@ inline constexpr const char* k_scale_add_problem =
     "def get_init_inputs():\n"
     "    return [3.0]\n";
 
+// A ModelNew of the problem above made of PyTorch's ops, with a __global__ function in an unused
+// string: a kernel of its own as far as the profiler's name filter reads the source, without an
+// extension to build (the profiling pool's tests on the CPU). `tag` makes each candidate's text its
+// own; `op` "-" makes it wrong. The whole answer, fenced.
+inline std::string scale_add_ops_candidate(const std::string& tag, const std::string& op = "+") {
+  return "Here is my solution:\n```python\nimport torch\n# " + tag +
+         "\nunused = '__global__ void scale_add_kernel(float* x) {}'\n"
+         "class ModelNew(torch.nn.Module):\n"
+         "    def __init__(self, s):\n"
+         "        super().__init__()\n"
+         "        self.s = s\n"
+         "    def forward(self, a, b):\n"
+         "        return a * self.s " +
+         op + " b\n```\n";
+}
+
 // Python that builds `ext`, a load_inline CUDA extension named `name` whose scale_add(a, b, s)
 // launches the __global__ scale_add_kernel (for the GPU tests' candidates of the problem above).
 inline std::string scale_add_cuda_extension(const std::string& name) {

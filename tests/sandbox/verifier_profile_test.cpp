@@ -23,7 +23,6 @@
 namespace leap::sandbox {
 namespace {
 
-using testing::fenced;
 using testing::stand_in_ncu;
 
 bool holds_text(const std::string& text, std::string_view needle) {
@@ -39,19 +38,8 @@ std::shared_ptr<const task> scale_add() {
   return t;
 }
 
-// PyTorch's ops, with a __global__ function in an unused string: a kernel of its own as far as the
-// profiler's name filter reads the source, without an extension to build. `tag` makes each
-// candidate's text its own.
 std::string candidate(const std::string& tag, const std::string& op = "+") {
-  return fenced("python", "import torch\n# " + tag +
-                              "\nunused = '__global__ void scale_add_kernel(float* x) {}'\n"
-                              "class ModelNew(torch.nn.Module):\n"
-                              "    def __init__(self, s):\n"
-                              "        super().__init__()\n"
-                              "        self.s = s\n"
-                              "    def forward(self, a, b):\n"
-                              "        return a * self.s " +
-                              op + " b\n");
+  return testing::scale_add_ops_candidate(tag, op);
 }
 
 verifier_config pooled_config(const std::string& ncu) {

@@ -14,6 +14,7 @@
 #include "policy/server.hpp"
 #include "policy/vocabulary.hpp"
 #include "policy/weight_sync.hpp"
+#include "sandbox/engine.hpp"
 #include "tools/launch/metrics.hpp"
 #include "tools/launch/resume.hpp"
 
@@ -572,6 +573,14 @@ result<run_outcome> run::wait() {
       vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
+      // Profiles made after their verdicts are asked for here by the turns that follow (a remote
+      // node's verdicts carry theirs: the pool knows none of their ids and answers at once).
+      // Without profiling no turn asks: nothing is coming.
+      if (m.verifier->verification_engine().config().profile != sandbox::profile_mode::off) {
+        services.profiles = actors::profiles_of(*local_verifier);
+        services.profile_wait = std::chrono::milliseconds(
+            static_cast<std::int64_t>(m.checked.config.verifier.profile_wait_s * 1000));
+      }
       // Remote verifier nodes: a dispatcher stands in for the local pool
       // (actors/remote_verifier.hpp).
       if (auto nodes = m.checked.nodes) {

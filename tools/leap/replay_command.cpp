@@ -41,6 +41,7 @@ struct replay_options {
   std::string advantage;
   std::optional<double> gamma;
   std::optional<double> optimise_speedup;
+  bool optimise_train = false;
 };
 
 // An override's value names one value of `E`'s table (common/enums); the error lists them all.
@@ -83,7 +84,7 @@ status write_text(const std::filesystem::path& path, const std::string& text) {
 bool has_overrides(const replay_options& o) {
   return !o.gate.empty() || o.tau_min || o.tau_max || !o.unit.empty() || !o.reward.empty() ||
          !o.static_rewards.empty() || o.echo || !o.advantage.empty() || o.gamma ||
-         o.optimise_speedup;
+         o.optimise_speedup || o.optimise_train;
 }
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
@@ -158,6 +159,20 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   if (o.optimise_speedup) {
     s.gate.optimise.speedup = *o.optimise_speedup;
   }
+  if (o.optimise_train) {
+    s.gate.optimise.train = true;
+  }
+  // The rule `leap run` holds a config to (orchestrator/detail/config_schema.cpp), for the
+  // alternative the options made.
+  if (s.gate.optimise.train && s.gate.optimise.speedup <= 0) {
+    return error{
+        "--optimise-train: gate.optimise.speedup is 0 and opens no optimisation turn; "
+        "add --optimise-speedup F"};
+  }
+  if (s.gate.optimise.train && !pays_for_speed(s.reward)) {
+    return error{"--optimise-train: reward.kind " + to_string(s.reward.kind) +
+                 " pays nothing for speed; add --reward rank_speed"};
+  }
   char buffer[256];
   std::snprintf(buffer, sizeof buffer, "gate %s [%g, %g] (%s), reward %s, advantage %s, gamma %g",
                 to_string(s.gate.policy).c_str(), s.gate.tau_min, s.gate.tau_max,
@@ -165,8 +180,9 @@ result<scoring_config> alternative_scoring(const replay_options& o,
                 to_string(s.advantage.kind).c_str(), s.advantage.gamma);
   parts.push_back(buffer);
   if (s.gate.optimise.speedup > 0) {
-    std::snprintf(buffer, sizeof buffer, ", optimise above %gx (up to %d turns)",
-                  s.gate.optimise.speedup, s.gate.optimise.max_turns);
+    std::snprintf(buffer, sizeof buffer, ", optimise above %gx (up to %d turns%s)",
+                  s.gate.optimise.speedup, s.gate.optimise.max_turns,
+                  s.gate.optimise.train ? ", trained on" : "");
     parts.back() += buffer;
   }
   *description = parts.size() == 2 ? parts[0] + ": " + parts[1] : parts.back();
@@ -302,7 +318,7 @@ void add_replay(CLI::App& app, int* exit_code) {
       "activated-group fraction, recovery (gated groups and probes), turns per pass, step time "
       "breakdown, rollout composition by pass rate. Prints tables and writes CSV. With --gate, "
       "--tau-min, --tau-max, --unit, --reward, --static-rewards, --advantage, --gamma, "
-      "--optimise-speedup or "
+      "--optimise-speedup, --optimise-train or "
       "--what-if CONFIG, re-gates and re-scores the stored verdicts and shows what would change.");
   cmd->add_option("run_dir", o->run_dir, "The run folder (experiment.run_dir)")
       ->required()
@@ -330,6 +346,10 @@ void add_replay(CLI::App& app, int* exit_code) {
                   "What-if gate.optimise.speedup: which groups optimisation turns would open "
                   "(0: none)")
       ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_flag("--optimise-train", o->optimise_train,
+                "What-if gate.optimise.train: first-turn passes of the groups that ran "
+                "optimisation turns are paid for their last passing turn's speed (needs "
+                "--optimise-speedup and a reward that pays for speed)");
   cmd->callback([o, exit_code] { *exit_code = run_replay(*o); });
 }
 

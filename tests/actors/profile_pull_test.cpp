@@ -1,0 +1,216 @@
+// A verdict's profile reaches the turn that follows it: the pool's shelf (pure), the feedback a
+// turn reads with a profile, and the pool around the real sandbox verifier on the CPU, where a
+// stand-in ncu holds a KernelBench candidate's profiling run until the test lets it go: the verdict
+// is out at once, and the profile asked for by the turn's request id arrives when ncu finishes.
+#include "actors/debug_turn.hpp"
+#include "actors/messages.hpp"
+#include "actors/verifier.hpp"
+#include "sandbox/verifier.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
+#include "tests/sandbox/profile_stand_in.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace leap::actors {
+namespace {
+
+TEST(ProfileShelfTest, AnExpectedProfileIsPendingUntilItArrivesAndIsTakenOnce) {
+  profile_shelf shelf(4);
+  EXPECT_FALSE(shelf.pending("a"));
+  shelf.expect("a");
+  EXPECT_TRUE(shelf.pending("a"));
+  EXPECT_FALSE(shelf.take("a").has_value());
+  shelf.arrive("a", "diagnosis");
+  EXPECT_FALSE(shelf.pending("a"));
+  EXPECT_EQ(shelf.held(), 1U);
+  EXPECT_EQ(shelf.take("a"), std::optional<std::string>("diagnosis"));
+  EXPECT_FALSE(shelf.take("a").has_value());  // taken once
+  EXPECT_EQ(shelf.held(), 0U);
+}
+
+TEST(ProfileShelfTest, TheOldestUnclaimedProfilesMakeWayBeyondTheCapacity) {
+  profile_shelf shelf(2);
+  for (const std::string id : {"a", "b", "c"}) {
+    shelf.expect(id);
+    shelf.arrive(id, "text of " + id);
+  }
+  EXPECT_EQ(shelf.held(), 2U);
+  EXPECT_FALSE(shelf.take("a").has_value());
+  EXPECT_EQ(shelf.take("b"), std::optional<std::string>("text of b"));
+  // A taken id leaves room: two more arrive and only the older of c, d, e goes.
+  shelf.arrive("d", "text of d");
+  shelf.arrive("e", "text of e");
+  EXPECT_EQ(shelf.held(), 2U);
+  EXPECT_FALSE(shelf.take("c").has_value());
+  EXPECT_TRUE(shelf.take("d").has_value());
+  EXPECT_TRUE(shelf.take("e").has_value());
+}
+
+TEST(ProfileShelfTest, ADroppedProfileIsNeitherPendingNorKept) {
+  profile_shelf shelf(4);
+  shelf.expect("a");
+  shelf.drop("a");
+  EXPECT_FALSE(shelf.pending("a"));
+  EXPECT_FALSE(shelf.take("a").has_value());
+  // Capacity 0 keeps nothing: every profile must go straight to a waiting turn.
+  profile_shelf none(0);
+  none.expect("a");
+  none.arrive("a", "text");
+  EXPECT_FALSE(none.pending("a"));
+  EXPECT_FALSE(none.take("a").has_value());
+}
+
+turn_record profile_pull_turn(bool passed, double speedup, std::string feedback) {
+  turn_record t;
+  t.passed = passed;
+  t.verdict = passed ? verdict_category::pass : verdict_category::wrong_answer;
+  t.speedup = speedup;
+  t.feedback = std::move(feedback);
+  return t;
+}
+
+TEST(TurnFeedbackTest, AFailuresProfileStandsForItsFeedback) {
+  group_settings group;
+  const auto failed = profile_pull_turn(false, 0.0, "Wrong on trial 1.");
+  EXPECT_EQ(turn_feedback(group, failed), "Wrong on trial 1.");
+  EXPECT_EQ(turn_feedback(group, failed, "Wrong on trial 1.\n\nProfile of `k`: memory-bound"),
+            "Wrong on trial 1.\n\nProfile of `k`: memory-bound");
+}
+
+TEST(TurnFeedbackTest, APassesProfileFollowsTheRequestForAFasterVersion) {
+  group_settings group;
+  group.optimise.speedup = 1.2;
+  const auto passed = profile_pull_turn(true, 0.8, "");
+  const std::string ask = optimise_feedback(0.8, 1.2);
+  EXPECT_EQ(turn_feedback(group, passed), ask);
+  // A pass's verdict has no text of its own (or a line the turn need not read again): what
+  // follows the request is the diagnosis, after one blank line.
+  EXPECT_EQ(turn_feedback(group, passed, "\n\nProfile of `k`: memory-bound"),
+            ask + "\n\nProfile of `k`: memory-bound");
+}
+
+// ---- the pool around the real sandbox verifier --------------------------------------------------
+
+// One system per test: a static one would be destroyed after CAF's own statics at exit.
+struct profile_pull_system {
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  profile_pull_system() {
+    register_message_types(config);
+    system = std::make_unique<caf::actor_system>(config);
+  }
+};
+
+std::shared_ptr<const sandbox::task> profile_pull_problem() {
+  auto t = std::make_shared<sandbox::task>();
+  t->id = "kernelbench/level1/1_ScaleAddPooled";
+  t->kind = task_kind::kernelbench;
+  t->reference = sandbox::testing::k_scale_add_problem;
+  t->own_kernel = sandbox::own_kernel_policy::off;
+  return t;
+}
+
+std::string profile_pull_answer(const std::string& op) {
+  return sandbox::testing::scale_add_ops_candidate("profile pull", op);
+}
+
+TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
+  const sandbox::engine_config engine = sandbox::testing::test_engine_config();
+  std::string why;
+  if (!sandbox::testing::python_imports(engine.python, "torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  // The stand-in ncu waits for the test's release file, then writes the H200 capture.
+  sandbox::testing::stand_in_ncu ncu(
+      "while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
+      "cat \"$here/capture.csv\" > \"$log\"\n");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  const auto release = std::filesystem::path(ncu.path()).parent_path() / "release";
+  struct release_on_exit {  // a failed assertion must not leave the verifier waiting on ncu
+    std::filesystem::path file;
+    ~release_on_exit() { std::ofstream(file) << "go\n"; }
+  } guard{release};
+
+  sandbox::verifier_config vc;
+  vc.engine = engine;
+  vc.engine.kernelbench_device = "cpu";
+  vc.engine.trials = 2;
+  vc.engine.kernelbench_pch = false;
+  vc.engine.profile = sandbox::profile_mode::passing;
+  vc.engine.ncu = ncu.path();
+  // Torch processes on a shared machine and a profiling run the test holds: bounds that only end
+  // a hung test.
+  vc.engine.profile_limits.wall = std::chrono::seconds(600);
+  vc.engine.profile_limits.cpu_seconds = 600;
+  vc.compile_workers = 1;
+  vc.run_slots = 1;
+  vc.profile_workers = 1;
+  auto created = sandbox::verifier::create(vc);
+  ASSERT_TRUE(created.ok()) << created.err().message;
+
+  auto table =
+      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  const auto problem = profile_pull_problem();
+  (*table)[problem->id] = problem;
+  profile_pull_system ts;
+  auto& sys = *ts.system;
+  const auto pool = spawn_verifier_pool(sys, **created, table);
+  const auto profiles = profiles_of(pool);
+  const auto patience = std::chrono::minutes(5);
+  {
+    caf::scoped_actor self{sys};
+    auto fail = [](caf::error& e) { FAIL() << caf::to_string(e); };
+    verification_result passed;
+    self->request(pool, patience, verify_atom_v,
+                  verification_request{"run/0/train/0/0/0", problem->id, profile_pull_answer("+")})
+        .receive([&](verification_result& r) { passed = std::move(r); }, fail);
+    ASSERT_TRUE(passed.passed) << passed.feedback;
+    // The verdict came while ncu is held: it carries no diagnosis.
+    EXPECT_EQ(passed.feedback.find("Profile of"), std::string::npos) << passed.feedback;
+
+    // A failing verdict is not profiled under `passing`: its turn is answered at once, empty.
+    verification_result failed;
+    self->request(pool, patience, verify_atom_v,
+                  verification_request{"run/0/train/0/1/0", problem->id, profile_pull_answer("-")})
+        .receive([&](verification_result& r) { failed = std::move(r); }, fail);
+    EXPECT_FALSE(failed.passed);
+    std::string failed_profile = "unanswered";
+    self->request(profiles, patience, profile_atom_v, std::string("run/0/train/0/1/0"))
+        .receive([&](std::string& text) { failed_profile = std::move(text); }, fail);
+    EXPECT_EQ(failed_profile, "");
+
+    // The pass's profile is asked for while ncu still holds it; the reply waits for the release.
+    auto asked =
+        self->request(profiles, patience, profile_atom_v, std::string("run/0/train/0/0/0"));
+    std::ofstream(release) << "go\n";
+    std::string profiled;
+    asked.receive([&](std::string& text) { profiled = std::move(text); }, fail);
+    EXPECT_EQ(profiled.rfind(passed.feedback + "\n\nProfile of `", 0), 0U) << profiled;
+
+    // Taken once; an id the pool never judged has no profile coming.
+    for (const std::string id : {"run/0/train/0/0/0", "run/0/train/9/9/9"}) {
+      std::string again = "unanswered";
+      self->request(profiles, patience, profile_atom_v, id)
+          .receive([&](std::string& text) { again = std::move(text); }, fail);
+      EXPECT_EQ(again, "") << id;
+    }
+    self->send_exit(pool, caf::exit_reason::user_shutdown);
+    self->wait_for(pool);
+  }
+}
+
+}  // namespace
+}  // namespace leap::actors
