@@ -53,6 +53,33 @@ void expect_openai_error(const http_reply& reply, int status, const std::string&
       << body["error"]["message"];
 }
 
+// A server whose first token takes 20 s, so that a generation is still running when a control
+// request lands.
+scripted_config vllm_slow_first_token() {
+  scripted_config scripted;
+  scripted.latency.ttft_ms = 20000.0;
+  return scripted;
+}
+
+// A generation on its own thread; its reply comes once something ends it.
+std::future<http_reply> vllm_long_generation(policy_server& server) {
+  return std::async(std::launch::async, [&server] {
+    auto client = client_for(server, 15s);
+    return post(*client, "/v1/completions",
+                json{{"prompt", testing::vector_add_prompt},
+                     {"max_tokens", 50},
+                     {"return_token_ids", true}});
+  });
+}
+
+// True once the server reports exactly one running request.
+bool vllm_runs_one(httplib::Client& control) {
+  return eventually([&] {
+    return metric_line(get(control, "/metrics").body, "vllm:num_requests_running") ==
+           "vllm:num_requests_running 1";
+  });
+}
+
 // ---- pure parsing: tables ----
 
 TEST(VllmControlWire, SleepAndWakeUpParameters) {
@@ -212,22 +239,11 @@ TEST(VllmSleepMode, RequestsWhileAsleepWaitForTheWakeUpAndSeeTheReloadedWeights)
 }
 
 TEST(VllmSleepMode, SleepAbortsRunningGenerationsAndWakeUpWithoutTagsWakesAll) {
-  scripted_config scripted;
-  scripted.latency.ttft_ms = 20000.0;
-  auto server = start_server({}, scripted);
+  auto server = start_server({}, vllm_slow_first_token());
   ASSERT_TRUE(server);
-  auto running = std::async(std::launch::async, [&] {
-    auto client = client_for(*server, 15s);
-    return post(*client, "/v1/completions",
-                json{{"prompt", testing::vector_add_prompt},
-                     {"max_tokens", 50},
-                     {"return_token_ids", true}});
-  });
+  auto running = vllm_long_generation(*server);
   auto control = client_for(*server);
-  ASSERT_TRUE(eventually([&] {
-    return metric_line(get(*control, "/metrics").body, "vllm:num_requests_running") ==
-           "vllm:num_requests_running 1";
-  }));
+  ASSERT_TRUE(vllm_runs_one(*control));
   EXPECT_EQ(post(*control, "/sleep", json::object()).status, 200);  // level 1, mode abort
   const http_reply reply = running.get();
   ASSERT_EQ(reply.status, 200);
@@ -244,22 +260,11 @@ TEST(VllmSleepMode, SleepAbortsRunningGenerationsAndWakeUpWithoutTagsWakesAll) {
 // vLLM's /pause in abort mode ends a running generation with its tokens and holds new ones until
 // /resume, answered as vLLM answers.
 TEST(VllmPause, AbortEndsTheRunningGenerationAndResumeLetsTheNextRun) {
-  scripted_config scripted;
-  scripted.latency.ttft_ms = 20000.0;
-  auto server = start_server({}, scripted);
+  auto server = start_server({}, vllm_slow_first_token());
   ASSERT_TRUE(server);
-  auto running = std::async(std::launch::async, [&] {
-    auto client = client_for(*server, 15s);
-    return post(*client, "/v1/completions",
-                json{{"prompt", testing::vector_add_prompt},
-                     {"max_tokens", 50},
-                     {"return_token_ids", true}});
-  });
+  auto running = vllm_long_generation(*server);
   auto control = client_for(*server);
-  ASSERT_TRUE(eventually([&] {
-    return metric_line(get(*control, "/metrics").body, "vllm:num_requests_running") ==
-           "vllm:num_requests_running 1";
-  }));
+  ASSERT_TRUE(vllm_runs_one(*control));
   const http_reply paused = post(*control, "/pause?mode=abort", json::object());
   ASSERT_EQ(paused.status, 200) << paused.body;
   EXPECT_EQ(paused.json()["status"], "paused");
