@@ -84,6 +84,13 @@ class EngineProfileTest : public ::testing::Test {
     EXPECT_FALSE(p->final_verdict.has_value());
     return p.ok() ? std::move(p.value()) : prepared_candidate{};
   }
+  // The hook run on the vector-add candidate's verdict `v` by an engine whose ncu is `ncu`.
+  static void profile_through(const stand_in_ncu& ncu, verdict& v) {
+    auto e = profiling_engine(ncu.path(), profile_mode::passing);
+    ASSERT_NE(e, nullptr);
+    const auto p = prepared(*e);
+    e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  }
   // Everything of a verdict the hook must leave as it was.
   static void expect_unchanged_but_profile(const verdict& got, const verdict& before) {
     EXPECT_EQ(got.passed, before.passed);
@@ -106,12 +113,9 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "") << v.profile->note;
@@ -128,7 +132,7 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   // The verdict's own text first, then the diagnosis of the longest kernels, within the budget.
   EXPECT_EQ(v.feedback.rfind(before.feedback + "\n\nProfile of `", 0), 0U) << v.feedback;
   EXPECT_TRUE(contains(v.feedback, "Profile of `copy_strided`")) << v.feedback;
-  EXPECT_LE(v.feedback.size(), e->config().feedback.char_budget);
+  EXPECT_LE(v.feedback.size(), testing::test_engine_config().feedback.char_budget);
 }
 
 TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
@@ -140,11 +144,8 @@ TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "") << v.profile->note;
   EXPECT_FALSE(v.profile->kernels.empty());
@@ -158,12 +159,9 @@ TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   EXPECT_EQ(v.feedback, before.feedback);
   ASSERT_TRUE(v.profile.has_value());
@@ -195,11 +193,8 @@ TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "");
   EXPECT_FALSE(v.profile->kernels.empty());
@@ -216,12 +211,9 @@ TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   EXPECT_EQ(v.feedback, before.feedback);
   ASSERT_TRUE(v.profile.has_value());
@@ -243,11 +235,8 @@ TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   const std::string& note = v.profile->note;
   EXPECT_TRUE(contains(note, "==PROF== the last line")) << note;
