@@ -72,23 +72,24 @@ struct drawn_turn {
 std::vector<simulation_step> simulate(const simulation_params& params,
                                       const std::function<void(const simulation_step&)>& on_step) {
   std::mt19937_64 rng(params.seed);
-  std::vector<double> task_skill(static_cast<std::size_t>(std::max(params.tasks, 1)));
+  std::vector<double> task_skill(static_cast<std::size_t>(std::max(params.model.tasks, 1)));
   for (double& p : task_skill) {
-    p = sample_beta(rng, params.difficulty_alpha, params.difficulty_beta);
+    p = sample_beta(rng, params.model.difficulty_alpha, params.model.difficulty_beta);
   }
   speed_stream speed_rng(params.seed);
   std::vector<double> task_log_speed(task_skill.size());
   for (double& o : task_log_speed) {
-    o = std::log(params.speedup_median) + params.speedup_task_spread * speed_rng.normal();
+    o = std::log(params.model.speedup_median) +
+        params.model.speedup_task_spread * speed_rng.normal();
   }
   double speed_shift = 0.0;
-  const double same_probability =
-      std::max(0.0, 1.0 - params.optimise_improve_probability - params.optimise_break_probability);
+  const double same_probability = std::max(0.0, 1.0 - params.model.optimise_improve_probability -
+                                                    params.model.optimise_break_probability);
   choice_probabilities choice_logits = {
-      std::log(std::max(params.optimise_improve_probability, 1e-6)),
+      std::log(std::max(params.model.optimise_improve_probability, 1e-6)),
       std::log(std::max(same_probability, 1e-6)),
-      std::log(std::max(params.optimise_break_probability, 1e-6))};
-  double fix_skill = params.debug_fix_probability;
+      std::log(std::max(params.model.optimise_break_probability, 1e-6))};
+  double fix_skill = params.model.debug_fix_probability;
   adaptive_gate adaptive(params.gate);
   const bool use_adaptive = params.gate.policy == gate_policy::dcp_adaptive;
   const auto decide_gate = [&](int n_fail, int n) {
@@ -149,8 +150,8 @@ std::vector<simulation_step> simulate(const simulation_params& params,
                                                               : breaks;
           turn.passed = *d.choice != breaks;
           if (*d.choice == improve) {
-            true_log_speed[i] = std::min(true_log_speed[i] + std::log(params.optimise_gain),
-                                         std::log(params.speedup_ceiling));
+            true_log_speed[i] = std::min(true_log_speed[i] + std::log(params.model.optimise_gain),
+                                         std::log(params.model.speedup_ceiling));
           }
         } else {
           turn.passed = bernoulli(rng, fix_skill);
@@ -159,12 +160,13 @@ std::vector<simulation_step> simulate(const simulation_params& params,
         if (turn.passed && params.timed) {
           if (!d.choice) {
             d.kernel_drawn = true;
-            d.draw = params.speedup_spread * speed_rng.normal();
+            d.draw = params.model.speedup_spread * speed_rng.normal();
             true_log_speed[i] = std::min(task_log_speed[task] + speed_shift + d.draw,
-                                         std::log(params.speedup_ceiling));
+                                         std::log(params.model.speedup_ceiling));
           }
-          turn.speedup = std::exp(true_log_speed[i] + params.speedup_noise * speed_rng.normal());
-          turn.speedup_noise = params.speedup_noise;
+          turn.speedup =
+              std::exp(true_log_speed[i] + params.model.speedup_noise * speed_rng.normal());
+          turn.speedup_noise = params.model.speedup_noise;
         }
         const double speedup = turn.speedup;
         const bool passed = turn.passed;
@@ -267,20 +269,20 @@ std::vector<simulation_step> simulate(const simulation_params& params,
 
     for (std::size_t k = 0; k < task_skill.size(); ++k) {
       if (task_gradient[k] != 0.0) {
-        task_skill[k] = sigmoid(logit(task_skill[k]) + params.skill_gain * task_gradient[k]);
+        task_skill[k] = sigmoid(logit(task_skill[k]) + params.model.skill_gain * task_gradient[k]);
       }
     }
     if (debug_turns > 0) {
-      fix_skill = sigmoid(logit(fix_skill) +
-                          params.skill_gain * fix_gradient / static_cast<double>(debug_turns));
+      fix_skill = sigmoid(logit(fix_skill) + params.model.skill_gain * fix_gradient /
+                                                 static_cast<double>(debug_turns));
     }
     if (kernel_turns > 0) {
-      speed_shift += params.skill_gain * shift_gradient / static_cast<double>(kernel_turns);
+      speed_shift += params.model.skill_gain * shift_gradient / static_cast<double>(kernel_turns);
     }
     if (choice_turns > 0) {
       for (std::size_t c = 0; c < choice_logits.size(); ++c) {
         choice_logits[c] +=
-            params.skill_gain * choice_gradient[c] / static_cast<double>(choice_turns);
+            params.model.skill_gain * choice_gradient[c] / static_cast<double>(choice_turns);
       }
     }
 
@@ -295,7 +297,7 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     report.expected_first_turn_accuracy = sum / static_cast<double>(task_skill.size());
     report.debug_fix_probability = fix_skill;
     report.expected_speedup =
-        std::min(params.speedup_median * std::exp(speed_shift), params.speedup_ceiling);
+        std::min(params.model.speedup_median * std::exp(speed_shift), params.model.speedup_ceiling);
     const choice_probabilities after = softmax(choice_logits);
     report.optimise_improve_probability = after[improve];
     report.optimise_break_probability = after[breaks];

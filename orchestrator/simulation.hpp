@@ -34,6 +34,7 @@
 #pragma once
 
 #include "orchestrator/advantage.hpp"
+#include "orchestrator/config.hpp"
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
 #include "orchestrator/retry.hpp"
@@ -51,21 +52,10 @@ struct simulation_params {
   int group_size = 8;
   int max_turns = 3;
   std::uint64_t seed = 0;
-  int tasks = 256;
-  double difficulty_alpha = 1.0;
-  double difficulty_beta = 1.0;
-  double debug_fix_probability = 0.3;
-  double skill_gain = 0.5;
-  // Speed (see the file comment); untimed, no speedup is measured and none of these is read.
+  // The synthetic policy and its speeds (simulation.* keys; the file comment says how).
+  simulation_section model;
+  // Untimed (verifier.timing_reps 0), no speedup is measured and the model's speeds are not read.
   bool timed = false;
-  double speedup_median = 1.0;
-  double speedup_task_spread = 0.3;
-  double speedup_spread = 0.2;
-  double speedup_noise = 0.05;
-  double speedup_ceiling = 10.0;
-  double optimise_improve_probability = 0.3;
-  double optimise_break_probability = 0.2;
-  double optimise_gain = 1.3;
   gate_config gate;
   reward_config reward;
   advantage_config advantage;

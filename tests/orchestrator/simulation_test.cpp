@@ -14,7 +14,7 @@ simulation_params small_params() {
   p.batch_size = 16;
   p.group_size = 8;
   p.max_turns = 3;
-  p.tasks = 64;
+  p.model.tasks = 64;
   p.seed = 7;
   return p;
 }
@@ -61,8 +61,8 @@ TEST(Simulation, GateNoneNeverDebugs) {
 TEST(Simulation, FullGateWithCertainFixRecoversEveryFailureAtTurnTwo) {
   auto p = small_params();
   p.gate.policy = gate_policy::full;
-  p.debug_fix_probability = 1.0;
-  p.skill_gain = 0.0;  // keep q at exactly 1
+  p.model.debug_fix_probability = 1.0;
+  p.model.skill_gain = 0.0;  // keep q at exactly 1
   for (const auto& s : simulate(p)) {
     ASSERT_EQ(s.cumulative_accuracy.size(), 3u);
     EXPECT_DOUBLE_EQ(s.cumulative_accuracy[1], 1.0);
@@ -97,11 +97,11 @@ TEST(Simulation, DcpDebugsOnlyGroupsInsideTheThresholds) {
 
 TEST(Simulation, WithoutLearningSkillsStayPut) {
   auto p = small_params();
-  p.skill_gain = 0.0;
+  p.model.skill_gain = 0.0;
   const auto steps = simulate(p);
   for (const auto& s : steps) {
     EXPECT_DOUBLE_EQ(s.expected_first_turn_accuracy, steps.front().expected_first_turn_accuracy);
-    EXPECT_DOUBLE_EQ(s.debug_fix_probability, p.debug_fix_probability);
+    EXPECT_DOUBLE_EQ(s.debug_fix_probability, p.model.debug_fix_probability);
   }
 }
 
@@ -109,7 +109,7 @@ TEST(Simulation, RankRewardRaisesFirstTurnSkill) {
   auto p = small_params();
   p.steps = 40;
   p.batch_size = 32;
-  p.skill_gain = 2.0;
+  p.model.skill_gain = 2.0;
   const auto steps = simulate(p);
   EXPECT_GT(steps.back().expected_first_turn_accuracy,
             steps.front().expected_first_turn_accuracy + 0.05);
@@ -128,10 +128,10 @@ TEST(Simulation, ReportsEveryStepInOrder) {
 simulation_params sim_timed_params(double speedup) {
   auto p = small_params();
   p.timed = true;
-  p.speedup_median = speedup;
-  p.speedup_task_spread = 0.0;
-  p.speedup_spread = 0.0;
-  p.speedup_noise = 0.0;
+  p.model.speedup_median = speedup;
+  p.model.speedup_task_spread = 0.0;
+  p.model.speedup_spread = 0.0;
+  p.model.speedup_noise = 0.0;
   return p;
 }
 
@@ -192,7 +192,7 @@ TEST(SimulationSpeed, EveryPassIsTimedAtTheModelsSpeedup) {
 
 TEST(SimulationSpeed, NoKernelBeatsTheCeiling) {
   auto p = sim_timed_params(3.0);
-  p.speedup_ceiling = 2.0;
+  p.model.speedup_ceiling = 2.0;
   for (const auto& s : simulate(p)) {
     EXPECT_NEAR(*s.speed.geomean_speedup(), 2.0, 1e-9);
     EXPECT_EQ(*s.speed.fast_p(4), 0.0);  // 2.0 is not faster than 2.0
@@ -206,9 +206,9 @@ TEST(SimulationSpeed, CertainImprovementTakesOneTurnPerFirstTurnPass) {
   p.gate.policy = gate_policy::none;  // no debug turns: every pass is a first-turn pass
   p.gate.optimise.speedup = 1.2;
   p.gate.optimise.max_turns = 2;
-  p.optimise_improve_probability = 1.0;
-  p.optimise_break_probability = 0.0;
-  p.optimise_gain = 1.5;
+  p.model.optimise_improve_probability = 1.0;
+  p.model.optimise_break_probability = 0.0;
+  p.model.optimise_gain = 1.5;
   for (const auto& s : simulate(p)) {
     const auto passes = sim_first_turn_passes(s);
     std::size_t groups_with_pass = 0;
@@ -244,8 +244,8 @@ TEST(SimulationSpeed, CertainBreakingBreaksOnceAndKeepsTheFirstKernel) {
   p.gate.policy = gate_policy::none;
   p.gate.optimise.speedup = 1.2;
   p.gate.optimise.max_turns = 2;
-  p.optimise_improve_probability = 0.0;
-  p.optimise_break_probability = 1.0;
+  p.model.optimise_improve_probability = 0.0;
+  p.model.optimise_break_probability = 1.0;
   for (const auto& s : simulate(p)) {
     const auto passes = sim_first_turn_passes(s);
     EXPECT_EQ(s.optimise_turns, passes);  // a broken turn ends the rollout
@@ -257,13 +257,13 @@ TEST(SimulationSpeed, CertainBreakingBreaksOnceAndKeepsTheFirstKernel) {
 TEST(SimulationSpeed, TrainingOnBrokenTurnsLowersTheBreakProbabilityOnlyWhenTrained) {
   // Slow enough that the groups stay open while the speed skill grows.
   auto p = sim_timed_params(0.5);
-  p.speedup_spread = 0.05;  // rank_speed ranks the passes, and the groups stay slow
+  p.model.speedup_spread = 0.05;  // rank_speed ranks the passes, and the groups stay slow
   p.gate.policy = gate_policy::none;
   p.gate.optimise.speedup = 1.2;
-  p.optimise_improve_probability = 0.3;
-  p.optimise_break_probability = 0.5;
+  p.model.optimise_improve_probability = 0.3;
+  p.model.optimise_break_probability = 0.5;
   p.reward.kind = reward_kind::rank_speed;
-  p.skill_gain = 2.0;
+  p.model.skill_gain = 2.0;
   p.steps = 10;
   const auto measured = simulate(p);
   for (const auto& s : measured) {
@@ -286,12 +286,12 @@ TEST(SimulationSpeed, TrainingOnBrokenTurnsLowersTheBreakProbabilityOnlyWhenTrai
 TEST(SimulationSpeed, RankSpeedGivesAllPassGroupsASignalAndRaisesSpeed) {
   // Every task passes at once: rank ties a whole group (no signal); rank_speed ranks by speed.
   auto p = sim_timed_params(1.0);
-  p.difficulty_alpha = 1000.0;
-  p.difficulty_beta = 0.001;
-  p.speedup_spread = 0.3;
-  p.speedup_noise = 0.01;
+  p.model.difficulty_alpha = 1000.0;
+  p.model.difficulty_beta = 0.001;
+  p.model.speedup_spread = 0.3;
+  p.model.speedup_noise = 0.01;
   p.reward.speed_tie = 0.01;
-  p.skill_gain = 1.0;
+  p.model.skill_gain = 1.0;
   p.steps = 15;
   const auto rank = simulate(p);
   p.reward.kind = reward_kind::rank_speed;

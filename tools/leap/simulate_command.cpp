@@ -30,21 +30,9 @@ simulation_params to_params(const experiment_config& c) {
   p.group_size = c.rollout.group_size;
   p.max_turns = c.rollout.max_turns;
   p.seed = c.experiment.seed;
-  p.tasks = c.simulation.tasks;
-  p.difficulty_alpha = c.simulation.difficulty_alpha;
-  p.difficulty_beta = c.simulation.difficulty_beta;
-  p.debug_fix_probability = c.simulation.debug_fix_probability;
-  p.skill_gain = c.simulation.skill_gain;
+  p.model = c.simulation;
   // As in `leap run`: without timing no speedup is measured.
   p.timed = c.verifier.timing_reps > 0;
-  p.speedup_median = c.simulation.speedup_median;
-  p.speedup_task_spread = c.simulation.speedup_task_spread;
-  p.speedup_spread = c.simulation.speedup_spread;
-  p.speedup_noise = c.simulation.speedup_noise;
-  p.speedup_ceiling = c.simulation.speedup_ceiling;
-  p.optimise_improve_probability = c.simulation.optimise_improve_probability;
-  p.optimise_break_probability = c.simulation.optimise_break_probability;
-  p.optimise_gain = c.simulation.optimise_gain;
   p.gate = c.gate;
   p.reward = c.reward;
   p.advantage = c.advantage;
