@@ -16,6 +16,7 @@
 #include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
+#include "orchestrator/turn_profile.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -339,6 +340,21 @@ typename Inspector::result_type inspect(Inspector& f, partial_carry_record& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_profile& x) {
+  return f(caf::meta::type_name("kernel_profile"), x.name, x.duration_ns, x.bottleneck, x.findings);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn_ref& x) {
+  return f(caf::meta::type_name("turn_ref"), x.run_id, x.step, x.split, x.group, x.rollout, x.turn);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn_profile_record& x) {
+  return f(caf::meta::type_name("turn_profile_record"), x.turn, x.kernels, x.note, x.seconds);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_key& x) {
   return f(caf::meta::type_name("group_key"), x.step, x.split, x.group);
 }
@@ -495,6 +511,10 @@ CAF_ADD_ATOM(leap, leap::actors, get_carry_atom, "get_carry")
 // Profiles made off the verdict's path (issue 34): after every earlier id.
 CAF_ADD_ATOM(leap, leap::actors, profile_atom, "profile")
 CAF_ADD_ATOM(leap, leap::actors, profiled_atom, "profiled")
+// Profiles stored with their turns (issue 34): after every earlier id.
+CAF_ADD_TYPE_ID(leap, (leap::turn_profile_record))
+CAF_ADD_TYPE_ID(leap, (std::vector<leap::turn_profile_record>))
+CAF_ADD_ATOM(leap, leap::actors, put_profile_atom, "put_prof")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

@@ -8,7 +8,9 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include <map>
 #include <optional>
+#include <utility>
 
 namespace leap::actors {
 namespace {
@@ -23,6 +25,8 @@ struct store_state {
   std::optional<write_batch> batch;
   std::vector<caf::typed_response_promise<ack>> waiting;  // answered when the batch commits
   bool commit_queued = false;
+  // The profiles put so far per (run, step), for the step records put after them.
+  std::map<std::pair<std::string, std::uint64_t>, profile_counts> profiles;
   static inline const char* name = "leap.store";
 };
 
@@ -127,6 +131,17 @@ caf::result<ack> enqueue(store_impl_actor::stateful_pointer<store_state> self, P
   return promise;
 }
 
+// The step with the metrics of the profiles put for it so far.
+step_record with_profile_metrics(const store_state& st, const step_record& step) {
+  auto counts = st.profiles.find({step.run_id, step.step});
+  if (counts == st.profiles.end()) {
+    return step;
+  }
+  step_record out = step;
+  add_profile_metrics(counts->second, out.metrics);
+  return out;
+}
+
 store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointer<store_state> self,
                                                std::shared_ptr<trajectory_store> store,
                                                store_actor_config config) {
@@ -140,7 +155,8 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
         return enqueue(self, [&](write_batch& b) { return b.put_group(group); });
       },
       [=](put_step_atom, const step_record& step) -> caf::result<ack> {
-        return enqueue(self, [&](write_batch& b) { return b.put_step(step); });
+        const auto record = with_profile_metrics(self->state, step);
+        return enqueue(self, [&](write_batch& b) { return b.put_step(record); });
       },
       [=](put_step_atom, const step_record& step,
           const partial_carry_record& carry) -> caf::result<ack> {
@@ -150,7 +166,7 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
             return error{"step " + std::to_string(step.step) +
                          " stored with the carry decision of step " + std::to_string(carry.step)};
           }
-          if (auto s = b.put_step(step); !s) {
+          if (auto s = b.put_step(with_profile_metrics(self->state, step)); !s) {
             return s;
           }
           return b.put_carry(step.run_id, carry);
@@ -198,6 +214,15 @@ store_impl_actor::behavior_type store_behavior(store_impl_actor::stateful_pointe
       [=](get_carry_atom, const std::string& run_id, std::uint64_t step) -> loaded_carry {
         commit(self);  // read what was put before
         return load_carry(*self->state.store, run_id, step);
+      },
+      [=](put_profile_atom, const turn_profile_record& profile) -> caf::result<ack> {
+        return enqueue(self, [&](write_batch& b) -> status {
+          auto s = b.put_profile(profile);
+          if (s) {
+            self->state.profiles[{profile.turn.run_id, profile.turn.step}].add(profile);
+          }
+          return s;
+        });
       },
       [=](commit_atom) { commit(self); },
   };

@@ -36,6 +36,11 @@ namespace leap::actors {
 //   commit: the step is stored with the decision or not at all.
 // get_carry(run_id, step): the carry decision stored with `step`, if any, and what the store holds
 //   of each carried group (loaded_carry).
+// put_profile(record): a turn's profile, made after its verdict (verifier.profile, issue 34),
+//   stored under its turn's ids whenever it arrives, answered once durable. The actor counts the
+//   profiles it stored per step, and a step record it stores later gets their step metrics
+//   (add_profile_metrics: profile.turns, profile.seconds, one per bottleneck class); profiles that
+//   arrive after their step's record are in the store for replay, not in that record.
 using store_actor = caf::typed_actor<
     caf::replies_to<put_group_atom, group_record>::with<ack>,
     caf::replies_to<put_step_atom, step_record>::with<ack>,
@@ -46,7 +51,8 @@ using store_actor = caf::typed_actor<
     caf::replies_to<load_atom, std::string, std::uint64_t, split_kind>::with<loaded_groups>,
     caf::replies_to<put_retry_atom, std::string, retry_step_record>::with<ack>,
     caf::replies_to<get_retry_atom, std::string, std::uint64_t>::with<loaded_retry>,
-    caf::replies_to<get_carry_atom, std::string, std::uint64_t>::with<loaded_carry>>;
+    caf::replies_to<get_carry_atom, std::string, std::uint64_t>::with<loaded_carry>,
+    caf::replies_to<put_profile_atom, turn_profile_record>::with<ack>>;
 
 struct store_actor_config {
   // Most groups in one commit. Default: 64

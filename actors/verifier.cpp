@@ -22,10 +22,10 @@ namespace leap::actors {
 namespace {
 
 // completed: a verdict, and whether its profile is being made; profiled: that profile's text for
-// the request id.
+// the request id, and its summary to store (none when the sandbox gave none).
 using pool_actor = verifier_actor::extend_with<profile_actor>::extend<
     caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>,
-    caf::reacts_to<profiled_atom, std::string, std::string>>;
+    caf::reacts_to<profiled_atom, std::string, std::string, std::vector<turn_profile_record>>>;
 
 struct pending_job {
   caf::typed_response_promise<verification_result> promise;
@@ -85,6 +85,26 @@ verification_result from_sandbox(result<sandbox::verdict> r) {
   return v;
 }
 
+// The summary of a profile to store with its turn: none without a profile or a turn id.
+std::vector<turn_profile_record> stored_profile(const std::string& request_id,
+                                                const result<sandbox::verdict>& r) {
+  if (!r.ok() || !r->profile) {
+    return {};
+  }
+  auto turn = turn_of_request(request_id);
+  if (!turn) {
+    return {};
+  }
+  turn_profile_record rec;
+  rec.turn = std::move(*turn);
+  for (const auto& k : r->profile->kernels) {
+    rec.kernels.push_back({k.name, k.duration_ns, k.bottleneck, k.findings});
+  }
+  rec.note = r->profile->note;
+  rec.seconds = r->profile->seconds;
+  return {std::move(rec)};
+}
+
 void pump(pool_actor::stateful_pointer<pool_state> self) {
   auto& st = self->state;
   while (st.in_flight < st.config.max_in_flight && !st.waiting.empty()) {
@@ -121,9 +141,10 @@ void pump(pool_actor::stateful_pointer<pool_state> self) {
           caf::anon_send(handle, completed_atom_v, serial, from_sandbox(std::move(r)), profiled);
         },
         [handle, judged_text, id = it->second.request_id](result<sandbox::verdict> r) {
+          auto stored = stored_profile(id, r);
           // Only what the profile added is worth a turn's reading: a note alone changes nothing.
           std::string text = r.ok() && r->feedback != *judged_text ? std::move(r->feedback) : "";
-          caf::anon_send(handle, profiled_atom_v, id, std::move(text));
+          caf::anon_send(handle, profiled_atom_v, id, std::move(text), std::move(stored));
         });
   }
 }
@@ -133,12 +154,12 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
                                         verifier_pool_config config) {
   self->state.verifier = verifier;
   self->state.tasks = std::move(tasks);
-  self->state.config = config;
+  self->state.config = std::move(config);
   if (self->state.config.max_in_flight == 0) {
     self->state.config.max_in_flight = 1;
   }
   self->state.profiling = verifier->verification_engine().config().profile;
-  self->state.profiles = profile_shelf(config.profiles_kept);
+  self->state.profiles = profile_shelf(self->state.config.profiles_kept);
   return {
       [=](verify_atom, verification_request& request) -> caf::result<verification_result> {
         auto& st = self->state;
@@ -182,8 +203,30 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         st.jobs.erase(it);
         pump(self);
       },
-      [=](profiled_atom, std::string& id, std::string& text) {
+      [=](profiled_atom, std::string& id, std::string& text,
+          std::vector<turn_profile_record>& stored) {
         auto& st = self->state;
+        if (st.config.profile_store) {
+          for (auto& rec : stored) {
+            self->request(st.config.profile_store, caf::infinite, put_profile_atom_v,
+                          std::move(rec))
+                .then(
+                    [self, id](const ack& a) {
+                      if (!a.error.empty()) {
+                        emit(self->state.config.log, log::level::warn,
+                             "verifier pool: the profile of " + id + " was not stored: " + a.error,
+                             log_ids_of_request(id));
+                      }
+                    },
+                    // The store is gone: the run ended before the profile came.
+                    [self, id](const caf::error& e) {
+                      emit(self->state.config.log, log::level::info,
+                           "verifier pool: the profile of " + id +
+                               " came after the store closed (" + caf::to_string(e) + ")",
+                           log_ids_of_request(id));
+                    });
+          }
+        }
         if (auto w = st.profile_waiters.find(id); w != st.profile_waiters.end()) {
           // Taken at once: nothing is kept, and a later ask for the id gets "".
           st.profiles.drop(id);
@@ -255,7 +298,7 @@ std::optional<std::string> profile_shelf::take(const std::string& id) {
 
 verifier_actor spawn_verifier_pool(caf::actor_system& system, sandbox::verifier& verifier,
                                    task_table tasks, verifier_pool_config config) {
-  return system.spawn(pool_behavior, &verifier, std::move(tasks), config);
+  return system.spawn(pool_behavior, &verifier, std::move(tasks), std::move(config));
 }
 
 profile_actor profiles_of(const verifier_actor& pool) {

@@ -7,7 +7,9 @@
 // scheduler. Further jobs wait in the pool in FIFO order.
 #pragma once
 
+#include "actors/log_sink.hpp"
 #include "actors/messages.hpp"
+#include "actors/store.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -78,6 +80,13 @@ struct verifier_pool_config {
   std::size_t max_in_flight = 64;
   // Profiles kept for turns not yet asked for (profile_shelf's capacity). Default: 256
   std::size_t profiles_kept = 256;
+  // Where each profile goes, as it arrives, to be stored with its turn (issue 34): the turn's ids
+  // are those its request id names (turn_of_request); a request id of another form is not stored.
+  // A store that refuses it is logged as a warning, one that is gone (the run ended first) as info;
+  // neither is an error of the turn. Default: none (profiles are not stored)
+  store_actor profile_store;
+  // Where those lines go. Default: none (dropped)
+  log_sink log;
 };
 
 // Spawns the pool around `verifier`, which must outlive the actor (stop the actor first). With the

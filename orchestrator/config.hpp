@@ -217,6 +217,15 @@ struct simulation_section {
   double difficulty_beta = 1.0;
   double debug_fix_probability = 0.3;
   double skill_gain = 0.5;
+  // Speed and optimisation turns (read when verifier.timing_reps > 0); simulation.hpp says how.
+  double speedup_median = 1.0;
+  double speedup_task_spread = 0.3;
+  double speedup_spread = 0.2;
+  double speedup_noise = 0.05;
+  double speedup_ceiling = 10.0;
+  double optimise_improve_probability = 0.3;
+  double optimise_break_probability = 0.2;
+  double optimise_gain = 1.3;
 
   friend bool operator==(const simulation_section&, const simulation_section&) = default;
 };

@@ -253,6 +253,10 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
   for (const auto& [step, groups] : train) {
     steps.insert(step);
   }
+  // A step whose groups were all dropped may still have profiles: their cost is shown.
+  for (const auto& [step, counts] : data.profiles) {
+    steps.insert(step);
+  }
   for (const auto& r : data.steps) {
     steps.insert(r.step);
   }
@@ -270,6 +274,9 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
         s.retry = replay_retry_columns{static_cast<std::uint32_t>(r.retried.size()), r.counts,
                                        static_cast<std::uint32_t>(r.buffer.entries.size())};
       }
+    }
+    if (const auto p = data.profiles.find(step); p != data.profiles.end()) {
+      s.profiles = p->second;
     }
     report.steps.push_back(std::move(s));
   }
@@ -297,6 +304,7 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
   }
   report.total = summarise(all_train, data.max_turns);
   for (const auto& s : report.steps) {
+    report.total.profiles.add(s.profiles);
     if (s.partial) {
       auto& t = report.total.partial;
       if (!t) {
@@ -669,6 +677,47 @@ std::string retry_csv(const replay_report& r) {
         row << std::string();
       }
     }
+  }
+  return out;
+}
+
+std::string format_profile_table(const replay_report& r) {
+  if (r.total.profiles.profiles == 0) {
+    return {};
+  }
+  std::string out =
+      "profiles, per step (profiled: training turns with a stored profile; then their kernels by "
+      "bottleneck class; seconds: the profiling runs' wall time)\n";
+  out += printf_string("%6s %8s %7s %8s %8s %7s %8s %9s\n", "step", "profiled", "memory", "compute",
+                       "latency", "launch", "unknown", "seconds");
+  auto row = [&](const profile_counts& p, const std::string& label) {
+    const auto& k = p.kernels;
+    out += printf_string("%6s %8u %7u %8u %8u %7u %8u %9.1f\n", label.c_str(), p.profiles, k[0],
+                         k[1], k[2], k[3], k[4], p.seconds);
+  };
+  for (const auto& s : r.steps) {
+    row(s.profiles, std::to_string(s.step + 1));
+  }
+  row(r.total.profiles, "all");
+  return out;
+}
+
+std::string profile_csv(const replay_report& r) {
+  if (r.total.profiles.profiles == 0) {
+    return {};
+  }
+  std::string out = "step,profiled";
+  for (std::size_t i = 0; i < bottleneck_class_names.size(); ++i) {
+    out += "," + profile_metric_of_class(i).substr(std::string_view("profile.").size());
+  }
+  out += ",seconds\n";
+  for (const auto& s : r.steps) {
+    csv_row row(out);
+    row << s.step << s.profiles.profiles;
+    for (const auto k : s.profiles.kernels) {
+      row << k;
+    }
+    row << s.profiles.seconds;
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "orchestrator/retry.hpp"
 #include "orchestrator/reward.hpp"
 #include "orchestrator/trajectory.hpp"
+#include "orchestrator/turn_profile.hpp"
 
 #include <array>
 #include <cstdint>
@@ -69,6 +70,9 @@ struct replay_data {
   std::vector<step_record> steps;    // ascending
   // The retry buffer stored after each step (gate.retry, issue 35), ascending; empty without it.
   std::vector<retry_step_record> retries;
+  // The stored profiles of the training turns (verifier.profile, issue 34), counted per step (the
+  // step that started their group); empty without profiling and in stores made before it.
+  std::map<std::uint64_t, profile_counts> profiles;
 };
 
 // A step's buffered retry: its retried groups, the settling's counts (recovered: the retries with a
@@ -116,6 +120,9 @@ struct replay_step {
   // The optimisation decisions the run stored with these groups (gate.optimise), counted by
   // decision (indexed by optimise_decision's value); all 0 when none was stored.
   std::array<std::uint32_t, 6> optimise_decisions{};
+  // The profiles stored for the step's training turns: profiled turns, their kernels per
+  // bottleneck class and the seconds spent profiling them (all 0 when none was stored).
+  profile_counts profiles;
 };
 
 struct replay_validation {
@@ -206,5 +213,9 @@ struct whatif_report {
 // exhausted, evicted, buffered); empty when no step has retry columns.
 [[nodiscard]] std::string format_retry_table(const replay_report& report);
 [[nodiscard]] std::string retry_csv(const replay_report& report);
+// The profile table and CSV (step, profiled, one column per bottleneck class counting kernels,
+// seconds); empty when no step has a stored profile.
+[[nodiscard]] std::string format_profile_table(const replay_report& report);
+[[nodiscard]] std::string profile_csv(const replay_report& report);
 
 }  // namespace leap

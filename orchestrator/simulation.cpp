@@ -1,6 +1,10 @@
 #include "orchestrator/simulation.hpp"
 
+#include "orchestrator/group_flow.hpp"
+#include "orchestrator/trajectory.hpp"
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -27,9 +31,40 @@ bool bernoulli(std::mt19937_64& rng, double p) {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng) < p;
 }
 
-// What one rollout did, turn by turn: passed[t] for every generated turn t.
-struct simulated_rollout {
-  std::vector<bool> passed;
+// The optimisation turn's choices, in the order of the softmax's logits.
+enum optimise_choice : std::size_t { improve = 0, same = 1, breaks = 2 };
+using choice_probabilities = std::array<double, 3>;
+
+choice_probabilities softmax(const choice_probabilities& logits) {
+  const double top = std::max({logits[0], logits[1], logits[2]});
+  choice_probabilities p{};
+  double sum = 0.0;
+  for (std::size_t c = 0; c < p.size(); ++c) {
+    p[c] = std::exp(logits[c] - top);
+    sum += p[c];
+  }
+  for (double& x : p) {
+    x /= sum;
+  }
+  return p;
+}
+
+// The second random stream: speeds and optimisation turns. Seeded apart from the pass/fail stream
+// so that drawing speeds never moves which rollouts pass.
+struct speed_stream {
+  explicit speed_stream(std::uint64_t seed) : rng(seed ^ 0x9e3779b97f4a7c15ULL) {}
+  double normal() { return unit(rng); }
+  double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+
+  std::mt19937_64 rng;
+  std::normal_distribution<double> unit{0.0, 1.0};
+};
+
+// What the simulator drew for one turn, beside the turn_record the store would hold.
+struct drawn_turn {
+  bool kernel_drawn = false;  // a passing first or debug turn: its speed came from the policy
+  double draw = 0.0;          // speedup_spread * z of that kernel (the REINFORCE sample)
+  std::optional<optimise_choice> choice;  // an optimisation turn's choice
 };
 
 }  // namespace
@@ -37,15 +72,32 @@ struct simulated_rollout {
 std::vector<simulation_step> simulate(const simulation_params& params,
                                       const std::function<void(const simulation_step&)>& on_step) {
   std::mt19937_64 rng(params.seed);
-  std::vector<double> task_skill(static_cast<std::size_t>(std::max(params.tasks, 1)));
+  std::vector<double> task_skill(static_cast<std::size_t>(std::max(params.model.tasks, 1)));
   for (double& p : task_skill) {
-    p = sample_beta(rng, params.difficulty_alpha, params.difficulty_beta);
+    p = sample_beta(rng, params.model.difficulty_alpha, params.model.difficulty_beta);
   }
-  double fix_skill = params.debug_fix_probability;
+  speed_stream speed_rng(params.seed);
+  std::vector<double> task_log_speed(task_skill.size());
+  for (double& o : task_log_speed) {
+    o = std::log(params.model.speedup_median) +
+        params.model.speedup_task_spread * speed_rng.normal();
+  }
+  double speed_shift = 0.0;
+  const double same_probability = std::max(0.0, 1.0 - params.model.optimise_improve_probability -
+                                                    params.model.optimise_break_probability);
+  choice_probabilities choice_logits = {
+      std::log(std::max(params.model.optimise_improve_probability, 1e-6)),
+      std::log(std::max(same_probability, 1e-6)),
+      std::log(std::max(params.model.optimise_break_probability, 1e-6))};
+  double fix_skill = params.model.debug_fix_probability;
   adaptive_gate adaptive(params.gate);
   const bool use_adaptive = params.gate.policy == gate_policy::dcp_adaptive;
+  const auto decide_gate = [&](int n_fail, int n) {
+    return use_adaptive ? adaptive.decide_and_record(n_fail, n) : decide(params.gate, n_fail, n);
+  };
   std::uniform_int_distribution<std::size_t> pick_task(0, task_skill.size() - 1);
   const auto g = static_cast<std::size_t>(params.group_size);
+  const bool train_optimisation = params.gate.optimise.train;
   retry_buffer buffer;
 
   std::vector<simulation_step> steps;
@@ -55,6 +107,11 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     std::vector<double> task_gradient(task_skill.size(), 0.0);
     double fix_gradient = 0.0;
     std::size_t debug_turns = 0;
+    double shift_gradient = 0.0;
+    std::size_t kernel_turns = 0;
+    choice_probabilities choice_gradient{};
+    std::size_t choice_turns = 0;
+    const choice_probabilities choice_p = softmax(choice_logits);
 
     // The plan's fresh slots draw their task when they run (placeholders here), so that without
     // retries the random stream is the one it always was.
@@ -69,38 +126,79 @@ std::vector<simulation_step> simulate(const simulation_params& params,
       const int max_turns = params.max_turns + (is_retry ? params.gate.retry.extra_turns : 0);
       const std::size_t verifications_before = report.verifications;
       const double p = task_skill[task];
-      std::vector<simulated_rollout> rollouts(group_size);
-      int n_fail = 0;
-      for (auto& r : rollouts) {
-        r.passed.push_back(bernoulli(rng, p));
-        n_fail += r.passed.back() ? 0 : 1;
-      }
-      report.verifications += group_size;
 
-      const int n = static_cast<int>(group_size);
-      const gate_decision decision =
-          use_adaptive ? adaptive.decide_and_record(n_fail, n) : decide(params.gate, n_fail, n);
-      if (is_open(decision)) {
-        for (auto& r : rollouts) {
-          while (!r.passed.back() && static_cast<int>(r.passed.size()) < max_turns) {
-            r.passed.push_back(bernoulli(rng, fix_skill));
-            ++report.verifications;
+      // The group's life is leap run's: group_flow asks for each turn and applies the DCP gate
+      // and the optimisation decision; the simulator only answers.
+      group_flow flow(static_cast<int>(group_size), max_turns, decide_gate, false,
+                      params.gate.optimise);
+      group_record record;
+      record.max_turns = max_turns;
+      record.rollouts.resize(group_size);
+      std::vector<std::vector<drawn_turn>> drawn(group_size);
+      std::vector<double> true_log_speed(group_size, 0.0);
+      const auto answer = [&](std::uint32_t i) {
+        auto& rollout = record.rollouts[i];
+        const bool first = rollout.turns.empty();
+        drawn_turn d;
+        turn_record turn;
+        if (first) {
+          turn.passed = bernoulli(rng, p);
+        } else if (flow.optimising(i)) {
+          const double u = speed_rng.uniform();
+          d.choice = u < choice_p[improve]                    ? improve
+                     : u < choice_p[improve] + choice_p[same] ? same
+                                                              : breaks;
+          turn.passed = *d.choice != breaks;
+          if (*d.choice == improve) {
+            true_log_speed[i] = std::min(true_log_speed[i] + std::log(params.model.optimise_gain),
+                                         std::log(params.model.speedup_ceiling));
           }
+        } else {
+          turn.passed = bernoulli(rng, fix_skill);
+        }
+        turn.verdict = turn.passed ? verdict_category::pass : verdict_category::wrong_answer;
+        if (turn.passed && params.timed) {
+          if (!d.choice) {
+            d.kernel_drawn = true;
+            d.draw = params.model.speedup_spread * speed_rng.normal();
+            true_log_speed[i] = std::min(task_log_speed[task] + speed_shift + d.draw,
+                                         std::log(params.model.speedup_ceiling));
+          }
+          turn.speedup =
+              std::exp(true_log_speed[i] + params.model.speedup_noise * speed_rng.normal());
+          turn.speedup_noise = params.model.speedup_noise;
+        }
+        const double speedup = turn.speedup;
+        const bool passed = turn.passed;
+        rollout.turns.push_back(std::move(turn));
+        drawn[i].push_back(d);
+        ++report.verifications;
+        return flow.on_result(
+            i, turn_result{.passed = passed, .ended_rollout = false, .speedup = speedup});
+      };
+      // First turns in rollout order, then each rollout's later turns to its end, in rollout
+      // order: the order the simulator always drew in.
+      std::vector<std::uint32_t> later;
+      for (const std::uint32_t i : flow.start().request_turn) {
+        const auto actions = answer(i);
+        later.insert(later.end(), actions.request_turn.begin(), actions.request_turn.end());
+      }
+      for (const std::uint32_t i : later) {
+        for (bool more = true; more;) {
+          const auto actions = answer(i);
+          more = std::find(actions.request_turn.begin(), actions.request_turn.end(), i) !=
+                 actions.request_turn.end();
         }
       }
+      record.gate = flow.gate().value_or(gate_decision::closed_no_debug);
+      record.n_fail = flow.n_fail();
+      record.optimise = flow.optimise();
+      score_group(record, params.reward, params.advantage, train_optimisation);
+      group_summary summary = summarize(record);
 
-      group_summary summary;
-      summary.gate = decision;
-      for (const auto& r : rollouts) {
-        rollout_outcome o;
-        o.generated_turns = static_cast<int>(r.passed.size());
-        o.passed_at_turn = r.passed.back() ? o.generated_turns : 0;
-        summary.outcomes.push_back(o);
-      }
-      const auto rewards = compute_rewards(params.reward, summary.outcomes, max_turns);
-      summary.advantages = compute_advantages(params.advantage, rewards);
-      const bool all_failed = std::none_of(rollouts.begin(), rollouts.end(),
-                                           [](const auto& r) { return r.passed.back(); });
+      const bool all_failed =
+          std::none_of(record.rollouts.begin(), record.rollouts.end(),
+                       [](const auto& r) { return outcome_from_turns(r).passed(); });
       outcomes.push_back({task, plan.retries[b], all_failed});
       if (std::any_of(summary.advantages.begin(), summary.advantages.end(),
                       [](double a) { return a != 0.0; })) {
@@ -111,21 +209,57 @@ std::vector<simulation_step> simulate(const simulation_params& params,
         report.recovered += all_failed ? 0 : 1;
         report.retry_verifications += report.verifications - verifications_before;
       }
+      report.optimised += record.optimise == optimise_decision::open ? 1 : 0;
 
-      // One "token" per generated turn is enough: every token of a turn shares its advantage.
+      // What the learner trains on (actors/learner.cpp's training_sequences): a first-turn pass's
+      // turns up to its kept one with gate.optimise.train (its first turn alone without), every
+      // turn of any other rollout; then each broken optimisation turn alone. One "token" per turn
+      // is enough: every token of a turn shares its advantage.
+      const double broken_advantage = train_optimisation ? broken_turn_advantage(record) : 0.0;
       for (std::size_t i = 0; i < group_size; ++i) {
-        const auto& r = rollouts[i];
-        std::vector<int> token_turn(r.passed.size());
+        const auto& r = record.rollouts[i];
+        const bool first_passed = r.turns.front().passed;
+        const std::size_t keep = train_optimisation ? kept_turn(r).value_or(r.turns.size()) + 1 : 1;
+        const std::size_t trained = first_passed ? std::min(keep, r.turns.size()) : r.turns.size();
+        std::vector<int> token_turn(trained);
         for (std::size_t t = 0; t < token_turn.size(); ++t) {
           token_turn[t] = static_cast<int>(t);
         }
-        const auto per_turn =
-            token_advantages(token_turn, summary.advantages[i], params.advantage.gamma);
+        const auto per_turn = token_advantages(token_turn, r.advantage, params.advantage.gamma);
         task_gradient[task] +=
-            per_turn[0] * ((r.passed[0] ? 1.0 : 0.0) - p) / static_cast<double>(group_size);
-        for (std::size_t t = 1; t < per_turn.size(); ++t) {
-          fix_gradient += per_turn[t] * ((r.passed[t] ? 1.0 : 0.0) - fix_skill);
-          ++debug_turns;
+            per_turn[0] * ((first_passed ? 1.0 : 0.0) - p) / static_cast<double>(group_size);
+        for (std::size_t t = 0; t < trained; ++t) {
+          const drawn_turn& d = drawn[i][t];
+          if (d.kernel_drawn) {
+            shift_gradient += per_turn[t] * d.draw;
+            ++kernel_turns;
+          }
+          if (d.choice) {
+            for (std::size_t c = 0; c < choice_gradient.size(); ++c) {
+              choice_gradient[c] += per_turn[t] * ((c == *d.choice ? 1.0 : 0.0) - choice_p[c]);
+            }
+            ++choice_turns;
+          } else if (t > 0) {
+            fix_gradient += per_turn[t] * ((r.turns[t].passed ? 1.0 : 0.0) - fix_skill);
+            ++debug_turns;
+          }
+        }
+        const auto broken = broken_optimisation_turns(r);
+        if (broken_advantage != 0.0) {
+          for (std::size_t t = 0; t < broken.size(); ++t) {
+            for (std::size_t c = 0; c < choice_gradient.size(); ++c) {
+              choice_gradient[c] += broken_advantage * ((c == breaks ? 1.0 : 0.0) - choice_p[c]);
+            }
+            ++choice_turns;
+          }
+        }
+
+        report.speed.add(r.outcome, speed_of(r, r.outcome));
+        report.kept_speed.add(r.outcome, first_passed ? kept_speed_of(r) : speed_of(r, r.outcome));
+        if (first_passed) {
+          report.optimise_turns += r.turns.size() - 1;
+          report.optimise_kept += kept_turn(r).value_or(0) > 0 ? 1 : 0;
+          report.optimise_broken += broken.size();
         }
       }
       report.groups.push_back(std::move(summary));
@@ -135,12 +269,21 @@ std::vector<simulation_step> simulate(const simulation_params& params,
 
     for (std::size_t k = 0; k < task_skill.size(); ++k) {
       if (task_gradient[k] != 0.0) {
-        task_skill[k] = sigmoid(logit(task_skill[k]) + params.skill_gain * task_gradient[k]);
+        task_skill[k] = sigmoid(logit(task_skill[k]) + params.model.skill_gain * task_gradient[k]);
       }
     }
     if (debug_turns > 0) {
-      fix_skill = sigmoid(logit(fix_skill) +
-                          params.skill_gain * fix_gradient / static_cast<double>(debug_turns));
+      fix_skill = sigmoid(logit(fix_skill) + params.model.skill_gain * fix_gradient /
+                                                 static_cast<double>(debug_turns));
+    }
+    if (kernel_turns > 0) {
+      speed_shift += params.model.skill_gain * shift_gradient / static_cast<double>(kernel_turns);
+    }
+    if (choice_turns > 0) {
+      for (std::size_t c = 0; c < choice_logits.size(); ++c) {
+        choice_logits[c] +=
+            params.model.skill_gain * choice_gradient[c] / static_cast<double>(choice_turns);
+      }
     }
 
     report.cumulative_accuracy = cumulative_accuracy(report.groups, params.max_turns);
@@ -153,6 +296,11 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     }
     report.expected_first_turn_accuracy = sum / static_cast<double>(task_skill.size());
     report.debug_fix_probability = fix_skill;
+    report.expected_speedup =
+        std::min(params.model.speedup_median * std::exp(speed_shift), params.model.speedup_ceiling);
+    const choice_probabilities after = softmax(choice_logits);
+    report.optimise_improve_probability = after[improve];
+    report.optimise_break_probability = after[breaks];
     if (on_step) {
       on_step(report);
     }

@@ -10,10 +10,31 @@
 // skill_gain * a_{i,0} * (x_i - p_k), and each debug turn's advantage moves logit(q) likewise.
 // Buffered retry (gate.retry): all-failed groups are sampled again as orchestrator/retry.hpp says,
 // with extra rollouts and turns; without it the random stream is the one it always was.
-// Deterministic for a seed.
+//
+// Speed (issue 31), when `timed` (a config's verifier.timing_reps > 0): every passing candidate has
+// a true speedup over the reference, ln s = ln(speedup_median) + o_k + shift + speedup_spread * z,
+// with o_k ~ N(0, speedup_task_spread^2) drawn once per task, z ~ N(0, 1) per candidate, and
+// `shift` the policy's speed skill (0 at the start), capped at speedup_ceiling (no kernel gets
+// faster than the hardware allows: near the cap timed passes tie and the skill stops growing);
+// the verifier measures s * exp(speedup_noise * z') and states speedup_noise as its relative noise
+// (rank_speed's tie margin). The group's life
+// is group_flow's, so the DCP gate and gate.optimise decide exactly as in `leap run`
+// (decide_optimise, continue_optimising). An optimisation turn improves the kernel (true speedup
+// times optimise_gain, within the ceiling) with probability pi_improve, breaks it (fails) with
+// pi_break, and otherwise passes at the same true speed. Groups are scored by score_group
+// (rank_speed, the speed bonus and gate.optimise.train's payment for the kept turn), and training
+// sees what actors/learner.cpp's training_sequences gives the learner: the turns up to the kept
+// one, discounted per turn, and each broken turn alone with broken_turn_advantage(). The speed
+// skill learns like the pass skills, by natural-gradient REINFORCE on the Gaussian choice of z:
+// shift += skill_gain * mean(a_t * speedup_spread * z) over the trained passing turns that drew a
+// kernel (first and debug turns); the optimisation-turn choice {improve, same, break} is a softmax
+// whose logits move by skill_gain * mean(a_t * (onehot - pi)) over the trained optimisation turns
+// (only with gate.optimise.train). Speed and optimisation turns draw from a second random stream,
+// so that the pass/fail stream is the one it always was, timed or not. Deterministic for a seed.
 #pragma once
 
 #include "orchestrator/advantage.hpp"
+#include "orchestrator/config.hpp"
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
 #include "orchestrator/retry.hpp"
@@ -31,11 +52,10 @@ struct simulation_params {
   int group_size = 8;
   int max_turns = 3;
   std::uint64_t seed = 0;
-  int tasks = 256;
-  double difficulty_alpha = 1.0;
-  double difficulty_beta = 1.0;
-  double debug_fix_probability = 0.3;
-  double skill_gain = 0.5;
+  // The synthetic policy and its speeds (simulation.* keys; the file comment says how).
+  simulation_section model;
+  // Untimed (verifier.timing_reps 0), no speedup is measured and the model's speeds are not read.
+  bool timed = false;
   gate_config gate;
   reward_config reward;
   advantage_config advantage;
@@ -60,6 +80,23 @@ struct simulation_step {
   std::size_t retry_verifications = 0;
   retry_counts retry;
   std::size_t buffered = 0;
+  // Speed (timed only; empty summaries otherwise): fast_p and the geomean speedup of the trained
+  // outcomes as `leap replay` counts them (a first-turn pass at its first turn's speed), and of the
+  // kernels a user keeps (a first-turn pass's last passing turn: what optimisation turns bought).
+  speed_summary speed;
+  speed_summary kept_speed;
+  // Optimisation turns (gate.optimise): groups opened for them, turns run, rollouts whose kept
+  // kernel came from one, and turns that broke a working kernel.
+  std::size_t optimised = 0;
+  std::size_t optimise_turns = 0;
+  std::size_t optimise_kept = 0;
+  std::size_t optimise_broken = 0;
+  // The policy after the step's update: the median first-turn speedup over tasks
+  // (speedup_median * exp(shift), at most speedup_ceiling), and the optimisation turns' improve and
+  // break probabilities.
+  double expected_speedup = 0.0;
+  double optimise_improve_probability = 0.0;
+  double optimise_break_probability = 0.0;
 };
 
 // Runs the simulation; calls on_step after each step (for progress), then returns every step.

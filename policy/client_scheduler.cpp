@@ -167,10 +167,13 @@ piece_decision continue_piece(std::vector<generated_turn> choices,
     return d;
   }
   if (single) {
-    // This piece's ids start after the earlier pieces'; a version change starts a segment.
+    // This piece's ids start after the earlier pieces'; a version change starts a segment, and so
+    // does a resumed piece from a server that reports no version (vLLM): the client cannot tell
+    // whether new weights sampled it, the pool can (it knows which sync came in between).
     auto& c = choices[0];
     auto segments = partial.weight_segments;
-    if (segments.empty() || segments.back().version != c.weight_version) {
+    const bool unknown_resume = !partial.ids.empty() && !c.weight_version;
+    if (segments.empty() || segments.back().version != c.weight_version || unknown_resume) {
       segments.push_back({partial.ids.size(), c.weight_version});
     }
     c.weight_segments = std::move(segments);

@@ -25,15 +25,15 @@ const wire_dialect& dialect_of(wire_flavour flavour) {
   return vllm_dialect();
 }
 
-weight_sync_plan disk_sync_plan(server_flavour flavour) {
+weight_sync_plan disk_sync_plan(server_flavour flavour, bool pause) {
   switch (flavour) {
     case server_flavour::vllm:
-      return vllm_disk_plan();
+      return vllm_disk_plan(pause);
     case server_flavour::sglang:
     case server_flavour::embedded:
-      return sglang_disk_plan();
+      return sglang_disk_plan(pause);
   }
-  return sglang_disk_plan();
+  return sglang_disk_plan(pause);
 }
 
 // ---- request bodies -------------------------------------------------------------------------

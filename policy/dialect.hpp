@@ -79,7 +79,9 @@ class wire_dialect {
 // How a learner's step folder reaches the servers of `flavour` (the weight-sync preset of
 // weight_sync.hpp): vLLM reloads it (vllm_disk_plan); SGLang loads it (sglang_disk_plan); the
 // embedded server takes the SGLang route, which its backend serves from the learner in memory when
-// both share the process.
-[[nodiscard]] weight_sync_plan disk_sync_plan(server_flavour flavour);
+// both share the process. With `pause` (a weight update in flight), the plan pauses the server in
+// abort mode instead of draining it and resumes it last (vLLM's /pause, SGLang's
+// /pause_generation); the client resumes the aborted turns under the new weights.
+[[nodiscard]] weight_sync_plan disk_sync_plan(server_flavour flavour, bool pause = false);
 
 }  // namespace leap::policy

@@ -145,6 +145,24 @@ class control_service {
     return std::nullopt;
   }
 
+  // vLLM's pause (served by vLLM with VLLM_SERVER_DEV_MODE=1): the same hold as SGLang's, its
+  // modes named as vLLM names them, answered as vLLM answers.
+  std::optional<http_error> vllm_pause(const http_request& req, httplib::Response& res) {
+    auto request = parse_vllm_pause_request(query(req, "mode"), query(req, "clear_cache"));
+    if (!request) {
+      return bad_request(request.err());
+    }
+    state_.pause(request->mode);
+    set_json(res, json{{"status", "paused"}});
+    return std::nullopt;
+  }
+
+  std::optional<http_error> vllm_resume(const http_request& /*req*/, httplib::Response& res) {
+    state_.resume();
+    set_json(res, json{{"status", "resumed"}});
+    return std::nullopt;
+  }
+
   // No prefix cache here; the routes exist so that a weight-sync sequence runs unchanged.
   std::optional<http_error> flush_cache(const http_request& /*req*/, httplib::Response& res) {
     set_json(res, json{{"success", true}, {"message", "cache flushed"}});
@@ -351,6 +369,8 @@ std::vector<route> control_routes(const server_context& context) {
       {post, "/v1/load_lora_adapter", bind(&s::load_lora)},
       {post, "/v1/unload_lora_adapter", bind(&s::unload_lora)},
       {get, "/is_paused", bind(&s::is_paused)},
+      {post, "/pause", bind(&s::vllm_pause)},
+      {post, "/resume", bind(&s::vllm_resume)},
       {get, "/health", bind(&s::health)},
       {get, "/v1/models", bind(&s::models)},
       {get, "/get_model_info", bind(&s::model_info)},

@@ -78,12 +78,19 @@ weight_sync_plan vllm_sleep_reload_plan() {
   return plan;
 }
 
-weight_sync_plan vllm_disk_plan() {
+weight_sync_plan vllm_disk_plan(bool pause) {
   weight_sync_plan plan;
+  plan.drain = !pause;
+  if (pause) {
+    plan.calls.push_back(call("pause", "/pause?mode=abort", ""));
+  }
   plan.calls.push_back(call("load", "/collective_rpc",
                             R"({"method":"reload_weights","kwargs":{"weights_path":"{path}"}})",
                             load_deadline));
   plan.calls.push_back(call("flush", "/reset_prefix_cache", ""));
+  if (pause) {
+    plan.calls.push_back(call("resume", "/resume", ""));
+  }
   return plan;
 }
 

@@ -103,8 +103,10 @@ struct weight_sync_request {
 // place from the learner's step folder and points its model config there), POST
 // /reset_prefix_cache. vLLM serves /collective_rpc with VLLM_SERVER_DEV_MODE=1; the weights_path
 // argument of the workers' reload_weights is in vLLM's main branch of 2026 (older vLLM: the
-// folder the server was started on is reloaded, see vllm_sleep_reload_plan).
-[[nodiscard]] weight_sync_plan vllm_disk_plan();
+// folder the server was started on is reloaded, see vllm_sleep_reload_plan). With `pause`, no
+// drain: POST /pause?mode=abort first (running requests end with finish "abort" and their tokens,
+// which the client resumes under the new weights) and POST /resume last.
+[[nodiscard]] weight_sync_plan vllm_disk_plan(bool pause = false);
 
 // vLLM's weight-transfer engine with the disk backend (`vllm serve --weight-transfer-config
 // '{"backend": "disk"}'`, served with VLLM_SERVER_DEV_MODE=1): drain, POST

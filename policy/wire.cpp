@@ -4,6 +4,7 @@
 #include "policy/vocabulary.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -843,8 +844,43 @@ result<pause_request> parse_pause_request(const json& body) {
   });
 }
 
+namespace {
+
+// vLLM's pause modes, which its /pause and /sleep share.
+result<pause_mode> parse_vllm_pause_mode(const std::optional<std::string>& mode) {
+  if (!mode || *mode == "abort") {
+    return pause_mode::abort;
+  }
+  if (*mode == "wait") {
+    return pause_mode::wait;
+  }
+  if (*mode == "keep") {
+    return pause_mode::in_place;
+  }
+  return error{"'mode' must be one of abort, wait, keep (got \"" + *mode + "\")"};
+}
+
+}  // namespace
+
+result<pause_request> parse_vllm_pause_request(const std::optional<std::string>& mode,
+                                               const std::optional<std::string>& clear_cache) {
+  if (clear_cache) {
+    // What FastAPI reads as a bool.
+    static const std::array<std::string_view, 10> k_bools = {
+        "true", "false", "1", "0", "yes", "no", "on", "off", "True", "False"};
+    if (std::find(k_bools.begin(), k_bools.end(), *clear_cache) == k_bools.end()) {
+      return error{"'clear_cache' must be a boolean (got \"" + *clear_cache + "\")"};
+    }
+  }
+  auto parsed = parse_vllm_pause_mode(mode);
+  if (!parsed) {
+    return parsed.err();
+  }
+  return pause_request{*parsed};
+}
+
 result<sleep_request> parse_sleep_request(std::optional<std::string> level,
-                                          std::optional<std::string> mode) {
+                                          const std::optional<std::string>& mode) {
   sleep_request r;
   if (level) {
     if (*level == "1") {
@@ -855,17 +891,11 @@ result<sleep_request> parse_sleep_request(std::optional<std::string> level,
       return error{"'level' must be 1 or 2 (got \"" + *level + "\")"};
     }
   }
-  if (mode) {
-    if (*mode == "abort") {
-      r.mode = pause_mode::abort;
-    } else if (*mode == "wait") {
-      r.mode = pause_mode::wait;
-    } else if (*mode == "keep") {
-      r.mode = pause_mode::in_place;
-    } else {
-      return error{"'mode' must be one of abort, wait, keep (got \"" + *mode + "\")"};
-    }
+  auto parsed = parse_vllm_pause_mode(mode);
+  if (!parsed) {
+    return parsed.err();
   }
+  r.mode = *parsed;
   return r;
 }
 

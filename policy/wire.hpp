@@ -217,8 +217,12 @@ struct lora_adapter_request {
     const nlohmann::json& body);
 [[nodiscard]] result<pause_request> parse_pause_request(const nlohmann::json& body);
 // From the query parameters (absent ones: nullopt / empty).
+// vLLM's POST /pause?mode=abort|wait|keep[&clear_cache=bool] (Default: abort; keep freezes the
+// running requests, as SGLang's in_place; clear_cache is checked and has nothing to clear here).
+[[nodiscard]] result<pause_request> parse_vllm_pause_request(
+    const std::optional<std::string>& mode, const std::optional<std::string>& clear_cache);
 [[nodiscard]] result<sleep_request> parse_sleep_request(std::optional<std::string> level,
-                                                        std::optional<std::string> mode);
+                                                        const std::optional<std::string>& mode);
 [[nodiscard]] result<wake_up_request> parse_wake_up_request(const std::vector<std::string>& tags);
 [[nodiscard]] result<collective_rpc_request> parse_collective_rpc_request(
     const nlohmann::json& body);

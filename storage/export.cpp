@@ -2,11 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <tuple>
 #include <type_traits>
 
 namespace leap {
@@ -37,7 +40,27 @@ std::string segments_cell(const turn_record& t) {
   return out;
 }
 
-json turn_json(const turn_record& t) {
+json profile_json(const turn_profile_record* p) {
+  if (p == nullptr) {
+    return nullptr;
+  }
+  json kernels = json::array();
+  for (const auto& k : p->kernels) {
+    kernels.push_back(json{{"name", k.name},
+                           {"duration_ns", k.duration_ns},
+                           {"bottleneck", k.bottleneck},
+                           {"findings", k.findings}});
+  }
+  return json{{"kernels", std::move(kernels)}, {"note", p->note}, {"seconds", p->seconds}};
+}
+
+const turn_profile_record* profile_of(const group_profiles& profiles, std::uint32_t rollout,
+                                      std::size_t turn) {
+  const auto it = profiles.find({rollout, static_cast<std::uint32_t>(turn)});
+  return it == profiles.end() ? nullptr : &it->second;
+}
+
+json turn_json(const turn_record& t, const turn_profile_record* profile) {
   return json{
       {"input_tokens", t.input_tokens},
       {"output_tokens", t.output_tokens},
@@ -65,15 +88,17 @@ json turn_json(const turn_record& t) {
       {"compiled_speedup", t.compiled_speedup > 0 ? json(t.compiled_speedup) : json(nullptr)},
       {"compiled_speedup_noise",
        t.compiled_speedup_noise >= 0 ? json(t.compiled_speedup_noise) : json(nullptr)},
+      // Nsight Compute's view of the candidate's kernels (verifier.profile); null when none.
+      {"profile", profile_json(profile)},
   };
 }
 
-json group_json(const group_record& g) {
+json group_json(const group_record& g, const group_profiles& profiles) {
   json rollouts = json::array();
   for (const auto& r : g.rollouts) {
     json turns = json::array();
-    for (const auto& t : r.turns) {
-      turns.push_back(turn_json(t));
+    for (std::size_t i = 0; i < r.turns.size(); ++i) {
+      turns.push_back(turn_json(r.turns[i], profile_of(profiles, r.index, i)));
     }
     rollouts.push_back(json{
         {"index", r.index},
@@ -330,14 +355,66 @@ void append_row(std::string& out, const std::vector<std::string>& fields) {
 
 const char* flag(bool b) { return b ? "true" : "false"; }
 
+// The profile_* cells: seconds, note, then per kernel (space-separated) its name, duration,
+// bottleneck and findings; all empty without a profile.
+std::array<std::string, 6> profile_cells(const turn_profile_record* p) {
+  std::array<std::string, 6> cells;
+  if (p == nullptr) {
+    return cells;
+  }
+  cells[0] = number(p->seconds);
+  cells[1] = p->note;
+  for (const auto& k : p->kernels) {
+    const char* gap = cells[2].empty() ? "" : " ";
+    cells[2] += gap + k.name;
+    cells[3] += gap + number(k.duration_ns);
+    cells[4] += gap + k.bottleneck;
+    std::string findings;
+    for (const auto& f : k.findings) {
+      findings += (findings.empty() ? "" : "+") + f;
+    }
+    cells[5] += gap + (findings.empty() ? std::string("-") : findings);
+  }
+  return cells;
+}
+
+// The stored profiles of one run, by group.
+using run_profiles = std::map<std::tuple<std::uint64_t, split_kind, std::uint32_t>, group_profiles>;
+
+result<run_profiles> load_run_profiles(const trajectory_store& store, const std::string& run_id) {
+  auto stored = store.profiles(run_id);
+  if (!stored) {
+    return stored.err();
+  }
+  run_profiles out;
+  for (auto& p : *stored) {
+    const auto& t = p.turn;
+    out[{t.step, t.split, t.group}].insert_or_assign(std::pair{t.rollout, t.turn}, std::move(p));
+  }
+  return out;
+}
+
 template <class Each>
 result<export_counts> export_groups(const trajectory_store& store, const export_query& query,
                                     std::ostream& out, Each&& each) {
   export_counts counts;
   group_query q;
   q.run_id = query.run_id;
+  // Groups come ordered by run: each run's profiles are read when its first group comes.
+  std::optional<std::string> profiles_run;
+  run_profiles profiles;
+  const group_profiles none;
   auto s = store.for_each_group(q, [&](group_record&& g) -> status {
-    counts.rows += each(g);
+    if (profiles_run != g.run_id) {
+      auto loaded = load_run_profiles(store, g.run_id);
+      if (!loaded) {
+        return loaded.err();
+      }
+      profiles = std::move(*loaded);
+      profiles_run = g.run_id;
+    }
+    const auto found = profiles.find({g.step, g.split, g.group_index});
+    counts.rows += each(g, found == profiles.end() ? none : found->second);
     ++counts.groups;
     if (!out) {
       // errno is the failed write's (a stream sets no error of its own): a full disk says so.
@@ -359,8 +436,8 @@ result<export_counts> export_groups(const trajectory_store& store, const export_
 
 }  // namespace
 
-std::string to_json_line(const group_record& group) {
-  return group_json(group).dump(-1, ' ', false, json::error_handler_t::replace);
+std::string to_json_line(const group_record& group, const group_profiles& profiles) {
+  return group_json(group, profiles).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 result<group_record> group_from_json(std::string_view line) {
@@ -462,6 +539,12 @@ const std::vector<std::string>& csv_columns() {
                                                    "speedup",
                                                    "compiled_speedup",
                                                    "code_hash",
+                                                   "profile_seconds",
+                                                   "profile_note",
+                                                   "profile_kernels",
+                                                   "profile_duration_ns",
+                                                   "profile_bottlenecks",
+                                                   "profile_findings",
                                                    "feedback",
                                                    "text"};
   return columns;
@@ -473,7 +556,8 @@ std::string csv_header() {
   return out;
 }
 
-std::size_t append_csv_rows(const group_record& g, std::string& out) {
+std::size_t append_csv_rows(const group_record& g, std::string& out,
+                            const group_profiles& profiles) {
   std::vector<std::string> group_fields = {
       g.run_id,
       std::to_string(g.step),
@@ -506,6 +590,7 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
     }
     for (std::size_t i = 0; i < r.turns.size(); ++i) {
       const auto& t = r.turns[i];
+      const auto cells = profile_cells(profile_of(profiles, r.index, i));
       fields.resize(rollout_width);
       fields.insert(fields.end(),
                     {std::to_string(i),
@@ -526,6 +611,12 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
                      t.speedup > 0 ? number(t.speedup) : std::string(),
                      t.compiled_speedup > 0 ? number(t.compiled_speedup) : std::string(),
                      t.code_hash.value_or(""),
+                     cells[0],
+                     cells[1],
+                     cells[2],
+                     cells[3],
+                     cells[4],
+                     cells[5],
                      t.feedback,
                      t.text});
       append_row(out, fields);
@@ -537,22 +628,24 @@ std::size_t append_csv_rows(const group_record& g, std::string& out) {
 
 result<export_counts> export_jsonl(const trajectory_store& store, const export_query& query,
                                    std::ostream& out) {
-  return export_groups(store, query, out, [&](const group_record& g) -> std::size_t {
-    out << to_json_line(g) << '\n';
-    return 1;
-  });
+  return export_groups(store, query, out,
+                       [&](const group_record& g, const group_profiles& p) -> std::size_t {
+                         out << to_json_line(g, p) << '\n';
+                         return 1;
+                       });
 }
 
 result<export_counts> export_csv(const trajectory_store& store, const export_query& query,
                                  std::ostream& out) {
   out << csv_header();
   std::string rows;
-  return export_groups(store, query, out, [&](const group_record& g) -> std::size_t {
-    rows.clear();
-    const auto n = append_csv_rows(g, rows);
-    out << rows;
-    return n;
-  });
+  return export_groups(store, query, out,
+                       [&](const group_record& g, const group_profiles& p) -> std::size_t {
+                         rows.clear();
+                         const auto n = append_csv_rows(g, rows, p);
+                         out << rows;
+                         return n;
+                       });
 }
 
 }  // namespace leap

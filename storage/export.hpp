@@ -13,15 +13,24 @@
 // JSON and an empty cell in CSV when it was not measured; a JSON line without it reads as not
 // measured.
 //
+// A turn's profile (verifier.profile, issue 34), stored apart from the group (it is made after the
+// verdict), is joined to its turn here: JSON's `profile` is null or {kernels: [{name, duration_ns,
+// bottleneck, findings}], note, seconds}; CSV's profile_* cells are empty for a turn without one,
+// else one space-separated entry per kernel (profile_findings: a kernel's analysers joined by '+',
+// "-" for none). A profile whose group was never stored (dropped) is not exported.
+//
 // Numbers are written in the shortest form that reads back to the same double.
 // All functions are thread-safe for distinct output streams.
 #pragma once
 
 #include "common/result.hpp"
 #include "orchestrator/trajectory.hpp"
+#include "orchestrator/turn_profile.hpp"
 #include "storage/trajectory_store.hpp"
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -45,15 +54,21 @@ struct export_counts {
 [[nodiscard]] result<export_counts> export_csv(const trajectory_store& store,
                                                const export_query& query, std::ostream& out);
 
-// One group as one JSON line (no line break at the end), and back. group_from_json errors name the
+// The profiles of one group's turns, by (rollout index, turn).
+using group_profiles = std::map<std::pair<std::uint32_t, std::uint32_t>, turn_profile_record>;
+
+// One group as one JSON line (no line break at the end), with its turns' profiles, and back
+// (group_from_json reads no profile: the group record holds none). group_from_json errors name the
 // missing or mistyped field ("rollouts[2].turns[0].verdict: unknown verdict 'ok'").
-[[nodiscard]] std::string to_json_line(const group_record& group);
+[[nodiscard]] std::string to_json_line(const group_record& group,
+                                       const group_profiles& profiles = {});
 [[nodiscard]] result<group_record> group_from_json(std::string_view line);
 
 [[nodiscard]] const std::vector<std::string>& csv_columns();
 // The header row, "\n"-terminated.
 [[nodiscard]] std::string csv_header();
 // Appends the group's rows ("\n"-terminated) to `out`; returns how many.
-std::size_t append_csv_rows(const group_record& group, std::string& out);
+std::size_t append_csv_rows(const group_record& group, std::string& out,
+                            const group_profiles& profiles = {});
 
 }  // namespace leap

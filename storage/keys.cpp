@@ -143,33 +143,30 @@ std::optional<std::pair<std::string, group_ref>> parse_task(std::string_view key
 
 namespace {
 constexpr std::string_view turn_tag = "leap.turn";
-}  // namespace
+constexpr std::string_view profile_tag = "leap.profile";
 
-std::string turns_of_run(std::string_view run_id) {
-  std::string k = id_prefix(turn_tag);
+// "tag \0 run_id \0 step split group rollout:u32be turn:u32be": the turn and profile keys.
+std::string turn_keys_of_run(std::string_view tag, std::string_view run_id) {
+  std::string k = id_prefix(tag);
   k += id_prefix(run_id);
   return k;
 }
 
-std::string turns_of_group(const group_ref& ref) {
-  std::string k = turns_of_run(ref.run_id);
+std::string turn_key_of(std::string_view tag, const group_ref& ref, std::uint32_t rollout,
+                        std::uint32_t turn) {
+  std::string k = turn_keys_of_run(tag, ref.run_id);
   append_group_tail(k, ref);
-  return k;
-}
-
-std::string turn(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn) {
-  std::string k = turns_of_group(ref);
   append_u32be(k, rollout);
   append_u32be(k, turn);
   return k;
 }
 
-std::optional<turn_key> parse_turn(std::string_view key) {
-  const auto tag = id_prefix(turn_tag);
-  if (!key.starts_with(tag)) {
+std::optional<turn_key> parse_turn_key(std::string_view tag, std::string_view key) {
+  const auto prefix = id_prefix(tag);
+  if (!key.starts_with(prefix)) {
     return std::nullopt;
   }
-  auto parts = split_id(key.substr(tag.size()));
+  auto parts = split_id(key.substr(prefix.size()));
   if (!parts || parts->second.size() != group_tail + 8) {
     return std::nullopt;
   }
@@ -180,6 +177,33 @@ std::optional<turn_key> parse_turn(std::string_view key) {
   const auto rest = parts->second.substr(group_tail);
   return turn_key{std::move(*ref), static_cast<std::uint32_t>(read_be(rest.substr(0, 4))),
                   static_cast<std::uint32_t>(read_be(rest.substr(4, 4)))};
+}
+}  // namespace
+
+std::string turns_of_run(std::string_view run_id) { return turn_keys_of_run(turn_tag, run_id); }
+
+std::string turns_of_group(const group_ref& ref) {
+  std::string k = turns_of_run(ref.run_id);
+  append_group_tail(k, ref);
+  return k;
+}
+
+std::string turn(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn) {
+  return turn_key_of(turn_tag, ref, rollout, turn);
+}
+
+std::optional<turn_key> parse_turn(std::string_view key) { return parse_turn_key(turn_tag, key); }
+
+std::string profiles_of_run(std::string_view run_id) {
+  return turn_keys_of_run(profile_tag, run_id);
+}
+
+std::string profile(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn) {
+  return turn_key_of(profile_tag, ref, rollout, turn);
+}
+
+std::optional<turn_key> parse_profile(std::string_view key) {
+  return parse_turn_key(profile_tag, key);
 }
 
 namespace {

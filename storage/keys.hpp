@@ -19,13 +19,16 @@
 //   default        "leap.carry" \0 run_id \0 step:u64be                      partial_carry_record
 //   default        "leap.optimise" \0 run_id \0 step:u64be split:u8 group:u32be
 //                                                                          optimise_decision record
+//   default        "leap.profile" \0 run_id \0 step:u64be split:u8 group:u32be
+//                  rollout:u32be turn:u32be                                turn_profile_record
 //
 // The "leap.turn" keys hold the finished turns of groups not yet stored (per-turn resume); they
 // live in the default family so that stores made before them open unchanged; so do the
 // "leap.retry" keys, the retry buffer after each step (orchestrator/retry.hpp, issue 35), and the
 // "leap.carry" keys, the groups each step carried into the next (orchestrator/partial_rollouts.hpp,
 // issue 33), and the "leap.optimise" keys, the optimisation decision stored with a group
-// (gate.optimise, issue 31).
+// (gate.optimise, issue 31), and the "leap.profile" keys, the profile of a turn made after its
+// verdict (verifier.profile, issue 34).
 //
 // split: 0 train, 1 validation (leap::split_kind). All functions are pure and thread-safe.
 #pragma once
@@ -77,6 +80,10 @@ namespace keys {
 [[nodiscard]] std::string carries_of_run(std::string_view run_id);
 // The optimisation decision stored with a group (gate.optimise).
 [[nodiscard]] std::string optimise(const group_ref& ref);
+// The profile of a turn (verifier.profile; turn is 0-based), and the prefix of every such key of
+// one run.
+[[nodiscard]] std::string profile(const group_ref& ref, std::uint32_t rollout, std::uint32_t turn);
+[[nodiscard]] std::string profiles_of_run(std::string_view run_id);
 
 // The inverses; nullopt when the bytes are not such a key.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_step(std::string_view key);
@@ -93,6 +100,7 @@ struct turn_key {
   std::uint32_t turn = 0;
 };
 [[nodiscard]] std::optional<turn_key> parse_turn(std::string_view key);
+[[nodiscard]] std::optional<turn_key> parse_profile(std::string_view key);
 // Returns the run id and the step.
 [[nodiscard]] std::optional<std::pair<std::string, std::uint64_t>> parse_retry(
     std::string_view key);

@@ -649,6 +649,57 @@ result<optimise_decision> decode_optimise(std::string_view bytes) {
   return decision;
 }
 
+// ---- turn profile
+// --------------------------------------------------------------------------------------
+
+namespace {
+
+// name's count, duration, bottleneck's count, findings' count.
+constexpr std::size_t kernel_profile_min_bytes = 4 + 8 + 4 + 4;
+
+}  // namespace
+
+std::string encode(const turn_profile_record& profile) {
+  byte_writer w(record_kind::profile);
+  w.count(profile.kernels.size());
+  for (const auto& k : profile.kernels) {
+    w.str(k.name);
+    w.f64(k.duration_ns);
+    w.str(k.bottleneck);
+    w.count(k.findings.size());
+    for (const auto& f : k.findings) {
+      w.str(f);
+    }
+  }
+  w.str(profile.note);
+  w.f64(profile.seconds);
+  return std::move(w).take();
+}
+
+result<turn_profile_record> decode_profile(std::string_view bytes) {
+  byte_reader r(bytes, "profile");
+  r.header(record_kind::profile);
+  turn_profile_record rec;
+  const auto kernels = r.count("kernels", kernel_profile_min_bytes);
+  for (std::size_t i = 0; i < kernels && r.ok(); ++i) {
+    kernel_profile k;
+    k.name = r.str("kernel.name");
+    k.duration_ns = r.f64("kernel.duration_ns");
+    k.bottleneck = r.str("kernel.bottleneck");
+    const auto findings = r.count("kernel.findings", 4);
+    for (std::size_t j = 0; j < findings && r.ok(); ++j) {
+      k.findings.push_back(r.str("kernel.finding"));
+    }
+    rec.kernels.push_back(std::move(k));
+  }
+  rec.note = r.str("note");
+  rec.seconds = r.f64("seconds");
+  if (auto s = r.finish(); !s) {
+    return s.err();
+  }
+  return rec;
+}
+
 std::string encode(const step_record& s) {
   byte_writer w(record_kind::step);
   w.str(s.run_id);

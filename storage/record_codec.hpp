@@ -7,6 +7,7 @@
 #include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/retry.hpp"
 #include "orchestrator/trajectory.hpp"
+#include "orchestrator/turn_profile.hpp"
 
 #include <cstdint>
 #include <string>
@@ -50,6 +51,10 @@ inline constexpr std::uint8_t trajectory_format_version = 6;
 // optimise: the optimisation decision of one group (gate.optimise, issue 31), stored beside the
 // group record under keys of its own for the same reason; one layout since it was added (format
 // version 5): the decision's byte.
+// profile: the profile of one turn (verifier.profile, issue 34), made after the turn's verdict and
+// stored under keys of its own (the key names the turn) as it arrives; one layout since it was
+// added (format version 6): the kernels (name, duration, bottleneck, findings), the note, the
+// seconds.
 enum class record_kind : std::uint8_t {
   group = 1,
   step = 2,
@@ -57,7 +62,8 @@ enum class record_kind : std::uint8_t {
   turn = 4,
   retry = 5,
   carry = 6,
-  optimise = 7
+  optimise = 7,
+  profile = 8
 };
 
 struct decode_options {
@@ -73,6 +79,8 @@ struct decode_options {
 [[nodiscard]] std::string encode(const retry_step_record& retry);
 [[nodiscard]] std::string encode(const partial_carry_record& carry);
 [[nodiscard]] std::string encode_optimise(optimise_decision decision);
+// The profile's kernels, note and seconds; its turn is the key's (left default by decode_profile).
+[[nodiscard]] std::string encode(const turn_profile_record& profile);
 
 // Errors: truncated or trailing bytes, a record of another kind, an unknown enum value, a format
 // version newer than trajectory_format_version; each message names the field and the byte offset.
@@ -84,5 +92,6 @@ struct decode_options {
 [[nodiscard]] result<retry_step_record> decode_retry(std::string_view bytes);
 [[nodiscard]] result<partial_carry_record> decode_carry(std::string_view bytes);
 [[nodiscard]] result<optimise_decision> decode_optimise(std::string_view bytes);
+[[nodiscard]] result<turn_profile_record> decode_profile(std::string_view bytes);
 
 }  // namespace leap

@@ -31,7 +31,27 @@ result<replay_data> load_replay_data(const trajectory_store& store, const std::s
     return retries.err();
   }
   data.retries = std::move(*retries);
+  auto profiles = load_step_profiles(store, run_id);
+  if (!profiles) {
+    return profiles.err();
+  }
+  data.profiles = std::move(*profiles);
   return data;
+}
+
+result<std::map<std::uint64_t, profile_counts>> load_step_profiles(const trajectory_store& store,
+                                                                   const std::string& run_id) {
+  std::map<std::uint64_t, profile_counts> out;
+  auto profiles = store.profiles(run_id);
+  if (!profiles) {
+    return profiles.err();
+  }
+  for (const auto& p : *profiles) {
+    if (p.turn.split == split_kind::train) {
+      out[p.turn.step].add(p);
+    }
+  }
+  return out;
 }
 
 }  // namespace leap

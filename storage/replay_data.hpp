@@ -8,6 +8,8 @@
 #include "orchestrator/replay.hpp"
 #include "storage/trajectory_store.hpp"
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 namespace leap {
@@ -17,5 +19,10 @@ namespace leap {
 // select every run), gives empty data. Errors: the store's read errors.
 [[nodiscard]] result<replay_data> load_replay_data(const trajectory_store& store,
                                                    const std::string& run_id);
+
+// The stored profiles of a run's training turns counted per step (replay_data::profiles), for
+// readers that gather the rest themselves (`leap report`). Errors: the store's read errors.
+[[nodiscard]] result<std::map<std::uint64_t, profile_counts>> load_step_profiles(
+    const trajectory_store& store, const std::string& run_id);
 
 }  // namespace leap

@@ -783,6 +783,13 @@ struct trajectory_store::impl {
   // Iterates [lower, upper) of a family (an empty `upper` means to the end) on one snapshot.
   template <class F>
   status scan(cf_index family, const std::string& lower, const std::string& upper, F&& each) const {
+    return scan(cf[family], std::string("'") + cf_names[family] + "'", lower, upper,
+                std::forward<F>(each));
+  }
+  // The same over any family's handle (the default family's record kinds); `what` names the scan.
+  template <class F>
+  status scan(rocksdb::ColumnFamilyHandle* family, const std::string& what,
+              const std::string& lower, const std::string& upper, F&& each) const {
     if (auto s = check_open(); !s) {
       return s;
     }
@@ -791,14 +798,14 @@ struct trajectory_store::impl {
     if (!upper.empty()) {
       read.iterate_upper_bound = &upper_slice;
     }
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf[family]));
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, family));
     for (it->Seek(lower); it->Valid(); it->Next()) {
       if (auto s = each(view(it->key()), view(it->value())); !s) {
         return s;
       }
     }
     if (!it->status().ok()) {
-      return fail(std::string("scan of '") + cf_names[family] + "'", it->status());
+      return fail("scan of " + what, it->status());
     }
     return ok_status();
   }
@@ -948,6 +955,24 @@ status write_batch::put_retry(std::string_view run_id, const retry_step_record& 
   const auto value = encode(retry);
   auto s = impl_->guarded(
       [&] { return impl_->batch.Put(impl_->default_cf, keys::retry(run_id, retry.step), value); });
+  if (s) {
+    ++impl_->records;
+  }
+  return s;
+}
+
+status write_batch::put_profile(const turn_profile_record& profile) {
+  const auto& t = profile.turn;
+  if (t.run_id.empty() || t.run_id.find('\0') != std::string_view::npos) {
+    return error{"profile of step " + std::to_string(t.step) + " group " + std::to_string(t.group) +
+                 " rollout " + std::to_string(t.rollout) + " turn " + std::to_string(t.turn) +
+                 ": run id is empty or contains a NUL byte"};
+  }
+  const auto value = encode(profile);
+  const group_ref ref{t.run_id, t.step, t.split, t.group};
+  auto s = impl_->guarded([&] {
+    return impl_->batch.Put(impl_->default_cf, keys::profile(ref, t.rollout, t.turn), value);
+  });
   if (s) {
     ++impl_->records;
   }
@@ -1522,6 +1547,13 @@ status trajectory_store::put_retry(std::string_view run_id, const retry_step_rec
   return write_one(*this, [&](write_batch& b) { return b.put_retry(run_id, retry); });
 }
 
+status trajectory_store::put_profile(const turn_profile_record& profile) {
+  if (auto s = impl_->check_open(); !s) {
+    return s;
+  }
+  return write_one(*this, [&](write_batch& b) { return b.put_profile(profile); });
+}
+
 status trajectory_store::put_step(const step_record& step) {
   if (auto s = impl_->check_open(); !s) {
     return s;
@@ -1827,31 +1859,26 @@ result<std::vector<std::uint32_t>> trajectory_store::completed_groups(std::strin
 }
 
 result<std::vector<stored_turn>> trajectory_store::partial_turns(std::string_view run_id) const {
-  if (auto s = impl_->check_open(); !s) {
-    return s.err();
-  }
   std::vector<stored_turn> out;
   const auto prefix = keys::turns_of_run(run_id);
-  const auto upper = keys::prefix_end(prefix);
-  rocksdb::ReadOptions read;
-  rocksdb::Slice upper_slice(upper);
-  read.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(read, impl_->all_handles[0]));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
-    auto key = keys::parse_turn(view(it->key()));
-    if (!key) {
-      return error{impl_->where() + ": a key under the turn prefix is not a turn key"};
-    }
-    auto record = decode_turn(view(it->value()));
-    if (!record) {
-      return record.err().wrap(impl_->where() + ": turn " + std::to_string(key->turn) +
-                               " of rollout " + std::to_string(key->rollout) + " of " +
-                               describe(key->group));
-    }
-    out.push_back({std::move(key->group), key->rollout, key->turn, std::move(*record)});
-  }
-  if (!it->status().ok()) {
-    return impl_->fail("scan of the in-progress turns", it->status());
+  auto scanned = impl_->scan(
+      impl_->all_handles.empty() ? nullptr : impl_->all_handles[0], "the in-progress turns", prefix,
+      keys::prefix_end(prefix), [&](std::string_view k, std::string_view v) -> status {
+        auto key = keys::parse_turn(k);
+        if (!key) {
+          return error{impl_->where() + ": a key under the turn prefix is not a turn key"};
+        }
+        auto record = decode_turn(v);
+        if (!record) {
+          return record.err().wrap(impl_->where() + ": turn " + std::to_string(key->turn) +
+                                   " of rollout " + std::to_string(key->rollout) + " of " +
+                                   describe(key->group));
+        }
+        out.push_back({std::move(key->group), key->rollout, key->turn, std::move(*record)});
+        return ok_status();
+      });
+  if (!scanned) {
+    return scanned.err();
   }
   return out;
 }
@@ -1954,6 +1981,35 @@ result<std::optional<partial_carry_record>> trajectory_store::get_carry(std::str
     return std::optional<partial_carry_record>{};
   }
   return std::optional<partial_carry_record>{std::move(found->front())};
+}
+
+result<std::vector<turn_profile_record>> trajectory_store::profiles(std::string_view run_id) const {
+  std::vector<turn_profile_record> out;
+  const auto prefix = keys::profiles_of_run(run_id);
+  auto scanned = impl_->scan(
+      impl_->all_handles.empty() ? nullptr : impl_->all_handles[0], "the profiles", prefix,
+      keys::prefix_end(prefix), [&](std::string_view k, std::string_view v) -> status {
+        auto key = keys::parse_profile(k);
+        if (!key) {
+          return error{impl_->where() + ": a key under the profile prefix is not a profile key"};
+        }
+        auto record = decode_profile(v);
+        if (!record) {
+          return record.err().wrap(
+              impl_->where() + ": profile of step " + std::to_string(key->group.step) + " " +
+              to_string(key->group.split) + " group " + std::to_string(key->group.group_index) +
+              " rollout " + std::to_string(key->rollout) + " turn " + std::to_string(key->turn) +
+              " of run '" + key->group.run_id + "'");
+        }
+        record->turn = turn_ref{std::move(key->group.run_id), key->group.step, key->group.split,
+                                key->group.group_index,       key->rollout,    key->turn};
+        out.push_back(std::move(*record));
+        return ok_status();
+      });
+  if (!scanned) {
+    return scanned.err();
+  }
+  return out;
 }
 
 result<std::optional<std::uint64_t>> trajectory_store::last_completed_step(

@@ -12,6 +12,7 @@
 //   default  "leap.retry" \0 run_id \0 step:u64be                      -> retry_step_record
 //   default  "leap.carry" \0 run_id \0 step:u64be                      -> partial_carry_record
 //   default  "leap.optimise" \0 run_id \0 step split group            -> optimise_decision
+//   default  "leap.profile" \0 run_id \0 step split group rollout turn -> turn_profile_record
 //
 // Values are orchestrator/trajectory.hpp's versioned binary records. A group and its by_task entry
 // are one atomic write, as are a step and its metric snapshot, so a reader (or a restart after a
@@ -180,6 +181,9 @@ class write_batch {
   // the batch of the step's put_step, so that the step is stored with its decision or not at all.
   // Errors: an empty run id or one with a NUL byte.
   status put_carry(std::string_view run_id, const partial_carry_record& carry);
+  // The profile of one turn (verifier.profile, issue 34), under its turn's ids; rewriting it
+  // replaces it. Errors: an empty run id or one with a NUL byte.
+  status put_profile(const turn_profile_record& profile);
   status put_metric(std::string_view run_id, std::uint64_t step, std::string_view name,
                     double value);
 
@@ -254,6 +258,9 @@ class trajectory_store {
   // (schedule.partial, issue 33), atomically. Errors: put_step's, and a carry record of another
   // step.
   status put_step(const step_record& step, const partial_carry_record& carry);
+  // The profile of one turn, made after its verdict (verifier.profile, issue 34): stored on its
+  // own, whenever it arrives, before or after its group; one key, so never half written.
+  status put_profile(const turn_profile_record& profile);
 
   // ---- reads: "not found" is an empty optional or an empty vector, never an error. Errors are
   // I/O errors and records that do not decode (naming the key).
@@ -306,6 +313,10 @@ class trajectory_store {
       std::string_view run_id) const;
   [[nodiscard]] result<std::optional<partial_carry_record>> get_carry(std::string_view run_id,
                                                                       std::uint64_t step) const;
+  // The profiles stored for the turns of a run, ordered by step, split, group, rollout, turn
+  // (empty without verifier.profile, and in stores made before profiles were stored). A profile
+  // of a group that was dropped or never stored is listed too.
+  [[nodiscard]] result<std::vector<turn_profile_record>> profiles(std::string_view run_id) const;
   // The highest step that has a step_record; nullopt when none has.
   [[nodiscard]] result<std::optional<std::uint64_t>> last_completed_step(
       std::string_view run_id) const;

@@ -723,9 +723,9 @@ std::vector<field_spec> build_fields() {
                  "already received instead of generating them again.")));
   f.push_back(bool_field(
       "policy.inflight_updates", LEAP_FIELD(policy.inflight_updates),
-      "With the torch learner, an sglang or embedded server and weight_sync disk or in_memory: "
-      "a weight sync does not wait for the turns in flight; it pauses the servers in abort mode "
-      "(/pause_generation), loads the weights, resumes (/continue_generation), and the client "
+      "With the torch learner and weight_sync disk or in_memory: a weight sync does not wait "
+      "for the turns in flight; it pauses the servers in abort mode (SGLang's and the embedded "
+      "server's /pause_generation, vLLM's /pause), loads the weights, resumes them, and the client "
       "resumes the aborted turns under the new weights. Each token keeps the version that "
       "sampled it (the turn's weight segments), for the learner's per-token importance weights "
       "and staleness cap. false: a sync waits until the server's turns are done."));
@@ -864,6 +864,40 @@ std::vector<field_spec> build_fields() {
       "simulation.skill_gain", LEAP_FIELD(simulation.skill_gain), at_least(0),
       "`leap simulate`: step size of the synthetic policy (logit += skill_gain * advantage "
       "* (outcome - p)); 0 freezes it.")));
+  f.push_back(operational(real_field(
+      "simulation.speedup_median", LEAP_FIELD(simulation.speedup_median), above(0),
+      "`leap simulate`, timed (verifier.timing_reps > 0): median over tasks of a passing "
+      "candidate's true speedup over the reference at the start (log-normal); > 0.")));
+  f.push_back(operational(real_field(
+      "simulation.speedup_task_spread", LEAP_FIELD(simulation.speedup_task_spread), at_least(0),
+      "`leap simulate`: standard deviation of ln(speedup) across tasks (drawn once per task); "
+      ">= 0.")));
+  f.push_back(operational(real_field(
+      "simulation.speedup_spread", LEAP_FIELD(simulation.speedup_spread), at_least(0),
+      "`leap simulate`: standard deviation of ln(speedup) among one task's passing candidates: "
+      "the choice the policy learns to shift (0: speed cannot be learned); >= 0.")));
+  f.push_back(operational(real_field(
+      "simulation.speedup_noise", LEAP_FIELD(simulation.speedup_noise), closed(0, 10),
+      "`leap simulate`: the measurement's relative noise (measured = true * exp(noise * N(0,1))), "
+      "also stated with each speedup as rank_speed's tie margin; in [0, 10], e.g. 0.05.")));
+  f.push_back(operational(real_field(
+      "simulation.speedup_ceiling", LEAP_FIELD(simulation.speedup_ceiling), above(0),
+      "`leap simulate`: no kernel's true speedup exceeds this (the hardware's limit), however "
+      "skilled the policy; > 0, e.g. 10.")));
+  f.push_back(operational(real_field(
+      "simulation.optimise_improve_probability",
+      LEAP_FIELD(simulation.optimise_improve_probability), closed(0, 1),
+      "`leap simulate`: chance an optimisation turn (gate.optimise) makes the kernel faster by "
+      "simulation.optimise_gain at the start (learned with gate.optimise.train); in [0, 1].")));
+  f.push_back(operational(real_field(
+      "simulation.optimise_break_probability", LEAP_FIELD(simulation.optimise_break_probability),
+      closed(0, 1),
+      "`leap simulate`: chance an optimisation turn breaks the kernel (fails) at the start; the "
+      "rest passes at the same speed; improve + break <= 1.")));
+  f.push_back(operational(real_field(
+      "simulation.optimise_gain", LEAP_FIELD(simulation.optimise_gain), above(0),
+      "`leap simulate`: factor on the true speedup of an optimisation turn that improves; > 0, "
+      "e.g. 1.3.")));
   return f;
 }
 
@@ -1130,18 +1164,13 @@ std::vector<cross_check> build_cross_checks() {
            return std::optional<std::string>{
                "needs learner.kind torch (only its weights are synced to the servers)"};
          }
-         // Only SGLang's pause (and the project's servers, which serve its routes) hands running
-         // requests back aborted with their tokens: vLLM's presets and the transfer engines'
-         // plans drain the server instead.
-         if (c.policy.flavour == server_flavour::vllm) {
-           return std::optional<std::string>{
-               "needs policy.flavour sglang or embedded (their /pause_generation aborts running "
-               "turns, which the client resumes); vllm's weight syncs drain the server first"};
-         }
+         // The disk plans pause in abort mode around the load (vLLM's /pause, SGLang's
+         // /pause_generation, served by the project's servers too), which hands running requests
+         // back aborted with their tokens; the transfer engines' plans drain the server instead.
          const weight_sync_method method = effective_weight_sync(c.policy);
          if (method != weight_sync_method::disk && method != weight_sync_method::in_memory) {
-           return "needs policy.weight_sync disk or in_memory (the plans that load through "
-                  "/update_weights_from_disk and can pause around it), got " +
+           return "needs policy.weight_sync disk or in_memory (the plans that load a folder and "
+                  "can pause around it), got " +
                   to_string(method);
          }
          return std::nullopt;
@@ -1289,6 +1318,19 @@ std::vector<cross_check> build_cross_checks() {
            return "must be 0 when data.validation names a validation set (use one or the "
                   "other), got " +
                   show(c.data.validation_fraction);
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      {{"simulation.optimise_improve_probability", "simulation.optimise_break_probability"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         const double sum =
+             c.simulation.optimise_improve_probability + c.simulation.optimise_break_probability;
+         if (sum > 1.0 + 1e-9) {
+           return "plus simulation.optimise_break_probability must be <= 1 (two "
+                  "outcomes of one optimisation turn), got " +
+                  show(c.simulation.optimise_improve_probability) + " + " +
+                  show(c.simulation.optimise_break_probability);
          }
          return std::nullopt;
        }});

@@ -1,11 +1,16 @@
 // A verdict's profile reaches the turn that follows it: the pool's shelf (pure), the feedback a
 // turn reads with a profile, and the pool around the real sandbox verifier on the CPU, where a
 // stand-in ncu holds a KernelBench candidate's profiling run until the test lets it go: the verdict
-// is out at once, and the profile asked for by the turn's request id arrives when ncu finishes.
+// is out at once, and the profile asked for by the turn's request id arrives when ncu finishes; it
+// is stored with its turn (issue 34) after the turn's record was, and the step record put after it
+// carries its step metrics.
 #include "actors/debug_turn.hpp"
 #include "actors/messages.hpp"
+#include "actors/store.hpp"
 #include "actors/verifier.hpp"
 #include "sandbox/verifier.hpp"
+#include "storage/trajectory_store.hpp"
+#include "tests/actors/test_support.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
 #include "tests/sandbox/test_support.hpp"
@@ -15,6 +20,7 @@
 #include <caf/scoped_actor.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -167,7 +173,13 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
   (*table)[problem->id] = problem;
   profile_pull_system ts;
   auto& sys = *ts.system;
-  const auto pool = spawn_verifier_pool(sys, **created, table);
+  testing::temp_dir dir;
+  const auto trajectories = testing::open_store(dir.path());
+  ASSERT_TRUE(trajectories);
+  const auto store = spawn_store(sys, trajectories);
+  verifier_pool_config pool_config;
+  pool_config.profile_store = store;
+  const auto pool = spawn_verifier_pool(sys, **created, table, pool_config);
   const auto profiles = profiles_of(pool);
   const auto patience = std::chrono::minutes(5);
   {
@@ -180,6 +192,20 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
     ASSERT_TRUE(passed.passed) << passed.feedback;
     // The verdict came while ncu is held: it carries no diagnosis.
     EXPECT_EQ(passed.feedback.find("Profile of"), std::string::npos) << passed.feedback;
+    // The turn's record is stored before its profile has been made.
+    turn_record turn;
+    turn.passed = true;
+    turn.verdict = verdict_category::pass;
+    std::string put_error = "unanswered";
+    self->request(store, patience, put_turn_atom_v, std::string("run"),
+                  group_key{0, split_kind::train, 0}, std::uint32_t{0}, std::uint32_t{0}, turn)
+        .receive([&](ack& a) { put_error = a.error; }, fail);
+    ASSERT_EQ(put_error, "");
+    {
+      auto none_yet = trajectories->profiles("run");
+      ASSERT_TRUE(none_yet.ok()) << none_yet.err().message;
+      EXPECT_TRUE(none_yet->empty());
+    }
 
     // A failing verdict is not profiled under `passing`: its turn is answered at once, empty.
     verification_result failed;
@@ -200,6 +226,47 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
     asked.receive([&](std::string& text) { profiled = std::move(text); }, fail);
     EXPECT_EQ(profiled.rfind(passed.feedback + "\n\nProfile of `", 0), 0U) << profiled;
 
+    // The pool sent the profile to the store before it answered: a step put now commits after it,
+    // and carries its metrics.
+    step_record step;
+    step.run_id = "run";
+    step.step = 0;
+    put_error = "unanswered";
+    self->request(store, patience, put_step_atom_v, step)
+        .receive([&](ack& a) { put_error = a.error; }, fail);
+    ASSERT_EQ(put_error, "");
+    auto stored = trajectories->profiles("run");
+    ASSERT_TRUE(stored.ok()) << stored.err().message;
+    ASSERT_EQ(stored->size(), 1U);  // the failure was not profiled
+    const auto& p = stored->front();
+    EXPECT_EQ(p.turn, (turn_ref{"run", 0, split_kind::train, 0, 0, 0}));
+    ASSERT_FALSE(p.kernels.empty()) << p.note;
+    // The diagnosis the turn read names the H200 capture's strided copy as memory-bound; the
+    // stored summary says the same of it, with the analysers that fired.
+    ASSERT_NE(profiled.find("Profile of `copy_strided`"), std::string::npos) << profiled;
+    const auto strided =
+        std::find_if(p.kernels.begin(), p.kernels.end(),
+                     [](const kernel_profile& k) { return k.name == "copy_strided"; });
+    ASSERT_NE(strided, p.kernels.end());
+    EXPECT_EQ(strided->bottleneck, "memory-bound");
+    EXPECT_FALSE(strided->findings.empty());
+    EXPECT_GT(strided->duration_ns, 0.0);
+    EXPECT_GT(p.seconds, 0.0);
+    auto partial = trajectories->partial_turns("run");
+    ASSERT_TRUE(partial.ok()) << partial.err().message;
+    EXPECT_EQ(partial->size(), 1U);  // the turn's record, beside its profile
+    auto step_back = trajectories->get_step("run", 0);
+    ASSERT_TRUE(step_back.ok() && step_back->has_value());
+    const auto& metrics = (*step_back)->metrics;
+    EXPECT_EQ(metrics.count("profile.turns"), 1U);
+    EXPECT_EQ(metrics.count("profile.turns") != 0U ? metrics.at("profile.turns") : 0.0, 1.0);
+    double classified = 0;
+    for (std::size_t i = 0; i < bottleneck_class_names.size(); ++i) {
+      const auto found = metrics.find(profile_metric_of_class(i));
+      classified += found == metrics.end() ? 0.0 : found->second;
+    }
+    EXPECT_EQ(classified, static_cast<double>(p.kernels.size()));
+
     // Taken once; an id the pool never judged has no profile coming.
     for (const std::string id : {"run/0/train/0/0/0", "run/0/train/9/9/9"}) {
       std::string again = "unanswered";
@@ -209,6 +276,8 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
     }
     self->send_exit(pool, caf::exit_reason::user_shutdown);
     self->wait_for(pool);
+    self->send_exit(store, caf::exit_reason::user_shutdown);
+    self->wait_for(store);
   }
 }
 

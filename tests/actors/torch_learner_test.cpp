@@ -3,9 +3,9 @@
 // policy-server backend (log-probs are the model's own, a weight reload changes the answers), and
 // the weight sync between them through the project's server on loopback: vLLM's disk route, the
 // embedded server's in-memory path, and a load that fails half-way.
-#include "actors/torch_learner.hpp"
+#include "actors/torch/torch_learner.hpp"
 
-#include "actors/torch_policy_backend.hpp"
+#include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "policy/client.hpp"

@@ -3,9 +3,9 @@
 // backend, weight_transfer_backend "nccl") joins it at /init_weight_transfer_engine, receives each
 // /update_weights into a staging buffer and swaps it in at /finish_weight_update. On a CPU build
 // this runs over gloo; the GPU test runs the same path over NCCL and skips without CUDA.
-#include "actors/torch_learner.hpp"
-#include "actors/torch_policy_backend.hpp"
-#include "actors/torch_weight_transfer.hpp"
+#include "actors/torch/torch_learner.hpp"
+#include "actors/torch/torch_policy_backend.hpp"
+#include "actors/torch/torch_weight_transfer.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"

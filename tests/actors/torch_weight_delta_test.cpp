@@ -4,7 +4,7 @@
 // are bit-identical to a full sync's; a delta on another base version is refused (409) and one on
 // other weights fails its checksum, the served weights unchanged either way, and a full sync
 // through the client's sync plan then brings the server back, turns and deltas going on.
-#include "actors/torch_policy_backend.hpp"
+#include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
 #include "learner/trainer.hpp"

@@ -1,9 +1,11 @@
 // `leap report` end to end: three small real runs (`leap run` with the embedded scripted policy and
 // the real sandbox; two seeds of one config as one `leap run --seeds` launch, and one run of
 // another), one report over them, and the page rendered in headless Chromium: every chart canvas
-// must have drawn, the seeds' group its +/- one standard deviation band, no script error may be
-// recorded, and the page may load nothing from the network. Every process is bounded by a timeout.
+// must have drawn (the bottleneck charts from profiles put into one run's store), the seeds' group
+// its +/- one standard deviation band, no script error may be recorded, and the page may load
+// nothing from the network. Every process is bounded by a timeout.
 #include "e2e_support.hpp"
+#include "storage/trajectory_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -28,18 +30,23 @@ using leap::e2e::shell;
 // Debian's chromium, or another Chromium on PATH; nullopt when there is none.
 std::optional<std::string> find_chromium() {
   const char* path = std::getenv("PATH");
-  if (path == nullptr) return std::nullopt;
+  if (path == nullptr) {
+    return std::nullopt;
+  }
   for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
     std::stringstream dirs(path);
     for (std::string dir; std::getline(dirs, dir, ':');) {
       const fs::path candidate = fs::path(dir) / name;
-      if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+      if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) {
+        return candidate.string();
+      }
     }
   }
   return std::nullopt;
 }
 
 // Three finished runs in a private folder, made once for the tests of this file.
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class ReportE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -109,6 +116,19 @@ class ReportE2E : public ::testing::Test {
           << again.text;
       EXPECT_EQ(again.text.find("] step "), std::string::npos) << again.text;
     }
+    // No GPU profiles here: the profiles a run with verifier.profile stores with its turns
+    // (issue 34) are put into full's store as that run would have, so the bottleneck charts draw.
+    auto store = leap::trajectory_store::open(*root_ / "full_1" / "trajectories");
+    ASSERT_TRUE(store.ok()) << store.err().message;
+    for (std::uint64_t step = 0; step < 2; ++step) {
+      leap::turn_profile_record p;
+      p.turn = leap::turn_ref{"full", step, leap::split_kind::train, 0, 0, 0};
+      p.kernels.push_back({"axpby", 2000.0, step == 0 ? "memory-bound" : "latency-bound", {}});
+      p.kernels.push_back({"tiny", 900.0, "launch-bound", {"launch_overhead"}});
+      p.seconds = 3.0 + static_cast<double>(step);
+      ASSERT_TRUE((*store)->put_profile(p).ok());
+    }
+    ASSERT_TRUE((*store)->close().ok());
   }
   static void TearDownTestSuite() {
     std::error_code ec;
@@ -118,6 +138,7 @@ class ReportE2E : public ::testing::Test {
   }
   static fs::path dir(const std::string& name) { return *root_ / name; }
 
+  // NOLINTNEXTLINE(readability-identifier-naming): a member, named as members are.
   static inline fs::path* root_ = nullptr;
 };
 
@@ -138,8 +159,9 @@ TEST_F(ReportE2E, EveryChartDrawsInHeadlessChromiumAndLabelsRegroup) {
                                 std::regex(R"(wrote .*: (\d+) charts, 3 runs in 2 groups)")))
       << report.text;
   const int charts = std::stoi(m[1]);
-  // Accuracy vs time and vs step, validation, activated, recovery, composition, step time, latency.
-  EXPECT_EQ(charts, 8) << report.text;
+  // Accuracy vs time and vs step, validation, activated, recovery, bottleneck classes, profiling
+  // time, composition, step time, latency.
+  EXPECT_EQ(charts, 10) << report.text;
 
   const std::string html = read_file(page);
   ASSERT_FALSE(html.empty());

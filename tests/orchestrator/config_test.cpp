@@ -424,17 +424,16 @@ const std::vector<error_case>& error_cases() {
        "  model_path: m\n",
        "case.yaml:3: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
        "folders a server loads), got nccl"},
-      // In-flight weight updates need a sync that can pause: SGLang's routes, loading from disk.
+      // In-flight weight updates need a sync that can pause: the plans that load a folder.
       {"inflight_updates_record_learner",
        "policy:\n  flavour: embedded\n  inflight_updates: true\n",
        "case.yaml:3: policy.inflight_updates: needs learner.kind torch (only its weights are "
        "synced to the servers)"},
-      {"inflight_updates_vllm",
-       "policy:\n  flavour: vllm\n  inflight_updates: true\nlearner:\n  kind: torch\n"
-       "  model_path: m\n",
-       "case.yaml:3: policy.inflight_updates: needs policy.flavour sglang or embedded (their "
-       "/pause_generation aborts running turns, which the client resumes); vllm's weight syncs "
-       "drain the server first"},
+      {"inflight_updates_transfer_engine",
+       "policy:\n  flavour: vllm\n  inflight_updates: true\n  weight_sync: nccl\nlearner:\n"
+       "  kind: torch\n  model_path: m\n",
+       "case.yaml:3: policy.inflight_updates: needs policy.weight_sync disk or in_memory (the "
+       "plans that load a folder and can pause around it), got nccl"},
       {"inflight_updates_bad", "policy:\n  inflight_updates: maybe\n",
        "case.yaml:2: policy.inflight_updates:"},
       {"weight_sync_ipc_needs_torch", "policy:\n  weight_sync: ipc\n",

@@ -141,11 +141,11 @@ TEST(Retry, SimulationRecoversSignalAtACost) {
   simulation_params p;
   p.steps = 30;
   p.batch_size = 16;
-  p.tasks = 64;
-  p.difficulty_alpha = 0.3;
-  p.difficulty_beta = 1.0;
+  p.model.tasks = 64;
+  p.model.difficulty_alpha = 0.3;
+  p.model.difficulty_beta = 1.0;
   p.max_turns = 2;
-  p.debug_fix_probability = 0.05;
+  p.model.debug_fix_probability = 0.05;
   const auto without = simulate(p);
   p.gate.retry = on(8, 1, 2);
   p.gate.retry.extra_rollouts = 8;

@@ -14,7 +14,7 @@ simulation_params small_params() {
   p.batch_size = 16;
   p.group_size = 8;
   p.max_turns = 3;
-  p.tasks = 64;
+  p.model.tasks = 64;
   p.seed = 7;
   return p;
 }
@@ -22,7 +22,9 @@ simulation_params small_params() {
 std::size_t total_turns(const simulation_step& s) {
   std::size_t turns = 0;
   for (const auto& g : s.groups) {
-    for (const auto& o : g.outcomes) turns += static_cast<std::size_t>(o.generated_turns);
+    for (const auto& o : g.outcomes) {
+      turns += static_cast<std::size_t>(o.generated_turns);
+    }
   }
   return turns;
 }
@@ -59,13 +61,15 @@ TEST(Simulation, GateNoneNeverDebugs) {
 TEST(Simulation, FullGateWithCertainFixRecoversEveryFailureAtTurnTwo) {
   auto p = small_params();
   p.gate.policy = gate_policy::full;
-  p.debug_fix_probability = 1.0;
-  p.skill_gain = 0.0;  // keep q at exactly 1
+  p.model.debug_fix_probability = 1.0;
+  p.model.skill_gain = 0.0;  // keep q at exactly 1
   for (const auto& s : simulate(p)) {
     ASSERT_EQ(s.cumulative_accuracy.size(), 3u);
     EXPECT_DOUBLE_EQ(s.cumulative_accuracy[1], 1.0);
     EXPECT_EQ(total_turns(s), s.verifications);
-    if (s.cumulative_accuracy[0] < 1.0) EXPECT_DOUBLE_EQ(s.recovery.per_rollout, 1.0);
+    if (s.cumulative_accuracy[0] < 1.0) {
+      EXPECT_DOUBLE_EQ(s.recovery.per_rollout, 1.0);
+    }
   }
 }
 
@@ -93,11 +97,11 @@ TEST(Simulation, DcpDebugsOnlyGroupsInsideTheThresholds) {
 
 TEST(Simulation, WithoutLearningSkillsStayPut) {
   auto p = small_params();
-  p.skill_gain = 0.0;
+  p.model.skill_gain = 0.0;
   const auto steps = simulate(p);
   for (const auto& s : steps) {
     EXPECT_DOUBLE_EQ(s.expected_first_turn_accuracy, steps.front().expected_first_turn_accuracy);
-    EXPECT_DOUBLE_EQ(s.debug_fix_probability, p.debug_fix_probability);
+    EXPECT_DOUBLE_EQ(s.debug_fix_probability, p.model.debug_fix_probability);
   }
 }
 
@@ -105,7 +109,7 @@ TEST(Simulation, RankRewardRaisesFirstTurnSkill) {
   auto p = small_params();
   p.steps = 40;
   p.batch_size = 32;
-  p.skill_gain = 2.0;
+  p.model.skill_gain = 2.0;
   const auto steps = simulate(p);
   EXPECT_GT(steps.back().expected_first_turn_accuracy,
             steps.front().expected_first_turn_accuracy + 0.05);
@@ -115,6 +119,192 @@ TEST(Simulation, ReportsEveryStepInOrder) {
   std::vector<int> seen;
   simulate(small_params(), [&](const simulation_step& s) { seen.push_back(s.step); });
   EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 4, 5, 6}));
+}
+
+// ---- speed and optimisation turns (issue 31) ---------------------------------------------------
+
+// Timed, with every passing candidate at exactly `speedup` (no spread, no noise) unless a test
+// says otherwise.
+simulation_params sim_timed_params(double speedup) {
+  auto p = small_params();
+  p.timed = true;
+  p.model.speedup_median = speedup;
+  p.model.speedup_task_spread = 0.0;
+  p.model.speedup_spread = 0.0;
+  p.model.speedup_noise = 0.0;
+  return p;
+}
+
+std::size_t sim_first_turn_passes(const simulation_step& s) {
+  std::size_t n = 0;
+  for (const auto& g : s.groups) {
+    for (const auto& o : g.outcomes) {
+      n += o.passed_at_turn == 1 ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+TEST(SimulationSpeed, UntimedMeasuresNoSpeedAndOpensNoOptimisationTurn) {
+  auto p = small_params();
+  p.gate.optimise.speedup = 1.2;
+  for (const auto& s : simulate(p)) {
+    EXPECT_EQ(s.speed.timed_passes(), 0u);
+    EXPECT_FALSE(s.speed.geomean_speedup().has_value());
+    EXPECT_EQ(s.optimised, 0u);  // decide_optimise: closed_untimed
+    EXPECT_EQ(s.optimise_turns, 0u);
+  }
+}
+
+TEST(SimulationSpeed, TimingDrawsFromItsOwnStreamAndLeavesPassesAlone) {
+  // Speeds are drawn from a second stream: the same seed passes the same rollouts timed or not.
+  const auto untimed = simulate(small_params());
+  const auto timed = simulate(sim_timed_params(1.0));
+  ASSERT_EQ(untimed.size(), timed.size());
+  for (std::size_t i = 0; i < timed.size(); ++i) {
+    EXPECT_EQ(untimed[i].cumulative_accuracy, timed[i].cumulative_accuracy);
+    EXPECT_EQ(untimed[i].verifications, timed[i].verifications);
+  }
+}
+
+TEST(SimulationSpeed, EveryPassIsTimedAtTheModelsSpeedup) {
+  const auto p = sim_timed_params(1.4);
+  for (const auto& s : simulate(p)) {
+    std::size_t rollouts = 0;
+    std::size_t passes = 0;
+    for (const auto& g : s.groups) {
+      for (const auto& o : g.outcomes) {
+        ++rollouts;
+        passes += o.passed() ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(s.speed.timed_passes(), passes);
+    ASSERT_TRUE(s.speed.geomean_speedup().has_value());
+    EXPECT_NEAR(*s.speed.geomean_speedup(), 1.4, 1e-9);
+    // 1.4 beats 1.0 and 1.2, not 1.5 or 2.0: fast_p over every rollout, as KernelBench counts.
+    const double pass_rate = static_cast<double>(passes) / static_cast<double>(rollouts);
+    EXPECT_NEAR(*s.speed.fast_p(1), pass_rate, 1e-12);
+    EXPECT_NEAR(*s.speed.fast_p(2), pass_rate, 1e-12);
+    EXPECT_EQ(*s.speed.fast_p(3), 0.0);
+    EXPECT_EQ(*s.speed.fast_p(4), 0.0);
+  }
+}
+
+TEST(SimulationSpeed, NoKernelBeatsTheCeiling) {
+  auto p = sim_timed_params(3.0);
+  p.model.speedup_ceiling = 2.0;
+  for (const auto& s : simulate(p)) {
+    EXPECT_NEAR(*s.speed.geomean_speedup(), 2.0, 1e-9);
+    EXPECT_EQ(*s.speed.fast_p(4), 0.0);  // 2.0 is not faster than 2.0
+  }
+}
+
+TEST(SimulationSpeed, CertainImprovementTakesOneTurnPerFirstTurnPass) {
+  // Every pass at 1.0 does not beat 1.2, so every group with a pass opens; one improving turn
+  // (x1.5) beats the factor and continue_optimising stops there.
+  auto p = sim_timed_params(1.0);
+  p.gate.policy = gate_policy::none;  // no debug turns: every pass is a first-turn pass
+  p.gate.optimise.speedup = 1.2;
+  p.gate.optimise.max_turns = 2;
+  p.model.optimise_improve_probability = 1.0;
+  p.model.optimise_break_probability = 0.0;
+  p.model.optimise_gain = 1.5;
+  for (const auto& s : simulate(p)) {
+    const auto passes = sim_first_turn_passes(s);
+    std::size_t groups_with_pass = 0;
+    for (const auto& g : s.groups) {
+      groups_with_pass += std::any_of(g.outcomes.begin(), g.outcomes.end(),
+                                      [](const auto& o) { return o.passed(); })
+                              ? 1
+                              : 0;
+    }
+    EXPECT_EQ(s.optimised, groups_with_pass);
+    EXPECT_EQ(s.optimise_turns, passes);
+    EXPECT_EQ(s.optimise_kept, passes);
+    EXPECT_EQ(s.optimise_broken, 0u);
+    EXPECT_EQ(s.verifications, static_cast<std::size_t>(p.batch_size * p.group_size) + passes);
+    if (passes > 0) {
+      EXPECT_NEAR(*s.speed.geomean_speedup(), 1.0, 1e-9);       // the first turns' speed
+      EXPECT_NEAR(*s.kept_speed.geomean_speedup(), 1.5, 1e-9);  // what a user keeps
+    }
+  }
+}
+
+TEST(SimulationSpeed, FastGroupsAreLeftAlone) {
+  auto p = sim_timed_params(1.3);
+  p.gate.optimise.speedup = 1.2;
+  for (const auto& s : simulate(p)) {
+    EXPECT_EQ(s.optimised, 0u);  // decide_optimise: closed_fast
+    EXPECT_EQ(s.optimise_turns, 0u);
+  }
+}
+
+TEST(SimulationSpeed, CertainBreakingBreaksOnceAndKeepsTheFirstKernel) {
+  auto p = sim_timed_params(1.0);
+  p.gate.policy = gate_policy::none;
+  p.gate.optimise.speedup = 1.2;
+  p.gate.optimise.max_turns = 2;
+  p.model.optimise_improve_probability = 0.0;
+  p.model.optimise_break_probability = 1.0;
+  for (const auto& s : simulate(p)) {
+    const auto passes = sim_first_turn_passes(s);
+    EXPECT_EQ(s.optimise_turns, passes);  // a broken turn ends the rollout
+    EXPECT_EQ(s.optimise_broken, passes);
+    EXPECT_EQ(s.optimise_kept, 0u);
+  }
+}
+
+TEST(SimulationSpeed, TrainingOnBrokenTurnsLowersTheBreakProbabilityOnlyWhenTrained) {
+  // Slow enough that the groups stay open while the speed skill grows.
+  auto p = sim_timed_params(0.5);
+  p.model.speedup_spread = 0.05;  // rank_speed ranks the passes, and the groups stay slow
+  p.gate.policy = gate_policy::none;
+  p.gate.optimise.speedup = 1.2;
+  p.model.optimise_improve_probability = 0.3;
+  p.model.optimise_break_probability = 0.5;
+  p.reward.kind = reward_kind::rank_speed;
+  p.model.skill_gain = 2.0;
+  p.steps = 10;
+  const auto measured = simulate(p);
+  for (const auto& s : measured) {
+    EXPECT_DOUBLE_EQ(s.optimise_break_probability, 0.5);
+    EXPECT_DOUBLE_EQ(s.optimise_improve_probability, 0.3);
+  }
+  p.gate.optimise.train = true;
+  const auto trained = simulate(p);
+  EXPECT_LT(trained.back().optimise_break_probability, 0.5 - 0.05);
+  std::size_t broken_measured = 0;
+  std::size_t broken_trained = 0;
+  for (std::size_t i = measured.size() / 2; i < measured.size(); ++i) {
+    EXPECT_GT(measured[i].optimised, 0u);
+    broken_measured += measured[i].optimise_broken;
+    broken_trained += trained[i].optimise_broken;
+  }
+  EXPECT_LT(broken_trained, broken_measured);
+}
+
+TEST(SimulationSpeed, RankSpeedGivesAllPassGroupsASignalAndRaisesSpeed) {
+  // Every task passes at once: rank ties a whole group (no signal); rank_speed ranks by speed.
+  auto p = sim_timed_params(1.0);
+  p.model.difficulty_alpha = 1000.0;
+  p.model.difficulty_beta = 0.001;
+  p.model.speedup_spread = 0.3;
+  p.model.speedup_noise = 0.01;
+  p.reward.speed_tie = 0.01;
+  p.model.skill_gain = 1.0;
+  p.steps = 15;
+  const auto rank = simulate(p);
+  p.reward.kind = reward_kind::rank_speed;
+  const auto speed = simulate(p);
+  std::size_t rank_signal = 0;
+  std::size_t speed_signal = 0;
+  for (std::size_t i = 0; i < rank.size(); ++i) {
+    rank_signal += rank[i].signal_groups;
+    speed_signal += speed[i].signal_groups;
+  }
+  EXPECT_LT(rank_signal, speed_signal / 2);
+  EXPECT_GT(speed.back().expected_speedup, 1.1);
+  EXPECT_LT(rank.back().expected_speedup, speed.back().expected_speedup);
 }
 
 }  // namespace

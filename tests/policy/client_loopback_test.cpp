@@ -663,25 +663,64 @@ TEST(ClientWeightSyncHttp, DrainsLoadsFlushesChecksAndAdmits) {
   EXPECT_EQ(view.sync, sync_phase::idle);
 }
 
+// A turn held after 3 tokens (the rest waits) while `plan` loads version 7 into `server`; `out`:
+// what the client hands back once the server lets the generation go on.
+void loopback_turn_across_sync(position_server& server, wire_flavour flavour,
+                               const weight_sync_plan& plan, turn_result* out) {
+  auto client = make_client(fast_config(flavour, {server.url()}));
+  collector done;
+  server.hold_after(3);
+  server.hold(true);
+  ASSERT_EQ(client->submit(turn("long", 4), done.callback()), submit_status::accepted);
+  ASSERT_TRUE(server.wait_held(1));
+  sync_waiter sync;
+  client->sync_weights(0, plan, {"7", "/ckpt/step-7", ""}, sync.callback());
+  auto s = sync.get();
+  ASSERT_TRUE(s) << s.err().message;
+  server.hold(false);
+  ASSERT_TRUE(done.wait_for(1));
+  *out = done.take()[0];
+}
+
+// The same through vLLM's routes: /pause?mode=abort, /collective_rpc reload_weights,
+// /reset_prefix_cache, /resume. The turn held mid-generation comes back aborted with its tokens, is
+// resumed after the load, and is whole.
+TEST(ClientWeightSyncHttp, VllmsPauseInAbortModeGivesATurnTheTokensOfBothVersions) {
+  position_server server({}, {}, 6);
+  turn_result r;
+  ASSERT_NO_FATAL_FAILURE(
+      loopback_turn_across_sync(server, wire_flavour::vllm, vllm_disk_plan(true), &r));
+  ASSERT_EQ(r.status, turn_status::ok) << r.message;
+  EXPECT_EQ(r.resumes, 1);
+  EXPECT_EQ(r.choices[0].ids, as_ids(expected_reply(4, 64)));
+  ASSERT_EQ(r.choices[0].weight_segments.size(), 2U)
+      << ::testing::PrintToString(r.choices[0].weight_segments);
+  EXPECT_EQ(r.choices[0].weight_segments[1].first, 3U);
+  EXPECT_NE(r.choices[0].weight_segments[0].version, r.choices[0].weight_segments[1].version);
+  // The pause came before the load, the resume after it, and the resumed piece after the resume.
+  auto log = server.log();
+  const auto at = [&](std::string_view prefix) {
+    return std::find_if(log.begin(), log.end(),
+                        [&](const std::string& line) { return line.rfind(prefix, 0) == 0; }) -
+           log.begin();
+  };
+  const auto n = static_cast<std::ptrdiff_t>(log.size());
+  ASSERT_LT(at("POST /pause?mode=abort"), n) << ::testing::PrintToString(log);
+  ASSERT_LT(at("POST /collective_rpc"), n) << ::testing::PrintToString(log);
+  ASSERT_LT(at("POST /resume"), n) << ::testing::PrintToString(log);
+  EXPECT_LT(at("POST /pause?mode=abort"), at("POST /collective_rpc"));
+  EXPECT_LT(at("POST /collective_rpc"), at("POST /resume"));
+  EXPECT_LT(at("POST /resume"), at("generate long.2"));
+}
+
 // A weight update in flight (issue 33): the sync pauses the server in abort mode without draining,
 // the turn held mid-generation ends aborted with the tokens version 6 sampled, version 7 loads, and
 // the client resumes the turn under 7. The stitched turn is whole and says where 7 took over.
 TEST(ClientWeightSyncHttp, APauseInAbortModeGivesATurnTheTokensOfBothVersions) {
   position_server server({}, {}, 6);
-  auto client = make_client(fast_config(wire_flavour::sglang, {server.url()}));
-  collector done;
-  server.hold_after(3);
-  server.hold(true);
-  ASSERT_EQ(client->submit(turn("long", 4), done.callback()), submit_status::accepted);
-  ASSERT_TRUE(server.wait_held(1));  // 3 tokens sent, the rest waits
-
-  sync_waiter sync;
-  client->sync_weights(0, sglang_disk_plan(true), {"7", "/ckpt/step-7", ""}, sync.callback());
-  auto s = sync.get();
-  ASSERT_TRUE(s) << s.err().message;
-  server.hold(false);
-  ASSERT_TRUE(done.wait_for(1));
-  auto r = done.take()[0];
+  turn_result r;
+  ASSERT_NO_FATAL_FAILURE(
+      loopback_turn_across_sync(server, wire_flavour::sglang, sglang_disk_plan(true), &r));
   ASSERT_EQ(r.status, turn_status::ok) << r.message;
   EXPECT_EQ(r.resumes, 1);
   // Nothing lost or duplicated: the same ids as an uninterrupted generation.

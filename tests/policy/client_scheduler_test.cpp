@@ -283,6 +283,18 @@ TEST(ClientScheduler, StitchedPiecesKeepTheVersionOfEachId) {
         continue_piece({piece({5}, finish_reason::stop, "e")}, none, 10, 0, 8, false, "http://a:1");
     ASSERT_EQ(d.choices.size(), 1U);
     EXPECT_EQ(d.choices[0].weight_segments, (std::vector<weight_segment>{{0, std::nullopt}}));
+    // Resumed after an abort (vLLM reports no version): the resumed ids are a segment of their
+    // own, for the pool to name, since new weights may have sampled them.
+    auto aborted = continue_piece({piece({1, 2}, finish_reason::abort, "e")}, none, 10, 0, 8, false,
+                                  "http://a:1");
+    ASSERT_EQ(aborted.action, piece_action::resume);
+    const partial_generation so_far{aborted.so_far.ids, aborted.so_far.logprobs,
+                                    aborted.so_far.text, aborted.so_far.weight_segments};
+    auto resumed = continue_piece({piece({5, 6}, finish_reason::stop, "f")}, so_far, 10, 1, 8,
+                                  false, "http://a:1");
+    ASSERT_EQ(resumed.choices.size(), 1U);
+    EXPECT_EQ(resumed.choices[0].weight_segments,
+              (std::vector<weight_segment>{{0, std::nullopt}, {2, std::nullopt}}));
   }
   {
     // n > 1: no segments; weight_version covers each choice.

@@ -64,6 +64,27 @@ TEST(Dialect, DiskSyncPresetPerServerFlavour) {
     EXPECT_EQ(plan.drain, expected.drain);
     EXPECT_EQ(plan.check_version, expected.check_version);
   }
+  // A weight update in flight: each flavour's pause in abort mode, then its resume, no drain.
+  const std::map<server_flavour, std::vector<std::string>> paused = {
+      {server_flavour::vllm,
+       {"/pause?mode=abort", "/collective_rpc", "/reset_prefix_cache", "/resume"}},
+      {server_flavour::sglang,
+       {"/pause_generation", "/update_weights_from_disk", "/flush_cache", "/continue_generation"}},
+      {server_flavour::embedded,
+       {"/pause_generation", "/update_weights_from_disk", "/flush_cache", "/continue_generation"}},
+  };
+  for (std::size_t i = 0; i < enum_names::count<server_flavour>(); ++i) {
+    const auto flavour = static_cast<server_flavour>(i);
+    SCOPED_TRACE(to_string(flavour));
+    ASSERT_TRUE(paused.contains(flavour)) << "no row for this flavour";
+    const auto plan = disk_sync_plan(flavour, true);
+    std::vector<std::string> routes;
+    for (const auto& call : plan.calls) {
+      routes.push_back(call.path);
+    }
+    EXPECT_EQ(routes, paused.at(flavour));
+    EXPECT_FALSE(plan.drain);
+  }
 }
 
 }  // namespace

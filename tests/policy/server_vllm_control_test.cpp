@@ -53,6 +53,33 @@ void expect_openai_error(const http_reply& reply, int status, const std::string&
       << body["error"]["message"];
 }
 
+// A server whose first token takes 20 s, so that a generation is still running when a control
+// request lands.
+scripted_config vllm_slow_first_token() {
+  scripted_config scripted;
+  scripted.latency.ttft_ms = 20000.0;
+  return scripted;
+}
+
+// A generation on its own thread; its reply comes once something ends it.
+std::future<http_reply> vllm_long_generation(policy_server& server) {
+  return std::async(std::launch::async, [&server] {
+    auto client = client_for(server, 15s);
+    return post(*client, "/v1/completions",
+                json{{"prompt", testing::vector_add_prompt},
+                     {"max_tokens", 50},
+                     {"return_token_ids", true}});
+  });
+}
+
+// True once the server reports exactly one running request.
+bool vllm_runs_one(httplib::Client& control) {
+  return eventually([&] {
+    return metric_line(get(control, "/metrics").body, "vllm:num_requests_running") ==
+           "vllm:num_requests_running 1";
+  });
+}
+
 // ---- pure parsing: tables ----
 
 TEST(VllmControlWire, SleepAndWakeUpParameters) {
@@ -104,6 +131,32 @@ TEST(VllmControlWire, SleepAndWakeUpParameters) {
     ASSERT_TRUE(parsed) << parsed.err().message;
     EXPECT_EQ(parsed->weights, r.weights);
     EXPECT_EQ(parsed->kv_cache, r.kv_cache);
+  }
+}
+
+TEST(VllmControlWire, PauseParameters) {
+  struct row {
+    std::optional<std::string> mode, clear_cache;
+    pause_mode want;
+    const char* error;
+  };
+  const std::vector<row> rows{
+      {std::nullopt, std::nullopt, pause_mode::abort, nullptr},
+      {"abort", "false", pause_mode::abort, nullptr},
+      {"wait", std::nullopt, pause_mode::wait, nullptr},
+      {"keep", "true", pause_mode::in_place, nullptr},
+      {"retract", std::nullopt, pause_mode::abort, "'mode' must be one of abort, wait, keep"},
+      {"abort", "maybe", pause_mode::abort, "'clear_cache' must be a boolean"},
+  };
+  for (const auto& r : rows) {
+    auto parsed = parse_vllm_pause_request(r.mode, r.clear_cache);
+    if (r.error != nullptr) {
+      ASSERT_FALSE(parsed);
+      EXPECT_NE(parsed.err().message.find(r.error), std::string::npos) << parsed.err().message;
+      continue;
+    }
+    ASSERT_TRUE(parsed) << parsed.err().message;
+    EXPECT_EQ(parsed->mode, r.want);
   }
 }
 
@@ -186,22 +239,11 @@ TEST(VllmSleepMode, RequestsWhileAsleepWaitForTheWakeUpAndSeeTheReloadedWeights)
 }
 
 TEST(VllmSleepMode, SleepAbortsRunningGenerationsAndWakeUpWithoutTagsWakesAll) {
-  scripted_config scripted;
-  scripted.latency.ttft_ms = 20000.0;
-  auto server = start_server({}, scripted);
+  auto server = start_server({}, vllm_slow_first_token());
   ASSERT_TRUE(server);
-  auto running = std::async(std::launch::async, [&] {
-    auto client = client_for(*server, 15s);
-    return post(*client, "/v1/completions",
-                json{{"prompt", testing::vector_add_prompt},
-                     {"max_tokens", 50},
-                     {"return_token_ids", true}});
-  });
+  auto running = vllm_long_generation(*server);
   auto control = client_for(*server);
-  ASSERT_TRUE(eventually([&] {
-    return metric_line(get(*control, "/metrics").body, "vllm:num_requests_running") ==
-           "vllm:num_requests_running 1";
-  }));
+  ASSERT_TRUE(vllm_runs_one(*control));
   EXPECT_EQ(post(*control, "/sleep", json::object()).status, 200);  // level 1, mode abort
   const http_reply reply = running.get();
   ASSERT_EQ(reply.status, 200);
@@ -213,6 +255,29 @@ TEST(VllmSleepMode, SleepAbortsRunningGenerationsAndWakeUpWithoutTagsWakesAll) {
   EXPECT_EQ(post(*control, "/wake_up", json::object()).status, 200);
   EXPECT_FALSE(is_sleeping(*control));
   EXPECT_FALSE(get(*control, "/is_paused").json()["is_paused"]);
+}
+
+// vLLM's /pause in abort mode ends a running generation with its tokens and holds new ones until
+// /resume, answered as vLLM answers.
+TEST(VllmPause, AbortEndsTheRunningGenerationAndResumeLetsTheNextRun) {
+  auto server = start_server({}, vllm_slow_first_token());
+  ASSERT_TRUE(server);
+  auto running = vllm_long_generation(*server);
+  auto control = client_for(*server);
+  ASSERT_TRUE(vllm_runs_one(*control));
+  const http_reply paused = post(*control, "/pause?mode=abort", json::object());
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(paused.json()["status"], "paused");
+  const http_reply reply = running.get();
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "abort");
+  EXPECT_TRUE(get(*control, "/is_paused").json()["is_paused"]);
+  const http_reply resumed = post(*control, "/resume", json::object());
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(resumed.json()["status"], "resumed");
+  EXPECT_FALSE(get(*control, "/is_paused").json()["is_paused"]);
+  expect_openai_error(post(*control, "/pause?mode=retract", json::object()), 400, "BadRequestError",
+                      "'mode' must be one of abort, wait, keep");
 }
 
 TEST(VllmSleepMode, BadControlRequestsAnswerOpenAiErrors) {

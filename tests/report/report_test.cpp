@@ -39,7 +39,9 @@ run_input run(const std::string& group, std::vector<replay_step> steps, int max_
   r.group = group;
   r.status = "finished";
   r.replay.max_turns = max_turns;
-  for (const auto& s : steps) r.minutes[s.step] = static_cast<double>(s.step + 1) * 0.5;
+  for (const auto& s : steps) {
+    r.minutes[s.step] = static_cast<double>(s.step + 1) * 0.5;
+  }
   r.replay.steps = std::move(steps);
   r.stored_groups = r.replay.steps.size() * 4;
   composition_bucket b{0.0, 1.0, {}};
@@ -50,7 +52,9 @@ run_input run(const std::string& group, std::vector<replay_step> steps, int max_
 
 const chart* find_chart(const report_model& m, const std::string& id) {
   for (const auto& c : m.charts) {
-    if (c.id == id) return &c;
+    if (c.id == id) {
+      return &c;
+    }
   }
   return nullptr;
 }
@@ -78,6 +82,42 @@ TEST(ReportModel, RetryChartWhenARunRetried) {
   EXPECT_EQ(c->lines[2].label, "leap_retry recovered");
   EXPECT_TRUE(c->lines[2].dashed);
   EXPECT_DOUBLE_EQ(c->lines[2].points[0].y, 0.25);
+}
+
+// Profiles (issue 34): drawn only when a run stored one; per step the share of the profiled
+// kernels in each bottleneck class, one colour per class, and the profiling seconds.
+TEST(ReportModel, BottleneckChartWhenARunProfiled) {
+  auto plain = step(0, {0.5, 0.6}, 0.5);
+  EXPECT_EQ(find_chart(build_model({run("leap", {plain})}), "bottlenecks"), nullptr);
+  EXPECT_EQ(find_chart(build_model({run("leap", {plain})}), "profile_seconds"), nullptr);
+  auto first = step(0, {0.5, 0.6}, 0.5);
+  first.profiles.profiles = 2;
+  first.profiles.kernels[bottleneck_class_index("memory-bound")] = 3;
+  first.profiles.kernels[bottleneck_class_index("launch-bound")] = 1;
+  first.profiles.seconds = 12.5;
+  auto second = step(1, {0.5, 0.6}, 0.5);
+  second.profiles.profiles = 1;  // profiling failed: a note, no kernel
+  second.profiles.seconds = 0.5;
+  auto profiled = run("profiled", {first, second});
+  profiled.replay.total.profiles.add(first.profiles);
+  profiled.replay.total.profiles.add(second.profiles);
+  const auto model = build_model({run("leap", {plain}), profiled});
+  const chart* c = find_chart(model, "bottlenecks");
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->lines.size(), bottleneck_class_names.size());  // leap's lines have no point
+  EXPECT_EQ(c->lines[0].label, "profiled memory-bound");
+  ASSERT_EQ(c->lines[0].points.size(), 1U);  // step 2 profiled no kernel
+  EXPECT_DOUBLE_EQ(c->lines[0].points[0].x, 1.0);
+  EXPECT_DOUBLE_EQ(c->lines[0].points[0].y, 0.75);
+  EXPECT_DOUBLE_EQ(c->lines[3].points[0].y, 0.25);  // launch-bound
+  EXPECT_DOUBLE_EQ(c->lines[1].points[0].y, 0.0);   // compute-bound
+  EXPECT_NE(c->lines[0].color, c->lines[1].color);
+  const chart* seconds = find_chart(model, "profile_seconds");
+  ASSERT_NE(seconds, nullptr);
+  ASSERT_EQ(seconds->lines.size(), 1U);
+  ASSERT_EQ(seconds->lines[0].points.size(), 2U);
+  EXPECT_DOUBLE_EQ(seconds->lines[0].points[0].y, 12.5);
+  EXPECT_DOUBLE_EQ(seconds->lines[0].points[1].y, 0.5);
 }
 
 TEST(ReportAggregate, MeanAndMinMaxPerStepOverTheRunsThatHaveIt) {
@@ -171,7 +211,9 @@ TEST(ReportModel, TheBandIsOneStandardDeviationUnlessMinMaxIsAsked) {
     EXPECT_EQ(j["band"], band == band_kind::std_dev ? "std" : "min-max");
     const nlohmann::json* line = nullptr;
     for (const auto& c : j["charts"]) {
-      if (c["id"] == "accuracy_step") line = &c["lines"][0];
+      if (c["id"] == "accuracy_step") {
+        line = &c["lines"][0];
+      }
     }
     ASSERT_NE(line, nullptr);
     ASSERT_EQ((*line)["label"], "leap pass@1");
@@ -197,7 +239,9 @@ TEST(ReportQuantile, LinearInterpolationAsNumpy) {
       {{1, 2, 3, 4, 5}, 0.9, 4.6},
       {{10, 20}, 0.0, 10.0},
   };
-  for (const auto& r : rows) EXPECT_NEAR(quantile(r.values, r.q), r.expected, 1e-12);
+  for (const auto& r : rows) {
+    EXPECT_NEAR(quantile(r.values, r.q), r.expected, 1e-12);
+  }
 }
 
 TEST(ReportModel, RunsOfOneGroupAreOverlaidAsMeanWithBand) {
@@ -366,7 +410,9 @@ TEST(ReportModel, ValidationAndLatency) {
   ASSERT_EQ(latency->bars.size(), 2u);
   EXPECT_EQ(latency->bars[0].label, "compile");
   double sum = 0;
-  for (double f : latency->bars[0].values) sum += f;
+  for (double f : latency->bars[0].values) {
+    sum += f;
+  }
   EXPECT_DOUBLE_EQ(sum, 1.0);
   EXPECT_DOUBLE_EQ(latency->bars[1].values.front(), 1.0);  // both runs in 2-5 ms
   ASSERT_EQ(model.latency.size(), 1u);
@@ -388,7 +434,9 @@ TEST(ReportHtml, EscapesEveryRunString) {
                                  {"<b>&\"'", "&lt;b&gt;&amp;&quot;&#39;"},
                                  {"</script><script>alert(1)</script>",
                                   "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"}};
-  for (const auto& r : rows) EXPECT_EQ(html_escape(r.text), r.escaped);
+  for (const auto& r : rows) {
+    EXPECT_EQ(html_escape(r.text), r.escaped);
+  }
 
   auto hostile = run("x</script><img src=x onerror=alert(1)>", {step(0, {0.5, 0.5}, 0.5)});
   hostile.run_dir = "runs/<i>dir</i>";
@@ -407,8 +455,9 @@ TEST(ReportHtml, EscapesEveryRunString) {
   // Exactly the page's own script elements: error recorder, data, Chart.js, drawing.
   std::size_t scripts = 0;
   for (auto at = html.find("</script>"); at != std::string::npos;
-       at = html.find("</script>", at + 1))
+       at = html.find("</script>", at + 1)) {
     ++scripts;
+  }
   EXPECT_EQ(scripts, 4u);
 }
 

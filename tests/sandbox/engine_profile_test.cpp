@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 namespace leap::sandbox {
 namespace {
@@ -34,8 +35,20 @@ bool nvcc_available(std::string* why) {
   return true;
 }
 
-std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode) {
+// Under ctest these tests (a process each) share one cache folder and run in turn
+// (tests/CMakeLists.txt): the vector-add candidate, its harness, reference and judges are built by
+// the first of them, not once per test (8 times). None asserts a first build: a cache hit gives
+// the same program and verdict.
+engine_config shared_profile_config() {
   engine_config c = testing::test_engine_config();
+  if (auto shared = testing::ctest_shared_cache("engine-profile"); !shared.empty()) {
+    c.cache_dir = std::move(shared);
+  }
+  return c;
+}
+
+std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode) {
+  engine_config c = shared_profile_config();
   c.profile = mode;
   c.ncu = ncu;
   c.profile_limits.wall = std::chrono::seconds(20);
@@ -55,6 +68,7 @@ verdict passing_verdict() {
   return v;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class EngineProfileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -69,6 +83,13 @@ class EngineProfileTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.err().message;
     EXPECT_FALSE(p->final_verdict.has_value());
     return p.ok() ? std::move(p.value()) : prepared_candidate{};
+  }
+  // The hook run on the vector-add candidate's verdict `v` by an engine whose ncu is `ncu`.
+  static void profile_through(const stand_in_ncu& ncu, verdict& v) {
+    auto e = profiling_engine(ncu.path(), profile_mode::passing);
+    ASSERT_NE(e, nullptr);
+    const auto p = prepared(*e);
+    e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
   }
   // Everything of a verdict the hook must leave as it was.
   static void expect_unchanged_but_profile(const verdict& got, const verdict& before) {
@@ -92,12 +113,9 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "") << v.profile->note;
@@ -114,7 +132,7 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   // The verdict's own text first, then the diagnosis of the longest kernels, within the budget.
   EXPECT_EQ(v.feedback.rfind(before.feedback + "\n\nProfile of `", 0), 0U) << v.feedback;
   EXPECT_TRUE(contains(v.feedback, "Profile of `copy_strided`")) << v.feedback;
-  EXPECT_LE(v.feedback.size(), e->config().feedback.char_budget);
+  EXPECT_LE(v.feedback.size(), testing::test_engine_config().feedback.char_budget);
 }
 
 TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
@@ -126,11 +144,8 @@ TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "") << v.profile->note;
   EXPECT_FALSE(v.profile->kernels.empty());
@@ -144,12 +159,9 @@ TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   EXPECT_EQ(v.feedback, before.feedback);
   ASSERT_TRUE(v.profile.has_value());
@@ -181,11 +193,8 @@ TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   EXPECT_EQ(v.profile->note, "");
   EXPECT_FALSE(v.profile->kernels.empty());
@@ -202,12 +211,9 @@ TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   const verdict before = passing_verdict();
   verdict v = before;
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   expect_unchanged_but_profile(v, before);
   EXPECT_EQ(v.feedback, before.feedback);
   ASSERT_TRUE(v.profile.has_value());
@@ -229,11 +235,8 @@ TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  auto e = profiling_engine(ncu.path(), profile_mode::passing);
-  ASSERT_NE(e, nullptr);
-  const auto p = prepared(*e);
   verdict v = passing_verdict();
-  e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
   ASSERT_TRUE(v.profile.has_value());
   const std::string& note = v.profile->note;
   EXPECT_TRUE(contains(note, "==PROF== the last line")) << note;
@@ -247,7 +250,7 @@ TEST_F(EngineProfileTest, AnNcuThatHangsIsStoppedAtTheProfilingTimeLimit) {
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
-  engine_config c = testing::test_engine_config();
+  engine_config c = shared_profile_config();
   c.profile = profile_mode::passing;
   c.ncu = ncu.path();
   c.profile_limits.wall = std::chrono::seconds(1);

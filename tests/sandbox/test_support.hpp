@@ -97,11 +97,12 @@ inline const std::filesystem::path& test_cache_dir() {
 
 // The compile cache folder that the tests' processes of one ctest run share, or empty (a test run
 // alone, outside ctest). tests/CMakeLists.txt sets LEAP_SANDBOX_CORPUS_CACHE for the tests it
-// lists (the adversarial corpus, the KernelBench profiling tests) and a fixture empties the folder
-// before the first of them and removes it after the last. A cache entry is content-addressed and
-// renamed into place whole, so a shared entry is the very build a private cache would have made:
-// sharing only saves builds, and a test that finds nothing there builds what it needs. An engine
-// reads the folder's entries when it is created: what another process stores later is not seen.
+// lists (the adversarial corpus, the KernelBench and engine profiling tests) and a fixture empties
+// the folder before the first of them and removes it after the last. A cache entry is
+// content-addressed and renamed into place whole, so a shared entry is the very build a private
+// cache would have made: sharing only saves builds, and a test that finds nothing there builds
+// what it needs. An engine reads the folder's entries when it is created: what another process
+// stores later is not seen.
 inline std::filesystem::path ctest_shared_cache(const std::string& subfolder) {
   const char* dir = std::getenv("LEAP_SANDBOX_CORPUS_CACHE");
   return dir != nullptr && *dir != '\0' ? std::filesystem::path(dir) / subfolder

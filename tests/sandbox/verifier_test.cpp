@@ -28,6 +28,22 @@ fs::path private_dir(const std::string& name) {
   return p;
 }
 
+// The cache of the cuda tests below (the vector-add candidate judged with the GPU probe replaced
+// or on a GPU). Under ctest these tests, a process each, share one folder and run in turn
+// (tests/CMakeLists.txt): the candidate, its harness, reference and judge are built by the first
+// of them, not by each; none asserts a build, and a cache hit is the same program. Alone, each
+// builds in a folder of its own, removed after it (vt_remove_private_cache).
+fs::path vt_cuda_cache(const std::string& name) {
+  auto shared = testing::ctest_shared_cache("verifier-cuda");
+  return shared.empty() ? private_dir(name) : shared;
+}
+
+void vt_remove_private_cache(const fs::path& dir) {
+  if (dir != testing::ctest_shared_cache("verifier-cuda")) {
+    fs::remove_all(dir);
+  }
+}
+
 TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
   const auto dir = private_dir("cache-dedup");
   auto cache = compile_cache::open(dir, 1 << 20);
@@ -348,7 +364,7 @@ struct probe_log {
 TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   verifier_config config;
   config.engine = testing::test_engine_config();
-  config.engine.cache_dir = private_dir("retry-cache");
+  config.engine.cache_dir = vt_cuda_cache("retry-cache");
   std::string why;
   if (!nvcc_found(config.engine, &why)) {
     GTEST_SKIP() << why;
@@ -374,7 +390,7 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
   std::lock_guard lock(log->mutex);
   ASSERT_FALSE(log->gpus.empty());
   EXPECT_EQ(log->gpus.front(), 7);
-  fs::remove_all(config.engine.cache_dir);
+  vt_remove_private_cache(config.engine.cache_dir);
 }
 
 // Two run slots on one GPU: untimed runs share it, a timed run holds it alone. Seen from inside
@@ -397,7 +413,7 @@ TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
     int most = 0;
   };
   // One cache for both: the candidate, its task's harness and judge are built once.
-  base.engine.cache_dir = private_dir("turns-cache");
+  base.engine.cache_dir = vt_cuda_cache("turns-cache");
   for (const int reps : {0, 3}) {
     SCOPED_TRACE("timing_reps " + std::to_string(reps));
     verifier_config config = base;
@@ -430,13 +446,13 @@ TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
     std::lock_guard lock(inside->m);
     EXPECT_EQ(inside->most, reps == 0 ? 2 : 1);
   }
-  fs::remove_all(base.engine.cache_dir);
+  vt_remove_private_cache(base.engine.cache_dir);
 }
 
 TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   verifier_config config;
   config.engine = testing::test_engine_config();
-  config.engine.cache_dir = private_dir("persist-cache");
+  config.engine.cache_dir = vt_cuda_cache("persist-cache");
   std::string why;
   if (!nvcc_found(config.engine, &why)) {
     GTEST_SKIP() << why;
@@ -457,7 +473,7 @@ TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   EXPECT_NE(r.err().message.find("persisted"), std::string::npos) << r.err().message;
   EXPECT_NE(r.err().message.find("GPU 7"), std::string::npos) << r.err().message;
   EXPECT_NE(r.err().message.find("GPU 5"), std::string::npos) << r.err().message;
-  fs::remove_all(config.engine.cache_dir);
+  vt_remove_private_cache(config.engine.cache_dir);
 }
 
 // The real probe on a GPU machine: a slot whose device does not exist (CUDA_VISIBLE_DEVICES=7 on a
@@ -469,7 +485,7 @@ TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
   }
   verifier_config config;
   config.engine = testing::test_engine_config();
-  config.engine.cache_dir = private_dir("gpu-retry-cache");
+  config.engine.cache_dir = vt_cuda_cache("gpu-retry-cache");
   if (!nvcc_found(config.engine, &why)) {
     GTEST_SKIP() << why;
   }
@@ -484,7 +500,7 @@ TEST(VerifierTest, MissingDeviceIsRetriedOnTheRealGpu) {
   ASSERT_TRUE(r.ok()) << r.err().message;
   EXPECT_TRUE(r->passed) << r->feedback << "\n" << r->diagnostics;
   EXPECT_FALSE((*v)->verification_engine().probe_slot(task_kind::cuda, 7).ok());
-  fs::remove_all(config.engine.cache_dir);
+  vt_remove_private_cache(config.engine.cache_dir);
 }
 
 }  // namespace

@@ -286,6 +286,73 @@ TEST_F(Export, JsonlCarriesTheStoredOptimisationDecision) {
   EXPECT_NE(bad.err().message.find("optimise"), std::string::npos) << bad.err().message;
 }
 
+// A turn's profile (issue 34), stored on its own after its group, comes out with that turn in both
+// formats; turns without one have null / empty cells, and a profile of a group never stored (a
+// dropped group) is not exported. The JSON line still reads back to the group record.
+TEST_F(Export, JsonlAndCsvCarryEachTurnsProfile) {
+  auto g = make_group("r4", 2, 1, split_kind::train, "", 2, 2);
+  ASSERT_TRUE(store_->put_group(g).ok());
+  turn_profile_record p;
+  p.turn = turn_ref{"r4", 2, split_kind::train, 1, 1, 0};
+  p.kernels.push_back({"copy_strided", 1500.5, "memory-bound", {"uncoalesced_global", "dram"}});
+  p.kernels.push_back({"tiny", 900, "launch-bound", {}});
+  p.note = "one kernel, of two launches, \"profiled\"";
+  p.seconds = 2.5;
+  ASSERT_TRUE(store_->put_profile(p).ok());
+  turn_profile_record dropped;
+  dropped.turn = turn_ref{"r4", 2, split_kind::train, 7, 0, 0};
+  dropped.note = "dropped";
+  ASSERT_TRUE(store_->put_profile(dropped).ok());
+
+  std::ostringstream out;
+  auto counts = export_jsonl(*store_, {.run_id = "r4"}, out);
+  ASSERT_TRUE(counts.ok()) << counts.err().message;
+  EXPECT_EQ(counts->groups, 1U);
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 1U);
+  const auto j = nlohmann::json::parse(lines[0]);
+  const auto& profile = j["rollouts"][1]["turns"][0]["profile"];
+  ASSERT_TRUE(profile.is_object()) << lines[0];
+  EXPECT_EQ(profile["seconds"], 2.5);
+  EXPECT_EQ(profile["note"], p.note);
+  ASSERT_EQ(profile["kernels"].size(), 2U);
+  EXPECT_EQ(profile["kernels"][0]["name"], "copy_strided");
+  EXPECT_EQ(profile["kernels"][0]["duration_ns"], 1500.5);
+  EXPECT_EQ(profile["kernels"][0]["bottleneck"], "memory-bound");
+  EXPECT_EQ(profile["kernels"][0]["findings"],
+            nlohmann::json::parse(R"(["uncoalesced_global", "dram"])"));
+  EXPECT_EQ(profile["kernels"][1]["bottleneck"], "launch-bound");
+  EXPECT_TRUE(j["rollouts"][1]["turns"][1]["profile"].is_null());
+  EXPECT_TRUE(j["rollouts"][0]["turns"][0]["profile"].is_null());
+  auto back = group_from_json(lines[0]);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, g);
+
+  std::ostringstream csv;
+  ASSERT_TRUE(export_csv(*store_, {.run_id = "r4"}, csv).ok());
+  const auto rows = parse_csv(csv.str());
+  ASSERT_EQ(rows.size(), 1U + 4U);
+  auto column = [&](const std::string& name) {
+    const auto& cols = csv_columns();
+    return static_cast<std::size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  const auto& row = rows[3];  // rollout 1, turn 0
+  ASSERT_EQ(row.size(), csv_columns().size());
+  EXPECT_EQ(row[column("rollout_index")], "1");
+  EXPECT_EQ(row[column("turn")], "0");
+  EXPECT_EQ(row[column("profile_seconds")], "2.5");
+  EXPECT_EQ(row[column("profile_note")], p.note);
+  EXPECT_EQ(row[column("profile_kernels")], "copy_strided tiny");
+  EXPECT_EQ(row[column("profile_duration_ns")], "1500.5 900");
+  EXPECT_EQ(row[column("profile_bottlenecks")], "memory-bound launch-bound");
+  EXPECT_EQ(row[column("profile_findings")], "uncoalesced_global+dram -");
+  EXPECT_EQ(row[column("text")], g.rollouts[1].turns[0].text);
+  for (const auto* unprofiled : {&rows[1], &rows[4]}) {
+    EXPECT_EQ((*unprofiled)[column("profile_seconds")], "");
+    EXPECT_EQ((*unprofiled)[column("profile_bottlenecks")], "");
+  }
+}
+
 TEST_F(Export, AFailingStreamIsAnError) {
   std::ostringstream out;
   out.setstate(std::ios::badbit);

@@ -59,24 +59,25 @@ phase_build() {
 }
 
 # Which libstdc++ the binaries bind to (the top CMakeLists.txt says why it must be the first
-# NEEDED): the link command, the NEEDED order and the shadowing test.
+# NEEDED): the link command, the NEEDED order and the shadowing test, on leap-torch, the program
+# that loads LibTorch (`leap` links none and hands it the commands that need it).
 phase_link() {
   local cmd first
-  cmd=$(cd "$build" && ninja -t commands bin/leap | tail -1)
+  cmd=$(cd "$build" && ninja -t commands bin/leap-torch | tail -1)
   echo "$cmd" | tr ' ' '\n' | grep -n -m3 -E 'stdc|push-state|new-dtags'
-  readelf -d "$build/bin/leap" | grep NEEDED | head -6
+  readelf -d "$build/bin/leap-torch" | grep NEEDED | head -6
   "$build/tests/link_tests" --gtest_brief=1
-  echo "verify (uses the sandbox's scratch_dir), as built: exit $(verify_probe "$build/bin/leap")"
-  LD_DEBUG=bindings "$build/bin/leap" verify --task cpp/axpby \
+  echo "verify (uses the sandbox's scratch_dir), as built: exit $(verify_probe "$build/bin/leap-torch")"
+  LD_DEBUG=bindings "$build/bin/leap-torch" verify --task cpp/axpby \
     --candidate sandbox/suite/cpp/axpby/solution.cpp >/dev/null 2>"$out/bindings.txt"
   grep -m3 'filesystem.*remove_all' "$out/bindings.txt"
   # Two other ways to bind libstdc++ first, relinked beside the build: the library as the first
   # input file; libstdc++ linked statically.
   first=$(g++ -print-file-name=libstdc++.so.6)
-  (cd "$build" && eval "${cmd/ -o bin\/leap / -o bin/leap-first $first }") &&
+  (cd "$build" && eval "${cmd/ -o bin\/leap-torch / -o bin/leap-first $first }") &&
     echo "libstdc++ as first input: exit $(verify_probe "$build/bin/leap-first")"
   readelf -d "$build/bin/leap-first" | grep -m2 NEEDED
-  (cd "$build" && eval "$(echo "${cmd/ -o bin\/leap / -o bin/leap-static -static-libstdc++ }" |
+  (cd "$build" && eval "$(echo "${cmd/ -o bin\/leap-torch / -o bin/leap-static -static-libstdc++ }" |
     sed 's/-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state//')") &&
     echo "static libstdc++: exit $(verify_probe "$build/bin/leap-static")"
 }

@@ -6,12 +6,8 @@
 #include "actors/renderer.hpp"
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
-#include "actors/torch_learner.hpp"
-#include "actors/torch_policy_backend.hpp"
-#include "actors/torch_weight_transfer.hpp"
 #include "actors/verifier.hpp"
 #include "common/log.hpp"
-#include "learner/rank_workers.hpp"
 #include "policy/client.hpp"
 #include "policy/dialect.hpp"
 #include "policy/scripted_backend.hpp"
@@ -131,23 +127,6 @@ status check_policy_endpoints(policy::policy_client& client,
   return ok_status();
 }
 
-// Whether the torch learner keeps no folder per step, the servers taking its weights from memory:
-// the embedded server in this process (in_memory), the broadcast (nccl), the shared GPU buffer
-// (ipc). disk keeps the folders, also for the embedded server (e.g. to time the disk path against
-// the in-memory one).
-bool weight_sync_in_memory(weight_sync_method method) {
-  switch (method) {
-    case weight_sync_method::automatic:  // resolved by effective_weight_sync before it gets here
-    case weight_sync_method::disk:
-      return false;
-    case weight_sync_method::in_memory:
-    case weight_sync_method::nccl:
-    case weight_sync_method::ipc:
-      return true;
-  }
-  return false;
-}
-
 // Whether a sync runs vLLM's weight-transfer routes beside a transfer the learner drives (nccl,
 // ipc) rather than the servers' folder-load route (disk; in_memory takes that route too, which
 // the embedded server's backend serves from the learner).
@@ -164,63 +143,16 @@ bool weight_sync_transfers(weight_sync_method method) {
   return false;
 }
 
-// A weight transfer of policy.weight_sync nccl or ipc, opened, with the plans it syncs by.
-struct opened_transfer {
-  std::unique_ptr<actors::torch_weight_transfer> transfer;
-  policy::weight_sync_plan first_plan;  // the first sync's: nccl forms the group in it
-  policy::weight_sync_plan step_plan;   // every later step's
-};
-
-result<opened_transfer> open_transfer(const experiment_config& c,
-                                      const std::shared_ptr<actors::torch_learner>& learner,
-                                      const std::string& endpoint) {
-  const bool ipc = c.policy.weight_sync == weight_sync_method::ipc;  // else nccl
-  const std::string what = "policy.weight_sync " + to_string(c.policy.weight_sync);
-  opened_transfer out;
-  if (ipc) {
-    // The learner's exported CUDA buffer, which the server copies out of at each /update_weights.
-    auto opened = actors::torch_weight_transfer::open_ipc(learner);
-    if (!opened) {
-      return opened.err();
-    }
-    out.transfer = std::move(*opened);
-  } else {
-    // For the rendezvous and for each tensor's broadcast: the server joins as soon as its
-    // /init_weight_transfer_engine arrives, and the largest tensor of a 7B model is 1 GB. A run
-    // that fails while the learner waits for a server that will not join ends after it.
-    constexpr std::chrono::milliseconds transfer_timeout{120'000};
-    auto opened =
-        actors::torch_weight_transfer::open(learner, endpoint, c.learner.device, transfer_timeout);
-    if (!opened) {
-      return opened.err();
-    }
-    out.transfer = std::move(*opened);
-  }
-  auto info = out.transfer->update_info();
-  if (!info) {
-    return info.err().wrap(what);
-  }
-  if (ipc) {
-    out.first_plan = policy::vllm_transfer_ipc_plan(*info);
-    out.step_plan = out.first_plan;
-  } else {
-    out.first_plan = policy::vllm_transfer_nccl_plan(out.transfer->init_info(), *info);
-    out.step_plan = policy::vllm_transfer_nccl_plan("", *info);
-  }
-  return out;
-}
-
 // The first sync of a weight transfer, for nccl and ipc alike: sends the learner's weights of
 // `version` (a resumed run's server starts from the model folder, not from the checkpoint the
 // learner resumed); for nccl the server joins the learner's broadcast group in it. Nothing when a
 // signal ended it, so the caller tells an interrupt apart from the server's own failure.
-std::optional<status> first_sync(policy::policy_client& client,
-                                 actors::torch_weight_transfer& transfer,
+std::optional<status> first_sync(policy::policy_client& client, torch_parts& torch,
                                  const policy::weight_sync_plan& plan, std::uint64_t version,
                                  const std::function<bool()>& interrupted) {
   policy::weight_sync_request first;
   first.version = std::to_string(version);
-  first.companion = transfer.companion();
+  first.companion = torch.companion();
   auto done = std::make_shared<std::promise<status>>();
   auto answer = done->get_future();
   // The client's stop ends the sync; its callback fires before the client is gone.
@@ -229,11 +161,10 @@ std::optional<status> first_sync(policy::policy_client& client,
   return await(answer, interrupted);
 }
 
-// leap-learner-rank (learner.world_size > 1) is installed beside the leap binary.
-std::string rank_worker_executable() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ((ec ? fs::path(".") : self.parent_path()) / "leap-learner-rank").string();
+// The LibTorch parts a process's runs use (install_torch_parts); empty: none linked.
+std::function<std::unique_ptr<torch_parts>()>& torch_parts_maker() {
+  static std::function<std::unique_ptr<torch_parts>()> make;
+  return make;
 }
 
 std::vector<actors::group_task> group_tasks(
@@ -266,15 +197,14 @@ struct run::impl {
   std::shared_ptr<trajectory_store> store;
   run_record record;
   actors::resume_plan plan;
-  // learner.world_size > 1: ranks 1.. of the trainer. Before torch_learner, so that they go after
-  // it: the trainer's end lets them exit, then whatever still runs is killed and reaped.
-  std::optional<learner::rank_workers> rank_workers;
-  std::shared_ptr<actors::torch_learner> torch_learner;
+  // The torch learner (and its ranks), the embedded server's model, the weight transfer: made
+  // when the config needs them. Before the server, so that it goes after it.
+  std::unique_ptr<torch_parts> torch;
   std::unique_ptr<policy::policy_server> server;
   std::vector<std::string> endpoints;
   std::shared_ptr<const actors::prompt_renderer> renderer;
   std::unique_ptr<policy::policy_client> client;
-  std::unique_ptr<actors::torch_weight_transfer> transfer;
+  bool transfer = false;  // torch's weight transfer is open
   std::optional<policy::weight_sync_plan> sync_plan;
   // policy.weight_sync_delta: deltas the servers refused (the generator counts, the learner
   // reports them per step).
@@ -288,13 +218,18 @@ struct run::impl {
   }
 
   status open_store();
+  // `torch`, made on first use; `what` names the config's reason in the error without it.
+  result<torch_parts*> torch_for(const std::string& what);
   status make_learner();
   status start_embedded_server();
   status connect_policy();
   // The transfer's last job calls back into the client: it goes first; the client's destructor
   // runs the cancelled callbacks, which may still send into the actor system.
   void release_clients() {
-    transfer.reset();
+    if (transfer) {
+      torch->close_transfer();
+      transfer = false;
+    }
     client.reset();
     verifier.reset();
   }
@@ -354,6 +289,18 @@ status run::impl::open_store() {
   return ok_status();
 }
 
+result<torch_parts*> run::impl::torch_for(const std::string& what) {
+  if (!torch) {
+    const auto& make = torch_parts_maker();
+    if (!make) {
+      return error{what + " needs LibTorch, which this program does not link (leap-torch does; " +
+                   "`leap` hands such runs to it)"};
+    }
+    torch = make();
+  }
+  return torch.get();
+}
+
 // learner.kind torch: LibTorch training learner.model_path (resuming from the newest checkpoint
 // in the run folder), with a random model written there first when learner.init_preset asks.
 status run::impl::make_learner() {
@@ -361,56 +308,17 @@ status run::impl::make_learner() {
   if (options.services.learner || c.learner.kind != learner_kind::torch) {
     return ok_status();
   }
-  std::error_code ec;
-  if (!c.learner.init_preset.empty() &&
-      !fs::exists(fs::path(c.learner.model_path) / "config.json", ec)) {
-    // With policy.tokenizer the model gets that vocabulary and its files.
-    const std::string with_tokenizer = c.policy.tokenizer.empty() ? "" : checked.renderer_dir;
-    auto written = actors::write_random_model(c.learner.init_preset, c.learner.model_path,
-                                              static_cast<std::uint64_t>(c.experiment.seed),
-                                              "float32", with_tokenizer);
-    if (!written) {
-      return written.err().wrap("learner.init_preset");
-    }
-    if (options.events.on_model_written) {
-      options.events.on_model_written(
-          {c.learner.init_preset, c.learner.model_path, with_tokenizer, written->parameters});
-    }
+  auto parts = torch_for("learner.kind torch");
+  if (!parts) {
+    return parts.err();
   }
-  actors::torch_learner_options lo;
-  lo.model_dir = c.learner.model_path;
-  lo.checkpoint_dir = c.learner.checkpoint_dir.empty() ? (run_dir / "checkpoints").string()
-                                                       : c.learner.checkpoint_dir;
-  lo.weights_dir = (run_dir / "weights").string();
-  if (!c.policy.weight_sync_delta.empty()) {
-    lo.delta_dtype = c.policy.weight_sync_delta;
-    lo.delta_dir = (run_dir / "weight-deltas").string();
-    lo.delta_refusals = delta_refusals;
-  }
-  lo.trainer = actors::trainer_options_of(c.learner);
-  if (c.learner.world_size > 1) {
-    learner::rank_workers_options ro;
-    ro.executable = rank_worker_executable();
-    ro.devices = c.learner.devices.empty()
-                     ? std::vector<std::string>(static_cast<std::size_t>(c.learner.world_size),
-                                                c.learner.device)
-                     : c.learner.devices;
-    ro.timeout_seconds = lo.trainer.distributed.timeout_seconds;
-    lo.trainer.distributed.world_size = c.learner.world_size;
-    // Spawned by the trainer once its store listens (on the port the kernel gave it), from this
-    // thread, which outlives them; a rank that exits at start fails the forming at once.
-    learner::start_ranks_when_listening(lo.trainer.distributed, ro, rank_workers);
-  }
-  lo.checkpoint_every = c.learner.checkpoint_every;
-  lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
-  lo.initial_version = plan.weight_version;
-  lo.in_memory = weight_sync_in_memory(effective_weight_sync(c.policy));
-  auto created = actors::torch_learner::create(std::move(lo));
-  if (!created) {
-    return created.err();
-  }
-  torch_learner = std::move(*created);
-  return ok_status();
+  torch_learner_request request;
+  request.checked = &checked;
+  request.run_dir = run_dir;
+  request.weight_version = plan.weight_version;
+  request.delta_refusals = delta_refusals;
+  request.on_model_written = options.events.on_model_written;
+  return (*parts)->make_learner(request);
 }
 
 // policy.flavour embedded: the project's server in-process, the LibTorch backend on policy.model
@@ -428,41 +336,26 @@ status run::impl::start_embedded_server() {
   server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
   std::shared_ptr<policy::policy_backend> backend;
   if (!c.policy.model.empty()) {
-    const std::string weights = torch_learner ? torch_learner->current_weights() : c.policy.model;
-    auto model_config = learner::read_model_config(weights);
-    if (!model_config) {
-      return model_config.err().wrap("policy.model");
+    auto parts = torch_for("policy.model");
+    if (!parts) {
+      return parts.err();
     }
-    actors::torch_backend_options backend_options;
-    backend_options.device = c.learner.device;
     std::shared_ptr<const policy::vocabulary> served_vocab;  // null: the byte-level tokenizer
     if (checked.renderer) {
       served_vocab = policy::make_vocabulary(checked.renderer, checked.renderer_dir);
-      backend_options.vocab = served_vocab;
     }
-    if (torch_learner) {
-      // Weak: the learner actor owns the learner and may be gone while the server still stands.
-      backend_options.source = [owner = std::weak_ptr<actors::torch_learner>(torch_learner)](
-                                   learner::policy& target, std::int64_t version) -> status {
-        auto held = owner.lock();
-        if (!held) {
-          return error{"the learner has stopped"};
-        }
-        return held->copy_weights_to(target, version);
-      };
+    auto model = (*parts)->serve_model(c.policy.model, c.learner.device, served_vocab);
+    if (!model) {
+      return model.err().wrap("policy.model");
     }
-    auto made = actors::make_torch_policy_backend(weights, backend_options);
-    if (!made) {
-      return made.err().wrap("policy.model");
-    }
-    backend = std::move(*made);
+    backend = std::move(model->backend);
     server_config.model_name = c.policy.model;  // the name the client sends
     server_config.model_path = c.policy.model;
     server_config.max_model_len =
-        static_cast<int>(std::min<std::int64_t>(model_config->max_position_embeddings, 1 << 20));
+        static_cast<int>(std::min<std::int64_t>(model->max_position_embeddings, 1 << 20));
     server_config.weight_version = static_cast<std::int64_t>(plan.weight_version);
     server_config.vocab = served_vocab;
-    server_config.vocab_size = static_cast<int>(model_config->vocab_size);
+    server_config.vocab_size = static_cast<int>(model->vocab_size);
   } else {
     policy::scripted_config sc;
     sc.seed = c.experiment.seed;
@@ -516,34 +409,35 @@ status run::impl::connect_policy() {
   // with the in-memory path, which its backend serves from the learner. policy.weight_sync nccl:
   // vLLM's weight-transfer routes, the learner broadcasting alongside; ipc: the same routes, the
   // learner filling its exported buffer at "start".
-  if (!torch_learner) {
+  if (!torch || !torch->has_learner()) {
     return ok_status();
   }
   const weight_sync_method method = effective_weight_sync(c.policy);
   if (!weight_sync_transfers(method)) {
-    // policy.inflight_updates (sglang or embedded only, checked with the config): pause in abort
-    // mode around the load instead of draining; the client resumes the aborted turns.
-    sync_plan = c.policy.inflight_updates ? policy::sglang_disk_plan(true)
-                                          : policy::disk_sync_plan(c.policy.flavour);
+    // policy.inflight_updates: pause in abort mode around the load instead of draining; the
+    // client resumes the aborted turns.
+    sync_plan = policy::disk_sync_plan(c.policy.flavour, c.policy.inflight_updates);
     return ok_status();
   }
-  auto opened = open_transfer(c, torch_learner, endpoints.front());
+  auto opened = torch->open_transfer(c, endpoints.front());
   if (!opened) {
     return opened.err();
   }
-  transfer = std::move(opened->transfer);
+  transfer = true;
   sync_plan = std::move(opened->step_plan);
   // nccl forms the broadcast group in the first sync.
   const bool nccl = method == weight_sync_method::nccl;
   const auto synced =
-      first_sync(*client, *transfer, opened->first_plan, plan.weight_version, interrupted);
+      first_sync(*client, *torch, opened->first_plan, plan.weight_version, interrupted);
   if (!synced) {
-    transfer.reset();
+    torch->close_transfer();
+    transfer = false;
     return error{nccl ? "interrupted by a signal while forming the weight-transfer group"
                       : "interrupted by a signal during the first weight sync"};
   }
   if (!*synced) {
-    transfer.reset();
+    torch->close_transfer();
+    transfer = false;
     return synced->err().wrap("policy.weight_sync " + to_string(method) +
                               (nccl ? ": forming the broadcast group with the server"
                                     : ": the first weight sync with the server"));
@@ -652,10 +546,10 @@ result<run_outcome> run::wait() {
         gc.sync_plan = *m.sync_plan;
       }
       if (m.transfer) {
-        gc.sync_companion = m.transfer->companion();
+        gc.sync_companion = m.torch->companion();
       }
-      if (m.torch_learner && !c.policy.weight_sync_delta.empty()) {
-        gc.sync_delta_dir = m.torch_learner->delta_dir();
+      if (m.torch && m.torch->has_learner() && !c.policy.weight_sync_delta.empty()) {
+        gc.sync_delta_dir = m.torch->delta_dir();
         gc.on_delta_refused = [refusals = m.delta_refusals](const std::string& why) {
           refusals->fetch_add(1);
           log::warn("weight sync: the delta was refused, sending the full folder instead: " + why);
@@ -663,6 +557,7 @@ result<run_outcome> run::wait() {
       }
       services.generator = actors::spawn_generator_pool(system, *m.client, m.renderer, gc);
     }
+    services.store = actors::spawn_store(system, m.store);
     std::optional<actors::verifier_actor> local_verifier;
     if (m.options.services.verifier) {
       services.verifier = m.options.services.verifier(system);
@@ -676,6 +571,9 @@ result<run_outcome> run::wait() {
       }
       actors::verifier_pool_config vc;
       vc.max_in_flight = sandbox::verifier_config{}.queue_capacity;
+      // Each profile is stored with its turn as it arrives (the store is spawned first for it).
+      vc.profile_store = services.store;
+      vc.log = actors::program_log(m.ids);
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
       // Profiles made after their verdicts are asked for here by the turns that follow (a remote
@@ -696,7 +594,6 @@ result<run_outcome> run::wait() {
       }
     }
     services.scorer = actors::spawn_scorer(system, c.reward, c.advantage, c.gate.optimise.train);
-    services.store = actors::spawn_store(system, m.store);
     actors::learner_actor_config lc;
     lc.gamma = c.advantage.gamma;
     lc.train_optimisation = c.gate.optimise.train;
@@ -704,8 +601,8 @@ result<run_outcome> run::wait() {
     std::shared_ptr<actors::learner_backend> learner;
     if (m.options.services.learner) {
       learner = m.options.services.learner(m.plan.weight_version);
-    } else if (m.torch_learner) {
-      learner = std::move(m.torch_learner);
+    } else if (m.torch) {
+      learner = m.torch->take_learner();
     }
     if (!learner) {
       learner = actors::make_record_learner(m.run_dir / "batches", m.plan.weight_version);
@@ -801,6 +698,15 @@ result<run_outcome> run::wait() {
     log::warn("the run record keeps status running: " + put.err().message);
   }
   return out;
+}
+
+bool needs_torch(const experiment_config& c) {
+  return c.learner.kind == learner_kind::torch ||
+         (c.policy.flavour == server_flavour::embedded && !c.policy.model.empty());
+}
+
+void install_torch_parts(std::function<std::unique_ptr<torch_parts>()> make) {
+  torch_parts_maker() = std::move(make);
 }
 
 const run_preflight& run::checked() const { return impl_->checked; }

@@ -22,6 +22,9 @@
 #include "orchestrator/config.hpp"
 #include "policy/client_config.hpp"
 #include "policy/hf_renderer.hpp"
+#include "policy/server_backend.hpp"
+#include "policy/vocabulary.hpp"
+#include "policy/weight_sync.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/launch/tasks.hpp"
@@ -109,7 +112,7 @@ struct run_preflight {
                                                         const task_set_kinds& kinds,
                                                         const std::string& cache_dir);
 
-// ---- the run ------------------------------------------------------------------------------------
+// ---- the LibTorch parts -------------------------------------------------------------------------
 
 // A random model learner.init_preset wrote (the run's learner.model_path had none).
 struct written_model {
@@ -118,6 +121,75 @@ struct written_model {
   std::string tokenizer_dir;  // "": byte-level
   std::int64_t parameters = 0;
 };
+
+// Whether a run of `c` needs LibTorch: learner.kind torch (the learner, a random model from
+// learner.init_preset, the weight transfer of policy.weight_sync nccl or ipc) or the embedded
+// server on policy.model. Pure.
+[[nodiscard]] bool needs_torch(const experiment_config& c);
+
+// What a run's torch learner is made from (torch_parts::make_learner).
+struct torch_learner_request {
+  const run_preflight* checked = nullptr;
+  std::filesystem::path run_dir;
+  std::uint64_t weight_version = 0;  // the resume plan's
+  // policy.weight_sync_delta: refusals the generator counts and the learner reports.
+  std::shared_ptr<std::atomic<std::int64_t>> delta_refusals;
+  std::function<void(const written_model&)> on_model_written;
+};
+
+// A model the embedded server serves (policy.model), loaded.
+struct served_model {
+  std::shared_ptr<policy::policy_backend> backend;
+  std::int64_t max_position_embeddings = 0;
+  std::int64_t vocab_size = 0;
+};
+
+// The plans a weight transfer (policy.weight_sync nccl or ipc) syncs by.
+struct transfer_plans {
+  policy::weight_sync_plan first_plan;  // the first sync's: nccl forms the group in it
+  policy::weight_sync_plan step_plan;   // every later step's
+};
+
+// One run's LibTorch parts: the torch learner (with ranks 1.. of a data-parallel one), the
+// embedded server's model and the weight transfer. leap::launch links no LibTorch, so that a
+// binary that never needs it (the `leap` command) starts without loading it;
+// leap::launch_torch (tools/launch/torch/) implements this class, and a process whose runs may
+// need it installs that with install_torch_parts() before its first run. Used from the thread
+// that calls run::start() and run::wait(); destroyed after the embedded server.
+class torch_parts {
+ public:
+  virtual ~torch_parts() = default;
+  // learner.kind torch: the learner on learner.model_path (a random model written there first when
+  // learner.init_preset asks and it holds none), resumed from the newest checkpoint. Errors: the
+  // model or checkpoint cannot be loaded, the ranks cannot start (named).
+  [[nodiscard]] virtual status make_learner(const torch_learner_request& request) = 0;
+  [[nodiscard]] virtual bool has_learner() const = 0;
+  // The embedded server's model `model_dir` on `device`, serving `vocab` (null: byte-level);
+  // with a learner, from the weights it holds (a resumed run's newest checkpoint), its in-memory
+  // syncs copied from it. Errors: the folder's (named by the caller).
+  [[nodiscard]] virtual result<served_model> serve_model(
+      const std::string& model_dir, const std::string& device,
+      std::shared_ptr<const policy::vocabulary> vocab) = 0;
+  // policy.weight_sync nccl or ipc with the learner: opens the transfer to the server at
+  // `endpoint`. Errors: the transfer's.
+  [[nodiscard]] virtual result<transfer_plans> open_transfer(const experiment_config& c,
+                                                             const std::string& endpoint) = 0;
+  // The open transfer's sync companion; empty without one.
+  [[nodiscard]] virtual policy::sync_companion companion() = 0;
+  // Ends the transfer (its queued jobs finish first); before the policy client goes.
+  virtual void close_transfer() = 0;
+  // Where the learner writes weight deltas (policy.weight_sync_delta); empty without.
+  [[nodiscard]] virtual std::string delta_dir() const = 0;
+  // Hands the learner to the learner actor; null without one.
+  [[nodiscard]] virtual std::shared_ptr<actors::learner_backend> take_learner() = 0;
+};
+
+// Makes the LibTorch parts of the runs this process starts from now on (leap::launch_torch's
+// install() passes its own). Not thread-safe: call before the first run. Without it, a run that
+// needs_torch() fails at start, saying so.
+void install_torch_parts(std::function<std::unique_ptr<torch_parts>()> make);
+
+// ---- the run ------------------------------------------------------------------------------------
 
 // What a run tells its caller as it goes; every member may be empty. on_resume, on_model_written
 // and on_stopping run on the caller's thread (start(), wait()); `progress` on the driver's.

@@ -22,6 +22,12 @@ struct command_entry {
 // The registered commands, in registration order. Not thread-safe; used at start-up only.
 std::vector<command_entry>& registered_commands();
 
+// The command line main() received, kept for a command that hands it on whole (torch/torch.hpp's
+// hand_over). Set once at start-up, before any thread.
+void set_command_line(char** argv);
+// Null-terminated, as main() got it; null before set_command_line.
+[[nodiscard]] char** command_line();
+
 struct command_registrar {
   command_registrar(std::string name, command_factory add);
 };

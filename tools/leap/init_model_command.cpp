@@ -1,61 +1,20 @@
 // `leap init-model`: writes a randomly initialised model (byte-level, or with --tokenizer a Hugging
 // Face tokenizer's vocabulary, its files copied beside the weights) in Hugging Face layout
 // (config.json + model.safetensors), the starting point of toy runs and of tests that need a real
-// model for `leap serve-policy --model` and `learner.kind: torch`. No LibTorch at run time: the
-// weights are drawn by learner::random_weights (as policy::create_random draws them).
-#include "actors/torch_policy_backend.hpp"
-#include "learner/model_config.hpp"
-#include "learner/safetensors.hpp"
+// model for `leap serve-policy --model` and `learner.kind: torch`. The weights are drawn by
+// learner::random_weights (as policy::create_random draws them), in leap-torch
+// (tools/leap/torch/torch.hpp): the learner library links LibTorch.
 #include "tools/leap/command.hpp"
+#include "tools/leap/torch/torch.hpp"
 
 #include <CLI/CLI.hpp>
 
-#include <cstdint>
-#include <filesystem>
-#include <iostream>
 #include <memory>
-#include <string>
 
 namespace leap::cli {
 namespace {
 
-struct init_model_options {
-  std::string preset = "tiny";
-  std::string out;
-  std::uint64_t seed = 0;
-  std::string dtype = "float32";
-  bool force = false;
-  std::string tokenizer;
-};
-
-int fail(const std::string& message) {
-  std::cerr << "leap init-model: error: " << message << "\n";
-  return 1;
-}
-
-int run(const init_model_options& o) {
-  if (auto preset = actors::byte_model_preset(o.preset); !preset) {
-    return fail("--preset: " + preset.err().message);
-  }
-  if (auto type = learner::parse_torch_dtype(o.dtype); !type) {
-    return fail("--dtype: " + type.err().message);
-  }
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(o.out) / "config.json", ec) && !o.force) {
-    return fail(o.out + " already holds a model (config.json); pass --force to overwrite it");
-  }
-  auto written = actors::write_random_model(o.preset, o.out, o.seed, o.dtype, o.tokenizer);
-  if (!written) {
-    return fail((o.tokenizer.empty() ? "" : "--tokenizer: ") + written.err().message);
-  }
-  const auto& config = written->config;
-  std::cout << "leap init-model: wrote a random " << o.preset << " "
-            << (o.tokenizer.empty() ? std::string("byte-level") : "tokenizer " + o.tokenizer)
-            << " model (" << written->parameters << " parameters, " << config.num_hidden_layers
-            << " layers, hidden " << config.hidden_size << ", vocab " << config.vocab_size << ", "
-            << o.dtype << ", seed " << o.seed << ") to " << o.out << "\n";
-  return 0;
-}
+using torch::init_model_options;
 
 void add_init_model(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<init_model_options>();
@@ -78,7 +37,7 @@ void add_init_model(CLI::App& app, int* exit_code) {
                   "Folder with a Hugging Face tokenizer.json (and tokenizer_config.json with its "
                   "chat template): the model gets that vocabulary (vocab_size covering it, its end "
                   "ids) and the files are copied into --out; empty: the byte-level tokenizer");
-  cmd->callback([options, exit_code] { *exit_code = run(*options); });
+  cmd->callback([options, exit_code] { *exit_code = torch::init_model(*options); });
 }
 
 LEAP_COMMAND("init-model", add_init_model);

@@ -1,11 +1,15 @@
-// The `leap` command: parses the command line, runs one subcommand, and turns its errors into a
-// clear message and a non-zero exit.
-#include "learner/policy.hpp"
+// The `leap` command (and `leap-torch`, the same commands with LibTorch linked:
+// tools/leap/torch/torch.hpp): parses the command line, runs one subcommand, and turns its errors
+// into a clear message and a non-zero exit.
 #include "tools/leap/command.hpp"
+#include "tools/leap/torch/torch.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace leap::cli {
 
@@ -13,6 +17,14 @@ std::vector<command_entry>& registered_commands() {
   static std::vector<command_entry> commands;
   return commands;
 }
+
+namespace {
+char** saved_command_line = nullptr;
+}  // namespace
+
+void set_command_line(char** argv) { saved_command_line = argv; }
+
+char** command_line() { return saved_command_line; }
 
 command_registrar::command_registrar(std::string name, command_factory add) {
   registered_commands().push_back({std::move(name), std::move(add)});
@@ -22,9 +34,21 @@ command_registrar::command_registrar(std::string name, command_factory add) {
 
 namespace {
 
+// learner::keep_freed_host_memory's settings (this file links no LibTorch): the CPU learner and
+// the embedded policy server reallocate large tensors all the time, so blocks up to 32 MiB (glibc's
+// ceiling for this setting) come from the heap, not fresh mmaps, and up to 1 GiB of free heap
+// stays mapped.
+void keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+#endif
+}
+
 int parse_and_run(int argc, char** argv) {
-  // The CPU learner and the embedded policy server reallocate large tensors all the time.
-  leap::learner::keep_freed_host_memory();
+  keep_freed_host_memory();
+  leap::cli::set_command_line(argv);
+  leap::cli::torch::install();
   CLI::App app{"leap: multi-turn RL rollouts for code LLMs with difficulty-conditioned pruning"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "leap 0.1.0");

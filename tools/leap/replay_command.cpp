@@ -244,6 +244,9 @@ int run_replay(const replay_options& o) {
   if (const auto retry = format_retry_table(report); !retry.empty()) {
     std::printf("\n%s", retry.c_str());
   }
+  if (const auto profiles = format_profile_table(report); !profiles.empty()) {
+    std::printf("\n%s", profiles.c_str());
+  }
 
   const std::filesystem::path out_dir = o.out_dir.empty()
                                             ? std::filesystem::path(o.run_dir) / "replay"
@@ -264,6 +267,11 @@ int run_replay(const replay_options& o) {
   }
   if (const auto retry = retry_csv(report); !retry.empty()) {
     if (auto written = write_text(out_dir / "retry.csv", retry); !written) {
+      return fail(written.err().message);
+    }
+  }
+  if (const auto profiles = profile_csv(report); !profiles.empty()) {
+    if (auto written = write_text(out_dir / "profiles.csv", profiles); !written) {
       return fail(written.err().message);
     }
   }

@@ -13,6 +13,7 @@
 #include "tools/launch/launch.hpp"
 #include "tools/launch/resume.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/torch/torch.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -165,7 +166,23 @@ int run_seeds(const experiment_config& base, const std::vector<std::uint64_t>& s
   return failed.empty() ? 0 : 1;
 }
 
+// Whether the config asks for LibTorch (launch::needs_torch). A config that does not parse does
+// not: the preflight reports it.
+bool config_needs_torch(const std::string& path) {
+  auto text = read_config_file(path);
+  if (!text) {
+    return false;
+  }
+  auto parsed = parse_config(*text, path);
+  return parsed && launch::needs_torch(*parsed);
+}
+
 int run_experiment(const run_options& options) {
+  // `leap` links no LibTorch: such a run goes to leap-torch (tools/leap/torch/torch.hpp) before
+  // this process starts anything or prints a line.
+  if (!torch::linked() && config_needs_torch(options.config_path)) {
+    return fail(torch::hand_over().message);
+  }
   // Before any thread of ours exists, so that they inherit the mask; only the watcher takes them.
   if (auto routed = signals::route({SIGINT, SIGTERM}); !routed) {
     return fail(routed.err().message);

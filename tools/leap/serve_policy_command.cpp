@@ -2,15 +2,14 @@
 // machine without vLLM. Backends: `scripted` (a task suite's known good and wrong answers) and
 // `torch` (--model DIR: a byte-level model served by LibTorch, weights reloaded by the
 // weight-update routes from a learner checkpoint).
-#include "actors/torch_policy_backend.hpp"
 #include "common/enums/transfer_backend.hpp"
 #include "common/signals.hpp"
-#include "learner/model_config.hpp"
 #include "policy/scripted_backend.hpp"
 #include "policy/server.hpp"
 #include "policy/server_faults.hpp"
 #include "tools/launch/tasks.hpp"
 #include "tools/leap/command.hpp"
+#include "tools/leap/torch/torch.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -150,29 +149,17 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     if (!o.suite.empty()) {
       return error{"--suite is for the scripted backend; --model serves a model"};
     }
-    auto config = learner::read_model_config(o.model);
-    if (!config) {
-      return config.err().wrap("--model");
+    // In leap-torch (leap hands the command line over here).
+    auto model = torch::serve_model(o.model, o.device, o.dtype);
+    if (!model) {
+      return model.err().wrap("--model");
     }
-    // The folder's own tokenizer and chat template when it holds tokenizer.json.
-    auto vocab = policy::load_vocabulary(o.model);
-    if (!vocab) {
-      return vocab.err().wrap("--model");
-    }
-    actors::torch_backend_options backend_options;
-    backend_options.device = o.device;
-    backend_options.dtype = o.dtype;
-    backend_options.vocab = *vocab;
-    out.vocab = *vocab;
-    out.vocab_size = static_cast<int>(config->vocab_size);
-    auto backend = actors::make_torch_policy_backend(o.model, backend_options);
-    if (!backend) {
-      return backend.err().wrap("--model");
-    }
-    out.backend = std::move(*backend);
+    out.backend = std::move(model->backend);
+    out.vocab = model->vocab;
+    out.vocab_size = static_cast<int>(model->vocab_size);
     out.description = "torch backend, model " + o.model + " on " + o.device + " (" + o.dtype +
-                      ", " + std::to_string(config->num_hidden_layers) + " layers, hidden " +
-                      std::to_string(config->hidden_size) + ", " + (*vocab)->describe() + ")";
+                      ", " + std::to_string(model->num_hidden_layers) + " layers, hidden " +
+                      std::to_string(model->hidden_size) + ", " + model->vocab->describe() + ")";
     auto name = std::filesystem::path(o.model).lexically_normal().filename().string();
     if (name.empty()) {  // "models/tiny/" normalises to "models/tiny/", whose filename is ""
       name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
@@ -181,7 +168,7 @@ result<chosen_backend> choose_backend(const serve_policy_options& o) {
     out.max_model_len =
         o.max_model_len > 0
             ? o.max_model_len
-            : static_cast<int>(std::min<std::int64_t>(config->max_position_embeddings, 32768));
+            : static_cast<int>(std::min<std::int64_t>(model->max_position_embeddings, 32768));
     return out;
   }
   if (o.suite.empty()) {

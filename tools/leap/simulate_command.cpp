@@ -4,10 +4,12 @@
 #include "orchestrator/simulation.hpp"
 #include "tools/leap/command.hpp"
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace leap::cli {
@@ -28,34 +30,78 @@ simulation_params to_params(const experiment_config& c) {
   p.group_size = c.rollout.group_size;
   p.max_turns = c.rollout.max_turns;
   p.seed = c.experiment.seed;
-  p.tasks = c.simulation.tasks;
-  p.difficulty_alpha = c.simulation.difficulty_alpha;
-  p.difficulty_beta = c.simulation.difficulty_beta;
-  p.debug_fix_probability = c.simulation.debug_fix_probability;
-  p.skill_gain = c.simulation.skill_gain;
+  p.model = c.simulation;
+  // As in `leap run`: without timing no speedup is measured.
+  p.timed = c.verifier.timing_reps > 0;
   p.gate = c.gate;
   p.reward = c.reward;
   p.advantage = c.advantage;
   return p;
 }
 
-void print_header(int max_turns) {
+// The speed columns (fast_p past 0, the geomean speedup and the policy's median speedup) are
+// printed when timed; the optimisation columns when gate.optimise is on.
+struct table_shape {
+  int max_turns = 1;
+  bool timed = false;
+  bool optimise = false;
+};
+
+table_shape shape_of(const simulation_params& p) {
+  return {p.max_turns, p.timed, p.timed && p.gate.optimise.speedup > 0.0};
+}
+
+std::string speed_cell(const std::optional<double>& value, const char* format) {
+  if (!value) {
+    return "n/a";
+  }
+  std::array<char, 32> buffer{};
+  std::snprintf(buffer.data(), buffer.size(), format, *value);
+  return buffer.data();
+}
+
+void print_header(const table_shape& shape) {
   std::printf("%5s", "step");
-  for (int m = 1; m <= max_turns; ++m) {
+  for (int m = 1; m <= shape.max_turns; ++m) {
     std::printf("  acc@%d", m);
   }
   std::printf(
-      "  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p\n");
+      "  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p");
+  if (shape.timed) {
+    for (std::size_t i = 1; i < fast_p_thresholds.size(); ++i) {
+      std::printf("  %8s", fast_p_name(i).c_str());
+    }
+    std::printf("  %7s  %7s", "geomean", "E[spd]");
+  }
+  if (shape.optimise) {
+    std::printf("  %9s  %8s  %6s  %6s  %8s  %7s  %7s", "optimised", "opt_turn", "kept", "broken",
+                "kept_geo", "improve", "break");
+  }
+  std::printf("\n");
 }
 
-void print_step(const simulation_step& s) {
+void print_step(const table_shape& shape, const simulation_step& s) {
   std::printf("%5d", s.step);
   for (double a : s.cumulative_accuracy) {
     std::printf("  %5.3f", a);
   }
-  std::printf("  %9.3f  %13.3f  %11.3f  %10.3f  %13zu  %8.3f  %5.3f\n", s.activated_fraction,
+  std::printf("  %9.3f  %13.3f  %11.3f  %10.3f  %13zu  %8.3f  %5.3f", s.activated_fraction,
               s.recovery.per_rollout, s.recovery.per_group, s.turns_per_pass, s.verifications,
               s.expected_first_turn_accuracy, s.debug_fix_probability);
+  if (shape.timed) {
+    for (std::size_t i = 1; i < fast_p_thresholds.size(); ++i) {
+      std::printf("  %8s", speed_cell(s.speed.fast_p(i), "%.3f").c_str());
+    }
+    std::printf("  %7s  %7.3f", speed_cell(s.speed.geomean_speedup(), "%.3f").c_str(),
+                s.expected_speedup);
+  }
+  if (shape.optimise) {
+    std::printf("  %9zu  %8zu  %6zu  %6zu  %8s  %7.3f  %7.3f", s.optimised, s.optimise_turns,
+                s.optimise_kept, s.optimise_broken,
+                speed_cell(s.kept_speed.geomean_speedup(), "%.3f").c_str(),
+                s.optimise_improve_probability, s.optimise_break_probability);
+  }
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -89,7 +135,15 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
   }
   out << ",activated_fraction,recovery_per_rollout,recovery_per_group,turns_per_pass,"
          "verifications,expected_first_turn_accuracy,debug_fix_probability,signal_groups,"
-         "retried,recovered,retry_verifications,buffered,evicted\n";
+         "retried,recovered,retry_verifications,buffered,evicted";
+  // Speed, under `leap replay`'s names (a cell is empty when nothing was timed), then the kept
+  // kernels' geomean, the optimisation turns and the synthetic policy's speed skills.
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    out << ',' << fast_p_name(i);
+  }
+  out << ",geomean_speedup,kept_geomean_speedup,optimised,optimise_turns,optimise_kept,"
+         "optimise_broken,expected_speedup,optimise_improve_probability,"
+         "optimise_break_probability\n";
   for (const auto& s : steps) {
     out << s.step;
     for (double a : s.cumulative_accuracy) {
@@ -99,7 +153,21 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
         << s.recovery.per_group << ',' << s.turns_per_pass << ',' << s.verifications << ','
         << s.expected_first_turn_accuracy << ',' << s.debug_fix_probability << ','
         << s.signal_groups << ',' << s.retried << ',' << s.recovered << ',' << s.retry_verifications
-        << ',' << s.buffered << ',' << s.retry.evicted << '\n';
+        << ',' << s.buffered << ',' << s.retry.evicted;
+    const auto cell = [&out](const std::optional<double>& v) {
+      out << ',';
+      if (v) {
+        out << *v;
+      }
+    };
+    for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+      cell(s.speed.fast_p(i));
+    }
+    cell(s.speed.geomean_speedup());
+    cell(s.kept_speed.geomean_speedup());
+    out << ',' << s.optimised << ',' << s.optimise_turns << ',' << s.optimise_kept << ','
+        << s.optimise_broken << ',' << s.expected_speedup << ',' << s.optimise_improve_probability
+        << ',' << s.optimise_break_probability << '\n';
   }
   out.flush();
   if (!out) {
@@ -126,8 +194,9 @@ int run_simulate(const simulate_options& options) {
       options.config_path.c_str(), params.steps, params.batch_size, params.group_size,
       params.max_turns, to_string(params.gate.policy).c_str(),
       to_string(params.reward.kind).c_str());
-  print_header(params.max_turns);
-  const auto steps = simulate(params, print_step);
+  const table_shape shape = shape_of(params);
+  print_header(shape);
+  const auto steps = simulate(params, [&shape](const simulation_step& s) { print_step(shape, s); });
 
   std::size_t verifications = 0;
   double activated = 0.0;
@@ -137,7 +206,19 @@ int run_simulate(const simulate_options& options) {
   std::size_t recovered = 0;
   std::size_t retry_verifications = 0;
   retry_counts retry;
+  speed_summary speed;
+  speed_summary kept_speed;
+  std::size_t optimised = 0;
+  std::size_t optimise_turns = 0;
+  std::size_t optimise_kept = 0;
+  std::size_t optimise_broken = 0;
   for (const auto& s : steps) {
+    speed.merge(s.speed);
+    kept_speed.merge(s.kept_speed);
+    optimised += s.optimised;
+    optimise_turns += s.optimise_turns;
+    optimise_kept += s.optimise_kept;
+    optimise_broken += s.optimise_broken;
     verifications += s.verifications;
     activated += s.activated_fraction;
     groups += s.groups.size();
@@ -164,6 +245,21 @@ int run_simulate(const simulate_options& options) {
             : static_cast<double>(retry_verifications) / static_cast<double>(verifications),
         retry.admitted, retry.requeued, retry.exhausted, retry.evicted,
         steps.empty() ? std::size_t{0} : steps.back().buffered);
+  }
+  if (shape.timed) {
+    std::printf(
+        "speed (all steps): %s 1.0 %s, 1.2 %s, 1.5 %s, 2.0 %s; geomean speedup %s\n", "fast_p at",
+        speed_cell(speed.fast_p(1), "%.3f").c_str(), speed_cell(speed.fast_p(2), "%.3f").c_str(),
+        speed_cell(speed.fast_p(3), "%.3f").c_str(), speed_cell(speed.fast_p(4), "%.3f").c_str(),
+        speed_cell(speed.geomean_speedup(), "%.3f").c_str());
+  }
+  if (shape.optimise) {
+    std::printf(
+        "optimisation turns (gate.optimise above %gx%s): %zu groups opened of %zu, %zu turns, "
+        "%zu kept, %zu broken; geomean speedup of the kept kernels %s\n",
+        params.gate.optimise.speedup, params.gate.optimise.train ? ", trained on" : "", optimised,
+        groups, optimise_turns, optimise_kept, optimise_broken,
+        speed_cell(kept_speed.geomean_speedup(), "%.3f").c_str());
   }
   if (!options.csv_path.empty()) {
     if (auto written = write_csv(options.csv_path, steps); !written) {

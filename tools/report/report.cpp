@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <set>
 
 namespace leap::report {
@@ -340,6 +341,67 @@ void speed_charts(report_model& model, const std::vector<group_view>& groups) {
     }
     add_line_chart(model, std::move(speedup), b.untimed);
   }
+}
+
+// Profiles (verifier.profile, issue 34), drawn when some run stored one: per step, the share of the
+// profiled kernels in each bottleneck class (one colour per class, the group in the label), and the
+// seconds spent profiling. A step without a profiled kernel has no point.
+void profile_charts(report_model& model, const std::vector<group_view>& groups) {
+  const bool any = std::any_of(groups.begin(), groups.end(), [](const group_view& g) {
+    return std::any_of(g.runs.begin(), g.runs.end(),
+                       [](const run_input* r) { return r->replay.total.profiles.profiles > 0; });
+  });
+  if (!any) {
+    return;
+  }
+  // Memory, compute, latency, launch, unknown (bottleneck_class_names' order).
+  constexpr std::array<const char*, bottleneck_class_names.size()> class_colors = {
+      "#1f77b4", "#d62728", "#ff7f0e", "#9467bd", "#7f7f7f"};
+  chart classes = make_chart(
+      "bottlenecks", "Bottleneck classes vs step",
+      "Share of the kernels profiled in each step's training turns (Nsight Compute, "
+      "verifier.profile) that the roofline classifier found memory-, compute-, latency- or "
+      "launch-bound, or could not classify; one colour per class. A step without a profiled "
+      "kernel has no point." +
+          band_words(groups, model.band),
+      "line", "step", "fraction of profiled kernels");
+  classes.y_min = 0.0;
+  classes.y_max = 1.0;
+  for (const auto& g : groups) {
+    for (std::size_t c = 0; c < bottleneck_class_names.size(); ++c) {
+      auto line = group_line(
+          g, g.name + " " + std::string(bottleneck_class_names[c]), false,
+          [c](const run_input& r, per_step& out) {
+            for (const auto& s : r.replay.steps) {
+              const auto& k = s.profiles.kernels;
+              const auto total = std::accumulate(k.begin(), k.end(), 0U);
+              if (total > 0) {
+                out[s.step] = {static_cast<double>(s.step + 1), static_cast<double>(k[c]) / total};
+              }
+            }
+          });
+      line.color = class_colors[c];
+      classes.lines.push_back(std::move(line));
+    }
+  }
+  add_line_chart(model, std::move(classes), "no stored profile has a kernel");
+
+  chart seconds = make_chart("profile_seconds", "Profiling time vs step",
+                             "Wall-clock seconds of the profiling runs of each step's training "
+                             "turns, summed (they run in their own pool, after the verdict)." +
+                                 band_words(groups, model.band),
+                             "line", "step", "seconds");
+  seconds.y_min = 0.0;
+  for (const auto& g : groups) {
+    seconds.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
+      for (const auto& s : r.replay.steps) {
+        if (s.profiles.profiles > 0) {
+          out[s.step] = {static_cast<double>(s.step + 1), s.profiles.seconds};
+        }
+      }
+    }));
+  }
+  add_line_chart(model, std::move(seconds), "no step has a stored profile");
 }
 
 void composition_chart(report_model& model, const std::vector<group_view>& groups) {
@@ -799,6 +861,7 @@ report_model build_model(const std::vector<run_input>& runs, const report_option
   gate_charts(model, groups);
   retry_chart(model, groups);
   speed_charts(model, groups);
+  profile_charts(model, groups);
   composition_chart(model, groups);
   step_time_chart(model, groups);
   latency_chart(model, groups);

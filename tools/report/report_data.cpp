@@ -1,6 +1,7 @@
 #include "tools/report/report_data.hpp"
 
 #include "orchestrator/config.hpp"
+#include "storage/replay_data.hpp"
 #include "storage/trajectory_store.hpp"
 
 #include <algorithm>
@@ -77,6 +78,11 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
       return retries.err();
     }
     data.retries = std::move(*retries);
+    auto profiles = load_step_profiles(store, run.id);
+    if (!profiles) {
+      return profiles.err();
+    }
+    data.profiles = std::move(*profiles);
 
     // Minutes from the run's first step start (the earliest recorded) to each step's end.
     std::int64_t start = 0;

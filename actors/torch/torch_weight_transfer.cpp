@@ -1,6 +1,6 @@
-#include "actors/torch_weight_transfer.hpp"
+#include "actors/torch/torch_weight_transfer.hpp"
 
-#include "actors/torch_learner.hpp"
+#include "actors/torch/torch_learner.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
 #include "policy/wire.hpp"

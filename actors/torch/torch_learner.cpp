@@ -1,6 +1,6 @@
-#include "actors/torch_learner.hpp"
+#include "actors/torch/torch_learner.hpp"
 
-#include "actors/torch_policy_backend.hpp"
+#include "actors/torch/torch_policy_backend.hpp"
 #include "policy/weight_sync.hpp"
 
 #include <algorithm>

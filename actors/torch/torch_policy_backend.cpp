@@ -1,4 +1,4 @@
-#include "actors/torch_policy_backend.hpp"
+#include "actors/torch/torch_policy_backend.hpp"
 
 #include "common/splitmix.hpp"
 #include "learner/policy.hpp"
