@@ -394,8 +394,9 @@ TEST(VerifierTest, InfrastructureFailureMovesToAnotherSlot) {
 }
 
 // Two run slots on one GPU: untimed runs share it, a timed run holds it alone. Seen from inside
-// the runs: without a GPU a cuda run ends in the engine's probe of its slot (replaced here), which
-// counts the runs inside it at once and waits a while for the other to come in.
+// the runs: without a GPU a cuda run's keeper cannot start and the run ends in the engine's probe
+// of its slot (replaced here), which counts the runs inside it at once and waits a while for the
+// other to come in.
 TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
   verifier_config base;
   base.engine = testing::test_engine_config();
@@ -433,15 +434,19 @@ TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
     config.gpus = {0};
     config.run_slots = 2;
     config.compile_workers = 2;
+    // One attempt: a retry would ask the probe again from outside the GPU's lock.
+    config.run_attempts = 1;
     auto v = verifier::create(config);
     ASSERT_TRUE(v.ok()) << v.err().message;
     const auto t = std::make_shared<const task>(testing::cuda_vector_add_task(4099));
     auto first = (*v)->submit(t, k_cuda_good);
     auto second = (*v)->submit(t, k_cuda_good);
     for (auto* f : {&first, &second}) {
+      // No GPU here: the slot's keeper cannot start, so every attempt is the slot's failure, and
+      // each attempt asks the probe, inside the GPU's lock.
       auto r = f->get();
-      ASSERT_TRUE(r.ok()) << r.err().message;
-      EXPECT_EQ(r->category, verdict_category::runtime) << r->feedback;  // no GPU here
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.err().message.find("GPU keeper"), std::string::npos) << r.err().message;
     }
     std::lock_guard lock(inside->m);
     EXPECT_EQ(inside->most, reps == 0 ? 2 : 1);
