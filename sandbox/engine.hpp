@@ -13,6 +13,7 @@
 #include "sandbox/verdict.hpp"
 
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -286,6 +287,11 @@ class engine {
 
   [[nodiscard]] const engine_config& config() const { return config_; }
   [[nodiscard]] compile_cache& cache() { return *cache_; }
+  // Runs of KernelBench references so far (not those found in memory or in the compile cache).
+  // For tests and benchmarks.
+  [[nodiscard]] std::uint64_t kernelbench_reference_runs() const {
+    return kernelbench_reference_runs_.load();
+  }
 
  private:
   explicit engine(engine_config config);
@@ -415,6 +421,10 @@ class engine {
   std::map<task_kind, std::vector<std::filesystem::path>> include_dirs_;
   std::map<std::string, std::shared_future<result<reference_data>>> references_;
   std::map<int, std::string> kernelbench_devices_;
+  // Per slot, what a reference's outputs depend on beyond the problem: python, torch and CUDA
+  // versions, and the GPU's name and capability (or the CPU's vector capability). Set with
+  // kernelbench_devices_; part of the reference's key in the compile cache.
+  std::map<int, std::string> kernelbench_identities_;
   // Bounded by kernelbench_cache_bytes, least recently used first out (a KernelBench problem's
   // inputs and outputs reach hundreds of MiB; a run over a whole level would otherwise keep them
   // all).
@@ -424,6 +434,7 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  std::atomic<std::uint64_t> kernelbench_reference_runs_{0};
   std::map<std::string, std::shared_future<result<baseline_time>>> kernelbench_times_;  // mutex_
   std::uint64_t kernelbench_uses_ = 0;
   // cuda runs: one keeper process per GPU slot (harness.hpp, keeper_source) holds the device

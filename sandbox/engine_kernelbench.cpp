@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <future>
 #include <iomanip>
+#include <optional>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -100,6 +102,33 @@ run_request python_request(const std::string& python, const fs::path& dir,
   return request;
 }
 
+// A reference's two files as one compile-cache artifact: a digest line, the inputs' size, then
+// both files.
+std::string pack_reference_files(const std::string& inputs, const std::string& expected) {
+  const std::string payload = std::to_string(inputs.size()) + "\n" + inputs + expected;
+  return crypto::sha256_hex(payload) + "\n" + payload;
+}
+
+// The two files back, or nullopt when the artifact is not one pack_reference_files wrote whole.
+std::optional<std::pair<std::string, std::string>> unpack_reference_files(const std::string& a) {
+  const auto digest_end = a.find('\n');
+  if (digest_end == std::string::npos ||
+      crypto::sha256_hex(std::string_view(a).substr(digest_end + 1)) != a.substr(0, digest_end)) {
+    return std::nullopt;
+  }
+  const auto size_end = a.find('\n', digest_end + 1);
+  if (size_end == std::string::npos) {
+    return std::nullopt;
+  }
+  std::uint64_t inputs = 0;
+  const std::string_view size(a.data() + digest_end + 1, size_end - digest_end - 1);
+  const auto [ptr, ec] = std::from_chars(size.data(), size.data() + size.size(), inputs);
+  if (ec != std::errc{} || ptr != size.data() + size.size() || inputs > a.size() - size_end - 1) {
+    return std::nullopt;
+  }
+  return std::pair{a.substr(size_end + 1, inputs), a.substr(size_end + 1 + inputs)};
+}
+
 }  // namespace
 
 run_request engine::kernelbench_request(const fs::path& dir, int gpu,
@@ -133,9 +162,17 @@ result<std::string> engine::kernelbench_device(int gpu) {
   if (!dir) {
     return dir.err();
   }
+  // The second line is the slot's identity for the reference's cache key: torch 1.x has no CPU
+  // capability query, so it reads as unknown there.
   const std::string probe =
-      "import torch\nprint('LEAP_TORCH', torch.cuda.device_count() if torch.cuda.is_available() "
-      "else 0)";
+      "import sys, platform, torch\n"
+      "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
+      "print('LEAP_TORCH', n)\n"
+      "cpu = getattr(getattr(torch.backends, 'cpu', None), 'get_cpu_capability', lambda: '?')()\n"
+      "gpu = (torch.cuda.get_device_name(0) + ' sm_%d%d' % torch.cuda.get_device_capability(0)) "
+      "if n else '-'\n"
+      "print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', "
+      "torch.version.cuda, 'gpu', gpu, 'cpu', platform.machine(), cpu)";
   auto r = run_isolated(kernelbench_request(dir->path(), gpu, {"-c", probe}));
   if (!r) {
     return infrastructure_error(gpu, r.err().wrap("probing torch on " + slot_name(gpu)).message);
@@ -144,6 +181,8 @@ result<std::string> engine::kernelbench_device(int gpu) {
   std::string marker;
   int gpus = -1;
   out >> marker >> gpus;
+  std::string identity;
+  std::getline(out >> std::ws, identity);
   if (!r->exited || r->exit_code != 0 || marker != "LEAP_TORCH" || gpus < 0) {
     return infrastructure_error(gpu, slot_name(gpu) + ": '" + config_.python +
                                          " -c \"import torch\"' failed (" + how_it_ended(*r) +
@@ -157,6 +196,7 @@ result<std::string> engine::kernelbench_device(int gpu) {
   const std::string device = want == "cpu" || gpus == 0 ? "cpu" : "cuda";
   std::lock_guard lock(mutex_);
   kernelbench_devices_[gpu] = device;
+  kernelbench_identities_[gpu] = identity;
   return device;
 }
 
@@ -183,7 +223,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
   if (!mine) {
     return future.get();
   }
-  auto compute = [&]() -> result<value_type> {
+  // Runs the reference in the sandbox and returns its two files' bytes, inputs then expected.
+  auto run_reference = [&]() -> result<std::pair<std::string, std::string>> {
     auto dir = detail::make_run_folder(
         config_.scratch_root, "kbref-",
         {{"problem.py", &t.reference}, {"reference.py", &kernelbench_reference_source()}});
@@ -192,6 +233,7 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     }
     run_request request =
         kernelbench_request(dir->path(), device == "cuda" ? gpu : -1, {"reference.py"});
+    ++kernelbench_reference_runs_;
     request.stdin_data = nlohmann::json{{"trials", config_.trials},
                                         {"timing_sets", kernelbench_timing_sets()},
                                         {"seed", t.seed},
@@ -220,16 +262,64 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
                : "") +
           ": " + stderr_tail(r->stderr_text, 1000)};
     }
-    auto ref = std::make_shared<kernelbench_reference>();
-    for (auto [file, kind, target] :
-         {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs},
-          std::tuple{"expected.bin", kb_file::expected, &ref->expected}}) {
+    std::pair<std::string, std::string> files;
+    for (auto [file, target] :
+         {std::pair{"inputs.bin", &files.first}, std::pair{"expected.bin", &files.second}}) {
       auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
       if (!bytes) {
         return bytes.err().wrap(t.id + ": KernelBench reference");
       }
-      auto parsed =
-          parse_kb_file(std::make_shared<const std::string>(std::move(bytes.value())), kind);
+      *target = std::move(bytes.value());
+    }
+    return files;
+  };
+  // The reference's outputs are kept in the compile cache too, so that other engines and later
+  // processes on this cache (verifier nodes, a resumed run) do not run the problem again. Its key
+  // adds the slot's python, torch, CUDA and GPU model or CPU capability (outputs differ across
+  // them within the tolerance) and the reference runner's own source. Only what the engine's own
+  // run of the problem wrote goes in (no candidate's code runs there), with a digest the entry is
+  // checked against when read back.
+  auto cached_reference = [&]() -> result<std::pair<std::string, std::string>> {
+    std::string identity;
+    {
+      std::lock_guard lock(mutex_);
+      identity = kernelbench_identities_[gpu];
+    }
+    const std::string disk_key =
+        crypto::sha256_hex("kernelbench reference v1\n" + key + "\n" + identity + "\n" +
+                           crypto::sha256_hex(kernelbench_reference_source()));
+    auto lookup = cache_->get_or_build(
+        disk_key,
+        [&]() -> result<build_output> {
+          auto files = run_reference();
+          if (!files) {
+            return files.err();
+          }
+          build_output out;
+          out.ok = true;
+          out.artifact = pack_reference_files(files->first, files->second);
+          return out;
+        },
+        /*cache_failures=*/false);
+    if (!lookup) {
+      return lookup.err();
+    }
+    if (auto files = unpack_reference_files(lookup->output.artifact)) {
+      return std::move(*files);
+    }
+    // A damaged entry (the digest differs): computed again, not trusted.
+    return run_reference();
+  };
+  auto compute = [&]() -> result<value_type> {
+    auto files = cached_reference();
+    if (!files) {
+      return files.err();
+    }
+    auto ref = std::make_shared<kernelbench_reference>();
+    for (auto [file, kind, target, bytes] :
+         {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs, &files->first},
+          std::tuple{"expected.bin", kb_file::expected, &ref->expected, &files->second}}) {
+      auto parsed = parse_kb_file(std::make_shared<const std::string>(std::move(*bytes)), kind);
       if (!parsed) {
         return parsed.err().wrap(t.id + ": KernelBench reference " + file);
       }

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -757,17 +758,25 @@ TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
   EXPECT_TRUE(off->passed) << off->feedback;
 }
 
-TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
+TEST(KernelBenchTest, ReferenceOutputsAreEvictedFromMemoryAndKeptOnDisk) {
   std::string why;
   if (!torch_available(&why)) {
     GTEST_SKIP() << why;
   }
+  std::string folder = (std::filesystem::temp_directory_path() / "leap-kbref-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
+  struct remove_folder {
+    std::string path;
+    ~remove_folder() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } cleanup{folder};
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
-  config.kernelbench_cache_bytes = 1;  // every other problem's reference is evicted
+  config.kernelbench_cache_bytes = 1;  // every other problem's reference leaves the memory
   config.trials = 1;
-  auto e = engine::create(config);
-  ASSERT_TRUE(e.ok()) << e.err().message;
+  config.cache_dir = folder;
   task other = problem_task();
   other.id = "kernelbench/level1/2_ScaleSub";
   other.reference = std::string(testing::k_scale_add_problem)
@@ -776,13 +785,43 @@ TEST(KernelBenchTest, ReferenceCacheEvictsAndRecomputes) {
       "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
       "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
       "        return a * self.s + b\n";
-  for (const auto& [t, passes] : std::vector<std::pair<task, bool>>{
-           {problem_task(), true}, {other, false}, {problem_task(), true}}) {
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  // The third verification's reference left the memory with the second's and is read back from
+  // the compile cache: two runs of a reference for three verifications.
+  for (const auto& [t, passes, runs] : std::vector<std::tuple<task, bool, std::uint64_t>>{
+           {problem_task(), true, 1}, {other, false, 2}, {problem_task(), true, 2}}) {
     SCOPED_TRACE(t.id);
     auto v = (*e)->verify(t, fenced("python", code));
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(v->passed, passes) << v->feedback;
+    EXPECT_EQ((*e)->kernelbench_reference_runs(), runs);
   }
+
+  // A damaged entry is not trusted: another engine on the same cache runs the reference again
+  // and the candidate still passes.
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+    if (!entry.is_regular_file()) {
+      continue;
+    }
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto at = bytes.find("LKBEXP01");
+    if (at == std::string::npos) {
+      continue;
+    }
+    f.seekp(static_cast<std::streamoff>(at + 12));
+    f.put(static_cast<char>(bytes[at + 12] ^ 0x5a));
+    ++damaged;
+  }
+  EXPECT_EQ(damaged, 2) << "one entry per problem";
+  auto later = engine::create(config);
+  ASSERT_TRUE(later.ok()) << later.err().message;
+  auto v = (*later)->verify(problem_task(), fenced("python", code));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback;
+  EXPECT_EQ((*later)->kernelbench_reference_runs(), 1u);
 }
 
 TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
