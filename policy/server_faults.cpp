@@ -31,11 +31,13 @@ constexpr rate_row rate_table[] = {
     {"no_token_ids", &fault_config::no_token_ids, fault_kind::no_token_ids},
     {"context_too_long", &fault_config::context_too_long, fault_kind::context_too_long},
     {"bad_request", &fault_config::bad_request, fault_kind::bad_request},
+    {"hold", &fault_config::hold, fault_kind::hold},
 };
 
 constexpr const char* known_keys =
     "drop, 5xx, stall, malformed, truncate, abort, 429, 500, 502, 503, 504, no_token_ids, "
-    "context_too_long, bad_request, script, stall_ms, abort_tokens, retry_after_s, seed";
+    "context_too_long, bad_request, hold, script, stall_ms, abort_tokens, hold_tokens, hold_ms, "
+    "retry_after_s, seed";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -85,7 +87,7 @@ result<std::vector<fault_kind>> parse_script(std::string_view value) {
     }
     if (!found) {
       return error{"'script' holds an unknown fault '" + std::string(name) +
-                   "' (known: none and the fault keys drop ... bad_request, separated by ':')"};
+                   "' (known: none and the fault keys drop ... hold, separated by ':')"};
     }
   }
   return script;
@@ -114,6 +116,7 @@ int status_of(fault_kind kind) {
     case fault_kind::truncate:
     case fault_kind::abort:
     case fault_kind::no_token_ids:
+    case fault_kind::hold:
       return 0;
   }
   return 0;
@@ -153,6 +156,8 @@ const char* to_string(fault_kind kind) {
       return "context_too_long";
     case fault_kind::bad_request:
       return "bad_request";
+    case fault_kind::hold:
+      return "hold";
   }
   return "none";
 }
@@ -202,8 +207,8 @@ result<fault_config> parse_fault_spec(std::string_view spec) {
         return parsed.err();
       }
       config.script = std::move(*parsed);
-    } else if (key == "stall_ms" || key == "abort_tokens" || key == "retry_after_s" ||
-               key == "seed") {
+    } else if (key == "stall_ms" || key == "abort_tokens" || key == "hold_tokens" ||
+               key == "hold_ms" || key == "retry_after_s" || key == "seed") {
       auto parsed = parse_count(key, value);
       if (!parsed) {
         return parsed.err();
@@ -212,6 +217,10 @@ result<fault_config> parse_fault_spec(std::string_view spec) {
         config.stall_duration = std::chrono::milliseconds(*parsed);
       } else if (key == "abort_tokens") {
         config.abort_tokens = static_cast<std::size_t>(*parsed);
+      } else if (key == "hold_tokens") {
+        config.hold_tokens = static_cast<std::size_t>(*parsed);
+      } else if (key == "hold_ms") {
+        config.hold_duration = std::chrono::milliseconds(*parsed);
       } else if (key == "retry_after_s") {
         config.retry_after = std::chrono::seconds(*parsed);
       } else {

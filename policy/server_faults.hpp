@@ -38,10 +38,14 @@ enum class fault_kind : std::uint8_t {
   no_token_ids,  // "no_token_ids": 200 without token ids (a vLLM that ignores return_token_ids)
   context_too_long,  // "context_too_long": 400 in the engine's context-length wording
   bad_request,       // "bad_request": 400 for a sampling parameter the engine refuses
+  // "hold": 200, but the generation waits after its hold_tokens-th token until it is aborted (a
+  // pause in abort mode, the client leaving), the server stops, the served weight version changes
+  // or hold_duration passes, then goes on (a slow generation that a weight sync lands in)
+  hold,
 };
 
 // How many kinds there are (for per-kind tables).
-inline constexpr std::size_t fault_kind_count = 15;
+inline constexpr std::size_t fault_kind_count = 16;
 
 [[nodiscard]] const char* to_string(fault_kind kind);
 
@@ -61,6 +65,7 @@ struct fault_config {
   double no_token_ids = 0.0;
   double context_too_long = 0.0;
   double bad_request = 0.0;
+  double hold = 0.0;
   // The faults of the first generation arrivals, in order (none: that arrival is served); the
   // probabilities apply from arrival script.size() on. Default: empty.
   std::vector<fault_kind> script;
@@ -69,6 +74,11 @@ struct fault_config {
   // How many tokens an aborted generation keeps (at most: it may end on its own first).
   // Default: 0, drawn per request in 1..8.
   std::size_t abort_tokens = 0;
+  // After how many generated tokens a held generation waits (it is not held when it ends first).
+  // Default: 1.
+  std::size_t hold_tokens = 1;
+  // The longest a held generation waits. Default: 60 s.
+  std::chrono::milliseconds hold_duration{60000};
   // The Retry-After header of a 429, in seconds. Default: 1.
   std::chrono::seconds retry_after{1};
   // Default: 0.
@@ -78,8 +88,9 @@ struct fault_config {
 };
 
 // Parses "drop=0.05,5xx=0.05,stall=0.02,malformed=0.02,truncate=0.02,abort=0.05,429=0.01,500=0.01,
-// 502=0,503=0,504=0,no_token_ids=0,context_too_long=0,bad_request=0,script=503:drop:none:abort,
-// stall_ms=30000,abort_tokens=2,retry_after_s=1,seed=7". Every key is optional; "" and "none" mean
+// 502=0,503=0,504=0,no_token_ids=0,context_too_long=0,bad_request=0,hold=0,
+// script=503:drop:none:abort:hold,stall_ms=30000,abort_tokens=2,hold_tokens=4,hold_ms=60000,
+// retry_after_s=1,seed=7". Every key is optional; "" and "none" mean
 // no faults. `script` lists kinds by their spec names, separated by ':'. Errors name the bad key or
 // value and what is accepted. Pure.
 [[nodiscard]] result<fault_config> parse_fault_spec(std::string_view spec);

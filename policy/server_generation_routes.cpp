@@ -27,25 +27,52 @@ struct sequence_job {
 // when the client is gone.
 using progress_fn = std::function<bool(sequence_builder&)>;
 
+// The generation faults that act inside a sequence: an abort after `abort_after` tokens, and the
+// hold fault's wait (`hold`) once `hold_after` tokens are out. Checked per token, since a backend
+// may hand over a whole sequence at once (the LibTorch one does): what comes after an abort was
+// never sent.
+struct sequence_faults {
+  std::optional<std::size_t> abort_after;
+  std::optional<std::size_t> hold_after;
+  std::function<void(generation_control&)> hold;
+};
+
 result<sequence_output> run_sequence(policy_backend& backend, const sequence_job& job,
-                                     generation_control& control,
-                                     std::optional<std::size_t> abort_after,
+                                     generation_control& control, const sequence_faults& faults,
                                      const progress_fn& progress) {
   sequence_builder builder(job.rules, job.index, job.request.prompt);
   bool client_gone = false;
+  bool held = false;
+  const auto report = [&] {
+    if (progress && !progress(builder)) {
+      client_gone = true;
+      control.abort("the client closed the connection");
+      return false;
+    }
+    return true;
+  };
   const token_sink sink = [&](std::span<const token_step> steps) {
     for (const auto& step : steps) {
-      if (abort_after && builder.output().token_ids.size() >= *abort_after) {
+      if (faults.abort_after && builder.output().token_ids.size() >= *faults.abort_after) {
         control.abort("injected fault: the generation was aborted");
         break;
       }
       if (builder.push(step)) {
         break;
       }
+      if (faults.hold_after && !held && builder.output().token_ids.size() >= *faults.hold_after) {
+        // The tokens so far go out first (streams), so a client holds them while this waits.
+        held = true;
+        if (!report()) {
+          return false;
+        }
+        faults.hold(control);
+        if (control.should_stop()) {
+          break;
+        }
+      }
     }
-    if (progress && !progress(builder)) {
-      client_gone = true;
-      control.abort("the client closed the connection");
+    if (!report()) {
       return false;
     }
     return !builder.finished() && !control.should_stop();
@@ -73,16 +100,16 @@ result<sequence_output> run_sequence(policy_backend& backend, const sequence_job
 result<std::vector<sequence_output>> run_sequences(policy_backend& backend,
                                                    const std::vector<sequence_job>& jobs,
                                                    generation_control& control,
-                                                   std::optional<std::size_t> abort_after,
+                                                   const sequence_faults& faults,
                                                    const progress_fn& progress) {
   std::vector<std::optional<result<sequence_output>>> results(jobs.size());
   if (jobs.size() == 1) {
-    results[0] = run_sequence(backend, jobs[0], control, abort_after, progress);
+    results[0] = run_sequence(backend, jobs[0], control, faults, progress);
   } else {
     std::atomic<std::size_t> next{0};
     const auto work = [&] {
       for (std::size_t i = next++; i < jobs.size(); i = next++) {
-        results[i] = run_sequence(backend, jobs[i], control, abort_after, progress);
+        results[i] = run_sequence(backend, jobs[i], control, faults, progress);
       }
     };
     std::vector<std::thread> workers;
@@ -151,6 +178,7 @@ std::optional<http_error> injected_error(const fault_decision& fault, std::size_
     case fault_kind::truncate:
     case fault_kind::abort:
     case fault_kind::no_token_ids:
+    case fault_kind::hold:
       return std::nullopt;
   }
   return std::nullopt;
@@ -440,12 +468,17 @@ class generation_service {
     const auto start = steady::now();
     response_meta meta = make_meta(id_prefix);
     res.set_header("x-weight-version", std::to_string(meta.weight_version));
-    const std::optional<std::size_t> abort_after =
-        fault.kind == fault_kind::abort
-            ? std::optional<std::size_t>(config_.faults.abort_tokens > 0
-                                             ? config_.faults.abort_tokens
-                                             : 1 + fault.detail % 8)
-            : std::nullopt;
+    sequence_faults faults;
+    if (fault.kind == fault_kind::abort) {
+      faults.abort_after =
+          config_.faults.abort_tokens > 0 ? config_.faults.abort_tokens : 1 + fault.detail % 8;
+    }
+    if (fault.kind == fault_kind::hold) {
+      faults.hold_after = std::max<std::size_t>(config_.faults.hold_tokens, 1);
+      faults.hold = [this, admitted = meta.weight_version](generation_control& held) {
+        hold_generation(held, admitted);
+      };
+    }
     std::int64_t prompt_tokens = 0;
     for (const auto& job : jobs) {
       if (job.request.sample_index == 0) {
@@ -454,7 +487,7 @@ class generation_service {
     }
 
     if (!stream) {
-      auto outputs = run_sequences(backend_, jobs, *control, abort_after, nullptr);
+      auto outputs = run_sequences(backend_, jobs, *control, faults, nullptr);
       if (!outputs) {
         return http_error{500, outputs.err().message};
       }
@@ -491,7 +524,7 @@ class generation_service {
       response_meta meta;
       renderers render;
       fault_decision fault;
-      std::optional<std::size_t> abort_after;
+      sequence_faults faults;
       std::int64_t prompt_tokens = 0;
       steady::time_point start;
     };
@@ -502,7 +535,7 @@ class generation_service {
     state->meta = meta;
     state->render = std::move(render);
     state->fault = fault;
-    state->abort_after = abort_after;
+    state->faults = std::move(faults);
     state->prompt_tokens = prompt_tokens;
     state->start = start;
     res.set_header("Cache-Control", "no-cache");
@@ -543,7 +576,7 @@ class generation_service {
         return out;
       });
     };
-    auto outputs = run_sequences(backend_, state.jobs, *state.control, state.abort_after, progress);
+    auto outputs = run_sequences(backend_, state.jobs, *state.control, state.faults, progress);
     if (!outputs) {
       events.write_event(dump_json(render_error({500, outputs.err().message})));
       events.write_done();
@@ -778,6 +811,17 @@ class generation_service {
   }
 
  private:
+  // The hold fault's wait: until the generation must end (a pause in abort mode, the client gone,
+  // shutdown), the served weight version is no longer the one it was admitted at, or
+  // hold_duration has passed. The version has no signal of its own, so it is polled.
+  void hold_generation(generation_control& control, std::int64_t admitted) const {
+    const auto until = steady::now() + config_.faults.hold_duration;
+    constexpr auto poll = std::chrono::milliseconds(20);
+    while (state_.weight_version() == admitted && steady::now() < until &&
+           control.sleep_until(std::min(until, steady::now() + poll))) {
+    }
+  }
+
   const server_config& config_;
   policy_backend& backend_;
   server_state& state_;

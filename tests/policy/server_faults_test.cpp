@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace leap::policy {
@@ -41,13 +44,16 @@ TEST(FaultSpec, ParseTable) {
       {"script=503:explode", "'script' holds an unknown fault 'explode'"},
       {"script=", ""},
       {"explode=0.1", "unknown fault 'explode' (known: drop, 5xx"},
-      {"explode=0.1", "bad_request, script, stall_ms, abort_tokens, retry_after_s, seed)"},
       {"503=x", "the rate of '503' must be a number in [0, 1]"},
       {"retry_after_s=soon", "'retry_after_s' must be a non-negative integer"},
       {"abort_tokens=-2", "'abort_tokens' must be a non-negative integer"},
       {"503=0.5,no_token_ids=0.6", "add up to 1.1"},
       {"stall_ms=-1", "'stall_ms' must be a non-negative integer"},
       {"drop=0.6,abort=0.6", "add up to 1.2"},
+      {"hold=0.5,hold_tokens=4,hold_ms=250,script=none:hold", ""},
+      {"hold_tokens=x", "'hold_tokens' must be a non-negative integer"},
+      {"hold_ms=-5", "'hold_ms' must be a non-negative integer"},
+      {"explode=0.1", "hold, script, stall_ms, abort_tokens, hold_tokens, hold_ms, retry_after_s"},
   };
   for (const auto& r : rows) {
     const auto parsed = parse_fault_spec(r.spec);
@@ -75,6 +81,13 @@ TEST(FaultSpec, ParseTable) {
   EXPECT_EQ(exact->abort_tokens, 2U);
   EXPECT_EQ(exact->script, (std::vector<fault_kind>{fault_kind::status_503, fault_kind::none,
                                                     fault_kind::status_429}));
+  const auto held = parse_fault_spec("hold_tokens=4,hold_ms=250,script=none:hold");
+  ASSERT_TRUE(held.ok()) << held.err().message;
+  EXPECT_EQ(held->hold_tokens, 4U);
+  EXPECT_EQ(held->hold_duration, std::chrono::milliseconds(250));
+  EXPECT_EQ(held->script, (std::vector<fault_kind>{fault_kind::none, fault_kind::hold}));
+  EXPECT_EQ(parse_fault_spec("")->hold_tokens, 1U);
+  EXPECT_EQ(parse_fault_spec("")->hold_duration, std::chrono::milliseconds(60000));
   // A script alone is a fault configuration.
   EXPECT_TRUE(parse_fault_spec("script=none:drop")->any());
   // Every kind's spec name reads back as that kind.
@@ -420,6 +433,144 @@ TEST(FaultsOverHttp, AbortTokensFixesWhatAnAbortKeeps) {
     EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "abort");
     EXPECT_EQ(reply.json()["choices"][0]["token_ids"].size(), 3U);
   }
+}
+
+// The token ids of a stream's events.
+std::vector<token_id> faults_stream_ids(const std::vector<std::string>& events) {
+  std::vector<token_id> ids;
+  for (const auto& e : events) {
+    const json event = json::parse(e, nullptr, false);
+    if (!event.is_discarded() && event.contains("choices") &&
+        event["choices"][0].contains("token_ids")) {
+      for (const auto& id : event["choices"][0]["token_ids"]) {
+        ids.push_back(id.get<token_id>());
+      }
+    }
+  }
+  return ids;
+}
+
+// A streamed completion read on a thread of its own, so that a test can act while it is held.
+class faults_held_stream {
+ public:
+  faults_held_stream(const policy_server& server, const json& body)
+      : client_(client_for(server, std::chrono::milliseconds(120000))), reader_([this, body] {
+          httplib::Request req;
+          req.method = "POST";
+          req.path = "/v1/completions";
+          req.body = body.dump();
+          req.set_header("Content-Type", "application/json");
+          req.content_receiver = [this](const char* data, std::size_t size, std::uint64_t,
+                                        std::uint64_t) {
+            std::lock_guard lock(mutex_);
+            body_.append(data, size);
+            changed_.notify_all();
+            return true;
+          };
+          httplib::Response res;
+          httplib::Error error = httplib::Error::Success;
+          client_->send(req, res, error);
+          std::lock_guard lock(mutex_);
+          done_ = true;
+          changed_.notify_all();
+        }) {}
+  ~faults_held_stream() {
+    if (reader_.joinable()) {
+      reader_.join();
+    }
+  }
+  faults_held_stream(const faults_held_stream&) = delete;
+  faults_held_stream& operator=(const faults_held_stream&) = delete;
+
+  // Waits (at most 30 s) until the stream has carried at least `count` token ids; false if it
+  // ended or the time ran out first.
+  bool wait_for_ids(std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::unique_lock lock(mutex_);
+    while (faults_stream_ids(sse_payloads(body_)).size() < count) {
+      if (done_ || changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        return false;
+      }
+    }
+    return true;
+  }
+  [[nodiscard]] bool done() {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+  // The whole stream's events, once it has ended.
+  std::vector<std::string> events() {
+    reader_.join();
+    return sse_payloads(body_);
+  }
+
+ private:
+  std::unique_ptr<httplib::Client> client_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string body_;
+  bool done_ = false;
+  std::thread reader_;
+};
+
+// The hold fault keeps a generation after hold_tokens tokens (sent first on a stream) until a
+// pause in abort mode ends it: finish abort with exactly those tokens, the first ones of the same
+// request unheld. Then the pause is lifted and the next arrival (none) runs through.
+TEST(FaultsOverHttp, AHoldKeepsAGenerationAfterItsTokensUntilAnAbortModePause) {
+  auto server = start_server(with_faults("script=hold:none,hold_tokens=3"));
+  ASSERT_TRUE(server);
+  std::vector<std::string> events;
+  {
+    faults_held_stream stream(*server, completion_body(true));
+    ASSERT_TRUE(stream.wait_for_ids(3));
+    EXPECT_FALSE(stream.done());
+    auto control = client_for(*server);
+    const http_reply paused = post(*control, "/pause_generation", json{{"mode", "abort"}});
+    ASSERT_EQ(paused.status, 200) << paused.body;
+    EXPECT_EQ(paused.json()["aborted"], 1);
+    events = stream.events();
+    EXPECT_EQ(post(*control, "/continue_generation", json::object()).status, 200);
+  }
+  ASSERT_GE(events.size(), 2U);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const std::vector<token_id> ids = faults_stream_ids(events);
+  EXPECT_EQ(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"], "abort");
+  const http_reply unheld = post(*client_for(*server), "/v1/completions", completion_body());
+  ASSERT_EQ(unheld.status, 200) << unheld.body;
+  const auto all = unheld.json()["choices"][0]["token_ids"].get<std::vector<token_id>>();
+  ASSERT_GT(all.size(), 3U);
+  EXPECT_EQ(ids, std::vector<token_id>(all.begin(), all.begin() + 3));
+  EXPECT_NE(get(*client_for(*server), "/metrics")
+                .body.find("leap_policy_faults_injected_total{kind=\"hold\"} 1"),
+            std::string::npos);
+}
+
+// A hold also ends when the served weight version changes (the generation then goes on to its
+// natural end: every token, as unheld) and, at the latest, after hold_ms.
+TEST(FaultsOverHttp, AHoldEndsWhenTheVersionChangesOrAfterHoldMs) {
+  auto server = start_server(with_faults("script=hold:none,hold_tokens=2,hold_ms=60000"));
+  ASSERT_TRUE(server);
+  auto control = client_for(*server);
+  std::vector<std::string> by_version;
+  {
+    faults_held_stream stream(*server, completion_body(true));
+    ASSERT_TRUE(stream.wait_for_ids(2));
+    const http_reply loaded = post(*control, "/v1/load_lora_adapter",
+                                   json{{"lora_name", "a"}, {"lora_path", "/nowhere"}});
+    ASSERT_EQ(loaded.status, 200) << loaded.body;
+    by_version = stream.events();
+  }
+  const auto unheld = faults_stream_ids(
+      sse_payloads(post(*control, "/v1/completions", completion_body(true)).body));
+  EXPECT_GT(unheld.size(), 2U);
+  EXPECT_EQ(faults_stream_ids(by_version), unheld);
+
+  auto timed = start_server(with_faults("script=hold,hold_tokens=2,hold_ms=300"));
+  ASSERT_TRUE(timed);
+  const auto start = std::chrono::steady_clock::now();
+  const http_reply slow = post(*client_for(*timed), "/v1/completions", completion_body(true));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_EQ(faults_stream_ids(sse_payloads(slow.body)), unheld);
 }
 
 TEST(FaultsOverHttp, TheObserverSeesEveryArrivalWithItsFault) {

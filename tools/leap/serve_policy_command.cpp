@@ -333,13 +333,16 @@ void add_serve_policy(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--task-pass", options->task_pass,
                   "TASK_ID=P: first-turn pass probability of one task (repeatable)");
-  cmd->add_option("--faults", options->faults,
-                  "Fault injection on the generation routes: rates per request for drop, 5xx "
-                  "(502/503/504 drawn), stall, malformed, truncate, abort, 429, 500, 502, 503, "
-                  "504, no_token_ids, context_too_long, bad_request; script=K1:K2:... (the "
-                  "first arrivals' faults, in order, by those names or none); stall_ms, "
-                  "abort_tokens, retry_after_s, seed. E.g. drop=0.05,5xx=0.05,429=0.02,"
-                  "abort=0.05,script=503:none:drop,seed=7 (see policy/README.md)");
+  cmd->add_option(
+      "--faults", options->faults,
+      "Fault injection on the generation routes: rates per request for drop, 5xx "
+      "(502/503/504 drawn), stall, malformed, truncate, abort, 429, 500, 502, 503, "
+      "504, no_token_ids, context_too_long, bad_request, hold (a generation "
+      "waits after hold_tokens tokens until an abort-mode pause, a new weight "
+      "version or hold_ms); script=K1:K2:... (the first arrivals' faults, in order, by those "
+      "names or none); stall_ms, abort_tokens, hold_tokens, hold_ms, retry_after_s, "
+      "seed. E.g. drop=0.05,5xx=0.05,429=0.02,"
+      "abort=0.05,script=503:none:drop,seed=7 (see policy/README.md)");
   cmd->add_option("--weight-transfer-config", options->weight_transfer_config,
                   "vLLM's weight-transfer engine: '{\"backend\": B}', B one of " +
                       enum_names::valid_names<transfer_backend>() +
