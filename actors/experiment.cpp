@@ -242,6 +242,7 @@ group_services services_for(experiment_pointer self, const barrier_actor& barrie
   g.verifier = barrier ? verifier_actor{barrier} : sv.verifier;
   g.profiles = sv.profiles;
   g.profile_wait = sv.profile_wait;
+  g.profile_summaries = sv.profile_summaries;
   g.scorer = sv.scorer;
   g.store = sv.store;
   g.learner = train ? sv.learner : learner_actor{};

@@ -136,6 +136,9 @@ struct experiment_services {
   profile_actor profiles;
   // Longest a turn waits for such a profile before it goes on without it (verifier.profile_wait_s).
   std::chrono::milliseconds profile_wait{60'000};
+  // The same pool's profile summaries (profile_summaries_of), when the rewards have structural
+  // terms (reward.structural); null otherwise.
+  profile_summary_actor profile_summaries;
 };
 
 [[nodiscard]] experiment_actor spawn_experiment(caf::actor_system& system,

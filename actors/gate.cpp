@@ -106,11 +106,59 @@ void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
           [=](caf::error& e) { fail_group(self, "store: turn: " + self->system().render(e)); });
 }
 
-// Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
+void score_and_store(gate_pointer self, std::vector<turn_profile_record> profiles);
+
+// Pulls the profile summaries of the group's passing turns (each waits at most profile_wait; all
+// at once, so the group waits no longer than that), then scores. A summary that does not come in
+// time, or an error, leaves its turn without one: a structural term of 0, never a failed group.
 void finish_group(gate_pointer self) {
   auto& st = self->state;
   st.record.finished_unix_ms = unix_ms();
-  self->request(st.services.scorer, caf::infinite, score_atom_v, st.record)
+  if (!st.services.profile_summaries) {
+    score_and_store(self, {});
+    return;
+  }
+  std::vector<std::string> ids;
+  for (std::uint32_t r = 0; r < st.record.rollouts.size(); ++r) {
+    const auto& turns = st.record.rollouts[r].turns;
+    for (std::size_t t = 0; t < turns.size(); ++t) {
+      if (turns[t].passed) {
+        ids.push_back(turn_request_id(st.settings.run_id, st.settings.key, r, static_cast<int>(t)));
+      }
+    }
+  }
+  if (ids.empty()) {
+    score_and_store(self, {});
+    return;
+  }
+  struct pulled {
+    std::size_t left = 0;
+    std::vector<turn_profile_record> profiles;
+  };
+  auto shared = std::make_shared<pulled>();
+  shared->left = ids.size();
+  const auto one_done = [self, shared] {
+    if (--shared->left == 0) {
+      score_and_store(self, std::move(shared->profiles));
+    }
+  };
+  for (const auto& id : ids) {
+    self->request(st.services.profile_summaries, st.services.profile_wait, profiled_atom_v, id)
+        .then(
+            [shared, one_done](std::vector<turn_profile_record>& got) {
+              for (auto& p : got) {
+                shared->profiles.push_back(std::move(p));
+              }
+              one_done();
+            },
+            [one_done](const caf::error&) { one_done(); });
+  }
+}
+
+// Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
+void score_and_store(gate_pointer self, std::vector<turn_profile_record> profiles) {
+  auto& st = self->state;
+  self->request(st.services.scorer, caf::infinite, score_atom_v, st.record, std::move(profiles))
       .then(
           [=](group_record& scored) {
             self->state.record = std::move(scored);

@@ -7,8 +7,10 @@
 //   - for each failed rollout that the flow sends on (an opened group, or a probe), and each
 //     passing one sent on for optimisation turns (gate.optimise), it spawns one debug-turn actor,
 //     which reports every further turn back; the flow says whether it goes on;
-//   - when the flow is finished: scorer, then store (durable), then learner (training groups), then
-//     group_done to the parent, and the actor ends. A closed group finishes as soon as it is gated.
+//   - when the flow is finished: with profile summaries to pull (reward.structural), those of its
+//     passing turns, waiting at most profile_wait; then scorer, then store (durable), then learner
+//     (training groups), then group_done to the parent, and the actor ends. A closed group finishes
+//     as soon as it is gated.
 // Any infrastructure failure (verifier, store, learner, scorer, and a turn the generator could not
 // answer: finish_reason::error after the policy client's retries) is reported with group_failed
 // and ends the actor; the group is then redone by a later run. A turn with no answer is never
@@ -104,8 +106,12 @@ struct group_services {
   verifier_actor verifier;
   // Null: no verdict's profile follows it (profiling inline or off); see experiment_services.
   profile_actor profiles;
-  // Longest a turn waits for the profile of the turn before it (verifier.profile_wait_s).
+  // Longest a turn waits for the profile of the turn before it (verifier.profile_wait_s), and a
+  // finished group for its passes' profile summaries.
   std::chrono::milliseconds profile_wait{60'000};
+  // The pool's profile summaries (profile_summaries_of), pulled for the passing turns of a finished
+  // group and scored with (reward.structural); null: scored without (structural terms off).
+  profile_summary_actor profile_summaries;
   scorer_actor scorer;
   store_actor store;
   learner_actor learner;  // may be null when settings.train is false

@@ -16,6 +16,11 @@ scorer_actor::behavior_type scorer(scorer_actor::pointer, const reward_config& r
         score_group(group, reward, advantage, train_optimisation);
         return std::move(group);
       },
+      [=](score_atom, group_record& group,
+          const std::vector<turn_profile_record>& profiles) -> group_record {
+        score_group(group, reward, advantage, train_optimisation, profiles);
+        return std::move(group);
+      },
   };
 }
 

@@ -12,9 +12,12 @@
 
 namespace leap::actors {
 
-// score: answers the group with every rollout's outcome, rank, reward and advantage filled in.
+// score: answers the group with every rollout's outcome, rank, reward and advantage filled in;
+// with profiles, the passes also gain their structural terms (reward.structural, score_group).
 using scorer_actor =
-    caf::typed_actor<caf::replies_to<score_atom, group_record>::with<group_record>>;
+    caf::typed_actor<caf::replies_to<score_atom, group_record>::with<group_record>,
+                     caf::replies_to<score_atom, group_record,
+                                     std::vector<turn_profile_record>>::with<group_record>>;
 
 // `train_optimisation`: gate.optimise.train, passed on to score_group. Default: off
 [[nodiscard]] scorer_actor spawn_scorer(caf::actor_system& system, reward_config reward,

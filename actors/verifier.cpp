@@ -23,9 +23,10 @@ namespace {
 
 // completed: a verdict, and whether its profile is being made; profiled: that profile's text for
 // the request id, and its summary to store (none when the sandbox gave none).
-using pool_actor = verifier_actor::extend_with<profile_actor>::extend<
-    caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>,
-    caf::reacts_to<profiled_atom, std::string, std::string, std::vector<turn_profile_record>>>;
+using pool_actor =
+    verifier_actor::extend_with<profile_actor>::extend_with<profile_summary_actor>::extend<
+        caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>,
+        caf::reacts_to<profiled_atom, std::string, std::string, std::vector<turn_profile_record>>>;
 
 struct pending_job {
   caf::typed_response_promise<verification_result> promise;
@@ -51,6 +52,11 @@ struct pool_state {
   // Turns that asked for a profile still being made.
   std::unordered_map<std::string, std::vector<caf::typed_response_promise<std::string>>>
       profile_waiters;
+  // The same profiles' summaries, for the gates that score with them; taken on their own.
+  profile_summary_shelf summaries{0};
+  std::unordered_map<std::string,
+                     std::vector<caf::typed_response_promise<std::vector<turn_profile_record>>>>
+      summary_waiters;
   static inline const char* name = "leap.verifier_pool";
 };
 
@@ -160,6 +166,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
   }
   self->state.profiling = verifier->verification_engine().config().profile;
   self->state.profiles = profile_shelf(self->state.config.profiles_kept);
+  self->state.summaries = profile_summary_shelf(self->state.config.profiles_kept);
   return {
       [=](verify_atom, verification_request& request) -> caf::result<verification_result> {
         auto& st = self->state;
@@ -193,6 +200,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         --st.in_flight;
         if (profiling) {
           st.profiles.expect(it->second.request_id);
+          st.summaries.expect(it->second.request_id);
         }
         result.finished_ms = clock_ms();
         const double wall = result.finished_ms - it->second.submitted_ms;
@@ -206,6 +214,15 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
       [=](profiled_atom, std::string& id, std::string& text,
           std::vector<turn_profile_record>& stored) {
         auto& st = self->state;
+        if (auto w = st.summary_waiters.find(id); w != st.summary_waiters.end()) {
+          st.summaries.drop(id);
+          for (auto& promise : w->second) {
+            promise.deliver(stored);
+          }
+          st.summary_waiters.erase(w);
+        } else {
+          st.summaries.arrive(id, stored);
+        }
         if (st.config.profile_store) {
           for (auto& rec : stored) {
             self->request(st.config.profile_store, caf::infinite, put_profile_atom_v,
@@ -250,23 +267,37 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         st.profile_waiters[id].push_back(promise);
         return promise;
       },
+      [=](profiled_atom, std::string& id) -> caf::result<std::vector<turn_profile_record>> {
+        auto& st = self->state;
+        if (auto ready = st.summaries.take(id)) {
+          return std::move(*ready);
+        }
+        if (!st.summaries.pending(id)) {
+          return std::vector<turn_profile_record>{};
+        }
+        auto promise = self->make_response_promise<std::vector<turn_profile_record>>();
+        st.summary_waiters[id].push_back(promise);
+        return promise;
+      },
   };
 }
 
 }  // namespace
 
-void profile_shelf::expect(const std::string& id) {
+template <class Profile>
+void basic_profile_shelf<Profile>::expect(const std::string& id) {
   if (ready_.count(id) == 0) {
     pending_.insert(id);
   }
 }
 
-void profile_shelf::arrive(const std::string& id, std::string text) {
+template <class Profile>
+void basic_profile_shelf<Profile>::arrive(const std::string& id, Profile profile) {
   pending_.erase(id);
   if (capacity_ == 0) {
     return;
   }
-  if (ready_.insert_or_assign(id, std::move(text)).second) {
+  if (ready_.insert_or_assign(id, std::move(profile)).second) {
     arrival_order_.push_back(id);
   }
   while (ready_.size() > capacity_ && !arrival_order_.empty()) {
@@ -279,22 +310,30 @@ void profile_shelf::arrive(const std::string& id, std::string text) {
   }
 }
 
-void profile_shelf::drop(const std::string& id) {
+template <class Profile>
+void basic_profile_shelf<Profile>::drop(const std::string& id) {
   pending_.erase(id);
   ready_.erase(id);
 }
 
-bool profile_shelf::pending(const std::string& id) const { return pending_.count(id) != 0; }
+template <class Profile>
+bool basic_profile_shelf<Profile>::pending(const std::string& id) const {
+  return pending_.count(id) != 0;
+}
 
-std::optional<std::string> profile_shelf::take(const std::string& id) {
+template <class Profile>
+std::optional<Profile> basic_profile_shelf<Profile>::take(const std::string& id) {
   auto it = ready_.find(id);
   if (it == ready_.end()) {
     return std::nullopt;
   }
-  std::string text = std::move(it->second);
+  Profile profile = std::move(it->second);
   ready_.erase(it);
-  return text;
+  return profile;
 }
+
+template class basic_profile_shelf<std::string>;
+template class basic_profile_shelf<std::vector<turn_profile_record>>;
 
 verifier_actor spawn_verifier_pool(caf::actor_system& system, sandbox::verifier& verifier,
                                    task_table tasks, verifier_pool_config config) {
@@ -303,6 +342,10 @@ verifier_actor spawn_verifier_pool(caf::actor_system& system, sandbox::verifier&
 
 profile_actor profiles_of(const verifier_actor& pool) {
   return caf::actor_cast<profile_actor>(pool);
+}
+
+profile_summary_actor profile_summaries_of(const verifier_actor& pool) {
+  return caf::actor_cast<profile_summary_actor>(pool);
 }
 
 }  // namespace leap::actors

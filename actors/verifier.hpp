@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace leap::sandbox {
 class verifier;
@@ -43,6 +44,13 @@ using verifier_actor =
 using profile_actor =
     caf::typed_actor<caf::replies_to<profile_atom, std::string>::with<std::string>>;
 
+// profiled: the summary of that profile (its kernels, their bottleneck classes and findings), for
+// the gate's structural reward terms (reward.structural), asked for by the same id and taken once,
+// independently of profile_atom's text. The reply waits as profile_atom's does; it is empty when
+// no profile is coming or profiling failed.
+using profile_summary_actor = caf::typed_actor<
+    caf::replies_to<profiled_atom, std::string>::with<std::vector<turn_profile_record>>>;
+
 // Task id -> task, shared read-only by the pool.
 using task_table =
     std::shared_ptr<const std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>;
@@ -50,28 +58,34 @@ using task_table =
 // The profiles the pool holds for the turns that follow their verdicts (pure; the pool's state).
 // A verdict selected for profiling is expected; its profile arrives later and is kept until taken
 // or until `capacity` newer ones pushed it out (a rollout that ends after a profiled verdict never
-// asks for its profile).
-class profile_shelf {
+// asks for its profile). `Profile`: the feedback text (profile_shelf) or the stored summary
+// (profile_summary_shelf); both are instantiated in verifier.cpp.
+template <class Profile>
+class basic_profile_shelf {
  public:
-  explicit profile_shelf(std::size_t capacity) : capacity_(capacity) {}
+  explicit basic_profile_shelf(std::size_t capacity) : capacity_(capacity) {}
   // A profile for `id` is being made.
   void expect(const std::string& id);
   // It arrived. Kept until taken (an arrival for an id never expected is kept too).
-  void arrive(const std::string& id, std::string text);
+  void arrive(const std::string& id, Profile profile);
   // Forgets `id` (its profile went straight to the turn that was waiting for it).
   void drop(const std::string& id);
   // Whether `id`'s profile is being made and has not arrived.
   [[nodiscard]] bool pending(const std::string& id) const;
   // The profile of `id` when it has arrived, removed from the shelf.
-  [[nodiscard]] std::optional<std::string> take(const std::string& id);
+  [[nodiscard]] std::optional<Profile> take(const std::string& id);
   [[nodiscard]] std::size_t held() const { return ready_.size(); }
 
  private:
   std::size_t capacity_;
   std::unordered_set<std::string> pending_;
-  std::unordered_map<std::string, std::string> ready_;
+  std::unordered_map<std::string, Profile> ready_;
   std::deque<std::string> arrival_order_;  // of ready_'s ids (some taken), oldest first
 };
+using profile_shelf = basic_profile_shelf<std::string>;
+using profile_summary_shelf = basic_profile_shelf<std::vector<turn_profile_record>>;
+extern template class basic_profile_shelf<std::string>;
+extern template class basic_profile_shelf<std::vector<turn_profile_record>>;
 
 struct verifier_pool_config {
   // Jobs handed to the sandbox at once; must not exceed its compile queue's capacity, or submit
@@ -99,5 +113,7 @@ struct verifier_pool_config {
 
 // The profile face of a pool spawn_verifier_pool made (and of nothing else).
 [[nodiscard]] profile_actor profiles_of(const verifier_actor& pool);
+// Its profile summaries' face (the gate's structural reward terms).
+[[nodiscard]] profile_summary_actor profile_summaries_of(const verifier_actor& pool);
 
 }  // namespace leap::actors

@@ -138,7 +138,9 @@ bool operator==(const experiment_config& a, const experiment_config& b) {
   const auto reward_equal = [](const reward_config& x, const reward_config& y) {
     return x.kind == y.kind && x.static_rewards == y.static_rewards &&
            x.failure_reward == y.failure_reward && x.speed_tie == y.speed_tie && x.echo == y.echo &&
-           x.speed_bonus.weight == y.speed_bonus.weight && x.speed_bonus.clip == y.speed_bonus.clip;
+           x.speed_bonus.weight == y.speed_bonus.weight &&
+           x.speed_bonus.clip == y.speed_bonus.clip &&
+           x.structural.weights == y.structural.weights && x.structural.bound == y.structural.bound;
   };
   const auto advantage_equal = [](const advantage_config& x, const advantage_config& y) {
     return x.kind == y.kind && x.epsilon == y.epsilon && x.gamma == y.gamma;

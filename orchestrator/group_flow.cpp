@@ -128,8 +128,26 @@ void group_flow::finish_if_done(flow_actions& actions) {
   actions.finished = true;
 }
 
+namespace {
+
+// The structural score of the turn a pass is paid for (0-based `turn`): from its profile, if any.
+double paid_turn_score(const structural_config& config, std::uint32_t rollout, int turn,
+                       std::span<const turn_profile_record> profiles) {
+  for (const auto& p : profiles) {
+    if (p.turn.rollout == rollout && static_cast<int>(p.turn.turn) == turn) {
+      return structural_score(config, p.kernels);
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
 void score_group(group_record& group, const reward_config& reward,
-                 const advantage_config& advantage, bool train_optimisation) {
+                 const advantage_config& advantage, bool train_optimisation,
+                 std::span<const turn_profile_record> profiles) {
+  const bool structural = reward.structural.enabled() && !profiles.empty();
+  std::vector<double> scores;
   std::vector<rollout_outcome> outcomes;
   std::vector<pass_speed> speeds;
   outcomes.reserve(group.rollouts.size());
@@ -150,8 +168,17 @@ void score_group(group_record& group, const reward_config& reward,
       const auto kept = train_optimisation && !group.probe ? kept_turn(r) : std::nullopt;
       o.generated_turns = kept ? static_cast<int>(*kept) + 1 : 1;
       speed = kept ? kept_speed_of(r) : speed_of(r, o);
+      if (structural) {
+        scores.push_back(paid_turn_score(reward.structural, r.index,
+                                         kept ? static_cast<int>(*kept) : 0, profiles));
+      }
     } else {
       speed = speed_of(r, o);
+      if (structural) {
+        scores.push_back(
+            o.passed() ? paid_turn_score(reward.structural, r.index, o.passed_at_turn - 1, profiles)
+                       : 0.0);
+      }
     }
     r.outcome = o;
     r.rank = outcome_rank(o, group.max_turns);
@@ -162,7 +189,13 @@ void score_group(group_record& group, const reward_config& reward,
     outcomes.push_back(o);
     speeds.push_back(speed);
   }
-  const auto rewards = compute_rewards(reward, outcomes, group.max_turns, speeds);
+  auto rewards = compute_rewards(reward, outcomes, group.max_turns, speeds);
+  if (structural) {
+    const auto terms = structural_terms(outcomes, rewards, scores);
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+      rewards[i] += terms[i];
+    }
+  }
   const auto advantages = compute_advantages(advantage, rewards);
   for (std::size_t i = 0; i < group.rollouts.size(); ++i) {
     group.rollouts[i].reward = rewards[i];

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace leap {
@@ -108,8 +109,12 @@ class group_flow {
 // probe is scored with the speed of its kept turn (kept_turn()), its rank stays that of a pass at
 // turn 1, and its outcome's generated_turns counts the turns up to the kept one (the turns its own
 // training sequence holds). Default: off (the first turn's speed, generated_turns 1).
+// `profiles`: the profiles at hand of the group's turns (matched by rollout index and turn); with
+// reward.structural on, a pass gains the structural term of its paid turn's profile (the kept turn
+// when trained on, else its passing turn), added to its reward before the advantages.
 void score_group(group_record& group, const reward_config& reward,
-                 const advantage_config& advantage, bool train_optimisation = false);
+                 const advantage_config& advantage, bool train_optimisation = false,
+                 std::span<const turn_profile_record> profiles = {});
 
 // ---- Training on optimisation turns (gate.optimise.train) -------------------------------------
 //

@@ -191,6 +191,8 @@ replay_group replay_group_of(const group_record& group) {
     g.first_speeds.push_back(speed_of(r, {1, 1}));
     g.measured_speeds.push_back(speed_of(r, g.measured.back()));
     g.kept_speeds.push_back(kept_speed_of(r));
+    const auto kept = kept_turn(r);
+    g.kept_turns.push_back(kept ? static_cast<int>(*kept) : -1);
     g.compiled_speeds.push_back(compiled_speed_of(r, r.outcome));
     g.rewards.push_back(r.reward);
     g.advantages.push_back(r.advantage);
@@ -349,8 +351,41 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
   return report;
 }
 
+namespace {
+
+// The stored profiles of the training turns by group (step, group), for the structural terms.
+using profiles_by_group =
+    std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<const turn_profile_record*>>;
+
+profiles_by_group index_profiles(const std::vector<turn_profile_record>& profiles) {
+  profiles_by_group out;
+  for (const auto& p : profiles) {
+    if (p.turn.split == split_kind::train) {
+      out[{p.turn.step, p.turn.group}].push_back(&p);
+    }
+  }
+  return out;
+}
+
+// The structural score of rollout i's paid turn (0-based `turn`) in a group's stored profiles.
+double stored_turn_score(const structural_config& config,
+                         const std::vector<const turn_profile_record*>& profiles, std::size_t i,
+                         int turn) {
+  for (const auto* p : profiles) {
+    if (p->turn.rollout == i && static_cast<int>(p->turn.turn) == turn) {
+      return structural_score(config, p->kernels);
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
 whatif_report what_if(const replay_data& data, const scoring_config& alternative) {
   whatif_report report;
+  const bool structural = alternative.reward.structural.enabled() && !data.turn_profiles.empty();
+  const profiles_by_group stored_profiles =
+      structural ? index_profiles(data.turn_profiles) : profiles_by_group{};
   adaptive_gate gate(alternative.gate);
   std::map<std::uint64_t, whatif_step> steps;
   struct sums {
@@ -438,7 +473,23 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
       const bool kept = pays_kept && outcomes[i].passed_at_turn == 1 && i < g.kept_speeds.size();
       speeds.push_back(kept ? g.kept_speeds[i] : speed_in(g, i, outcomes[i]));
     }
-    const auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns, speeds);
+    auto rewards = compute_rewards(alternative.reward, outcomes, g.max_turns, speeds);
+    if (const auto found = stored_profiles.find({g.step, g.group});
+        found != stored_profiles.end()) {
+      std::vector<double> scores;
+      for (std::size_t i = 0; i < outcomes.size(); ++i) {
+        const bool kept = pays_kept && outcomes[i].passed_at_turn == 1 && i < g.kept_turns.size() &&
+                          g.kept_turns[i] >= 0;
+        const int turn = kept ? g.kept_turns[i] : outcomes[i].passed_at_turn - 1;
+        scores.push_back(outcomes[i].passed() ? stored_turn_score(alternative.reward.structural,
+                                                                  found->second, i, turn)
+                                              : 0.0);
+      }
+      const auto terms = structural_terms(outcomes, rewards, scores);
+      for (std::size_t i = 0; i < rewards.size(); ++i) {
+        rewards[i] += terms[i];
+      }
+    }
     const auto advantages = compute_advantages(alternative.advantage, rewards);
     auto& w = steps[g.step];
     w.step = g.step;

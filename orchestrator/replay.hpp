@@ -41,6 +41,8 @@ struct replay_group {
   // Per rollout, the speed of its kept turn (its last passing turn, when the first passed:
   // kept_speed_of), which gate.optimise.train pays for.
   std::vector<pass_speed> kept_speeds;
+  // Per rollout, its kept turn (kept_turn, 0-based), -1 when its first turn did not pass.
+  std::vector<int> kept_turns;
   // Per rollout, the trained outcome's speedup over the reference under torch.compile.
   std::vector<pass_speed> compiled_speeds;
   std::uint32_t turns = 0;          // generated turns
@@ -73,6 +75,9 @@ struct replay_data {
   // The stored profiles of the training turns (verifier.profile, issue 34), counted per step (the
   // step that started their group); empty without profiling and in stores made before it.
   std::map<std::uint64_t, profile_counts> profiles;
+  // The stored profiles of the training turns themselves (their kernels' findings), for the
+  // what-if's structural terms (reward.structural).
+  std::vector<turn_profile_record> turn_profiles;
 };
 
 // A step's buffered retry: its retried groups, the settling's counts (recovered: the retries with a
@@ -166,6 +171,8 @@ struct scoring_config {
 // A group the alternative opens uses its stored debug turns when it has them (it was opened, or
 // probed); one that was closed without a probe has none: it is counted in `unobserved_opens` and
 // scored on its first turns. A group the alternative closes is scored on its first turns.
+// With the alternative's reward.structural on, each pass gains its structural term from the stored
+// profile of the turn it is paid for (data.turn_profiles; none stored: 0), as score_group adds it.
 struct whatif_step {
   std::uint64_t step = 0;  // for the total row: unused
   std::uint32_t groups = 0;

@@ -206,6 +206,65 @@ std::vector<double> compute_rewards(const reward_config& config,
   return std::vector<double>(outcomes.size(), 0.0);
 }
 
+bool structural_config::enabled() const {
+  return std::any_of(weights.begin(), weights.end(), [](double w) { return w > 0; });
+}
+
+double structural_score(const structural_config& config, std::span<const kernel_profile> kernels) {
+  if (!config.enabled() || kernels.empty() || !(config.bound > 0)) {
+    return 0.0;
+  }
+  double total = 0.0;
+  for (const kernel_profile& k : kernels) {
+    total += std::isfinite(k.duration_ns) && k.duration_ns > 0 ? k.duration_ns : 0.0;
+  }
+  // Time-weighted, so that a tiny clean kernel added beside a slow flawed one buys almost nothing.
+  const auto share = [&](const kernel_profile& k) {
+    if (total <= 0) {
+      return 1.0 / static_cast<double>(kernels.size());
+    }
+    return std::isfinite(k.duration_ns) && k.duration_ns > 0 ? k.duration_ns / total : 0.0;
+  };
+  double score = 0.0;
+  for (std::size_t f = 0; f < structural_families.size(); ++f) {
+    const double w = config.weights[f];
+    if (!(w > 0)) {
+      continue;
+    }
+    double clean = 0.0;
+    for (const kernel_profile& k : kernels) {
+      const bool fired = std::any_of(k.findings.begin(), k.findings.end(), [&](const auto& name) {
+        const auto& family = structural_families[f].findings;
+        return std::find(family.begin(), family.end(), name) != family.end() && !name.empty();
+      });
+      clean += fired ? 0.0 : share(k);
+    }
+    score += w * clean;
+  }
+  return std::min(score, config.bound);
+}
+
+std::vector<double> structural_terms(std::span<const rollout_outcome> outcomes,
+                                     std::span<const double> rewards,
+                                     std::span<const double> scores) {
+  std::vector<double> terms(outcomes.size(), 0.0);
+  for (std::size_t i = 0; i < outcomes.size() && i < rewards.size(); ++i) {
+    const double score = i < scores.size() ? scores[i] : 0.0;
+    if (!outcomes[i].passed() || !std::isfinite(score) || score <= 0) {
+      continue;
+    }
+    // Half the gap keeps the sum strictly below the next reward, which gains >= 0 itself.
+    double cap = score;
+    for (std::size_t j = 0; j < rewards.size(); ++j) {
+      if (rewards[j] > rewards[i]) {
+        cap = std::min(cap, (rewards[j] - rewards[i]) / 2.0);
+      }
+    }
+    terms[i] = cap;
+  }
+  return terms;
+}
+
 bool pays_for_speed(const reward_config& reward) {
   return reward.kind == reward_kind::rank_speed ||
          (reward.speed_bonus.weight > 0 &&

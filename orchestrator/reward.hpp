@@ -34,15 +34,28 @@
 //     it did pass, so it never ranks below a failure, and it never outranks an in-budget pass;
 //   - static: a pass at a turn beyond static_rewards' length gets its last value; an empty
 //     static_rewards gives every pass 1 (the binary reward).
+// Structural terms (reward.structural, off by default): a pass whose kept turn was profiled gains
+// what its kernels' profile says was done well, a weight per family of the profiler's findings
+// (structural_families below), paid for the share of kernel time where none of the family's
+// findings fired. The term is added after the reward kind above: it is at most `bound`, and at
+// most half the gap to the next higher reward of the group, so it splits ties but never reorders
+// two rollouts whose rewards differ (no pass climbs past the next rank, speed included). A failure,
+// a pass without a profile (profiling off, failed, late, or no kernel of the candidate's own) gains
+// 0: the infrastructure never costs a rollout anything. After it a tournament's rewards no longer
+// sum to 0 and may exceed 1 by at most `bound`; the advantage's normalisation follows.
+//
 // All functions are pure and thread-safe.
 #pragma once
 
 #include "common/enums/reward_kind.hpp"
+#include "orchestrator/turn_profile.hpp"
 #include "orchestrator/vocabulary.hpp"
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace leap {
@@ -52,6 +65,31 @@ namespace leap {
 struct speed_bonus_config {
   double weight = 0.0;  // Default: 0 (no bonus)
   double clip = 0.7;    // Default: 0.7 (|ln speedup| capped there: about 2x either way)
+};
+
+// The structural families and the profiler's findings (sandbox/profile_analysers.cpp) each one
+// stands for; a family is clean in a kernel where none of its findings fired. The analysers run
+// only for the bottleneck classes they serve, so "clean" means "not diagnosed": a launch-bound
+// kernel is never checked for coalescing. warp_stalls and fp32_pipes are diagnosis only.
+struct structural_family {
+  std::string_view name;                     // the config key's last part
+  std::array<std::string_view, 2> findings;  // "" for an unused slot
+};
+inline constexpr std::array<structural_family, 5> structural_families = {{
+    {"coalescing", {"uncoalesced_global", ""}},
+    {"bank_conflicts", {"bank_conflicts", ""}},
+    {"occupancy", {"low_occupancy", "register_pressure"}},
+    {"parallelism", {"small_grid", "launch_overhead"}},
+    {"dram_traffic", {"dram_traffic", ""}},
+}};
+
+struct structural_config {
+  // Per family, in structural_families' order: what a pass whose kernels are all clean of it
+  // gains. Default: all 0 (off)
+  std::array<double, structural_families.size()> weights{};
+  double bound = 0.1;  // Default: 0.1 (the most one pass gains from all families together)
+
+  [[nodiscard]] bool enabled() const;
 };
 
 struct reward_config {
@@ -66,6 +104,7 @@ struct reward_config {
   // rest, 1 - echo, is the first-turn tournament's. Taken as clamped to [0, 1].
   double echo = 0.5;  // Default: 0.5
   speed_bonus_config speed_bonus;
+  structural_config structural;
 };
 
 // Whether `reward` pays more for a faster pass: rank_speed, or a speed bonus on a scalar kind
@@ -98,5 +137,19 @@ struct pass_speed {
 
 // Whether a stated speedup counts as measured: finite and > 0.
 [[nodiscard]] bool measured_speedup(const std::optional<double>& speedup);
+
+// The structural score of one profiled pass: min(bound, sum over families of weight * the share of
+// kernel time (each kernel's duration_ns; equal shares when none is known) in kernels clean of
+// that family). 0 when the config is off or `kernels` is empty.
+[[nodiscard]] double structural_score(const structural_config& config,
+                                      std::span<const kernel_profile> kernels);
+
+// The term each rollout gains (see the file comment): for a pass, min(scores[i], half the gap from
+// rewards[i] to the next higher reward of the group) (no cap when none is higher); 0 for a
+// failure, and for a missing entry of `scores`. `rewards` are the reward kind's, one per outcome.
+// Negative or non-finite scores count as 0.
+[[nodiscard]] std::vector<double> structural_terms(std::span<const rollout_outcome> outcomes,
+                                                   std::span<const double> rewards,
+                                                   std::span<const double> scores);
 
 }  // namespace leap

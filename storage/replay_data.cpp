@@ -31,11 +31,16 @@ result<replay_data> load_replay_data(const trajectory_store& store, const std::s
     return retries.err();
   }
   data.retries = std::move(*retries);
-  auto profiles = load_step_profiles(store, run_id);
+  auto profiles = store.profiles(run_id);
   if (!profiles) {
     return profiles.err();
   }
-  data.profiles = std::move(*profiles);
+  for (auto& p : *profiles) {
+    if (p.turn.split == split_kind::train) {
+      data.profiles[p.turn.step].add(p);
+      data.turn_profiles.push_back(std::move(p));
+    }
+  }
   return data;
 }
 

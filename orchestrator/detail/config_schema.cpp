@@ -571,6 +571,31 @@ std::vector<field_spec> build_fields() {
                          above(0, "a clip of 0 pays no bonus; use weight 0"),
                          "Bound of |ln(speedup)| in the speed bonus; > 0. 0.7: about 2x either "
                          "way."));
+  f.push_back(real_field(
+      "reward.structural.coalescing", LEAP_FIELD(reward.structural.weights[0]), closed(0, 10),
+      "Structural term (needs verifier.profile): what a pass gains, times the share of its kernel "
+      "time without uncoalesced global loads or stores; 0 disables it; in [0, 10]."));
+  f.push_back(real_field(
+      "reward.structural.bank_conflicts", LEAP_FIELD(reward.structural.weights[1]), closed(0, 10),
+      "Structural term: what a pass gains, times the share of its kernel time without "
+      "shared-memory bank conflicts; 0 disables it; in [0, 10]."));
+  f.push_back(real_field(
+      "reward.structural.occupancy", LEAP_FIELD(reward.structural.weights[2]), closed(0, 10),
+      "Structural term: what a pass gains, times the share of its kernel time without low "
+      "occupancy or register pressure; 0 disables it; in [0, 10]."));
+  f.push_back(real_field(
+      "reward.structural.parallelism", LEAP_FIELD(reward.structural.weights[3]), closed(0, 10),
+      "Structural term: what a pass gains, times the share of its kernel time without a grid too "
+      "small for the GPU or launch overhead dominating; 0 disables it; in [0, 10]."));
+  f.push_back(real_field(
+      "reward.structural.dram_traffic", LEAP_FIELD(reward.structural.weights[4]), closed(0, 10),
+      "Structural term: what a pass gains, times the share of its kernel time without excess DRAM "
+      "traffic; 0 disables it; in [0, 10]."));
+  f.push_back(real_field(
+      "reward.structural.bound", LEAP_FIELD(reward.structural.bound),
+      above(0, "a bound of 0 pays nothing; set the weights to 0"),
+      "Most one pass gains from the structural terms together; each is also kept below half the "
+      "gap to the group's next higher reward, so it never reorders rollouts; > 0."));
 
   // advantage
   f.push_back(
@@ -1049,6 +1074,18 @@ std::vector<cross_check> build_cross_checks() {
                   " would let a slow pass earn no more than a failure (least pass reward " +
                   show(least_pass) + ", reward.failure_reward " + show(c.reward.failure_reward) +
                   "); lower the weight or the clip";
+         }
+         return std::nullopt;
+       }});
+  checks.push_back(
+      // Named by the section: any of its weights may be the one set.
+      {{"reward.structural", "reward.structural.coalescing", "reward.structural.bank_conflicts",
+        "reward.structural.occupancy", "reward.structural.parallelism",
+        "reward.structural.dram_traffic", "verifier.profile"},
+       [](const experiment_config& c) -> std::optional<std::string> {
+         if (c.reward.structural.enabled() && c.verifier.profile == "off") {
+           return "pays from the profiles of passing turns, but verifier.profile is off and none "
+                  "is made; set verifier.profile: passing";
          }
          return std::nullopt;
        }});

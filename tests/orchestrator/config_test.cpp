@@ -321,6 +321,14 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:3: reward.echo: must be in [0, 1], got 1.5"},
       {"echo_negative", "reward:\n  echo: -0.25\n",
        "case.yaml:2: reward.echo: must be in [0, 1], got -0.25"},
+      {"structural_without_profiles", "reward:\n  structural:\n    occupancy: 0.05\n",
+       "case.yaml:2: reward.structural: pays from the profiles of passing turns, but "
+       "verifier.profile is off and none is made; set verifier.profile: passing"},
+      {"structural_weight_negative", "reward:\n  structural:\n    coalescing: -0.1\n",
+       "case.yaml:3: reward.structural.coalescing: must be in [0, 10], got -0.1"},
+      {"structural_bound_zero", "reward:\n  structural:\n    bound: 0\n",
+       "case.yaml:3: reward.structural.bound: must be > 0 (a bound of 0 pays nothing; set the "
+       "weights to 0), got 0"},
       {"prime_echo_takes_no_speed_bonus",
        "reward:\n  kind: prime_echo\n  speed_bonus:\n    weight: 0.1\nverifier:\n  timing_reps: "
        "5\n",
@@ -885,7 +893,7 @@ TEST(ConfigRender, RoundTripsToAnEqualConfig) {
 
 TEST(ConfigRender, EqualityNoticesEverySection) {
   const experiment_config base;
-  std::vector<experiment_config> changed(18, base);
+  std::vector<experiment_config> changed(20, base);
   changed[0].experiment.steps = 1;
   changed[1].data.batch_size = 1;
   changed[2].rollout.validation.sampling.top_k = 1;
@@ -904,6 +912,8 @@ TEST(ConfigRender, EqualityNoticesEverySection) {
   changed[15].gate.optimise.speedup = 1.2;
   changed[16].gate.optimise.max_turns = 2;
   changed[17].gate.optimise.train = true;
+  changed[18].reward.structural.weights[3] = 0.5;
+  changed[19].reward.structural.bound = 0.5;
   for (const auto& c : changed) {
     EXPECT_FALSE(c == base) << render_config(c);
   }
@@ -1290,6 +1300,9 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"leap_speed.yaml", "reward.kind", "rank_speed"},
       {"leap_speed.yaml", "reward.speed_tie", "0.05"},
       {"leap_speed.yaml", "verifier.timing_reps", "20"},
+      {"leap_structural.yaml", "reward.structural.coalescing", "0.02"},
+      {"leap_structural.yaml", "reward.structural.bound", "0.05"},
+      {"leap_structural.yaml", "verifier.profile", "\"passing\""},
       {"leap_speed.yaml", "gate.policy", "dcp"},
       {"learn_digits.yaml", "learner.kind", "torch"},
       {"learn_digits.yaml", "learner.init_preset", "\"tiny\""},

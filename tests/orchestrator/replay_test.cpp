@@ -539,3 +539,48 @@ TEST(WhatIfTest, TrainingOnOptimisationTurnsPaysTheKeptTurnsSpeed) {
 
 }  // namespace
 }  // namespace leap
+
+namespace leap {
+namespace {
+
+turn_profile_record replay_struct_profile(std::uint32_t rollout, std::uint32_t turn) {
+  turn_profile_record p;
+  p.turn = {"run", 0, split_kind::train, 0, rollout, turn};
+  p.kernels = {{"k", 100, "memory-bound", {}}};
+  return p;
+}
+
+// A run scored live with structural terms (rank, G = 4: rewards 2/3, 2/3, -1/3, -1; the clean
+// profiles of rollout 0's turn 1 and rollout 2's turn 2 add 0.04 each, so the stored mean reward
+// is 0.08 / 4 = 0.02). The what-if under the run's own config adds the same terms from the stored
+// profiles; with the terms off it pays the kind's rewards alone.
+TEST(WhatIfTest, StructuralTermsComeFromTheStoredProfiles) {
+  group_record g = make_group(0, 0, gate_decision::open, false, {{1, 1}, {1, 1}, {2, 2}, {0, 3}});
+  reward_config reward;
+  reward.structural.weights = {0.04, 0, 0, 0, 0};
+  const std::vector<turn_profile_record> profiles = {replay_struct_profile(0, 0),
+                                                     replay_struct_profile(2, 1)};
+  score_group(g, reward, advantage_config{}, false, profiles);
+  replay_data d;
+  d.run_id = "run";
+  d.max_turns = 3;
+  d.groups.push_back(replay_group_of(g));
+  d.turn_profiles = profiles;
+  scoring_config same;
+  same.gate.tau_max = 1.0;
+  same.reward = reward;
+  auto w = what_if(d, same);
+  EXPECT_NEAR(w.total.mean_reward_before, 0.02, 1e-12);
+  EXPECT_NEAR(w.total.mean_reward_after, 0.02, 1e-12);
+  EXPECT_NEAR(w.total.mean_abs_advantage_after, w.total.mean_abs_advantage_before, 1e-12);
+  scoring_config off = same;
+  off.reward.structural = {};
+  w = what_if(d, off);
+  EXPECT_NEAR(w.total.mean_reward_after, 0.0, 1e-12);
+  // Without stored profiles the terms are 0 too.
+  d.turn_profiles.clear();
+  EXPECT_NEAR(what_if(d, same).total.mean_reward_after, 0.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace leap

@@ -583,6 +583,10 @@ result<run_outcome> run::wait() {
         services.profiles = actors::profiles_of(*local_verifier);
         services.profile_wait = std::chrono::milliseconds(
             static_cast<std::int64_t>(m.checked.config.verifier.profile_wait_s * 1000));
+        // Structural reward terms: each finished group pulls its passes' profile summaries.
+        if (m.checked.config.reward.structural.enabled()) {
+          services.profile_summaries = actors::profile_summaries_of(*local_verifier);
+        }
       }
       // Remote verifier nodes: a dispatcher stands in for the local pool
       // (actors/remote_verifier.hpp).

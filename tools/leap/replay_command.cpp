@@ -42,7 +42,49 @@ struct replay_options {
   std::optional<double> gamma;
   std::optional<double> optimise_speedup;
   bool optimise_train = false;
+  std::string structural;
 };
+
+// --structural "coalescing=0.02,bound=0.05": the named reward.structural weights (and bound) over
+// the alternative's; "off" sets every weight to 0.
+status apply_structural(const std::string& text, structural_config& config) {
+  if (text == "off") {
+    config.weights = {};
+    return ok_status();
+  }
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    double value = 0;
+    try {
+      std::size_t used = 0;
+      value = eq == std::string::npos ? -1 : std::stod(item.substr(eq + 1), &used);
+      if (eq == std::string::npos || used != item.size() - eq - 1 || !(value >= 0)) {
+        throw std::invalid_argument(item);
+      }
+    } catch (const std::exception&) {
+      return error{"--structural: '" + item + "' is not NAME=VALUE with a number >= 0"};
+    }
+    if (name == "bound") {
+      config.bound = value;
+      continue;
+    }
+    bool known = false;
+    std::string names;
+    for (std::size_t f = 0; f < structural_families.size(); ++f) {
+      names += std::string(structural_families[f].name) + ", ";
+      if (structural_families[f].name == name) {
+        config.weights[f] = value;
+        known = true;
+      }
+    }
+    if (!known) {
+      return error{"--structural: unknown family '" + name + "' (" + names + "bound, or off)"};
+    }
+  }
+  return ok_status();
+}
 
 // An override's value names one value of `E`'s table (common/enums); the error lists them all.
 template <class E>
@@ -84,7 +126,7 @@ status write_text(const std::filesystem::path& path, const std::string& text) {
 bool has_overrides(const replay_options& o) {
   return !o.gate.empty() || o.tau_min || o.tau_max || !o.unit.empty() || !o.reward.empty() ||
          !o.static_rewards.empty() || o.echo || !o.advantage.empty() || o.gamma ||
-         o.optimise_speedup || o.optimise_train;
+         o.optimise_speedup || o.optimise_train || !o.structural.empty();
 }
 
 // The alternative scoring: the what-if config's sections, else the run's own, then the overrides.
@@ -162,6 +204,11 @@ result<scoring_config> alternative_scoring(const replay_options& o,
   if (o.optimise_train) {
     s.gate.optimise.train = true;
   }
+  if (!o.structural.empty()) {
+    if (auto applied = apply_structural(o.structural, s.reward.structural); !applied) {
+      return applied.err();
+    }
+  }
   // The rule `leap run` holds a config to (orchestrator/detail/config_schema.cpp), for the
   // alternative the options made.
   if (s.gate.optimise.train && s.gate.optimise.speedup <= 0) {
@@ -183,6 +230,11 @@ result<scoring_config> alternative_scoring(const replay_options& o,
     std::snprintf(buffer, sizeof buffer, ", optimise above %gx (up to %d turns%s)",
                   s.gate.optimise.speedup, s.gate.optimise.max_turns,
                   s.gate.optimise.train ? ", trained on" : "");
+    parts.back() += buffer;
+  }
+  if (s.reward.structural.enabled()) {
+    std::snprintf(buffer, sizeof buffer, ", structural terms (bound %g)",
+                  s.reward.structural.bound);
     parts.back() += buffer;
   }
   *description = parts.size() == 2 ? parts[0] + ": " + parts[1] : parts.back();
@@ -326,7 +378,7 @@ void add_replay(CLI::App& app, int* exit_code) {
       "activated-group fraction, recovery (gated groups and probes), turns per pass, step time "
       "breakdown, rollout composition by pass rate. Prints tables and writes CSV. With --gate, "
       "--tau-min, --tau-max, --unit, --reward, --static-rewards, --advantage, --gamma, "
-      "--optimise-speedup, --optimise-train or "
+      "--optimise-speedup, --optimise-train, --structural or "
       "--what-if CONFIG, re-gates and re-scores the stored verdicts and shows what would change.");
   cmd->add_option("run_dir", o->run_dir, "The run folder (experiment.run_dir)")
       ->required()
@@ -358,6 +410,10 @@ void add_replay(CLI::App& app, int* exit_code) {
                 "What-if gate.optimise.train: first-turn passes of the groups that ran "
                 "optimisation turns are paid for their last passing turn's speed (needs "
                 "--optimise-speedup and a reward that pays for speed)");
+  cmd->add_option("--structural", o->structural,
+                  "What-if reward.structural, from the stored profiles: NAME=WEIGHT for "
+                  "coalescing, bank_conflicts, occupancy, parallelism, dram_traffic, and "
+                  "bound=B, comma-separated (e.g. coalescing=0.02,bound=0.05); off: none");
   cmd->callback([o, exit_code] { *exit_code = run_replay(*o); });
 }
 

@@ -1,0 +1,208 @@
+// The structural reward terms in a run's actors: a gate over the real sandbox verifier pool, with a
+// stand-in ncu the test can hold, pulls its passes' profile summaries when the group is finished
+// and scores with them. A profile that arrives in time adds the pass's structural term to its
+// stored reward; one still held by ncu when verifier.profile_wait_s runs out adds nothing, and the
+// group is finished without it.
+#include "actors/gate.hpp"
+#include "actors/messages.hpp"
+#include "actors/scorer.hpp"
+#include "actors/store.hpp"
+#include "actors/verifier.hpp"
+#include "sandbox/verifier.hpp"
+#include "storage/trajectory_store.hpp"
+#include "tests/actors/test_support.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
+#include "tests/sandbox/profile_stand_in.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace leap::actors {
+namespace {
+
+struct structural_system {
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  structural_system() {
+    register_message_types(config);
+    system = std::make_unique<caf::actor_system>(config);
+  }
+};
+
+// Answers rollout 0 with a passing candidate and every other rollout with a failing one; `tag`
+// makes the group's code its own (no verdict comes from the cache).
+generation_actor structural_generator(caf::actor_system& sys, const std::string& tag) {
+  return sys.spawn([tag](generation_actor::pointer) -> generation_actor::behavior_type {
+    return {[tag](generate_atom, generation_request& request) {
+      const auto turn = leap::turn_of_request(request.request_id);
+      generation_result r;
+      r.text =
+          sandbox::testing::scale_add_ops_candidate(tag, turn && turn->rollout == 0 ? "+" : "-");
+      r.output_tokens = {1, 2, 3};
+      r.output_logprobs = {-0.1F, -0.1F, -0.1F};
+      return r;
+    }};
+  });
+}
+
+// Hands the gate's report (or its failure) to `to`.
+group_parent_actor structural_parent(caf::actor_system& sys, const caf::actor& to) {
+  return sys.spawn([to](group_parent_actor::pointer) -> group_parent_actor::behavior_type {
+    return {
+        [](decide_atom, const group_key&, std::int32_t, std::int32_t) {
+          return gate_ruling{gate_decision::closed_no_debug, {}};
+        },
+        [to](group_done_atom, group_report& report) {
+          caf::anon_send(to, group_done_atom_v, std::move(report));
+        },
+        [to](group_failed_atom, const group_key& key, const std::string& why) {
+          caf::anon_send(to, group_failed_atom_v, key, why);
+        },
+    };
+  });
+}
+
+TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
+  const sandbox::engine_config engine = sandbox::testing::test_engine_config();
+  std::string why;
+  if (!sandbox::testing::python_imports(engine.python, "torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  // The stand-in ncu writes the H200 capture at once, unless the test holds it (a `hold` file):
+  // then only once the test writes `release`.
+  sandbox::testing::stand_in_ncu ncu(
+      "if [ -e \"$here/hold\" ]; then\n"
+      "  while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
+      "fi\n"
+      "cat \"$here/capture.csv\" > \"$log\"\n");
+  if (!ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  }
+  const auto folder = std::filesystem::path(ncu.path()).parent_path();
+  struct release_on_exit {  // a failed assertion must not leave the verifier waiting on ncu
+    std::filesystem::path file;
+    ~release_on_exit() { std::ofstream(file) << "go\n"; }
+  } guard{folder / "release"};
+
+  sandbox::verifier_config vc;
+  vc.engine = engine;
+  vc.engine.kernelbench_device = "cpu";
+  vc.engine.trials = 2;
+  vc.engine.kernelbench_pch = false;
+  vc.engine.profile = sandbox::profile_mode::passing;
+  vc.engine.ncu = ncu.path();
+  vc.engine.profile_limits.wall = std::chrono::seconds(600);
+  vc.engine.profile_limits.cpu_seconds = 600;
+  vc.compile_workers = 1;
+  vc.run_slots = 1;
+  vc.profile_workers = 1;
+  auto created = sandbox::verifier::create(vc);
+  ASSERT_TRUE(created.ok()) << created.err().message;
+
+  auto table =
+      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  auto problem = std::make_shared<sandbox::task>();
+  problem->id = "kernelbench/level1/1_ScaleAddPooled";
+  problem->kind = task_kind::kernelbench;
+  problem->reference = sandbox::testing::k_scale_add_problem;
+  problem->own_kernel = sandbox::own_kernel_policy::off;
+  (*table)[problem->id] = problem;
+
+  structural_system ts;
+  auto& sys = *ts.system;
+  testing::temp_dir dir;
+  const auto trajectories = testing::open_store(dir.path());
+  ASSERT_TRUE(trajectories);
+  const auto store = spawn_store(sys, trajectories);
+  verifier_pool_config pool_config;
+  pool_config.profile_store = store;
+  const auto pool = spawn_verifier_pool(sys, **created, table, pool_config);
+
+  reward_config reward;
+  reward.kind = reward_kind::binary;
+  reward.structural.weights = {0.02, 0.02, 0.02, 0.02, 0.02};
+  reward.structural.bound = 1.0;
+  advantage_config advantage;
+  advantage.kind = advantage_kind::none;
+
+  caf::scoped_actor self{sys};
+  const auto patience = std::chrono::minutes(5);
+  // Runs group `group` (G = 2, one turn) to its report and returns its stored record.
+  const auto run_group = [&](std::uint32_t group, std::chrono::milliseconds wait,
+                             const std::string& tag) -> std::optional<group_record> {
+    group_services services;
+    services.generator = structural_generator(sys, tag);
+    services.verifier = pool;
+    services.profiles = profiles_of(pool);
+    services.profile_summaries = profile_summaries_of(pool);
+    services.profile_wait = wait;
+    services.scorer = spawn_scorer(sys, reward, advantage);
+    services.store = store;
+    services.parent = structural_parent(sys, caf::actor_cast<caf::actor>(self));
+    group_settings settings;
+    settings.run_id = "run";
+    settings.key = {0, split_kind::train, group};
+    settings.task = {problem->id, "prompt"};
+    settings.group_size = 2;
+    settings.max_turns = 1;
+    settings.local_gate = gate_config{};
+    settings.train = false;
+    auto gate = spawn_gate(sys, settings, services);
+    bool done = false;
+    self->receive([&](group_done_atom, const group_report&) { done = true; },
+                  [&](group_failed_atom, const group_key&, const std::string& message) {
+                    ADD_FAILURE() << message;
+                  },
+                  caf::after(patience) >> [&] { ADD_FAILURE() << "no report"; });
+    if (!done) {
+      return std::nullopt;
+    }
+    auto stored = trajectories->get_group({"run", 0, split_kind::train, group});
+    EXPECT_TRUE(stored.ok());
+    return stored.ok() ? *stored : std::nullopt;
+  };
+
+  // In time: the profile is made at once and the group waits for it (up to 5 minutes).
+  const auto in_time =
+      run_group(0, std::chrono::duration_cast<std::chrono::milliseconds>(patience), "in time");
+  ASSERT_TRUE(in_time.has_value());
+  ASSERT_EQ(in_time->rollouts.size(), 2U);
+  ASSERT_TRUE(in_time->rollouts[0].outcome.passed());
+  ASSERT_FALSE(in_time->rollouts[1].outcome.passed());
+  auto profiles = trajectories->profiles("run");
+  ASSERT_TRUE(profiles.ok()) << profiles.err().message;
+  ASSERT_EQ(profiles->size(), 1U);  // the pass's, stored before the group
+  ASSERT_FALSE(profiles->front().kernels.empty()) << profiles->front().note;
+  const double term = structural_score(reward.structural, profiles->front().kernels);
+  EXPECT_GT(term, 0.0);
+  EXPECT_NEAR(in_time->rollouts[0].reward, 1.0 + term, 1e-9);
+  EXPECT_NEAR(in_time->rollouts[1].reward, 0.0, 1e-9);
+
+  // Late: ncu holds the profile past the wait; the group is scored without it.
+  std::ofstream(folder / "hold") << "hold\n";
+  const auto late = run_group(1, std::chrono::milliseconds(500), "late");
+  std::ofstream(folder / "release") << "go\n";  // before any assertion can end the test
+  ASSERT_TRUE(late.has_value());
+  ASSERT_TRUE(late->rollouts[0].outcome.passed());
+  EXPECT_NEAR(late->rollouts[0].reward, 1.0, 1e-9);
+  EXPECT_NEAR(late->rollouts[1].reward, 0.0, 1e-9);
+
+  self->send_exit(pool, caf::exit_reason::user_shutdown);
+  self->wait_for(pool);
+  self->send_exit(store, caf::exit_reason::user_shutdown);
+  self->wait_for(store);
+}
+
+}  // namespace
+}  // namespace leap::actors
