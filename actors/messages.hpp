@@ -30,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace leap::actors {
@@ -233,7 +234,43 @@ typename Inspector::result_type inspect_with_optional(Inspector& f, const char* 
              return caf::none;
            }));
 }
+// A stored record (orchestrator/record_fields.hpp) travels as its listed fields, every one of
+// them, those the store keeps beside the record included.
+template <class T>
+struct optional_field {
+  std::optional<T>* target;
+  bool present;
+  T value;
+};
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, optional_field<T>& x) {
+  return f(x.present, x.value, caf::meta::load_callback([&x]() -> caf::error {
+             if (x.present) {
+               *x.target = std::move(x.value);
+             } else {
+               x.target->reset();
+             }
+             return caf::none;
+           }));
+}
+
+template <class T>
+T& inspected(T& value) {
+  return value;
+}
+
+template <class T>
+optional_field<T> inspected(std::optional<T>& value) {
+  return {&value, value.has_value(), value.value_or(T{})};
+}
 }  // namespace detail
+
+template <class Inspector, described_record T>
+typename Inspector::result_type inspect(Inspector& f, T& x) {
+  return std::apply([&f](auto&&... field) { return f(detail::inspected(field.value)...); },
+                    fields(x));
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_section& x) {
@@ -244,114 +281,6 @@ typename Inspector::result_type inspect(Inspector& f, sampling_section& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_outcome& x) {
   return f(caf::meta::type_name("rollout_outcome"), x.passed_at_turn, x.generated_turns);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, fail_range& x) {
-  return f(caf::meta::type_name("fail_range"), x.lo, x.hi);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, turn_timings& x) {
-  return f(caf::meta::type_name("turn_timings"), x.generation_ms, x.compile_ms, x.run_ms,
-           x.generation_queue_ms, x.compile_queue_ms, x.run_queue_ms);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, turn_weight_segment& x) {
-  return f(caf::meta::type_name("turn_weight_segment"), x.first, x.version);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, turn_record& x) {
-  return detail::inspect_with_optional(
-      f, "turn_record", x.code_hash, x.input_tokens, x.output_tokens, x.output_logprobs, x.text,
-      x.verdict, x.passed, x.feedback, x.timings, x.weight_version, x.weight_segments, x.finish,
-      x.endpoint, x.speedup, x.speedup_noise, x.compiled_speedup, x.compiled_speedup_noise);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, rollout_record& x) {
-  return f(caf::meta::type_name("rollout_record"), x.index, x.turns, x.outcome, x.rank, x.reward,
-           x.advantage, x.truncated);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, group_record& x) {
-  return detail::inspect_with_optional(f, "group_record", x.weight_version, x.run_id, x.step,
-                                       x.split, x.group_index, x.task_id, x.max_turns, x.gate,
-                                       x.n_fail, x.thresholds, x.probe, x.rollouts,
-                                       x.started_unix_ms, x.gated_unix_ms, x.finished_unix_ms);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_timings& x) {
-  return f(caf::meta::type_name("step_timings"), x.wall_ms, x.generation_ms, x.compile_ms, x.run_ms,
-           x.learner_ms, x.idle_ms);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_counts& x) {
-  return f(caf::meta::type_name("step_counts"), x.groups, x.activated_groups, x.probe_groups,
-           x.rollouts, x.passed_rollouts, x.turns, x.verifier_jobs, x.generated_tokens);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_record& x) {
-  return f(caf::meta::type_name("step_record"), x.run_id, x.step, x.weight_version,
-           x.started_unix_ms, x.finished_unix_ms, x.timings, x.counts, x.metrics);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, run_record& x) {
-  return f(caf::meta::type_name("run_record"), x.id, x.config_yaml, x.created_unix_ms, x.status);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, retry_entry& x) {
-  return f(caf::meta::type_name("retry_entry"), x.task, x.first_step, x.failed_step, x.attempts);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, retry_counts& x) {
-  return f(caf::meta::type_name("retry_counts"), x.admitted, x.requeued, x.recovered, x.exhausted,
-           x.evicted);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, retry_buffer& x) {
-  return f(caf::meta::type_name("retry_buffer"), x.entries, x.total);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, retry_step_record& x) {
-  return f(caf::meta::type_name("retry_step_record"), x.step, x.buffer, x.retried, x.counts);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, carried_group& x) {
-  return f(caf::meta::type_name("carried_group"), x.origin_step, x.group, x.task, x.task_id,
-           x.sampled_version, x.complete);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, partial_carry_record& x) {
-  return f(caf::meta::type_name("partial_carry_record"), x.step, x.groups);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kernel_profile& x) {
-  return f(caf::meta::type_name("kernel_profile"), x.name, x.duration_ns, x.bottleneck, x.findings);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, turn_ref& x) {
-  return f(caf::meta::type_name("turn_ref"), x.run_id, x.step, x.split, x.group, x.rollout, x.turn);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, turn_profile_record& x) {
-  return f(caf::meta::type_name("turn_profile_record"), x.turn, x.kernels, x.note, x.seconds);
 }
 
 template <class Inspector>

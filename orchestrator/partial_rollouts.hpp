@@ -5,9 +5,12 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include "orchestrator/record_fields.hpp"
+
 #include <cstdint>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace leap {
@@ -91,5 +94,21 @@ struct partial_carry_record {
 
   friend bool operator==(const partial_carry_record&, const partial_carry_record&) = default;
 };
+
+// The fields of the carry records (orchestrator/record_fields.hpp).
+template <record_ref<carried_group> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("origin_step", x.origin_step),
+                    field("group", x.group),
+                    field("task", x.task),
+                    field("task_id", x.task_id),
+                    field("sampled_version", x.sampled_version),
+                    field("complete", x.complete)};
+}
+
+template <record_ref<partial_carry_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("step", x.step), field("groups", x.groups, opt().element("group"))};
+}
 
 }  // namespace leap

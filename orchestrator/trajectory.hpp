@@ -15,6 +15,7 @@
 #include "orchestrator/advantage.hpp"  // not_generated
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
+#include "orchestrator/record_fields.hpp"
 #include "orchestrator/reward.hpp"  // pass_speed
 #include "orchestrator/vocabulary.hpp"
 
@@ -23,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace leap {
@@ -193,6 +195,126 @@ struct run_record {
 
   friend bool operator==(const run_record&, const run_record&) = default;
 };
+
+// ---- Fields ----------------------------------------------------------------------------------
+//
+// Each record's fields, once, in the order the store writes them (orchestrator/record_fields.hpp
+// says how the codec, the export and CAF use them). A field added to a record goes into its
+// struct and here, with the format version that added it when the store keeps it.
+
+template <record_ref<turn_timings> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("generation_ms", x.generation_ms),
+                    field("compile_ms", x.compile_ms),
+                    field("run_ms", x.run_ms),
+                    field("generation_queue_ms", x.generation_queue_ms),
+                    field("compile_queue_ms", x.compile_queue_ms),
+                    field("run_queue_ms", x.run_queue_ms)};
+}
+
+template <record_ref<turn_weight_segment> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("first", x.first), field("version", x.version)};
+}
+
+template <record_ref<turn_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{
+      field("input_tokens", x.input_tokens, opt().tokens()),
+      field("output_tokens", x.output_tokens, opt().tokens()),
+      field("output_logprobs", x.output_logprobs, opt().tokens()), field("text", x.text),
+      field("code_hash", x.code_hash), field("verdict", x.verdict), field("passed", x.passed),
+      field("feedback", x.feedback), field("timings", x.timings),
+      field("weight_version", x.weight_version),
+      // `other` is never stored: the generator records it as `stop` (actors/generator.cpp).
+      field("finish_reason", x.finish, opt().enum_max(finish_reason::error)),
+      field("endpoint", x.endpoint),
+      field("speedup", x.speedup, opt().since(3).null_unless_positive()),
+      field("speedup_noise", x.speedup_noise, opt().since(4).null_unless_non_negative()),
+      field("compiled_speedup", x.compiled_speedup, opt().since(5).null_unless_positive()),
+      field("compiled_speedup_noise", x.compiled_speedup_noise,
+            opt().since(5).null_unless_non_negative()),
+      // Before in-flight updates one version sampled the whole turn.
+      field("weight_segments", x.weight_segments, opt().since(6).element("turn.weight_segment"),
+            [&x] {
+              return std::vector<turn_weight_segment>{{0, x.weight_version}};
+            })};
+}
+
+// The outcome's two numbers are the rollout's own fields in the store and the export.
+template <record_ref<rollout_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("index", x.index),
+                    field("passed_at_turn", x.outcome.passed_at_turn),
+                    field("generated_turns", x.outcome.generated_turns),
+                    field("rank", x.rank),
+                    field("reward", x.reward),
+                    field("advantage", x.advantage),
+                    field("truncated", x.truncated),
+                    field("turns", x.turns, opt().element("turn"))};
+}
+
+template <record_ref<fail_range> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("lo", x.lo), field("hi", x.hi)};
+}
+
+template <record_ref<group_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("run_id", x.run_id),
+                    field("step", x.step),
+                    field("split", x.split),
+                    field("group_index", x.group_index),
+                    field("task_id", x.task_id),
+                    field("max_turns", x.max_turns),
+                    field("gate", x.gate),
+                    field("n_fail", x.n_fail),
+                    field("thresholds", x.thresholds),
+                    field("probe", x.probe),
+                    field("started_unix_ms", x.started_unix_ms),
+                    field("gated_unix_ms", x.gated_unix_ms),
+                    field("finished_unix_ms", x.finished_unix_ms),
+                    field("rollouts", x.rollouts, opt().element("rollout")),
+                    field("weight_version", x.weight_version, opt().since(2).padded()),
+                    field("optimise", x.optimise, opt().beside_record())};
+}
+
+template <record_ref<step_timings> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("wall_ms", x.wall_ms),       field("generation_ms", x.generation_ms),
+                    field("compile_ms", x.compile_ms), field("run_ms", x.run_ms),
+                    field("learner_ms", x.learner_ms), field("idle_ms", x.idle_ms)};
+}
+
+template <record_ref<step_counts> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("groups", x.groups),
+                    field("activated_groups", x.activated_groups),
+                    field("probe_groups", x.probe_groups),
+                    field("rollouts", x.rollouts),
+                    field("passed_rollouts", x.passed_rollouts),
+                    field("turns", x.turns),
+                    field("verifier_jobs", x.verifier_jobs),
+                    field("generated_tokens", x.generated_tokens)};
+}
+
+template <record_ref<step_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("run_id", x.run_id),
+                    field("step", x.step),
+                    field("weight_version", x.weight_version),
+                    field("started_unix_ms", x.started_unix_ms),
+                    field("finished_unix_ms", x.finished_unix_ms),
+                    field("timings", x.timings),
+                    field("counts", x.counts),
+                    field("metrics", x.metrics)};
+}
+
+template <record_ref<run_record> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("id", x.id), field("config_yaml", x.config_yaml),
+                    field("created_unix_ms", x.created_unix_ms), field("status", x.status)};
+}
 
 // ---- Helpers ---------------------------------------------------------------------------------
 

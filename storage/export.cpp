@@ -1,5 +1,7 @@
 #include "storage/export.hpp"
 
+#include "common/enums/enum_names.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -21,16 +23,6 @@ using json = nlohmann::json;
 // ---- JSON out
 // ------------------------------------------------------------------------------------
 
-// [{"first": 0, "version": 6}, {"first": 3, "version": 7}]: which version sampled which output
-// tokens; one segment for a turn sampled with one version.
-json segments_json(const turn_record& t) {
-  json out = json::array();
-  for (const auto& s : weight_segments_of(t)) {
-    out.push_back(json{{"first", s.first}, {"version", s.version}});
-  }
-  return out;
-}
-
 // The CSV's cell: "first:version" per segment, separated by spaces ("0:6 3:7").
 std::string segments_cell(const turn_record& t) {
   std::string out;
@@ -40,18 +32,77 @@ std::string segments_cell(const turn_record& t) {
   return out;
 }
 
+template <class T>
+struct export_is_vector : std::false_type {};
+template <class T>
+struct export_is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct export_is_optional : std::false_type {};
+template <class T>
+struct export_is_optional<std::optional<T>> : std::true_type {};
+
+template <class F>
+using export_value_t = std::remove_cvref_t<decltype(std::declval<F>().value)>;
+template <class F>
+constexpr bool export_has_legacy =
+    !std::is_same_v<std::remove_cvref_t<decltype(std::declval<F>().legacy)>, no_legacy>;
+
+// A record as a JSON object of its listed fields (orchestrator/record_fields.hpp): enums by name,
+// optionals and unmeasured numbers as null.
+template <class T>
+json json_of(const T& v, const field_options& options) {
+  if constexpr (described_record<T>) {
+    json out = json::object();
+    for_each_field(v, [&](const auto& f) {
+      using F = std::remove_cvref_t<decltype(f)>;
+      if constexpr (export_has_legacy<F>) {
+        // What the field means when empty (one weight segment for the whole turn), written out.
+        if (f.value.empty()) {
+          out[std::string(f.name)] = json_of(f.legacy(), f.options);
+          return;
+        }
+      }
+      out[std::string(f.name)] = json_of(f.value, f.options);
+    });
+    return out;
+  } else if constexpr (export_is_optional<T>::value) {
+    return v ? json_of(*v, options) : json(nullptr);
+  } else if constexpr (std::is_enum_v<T>) {
+    return enum_names::to_string(v);
+  } else if constexpr (export_is_vector<T>::value) {
+    if constexpr (described_record<typename T::value_type>) {
+      json out = json::array();
+      for (const auto& e : v) {
+        out.push_back(json_of(e, {}));
+      }
+      return out;
+    } else {
+      return v;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    switch (options.json) {
+      case json_unmeasured::unless_positive:
+        return v > 0 ? json(v) : json(nullptr);
+      case json_unmeasured::unless_non_negative:
+        return v >= 0 ? json(v) : json(nullptr);
+      case json_unmeasured::never:
+        break;
+    }
+    return v;
+  } else {
+    return v;
+  }
+}
+
+// Nsight Compute's view of the candidate's kernels (verifier.profile); null when none. Its turn is
+// the one it is written in.
 json profile_json(const turn_profile_record* p) {
   if (p == nullptr) {
     return nullptr;
   }
-  json kernels = json::array();
-  for (const auto& k : p->kernels) {
-    kernels.push_back(json{{"name", k.name},
-                           {"duration_ns", k.duration_ns},
-                           {"bottleneck", k.bottleneck},
-                           {"findings", k.findings}});
-  }
-  return json{{"kernels", std::move(kernels)}, {"note", p->note}, {"seconds", p->seconds}};
+  auto out = json_of(*p, {});
+  out.erase("turn");
+  return out;
 }
 
 const turn_profile_record* profile_of(const group_profiles& profiles, std::uint32_t rollout,
@@ -60,75 +111,16 @@ const turn_profile_record* profile_of(const group_profiles& profiles, std::uint3
   return it == profiles.end() ? nullptr : &it->second;
 }
 
-json turn_json(const turn_record& t, const turn_profile_record* profile) {
-  return json{
-      {"input_tokens", t.input_tokens},
-      {"output_tokens", t.output_tokens},
-      {"output_logprobs", t.output_logprobs},
-      {"text", t.text},
-      {"code_hash", t.code_hash ? json(*t.code_hash) : json(nullptr)},
-      {"verdict", to_string(t.verdict)},
-      {"passed", t.passed},
-      {"feedback", t.feedback},
-      {"timings",
-       {{"generation_ms", t.timings.generation_ms},
-        {"compile_ms", t.timings.compile_ms},
-        {"run_ms", t.timings.run_ms},
-        {"generation_queue_ms", t.timings.generation_queue_ms},
-        {"compile_queue_ms", t.timings.compile_queue_ms},
-        {"run_queue_ms", t.timings.run_queue_ms}}},
-      {"weight_version", t.weight_version},
-      {"weight_segments", segments_json(t)},
-      {"finish_reason", to_string(t.finish)},
-      {"endpoint", t.endpoint},
-      // Reference median / candidate median of a timed pass; null when not measured.
-      {"speedup", t.speedup > 0 ? json(t.speedup) : json(nullptr)},
-      {"speedup_noise", t.speedup_noise >= 0 ? json(t.speedup_noise) : json(nullptr)},
-      // The same over the reference under torch.compile (kernelbench); null when not measured.
-      {"compiled_speedup", t.compiled_speedup > 0 ? json(t.compiled_speedup) : json(nullptr)},
-      {"compiled_speedup_noise",
-       t.compiled_speedup_noise >= 0 ? json(t.compiled_speedup_noise) : json(nullptr)},
-      // Nsight Compute's view of the candidate's kernels (verifier.profile); null when none.
-      {"profile", profile_json(profile)},
-  };
-}
-
 json group_json(const group_record& g, const group_profiles& profiles) {
-  json rollouts = json::array();
-  for (const auto& r : g.rollouts) {
-    json turns = json::array();
-    for (std::size_t i = 0; i < r.turns.size(); ++i) {
-      turns.push_back(turn_json(r.turns[i], profile_of(profiles, r.index, i)));
+  auto out = json_of(g, {});
+  auto& rollouts = out["rollouts"];
+  for (std::size_t r = 0; r < g.rollouts.size(); ++r) {
+    auto& turns = rollouts[r]["turns"];
+    for (std::size_t t = 0; t < g.rollouts[r].turns.size(); ++t) {
+      turns[t]["profile"] = profile_json(profile_of(profiles, g.rollouts[r].index, t));
     }
-    rollouts.push_back(json{
-        {"index", r.index},
-        {"passed_at_turn", r.outcome.passed_at_turn},
-        {"generated_turns", r.outcome.generated_turns},
-        {"rank", r.rank},
-        {"reward", r.reward},
-        {"advantage", r.advantage},
-        {"truncated", r.truncated},
-        {"turns", std::move(turns)},
-    });
   }
-  return json{
-      {"run_id", g.run_id},
-      {"step", g.step},
-      {"split", to_string(g.split)},
-      {"group_index", g.group_index},
-      {"task_id", g.task_id},
-      {"max_turns", g.max_turns},
-      {"gate", to_string(g.gate)},
-      {"n_fail", g.n_fail},
-      {"thresholds", {{"lo", g.thresholds.lo}, {"hi", g.thresholds.hi}}},
-      {"probe", g.probe},
-      {"started_unix_ms", g.started_unix_ms},
-      {"gated_unix_ms", g.gated_unix_ms},
-      {"finished_unix_ms", g.finished_unix_ms},
-      {"weight_version", g.weight_version ? json(*g.weight_version) : json(nullptr)},
-      {"optimise", g.optimise ? json(to_string(*g.optimise)) : json(nullptr)},
-      {"rollouts", std::move(rollouts)},
-  };
+  return out;
 }
 
 // ---- JSON in
@@ -200,45 +192,6 @@ class json_reader {
     return T{};
   }
 
-  template <class T>
-  std::vector<T> array(const json& obj, std::string_view key, const std::string& path) {
-    const auto v = get<json>(obj, key, path);
-    std::vector<T> out;
-    if (!ok()) {
-      return out;
-    }
-    const auto where = path.empty() ? std::string(key) : path + "." + std::string(key);
-    if (!v.is_array()) {
-      fail(where, "is not an array");
-      return out;
-    }
-    out.reserve(v.size());
-    for (std::size_t i = 0; i < v.size() && ok(); ++i) {
-      out.push_back(convert<T>(v[i], where + "[" + std::to_string(i) + "]"));
-    }
-    return out;
-  }
-
-  template <class E, class P>
-  E enumeration(const json& obj, std::string_view key, const std::string& path, P parse,
-                std::string_view what) {
-    const auto name = get<std::string>(obj, key, path);
-    if (!ok()) {
-      return E{};
-    }
-    const auto value = parse(name);
-    if (!value) {
-      // The shared vocabulary's parsers (common/enums) say it all, valid names included.
-      std::string message = ": unknown " + std::string(what) + " '" + name + "'";
-      if constexpr (requires { value.err(); }) {
-        message = ": " + value.err().message;
-      }
-      fail(path.empty() ? std::string(key) : path + "." + std::string(key), message);
-      return E{};
-    }
-    return *value;
-  }
-
   void fail(const std::string& where, const std::string& message) {
     if (error_.empty()) {
       error_ = where + (message.starts_with(":") ? "" : " ") + message;
@@ -251,66 +204,90 @@ class json_reader {
   std::string error_;
 };
 
-turn_record turn_from(json_reader& r, const json& j, const std::string& path) {
-  turn_record t;
-  t.input_tokens = r.array<token_id>(j, "input_tokens", path);
-  t.output_tokens = r.array<token_id>(j, "output_tokens", path);
-  t.output_logprobs = r.array<float>(j, "output_logprobs", path);
-  t.text = r.get<std::string>(j, "text", path);
-  const auto hash = r.get<json>(j, "code_hash", path);
-  if (r.ok() && !hash.is_null()) {
-    t.code_hash = r.convert<std::string>(hash, path + ".code_hash");
-  }
-  t.verdict = r.enumeration<verdict_category>(
-      j, "verdict", path, [](const std::string& n) { return parse_verdict_category(n); },
-      "verdict");
-  t.passed = r.get<bool>(j, "passed", path);
-  t.feedback = r.get<std::string>(j, "feedback", path);
-  const auto timings = r.get<json>(j, "timings", path);
-  const auto tp = path + ".timings";
-  t.timings.generation_ms = r.get<double>(timings, "generation_ms", tp);
-  t.timings.compile_ms = r.get<double>(timings, "compile_ms", tp);
-  t.timings.run_ms = r.get<double>(timings, "run_ms", tp);
-  t.timings.generation_queue_ms = r.get<double>(timings, "generation_queue_ms", tp);
-  t.timings.compile_queue_ms = r.get<double>(timings, "compile_queue_ms", tp);
-  t.timings.run_queue_ms = r.get<double>(timings, "run_queue_ms", tp);
-  t.weight_version = r.get<std::uint64_t>(j, "weight_version", path);
-  t.finish = r.enumeration<finish_reason>(
-      j, "finish_reason", path, [](const std::string& n) { return parse_finish_reason(n); },
-      "finish reason");
-  t.endpoint = r.get<std::string>(j, "endpoint", path);
-  // Optional: exports written before format version 6 have no segments (one version sampled the
-  // whole turn), which reads as the store reads such records.
-  if (const auto it = j.find("weight_segments"); r.ok() && it != j.end()) {
-    const auto sp = path + ".weight_segments";
-    if (!it->is_array()) {
-      r.fail(sp, "is not an array");
-    } else {
-      for (std::size_t i = 0; i < it->size() && r.ok(); ++i) {
-        const auto& e = (*it)[i];
-        const auto ep = sp + "[" + std::to_string(i) + "]";
-        t.weight_segments.push_back(
-            {r.get<std::uint32_t>(e, "first", ep), r.get<std::uint64_t>(e, "version", ep)});
+// The enums a group's JSON names, each read by its vocabulary's parser (whose errors list the
+// valid names).
+result<verdict_category> parse_named(verdict_category /*type*/, std::string_view n) {
+  return parse_verdict_category(n);
+}
+result<finish_reason> parse_named(finish_reason /*type*/, std::string_view n) {
+  return parse_finish_reason(n);
+}
+result<split_kind> parse_named(split_kind /*type*/, std::string_view n) {
+  return parse_split_kind(n);
+}
+result<gate_decision> parse_named(gate_decision /*type*/, std::string_view n) {
+  return parse_gate_decision(n);
+}
+result<optimise_decision> parse_named(optimise_decision /*type*/, std::string_view n) {
+  return parse_optimise_decision(n);
+}
+
+// Reads what json_of wrote. A field the store keeps beside the record, or added after the first
+// format version, may be absent (an export made before it): it reads as such a record does.
+template <class T>
+void read_json(json_reader& r, const json& v, const std::string& where,
+               const field_options& options, T& out) {
+  if constexpr (described_record<T>) {
+    for_each_field(out, [&](auto& f) {
+      using F = std::remove_cvref_t<decltype(f)>;
+      if (!r.ok()) {
+        return;
       }
+      const auto key = where.empty() ? std::string(f.name) : where + "." + std::string(f.name);
+      if (v.is_object()) {
+        if (const auto it = v.find(f.name); it == v.end()) {
+          if (f.options.since > 1 || !f.options.stored) {
+            if constexpr (export_has_legacy<F>) {
+              f.value = f.legacy();
+            }
+            return;
+          }
+        } else {
+          read_json(r, *it, key, f.options, f.value);
+          return;
+        }
+      }
+      (void)r.get<json>(v, f.name, where);  // says what is wrong: not an object, or missing
+    });
+  } else if constexpr (export_is_optional<T>::value) {
+    if (v.is_null()) {
+      out.reset();
+    } else {
+      typename T::value_type value{};
+      read_json(r, v, where, options, value);
+      out = std::move(value);
+    }
+  } else if constexpr (std::is_enum_v<T>) {
+    const auto name = r.convert<std::string>(v, where);
+    if (!r.ok()) {
+      return;
+    }
+    auto value = parse_named(T{}, name);
+    if (!value) {
+      r.fail(where, ": " + value.err().message);
+      return;
+    }
+    out = *value;
+  } else if constexpr (export_is_vector<T>::value) {
+    if (!v.is_array()) {
+      r.fail(where, "is not an array");
+      return;
+    }
+    out.clear();
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size() && r.ok(); ++i) {
+      typename T::value_type e{};
+      read_json(r, v[i], where + "[" + std::to_string(i) + "]", {}, e);
+      out.push_back(std::move(e));
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    // An unmeasured number is null; any other null is how JSON writes NaN and infinities.
+    if (!(v.is_null() && options.json != json_unmeasured::never)) {
+      out = r.convert<T>(v, where);
     }
   } else {
-    t.weight_segments = {{0, t.weight_version}};
+    out = r.convert<T>(v, where);
   }
-  // Optional: exports written before issue 31 have no speedup or noise (not measured).
-  if (const auto it = j.find("speedup_noise"); r.ok() && it != j.end() && !it->is_null()) {
-    t.speedup_noise = r.convert<double>(*it, path + ".speedup_noise");
-  }
-  if (const auto it = j.find("speedup"); r.ok() && it != j.end() && !it->is_null()) {
-    t.speedup = r.convert<double>(*it, path + ".speedup");
-  }
-  for (const auto& [key, field] :
-       {std::pair{"compiled_speedup", &turn_record::compiled_speedup},
-        std::pair{"compiled_speedup_noise", &turn_record::compiled_speedup_noise}}) {
-    if (const auto it = j.find(key); r.ok() && it != j.end() && !it->is_null()) {
-      t.*field = r.convert<double>(*it, path + "." + key);
-    }
-  }
-  return t;
 }
 
 // ---- CSV
@@ -447,51 +424,7 @@ result<group_record> group_from_json(std::string_view line) {
   }
   json_reader r;
   group_record g;
-  g.run_id = r.get<std::string>(j, "run_id", "");
-  g.step = r.get<std::uint64_t>(j, "step", "");
-  g.split = r.enumeration<split_kind>(
-      j, "split", "", [](const std::string& n) { return parse_split_kind(n); }, "split");
-  g.group_index = r.get<std::uint32_t>(j, "group_index", "");
-  g.task_id = r.get<std::string>(j, "task_id", "");
-  g.max_turns = r.get<int>(j, "max_turns", "");
-  g.gate = r.enumeration<gate_decision>(
-      j, "gate", "", [](const std::string& n) { return parse_gate_decision(n); }, "gate decision");
-  g.n_fail = r.get<int>(j, "n_fail", "");
-  const auto thresholds = r.get<json>(j, "thresholds", "");
-  g.thresholds.lo = r.get<int>(thresholds, "lo", "thresholds");
-  g.thresholds.hi = r.get<int>(thresholds, "hi", "thresholds");
-  g.probe = r.get<bool>(j, "probe", "");
-  g.started_unix_ms = r.get<std::int64_t>(j, "started_unix_ms", "");
-  g.gated_unix_ms = r.get<std::int64_t>(j, "gated_unix_ms", "");
-  g.finished_unix_ms = r.get<std::int64_t>(j, "finished_unix_ms", "");
-  // Absent or null: a group with none (training groups, exports made before it existed).
-  if (j.is_object() && j.contains("weight_version") && !j["weight_version"].is_null()) {
-    g.weight_version = r.get<std::uint64_t>(j, "weight_version", "");
-  }
-  // Absent or null: no stored optimisation decision (gate.optimise off, exports made before it).
-  if (j.is_object() && j.contains("optimise") && !j["optimise"].is_null()) {
-    g.optimise = r.enumeration<optimise_decision>(
-        j, "optimise", "", [](const std::string& n) { return parse_optimise_decision(n); },
-        "optimise decision");
-  }
-  const auto rollouts = r.array<json>(j, "rollouts", "");
-  for (std::size_t i = 0; i < rollouts.size() && r.ok(); ++i) {
-    const auto path = "rollouts[" + std::to_string(i) + "]";
-    const auto& rj = rollouts[i];
-    rollout_record ro;
-    ro.index = r.get<std::uint32_t>(rj, "index", path);
-    ro.outcome.passed_at_turn = r.get<int>(rj, "passed_at_turn", path);
-    ro.outcome.generated_turns = r.get<int>(rj, "generated_turns", path);
-    ro.rank = r.get<int>(rj, "rank", path);
-    ro.reward = r.get<double>(rj, "reward", path);
-    ro.advantage = r.get<double>(rj, "advantage", path);
-    ro.truncated = r.get<bool>(rj, "truncated", path);
-    const auto turns = r.array<json>(rj, "turns", path);
-    for (std::size_t t = 0; t < turns.size() && r.ok(); ++t) {
-      ro.turns.push_back(turn_from(r, turns[t], path + ".turns[" + std::to_string(t) + "]"));
-    }
-    g.rollouts.push_back(std::move(ro));
-  }
+  read_json(r, j, "", {}, g);
   if (!r.ok()) {
     return error{r.message()};
   }

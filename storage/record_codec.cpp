@@ -1,9 +1,13 @@
 #include "storage/record_codec.hpp"
 
+#include "common/enums/enum_names.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -77,6 +81,17 @@ class byte_writer {
 
 // Reads fields in order; the first failure sticks (later reads return defaults) so that decoders
 // read straight through and check once at the end.
+// A field's name in errors: a nested record's field is "<element>.<name>" ("turn.speedup").
+struct field_name {
+  field_name(const char* n) : name(n) {}  // NOLINT(google-explicit-constructor)
+  field_name(std::string_view p, std::string_view n) : prefix(p), name(n) {}
+  [[nodiscard]] std::string str() const {
+    return prefix.empty() ? std::string(name) : std::string(prefix) + "." + std::string(name);
+  }
+  std::string_view prefix;
+  std::string_view name;
+};
+
 class byte_reader {
  public:
   byte_reader(std::string_view bytes, std::string_view what) : bytes_(bytes), what_(what) {}
@@ -102,13 +117,13 @@ class byte_reader {
     return version;
   }
 
-  std::uint8_t u8(std::string_view field) {
+  std::uint8_t u8(field_name field) {
     if (!need(1, field)) {
       return 0;
     }
     return static_cast<std::uint8_t>(bytes_[pos_++]);
   }
-  bool boolean(std::string_view field) {
+  bool boolean(field_name field) {
     const auto b = u8(field);
     if (ok() && b > 1) {
       fail_at(pos_ - 1, field, "bool byte " + std::to_string(b));
@@ -117,7 +132,7 @@ class byte_reader {
   }
   // Enum bytes are checked against the highest value the build knows.
   template <class E>
-  E enumeration(std::string_view field, E max) {
+  E enumeration(field_name field, E max) {
     const auto b = u8(field);
     if (ok() && b > static_cast<std::uint8_t>(max)) {
       fail_at(pos_ - 1, field, "unknown value " + std::to_string(b));
@@ -125,16 +140,16 @@ class byte_reader {
     }
     return static_cast<E>(b);
   }
-  std::uint32_t u32(std::string_view field) { return fixed<std::uint32_t>(field); }
-  std::uint64_t u64(std::string_view field) { return fixed<std::uint64_t>(field); }
-  std::int32_t i32(std::string_view field) {
+  std::uint32_t u32(field_name field) { return fixed<std::uint32_t>(field); }
+  std::uint64_t u64(field_name field) { return fixed<std::uint64_t>(field); }
+  std::int32_t i32(field_name field) {
     return static_cast<std::int32_t>(fixed<std::uint32_t>(field));
   }
-  std::int64_t i64(std::string_view field) {
+  std::int64_t i64(field_name field) {
     return static_cast<std::int64_t>(fixed<std::uint64_t>(field));
   }
-  double f64(std::string_view field) { return std::bit_cast<double>(fixed<std::uint64_t>(field)); }
-  std::string str(std::string_view field) {
+  double f64(field_name field) { return std::bit_cast<double>(fixed<std::uint64_t>(field)); }
+  std::string str(field_name field) {
     const auto n = u32(field);
     if (!need(n, field)) {
       return {};
@@ -145,7 +160,7 @@ class byte_reader {
   }
   // A count of elements that take at least `min_size` bytes each, checked against what is left so
   // that a corrupt count cannot ask for a huge allocation.
-  std::size_t count(std::string_view field, std::size_t min_size) {
+  std::size_t count(field_name field, std::size_t min_size) {
     const auto n = u32(field);
     if (ok() && static_cast<std::uint64_t>(n) * min_size > remaining()) {
       fail_at(pos_ - 4, field,
@@ -156,7 +171,7 @@ class byte_reader {
     return n;
   }
   template <class T>
-  std::vector<T> array4(std::string_view field, bool keep) {
+  std::vector<T> array4(field_name field, bool keep) {
     static_assert(sizeof(T) == 4 && std::is_trivially_copyable_v<T>);
     const auto n = count(field, 4);
     std::vector<T> values;
@@ -203,7 +218,7 @@ class byte_reader {
   }
 
  private:
-  bool need(std::size_t n, std::string_view field) {
+  bool need(std::size_t n, field_name field) {
     if (!ok()) {
       return false;
     }
@@ -215,11 +230,11 @@ class byte_reader {
     }
     return true;
   }
-  void fail_at(std::size_t offset, std::string_view field, const std::string& message) {
-    fail("byte " + std::to_string(offset) + " ('" + std::string(field) + "'): " + message);
+  void fail_at(std::size_t offset, field_name field, const std::string& message) {
+    fail("byte " + std::to_string(offset) + " ('" + field.str() + "'): " + message);
   }
   template <class U>
-  U fixed(std::string_view field) {
+  U fixed(field_name field) {
     if (!need(sizeof(U), field)) {
       return 0;
     }
@@ -237,397 +252,384 @@ class byte_reader {
   std::string error_;
 };
 
-// ---- group
-// ---------------------------------------------------------------------------------------
+// ---- the records' fields, generically
+// ----------------------------------------------------------------------------------------------
+//
+// One pass writes a record's version-1 fields, nested records and their lists included. Then, for
+// each later format version and each field of that version in listed order, one pass over the whole
+// record writes that field wherever it occurs (a turn's speedup, in a group: every turn's, in
+// rollout and turn order): the layout every version so far has had, kept so that older bytes read
+// unchanged.
 
-void write_turn(byte_writer& w, const turn_record& t) {
-  w.array4(t.input_tokens);
-  w.array4(t.output_tokens);
-  w.array4(t.output_logprobs);
-  w.str(t.text);
-  w.boolean(t.code_hash.has_value());
-  if (t.code_hash) {
-    w.str(*t.code_hash);
-  }
-  w.enumeration(t.verdict);
-  w.boolean(t.passed);
-  w.str(t.feedback);
-  w.f64(t.timings.generation_ms);
-  w.f64(t.timings.compile_ms);
-  w.f64(t.timings.run_ms);
-  w.f64(t.timings.generation_queue_ms);
-  w.f64(t.timings.compile_queue_ms);
-  w.f64(t.timings.run_queue_ms);
-  w.u64(t.weight_version);
-  w.enumeration(t.finish);
-  w.str(t.endpoint);
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_map : std::false_type {};
+template <class K, class V>
+struct is_map<std::map<K, V>> : std::true_type {};
+
+// Arrays of 4-byte numbers (token ids, log-probs, slots) are copied whole.
+template <class T>
+struct is_array4 : std::false_type {};
+template <class T>
+struct is_array4<std::vector<T>> : std::bool_constant<std::is_arithmetic_v<T> && sizeof(T) == 4> {};
+
+template <class F>
+using field_value_t = std::remove_cvref_t<decltype(std::declval<F>().value)>;
+
+template <class F>
+constexpr bool has_legacy =
+    !std::is_same_v<std::remove_cvref_t<decltype(std::declval<F>().legacy)>, no_legacy>;
+
+template <class E>
+E enum_max(const field_options& options) {
+  return options.enum_max >= 0 ? static_cast<E>(options.enum_max)
+                               : static_cast<E>(enum_names::count<E>() - 1);
 }
 
-// The smallest encoded turn and rollout (all vectors and strings empty), for count checks.
-constexpr std::size_t min_turn_bytes = 3 * 4 + 4 + 1 + 1 + 1 + 4 + 6 * 8 + 8 + 1 + 4;
-constexpr std::size_t min_rollout_bytes = 4 + 4 + 4 + 4 + 8 + 8 + 1 + 4;
-
-turn_record read_turn(byte_reader& r, bool tokens) {
-  turn_record t;
-  t.input_tokens = r.array4<token_id>("input_tokens", tokens);
-  t.output_tokens = r.array4<token_id>("output_tokens", tokens);
-  t.output_logprobs = r.array4<float>("output_logprobs", tokens);
-  t.text = r.str("text");
-  if (r.boolean("code_hash present")) {
-    t.code_hash = r.str("code_hash");
-  }
-  t.verdict = r.enumeration("verdict", verdict_category::wrong_answer);
-  t.passed = r.boolean("passed");
-  t.feedback = r.str("feedback");
-  t.timings.generation_ms = r.f64("generation_ms");
-  t.timings.compile_ms = r.f64("compile_ms");
-  t.timings.run_ms = r.f64("run_ms");
-  t.timings.generation_queue_ms = r.f64("generation_queue_ms");
-  t.timings.compile_queue_ms = r.f64("compile_queue_ms");
-  t.timings.run_queue_ms = r.f64("run_queue_ms");
-  t.weight_version = r.u64("weight_version");
-  // `other` is never stored: the generator records it as `stop` (actors/generator.cpp).
-  t.finish = r.enumeration("finish_reason", finish_reason::error);
-  t.endpoint = r.str("endpoint");
-  return t;
-}
-
-// Format version 6: a turn's weight segments, after everything older versions wrote.
-void write_segments(byte_writer& w, const turn_record& t) {
-  w.count(t.weight_segments.size());
-  for (const auto& s : t.weight_segments) {
-    w.u32(s.first);
-    w.u64(s.version);
-  }
-}
-
-constexpr std::size_t segment_bytes = 4 + 8;
-
-void read_segments(byte_reader& r, std::uint8_t version, turn_record& t) {
-  if (version < 6) {
-    // Before in-flight updates one version sampled the whole turn.
-    t.weight_segments = {{0, t.weight_version}};
-    return;
-  }
-  const auto n = r.count("turn.weight_segments", segment_bytes);
-  t.weight_segments.resize(n);
-  for (auto& s : t.weight_segments) {
-    s.first = r.u32("turn.weight_segment.first");
-    s.version = r.u64("turn.weight_segment.version");
+// The fewest bytes a T takes (its version-1 fields), for count checks: a corrupt count must not ask
+// for a huge allocation.
+template <class T>
+std::size_t min_bytes(const field_options& options = {}) {
+  if constexpr (described_record<T>) {
+    static const std::size_t n = [] {
+      std::size_t sum = 0;
+      T x{};
+      for_each_field(x, [&](auto& f) {
+        if (f.options.stored && f.options.since == 1) {
+          sum += min_bytes<field_value_t<decltype(f)>>(f.options);
+        }
+      });
+      return sum;
+    }();
+    return n;
+  } else if constexpr (is_optional<T>::value) {
+    return 1 + (options.padded ? min_bytes<typename T::value_type>() : 0);
+  } else if constexpr (std::is_same_v<T, std::string> || is_vector<T>::value || is_map<T>::value) {
+    return 4;
+  } else {
+    static_assert(std::is_arithmetic_v<T> || std::is_enum_v<T>);
+    return sizeof(T);
   }
 }
 
-std::size_t encoded_size_hint(const group_record& g) {
-  std::size_t n = 128 + g.run_id.size() + g.task_id.size();
-  for (const auto& r : g.rollouts) {
-    n += min_rollout_bytes;
-    for (const auto& t : r.turns) {
-      n += min_turn_bytes + 8 +
-           4 * (t.input_tokens.size() + t.output_tokens.size() + t.output_logprobs.size()) +
-           t.text.size() + t.feedback.size() + t.endpoint.size() +
-           (t.code_hash ? t.code_hash->size() + 4 : 0) + 4 +
-           segment_bytes * t.weight_segments.size();
+class record_writer {
+ public:
+  explicit record_writer(record_kind kind) : w_(kind) {}
+
+  template <class R>
+  std::string encode(const R& root) && {
+    base(root);
+    for (std::uint8_t version = 2; version <= trajectory_format_version; ++version) {
+      for (std::size_t k = 0;; ++k) {
+        bool found = false;
+        late(root, version, k, found);
+        if (!found) {
+          break;
+        }
+      }
+    }
+    return std::move(w_).take();
+  }
+
+ private:
+  template <class R>
+  void base(const R& r) {
+    for_each_field(r, [&](const auto& f) {
+      if (f.options.stored && f.options.since == 1) {
+        value(f.value, f.options);
+      }
+    });
+  }
+
+  // The k-th field of `version` in r and in every record nested in its version-1 fields.
+  template <class R>
+  void late(const R& r, std::uint8_t version, std::size_t k, bool& found) {
+    std::size_t index = 0;
+    for_each_field(r, [&](const auto& f) {
+      using T = field_value_t<decltype(f)>;
+      if (!f.options.stored) {
+        return;
+      }
+      if (f.options.since == version) {
+        if (index++ == k) {
+          value(f.value, f.options);
+          found = true;
+        }
+      } else if (f.options.since == 1) {
+        if constexpr (described_record<T>) {
+          late(f.value, version, k, found);
+        } else if constexpr (is_vector<T>::value) {
+          if constexpr (described_record<typename T::value_type>) {
+            for (const auto& e : f.value) {
+              late(e, version, k, found);
+            }
+          }
+        }
+      }
+    });
+  }
+
+  template <class T>
+  void value(const T& v, const field_options& options) {
+    if constexpr (described_record<T>) {
+      base(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      w_.boolean(v);
+    } else if constexpr (std::is_enum_v<T>) {
+      w_.enumeration(v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      w_.str(v);
+    } else if constexpr (is_array4<T>::value) {
+      w_.array4(v);
+    } else if constexpr (is_vector<T>::value) {
+      w_.count(v.size());
+      for (const auto& e : v) {
+        value(e, {});
+      }
+    } else if constexpr (is_optional<T>::value) {
+      w_.boolean(v.has_value());
+      if (options.padded) {
+        value(v.value_or(typename T::value_type{}), {});
+      } else if (v) {
+        value(*v, {});
+      }
+    } else if constexpr (is_map<T>::value) {
+      w_.count(v.size());
+      for (const auto& [key, mapped] : v) {
+        value(key, {});
+        value(mapped, {});
+      }
+    } else {
+      static_assert(std::is_arithmetic_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
+      if constexpr (std::is_floating_point_v<T>) {
+        static_assert(sizeof(T) == 8);
+        w_.f64(v);
+      } else if constexpr (sizeof(T) == 4) {
+        w_.u32(static_cast<std::uint32_t>(v));
+      } else {
+        w_.u64(static_cast<std::uint64_t>(v));
+      }
     }
   }
-  return n;
+
+  byte_writer w_;
+};
+
+class record_reader {
+ public:
+  record_reader(std::string_view bytes, std::string_view what, bool tokens)
+      : r_(bytes, what), tokens_(tokens) {}
+
+  template <class R>
+  status decode(R& root, record_kind kind) {
+    const auto version = r_.header(kind);
+    base(root, {});
+    for (std::uint8_t v = 2; v <= version && r_.ok(); ++v) {
+      for (std::size_t k = 0; r_.ok(); ++k) {
+        bool found = false;
+        late(root, {}, v, k, found);
+        if (!found) {
+          break;
+        }
+      }
+    }
+    if (r_.ok()) {
+      upgrade(root, version);
+    }
+    return r_.finish();
+  }
+
+ private:
+  // `prefix` names the record in errors: the element name of the list it is in.
+  template <class R>
+  void base(R& r, std::string_view prefix) {
+    for_each_field(r, [&](auto& f) {
+      if (f.options.stored && f.options.since == 1 && r_.ok()) {
+        value(f.value, f.options, {prefix, f.name});
+      }
+    });
+  }
+
+  template <class R>
+  void late(R& r, std::string_view prefix, std::uint8_t version, std::size_t k, bool& found) {
+    std::size_t index = 0;
+    for_each_field(r, [&](auto& f) {
+      using T = field_value_t<decltype(f)>;
+      if (!f.options.stored || !r_.ok()) {
+        return;
+      }
+      if (f.options.since == version) {
+        if (index++ == k) {
+          value(f.value, f.options, {prefix, f.name});
+          found = true;
+        }
+      } else if (f.options.since == 1) {
+        if constexpr (described_record<T>) {
+          late(f.value, prefix, version, k, found);
+        } else if constexpr (is_vector<T>::value) {
+          if constexpr (described_record<typename T::value_type>) {
+            for (auto& e : f.value) {
+              late(e, element_of(f.name, f.options), version, k, found);
+            }
+          }
+        }
+      }
+    });
+  }
+
+  // Fields newer than the record take what such a record means (their legacy value, if any).
+  template <class R>
+  void upgrade(R& r, std::uint8_t version) {
+    for_each_field(r, [&](auto& f) {
+      using F = std::remove_cvref_t<decltype(f)>;
+      using T = field_value_t<F>;
+      if constexpr (has_legacy<F>) {
+        if (f.options.since > version) {
+          f.value = f.legacy();
+        }
+      }
+      if (f.options.since == 1) {
+        if constexpr (described_record<T>) {
+          upgrade(f.value, version);
+        } else if constexpr (is_vector<T>::value) {
+          if constexpr (described_record<typename T::value_type>) {
+            for (auto& e : f.value) {
+              upgrade(e, version);
+            }
+          }
+        }
+      }
+    });
+  }
+
+  template <class T>
+  void value(T& v, const field_options& options, field_name name) {
+    if constexpr (described_record<T>) {
+      base(v, name.prefix);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      v = r_.boolean(name);
+    } else if constexpr (std::is_enum_v<T>) {
+      v = r_.enumeration(name, enum_max<T>(options));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      v = r_.str(name);
+    } else if constexpr (is_array4<T>::value) {
+      v = r_.array4<typename T::value_type>(name, tokens_ || !options.tokens);
+    } else if constexpr (is_vector<T>::value) {
+      using E = typename T::value_type;
+      const auto n = r_.count(name, min_bytes<E>());
+      v.clear();
+      v.reserve(n);
+      for (std::size_t i = 0; i < n && r_.ok(); ++i) {
+        E e{};
+        if constexpr (described_record<E>) {
+          base(e, element_of(name.name, options));
+        } else {
+          value(e, {}, name);
+        }
+        v.push_back(std::move(e));
+      }
+    } else if constexpr (is_optional<T>::value) {
+      const bool present = r_.boolean(name);
+      if (present || options.padded) {
+        typename T::value_type e{};
+        value(e, {}, name);
+        if (present) {
+          v = std::move(e);
+        }
+      }
+    } else if constexpr (is_map<T>::value) {
+      const auto n =
+          r_.count(name, min_bytes<typename T::key_type>() + min_bytes<typename T::mapped_type>());
+      v.clear();
+      for (std::size_t i = 0; i < n && r_.ok(); ++i) {
+        typename T::key_type key{};
+        typename T::mapped_type mapped{};
+        value(key, {}, name);
+        value(mapped, {}, name);
+        v[std::move(key)] = std::move(mapped);
+      }
+      if (r_.ok() && v.size() != n) {
+        r_.fail("a name appears twice in '" + name.str() + "'");
+      }
+    } else {
+      static_assert(std::is_arithmetic_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
+      if constexpr (std::is_floating_point_v<T>) {
+        v = r_.f64(name);
+      } else if constexpr (sizeof(T) == 4) {
+        v = static_cast<T>(r_.u32(name));
+      } else {
+        v = static_cast<T>(r_.u64(name));
+      }
+    }
+  }
+
+  static std::string_view element_of(std::string_view name, const field_options& options) {
+    return options.element.empty() ? name : options.element;
+  }
+
+  byte_reader r_;
+  bool tokens_;
+};
+
+template <class R>
+std::string encode_record(record_kind kind, const R& record) {
+  return record_writer(kind).encode(record);
+}
+
+template <class R>
+result<R> decode_record(std::string_view bytes, record_kind kind, std::string_view what,
+                        bool tokens = true) {
+  R record{};
+  record_reader reader(bytes, what, tokens);
+  if (auto s = reader.decode(record, kind); !s) {
+    return s.err();
+  }
+  return record;
 }
 
 }  // namespace
 
-// ---- encoding
-// ------------------------------------------------------------------------------------
-
-std::string encode(const group_record& g) {
-  byte_writer w(record_kind::group);
-  w.reserve(encoded_size_hint(g));
-  w.str(g.run_id);
-  w.u64(g.step);
-  w.enumeration(g.split);
-  w.u32(g.group_index);
-  w.str(g.task_id);
-  w.i32(g.max_turns);
-  w.enumeration(g.gate);
-  w.i32(g.n_fail);
-  w.i32(g.thresholds.lo);
-  w.i32(g.thresholds.hi);
-  w.boolean(g.probe);
-  w.i64(g.started_unix_ms);
-  w.i64(g.gated_unix_ms);
-  w.i64(g.finished_unix_ms);
-  w.count(g.rollouts.size());
-  for (const auto& r : g.rollouts) {
-    w.u32(r.index);
-    w.i32(r.outcome.passed_at_turn);
-    w.i32(r.outcome.generated_turns);
-    w.i32(r.rank);
-    w.f64(r.reward);
-    w.f64(r.advantage);
-    w.boolean(r.truncated);
-    w.count(r.turns.size());
-    for (const auto& t : r.turns) {
-      write_turn(w, t);
-    }
-  }
-  w.boolean(g.weight_version.has_value());
-  w.u64(g.weight_version.value_or(0));
-  for (const auto& r : g.rollouts) {
-    for (const auto& t : r.turns) {
-      w.f64(t.speedup);
-    }
-  }
-  for (const auto& r : g.rollouts) {
-    for (const auto& t : r.turns) {
-      w.f64(t.speedup_noise);
-    }
-  }
-  for (const auto& r : g.rollouts) {
-    for (const auto& t : r.turns) {
-      w.f64(t.compiled_speedup);
-    }
-  }
-  for (const auto& r : g.rollouts) {
-    for (const auto& t : r.turns) {
-      w.f64(t.compiled_speedup_noise);
-    }
-  }
-  for (const auto& r : g.rollouts) {
-    for (const auto& t : r.turns) {
-      write_segments(w, t);
-    }
-  }
-  return std::move(w).take();
+std::string encode(const group_record& group) { return encode_record(record_kind::group, group); }
+std::string encode(const step_record& step) { return encode_record(record_kind::step, step); }
+std::string encode(const run_record& run) { return encode_record(record_kind::run, run); }
+std::string encode(const turn_record& turn) { return encode_record(record_kind::turn, turn); }
+std::string encode(const retry_step_record& retry) {
+  return encode_record(record_kind::retry, retry);
+}
+std::string encode(const partial_carry_record& carry) {
+  return encode_record(record_kind::carry, carry);
+}
+std::string encode(const turn_profile_record& profile) {
+  return encode_record(record_kind::profile, profile);
 }
 
 result<group_record> decode_group(std::string_view bytes, decode_options options) {
-  byte_reader r(bytes, "group");
-  group_record g;
-  const auto version = r.header(record_kind::group);
-  g.run_id = r.str("run_id");
-  g.step = r.u64("step");
-  g.split = r.enumeration("split", split_kind::validation);
-  g.group_index = r.u32("group_index");
-  g.task_id = r.str("task_id");
-  g.max_turns = r.i32("max_turns");
-  g.gate = r.enumeration("gate", gate_decision::open);
-  g.n_fail = r.i32("n_fail");
-  g.thresholds.lo = r.i32("thresholds.lo");
-  g.thresholds.hi = r.i32("thresholds.hi");
-  g.probe = r.boolean("probe");
-  g.started_unix_ms = r.i64("started_unix_ms");
-  g.gated_unix_ms = r.i64("gated_unix_ms");
-  g.finished_unix_ms = r.i64("finished_unix_ms");
-  const auto rollouts = r.count("rollouts", min_rollout_bytes);
-  g.rollouts.resize(rollouts);
-  for (auto& ro : g.rollouts) {
-    ro.index = r.u32("rollout.index");
-    ro.outcome.passed_at_turn = r.i32("rollout.passed_at_turn");
-    ro.outcome.generated_turns = r.i32("rollout.generated_turns");
-    ro.rank = r.i32("rollout.rank");
-    ro.reward = r.f64("rollout.reward");
-    ro.advantage = r.f64("rollout.advantage");
-    ro.truncated = r.boolean("rollout.truncated");
-    const auto turns = r.count("rollout.turns", min_turn_bytes);
-    ro.turns.reserve(turns);
-    for (std::size_t i = 0; i < turns && r.ok(); ++i) {
-      ro.turns.push_back(read_turn(r, options.tokens));
-    }
-    if (!r.ok()) {
-      break;
-    }
-  }
-  if (version >= 2) {
-    const bool measured = r.boolean("weight_version present");
-    const auto value = r.u64("weight_version");
-    if (measured) {
-      g.weight_version = value;
-    }
-  }
-  if (version >= 3) {
-    for (auto& ro : g.rollouts) {
-      for (auto& t : ro.turns) {
-        t.speedup = r.f64("turn.speedup");
-      }
-    }
-  }
-  if (version >= 4) {
-    for (auto& ro : g.rollouts) {
-      for (auto& t : ro.turns) {
-        t.speedup_noise = r.f64("turn.speedup_noise");
-      }
-    }
-  }
-  if (version >= 5) {
-    for (auto& ro : g.rollouts) {
-      for (auto& t : ro.turns) {
-        t.compiled_speedup = r.f64("turn.compiled_speedup");
-      }
-    }
-    for (auto& ro : g.rollouts) {
-      for (auto& t : ro.turns) {
-        t.compiled_speedup_noise = r.f64("turn.compiled_speedup_noise");
-      }
-    }
-  }
-  for (auto& ro : g.rollouts) {
-    for (auto& t : ro.turns) {
-      read_segments(r, version, t);
-    }
-  }
-  if (auto s = r.finish(); !s) {
-    return s.err();
-  }
-  return g;
+  return decode_record<group_record>(bytes, record_kind::group, "group", options.tokens);
 }
-
-std::string encode(const turn_record& t) {
-  byte_writer w(record_kind::turn);
-  write_turn(w, t);
-  w.f64(t.speedup);
-  w.f64(t.speedup_noise);
-  w.f64(t.compiled_speedup);
-  w.f64(t.compiled_speedup_noise);
-  write_segments(w, t);
-  return std::move(w).take();
+result<step_record> decode_step(std::string_view bytes) {
+  return decode_record<step_record>(bytes, record_kind::step, "step");
 }
-
+result<run_record> decode_run(std::string_view bytes) {
+  return decode_record<run_record>(bytes, record_kind::run, "run");
+}
 result<turn_record> decode_turn(std::string_view bytes) {
-  byte_reader r(bytes, "turn");
-  const auto version = r.header(record_kind::turn);
-  auto t = read_turn(r, true);
-  if (version >= 3) {
-    t.speedup = r.f64("speedup");
-  }
-  if (version >= 4) {
-    t.speedup_noise = r.f64("speedup_noise");
-  }
-  if (version >= 5) {
-    t.compiled_speedup = r.f64("compiled_speedup");
-    t.compiled_speedup_noise = r.f64("compiled_speedup_noise");
-  }
-  read_segments(r, version, t);
-  if (auto s = r.finish(); !s) {
-    return s.err();
-  }
-  return t;
+  return decode_record<turn_record>(bytes, record_kind::turn, "turn");
 }
-
-// ---- retry buffer
-// --------------------------------------------------------------------------------------
-
-namespace {
-
-void write_counts(byte_writer& w, const retry_counts& c) {
-  w.u32(c.admitted);
-  w.u32(c.requeued);
-  w.u32(c.recovered);
-  w.u32(c.exhausted);
-  w.u32(c.evicted);
-}
-
-retry_counts read_counts(byte_reader& r) {
-  retry_counts c;
-  c.admitted = r.u32("admitted");
-  c.requeued = r.u32("requeued");
-  c.recovered = r.u32("recovered");
-  c.exhausted = r.u32("exhausted");
-  c.evicted = r.u32("evicted");
-  return c;
-}
-
-constexpr std::size_t retry_entry_bytes = 3 * 8 + 4;
-
-}  // namespace
-
-std::string encode(const retry_step_record& rec) {
-  byte_writer w(record_kind::retry);
-  w.u64(rec.step);
-  write_counts(w, rec.counts);
-  w.count(rec.retried.size());
-  for (auto g : rec.retried) {
-    w.u32(g);
-  }
-  write_counts(w, rec.buffer.total);
-  w.count(rec.buffer.entries.size());
-  for (const auto& e : rec.buffer.entries) {
-    w.u64(e.task);
-    w.u64(e.first_step);
-    w.u64(e.failed_step);
-    w.u32(e.attempts);
-  }
-  return std::move(w).take();
-}
-
 result<retry_step_record> decode_retry(std::string_view bytes) {
-  byte_reader r(bytes, "retry");
-  r.header(record_kind::retry);
-  retry_step_record rec;
-  rec.step = r.u64("step");
-  rec.counts = read_counts(r);
-  const auto retried = r.count("retried", 4);
-  for (std::size_t i = 0; i < retried && r.ok(); ++i) {
-    rec.retried.push_back(r.u32("retried slot"));
-  }
-  rec.buffer.total = read_counts(r);
-  const auto entries = r.count("entries", retry_entry_bytes);
-  for (std::size_t i = 0; i < entries && r.ok(); ++i) {
-    retry_entry e;
-    e.task = r.u64("entry.task");
-    e.first_step = r.u64("entry.first_step");
-    e.failed_step = r.u64("entry.failed_step");
-    e.attempts = r.u32("entry.attempts");
-    rec.buffer.entries.push_back(e);
-  }
-  if (auto s = r.finish(); !s) {
-    return s.err();
-  }
-  return rec;
+  return decode_record<retry_step_record>(bytes, record_kind::retry, "retry");
 }
-
-// ---- carry decision
-// --------------------------------------------------------------------------------------
-
-namespace {
-
-// origin step, group, task, task id's count, sampled version, complete.
-constexpr std::size_t carried_group_min_bytes = 8 + 4 + 8 + 4 + 8 + 1;
-
-}  // namespace
-
-std::string encode(const partial_carry_record& rec) {
-  byte_writer w(record_kind::carry);
-  w.u64(rec.step);
-  w.count(rec.groups.size());
-  for (const auto& g : rec.groups) {
-    w.u64(g.origin_step);
-    w.u32(g.group);
-    w.u64(g.task);
-    w.str(g.task_id);
-    w.u64(g.sampled_version);
-    w.boolean(g.complete);
-  }
-  return std::move(w).take();
-}
-
 result<partial_carry_record> decode_carry(std::string_view bytes) {
-  byte_reader r(bytes, "carry");
-  r.header(record_kind::carry);
-  partial_carry_record rec;
-  rec.step = r.u64("step");
-  const auto groups = r.count("groups", carried_group_min_bytes);
-  for (std::size_t i = 0; i < groups && r.ok(); ++i) {
-    carried_group g;
-    g.origin_step = r.u64("group.origin_step");
-    g.group = r.u32("group.group");
-    g.task = r.u64("group.task");
-    g.task_id = r.str("group.task_id");
-    g.sampled_version = r.u64("group.sampled_version");
-    g.complete = r.boolean("group.complete");
-    rec.groups.push_back(std::move(g));
-  }
-  if (auto s = r.finish(); !s) {
-    return s.err();
-  }
-  return rec;
+  return decode_record<partial_carry_record>(bytes, record_kind::carry, "carry");
+}
+result<turn_profile_record> decode_profile(std::string_view bytes) {
+  return decode_record<turn_profile_record>(bytes, record_kind::profile, "profile");
 }
 
 // ---- optimisation decision
@@ -647,147 +649,6 @@ result<optimise_decision> decode_optimise(std::string_view bytes) {
     return s.err();
   }
   return decision;
-}
-
-// ---- turn profile
-// --------------------------------------------------------------------------------------
-
-namespace {
-
-// name's count, duration, bottleneck's count, findings' count.
-constexpr std::size_t kernel_profile_min_bytes = 4 + 8 + 4 + 4;
-
-}  // namespace
-
-std::string encode(const turn_profile_record& profile) {
-  byte_writer w(record_kind::profile);
-  w.count(profile.kernels.size());
-  for (const auto& k : profile.kernels) {
-    w.str(k.name);
-    w.f64(k.duration_ns);
-    w.str(k.bottleneck);
-    w.count(k.findings.size());
-    for (const auto& f : k.findings) {
-      w.str(f);
-    }
-  }
-  w.str(profile.note);
-  w.f64(profile.seconds);
-  return std::move(w).take();
-}
-
-result<turn_profile_record> decode_profile(std::string_view bytes) {
-  byte_reader r(bytes, "profile");
-  r.header(record_kind::profile);
-  turn_profile_record rec;
-  const auto kernels = r.count("kernels", kernel_profile_min_bytes);
-  for (std::size_t i = 0; i < kernels && r.ok(); ++i) {
-    kernel_profile k;
-    k.name = r.str("kernel.name");
-    k.duration_ns = r.f64("kernel.duration_ns");
-    k.bottleneck = r.str("kernel.bottleneck");
-    const auto findings = r.count("kernel.findings", 4);
-    for (std::size_t j = 0; j < findings && r.ok(); ++j) {
-      k.findings.push_back(r.str("kernel.finding"));
-    }
-    rec.kernels.push_back(std::move(k));
-  }
-  rec.note = r.str("note");
-  rec.seconds = r.f64("seconds");
-  if (auto s = r.finish(); !s) {
-    return s.err();
-  }
-  return rec;
-}
-
-std::string encode(const step_record& s) {
-  byte_writer w(record_kind::step);
-  w.str(s.run_id);
-  w.u64(s.step);
-  w.u64(s.weight_version);
-  w.i64(s.started_unix_ms);
-  w.i64(s.finished_unix_ms);
-  w.f64(s.timings.wall_ms);
-  w.f64(s.timings.generation_ms);
-  w.f64(s.timings.compile_ms);
-  w.f64(s.timings.run_ms);
-  w.f64(s.timings.learner_ms);
-  w.f64(s.timings.idle_ms);
-  w.u32(s.counts.groups);
-  w.u32(s.counts.activated_groups);
-  w.u32(s.counts.probe_groups);
-  w.u32(s.counts.rollouts);
-  w.u32(s.counts.passed_rollouts);
-  w.u32(s.counts.turns);
-  w.u32(s.counts.verifier_jobs);
-  w.u64(s.counts.generated_tokens);
-  w.count(s.metrics.size());
-  for (const auto& [name, value] : s.metrics) {
-    w.str(name);
-    w.f64(value);
-  }
-  return std::move(w).take();
-}
-
-result<step_record> decode_step(std::string_view bytes) {
-  byte_reader r(bytes, "step");
-  step_record s;
-  r.header(record_kind::step);
-  s.run_id = r.str("run_id");
-  s.step = r.u64("step");
-  s.weight_version = r.u64("weight_version");
-  s.started_unix_ms = r.i64("started_unix_ms");
-  s.finished_unix_ms = r.i64("finished_unix_ms");
-  s.timings.wall_ms = r.f64("wall_ms");
-  s.timings.generation_ms = r.f64("generation_ms");
-  s.timings.compile_ms = r.f64("compile_ms");
-  s.timings.run_ms = r.f64("run_ms");
-  s.timings.learner_ms = r.f64("learner_ms");
-  s.timings.idle_ms = r.f64("idle_ms");
-  s.counts.groups = r.u32("groups");
-  s.counts.activated_groups = r.u32("activated_groups");
-  s.counts.probe_groups = r.u32("probe_groups");
-  s.counts.rollouts = r.u32("rollouts");
-  s.counts.passed_rollouts = r.u32("passed_rollouts");
-  s.counts.turns = r.u32("turns");
-  s.counts.verifier_jobs = r.u32("verifier_jobs");
-  s.counts.generated_tokens = r.u64("generated_tokens");
-  const auto metrics = r.count("metrics", 4 + 8);
-  for (std::size_t i = 0; i < metrics && r.ok(); ++i) {
-    auto name = r.str("metric name");
-    const double value = r.f64("metric value");
-    s.metrics[std::move(name)] = value;
-  }
-  if (r.ok() && s.metrics.size() != metrics) {
-    r.fail("a metric name appears twice");
-  }
-  if (auto st = r.finish(); !st) {
-    return st.err();
-  }
-  return s;
-}
-
-std::string encode(const run_record& run) {
-  byte_writer w(record_kind::run);
-  w.str(run.id);
-  w.str(run.config_yaml);
-  w.i64(run.created_unix_ms);
-  w.enumeration(run.status);
-  return std::move(w).take();
-}
-
-result<run_record> decode_run(std::string_view bytes) {
-  byte_reader r(bytes, "run");
-  run_record run;
-  r.header(record_kind::run);
-  run.id = r.str("id");
-  run.config_yaml = r.str("config_yaml");
-  run.created_unix_ms = r.i64("created_unix_ms");
-  run.status = r.enumeration("status", run_status::interrupted);
-  if (auto st = r.finish(); !st) {
-    return st.err();
-  }
-  return run;
 }
 
 }  // namespace leap
