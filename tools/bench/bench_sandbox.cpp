@@ -263,7 +263,8 @@ leap::result<std::vector<batch_line>> read_batch(const fs::path& dir) {
 }
 
 struct batch_item {
-  std::string label;  // candidate file, copy and variant
+  std::string label;   // candidate file, copy and variant
+  std::string source;  // problem and candidate file: the line it came from
   std::string klass;
   std::string expected;
   std::shared_ptr<const task> t;
@@ -304,6 +305,7 @@ leap::result<std::vector<batch_item>> batch_items(const std::vector<batch_line>&
       batch_item b;
       b.label = l.problem.stem().string() + "/" + l.candidate.filename().string() + " v" + variant +
                 " #" + std::to_string(copy);
+      b.source = l.problem.stem().string() + "/" + l.candidate.filename().string();
       b.klass = l.klass;
       b.expected = l.expected;
       b.t = tasks[l.problem];
@@ -452,6 +454,7 @@ int run_batch(const batch_options& o,
 
   struct record {
     leap::result<verdict> v = leap::error{"no verdict"};
+    double submitted_s = 0;
     double done_s = 0;
   };
   std::vector<record> records(static_cast<std::size_t>(n));
@@ -496,19 +499,24 @@ int run_batch(const batch_options& o,
   int submitted = 0;
   double last_done_s = 0;
   for (; submitted < n; ++submitted) {
-    if (o.max_seconds > 0 && seconds() >= o.max_seconds) {
-      break;
-    }
     if (o.in_flight > 0) {
       std::unique_lock lock(mutex);
       all_done.wait(lock, [&] { return submitted - finished < o.in_flight; });
     }
+    if (o.max_seconds > 0 && seconds() >= o.max_seconds) {
+      break;  // checked after waiting for room: the wait may pass the deadline
+    }
     const int i = submitted;
     const auto& item = (*items)[static_cast<std::size_t>(i)];
+    {
+      std::lock_guard lock(mutex);
+      records[static_cast<std::size_t>(i)].submitted_s = seconds();
+    }
     (*v)->submit(item.t, item.answer, [&, i](leap::result<verdict> r) {
       const double at = seconds();
       std::lock_guard lock(mutex);
-      records[static_cast<std::size_t>(i)] = {std::move(r), at};
+      records[static_cast<std::size_t>(i)].v = std::move(r);
+      records[static_cast<std::size_t>(i)].done_s = at;
       last_done_s = std::max(last_done_s, at);
       ++finished;
       all_done.notify_all();
@@ -587,6 +595,39 @@ int run_batch(const batch_options& o,
       "that; slot time outside run_ms counts as free): %.1f%%; free while one waited: "
       "%.1f s\n",
       100.0 * derived.busy_slot_s / std::max(wall, 1e-9), derived.idle_waiting_s);
+  if (submitted < n && o.in_flight == 1) {
+    // One at a time, the whole batch takes the sum of its candidates' latencies: each estimated
+    // by the mean of those verified from its line (else its class, else all).
+    std::map<std::string, std::pair<double, int>> by_source, by_klass;
+    std::pair<double, int> all{0, 0};
+    for (int i = 0; i < submitted; ++i) {
+      const auto& item = (*items)[static_cast<std::size_t>(i)];
+      const auto& r = records[static_cast<std::size_t>(i)];
+      const double s = r.done_s - r.submitted_s;
+      for (auto* p : {&by_source[item.source], &by_klass[item.klass], &all}) {
+        p->first += s;
+        ++p->second;
+      }
+    }
+    double projected = 0;
+    int guessed = 0;
+    for (const auto& item : *items) {
+      const auto mean = [](const std::pair<double, int>& p) { return p.first / p.second; };
+      if (by_source.contains(item.source)) {
+        projected += mean(by_source[item.source]);
+      } else if (by_klass.contains(item.klass)) {
+        projected += mean(by_klass[item.klass]);
+        ++guessed;
+      } else {
+        projected += mean(all);
+        ++guessed;
+      }
+    }
+    std::printf(
+        "projected for all %d one at a time (each the mean latency of its line's verified "
+        "candidates; %d from their class's or the overall mean): %.0f s, %.2f verifications/min\n",
+        n, guessed, projected, n / std::max(projected, 1e-9) * 60.0);
+  }
   if (!mismatches.empty()) {
     std::printf(
         "\n%zu of %d verdicts are not the expected ones:\ncandidate | class | expected | "

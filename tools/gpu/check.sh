@@ -23,11 +23,12 @@
 #     kbbatch  the KernelBench batch (issue 30): bench_sandbox --batch over
 #             tools/bench/kernelbench_batch/gpu (64 candidates: load_inline CUDA, Triton,
 #             PyTorch-only, wrong and crashing, 4 problems of levels 1 and 2), 16 compile workers,
-#             one GPU run slot, built for this tree and BASE_SRC and run base then new. The base
-#             builds every extension in its run (a minute each), so it verifies a seeded random
-#             prefix for KBBATCH_BASE_SECONDS (default 150) with 2 in flight; the new tree verifies
-#             the whole batch. KBBATCH_ARGS: more flags for both (e.g. --candidates 32);
-#             KBBATCH_NEW_ARGS for the new tree only (e.g. --run-slots 2)
+#             one GPU run slot: this tree on the whole batch (KBBATCH_CANDIDATES: a seeded random
+#             prefix), then the base (BASE_SRC, built with this tree's bench_sandbox.cpp; unset:
+#             this tree with --build-in-run), which builds every extension in its run (a minute
+#             each), so it verifies a prefix one at a time for what is left of KBBATCH_BUDGET
+#             (seconds for the whole phase, default 570) less 90 s for its last verification, at
+#             most 150 s and at least 30 s. KBBATCH_ARGS: more flags for both
 #     timing  the timing protocol's stability (a suite kernel and a KernelBench problem verified
 #             TIMING_RUNS times with --timing 20) and its agreement with do_bench and KernelBench's
 #             loop (tools/gpu/timing_check.py)
@@ -309,29 +310,35 @@ phase_sandboxbench() {
   return $rc
 }
 
-# The KernelBench batch, base (BASE_SRC) then new. The base tree builds with this tree's dev.sh and
-# bench_sandbox.cpp (as sandboxbench); the batch's files are read from this tree.
+# The KernelBench batch: new, then the base in the time left (see the header).
 phase_kbbatch() {
-  local base=/tmp/leap-sandbox-base rc=0 tree
-  [[ -n ${BASE_SRC:-} ]] || { echo "kbbatch: set BASE_SRC"; return 2; }
-  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
-  cp "$root/tools/bench/bench_sandbox.cpp" "$BASE_SRC/tools/bench/bench_sandbox.cpp"
-  for tree in new base; do
-    local dir=$build src=$root
-    [[ $tree == new ]] || { dir=$base; src=$BASE_SRC; }
-    echo "-- building bench_sandbox ($tree) at $(date -u +%H:%M:%S)"
-    LEAP_TORCH=pip LEAP_BUILD_DIR="$dir" "$src/tools/dev.sh" build bench_sandbox 2>&1 |
-      grep -E -B2 -A12 'error|FAILED' | head -20
-  done
+  local base=/tmp/leap-sandbox-base rc=0 start=$SECONDS window
   local batch=(--batch "$root/tools/bench/kernelbench_batch/gpu" --gpu 0 --workers 16
-    --python "$LEAP_SANDBOX_TEST_PYTHON")
-  echo "-- base at $(date -u +%H:%M:%S)"
-  # shellcheck disable=SC2086 # the ARGS variables are lists of flags
-  (cd "$BASE_SRC" && "$base/bin/bench_sandbox" "${batch[@]}" --in-flight 2 \
-    --max-seconds "${KBBATCH_BASE_SECONDS:-150}" ${KBBATCH_ARGS:-}) || rc=1
-  echo "-- new at $(date -u +%H:%M:%S)"
+    --candidates "${KBBATCH_CANDIDATES:-64}" --python "$LEAP_SANDBOX_TEST_PYTHON")
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build bench_sandbox 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -20
+  local base_bin=$build/bin/bench_sandbox base_src=$root base_args=(--build-in-run)
+  if [[ -n ${BASE_SRC:-} ]]; then
+    cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+    cp "$root/tools/bench/bench_sandbox.cpp" "$BASE_SRC/tools/bench/bench_sandbox.cpp"
+    LEAP_TORCH=pip LEAP_BUILD_DIR="$base" "$BASE_SRC/tools/dev.sh" build bench_sandbox 2>&1 |
+      grep -E -B2 -A12 'error|FAILED' | head -20
+    if [[ -x $base/bin/bench_sandbox ]]; then
+      base_bin=$base/bin/bench_sandbox base_src=$BASE_SRC base_args=()
+    else
+      echo "kbbatch: the base did not build: this tree with --build-in-run instead"
+    fi
+  fi
+  echo "-- new at $(date -u +%H:%M:%S) ($((SECONDS - start)) s into the phase)"
+  # shellcheck disable=SC2086 # KBBATCH_ARGS is a list of flags
+  (cd "$root" && "$build/bin/bench_sandbox" "${batch[@]}" ${KBBATCH_ARGS:-}) || rc=1
+  window=$((${KBBATCH_BUDGET:-570} - (SECONDS - start) - 90))
+  ((window <= 150)) || window=150
+  ((window >= 30)) || window=30
+  echo "-- base ${base_args[*]:-$BASE_SRC} at $(date -u +%H:%M:%S), submitting for ${window} s"
   # shellcheck disable=SC2086
-  (cd "$root" && "$build/bin/bench_sandbox" "${batch[@]}" ${KBBATCH_ARGS:-} ${KBBATCH_NEW_ARGS:-}) || rc=1
+  (cd "$base_src" && "$base_bin" "${batch[@]}" "${base_args[@]}" --in-flight 1 \
+    --max-seconds "$window" ${KBBATCH_ARGS:-}) || rc=1
   return $rc
 }
 

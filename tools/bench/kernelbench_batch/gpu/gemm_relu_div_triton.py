@@ -18,7 +18,7 @@ def gemm_relu_div_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, divisor, BLOCK_M: 
                     mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
         w = tl.load(w_ptr + rn[None, :] * K + (k + rk)[:, None],
                     mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, w)
+        acc += tl.dot(a, w, input_precision="ieee")  # fp32, as the reference (not TF32)
     acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
     acc = tl.maximum(acc, 0.0) / divisor
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
