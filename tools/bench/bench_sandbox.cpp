@@ -489,10 +489,12 @@ int run_batch(const batch_options& o,
           std::lock_guard lock(mutex);
           done_now = finished;
         }
+        // The figures so far too, so that a run cut short still says what it measured.
         std::printf(
-            "[%5.0f s] %d/%d verified; compile queue %zu, compiling %zu, run queue %zu, "
-            "running %zu\n",
-            now, done_now, n, l.compile_queued, l.compiling, l.run_queued, l.running);
+            "[%5.0f s] %d/%d verified (%.2f/min); compile queue %zu, compiling %zu, run queue %zu, "
+            "running %zu; run slots busy %.1f%%, free while one waited %.1f s\n",
+            now, done_now, n, done_now / now * 60.0, l.compile_queued, l.compiling, l.run_queued,
+            l.running, 100.0 * sampled_busy_slot_s / now, sampled_idle_waiting_s);
       }
     }
   });
