@@ -314,7 +314,7 @@ phase_sandboxbench() {
 # The KernelBench batch: the base for a fixed time, then this tree in the time left (see the
 # header).
 phase_kbbatch() {
-  local base=/tmp/leap-sandbox-base rc=0 start=$SECONDS left n
+  local base=/tmp/leap-kbbatch-base rc=0 start=$SECONDS left n
   local batch=(--batch "$root/tools/bench/kernelbench_batch/gpu" --gpu 0 --workers 16
     --python "$LEAP_SANDBOX_TEST_PYTHON")
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build bench_sandbox 2>&1 |
@@ -323,6 +323,7 @@ phase_kbbatch() {
   if [[ -n ${BASE_SRC:-} ]]; then
     cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
     cp "$root/tools/bench/bench_sandbox.cpp" "$BASE_SRC/tools/bench/bench_sandbox.cpp"
+    rm -f "$base/bin/bench_sandbox"  # so that a failed build never runs an older one
     LEAP_TORCH=pip LEAP_BUILD_DIR="$base" "$BASE_SRC/tools/dev.sh" build bench_sandbox 2>&1 |
       grep -E -B2 -A12 'error|FAILED' | head -20
     if [[ -x $base/bin/bench_sandbox ]]; then
