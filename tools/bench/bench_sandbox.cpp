@@ -13,6 +13,19 @@
 // source with the same request (the recorder runs, the library is a cache hit) and that same
 // source again (its recording reused), each with its compile/run split and build note.
 //
+// --batch DIR (issue 30): DIR/batch.txt lists KernelBench problems and candidates (their class,
+// expected verdict, copies and distinct variants; tools/bench/kernelbench_batch/gpu holds 64 over 4
+// problems, .../cpu a set for torch without CUDA, run with --cpu). All are submitted at once (or at
+// most --in-flight K at a time, none after --max-seconds S) to one verifier with --workers W
+// compile workers (default 16) and --run-slots N run slots (default 1) on --gpu N; it prints
+// progress every 10 s, then the verdicts per class, the wall time and verifications per minute, the
+// run slots' busy fraction and the time a slot was free while a compiled candidate waited
+// (verifier::load() sampled every 20 ms, and the same from the verdicts' run_ms and run_queue_ms),
+// and exits 1 when a verdict is not the expected one (a table of those). --build-in-run: extensions
+// are built in the run, as before issue 30 (where the tree has
+// engine_config::kernelbench_prebuild). Torch's precompiled header is built ahead, outside the wall
+// (--no-pch-ahead: by the first builds).
+//
 // Candidates are the task's solution made distinct by a comment, so each has its own cache key.
 // Without --task a built-in task of the kind is used. cuda runs need a GPU; without one the cuda
 // bench measures the compile side only.
@@ -21,14 +34,23 @@
 #include "tools/bench/bench_main.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -182,6 +204,447 @@ std::string answer(const task& t, int index, const std::string& salt) {
   return "```" + std::string(kind.fence) + "\n" + comment + t.solution + "```\n";
 }
 
+// Outside /tmp: the sandbox shows a build the compile cache's precompiled header only from there.
+// One per process, so that every run starts from empty caches.
+fs::path bench_cache_root() {
+  const char* home = std::getenv("HOME");
+  return (home != nullptr && *home != '\0' ? fs::path(home) / ".cache"
+                                           : default_scratch_root().parent_path()) /
+         ("leap-bench-cache-" + std::to_string(::getpid()));
+}
+
+// --- The batch mode (--batch DIR): a group of KernelBench candidates through one verifier.
+
+// One line of DIR/batch.txt: `copies` submissions of a candidate file, with @V@ replaced by
+// copy % distinct (copies of one variant repeat exactly; variants differ, so each is its own
+// build).
+struct batch_line {
+  fs::path problem;
+  fs::path candidate;
+  std::string klass;     // cuda, triton, torch, cpp, wrong, crash: what the table groups by
+  std::string expected;  // a verdict category's name
+  int copies = 1;
+  int distinct = 1;
+};
+
+leap::result<std::vector<batch_line>> read_batch(const fs::path& dir) {
+  const fs::path file = dir / "batch.txt";
+  std::ifstream in(file);
+  if (!in) {
+    return leap::error{"cannot read " + file.string()};
+  }
+  std::vector<batch_line> lines;
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string::npos || text[first] == '#') {
+      continue;
+    }
+    std::istringstream words(text);
+    std::string problem, candidate;
+    batch_line l;
+    if (!(words >> problem >> candidate >> l.klass >> l.expected >> l.copies >> l.distinct) ||
+        l.copies < 1 || l.distinct < 1) {
+      return leap::error{file.string() + ":" + std::to_string(number) +
+                         ": expected: problem candidate class expected copies distinct"};
+    }
+    if (!leap::parse_verdict_category(l.expected)) {
+      return leap::error{file.string() + ":" + std::to_string(number) + ": '" + l.expected +
+                         "' is not a verdict category"};
+    }
+    l.problem = dir / problem;
+    l.candidate = dir / candidate;
+    lines.push_back(std::move(l));
+  }
+  if (lines.empty()) {
+    return leap::error{file.string() + ": no candidates"};
+  }
+  return lines;
+}
+
+struct batch_item {
+  std::string label;   // candidate file, copy and variant
+  std::string source;  // problem and candidate file: the line it came from
+  std::string klass;
+  std::string expected;
+  std::shared_ptr<const task> t;
+  std::string answer;
+};
+
+leap::result<std::string> read_file_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return leap::error{"cannot read " + file.string()};
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The submissions in a seeded random order (the same in every build of this file: its own
+// generator and Fisher-Yates), so that a prefix of the batch, which is what a run cut short by
+// --max-seconds verifies, is a sample of every class; at most `limit` (0: all).
+leap::result<std::vector<batch_item>> batch_items(const std::vector<batch_line>& lines,
+                                                  std::size_t limit, std::uint64_t seed) {
+  std::map<fs::path, std::shared_ptr<const task>> tasks;
+  std::vector<batch_item> items;
+  for (const auto& l : lines) {
+    if (!tasks.contains(l.problem)) {
+      auto t = load_kernelbench_file(l.problem, l.problem.parent_path().filename().string());
+      if (!t) {
+        return t.err();
+      }
+      tasks[l.problem] = std::make_shared<const task>(std::move(t.value()));
+    }
+    auto text = read_file_text(l.candidate);
+    if (!text) {
+      return text.err();
+    }
+    for (int copy = 0; copy < l.copies; ++copy) {
+      const std::string variant = std::to_string(copy % l.distinct);
+      batch_item b;
+      b.label = l.problem.stem().string() + "/" + l.candidate.filename().string() + " v" + variant +
+                " #" + std::to_string(copy);
+      b.source = l.problem.stem().string() + "/" + l.candidate.filename().string();
+      b.klass = l.klass;
+      b.expected = l.expected;
+      b.t = tasks[l.problem];
+      b.answer = "```python\n" + replace_all(*text, "@V@", variant) + "```\n";
+      items.push_back(std::move(b));
+    }
+  }
+  std::uint64_t state = seed;
+  auto next = [&state] {  // SplitMix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31U);
+  };
+  for (std::size_t i = items.size(); i > 1; --i) {
+    std::swap(items[i - 1], items[next() % i]);
+  }
+  if (limit > 0 && items.size() > limit) {
+    items.resize(limit);
+  }
+  return items;
+}
+
+// Sets engine_config::kernelbench_prebuild where the tree has it (off: every extension is built in
+// the run, as before builds left the GPU slot).
+template <typename C>
+bool set_prebuild(C& c, bool on) {
+  if constexpr (requires { c.kernelbench_prebuild; }) {
+    c.kernelbench_prebuild = on;
+    return true;
+  }
+  return false;
+}
+
+// Builds torch's precompiled header ahead where the tree can (a verifier node does so before it
+// takes work); returns the seconds it took, or -1 where the tree has no such step.
+template <typename E>
+double prepare_ahead(E& e) {
+  if constexpr (requires { e.kernelbench_prepared(); }) {
+    const auto start = clock_type::now();
+    auto ready = e.kernelbench_prepared(
+        [](int seconds) { std::printf("  building torch's precompiled header: %d s\n", seconds); });
+    if (!ready) {
+      std::printf("  no precompiled header (%s): builds go on without it\n",
+                  ready.err().message.c_str());
+    }
+    return ms_since(start) / 1000.0;
+  }
+  return -1;
+}
+
+template <typename V>
+std::string build_note_of(const V& v) {
+  if constexpr (requires { v.build_note; }) {
+    return v.build_note;
+  }
+  return "";
+}
+
+// Time a run slot sat free while a compiled candidate waited, and the slots' busy time, from
+// intervals: events (time, change in running jobs, change in waiting jobs), swept in time order.
+struct slot_view {
+  double busy_slot_s = 0;  // integral of min(running, slots) / slots
+  double idle_waiting_s = 0;
+};
+
+slot_view sweep(std::vector<std::tuple<double, int, int>> events, int slots) {
+  std::sort(events.begin(), events.end());
+  slot_view s;
+  int running = 0;
+  int waiting = 0;
+  double last = events.empty() ? 0 : std::get<0>(events.front());
+  for (const auto& [at, d_run, d_wait] : events) {
+    const double dt = at - last;
+    s.busy_slot_s += dt * std::min(running, slots) / slots;
+    if (waiting > 0 && running < slots) {
+      s.idle_waiting_s += dt;
+    }
+    running += d_run;
+    waiting += d_wait;
+    last = at;
+  }
+  return s;
+}
+
+struct batch_options {
+  fs::path dir;
+  std::size_t limit = 0;
+  int compile_workers = 16;
+  int run_slots = 1;
+  int gpu = -1;
+  bool cpu = false;
+  bool build_in_run = false;
+  bool pch_ahead = true;
+  std::uint64_t seed = 1;
+  // At most this many candidates accepted and not yet judged (0: the whole batch at once). A tree
+  // whose compile stage is only extraction keeps its run slot as busy with run_slots + 1.
+  int in_flight = 0;
+  // No submission after this many seconds (0: none): the candidates in flight finish, the rest are
+  // not verified, and the rate is over what finished.
+  double max_seconds = 0;
+};
+
+int run_batch(const batch_options& o,
+              const std::function<engine_config(const std::string&)>& fresh) {
+  auto lines = read_batch(o.dir);
+  if (!lines) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", lines.err().message.c_str());
+    return 1;
+  }
+  auto items = batch_items(*lines, o.limit, o.seed);
+  if (!items) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", items.err().message.c_str());
+    return 1;
+  }
+  const int n = static_cast<int>(items->size());
+  verifier_config vc;
+  vc.engine = fresh("batch");
+  if (o.cpu) {
+    vc.engine.kernelbench_device = "cpu";
+  }
+  if (o.build_in_run && !set_prebuild(vc.engine, false)) {
+    std::printf("(this tree has no kernelbench_prebuild: it always builds in the run)\n");
+  }
+  vc.compile_workers = o.compile_workers;
+  vc.run_slots = o.run_slots;
+  if (o.gpu >= 0) {
+    vc.gpus = {o.gpu};
+  }
+  vc.queue_capacity = std::max<std::size_t>(64, items->size());
+  auto v = verifier::create(vc);
+  if (!v) {
+    std::fprintf(stderr, "bench_sandbox: error: %s\n", v.err().message.c_str());
+    return 1;
+  }
+  std::printf("kernelbench batch: %d candidates from %s, %d compile workers, %d run slot(s)%s%s\n",
+              n, o.dir.string().c_str(), (*v)->compile_workers(), (*v)->run_slots(),
+              o.gpu >= 0 ? (" on GPU " + std::to_string(o.gpu)).c_str() : "",
+              o.build_in_run ? ", extensions built in the run" : "");
+  if (o.pch_ahead && !o.build_in_run) {
+    const double s = prepare_ahead((*v)->verification_engine());
+    if (s >= 0) {
+      std::printf("torch's precompiled header built ahead: %.1f s (before the wall below)\n", s);
+    }
+  }
+
+  struct record {
+    leap::result<verdict> v = leap::error{"no verdict"};
+    double submitted_s = 0;
+    double done_s = 0;
+  };
+  std::vector<record> records(static_cast<std::size_t>(n));
+  std::mutex mutex;
+  std::condition_variable all_done;
+  int finished = 0;
+  const auto start = clock_type::now();
+  auto seconds = [&] { return ms_since(start) / 1000.0; };
+
+  // The verifier's own view, sampled: how many jobs run, wait for a run slot, compile.
+  constexpr auto k_sample = std::chrono::milliseconds(20);
+  double sampled_busy_slot_s = 0, sampled_idle_waiting_s = 0, sampled_s = 0;
+  std::atomic<bool> stop{false};
+  std::thread sampler([&] {
+    double last = 0, last_print = 0;
+    while (!stop.load()) {
+      std::this_thread::sleep_for(k_sample);
+      const auto l = (*v)->load();
+      const double now = seconds();
+      const double dt = now - last;
+      last = now;
+      const int running = static_cast<int>(l.running);
+      sampled_busy_slot_s += dt * std::min(running, o.run_slots) / o.run_slots;
+      if (l.run_queued > 0 && running < o.run_slots) {
+        sampled_idle_waiting_s += dt;
+      }
+      sampled_s = now;
+      if (now - last_print >= 10) {
+        last_print = now;
+        int done_now = 0;
+        {
+          std::lock_guard lock(mutex);
+          done_now = finished;
+        }
+        // The figures so far too, so that a run cut short still says what it measured.
+        std::printf(
+            "[%5.0f s] %d/%d verified (%.2f/min); compile queue %zu, compiling %zu, run queue %zu, "
+            "running %zu; run slots busy %.1f%%, free while one waited %.1f s\n",
+            now, done_now, n, done_now / now * 60.0, l.compile_queued, l.compiling, l.run_queued,
+            l.running, 100.0 * sampled_busy_slot_s / now, sampled_idle_waiting_s);
+      }
+    }
+  });
+  int submitted = 0;
+  double last_done_s = 0;
+  for (; submitted < n; ++submitted) {
+    if (o.in_flight > 0) {
+      std::unique_lock lock(mutex);
+      all_done.wait(lock, [&] { return submitted - finished < o.in_flight; });
+    }
+    if (o.max_seconds > 0 && seconds() >= o.max_seconds) {
+      break;  // checked after waiting for room: the wait may pass the deadline
+    }
+    const int i = submitted;
+    const auto& item = (*items)[static_cast<std::size_t>(i)];
+    {
+      std::lock_guard lock(mutex);
+      records[static_cast<std::size_t>(i)].submitted_s = seconds();
+    }
+    (*v)->submit(item.t, item.answer, [&, i](leap::result<verdict> r) {
+      const double at = seconds();
+      std::lock_guard lock(mutex);
+      records[static_cast<std::size_t>(i)].v = std::move(r);
+      records[static_cast<std::size_t>(i)].done_s = at;
+      last_done_s = std::max(last_done_s, at);
+      ++finished;
+      all_done.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mutex);
+    all_done.wait(lock, [&] { return finished == submitted; });
+  }
+  const double wall = last_done_s;
+  stop = true;
+  sampler.join();
+  if (submitted < n) {
+    std::printf(
+        "--max-seconds %.0f: %d of %d candidates submitted (a seeded random prefix of the "
+        "batch); the figures below are over those\n",
+        o.max_seconds, submitted, n);
+  }
+
+  // Per class: the verdicts seen; each candidate's against its expected one.
+  std::map<std::string, std::map<std::string, int>> by_class;
+  std::vector<std::string> mismatches;
+  std::vector<std::tuple<double, int, int>> events;
+  double compile_ms = 0, run_ms = 0;
+  int built_in_run = 0, cache_hits = 0;
+  for (int i = 0; i < submitted; ++i) {
+    const auto& item = (*items)[static_cast<std::size_t>(i)];
+    const auto& r = records[static_cast<std::size_t>(i)].v;
+    const std::string got = r ? std::string(to_string(r->category)) : "error";
+    ++by_class[item.klass][got];
+    if (got != item.expected) {
+      std::string why = r ? r->feedback : r.err().message;
+      why = why.substr(0, why.find('\n')).substr(0, 100);
+      mismatches.push_back(item.label + " | " + item.klass + " | expected " + item.expected +
+                           " | got " + got + " | " + why);
+    }
+    if (!r) {
+      continue;
+    }
+    compile_ms += r->compile_ms;
+    run_ms += r->run_ms;
+    cache_hits += r->cache_hit;
+    const std::string note = build_note_of(*r);
+    built_in_run += note.find("built in its run") != std::string::npos;
+    if (r->run_ms > 0) {
+      const double end = records[static_cast<std::size_t>(i)].done_s;
+      const double run_start = end - r->run_ms / 1000.0;
+      events.emplace_back(run_start - r->run_queue_ms / 1000.0, 0, 1);
+      events.emplace_back(run_start, 1, -1);
+      events.emplace_back(end, -1, 0);
+    }
+  }
+  const slot_view derived = sweep(events, o.run_slots);
+
+  std::printf("\n%-8s %s\n", "class", "verdicts");
+  for (const auto& [klass, counts] : by_class) {
+    std::string row;
+    for (const auto& [what, count] : counts) {
+      row += what + " " + std::to_string(count) + "  ";
+    }
+    std::printf("%-8s %s\n", klass.c_str(), row.c_str());
+  }
+  std::printf("\nwall %.1f s (to the last verdict), %d verifications: %.2f verifications/min\n",
+              wall, submitted, submitted / std::max(wall, 1e-9) * 60.0);
+  std::printf(
+      "compile stage %.0f s and run stage %.0f s in all (sums over candidates); "
+      "compile cache hits %d; runs that built an extension themselves (their build notes, "
+      "where the tree has them): %d\n",
+      compile_ms / 1000.0, run_ms / 1000.0, cache_hits, built_in_run);
+  std::printf(
+      "run slots busy (verifier::load() sampled every %lld ms over %.1f s): %.1f%% of the "
+      "wall; a slot free while a compiled candidate waited: %.1f s\n",
+      static_cast<long long>(k_sample.count()), sampled_s,
+      100.0 * sampled_busy_slot_s / std::max(sampled_s, 1e-9), sampled_idle_waiting_s);
+  std::printf(
+      "run slots busy (from the verdicts: run_ms before each callback, run_queue_ms before "
+      "that; slot time outside run_ms counts as free): %.1f%%; free while one waited: "
+      "%.1f s\n",
+      100.0 * derived.busy_slot_s / std::max(wall, 1e-9), derived.idle_waiting_s);
+  if (submitted < n && o.in_flight == 1) {
+    // One at a time, the whole batch takes the sum of its candidates' latencies: each estimated
+    // by the mean of those verified from its line (else its class, else all).
+    std::map<std::string, std::pair<double, int>> by_source, by_klass;
+    std::pair<double, int> all{0, 0};
+    for (int i = 0; i < submitted; ++i) {
+      const auto& item = (*items)[static_cast<std::size_t>(i)];
+      const auto& r = records[static_cast<std::size_t>(i)];
+      const double s = r.done_s - r.submitted_s;
+      for (auto* p : {&by_source[item.source], &by_klass[item.klass], &all}) {
+        p->first += s;
+        ++p->second;
+      }
+    }
+    double projected = 0;
+    int guessed = 0;
+    for (const auto& item : *items) {
+      const auto mean = [](const std::pair<double, int>& p) { return p.first / p.second; };
+      if (by_source.contains(item.source)) {
+        projected += mean(by_source[item.source]);
+      } else if (by_klass.contains(item.klass)) {
+        projected += mean(by_klass[item.klass]);
+        ++guessed;
+      } else {
+        projected += mean(all);
+        ++guessed;
+      }
+    }
+    std::printf(
+        "projected for all %d one at a time (each the mean latency of its line's verified "
+        "candidates; %d from their class's or the overall mean): %.0f s, %.2f verifications/min\n",
+        n, guessed, projected, n / std::max(projected, 1e-9) * 60.0);
+  }
+  if (!mismatches.empty()) {
+    std::printf(
+        "\n%zu of %d verdicts are not the expected ones:\ncandidate | class | expected | "
+        "got | feedback\n",
+        mismatches.size(), submitted);
+    for (const auto& m : mismatches) {
+      std::printf("%s\n", m.c_str());
+    }
+    return 1;
+  }
+  std::printf("every verdict is the expected one\n");
+  return 0;
+}
+
 int parse_and_run(int argc, char** argv) {
   // Line-buffered even into a pipe, so a run cut short still shows the rows it finished.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -194,6 +657,9 @@ int parse_and_run(int argc, char** argv) {
   bool extension = false;
   bool cpu_extension = false;
   bool throughput = true;
+  bool workers_given = false;
+  bool candidates_given = false;
+  batch_options batch;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -207,7 +673,9 @@ int parse_and_run(int argc, char** argv) {
       kind_name = next();
     } else if (a == "--candidates") {
       n = std::max(1, std::atoi(next().c_str()));
+      candidates_given = true;
     } else if (a == "--workers") {
+      workers_given = true;
       workers.clear();
       std::stringstream ss(next());
       std::string w;
@@ -227,6 +695,22 @@ int parse_and_run(int argc, char** argv) {
       cpu_extension = true;
     } else if (a == "--no-throughput") {
       throughput = false;
+    } else if (a == "--batch") {
+      batch.dir = next();
+    } else if (a == "--run-slots") {
+      batch.run_slots = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--cpu") {
+      batch.cpu = true;
+    } else if (a == "--build-in-run") {
+      batch.build_in_run = true;
+    } else if (a == "--no-pch-ahead") {
+      batch.pch_ahead = false;
+    } else if (a == "--seed") {
+      batch.seed = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (a == "--in-flight") {
+      batch.in_flight = std::max(0, std::atoi(next().c_str()));
+    } else if (a == "--max-seconds") {
+      batch.max_seconds = std::max(0.0, std::atof(next().c_str()));
     } else {
       std::fprintf(
           stderr,
@@ -234,9 +718,28 @@ int parse_and_run(int argc, char** argv) {
           "1,2,4] [--task DIR] [--gpu N] [--python PYTHON (python and kernelbench kinds)] "
           "[--extension (kernelbench: a load_inline CUDA candidate)] [--cpu-extension (the same, a "
           "C++ "
-          "extension on the CPU)] [--no-throughput]\n");
+          "extension on the CPU)] [--no-throughput]\n"
+          "       bench_sandbox --batch DIR [--candidates N] [--workers W (default 16)] [--gpu N] "
+          "[--run-slots N (default 1)] [--cpu] [--build-in-run] [--no-pch-ahead] [--seed S] "
+          "[--in-flight K] [--max-seconds S] [--python PYTHON]\n");
       return a == "--help" ? 0 : 1;
     }
+  }
+  if (!batch.dir.empty()) {
+    batch.limit = candidates_given ? static_cast<std::size_t>(n) : 0;
+    batch.compile_workers = workers_given ? workers.front() : 16;
+    batch.gpu = gpu;
+    const int rc = run_batch(batch, [&](const std::string& name) {
+      engine_config c;
+      c.cache_dir = bench_cache_root() / name;
+      if (!python.empty()) {
+        c.python = python;
+      }
+      return c;
+    });
+    std::error_code ec;
+    fs::remove_all(bench_cache_root(), ec);
+    return rc;
   }
   auto kind = parse_task_kind(kind_name);
   if (!kind) {
@@ -258,12 +761,7 @@ int parse_and_run(int argc, char** argv) {
   }
   const bool has_gpu = fs::exists("/dev/nvidia0");
   const bool compile_only = t.kind == task_kind::cuda && !has_gpu;
-  // Outside /tmp: the sandbox shows a build the compile cache's precompiled header only from there.
-  const char* home = std::getenv("HOME");
-  const fs::path cache_root =
-      (home != nullptr && *home != '\0' ? fs::path(home) / ".cache"
-                                        : default_scratch_root().parent_path()) /
-      ("leap-bench-cache-" + std::to_string(::getpid()));
+  const fs::path cache_root = bench_cache_root();
   const std::string salt = std::to_string(::getpid());
   auto fresh_config = [&](const std::string& name) {
     engine_config c;
@@ -315,7 +813,7 @@ int parse_and_run(int argc, char** argv) {
           return 1;
         }
         std::printf("%-44s %10.0f %10.0f %10.0f  %s\n", (mode + ": " + what).c_str(), wall,
-                    v->compile_ms, v->run_ms, v->build_note.c_str());
+                    v->compile_ms, v->run_ms, build_note_of(*v).c_str());
       }
     }
   }

@@ -20,6 +20,16 @@
 #             kbext: a load_inline CUDA candidate's first and later verifications) from this tree
 #             and from BASE_SRC (another source tree, e.g. `git archive REV | tar -x -C DIR`),
 #             interleaved ABBA (SANDBOX_BENCH_ROUNDS=1: AB only), side by side
+#     kbbatch  the KernelBench batch (issue 30): bench_sandbox --batch over
+#             tools/bench/kernelbench_batch/gpu (64 candidates: load_inline CUDA, Triton,
+#             PyTorch-only, wrong and crashing, 4 problems of levels 1 and 2), 16 compile workers,
+#             one GPU run slot, in one device call. First the base (BASE_SRC, built with this
+#             tree's bench_sandbox.cpp; unset or unbuildable: this tree with --build-in-run), which
+#             builds every extension in its run (a minute each): a seeded random prefix one at a
+#             time for KBBATCH_BASE_SECONDS (default 90), and its whole batch projected. Then this
+#             tree on as many candidates as fit the rest of KBBATCH_BUDGET (seconds for the phase,
+#             default 570) at about 6 s each, at most KBBATCH_CANDIDATES (default 64); its
+#             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     timing  the timing protocol's stability (a suite kernel and a KernelBench problem verified
 #             TIMING_RUNS times with --timing 20) and its agreement with do_bench and KernelBench's
 #             loop (tools/gpu/timing_check.py)
@@ -298,6 +308,43 @@ phase_sandboxbench() {
       done
     done
   done
+  return $rc
+}
+
+# The KernelBench batch: the base for a fixed time, then this tree in the time left (see the
+# header).
+phase_kbbatch() {
+  local base=/tmp/leap-kbbatch-base rc=0 start=$SECONDS left n
+  local batch=(--batch "$root/tools/bench/kernelbench_batch/gpu" --gpu 0 --workers 16
+    --python "$LEAP_SANDBOX_TEST_PYTHON")
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build bench_sandbox 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -20
+  local base_bin=$build/bin/bench_sandbox base_src=$root base_args=(--build-in-run)
+  if [[ -n ${BASE_SRC:-} ]]; then
+    cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+    cp "$root/tools/bench/bench_sandbox.cpp" "$BASE_SRC/tools/bench/bench_sandbox.cpp"
+    rm -f "$base/bin/bench_sandbox"  # so that a failed build never runs an older one
+    LEAP_TORCH=pip LEAP_BUILD_DIR="$base" "$BASE_SRC/tools/dev.sh" build bench_sandbox 2>&1 |
+      grep -E -B2 -A12 'error|FAILED' | head -20
+    if [[ -x $base/bin/bench_sandbox ]]; then
+      base_bin=$base/bin/bench_sandbox base_src=$BASE_SRC base_args=()
+    else
+      echo "kbbatch: the base did not build: this tree with --build-in-run instead"
+    fi
+  fi
+  echo "-- base ${base_args[*]:-$BASE_SRC} at $(date -u +%H:%M:%S) ($((SECONDS - start)) s into the phase)"
+  # shellcheck disable=SC2086 # KBBATCH_ARGS is a list of flags
+  (cd "$base_src" && "$base_bin" "${batch[@]}" "${base_args[@]}" --in-flight 1 \
+    --max-seconds "${KBBATCH_BASE_SECONDS:-90}" ${KBBATCH_ARGS:-}) || rc=1
+  # About 6 s a verification on the one run slot, after about 70 s for torch's precompiled header
+  # and the first builds.
+  left=$((${KBBATCH_BUDGET:-570} - (SECONDS - start)))
+  n=$(((left - 70) / 6))
+  ((n <= ${KBBATCH_CANDIDATES:-64})) || n=${KBBATCH_CANDIDATES:-64}
+  ((n >= 8)) || n=8
+  echo "-- new at $(date -u +%H:%M:%S), $left s left in the phase: $n candidates"
+  # shellcheck disable=SC2086
+  (cd "$root" && "$build/bin/bench_sandbox" "${batch[@]}" --candidates "$n" ${KBBATCH_ARGS:-}) || rc=1
   return $rc
 }
 
