@@ -1,6 +1,7 @@
 #include "storage/record_codec.hpp"
 
 #include "tests/orchestrator/records_fixture.hpp"
+#include "tests/storage/hex_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -106,24 +107,8 @@ constexpr std::string_view v1_group_hex =
     "00000000bf000080bf0100000078010100000068000100000000000000000000f83f00000000000000000000"
     "0000000000000000000000000000000000000000000000000000000000000400000000000000000100000065";
 
-std::string from_hex(std::string_view hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
-
-std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 0xF]);
-  }
-  return out;
-}
+using leap::testing::from_hex;
+using leap::testing::to_hex;
 
 // Each turn with the one segment a record older than format version 6 decodes as.
 group_record with_one_segment(group_record g) {

@@ -5,6 +5,7 @@
 // readable by what read them before.
 #include "storage/export.hpp"
 #include "storage/record_codec.hpp"
+#include "tests/storage/hex_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,16 +16,8 @@
 namespace leap {
 namespace {
 
-std::string golden_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 0xF]);
-  }
-  return out;
-}
+using leap::testing::from_hex;
+using leap::testing::to_hex;
 
 // Every field set to a value of its own, every optional both ways, every enum off its default.
 turn_record golden_turn(int salt) {
@@ -195,14 +188,14 @@ group_profiles golden_group_profiles() {
 }
 
 TEST(RecordGolden, EveryRecordKindEncodesToItsFrozenBytes) {
-  EXPECT_EQ(golden_hex(encode(golden_group())), golden_group_hex);
-  EXPECT_EQ(golden_hex(encode(golden_turn(1))), golden_turn_hex);
-  EXPECT_EQ(golden_hex(encode(golden_step())), golden_step_hex);
-  EXPECT_EQ(golden_hex(encode(golden_run())), golden_run_hex);
-  EXPECT_EQ(golden_hex(encode(golden_retry())), golden_retry_hex);
-  EXPECT_EQ(golden_hex(encode(golden_carry())), golden_carry_hex);
-  EXPECT_EQ(golden_hex(encode_optimise(optimise_decision::closed_budget)), golden_optimise_hex);
-  EXPECT_EQ(golden_hex(encode(golden_profile())), golden_profile_hex);
+  EXPECT_EQ(to_hex(encode(golden_group())), golden_group_hex);
+  EXPECT_EQ(to_hex(encode(golden_turn(1))), golden_turn_hex);
+  EXPECT_EQ(to_hex(encode(golden_step())), golden_step_hex);
+  EXPECT_EQ(to_hex(encode(golden_run())), golden_run_hex);
+  EXPECT_EQ(to_hex(encode(golden_retry())), golden_retry_hex);
+  EXPECT_EQ(to_hex(encode(golden_carry())), golden_carry_hex);
+  EXPECT_EQ(to_hex(encode_optimise(optimise_decision::closed_budget)), golden_optimise_hex);
+  EXPECT_EQ(to_hex(encode(golden_profile())), golden_profile_hex);
 }
 
 TEST(RecordGolden, EveryRecordKindRoundTrips) {
@@ -235,13 +228,6 @@ TEST(RecordGolden, EveryRecordKindRoundTrips) {
 }
 
 TEST(RecordGolden, FrozenBytesDecodeToTheRecords) {
-  auto from_hex = [](std::string_view hex) {
-    std::string out;
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-      out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-    }
-    return out;
-  };
   auto group = golden_group();
   group.optimise.reset();
   auto g = decode_group(from_hex(golden_group_hex));
