@@ -30,6 +30,9 @@
 #             tree on as many candidates as fit the rest of KBBATCH_BUDGET (seconds for the phase,
 #             default 570) at about 6 s each, at most KBBATCH_CANDIDATES (default 64); its
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
+#     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
+#             (empty cache), `--prepare` then the first verify, the same answer three times more,
+#             and two other sources with the same load_inline request (wall seconds and verdicts)
 #     timing  the timing protocol's stability (a suite kernel and a KernelBench problem verified
 #             TIMING_RUNS times with --timing 20) and its agreement with do_bench and KernelBench's
 #             loop (tools/gpu/timing_check.py)
@@ -346,6 +349,96 @@ phase_kbbatch() {
   # shellcheck disable=SC2086
   (cd "$root" && "$build/bin/bench_sandbox" "${batch[@]}" --candidates "$n" ${KBBATCH_ARGS:-}) || rc=1
   return $rc
+}
+
+
+# One load_inline CUDA candidate through `leap verify`, each call a fresh process (issue 30's
+# latency targets): cold (empty cache, torch's header built inside), `--prepare` then the first
+# verify (as `leap run` and `leap verifier-node` do), the same answer again (everything cached),
+# and another source with the same load_inline request (the recorder runs, the build is a hit).
+phase_kbverify() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/kbverify py=$LEAP_SANDBOX_TEST_PYTHON
+  rm -rf "$d"
+  mkdir -p "$d"
+  cat >"$d/problem.py" <<'PY'
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return a * self.scale + b
+
+def get_inputs():
+    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]
+
+def get_init_inputs():
+    return [3.0]
+PY
+  cat >"$d/solution.py" <<'PY'
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_cuda = """
+#include <torch/extension.h>
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  long n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(),
+                                             out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+"""
+_ext = load_inline(name="scale_add_ext", cpp_sources="torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);",
+                   cuda_sources=_cuda, functions=["scale_add"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return _ext.scale_add(a.contiguous(), b.contiguous(), self.scale)
+PY
+  sed 's/^import torch$/import torch  # another answer, the same request/' "$d/solution.py" >"$d/other.py"
+  local verify=("$build/bin/leap" verify --json --gpu 0 --task "$d/problem.py" --python "$py")
+  timed() {  # LABEL CMD...: one line with the wall seconds and the verdict's passed/compile/run
+    local label=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    "$@" >"$d/$label.json" 2>"$d/$label.err"
+    local rc=$?
+    t1=$(date +%s.%N)
+    printf '%-28s rc %d  %6.1f s  %s\n' "$label" "$rc" "$(echo "$t1 - $t0" | bc)" \
+      "$(python3 -c 'import json,sys
+try:
+    v = json.load(open(sys.argv[1]))
+    print(json.dumps({k: x for k, x in v.items() if k not in ("feedback", "task")})[:400])
+except Exception as e:
+    print("no verdict:", e)' "$d/$label.json")"
+  }
+  timed cold "${verify[@]}" --cache-dir "$d/cache-cold" --candidate "$d/solution.py"
+  timed prepare "$build/bin/leap" verify --prepare --python "$py" --cache-dir "$d/cache"
+  timed first-after-prepare "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
+  local i
+  for i in 1 2 3; do
+    timed "warm-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
+  done
+  for i in 1 2; do
+    sed -i "1s/.*/import torch  # answer $i/" "$d/other.py"
+    timed "same-request-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/other.py"
+  done
 }
 
 for p in "${phases[@]}"; do
