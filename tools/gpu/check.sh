@@ -420,7 +420,7 @@ PY
     "$@" >"$d/$label.json" 2>"$d/$label.err"
     local rc=$?
     t1=$(date +%s.%N)
-    printf '%-28s rc %d  %6.1f s  %s\n' "$label" "$rc" "$(echo "$t1 - $t0" | bc)" \
+    printf '%-28s rc %d  %6.1f s  %s\n' "$label" "$rc" "$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")" \
       "$(python3 -c 'import json,sys
 try:
     v = json.load(open(sys.argv[1]))
