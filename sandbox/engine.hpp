@@ -292,6 +292,11 @@ class engine {
   [[nodiscard]] std::uint64_t kernelbench_reference_runs() const {
     return kernelbench_reference_runs_.load();
   }
+  // Timed runs of KernelBench baselines so far, eager and compiled (not those found in memory or in
+  // the compile cache). For tests and benchmarks.
+  [[nodiscard]] std::uint64_t kernelbench_baseline_runs() const {
+    return kernelbench_baseline_runs_.load();
+  }
 
  private:
   explicit engine(engine_config config);
@@ -403,9 +408,14 @@ class engine {
     bool throttled = false;
   };
   // A baseline's time under the judge's protocol (the reference's Model run as the candidate's
-  // ModelNew), once per problem, seed, trials, device and repetitions; concurrent callers share one
-  // measurement. Eager: a failure is the slot's (an infrastructure error). Compiled: a failure is
-  // a note, remembered like a time (an older torch or a model inductor cannot compile stays so).
+  // ModelNew), once per problem, seed, trials, device, repetitions and slot identity (python,
+  // torch, CUDA, GPU model or CPU capability); concurrent callers share one measurement. Kept in
+  // the compile cache too (keyed also by the judge's and runner's sources, digest-checked when read
+  // back, a damaged entry measured again), so other engines and processes on the cache reuse it.
+  // Never kept: a failure or a throttled measurement. Eager: a failure is the slot's (an
+  // infrastructure error). Compiled: a failure is a note, remembered in memory like a time (a
+  // model inductor cannot compile stays so); on disk only "this torch has no torch.compile",
+  // which the slot identity's torch version decides.
   result<baseline_time> kernelbench_baseline_time(const task& t, const kernelbench_reference& ref,
                                                   const std::string& device, int gpu,
                                                   kernelbench_baseline which);
@@ -435,6 +445,7 @@ class engine {
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
   std::atomic<std::uint64_t> kernelbench_reference_runs_{0};
+  std::atomic<std::uint64_t> kernelbench_baseline_runs_{0};
   std::map<std::string, std::shared_future<result<baseline_time>>> kernelbench_times_;  // mutex_
   std::uint64_t kernelbench_uses_ = 0;
   // cuda runs: one keeper process per GPU slot (harness.hpp, keeper_source) holds the device

@@ -129,6 +129,70 @@ std::optional<std::pair<std::string, std::string>> unpack_reference_files(const 
   return std::pair{a.substr(size_end + 1, inputs), a.substr(size_end + 1 + inputs)};
 }
 
+// A KernelBench baseline as kept in the compile cache: its time (or the note saying why there is
+// none) and the clocks over its measurement.
+struct stored_baseline {
+  std::optional<timing_stats> time;
+  std::string note;
+  std::string clock_note;
+};
+
+// "LKBBASE1 <sha256 of the JSON>\n<JSON>". The JSON names the problem and which baseline it is,
+// so that a user can find one problem's entries in the cache folder (`grep -rl LKBBASE1`) and
+// delete them.
+constexpr std::string_view k_baseline_magic = "LKBBASE1";
+
+std::string pack_baseline(const std::string& task_id, bool compiled, const stored_baseline& b) {
+  nlohmann::json j{{"task", task_id},
+                   {"baseline", compiled ? "compiled" : "eager"},
+                   {"note", b.note},
+                   {"clock_note", b.clock_note}};
+  if (b.time) {
+    j["time"] = {{"median_ms", b.time->median_ms}, {"min_ms", b.time->min_ms},
+                 {"max_ms", b.time->max_ms},       {"q1_ms", b.time->q1_ms},
+                 {"q3_ms", b.time->q3_ms},         {"reps", b.time->reps}};
+  }
+  const std::string payload = j.dump();
+  return std::string(k_baseline_magic) + " " + crypto::sha256_hex(payload) + "\n" + payload;
+}
+
+// The baseline back, or nullopt when the artifact is not one pack_baseline wrote whole.
+std::optional<stored_baseline> unpack_baseline(const std::string& a) {
+  const std::size_t head = k_baseline_magic.size() + 1 + 64 + 1;
+  if (a.size() < head || !a.starts_with(k_baseline_magic) || a[head - 1] != '\n' ||
+      crypto::sha256_hex(std::string_view(a).substr(head)) !=
+          a.substr(k_baseline_magic.size() + 1, 64)) {
+    return std::nullopt;
+  }
+  const auto j = nlohmann::json::parse(a.substr(head), nullptr, false);
+  if (!j.is_object() || !j.contains("note") || !j["note"].is_string() ||
+      !j.contains("clock_note") || !j["clock_note"].is_string()) {
+    return std::nullopt;
+  }
+  stored_baseline b;
+  b.note = j["note"].get<std::string>();
+  b.clock_note = j["clock_note"].get<std::string>();
+  if (j.contains("time")) {
+    const auto& t = j["time"];
+    timing_stats time;
+    for (auto [name, target] :
+         {std::pair{"median_ms", &time.median_ms}, std::pair{"min_ms", &time.min_ms},
+          std::pair{"max_ms", &time.max_ms}, std::pair{"q1_ms", &time.q1_ms},
+          std::pair{"q3_ms", &time.q3_ms}}) {
+      if (!t.is_object() || !t.contains(name) || !t[name].is_number()) {
+        return std::nullopt;
+      }
+      *target = t[name].get<double>();
+    }
+    if (!t.contains("reps") || !t["reps"].is_number_integer() || t["reps"].get<int>() <= 0) {
+      return std::nullopt;
+    }
+    time.reps = t["reps"].get<int>();
+    b.time = time;
+  }
+  return b;
+}
+
 }  // namespace
 
 run_request engine::kernelbench_request(const fs::path& dir, int gpu,
@@ -935,9 +999,16 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
                                                                 const std::string& device, int gpu,
                                                                 kernelbench_baseline which) {
   const bool compiled = which == kernelbench_baseline::compiled;
+  std::string identity;
+  {
+    std::lock_guard lock(mutex_);
+    identity = kernelbench_identities_[gpu];
+  }
+  // The slot identity is in the key: two GPUs of different models in one engine time apart.
   const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
                           std::to_string(config_.trials) + "\n" + device + "\n" +
-                          std::to_string(config_.timing_reps) + (compiled ? "\ncompiled" : "");
+                          std::to_string(config_.timing_reps) + "\n" + identity +
+                          (compiled ? "\ncompiled" : "");
   std::promise<result<baseline_time>> promise;
   std::shared_future<result<baseline_time>> future;
   {
@@ -952,18 +1023,22 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
   if (future.valid()) {
     return future.get();
   }
-  auto compute = [&]() -> result<baseline_time> {
-    // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew
-    // is problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
-    // Inductor compiles at the first calls (the untimed trials and the warm-up), with its caches
-    // in this run's folder and no worker processes of its own.
-    const std::string shim =
-        compiled ? "import torch\nfrom problem import Model as _LeapReference\n"
-                   "if not hasattr(torch, 'compile'):\n"
-                   "    raise ImportError('torch ' + torch.__version__ + ' has no torch.compile')\n"
-                   "def ModelNew(*args, **kwargs):\n"
-                   "    return torch.compile(_LeapReference(*args, **kwargs))\n"
-                 : "from problem import Model as ModelNew\n";
+  // The reference timed by the same judge and protocol as a candidate: a runner whose ModelNew
+  // is problem.py's Model (no candidate's code in this run, so problem.py may be in the folder).
+  // Inductor compiles at the first calls (the untimed trials and the warm-up), with its caches
+  // in this run's folder and no worker processes of its own.
+  const std::string shim =
+      compiled ? "import torch\nfrom problem import Model as _LeapReference\n"
+                 "if not hasattr(torch, 'compile'):\n"
+                 "    raise ImportError('torch ' + torch.__version__ + ' has no torch.compile')\n"
+                 "def ModelNew(*args, **kwargs):\n"
+                 "    return torch.compile(_LeapReference(*args, **kwargs))\n"
+               : "from problem import Model as ModelNew\n";
+  // Whether a compiled baseline's failure may be kept on disk: only this torch lacking
+  // torch.compile, which the torch version in the key decides. Inductor failing may be the run's
+  // limits on a loaded host or the GPU's state: measured again by the next process.
+  bool deterministic_note = false;
+  auto measure = [&]() -> result<baseline_time> {
     auto dir = detail::make_run_folder(config_.scratch_root, "kbtime-",
                                        {{"solution.py", &shim},
                                         {"problem.py", &t.reference},
@@ -982,6 +1057,7 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
       }
       request.env.emplace_back("TORCHINDUCTOR_COMPILE_THREADS", "1");
     }
+    ++kernelbench_baseline_runs_;
     const clock_watch clocks(gpu, device == "cuda");
     auto r = run_isolated(request);
     if (!r) {
@@ -998,6 +1074,7 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
       if (compiled) {
         baseline_time none;
         none.note = "no torch.compile baseline (" + why + ")";
+        deterministic_note = why.find("has no torch.compile") != std::string::npos;
         return none;
       }
       // Its outputs were computed on this kind of slot already: a failure to time it is the
@@ -1020,6 +1097,51 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
     time.clock_note = window.note;
     time.throttled = window.throttled;
     return time;
+  };
+  // Kept in the compile cache so that other engines and later processes on it (verifier nodes,
+  // `leap verify`, a resumed run) compare against one measurement instead of each timing the
+  // reference again: the speedup's spread across them is then the candidate's noise alone. The
+  // key adds the runner's, judge's and reference program's sources (a change of protocol is a new
+  // measurement) and the shim. Only what the engine's own run measured goes in (no candidate's
+  // code runs there), with a digest checked when read back.
+  const std::string disk_key =
+      crypto::sha256_hex("kernelbench baseline v1\n" + key + "\n" + crypto::sha256_hex(shim) +
+                         "\n" + crypto::sha256_hex(kernelbench_candidate_source()) + "\n" +
+                         crypto::sha256_hex(kernelbench_judge_source()) + "\n" +
+                         crypto::sha256_hex(kernelbench_reference_source()));
+  auto compute = [&]() -> result<baseline_time> {
+    std::optional<baseline_time> measured;
+    auto lookup = cache_->get_or_build(
+        disk_key,
+        [&]() -> result<build_output> {
+          auto time = measure();
+          if (!time) {
+            return time.err();
+          }
+          measured = time.value();
+          build_output out;
+          // Not ok (so not stored: cache_failures is off): a throttled measurement, or a note
+          // the next process may not get.
+          out.ok = !time->throttled && (time->time.has_value() || deterministic_note);
+          out.artifact = pack_baseline(t.id, compiled, {time->time, time->note, time->clock_note});
+          return out;
+        },
+        /*cache_failures=*/false);
+    if (!lookup) {
+      return lookup.err();
+    }
+    if (measured) {
+      return std::move(*measured);
+    }
+    if (auto stored = unpack_baseline(lookup->output.artifact); stored && lookup->output.ok) {
+      baseline_time time;
+      time.time = stored->time;
+      time.note = std::move(stored->note);
+      time.clock_note = std::move(stored->clock_note);
+      return time;
+    }
+    // A damaged entry (the digest differs): measured again, not trusted.
+    return measure();
   };
   auto computed = compute();
   if (!computed || computed->throttled) {
@@ -1227,7 +1349,13 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
         }
         v.compiled_reference_time = compiled->time;
         v.timing_note = compiled->note;
-        if (v.compiled_reference_time && v.candidate_time->median_ms > 0) {
+        if (compiled->throttled) {
+          // The eager speedup stands; the compiled one describes the GPU's clocks.
+          v.timing_note =
+              "compiled speedup withheld: the GPU was throttled during the "
+              "torch.compile baseline's timed run (" +
+              compiled->clock_note + ")";
+        } else if (v.compiled_reference_time && v.candidate_time->median_ms > 0) {
           v.compiled_speedup = v.compiled_reference_time->median_ms / v.candidate_time->median_ms;
           v.compiled_speedup_noise = speedup_noise(*v.candidate_time, *v.compiled_reference_time);
         }
