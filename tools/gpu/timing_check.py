@@ -169,6 +169,13 @@ class ModelNew(nn.Module):
         return y
 '''
 
+# Long enough that the round trip between the judge's and the runner's Python processes (about
+# 1.2 ms a call on the H200) is a smaller share: a 4096^2 fp32 matmul is 137 GFLOP, about 2 to 3 ms
+# on an H100 or H200 without TF32. Its reference data fit the 4 GiB KernelBench scratch: 3 trials
+# and 4 timing sets of two 64 MiB inputs (896 MiB) and one 64 MiB output (448 MiB), 1.3 GiB.
+MATMUL4K_PROBLEM = PROBLEM.replace("torch.randn(2048, 2048), torch.randn(2048, 2048)",
+                                   "torch.randn(4096, 4096), torch.randn(4096, 4096)")
+
 BIG_PROBLEM = PROBLEM.replace("torch.randn(2048, 2048), torch.randn(2048, 2048)",
                               "torch.randn(8192, 8192), torch.randn(8192, 8192)")
 
@@ -179,6 +186,7 @@ KERNELS = (
     ("add_large", "add_problem.py", "add_solution.py", ADD_PROBLEM, ADD_CANDIDATE),
     ("softmax_rows", "softmax_problem.py", "softmax_solution.py", SOFTMAX_PROBLEM, SOFTMAX_CANDIDATE),
     ("matmul_relu_big", "big_problem.py", "big_solution.py", BIG_PROBLEM, CANDIDATE),
+    ("matmul4k", "matmul4k_problem.py", "matmul4k_solution.py", MATMUL4K_PROBLEM, CANDIDATE),
 )
 
 
@@ -194,27 +202,50 @@ def cv(xs):
 
 
 def stability(files):
+    """Per file of `leap verify --json` lines: the speedups' and each side's medians' spread.
+
+    A file named *_shared.jsonl holds verifications on one compile cache (the baselines timed once,
+    so their medians are one value: the speedup's spread is the candidate's); *_fresh.jsonl, each on
+    a fresh cache (every one times the baselines again: their own spread). Returns
+    {file: {figure: CV}} for the summary."""
+    figures = {}
     for path in files:
         rows = [json.loads(line) for line in open(path) if line.strip().startswith("{")]
         timed = [r for r in rows if r.get("speedup")]
         line = f"{path}: {len(rows)} verifications, {len(timed)} with a speedup"
+        mine = figures.setdefault(path, {})
         for key in ("speedup", "compiled_speedup"):
             xs = [r[key] for r in rows if r.get(key)]
             if xs:
+                mine[key] = cv(xs)
                 line += (f"; {key} median {statistics.median(xs):.4f} CV {100 * cv(xs):.2f}%"
                          f" (min {min(xs):.4f}, max {max(xs):.4f})")
-        cand = [r["candidate_time"]["median_ms"] for r in rows if r.get("candidate_time")]
-        ref = [r["reference_time"]["median_ms"] for r in rows if r.get("reference_time")]
-        if cand:
-            line += f"; candidate median ms CV {100 * cv(cand):.2f}%"
-        if ref:
-            line += f"; reference median ms CV {100 * cv(ref):.2f}%"
+        for key, name in (("candidate_time", "candidate"), ("reference_time", "reference"),
+                          ("compiled_reference_time", "compiled reference")):
+            xs = [r[key]["median_ms"] for r in rows if r.get(key)]
+            if xs:
+                mine[key] = cv(xs)
+                line += (f"; {name} median {statistics.median(xs):.4f} ms, CV {100 * cv(xs):.2f}%"
+                         + ("" if key == "candidate_time" else f", {len(set(xs))} distinct"))
         throttled = sum(1 for r in rows if r.get("throttled"))
         line += f"; throttled {throttled}"
         print(line)
         clocks = [r.get("clocks") for r in rows if r.get("clocks")]
         if clocks:
             print(f"  first clocks: {clocks[0]}")
+    for shared in [p for p in figures if p.endswith("_shared.jsonl")]:
+        fresh = shared[: -len("_shared.jsonl")] + "_fresh.jsonl"
+        name = shared.rsplit("/", 1)[-1][: -len("_shared.jsonl")]
+        s, f = figures[shared], figures.get(fresh, {})
+
+        def pct(d, key):
+            return f"{100 * d[key]:.2f}%" if key in d and not math.isnan(d[key]) else "n/a"
+
+        print(f"{name}: speedup CV on one cache {pct(s, 'speedup')} (target <= 3%), over "
+              f"torch.compile {pct(s, 'compiled_speedup')}; the baselines' own CV on fresh caches: "
+              f"eager {pct(f, 'reference_time')}, torch.compile {pct(f, 'compiled_reference_time')}; "
+              f"the speedup's CV there {pct(f, 'speedup')}")
+    return figures
 
 
 def agree(d, verdicts_path):
