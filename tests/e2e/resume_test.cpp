@@ -64,7 +64,11 @@ class resume_dir : public leap::e2e::scratch_dir {
          << "learner:\n  kind: record\n"
          << "policy:\n  flavour: vllm\n  model: e2e\n  endpoints: [\"" << url << "\"]\n"
          << "  max_in_flight: 8\n"
-         << extra << "verifier:\n  compile_workers: 1\n  gpu_slots: 0\n";
+         // The wall limit well above the CPU limit (10 s): a looping answer is stopped by its CPU
+         // time, whose feedback is the same on an idle machine and a loaded one; by the wall
+         // clock, only where the load kept it from 10 s of CPU in 30 s (two runs compared
+         // token for token would then differ).
+         << extra << "verifier:\n  compile_workers: 1\n  gpu_slots: 0\n  run_timeout_s: 120\n";
     const fs::path path = root_ / "config.yaml";
     std::ofstream(path) << yaml.str();
     return path.string();
