@@ -1,8 +1,9 @@
 // KernelBench runs that share a GPU (verifier_config: several run slots on one GPU, untimed): each
 // runner's torch allocations are capped at its share of the GPU's memory, and a shared run that
-// fails for device memory is made again alone before its verdict stands (issue 30). The first test
-// needs python3 with torch (a CPU build will do); the others need a GPU and are skipped without
-// one (`SANDBOX_FILTER='KernelBenchMemory*' tools/gpu/check.sh sandbox` runs them on a GPU host).
+// fails for device memory is made again alone before its verdict stands (issue 30); the last test
+// does the same for the cuda kind. The first test needs python3 with torch (a CPU build will do);
+// the others need a GPU and are skipped without one
+// (`SANDBOX_FILTER='KernelBenchMemory*:CudaMemoryGpuTest.*' tools/gpu/check.sh sandbox`).
 #include "sandbox/verifier.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/test_support.hpp"
@@ -200,6 +201,76 @@ TEST(KernelBenchMemoryGpuTest, TorchBeyondItsShareFailsSharedAndPassesAlone) {
   EXPECT_TRUE(r->passed) << r->feedback;
   EXPECT_TRUE(r->rerun_note.empty()) << r->rerun_note;
   EXPECT_EQ(r->device_memory_share_bytes, 0U);
+}
+
+// The same for the cuda kind, where nothing caps a candidate's own cudaMalloc: the hog takes nearly
+// all free device memory, holds it while a kernel spins (15 to 40 s, by the SM clock), then fails
+// a last cudaMalloc (cudaErrorMemoryAllocation, which the harness reports); the neighbour, the
+// plain vector add, is submitted once the GPU is seen full and passes after a run alone.
+TEST(CudaMemoryGpuTest, HogFailsAloneItsNeighbourPasses) {
+  std::string why;
+  if (!testing::gpu_present(&why)) {
+    GTEST_SKIP() << why;
+  }
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.engine.cuda_run_limits.wall = std::chrono::seconds(180);
+  config.engine.cuda_run_limits.cpu_seconds = 180;  // cudaDeviceSynchronize spins on a core
+  config.gpus = {0};
+  config.run_slots = 2;
+  config.compile_workers = 2;
+  config.run_attempts = 1;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  const auto t = std::make_shared<const task>(testing::cuda_vector_add_task(4099));
+  const std::string hog =
+      fenced("cuda",
+             "__global__ void add(const float* a, const float* b, float* c, int n) {\n"
+             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "  if (i < n) c[i] = a[i] + b[i];\n"
+             "}\n"
+             "__global__ void spin(long long cycles) {\n"
+             "  long long start = clock64();\n"
+             "  while (clock64() - start < cycles) {}\n"
+             "}\n"
+             "void solve(const float* a, const float* b, float* c, int n) {\n"
+             "  static bool held = false;\n"
+             "  if (!held) {\n"
+             "    held = true;\n"
+             "    void* p = nullptr;\n"
+             "    for (size_t chunk = 1ull << 30; chunk >= (16ull << 20);) {\n"
+             "      if (cudaMalloc(&p, chunk) != cudaSuccess) chunk /= 2;\n"
+             "    }\n"
+             "    spin<<<1, 1>>>(30000000000LL);\n"
+             "    cudaDeviceSynchronize();\n"
+             "    cudaMalloc(&p, 1ull << 30);\n"
+             "  }\n"
+             "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
+             "}\n");
+  auto hog_verdict = (*v)->submit(t, hog);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::optional<std::pair<double, double>> memory;
+  while (std::chrono::steady_clock::now() < deadline) {
+    memory = kbm_gpu_memory();
+    if (memory && memory->first >= 0.9 * memory->second) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(memory && memory->first >= 0.9 * memory->second)
+      << "the hog never held the GPU's memory";
+  auto neighbour_verdict = (*v)->submit(t, fenced("cuda", testing::k_cuda_vector_add));
+  auto n = neighbour_verdict.get();
+  ASSERT_TRUE(n.ok()) << n.err().message;
+  EXPECT_TRUE(n->passed) << n->feedback << "\n" << n->diagnostics;
+  EXPECT_NE(n->rerun_note.find("run again alone"), std::string::npos)
+      << "the neighbour's shared run did not fail for device memory: " << n->feedback;
+  auto h = hog_verdict.get();
+  ASSERT_TRUE(h.ok()) << h.err().message;
+  EXPECT_FALSE(h->passed);
+  EXPECT_TRUE(h->device_memory_failure) << h->feedback << "\n" << h->diagnostics;
+  EXPECT_NE(h->feedback.find("cudaErrorMemoryAllocation"), std::string::npos) << h->feedback;
+  EXPECT_NE(h->rerun_note.find("failed for device memory"), std::string::npos) << h->rerun_note;
 }
 
 }  // namespace
