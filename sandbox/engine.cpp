@@ -227,6 +227,19 @@ bool extract_and_check(const task& t, std::string_view answer, prepared_candidat
 
 std::string default_nvcc() { return LEAP_NVCC_DEFAULT; }
 
+bool says_device_memory_exhausted(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const std::string_view sign : {"out of memory", "outofmemoryerror",
+                                      "cudaerrormemoryallocation", "cuda_error_out_of_memory"}) {
+    if (lower.find(sign) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 error infrastructure_error(int gpu, const std::string& what) {
   return error{std::string(k_infrastructure_tag) +
                (gpu >= 0 ? "GPU " + std::to_string(gpu) : std::string("no GPU")) + ": " + what};
@@ -1123,7 +1136,8 @@ status engine::probe_slot(task_kind kind, int gpu) {
   return error{"the engine's CUDA probe failed (" + how + ")" + (said.empty() ? "" : ": " + said)};
 }
 
-result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu) {
+result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu,
+                                   int sharing) {
   const bool cuda = built_by_nvcc(t.kind);
   const int slot_gpu = cuda ? gpu : -1;
   // Candidates run under the task's judge (harness.hpp), which starts ./cand itself.
@@ -1290,7 +1304,11 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     // The keeper is the engine's: its failure, which only the judge reports, and its end, which
     // the engine sees itself, are the slot's. A keeper that failed is ended, to be started again.
     if (got.failure && got.failure->kind == harness_failure_kind::keeper) {
-      drop_keeper(slot_gpu);
+      // Memory the task's buffers could not get leaves the keeper usable (it goes on serving);
+      // any other failure of it may have broken its context.
+      if (!says_device_memory_exhausted(got.failure->name)) {
+        drop_keeper(slot_gpu);
+      }
       return infrastructure_error(gpu, "the slot's GPU keeper failed during the run (" +
                                            got.failure->name + " while " + got.failure->where +
                                            ": " + got.failure->text.substr(0, 300) + ")");
@@ -1306,7 +1324,19 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     }
   }
   if (got.failure) {
-    return finish(verdict_category::runtime, harness_error_feedback(*got.failure, r->stderr_text));
+    std::string text = harness_error_feedback(*got.failure, r->stderr_text);
+    if (cuda && says_device_memory_exhausted(got.failure->name)) {
+      v.device_memory_failure = true;
+      if (sharing > 1) {
+        // Nothing holds a cuda candidate's own cudaMalloc to it (CUDA has no per-process limit
+        // outside MPS): the share is what it should have kept to, said so that it can.
+        text += "\nIts run shared the GPU with " + std::to_string(sharing - 1) +
+                " other run(s): its share of device memory was 1/" + std::to_string(sharing) +
+                " of the GPU's memory less a reserve of " +
+                std::to_string(config_.gpu_memory_reserve_bytes >> 20) + " MiB.";
+      }
+    }
+    return finish(verdict_category::runtime, std::move(text));
   }
   if (!r->exited) {
     return finish(verdict_category::runtime, signal_feedback(r->signal, r->stderr_text));
@@ -1529,8 +1559,9 @@ status engine::probe_python() {
   return ok_status();
 }
 
-result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu) {
-  auto v = judge(t, prepared, gpu);
+result<verdict> engine::run(const task& t, const prepared_candidate& prepared, int gpu,
+                            int sharing) {
+  auto v = judge(t, prepared, gpu, sharing);
   if (v && !prepared.final_verdict && profile_selects(config_.profile, t.kind, *v)) {
     // On the slot that ran it, so that no other candidate's timed run shares the GPU with ncu's
     // replays; bounded by profile_limits.
@@ -1539,7 +1570,8 @@ result<verdict> engine::run(const task& t, const prepared_candidate& prepared, i
   return v;
 }
 
-result<verdict> engine::judge(const task& t, const prepared_candidate& prepared, int gpu) {
+result<verdict> engine::judge(const task& t, const prepared_candidate& prepared, int gpu,
+                              int sharing) {
   if (prepared.final_verdict) {
     return *prepared.final_verdict;
   }
@@ -1552,13 +1584,13 @@ result<verdict> engine::judge(const task& t, const prepared_candidate& prepared,
       v = run_python(t, prepared);
       break;
     case pipeline::kernelbench:
-      v = run_kernelbench(t, prepared, gpu);
+      v = run_kernelbench(t, prepared, gpu, sharing);
       break;
     case pipeline::native:
       if (prepared.expected == nullptr) {
         return error{t.id + ": run() of a candidate compiled without its reference"};
       }
-      v = run_native(t, prepared, gpu);
+      v = run_native(t, prepared, gpu, sharing);
       break;
   }
   if (!v) {

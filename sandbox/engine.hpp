@@ -161,6 +161,10 @@ struct engine_config {
   }();
   // Kernels named in the feedback (longest first). Default: 2
   std::size_t profile_max_kernels = 2;
+  // Device memory of a GPU kept out of the shares of the runs that share it (engine::run's
+  // `sharing`): the CUDA contexts, the KernelBench judges' buffers, the GPU keeper's. Default: 4
+  // GiB
+  std::uint64_t gpu_memory_reserve_bytes = 4ULL << 30;
   // Tests only: replaces the engine's own slot probe (probe_slot) where the real one cannot run
   // (no GPU). Production code leaves it empty. Default: empty (the real probe)
   std::function<status(task_kind kind, int gpu)> probe_override;
@@ -178,6 +182,10 @@ error infrastructure_error(int gpu, const std::string& what);
 // The GPU of an error made by infrastructure_error (-1 for a slot without one); nullopt for any
 // other error. Pure function.
 std::optional<int> infrastructure_slot(const error& e);
+// Whether a CUDA or torch error text says device memory ran out: torch's OutOfMemoryError and its
+// "CUDA out of memory", CUDA's cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY, "out of
+// memory" in any case. Pure function.
+bool says_device_memory_exhausted(std::string_view text);
 
 // The compile stage's outcome: either a verdict already (format, forbidden, compile) or what the
 // run stage needs.
@@ -238,10 +246,16 @@ class engine {
   // "cuda" and torch sees no GPU) or the task's reference failing; nothing the candidate's process
   // prints or writes can produce one.
   // A verdict that profile_selects chose is profiled (profile_candidate) before run() returns.
-  result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu);
+  // `sharing`: how many runs share this GPU at once (the verifier's runs per GPU for an untimed
+  // run; 1: the run has it alone). Above 1, a kernelbench run's torch allocations are capped at
+  // its share of the GPU's memory, (total - gpu_memory_reserve_bytes) / sharing, set in the
+  // candidate's process before it imports solution.py, and a cuda run's failure for device memory
+  // names its share; either way a failure for device memory sets verdict::device_memory_failure.
+  result<verdict> run(const task& t, const prepared_candidate& prepared, int gpu, int sharing = 1);
   // run() without the profiling: for callers that profile elsewhere, off the verdict's path
   // (verifier: its profiling pool). Thread-safe.
-  result<verdict> judge(const task& t, const prepared_candidate& prepared, int gpu);
+  result<verdict> judge(const task& t, const prepared_candidate& prepared, int gpu,
+                        int sharing = 1);
 
   // Both stages in the calling thread.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
@@ -336,12 +350,12 @@ class engine {
       const std::vector<std::pair<std::string, std::string>>* env = nullptr,
       const resource_limits* limits = nullptr);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
-  result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu);
+  result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu, int sharing);
   result<std::string> cuda_probe_binary();
   result<verdict> run_python(const task& t, const prepared_candidate& p);
   // `python3 -c 'import ...'` in the sandbox: ok, or an "infrastructure: ..." error saying why not.
   status probe_python();
-  result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu);
+  result<verdict> run_kernelbench(const task& t, const prepared_candidate& p, int gpu, int sharing);
   // The compile pool's part of a kernelbench candidate: records its load_inline calls and builds
   // (or finds in the cache) each one the engine accepts; a build error is a compile verdict.
   // Errors: infrastructure (the toolchain does not build a known-good extension).
@@ -393,10 +407,10 @@ class engine {
   // folder on PATH, kernelbench_limits: the slot's probe, the reference and the judge.
   run_request kernelbench_request(const std::filesystem::path& dir, int gpu,
                                   std::vector<std::string> args) const;
-  // The judge's run in `dir` (its files already there) for `ref` on `device`.
+  // The judge's run in `dir` (its files already there) for `ref` on `device`; `sharing` as run()'s.
   run_request kernelbench_judge_request(const std::filesystem::path& dir,
                                         const kernelbench_reference& ref, const std::string& device,
-                                        int gpu, own_kernel_policy policy) const;
+                                        int gpu, own_kernel_policy policy, int sharing = 1) const;
   // A KernelBench baseline: the reference as written (eager) or under torch.compile (inductor).
   enum class kernelbench_baseline { eager, compiled };
   struct baseline_time {

@@ -967,7 +967,7 @@ status engine::probe_extension_toolchain(bool cuda) {
 run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
                                               const kernelbench_reference& ref,
                                               const std::string& device, int gpu,
-                                              own_kernel_policy policy) const {
+                                              own_kernel_policy policy, int sharing) const {
   // The judge allocates the outputs' buffers as the reference's outputs are.
   nlohmann::json slots = nlohmann::json::array();
   for (const kb_trial& trial : ref.expected.trials) {
@@ -984,13 +984,16 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
   // candidate's outputs may be wider).
   const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
   request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
-  request.stdin_data = nlohmann::json{{"device", device},
-                                      {"own_kernel", to_string(policy)},
-                                      {"slots", std::move(slots)},
-                                      {"trials", config_.trials},
-                                      {"timing_reps", config_.timing_reps}}
-                           .dump() +
-                       "\n";
+  nlohmann::json config{{"device", device},
+                        {"own_kernel", to_string(policy)},
+                        {"slots", std::move(slots)},
+                        {"trials", config_.trials},
+                        {"timing_reps", config_.timing_reps}};
+  if (sharing > 1) {
+    config["memory_share"] = {{"runs", sharing},
+                              {"reserve_bytes", config_.gpu_memory_reserve_bytes}};
+  }
+  request.stdin_data = config.dump() + "\n";
   return request;
 }
 
@@ -1154,7 +1157,8 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
   return computed;
 }
 
-result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu) {
+result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu,
+                                        int sharing) {
   auto slot = kernelbench_slot_for(t, gpu);
   if (!slot) {
     return slot.err();
@@ -1175,7 +1179,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     // The host's disk, not the candidate: the slot's failure, as in run_native.
     return infrastructure_error(gpu, s.err().message);
   }
-  const run_request request = kernelbench_judge_request(dir->path(), ref, device, gpu, policy);
+  const run_request request =
+      kernelbench_judge_request(dir->path(), ref, device, gpu, policy, sharing);
   const clock_watch clocks(gpu, config_.timing_reps > 0 && device == "cuda");
   auto r = run_isolated(request);
   if (!r) {
@@ -1239,11 +1244,36 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!r->exited && r->signal == SIGXCPU) {
     return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
   }
+  // The cap the judge gave the runner on a shared GPU (the judge's own fields, never the runner's).
+  const nlohmann::json& record = status;  // a lambda may not capture a structured binding
+  auto judge_bytes = [&record](const char* key) -> std::uint64_t {
+    return record.contains(key) && record[key].is_number_unsigned()
+               ? record[key].get<std::uint64_t>()
+               : 0;
+  };
+  v.device_memory_share_bytes = judge_bytes("memory_cap_bytes");
+  auto text_of = [&record](const char* key) {
+    return record.contains(key) && record[key].is_string() ? record[key].get<std::string>()
+                                                           : std::string{};
+  };
   switch (said) {
     case kernelbench_status::syntax_error:
-    case kernelbench_status::import_error:
-    case kernelbench_status::error:
       return judged(status);
+    case kernelbench_status::import_error:
+    case kernelbench_status::error: {
+      if (!says_device_memory_exhausted(text_of("type") + ": " + text_of("message"))) {
+        return judged(status);
+      }
+      v.device_memory_failure = true;
+      auto fb = kernelbench_result_feedback(status.dump());
+      if (v.device_memory_share_bytes > 0) {
+        fb.text += "\nIts run shared the GPU with other runs: its share of device memory was " +
+                   std::to_string(v.device_memory_share_bytes >> 20) + " MiB of the GPU's " +
+                   std::to_string(judge_bytes("memory_total_bytes") >> 20) +
+                   " MiB, and torch's allocations beyond it fail with out of memory.";
+      }
+      return finish(fb.category, std::move(fb.text));
+    }
     case kernelbench_status::ok:
     case kernelbench_status::mismatch:
     case kernelbench_status::modified_input:

@@ -361,6 +361,13 @@ def _leap_main():
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA device in the runner")
         region = _leap_region(hello, device)
+        # The run shares its GPU: torch's allocations here are capped at its share, so that an
+        # honest candidate that needs more fails alone (torch's out-of-memory error) instead of
+        # taking its neighbours' memory. Before the candidate's code: it could lift the cap again.
+        cap = hello.get("memory_cap")
+        if device.type == "cuda" and isinstance(cap, int) and cap > 0:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
     except BaseException as e:
         _leap_send({"setup_error": (type(e).__name__ + ": " + str(e))[:2000]})
         return
@@ -499,6 +506,9 @@ def _leap_main():
     # every failure until then is this slot's ("judge_error", an infrastructure error the engine
     # retries elsewhere), never a verdict on the candidate.
     candidate_started = False
+    # What this process adds to every record it writes (the runner's own fields of that name are
+    # dropped): the device-memory cap it gave the runner, and the GPU's memory.
+    own_fields = {}
 
     def finish(status, body):
         """Writes the record and ends: "LKBJUDG1", the status's length (u32) and JSON, the data."""
@@ -507,6 +517,10 @@ def _leap_main():
                 os.kill(child, signal.SIGKILL)
             except OSError:
                 pass
+        status = dict(status)
+        status.pop("memory_cap_bytes", None)
+        status.pop("memory_total_bytes", None)
+        status.update(own_fields)
         text = json.dumps(status).encode()
         record.write(b"LKBJUDG1" + struct.pack("<I", len(text)) + text)
         if body is not None:
@@ -663,6 +677,19 @@ def _leap_main():
             region = torch.empty(total, dtype=torch.uint8, device=device)
             share = list(region.untyped_storage()._share_cuda_())
             hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
+            # Runs that share this GPU: each runner's torch allocations get an equal part of the
+            # memory left after a reserve (contexts, the judges' buffers).
+            sharing = config.get("memory_share")
+            runs = sharing.get("runs") if isinstance(sharing, dict) else None
+            if isinstance(runs, int) and runs > 1:
+                total_memory = torch.cuda.get_device_properties(device).total_memory
+                reserve = sharing.get("reserve_bytes")
+                reserve = reserve if isinstance(reserve, int) and reserve >= 0 else 0
+                cap = (total_memory - reserve) // runs
+                if cap > 0:
+                    hello["memory_cap"] = cap
+                    own_fields["memory_cap_bytes"] = cap
+                    own_fields["memory_total_bytes"] = total_memory
         else:
             import mmap
             os.ftruncate(memfd, total)

@@ -79,6 +79,16 @@ struct verdict {
   // kernelbench: where the candidate's extensions were built ("compile pool", or what its run built
   // itself and why); empty when it built none
   std::string build_note;
+  // The run failed for device memory: torch's out-of-memory error in a KernelBench candidate's
+  // run, CUDA's cudaErrorMemoryAllocation in a cuda candidate's. Set by the engine; the verifier
+  // runs such a run again alone on its GPU when it shared the GPU (verifier.hpp).
+  bool device_memory_failure = false;
+  // KernelBench on a shared GPU: the device memory its torch allocations were capped at (bytes;
+  // 0 when the run had the GPU alone or the device was not CUDA).
+  std::uint64_t device_memory_share_bytes = 0;
+  // Set by the verifier: why this verdict is from a second run made alone on the GPU (its first,
+  // which shared the GPU, failed for device memory); empty for a verdict of a run's only attempt.
+  std::string rerun_note;
   // Nsight Compute's view of the candidate's own kernels (engine_config::profile); its diagnosis is
   // also appended to `feedback`, after the verdict's own text.
   std::optional<profile_summary> profile;

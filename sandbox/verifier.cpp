@@ -1,10 +1,49 @@
 #include "sandbox/verifier.hpp"
 
+#include "sandbox/feedback.hpp"
+
 #include <algorithm>
 #include <set>
 #include <string>
 
 namespace leap::sandbox {
+
+std::optional<std::string> rerun_alone_reason(int sharing, const result<verdict>& outcome) {
+  if (sharing <= 1) {
+    return std::nullopt;
+  }
+  const std::string shared =
+      "its first run shared the GPU with " + std::to_string(sharing - 1) + " other run(s) and ";
+  if (outcome) {
+    if (!outcome->device_memory_failure) {
+      return std::nullopt;
+    }
+    return shared + "failed for device memory" +
+           (outcome->device_memory_share_bytes > 0
+                ? " (its share: " + std::to_string(outcome->device_memory_share_bytes >> 20) +
+                      " MiB)"
+                : std::string{});
+  }
+  // Only the slot's own errors: a broken task or a missing compiler says nothing of a neighbour.
+  if (!infrastructure_slot(outcome.err()) || !says_device_memory_exhausted(outcome.err().message)) {
+    return std::nullopt;
+  }
+  return shared + "device memory ran out before the candidate ran (" +
+         outcome.err().message.substr(0, 300) + ")";
+}
+
+result<verdict> note_rerun_alone(result<verdict> alone, const std::string& reason,
+                                 std::size_t feedback_budget) {
+  if (!alone) {
+    return error{alone.err().message + " (in a second run alone on the GPU: " + reason + ")"};
+  }
+  alone->rerun_note = "run again alone on the GPU: " + reason;
+  alone->feedback =
+      trim_to_budget(alone->feedback + "\n(This verdict is from a second run, alone " +
+                         "on the GPU: " + reason + ".)",
+                     feedback_budget);
+  return alone;
+}
 
 bool verifier::job_queue::push(job j, bool wait) {
   std::unique_lock lock(mutex_);
@@ -75,6 +114,11 @@ verifier::verifier(verifier_config config, std::unique_ptr<engine> e)
   gpu_turns_[-1];
   for (int g : config_.gpus) {
     gpu_turns_[g];
+  }
+  if (!config_.gpus.empty()) {
+    for (int i = 0; i < slots; ++i) {
+      ++slots_per_gpu_[config_.gpus[static_cast<std::size_t>(i) % config_.gpus.size()]];
+    }
   }
   for (int i = 0; i < compilers; ++i) {
     compile_threads_.emplace_back([this] { compile_loop(); });
@@ -274,17 +318,32 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu, int*
   const bool alone =
       config_.engine.timing_reps > 0 && (kind == task_kind::cuda || kind == task_kind::kernelbench);
   // With a profiling pool, the run only judges: the profile is made after the verdict is out.
-  auto run_on = [&](int g) {
+  auto run_on = [&](int g) -> result<verdict> {
     std::shared_mutex& m = gpu_turn(g);
-    auto once = [&] {
-      return j.profiled ? engine_->judge(*j.t, j.prepared, g) : engine_->run(*j.t, j.prepared, g);
+    auto once = [&](int sharing) {
+      return j.profiled ? engine_->judge(*j.t, j.prepared, g, sharing)
+                        : engine_->run(*j.t, j.prepared, g, sharing);
     };
     if (alone) {
       std::unique_lock hold(m);
-      return once();
+      return once(1);
     }
-    std::shared_lock share(m);
-    return once();
+    const auto runs = slots_per_gpu_.find(g);
+    const bool gpu_kind = kind == task_kind::cuda || kind == task_kind::kernelbench;
+    const int sharing = gpu_kind && runs != slots_per_gpu_.end() ? runs->second : 1;
+    result<verdict> first = error{"not run"};
+    {
+      std::shared_lock share(m);
+      first = once(sharing);
+    }
+    // A neighbour may have taken the memory it lacked: alone, only its own use counts. A candidate
+    // that fakes the failure gains one run alone, no more.
+    const auto why = rerun_alone_reason(sharing, first);
+    if (!why) {
+      return first;
+    }
+    std::unique_lock hold(m);
+    return note_rerun_alone(once(1), *why, config_.engine.feedback.char_budget);
   };
   for (int attempt = 1; attempt <= config_.run_attempts; ++attempt) {
     *used = current;

@@ -30,8 +30,11 @@ struct verifier_config {
   // The CUDA device of each run slot: slot i runs with CUDA_VISIBLE_DEVICES=gpus[i % gpus.size()],
   // so run_slots above gpus.size() puts several runs on one GPU. Runs of the GPU kinds (cuda,
   // kernelbench) that are timed (engine.timing_reps > 0) take their GPU alone: a timed run waits
-  // for the GPU's other runs to end, and they wait for it. Empty: cuda runs get no
-  // CUDA_VISIBLE_DEVICES (the driver's default device). Default: empty
+  // for the GPU's other runs to end, and they wait for it. An untimed run on a GPU of several
+  // slots shares it: the engine is told how many share it (engine::run's `sharing`: KernelBench's
+  // torch allocations are capped at their share), and a shared run that fails for device memory
+  // is run once more alone on its GPU before its outcome stands (rerun_alone_reason). Empty: cuda
+  // runs get no CUDA_VISIBLE_DEVICES (the driver's default device) and no share. Default: empty
   std::vector<int> gpus;
   // Bound of the compile queue and of the run queue each. Default: 64
   std::size_t queue_capacity = 64;
@@ -60,6 +63,21 @@ struct verifier_load {
   std::size_t profile_queued = 0;  // judged, waiting for a profiling worker
   std::size_t profiling = 0;
 };
+
+// Why a run that shared its GPU with `sharing` - 1 other runs is made again, alone on the GPU,
+// before its outcome stands: the outcome says it failed for device memory (a verdict the engine
+// marked device_memory_failure, or a slot's error that says memory ran out, such as a KernelBench
+// judge or the GPU keeper that could not allocate the task's buffers), which may have been a
+// neighbour's doing. nullopt when the outcome stands: the run had its GPU alone (sharing <= 1), or
+// it failed otherwise. Once: the verifier never asks again about the run made alone. Pure function.
+std::optional<std::string> rerun_alone_reason(int sharing, const result<verdict>& outcome);
+
+// The outcome of the run made again alone, saying why (`reason`, from rerun_alone_reason): a
+// verdict gets it as its rerun_note and at the end of its feedback (within `feedback_budget`
+// characters); an error keeps its message (and its slot's tag) with the reason after it. Pure
+// function.
+result<verdict> note_rerun_alone(result<verdict> alone, const std::string& reason,
+                                 std::size_t feedback_budget);
 
 class verifier {
  public:
@@ -154,6 +172,8 @@ class verifier {
   // Per GPU: its runs share it, a timed one holds it alone (gpu_turn). Made at construction for
   // every GPU a run may go to (gpus, and -1), never changed after.
   std::map<int, std::shared_mutex> gpu_turns_;
+  // Per GPU of `gpus`: how many run slots it has (the runs that may share it at once).
+  std::map<int, int> slots_per_gpu_;
   bool stopping_ = false;
   std::vector<std::thread> compile_threads_;
   std::vector<std::thread> run_threads_;

@@ -765,8 +765,10 @@ std::vector<field_spec> build_fields() {
   f.push_back(operational(integer_field(
       "verifier.runs_per_gpu", LEAP_FIELD(verifier.runs_per_gpu), at_least(1),
       "Candidate runs sharing one GPU at once (correctness runs of small kernels); timed runs "
-      "(verifier.timing_reps > 0) always take their GPU alone. Shared runs have no device-memory "
-      "cap of their own yet: a run that exhausts the GPU's memory can fail its neighbours.")));
+      "(verifier.timing_reps > 0) always take their GPU alone. A shared KernelBench run's torch "
+      "allocations are capped at its share of the GPU's memory, and a shared run that fails for "
+      "device memory is run again alone before its verdict stands (sandbox/README.md says what a "
+      "hostile candidate can still do).")));
   f.push_back(real_field("verifier.compile_timeout_s", LEAP_FIELD(verifier.compile_timeout_s),
                          above(0), "Wall-clock limit of one compilation, seconds; > 0."));
   f.push_back(real_field("verifier.run_timeout_s", LEAP_FIELD(verifier.run_timeout_s), above(0),

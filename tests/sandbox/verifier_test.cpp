@@ -454,6 +454,158 @@ TEST(VerifierTest, TimedGpuRunsTakeTheirGpuAloneUntimedOnesShareIt) {
   vt_remove_private_cache(base.engine.cache_dir);
 }
 
+TEST(VerifierMemoryTest, DeviceMemoryIsToldFromOtherFailures) {
+  for (const char* text :
+       {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: CUDA error: out of memory", "cudaErrorMemoryAllocation",
+        "the slot's GPU keeper failed during the run (CUDA_ERROR_OUT_OF_MEMORY while mapping)"}) {
+    EXPECT_TRUE(says_device_memory_exhausted(text)) << text;
+  }
+  for (const char* text : {"cudaErrorIllegalAddress", "memory limit exceeded",
+                           "the slot's GPU keeper could not start", ""}) {
+    EXPECT_FALSE(says_device_memory_exhausted(text)) << text;
+  }
+}
+
+TEST(VerifierMemoryTest, OnlyASharedRunThatFailedForDeviceMemoryIsRunAgainAlone) {
+  verdict oom;
+  oom.category = verdict_category::runtime;
+  oom.device_memory_failure = true;
+  oom.device_memory_share_bytes = 3ULL << 30;
+  verdict wrong;
+  wrong.category = verdict_category::wrong_answer;
+  verdict pass;
+  pass.passed = true;
+  pass.category = verdict_category::pass;
+  const result<verdict> keeper_oom = infrastructure_error(
+      0, "the slot's GPU keeper failed during the run (CUDA_ERROR_OUT_OF_MEMORY while mapping)");
+  const result<verdict> judge_oom = infrastructure_error(
+      0,
+      "kb: the KernelBench judge failed on GPU 0 before the candidate ran: preparing the "
+      "trials' buffers on cuda: RuntimeError: CUDA error: out of memory");
+  const result<verdict> keeper_gone = infrastructure_error(0, "the slot's GPU keeper ended");
+  // Not the slot's: a task's own error that mentions memory says nothing of a neighbour.
+  const result<verdict> task_error = error{"kb: the reference ran out of memory"};
+  struct vm_case {
+    const char* name;
+    int sharing;
+    result<verdict> outcome;
+    bool again;
+  };
+  const std::vector<vm_case> cases{
+      {"oom shared", 2, oom, true},
+      {"oom alone", 1, oom, false},
+      {"wrong shared", 4, wrong, false},
+      {"pass shared", 2, pass, false},
+      {"keeper oom", 2, keeper_oom, true},
+      {"judge oom", 3, judge_oom, true},
+      {"keeper oom alone", 1, keeper_oom, false},
+      {"keeper gone", 2, keeper_gone, false},
+      {"task error", 2, task_error, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto why = rerun_alone_reason(c.sharing, c.outcome);
+    EXPECT_EQ(why.has_value(), c.again) << why.value_or("");
+    if (why) {
+      EXPECT_NE(why->find(std::to_string(c.sharing - 1) + " other run"), std::string::npos) << *why;
+    }
+  }
+  EXPECT_NE(rerun_alone_reason(2, oom)->find("its share: 3072 MiB"), std::string::npos);
+  EXPECT_NE(rerun_alone_reason(2, judge_oom)->find("CUDA error: out of memory"), std::string::npos);
+}
+
+TEST(VerifierMemoryTest, TheRunMadeAgainAloneSaysWhy) {
+  verdict failed;
+  failed.category = verdict_category::runtime;
+  failed.feedback = "Runtime error: CUDA out of memory.";
+  auto noted = note_rerun_alone(failed, "its first run shared the GPU", 4000);
+  ASSERT_TRUE(noted.ok());
+  EXPECT_NE(noted->rerun_note.find("alone"), std::string::npos) << noted->rerun_note;
+  EXPECT_NE(noted->feedback.find("Runtime error: CUDA out of memory."), std::string::npos);
+  EXPECT_NE(noted->feedback.find("second run, alone on the GPU: its first run shared the GPU"),
+            std::string::npos)
+      << noted->feedback;
+  EXPECT_LE(note_rerun_alone(failed, std::string(500, 'x'), 100)->feedback.size(), 100U);
+  // An error keeps its slot's tag: the verifier's retries still see the slot's failure.
+  auto slot = note_rerun_alone(infrastructure_error(3, "keeper: CUDA_ERROR_OUT_OF_MEMORY"),
+                               "its first run shared the GPU", 4000);
+  ASSERT_FALSE(slot.ok());
+  EXPECT_EQ(infrastructure_slot(slot.err()), 3);
+  EXPECT_NE(slot.err().message.find("second run alone on the GPU: its first run shared"),
+            std::string::npos)
+      << slot.err().message;
+}
+
+// Two run slots on one GPU, untimed: a run that fails for device memory while sharing the GPU is
+// made again alone. Seen as in the test above, from the engine's probe (replaced): without a GPU
+// the slot's keeper cannot start and the run asks the probe, whose answer is chosen here. An
+// answer that says device memory ran out brings each run back once, alone (no other run comes in
+// while it waits); any other answer stands.
+TEST(VerifierTest, SharedGpuRunThatRanOutOfDeviceMemoryRunsAgainAlone) {
+  verifier_config base;
+  base.engine = testing::test_engine_config();
+  std::string why;
+  if (!nvcc_found(base.engine, &why)) {
+    GTEST_SKIP() << why;
+  }
+  if (testing::gpu_present(&why)) {
+    GTEST_SKIP() << "a GPU is present: its runs pass without asking the probe";
+  }
+  struct probe_calls {
+    std::mutex m;
+    std::condition_variable cv;
+    int calls = 0;
+    int now = 0;
+    int most_shared = 0;  // runs inside the probe at once, in the first two calls
+    int most_later = 0;   // and in every later call
+  };
+  base.engine.cache_dir = vt_cuda_cache("memory-cache");
+  for (const bool memory : {true, false}) {
+    SCOPED_TRACE(memory ? "out of memory" : "another failure");
+    verifier_config config = base;
+    auto calls = std::make_shared<probe_calls>();
+    const std::string answer =
+        memory ? "stand-in probe: CUDA error: out of memory" : "stand-in probe: no device";
+    config.engine.probe_override = [calls, answer](task_kind, int) -> status {
+      std::unique_lock lock(calls->m);
+      const bool first_two = ++calls->calls <= 2;
+      ++calls->now;
+      int& most = first_two ? calls->most_shared : calls->most_later;
+      most = std::max(most, calls->now);
+      calls->cv.notify_all();
+      // The two shared runs meet here; a later run would be joined by the other within the wait
+      // if the GPU let it in.
+      calls->cv.wait_for(lock, first_two ? std::chrono::seconds(120) : std::chrono::seconds(5),
+                         [&] { return first_two ? calls->most_shared >= 2 : calls->now >= 2; });
+      most = std::max(most, calls->now);
+      --calls->now;
+      return error{answer};
+    };
+    config.gpus = {0};
+    config.run_slots = 2;
+    config.compile_workers = 2;
+    config.run_attempts = 1;  // a retry would ask the probe again from outside the GPU's lock
+    auto v = verifier::create(config);
+    ASSERT_TRUE(v.ok()) << v.err().message;
+    const auto t = std::make_shared<const task>(testing::cuda_vector_add_task(4099));
+    auto first = (*v)->submit(t, k_cuda_good);
+    auto second = (*v)->submit(t, k_cuda_good);
+    for (auto* f : {&first, &second}) {
+      auto r = f->get();
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.err().message.find(answer), std::string::npos) << r.err().message;
+      EXPECT_EQ(r.err().message.find("second run alone on the GPU") != std::string::npos, memory)
+          << r.err().message;
+    }
+    std::lock_guard lock(calls->m);
+    EXPECT_EQ(calls->most_shared, 2);
+    EXPECT_EQ(calls->calls, memory ? 4 : 2);
+    EXPECT_LE(calls->most_later, 1);
+  }
+  vt_remove_private_cache(base.engine.cache_dir);
+}
+
 TEST(VerifierTest, PersistentInfrastructureFailureEndsTheRunNamingTheSlots) {
   verifier_config config;
   config.engine = testing::test_engine_config();
