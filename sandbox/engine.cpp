@@ -231,8 +231,11 @@ bool says_device_memory_exhausted(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const std::string_view sign : {"out of memory", "outofmemoryerror",
-                                      "cudaerrormemoryallocation", "cuda_error_out_of_memory"}) {
+  // CUDA's libraries say it their own way when their workspace or handle cannot be allocated
+  // (CUBLAS_STATUS_ALLOC_FAILED from torch's first matmul on a full GPU, cuDNN's, cuFFT's).
+  for (const std::string_view sign :
+       {"out of memory", "outofmemoryerror", "cudaerrormemoryallocation",
+        "cuda_error_out_of_memory", "_alloc_failed"}) {
     if (lower.find(sign) != std::string::npos) {
       return true;
     }

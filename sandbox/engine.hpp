@@ -183,8 +183,8 @@ error infrastructure_error(int gpu, const std::string& what);
 // other error. Pure function.
 std::optional<int> infrastructure_slot(const error& e);
 // Whether a CUDA or torch error text says device memory ran out: torch's OutOfMemoryError and its
-// "CUDA out of memory", CUDA's cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY, "out of
-// memory" in any case. Pure function.
+// "CUDA out of memory", CUDA's cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY, the CUDA
+// libraries' *_ALLOC_FAILED statuses, "out of memory" in any case. Pure function.
 bool says_device_memory_exhausted(std::string_view text);
 
 // The compile stage's outcome: either a verdict already (format, forbidden, compile) or what the

@@ -458,11 +458,14 @@ TEST(VerifierMemoryTest, DeviceMemoryIsToldFromOtherFailures) {
   for (const char* text :
        {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
         "RuntimeError: CUDA error: out of memory", "cudaErrorMemoryAllocation",
-        "the slot's GPU keeper failed during the run (CUDA_ERROR_OUT_OF_MEMORY while mapping)"}) {
+        "the slot's GPU keeper failed during the run (CUDA_ERROR_OUT_OF_MEMORY while mapping)",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "CUDNN_STATUS_ALLOC_FAILED"}) {
     EXPECT_TRUE(says_device_memory_exhausted(text)) << text;
   }
-  for (const char* text : {"cudaErrorIllegalAddress", "memory limit exceeded",
-                           "the slot's GPU keeper could not start", ""}) {
+  for (const char* text :
+       {"cudaErrorIllegalAddress", "memory limit exceeded", "CUBLAS_STATUS_EXECUTION_FAILED",
+        "the slot's GPU keeper could not start", ""}) {
     EXPECT_FALSE(says_device_memory_exhausted(text)) << text;
   }
 }
