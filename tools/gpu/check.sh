@@ -33,6 +33,8 @@
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
 #             and two other sources with the same load_inline request (wall seconds and verdicts)
+#     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
+#             side by side, inputs to the device (no build)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
 #             (a 4096^2 fp32 matmul with a Triton epilogue) verified TIMING_KB_RUNS times (default
 #             5) on one compile cache, as a training run's verifications are (its baselines timed
@@ -467,6 +469,27 @@ except Exception as e:
     sed -i "1s/.*/import torch  # answer $i/" "$d/other.py"
     timed "same-request-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/other.py"
   done
+}
+
+# What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):
+# torch's import, a CUDA context, two of them side by side (the judge and the runner), and moving a
+# problem's inputs to the device. No build.
+phase_kbcosts() {
+  local py=$LEAP_SANDBOX_TEST_PYTHON i
+  local ctx="import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
+  nproc
+  grep -m1 'model name' /proc/cpuinfo
+  for i in 1 2 3; do /usr/bin/time -f "%e s wall, %U s user: import torch" "$py" -c "import torch"; done
+  for i in 1 2; do /usr/bin/time -f "%e s wall, %U s user: import torch, a CUDA context" "$py" -c "$ctx"; done
+  /usr/bin/time -f "%e s wall: two of those side by side" bash -c "\"$py\" -c \"$ctx\" & \"$py\" -c \"$ctx\" & wait"
+  "$py" - <<'PY'
+import time
+import torch
+t = time.time(); x = [torch.randn(4096, 4096) for _ in range(6)]
+print("randn of 6 x 64 MiB on the host: %.2f s" % (time.time() - t))
+t = time.time(); y = [a.cuda() for a in x]; torch.cuda.synchronize()
+print("to the device: %.2f s" % (time.time() - t))
+PY
 }
 
 for p in "${phases[@]}"; do
