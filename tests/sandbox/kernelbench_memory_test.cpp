@@ -112,6 +112,20 @@ std::optional<std::pair<double, double>> kbm_gpu_memory() {
   return std::pair{used, total};
 }
 
+// GPU 0's memory once at least 90% of it is in use, or the last reading after 240 s.
+std::optional<std::pair<double, double>> kbm_wait_until_gpu_full() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::optional<std::pair<double, double>> memory;
+  while (std::chrono::steady_clock::now() < deadline) {
+    memory = kbm_gpu_memory();
+    if (memory && memory->first >= 0.9 * memory->second) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return memory;
+}
+
 // The hog takes nearly all free device memory with the driver's own cuMemAlloc (no cap of torch's
 // holds it), keeps it `hold_s` seconds, then asks torch for 1 GiB: out of memory, shared or alone.
 // The neighbour, a correct candidate that needs 256 MiB of device memory, is submitted once the GPU
@@ -142,15 +156,7 @@ TEST(KernelBenchMemoryGpuTest, HogFailsAloneItsNeighbourPasses) {
       "        scratch = torch.ones(64 << 20, device=a.device)\n"
       "        del scratch\n");
   auto hog_verdict = (*v)->submit(t, hog);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-  std::optional<std::pair<double, double>> memory;
-  while (std::chrono::steady_clock::now() < deadline) {
-    memory = kbm_gpu_memory();
-    if (memory && memory->first >= 0.9 * memory->second) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  const auto memory = kbm_wait_until_gpu_full();
   ASSERT_TRUE(memory && memory->first >= 0.9 * memory->second)
       << "the hog never held the GPU's memory"
       << (memory ? ": " + std::to_string(memory->first) + " of " + std::to_string(memory->second) +
@@ -248,15 +254,7 @@ TEST(CudaMemoryGpuTest, HogFailsAloneItsNeighbourPasses) {
              "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
              "}\n");
   auto hog_verdict = (*v)->submit(t, hog);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-  std::optional<std::pair<double, double>> memory;
-  while (std::chrono::steady_clock::now() < deadline) {
-    memory = kbm_gpu_memory();
-    if (memory && memory->first >= 0.9 * memory->second) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  const auto memory = kbm_wait_until_gpu_full();
   ASSERT_TRUE(memory && memory->first >= 0.9 * memory->second)
       << "the hog never held the GPU's memory";
   auto neighbour_verdict = (*v)->submit(t, fenced("cuda", testing::k_cuda_vector_add));
