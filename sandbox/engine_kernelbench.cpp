@@ -1175,17 +1175,27 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (!dir) {
     return dir.err();
   }
+  const auto staging_start = std::chrono::steady_clock::now();
   if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
     // The host's disk, not the candidate: the slot's failure, as in run_native.
     return infrastructure_error(gpu, s.err().message);
   }
+  const double staged_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - staging_start)
+          .count();
   const run_request request =
       kernelbench_judge_request(dir->path(), ref, device, gpu, policy, sharing);
   const clock_watch clocks(gpu, config_.timing_reps > 0 && device == "cuda");
+  auto wall_clock_s = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const double launched_s = wall_clock_s();
   auto r = run_isolated(request);
   if (!r) {
     return r.err();
   }
+  const double ended_s = wall_clock_s();
   const clock_window window = clocks.finish();
 
   verdict v;
@@ -1201,6 +1211,12 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   // The judge's record: its status (which relays the runner's word: it may only ever turn into a
   // failing verdict), then the trials' data.
   auto [status, data] = judge_record(r->stdout_text);
+  if (status.contains("stamps")) {
+    v.run_phases_ms = kernelbench_run_phases(status["stamps"], launched_s, ended_s);
+    if (!v.run_phases_ms.empty()) {
+      v.run_phases_ms.insert(v.run_phases_ms.begin(), {"engine_staged_inputs", staged_ms});
+    }
+  }
   const kernelbench_status said =
       parse_kernelbench_status(status.contains("status") && status["status"].is_string()
                                    ? status["status"].get<std::string>()
@@ -1294,6 +1310,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   if (said != kernelbench_status::ok || data.empty()) {
     return judged({{"status", "incomplete"}});
   }
+  const auto compare_start = std::chrono::steady_clock::now();
   auto got =
       parse_kb_file(std::make_shared<const std::string>(std::move(data)), kb_file::candidate);
   if (!got) {
@@ -1321,7 +1338,14 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     held_inputs.trials.push_back(ref.inputs.trials[static_cast<std::size_t>(i)]);
     expected.trials.push_back(ref.expected.trials[static_cast<std::size_t>(i)]);
   }
-  if (auto problem = judge_kernelbench(held_inputs, expected, *got, kb_tolerances_for(t))) {
+  auto problem = judge_kernelbench(held_inputs, expected, *got, kb_tolerances_for(t));
+  if (!v.run_phases_ms.empty()) {
+    v.run_phases_ms.emplace_back(
+        "engine_compared",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compare_start)
+            .count());
+  }
+  if (problem) {
     if (problem->contains("trial") && (*problem)["trial"].is_number_integer() &&
         (*problem)["trial"].get<int>() >= trials) {
       (*problem)["timed_call"] = true;  // a timed call's outputs: the candidate changes with timing

@@ -502,6 +502,9 @@ def _leap_main():
     # descriptors (the record) through /proc.
     ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
     child = None
+    # Where the run's time goes, for the verdict's diagnostics (wall-clock stamps: the engine lines
+    # them up with its own launch of this process).
+    stamps = [["judge_started", time.time()]]
     # Until the runner says it is importing the candidate's code, nothing of the candidate has run:
     # every failure until then is this slot's ("judge_error", an infrastructure error the engine
     # retries elsewhere), never a verdict on the candidate.
@@ -521,6 +524,7 @@ def _leap_main():
         status.pop("memory_cap_bytes", None)
         status.pop("memory_total_bytes", None)
         status.update(own_fields)
+        status["stamps"] = stamps + [["record_written", time.time()]]
         text = json.dumps(status).encode()
         record.write(b"LKBJUDG1" + struct.pack("<I", len(text)) + text)
         if body is not None:
@@ -551,6 +555,7 @@ def _leap_main():
             raw = f.read()
         os.unlink("inputs.bin")
         channel, memfd, child = _leap_start(device_name)
+        stamps.append(["inputs_read_runner_forked", time.time()])
     except Exception as e:
         setup_failed("starting the runner: " + type(e).__name__ + ": " + str(e))
     own_kernel = config.get("own_kernel", "off")
@@ -616,6 +621,7 @@ def _leap_main():
     global torch
     try:
         import torch
+        stamps.append(["torch_imported", time.time()])
         device = torch.device(device_name)
         (cases_count,) = struct.unpack_from("<I", raw, 8)
         pos = 12
@@ -705,15 +711,18 @@ def _leap_main():
             flush = torch.empty(256 << 20, dtype=torch.uint8, device=device)
     except Exception as e:
         setup_failed("preparing the trials' buffers on " + device_name + ": " + type(e).__name__ + ": " + str(e))
+    stamps.append(["buffers_ready", time.time()])
     send(hello)
     first = receive()
     if "setup_error" in first:
         setup_failed("the runner could not open the trials' buffers: " + str(first["setup_error"]))
     if first.get("importing"):
         candidate_started = True
+        stamps.append(["runner_started", time.time()])
         first = receive()
     if not first.get("ready"):
         relay(first)
+    stamps.append(["candidate_imported", time.time()])
     built_here = first.get("built_here")
     built_here = [str(x)[:100] for x in built_here[:16]] if isinstance(built_here, list) else []
 
@@ -729,6 +738,8 @@ def _leap_main():
     times = []
     for call in range(trials + timed_calls):
         timed = call >= trials
+        if call == trials:
+            stamps.append(["trials", time.time()])
         trial = trials + (call - trials) % timing_sets if timed else call
         seed, init, inputs = cases[trial]
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _ = plans[trial]
@@ -787,6 +798,7 @@ def _leap_main():
             own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
                                "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
     body.write(b"LKBEND!!")
+    stamps.append(["timed_calls" if timed_calls else "trials", time.time()])
     send({"end": True})
     finish({"status": "ok", "device": device.type, "own_kernel": own_kernel, "own": own_report,
             "built_here": built_here, "times_ms": times, "checked_cases": checked_cases}, body)
@@ -1268,6 +1280,29 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::pair<std::string, double>> kernelbench_run_phases(const nlohmann::json& stamps,
+                                                                   double launched_s,
+                                                                   double ended_s) {
+  std::vector<std::pair<std::string, double>> phases;
+  if (!stamps.is_array() || stamps.empty() || stamps.size() > 64 || ended_s < launched_s) {
+    return phases;
+  }
+  double previous = launched_s;
+  for (const auto& s : stamps) {
+    if (!s.is_array() || s.size() != 2 || !s[0].is_string() || !s[1].is_number()) {
+      return {};
+    }
+    const double at = s[1].get<double>();
+    if (at < previous || at > ended_s) {
+      return {};
+    }
+    phases.emplace_back(s[0].get<std::string>().substr(0, 64), (at - previous) * 1000.0);
+    previous = at;
+  }
+  phases.emplace_back("judge_exited", (ended_s - previous) * 1000.0);
+  return phases;
 }
 
 }  // namespace leap::sandbox

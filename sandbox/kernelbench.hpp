@@ -223,4 +223,14 @@ constexpr std::string_view name_of(kernelbench_status s) {
 std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_data& expected,
                                                 const kb_data& got, const kb_tolerances& tol);
 
+// Where a KernelBench run's wall time went: the judge's stamps (its record's "stamps", pairs of a
+// step's name and the wall-clock second it ended) lined up between the engine's launch of the
+// judge and the judge's end, each step's duration in milliseconds, in order: "judge_started" is
+// the sandbox's and python's start, every later name the step that ended then, and
+// "judge_exited" the time from the record to the judge's end. Empty when the stamps are missing,
+// out of order or outside [launched, ended] (a clock that stepped). Pure function.
+std::vector<std::pair<std::string, double>> kernelbench_run_phases(const nlohmann::json& stamps,
+                                                                   double launched_s,
+                                                                   double ended_s);
+
 }  // namespace leap::sandbox

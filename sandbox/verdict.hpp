@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace leap::sandbox {
@@ -89,6 +90,10 @@ struct verdict {
   // Set by the verifier: why this verdict is from a second run made alone on the GPU (its first,
   // which shared the GPU, failed for device memory); empty for a verdict of a run's only attempt.
   std::string rerun_note;
+  // Where the run's wall time went, in order: each step's name and milliseconds (KernelBench: the
+  // judge's steps, from the sandbox's start to the record; kernelbench_run_phases). For logs and
+  // `leap verify`, not for the model; empty where not measured.
+  std::vector<std::pair<std::string, double>> run_phases_ms;
   // Nsight Compute's view of the candidate's own kernels (engine_config::profile); its diagnosis is
   // also appended to `feedback`, after the verdict's own text.
   std::optional<profile_summary> profile;

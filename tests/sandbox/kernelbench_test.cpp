@@ -265,6 +265,31 @@ std::pair<std::string, int> run_python_script(
 
 // The generated programs parse as Python wherever the tests run, torch or not: a slip in the C++
 // strings they are built from would otherwise show only on a machine with torch.
+TEST(KernelBenchJudgeTest, RunPhasesLineTheJudgesStampsUpBetweenLaunchAndEnd) {
+  const auto stamps = nlohmann::json::parse(
+      R"([["judge_started", 100.5], ["torch_imported", 102.0], ["record_written", 103.0]])");
+  const auto phases = kernelbench_run_phases(stamps, 100.0, 103.25);
+  ASSERT_EQ(phases.size(), 4U);
+  const std::vector<std::pair<std::string, double>> want{{"judge_started", 500},
+                                                         {"torch_imported", 1500},
+                                                         {"record_written", 1000},
+                                                         {"judge_exited", 250}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(phases[i].first, want[i].first);
+    EXPECT_NEAR(phases[i].second, want[i].second, 1e-6) << want[i].first;
+  }
+  // Out of order, outside the window, malformed: no phases rather than wrong ones.
+  EXPECT_TRUE(
+      kernelbench_run_phases(nlohmann::json::parse(R"([["a", 101.0], ["b", 100.5]])"), 100.0, 103.0)
+          .empty());
+  EXPECT_TRUE(
+      kernelbench_run_phases(nlohmann::json::parse(R"([["a", 99.0]])"), 100.0, 103.0).empty());
+  EXPECT_TRUE(
+      kernelbench_run_phases(nlohmann::json::parse(R"([["a", 104.0]])"), 100.0, 103.0).empty());
+  EXPECT_TRUE(kernelbench_run_phases(nlohmann::json::parse(R"([["a"]])"), 100.0, 103.0).empty());
+  EXPECT_TRUE(kernelbench_run_phases(nlohmann::json::parse(R"({"a": 1})"), 100.0, 103.0).empty());
+}
+
 TEST(KernelBenchTest, TheGeneratedProgramsParseAsPython) {
   const auto [out, status] = run_python_script(
       "import ast, sys\nfor name in sys.argv[1:]:\n    ast.parse(open(name).read(), name)\n"
@@ -406,6 +431,28 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
       EXPECT_NE(v->feedback.find(c.feedback_contains), std::string::npos) << v->feedback;
     }
   }
+  // Where the correct candidate's run went: the judge's steps in order, between the engine's
+  // staging and its comparison, spanning at least the run's measured wall time.
+  const verdict& correct = *verdicts[0];
+  std::vector<std::string> steps;
+  double judge_window_ms = 0;
+  for (const auto& [step, ms] : correct.run_phases_ms) {
+    steps.push_back(step);
+    EXPECT_GE(ms, 0.0) << step;
+    if (step != "engine_staged_inputs" && step != "engine_compared") {
+      judge_window_ms += ms;
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{
+                       "engine_staged_inputs", "judge_started", "inputs_read_runner_forked",
+                       "torch_imported", "buffers_ready", "runner_started", "candidate_imported",
+                       "trials", "record_written", "judge_exited", "engine_compared"}));
+  EXPECT_GE(judge_window_ms, correct.run_ms * 0.99);
+  // A run that failed in the candidate's code has the judge's steps up to its record, and no
+  // comparison.
+  ASSERT_EQ(cases[4].name, std::string("raises"));
+  ASSERT_FALSE(verdicts[4]->run_phases_ms.empty());
+  EXPECT_EQ(verdicts[4]->run_phases_ms.back().first, "judge_exited");
 }
 
 // A problem whose reference writes more inputs and outputs than the run's scratch holds (large

@@ -32,7 +32,7 @@
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
-#             and two other sources with the same load_inline request (wall seconds and verdicts)
+#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one; each verdict's run phases
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
@@ -454,11 +454,14 @@ PY
       "$(python3 -c 'import json,sys
 try:
     v = json.load(open(sys.argv[1]))
-    print(json.dumps({k: x for k, x in v.items() if k not in ("feedback", "task")})[:400])
+    print(json.dumps({k: x for k, x in v.items() if k not in ("feedback", "task", "run_phases_ms")})[:400])
+    if v.get("run_phases_ms"):
+        print("    phases (ms):", ", ".join("%s %.0f" % (n, ms) for n, ms in v["run_phases_ms"]))
 except Exception as e:
     print("no verdict:", e)' "$d/$label.json")"
   }
-  timed cold "${verify[@]}" --cache-dir "$d/cache-cold" --candidate "$d/solution.py"
+  [[ ${KBVERIFY_COLD:-1} == 0 ]] ||
+    timed cold "${verify[@]}" --cache-dir "$d/cache-cold" --candidate "$d/solution.py"
   timed prepare "$build/bin/leap" verify --prepare --python "$py" --cache-dir "$d/cache"
   timed first-after-prepare "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
   local i

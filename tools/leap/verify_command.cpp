@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -136,6 +137,16 @@ int run_verify(const verify_options& o) {
     if (!v->build_note.empty()) {
       j["build"] = v->build_note;
     }
+    if (v->device_memory_share_bytes > 0) {
+      j["device_memory_share_bytes"] = v->device_memory_share_bytes;
+    }
+    if (v->device_memory_failure) {
+      j["device_memory_failure"] = true;
+    }
+    if (!v->run_phases_ms.empty()) {
+      // An array of [step, ms] pairs: the steps' order is the run's.
+      j["run_phases_ms"] = v->run_phases_ms;
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "task:     " << t->id << "\n"
@@ -144,6 +155,13 @@ int run_verify(const verify_options& o) {
               << "compile:  " << v->compile_ms << " ms" << (v->cache_hit ? " (cache hit)" : "")
               << "\n"
               << "run:      " << v->run_ms << " ms\n";
+    if (!v->run_phases_ms.empty()) {
+      std::cout << "phases:  ";
+      for (const auto& [step, ms] : v->run_phases_ms) {
+        std::cout << " " << step << " " << std::llround(ms) << " ms;";
+      }
+      std::cout << "\n";
+    }
     if (!v->build_note.empty()) {
       std::cout << "build:    " << v->build_note << "\n";
     }
