@@ -440,7 +440,7 @@ namespace {
 
 // The KernelBench judge's record on its stdout: "LKBJUDG1", the status's length (u32) and JSON,
 // then the trials' data. A missing or malformed record is an empty status object and no data.
-std::pair<nlohmann::json, std::string> judge_record(const std::string& out) {
+std::pair<nlohmann::json, std::string> judge_record(std::string out) {
   constexpr std::string_view magic = "LKBJUDG1";
   if (out.size() < magic.size() + 4 || !out.starts_with(magic)) {
     return {nlohmann::json::object(), {}};
@@ -455,7 +455,8 @@ std::pair<nlohmann::json, std::string> judge_record(const std::string& out) {
   if (!status.is_object()) {
     return {nlohmann::json::object(), {}};
   }
-  return {std::move(status), out.substr(at + length)};
+  out.erase(0, at + length);  // in place: the data may be hundreds of MiB
+  return {std::move(status), std::move(out)};
 }
 
 // "sm_90a" -> "9.0a", as torch's TORCH_CUDA_ARCH_LIST spells it; empty for anything else.
@@ -1067,7 +1068,7 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
       return r.err().wrap(t.id + ": timing the KernelBench reference");
     }
     const clock_window window = clocks.finish();
-    const auto [status, data] = judge_record(r->stdout_text);
+    const auto [status, data] = judge_record(std::move(r->stdout_text));
     if (status.value("status", std::string{}) != "ok" || !status.contains("times_ms") ||
         !status["times_ms"].is_array()) {
       const std::string why = status.contains("message") && status["message"].is_string()
@@ -1210,7 +1211,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   };
   // The judge's record: its status (which relays the runner's word: it may only ever turn into a
   // failing verdict), then the trials' data.
-  auto [status, data] = judge_record(r->stdout_text);
+  auto [status, data] = judge_record(std::move(r->stdout_text));
   if (status.contains("stamps")) {
     v.run_phases_ms = kernelbench_run_phases(status["stamps"], launched_s, ended_s);
     if (!v.run_phases_ms.empty()) {

@@ -34,6 +34,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace leap::sandbox {
 namespace {
@@ -1282,7 +1283,7 @@ class capture {
       tail_.erase(0, tail_.size() - tail_cap_);
     }
     const std::uint64_t dropped = total_ - head_.size() - tail_.size();
-    *text = head_;
+    *text = std::move(head_);
     if (dropped > 0) {
       *text += "\n[... " + std::to_string(dropped) + " bytes not kept ...]\n";
     }
@@ -1457,6 +1458,10 @@ status open_run_pipes(run_pipes* p) {
     r->fd = ends[0];
     w->fd = ends[1];
   }
+  // A KernelBench judge's record is hundreds of MiB: a 1 MiB pipe moves it in a sixteenth of the
+  // wake-ups of the default 64 KiB. Where the kernel refuses (an unprivileged user's pipe quota),
+  // the default pipe carries the same bytes, only slower.
+  (void)::fcntl(p->out_w.fd, F_SETPIPE_SZ, 1 << 20);
   return ok_status();
 }
 
@@ -1589,7 +1594,7 @@ class output_reader {
   bool err_open_ = true;
   nfds_t out_index_ = 99;
   nfds_t err_index_ = 99;
-  std::array<char, 65536> buffer_{};
+  std::vector<char> buffer_ = std::vector<char>(std::size_t{1} << 20);
 };
 
 // Waits for the supervisor's end while reading the command's output and enforcing the wall time

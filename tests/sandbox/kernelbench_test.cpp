@@ -443,10 +443,14 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
       judge_window_ms += ms;
     }
   }
-  EXPECT_EQ(steps, (std::vector<std::string>{
-                       "engine_staged_inputs", "judge_started", "inputs_read_runner_forked",
-                       "torch_imported", "buffers_ready", "runner_started", "candidate_imported",
-                       "trials", "record_written", "judge_exited", "engine_compared"}));
+  std::vector<std::string> want{
+      "engine_staged_inputs", "judge_started",  "inputs_read_runner_forked", "torch_imported",
+      "buffers_ready",        "runner_started", "candidate_imported"};
+  for (int trial = 0; trial < 3; ++trial) {
+    want.insert(want.end(), {"trial_inputs_staged", "trial_called", "trial_outputs_read"});
+  }
+  want.insert(want.end(), {"runner_stopped", "judge_exited", "engine_compared"});
+  EXPECT_EQ(steps, want);
   EXPECT_GE(judge_window_ms, correct.run_ms * 0.99);
   // A run that failed in the candidate's code has the judge's steps up to its record, and no
   // comparison.
@@ -553,7 +557,7 @@ print("exit", p.returncode, p.stdout[12:].decode(errors="replace"))
        "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
        "c.send(json.dumps({'setup_error': 'OSError: no'}).encode())\nos._exit(0)\n",
        "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner could not open the trials' "
-       "buffers: OSError: no\"}"},
+       "buffers: OSError: no\", \"stamps\": [[\"judge_started\""},
       {"candidate_exits_3",
        "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
        "c.send(json.dumps({'importing': True}).encode())\nos._exit(3)\n",
