@@ -4,9 +4,9 @@
 // mode, /update_weights_from_disk, /flush_cache, /continue_generation) and over vLLM's
 // (/pause?mode=abort, /collective_rpc reload_weights, /reset_prefix_cache, /resume; vLLM's
 // responses name no weight version, so the client names the resumed piece's), and the embedded
-// server syncing in memory (SGLang's routes, the load copying the learner's weights in the same
-// process; `leap run --server-faults` holds the turn). tests/e2e/inflight_support.hpp says what the
-// run is and what its store must show; each test fails with in-flight updates off
+// server (SGLang's routes; `leap run --server-faults` holds the turn) syncing in memory (the load
+// copies the learner's weights in the same process) and from disk. tests/e2e/inflight_support.hpp
+// says what the run is and what its store must show; each test fails with in-flight updates off
 // (LEAP_E2E_INFLIGHT_OFF=1).
 #include "inflight_support.hpp"
 
@@ -38,11 +38,13 @@ TEST(LeapRunInflight, VllmPauseRoutesLandASyncInsideATurn) {
   inflight::expect_the_sync_inside_one_turn(dir);
 }
 
-TEST(LeapRunInflight, EmbeddedServerSyncingInMemoryLandsASyncInsideATurn) {
-  inflight::run_dir dir("inflight-embedded");
+// The embedded server holding the chosen turn (`leap run --server-faults`), syncing by
+// `weight_sync`.
+void inflight_embedded_run(const std::string& weight_sync) {
+  inflight::run_dir dir("inflight-embedded-" + weight_sync);
   dir.write_model();
-  ASSERT_FALSE(HasFatalFailure());
-  const auto config = dir.write_config({"embedded", "", "in_memory"});
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  const auto config = dir.write_config({"embedded", "", weight_sync});
   const auto run = leap::e2e::run_leap({"run", config, "--server-faults", inflight::hold_spec()},
                                        std::chrono::seconds(400));
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -51,6 +53,14 @@ TEST(LeapRunInflight, EmbeddedServerSyncingInMemoryLandsASyncInsideATurn) {
             std::string::npos)
       << run.output;
   inflight::expect_the_sync_inside_one_turn(dir);
+}
+
+TEST(LeapRunInflight, EmbeddedServerSyncingInMemoryLandsASyncInsideATurn) {
+  inflight_embedded_run("in_memory");
+}
+
+TEST(LeapRunInflight, EmbeddedServerSyncingFromDiskLandsASyncInsideATurn) {
+  inflight_embedded_run("disk");
 }
 
 // --server-faults is the embedded server's: a bad spec is refused before anything starts, and so
