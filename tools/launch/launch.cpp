@@ -328,12 +328,20 @@ status run::impl::start_embedded_server() {
   const experiment_config& c = checked.config;
   endpoints = c.policy.endpoints;
   if (c.policy.flavour != server_flavour::embedded) {
+    if (options.server_faults.any()) {
+      return error{
+          "server faults are injected by the embedded server only, and policy.flavour "
+          "is " +
+          to_string(c.policy.flavour) +
+          "; give them to the server instead (leap serve-policy --faults)"};
+    }
     return ok_status();
   }
   policy::server_config server_config;
   server_config.host = "127.0.0.1";
   server_config.port = 0;
   server_config.threads = static_cast<std::size_t>(c.policy.max_in_flight) + 4;
+  server_config.faults = options.server_faults;
   std::shared_ptr<policy::policy_backend> backend;
   if (!c.policy.model.empty()) {
     auto parts = torch_for("policy.model");

@@ -23,6 +23,7 @@
 #include "policy/client_config.hpp"
 #include "policy/hf_renderer.hpp"
 #include "policy/server_backend.hpp"
+#include "policy/server_faults.hpp"
 #include "policy/vocabulary.hpp"
 #include "policy/weight_sync.hpp"
 #include "sandbox/verifier.hpp"
@@ -225,6 +226,12 @@ struct run_options {
   double metrics_interval_s = 5.0;
   // CAF scheduler threads; 0: CAF's default (one per core). Default: 0
   std::size_t scheduler_threads = 0;
+  // Faults the embedded server injects on its generation routes, as `leap serve-policy --faults`
+  // (policy/server_faults.hpp; `leap run --server-faults`): for tests that need a server fault
+  // inside a run, such as a generation held until the next weight sync. Only with
+  // policy.flavour embedded: start() refuses them for a run without the embedded server.
+  // Default: none
+  policy::fault_config server_faults;
   run_events events;
   service_overrides services;
 };

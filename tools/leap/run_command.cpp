@@ -10,6 +10,7 @@
 #include "actors/progress.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "policy/server_faults.hpp"
 #include "tools/launch/launch.hpp"
 #include "tools/launch/resume.hpp"
 #include "tools/leap/command.hpp"
@@ -32,6 +33,8 @@ struct run_options {
   bool quiet = false;
   bool accept_lost_writes = false;
   double metrics_interval_s = 5.0;
+  std::string server_faults;    // --server-faults as given; empty: none
+  policy::fault_config faults;  // parsed from it
 };
 
 int fail(const std::string& message) {
@@ -81,6 +84,7 @@ int run_one(launch::run_preflight checked, const run_options& options,
   run_options.store.accept_lost_writes = options.accept_lost_writes;
   run_options.metrics_interval_s = options.metrics_interval_s;
   run_options.events = print_events(c, log::ids{c.experiment.name}, prefix);
+  run_options.server_faults = options.faults;
   launch::run run(std::move(checked), std::move(run_options));
   // Cleared before `run` goes away; a second signal still exits at once.
   const launch::stop_on_signal stop(watcher, [&run] { run.stop(); });
@@ -90,6 +94,10 @@ int run_one(launch::run_preflight checked, const run_options& options,
   }
   std::printf("%s%s\n", prefix.c_str(),
               launch::describe_start(run.checked(), run.endpoints().front()).c_str());
+  if (options.faults.any()) {
+    std::printf("%sthe embedded server injects faults: %s\n", prefix.c_str(),
+                options.server_faults.c_str());
+  }
   std::fflush(stdout);
 
   auto outcome = run.wait();
@@ -177,7 +185,7 @@ bool config_needs_torch(const std::string& path) {
   return parsed && launch::needs_torch(*parsed);
 }
 
-int run_experiment(const run_options& options) {
+int run_experiment(run_options options) {
   // `leap` links no LibTorch: such a run goes to leap-torch (tools/leap/torch/torch.hpp) before
   // this process starts anything or prints a line.
   if (!torch::linked() && config_needs_torch(options.config_path)) {
@@ -189,6 +197,11 @@ int run_experiment(const run_options& options) {
   }
   launch::signal_watcher watcher;
   log::setup("leap run");
+  auto faults = policy::parse_fault_spec(options.server_faults);
+  if (!faults) {
+    return fail("--server-faults: " + faults.err().message);
+  }
+  options.faults = std::move(*faults);
 
   // Every config rule lives in the preflight, which `leap config check` applies too.
   auto preflight = launch::preflight_run(options.config_path);
@@ -232,6 +245,11 @@ void add_run(CLI::App& app, int* exit_code) {
                   "at each step's end and at exit); 0: only then")
       ->default_val(5.0)
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--server-faults", options->server_faults,
+                  "For tests: fault injection in the embedded server (policy.flavour embedded "
+                  "only), the spec of `leap serve-policy --faults`, e.g. "
+                  "script=none:none:hold,hold_tokens=4 holds the third generation after 4 tokens "
+                  "until the next weight sync pauses the server (see policy/README.md)");
   cmd->callback([options, exit_code] { *exit_code = run_experiment(*options); });
 }
 
