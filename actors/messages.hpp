@@ -444,6 +444,8 @@ CAF_ADD_ATOM(leap, leap::actors, profiled_atom, "profiled")
 CAF_ADD_TYPE_ID(leap, (leap::turn_profile_record))
 CAF_ADD_TYPE_ID(leap, (std::vector<leap::turn_profile_record>))
 CAF_ADD_ATOM(leap, leap::actors, put_profile_atom, "put_prof")
+// Profiles made on verifier nodes, handed to the local pool's shelves (issue 34).
+CAF_ADD_ATOM(leap, leap::actors, profile_due_atom, "prof_due")
 
 CAF_END_TYPE_ID_BLOCK(leap)
 

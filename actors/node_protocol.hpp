@@ -6,6 +6,12 @@
 // node_welcome (empty error: the sender may submit jobs); then job(id, request) -> node_verdict
 // for each job. The proof is node_proof(secret, nonce) (common/node_auth.hpp). A node without a
 // secret welcomes everyone. Both sides register both blocks.
+//
+// Profiles (verifier.profile on the node): an admitted orchestrator that reads them asks with
+// profiles(version) -> the version the node will send (0: none; the node does not profile). From
+// then on the node sends one node_profile per job of that orchestrator, as a message of its own
+// after the job's verdict (the verdict never waits for it). A node older than profiles lacks the
+// handler: its interface is basic_verifier_node_actor, and it is a node without profiles.
 #pragma once
 
 #include "actors/messages.hpp"
@@ -15,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace leap::actors {
 
@@ -47,6 +54,21 @@ struct node_verdict {
   friend bool operator==(const node_verdict&, const node_verdict&) = default;
 };
 
+// The profile of a job's verdict, sent after the verdict to an orchestrator that asked for
+// profiles: one per job, with an empty text and summary when none was made (not selected,
+// profiling failed, the verdict was an infrastructure error), so the orchestrator need not wait
+// for a profile that is not coming.
+struct node_profile {
+  std::uint64_t job = 0;
+  std::string text;                          // the feedback with the diagnosis; "": nothing new
+  std::vector<turn_profile_record> summary;  // to store with the turn; empty: none
+
+  friend bool operator==(const node_profile&, const node_profile&) = default;
+};
+
+// The version of node_profile a node sends and an orchestrator reads.
+inline constexpr std::uint32_t node_profile_version = 1;
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_challenge& x) {
   return f(caf::meta::type_name("node_challenge"), x.nonce, x.name, x.slots, x.secret_required);
@@ -62,6 +84,11 @@ typename Inspector::result_type inspect(Inspector& f, node_verdict& x) {
   return f(caf::meta::type_name("node_verdict"), x.job, x.result, x.slots, x.free, x.error);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_profile& x) {
+  return f(caf::meta::type_name("node_profile"), x.job, x.text, x.summary);
+}
+
 }  // namespace leap::actors
 
 CAF_BEGIN_TYPE_ID_BLOCK(leap_node, caf::id_block::leap::end)
@@ -74,16 +101,27 @@ CAF_ADD_ATOM(leap_node, leap::actors, node_hello_atom, "nd_hello")
 CAF_ADD_ATOM(leap_node, leap::actors, node_auth_atom, "nd_auth")
 CAF_ADD_ATOM(leap_node, leap::actors, node_job_atom, "nd_job")
 CAF_ADD_ATOM(leap_node, leap::actors, node_retry_atom, "nd_retry")
+CAF_ADD_TYPE_ID(leap_node, (leap::actors::node_profile))
+CAF_ADD_ATOM(leap_node, leap::actors, node_profiles_atom, "nd_profs")
+CAF_ADD_ATOM(leap_node, leap::actors, node_profile_atom, "nd_prof")
 
 CAF_END_TYPE_ID_BLOCK(leap_node)
 
 namespace leap::actors {
 
-// The interface `leap verifier-node` publishes.
-using verifier_node_actor = caf::typed_actor<
+// What every node speaks, the first ones included: the handshake and jobs.
+using basic_verifier_node_actor = caf::typed_actor<
     caf::replies_to<node_hello_atom>::with<node_challenge>,
     caf::replies_to<node_auth_atom, std::string>::with<node_welcome>,
     caf::replies_to<node_job_atom, std::uint64_t, verification_request>::with<node_verdict>>;
+
+// The interface `leap verifier-node` publishes: the basic one and profiles (the orchestrator's
+// highest node_profile version -> the node's; 0: it sends none).
+using verifier_node_actor = basic_verifier_node_actor::extend<
+    caf::replies_to<node_profiles_atom, std::uint32_t>::with<std::uint32_t>>;
+
+// Where a node sends profiles: the orchestrator's dispatcher, as the node sees it.
+using node_profile_reader = caf::typed_actor<caf::reacts_to<node_profile_atom, node_profile>>;
 
 // Registers `leap_node` with a config (register_message_types adds `leap`): both sides of a node
 // connection need both.

@@ -88,7 +88,8 @@ result<dispatcher_settings> dispatcher_settings_of(const verifier_section& v) {
 
 namespace {
 
-using dispatcher_actor = verifier_actor::extend<caf::reacts_to<node_retry_atom, std::uint32_t>>;
+using dispatcher_actor = verifier_actor::extend<caf::reacts_to<node_retry_atom, std::uint32_t>,
+                                                caf::reacts_to<node_profile_atom, node_profile>>;
 
 constexpr double first_retry_s = 0.25;
 
@@ -101,6 +102,8 @@ struct node_link {
   // The node during its handshake, monitored: a connection closed before the welcome fails the
   // handshake at once instead of after its timeout.
   verifier_node_actor pending;
+  bool speaks_profiles = false;  // its interface has profiles (a node older than them does not)
+  bool sends_profiles = false;   // it agreed to send them on this connection
   bool connecting = false;
   std::uint64_t attempt = 0;  // bumped per connection attempt: answers of older ones are stale
   double backoff_s = first_retry_s;
@@ -110,6 +113,12 @@ struct node_link {
 struct pending_job {
   verification_request request;
   caf::typed_response_promise<verification_result> promise;
+};
+
+// A delivered verdict whose profile its node will send.
+struct due_profile {
+  dispatch_table::target_id target = 0;
+  std::string request_id;
 };
 
 struct dispatcher_state {
@@ -126,6 +135,7 @@ struct dispatcher_state {
   dispatch_table table;
   std::vector<node_link> nodes;
   std::unordered_map<dispatch_table::job_id, pending_job> jobs;
+  std::unordered_map<dispatch_table::job_id, due_profile> profiles_due;
   // Set when a node refuses our secret: a configuration error, so every job fails with it.
   std::string refused;
   static inline const char* name = "leap.verifier_dispatcher";
@@ -184,7 +194,29 @@ void retry_later(self_ptr self, std::uint32_t index, const std::string& why) {
   self->delayed_send(self, delay, node_retry_atom_v, index);
 }
 
-// Hello, then the proof; the node is used once it welcomes us.
+// The handshake is done: the node takes jobs.
+void node_ready(self_ptr self, std::uint32_t index, const verifier_node_actor& node,
+                std::uint32_t slots, bool sends_profiles) {
+  auto& s = self->state;
+  auto& n = s.nodes[index];
+  n.connecting = false;
+  n.handle = node;  // monitored since connect()
+  n.pending = nullptr;
+  n.sends_profiles = sends_profiles;
+  n.backoff_s = first_retry_s;
+  n.last_error.clear();
+  const bool rejoin = s.table.target(n.target).joins > 0;
+  s.table.set_up(n.target, std::max<std::uint32_t>(1, slots));
+  s.log(log::level::info, "verifier node " + n.address +
+                              (rejoin ? ": rejoined, " : ": connected, ") + std::to_string(slots) +
+                              " slots" + (s.settings.secret.empty() ? "" : ", secret verified") +
+                              (s.settings.transport.tls() ? ", TLS" : "") +
+                              (sends_profiles ? ", profiles" : ""));
+  pump(self);
+}
+
+// Hello, then the proof, then (when we take profiles and the node speaks them) profiles; the node
+// is used once it welcomes us.
 void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
                const verifier_node_actor& node) {
   const auto timeout = std::chrono::duration_cast<caf::timespan>(
@@ -223,20 +255,19 @@ void handshake(self_ptr self, std::uint32_t index, std::uint64_t attempt,
                         refuse_all(self, index, welcome.error);
                         return;
                       }
-                      n.connecting = false;
-                      n.handle = node;  // monitored since connect()
-                      n.pending = nullptr;
-                      n.backoff_s = first_retry_s;
-                      n.last_error.clear();
-                      const bool rejoin = s.table.target(n.target).joins > 0;
-                      s.table.set_up(n.target, std::max<std::uint32_t>(1, welcome.slots));
-                      s.log(log::level::info,
-                            "verifier node " + n.address +
-                                (rejoin ? ": rejoined, " : ": connected, ") +
-                                std::to_string(welcome.slots) + " slots" +
-                                (s.settings.secret.empty() ? "" : ", secret verified") +
-                                (s.settings.transport.tls() ? ", TLS" : ""));
-                      pump(self);
+                      if (!s.settings.profiles || !n.speaks_profiles) {
+                        node_ready(self, index, node, welcome.slots, false);
+                        return;
+                      }
+                      self->request(node, timeout, node_profiles_atom_v, node_profile_version)
+                          .then(
+                              [=](std::uint32_t version) {
+                                if (!stale()) {
+                                  node_ready(self, index, node, welcome.slots,
+                                             version == node_profile_version);
+                                }
+                              },
+                              failed);
                     },
                     failed);
           },
@@ -267,11 +298,14 @@ void connect(self_ptr self, std::uint32_t index) {
               retry_later(self, index, "no actor is published on that port");
               return;
             }
-            if (!self->system().assignable<verifier_node_actor>(interface)) {
+            if (!self->system().assignable<basic_verifier_node_actor>(interface)) {
               retry_later(self, index,
                           "the actor on that port is no leap verifier node of this version");
               return;
             }
+            // A node older than profiles publishes the basic interface: it is asked for none.
+            self->state.nodes[index].speaks_profiles =
+                self->system().assignable<verifier_node_actor>(interface);
             auto node = caf::actor_cast<verifier_node_actor>(ptr);
             self->monitor(node);
             self->state.nodes[index].pending = node;
@@ -290,6 +324,14 @@ void on_verdict(self_ptr self, dispatch_table::job_id job, dispatch_table::targe
   if (st.table.complete(job, target) == dispatch_table::verdict_kind::accepted) {
     auto it = st.jobs.find(job);
     if (it != st.jobs.end()) {
+      const auto node = std::find_if(st.nodes.begin(), st.nodes.end(),
+                                     [&](const node_link& n) { return n.target == target; });
+      if (node != st.nodes.end() && node->sends_profiles) {
+        // Announced before the verdict goes out: the turn after it finds the profile due.
+        const auto& id = it->second.request.request_id;
+        self->send(st.settings.profiles, profile_due_atom_v, id);
+        st.profiles_due[job] = due_profile{target, id};
+      }
       it->second.promise.deliver(std::move(result));
       st.jobs.erase(it);
     }
@@ -324,6 +366,17 @@ void lose_node(self_ptr self, std::uint32_t index, const std::string& why) {
   }
   self->demonitor(n.handle.address());
   n.handle = nullptr;
+  n.sends_profiles = false;
+  // Its profiles still due will not come: the turns waiting for them go on at once.
+  for (auto it = s.profiles_due.begin(); it != s.profiles_due.end();) {
+    if (it->second.target == n.target) {
+      self->send(s.settings.profiles, profiled_atom_v, it->second.request_id, std::string{},
+                 std::vector<turn_profile_record>{});
+      it = s.profiles_due.erase(it);
+    } else {
+      ++it;
+    }
+  }
   const auto resent = s.table.set_down(n.target);
   s.log(log::level::warn, "verifier node " + n.address + ": lost (" + why + "); " +
                               std::to_string(resent.size()) + " jobs in flight sent elsewhere");
@@ -454,6 +507,28 @@ dispatcher_actor::behavior_type dispatcher_behavior(self_ptr self,
         if (index < self->state.nodes.size()) {
           connect(self, index);
         }
+      },
+      [=](node_profile_atom, node_profile& p) {
+        auto& s = self->state;
+        const auto due = s.profiles_due.find(p.job);
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        const auto node =
+            due == s.profiles_due.end()
+                ? s.nodes.end()
+                : std::find_if(s.nodes.begin(), s.nodes.end(), [&](const node_link& n) {
+                    return n.target == due->second.target && n.handle &&
+                           sender == n.handle.address();
+                  });
+        if (node == s.nodes.end()) {
+          // Not the node whose verdict counted (or not due any more): its profile does not count
+          // either.
+          s.log(log::level::info, "dropped a profile of job " + std::to_string(p.job) +
+                                      " that was not due from its sender");
+          return;
+        }
+        self->send(s.settings.profiles, profiled_atom_v, std::move(due->second.request_id),
+                   std::move(p.text), std::move(p.summary));
+        s.profiles_due.erase(due);
       },
   };
 }

@@ -9,6 +9,12 @@
 // soon as it answers. The bookkeeping is dispatch_table.hpp's; this actor only sends.
 //
 // With no target up, jobs wait (the run does not fail): a node that comes back picks them up.
+//
+// Profiles: a node that profiles (verifier.profile in its own config) sends each job's profile
+// after the verdict; the dispatcher hands it to `dispatcher_settings::profiles` (the local pool's
+// inbox), so it reaches the turns, the gates and the store exactly as a local profile does. A
+// verdict from such a node is announced to the inbox before it is delivered, so the turn after it
+// waits for its profile; when the node is lost first, the inbox hears that none is coming.
 #pragma once
 
 #include "actors/log_sink.hpp"
@@ -60,6 +66,9 @@ struct dispatcher_settings {
   // Where the dispatcher's lines go (nodes joining, lost, refusing; jobs sent again, with the
   // ids of the job's turn). Default: null (dropped)
   log_sink log;
+  // Where the nodes' profiles go (profile_inbox_of the local pool); null: the dispatcher asks no
+  // node for profiles. Default: null
+  profile_inbox_actor profiles;
 };
 
 // The settings of `leap run` from the config's verifier section: reads the secret file, checks

@@ -21,12 +21,12 @@
 namespace leap::actors {
 namespace {
 
-// completed: a verdict, and whether its profile is being made; profiled: that profile's text for
-// the request id, and its summary to store (none when the sandbox gave none).
-using pool_actor =
-    verifier_actor::extend_with<profile_actor>::extend_with<profile_summary_actor>::extend<
-        caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>,
-        caf::reacts_to<profiled_atom, std::string, std::string, std::vector<turn_profile_record>>>;
+// completed: a verdict, and whether its profile is being made. The inbox's profiled (a profile's
+// text for the request id, and its summary to store, none when the sandbox gave none) is also how
+// the pool's own profiles come back from the sandbox's thread.
+using pool_actor = verifier_actor::extend_with<profile_actor>::extend_with<profile_summary_actor>::
+    extend_with<profile_inbox_actor>::extend<
+        caf::reacts_to<completed_atom, std::uint64_t, verification_result, bool>>;
 
 struct pending_job {
   caf::typed_response_promise<verification_result> promise;
@@ -211,6 +211,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         st.jobs.erase(it);
         pump(self);
       },
+      [=](profile_due_atom, const std::string& id) {
+        self->state.profiles.expect(id);
+        self->state.summaries.expect(id);
+      },
       [=](profiled_atom, std::string& id, std::string& text,
           std::vector<turn_profile_record>& stored) {
         auto& st = self->state;
@@ -220,6 +224,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
             promise.deliver(stored);
           }
           st.summary_waiters.erase(w);
+        } else if (stored.empty()) {
+          // Nothing to keep: a later ask gets the same empty answer, and the shelf's room stays
+          // for profiles (a node reports every verdict's, most of them none).
+          st.summaries.drop(id);
         } else {
           st.summaries.arrive(id, stored);
         }
@@ -251,6 +259,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
             promise.deliver(text);
           }
           st.profile_waiters.erase(w);
+          return;
+        }
+        if (text.empty()) {
+          st.profiles.drop(id);
           return;
         }
         st.profiles.arrive(id, std::move(text));
@@ -346,6 +358,10 @@ profile_actor profiles_of(const verifier_actor& pool) {
 
 profile_summary_actor profile_summaries_of(const verifier_actor& pool) {
   return caf::actor_cast<profile_summary_actor>(pool);
+}
+
+profile_inbox_actor profile_inbox_of(const verifier_actor& pool) {
+  return caf::actor_cast<profile_inbox_actor>(pool);
 }
 
 }  // namespace leap::actors

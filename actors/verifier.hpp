@@ -51,6 +51,15 @@ using profile_actor =
 using profile_summary_actor = caf::typed_actor<
     caf::replies_to<profiled_atom, std::string>::with<std::vector<turn_profile_record>>>;
 
+// How profiles made elsewhere (a verifier node's, through the dispatcher) reach the shelves the
+// turns and gates pull from, and the store, exactly as the pool's own do. profile_due: a verdict
+// delivered for this request id has a profile coming (a turn that asks waits for it, at most its
+// wait); profiled: it came, with the text a turn reads and the summary to store ("" and none:
+// nothing is coming after all, and a waiting turn goes on at once).
+using profile_inbox_actor = caf::typed_actor<
+    caf::reacts_to<profile_due_atom, std::string>,
+    caf::reacts_to<profiled_atom, std::string, std::string, std::vector<turn_profile_record>>>;
+
 // Task id -> task, shared read-only by the pool.
 using task_table =
     std::shared_ptr<const std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>;
@@ -115,5 +124,7 @@ struct verifier_pool_config {
 [[nodiscard]] profile_actor profiles_of(const verifier_actor& pool);
 // Its profile summaries' face (the gate's structural reward terms).
 [[nodiscard]] profile_summary_actor profile_summaries_of(const verifier_actor& pool);
+// Its face for profiles made elsewhere (verifier nodes).
+[[nodiscard]] profile_inbox_actor profile_inbox_of(const verifier_actor& pool);
 
 }  // namespace leap::actors

@@ -25,6 +25,8 @@ struct node_state {
   verifier_node_config config;
   std::map<caf::actor_addr, std::string> nonces;  // sender -> the nonce of its last hello
   std::set<caf::actor_addr> admitted;
+  // Admitted orchestrators that asked for profiles: where each of their jobs' profile goes.
+  std::map<caf::actor_addr, node_profile_reader> profile_readers;
   std::uint32_t busy = 0;
   std::uint64_t served = 0;
   static inline const char* name = "leap.verifier_node";
@@ -33,7 +35,55 @@ struct node_state {
     emit(config.log, severity, std::move(line), std::move(ids));
   }
   [[nodiscard]] std::uint32_t free() const { return config.slots > busy ? config.slots - busy : 0; }
+  [[nodiscard]] bool profiling() const {
+    return static_cast<bool>(config.profiles) && static_cast<bool>(config.profile_summaries);
+  }
 };
+
+using node_pointer = verifier_node_actor::stateful_pointer<node_state>;
+
+// After a job's verdict went out: takes its profile's text and summary from the pool (each waits
+// while the profile is being made; both empty when none is coming) and sends them to the
+// orchestrator, if it still reads profiles.
+void send_profile(node_pointer self, const caf::actor_addr& reader, std::uint64_t job,
+                  const std::string& request_id) {
+  auto out = std::make_shared<node_profile>();
+  out->job = job;
+  auto left = std::make_shared<int>(2);
+  auto part_done = [self, reader, out, left] {
+    if (--*left > 0) {
+      return;
+    }
+    const auto& readers = self->state.profile_readers;
+    if (auto it = readers.find(reader); it != readers.end()) {
+      self->send(it->second, node_profile_atom_v, std::move(*out));
+    }
+  };
+  // A failed ask is a profile that did not come: the orchestrator still hears of it, so no turn
+  // there waits longer than it must.
+  auto failed = [self, request_id, part_done](const caf::error& e) {
+    self->state.log(log::level::warn,
+                    "the profile of " + request_id +
+                        " could not be taken from the pool: " + self->system().render(e),
+                    log_ids_of_request(request_id));
+    part_done();
+  };
+  const auto& st = self->state;
+  self->request(st.config.profiles, caf::infinite, profile_atom_v, request_id)
+      .then(
+          [out, part_done](std::string& text) {
+            out->text = std::move(text);
+            part_done();
+          },
+          failed);
+  self->request(st.config.profile_summaries, caf::infinite, profiled_atom_v, request_id)
+      .then(
+          [out, part_done](std::vector<turn_profile_record>& summary) {
+            out->summary = std::move(summary);
+            part_done();
+          },
+          failed);
+}
 
 const char* verdict_name(const verification_result& r) {
   if (!r.infrastructure_error.empty()) {
@@ -42,9 +92,8 @@ const char* verdict_name(const verification_result& r) {
   return r.passed ? "pass" : "fail";
 }
 
-verifier_node_actor::behavior_type node_behavior(
-    verifier_node_actor::stateful_pointer<node_state> self, verifier_actor pool,
-    verifier_node_config config) {
+verifier_node_actor::behavior_type node_behavior(node_pointer self, verifier_actor pool,
+                                                 verifier_node_config config) {
   self->state.pool = std::move(pool);
   self->state.config = std::move(config);
   if (self->state.config.slots == 0) {
@@ -60,6 +109,7 @@ verifier_node_actor::behavior_type node_behavior(
       st.log(log::level::info, "orchestrator " + caf::to_string(down.source) + " disconnected");
     }
     st.nonces.erase(down.source);
+    st.profile_readers.erase(down.source);
   });
   return {
       [=](node_hello_atom) -> caf::result<node_challenge> {
@@ -135,6 +185,7 @@ verifier_node_actor::behavior_type node_behavior(
         auto promise = self->make_response_promise<node_verdict>();
         const std::string request_id = request.request_id;
         const std::string task_id = request.task_id;
+        const bool reads_profiles = st.profile_readers.count(sender) > 0;
         auto answer = [=](verification_result result) mutable {
           auto& s = self->state;
           --s.busy;
@@ -155,6 +206,9 @@ verifier_node_actor::behavior_type node_behavior(
           v.slots = s.config.slots;
           v.free = s.free();
           promise.deliver(std::move(v));
+          if (reads_profiles) {
+            send_profile(self, sender, job, request_id);
+          }
         };
         self->request(st.pool, caf::infinite, verify_atom_v, std::move(request))
             .then([=](verification_result& result) mutable { answer(std::move(result)); },
@@ -165,6 +219,15 @@ verifier_node_actor::behavior_type node_behavior(
                     answer(std::move(r));
                   });
         return promise;
+      },
+      [=](node_profiles_atom, std::uint32_t version) -> std::uint32_t {
+        auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (st.admitted.count(sender) == 0 || !st.profiling() || version < node_profile_version) {
+          return 0;
+        }
+        st.profile_readers[sender] = caf::actor_cast<node_profile_reader>(self->current_sender());
+        return node_profile_version;
       },
   };
 }

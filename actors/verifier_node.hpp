@@ -3,7 +3,10 @@
 // sender whose proof of the shared secret matches (a node without a secret admits everyone), and
 // passes each admitted job to the pool, answering with the verdict and the node's load.
 // A job from a sender that has not been admitted is refused in-band (node_verdict::error), never
-// run. Thin: the checks are common/node_auth.hpp's pure functions.
+// run. With profiles (the pool's faces below), an admitted orchestrator that asks for them gets a
+// node_profile per job after its verdict: the pool's profile text and summary, taken by the job's
+// request id as a turn on the orchestrator would take them from a local pool. Thin: the checks are
+// common/node_auth.hpp's pure functions.
 #pragma once
 
 #include "actors/node_guard.hpp"
@@ -32,6 +35,10 @@ struct verifier_node_config {
   // Where the node records the CAF nodes of the orchestrators it admitted, so that the guarded
   // middleman (node_guard.hpp) lets their connections send jobs. Default: null (not recorded)
   std::shared_ptr<admitted_nodes> admitted;
+  // The pool's profiles (profiles_of, profile_summaries_of) when its verifier profiles
+  // (verifier.profile in the node's config); null: the node sends no profiles. Default: null
+  profile_actor profiles;
+  profile_summary_actor profile_summaries;
 };
 
 // Spawns the node actor in front of `pool` (which it does not own). Thread-safe.

@@ -79,6 +79,15 @@ TEST(NodeProtocol, MessagesRoundTrip) {
   v.slots = 6;
   v.free = 2;
   EXPECT_EQ(round_trip(*ts.system, v), v);
+  node_profile p;
+  p.job = 42;
+  p.text = "Wrong.\n\nProfile of `k`: memory-bound";
+  turn_profile_record rec;
+  rec.turn = {"run", 1, split_kind::train, 2, 3, 0};
+  rec.kernels.push_back({"k", 1200.0, "memory", {"uncoalesced"}});
+  rec.seconds = 2.5;
+  p.summary.push_back(rec);
+  EXPECT_EQ(round_trip(*ts.system, p), p);
 }
 
 // BASP frames as CAF itself writes them: a header through CAF's serializer, a direct message's
@@ -372,6 +381,7 @@ verifier_node_actor::behavior_type silent_node(
         v.error = "not this node";
         return v;
       },
+      [](node_profiles_atom, std::uint32_t) { return std::uint32_t{0}; },
   };
 }
 

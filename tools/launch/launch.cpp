@@ -584,10 +584,11 @@ result<run_outcome> run::wait() {
       vc.log = actors::program_log(m.ids);
       local_verifier = actors::spawn_verifier_pool(system, *m.verifier, table, vc);
       services.verifier = *local_verifier;
-      // Profiles made after their verdicts are asked for here by the turns that follow (a remote
-      // node's verdicts carry theirs: the pool knows none of their ids and answers at once).
-      // Without profiling no turn asks: nothing is coming.
-      if (m.verifier->verification_engine().config().profile != sandbox::profile_mode::off) {
+      // Profiles made after their verdicts are asked for here by the turns that follow; verifier
+      // nodes that profile (as their own config says) send theirs to the same pool. Without
+      // profiling here or nodes, no turn asks: nothing is coming.
+      if (m.verifier->verification_engine().config().profile != sandbox::profile_mode::off ||
+          m.checked.nodes) {
         services.profiles = actors::profiles_of(*local_verifier);
         services.profile_wait = std::chrono::milliseconds(
             static_cast<std::int64_t>(m.checked.config.verifier.profile_wait_s * 1000));
@@ -600,6 +601,7 @@ result<run_outcome> run::wait() {
       // (actors/remote_verifier.hpp).
       if (auto nodes = m.checked.nodes) {
         nodes->log = actors::program_log(m.ids);
+        nodes->profiles = actors::profile_inbox_of(*local_verifier);
         services.verifier = actors::spawn_verifier_dispatcher(system, *local_verifier, *nodes);
       } else {
         local_verifier.reset();  // the pool is the service itself

@@ -168,6 +168,12 @@ int run_node(const node_options& o) {
     // Every connection passes the guard (actors/node_guard.hpp): frames are bounded, and a peer
     // that has not proved the secret may send only the handshake.
     nc.admitted = std::make_shared<actors::admitted_nodes>();
+    // verifier.profile (from --config): each verdict's profile follows it to the orchestrators
+    // that read profiles.
+    if ((*verifier)->verification_engine().config().profile != sandbox::profile_mode::off) {
+      nc.profiles = actors::profiles_of(pool);
+      nc.profile_summaries = actors::profile_summaries_of(pool);
+    }
     actors::guard_settings gs;
     gs.limits.after_auth = static_cast<std::size_t>(o.max_message_mib) << 20;
     gs.admitted = nc.admitted;
