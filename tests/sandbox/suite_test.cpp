@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 const std::vector<task>& suite() {
   static const std::vector<task> tasks = [] {
     const fs::path root = fs::path(LEAP_SOURCE_DIR) / "sandbox" / "suite";
-    if (!fs::exists(root)) return std::vector<task>{};
+    if (!fs::exists(root)) {
+      return std::vector<task>{};
+    }
     auto loaded = load_suite(root);
     if (!loaded) {
       ADD_FAILURE() << loaded.err().message;
@@ -55,10 +57,16 @@ std::string fence_for(task_kind kind) {
 std::set<verdict_category> expected_for_label(const std::string& label) {
   for (const char* build_failure :
        {"compile_error", "syntax_error", "wrong_signature", "link_error"}) {
-    if (label.rfind(build_failure, 0) == 0) return {verdict_category::compile};
+    if (label.rfind(build_failure, 0) == 0) {
+      return {verdict_category::compile};
+    }
   }
-  if (label.rfind("timeout", 0) == 0) return {verdict_category::timeout};
-  if (label.rfind("forbidden", 0) == 0) return {verdict_category::forbidden};
+  if (label.rfind("timeout", 0) == 0) {
+    return {verdict_category::timeout};
+  }
+  if (label.rfind("forbidden", 0) == 0) {
+    return {verdict_category::forbidden};
+  }
   return {verdict_category::runtime, verdict_category::timeout, verdict_category::wrong_answer};
 }
 
@@ -72,20 +80,33 @@ struct job {
 void run_jobs(const std::vector<job>& jobs, int gpu_slots) {
   verifier_config config;
   config.engine = testing::test_engine_config();
-  config.engine.run_limits.wall = std::chrono::seconds(10);
-  config.engine.run_limits.cpu_seconds = 8;
+  if (gpu_slots > 0) {
+    // A cuda run starts a CUDA context first.
+    config.engine.run_limits.wall = std::chrono::seconds(10);
+    config.engine.run_limits.cpu_seconds = 8;
+  } else {
+    // The cpp candidates' runs (python has its own limits): the solutions took at most 0.3 s of
+    // wall time each beside other tests (load 8 on 2 cores), so 4 s of wall time and 2 of CPU
+    // leave them ample room, and the three timeout candidates, which spin until a limit stops
+    // them, cost 2 CPU-s each instead of 8.
+    config.engine.run_limits.wall = std::chrono::seconds(4);
+    config.engine.run_limits.cpu_seconds = 2;
+  }
   const int cores = static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
   config.compile_workers = cores;
   config.run_slots = gpu_slots > 0 ? gpu_slots : cores;
-  if (gpu_slots > 0) config.gpus = {0};
+  if (gpu_slots > 0) {
+    config.gpus = {0};
+  }
   config.queue_capacity = 16;
   auto v = verifier::create(config);
   ASSERT_TRUE(v.ok()) << v.err().message;
   std::vector<std::future<result<verdict>>> futures;
   // Submitting blocks when the queue is full; a thread keeps feeding while results are checked.
   std::thread feeder([&] {
-    for (const auto& j : jobs)
+    for (const auto& j : jobs) {
       futures.push_back((*v)->submit(j.t, "```" + fence_for(j.t->kind) + "\n" + j.code + "```\n"));
+    }
   });
   feeder.join();
   int failures = 0;
@@ -107,14 +128,19 @@ void run_jobs(const std::vector<job>& jobs, int gpu_slots) {
 TEST(SuiteTest, CppAndPythonSolutionsPassAndWrongCandidatesFail) {
   std::vector<job> jobs;
   for (const auto& t : suite()) {
-    if (t.kind != task_kind::cpp && t.kind != task_kind::python) continue;
+    if (t.kind != task_kind::cpp && t.kind != task_kind::python) {
+      continue;
+    }
     auto shared = std::make_shared<const task>(t);
     ASSERT_FALSE(t.solution.empty()) << t.id << " has no solution";
     jobs.push_back({t.id + " solution", shared, t.solution, {verdict_category::pass}});
-    for (const auto& w : t.wrong)
+    for (const auto& w : t.wrong) {
       jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
+    }
   }
-  if (jobs.empty()) GTEST_SKIP() << "the suite has no cpp or python tasks yet";
+  if (jobs.empty()) {
+    GTEST_SKIP() << "the suite has no cpp or python tasks yet";
+  }
   run_jobs(jobs, 0);
 }
 
@@ -123,7 +149,9 @@ TEST(SuiteTest, EveryPythonTaskHasHiddenTests) {
   // quoted (tests/sandbox/adversarial/python/hardcodes_revealed_asserts.py).
   int python = 0;
   for (const auto& t : suite()) {
-    if (t.kind != task_kind::python) continue;
+    if (t.kind != task_kind::python) {
+      continue;
+    }
     ++python;
     int hidden = 0;
     for (std::size_t at = t.hidden_tests.find("\ndef test_"); at != std::string::npos;
@@ -139,7 +167,9 @@ TEST(SuiteTest, CudaSolutionsCompileAndCompileErrorsAreCaught) {
   std::vector<job> jobs;
   int compile_errors = 0;
   for (const auto& t : suite()) {
-    if (t.kind != task_kind::cuda) continue;
+    if (t.kind != task_kind::cuda) {
+      continue;
+    }
     auto shared = std::make_shared<const task>(t);
     jobs.push_back({t.id + " solution", shared, t.solution, {}});
     for (const auto& w : t.wrong) {
@@ -148,7 +178,9 @@ TEST(SuiteTest, CudaSolutionsCompileAndCompileErrorsAreCaught) {
       }
     }
   }
-  if (jobs.empty()) GTEST_SKIP() << "the suite has no cuda tasks yet";
+  if (jobs.empty()) {
+    GTEST_SKIP() << "the suite has no cuda tasks yet";
+  }
   // The compile stage alone (no GPU needed): one worker per core over all jobs.
   std::atomic<std::size_t> next{0};
   std::vector<std::string> problems(jobs.size());
@@ -175,11 +207,15 @@ TEST(SuiteTest, CudaSolutionsCompileAndCompileErrorsAreCaught) {
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned i = 0; i < std::max(2U, std::thread::hardware_concurrency()); ++i)
+  for (unsigned i = 0; i < std::max(2U, std::thread::hardware_concurrency()); ++i) {
     threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  for (std::size_t i = 0; i < jobs.size(); ++i)
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
     EXPECT_TRUE(problems[i].empty()) << jobs[i].name << ": " << problems[i];
+  }
   std::printf("%zu cuda suite candidates compiled\n", jobs.size());
 }
 
@@ -191,13 +227,18 @@ TEST(SuiteTest, CudaSolutionsPassAndWrongCandidatesFailOnTheGpu) {
   }
   std::vector<job> jobs;
   for (const auto& t : suite()) {
-    if (t.kind != task_kind::cuda) continue;
+    if (t.kind != task_kind::cuda) {
+      continue;
+    }
     auto shared = std::make_shared<const task>(t);
     jobs.push_back({t.id + " solution", shared, t.solution, {verdict_category::pass}});
-    for (const auto& w : t.wrong)
+    for (const auto& w : t.wrong) {
       jobs.push_back({t.id + " wrong/" + w.label, shared, w.code, expected_for_label(w.label)});
+    }
   }
-  if (jobs.empty()) GTEST_SKIP() << "the suite has no cuda tasks yet";
+  if (jobs.empty()) {
+    GTEST_SKIP() << "the suite has no cuda tasks yet";
+  }
   run_jobs(jobs, 1);
 }
 
