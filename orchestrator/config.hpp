@@ -165,7 +165,7 @@ struct policy_section {
 struct verifier_section {
   int compile_workers = 0;
   int gpu_slots = 1;
-  int runs_per_gpu = 1;
+  int runs_per_gpu = 2;
   double compile_timeout_s = 120.0;
   double run_timeout_s = 30.0;
   std::int64_t output_limit_bytes = 1 << 20;

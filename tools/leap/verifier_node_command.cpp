@@ -243,7 +243,7 @@ void add_verifier_node(CLI::App& app, int* exit_code) {
                   "GPUs candidates run on (CUDA suites); default: the config's, 1");
   cmd->add_option("--runs-per-gpu", o->runs_per_gpu,
                   "Candidate runs sharing one GPU at once (timed runs take it alone); default: "
-                  "the config's, 1")
+                  "the config's, 2")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--compile-workers", o->compile_workers,
                   "Parallel compilations; 0: one per core; default: the config's, 0");
