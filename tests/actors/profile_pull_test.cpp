@@ -10,6 +10,7 @@
 #include "actors/verifier.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
+#include "tests/actors/profile_support.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
@@ -118,15 +119,6 @@ struct profile_pull_system {
   }
 };
 
-std::shared_ptr<const sandbox::task> profile_pull_problem() {
-  auto t = std::make_shared<sandbox::task>();
-  t->id = "kernelbench/level1/1_ScaleAddPooled";
-  t->kind = task_kind::kernelbench;
-  t->reference = sandbox::testing::k_scale_add_problem;
-  t->own_kernel = sandbox::own_kernel_policy::off;
-  return t;
-}
-
 std::string profile_pull_answer(const std::string& op) {
   return sandbox::testing::scale_add_ops_candidate("profile pull", op);
 }
@@ -169,7 +161,7 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
 
   auto table =
       std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
-  const auto problem = profile_pull_problem();
+  const auto problem = testing::profiled_problem();
   (*table)[problem->id] = problem;
   profile_pull_system ts;
   auto& sys = *ts.system;

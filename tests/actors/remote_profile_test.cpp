@@ -16,6 +16,7 @@
 #include "orchestrator/reward.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
+#include "tests/actors/profile_support.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
@@ -43,44 +44,6 @@ namespace {
 
 using rp_clock = std::chrono::steady_clock;
 
-std::shared_ptr<const sandbox::task> rp_problem() {
-  auto t = std::make_shared<sandbox::task>();
-  t->id = "kernelbench/level1/1_ScaleAddPooled";
-  t->kind = task_kind::kernelbench;
-  t->reference = sandbox::testing::k_scale_add_problem;
-  t->own_kernel = sandbox::own_kernel_policy::off;
-  return t;
-}
-
-task_table rp_table() {
-  auto table =
-      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
-  const auto problem = rp_problem();
-  (*table)[problem->id] = problem;
-  return table;
-}
-
-// The node's sandbox verifier: KernelBench on the CPU; with `ncu`, profiling passing verdicts.
-result<std::unique_ptr<sandbox::verifier>> rp_verifier(const std::string& ncu) {
-  sandbox::verifier_config vc;
-  vc.engine = sandbox::testing::test_engine_config();
-  vc.engine.kernelbench_device = "cpu";
-  vc.engine.trials = 2;
-  vc.engine.kernelbench_pch = false;
-  if (!ncu.empty()) {
-    vc.engine.profile = sandbox::profile_mode::passing;
-    vc.engine.ncu = ncu;
-    // Torch processes on a shared machine and a profiling run the test holds: bounds that only
-    // end a hung test.
-    vc.engine.profile_limits.wall = std::chrono::seconds(600);
-    vc.engine.profile_limits.cpu_seconds = 600;
-  }
-  vc.compile_workers = 1;
-  vc.run_slots = 1;
-  vc.profile_workers = 1;
-  return sandbox::verifier::create(vc);
-}
-
 // A verifier node on 127.0.0.1 (port 0) as `leap verifier-node` builds it; `profiles`: it sends
 // its pool's profiles (verifier.profile in its config).
 struct rp_node {
@@ -96,7 +59,7 @@ struct rp_node {
     register_message_types(config);
     configure_node_transport(config, {});
     system = std::make_unique<caf::actor_system>(config);
-    pool = spawn_verifier_pool(*system, verifier, rp_table());
+    pool = spawn_verifier_pool(*system, verifier, testing::profiled_problem_table());
     verifier_node_config nc;
     nc.name = "rp-node";
     nc.slots = 2;
@@ -155,7 +118,7 @@ struct rp_orchestrator {
     store = spawn_store(*system, trajectories);
     verifier_pool_config pc;
     pc.profile_store = store;
-    pool = spawn_verifier_pool(*system, local, rp_table(), pc);
+    pool = spawn_verifier_pool(*system, local, testing::profiled_problem_table(), pc);
     dispatcher_settings ds;
     ds.nodes = {"127.0.0.1:" + std::to_string(port)};
     ds.log = [this](const log_line& line) {
@@ -182,7 +145,7 @@ struct rp_orchestrator {
     verification_result out;
     caf::scoped_actor self{*system};
     self->request(dispatcher, std::chrono::minutes(5), verify_atom_v,
-                  verification_request{request_id, rp_problem()->id,
+                  verification_request{request_id, testing::profiled_problem()->id,
                                        sandbox::testing::scale_add_ops_candidate(request_id, op)})
         .receive([&](verification_result& r) { out = std::move(r); },
                  [&](caf::error& e) { out.infrastructure_error = system->render(e); });
@@ -216,37 +179,6 @@ double rp_seconds_since(rp_clock::time_point start) {
   return std::chrono::duration<double>(rp_clock::now() - start).count();
 }
 
-// Answers rollout 0 with a passing candidate and the others with a failing one.
-generation_actor rp_generator(caf::actor_system& sys, const std::string& tag) {
-  return sys.spawn([tag](generation_actor::pointer) -> generation_actor::behavior_type {
-    return {[tag](generate_atom, generation_request& request) {
-      const auto turn = leap::turn_of_request(request.request_id);
-      generation_result r;
-      r.text =
-          sandbox::testing::scale_add_ops_candidate(tag, turn && turn->rollout == 0 ? "+" : "-");
-      r.output_tokens = {1, 2, 3};
-      r.output_logprobs = {-0.1F, -0.1F, -0.1F};
-      return r;
-    }};
-  });
-}
-
-group_parent_actor rp_parent(caf::actor_system& sys, const caf::actor& to) {
-  return sys.spawn([to](group_parent_actor::pointer) -> group_parent_actor::behavior_type {
-    return {
-        [](decide_atom, const group_key&, std::int32_t, std::int32_t) {
-          return gate_ruling{gate_decision::closed_no_debug, {}};
-        },
-        [to](group_done_atom, group_report& report) {
-          caf::anon_send(to, group_done_atom_v, std::move(report));
-        },
-        [to](group_failed_atom, const group_key& key, const std::string& why) {
-          caf::anon_send(to, group_failed_atom_v, key, why);
-        },
-    };
-  });
-}
-
 bool rp_torch(std::string* why) {
   return sandbox::testing::python_imports(sandbox::testing::test_engine_config().python, "torch",
                                           why);
@@ -274,9 +206,9 @@ TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) 
   }
   const auto folder = std::filesystem::path(ncu.path()).parent_path();
   const rp_release_on_exit guard{folder / "release"};
-  auto node_verifier = rp_verifier(ncu.path());
+  auto node_verifier = sandbox::verifier::create(testing::profiling_verifier_config(ncu.path()));
   ASSERT_TRUE(node_verifier.ok()) << node_verifier.err().message;
-  auto local_verifier = rp_verifier("");
+  auto local_verifier = sandbox::verifier::create(testing::profiling_verifier_config(""));
   ASSERT_TRUE(local_verifier.ok()) << local_verifier.err().message;
   rp_node node(**node_verifier, /*profiles=*/true);
   ASSERT_NE(node.port, 0);
@@ -311,18 +243,18 @@ TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) 
   advantage.kind = advantage_kind::none;
   caf::scoped_actor self{sys};
   group_services services;
-  services.generator = rp_generator(sys, "remote structural");
+  services.generator = testing::rollout0_passes_generator(sys, "remote structural");
   services.verifier = orch.dispatcher;
   services.profiles = profiles_of(orch.pool);
   services.profile_summaries = profile_summaries_of(orch.pool);
   services.profile_wait = std::chrono::duration_cast<std::chrono::milliseconds>(patience);
   services.scorer = spawn_scorer(sys, reward, advantage);
   services.store = orch.store;
-  services.parent = rp_parent(sys, caf::actor_cast<caf::actor>(self));
+  services.parent = testing::reporting_parent(sys, caf::actor_cast<caf::actor>(self));
   group_settings settings;
   settings.run_id = "run";
   settings.key = {0, split_kind::train, 0};
-  settings.task = {rp_problem()->id, "prompt"};
+  settings.task = {testing::profiled_problem()->id, "prompt"};
   settings.group_size = 2;
   settings.max_turns = 1;
   settings.local_gate = gate_config{};
@@ -380,9 +312,9 @@ TEST(RemoteProfileTest, ANodeLostWhileAProfileIsDueEndsTheWaitAtOnce) {
   }
   const auto folder = std::filesystem::path(ncu.path()).parent_path();
   const rp_release_on_exit guard{folder / "release"};
-  auto node_verifier = rp_verifier(ncu.path());
+  auto node_verifier = sandbox::verifier::create(testing::profiling_verifier_config(ncu.path()));
   ASSERT_TRUE(node_verifier.ok()) << node_verifier.err().message;
-  auto local_verifier = rp_verifier("");
+  auto local_verifier = sandbox::verifier::create(testing::profiling_verifier_config(""));
   ASSERT_TRUE(local_verifier.ok()) << local_verifier.err().message;
   testing::temp_dir dir;
   const auto wait = std::chrono::seconds(90);  // far beyond the bound asserted below

@@ -10,6 +10,7 @@
 #include "actors/verifier.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
+#include "tests/actors/profile_support.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
@@ -40,39 +41,6 @@ struct structural_system {
   }
 };
 
-// Answers rollout 0 with a passing candidate and every other rollout with a failing one; `tag`
-// makes the group's code its own (no verdict comes from the cache).
-generation_actor structural_generator(caf::actor_system& sys, const std::string& tag) {
-  return sys.spawn([tag](generation_actor::pointer) -> generation_actor::behavior_type {
-    return {[tag](generate_atom, generation_request& request) {
-      const auto turn = leap::turn_of_request(request.request_id);
-      generation_result r;
-      r.text =
-          sandbox::testing::scale_add_ops_candidate(tag, turn && turn->rollout == 0 ? "+" : "-");
-      r.output_tokens = {1, 2, 3};
-      r.output_logprobs = {-0.1F, -0.1F, -0.1F};
-      return r;
-    }};
-  });
-}
-
-// Hands the gate's report (or its failure) to `to`.
-group_parent_actor structural_parent(caf::actor_system& sys, const caf::actor& to) {
-  return sys.spawn([to](group_parent_actor::pointer) -> group_parent_actor::behavior_type {
-    return {
-        [](decide_atom, const group_key&, std::int32_t, std::int32_t) {
-          return gate_ruling{gate_decision::closed_no_debug, {}};
-        },
-        [to](group_done_atom, group_report& report) {
-          caf::anon_send(to, group_done_atom_v, std::move(report));
-        },
-        [to](group_failed_atom, const group_key& key, const std::string& why) {
-          caf::anon_send(to, group_failed_atom_v, key, why);
-        },
-    };
-  });
-}
-
 TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
   const sandbox::engine_config engine = sandbox::testing::test_engine_config();
   std::string why;
@@ -95,29 +63,12 @@ TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
     ~release_on_exit() { std::ofstream(file) << "go\n"; }
   } guard{folder / "release"};
 
-  sandbox::verifier_config vc;
-  vc.engine = engine;
-  vc.engine.kernelbench_device = "cpu";
-  vc.engine.trials = 2;
-  vc.engine.kernelbench_pch = false;
-  vc.engine.profile = sandbox::profile_mode::passing;
-  vc.engine.ncu = ncu.path();
-  vc.engine.profile_limits.wall = std::chrono::seconds(600);
-  vc.engine.profile_limits.cpu_seconds = 600;
-  vc.compile_workers = 1;
-  vc.run_slots = 1;
-  vc.profile_workers = 1;
+  const sandbox::verifier_config vc = testing::profiling_verifier_config(ncu.path());
   auto created = sandbox::verifier::create(vc);
   ASSERT_TRUE(created.ok()) << created.err().message;
 
-  auto table =
-      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
-  auto problem = std::make_shared<sandbox::task>();
-  problem->id = "kernelbench/level1/1_ScaleAddPooled";
-  problem->kind = task_kind::kernelbench;
-  problem->reference = sandbox::testing::k_scale_add_problem;
-  problem->own_kernel = sandbox::own_kernel_policy::off;
-  (*table)[problem->id] = problem;
+  const task_table table = testing::profiled_problem_table();
+  const auto problem = testing::profiled_problem();
 
   structural_system ts;
   auto& sys = *ts.system;
@@ -142,14 +93,14 @@ TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
   const auto run_group = [&](std::uint32_t group, std::chrono::milliseconds wait,
                              const std::string& tag) -> std::optional<group_record> {
     group_services services;
-    services.generator = structural_generator(sys, tag);
+    services.generator = testing::rollout0_passes_generator(sys, tag);
     services.verifier = pool;
     services.profiles = profiles_of(pool);
     services.profile_summaries = profile_summaries_of(pool);
     services.profile_wait = wait;
     services.scorer = spawn_scorer(sys, reward, advantage);
     services.store = store;
-    services.parent = structural_parent(sys, caf::actor_cast<caf::actor>(self));
+    services.parent = testing::reporting_parent(sys, caf::actor_cast<caf::actor>(self));
     group_settings settings;
     settings.run_id = "run";
     settings.key = {0, split_kind::train, group};
