@@ -130,39 +130,19 @@ TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
     GTEST_SKIP() << why;
   }
   // The stand-in ncu waits for the test's release file, then writes the H200 capture.
-  sandbox::testing::stand_in_ncu ncu(
-      "while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
-      "cat \"$here/capture.csv\" > \"$log\"\n");
+  sandbox::testing::stand_in_ncu ncu(testing::k_ncu_held_until_released);
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
   const auto release = std::filesystem::path(ncu.path()).parent_path() / "release";
-  struct release_on_exit {  // a failed assertion must not leave the verifier waiting on ncu
-    std::filesystem::path file;
-    ~release_on_exit() { std::ofstream(file) << "go\n"; }
-  } guard{release};
+  const testing::ncu_release_on_exit guard{release};
 
-  sandbox::verifier_config vc;
-  vc.engine = engine;
-  vc.engine.kernelbench_device = "cpu";
-  vc.engine.trials = 2;
-  vc.engine.kernelbench_pch = false;
-  vc.engine.profile = sandbox::profile_mode::passing;
-  vc.engine.ncu = ncu.path();
-  // Torch processes on a shared machine and a profiling run the test holds: bounds that only end
-  // a hung test.
-  vc.engine.profile_limits.wall = std::chrono::seconds(600);
-  vc.engine.profile_limits.cpu_seconds = 600;
-  vc.compile_workers = 1;
-  vc.run_slots = 1;
-  vc.profile_workers = 1;
+  const sandbox::verifier_config vc = testing::profiling_verifier_config(ncu.path());
   auto created = sandbox::verifier::create(vc);
   ASSERT_TRUE(created.ok()) << created.err().message;
 
-  auto table =
-      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  const task_table table = testing::profiled_problem_table();
   const auto problem = testing::profiled_problem();
-  (*table)[problem->id] = problem;
   profile_pull_system ts;
   auto& sys = *ts.system;
   testing::temp_dir dir;

@@ -16,11 +16,32 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
 namespace leap::actors::testing {
+
+// Stand-in ncu scripts (sandbox::testing::stand_in_ncu) that write the H200 capture: at once
+// unless the test made a `hold` file beside it, then once it writes `release`; or always only once
+// it writes `release`.
+inline constexpr const char* k_ncu_held_when_asked =
+    "if [ -e \"$here/hold\" ]; then\n"
+    "  while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
+    "fi\n"
+    "cat \"$here/capture.csv\" > \"$log\"\n";
+inline constexpr const char* k_ncu_held_until_released =
+    "while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
+    "cat \"$here/capture.csv\" > \"$log\"\n";
+
+// Writes the stand-in ncu's `release` file when the test ends, so that a failed assertion never
+// leaves a verifier waiting on a held profile.
+struct ncu_release_on_exit {
+  std::filesystem::path file;
+  ~ncu_release_on_exit() { std::ofstream(file) << "go\n"; }
+};
 
 // KernelBench's scale-add problem with the own-kernel check off (the CPU cannot make it).
 inline std::shared_ptr<const sandbox::task> profiled_problem() {

@@ -184,28 +184,18 @@ bool rp_torch(std::string* why) {
                                           why);
 }
 
-// A file the stand-in ncu's folder gets when the test ends, so that no held run outlives it.
-struct rp_release_on_exit {
-  std::filesystem::path file;
-  ~rp_release_on_exit() { std::ofstream(file) << "go\n"; }
-};
-
 TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) {
   std::string why;
   if (!rp_torch(&why)) {
     GTEST_SKIP() << why;
   }
   // The stand-in ncu writes the H200 capture at once, unless the test holds it (a `hold` file).
-  sandbox::testing::stand_in_ncu ncu(
-      "if [ -e \"$here/hold\" ]; then\n"
-      "  while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
-      "fi\n"
-      "cat \"$here/capture.csv\" > \"$log\"\n");
+  sandbox::testing::stand_in_ncu ncu(testing::k_ncu_held_when_asked);
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
   const auto folder = std::filesystem::path(ncu.path()).parent_path();
-  const rp_release_on_exit guard{folder / "release"};
+  const testing::ncu_release_on_exit guard{folder / "release"};
   auto node_verifier = sandbox::verifier::create(testing::profiling_verifier_config(ncu.path()));
   ASSERT_TRUE(node_verifier.ok()) << node_verifier.err().message;
   auto local_verifier = sandbox::verifier::create(testing::profiling_verifier_config(""));
@@ -304,14 +294,12 @@ TEST(RemoteProfileTest, ANodeLostWhileAProfileIsDueEndsTheWaitAtOnce) {
   if (!rp_torch(&why)) {
     GTEST_SKIP() << why;
   }
-  sandbox::testing::stand_in_ncu ncu(
-      "while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
-      "cat \"$here/capture.csv\" > \"$log\"\n");
+  sandbox::testing::stand_in_ncu ncu(testing::k_ncu_held_until_released);
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
   const auto folder = std::filesystem::path(ncu.path()).parent_path();
-  const rp_release_on_exit guard{folder / "release"};
+  const testing::ncu_release_on_exit guard{folder / "release"};
   auto node_verifier = sandbox::verifier::create(testing::profiling_verifier_config(ncu.path()));
   ASSERT_TRUE(node_verifier.ok()) << node_verifier.err().message;
   auto local_verifier = sandbox::verifier::create(testing::profiling_verifier_config(""));

@@ -49,19 +49,12 @@ TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
   }
   // The stand-in ncu writes the H200 capture at once, unless the test holds it (a `hold` file):
   // then only once the test writes `release`.
-  sandbox::testing::stand_in_ncu ncu(
-      "if [ -e \"$here/hold\" ]; then\n"
-      "  while [ ! -e \"$here/release\" ]; do sleep 0.1; done\n"
-      "fi\n"
-      "cat \"$here/capture.csv\" > \"$log\"\n");
+  sandbox::testing::stand_in_ncu ncu(testing::k_ncu_held_when_asked);
   if (!ncu.why_not().empty()) {
     GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
   }
   const auto folder = std::filesystem::path(ncu.path()).parent_path();
-  struct release_on_exit {  // a failed assertion must not leave the verifier waiting on ncu
-    std::filesystem::path file;
-    ~release_on_exit() { std::ofstream(file) << "go\n"; }
-  } guard{folder / "release"};
+  const testing::ncu_release_on_exit guard{folder / "release"};
 
   const sandbox::verifier_config vc = testing::profiling_verifier_config(ncu.path());
   auto created = sandbox::verifier::create(vc);
