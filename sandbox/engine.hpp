@@ -125,6 +125,13 @@ struct engine_config {
   // KernelBench with timing: the reference is also timed under torch.compile (inductor), once per
   // problem, and a verdict carries both speedups. Default: true
   bool kernelbench_compiled_baseline = true;
+  // KernelBench runs: after each run, the slot starts the judge of its next run ahead of the job
+  // (in a sandbox of its own, as every run: one judge serves one candidate), so that torch's
+  // import, CUDA's start and (where the own-kernel check wants it) the profiler's start are done
+  // before a candidate arrives; the run's limits start with the job. Costs an idle judge and runner
+  // (host memory; on a GPU two CUDA contexts) per run slot. For long-lived engines (leap run,
+  // leap verifier-node); a one-shot verify would start one nobody uses. Default: false
+  bool kernelbench_standby = false;
   // The recorder's import and each extension's build (the host compiler and nvcc over torch's
   // headers). Default: 300 s wall, 8 GiB for the whole tree, 2 GiB of scratch
   resource_limits kernelbench_build_limits = [] {
@@ -210,7 +217,8 @@ struct prepared_candidate {
 
 namespace detail {
 class gpu_keeper;
-}
+class started_judge;
+}  // namespace detail
 
 class engine {
  public:
@@ -407,6 +415,11 @@ class engine {
   // folder on PATH, kernelbench_limits: the slot's probe, the reference and the judge.
   run_request kernelbench_request(const std::filesystem::path& dir, int gpu,
                                   std::vector<std::string> args) const;
+  // What the judge is told of its job (stdin's line, or a standby's job header): the device, the
+  // own-kernel policy, the outputs' shapes per trial, trials, timing repetitions, the GPU's share.
+  nlohmann::json kernelbench_judge_config(const kernelbench_reference& ref,
+                                          const std::string& device, own_kernel_policy policy,
+                                          int sharing) const;
   // The judge's run in `dir` (its files already there) for `ref` on `device`; `sharing` as run()'s.
   run_request kernelbench_judge_request(const std::filesystem::path& dir,
                                         const kernelbench_reference& ref, const std::string& device,
@@ -476,6 +489,19 @@ class engine {
   std::optional<std::string> probe_binary_;         // built once, under probe_mutex_
   std::optional<std::string> extension_toolchain_;  // under probe_mutex_
   std::array<bool, 2> extension_probe_ok_{};        // C++, CUDA; under probe_mutex_
+  // KernelBench judges started ahead of their jobs (engine_config::kernelbench_standby), per GPU
+  // slot (-1: the CPU's); at most as many per slot as runs share it. Started after a run with the
+  // words of that run's judge (its device, whether it warmed the profiler, its output cap), taken
+  // by a run whose judge would have the same words.
+  std::unique_ptr<detail::started_judge> take_standby_judge(int slot, const std::string& fits);
+  void keep_standby_judge(int slot, std::size_t most, std::unique_ptr<detail::started_judge> j);
+  result<std::unique_ptr<detail::started_judge>> start_kernelbench_judge(int gpu,
+                                                                         const std::string& device,
+                                                                         bool warm_profiler,
+                                                                         std::size_t output_cap,
+                                                                         const std::string& fits);
+  std::mutex standby_mutex_;
+  std::map<int, std::vector<std::unique_ptr<detail::started_judge>>> standby_judges_;
   // prepare_kernelbench's build: started once, joined by the destructor.
   std::mutex prepare_mutex_;
   std::shared_future<result<folder_lookup>> prepared_;  // under prepare_mutex_

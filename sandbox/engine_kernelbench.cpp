@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -58,26 +59,35 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
 
 namespace detail {
 
-status write_kernelbench_folder(const fs::path& dir, const prepared_candidate& p,
-                                const std::string& inputs) {
-  std::vector<run_file> files{{"solution.py", &p.code},
-                              {"runner.py", &kernelbench_candidate_source()},
-                              {"judge.py", &kernelbench_judge_source()},
-                              {"inputs.bin", &inputs}};
+std::vector<run_file> kernelbench_candidate_files(const prepared_candidate& p,
+                                                  std::string* prebuilt_json) {
+  std::vector<run_file> files{{"solution.py", &p.code}};
   nlohmann::json prebuilt = nlohmann::json::object();
   for (const auto& ext : p.extensions) {
     const std::string folder = "ext/" + ext.id;
-    std::error_code ec;
-    fs::create_directories(dir / folder, ec);
-    if (ec) {
-      return error{"creating " + (dir / folder).string() + ": " + ec.message()};
-    }
     files.push_back({folder + "/" + ext.name + ".so", ext.library.get()});
     prebuilt[ext.id] = {{"name", ext.name}, {"dir", folder}};
   }
-  const std::string prebuilt_json = prebuilt.dump();
   if (!prebuilt.empty()) {
-    files.push_back({"prebuilt.json", &prebuilt_json});
+    *prebuilt_json = prebuilt.dump();
+    files.push_back({"prebuilt.json", prebuilt_json});
+  }
+  return files;
+}
+
+status write_kernelbench_folder(const fs::path& dir, const prepared_candidate& p,
+                                const std::string& inputs) {
+  std::string prebuilt_json;
+  std::vector<run_file> files = kernelbench_candidate_files(p, &prebuilt_json);
+  files.push_back({"runner.py", &kernelbench_candidate_source()});
+  files.push_back({"judge.py", &kernelbench_judge_source()});
+  files.push_back({"inputs.bin", &inputs});
+  for (const auto& ext : p.extensions) {
+    std::error_code ec;
+    fs::create_directories(dir / "ext" / ext.id, ec);
+    if (ec) {
+      return error{"creating " + (dir / "ext" / ext.id).string() + ": " + ec.message()};
+    }
   }
   return write_run_files(dir, files);
 }
@@ -775,6 +785,11 @@ result<folder_lookup> engine::kernelbench_prepared(
 }
 
 engine::~engine() {
+  {
+    // Told to end (their job's socket closed) before anything they use goes.
+    std::lock_guard lock(standby_mutex_);
+    standby_judges_.clear();
+  }
   std::lock_guard lock(prepare_mutex_);
   if (prepare_thread_.joinable()) {
     prepare_thread_.join();
@@ -965,10 +980,19 @@ status engine::probe_extension_toolchain(bool cuda) {
   return ok_status();
 }
 
-run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
-                                              const kernelbench_reference& ref,
-                                              const std::string& device, int gpu,
-                                              own_kernel_policy policy, int sharing) const {
+namespace {
+
+// The most a judge's record may hold for `ref`: every trial's outputs and inputs and up to 8
+// checked timed calls' (4x: a candidate's outputs may be wider).
+std::size_t judge_record_bound(const kb_data& expected, const kb_data& inputs) {
+  return 4 * (expected.bytes->size() + inputs.bytes->size()) + (1 << 20);
+}
+
+}  // namespace
+
+nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref,
+                                                const std::string& device, own_kernel_policy policy,
+                                                int sharing) const {
   // The judge allocates the outputs' buffers as the reference's outputs are.
   nlohmann::json slots = nlohmann::json::array();
   for (const kb_trial& trial : ref.expected.trials) {
@@ -980,11 +1004,6 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
     }
     slots.push_back(std::move(outputs));
   }
-  run_request request = kernelbench_request(dir, device == "cuda" ? gpu : -1, {"judge.py"});
-  // The record holds every trial's outputs and inputs and up to 8 checked timed calls' (4x: a
-  // candidate's outputs may be wider).
-  const std::size_t bound = 4 * (ref.expected.bytes->size() + ref.inputs.bytes->size()) + (1 << 20);
-  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, bound);
   nlohmann::json config{{"device", device},
                         {"own_kernel", to_string(policy)},
                         {"slots", std::move(slots)},
@@ -994,8 +1013,67 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
     config["memory_share"] = {{"runs", sharing},
                               {"reserve_bytes", config_.gpu_memory_reserve_bytes}};
   }
-  request.stdin_data = config.dump() + "\n";
+  return config;
+}
+
+run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
+                                              const kernelbench_reference& ref,
+                                              const std::string& device, int gpu,
+                                              own_kernel_policy policy, int sharing) const {
+  run_request request = kernelbench_request(dir, device == "cuda" ? gpu : -1, {"judge.py"});
+  request.limits.output_cap_bytes =
+      std::max(request.limits.output_cap_bytes, judge_record_bound(ref.expected, ref.inputs));
+  request.stdin_data = kernelbench_judge_config(ref, device, policy, sharing).dump() + "\n";
   return request;
+}
+
+result<std::unique_ptr<detail::started_judge>> engine::start_kernelbench_judge(
+    int gpu, const std::string& device, bool warm_profiler, std::size_t output_cap,
+    const std::string& fits) {
+  auto dir = detail::make_run_folder(
+      config_.scratch_root, "kb-",
+      {{"runner.py", &kernelbench_candidate_source()}, {"judge.py", &kernelbench_judge_source()}});
+  if (!dir) {
+    return dir.err();
+  }
+  std::vector<std::string> args{"judge.py", "--standby", device};
+  if (warm_profiler) {
+    args.emplace_back("--warm-profiler");
+  }
+  run_request request = kernelbench_request(dir->path(), device == "cuda" ? gpu : -1, args);
+  request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, output_cap);
+  return detail::started_judge::start(std::move(request), std::move(dir.value()), fits);
+}
+
+std::unique_ptr<detail::started_judge> engine::take_standby_judge(int slot,
+                                                                  const std::string& fits) {
+  std::lock_guard lock(standby_mutex_);
+  auto& ready = standby_judges_[slot];
+  // One that ended while it waited (killed, or its torch failed) is dropped: a fresh start says
+  // why, if the slot is broken.
+  std::erase_if(ready, [](const auto& j) { return j->ended(); });
+  for (auto it = ready.begin(); it != ready.end(); ++it) {
+    if ((*it)->fits() == fits) {
+      auto judge = std::move(*it);
+      ready.erase(it);
+      return judge;
+    }
+  }
+  return nullptr;
+}
+
+void engine::keep_standby_judge(int slot, std::size_t most,
+                                std::unique_ptr<detail::started_judge> judge) {
+  std::unique_ptr<detail::started_judge> oldest;  // abandoned outside the lock: that waits
+  {
+    std::lock_guard lock(standby_mutex_);
+    auto& ready = standby_judges_[slot];
+    ready.push_back(std::move(judge));
+    if (ready.size() > std::max<std::size_t>(most, 1)) {
+      oldest = std::move(ready.front());
+      ready.erase(ready.begin());
+    }
+  }
 }
 
 result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
@@ -1172,36 +1250,79 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   }
   const own_kernel_policy policy = *own_kernel;
 
-  auto dir = scratch_dir::create(config_.scratch_root, "kb-");
-  if (!dir) {
-    return dir.err();
-  }
-  const auto staging_start = std::chrono::steady_clock::now();
-  if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
-    // The host's disk, not the candidate: the slot's failure, as in run_native.
-    return infrastructure_error(gpu, s.err().message);
-  }
-  const double staged_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - staging_start)
-          .count();
-  const run_request request =
-      kernelbench_judge_request(dir->path(), ref, device, gpu, policy, sharing);
-  const clock_watch clocks(gpu, config_.timing_reps > 0 && device == "cuda");
+  // The judge: one started ahead of this job by the slot's previous run (kernelbench_standby), or
+  // one started now; either way the job goes down its socket and the run's limits start with it.
+  const int slot_key = device == "cuda" ? gpu : -1;
+  const bool warm_profiler = device == "cuda" && policy == own_kernel_policy::require;
+  // The record's cap rounded up to a power of two, so that problems of like size share standbys.
+  const std::size_t output_cap = std::bit_ceil(std::max(
+      judge_record_bound(ref.expected, ref.inputs), config_.kernelbench_limits.output_cap_bytes));
+  const std::string fits = device + (warm_profiler ? " profiler" : "") + " record " +
+                           std::to_string(output_cap >> 20) + " MiB";
+  std::string prebuilt_json;
+  const std::vector<detail::run_file> files =
+      detail::kernelbench_candidate_files(p, &prebuilt_json);
+  const nlohmann::json job = kernelbench_judge_config(ref, device, policy, sharing);
+  resource_limits limits = config_.kernelbench_limits;
+  limits.output_cap_bytes = output_cap;
   auto wall_clock_s = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
-  const double launched_s = wall_clock_s();
-  auto r = run_isolated(request);
-  if (!r) {
-    return r.err();
+  // A judge that ended before its whole job reached it ran nothing of the candidate's: one started
+  // ahead (killed while it waited, say) is replaced by one started now; one started now, the
+  // slot's failure, as a judge_error is.
+  std::unique_ptr<detail::started_judge> judge = take_standby_judge(slot_key, fits);
+  bool from_standby = judge != nullptr;
+  detail::started_judge::fed_run fed;
+  double launched_s = 0;
+  double ended_s = 0;
+  clock_window window;
+  for (;;) {
+    if (!judge) {
+      auto started = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits);
+      if (!started) {
+        return infrastructure_error(slot_key, started.err().message);
+      }
+      judge = std::move(started.value());
+    }
+    const clock_watch clocks(gpu, config_.timing_reps > 0 && device == "cuda");
+    launched_s = wall_clock_s();
+    fed = judge->feed(job, files, *ref.inputs.bytes);
+    ended_s = wall_clock_s();
+    window = clocks.finish();
+    judge.reset();  // its folder and what the run left there
+    if (!fed.run || fed.delivered || !from_standby) {
+      break;
+    }
+    from_standby = false;
   }
-  const double ended_s = wall_clock_s();
-  const clock_window window = clocks.finish();
+  if (config_.kernelbench_standby) {
+    // The next run's judge starts now, beside this verdict's comparison.
+    if (auto next = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits)) {
+      keep_standby_judge(slot_key, static_cast<std::size_t>(std::max(sharing, 1)),
+                         std::move(next.value()));
+    }
+  }
+  if (!fed.run) {
+    return fed.run.err();
+  }
+  auto& r = fed.run;
+  if (!fed.delivered) {
+    // Its own word on why, where it wrote one (its torch, its CUDA), else how it ended.
+    auto said_status = judge_record(std::string(r->stdout_text)).first;
+    const std::string why = said_status.contains("message") && said_status["message"].is_string()
+                                ? said_status["message"].get<std::string>().substr(0, 1000)
+                                : how_it_ended(*r) + ": " + r->stderr_text.substr(0, 1000);
+    return infrastructure_error(slot_key, t.id + ": the KernelBench judge on " +
+                                              slot_name(slot_key) +
+                                              " ended before its job reached it: " + why);
+  }
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
-  v.diagnostics = r->isolation + "\n" + r->stderr_text.substr(0, 2000);
+  v.diagnostics = (from_standby ? "judge started ahead of its job; " : "") + r->isolation + "\n" +
+                  r->stderr_text.substr(0, 2000);
   v.build_note = p.build_note;
   auto finish = [&](verdict_category c, std::string text) {
     v.category = c;
@@ -1214,9 +1335,6 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   auto [status, data] = judge_record(std::move(r->stdout_text));
   if (status.contains("stamps")) {
     v.run_phases_ms = kernelbench_run_phases(status["stamps"], launched_s, ended_s);
-    if (!v.run_phases_ms.empty()) {
-      v.run_phases_ms.insert(v.run_phases_ms.begin(), {"engine_staged_inputs", staged_ms});
-    }
   }
   const kernelbench_status said =
       parse_kernelbench_status(status.contains("status") && status["status"].is_string()
@@ -1244,22 +1362,21 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
                                     " before the candidate ran: " + message.substr(0, 1000));
   }
   if (r->memory_exceeded) {
-    return finish(verdict_category::runtime, memory_feedback(request.limits));
+    return finish(verdict_category::runtime, memory_feedback(limits));
   }
   if (r->scratch_exceeded) {
-    return finish(verdict_category::runtime, scratch_feedback(*r, request.limits));
+    return finish(verdict_category::runtime, scratch_feedback(*r, limits));
   }
   auto judged = [&](const nlohmann::json& j) {
     auto fb = kernelbench_result_feedback(j.dump());
     return finish(fb.category, std::move(fb.text));
   };
   if (r->timed_out) {
-    return finish(
-        verdict_category::timeout,
-        timeout_feedback(std::chrono::duration<double>(request.limits.wall).count(), false));
+    return finish(verdict_category::timeout,
+                  timeout_feedback(std::chrono::duration<double>(limits.wall).count(), false));
   }
   if (!r->exited && r->signal == SIGXCPU) {
-    return finish(verdict_category::timeout, timeout_feedback(request.limits.cpu_seconds, true));
+    return finish(verdict_category::timeout, timeout_feedback(limits.cpu_seconds, true));
   }
   // The cap the judge gave the runner on a shared GPU (the judge's own fields, never the runner's).
   const nlohmann::json& record = status;  // a lambda may not capture a structured binding

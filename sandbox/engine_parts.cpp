@@ -2,11 +2,18 @@
 // in the sandbox, the tools' installation folders, the words of a verdict.
 #include "sandbox/engine_parts.hpp"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <future>
 #include <signal.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <system_error>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -156,3 +163,101 @@ result<scratch_dir> make_run_folder(const fs::path& root, const std::string& pre
 }  // namespace detail
 
 }  // namespace leap::sandbox
+
+namespace leap::sandbox::detail {
+
+result<std::unique_ptr<started_judge>> started_judge::start(run_request request, scratch_dir dir,
+                                                            std::string fits) {
+  int job[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job) < 0) {
+    return error{std::string("a standby judge's job socket: ") + std::strerror(errno)};
+  }
+  int gate[2];
+  if (::pipe2(gate, O_CLOEXEC) < 0) {
+    const int err = errno;
+    ::close(job[0]);
+    ::close(job[1]);
+    return error{std::string("a standby judge's start gate: ") + std::strerror(err)};
+  }
+  std::unique_ptr<started_judge> judge(new started_judge(std::move(dir), std::move(fits)));
+  judge->job_fd_ = job[0];
+  judge->gate_fd_ = gate[1];
+  request.pass_fd = job[1];         // run_isolated owns it from here on
+  request.start_gate_fd = gate[0];  // likewise
+  judge->run_ =
+      std::async(std::launch::async, [r = std::move(request)] { return run_isolated(r); });
+  return judge;
+}
+
+started_judge::~started_judge() {
+  if (job_fd_ >= 0) {
+    ::close(job_fd_);  // end-of-file before a job: the judge exits
+  }
+  if (gate_fd_ >= 0) {
+    ::close(gate_fd_);  // the run's limits start, should it not exit
+  }
+  if (run_.valid()) {
+    run_.wait();
+  }
+}
+
+bool started_judge::ended() const {
+  return !run_.valid() || run_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+started_judge::fed_run started_judge::feed(const nlohmann::json& config,
+                                           const std::vector<run_file>& files,
+                                           const std::string& inputs) {
+  fed_run out;
+  if (!run_.valid()) {
+    out.run = error{"a standby judge fed twice"};
+    return out;
+  }
+  ::close(gate_fd_);  // the job arrives: its time starts
+  gate_fd_ = -1;
+  nlohmann::json listed = nlohmann::json::array();
+  for (const auto& f : files) {
+    listed.push_back({f.name, f.content->size()});
+  }
+  const std::string header =
+      nlohmann::json{{"config", config}, {"files", listed}, {"inputs_bytes", inputs.size()}}.dump();
+  const auto length = static_cast<std::uint32_t>(header.size());
+  std::string head = "LKBJOB01";
+  for (int i = 0; i < 4; ++i) {
+    head.push_back(static_cast<char>((length >> (8 * i)) & 0xFF));  // little-endian, as judged
+  }
+  // A judge that is gone refuses the rest (EPIPE, no signal): what it wrote before says why.
+  auto send_all = [this](const std::string& bytes) {
+    std::size_t at = 0;
+    while (at < bytes.size()) {
+      const ssize_t n = ::send(job_fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        return false;
+      }
+      at += static_cast<std::size_t>(n);
+    }
+    return true;
+  };
+  bool delivered = send_all(head) && send_all(header);
+  for (const auto& f : files) {
+    delivered = delivered && send_all(*f.content);
+  }
+  delivered = delivered && send_all(inputs);
+  // Bytes in the socket's buffer are not a job received: the judge says it has the whole job (a
+  // judge killed meanwhile leaves end-of-file instead).
+  char ack = 0;
+  ssize_t n = -1;
+  while (delivered && (n = ::recv(job_fd_, &ack, 1, 0)) < 0 && errno == EINTR) {
+  }
+  delivered = delivered && n == 1;
+  ::close(job_fd_);
+  job_fd_ = -1;
+  out.run = run_.get();
+  out.delivered = delivered;
+  return out;
+}
+
+}  // namespace leap::sandbox::detail

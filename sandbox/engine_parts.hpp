@@ -5,10 +5,13 @@
 #include "sandbox/engine.hpp"
 #include "sandbox/gpu_clocks.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 #include <sys/types.h>
@@ -72,11 +75,58 @@ struct build_request {
 // the memory limit or a signal stopped it; the artifact (at most 256 MiB) when it exited 0.
 result<build_output> run_build(const std::filesystem::path& scratch_root, const build_request& b);
 
+// The candidate's files of a KernelBench run: solution.py, the extensions built in the compile pool
+// under ext/<id>/ and prebuilt.json naming them (its text kept in *prebuilt_json).
+std::vector<run_file> kernelbench_candidate_files(const prepared_candidate& p,
+                                                  std::string* prebuilt_json);
 // The KernelBench judge's folder for a candidate: its solution.py, the runner and the judge, the
 // reference's inputs.bin, and the extensions built in the compile pool under ext/<id>/ with
 // prebuilt.json naming them (where the runner's load_inline finds them).
 status write_kernelbench_folder(const std::filesystem::path& dir, const prepared_candidate& p,
                                 const std::string& inputs);
+
+// A KernelBench judge started ahead of its job (judge.py --standby: it and its runner import torch
+// and start CUDA, then wait): its run_isolated call on a thread of its own, the socket its job goes
+// down (the judge's descriptor 3) and the run's start gate. Each serves exactly one job, in a
+// sandbox of its own, so that isolation is a fresh run's; only the wait is taken off the job's
+// time. Not thread-safe: one owner at a time.
+class started_judge {
+ public:
+  // Starts `request` (its working_dir, which `dir` owns, holding judge.py and runner.py; its
+  // pass_fd and start_gate_fd are set here) and returns at once. `fits` is the owner's word for
+  // which jobs it suits.
+  static result<std::unique_ptr<started_judge>> start(run_request request, scratch_dir dir,
+                                                      std::string fits);
+  started_judge(const started_judge&) = delete;
+  started_judge& operator=(const started_judge&) = delete;
+  // Not fed: closes the job's socket (the judge then exits without a record) and waits for the end.
+  ~started_judge();
+
+  // What the judge's run ended with, and whether the whole job reached it before it ended (not:
+  // it was gone already, the slot's failure rather than the candidate's).
+  struct fed_run {
+    result<run_result> run = error{"not run"};
+    bool delivered = false;
+  };
+  // Opens the start gate (the run's limits start now), sends the job (b"LKBJOB01", the header's
+  // length as u32 and the header: {"config", "files": [[name, bytes]...], "inputs_bytes"}, then
+  // each file and the inputs), waits for the judge's one-byte receipt and then for the run's end.
+  // Once only.
+  fed_run feed(const nlohmann::json& config, const std::vector<run_file>& files,
+               const std::string& inputs);
+  // Whether the run ended already (a standby that died while it waited is not worth feeding).
+  [[nodiscard]] bool ended() const;
+  [[nodiscard]] const std::string& fits() const { return fits_; }
+  [[nodiscard]] const std::filesystem::path& dir() const { return dir_.path(); }
+
+ private:
+  started_judge(scratch_dir dir, std::string fits) : dir_(std::move(dir)), fits_(std::move(fits)) {}
+  scratch_dir dir_;
+  std::string fits_;
+  int job_fd_ = -1;
+  int gate_fd_ = -1;
+  std::future<result<run_result>> run_;
+};
 
 // The GPU's clocks around one timed run (gpu_clocks.hpp); an empty note where there is no GPU or
 // no NVML (said, not an error: the timing stands, unmarked).

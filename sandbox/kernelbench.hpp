@@ -225,8 +225,10 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
 
 // Where a KernelBench run's wall time went: the judge's stamps (its record's "stamps", pairs of a
 // step's name and the wall-clock second it ended) lined up between the engine's launch of the
-// judge and the judge's end, each step's duration in milliseconds, in order: "judge_started" is
-// the sandbox's and python's start, every later name the step that ended then, and
+// judge (or its job's arrival, for a judge started ahead) and the judge's end, each step's duration
+// in milliseconds, in order: the first is "judge_started" (the sandbox's and python's start) or
+// "job_received" (the job's transfer, and for a judge started with its job, torch's import before
+// it read it), every later name the step that ended then, and
 // "judge_exited" the time from the record to the judge's end. Empty when the stamps are missing,
 // out of order or outside [launched, ended] (a clock that stepped). Pure function.
 std::vector<std::pair<std::string, double>> kernelbench_run_phases(const nlohmann::json& stamps,

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/sched.h>
@@ -1533,7 +1534,7 @@ class output_reader {
     ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
   }
   // The streams still open, as pollfds appended to `fds` from `*count` on; their indices (or 99).
-  void add_to(std::array<pollfd, 4>& fds, nfds_t* count) {
+  void add_to(std::array<pollfd, 5>& fds, nfds_t* count) {
     out_index_ = out_open_ ? (*count)++ : 99;
     if (out_index_ != 99) {
       fds[out_index_] = {out_fd_, POLLIN, 0};
@@ -1544,7 +1545,7 @@ class output_reader {
     }
   }
   // Reads what poll() found ready among the streams add_to() added.
-  void read_ready(const std::array<pollfd, 4>& fds) {
+  void read_ready(const std::array<pollfd, 5>& fds) {
     if (out_index_ != 99 && fds[out_index_].revents != 0) {
       drain(out_fd_, out_, out_open_);
     }
@@ -1557,7 +1558,7 @@ class output_reader {
   void read_rest(std::chrono::milliseconds patience) {
     const auto deadline = clock_type::now() + patience;
     while ((out_open_ || err_open_) && clock_type::now() < deadline) {
-      std::array<pollfd, 4> fds{};
+      std::array<pollfd, 5> fds{};
       nfds_t count = 0;
       add_to(fds, &count);
       if (::poll(fds.data(), count, 50) <= 0) {
@@ -1608,11 +1609,13 @@ class output_reader {
 // Waits for the supervisor's end while reading the command's output and enforcing the wall time
 // (SIGTERM, then SIGKILL after kill_grace), the cgroup's CPU time and its memory (an OOM event
 // ends the whole run). Sets out->timed_out, cpu_exceeded, memory_exceeded; returns whether the
-// supervisor was reaped (false only when poll() failed), with its siginfo in *info.
+// supervisor was reaped (false only when poll() failed), with its siginfo in *info. With a start
+// gate (gate_fd >= 0) the wall-clock and CPU limits start when it becomes readable: *started and
+// *cpu_base_ns are then moved to that moment.
 bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
-                        const resource_limits& limits, clock_type::time_point started,
-                        run_cgroup& cgroup, output_reader& output, siginfo_t* info,
-                        run_result* out) {
+                        const resource_limits& limits, int gate_fd, clock_type::time_point* started,
+                        std::int64_t* cpu_base_ns, run_cgroup& cgroup, output_reader& output,
+                        siginfo_t* info, run_result* out) {
   // The tree's CPU time, where the cgroup counts it: it cannot grow faster than one second per
   // second per CPU, so it is read only when it could have reached the limit since the last look.
   const std::int64_t cpu_limit_ns = limits.cpu_seconds > 0 && cgroup.cpu_ns() >= 0
@@ -1624,10 +1627,11 @@ bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
     const auto wait = std::chrono::nanoseconds((cpu_limit_ns - used_ns) / cpus);
     next_cpu_check = now + std::max<clock_type::duration>(wait, std::chrono::milliseconds(10));
   };
-  if (cpu_limit_ns > 0) {
-    schedule_cpu_check(started, 0);
+  bool gated = gate_fd >= 0;
+  if (cpu_limit_ns > 0 && !gated) {
+    schedule_cpu_check(*started, 0);
   }
-  auto deadline = started + limits.wall;
+  auto deadline = gated ? clock_type::time_point::max() : *started + limits.wall;
   bool term_sent = false;
   bool stopped = false;  // the whole run was killed for its memory or CPU
   auto stop_run = [&] {
@@ -1642,7 +1646,7 @@ bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
   for (;;) {
     const auto now = clock_type::now();
     if (!stopped && now >= next_cpu_check) {
-      const std::int64_t used = cgroup.cpu_ns();
+      const std::int64_t used = cgroup.cpu_ns() - *cpu_base_ns;
       if (used >= cpu_limit_ns) {
         out->cpu_exceeded = true;
         stop_run();
@@ -1664,7 +1668,7 @@ bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
       }
       continue;
     }
-    std::array<pollfd, 4> fds{};
+    std::array<pollfd, 5> fds{};
     nfds_t count = 0;
     fds[count++] = {child.pidfd, POLLIN, 0};
     output.add_to(fds, &count);
@@ -1672,15 +1676,34 @@ bool watch_until_reaped(const started_supervisor& child, const child_plan& plan,
     if (oom_index != 99) {
       fds[count++] = {cgroup.oom_event_fd, POLLIN, 0};
     }
+    const nfds_t gate_index = gated ? count : 99;
+    if (gated) {
+      fds[count++] = {gate_fd, POLLIN, 0};
+    }
     const auto wake = std::min(deadline, next_cpu_check);
-    const auto wait_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
-    const int ready = ::poll(fds.data(), count, static_cast<int>(wait_ms));
+    // Waiting for a gate, nothing is due but the gate itself (or the command's end).
+    const int wait_ms =
+        wake == clock_type::time_point::max()
+            ? -1
+            : static_cast<int>(std::min<std::int64_t>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1,
+                  std::numeric_limits<int>::max()));
+    const int ready = ::poll(fds.data(), count, wait_ms);
     if (ready < 0) {
       if (errno == EINTR) {
         continue;
       }
       return false;
+    }
+    if (gate_index != 99 && fds[gate_index].revents != 0) {
+      // The job arrived: the limits start now, whole.
+      gated = false;
+      *started = clock_type::now();
+      *cpu_base_ns = std::max<std::int64_t>(cgroup.cpu_ns(), 0);
+      deadline = *started + limits.wall;
+      if (cpu_limit_ns > 0) {
+        schedule_cpu_check(*started, 0);
+      }
     }
     if (oom_index != 99 && fds[oom_index].revents != 0) {
       // cgroup v1 kills one process at the limit; the run as a whole is over.
@@ -1735,8 +1758,10 @@ status read_supervisor_reports(int status_fd, const siginfo_t& info, const std::
 }  // namespace
 
 result<run_result> run_isolated(const run_request& request) {
-  // The passed descriptor is the call's from here on, closed on every return (see run_request).
+  // The passed descriptor and the gate are the call's from here on, closed on every return (see
+  // run_request).
   fd_guard passed(request.pass_fd);
+  fd_guard gate(request.start_gate_fd);
   auto exe = checked_executable(request);
   if (!exe) {
     return exe.err();
@@ -1808,7 +1833,8 @@ result<run_result> run_isolated(const run_request& request) {
   }
   std::deque<std::string> root_strings;
 
-  const auto started = clock_type::now();
+  auto started = clock_type::now();
+  std::int64_t cpu_base_ns = 0;
   auto child = start_supervisor(request, wd, cgroup_words, &plan, &root_strings);
   if (!child) {
     return child.err();
@@ -1833,8 +1859,8 @@ result<run_result> run_isolated(const run_request& request) {
 
   output_reader output(pipes.out_r.fd, pipes.err_r.fd, request.limits.output_cap_bytes);
   siginfo_t info{};
-  const bool reaped =
-      watch_until_reaped(*child, plan, request.limits, started, cgroup, output, &info, &out);
+  const bool reaped = watch_until_reaped(*child, plan, request.limits, gate.fd, &started,
+                                         &cpu_base_ns, cgroup, output, &info, &out);
   out.wall = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - started);
   if (!reaped) {
     // poll failed: still never leave a zombie.
@@ -1868,7 +1894,7 @@ result<run_result> run_isolated(const run_request& request) {
     out.exited = false;
     out.signal = SIGTERM;
   }
-  if (const std::int64_t used = cgroup.cpu_ns(); used > 0) {
+  if (const std::int64_t used = cgroup.cpu_ns() - cpu_base_ns; used > 0) {
     out.cpu = std::chrono::microseconds(used / 1000);
   }
   if (cgroup.oom_kills() > 0) {

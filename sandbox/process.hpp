@@ -104,6 +104,14 @@ struct run_request {
   // the command has started (or when the call fails), so that the peer sees end-of-file exactly
   // when the command and everything it started are gone. Default: -1
   int pass_fd = -1;
+  // A command started ahead of its job (a judge that imports torch before a candidate arrives): a
+  // descriptor the caller makes readable (writes a byte to, or closes the other end of) when the
+  // job arrives. Until then the command runs within its memory, process and file limits but
+  // without its wall-clock and CPU limits, and from then on with both whole: run_result::wall and
+  // cpu count from that moment. The caller must open the gate eventually (also to abandon the
+  // command, after telling it so); the call blocks until the command ends. The call takes
+  // ownership, as of pass_fd. -1: the limits start with the command. Default: -1
+  int start_gate_fd = -1;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 
@@ -118,8 +126,9 @@ struct run_result {
   std::uint64_t stderr_bytes = 0;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
-  std::chrono::microseconds wall{0};
-  // CPU time of the whole tree from its cgroup; 0 when no cgroup could count it.
+  std::chrono::microseconds wall{0};  // from the start, or from the start gate's opening
+  // CPU time of the whole tree from its cgroup (from the start gate's opening where there is one);
+  // 0 when no cgroup could count it.
   std::chrono::microseconds cpu{0};
   // The tree used more memory than limits.memory_bytes: the kernel's OOM killer ended a process of
   // the run, and the whole run was stopped (a runtime failure: "memory limit exceeded").

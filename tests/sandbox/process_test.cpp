@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <grp.h>
 #include <iterator>
 #include <mutex>
 #include <signal.h>
 #include <sstream>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -662,6 +664,74 @@ TEST(ProcessTest, HostFoldersAreInvisible) {
   EXPECT_EQ(write.result.stdout_text.find("done"), write.result.stdout_text.size() - 5)
       << write.result.stdout_text;
   EXPECT_FALSE(std::filesystem::exists("/usr/leap-x"));
+}
+
+// A command started ahead of its job (run_request::start_gate_fd): it waits on descriptor 3 for
+// one byte, and the test opens the gate and sends it.
+struct gated_shell {
+  scratch_dir dir;
+  int job = -1;
+  int gate = -1;
+  std::future<result<run_result>> run;
+};
+
+gated_shell start_gated_shell(const std::string& script, resource_limits limits) {
+  auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
+  EXPECT_TRUE(dir.ok()) << dir.err().message;
+  int job[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job), 0);
+  int gate[2];
+  EXPECT_EQ(::pipe2(gate, O_CLOEXEC), 0);
+  run_request request;
+  request.argv = {"/bin/sh", "-c", script};
+  request.working_dir = dir->path();
+  request.env = base_env();
+  request.limits = limits;
+  request.pass_fd = job[1];
+  request.start_gate_fd = gate[0];
+  gated_shell g{std::move(dir.value()), job[0], gate[1], {}};
+  g.run = std::async(std::launch::async, [request] { return run_isolated(request); });
+  return g;
+}
+
+void feed_gated_shell(gated_shell& g) {
+  ::close(g.gate);
+  EXPECT_EQ(::write(g.job, "x", 1), 1);
+  ::close(g.job);
+}
+
+// Waiting for its job three times as long as its wall-clock limit, it is not killed: the limit
+// starts at the gate, and the run's wall time counts from there.
+TEST(ProcessStartGateTest, TheWallClockStartsWhenTheGateOpens) {
+  resource_limits limits;
+  limits.wall = std::chrono::seconds(1);
+  auto g = start_gated_shell("head -c 1 <&3 >/dev/null; echo fed", limits);
+  const auto begun = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  feed_gated_shell(g);
+  auto r = g.run.get();
+  const auto total = std::chrono::steady_clock::now() - begun;
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_TRUE(r->exited);
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_text, "fed\n");
+  EXPECT_LT(r->wall, total - std::chrono::milliseconds(2900));
+  expect_nothing_left(*r);
+}
+
+// From the gate on, the limit holds whole.
+TEST(ProcessStartGateTest, AfterTheGateTheWallClockLimitHolds) {
+  resource_limits limits;
+  limits.wall = std::chrono::seconds(1);
+  auto g = start_gated_shell("head -c 1 <&3 >/dev/null; echo fed; sleep 60", limits);
+  feed_gated_shell(g);
+  auto r = g.run.get();
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->stdout_text, "fed\n");
+  EXPECT_GE(r->wall, std::chrono::seconds(1));
+  expect_nothing_left(*r);
 }
 
 }  // namespace

@@ -32,7 +32,9 @@
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
-#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one; each verdict's run phases
+#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one; each verdict's run phases;
+#             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
+#             runs fed to a judge started ahead of them (`leap verify --repeat`)
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
@@ -472,6 +474,17 @@ except Exception as e:
     sed -i "1s/.*/import torch  # answer $i/" "$d/other.py"
     timed "same-request-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/other.py"
   done
+  # One process verifying the same answer KBVERIFY_REPEAT times (default 4): from the second on,
+  # the run's judge was started ahead of its job, as in leap run or a verifier node.
+  "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py" \
+    --repeat "${KBVERIFY_REPEAT:-4}" >"$d/repeat.json" 2>"$d/repeat.err"
+  echo "repeat: rc $?"
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    v = json.loads(line)
+    print("  verification %d: passed %s, verify %.0f ms, run %.0f ms" % (v.get("verification", 0), v["passed"], v["verify_ms"], v["run_ms"]))
+    print("    phases (ms):", ", ".join("%s %.0f" % (n, ms) for n, ms in v.get("run_phases_ms", [])))' "$d/repeat.json" ||
+    tail -5 "$d/repeat.err"
 }
 
 # What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):

@@ -45,6 +45,8 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, const task_
   // so the first candidates' extension builds (about 40 s of a core each without it) find it
   // ready or wait for that one build instead of each compiling torch's headers in full.
   v.engine.kernelbench_pch_ahead = kinds.kernelbench;
+  // and each run slot starts its next judge ahead of the job (torch imported, CUDA started).
+  v.engine.kernelbench_standby = kinds.kernelbench;
   // gpu_slots GPUs with runs_per_gpu run slots each (the verifier's slot i runs on GPU i mod
   // gpu_slots); CPU-only task sets use the sandbox's default (one per core).
   if (kinds.cuda && s.gpu_slots > 0) {

@@ -1,0 +1,122 @@
+// KernelBench judges started ahead of their jobs (engine_config::kernelbench_standby): after each
+// run the slot starts the next run's judge and runner, which import torch and wait; the next
+// candidate is sent to them. Needs python3 with torch (a CPU build will do).
+#include "sandbox/engine.hpp"
+#include "tests/sandbox/kernelbench_support.hpp"
+#include "tests/sandbox/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <sys/types.h>
+#include <thread>
+#include <vector>
+
+namespace leap::sandbox {
+namespace {
+
+using testing::fenced;
+
+task kbs_problem() {
+  task t;
+  t.id = "kernelbench/level1/1_ScaleAdd";
+  t.kind = task_kind::kernelbench;
+  t.reference = testing::k_scale_add_problem;
+  t.own_kernel = own_kernel_policy::off;  // these candidates use PyTorch's ops
+  return t;
+}
+
+engine_config kbs_config(bool standby) {
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 1;
+  config.kernelbench_standby = standby;
+  return config;
+}
+
+// Host pids of the standby judges of this test process's engines (their command line).
+std::vector<pid_t> kbs_waiting_judges() {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(std::string("judge.py\0--standby\0cpu", 23)) != std::string::npos) {
+      found.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return found;
+}
+
+bool kbs_torch(std::string* why) {
+  return testing::python_imports(testing::test_engine_config().python, "torch", why);
+}
+
+// The standby judges of this test process, once at least one is up (5 s at most).
+std::vector<pid_t> kbs_judges_once_up() {
+  std::vector<pid_t> waiting;
+  for (int i = 0; i < 100 && waiting.empty(); ++i) {
+    waiting = kbs_waiting_judges();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return waiting;
+}
+
+// The first run starts its judge on demand and, when it ends, the next one. A judge that died
+// while it waited (killed from outside) is not fed: that candidate gets a judge started for it.
+// Later runs are fed to the judge their predecessor started, and are judged as by a fresh one (a
+// wrong answer fails, a right one passes). The engine's end ends the judge still waiting.
+TEST(KernelBenchStandbyTest, LaterRunsAreFedToTheJudgeStartedAhead) {
+  std::string why;
+  if (!kbs_torch(&why)) {
+    GTEST_SKIP() << why;
+  }
+  auto e = engine::create(kbs_config(true));
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto first = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-1"));
+  ASSERT_TRUE(first.ok()) << first.err().message;
+  EXPECT_TRUE(first->passed) << first->feedback << "\n" << first->diagnostics;
+  EXPECT_EQ(first->diagnostics.find("judge started ahead"), std::string::npos)
+      << first->diagnostics;
+
+  const std::vector<pid_t> waiting = kbs_judges_once_up();
+  ASSERT_FALSE(waiting.empty()) << "no judge was started ahead";
+  for (pid_t pid : waiting) {
+    ::kill(pid, SIGKILL);
+  }
+  auto replaced = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-2"));
+  ASSERT_TRUE(replaced.ok()) << replaced.err().message;
+  EXPECT_TRUE(replaced->passed) << replaced->feedback << "\n" << replaced->diagnostics;
+  EXPECT_EQ(replaced->diagnostics.find("judge started ahead"), std::string::npos)
+      << replaced->diagnostics;
+
+  auto wrong = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-3", "-"));
+  ASSERT_TRUE(wrong.ok()) << wrong.err().message;
+  EXPECT_FALSE(wrong->passed);
+  EXPECT_EQ(std::string(to_string(wrong->category)), "wrong_answer") << wrong->feedback;
+  EXPECT_NE(wrong->diagnostics.find("judge started ahead of its job"), std::string::npos)
+      << wrong->diagnostics;
+  ASSERT_FALSE(wrong->run_phases_ms.empty()) << wrong->diagnostics;
+  EXPECT_EQ(wrong->run_phases_ms.front().first, "job_received");
+
+  auto right = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-4"));
+  ASSERT_TRUE(right.ok()) << right.err().message;
+  EXPECT_TRUE(right->passed) << right->feedback << "\n" << right->diagnostics;
+  EXPECT_NE(right->diagnostics.find("judge started ahead of its job"), std::string::npos)
+      << right->diagnostics;
+
+  EXPECT_FALSE(kbs_judges_once_up().empty());
+  e->reset();
+  EXPECT_TRUE(kbs_waiting_judges().empty());
+}
+
+}  // namespace
+}  // namespace leap::sandbox
