@@ -125,8 +125,8 @@ struct engine_config {
   // KernelBench with timing: the reference is also timed under torch.compile (inductor), once per
   // problem, and a verdict carries both speedups. Default: true
   bool kernelbench_compiled_baseline = true;
-  // KernelBench runs: after each run, the slot starts the judge of its next run ahead of the job
-  // (in a sandbox of its own, as every run: one judge serves one candidate), so that torch's
+  // KernelBench runs: as each run starts, the slot starts the judge of its next run ahead of the
+  // job (in a sandbox of its own, as every run: one judge serves one candidate), so that torch's
   // import, CUDA's start and (where the own-kernel check wants it) the profiler's start are done
   // before a candidate arrives; the run's limits start with the job. Costs an idle judge and runner
   // (host memory; on a GPU two CUDA contexts) per run slot. For long-lived engines (leap run,
@@ -490,9 +490,9 @@ class engine {
   std::optional<std::string> extension_toolchain_;  // under probe_mutex_
   std::array<bool, 2> extension_probe_ok_{};        // C++, CUDA; under probe_mutex_
   // KernelBench judges started ahead of their jobs (engine_config::kernelbench_standby), per GPU
-  // slot (-1: the CPU's); at most as many per slot as runs share it. Started after a run with the
-  // words of that run's judge (its device, whether it warmed the profiler, its output cap), taken
-  // by a run whose judge would have the same words.
+  // slot (-1: the CPU's); at most as many per slot as runs share it. Started as a run starts, with
+  // the words of that run's judge (its device, whether it warmed the profiler, its output cap),
+  // taken by a run whose judge would have the same words.
   std::unique_ptr<detail::started_judge> take_standby_judge(int slot, const std::string& fits);
   void keep_standby_judge(int slot, std::size_t most, std::unique_ptr<detail::started_judge> j);
   result<std::unique_ptr<detail::started_judge>> start_kernelbench_judge(int gpu,

@@ -1274,6 +1274,14 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   // slot's failure, as a judge_error is.
   std::unique_ptr<detail::started_judge> judge = take_standby_judge(slot_key, fits);
   bool from_standby = judge != nullptr;
+  if (config_.kernelbench_standby) {
+    // The slot's next judge starts now, so that it has this whole run to import torch and start
+    // CUDA (the profiler too): on a busy slot the next job comes as soon as this one ends.
+    if (auto next = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits)) {
+      keep_standby_judge(slot_key, static_cast<std::size_t>(std::max(sharing, 1)),
+                         std::move(next.value()));
+    }
+  }
   detail::started_judge::fed_run fed;
   double launched_s = 0;
   double ended_s = 0;
@@ -1296,13 +1304,6 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       break;
     }
     from_standby = false;
-  }
-  if (config_.kernelbench_standby) {
-    // The next run's judge starts now, beside this verdict's comparison.
-    if (auto next = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits)) {
-      keep_standby_judge(slot_key, static_cast<std::size_t>(std::max(sharing, 1)),
-                         std::move(next.value()));
-    }
   }
   if (!fed.run) {
     return fed.run.err();

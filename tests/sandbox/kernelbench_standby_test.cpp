@@ -70,7 +70,7 @@ std::vector<pid_t> kbs_judges_once_up() {
   return waiting;
 }
 
-// The first run starts its judge on demand and, when it ends, the next one. A judge that died
+// The first run starts its judge on demand and, as it starts, the next one. A judge that died
 // while it waited (killed from outside) is not fed: that candidate gets a judge started for it.
 // Later runs are fed to the judge their predecessor started, and are judged as by a fresh one (a
 // wrong answer fails, a right one passes). The engine's end ends the judge still waiting.
