@@ -388,6 +388,17 @@ result<folder_lookup> compile_cache::get_or_build_folder(
   return result_of;
 }
 
+void compile_cache::drop(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  fs::remove(path_of(key), ec);
+  if (auto it = index_.find(key); it != index_.end()) {
+    total_bytes_ -= it->second.bytes;
+    lru_.erase(it->second.position);
+    index_.erase(it);
+  }
+}
+
 void compile_cache::drop_folder(const std::string& key) {
   std::lock_guard lock(mutex_);
   std::error_code ec;

@@ -68,6 +68,10 @@ class compile_cache {
                                     const std::function<result<build_output>()>& build,
                                     bool cache_failures = true);
 
+  // Removes the entry of `key` from disk and from the index (its caller found it damaged), so that
+  // the next get_or_build builds and stores it again. Nothing when absent. Thread-safe.
+  void drop(const std::string& key);
+
   // The folder for `key`, built when absent: `build` fills the empty folder it is given (beside the
   // final one, on the same file system) and says whether it succeeded; a folder that succeeded is
   // renamed into place, so a reader never sees a partial one, and when another process renamed its

@@ -14,14 +14,19 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <optional>
 #include <regex>
 #include <signal.h>
 #include <sstream>
 #include <sys/socket.h>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #ifndef LEAP_NVCC_DEFAULT
 #define LEAP_NVCC_DEFAULT "nvcc"
@@ -721,6 +726,111 @@ result<std::string> engine::judge_program(const task& t, bool gpu, bool for_prof
                            "judge");
 }
 
+namespace {
+
+// What a host reference runs on, as the engine can read it: the CPU's model (/proc/cpuinfo) and
+// the count of CPUs online. Part of a kept reference time's key: another machine times again.
+std::string host_cpu_identity() {
+  std::string model;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  // x86's "model name"; arm64 kernels name no model, only the part and its implementer.
+  for (const char* field : {"model name", "CPU implementer", "CPU part", "Hardware"}) {
+    in.clear();
+    in.seekg(0);
+    while (std::getline(in, line)) {
+      if (const auto colon = line.find(':');
+          line.starts_with(field) && colon != std::string::npos) {
+        const auto value = line.find_first_not_of(" \t", colon + 1);
+        model +=
+            (model.empty() ? "" : " ") + (value == std::string::npos ? "?" : line.substr(value));
+        break;
+      }
+    }
+    if (field == std::string_view("model name") && !model.empty()) {
+      break;
+    }
+  }
+  return "cpu " + (model.empty() ? std::string("unknown") : model) + " x" +
+         std::to_string(std::thread::hardware_concurrency());
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// A host reference's time as kept in the compile cache: "LREFTIM1 <sha256 of the JSON>\n<JSON>".
+// The JSON names the task, so that a user can find one task's entries (`grep -rl LREFTIM1`).
+constexpr std::string_view k_reference_time_magic = "LREFTIM1";
+
+struct kept_reference_time {
+  timing_stats time;
+  std::string measured_at;  // UTC, ISO 8601
+  std::string host;
+};
+
+std::string pack_reference_time(const std::string& task_id, const kept_reference_time& k) {
+  const nlohmann::json j{{"task", task_id},
+                         {"host", k.host},
+                         {"measured_at", k.measured_at},
+                         {"time",
+                          {{"median_ms", k.time.median_ms},
+                           {"min_ms", k.time.min_ms},
+                           {"max_ms", k.time.max_ms},
+                           {"q1_ms", k.time.q1_ms},
+                           {"q3_ms", k.time.q3_ms},
+                           {"reps", k.time.reps}}}};
+  const std::string payload = j.dump();
+  return std::string(k_reference_time_magic) + " " + crypto::sha256_hex(payload) + "\n" + payload;
+}
+
+// The time back, or nullopt when the artifact is not one pack_reference_time wrote whole for
+// `reps` repetitions (a damaged entry is never trusted).
+std::optional<kept_reference_time> unpack_reference_time(const std::string& a, int reps) {
+  const std::size_t head = k_reference_time_magic.size() + 1 + 64 + 1;
+  if (a.size() < head || !a.starts_with(k_reference_time_magic) || a[head - 1] != '\n' ||
+      crypto::sha256_hex(std::string_view(a).substr(head)) !=
+          a.substr(k_reference_time_magic.size() + 1, 64)) {
+    return std::nullopt;
+  }
+  const auto j = nlohmann::json::parse(a.substr(head), nullptr, false);
+  if (!j.is_object() || !j.contains("measured_at") || !j["measured_at"].is_string() ||
+      !j.contains("host") || !j["host"].is_string() || !j.contains("time") ||
+      !j["time"].is_object()) {
+    return std::nullopt;
+  }
+  kept_reference_time k;
+  k.measured_at = j["measured_at"].get<std::string>();
+  k.host = j["host"].get<std::string>();
+  const auto& t = j["time"];
+  for (auto [name, target] :
+       {std::pair{"median_ms", &k.time.median_ms}, std::pair{"min_ms", &k.time.min_ms},
+        std::pair{"max_ms", &k.time.max_ms}, std::pair{"q1_ms", &k.time.q1_ms},
+        std::pair{"q3_ms", &k.time.q3_ms}}) {
+    if (!t.contains(name) || !t[name].is_number() || !std::isfinite(t[name].get<double>())) {
+      return std::nullopt;
+    }
+    *target = t[name].get<double>();
+  }
+  if (!t.contains("reps") || !t["reps"].is_number_integer() || t["reps"].get<int>() != reps) {
+    return std::nullopt;
+  }
+  k.time.reps = reps;
+  const timing_stats& s = k.time;
+  if (!(s.min_ms >= 0 && s.min_ms <= s.q1_ms && s.q1_ms <= s.median_ms && s.median_ms <= s.q3_ms &&
+        s.q3_ms <= s.max_ms)) {
+    return std::nullopt;
+  }
+  return k;
+}
+
+}  // namespace
+
 result<engine::reference_data> engine::reference_outputs(const task& t) {
   auto identity = compiler_identity(task_kind::cpp);
   if (!identity) {
@@ -809,8 +919,13 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
       return error{t.id + ": the reference's output is incomplete"};
     }
     reference_data data;
-    if (!dump->rep_ms.empty()) {
-      data.time = timing_stats_of(dump->rep_ms);
+    if (config_.timing_reps > 0) {
+      auto time = reference_time(t, run_key, dump->rep_ms);
+      if (!time) {
+        return time.err();
+      }
+      data.time = time->first;
+      data.time_note = std::move(time->second);
     }
     data.expected = std::make_shared<harness_dump>(std::move(dump.value()));
     data.judge = std::make_shared<const std::string>(std::move(judge.value()));
@@ -842,6 +957,59 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   }
   promise.set_value(computed);
   return computed;
+}
+
+result<std::pair<std::optional<timing_stats>, std::string>> engine::reference_time(
+    const task& t, const std::string& run_key, const std::vector<double>& rep_ms) {
+  // Kept in the compile cache, so that other engines and processes on it (`leap verify` runs,
+  // verifier nodes, a resumed run) compare against one measurement of the reference instead of
+  // each taking its own: the speedup's spread across them is then the candidate's alone. The key
+  // adds the judge's source (a change of protocol measures again) and the host the reference ran
+  // on; run_key holds the reference's build (compiler, flags, harness, source), seed, trials and
+  // repetitions. Only a complete measurement goes in, under a digest checked when read back.
+  const std::string host = host_cpu_identity();
+  const std::string key =
+      crypto::sha256_hex("reference time v1\n" + run_key + "\n" +
+                         crypto::sha256_hex(judge_source(t, false)) + "\n" + host);
+  std::optional<timing_stats> measured;
+  if (rep_ms.size() == static_cast<std::size_t>(config_.timing_reps)) {
+    measured = timing_stats_of(rep_ms);
+  }
+  auto keep = [&]() -> result<build_output> {
+    build_output out;
+    out.ok = measured.has_value();  // not ok: not stored (cache_failures is off)
+    if (measured) {
+      out.artifact = pack_reference_time(t.id, {*measured, utc_now(), host});
+    }
+    return out;
+  };
+  auto timed_now =
+      [&](const std::string& how) -> std::pair<std::optional<timing_stats>, std::string> {
+    ++reference_timings_;
+    return {measured, "reference timed now (" + how + ")"};
+  };
+  auto lookup = cache_->get_or_build(key, keep, /*cache_failures=*/false);
+  if (!lookup) {
+    return lookup.err();
+  }
+  if (!lookup->hit && !lookup->shared) {
+    return timed_now(!measured                      ? "incomplete: not kept"
+                     : config_.cache_max_bytes == 0 ? "no compile cache on disk: not kept"
+                                                    : "kept in the compile cache");
+  }
+  if (auto kept = unpack_reference_time(lookup->output.artifact, config_.timing_reps);
+      kept && lookup->output.ok) {
+    // This run's own times are not used: one measurement for every verification on this cache.
+    return std::pair{std::optional<timing_stats>(kept->time),
+                     "reference time kept from " + kept->measured_at + " (compile cache)"};
+  }
+  // A damaged entry: not trusted, replaced by this run's measurement.
+  cache_->drop(key);
+  auto replaced = cache_->get_or_build(key, keep, /*cache_failures=*/false);
+  if (!replaced) {
+    return replaced.err();
+  }
+  return timed_now("the kept time was damaged; replaced");
 }
 
 result<prepared_candidate> engine::compile(const task& t, std::string_view answer,
@@ -944,6 +1112,7 @@ result<prepared_candidate> engine::compile(const task& t, std::string_view answe
   }
   p.expected = reference->expected;
   p.reference_time = reference->time;
+  p.reference_time_note = reference->time_note;
   if (cuda) {
     auto judge = judge_program(t, true);
     if (!judge) {
@@ -1283,6 +1452,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
     if (!got.rep_ms.empty()) {
       v.candidate_time = timing_stats_of(got.rep_ms);
       v.reference_time = p.reference_time;
+      v.timing_note = p.reference_time_note;
       if (p.reference_time && v.candidate_time->median_ms > 0) {
         v.speedup = p.reference_time->median_ms / v.candidate_time->median_ms;
         v.speedup_noise = speedup_noise(*v.candidate_time, *p.reference_time);
@@ -1293,8 +1463,8 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
         v.timing_throttled = true;
         v.speedup.reset();
         v.speedup_noise.reset();
-        v.timing_note =
-            "speedup withheld: the GPU was throttled during the timed run (" + window.note + ")";
+        v.timing_note = "speedup withheld: the GPU was throttled during the timed run (" +
+                        window.note + ")" + (v.timing_note.empty() ? "" : "; " + v.timing_note);
       }
     }
     return finish(verdict_category::pass,

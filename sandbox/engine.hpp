@@ -203,6 +203,9 @@ struct prepared_candidate {
   std::shared_ptr<const harness_dump> expected;  // cpp/cuda: the reference's outputs
   std::shared_ptr<const std::string> judge;      // cpp/cuda: the judge's executable (harness.hpp)
   std::optional<timing_stats> reference_time;
+  // cpp/cuda with timing: whether reference_time was measured by this engine's reference run or
+  // kept in the compile cache (and when it was measured); the verdict's timing_note starts with it
+  std::string reference_time_note;
   // kernelbench: the libraries built in the compile pool, by the recorder's id of their request
   struct extension {
     std::string id;
@@ -314,6 +317,9 @@ class engine {
   [[nodiscard]] std::uint64_t kernelbench_reference_runs() const {
     return kernelbench_reference_runs_.load();
   }
+  // cpp/cuda: reference runs whose own times became the reference's timing (not those that took
+  // the time kept in the compile cache). For tests and benchmarks.
+  [[nodiscard]] std::uint64_t reference_timings() const { return reference_timings_.load(); }
   // Timed runs of KernelBench baselines so far, eager and compiled (not those found in memory or in
   // the compile cache). For tests and benchmarks.
   [[nodiscard]] std::uint64_t kernelbench_baseline_runs() const {
@@ -326,8 +332,14 @@ class engine {
   struct reference_data {
     std::shared_ptr<const harness_dump> expected;
     std::optional<timing_stats> time;
+    std::string time_note;                     // prepared_candidate::reference_time_note
     std::shared_ptr<const std::string> judge;  // the task's judge (harness.hpp), built once
   };
+  // The reference's time for verdicts: the one kept in the compile cache for this reference,
+  // host and protocol, or `rep_ms` (this run's times), which is then kept; and the note saying
+  // which (reference_time_note).
+  result<std::pair<std::optional<timing_stats>, std::string>> reference_time(
+      const task& t, const std::string& run_key, const std::vector<double>& rep_ms);
   result<std::string> harness_object(const task& t);
   // The task's judge executable (harness.hpp): the host judge, or with `gpu` the CUDA candidates'
   // (host code too: the device work is the keeper's); cached like any build. Linked statically,
@@ -471,6 +483,7 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  std::atomic<std::uint64_t> reference_timings_{0};
   std::atomic<std::uint64_t> kernelbench_reference_runs_{0};
   std::atomic<std::uint64_t> kernelbench_baseline_runs_{0};
   std::map<std::string, std::shared_future<result<baseline_time>>> kernelbench_times_;  // mutex_

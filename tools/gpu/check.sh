@@ -44,7 +44,11 @@
 #             5) each on a fresh cache (the baselines' own CV), interleaved, a new round started
 #             while the phase is under TIMING_BUDGET seconds (default 270: about 40 s a fresh
 #             verification, 12 s a shared one); before them the suite's cuda/matmul_square
-#             TIMING_RUNS times (default 10); all with --timing TIMING_REPS (default 20).
+#             TIMING_RUNS times (default 10) on one compile cache (its host reference timed once
+#             and kept: the speedup's CV is the candidate's) and TIMING_CUDA_FRESH_RUNS times
+#             (default 3) each on a fresh cache (the reference's own CV), interleaved; all with
+#             --timing TIMING_REPS (default 20). TIMING_KB_RUNS=0 TIMING_BASELINE_RUNS=0: the
+#             suite's kernel only.
 #             Then the agreement with do_bench and KernelBench's loop on the verified KernelBench
 #             problems (TIMING_AGREE=1: four more kernels for that table, minutes more)
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
@@ -252,8 +256,9 @@ phase_sandbox() {
 }
 
 # The timing protocol's figures (issue 31): a suite cuda kernel and a KernelBench problem verified
-# TIMING_RUNS times each with --timing 20 (each a fresh `leap verify`, so the reference is timed
-# again every time: the spread of the speedup across verifications), then the same KernelBench
+# repeatedly with --timing 20, each a fresh `leap verify` process, on one compile cache (the
+# reference's times kept there: the speedup's spread across verifications is the candidate's) and
+# on fresh caches (the reference timed every time: its own spread), then the same KernelBench
 # kernels timed by triton's do_bench and KernelBench's own loop beside the judge's medians.
 phase_timing() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
@@ -264,11 +269,19 @@ phase_timing() {
   local problem=(--task "$d/matmul4k_problem.py" --candidate "$d/matmul4k_solution.py" --python "$py")
   rm -rf "$d" && mkdir -p "$d"
   python3 "$root/tools/gpu/timing_check.py" write "$d"
-  # The suite's cuda kernel first: about 2 s a verification.
-  for ((i = 1; i <= ${TIMING_RUNS:-10}; i++)); do
-    "${leap[@]}" --cache-dir "$d/cache" --task cuda/matmul_square \
-      --candidate sandbox/suite/cuda/matmul_square/solution.cu >>"$d/cuda_matmul_square.jsonl"
+  # The suite's cuda kernel first: about 2 s a verification. `shared`: one compile cache, whose
+  # kept reference time every verification after the first reads (timing_note says "kept from");
+  # `fresh`: a cache each, so each times the reference again.
+  local suite=(--task cuda/matmul_square --candidate sandbox/suite/cuda/matmul_square/solution.cu)
+  for ((i = 1; i <= ${TIMING_RUNS:-10} || i <= ${TIMING_CUDA_FRESH_RUNS:-3}; i++)); do
+    ((i > ${TIMING_RUNS:-10})) ||
+      "${leap[@]}" "${suite[@]}" --cache-dir "$d/cache" >>"$d/cuda_matmul_square_shared.jsonl"
+    if ((i <= ${TIMING_CUDA_FRESH_RUNS:-3})); then
+      "${leap[@]}" "${suite[@]}" --cache-dir "$d/fresh" >>"$d/cuda_matmul_square_fresh.jsonl"
+      rm -rf "$d/fresh"
+    fi
   done
+  grep -o '"timing_note":"[^"]*"' "$d/cuda_matmul_square_shared.jsonl" | sort | uniq -c
   # The KernelBench problem's stability, both ways, interleaved so that a cut by the budget leaves
   # both sets alike: `shared`, every verification on one compile cache, as a training run's
   # verifications are (the baselines timed once, kept in the cache: the speedup's spread is the
