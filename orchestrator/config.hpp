@@ -226,6 +226,11 @@ struct simulation_section {
   double optimise_improve_probability = 0.3;
   double optimise_break_probability = 0.2;
   double optimise_gain = 1.3;
+  // Profiles and structural terms (read when verifier.profile is not off); simulation.hpp says how.
+  double structural_clean = 0.5;
+  double structural_concentration = 2.0;
+  int structural_kernels = 2;
+  double structural_missing = 0.0;
 
   friend bool operator==(const simulation_section&, const simulation_section&) = default;
 };

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <span>
+#include <string>
 
 namespace leap {
 namespace {
@@ -60,12 +63,140 @@ struct speed_stream {
   std::normal_distribution<double> unit{0.0, 1.0};
 };
 
+constexpr std::size_t family_count = structural_families.size();
+using family_values = std::array<double, family_count>;
+
+// The third random stream: the profiles' kernels. Seeded apart from the other two so that
+// profiling never moves which rollouts pass nor how fast they are.
+struct structure_stream {
+  explicit structure_stream(std::uint64_t seed) : rng(seed ^ 0xc2b2ae3d27d4eb4fULL) {}
+  double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+  double exponential() { return std::exponential_distribution<double>(1.0)(rng); }
+
+  std::mt19937_64 rng;
+};
+
+// b ~ Beta(mean * concentration, (1 - mean) * concentration), with its point masses at the ends.
+double sample_clean_base(std::mt19937_64& rng, double mean, double concentration) {
+  if (mean <= 0.0) {
+    return 0.0;
+  }
+  if (mean >= 1.0) {
+    return 1.0;
+  }
+  return sample_beta(rng, mean * concentration, (1.0 - mean) * concentration);
+}
+
+// sigmoid(logit(base) + skill), exactly 0 or 1 at the ends: no skill moves a point mass, and a
+// task whose kernels are always clean stays so (logit's clamp would make it 1 - 1e-6).
+double clean_probability(double base, double skill) {
+  if (base <= 0.0) {
+    return 0.0;
+  }
+  if (base >= 1.0) {
+    return 1.0;
+  }
+  return sigmoid(std::log(base / (1.0 - base)) + skill);
+}
+
 // What the simulator drew for one turn, beside the turn_record the store would hold.
 struct drawn_turn {
   bool kernel_drawn = false;  // a passing first or debug turn: its speed came from the policy
   double draw = 0.0;          // speedup_spread * z of that kernel (the REINFORCE sample)
   std::optional<optimise_choice> choice;  // an optimisation turn's choice
+  // A profiled pass: its kernels, and per family the sum over them of (clean - c_{k,f}) (the
+  // REINFORCE sample of each kernel's Bernoulli choice).
+  std::size_t profiled_kernels = 0;
+  family_values clean_residual{};
 };
+
+// A passing turn's synthetic profile (the file comment's model): kernels with uniform time shares,
+// each carrying the first finding of every family it is not clean of. Adds the turn's clean shares
+// to `clean_share` and its REINFORCE samples to `d`.
+turn_profile_record draw_profile(structure_stream& rng, const family_values& clean_p, int kernels,
+                                 std::uint32_t rollout, std::uint32_t turn, drawn_turn& d,
+                                 family_values& clean_share) {
+  turn_profile_record profile;
+  profile.turn.rollout = rollout;
+  profile.turn.turn = turn;
+  const auto n = static_cast<std::size_t>(std::max(kernels, 1));
+  std::vector<double> durations(n);
+  double total = 0.0;
+  for (double& t : durations) {
+    // Exponential durations give shares uniform on the simplex; never 0, which the score reads as
+    // a kernel without a measured time.
+    t = std::max(rng.exponential(), 1e-9);
+    total += t;
+  }
+  family_values clean_time{};
+  for (std::size_t j = 0; j < n; ++j) {
+    kernel_profile k;
+    k.name = "kernel_" + std::to_string(j);
+    k.duration_ns = 1e5 * durations[j];
+    k.bottleneck = "unknown";
+    for (std::size_t f = 0; f < family_count; ++f) {
+      const bool clean = rng.uniform() < clean_p[f];
+      if (clean) {
+        clean_time[f] += durations[j];
+      } else {
+        k.findings.emplace_back(structural_families[f].findings[0]);
+      }
+      d.clean_residual[f] += (clean ? 1.0 : 0.0) - clean_p[f];
+    }
+    profile.kernels.push_back(std::move(k));
+  }
+  d.profiled_kernels = n;
+  for (std::size_t f = 0; f < family_count; ++f) {
+    clean_share[f] += clean_time[f] / total;
+  }
+  return profile;
+}
+
+// The profile score_group paid rollout `r` from (its passing turn; a first-turn pass's kept turn
+// when optimisation turns are trained on), if it has one.
+const turn_profile_record* paid_profile(const rollout_record& r, bool train_optimisation,
+                                        std::span<const turn_profile_record> profiles) {
+  const rollout_outcome& o = r.outcome;
+  if (!o.passed()) {
+    return nullptr;
+  }
+  const std::size_t turn = o.passed_at_turn == 1
+                               ? (train_optimisation ? kept_turn(r).value_or(0) : 0)
+                               : static_cast<std::size_t>(o.passed_at_turn - 1);
+  for (const auto& p : profiles) {
+    if (p.turn.rollout == r.index && p.turn.turn == turn) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+// Counts what the structural terms paid a scored group: `plain` are the rewards score_group gave
+// without profiles, so each pass's term is its reward less its plain reward; a term below the
+// paid turn's score was capped by half the gap, a weighted sum above the bound by the bound.
+void tally_terms(const group_record& group, std::span<const double> plain,
+                 std::span<const turn_profile_record> profiles, const structural_config& config,
+                 bool train_optimisation, double& term_sum, simulation_step& report) {
+  structural_config unbounded = config;
+  unbounded.bound = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < group.rollouts.size(); ++i) {
+    const rollout_record& r = group.rollouts[i];
+    const double term = r.reward - plain[i];
+    term_sum += term;
+    const turn_profile_record* profile = paid_profile(r, train_optimisation, profiles);
+    if (profile == nullptr) {
+      continue;
+    }
+    const double score = structural_score(config, profile->kernels);
+    if (score <= 0.0) {
+      continue;
+    }
+    ++report.scored_passes;
+    report.capped_by_bound += structural_score(unbounded, profile->kernels) > config.bound ? 1 : 0;
+    // The term is a difference of rewards: allow for its rounding.
+    report.capped_by_gap += term < score - 1e-9 ? 1 : 0;
+  }
+}
 
 }  // namespace
 
@@ -83,6 +214,23 @@ std::vector<simulation_step> simulate(const simulation_params& params,
         params.model.speedup_task_spread * speed_rng.normal();
   }
   double speed_shift = 0.0;
+  structure_stream structure_rng(params.seed);
+  std::vector<family_values> clean_base(params.profiled ? task_skill.size() : 0);
+  for (family_values& task : clean_base) {
+    for (double& b : task) {
+      b = sample_clean_base(structure_rng.rng, params.model.structural_clean,
+                            params.model.structural_concentration);
+    }
+  }
+  family_values structure_skill{};
+  const auto clean_probabilities = [&](std::size_t task) {
+    family_values c{};
+    for (std::size_t f = 0; f < family_count; ++f) {
+      c[f] = clean_probability(clean_base[task][f], structure_skill[f]);
+    }
+    return c;
+  };
+  const bool pays_structure = params.profiled && params.reward.structural.enabled();
   const double same_probability = std::max(0.0, 1.0 - params.model.optimise_improve_probability -
                                                     params.model.optimise_break_probability);
   choice_probabilities choice_logits = {
@@ -111,6 +259,9 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     std::size_t kernel_turns = 0;
     choice_probabilities choice_gradient{};
     std::size_t choice_turns = 0;
+    family_values structure_gradient{};
+    std::size_t structure_kernels = 0;
+    double term_sum = 0.0;
     const choice_probabilities choice_p = softmax(choice_logits);
 
     // The plan's fresh slots draw their task when they run (placeholders here), so that without
@@ -126,6 +277,8 @@ std::vector<simulation_step> simulate(const simulation_params& params,
       const int max_turns = params.max_turns + (is_retry ? params.gate.retry.extra_turns : 0);
       const std::size_t verifications_before = report.verifications;
       const double p = task_skill[task];
+      const family_values clean_p = params.profiled ? clean_probabilities(task) : family_values{};
+      std::vector<turn_profile_record> profiles;
 
       // The group's life is leap run's: group_flow asks for each turn and applies the DCP gate
       // and the optimisation decision; the simulator only answers.
@@ -134,6 +287,9 @@ std::vector<simulation_step> simulate(const simulation_params& params,
       group_record record;
       record.max_turns = max_turns;
       record.rollouts.resize(group_size);
+      for (std::size_t i = 0; i < group_size; ++i) {
+        record.rollouts[i].index = static_cast<std::uint32_t>(i);
+      }
       std::vector<std::vector<drawn_turn>> drawn(group_size);
       std::vector<double> true_log_speed(group_size, 0.0);
       const auto answer = [&](std::uint32_t i) {
@@ -168,6 +324,16 @@ std::vector<simulation_step> simulate(const simulation_params& params,
               std::exp(true_log_speed[i] + params.model.speedup_noise * speed_rng.normal());
           turn.speedup_noise = params.model.speedup_noise;
         }
+        if (turn.passed && params.profiled) {
+          if (structure_rng.uniform() < params.model.structural_missing) {
+            ++report.missing_profiles;
+          } else {
+            profiles.push_back(draw_profile(structure_rng, clean_p, params.model.structural_kernels,
+                                            i, static_cast<std::uint32_t>(rollout.turns.size()), d,
+                                            report.clean_share));
+            ++report.profiled_turns;
+          }
+        }
         const double speedup = turn.speedup;
         const bool passed = turn.passed;
         rollout.turns.push_back(std::move(turn));
@@ -193,7 +359,21 @@ std::vector<simulation_step> simulate(const simulation_params& params,
       record.gate = flow.gate().value_or(gate_decision::closed_no_debug);
       record.n_fail = flow.n_fail();
       record.optimise = flow.optimise();
-      score_group(record, params.reward, params.advantage, train_optimisation);
+      // With the terms paid, the group is also scored without profiles: what each pass gained
+      // from them is the difference (score_group is the only implementation of the terms).
+      std::vector<double> plain;
+      if (pays_structure) {
+        group_record unprofiled = record;
+        score_group(unprofiled, params.reward, params.advantage, train_optimisation);
+        for (const auto& r : unprofiled.rollouts) {
+          plain.push_back(r.reward);
+        }
+      }
+      score_group(record, params.reward, params.advantage, train_optimisation, profiles);
+      if (pays_structure) {
+        tally_terms(record, plain, profiles, params.reward.structural, train_optimisation, term_sum,
+                    report);
+      }
       group_summary summary = summarize(record);
 
       const bool all_failed =
@@ -234,6 +414,10 @@ std::vector<simulation_step> simulate(const simulation_params& params,
             shift_gradient += per_turn[t] * d.draw;
             ++kernel_turns;
           }
+          for (std::size_t f = 0; f < family_count; ++f) {
+            structure_gradient[f] += per_turn[t] * d.clean_residual[f];
+          }
+          structure_kernels += d.profiled_kernels;
           if (d.choice) {
             for (std::size_t c = 0; c < choice_gradient.size(); ++c) {
               choice_gradient[c] += per_turn[t] * ((c == *d.choice ? 1.0 : 0.0) - choice_p[c]);
@@ -254,6 +438,7 @@ std::vector<simulation_step> simulate(const simulation_params& params,
           }
         }
 
+        report.passes += r.outcome.passed() ? 1 : 0;
         report.speed.add(r.outcome, speed_of(r, r.outcome));
         report.kept_speed.add(r.outcome, first_passed ? kept_speed_of(r) : speed_of(r, r.outcome));
         if (first_passed) {
@@ -285,6 +470,12 @@ std::vector<simulation_step> simulate(const simulation_params& params,
             params.model.skill_gain * choice_gradient[c] / static_cast<double>(choice_turns);
       }
     }
+    if (structure_kernels > 0) {
+      for (std::size_t f = 0; f < family_count; ++f) {
+        structure_skill[f] += params.model.skill_gain * structure_gradient[f] /
+                              static_cast<double>(structure_kernels);
+      }
+    }
 
     report.cumulative_accuracy = cumulative_accuracy(report.groups, params.max_turns);
     report.activated_fraction = activated_group_fraction(report.groups);
@@ -301,6 +492,21 @@ std::vector<simulation_step> simulate(const simulation_params& params,
     const choice_probabilities after = softmax(choice_logits);
     report.optimise_improve_probability = after[improve];
     report.optimise_break_probability = after[breaks];
+    if (report.passes > 0) {
+      report.structural_term = term_sum / static_cast<double>(report.passes);
+    }
+    if (params.profiled) {
+      for (std::size_t f = 0; f < family_count; ++f) {
+        if (report.profiled_turns > 0) {
+          report.clean_share[f] /= static_cast<double>(report.profiled_turns);
+        }
+        double sum = 0.0;
+        for (const family_values& base : clean_base) {
+          sum += clean_probability(base[f], structure_skill[f]);
+        }
+        report.expected_clean_share[f] = sum / static_cast<double>(clean_base.size());
+      }
+    }
     if (on_step) {
       on_step(report);
     }

@@ -30,7 +30,25 @@
 // kernel (first and debug turns); the optimisation-turn choice {improve, same, break} is a softmax
 // whose logits move by skill_gain * mean(a_t * (onehot - pi)) over the trained optimisation turns
 // (only with gate.optimise.train). Speed and optimisation turns draw from a second random stream,
-// so that the pass/fail stream is the one it always was, timed or not. Deterministic for a seed.
+// so that the pass/fail stream is the one it always was, timed or not.
+//
+// Profiles and structural terms (issue 34), when `profiled` (a config's verifier.profile is not
+// off): every passing turn (first, debug or optimisation) is profiled, unless with probability
+// structural_missing its profile is missing (failed, late, no kernel of its own: it pays 0). A
+// profile holds structural_kernels kernels whose time shares are uniform on the simplex (durations
+// ~ Exp(1)); each kernel is clean of structural family f (reward.hpp: structural_families) with
+// probability c_{k,f} = sigmoid(logit(b_{k,f}) + u_f), where b_{k,f} ~ Beta(structural_clean *
+// structural_concentration, (1 - structural_clean) * structural_concentration) is drawn once per
+// task and family (structural_clean 1 or 0: always or never clean, a policy that cannot move) and
+// u_f is the policy's structural skill (0 at the start); a kernel that is not clean carries the
+// family's first finding. The family's clean share of the turn is the time share of its clean
+// kernels, as structural_score counts it. The profiles go to score_group, so with
+// reward.structural on the terms are the run's own (bound, half the gap, the paid turn); with it
+// off they pay nothing and the run is the unprofiled one. The skill learns by the pass skills'
+// REINFORCE rule on each kernel's Bernoulli choice: u_f += skill_gain * mean(a_t * (x - c_{k,f}))
+// over the kernels of the trained passing turns that have a profile. Failing turns are not
+// profiled here (they gain 0 in any case). Profiles draw from a third random stream, so that the
+// pass/fail and speed streams are the ones they were, profiled or not. Deterministic for a seed.
 #pragma once
 
 #include "orchestrator/advantage.hpp"
@@ -40,6 +58,7 @@
 #include "orchestrator/retry.hpp"
 #include "orchestrator/reward.hpp"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -56,6 +75,8 @@ struct simulation_params {
   simulation_section model;
   // Untimed (verifier.timing_reps 0), no speedup is measured and the model's speeds are not read.
   bool timed = false;
+  // Without profiles (verifier.profile off) no structure is drawn and no structural term is paid.
+  bool profiled = false;
   gate_config gate;
   reward_config reward;
   advantage_config advantage;
@@ -97,6 +118,22 @@ struct simulation_step {
   double expected_speedup = 0.0;
   double optimise_improve_probability = 0.0;
   double optimise_break_probability = 0.0;
+  // Profiles and structural terms (profiled only; zero otherwise). Per family, in
+  // structural_families' order: the mean clean share of the profiled turns' kernel time, and the
+  // policy's expected clean share after the step's update (mean c_{k,f} over tasks).
+  std::size_t profiled_turns = 0;    // passing turns with a profile
+  std::size_t missing_profiles = 0;  // passing turns whose profile is missing
+  std::array<double, structural_families.size()> clean_share{};
+  std::array<double, structural_families.size()> expected_clean_share{};
+  // The structural term score_group paid, as the mean over the passing rollouts (0 with
+  // reward.structural off); and of the passes whose paid turn scored > 0, how many the bound
+  // capped (the weighted sum exceeded reward.structural.bound) and how many half the gap to the
+  // group's next higher reward capped (both may bite at once).
+  std::size_t passes = 0;
+  double structural_term = 0.0;
+  std::size_t scored_passes = 0;
+  std::size_t capped_by_bound = 0;
+  std::size_t capped_by_gap = 0;
 };
 
 // Runs the simulation; calls on_step after each step (for progress), then returns every step.

@@ -925,6 +925,24 @@ std::vector<field_spec> build_fields() {
       "simulation.optimise_gain", LEAP_FIELD(simulation.optimise_gain), above(0),
       "`leap simulate`: factor on the true speedup of an optimisation turn that improves; > 0, "
       "e.g. 1.3.")));
+  f.push_back(operational(real_field(
+      "simulation.structural_clean", LEAP_FIELD(simulation.structural_clean), closed(0, 1),
+      "`leap simulate`, profiled (verifier.profile not off): mean over tasks of the chance that a "
+      "passing candidate's kernel is clean of a structural family at the start (per task and "
+      "family ~ Beta with this mean); 1: always clean, 0: never; in [0, 1].")));
+  f.push_back(operational(real_field(
+      "simulation.structural_concentration", LEAP_FIELD(simulation.structural_concentration),
+      above(0),
+      "`leap simulate`: alpha + beta of that Beta (small: tasks differ widely; large: all near "
+      "the mean); > 0, e.g. 2 (uniform at mean 0.5).")));
+  f.push_back(operational(integer_field(
+      "simulation.structural_kernels", LEAP_FIELD(simulation.structural_kernels), at_least(1),
+      "`leap simulate`: kernels per profiled candidate, their time shares drawn uniformly (each "
+      "clean of each family on its own); >= 1.")));
+  f.push_back(operational(real_field(
+      "simulation.structural_missing", LEAP_FIELD(simulation.structural_missing), closed(0, 1),
+      "`leap simulate`: chance a pass has no profile in time (profiling failed, late, no kernel "
+      "of its own), so it gains no structural term; in [0, 1].")));
   return f;
 }
 

@@ -156,4 +156,119 @@ TEST(LeapSimulateSpeed, RejectsOptimisationProbabilitiesAboveOne) {
       << out.text;
 }
 
+// ---- structural terms (issue 34) --------------------------------------------------------------
+
+std::string sim_struct_read(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The mean over the paid families (coalescing to parallelism) of a per-family column's last value
+// less its first.
+double sim_struct_rise(const sim_columns& csv, const std::string& prefix) {
+  double rise = 0.0;
+  for (const char* family : {"coalescing", "bank_conflicts", "occupancy", "parallelism"}) {
+    const auto& column = csv.at(prefix + family);
+    rise += column.back() - column.front();
+  }
+  return rise / 4.0;
+}
+
+// `text` with every occurrence of `from` replaced by `to`.
+std::string sim_struct_replace(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST(LeapSimulateStructure, TheConfigPaysTermsThatTeachCleanKernelsWhenPassesTie) {
+  const sim_folder folder;
+  const std::string yaml =
+      sim_struct_read(fs::path(LEAP_SOURCE_DIR) / "configs" / "simulate_structural.yaml");
+  ASSERT_NE(yaml.find("coalescing: 0.02\n"), std::string::npos);
+  ASSERT_NE(yaml.find("kind: rank_speed\n"), std::string::npos);
+  ASSERT_NE(yaml.find("timing_reps: 20\n"), std::string::npos);
+  // The config as it is, and each of it and its untimed rank variant with every weight 0.
+  const std::string rank =
+      sim_struct_replace(sim_struct_replace(yaml, "kind: rank_speed\n", "kind: rank\n"),
+                         "timing_reps: 20\n", "timing_reps: 0\n");
+  const auto on = sim_run(folder, "structural", yaml);
+  const auto off = sim_run(folder, "unpaid", sim_struct_replace(yaml, ": 0.02\n", ": 0\n"));
+  const auto rank_on = sim_run(folder, "rank", rank);
+  const auto rank_off =
+      sim_run(folder, "rank_unpaid", sim_struct_replace(rank, ": 0.02\n", ": 0\n"));
+  for (const auto* r : {&on, &off, &rank_on, &rank_off}) {
+    ASSERT_EQ(r->out.exit_code, 0) << r->out.text;
+    ASSERT_EQ(r->csv.at("step").size(), 40u) << r->out.text;
+    EXPECT_NE(r->out.text.find("structural (all steps)"), std::string::npos) << r->out.text;
+    EXPECT_NE(r->out.text.find("expected clean share"), std::string::npos) << r->out.text;
+    for (const char* column : {"clean_coalescing", "clean_dram_traffic", "expected_clean_occupancy",
+                               "structural_term", "profiled_turns", "missing_profiles"}) {
+      for (double v : r->csv.at(column)) {
+        EXPECT_FALSE(std::isnan(v)) << column;
+      }
+    }
+    // About 10% of the profiles are missing (simulation.structural_missing).
+    const double missing = sim_sum(r->csv.at("missing_profiles"));
+    const double profiled = sim_sum(r->csv.at("profiled_turns"));
+    EXPECT_GT(missing / (missing + profiled), 0.05);
+    EXPECT_LT(missing / (missing + profiled), 0.15);
+  }
+  // Paid: every step pays a term within the bound, and the printed table names the paid families.
+  // The bound (4 x 0.02 > 0.05) bites; half the gap never does: with 8 rollouts two rank rewards
+  // differ by at least 1/7, whose half exceeds the bound.
+  EXPECT_NE(on.out.text.find("parallelism"), std::string::npos) << on.out.text;
+  for (const auto* r : {&on, &rank_on}) {
+    for (double term : r->csv.at("structural_term")) {
+      EXPECT_GT(term, 0.0);
+      EXPECT_LE(term, 0.05 + 1e-12);
+    }
+    EXPECT_GT(sim_sum(r->csv.at("capped_by_bound")), 0.0);
+    EXPECT_EQ(sim_sum(r->csv.at("capped_by_gap")), 0.0);
+  }
+  // Unpaid: nothing is paid, and the first step's passes are the paid run's (the profiles have
+  // their own random stream).
+  for (const auto* r : {&off, &rank_off}) {
+    EXPECT_EQ(sim_sum(r->csv.at("structural_term")), 0.0);
+    EXPECT_EQ(sim_sum(r->csv.at("scored_passes")), 0.0);
+  }
+  EXPECT_EQ(on.csv.at("acc_at_1").front(), off.csv.at("acc_at_1").front());
+  EXPECT_EQ(on.csv.at("verifications").front(), off.csv.at("verifications").front());
+  EXPECT_EQ(rank_on.csv.at("acc_at_1").front(), rank_off.csv.at("acc_at_1").front());
+  // Under rank, where all-pass groups tie, the terms alone rank them and the policy learns clean
+  // kernels; unpaid, nothing pushes the clean shares.
+  EXPECT_GT(sim_struct_rise(rank_on.csv, "expected_clean_"), 0.04);
+  EXPECT_LT(std::abs(sim_struct_rise(rank_off.csv, "expected_clean_")), 0.02);
+  EXPECT_LT(std::abs(sim_struct_rise(off.csv, "expected_clean_")), 0.02);
+  EXPECT_GT(sim_sum(rank_on.csv.at("signal_groups")), sim_sum(rank_off.csv.at("signal_groups")));
+}
+
+TEST(LeapSimulateStructure, WithoutProfilesNothingIsDrawnAndTheTermsAreRefused) {
+  const sim_folder folder;
+  // Timed, unprofiled: the structural cells stay empty.
+  const auto plain = sim_run(folder, "plain", sim_config("    speedup: 0\n"));
+  ASSERT_EQ(plain.out.exit_code, 0) << plain.out.text;
+  for (const char* column : {"structural_term", "clean_coalescing", "profiled_turns"}) {
+    for (double v : plain.csv.at(column)) {
+      EXPECT_TRUE(std::isnan(v)) << column;
+    }
+  }
+  EXPECT_EQ(plain.out.text.find("structural (all steps)"), std::string::npos) << plain.out.text;
+  // As `leap run`: weights without verifier.profile are refused.
+  std::string yaml =
+      sim_struct_read(fs::path(LEAP_SOURCE_DIR) / "configs" / "simulate_structural.yaml");
+  const auto at = yaml.find("profile: passing");
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, 16, "profile: \"off\"");
+  const fs::path config = folder.dir() / "unprofiled.yaml";
+  std::ofstream(config) << yaml;
+  const auto out = leap_shell("simulate " + quoted(config.string()));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("verifier.profile is off"), std::string::npos) << out.text;
+}
+
 }  // namespace

@@ -307,5 +307,183 @@ TEST(SimulationSpeed, RankSpeedGivesAllPassGroupsASignalAndRaisesSpeed) {
   EXPECT_LT(rank.back().expected_speedup, speed.back().expected_speedup);
 }
 
+// ---- profiles and structural terms (issue 34) -------------------------------------------------
+
+// Profiled (verifier.profile on), the terms off unless a test sets weights.
+simulation_params sim_struct_params() {
+  auto p = small_params();
+  p.profiled = true;
+  return p;
+}
+
+void sim_struct_expect_same_run(const std::vector<simulation_step>& a,
+                                const std::vector<simulation_step>& b, std::size_t steps) {
+  ASSERT_GE(a.size(), steps);
+  ASSERT_GE(b.size(), steps);
+  for (std::size_t i = 0; i < steps; ++i) {
+    // Bit for bit: the same draws through the same code, not two computations of one number.
+    EXPECT_EQ(a[i].cumulative_accuracy, b[i].cumulative_accuracy) << "step " << i + 1;
+    EXPECT_EQ(a[i].verifications, b[i].verifications) << "step " << i + 1;
+    EXPECT_EQ(a[i].expected_first_turn_accuracy, b[i].expected_first_turn_accuracy);
+    EXPECT_EQ(a[i].debug_fix_probability, b[i].debug_fix_probability);
+    EXPECT_EQ(a[i].speed.geomean_speedup(), b[i].speed.geomean_speedup());
+    EXPECT_EQ(a[i].expected_speedup, b[i].expected_speedup);
+    ASSERT_EQ(a[i].groups.size(), b[i].groups.size());
+    for (std::size_t g = 0; g < a[i].groups.size(); ++g) {
+      EXPECT_EQ(a[i].groups[g].advantages, b[i].groups[g].advantages);
+    }
+  }
+}
+
+TEST(SimulationStructure, ProfilesDrawFromTheirOwnStreamAndChangeNothingWithoutTerms) {
+  // Profiled with every weight 0: the run is the unprofiled one, untimed and timed.
+  for (const bool timed : {false, true}) {
+    auto plain = small_params();
+    plain.timed = timed;
+    auto profiled = plain;
+    profiled.profiled = true;
+    const auto a = simulate(plain);
+    const auto b = simulate(profiled);
+    sim_struct_expect_same_run(a, b, a.size());
+    for (const auto& s : b) {
+      EXPECT_GT(s.profiled_turns, 0u);
+      EXPECT_EQ(s.structural_term, 0.0);
+      EXPECT_EQ(s.scored_passes, 0u);
+    }
+    for (const auto& s : a) {
+      EXPECT_EQ(s.profiled_turns, 0u);
+    }
+  }
+  // With the terms on, the first step's passes, speeds and verifications are still the
+  // unprofiled run's; only the advantages (and so what the policy learns) change.
+  auto plain = small_params();
+  plain.timed = true;
+  plain.steps = 1;
+  auto paid = plain;
+  paid.profiled = true;
+  paid.reward.structural.weights = {0.02, 0.02, 0.02, 0.02, 0.02};
+  const auto a = simulate(plain);
+  const auto b = simulate(paid);
+  EXPECT_EQ(a[0].cumulative_accuracy, b[0].cumulative_accuracy);
+  EXPECT_EQ(a[0].verifications, b[0].verifications);
+  EXPECT_EQ(a[0].speed.geomean_speedup(), b[0].speed.geomean_speedup());
+  EXPECT_GT(b[0].structural_term, 0.0);
+  bool advantages_differ = false;
+  for (std::size_t g = 0; g < a[0].groups.size(); ++g) {
+    advantages_differ = advantages_differ || a[0].groups[g].advantages != b[0].groups[g].advantages;
+  }
+  EXPECT_TRUE(advantages_differ);
+}
+
+// The closed form of one group's terms with every kernel clean of every family: each pass gains
+// min(weight sum, bound, half the gap to the group's next higher reward); `rewards` of the
+// reward kind, one per outcome.
+struct sim_struct_expected {
+  double term_sum = 0.0;
+  std::size_t passes = 0;
+  std::size_t capped_by_gap = 0;
+};
+
+void sim_struct_add_closed_form(const std::vector<rollout_outcome>& outcomes,
+                                const std::vector<double>& rewards, double weight_sum, double bound,
+                                sim_struct_expected& e) {
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (!outcomes[i].passed()) {
+      continue;
+    }
+    double term = std::min(weight_sum, bound);
+    for (double r : rewards) {
+      if (r > rewards[i]) {
+        term = std::min(term, (r - rewards[i]) / 2.0);
+      }
+    }
+    ++e.passes;
+    e.term_sum += term;
+    e.capped_by_gap += term < std::min(weight_sum, bound) ? 1 : 0;
+  }
+}
+
+TEST(SimulationStructure, AlwaysCleanKernelsPayTheWeightsWithinTheBoundAndHalfTheGap) {
+  auto p = sim_struct_params();
+  p.gate.policy = gate_policy::full;  // passes at turns 1 to 3, so half the gap bites
+  p.model.debug_fix_probability = 0.5;
+  p.model.structural_clean = 1.0;  // every kernel clean of every family
+  p.model.structural_kernels = 3;
+  p.reward.kind = reward_kind::static_scalar;  // 1, 0.5, 0.25 by turn; 0 for a failure
+  p.reward.structural.weights = {0.3, 0.0, 0.3, 0.0, 0.0};
+  p.reward.structural.bound = 0.4;  // below the weights' sum 0.6
+  std::size_t gap_capped = 0;
+  for (const auto& s : simulate(p)) {
+    sim_struct_expected e;
+    for (const auto& g : s.groups) {
+      std::vector<double> rewards;
+      for (const auto& o : g.outcomes) {
+        rewards.push_back(o.passed() ? p.reward.static_rewards[o.passed_at_turn - 1] : 0.0);
+      }
+      sim_struct_add_closed_form(g.outcomes, rewards, 0.6, 0.4, e);
+    }
+    ASSERT_GT(e.passes, 0u);
+    EXPECT_EQ(s.passes, e.passes);
+    EXPECT_NEAR(s.structural_term, e.term_sum / static_cast<double>(e.passes), 1e-9);
+    EXPECT_EQ(s.profiled_turns, e.passes);  // a failing turn is not profiled; a pass ends it
+    EXPECT_EQ(s.scored_passes, e.passes);
+    EXPECT_EQ(s.capped_by_bound, e.passes);  // 0.6 > 0.4 for every pass
+    EXPECT_EQ(s.capped_by_gap, e.capped_by_gap);
+    gap_capped += s.capped_by_gap;
+    for (std::size_t f = 0; f < structural_families.size(); ++f) {
+      EXPECT_EQ(s.clean_share[f], 1.0);
+      EXPECT_EQ(s.expected_clean_share[f], 1.0);
+    }
+  }
+  EXPECT_GT(gap_capped, 0u);
+}
+
+TEST(SimulationStructure, ZeroWeightsOrMissingProfilesPayNothing) {
+  auto p = sim_struct_params();
+  p.model.structural_clean = 1.0;
+  for (const auto& s : simulate(p)) {  // weights 0: the terms are off
+    EXPECT_GT(s.profiled_turns, 0u);
+    EXPECT_EQ(s.structural_term, 0.0);
+    EXPECT_EQ(s.scored_passes, 0u);
+  }
+  p.reward.structural.weights = {0.05, 0.05, 0.0, 0.0, 0.0};
+  p.model.structural_missing = 1.0;  // no profile arrives in time
+  for (const auto& s : simulate(p)) {
+    EXPECT_EQ(s.profiled_turns, 0u);
+    EXPECT_GT(s.missing_profiles, 0u);
+    EXPECT_EQ(s.structural_term, 0.0);
+    EXPECT_EQ(s.scored_passes, 0u);
+  }
+  p.model.structural_missing = 0.0;
+  for (const auto& s : simulate(p)) {  // the control: the same run with its profiles pays
+    EXPECT_GT(s.structural_term, 0.0);
+  }
+}
+
+double sim_struct_mean_expected(const simulation_step& s) {
+  return std::accumulate(s.expected_clean_share.begin(), s.expected_clean_share.end(), 0.0) /
+         static_cast<double>(s.expected_clean_share.size());
+}
+
+TEST(SimulationStructure, PaidTermsTeachCleanKernelsUnpaidOnesDoNot) {
+  auto p = sim_struct_params();
+  p.steps = 20;
+  p.batch_size = 32;
+  p.model.skill_gain = 2.0;
+  p.model.difficulty_alpha = 4.0;  // mostly easy tasks: many all-pass groups
+  p.model.structural_clean = 0.3;
+  const auto off = simulate(p);
+  p.reward.structural.weights = {0.02, 0.02, 0.02, 0.02, 0.02};
+  p.reward.structural.bound = 0.1;
+  const auto on = simulate(p);
+  const double start_off = sim_struct_mean_expected(off.front());
+  const double start_on = sim_struct_mean_expected(on.front());
+  EXPECT_GT(sim_struct_mean_expected(on.back()), start_on + 0.15);
+  EXPECT_LT(std::abs(sim_struct_mean_expected(off.back()) - start_off), 0.05);
+  // The profiled kernels follow the policy.
+  EXPECT_GT(std::accumulate(on.back().clean_share.begin(), on.back().clean_share.end(), 0.0),
+            std::accumulate(off.back().clean_share.begin(), off.back().clean_share.end(), 0.0));
+}
+
 }  // namespace
 }  // namespace leap

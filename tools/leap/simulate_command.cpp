@@ -33,6 +33,8 @@ simulation_params to_params(const experiment_config& c) {
   p.model = c.simulation;
   // As in `leap run`: without timing no speedup is measured.
   p.timed = c.verifier.timing_reps > 0;
+  // As in `leap run`: only verifier.profile makes profiles, which the structural terms pay from.
+  p.profiled = c.verifier.profile != "off";
   p.gate = c.gate;
   p.reward = c.reward;
   p.advantage = c.advantage;
@@ -40,15 +42,38 @@ simulation_params to_params(const experiment_config& c) {
 }
 
 // The speed columns (fast_p past 0, the geomean speedup and the policy's median speedup) are
-// printed when timed; the optimisation columns when gate.optimise is on.
+// printed when timed; the optimisation columns when gate.optimise is on; the structural columns
+// when profiled: the mean term paid per pass, the clean share of each family with a weight (of
+// all five when none has one), and the shares of scored passes the bound and half the gap capped.
 struct table_shape {
   int max_turns = 1;
   bool timed = false;
   bool optimise = false;
+  bool profiled = false;
+  std::vector<std::size_t> families;
 };
 
 table_shape shape_of(const simulation_params& p) {
-  return {p.max_turns, p.timed, p.timed && p.gate.optimise.speedup > 0.0};
+  table_shape shape{p.max_turns, p.timed, p.timed && p.gate.optimise.speedup > 0.0, p.profiled, {}};
+  for (std::size_t f = 0; f < structural_families.size(); ++f) {
+    if (p.reward.structural.weights[f] > 0 || !p.reward.structural.enabled()) {
+      shape.families.push_back(f);
+    }
+  }
+  return shape;
+}
+
+// A share of a count, "n/a" when the count is 0.
+std::optional<double> share_of(std::size_t part, std::size_t whole) {
+  if (whole == 0) {
+    return std::nullopt;
+  }
+  return static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// A mean over `count` things, "n/a" when there were none.
+std::optional<double> if_any(std::size_t count, double mean) {
+  return count == 0 ? std::nullopt : std::optional<double>(mean);
 }
 
 std::string speed_cell(const std::optional<double>& value, const char* format) {
@@ -77,6 +102,13 @@ void print_header(const table_shape& shape) {
     std::printf("  %9s  %8s  %6s  %6s  %8s  %7s  %7s", "optimised", "opt_turn", "kept", "broken",
                 "kept_geo", "improve", "break");
   }
+  if (shape.profiled) {
+    std::printf("  %6s", "term");
+    for (const std::size_t f : shape.families) {
+      std::printf("  %14s", std::string(structural_families[f].name).c_str());
+    }
+    std::printf("  %5s  %5s", "bound", "gap");
+  }
   std::printf("\n");
 }
 
@@ -101,6 +133,15 @@ void print_step(const table_shape& shape, const simulation_step& s) {
                 speed_cell(s.kept_speed.geomean_speedup(), "%.3f").c_str(),
                 s.optimise_improve_probability, s.optimise_break_probability);
   }
+  if (shape.profiled) {
+    std::printf("  %6s", speed_cell(if_any(s.passes, s.structural_term), "%.4f").c_str());
+    for (const std::size_t f : shape.families) {
+      std::printf("  %14s", speed_cell(if_any(s.profiled_turns, s.clean_share[f]), "%.3f").c_str());
+    }
+    std::printf("  %5s  %5s",
+                speed_cell(share_of(s.capped_by_bound, s.scored_passes), "%.2f").c_str(),
+                speed_cell(share_of(s.capped_by_gap, s.scored_passes), "%.2f").c_str());
+  }
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -123,7 +164,8 @@ void print_composition(const std::vector<simulation_step>& steps, int buckets) {
   }
 }
 
-status write_csv(const std::string& path, const std::vector<simulation_step>& steps) {
+status write_csv(const std::string& path, const std::vector<simulation_step>& steps,
+                 bool profiled) {
   std::ofstream out(path);
   if (!out) {
     return error{path + ": cannot open for writing"};
@@ -143,7 +185,16 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
   }
   out << ",geomean_speedup,kept_geomean_speedup,optimised,optimise_turns,optimise_kept,"
          "optimise_broken,expected_speedup,optimise_improve_probability,"
-         "optimise_break_probability\n";
+         "optimise_break_probability";
+  // Profiles and structural terms (cells empty when not profiled, or nothing to average).
+  out << ",profiled_turns,missing_profiles,structural_term";
+  for (const auto& family : structural_families) {
+    out << ",clean_" << family.name;
+  }
+  for (const auto& family : structural_families) {
+    out << ",expected_clean_" << family.name;
+  }
+  out << ",scored_passes,capped_by_bound,capped_by_gap\n";
   for (const auto& s : steps) {
     out << s.step;
     for (double a : s.cumulative_accuracy) {
@@ -167,7 +218,26 @@ status write_csv(const std::string& path, const std::vector<simulation_step>& st
     cell(s.kept_speed.geomean_speedup());
     out << ',' << s.optimised << ',' << s.optimise_turns << ',' << s.optimise_kept << ','
         << s.optimise_broken << ',' << s.expected_speedup << ',' << s.optimise_improve_probability
-        << ',' << s.optimise_break_probability << '\n';
+        << ',' << s.optimise_break_probability;
+    const auto count = [&out, profiled](std::size_t n) {
+      out << ',';
+      if (profiled) {
+        out << n;
+      }
+    };
+    count(s.profiled_turns);
+    count(s.missing_profiles);
+    cell(profiled ? if_any(s.passes, s.structural_term) : std::nullopt);
+    for (const double share : s.clean_share) {
+      cell(profiled ? if_any(s.profiled_turns, share) : std::nullopt);
+    }
+    for (const double share : s.expected_clean_share) {
+      cell(profiled ? std::optional<double>(share) : std::nullopt);
+    }
+    count(s.scored_passes);
+    count(s.capped_by_bound);
+    count(s.capped_by_gap);
+    out << '\n';
   }
   out.flush();
   if (!out) {
@@ -212,7 +282,21 @@ int run_simulate(const simulate_options& options) {
   std::size_t optimise_turns = 0;
   std::size_t optimise_kept = 0;
   std::size_t optimise_broken = 0;
+  std::size_t passes = 0;
+  double term_sum = 0.0;
+  std::size_t scored = 0;
+  std::size_t capped_by_bound = 0;
+  std::size_t capped_by_gap = 0;
+  std::size_t profiled_turns = 0;
+  std::size_t missing_profiles = 0;
   for (const auto& s : steps) {
+    passes += s.passes;
+    term_sum += s.structural_term * static_cast<double>(s.passes);
+    scored += s.scored_passes;
+    capped_by_bound += s.capped_by_bound;
+    capped_by_gap += s.capped_by_gap;
+    profiled_turns += s.profiled_turns;
+    missing_profiles += s.missing_profiles;
     speed.merge(s.speed);
     kept_speed.merge(s.kept_speed);
     optimised += s.optimised;
@@ -261,8 +345,26 @@ int run_simulate(const simulate_options& options) {
         groups, optimise_turns, optimise_kept, optimise_broken,
         speed_cell(kept_speed.geomean_speedup(), "%.3f").c_str());
   }
+  if (shape.profiled && !steps.empty()) {
+    std::printf(
+        "structural (all steps): %zu passing turns profiled, %zu missing; mean term per pass %s; "
+        "of %zu passes scored > 0 the bound capped %s and half the gap %s\n",
+        profiled_turns, missing_profiles,
+        speed_cell(if_any(passes, passes == 0 ? 0.0 : term_sum / static_cast<double>(passes)),
+                   "%.4f")
+            .c_str(),
+        scored, speed_cell(share_of(capped_by_bound, scored), "%.3f").c_str(),
+        speed_cell(share_of(capped_by_gap, scored), "%.3f").c_str());
+    std::printf("expected clean share, step 1 -> %d:", steps.back().step);
+    for (const std::size_t f : shape.families) {
+      std::printf(" %s %.3f -> %.3f%s", std::string(structural_families[f].name).c_str(),
+                  steps.front().expected_clean_share[f], steps.back().expected_clean_share[f],
+                  f == shape.families.back() ? "" : ",");
+    }
+    std::printf("\n");
+  }
   if (!options.csv_path.empty()) {
-    if (auto written = write_csv(options.csv_path, steps); !written) {
+    if (auto written = write_csv(options.csv_path, steps, params.profiled); !written) {
       std::cerr << "leap simulate: error: " << written.err().message << "\n";
       return 1;
     }
