@@ -266,6 +266,7 @@ std::optional<http_error> server_state::update_delta(policy_backend& backend,
   if (!on_base) {
     backend.discard_weights();
     staged_tensors_ = false;
+    metrics_.deltas_refused.fetch_add(1, std::memory_order_relaxed);
     return http_error{409, "update_weights (" + to_string(engine) +
                                "): the weight delta applies to weight version " + dump_json(base) +
                                ", this server holds version " + std::to_string(served) +
@@ -274,10 +275,12 @@ std::optional<http_error> server_state::update_delta(policy_backend& backend,
   if (!received) {
     backend.discard_weights();
     staged_tensors_ = false;
+    metrics_.deltas_refused.fetch_add(1, std::memory_order_relaxed);
     return http_error{500, "update_weights (" + to_string(engine) + "): " + received.err().message +
                                "; the delta is refused, the served weights are unchanged"};
   }
   staged_tensors_ = true;
+  metrics_.deltas_staged.fetch_add(1, std::memory_order_relaxed);
   return std::nullopt;
 }
 

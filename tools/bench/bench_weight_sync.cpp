@@ -484,7 +484,9 @@ int delta_bench(const model_config& config, const delta_options& o) {
   std::int64_t bcast_full_b = 0;
   for (const auto& t : full_layout) {
     std::int64_t n = t.dtype == "float64" ? 8 : (t.dtype == "float32" ? 4 : 2);
-    for (auto d : t.shape) n *= d;
+    for (auto d : t.shape) {
+      n *= d;
+    }
     bcast_full_b += n;
   }
   std::printf(
