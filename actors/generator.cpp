@@ -462,6 +462,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           request.weights_path = update.weights_path;
           request.companion = st.config.sync_companion;
           request.delta_path = delta;
+          if (st.config.sync_delta_info) {
+            request.delta_update_info = [source = st.config.sync_delta_info,
+                                         version = update.version] { return source(version); };
+          }
           if (st.config.on_delta_refused) {
             request.on_delta_refused = [hook = st.config.on_delta_refused,
                                         url = st.endpoint_urls[i]](const std::string& why) {

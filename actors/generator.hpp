@@ -65,6 +65,10 @@ struct generator_pool_config {
   // sync to version V whose delta policy::weight_delta_folder(dir, V) is there sends it first and
   // the full folder only when the server refuses it. Default: "" (full folders only)
   std::string sync_delta_dir;
+  // policy.weight_sync_delta with a transfer engine (nccl): the update_info of the delta to a
+  // version ("" for none), handed to each sync request as its delta_update_info. Must not block.
+  // Default: none
+  std::function<std::string(std::uint64_t version)> sync_delta_info;
   // Called (on the client's loop, must not block) with "<endpoint>: <why>" for each delta a server
   // refused. Default: none
   std::function<void(const std::string&)> on_delta_refused;

@@ -2,6 +2,7 @@
 
 #include "learner/detail/c10d_group.hpp"
 #include "learner/detail/transformer.hpp"
+#include "learner/detail/weight_delta_state.hpp"
 #include "learner/detail/weight_staging.hpp"
 
 #include <ATen/ATen.h>
@@ -122,6 +123,28 @@ status broadcast_sender::send(const policy& p, std::size_t limit) {
   });
 }
 
+status broadcast_sender::send_delta(const prepared_weight_delta& d) {
+  return detail::guarded("weight broadcast: sending a delta", [&]() -> status {
+    if (!state_->g.connected()) {
+      return error{"not connected: connect() first"};
+    }
+    if (!d.payload) {
+      return error{"the delta has no tensors to send (not prepared here)"};
+    }
+    at::NoGradGuard no_grad;
+    const at::Device wire = state_->g.wire_device();
+    for (const auto& [indices, values] : d.payload->tensors) {
+      if (indices.defined()) {
+        at::Tensor i = indices.to(wire).contiguous();
+        detail::c10d_broadcast(state_->g, i);
+      }
+      at::Tensor v = values.to(wire).contiguous();
+      detail::c10d_broadcast(state_->g, v);
+    }
+    return ok_status();
+  });
+}
+
 void broadcast_sender::close() {
   if (state_) {
     state_->g.close();
@@ -133,6 +156,7 @@ void broadcast_sender::close() {
 struct broadcast_receiver::state {
   detail::c10d_group g;
   detail::weight_staging staging;
+  bool in_step = true;
 };
 
 broadcast_receiver::broadcast_receiver(std::unique_ptr<state> s) : state_(std::move(s)) {}
@@ -182,9 +206,13 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
   auto checked = detail::check_announced(announced, target, "weight broadcast");
   if (!checked) {
     discard();
+    state_->in_step = false;
     return checked.err();
   }
   const std::vector<at::ScalarType>& types = *checked;
+  if (state_->staging.delta) {
+    discard();  // a full update after a delta in one session: the delta's tensors go
+  }
   auto received = detail::guarded("weight broadcast: receiving", [&]() -> status {
     if (!state_->g.connected()) {
       return error{"not connected"};
@@ -200,9 +228,119 @@ status broadcast_receiver::receive(const std::vector<broadcast_tensor>& layout,
   });
   if (!received) {
     discard();
+    state_->in_step = false;
   }
   return received;
 }
+
+namespace {
+
+// The delta's announced tensors against the served model: names, shapes, the served dtype, and
+// counts that fit the shapes. Pure.
+status check_delta_layout(const weight_delta_layout& layout, const policy& target) {
+  std::vector<detail::announced_tensor> announced;
+  for (const auto& t : layout.tensors) {
+    announced.push_back({t.name, t.dtype, t.shape});
+  }
+  auto checked = detail::check_announced(announced, target, "weight broadcast delta");
+  if (!checked) {
+    return checked.err();
+  }
+  for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
+    const delta_tensor& t = layout.tensors[i];
+    if (detail::dtype_name((*checked)[i]) != target.dtype()) {
+      return error{"weight broadcast delta: '" + t.name + "' was computed in " + t.dtype +
+                   ", this model holds " + target.dtype() +
+                   " (the sender's dtype must be the served one)"};
+    }
+    std::int64_t numel = 1;
+    for (const auto d : t.shape) {
+      numel *= d;
+    }
+    if (t.sparse ? (t.count < 0 || t.count > numel) : t.count != numel) {
+      return error{"weight broadcast delta: '" + t.name + "' announces " + std::to_string(t.count) +
+                   " elements for a tensor of " + std::to_string(numel) +
+                   (t.sparse ? "" : " sent whole")};
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+status broadcast_receiver::receive_delta(const weight_delta_layout& layout, const policy& target) {
+  discard();
+  if (auto checked = check_delta_layout(layout, target); !checked) {
+    state_->in_step = false;  // the sender's broadcasts go unanswered, as receive()'s
+    return checked;
+  }
+  std::map<std::string, at::Tensor*> served;
+  for (const auto& [name, tensor] : detail::transfer_parameters(target)) {
+    served[name] = tensor;
+  }
+  std::vector<std::pair<at::Tensor, at::Tensor>> received;  // (indices or undefined, values)
+  auto streamed = detail::guarded("weight broadcast: receiving a delta", [&]() -> status {
+    if (!state_->g.connected()) {
+      return error{"not connected"};
+    }
+    at::NoGradGuard no_grad;
+    const at::Device wire = state_->g.wire_device();
+    for (const delta_tensor& t : layout.tensors) {
+      const at::ScalarType type = served.at(t.name)->scalar_type();
+      at::Tensor indices;
+      at::Tensor values;
+      if (t.sparse) {
+        indices = at::empty({t.count}, at::TensorOptions().dtype(at::kInt).device(wire));
+        detail::c10d_broadcast(state_->g, indices);
+        values = at::empty({t.count}, at::TensorOptions().dtype(type).device(wire));
+      } else {
+        values = at::empty(t.shape, at::TensorOptions().dtype(type).device(wire));
+      }
+      detail::c10d_broadcast(state_->g, values);
+      received.emplace_back(std::move(indices), std::move(values));
+    }
+    return ok_status();
+  });
+  if (!streamed) {
+    state_->in_step = false;
+    return streamed;
+  }
+  // Everything was received: from here on a refusal leaves the group in step.
+  return detail::guarded("weight broadcast: applying a delta", [&]() -> status {
+    at::NoGradGuard no_grad;
+    std::map<std::string, at::Tensor> rebuilt;
+    for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
+      const delta_tensor& t = layout.tensors[i];
+      const at::Tensor& now = *served.at(t.name);
+      const auto& [indices, values] = received[i];
+      at::Tensor fresh;
+      if (t.sparse) {
+        const at::Tensor idx = indices.to(now.device(), at::kLong);
+        if (idx.numel() > 0 &&
+            (idx.min().item<std::int64_t>() < 0 || idx.max().item<std::int64_t>() >= now.numel())) {
+          return error{"an index of '" + t.name + "' is outside its " +
+                       std::to_string(now.numel()) + " elements; the weights are unchanged"};
+        }
+        fresh = now.detach().clone().contiguous();
+        fresh.view(-1).index_copy_(0, idx, values.to(now.device()));
+      } else {
+        fresh = values.to(now.device()).contiguous();
+      }
+      const std::string got = detail::tensor_checksum(fresh);
+      if (got != t.checksum) {
+        return error{"'" + t.name + "' after applying has checksum " + got + ", the sender's is " +
+                     t.checksum +
+                     " (these weights are not the delta's base); the weights are unchanged"};
+      }
+      rebuilt[t.name] = std::move(fresh);
+    }
+    state_->staging.staged = std::move(rebuilt);
+    state_->staging.delta = true;
+    return ok_status();
+  });
+}
+
+bool broadcast_receiver::in_step() const { return state_->in_step; }
 
 status broadcast_receiver::commit(policy& target) {
   return state_->staging.commit(target, "weight broadcast");

@@ -9,6 +9,12 @@
 // receives them by broadcast from rank 0 in that order, one tensor per broadcast (vLLM's
 // `packed: false`).
 //
+// Deltas (learner/weight_delta.hpp): vLLM's sparse_nccl engine's wire order
+// (vllm/distributed/weight_transfer/sparse_nccl_engine.py): per changed tensor its int32 flat
+// indices, then its values, one broadcast each; a tensor sent whole (our extension: vLLM's sparse
+// engine has no whole tensors) is one broadcast of the tensor. The receiver checks each rebuilt
+// tensor's checksum before anything is staged.
+//
 // What does NOT match real vLLM: vLLM's rendezvous is vllm.distributed.utils.StatelessProcessGroup
 // + PyNcclCommunicator, not c10d's ProcessGroupNCCL. Rank 0 calls ncclGetUniqueId() and publishes
 // it with StatelessProcessGroup.broadcast_obj, i.e. TCPStore key "broadcast_from/0/0" holding
@@ -30,6 +36,7 @@
 
 #include "common/result.hpp"
 #include "learner/policy.hpp"
+#include "learner/weight_delta.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -87,6 +94,10 @@ class broadcast_sender {
   [[nodiscard]] status send(const policy& p,
                             std::size_t limit = std::numeric_limits<std::size_t>::max());
 
+  // Broadcasts a prepared delta (weight_delta_sender::prepare_delta) in its layout's order.
+  // Errors: not connected, no payload, a peer gone, the timeout.
+  [[nodiscard]] status send_delta(const prepared_weight_delta& d);
+
   // Ends the group: a receiver waiting for a tensor gets an error.
   void close();
 
@@ -114,8 +125,22 @@ class broadcast_receiver {
   // An error (a peer gone, the timeout) discards the whole staging. `target` is only read.
   [[nodiscard]] status receive(const std::vector<broadcast_tensor>& layout, const policy& target);
 
+  // Receives a delta (weight_delta_layout: the changed tensors only) after checking each name,
+  // shape and dtype against `target` and each count against its shape (an error before anything
+  // is received, as receive's), then rebuilds every changed tensor aside from target's current
+  // one and compares its checksum: only when all match are they staged (replacing any staging).
+  // A checksum that does not match (target is not the delta's base) is an error after the whole
+  // delta was received, so the group stays in step (in_step()); the staging is empty then.
+  // `target` is only read.
+  [[nodiscard]] status receive_delta(const weight_delta_layout& layout, const policy& target);
+
+  // False once a receive failed mid-stream or was refused before receiving: the group is out of
+  // step with the sender and must be formed again.
+  [[nodiscard]] bool in_step() const;
+
   // Copies the staging into `target` (the caller holds it exclusively) and empties it. Errors:
-  // nothing staged, a staging that lacks some of target's parameters (target unchanged).
+  // nothing staged, a staging that lacks some of target's parameters (target unchanged); a staged
+  // delta replaces only its tensors (an empty delta changes nothing).
   [[nodiscard]] status commit(policy& target);
 
   // Empties the staging.

@@ -1,6 +1,7 @@
 #include "learner/weight_delta.hpp"
 
 #include "learner/detail/transformer.hpp"
+#include "learner/detail/weight_delta_state.hpp"
 #include "learner/detail/weight_staging.hpp"
 #include "learner/safetensors.hpp"
 
@@ -136,15 +137,6 @@ result<weight_delta_header> read_weight_delta_header(const std::string& dir) {
 
 // ---- the sender ----
 
-struct weight_delta_sender::impl {
-  std::string dtype;
-  std::optional<std::int64_t> base_version;
-  std::map<std::string, at::Tensor> base;  // what the server holds, in the served dtype
-  // The last written delta's new tensors and version, for commit.
-  std::map<std::string, at::Tensor> pending;
-  std::optional<std::int64_t> pending_version;
-};
-
 weight_delta_sender::weight_delta_sender(std::string dtype) : impl_(std::make_unique<impl>()) {
   impl_->dtype = std::move(dtype);
 }
@@ -176,6 +168,57 @@ status weight_delta_sender::reset(const policy& p, std::int64_t version) {
   });
 }
 
+namespace {
+
+// One changed tensor: its new value in the served dtype, the changed flat indices (int64), the
+// encoding and the checksum after applying.
+struct changed_tensor {
+  std::string name;
+  at::Tensor now;
+  at::Tensor changed;
+  bool sparse = false;
+};
+
+// Compares `p`'s weights with the base bitwise (integer views: NaN equals itself, -0 differs
+// from +0). Throws nothing the caller's guard would not catch.
+result<std::vector<changed_tensor>> compare_with_base(const weight_delta_sender::impl& state,
+                                                      const policy& p, at::ScalarType type,
+                                                      weight_delta_stats& stats) {
+  const auto params = parameters_of(p);
+  if (params.size() != state.base.size()) {
+    return error{"weight delta: the model has " + std::to_string(params.size()) +
+                 " parameters, the base " + std::to_string(state.base.size())};
+  }
+  std::vector<changed_tensor> out;
+  for (const auto& [name, tensor] : params) {
+    const auto b = state.base.find(name);
+    if (b == state.base.end() || !b->second.sizes().equals(tensor->sizes())) {
+      return error{"weight delta: parameter '" + name +
+                   "' is not in the base, or has another shape"};
+    }
+    at::Tensor now = tensor->detach().to(type, false, /*copy=*/true).contiguous();
+    const std::int64_t numel = now.numel();
+    const std::int64_t element = now.element_size();
+    stats.tensors += 1;
+    stats.total_elements += numel;
+    stats.full_bytes += numel * element;
+    at::Tensor changed = words_of(now).ne(words_of(b->second)).nonzero().view(-1);
+    const std::int64_t count = changed.numel();
+    if (count == 0) {
+      continue;
+    }
+    const bool sparse = numel < max_sparse_numel && count * (4 + element) < numel * element;
+    stats.changed_tensors += 1;
+    stats.changed_elements += count;
+    stats.sparse_tensors += sparse ? 1 : 0;
+    stats.bytes += sparse ? count * (4 + element) : numel * element;
+    out.push_back({name, std::move(now), std::move(changed), sparse});
+  }
+  return out;
+}
+
+}  // namespace
+
 result<weight_delta_stats> weight_delta_sender::write_delta(const policy& p, std::int64_t version,
                                                             const std::string& dir,
                                                             durability sync) {
@@ -187,64 +230,41 @@ result<weight_delta_stats> weight_delta_sender::write_delta(const policy& p, std
     if (!type) {
       return type.err().wrap("weight delta");
     }
-    const auto params = parameters_of(p);
-    if (params.size() != impl_->base.size()) {
-      return error{"weight delta: the model has " + std::to_string(params.size()) +
-                   " parameters, the base " + std::to_string(impl_->base.size())};
-    }
     at::NoGradGuard no_grad;
     weight_delta_stats stats;
+    auto changes = compare_with_base(*impl_, p, *type, stats);
+    if (!changes) {
+      return changes.err();
+    }
     tensor_map out;
     json tensors = json::object();
     std::map<std::string, at::Tensor> pending;
-    for (const auto& [name, tensor] : params) {
-      const auto b = impl_->base.find(name);
-      if (b == impl_->base.end() || !b->second.sizes().equals(tensor->sizes())) {
-        return error{"weight delta: parameter '" + name +
-                     "' is not in the base, or has another shape"};
-      }
-      at::Tensor now = tensor->detach().to(*type, false, /*copy=*/true).contiguous();
-      const std::int64_t numel = now.numel();
-      const std::int64_t element = now.element_size();
-      stats.tensors += 1;
-      stats.total_elements += numel;
-      stats.full_bytes += numel * element;
-      const at::Tensor changed = words_of(now).ne(words_of(b->second)).nonzero().view(-1);
-      const std::int64_t count = changed.numel();
-      if (count == 0) {
-        continue;
-      }
-      stats.changed_tensors += 1;
-      stats.changed_elements += count;
+    for (auto& c : *changes) {
       json entry;
-      const bool sparse = numel < max_sparse_numel && count * (4 + element) < numel * element;
-      if (sparse) {
-        auto indices = detail::to_host(changed.to(at::kInt));
-        auto values = detail::to_host(now.view(-1).index_select(0, changed));
+      if (c.sparse) {
+        auto indices = detail::to_host(c.changed.to(at::kInt));
+        auto values = detail::to_host(c.now.view(-1).index_select(0, c.changed));
         if (!indices) {
           return indices.err();
         }
         if (!values) {
           return values.err();
         }
-        stats.sparse_tensors += 1;
-        stats.bytes += count * (4 + element);
-        out[name + ":indices"] = std::move(*indices);
-        out[name + ":values"] = std::move(*values);
+        out[c.name + ":indices"] = std::move(*indices);
+        out[c.name + ":values"] = std::move(*values);
         entry["encoding"] = "sparse";
       } else {
-        auto whole = detail::to_host(now);
+        auto whole = detail::to_host(c.now);
         if (!whole) {
           return whole.err();
         }
-        stats.bytes += numel * element;
-        out[name] = std::move(*whole);
+        out[c.name] = std::move(*whole);
         entry["encoding"] = "full";
       }
-      entry["changed"] = count;
-      entry["checksum"] = hex(checksum_of(now));
-      tensors[name] = std::move(entry);
-      pending[name] = std::move(now);
+      entry["changed"] = c.changed.numel();
+      entry["checksum"] = hex(checksum_of(c.now));
+      tensors[c.name] = std::move(entry);
+      pending[c.name] = std::move(c.now);
     }
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -271,6 +291,51 @@ result<weight_delta_stats> weight_delta_sender::write_delta(const policy& p, std
   });
 }
 
+result<prepared_weight_delta> weight_delta_sender::prepare_delta(const policy& p,
+                                                                 std::int64_t version) {
+  if (!impl_->base_version) {
+    return error{"weight delta: no base (the server's weights are unknown): sync in full first"};
+  }
+  return detail::guarded(
+      "weight delta: preparing a broadcast", [&]() -> result<prepared_weight_delta> {
+        auto type = served_type(impl_->dtype, p);
+        if (!type) {
+          return type.err().wrap("weight delta");
+        }
+        at::NoGradGuard no_grad;
+        prepared_weight_delta out;
+        auto changes = compare_with_base(*impl_, p, *type, out.stats);
+        if (!changes) {
+          return changes.err();
+        }
+        out.layout.base_version = *impl_->base_version;
+        out.layout.version = version;
+        auto payload = std::make_shared<weight_delta_payload>();
+        std::map<std::string, at::Tensor> pending;
+        for (auto& c : *changes) {
+          delta_tensor t;
+          t.name = c.name;
+          t.dtype = detail::dtype_name(*type);
+          t.shape = c.now.sizes().vec();
+          t.sparse = c.sparse;
+          t.count = c.sparse ? c.changed.numel() : c.now.numel();
+          t.checksum = hex(checksum_of(c.now));
+          out.layout.tensors.push_back(std::move(t));
+          if (c.sparse) {
+            payload->tensors.emplace_back(c.changed.to(at::kInt),
+                                          c.now.view(-1).index_select(0, c.changed));
+          } else {
+            payload->tensors.emplace_back(at::Tensor(), c.now);
+          }
+          pending[c.name] = std::move(c.now);
+        }
+        out.payload = std::move(payload);
+        impl_->pending = std::move(pending);
+        impl_->pending_version = version;
+        return out;
+      });
+}
+
 status weight_delta_sender::commit() {
   if (!impl_->pending_version || !impl_->base_version) {
     return error{"weight delta: no delta was written since the base was taken or last moved"};
@@ -290,6 +355,8 @@ void weight_delta_sender::forget() {
   impl_->base_version.reset();
   impl_->pending_version.reset();
 }
+
+std::string detail::tensor_checksum(const at::Tensor& t) { return hex(checksum_of(t)); }
 
 // ---- the receiver ----
 

@@ -9,6 +9,12 @@
 // `<name>:values` (the new values at them), vLLM's sparse_nccl patch layout, or `<name>` whole,
 // whichever is smaller). Unchanged tensors are not in the folder.
 //
+// The same delta travels over the broadcast path (learner/weight_broadcast.hpp): prepare_delta()
+// keeps it in memory and describes it as a weight_delta_layout (vLLM's sparse_nccl update_info:
+// names, dtype_names, shapes, num_updates_list; plus ours: the encoding and checksum per tensor and
+// the base version), broadcast_sender::send_delta() broadcasts it and
+// broadcast_receiver::receive_delta() rebuilds and checks it as apply_weight_delta does.
+//
 // The receiver (apply_weight_delta) rebuilds each changed tensor aside, checks its checksum, and
 // only when every one matches copies them into the served model: a delta applied to other weights
 // than its base (a server that missed one) is refused and the served weights stay. The base
@@ -29,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace leap::learner {
 
@@ -61,6 +68,39 @@ struct weight_delta_header {
 // Reads `dir`'s manifest. Errors: missing or unreadable file, not JSON, fields missing.
 [[nodiscard]] result<weight_delta_header> read_weight_delta_header(const std::string& dir);
 
+// One changed tensor of a delta sent by broadcast, in the order it is broadcast.
+struct delta_tensor {
+  std::string name;
+  std::string dtype;  // the served dtype ("bfloat16", ...)
+  std::vector<std::int64_t> shape;
+  // Elements broadcast: the changed ones (sparse: int32 flat indices, then their values) or all of
+  // them (whole: the tensor in its shape).
+  std::int64_t count = 0;
+  bool sparse = false;
+  std::string checksum;  // of the whole tensor after applying (16 hex digits)
+
+  friend bool operator==(const delta_tensor&, const delta_tensor&) = default;
+};
+
+// What a broadcast delta carries (the update_info of the delta; policy::nccl_update_info on the
+// wire). Unchanged tensors are not in it.
+struct weight_delta_layout {
+  std::int64_t base_version = 0;
+  std::int64_t version = 0;
+  std::vector<delta_tensor> tensors;
+};
+
+// The tensors a prepared delta broadcasts (LibTorch's, on the policy's device; opaque here).
+struct weight_delta_payload;
+
+// A delta computed in memory for the broadcast path: what it carries and the tensors to send
+// (broadcast_sender::send_delta). Copies share the tensors.
+struct prepared_weight_delta {
+  weight_delta_layout layout;
+  weight_delta_stats stats;
+  std::shared_ptr<const weight_delta_payload> payload;
+};
+
 class weight_delta_sender {
  public:
   // `dtype`: the dtype the server holds its weights in ("bfloat16", "float32", "float16",
@@ -87,6 +127,11 @@ class weight_delta_sender {
                                                        const std::string& dir,
                                                        durability sync = durability::unsynced);
 
+  // Computes the delta from the base to `p`'s weights as `version`, in memory (on `p`'s device),
+  // for broadcast_sender::send_delta. The base does not move until commit. Errors: as
+  // write_delta's, without the I/O.
+  [[nodiscard]] result<prepared_weight_delta> prepare_delta(const policy& p, std::int64_t version);
+
   // The server accepted the last written delta: the base becomes its weights and version.
   // Errors: no delta written since the last reset or commit.
   [[nodiscard]] status commit();
@@ -94,8 +139,9 @@ class weight_delta_sender {
   // sync).
   void forget();
 
- private:
   struct impl;
+
+ private:
   std::unique_ptr<impl> impl_;
 };
 

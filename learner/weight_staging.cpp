@@ -37,7 +37,10 @@ result<std::vector<at::ScalarType>> check_announced(const std::vector<announced_
 status weight_staging::commit(policy& target, const std::string& what) {
   return guarded(what + ": committing", [&]() -> status {
     auto to = weight_broadcast_access::of(target).base_parameters();
-    if (staged.empty()) {
+    if (delta) {
+      // Checked when received: every staged name is a parameter of `target` in its shape.
+      std::erase_if(to, [&](const named_tensor& t) { return staged.count(t.name) == 0; });
+    } else if (staged.empty()) {
       return error{"nothing was received"};
     }
     for (const auto& [name, tensor] : to) {
@@ -61,7 +64,7 @@ status weight_staging::commit(policy& target, const std::string& what) {
     for (std::size_t i = 0; i < to.size(); ++i) {
       to[i].tensor->copy_(ready[i]);
     }
-    staged.clear();
+    discard();
     return ok_status();
   });
 }

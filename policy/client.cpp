@@ -303,7 +303,13 @@ void policy_client::impl::send_control(int e, detail::sync_call_request call) {
   auto& driver = syncs_[e];
   const auto generation = driver.generation();
   if (call.with_companion) {
-    driver.request().companion(driver.plan().calls[call.index], driver.request(),
+    // The companion is told whether this call carries the delta: the request it sees holds the
+    // delta's source only then.
+    weight_sync_request as_sent = driver.request();
+    if (!call.carries_delta) {
+      as_sent.delta_update_info = nullptr;
+    }
+    driver.request().companion(driver.plan().calls[call.index], as_sent,
                                [this, e, generation](status outcome) {
                                  // From the companion's thread: onto the loop (a stopped client
                                  // drops it).

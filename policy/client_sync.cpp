@@ -44,7 +44,7 @@ result<sync_effects> sync_driver::start(weight_sync_plan plan, weight_sync_reque
   ++generation_;
   plan_ = std::move(plan);
   request_ = std::move(request);
-  sending_delta_ = !request_.delta_path.empty();
+  sending_delta_ = !request_.delta_path.empty() || static_cast<bool>(request_.delta_update_info);
   in_flight_ = in_flight;
   sync_effects fx;
   fire(sync_event::start, {}, fx);
@@ -204,7 +204,7 @@ void sync_driver::fire(sync_event event, const std::string& message, sync_effect
 bool sync_driver::names_path() const {
   const control_call& call = plan_.calls[state_.call_index];
   return call.path.find("{path}") != std::string::npos ||
-         call.body.find("{path}") != std::string::npos;
+         call.body.find("{path}") != std::string::npos || carries_delta_;
 }
 
 void sync_driver::send_call(sync_effects& fx) {
@@ -219,6 +219,23 @@ void sync_driver::send_call(sync_effects& fx) {
   r.method = call.method;
   r.path = substitute_sync_fields(call.path, fields, false);
   r.body = substitute_sync_fields(call.body, fields, true);
+  carries_delta_ = false;
+  if (sending_delta_ && !call.delta_body.empty() && request_.delta_update_info) {
+    // The broadcast path's delta: its update_info is the learner's for this version, or none.
+    const std::string info = request_.delta_update_info();
+    if (info.empty()) {
+      sending_delta_ = false;
+    } else {
+      static constexpr std::string_view marker = "{delta_update_info}";
+      std::string body = call.delta_body;
+      if (const auto at = body.find(marker); at != std::string::npos) {
+        body.replace(at, marker.size(), info);
+      }
+      r.body = std::move(body);
+      carries_delta_ = true;
+    }
+  }
+  r.carries_delta = carries_delta_;
   r.deadline = call.deadline;
   r.with_companion = static_cast<bool>(request_.companion);
   call_what_ = call.name + " (" + call.method + " " + r.path + ")";

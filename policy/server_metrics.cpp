@@ -57,6 +57,12 @@ std::string server_metrics::render(std::int64_t weight_version, bool paused) con
   out << "leap_policy_requests_in_flight " << run + wait << '\n';
   header("leap_policy_weight_version", "gauge", "The weight version responses report.");
   out << "leap_policy_weight_version " << weight_version << '\n';
+  header("leap_policy_weight_deltas_total", "counter",
+         "Weight deltas over the broadcast, staged or refused (then the full weights follow).");
+  out << "leap_policy_weight_deltas_total{outcome=\"staged\"} "
+      << deltas_staged.load(std::memory_order_relaxed) << '\n';
+  out << "leap_policy_weight_deltas_total{outcome=\"refused\"} "
+      << deltas_refused.load(std::memory_order_relaxed) << '\n';
   header("leap_policy_paused", "gauge", "1 while generation is paused.");
   out << "leap_policy_paused " << (paused ? 1 : 0) << '\n';
   header("vllm:num_requests_running", "gauge", "Requests generating now (vLLM's name).");

@@ -25,6 +25,10 @@ class server_metrics {
   // Generation requests being generated (running) and held by a pause (waiting).
   std::atomic<std::int64_t> running{0};
   std::atomic<std::int64_t> waiting{0};
+  // Broadcast deltas (an nccl update_info with base_version) staged, and refused (409 off the
+  // base, a checksum or another failure).
+  std::atomic<std::int64_t> deltas_staged{0};
+  std::atomic<std::int64_t> deltas_refused{0};
 
   // The Prometheus text exposition (version 0.0.4). The gauges the server owns are passed in.
   [[nodiscard]] std::string render(std::int64_t weight_version, bool paused) const;

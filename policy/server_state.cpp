@@ -241,12 +241,46 @@ std::optional<http_error> server_state::update_transfer(policy_backend& backend,
     staged_path_ = info->path;
     return std::nullopt;
   }
+  if (update_info.is_object() && update_info.contains("base_version")) {
+    return update_delta(backend, engine, update_info);
+  }
   if (auto received = backend.receive_weights(update_info); !received) {
     end_transfer(backend, disk);
     return http_error{500, "update_weights (" + to_string(engine) + "): " + received.err().message +
                                "; the update is abandoned, the served weights are unchanged"};
   }
   staged_tensors_ = true;
+  return std::nullopt;
+}
+
+std::optional<http_error> server_state::update_delta(policy_backend& backend,
+                                                     transfer_backend engine,
+                                                     const nlohmann::json& update_info) {
+  // A refused delta keeps the session open: the trainer sends the same /update_weights again with
+  // the full weights. The delta is received even when its base is not served, so that the
+  // trainer's broadcasts are answered and the group stays in step for the full update.
+  const nlohmann::json& base = update_info["base_version"];
+  const std::int64_t served = weight_version();
+  const bool on_base = base.is_number_integer() && base.get<std::int64_t>() == served;
+  const status received = backend.receive_weights(update_info);
+  if (!on_base) {
+    backend.discard_weights();
+    staged_tensors_ = false;
+    metrics_.deltas_refused.fetch_add(1, std::memory_order_relaxed);
+    return http_error{409, "update_weights (" + to_string(engine) +
+                               "): the weight delta applies to weight version " + dump_json(base) +
+                               ", this server holds version " + std::to_string(served) +
+                               "; the weights are unchanged: send the full weights"};
+  }
+  if (!received) {
+    backend.discard_weights();
+    staged_tensors_ = false;
+    metrics_.deltas_refused.fetch_add(1, std::memory_order_relaxed);
+    return http_error{500, "update_weights (" + to_string(engine) + "): " + received.err().message +
+                               "; the delta is refused, the served weights are unchanged"};
+  }
+  staged_tensors_ = true;
+  metrics_.deltas_staged.fetch_add(1, std::memory_order_relaxed);
   return std::nullopt;
 }
 

@@ -108,6 +108,9 @@ class server_state {
   [[nodiscard]] std::optional<http_error> update_transfer(policy_backend& backend,
                                                           transfer_backend engine,
                                                           const nlohmann::json& update_info);
+  // A delta (an nccl update_info with base_version, policy/wire.hpp) is refused with 409 when the
+  // served version is not its base, after it was received (the group stays in step), and the
+  // session stays open so that the same call with the full weights follows.
   // Loads or commits what the session received as `version` (default: current + 1) and serves it.
   // Returns the version now served, or the error.
   [[nodiscard]] std::variant<std::int64_t, http_error> finish_transfer(
@@ -134,6 +137,12 @@ class server_state {
   pause_counts hold(pause_mode mode, bool user, bool sleep);
   void release_if_free();                                 // under flights_mutex_
   void end_transfer(policy_backend& backend, bool disk);  // under transfer_mutex_
+  // A delta's /update_weights (its update_info names a base_version; policy/wire.hpp): 409 when
+  // the served version is not its base, 500 when the backend refuses it (a checksum); either way
+  // nothing is staged and the session stays open for the full update. Under transfer_mutex_.
+  [[nodiscard]] std::optional<http_error> update_delta(policy_backend& backend,
+                                                       transfer_backend engine,
+                                                       const nlohmann::json& update_info);
 
   server_metrics& metrics_;
   std::atomic<std::int64_t> weight_version_;

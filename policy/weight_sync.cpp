@@ -125,10 +125,18 @@ weight_sync_plan vllm_transfer_disk_plan() {
 }
 
 weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
-                                         const std::string& update_info) {
+                                         const std::string& update_info, bool delta) {
   // Forming a group waits for both ends; a broadcast of the weights follows in the same sync.
-  return transfer_session(init_info.empty() ? "" : R"({"init_info":)" + init_info + "}",
-                          load_deadline, control_deadline, update_info);
+  auto plan = transfer_session(init_info.empty() ? "" : R"({"init_info":)" + init_info + "}",
+                               load_deadline, control_deadline, update_info);
+  if (delta) {
+    for (auto& c : plan.calls) {
+      if (c.name == "load") {
+        c.delta_body = R"({"update_info":{delta_update_info}})";
+      }
+    }
+  }
+  return plan;
 }
 
 weight_sync_plan vllm_transfer_ipc_plan(const std::string& update_info) {

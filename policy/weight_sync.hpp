@@ -38,6 +38,11 @@ struct control_call {
   std::string path;                             // e.g. "/flush_cache"
   std::string body;                             // Default: "" (no body)
   std::chrono::milliseconds deadline{120'000};  // Default: 2 min for the whole call
+  // The body sent instead while the sync tries a delta over a transfer engine (the request's
+  // delta_update_info): {delta_update_info} in it is replaced by that function's text (JSON, not
+  // escaped). When the call fails, it is sent again with `body` (the full weights), as a call
+  // naming {path} is with the full folder. Default: "" (the call never carries a delta)
+  std::string delta_body;
 };
 
 struct weight_sync_plan {
@@ -76,6 +81,11 @@ struct weight_sync_request {
   // checksum that does not match; anything else), then that call is sent again with
   // weights_path, and the sync goes on from there. Default: "" (full sync only)
   std::string delta_path;
+  // The delta's update_info for a call with a delta_body (the broadcast path: vLLM's sparse_nccl
+  // fields and ours, policy/wire.hpp), asked on the client's loop when that call is sent; "" (no
+  // delta for this version) sends the full `body`. The companion sees whether the call carries the
+  // delta: the request it is handed holds this function only then. Must not block. Default: none
+  std::function<std::string()> delta_update_info;
   // Called on the client's loop when the delta was refused and the full folder is sent instead,
   // with the refusal. Must not block. Default: none
   std::function<void(const std::string& why)> on_delta_refused;
@@ -126,9 +136,13 @@ struct weight_sync_request {
 // `update_info`} (vLLM's NCCLWeightTransferUpdateInfo: names, dtype_names, shapes; the trainer
 // broadcasts meanwhile: the request's companion, on the calls named "init" and "load"), POST
 // /finish_weight_update {"weight_version": "{version}"}, POST /reset_prefix_cache. Checks the
-// version (check_version).
+// version (check_version). With `delta` (policy.weight_sync_delta; only the project's server takes
+// it), the "load" call first carries the request's delta_update_info (the changed tensors, the
+// base version, a checksum each) and, refused (409: another base; a checksum), the full
+// update_info again in the same session.
 [[nodiscard]] weight_sync_plan vllm_transfer_nccl_plan(const std::string& init_info,
-                                                       const std::string& update_info);
+                                                       const std::string& update_info,
+                                                       bool delta = false);
 
 // The project's ipc weight-transfer backend (a server on the learner's GPU in another process;
 // `leap serve-policy --model DIR --device cuda --weight-transfer-config '{"backend": "ipc"}'`;

@@ -815,15 +815,65 @@ result<nccl_update_info> parse_nccl_update_info(const json& update_info) {
       }
       r.shapes.push_back(std::move(shape));
     }
+    const json* counts = find(update_info, "num_updates_list");
+    if (counts == nullptr) {
+      return r;
+    }
+    const json* encodings = find(update_info, "encodings");
+    const json* checksums = find(update_info, "checksums");
+    const json* base = find(update_info, "base_version");
+    if (encodings == nullptr || checksums == nullptr || base == nullptr) {
+      fail(
+          "a sparse update ('num_updates_list') is applied here only as a delta, with "
+          "'encodings', 'checksums' and 'base_version' beside it (learner/weight_delta.hpp)");
+    }
+    if (!counts->is_array() || !encodings->is_array() || !checksums->is_array() ||
+        counts->size() != names->size() || encodings->size() != names->size() ||
+        checksums->size() != names->size()) {
+      fail(
+          "`num_updates_list`, `encodings` and `checksums` should be arrays of the size of "
+          "`names` (" +
+          std::to_string(names->size()) + ")");
+    }
+    if (!is_integral(*base)) {
+      fail("'base_version' must be an integer");
+    }
+    nccl_delta_fields d;
+    d.base_version = as_int64(*base);
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      const json& c = (*counts)[i];
+      const json& e = (*encodings)[i];
+      const json& k = (*checksums)[i];
+      if (!is_integral(c) || as_int64(c) < 0) {
+        fail("`num_updates_list` entries must be non-negative integers ('" + r.names[i] + "')");
+      }
+      if (!e.is_string() || (e.get<std::string>() != "sparse" && e.get<std::string>() != "full")) {
+        fail("the encoding of '" + r.names[i] + "' must be \"sparse\" or \"full\"");
+      }
+      if (!k.is_string()) {
+        fail("the checksum of '" + r.names[i] + "' must be a string");
+      }
+      d.num_updates_list.push_back(as_int64(c));
+      d.encodings.push_back(e.get<std::string>());
+      d.checksums.push_back(k.get<std::string>());
+    }
+    r.delta = std::move(d);
     return r;
   });
 }
 
 json render_nccl_update_info(const nccl_update_info& info) {
-  return json{{"names", info.names},
-              {"dtype_names", info.dtype_names},
-              {"shapes", info.shapes},
-              {"packed", false}};
+  json out{{"names", info.names},
+           {"dtype_names", info.dtype_names},
+           {"shapes", info.shapes},
+           {"packed", false}};
+  if (info.delta) {
+    out["num_updates_list"] = info.delta->num_updates_list;
+    out["encodings"] = info.delta->encodings;
+    out["checksums"] = info.delta->checksums;
+    out["base_version"] = info.delta->base_version;
+  }
+  return out;
 }
 
 result<pause_request> parse_pause_request(const json& body) {

@@ -181,10 +181,26 @@ struct nccl_init_info {
   int world_size = 2;
 };
 
+// A delta (learner/weight_delta.hpp) adds vLLM's sparse_nccl fields
+// (SparseNCCLWeightTransferUpdateInfo, vllm/distributed/weight_transfer/sparse_nccl_engine.py at
+// 8f5ec677c95d286a310bb0f90fefa1df056091cb: "num_updates_list", per name the entries broadcast as
+// int32 indices then values) and the project's extension, which vLLM has no fields for:
+// "encodings" (per name "sparse", or "full": `count` = the tensor's elements, broadcast whole),
+// "checksums" (per name, 16 hex digits, of the tensor after applying) and "base_version" (the
+// weight version the delta applies to). A delta needs all four; only this project's server takes
+// it.
+struct nccl_delta_fields {
+  std::vector<std::int64_t> num_updates_list;
+  std::vector<std::string> encodings;
+  std::vector<std::string> checksums;
+  std::int64_t base_version = 0;
+};
+
 struct nccl_update_info {
   std::vector<std::string> names;
   std::vector<std::string> dtype_names;
   std::vector<std::vector<std::int64_t>> shapes;
+  std::optional<nccl_delta_fields> delta;  // Default: none (every name whole, in order)
 };
 
 // POST /v1/load_lora_adapter {"lora_name", "lora_path", "load_inplace"?} and

@@ -102,10 +102,10 @@ result<std::unique_ptr<torch_learner>> torch_learner::create(torch_learner_optio
   }
   // Weights-only folders of later steps carry no optimiser state, so the trainer cannot resume
   // from them: the servers must serve the checkpoint's weights to stay on-policy.
-  if (!options.delta_dtype.empty() && (options.in_memory || options.delta_dir.empty())) {
+  if (!options.delta_dtype.empty() && options.in_memory != options.delta_dir.empty()) {
     return error{
-        "policy.weight_sync_delta: deltas need the weights in folders and a folder for "
-        "the deltas"};
+        "policy.weight_sync_delta: deltas need a folder for the deltas beside the step folders, "
+        "or none with the weights in memory (the broadcast path)"};
   }
   auto made = std::unique_ptr<torch_learner>(
       new torch_learner(std::move(options), std::move(*trainer), std::move(weights)));
@@ -130,24 +130,43 @@ status torch_learner::write_delta(std::uint64_t version, std::map<std::string, d
     metrics["sync.delta_fallbacks"] = static_cast<double>(seen - refusals_seen_);
     refusals_seen_ = seen;
   }
-  const auto dir = policy::weight_delta_folder(options_.delta_dir, version);
-  auto stats =
-      delta_->write_delta(trainer_->current_policy(), static_cast<std::int64_t>(version), dir);
-  if (!stats) {
-    return stats.err().wrap("policy.weight_sync_delta: " + dir);
+  learner::weight_delta_stats stats;
+  if (options_.in_memory) {
+    auto prepared =
+        delta_->prepare_delta(trainer_->current_policy(), static_cast<std::int64_t>(version));
+    if (!prepared) {
+      return prepared.err().wrap("policy.weight_sync_delta");
+    }
+    stats = prepared->stats;
+    std::lock_guard held(prepared_mutex_);
+    prepared_[static_cast<std::int64_t>(version)] = std::move(*prepared);
+    while (prepared_.size() > 2) {  // the newest and the one a sync may still be sending
+      prepared_.erase(prepared_.begin());
+    }
+  } else {
+    const auto dir = policy::weight_delta_folder(options_.delta_dir, version);
+    auto written =
+        delta_->write_delta(trainer_->current_policy(), static_cast<std::int64_t>(version), dir);
+    if (!written) {
+      return written.err().wrap("policy.weight_sync_delta: " + dir);
+    }
+    stats = *written;
   }
   // The base moves at once: the next delta is against this version, which every server that took
-  // this one (or the full folder after refusing it) holds.
+  // this one (or the full weights after refusing it) holds.
   if (auto committed = delta_->commit(); !committed) {
     return committed;
   }
-  metrics["sync.bytes"] = static_cast<double>(stats->bytes);
-  metrics["sync.full_bytes"] = static_cast<double>(stats->full_bytes);
-  metrics["sync.changed_tensors"] = static_cast<double>(stats->changed_tensors);
-  metrics["sync.changed_fraction"] = stats->total_elements > 0
-                                         ? static_cast<double>(stats->changed_elements) /
-                                               static_cast<double>(stats->total_elements)
-                                         : 0.0;
+  metrics["sync.bytes"] = static_cast<double>(stats.bytes);
+  metrics["sync.full_bytes"] = static_cast<double>(stats.full_bytes);
+  metrics["sync.changed_tensors"] = static_cast<double>(stats.changed_tensors);
+  metrics["sync.changed_fraction"] =
+      stats.total_elements > 0
+          ? static_cast<double>(stats.changed_elements) / static_cast<double>(stats.total_elements)
+          : 0.0;
+  if (options_.in_memory) {
+    return ok_status();
+  }
   // Keep the newest two: the one just written and the one a server may still be loading.
   std::error_code ec;
   std::vector<std::string> folders;
@@ -178,6 +197,16 @@ status torch_learner::with_weights(std::int64_t version,
                  ", the learner holds " + std::to_string(version_)};
   }
   return work(trainer_->current_policy());
+}
+
+std::optional<learner::prepared_weight_delta> torch_learner::prepared_delta(
+    std::int64_t version) const {
+  std::lock_guard lock(prepared_mutex_);
+  const auto it = prepared_.find(version);
+  if (it == prepared_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
 }
 
 torch_learner::torch_learner(torch_learner_options options, learner::trainer trainer,

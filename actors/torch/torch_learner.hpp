@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace leap::actors {
@@ -54,7 +55,9 @@ struct torch_learner_options {
   // the previous version's weights to the step's, computed in this dtype (the servers'), in
   // policy::weight_delta_folder(delta_dir, version) (the newest two kept). Its base is always the
   // previous version: a server that holds another one refuses it and takes the full folder (the
-  // generator's sync). Needs in_memory off. Default: "" (no deltas)
+  // generator's sync). With in_memory (the broadcast path, policy.weight_sync nccl) the delta is
+  // prepared in memory instead (prepared_delta; the newest two kept) and delta_dir stays empty.
+  // Default: "" (no deltas)
   std::string delta_dtype;
   std::string delta_dir;
   // Deltas the servers refused, counted by the generator's sync; each step reports the ones
@@ -110,6 +113,12 @@ class torch_learner final : public learner_backend {
   [[nodiscard]] status with_weights(std::int64_t version,
                                     const std::function<status(const learner::policy&)>& work);
 
+  // The delta prepared in memory that brings a server from version - 1 to `version` (in_memory
+  // with delta_dtype), while it is one of the newest two; nullopt otherwise. Does not wait for a
+  // running train(). Thread-safe.
+  [[nodiscard]] std::optional<learner::prepared_weight_delta> prepared_delta(
+      std::int64_t version) const;
+
  private:
   torch_learner(torch_learner_options options, learner::trainer trainer, std::string weights);
   // Writes the delta to the weights held now as `version` (options_.delta_dtype set) and adds its
@@ -124,6 +133,8 @@ class torch_learner final : public learner_backend {
   std::uint64_t version_ = 0;
   std::unique_ptr<learner::weight_delta_sender> delta_;  // with options_.delta_dtype
   std::int64_t refusals_seen_ = 0;                       // of *options_.delta_refusals
+  mutable std::mutex prepared_mutex_;                    // apart from mutex_: never held long
+  std::map<std::int64_t, learner::prepared_weight_delta> prepared_;  // in_memory deltas
 };
 
 }  // namespace leap::actors

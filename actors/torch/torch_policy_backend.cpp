@@ -297,6 +297,21 @@ class torch_policy_backend final : public policy::policy_backend {
           "no weight-transfer group (none yet, or the last transfer broke it): POST "
           "/init_weight_transfer_engine first"};
     }
+    if (info->delta) {
+      learner::weight_delta_layout delta;
+      delta.base_version = info->delta->base_version;
+      for (std::size_t i = 0; i < info->names.size(); ++i) {
+        delta.tensors.push_back({info->names[i], info->dtype_names[i], info->shapes[i],
+                                 info->delta->num_updates_list[i],
+                                 info->delta->encodings[i] == "sparse", info->delta->checksums[i]});
+      }
+      std::shared_lock lock(mutex_);  // read to rebuild aside; generations go on meanwhile
+      auto received = receiver_->receive_delta(delta, model_);
+      if (!received && !receiver_->in_step()) {
+        receiver_.reset();  // as a cut full transfer: the next update asks for a rendezvous
+      }
+      return received;
+    }
     std::vector<learner::broadcast_tensor> layout;
     for (std::size_t i = 0; i < info->names.size(); ++i) {
       layout.push_back({info->names[i], info->dtype_names[i], info->shapes[i]});

@@ -246,11 +246,22 @@ policy::sync_companion torch_weight_transfer::companion() {
         done(error{"weight version '" + request.version + "' is not a number"});
         return;
       }
+      const bool delta = !s->ipc && static_cast<bool>(request.delta_update_info);
       s->enqueue(
-          [raw = s.get(), version]() -> status {
+          [raw = s.get(), version, delta]() -> status {
             auto held = raw->learner.lock();
             if (!held) {
               return error{"the learner has stopped"};
+            }
+            if (delta) {
+              // The delta the client announced (delta_info_source): its base is the version
+              // before, which the server checks; the learner keeps the newest two.
+              auto prepared = held->prepared_delta(version);
+              if (!prepared) {
+                return error{"the learner no longer holds the delta to weight version " +
+                             std::to_string(version)};
+              }
+              return raw->sender->send_delta(*prepared);
             }
             return held->with_weights(version, [&](const learner::policy& p) -> status {
               if (raw->ipc) {
@@ -265,6 +276,36 @@ policy::sync_companion torch_weight_transfer::companion() {
       done(ok_status());
     }
   };
+}
+
+std::function<std::string(std::uint64_t)> torch_weight_transfer::delta_info_source() const {
+  return [learner = state_->learner](std::uint64_t version) -> std::string {
+    auto held = learner.lock();
+    if (!held) {
+      return "";
+    }
+    auto prepared = held->prepared_delta(static_cast<std::int64_t>(version));
+    if (!prepared) {
+      return "";
+    }
+    return policy::render_nccl_update_info(delta_update_info(prepared->layout)).dump();
+  };
+}
+
+policy::nccl_update_info delta_update_info(const learner::weight_delta_layout& layout) {
+  policy::nccl_update_info info;
+  policy::nccl_delta_fields delta;
+  delta.base_version = layout.base_version;
+  for (const auto& t : layout.tensors) {
+    info.names.push_back(t.name);
+    info.dtype_names.push_back(t.dtype);
+    info.shapes.push_back(t.shape);
+    delta.num_updates_list.push_back(t.count);
+    delta.encodings.emplace_back(t.sparse ? "sparse" : "full");
+    delta.checksums.push_back(t.checksum);
+  }
+  info.delta = std::move(delta);
+  return info;
 }
 
 }  // namespace leap::actors

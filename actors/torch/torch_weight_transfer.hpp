@@ -4,7 +4,8 @@
 // (policy::vllm_transfer_nccl_plan, driven by the client's state machine: drain, calls, version
 // check) get this object's companion: at "init" it forms the group while the server joins it, at
 // "load" it broadcasts the learner's weights while the server's /update_weights receives them into
-// staging.
+// staging, or, when the call carries the delta (policy.weight_sync_delta; the request it is
+// handed holds delta_update_info), the learner's prepared delta of that version.
 // policy.weight_sync ipc (a server on the learner's GPU, another process): the learner exports one
 // CUDA buffer (learner::ipc_exporter, made on first use) and the companion of
 // policy::vllm_transfer_ipc_plan copies the request's version into it at "start", so it is whole
@@ -14,15 +15,24 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "learner/weight_delta.hpp"
 #include "policy/weight_sync.hpp"
+#include "policy/wire.hpp"
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace leap::actors {
 
 class torch_learner;
+
+// The nccl update_info of a broadcast delta: vLLM's sparse_nccl fields and the project's
+// (policy/wire.hpp's nccl_delta_fields), in the layout's order.
+[[nodiscard]] policy::nccl_update_info delta_update_info(
+    const learner::weight_delta_layout& layout);
 
 class torch_weight_transfer {
  public:
@@ -57,6 +67,10 @@ class torch_weight_transfer {
   // "start" copies that version into the buffer, other calls need nothing. Calls
   // after this object is gone report an error.
   [[nodiscard]] policy::sync_companion companion();
+  // policy.weight_sync_delta with nccl: the rendered update_info of the learner's delta to
+  // `version` (torch_learner::prepared_delta), or "" when it has none (the sync sends the full
+  // weights). For weight_sync_request::delta_update_info; cheap, never waits for a training step.
+  [[nodiscard]] std::function<std::string(std::uint64_t version)> delta_info_source() const;
 
   struct state;
 

@@ -42,11 +42,16 @@ struct announced_tensor {
 
 struct weight_staging {
   std::map<std::string, at::Tensor> staged;
+  // A delta's tensors (weight_delta.hpp): only they are replaced, and none may be.
+  bool delta = false;
 
   // Copies the staging into `target` (held exclusively by the caller) and empties it. Errors:
   // nothing staged, a staging that lacks some of target's parameters (target unchanged).
   [[nodiscard]] status commit(policy& target, const std::string& what);
-  void discard() { staged.clear(); }
+  void discard() {
+    staged.clear();
+    delta = false;
+  }
 };
 
 }  // namespace detail

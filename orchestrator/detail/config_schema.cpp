@@ -710,12 +710,13 @@ std::vector<field_spec> build_fields() {
       "write it, reads as auto)."));
   f.push_back(text_field(
       "policy.weight_sync_delta", LEAP_FIELD(policy.weight_sync_delta), check_weight_sync_delta,
-      "With weight_sync disk and the torch learner: the dtype the servers hold their weights in "
-      "(bfloat16, float16, float32, float64). Each step then also writes a delta from the "
-      "previous step's weights in that dtype (the changed elements, a checksum per tensor), "
+      "With weight_sync disk or nccl and the torch learner: the dtype the servers hold their "
+      "weights in (bfloat16, float16, float32, float64). Each step then also makes a delta from "
+      "the previous step's weights in that dtype (the changed elements, a checksum per tensor): "
+      "a folder beside the step's (disk) or tensors broadcast to the project's server (nccl), "
       "which the sync sends first; a server not on the previous version, or whose weights fail "
-      "a checksum, refuses it and loads the full folder (sync.delta_fallbacks). Empty: full "
-      "folders only."));
+      "a checksum, refuses it and takes the full weights (sync.delta_fallbacks). Empty: full "
+      "weights only."));
   f.push_back(operational(text_list_field(
       "policy.endpoints", LEAP_FIELD(policy.endpoints), check_url, true,
       "Base URLs http(s)://host[:port] of the servers, no path (the client adds the "
@@ -1243,11 +1244,12 @@ std::vector<cross_check> build_cross_checks() {
            return std::optional<std::string>{
                "needs learner.kind torch (the learner writes the deltas)"};
          }
-         // Deltas are folders the servers load: the other paths move whole weights in memory.
+         // Deltas are folders the servers load (disk) or changed tensors the learner broadcasts
+         // (nccl); in_memory and ipc copy whole weights on one host, cheaper than comparing.
          const weight_sync_method method = effective_weight_sync(c.policy);
-         if (method != weight_sync_method::disk) {
-           return "applies to policy.weight_sync disk only (deltas are folders a server loads), "
-                  "got " +
+         if (method != weight_sync_method::disk && method != weight_sync_method::nccl) {
+           return "applies to policy.weight_sync disk (delta folders a server loads) and nccl "
+                  "(changed tensors broadcast), got " +
                   to_string(method) +
                   (c.policy.weight_sync == weight_sync_method::automatic
                        ? std::string(" (auto's choice for the embedded server)")

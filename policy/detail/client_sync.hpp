@@ -29,6 +29,7 @@ struct sync_call_request {
   std::string body;
   std::chrono::milliseconds deadline{0};
   bool with_companion = false;  // the request has a companion: run it alongside this call
+  bool carries_delta = false;   // the body is the call's delta_body (the request's delta)
 };
 
 enum class sync_ending : std::uint8_t {
@@ -101,6 +102,7 @@ class sync_driver {
   weight_sync_request request_;
   // {path} is request_.delta_path (set at start when there is one; cleared on its refusal).
   bool sending_delta_ = false;
+  bool carries_delta_ = false;  // the call in flight carries the delta (its delta_body)
   int in_flight_ = 0;
   // The current control call's parts still out (its HTTP answer, the companion) and the first
   // failure among them.

@@ -375,11 +375,16 @@ sampled sample_fixed(int port) {
 // bf16 weights stay bit-identical, so each delta is a small part of the full folder. At the end
 // the server samples exactly (same code, same bits) what a fresh bf16 server loaded from the final
 // checkpoint samples: the deltas rebuilt the learner's weights. Returns the run's output.
+// With `nccl` the same over vLLM's weight-transfer routes (`--weight-transfer-config` nccl, gloo
+// here): each step's delta is broadcast as its changed tensors, no delta folder is written.
 std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
-                            const std::vector<std::string>& server_args) {
+                            const std::vector<std::string>& server_args, bool nccl = false) {
   std::vector<std::string> args = {"serve-policy", "--model", server_model, "--dtype",
                                    "bfloat16",     "--port",  "0"};
   args.insert(args.end(), server_args.begin(), server_args.end());
+  if (nccl) {
+    args.insert(args.end(), {"--weight-transfer-config", R"({"backend": "nccl"})"});
+  }
   leap_process server(args);
   const auto match = server.wait_for(listening, std::chrono::seconds(120));
   if (!match) {
@@ -388,9 +393,10 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
   }
   const int port = std::stoi((*match)[1]);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  auto config = dir.write_config("policy:\n  flavour: sglang\n  endpoints: [\"" + url +
-                                 "\"]\n  max_in_flight: 4\n  weight_sync: disk\n"
-                                 "  weight_sync_delta: bfloat16\n");
+  auto config = dir.write_config(
+      std::string("policy:\n  flavour: ") + (nccl ? "vllm" : "sglang") + "\n  endpoints: [\"" +
+      url + "\"]\n  max_in_flight: 4\n  weight_sync: " + (nccl ? "nccl" : "disk") +
+      "\n  weight_sync_delta: bfloat16\n");
   {
     std::ifstream in(config);
     std::stringstream text;
@@ -405,8 +411,8 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
   EXPECT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
   if (run.exit_code != 0) return run.output;
   EXPECT_NE(run.output.find("step 2/2"), std::string::npos) << run.output;
-  EXPECT_TRUE(
-      fs::exists(dir.root() / "run" / "weight-deltas" / "v-00000002" / "weight_delta.json"));
+  EXPECT_EQ(fs::exists(dir.root() / "run" / "weight-deltas" / "v-00000002" / "weight_delta.json"),
+            !nccl);
 
   const auto served = sample_fixed(port);
   EXPECT_EQ(served.version, 2);
@@ -423,6 +429,17 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
   EXPECT_EQ(served.logprobs, expected.logprobs);  // the same bf16 weights, the same code path
   reference.signal(SIGTERM);
   EXPECT_TRUE(reference.wait(std::chrono::seconds(20)));
+  if (nccl) {
+    // Both steps' weights arrived as deltas (the first sync, the learner's start, is full).
+    httplib::Client http("127.0.0.1", port);
+    const auto metrics = http.Get("/metrics");
+    EXPECT_TRUE(metrics);
+    if (metrics) {
+      EXPECT_NE(metrics->body.find("leap_policy_weight_deltas_total{outcome=\"staged\"} 2"),
+                std::string::npos)
+          << metrics->body;
+    }
+  }
   server.signal(SIGTERM);
   EXPECT_TRUE(server.wait(std::chrono::seconds(20)));
 
@@ -442,7 +459,7 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
   return run.output;
 }
 
-const char* const refused_line = "weight sync: the delta was refused, sending the full folder";
+const char* const refused_line = "weight sync: the delta was refused, sending the full weights";
 
 TEST(LeapRunTorch, SeparateServerTakesEachStepAsADeltaAndEndsOnTheLearnersWeights) {
   loop_dir dir;
@@ -475,6 +492,21 @@ TEST(LeapRunTorch, AServerNotOnTheDeltasBaseTakesTheFullFolderAndTheRunGoesOn) {
     EXPECT_EQ(output.find(refused_line, at + 1), std::string::npos) << output;
     EXPECT_NE(output.find("checksum", at), std::string::npos) << output;
   }
+}
+
+bool delta_e2e_has_gloo() {
+  const auto backends = leap::learner::broadcast_backends();
+  return std::find(backends.begin(), backends.end(), "gloo") != backends.end();
+}
+
+// policy.weight_sync nccl with deltas: each step after the first sync broadcasts only the changed
+// tensors, and the server ends on exactly the learner's bf16 weights.
+TEST(LeapRunTorch, SeparateServerTakesEachStepAsABroadcastDelta) {
+  if (!delta_e2e_has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  loop_dir dir;
+  init_model(dir.path("model"), 7);
+  const auto output = run_with_deltas(dir, dir.path("model"), {}, true);
+  EXPECT_EQ(output.find(refused_line), std::string::npos) << output;
 }
 
 // The server's own log-probs of a fixed continuation, at the version it must report (its

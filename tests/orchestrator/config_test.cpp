@@ -420,18 +420,20 @@ const std::vector<error_case>& error_cases() {
       {"weight_sync_delta_auto_embedded",
        "policy:\n  flavour: embedded\n  model: m\n  weight_sync_delta: bfloat16\n"
        "learner:\n  kind: torch\n  model_path: m\n",
-       "case.yaml:4: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
-       "folders a server loads), got in_memory (auto's choice for the embedded server)"},
+       "case.yaml:4: policy.weight_sync_delta: applies to policy.weight_sync disk (delta folders a "
+       "server loads) and nccl (changed tensors broadcast), got in_memory (auto's choice for the "
+       "embedded server)"},
       {"weight_sync_delta_old_empty_embedded",
        "policy:\n  flavour: embedded\n  model: m\n  weight_sync: \"\"\n  weight_sync_delta: "
        "bfloat16\nlearner:\n  kind: torch\n  model_path: m\n",
-       "case.yaml:5: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
-       "folders a server loads), got in_memory (auto's choice for the embedded server)"},
-      {"weight_sync_delta_nccl",
-       "policy:\n  weight_sync: nccl\n  weight_sync_delta: float32\nlearner:\n  kind: torch\n"
-       "  model_path: m\n",
-       "case.yaml:3: policy.weight_sync_delta: applies to policy.weight_sync disk only (deltas are "
-       "folders a server loads), got nccl"},
+       "case.yaml:5: policy.weight_sync_delta: applies to policy.weight_sync disk (delta folders a "
+       "server loads) and nccl (changed tensors broadcast), got in_memory (auto's choice for the "
+       "embedded server)"},
+      {"weight_sync_delta_in_memory",
+       "policy:\n  flavour: embedded\n  model: m\n  weight_sync: in_memory\n"
+       "  weight_sync_delta: float32\nlearner:\n  kind: torch\n  model_path: m\n",
+       "case.yaml:5: policy.weight_sync_delta: applies to policy.weight_sync disk (delta folders a "
+       "server loads) and nccl (changed tensors broadcast), got in_memory"},
       // In-flight weight updates need a sync that can pause: the plans that load a folder.
       {"inflight_updates_record_learner",
        "policy:\n  flavour: embedded\n  inflight_updates: true\n",

@@ -288,6 +288,49 @@ TEST(ClientSyncDriver, TheFullFolderIsTriedOnceAndOnlyForTheLoad) {
   }
 }
 
+// The broadcast path's delta: a call with a delta_body carries the request's delta update_info
+// first and, refused, its full body; the companion's call says which (carries_delta).
+weight_sync_plan transfer_load(std::string full_info) {
+  weight_sync_plan plan = two_calls();
+  plan.calls[0].body = R"({"update_info":)" + full_info + "}";
+  plan.calls[0].delta_body = R"({"update_info":{delta_update_info}})";
+  return plan;
+}
+
+TEST(ClientSyncDriver, ARefusedBroadcastDeltaIsSentAgainWithTheFullUpdateInfo) {
+  sync_driver d("http://a:1");
+  auto request = version("3");
+  request.delta_update_info = [] { return std::string(R"({"names":["a"],"base_version":2})"); };
+  auto started = d.start(transfer_load(R"({"names":["a","b"]})"), request, 0);
+  ASSERT_TRUE(started && started->call);
+  EXPECT_EQ(started->call->body, R"({"update_info":{"names":["a"],"base_version":2}})");
+  EXPECT_TRUE(started->call->carries_delta);
+  const auto g = d.generation();
+  auto full = d.call_answered(g, answer(409, R"({"error": "applies to weight version 2"})"));
+  ASSERT_TRUE(full.call);
+  EXPECT_EQ(full.call->index, 0U);
+  EXPECT_EQ(full.call->body, R"({"update_info":{"names":["a","b"]}})");
+  EXPECT_FALSE(full.call->carries_delta);
+  EXPECT_NE(full.delta_refused.find("HTTP 409"), std::string::npos) << full.delta_refused;
+  ASSERT_TRUE(d.call_answered(g, answer(200)).call);  // the flush
+  ASSERT_TRUE(d.call_answered(g, answer(200)).health_check);
+  EXPECT_EQ(d.health_answered(g, answer(200, "{}", "3")).ending, sync_ending::finished);
+}
+
+TEST(ClientSyncDriver, WithoutADeltaForTheVersionTheFullUpdateInfoGoesOnce) {
+  sync_driver d("http://a:1");
+  auto request = version("3");
+  request.delta_update_info = [] { return std::string(); };
+  auto started = d.start(transfer_load(R"({"names":["a","b"]})"), request, 0);
+  ASSERT_TRUE(started && started->call);
+  EXPECT_EQ(started->call->body, R"({"update_info":{"names":["a","b"]}})");
+  EXPECT_FALSE(started->call->carries_delta);
+  auto failed = d.call_answered(d.generation(), answer(500, R"({"error": "cut"})"));
+  EXPECT_FALSE(failed.call);
+  EXPECT_EQ(failed.ending, sync_ending::failed);
+  EXPECT_TRUE(failed.delta_refused.empty());
+}
+
 TEST(ClientSyncDriver, AnswersOfAnEarlierSyncAreIgnored) {
   sync_driver d("http://a:1");
   ASSERT_TRUE(d.start(two_calls(), version("1"), 0));

@@ -289,6 +289,32 @@ TEST(WireControl, ParseTables) {
            "'packed': true is not served here"},
           {R"({"names": ["a"], "dtype_names": ["float32"], "shapes": [[-1]]})",
            "must hold non-negative integers"},
+          // A delta: vLLM's sparse_nccl num_updates_list plus the project's fields.
+          {R"({"names": ["a", "b"], "dtype_names": ["bfloat16", "bfloat16"],
+               "shapes": [[4], [2]], "num_updates_list": [1, 2], "encodings": ["sparse", "full"],
+               "checksums": ["00000000000000aa", "00000000000000bb"], "base_version": 6})",
+           "",
+           [](const nccl_update_info& q) {
+             ASSERT_TRUE(q.delta);
+             EXPECT_EQ(q.delta->num_updates_list, (std::vector<std::int64_t>{1, 2}));
+             EXPECT_EQ(q.delta->encodings[1], "full");
+             EXPECT_EQ(q.delta->base_version, 6);
+             const auto again = parse_nccl_update_info(render_nccl_update_info(q));
+             ASSERT_TRUE(again.ok() && again->delta);
+             EXPECT_EQ(again->delta->checksums, q.delta->checksums);
+             EXPECT_EQ(again->delta->base_version, 6);
+           }},
+          // vLLM's sparse update alone: no base, no checksums to check it by.
+          {R"({"names": ["a"], "dtype_names": ["float32"], "shapes": [[4]],
+               "num_updates_list": [1]})",
+           "applied here only as a delta, with 'encodings', 'checksums' and 'base_version'"},
+          {R"({"names": ["a"], "dtype_names": ["float32"], "shapes": [[4]],
+               "num_updates_list": [1], "encodings": ["dense"], "checksums": ["x"],
+               "base_version": 1})",
+           "must be \"sparse\" or \"full\""},
+          {R"({"names": ["a"], "dtype_names": ["float32"], "shapes": [[4]],
+               "num_updates_list": [], "encodings": [], "checksums": [], "base_version": 1})",
+           "should be arrays of the size of `names` (1)"},
       },
       parse_nccl_update_info);
   run_cases<update_weights_request>(

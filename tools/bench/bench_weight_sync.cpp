@@ -27,9 +27,16 @@
 // reload_weights, the disk path) and by delta (learner/weight_delta.hpp: write the changed
 // elements + apply them with their checksums). Bytes are the files written; seconds include
 // computing, writing, reading and applying. At the end the two served copies are compared bit for
-// bit.
+// bit. Where a c10d group can form between --device and --server-device (gloo on the CPU; NCCL
+// between two different GPUs) the same steps are also synced over the broadcast path, a third and
+// a fourth served copy: the full broadcast (the learner's weights, in --learner-dtype, received,
+// committed in the served dtype) and the delta broadcast (prepare_delta: compare in memory, then
+// the changed tensors sparse or whole, received, rebuilt, checksummed, committed). Its bytes are
+// the tensors broadcast.
 //
 //   bench_weight_sync --preset qwen2-0.5b --device cuda --dtype bfloat16 --delta-steps 5 --lr 1e-6
+//   bench_weight_sync --preset qwen2-0.5b --device cuda:0 --server-device cuda:1 --dtype bfloat16 \
+//       --delta-steps 5 --lr 1e-6    (adds the broadcast columns over NCCL)
 #include "learner/model_config.hpp"
 #include "learner/policy.hpp"
 #include "learner/trainer.hpp"
@@ -48,6 +55,8 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <random>
 #include <signal.h>
 #include <sstream>
@@ -363,6 +372,56 @@ leap::result<leap::learner::update_batch> random_batch(const policy& p, const de
   return batch;
 }
 
+// Why no c10d group can join `device` and `server_device` here ("" when one can): gloo for two
+// CPU ends, NCCL for two different GPUs.
+std::string broadcast_unavailable(const std::string& device, const std::string& server_device) {
+  const auto backends = leap::learner::broadcast_backends();
+  auto has = [&](const char* b) {
+    return std::find(backends.begin(), backends.end(), b) != backends.end();
+  };
+  const bool cpu = device == "cpu" && server_device == "cpu";
+  if (cpu) {
+    return has("gloo") ? "" : "no c10d gloo in this build";
+  }
+  if (!has("nccl")) {
+    return "no c10d NCCL in this build";
+  }
+  auto index = [](const std::string& d) { return d == "cuda" ? std::string("cuda:0") : d; };
+  if (!device.starts_with("cuda") || !server_device.starts_with("cuda") ||
+      index(device) == index(server_device)) {
+    return "NCCL needs --device and --server-device on two different GPUs";
+  }
+  return "";
+}
+
+// The broadcast columns of delta_bench: one group, a receiver for each served copy's update.
+struct broadcast_pair {
+  std::unique_ptr<leap::learner::broadcast_sender> sender;
+  std::unique_ptr<leap::learner::broadcast_receiver> receiver;
+
+  static leap::result<broadcast_pair> form(const std::string& device,
+                                           const std::string& server_device) {
+    auto sender =
+        leap::learner::broadcast_sender::listen("127.0.0.1", 0, 2, std::chrono::minutes(5));
+    if (!sender) {
+      return sender.err();
+    }
+    leap::learner::broadcast_rendezvous rv;
+    rv.master_port = (*sender)->port();
+    auto joining = std::async(std::launch::async, [&] {
+      return leap::learner::broadcast_receiver::join(rv, server_device, std::chrono::minutes(5));
+    });
+    if (auto c = (*sender)->connect(device); !c) {
+      return c.err();
+    }
+    auto receiver = joining.get();
+    if (!receiver) {
+      return receiver.err();
+    }
+    return broadcast_pair{std::move(*sender), std::move(*receiver)};
+  }
+};
+
 int delta_bench(const model_config& config, const delta_options& o) {
   auto fail = [](const leap::error& e) {
     std::cerr << "bench_weight_sync: error: " << e.message << "\n";
@@ -401,17 +460,52 @@ int delta_bench(const model_config& config, const delta_options& o) {
   if (auto s = sender.reset(trainer->current_policy(), 0); !s) {
     return fail(s.err());
   }
+  // The broadcast path, where a group can form: a full and a delta copy, one sender for both.
+  const std::string no_broadcast = broadcast_unavailable(o.device, o.server_device);
+  std::optional<broadcast_pair> group;
+  std::optional<policy> by_bcast_full;
+  std::optional<policy> by_bcast_delta;
+  leap::learner::weight_delta_sender bcast_sender(o.dtype);
+  if (no_broadcast.empty()) {
+    auto formed = broadcast_pair::form(o.device, o.server_device);
+    auto a = policy::load(init_dir, so);
+    auto b = policy::load(init_dir, so);
+    if (!formed || !a || !b) {
+      return fail(!formed ? formed.err() : (!a ? a.err() : b.err()));
+    }
+    group = std::move(*formed);
+    by_bcast_full = std::move(*a);
+    by_bcast_delta = std::move(*b);
+    if (auto s = bcast_sender.reset(trainer->current_policy(), 0); !s) {
+      return fail(s.err());
+    }
+  }
+  const auto full_layout = leap::learner::broadcast_layout(trainer->current_policy());
+  std::int64_t bcast_full_b = 0;
+  for (const auto& t : full_layout) {
+    std::int64_t n = t.dtype == "float64" ? 8 : (t.dtype == "float32" ? 4 : 2);
+    for (auto d : t.shape) {
+      n *= d;
+    }
+    bcast_full_b += n;
+  }
   std::printf(
       "# bench_weight_sync --delta-steps preset=%s device=%s server_device=%s served=%s "
       "learner=%s lr=%g batch=%dx%d\n",
       o.preset.c_str(), o.device.c_str(), o.server_device.c_str(), o.dtype.c_str(),
       o.learner_dtype.c_str(), o.lr, o.sequences, o.sequence_length);
-  std::printf("%4s %10s %8s %12s %12s %8s %9s %9s %9s %9s %7s\n", "step", "changed%", "tensors",
-              "full_MiB", "delta_MiB", "bytes_x", "full_s", "delta_s", "write_s", "apply_s",
-              "time_x");
+  if (!no_broadcast.empty()) {
+    std::printf("# broadcast columns: none (%s)\n", no_broadcast.c_str());
+  }
+  std::printf("%4s %10s %8s %12s %12s %8s %9s %9s %9s %9s %7s %10s %10s %8s %8s\n", "step",
+              "changed%", "tensors", "full_MiB", "delta_MiB", "bytes_x", "full_s", "delta_s",
+              "write_s", "apply_s", "time_x", "bfull_MiB", "bdelta_MiB", "bfull_s", "bdelta_s");
   const double mib = 1024.0 * 1024.0;
   double full_total_s = 0;
   double delta_total_s = 0;
+  double bcast_full_total_s = 0;
+  double bcast_delta_total_s = 0;
+  std::int64_t bcast_delta_total_b = 0;
   std::int64_t full_total_b = 0;
   std::int64_t delta_total_b = 0;
   for (int step = 1; step <= o.steps; ++step) {
@@ -462,18 +556,75 @@ int delta_bench(const model_config& config, const delta_options& o) {
       return fail(s.err());
     }
     const std::int64_t delta_b = folder_bytes(delta_dir);
+
+    // The broadcast path: the full weights, then the delta, each received into its own copy.
+    double bfull_s = -1;
+    double bdelta_s = -1;
+    std::int64_t bdelta_b = 0;
+    if (group) {
+      start = clock_type::now();
+      auto received = std::async(std::launch::async, [&] {
+        return group->receiver->receive(full_layout, *by_bcast_full);
+      });
+      if (auto s = group->sender->send(trainer->current_policy()); !s) {
+        return fail(s.err());
+      }
+      if (auto s = received.get(); !s) {
+        return fail(s.err());
+      }
+      if (auto s = group->receiver->commit(*by_bcast_full); !s) {
+        return fail(s.err());
+      }
+      if (auto s = leap::learner::synchronize(o.server_device); !s) {
+        return fail(s.err());
+      }
+      bfull_s = seconds_since(start);
+
+      start = clock_type::now();
+      auto prepared = bcast_sender.prepare_delta(trainer->current_policy(), step);
+      if (!prepared) {
+        return fail(prepared.err());
+      }
+      auto got = std::async(std::launch::async, [&] {
+        return group->receiver->receive_delta(prepared->layout, *by_bcast_delta);
+      });
+      if (auto s = group->sender->send_delta(*prepared); !s) {
+        return fail(s.err());
+      }
+      if (auto s = got.get(); !s) {
+        return fail(s.err());
+      }
+      if (auto s = group->receiver->commit(*by_bcast_delta); !s) {
+        return fail(s.err());
+      }
+      if (auto s = leap::learner::synchronize(o.server_device); !s) {
+        return fail(s.err());
+      }
+      bdelta_s = seconds_since(start);
+      bdelta_b = prepared->stats.bytes;
+      if (auto s = bcast_sender.commit(); !s) {
+        return fail(s.err());
+      }
+      bcast_full_total_s += bfull_s;
+      bcast_delta_total_s += bdelta_s;
+      bcast_delta_total_b += bdelta_b;
+    }
     full_total_s += full_s;
     delta_total_s += delta_s;
     full_total_b += full_b;
     delta_total_b += delta_b;
     std::printf(
-        "%4d %10.4f %4lld/%-3lld %12.2f %12.3f %8.1f %9.3f %9.3f %9.3f %9.3f %7.2f\n", step,
+        "%4d %10.4f %4lld/%-3lld %12.2f %12.3f %8.1f %9.3f %9.3f %9.3f %9.3f %7.2f %10.2f %10.3f "
+        "%8.3f %8.3f\n",
+        step,
         100.0 * static_cast<double>(stats->changed_elements) /
             static_cast<double>(std::max<std::int64_t>(1, stats->total_elements)),
         static_cast<long long>(stats->changed_tensors), static_cast<long long>(stats->tensors),
         static_cast<double>(full_b) / mib, static_cast<double>(delta_b) / mib,
         static_cast<double>(full_b) / static_cast<double>(std::max<std::int64_t>(1, delta_b)),
-        full_s, delta_s, write_s, delta_s - write_s, full_s / delta_s);
+        full_s, delta_s, write_s, delta_s - write_s, full_s / delta_s,
+        static_cast<double>(group ? bcast_full_b : 0) / mib, static_cast<double>(bdelta_b) / mib,
+        bfull_s, bdelta_s);
     std::filesystem::remove_all(full_dir);
     std::filesystem::remove_all(delta_dir);
   }
@@ -482,12 +633,26 @@ int delta_bench(const model_config& config, const delta_options& o) {
     auto a = by_full->parameter(name);
     auto b = by_delta->parameter(name);
     identical = identical && a && b && a->data == b->data;
+    if (by_bcast_delta) {
+      auto c = by_bcast_delta->parameter(name);
+      identical = identical && a && c && a->data == c->data;
+    }
   }
   if (o.steps > 0) {
     std::printf("# mean per sync: full %.2f MiB %.3f s, delta %.3f MiB %.3f s; served copies %s\n",
                 static_cast<double>(full_total_b) / mib / o.steps, full_total_s / o.steps,
                 static_cast<double>(delta_total_b) / mib / o.steps, delta_total_s / o.steps,
                 identical ? "bit-identical" : "DIFFER");
+    if (group) {
+      std::printf(
+          "# mean per sync, broadcast: full %.2f MiB %.3f s, delta %.3f MiB %.3f s (%.1fx fewer "
+          "bytes, %.2fx the speed)\n",
+          static_cast<double>(bcast_full_b) / mib, bcast_full_total_s / o.steps,
+          static_cast<double>(bcast_delta_total_b) / mib / o.steps, bcast_delta_total_s / o.steps,
+          static_cast<double>(bcast_full_b) * o.steps /
+              static_cast<double>(std::max<std::int64_t>(1, bcast_delta_total_b)),
+          bcast_full_total_s / std::max(1e-9, bcast_delta_total_s));
+    }
   }
   std::filesystem::remove_all(init_dir);
   return identical ? 0 : 1;

@@ -13,7 +13,8 @@
 #             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
 #             16 and 2 compile workers side by side
 #     deltabench  bench_weight_sync --delta-steps: full vs delta weight sync after real AdamW steps
-#             (SYNC_PRESETS, default qwen2-0.5b qwen2-1.5b; bf16 served, float32 learner, lr 1e-6)
+#             (SYNC_PRESETS, default qwen2-0.5b qwen2-1.5b; bf16 served, float32 learner, lr 1e-6;
+#             SYNC_SERVER_DEVICE=cuda:1 on two GPUs adds the NCCL broadcast's full and delta columns)
 #     sandbox only the sandbox on the GPU: builds sandbox_tests into build-cuda (no full build) and
 #             runs the sandbox's cuda, kernelbench and adversarial tests
 #     sandboxbench  bench_sandbox for cpp and cuda (SANDBOX_BENCH_KINDS: also kernelbench, and
@@ -242,8 +243,9 @@ phase_deltabench() {
     grep -E -B2 -A12 'error|FAILED' | head -40
   local preset
   for preset in ${SYNC_PRESETS:-qwen2-0.5b qwen2-1.5b}; do
-    "$build/bin/bench_weight_sync" --preset "$preset" --device cuda --dtype bfloat16 \
-      --learner-dtype float32 --lr 1e-6 --delta-steps "${DELTA_STEPS:-5}" --dir /tmp/leap-delta || return 1
+    "$build/bin/bench_weight_sync" --preset "$preset" --device cuda:0 \
+      --server-device "${SYNC_SERVER_DEVICE:-cuda:0}" --dtype bfloat16 --learner-dtype float32 \
+      --lr 1e-6 --delta-steps "${DELTA_STEPS:-5}" --dir /tmp/leap-delta || return 1
   done
 }
 

@@ -558,9 +558,10 @@ result<run_outcome> run::wait() {
       }
       if (m.torch && m.torch->has_learner() && !c.policy.weight_sync_delta.empty()) {
         gc.sync_delta_dir = m.torch->delta_dir();
+        gc.sync_delta_info = m.torch->delta_info_source();
         gc.on_delta_refused = [refusals = m.delta_refusals](const std::string& why) {
           refusals->fetch_add(1);
-          log::warn("weight sync: the delta was refused, sending the full folder instead: " + why);
+          log::warn("weight sync: the delta was refused, sending the full weights instead: " + why);
         };
       }
       services.generator = actors::spawn_generator_pool(system, *m.client, m.renderer, gc);

@@ -181,6 +181,9 @@ class torch_parts {
   virtual void close_transfer() = 0;
   // Where the learner writes weight deltas (policy.weight_sync_delta); empty without.
   [[nodiscard]] virtual std::string delta_dir() const = 0;
+  // policy.weight_sync_delta with nccl: the update_info of the learner's delta to a version ("":
+  // none, the full weights go); empty without an open nccl transfer or deltas.
+  [[nodiscard]] virtual std::function<std::string(std::uint64_t)> delta_info_source() const = 0;
   // Hands the learner to the learner actor; null without one.
   [[nodiscard]] virtual std::shared_ptr<actors::learner_backend> take_learner() = 0;
 };

@@ -56,6 +56,10 @@ class libtorch_parts final : public torch_parts {
   }
   void close_transfer() override { transfer_.reset(); }
   [[nodiscard]] std::string delta_dir() const override { return delta_dir_; }
+  [[nodiscard]] std::function<std::string(std::uint64_t)> delta_info_source() const override {
+    return transfer_ && delta_ ? transfer_->delta_info_source()
+                               : std::function<std::string(std::uint64_t)>{};
+  }
   std::shared_ptr<actors::learner_backend> take_learner() override { return std::move(learner_); }
 
  private:
@@ -64,6 +68,7 @@ class libtorch_parts final : public torch_parts {
   std::optional<learner::rank_workers> rank_workers_;
   std::shared_ptr<actors::torch_learner> learner_;
   std::string delta_dir_;
+  bool delta_ = false;  // policy.weight_sync_delta
   // The embedded server's backend copies the learner's weights through this, also once the
   // learner actor holds it (take_learner).
   std::weak_ptr<actors::torch_learner> weights_source_;
@@ -94,10 +99,13 @@ status libtorch_parts::make_learner(const torch_learner_request& request) {
   lo.checkpoint_dir = c.learner.checkpoint_dir.empty() ? (request.run_dir / "checkpoints").string()
                                                        : c.learner.checkpoint_dir;
   lo.weights_dir = (request.run_dir / "weights").string();
+  const bool in_memory = weight_sync_in_memory(effective_weight_sync(c.policy));
   if (!c.policy.weight_sync_delta.empty()) {
     lo.delta_dtype = c.policy.weight_sync_delta;
-    lo.delta_dir = (request.run_dir / "weight-deltas").string();
+    // nccl broadcasts the delta from memory; disk writes a folder per step beside the weights.
+    lo.delta_dir = in_memory ? "" : (request.run_dir / "weight-deltas").string();
     lo.delta_refusals = request.delta_refusals;
+    delta_ = true;
   }
   lo.trainer = actors::trainer_options_of(c.learner);
   if (c.learner.world_size > 1) {
@@ -116,7 +124,7 @@ status libtorch_parts::make_learner(const torch_learner_request& request) {
   lo.checkpoint_every = c.learner.checkpoint_every;
   lo.total_steps = static_cast<std::uint64_t>(c.experiment.steps);
   lo.initial_version = request.weight_version;
-  lo.in_memory = weight_sync_in_memory(effective_weight_sync(c.policy));
+  lo.in_memory = in_memory;
   auto created = actors::torch_learner::create(std::move(lo));
   if (!created) {
     return created.err();
@@ -194,7 +202,9 @@ result<transfer_plans> libtorch_parts::open_transfer(const experiment_config& c,
     out.step_plan = out.first_plan;
   } else {
     out.first_plan = policy::vllm_transfer_nccl_plan(transfer_->init_info(), *info);
-    out.step_plan = policy::vllm_transfer_nccl_plan("", *info);
+    // The first sync is full (the server's weights are not the learner's yet); later ones try the
+    // delta with policy.weight_sync_delta.
+    out.step_plan = policy::vllm_transfer_nccl_plan("", *info, delta_);
   }
   return out;
 }
