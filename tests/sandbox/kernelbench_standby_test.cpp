@@ -13,14 +13,13 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <thread>
 #include <vector>
 
 namespace leap::sandbox {
 namespace {
-
-using testing::fenced;
 
 task kbs_problem() {
   task t;
@@ -49,7 +48,7 @@ std::vector<pid_t> kbs_waiting_judges() {
     }
     std::ifstream in(entry.path() / "cmdline", std::ios::binary);
     const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-    if (cmdline.find(std::string("judge.py\0--standby\0cpu", 23)) != std::string::npos) {
+    if (cmdline.find(std::string_view("judge.py\0--standby\0cpu", 22)) != std::string::npos) {
       found.push_back(static_cast<pid_t>(std::stol(name)));
     }
   }
