@@ -15,6 +15,7 @@
 #include "policy/server.hpp"
 #include "policy/wire.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/actors/torch_delta_support.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -65,19 +66,25 @@ delta_bcast_server serve_bf16(const std::string& model_dir) {
   options.dtype = "bfloat16";
   options.transfer_timeout = delta_bcast_timeout;
   options.source = [seen = s.seen](learner::policy& target, std::int64_t) -> status {
-    if (!seen->copy) return error{"no probe policy"};
+    if (!seen->copy) {
+      return error{"no probe policy"};
+    }
     return seen->copy->copy_weights_from(target);
   };
   auto backend = make_torch_policy_backend(model_dir, options);
   EXPECT_TRUE(backend.ok()) << backend.err().message;
-  if (!backend.ok()) return s;
+  if (!backend.ok()) {
+    return s;
+  }
   policy::server_config sc;
   sc.threads = 8;
   sc.model_path = model_dir;
   sc.weight_transfer_backend = transfer_backend::nccl;
   auto server = policy::policy_server::start(sc, *backend);
   EXPECT_TRUE(server.ok()) << server.err().message;
-  if (!server.ok()) return s;
+  if (!server.ok()) {
+    return s;
+  }
   s.server = std::move(*server);
   s.http = std::make_unique<httplib::Client>(s.server->host(), s.server->port());
   s.http->set_read_timeout(300s);
@@ -91,7 +98,9 @@ struct delta_bcast_reply {
 
 delta_bcast_reply post_json(httplib::Client& http, const std::string& path, const json& body) {
   auto r = http.Post(path, body.dump(), "application/json");
-  if (!r) return {0, httplib::to_string(r.error())};
+  if (!r) {
+    return {0, httplib::to_string(r.error())};
+  }
   return {r->status, r->body};
 }
 
@@ -99,7 +108,9 @@ using weight_bytes = std::map<std::string, std::vector<std::uint8_t>>;
 
 weight_bytes bytes_of(const learner::policy& p) {
   weight_bytes out;
-  for (const auto& name : p.parameter_names()) out[name] = p.parameter(name)->data;
+  for (const auto& name : p.parameter_names()) {
+    out[name] = p.parameter(name)->data;
+  }
   return out;
 }
 
@@ -129,44 +140,13 @@ weight_bytes learner_in_bf16(const learner::policy& p, const std::filesystem::pa
   return loaded.ok() ? bytes_of(*loaded) : weight_bytes{};
 }
 
-struct delta_bcast_learner {
-  std::string initial;  // the model both start from (bf16 on disk)
-  std::unique_ptr<learner::trainer> trainer;
-  learner::update_batch batch;
-};
-
-delta_bcast_learner make_trained_learner(const temp_dir& dir) {
-  delta_bcast_learner l;
-  auto config = byte_model_preset("tiny");
-  EXPECT_TRUE(config.ok());
-  auto p = learner::policy::create_random(*config, 11);
-  EXPECT_TRUE(p.ok());
-  l.initial = (dir.path() / "initial").string();
-  EXPECT_TRUE(p->save(l.initial, "bfloat16").ok());
-  for (int i = 0; i < 2; ++i) {
-    learner::sequence s;
-    for (int t = 0; t < 12; ++t) s.token_ids.push_back(40 + ((t * 7 + i * 3) % 50));
-    auto logp = p->token_logprobs({s.token_ids});
-    EXPECT_TRUE(logp.ok());
-    s.behaviour_logprobs = (*logp)[0];
-    s.loss_mask.assign(12, 0);
-    for (int t = 4; t < 12; ++t) s.loss_mask[t] = 1;
-    s.advantages.assign(12, i == 0 ? 1.0F : -1.0F);
-    l.batch.sequences.push_back(std::move(s));
-  }
-  learner::trainer_options options;
-  options.optimizer.lr = 1e-5;
-  auto t = learner::trainer::create(std::move(*p), options);
-  EXPECT_TRUE(t.ok()) << t.err().message;
-  l.trainer = std::make_unique<learner::trainer>(std::move(*t));
-  return l;
-}
-
 // The learner's end of the group, formed with the server's /init_weight_transfer_engine.
 std::unique_ptr<learner::broadcast_sender> join_server(delta_bcast_server& s) {
   auto sender = learner::broadcast_sender::listen("127.0.0.1", 0, 2, delta_bcast_timeout);
   EXPECT_TRUE(sender.ok()) << sender.err().message;
-  if (!sender.ok()) return nullptr;
+  if (!sender.ok()) {
+    return nullptr;
+  }
   const json init{{"init_info",
                    {{"master_address", "127.0.0.1"},
                     {"master_port", (*sender)->port()},
@@ -211,9 +191,11 @@ delta_bcast_reply finish(delta_bcast_server& s, std::int64_t version) {
 }
 
 TEST(TorchWeightDeltaBroadcast, DeltasLandAndTheServedWeightsEqualTheLearnersInBf16) {
-  if (!delta_bcast_has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  if (!delta_bcast_has_gloo()) {
+    GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  }
   temp_dir dir;
-  auto l = make_trained_learner(dir);
+  auto l = testing::make_delta_learner(dir);
   auto s = serve_bf16(l.initial);
   ASSERT_TRUE(s.server);
   auto sender = join_server(s);
@@ -245,9 +227,11 @@ TEST(TorchWeightDeltaBroadcast, DeltasLandAndTheServedWeightsEqualTheLearnersInB
 }
 
 TEST(TorchWeightDeltaBroadcast, AServerOffTheBaseIsRefusedAndTheFullBroadcastFollowsInTheSession) {
-  if (!delta_bcast_has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  if (!delta_bcast_has_gloo()) {
+    GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  }
   temp_dir dir;
-  auto l = make_trained_learner(dir);
+  auto l = testing::make_delta_learner(dir);
   auto s = serve_bf16(l.initial);
   ASSERT_TRUE(s.server);
   auto sender = join_server(s);

@@ -13,6 +13,7 @@
 #include "policy/server.hpp"
 #include "policy/weight_sync.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/actors/torch_delta_support.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -105,43 +106,9 @@ std::map<std::string, std::vector<std::uint8_t>> served_bytes(served& s,
   return out;
 }
 
-struct learner_setup {
-  std::string initial;  // the model both start from
-  std::unique_ptr<learner::trainer> trainer;
-  learner::update_batch batch;
-};
-
-learner_setup make_learner(const temp_dir& dir) {
-  learner_setup l;
-  auto config = byte_model_preset("tiny");
-  EXPECT_TRUE(config.ok());
-  auto p = learner::policy::create_random(*config, 11);
-  EXPECT_TRUE(p.ok());
-  l.initial = (dir.path() / "initial").string();
-  EXPECT_TRUE(p->save(l.initial, "bfloat16").ok());
-  // Two sequences of 12 tokens, completion after 4, advantages +1 / -1.
-  for (int i = 0; i < 2; ++i) {
-    learner::sequence s;
-    for (int t = 0; t < 12; ++t) s.token_ids.push_back(40 + ((t * 7 + i * 3) % 50));
-    auto logp = p->token_logprobs({s.token_ids});
-    EXPECT_TRUE(logp.ok());
-    s.behaviour_logprobs = (*logp)[0];
-    s.loss_mask.assign(12, 0);
-    for (int t = 4; t < 12; ++t) s.loss_mask[t] = 1;
-    s.advantages.assign(12, i == 0 ? 1.0F : -1.0F);
-    l.batch.sequences.push_back(std::move(s));
-  }
-  learner::trainer_options options;
-  options.optimizer.lr = 1e-5;
-  auto t = learner::trainer::create(std::move(*p), options);
-  EXPECT_TRUE(t.ok()) << t.err().message;
-  l.trainer = std::make_unique<learner::trainer>(std::move(*t));
-  return l;
-}
-
 TEST(TorchWeightDelta, DeltasThroughTheServerEqualAFullSyncBitForBit) {
   temp_dir dir;
-  auto l = make_learner(dir);
+  auto l = testing::make_delta_learner(dir);
   auto by_delta = serve(l.initial);
   auto by_full = serve(l.initial);
   ASSERT_TRUE(by_delta.server && by_full.server);
@@ -170,7 +137,7 @@ TEST(TorchWeightDelta, DeltasThroughTheServerEqualAFullSyncBitForBit) {
 
 TEST(TorchWeightDelta, AnUnchangedModelLoadsAnEmptyDelta) {
   temp_dir dir;
-  auto l = make_learner(dir);
+  auto l = testing::make_delta_learner(dir);
   auto s = serve(l.initial);
   ASSERT_TRUE(s.server);
   const auto before = served_bytes(s, l.initial);
@@ -191,7 +158,7 @@ TEST(TorchWeightDelta, AnUnchangedModelLoadsAnEmptyDelta) {
 
 TEST(TorchWeightDelta, AStaleBaseOrABadChecksumIsRefusedAndAFullSyncRecovers) {
   temp_dir dir;
-  auto l = make_learner(dir);
+  auto l = testing::make_delta_learner(dir);
   auto s = serve(l.initial);
   ASSERT_TRUE(s.server);
   learner::weight_delta_sender sender("bfloat16");
