@@ -557,6 +557,15 @@ def _leap_job():
     return header["config"], raw
 
 
+def _leap_tensor_ids(skeleton):
+    """The tensor indices a layout skeleton ({"t"}, {"l"}, {"u"}, {"v"}) refers to, in order."""
+    if "t" in skeleton:
+        yield skeleton["t"]
+    for key in ("l", "u"):
+        for item in skeleton.get(key, []):
+            yield from _leap_tensor_ids(item)
+
+
 def _leap_main():
     # The record goes to the engine on a descriptor only this process holds (non-inheritable);
     # what either program prints goes to stderr.
@@ -732,6 +741,8 @@ def _leap_main():
             seed, init, inputs = cases[trial]
             init_skeleton = place(init)
             inputs_skeleton = place(inputs)
+            # Per forward argument, the tensors it holds (what the check after each call reads).
+            argument_tensors = [list(_leap_tensor_ids(item)) for item in inputs_skeleton.get("l", [])]
             entries, at = [], 0
             for t in tensors:
                 n = t.numel() * t.element_size()
@@ -747,16 +758,24 @@ def _leap_main():
                 entries.append([at, n, slot["dtype"], list(slot["shape"])])
                 outputs.append(len(entries) - 1)
                 at += (n + _LEAP_ALIGN - 1) // _LEAP_ALIGN * _LEAP_ALIGN
-            return tensors, init_skeleton, inputs_skeleton, entries, outputs, at
+            return tensors, init_skeleton, inputs_skeleton, entries, outputs, at, argument_tensors
 
         # The first `trials` cases are the trials; the rest are the timing sets (the reference's).
         trials = min(int(config.get("trials", cases_count)), cases_count)
         timing_sets = cases_count - trials
         plans = [layout(case) for case in range(cases_count)]
         total = max([p[5] for p in plans] + [1])
+        # Each case's tensors where the calls run, kept by this process: every call's inputs are
+        # staged from them, and after the call compared with them bit for bit, here, so that only
+        # the outputs travel to the engine (a third of the data for a two-input problem).
+        pristine = {}
         hello = {"device": device_name, "own_kernel": own_kernel, "bytes": total}
         if device.type == "cuda":
-            region = torch.empty(total, dtype=torch.uint8, device=device)
+            # A whole segment of torch's allocator of its own (a multiple of 2 MiB from 10 MiB
+            # up is allocated exactly): the runner can open all of the segment the region lies
+            # in, and this process's own copies of the inputs must never lie there.
+            segment = (max(total, 12 << 20) + (2 << 20) - 1) // (2 << 20) * (2 << 20)
+            region = torch.empty(segment, dtype=torch.uint8, device=device)
             share = list(region.untyped_storage()._share_cuda_())
             hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
             # Runs that share this GPU: each runner's torch allocations get an equal part of the
@@ -809,7 +828,7 @@ def _leap_main():
     import random
     checked = set(random.SystemRandom().sample(range(timed_calls), min(8, timed_calls)))
     checked_cases = []
-    body.write(b"LKBOUT01" + struct.pack("<I", trials + len(checked)))
+    body.write(b"LKBOUT02" + struct.pack("<I", trials + len(checked)))
     own_report = []
     times = []
     for call in range(trials + timed_calls):
@@ -818,11 +837,14 @@ def _leap_main():
             stamps.append(["timed_calls_started", time.time()])
         trial = trials + (call - trials) % timing_sets if timed else call
         seed, init, inputs = cases[trial]
-        tensors, init_skeleton, inputs_skeleton, entries, outputs, _ = plans[trial]
+        tensors, init_skeleton, inputs_skeleton, entries, outputs, _, argument_tensors = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
+        if trial not in pristine:
+            pristine[trial] = [t.to(device).contiguous() for t in tensors]
+        held = pristine[trial]
         with torch.no_grad():
             region.fill_(0xFF)  # outputs start as garbage (NaN for floats)
-            for t, view in zip(tensors, views):
+            for t, view in zip(held, views):
                 view.copy_(t)
             if flush is not None:
                 flush.fill_(call & 0xFF)
@@ -873,7 +895,15 @@ def _leap_main():
             torch.cuda.synchronize()
         body.write(struct.pack("<Q", seed))
         _leap_encode(body.write, got)
-        _leap_encode(body.write, _leap_build(inputs_skeleton, views, False))
+        # The first forward argument the call changed (1-based; 0: none), compared bit for bit.
+        changed = 0
+        with torch.no_grad():
+            for i, ids in enumerate(argument_tensors):
+                if any(not torch.equal(views[k].reshape(-1).view(torch.uint8), held[k].reshape(-1).view(torch.uint8))
+                       for k in ids):
+                    changed = i + 1
+                    break
+        body.write(struct.pack("<I", changed))
         if not timed:
             stamps.append(["trial_outputs_read", time.time()])
             own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
@@ -1293,7 +1323,8 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
   reader r{*out.bytes};
   const error truncated{"the file is incomplete (its writer stopped before finishing)"};
   std::uint32_t trials = 0;
-  if (out.bytes->compare(0, 8, magic) != 0) {
+  out.inputs_judged = kind == kb_file::candidate && out.bytes->compare(0, 8, "LKBOUT02") == 0;
+  if (!out.inputs_judged && out.bytes->compare(0, 8, magic) != 0) {
     return truncated;
   }
   r.pos = 8;
@@ -1306,7 +1337,11 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
       return truncated;
     }
     status s = r.value(kind == kb_file::inputs ? &trial.init : &trial.outputs, 0);
-    if (s && kind != kb_file::expected) {
+    if (s && out.inputs_judged) {
+      if (!r.take(&trial.changed_argument)) {
+        return truncated;
+      }
+    } else if (s && kind != kb_file::expected) {
       s = r.value(&trial.inputs, 0);
     }
     if (!s) {
@@ -1351,6 +1386,17 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
     if (m) {
       (*m)["trials"] = trials;
       return m;
+    }
+    if (got.inputs_judged) {
+      // The judge compared them with its own copies, bit for bit (it is outside the candidate's
+      // process); an index beyond the arguments is no honest judge's and fails all the same.
+      if (mine.changed_argument != 0) {
+        return nlohmann::json{{"status", "modified_input"},
+                              {"trial", t},
+                              {"trials", trials},
+                              {"input", mine.changed_argument - 1}};
+      }
+      continue;
     }
     const auto& before = held.inputs.items;
     const auto& after = mine.inputs.items;

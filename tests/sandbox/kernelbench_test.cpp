@@ -164,6 +164,44 @@ TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
       << fb.text;
 }
 
+// A record whose inputs the judge compared itself (LKBOUT02) carries, per trial, which forward
+// argument the call changed; the engine then takes that, and compares the outputs as ever.
+TEST(KernelBenchJudgeTest, TheJudgesOwnInputCheckIsRead) {
+  auto inputs = parse_kb_file(
+      file_of("LKBIN001",
+              {u64(5) + list_of({}) + list_of({f32_tensor({2}, {1, 2}), f32_tensor({2}, {3, 4})})}),
+      kb_file::inputs);
+  auto expected =
+      parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({2}, {4, 6})})}), kb_file::expected);
+  ASSERT_TRUE(inputs.ok() && expected.ok());
+  auto record = [](std::uint32_t changed, float first) {
+    return parse_kb_file(
+        file_of("LKBOUT02", {u64(5) + list_of({f32_tensor({2}, {first, 6})}) + u32(changed)}),
+        kb_file::candidate);
+  };
+  const auto tol = kb_tolerances_for(problem_task());
+  auto clean = record(0, 4);
+  ASSERT_TRUE(clean.ok()) << clean.err().message;
+  EXPECT_TRUE(clean->inputs_judged);
+  EXPECT_FALSE(judge_kernelbench(*inputs, *expected, *clean, tol).has_value());
+  auto changed = record(2, 4);
+  ASSERT_TRUE(changed.ok()) << changed.err().message;
+  const auto finding = judge_kernelbench(*inputs, *expected, *changed, tol);
+  ASSERT_TRUE(finding.has_value());
+  EXPECT_EQ((*finding)["status"], "modified_input");
+  EXPECT_EQ((*finding)["input"], 1);
+  // A wrong output is still the first finding, as with the inputs in the record.
+  auto wrong = record(2, 9);
+  ASSERT_TRUE(wrong.ok());
+  const auto first = judge_kernelbench(*inputs, *expected, *wrong, tol);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_NE((*first)["status"], "modified_input") << first->dump();
+  // Cut short before its flag: incomplete, not a pass.
+  EXPECT_FALSE(parse_kb_file(file_of("LKBOUT02", {u64(5) + list_of({f32_tensor({2}, {4, 6})})}),
+                             kb_file::candidate)
+                   .ok());
+}
+
 TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
   const std::string good = u64(1) + list_of({f32_tensor({2}, {1, 2})}) + list_of({});
   std::string deep;
