@@ -46,62 +46,12 @@ bool delta_bcast_has_gloo() {
   return std::find(backends.begin(), backends.end(), "gloo") != backends.end();
 }
 
-// The served model's weights are read through the backend's in-memory source (the embedded
-// server's hook), so the test compares exactly what the server samples from.
-struct delta_bcast_probe {
-  std::unique_ptr<learner::policy> copy;
-};
-
-struct delta_bcast_server {
-  std::shared_ptr<delta_bcast_probe> seen = std::make_shared<delta_bcast_probe>();
-  std::string model_dir;
-  std::unique_ptr<policy::policy_server> server;
-  std::unique_ptr<httplib::Client> http;
-};
+using delta_bcast_server = testing::probed_server;
+using delta_bcast_reply = testing::http_reply;
+using testing::post_json;
 
 delta_bcast_server serve_bf16(const std::string& model_dir) {
-  delta_bcast_server s;
-  s.model_dir = model_dir;
-  torch_backend_options options;
-  options.dtype = "bfloat16";
-  options.transfer_timeout = delta_bcast_timeout;
-  options.source = [seen = s.seen](learner::policy& target, std::int64_t) -> status {
-    if (!seen->copy) {
-      return error{"no probe policy"};
-    }
-    return seen->copy->copy_weights_from(target);
-  };
-  auto backend = make_torch_policy_backend(model_dir, options);
-  EXPECT_TRUE(backend.ok()) << backend.err().message;
-  if (!backend.ok()) {
-    return s;
-  }
-  policy::server_config sc;
-  sc.threads = 8;
-  sc.model_path = model_dir;
-  sc.weight_transfer_backend = transfer_backend::nccl;
-  auto server = policy::policy_server::start(sc, *backend);
-  EXPECT_TRUE(server.ok()) << server.err().message;
-  if (!server.ok()) {
-    return s;
-  }
-  s.server = std::move(*server);
-  s.http = std::make_unique<httplib::Client>(s.server->host(), s.server->port());
-  s.http->set_read_timeout(300s);
-  return s;
-}
-
-struct delta_bcast_reply {
-  int status = 0;
-  std::string body;
-};
-
-delta_bcast_reply post_json(httplib::Client& http, const std::string& path, const json& body) {
-  auto r = http.Post(path, body.dump(), "application/json");
-  if (!r) {
-    return {0, httplib::to_string(r.error())};
-  }
-  return {r->status, r->body};
+  return testing::serve_probed(model_dir, transfer_backend::nccl, 8, 300s, delta_bcast_timeout);
 }
 
 using weight_bytes = std::map<std::string, std::vector<std::uint8_t>>;

@@ -36,50 +36,15 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using testing::temp_dir;
 
-// The served model's weights, copied out through the backend's in-memory source (the embedded
-// server's hook), so the test reads exactly what the server samples from.
-struct probe {
-  std::unique_ptr<learner::policy> copy;  // set by the source
-};
-
-struct served {
-  std::shared_ptr<probe> seen = std::make_shared<probe>();
-  std::unique_ptr<policy::policy_server> server;
-  std::unique_ptr<httplib::Client> http;
-};
+using served = testing::probed_server;
+using reply = testing::http_reply;
 
 served serve(const std::string& model_dir) {
-  served s;
-  torch_backend_options options;
-  options.dtype = "bfloat16";
-  options.source = [seen = s.seen](learner::policy& target, std::int64_t) -> status {
-    if (!seen->copy) return error{"no probe policy"};
-    return seen->copy->copy_weights_from(target);
-  };
-  auto backend = make_torch_policy_backend(model_dir, options);
-  EXPECT_TRUE(backend.ok()) << backend.err().message;
-  if (!backend.ok()) return s;
-  policy::server_config sc;
-  sc.threads = 4;
-  sc.model_path = model_dir;
-  auto server = policy::policy_server::start(sc, *backend);
-  EXPECT_TRUE(server.ok()) << server.err().message;
-  if (!server.ok()) return s;
-  s.server = std::move(*server);
-  s.http = std::make_unique<httplib::Client>(s.server->host(), s.server->port());
-  s.http->set_read_timeout(120s);
-  return s;
+  return testing::serve_probed(model_dir, transfer_backend::disk, 4, 120s, 300s);
 }
 
-struct reply {
-  int status = 0;
-  std::string body;
-};
-
 reply post(httplib::Client& http, const std::string& path, const json& body) {
-  auto r = http.Post(path, body.dump(), "application/json");
-  if (!r) return {0, httplib::to_string(r.error())};
-  return {r->status, r->body};
+  return testing::post_json(http, path, body);
 }
 
 reply load(served& s, const std::string& folder, std::int64_t version) {
