@@ -851,15 +851,9 @@ TEST(KernelBenchTest, ReferenceOutputsAreEvictedFromMemoryAndKeptOnDisk) {
   if (!torch_available(&why)) {
     GTEST_SKIP() << why;
   }
-  std::string folder = (std::filesystem::temp_directory_path() / "leap-kbref-XXXXXX").string();
-  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
-  struct remove_folder {
-    std::string path;
-    ~remove_folder() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } cleanup{folder};
+  const testing::temp_folder scratch("leap-kbref-");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& folder = scratch.path();
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.kernelbench_cache_bytes = 1;  // every other problem's reference leaves the memory

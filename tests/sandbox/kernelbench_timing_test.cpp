@@ -63,15 +63,9 @@ TEST(KernelBenchBaselineCacheTest, KeptOnDiskPerRepetitionsAndMeasuredAgainWhenD
   if (!testing::python_imports(testing::test_engine_config().python, "torch", &why)) {
     GTEST_SKIP() << why;
   }
-  std::string folder = (std::filesystem::temp_directory_path() / "leap-kbbase-XXXXXX").string();
-  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
-  struct remove_folder {
-    std::string path;
-    ~remove_folder() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } cleanup{folder};
+  const testing::temp_folder scratch("leap-kbbase-");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& folder = scratch.path();
   // The CPU: no clocks to read, so no measurement is throttled (which would not be kept).
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";

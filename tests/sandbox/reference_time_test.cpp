@@ -73,15 +73,9 @@ rtc_verified rtc_verify(const engine_config& config) {
 }
 
 TEST(ReferenceTimeCacheTest, KeptOnDiskPerRepetitionsAndTimedAgainWhenDamaged) {
-  std::string folder = (std::filesystem::temp_directory_path() / "leap-reftime-XXXXXX").string();
-  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
-  struct remove_folder {
-    std::string path;
-    ~remove_folder() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } cleanup{folder};
+  const testing::temp_folder scratch("leap-reftime-");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& folder = scratch.path();
   engine_config config = testing::test_engine_config();
   config.cache_dir = folder;
   config.timing_reps = 5;

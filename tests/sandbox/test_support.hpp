@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unistd.h>
 
@@ -73,6 +74,30 @@ inline const std::string k_cuda_vector_add =
     "void solve(const float* a, const float* b, float* c, int n) {\n"
     "  add<<<(n + 255) / 256, 256>>>(a, b, c, n);\n"
     "}\n";
+
+// A fresh folder under the system's temporary folder (`prefix` then six random characters),
+// removed with everything in it when this goes; path() is empty when it could not be made.
+class temp_folder {
+ public:
+  explicit temp_folder(const std::string& prefix)
+      : path_((std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string()) {
+    if (::mkdtemp(path_.data()) == nullptr) {
+      path_.clear();
+    }
+  }
+  temp_folder(const temp_folder&) = delete;
+  temp_folder& operator=(const temp_folder&) = delete;
+  ~temp_folder() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 inline std::string fenced(const std::string& lang, const std::string& code) {
   return "Here is my solution:\n```" + lang + "\n" + code + "```\n";
