@@ -700,14 +700,15 @@ void feed_gated_shell(gated_shell& g) {
   ::close(g.job);
 }
 
-// Waiting for its job three times as long as its wall-clock limit, it is not killed: the limit
-// starts at the gate, and the run's wall time counts from there.
+// Waiting for its job twice as long as its wall-clock limit, it is not killed: the limit starts at
+// the gate, and the run's wall time counts from there. (The limit leaves a loaded machine seconds
+// for the read and the echo after the gate.)
 TEST(ProcessStartGateTest, TheWallClockStartsWhenTheGateOpens) {
   resource_limits limits;
-  limits.wall = std::chrono::seconds(1);
+  limits.wall = std::chrono::seconds(2);
   auto g = start_gated_shell("head -c 1 <&3 >/dev/null; echo fed", limits);
   const auto begun = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::this_thread::sleep_for(std::chrono::seconds(4));
   feed_gated_shell(g);
   auto r = g.run.get();
   const auto total = std::chrono::steady_clock::now() - begun;
@@ -716,7 +717,7 @@ TEST(ProcessStartGateTest, TheWallClockStartsWhenTheGateOpens) {
   EXPECT_TRUE(r->exited);
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_EQ(r->stdout_text, "fed\n");
-  EXPECT_LT(r->wall, total - std::chrono::milliseconds(2900));
+  EXPECT_LT(r->wall, total - std::chrono::milliseconds(3900));
   expect_nothing_left(*r);
 }
 
