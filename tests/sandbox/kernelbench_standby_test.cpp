@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace leap::sandbox {
@@ -38,6 +40,36 @@ engine_config kbs_config(bool standby) {
   return config;
 }
 
+// The parent of `pid` as the host sees it (0 when it is gone).
+pid_t kbs_parent(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), {});
+  // The command name may hold spaces and parentheses: the fields after it follow the last ')'.
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) {
+    return 0;
+  }
+  std::istringstream rest(stat.substr(close + 1));
+  std::string state;
+  pid_t parent = 0;
+  rest >> state >> parent;
+  return parent;
+}
+
+// Whether `pid` descends from this test process: ctest runs other tests' engines beside this one,
+// and every KernelBench judge is started with --standby, so their judges must be neither killed
+// nor counted here.
+bool kbs_descends_from_us(pid_t pid) {
+  const pid_t self = ::getpid();
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    pid = kbs_parent(pid);
+    if (pid == self) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Host pids of the standby judges of this test process's engines (their command line).
 std::vector<pid_t> kbs_waiting_judges() {
   std::vector<pid_t> found;
@@ -48,8 +80,10 @@ std::vector<pid_t> kbs_waiting_judges() {
     }
     std::ifstream in(entry.path() / "cmdline", std::ios::binary);
     const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-    if (cmdline.find(std::string_view("judge.py\0--standby\0cpu", 22)) != std::string::npos) {
-      found.push_back(static_cast<pid_t>(std::stol(name)));
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (cmdline.find(std::string_view("judge.py\0--standby\0cpu", 22)) != std::string::npos &&
+        kbs_descends_from_us(pid)) {
+      found.push_back(pid);
     }
   }
   return found;
