@@ -184,6 +184,9 @@ struct verifier_section {
   // verdict's own feedback. Default: 60
   double profile_wait_s = 60.0;
   std::string ncu;  // empty: the ncu beside nvcc. Default: empty
+  // KernelBench task sets: runs ahead that each run slot keeps a judge started (the sandbox's
+  // engine_config::kernelbench_standby_depth). Default: 1
+  int kernelbench_standby_depth = 1;
   std::vector<std::string> nodes;
   int local_jobs = 64;
   std::string node_secret_file;

@@ -132,6 +132,12 @@ struct engine_config {
   // (host memory; on a GPU two CUDA contexts) per run slot. For long-lived engines (leap run,
   // leap verifier-node); a one-shot verify would start one nobody uses. Default: false
   bool kernelbench_standby = false;
+  // With kernelbench_standby: how many runs ahead a slot keeps judges started, per run sharing
+  // it. 1 gives the next run's judge the current run's time to get ready; on a saturated slot,
+  // whose next job comes as its run ends, a short run leaves it part of its start to wait for,
+  // and 2 gives it two runs' time at twice the idle judges (host memory; on a GPU, two CUDA
+  // contexts each). Default: 1
+  int kernelbench_standby_depth = 1;
   // The recorder's import and each extension's build (the host compiler and nvcc over torch's
   // headers). Default: 300 s wall, 8 GiB for the whole tree, 2 GiB of scratch
   resource_limits kernelbench_build_limits = [] {
@@ -503,10 +509,12 @@ class engine {
   std::optional<std::string> extension_toolchain_;  // under probe_mutex_
   std::array<bool, 2> extension_probe_ok_{};        // C++, CUDA; under probe_mutex_
   // KernelBench judges started ahead of their jobs (engine_config::kernelbench_standby), per GPU
-  // slot (-1: the CPU's); at most as many per slot as runs share it. Started as a run starts, with
-  // the words of that run's judge (its device, whether it warmed the profiler, its output cap),
-  // taken by a run whose judge would have the same words.
+  // slot (-1: the CPU's); at most kernelbench_standby_depth per run sharing the slot. Started as a
+  // run starts, with the words of that run's judge (its device, whether it warmed the profiler, its
+  // output cap), taken by a run whose judge would have the same words.
   std::unique_ptr<detail::started_judge> take_standby_judge(int slot, const std::string& fits);
+  // Judges waiting on `slot` that are alive and would take a job with these words.
+  std::size_t standby_judges_fitting(int slot, const std::string& fits);
   void keep_standby_judge(int slot, std::size_t most, std::unique_ptr<detail::started_judge> j);
   result<std::unique_ptr<detail::started_judge>> start_kernelbench_judge(int gpu,
                                                                          const std::string& device,

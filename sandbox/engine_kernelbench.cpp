@@ -1062,6 +1062,13 @@ std::unique_ptr<detail::started_judge> engine::take_standby_judge(int slot,
   return nullptr;
 }
 
+std::size_t engine::standby_judges_fitting(int slot, const std::string& fits) {
+  std::lock_guard lock(standby_mutex_);
+  auto& ready = standby_judges_[slot];
+  return static_cast<std::size_t>(std::count_if(
+      ready.begin(), ready.end(), [&](const auto& j) { return !j->ended() && j->fits() == fits; }));
+}
+
 void engine::keep_standby_judge(int slot, std::size_t most,
                                 std::unique_ptr<detail::started_judge> judge) {
   std::unique_ptr<detail::started_judge> oldest;  // abandoned outside the lock: that waits
@@ -1275,11 +1282,18 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   std::unique_ptr<detail::started_judge> judge = take_standby_judge(slot_key, fits);
   bool from_standby = judge != nullptr;
   if (config_.kernelbench_standby) {
-    // The slot's next judge starts now, so that it has this whole run to import torch and start
-    // CUDA (the profiler too): on a busy slot the next job comes as soon as this one ends.
-    if (auto next = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits)) {
-      keep_standby_judge(slot_key, static_cast<std::size_t>(std::max(sharing, 1)),
-                         std::move(next.value()));
+    // The slot's next judges start now, so that each has this whole run (and, depth runs ahead,
+    // the runs before its own) to import torch and start CUDA (the profiler too): on a busy slot
+    // the next job comes as soon as this one ends.
+    const std::size_t most =
+        static_cast<std::size_t>(std::max(sharing, 1)) *
+        static_cast<std::size_t>(std::max(config_.kernelbench_standby_depth, 1));
+    for (std::size_t ready = standby_judges_fitting(slot_key, fits); ready < most; ++ready) {
+      auto next = start_kernelbench_judge(gpu, device, warm_profiler, output_cap, fits);
+      if (!next) {
+        break;  // the job's own start says why, if the slot is broken
+      }
+      keep_standby_judge(slot_key, most, std::move(next.value()));
     }
   }
   detail::started_judge::fed_run fed;

@@ -826,6 +826,14 @@ std::vector<field_spec> build_fields() {
       "With verifier.profile: longest a rollout's next turn waits for the last verdict's profile "
       "(queued behind others, or still under ncu) before it goes on with the verdict's own "
       "feedback, seconds; > 0.")));
+  f.push_back(operational(integer_field(
+      "verifier.kernelbench_standby_depth", LEAP_FIELD(verifier.kernelbench_standby_depth),
+      at_least(1),
+      "KernelBench task sets: how many runs ahead each run slot keeps a judge started (torch "
+      "imported, CUDA started, each in a sandbox of its own and fed one candidate). 1: the next "
+      "run's judge gets the current run's time to get ready; 2 covers a saturated slot whose "
+      "runs are shorter than a judge's start, at twice the idle judges (host memory; on a GPU "
+      "two CUDA contexts each).")));
   f.push_back(operational(
       text_field("verifier.ncu", LEAP_FIELD(verifier.ncu), check_ncu,
                  "Nsight Compute's ncu for verifier.profile: an absolute path; empty: the ncu "

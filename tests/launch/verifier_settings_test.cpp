@@ -74,7 +74,8 @@ TEST_F(VerifierSettings, RunsPerGpuPutsThatManySlotsOnEachGpu) {
 }
 
 // `leap run` builds torch's precompiled header ahead exactly when its task set (training or
-// validation) holds KernelBench tasks, as `leap verifier-node` does for its suites.
+// validation) holds KernelBench tasks, as `leap verifier-node` does for its suites; its run slots
+// then keep judges started ahead, verifier.kernelbench_standby_depth runs ahead.
 TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
   const fs::path suite = scratch() / "suite";
   fs::create_directories(suite / "cpp");
@@ -99,6 +100,16 @@ TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
   EXPECT_FALSE(with_kernelbench->kinds.cuda);
   EXPECT_TRUE(sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "")
                   .engine.kernelbench_pch_ahead);
+  EXPECT_EQ(sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "")
+                .engine.kernelbench_standby_depth,
+            1);
+  auto two_ahead = preflight_run_text(
+      text + "  validation: kb.jsonl\nverifier:\n  kernelbench_standby_depth: 2\n", "case.yaml",
+      scratch());
+  ASSERT_TRUE(two_ahead.ok()) << two_ahead.err().message;
+  const auto settings = sandbox_settings(two_ahead->config.verifier, two_ahead->kinds, "");
+  EXPECT_TRUE(settings.engine.kernelbench_standby);
+  EXPECT_EQ(settings.engine.kernelbench_standby_depth, 2);
 }
 
 TEST_F(VerifierSettings, ProfilingIsOffByDefault) {

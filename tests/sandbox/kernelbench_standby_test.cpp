@@ -32,11 +32,12 @@ task kbs_problem() {
   return t;
 }
 
-engine_config kbs_config(bool standby) {
+engine_config kbs_config(bool standby, int depth = 1) {
   engine_config config = testing::test_engine_config();
   config.kernelbench_device = "cpu";
   config.trials = 1;
   config.kernelbench_standby = standby;
+  config.kernelbench_standby_depth = depth;
   return config;
 }
 
@@ -101,6 +102,41 @@ std::vector<pid_t> kbs_judges_once_up() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return waiting;
+}
+
+// The standby judges of this test process once at least `n` are up (10 s at most).
+std::vector<pid_t> kbs_judges_up(std::size_t n) {
+  std::vector<pid_t> waiting;
+  for (int i = 0; i < 200 && waiting.size() < n; ++i) {
+    waiting = kbs_waiting_judges();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return waiting;
+}
+
+// Two runs ahead: the first run starts two judges beside its own, and a run fed to one of them
+// starts one more, so the slot always has two waiting (one would be there at depth 1).
+TEST(KernelBenchStandbyTest, TwoRunsAheadKeepTwoJudgesWaiting) {
+  std::string why;
+  if (!kbs_torch(&why)) {
+    GTEST_SKIP() << why;
+  }
+  auto e = engine::create(kbs_config(true, 2));
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto first = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("ahead-1"));
+  ASSERT_TRUE(first.ok()) << first.err().message;
+  EXPECT_TRUE(first->passed) << first->feedback << "\n" << first->diagnostics;
+  EXPECT_GE(kbs_judges_up(2).size(), 2U);
+
+  auto second = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("ahead-2"));
+  ASSERT_TRUE(second.ok()) << second.err().message;
+  EXPECT_TRUE(second->passed) << second->feedback << "\n" << second->diagnostics;
+  EXPECT_NE(second->diagnostics.find("judge started ahead of its job"), std::string::npos)
+      << second->diagnostics;
+  EXPECT_GE(kbs_judges_up(2).size(), 2U);
+
+  e->reset();
+  EXPECT_TRUE(kbs_waiting_judges().empty());
 }
 
 // The first run starts its judge on demand and, as it starts, the next one. A judge that died

@@ -35,7 +35,8 @@
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
 #             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one; each verdict's run phases;
 #             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
-#             runs fed to a judge started ahead of them (`leap verify --repeat`)
+#             runs fed to a judge started ahead of them (`leap verify --repeat`), judges
+#             KBVERIFY_STANDBY_DEPTH runs ahead (default 1)
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
@@ -492,7 +493,8 @@ except Exception as e:
   # One process verifying the same answer KBVERIFY_REPEAT times (default 4): from the second on,
   # the run's judge was started ahead of its job, as in leap run or a verifier node.
   "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py" \
-    --repeat "${KBVERIFY_REPEAT:-4}" >"$d/repeat.json" 2>"$d/repeat.err"
+    --repeat "${KBVERIFY_REPEAT:-4}" --standby-depth "${KBVERIFY_STANDBY_DEPTH:-1}" \
+    >"$d/repeat.json" 2>"$d/repeat.err"
   echo "repeat: rc $?"
   python3 -c 'import json, sys
 for line in open(sys.argv[1]):

@@ -34,6 +34,7 @@ struct verify_options {
   std::string python = "python3";
   bool prepare = false;
   int repeat = 1;
+  int standby_depth = 1;
 };
 
 void print_verdict(const verify_options& o, const sandbox::task& task, const sandbox::verdict& vd,
@@ -60,6 +61,7 @@ int run_verify(const verify_options& o) {
   // Verified again in the same engine, a KernelBench run's judge is started ahead of its job, as
   // in a long-lived verifier: later verifications show what such a verifier pays.
   config.kernelbench_standby = o.repeat > 1;
+  config.kernelbench_standby_depth = o.standby_depth;
   if (o.task.empty() || o.candidate.empty()) {
     if (!o.prepare) {
       return fail("--task and --candidate are required (unless --prepare is given alone)");
@@ -249,6 +251,11 @@ void add_verify_command(CLI::App& app, int* exit_code) {
                   "its time in all (KernelBench: from the second on, each run's judge was started "
                   "ahead of its job, as in leap run or a verifier node) (default: 1)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--standby-depth", o->standby_depth,
+                  "With --repeat: how many verifications ahead KernelBench judges are started "
+                  "(verifier.kernelbench_standby_depth; 2 shows a saturated slot's runs with two "
+                  "judges ahead) (default: 1)")
+      ->check(CLI::Range(1, 8));
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
   cmd->add_option("--arch", o->arch, "CUDA architecture for nvcc (default: sm_90a)");
