@@ -652,7 +652,7 @@ result<std::string> engine::harness_object(const task& t) {
     return identity.err();
   }
   const std::string source =
-      harness_source(t, cuda ? harness_flavor::cuda_candidate : harness_flavor::host_candidate);
+      harness_source(t, cuda ? harness_flavour::cuda_candidate : harness_flavour::host_candidate);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
   // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
   fs::path cuda_include;
@@ -836,7 +836,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   if (!identity) {
     return identity.err();
   }
-  const std::string harness = harness_source(t, harness_flavor::host_reference);
+  const std::string harness = harness_source(t, harness_flavour::host_reference);
   std::vector<std::string> argv = compiler_command(config_, false);
   for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) {
     argv.emplace_back(a);

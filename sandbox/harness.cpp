@@ -848,13 +848,13 @@ std::string stub_source(const task& t, const std::string& entry, bool gpu) {
 
 }  // namespace
 
-std::string harness_source(const task& t, harness_flavor flavor) {
-  switch (flavor) {
-    case harness_flavor::host_reference:
+std::string harness_source(const task& t, harness_flavour flavour) {
+  switch (flavour) {
+    case harness_flavour::host_reference:
       return stub_source(t, "reference", false);
-    case harness_flavor::host_candidate:
+    case harness_flavour::host_candidate:
       return stub_source(t, "solve", false);
-    case harness_flavor::cuda_candidate:
+    case harness_flavour::cuda_candidate:
       return stub_source(t, "solve", true);
   }
   return {};

@@ -15,14 +15,14 @@
 
 namespace leap::sandbox {
 
-enum class harness_flavor : std::uint8_t {
+enum class harness_flavour : std::uint8_t {
   host_reference,  // the stub that calls reference(...) (cpp and cuda tasks; built with g++)
   host_candidate,  // the stub that calls solve(...) (cpp tasks)
   cuda_candidate,  // cudaMalloc/cudaMemcpy around solve(...) with device pointers (cuda tasks)
 };
 
 // The host kinds (cpp candidates, and the reference of cpp and cuda tasks) run as two processes:
-// the judge (judge_source, no code of the task's) and the entry point's program (a host flavor's
+// the judge (judge_source, no code of the task's) and the entry point's program (a host flavour's
 // stub linked with the candidate or the reference), which the judge starts itself.
 //
 // The judge: `judge <seed> <trials> <timing reps> <program> [reference]`, a nonce line (32 hex
@@ -59,7 +59,7 @@ enum class harness_flavor : std::uint8_t {
 // exit code 3). A keeper that ends the session, answers out of turn or fails for good is "keeper"
 // (the slot's: the engine starts another); a CUDA error of the run's own is "cuda". The
 // comparison is never in either program: the engine compares the outputs with the reference's.
-std::string harness_source(const task& t, harness_flavor flavor);
+std::string harness_source(const task& t, harness_flavour flavour);
 
 // The judge's source for a task (see above), host code built with g++; with `gpu`, the CUDA
 // candidates' judge, whose buffers are the GPU keeper's (see harness_source).
