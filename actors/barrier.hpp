@@ -10,8 +10,8 @@
 // schedule is invisible to them but for the resolve messages.
 #pragma once
 
-#include "actors/gate.hpp"
 #include "actors/generator.hpp"
+#include "actors/group.hpp"
 #include "actors/verifier.hpp"
 
 #include <cstdint>

@@ -124,7 +124,7 @@ struct debug_state {
   debug_state() = default;
   debug_turn_settings settings;
   group_services services;
-  gate_actor gate;
+  group_actor gate;
   std::optional<generation_result> generated;  // the turn's answer while it is being verified
   std::vector<activity> activities;
   static inline const char* name = "leap.debug_turn";
@@ -245,7 +245,7 @@ void generate_turn(debug_pointer self, const std::string& profiled) {
 }
 
 debug_turn_actor::behavior_type debug_turn(debug_pointer self, debug_turn_settings settings,
-                                           group_services services, gate_actor gate) {
+                                           group_services services, group_actor gate) {
   self->state.settings = std::move(settings);
   self->state.services = std::move(services);
   self->state.gate = std::move(gate);
@@ -258,7 +258,7 @@ debug_turn_actor::behavior_type debug_turn(debug_pointer self, debug_turn_settin
 }  // namespace
 
 debug_turn_actor spawn_debug_turn(caf::actor_system& system, debug_turn_settings settings,
-                                  group_services services, gate_actor gate_handle) {
+                                  group_services services, group_actor gate_handle) {
   return system.spawn(debug_turn, std::move(settings), std::move(services), std::move(gate_handle));
 }
 

@@ -6,7 +6,7 @@
 // stop; the gate holds the rollout's record, so the final outcome is the gate's last report.
 #pragma once
 
-#include "actors/gate.hpp"
+#include "actors/group.hpp"
 #include "actors/messages.hpp"
 #include "orchestrator/group_flow.hpp"
 
@@ -74,6 +74,6 @@ void observe_turn(const group_settings& settings, int turn, const generation_res
 // Spawns the actor, which starts its first turn at once.
 [[nodiscard]] debug_turn_actor spawn_debug_turn(caf::actor_system& system,
                                                 debug_turn_settings settings,
-                                                group_services services, gate_actor gate);
+                                                group_services services, group_actor gate);
 
 }  // namespace leap::actors

@@ -133,7 +133,7 @@ struct experiment_state {
   retry_buffer retry;
   std::map<std::uint64_t, step_state> steps;  // started, not completed
   std::map<std::uint64_t, validation_state> validations;
-  std::map<group_key, gate_actor> gates;  // in flight
+  std::map<group_key, group_actor> gates;  // in flight
   std::map<caf::actor_addr, group_key> gate_keys;
   std::map<group_key, partial_entry> partial;  // schedule.partial: the pool, by origin key
   std::uint64_t partial_ids = 0;
@@ -228,7 +228,7 @@ void publish_in_flight(const experiment_state& st) {
   }
 }
 
-void watch(experiment_pointer self, const group_key& key, gate_actor gate) {
+void watch(experiment_pointer self, const group_key& key, group_actor gate) {
   self->monitor(gate);
   self->state.gate_keys.emplace(gate.address(), key);
   self->state.gates.emplace(key, std::move(gate));
@@ -576,7 +576,7 @@ void restore_carried(experiment_pointer self, loaded_carry& loaded) {
     st.summary.turns_resumed += n;
     turns_resumed += n;
     ++rerun;
-    watch(self, key, spawn_gate(self->system(), std::move(gs), services_for(self, {}, true)));
+    watch(self, key, spawn_group(self->system(), std::move(gs), services_for(self, {}, true)));
   }
   log(self, log::level::info,
       "resumed the groups carried into this step: " + std::to_string(from_store) +
@@ -633,7 +633,7 @@ void start_validation(experiment_pointer self, std::uint64_t step,
           log_ids(g.key));
     }
     auto key = g.key;
-    watch(self, key, spawn_gate(self->system(), std::move(g), services_for(self, {}, false)));
+    watch(self, key, spawn_group(self->system(), std::move(g), services_for(self, {}, false)));
   }
 }
 
@@ -1152,7 +1152,7 @@ void start_step(experiment_pointer self, std::uint64_t step) {
     turns_resumed += count_turns(gs.resumed_turns);
     auto key = gs.key;
     watch(self, key,
-          spawn_gate(self->system(), std::move(gs), services_for(self, s.barrier, true)));
+          spawn_group(self->system(), std::move(gs), services_for(self, s.barrier, true)));
   }
   log(self, log::level::info,
       "started: " + std::to_string(missing) + " groups to run, " + std::to_string(stored.size()) +

@@ -20,7 +20,7 @@
 // is new or resumed).
 #pragma once
 
-#include "actors/gate.hpp"
+#include "actors/group.hpp"
 #include "actors/generator.hpp"
 #include "actors/learner.hpp"
 #include "actors/log_sink.hpp"

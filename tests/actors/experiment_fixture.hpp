@@ -1,5 +1,5 @@
 // The experiment configs, task lists, policies and wired test doubles that the driver's, the
-// gate's and the resume tests (tests/actors/experiment_test.cpp, tests/actors/gate_test.cpp,
+// gate's and the resume tests (tests/actors/experiment_test.cpp, tests/actors/group_test.cpp,
 // tests/launch/resume_test.cpp) share: one graph of doubles on one hub and a private RocksDB
 // store, on CAF's deterministic test coordinator (tests/actors/test_support.hpp).
 #pragma once

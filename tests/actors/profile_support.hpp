@@ -3,8 +3,8 @@
 // 0 passes and the others fail, and a group parent that hands the gate's report to the test.
 #pragma once
 
-#include "actors/gate.hpp"
 #include "actors/generator.hpp"
+#include "actors/group.hpp"
 #include "actors/messages.hpp"
 #include "actors/verifier.hpp"
 #include "sandbox/verifier.hpp"

@@ -4,7 +4,7 @@
 // to its local pool's inbox. The turn after a verdict pulls the node's diagnosis, the gate's
 // structural term counts it, the store keeps it; a node lost while a profile is due ends the turn's
 // wait at once, and a node without profiles makes nothing wait.
-#include "actors/gate.hpp"
+#include "actors/group.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_guard.hpp"
 #include "actors/node_protocol.hpp"
@@ -249,7 +249,7 @@ TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) 
   settings.max_turns = 1;
   settings.local_gate = gate_config{};
   settings.train = false;
-  auto gate = spawn_gate(sys, settings, services);
+  auto gate = spawn_group(sys, settings, services);
   bool done = false;
   self->receive([&](group_done_atom, const group_report&) { done = true; },
                 [&](group_failed_atom, const group_key&, const std::string& message) {

@@ -3,7 +3,7 @@
 // and scores with them. A profile that arrives in time adds the pass's structural term to its
 // stored reward; one still held by ncu when verifier.profile_wait_s runs out adds nothing, and the
 // group is finished without it.
-#include "actors/gate.hpp"
+#include "actors/group.hpp"
 #include "actors/messages.hpp"
 #include "actors/scorer.hpp"
 #include "actors/store.hpp"
@@ -102,7 +102,7 @@ TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
     settings.max_turns = 1;
     settings.local_gate = gate_config{};
     settings.train = false;
-    auto gate = spawn_gate(sys, settings, services);
+    auto gate = spawn_group(sys, settings, services);
     bool done = false;
     self->receive([&](group_done_atom, const group_report&) { done = true; },
                   [&](group_failed_atom, const group_key&, const std::string& message) {

@@ -7,8 +7,8 @@
 #pragma once
 
 #include "actors/experiment.hpp"
-#include "actors/gate.hpp"
 #include "actors/generator.hpp"
+#include "actors/group.hpp"
 #include "actors/learner.hpp"
 #include "actors/messages.hpp"
 #include "actors/scorer.hpp"

@@ -24,7 +24,7 @@
 // Usage: bench_pipeline [overhead|schedules|dcp|longtail|all] [--steps N] [--threads T] [--scale S]
 // ...
 // (--help lists every option). Prints tables; writes nothing outside a temporary folder.
-#include "actors/gate.hpp"
+#include "actors/group.hpp"
 #include "orchestrator/config.hpp"
 #include "orchestrator/partial_rollouts.hpp"
 #include "orchestrator/schedule.hpp"

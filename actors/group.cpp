@@ -1,6 +1,6 @@
-// The gate: thin around group_flow, which decides every next step; it only carries the flow's
-// actions out and records what comes back.
-#include "actors/gate.hpp"
+// The group actor: thin around group_flow, which decides every next step; it only carries the
+// flow's actions out and records what comes back.
+#include "actors/group.hpp"
 
 #include "actors/debug_turn.hpp"
 #include "orchestrator/group_flow.hpp"
@@ -30,9 +30,9 @@ std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout, in
 
 namespace {
 
-struct gate_state {
+struct group_state {
   // Not an aggregate: C++20 would let CAF construct it from the actor pointer.
-  gate_state() = default;
+  group_state() = default;
   group_settings settings;
   group_services services;
   std::unique_ptr<group_flow> flow;
@@ -46,9 +46,9 @@ struct gate_state {
   static inline const char* name = "leap.gate";
 };
 
-using gate_pointer = gate_actor::stateful_pointer<gate_state>;
+using group_pointer = group_actor::stateful_pointer<group_state>;
 
-void fail_group(gate_pointer self, const std::string& message) {
+void fail_group(group_pointer self, const std::string& message) {
   auto& st = self->state;
   if (st.failed) {
     return;
@@ -59,13 +59,13 @@ void fail_group(gate_pointer self, const std::string& message) {
   self->quit(caf::exit_reason::user_shutdown);
 }
 
-void tell_barrier(gate_pointer self, int ended) {
+void tell_barrier(group_pointer self, int ended) {
   if (ended > 0 && self->state.services.barrier) {
     self->send(self->state.services.barrier, resolve_atom_v, static_cast<std::uint32_t>(ended));
   }
 }
 
-void complete_group(gate_pointer self) {
+void complete_group(group_pointer self) {
   auto& st = self->state;
   group_report report = report_of(st.record);
   report.activities = std::move(st.activities);
@@ -82,14 +82,14 @@ void store_put_answered(const group_settings& settings, double started_ms) {
 }
 
 // Whether turn `turn` of `rollout` is one handed in from an earlier process.
-bool resumed_turn(const gate_state& st, std::uint32_t rollout, std::size_t turn) {
+bool resumed_turn(const group_state& st, std::uint32_t rollout, std::size_t turn) {
   return rollout < st.settings.resumed_turns.size() &&
          turn < st.settings.resumed_turns[rollout].size();
 }
 
 // Stores a finished turn on its own (per-turn resume). The store keeps puts in order, so the
 // group's put, which deletes its turns, comes after every one of them.
-void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
+void store_turn(group_pointer self, std::uint32_t rollout, std::size_t turn,
                 const turn_record& record) {
   auto& st = self->state;
   if (!st.services.store) {
@@ -106,12 +106,12 @@ void store_turn(gate_pointer self, std::uint32_t rollout, std::size_t turn,
           [=](caf::error& e) { fail_group(self, "store: turn: " + self->system().render(e)); });
 }
 
-void score_and_store(gate_pointer self, std::vector<turn_profile_record> profiles);
+void score_and_store(group_pointer self, std::vector<turn_profile_record> profiles);
 
 // Pulls the profile summaries of the group's passing turns (each waits at most profile_wait; all
 // at once, so the group waits no longer than that), then scores. A summary that does not come in
 // time, or an error, leaves its turn without one: a structural term of 0, never a failed group.
-void finish_group(gate_pointer self) {
+void finish_group(group_pointer self) {
   auto& st = self->state;
   st.record.finished_unix_ms = unix_ms();
   if (!st.services.profile_summaries) {
@@ -156,7 +156,7 @@ void finish_group(gate_pointer self) {
 }
 
 // Score, store (durable), then hand to the learner: a group reaches the learner only once stored.
-void score_and_store(gate_pointer self, std::vector<turn_profile_record> profiles) {
+void score_and_store(group_pointer self, std::vector<turn_profile_record> profiles) {
   auto& st = self->state;
   self->request(st.services.scorer, caf::infinite, score_atom_v, st.record, std::move(profiles))
       .then(
@@ -201,7 +201,7 @@ void score_and_store(gate_pointer self, std::vector<turn_profile_record> profile
           [=](caf::error& e) { fail_group(self, "scorer: " + self->system().render(e)); });
 }
 
-void spawn_debug(gate_pointer self, std::uint32_t rollout) {
+void spawn_debug(group_pointer self, std::uint32_t rollout) {
   auto& st = self->state;
   const auto& turns = st.record.rollouts[rollout].turns;
   debug_turn_settings s;
@@ -223,7 +223,7 @@ void spawn_debug(gate_pointer self, std::uint32_t rollout) {
 
 // Carries out the flow's actions; `consumed` rollout-turns were resolved by the event (for the
 // barrier's accounting: those not sent on have ended).
-void apply(gate_pointer self, const flow_actions& actions, int consumed) {
+void apply(group_pointer self, const flow_actions& actions, int consumed) {
   auto& st = self->state;
   if (actions.gate) {
     st.record.gate = *actions.gate;
@@ -250,7 +250,7 @@ void apply(gate_pointer self, const flow_actions& actions, int consumed) {
   }
 }
 
-void first_turn_done(gate_pointer self, std::uint32_t rollout, turn_record turn) {
+void first_turn_done(group_pointer self, std::uint32_t rollout, turn_record turn) {
   auto& st = self->state;
   if (!resumed_turn(st, rollout, 0)) {
     store_turn(self, rollout, 0, turn);
@@ -280,7 +280,7 @@ void first_turn_done(gate_pointer self, std::uint32_t rollout, turn_record turn)
           [=](caf::error& e) { fail_group(self, "gate decision: " + self->system().render(e)); });
 }
 
-void start_first_turn(gate_pointer self, std::uint32_t rollout) {
+void start_first_turn(group_pointer self, std::uint32_t rollout) {
   auto& st = self->state;
   generation_request request;
   request.request_id = turn_request_id(st.settings.run_id, st.settings.key, rollout, 0);
@@ -333,8 +333,8 @@ void start_first_turn(gate_pointer self, std::uint32_t rollout) {
           [=](caf::error& e) { fail_group(self, "generator: " + self->system().render(e)); });
 }
 
-gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
-                               group_services services) {
+group_actor::behavior_type group_behavior(group_pointer self, group_settings settings,
+                                          group_services services) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.services = std::move(services);
@@ -397,8 +397,9 @@ gate_actor::behavior_type gate(gate_pointer self, group_settings settings,
 
 }  // namespace
 
-gate_actor spawn_gate(caf::actor_system& system, group_settings settings, group_services services) {
-  return system.spawn(gate, std::move(settings), std::move(services));
+group_actor spawn_group(caf::actor_system& system, group_settings settings,
+                        group_services services) {
+  return system.spawn(group_behavior, std::move(settings), std::move(services));
 }
 
 }  // namespace leap::actors

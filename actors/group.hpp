@@ -1,5 +1,6 @@
-// The gate: one actor per group. It owns the group's group_flow (orchestrator/group_flow.hpp) and
-// carries out what the flow asks:
+// The group actor (the diagram's "gate (per group)" in DESIGN.md; the decision rule itself is
+// orchestrator/gate.hpp): one actor per group. It owns the group's group_flow
+// (orchestrator/group_flow.hpp) and carries out what the flow asks:
 //   - at start, requests the G first turns from the generator; each answer goes to the verifier the
 //     moment it arrives, and each verdict into the flow the moment it arrives;
 //   - at the G-th first-turn verdict it asks its parent for the gate's decision (the experiment
@@ -41,7 +42,7 @@ struct run_telemetry;
 
 namespace leap::actors {
 
-// What a gate needs of the actor that spawned it (the experiment driver, or a test harness).
+// What a group actor needs of the actor that spawned it (the experiment driver, or a test harness).
 // decide(key, n_fail, group_size): the gate decision and the thresholds in force.
 // group_done(report): the group is scored, stored and (training) handed to the learner.
 // group_failed(key, message): the group could not be finished; the message says why.
@@ -61,7 +62,7 @@ using barrier_actor =
 //   (verified, unless it had no answer); the answer says whether that rollout goes on.
 // group_failed(message): a debug-turn actor could not finish its turn (the verifier or the
 //   generator failed); the group fails with the message.
-using gate_actor = caf::typed_actor<
+using group_actor = caf::typed_actor<
     caf::replies_to<turn_atom, std::uint32_t, turn_record, std::vector<activity>>::with<bool>,
     caf::reacts_to<group_failed_atom, std::string>>;
 
@@ -116,8 +117,8 @@ struct group_services {
   store_actor store;
   learner_actor learner;  // may be null when settings.train is false
   group_parent_actor parent;
-  // Set in the barrier schedule: generation and verification go through it, and the gate tells it
-  // how many rollouts ended after each round. Null: streaming.
+  // Set in the barrier schedule: generation and verification go through it, and the group actor
+  // tells it how many rollouts ended after each round. Null: streaming.
   barrier_actor barrier;
 };
 
@@ -125,9 +126,9 @@ struct group_services {
 [[nodiscard]] std::int64_t turn_seed(const group_settings& settings, std::uint32_t rollout,
                                      int turn);
 
-// Spawns the gate; it starts the first turns at once. The caller keeps the handle until
+// Spawns the group actor; it starts the first turns at once. The caller keeps the handle until
 // group_done or group_failed arrives (an actor no one references may be dropped).
-[[nodiscard]] gate_actor spawn_gate(caf::actor_system& system, group_settings settings,
-                                    group_services services);
+[[nodiscard]] group_actor spawn_group(caf::actor_system& system, group_settings settings,
+                                      group_services services);
 
 }  // namespace leap::actors

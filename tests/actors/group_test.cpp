@@ -2,7 +2,6 @@
 // stream in, a group decides while others still generate, closed groups finish at once, debug
 // turns run only for an opened group's failures, and a group is stored before the learner sees it.
 #include "orchestrator/gate.hpp"
-
 #include "tests/actors/experiment_fixture.hpp"
 
 #include <gtest/gtest.h>
@@ -60,8 +59,8 @@ struct gate_fixture : testing::doubles {
     services.parent = c.keep(c.system().spawn(testing::test_parent, gate, shared));
   }
 
-  gate_actor start(std::uint32_t group, int group_size, int max_turns, bool probe = false,
-                   optimise_config optimise = {}) {
+  group_actor start(std::uint32_t group, int group_size, int max_turns, bool probe = false,
+                    optimise_config optimise = {}) {
     group_settings s;
     s.optimise = optimise;
     s.run_id = "run";
@@ -70,7 +69,7 @@ struct gate_fixture : testing::doubles {
     s.group_size = group_size;
     s.max_turns = max_turns;
     s.probe_if_closed = probe;
-    return c.keep(spawn_gate(c.system(), s, services));
+    return c.keep(spawn_group(c.system(), s, services));
   }
 
   std::optional<group_record> stored(std::uint32_t group) {
@@ -97,7 +96,7 @@ std::vector<int> turns_per_rollout(const group_record& g) {
   return out;
 }
 
-TEST(GateTest, AGroupDecidesAndDebugsWhileAnotherStillGenerates) {
+TEST(GroupActorTest, AGroupDecidesAndDebugsWhileAnotherStillGenerates) {
   // Group 0: rollouts 0 and 1 pass at once, 2 and 3 fail and are fixed at turn 2: N_fail = 2 of 4
   // opens it ([0.5, 1] of G). Group 1's answers are held back.
   gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 1}, {{0, 2}, 2}, {{0, 3}, 2}}),
@@ -138,7 +137,7 @@ TEST(GateTest, AGroupDecidesAndDebugsWhileAnotherStillGenerates) {
   (void)held_group;
 }
 
-TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
+TEST(GroupActorTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
   // G = 4, M = 3, dcp in [0.5, 0.75]: open for 2 or 3 failures.
   struct row {
     const char* name;
@@ -194,7 +193,7 @@ TEST(GateTest, DecisionsAndTurnsFollowTheFirstTurnFailures) {
   }
 }
 
-TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
+TEST(GroupActorTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
   // Hopeless (4 of 4 failed) yet probed: the failures debug; rollout 1 is fixed at turn 2.
   gate_fixture f(scripted({{{0, 1}, 2}}), dcp_gate(0.5, 0.75));
   f.start(0, 4, 2, /*probe=*/true);
@@ -214,7 +213,7 @@ TEST(GateTest, ProbeGroupsDebugForMeasurementButTrainOnTheFirstTurn) {
   EXPECT_EQ(f.shared->reports[0].measured[1].passed_at_turn, 2);
 }
 
-TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
+TEST(GroupActorTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
   gate_fixture f(scripted({{{0, 0}, 1}, {{0, 1}, 2}, {{1, 2}, 1}, {{2, 0}, 3}}),
                  dcp_gate(0.25, 1.0));
   for (std::uint32_t g = 0; g < 3; ++g) {
@@ -227,7 +226,7 @@ TEST(GateTest, AGroupIsStoredBeforeTheLearnerSeesIt) {
   EXPECT_EQ(f.shared->reports.size(), 3u);
 }
 
-TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
+TEST(GroupActorTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
   gate_fixture f(scripted({{{0, 0}, 2}}), dcp_gate(0.5, 0.75));
   group_settings s;
   s.run_id = "run";
@@ -241,7 +240,7 @@ TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
   s.train = false;
   auto services = f.services;
   services.learner = learner_actor{};
-  f.c.keep(spawn_gate(f.c.system(), s, services));
+  f.c.keep(spawn_group(f.c.system(), s, services));
   f.c.run();
   EXPECT_TRUE(f.shared->decided.empty());
   EXPECT_TRUE(f.shared->learned.empty());
@@ -250,7 +249,7 @@ TEST(GateTest, ValidationGroupsDecideLocallyAndAreNotLearned) {
   EXPECT_EQ((*g)->rollouts[0].outcome.passed_at_turn, 2);
 }
 
-TEST(GateTest, AVerifierFailureFailsTheGroup) {
+TEST(GroupActorTest, AVerifierFailureFailsTheGroup) {
   gate_fixture f(scripted({}), dcp_gate(0.5, 1.0));
   // A verifier that cannot judge (no compiler): the group fails with its message, nothing stored.
   auto failing =
@@ -293,7 +292,7 @@ generation_actor failing_generator(coordinator& c, const instant_policy& policy,
   }));
 }
 
-TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
+TEST(GroupActorTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
   // Rollout 1 of group 0 gets no answer (the servers failed it): the group fails with the reason;
   // nothing is scored, stored or trained, so the other rollouts' advantages never see it.
   gate_fixture f(scripted({{{0, 0}, 1}}), dcp_gate(0.5, 1.0));
@@ -309,7 +308,7 @@ TEST(GateTest, AFirstTurnWithNoAnswerFailsTheGroupAndIsNeverScored) {
   EXPECT_FALSE(f.stored(0).has_value());
 }
 
-TEST(GateTest, ADebugTurnWithNoAnswerFailsTheGroup) {
+TEST(GroupActorTest, ADebugTurnWithNoAnswerFailsTheGroup) {
   // Rollouts 1 and 2 fail their first turn; the gate opens; rollout 2's debug turn gets no answer.
   gate_fixture f(scripted({{{0, 0}, 1}}), dcp_gate(0.5, 1.0));
   f.services.generator = failing_generator(f.c, scripted({{{0, 0}, 1}}), {"/2/1"});
@@ -349,7 +348,7 @@ verifier_actor split_speed_verifier(coordinator& c) {
   }));
 }
 
-TEST(GateTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) {
+TEST(GroupActorTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpeedup) {
   // Every first turn passes at 0.8x, below gate.optimise.speedup 1.2: each rollout gets an
   // optimisation turn whose input is the optimisation feedback; at 1.5x it beats the factor and
   // the rollout is done, though gate.optimise.max_turns would allow another.
@@ -393,7 +392,7 @@ profile_actor rollout_zero_profiles(coordinator& c,
   }));
 }
 
-TEST(GateTest, AnOptimisationTurnReadsThePassesProfileAfterTheRequest) {
+TEST(GroupActorTest, AnOptimisationTurnReadsThePassesProfileAfterTheRequest) {
   gate_config none;
   none.policy = gate_policy::none;
   gate_fixture f(scripted({}), none);
@@ -436,7 +435,7 @@ profile_actor held_profiles(coordinator& c) {
   }));
 }
 
-TEST(GateTest, AProfileThatDoesNotComeInTimeLeavesTheTurnWithTheVerdictsFeedback) {
+TEST(GroupActorTest, AProfileThatDoesNotComeInTimeLeavesTheTurnWithTheVerdictsFeedback) {
   gate_config none;
   none.policy = gate_policy::none;
   gate_fixture f(scripted({}), none);
@@ -460,7 +459,7 @@ TEST(GateTest, AProfileThatDoesNotComeInTimeLeavesTheTurnWithTheVerdictsFeedback
   }
 }
 
-TEST(GateTest, AClosedOptimisationDecisionIsStoredWithItsReason) {
+TEST(GroupActorTest, AClosedOptimisationDecisionIsStoredWithItsReason) {
   // A first-turn pass at 1.5x beats gate.optimise.speedup 1.2: the group is not opened, and the
   // store keeps why (closed_fast); the other rollout's 0.8x does not matter.
   gate_config none;
@@ -477,7 +476,7 @@ TEST(GateTest, AClosedOptimisationDecisionIsStoredWithItsReason) {
   EXPECT_EQ(g->optimise, optimise_decision::closed_fast);
 }
 
-TEST(GateTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
+TEST(GroupActorTest, WithoutOptimisationTimedSlowPassesAreDoneAtOnce) {
   gate_config none;
   none.policy = gate_policy::none;
   gate_fixture f(scripted({}), none);
@@ -511,7 +510,7 @@ verifier_actor opt_train_verifier(coordinator& c) {
 // the batch holds both turns of each rollout (3 + 3 sampled tokens), rollout 0 is paid for its
 // 1.5x (positive advantage, its first turn discounted by gamma 0.5) and rollout 1 for its 0.9x
 // (negative, undiscounted); off, each sequence is its first turn and the tied 0.8x passes get 0.
-TEST(GateTest, OptimisationTurnsReachTheRecordLearnersBatchOnlyWhenTrained) {
+TEST(GroupActorTest, OptimisationTurnsReachTheRecordLearnersBatchOnlyWhenTrained) {
   for (const bool train : {false, true}) {
     SCOPED_TRACE(train ? "train" : "off");
     gate_config none;
