@@ -237,6 +237,29 @@ std::optional<replay_partial_columns> partial_columns_of(const step_record& r) {
 
 }  // namespace
 
+std::map<std::uint64_t, double> elapsed_since_start(const std::vector<step_record>& steps,
+                                                    std::int64_t fallback_start_unix_ms) {
+  std::int64_t start = 0;
+  for (const auto& s : steps) {
+    if (s.started_unix_ms > 0 && (start == 0 || s.started_unix_ms < start)) {
+      start = s.started_unix_ms;
+    }
+  }
+  if (start == 0) {
+    start = fallback_start_unix_ms;
+  }
+  std::map<std::uint64_t, double> out;
+  if (start <= 0) {
+    return out;
+  }
+  for (const auto& s : steps) {
+    if (s.finished_unix_ms > 0) {
+      out[s.step] = static_cast<double>(s.finished_unix_ms - start);
+    }
+  }
+  return out;
+}
+
 replay_report build_replay_report(const replay_data& data, std::size_t buckets) {
   replay_report report;
   report.max_turns = data.max_turns;
@@ -262,9 +285,13 @@ replay_report build_replay_report(const replay_data& data, std::size_t buckets) 
   for (const auto& r : data.steps) {
     steps.insert(r.step);
   }
+  const auto elapsed = elapsed_since_start(data.steps, 0);
   for (auto step : steps) {
     replay_step s = summarise(train[step], data.max_turns);
     s.step = step;
+    if (const auto e = elapsed.find(step); e != elapsed.end()) {
+      s.elapsed_ms = e->second;
+    }
     for (const auto& r : data.steps) {
       if (r.step == step) {
         s.timings = r.timings;
@@ -781,7 +808,7 @@ std::string steps_csv(const replay_report& r) {
   out +=
       ",recovery_per_rollout,recovery_per_group,probe_groups,probe_recovery_per_rollout,"
       "probe_recovery_per_group,turns_per_pass,turns,verifier_jobs,completed,wall_ms,"
-      "generation_ms,compile_ms,run_ms,learner_ms,idle_ms";
+      "generation_ms,compile_ms,run_ms,learner_ms,idle_ms,elapsed_ms";
   out += speed_csv_header() + "\n";
   for (const auto& s : r.steps) {
     csv_row row(out);
@@ -794,6 +821,11 @@ std::string steps_csv(const replay_report& r) {
         << s.verifier_jobs << std::string(s.timings ? "1" : "0");
     const step_timings t = s.timings.value_or(step_timings{});
     row << t.wall_ms << t.generation_ms << t.compile_ms << t.run_ms << t.learner_ms << t.idle_ms;
+    if (s.elapsed_ms) {
+      row << *s.elapsed_ms;
+    } else {
+      row << std::string();
+    }
     add_speed_cells(row, s.speed);
   }
   return out;

@@ -112,8 +112,12 @@ struct replay_step {
   std::uint32_t turns = 0;
   std::uint32_t verifier_jobs = 0;
   std::optional<step_timings> timings;  // none when the step has no record (it did not complete)
-  speed_summary speed;                  // fast_p and geomean speedup of the trained outcomes
-  speed_summary compiled_speed;         // the same over the reference under torch.compile
+  // Milliseconds from the run's first step start to this step's end (elapsed_since_start); none
+  // without a record or its clocks. Steps overlap under bounded staleness, so summing the steps'
+  // wall_ms overstates the run's wall time; this does not.
+  std::optional<double> elapsed_ms;
+  speed_summary speed;           // fast_p and geomean speedup of the trained outcomes
+  speed_summary compiled_speed;  // the same over the reference under torch.compile
   // Groups with a non-zero stored advantage: the step's training signal.
   std::uint32_t signal_groups = 0;
   // Buffered retry (gate.retry), when the run stored its buffer after this step. The total row
@@ -153,6 +157,13 @@ struct replay_report {
 };
 
 [[nodiscard]] replay_report build_replay_report(const replay_data& data, std::size_t buckets);
+
+// Completed step -> milliseconds from the run's start to the step's end by the step records' unix
+// clocks (a resumed run's pause between processes included). The start is the earliest recorded
+// step start, else `fallback_start_unix_ms` (the run record's creation; 0: none); steps without an
+// end, or any step when there is no start, are left out.
+[[nodiscard]] std::map<std::uint64_t, double> elapsed_since_start(
+    const std::vector<step_record>& steps, std::int64_t fallback_start_unix_ms);
 
 // ---- what-if ------------------------------------------------------------------------------------
 

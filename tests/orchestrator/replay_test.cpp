@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 namespace leap {
 namespace {
@@ -38,7 +41,9 @@ group_record make_group(std::uint64_t step, std::uint32_t index, gate_decision g
     }
     g.rollouts.push_back(r);
   }
-  for (const auto& r : g.rollouts) g.n_fail += r.turns.front().passed ? 0 : 1;
+  for (const auto& r : g.rollouts) {
+    g.n_fail += r.turns.front().passed ? 0 : 1;
+  }
   score_group(g, reward_config{}, advantage_config{});
   return g;
 }
@@ -172,6 +177,78 @@ TEST(ReplayReportTest, PartialRolloutColumnsFromTheStepRecords) {
   EXPECT_NE(table.find("   all        5          1               1        1        1\n"),
             std::string::npos)
       << table;
+}
+
+// The cells of a CSV's column, one per row after the header.
+std::vector<std::string> csv_column(const std::string& csv, const std::string& name) {
+  std::vector<std::vector<std::string>> rows;
+  std::size_t begin = 0;
+  while (begin < csv.size()) {
+    const std::size_t end = csv.find('\n', begin);
+    const std::string line = csv.substr(begin, end - begin);
+    std::vector<std::string> cells;
+    std::size_t from = 0;
+    for (std::size_t comma = line.find(','); comma != std::string::npos;
+         comma = line.find(',', from)) {
+      cells.push_back(line.substr(from, comma - from));
+      from = comma + 1;
+    }
+    cells.push_back(line.substr(from));
+    rows.push_back(std::move(cells));
+    begin = end == std::string::npos ? csv.size() : end + 1;
+  }
+  std::vector<std::string> out;
+  if (rows.empty()) {
+    return out;
+  }
+  const auto at = std::find(rows[0].begin(), rows[0].end(), name);
+  if (at == rows[0].end()) {
+    return out;
+  }
+  const auto i = static_cast<std::size_t>(at - rows[0].begin());
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    out.push_back(i < rows[r].size() ? rows[r][i] : "?");
+  }
+  return out;
+}
+
+// Under bounded staleness the next step starts before this one ends, so the steps' wall times
+// overlap and their sum overstates the run's time: the elapsed time runs from the earliest step
+// start on the step records' clocks.
+TEST(ReplayReportTest, ElapsedTimeFromTheRunsFirstStepStartNotTheSumOfSteps) {
+  auto data = sample_run();
+  data.steps[0].started_unix_ms = 10'000;
+  data.steps[0].finished_unix_ms = 14'000;
+  data.steps[0].timings.wall_ms = 4'000;
+  step_record second = data.steps[0];
+  second.step = 1;
+  second.started_unix_ms = 12'000;  // while step 0 trains
+  second.finished_unix_ms = 17'500;
+  second.timings.wall_ms = 5'500;
+  data.steps.push_back(second);
+  const auto report = build_replay_report(data, 2);
+  ASSERT_EQ(report.steps.size(), 2U);
+  ASSERT_TRUE(report.steps[0].elapsed_ms.has_value());
+  ASSERT_TRUE(report.steps[1].elapsed_ms.has_value());
+  EXPECT_NEAR(*report.steps[0].elapsed_ms, 4'000, 1e-9);
+  EXPECT_NEAR(*report.steps[1].elapsed_ms, 7'500, 1e-9);
+  ASSERT_TRUE(report.total.timings.has_value());
+  EXPECT_NEAR(report.total.timings->wall_ms, 9'500, 1e-9);  // the overlap counted twice
+  EXPECT_EQ(csv_column(steps_csv(report), "elapsed_ms"), (std::vector<std::string>{"4000", "7500"}))
+      << steps_csv(report);
+
+  // A step without a record has no end: an empty cell, never 0.
+  data.steps.pop_back();
+  EXPECT_EQ(csv_column(steps_csv(build_replay_report(data, 2)), "elapsed_ms"),
+            (std::vector<std::string>{"4000", ""}));
+
+  // Records without step starts (older stores) count from the run's creation when given.
+  std::vector<step_record> unstarted = {data.steps[0]};
+  unstarted[0].started_unix_ms = 0;
+  EXPECT_TRUE(elapsed_since_start(unstarted, 0).empty());
+  const auto from_creation = elapsed_since_start(unstarted, 9'000);
+  ASSERT_EQ(from_creation.count(0), 1U);
+  EXPECT_NEAR(from_creation.at(0), 5'000, 1e-9);
 }
 
 TEST(WhatIfTest, RegatesAndRescoresTheStoredVerdicts) {

@@ -84,20 +84,8 @@ result<std::vector<run_input>> load_runs(const run_source& source, std::size_t b
     }
     data.profiles = std::move(*profiles);
 
-    // Minutes from the run's first step start (the earliest recorded) to each step's end.
-    std::int64_t start = 0;
-    for (const auto& s : data.steps) {
-      if (s.started_unix_ms > 0 && (start == 0 || s.started_unix_ms < start)) {
-        start = s.started_unix_ms;
-      }
-    }
-    if (start == 0) {
-      start = run.created_unix_ms;
-    }
-    for (const auto& s : data.steps) {
-      if (s.finished_unix_ms > 0 && start > 0) {
-        in.minutes[s.step] = static_cast<double>(s.finished_unix_ms - start) / 60000.0;
-      }
+    for (const auto& [step, ms] : elapsed_since_start(data.steps, run.created_unix_ms)) {
+      in.minutes[step] = ms / 60000.0;
     }
     in.stored_groups = data.groups.size();
     in.replay = build_replay_report(data, buckets);
