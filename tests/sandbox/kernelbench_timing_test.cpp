@@ -10,8 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <string>
 
 namespace leap::sandbox {
@@ -35,27 +34,13 @@ const std::string kbt_candidate =
 
 // Flips one byte inside every cached baseline's record; returns how many entries it damaged.
 int kbt_damage_baselines(const std::filesystem::path& folder) {
-  int damaged = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
-    if (!entry.is_regular_file()) {
-      continue;
-    }
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const auto at = bytes.find("LKBBASE1 ");
-    if (at == std::string::npos) {
-      continue;
-    }
-    // Past the magic, the digest and the newline: inside the record's JSON.
-    const std::size_t inside = at + 9 + 64 + 1 + 3;
-    if (inside >= bytes.size()) {
-      continue;  // not counted: the caller's count fails
-    }
-    f.seekp(static_cast<std::streamoff>(inside));
-    f.put(static_cast<char>(bytes[inside] ^ 0x5a));
-    ++damaged;
-  }
-  return damaged;
+  return testing::damage_cache_entries(
+      folder, "LKBBASE1 ",
+      // Past the magic, the digest and the newline: inside the record's JSON.
+      [](const std::string&, std::size_t at) -> std::optional<std::size_t> {
+        return at + 9 + 64 + 1 + 3;
+      },
+      [](char c) { return static_cast<char>(c ^ 0x5a); });
 }
 
 TEST(KernelBenchBaselineCacheTest, KeptOnDiskPerRepetitionsAndMeasuredAgainWhenDamaged) {

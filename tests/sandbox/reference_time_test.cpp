@@ -10,8 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <string>
 
 namespace leap::sandbox {
@@ -26,26 +25,16 @@ const std::string rtc_doubling =
 // Changes the year of every kept reference time's measured_at (its JSON stays valid and its times
 // plausible: only the digest tells); returns how many entries it changed.
 int rtc_damage_kept_times(const std::filesystem::path& folder) {
-  int damaged = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
-    if (!entry.is_regular_file()) {
-      continue;
-    }
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (bytes.find("LREFTIM1 ") == std::string::npos) {
-      continue;
-    }
-    const auto at = bytes.find("\"measured_at\":\"");
-    if (at == std::string::npos) {
-      continue;  // not counted: the caller's count fails
-    }
-    const std::size_t digit = at + 15 + 3;  // the year's last digit
-    f.seekp(static_cast<std::streamoff>(digit));
-    f.put(bytes[digit] == '1' ? '2' : '1');
-    ++damaged;
-  }
-  return damaged;
+  return testing::damage_cache_entries(
+      folder, "LREFTIM1 ",
+      [](const std::string& bytes, std::size_t) -> std::optional<std::size_t> {
+        const auto at = bytes.find("\"measured_at\":\"");
+        if (at == std::string::npos) {
+          return std::nullopt;
+        }
+        return at + 15 + 3;  // the year's last digit
+      },
+      [](char digit) { return digit == '1' ? '2' : '1'; });
 }
 
 struct rtc_verified {

@@ -12,8 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
@@ -98,6 +102,36 @@ class temp_folder {
  private:
   std::string path_;
 };
+
+// Damages the cache entries under `folder` that hold `magic`: for each, `where(bytes, magic_at)`
+// names the offset of one byte to change (none: the entry is left as it is and not counted), and
+// `changed(old)` gives its new value. Returns how many entries it changed, so that a caller whose
+// format moved sees its count fail instead of testing an undamaged cache.
+inline int damage_cache_entries(
+    const std::filesystem::path& folder, std::string_view magic,
+    const std::function<std::optional<std::size_t>(const std::string&, std::size_t)>& where,
+    const std::function<char(char)>& changed) {
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+    if (!entry.is_regular_file()) {
+      continue;
+    }
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::size_t at = bytes.find(magic);
+    if (at == std::string::npos) {
+      continue;
+    }
+    const std::optional<std::size_t> offset = where(bytes, at);
+    if (!offset || *offset >= bytes.size()) {
+      continue;
+    }
+    f.seekp(static_cast<std::streamoff>(*offset));
+    f.put(changed(bytes[*offset]));
+    ++damaged;
+  }
+  return damaged;
+}
 
 inline std::string fenced(const std::string& lang, const std::string& code) {
   return "Here is my solution:\n```" + lang + "\n" + code + "```\n";
