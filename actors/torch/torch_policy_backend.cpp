@@ -6,7 +6,7 @@
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/tokenizer.hpp"
+#include "policy/chat/tokenizer.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "policy/tokenizer.hpp"
+#include "policy/chat/tokenizer.hpp"
 
 #include <gtest/gtest.h>
 

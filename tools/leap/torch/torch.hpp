@@ -10,8 +10,8 @@
 #pragma once
 
 #include "common/result.hpp"
-#include "policy/server_backend.hpp"
-#include "policy/vocabulary.hpp"
+#include "policy/chat/vocabulary.hpp"
+#include "policy/server/server_backend.hpp"
 
 #include <cstdint>
 #include <memory>
