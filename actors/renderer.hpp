@@ -23,8 +23,9 @@ class prompt_renderer {
       std::span<const token_id> history, const std::vector<chat_text>& messages) const = 0;
 };
 
-// The project's byte-level tokenizer with its ChatML-like template (policy/chat/tokenizer.hpp):
-// what the scripted policy server and the embedded policy understand.
+// The project's byte-level tokenizer with its ChatML-like template
+// (policy/chat/byte_tokenizer.hpp): what the scripted policy server and the embedded policy
+// understand.
 [[nodiscard]] std::shared_ptr<const prompt_renderer> make_byte_chatml_renderer();
 
 // Any local chat renderer (policy/chat/conversation.hpp), e.g. a model folder's own tokenizer and

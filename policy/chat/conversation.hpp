@@ -12,7 +12,7 @@
 
 #include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 namespace leap::policy {
 
-// token_id and chat_message come from policy/chat/tokenizer.hpp (shared with the project's
+// token_id and chat_message come from policy/chat/byte_tokenizer.hpp (shared with the project's
 // servers).
 
 // The ids of a generation sampled under one weight version: from `first` (an index into the
@@ -139,9 +139,9 @@ class chatml_renderer final : public chat_renderer {
   token_id im_end_;
 };
 
-// The project's own byte-level tokenizer and ChatML-like template (policy/chat/tokenizer.hpp): what
-// `leap serve-policy` renders with, so a client talking to it renders prompts and feedback locally,
-// exactly as the server would. Thread-safe.
+// The project's own byte-level tokenizer and ChatML-like template (policy/chat/byte_tokenizer.hpp):
+// what `leap serve-policy` renders with, so a client talking to it renders prompts and feedback
+// locally, exactly as the server would. Thread-safe.
 class byte_chat_renderer final : public chat_renderer {
  public:
   [[nodiscard]] result<std::vector<token_id>> render_prompt(

@@ -1,7 +1,7 @@
 #include "policy/chat/hf_renderer.hpp"
 
 #include "policy/chat/chat_template.hpp"
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -286,7 +286,7 @@ namespace leap::policy {
 namespace {
 
 // A model folder's tokenizer and chat template as the policy server's vocabulary.
-class hf_vocabulary final : public vocabulary {
+class hf_vocabulary final : public model_vocabulary {
  public:
   hf_vocabulary(std::shared_ptr<const hf_chat_renderer> renderer, std::string file)
       : renderer_(std::move(renderer)), file_(std::move(file)) {
@@ -372,13 +372,13 @@ class hf_vocabulary final : public vocabulary {
 
 }  // namespace
 
-std::shared_ptr<const vocabulary> make_vocabulary(std::shared_ptr<const hf_chat_renderer> renderer,
-                                                  const std::string& dir) {
+std::shared_ptr<const model_vocabulary> make_vocabulary(
+    std::shared_ptr<const hf_chat_renderer> renderer, const std::string& dir) {
   return std::make_shared<const hf_vocabulary>(
       std::move(renderer), (std::filesystem::path(dir) / "tokenizer.json").string());
 }
 
-result<std::shared_ptr<const vocabulary>> load_vocabulary(const std::string& dir) {
+result<std::shared_ptr<const model_vocabulary>> load_vocabulary(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json", ec)) {
     return byte_vocabulary();

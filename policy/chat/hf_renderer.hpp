@@ -58,11 +58,11 @@ class hf_chat_renderer final : public chat_renderer {
   std::unique_ptr<impl> impl_;
 };
 
-class vocabulary;  // policy/chat/vocabulary.hpp
+class model_vocabulary;  // policy/chat/model_vocabulary.hpp
 
 // The renderer's tokenizer and chat template as the policy server's vocabulary (what
 // load_vocabulary(dir) gives for a folder with tokenizer.json); `dir` names it in messages.
-[[nodiscard]] std::shared_ptr<const vocabulary> make_vocabulary(
+[[nodiscard]] std::shared_ptr<const model_vocabulary> make_vocabulary(
     std::shared_ptr<const hf_chat_renderer> renderer, const std::string& dir);
 
 }  // namespace leap::policy

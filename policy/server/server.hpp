@@ -18,7 +18,7 @@
 
 #include "common/enums/transfer_backend.hpp"
 #include "common/result.hpp"
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 #include "policy/server/server_backend.hpp"
 #include "policy/server/server_faults.hpp"
 
@@ -101,7 +101,7 @@ struct server_config {
   // The served model's tokenizer and chat template: /tokenize, /detokenize, chat rendering, the
   // text of responses and the end-of-generation ids (load_vocabulary(model folder) for a model
   // with tokenizer.json). Default: null, the byte-level tokenizer (byte_vocabulary())
-  std::shared_ptr<const vocabulary> vocab;
+  std::shared_ptr<const model_vocabulary> vocab;
   // The ids requests may hold and /v1/models reports: the larger of this and the vocabulary's.
   // A model's embedding rows, which checkpoints pad past the tokenizer's ids (Qwen3: 151,936 rows
   // for 151,669 ids): a model may sample a padding id, which decodes as nothing, and the next

@@ -6,7 +6,7 @@
 
 #include "common/enums/transfer_backend.hpp"
 #include "common/result.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <nlohmann/json.hpp>

@@ -31,7 +31,7 @@ bool sequence_builder::push(const token_step& step) {
   output_.top_logprobs.push_back(step.top);
   const auto count = static_cast<int>(output_.token_ids.size());
   const bool may_stop = count - 1 >= rules_.min_tokens;
-  const vocabulary& vocab = rules_.vocab != nullptr ? *rules_.vocab : *byte_vocabulary();
+  const model_vocabulary& vocab = rules_.vocab != nullptr ? *rules_.vocab : *byte_vocabulary();
   const bool shown = !(rules_.skip_special_tokens && vocab.is_special(step.id));
 
   const bool is_eos = !rules_.ignore_eos && vocab.is_end_of_generation(step.id);

@@ -4,7 +4,7 @@
 // a UTF-8 character, never text that a stop string might still swallow). Pure logic, no I/O.
 #pragma once
 
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 #include "policy/server/server_backend.hpp"
 #include "policy/wire/wire.hpp"
 
@@ -26,7 +26,7 @@ struct stop_rules {
   bool include_stop_str_in_output = false;
   // The served vocabulary: token texts, specials, end-of-generation ids. Default: null, the
   // byte-level tokenizer. Not owned: the server outlives its sequences.
-  const vocabulary* vocab = nullptr;
+  const model_vocabulary* vocab = nullptr;
 };
 
 [[nodiscard]] stop_rules make_stop_rules(const sampling_params& sampling, int max_tokens);

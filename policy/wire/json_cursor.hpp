@@ -11,7 +11,7 @@
 // Not thread-safe (one per body); the body must outlive the cursor.
 #pragma once
 
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <climits>
 

@@ -1,6 +1,6 @@
 #include "policy/wire/wire.hpp"
 
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 #include "policy/wire/bounded_json.hpp"
 
 #include <algorithm>
@@ -351,7 +351,7 @@ result<T> guarded(F&& parse) {
 
 // ---- rendering helpers ----
 
-const vocabulary& vocab_of(const vocabulary* vocab) {
+const model_vocabulary& vocab_of(const model_vocabulary* vocab) {
   return vocab != nullptr ? *vocab : *byte_vocabulary();
 }
 

@@ -19,7 +19,7 @@
 
 #include "common/enums/finish_reason.hpp"
 #include "common/result.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +30,7 @@
 
 namespace leap::policy {
 
-class vocabulary;  // policy/chat/vocabulary.hpp
+class model_vocabulary;  // policy/chat/model_vocabulary.hpp
 
 // Sampling and stopping, as the three generation routes accept them (names differ per route; the
 // parsers map them here).
@@ -287,7 +287,7 @@ struct response_meta {
   double e2e_latency_s = 0.0;  // SGLang's meta_info.e2e_latency
   // The served vocabulary, for token texts in log-probs. Default: null, the byte-level tokenizer.
   // Not owned.
-  const vocabulary* vocab = nullptr;
+  const model_vocabulary* vocab = nullptr;
 };
 
 struct usage_counts {
@@ -299,8 +299,8 @@ struct usage_counts {
 // return_tokens_as_token_ids).
 struct logprob_style {
   bool as_token_ids = false;
-  int top = -1;                       // alternatives to show; -1 = no logprobs at all
-  const vocabulary* vocab = nullptr;  // token texts; null: the byte-level tokenizer
+  int top = -1;                             // alternatives to show; -1 = no logprobs at all
+  const model_vocabulary* vocab = nullptr;  // token texts; null: the byte-level tokenizer
 };
 
 [[nodiscard]] nlohmann::json render_completion_response(const response_meta& meta,

@@ -8,7 +8,7 @@
 #include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 #include "policy/client/client.hpp"
 #include "policy/client/weight_sync.hpp"
 #include "policy/server/server.hpp"

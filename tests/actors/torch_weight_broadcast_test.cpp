@@ -10,7 +10,7 @@
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 #include "policy/client/client.hpp"
 #include "policy/client/weight_sync.hpp"
 #include "policy/server/server.hpp"

@@ -95,8 +95,8 @@ TEST(ClientConversation, ChatmlRendersPromptAndFeedbackAsAppendOnlyDeltas) {
 }
 
 TEST(ClientConversation, ByteRendererMatchesTheGenericChatmlOverTheProjectTokenizer) {
-  // The project's tokenizer (policy/chat/tokenizer.hpp) through its own template, and the generic
-  // ChatML renderer over the same tokenizer's plain-byte encoding, must agree id for id.
+  // The project's tokenizer (policy/chat/byte_tokenizer.hpp) through its own template, and the
+  // generic ChatML renderer over the same tokenizer's plain-byte encoding, must agree id for id.
   byte_chat_renderer project;
   chatml_renderer generic([](std::string_view t) { return byte_tokenizer::encode(t, false); },
                           special::im_start, special::im_end);

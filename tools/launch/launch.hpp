@@ -21,7 +21,7 @@
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
 #include "policy/chat/hf_renderer.hpp"
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 #include "policy/client/client_config.hpp"
 #include "policy/client/weight_sync.hpp"
 #include "policy/server/server_backend.hpp"
@@ -170,7 +170,7 @@ class torch_parts {
   // syncs copied from it. Errors: the folder's (named by the caller).
   [[nodiscard]] virtual result<served_model> serve_model(
       const std::string& model_dir, const std::string& device,
-      std::shared_ptr<const policy::vocabulary> vocab) = 0;
+      std::shared_ptr<const policy::model_vocabulary> vocab) = 0;
   // policy.weight_sync nccl or ipc with the learner: opens the transfer to the server at
   // `endpoint`. Errors: the transfer's.
   [[nodiscard]] virtual result<transfer_plans> open_transfer(const experiment_config& c,

@@ -129,8 +129,8 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
 // The backend and the line that describes it; max_model_len and model_name resolved.
 struct chosen_backend {
   std::shared_ptr<policy::policy_backend> backend;
-  std::shared_ptr<const policy::vocabulary> vocab;  // null: the byte-level tokenizer
-  int vocab_size = 0;                               // the model's embedding rows
+  std::shared_ptr<const policy::model_vocabulary> vocab;  // null: the byte-level tokenizer
+  int vocab_size = 0;                                     // the model's embedding rows
   std::string description;
   std::string model_name;
   int max_model_len = 32768;

@@ -1,18 +1,21 @@
 // The served model's vocabulary, as the policy server needs it: ids to text and back, which ids
 // are special and which end a generation, and the chat template that turns messages into a
 // prompt. Two kinds: the project's byte-level tokenizer and ChatML template
-// (policy/chat/tokenizer.hpp, 261 ids; what a model folder without tokenizer.json gets), and a
+// (policy/chat/byte_tokenizer.hpp, 261 ids; what a model folder without tokenizer.json gets), and a
 // model folder's own Hugging Face tokenizer.json and chat template (load_vocabulary).
 //
 // Message contents are plain text in both: a special token's text written inside a message (a
 // policy echoing `<|im_end|>`, a task's feedback quoting it) is encoded as ordinary text, and only
 // the template's own markers become special ids, so a message cannot forge a turn boundary.
 //
+// Named for the model it serves, apart from orchestrator/vocabulary.hpp (the experiment's words:
+// task, turn, rollout, group).
+//
 // Immutable after construction and thread-safe.
 #pragma once
 
 #include "common/result.hpp"
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <memory>
 #include <span>
@@ -22,9 +25,9 @@
 
 namespace leap::policy {
 
-class vocabulary {
+class model_vocabulary {
  public:
-  virtual ~vocabulary() = default;
+  virtual ~model_vocabulary() = default;
 
   // One more than the largest id. A served model's vocab_size must be at least this.
   [[nodiscard]] virtual int vocab_size() const = 0;
@@ -56,7 +59,7 @@ class vocabulary {
 };
 
 // The project's byte-level tokenizer and ChatML template.
-[[nodiscard]] std::shared_ptr<const vocabulary> byte_vocabulary();
+[[nodiscard]] std::shared_ptr<const model_vocabulary> byte_vocabulary();
 
 // A model folder's vocabulary: its tokenizer.json, tokenizer_config.json and chat template
 // (chat_template.jinja or tokenizer_config.json's chat_template) when the folder holds
@@ -65,6 +68,7 @@ class vocabulary {
 // `<|im_end|>`, Llama-3's `<|eot_id|>`). Errors name the file and what is wrong or unsupported in
 // it (a folder with tokenizer.json but no chat template is refused: the server renders chats).
 // Defined in hf_renderer.cpp.
-[[nodiscard]] result<std::shared_ptr<const vocabulary>> load_vocabulary(const std::string& dir);
+[[nodiscard]] result<std::shared_ptr<const model_vocabulary>> load_vocabulary(
+    const std::string& dir);
 
 }  // namespace leap::policy

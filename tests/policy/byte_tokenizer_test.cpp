@@ -1,4 +1,4 @@
-#include "policy/chat/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,17 +1,17 @@
-#include "policy/chat/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
 
 #include <algorithm>
 
 namespace leap::policy {
 
-bool vocabulary::is_end_of_generation(token_id id) const {
+bool model_vocabulary::is_end_of_generation(token_id id) const {
   const auto& ends = end_of_generation_ids();
   return std::find(ends.begin(), ends.end(), id) != ends.end();
 }
 
 namespace {
 
-class byte_vocab final : public vocabulary {
+class byte_vocab final : public model_vocabulary {
  public:
   byte_vocab() {
     for (token_id id = 0; id < byte_tokenizer::vocab_size(); ++id) {
@@ -44,7 +44,7 @@ class byte_vocab final : public vocabulary {
 
 }  // namespace
 
-std::shared_ptr<const vocabulary> byte_vocabulary() {
+std::shared_ptr<const model_vocabulary> byte_vocabulary() {
   static const auto instance = std::make_shared<const byte_vocab>();
   return instance;
 }

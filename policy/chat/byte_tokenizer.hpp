@@ -1,4 +1,5 @@
-// The project's byte-level tokenizer and its ChatML-like chat template.
+// The project's byte-level tokenizer and its ChatML-like chat template. (Hugging Face
+// tokenizer.json tokenizers are the top-level tokenizer/ module's, tokenizer/tokenizer.hpp.)
 //
 // Ids 0..255 are the bytes themselves; a handful of special tokens follow. Because every byte is
 // its own token, encoding is a pure concatenation: encode(a + b) == encode(a) + encode(b) whenever
