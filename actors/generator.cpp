@@ -1,7 +1,7 @@
 #include "actors/generator.hpp"
 
 #include "orchestrator/run_telemetry.hpp"
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -35,7 +35,7 @@ struct pending_turn {
 };
 
 // A prompt being rendered by the server's /tokenize: up to three renderings (see
-// policy/conversation.hpp's template_delta): 0 = the short conversation with assistant "a",
+// policy/chat/conversation.hpp's template_delta): 0 = the short conversation with assistant "a",
 // 1 = the same with "b", 2 = "a" followed by the feedback with the generation prompt. A first
 // prompt needs only rendering 2 (the messages themselves).
 struct pending_render {

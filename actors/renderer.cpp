@@ -1,6 +1,6 @@
 #include "actors/renderer.hpp"
 
-#include "policy/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 namespace leap::actors {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "actors/messages.hpp"
 #include "common/result.hpp"
-#include "policy/conversation.hpp"
+#include "policy/chat/conversation.hpp"
 
 #include <memory>
 #include <span>
@@ -23,12 +23,13 @@ class prompt_renderer {
       std::span<const token_id> history, const std::vector<chat_text>& messages) const = 0;
 };
 
-// The project's byte-level tokenizer with its ChatML-like template (policy/tokenizer.hpp): what the
-// scripted policy server and the embedded policy understand.
+// The project's byte-level tokenizer with its ChatML-like template
+// (policy/chat/byte_tokenizer.hpp): what the scripted policy server and the embedded policy
+// understand.
 [[nodiscard]] std::shared_ptr<const prompt_renderer> make_byte_chatml_renderer();
 
-// Any local chat renderer (policy/conversation.hpp), e.g. a model folder's own tokenizer and chat
-// template (policy/hf_renderer.hpp, what policy.tokenizer selects).
+// Any local chat renderer (policy/chat/conversation.hpp), e.g. a model folder's own tokenizer and
+// chat template (policy/chat/hf_renderer.hpp, what policy.tokenizer selects).
 [[nodiscard]] std::shared_ptr<const prompt_renderer> make_chat_renderer(
     std::shared_ptr<const policy::chat_renderer> renderer);
 

@@ -6,7 +6,10 @@
 Every library a `leap_module(NAME ...)` call defines (one per folder) must have a row in README.md's
 architecture table, keyed by its folder, whose "may know" cell names exactly the leap modules the
 module links (`leap::X` in its CMakeLists.txt; common's libraries, crypto, log and durable_file, are
-every module's and not named). The modules must form no cycle. Prints each mismatch and exits 1.
+every module's and not named). The modules must form no cycle, and no source or header of a module
+includes a header of a module it does not link, directly or through its links (the repository root
+is every module's include root, so the compiler alone would let a room include a room above it).
+Prints each mismatch and exits 1.
 """
 import pathlib
 import re
@@ -28,6 +31,40 @@ def modules(root):
             deps = set(re.findall(r"leap::([A-Za-z_]+)", args)) - COMMON_PARTS
             out[name] = (str(rel) + "/", deps)
     return out
+
+
+def module_of(path, folders):
+    """The module whose folder holds `path` (the innermost, so policy/chat/x.hpp is policy_chat's)."""
+    best = None
+    for name, folder in folders.items():
+        if path.startswith(folder) and (best is None or len(folder) > len(folders[best])):
+            best = name
+    return best
+
+
+def include_problems(root, mods):
+    """An include of another module's header that the including module does not link."""
+    folders = {name: folder for name, (folder, _) in mods.items()}
+
+    def reachable(name, seen):
+        for dep in mods.get(name, ("", set()))[1]:
+            if dep not in seen:
+                seen.add(dep)
+                reachable(dep, seen)
+        return seen
+
+    problems = []
+    for name, folder in sorted(folders.items()):
+        allowed = reachable(name, {name}) | COMMON_PARTS
+        for source in sorted((root / folder).rglob("*.[ch]pp")):
+            rel = str(source.relative_to(root))
+            if module_of(rel, folders) != name:
+                continue  # a module of its own below this folder (actors/torch/ under actors/)
+            for header in re.findall(r'^#include "([^"]+)"', source.read_text(), re.M):
+                owner = module_of(header, folders)
+                if owner is not None and owner not in allowed:
+                    problems.append(f"{rel} includes {header} ({owner}), which {name} does not link")
+    return problems
 
 
 def table(readme):
@@ -82,6 +119,7 @@ def main(root):
 
     for name in sorted(mods):
         visit(name, [])
+    problems.extend(include_problems(root, mods))
     for p in problems:
         print(p)
     print(f"{len(mods)} modules, {len(rows)} table rows, {len(problems)} problems")

@@ -6,7 +6,7 @@
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -31,7 +31,8 @@ status check_byte_vocabulary(const learner::model_config& config) {
   return ok_status();
 }
 
-status check_vocabulary(const learner::model_config& config, const policy::vocabulary& vocab) {
+status check_vocabulary(const learner::model_config& config,
+                        const policy::model_vocabulary& vocab) {
   if (config.vocab_size < vocab.vocab_size()) {
     return error{"vocab_size is " + std::to_string(config.vocab_size) + ", smaller than the " +
                  vocab.describe() + "; the model cannot emit or embed every id"};

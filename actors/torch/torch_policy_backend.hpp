@@ -1,18 +1,19 @@
 // The LibTorch policy behind the project's OpenAI-compatible server: implements
-// policy/server_backend.hpp over learner::policy's torch-free API (sample, logits,
+// policy/server/server_backend.hpp over learner::policy's torch-free API (sample, logits,
 // reload_weights). It lives in actors/ because it is the one folder allowed to know both the
 // HTTP side (policy/) and LibTorch's (learner/); it includes no LibTorch header itself.
 //
 // Tokenizer: the folder's own (policy::load_vocabulary: tokenizer.json and its chat template) when
 // the folder holds tokenizer.json, and then the model's vocab_size must cover it (added tokens
 // included; checkpoints pad it, Qwen3's 151936 for 151669 ids); else the project's byte-level
-// tokenizer and ChatML template (policy/tokenizer.hpp, 261 ids), and vocab_size must be 261.
+// tokenizer and ChatML template (policy/chat/byte_tokenizer.hpp, 261 ids), and vocab_size must be
+// 261.
 #pragma once
 
 #include "common/result.hpp"
 #include "learner/model_config.hpp"
-#include "policy/server_backend.hpp"
-#include "policy/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
+#include "policy/server/server_backend.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -46,7 +47,7 @@ struct torch_backend_options {
   std::chrono::milliseconds transfer_timeout{300'000};
   // The served vocabulary: its end-of-generation ids end sampling. Default: null, the byte-level
   // tokenizer (the model must then have vocab_size 261)
-  std::shared_ptr<const policy::vocabulary> vocab;
+  std::shared_ptr<const policy::model_vocabulary> vocab;
 };
 
 // Checks that a model's vocabulary is the byte tokenizer's (vocab_size 261). Pure.
@@ -56,7 +57,7 @@ struct torch_backend_options {
 // Checks that a model's embedding covers `vocab` (vocab_size at least the tokenizer's ids). Pure.
 // Errors: a smaller vocab_size, naming both sizes.
 [[nodiscard]] status check_vocabulary(const learner::model_config& config,
-                                      const policy::vocabulary& vocab);
+                                      const policy::model_vocabulary& vocab);
 
 // The shape of a byte-level model for `leap init-model --preset`: "tiny" (hidden 64, 2 layers,
 // 4 heads over 2 kv heads; about 0.1 M parameters, for tests) or "small" (hidden 256, 4 layers,

@@ -3,7 +3,7 @@
 #include "actors/torch/torch_learner.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/wire.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <arpa/inet.h>
 #include <condition_variable>

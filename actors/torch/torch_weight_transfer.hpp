@@ -16,8 +16,8 @@
 
 #include "common/result.hpp"
 #include "learner/weight_delta.hpp"
-#include "policy/weight_sync.hpp"
-#include "policy/wire.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -30,7 +30,7 @@ namespace leap::actors {
 class torch_learner;
 
 // The nccl update_info of a broadcast delta: vLLM's sparse_nccl fields and the project's
-// (policy/wire.hpp's nccl_delta_fields), in the layout's order.
+// (policy/wire/wire.hpp's nccl_delta_fields), in the layout's order.
 [[nodiscard]] policy::nccl_update_info delta_update_info(
     const learner::weight_delta_layout& layout);
 

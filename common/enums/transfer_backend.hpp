@@ -1,7 +1,7 @@
 // The weight-transfer backend a policy server runs, as vLLM's `--weight-transfer-config
-// '{"backend": B}'` names it: the project's server (policy/server.hpp) and `leap serve-policy`.
-// What each backend does differs by switches on this enum (no default:), so that -Wswitch names
-// every place a new backend must reach.
+// '{"backend": B}'` names it: the project's server (policy/server/server.hpp) and `leap
+// serve-policy`. What each backend does differs by switches on this enum (no default:), so that
+// -Wswitch names every place a new backend must reach.
 #pragma once
 
 #include "common/enums/enum_names.hpp"

@@ -7,10 +7,10 @@
 
 #include "actors/debug_turn.hpp"
 #include "actors/renderer.hpp"
-#include "policy/client.hpp"
-#include "policy/scripted_backend.hpp"
-#include "policy/server.hpp"
-#include "policy/tokenizer.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/client/client.hpp"
+#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

@@ -6,7 +6,7 @@
 #include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/trainer.hpp"
-#include "policy/server.hpp"
+#include "policy/server/server.hpp"
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>

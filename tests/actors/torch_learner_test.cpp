@@ -8,10 +8,10 @@
 #include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
-#include "policy/client.hpp"
-#include "policy/server.hpp"
-#include "policy/tokenizer.hpp"
-#include "policy/weight_sync.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/server/server.hpp"
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>

@@ -10,11 +10,11 @@
 #include "learner/safetensors.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/client.hpp"
-#include "policy/server.hpp"
-#include "policy/tokenizer.hpp"
-#include "policy/weight_sync.hpp"
-#include "policy/wire.hpp"
+#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/server/server.hpp"
+#include "policy/wire/wire.hpp"
 #include "tests/actors/test_support.hpp"
 
 #include <gtest/gtest.h>

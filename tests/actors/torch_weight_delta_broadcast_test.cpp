@@ -12,8 +12,8 @@
 #include "learner/trainer.hpp"
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_delta.hpp"
-#include "policy/server.hpp"
-#include "policy/wire.hpp"
+#include "policy/server/server.hpp"
+#include "policy/wire/wire.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/actors/torch_delta_support.hpp"
 

@@ -9,9 +9,9 @@
 #include "learner/safetensors.hpp"
 #include "learner/trainer.hpp"
 #include "learner/weight_delta.hpp"
-#include "policy/client.hpp"
-#include "policy/server.hpp"
-#include "policy/weight_sync.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/server/server.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/actors/torch_delta_support.hpp"
 

@@ -6,7 +6,7 @@
 // in tests/policy/chat_template/templates/ (SOURCES.md there says where each comes from). The
 // reference tests skip, saying why, when node or the npm packages are missing; `tools/dev.sh deps`
 // installs them (`npm ci --prefix tests/policy/chat_template`).
-#include "policy/chat_template.hpp"
+#include "policy/chat/chat_template.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

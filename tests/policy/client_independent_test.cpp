@@ -2,7 +2,7 @@
 // (@dwmkerr/mock-llm, pinned in tests/policy/independent/package-lock.json), configured by
 // tests/policy/independent/mock-llm.yaml to answer /v1/completions in vLLM's shape. Skips, saying
 // what to run, when node or the npm packages are missing.
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 
 #include <gtest/gtest.h>
 

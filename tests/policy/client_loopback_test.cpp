@@ -2,7 +2,7 @@
 // (tests/policy/position_server.hpp: policy_server, a position-based backend, faults scripted per
 // arrival): round trips in both flavours, routing, back-pressure, every injected fault, resumption,
 // health, weight sync and shutdown. Every wait is bounded so that a hang fails instead of stalling.
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 #include "tests/policy/position_server.hpp"
 
 #include <gtest/gtest.h>

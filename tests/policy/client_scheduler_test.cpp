@@ -2,7 +2,7 @@
 // what an answer (whole or streamed, as the transport delivers it) means for its turn, and what a
 // piece of a generation leaves to do; and the state they act on (scheduler_state: endpoints,
 // queues, the backoff's generator), driven as the client's loop drives it.
-#include "policy/detail/client_scheduler.hpp"
+#include "policy/client/detail/client_scheduler.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // stream fault the server injects (truncated streams, dropped connections, aborts, a malformed
 // event, 5xx) must leave each turn's ids, log-probs, text and finish exactly as a fault-free,
 // non-streamed run gives them, with one callback per turn: nothing lost, nothing duplicated.
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 #include "tests/policy/position_server.hpp"
 #include "tests/policy/server_test_support.hpp"
 

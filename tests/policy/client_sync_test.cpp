@@ -1,6 +1,6 @@
 // The weight-sync driver without curl: events in (answers as the transport delivers them, timers,
 // in-flight counts), the requests it asks for and the state it reaches out.
-#include "policy/detail/client_sync.hpp"
+#include "policy/client/detail/client_sync.hpp"
 
 #include <gtest/gtest.h>
 

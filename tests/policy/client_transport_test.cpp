@@ -1,7 +1,7 @@
 // The client's transport alone, against a real cpp-httplib server on 127.0.0.1: exchanges with
 // their completion callbacks, a sink reading a 2xx body, timers, posts from another thread, and
 // shutdown with exchanges still on the wire. Nothing here knows turns.
-#include "policy/detail/client_transport.hpp"
+#include "policy/client/detail/client_transport.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -2,7 +2,7 @@
 // The rows are keyed by every value of the enums (enum_names::count), so a flavour added without
 // its row here fails the test, as one added without its case in dialect.cpp fails -Wswitch. What
 // each dialect writes and reads is client_protocol_test.cpp's fixture tables.
-#include "policy/dialect.hpp"
+#include "policy/client/dialect.hpp"
 
 #include <gtest/gtest.h>
 

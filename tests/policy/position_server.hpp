@@ -9,8 +9,8 @@
 // "stop"), or earlier when max_tokens runs out (finish "length").
 #pragma once
 
-#include "policy/client.hpp"
-#include "policy/server.hpp"
+#include "policy/client/client.hpp"
+#include "policy/server/server.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Our server at the edges of what a client may send or ask: request bodies nested 100,000 levels
 // deep, a POST without a body, a large form-encoded body, and top log-probs as OpenAI and vLLM
 // define them. Real HTTP on 127.0.0.1 (server_test_support.hpp) and the pure renderers.
-#include "policy/wire.hpp"
+#include "policy/wire/wire.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "policy/server_generation.hpp"
+#include "policy/server/server_generation.hpp"
 
 #include <gtest/gtest.h>
 

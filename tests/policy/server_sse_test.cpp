@@ -1,4 +1,4 @@
-#include "policy/sse.hpp"
+#include "policy/wire/sse.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
 #define CPPHTTPLIB_OPENSSL_SUPPORT
 #endif
-#include "policy/scripted_backend.hpp"
-#include "policy/server.hpp"
-#include "policy/sse.hpp"
+#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
+#include "policy/wire/sse.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

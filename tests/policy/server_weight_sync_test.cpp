@@ -3,8 +3,8 @@
 // middle (it comes back on its startup weights and says so). Each is detected, the server stays out
 // of rotation (no turn reaches it) until a sync succeeds, and turns go to the endpoints whose
 // weights are known.
-#include "policy/client.hpp"
-#include "policy/weight_sync.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/weight_sync.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

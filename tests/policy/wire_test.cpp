@@ -1,4 +1,4 @@
-#include "policy/wire.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 //
 //   bench_policy_client [--flavour vllm|sglang] [--prompt 1024] [--reply 256] [--turns 20000]
 //                       [--window 64] [--inflight 2000] [--seconds 10]
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 #include "tools/bench/bench_main.hpp"
 
 #include <arpa/inet.h>

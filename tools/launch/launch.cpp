@@ -8,12 +8,12 @@
 #include "actors/store.hpp"
 #include "actors/verifier.hpp"
 #include "common/log.hpp"
-#include "policy/client.hpp"
-#include "policy/dialect.hpp"
-#include "policy/scripted_backend.hpp"
-#include "policy/server.hpp"
-#include "policy/vocabulary.hpp"
-#include "policy/weight_sync.hpp"
+#include "policy/chat/model_vocabulary.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/dialect.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
 #include "sandbox/engine.hpp"
 #include "tools/launch/metrics.hpp"
 #include "tools/launch/resume.hpp"
@@ -348,7 +348,7 @@ status run::impl::start_embedded_server() {
     if (!parts) {
       return parts.err();
     }
-    std::shared_ptr<const policy::vocabulary> served_vocab;  // null: the byte-level tokenizer
+    std::shared_ptr<const policy::model_vocabulary> served_vocab;  // null: the byte-level tokenizer
     if (checked.renderer) {
       served_vocab = policy::make_vocabulary(checked.renderer, checked.renderer_dir);
     }

@@ -20,12 +20,12 @@
 #include "actors/remote_verifier.hpp"
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
-#include "policy/client_config.hpp"
-#include "policy/hf_renderer.hpp"
-#include "policy/server_backend.hpp"
-#include "policy/server_faults.hpp"
-#include "policy/vocabulary.hpp"
-#include "policy/weight_sync.hpp"
+#include "policy/chat/hf_renderer.hpp"
+#include "policy/chat/model_vocabulary.hpp"
+#include "policy/client/client_config.hpp"
+#include "policy/client/weight_sync.hpp"
+#include "policy/server/server_backend.hpp"
+#include "policy/server/server_faults.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/launch/tasks.hpp"
@@ -170,7 +170,7 @@ class torch_parts {
   // syncs copied from it. Errors: the folder's (named by the caller).
   [[nodiscard]] virtual result<served_model> serve_model(
       const std::string& model_dir, const std::string& device,
-      std::shared_ptr<const policy::vocabulary> vocab) = 0;
+      std::shared_ptr<const policy::model_vocabulary> vocab) = 0;
   // policy.weight_sync nccl or ipc with the learner: opens the transfer to the server at
   // `endpoint`. Errors: the transfer's.
   [[nodiscard]] virtual result<transfer_plans> open_transfer(const experiment_config& c,
@@ -230,8 +230,8 @@ struct run_options {
   // CAF scheduler threads; 0: CAF's default (one per core). Default: 0
   std::size_t scheduler_threads = 0;
   // Faults the embedded server injects on its generation routes, as `leap serve-policy --faults`
-  // (policy/server_faults.hpp; `leap run --server-faults`): for tests that need a server fault
-  // inside a run, such as a generation held until the next weight sync. Only with
+  // (policy/server/server_faults.hpp; `leap run --server-faults`): for tests that need a server
+  // fault inside a run, such as a generation held until the next weight sync. Only with
   // policy.flavour embedded: start() refuses them for a run without the embedded server.
   // Default: none
   policy::fault_config server_faults;

@@ -2,7 +2,7 @@
 
 #include "common/durable_file.hpp"
 #include "common/log.hpp"
-#include "policy/client.hpp"
+#include "policy/client/client.hpp"
 #include "sandbox/verifier.hpp"
 
 #include <chrono>

@@ -4,7 +4,7 @@
 
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
-#include "policy/scripted_backend.hpp"
+#include "policy/server/scripted_backend.hpp"
 #include "sandbox/task.hpp"
 
 #include <cstdint>

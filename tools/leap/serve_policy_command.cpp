@@ -4,9 +4,9 @@
 // weight-update routes from a learner checkpoint).
 #include "common/enums/transfer_backend.hpp"
 #include "common/signals.hpp"
-#include "policy/scripted_backend.hpp"
-#include "policy/server.hpp"
-#include "policy/server_faults.hpp"
+#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
+#include "policy/server/server_faults.hpp"
 #include "tools/launch/tasks.hpp"
 #include "tools/leap/command.hpp"
 #include "tools/leap/torch/torch.hpp"
@@ -129,8 +129,8 @@ result<policy::scripted_config> scripted_config_from(const serve_policy_options&
 // The backend and the line that describes it; max_model_len and model_name resolved.
 struct chosen_backend {
   std::shared_ptr<policy::policy_backend> backend;
-  std::shared_ptr<const policy::vocabulary> vocab;  // null: the byte-level tokenizer
-  int vocab_size = 0;                               // the model's embedding rows
+  std::shared_ptr<const policy::model_vocabulary> vocab;  // null: the byte-level tokenizer
+  int vocab_size = 0;                                     // the model's embedding rows
   std::string description;
   std::string model_name;
   int max_model_len = 32768;

@@ -1,5 +1,5 @@
 // Renders chat templates with @huggingface/jinja, the JS port of Jinja that Hugging Face maintains
-// for chat templates: the reference the C++ renderer (policy/chat_template.hpp) is compared with.
+// for chat templates: the reference the C++ renderer (policy/chat/chat_template.hpp) is compared with.
 //
 //   node render.mjs CASES.json OUT.json
 //

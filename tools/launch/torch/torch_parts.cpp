@@ -48,7 +48,7 @@ class libtorch_parts final : public torch_parts {
   status make_learner(const torch_learner_request& request) override;
   [[nodiscard]] bool has_learner() const override { return learner_ != nullptr; }
   result<served_model> serve_model(const std::string& model_dir, const std::string& device,
-                                   std::shared_ptr<const policy::vocabulary> vocab) override;
+                                   std::shared_ptr<const policy::model_vocabulary> vocab) override;
   result<transfer_plans> open_transfer(const experiment_config& c,
                                        const std::string& endpoint) override;
   policy::sync_companion companion() override {
@@ -135,9 +135,9 @@ status libtorch_parts::make_learner(const torch_learner_request& request) {
   return ok_status();
 }
 
-result<served_model> libtorch_parts::serve_model(const std::string& model_dir,
-                                                 const std::string& device,
-                                                 std::shared_ptr<const policy::vocabulary> vocab) {
+result<served_model> libtorch_parts::serve_model(
+    const std::string& model_dir, const std::string& device,
+    std::shared_ptr<const policy::model_vocabulary> vocab) {
   const std::string weights = learner_ ? learner_->current_weights() : model_dir;
   auto model_config = learner::read_model_config(weights);
   if (!model_config) {

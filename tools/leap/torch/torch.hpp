@@ -10,8 +10,8 @@
 #pragma once
 
 #include "common/result.hpp"
-#include "policy/server_backend.hpp"
-#include "policy/vocabulary.hpp"
+#include "policy/chat/model_vocabulary.hpp"
+#include "policy/server/server_backend.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -48,8 +48,8 @@ struct init_model_options {
 // A model folder `leap serve-policy --model` serves, loaded.
 struct served_model {
   std::shared_ptr<policy::policy_backend> backend;
-  std::shared_ptr<const policy::vocabulary> vocab;  // the folder's, or the byte-level one's
-  std::int64_t vocab_size = 0;                      // the model's embedding rows
+  std::shared_ptr<const policy::model_vocabulary> vocab;  // the folder's, or the byte-level one's
+  std::int64_t vocab_size = 0;                            // the model's embedding rows
   std::int64_t num_hidden_layers = 0;
   std::int64_t hidden_size = 0;
   std::int64_t max_position_embeddings = 0;
