@@ -20,8 +20,8 @@
 // is new or resumed).
 #pragma once
 
-#include "actors/group.hpp"
 #include "actors/generator.hpp"
+#include "actors/group.hpp"
 #include "actors/learner.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/messages.hpp"
