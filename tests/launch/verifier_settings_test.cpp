@@ -98,11 +98,10 @@ TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
   ASSERT_TRUE(with_kernelbench.ok()) << with_kernelbench.err().message;
   EXPECT_TRUE(with_kernelbench->kinds.kernelbench);
   EXPECT_FALSE(with_kernelbench->kinds.cuda);
-  EXPECT_TRUE(sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "")
-                  .engine.kernelbench_pch_ahead);
-  EXPECT_EQ(sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "")
-                .engine.kernelbench_standby_depth,
-            1);
+  const auto kernelbench_settings =
+      sandbox_settings(with_kernelbench->config.verifier, with_kernelbench->kinds, "");
+  EXPECT_TRUE(kernelbench_settings.engine.kernelbench_pch_ahead);
+  EXPECT_EQ(kernelbench_settings.engine.kernelbench_standby_depth, 1);
   auto two_ahead = preflight_run_text(
       text + "  validation: kb.jsonl\nverifier:\n  kernelbench_standby_depth: 2\n", "case.yaml",
       scratch());

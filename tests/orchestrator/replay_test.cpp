@@ -3,6 +3,7 @@
 #include "orchestrator/replay.hpp"
 
 #include "orchestrator/group_flow.hpp"
+#include "tests/storage/csv_reader.hpp"
 
 #include <gtest/gtest.h>
 
@@ -181,22 +182,7 @@ TEST(ReplayReportTest, PartialRolloutColumnsFromTheStepRecords) {
 
 // The cells of a CSV's column, one per row after the header.
 std::vector<std::string> csv_column(const std::string& csv, const std::string& name) {
-  std::vector<std::vector<std::string>> rows;
-  std::size_t begin = 0;
-  while (begin < csv.size()) {
-    const std::size_t end = csv.find('\n', begin);
-    const std::string line = csv.substr(begin, end - begin);
-    std::vector<std::string> cells;
-    std::size_t from = 0;
-    for (std::size_t comma = line.find(','); comma != std::string::npos;
-         comma = line.find(',', from)) {
-      cells.push_back(line.substr(from, comma - from));
-      from = comma + 1;
-    }
-    cells.push_back(line.substr(from));
-    rows.push_back(std::move(cells));
-    begin = end == std::string::npos ? csv.size() : end + 1;
-  }
+  const std::vector<std::vector<std::string>> rows = leap::test::parse_csv(csv);
   std::vector<std::string> out;
   if (rows.empty()) {
     return out;

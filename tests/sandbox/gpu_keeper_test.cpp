@@ -10,10 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
-#include <sstream>
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -62,27 +59,10 @@ bool python_present(std::string* why) {
 // stand-in's interpreter gets the script's path).
 std::set<pid_t> children_below(const fs::path& root) {
   std::set<pid_t> out;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) {
-      continue;
-    }
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    std::ifstream cmdline_file(entry.path() / "cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)),
-                              std::istreambuf_iterator<char>());
-    if (parent == ::getpid() && state != 'Z' && cmdline.find(root.string()) != std::string::npos) {
-      out.insert(static_cast<pid_t>(std::stoi(name)));
+  for (const auto& p : testing::live_processes()) {
+    if (p.parent == ::getpid() && p.state != 'Z' &&
+        p.cmdline.find(root.string()) != std::string::npos) {
+      out.insert(p.pid);
     }
   }
   return out;

@@ -9,10 +9,7 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -41,50 +38,33 @@ engine_config kbs_config(bool standby, int depth = 1) {
   return config;
 }
 
-// The parent of `pid` as the host sees it (0 when it is gone).
-pid_t kbs_parent(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), {});
-  // The command name may hold spaces and parentheses: the fields after it follow the last ')'.
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) {
-    return 0;
-  }
-  std::istringstream rest(stat.substr(close + 1));
-  std::string state;
-  pid_t parent = 0;
-  rest >> state >> parent;
-  return parent;
-}
-
-// Whether `pid` descends from this test process: ctest runs other tests' engines beside this one,
-// and every KernelBench judge is started with --standby, so their judges must be neither killed
-// nor counted here.
-bool kbs_descends_from_us(pid_t pid) {
-  const pid_t self = ::getpid();
-  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
-    pid = kbs_parent(pid);
-    if (pid == self) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// Host pids of the standby judges of this test process's engines (their command line).
+// Host pids of the standby judges of this test process's engines: their command line, and this
+// process among their ancestors (ctest runs other tests' engines beside this one, and every
+// KernelBench judge is started with --standby, so theirs must be neither killed nor counted here).
 std::vector<pid_t> kbs_waiting_judges() {
-  std::vector<pid_t> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
+  const std::vector<testing::process_entry> all = testing::live_processes();
+  std::map<pid_t, pid_t> parent_of;
+  for (const auto& p : all) {
+    parent_of[p.pid] = p.parent;
+  }
+  const auto ours = [&](pid_t pid) {
+    for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+      const auto up = parent_of.find(pid);
+      if (up == parent_of.end()) {
+        return false;
+      }
+      pid = up->second;
+      if (pid == ::getpid()) {
+        return true;
+      }
     }
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-    const auto pid = static_cast<pid_t>(std::stol(name));
-    if (cmdline.find(std::string_view("judge.py\0--standby\0cpu", 22)) != std::string::npos &&
-        kbs_descends_from_us(pid)) {
-      found.push_back(pid);
+    return false;
+  };
+  std::vector<pid_t> found;
+  for (const auto& p : all) {
+    if (p.cmdline.find(std::string_view("judge.py\0--standby\0cpu", 22)) != std::string::npos &&
+        ours(p.pid)) {
+      found.push_back(p.pid);
     }
   }
   return found;
@@ -92,16 +72,6 @@ std::vector<pid_t> kbs_waiting_judges() {
 
 bool kbs_torch(std::string* why) {
   return testing::python_imports(testing::test_engine_config().python, "torch", why);
-}
-
-// The standby judges of this test process, once at least one is up (5 s at most).
-std::vector<pid_t> kbs_judges_once_up() {
-  std::vector<pid_t> waiting;
-  for (int i = 0; i < 100 && waiting.empty(); ++i) {
-    waiting = kbs_waiting_judges();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return waiting;
 }
 
 // The standby judges of this test process once at least `n` are up (10 s at most).
@@ -156,7 +126,7 @@ TEST(KernelBenchStandbyTest, LaterRunsAreFedToTheJudgeStartedAhead) {
   EXPECT_EQ(first->diagnostics.find("judge started ahead"), std::string::npos)
       << first->diagnostics;
 
-  const std::vector<pid_t> waiting = kbs_judges_once_up();
+  const std::vector<pid_t> waiting = kbs_judges_up(1);
   ASSERT_FALSE(waiting.empty()) << "no judge was started ahead";
   for (pid_t pid : waiting) {
     ::kill(pid, SIGKILL);
@@ -182,7 +152,7 @@ TEST(KernelBenchStandbyTest, LaterRunsAreFedToTheJudgeStartedAhead) {
   EXPECT_NE(right->diagnostics.find("judge started ahead of its job"), std::string::npos)
       << right->diagnostics;
 
-  EXPECT_FALSE(kbs_judges_once_up().empty());
+  EXPECT_FALSE(kbs_judges_up(1).empty());
   e->reset();
   EXPECT_TRUE(kbs_waiting_judges().empty());
 }

@@ -16,11 +16,13 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace leap::sandbox::testing {
 
@@ -131,6 +133,42 @@ inline int damage_cache_entries(
     ++damaged;
   }
   return damaged;
+}
+
+// One process as /proc shows it to this one (host pids).
+struct process_entry {
+  pid_t pid = 0;
+  char state = 0;  // 'Z': a zombie
+  pid_t parent = 0;
+  std::string cmdline;  // the arguments, each followed by a NUL
+};
+
+// Every process /proc lists now; one that ends while it is read is left out.
+inline std::vector<process_entry> live_processes() {
+  std::vector<process_entry> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // The command name may hold spaces and parentheses: the fields after it follow the last ')'.
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+      continue;
+    }
+    process_entry p;
+    p.pid = static_cast<pid_t>(std::stol(name));
+    std::istringstream rest(line.substr(close + 1));
+    rest >> p.state >> p.parent;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
+    p.cmdline.assign(std::istreambuf_iterator<char>(cmdline), std::istreambuf_iterator<char>());
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 inline std::string fenced(const std::string& lang, const std::string& code) {
