@@ -901,10 +901,14 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
       const std::string pch = builder_line(lookup->output.log, "PCH");
       const std::string ready = builder_line(lookup->output.log, "PCH_READY");
       const std::string parts = builder_line(lookup->output.log, "BUILD_MS");
-      if (!pch.empty() || !parts.empty()) {
+      const std::string slim = builder_line(lookup->output.log, "SLIM");
+      if (!pch.empty() || !parts.empty() || !slim.empty()) {
         notes.push_back("'" + name + "': precompiled torch headers " +
                         (pch.empty() ? std::string("not asked for") : pch) +
                         (ready.empty() ? std::string{} : " (ready " + ready + ")") +
+                        (slim.empty()
+                             ? std::string{}
+                             : "; torch's types for torch/extension.h in CUDA sources " + slim) +
                         (parts.empty() ? std::string{} : "; build parts (ms): " + parts));
       }
     }

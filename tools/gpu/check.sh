@@ -33,10 +33,13 @@
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
-#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one; each verdict's run phases;
+#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one,
+#             KBVERIFY_WARM=0 the warm and same-request ones; each verdict's run phases;
 #             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
 #             runs fed to a judge started ahead of them (`leap verify --repeat`), judges
 #             KBVERIFY_STANDBY_DEPTH runs ahead (default 1)
+#     kbheaders  nvcc over a load_inline CUDA source with torch/extension.h and with the builder's
+#             stand-in for it (torch's types), side by side
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
@@ -483,10 +486,11 @@ except Exception as e:
   timed prepare "$build/bin/leap" verify --prepare --python "$py" --cache-dir "$d/cache"
   timed first-after-prepare "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
   local i
-  for i in 1 2 3; do
+  # KBVERIFY_WARM=0: straight to the one-process repeat (the warm and same-request rows skipped).
+  [[ ${KBVERIFY_WARM:-1} == 0 ]] || for i in 1 2 3; do
     timed "warm-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
   done
-  for i in 1 2; do
+  [[ ${KBVERIFY_WARM:-1} == 0 ]] || for i in 1 2; do
     sed -i "1s/.*/import torch  # answer $i/" "$d/other.py"
     timed "same-request-$i" "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/other.py"
   done
@@ -502,6 +506,57 @@ for line in open(sys.argv[1]):
     print("  verification %d: passed %s, verify %.0f ms, run %.0f ms" % (v.get("verification", 0), v["passed"], v["verify_ms"], v["run_ms"]))
     print("    phases (ms):", ", ".join("%s %.0f" % (n, ms) for n, ms in v.get("run_phases_ms", [])))' "$d/repeat.json" ||
     tail -5 "$d/repeat.err"
+}
+
+# nvcc over a load_inline CUDA source that includes torch/extension.h, as torch's build file has
+# it, against the same with the builder's stand-in for the header (torch's types only), side by
+# side: what the stand-in saves a cold build's `cuda.cuda.o`.
+phase_kbheaders() {
+  local d=$out/kbheaders py=$LEAP_SANDBOX_TEST_PYTHON
+  rm -rf "$d" && mkdir -p "$d/slim/torch"
+  printf '#pragma once\n#ifdef __CUDACC__\n#include <torch/types.h>\n#else\n#include_next <torch/extension.h>\n#endif\n' \
+    >"$d/slim/torch/extension.h"
+  (cd "$d" && "$py" - <<'PY'
+import os, shlex, subprocess, time
+import torch.utils.cpp_extension as ext
+ext._run_ninja_build = lambda *a, **k: None
+ext._import_module_from_library = lambda *a, **k: None
+cuda = """#include <torch/extension.h>
+__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * s + b[i];
+}
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
+  auto out = torch::empty_like(a);
+  long n = a.numel();
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
+  return out;
+}
+"""
+os.makedirs("build", exist_ok=True)
+ext.load_inline(name="kbheaders", cpp_sources="torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);",
+                cuda_sources=cuda, functions=["scale_add"], build_directory=os.path.abspath("build"))
+v = {}
+for line in open("build/build.ninja"):
+    k, sep, val = line.partition(" = ")
+    if sep:
+        v[k] = val.strip()
+base = shlex.split(v["nvcc"]) + shlex.split(v["cuda_cflags"])
+post = shlex.split(v["cuda_post_cflags"])
+procs = {}
+t0 = time.time()
+for name, extra in (("whole header", []), ("stand-in", ["-I" + os.path.abspath("slim")])):
+    out = name.replace(" ", "_") + ".o"
+    command = [base[0]] + extra + base[1:] + ["-c", "build/cuda.cu", "-o", out] + post
+    procs[name] = subprocess.Popen(command)
+while procs:
+    for name, p in list(procs.items()):
+        if p.poll() is not None:
+            print(f"nvcc cuda.cu with the {name}: {time.time() - t0:.1f} s, exit {p.returncode}")
+            del procs[name]
+    time.sleep(0.05)
+PY
+  )
 }
 
 # What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):

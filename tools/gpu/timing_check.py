@@ -230,6 +230,18 @@ def stability(files):
         throttled = sum(1 for r in rows if r.get("throttled"))
         line += f"; throttled {throttled}"
         print(line)
+        # Which part of the candidate's times moves between verifications: the whole distribution
+        # (the GPU's or the host's state) or its middle (per-call jitter a lower quantile escapes).
+        timed_rows = [r for r in rows if r.get("candidate_time")]
+        cand = [r["candidate_time"] for r in timed_rows]
+        if len(cand) > 1:
+            print("  candidate's CV across verifications: " + ", ".join(
+                f"{k[:-3]} {100 * cv([c[k] for c in cand]):.2f}%"
+                for k in ("min_ms", "q1_ms", "median_ms", "q3_ms")))
+            for i, c in enumerate(cand):
+                print(f"  {i + 1}: min {c['min_ms']:.4f} q1 {c['q1_ms']:.4f} median {c['median_ms']:.4f}"
+                      f" q3 {c['q3_ms']:.4f} max {c['max_ms']:.4f} ms ({c['reps']} reps)"
+                      f" {timed_rows[i].get('clocks', '')}")
         clocks = [r.get("clocks") for r in rows if r.get("clocks")]
         if clocks:
             print(f"  first clocks: {clocks[0]}")
