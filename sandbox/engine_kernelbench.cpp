@@ -688,6 +688,11 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
                        {"request.json", &request_json}};
         build.argv = pool.argv;
         build.env = pool.env;
+        auto mark = crypto::random_hex(16);
+        if (!mark) {
+          return mark.err();
+        }
+        build.env.emplace_back("LEAP_BUILDER_MARK", *mark);
         build.limits = pool.limits;
         build.readonly_paths = pool.readonly_paths;
         std::string pch_absent;
@@ -725,7 +730,7 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
           return built.err();
         }
         build_output out = std::move(built.value());
-        out.log.insert(0, pch_absent);
+        out.log = pch_absent + own_builder_lines(out.log, *mark);
         if (pch && builder_line(out.log, "PCH").starts_with("refused")) {
           // Refused (damaged, or made for other flags): made again by the next build.
           cache_->drop_folder(pch->path.filename().string());

@@ -110,6 +110,12 @@ struct kb_recording {
 // Parses the recorder's stdout. Bounded: at most 16 extensions. Pure function.
 result<kb_recording> parse_kb_recording(std::string_view out);
 
+// The extension builder's log as the engine reads it: the builder's own lines (those that start
+// "LEAP_<mark>_", the mark the engine gave it in LEAP_BUILDER_MARK) as "LEAP_...", and every other
+// "LEAP_" (the compilers quoting an answer's #pragma message or #warning) as "LEAP-", so that only
+// the builder tells the engine whether the precompiled header was refused. Pure function.
+std::string own_builder_lines(std::string_view log, std::string_view mark);
+
 // Why the request `args` may not be built in the compile pool (a flag outside the allowlist: paths,
 // plugins, wrappers; include paths; a name that is not an identifier; not a Python module), or
 // nullopt when it may. A refused request is built in the candidate's run instead. Pure function.

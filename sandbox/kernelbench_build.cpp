@@ -126,8 +126,8 @@ const std::string& kernelbench_builder_source() {
 # bindings the real header adds are about half of nvcc's time over a .cu, and a kernel file rarely
 # uses them. g++ still reads the real header (the stand-in passes it on). A build that fails with
 # an error of a missing name is made again with the real header. Its stderr says which ("LEAP_PCH
-# used|refused: why|absent: why", "LEAP_SLIM used|fell back: why") and what each part of the
-# build cost ("LEAP_BUILD_MS" from ninja's log).
+# used|refused: why|absent: why", "LEAP_SLIM used|fell back: why", each with its mark after LEAP_)
+# and what each part of the build cost ("LEAP_BUILD_MS" from ninja's log).
 import json
 import os
 import re
@@ -138,6 +138,15 @@ import time
 import torch.utils.cpp_extension as ext
 
 ext._import_module_from_library = lambda *args, **kwargs: None
+# This builder's own lines carry a mark that only the engine and it know (the compilers never see
+# it): the build's log before them is the answer's to write (#pragma message, #warning).
+MARK = "LEAP_" + os.environ.pop("LEAP_BUILDER_MARK", "") + "_"
+
+
+def note(text):
+    print(MARK + text, file=sys.stderr)
+
+
 with open("request.json") as f:
     args = json.load(f)
 header = None
@@ -217,34 +226,33 @@ def about_pch(text):
 slim = includes_extension_header(args.get("cuda_sources"))
 pch = header is not None and os.path.exists(header + ".gch")
 if header is not None and not pch:
-    print("LEAP_PCH absent: the precompiled header is not visible to the builder", file=sys.stderr)
+    note("PCH absent: the precompiled header is not visible to the builder")
 failure, text = build(pch, slim)
 if pch:
     refused = about_pch(text)
     if refused:
         why = refused[0].replace(os.path.dirname(header) + "/", "")[-300:]
-        print("LEAP_PCH refused: " + why, file=sys.stderr)
+        note("PCH refused: " + why)
         if failure is not None:
             pch = False
             failure, text = build(pch, slim)
     else:
-        print("LEAP_PCH used", file=sys.stderr)
+        note("PCH used")
 if slim:
     missing = next((line for line in text.splitlines() if "error" in line and MISSING_NAME.search(line)),
                    None) if failure is not None else None
     if missing is not None:
-        print("LEAP_SLIM fell back after %.1f s: %s" % (build_seconds, missing.strip()[-250:]),
-              file=sys.stderr)
+        note("SLIM fell back after %.1f s: %s" % (build_seconds, missing.strip()[-250:]))
         failure, text = build(pch, False)
     else:
-        print("LEAP_SLIM used", file=sys.stderr)
+        note("SLIM used")
 try:
     with open(os.path.join("build", ".ninja_log")) as f:
         parts = {}
         for line in f.read().splitlines()[1:]:
             start, end, _, output = line.split("\t")[:4]
             parts[output] = int(end) - int(start)
-    print("LEAP_BUILD_MS " + " ".join(k + "=" + str(v) for k, v in sorted(parts.items())), file=sys.stderr)
+    note("BUILD_MS " + " ".join(k + "=" + str(v) for k, v in sorted(parts.items())))
 except (OSError, ValueError):
     pass
 if failure is not None:
@@ -415,6 +423,36 @@ std::optional<std::string> kb_extension_refusal(const nlohmann::json& args) {
     return "its argument " + key + " is not one the compile pool builds with";
   }
   return std::nullopt;
+}
+
+std::string own_builder_lines(std::string_view log, std::string_view mark) {
+  const std::string own = "LEAP_" + std::string(mark) + "_";
+  std::string out;
+  out.reserve(log.size());
+  std::size_t at = 0;
+  while (at < log.size()) {
+    const std::size_t end = std::min(log.find('\n', at), log.size());
+    std::string_view line = log.substr(at, end - at);
+    if (!mark.empty() && line.starts_with(own)) {
+      out += "LEAP_";
+      out += line.substr(own.size());
+    } else {
+      // Anyone else's "LEAP_" (the compilers quoting the answer) says nothing to the engine.
+      std::size_t from = 0;
+      for (std::size_t hit = line.find("LEAP_"); hit != std::string_view::npos;
+           hit = line.find("LEAP_", from)) {
+        out += line.substr(from, hit - from);
+        out += "LEAP-";
+        from = hit + 5;
+      }
+      out += line.substr(from);
+    }
+    if (end < log.size()) {
+      out += '\n';
+    }
+    at = end + 1;
+  }
+  return out;
 }
 
 result<kb_recording> parse_kb_recording(std::string_view out) {

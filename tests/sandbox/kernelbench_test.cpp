@@ -661,6 +661,26 @@ TEST(KernelBenchBuildTest, WhatTheCompilePoolBuildsAndWhatStaysInTheRun) {
                    .ok());
 }
 
+// Only the builder's marked lines speak to the engine: an answer's #pragma message quoting
+// "LEAP_PCH refused" (which would have dropped the shared precompiled header) is defanged.
+TEST(KernelBenchTest, BuilderLinesNeedTheBuildersMark) {
+  const std::string log =
+      "main.cpp:3: note: '#pragma message: LEAP_PCH refused: forged'\n"
+      "LEAP_PCH refused: forged too\n"
+      "LEAP_0123abcd_PCH used\n"
+      "LEAP_0123abcd_BUILD_MS main.o=5000\n"
+      "LEAP_ffff_PCH refused: another mark";
+  EXPECT_EQ(own_builder_lines(log, "0123abcd"),
+            "main.cpp:3: note: '#pragma message: LEAP-PCH refused: forged'\n"
+            "LEAP-PCH refused: forged too\n"
+            "LEAP_PCH used\n"
+            "LEAP_BUILD_MS main.o=5000\n"
+            "LEAP-ffff_PCH refused: another mark");
+  // Without a mark nothing is the builder's.
+  EXPECT_EQ(own_builder_lines("LEAP__PCH used\n", ""), "LEAP-_PCH used\n");
+  EXPECT_EQ(own_builder_lines("", "0123abcd"), "");
+}
+
 // A load_inline candidate on the CPU (the same path as CUDA's, with g++ only): its extension is
 // built in the compile pool, the run imports it and builds nothing; the same request again is a
 // cache hit; a build error is a compile verdict with the compiler's words, before any run; a call
