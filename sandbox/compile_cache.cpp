@@ -290,6 +290,25 @@ void trim_folders(const fs::path& root, const fs::path& current, std::size_t kee
 
 }  // namespace
 
+std::optional<folder_lookup> compile_cache::find_folder(const std::string& key) {
+  if (max_bytes_ == 0) {
+    return std::nullopt;
+  }
+  const fs::path final_path = dir_ / "folders" / key;
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  if (failed_folders_.contains(key) || folders_in_flight_.contains(key) ||
+      !fs::is_directory(final_path, ec)) {
+    return std::nullopt;
+  }
+  fs::last_write_time(final_path, fs::file_time_type::clock::now(), ec);
+  folder_lookup out;
+  out.ok = true;
+  out.path = final_path;
+  out.hit = true;
+  return out;
+}
+
 result<folder_lookup> compile_cache::get_or_build_folder(
     const std::string& key, const std::function<result<build_output>(const fs::path& aside)>& build,
     std::size_t max_folders) {

@@ -84,6 +84,9 @@ class compile_cache {
       const std::string& key,
       const std::function<result<build_output>(const std::filesystem::path& aside)>& build,
       std::size_t max_folders = 4);
+  // The folder for `key` when it is in place now (not while it is being built, never building it):
+  // for a caller that would rather go on without it than wait. Thread-safe.
+  [[nodiscard]] std::optional<folder_lookup> find_folder(const std::string& key);
   // Removes the folder of `key` (a user found it damaged): the next call builds it again, once.
   void drop_folder(const std::string& key);
   // Folders built so far by this object. For tests and benchmarks.

@@ -391,8 +391,10 @@ class engine {
   result<cache_lookup> build_extension(const nlohmann::json& args);
   // torch's extension headers precompiled for the flags of `args` (kernelbench_pch_source), in the
   // compile cache's folder store: built once per toolchain and flags. Not ok (the log says why)
-  // when it could not be built.
-  result<folder_lookup> extension_pch(const nlohmann::json& args, const std::string& toolchain);
+  // when it could not be built. With `wait` false only a header in place now is taken: none is
+  // built or waited for.
+  result<folder_lookup> extension_pch(const nlohmann::json& args, const std::string& toolchain,
+                                      bool wait = true);
   // python, torch, CUDA and nvcc versions and the architecture: part of every extension's key.
   result<std::string> extension_toolchain();
   // prepare_kernelbench's work: the toolchain, then the header for the default flags.

@@ -572,6 +572,12 @@ result<std::string> engine::extension_toolchain() {
 
 namespace {
 
+bool has_cuda_sources(const nlohmann::json& args) {
+  const auto it = args.find("cuda_sources");
+  return it != args.end() && !it->is_null() &&
+         !(it->is_string() && it->get<std::string>().empty()) && !(it->is_array() && it->empty());
+}
+
 // What load_inline would build `args` with that a precompiled header depends on: the C++ flags and
 // whether CUDA's include paths are added (with_cuda, else whether there are CUDA sources).
 nlohmann::json pch_request_of(const nlohmann::json& args) {
@@ -611,7 +617,7 @@ std::string builder_line(const std::string& log, const std::string& word) {
 }  // namespace
 
 result<folder_lookup> engine::extension_pch(const nlohmann::json& args,
-                                            const std::string& toolchain) {
+                                            const std::string& toolchain, bool wait) {
   // The sandbox binds no folder under these (process.cpp): a header there could not be read.
   std::error_code ec;
   const std::string where = fs::weakly_canonical(cache_->dir(), ec).string() + "/";
@@ -626,6 +632,16 @@ result<folder_lookup> engine::extension_pch(const nlohmann::json& args,
   const nlohmann::json request = pch_request_of(args);
   const std::string key = crypto::sha256_hex("kbpch-v1\n" + toolchain + "\n" +
                                              kernelbench_pch_source() + "\n" + request.dump());
+  if (!wait) {
+    if (auto ready = cache_->find_folder(key)) {
+      return *ready;
+    }
+    folder_lookup none;
+    none.log =
+        "not ready, not waited for: nvcc's part of a build with CUDA sources, which the "
+        "header cannot shorten, is the longer one";
+    return none;
+  }
   return cache_->get_or_build_folder(key, [&](const fs::path& aside) -> result<build_output> {
     const std::string request_json = request.dump();
     auto dir = detail::make_run_folder(
@@ -699,7 +715,9 @@ result<cache_lookup> engine::build_extension(const nlohmann::json& args) {
         std::optional<folder_lookup> pch;
         if (config_.kernelbench_pch) {
           const auto asked = std::chrono::steady_clock::now();
-          auto found = extension_pch(args, *toolchain);
+          // With CUDA sources the header serves g++'s part, which runs beside nvcc's longer one:
+          // waiting for it (or building it, 34 s on an H100) would only delay the build.
+          auto found = extension_pch(args, *toolchain, !has_cuda_sources(args));
           if (!found) {
             return found.err();
           }

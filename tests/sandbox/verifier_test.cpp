@@ -100,6 +100,47 @@ TEST(CompileCacheTest, ConcurrentIdenticalKeysBuildOnce) {
   fs::remove_all(dir);
 }
 
+// find_folder takes a folder only once it is in place: not before its build, not during it.
+TEST(CompileCacheTest, AFolderIsFoundOnlyOnceInPlace) {
+  const auto dir = private_dir("cache-find-folder");
+  auto cache = compile_cache::open(dir, 1 << 20);
+  ASSERT_TRUE(cache.ok()) << cache.err().message;
+  EXPECT_FALSE((*cache)->find_folder("f01d").has_value());
+  std::mutex m;
+  std::condition_variable cv;
+  bool started = false;
+  bool release = false;
+  std::thread builder([&] {
+    auto r =
+        (*cache)->get_or_build_folder("f01d", [&](const fs::path& aside) -> result<build_output> {
+          std::ofstream(aside / "made") << "x";
+          std::unique_lock lock(m);
+          started = true;
+          cv.notify_all();
+          cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+          return build_output{true, "", "", false};
+        });
+    EXPECT_TRUE(r.ok() && r->ok);
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return started; });
+  }
+  EXPECT_FALSE((*cache)->find_folder("f01d").has_value()) << "found while being built";
+  {
+    std::lock_guard lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  builder.join();
+  auto found = (*cache)->find_folder("f01d");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_TRUE(found->ok);
+  EXPECT_TRUE(fs::exists(found->path / "made"));
+  EXPECT_EQ((*cache)->folder_builds(), 1U);
+  EXPECT_FALSE((*cache)->find_folder("f02d").has_value());
+}
+
 TEST(CompileCacheTest, EvictsLeastRecentlyUsedBeyondTheBound) {
   const auto dir = private_dir("cache-evict");
   auto cache = compile_cache::open(dir, 2500);
