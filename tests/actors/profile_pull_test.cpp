@@ -126,7 +126,7 @@ std::string profile_pull_answer(const std::string& op) {
 TEST(VerifierPoolProfileTest, TheTurnAfterAVerdictGetsItsProfileWhenNcuIsDone) {
   const sandbox::engine_config engine = sandbox::testing::test_engine_config();
   std::string why;
-  if (!sandbox::testing::python_imports(engine.python, "torch", &why)) {
+  if (!sandbox::testing::python_has_module(engine.python, "torch", &why)) {
     GTEST_SKIP() << why;
   }
   // The stand-in ncu waits for the test's release file, then writes the H200 capture.

@@ -180,8 +180,8 @@ double rp_seconds_since(rp_clock::time_point start) {
 }
 
 bool rp_torch(std::string* why) {
-  return sandbox::testing::python_imports(sandbox::testing::test_engine_config().python, "torch",
-                                          why);
+  return sandbox::testing::python_has_module(sandbox::testing::test_engine_config().python, "torch",
+                                             why);
 }
 
 TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) {

@@ -44,7 +44,7 @@ struct structural_system {
 TEST(StructuralRewardActorTest, AProfileInTimeAddsItsTermAndALateOneNothing) {
   const sandbox::engine_config engine = sandbox::testing::test_engine_config();
   std::string why;
-  if (!sandbox::testing::python_imports(engine.python, "torch", &why)) {
+  if (!sandbox::testing::python_has_module(engine.python, "torch", &why)) {
     GTEST_SKIP() << why;
   }
   // The stand-in ncu writes the H200 capture at once, unless the test holds it (a `hold` file):

@@ -152,7 +152,7 @@ setup ahead_config(const fs::path& cache, const fs::path& tools) {
   setup s;
   s.config = testing::test_engine_config();
   std::string why;
-  if (!testing::python_imports(s.config.python, "torch", &why)) {
+  if (!testing::python_has_module(s.config.python, "torch", &why)) {
     s.skip = why;
     return s;
   }

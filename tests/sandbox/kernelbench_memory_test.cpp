@@ -56,7 +56,7 @@ result<std::unique_ptr<verifier>> kbm_shared_verifier(int slots = 2) {
 }
 
 bool kbm_torch(std::string* why) {
-  return testing::python_imports(testing::test_engine_config().python, "torch", why);
+  return testing::python_has_module(testing::test_engine_config().python, "torch", why);
 }
 
 // Runs on the CPU too (the candidate's device is whatever the slot has): what the runner reports

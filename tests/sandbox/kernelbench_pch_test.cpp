@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using testing::fenced;
 
 bool torch_available(const engine_config& config, std::string* why) {
-  return testing::python_imports(config.python, "torch", why);
+  return testing::python_has_module(config.python, "torch", why);
 }
 
 task problem_task() {

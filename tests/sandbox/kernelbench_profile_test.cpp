@@ -32,9 +32,9 @@ bool has_text(const std::string& text, std::string_view needle) {
   return text.find(needle) != std::string::npos;
 }
 
-// Whether the engine's python imports `module`.
-bool python_imports(const std::string& module, std::string* why) {
-  return testing::python_imports(testing::test_engine_config().python, module, why);
+// Whether the engine's python has `module` (found, not imported: testing::python_has_module).
+bool python_has_module(const std::string& module, std::string* why) {
+  return testing::python_has_module(testing::test_engine_config().python, module, why);
 }
 
 task scale_add_task(std::optional<own_kernel_policy> own_kernel) {
@@ -116,7 +116,7 @@ class KernelBenchProfileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!python_imports("torch", &why)) {
+    if (!python_has_module("torch", &why)) {
       GTEST_SKIP() << why;
     }
   }
@@ -241,7 +241,7 @@ TEST_F(KernelBenchProfileTest, AFailingNcuLeavesTheVerdictAsItWas) {
 // Triton kernel of the same work is profiled under its function's name.
 TEST(KernelBenchProfileGpuTest, ALoadInlineKernelIsProfiledAndDiagnosed) {
   std::string why;
-  if (!testing::gpu_present(&why) || !python_imports("torch", &why)) {
+  if (!testing::gpu_present(&why) || !python_has_module("torch", &why)) {
     GTEST_SKIP() << why;
   }
   engine_config c = testing::test_engine_config();
@@ -288,7 +288,7 @@ def scale_add_triton(a_ptr, b_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
     std::string code;
   };
   std::vector<gpu_case> cases{{"scale_add_kernel", cuda}};
-  if (python_imports("triton", &why)) {
+  if (testing::python_imports(c.python, "triton", &why)) {
     cases.push_back({"scale_add_triton", triton});
   } else {
     std::printf("no Triton case: %s\n", why.c_str());

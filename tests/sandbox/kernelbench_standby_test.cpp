@@ -71,7 +71,7 @@ std::vector<pid_t> kbs_waiting_judges() {
 }
 
 bool kbs_torch(std::string* why) {
-  return testing::python_imports(testing::test_engine_config().python, "torch", why);
+  return testing::python_has_module(testing::test_engine_config().python, "torch", why);
 }
 
 // The standby judges of this test process once at least `n` are up (10 s at most).

@@ -37,7 +37,7 @@ using testing::shared_engine;
 bool torch_available(std::string* why) {
   static std::string missing;
   static const bool available =
-      testing::python_imports(shared_engine().config().python, "torch", &missing);
+      testing::python_has_module(shared_engine().config().python, "torch", &missing);
   *why = missing;
   return available;
 }

@@ -45,7 +45,7 @@ int kbt_damage_baselines(const std::filesystem::path& folder) {
 
 TEST(KernelBenchBaselineCacheTest, KeptOnDiskPerRepetitionsAndMeasuredAgainWhenDamaged) {
   std::string why;
-  if (!testing::python_imports(testing::test_engine_config().python, "torch", &why)) {
+  if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
     GTEST_SKIP() << why;
   }
   const testing::temp_folder scratch("leap-kbbase-");

@@ -82,7 +82,7 @@ class VerifierProfilePoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!testing::python_imports(testing::test_engine_config().python, "torch", &why)) {
+    if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
       GTEST_SKIP() << why;
     }
   }
