@@ -936,6 +936,16 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
       }
     }
     if (lookup->output.ok) {
+      // An extension this toolchain built (now or for the cache's key, which names the toolchain)
+      // is as good a proof that it works as the known-good probe would be: a later failing build
+      // is the answer's without building the probe.
+      {
+        std::lock_guard lock(probe_mutex_);
+        extension_probe_ok_[0] = true;
+        if (has_cuda_sources(request_of.args)) {
+          extension_probe_ok_[1] = true;
+        }
+      }
       from_cache += lookup->hit || lookup->shared ? 1 : 0;
       p.extensions.push_back(
           {request_of.id, name,

@@ -119,8 +119,8 @@ const std::string& kernelbench_builder_source() {
 # GPU. Loads nothing it built: a module's static initialisers are the candidate's code, and none of
 # it runs here, so what the engine caches is what the compilers made of the request.
 # pch.json, when present, names the engine's precompiled torch header ({"header": path}, the .gch
-# beside it): g++ is told to include it first, and a build that g++ refuses it for is made again
-# without it. CUDA sources that include torch/extension.h are first compiled with a stand-in for it
+# beside it): g++ is told to include it first, and a build that g++ refuses it for (asked of a file
+# of the builder's own, never read from the answer's compile output) is made again without it. CUDA sources that include torch/extension.h are first compiled with a stand-in for it
 # (slim/torch/extension.h, on an include path searched before torch's) that gives nvcc torch's
 # types only, what load_inline itself puts first in a CUDA source: the C++ frontend and the Python
 # bindings the real header adds are about half of nvcc's time over a .cu, and a kernel file rarely
@@ -131,7 +131,9 @@ const std::string& kernelbench_builder_source() {
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 import time
 
@@ -223,15 +225,37 @@ def about_pch(text):
     return [line for line in text.splitlines() if ".gch" in line or "PCH" in line]
 
 
+def pch_refusal():
+    """Why g++ refuses the header for this build's flags, None when it takes it. Asked of a file of
+    the builder's own: the answer's compile output may quote anything, ".gch" and "PCH" included."""
+    values = {}
+    try:
+        with open(os.path.join("build", "build.ninja")) as f:
+            for line in f:
+                key, sep, value = line.partition(" = ")
+                if sep and key in ("cxx", "cflags", "post_cflags"):
+                    values[key] = value.strip()
+    except OSError as e:
+        return "the build file is gone: " + str(e)
+    with open("pch_probe.cpp", "w") as f:
+        f.write("int leap_pch_probe;\n")
+    command = shlex.split(values.get("cxx", "c++")) + shlex.split(values.get("cflags", "")) + \
+        ["-Werror=invalid-pch", "-fsyntax-only", "pch_probe.cpp"] + shlex.split(values.get("post_cflags", ""))
+    r = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if r.returncode == 0:
+        return None
+    lines = about_pch(r.stdout) or r.stdout.strip().splitlines() or ["exit %d" % r.returncode]
+    return lines[0].replace(os.path.dirname(header) + "/", "")[-300:]
+
+
 slim = includes_extension_header(args.get("cuda_sources"))
 pch = header is not None and os.path.exists(header + ".gch")
 if header is not None and not pch:
     note("PCH absent: the precompiled header is not visible to the builder")
 failure, text = build(pch, slim)
 if pch:
-    refused = about_pch(text)
-    if refused:
-        why = refused[0].replace(os.path.dirname(header) + "/", "")[-300:]
+    why = pch_refusal() if about_pch(text) else None
+    if why is not None:
         note("PCH refused: " + why)
         if failure is not None:
             pch = False

@@ -60,32 +60,6 @@ std::vector<fs::path> pch_folders(const fs::path& cache) {
   return out;
 }
 
-bool under_tmp(const fs::path& p) {
-  const std::string text = fs::weakly_canonical(p).string();
-  for (const char* hidden : {"/tmp", "/var/tmp", "/run", "/dev"}) {
-    const std::string dir = hidden;
-    if (text == dir || text.starts_with(dir + "/")) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// A fresh cache folder the sandbox can show its builds: beside the test binary, else under HOME;
-// empty when both lie under a folder the sandbox replaces with its own.
-fs::path cache_outside_tmp() {
-  const std::string name = "kbpch-test-cache-" + std::to_string(::getpid());
-  const fs::path beside = fs::read_symlink("/proc/self/exe").parent_path();
-  if (!under_tmp(beside)) {
-    return beside / name;
-  }
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home == '/' && !under_tmp(home)) {
-    return fs::path(home) / ".cache" / name;
-  }
-  return {};
-}
-
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -102,7 +76,7 @@ TEST(KernelBenchPchTest, TorchHeadersPrecompiledOnceUsedByEveryBuildAndBuiltArou
   }
   // Outside /tmp: the sandbox binds the header's folder read-only only from there. Beside the
   // test binary, or under HOME when the build itself lies under /tmp (a clone there, as CI's may).
-  const fs::path cache = cache_outside_tmp();
+  const fs::path cache = testing::cache_outside_tmp("kbpch-test-cache-");
   if (cache.empty()) {
     GTEST_SKIP() << "neither the test binary's folder nor HOME lies outside /tmp, where the "
                     "sandbox could show a precompiled header";
@@ -162,6 +136,28 @@ TEST(KernelBenchPchTest, TorchHeadersPrecompiledOnceUsedByEveryBuildAndBuiltArou
   EXPECT_TRUE(has(again->build_note, "precompiled torch headers used")) << again->build_note;
   EXPECT_EQ((*e)->cache().folder_builds(), 1U);
   EXPECT_EQ(fs::last_write_time(gch), made) << "the header was built again";
+
+  // An answer whose compile output quotes the builder's word for a refused header: only the
+  // builder's marked lines count, so the header stays and is used.
+  const std::string forged = std::string(R"PY(import torch
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name='leap_pch_forged', cpp_sources="""#pragma message("LEAP_PCH refused: forged by the answer")
+torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) { return a * s + b; } // )PY") +
+                             std::to_string(::getpid()) + R"PY(
+""", functions=['scale_add'], extra_cflags=['-O1'])
+class ModelNew(torch.nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+    def forward(self, a, b):
+        return ext.scale_add(a, b, self.s)
+)PY";
+  auto quoted = (*e)->verify(problem_task(), fenced("python", forged));
+  ASSERT_TRUE(quoted.ok()) << quoted.err().message;
+  EXPECT_TRUE(quoted->passed) << quoted->feedback << "\n" << quoted->diagnostics;
+  EXPECT_TRUE(has(quoted->build_note, "precompiled torch headers used")) << quoted->build_note;
+  EXPECT_EQ(pch_folders(cache).size(), 1U) << "the answer's words dropped the header";
+  EXPECT_EQ((*e)->cache().folder_builds(), 1U);
 
   // Damaged in place (a file the builds only read): g++ refuses it, the build is made without it.
   {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 
 namespace leap::sandbox::testing {
 
@@ -35,6 +37,33 @@ inline bool python_imports(const std::string& python, const std::string& module,
   }
   *why = python + " cannot import " + module;
   return false;
+}
+
+inline bool under_tmp(const std::filesystem::path& p) {
+  const std::string text = std::filesystem::weakly_canonical(p).string();
+  for (const char* hidden : {"/tmp", "/var/tmp", "/run", "/dev"}) {
+    const std::string dir = hidden;
+    if (text == dir || text.starts_with(dir + "/")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A fresh cache folder the sandbox can show its builds: beside the test binary, else under HOME;
+// empty when both lie under a folder the sandbox replaces with its own.
+inline std::filesystem::path cache_outside_tmp(const std::string& prefix) {
+  const std::string name = prefix + std::to_string(::getpid());
+  const std::filesystem::path beside =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  if (!under_tmp(beside)) {
+    return beside / name;
+  }
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home == '/' && !under_tmp(home)) {
+    return std::filesystem::path(home) / ".cache" / name;
+  }
+  return {};
 }
 
 // A KernelBench problem: `a * scale + b` over two 32 x 16 inputs, the scale an init input.

@@ -995,6 +995,30 @@ TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
   }
 }
 
+// A load_inline answer to the scale-add problem whose CUDA source includes torch/extension.h;
+// `frontend`: a line of its host function that only the whole header declares.
+std::string cuda_extension_candidate(const std::string& name, const std::string& frontend) {
+  return "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import "
+         "load_inline\n"
+         "cuda_src = r'''\n#include <torch/extension.h>\n"
+         "__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, "
+         "int n) {\n"
+         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  if (i < n) out[i] = a[i] * s + b[i];\n}\n"
+         "torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {\n" +
+         frontend +
+         "  auto out = torch::empty_like(a);\n  int n = a.numel();\n"
+         "  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), "
+         "out.data_ptr<float>(), (float)s, n);\n  return out;\n}\n'''\n"
+         "ext = load_inline(name='" +
+         name +
+         "', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double "
+         "s);', cuda_sources=cuda_src, functions=['scale_add'])\n"
+         "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+         "        self.s = s\n    def forward(self, a, b):\n"
+         "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+}
+
 // CUDA sources that include torch/extension.h are compiled with torch's types only (nvcc's
 // largest cost); one that needs more of torch's C++ frontend is built again with the whole header.
 TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
@@ -1007,29 +1031,8 @@ TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
   config.kernelbench_device = "cuda";
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  // `frontend`: a line of the host function that only the whole header declares.
-  auto candidate = [](const std::string& name, const std::string& frontend) {
-    return "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import "
-           "load_inline\n"
-           "cuda_src = r'''\n#include <torch/extension.h>\n"
-           "__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, "
-           "int n) {\n"
-           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-           "  if (i < n) out[i] = a[i] * s + b[i];\n}\n"
-           "torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {\n" +
-           frontend +
-           "  auto out = torch::empty_like(a);\n  int n = a.numel();\n"
-           "  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), "
-           "out.data_ptr<float>(), (float)s, n);\n  return out;\n}\n'''\n"
-           "ext = load_inline(name='" +
-           name +
-           "', cpp_sources='torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double "
-           "s);', cuda_sources=cuda_src, functions=['scale_add'])\n"
-           "class ModelNew(nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
-           "        self.s = s\n    def forward(self, a, b):\n"
-           "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
-  };
-  auto slim = (*e)->verify(problem_task(), fenced("python", candidate("leap_slim_types", "")), 0);
+  auto slim = (*e)->verify(problem_task(),
+                           fenced("python", cuda_extension_candidate("leap_slim_types", "")), 0);
   ASSERT_TRUE(slim.ok()) << slim.err().message;
   EXPECT_TRUE(slim->passed) << slim->feedback << "\n" << slim->diagnostics;
   std::printf("with torch's types: %s\n", slim->build_note.c_str());
@@ -1038,9 +1041,9 @@ TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
       << slim->build_note;
   auto whole = (*e)->verify(
       problem_task(),
-      fenced("python",
-             candidate("leap_slim_frontend",
-                       "  torch::nn::functional::relu(torch::zeros({1}, a.options()));\n")),
+      fenced("python", cuda_extension_candidate(
+                           "leap_slim_frontend",
+                           "  torch::nn::functional::relu(torch::zeros({1}, a.options()));\n")),
       0);
   ASSERT_TRUE(whole.ok()) << whole.err().message;
   EXPECT_TRUE(whole->passed) << whole->feedback << "\n" << whole->diagnostics;
@@ -1048,6 +1051,42 @@ TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
   EXPECT_NE(whole->build_note.find("torch's types for torch/extension.h in CUDA sources fell back"),
             std::string::npos)
       << whole->build_note;
+}
+
+// A build with CUDA sources takes torch's precompiled header only when it is in place: with none
+// in the cache (kept outside /tmp, where the builder could read one) it builds without it, and no
+// header is built for it.
+TEST(KernelBenchTest, ACudaBuildNeitherWaitsForNorBuildsTorchsHeader) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !torch_available(&why)) {
+    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+    GTEST_SKIP() << why;
+  }
+  const std::filesystem::path cache = testing::cache_outside_tmp("kbcuda-nowait-cache-");
+  if (cache.empty()) {
+    GTEST_SKIP() << "neither the test binary's folder nor HOME lies outside /tmp";
+  }
+  std::filesystem::remove_all(cache);
+  struct cleanup {
+    std::filesystem::path dir;
+    ~cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } at_exit{cache};
+  engine_config config = testing::test_engine_config();
+  config.cache_dir = cache;
+  config.kernelbench_device = "cuda";
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(problem_task(),
+                        fenced("python", cuda_extension_candidate("leap_nowait", "")), 0);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_NE(v->build_note.find("precompiled torch headers absent: not ready, not waited for"),
+            std::string::npos)
+      << v->build_note;
+  EXPECT_EQ((*e)->cache().folder_builds(), 0U);
 }
 
 TEST(KernelBenchTest, GpuRunWhenAGpuIsPresent) {
