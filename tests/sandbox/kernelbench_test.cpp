@@ -42,6 +42,15 @@ bool torch_available(std::string* why) {
   return available;
 }
 
+// The GPU-side tests run where a GPU and torch are; otherwise they say why they skip.
+bool gpu_and_torch(std::string* why) {
+  if (testing::gpu_present(why) && torch_available(why)) {
+    return true;
+  }
+  std::printf("skipping GPU-side KernelBench test: %s\n", why->c_str());
+  return false;
+}
+
 // Own-kernel check off: these cases are about the outputs, and use PyTorch's ops on every device.
 task problem_task(std::optional<own_kernel_policy> own_kernel = own_kernel_policy::off) {
   task t;
@@ -957,9 +966,7 @@ TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
 }
 
 TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
-  std::string why;
-  if (!testing::gpu_present(&why) || !torch_available(&why)) {
-    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+  if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
   engine_config config = testing::test_engine_config();
@@ -1022,9 +1029,7 @@ std::string cuda_extension_candidate(const std::string& name, const std::string&
 // CUDA sources that include torch/extension.h are compiled with torch's types only (nvcc's
 // largest cost); one that needs more of torch's C++ frontend is built again with the whole header.
 TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
-  std::string why;
-  if (!testing::gpu_present(&why) || !torch_available(&why)) {
-    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+  if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
   engine_config config = testing::test_engine_config();
@@ -1057,9 +1062,7 @@ TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
 // in the cache (kept outside /tmp, where the builder could read one) it builds without it, and no
 // header is built for it.
 TEST(KernelBenchTest, ACudaBuildNeitherWaitsForNorBuildsTorchsHeader) {
-  std::string why;
-  if (!testing::gpu_present(&why) || !torch_available(&why)) {
-    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+  if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
   const std::filesystem::path cache = testing::cache_outside_tmp("kbcuda-nowait-cache-");
@@ -1090,9 +1093,7 @@ TEST(KernelBenchTest, ACudaBuildNeitherWaitsForNorBuildsTorchsHeader) {
 }
 
 TEST(KernelBenchTest, GpuRunWhenAGpuIsPresent) {
-  std::string why;
-  if (!testing::gpu_present(&why) || !torch_available(&why)) {
-    std::printf("skipping GPU-side KernelBench test: %s\n", why.c_str());
+  if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
   engine_config config = testing::test_engine_config();
