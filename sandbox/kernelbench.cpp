@@ -1295,36 +1295,18 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
   return std::nullopt;
 }
 
-// Inputs must come back bit for bit (NaN payloads included): a held copy against what the call
-// left.
-bool same_value(const kb_value& a, const kb_value& b) {
-  if (a.tag != b.tag || a.dtype != b.dtype || a.shape != b.shape || a.data != b.data ||
-      a.integer != b.integer ||
-      std::bit_cast<std::uint64_t>(a.real) != std::bit_cast<std::uint64_t>(b.real) ||
-      a.items.size() != b.items.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.items.size(); ++i) {
-    if (!same_value(a.items[i], b.items[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file kind) {
   const char* magic = kind == kb_file::inputs     ? "LKBIN001"
                       : kind == kb_file::expected ? "LKBEXP01"
-                                                  : "LKBOUT01";
+                                                  : "LKBOUT02";
   kb_data out;
   out.bytes = std::move(bytes);
   reader r{*out.bytes};
   const error truncated{"the file is incomplete (its writer stopped before finishing)"};
   std::uint32_t trials = 0;
-  out.inputs_judged = kind == kb_file::candidate && out.bytes->compare(0, 8, "LKBOUT02") == 0;
-  if (!out.inputs_judged && out.bytes->compare(0, 8, magic) != 0) {
+  if (out.bytes->compare(0, 8, magic) != 0) {
     return truncated;
   }
   r.pos = 8;
@@ -1337,11 +1319,11 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
       return truncated;
     }
     status s = r.value(kind == kb_file::inputs ? &trial.init : &trial.outputs, 0);
-    if (s && out.inputs_judged) {
+    if (s && kind == kb_file::candidate) {
       if (!r.take(&trial.changed_argument)) {
         return truncated;
       }
-    } else if (s && kind != kb_file::expected) {
+    } else if (s && kind == kb_file::inputs) {
       s = r.value(&trial.inputs, 0);
     }
     if (!s) {
@@ -1387,24 +1369,14 @@ std::optional<nlohmann::json> judge_kernelbench(const kb_data& inputs, const kb_
       (*m)["trials"] = trials;
       return m;
     }
-    if (got.inputs_judged) {
-      // The judge compared them with its own copies, bit for bit (it is outside the candidate's
-      // process); an index beyond the arguments is no honest judge's and fails all the same.
-      if (mine.changed_argument != 0) {
-        return nlohmann::json{{"status", "modified_input"},
-                              {"trial", t},
-                              {"trials", trials},
-                              {"input", mine.changed_argument - 1}};
-      }
-      continue;
-    }
-    const auto& before = held.inputs.items;
-    const auto& after = mine.inputs.items;
-    for (std::size_t i = 0; i < before.size(); ++i) {
-      if (i >= after.size() || !same_value(before[i], after[i])) {
-        return nlohmann::json{
-            {"status", "modified_input"}, {"trial", t}, {"trials", trials}, {"input", i}};
-      }
+    // The judge compared the inputs with its own copies, bit for bit (it is outside the
+    // candidate's process); an index beyond the arguments is no honest judge's and fails all the
+    // same.
+    if (mine.changed_argument != 0) {
+      return nlohmann::json{{"status", "modified_input"},
+                            {"trial", t},
+                            {"trials", trials},
+                            {"input", mine.changed_argument - 1}};
     }
   }
   return std::nullopt;

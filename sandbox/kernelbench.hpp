@@ -136,21 +136,20 @@ struct kb_value {
 };
 
 // One trial as read back: inputs.bin gives seed, init and inputs; expected.bin gives outputs;
-// the judge's record gives outputs and either the inputs after the call (LKBOUT01) or which
-// forward argument the call changed, as the judge compared them with its own copies (LKBOUT02).
+// the judge's record (LKBOUT02) gives outputs and which forward argument the call changed, as the
+// judge compared the inputs with its own copies.
 struct kb_trial {
   std::uint64_t seed = 0;
   kb_value init;
   kb_value inputs;
   kb_value outputs;
-  std::uint32_t changed_argument = 0;  // LKBOUT02: 1 + the first changed argument's index; 0: none
+  std::uint32_t changed_argument = 0;  // 1 + the first changed argument's index; 0: none
 };
 
 // A parsed file. The values point into `bytes`, which the struct keeps alive.
 struct kb_data {
   std::shared_ptr<const std::string> bytes;
   std::vector<kb_trial> trials;
-  bool inputs_judged = false;  // LKBOUT02: the judge compared the inputs itself
 };
 
 enum class kb_file : std::uint8_t { inputs, expected, candidate };
