@@ -403,35 +403,10 @@ phase_kbbatch() {
 }
 
 
-# One load_inline CUDA candidate through `leap verify`, each call a fresh process (issue 30's
-# latency targets): cold (empty cache, torch's header built inside), `--prepare` then the first
-# verify (as `leap run` and `leap verifier-node` do), the same answer again (everything cached),
-# and another source with the same load_inline request (the recorder runs, the build is a hit).
-phase_kbverify() {
-  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
-    grep -E -B2 -A12 'error|FAILED' | head -40
-  local d=$out/kbverify py=$LEAP_SANDBOX_TEST_PYTHON
-  rm -rf "$d"
-  mkdir -p "$d"
-  cat >"$d/problem.py" <<'PY'
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return a * self.scale + b
-
-def get_inputs():
-    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]
-
-def get_init_inputs():
-    return [3.0]
-PY
-  cat >"$d/solution.py" <<'PY'
+# The load_inline CUDA scale-add answer of kbverify's problem (its `.cu` is the one kbheaders
+# compiles), written to $1.
+scale_add_answer() {
+  cat >"$1" <<'PY'
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -462,6 +437,37 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return _ext.scale_add(a.contiguous(), b.contiguous(), self.scale)
 PY
+}
+
+# One load_inline CUDA candidate through `leap verify`, each call a fresh process (issue 30's
+# latency targets): cold (empty cache, torch's header built inside), `--prepare` then the first
+# verify (as `leap run` and `leap verifier-node` do), the same answer again (everything cached),
+# and another source with the same load_inline request (the recorder runs, the build is a hit).
+phase_kbverify() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/kbverify py=$LEAP_SANDBOX_TEST_PYTHON
+  rm -rf "$d"
+  mkdir -p "$d"
+  cat >"$d/problem.py" <<'PY'
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return a * self.scale + b
+
+def get_inputs():
+    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]
+
+def get_init_inputs():
+    return [3.0]
+PY
+  scale_add_answer "$d/solution.py"
   sed 's/^import torch$/import torch  # another answer, the same request/' "$d/solution.py" >"$d/other.py"
   local verify=("$build/bin/leap" verify --json --gpu 0 --task "$d/problem.py" --python "$py")
   timed() {  # LABEL CMD...: one line with the wall seconds and the verdict's passed/compile/run
@@ -516,23 +522,16 @@ phase_kbheaders() {
   rm -rf "$d" && mkdir -p "$d/slim/torch"
   printf '#pragma once\n#ifdef __CUDACC__\n#include <torch/types.h>\n#else\n#include_next <torch/extension.h>\n#endif\n' \
     >"$d/slim/torch/extension.h"
+  scale_add_answer "$d/solution.py"
   (cd "$d" && "$py" - <<'PY'
 import os, shlex, subprocess, time
 import torch.utils.cpp_extension as ext
 ext._run_ninja_build = lambda *a, **k: None
 ext._import_module_from_library = lambda *a, **k: None
-cuda = """#include <torch/extension.h>
-__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, long n) {
-  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] * s + b[i];
-}
-torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s) {
-  auto out = torch::empty_like(a);
-  long n = a.numel();
-  scale_add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), (float)s, n);
-  return out;
-}
-"""
+import ast
+answer = ast.parse(open("solution.py").read())
+cuda = next(n.value.value for n in answer.body
+            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_cuda")
 os.makedirs("build", exist_ok=True)
 ext.load_inline(name="kbheaders", cpp_sources="torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);",
                 cuda_sources=cuda, functions=["scale_add"], build_directory=os.path.abspath("build"))
