@@ -42,6 +42,10 @@
 #             stand-in for it (torch's types), side by side
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
+#     timingab  a small kernel's time across verifications, BASE_SRC's tree (its `leap` built
+#             beside) against this one: TIMING_AB_RUNS rounds (default 12) of cuda/matmul_square
+#             verified with --timing 100, alternating, each tree on its own cache; the stability
+#             of each side (per verification: quartiles, clocks)
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
 #             (a 4096^2 fp32 matmul with a Triton epilogue) verified TIMING_KB_RUNS times (default
 #             5) on one compile cache, as a training run's verifications are (its baselines timed
@@ -266,6 +270,28 @@ phase_sandbox() {
 # reference's times kept there: the speedup's spread across verifications is the candidate's) and
 # on fresh caches (the reference timed every time: its own spread), then the same KernelBench
 # kernels timed by triton's do_bench and KernelBench's own loop beside the judge's medians.
+phase_timingab() {
+  [[ -n ${BASE_SRC:-} ]] || { echo "timingab: set BASE_SRC"; return 2; }
+  local base=/tmp/leap-timing-base d=$out/timingab i tree bin
+  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+  (cd "$BASE_SRC" && LEAP_TORCH=pip LEAP_BUILD_DIR="$base" tools/dev.sh build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20) &
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20
+  wait
+  rm -rf "$d" && mkdir -p "$d"
+  for i in $(seq 1 "${TIMING_AB_RUNS:-12}"); do
+    for tree in base new; do
+      bin=$build/bin/leap
+      [[ $tree == new ]] || bin=$base/bin/leap
+      "$bin" verify --timing 100 --json --gpu 0 --task cuda/matmul_square \
+        --candidate sandbox/suite/cuda/matmul_square/solution.cu --cache-dir "$d/cache-$tree" \
+        >>"$d/${tree}_shared.jsonl" 2>>"$d/$tree.err"
+    done
+  done
+  python3 "$root/tools/gpu/timing_check.py" stability "$d/base_shared.jsonl" "$d/new_shared.jsonl"
+}
+
 phase_timing() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
     grep -E -B2 -A12 'error|FAILED' | head -40
