@@ -1775,7 +1775,16 @@ result<verdict> engine::judge(const task& t, const prepared_candidate& prepared,
 }
 
 result<verdict> engine::verify(const task& t, std::string_view answer, int gpu) {
+  // The slot's start does not depend on the candidate; its errors come again from run(), which
+  // meets the same probe and reference (ready_kernelbench_slot says why).
+  std::future<status> slot_ready;
+  if (traits_of(t.kind).judged_by == pipeline::kernelbench) {
+    slot_ready = std::async(std::launch::async, [&] { return ready_kernelbench_slot(t, gpu); });
+  }
   auto prepared = compile(t, answer);
+  if (slot_ready.valid()) {
+    slot_ready.wait();
+  }
   if (!prepared) {
     return prepared.err();
   }

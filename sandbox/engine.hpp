@@ -274,7 +274,9 @@ class engine {
   result<verdict> judge(const task& t, const prepared_candidate& prepared, int gpu,
                         int sharing = 1);
 
-  // Both stages in the calling thread.
+  // Both stages in the calling thread. For a KernelBench task the run slot gets ready beside the
+  // build, on a thread of its own (ready_kernelbench_slot): a one-shot verification (`leap verify`)
+  // would otherwise pay the slot's start after the build.
   result<verdict> verify(const task& t, std::string_view answer, int gpu = -1);
 
   // KernelBench (issue 30): starts building, on a thread of the engine's own, torch's precompiled
@@ -431,6 +433,23 @@ class engine {
     std::shared_ptr<const kernelbench_reference> reference;
   };
   result<kernelbench_slot> kernelbench_slot_for(const task& t, int gpu);
+  // What a KernelBench run's judge must have been started with to take this job: a judge started
+  // ahead is fed a job only when its `fits` words are the job's.
+  struct kernelbench_judge_fit {
+    int slot_key = -1;  // the GPU, or -1 for the CPU's slot
+    own_kernel_policy policy = own_kernel_policy::off;
+    bool warm_profiler = false;
+    std::size_t output_cap = 0;  // the record's cap, rounded up to a power of two
+    std::string fits;
+  };
+  result<kernelbench_judge_fit> kernelbench_fit(const task& t, const kernelbench_slot& slot,
+                                                int gpu) const;
+  // Everything of a KernelBench run that does not depend on the candidate, done ahead of it: the
+  // slot's torch probe, the reference's outputs and a judge started for the job and kept as the
+  // slot's standby (unless one that fits is waiting). Its errors are not the verdict's: run()
+  // meets the same probe and reference again (the reference's outcome is kept) and starts a judge
+  // of its own when none was readied, and reports what fails there.
+  status ready_kernelbench_slot(const task& t, int gpu);
   // `python -I -B args...` in `dir` with run_env(gpu) (-1: no CUDA_VISIBLE_DEVICES), python's
   // folder on PATH, kernelbench_limits: the slot's probe, the reference and the judge.
   run_request kernelbench_request(const std::filesystem::path& dir, int gpu,

@@ -1280,6 +1280,48 @@ result<engine::baseline_time> engine::kernelbench_baseline_time(const task& t,
   return computed;
 }
 
+result<engine::kernelbench_judge_fit> engine::kernelbench_fit(const task& t,
+                                                              const kernelbench_slot& slot,
+                                                              int gpu) const {
+  const auto own_kernel = own_kernel_for(t, slot.device);
+  if (!own_kernel) {
+    return own_kernel.err();
+  }
+  kernelbench_judge_fit fit;
+  fit.slot_key = slot.device == "cuda" ? gpu : -1;
+  fit.policy = *own_kernel;
+  fit.warm_profiler = slot.device == "cuda" && fit.policy == own_kernel_policy::require;
+  // The record's cap rounded up to a power of two, so that problems of like size share standbys.
+  const kernelbench_reference& ref = *slot.reference;
+  fit.output_cap = std::bit_ceil(std::max(judge_record_bound(ref.expected, ref.inputs),
+                                          config_.kernelbench_limits.output_cap_bytes));
+  fit.fits = slot.device + (fit.warm_profiler ? " profiler" : "") + " record " +
+             std::to_string(fit.output_cap >> 20) + " MiB";
+  return fit;
+}
+
+status engine::ready_kernelbench_slot(const task& t, int gpu) {
+  auto slot = kernelbench_slot_for(t, gpu);
+  if (!slot) {
+    return slot.err();
+  }
+  auto fit = kernelbench_fit(t, *slot, gpu);
+  if (!fit) {
+    return fit.err();
+  }
+  if (standby_judges_fitting(fit->slot_key, fit->fits) > 0) {
+    return ok_status();
+  }
+  auto judge =
+      start_kernelbench_judge(gpu, slot->device, fit->warm_profiler, fit->output_cap, fit->fits);
+  if (!judge) {
+    return judge.err();
+  }
+  const std::size_t most = static_cast<std::size_t>(std::max(config_.kernelbench_standby_depth, 1));
+  keep_standby_judge(fit->slot_key, most, std::move(judge.value()));
+  return ok_status();
+}
+
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu,
                                         int sharing) {
   auto slot = kernelbench_slot_for(t, gpu);
@@ -1288,21 +1330,19 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   }
   const std::string& device = slot->device;
   const kernelbench_reference& ref = *slot->reference;
-  const auto own_kernel = own_kernel_for(t, device);
-  if (!own_kernel) {
-    return own_kernel.err();  // the task's fault on this slot, not the candidate's
+  auto fit = kernelbench_fit(t, *slot, gpu);
+  if (!fit) {
+    return fit.err();  // the task's fault on this slot, not the candidate's
   }
-  const own_kernel_policy policy = *own_kernel;
+  const own_kernel_policy policy = fit->policy;
 
-  // The judge: one started ahead of this job by the slot's previous run (kernelbench_standby), or
-  // one started now; either way the job goes down its socket and the run's limits start with it.
-  const int slot_key = device == "cuda" ? gpu : -1;
-  const bool warm_profiler = device == "cuda" && policy == own_kernel_policy::require;
-  // The record's cap rounded up to a power of two, so that problems of like size share standbys.
-  const std::size_t output_cap = std::bit_ceil(std::max(
-      judge_record_bound(ref.expected, ref.inputs), config_.kernelbench_limits.output_cap_bytes));
-  const std::string fits = device + (warm_profiler ? " profiler" : "") + " record " +
-                           std::to_string(output_cap >> 20) + " MiB";
+  // The judge: one started ahead of this job by the slot's previous run (kernelbench_standby) or
+  // by verify() beside the build, or one started now; either way the job goes down its socket and
+  // the run's limits start with it.
+  const int slot_key = fit->slot_key;
+  const bool warm_profiler = fit->warm_profiler;
+  const std::size_t output_cap = fit->output_cap;
+  const std::string& fits = fit->fits;
   std::string prebuilt_json;
   const std::vector<detail::run_file> files =
       detail::kernelbench_candidate_files(p, &prebuilt_json);

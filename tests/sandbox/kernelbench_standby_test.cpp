@@ -84,6 +84,36 @@ std::vector<pid_t> kbs_judges_up(std::size_t n) {
   return waiting;
 }
 
+// compile() then run(): what the verifier's pools do, with no judge readied beside the build
+// (verify() readies one: KernelBenchStandbyTest.AOneShotVerifyReadiesItsSlotBesideTheBuild).
+result<verdict> kbs_compile_and_run(engine& e, const std::string& answer) {
+  auto prepared = e.compile(kbs_problem(), answer);
+  if (!prepared) {
+    return prepared.err();
+  }
+  return e.run(kbs_problem(), *prepared, -1);
+}
+
+// A one-shot verify() starts the run's judge beside the build, with no standby configured: its
+// run is fed to that judge. Without the readying the job's judge would start at the run.
+TEST(KernelBenchStandbyTest, AOneShotVerifyReadiesItsSlotBesideTheBuild) {
+  std::string why;
+  if (!kbs_torch(&why)) {
+    GTEST_SKIP() << why;
+  }
+  auto e = engine::create(kbs_config(false));
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("one-shot"));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_NE(v->diagnostics.find("judge started ahead of its job"), std::string::npos)
+      << v->diagnostics;
+  // Nothing waits after it: the one judge readied was the run's.
+  EXPECT_TRUE(kbs_waiting_judges().empty());
+  e->reset();
+  EXPECT_TRUE(kbs_waiting_judges().empty());
+}
+
 // Two runs ahead: the first run starts two judges beside its own, and a run fed to one of them
 // starts one more, so the slot always has two waiting (one would be there at depth 1).
 TEST(KernelBenchStandbyTest, TwoRunsAheadKeepTwoJudgesWaiting) {
@@ -120,7 +150,7 @@ TEST(KernelBenchStandbyTest, LaterRunsAreFedToTheJudgeStartedAhead) {
   }
   auto e = engine::create(kbs_config(true));
   ASSERT_TRUE(e.ok()) << e.err().message;
-  auto first = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-1"));
+  auto first = kbs_compile_and_run(**e, testing::scale_add_ops_candidate("standby-1"));
   ASSERT_TRUE(first.ok()) << first.err().message;
   EXPECT_TRUE(first->passed) << first->feedback << "\n" << first->diagnostics;
   EXPECT_EQ(first->diagnostics.find("judge started ahead"), std::string::npos)
@@ -131,7 +161,7 @@ TEST(KernelBenchStandbyTest, LaterRunsAreFedToTheJudgeStartedAhead) {
   for (pid_t pid : waiting) {
     ::kill(pid, SIGKILL);
   }
-  auto replaced = (*e)->verify(kbs_problem(), testing::scale_add_ops_candidate("standby-2"));
+  auto replaced = kbs_compile_and_run(**e, testing::scale_add_ops_candidate("standby-2"));
   ASSERT_TRUE(replaced.ok()) << replaced.err().message;
   EXPECT_TRUE(replaced->passed) << replaced->feedback << "\n" << replaced->diagnostics;
   EXPECT_EQ(replaced->diagnostics.find("judge started ahead"), std::string::npos)
