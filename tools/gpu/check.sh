@@ -11,7 +11,7 @@
 #             the same with 2 compile workers; `leap replay` of both
 #     quickstart  configs/quickstart.yaml on the suite's cuda tasks (the scripted policy answers
 #             with each task's known good and wrong kernels, so nvcc and the GPU runs do real work),
-#             16 and 2 compile workers side by side
+#             16 and 2 compile workers, each with 1 and 4 runs per GPU, side by side
 #     deltabench  bench_weight_sync --delta-steps: full vs delta weight sync after real AdamW steps
 #             (SYNC_PRESETS, default qwen2-0.5b qwen2-1.5b; bf16 served, float32 learner, lr 1e-6;
 #             SYNC_SERVER_DEVICE=cuda:1 on two GPUs adds the NCCL broadcast's full and delta columns)
@@ -33,7 +33,7 @@
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
-#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one,
+#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one, KBVERIFY_PREPARED=0 all after it,
 #             KBVERIFY_WARM=0 the warm and same-request ones; each verdict's run phases;
 #             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
 #             runs fed to a judge started ahead of them (`leap verify --repeat`), judges
@@ -156,13 +156,13 @@ phase_loop() {
   loop_run gpu_loop "$(nproc)" && loop_run gpu_loop_2workers 2
 }
 
-# $1: run folder name, $2: compile workers
+# $1: run folder name, $2: compile workers, $3: runs per GPU
 quickstart_run() {
   local dir=runs/$1
   rm -rf "$dir"
   sed -e "s|run_dir: runs/quickstart |run_dir: $dir |" -e "s|task_kinds: \[cpp, python\]|task_kinds: [cuda]|" \
-    -e "s|compile_workers: 2|compile_workers: $2|" -e "s|gpu_slots: 0|gpu_slots: 1|" \
-    configs/quickstart.yaml >"$out/$1.yaml"
+    -e "s|compile_workers: 2|compile_workers: $2|" -e "s|gpu_slots: 0|gpu_slots: 1\n  runs_per_gpu: $3|" \
+    -e "s|^  steps: 4|  steps: ${QUICKSTART_STEPS:-4}|" configs/quickstart.yaml >"$out/$1.yaml"
   "$build/bin/leap" run --quiet "$out/$1.yaml" || return 1
   "$build/bin/leap" replay "$dir" | sed -n '/^training/,/^$/p'
   # Per verification: how long nvcc took and how long the job waited for a compile worker.
@@ -176,10 +176,19 @@ for key in ("compile_ms", "compile_queue_ms", "run_ms"):
 PY
 }
 
-# QUICKSTART_WORKERS: the compile-worker counts to run, side by side (default: 16 2).
+# QUICKSTART_WORKERS: the compile-worker counts to run (default: 16 2), each with every count of
+# QUICKSTART_RUNS_PER_GPU (runs sharing the GPU; default: 1 4), side by side; QUICKSTART_STEPS:
+# the run's steps (default 4).
 phase_quickstart() {
-  local w
-  for w in ${QUICKSTART_WORKERS:-16 2}; do quickstart_run "quickstart_cuda_$w" "$w" || return 1; done
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local w r
+  for w in ${QUICKSTART_WORKERS:-16 2}; do
+    for r in ${QUICKSTART_RUNS_PER_GPU:-1 4}; do
+      echo "== $w compile workers, $r runs per GPU"
+      quickstart_run "quickstart_cuda_${w}w_${r}r" "$w" "$r" || return 1
+    done
+  done
 }
 
 phase_vllm() {
@@ -515,6 +524,7 @@ except Exception as e:
   }
   [[ ${KBVERIFY_COLD:-1} == 0 ]] ||
     timed cold "${verify[@]}" --cache-dir "$d/cache-cold" --candidate "$d/solution.py"
+  [[ ${KBVERIFY_PREPARED:-1} == 0 ]] && return 0
   timed prepare "$build/bin/leap" verify --prepare --python "$py" --cache-dir "$d/cache"
   timed first-after-prepare "${verify[@]}" --cache-dir "$d/cache" --candidate "$d/solution.py"
   local i
