@@ -1782,13 +1782,18 @@ result<verdict> engine::verify(const task& t, std::string_view answer, int gpu) 
     slot_ready = std::async(std::launch::async, [&] { return ready_kernelbench_slot(t, gpu); });
   }
   auto prepared = compile(t, answer);
+  std::optional<status> ready;
   if (slot_ready.valid()) {
-    slot_ready.wait();
+    ready = slot_ready.get();
   }
   if (!prepared) {
     return prepared.err();
   }
-  return run(t, *prepared, gpu);
+  auto v = run(t, *prepared, gpu);
+  if (v && ready && !ready->ok()) {
+    v->diagnostics += "\nthe run slot was not readied beside the build: " + ready->err().message;
+  }
+  return v;
 }
 
 }  // namespace leap::sandbox

@@ -178,6 +178,10 @@ struct engine_config {
   // `sharing`): the CUDA contexts, the KernelBench judges' buffers, the GPU keeper's. Default: 4
   // GiB
   std::uint64_t gpu_memory_reserve_bytes = 4ULL << 30;
+  // Device memory one torch process's CUDA context takes: a KernelBench judge started ahead of its
+  // job holds two (its own and its runner's), which the shares of the runs beside it leave out
+  // (shared_gpu_reserve). Default: 512 MiB
+  std::uint64_t gpu_context_bytes = 512ULL << 20;
   // Tests only: replaces the engine's own slot probe (probe_slot) where the real one cannot run
   // (no GPU). Production code leaves it empty. Default: empty (the real probe)
   std::function<status(task_kind kind, int gpu)> probe_override;

@@ -1047,8 +1047,16 @@ nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref
                         {"trials", config_.trials},
                         {"timing_reps", config_.timing_reps}};
   if (sharing > 1) {
-    config["memory_share"] = {{"runs", sharing},
-                              {"reserve_bytes", config_.gpu_memory_reserve_bytes}};
+    // The judges waiting on this slot for later jobs hold their CUDA contexts all along.
+    const auto waiting = static_cast<std::uint64_t>(
+        config_.kernelbench_standby
+            ? std::max(sharing, 1) * std::max(config_.kernelbench_standby_depth, 1)
+            : 0);
+    config["memory_share"] = {
+        {"runs", sharing},
+        {"reserve_bytes", shared_gpu_reserve(config_.gpu_memory_reserve_bytes, sharing,
+                                             ref.inputs.bytes->size() + ref.expected.bytes->size(),
+                                             waiting, config_.gpu_context_bytes)}};
   }
   return config;
 }
@@ -1374,6 +1382,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     }
   }
   detail::started_judge::fed_run fed;
+  std::string replaced;  // why a judge started ahead was not the one that ran, for the diagnostics
   double launched_s = 0;
   double ended_s = 0;
   clock_window window;
@@ -1394,6 +1403,9 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     if (!fed.run || fed.delivered || !from_standby) {
       break;
     }
+    replaced = "a judge started ahead of this job ended before it took the job (" +
+               how_it_ended(*fed.run) + ": " + stderr_tail(fed.run->stderr_text, 300) +
+               "); the job's judge was started for it\n";
     from_standby = false;
   }
   if (!fed.run) {
@@ -1413,8 +1425,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
 
   verdict v;
   v.run_ms = static_cast<double>(r->wall.count()) / 1000.0;
-  v.diagnostics = (from_standby ? "judge started ahead of its job; " : "") + r->isolation + "\n" +
-                  r->stderr_text.substr(0, 2000);
+  v.diagnostics = replaced + (from_standby ? "judge started ahead of its job; " : "") +
+                  r->isolation + "\n" + r->stderr_text.substr(0, 2000);
   v.build_note = p.build_note;
   auto finish = [&](verdict_category c, std::string text) {
     v.category = c;

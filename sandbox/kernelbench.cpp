@@ -2,8 +2,10 @@
 
 #include "sandbox/harness.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -1403,6 +1405,18 @@ std::vector<std::pair<std::string, double>> kernelbench_run_phases(const nlohman
   }
   phases.emplace_back("judge_exited", (ended_s - previous) * 1000.0);
   return phases;
+}
+
+std::uint64_t shared_gpu_reserve(std::uint64_t configured, int sharing, std::uint64_t data_bytes,
+                                 std::uint64_t waiting_judges, std::uint64_t context_bytes) {
+  constexpr std::uint64_t most = std::numeric_limits<std::uint64_t>::max();
+  const auto add = [](std::uint64_t a, std::uint64_t b) { return a > most - b ? most : a + b; };
+  const auto times = [](std::uint64_t a, std::uint64_t b) {
+    return b != 0 && a > most / b ? most : a * b;
+  };
+  const auto runs = static_cast<std::uint64_t>(std::max(sharing, 1));
+  std::uint64_t reserve = add(configured, times(runs, times(2, data_bytes)));
+  return add(reserve, times(waiting_judges, times(2, context_bytes)));
 }
 
 }  // namespace leap::sandbox

@@ -243,4 +243,13 @@ std::vector<std::pair<std::string, double>> kernelbench_run_phases(const nlohman
                                                                    double launched_s,
                                                                    double ended_s);
 
+// Device memory kept out of the shares of `sharing` runs on one GPU (the judge caps each runner's
+// torch allocations at (GPU memory - this) / sharing): the configured reserve (the running
+// judges', runners' and keeper's CUDA contexts), each running judge's own buffers (its region for
+// the problem's data and its own copies of the inputs: twice `data_bytes`), and the CUDA contexts
+// of `waiting_judges` judges started ahead of their jobs, two processes each, `context_bytes`
+// apiece. Saturates instead of wrapping. Pure function.
+std::uint64_t shared_gpu_reserve(std::uint64_t configured, int sharing, std::uint64_t data_bytes,
+                                 std::uint64_t waiting_judges, std::uint64_t context_bytes);
+
 }  // namespace leap::sandbox

@@ -209,6 +209,66 @@ TEST(KernelBenchMemoryGpuTest, TorchBeyondItsShareFailsSharedAndPassesAlone) {
   EXPECT_EQ(r->device_memory_share_bytes, 0U);
 }
 
+// Runs sharing a GPU beside judges started ahead of later jobs: each run's share leaves out the
+// waiting judges' CUDA contexts (two processes each) and its judge's buffers beside the configured
+// reserve, and the contexts really fit in what was left out for them: once the runs are over and
+// only the waiting judges hold the GPU, the memory they take is at most their part of the reserve.
+TEST(KernelBenchMemoryGpuTest, SharesLeaveRoomForTheJudgesWaiting) {
+  std::string why;
+  if (!kbm_gpu(&why)) {
+    GTEST_SKIP() << why;
+  }
+  const auto before = kbm_gpu_memory();
+  ASSERT_TRUE(before) << "nvidia-smi says nothing of GPU 0's memory";
+  verifier_config config;
+  config.engine = testing::test_engine_config();
+  config.engine.kernelbench_standby = true;
+  config.engine.kernelbench_standby_depth = 2;
+  config.gpus = {0};
+  config.run_slots = 2;
+  config.compile_workers = 2;
+  config.run_attempts = 1;
+  const std::uint64_t context = config.engine.gpu_context_bytes;
+  const std::uint64_t reserve = config.engine.gpu_memory_reserve_bytes;
+  auto v = verifier::create(config);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  const auto t = std::make_shared<const task>(kbm_problem());
+  auto first = (*v)->submit(t, kbm_candidate(""));
+  auto second = (*v)->submit(t, kbm_candidate("        pass\n"));
+  const std::uint64_t waiting = 4;  // depth 2 for each of the 2 runs sharing the GPU
+  const double total_mib = before->second;
+  for (auto* f : {&first, &second}) {
+    auto r = f->get();
+    ASSERT_TRUE(r.ok()) << r.err().message;
+    EXPECT_TRUE(r->passed) << r->feedback << "\n" << r->diagnostics;
+    ASSERT_GT(r->device_memory_share_bytes, 0U) << "the run was not capped: " << r->diagnostics;
+    const double bound_mib = (total_mib - static_cast<double>(reserve >> 20) -
+                              static_cast<double>(waiting * 2 * (context >> 20))) /
+                             2.0;
+    EXPECT_LE(static_cast<double>(r->device_memory_share_bytes >> 20), bound_mib)
+        << "the share leaves no room for the " << waiting << " judges waiting";
+  }
+  // The waiting judges import torch and start CUDA after the runs began: the GPU's memory in use
+  // settles once all have (read until it stops growing, 2 minutes at most).
+  std::optional<std::pair<double, double>> now;
+  double last = -1;
+  for (int i = 0; i < 120; ++i) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    now = kbm_gpu_memory();
+    if (now && i >= 10 && now->first == last) {
+      break;
+    }
+    last = now ? now->first : -1;
+  }
+  ASSERT_TRUE(now) << "nvidia-smi says nothing of GPU 0's memory";
+  const double taken_mib = now->first - before->first;
+  std::printf("%llu judges waiting took %.0f MiB of GPU 0 (%.0f MiB a process)\n",
+              static_cast<unsigned long long>(waiting), taken_mib, taken_mib / (2.0 * waiting));
+  EXPECT_GT(taken_mib, 0.0) << "no judge was waiting on the GPU";
+  EXPECT_LE(taken_mib, static_cast<double>(waiting * 2 * (context >> 20)))
+      << "engine_config::gpu_context_bytes is less than a waiting judge's process takes";
+}
+
 // The same for the cuda kind, where nothing caps a candidate's own cudaMalloc: the hog takes nearly
 // all free device memory, holds it while a kernel spins (15 to 40 s, by the SM clock), then fails
 // a last cudaMalloc (cudaErrorMemoryAllocation, which the harness reports); the neighbour, the

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -237,6 +238,21 @@ TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
         parse_kb_file(std::make_shared<const std::string>(bytes), kb_file::candidate).ok());
   }
   EXPECT_TRUE(parse_kb_file(file_of("LKBOUT02", {good}), kb_file::candidate).ok());
+}
+
+// What runs sharing a GPU leave out of their shares: the configured reserve, twice the problem's
+// data per running judge, two CUDA contexts per judge waiting; never wrapping past 2^64.
+TEST(KernelBenchJudgeTest, TheSharedReserveCountsJudgesBuffersAndWaitingContexts) {
+  constexpr std::uint64_t gib = 1ULL << 30;
+  constexpr std::uint64_t mib = 1ULL << 20;
+  EXPECT_EQ(shared_gpu_reserve(4 * gib, 2, 0, 0, 512 * mib), 4 * gib);
+  // 2 runs, each judge holding 2 x 96 MiB; 4 judges waiting, 2 contexts of 512 MiB each.
+  EXPECT_EQ(shared_gpu_reserve(4 * gib, 2, 96 * mib, 4, 512 * mib),
+            (4 * gib) + (4 * (96 * mib)) + (8 * (512 * mib)));
+  EXPECT_EQ(shared_gpu_reserve(0, 0, 10, 0, 0), 20U);  // sharing below 1 counts as 1
+  constexpr std::uint64_t most = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(shared_gpu_reserve(most - 1, 2, 1, 0, 0), most);
+  EXPECT_EQ(shared_gpu_reserve(0, 1, 0, most / 2, 3), most);
 }
 
 TEST(KernelBenchJudgeTest, OwnKernelPolicy) {
