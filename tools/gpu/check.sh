@@ -33,7 +33,8 @@
 #             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
-#             and two other sources with the same load_inline request (wall seconds and verdicts); KBVERIFY_COLD=0 skips the cold one, KBVERIFY_PREPARED=0 all after it,
+#             and two other sources with the same load_inline request (wall seconds and
+#             verdicts); KBVERIFY_COLD=0 skips the cold one, KBVERIFY_PREPARED=0 all after it,
 #             KBVERIFY_WARM=0 the warm and same-request ones; each verdict's run phases;
 #             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
 #             runs fed to a judge started ahead of them (`leap verify --repeat`), judges
