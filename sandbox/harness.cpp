@@ -767,9 +767,10 @@ void write_fill_call(std::ostringstream& s, const task& t) {
 // and a 'D'.
 std::string stub_source(const task& t, const std::string& entry, bool gpu) {
   std::ostringstream s;
-  s << k_stub_prologue << k_spin_wait;
+  s << k_stub_prologue;
   if (gpu) {
-    s << k_cuda_stub_prologue << k_fd_passing;
+    // Only the cuda kind's stub waits spinning (k_spin_wait says why the host kinds never do).
+    s << k_spin_wait << k_cuda_stub_prologue << k_fd_passing;
   }
   s << "\n" << entry_signature(t, entry) << ";\n\nnamespace {\n";
   write_scalars(s, t);
