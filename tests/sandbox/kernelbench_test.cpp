@@ -52,6 +52,12 @@ bool gpu_and_torch(std::string* why) {
   return false;
 }
 
+// An engine whose KernelBench slots run on the GPU (the GPU-side tests' own).
+result<std::unique_ptr<engine>> cuda_engine(engine_config config = testing::test_engine_config()) {
+  config.kernelbench_device = "cuda";
+  return engine::create(std::move(config));
+}
+
 // Own-kernel check off: these cases are about the outputs, and use PyTorch's ops on every device.
 task problem_task(std::optional<own_kernel_policy> own_kernel = own_kernel_policy::off) {
   task t;
@@ -972,9 +978,7 @@ TEST(KernelBenchTest, InfrastructureIsTheEnginesOwnProbe) {
   if (testing::gpu_present(&why)) {
     GTEST_SKIP() << "a GPU is present: the no-GPU half needs a machine without one";
   }
-  engine_config cuda = testing::test_engine_config();
-  cuda.kernelbench_device = "cuda";
-  auto g = engine::create(cuda);
+  auto g = cuda_engine();
   ASSERT_TRUE(g.ok()) << g.err().message;
   auto w = (*g)->verify(problem_task(), fenced("python", "class ModelNew: pass\n"), 0);
   ASSERT_FALSE(w.ok());
@@ -987,9 +991,7 @@ TEST(KernelBenchTest, OwnKernelRequiredOnTheGpu) {
   if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
-  engine_config config = testing::test_engine_config();
-  config.kernelbench_device = "cuda";
-  auto e = engine::create(config);
+  auto e = cuda_engine();
   ASSERT_TRUE(e.ok()) << e.err().message;
   const std::string head = "import torch\nimport torch.nn as nn\n";
   const std::string cls =
@@ -1050,9 +1052,7 @@ TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
   if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
-  engine_config config = testing::test_engine_config();
-  config.kernelbench_device = "cuda";
-  auto e = engine::create(config);
+  auto e = cuda_engine();
   ASSERT_TRUE(e.ok()) << e.err().message;
   auto slim = (*e)->verify(problem_task(),
                            fenced("python", cuda_extension_candidate("leap_slim_types", "")), 0);
@@ -1097,8 +1097,7 @@ TEST(KernelBenchTest, ACudaBuildNeitherWaitsForNorBuildsTorchsHeader) {
   } at_exit{cache};
   engine_config config = testing::test_engine_config();
   config.cache_dir = cache;
-  config.kernelbench_device = "cuda";
-  auto e = engine::create(config);
+  auto e = cuda_engine(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
   auto v = (*e)->verify(problem_task(),
                         fenced("python", cuda_extension_candidate("leap_nowait", "")), 0);
@@ -1114,9 +1113,7 @@ TEST(KernelBenchTest, GpuRunWhenAGpuIsPresent) {
   if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
-  engine_config config = testing::test_engine_config();
-  config.kernelbench_device = "cuda";
-  auto e = engine::create(config);
+  auto e = cuda_engine();
   ASSERT_TRUE(e.ok()) << e.err().message;
   auto v = (*e)->verify(
       problem_task(),
