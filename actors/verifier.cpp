@@ -108,6 +108,7 @@ std::vector<turn_profile_record> stored_profile(const std::string& request_id,
   }
   rec.note = r->profile->note;
   rec.seconds = r->profile->seconds;
+  rec.source = r->profile->source;
   return {std::move(rec)};
 }
 

@@ -183,6 +183,9 @@ struct verifier_section {
   // Longest a rollout's next turn waits for its last verdict's profile before it goes on with the
   // verdict's own feedback. Default: 60
   double profile_wait_s = 60.0;
+  // What profiles (the sandbox's profile_tool names): auto (ncu; kernel events once ncu says GPU
+  // counters are not permitted), ncu or events. Default: auto
+  std::string profile_tool = "auto";
   std::string ncu;  // empty: the ncu beside nvcc. Default: empty
   // KernelBench task sets: runs ahead that each run slot keeps a judge started (the sandbox's
   // engine_config::kernelbench_standby_depth). Default: 1

@@ -135,7 +135,7 @@ double paid_turn_score(const structural_config& config, std::uint32_t rollout, i
                        std::span<const turn_profile_record> profiles) {
   for (const auto& p : profiles) {
     if (p.turn.rollout == rollout && static_cast<int>(p.turn.turn) == turn) {
-      return structural_score(config, p.kernels);
+      return paid_structural_score(config, p);
     }
   }
   return 0.0;

@@ -400,7 +400,7 @@ double stored_turn_score(const structural_config& config,
                          int turn) {
   for (const auto* p : profiles) {
     if (p->turn.rollout == i && static_cast<int>(p->turn.turn) == turn) {
-      return structural_score(config, p->kernels);
+      return paid_structural_score(config, *p);
     }
   }
   return 0.0;

@@ -244,6 +244,13 @@ double structural_score(const structural_config& config, std::span<const kernel_
   return std::min(score, config.bound);
 }
 
+double paid_structural_score(const structural_config& config, const turn_profile_record& profile) {
+  if (profile.source != "ncu") {
+    return 0.0;
+  }
+  return structural_score(config, profile.kernels);
+}
+
 std::vector<double> structural_terms(std::span<const rollout_outcome> outcomes,
                                      std::span<const double> rewards,
                                      std::span<const double> scores) {

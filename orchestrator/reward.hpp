@@ -144,6 +144,14 @@ struct pass_speed {
 [[nodiscard]] double structural_score(const structural_config& config,
                                       std::span<const kernel_profile> kernels);
 
+// The structural score a stored profile may pay: structural_score of its kernels when Nsight
+// Compute measured them (source "ncu"), 0 for any other source. The fall-back profile ("events",
+// sandbox/README.md) has no counters, so no coalescing or bank-conflict finding can fire and every
+// kernel would look clean; and it is written from inside the candidate's own process, which could
+// forge it. Such a pass gets no structural term, as one without a profile.
+[[nodiscard]] double paid_structural_score(const structural_config& config,
+                                           const turn_profile_record& profile);
+
 // The term each rollout gains (see the file comment): for a pass, min(scores[i], half the gap from
 // rewards[i] to the next higher reward of the group) (no cap when none is higher); 0 for a
 // failure, and for a missing entry of `scores`. `rewards` are the reward kind's, one per outcome.

@@ -187,12 +187,12 @@ void tally_terms(const group_record& group, std::span<const double> plain,
     if (profile == nullptr) {
       continue;
     }
-    const double score = structural_score(config, profile->kernels);
+    const double score = paid_structural_score(config, *profile);
     if (score <= 0.0) {
       continue;
     }
     ++report.scored_passes;
-    report.capped_by_bound += structural_score(unbounded, profile->kernels) > config.bound ? 1 : 0;
+    report.capped_by_bound += paid_structural_score(unbounded, *profile) > config.bound ? 1 : 0;
     // The term is a difference of rewards: allow for its rounding.
     report.capped_by_gap += term < score - 1e-9 ? 1 : 0;
   }

@@ -49,6 +49,11 @@ struct turn_profile_record {
   std::vector<kernel_profile> kernels;  // empty when profiling failed: `note` says why
   std::string note;                     // why there is no profile, or empty
   double seconds = 0;                   // wall time of the profiling run
+  // What measured the kernels (sandbox/verdict.hpp: profile_summary::source): "ncu", or "events"
+  // for the fall-back from kernel activity records, which the candidate's own process writes and
+  // which no structural reward term is paid from (paid_structural_score). Records older than
+  // format version 7 read "ncu", the only source there was. Default: ncu
+  std::string source = "ncu";
 
   friend bool operator==(const turn_profile_record&, const turn_profile_record&) = default;
 };
@@ -71,7 +76,7 @@ template <record_ref<turn_profile_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("turn", x.turn, opt().beside_record()),
                     field("kernels", x.kernels, opt().element("kernel")), field("note", x.note),
-                    field("seconds", x.seconds)};
+                    field("seconds", x.seconds), field("source", x.source, opt().since(7))};
 }
 
 // The turn a generation request id names (orchestrator/group_report.hpp: turn_request_id's form

@@ -42,6 +42,14 @@ std::optional<profile_mode> parse_profile_mode(std::string_view text);
 // or compile verdict). Pure function.
 bool profile_selects(profile_mode mode, task_kind kind, const verdict& v);
 
+// What profiles a selected verdict (issue 34): auto (Nsight Compute; once it says GPU counters are
+// not permitted, the same candidate again and every later one from kernel events), ncu only, or
+// kernel events only (sandbox/profile_events.hpp: no counters needed, never paid as a reward).
+enum class profile_tool { automatic, ncu, events };
+std::string_view to_string(profile_tool t);  // "auto", "ncu", "events"
+// The names above; nullopt for anything else. Pure function.
+std::optional<profile_tool> parse_profile_tool(std::string_view text);
+
 struct engine_config {
   std::filesystem::path scratch_root = default_scratch_root();  // Default: $TMPDIR/leap-sandbox
   // Default: $XDG_CACHE_HOME/leap/compile, else $HOME/.cache/leap/compile
@@ -159,6 +167,11 @@ struct engine_config {
   profile_mode profile = profile_mode::off;
   // The ncu executable. Default: empty, the ncu beside nvcc (the CUDA toolkit's bin/ncu)
   std::string ncu;
+  // What profiles a selected verdict. Default: automatic (ncu, kernel events where counters are
+  // not permitted)
+  profile_tool profiler = profile_tool::automatic;
+  // The events library (sandbox/cupti/). Default: empty, the one this build made, if any
+  std::string kernel_events_library;
   // The profiling run (the candidate replayed once per metric pass under ncu), in the sandbox like
   // the candidate's own run. Default: cuda_run_limits with 120 s wall and 300 s of CPU
   resource_limits profile_limits = [] {
@@ -310,6 +323,12 @@ class engine {
   // permit them, the time limit) and appends the diagnosis to v.feedback within the feedback
   // budget. Nothing else of `v` changes; never fails. Thread-safe.
   void profile_candidate(const task& t, const prepared_candidate& p, verdict& v, int gpu);
+  // The fall-back of profile_candidate: the run `make_target` prepares in a folder, with the
+  // events library injected; `counters_note` (what would permit counters) leads the note.
+  void profile_from_events(
+      const std::vector<std::string>& kernel_names,
+      const std::function<result<run_request>(const std::filesystem::path&)>& make_target,
+      const std::string& counters_note, verdict& v);
 
   // The engine's own probe of a run slot for `kind`, with CUDA_VISIBLE_DEVICES=gpu (-1: unset).
   // cuda: a tiny known-good CUDA program, built once per engine the way candidates are (nvcc, same
@@ -515,6 +534,9 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  // ncu said GPU counters are not permitted (profile_tool::automatic): later profiles go straight
+  // to kernel events.
+  std::atomic<bool> counters_not_permitted_{false};
   std::atomic<std::uint64_t> reference_timings_{0};
   std::atomic<std::uint64_t> kernelbench_reference_runs_{0};
   std::atomic<std::uint64_t> kernelbench_baseline_runs_{0};

@@ -12,6 +12,7 @@
 #include "sandbox/engine_parts.hpp"
 #include "sandbox/kernelbench.hpp"
 #include "sandbox/profile.hpp"
+#include "sandbox/profile_events.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -87,6 +88,30 @@ resource_limits kernelbench_profile_limits(const resource_limits& profile,
   return l;
 }
 
+// The events of a handful of processes' launches are KiBs; more is not a file of ours.
+constexpr std::size_t k_max_events_bytes = 16 << 20;
+
+// One diagnosis per kernel, from its longest launch, each summarised into `out`.
+std::vector<kernel_diagnosis> diagnose_longest(const std::vector<kernel_profile>& kernels,
+                                               profile_summary& out) {
+  std::map<std::string, const kernel_profile*> longest;
+  for (const auto& k : kernels) {
+    auto& slot = longest[k.name];
+    if (slot == nullptr ||
+        k.metric_or("gpu__time_duration.sum", 0) > slot->metric_or("gpu__time_duration.sum", 0)) {
+      slot = &k;
+    }
+  }
+  std::vector<kernel_diagnosis> diagnoses;
+  for (const auto& [name, k] : longest) {
+    const auto model = k->text.find("device__attribute_display_name");
+    const auto peaks = peaks_for(model == k->text.end() ? "" : model->second);
+    diagnoses.push_back(diagnose(*k, peaks ? &*peaks : nullptr, roofline_options{}));
+    out.kernels.push_back(summarise(diagnoses.back()));
+  }
+  return diagnoses;
+}
+
 std::string seconds_text(std::chrono::milliseconds ms) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(ms).count()) + " s";
 }
@@ -103,6 +128,27 @@ std::string_view to_string(profile_mode m) {
       return "all_compiled";
   }
   return "off";
+}
+
+std::string_view to_string(profile_tool t) {
+  switch (t) {
+    case profile_tool::automatic:
+      return "auto";
+    case profile_tool::ncu:
+      return "ncu";
+    case profile_tool::events:
+      return "events";
+  }
+  return "auto";
+}
+
+std::optional<profile_tool> parse_profile_tool(std::string_view text) {
+  for (const auto t : {profile_tool::automatic, profile_tool::ncu, profile_tool::events}) {
+    if (text == to_string(t)) {
+      return t;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<profile_mode> parse_profile_mode(std::string_view text) {
@@ -138,34 +184,23 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   if (!kernelbench && (t.kind != task_kind::cuda || !p.judge || p.binary.empty())) {
     return note("the candidate has no program of its own to profile");
   }
-  const std::string ncu = ncu_path(config_);
-  if (ncu.find('/') != std::string::npos && !fs::exists(ncu)) {
-    return note("no ncu at '" + ncu +
-                "' (Nsight Compute, part of the CUDA toolkit; set verifier.ncu to its path)");
-  }
-  ncu_options options;
-  options.ncu = ncu;
-  options.kernel_names =
+  const std::vector<std::string> kernel_names =
       kernelbench ? kernelbench_kernel_names(p.code) : global_kernel_names(p.code);
-  if (options.kernel_names.empty()) {
+  if (kernel_names.empty()) {
     return note(kernelbench ? "the candidate has no kernel of its own: its source defines no "
                               "__global__ function (load_inline) and no @triton.jit function"
                             : "the candidate's source defines no __global__ kernel of its own");
   }
-  auto dir = scratch_dir::create(config_.scratch_root, "profile-");
-  if (!dir) {
-    return note("no scratch folder: " + dir.err().message);
-  }
   // The cuda candidate's run: the CUDA judge starting the candidate's program, one trial, no timed
   // repetitions (the launches ncu replays are the same kernels; this run's output and time are
   // never read).
-  const auto cuda_run = [&]() -> result<run_request> {
+  const auto cuda_run = [&](const fs::path& folder) -> result<run_request> {
     auto judge = judge_program(t, true, true);
     if (!judge) {
       return judge.err();
     }
-    if (auto s = detail::write_run_files(dir->path(),
-                                         {{"cand", &p.binary, true}, {"judge", &*judge, true}});
+    if (auto s =
+            detail::write_run_files(folder, {{"cand", &p.binary, true}, {"judge", &*judge, true}});
         !s) {
       return s.err();
     }
@@ -181,7 +216,7 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
       request.pass_fd = *session;
     }
     request.argv = {"./judge", std::to_string(t.seed), "1", "0", "./cand"};
-    request.working_dir = dir->path();
+    request.working_dir = folder;
     request.env = run_env(gpu);
     request.stdin_data = *nonce + "\n";
     request.limits = config_.profile_limits;
@@ -191,17 +226,17 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // folder (the reference's inputs, the extensions built in the compile pool, which the runner's
   // load_inline imports), with one trial, no timed calls and no own-kernel check (torch.profiler's
   // CUPTI subscriber in the runner would meet ncu's).
-  const auto kernelbench_run = [&]() -> result<run_request> {
+  const auto kernelbench_run = [&](const fs::path& folder) -> result<run_request> {
     auto slot = kernelbench_slot_for(t, gpu);
     if (!slot) {
       return slot.err();
     }
     const kernelbench_reference& ref = *slot->reference;
-    if (auto s = detail::write_kernelbench_folder(dir->path(), p, *ref.inputs.bytes); !s) {
+    if (auto s = detail::write_kernelbench_folder(folder, p, *ref.inputs.bytes); !s) {
       return s.err();
     }
     run_request request =
-        kernelbench_judge_request(dir->path(), ref, slot->device, gpu, own_kernel_policy::off);
+        kernelbench_judge_request(folder, ref, slot->device, gpu, own_kernel_policy::off);
     auto hello = nlohmann::json::parse(request.stdin_data, nullptr, false);
     if (!hello.is_object()) {
       return error{"the KernelBench judge's configuration is not a JSON object"};
@@ -212,7 +247,30 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
     request.limits = kernelbench_profile_limits(config_.profile_limits, request.limits);
     return request;
   };
-  auto target = kernelbench ? kernelbench_run() : cuda_run();
+  const auto make_target = [&](const fs::path& folder) {
+    return kernelbench ? kernelbench_run(folder) : cuda_run(folder);
+  };
+  const bool events_only =
+      config_.profiler == profile_tool::events ||
+      (config_.profiler == profile_tool::automatic && counters_not_permitted_.load());
+  if (events_only) {
+    return profile_from_events(
+        kernel_names, make_target,
+        config_.profiler == profile_tool::automatic ? counters_not_permitted_message() : "", v);
+  }
+  const std::string ncu = ncu_path(config_);
+  if (ncu.find('/') != std::string::npos && !fs::exists(ncu)) {
+    return note("no ncu at '" + ncu +
+                "' (Nsight Compute, part of the CUDA toolkit; set verifier.ncu to its path)");
+  }
+  ncu_options options;
+  options.ncu = ncu;
+  options.kernel_names = kernel_names;
+  auto dir = scratch_dir::create(config_.scratch_root, "profile-");
+  if (!dir) {
+    return note("no scratch folder: " + dir.err().message);
+  }
+  auto target = make_target(dir->path());
   if (!target) {
     return note(target.err().message);
   }
@@ -251,26 +309,89 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
                 raw_output(*r, options.log_file, log));
   }
   const ncu_outcome outcome = read_ncu_log(log, r->stderr_text);
+  if (outcome.problem && outcome.problem->kind == ncu_problem_kind::counters_not_permitted &&
+      config_.profiler == profile_tool::automatic) {
+    // The same candidate again from kernel events, and every later one straight away.
+    counters_not_permitted_.store(true);
+    const std::string why = outcome.problem->message;
+    const double ncu_seconds = out.seconds;  // `out` is replaced: the profile's time is both runs'
+    profile_from_events(kernel_names, make_target, why, v);
+    v.profile->seconds += ncu_seconds;
+    return;
+  }
   if (outcome.problem) {
     return note(std::string(to_string(outcome.problem->kind)) + ": " + outcome.problem->message +
                 "\n" + raw_output(*r, options.log_file, log));
   }
   // One diagnosis per kernel, from its longest profiled launch.
-  std::map<std::string, const kernel_profile*> longest;
-  for (const auto& k : outcome.kernels) {
-    auto& slot = longest[k.name];
-    if (slot == nullptr ||
-        k.metric_or("gpu__time_duration.sum", 0) > slot->metric_or("gpu__time_duration.sum", 0)) {
-      slot = &k;
-    }
+  const auto diagnoses = diagnose_longest(outcome.kernels, out);
+  v.feedback = append_profile_feedback(std::move(v.feedback),
+                                       profile_feedback(diagnoses, config_.profile_max_kernels),
+                                       config_.feedback.char_budget);
+}
+
+void engine::profile_from_events(
+    const std::vector<std::string>& kernel_names,
+    const std::function<result<run_request>(const fs::path&)>& make_target,
+    const std::string& counters_note, verdict& v) {
+  profile_summary& out = v.profile.emplace();
+  out.source = "events";
+  const std::string why =
+      counters_note.empty() ? "" : "counters_not_permitted: " + counters_note + "; ";
+  const auto note = [&](const std::string& text) {
+    out.note = "not profiled: " + why + "kernel events: " + text;
+  };
+  const std::string library = config_.kernel_events_library.empty()
+                                  ? std::string(LEAP_KERNEL_EVENTS_LIBRARY)
+                                  : config_.kernel_events_library;
+  if (library.empty()) {
+    return note(
+        "this build has no events library (CUPTI was not found in the CUDA toolkit it was "
+        "built with)");
   }
-  std::vector<kernel_diagnosis> diagnoses;
-  for (const auto& [name, k] : longest) {
-    const auto model = k->text.find("device__attribute_display_name");
-    const auto peaks = peaks_for(model == k->text.end() ? "" : model->second);
-    diagnoses.push_back(diagnose(*k, peaks ? &*peaks : nullptr, roofline_options{}));
-    out.kernels.push_back(summarise(diagnoses.back()));
+  if (!fs::exists(library)) {
+    return note("no events library at '" + library + "'");
   }
+  auto dir = scratch_dir::create(config_.scratch_root, "events-");
+  if (!dir) {
+    return note("no scratch folder: " + dir.err().message);
+  }
+  auto target = make_target(dir->path());
+  if (!target) {
+    return note(target.err().message);
+  }
+  run_request request = std::move(*target);
+  // The driver loads the library into every process that initialises CUDA (the judge and the
+  // candidate, or KernelBench's judge and runner); each writes events.<pid>.jsonl here.
+  request.env.emplace_back("CUDA_INJECTION64_PATH", library);
+  request.env.emplace_back(std::string(k_kernel_events_env), "events");
+  request.readonly_paths = readonly_paths_;
+  request.readonly_paths.push_back(fs::path(library).parent_path());
+  if (const std::string cupti = LEAP_CUPTI_DIR; !cupti.empty()) {
+    request.readonly_paths.emplace_back(cupti);
+  }
+  auto r = run_isolated(request);
+  if (!r) {
+    return note("the run did not start: " + r.err().message);
+  }
+  out.seconds = std::chrono::duration<double>(r->wall).count();
+  if (r->timed_out) {
+    return note("the run did not finish within the profiling time limit (" +
+                seconds_text(request.limits.wall) + ")");
+  }
+  auto events = read_kernel_event_files(dir->path(), "events.", k_max_events_bytes);
+  if (!events) {
+    return note("unreadable: " + events.err().message);
+  }
+  const auto kernels = event_profiles(*events, kernel_names);
+  if (kernels.empty()) {
+    return note(events->launches.empty()
+                    ? "no process wrote a kernel record (the library was not loaded, or no "
+                      "kernel ran)"
+                    : "no launch of the candidate's own kernels was recorded");
+  }
+  const auto diagnoses = diagnose_longest(kernels, out);
+  out.note = why + std::string(k_events_profile_note);
   v.feedback = append_profile_feedback(std::move(v.feedback),
                                        profile_feedback(diagnoses, config_.profile_max_kernels),
                                        config_.feedback.char_budget);

@@ -404,6 +404,13 @@ std::string_view to_string(ncu_problem_kind kind) {
   return "failed";
 }
 
+std::string counters_not_permitted_message() {
+  return "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): load the "
+         "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
+         "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reload the module or "
+         "reboot), or run the profiler with CAP_SYS_ADMIN (CAP_PERFMON from driver R565)";
+}
+
 ncu_outcome read_ncu_log(std::string_view log, std::string_view messages) {
   ncu_outcome out;
   const auto anywhere = [&](std::string_view needle) {
@@ -411,12 +418,8 @@ ncu_outcome read_ncu_log(std::string_view log, std::string_view messages) {
            messages.find(needle) != std::string_view::npos;
   };
   if (anywhere("ERR_NVGPUCTRPERM")) {
-    out.problem = ncu_problem{
-        ncu_problem_kind::counters_not_permitted,
-        "GPU performance counters are not permitted for this user (ERR_NVGPUCTRPERM): load the "
-        "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
-        "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reload the module or "
-        "reboot), or run the profiler with CAP_SYS_ADMIN (CAP_PERFMON from driver R565)"};
+    out.problem =
+        ncu_problem{ncu_problem_kind::counters_not_permitted, counters_not_permitted_message()};
     return out;
   }
   // An unknown metric voids the whole run; any other ==ERROR== (the program exiting non-zero, a
@@ -540,6 +543,7 @@ roofline classify(const kernel_profile& k, const gpu_peaks* peaks,
   auto dram = k.metric("dram__throughput.avg.pct_of_peak_sustained_elapsed");
   r.compute_pct = compute.value_or(0);
   r.memory_pct = std::max(memory.value_or(0), dram.value_or(0));
+  r.counters = compute || memory || dram;
   auto duration = k.metric("gpu__time_duration.sum");
   if (duration && *duration < options.launch_bound_ns) {
     r.kind = bottleneck::launch_bound;
@@ -571,6 +575,7 @@ kernel_diagnosis diagnose(const kernel_profile& k, const gpu_peaks* peaks,
   d.grid_size = k.grid_size;
   d.block_size = k.block_size;
   d.roof = classify(k, peaks, options);
+  d.theoretical_occupancy_pct = k.metric("sm__maximum_warps_per_active_cycle_pct");
   for (const auto& a : analysers()) {
     if (std::find(a.serves.begin(), a.serves.end(), d.roof.kind) == a.serves.end()) {
       continue;
@@ -606,6 +611,21 @@ std::string profile_feedback(const std::vector<kernel_diagnosis>& kernels,
       out += ")";
     }
     char head[160];
+    if (!d.roof.counters) {
+      out += ": " + std::string(to_string(d.roof.kind)) + " (no hardware counters";
+      if (d.theoretical_occupancy_pct) {
+        std::snprintf(head, sizeof head, "; theoretical occupancy %.0f%%",
+                      *d.theoretical_occupancy_pct);
+        out += head;
+      }
+      out += ").";
+      for (const auto& g : d.guidance) {
+        out += ' ';
+        out += g;
+      }
+      out += '\n';
+      continue;
+    }
     std::snprintf(head, sizeof head, ": %s (compute %.0f%%, memory %.0f%% of peak",
                   std::string(to_string(d.roof.kind)).c_str(), d.roof.compute_pct,
                   d.roof.memory_pct);

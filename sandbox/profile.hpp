@@ -96,6 +96,10 @@ struct ncu_outcome {
 // taken for a row. Never an error: profiling failing must never fail a verdict.
 ncu_outcome read_ncu_log(std::string_view log, std::string_view messages = {});
 
+// What ERR_NVGPUCTRPERM means and exactly what would permit the counters (the driver parameter,
+// the capability): the counters_not_permitted problem's message.
+std::string counters_not_permitted_message();
+
 // The end of `text` in at most about `max_bytes`: whole lines where a line break falls in the
 // kept part, after a "[... N bytes before ...]" line when anything was left out; `text` itself
 // when it fits. Never splits a UTF-8 sequence. Pure function.
@@ -138,9 +142,13 @@ struct roofline {
   double compute_pct = 0;           // sm__throughput, % of peak
   double memory_pct = 0;            // the busiest memory unit, % of peak
   bool tensor = false;  // tensor-pipe work outweighs the CUDA cores' (the ridge uses its peak)
+  // Any throughput metric was measured; false for a profile from kernel events (no counters),
+  // whose class is launch-bound or unknown.
+  bool counters = false;
 };
 
-// The kernel's class: launch-bound when its duration is under launch_bound_ns; latency-bound when
+// The kernel's class: launch-bound when its duration is under launch_bound_ns; unknown when no
+// throughput metric was measured (a profile from kernel events); latency-bound when
 // neither compute nor memory throughput reaches busy_pct of peak; otherwise the roofline's side
 // (intensity below the model's ridge point: memory-bound) when the model is known and the kernel
 // moved DRAM bytes, else whichever throughput is higher. `peaks` nullptr: no ridge.
@@ -162,6 +170,8 @@ struct kernel_diagnosis {
   std::string grid_size;   // "(65536, 1, 1)"
   std::string block_size;  // "(256, 1, 1)"
   roofline roof;
+  // sm__maximum_warps_per_active_cycle_pct, when known
+  std::optional<double> theoretical_occupancy_pct;
   std::vector<std::string> guidance;  // in the registry's order
   std::vector<std::string> fired;     // the analysers' names, same order
 };
@@ -171,7 +181,9 @@ kernel_diagnosis diagnose(const kernel_profile& k, const gpu_peaks* peaks,
 // The text a debug or optimisation turn appends after the verdict's own: per kernel, longest first
 // and at most `max_kernels`, "Profile of `copy_strided` (292.8 us, grid (65536, 1, 1) x (256, 1,
 // 1)): memory-bound (compute 10%, memory 80% of peak, 0.00 FLOP/byte, ridge 14.0)." and its
-// guidance, one line per kernel. Empty for no kernels. The caller trims it to its budget.
+// guidance, one line per kernel; without counters (kernel events) the class is followed by "(no
+// hardware counters; theoretical occupancy 50%)". Empty for no kernels. The caller trims it to its
+// budget.
 std::string profile_feedback(const std::vector<kernel_diagnosis>& kernels, std::size_t max_kernels);
 
 // The names of the `__global__` functions `source` defines or declares (comments and string

@@ -93,11 +93,29 @@ std::optional<std::string> low_occupancy(const kernel_profile& k, const roofline
   auto achieved = k.metric("sm__warps_active.avg.pct_of_peak_sustained_active");
   auto theoretical = k.metric("sm__maximum_warps_per_active_cycle_pct");
   auto lim = occupancy_limiter(k);
-  if (!achieved || !theoretical || !lim || *achieved >= 50.0) {
-    return std::nullopt;
-  }
-  if (lim->name == "registers") {
+  if (!theoretical || !lim || lim->name == "registers") {
     return std::nullopt;  // register_pressure says it with the register count
+  }
+  if (!achieved) {
+    // A profile from kernel events: no achieved occupancy, only what the launch allows.
+    if (*theoretical >= 50.0 || (lim->name != "shared memory" && lim->name != "blocks per SM")) {
+      return std::nullopt;
+    }
+    if (lim->name == "shared memory") {
+      const double smem = k.metric_or("launch__shared_mem_per_block_static", 0) +
+                          k.metric_or("launch__shared_mem_per_block_dynamic", 0);
+      return format(
+          "Occupancy of `%s` can be at most %.0f%%: %.0f bytes of shared memory per block let "
+          "only %.0f block%s share an SM. Use smaller tiles or fewer shared buffers per block.",
+          k.name.c_str(), *theoretical, smem, lim->blocks, plural(lim->blocks));
+    }
+    return format(
+        "Occupancy of `%s` can be at most %.0f%%: blocks of %.0f threads are too small to fill an "
+        "SM within its %.0f-block limit. Use at least 128 threads per block.",
+        k.name.c_str(), *theoretical, k.metric_or("launch__block_size", 0), lim->blocks);
+  }
+  if (*achieved >= 50.0) {
+    return std::nullopt;
   }
   if (*theoretical < 100.0 && lim->name == "shared memory") {
     const double smem = k.metric_or("launch__shared_mem_per_block_static", 0) +
@@ -228,11 +246,12 @@ using b = bottleneck;
 const std::array<analyser, 9> k_analysers = {{
     {"uncoalesced_global", {b::memory_bound, b::latency_bound}, &uncoalesced_global},
     {"bank_conflicts", {b::memory_bound, b::latency_bound, b::compute_bound}, &bank_conflicts},
+    // unknown: a profile without counters (kernel events), whose launch metrics these read.
     {"register_pressure",
-     {b::latency_bound, b::memory_bound, b::compute_bound},
+     {b::latency_bound, b::memory_bound, b::compute_bound, b::unknown},
      &register_pressure},
-    {"low_occupancy", {b::latency_bound, b::memory_bound}, &low_occupancy},
-    {"small_grid", {b::latency_bound, b::memory_bound, b::compute_bound}, &small_grid},
+    {"low_occupancy", {b::latency_bound, b::memory_bound, b::unknown}, &low_occupancy},
+    {"small_grid", {b::latency_bound, b::memory_bound, b::compute_bound, b::unknown}, &small_grid},
     {"launch_overhead", {b::launch_bound}, &launch_overhead},
     {"dram_traffic", {b::memory_bound}, &dram_traffic},
     {"fp32_pipes", {b::compute_bound}, &fp32_pipes},

@@ -48,6 +48,11 @@ struct profile_summary {
   // limit, no kernel of the candidate's own), or empty.
   std::string note;
   double seconds = 0;  // wall time of the profiling run
+  // What measured the kernels: "ncu" (hardware counters, read by Nsight Compute outside the
+  // candidate's process) or "events" (CUPTI activity records written from inside the candidate's
+  // own process: duration, launch configuration, theoretical occupancy; never paid as a reward).
+  // Default: ncu
+  std::string source = "ncu";
 };
 
 struct verdict {

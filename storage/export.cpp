@@ -333,14 +333,15 @@ void append_row(std::string& out, const std::vector<std::string>& fields) {
 const char* flag(bool b) { return b ? "true" : "false"; }
 
 // The profile_* cells: seconds, note, then per kernel (space-separated) its name, duration,
-// bottleneck and findings; all empty without a profile.
-std::array<std::string, 6> profile_cells(const turn_profile_record* p) {
-  std::array<std::string, 6> cells;
+// bottleneck and findings, then the source; all empty without a profile.
+std::array<std::string, 7> profile_cells(const turn_profile_record* p) {
+  std::array<std::string, 7> cells;
   if (p == nullptr) {
     return cells;
   }
   cells[0] = number(p->seconds);
   cells[1] = p->note;
+  cells[6] = p->source;
   for (const auto& k : p->kernels) {
     const char* gap = cells[2].empty() ? "" : " ";
     cells[2] += gap + k.name;
@@ -478,6 +479,7 @@ const std::vector<std::string>& csv_columns() {
                                                    "profile_duration_ns",
                                                    "profile_bottlenecks",
                                                    "profile_findings",
+                                                   "profile_source",
                                                    "feedback",
                                                    "text"};
   return columns;
@@ -550,6 +552,7 @@ std::size_t append_csv_rows(const group_record& g, std::string& out,
                      cells[3],
                      cells[4],
                      cells[5],
+                     cells[6],
                      t.feedback,
                      t.text});
       append_row(out, fields);

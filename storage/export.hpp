@@ -15,9 +15,10 @@
 //
 // A turn's profile (verifier.profile, issue 34), stored apart from the group (it is made after the
 // verdict), is joined to its turn here: JSON's `profile` is null or {kernels: [{name, duration_ns,
-// bottleneck, findings}], note, seconds}; CSV's profile_* cells are empty for a turn without one,
-// else one space-separated entry per kernel (profile_findings: a kernel's analysers joined by '+',
-// "-" for none). A profile whose group was never stored (dropped) is not exported.
+// bottleneck, findings}], note, seconds, source}; CSV's profile_* cells are empty for a turn
+// without one, else one space-separated entry per kernel (profile_findings: a kernel's analysers
+// joined by '+', "-" for none) and profile_source ("ncu" or "events"). A profile whose group was
+// never stored (dropped) is not exported.
 //
 // Numbers are written in the shortest form that reads back to the same double.
 // All functions are thread-safe for distinct output streams.

@@ -39,7 +39,8 @@ namespace leap {
 // Version 6 added turn_record::weight_segments: a group's, per turn in rollout and turn order after
 // the compiled noises, a count then (u32 first, u64 version) each; a turn record's, after its last
 // field. Older records read one segment {0, weight_version}.
-inline constexpr std::uint8_t trajectory_format_version = 6;
+// Version 7 added turn_profile_record::source after its last field; older profiles read "ncu".
+inline constexpr std::uint8_t trajectory_format_version = 7;
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 // retry: the retry buffer after a step (issue 35); its fields have had one layout since it was

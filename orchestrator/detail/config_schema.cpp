@@ -814,6 +814,21 @@ std::vector<field_spec> build_fields() {
       "failure to profile is a note, never a different verdict. In a run the verdict goes on at "
       "once and the profile is made beside the run slots; only the rollout's next turn waits "
       "for it (leap verify waits for both)."));
+  f.push_back(text_field(
+      "verifier.profile_tool", LEAP_FIELD(verifier.profile_tool),
+      [](const std::string& tool) -> std::optional<std::string> {
+        // The sandbox's profile_tool names (sandbox/engine.hpp), which tools/launch parses.
+        if (tool == "auto" || tool == "ncu" || tool == "events") {
+          return std::nullopt;
+        }
+        return "expected one of auto, ncu, events, got '" + tool + "'";
+      },
+      "With verifier.profile: what profiles. auto: Nsight Compute, and where it says GPU "
+      "counters are not permitted (the note says what would permit them) the same candidate "
+      "again and every later one from kernel events; ncu: Nsight Compute only; events: kernel "
+      "activity records only (CUPTI, no counter permission needed): duration, launch "
+      "configuration and theoretical occupancy, written from inside the candidate's process, so "
+      "never paid as a structural reward."));
   f.push_back(integer_field(
       "verifier.profile_max_kernels", LEAP_FIELD(verifier.profile_max_kernels), at_least(1),
       "With verifier.profile: kernels (longest first) whose diagnosis a feedback carries."));

@@ -147,5 +147,21 @@ TEST_F(VerifierSettings, EveryAcceptedProfileValueIsASandboxMode) {
   EXPECT_FALSE(parse_config("verifier:\n  profile: always\n", "case.yaml").ok());
 }
 
+// The same for verifier.profile_tool and the sandbox's profile_tool; auto by default.
+TEST_F(VerifierSettings, EveryAcceptedProfileToolIsASandboxTool) {
+  for (const auto tool : {sandbox::profile_tool::automatic, sandbox::profile_tool::ncu,
+                          sandbox::profile_tool::events}) {
+    const std::string name(sandbox::to_string(tool));
+    SCOPED_TRACE(name);
+    const auto e = engine_for("verifier:\n  profile_tool: " + name + "\n");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->config().profiler, tool);
+  }
+  const auto e = engine_for("");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->config().profiler, sandbox::profile_tool::automatic);
+  EXPECT_FALSE(parse_config("verifier:\n  profile_tool: cupti\n", "case.yaml").ok());
+}
+
 }  // namespace
 }  // namespace leap::launch

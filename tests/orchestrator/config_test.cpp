@@ -235,6 +235,10 @@ const std::vector<error_case>& error_cases() {
        "case.yaml:2: verifier.profile: expected one of off, passing, all_compiled, got 'always'"},
       {"profile_mode_case", "verifier:\n  profile: Passing\n",
        "case.yaml:2: verifier.profile: expected one of off, passing, all_compiled, got 'Passing'"},
+      {"profile_tool", "verifier:\n  profile_tool: cupti\n",
+       "case.yaml:2: verifier.profile_tool: expected one of auto, ncu, events, got 'cupti'"},
+      {"profile_tool_case", "verifier:\n  profile_tool: Events\n",
+       "case.yaml:2: verifier.profile_tool: expected one of auto, ncu, events, got 'Events'"},
       {"profile_max_kernels_0", "verifier:\n  profile_max_kernels: 0\n",
        "case.yaml:2: verifier.profile_max_kernels: must be >= 1, got 0"},
       {"standby_depth_0", "verifier:\n  kernelbench_standby_depth: 0\n",
@@ -681,6 +685,8 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"verifier:\n  profile: all_compiled\n", "verifier.profile", "\"all_compiled\""},
         value_case{"verifier:\n  profile: passing\n", "verifier.profile", "\"passing\""},
         value_case{"verifier:\n  profile_max_kernels: 4\n", "verifier.profile_max_kernels", "4"},
+        value_case{"verifier:\n  profile_tool: events\n", "verifier.profile_tool", "\"events\""},
+        value_case{"verifier:\n  profile_tool: ncu\n", "verifier.profile_tool", "\"ncu\""},
         value_case{"verifier:\n  kernelbench_standby_depth: 2\n",
                    "verifier.kernelbench_standby_depth", "2"},
         value_case{"verifier:\n  profile_timeout_s: 30\n", "verifier.profile_timeout_s", "30.0"},
@@ -726,6 +732,7 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.policy.endpoints, std::vector<std::string>{"http://127.0.0.1:8000"});
   EXPECT_EQ(c.verifier.cuda_arch, "sm_90a");
   EXPECT_EQ(c.verifier.profile, "off");  // no profiler in the loop unless asked for
+  EXPECT_EQ(c.verifier.profile_tool, "auto");
   EXPECT_EQ(c.schedule.max_staleness, 0);
   EXPECT_EQ(c.schedule.partial_over_provision, 0);  // partial rollouts off
   EXPECT_TRUE(validate_config(c).ok());

@@ -57,6 +57,18 @@ TEST(StructuralScore, OffOrWithoutKernelsIsZero) {
   EXPECT_EQ(structural_score(struct_config(), {}), 0.0);         // a failed profile
 }
 
+// The fall-back profile (kernel events from inside the candidate's process, no counters) would
+// look clean to every family; it pays nothing, as no profile does.
+TEST(StructuralScore, AnEventsProfilePaysNothing) {
+  turn_profile_record p;
+  p.kernels = {struct_kernel(100, {})};
+  EXPECT_NEAR(paid_structural_score(struct_config(), p), 0.06, 1e-12);
+  p.source = "events";
+  EXPECT_EQ(paid_structural_score(struct_config(), p), 0.0);
+  p.source = "";  // any source but ncu
+  EXPECT_EQ(paid_structural_score(struct_config(), p), 0.0);
+}
+
 TEST(StructuralTerms, FailuresAndMissingScoresGainNothing) {
   const std::vector<rollout_outcome> outcomes = {{1, 1}, {0, 2}, {1, 1}};
   const std::vector<double> rewards = {1.0, 0.0, 1.0};
@@ -138,6 +150,11 @@ TEST(ScoreGroupStructural, AddsThePaidTurnsTermToThePass) {
   EXPECT_NEAR(g.rollouts[2].reward, 0.0, 1e-12);
   // Without profiles (none arrived in time) the rewards are the kind's own.
   score_group(g, reward, raw, false, {});
+  EXPECT_NEAR(g.rollouts[0].reward, 1.0, 1e-12);
+  // The same clean kernel measured by the events fall-back: no term.
+  auto events = profiles;
+  events[0].source = "events";
+  score_group(g, reward, raw, false, events);
   EXPECT_NEAR(g.rollouts[0].reward, 1.0, 1e-12);
   // Off, profiles change nothing.
   reward.structural = {};

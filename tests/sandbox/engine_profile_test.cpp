@@ -4,6 +4,7 @@
 // nothing else of it changes; on a GPU with ncu, a strided copy verified with verifier.profile
 // passing is named memory-bound with its coalescing finding.
 #include "sandbox/engine.hpp"
+#include "sandbox/profile_events.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
 #include "tests/sandbox/test_support.hpp"
 
@@ -169,6 +170,62 @@ TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
   EXPECT_TRUE(contains(v.profile->note, "counters_not_permitted")) << v.profile->note;
   EXPECT_TRUE(contains(v.profile->note, "NVreg_RestrictProfilingToAdminUsers=0"))
       << v.profile->note;
+}
+
+// profile_tool auto: ncu's ERR_NVGPUCTRPERM sends the same candidate to kernel events (source
+// "events", the counters' note first), and the engine remembers it: the next profile does not
+// look for ncu at all (here it is gone, which would otherwise be the note "no ncu at ...").
+TEST_F(EngineProfileTest, CountersNotPermittedFallsBackToEventsAndIsRemembered) {
+  auto ncu = std::make_unique<stand_in_ncu>(
+      "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+      "Performance Counters on the target device 0.' > \"$log\"\n"
+      "exit 1\n");
+  if (!ncu->why_not().empty()) {
+    GTEST_SKIP() << "no stand-in ncu: " << ncu->why_not();
+  }
+  auto e = profiling_engine(ncu->path(), profile_mode::passing);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->config().profiler, profile_tool::automatic);
+  const auto p = prepared(*e);
+  verdict first = passing_verdict();
+  e->profile_candidate(testing::cuda_vector_add_task(), p, first, -1);
+  ASSERT_TRUE(first.profile.has_value());
+  EXPECT_EQ(first.profile->source, "events");
+  EXPECT_TRUE(contains(first.profile->note, "counters_not_permitted")) << first.profile->note;
+  EXPECT_TRUE(contains(first.profile->note, "NVreg_RestrictProfilingToAdminUsers=0"))
+      << first.profile->note;
+  EXPECT_TRUE(contains(first.profile->note, "kernel events")) << first.profile->note;
+  const std::string ncu_path = ncu->path();
+  ncu.reset();
+  ASSERT_FALSE(fs::exists(ncu_path));
+  verdict second = passing_verdict();
+  e->profile_candidate(testing::cuda_vector_add_task(), p, second, -1);
+  ASSERT_TRUE(second.profile.has_value());
+  EXPECT_EQ(second.profile->source, "events");
+  EXPECT_FALSE(contains(second.profile->note, "no ncu")) << second.profile->note;
+  EXPECT_TRUE(contains(second.profile->note, "counters_not_permitted")) << second.profile->note;
+}
+
+// profile_tool events: no ncu is looked for; a missing events library is the note.
+TEST_F(EngineProfileTest, EventsOnlyWithoutItsLibraryIsANote) {
+  engine_config c = shared_profile_config();
+  c.profile = profile_mode::passing;
+  c.profiler = profile_tool::events;
+  c.ncu = "/nonexistent/ncu";
+  c.kernel_events_library = "/nonexistent/libleap_kernel_events.so";
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const auto p = prepared(**e);
+  const verdict before = passing_verdict();
+  verdict v = before;
+  (*e)->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  expect_unchanged_but_profile(v, before);
+  EXPECT_EQ(v.feedback, before.feedback);
+  ASSERT_TRUE(v.profile.has_value());
+  EXPECT_EQ(v.profile->source, "events");
+  EXPECT_TRUE(v.profile->kernels.empty());
+  EXPECT_TRUE(contains(v.profile->note, "no events library at '/nonexistent/")) << v.profile->note;
+  EXPECT_FALSE(contains(v.profile->note, "ncu")) << v.profile->note;
 }
 
 // The real ncu's front end and the target it injected itself into talk over a TCP socket on
@@ -358,6 +415,58 @@ TEST(EngineProfileGpuTest, AStridedCopyIsMemoryBoundWithTheCoalescingFinding) {
       << v->feedback;
   EXPECT_TRUE(contains(v->feedback, "Profile of `copy_strided`")) << v->feedback;
   std::printf("profiled in %.1f s:\n%s\n", v->profile->seconds, v->feedback.c_str());
+}
+
+// The fall-back without counters (profile_tool events): the events library injected by the
+// driver into the judge and the candidate, a real cuda candidate's kernel with its duration, its
+// launch configuration and theoretical occupancy in the feedback, from source "events".
+TEST(EngineProfileGpuTest, EventsFallbackGivesDurationLaunchAndOccupancy) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
+  const int n = 1 << 23;
+  task t;
+  t.id = "cuda/strided_copy";
+  t.kind = task_kind::cuda;
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
+  t.reference =
+      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = "
+      "x[(long(i) * 32) % n]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  const std::string code =
+      "__global__ void copy_strided(const float* x, float* y, int n) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = x[(long(i) * 32) % n];\n"
+      "}\n"
+      "void solve(const float* x, float* y, int n) {\n"
+      "  copy_strided<<<(n + 255) / 256, 256>>>(x, y, n);\n"
+      "}\n";
+  engine_config c = testing::test_engine_config();
+  c.profile = profile_mode::passing;
+  c.profiler = profile_tool::events;
+  c.run_limits.wall = std::chrono::seconds(60);
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(t, fenced("cuda", code), 0);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  ASSERT_TRUE(v->profile.has_value());
+  EXPECT_EQ(v->profile->source, "events");
+  ASSERT_EQ(v->profile->kernels.size(), 1U) << v->profile->note << "\n" << v->feedback;
+  EXPECT_EQ(v->profile->note, k_events_profile_note);
+  const auto& k = v->profile->kernels[0];
+  EXPECT_EQ(k.name, "copy_strided");
+  EXPECT_GT(k.duration_ns, 0);
+  // No counters: no class but launch-bound or unknown, and no coalescing finding.
+  EXPECT_TRUE(k.bottleneck == "unknown" || k.bottleneck == "launch-bound") << k.bottleneck;
+  EXPECT_EQ(std::find(k.findings.begin(), k.findings.end(), "uncoalesced_global"),
+            k.findings.end());
+  EXPECT_TRUE(contains(v->feedback, "grid (32768, 1, 1) x (256, 1, 1)")) << v->feedback;
+  EXPECT_TRUE(contains(v->feedback, "no hardware counters; theoretical occupancy ")) << v->feedback;
+  std::printf("profiled from events in %.1f s:\n%s\n", v->profile->seconds, v->feedback.c_str());
 }
 
 }  // namespace

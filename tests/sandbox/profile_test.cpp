@@ -680,6 +680,11 @@ TEST(ProfileModeTest, NamesAndWhichVerdictsEachModeSelects) {
   }
   EXPECT_FALSE(parse_profile_mode("on").has_value());
   EXPECT_FALSE(parse_profile_mode("").has_value());
+  for (const auto t : {profile_tool::automatic, profile_tool::ncu, profile_tool::events}) {
+    EXPECT_EQ(parse_profile_tool(to_string(t)), t);
+  }
+  EXPECT_EQ(parse_profile_tool("auto"), profile_tool::automatic);
+  EXPECT_FALSE(parse_profile_tool("cupti").has_value());
   const auto with = [](verdict_category c) {
     verdict v;
     v.category = c;

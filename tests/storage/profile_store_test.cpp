@@ -59,6 +59,32 @@ TEST(ProfileStore, TheRecordRoundTripsAndRefusesDamage) {
   EXPECT_EQ(*failed_back, failed);
 }
 
+// The profile's source (format version 7): an events profile keeps it through the codec, and a
+// version 6 record (those bytes without the source's string at the end) reads as ncu's.
+TEST(ProfileStore, TheSourceRoundTripsAndAnOldRecordReadsAsNcus) {
+  auto p = profile_store_sample("run", 1, 2, 3, 1);
+  p.source = "events";
+  auto back = decode_profile(encode(p));
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(back->source, "events");
+
+  p.source = "ncu";
+  std::string old = encode(p);
+  const std::size_t source_bytes = 4 + std::string("ncu").size();  // u32 length, then the bytes
+  ASSERT_GT(old.size(), source_bytes);
+  old.resize(old.size() - source_bytes);
+  old[0] = static_cast<char>(6);
+  p.source = "events";  // what the old bytes must not read as
+  auto old_back = decode_profile(old);
+  ASSERT_TRUE(old_back.ok()) << old_back.err().message;
+  EXPECT_EQ(old_back->source, "ncu");
+  EXPECT_EQ(old_back->kernels, p.kernels);
+  EXPECT_EQ(old_back->seconds, p.seconds);
+  // Version 7 bytes cut before the source are damage, not an old record.
+  old[0] = static_cast<char>(7);
+  EXPECT_FALSE(decode_profile(old).ok());
+}
+
 TEST(ProfileStore, ProfilesArriveAfterTheirGroupAndReadBackInTurnOrderAfterReopening) {
   scratch_dir dir;
   const auto group = make_group("run-a", 0, 0, split_kind::train, "cpp/axpby");

@@ -121,9 +121,10 @@ group_record with_one_segment(group_record g) {
 }
 
 // Version 5's bytes of a group whose every turn has one segment: version 6's without the segments
-// (a count and one segment per turn, at the end).
+// (a count and one segment per turn, at the end). Version 7 changed no group field (it added a
+// profile's source), so the current bytes are version 6's but for the version byte.
 std::string as_version_five(const std::string& v6, std::size_t turns) {
-  EXPECT_EQ(static_cast<std::uint8_t>(v6[0]), 6);
+  EXPECT_EQ(static_cast<std::uint8_t>(v6[0]), trajectory_format_version);
   auto bytes = v6.substr(0, v6.size() - turns * (4 + 12));
   bytes[0] = 5;
   return bytes;
@@ -140,7 +141,7 @@ TEST(RecordCodec, VersionTwoAddsTheGroupsWeightVersionAfterTheVersionOneFields) 
   // 5 then four numbers per turn: the speedups and their noises against each baseline).
   auto v2 = v1_group();
   auto bytes = encode(v2);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 6);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), trajectory_format_version);
   const auto v1 = from_hex(v1_group_hex);
   EXPECT_EQ(to_hex(bytes.substr(1, v1.size() - 1)), to_hex(v1.substr(1)));
   EXPECT_EQ(bytes.size(),
@@ -265,7 +266,7 @@ TEST(RecordCodec, VersionSixAddsEachTurnsWeightSegments) {
   g.rollouts[1].index = 2;
   g.rollouts[1].turns[0].weight_segments.clear();  // built without segments: stays so
   const auto bytes = encode(g);
-  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), 6);
+  ASSERT_EQ(static_cast<std::uint8_t>(bytes[0]), trajectory_format_version);
   auto back = decode_group(bytes);
   ASSERT_TRUE(back.ok()) << back.err().message;
   EXPECT_EQ(*back, g);
@@ -345,7 +346,7 @@ TEST(RecordCodec, CorruptionCases) {
   // Byte offsets in v1_group_hex: run_id 2, step 8, split 16, gate 30, probe 43, rollouts 68.
   const std::vector<test_case> cases = {
       {"trailing byte", good + "x", "1 trailing bytes"},
-      {"newer version", patched(0, "\x07"), "format version 7 is not readable"},
+      {"newer version", patched(0, "\x08"), "format version 8 is not readable"},
       {"version zero", patched(0, std::string(1, '\0')), "format version 0"},
       {"step bytes as a group", encode(rich_step()), "record kind 2 where kind 1"},
       {"unknown split", patched(16, "\x07"), "'split'): unknown value 7"},
