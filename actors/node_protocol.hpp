@@ -66,8 +66,10 @@ struct node_profile {
   friend bool operator==(const node_profile&, const node_profile&) = default;
 };
 
-// The version of node_profile a node sends and an orchestrator reads.
-inline constexpr std::uint32_t node_profile_version = 1;
+// The version of node_profile a node sends and an orchestrator reads. 2: each summary record
+// carries its profile's source (ncu | events); a node and an orchestrator of different versions
+// work together without profiles.
+inline constexpr std::uint32_t node_profile_version = 2;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_challenge& x) {
