@@ -346,8 +346,8 @@ void engine::profile_from_events(
                                   : config_.kernel_events_library;
   if (library.empty()) {
     return note(
-        "this build has no events library (CUPTI was not found in the CUDA toolkit it was "
-        "built with)");
+        "this build has no events library (the CUDA toolkit it was built with has no CUPTI, or "
+        "one without the activity record layouts the library reads)");
   }
   if (!fs::exists(library)) {
     return note("no events library at '" + library + "'");
