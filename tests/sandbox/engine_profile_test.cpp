@@ -363,6 +363,32 @@ TEST_F(EngineProfileTest, RunProfilesOnlyWhatTheModeSelects) {
   EXPECT_EQ(on->feedback, off->feedback);
 }
 
+// The GPU tests' candidate: a copy whose reads stride 32 floats apart (uncoalesced), over 8M
+// floats in blocks of 256.
+task strided_copy_task() {
+  const int n = 1 << 23;
+  task t;
+  t.id = "cuda/strided_copy";
+  t.kind = task_kind::cuda;
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
+  t.reference =
+      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = "
+      "x[(long(i) * 32) % n]; }\n";
+  t.forbidden = default_forbidden(task_kind::cuda);
+  return t;
+}
+
+constexpr const char* k_strided_copy_code =
+    "__global__ void copy_strided(const float* x, float* y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = x[(long(i) * 32) % n];\n"
+    "}\n"
+    "void solve(const float* x, float* y, int n) {\n"
+    "  copy_strided<<<(n + 255) / 256, 256>>>(x, y, n);\n"
+    "}\n";
+
 // On a GPU with ncu (the lead's H200): a strided copy verified with verifier.profile passing.
 // y[i] = x[(32 i) mod n]: consecutive threads read 128 bytes apart, 4 of each 32-byte sector used.
 TEST(EngineProfileGpuTest, AStridedCopyIsMemoryBoundWithTheCoalescingFinding) {
@@ -375,25 +401,8 @@ TEST(EngineProfileGpuTest, AStridedCopyIsMemoryBoundWithTheCoalescingFinding) {
   if (!fs::exists(toolkit_ncu)) {
     GTEST_SKIP() << "no ncu beside nvcc at " << toolkit_ncu;
   }
-  const int n = 1 << 23;
-  task t;
-  t.id = "cuda/strided_copy";
-  t.kind = task_kind::cuda;
-  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
-            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
-  t.reference =
-      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = "
-      "x[(long(i) * 32) % n]; }\n";
-  t.forbidden = default_forbidden(task_kind::cuda);
-  const std::string code =
-      "__global__ void copy_strided(const float* x, float* y, int n) {\n"
-      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  if (i < n) y[i] = x[(long(i) * 32) % n];\n"
-      "}\n"
-      "void solve(const float* x, float* y, int n) {\n"
-      "  copy_strided<<<(n + 255) / 256, 256>>>(x, y, n);\n"
-      "}\n";
+  const task t = strided_copy_task();
+  const std::string code = k_strided_copy_code;
   engine_config c = testing::test_engine_config();
   c.profile = profile_mode::passing;
   c.run_limits.wall = std::chrono::seconds(60);
@@ -425,25 +434,8 @@ TEST(EngineProfileGpuTest, EventsFallbackGivesDurationLaunchAndOccupancy) {
   if (!testing::gpu_present(&why) || !nvcc_available(&why)) {
     GTEST_SKIP() << why;
   }
-  const int n = 1 << 23;
-  task t;
-  t.id = "cuda/strided_copy";
-  t.kind = task_kind::cuda;
-  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
-            {"y", value_type::f32, arg_role::output, "n", 0, 0, 0},
-            {"n", value_type::i32, arg_role::scalar, "", 0, 0, static_cast<double>(n)}};
-  t.reference =
-      "void reference(const float* x, float* y, int n) { for (int i = 0; i < n; ++i) y[i] = "
-      "x[(long(i) * 32) % n]; }\n";
-  t.forbidden = default_forbidden(task_kind::cuda);
-  const std::string code =
-      "__global__ void copy_strided(const float* x, float* y, int n) {\n"
-      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  if (i < n) y[i] = x[(long(i) * 32) % n];\n"
-      "}\n"
-      "void solve(const float* x, float* y, int n) {\n"
-      "  copy_strided<<<(n + 255) / 256, 256>>>(x, y, n);\n"
-      "}\n";
+  const task t = strided_copy_task();
+  const std::string code = k_strided_copy_code;
   engine_config c = testing::test_engine_config();
   c.profile = profile_mode::passing;
   c.profiler = profile_tool::events;
