@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <sys/stat.h>
@@ -110,6 +111,33 @@ std::vector<kernel_diagnosis> diagnose_longest(const std::vector<kernel_profile>
     out.kernels.push_back(summarise(diagnoses.back()));
   }
   return diagnoses;
+}
+
+// A profiling run (ncu's or the events fall-back's): its scratch folder, and the target prepared
+// in it (the cuda kind's judge and program, or KernelBench's judge and runner), which sees the
+// engine's read-only folders; the tool's own are added by the caller. The folder lives as long
+// as this, so that what the run wrote there can be read after it.
+struct profiling_run {
+  scratch_dir dir;
+  run_request request;
+};
+
+// Errors: the text of the profile's note, the folder's or the target's failure.
+result<profiling_run> prepare_profiling_run(
+    const fs::path& scratch_root, const std::string& prefix,
+    const std::function<result<run_request>(const fs::path&)>& make_target,
+    const std::vector<fs::path>& readonly) {
+  auto dir = scratch_dir::create(scratch_root, prefix);
+  if (!dir) {
+    return error{"no scratch folder: " + dir.err().message};
+  }
+  auto target = make_target(dir->path());
+  if (!target) {
+    return target.err();
+  }
+  profiling_run run{std::move(dir.value()), std::move(target.value())};
+  run.request.readonly_paths = readonly;
+  return run;
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
@@ -266,15 +294,11 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   ncu_options options;
   options.ncu = ncu;
   options.kernel_names = kernel_names;
-  auto dir = scratch_dir::create(config_.scratch_root, "profile-");
-  if (!dir) {
-    return note("no scratch folder: " + dir.err().message);
+  auto run = prepare_profiling_run(config_.scratch_root, "profile-", make_target, readonly_paths_);
+  if (!run) {
+    return note(run.err().message);
   }
-  auto target = make_target(dir->path());
-  if (!target) {
-    return note(target.err().message);
-  }
-  run_request request = std::move(*target);
+  run_request& request = run->request;
   auto argv = ncu_command(options, request.argv);
   if (!argv) {
     if (request.pass_fd >= 0) {
@@ -286,7 +310,6 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   // ncu's front end and the injected target talk over a local TCP socket; the run's own network
   // namespace keeps that inside the run.
   request.loopback = true;
-  request.readonly_paths = readonly_paths_;
   for (auto& folder : ncu_readonly_folders(ncu)) {
     request.readonly_paths.push_back(std::move(folder));
   }
@@ -297,7 +320,7 @@ void engine::profile_candidate(const task& t, const prepared_candidate& p, verdi
   out.seconds = std::chrono::duration<double>(r->wall).count();
   // ncu writes its report to the log file; a failure to start the target is on its stderr.
   std::string log;
-  if (auto file = read_untrusted_file(dir->path() / options.log_file, k_max_ncu_log_bytes)) {
+  if (auto file = read_untrusted_file(run->dir.path() / options.log_file, k_max_ncu_log_bytes)) {
     log = std::move(*file);
   }
   if (r->timed_out) {
@@ -352,20 +375,15 @@ void engine::profile_from_events(
   if (!fs::exists(library)) {
     return note("no events library at '" + library + "'");
   }
-  auto dir = scratch_dir::create(config_.scratch_root, "events-");
-  if (!dir) {
-    return note("no scratch folder: " + dir.err().message);
+  auto run = prepare_profiling_run(config_.scratch_root, "events-", make_target, readonly_paths_);
+  if (!run) {
+    return note(run.err().message);
   }
-  auto target = make_target(dir->path());
-  if (!target) {
-    return note(target.err().message);
-  }
-  run_request request = std::move(*target);
+  run_request& request = run->request;
   // The driver loads the library into every process that initialises CUDA (the judge and the
   // candidate, or KernelBench's judge and runner); each writes events.<pid>.jsonl here.
   request.env.emplace_back("CUDA_INJECTION64_PATH", library);
   request.env.emplace_back(std::string(k_kernel_events_env), "events");
-  request.readonly_paths = readonly_paths_;
   request.readonly_paths.push_back(fs::path(library).parent_path());
   if (const std::string cupti = LEAP_CUPTI_DIR; !cupti.empty()) {
     request.readonly_paths.emplace_back(cupti);
@@ -379,7 +397,7 @@ void engine::profile_from_events(
     return note("the run did not finish within the profiling time limit (" +
                 seconds_text(request.limits.wall) + ")");
   }
-  auto events = read_kernel_event_files(dir->path(), "events.", k_max_events_bytes);
+  auto events = read_kernel_event_files(run->dir.path(), "events.", k_max_events_bytes);
   if (!events) {
     return note("unreadable: " + events.err().message);
   }
