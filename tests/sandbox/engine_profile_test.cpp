@@ -11,8 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -48,11 +51,12 @@ engine_config shared_profile_config() {
   return c;
 }
 
-std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode) {
+std::unique_ptr<engine> profiling_engine(const std::string& ncu, profile_mode mode,
+                                         std::chrono::seconds wall = std::chrono::seconds(20)) {
   engine_config c = shared_profile_config();
   c.profile = mode;
   c.ncu = ncu;
-  c.profile_limits.wall = std::chrono::seconds(20);
+  c.profile_limits.wall = wall;
   auto e = engine::create(c);
   EXPECT_TRUE(e.ok()) << e.err().message;
   return e.ok() ? std::move(e.value()) : nullptr;
@@ -85,12 +89,30 @@ class EngineProfileTest : public ::testing::Test {
     EXPECT_FALSE(p->final_verdict.has_value());
     return p.ok() ? std::move(p.value()) : prepared_candidate{};
   }
-  // The hook run on the vector-add candidate's verdict `v` by an engine whose ncu is `ncu`.
-  static void profile_through(const stand_in_ncu& ncu, verdict& v) {
-    auto e = profiling_engine(ncu.path(), profile_mode::passing);
-    ASSERT_NE(e, nullptr);
-    const auto p = prepared(*e);
-    e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+  // The hook run once on passing_verdict() of the vector-add candidate by an engine whose ncu is
+  // a stand-in running `script` (profiling time limit `wall`), checked for what every profile
+  // leaves as it was and for having a profile. nullopt where the test was skipped (no stand-in)
+  // or has failed already; the test then ends.
+  static std::optional<verdict> profile_once(const std::string& script,
+                                             std::chrono::seconds wall = std::chrono::seconds(20)) {
+    std::optional<verdict> profiled;
+    // GTEST_SKIP and ASSERT_* return from a function returning void only.
+    [&] {
+      stand_in_ncu ncu(script);
+      if (!ncu.why_not().empty()) {
+        GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+      }
+      auto e = profiling_engine(ncu.path(), profile_mode::passing, wall);
+      ASSERT_NE(e, nullptr);
+      const auto p = prepared(*e);
+      const verdict before = passing_verdict();
+      verdict v = before;
+      e->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
+      expect_unchanged_but_profile(v, before);
+      ASSERT_TRUE(v.profile.has_value());
+      profiled = std::move(v);
+    }();
+    return profiled;
   }
   // Everything of a verdict the hook must leave as it was.
   static void expect_unchanged_but_profile(const verdict& got, const verdict& before) {
@@ -105,24 +127,19 @@ class EngineProfileTest : public ::testing::Test {
 TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
   // The stand-in checks what the engine asked of ncu: only the candidate's own kernel, and the
   // judge with one untimed trial.
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "case \"$*\" in\n"
       "  *'--kernel-name regex:^(add)$'*'-- ./judge '*' 1 0 ./cand'*) ;;\n"
       "  *) echo \"==ERROR== unexpected arguments: $*\" >&2; exit 1 ;;\n"
       "esac\n"
       "cat \"$here/capture.csv\" > \"$log\"\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  const verdict before = passing_verdict();
-  verdict v = before;
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  expect_unchanged_but_profile(v, before);
-  ASSERT_TRUE(v.profile.has_value());
-  EXPECT_EQ(v.profile->note, "") << v.profile->note;
-  EXPECT_GT(v.profile->seconds, 0);
+  EXPECT_EQ(v->profile->note, "") << v->profile->note;
+  EXPECT_GT(v->profile->seconds, 0);
   std::map<std::string, kernel_summary> by_name;
-  for (const auto& k : v.profile->kernels) {
+  for (const auto& k : v->profile->kernels) {
     by_name[k.name] = k;
   }
   ASSERT_EQ(by_name.count("copy_strided"), 1U);
@@ -131,45 +148,38 @@ TEST_F(EngineProfileTest, TheCapturesKernelsReachTheVerdictAndItsFeedback) {
                       by_name["copy_strided"].findings.end(), "uncoalesced_global"),
             by_name["copy_strided"].findings.end());
   // The verdict's own text first, then the diagnosis of the longest kernels, within the budget.
-  EXPECT_EQ(v.feedback.rfind(before.feedback + "\n\nProfile of `", 0), 0U) << v.feedback;
-  EXPECT_TRUE(contains(v.feedback, "Profile of `copy_strided`")) << v.feedback;
-  EXPECT_LE(v.feedback.size(), testing::test_engine_config().feedback.char_budget);
+  EXPECT_EQ(v->feedback.rfind(passing_verdict().feedback + "\n\nProfile of `", 0), 0U)
+      << v->feedback;
+  EXPECT_TRUE(contains(v->feedback, "Profile of `copy_strided`")) << v->feedback;
+  EXPECT_LE(v->feedback.size(), testing::test_engine_config().feedback.char_budget);
 }
 
 TEST_F(EngineProfileTest, ATargetsWarningOnStderrLeavesTheCaptureReadable) {
   // As the KernelBench judge's Python did on an H100: a warning with a comma on stderr.
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "echo '/tmp/judge.py:55: DeprecationWarning: This process (pid=26) is multi-threaded, use "
       "of fork() may lead to deadlocks in the child.' >&2\n"
       "cat \"$here/capture.csv\" > \"$log\"\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  verdict v = passing_verdict();
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  ASSERT_TRUE(v.profile.has_value());
-  EXPECT_EQ(v.profile->note, "") << v.profile->note;
-  EXPECT_FALSE(v.profile->kernels.empty());
+  EXPECT_EQ(v->profile->note, "") << v->profile->note;
+  EXPECT_FALSE(v->profile->kernels.empty());
 }
 
 TEST_F(EngineProfileTest, CountersNotPermittedIsANoteSayingWhatIsNeeded) {
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
       "Performance Counters on the target device 0.' > \"$log\"\n"
       "exit 1\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  const verdict before = passing_verdict();
-  verdict v = before;
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  expect_unchanged_but_profile(v, before);
-  EXPECT_EQ(v.feedback, before.feedback);
-  ASSERT_TRUE(v.profile.has_value());
-  EXPECT_TRUE(v.profile->kernels.empty());
-  EXPECT_TRUE(contains(v.profile->note, "counters_not_permitted")) << v.profile->note;
-  EXPECT_TRUE(contains(v.profile->note, "NVreg_RestrictProfilingToAdminUsers=0"))
-      << v.profile->note;
+  EXPECT_EQ(v->feedback, passing_verdict().feedback);
+  EXPECT_TRUE(v->profile->kernels.empty());
+  EXPECT_TRUE(contains(v->profile->note, "counters_not_permitted")) << v->profile->note;
+  EXPECT_TRUE(contains(v->profile->note, "NVreg_RestrictProfilingToAdminUsers=0"))
+      << v->profile->note;
 }
 
 // profile_tool auto: ncu's ERR_NVGPUCTRPERM sends the same candidate to kernel events (source
@@ -235,7 +245,7 @@ TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
   if (!fs::exists("/usr/bin/python3")) {
     GTEST_SKIP() << "no /usr/bin/python3";
   }
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "if /usr/bin/python3 -c 'import socket\n"
       "s = socket.socket()\n"
       "s.bind((\"127.0.0.1\", 0))\n"
@@ -247,34 +257,26 @@ TEST_F(EngineProfileTest, TheProfilingRunHasALoopbackOfItsOwn) {
       "  echo '==ERROR== no connection to the target over 127.0.0.1' >> \"$log\"\n"
       "  exit 1\n"
       "fi\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  verdict v = passing_verdict();
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  ASSERT_TRUE(v.profile.has_value());
-  EXPECT_EQ(v.profile->note, "");
-  EXPECT_FALSE(v.profile->kernels.empty());
+  EXPECT_EQ(v->profile->note, "");
+  EXPECT_FALSE(v->profile->kernels.empty());
 }
 
 // A log ncu wrote but that holds no report: the note carries ncu's exit, the log's lines and its
 // stderr, so that a failure on a GPU host says why.
 TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "echo '==PROF== Connected to process 7 (/tmp/judge)' > \"$log\"\n"
       "echo '==PROF== Disconnected from process 7' >> \"$log\"\n"
       "echo 'cuInit failed: no CUDA-capable device is detected' >&2\n"
       "exit 9\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  const verdict before = passing_verdict();
-  verdict v = before;
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  expect_unchanged_but_profile(v, before);
-  EXPECT_EQ(v.feedback, before.feedback);
-  ASSERT_TRUE(v.profile.has_value());
-  const std::string& note = v.profile->note;
+  EXPECT_EQ(v->feedback, passing_verdict().feedback);
+  const std::string& note = v->profile->note;
   EXPECT_EQ(note.rfind("not profiled: unreadable_output: ncu CSV: no header row", 0), 0U) << note;
   EXPECT_TRUE(contains(note, "ncu exited with 9")) << note;
   EXPECT_TRUE(contains(note,
@@ -286,16 +288,13 @@ TEST_F(EngineProfileTest, AFailureNoteCarriesNcusRawOutput) {
 
 // However much ncu wrote, the note keeps its last lines only.
 TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
-  stand_in_ncu ncu(
+  const auto v = profile_once(
       "i=0; while [ $i -lt 2000 ]; do echo \"==PROF== line $i\"; i=$((i+1)); done > \"$log\"\n"
       "echo '==PROF== the last line' >> \"$log\"\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  if (!v) {
+    return;
   }
-  verdict v = passing_verdict();
-  ASSERT_NO_FATAL_FAILURE(profile_through(ncu, v));
-  ASSERT_TRUE(v.profile.has_value());
-  const std::string& note = v.profile->note;
+  const std::string& note = v->profile->note;
   EXPECT_TRUE(contains(note, "==PROF== the last line")) << note;
   EXPECT_TRUE(contains(note, "bytes before ...]")) << note;
   EXPECT_FALSE(contains(note, "==PROF== line 1000\n")) << note;
@@ -303,25 +302,13 @@ TEST_F(EngineProfileTest, TheRawOutputInANoteIsBounded) {
 }
 
 TEST_F(EngineProfileTest, AnNcuThatHangsIsStoppedAtTheProfilingTimeLimit) {
-  stand_in_ncu ncu("while :; do :; done\n");
-  if (!ncu.why_not().empty()) {
-    GTEST_SKIP() << "no stand-in ncu: " << ncu.why_not();
+  const auto v = profile_once("while :; do :; done\n", std::chrono::seconds(1));
+  if (!v) {
+    return;
   }
-  engine_config c = shared_profile_config();
-  c.profile = profile_mode::passing;
-  c.ncu = ncu.path();
-  c.profile_limits.wall = std::chrono::seconds(1);
-  auto e = engine::create(c);
-  ASSERT_TRUE(e.ok()) << e.err().message;
-  const auto p = prepared(**e);
-  const verdict before = passing_verdict();
-  verdict v = before;
-  (*e)->profile_candidate(testing::cuda_vector_add_task(), p, v, -1);
-  expect_unchanged_but_profile(v, before);
-  EXPECT_EQ(v.feedback, before.feedback);
-  ASSERT_TRUE(v.profile.has_value());
-  EXPECT_TRUE(contains(v.profile->note, "profiling time limit (1 s)")) << v.profile->note;
-  EXPECT_GE(v.profile->seconds, 1.0);
+  EXPECT_EQ(v->feedback, passing_verdict().feedback);
+  EXPECT_TRUE(contains(v->profile->note, "profiling time limit (1 s)")) << v->profile->note;
+  EXPECT_GE(v->profile->seconds, 1.0);
 }
 
 TEST_F(EngineProfileTest, NoNcuIsANoteAndAVerdictOtherwiseIdentical) {
