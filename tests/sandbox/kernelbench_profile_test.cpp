@@ -5,8 +5,10 @@
 // functions) and follows child processes, the judge is asked for one untimed trial, the runner
 // imports the prebuilt extension; a candidate without kernels of its own gets the note; a failing
 // ncu leaves the verdict as it was. On a GPU with ncu (the lead's H200): a load_inline kernel (and
-// a Triton kernel, where triton imports) profiled and diagnosed.
+// a Triton kernel, where triton imports) profiled and diagnosed; on a GPU, the load_inline kernel
+// profiled from kernel events (the fall-back without counters).
 #include "sandbox/engine.hpp"
+#include "sandbox/profile_events.hpp"
 #include "tests/sandbox/kernelbench_support.hpp"
 #include "tests/sandbox/profile_stand_in.hpp"
 #include "tests/sandbox/test_support.hpp"
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -235,6 +238,97 @@ TEST_F(KernelBenchProfileTest, AFailingNcuLeavesTheVerdictAsItWas) {
   EXPECT_TRUE(has_text(note, "the target said goodbye")) << note;
 }
 
+// The events fall-back's run (profile_tool events) on the CPU, where no driver loads the events
+// library: the candidate writes, from inside the runner during its trial, what the library would
+// write there on a GPU (a device, its own kernel and one of PyTorch's), where the library would:
+// "$LEAP_KERNEL_EVENTS.<pid>.jsonl", relative to its working folder, and only when
+// CUDA_INJECTION64_PATH names a file it can see. So the engine's side is checked: the variables
+// reach the runner through the judge, the file lands in the folder the engine reads although the
+// judge SIGKILLs the runner after the trial, and only the candidate's own kernel is kept, with its
+// launch and occupancy in the feedback. (The library's folder is bound read-only for the run; the
+// stand-in's, under /usr here or beside the test binary, may be visible without that.)
+TEST_F(KernelBenchProfileTest, TheRunnersEventsReachTheProfile) {
+  stand_in_ncu unused_ncu("exit 1\n");  // only its folder: one the sandbox's uids may read
+  if (!unused_ncu.why_not().empty()) {
+    GTEST_SKIP() << "no stand-in folder: " << unused_ncu.why_not();
+  }
+  const fs::path library = fs::path(unused_ncu.path()).parent_path() / "libleap_kernel_events.so";
+  std::ofstream(library) << "a stand-in: no CUDA driver loads it on the CPU\n";
+  fs::permissions(library, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                               fs::perms::others_read);
+  const std::string candidate = R"PY(import os
+import torch
+
+unused = '__global__ void scale_add_kernel(const float* a, const float* b, float* out, float s, int n) {}'
+
+_EVENTS = (
+    '{"kind":"device","id":0,"name":"NVIDIA H200","cc":[9,0],"sm_count":132,'
+    '"max_threads_per_block":1024,"max_warps_per_sm":64,"max_blocks_per_sm":32,'
+    '"registers_per_sm":65536,"registers_per_block":65536,"shared_per_sm":233472,'
+    '"shared_per_block":49152}\n'
+    '{"kind":"kernel","name":"_Z16scale_add_kernelPKfS0_Pffi","device":0,"start":1000,'
+    '"end":41000,"grid":[2,1,1],"block":[256,1,1],"registers":16,"static_shared":0,'
+    '"dynamic_shared":0,"shared_executed":0}\n'
+    '{"kind":"kernel","name":"_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_","device":0,'
+    '"start":50000,"end":90000,"grid":[4,1,1],"block":[128,1,1],"registers":20,'
+    '"static_shared":0,"dynamic_shared":0,"shared_executed":0}\n')
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+
+    def forward(self, a, b):
+        base = os.environ.get("LEAP_KERNEL_EVENTS")
+        if base and os.path.isfile(os.environ.get("CUDA_INJECTION64_PATH", "")):
+            with open("%s.%d.jsonl" % (base, os.getpid()), "a") as f:
+                f.write(_EVENTS)
+        return a * self.s + b
+)PY";
+  engine_config c = cpu_config("/nonexistent/ncu", profile_mode::passing);
+  c.profiler = profile_tool::events;
+  c.kernel_events_library = library.string();
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(scale_add_task(own_kernel_policy::off), fenced("python", candidate));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  ASSERT_TRUE(v->profile.has_value());
+  EXPECT_EQ(v->profile->source, "events");
+  EXPECT_EQ(v->profile->note, k_events_profile_note);
+  ASSERT_EQ(v->profile->kernels.size(), 1U) << v->profile->note << "\n" << v->feedback;
+  const auto& k = v->profile->kernels[0];
+  EXPECT_EQ(k.name, "scale_add_kernel");
+  EXPECT_GT(k.duration_ns, 0);
+  EXPECT_TRUE(has_text(v->feedback,
+                       "Profile of `scale_add_kernel` (40.0 us, grid (2, 1, 1) x "
+                       "(256, 1, 1))"))
+      << v->feedback;
+  EXPECT_TRUE(has_text(v->feedback, "no hardware counters; theoretical occupancy ")) << v->feedback;
+  EXPECT_FALSE(has_text(v->feedback, "vectorized_elementwise_kernel")) << v->feedback;
+}
+
+// The GPU tests' task: the scale-add over 16M floats, its candidate's own kernel required.
+task large_scale_add_task() {
+  task t = scale_add_task(std::nullopt);  // own kernel required on the GPU
+  const std::string small = "torch.randn(32, 16), torch.randn(32, 16)";
+  t.reference.replace(t.reference.find(small), small.size(),
+                      "torch.randn(1 << 24), torch.randn(1 << 24)");
+  return t;
+}
+
+constexpr const char* k_model_new_head =
+    "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+    "        self.s = s\n    def forward(self, a, b):\n";
+
+// The GPU tests' load_inline candidate: scale_add_kernel in blocks of 256.
+std::string load_inline_candidate() {
+  return "import torch\nfrom torch.utils.cpp_extension import load_inline\n" +
+         testing::scale_add_cuda_extension("leap_kb_profile_gpu") + k_model_new_head +
+         "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+}
+
 // On a GPU with ncu beside nvcc (the lead's H200): a KernelBench candidate's load_inline kernel
 // over 16M floats, verified with verifier.profile passing, is profiled in the sandbox and found
 // memory-bound (a scale-add reads 8 and writes 4 bytes per 2 FLOPs); where triton imports, a
@@ -256,16 +350,8 @@ TEST(KernelBenchProfileGpuTest, ALoadInlineKernelIsProfiledAndDiagnosed) {
   c.profile_limits.cpu_seconds = 800;
   auto e = engine::create(c);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  task t = scale_add_task(std::nullopt);  // own kernel required on the GPU
-  const std::string small = "torch.randn(32, 16), torch.randn(32, 16)";
-  t.reference.replace(t.reference.find(small), small.size(),
-                      "torch.randn(1 << 24), torch.randn(1 << 24)");
-  const std::string head = "import torch\nfrom torch.utils.cpp_extension import load_inline\n";
-  const std::string model =
-      "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
-      "        self.s = s\n    def forward(self, a, b):\n";
-  const std::string cuda = head + testing::scale_add_cuda_extension("leap_kb_profile_gpu") + model +
-                           "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
+  const task t = large_scale_add_task();
+  const std::string cuda = load_inline_candidate();
   const std::string triton =
       R"PY(import torch
 import triton
@@ -279,7 +365,7 @@ def scale_add_triton(a_ptr, b_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + i, tl.load(a_ptr + i, mask=m) * s + tl.load(b_ptr + i, mask=m), mask=m)
 
 
-)PY" + model +
+)PY" + std::string(k_model_new_head) +
       "        out = torch.empty_like(a)\n        n = a.numel()\n"
       "        scale_add_triton[(triton.cdiv(n, 1024),)](a, b, out, self.s, n, "
       "BLOCK=1024)\n        return out\n";
@@ -314,6 +400,49 @@ def scale_add_triton(a_ptr, b_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
     std::printf("%s profiled in %.1f s:\n%s\n", k.kernel.c_str(), v->profile->seconds,
                 v->feedback.c_str());
   }
+}
+
+// The fall-back without counters (profile_tool events) on a KernelBench candidate: the events
+// library injected by the driver into the judge and its runner, which the judge SIGKILLs after the
+// last trial (the runner's records are on disk by then: written when its synchronisation after
+// the trial returned). The candidate's own load_inline kernel, not PyTorch's copies, with its
+// duration, launch configuration (16M floats in blocks of 256) and theoretical occupancy in the
+// feedback, from source "events".
+TEST(KernelBenchProfileGpuTest, EventsFallbackNamesTheLoadInlineKernel) {
+  std::string why;
+  if (!testing::gpu_present(&why) || !python_has_module("torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  engine_config c = testing::test_engine_config();
+  c.kernelbench_device = "cuda";
+  c.trials = 1;
+  c.profile = profile_mode::passing;
+  c.profiler = profile_tool::events;
+  c.profile_limits.wall = std::chrono::seconds(400);
+  c.profile_limits.cpu_seconds = 800;
+  auto e = engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(large_scale_add_task(), fenced("python", load_inline_candidate()), 0);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  ASSERT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  ASSERT_TRUE(v->profile.has_value());
+  EXPECT_EQ(v->profile->source, "events");
+  if (has_text(v->profile->note, "this build has no events library")) {
+    GTEST_SKIP() << v->profile->note;
+  }
+  ASSERT_EQ(v->profile->note, k_events_profile_note) << v->feedback;
+  // Only the candidate's own kernel: none of PyTorch's or the judge's.
+  ASSERT_EQ(v->profile->kernels.size(), 1U) << v->feedback;
+  const auto& k = v->profile->kernels[0];
+  EXPECT_EQ(k.name, "scale_add_kernel");
+  EXPECT_GT(k.duration_ns, 0);
+  // No counters: no class but launch-bound or unknown.
+  EXPECT_TRUE(k.bottleneck == "unknown" || k.bottleneck == "launch-bound") << k.bottleneck;
+  EXPECT_TRUE(has_text(v->feedback, "Profile of `scale_add_kernel`")) << v->feedback;
+  EXPECT_TRUE(has_text(v->feedback, "grid (65536, 1, 1) x (256, 1, 1)")) << v->feedback;
+  EXPECT_TRUE(has_text(v->feedback, "no hardware counters; theoretical occupancy ")) << v->feedback;
+  std::printf("scale_add_kernel profiled from events in %.1f s:\n%s\n", v->profile->seconds,
+              v->feedback.c_str());
 }
 
 }  // namespace
