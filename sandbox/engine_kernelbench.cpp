@@ -931,7 +931,7 @@ status engine::prebuild_kernelbench(const task& t, prepared_candidate& p) {
                         (ready.empty() ? std::string{} : " (ready " + ready + ")") +
                         (slim.empty()
                              ? std::string{}
-                             : "; torch's types for torch/extension.h in CUDA sources " + slim) +
+                             : "; stand-ins for torch's headers in CUDA sources: " + slim) +
                         (parts.empty() ? std::string{} : "; build parts (ms): " + parts));
       }
     }

@@ -120,13 +120,19 @@ const std::string& kernelbench_builder_source() {
 # it runs here, so what the engine caches is what the compilers made of the request.
 # pch.json, when present, names the engine's precompiled torch header ({"header": path}, the .gch
 # beside it): g++ is told to include it first, and a build that g++ refuses it for (asked of a file
-# of the builder's own, never read from the answer's compile output) is made again without it. CUDA sources that include torch/extension.h are first compiled with a stand-in for it
-# (slim/torch/extension.h, on an include path searched before torch's) that gives nvcc torch's
-# types only, what load_inline itself puts first in a CUDA source: the C++ frontend and the Python
-# bindings the real header adds are about half of nvcc's time over a .cu, and a kernel file rarely
-# uses them. g++ still reads the real header (the stand-in passes it on). A build that fails with
-# an error of a missing name is made again with the real header. Its stderr says which ("LEAP_PCH
-# used|refused: why|absent: why", "LEAP_SLIM used|fell back: why", each with its mark after LEAP_)
+# of the builder's own, never read from the answer's compile output) is made again without it.
+# CUDA sources are first compiled against a narrow stand-in for torch/types.h (what load_inline
+# puts first in every CUDA source, and what the stand-in for torch/extension.h gives nvcc): torch's
+# Tensor with its methods and operators, the dispatch macros, torch's factory functions and
+# torch/types.h's own names, each operator's header alone (AT_PER_OPERATOR_HEADERS) instead of all
+# of them: nvcc's three passes over torch's headers are most of a cold build's time. A build that
+# fails with it, for any reason, is made again with torch's types (when a CUDA source includes
+# torch/extension.h: the stand-in that gives nvcc torch/types.h only; the C++ frontend and the
+# Python bindings of the real header are about half of nvcc's time over a .cu) and, when that
+# fails with an error of a missing name, with the real header. g++ always reads the real headers
+# (the stand-ins are on nvcc's include path only). Only a failure of the last build tried is the
+# answer's. Its stderr says which ("LEAP_PCH used|refused: why|absent: why", "LEAP_SLIM <stand-in>
+# used|<stand-in> failed after S s: why; ...", each with its mark after LEAP_)
 # and what each part of the build cost ("LEAP_BUILD_MS" from ninja's log).
 import json
 import os
@@ -164,6 +170,27 @@ SLIM_HEADER = """#pragma once
 #include_next <torch/extension.h>
 #endif
 """
+# torch/types.h's own names (torch::Tensor, kFloat32, ...) after the narrow set of its includes;
+# its body is copied from the installed torch, so the names are that torch's.
+NARROW_INCLUDES = """#include <ATen/core/Tensor.h>
+#include <ATen/Dispatch.h>
+#include <ATen/TensorOperators.h>
+#include <torch/csrc/autograd/generated/variable_factories.h>
+"""
+STAND_INS = {"narrow": "torch's tensor and factories", "types": "torch's types"}
+
+
+def narrow_types_header():
+    """The narrow torch/types.h for nvcc (g++ passes on to the real one); None without one."""
+    for folder in ext.include_paths():
+        path = os.path.join(folder, "torch", "types.h")
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                body = [line for line in f.read().splitlines()
+                        if not line.lstrip().startswith(("#include", "#pragma once"))]
+            return ("#pragma once\n#ifndef __CUDACC__\n#include_next <torch/types.h>\n#else\n" +
+                    NARROW_INCLUDES + "\n".join(body) + "\n#endif\n")
+    return None
 # What a compiler says when a name the real header would have declared is missing (g++ and nvcc's
 # front end); any other failure is the source's own, and the same with the real header.
 MISSING_NAME = re.compile(r"is undefined|has no member|was not declared|is not a member of|"
@@ -178,19 +205,28 @@ def includes_extension_header(sources):
     return any("torch/extension.h" in s for s in sources or [])
 
 
-def build(pch, slim):
+def build(pch, stand_in):
+    """Builds with torch's precompiled header (pch) and a stand-in ("narrow", "types" or None)."""
     global build_seconds
     started = time.monotonic()
-    shutil.rmtree("build", ignore_errors=True)
-    os.makedirs("build")
+    # The build folder stays from one attempt to the next: ninja builds again only what the changed
+    # flags touch, so a C++ source's object (the stand-ins are nvcc's alone) is built once.
+    os.makedirs("build", exist_ok=True)
     request = dict(args)
     extra = ["-include", header, "-Winvalid-pch"] if pch else []
     request["extra_cflags"] = list(request.get("extra_cflags") or []) + extra
-    if slim:
-        os.makedirs(os.path.join("slim", "torch"), exist_ok=True)
-        with open(os.path.join("slim", "torch", "extension.h"), "w") as f:
+    if stand_in is not None:
+        folder = os.path.abspath(stand_in)
+        os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
+        with open(os.path.join(folder, "torch", "extension.h"), "w") as f:
             f.write(SLIM_HEADER)
-        request["extra_include_paths"] = [os.path.abspath("slim")]
+        flags = ["-I" + folder]
+        if stand_in == "narrow":
+            with open(os.path.join(folder, "torch", "types.h"), "w") as f:
+                f.write(narrow)
+            flags.append("-DAT_PER_OPERATOR_HEADERS")
+        # After the source on nvcc's line, and searched before torch's folders (-isystem there).
+        request["extra_cuda_cflags"] = list(request.get("extra_cuda_cflags") or []) + flags
     request["build_directory"] = os.path.abspath("build")
     request["verbose"] = True
     # A second build of the same name in this process would otherwise be named NAME_v1 by torch's
@@ -248,28 +284,43 @@ def pch_refusal():
     return lines[0].replace(os.path.dirname(header) + "/", "")[-300:]
 
 
-slim = includes_extension_header(args.get("cuda_sources"))
+narrow = narrow_types_header() if args.get("cuda_sources") else None
+# The stand-ins to try, narrowest first; the real headers after the last.
+stand_ins = ([] if narrow is None else ["narrow"]) + \
+    (["types"] if includes_extension_header(args.get("cuda_sources")) else [])
 pch = header is not None and os.path.exists(header + ".gch")
 if header is not None and not pch:
     note("PCH absent: the precompiled header is not visible to the builder")
-failure, text = build(pch, slim)
-if pch:
-    why = pch_refusal() if about_pch(text) else None
-    if why is not None:
-        note("PCH refused: " + why)
-        if failure is not None:
-            pch = False
-            failure, text = build(pch, slim)
-    else:
-        note("PCH used")
-if slim:
-    missing = next((line for line in text.splitlines() if "error" in line and MISSING_NAME.search(line)),
-                   None) if failure is not None else None
-    if missing is not None:
-        note("SLIM fell back after %.1f s: %s" % (build_seconds, missing.strip()[-250:]))
-        failure, text = build(pch, False)
-    else:
-        note("SLIM used")
+said = []
+for i, stand_in in enumerate(stand_ins + [None]):
+    failure, text = build(pch, stand_in)
+    if pch:
+        why = pch_refusal() if about_pch(text) else None
+        if why is not None:
+            note("PCH refused: " + why)
+            if failure is not None:
+                pch = False
+                failure, text = build(pch, stand_in)
+        elif i == 0:
+            note("PCH used")
+    if stand_in is None:
+        said.append("the real header used")
+        break
+    errors = [line.strip() for line in text.splitlines() if "error" in line]
+    if stand_in == "types" and failure is not None:
+        # Only a name the real header would add sends the build on: any other error is the
+        # answer's own, as the real header gives it.
+        missing = next((line for line in errors if MISSING_NAME.search(line)), None)
+        if missing is not None:
+            said.append("%s failed after %.1f s: %s" % (STAND_INS[stand_in], build_seconds, missing[-120:]))
+            continue
+    if failure is None or stand_in == "types":
+        said.append(STAND_INS[stand_in] + " used")
+        break
+    said.append("%s failed after %.1f s: %s" % (STAND_INS[stand_in], build_seconds,
+                                                 (errors or ["exit status not 0"])[0][-120:]))
+if stand_ins:
+    note("SLIM " + "; ".join(said))
 try:
     with open(os.path.join("build", ".ninja_log")) as f:
         parts = {}

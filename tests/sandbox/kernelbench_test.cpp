@@ -1046,34 +1046,42 @@ std::string cuda_extension_candidate(const std::string& name, const std::string&
          "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n";
 }
 
-// CUDA sources that include torch/extension.h are compiled with torch's types only (nvcc's
-// largest cost); one that needs more of torch's C++ frontend is built again with the whole header.
-TEST(KernelBenchTest, CudaSourcesReadTorchsTypesAndFallBackToTheWholeHeader) {
+// CUDA sources are compiled against the narrowest stand-in for torch's headers that builds them
+// (nvcc's largest cost): torch's tensor and factories; then torch's types; then the real header.
+TEST(KernelBenchTest, CudaSourcesReadTheNarrowestHeadersThatBuildThem) {
   if (std::string why; !gpu_and_torch(&why)) {
     GTEST_SKIP() << why;
   }
   auto e = cuda_engine();
   ASSERT_TRUE(e.ok()) << e.err().message;
-  auto slim = (*e)->verify(problem_task(),
-                           fenced("python", cuda_extension_candidate("leap_slim_types", "")), 0);
-  ASSERT_TRUE(slim.ok()) << slim.err().message;
-  EXPECT_TRUE(slim->passed) << slim->feedback << "\n" << slim->diagnostics;
-  std::printf("with torch's types: %s\n", slim->build_note.c_str());
-  EXPECT_NE(slim->build_note.find("torch's types for torch/extension.h in CUDA sources used"),
+  const auto built_with = [&](const std::string& name, const std::string& frontend) {
+    auto v =
+        (*e)->verify(problem_task(), fenced("python", cuda_extension_candidate(name, frontend)), 0);
+    EXPECT_TRUE(v.ok()) << v.err().message;
+    if (!v.ok()) {
+      return std::string{};
+    }
+    EXPECT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+    std::printf("%s: %s\n", name.c_str(), v->build_note.c_str());
+    return v->build_note;
+  };
+  // torch::empty_like (a factory), a.numel(), data_ptr and TORCH_CHECK: the narrow set has them.
+  const std::string narrow =
+      built_with("leap_stand_in_narrow", "  TORCH_CHECK(a.numel() == b.numel(), \"sizes\");\n");
+  EXPECT_NE(narrow.find("in CUDA sources: torch's tensor and factories used"), std::string::npos)
+      << narrow;
+  // An operator function (not a factory) is in torch's types, not in the narrow set.
+  const std::string types =
+      built_with("leap_stand_in_types", "  torch::relu(torch::zeros({1}, a.options()));\n");
+  EXPECT_NE(types.find("in CUDA sources: torch's tensor and factories failed after"),
             std::string::npos)
-      << slim->build_note;
-  auto whole = (*e)->verify(
-      problem_task(),
-      fenced("python", cuda_extension_candidate(
-                           "leap_slim_frontend",
-                           "  torch::nn::functional::relu(torch::zeros({1}, a.options()));\n")),
-      0);
-  ASSERT_TRUE(whole.ok()) << whole.err().message;
-  EXPECT_TRUE(whole->passed) << whole->feedback << "\n" << whole->diagnostics;
-  std::printf("with the whole header: %s\n", whole->build_note.c_str());
-  EXPECT_NE(whole->build_note.find("torch's types for torch/extension.h in CUDA sources fell back"),
-            std::string::npos)
-      << whole->build_note;
+      << types;
+  EXPECT_NE(types.find("; torch's types used"), std::string::npos) << types;
+  // torch's C++ frontend is in neither.
+  const std::string whole = built_with(
+      "leap_stand_in_whole", "  torch::nn::functional::relu(torch::zeros({1}, a.options()));\n");
+  EXPECT_NE(whole.find("torch's types failed after"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("; the real header used"), std::string::npos) << whole;
 }
 
 // A build with CUDA sources takes torch's precompiled header only when it is in place: with none
