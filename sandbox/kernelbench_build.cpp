@@ -180,17 +180,56 @@ NARROW_INCLUDES = """#include <ATen/core/Tensor.h>
 STAND_INS = {"narrow": "torch's tensor and factories", "types": "torch's types"}
 
 
+# The functions the narrow set declares besides torch's factories and their operators: the
+# TensorOptions helpers (torch::dtype(...), ...).
+NARROW_HELPERS = {"dtype", "layout", "device", "device_index", "requires_grad", "memory_format",
+                  "pinned_memory"}
+# Namespaces under torch:: or at:: that a CUDA source may name with the narrow set: at::cuda is
+# the source's own include (ATen/cuda/CUDAContext.h and the like), whichever set torch's is.
+NARROW_NAMESPACES = {"cuda"}
+
+
+def torch_header(relative):
+    """The path of one of the installed torch's headers; None when there is none."""
+    for folder in ext.include_paths():
+        path = os.path.join(folder, relative)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def narrow_lacks(sources):
+    """A function or namespace the CUDA sources name (torch::relu, at::nn::...) that the narrow
+    set does not declare, so that a build with it would fail; None when it may do. Read from the
+    text only: a name it misses (after `using namespace torch;`) costs a failed build, a name in a
+    comment a build with torch's types; neither changes what the answer means."""
+    factories = torch_header(os.path.join("torch", "csrc", "autograd", "generated", "variable_factories.h"))
+    if factories is None:
+        return None
+    with open(factories, errors="replace") as f:
+        text = f.read()
+    known = NARROW_HELPERS | set(re.findall(r"#include <ATen/ops/(\w+)\.h>", text)) | \
+        set(re.findall(r"inline at::Tensor (\w+)\(", text))
+    if isinstance(sources, str):
+        sources = [sources]
+    for source in sources or []:
+        for match in re.finditer(r"\b(?:torch|at)::([a-z_][a-z0-9_]*)\s*(\(|::)", source):
+            name, after = match.group(1), match.group(2)
+            if (after == "(" and name not in known) or (after == "::" and name not in NARROW_NAMESPACES):
+                return match.group(0).rstrip("(:").strip()
+    return None
+
+
 def narrow_types_header():
     """The narrow torch/types.h for nvcc (g++ passes on to the real one); None without one."""
-    for folder in ext.include_paths():
-        path = os.path.join(folder, "torch", "types.h")
-        if os.path.exists(path):
-            with open(path, errors="replace") as f:
-                body = [line for line in f.read().splitlines()
-                        if not line.lstrip().startswith(("#include", "#pragma once"))]
-            return ("#pragma once\n#ifndef __CUDACC__\n#include_next <torch/types.h>\n#else\n" +
-                    NARROW_INCLUDES + "\n".join(body) + "\n#endif\n")
-    return None
+    path = torch_header(os.path.join("torch", "types.h"))
+    if path is None:
+        return None
+    with open(path, errors="replace") as f:
+        body = [line for line in f.read().splitlines()
+                if not line.lstrip().startswith(("#include", "#pragma once"))]
+    return ("#pragma once\n#ifndef __CUDACC__\n#include_next <torch/types.h>\n#else\n" +
+            NARROW_INCLUDES + "\n".join(body) + "\n#endif\n")
 # What a compiler says when a name the real header would have declared is missing (g++ and nvcc's
 # front end); any other failure is the source's own, and the same with the real header.
 MISSING_NAME = re.compile(r"is undefined|has no member|was not declared|is not a member of|"
@@ -285,13 +324,15 @@ def pch_refusal():
 
 
 narrow = narrow_types_header() if args.get("cuda_sources") else None
+lacks = narrow_lacks(args.get("cuda_sources")) if narrow is not None else None
 # The stand-ins to try, narrowest first; the real headers after the last.
-stand_ins = ([] if narrow is None else ["narrow"]) + \
+stand_ins = ([] if narrow is None or lacks is not None else ["narrow"]) + \
     (["types"] if includes_extension_header(args.get("cuda_sources")) else [])
 pch = header is not None and os.path.exists(header + ".gch")
 if header is not None and not pch:
     note("PCH absent: the precompiled header is not visible to the builder")
-said = []
+said = [] if lacks is None else ["%s not tried: the CUDA sources name %s, which it lacks" %
+                                  (STAND_INS["narrow"], lacks)]
 for i, stand_in in enumerate(stand_ins + [None]):
     failure, text = build(pch, stand_in)
     if pch:
@@ -319,7 +360,7 @@ for i, stand_in in enumerate(stand_ins + [None]):
         break
     said.append("%s failed after %.1f s: %s" % (STAND_INS[stand_in], build_seconds,
                                                  (errors or ["exit status not 0"])[0][-120:]))
-if stand_ins:
+if lacks is not None or stand_ins:
     note("SLIM " + "; ".join(said))
 try:
     with open(os.path.join("build", ".ninja_log")) as f:

@@ -1070,16 +1070,25 @@ TEST(KernelBenchTest, CudaSourcesReadTheNarrowestHeadersThatBuildThem) {
       built_with("leap_stand_in_narrow", "  TORCH_CHECK(a.numel() == b.numel(), \"sizes\");\n");
   EXPECT_NE(narrow.find("in CUDA sources: torch's tensor and factories used"), std::string::npos)
       << narrow;
-  // An operator function (not a factory) is in torch's types, not in the narrow set.
-  const std::string types =
-      built_with("leap_stand_in_types", "  torch::relu(torch::zeros({1}, a.options()));\n");
-  EXPECT_NE(types.find("in CUDA sources: torch's tensor and factories failed after"),
+  // An operator function (not a factory) is in torch's types, not in the narrow set: named, the
+  // narrow set is not tried; reached by argument-dependent lookup, its build fails and the next
+  // one is made.
+  const std::string named =
+      built_with("leap_stand_in_named", "  torch::relu(torch::zeros({1}, a.options()));\n");
+  EXPECT_NE(named.find("in CUDA sources: torch's tensor and factories not tried: the CUDA sources "
+                       "name torch::relu, which it lacks; torch's types used"),
             std::string::npos)
-      << types;
-  EXPECT_NE(types.find("; torch's types used"), std::string::npos) << types;
+      << named;
+  const std::string found =
+      built_with("leap_stand_in_adl", "  relu(torch::zeros({1}, a.options()));\n");
+  EXPECT_NE(found.find("in CUDA sources: torch's tensor and factories failed after"),
+            std::string::npos)
+      << found;
+  EXPECT_NE(found.find("; torch's types used"), std::string::npos) << found;
   // torch's C++ frontend is in neither.
   const std::string whole = built_with(
       "leap_stand_in_whole", "  torch::nn::functional::relu(torch::zeros({1}, a.options()));\n");
+  EXPECT_NE(whole.find("not tried: the CUDA sources name torch::nn,"), std::string::npos) << whole;
   EXPECT_NE(whole.find("torch's types failed after"), std::string::npos) << whole;
   EXPECT_NE(whole.find("; the real header used"), std::string::npos) << whole;
 }
