@@ -271,4 +271,73 @@ TEST(LeapSimulateStructure, WithoutProfilesNothingIsDrawnAndTheTermsAreRefused) 
   EXPECT_NE(out.text.find("verifier.profile is off"), std::string::npos) << out.text;
 }
 
+// ---- the printed table and the CSV (issue 32) ------------------------------------------------
+
+// Every column group on (timed, optimisation turns, buffered retry, profiles with two of the five
+// families paid), so that the table shows each group and the CSV's columns all carry values.
+const char* const sim_pin_yaml =
+    "experiment:\n  steps: 3\n  seed: 5\n"
+    "data:\n  batch_size: 8\n"
+    "rollout:\n  group_size: 4\n  max_turns: 2\n"
+    "verifier:\n  timing_reps: 20\n  profile: passing\n"
+    "gate:\n  policy: dcp\n  optimise:\n    speedup: 1.2\n    max_turns: 2\n"
+    "  retry:\n    buffer: 8\n    delay: 1\n    attempts: 2\n"
+    "reward:\n  kind: rank_speed\n"
+    "  structural:\n    coalescing: 0.02\n    occupancy: 0.03\n    bound: 0.04\n"
+    "simulation:\n  tasks: 16\n  difficulty_beta: 3.0\n  speedup_median: 0.9\n"
+    "  structural_missing: 0.1\n";
+
+std::vector<std::string> sim_pin_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// The table's header and the CSV's header name each column where its value is printed: a seeded
+// run's second step (the one with a retried group) as `leap simulate` printed it before the
+// columns came from one list. A column whose name, width or value moves shows here.
+TEST(LeapSimulateColumns, TheTableAndTheCsvOfASeededRunKeepTheirLayout) {
+  const sim_folder folder;
+  const auto r = sim_run(folder, "pinned", sim_pin_yaml);
+  ASSERT_EQ(r.out.exit_code, 0) << r.out.text;
+  const auto out = sim_pin_lines(r.out.text);
+  std::size_t header = 0;
+  while (header < out.size() && out[header].rfind(" step", 0) != 0) {
+    ++header;
+  }
+  ASSERT_LT(header + 2, out.size()) << r.out.text;
+  EXPECT_EQ(out[header],
+            " step  acc@1  acc@2  activated  recov/rollout  recov/group  turns/pass  "
+            "verifications  E[acc@1]  fix_p  fast_1.0  fast_1.2  fast_1.5  fast_2.0  geomean   "
+            "E[spd]  optimised  opt_turn    kept  broken  kept_geo  improve    break    term      "
+            "coalescing       occupancy  bound    gap");
+  EXPECT_EQ(
+      out[header + 2],
+      "    2  0.406  0.656      0.750          0.471        1.000       2.333             52  "
+      "   0.358  0.357     0.406     0.312     0.062     0.031    1.068    0.901          2 "
+      "        3       3       0     1.084    0.300    0.200  0.0144           0.341        "
+      "   0.418   0.07   0.00");
+  const auto csv = sim_pin_lines(leap::e2e::read_file(folder.dir() / "pinned.csv"));
+  ASSERT_EQ(csv.size(), 4u);
+  EXPECT_EQ(csv[0],
+            "step,acc_at_1,acc_at_2,activated_fraction,recovery_per_rollout,recovery_per_group,"
+            "turns_per_pass,verifications,expected_first_turn_accuracy,debug_fix_probability,"
+            "signal_groups,retried,recovered,retry_verifications,buffered,evicted,fast_0,fast_1.0,"
+            "fast_1.2,fast_1.5,fast_2.0,geomean_speedup,kept_geomean_speedup,optimised,"
+            "optimise_turns,optimise_kept,optimise_broken,expected_speedup,"
+            "optimise_improve_probability,optimise_break_probability,profiled_turns,"
+            "missing_profiles,structural_term,clean_coalescing,clean_bank_conflicts,"
+            "clean_occupancy,clean_parallelism,clean_dram_traffic,expected_clean_coalescing,"
+            "expected_clean_bank_conflicts,expected_clean_occupancy,expected_clean_parallelism,"
+            "expected_clean_dram_traffic,scored_passes,capped_by_bound,capped_by_gap");
+  EXPECT_EQ(csv[2],
+            "2,0.40625,0.65625,0.75,0.470588,1,2.33333,52,0.357639,0.356796,8,1,1,8,0,0,0.65625,"
+            "0.40625,0.3125,0.0625,0.03125,1.06827,1.08416,2,3,3,0,0.900845,0.3,0.2,21,3,"
+            "0.0143712,0.340627,0.397761,0.417599,0.553199,0.320117,0.47481,0.409656,0.470158,"
+            "0.51564,0.629629,14,1,0");
+}
+
 }  // namespace

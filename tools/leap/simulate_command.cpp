@@ -4,13 +4,17 @@
 #include "orchestrator/simulation.hpp"
 #include "tools/leap/command.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 namespace leap::cli {
 namespace {
@@ -85,64 +89,189 @@ std::string speed_cell(const std::optional<double>& value, const char* format) {
   return buffer.data();
 }
 
-void print_header(const table_shape& shape) {
-  std::printf("%5s", "step");
+// A cell of the per-step table and the CSV: a count, a figure, or nothing to show ("n/a" in the
+// table, an empty CSV cell).
+using cell = std::variant<std::monostate, std::size_t, double>;
+
+cell count(std::size_t n) { return n; }
+
+cell figure(const std::optional<double>& v) { return v ? cell(*v) : cell(); }
+
+// One column of the per-step table and of the CSV, named, laid out and valued in one place so that
+// the four (table header and rows, CSV header and rows) cannot drift apart. A column without a
+// table name is in the CSV only, one without a CSV name in the table only.
+struct column {
+  std::string table_name;
+  int width = 0;     // in the table, right-aligned; the name's length or more
+  int decimals = 0;  // of a figure in the table (the CSV writes six significant digits)
+  std::string csv_name;
+  std::function<cell(const simulation_step&)> value;
+};
+
+// The columns in the table's and the CSV's order. The table shows a group only when it means
+// something (table_shape says when); the CSV always has every column, so that a script reads the
+// same header from every config, its cells empty where there is nothing to show. A column is
+// listed twice, once for each, where the table shows a share of what the CSV counts (bound, gap)
+// and where the two orders differ: the table keeps the policy's median speedup (E[spd]) with the
+// speed columns and the kept kernels' geomean with the optimisation counts, the CSV the other way
+// round.
+std::vector<column> columns_of(const table_shape& shape) {
+  const auto in_table = [](bool shown, const std::string& name) {
+    return shown ? name : std::string();
+  };
+  const bool timed = shape.timed;
+  const bool optimise = shape.optimise;
+  const bool profiled = shape.profiled;
+  // A count the CSV leaves empty when not profiled.
+  const auto profiled_count = [profiled](std::size_t n) { return profiled ? count(n) : cell(); };
+  std::vector<column> columns;
+  columns.push_back({"step", 5, 0, "step", [](const simulation_step& s) {
+                       return count(static_cast<std::size_t>(s.step));
+                     }});
   for (int m = 1; m <= shape.max_turns; ++m) {
-    std::printf("  acc@%d", m);
+    const auto at = static_cast<std::size_t>(m - 1);
+    columns.push_back({"acc@" + std::to_string(m), 5, 3, "acc_at_" + std::to_string(m),
+                       [at](const simulation_step& s) { return cell(s.cumulative_accuracy[at]); }});
   }
-  std::printf(
-      "  activated  recov/rollout  recov/group  turns/pass  verifications  E[acc@1]  fix_p");
-  if (shape.timed) {
-    for (std::size_t i = 1; i < fast_p_thresholds.size(); ++i) {
-      std::printf("  %8s", fast_p_name(i).c_str());
+  columns.insert(
+      columns.end(),
+      {
+          {"activated", 9, 3, "activated_fraction",
+           [](const simulation_step& s) { return cell(s.activated_fraction); }},
+          {"recov/rollout", 13, 3, "recovery_per_rollout",
+           [](const simulation_step& s) { return cell(s.recovery.per_rollout); }},
+          {"recov/group", 11, 3, "recovery_per_group",
+           [](const simulation_step& s) { return cell(s.recovery.per_group); }},
+          {"turns/pass", 10, 3, "turns_per_pass",
+           [](const simulation_step& s) { return cell(s.turns_per_pass); }},
+          {"verifications", 13, 0, "verifications",
+           [](const simulation_step& s) { return count(s.verifications); }},
+          {"E[acc@1]", 8, 3, "expected_first_turn_accuracy",
+           [](const simulation_step& s) { return cell(s.expected_first_turn_accuracy); }},
+          {"fix_p", 5, 3, "debug_fix_probability",
+           [](const simulation_step& s) { return cell(s.debug_fix_probability); }},
+          {"", 0, 0, "signal_groups",
+           [](const simulation_step& s) { return count(s.signal_groups); }},
+          {"", 0, 0, "retried", [](const simulation_step& s) { return count(s.retried); }},
+          {"", 0, 0, "recovered", [](const simulation_step& s) { return count(s.recovered); }},
+          {"", 0, 0, "retry_verifications",
+           [](const simulation_step& s) { return count(s.retry_verifications); }},
+          {"", 0, 0, "buffered", [](const simulation_step& s) { return count(s.buffered); }},
+          {"", 0, 0, "evicted", [](const simulation_step& s) { return count(s.retry.evicted); }},
+      });
+  // Speed, under `leap replay`'s names (fast_0, every pass, in the CSV only).
+  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
+    columns.push_back({in_table(timed && i > 0, fast_p_name(i)), 8, 3, fast_p_name(i),
+                       [i](const simulation_step& s) { return figure(s.speed.fast_p(i)); }});
+  }
+  const auto expected_speedup = [](const simulation_step& s) { return cell(s.expected_speedup); };
+  const auto kept_geomean = [](const simulation_step& s) {
+    return figure(s.kept_speed.geomean_speedup());
+  };
+  columns.insert(
+      columns.end(),
+      {
+          {in_table(timed, "geomean"), 7, 3, "geomean_speedup",
+           [](const simulation_step& s) { return figure(s.speed.geomean_speedup()); }},
+          {in_table(timed, "E[spd]"), 7, 3, "", expected_speedup},
+          {"", 0, 0, "kept_geomean_speedup", kept_geomean},
+          {in_table(optimise, "optimised"), 9, 0, "optimised",
+           [](const simulation_step& s) { return count(s.optimised); }},
+          {in_table(optimise, "opt_turn"), 8, 0, "optimise_turns",
+           [](const simulation_step& s) { return count(s.optimise_turns); }},
+          {in_table(optimise, "kept"), 6, 0, "optimise_kept",
+           [](const simulation_step& s) { return count(s.optimise_kept); }},
+          {in_table(optimise, "broken"), 6, 0, "optimise_broken",
+           [](const simulation_step& s) { return count(s.optimise_broken); }},
+          {in_table(optimise, "kept_geo"), 8, 3, "", kept_geomean},
+          {"", 0, 0, "expected_speedup", expected_speedup},
+          {in_table(optimise, "improve"), 7, 3, "optimise_improve_probability",
+           [](const simulation_step& s) { return cell(s.optimise_improve_probability); }},
+          {in_table(optimise, "break"), 7, 3, "optimise_break_probability",
+           [](const simulation_step& s) { return cell(s.optimise_break_probability); }},
+          // Profiles and structural terms: the table's family columns are those shape_of picked.
+          {"", 0, 0, "profiled_turns",
+           [profiled_count](const simulation_step& s) { return profiled_count(s.profiled_turns); }},
+          {"", 0, 0, "missing_profiles",
+           [profiled_count](const simulation_step& s) {
+             return profiled_count(s.missing_profiles);
+           }},
+          {in_table(profiled, "term"), 6, 4, "structural_term",
+           [profiled](const simulation_step& s) {
+             return profiled ? figure(if_any(s.passes, s.structural_term)) : cell();
+           }},
+      });
+  for (std::size_t f = 0; f < structural_families.size(); ++f) {
+    const std::string name(structural_families[f].name);
+    const bool paid =
+        std::find(shape.families.begin(), shape.families.end(), f) != shape.families.end();
+    columns.push_back({in_table(profiled && paid, name), 14, 3, "clean_" + name,
+                       [profiled, f](const simulation_step& s) {
+                         return profiled ? figure(if_any(s.profiled_turns, s.clean_share[f]))
+                                         : cell();
+                       }});
+  }
+  for (std::size_t f = 0; f < structural_families.size(); ++f) {
+    columns.push_back({"", 0, 0, "expected_clean_" + std::string(structural_families[f].name),
+                       [profiled, f](const simulation_step& s) {
+                         return profiled ? cell(s.expected_clean_share[f]) : cell();
+                       }});
+  }
+  columns.insert(
+      columns.end(),
+      {
+          {"", 0, 0, "scored_passes",
+           [profiled_count](const simulation_step& s) { return profiled_count(s.scored_passes); }},
+          {in_table(profiled, "bound"), 5, 2, "",
+           [](const simulation_step& s) {
+             return figure(share_of(s.capped_by_bound, s.scored_passes));
+           }},
+          {in_table(profiled, "gap"), 5, 2, "",
+           [](const simulation_step& s) {
+             return figure(share_of(s.capped_by_gap, s.scored_passes));
+           }},
+          {"", 0, 0, "capped_by_bound",
+           [profiled_count](const simulation_step& s) {
+             return profiled_count(s.capped_by_bound);
+           }},
+          {"", 0, 0, "capped_by_gap",
+           [profiled_count](const simulation_step& s) { return profiled_count(s.capped_by_gap); }},
+      });
+  return columns;
+}
+
+std::string table_text(const cell& value, int decimals) {
+  if (const auto* n = std::get_if<std::size_t>(&value)) {
+    return std::to_string(*n);
+  }
+  if (const auto* v = std::get_if<double>(&value)) {
+    std::string text(static_cast<std::size_t>(std::snprintf(nullptr, 0, "%.*f", decimals, *v)),
+                     '\0');
+    std::snprintf(text.data(), text.size() + 1, "%.*f", decimals, *v);
+    return text;
+  }
+  return "n/a";
+}
+
+// Prints one table line: a cell per table column, right-aligned in its width, two spaces apart.
+void print_line(const std::vector<column>& columns,
+                const std::function<std::string(const column&)>& text) {
+  const char* gap = "";
+  for (const auto& c : columns) {
+    if (!c.table_name.empty()) {
+      std::printf("%s%*s", gap, c.width, text(c).c_str());
+      gap = "  ";
     }
-    std::printf("  %7s  %7s", "geomean", "E[spd]");
-  }
-  if (shape.optimise) {
-    std::printf("  %9s  %8s  %6s  %6s  %8s  %7s  %7s", "optimised", "opt_turn", "kept", "broken",
-                "kept_geo", "improve", "break");
-  }
-  if (shape.profiled) {
-    std::printf("  %6s", "term");
-    for (const std::size_t f : shape.families) {
-      std::printf("  %14s", std::string(structural_families[f].name).c_str());
-    }
-    std::printf("  %5s  %5s", "bound", "gap");
   }
   std::printf("\n");
 }
 
-void print_step(const table_shape& shape, const simulation_step& s) {
-  std::printf("%5d", s.step);
-  for (double a : s.cumulative_accuracy) {
-    std::printf("  %5.3f", a);
-  }
-  std::printf("  %9.3f  %13.3f  %11.3f  %10.3f  %13zu  %8.3f  %5.3f", s.activated_fraction,
-              s.recovery.per_rollout, s.recovery.per_group, s.turns_per_pass, s.verifications,
-              s.expected_first_turn_accuracy, s.debug_fix_probability);
-  if (shape.timed) {
-    for (std::size_t i = 1; i < fast_p_thresholds.size(); ++i) {
-      std::printf("  %8s", speed_cell(s.speed.fast_p(i), "%.3f").c_str());
-    }
-    std::printf("  %7s  %7.3f", speed_cell(s.speed.geomean_speedup(), "%.3f").c_str(),
-                s.expected_speedup);
-  }
-  if (shape.optimise) {
-    std::printf("  %9zu  %8zu  %6zu  %6zu  %8s  %7.3f  %7.3f", s.optimised, s.optimise_turns,
-                s.optimise_kept, s.optimise_broken,
-                speed_cell(s.kept_speed.geomean_speedup(), "%.3f").c_str(),
-                s.optimise_improve_probability, s.optimise_break_probability);
-  }
-  if (shape.profiled) {
-    std::printf("  %6s", speed_cell(if_any(s.passes, s.structural_term), "%.4f").c_str());
-    for (const std::size_t f : shape.families) {
-      std::printf("  %14s", speed_cell(if_any(s.profiled_turns, s.clean_share[f]), "%.3f").c_str());
-    }
-    std::printf("  %5s  %5s",
-                speed_cell(share_of(s.capped_by_bound, s.scored_passes), "%.2f").c_str(),
-                speed_cell(share_of(s.capped_by_gap, s.scored_passes), "%.2f").c_str());
-  }
-  std::printf("\n");
+void print_header(const std::vector<column>& columns) {
+  print_line(columns, [](const column& c) { return c.table_name; });
+}
+
+void print_step(const std::vector<column>& columns, const simulation_step& s) {
+  print_line(columns, [&s](const column& c) { return table_text(c.value(s), c.decimals); });
   std::fflush(stdout);
 }
 
@@ -164,80 +293,33 @@ void print_composition(const std::vector<simulation_step>& steps, int buckets) {
   }
 }
 
-status write_csv(const std::string& path, const std::vector<simulation_step>& steps,
-                 bool profiled) {
+status write_csv(const std::string& path, const std::vector<column>& columns,
+                 const std::vector<simulation_step>& steps) {
   std::ofstream out(path);
   if (!out) {
     return error{path + ": cannot open for writing"};
   }
-  out << "step";
-  const std::size_t turns = steps.empty() ? 0 : steps.front().cumulative_accuracy.size();
-  for (std::size_t m = 1; m <= turns; ++m) {
-    out << ",acc_at_" << m;
-  }
-  out << ",activated_fraction,recovery_per_rollout,recovery_per_group,turns_per_pass,"
-         "verifications,expected_first_turn_accuracy,debug_fix_probability,signal_groups,"
-         "retried,recovered,retry_verifications,buffered,evicted";
-  // Speed, under `leap replay`'s names (a cell is empty when nothing was timed), then the kept
-  // kernels' geomean, the optimisation turns and the synthetic policy's speed skills.
-  for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
-    out << ',' << fast_p_name(i);
-  }
-  out << ",geomean_speedup,kept_geomean_speedup,optimised,optimise_turns,optimise_kept,"
-         "optimise_broken,expected_speedup,optimise_improve_probability,"
-         "optimise_break_probability";
-  // Profiles and structural terms (cells empty when not profiled, or nothing to average).
-  out << ",profiled_turns,missing_profiles,structural_term";
-  for (const auto& family : structural_families) {
-    out << ",clean_" << family.name;
-  }
-  for (const auto& family : structural_families) {
-    out << ",expected_clean_" << family.name;
-  }
-  out << ",scored_passes,capped_by_bound,capped_by_gap\n";
-  for (const auto& s : steps) {
-    out << s.step;
-    for (double a : s.cumulative_accuracy) {
-      out << ',' << a;
+  const auto write_line = [&out, &columns](const auto& write_cell) {
+    const char* comma = "";
+    for (const auto& c : columns) {
+      if (!c.csv_name.empty()) {
+        out << comma;
+        write_cell(c);
+        comma = ",";
+      }
     }
-    out << ',' << s.activated_fraction << ',' << s.recovery.per_rollout << ','
-        << s.recovery.per_group << ',' << s.turns_per_pass << ',' << s.verifications << ','
-        << s.expected_first_turn_accuracy << ',' << s.debug_fix_probability << ','
-        << s.signal_groups << ',' << s.retried << ',' << s.recovered << ',' << s.retry_verifications
-        << ',' << s.buffered << ',' << s.retry.evicted;
-    const auto cell = [&out](const std::optional<double>& v) {
-      out << ',';
-      if (v) {
+    out << '\n';
+  };
+  write_line([&out](const column& c) { out << c.csv_name; });
+  for (const auto& s : steps) {
+    write_line([&out, &s](const column& c) {
+      const cell value = c.value(s);
+      if (const auto* n = std::get_if<std::size_t>(&value)) {
+        out << *n;
+      } else if (const auto* v = std::get_if<double>(&value)) {
         out << *v;
       }
-    };
-    for (std::size_t i = 0; i < fast_p_thresholds.size(); ++i) {
-      cell(s.speed.fast_p(i));
-    }
-    cell(s.speed.geomean_speedup());
-    cell(s.kept_speed.geomean_speedup());
-    out << ',' << s.optimised << ',' << s.optimise_turns << ',' << s.optimise_kept << ','
-        << s.optimise_broken << ',' << s.expected_speedup << ',' << s.optimise_improve_probability
-        << ',' << s.optimise_break_probability;
-    const auto count = [&out, profiled](std::size_t n) {
-      out << ',';
-      if (profiled) {
-        out << n;
-      }
-    };
-    count(s.profiled_turns);
-    count(s.missing_profiles);
-    cell(profiled ? if_any(s.passes, s.structural_term) : std::nullopt);
-    for (const double share : s.clean_share) {
-      cell(profiled ? if_any(s.profiled_turns, share) : std::nullopt);
-    }
-    for (const double share : s.expected_clean_share) {
-      cell(profiled ? std::optional<double>(share) : std::nullopt);
-    }
-    count(s.scored_passes);
-    count(s.capped_by_bound);
-    count(s.capped_by_gap);
-    out << '\n';
+    });
   }
   out.flush();
   if (!out) {
@@ -265,8 +347,10 @@ int run_simulate(const simulate_options& options) {
       params.max_turns, to_string(params.gate.policy).c_str(),
       to_string(params.reward.kind).c_str());
   const table_shape shape = shape_of(params);
-  print_header(shape);
-  const auto steps = simulate(params, [&shape](const simulation_step& s) { print_step(shape, s); });
+  const std::vector<column> columns = columns_of(shape);
+  print_header(columns);
+  const auto steps =
+      simulate(params, [&columns](const simulation_step& s) { print_step(columns, s); });
 
   std::size_t verifications = 0;
   double activated = 0.0;
@@ -364,7 +448,7 @@ int run_simulate(const simulate_options& options) {
     std::printf("\n");
   }
   if (!options.csv_path.empty()) {
-    if (auto written = write_csv(options.csv_path, steps, params.profiled); !written) {
+    if (auto written = write_csv(options.csv_path, columns, steps); !written) {
       std::cerr << "leap simulate: error: " << written.err().message << "\n";
       return 1;
     }
