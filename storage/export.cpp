@@ -343,7 +343,8 @@ std::array<std::string, 7> profile_cells(const turn_profile_record* p) {
   cells[1] = p->note;
   cells[6] = p->source;
   for (const auto& k : p->kernels) {
-    const char* gap = cells[2].empty() ? "" : " ";
+    // By position, not by the cells so far: a kernel without a name still takes its place.
+    const char* gap = &k == p->kernels.data() ? "" : " ";
     cells[2] += gap + k.name;
     cells[3] += gap + number(k.duration_ns);
     cells[4] += gap + k.bottleneck;
