@@ -23,15 +23,6 @@ using json = nlohmann::json;
 // ---- JSON out
 // ------------------------------------------------------------------------------------
 
-// The CSV's cell: "first:version" per segment, separated by spaces ("0:6 3:7").
-std::string segments_cell(const turn_record& t) {
-  std::string out;
-  for (const auto& s : weight_segments_of(t)) {
-    out += (out.empty() ? "" : " ") + std::to_string(s.first) + ":" + std::to_string(s.version);
-  }
-  return out;
-}
-
 template <class T>
 struct export_is_vector : std::false_type {};
 template <class T>
@@ -330,30 +321,147 @@ void append_row(std::string& out, const std::vector<std::string>& fields) {
   out.push_back('\n');
 }
 
-const char* flag(bool b) { return b ? "true" : "false"; }
+std::string flag(bool b) { return b ? "true" : "false"; }
 
-// The profile_* cells: seconds, note, then per kernel (space-separated) its name, duration,
-// bottleneck and findings, then the source; all empty without a profile.
-std::array<std::string, 7> profile_cells(const turn_profile_record* p) {
-  std::array<std::string, 7> cells;
+// "first:version" per weight segment, separated by spaces ("0:6 3:7").
+std::string segments_cell(const turn_record& t) {
+  std::string out;
+  for (const auto& s : weight_segments_of(t)) {
+    out += (out.empty() ? "" : " ") + std::to_string(s.first) + ":" + std::to_string(s.version);
+  }
+  return out;
+}
+
+// A profile_* cell of one entry per kernel, space-separated, so that the n-th entries of these
+// cells describe one kernel; empty without a profile.
+std::string per_kernel(const turn_profile_record* p, std::string (*entry)(const kernel_profile&)) {
+  std::string out;
   if (p == nullptr) {
-    return cells;
+    return out;
   }
-  cells[0] = number(p->seconds);
-  cells[1] = p->note;
-  cells[6] = p->source;
-  for (const auto& k : p->kernels) {
-    const char* gap = cells[2].empty() ? "" : " ";
-    cells[2] += gap + k.name;
-    cells[3] += gap + number(k.duration_ns);
-    cells[4] += gap + k.bottleneck;
-    std::string findings;
-    for (const auto& f : k.findings) {
-      findings += (findings.empty() ? "" : "+") + f;
-    }
-    cells[5] += gap + (findings.empty() ? std::string("-") : findings);
+  for (std::size_t i = 0; i < p->kernels.size(); ++i) {
+    out += (i == 0 ? "" : " ") + entry(p->kernels[i]);
   }
-  return cells;
+  return out;
+}
+
+// One CSV column: its name beside the function that makes its cell from a record of its level.
+// The header and the rows are both made from the three tables below, so a column is said once,
+// and adding one cannot shift the cells of the others under the wrong names.
+template <class Record>
+struct csv_column {
+  std::string_view name;
+  std::string (*cell)(const Record&);
+};
+
+// A turn as its row sees it: its place in the rollout and its stored profile (null when none).
+struct csv_turn {
+  const turn_record& turn;
+  std::size_t index;
+  const turn_profile_record* profile;
+};
+
+// The group's cells, repeated on each of its rows.
+constexpr auto group_columns = std::to_array<csv_column<group_record>>({
+    {"run_id", [](const group_record& g) { return g.run_id; }},
+    {"step", [](const group_record& g) { return std::to_string(g.step); }},
+    {"split", [](const group_record& g) { return to_string(g.split); }},
+    {"group_index", [](const group_record& g) { return std::to_string(g.group_index); }},
+    {"task_id", [](const group_record& g) { return g.task_id; }},
+    {"max_turns", [](const group_record& g) { return std::to_string(g.max_turns); }},
+    {"gate", [](const group_record& g) { return to_string(g.gate); }},
+    {"n_fail", [](const group_record& g) { return std::to_string(g.n_fail); }},
+    {"threshold_lo", [](const group_record& g) { return std::to_string(g.thresholds.lo); }},
+    {"threshold_hi", [](const group_record& g) { return std::to_string(g.thresholds.hi); }},
+    {"probe", [](const group_record& g) { return flag(g.probe); }},
+    {"group_started_unix_ms",
+     [](const group_record& g) { return std::to_string(g.started_unix_ms); }},
+    {"group_gated_unix_ms", [](const group_record& g) { return std::to_string(g.gated_unix_ms); }},
+    {"group_finished_unix_ms",
+     [](const group_record& g) { return std::to_string(g.finished_unix_ms); }},
+    {"group_weight_version",
+     [](const group_record& g) {
+       return g.weight_version ? std::to_string(*g.weight_version) : std::string();
+     }},
+});
+
+// The rollout's cells, repeated on each of its turns' rows.
+constexpr auto rollout_columns = std::to_array<csv_column<rollout_record>>({
+    {"rollout_index", [](const rollout_record& r) { return std::to_string(r.index); }},
+    {"passed_at_turn",
+     [](const rollout_record& r) { return std::to_string(r.outcome.passed_at_turn); }},
+    {"generated_turns",
+     [](const rollout_record& r) { return std::to_string(r.outcome.generated_turns); }},
+    {"rank", [](const rollout_record& r) { return std::to_string(r.rank); }},
+    {"reward", [](const rollout_record& r) { return number(r.reward); }},
+    {"advantage", [](const rollout_record& r) { return number(r.advantage); }},
+    {"truncated", [](const rollout_record& r) { return flag(r.truncated); }},
+});
+
+// The turn's cells: token counts instead of token ids, a speedup empty when not measured.
+constexpr auto turn_columns = std::to_array<csv_column<csv_turn>>({
+    {"turn", [](const csv_turn& t) { return std::to_string(t.index); }},
+    {"input_tokens", [](const csv_turn& t) { return std::to_string(t.turn.input_tokens.size()); }},
+    {"output_tokens",
+     [](const csv_turn& t) { return std::to_string(t.turn.output_tokens.size()); }},
+    {"verdict", [](const csv_turn& t) { return to_string(t.turn.verdict); }},
+    {"passed", [](const csv_turn& t) { return flag(t.turn.passed); }},
+    {"finish_reason", [](const csv_turn& t) { return to_string(t.turn.finish); }},
+    {"weight_version", [](const csv_turn& t) { return std::to_string(t.turn.weight_version); }},
+    {"weight_segments", [](const csv_turn& t) { return segments_cell(t.turn); }},
+    {"endpoint", [](const csv_turn& t) { return t.turn.endpoint; }},
+    {"generation_ms", [](const csv_turn& t) { return number(t.turn.timings.generation_ms); }},
+    {"compile_ms", [](const csv_turn& t) { return number(t.turn.timings.compile_ms); }},
+    {"run_ms", [](const csv_turn& t) { return number(t.turn.timings.run_ms); }},
+    {"generation_queue_ms",
+     [](const csv_turn& t) { return number(t.turn.timings.generation_queue_ms); }},
+    {"compile_queue_ms", [](const csv_turn& t) { return number(t.turn.timings.compile_queue_ms); }},
+    {"run_queue_ms", [](const csv_turn& t) { return number(t.turn.timings.run_queue_ms); }},
+    {"speedup",
+     [](const csv_turn& t) { return t.turn.speedup > 0 ? number(t.turn.speedup) : std::string(); }},
+    {"compiled_speedup",
+     [](const csv_turn& t) {
+       return t.turn.compiled_speedup > 0 ? number(t.turn.compiled_speedup) : std::string();
+     }},
+    {"code_hash", [](const csv_turn& t) { return t.turn.code_hash.value_or(""); }},
+    {"profile_seconds",
+     [](const csv_turn& t) { return t.profile ? number(t.profile->seconds) : std::string(); }},
+    {"profile_note", [](const csv_turn& t) { return t.profile ? t.profile->note : std::string(); }},
+    {"profile_kernels",
+     [](const csv_turn& t) {
+       return per_kernel(t.profile, [](const kernel_profile& k) { return k.name; });
+     }},
+    {"profile_duration_ns",
+     [](const csv_turn& t) {
+       return per_kernel(t.profile, [](const kernel_profile& k) { return number(k.duration_ns); });
+     }},
+    {"profile_bottlenecks",
+     [](const csv_turn& t) {
+       return per_kernel(t.profile, [](const kernel_profile& k) { return k.bottleneck; });
+     }},
+    {"profile_findings",
+     [](const csv_turn& t) {
+       // A kernel's analysers joined by '+', "-" for none.
+       return per_kernel(t.profile, [](const kernel_profile& k) {
+         std::string findings;
+         for (const auto& f : k.findings) {
+           findings += (findings.empty() ? "" : "+") + f;
+         }
+         return findings.empty() ? std::string("-") : findings;
+       });
+     }},
+    {"profile_source",
+     [](const csv_turn& t) { return t.profile ? t.profile->source : std::string(); }},
+    {"feedback", [](const csv_turn& t) { return t.turn.feedback; }},
+    {"text", [](const csv_turn& t) { return t.turn.text; }},
+});
+
+template <class Record, std::size_t N>
+void append_cells(std::vector<std::string>& fields,
+                  const std::array<csv_column<Record>, N>& columns, const Record& record) {
+  for (const auto& c : columns) {
+    fields.push_back(c.cell(record));
+  }
 }
 
 // The stored profiles of one run, by group.
@@ -433,55 +541,18 @@ result<group_record> group_from_json(std::string_view line) {
 }
 
 const std::vector<std::string>& csv_columns() {
-  static const std::vector<std::string> columns = {"run_id",
-                                                   "step",
-                                                   "split",
-                                                   "group_index",
-                                                   "task_id",
-                                                   "max_turns",
-                                                   "gate",
-                                                   "n_fail",
-                                                   "threshold_lo",
-                                                   "threshold_hi",
-                                                   "probe",
-                                                   "group_started_unix_ms",
-                                                   "group_gated_unix_ms",
-                                                   "group_finished_unix_ms",
-                                                   "group_weight_version",
-                                                   "rollout_index",
-                                                   "passed_at_turn",
-                                                   "generated_turns",
-                                                   "rank",
-                                                   "reward",
-                                                   "advantage",
-                                                   "truncated",
-                                                   "turn",
-                                                   "input_tokens",
-                                                   "output_tokens",
-                                                   "verdict",
-                                                   "passed",
-                                                   "finish_reason",
-                                                   "weight_version",
-                                                   "weight_segments",
-                                                   "endpoint",
-                                                   "generation_ms",
-                                                   "compile_ms",
-                                                   "run_ms",
-                                                   "generation_queue_ms",
-                                                   "compile_queue_ms",
-                                                   "run_queue_ms",
-                                                   "speedup",
-                                                   "compiled_speedup",
-                                                   "code_hash",
-                                                   "profile_seconds",
-                                                   "profile_note",
-                                                   "profile_kernels",
-                                                   "profile_duration_ns",
-                                                   "profile_bottlenecks",
-                                                   "profile_findings",
-                                                   "profile_source",
-                                                   "feedback",
-                                                   "text"};
+  static const std::vector<std::string> columns = [] {
+    std::vector<std::string> out;
+    const auto add = [&](const auto& table) {
+      for (const auto& c : table) {
+        out.emplace_back(c.name);
+      }
+    };
+    add(group_columns);
+    add(rollout_columns);
+    add(turn_columns);
+    return out;
+  }();
   return columns;
 }
 
@@ -493,68 +564,24 @@ std::string csv_header() {
 
 std::size_t append_csv_rows(const group_record& g, std::string& out,
                             const group_profiles& profiles) {
-  std::vector<std::string> group_fields = {
-      g.run_id,
-      std::to_string(g.step),
-      to_string(g.split),
-      std::to_string(g.group_index),
-      g.task_id,
-      std::to_string(g.max_turns),
-      to_string(g.gate),
-      std::to_string(g.n_fail),
-      std::to_string(g.thresholds.lo),
-      std::to_string(g.thresholds.hi),
-      flag(g.probe),
-      std::to_string(g.started_unix_ms),
-      std::to_string(g.gated_unix_ms),
-      std::to_string(g.finished_unix_ms),
-      g.weight_version ? std::to_string(*g.weight_version) : std::string(),
-  };
+  std::vector<std::string> fields;
+  append_cells(fields, group_columns, g);
+  const auto group_width = fields.size();
   std::size_t rows = 0;
   for (const auto& r : g.rollouts) {
-    auto fields = group_fields;
-    fields.insert(fields.end(), {std::to_string(r.index), std::to_string(r.outcome.passed_at_turn),
-                                 std::to_string(r.outcome.generated_turns), std::to_string(r.rank),
-                                 number(r.reward), number(r.advantage), flag(r.truncated)});
+    fields.resize(group_width);
+    append_cells(fields, rollout_columns, r);
     const auto rollout_width = fields.size();
     if (r.turns.empty()) {
-      fields.resize(csv_columns().size());
+      // Still one row, so that the rollout's reward is not lost; its turn cells stay empty.
+      fields.resize(rollout_width + turn_columns.size());
       append_row(out, fields);
       ++rows;
       continue;
     }
     for (std::size_t i = 0; i < r.turns.size(); ++i) {
-      const auto& t = r.turns[i];
-      const auto cells = profile_cells(profile_of(profiles, r.index, i));
       fields.resize(rollout_width);
-      fields.insert(fields.end(),
-                    {std::to_string(i),
-                     std::to_string(t.input_tokens.size()),
-                     std::to_string(t.output_tokens.size()),
-                     to_string(t.verdict),
-                     flag(t.passed),
-                     to_string(t.finish),
-                     std::to_string(t.weight_version),
-                     segments_cell(t),
-                     t.endpoint,
-                     number(t.timings.generation_ms),
-                     number(t.timings.compile_ms),
-                     number(t.timings.run_ms),
-                     number(t.timings.generation_queue_ms),
-                     number(t.timings.compile_queue_ms),
-                     number(t.timings.run_queue_ms),
-                     t.speedup > 0 ? number(t.speedup) : std::string(),
-                     t.compiled_speedup > 0 ? number(t.compiled_speedup) : std::string(),
-                     t.code_hash.value_or(""),
-                     cells[0],
-                     cells[1],
-                     cells[2],
-                     cells[3],
-                     cells[4],
-                     cells[5],
-                     cells[6],
-                     t.feedback,
-                     t.text});
+      append_cells(fields, turn_columns, csv_turn{r.turns[i], i, profile_of(profiles, r.index, i)});
       append_row(out, fields);
       ++rows;
     }

@@ -26,6 +26,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class Export : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -206,6 +207,28 @@ TEST(ExportRows, RolloutWithoutTurnsGetsOneRowWithEmptyTurnColumns) {
   EXPECT_EQ(rows[1][15], "1");  // rollout_index
   EXPECT_EQ(rows[1][22], "");   // turn
   EXPECT_EQ(rows[1][14], "");   // group_weight_version: none for a training group
+}
+
+// Each profile_* cell holds one entry per kernel, so that the n-th entries of the cells describe
+// one kernel; a kernel without a name (nothing to read it from) must not merge its neighbours.
+TEST(ExportRows, ProfileCellsKeepAKernelWithoutANameInItsPlace) {
+  const auto g = make_group("r", 0, 0, split_kind::train, "t", 1, 1);
+  turn_profile_record p;
+  p.kernels.push_back({"", 10, "compute-bound", {}});
+  p.kernels.push_back({"reduce", 20, "memory-bound", {"dram"}});
+  std::string out;
+  ASSERT_EQ(append_csv_rows(g, out, {{{0, 0}, p}}), 1U);
+  const auto rows = parse_csv(csv_header() + out);
+  ASSERT_EQ(rows.size(), 2U);
+  auto cell = [&](const std::string& name) {
+    const auto& cols = csv_columns();
+    const auto at = std::find(cols.begin(), cols.end(), name);
+    return at == cols.end() ? std::string("no column ") + name : rows[1][at - cols.begin()];
+  };
+  EXPECT_EQ(cell("profile_kernels"), " reduce");
+  EXPECT_EQ(cell("profile_duration_ns"), "10 20");
+  EXPECT_EQ(cell("profile_bottlenecks"), "compute-bound memory-bound");
+  EXPECT_EQ(cell("profile_findings"), "- dram");
 }
 
 TEST(ExportJson, InvalidUtf8IsReplacedNotFatal) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -263,6 +264,54 @@ TEST(RecordGolden, ExportWritesItsFrozenJsonLineAndCsvRowsAndReadsTheLineBack) {
   auto back = group_from_json(golden_json_line);
   ASSERT_TRUE(back.ok()) << back.err().message;
   EXPECT_EQ(*back, group);
+}
+
+// The cells the full group above never leaves empty or writes specially, as main wrote them before
+// the CSV's columns were listed once (issue 32): a training group (no weight version), a rollout
+// without turns (its turn cells empty), a turn with nothing measured, no code and no segments
+// (one segment from its weight version), a profile without kernels from the events fall-back,
+// numbers that are not finite, and cells that need quoting.
+group_record sparse_golden_group() {
+  group_record g;
+  g.run_id = "run-sparse";
+  g.step = 3;
+  g.task_id = "python/sum, \"quoted\"";
+  g.max_turns = 2;
+  rollout_record without_turns;
+  without_turns.index = 1;
+  without_turns.reward = std::numeric_limits<double>::quiet_NaN();
+  without_turns.advantage = -std::numeric_limits<double>::infinity();
+  g.rollouts.push_back(without_turns);
+  rollout_record one_turn;
+  turn_record t;
+  t.input_tokens = {1, 2};
+  t.text = "line one\nline two";
+  t.feedback = "a,b";
+  t.weight_version = 9;
+  one_turn.turns.push_back(t);
+  g.rollouts.push_back(one_turn);
+  return g;
+}
+
+group_profiles sparse_golden_profiles() {
+  turn_profile_record p;
+  p.turn = {"run-sparse", 3, split_kind::train, 0, 0, 0};
+  p.note = "no kernel of the candidate's own";
+  p.seconds = 0.5;
+  p.source = "events";
+  return {{{0, 0}, p}};
+}
+
+constexpr std::string_view sparse_golden_rows =
+    R"csv(run-sparse,3,train,0,"python/sum, ""quoted""",2,closed_no_debug,0,0,0,false,0,0,0,,1,0,1,0,nan,-inf,false,,,,,,,,,,,,,,,,,,,,,,,,,,,
+run-sparse,3,train,0,"python/sum, ""quoted""",2,closed_no_debug,0,0,0,false,0,0,0,,0,0,1,0,0,0,false,0,2,0,format,false,stop,9,0:9,,0,0,0,0,0,0,,,,0.5,no kernel of the candidate's own,,,,,events,"a,b","line one
+line two"
+)csv";
+
+TEST(RecordGolden, ExportWritesItsFrozenCsvRowsOfASparseGroup) {
+  std::string rows;
+  EXPECT_EQ(append_csv_rows(sparse_golden_group(), rows, sparse_golden_profiles()), 2U);
+  EXPECT_EQ(rows, sparse_golden_rows);
 }
 
 }  // namespace
