@@ -39,8 +39,9 @@
 #             then one process verifying the answer KBVERIFY_REPEAT times (default 4), its later
 #             runs fed to a judge started ahead of them (`leap verify --repeat`), judges
 #             KBVERIFY_STANDBY_DEPTH runs ahead (default 1)
-#     kbheaders  nvcc over a load_inline CUDA source with torch/extension.h and with the builder's
-#             stand-in for it (torch's types), side by side
+#     kbheaders  nvcc over a load_inline CUDA source with torch/extension.h, with the builder's
+#             stand-in giving torch's types for it, and with its narrow set, side by side (the
+#             stand-ins read from the builder's own source)
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timingab  a small kernel's time across verifications, BASE_SRC's tree (its `leap` built
@@ -556,13 +557,19 @@ for line in open(sys.argv[1]):
 # side: what the stand-in saves a cold build's `cuda.cuda.o`.
 phase_kbheaders() {
   local d=$out/kbheaders py=$LEAP_SANDBOX_TEST_PYTHON
-  rm -rf "$d" && mkdir -p "$d/slim/torch"
-  printf '#pragma once\n#ifdef __CUDACC__\n#include <torch/types.h>\n#else\n#include_next <torch/extension.h>\n#endif\n' \
-    >"$d/slim/torch/extension.h"
+  rm -rf "$d" && mkdir -p "$d"
   scale_add_answer "$d/solution.py"
-  (cd "$d" && "$py" - <<'PY'
-import os, shlex, subprocess, time
+  # The builder's own stand-ins (its definitions, read from the source the engine embeds), so that
+  # what is measured is what the builder writes.
+  (cd "$d" && "$py" - "$root/sandbox/kernelbench_build.cpp" <<'PY'
+import os, shlex, subprocess, sys, time
 import torch.utils.cpp_extension as ext
+text = open(sys.argv[1]).read()
+start = text.index("R\"PY(", text.index("kernelbench_builder_source()")) + 5
+builder = text[start:text.index(")PY\"", start)]
+stand_ins = {}
+exec(builder[:builder.index('with open("request.json")')] +
+     builder[builder.index("SLIM_HEADER = "):builder.index("def includes_extension_header")], stand_ins)
 ext._run_ninja_build = lambda *a, **k: None
 ext._import_module_from_library = lambda *a, **k: None
 import ast
@@ -572,6 +579,12 @@ cuda = next(n.value.value for n in answer.body
 os.makedirs("build", exist_ok=True)
 ext.load_inline(name="kbheaders", cpp_sources="torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double s);",
                 cuda_sources=cuda, functions=["scale_add"], build_directory=os.path.abspath("build"))
+for name, files in (("types", {"extension.h": stand_ins["SLIM_HEADER"]}),
+                    ("narrow", {"extension.h": stand_ins["SLIM_HEADER"], "types.h": stand_ins["narrow_types_header"]()})):
+    os.makedirs(os.path.join(name, "torch"), exist_ok=True)
+    for file, body in files.items():
+        with open(os.path.join(name, "torch", file), "w") as f:
+            f.write(body)
 v = {}
 for line in open("build/build.ninja"):
     k, sep, val = line.partition(" = ")
@@ -581,14 +594,15 @@ base = shlex.split(v["nvcc"]) + shlex.split(v["cuda_cflags"])
 post = shlex.split(v["cuda_post_cflags"])
 procs = {}
 t0 = time.time()
-for name, extra in (("whole header", []), ("stand-in", ["-I" + os.path.abspath("slim")])):
-    out = name.replace(" ", "_") + ".o"
-    command = [base[0]] + extra + base[1:] + ["-c", "build/cuda.cu", "-o", out] + post
+for name, extra in (("the whole header", []), ("torch's types", ["-I" + os.path.abspath("types")]),
+                    ("the narrow set", ["-I" + os.path.abspath("narrow"), "-DAT_PER_OPERATOR_HEADERS"])):
+    out = name.replace(" ", "_").replace("'", "") + ".o"
+    command = [base[0]] + base[1:] + ["-c", "build/cuda.cu", "-o", out] + post + extra
     procs[name] = subprocess.Popen(command)
 while procs:
     for name, p in list(procs.items()):
         if p.poll() is not None:
-            print(f"nvcc cuda.cu with the {name}: {time.time() - t0:.1f} s, exit {p.returncode}")
+            print(f"nvcc cuda.cu with {name}: {time.time() - t0:.1f} s, exit {p.returncode}")
             del procs[name]
     time.sleep(0.05)
 PY
