@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace leap::report {
@@ -59,6 +60,18 @@ line_series group_line(const group_view& g, const std::string& label, bool dashe
   s.points = aggregate(per_run);
   s.band = per_run.size() > 1;
   return s;
+}
+
+// A group's line over steps: per run, (step + 1, v) for each step `value` gives a v for.
+template <class Value>
+line_series step_line(const group_view& g, const std::string& label, bool dashed, Value value) {
+  return group_line(g, label, dashed, [&](const run_input& r, per_step& out) {
+    for (const auto& s : r.replay.steps) {
+      if (const std::optional<double> v = value(s)) {
+        out[s.step] = {static_cast<double>(s.step + 1), *v};
+      }
+    }
+  });
 }
 
 chart make_chart(std::string id, std::string title, std::string caption, std::string kind,
@@ -138,16 +151,13 @@ void accuracy_charts(report_model& model, const std::vector<group_view>& groups)
                                           out[s.step] = {m->second, value(s)};
                                         }
                                       }));
-      steps.lines.push_back(
-          group_line(g, g.name + " " + name, turn == 1 && g.max_turns > 1,
-                     [&](const run_input& r, per_step& out) {
-                       for (const auto& s : r.replay.steps) {
-                         if (s.groups == 0 || s.accuracy.empty()) {
-                           continue;
-                         }
-                         out[s.step] = {static_cast<double>(s.step + 1), value(s)};
-                       }
-                     }));
+      steps.lines.push_back(step_line(g, g.name + " " + name, turn == 1 && g.max_turns > 1,
+                                      [&](const auto& s) -> std::optional<double> {
+                                        if (s.groups == 0 || s.accuracy.empty()) {
+                                          return std::nullopt;
+                                        }
+                                        return value(s);
+                                      }));
     }
   }
   chart validation = steps;  // the same axes; copied before `steps` is handed over
@@ -191,13 +201,10 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
   activated.y_min = 0.0;
   activated.y_max = 1.0;
   for (const auto& g : groups) {
-    activated.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
-      for (const auto& s : r.replay.steps) {
-        if (s.groups > 0) {
-          out[s.step] = {static_cast<double>(s.step + 1), s.activated_fraction};
-        }
-      }
-    }));
+    activated.lines.push_back(
+        step_line(g, g.name, false, [](const auto& s) -> std::optional<double> {
+          return s.groups > 0 ? std::optional<double>(s.activated_fraction) : std::nullopt;
+        }));
   }
   chart recovery = activated;  // the same axes; copied before `activated` is handed over
   add_line_chart(model, std::move(activated), "no training group is stored");
@@ -213,20 +220,13 @@ void gate_charts(report_model& model, const std::vector<group_view>& groups) {
   recovery.lines.clear();
   for (const auto& g : groups) {
     recovery.lines.push_back(
-        group_line(g, g.name + " recovery", false, [](const run_input& r, per_step& out) {
-          for (const auto& s : r.replay.steps) {
-            if (s.activated > 0) {
-              out[s.step] = {static_cast<double>(s.step + 1), s.recovery.per_rollout};
-            }
-          }
+        step_line(g, g.name + " recovery", false, [](const auto& s) -> std::optional<double> {
+          return s.activated > 0 ? std::optional<double>(s.recovery.per_rollout) : std::nullopt;
         }));
     recovery.lines.push_back(
-        group_line(g, g.name + " probe recovery", true, [](const run_input& r, per_step& out) {
-          for (const auto& s : r.replay.steps) {
-            if (s.probe_groups > 0) {
-              out[s.step] = {static_cast<double>(s.step + 1), s.probe_recovery.per_rollout};
-            }
-          }
+        step_line(g, g.name + " probe recovery", true, [](const auto& s) -> std::optional<double> {
+          return s.probe_groups > 0 ? std::optional<double>(s.probe_recovery.per_rollout)
+                                    : std::nullopt;
         }));
   }
   add_line_chart(model, std::move(recovery),
@@ -256,22 +256,18 @@ void retry_chart(report_model& model, const std::vector<group_view>& groups) {
   c.y_max = 1.0;
   for (const auto& g : groups) {
     c.lines.push_back(
-        group_line(g, g.name + " signal", false, [](const run_input& r, per_step& out) {
-          for (const auto& s : r.replay.steps) {
-            if (s.groups > 0) {
-              out[s.step] = {static_cast<double>(s.step + 1),
-                             static_cast<double>(s.signal_groups) / s.groups};
-            }
+        step_line(g, g.name + " signal", false, [](const auto& s) -> std::optional<double> {
+          if (s.groups == 0) {
+            return std::nullopt;
           }
+          return static_cast<double>(s.signal_groups) / s.groups;
         }));
     c.lines.push_back(
-        group_line(g, g.name + " recovered", true, [](const run_input& r, per_step& out) {
-          for (const auto& s : r.replay.steps) {
-            if (s.groups > 0 && s.retry) {
-              out[s.step] = {static_cast<double>(s.step + 1),
-                             static_cast<double>(s.retry->counts.recovered) / s.groups};
-            }
+        step_line(g, g.name + " recovered", true, [](const auto& s) -> std::optional<double> {
+          if (s.groups == 0 || !s.retry) {
+            return std::nullopt;
           }
+          return static_cast<double>(s.retry->counts.recovered) / s.groups;
         }));
   }
   add_line_chart(model, std::move(c), "no step has a training group");
@@ -311,14 +307,9 @@ void speed_charts(report_model& model, const std::vector<group_view>& groups) {
     fast.y_max = 1.0;
     for (const auto& g : groups) {
       for (const std::size_t index : {std::size_t{1}, std::size_t{4}}) {
-        fast.lines.push_back(group_line(g, g.name + " " + fast_p_name(index), index == 4,
-                                        [index, summary](const run_input& r, per_step& out) {
-                                          for (const auto& s : r.replay.steps) {
-                                            if (const auto v = (s.*summary).fast_p(index)) {
-                                              out[s.step] = {static_cast<double>(s.step + 1), *v};
-                                            }
-                                          }
-                                        }));
+        fast.lines.push_back(
+            step_line(g, g.name + " " + fast_p_name(index), index == 4,
+                      [index, summary](const auto& s) { return (s.*summary).fast_p(index); }));
       }
     }
     add_line_chart(model, std::move(fast), b.untimed);
@@ -330,14 +321,8 @@ void speed_charts(report_model& model, const std::vector<group_view>& groups) {
                        band_words(groups, model.band),
                    "line", "step", "speedup (x)");
     for (const auto& g : groups) {
-      speedup.lines.push_back(
-          group_line(g, g.name, false, [summary](const run_input& r, per_step& out) {
-            for (const auto& s : r.replay.steps) {
-              if (const auto v = (s.*summary).geomean_speedup()) {
-                out[s.step] = {static_cast<double>(s.step + 1), *v};
-              }
-            }
-          }));
+      speedup.lines.push_back(step_line(
+          g, g.name, false, [summary](const auto& s) { return (s.*summary).geomean_speedup(); }));
     }
     add_line_chart(model, std::move(speedup), b.untimed);
   }
@@ -369,17 +354,15 @@ void profile_charts(report_model& model, const std::vector<group_view>& groups) 
   classes.y_max = 1.0;
   for (const auto& g : groups) {
     for (std::size_t c = 0; c < bottleneck_class_names.size(); ++c) {
-      auto line = group_line(
-          g, g.name + " " + std::string(bottleneck_class_names[c]), false,
-          [c](const run_input& r, per_step& out) {
-            for (const auto& s : r.replay.steps) {
-              const auto& k = s.profiles.kernels;
-              const auto total = std::accumulate(k.begin(), k.end(), 0U);
-              if (total > 0) {
-                out[s.step] = {static_cast<double>(s.step + 1), static_cast<double>(k[c]) / total};
-              }
-            }
-          });
+      auto line = step_line(g, g.name + " " + std::string(bottleneck_class_names[c]), false,
+                            [c](const auto& s) -> std::optional<double> {
+                              const auto& k = s.profiles.kernels;
+                              const auto total = std::accumulate(k.begin(), k.end(), 0U);
+                              if (total == 0) {
+                                return std::nullopt;
+                              }
+                              return static_cast<double>(k[c]) / total;
+                            });
       line.color = class_colors[c];
       classes.lines.push_back(std::move(line));
     }
@@ -393,12 +376,8 @@ void profile_charts(report_model& model, const std::vector<group_view>& groups) 
                              "line", "step", "seconds");
   seconds.y_min = 0.0;
   for (const auto& g : groups) {
-    seconds.lines.push_back(group_line(g, g.name, false, [](const run_input& r, per_step& out) {
-      for (const auto& s : r.replay.steps) {
-        if (s.profiles.profiles > 0) {
-          out[s.step] = {static_cast<double>(s.step + 1), s.profiles.seconds};
-        }
-      }
+    seconds.lines.push_back(step_line(g, g.name, false, [](const auto& s) -> std::optional<double> {
+      return s.profiles.profiles > 0 ? std::optional<double>(s.profiles.seconds) : std::nullopt;
     }));
   }
   add_line_chart(model, std::move(seconds), "no step has a stored profile");
