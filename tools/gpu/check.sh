@@ -48,6 +48,9 @@
 #             beside) against this one: TIMING_AB_RUNS rounds (default 12) of cuda/matmul_square
 #             verified with --timing 100, alternating, each tree on its own cache; the stability
 #             of each side (per verification: quartiles, clocks)
+#     kbtimingab  KernelBench's timed calls, BASE_SRC's tree against this one: a matmul with a
+#             Triton epilogue and a small SiLU (KBTIMINGAB_LABELS) verified KBTIMINGAB_RUNS times
+#             (default 5) per tree with --timing 100, alternating; stability and do_bench beside
 #     timing  the timing protocol's stability (tools/gpu/timing_check.py): a KernelBench problem
 #             (a 4096^2 fp32 matmul with a Triton epilogue) verified TIMING_KB_RUNS times (default
 #             5) on one compile cache, as a training run's verifications are (its baselines timed
@@ -301,6 +304,44 @@ phase_timingab() {
     done
   done
   python3 "$root/tools/gpu/timing_check.py" stability "$d/base_shared.jsonl" "$d/new_shared.jsonl"
+}
+
+# KernelBench's timed calls, BASE_SRC's tree against this one: problems of timing_check.py
+# (KBTIMINGAB_LABELS, default a 2048^2 matmul with a Triton epilogue and a 4096-element SiLU)
+# verified with --timing 100 KBTIMINGAB_RUNS times (default 5) per tree, alternating, each tree on
+# its own cache; each side's stability, then both trees' medians beside do_bench's.
+phase_kbtimingab() {
+  [[ -n ${BASE_SRC:-} ]] || { echo "kbtimingab: set BASE_SRC"; return 2; }
+  local base=/tmp/leap-timing-base d=$out/kbtimingab py=$LEAP_SANDBOX_TEST_PYTHON i tree bin label name
+  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+  (cd "$BASE_SRC" && LEAP_TORCH=pip LEAP_BUILD_DIR="$base" tools/dev.sh build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20) &
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20
+  wait
+  rm -rf "$d" && mkdir -p "$d"
+  python3 "$root/tools/gpu/timing_check.py" write "$d"
+  for i in $(seq 1 "${KBTIMINGAB_RUNS:-5}"); do
+    for label in ${KBTIMINGAB_LABELS:-matmul_relu:problem silu_small:small_problem}; do
+      name=${label#*:} label=${label%%:*}
+      for tree in base new; do
+        bin=$build/bin/leap
+        [[ $tree == new ]] || bin=$base/bin/leap
+        "$bin" verify --timing 100 --json --gpu 0 --task "$d/$name.py" --python "$py" \
+          --candidate "$d/${name/problem/solution}.py" --cache-dir "$d/cache-$tree" \
+          >>"$d/${label}_${tree}.jsonl" 2>>"$d/$tree.err"
+      done
+    done
+  done
+  python3 "$root/tools/gpu/timing_check.py" stability "$d"/*_base.jsonl "$d"/*_new.jsonl
+  for tree in base new; do
+    for f in "$d"/*_"$tree".jsonl; do
+      label=$(basename "$f" "_$tree.jsonl")
+      sed "s/^{/{\"label\":\"$label\",/" "$f" | grep -m1 '^{'
+    done >"$d/judged_$tree.jsonl"
+    echo "== $tree against do_bench"
+    "$py" "$root/tools/gpu/timing_check.py" agree "$d" "$d/judged_$tree.jsonl"
+  done
 }
 
 phase_timing() {
