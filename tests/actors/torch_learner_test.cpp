@@ -122,13 +122,14 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   l.weight_decay = 0.05;
   l.grad_clip = 0.5;
   l.warmup_steps = 3;
-  l.clip_low = 0.1;
-  l.clip_high = 0.3;
-  l.kl_coef = 0.01;
-  l.loss_aggregation = loss_aggregation::token_mean;
+  l.loss = {.clip_low = 0.1,
+            .clip_high = 0.3,
+            .kl_coef = 0.01,
+            .aggregation = loss_aggregation::token_mean,
+            .offpolicy = {
+                .mode = offpolicy_mode::mask_token, .low = 0.4, .high = 3.0, .max_staleness = 2}};
   l.micro_batch_tokens = 512;
   l.mini_batches = 2;
-  l.offpolicy = {.mode = offpolicy_mode::mask_token, .low = 0.4, .high = 3.0, .max_staleness = 2};
   const auto o = trainer_options_of(l);
   EXPECT_EQ(o.optimizer.lr, 2e-5);
   EXPECT_EQ(o.optimizer.beta1, 0.8);
@@ -136,14 +137,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   EXPECT_EQ(o.optimizer.weight_decay, 0.05);
   EXPECT_EQ(o.optimizer.max_grad_norm, 0.5);
   EXPECT_EQ(o.optimizer.warmup_steps, 3);
-  EXPECT_EQ(o.loss.clip_low, 0.1);
-  EXPECT_EQ(o.loss.clip_high, 0.3);
-  EXPECT_EQ(o.loss.kl_coef, 0.01);
-  EXPECT_EQ(o.loss.offpolicy.mode, offpolicy_mode::mask_token);
-  EXPECT_EQ(o.loss.offpolicy.low, 0.4);
-  EXPECT_EQ(o.loss.offpolicy.high, 3.0);
-  EXPECT_EQ(o.loss.offpolicy.max_staleness, 2);
-  EXPECT_EQ(o.loss.aggregation, loss_aggregation::token_mean);
+  EXPECT_TRUE(o.loss == l.loss) << "the loss options are handed over whole";
   EXPECT_EQ(o.batching.micro_batch_tokens, 512);
   EXPECT_EQ(o.batching.mini_batches, 2);
 }
