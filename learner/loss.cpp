@@ -13,30 +13,6 @@ constexpr double max_log_ratio = 20.0;
 
 }  // namespace
 
-status validate(const loss_options& o) {
-  if (!std::isfinite(o.clip_low) || o.clip_low < 0 || o.clip_low >= 1) {
-    return error{"'clip_low' must be in [0, 1) (got " + std::to_string(o.clip_low) + ")"};
-  }
-  if (!std::isfinite(o.clip_high) || o.clip_high < 0) {
-    return error{"'clip_high' must be >= 0 (got " + std::to_string(o.clip_high) + ")"};
-  }
-  if (!std::isfinite(o.kl_coef) || o.kl_coef < 0) {
-    return error{"'kl_coef' must be >= 0 (got " + std::to_string(o.kl_coef) + ")"};
-  }
-  const auto& op = o.offpolicy;
-  if (!std::isfinite(op.low) || op.low < 0 || op.low > 1) {
-    return error{"'offpolicy.low' must be in [0, 1] (got " + std::to_string(op.low) + ")"};
-  }
-  if (!std::isfinite(op.high) || op.high < 1) {
-    return error{"'offpolicy.high' must be >= 1 (got " + std::to_string(op.high) + ")"};
-  }
-  if (op.max_staleness < -1) {
-    return error{"'offpolicy.max_staleness' must be >= -1 (got " +
-                 std::to_string(op.max_staleness) + ")"};
-  }
-  return ok_status();
-}
-
 offpolicy_decision filter_offpolicy(const offpolicy_options& o,
                                     const std::vector<double>& log_ratios,
                                     const std::vector<std::int64_t>& staleness) {

@@ -32,8 +32,7 @@
 // very code on host vectors, so tests and tools can check the arithmetic without LibTorch headers.
 #pragma once
 
-#include "common/enums/loss_aggregation.hpp"
-#include "common/enums/offpolicy_mode.hpp"
+#include "common/loss_options.hpp"
 #include "common/result.hpp"
 
 #include <cstdint>
@@ -43,29 +42,11 @@
 
 namespace leap::learner {
 
-// loss_aggregation and its config names come from the shared vocabulary (common/enums).
-
-struct offpolicy_options {
-  offpolicy_mode mode = offpolicy_mode::off;  // Default: off
-  double low = 0.5;   // lower end of the ratio band (drop_sequence, mask_token). Default: 0.5
-  double high = 2.0;  // upper end of the band, and truncate_token's cap. Default: 2
-  // Tokens whose sampling weights are more than this many versions behind the learner's are
-  // masked; -1 = no cap. Default: -1
-  std::int64_t max_staleness = -1;
-};
-
-struct loss_options {
-  double clip_low = 0.2;    // the ratio is floored at 1 - clip_low. Default: 0.2
-  double clip_high = 0.28;  // the ratio is capped at 1 + clip_high (DAPO). Default: 0.28
-  double kl_coef = 0.0;     // weight of the k3 KL to the reference; 0 = no reference. Default: 0
-  loss_aggregation aggregation =
-      loss_aggregation::seq_mean_token_mean;  // Default: seq_mean_token_mean
-  offpolicy_options offpolicy;                // Default: off, no staleness cap
-};
-
-// Checks the ranges: clip_low in [0, 1), clip_high >= 0, kl_coef >= 0 (all finite); offpolicy:
-// 0 <= low <= 1 <= high (finite), max_staleness >= -1.
-[[nodiscard]] status validate(const loss_options& options);
+// loss_options and offpolicy_options (with their defaults and validate()) are the config's learner
+// section too: common/loss_options.hpp holds them, so that the orchestrator's config and this
+// module share the one type. loss_aggregation and offpolicy_mode come from common/enums.
+using leap::loss_options;
+using leap::offpolicy_options;
 
 // The token weights w_t of the aggregation, for sequences with `trained_tokens[i]` trained tokens:
 // one weight per sequence (every trained token of sequence i gets weights[i]); 0 for sequences with

@@ -1,6 +1,7 @@
 // The data-parallel half of the trainer (learner/detail/trainer_state.hpp): the gradient buckets
 // reduced over the ranks while the backward pass runs, the model and initial state rank 0 sends,
 // rank 0's commands and their wire format, and the loop of ranks 1..N-1 (run_rank_worker).
+#include "learner/detail/loss_json.hpp"
 #include "learner/detail/trainer_state.hpp"
 
 #include <nlohmann/json.hpp>
@@ -26,15 +27,7 @@ json options_to_json(const trainer_options& o, const std::string& dtype) {
   j["dtype"] = dtype;
   j["policy"] = {{"logprob_chunk", o.policy.logprob_chunk},
                  {"activation_checkpointing", o.policy.activation_checkpointing}};
-  j["loss"] = {{"clip_low", o.loss.clip_low},
-               {"clip_high", o.loss.clip_high},
-               {"kl_coef", o.loss.kl_coef},
-               {"aggregation", static_cast<int>(o.loss.aggregation)},
-               {"offpolicy",
-                {{"mode", static_cast<int>(o.loss.offpolicy.mode)},
-                 {"low", o.loss.offpolicy.low},
-                 {"high", o.loss.offpolicy.high},
-                 {"max_staleness", o.loss.offpolicy.max_staleness}}}};
+  j["loss"] = detail::loss_options_json(o.loss);
   const auto& op = o.optimizer;
   j["optimizer"] = {{"lr", op.lr},
                     {"beta1", op.beta1},
@@ -58,21 +51,16 @@ json options_to_json(const trainer_options& o, const std::string& dtype) {
   return j;
 }
 
-trainer_options options_from_json(const json& j, const distributed_options& own) {
+result<trainer_options> options_from_json(const json& j, const distributed_options& own) {
   trainer_options o;
   o.policy.dtype = j.at("dtype").get<std::string>();
   o.policy.logprob_chunk = j.at("policy").at("logprob_chunk").get<std::int64_t>();
   o.policy.activation_checkpointing = j.at("policy").at("activation_checkpointing").get<bool>();
-  const auto& l = j.at("loss");
-  o.loss.clip_low = l.at("clip_low").get<double>();
-  o.loss.clip_high = l.at("clip_high").get<double>();
-  o.loss.kl_coef = l.at("kl_coef").get<double>();
-  o.loss.aggregation = static_cast<loss_aggregation>(l.at("aggregation").get<int>());
-  const auto& op_filter = l.at("offpolicy");
-  o.loss.offpolicy.mode = static_cast<offpolicy_mode>(op_filter.at("mode").get<int>());
-  o.loss.offpolicy.low = op_filter.at("low").get<double>();
-  o.loss.offpolicy.high = op_filter.at("high").get<double>();
-  o.loss.offpolicy.max_staleness = op_filter.at("max_staleness").get<std::int64_t>();
+  auto loss = detail::loss_options_from_json(j.at("loss"));
+  if (!loss) {
+    return loss.err().wrap("loss");
+  }
+  o.loss = *loss;
   const auto& op = j.at("optimizer");
   o.optimizer.lr = op.at("lr").get<double>();
   o.optimizer.beta1 = op.at("beta1").get<double>();
@@ -408,7 +396,11 @@ status run_rank_worker(const distributed_options& options, const std::string& de
   model_config config;
   try {
     const auto doc = json::parse(hello);
-    o = options_from_json(doc.at("options"), options);
+    auto parsed = options_from_json(doc.at("options"), options);
+    if (!parsed) {
+      return parsed.err().wrap("the trainer options from rank 0");
+    }
+    o = std::move(*parsed);
     auto c = parse_model_config(doc.at("config").dump());
     if (!c) {
       return c.err().wrap("the model config from rank 0");

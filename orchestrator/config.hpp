@@ -17,11 +17,10 @@
 
 #include "common/enums/learner_kind.hpp"
 #include "common/enums/log_verbosity.hpp"
-#include "common/enums/loss_aggregation.hpp"
-#include "common/enums/offpolicy_mode.hpp"
 #include "common/enums/schedule_mode.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/enums/weight_sync_method.hpp"
+#include "common/loss_options.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"
 #include "orchestrator/gate.hpp"
@@ -95,28 +94,15 @@ struct rollout_section {
   friend bool operator==(const rollout_section&, const rollout_section&) = default;
 };
 
-// learner.offpolicy: importance-ratio filtering of off-policy tokens and a staleness cap (see
-// learner/loss.hpp for the formulas).
-struct offpolicy_section {
-  leap::offpolicy_mode mode = leap::offpolicy_mode::off;
-  double low = 0.5;
-  double high = 2.0;
-  int max_staleness = -1;
-
-  friend bool operator==(const offpolicy_section&, const offpolicy_section&) = default;
-};
-
 struct learner_section {
   learner_kind kind = learner_kind::record;
   std::string model_path;
   double lr = 1e-6;
   double weight_decay = 0.1;
   std::array<double, 2> betas = {0.9, 0.999};
-  double clip_low = 0.2;
-  double clip_high = 0.28;
-  double kl_coef = 0.0;
-  leap::loss_aggregation loss_aggregation = leap::loss_aggregation::seq_mean_token_mean;
-  offpolicy_section offpolicy;
+  // learner.clip_low, clip_high, kl_coef, loss_aggregation and offpolicy.*: the learner's own
+  // options type, handed to it whole.
+  leap::loss_options loss;
   double grad_clip = 1.0;
   int warmup_steps = 0;
   int micro_batch_tokens = 16384;

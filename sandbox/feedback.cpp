@@ -1,5 +1,6 @@
 #include "sandbox/feedback.hpp"
 
+#include "common/lines.hpp"
 #include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
 #include "sandbox/profile.hpp"
@@ -689,24 +690,6 @@ categorized_feedback kernelbench_result_feedback(std::string_view result_json) {
     // A field of the wrong type: the candidate wrote the status file.
     return {verdict_category::runtime, k_unknown_kernelbench_status};
   }
-}
-
-std::vector<std::string> split_lines(std::string_view text) {
-  std::vector<std::string> lines;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    auto end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string line(text.substr(pos, end - pos));
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
-    lines.push_back(std::move(line));
-    pos = end + 1;
-  }
-  return lines;
 }
 
 std::string append_profile_feedback(std::string verdict_text, std::string_view profile_text,

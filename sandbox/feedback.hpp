@@ -78,7 +78,4 @@ categorized_feedback kernelbench_result_feedback(std::string_view result_json);
 // marker lines removed.
 std::string stderr_tail(std::string_view stderr_text, std::size_t max_chars);
 
-// `text` split at newlines (a trailing "\r" dropped from each line; no empty last line). Pure.
-std::vector<std::string> split_lines(std::string_view text);
-
 }  // namespace leap::sandbox

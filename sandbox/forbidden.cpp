@@ -1,5 +1,6 @@
 #include "sandbox/forbidden.hpp"
 
+#include "common/lines.hpp"
 #include "sandbox/kinds.hpp"
 
 #include <algorithm>
@@ -103,21 +104,6 @@ std::string trim(std::string_view s) {
   }
   const auto e = s.find_last_not_of(" \t\r");
   return std::string(s.substr(b, e - b + 1));
-}
-
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> lines;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const auto end = text.find('\n', pos);
-    lines.push_back(
-        text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
-    if (end == std::string_view::npos) {
-      break;
-    }
-    pos = end + 1;
-  }
-  return lines;
 }
 
 bool ident_char(char c) {
@@ -254,8 +240,9 @@ std::optional<forbidden_hit> find_forbidden(std::string_view code, task_kind kin
                                             const std::vector<std::string>& items) {
   const bool python = traits_of(kind).hash_comments;
   const std::string clean = strip_comments(code, python);
-  const auto clean_lines = lines_of(clean);
-  const auto raw_lines = lines_of(code);
+  // A line's trailing '\r' and a final empty line hold nothing to find.
+  const auto clean_lines = split_lines(clean);
+  const auto raw_lines = split_lines(code);
   for (std::size_t i = 0; i < clean_lines.size(); ++i) {
     const std::string line = lower(clean_lines[i]);
     const std::string excerpt = i < raw_lines.size() ? trim(raw_lines[i]) : std::string{};

@@ -1,5 +1,6 @@
 #include "sandbox/profile.hpp"
 
+#include "common/lines.hpp"
 #include "sandbox/engine_parts.hpp"
 #include "sandbox/feedback.hpp"
 

@@ -21,14 +21,7 @@ learner::trainer_options trainer_options_of(const learner_section& l) {
   o.optimizer.weight_decay = l.weight_decay;
   o.optimizer.max_grad_norm = l.grad_clip;
   o.optimizer.warmup_steps = l.warmup_steps;
-  o.loss.clip_low = l.clip_low;
-  o.loss.clip_high = l.clip_high;
-  o.loss.kl_coef = l.kl_coef;
-  o.loss.aggregation = l.loss_aggregation;
-  o.loss.offpolicy.mode = l.offpolicy.mode;
-  o.loss.offpolicy.low = l.offpolicy.low;
-  o.loss.offpolicy.high = l.offpolicy.high;
-  o.loss.offpolicy.max_staleness = l.offpolicy.max_staleness;
+  o.loss = l.loss;
   o.batching.micro_batch_tokens = l.micro_batch_tokens;
   o.batching.mini_batches = l.mini_batches;
   o.policy.device = l.device;

@@ -626,33 +626,34 @@ std::vector<field_spec> build_fields() {
   f.push_back(real_pair_field("learner.betas", LEAP_FIELD(learner.betas), closed_open(0, 1),
                               "AdamW [beta1, beta2], each in [0, 1)."));
   f.push_back(
-      real_field("learner.clip_low", LEAP_FIELD(learner.clip_low),
+      real_field("learner.clip_low", LEAP_FIELD(learner.loss.clip_low),
                  closed_open(0, 1, "the ratio's lower bound 1 - clip_low must stay positive"),
                  "Ratio clip below 1: the ratio is kept >= 1 - clip_low; in [0, 1)."));
   f.push_back(real_field(
-      "learner.clip_high", LEAP_FIELD(learner.clip_high), at_least(0),
+      "learner.clip_high", LEAP_FIELD(learner.loss.clip_high), at_least(0),
       "Ratio clip above 1 (DAPO's clip-higher, 0.28): the ratio is kept <= 1 + clip_high."));
-  f.push_back(real_field("learner.kl_coef", LEAP_FIELD(learner.kl_coef), at_least(0),
+  f.push_back(real_field("learner.kl_coef", LEAP_FIELD(learner.loss.kl_coef), at_least(0),
                          "Weight of the KL penalty to the initial policy; 0 disables it."));
   f.push_back(
-      choice_field("learner.loss_aggregation", LEAP_FIELD(learner.loss_aggregation),
+      choice_field("learner.loss_aggregation", LEAP_FIELD(learner.loss.aggregation),
                    "How token losses become the batch loss; seq_mean_token_mean is the paper's "
                    "sample-level loss (long rollouts do not dominate)."));
   f.push_back(choice_field(
-      "learner.offpolicy.mode", LEAP_FIELD(learner.offpolicy.mode),
+      "learner.offpolicy.mode", LEAP_FIELD(learner.loss.offpolicy.mode),
       "Off-policy filter on the ratio r = exp(logp - behaviour_logp), computed in the training "
       "pass: drop_sequence drops sequences whose geometric-mean ratio is outside [low, high] (and "
       "out of the loss normaliser); truncate_token caps each token's importance weight at high "
       "(verl's "
       "truncated IS); mask_token masks tokens whose ratio is outside [low, high]; off: none."));
   f.push_back(
-      real_field("learner.offpolicy.low", LEAP_FIELD(learner.offpolicy.low), closed(0, 1),
+      real_field("learner.offpolicy.low", LEAP_FIELD(learner.loss.offpolicy.low), closed(0, 1),
                  "Lower end of the ratio band of drop_sequence and mask_token; in [0, 1]."));
   f.push_back(real_field(
-      "learner.offpolicy.high", LEAP_FIELD(learner.offpolicy.high), at_least(1),
+      "learner.offpolicy.high", LEAP_FIELD(learner.loss.offpolicy.high), at_least(1),
       "Upper end of the ratio band, and truncate_token's cap on the importance weight; >= 1."));
   f.push_back(integer_field(
-      "learner.offpolicy.max_staleness", LEAP_FIELD(learner.offpolicy.max_staleness), at_least(-1),
+      "learner.offpolicy.max_staleness", LEAP_FIELD(learner.loss.offpolicy.max_staleness),
+      at_least(-1),
       "Mask tokens sampled by weights more than this many versions behind the learner's (in every "
       "mode; each turn's weight version against the learner's); -1: no cap."));
   f.push_back(real_field("learner.grad_clip", LEAP_FIELD(learner.grad_clip), at_least(0),

@@ -122,13 +122,14 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   l.weight_decay = 0.05;
   l.grad_clip = 0.5;
   l.warmup_steps = 3;
-  l.clip_low = 0.1;
-  l.clip_high = 0.3;
-  l.kl_coef = 0.01;
-  l.loss_aggregation = loss_aggregation::token_mean;
+  l.loss = {.clip_low = 0.1,
+            .clip_high = 0.3,
+            .kl_coef = 0.01,
+            .aggregation = loss_aggregation::token_mean,
+            .offpolicy = {
+                .mode = offpolicy_mode::mask_token, .low = 0.4, .high = 3.0, .max_staleness = 2}};
   l.micro_batch_tokens = 512;
   l.mini_batches = 2;
-  l.offpolicy = {.mode = offpolicy_mode::mask_token, .low = 0.4, .high = 3.0, .max_staleness = 2};
   const auto o = trainer_options_of(l);
   EXPECT_EQ(o.optimizer.lr, 2e-5);
   EXPECT_EQ(o.optimizer.beta1, 0.8);
@@ -136,14 +137,7 @@ TEST(TorchLearner, TrainerOptionsFollowTheConfig) {
   EXPECT_EQ(o.optimizer.weight_decay, 0.05);
   EXPECT_EQ(o.optimizer.max_grad_norm, 0.5);
   EXPECT_EQ(o.optimizer.warmup_steps, 3);
-  EXPECT_EQ(o.loss.clip_low, 0.1);
-  EXPECT_EQ(o.loss.clip_high, 0.3);
-  EXPECT_EQ(o.loss.kl_coef, 0.01);
-  EXPECT_EQ(o.loss.offpolicy.mode, offpolicy_mode::mask_token);
-  EXPECT_EQ(o.loss.offpolicy.low, 0.4);
-  EXPECT_EQ(o.loss.offpolicy.high, 3.0);
-  EXPECT_EQ(o.loss.offpolicy.max_staleness, 2);
-  EXPECT_EQ(o.loss.aggregation, loss_aggregation::token_mean);
+  EXPECT_TRUE(o.loss == l.loss) << "the loss options are handed over whole";
   EXPECT_EQ(o.batching.micro_batch_tokens, 512);
   EXPECT_EQ(o.batching.mini_batches, 2);
 }
@@ -249,7 +243,9 @@ TEST(TorchPolicyBackend, ServesTheModelsOwnLogprobsAndReloads) {
   EXPECT_EQ(run().size(), first.size());  // same seed, same tokens
 
   std::vector<std::int32_t> ids(request.prompt.begin(), request.prompt.end());
-  for (const auto& t : first) ids.push_back(t.id);
+  for (const auto& t : first) {
+    ids.push_back(t.id);
+  }
   auto scored = model->token_logprobs({ids});
   ASSERT_TRUE(scored.ok());
   for (std::size_t i = 0; i < first.size(); ++i) {
@@ -263,8 +259,14 @@ TEST(TorchPolicyBackend, ServesTheModelsOwnLogprobsAndReloads) {
   const auto second = run();
   std::vector<double> a;
   std::vector<double> b;
-  for (const auto& t : first) a.push_back(t.logprob);
-  for (const auto& t : second) b.push_back(t.logprob);
+  a.reserve(first.size());
+  b.reserve(second.size());
+  for (const auto& t : first) {
+    a.push_back(t.logprob);
+  }
+  for (const auto& t : second) {
+    b.push_back(t.logprob);
+  }
   EXPECT_NE(a, b);
 
   auto missing = (*backend)->load_weights((dir.path() / "nope").string(), 2);
@@ -301,7 +303,9 @@ TEST(TorchPolicyBackend, ServesAQwen3Model) {
   for (auto& [name, t] : weights) {
     if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight")) {
       std::vector<double> v(static_cast<std::size_t>(t.shape[0]));
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 + 0.1 * static_cast<double>(i % 7);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        v[i] = 0.5 + 0.1 * static_cast<double>(i % 7);
+      }
       t = learner::make_float_tensor(learner::dtype::f32, t.shape, v);
     }
   }
@@ -326,7 +330,9 @@ TEST(TorchPolicyBackend, ServesAQwen3Model) {
   ASSERT_TRUE(s.ok()) << s.err().message;
   ASSERT_FALSE(steps.empty());
   std::vector<std::int32_t> ids(request.prompt.begin(), request.prompt.end());
-  for (const auto& t : steps) ids.push_back(t.id);
+  for (const auto& t : steps) {
+    ids.push_back(t.id);
+  }
   auto scored = model->token_logprobs({ids});
   ASSERT_TRUE(scored.ok());
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -356,11 +362,13 @@ struct served_model {
 };
 
 served_model serve(const std::string& model_dir, wire_flavour flavour,
-                   torch_backend_options options = {}) {
+                   const torch_backend_options& options = {}) {
   served_model s;
   auto backend = make_torch_policy_backend(model_dir, options);
   EXPECT_TRUE(backend.ok()) << backend.err().message;
-  if (!backend.ok()) return s;
+  if (!backend.ok()) {
+    return s;
+  }
   s.backend = *backend;
   policy::server_config sc;
   sc.host = "127.0.0.1";
@@ -369,7 +377,9 @@ served_model serve(const std::string& model_dir, wire_flavour flavour,
   sc.model_path = model_dir;
   auto server = policy::policy_server::start(sc, s.backend);
   EXPECT_TRUE(server.ok()) << server.err().message;
-  if (!server.ok()) return s;
+  if (!server.ok()) {
+    return s;
+  }
   s.server = std::move(*server);
   policy::client_config cc;
   cc.flavour = flavour;
@@ -380,7 +390,9 @@ served_model serve(const std::string& model_dir, wire_flavour flavour,
   cc.seed = 1;
   auto client = policy::policy_client::create(cc);
   EXPECT_TRUE(client.ok()) << client.err().message;
-  if (client.ok()) s.client = std::move(*client);
+  if (client.ok()) {
+    s.client = std::move(*client);
+  }
   return s;
 }
 
@@ -390,7 +402,9 @@ status sync_now(policy::policy_client& client, const policy::weight_sync_plan& p
   auto future = done.get_future();
   client.sync_weights(0, plan, std::move(request),
                       [&done](status s) { done.set_value(std::move(s)); });
-  if (future.wait_for(120s) != std::future_status::ready) return error{"the sync did not finish"};
+  if (future.wait_for(120s) != std::future_status::ready) {
+    return error{"the sync did not finish"};
+  }
   return future.get();
 }
 
@@ -411,7 +425,9 @@ policy::generated_turn greedy_turn(policy::policy_client& client,
   }
   auto t = future.get();
   EXPECT_EQ(t.status, policy::turn_status::ok) << t.message;
-  if (t.choices.empty()) return {};
+  if (t.choices.empty()) {
+    return {};
+  }
   return t.choices.front();
 }
 
@@ -423,7 +439,9 @@ std::vector<float> scored_by(const learner::policy& model,
   ids.insert(ids.end(), turn.ids.begin(), turn.ids.end());
   auto scored = model.token_logprobs({ids});
   EXPECT_TRUE(scored.ok()) << scored.err().message;
-  if (!scored.ok()) return {};
+  if (!scored.ok()) {
+    return {};
+  }
   return {(*scored)[0].begin() + static_cast<std::ptrdiff_t>(prompt.size()), (*scored)[0].end()};
 }
 

@@ -721,10 +721,10 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.learner.lr, 1e-6);
   EXPECT_EQ(c.learner.weight_decay, 0.1);
   EXPECT_EQ(c.learner.betas, (std::array<double, 2>{0.9, 0.999}));
-  EXPECT_EQ(c.learner.clip_low, 0.2);
-  EXPECT_EQ(c.learner.clip_high, 0.28);
-  EXPECT_EQ(c.learner.kl_coef, 0.0);
-  EXPECT_EQ(c.learner.loss_aggregation, loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(c.learner.loss.clip_low, 0.2);
+  EXPECT_EQ(c.learner.loss.clip_high, 0.28);
+  EXPECT_EQ(c.learner.loss.kl_coef, 0.0);
+  EXPECT_EQ(c.learner.loss.aggregation, loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(c.learner.mini_batches, 1);
   EXPECT_EQ(c.gate.policy, gate_policy::dcp);
   EXPECT_EQ(c.reward.kind, reward_kind::rank);
@@ -789,23 +789,23 @@ TEST(ConfigDefaults, RetryOffByDefaultParsedAndCompared) {
 
 TEST(ConfigDefaults, OffPolicyOffByDefaultParsedAndCompared) {
   const experiment_config base;
-  EXPECT_EQ(base.learner.offpolicy.mode, offpolicy_mode::off);
-  EXPECT_EQ(base.learner.offpolicy.max_staleness, -1);
+  EXPECT_EQ(base.learner.loss.offpolicy.mode, offpolicy_mode::off);
+  EXPECT_EQ(base.learner.loss.offpolicy.max_staleness, -1);
   auto parsed = parse_config(
       "learner:\n  offpolicy:\n    mode: truncate_token\n    low: 0.25\n    high: 3\n"
       "    max_staleness: 2\n",
       "case.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.err().message;
-  EXPECT_EQ(parsed->learner.offpolicy.mode, offpolicy_mode::truncate_token);
-  EXPECT_EQ(parsed->learner.offpolicy.low, 0.25);
-  EXPECT_EQ(parsed->learner.offpolicy.high, 3.0);
-  EXPECT_EQ(parsed->learner.offpolicy.max_staleness, 2);
+  EXPECT_EQ(parsed->learner.loss.offpolicy.mode, offpolicy_mode::truncate_token);
+  EXPECT_EQ(parsed->learner.loss.offpolicy.low, 0.25);
+  EXPECT_EQ(parsed->learner.loss.offpolicy.high, 3.0);
+  EXPECT_EQ(parsed->learner.loss.offpolicy.max_staleness, 2);
   EXPECT_TRUE(validate_config(*parsed).ok());
   const auto again = parse_config(render_config(*parsed), "again.yaml");
   ASSERT_TRUE(again.ok()) << again.err().message;
   EXPECT_TRUE(*again == *parsed);
   experiment_config other = *parsed;
-  other.learner.offpolicy.low = 0.5;
+  other.learner.loss.offpolicy.low = 0.5;
   EXPECT_FALSE(other == *parsed);
 }
 
@@ -881,7 +881,7 @@ experiment_config customised() {
   c.learner.model_path = "models/policy";
   c.learner.lr = 2.5e-7;
   c.learner.betas = {0.85, 0.98};
-  c.learner.loss_aggregation = loss_aggregation::seq_mean_token_sum;
+  c.learner.loss.aggregation = loss_aggregation::seq_mean_token_sum;
   c.policy.flavour = server_flavour::sglang;
   c.policy.tokenizer = "models/policy";
   c.policy.endpoints = {"http://a:30000", "https://b.example"};

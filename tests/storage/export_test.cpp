@@ -1,5 +1,6 @@
 #include "storage/export.hpp"
 
+#include "common/lines.hpp"
 #include "tests/storage/csv_reader.hpp"
 #include "tests/storage/test_support.hpp"
 
@@ -16,15 +17,6 @@ namespace {
 using test::make_group;
 using test::parse_csv;
 using test::scratch_dir;
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
 
 // NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class Export : public ::testing::Test {
@@ -63,7 +55,7 @@ TEST_F(Export, JsonlHasOneGroupPerLineThatParsesBackToTheRecord) {
   ASSERT_TRUE(counts.ok()) << counts.err().message;
   EXPECT_EQ(counts->groups, 4U);
   EXPECT_EQ(counts->rows, 4U);
-  const auto lines = lines_of(out.str());
+  const auto lines = split_lines(out.str());
   ASSERT_EQ(lines.size(), groups_.size());
   for (std::size_t i = 0; i < lines.size(); ++i) {
     SCOPED_TRACE("line " + std::to_string(i));
@@ -87,7 +79,7 @@ TEST_F(Export, JsonlHasOneGroupPerLineThatParsesBackToTheRecord) {
 TEST_F(Export, JsonlCarriesEachTurnsSpeedup) {
   std::ostringstream out;
   ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r1"}, out).ok());
-  const auto lines = lines_of(out.str());
+  const auto lines = split_lines(out.str());
   ASSERT_GE(lines.size(), 2U);
   auto j = nlohmann::json::parse(lines[1]);
   EXPECT_EQ(j["rollouts"][1]["turns"][0]["speedup"], 1.75);
@@ -117,7 +109,7 @@ TEST_F(Export, JsonlAndCsvCarryEachTurnsWeightSegments) {
   ASSERT_TRUE(store_->put_group(g).ok());
   std::ostringstream out;
   ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r3"}, out).ok());
-  const auto lines = lines_of(out.str());
+  const auto lines = split_lines(out.str());
   ASSERT_EQ(lines.size(), 1U);
   auto j = nlohmann::json::parse(lines[0]);
   auto& turn = j["rollouts"][0]["turns"][0];
@@ -136,7 +128,7 @@ TEST_F(Export, JsonlAndCsvCarryEachTurnsWeightSegments) {
 
   std::ostringstream csv;
   ASSERT_TRUE(export_csv(*store_, {.run_id = "r3"}, csv).ok());
-  const auto rows = lines_of(csv.str());
+  const auto rows = split_lines(csv.str());
   ASSERT_EQ(rows.size(), 2U);
   EXPECT_NE(rows[1].find(",0:4 3:5,"), std::string::npos) << rows[1];
 }
@@ -146,8 +138,8 @@ TEST_F(Export, RunFilter) {
   auto counts = export_jsonl(*store_, {.run_id = "r2"}, out);
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->groups, 1U);
-  ASSERT_EQ(lines_of(out.str()).size(), 1U);
-  EXPECT_EQ(*group_from_json(lines_of(out.str())[0]), groups_[3]);
+  ASSERT_EQ(split_lines(out.str()).size(), 1U);
+  EXPECT_EQ(*group_from_json(split_lines(out.str())[0]), groups_[3]);
 
   std::ostringstream none;
   EXPECT_EQ(export_csv(*store_, {.run_id = "r"}, none)->rows, 0U);
@@ -289,7 +281,7 @@ TEST_F(Export, JsonlCarriesTheStoredOptimisationDecision) {
   ASSERT_TRUE(store_->put_group(opened).ok());
   std::ostringstream out;
   ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r3"}, out).ok());
-  const auto lines = lines_of(out.str());
+  const auto lines = split_lines(out.str());
   ASSERT_EQ(lines.size(), 1U);
   auto j = nlohmann::json::parse(lines[0]);
   EXPECT_EQ(j.at("optimise"), "closed_budget");
@@ -298,7 +290,7 @@ TEST_F(Export, JsonlCarriesTheStoredOptimisationDecision) {
   EXPECT_EQ(*back, opened);
   std::ostringstream plain;
   ASSERT_TRUE(export_jsonl(*store_, {.run_id = "r2"}, plain).ok());
-  EXPECT_TRUE(nlohmann::json::parse(lines_of(plain.str()).at(0)).at("optimise").is_null());
+  EXPECT_TRUE(nlohmann::json::parse(split_lines(plain.str()).at(0)).at("optimise").is_null());
   j.erase("optimise");
   auto old = group_from_json(j.dump());
   ASSERT_TRUE(old.ok()) << old.err().message;
@@ -331,7 +323,7 @@ TEST_F(Export, JsonlAndCsvCarryEachTurnsProfile) {
   auto counts = export_jsonl(*store_, {.run_id = "r4"}, out);
   ASSERT_TRUE(counts.ok()) << counts.err().message;
   EXPECT_EQ(counts->groups, 1U);
-  const auto lines = lines_of(out.str());
+  const auto lines = split_lines(out.str());
   ASSERT_EQ(lines.size(), 1U);
   const auto j = nlohmann::json::parse(lines[0]);
   const auto& profile = j["rollouts"][1]["turns"][0]["profile"];
