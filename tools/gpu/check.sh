@@ -279,6 +279,16 @@ phase_sandbox() {
     --gtest_filter="${SANDBOX_FILTER:-CudaCompileTest.*:CudaGpuTest.*:KernelBench*:Adversarial.*:Corpus/*:EngineTest.*}"
 }
 
+# `leap` from BASE_SRC's tree into $1 (with this tree's dev.sh) and from this tree, side by side.
+build_leap_beside_base() {
+  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
+  (cd "$BASE_SRC" && LEAP_TORCH=pip LEAP_BUILD_DIR="$1" tools/dev.sh build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20) &
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -A5 'error|FAILED' | head -20
+  wait
+}
+
 # The timing protocol's figures (issue 31): a suite cuda kernel and a KernelBench problem verified
 # repeatedly with --timing 20, each a fresh `leap verify` process, on one compile cache (the
 # reference's times kept there: the speedup's spread across verifications is the candidate's) and
@@ -287,12 +297,7 @@ phase_sandbox() {
 phase_timingab() {
   [[ -n ${BASE_SRC:-} ]] || { echo "timingab: set BASE_SRC"; return 2; }
   local base=/tmp/leap-timing-base d=$out/timingab i tree bin
-  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
-  (cd "$BASE_SRC" && LEAP_TORCH=pip LEAP_BUILD_DIR="$base" tools/dev.sh build leap 2>&1 |
-    grep -E -A5 'error|FAILED' | head -20) &
-  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
-    grep -E -A5 'error|FAILED' | head -20
-  wait
+  build_leap_beside_base "$base"
   rm -rf "$d" && mkdir -p "$d"
   for i in $(seq 1 "${TIMING_AB_RUNS:-12}"); do
     for tree in base new; do
@@ -313,12 +318,7 @@ phase_timingab() {
 phase_kbtimingab() {
   [[ -n ${BASE_SRC:-} ]] || { echo "kbtimingab: set BASE_SRC"; return 2; }
   local base=/tmp/leap-timing-base d=$out/kbtimingab py=$LEAP_SANDBOX_TEST_PYTHON i tree bin label name
-  cp "$root/tools/dev.sh" "$BASE_SRC/tools/dev.sh"
-  (cd "$BASE_SRC" && LEAP_TORCH=pip LEAP_BUILD_DIR="$base" tools/dev.sh build leap 2>&1 |
-    grep -E -A5 'error|FAILED' | head -20) &
-  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
-    grep -E -A5 'error|FAILED' | head -20
-  wait
+  build_leap_beside_base "$base"
   rm -rf "$d" && mkdir -p "$d"
   python3 "$root/tools/gpu/timing_check.py" write "$d"
   for i in $(seq 1 "${KBTIMINGAB_RUNS:-5}"); do
