@@ -431,8 +431,9 @@ def _leap_main():
     _leap_send({"ready": True, "built_here": _leap_built_here[:16]})
     trial = 0
     models = {}
-    # A timed call's request comes again, byte for byte, each time its timing set comes round:
-    # what it asks for (the model, the argument views, the output views) is built once, so that
+    # A timed call's request is b"T", the judge's nonce for the call (8 bytes, echoed in the reply)
+    # and a body that names no timing set (every set's is the same where their shapes are): what
+    # it asks for (the model, the argument views, the output views) is built once per body, so that
     # the judge's clock holds the call and the channel, not this process parsing its request.
     prepared = {}
     poller = None
@@ -444,19 +445,23 @@ def _leap_main():
             if poller is not None:
                 _leap_spin(poller)
             raw = _leap_recv_raw()
-            call = prepared.get(raw)
+            timed = raw[:1] == b"T"
+            if timed:
+                trial, done = -1, int.from_bytes(raw[1:9], "little")
+                raw = raw[9:]
+            call = prepared.get(raw) if timed else None
             if call is not None:
-                trial, args, outs, model = call
-                timed = True
+                args, outs, model = call
             else:
                 message = json.loads(raw)
                 if message.get("end"):
                     return
-                trial = message["trial"]
+                trial = message.get("trial", -1)
+                if not timed:
+                    done = trial
                 views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in message["tensors"]]
                 args = _leap_build(message["inputs"], views, False)
                 outs = [views[k] if k >= 0 else None for k in message["outputs"]]
-                timed = bool(message.get("timed"))
                 if timed and message.get("model") in models:
                     model = models[message["model"]]  # built by that trial's untimed call
                 else:
@@ -464,7 +469,7 @@ def _leap_main():
                     torch.manual_seed(message["seed"])
                     model = models[trial] = model_new(*init).to(device)
                 if timed and len(prepared) < 64:
-                    prepared[raw] = (trial, args, outs, model)
+                    prepared[raw] = (args, outs, model)
             own, other = [], []
             if require_own and device.type == "cuda" and not timed:
                 from torch.profiler import ProfilerActivity, profile
@@ -485,7 +490,7 @@ def _leap_main():
                         o.copy_(x)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            _leap_send({"done": trial, "outputs": described, "count": len(flat), "built_here": _leap_built_here[:16],
+            _leap_send({"done": done, "outputs": described, "count": len(flat), "built_here": _leap_built_here[:16],
                         "own": own[:20], "other": sorted(set(other))[:20]})
     except BaseException as e:
         _leap_send({"status": "error", "type": type(e).__name__, "message": str(e)[:2000], "frames": _leap_frames(e),
@@ -875,7 +880,8 @@ def _leap_main():
     # here, which the candidate cannot know, so that a call that cheats when it thinks it is not
     # checked risks the verdict every time; bounded, so the record stays a few trials' size.
     import random
-    checked = set(random.SystemRandom().sample(range(timed_calls), min(8, timed_calls)))
+    rng = random.SystemRandom()
+    checked = set(rng.sample(range(timed_calls), min(8, timed_calls)))
     checked_cases = []
     body.write(b"LKBOUT02" + struct.pack("<I", trials + len(checked)))
     own_report = []
@@ -885,7 +891,10 @@ def _leap_main():
         timed = call >= trials
         if call == trials:
             stamps.append(["timed_calls_started", time.time()])
-        trial = trials + (call - trials) % timing_sets if timed else call
+        # Each timed call's timing set drawn here, where the candidate cannot see it, not in turn:
+        # a model that counts its calls could otherwise tell which set comes and answer from a
+        # memo of each set's first answer.
+        trial = trials + rng.randrange(timing_sets) if timed else call
         seed, init, inputs = cases[trial]
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _, argument_tensors = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
@@ -902,16 +911,20 @@ def _leap_main():
             torch.cuda.synchronize()
         if not timed:
             stamps.append(["trial_inputs_staged", time.time()])
-        request = requests.get(trial) if timed else None
-        if request is None:
-            message = {"trial": trial, "seed": seed, "tensors": entries, "init": init_skeleton,
-                       "inputs": inputs_skeleton, "outputs": outputs}
-            if timed:
-                message["timed"] = True
-                message["model"] = 0  # the first trial's instance: one model, inputs that change
-            request = json.dumps(message).encode()
-            if timed:
-                requests[trial] = request  # encoded once per timing set, outside the clock
+        if timed:
+            # The body names no timing set (the sets' layouts are alike where their shapes are), so
+            # the request tells the candidate nothing its inputs' values do not; the nonce is
+            # echoed in the reply. Encoded once per set, outside the clock.
+            body_bytes = requests.get(trial)
+            if body_bytes is None:
+                body_bytes = requests[trial] = json.dumps(
+                    {"model": 0, "tensors": entries, "inputs": inputs_skeleton, "outputs": outputs}).encode()
+            expected_done = rng.getrandbits(63)
+            request = b"T" + expected_done.to_bytes(8, "little") + body_bytes
+        else:
+            expected_done = trial
+            request = json.dumps({"trial": trial, "seed": seed, "tensors": entries, "init": init_skeleton,
+                                  "inputs": inputs_skeleton, "outputs": outputs}).encode()
         start = time.perf_counter_ns()
         try:
             channel.send(request)
@@ -924,7 +937,7 @@ def _leap_main():
         elapsed_ms = (arrived[0] - start) / 1e6
         if "status" in reply:
             relay(reply)
-        if reply.get("done") != trial or not isinstance(reply.get("outputs"), list):
+        if reply.get("done") != expected_done or not isinstance(reply.get("outputs"), list):
             finish({"status": "incomplete"}, None)
         if isinstance(reply.get("built_here"), list):
             built_here = [str(x)[:100] for x in reply["built_here"][:16]]
