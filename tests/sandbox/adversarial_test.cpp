@@ -60,7 +60,7 @@ struct adversarial_case {
   std::string code;  // the whole file, header included: the candidate as the model would write it
 };
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r");
   const auto e = s.find_last_not_of(" \t\r");
   return b == std::string::npos ? std::string{} : s.substr(b, e - b + 1);
@@ -90,7 +90,9 @@ adversarial_case read_case(const fs::path& file) {
       break;
     }
     const auto colon = body.find(':');
-    if (colon == std::string::npos) continue;
+    if (colon == std::string::npos) {
+      continue;
+    }
     const std::string key = trim(body.substr(0, colon));
     const std::string value = trim(body.substr(colon + 1));
     if (key == "task") {
@@ -98,7 +100,9 @@ adversarial_case read_case(const fs::path& file) {
     } else if (key == "expect") {
       std::istringstream alternatives(value);
       std::string one;
-      while (std::getline(alternatives, one, '|')) c.expected.insert(trim(one));
+      while (std::getline(alternatives, one, '|')) {
+        c.expected.insert(trim(one));
+      }
     } else if (key == "class") {
       c.attack_class = value;
     } else if (key == "feedback") {
@@ -116,12 +120,17 @@ std::vector<adversarial_case> corpus() {
   std::vector<adversarial_case> cases;
   std::error_code ec;
   for (const auto& kind_dir : fs::directory_iterator(corpus_root(), ec)) {
-    if (!kind_dir.is_directory()) continue;
+    if (!kind_dir.is_directory()) {
+      continue;
+    }
     const std::string kind = kind_dir.path().filename().string();
-    if (kind != "cpp" && kind != "cuda" && kind != "python" && kind != "kernelbench") continue;
+    if (kind != "cpp" && kind != "cuda" && kind != "python" && kind != "kernelbench") {
+      continue;
+    }
     for (const auto& f : fs::directory_iterator(kind_dir.path())) {
-      if (f.is_regular_file() && f.path().filename().string()[0] != '.')
+      if (f.is_regular_file() && f.path().filename().string()[0] != '.') {
         cases.push_back(read_case(f.path()));
+      }
     }
   }
   std::sort(cases.begin(), cases.end(),
@@ -141,8 +150,12 @@ task load_task(const adversarial_case& c) {
 }
 
 std::string fence_language(const std::string& kind) {
-  if (kind == "cuda") return "cuda";
-  if (kind == "cpp") return "cpp";
+  if (kind == "cuda") {
+    return "cuda";
+  }
+  if (kind == "cpp") {
+    return "cpp";
+  }
   return "python";
 }
 
@@ -225,18 +238,24 @@ TEST(Adversarial, CorpusIsWellFormed) {
 }
 
 // Test listings name the file, not the struct's bytes.
+// NOLINTNEXTLINE(readability-identifier-naming): the name gtest looks up to print a parameter.
 void PrintTo(const adversarial_case& c, std::ostream* os) {
   *os << c.kind << "/" << c.file.filename().string();
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class AdversarialCase : public ::testing::TestWithParam<adversarial_case> {};
 
 TEST_P(AdversarialCase, IsNotPaid) {
   const adversarial_case& c = GetParam();
   std::string why;
-  if (c.gpu && !testing::gpu_present(&why)) GTEST_SKIP() << why;
+  if (c.gpu && !testing::gpu_present(&why)) {
+    GTEST_SKIP() << why;
+  }
   const task t = load_task(c);
-  if (t.id.empty()) return;
+  if (t.id.empty()) {
+    return;
+  }
   engine& judge = c.max_speedup > 0 ? timing_engine() : corpus_engine();
   auto v = judge.verify(t, fenced(fence_language(c.kind), c.code), c.gpu ? 0 : -1);
   ASSERT_TRUE(v.ok())
@@ -244,7 +263,9 @@ TEST_P(AdversarialCase, IsNotPaid) {
       << v.err().message;
   const std::string got = to_string(v->category);
   std::string expected;
-  for (const auto& e : c.expected) expected += (expected.empty() ? "" : " | ") + e;
+  for (const auto& e : c.expected) {
+    expected += (expected.empty() ? "" : " | ") + e;
+  }
   EXPECT_EQ(c.expected.count(got), 1U)
       << c.attack_class << ": got " << got << ", expected " << expected << "\n"
       << v->feedback << "\n--- diagnostics\n"
@@ -266,7 +287,9 @@ TEST_P(AdversarialCase, IsNotPaid) {
 std::string case_name(const ::testing::TestParamInfo<adversarial_case>& info) {
   std::string name = info.param.kind + "_" + info.param.file.stem().string();
   for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch))) {
+      ch = '_';
+    }
   }
   return name;
 }
