@@ -688,7 +688,15 @@ TEST(VerifierNodeOverTcp, AConnectionClosedDuringTheHandshakeIsTriedAgainAtOnce)
   EXPECT_LT(took, 5.0);
   std::printf("a connection closed during the handshake noticed after %.3f s\n", took);
   EXPECT_EQ(orchestrator.lines_with("handshake failed").size(), 0U);
-  EXPECT_GE(node.lines_with("no proof of the secret within").size(), 1U);
+  // The node logs its close after the shutdown the orchestrator saw: on a loaded machine the line
+  // may come a moment later (a fresh-clone CI run read the log first).
+  std::vector<std::string> refused;
+  for (const auto until = std::chrono::steady_clock::now() + 30s;
+       refused.empty() && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(10ms)) {
+    refused = node.lines_with("no proof of the secret within");
+  }
+  EXPECT_GE(refused.size(), 1U);
 }
 
 }  // namespace
