@@ -18,7 +18,6 @@
 #include <future>
 #include <memory>
 #include <string>
-#include <thread>
 
 namespace leap::sandbox {
 namespace {
@@ -118,17 +117,14 @@ TEST_F(VerifierProfilePoolTest, VerdictsArriveWhileTheirProfilesAreHeldAndAFullQ
   ASSERT_TRUE(v1->passed) << v1->feedback << "\n" << v1->diagnostics;
   EXPECT_FALSE(v1->profile.has_value());
   EXPECT_FALSE(holds_text(v1->feedback, "Profile of")) << v1->feedback;
-  const auto deadline = std::chrono::steady_clock::now() + k_patience;
-  while (pool.load().profiling == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(pool.load().profiling, 1U);
+  ASSERT_TRUE(testing::wait_until([&] { return pool.load().profiling == 1; }, k_patience));
 
   // The second waits in the queue (capacity 1); the third finds it full: a note, at once.
   pool.submit(t, candidate("second"), judged2.callback(), profiled2.callback());
   ASSERT_EQ(judged2.future.wait_for(k_patience), std::future_status::ready);
   ASSERT_TRUE(judged2.future.get()->passed);
-  EXPECT_EQ(pool.load().profile_queued, 1U);
+  // The verdict is delivered before its profile is queued: wait for the queue, not the verdict.
+  ASSERT_TRUE(testing::wait_until([&] { return pool.load().profile_queued == 1; }, k_patience));
   pool.submit(t, candidate("third"), judged3.callback(), profiled3.callback());
   ASSERT_EQ(judged3.future.wait_for(k_patience), std::future_status::ready);
   ASSERT_TRUE(judged3.future.get()->passed);
