@@ -385,11 +385,50 @@ verifier_node_actor::behavior_type silent_node(
   };
 }
 
+// Log lines kept from a sink that actors call from their own threads.
+class kept_log {
+ public:
+  log_sink sink() {
+    return [this](const log_line& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line.text);
+    };
+  }
+
+  std::vector<std::string> with(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> found;
+    for (const auto& l : lines_) {
+      if (l.find(needle) != std::string::npos) {
+        found.push_back(l);
+      }
+    }
+    return found;
+  }
+
+  // The lines with `needle` once there is one, or none after 30 s: a line an actor logs after
+  // what the test saw (a close after the shutdown the peer saw) may come a moment later on a
+  // loaded machine.
+  std::vector<std::string> await(const std::string& needle) {
+    using namespace std::chrono_literals;
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    auto found = with(needle);
+    while (found.empty() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(10ms);
+      found = with(needle);
+    }
+    return found;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
 // A verifier node on 127.0.0.1 (port 0), as `leap verifier-node` builds it, with a short
 // auth_timeout; its log lines are kept. `silent`: silent_node in place of the node actor.
 struct loopback_node {
-  std::mutex mu;
-  std::vector<log_line> logs;
+  kept_log log;
   int served = 0;  // read after the pool has stopped
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
@@ -404,10 +443,7 @@ struct loopback_node {
     configure_node_transport(config, {});
     system = std::make_unique<caf::actor_system>(config);
     pool = system->spawn(counting_pool, &served);
-    auto sink = [this](const log_line& line) {
-      std::lock_guard<std::mutex> lock(mu);
-      logs.push_back(line);
-    };
+    auto sink = log.sink();
     verifier_node_config nc;
     nc.name = "loopback-node";
     nc.secret = secret;
@@ -440,16 +476,7 @@ struct loopback_node {
   loopback_node(const loopback_node&) = delete;
   loopback_node& operator=(const loopback_node&) = delete;
 
-  std::vector<std::string> lines_with(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu);
-    std::vector<std::string> out;
-    for (const auto& l : logs) {
-      if (l.text.find(needle) != std::string::npos) {
-        out.push_back(l.text);
-      }
-    }
-    return out;
-  }
+  std::vector<std::string> lines_with(const std::string& needle) { return log.with(needle); }
 };
 
 // A raw TCP connection to 127.0.0.1:port; -1 on failure.
@@ -529,14 +556,7 @@ TEST(VerifierNodeOverTcp, ClosesAnIdleUnprovenPeerAndKeepsAProvenOne) {
 
   // The proven orchestrator still works, on its first connection: only the idle one was closed.
   EXPECT_TRUE(verify());
-  // The node logs the close after the shutdown this test saw: on a loaded machine the line may
-  // come a moment later.
-  std::vector<std::string> closed;
-  for (const auto until = std::chrono::steady_clock::now() + 30s;
-       closed.empty() && std::chrono::steady_clock::now() < until;
-       std::this_thread::sleep_for(10ms)) {
-    closed = node.lines_with("no proof of the secret");
-  }
+  const auto closed = node.log.await("no proof of the secret");
   EXPECT_EQ(closed.size(), 1U);
   if (!closed.empty()) {
     EXPECT_NE(closed[0].find(":" + std::to_string(idle_port) + ":"), std::string::npos)
@@ -552,8 +572,7 @@ TEST(VerifierNodeOverTcp, ClosesAnIdleUnprovenPeerAndKeepsAProvenOne) {
 // An orchestrator (the dispatcher in a system of its own, as `leap run` has it) that connects to
 // a node on loopback; its log lines are kept.
 struct loopback_orchestrator {
-  std::mutex mu;
-  std::vector<std::string> logs;
+  kept_log log;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   verifier_actor dispatcher;
@@ -565,10 +584,7 @@ struct loopback_orchestrator {
     dispatcher_settings ds;
     ds.nodes = {"127.0.0.1:" + std::to_string(port)};
     ds.secret = secret;
-    ds.log = [this](const log_line& line) {
-      std::lock_guard<std::mutex> lock(mu);
-      logs.push_back(line.text);
-    };
+    ds.log = log.sink();
     dispatcher = spawn_verifier_dispatcher(*system, std::nullopt, ds);
   }
 
@@ -592,16 +608,7 @@ struct loopback_orchestrator {
     return out;
   }
 
-  std::vector<std::string> lines_with(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu);
-    std::vector<std::string> found;
-    for (const auto& l : logs) {
-      if (l.find(needle) != std::string::npos) {
-        found.push_back(l);
-      }
-    }
-    return found;
-  }
+  std::vector<std::string> lines_with(const std::string& needle) { return log.with(needle); }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -677,26 +684,16 @@ TEST(VerifierNodeOverTcp, AConnectionClosedDuringTheHandshakeIsTriedAgainAtOnce)
   ASSERT_NE(node.port, 0);
   const auto start = std::chrono::steady_clock::now();
   loopback_orchestrator orchestrator(node.port, "s3cret");
-  std::vector<std::string> closed;
-  // Far beyond the bound asserted below, so that the old code fails instead of hanging.
-  while (closed.empty() && seconds_since(start) < 30.0) {
-    std::this_thread::sleep_for(20ms);
-    closed = orchestrator.lines_with("connection closed during the handshake");
-  }
+  // Awaited far beyond the bound asserted below, so that the old code fails instead of hanging.
+  const auto closed = orchestrator.log.await("connection closed during the handshake");
   const double took = seconds_since(start);
   ASSERT_FALSE(closed.empty()) << "no closed handshake noticed within 30 s";
   EXPECT_LT(took, 5.0);
   std::printf("a connection closed during the handshake noticed after %.3f s\n", took);
   EXPECT_EQ(orchestrator.lines_with("handshake failed").size(), 0U);
-  // The node logs its close after the shutdown the orchestrator saw: on a loaded machine the line
-  // may come a moment later (a fresh-clone CI run read the log first).
-  std::vector<std::string> refused;
-  for (const auto until = std::chrono::steady_clock::now() + 30s;
-       refused.empty() && std::chrono::steady_clock::now() < until;
-       std::this_thread::sleep_for(10ms)) {
-    refused = node.lines_with("no proof of the secret within");
-  }
-  EXPECT_GE(refused.size(), 1U);
+  // The node logs its close after the shutdown the orchestrator saw (a fresh-clone CI run read the
+  // log first).
+  EXPECT_GE(node.log.await("no proof of the secret within").size(), 1U);
 }
 
 }  // namespace
