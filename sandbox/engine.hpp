@@ -440,6 +440,7 @@ class engine {
   struct kernelbench_reference {
     kb_data inputs;
     kb_data expected;
+    std::string problem;  // problem.py's text, for the judge's fresh inputs
   };
   // "cuda" or "cpu" for `gpu`'s slot, from the engine's own probe (cached per slot once it worked).
   // Errors start with "infrastructure:" and name the slot.
@@ -447,8 +448,9 @@ class engine {
   // The reference program's results, once per problem, seed, trials and device.
   result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(
       const task& t, const std::string& device, int gpu);
-  // KernelBench with timing_reps > 0: this many sets of fresh inputs for the first trial's model
-  // are drawn by the reference beside the trials; the judge's timed calls cycle through them.
+  // KernelBench with timing_reps > 0: this many sets of inputs for the first trial's model are
+  // drawn by the reference beside the trials, with their expected outputs; the judge's checked
+  // timed calls take them, its other timed calls inputs it draws itself.
   [[nodiscard]] int kernelbench_timing_sets() const { return config_.timing_reps > 0 ? 4 : 0; }
   // The slot's device and the task's reference on it: what a KernelBench run and its profiling
   // run start from. Errors: those of kernelbench_device and kernelbench_reference_for.

@@ -15,6 +15,7 @@
 #include <future>
 #include <iomanip>
 #include <optional>
+#include <random>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -308,8 +309,17 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     run_request request =
         kernelbench_request(dir->path(), device == "cuda" ? gpu : -1, {"reference.py"});
     ++kernelbench_reference_runs_;
+    // The timing sets' seeds, drawn for this run and written nowhere a candidate's run can read:
+    // one that knew them could draw the sets itself and tell which timed calls the judge checks
+    // (those take the sets; every other timed call gets inputs the judge draws).
+    std::random_device entropy;
+    nlohmann::json timing_seeds = nlohmann::json::array();
+    for (int i = 0; i < kernelbench_timing_sets(); ++i) {
+      timing_seeds.push_back((static_cast<std::uint64_t>(entropy()) << 31) ^ entropy());
+    }
     request.stdin_data = nlohmann::json{{"trials", config_.trials},
                                         {"timing_sets", kernelbench_timing_sets()},
+                                        {"timing_seeds", std::move(timing_seeds)},
                                         {"seed", t.seed},
                                         {"device", device}}
                              .dump() +
@@ -390,6 +400,7 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       return files.err();
     }
     auto ref = std::make_shared<kernelbench_reference>();
+    ref->problem = t.reference;
     for (auto [file, kind, target, bytes] :
          {std::tuple{"inputs.bin", kb_file::inputs, &ref->inputs, &files->first},
           std::tuple{"expected.bin", kb_file::expected, &ref->expected, &files->second}}) {
@@ -1046,6 +1057,11 @@ nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref
                         {"slots", std::move(slots)},
                         {"trials", config_.trials},
                         {"timing_reps", config_.timing_reps}};
+  if (config_.timing_reps > 0) {
+    // For the timed calls' fresh inputs, drawn by the judge: sent, never written where the
+    // candidate's run could change it before the judge reads it.
+    config["problem"] = ref.problem;
+  }
   if (sharing > 1) {
     // The judges waiting on this slot for later jobs hold their CUDA contexts all along.
     const auto waiting = static_cast<std::uint64_t>(
@@ -1634,6 +1650,23 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
         } else if (v.compiled_reference_time && v.candidate_time->median_ms > 0) {
           v.compiled_speedup = v.compiled_reference_time->median_ms / v.candidate_time->median_ms;
           v.compiled_speedup_noise = speedup_noise(*v.candidate_time, *v.compiled_reference_time);
+        }
+      }
+      // Timed calls that reused a timing set, where a cache keyed by the inputs' content could
+      // hit: said, with the judge's reason.
+      if (status.contains("fresh_inputs") && status["fresh_inputs"].is_object()) {
+        const nlohmann::json& fresh = status["fresh_inputs"];
+        const auto count = [&fresh](const char* key) {
+          return fresh.contains(key) && fresh[key].is_number_integer() ? fresh[key].get<long long>()
+                                                                       : 0LL;
+        };
+        if (count("calls") < count("of")) {
+          const nlohmann::json why = fresh.value("why", nlohmann::json());
+          const std::string note =
+              std::to_string(count("of") - count("calls")) + " of " + std::to_string(count("of")) +
+              " unchecked timed calls reused a timing set's inputs (" +
+              (why.is_string() ? why.get<std::string>().substr(0, 300) : "no reason given") + ")";
+          v.timing_note = v.timing_note.empty() ? note : v.timing_note + "; " + note;
         }
       }
       // A measurement the GPU slowed down describes the GPU, not the kernels: the pass counts as

@@ -147,6 +147,21 @@ def _leap_build(skeleton, views, init):
     return skeleton.get("v")
 )PY";
 
+// A timing set's inputs: problem.py's get_inputs() under `seed`, made on the device where this
+// torch can (its factories default there: a set of hundreds of MiB is drawn in microseconds, not
+// on the CPU in tenths of a second). The reference's timing sets and the judge's fresh inputs for
+// the timed calls are drawn by this one function, so that nothing in their values tells the
+// candidate which of them a timed call holds.
+const char* k_draw_inputs = R"PY(
+
+def _leap_draw_inputs(problem, seed, device):
+    torch.manual_seed(seed)
+    if device.type != "cpu" and hasattr(torch.device, "__enter__"):
+        with device:
+            return list(problem.get_inputs())
+    return list(problem.get_inputs())
+)PY";
+
 }  // namespace
 
 result<own_kernel_policy> own_kernel_for(const task& t, const std::string& device) {
@@ -173,7 +188,7 @@ import sys
 
 import torch
 )PY") +
-      k_codec + R"PY(
+      k_codec + k_draw_inputs + R"PY(
 
 def _leap_main():
     config = json.loads(sys.stdin.readline() or "{}")
@@ -181,20 +196,27 @@ def _leap_main():
     trials = int(config.get("trials", 3))
     timing_sets = int(config.get("timing_sets", 0))
     base = int(config.get("seed", 42))
+    # The timing sets' seeds are the engine's, drawn for this run: a candidate that knew them could
+    # draw the sets itself and tell a checked timed call from a fresh one.
+    timing_seeds = [int(x) for x in config.get("timing_seeds", [])]
+    timing_seeds += [base + 7919 * (k + 1) for k in range(len(timing_seeds), timing_sets)]
     spec = importlib.util.spec_from_file_location("leap_problem", os.path.join(os.getcwd(), "problem.py"))
     problem = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(problem)
     with open("inputs.bin", "wb") as fin, open("expected.bin", "wb") as fexp:
         fin.write(b"LKBIN001" + struct.pack("<I", trials + timing_sets))
         fexp.write(b"LKBEXP01" + struct.pack("<I", trials + timing_sets))
-        # After the trials, the timing sets: fresh inputs for the first trial's model (its seed and
-        # init), so that timed calls on one model instance each get inputs it has not seen last.
+        # After the trials, the timing sets: inputs for the first trial's model (its seed and
+        # init) that the judge's checked timed calls take, drawn as its fresh ones are.
         for trial in range(trials + timing_sets):
             seed = base + trial if trial < trials else base
             torch.manual_seed(seed)
             init = list(problem.get_init_inputs())
-            torch.manual_seed(seed if trial < trials else base + 7919 * (trial - trials + 1))
-            inputs = list(problem.get_inputs())
+            if trial < trials:
+                torch.manual_seed(seed)
+                inputs = list(problem.get_inputs())
+            else:
+                inputs = _leap_draw_inputs(problem, timing_seeds[trial - trials], device)
             fin.write(struct.pack("<Q", seed))
             _leap_encode(fin.write, init)
             _leap_encode(fin.write, inputs)
@@ -597,6 +619,18 @@ def _leap_job():
     return header["config"], raw
 
 
+def _leap_place(v, tensors):
+    """v's layout skeleton: its tensors appended to `tensors` and named by their index there."""
+    if isinstance(v, torch.Tensor):
+        tensors.append(v)
+        return {"t": len(tensors) - 1}
+    if isinstance(v, list):
+        return {"l": [_leap_place(x, tensors) for x in v]}
+    if isinstance(v, tuple):
+        return {"u": [_leap_place(x, tensors) for x in v]}
+    return {"v": v}
+
+
 def _leap_tensor_ids(skeleton):
     """The tensor indices a layout skeleton ({"t"}, {"l"}, {"u"}, {"v"}) refers to, in order."""
     if "t" in skeleton:
@@ -777,20 +811,9 @@ def _leap_main():
         def layout(trial):
             """Every tensor of a trial (its init's, its inputs', its outputs'): offset, bytes, dtype, shape."""
             tensors = []
-
-            def place(v):
-                if isinstance(v, torch.Tensor):
-                    tensors.append(v)
-                    return {"t": len(tensors) - 1}
-                if isinstance(v, list):
-                    return {"l": [place(x) for x in v]}
-                if isinstance(v, tuple):
-                    return {"u": [place(x) for x in v]}
-                return {"v": v}
-
             seed, init, inputs = cases[trial]
-            init_skeleton = place(init)
-            inputs_skeleton = place(inputs)
+            init_skeleton = _leap_place(init, tensors)
+            inputs_skeleton = _leap_place(inputs, tensors)
             # Per forward argument, the tensors it holds (what the check after each call reads).
             argument_tensors = [list(_leap_tensor_ids(item)) for item in inputs_skeleton.get("l", [])]
             entries, at = [], 0
@@ -852,6 +875,20 @@ def _leap_main():
             fcntl.fcntl(memfd, 1033, 1 | 2 | 4)  # F_ADD_SEALS: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
             region = torch.frombuffer(mmap.mmap(memfd, total), dtype=torch.uint8)
         timed_calls = warmup + reps if trials > 0 and timing_sets > 0 else 0
+        # problem.py (from the engine, never in this folder, where the candidate could change it),
+        # for the timed calls' fresh inputs: its get_inputs() only, run here before any of the
+        # candidate's code has.
+        problem, fresh_why = None, ""
+        if timed_calls:
+            if isinstance(config.get("problem"), str):
+                import types
+                problem = types.ModuleType("leap_problem")
+                try:
+                    exec(compile(config["problem"], "problem.py", "exec"), problem.__dict__)
+                except Exception as e:
+                    problem, fresh_why = None, "problem.py failed here: " + type(e).__name__ + ": " + str(e)[:200]
+            else:
+                fresh_why = "the engine sent no problem.py"
         flush = None
         if timed_calls and device.type == "cuda":
             # L2 is the GPU's, shared by every context: written from here, it is cold for the call.
@@ -883,6 +920,28 @@ def _leap_main():
     rng = random.SystemRandom()
     checked = set(rng.sample(range(timed_calls), min(8, timed_calls)))
     checked_cases = []
+    # The checked calls take the reference's timing sets, each once before any is taken again
+    # (a cache keyed by the inputs' content can hit only on a checked call, where it must be
+    # right); every other timed call gets inputs drawn here and never seen before, so such a
+    # cache misses and the call does the work it is timed for.
+    unused_sets = []
+    fresh_calls = 0
+
+    def fresh_inputs(trial):
+        """Fresh inputs in the timing set's layout (init tensors the set's), or None and why."""
+        if problem is None:
+            return None, fresh_why
+        try:
+            drawn = _leap_draw_inputs(problem, rng.getrandbits(63), device)
+        except Exception as e:
+            return None, "get_inputs failed here: " + type(e).__name__ + ": " + str(e)[:200]
+        tensors, _, inputs_skeleton, _, _, _, _ = plans[trial]
+        n_init = len(tensors) - len(list(_leap_tensor_ids(inputs_skeleton)))
+        placed = [None] * n_init
+        if _leap_place(drawn, placed) != inputs_skeleton or any(
+                t.dtype != u.dtype or t.shape != u.shape for t, u in zip(placed[n_init:], tensors[n_init:])):
+            return None, "get_inputs gives other shapes, dtypes or values than the timing sets'"
+        return pristine[trial][:n_init] + [t.to(device).contiguous() for t in placed[n_init:]], ""
     body.write(b"LKBOUT02" + struct.pack("<I", trials + len(checked)))
     own_report = []
     times = []
@@ -894,13 +953,26 @@ def _leap_main():
         # Each timed call's timing set drawn here, where the candidate cannot see it, not in turn:
         # a model that counts its calls could otherwise tell which set comes and answer from a
         # memo of each set's first answer.
-        trial = trials + rng.randrange(timing_sets) if timed else call
+        is_checked = timed and (call - trials) in checked
+        if is_checked:
+            if not unused_sets:
+                unused_sets = rng.sample(range(trials, cases_count), timing_sets)
+            trial = unused_sets.pop()
+        else:
+            trial = trials + rng.randrange(timing_sets) if timed else call
         seed, init, inputs = cases[trial]
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _, argument_tensors = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
         if trial not in pristine:
             pristine[trial] = [t.to(device).contiguous() for t in tensors]
         held = pristine[trial]
+        if timed and not is_checked:
+            fresh, why = fresh_inputs(trial)
+            if fresh is None:
+                fresh_why = fresh_why or why
+            else:
+                held = fresh
+                fresh_calls += 1
         with torch.no_grad():
             region.fill_(0xFF)  # outputs start as garbage (NaN for floats)
             for t, view in zip(held, views):
@@ -945,7 +1017,7 @@ def _leap_main():
             times.append(elapsed_ms)
         if not timed:
             stamps.append(["trial_called", time.time()])
-        if timed and (call - trials) not in checked:
+        if timed and not is_checked:
             continue
         if timed:
             checked_cases.append(trial)
@@ -984,11 +1056,16 @@ def _leap_main():
     if timed_calls:
         stamps.append(["timed_calls", time.time()])
     send({"end": True})
+    fresh = {"calls": fresh_calls, "of": timed_calls - len(checked)}
+    if fresh_calls < fresh["of"]:
+        fresh["why"] = fresh_why
     finish({"status": "ok", "device": device.type, "own_kernel": own_kernel, "own": own_report,
-            "built_here": built_here, "times_ms": times, "checked_cases": checked_cases}, body)
+            "built_here": built_here, "times_ms": times, "checked_cases": checked_cases,
+            "fresh_inputs": fresh}, body)
 
 
 )PY" + k_codec +
+      k_draw_inputs +
       R"PY(
 
 _leap_main()

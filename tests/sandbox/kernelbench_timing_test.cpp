@@ -114,5 +114,83 @@ TEST(KernelBenchBaselineCacheTest, KeptOnDiskPerRepetitionsAndMeasuredAgainWhenD
   EXPECT_EQ(again->reference_time->reps, 5);
 }
 
+// A candidate that notices inputs it has seen before and then sleeps for a second: a timed call
+// on a timing set it met earlier is slow, one on inputs never seen is fast.
+const std::string kbt_slow_on_repeats =
+    "import time\nimport torch\nclass ModelNew(torch.nn.Module):\n"
+    "    def __init__(self, s):\n        super().__init__()\n        self.s = s\n"
+    "        self.seen = set()\n"
+    "    def forward(self, a, b):\n"
+    "        key = (float(a.sum()), float(b.sum()), float(a[0, 0]), float(b[-1, -1]))\n"
+    "        if key in self.seen:\n            time.sleep(1.0)\n"
+    "        self.seen.add(key)\n        return a * self.s + b\n";
+
+engine_config kbt_fresh_config() {
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 1;
+  // 3 warm-up and 9 timed calls: the judge checks 8 of the 12 on the reference's 4 timing sets
+  // (each once, then again: at most 4 repeats), and gives the other 4 inputs of their own.
+  config.timing_reps = 9;
+  config.kernelbench_compiled_baseline = false;
+  return config;
+}
+
+// A cache keyed by the inputs' content: the timed calls the judge does not check get inputs drawn
+// in the judge for that call, so such a cache misses where the time is taken. Before, every timed
+// call took one of four timing sets, so at least 8 of these 12 calls met a set again and the
+// median was a second's sleep.
+TEST(KernelBenchFreshInputsTest, UncheckedTimedCallsNeverMeetInputsSeenBefore) {
+  std::string why;
+  if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  const testing::temp_folder scratch("leap-kbfresh-");
+  ASSERT_FALSE(scratch.path().empty());
+  engine_config config = kbt_fresh_config();
+  config.cache_dir = scratch.path();
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  auto v = (*e)->verify(kbt_scale_add_task(), fenced("python", kbt_slow_on_repeats));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback;
+  ASSERT_TRUE(v->candidate_time.has_value()) << v->feedback;
+  EXPECT_EQ(v->candidate_time->reps, 9);
+  // At most 4 of the 9 timed calls sleep (repeats of a checked set), so the median is a call
+  // that did not: a 32x16 add, far under the second a repeat costs on any machine.
+  EXPECT_LT(v->candidate_time->median_ms, 500.0) << "the median timed call met inputs seen before";
+  EXPECT_EQ(v->timing_note.find("reused a timing set"), std::string::npos) << v->timing_note;
+}
+
+// A problem whose get_inputs() draws its shape: the judge's fresh inputs do not fit the timing
+// set's buffers, so those calls take the set's inputs, and the verdict says how many and why.
+TEST(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndSaySo) {
+  std::string why;
+  if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
+    GTEST_SKIP() << why;
+  }
+  const testing::temp_folder scratch("leap-kbfresh-");
+  ASSERT_FALSE(scratch.path().empty());
+  engine_config config = kbt_fresh_config();
+  config.cache_dir = scratch.path();
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  task t = kbt_scale_add_task();
+  t.id = "kernelbench/level1/1_ScaleAddDrawnShape";
+  t.reference = std::string(testing::k_scale_add_problem);
+  const std::string fixed = "[torch.randn(32, 16), torch.randn(32, 16)]";
+  t.reference.replace(t.reference.find(fixed), fixed.size(),
+                      "[torch.randn(n, 16), torch.randn(n, 16)] if (n := "
+                      "int(torch.randint(1, 1 << 10, (1,)))) else []");
+  auto v = (*e)->verify(t, fenced("python", kbt_candidate));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback;
+  EXPECT_NE(
+      v->timing_note.find("of 4 unchecked timed calls reused a timing set's inputs (get_inputs "
+                          "gives other shapes"),
+      std::string::npos)
+      << v->timing_note;
+}
+
 }  // namespace
 }  // namespace leap::sandbox

@@ -1,7 +1,7 @@
 # task: kernelbench/problems/linear_relu.py
 # expect: pass | wrong_answer
 # max_speedup: 5
-# class: results cached by input content across repetitions (a digest of the input's values): the timed calls cycle through four timing sets, so a cache of four entries hits; not defeated, and paid only what skipping the layer saves over reading the input to hash it (here nothing beyond the noise: the calls are tiny); on a GPU the own-kernel check refuses it first (wrong_answer: PyTorch's ops only)
+# class: results cached by input content across repetitions (a digest of the input's values): the timed calls the judge does not check get inputs it draws for that call, so the cache misses where the time is taken (it can hit only on a checked call after the fourth, which meets a timing set again); on a GPU the own-kernel check refuses it first (wrong_answer: PyTorch's ops only)
 import torch
 import torch.nn as nn
 
