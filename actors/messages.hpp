@@ -234,8 +234,10 @@ typename Inspector::result_type inspect_with_optional(Inspector& f, const char* 
              return caf::none;
            }));
 }
-// A stored record (orchestrator/record_fields.hpp) travels as its listed fields, every one of
-// them, those the store keeps beside the record included.
+// A struct with a field list (common/field_list.hpp) travels as its listed fields, every one of
+// them, those the store keeps beside a record included. That covers every stored record and, by
+// the same rule, the loss options (no message carries them today: the torch learner gets them in
+// its config); a struct given a field list needs no inspect of its own.
 template <class T>
 struct optional_field {
   std::optional<T>* target;
@@ -266,7 +268,7 @@ optional_field<T> inspected(std::optional<T>& value) {
 }
 }  // namespace detail
 
-template <class Inspector, described_record T>
+template <class Inspector, field_listed T>
 typename Inspector::result_type inspect(Inspector& f, T& x) {
   return std::apply([&f](auto&&... field) { return f(detail::inspected(field.value)...); },
                     fields(x));

@@ -4,21 +4,21 @@
 // (learner/loss.hpp has the formulas). It lives here because the orchestrator and the learner may
 // not know each other, and both know common/.
 //
-// A new option is added in three places: its member (with its default) and its entry in
-// option_fields() below, its range in validate() below, and its config key in the schema; the
-// loss math uses it. Every other form the options take is derived from option_fields(): the
-// data-parallel learner's wire (learner/detail/loss_json.hpp), enums there by their names.
+// A new option is added in three places: its member (with its default) and its entry in fields()
+// below, its range in validate() below, and its config key in the schema; the loss math uses it.
+// Every other form the options take is derived from fields() (common/field_list.hpp, the same
+// list the stored records use): the data-parallel learner's wire (learner/detail/loss_json.hpp),
+// enums there by their names.
 #pragma once
 
 #include "common/enums/loss_aggregation.hpp"
 #include "common/enums/offpolicy_mode.hpp"
+#include "common/field_list.hpp"
 #include "common/result.hpp"
 
 #include <cmath>
 #include <string>
-#include <string_view>
 #include <tuple>
-#include <type_traits>
 
 namespace leap {
 
@@ -45,44 +45,18 @@ struct loss_options {
   friend bool operator==(const loss_options&, const loss_options&) = default;
 };
 
-// One listed option: its name (the member's) and the member.
-template <class T>
-struct option_field {
-  std::string_view name;
-  T& value;
-};
-
-template <class T>
-constexpr option_field<T> named_option(std::string_view name, T& value) {
-  return {name, value};
+// Each struct's members, listed once (common/field_list.hpp), in their declaration order.
+template <maybe_const<offpolicy_options> X>
+constexpr auto fields(X& o) {
+  return std::tuple{field("mode", o.mode), field("low", o.low), field("high", o.high),
+                    field("max_staleness", o.max_staleness)};
 }
 
-// Each struct's members, listed once, in their declaration order. X is the struct or const.
-template <class X>
-requires std::is_same_v<std::remove_const_t<X>, offpolicy_options>
-constexpr auto option_fields(X& o) {
-  return std::tuple{named_option("mode", o.mode), named_option("low", o.low),
-                    named_option("high", o.high), named_option("max_staleness", o.max_staleness)};
-}
-
-template <class X>
-requires std::is_same_v<std::remove_const_t<X>, loss_options>
-constexpr auto option_fields(X& o) {
-  return std::tuple{named_option("clip_low", o.clip_low), named_option("clip_high", o.clip_high),
-                    named_option("kl_coef", o.kl_coef), named_option("aggregation", o.aggregation),
-                    named_option("offpolicy", o.offpolicy)};
-}
-
-// A struct whose members option_fields() lists.
-template <class T>
-concept listed_options = requires(T& x) {
-  option_fields(x);
-};
-
-// Calls fn(field) for each listed member of x, in the list's order.
-template <class X, class Fn>
-constexpr void for_each_option(X& x, Fn&& fn) {
-  std::apply([&](auto&&... f) { (fn(f), ...); }, option_fields(x));
+template <maybe_const<loss_options> X>
+constexpr auto fields(X& o) {
+  return std::tuple{field("clip_low", o.clip_low), field("clip_high", o.clip_high),
+                    field("kl_coef", o.kl_coef), field("aggregation", o.aggregation),
+                    field("offpolicy", o.offpolicy)};
 }
 
 // Checks the ranges: clip_low in [0, 1), clip_high >= 0, kl_coef >= 0 (all finite); offpolicy:

@@ -14,9 +14,9 @@ using json = nlohmann::json;
 
 template <class T>
 json to_json_value(const T& value) {
-  if constexpr (listed_options<const T>) {
+  if constexpr (field_listed<const T>) {
     json j = json::object();
-    for_each_option(value, [&](const auto& f) { j[std::string(f.name)] = to_json_value(f.value); });
+    for_each_field(value, [&](const auto& f) { j[std::string(f.name)] = to_json_value(f.value); });
     return j;
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(name_of(value));
@@ -33,12 +33,12 @@ status from_json_value(const json& j, T& out, const std::string& path) {
     return error{(path.empty() ? std::string("the loss options") : path) + ": expected " +
                  expected + ", got " + j.dump()};
   };
-  if constexpr (listed_options<T>) {
+  if constexpr (field_listed<T>) {
     if (!j.is_object()) {
       return wrong("an object");
     }
     status s = ok_status();
-    for_each_option(out, [&](auto& f) {
+    for_each_field(out, [&](auto& f) {
       if (!s) {
         return;
       }

@@ -5,7 +5,7 @@
 // All functions are pure and thread-safe.
 #pragma once
 
-#include "orchestrator/record_fields.hpp"
+#include "common/field_list.hpp"
 
 #include <cstdint>
 #include <span>
@@ -95,8 +95,8 @@ struct partial_carry_record {
   friend bool operator==(const partial_carry_record&, const partial_carry_record&) = default;
 };
 
-// The fields of the carry records (orchestrator/record_fields.hpp).
-template <record_ref<carried_group> X>
+// The fields of the carry records (common/field_list.hpp).
+template <maybe_const<carried_group> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("origin_step", x.origin_step),
                     field("group", x.group),
@@ -106,7 +106,7 @@ constexpr auto fields(X& x) {
                     field("complete", x.complete)};
 }
 
-template <record_ref<partial_carry_record> X>
+template <maybe_const<partial_carry_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("step", x.step), field("groups", x.groups, opt().element("group"))};
 }

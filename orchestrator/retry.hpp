@@ -14,8 +14,8 @@
 // that reads the buffer stored after step s-1 plans step s exactly as the run that stopped did.
 #pragma once
 
+#include "common/field_list.hpp"
 #include "orchestrator/gate.hpp"
-#include "orchestrator/record_fields.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -98,27 +98,27 @@ struct retry_step_record {
   friend bool operator==(const retry_step_record&, const retry_step_record&) = default;
 };
 
-// The fields of the retry records (orchestrator/record_fields.hpp), in the order the store writes
+// The fields of the retry records (common/field_list.hpp), in the order the store writes
 // them.
-template <record_ref<retry_entry> X>
+template <maybe_const<retry_entry> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("task", x.task), field("first_step", x.first_step),
                     field("failed_step", x.failed_step), field("attempts", x.attempts)};
 }
 
-template <record_ref<retry_counts> X>
+template <maybe_const<retry_counts> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("admitted", x.admitted), field("requeued", x.requeued),
                     field("recovered", x.recovered), field("exhausted", x.exhausted),
                     field("evicted", x.evicted)};
 }
 
-template <record_ref<retry_buffer> X>
+template <maybe_const<retry_buffer> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("total", x.total), field("entries", x.entries, opt().element("entry"))};
 }
 
-template <record_ref<retry_step_record> X>
+template <maybe_const<retry_step_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("step", x.step), field("counts", x.counts), field("retried", x.retried),
                     field("buffer", x.buffer)};

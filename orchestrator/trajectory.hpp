@@ -11,11 +11,11 @@
 #include "common/enums/finish_reason.hpp"
 #include "common/enums/run_status.hpp"
 #include "common/enums/split_kind.hpp"
+#include "common/field_list.hpp"
 #include "common/result.hpp"
 #include "orchestrator/advantage.hpp"  // not_generated
 #include "orchestrator/gate.hpp"
 #include "orchestrator/metrics.hpp"
-#include "orchestrator/record_fields.hpp"
 #include "orchestrator/reward.hpp"  // pass_speed
 #include "orchestrator/vocabulary.hpp"
 
@@ -198,11 +198,11 @@ struct run_record {
 
 // ---- Fields ----------------------------------------------------------------------------------
 //
-// Each record's fields, once, in the order the store writes them (orchestrator/record_fields.hpp
+// Each record's fields, once, in the order the store writes them (common/field_list.hpp
 // says how the codec, the export and CAF use them). A field added to a record goes into its
 // struct and here, with the format version that added it when the store keeps it.
 
-template <record_ref<turn_timings> X>
+template <maybe_const<turn_timings> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("generation_ms", x.generation_ms),
                     field("compile_ms", x.compile_ms),
@@ -212,12 +212,12 @@ constexpr auto fields(X& x) {
                     field("run_queue_ms", x.run_queue_ms)};
 }
 
-template <record_ref<turn_weight_segment> X>
+template <maybe_const<turn_weight_segment> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("first", x.first), field("version", x.version)};
 }
 
-template <record_ref<turn_record> X>
+template <maybe_const<turn_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{
       field("input_tokens", x.input_tokens, opt().tokens()),
@@ -242,7 +242,7 @@ constexpr auto fields(X& x) {
 }
 
 // The outcome's two numbers are the rollout's own fields in the store and the export.
-template <record_ref<rollout_record> X>
+template <maybe_const<rollout_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("index", x.index),
                     field("passed_at_turn", x.outcome.passed_at_turn),
@@ -254,12 +254,12 @@ constexpr auto fields(X& x) {
                     field("turns", x.turns, opt().element("turn"))};
 }
 
-template <record_ref<fail_range> X>
+template <maybe_const<fail_range> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("lo", x.lo), field("hi", x.hi)};
 }
 
-template <record_ref<group_record> X>
+template <maybe_const<group_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("run_id", x.run_id),
                     field("step", x.step),
@@ -279,14 +279,14 @@ constexpr auto fields(X& x) {
                     field("optimise", x.optimise, opt().beside_record())};
 }
 
-template <record_ref<step_timings> X>
+template <maybe_const<step_timings> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("wall_ms", x.wall_ms),       field("generation_ms", x.generation_ms),
                     field("compile_ms", x.compile_ms), field("run_ms", x.run_ms),
                     field("learner_ms", x.learner_ms), field("idle_ms", x.idle_ms)};
 }
 
-template <record_ref<step_counts> X>
+template <maybe_const<step_counts> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("groups", x.groups),
                     field("activated_groups", x.activated_groups),
@@ -298,7 +298,7 @@ constexpr auto fields(X& x) {
                     field("generated_tokens", x.generated_tokens)};
 }
 
-template <record_ref<step_record> X>
+template <maybe_const<step_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("run_id", x.run_id),
                     field("step", x.step),
@@ -310,7 +310,7 @@ constexpr auto fields(X& x) {
                     field("metrics", x.metrics)};
 }
 
-template <record_ref<run_record> X>
+template <maybe_const<run_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("id", x.id), field("config_yaml", x.config_yaml),
                     field("created_unix_ms", x.created_unix_ms), field("status", x.status)};

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "common/enums/split_kind.hpp"
-#include "orchestrator/record_fields.hpp"
+#include "common/field_list.hpp"
 
 #include <array>
 #include <cstdint>
@@ -58,21 +58,21 @@ struct turn_profile_record {
   friend bool operator==(const turn_profile_record&, const turn_profile_record&) = default;
 };
 
-// The fields of a profile (orchestrator/record_fields.hpp). Its turn is the store's key, not in
+// The fields of a profile (common/field_list.hpp). Its turn is the store's key, not in
 // its bytes.
-template <record_ref<kernel_profile> X>
+template <maybe_const<kernel_profile> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("name", x.name), field("duration_ns", x.duration_ns),
                     field("bottleneck", x.bottleneck), field("findings", x.findings)};
 }
 
-template <record_ref<turn_ref> X>
+template <maybe_const<turn_ref> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("run_id", x.run_id), field("step", x.step),       field("split", x.split),
                     field("group", x.group),   field("rollout", x.rollout), field("turn", x.turn)};
 }
 
-template <record_ref<turn_profile_record> X>
+template <maybe_const<turn_profile_record> X>
 constexpr auto fields(X& x) {
   return std::tuple{field("turn", x.turn, opt().beside_record()),
                     field("kernels", x.kernels, opt().element("kernel")), field("note", x.note),

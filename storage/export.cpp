@@ -38,11 +38,11 @@ template <class F>
 constexpr bool export_has_legacy =
     !std::is_same_v<std::remove_cvref_t<decltype(std::declval<F>().legacy)>, no_legacy>;
 
-// A record as a JSON object of its listed fields (orchestrator/record_fields.hpp): enums by name,
+// A record as a JSON object of its listed fields (common/field_list.hpp): enums by name,
 // optionals and unmeasured numbers as null.
 template <class T>
 json json_of(const T& v, const field_options& options) {
-  if constexpr (described_record<T>) {
+  if constexpr (field_listed<T>) {
     json out = json::object();
     for_each_field(v, [&](const auto& f) {
       using F = std::remove_cvref_t<decltype(f)>;
@@ -61,7 +61,7 @@ json json_of(const T& v, const field_options& options) {
   } else if constexpr (std::is_enum_v<T>) {
     return enum_names::to_string(v);
   } else if constexpr (export_is_vector<T>::value) {
-    if constexpr (described_record<typename T::value_type>) {
+    if constexpr (field_listed<typename T::value_type>) {
       json out = json::array();
       for (const auto& e : v) {
         out.push_back(json_of(e, {}));
@@ -218,7 +218,7 @@ result<optimise_decision> parse_named(optimise_decision /*type*/, std::string_vi
 template <class T>
 void read_json(json_reader& r, const json& v, const std::string& where,
                const field_options& options, T& out) {
-  if constexpr (described_record<T>) {
+  if constexpr (field_listed<T>) {
     for_each_field(out, [&](auto& f) {
       using F = std::remove_cvref_t<decltype(f)>;
       if (!r.ok()) {

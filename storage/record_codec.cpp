@@ -297,7 +297,7 @@ E enum_max(const field_options& options) {
 // for a huge allocation.
 template <class T>
 std::size_t min_bytes(const field_options& options = {}) {
-  if constexpr (described_record<T>) {
+  if constexpr (field_listed<T>) {
     static const std::size_t n = [] {
       std::size_t sum = 0;
       T x{};
@@ -363,10 +363,10 @@ class record_writer {
           found = true;
         }
       } else if (f.options.since == 1) {
-        if constexpr (described_record<T>) {
+        if constexpr (field_listed<T>) {
           late(f.value, version, k, found);
         } else if constexpr (is_vector<T>::value) {
-          if constexpr (described_record<typename T::value_type>) {
+          if constexpr (field_listed<typename T::value_type>) {
             for (const auto& e : f.value) {
               late(e, version, k, found);
             }
@@ -378,7 +378,7 @@ class record_writer {
 
   template <class T>
   void value(const T& v, const field_options& options) {
-    if constexpr (described_record<T>) {
+    if constexpr (field_listed<T>) {
       base(v);
     } else if constexpr (std::is_same_v<T, bool>) {
       w_.boolean(v);
@@ -471,10 +471,10 @@ class record_reader {
           found = true;
         }
       } else if (f.options.since == 1) {
-        if constexpr (described_record<T>) {
+        if constexpr (field_listed<T>) {
           late(f.value, prefix, version, k, found);
         } else if constexpr (is_vector<T>::value) {
-          if constexpr (described_record<typename T::value_type>) {
+          if constexpr (field_listed<typename T::value_type>) {
             for (auto& e : f.value) {
               late(e, element_of(f.name, f.options), version, k, found);
             }
@@ -496,10 +496,10 @@ class record_reader {
         }
       }
       if (f.options.since == 1) {
-        if constexpr (described_record<T>) {
+        if constexpr (field_listed<T>) {
           upgrade(f.value, version);
         } else if constexpr (is_vector<T>::value) {
-          if constexpr (described_record<typename T::value_type>) {
+          if constexpr (field_listed<typename T::value_type>) {
             for (auto& e : f.value) {
               upgrade(e, version);
             }
@@ -511,7 +511,7 @@ class record_reader {
 
   template <class T>
   void value(T& v, const field_options& options, field_name name) {
-    if constexpr (described_record<T>) {
+    if constexpr (field_listed<T>) {
       base(v, name.prefix);
     } else if constexpr (std::is_same_v<T, bool>) {
       v = r_.boolean(name);
@@ -528,7 +528,7 @@ class record_reader {
       v.reserve(n);
       for (std::size_t i = 0; i < n && r_.ok(); ++i) {
         E e{};
-        if constexpr (described_record<E>) {
+        if constexpr (field_listed<E>) {
           base(e, element_of(name.name, options));
         } else {
           value(e, {}, name);

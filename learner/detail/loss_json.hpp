@@ -1,7 +1,8 @@
-// The loss options as JSON, derived from their one field list (common/loss_options.hpp's
-// option_fields): how rank 0 of a data-parallel learner hands them to the other ranks
-// (learner/trainer_parallel.cpp). Members by their names, nested structs as objects, enums by
-// their names (common/enums). Internal to learner/; no LibTorch here.
+// The loss options as JSON, derived from their one field list (their fields() in
+// common/loss_options.hpp, walked as common/field_list.hpp says): how rank 0 of a data-parallel
+// learner hands them to the other ranks (learner/trainer_parallel.cpp). Members by their names,
+// nested structs as objects, enums by their names (common/enums). Internal to learner/; no LibTorch
+// here.
 #pragma once
 
 #include "common/loss_options.hpp"

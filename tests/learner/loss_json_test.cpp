@@ -54,6 +54,19 @@ TEST(LossJson, EveryMemberSurvivesTheRoundTrip) {
   EXPECT_FALSE(*back == loss_options{});
 }
 
+// The wire's text, pinned as the options' own walk wrote it before they used the records' field
+// list (a build of that code printed these): every rank must read what rank 0 writes. nlohmann
+// orders an object's keys by name, so the list's order does not show here.
+TEST(LossJson, TheWireTextIsPinned) {
+  EXPECT_EQ(detail::loss_options_json(every_member_changed()).dump(),
+            R"({"aggregation":"seq_mean_token_sum","clip_high":0.31,"clip_low":0.15,)"
+            R"("kl_coef":0.02,"offpolicy":{"high":4.5,"low":0.3,"max_staleness":7,)"
+            R"("mode":"truncate_token"}})");
+  EXPECT_EQ(detail::loss_options_json({}).dump(),
+            R"({"aggregation":"seq_mean_token_mean","clip_high":0.28,"clip_low":0.2,"kl_coef":0.0,)"
+            R"("offpolicy":{"high":2.0,"low":0.5,"max_staleness":-1,"mode":"off"}})");
+}
+
 TEST(LossJson, EnumsTravelByTheirNames) {
   const json j = detail::loss_options_json(every_member_changed());
   EXPECT_EQ(j.at("aggregation"), "seq_mean_token_sum");

@@ -1,13 +1,21 @@
-// How a record lists its fields once: `fields(x)` (declared next to each record's struct) returns a
-// tuple of named references, and every form the record takes is derived from it: the store's binary
-// codec (storage/record_codec.cpp), the JSON export and import (storage/export.cpp) and CAF's
-// inspect (actors/messages.hpp). A new field is added to the struct and to its `fields()`, nowhere
-// else (its documentation aside).
+// How a struct lists its members once: `fields(x)`, declared next to the struct, returns a tuple of
+// named references (`field(name, member, options)`), and every other form the struct takes is
+// derived from it by walking the list (`for_each_field`, or `std::apply` over `fields(x)`):
+// - the stored records (orchestrator/trajectory.hpp, retry.hpp, partial_rollouts.hpp,
+//   turn_profile.hpp): the store's binary codec (storage/record_codec.cpp), the JSON export and
+//   import (storage/export.cpp) and CAF's inspect (actors/messages.hpp);
+// - the loss options (common/loss_options.hpp): the data-parallel learner's wire
+//   (learner/loss_json.cpp).
+// A new member is added to the struct and to its `fields()`, nowhere else (its documentation, and
+// for an option its config key and its use, aside). Any struct with a `fields()` is inspectable by
+// CAF (actors/messages.hpp), so one never needs a hand-written `inspect`.
 //
-// The list is in the order the store writes the fields, which is not always the struct's: the
-// stored bytes never change meaning. A field added after the first format version carries the
-// version that added it (`since`); the codec writes it after every field of the versions before
-// (see storage/record_codec.hpp) and reads older records with its default.
+// The options (`opt()`) say what the store and the export must know of a field; a struct the store
+// never sees (the loss options) gives none. A record's list is in the order the store writes the
+// fields, which is not always the struct's: the stored bytes never change meaning. A field added
+// after the first format version carries the version that added it (`since`); the codec writes it
+// after every field of the versions before (see storage/record_codec.hpp) and reads older records
+// with its default.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,10 @@ enum class json_unmeasured : std::uint8_t {
   unless_non_negative,  // null unless >= 0
 };
 
+// What the store and the JSON export must know of a field. Every listed field carries them (the
+// codec reads them off each field of a record, so `field()` must be able to default them); a
+// struct that neither the store nor the export sees (the loss options) leaves them at their
+// defaults, which mean nothing to its other readers.
 struct field_options {
   // The trajectory format version that added the field. Default: 1
   std::uint8_t since = 1;
@@ -91,7 +103,7 @@ class opt {
 struct no_legacy {};
 
 template <class T, class Legacy = no_legacy>
-struct record_field {
+struct listed_field {
   std::string_view name;
   T& value;
   field_options options;
@@ -99,23 +111,24 @@ struct record_field {
 };
 
 template <class T>
-constexpr record_field<T> field(std::string_view name, T& value, field_options options = {}) {
+constexpr listed_field<T> field(std::string_view name, T& value, field_options options = {}) {
   return {name, value, options, {}};
 }
 
 template <class T, class Legacy>
-constexpr record_field<T, Legacy> field(std::string_view name, T& value, field_options options,
+constexpr listed_field<T, Legacy> field(std::string_view name, T& value, field_options options,
                                         Legacy legacy) {
   return {name, value, options, legacy};
 }
 
-// X is T or const T: one `fields()` serves readers and writers.
+// X is T or const T: one `fields()` serves readers and writers
+// (`template <maybe_const<my_struct> X> constexpr auto fields(X& x)`).
 template <class X, class T>
-concept record_ref = std::is_same_v<std::remove_const_t<X>, T>;
+concept maybe_const = std::is_same_v<std::remove_const_t<X>, T>;
 
-// A type whose fields are listed.
+// A type whose members `fields()` lists.
 template <class T>
-concept described_record = requires(T& x) {
+concept field_listed = requires(T& x) {
   fields(x);
 };
 
