@@ -35,7 +35,7 @@ struct pending_turn {
 };
 
 // A prompt being rendered by the server's /tokenize: up to three renderings (see
-// policy/chat/conversation.hpp's template_delta): 0 = the short conversation with assistant "a",
+// policy/chat/chat.hpp's template_delta): 0 = the short conversation with assistant "a",
 // 1 = the same with "b", 2 = "a" followed by the feedback with the generation prompt. A first
 // prompt needs only rendering 2 (the messages themselves).
 struct pending_render {

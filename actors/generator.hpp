@@ -12,8 +12,8 @@
 
 #include "actors/messages.hpp"
 #include "actors/renderer.hpp"
-#include "policy/chat/conversation.hpp"
-#include "policy/client/weight_sync.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/client/client.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -55,7 +55,7 @@ struct generator_pool_config {
   int max_in_flight = 64;
   // The weight version the endpoints serve at start (a resumed run's last version). Default: 0
   std::uint64_t initial_weight_version = 0;
-  // How new weights reach the servers (policy/client/weight_sync.hpp's presets). None: a weight
+  // How new weights reach the servers (policy/client/client.hpp's presets). None: a weight
   // update with a weights_path is refused. Default: none
   std::optional<policy::weight_sync_plan> sync_plan;
   // The trainer's end of the plan's calls (a transfer engine's broadcast), given to every sync
@@ -94,7 +94,7 @@ struct generator_pool_config {
 // wait for it) before destroying the client. `renderer` turns prompt and feedback messages into
 // ids locally; null renders them with the servers' /tokenize (the model's own chat template): the
 // prompt directly, a feedback as a delta learned from three renderings of a short conversation
-// (policy/chat/conversation.hpp's template_closing / template_delta; two of them only once per
+// (policy/chat/chat.hpp's template_closing / template_delta; two of them only once per
 // pool). A rendering failure answers the turn with finish_reason::error. Thread-safe.
 [[nodiscard]] generator_actor spawn_generator_pool(caf::actor_system& system,
                                                    policy::policy_client& client,

@@ -1,6 +1,6 @@
 #include "actors/renderer.hpp"
 
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 
 namespace leap::actors {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "actors/messages.hpp"
 #include "common/result.hpp"
-#include "policy/chat/conversation.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <memory>
 #include <span>
@@ -24,12 +24,12 @@ class prompt_renderer {
 };
 
 // The project's byte-level tokenizer with its ChatML-like template
-// (policy/chat/byte_tokenizer.hpp): what the scripted policy server and the embedded policy
+// (policy/chat/chat.hpp): what the scripted policy server and the embedded policy
 // understand.
 [[nodiscard]] std::shared_ptr<const prompt_renderer> make_byte_chatml_renderer();
 
-// Any local chat renderer (policy/chat/conversation.hpp), e.g. a model folder's own tokenizer and
-// chat template (policy/chat/hf_renderer.hpp, what policy.tokenizer selects).
+// Any local chat renderer (policy/chat/chat.hpp), e.g. a model folder's own tokenizer and
+// chat template (policy/chat/chat.hpp's hf_renderer, what policy.tokenizer selects).
 [[nodiscard]] std::shared_ptr<const prompt_renderer> make_chat_renderer(
     std::shared_ptr<const policy::chat_renderer> renderer);
 

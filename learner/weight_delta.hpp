@@ -18,7 +18,7 @@
 // The receiver (apply_weight_delta) rebuilds each changed tensor aside, checks its checksum, and
 // only when every one matches copies them into the served model: a delta applied to other weights
 // than its base (a server that missed one) is refused and the served weights stay. The base
-// version is the server's to check (it knows its version; policy/server/server_state.hpp).
+// version is the server's to check (it knows its version; policy/server/detail/server_state.hpp).
 //
 // The checksum is a position-weighted sum (mod 2^64) of the tensor's words, computed with tensor
 // ops on the tensor's device, so the learner's and the server's copies agree across devices. It

@@ -1,7 +1,7 @@
 #include "actors/torch/torch_learner.hpp"
 
 #include "actors/torch/torch_policy_backend.hpp"
-#include "policy/client/weight_sync.hpp"
+#include "policy/client/client.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -6,7 +6,7 @@
 #include "learner/weight_broadcast.hpp"
 #include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,19 +1,19 @@
 // The LibTorch policy behind the project's OpenAI-compatible server: implements
-// policy/server/server_backend.hpp over learner::policy's torch-free API (sample, logits,
+// policy/server/server.hpp's policy_backend over learner::policy's torch-free API (sample, logits,
 // reload_weights). It lives in actors/ because it is the one folder allowed to know both the
 // HTTP side (policy/) and LibTorch's (learner/); it includes no LibTorch header itself.
 //
 // Tokenizer: the folder's own (policy::load_vocabulary: tokenizer.json and its chat template) when
 // the folder holds tokenizer.json, and then the model's vocab_size must cover it (added tokens
 // included; checkpoints pad it, Qwen3's 151936 for 151669 ids); else the project's byte-level
-// tokenizer and ChatML template (policy/chat/byte_tokenizer.hpp, 261 ids), and vocab_size must be
+// tokenizer and ChatML template (policy/chat/chat.hpp, 261 ids), and vocab_size must be
 // 261.
 #pragma once
 
 #include "common/result.hpp"
 #include "learner/model_config.hpp"
-#include "policy/chat/model_vocabulary.hpp"
-#include "policy/server/server_backend.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/server/server.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -16,7 +16,7 @@
 
 #include "common/result.hpp"
 #include "learner/weight_delta.hpp"
-#include "policy/client/weight_sync.hpp"
+#include "policy/client/client.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <chrono>

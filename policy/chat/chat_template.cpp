@@ -1,4 +1,4 @@
-// The public functions of chat_template.hpp: parsing and rendering (the engine's stages are
+// The functions of detail/chat_template.hpp: parsing and rendering (the engine's stages are
 // chat_template_{syntax,values,interpreter}.cpp), reading a model's template and checking a
 // rendering's delta rule.
 //
@@ -8,7 +8,7 @@
 // are listed in the header. Internally errors are thrown (a template_error carrying its source
 // position) because the evaluator is deeply recursive; the functions here catch them and return
 // error values.
-#include "policy/chat/chat_template.hpp"
+#include "policy/chat/detail/chat_template.hpp"
 
 #include "policy/chat/detail/chat_template_interpreter.hpp"
 #include "policy/chat/detail/chat_template_syntax.hpp"

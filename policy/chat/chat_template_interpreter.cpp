@@ -1,5 +1,5 @@
-// The interpreter of chat_template.hpp's Jinja subset (@huggingface/jinja's runtime.ts), with the
-// filters and the loop object of transformers' environment.
+// The interpreter of detail/chat_template.hpp's Jinja subset (@huggingface/jinja's runtime.ts),
+// with the filters and the loop object of transformers' environment.
 #include "policy/chat/detail/chat_template_interpreter.hpp"
 
 #include <algorithm>

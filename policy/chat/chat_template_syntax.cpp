@@ -1,5 +1,5 @@
-// The syntax of chat_template.hpp's Jinja subset (detail/chat_template_syntax.hpp): the UTF-8
-// helpers, the lexer (@huggingface/jinja's lexer.ts: source to tokens) and the parser (its
+// The syntax of detail/chat_template.hpp's Jinja subset (detail/chat_template_syntax.hpp): the
+// UTF-8 helpers, the lexer (@huggingface/jinja's lexer.ts: source to tokens) and the parser (its
 // parser.ts: tokens to the tree that chat_template_interpreter.cpp evaluates). One file for both
 // stages: they share the header, and each would cost a compile of its own.
 #include "policy/chat/detail/chat_template_syntax.hpp"

@@ -1,5 +1,5 @@
-// The values of chat_template.hpp's Jinja subset (@huggingface/jinja's runtime.ts values, with
-// Python's semantics where the JS port differs).
+// The values of detail/chat_template.hpp's Jinja subset (@huggingface/jinja's runtime.ts values,
+// with Python's semantics where the JS port differs).
 #include "policy/chat/detail/chat_template_values.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "policy/chat/conversation.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,5 @@
-#include "policy/chat/hf_renderer.hpp"
-
-#include "policy/chat/chat_template.hpp"
-#include "policy/chat/model_vocabulary.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/chat/detail/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "policy/chat/model_vocabulary.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <algorithm>
 

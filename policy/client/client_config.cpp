@@ -1,6 +1,5 @@
-#include "policy/client/client_config.hpp"
-
-#include "policy/client/dialect.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/detail/dialect.hpp"
 
 namespace leap::policy {
 

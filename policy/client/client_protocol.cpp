@@ -1,8 +1,8 @@
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 
-#include "policy/client/dialect.hpp"
-#include "policy/client/dialect_parts.hpp"
-#include "policy/wire/bounded_json.hpp"
+#include "policy/client/detail/dialect.hpp"
+#include "policy/client/detail/dialect_parts.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <climits>
 #include <curl/curl.h>

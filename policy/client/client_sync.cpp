@@ -1,7 +1,7 @@
 #include "policy/client/detail/client_sync.hpp"
 
-#include "policy/client/client_protocol.hpp"
-#include "policy/wire/bounded_json.hpp"
+#include "policy/client/detail/client_protocol.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 #include "policy/client/detail/client_transport.hpp"
 
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 
 #include <curl/curl.h>
 

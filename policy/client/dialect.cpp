@@ -1,6 +1,6 @@
-#include "policy/client/dialect.hpp"
+#include "policy/client/detail/dialect.hpp"
 
-#include "policy/client/dialect_parts.hpp"
+#include "policy/client/detail/dialect_parts.hpp"
 
 #include <climits>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // SGLang's dialect: POST /generate with input_ids, return_logprob and sampling_params (SGLang's
-// native API). Shapes: client_protocol.hpp.
-#include "policy/client/dialect.hpp"
-#include "policy/client/dialect_parts.hpp"
+// native API). Shapes: detail/client_protocol.hpp.
+#include "policy/client/detail/dialect.hpp"
+#include "policy/client/detail/dialect_parts.hpp"
 
 #include <nlohmann/json.hpp>
 

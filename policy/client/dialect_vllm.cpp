@@ -1,7 +1,7 @@
 // vLLM's dialect: POST /v1/completions with the prompt as token ids (OpenAI's completions API with
-// vLLM's extensions return_token_ids and request_id). Shapes: client_protocol.hpp.
-#include "policy/client/dialect.hpp"
-#include "policy/client/dialect_parts.hpp"
+// vLLM's extensions return_token_ids and request_id). Shapes: detail/client_protocol.hpp.
+#include "policy/client/detail/dialect.hpp"
+#include "policy/client/detail/dialect_parts.hpp"
 
 #include <nlohmann/json.hpp>
 

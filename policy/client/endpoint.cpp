@@ -1,4 +1,4 @@
-#include "policy/client/endpoint.hpp"
+#include "policy/client/detail/endpoint.hpp"
 
 namespace leap::policy {
 

@@ -1,4 +1,4 @@
-#include "policy/client/weight_sync.hpp"
+#include "policy/client/client.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,5 @@
-#include "policy/server/scripted_backend.hpp"
-
-#include "policy/server/server_random.hpp"
+#include "policy/server/detail/server_random.hpp"
+#include "policy/server/server.hpp"
 
 #include <algorithm>
 #include <chrono>

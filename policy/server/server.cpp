@@ -3,10 +3,10 @@
 // tables (server_generation_routes.cpp, server_control_routes.cpp). This file only wires them.
 #include "policy/server/server.hpp"
 
-#include "policy/server/server_metrics.hpp"
-#include "policy/server/server_routes.hpp"
-#include "policy/server/server_state.hpp"
-#include "policy/server/server_transport.hpp"
+#include "policy/server/detail/server_metrics.hpp"
+#include "policy/server/detail/server_routes.hpp"
+#include "policy/server/detail/server_state.hpp"
+#include "policy/server/detail/server_transport.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "policy/server/server_backend.hpp"
+#include "policy/server/server.hpp"
 
 namespace leap::policy {
 

@@ -1,4 +1,4 @@
-#include "policy/server/server_routes.hpp"
+#include "policy/server/detail/server_routes.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <ctime>
@@ -68,7 +68,7 @@ class control_service {
     return std::nullopt;
   }
 
-  // ---- vLLM's weight-transfer engine (the session's rules: server_state.hpp) ----
+  // ---- vLLM's weight-transfer engine (the session's rules: detail/server_state.hpp) ----
 
   std::optional<http_error> init_weight_transfer(const http_request& req, httplib::Response& res) {
     auto request = parse_body(req, parse_weight_transfer_request, "init_info");

@@ -1,6 +1,5 @@
-#include "policy/server/server_faults.hpp"
-
-#include "policy/server/server_random.hpp"
+#include "policy/server/detail/server_random.hpp"
+#include "policy/server/server.hpp"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "policy/server/server_generation.hpp"
+#include "policy/server/detail/server_generation.hpp"
 
 #include <algorithm>
 

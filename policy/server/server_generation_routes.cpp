@@ -1,7 +1,6 @@
-#include "policy/server/server_generation.hpp"
-#include "policy/server/server_random.hpp"
-#include "policy/server/server_routes.hpp"
-#include "policy/wire/sse.hpp"
+#include "policy/server/detail/server_generation.hpp"
+#include "policy/server/detail/server_random.hpp"
+#include "policy/server/detail/server_routes.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <algorithm>

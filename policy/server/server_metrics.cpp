@@ -1,4 +1,4 @@
-#include "policy/server/server_metrics.hpp"
+#include "policy/server/detail/server_metrics.hpp"
 
 #include <sstream>
 

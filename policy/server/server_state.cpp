@@ -1,4 +1,4 @@
-#include "policy/server/server_state.hpp"
+#include "policy/server/detail/server_state.hpp"
 
 #include <algorithm>
 #include <chrono>

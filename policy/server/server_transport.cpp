@@ -1,4 +1,4 @@
-#include "policy/server/server_transport.hpp"
+#include "policy/server/detail/server_transport.hpp"
 
 #include "policy/server/http_gate.hpp"
 

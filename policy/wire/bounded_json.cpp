@@ -1,4 +1,4 @@
-#include "policy/wire/bounded_json.hpp"
+#include "policy/wire/wire.hpp"
 
 namespace leap::policy {
 

@@ -1,4 +1,4 @@
-#include "policy/wire/json_cursor.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <nlohmann/json.hpp>
 

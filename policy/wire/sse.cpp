@@ -1,4 +1,4 @@
-#include "policy/wire/sse.hpp"
+#include "policy/wire/wire.hpp"
 
 namespace leap::policy {
 

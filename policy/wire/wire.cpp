@@ -1,7 +1,6 @@
 #include "policy/wire/wire.hpp"
 
-#include "policy/chat/model_vocabulary.hpp"
-#include "policy/wire/bounded_json.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <algorithm>
 #include <array>

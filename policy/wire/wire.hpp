@@ -1,3 +1,29 @@
+// What policy/wire offers, its one public header: the formats both sides of the HTTP API speak, as
+// pure functions, with no sockets and no threads.
+//  - wire: vLLM's and SGLang's requests parsed into typed requests, sequences rendered as their
+//    responses, and `render_error`, the one error shape (wire.cpp);
+//  - sse: server-sent events, framing and reading (sse.cpp);
+//  - bounded_json: parsing of untrusted JSON with its nesting bounded first (bounded_json.cpp);
+//  - json_cursor: the forward-only JSON cursor of the client's fast readers (json_cursor.cpp).
+#pragma once
+
+#include "common/enums/finish_reason.hpp"
+#include "common/result.hpp"
+#include "policy/chat/chat.hpp"
+
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+// ==== wire (wire.cpp) ====================================================
 // The server side of the wire: pure functions from request JSON to typed requests (with errors a
 // user can act on), and from generated sequences to response JSON shaped as vLLM's
 // OpenAI-compatible server and SGLang's native /generate document them. No sockets, no threads.
@@ -15,22 +41,10 @@
 //   POST /tokenize, /detokenize vLLM's shapes (detokenize also answers SGLang's "text" key)
 // Every OpenAI-style response also carries "weight_version" (an integer, our extension); SGLang's
 // meta_info.weight_version is a string, as SGLang reports it.
-#pragma once
-
-#include "common/enums/finish_reason.hpp"
-#include "common/result.hpp"
-#include "policy/chat/byte_tokenizer.hpp"
-
-#include <nlohmann/json.hpp>
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
 
 namespace leap::policy {
 
-class model_vocabulary;  // policy/chat/model_vocabulary.hpp
+class model_vocabulary;  // policy/chat/chat.hpp
 
 // Sampling and stopping, as the three generation routes accept them (names differ per route; the
 // parsers map them here).
@@ -247,7 +261,7 @@ struct lora_adapter_request {
 
 // The body as JSON, or an error saying where it stopped parsing. An empty body parses as {} (the
 // control routes take optional bodies). A body nesting deeper than max_json_depth
-// (bounded_json.hpp) is an error, found before parsing. Pure.
+// (bounded_json, below) is an error, found before parsing. Pure.
 [[nodiscard]] result<nlohmann::json> parse_json_body(const std::string& body);
 
 // ---------------------------------------------------------------------------------------------
@@ -344,5 +358,254 @@ struct http_error {
 // JSON text for a response body. Invalid UTF-8 (a cut multi-byte character) becomes U+FFFD
 // instead of failing. Pure.
 [[nodiscard]] std::string dump_json(const nlohmann::json& value);
+
+}  // namespace leap::policy
+
+// ==== sse (sse.cpp) ======================================================
+// Server-sent events as OpenAI-compatible servers stream them: each event is `data: <json>\n\n`,
+// and the stream ends with `data: [DONE]\n\n`. Framing lives here and nowhere else.
+
+namespace leap::policy {
+
+// One event carrying `data`. A payload with newlines becomes several `data:` lines, as the SSE
+// specification requires (a reader joins them back with '\n'). Pure, thread-safe.
+[[nodiscard]] std::string sse_event(std::string_view data);
+
+// The end-of-stream marker of OpenAI's streaming APIs: "data: [DONE]\n\n".
+[[nodiscard]] std::string sse_done();
+
+// Incremental reader: feed bytes as they arrive, get the data payloads of the events completed so
+// far. Handles "\n" and "\r\n" line ends, multi-line data, comments (":...") and fields other than
+// data (ignored). An event is complete at its blank line; an unterminated last event is pending
+// (is_partial) and never returned, which is how a truncated stream shows. Not thread-safe.
+class sse_reader {
+ public:
+  [[nodiscard]] std::vector<std::string> feed(std::string_view bytes);
+  // True when bytes of an event without its terminating blank line are buffered.
+  [[nodiscard]] bool is_partial() const;
+
+ private:
+  std::string buffer_;
+  std::string data_;
+  bool has_data_ = false;
+};
+
+}  // namespace leap::policy
+
+// ==== bounded_json (bounded_json.cpp) ====================================
+// Parsing of JSON that comes from outside the process (a server's reply, an SSE event, a request
+// body) with its nesting bounded first. nlohmann's parser is iterative, but copying, comparing and
+// dumping a value recurse once per level, so a body of 100,000 nested brackets overflows the stack
+// of whoever touches it next (building an error message, a result<json> copy). Every parse of
+// untrusted JSON in policy/ goes through these functions. Pure and thread-safe.
+
+namespace leap::policy {
+
+// The deepest nesting accepted: far above any shape the OpenAI, vLLM or SGLang APIs use (a chat
+// request with content parts is 5 levels deep), far below what a thread's stack can recurse.
+inline constexpr int max_json_depth = 64;
+
+// The nesting depth of arrays and objects in `text` (brackets inside strings do not count),
+// counted up to limit + 1: a text deeper than `limit` gives limit + 1 without being read further.
+// Works on any bytes, JSON or not.
+[[nodiscard]] int json_nesting_depth(std::string_view text, int limit = max_json_depth);
+
+// nlohmann::json::parse(text) without exceptions: a discarded value when `text` is not JSON or
+// nests deeper than `limit`.
+[[nodiscard]] nlohmann::json parse_bounded_json(std::string_view text, int limit = max_json_depth);
+
+}  // namespace leap::policy
+
+// ==== json_cursor (json_cursor.cpp) ======================================
+// The JSON fast path of the client's response readers: a forward-only cursor over a body that
+// reads only the fields a turn needs, without building a DOM. A generation response carries
+// thousands of numbers (prompt echo, ids, log-probs); a nlohmann::json DOM for it costs more than
+// everything else the client does per turn (README, "Tests and benchmark").
+//
+// Contract: every reader answers false for anything but well-formed JSON of the expected kind (and
+// for shapes it chooses not to take: an escaped key, an integer of more than 18 digits, nesting
+// deeper than 64 levels). A false is never an error to report: the caller then reads the whole body
+// with the DOM parser (parse_bounded_json), which names what is wrong; so the fast path only has to
+// be right on the bodies it accepts. After a false the cursor's position is unspecified.
+// Not thread-safe (one per body); the body must outlive the cursor.
+
+namespace leap::policy {
+
+struct json_cursor {
+  const char* p;  // next byte
+  const char* e;  // end of the body
+
+  explicit json_cursor(std::string_view body) : p(body.data()), e(body.data() + body.size()) {}
+
+  // Skips JSON whitespace.
+  void ws() {
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) {
+      ++p;
+    }
+  }
+  // Consumes `c` (after whitespace) when it is next.
+  bool eat(char c) {
+    ws();
+    if (p < e && *p == c) {
+      ++p;
+      return true;
+    }
+    return false;
+  }
+  // Whether `c` is next (after whitespace); consumes nothing but the whitespace.
+  bool at(char c) {
+    ws();
+    return p < e && *p == c;
+  }
+  // Whether the rest of the body is whitespace.
+  bool at_end() {
+    ws();
+    return p == e;
+  }
+  // Consumes `word` (true, false, null) when it is next.
+  bool literal(std::string_view word) {
+    ws();
+    if (static_cast<std::size_t>(e - p) >= word.size() &&
+        std::string_view(p, word.size()) == word) {
+      p += word.size();
+      return true;
+    }
+    return false;
+  }
+  // The raw contents of a string (no quotes, escapes left as written); `escaped` tells whether it
+  // holds any. Refuses raw control characters, as JSON does.
+  bool string(std::string_view& out, bool& escaped) {
+    ws();
+    if (p >= e || *p != '"') {
+      return false;
+    }
+    const char* start = ++p;
+    escaped = false;
+    while (p < e) {
+      const char c = *p;
+      if (c == '"') {
+        out = std::string_view(start, static_cast<std::size_t>(p - start));
+        ++p;
+        return true;
+      }
+      if (c == '\\') {
+        escaped = true;
+        p += 2;
+        continue;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) {
+        return false;
+      }
+      ++p;
+    }
+    return false;
+  }
+  // Whether a JSON number starts here: an optional minus, then a digit, and no leading zero.
+  bool number_start() {
+    ws();
+    if (p >= e) {
+      return false;
+    }
+    const char* q = *p == '-' ? p + 1 : p;
+    if (q >= e || *q < '0' || *q > '9') {
+      return false;
+    }
+    // JSON allows no leading zeros ("01").
+    return !(*q == '0' && q + 1 < e && q[1] >= '0' && q[1] <= '9');
+  }
+  // An integer of at most 18 digits (no fraction, no exponent). Ids are most of a body: a plain
+  // digit loop is several times cheaper than from_chars here.
+  bool integer(long long& v) {
+    if (!number_start()) {
+      return false;
+    }
+    const char* q = p;
+    const bool negative = *q == '-';
+    if (negative) {
+      ++q;
+    }
+    long long x = 0;
+    int digits = 0;
+    while (q < e && *q >= '0' && *q <= '9') {
+      if (++digits > 18) {
+        return false;  // out of any id's range: the DOM parser decides
+      }
+      x = x * 10 + (*q - '0');
+      ++q;
+    }
+    if (q < e && (*q == '.' || *q == 'e' || *q == 'E')) {
+      return false;
+    }
+    v = negative ? -x : x;
+    p = q;
+    return true;
+  }
+  // Any JSON number.
+  bool number(double& v) {
+    if (!number_start()) {
+      return false;
+    }
+    auto [q, ec] = std::from_chars(p, e, v);
+    if (ec != std::errc()) {
+      return false;
+    }
+    p = q;
+    return true;
+  }
+  // Consumes one value of any kind, nested at most 64 levels below `depth`.
+  bool skip(int depth = 0);
+  // Iterates an object's keys: `on_key(key)` must consume the value. False on malformed input, on
+  // an escaped key, or when `on_key` says so (a shape the fast path does not take).
+  template <class F>
+  bool object(F&& on_key) {
+    if (!eat('{')) {
+      return false;
+    }
+    if (eat('}')) {
+      return true;
+    }
+    do {
+      std::string_view key;
+      bool escaped;
+      if (!string(key, escaped) || escaped || !eat(':') || !on_key(key)) {
+        return false;
+      }
+    } while (eat(','));
+    return eat('}');
+  }
+  // Iterates an array: `on_item()` must consume one value.
+  template <class F>
+  bool array(F&& on_item) {
+    if (!eat('[')) {
+      return false;
+    }
+    if (eat(']')) {
+      return true;
+    }
+    do {
+      if (!on_item()) {
+        return false;
+      }
+    } while (eat(','));
+    return eat(']');
+  }
+  // An array of token ids, appended to `out`: integers in [0, 2^31). Out of range is a false: the
+  // DOM parser then names the id.
+  bool ids(std::vector<token_id>& out) {
+    return array([&] {
+      long long v;
+      if (!integer(v) || v < 0 || v > INT32_MAX) {
+        return false;
+      }
+      out.push_back(static_cast<token_id>(v));
+      return true;
+    });
+  }
+  // A string's value, escapes decoded.
+  bool text(std::string& out);
+  // A string, or an integer written in decimal; null leaves `out` as it is. (Weight versions come
+  // as either.)
+  bool string_or_integer(std::optional<std::string>& out);
+};
 
 }  // namespace leap::policy

@@ -7,9 +7,8 @@
 
 #include "actors/debug_turn.hpp"
 #include "actors/renderer.hpp"
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 #include "policy/client/client.hpp"
-#include "policy/server/scripted_backend.hpp"
 #include "policy/server/server.hpp"
 
 #include <caf/actor_system.hpp>

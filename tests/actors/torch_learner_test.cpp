@@ -8,9 +8,8 @@
 #include "actors/torch/torch_policy_backend.hpp"
 #include "learner/policy.hpp"
 #include "learner/safetensors.hpp"
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 #include "policy/client/client.hpp"
-#include "policy/client/weight_sync.hpp"
 #include "policy/server/server.hpp"
 #include "tests/actors/test_support.hpp"
 

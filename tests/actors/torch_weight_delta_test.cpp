@@ -10,7 +10,6 @@
 #include "learner/trainer.hpp"
 #include "learner/weight_delta.hpp"
 #include "policy/client/client.hpp"
-#include "policy/client/weight_sync.hpp"
 #include "policy/server/server.hpp"
 #include "tests/actors/test_support.hpp"
 #include "tests/actors/torch_delta_support.hpp"

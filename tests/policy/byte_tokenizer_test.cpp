@@ -1,4 +1,4 @@
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <gtest/gtest.h>
 

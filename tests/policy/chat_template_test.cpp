@@ -6,7 +6,7 @@
 // in tests/policy/chat_template/templates/ (SOURCES.md there says where each comes from). The
 // reference tests skip, saying why, when node or the npm packages are missing; `tools/dev.sh deps`
 // installs them (`npm ci --prefix tests/policy/chat_template`).
-#include "policy/chat/chat_template.hpp"
+#include "policy/chat/detail/chat_template.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -373,7 +373,7 @@ std::vector<family> load_families(std::string& missing) {
 
 // Contents: code (CUDA included), many scripts, emoji, quotes and backslashes, newline runs, long
 // digit strings, special-token texts and Jinja syntax inside user text. None starts or ends with
-// spaces or tabs: there the JS port's strip() ignores its argument (see chat_template.hpp).
+// spaces or tabs: there the JS port's strip() ignores its argument (see detail/chat_template.hpp).
 const std::vector<std::string>& contents() {
   static const std::vector<std::string> pool = {
       "Hello!",

@@ -1,9 +1,8 @@
 // The client's pure logic, without HTTP: conversations and templates, routing and failure
 // accounting, config validation, and the weight-sync state machine as a table.
-#include "policy/chat/conversation.hpp"
-#include "policy/client/client_config.hpp"
-#include "policy/client/endpoint.hpp"
-#include "policy/client/weight_sync.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/detail/endpoint.hpp"
 
 #include <gtest/gtest.h>
 
@@ -95,7 +94,7 @@ TEST(ClientConversation, ChatmlRendersPromptAndFeedbackAsAppendOnlyDeltas) {
 }
 
 TEST(ClientConversation, ByteRendererMatchesTheGenericChatmlOverTheProjectTokenizer) {
-  // The project's tokenizer (policy/chat/byte_tokenizer.hpp) through its own template, and the
+  // The project's tokenizer (policy/chat/chat.hpp) through its own template, and the
   // generic ChatML renderer over the same tokenizer's plain-byte encoding, must agree id for id.
   byte_chat_renderer project;
   chatml_renderer generic([](std::string_view t) { return byte_tokenizer::encode(t, false); },

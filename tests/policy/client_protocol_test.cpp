@@ -1,6 +1,6 @@
 // The client's wire logic as tables: response fixtures shaped like vLLM's and SGLang's documented
 // responses, request bodies, error classification and the backoff schedule.
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

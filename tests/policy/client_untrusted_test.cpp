@@ -4,8 +4,8 @@
 // clearly, retry what a retry can fix, and never crash. Real HTTP on 127.0.0.1: a small
 // cpp-httplib server whose replies each test scripts, and the project's policy_server.
 #include "policy/client/client.hpp"
-#include "policy/client/client_protocol.hpp"
-#include "policy/wire/bounded_json.hpp"
+#include "policy/client/detail/client_protocol.hpp"
+#include "policy/wire/wire.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

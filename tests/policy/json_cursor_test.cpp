@@ -1,7 +1,7 @@
 // The JSON fast path's cursor as tables: what each reader takes, what it leaves to the DOM parser
 // (a false), and where it stops. How the dialects' readers built on it agree with the DOM parser is
 // client_protocol_test.cpp's SinglePassReaderAgreesWithTheDomParser.
-#include "policy/wire/json_cursor.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The scripted backend: task matching, pass and fix rates, determinism, resumption, log-probs and
 // the latency model, without HTTP. Its suite reader is launch::load_scripted_suite (tests/launch).
-#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

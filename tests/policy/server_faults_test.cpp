@@ -1,7 +1,6 @@
 // Fault injection: the spec parser and the decision function as tables, then every fault kind
 // observed over real HTTP against a server on 127.0.0.1.
-#include "policy/server/server_faults.hpp"
-
+#include "policy/server/server.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

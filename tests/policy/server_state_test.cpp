@@ -1,11 +1,11 @@
 // The policy server's state without HTTP: who holds generation back, flights, the LoRA table and
 // vLLM's weight-transfer session, driven directly against the scripted backend; and the routes'
 // handlers called as the transport calls them, without sockets.
-#include "policy/server/server_state.hpp"
+#include "policy/server/detail/server_state.hpp"
 
 #include "tests/policy/server_test_support.hpp"
 // After server_test_support.hpp, which defines CPPHTTPLIB_OPENSSL_SUPPORT before httplib.h.
-#include "policy/server/server_routes.hpp"
+#include "policy/server/detail/server_routes.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,8 @@
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
 #define CPPHTTPLIB_OPENSSL_SUPPORT
 #endif
-#include "policy/server/scripted_backend.hpp"
 #include "policy/server/server.hpp"
-#include "policy/wire/sse.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -2,7 +2,7 @@
 // runtime LoRA adapters) over HTTP on 127.0.0.1, the vLLM-flavoured weight-sync plans driven by
 // the policy client against it unchanged, and SGLang's /tokenize with chat messages.
 #include "policy/client/client.hpp"
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

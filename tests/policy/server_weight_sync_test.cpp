@@ -4,7 +4,6 @@
 // of rotation (no turn reaches it) until a sync succeeds, and turns go to the endpoints whose
 // weights are known.
 #include "policy/client/client.hpp"
-#include "policy/client/weight_sync.hpp"
 #include "tests/policy/server_test_support.hpp"
 
 #include <gtest/gtest.h>

@@ -120,9 +120,10 @@ class staleness_recorder final : public learner_backend {
   std::vector<double>* out_;
 };
 
-// Tasks as the scripted policy server plays them (policy/server/scripted_backend.hpp's defaults):
-// task i has difficulty 1 + i % 3 and passes its first turn with probability 0.7, 0.45 or 0.2; a
-// debug turn fixes a wrong answer with probability --fix (0.5). Only their id and prompt are used.
+// Tasks as the scripted policy server plays them (policy/server/server.hpp's scripted backend, its
+// defaults): task i has difficulty 1 + i % 3 and passes its first turn with probability 0.7, 0.45
+// or 0.2; a debug turn fixes a wrong answer with probability --fix (0.5). Only their id and prompt
+// are used.
 std::vector<std::shared_ptr<const sandbox::task>> bench_tasks(const options& o,
                                                               instant_policy& policy) {
   static constexpr double first_turn_pass[3] = {0.7, 0.45, 0.2};

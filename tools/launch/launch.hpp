@@ -20,12 +20,9 @@
 #include "actors/remote_verifier.hpp"
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
-#include "policy/chat/hf_renderer.hpp"
-#include "policy/chat/model_vocabulary.hpp"
-#include "policy/client/client_config.hpp"
-#include "policy/client/weight_sync.hpp"
-#include "policy/server/server_backend.hpp"
-#include "policy/server/server_faults.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/client/client.hpp"
+#include "policy/server/server.hpp"
 #include "sandbox/verifier.hpp"
 #include "storage/trajectory_store.hpp"
 #include "tools/launch/tasks.hpp"
@@ -230,8 +227,8 @@ struct run_options {
   // CAF scheduler threads; 0: CAF's default (one per core). Default: 0
   std::size_t scheduler_threads = 0;
   // Faults the embedded server injects on its generation routes, as `leap serve-policy --faults`
-  // (policy/server/server_faults.hpp; `leap run --server-faults`): for tests that need a server
-  // fault inside a run, such as a generation held until the next weight sync. Only with
+  // (policy/server/server.hpp's fault_config; `leap run --server-faults`): for tests that need a
+  // server fault inside a run, such as a generation held until the next weight sync. Only with
   // policy.flavour embedded: start() refuses them for a run without the embedded server.
   // Default: none
   policy::fault_config server_faults;

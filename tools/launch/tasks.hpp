@@ -4,7 +4,7 @@
 
 #include "common/result.hpp"
 #include "orchestrator/config.hpp"
-#include "policy/server/scripted_backend.hpp"
+#include "policy/server/server.hpp"
 #include "sandbox/task.hpp"
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include "actors/progress.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
-#include "policy/server/server_faults.hpp"
+#include "policy/server/server.hpp"
 #include "tools/launch/launch.hpp"
 #include "tools/launch/resume.hpp"
 #include "tools/leap/command.hpp"

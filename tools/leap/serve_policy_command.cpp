@@ -4,9 +4,7 @@
 // weight-update routes from a learner checkpoint).
 #include "common/enums/transfer_backend.hpp"
 #include "common/signals.hpp"
-#include "policy/server/scripted_backend.hpp"
 #include "policy/server/server.hpp"
-#include "policy/server/server_faults.hpp"
 #include "tools/launch/tasks.hpp"
 #include "tools/leap/command.hpp"
 #include "tools/leap/torch/torch.hpp"

@@ -13,11 +13,11 @@
 #pragma once
 
 #include "policy/client/client.hpp"
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 #include "policy/client/detail/client_scheduler.hpp"
 #include "policy/client/detail/client_sync.hpp"
 #include "policy/client/detail/client_transport.hpp"
-#include "policy/client/endpoint.hpp"
+#include "policy/client/detail/endpoint.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -9,9 +9,9 @@
 #pragma once
 
 #include "policy/client/client.hpp"
-#include "policy/client/client_protocol.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 #include "policy/client/detail/client_transport.hpp"
-#include "policy/client/endpoint.hpp"
+#include "policy/client/detail/endpoint.hpp"
 
 #include <chrono>
 #include <cstdint>

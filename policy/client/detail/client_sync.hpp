@@ -1,7 +1,7 @@
-// The weight-sync driver of one endpoint: the sequence of weight_sync.hpp (drain, control calls in
-// order, health checks, admit) as an object fed with events that answers what its host must do.
-// It sends nothing, keeps no clock and calls nothing: policy_client applies the effects (HTTP
-// exchanges, timers, admission), and the tests feed events and read the effects directly.
+// The weight-sync driver of one endpoint: the sequence of client.hpp's weight_sync (drain, control
+// calls in order, health checks, admit) as an object fed with events that answers what its host
+// must do. It sends nothing, keeps no clock and calls nothing: policy_client applies the effects
+// (HTTP exchanges, timers, admission), and the tests feed events and read the effects directly.
 //
 // Every asynchronous answer carries the generation it was asked under (generation() when the
 // effect was applied): an answer or timer of a finished or later sync is ignored.
@@ -10,8 +10,8 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "policy/client/client.hpp"
 #include "policy/client/detail/client_transport.hpp"
-#include "policy/client/weight_sync.hpp"
 
 #include <chrono>
 #include <cstddef>

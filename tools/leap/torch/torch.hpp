@@ -10,8 +10,8 @@
 #pragma once
 
 #include "common/result.hpp"
-#include "policy/chat/model_vocabulary.hpp"
-#include "policy/server/server_backend.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/server/server.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -4,8 +4,8 @@
 // a UTF-8 character, never text that a stop string might still swallow). Pure logic, no I/O.
 #pragma once
 
-#include "policy/chat/model_vocabulary.hpp"
-#include "policy/server/server_backend.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/server/server.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <cstddef>

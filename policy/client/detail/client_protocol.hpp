@@ -14,9 +14,9 @@
 // log-prob); output_ids is read only when the triples are missing, which is an error anyway.
 #pragma once
 
-#include "policy/chat/conversation.hpp"
-#include "policy/client/client_config.hpp"
-#include "policy/wire/sse.hpp"
+#include "policy/chat/chat.hpp"
+#include "policy/client/client.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -149,7 +149,7 @@ struct streamed_choices {
   bool done = false;      // the stream's `data: [DONE]` arrived
 };
 
-// Reads a streamed generation response incrementally (policy/wire/sse.hpp's sse_reader frames the
+// Reads a streamed generation response incrementally (policy/wire/wire.hpp's sse_reader frames the
 // events). Not thread-safe: one per HTTP attempt.
 class stream_accumulator {
  public:

@@ -26,6 +26,9 @@
 // rejectattr apply their test to items that lack the attribute (the JS port drops them, so
 // `selectattr("tool_calls", "undefined")` selects nothing there).
 //
+// The room's inside: hf_renderer (policy/chat/chat.hpp) renders with it, and the room's tests
+// test it; nothing outside policy/chat includes it.
+//
 // Pure and thread-safe: a parsed template is immutable and may be rendered from many threads.
 #pragma once
 

@@ -14,8 +14,8 @@
 #pragma once
 
 #include "common/enums/transfer_backend.hpp"
-#include "policy/server/server_backend.hpp"
-#include "policy/server/server_metrics.hpp"
+#include "policy/server/detail/server_metrics.hpp"
+#include "policy/server/server.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <nlohmann/json.hpp>

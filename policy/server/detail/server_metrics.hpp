@@ -3,7 +3,7 @@
 // vllm:num_requests_waiting) are exported.
 #pragma once
 
-#include "policy/server/server_faults.hpp"
+#include "policy/server/server.hpp"
 
 #include <array>
 #include <atomic>

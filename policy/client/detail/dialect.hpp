@@ -3,7 +3,7 @@
 // body) sits behind wire_dialect, one implementation per wire_flavour (dialect_vllm.cpp,
 // dialect_sglang.cpp), chosen by dialect_of(). client_protocol.hpp's functions and the client go
 // through it; nothing else in policy/ branches on a flavour. What differs per server flavour beyond
-// its dialect is a switch here too (disk_sync_plan).
+// its dialect is a switch in dialect.cpp too (disk_sync_plan, declared in client.hpp).
 //
 // A new dialect: its value in common/enums/wire_flavour.hpp, a dialect_NAME.cpp implementing
 // wire_dialect, and its case in dialect_of() (dialect.cpp). A new server flavour: its value and
@@ -14,8 +14,8 @@
 
 #include "common/enums/server_flavour.hpp"
 #include "common/enums/wire_flavour.hpp"
-#include "policy/client/client_protocol.hpp"
-#include "policy/client/weight_sync.hpp"
+#include "policy/client/client.hpp"
+#include "policy/client/detail/client_protocol.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -48,9 +48,9 @@ class wire_dialect {
                                    const sampling_config& sampling, int max_tokens,
                                    std::string_view wire_id, bool stream) const = 0;
 
-  // The single-pass reader (json_cursor.hpp): the choices of a 2xx body in exactly the expected
-  // shape, nullopt for anything else, which then goes to parse_body. The two agree on every body
-  // this one accepts (tests/policy/client_protocol_test.cpp,
+  // The single-pass reader (policy/wire/wire.hpp's json_cursor): the choices of a 2xx body in
+  // exactly the expected shape, nullopt for anything else, which then goes to parse_body. The two
+  // agree on every body this one accepts (tests/policy/client_protocol_test.cpp,
   // SinglePassReaderAgreesWithTheDomParser).
   [[nodiscard]] virtual std::optional<parsed_choices> parse_body_fast(
       std::string_view body, const std::optional<std::string>& header_version,
@@ -75,13 +75,5 @@ class wire_dialect {
 
 // The dialect of `flavour`. Never fails for a value of the enum.
 [[nodiscard]] const wire_dialect& dialect_of(wire_flavour flavour);
-
-// How a learner's step folder reaches the servers of `flavour` (the weight-sync preset of
-// weight_sync.hpp): vLLM reloads it (vllm_disk_plan); SGLang loads it (sglang_disk_plan); the
-// embedded server takes the SGLang route, which its backend serves from the learner in memory when
-// both share the process. With `pause` (a weight update in flight), the plan pauses the server in
-// abort mode instead of draining it and resumes it last (vLLM's /pause, SGLang's
-// /pause_generation); the client resumes the aborted turns under the new weights.
-[[nodiscard]] weight_sync_plan disk_sync_plan(server_flavour flavour, bool pause = false);
 
 }  // namespace leap::policy

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "common/splitmix.hpp"
-#include "policy/chat/byte_tokenizer.hpp"
+#include "policy/chat/chat.hpp"
 
 #include <cstdint>
 #include <span>

@@ -3,8 +3,8 @@
 // reasons, and the state a stream accumulates. Defined in dialect.cpp.
 #pragma once
 
-#include "policy/client/dialect.hpp"
-#include "policy/wire/json_cursor.hpp"
+#include "policy/client/detail/dialect.hpp"
+#include "policy/wire/wire.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -12,9 +12,9 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "policy/server/detail/server_metrics.hpp"
 #include "policy/server/http_gate.hpp"
 #include "policy/server/server.hpp"
-#include "policy/server/server_metrics.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <httplib.h>

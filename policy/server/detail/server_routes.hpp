@@ -5,10 +5,10 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "policy/server/detail/server_metrics.hpp"
+#include "policy/server/detail/server_state.hpp"
+#include "policy/server/detail/server_transport.hpp"
 #include "policy/server/server.hpp"
-#include "policy/server/server_metrics.hpp"
-#include "policy/server/server_state.hpp"
-#include "policy/server/server_transport.hpp"
 #include "policy/wire/wire.hpp"
 
 #include <functional>
