@@ -47,7 +47,7 @@ struct pool_state {
   std::unordered_map<std::uint64_t, pending_job> jobs;
   std::deque<std::uint64_t> waiting;
   std::size_t in_flight = 0;
-  sandbox::profile_mode profiling = sandbox::profile_mode::off;
+  profile_mode profiling = profile_mode::off;
   profile_shelf profiles{0};
   // Turns that asked for a profile still being made.
   std::unordered_map<std::string, std::vector<caf::typed_response_promise<std::string>>>
@@ -125,7 +125,7 @@ void pump(pool_actor::stateful_pointer<pool_state> self) {
     it->second.submitted_ms = clock_ms();
     pool_actor handle = self;
     // Never blocks: at most max_in_flight (<= the compile queue's capacity) jobs are outstanding.
-    if (st.profiling == sandbox::profile_mode::off) {
+    if (st.profiling == profile_mode::off) {
       st.verifier->submit(it->second.task, std::move(it->second.answer),
                           [handle, serial](result<sandbox::verdict> r) {
                             caf::anon_send(handle, completed_atom_v, serial,

@@ -17,6 +17,8 @@
 
 #include "common/enums/learner_kind.hpp"
 #include "common/enums/log_verbosity.hpp"
+#include "common/enums/profile_mode.hpp"
+#include "common/enums/profile_tool.hpp"
 #include "common/enums/schedule_mode.hpp"
 #include "common/enums/server_flavour.hpp"
 #include "common/enums/weight_sync_method.hpp"
@@ -161,17 +163,17 @@ struct verifier_section {
   std::string python = "python3";
   int timing_reps = 0;
   int feedback_max_chars = 4000;
-  // Nsight Compute profiling of cuda verdicts after they are known (issue 34; the sandbox's
-  // engine_config::profile and its profile_mode names): off, passing or all_compiled. Default: off
-  std::string profile = "off";
+  // Nsight Compute profiling of cuda and kernelbench verdicts after they are known (the sandbox's
+  // engine_config::profile): off, passing or all_compiled. Default: off
+  profile_mode profile = profile_mode::off;
   int profile_max_kernels = 2;       // kernels named in the feedback. Default: 2
   double profile_timeout_s = 120.0;  // wall-clock limit of one profiling run. Default: 120
   // Longest a rollout's next turn waits for its last verdict's profile before it goes on with the
   // verdict's own feedback. Default: 60
   double profile_wait_s = 60.0;
-  // What profiles (the sandbox's profile_tool names): auto (ncu; kernel events once ncu says GPU
-  // counters are not permitted), ncu or events. Default: auto
-  std::string profile_tool = "auto";
+  // What profiles (the sandbox's engine_config::profiler): auto (ncu; kernel events once ncu says
+  // GPU counters are not permitted), ncu or events. Default: auto
+  leap::profile_tool profile_tool = leap::profile_tool::automatic;
   std::string ncu;  // empty: the ncu beside nvcc. Default: empty
   // KernelBench task sets: runs ahead that each run slot keeps a judge started (the sandbox's
   // engine_config::kernelbench_standby_depth). Default: 1

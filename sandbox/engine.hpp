@@ -3,6 +3,8 @@
 // stages on separate pools.
 #pragma once
 
+#include "common/enums/profile_mode.hpp"
+#include "common/enums/profile_tool.hpp"
 #include "common/result.hpp"
 #include "sandbox/compile_cache.hpp"
 #include "sandbox/feedback.hpp"
@@ -32,23 +34,11 @@ namespace leap::sandbox {
 std::string default_nvcc();
 
 // Which verdicts of the cuda and kernelbench kinds are profiled under Nsight Compute after they are
-// known (issue 34): none, the passing ones, or every one that compiled and ran.
-enum class profile_mode { off, passing, all_compiled };
-std::string_view to_string(profile_mode m);
-// "off", "passing", "all_compiled"; nullopt for anything else. Pure function.
-std::optional<profile_mode> parse_profile_mode(std::string_view text);
+// known, and what profiles them: common/enums/profile_mode.hpp and profile_tool.hpp.
 // Whether a verdict of `kind` is profiled under `mode`: cuda and kernelbench only; passing: a
 // passing verdict; all_compiled: any verdict of a candidate that compiled (not a format, forbidden
 // or compile verdict). Pure function.
 bool profile_selects(profile_mode mode, task_kind kind, const verdict& v);
-
-// What profiles a selected verdict (issue 34): auto (Nsight Compute; once it says GPU counters are
-// not permitted, the same candidate again and every later one from kernel events), ncu only, or
-// kernel events only (sandbox/profile_events.hpp: no counters needed, never paid as a reward).
-enum class profile_tool { automatic, ncu, events };
-std::string_view to_string(profile_tool t);  // "auto", "ncu", "events"
-// The names above; nullopt for anything else. Pure function.
-std::optional<profile_tool> parse_profile_tool(std::string_view text);
 
 struct engine_config {
   std::filesystem::path scratch_root = default_scratch_root();  // Default: $TMPDIR/leap-sandbox

@@ -146,48 +146,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-std::string_view to_string(profile_mode m) {
-  switch (m) {
-    case profile_mode::off:
-      return "off";
-    case profile_mode::passing:
-      return "passing";
-    case profile_mode::all_compiled:
-      return "all_compiled";
-  }
-  return "off";
-}
-
-std::string_view to_string(profile_tool t) {
-  switch (t) {
-    case profile_tool::automatic:
-      return "auto";
-    case profile_tool::ncu:
-      return "ncu";
-    case profile_tool::events:
-      return "events";
-  }
-  return "auto";
-}
-
-std::optional<profile_tool> parse_profile_tool(std::string_view text) {
-  for (const auto t : {profile_tool::automatic, profile_tool::ncu, profile_tool::events}) {
-    if (text == to_string(t)) {
-      return t;
-    }
-  }
-  return std::nullopt;
-}
-
-std::optional<profile_mode> parse_profile_mode(std::string_view text) {
-  for (const auto m : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
-    if (text == to_string(m)) {
-      return m;
-    }
-  }
-  return std::nullopt;
-}
-
 bool profile_selects(profile_mode mode, task_kind kind, const verdict& v) {
   if (mode == profile_mode::off || (kind != task_kind::cuda && kind != task_kind::kernelbench)) {
     return false;

@@ -800,30 +800,16 @@ std::vector<field_spec> build_fields() {
   f.push_back(integer_field(
       "verifier.feedback_max_chars", LEAP_FIELD(verifier.feedback_max_chars), at_least(1),
       "Characters of compiler/runtime feedback kept for a debug turn's prompt."));
-  f.push_back(text_field(
+  f.push_back(choice_field(
       "verifier.profile", LEAP_FIELD(verifier.profile),
-      [](const std::string& mode) -> std::optional<std::string> {
-        // The sandbox's profile_mode names (sandbox/engine.hpp), which tools/launch parses.
-        if (mode == "off" || mode == "passing" || mode == "all_compiled") {
-          return std::nullopt;
-        }
-        return "expected one of off, passing, all_compiled, got '" + mode + "'";
-      },
       "Profile cuda candidates under Nsight Compute in the sandbox after their verdict, on the "
       "same GPU: off, passing (passing verdicts) or all_compiled (every candidate that compiled "
       "and ran). The longest kernels' bottleneck and guidance follow the verdict's feedback; a "
       "failure to profile is a note, never a different verdict. In a run the verdict goes on at "
       "once and the profile is made beside the run slots; only the rollout's next turn waits "
       "for it (leap verify waits for both)."));
-  f.push_back(text_field(
+  f.push_back(choice_field(
       "verifier.profile_tool", LEAP_FIELD(verifier.profile_tool),
-      [](const std::string& tool) -> std::optional<std::string> {
-        // The sandbox's profile_tool names (sandbox/engine.hpp), which tools/launch parses.
-        if (tool == "auto" || tool == "ncu" || tool == "events") {
-          return std::nullopt;
-        }
-        return "expected one of auto, ncu, events, got '" + tool + "'";
-      },
       "With verifier.profile: what profiles. auto: Nsight Compute, and where it says GPU "
       "counters are not permitted (the note says what would permit them) the same candidate "
       "again and every later one from kernel events; ncu: Nsight Compute only; events: kernel "
@@ -1128,7 +1114,7 @@ std::vector<cross_check> build_cross_checks() {
         "reward.structural.occupancy", "reward.structural.parallelism",
         "reward.structural.dram_traffic", "verifier.profile"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.reward.structural.enabled() && c.verifier.profile == "off") {
+         if (c.reward.structural.enabled() && c.verifier.profile == profile_mode::off) {
            return "pays from the profiles of passing turns, but verifier.profile is off and none "
                   "is made; set verifier.profile: passing";
          }

@@ -69,7 +69,7 @@ inline sandbox::verifier_config profiling_verifier_config(const std::string& ncu
   vc.engine.trials = 2;
   vc.engine.kernelbench_pch = false;
   if (!ncu.empty()) {
-    vc.engine.profile = sandbox::profile_mode::passing;
+    vc.engine.profile = profile_mode::passing;
     vc.engine.ncu = ncu;
     // Torch processes on a shared machine and a profiling run the test holds: bounds that only
     // end a hung test.

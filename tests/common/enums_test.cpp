@@ -10,6 +10,8 @@
 #include "common/enums/loss_aggregation.hpp"
 #include "common/enums/optimise_decision.hpp"
 #include "common/enums/outcome_kind.hpp"
+#include "common/enums/profile_mode.hpp"
+#include "common/enums/profile_tool.hpp"
 #include "common/enums/reward_kind.hpp"
 #include "common/enums/run_status.hpp"
 #include "common/enums/schedule_mode.hpp"
@@ -106,6 +108,20 @@ TEST(Enums, LossAggregationNames) {
                                   {loss_aggregation::seq_mean_token_mean, "seq_mean_token_mean"},
                                   {loss_aggregation::seq_mean_token_sum, "seq_mean_token_sum"}},
                                  parse_loss_aggregation, "loss aggregation");
+}
+
+TEST(Enums, ProfileModeNames) {
+  expect_names<profile_mode>({{profile_mode::off, "off"},
+                              {profile_mode::passing, "passing"},
+                              {profile_mode::all_compiled, "all_compiled"}},
+                             parse_profile_mode, "profile mode");
+}
+
+TEST(Enums, ProfileToolNames) {
+  expect_names<profile_tool>({{profile_tool::automatic, "auto"},
+                              {profile_tool::ncu, "ncu"},
+                              {profile_tool::events, "events"}},
+                             parse_profile_tool, "profile tool");
 }
 
 TEST(Enums, TaskKindNames) {

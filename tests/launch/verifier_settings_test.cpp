@@ -1,7 +1,6 @@
 // The verifier section of a parsed config as the sandbox's engine gets it (sandbox_settings, which
-// both `leap run` and `leap verifier-node` use): the profiling keys of issue 34 reach a real
-// engine, and every verifier.profile value the config accepts is a name of the sandbox's own
-// profile_mode table.
+// both `leap run` and `leap verifier-node` use): the profiling keys reach a real engine, every
+// verifier.profile and verifier.profile_tool value as that mode or tool.
 #include "tools/launch/launch.hpp"
 
 #include <gtest/gtest.h>
@@ -114,7 +113,7 @@ TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
 TEST_F(VerifierSettings, ProfilingIsOffByDefault) {
   const auto e = engine_for("");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->config().profile, sandbox::profile_mode::off);
+  EXPECT_EQ(e->config().profile, profile_mode::off);
   EXPECT_EQ(e->config().profile_max_kernels, 2U);
   EXPECT_EQ(e->config().profile_limits.wall, std::chrono::seconds(120));
   EXPECT_EQ(e->config().ncu, "");
@@ -125,7 +124,7 @@ TEST_F(VerifierSettings, TheProfilingKeysReachTheEngine) {
       "verifier:\n  profile: passing\n  profile_max_kernels: 3\n  profile_timeout_s: 200\n"
       "  ncu: /opt/nsight-compute/ncu\n");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->config().profile, sandbox::profile_mode::passing);
+  EXPECT_EQ(e->config().profile, profile_mode::passing);
   EXPECT_EQ(e->config().profile_max_kernels, 3U);
   EXPECT_EQ(e->config().profile_limits.wall, std::chrono::seconds(200));
   // A longer limit brings the CPU allowance of the default (300 s per 120 s of wall) with it.
@@ -133,12 +132,11 @@ TEST_F(VerifierSettings, TheProfilingKeysReachTheEngine) {
   EXPECT_EQ(e->config().ncu, "/opt/nsight-compute/ncu");
 }
 
-// The config checks the names itself (orchestrator does not depend on the sandbox); this holds
-// its list to the sandbox's table: each accepted value is that mode, by name.
+// Every mode the config names (common/enums/profile_mode.hpp, the type the sandbox reads too)
+// reaches the engine as that mode.
 TEST_F(VerifierSettings, EveryAcceptedProfileValueIsASandboxMode) {
-  for (const auto mode : {sandbox::profile_mode::off, sandbox::profile_mode::passing,
-                          sandbox::profile_mode::all_compiled}) {
-    const std::string name(sandbox::to_string(mode));
+  for (const auto mode : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
+    const std::string name = to_string(mode);
     SCOPED_TRACE(name);
     const auto e = engine_for("verifier:\n  profile: " + name + "\n");
     ASSERT_NE(e, nullptr);
@@ -147,11 +145,10 @@ TEST_F(VerifierSettings, EveryAcceptedProfileValueIsASandboxMode) {
   EXPECT_FALSE(parse_config("verifier:\n  profile: always\n", "case.yaml").ok());
 }
 
-// The same for verifier.profile_tool and the sandbox's profile_tool; auto by default.
+// The same for verifier.profile_tool; auto by default.
 TEST_F(VerifierSettings, EveryAcceptedProfileToolIsASandboxTool) {
-  for (const auto tool : {sandbox::profile_tool::automatic, sandbox::profile_tool::ncu,
-                          sandbox::profile_tool::events}) {
-    const std::string name(sandbox::to_string(tool));
+  for (const auto tool : {profile_tool::automatic, profile_tool::ncu, profile_tool::events}) {
+    const std::string name = to_string(tool);
     SCOPED_TRACE(name);
     const auto e = engine_for("verifier:\n  profile_tool: " + name + "\n");
     ASSERT_NE(e, nullptr);
@@ -159,7 +156,7 @@ TEST_F(VerifierSettings, EveryAcceptedProfileToolIsASandboxTool) {
   }
   const auto e = engine_for("");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->config().profiler, sandbox::profile_tool::automatic);
+  EXPECT_EQ(e->config().profiler, profile_tool::automatic);
   EXPECT_FALSE(parse_config("verifier:\n  profile_tool: cupti\n", "case.yaml").ok());
 }
 

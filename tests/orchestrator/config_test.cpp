@@ -682,11 +682,11 @@ INSTANTIATE_TEST_SUITE_P(
         value_case{"experiment:\n  log_level: debug\n", "experiment.log_level", "debug"},
         value_case{"data:\n  task_kinds: [cuda, cpp]\n", "data.task_kinds", "[\"cuda\", \"cpp\"]"},
         value_case{"verifier:\n  cache_max_bytes: 0\n", "verifier.cache_max_bytes", "0"},
-        value_case{"verifier:\n  profile: all_compiled\n", "verifier.profile", "\"all_compiled\""},
-        value_case{"verifier:\n  profile: passing\n", "verifier.profile", "\"passing\""},
+        value_case{"verifier:\n  profile: all_compiled\n", "verifier.profile", "all_compiled"},
+        value_case{"verifier:\n  profile: passing\n", "verifier.profile", "passing"},
         value_case{"verifier:\n  profile_max_kernels: 4\n", "verifier.profile_max_kernels", "4"},
-        value_case{"verifier:\n  profile_tool: events\n", "verifier.profile_tool", "\"events\""},
-        value_case{"verifier:\n  profile_tool: ncu\n", "verifier.profile_tool", "\"ncu\""},
+        value_case{"verifier:\n  profile_tool: events\n", "verifier.profile_tool", "events"},
+        value_case{"verifier:\n  profile_tool: ncu\n", "verifier.profile_tool", "ncu"},
         value_case{"verifier:\n  kernelbench_standby_depth: 2\n",
                    "verifier.kernelbench_standby_depth", "2"},
         value_case{"verifier:\n  profile_timeout_s: 30\n", "verifier.profile_timeout_s", "30.0"},
@@ -731,8 +731,8 @@ TEST(ConfigDefaults, EmptyTextGivesThePapersSetting) {
   EXPECT_EQ(c.advantage.kind, advantage_kind::grpo);
   EXPECT_EQ(c.policy.endpoints, std::vector<std::string>{"http://127.0.0.1:8000"});
   EXPECT_EQ(c.verifier.cuda_arch, "sm_90a");
-  EXPECT_EQ(c.verifier.profile, "off");  // no profiler in the loop unless asked for
-  EXPECT_EQ(c.verifier.profile_tool, "auto");
+  EXPECT_EQ(c.verifier.profile, profile_mode::off);  // no profiler in the loop unless asked for
+  EXPECT_EQ(c.verifier.profile_tool, profile_tool::automatic);
   EXPECT_EQ(c.schedule.max_staleness, 0);
   EXPECT_EQ(c.schedule.partial_over_provision, 0);  // partial rollouts off
   EXPECT_TRUE(validate_config(c).ok());
@@ -1015,6 +1015,8 @@ TEST(ConfigKeys, EveryEnumKeyTakesItsNameTable) {
   expect_key_takes_its_table<server_flavour>("policy.flavour", checked);
   expect_key_takes_its_table<schedule_mode>("schedule.mode", checked);
   expect_key_takes_its_table<weight_sync_method>("policy.weight_sync", checked);
+  expect_key_takes_its_table<profile_mode>("verifier.profile", checked);
+  expect_key_takes_its_table<profile_tool>("verifier.profile_tool", checked);
   // A new enum key is listed here and checked like the others.
   for (const auto& doc : config_keys()) {
     if (doc.type.starts_with("one of: ")) {
@@ -1315,7 +1317,7 @@ TEST(ConfigFiles, EachConfigRunsItsExperiment) {
       {"leap_speed.yaml", "verifier.timing_reps", "20"},
       {"leap_structural.yaml", "reward.structural.coalescing", "0.02"},
       {"leap_structural.yaml", "reward.structural.bound", "0.05"},
-      {"leap_structural.yaml", "verifier.profile", "\"passing\""},
+      {"leap_structural.yaml", "verifier.profile", "passing"},
       {"leap_speed.yaml", "gate.policy", "dcp"},
       {"learn_digits.yaml", "learner.kind", "torch"},
       {"learn_digits.yaml", "learner.init_preset", "\"tiny\""},

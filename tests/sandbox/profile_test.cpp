@@ -674,17 +674,8 @@ TEST(KernelNamesTest, TheTritonKernelsOfAPythonSource) {
   }
 }
 
-TEST(ProfileModeTest, NamesAndWhichVerdictsEachModeSelects) {
-  for (const auto m : {profile_mode::off, profile_mode::passing, profile_mode::all_compiled}) {
-    EXPECT_EQ(parse_profile_mode(to_string(m)), m);
-  }
-  EXPECT_FALSE(parse_profile_mode("on").has_value());
-  EXPECT_FALSE(parse_profile_mode("").has_value());
-  for (const auto t : {profile_tool::automatic, profile_tool::ncu, profile_tool::events}) {
-    EXPECT_EQ(parse_profile_tool(to_string(t)), t);
-  }
-  EXPECT_EQ(parse_profile_tool("auto"), profile_tool::automatic);
-  EXPECT_FALSE(parse_profile_tool("cupti").has_value());
+// The modes' names are pinned in tests/common/enums_test.cpp.
+TEST(ProfileModeTest, WhichVerdictsEachModeSelects) {
   const auto with = [](verdict_category c) {
     verdict v;
     v.category = c;

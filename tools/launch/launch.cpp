@@ -585,7 +585,7 @@ result<run_outcome> run::wait() {
       // Profiles made after their verdicts are asked for here by the turns that follow; verifier
       // nodes that profile (as their own config says) send theirs to the same pool. Without
       // profiling here or nodes, no turn asks: nothing is coming.
-      if (m.verifier->verification_engine().config().profile != sandbox::profile_mode::off ||
+      if (m.verifier->verification_engine().config().profile != profile_mode::off ||
           m.checked.nodes) {
         services.profiles = actors::profiles_of(*local_verifier);
         services.profile_wait = std::chrono::milliseconds(

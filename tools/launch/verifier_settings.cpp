@@ -29,11 +29,8 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, const task_
   v.engine.python_limits.wall = run_wall;
   v.engine.kernelbench_limits.wall = run_wall;
   v.engine.run_limits.output_cap_bytes = static_cast<std::uint64_t>(s.output_limit_bytes);
-  // The config accepts exactly the sandbox's names (checked by verifier_settings_test), so the
-  // fallback to off is never taken.
-  v.engine.profile = sandbox::parse_profile_mode(s.profile).value_or(sandbox::profile_mode::off);
-  v.engine.profiler =
-      sandbox::parse_profile_tool(s.profile_tool).value_or(sandbox::profile_tool::automatic);
+  v.engine.profile = s.profile;
+  v.engine.profiler = s.profile_tool;
   v.engine.profile_max_kernels = static_cast<std::size_t>(s.profile_max_kernels);
   v.engine.profile_limits.wall =
       std::chrono::milliseconds(static_cast<std::int64_t>(s.profile_timeout_s * 1000));

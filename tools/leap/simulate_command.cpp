@@ -38,7 +38,7 @@ simulation_params to_params(const experiment_config& c) {
   // As in `leap run`: without timing no speedup is measured.
   p.timed = c.verifier.timing_reps > 0;
   // As in `leap run`: only verifier.profile makes profiles, which the structural terms pay from.
-  p.profiled = c.verifier.profile != "off";
+  p.profiled = c.verifier.profile != profile_mode::off;
   p.gate = c.gate;
   p.reward = c.reward;
   p.advantage = c.advantage;

@@ -170,7 +170,7 @@ int run_node(const node_options& o) {
     nc.admitted = std::make_shared<actors::admitted_nodes>();
     // verifier.profile (from --config): each verdict's profile follows it to the orchestrators
     // that read profiles.
-    if ((*verifier)->verification_engine().config().profile != sandbox::profile_mode::off) {
+    if ((*verifier)->verification_engine().config().profile != profile_mode::off) {
       nc.profiles = actors::profiles_of(pool);
       nc.profile_summaries = actors::profile_summaries_of(pool);
     }
