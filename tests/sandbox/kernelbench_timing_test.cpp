@@ -125,33 +125,44 @@ const std::string kbt_slow_on_repeats =
     "        if key in self.seen:\n            time.sleep(1.0)\n"
     "        self.seen.add(key)\n        return a * self.s + b\n";
 
-engine_config kbt_fresh_config() {
-  engine_config config = testing::test_engine_config();
-  config.kernelbench_device = "cpu";
-  config.trials = 1;
-  // 3 warm-up and 9 timed calls: the judge checks 8 of the 12 on the reference's 4 timing sets
-  // (each once, then again: at most 4 repeats), and gives the other 4 inputs of their own.
-  config.timing_reps = 9;
-  config.kernelbench_compiled_baseline = false;
-  return config;
-}
+// An engine on the CPU with a scratch cache of its own: 3 warm-up and 9 timed calls, of which the
+// judge checks 8 on the reference's 4 timing sets (each once, then again: at most 4 repeats) and
+// gives the other 4 inputs of their own.
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
+class KernelBenchFreshInputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
+      GTEST_SKIP() << why;
+    }
+    ASSERT_FALSE(scratch_.path().empty());
+  }
+
+  result<verdict> verify(const task& t, const std::string& candidate) {
+    engine_config config = testing::test_engine_config();
+    config.kernelbench_device = "cpu";
+    config.trials = 1;
+    config.timing_reps = 9;
+    config.kernelbench_compiled_baseline = false;
+    config.cache_dir = scratch_.path();
+    auto e = engine::create(config);
+    if (!e) {
+      return e.err();
+    }
+    return (*e)->verify(t, fenced("python", candidate));
+  }
+
+ private:
+  testing::temp_folder scratch_{"leap-kbfresh-"};
+};
 
 // A cache keyed by the inputs' content: the timed calls the judge does not check get inputs drawn
 // in the judge for that call, so such a cache misses where the time is taken. Before, every timed
 // call took one of four timing sets, so at least 8 of these 12 calls met a set again and the
 // median was a second's sleep.
-TEST(KernelBenchFreshInputsTest, UncheckedTimedCallsNeverMeetInputsSeenBefore) {
-  std::string why;
-  if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
-    GTEST_SKIP() << why;
-  }
-  const testing::temp_folder scratch("leap-kbfresh-");
-  ASSERT_FALSE(scratch.path().empty());
-  engine_config config = kbt_fresh_config();
-  config.cache_dir = scratch.path();
-  auto e = engine::create(config);
-  ASSERT_TRUE(e.ok()) << e.err().message;
-  auto v = (*e)->verify(kbt_scale_add_task(), fenced("python", kbt_slow_on_repeats));
+TEST_F(KernelBenchFreshInputsTest, UncheckedTimedCallsNeverMeetInputsSeenBefore) {
+  auto v = verify(kbt_scale_add_task(), kbt_slow_on_repeats);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback;
   ASSERT_TRUE(v->candidate_time.has_value()) << v->feedback;
@@ -164,17 +175,7 @@ TEST(KernelBenchFreshInputsTest, UncheckedTimedCallsNeverMeetInputsSeenBefore) {
 
 // A problem whose get_inputs() draws its shape: the judge's fresh inputs do not fit the timing
 // set's buffers, so those calls take the set's inputs, and the verdict says how many and why.
-TEST(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndSaySo) {
-  std::string why;
-  if (!testing::python_has_module(testing::test_engine_config().python, "torch", &why)) {
-    GTEST_SKIP() << why;
-  }
-  const testing::temp_folder scratch("leap-kbfresh-");
-  ASSERT_FALSE(scratch.path().empty());
-  engine_config config = kbt_fresh_config();
-  config.cache_dir = scratch.path();
-  auto e = engine::create(config);
-  ASSERT_TRUE(e.ok()) << e.err().message;
+TEST_F(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndSaySo) {
   task t = kbt_scale_add_task();
   t.id = "kernelbench/level1/1_ScaleAddDrawnShape";
   t.reference = std::string(testing::k_scale_add_problem);
@@ -182,7 +183,7 @@ TEST(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndS
   t.reference.replace(t.reference.find(fixed), fixed.size(),
                       "[torch.randn(n, 16), torch.randn(n, 16)] if (n := "
                       "int(torch.randint(1, 1 << 10, (1,)))) else []");
-  auto v = (*e)->verify(t, fenced("python", kbt_candidate));
+  auto v = verify(t, kbt_candidate);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback;
   EXPECT_NE(
