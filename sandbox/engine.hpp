@@ -439,9 +439,9 @@ class engine {
   result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(
       const task& t, const std::string& device, int gpu);
   // KernelBench with timing_reps > 0: this many sets of inputs for the first trial's model are
-  // drawn by the reference beside the trials, with their expected outputs; the judge's checked
-  // timed calls take them, its other timed calls inputs it draws itself.
-  [[nodiscard]] int kernelbench_timing_sets() const { return config_.timing_reps > 0 ? 4 : 0; }
+  // drawn by the reference beside the trials, with their expected outputs; the judge checks as
+  // many timed calls, each on a set of its own, and gives its other timed calls inputs it draws.
+  [[nodiscard]] int kernelbench_timing_sets() const { return config_.timing_reps > 0 ? 8 : 0; }
   // The slot's device and the task's reference on it: what a KernelBench run and its profiling
   // run start from. Errors: those of kernelbench_device and kernelbench_reference_for.
   struct kernelbench_slot {

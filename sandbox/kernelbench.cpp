@@ -838,9 +838,10 @@ def _leap_main():
         timing_sets = cases_count - trials
         plans = [layout(case) for case in range(cases_count)]
         total = max([p[5] for p in plans] + [1])
-        # Each case's tensors where the calls run, kept by this process: every call's inputs are
-        # staged from them, and after the call compared with them bit for bit, here, so that only
-        # the outputs travel to the engine (a third of the data for a two-input problem).
+        # A case's tensors where the calls run, held by this process while its call runs: the
+        # call's inputs are staged from them, and after the call compared with them bit for bit,
+        # here, so that only the outputs travel to the engine (a third of the data for a two-input
+        # problem).
         pristine = {}
         # Timed calls on a GPU wait spinning, on both sides of the channel, as the cuda kind's do:
         # only where the host has 4 CPUs or more (on fewer, a spinning process takes the core the
@@ -918,14 +919,19 @@ def _leap_main():
     # checked risks the verdict every time; bounded, so the record stays a few trials' size.
     import random
     rng = random.SystemRandom()
-    checked = set(rng.sample(range(timed_calls), min(8, timed_calls)))
+    # As many checked calls as the reference drew timing sets, each checked call taking a set of
+    # its own: no timed call ever meets inputs an earlier one had. With fewer sets than checks, a
+    # set met again would mark the calls after it: every set seen, so a new input is an unchecked
+    # call, free to be answered wrong and fast (a memo that cheated after its first hit was paid).
+    checked = set(rng.sample(range(timed_calls), min(timing_sets, timed_calls)))
+    checked_sets = rng.sample(range(trials, cases_count), len(checked))
     checked_cases = []
-    # The checked calls take the reference's timing sets, each once before any is taken again
-    # (a cache keyed by the inputs' content can hit only on a checked call, where it must be
-    # right); every other timed call gets inputs drawn here and never seen before, so such a
-    # cache misses and the call does the work it is timed for.
-    unused_sets = []
+    # Every other timed call gets inputs drawn here and never seen before, so a cache keyed by the
+    # inputs' content misses and the call does the work it is timed for.
     fresh_calls = 0
+    # A timing set's model's tensors on the device and their count, for the fresh calls that take
+    # its layout: drawn inputs replace the rest.
+    inits = {}
 
     def fresh_inputs(trial):
         """Fresh inputs in the timing set's layout (init tensors the set's), or None and why."""
@@ -936,12 +942,16 @@ def _leap_main():
         except Exception as e:
             return None, "get_inputs failed here: " + type(e).__name__ + ": " + str(e)[:200]
         tensors, _, inputs_skeleton, _, _, _, _ = plans[trial]
-        n_init = len(tensors) - len(list(_leap_tensor_ids(inputs_skeleton)))
-        placed = [None] * n_init
+        if trial not in inits:
+            n_init = len(tensors) - len(list(_leap_tensor_ids(inputs_skeleton)))
+            inits[trial] = [t.to(device).contiguous() for t in tensors[:n_init]]
+        init_held = inits[trial]
+        placed = [None] * len(init_held)
         if _leap_place(drawn, placed) != inputs_skeleton or any(
-                t.dtype != u.dtype or t.shape != u.shape for t, u in zip(placed[n_init:], tensors[n_init:])):
+                t.dtype != u.dtype or t.shape != u.shape
+                for t, u in zip(placed[len(init_held):], tensors[len(init_held):])):
             return None, "get_inputs gives other shapes, dtypes or values than the timing sets'"
-        return pristine[trial][:n_init] + [t.to(device).contiguous() for t in placed[n_init:]], ""
+        return init_held + [t.to(device).contiguous() for t in placed[len(init_held):]], ""
     body.write(b"LKBOUT02" + struct.pack("<I", trials + len(checked)))
     own_report = []
     times = []
@@ -955,24 +965,23 @@ def _leap_main():
         # memo of each set's first answer.
         is_checked = timed and (call - trials) in checked
         if is_checked:
-            if not unused_sets:
-                unused_sets = rng.sample(range(trials, cases_count), timing_sets)
-            trial = unused_sets.pop()
+            trial = checked_sets.pop()
         else:
             trial = trials + rng.randrange(timing_sets) if timed else call
         seed, init, inputs = cases[trial]
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _, argument_tensors = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
-        if trial not in pristine:
-            pristine[trial] = [t.to(device).contiguous() for t in tensors]
-        held = pristine[trial]
+        held = None
         if timed and not is_checked:
-            fresh, why = fresh_inputs(trial)
-            if fresh is None:
+            held, why = fresh_inputs(trial)
+            if held is None:
                 fresh_why = fresh_why or why
             else:
-                held = fresh
                 fresh_calls += 1
+        if held is None:
+            if trial not in pristine:
+                pristine[trial] = [t.to(device).contiguous() for t in tensors]
+            held = pristine[trial]
         with torch.no_grad():
             region.fill_(0xFF)  # outputs start as garbage (NaN for floats)
             for t, view in zip(held, views):
@@ -1048,6 +1057,9 @@ def _leap_main():
                     changed = i + 1
                     break
         body.write(struct.pack("<I", changed))
+        # A trial, or a checked call's set, is not taken again (where fresh inputs fail, an
+        # unchecked call that takes the set copies it back): the device holds one case's copy.
+        pristine.pop(trial, None)
         if not timed:
             stamps.append(["trial_outputs_read", time.time()])
             own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
