@@ -9,10 +9,10 @@ module links (`leap::X` in its CMakeLists.txt; common's libraries, crypto, log a
 every module's and not named). The modules must form no cycle, and no source or header of a module
 includes a header of a module it does not link, directly or through its links (the repository root
 is every module's include root, so the compiler alone would let a room include a room above it).
-A room of policy/ (a module in a folder policy/ROOM/) offers one public header, policy/ROOM/ROOM.hpp
-(and the few in EXTRA_PUBLIC, each with its reason): an include of any other header of the room
-from outside it is refused, naming the file and line. The room's own files and the policy rooms'
-test suite (tests/policy/) may include its inside.
+A room of policy/ (a module in a folder policy/ROOM/) offers one public header, policy/ROOM/ROOM.hpp,
+and nothing else: an include of any other header of the room from outside it is refused, naming
+the file and line. The room's own files and the policy rooms' test suite (tests/policy/) may include
+its inside.
 Prints each mismatch and exits 1.
 """
 import pathlib
@@ -21,12 +21,6 @@ import sys
 
 COMMON_PARTS = {"common", "crypto", "log", "durable_file"}
 
-# Public headers of a policy room besides policy/ROOM/ROOM.hpp, with why each is apart.
-EXTRA_PUBLIC = {
-    # cpp-httplib is its interface (gated_server is an httplib::Server): in server.hpp it would
-    # reach every includer of the server, while only the server's routes and the daemon use it.
-    "policy/server/http_gate.hpp",
-}
 # Tests that may include a room's inside: the policy rooms' one test suite.
 ROOM_TESTS = "tests/policy/"
 
@@ -81,13 +75,12 @@ def include_problems(root, mods):
 
 
 def public_headers(mods):
-    """folder of each policy room -> its public headers"""
+    """folder of each policy room -> its one public header"""
     rooms = {}
     for folder, _ in mods.values():
         parts = folder.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "policy":
-            rooms[folder] = {f"{folder}{parts[1]}.hpp"} | {h for h in EXTRA_PUBLIC
-                                                          if h.startswith(folder)}
+            rooms[folder] = f"{folder}{parts[1]}.hpp"
     return rooms
 
 
@@ -96,9 +89,8 @@ def room_header_problems(root, mods):
     rooms = public_headers(mods)
     problems = []
     for folder, public in sorted(rooms.items()):
-        for header in sorted(public):
-            if not (root / header).is_file():
-                problems.append(f"{folder}: its public header {header} does not exist")
+        if not (root / public).is_file():
+            problems.append(f"{folder}: its public header {public} does not exist")
     skip = ("build", ".git", ".gpu", "node_modules")
     for source in sorted(root.rglob("*.[ch]pp")):
         rel = source.relative_to(root)
@@ -112,10 +104,9 @@ def room_header_problems(root, mods):
             header = match.group(1)
             for folder, public in rooms.items():
                 if header.startswith(folder) and not str(rel).startswith(folder) \
-                        and header not in public:
+                        and header != public:
                     problems.append(f"{rel}:{number}: includes {header}, inside the room "
-                                    f"{folder}; include its public header "
-                                    f"{' or '.join(sorted(public))}")
+                                    f"{folder}; include its public header {public}")
     return problems
 
 

@@ -6,10 +6,10 @@
 //    (scripted_backend.cpp);
 //  - server: `policy_server` and its config (server.cpp; the routes, state and generation in
 //    detail/ and the server_*.cpp beside it).
-// The HTTP transport (http_gate.hpp) is the room's second public header, kept apart because its
-// interface is cpp-httplib's (gated_server derives from httplib::Server, handlers fill an
-// httplib::Response): merged here, httplib would reach every includer of this header (the actors'
-// tests, tools/launch), while only the server's own routes and the daemon use it.
+// The server is served on the HTTP room's transport (policy/http/http.hpp), which this header does
+// not include: its interface is cpp-httplib's (gated_server derives from httplib::Server, handlers
+// fill an httplib::Response), which would otherwise reach every includer of this header (the
+// actors' tests, tools/launch), while only the server's own routes and the daemon use it.
 #pragma once
 
 #include "common/enums/transfer_backend.hpp"
@@ -457,7 +457,7 @@ struct server_config {
   // Connections open at once, waiting for their request or served by a worker. At the cap a new
   // connection takes the place of the one waiting longest for its request (idle kept-alive ones
   // first, closed; else one incomplete for 1 s, answered 503), or is itself answered 503 with
-  // Retry-After: 1 (policy/server/http_gate.hpp). Above `threads`, whole requests may wait for a
+  // Retry-After: 1 (policy/http/http.hpp). Above `threads`, whole requests may wait for a
   // worker. Default: 0, `threads` (never above the descriptor limit less 64)
   std::size_t max_connections = 0;
   // A connection's request line and headers must be in within this of its accept (of its first

@@ -1,6 +1,6 @@
 #include "policy/server/detail/server_transport.hpp"
 
-#include "policy/server/http_gate.hpp"
+#include "policy/http/http.hpp"
 
 #include <algorithm>
 #include <string>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/check_architecture.py on small trees: a policy room's inside included from outside the room
 is refused with the file and line; its one public header, the room's own files and tests/policy/
-may include what they do.
+may include what they do; a room's public header is refused to a module that does not link it.
 
   check_architecture_test.py REPO_ROOT
 """
@@ -66,6 +66,23 @@ class RoomHeaders(unittest.TestCase):
         rc, out = check({"tests/actors/a_test.cpp": '#include "policy/chat/detail/inner.hpp"\n'})
         self.assertEqual(rc, 1, out)
         self.assertIn("tests/actors/a_test.cpp:1:", out)
+
+    def test_a_room_the_module_does_not_link_is_refused_through_its_public_header_too(self):
+        # A room beside policy/chat/ that links nothing (as policy/http/ does): a module that links
+        # only it may include its header, and not chat's, even though the include root allows it.
+        files = {"README.md": README + "| `policy/http/` | http | nothing |\n"
+                                       "| `daemon/` | daemon | `policy_http` |\n",
+                 "policy/http/CMakeLists.txt": "leap_module(policy_http)\n",
+                 "policy/http/http.hpp": "#pragma once\n",
+                 "daemon/CMakeLists.txt": "leap_module(daemon PRIVATE_DEPS leap::policy_http)\n",
+                 "daemon/d.cpp": '#include "policy/http/http.hpp"\n'}
+        rc, out = check(files)
+        self.assertEqual(rc, 0, out)
+        files["daemon/d.cpp"] += '#include "policy/chat/chat.hpp"\n'
+        rc, out = check(files)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("daemon/d.cpp includes policy/chat/chat.hpp (policy_chat), which daemon does "
+                      "not link", out)
 
     def test_a_room_without_its_public_header_is_named(self):
         with tempfile.TemporaryDirectory() as tmp:

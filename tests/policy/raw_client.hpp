@@ -1,4 +1,4 @@
-// A raw client socket for the tests of the HTTP gate (policy/server/http_gate.hpp) and the policy
+// A raw client socket for the tests of the HTTP gate (policy/http/http.hpp) and the policy
 // server behind it: it sends exactly the bytes a test writes, as slowly as it likes, and notes what
 // the server answered and when it closed the connection. Every wait has a deadline.
 #pragma once

@@ -38,7 +38,7 @@ server_config few_workers() {
 }
 
 // Room for every slow client of a test, so that the deadlines, not the connection cap (the
-// worker count by default; tests/policy/http_gate_test.cpp), are what cuts them off.
+// worker count by default; tests/policy/http_test.cpp), are what cuts them off.
 server_config few_workers_many_connections() {
   auto config = few_workers();
   config.max_connections = 256;

@@ -44,7 +44,7 @@ inline constexpr std::size_t max_request_head_bytes = std::size_t{64} << 10;
 // Seconds a client has to send its request line and headers (else 408), counted from its
 // connect; and its body, counted from its headers. A connection waits for its request line,
 // headers and body (after the token check, made in the gate) without holding a worker
-// (policy/server/http_gate.hpp), so trickling clients cannot starve the API.
+// (policy/http/http.hpp), so trickling clients cannot starve the API.
 inline constexpr int max_request_head_seconds = 10;
 inline constexpr int max_request_body_seconds = 30;
 // Workers serving whole requests (a submission's config check runs on one); the connections open

@@ -3,7 +3,7 @@
 #include "common/durable_file.hpp"
 #include "common/log.hpp"
 #include "common/signals.hpp"
-#include "policy/server/http_gate.hpp"
+#include "policy/http/http.hpp"
 #include "tools/daemon/api.hpp"
 #include "tools/daemon/experiment.hpp"
 #include "tools/daemon/home.hpp"
@@ -66,7 +66,7 @@ reply json_reply(int code, const nlohmann::json& j) {
   return {code, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
 }
 
-// The control API's connections (policy/server/http_gate.hpp, the policy server's too): a request
+// The control API's connections (policy/http/http.hpp, the policy server's too): a request
 // reaches one of the few workers only once its request line, headers and body are in (within
 // max_request_head_seconds and max_request_body_seconds; max_request_head_bytes and
 // max_request_body_bytes at most), so clients that trickle bytes or hold connections idle

@@ -22,7 +22,7 @@ struct daemon_settings {
   // served by a worker); 0 means the API's worker count (api_threads), so that a whole request
   // never waits for a worker. At the cap a new connection takes the place of the one that has
   // waited longest for its request, else it is answered 503 with Retry-After
-  // (policy/server/http_gate.hpp). Takes effect at the next start, not on SIGHUP. Default: 0 (8)
+  // (policy/http/http.hpp). Takes effect at the next start, not on SIGHUP. Default: 0 (8)
   int max_connections = 0;
 
   friend bool operator==(const daemon_settings&, const daemon_settings&) = default;

@@ -1,10 +1,10 @@
 // The policy server on the project's one HTTP transport (internal to policy/): routes are plain
-// data, (method, path, handler), installed on http_gate.hpp's gated_server, which the daemon's
-// control API serves on too (connections, deadlines, the cap, http_request, what a route throws,
-// httplib's own refusals, all in OpenAI's error shape here). A handler never throws on purpose: it
-// returns the error to answer with, which the one wrapper here turns into OpenAI's error body and
-// its status, counting the route; every response is stamped with x-weight-version. The routes
-// know nothing of sockets.
+// data, (method, path, handler), installed on policy/http/http.hpp's gated_server, which the
+// daemon's control API serves on too (connections, deadlines, the cap, http_request, what a route
+// throws, httplib's own refusals, all in OpenAI's error shape here). A handler never throws on
+// purpose: it returns the error to answer with, which the one wrapper here turns into OpenAI's
+// error body and its status, counting the route; every response is stamped with x-weight-version.
+// The routes know nothing of sockets.
 //
 // A handler that wants its connection dropped with no reply (the "drop" fault; httplib has no way)
 // calls drop_current_connection(): every later write on it fails, httplib gives up on the
@@ -12,8 +12,8 @@
 #pragma once
 
 #include "common/result.hpp"
+#include "policy/http/http.hpp"
 #include "policy/server/detail/server_metrics.hpp"
-#include "policy/server/http_gate.hpp"
 #include "policy/server/server.hpp"
 #include "policy/wire/wire.hpp"
 

@@ -1,6 +1,7 @@
-// The one HTTP transport of the project's two servers, the policy server (server_transport.cpp
-// installs its routes) and the daemon's control API (tools/daemon/daemon.cpp): cpp-httplib parses
-// requests, the gate owns the connections, and routes see the transport's own http_request, never
+// What policy/http offers, its one public header (implemented by http.cpp): the one HTTP transport
+// of the project's two servers, the policy server (policy/server/server_transport.cpp installs its
+// routes) and the daemon's control API (tools/daemon/daemon.cpp): cpp-httplib parses requests,
+// the gate owns the connections, and routes see the transport's own http_request, never
 // httplib's. The transport also owns what every route shares: anything a route throws is a 500,
 // what httplib refuses itself (unknown routes, bodies over the limit, malformed requests) gets a
 // body, all in the server's one error shape (gate_limits::error_body); binding; the serving

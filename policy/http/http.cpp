@@ -1,4 +1,4 @@
-#include "policy/server/http_gate.hpp"
+#include "policy/http/http.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>

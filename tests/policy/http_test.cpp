@@ -1,9 +1,9 @@
-// The gate in front of both HTTP servers (policy/server/http_gate.hpp), on a real gated_server on
+// The gate in front of both HTTP servers (policy/http/http.hpp), on a real gated_server on
 // 127.0.0.1 with small limits: a head check answered by the gate without a worker, the
 // connection cap (excess refused at once, a normal request served while slow clients fill it),
 // and the body buffer shared fairly (stalled bodies give way to one that is coming). Every socket
 // wait has a deadline; timing assertions are lower bounds or upper bounds far above the work.
-#include "policy/server/http_gate.hpp"
+#include "policy/http/http.hpp"
 
 #include "tests/policy/raw_client.hpp"
 
