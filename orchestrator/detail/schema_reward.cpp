@@ -5,10 +5,38 @@
 #include "orchestrator/detail/schema_sections.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace leap::config_detail {
+namespace {
+
+// What the kernel time a structural family pays for is free of, in structural_families' order (the
+// families' names, hence the keys, are said there).
+constexpr std::array<std::string_view, structural_families.size()> structural_clean_of = {
+    "uncoalesced global loads or stores",
+    "shared-memory bank conflicts",
+    "low occupancy or register pressure",
+    "a grid too small for the GPU or launch overhead dominating",
+    "excess DRAM traffic",
+};
+
+// The structural rule's keys: named by the section first, as any of its weights may be the one set,
+// then each weight and verifier.profile.
+std::vector<std::string> structural_keys() {
+  std::vector<std::string> keys{"reward.structural"};
+  for (const auto& family : structural_families) {
+    keys.push_back("reward.structural." + std::string(family.name));
+  }
+  keys.emplace_back("verifier.profile");
+  return keys;
+}
+
+}  // namespace
 
 void add_reward_fields(std::vector<field_spec>& f) {
   // reward
@@ -43,26 +71,15 @@ void add_reward_fields(std::vector<field_spec>& f) {
                          above(0, "a clip of 0 pays no bonus; use weight 0"),
                          "Bound of |ln(speedup)| in the speed bonus; > 0. 0.7: about 2x either "
                          "way."));
-  f.push_back(real_field(
-      "reward.structural.coalescing", LEAP_FIELD(reward.structural.weights[0]), closed(0, 10),
-      "Structural term (needs verifier.profile): what a pass gains, times the share of its kernel "
-      "time without uncoalesced global loads or stores; 0 disables it; in [0, 10]."));
-  f.push_back(real_field(
-      "reward.structural.bank_conflicts", LEAP_FIELD(reward.structural.weights[1]), closed(0, 10),
-      "Structural term: what a pass gains, times the share of its kernel time without "
-      "shared-memory bank conflicts; 0 disables it; in [0, 10]."));
-  f.push_back(real_field(
-      "reward.structural.occupancy", LEAP_FIELD(reward.structural.weights[2]), closed(0, 10),
-      "Structural term: what a pass gains, times the share of its kernel time without low "
-      "occupancy or register pressure; 0 disables it; in [0, 10]."));
-  f.push_back(real_field(
-      "reward.structural.parallelism", LEAP_FIELD(reward.structural.weights[3]), closed(0, 10),
-      "Structural term: what a pass gains, times the share of its kernel time without a grid too "
-      "small for the GPU or launch overhead dominating; 0 disables it; in [0, 10]."));
-  f.push_back(real_field(
-      "reward.structural.dram_traffic", LEAP_FIELD(reward.structural.weights[4]), closed(0, 10),
-      "Structural term: what a pass gains, times the share of its kernel time without excess DRAM "
-      "traffic; 0 disables it; in [0, 10]."));
+  for (std::size_t i = 0; i < structural_families.size(); ++i) {
+    f.push_back(real_field(
+        "reward.structural." + std::string(structural_families.at(i).name),
+        [i](experiment_config & c) -> auto& { return c.reward.structural.weights.at(i); },
+        closed(0, 10),
+        std::string(i == 0 ? "Structural term (needs verifier.profile)" : "Structural term") +
+            ": what a pass gains, times the share of its kernel time without " +
+            std::string(structural_clean_of.at(i)) + "; 0 disables it; in [0, 10]."));
+  }
   f.push_back(real_field(
       "reward.structural.bound", LEAP_FIELD(reward.structural.bound),
       above(0, "a bound of 0 pays nothing; set the weights to 0"),
@@ -128,11 +145,7 @@ void add_reward_checks(std::vector<cross_check>& checks) {
          return std::nullopt;
        }});
   checks.push_back(
-      // Named by the section: any of its weights may be the one set.
-      {{"reward.structural", "reward.structural.coalescing", "reward.structural.bank_conflicts",
-        "reward.structural.occupancy", "reward.structural.parallelism",
-        "reward.structural.dram_traffic", "verifier.profile"},
-       [](const experiment_config& c) -> std::optional<std::string> {
+      {structural_keys(), [](const experiment_config& c) -> std::optional<std::string> {
          if (c.reward.structural.enabled() && c.verifier.profile == profile_mode::off) {
            return "pays from the profiles of passing turns, but verifier.profile is off and none "
                   "is made; set verifier.profile: passing";
