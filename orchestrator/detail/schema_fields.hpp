@@ -30,18 +30,25 @@ auto& view(const Access& access, const experiment_config& c) {
   return access(const_cast<experiment_config&>(c));  // NOLINT: read-only use of a shared accessor
 }
 
+// The reader of a scalar key: `read` (read_integer, read_real, ...) converts the node into the
+// member; a problem goes to the sink and leaves the member as it was.
+template <class T, class Access>
+auto scalar_reader(Access access, std::optional<std::string> (*read)(const YAML::Node&, T&)) {
+  return [access, read](const YAML::Node& n, experiment_config& c, sink& s) {
+    T value{};
+    if (auto why = read(n, value)) {
+      return s.fail(*why);
+    }
+    access(c) = std::move(value);
+    return true;
+  };
+}
+
 template <class Access>
 field_spec integer_field(std::string key, Access access, range r, std::string meaning) {
   using T = std::remove_reference_t<decltype(access(std::declval<experiment_config&>()))>;
   field_spec f{std::move(key), "integer", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    T value{};
-    if (auto why = read_integer(n, value)) {
-      return s.fail(*why);
-    }
-    access(c) = value;
-    return true;
-  };
+  f.read = scalar_reader<T>(access, &read_integer<T>);
   f.write = [access](const experiment_config& c) { return show(view(access, c)); };
   f.check = [access, r](const experiment_config& c) { return check_range(r, view(access, c)); };
   return f;
@@ -50,14 +57,7 @@ field_spec integer_field(std::string key, Access access, range r, std::string me
 template <class Access>
 field_spec bool_field(std::string key, Access access, std::string meaning) {
   field_spec f{std::move(key), "boolean", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    bool value = false;
-    if (auto why = read_bool(n, value)) {
-      return s.fail(*why);
-    }
-    access(c) = value;
-    return true;
-  };
+  f.read = scalar_reader<bool>(access, &read_bool);
   f.write = [access](const experiment_config& c) {
     return std::string(view(access, c) ? "true" : "false");
   };
@@ -67,14 +67,7 @@ field_spec bool_field(std::string key, Access access, std::string meaning) {
 template <class Access>
 field_spec real_field(std::string key, Access access, range r, std::string meaning) {
   field_spec f{std::move(key), "number", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    double value = 0.0;
-    if (auto why = read_real(n, value)) {
-      return s.fail(*why);
-    }
-    access(c) = value;
-    return true;
-  };
+  f.read = scalar_reader<double>(access, &read_real);
   f.write = [access](const experiment_config& c) { return format_real(view(access, c)); };
   if (r.lo || r.hi) {
     f.check = [access, r](const experiment_config& c) { return check_range(r, view(access, c)); };
@@ -85,14 +78,7 @@ field_spec real_field(std::string key, Access access, range r, std::string meani
 template <class Access>
 field_spec text_field(std::string key, Access access, text_check check, std::string meaning) {
   field_spec f{std::move(key), "string", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    std::string value;
-    if (auto why = read_text(n, value)) {
-      return s.fail(*why);
-    }
-    access(c) = std::move(value);
-    return true;
-  };
+  f.read = scalar_reader<std::string>(access, &read_text);
   f.write = [access](const experiment_config& c) { return quote(view(access, c)); };
   if (check) {
     f.check = [access, check = std::move(check)](const experiment_config& c) {
@@ -253,6 +239,29 @@ field_spec real_pair_field(std::string key, Access access, const range& r, std::
         false);
   };
   return f;
+}
+
+// For a rule that bounds one key by another's value: "must be <= KEY (BOUND), got VALUE" (then
+// ": why" when given) when value > bound, else nothing.
+template <class T>
+[[nodiscard]] std::optional<std::string> at_most_key(T value, const std::string& bound_key, T bound,
+                                                     const std::string& why = {}) {
+  if (value > bound) {
+    return "must be <= " + bound_key + " (" + show(bound) + "), got " + show(value) +
+           (why.empty() ? "" : ": " + why);
+  }
+  return std::nullopt;
+}
+
+// The same for a lower bound: "must be >= KEY (BOUND), got VALUE" when value < bound.
+template <class T>
+[[nodiscard]] std::optional<std::string> at_least_key(T value, const std::string& bound_key,
+                                                      T bound, const std::string& why = {}) {
+  if (value < bound) {
+    return "must be >= " + bound_key + " (" + show(bound) + "), got " + show(value) +
+           (why.empty() ? "" : ": " + why);
+  }
+  return std::nullopt;
 }
 
 // A key a resumed run may change (field_spec::resumable).

@@ -37,7 +37,6 @@ std::optional<std::string> check_threshold(const experiment_config& c, double ta
 }  // namespace
 
 void add_gate_fields(std::vector<field_spec>& f) {
-  // gate
   f.push_back(choice_field(
       "gate.policy", LEAP_FIELD(gate.policy),
       "Which groups enter debug turns: none (single-turn GRPO), full (any failure), "
@@ -113,33 +112,22 @@ void add_gate_checks(std::vector<cross_check>& checks) {
                     [](const experiment_config& c) { return check_threshold(c, c.gate.tau_min); }});
   checks.push_back({{"gate.tau_max", "gate.unit", "rollout.group_size"},
                     [](const experiment_config& c) { return check_threshold(c, c.gate.tau_max); }});
-  checks.push_back({{"gate.tau_min", "gate.tau_max"},
-                    [](const experiment_config& c) -> std::optional<std::string> {
-                      if (c.gate.tau_min > c.gate.tau_max) {
-                        return "must be <= gate.tau_max (" + show(c.gate.tau_max) + "), got " +
-                               show(c.gate.tau_min) + ": no group could open";
-                      }
-                      return std::nullopt;
+  checks.push_back({{"gate.tau_min", "gate.tau_max"}, [](const experiment_config& c) {
+                      return at_most_key(c.gate.tau_min, "gate.tau_max", c.gate.tau_max,
+                                         "no group could open");
                     }});
   checks.push_back({{"gate.adaptive_high_quantile", "gate.adaptive_low_quantile"},
-                    [](const experiment_config& c) -> std::optional<std::string> {
-                      if (c.gate.adaptive_high_quantile < c.gate.adaptive_low_quantile) {
-                        return "must be >= gate.adaptive_low_quantile (" +
-                               show(c.gate.adaptive_low_quantile) + "), got " +
-                               show(c.gate.adaptive_high_quantile);
-                      }
-                      return std::nullopt;
+                    [](const experiment_config& c) {
+                      return at_least_key(c.gate.adaptive_high_quantile,
+                                          "gate.adaptive_low_quantile",
+                                          c.gate.adaptive_low_quantile);
                     }});
   checks.push_back(
-      {{"gate.adaptive_min_groups", "gate.adaptive_window"},
-       [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.gate.adaptive_min_groups > c.gate.adaptive_window) {
-           return "must be <= gate.adaptive_window (" + show(c.gate.adaptive_window) + "), got " +
-                  show(c.gate.adaptive_min_groups) +
-                  ": the window never holds more groups, so the adaptive thresholds would never "
-                  "apply";
-         }
-         return std::nullopt;
+      {{"gate.adaptive_min_groups", "gate.adaptive_window"}, [](const experiment_config& c) {
+         return at_most_key(c.gate.adaptive_min_groups, "gate.adaptive_window",
+                            c.gate.adaptive_window,
+                            "the window never holds more groups, so the adaptive "
+                            "thresholds would never apply");
        }});
   checks.push_back(
       {{"gate.optimise.speedup", "verifier.timing_reps", "rollout.max_turns"},

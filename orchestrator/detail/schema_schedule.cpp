@@ -10,7 +10,6 @@
 namespace leap::config_detail {
 
 void add_schedule_fields(std::vector<field_spec>& f) {
-  // schedule
   f.push_back(choice_field(
       "schedule.mode", LEAP_FIELD(schedule.mode),
       "streaming: each stage starts when its input arrives; barrier: each stage waits for "
@@ -50,16 +49,12 @@ void add_schedule_checks(std::vector<cross_check>& checks) {
          }
          return std::nullopt;
        }});
+  // A step's batch leaves at most over_provision groups behind: a larger bound means nothing.
   checks.push_back({{"schedule.partial.max_carry", "schedule.partial.over_provision"},
-                    [](const experiment_config& c) -> std::optional<std::string> {
-                      // A step's batch leaves at most over_provision groups behind: a larger bound
-                      // means nothing.
-                      if (c.schedule.partial_max_carry > c.schedule.partial_over_provision) {
-                        return "must be <= schedule.partial.over_provision (" +
-                               show(c.schedule.partial_over_provision) + "), got " +
-                               show(c.schedule.partial_max_carry);
-                      }
-                      return std::nullopt;
+                    [](const experiment_config& c) {
+                      return at_most_key(c.schedule.partial_max_carry,
+                                         "schedule.partial.over_provision",
+                                         c.schedule.partial_over_provision);
                     }});
   checks.push_back(
       {{"schedule.partial.over_provision", "gate.retry.buffer"},
