@@ -36,7 +36,6 @@ std::optional<std::string> check_init_preset(const std::string& preset) {
 }  // namespace
 
 void add_learner_fields(std::vector<field_spec>& f) {
-  // learner
   f.push_back(choice_field(
       "learner.kind", LEAP_FIELD(learner.kind),
       "record: store scored batches, update nothing (dry runs, benchmarks); torch: the "

@@ -38,7 +38,6 @@ std::optional<std::string> check_weight_sync_delta(const std::string& dtype) {
 }  // namespace
 
 void add_policy_fields(std::vector<field_spec>& f) {
-  // policy
   f.push_back(choice_field(
       "policy.flavour", LEAP_FIELD(policy.flavour),
       "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "

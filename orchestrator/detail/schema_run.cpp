@@ -34,42 +34,45 @@ std::optional<std::string> check_top_k(int k) {
   return "must be -1 (disabled) or >= 1, got " + std::to_string(k);
 }
 
+// An accessor of one member of the sampling section that `section` reaches.
+template <class Section, class Member>
+auto member_of(Section section, Member sampling_section::*member) {
+  return [ section, member ](experiment_config & c) -> auto& { return section(c).*member; };
+}
+
 // The sampling keys, for the training and the validation section alike.
 template <class Section>
 void add_sampling_fields(std::vector<field_spec>& fields, const std::string& prefix,
                          Section section, const std::string& purpose) {
-  fields.push_back(real_field(
-      prefix + ".temperature",
-      [section](experiment_config & c) -> auto& { return section(c).temperature; }, at_least(0),
-      "Softmax temperature of " + purpose + "; >= 0, 0 is greedy."));
+  fields.push_back(real_field(prefix + ".temperature",
+                              member_of(section, &sampling_section::temperature), at_least(0),
+                              "Softmax temperature of " + purpose + "; >= 0, 0 is greedy."));
   {
-    field_spec f = integer_field(
-        prefix + ".top_k", [section](experiment_config & c) -> auto& { return section(c).top_k; },
-        anything(), "Keep the k most likely tokens of " + purpose + "; -1 disables, else >= 1.");
+    field_spec f =
+        integer_field(prefix + ".top_k", member_of(section, &sampling_section::top_k), anything(),
+                      "Keep the k most likely tokens of " + purpose + "; -1 disables, else >= 1.");
     f.check = [section](const experiment_config& c) { return check_top_k(view(section, c).top_k); };
     fields.push_back(std::move(f));
   }
-  fields.push_back(real_field(
-      prefix + ".top_p", [section](experiment_config & c) -> auto& { return section(c).top_p; },
-      open_closed(0, 1), "Nucleus sampling mass of " + purpose + ", in (0, 1]."));
-  fields.push_back(integer_field(
-      prefix + ".max_tokens",
-      [section](experiment_config & c) -> auto& { return section(c).max_tokens; }, at_least(1),
-      "Most tokens generated per turn of " + purpose + "; >= 1."));
-  fields.push_back(integer_field(
-      prefix + ".seed", [section](experiment_config & c) -> auto& { return section(c).seed; },
-      at_least(-1),
-      "Per-request seed base of " + purpose +
-          ": -1 sends none; s >= 0 gives request k the seed s + k (replayable on a "
-          "deterministic server)."));
-  fields.push_back(text_list_field(
-      prefix + ".stop", [section](experiment_config & c) -> auto& { return section(c).stop; },
-      not_empty, true, "Strings that end a generation of " + purpose + "."));
-  fields.push_back(integer_list_field(
-      prefix + ".stop_token_ids",
-      [section](experiment_config & c) -> auto& { return section(c).stop_token_ids; }, at_least(0),
-      "Token ids that end a generation of " + purpose +
-          ", besides the tokenizer's end-of-sequence token."));
+  fields.push_back(real_field(prefix + ".top_p", member_of(section, &sampling_section::top_p),
+                              open_closed(0, 1),
+                              "Nucleus sampling mass of " + purpose + ", in (0, 1]."));
+  fields.push_back(integer_field(prefix + ".max_tokens",
+                                 member_of(section, &sampling_section::max_tokens), at_least(1),
+                                 "Most tokens generated per turn of " + purpose + "; >= 1."));
+  fields.push_back(
+      integer_field(prefix + ".seed", member_of(section, &sampling_section::seed), at_least(-1),
+                    "Per-request seed base of " + purpose +
+                        ": -1 sends none; s >= 0 gives request k the seed s + k (replayable on a "
+                        "deterministic server)."));
+  fields.push_back(text_list_field(prefix + ".stop", member_of(section, &sampling_section::stop),
+                                   not_empty, true,
+                                   "Strings that end a generation of " + purpose + "."));
+  fields.push_back(integer_list_field(prefix + ".stop_token_ids",
+                                      member_of(section, &sampling_section::stop_token_ids),
+                                      at_least(0),
+                                      "Token ids that end a generation of " + purpose +
+                                          ", besides the tokenizer's end-of-sequence token."));
 }
 
 }  // namespace

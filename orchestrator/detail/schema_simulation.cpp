@@ -9,7 +9,6 @@
 namespace leap::config_detail {
 
 void add_simulation_fields(std::vector<field_spec>& f) {
-  // simulation
   f.push_back(
       operational(integer_field("simulation.tasks", LEAP_FIELD(simulation.tasks), at_least(1),
                                 "`leap simulate`: synthetic tasks; >= data.batch_size.")));

@@ -49,7 +49,6 @@ std::optional<std::string> check_cuda_arch(const std::string& arch) {
 }  // namespace
 
 void add_verifier_fields(std::vector<field_spec>& f) {
-  // verifier
   f.push_back(
       operational(integer_field("verifier.compile_workers", LEAP_FIELD(verifier.compile_workers),
                                 at_least(0), "Parallel compilations; 0: one per CPU core.")));
