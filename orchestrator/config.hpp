@@ -6,13 +6,13 @@
 // and a learner that only records its batches. Relative paths are relative to the working
 // directory.
 //
-// Each key is declared once, in the schema (orchestrator/detail/config_schema.cpp): its type, its
-// check, its meaning and whether a resumed run may change it, beside the member below that it
-// fills; that member's initializer is the default. Parsing, validation, rendering, the resume rule
-// and the key reference (`leap config keys`, the README's table, config_keys()) are all walks over
-// that table, so none of them can drift from another. The members below carry no comments of
-// their own on purpose: read a key's meaning, range and default in `leap config keys` or the
-// README, which are generated from the one place that states them.
+// Each key is declared once, in the schema (orchestrator/detail/schema_<section>.cpp, joined by
+// config_schema.cpp): its type, its check, its meaning and whether a resumed run may change it,
+// beside the member below that it fills; that member's initializer is the default. Parsing,
+// validation, rendering, the resume rule and the key reference (`leap config keys`, the README's
+// table, config_keys()) are all walks over that table, so none of them can drift from another. The
+// members below carry no comments of their own on purpose: read a key's meaning, range and default
+// in `leap config keys` or the README, which are generated from the one place that states them.
 #pragma once
 
 #include "common/enums/learner_kind.hpp"

@@ -1,5 +1,6 @@
 #include "orchestrator/config.hpp"
 
+#include "common/lines.hpp"
 #include "orchestrator/retry.hpp"
 
 #include <gmock/gmock.h>
@@ -1095,6 +1096,36 @@ TEST(ConfigValidate, ProgrammaticConfigHasNoLines) {
   EXPECT_EQ(checked.err().message,
             "rollout.group_size: must be >= 2 (a group needs peers to compare with), got 1\n"
             "gate.tau_min: must be <= gate.tau_max (0.1), got 0.9: no group could open");
+}
+
+// The rules across keys run in one order, which a config built in code shows whole (its problems
+// have no line to sort by): each section's rules are written in that section's schema file, and
+// the learner's and the policy's interleave.
+TEST(ConfigValidate, RulesAcrossSectionsReportInTheirOrder) {
+  experiment_config c;
+  c.rollout.max_turns = 1;  // gate.policy dcp opens groups for debug turns
+  c.reward.speed_bonus.weight = 1.0;
+  c.policy.flavour = server_flavour::sglang;
+  c.policy.endpoints.clear();
+  c.learner.world_size = 2;
+  c.policy.inflight_updates = true;
+  c.learner.mini_batches = 100000;
+  c.schedule.mode = schedule_mode::barrier;
+  c.schedule.max_staleness = 2;
+  c.data.validation = "held_out";
+  c.data.validation_fraction = 0.5;
+  c.simulation.tasks = 1;
+  const auto checked = validate_config(c);
+  ASSERT_FALSE(checked.ok());
+  std::vector<std::string> keys;
+  for (const auto& line : split_lines(checked.err().message)) {
+    keys.push_back(line.substr(0, line.find(':')));
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "gate.policy", "reward.speed_bonus.weight", "policy.endpoints",
+                      "learner.world_size", "policy.inflight_updates", "learner.mini_batches",
+                      "schedule.max_staleness", "data.validation_fraction", "simulation.tasks"}))
+      << checked.err().message;
 }
 
 // ------------------------------------------------------------------------------------------------
