@@ -1,6 +1,6 @@
 // The learner's loss options, said once: the config's learner section holds this type (its keys,
 // learner.clip_low ... learner.offpolicy.max_staleness, bind to these members in
-// orchestrator/detail/config_schema.cpp) and the LibTorch learner computes with it
+// orchestrator/detail/schema_learner.cpp) and the LibTorch learner computes with it
 // (learner/loss.hpp has the formulas). It lives here because the orchestrator and the learner may
 // not know each other, and both know common/.
 //

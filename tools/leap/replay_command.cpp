@@ -209,7 +209,7 @@ result<scoring_config> alternative_scoring(const replay_options& o,
       return applied.err();
     }
   }
-  // The rule `leap run` holds a config to (orchestrator/detail/config_schema.cpp), for the
+  // The rule `leap run` holds a config to (orchestrator/detail/schema_gate.cpp), for the
   // alternative the options made.
   if (s.gate.optimise.train && s.gate.optimise.speedup <= 0) {
     return error{
