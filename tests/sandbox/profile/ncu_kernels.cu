@@ -28,6 +28,16 @@ __global__ void bank_conflicts(float* out) {
   for (int k = 0; k < 32; ++k) acc += s[(t % 32) * 32 + (k + t / 32) % 32];
   out[blockIdx.x * blockDim.x + t] = acc;
 }
+// 160 KiB of dynamic shared memory per block: one block of 4 warps per SM, whatever else allows.
+__global__ void smem_limited(const float* in, float* out, int n) {
+  extern __shared__ float tile[];
+  int base = blockIdx.x * blockDim.x;
+  for (int k = threadIdx.x; k < 4096; k += blockDim.x) tile[k] = in[(base + k) % n];
+  __syncthreads();
+  float acc = 0;
+  for (int k = 0; k < 64; ++k) acc += tile[(threadIdx.x * 33 + k) % 4096];
+  out[(base + threadIdx.x) % n] = acc;
+}
 __global__ void harness_sum(const float* in, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) atomicAdd(out, in[i]);
@@ -43,6 +53,8 @@ int main() {
   tiny<<<1, 32>>>(b);
   fma_loop<<<1056, 256>>>(b, 4096);
   bank_conflicts<<<1056, 256>>>(b);
+  cudaFuncSetAttribute(smem_limited, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 << 10);
+  smem_limited<<<1056, 128, 160 << 10>>>(a, b, n);
   harness_sum<<<n / 256, 256>>>(a, b, n);
   cudaError_t e = cudaDeviceSynchronize();
   std::printf("done %s\n", cudaGetErrorString(e));
