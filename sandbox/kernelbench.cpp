@@ -838,10 +838,10 @@ def _leap_main():
         timing_sets = cases_count - trials
         plans = [layout(case) for case in range(cases_count)]
         total = max([p[5] for p in plans] + [1])
-        # A case's tensors where the calls run, held by this process while its call runs: the
-        # call's inputs are staged from them, and after the call compared with them bit for bit,
-        # here, so that only the outputs travel to the engine (a third of the data for a two-input
-        # problem).
+        # A case's tensors where the calls run, held by this process (a trial's while its call
+        # runs, every timing set's through the timed calls): a call's inputs are staged from them,
+        # and after the call compared with them bit for bit, here, so that only the outputs travel
+        # to the engine (a third of the data for a two-input problem).
         pristine = {}
         # Timed calls on a GPU wait spinning, on both sides of the channel, as the cuda kind's do:
         # only where the host has 4 CPUs or more (on fewer, a spinning process takes the core the
@@ -929,9 +929,12 @@ def _leap_main():
     # Every other timed call gets inputs drawn here and never seen before, so a cache keyed by the
     # inputs' content misses and the call does the work it is timed for.
     fresh_calls = 0
-    # A timing set's model's tensors on the device and their count, for the fresh calls that take
-    # its layout: drawn inputs replace the rest.
-    inits = {}
+    # How many of a timing set's tensors are its model's: a fresh call keeps them and takes drawn
+    # inputs for the rest.
+    n_inits = {}
+    # The checked calls' outputs, copied where the next call cannot reach them and encoded after
+    # the last call (so that the judge's steps after a call are the same whether it was checked).
+    checked_records = []
 
     def fresh_inputs(trial):
         """Fresh inputs in the timing set's layout (init tensors the set's), or None and why."""
@@ -942,16 +945,14 @@ def _leap_main():
         except Exception as e:
             return None, "get_inputs failed here: " + type(e).__name__ + ": " + str(e)[:200]
         tensors, _, inputs_skeleton, _, _, _, _ = plans[trial]
-        if trial not in inits:
-            n_init = len(tensors) - len(list(_leap_tensor_ids(inputs_skeleton)))
-            inits[trial] = [t.to(device).contiguous() for t in tensors[:n_init]]
-        init_held = inits[trial]
-        placed = [None] * len(init_held)
+        if trial not in n_inits:
+            n_inits[trial] = len(tensors) - len(list(_leap_tensor_ids(inputs_skeleton)))
+        n_init = n_inits[trial]
+        placed = [None] * n_init
         if _leap_place(drawn, placed) != inputs_skeleton or any(
-                t.dtype != u.dtype or t.shape != u.shape
-                for t, u in zip(placed[len(init_held):], tensors[len(init_held):])):
+                t.dtype != u.dtype or t.shape != u.shape for t, u in zip(placed[n_init:], tensors[n_init:])):
             return None, "get_inputs gives other shapes, dtypes or values than the timing sets'"
-        return init_held + [t.to(device).contiguous() for t in placed[len(init_held):]], ""
+        return pristine[trial][:n_init] + [t.to(device).contiguous() for t in placed[n_init:]], ""
     body.write(b"LKBOUT02" + struct.pack("<I", trials + len(checked)))
     own_report = []
     times = []
@@ -959,6 +960,14 @@ def _leap_main():
     for call in range(trials + timed_calls):
         timed = call >= trials
         if call == trials:
+            # Every timing set on the device before the first timed call, and a draw for every
+            # timed call, checked or not (a checked call's is dropped): the judge's steps before a
+            # call are the same whichever it is. A set copied to the device before its checked call
+            # only made the time between two calls say which was checked (milliseconds against the
+            # microseconds of a draw on the GPU; the other way round on a CPU), so a candidate could
+            # answer the unchecked ones wrong and fast.
+            for k in range(trials, cases_count):
+                pristine[k] = [t.to(device).contiguous() for t in plans[k][0]]
             stamps.append(["timed_calls_started", time.time()])
         # Each timed call's timing set drawn here, where the candidate cannot see it, not in turn:
         # a model that counts its calls could otherwise tell which set comes and answer from a
@@ -972,11 +981,12 @@ def _leap_main():
         tensors, init_skeleton, inputs_skeleton, entries, outputs, _, argument_tensors = plans[trial]
         views = [region[o:o + n].view(getattr(torch, d)).view(shape) for o, n, d, shape in entries]
         held = None
-        if timed and not is_checked:
-            held, why = fresh_inputs(trial)
-            if held is None:
+        if timed:
+            drawn, why = fresh_inputs(trial)
+            if not is_checked and drawn is None:
                 fresh_why = fresh_why or why
-            else:
+            elif not is_checked:
+                held = drawn
                 fresh_calls += 1
         if held is None:
             if trial not in pristine:
@@ -1026,17 +1036,20 @@ def _leap_main():
             times.append(elapsed_ms)
         if not timed:
             stamps.append(["trial_called", time.time()])
-        if timed and not is_checked:
-            continue
-        if timed:
-            checked_cases.append(trial)
+        # From here on a timed call's steps are the same whether it is checked; only the record
+        # keeps the checked ones.
         got = []
         for i, d in enumerate(reply["outputs"][:len(outputs) + 16]):
             tag = d.get("tag") if isinstance(d, dict) else None
             if tag == "T":
                 k = outputs[i] if i < len(outputs) else -1
                 same = k >= 0 and d.get("dtype") == entries[k][2] and d.get("shape") == entries[k][3]
-                got.append(views[k] if same else _LeapDescribed(str(d.get("dtype"))[:64], d.get("shape")))
+                if not same:
+                    got.append(_LeapDescribed(str(d.get("dtype"))[:64], d.get("shape")))
+                else:
+                    # A timed call's outputs are copied out now (the next call stages over them),
+                    # on the device, and encoded after the last call.
+                    got.append(views[k].clone() if timed else views[k])
             elif tag in ("B", "I", "F", "N", "S"):
                 got.append(d.get("value"))
             else:
@@ -1046,8 +1059,6 @@ def _leap_main():
             got.extend(_LeapOther("?") for _ in range(min(count - len(got), 1 << 16)))
         if device.type == "cuda":
             torch.cuda.synchronize()
-        body.write(struct.pack("<Q", seed))
-        _leap_encode(body.write, got)
         # The first forward argument the call changed (1-based; 0: none), compared bit for bit.
         changed = 0
         with torch.no_grad():
@@ -1056,17 +1067,25 @@ def _leap_main():
                        for k in ids):
                     changed = i + 1
                     break
+        if is_checked:
+            checked_cases.append(trial)
+            checked_records.append((seed, got, changed))
+        if timed:
+            continue
+        body.write(struct.pack("<Q", seed))
+        _leap_encode(body.write, got)
         body.write(struct.pack("<I", changed))
-        # A trial, or a checked call's set, is not taken again (where fresh inputs fail, an
-        # unchecked call that takes the set copies it back): the device holds one case's copy.
-        pristine.pop(trial, None)
-        if not timed:
-            stamps.append(["trial_outputs_read", time.time()])
-            own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
-                               "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
-    body.write(b"LKBEND!!")
+        pristine.pop(trial, None)  # a trial is called once
+        stamps.append(["trial_outputs_read", time.time()])
+        own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
+                           "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
     if timed_calls:
         stamps.append(["timed_calls", time.time()])
+    for seed, got, changed in checked_records:
+        body.write(struct.pack("<Q", seed))
+        _leap_encode(body.write, got)
+        body.write(struct.pack("<I", changed))
+    body.write(b"LKBEND!!")
     send({"end": True})
     fresh = {"calls": fresh_calls, "of": timed_calls - len(checked)}
     if fresh_calls < fresh["of"]:

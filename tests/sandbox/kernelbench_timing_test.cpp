@@ -174,6 +174,35 @@ TEST_F(KernelBenchFreshInputsTest, NoTimedCallMeetsInputsSeenBefore) {
   EXPECT_EQ(v->timing_note.find("reused a timing set"), std::string::npos) << v->timing_note;
 }
 
+// A candidate that answers wrong when the time since its previous call returned is long: it takes
+// the judge's draw of fresh inputs (here get_inputs() sleeps 0.3 s) as the mark of an unchecked
+// call. Every timed call's inputs are drawn, a checked call's dropped, so every timed call looks
+// unchecked, the checked ones are answered wrong and the verdict fails on any machine (the sleep
+// is a lower bound of each gap). When only the unchecked calls drew, the gap said which calls were
+// checked: this candidate passed, its unchecked calls answered with zeros.
+TEST_F(KernelBenchFreshInputsTest, TheTimeBetweenCallsDoesNotSayWhichAreChecked) {
+  task t = kbt_scale_add_task();
+  t.id = "kernelbench/level1/1_ScaleAddSlowDraw";
+  t.reference = std::string(testing::k_scale_add_problem);
+  const std::string draw = "def get_inputs():\n";
+  t.reference.replace(t.reference.find(draw), draw.size(),
+                      "def get_inputs():\n    __import__('time').sleep(0.3)\n");
+  const std::string by_gap =
+      "import time\nimport torch\nclass ModelNew(torch.nn.Module):\n"
+      "    def __init__(self, s):\n        super().__init__()\n        self.s = s\n"
+      "        self.last = None\n"
+      "    def forward(self, a, b):\n"
+      "        drawn = self.last is not None and time.monotonic() - self.last >= 0.25\n"
+      "        out = torch.zeros_like(a) if drawn else a * self.s + b\n"
+      "        self.last = time.monotonic()\n        return out\n";
+  auto v = verify(t, by_gap);
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_FALSE(v->passed) << "a candidate that cheats when the judge drew inputs passed";
+  EXPECT_EQ(v->category, verdict_category::wrong_answer) << v->feedback;
+  EXPECT_NE(v->feedback.find("a timed repetition after the trials"), std::string::npos)
+      << v->feedback;
+}
+
 // A problem whose get_inputs() draws its shape: the judge's fresh inputs do not fit the timing
 // set's buffers, so those calls take the set's inputs, and the verdict says how many and why.
 TEST_F(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndSaySo) {
