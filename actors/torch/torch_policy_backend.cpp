@@ -8,6 +8,8 @@
 #include "learner/weight_ipc.hpp"
 #include "policy/chat/chat.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

@@ -5,6 +5,8 @@
 #include "learner/weight_ipc.hpp"
 #include "policy/wire/wire.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <arpa/inet.h>
 #include <condition_variable>
 #include <deque>

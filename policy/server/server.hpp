@@ -17,7 +17,7 @@
 #include "policy/chat/chat.hpp"
 #include "policy/wire/wire.hpp"
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <array>
 #include <chrono>

@@ -1,6 +1,8 @@
 #include "policy/server/detail/server_routes.hpp"
 #include "policy/wire/wire.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <ctime>
 
 namespace leap::policy {
@@ -75,7 +77,8 @@ class control_service {
     if (!request) {
       return bad_request(request.err());
     }
-    if (auto bad = state_.init_transfer(backend_, config_.weight_transfer_backend, request->info)) {
+    if (auto bad =
+            state_.init_transfer(backend_, config_.weight_transfer_backend, *request->info)) {
       return bad;
     }
     set_json(res, json{{"message", "Weight transfer initialized"}});
@@ -101,7 +104,7 @@ class control_service {
       return bad_request(request.err());
     }
     if (auto bad =
-            state_.update_transfer(backend_, config_.weight_transfer_backend, request->info)) {
+            state_.update_transfer(backend_, config_.weight_transfer_backend, *request->info)) {
       return bad;
     }
     set_json(res, json{{"message", "Weights updated"}});

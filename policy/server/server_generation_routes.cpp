@@ -3,6 +3,8 @@
 #include "policy/server/detail/server_routes.hpp"
 #include "policy/wire/wire.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <ctime>

@@ -2,6 +2,8 @@
 
 #include "policy/http/http.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <string>
 

@@ -1,5 +1,7 @@
 #include "policy/wire/wire.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace leap::policy {
 
 int json_nesting_depth(std::string_view text, int limit) {

@@ -2,10 +2,13 @@
 
 #include "policy/chat/chat.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
 namespace leap::policy {
@@ -734,7 +737,7 @@ result<weight_transfer_request> parse_weight_transfer_request(const json& body, 
     if (!info->is_object()) {
       fail(std::string("'") + key + "' must be an object (got " + shown(*info) + ")");
     }
-    return weight_transfer_request{*info};
+    return weight_transfer_request{std::make_shared<const json>(*info)};
   });
 }
 

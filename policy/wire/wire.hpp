@@ -12,11 +12,12 @@
 #include "policy/chat/chat.hpp"
 
 #include <climits>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -168,8 +169,10 @@ struct collective_rpc_request {
 //     the update makes, as an integer or its decimal string; absent: the current one + 1)
 // A missing init_info / update_info is refused with vLLM's message ("Missing 'update_info' in
 // request body"); the info must be an object, read by the engine's backend.
+// `info` is behind a pointer so that this header needs only nlohmann/json_fwd.hpp: the whole
+// json.hpp costs every includer about 2 CPU-s to parse (docs/benchmarks.md). Never null.
 struct weight_transfer_request {
-  nlohmann::json info;  // init_info or update_info
+  std::shared_ptr<const nlohmann::json> info;  // init_info or update_info
 };
 
 struct finish_weight_update_request {

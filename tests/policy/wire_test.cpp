@@ -1,6 +1,7 @@
 #include "policy/wire/wire.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <string>
@@ -233,7 +234,7 @@ TEST(WireControl, ParseTables) {
   run_cases<weight_transfer_request>(
       {
           {R"({"update_info": {"path": "/ckpt/3"}})", "",
-           [](const weight_transfer_request& q) { EXPECT_EQ(q.info["path"], "/ckpt/3"); }},
+           [](const weight_transfer_request& q) { EXPECT_EQ((*q.info)["path"], "/ckpt/3"); }},
           {R"({"version": 3, "path": "/x"})", "Missing 'update_info' in request body"},
           {R"({"update_info": [1]})", "'update_info' must be an object"},
       },
