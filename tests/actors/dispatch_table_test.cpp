@@ -128,7 +128,9 @@ TEST(DispatchTable, ScriptsGiveTheExpectedAnswers) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     dispatch_table table;
-    for (std::size_t t = 0; t < c.targets; ++t) table.add_target("t" + std::to_string(t));
+    for (std::size_t t = 0; t < c.targets; ++t) {
+      table.add_target("t" + std::to_string(t));
+    }
     for (std::size_t i = 0; i < c.ops.size(); ++i) {
       SCOPED_TRACE("op " + std::to_string(i));
       const op& o = c.ops[i];
@@ -140,7 +142,9 @@ TEST(DispatchTable, ScriptsGiveTheExpectedAnswers) {
           EXPECT_EQ(table.set_down(o.a), o.resent);
           break;
         case verb::jobs:
-          for (std::uint64_t j = 0; j < o.a; ++j) table.add_job();
+          for (std::uint64_t j = 0; j < o.a; ++j) {
+            table.add_job();
+          }
           break;
         case verb::assign:
           EXPECT_EQ(table.assign(), o.assigned);
@@ -169,7 +173,9 @@ TEST(DispatchTable, SlotsAreFreedByVerdictsErrorsAndLoss) {
   dispatch_table table;
   const auto a = table.add_target("a");
   table.set_up(a, 3);
-  for (int i = 0; i < 3; ++i) table.add_job();
+  for (int i = 0; i < 3; ++i) {
+    table.add_job();
+  }
   ASSERT_EQ(table.assign().size(), 3u);
   EXPECT_EQ(table.target(a).in_flight, 3u);
   EXPECT_EQ(table.free_slots(), 0u);
@@ -191,7 +197,9 @@ TEST(DispatchTable, EveryJobIsJudgedOnceUnderRandomFailures) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(seed);
     dispatch_table table;
-    for (int t = 0; t < 3; ++t) table.add_target("t" + std::to_string(t));
+    for (int t = 0; t < 3; ++t) {
+      table.add_target("t" + std::to_string(t));
+    }
     std::vector<dispatch_table::assignment> outstanding;  // sent, not answered (late ones too)
     std::map<std::uint64_t, int> delivered;
     auto pick = [&](std::size_t n) {
@@ -220,22 +228,36 @@ TEST(DispatchTable, EveryJobIsJudgedOnceUnderRandomFailures) {
           ++delivered[a.job];
         }
       }
-      for (const auto& a : table.assign()) outstanding.push_back(a);
+      for (const auto& a : table.assign()) {
+        outstanding.push_back(a);
+      }
     }
     // Drain: everything up, every answer arrives.
-    for (int t = 0; t < 3; ++t) table.set_up(t, 2);
+    for (int t = 0; t < 3; ++t) {
+      table.set_up(t, 2);
+    }
     for (int round = 0; round < 1000 && (!outstanding.empty() || table.open_jobs() > 0); ++round) {
-      for (const auto& a : table.assign()) outstanding.push_back(a);
-      if (outstanding.empty()) break;
+      for (const auto& a : table.assign()) {
+        outstanding.push_back(a);
+      }
+      if (outstanding.empty()) {
+        break;
+      }
       const auto a = outstanding.front();
       outstanding.erase(outstanding.begin());
-      if (table.complete(a.job, a.target) == kind::accepted) ++delivered[a.job];
+      if (table.complete(a.job, a.target) == kind::accepted) {
+        ++delivered[a.job];
+      }
     }
     EXPECT_EQ(table.open_jobs(), 0u);
     EXPECT_EQ(delivered.size(), added);
-    for (const auto& [job, times] : delivered) EXPECT_EQ(times, 1) << "job " << job;
+    for (const auto& [job, times] : delivered) {
+      EXPECT_EQ(times, 1) << "job " << job;
+    }
     EXPECT_EQ(table.counts().judged, added);
-    for (int t = 0; t < 3; ++t) EXPECT_EQ(table.target(t).in_flight, 0u);
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_EQ(table.target(t).in_flight, 0u);
+    }
   }
 }
 

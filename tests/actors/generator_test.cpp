@@ -25,8 +25,9 @@
 namespace leap::actors {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(30);
+constexpr auto reply_timeout = std::chrono::seconds(30);
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class GeneratorPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -68,7 +69,9 @@ class GeneratorPoolTest : public ::testing::Test {
     pools_.clear();
     client_.reset();
     system_.reset();
-    if (server_) server_->stop();
+    if (server_) {
+      server_->stop();
+    }
   }
 
   generator_actor pool(std::shared_ptr<const prompt_renderer> renderer, int in_flight = 4) {
@@ -82,7 +85,7 @@ class GeneratorPoolTest : public ::testing::Test {
     generation_result out;
     out.error = "no answer";
     caf::scoped_actor self{*system_};
-    self->request(g, kTimeout, generate_atom_v, std::move(request))
+    self->request(g, reply_timeout, generate_atom_v, std::move(request))
         .receive([&](generation_result& r) { out = std::move(r); },
                  [&](caf::error& e) { out.error = system_->render(e); });
     return out;
@@ -144,20 +147,26 @@ TEST_F(GeneratorPoolTest, OneTurnInFlightStillServesEveryRequest) {
   constexpr int n = 12;
   auto answered = std::make_shared<std::atomic<int>>(0);
   auto failures = std::make_shared<std::atomic<int>>(0);
-  // All requests at once, from an event-based actor; each is bounded by kTimeout.
+  // All requests at once, from an event-based actor; each is bounded by reply_timeout.
   auto asker = system_->spawn([g, answered, failures](caf::event_based_actor* self) {
     for (int i = 0; i < n; ++i) {
       auto r = first_turn(i);
       r.request_id = "t/0/train/0/" + std::to_string(i) + "/0";
-      self->request(g, kTimeout, generate_atom_v, std::move(r))
+      self->request(g, reply_timeout, generate_atom_v, std::move(r))
           .then(
               [=](const generation_result& result) {
-                if (result.finish == finish_reason::error) ++*failures;
-                if (++*answered == n) self->quit();
+                if (result.finish == finish_reason::error) {
+                  ++*failures;
+                }
+                if (++*answered == n) {
+                  self->quit();
+                }
               },
               [=](caf::error&) {
                 ++*failures;
-                if (++*answered == n) self->quit();
+                if (++*answered == n) {
+                  self->quit();
+                }
               });
     }
   });

@@ -382,7 +382,7 @@ TEST(GroupActorTest, OptimisationTurnsAskSlowPassesForAFasterVersionWithTheirSpe
 // The profiles a pool made after its verdicts (profile_actor): rollout 0's first turn has a
 // diagnosis, every other id none; the ids asked for are counted.
 profile_actor rollout_zero_profiles(coordinator& c,
-                                    std::shared_ptr<std::vector<std::string>> asked) {
+                                    const std::shared_ptr<std::vector<std::string>>& asked) {
   return c.keep(c.system().spawn([asked](profile_actor::pointer) -> profile_actor::behavior_type {
     return {[asked](profile_atom, const std::string& id) {
       asked->push_back(id);

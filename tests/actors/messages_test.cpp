@@ -51,7 +51,9 @@ turn_record sample_turn(bool with_hash) {
   t.output_tokens = {40, 41};
   t.output_logprobs = {-0.5f, -0.25f};
   t.text = "```cpp\nint main() {}\n```";
-  if (with_hash) t.code_hash = "ab12";
+  if (with_hash) {
+    t.code_hash = "ab12";
+  }
   t.verdict = verdict_category::compile;
   t.passed = false;
   t.feedback = "error: expected ';'";

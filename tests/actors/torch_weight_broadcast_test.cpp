@@ -63,14 +63,18 @@ served serve(const std::string& model_dir, const std::string& device, int port =
   options.transfer_timeout = transfer_timeout;
   auto backend = make_torch_policy_backend(model_dir, options);
   EXPECT_TRUE(backend.ok()) << backend.err().message;
-  if (!backend.ok()) return s;
+  if (!backend.ok()) {
+    return s;
+  }
   policy::server_config sc;
   sc.threads = 8;
   sc.port = port;
   sc.weight_transfer_backend = transfer_backend::nccl;
   auto server = policy::policy_server::start(sc, *backend);
   EXPECT_TRUE(server.ok()) << server.err().message;
-  if (!server.ok()) return s;
+  if (!server.ok()) {
+    return s;
+  }
   s.server = std::move(*server);
   s.http = std::make_unique<httplib::Client>(s.server->host(), s.server->port());
   s.http->set_read_timeout(300s);
@@ -85,7 +89,9 @@ struct reply {
 
 reply post(httplib::Client& http, const std::string& path, const json& body) {
   auto r = http.Post(path, body.dump(), "application/json");
-  if (!r) return {0, httplib::to_string(r.error()), ""};
+  if (!r) {
+    return {0, httplib::to_string(r.error()), ""};
+  }
   return {r->status, r->body, r->get_header_value("x-weight-version")};
 }
 
@@ -112,7 +118,9 @@ json update_info(const learner::policy& model) {
 std::unique_ptr<learner::broadcast_sender> rendezvous(served& s, const std::string& device) {
   auto sender = learner::broadcast_sender::listen("127.0.0.1", 0, 2, transfer_timeout);
   EXPECT_TRUE(sender.ok()) << sender.err().message;
-  if (!sender.ok()) return nullptr;
+  if (!sender.ok()) {
+    return nullptr;
+  }
   auto init = std::async(std::launch::async, [&, port = (*sender)->port()] {
     return post(*s.http, "/init_weight_transfer_engine", init_info(port));
   });
@@ -145,7 +153,9 @@ sampled complete(httplib::Client& http) {
   const reply r = post(http, "/v1/completions", request);
   EXPECT_EQ(r.status, 200) << r.body;
   sampled out;
-  if (r.status != 200) return out;
+  if (r.status != 200) {
+    return out;
+  }
   const auto body = json::parse(r.body);
   out.ids = body["choices"][0]["token_ids"].get<std::vector<std::int32_t>>();
   out.logprobs = body["choices"][0]["logprobs"]["token_logprobs"].get<std::vector<float>>();
@@ -159,7 +169,9 @@ double gap_to(const learner::policy& model, const sampled& s) {
   ids.insert(ids.end(), s.ids.begin(), s.ids.end());
   auto scored = model.token_logprobs({ids});
   EXPECT_TRUE(scored.ok()) << scored.err().message;
-  if (!scored.ok() || s.ids.empty()) return 1e9;
+  if (!scored.ok() || s.ids.empty()) {
+    return 1e9;
+  }
   double gap = 0;
   for (std::size_t i = 0; i < s.ids.size(); ++i) {
     gap = std::max(
@@ -244,7 +256,9 @@ TEST(TorchWeightBroadcast, NcclBroadcastBetweenTwoGpus) {
   po.device = "cuda:1";
   // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"): the learner
   // on cuda:0, the server on cuda:1 (a server on the learner's GPU is the ipc backend's case).
-  if (!learner::policy::create_random(*config, 1, po).ok()) GTEST_SKIP() << "fewer than 2 GPUs";
+  if (!learner::policy::create_random(*config, 1, po).ok()) {
+    GTEST_SKIP() << "fewer than 2 GPUs";
+  }
   broadcast_serves_the_learners_weights("cuda:0", "cuda:1");
 }
 
@@ -379,7 +393,9 @@ struct two_models {
 };
 
 TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextSyncByName) {
-  if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  if (!has_gloo()) {
+    GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  }
   two_models m;
   ASSERT_TRUE(m.old_model.ok() && m.new_model.ok());
   auto learner = learner_on(m.learner_dir, m.dir.path() / "run");
@@ -429,7 +445,9 @@ TEST(TorchWeightTransfer, RunPathFormsTheGroupOnceAndAServerRestartFailsTheNextS
 }
 
 TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
-  if (!has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  if (!has_gloo()) {
+    GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  }
   two_models m;
   ASSERT_TRUE(m.old_model.ok() && m.new_model.ok());
   auto s = serve(m.served_dir, "cpu");
@@ -447,7 +465,7 @@ TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
   policy::weight_sync_request request;
   request.version = "1";
   request.companion = [&](const policy::control_call& call, const policy::weight_sync_request&,
-                          std::function<void(status)> done) {
+                          const std::function<void(status)>& done) {
     if (call.name == "init") {
       workers.emplace_back([&, done] { done(sender->connect("cpu")); });
     } else if (call.name == "load") {
@@ -463,7 +481,9 @@ TEST(TorchWeightTransfer, RunPathTransferCutMidWayLeavesTheServedWeights) {
   const json init = init_info(sender->port())["init_info"];
   const auto cut =
       sync_now(*client, policy::vllm_transfer_nccl_plan(init.dump(), layout.dump()), request);
-  for (auto& w : workers) w.join();
+  for (auto& w : workers) {
+    w.join();
+  }
   ASSERT_FALSE(cut.ok());
   EXPECT_NE(cut.err().message.find("/update_weights"), std::string::npos) << cut.err().message;
   EXPECT_NE(cut.err().message.find("served weights are unchanged"), std::string::npos)
@@ -553,7 +573,9 @@ TEST(TorchWeightIpc, TheEngineRefusesARendezvousAndAnUpdateThatDoesNotFitBeforeO
 }
 
 TEST(TorchWeightIpc, WithoutTheDriverTheRunsTrainerEndSaysSoAtOpen) {
-  if (learner::cuda_ipc_available().ok()) GTEST_SKIP() << "this machine has the NVIDIA driver";
+  if (learner::cuda_ipc_available().ok()) {
+    GTEST_SKIP() << "this machine has the NVIDIA driver";
+  }
   two_models m;
   auto learner = learner_on(m.learner_dir, m.dir.path() / "run");
   ASSERT_TRUE(learner);

@@ -112,7 +112,9 @@ TEST(TorchWeightDelta, AnUnchangedModelLoadsAnEmptyDelta) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->bytes, 0);
   std::uintmax_t on_disk = 0;
-  for (const auto& e : std::filesystem::directory_iterator(delta)) on_disk += e.file_size();
+  for (const auto& e : std::filesystem::directory_iterator(delta)) {
+    on_disk += e.file_size();
+  }
   EXPECT_LT(on_disk, 1024U);
   const reply r = load(s, delta, 1);
   ASSERT_EQ(r.status, 200) << r.body;

@@ -19,7 +19,9 @@ struct digest_case {
 
 std::string alphabet_prefix(std::size_t n) {
   std::string out;
-  for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<char>('a' + i % 26));
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(static_cast<char>('a' + i % 26));
+  }
   return out;
 }
 
@@ -32,7 +34,9 @@ TEST(Crypto, Sha256KnownVectors) {
       {std::string(1000000, 'a'),
        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
   };
-  for (const auto& c : cases) EXPECT_EQ(sha256_hex(c.input), c.expected) << c.input.size();
+  for (const auto& c : cases) {
+    EXPECT_EQ(sha256_hex(c.input), c.expected) << c.input.size();
+  }
 }
 
 // Digests computed by the removed sandbox/hash.cpp: lengths around the padding boundaries (one and
@@ -51,7 +55,9 @@ TEST(Crypto, Sha256MatchesTheKeysOfExistingCaches) {
       {alphabet_prefix(129), "cd6bba8374324cbcc0c296b94f35299c0b9820393116358ac3afaf091a4955a5"},
       {[] {
          std::string all;
-         for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+         for (int i = 0; i < 256; ++i) {
+           all.push_back(static_cast<char>(i));
+         }
          return all;
        }(),
        "40aff2e9d2d8922e47afd4648e6967497158785fbd1da870e7110266bf944880"},
@@ -59,7 +65,9 @@ TEST(Crypto, Sha256MatchesTheKeysOfExistingCaches) {
        "int main() { return 0; }\n",
        "1b0873d20081d78e8c75e9669a44605d97018fa7cb29603794c4ef93cb5c0412"},
   };
-  for (const auto& c : cases) EXPECT_EQ(sha256_hex(c.input), c.expected) << c.input.size();
+  for (const auto& c : cases) {
+    EXPECT_EQ(sha256_hex(c.input), c.expected) << c.input.size();
+  }
 }
 
 struct hmac_case {
@@ -80,7 +88,9 @@ TEST(Crypto, HmacSha256MatchesRfc4231) {
       // An empty key and message are valid input.
       {"", "", "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad"},
   };
-  for (const auto& c : cases) EXPECT_EQ(hmac_sha256_hex(c.key, c.message), c.expected);
+  for (const auto& c : cases) {
+    EXPECT_EQ(hmac_sha256_hex(c.key, c.message), c.expected);
+  }
 }
 
 TEST(Crypto, ConstantTimeEqual) {

@@ -31,6 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class DurableFile : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,7 +125,8 @@ TEST_F(DurableFile, AFailedWriteNamesTheReasonAndLeavesNoTemporary) {
     ::signal(SIGXFSZ, SIG_IGN);
     const rlimit limit{4096, 4096};
     ::setrlimit(RLIMIT_FSIZE, &limit);
-    const auto written = write_file_durably(path("metrics.prom"), std::string(64 * 1024, 'x'));
+    const auto written =
+        write_file_durably(path("metrics.prom"), std::string(std::size_t{64} * 1024, 'x'));
     const bool named = !written && written.err().message.find(path("metrics.prom") +
                                                               ": cannot write: File too large") !=
                                        std::string::npos;
@@ -176,11 +178,13 @@ TEST_F(DurableFile, ConcurrentWritersOfOneTargetLeaveOneWholeFile) {
   // so one writer's rename took another's half-written file or failed).
   constexpr int writers = 6;
   std::vector<std::string> contents;
+  contents.reserve(writers);
   for (int i = 0; i < writers; ++i) {
     contents.emplace_back(std::size_t{256} * 1024, static_cast<char>('a' + i));
   }
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(writers);
   for (int i = 0; i < writers; ++i) {
     threads.emplace_back([&, i] {
       for (int round = 0; round < 10; ++round) {
@@ -214,6 +218,7 @@ TEST_F(DurableFile, CreateNeverReplacesAndOneOfManyCreatorsWins) {
   std::atomic<int> created{0};
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
+  threads.reserve(creators);
   for (int i = 0; i < creators; ++i) {
     threads.emplace_back([&, i] {
       auto made = create_file_durably(path("raced"), std::to_string(i) + "\n");

@@ -22,7 +22,9 @@ TEST(DaemonApi, BearerTokenCheck) {
       {"abc123", false},        {"Basic abc123", false},   {"", false},
       {"Bearer ", false},       {"Bearer  abc123", false},
   };
-  for (const auto& r : rows) EXPECT_EQ(authorized(r.header, token), r.expected) << r.header;
+  for (const auto& r : rows) {
+    EXPECT_EQ(authorized(r.header, token), r.expected) << r.header;
+  }
   EXPECT_FALSE(authorized("Bearer ", ""));
 }
 
@@ -71,7 +73,9 @@ TEST(DaemonApi, Utf8Validation) {
       {"\xf4\x90\x80\x80", 0},  // past U+10FFFF
       {"ok\xf0\x9f\x98", 2},    // a four-byte form cut short
   };
-  for (const auto& r : rows) EXPECT_EQ(first_invalid_utf8(r.text), r.bad) << r.text;
+  for (const auto& r : rows) {
+    EXPECT_EQ(first_invalid_utf8(r.text), r.bad) << r.text;
+  }
 }
 
 TEST(DaemonApi, FlowNestingDepth) {
@@ -90,7 +94,9 @@ TEST(DaemonApi, FlowNestingDepth) {
       {"a: b#[[[\n", 3},             // '#' inside a word starts no comment
       {std::string(100000, '[') + std::string(100000, ']'), 100000},
   };
-  for (const auto& r : rows) EXPECT_EQ(flow_nesting_depth(r.text), r.depth) << r.text.substr(0, 40);
+  for (const auto& r : rows) {
+    EXPECT_EQ(flow_nesting_depth(r.text), r.depth) << r.text.substr(0, 40);
+  }
 }
 
 TEST(DaemonApi, SubmitRefusesBodiesAndHeadersThatAreNotUtf8OrNestTooDeep) {

@@ -30,9 +30,12 @@ TEST(ExperimentState, NamesRoundTrip) {
 
 TEST(ExperimentState, IdsAreCheckedBeforeTheyBecomePaths) {
   EXPECT_EQ(id_of(7), "e7");
-  for (const char* good : {"e1", "e42", "e123456789"}) EXPECT_TRUE(is_valid_id(good)) << good;
-  for (const char* bad : {"", "e", "1", "e1a", "../e1", "e/1", "E1", "e-1"})
+  for (const char* good : {"e1", "e42", "e123456789"}) {
+    EXPECT_TRUE(is_valid_id(good)) << good;
+  }
+  for (const char* bad : {"", "e", "1", "e1a", "../e1", "e/1", "E1", "e-1"}) {
     EXPECT_FALSE(is_valid_id(bad)) << bad;
+  }
 }
 
 TEST(ExperimentState, RecordJsonRoundTrips) {
@@ -223,7 +226,9 @@ TEST(TailLines, KeepsTheLastLines) {
       {"a\nb\n", 0, ""},
       {"only", 1, "only"},
   };
-  for (const auto& r : rows) EXPECT_EQ(tail_lines(r.text, r.n), r.expected) << r.text;
+  for (const auto& r : rows) {
+    EXPECT_EQ(tail_lines(r.text, r.n), r.expected) << r.text;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace leap::daemon {
 namespace {
 namespace fs = std::filesystem;
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class HomeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -73,12 +74,15 @@ TEST_F(HomeTest, RecordsSurviveAndBadFilesAreReportedNotFatal) {
 
   auto loaded = load_records(home_);
   ASSERT_EQ(loaded.records.size(), 2u);
-  for (const auto& rec : loaded.records) EXPECT_EQ(rec.id == "e1" ? r : q, rec);
+  for (const auto& rec : loaded.records) {
+    EXPECT_EQ(rec.id == "e1" ? r : q, rec);
+  }
   ASSERT_EQ(loaded.problems.size(), 1u);
   EXPECT_NE(loaded.problems[0].find("e3/state.json: not valid JSON"), std::string::npos);
   // No temporary file is left behind.
-  for (const auto& e : fs::directory_iterator(experiments_dir(home_) / "e1"))
+  for (const auto& e : fs::directory_iterator(experiments_dir(home_) / "e1")) {
     EXPECT_EQ(e.path().filename(), "state.json");
+  }
 }
 
 TEST_F(HomeTest, ReadTailStartsAtALine) {
@@ -100,7 +104,9 @@ TEST(DaemonHome, ResolvesFlagThenEnvironment) {
   ::unsetenv("XDG_STATE_HOME");
   ::setenv("HOME", "/home/u", 1);
   EXPECT_EQ(*resolve_home(""), fs::path("/home/u/.local/state/leap"));
-  if (saved) ::setenv("HOME", home_before.c_str(), 1);
+  if (saved) {
+    ::setenv("HOME", home_before.c_str(), 1);
+  }
 }
 
 }  // namespace

@@ -38,7 +38,9 @@ TEST(Prometheus, AddLabelToOneSample) {
       {"m +Inf", R"(m{experiment="e1"} +Inf)"},
       {" 1", std::nullopt},
   };
-  for (const auto& r : rows) EXPECT_EQ(add_label(r.line, "experiment", "e1"), r.expected) << r.line;
+  for (const auto& r : rows) {
+    EXPECT_EQ(add_label(r.line, "experiment", "e1"), r.expected) << r.line;
+  }
 }
 
 TEST(Prometheus, MergesExperimentsUnderOneHeaderPerFamily) {

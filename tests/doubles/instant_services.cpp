@@ -57,7 +57,9 @@ int turn_of_request(std::string_view request_id) {
   const auto digits = slash == std::string_view::npos ? request_id : request_id.substr(slash + 1);
   int turn = 0;
   for (char c : digits) {
-    if (c < '0' || c > '9') return 0;
+    if (c < '0' || c > '9') {
+      return 0;
+    }
     turn = turn * 10 + (c - '0');
   }
   return turn;
@@ -67,7 +69,9 @@ bool instant_correct(const instant_policy& policy, const generation_request& req
   const int turn = turn_of_request(request.request_id);
   const std::string prompt =
       turn == 0 && !request.append.empty() ? request.append.front().content : std::string{};
-  if (policy.correct) return policy.correct(request.request_id, prompt, turn);
+  if (policy.correct) {
+    return policy.correct(request.request_id, prompt, turn);
+  }
   double p = policy.fix_probability;
   if (turn == 0) {
     auto it = policy.first_turn_pass.find(prompt);
@@ -129,7 +133,9 @@ instant_generator_actor::behavior_type instant_generator(
       },
       [=](release_atom, std::uint64_t id) {
         auto it = self->state.delayed.find(id);
-        if (it == self->state.delayed.end()) return;
+        if (it == self->state.delayed.end()) {
+          return;
+        }
         it->second.second.finished_ms = clock_ms();
         it->second.first.deliver(std::move(it->second.second));
         self->state.delayed.erase(it);
@@ -165,7 +171,9 @@ instant_verifier_actor::behavior_type instant_verifier(
         verification_result v;
         v.passed = request.answer.find("PASS") != std::string::npos;
         v.verdict = v.passed ? verdict_category::pass : verdict_category::wrong_answer;
-        if (!v.passed) v.feedback = "wrong answer: output differs from the reference";
+        if (!v.passed) {
+          v.feedback = "wrong answer: output differs from the reference";
+        }
         v.code_hash = v.passed ? "pass" : "fail";
         if (st.latency.time_scale <= 0.0) {
           v.finished_ms = clock_ms();
@@ -183,7 +191,9 @@ instant_verifier_actor::behavior_type instant_verifier(
       },
       [=](release_atom, std::uint64_t id) {
         auto it = self->state.delayed.find(id);
-        if (it == self->state.delayed.end()) return;
+        if (it == self->state.delayed.end()) {
+          return;
+        }
         it->second.second.finished_ms = clock_ms();
         it->second.first.deliver(std::move(it->second.second));
         self->state.delayed.erase(it);

@@ -96,7 +96,9 @@ TEST(LeapCli, ConfigCheckRejectsEachKindOfBadConfigPrecisely) {
 std::string first_error(const std::string& output) {
   const std::string marker = ": error: ";
   const auto at = output.find(marker);
-  if (at == std::string::npos) return "";
+  if (at == std::string::npos) {
+    return "";
+  }
   const auto start = at + marker.size();
   return output.substr(start, output.find('\n', start) - start);
 }
@@ -187,7 +189,9 @@ TEST(LeapCli, SimulateRunsTheQuickstartAndWritesCsv) {
   std::ifstream in(csv);
   std::string line;
   int lines = 0;
-  while (std::getline(in, line)) ++lines;
+  while (std::getline(in, line)) {
+    ++lines;
+  }
   EXPECT_EQ(lines, 4);  // header + 3 steps
   std::filesystem::remove(csv);
 }

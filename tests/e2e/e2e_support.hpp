@@ -50,17 +50,23 @@ class leap_process {
     std::vector<std::string> copy = args;
     std::vector<char*> argv;
     argv.push_back(binary.data());
-    for (auto& a : copy) argv.push_back(a.data());
+    for (auto& a : copy) {
+      argv.push_back(a.data());
+    }
     argv.push_back(nullptr);
     int fds[2];
-    if (::pipe(fds) != 0) return;
+    if (::pipe(fds) != 0) {
+      return;
+    }
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
       ::close(fds[0]);
       ::close(fds[1]);
-      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
+      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+        ::_exit(126);
+      }
       ::execv(binary.c_str(), argv.data());
       ::_exit(127);
     }
@@ -81,7 +87,9 @@ class leap_process {
         ::waitpid(pid_, nullptr, 0);
       }
     }
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
   }
   leap_process(const leap_process&) = delete;
   leap_process& operator=(const leap_process&) = delete;
@@ -91,8 +99,12 @@ class leap_process {
   bool read_until(Predicate done, std::chrono::seconds timeout) {
     const auto deadline = clock_type::now() + timeout;
     while (!done(output_)) {
-      if (clock_type::now() > deadline) return false;
-      if (!pump(100)) return done(output_);  // the pipe closed: the process is gone; one last look
+      if (clock_type::now() > deadline) {
+        return false;
+      }
+      if (!pump(100)) {
+        return done(output_);  // the pipe closed: the process is gone; one last look
+      }
     }
     return true;
   }
@@ -102,11 +114,17 @@ class leap_process {
     const auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
       std::smatch m;
-      if (std::regex_search(output_, m, pattern)) return m;
-      if (!pump(100)) break;
+      if (std::regex_search(output_, m, pattern)) {
+        return m;
+      }
+      if (!pump(100)) {
+        break;
+      }
     }
     std::smatch m;
-    if (std::regex_search(output_, m, pattern)) return m;
+    if (std::regex_search(output_, m, pattern)) {
+      return m;
+    }
     return std::nullopt;
   }
 
@@ -154,7 +172,9 @@ class leap_process {
   // false once the pipe is closed.
   bool pump(int timeout_ms) {
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return true;
+    if (::poll(&p, 1, timeout_ms) <= 0) {
+      return true;
+    }
     char buffer[4096];
     const ssize_t n = ::read(fd_, buffer, sizeof buffer);
     if (n > 0) {
@@ -198,9 +218,13 @@ inline run_output shell(const std::string& command, int timeout_s, bool with_std
                            (with_stderr ? " 2>&1" : " 2>/dev/null");
   run_output out;
   FILE* pipe = popen(line.c_str(), "r");
-  if (pipe == nullptr) return out;
+  if (pipe == nullptr) {
+    return out;
+  }
   std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) {
+    out.text += buffer.data();
+  }
   const int status = pclose(pipe);
   out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
@@ -238,16 +262,21 @@ inline std::vector<std::map<std::string, std::string>> read_csv(const fs::path& 
   std::ifstream in(path);
   std::vector<std::map<std::string, std::string>> rows;
   std::string header_line;
-  if (!std::getline(in, header_line)) return rows;
+  if (!std::getline(in, header_line)) {
+    return rows;
+  }
   std::vector<std::string> header;
   std::stringstream hs(header_line);
-  for (std::string h; std::getline(hs, h, ',');) header.push_back(h);
+  for (std::string h; std::getline(hs, h, ',');) {
+    header.push_back(h);
+  }
   for (std::string line; std::getline(in, line);) {
     std::map<std::string, std::string> row;
     std::stringstream ls(line);
     std::size_t i = 0;
-    for (std::string cell; std::getline(ls, cell, ',') && i < header.size(); ++i)
+    for (std::string cell; std::getline(ls, cell, ',') && i < header.size(); ++i) {
       row[header[i]] = cell;
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -257,7 +286,7 @@ class scratch_dir {
  public:
   scratch_dir(const std::string& name, std::initializer_list<const char*> tasks) {
     root_ = fs::temp_directory_path() / ("leap-e2e-" + name + "-" + std::to_string(::getpid()) +
-                                         "-" + std::to_string(counter_++));
+                                         "-" + std::to_string(counter++));
     fs::remove_all(root_);
     fs::create_directories(root_ / "suite");
     copy_suite_tasks(root_, tasks);
@@ -274,7 +303,7 @@ class scratch_dir {
   fs::path root_;
 
  private:
-  static inline int counter_ = 0;
+  static inline int counter = 0;
 };
 
 }  // namespace leap::e2e

@@ -43,7 +43,9 @@ class leap_child {
       std::vector<std::string> copy = args;
       std::string binary = LEAP_BINARY;
       std::vector<char*> argv{binary.data()};
-      for (auto& a : copy) argv.push_back(a.data());
+      for (auto& a : copy) {
+        argv.push_back(a.data());
+      }
       argv.push_back(nullptr);
       ::execv(binary.c_str(), argv.data());
       ::_exit(127);
@@ -113,7 +115,9 @@ std::map<std::string, double> parse_prom(const std::string& text) {
   std::map<std::string, double> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
     const auto space = line.rfind(' ');
     out[line.substr(0, space)] = std::stod(line.substr(space + 1));
   }
@@ -183,7 +187,9 @@ TEST_F(metrics_e2e, MetricsFilesAddUpAgainstTheStore) {
       for (const auto& t : r.at("turns")) {
         const bool first = index++ == 0;
         (first ? turns_first : turns_debug) += 1;
-        if (t.at("passed").get<bool>()) (first ? passed_first : passed_debug) += 1;
+        if (t.at("passed").get<bool>()) {
+          (first ? passed_first : passed_debug) += 1;
+        }
         tokens += static_cast<double>(t.at("output_tokens").size());
         if (t.at("finish_reason") != "error" && !t.at("text").get<std::string>().empty()) {
           ++verified;
@@ -225,7 +231,9 @@ TEST_F(metrics_e2e, MetricsFilesAddUpAgainstTheStore) {
   const auto json = nlohmann::json::parse(leap::e2e::read_file(run_dir / "metrics.json"));
   bool found = false;
   for (const auto& m : json.at("metrics")) {
-    if (m.at("name") != "leap_compile_seconds") continue;
+    if (m.at("name") != "leap_compile_seconds") {
+      continue;
+    }
     found = true;
     EXPECT_EQ(m.at("type"), "histogram");
     EXPECT_EQ(m.at("series").at(0).at("count").get<double>(), verified);
@@ -244,7 +252,9 @@ TEST_F(metrics_e2e, MetricsFilesAddUpAgainstTheStore) {
   ASSERT_TRUE(std::getline(csv, header));
   EXPECT_NE(header.find("telemetry.compile_seconds.p50"), std::string::npos);
   int rows = 0;
-  for (std::string line; std::getline(csv, line);) ++rows;
+  for (std::string line; std::getline(csv, line);) {
+    ++rows;
+  }
   EXPECT_EQ(rows, 2);
 }
 

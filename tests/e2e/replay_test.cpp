@@ -19,37 +19,40 @@ using leap::e2e::read_file;
 using leap::e2e::run_output;
 
 // One finished run (one python task, two steps), shared by the tests of this file.
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class ReplayE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ =
+    suite_root =
         new fs::path(fs::temp_directory_path() / ("leap-e2e-replay-" + std::to_string(::getpid())));
-    fs::remove_all(*root_);
-    leap::e2e::copy_suite_tasks(*root_, {"python/flatten", "python/two_sum"});
-    std::ofstream(*root_ / "config.yaml")
-        << "experiment:\n  name: replayed\n  seed: 2\n  run_dir: " << (*root_ / "run").string()
-        << "\n  steps: 2\ndata:\n  train: " << (*root_ / "suite").string()
+    fs::remove_all(*suite_root);
+    leap::e2e::copy_suite_tasks(*suite_root, {"python/flatten", "python/two_sum"});
+    std::ofstream(*suite_root / "config.yaml")
+        << "experiment:\n  name: replayed\n  seed: 2\n  run_dir: " << (*suite_root / "run").string()
+        << "\n  steps: 2\ndata:\n  train: " << (*suite_root / "suite").string()
         << "\n  batch_size: 2\nrollout:\n  group_size: 4\n  max_turns: 3\n  validation:\n"
         << "    every: 0\ngate:\n  policy: dcp\n  tau_min: 0.5\n  tau_max: 1.0\n"
         << "policy:\n  flavour: embedded\nverifier:\n  gpu_slots: 0\n";
-    std::ofstream(*root_ / "binary.yaml") << "reward:\n  kind: binary\ngate:\n  policy: none\n";
-    run_ = new run_output(leap_shell("run '" + (*root_ / "config.yaml").string() + "'", 300));
+    std::ofstream(*suite_root / "binary.yaml")
+        << "reward:\n  kind: binary\ngate:\n  policy: none\n";
+    suite_run =
+        new run_output(leap_shell("run '" + (*suite_root / "config.yaml").string() + "'", 300));
   }
   static void TearDownTestSuite() {
     std::error_code ec;
-    fs::remove_all(*root_, ec);
-    delete root_;
-    delete run_;
+    fs::remove_all(*suite_root, ec);
+    delete suite_root;
+    delete suite_run;
   }
-  void SetUp() override { ASSERT_EQ(run_->exit_code, 0) << run_->text; }
+  void SetUp() override { ASSERT_EQ(suite_run->exit_code, 0) << suite_run->text; }
 
-  static std::string run_dir() { return (*root_ / "run").string(); }
-  static fs::path* root_;
-  static run_output* run_;
+  static std::string run_dir() { return (*suite_root / "run").string(); }
+  static fs::path* suite_root;
+  static run_output* suite_run;
 };
 
-fs::path* ReplayE2E::root_ = nullptr;
-run_output* ReplayE2E::run_ = nullptr;
+fs::path* ReplayE2E::suite_root = nullptr;
+run_output* ReplayE2E::suite_run = nullptr;
 
 TEST_F(ReplayE2E, PrintsTheTablesAndWritesCsv) {
   const auto out = leap_shell("replay '" + run_dir() + "'");
@@ -68,7 +71,7 @@ TEST_F(ReplayE2E, PrintsTheTablesAndWritesCsv) {
 }
 
 TEST_F(ReplayE2E, WhatIfOverridesAndConfigRescoreTheStoredVerdicts) {
-  const fs::path out_dir = *root_ / "whatif";
+  const fs::path out_dir = *suite_root / "whatif";
   auto out = leap_shell("replay '" + run_dir() + "' --out '" + out_dir.string() +
                         "' --gate none --reward binary");
   ASSERT_EQ(out.exit_code, 0) << out.text;
@@ -79,12 +82,14 @@ TEST_F(ReplayE2E, WhatIfOverridesAndConfigRescoreTheStoredVerdicts) {
   const auto last = csv.substr(csv.rfind("\nall,") + 1);
   std::stringstream cells(last);
   std::vector<std::string> row;
-  for (std::string c; std::getline(cells, c, ',');) row.push_back(c);
+  for (std::string c; std::getline(cells, c, ',');) {
+    row.push_back(c);
+  }
   ASSERT_GE(row.size(), 4u) << csv;
   EXPECT_EQ(row[3], "0") << csv;
 
   out = leap_shell("replay '" + run_dir() + "' --out '" + out_dir.string() + "' --what-if '" +
-                   (*root_ / "binary.yaml").string() + "'");
+                   (*suite_root / "binary.yaml").string() + "'");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("binary.yaml: gate none"), std::string::npos) << out.text;
 }
@@ -94,7 +99,7 @@ TEST_F(ReplayE2E, ErrorsNameTheProblem) {
     std::string args;
     std::string expected;
   };
-  const fs::path empty = *root_ / "empty";
+  const fs::path empty = *suite_root / "empty";
   fs::create_directories(empty);
   const std::vector<row> rows = {
       {"replay '" + run_dir() + "' --gate sometimes", "--gate: unknown policy 'sometimes'"},

@@ -87,7 +87,9 @@ struct policy_server {
         "--seed",       "7",         "--model-name", "e2e",     "--latency-ttft-ms", "100"};
     args.insert(args.end(), extra.begin(), extra.end());
     process = std::make_unique<leap_process>(args, "", leap::e2e::stop_with::sigterm);
-    if (auto m = process->wait_for(listening, 60s)) port = std::stoi((*m)[1]);
+    if (auto m = process->wait_for(listening, 60s)) {
+      port = std::stoi((*m)[1]);
+    }
   }
 };
 
@@ -105,7 +107,9 @@ class recording_proxy {
       client.set_read_timeout(120);
       httplib::Headers headers;
       for (const auto& [name, value] : req.headers) {
-        if (name == "X-Request-Id" || name == "Authorization") headers.emplace(name, value);
+        if (name == "X-Request-Id" || name == "Authorization") {
+          headers.emplace(name, value);
+        }
       }
       auto reply = req.method == "POST" ? client.Post(req.path, headers, req.body,
                                                       req.get_header_value("Content-Type"))
@@ -157,24 +161,36 @@ std::string turn_id(const leap::group_ref& g, std::uint32_t rollout, std::uint32
 std::map<std::string, leap::turn_record> partial_turns(const fs::path& store_path) {
   std::map<std::string, leap::turn_record> out;
   auto store = read_store(store_path);
-  if (!store) return out;
+  if (!store) {
+    return out;
+  }
   auto turns = store->partial_turns("resume");
-  if (!turns) return out;
-  for (auto& t : *turns) out[turn_id(t.group, t.rollout, t.turn)] = std::move(t.record);
+  if (!turns) {
+    return out;
+  }
+  for (auto& t : *turns) {
+    out[turn_id(t.group, t.rollout, t.turn)] = std::move(t.record);
+  }
   return out;
 }
 
 // Finished turns the store holds: in progress plus those of stored groups.
 std::size_t stored_turns(const fs::path& store_path) {
   auto store = read_store(store_path);
-  if (!store) return 0;
+  if (!store) {
+    return 0;
+  }
   std::size_t n = 0;
-  if (auto turns = store->partial_turns("resume")) n += turns->size();
+  if (auto turns = store->partial_turns("resume")) {
+    n += turns->size();
+  }
   leap::group_query q;
   q.run_id = "resume";
   q.decode.tokens = false;
   (void)store->for_each_group(q, [&](leap::group_record&& g) -> leap::status {
-    for (const auto& r : g.rollouts) n += r.turns.size();
+    for (const auto& r : g.rollouts) {
+      n += r.turns.size();
+    }
     return leap::ok_status();
   });
   return n;
@@ -182,7 +198,9 @@ std::size_t stored_turns(const fs::path& store_path) {
 
 std::vector<leap::group_record> stored_groups(const fs::path& store_path) {
   auto store = read_store(store_path);
-  if (!store) return {};
+  if (!store) {
+    return {};
+  }
   leap::group_query q;
   q.run_id = "resume";
   auto groups = store->groups(q);
@@ -299,7 +317,9 @@ int run_with_kills(const std::string& config, const std::vector<std::chrono::sec
     }
     const auto code = run.wait(240s);
     *last_output = run.output();
-    if (code && *code == 0 && finished(run.output())) return processes;
+    if (code && *code == 0 && finished(run.output())) {
+      return processes;
+    }
   }
   return processes;
 }
@@ -308,7 +328,9 @@ using group_map = std::map<std::tuple<std::uint64_t, int, std::uint32_t>, leap::
 
 group_map by_key(const std::vector<leap::group_record>& groups) {
   group_map out;
-  for (const auto& g : groups) out[{g.step, static_cast<int>(g.split), g.group_index}] = g;
+  for (const auto& g : groups) {
+    out[{g.step, static_cast<int>(g.split), g.group_index}] = g;
+  }
   return out;
 }
 
@@ -317,7 +339,9 @@ std::multiset<std::string> batch_lines(const fs::path& run_dir) {
   std::multiset<std::string> out;
   for (const auto& entry : fs::directory_iterator(run_dir / "batches")) {
     std::istringstream in(leap::e2e::read_file(entry.path()));
-    for (std::string line; std::getline(in, line);) out.insert(line);
+    for (std::string line; std::getline(in, line);) {
+      out.insert(line);
+    }
   }
   return out;
 }
@@ -354,12 +378,17 @@ TEST(Chaos, FaultsAndKillsLeaveTheStoreAnUndisturbedRunLeaves) {
     std::mt19937 random(20261201);
     std::uniform_int_distribution<int> delay_s(3, 8);
     std::vector<std::chrono::seconds> kills;
-    for (int k = 0; k < 2; ++k) kills.emplace_back(delay_s(random));
+    kills.reserve(2);
+    for (int k = 0; k < 2; ++k) {
+      kills.emplace_back(delay_s(random));
+    }
     processes = run_with_kills(config, kills, &chaos_output);
     ASSERT_TRUE(finished(chaos_output)) << chaos_output;
     httplib::Client http("127.0.0.1", server.port);
     http.set_read_timeout(10);
-    if (auto metrics = http.Get("/metrics")) faults_text = metrics->body;
+    if (auto metrics = http.Get("/metrics")) {
+      faults_text = metrics->body;
+    }
   }
   // Every fault kind was injected.
   for (const char* kind : {"drop", "5xx", "stall", "malformed", "truncate", "abort"}) {
@@ -371,8 +400,9 @@ TEST(Chaos, FaultsAndKillsLeaveTheStoreAnUndisturbedRunLeaves) {
   std::printf("chaos: %d processes of `leap run`, faults injected:\n", processes);
   std::istringstream lines(faults_text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("leap_policy_faults_injected_total{", 0) == 0)
+    if (line.rfind("leap_policy_faults_injected_total{", 0) == 0) {
       std::printf("  %s\n", line.c_str());
+    }
   }
 
   const auto calm_groups = by_key(stored_groups(calm.store()));

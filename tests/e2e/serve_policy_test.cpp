@@ -77,6 +77,7 @@ class child {
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
     std::vector<char*> args;
+    args.reserve(argv.size());
     for (const auto& a : argv) {
       args.push_back(const_cast<char*>(a.c_str()));
     }

@@ -37,7 +37,7 @@ std::vector<std::string> split(const std::string& line, char sep) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path root =
+  fs::path root =
       fs::temp_directory_path() / ("leap-e2e-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(root);
   return root;

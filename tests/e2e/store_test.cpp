@@ -65,7 +65,9 @@ std::vector<std::string> names_starting(const fs::path& folder, const std::strin
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(folder)) {
     const auto name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+    if (name.rfind(prefix, 0) == 0) {
+      out.push_back(name);
+    }
   }
   return out;
 }
@@ -73,7 +75,9 @@ std::vector<std::string> names_starting(const fs::path& folder, const std::strin
 // The id of a process that has exited (and been reaped): what a killed writer leaves behind.
 pid_t dead_pid() {
   const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
+  if (pid == 0) {
+    ::_exit(0);
+  }
   ::waitpid(pid, nullptr, 0);
   return pid;
 }
@@ -191,7 +195,9 @@ TEST(LeapStoreE2E, ExportAndReplayFailCleanlyAndSayWhy) {
   // are root's 0755); otherwise the run folder is made read-only.
   const bool root = ::geteuid() == 0;
   const std::string as_reader = root ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
-  if (!root) fs::permissions(dir.run_dir(), fs::perms::owner_write, fs::perm_options::remove);
+  if (!root) {
+    fs::permissions(dir.run_dir(), fs::perms::owner_write, fs::perm_options::remove);
+  }
   const auto replay = leap::e2e::shell(
       as_reader + quoted(LEAP_BINARY) + " replay " + quoted(dir.run_dir().string()), 120);
   EXPECT_EQ(replay.exit_code, 1) << replay.text;
@@ -207,7 +213,9 @@ TEST(LeapStoreE2E, ExportAndReplayFailCleanlyAndSayWhy) {
                        120);
   EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.text;
   EXPECT_TRUE(fs::exists(csv / "steps.csv"));
-  if (!root) fs::permissions(dir.run_dir(), fs::perms::owner_write, fs::perm_options::add);
+  if (!root) {
+    fs::permissions(dir.run_dir(), fs::perms::owner_write, fs::perm_options::add);
+  }
 }
 
 TEST(LeapStoreE2E, ASecondSigtermExitsAtOnceWhileAVerifierRunIsInFlight) {
@@ -236,7 +244,9 @@ TEST(LeapStoreE2E, ASecondSigtermExitsAtOnceWhileAVerifierRunIsInFlight) {
   bool running = false;
   while (!running && std::chrono::steady_clock::now() < deadline) {
     running = std::regex_search(leap::e2e::read_file(metrics), busy);
-    if (!running) run.drain(200);
+    if (!running) {
+      run.drain(200);
+    }
   }
   ASSERT_TRUE(running) << run.output() << leap::e2e::read_file(metrics);
 

@@ -88,12 +88,16 @@ std::vector<float> recomputed(const std::string& dir, const std::vector<std::int
                               const std::vector<std::int32_t>& generated) {
   auto model = leap::learner::policy::load(dir);
   EXPECT_TRUE(model.ok()) << model.err().message;
-  if (!model.ok()) return {};
+  if (!model.ok()) {
+    return {};
+  }
   std::vector<std::int32_t> ids = prompt;
   ids.insert(ids.end(), generated.begin(), generated.end());
   auto scored = model->token_logprobs({ids});
   EXPECT_TRUE(scored.ok());
-  if (!scored.ok()) return {};
+  if (!scored.ok()) {
+    return {};
+  }
   return {(*scored)[0].begin() + static_cast<std::ptrdiff_t>(prompt.size()), (*scored)[0].end()};
 }
 
@@ -141,7 +145,9 @@ void expect_a_closed_loop(const loop_dir& dir, const std::string& output) {
     ASSERT_LT(t.step, 2U);
     ++by_step[t.step];
     EXPECT_EQ(t.weight_version, t.step) << "a turn of step " << t.step + 1;
-    if (t.output.empty()) continue;
+    if (t.output.empty()) {
+      continue;
+    }
     ++compared;
     // The log-probs stored with the turn are the serving model's: recompute them under the
     // weights of that version. Sequences here are all prompt (first turn): input is the prompt.
@@ -156,7 +162,9 @@ void expect_a_closed_loop(const loop_dir& dir, const std::string& output) {
       // ... and not the initial model's: the server did reload.
       const auto initial = recomputed(dir.path("model"), t.input, t.output);
       double diff = 0;
-      for (std::size_t i = 0; i < initial.size(); ++i) diff += std::abs(initial[i] - expected[i]);
+      for (std::size_t i = 0; i < initial.size(); ++i) {
+        diff += std::abs(initial[i] - expected[i]);
+      }
       EXPECT_GT(diff, 1e-3);
     }
   }
@@ -193,13 +201,15 @@ TEST(ServePolicyModel, ServesTheModelsOwnLogprobsAndReloadsWeights) {
   auto complete = [&](std::int64_t version, const std::string& model_dir) {
     const auto r = http.Post("/v1/completions", request, "application/json");
     EXPECT_TRUE(r);
-    if (!r) return std::vector<float>{};
+    if (!r) {
+      return std::vector<float>{};
+    }
     EXPECT_EQ(r->status, 200) << r->body;
     const auto body = json::parse(r->body);
     EXPECT_EQ(body["weight_version"], version);
     const auto& choice = body["choices"][0];
     const auto ids = choice["token_ids"].get<std::vector<std::int32_t>>();
-    const auto logprobs = choice["logprobs"]["token_logprobs"].get<std::vector<float>>();
+    auto logprobs = choice["logprobs"]["token_logprobs"].get<std::vector<float>>();
     EXPECT_FALSE(ids.empty());
     EXPECT_EQ(ids.size(), logprobs.size());
     const auto expected = recomputed(model_dir, prompt, ids);
@@ -311,7 +321,9 @@ std::string run_against_a_separate_server(const std::string& flavour, int seed) 
                                        url + "\"]\n  max_in_flight: 4\n");
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  if (run.exit_code != 0) return "";
+  if (run.exit_code != 0) {
+    return "";
+  }
   expect_a_closed_loop(dir, run.output);
   httplib::Client http("127.0.0.1", std::stoi((*match)[1]));
   http.set_read_timeout(10);
@@ -357,9 +369,13 @@ sampled sample_fixed(int port) {
                            "application/json");
   sampled out;
   EXPECT_TRUE(r);
-  if (!r) return out;
+  if (!r) {
+    return out;
+  }
   EXPECT_EQ(r->status, 200) << r->body;
-  if (r->status != 200) return out;
+  if (r->status != 200) {
+    return out;
+  }
   const auto body = json::parse(r->body);
   const auto& choice = body["choices"][0];
   out.ids = choice["token_ids"].get<std::vector<std::int32_t>>();
@@ -404,12 +420,16 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
     std::string yaml = text.str();
     const auto at = yaml.find("lr: 0.001");
     EXPECT_NE(at, std::string::npos);
-    if (at != std::string::npos) yaml.replace(at, 9, "lr: 0.000001");
+    if (at != std::string::npos) {
+      yaml.replace(at, 9, "lr: 0.000001");
+    }
     std::ofstream(config) << yaml;
   }
   const auto run = run_leap({"run", config}, std::chrono::seconds(300));
   EXPECT_EQ(run.exit_code, 0) << run.output << "\nserver:\n" << server.output();
-  if (run.exit_code != 0) return run.output;
+  if (run.exit_code != 0) {
+    return run.output;
+  }
   EXPECT_NE(run.output.find("step 2/2"), std::string::npos) << run.output;
   EXPECT_EQ(fs::exists(dir.root() / "run" / "weight-deltas" / "v-00000002" / "weight_delta.json"),
             !nccl);
@@ -450,7 +470,9 @@ std::string run_with_deltas(loop_dir& dir, const std::string& server_model,
   for (const auto& row : learner) {
     SCOPED_TRACE("step " + row.at("step"));
     EXPECT_TRUE(row.contains("learner.sync.bytes")) << "no sync.bytes in learner.csv";
-    if (!row.contains("learner.sync.bytes") || !row.contains("learner.sync.full_bytes")) continue;
+    if (!row.contains("learner.sync.bytes") || !row.contains("learner.sync.full_bytes")) {
+      continue;
+    }
     const double bytes = std::stod(row.at("learner.sync.bytes"));
     const double full = std::stod(row.at("learner.sync.full_bytes"));
     EXPECT_GT(full, 0);
@@ -502,7 +524,9 @@ bool delta_e2e_has_gloo() {
 // policy.weight_sync nccl with deltas: each step after the first sync broadcasts only the changed
 // tensors, and the server ends on exactly the learner's bf16 weights.
 TEST(LeapRunTorch, SeparateServerTakesEachStepAsABroadcastDelta) {
-  if (!delta_e2e_has_gloo()) GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  if (!delta_e2e_has_gloo()) {
+    GTEST_SKIP() << "this LibTorch build has no c10d gloo";
+  }
   loop_dir dir;
   init_model(dir.path("model"), 7);
   const auto output = run_with_deltas(dir, dir.path("model"), {}, true);
@@ -601,7 +625,9 @@ TEST(LeapRunTorch, SeparateServerTakesEachStepByNcclBroadcast) {
 // Why this machine cannot run the same-GPU tests ("" when it can): the NVIDIA driver for CUDA IPC
 // and a CUDA LibTorch with a device.
 std::string no_same_gpu() {
-  if (auto driver = leap::learner::cuda_ipc_available(); !driver) return driver.err().message;
+  if (auto driver = leap::learner::cuda_ipc_available(); !driver) {
+    return driver.err().message;
+  }
   if (auto device = leap::learner::synchronize("cuda"); !device) {
     return "no CUDA device for LibTorch: " + device.err().message;
   }
@@ -617,7 +643,9 @@ leap_process serve_on_gpu_with_ipc(const std::string& model) {
 // every sync copies the step's weights into it at /start_weight_update and the server copies them
 // out at /update_weights; each sync has its (no-op) init.
 TEST(LeapRunTorch, SameGpuServerTakesEachStepByIpc) {
-  if (const auto why = no_same_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const auto why = no_same_gpu(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
   expect_weight_transfer_loop("ipc", 8, {"--device", "cuda"}, "  device: cuda\n", 3);
 }
 
@@ -644,8 +672,12 @@ TEST(LeapRunTorchIpcHelper, ExportsAndExits) {
 int post_status(httplib::Client& http, const std::string& path, const json& body,
                 std::string* text = nullptr) {
   const auto r = http.Post(path, body.dump(), "application/json");
-  if (!r) return 0;
-  if (text != nullptr) *text = r->body;
+  if (!r) {
+    return 0;
+  }
+  if (text != nullptr) {
+    *text = r->body;
+  }
   return r->status;
 }
 
@@ -654,7 +686,9 @@ int post_status(httplib::Client& http, const std::string& path, const json& body
 // version; then a trainer that is alive (this process, on the same GPU) syncs and the server
 // serves exactly its weights.
 TEST(LeapRunTorch, SameGpuIpcSyncFromALiveTrainerAfterOneWhoseBufferIsGone) {
-  if (const auto why = no_same_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const auto why = no_same_gpu(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
   loop_dir dir;
   init_model(dir.path("model"), 9);
   init_model(dir.path("trained"), 10);
@@ -724,8 +758,9 @@ std::map<std::string, std::int32_t> qwen3_added_tokens() {
   const auto file = json::parse(std::ifstream(qwen3_tokenizer / "tokenizer.json"));
   std::map<std::string, std::int32_t> out;
   for (const auto& t : file.at("added_tokens")) {
-    if (t.at("special").get<bool>())
+    if (t.at("special").get<bool>()) {
       out[t.at("content").get<std::string>()] = t.at("id").get<std::int32_t>();
+    }
   }
   return out;
 }
@@ -759,7 +794,9 @@ TEST(ServePolicyRealTokenizer, ServesTheFoldersTokenizerAndChatTemplate) {
       << config.dump();
   auto is_special = [&](std::int32_t id) {
     for (const auto& [text, sid] : specials) {
-      if (sid == id) return true;
+      if (sid == id) {
+        return true;
+      }
     }
     return false;
   };
@@ -774,7 +811,9 @@ TEST(ServePolicyRealTokenizer, ServesTheFoldersTokenizerAndChatTemplate) {
   auto post = [&](const char* route, const json& body) {
     const auto r = http.Post(route, body.dump(), "application/json");
     EXPECT_TRUE(r) << route;
-    if (!r) return json();
+    if (!r) {
+      return json();
+    }
     EXPECT_EQ(r->status, 200) << route << ": " << r->body;
     return json::parse(r->body);
   };
@@ -800,7 +839,9 @@ TEST(ServePolicyRealTokenizer, ServesTheFoldersTokenizerAndChatTemplate) {
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(expected.front(), im_start);
   int special_count = 0;
-  for (const auto id : expected) special_count += is_special(id) ? 1 : 0;
+  for (const auto id : expected) {
+    special_count += is_special(id) ? 1 : 0;
+  }
   EXPECT_EQ(special_count, 3) << "<|im_start|> user, <|im_end|>, <|im_start|> assistant only";
   EXPECT_EQ(post("/detokenize", {{"tokens", expected}})["prompt"],
             "<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n");
@@ -851,7 +892,9 @@ void expect_qwen3_turns(const loop_dir& dir, const std::string& output) {
     ASSERT_FALSE(t.input.empty());
     EXPECT_NE(std::find(t.input.begin(), t.input.end(), im_start), t.input.end());
     EXPECT_GT(*std::max_element(t.input.begin(), t.input.end()), 261);
-    for (const auto id : t.output) EXPECT_LT(id, 151680);
+    for (const auto id : t.output) {
+      EXPECT_LT(id, 151680);
+    }
   }
 }
 
@@ -901,7 +944,9 @@ TEST(LeapRunRealTokenizer, SglangFlavourRendersWithPolicyTokenizer) {
     for (const auto& rollout : group.at("rollouts")) {
       const auto& turns = rollout.at("turns");
       shapes += std::to_string(turns.size());
-      if (turns.size() < 2) continue;
+      if (turns.size() < 2) {
+        continue;
+      }
       const auto first = turns[0].at("input_tokens").get<std::vector<std::int32_t>>();
       const auto delta = turns[1].at("input_tokens").get<std::vector<std::int32_t>>();
       ++debug_turns;

@@ -43,16 +43,24 @@ bool wait_until(const std::vector<leap_process*>& all, Predicate done,
                 std::chrono::seconds timeout) {
   const auto deadline = clock_type::now() + timeout;
   for (;;) {
-    for (auto* p : all) p->drain(0);
-    if (done()) return true;
-    if (clock_type::now() > deadline) return false;
+    for (auto* p : all) {
+      p->drain(0);
+    }
+    if (done()) {
+      return true;
+    }
+    if (clock_type::now() > deadline) {
+      return false;
+    }
     all.front()->drain(50);
   }
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
   return n;
 }
 
@@ -99,7 +107,9 @@ class node_dir : public leap::e2e::scratch_dir {
          << "  node_secret_file: " << secret_file << "\n"
          << "  node_retry_max_s: 1\n  node_timeout_s: " << node_timeout_s << "\n"
          << extra_verifier_lines << "  nodes:\n";
-    for (int p : ports) yaml << "    - 127.0.0.1:" << p << "\n";
+    for (int p : ports) {
+      yaml << "    - 127.0.0.1:" << p << "\n";
+    }
     const fs::path path = root_ / "config.yaml";
     std::ofstream(path) << yaml.str();
     return path.string();
@@ -113,7 +123,9 @@ int wait_listening(leap_process& node) {
   const bool up =
       node.read_until([&](const std::string& out) { return std::regex_search(out, m, listening); },
                       std::chrono::seconds(60));
-  if (!up) return -1;
+  if (!up) {
+    return -1;
+  }
   std::regex_search(node.output(), m, listening);
   return std::stoi(m[1]);
 }
@@ -136,7 +148,9 @@ store_turns read_store(const fs::path& run_dir, const fs::path& out) {
   const std::set<std::string> verdicts = {"pass",    "format",  "compile",     "forbidden",
                                           "runtime", "timeout", "wrong_answer"};
   for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
+    if (line.empty()) {
+      continue;
+    }
     const auto g = nlohmann::json::parse(line);
     ++s.groups;
     s.unique_groups &= keys.emplace(g["step"].get<std::uint64_t>(), g["split"].get<std::string>(),
@@ -219,7 +233,9 @@ TEST(VerifierNodeE2E, KilledNodeLosesNoVerdictAndARestartedNodeIsUsedAgain) {
   // The dispatcher's counts: every job judged once, the lost ones re-sent.
   dispatcher_totals totals;
   finished_run_totals(run, std::chrono::seconds(60), &totals);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure()) {
+    return;
+  }
   const auto jobs = totals.jobs;
   const auto judged = totals.verdicts;
   EXPECT_GT(jobs, 0u);
@@ -312,7 +328,9 @@ TEST(VerifierNodeE2E, ACutOffNodeIsDeclaredLostAndItsLateVerdictsAreNotCountedTw
   // Every job judged once: a late verdict of the resumed node, if one got through, was dropped.
   dispatcher_totals totals;
   finished_run_totals(run, std::chrono::seconds(30), &totals);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure()) {
+    return;
+  }
   const auto jobs = totals.jobs;
   const auto judged = totals.verdicts;
   const auto resent = totals.resent;
@@ -340,7 +358,9 @@ TEST(VerifierNodeE2E, ACutOffNodeIsDeclaredLostAndItsLateVerdictsAreNotCountedTw
 long node_peak_rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stol(line.substr(6));
+    }
   }
   return -1;
 }
@@ -352,7 +372,9 @@ std::string basp_header(std::uint8_t operation, std::uint32_t payload_len,
   std::string h(32, '\0');
   h[0] = static_cast<char>(operation);
   h[31] = static_cast<char>(dest_actor);  // CAF drops a direct message to actor 0 itself
-  for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<char>((payload_len >> (24 - 8 * i)) & 0xffU);
+  for (int i = 0; i < 4; ++i) {
+    h[4 + i] = static_cast<char>((payload_len >> (24 - 8 * i)) & 0xffU);
+  }
   return h;
 }
 
@@ -370,7 +392,9 @@ bool node_closes_after(int port, const std::string& bytes, std::chrono::seconds 
     const auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
       pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
       char buffer[4096];
       const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
       if (n <= 0) {
@@ -468,8 +492,9 @@ TEST(VerifierNodeE2E, TlsNodeServesATlsRunAndRefusesPlainConnections) {
   const std::string make_cert =
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout '" + key +
       "' -out '" + cert + "' >/dev/null 2>&1";
-  if (std::system(make_cert.c_str()) != 0)
+  if (std::system(make_cert.c_str()) != 0) {
     GTEST_SKIP() << "no openssl command to make a certificate";
+  }
   auto args = dir.node_args(0);
   for (const char* a :
        {"--tls-certificate", cert.c_str(), "--tls-key", key.c_str(), "--tls-ca", cert.c_str()}) {

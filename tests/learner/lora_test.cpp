@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 using testing::scratch_dir;
 
 // A policy with adapters whose B matrices are random too, so that they change the logits.
-policy with_random_adapters(const model_config& config, lora_options options) {
+policy with_random_adapters(const model_config& config, const lora_options& options) {
   auto p = policy::create_random(config, 3);
   EXPECT_TRUE(p.ok());
   EXPECT_TRUE(p->add_lora(options).ok());

@@ -26,7 +26,9 @@ std::map<std::string, std::vector<std::uint8_t>> bytes_of(const policy& p) {
   for (const auto& name : p.parameter_names()) {
     auto t = p.parameter(name);
     EXPECT_TRUE(t.ok()) << name;
-    if (t.ok()) out[name] = t->data;
+    if (t.ok()) {
+      out[name] = t->data;
+    }
   }
   return out;
 }

@@ -27,13 +27,16 @@ ipc_update_info layout_of(const policy& p) {
   std::uint64_t offset = 0;
   for (const auto& t : broadcast_layout(p)) {
     std::uint64_t bytes = t.dtype == "float32" ? 4 : t.dtype == "float64" ? 8 : 2;
-    for (auto d : t.shape) bytes *= static_cast<std::uint64_t>(d);
+    for (auto d : t.shape) {
+      bytes *= static_cast<std::uint64_t>(d);
+    }
     info.tensors.push_back({t.name, t.dtype, t.shape, offset});
     offset = (offset + bytes + ipc_alignment - 1) / ipc_alignment * ipc_alignment;
   }
   info.buffer_bytes = offset;
-  for (std::size_t i = 0; i < info.handle.size(); ++i)
+  for (std::size_t i = 0; i < info.handle.size(); ++i) {
     info.handle[i] = static_cast<unsigned char>(i * 7);
+  }
   info.pid = ::getppid();
   info.device_index = 0;
   return info;
@@ -150,7 +153,9 @@ TEST(WeightIpc, AnUpdateThatDoesNotFitTheTargetIsRefusedBeforeAnyDriverCall) {
 }
 
 TEST(WeightIpc, WithoutTheDriverEveryPathSaysWhatIsMissing) {
-  if (cuda_ipc_available().ok()) GTEST_SKIP() << "this machine has the NVIDIA driver";
+  if (cuda_ipc_available().ok()) {
+    GTEST_SKIP() << "this machine has the NVIDIA driver";
+  }
   const auto available = cuda_ipc_available();
   EXPECT_EQ(available.err().message.rfind(no_driver, 0), 0U) << available.err().message;
   // A well-formed update the target accepts: the driver is the next thing it needs.

@@ -156,7 +156,9 @@ TEST(PartialRolloutsTest, SplitTable) {
       all.insert(list->begin(), list->end());
     }
     EXPECT_EQ(all.size(), r.groups.size()) << r.name;
-    for (const auto& g : r.groups) EXPECT_EQ(all.count(g.id), 1U) << r.name << ": " << g.id;
+    for (const auto& g : r.groups) {
+      EXPECT_EQ(all.count(g.id), 1U) << r.name << ": " << g.id;
+    }
   }
 }
 

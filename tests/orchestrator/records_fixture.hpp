@@ -46,7 +46,10 @@ inline group_record rich_group() {
     auto& t0 = r.turns.back();
     t0.text = "```cuda\n__global__ void k() {}\n```";
     t0.code_hash = "sha256:abc" + std::to_string(i);
-    t0.feedback = std::string("error: identifier \"x\" is undefined\n\0binary", 45);
+    // The length comes from the literal: the NUL inside must survive the round trip, and a
+    // hand-counted length read past the literal's end.
+    static constexpr char feedback[] = "error: identifier \"x\" is undefined\n\0binary";
+    t0.feedback = std::string(feedback, sizeof(feedback) - 1);
     t0.timings = {1234.5, 800.25, 0.0, 12.0, 3.5, 0.125};
     t0.weight_version = 41;
     t0.weight_segments = {{0, 41}, {1, 42 + i}};  // an update in flight after the first token

@@ -24,7 +24,9 @@ TEST(StepBatchTest, EveryTaskOncePerEpochAndAFunctionOfSeedAndStep) {
     }
   }
   ASSERT_EQ(seen.size(), tasks);
-  for (const auto& [task, count] : seen) EXPECT_EQ(count, 2) << "task " << task;
+  for (const auto& [task, count] : seen) {
+    EXPECT_EQ(count, 2) << "task " << task;
+  }
 
   // A function of (seed, step): a resumed run sees the same batch.
   EXPECT_EQ(step_batch(7, 3, tasks, batch), step_batch(7, 3, tasks, batch));
@@ -39,7 +41,9 @@ TEST(StepBatchTest, EdgeCases) {
   for (const row& r : {row{0, 4, 0}, row{5, 0, 0}, row{1, 3, 3}, row{3, 7, 7}}) {
     const auto b = step_batch(1, 0, r.tasks, r.batch);
     EXPECT_EQ(b.size(), r.expected_size) << r.tasks << " tasks, batch " << r.batch;
-    for (auto t : b) EXPECT_LT(t, r.tasks);
+    for (auto t : b) {
+      EXPECT_LT(t, r.tasks);
+    }
   }
   // A batch larger than the task list repeats tasks across epochs, each epoch complete.
   auto b = step_batch(1, 0, 3, 6);
@@ -71,7 +75,9 @@ TEST(ProbeGroupTest, SeededCoinWithTheGivenRate) {
   EXPECT_FALSE(probe_group(1, 0, 0, 0.0));
   EXPECT_TRUE(probe_group(1, 0, 0, 1.0));
   int probes = 0;
-  for (std::uint32_t g = 0; g < 4000; ++g) probes += probe_group(5, g / 40, g % 40, 0.25) ? 1 : 0;
+  for (std::uint32_t g = 0; g < 4000; ++g) {
+    probes += probe_group(5, g / 40, g % 40, 0.25) ? 1 : 0;
+  }
   EXPECT_NEAR(probes / 4000.0, 0.25, 0.03);
   EXPECT_EQ(probe_group(5, 3, 7, 0.5), probe_group(5, 3, 7, 0.5));
 }

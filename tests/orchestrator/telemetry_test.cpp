@@ -38,7 +38,9 @@ struct parsed_family {
 
 std::ostream& operator<<(std::ostream& out, const parsed_family& f) {
   out << f.name << " (" << f.type << ", " << f.help << "):";
-  for (const auto& [series, value] : f.samples) out << " " << series << "=" << value;
+  for (const auto& [series, value] : f.samples) {
+    out << " " << series << "=" << value;
+  }
   return out;
 }
 
@@ -50,7 +52,9 @@ std::vector<parsed_family> parse_exposition(const std::string& text) {
       const auto space = line.find(' ', 7);
       out.push_back({line.substr(7, space - 7), line.substr(space + 1), "", {}});
     } else if (line.rfind("# TYPE ", 0) == 0) {
-      if (!out.empty()) out.back().type = line.substr(line.rfind(' ') + 1);
+      if (!out.empty()) {
+        out.back().type = line.substr(line.rfind(' ') + 1);
+      }
     } else if (!line.empty() && !out.empty()) {
       const auto space = line.rfind(' ');
       out.back().samples[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
@@ -67,7 +71,9 @@ TEST(Telemetry, ExpositionOfEveryType) {
   g.add(-2);
   r.add_gauge("leap_depth", "Depth per stage", {{"stage", "run"}}).set(0.25);
   auto& h = r.add_histogram("leap_latency_seconds", "Latency", {0.1, 1, 10});
-  for (double v : {0.05, 0.1, 0.5, 2.0, 20.0}) h.observe(v);
+  for (double v : {0.05, 0.1, 0.5, 2.0, 20.0}) {
+    h.observe(v);
+  }
   const std::vector<parsed_family> expected = {
       {"leap_things_total", "Things counted", "counter", {{"leap_things_total", 3}}},
       {"leap_depth",
@@ -215,7 +221,9 @@ TEST(Telemetry, HistogramBucketsIncludeTheirUpperBound) {
     h.observe(c.value);
     const auto counts = h.bucket_counts();
     ASSERT_EQ(counts.size(), 3u);
-    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(counts[i], i == c.bucket ? 1u : 0u) << c.value;
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(counts[i], i == c.bucket ? 1u : 0u) << c.value;
+    }
   }
 }
 
@@ -229,7 +237,9 @@ TEST(Telemetry, QuantilesInterpolateInsideTheBucket) {
     double expected;
   };
   const std::vector<row> rows = {{0.0, 1.0}, {0.25, 1.5}, {0.5, 2.0}, {0.75, 3.0}, {1.0, 4.0}};
-  for (const auto& c : rows) EXPECT_DOUBLE_EQ(quantile(h, c.q), c.expected) << c.q;
+  for (const auto& c : rows) {
+    EXPECT_DOUBLE_EQ(quantile(h, c.q), c.expected) << c.q;
+  }
   // In the +Inf bucket: the highest finite bound; empty: 0.
   h.cumulative = {0, 0, 0, 5};
   h.count = 5;
@@ -290,7 +300,9 @@ void expect_valid_exposition(const std::string& text) {
   ASSERT_EQ(text.back(), '\n');
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_match(line, m, help)) continue;
+    if (std::regex_match(line, m, help)) {
+      continue;
+    }
     if (std::regex_match(line, m, type)) {
       EXPECT_EQ(types.count(m[1]), 0u) << "TYPE twice: " << line;
       types[m[1]] = m[2];
@@ -325,7 +337,9 @@ TEST(Telemetry, RunMetricsRenderAsValidExposition) {
   // Every named metric is registered, once.
   const auto names = metric_names();
   EXPECT_EQ(names.size(), r.take().families.size());
-  for (const auto& n : names) EXPECT_NE(text.find("# TYPE " + n + " "), std::string::npos) << n;
+  for (const auto& n : names) {
+    EXPECT_NE(text.find("# TYPE " + n + " "), std::string::npos) << n;
+  }
 }
 
 TEST(Telemetry, ReplayTableAndCsvOfStepRecords) {
@@ -384,6 +398,7 @@ TEST(Telemetry, ConcurrentUpdatesAreNotLost) {
   auto& c = r.add_counter("c_total", "h");
   auto& h = r.add_histogram("h_seconds", "h", {0.5});
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 10000; ++i) {
@@ -398,7 +413,9 @@ TEST(Telemetry, ConcurrentUpdatesAreNotLost) {
     const auto* hs = s.find("h_seconds", {});
     EXPECT_EQ(hs->cumulative.back(), hs->count);
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
   const auto s = r.take();
   EXPECT_EQ(s.find("c_total", {})->value, 40000);
   EXPECT_EQ(s.find("h_seconds", {})->count, 40000u);

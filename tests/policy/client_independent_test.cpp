@@ -31,11 +31,19 @@ bool node_available() { return std::system("node --version > /dev/null 2>&1") ==
 class mock_llm_process {
  public:
   ~mock_llm_process() {
-    if (stdin_fd_ >= 0) ::close(stdin_fd_);
-    if (stdout_fd_ >= 0) ::close(stdout_fd_);
-    if (pid_ <= 0) return;
+    if (stdin_fd_ >= 0) {
+      ::close(stdin_fd_);
+    }
+    if (stdout_fd_ >= 0) {
+      ::close(stdout_fd_);
+    }
+    if (pid_ <= 0) {
+      return;
+    }
     for (int i = 0; i < 200; ++i) {  // up to 2 s for a clean exit
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        return;
+      }
       std::this_thread::sleep_for(10ms);
     }
     ::kill(pid_, SIGKILL);
@@ -46,15 +54,21 @@ class mock_llm_process {
   std::string start() {
     int in[2];
     int out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) return "pipe failed";
+    if (::pipe(in) != 0 || ::pipe(out) != 0) {
+      return "pipe failed";
+    }
     pid_ = ::fork();
-    if (pid_ < 0) return "fork failed";
+    if (pid_ < 0) {
+      return "fork failed";
+    }
     if (pid_ == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::close(in[1]);
       ::close(out[0]);
-      if (::chdir(independent_dir.c_str()) != 0) ::_exit(126);
+      if (::chdir(independent_dir.c_str()) != 0) {
+        ::_exit(126);
+      }
       ::execlp("node", "node", "run_mock_llm.js", "mock-llm.yaml", static_cast<char*>(nullptr));
       ::_exit(127);
     }
@@ -66,10 +80,14 @@ class mock_llm_process {
     const auto until = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < until) {
       pollfd p{stdout_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
       char buf[4096];
       const auto n = ::read(stdout_fd_, buf, sizeof buf);
-      if (n <= 0) return "mock-llm exited before printing its port; output: " + seen;
+      if (n <= 0) {
+        return "mock-llm exited before printing its port; output: " + seen;
+      }
       seen.append(buf, static_cast<std::size_t>(n));
       if (auto at = seen.find("PORT ");
           at != std::string::npos && seen.find('\n', at) != std::string::npos) {
@@ -115,7 +133,9 @@ TEST(ClientIndependent, TalksToMockLlmFromNpm) {
     GTEST_SKIP() << "tests/policy/independent/node_modules is missing: run `npm ci --prefix "
                     "tests/policy/independent` (tools/dev.sh deps does it)";
   }
-  if (!node_available()) GTEST_SKIP() << "node is not on PATH: install nodejs (tools/dev.sh deps)";
+  if (!node_available()) {
+    GTEST_SKIP() << "node is not on PATH: install nodejs (tools/dev.sh deps)";
+  }
   mock_llm_process server;
   const auto started = server.start();
   ASSERT_TRUE(started.empty()) << started;

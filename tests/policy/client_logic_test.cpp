@@ -53,23 +53,33 @@ TEST(ClientConversation, ChatmlRendersPromptAndFeedbackAsAppendOnlyDeltas) {
   auto prompt = r.render_prompt({{"system", "S"}, {"user", "U"}});
   ASSERT_TRUE(prompt) << prompt.err().message;
   ids expected{im_start};
-  for (auto x : bytes("system\nS")) expected.push_back(x);
+  for (auto x : bytes("system\nS")) {
+    expected.push_back(x);
+  }
   expected.push_back(im_end);
   expected.push_back('\n');
   expected.push_back(im_start);
-  for (auto x : bytes("user\nU")) expected.push_back(x);
+  for (auto x : bytes("user\nU")) {
+    expected.push_back(x);
+  }
   expected.push_back(im_end);
   expected.push_back('\n');
   expected.push_back(im_start);
-  for (auto x : bytes("assistant\n")) expected.push_back(x);
+  for (auto x : bytes("assistant\n")) {
+    expected.push_back(x);
+  }
   EXPECT_EQ(*prompt, expected);
 
   ids feedback_tail{im_start};
-  for (auto x : bytes("user\nF")) feedback_tail.push_back(x);
+  for (auto x : bytes("user\nF")) {
+    feedback_tail.push_back(x);
+  }
   feedback_tail.push_back(im_end);
   feedback_tail.push_back('\n');
   feedback_tail.push_back(im_start);
-  for (auto x : bytes("assistant\n")) feedback_tail.push_back(x);
+  for (auto x : bytes("assistant\n")) {
+    feedback_tail.push_back(x);
+  }
 
   struct row {
     std::string name;
@@ -106,10 +116,14 @@ TEST(ClientConversation, ByteRendererMatchesTheGenericChatmlOverTheProjectTokeni
   ASSERT_TRUE(a && b);
   EXPECT_EQ(*a, *b);
   std::vector<token_id> history = *a;
-  for (auto id : byte_tokenizer::encode("__global__ void add() {}", false)) history.push_back(id);
+  for (auto id : byte_tokenizer::encode("__global__ void add() {}", false)) {
+    history.push_back(id);
+  }
   for (bool stopped : {true, false}) {
     auto h = history;
-    if (stopped) h.push_back(special::im_end);
+    if (stopped) {
+      h.push_back(special::im_end);
+    }
     auto fa = project.render_feedback({{"user", "error: no main"}}, h);
     auto fb = generic.render_feedback({{"user", "error: no main"}}, h);
     ASSERT_TRUE(fa && fb);
@@ -158,7 +172,9 @@ TEST(ClientConversation, TemplateDeltaClosingAndCloseTurn) {
       {{1, im_end, '\n'}, {im_end, '\n'}, {}},
       {{}, {im_end}, {im_end}},
   };
-  for (const auto& c : closes) EXPECT_EQ(close_turn(c.history, c.closing), c.missing);
+  for (const auto& c : closes) {
+    EXPECT_EQ(close_turn(c.history, c.closing), c.missing);
+  }
 }
 
 std::vector<endpoint_state> make_endpoints(

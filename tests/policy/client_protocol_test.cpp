@@ -489,8 +489,9 @@ TEST(ClientProtocol, ContextLengthMessages) {
       {"max_tokens must be at least 1", false},
       {"temperature must be non-negative", false},
   };
-  for (const auto& [message, expected] : rows)
+  for (const auto& [message, expected] : rows) {
     EXPECT_EQ(is_context_length_error(message), expected) << message;
+  }
 }
 
 TEST(ClientProtocol, TokenizeBodiesAndResponses) {

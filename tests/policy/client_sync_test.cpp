@@ -290,7 +290,7 @@ TEST(ClientSyncDriver, TheFullFolderIsTriedOnceAndOnlyForTheLoad) {
 
 // The broadcast path's delta: a call with a delta_body carries the request's delta update_info
 // first and, refused, its full body; the companion's call says which (carries_delta).
-weight_sync_plan transfer_load(std::string full_info) {
+weight_sync_plan transfer_load(const std::string& full_info) {
   weight_sync_plan plan = two_calls();
   plan.calls[0].body = R"({"update_info":)" + full_info + "}";
   plan.calls[0].delta_body = R"({"update_info":{delta_update_info}})";

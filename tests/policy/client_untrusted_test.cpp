@@ -68,7 +68,9 @@ class scripted_http_server {
       auto body = std::make_shared<std::string>(std::move(r.body));
       res.set_content_provider(body->size(), "application/json",
                                [body](std::size_t offset, std::size_t, httplib::DataSink& sink) {
-                                 if (offset > 0) return false;
+                                 if (offset > 0) {
+                                   return false;
+                                 }
                                  sink.write(body->data(), body->size() / 2);
                                  return true;
                                });
@@ -129,7 +131,9 @@ std::string vllm_reply(const std::vector<std::string>& choice_ids) {
     const auto count =
         choice_ids[c].empty() ? 0 : std::count(choice_ids[c].begin(), choice_ids[c].end(), ',') + 1;
     std::string lps;
-    for (int i = 0; i < count; ++i) lps += (i ? "," : "") + std::string("-0.5");
+    for (int i = 0; i < count; ++i) {
+      lps += (i ? "," : "") + std::string("-0.5");
+    }
     out += (c ? "," : "") + std::string(R"({"index":)") + std::to_string(c) +
            R"(,"text":"x","token_ids":[)" + choice_ids[c] + R"(],"logprobs":{"token_logprobs":[)" +
            lps + R"(]},"finish_reason":"stop"})";
@@ -534,7 +538,9 @@ TEST(ClientPreflight, EachUnfitServerIsNamedWithItsRouteAndReason) {
   };
   for (const auto& r : rows) {
     scripted_http_server server;
-    for (const auto& [path, reply] : r.routes) server.set_default(path, reply);
+    for (const auto& [path, reply] : r.routes) {
+      server.set_default(path, reply);
+    }
     auto config = config_for(server.url());
     config.model = r.model;
     config.stream = r.stream;

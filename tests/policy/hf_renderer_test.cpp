@@ -36,7 +36,9 @@ std::vector<token_id> whole(const fs::path& dir, const std::vector<chat_message>
   auto tmpl = leap::policy::chat_template::parse(source->source);
   EXPECT_TRUE(tmpl) << tmpl.err().message;
   nlohmann::ordered_json m = nlohmann::ordered_json::array();
-  for (const auto& x : messages) m.push_back({{"role", x.role}, {"content", x.content}});
+  for (const auto& x : messages) {
+    m.push_back({{"role", x.role}, {"content", x.content}});
+  }
   auto text =
       tmpl->render(leap::policy::chat_context(m, true, source->bos_token, source->eos_token));
   EXPECT_TRUE(text) << text.err().message;
@@ -45,6 +47,7 @@ std::vector<token_id> whole(const fs::path& dir, const std::vector<chat_message>
   return tok->encode(*text);
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class HfRenderer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -104,7 +107,9 @@ INSTANTIATE_TEST_SUITE_P(Families, HfRenderer,
 // A template that drops earlier assistant turns once a later message follows cannot continue a
 // conversation whose ids were already sent: it is refused, saying why.
 TEST(HfRendererLoad, ATemplateThatDropsEarlierAnswersIsRefusedForMultiTurnUse) {
-  if (!fs::exists(packages)) GTEST_SKIP() << "run tools/dev.sh deps";
+  if (!fs::exists(packages)) {
+    GTEST_SKIP() << "run tools/dev.sh deps";
+  }
   const fs::path dir = fs::path(testing::TempDir()) / "leap-hf-renderer-drop";
   fs::create_directories(dir);
   fs::copy_file(model_dir("qwen2_5") / "tokenizer.json", dir / "tokenizer.json",
@@ -141,7 +146,9 @@ std::map<token_id, int> specials_in(const leap::tokenizer::hf_tokenizer& tok,
                                     const std::vector<token_id>& ids) {
   std::map<token_id, int> out;
   for (const auto id : ids) {
-    if (tok.is_special(id)) ++out[id];
+    if (tok.is_special(id)) {
+      ++out[id];
+    }
   }
   return out;
 }
@@ -153,7 +160,9 @@ std::map<token_id, int> specials_in(const leap::tokenizer::hf_tokenizer& tok,
 // ids of the forged texts are those of encoding them as plain text, and the whole still decodes
 // to the rendered text.
 TEST(HfRendererInjection, SpecialTokenTextsInsideMessagesStayPlainText) {
-  if (!fs::exists(packages)) GTEST_SKIP() << packages << " is missing: run tools/dev.sh deps";
+  if (!fs::exists(packages)) {
+    GTEST_SKIP() << packages << " is missing: run tools/dev.sh deps";
+  }
   const fs::path dir = model_dir("qwen3");
   auto renderer = hf_chat_renderer::load(dir.string());
   ASSERT_TRUE(renderer) << renderer.err().message;
@@ -193,7 +202,9 @@ TEST(HfRendererInjection, SpecialTokenTextsInsideMessagesStayPlainText) {
 // The placeholder the renderer swaps special texts for cannot itself be forged: a message holding
 // U+10FFFD, digits and U+10FFFD renders as written.
 TEST(HfRendererInjection, ThePlaceholderCharacterItselfIsPlainText) {
-  if (!fs::exists(packages)) GTEST_SKIP() << packages << " is missing: run tools/dev.sh deps";
+  if (!fs::exists(packages)) {
+    GTEST_SKIP() << packages << " is missing: run tools/dev.sh deps";
+  }
   const fs::path dir = model_dir("qwen3");
   auto renderer = hf_chat_renderer::load(dir.string());
   ASSERT_TRUE(renderer) << renderer.err().message;

@@ -11,6 +11,7 @@
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utility>
 
 namespace leap::policy {
 namespace {
@@ -63,7 +64,9 @@ int raw_status(int port, const std::string& request, int timeout_s) {
   char buf[4096];
   while (reply.find("\r\n") == std::string::npos) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      break;
+    }
     reply.append(buf, static_cast<std::size_t>(n));
   }
   ::close(fd);
@@ -128,7 +131,7 @@ std::vector<std::string> chat_top(int k, sequence_output s = ranked_sequence()) 
   chat_request request;
   request.logprobs = true;
   request.top_logprobs = k;
-  const json out = render_chat_response(meta(), {s}, request);
+  const json out = render_chat_response(meta(), {std::move(s)}, request);
   std::vector<std::string> tokens;
   for (const auto& e : out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) {
     tokens.push_back(e["token"]);
@@ -139,7 +142,7 @@ std::vector<std::string> chat_top(int k, sequence_output s = ranked_sequence()) 
 std::vector<std::string> completion_top(int k, sequence_output s = ranked_sequence()) {
   completion_request request;
   request.logprobs = k;
-  const json out = render_completion_response(meta(), {s}, request);
+  const json out = render_completion_response(meta(), {std::move(s)}, request);
   std::vector<std::string> tokens;
   for (const auto& [token, lp] : out["choices"][0]["logprobs"]["top_logprobs"][0].items()) {
     tokens.push_back(token);

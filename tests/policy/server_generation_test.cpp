@@ -10,6 +10,7 @@ namespace {
 
 std::vector<token_step> steps_of(const std::vector<token_id>& ids) {
   std::vector<token_step> steps;
+  steps.reserve(ids.size());
   for (const token_id id : ids) {
     steps.push_back({id, -0.1, {}});
   }
@@ -21,7 +22,7 @@ std::vector<token_id> text_ids(const std::string& text) {
 }
 
 // Feeds tokens until the builder finishes (or they run out, then the backend "ends naturally").
-sequence_output run(const stop_rules& rules, std::vector<token_id> ids) {
+sequence_output run(const stop_rules& rules, const std::vector<token_id>& ids) {
   sequence_builder builder(rules, 0, {1});
   bool finished = false;
   for (const auto& step : steps_of(ids)) {

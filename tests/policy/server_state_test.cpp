@@ -158,13 +158,13 @@ TEST(ServerState, ADeltaLoadsOnlyOnItsBaseVersion) {
     std::ofstream(dir / "weight_delta.json") << text;
     return dir.string();
   };
-  struct case_ {
+  struct row {
     std::string manifest;  // "" = a model folder
     std::int64_t served;
     int status;  // 0 = accepted
     std::string says;
   };
-  const std::vector<case_> cases{
+  const std::vector<row> cases{
       {"", 7, 0, ""},
       {R"({"base_version": 7, "version": 8})", 7, 0, ""},
       {R"({"base_version": 6, "version": 7})", 7, 409,
@@ -178,7 +178,9 @@ TEST(ServerState, ADeltaLoadsOnlyOnItsBaseVersion) {
     const std::string path = c.manifest.empty() ? dir.string() : manifest(c.manifest);
     const auto got = server_state::check_delta_base(path, c.served);
     EXPECT_EQ(got ? got->status : 0, c.status) << c.manifest;
-    if (got) EXPECT_NE(got->message.find(c.says), std::string::npos) << got->message;
+    if (got) {
+      EXPECT_NE(got->message.find(c.says), std::string::npos) << got->message;
+    }
   }
 
   // Through vLLM's disk engine and a folder load: a stale delta ends the session, nothing served.

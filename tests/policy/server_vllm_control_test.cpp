@@ -27,7 +27,9 @@ template <class Predicate>
 bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
+    if (predicate()) {
+      return true;
+    }
     std::this_thread::sleep_for(5ms);
   }
   return predicate();
@@ -35,7 +37,9 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
 
 std::string metric_line(const std::string& metrics, const std::string& name) {
   const auto at = metrics.find("\n" + name + " ");
-  if (at == std::string::npos) return {};
+  if (at == std::string::npos) {
+    return {};
+  }
   return metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
 }
 
@@ -430,6 +434,7 @@ TEST(VllmPlans, SleepReloadPlanRunsUnchangedAgainstOurServer) {
   // Turns submitted around the sync: the client holds them while the server is out of rotation,
   // and they run on the reloaded weights.
   std::vector<std::future<turn_result>> around;
+  around.reserve(4);
   for (int i = 0; i < 4; ++i) {
     around.push_back(std::async(
         std::launch::async, [&, i] { return run_turn(client, "around-" + std::to_string(i)); }));

@@ -24,10 +24,12 @@ namespace {
 using namespace std::chrono_literals;
 using testing::start_server;
 
-client_config sync_config(std::vector<std::string> urls) {
+client_config sync_config(const std::vector<std::string>& urls) {
   client_config c;
   c.flavour = wire_flavour::sglang;
-  for (auto& u : urls) c.endpoints.push_back({u, 8});
+  for (auto& u : urls) {
+    c.endpoints.push_back({u, 8});
+  }
   c.request_timeout = 10s;
   c.connect_timeout = 2s;
   c.retry.base_backoff = 1ms;
@@ -50,7 +52,9 @@ status sync_now(policy_client& client, int endpoint, const weight_sync_plan& pla
   auto future = done.get_future();
   client.sync_weights(endpoint, plan, std::move(request),
                       [&done](status s) { done.set_value(std::move(s)); });
-  if (future.wait_for(30s) != std::future_status::ready) return error{"the sync did not finish"};
+  if (future.wait_for(30s) != std::future_status::ready) {
+    return error{"the sync did not finish"};
+  }
   return future.get();
 }
 
@@ -79,7 +83,9 @@ std::uint64_t generation_requests(const policy_server& server) {
   // One line per route: leap_policy_requests_total{route="/generate"} N
   const std::string key = "leap_policy_requests_total{route=\"/generate\"} ";
   const auto at = reply.body.find(key);
-  if (at == std::string::npos) return 0;
+  if (at == std::string::npos) {
+    return 0;
+  }
   return std::stoull(reply.body.substr(at + key.size()));
 }
 
@@ -114,9 +120,13 @@ class restarting_proxy {
     r.status = reply->status;
     r.body = reply->body;
     for (const auto& [k, v] : reply->headers) {
-      if (k == "x-weight-version" || k == "Content-Type") r.set_header(k, v);
+      if (k == "x-weight-version" || k == "Content-Type") {
+        r.set_header(k, v);
+      }
     }
-    if (q.path == "/update_weights_from_disk") target_ = second_;  // the restart
+    if (q.path == "/update_weights_from_disk") {
+      target_ = second_;  // the restart
+    }
   }
 
   httplib::Server http_;
@@ -178,7 +188,7 @@ TEST(ServerWeightSync, ACompanionRunsAlongsideEachCallAndItsFailureFailsTheSync)
   std::string fail_at;
   weight_sync_request request{"5", "/ckpt/step-5", ""};
   request.companion = [&](const control_call& call, const weight_sync_request& r,
-                          std::function<void(status)> done) {
+                          const std::function<void(status)>& done) {
     std::lock_guard lock(mutex);
     seen.push_back(call.name + "@" + r.version);
     const bool fails = call.name == fail_at;
@@ -203,7 +213,9 @@ TEST(ServerWeightSync, ACompanionRunsAlongsideEachCallAndItsFailureFailsTheSync)
       << failed.err().message;
   EXPECT_EQ(server->weight_version(), 5);  // finish was never sent
   EXPECT_FALSE((*client)->endpoints()[0].admitting);
-  for (auto& w : workers) w.join();
+  for (auto& w : workers) {
+    w.join();
+  }
   std::lock_guard lock(mutex);
   EXPECT_EQ(seen, (std::vector<std::string>{"init@6", "start@6", "load@6"}));
 }

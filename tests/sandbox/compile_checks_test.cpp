@@ -65,6 +65,7 @@ TEST(CompileChecksTest, ForbiddenLibrariesOfATask) {
       (std::vector<std::string>{"cublas", "cudnn", "thrust", "cub", "torch", "qsort"}));
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class IncludedFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,7 +122,9 @@ TEST_F(IncludedFilesTest, EverythingElseIsRefusedByName) {
     ASSERT_TRUE(hit.has_value());
     EXPECT_EQ(hit->item, c.item);
     EXPECT_NE(hit->reason.find("solution.cu includes"), std::string::npos) << hit->reason;
-    if (c.item == "#include") EXPECT_NE(hit->reason.find(c.file), std::string::npos) << hit->reason;
+    if (c.item == "#include") {
+      EXPECT_NE(hit->reason.find(c.file), std::string::npos) << hit->reason;
+    }
   }
 }
 
@@ -262,7 +265,9 @@ TEST(CompileChecksTest, ElfSymbolsAsNmListsThem) {
   auto symbols = parse_elf_symbols(bytes);
   ASSERT_TRUE(symbols.ok()) << symbols.err().message;
   std::map<std::string, char> got;
-  for (const auto& s : *symbols) got[s.name] = s.type;
+  for (const auto& s : *symbols) {
+    got[s.name] = s.type;
+  }
   EXPECT_EQ(got["clock_gettime"], 'T');
   EXPECT_EQ(got["gettimeofday"], 'T');
   EXPECT_EQ(got["counter"], 'D');

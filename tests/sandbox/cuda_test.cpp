@@ -25,7 +25,9 @@ bool nvcc_available(std::string* why) {
 
 TEST(CudaCompileTest, CorrectKernelCompilesForTheConfiguredArch) {
   std::string why;
-  if (!nvcc_available(&why)) GTEST_SKIP() << why;
+  if (!nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   auto p = shared_engine().compile(testing::cuda_vector_add_task(),
                                    fenced("cuda", testing::k_cuda_vector_add));
   ASSERT_TRUE(p.ok()) << p.err().message;
@@ -37,7 +39,9 @@ TEST(CudaCompileTest, CorrectKernelCompilesForTheConfiguredArch) {
 
 TEST(CudaCompileTest, CompileErrorPointsAtTheCandidatesOwnLine) {
   std::string why;
-  if (!nvcc_available(&why)) GTEST_SKIP() << why;
+  if (!nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   const std::string code =
       "#include <cuda_runtime.h>\n"
       "\n"
@@ -61,7 +65,9 @@ TEST(CudaCompileTest, CompileErrorPointsAtTheCandidatesOwnLine) {
 
 TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
   std::string why;
-  if (!nvcc_available(&why)) GTEST_SKIP() << why;
+  if (!nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   std::string code = testing::k_cuda_vector_add;
   code.replace(code.find("void solve(const float* a"), 25, "void solve(float* a");
   auto p = shared_engine().compile(testing::cuda_vector_add_task(), fenced("cuda", code));
@@ -80,17 +86,22 @@ TEST(CudaCompileTest, WrongSignatureIsALinkErrorWithTheRequiredSignature) {
 // configured path says nothing of it.
 TEST(CudaCompileTest, NvccBehindAWrapperInAnotherFolderFindsTheToolkitsHeaders) {
   std::string why;
-  if (!nvcc_available(&why)) GTEST_SKIP() << why;
+  if (!nvcc_available(&why)) {
+    GTEST_SKIP() << why;
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path real_nvcc = fs::canonical(shared_engine().config().nvcc, ec);
-  if (ec) GTEST_SKIP() << "nvcc is '" << shared_engine().config().nvcc << "', not a path to wrap";
+  if (ec) {
+    GTEST_SKIP() << "nvcc is '" << shared_engine().config().nvcc << "', not a path to wrap";
+  }
   // The wrapper lives in the build tree: the sandbox replaces /tmp with its own, so a wrapper there
   // would not be visible to the compiler.
   const fs::path root = fs::current_path() / ("leap-nvcc-wrapper-" + std::to_string(::getpid()));
   for (const char* replaced : {"/tmp/", "/var/tmp/", "/run/", "/dev/"}) {
-    if (root.string().rfind(replaced, 0) == 0)
+    if (root.string().rfind(replaced, 0) == 0) {
       GTEST_SKIP() << "the build tree is under " << replaced;
+    }
   }
   fs::create_directories(root / "bin");
   const fs::path wrapper = root / "bin" / "nvcc";
@@ -124,6 +135,7 @@ TEST(CudaCompileTest, LibraryCallsAreForbiddenBeforeCompiling) {
       << p->final_verdict->feedback;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class CudaGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {

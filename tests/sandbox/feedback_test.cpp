@@ -165,8 +165,9 @@ TEST(FeedbackTest, CompilerLogs) {
 
 TEST(FeedbackTest, CompilerFeedbackRespectsTheBudget) {
   std::string log;
-  for (int i = 1; i <= 3; ++i)
+  for (int i = 1; i <= 3; ++i) {
     log += "solution.cpp:" + std::to_string(i) + ":1: error: " + std::string(300, 'x') + "\n";
+  }
   feedback_options options;
   options.char_budget = 200;
   const std::string text = compile_feedback(log, "solution.cpp", k_signature, options);
@@ -425,13 +426,17 @@ TEST(FeedbackTest, HostPathsAreStripped) {
       {"ld: /tmp/ccAbCdEf.o: in function", "ld: <tmp>: in function"},
       {"a/b relative stays", "a/b relative stays"},
   };
-  for (const auto& [in, out] : cases) EXPECT_EQ(strip_host_paths(in), out) << in;
+  for (const auto& [in, out] : cases) {
+    EXPECT_EQ(strip_host_paths(in), out) << in;
+  }
 }
 
 TEST(FeedbackTest, TrimToBudget) {
   EXPECT_EQ(trim_to_budget("short", 100), "short");
   std::string lines;
-  for (int i = 0; i < 50; ++i) lines += "line " + std::to_string(i) + "\n";
+  for (int i = 0; i < 50; ++i) {
+    lines += "line " + std::to_string(i) + "\n";
+  }
   const std::string trimmed = trim_to_budget(lines, 120);
   EXPECT_LE(trimmed.size(), 120U);
   EXPECT_EQ(trimmed.rfind("line 0\n", 0), 0U);

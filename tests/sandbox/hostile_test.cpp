@@ -60,6 +60,7 @@ class listener {
   int port_ = 0;
 };
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class HostileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -93,8 +94,10 @@ class HostileTest : public ::testing::Test {
     ASSERT_TRUE(v.ok()) << v.err().message;
     const auto started = std::chrono::steady_clock::now();
     std::vector<std::future<result<verdict>>> futures;
-    for (const auto& c : cases)
+    futures.reserve(cases.size());
+    for (const auto& c : cases) {
       futures.push_back((*v)->submit(c.t ? c.t : default_task, fenced(lang, c.code)));
+    }
     for (std::size_t i = 0; i < cases.size(); ++i) {
       SCOPED_TRACE(cases[i].name);
       ASSERT_EQ(futures[i].wait_for(std::chrono::seconds(90)), std::future_status::ready)

@@ -67,6 +67,7 @@ class host_listener {
   int port_ = 0;
 };
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class LoopbackTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -164,7 +164,9 @@ TEST(ProcessTest, MissingExecutableIsAnError) {
 }
 
 TEST(ProcessTest, AsRootTheRunIsNamespacedAndUnprivileged) {
-  if (::geteuid() != 0) GTEST_SKIP() << "not root: the fallback applies (see README)";
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "not root: the fallback applies (see README)";
+  }
   auto run =
       run_shell("id -u; cat /proc/self/status | grep NoNewPrivs; ls /proc | grep -c '^[0-9]'");
   std::printf("isolation: %s\n", run.result.isolation.c_str());
@@ -188,7 +190,9 @@ TEST(ProcessTest, ScratchDirIsRemovedWithEverythingInIt) {
 }
 
 TEST(ProcessTest, WritesToTmpStayPrivate) {
-  if (::geteuid() != 0) GTEST_SKIP() << "not root: no private /tmp";
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "not root: no private /tmp";
+  }
   const std::string name = "leap-process-test-" + std::to_string(::getpid());
   auto run = run_shell("echo x > /tmp/" + name + " && echo wrote");
   EXPECT_EQ(run.result.stdout_text, "wrote\n");
@@ -203,7 +207,9 @@ TEST(ProcessTest, NoDescriptorOfTheOrchestratorReachesTheCommand) {
   ::close(leaked);
   std::istringstream fds(run.result.stdout_text);
   std::vector<int> open_fds;
-  for (std::string line; std::getline(fds, line);) open_fds.push_back(std::stoi(line));
+  for (std::string line; std::getline(fds, line);) {
+    open_fds.push_back(std::stoi(line));
+  }
   // stdio, plus the descriptor `ls` itself opened to read the directory.
   ASSERT_EQ(open_fds.size(), 4u) << run.result.stdout_text;
   EXPECT_EQ(open_fds[0], 0);
@@ -223,6 +229,7 @@ TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
   std::mutex first_error_mutex;
   std::string first_error;
   std::vector<std::thread> workers;
+  workers.reserve(k_threads);
   for (int t = 0; t < k_threads; ++t) {
     workers.emplace_back([&] {
       for (int i = 0; i < k_runs; ++i) {
@@ -241,12 +248,16 @@ TEST(ProcessTest, ExecutablesWrittenWhileOtherRunsStartAreNeverBusy) {
         if (!r.ok() || !r->exited || r->exit_code != 0) {
           ++failures;
           std::lock_guard lock(first_error_mutex);
-          if (first_error.empty()) first_error = r.ok() ? r->stderr_text : r.err().message;
+          if (first_error.empty()) {
+            first_error = r.ok() ? r->stderr_text : r.err().message;
+          }
         }
       }
     });
   }
-  for (auto& w : workers) w.join();
+  for (auto& w : workers) {
+    w.join();
+  }
   EXPECT_EQ(failures.load(), 0) << "first: " << first_error;
 }
 
@@ -392,7 +403,9 @@ TEST(ProcessTest, ScratchIsSizeLimitedAndStaysOffTheHostDisk) {
   // What came back to the host is the part that fit, no more.
   std::uintmax_t bytes = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(run.dir.path())) {
-    if (e.is_regular_file()) bytes += e.file_size();
+    if (e.is_regular_file()) {
+      bytes += e.file_size();
+    }
   }
   EXPECT_LE(bytes, limits.scratch_bytes);
   EXPECT_GT(bytes, 0U);

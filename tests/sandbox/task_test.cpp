@@ -83,15 +83,15 @@ TEST(TaskTest, RejectsMalformedTasksWithTheKey) {
   EXPECT_NE(v.err().message.find("count term 'q'"), std::string::npos) << v.err().message;
 }
 
-class TempDir {
+class task_dir {
  public:
-  TempDir()
+  task_dir()
       : path_(default_scratch_root().parent_path() /
               ("leap-task-test-" + std::to_string(::getpid()))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~task_dir() { fs::remove_all(path_); }
   [[nodiscard]] const fs::path& path() const { return path_; }
   void write(const fs::path& rel, const std::string& content) const {
     fs::create_directories((path_ / rel).parent_path());
@@ -103,7 +103,7 @@ class TempDir {
 };
 
 TEST(TaskTest, LoadsASuiteDirectory) {
-  TempDir dir;
+  task_dir dir;
   dir.write("cpp/axpy/task.json", k_task_json);
   dir.write("cpp/axpy/reference.cpp", "void reference() {}\n");
   dir.write("cpp/axpy/solution.cpp", "void solve() {}\n");
@@ -129,7 +129,7 @@ TEST(TaskTest, LoadsASuiteDirectory) {
 }
 
 TEST(TaskTest, LoadsAJsonlDataset) {
-  TempDir dir;
+  task_dir dir;
   dir.write(
       "data.jsonl",
       R"J({"id": "python/a", "kind": "python", "tests": "def test_x(): pass\n", "hidden_tests": "def test_y(): pass\n", "solution": "x = 1\n", "wrong": [{"label": "bad", "code": "x = 2\n"}]})J"
@@ -167,7 +167,7 @@ TEST(TaskTest, LoadsAJsonlDataset) {
 }
 
 TEST(TaskTest, LoadsAKernelBenchDirectory) {
-  TempDir dir;
+  task_dir dir;
   const std::string problem =
       "import torch\nclass Model(torch.nn.Module):\n    def forward(self, a):\n        return a * "
       "2\n"

@@ -42,7 +42,7 @@ group_record crash_group(std::uint64_t i) {
     t.output_tokens.push_back(static_cast<token_id>(i * 7 + k));
     t.output_logprobs.push_back(-1.0F / static_cast<float>(k + 1));
   }
-  t.text.append(std::string(64 * 1024, static_cast<char>('a' + i % 26)));
+  t.text.append(std::string(std::size_t{64} * 1024, static_cast<char>('a' + i % 26)));
   return g;
 }
 
@@ -113,6 +113,7 @@ child_run run_and_kill(const std::filesystem::path& db, bool sync, int batch,
     env_strings.emplace_back(*e);
   }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size());
   for (auto& s : env_strings) {
     envp.push_back(s.data());
   }

@@ -55,7 +55,7 @@ TEST(Keys, MetricKeysSortByRunNameStep) {
 }
 
 TEST(Keys, EveryKeyParsesBack) {
-  for (const group_ref ref :
+  for (const group_ref& ref :
        {group_ref{"run", 0, split_kind::train, 0},
         group_ref{"r", max64, split_kind::validation, max32},
         group_ref{"with space/and:colon", 1ULL << 40, split_kind::train, 7}}) {

@@ -23,12 +23,14 @@ using test::scratch_dir;
 
 std::vector<std::uint32_t> indices(const std::vector<group_record>& groups) {
   std::vector<std::uint32_t> out;
+  out.reserve(groups.size());
   for (const auto& g : groups) {
     out.push_back(g.group_index);
   }
   return out;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class TrajectoryStore : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -199,7 +201,8 @@ TEST_F(TrajectoryStore, StepsAndMetricsOverTime) {
     s.weight_version = step + 1;
     s.timings = {1000.0, 500.0, 200.0, 100.0, 150.0, 50.0};
     s.counts.groups = 32;
-    s.metrics = {{"accuracy@1", 0.1 * static_cast<double>(step)}, {"loss", 1.0 / (1.0 + step)}};
+    s.metrics = {{"accuracy@1", 0.1 * static_cast<double>(step)},
+                 {"loss", 1.0 / (1.0 + static_cast<double>(step))}};
     ASSERT_TRUE(store_->put_step(s).ok());
   }
   ASSERT_TRUE(store_->put_metric("run", 2, "validation/accuracy@1", 0.75).ok());
@@ -335,6 +338,7 @@ TEST_F(TrajectoryStore, ConcurrentWritersAndReaders) {
   constexpr std::uint32_t per_writer = 25;
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  threads.reserve(writers);
   for (int w = 0; w < writers; ++w) {
     threads.emplace_back([&, w] {
       for (std::uint32_t i = 0; i < per_writer; ++i) {
@@ -440,6 +444,7 @@ void raw_put(const std::filesystem::path& path, const std::string& family, const
   std::vector<std::string> names;
   ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path.string(), &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.reserve(names.size());
   for (const auto& n : names) {
     descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
   }
@@ -480,6 +485,7 @@ TEST(TrajectoryStoreOpen, FamiliesOfALaterLayoutAreTolerated) {
     std::vector<std::string> names;
     ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, (dir / "db").string(), &names).ok());
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    descriptors.reserve(names.size());
     for (const auto& n : names) {
       descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
     }

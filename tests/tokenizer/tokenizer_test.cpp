@@ -42,7 +42,9 @@ std::string byte_char(int b) {
 // A byte-level file: id b for byte b, "ab" = 256 and " ab" = 257 by merges, and added tokens.
 json byte_level_file() {
   json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  for (int b = 0; b < 256; ++b) {
+    vocab[byte_char(b)] = b;
+  }
   vocab["ab"] = 256;
   vocab[byte_char(' ') + "ab"] = 257;
   return json{
@@ -94,13 +96,17 @@ json byte_level_file() {
 
 hf_tokenizer make(const json& file, const json& config = json()) {
   auto t = hf_tokenizer::from_json(file.dump(), config.is_null() ? "" : config.dump());
-  if (!t) throw std::runtime_error(t.err().message);
+  if (!t) {
+    throw std::runtime_error(t.err().message);
+  }
   return std::move(t.value());
 }
 
 std::vector<token_id> bytes_of(std::string_view s) {
   std::vector<token_id> ids;
-  for (const char c : s) ids.push_back(static_cast<unsigned char>(c));
+  for (const char c : s) {
+    ids.push_back(static_cast<unsigned char>(c));
+  }
   return ids;
 }
 
@@ -236,19 +242,31 @@ TEST(Tokenizer, UnknownsFuseOrFallBackToBytes) {
 TEST(Tokenizer, ConcurrentEncodesAgree) {
   const auto t = make(byte_level_file());
   std::vector<std::string> texts;
-  for (int i = 0; i < 2000; ++i)
+  texts.reserve(2000);
+  for (int i = 0; i < 2000; ++i) {
     texts.push_back("ab " + std::to_string(i) + " cd <mask> x" + std::string(i % 7, ' '));
+  }
   std::vector<std::vector<token_id>> expected;
-  for (const auto& s : texts) expected.push_back(t.encode(s));
+  expected.reserve(texts.size());
+  for (const auto& s : texts) {
+    expected.push_back(t.encode(s));
+  }
   std::vector<int> wrong(4, 0);
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int k = 0; k < 4; ++k) {
     threads.emplace_back([&, k] {
-      for (std::size_t i = 0; i < texts.size(); ++i) wrong[k] += t.encode(texts[i]) != expected[i];
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        wrong[k] += t.encode(texts[i]) != expected[i];
+      }
     });
   }
-  for (auto& th : threads) th.join();
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(wrong[k], 0) << "thread " << k;
+  for (auto& th : threads) {
+    th.join();
+  }
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(wrong[k], 0) << "thread " << k;
+  }
 }
 
 TEST(Tokenizer, LoadNamesTheMissingFile) {
@@ -278,6 +296,7 @@ struct refusal {
   const char* message;
 };
 
+// NOLINTNEXTLINE(readability-identifier-naming): gtest names the test suite after the fixture.
 class Refused : public ::testing::TestWithParam<refusal> {};
 
 TEST_P(Refused, NamesTheComponent) {
