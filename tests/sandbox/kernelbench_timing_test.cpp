@@ -139,6 +139,16 @@ class KernelBenchFreshInputsTest : public ::testing::Test {
     ASSERT_FALSE(scratch_.path().empty());
   }
 
+  // The scale-add problem named `id`, with its text `from` replaced by `to`.
+  static task scale_add_with(const std::string& id, const std::string& from,
+                             const std::string& to) {
+    task t = kbt_scale_add_task();
+    t.id = id;
+    t.reference = std::string(testing::k_scale_add_problem);
+    t.reference.replace(t.reference.find(from), from.size(), to);
+    return t;
+  }
+
   result<verdict> verify(const task& t, const std::string& candidate) {
     engine_config config = testing::test_engine_config();
     config.kernelbench_device = "cpu";
@@ -181,12 +191,8 @@ TEST_F(KernelBenchFreshInputsTest, NoTimedCallMeetsInputsSeenBefore) {
 // is a lower bound of each gap). When only the unchecked calls drew, the gap said which calls were
 // checked: this candidate passed, its unchecked calls answered with zeros.
 TEST_F(KernelBenchFreshInputsTest, TheTimeBetweenCallsDoesNotSayWhichAreChecked) {
-  task t = kbt_scale_add_task();
-  t.id = "kernelbench/level1/1_ScaleAddSlowDraw";
-  t.reference = std::string(testing::k_scale_add_problem);
-  const std::string draw = "def get_inputs():\n";
-  t.reference.replace(t.reference.find(draw), draw.size(),
-                      "def get_inputs():\n    __import__('time').sleep(0.3)\n");
+  const task t = scale_add_with("kernelbench/level1/1_ScaleAddSlowDraw", "def get_inputs():\n",
+                                "def get_inputs():\n    __import__('time').sleep(0.3)\n");
   const std::string by_gap =
       "import time\nimport torch\nclass ModelNew(torch.nn.Module):\n"
       "    def __init__(self, s):\n        super().__init__()\n        self.s = s\n"
@@ -206,13 +212,10 @@ TEST_F(KernelBenchFreshInputsTest, TheTimeBetweenCallsDoesNotSayWhichAreChecked)
 // A problem whose get_inputs() draws its shape: the judge's fresh inputs do not fit the timing
 // set's buffers, so those calls take the set's inputs, and the verdict says how many and why.
 TEST_F(KernelBenchFreshInputsTest, InputsOfAnotherShapeFallBackToTheTimingSetsAndSaySo) {
-  task t = kbt_scale_add_task();
-  t.id = "kernelbench/level1/1_ScaleAddDrawnShape";
-  t.reference = std::string(testing::k_scale_add_problem);
-  const std::string fixed = "[torch.randn(32, 16), torch.randn(32, 16)]";
-  t.reference.replace(t.reference.find(fixed), fixed.size(),
-                      "[torch.randn(n, 16), torch.randn(n, 16)] if (n := "
-                      "int(torch.randint(1, 1 << 10, (1,)))) else []");
+  const task t = scale_add_with("kernelbench/level1/1_ScaleAddDrawnShape",
+                                "[torch.randn(32, 16), torch.randn(32, 16)]",
+                                "[torch.randn(n, 16), torch.randn(n, 16)] if (n := "
+                                "int(torch.randint(1, 1 << 10, (1,)))) else []");
   auto v = verify(t, kbt_candidate);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback;
