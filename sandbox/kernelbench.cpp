@@ -936,6 +936,12 @@ def _leap_main():
     # the last call (so that the judge's steps after a call are the same whether it was checked).
     checked_records = []
 
+    def write_case(seed, got, changed):
+        """One judged call in the record: its seed, its outputs, the argument it changed."""
+        body.write(struct.pack("<Q", seed))
+        _leap_encode(body.write, got)
+        body.write(struct.pack("<I", changed))
+
     def fresh_inputs(trial):
         """Fresh inputs in the timing set's layout (init tensors the set's), or None and why."""
         if problem is None:
@@ -1072,19 +1078,15 @@ def _leap_main():
             checked_records.append((seed, got, changed))
         if timed:
             continue
-        body.write(struct.pack("<Q", seed))
-        _leap_encode(body.write, got)
-        body.write(struct.pack("<I", changed))
+        write_case(seed, got, changed)
         pristine.pop(trial, None)  # a trial is called once
         stamps.append(["trial_outputs_read", time.time()])
         own_report.append({"trial": trial, "own": [str(x)[:300] for x in reply.get("own", [])][:20],
                            "other": [str(x)[:300] for x in reply.get("other", [])][:20]})
     if timed_calls:
         stamps.append(["timed_calls", time.time()])
-    for seed, got, changed in checked_records:
-        body.write(struct.pack("<Q", seed))
-        _leap_encode(body.write, got)
-        body.write(struct.pack("<I", changed))
+    for judged in checked_records:
+        write_case(*judged)
     body.write(b"LKBEND!!")
     send({"end": True})
     fresh = {"calls": fresh_calls, "of": timed_calls - len(checked)}
