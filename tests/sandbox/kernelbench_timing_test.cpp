@@ -179,8 +179,9 @@ TEST_F(KernelBenchFreshInputsTest, NoTimedCallMeetsInputsSeenBefore) {
   EXPECT_TRUE(v->passed) << v->feedback;
   ASSERT_TRUE(v->candidate_time.has_value()) << v->feedback;
   EXPECT_EQ(v->candidate_time->reps, 9);
-  // None sleeps: the slowest is a 32x16 add, far under the second a repeat costs on any machine.
-  EXPECT_LT(v->candidate_time->max_ms, 500.0) << "a timed call met inputs seen before";
+  // None sleeps: a call that met inputs seen before takes at least the second it sleeps, on any
+  // machine; the slowest of these is a 32x16 add, however loaded the machine.
+  EXPECT_LT(v->candidate_time->max_ms, 1000.0) << "a timed call met inputs seen before";
   EXPECT_EQ(v->timing_note.find("reused a timing set"), std::string::npos) << v->timing_note;
 }
 
