@@ -178,6 +178,9 @@ struct verifier_section {
   // KernelBench task sets: runs ahead that each run slot keeps a judge started (the sandbox's
   // engine_config::kernelbench_standby_depth). Default: 1
   int kernelbench_standby_depth = 1;
+  // KernelBench runs: bytes of each run's scratch, which holds every trial's and timing set's
+  // inputs and outputs (the sandbox's set_kernelbench_scratch). Default: 4 GiB
+  std::int64_t kernelbench_scratch_bytes = std::int64_t{4} << 30;
   std::vector<std::string> nodes;
   int local_jobs = 64;
   std::string node_secret_file;

@@ -191,6 +191,12 @@ struct engine_config {
   std::function<status(task_kind kind, int gpu)> probe_override;
 };
 
+// KernelBench runs keep every trial's and timing set's inputs and outputs as files in their
+// scratch, a tmpfs whose pages count as the run's memory: a problem with large tensors needs more
+// than the default 4 GiB. Sets kernelbench_limits' scratch to `bytes` and grows its largest file
+// to it and its memory limit to it plus what torch itself may hold (12 GiB); never shrinks them.
+void set_kernelbench_scratch(engine_config& config, std::uint64_t bytes);
+
 // Infrastructure failures of a run slot: the contract of every run function (run_native,
 // run_python, run_kernelbench). A run returns an error ONLY for a failure the engine established
 // itself: the run could not be started, or the engine's own probe of the slot (probe_slot) failed.

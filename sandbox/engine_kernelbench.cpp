@@ -58,6 +58,14 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
 
 }  // namespace
 
+void set_kernelbench_scratch(engine_config& config, std::uint64_t bytes) {
+  constexpr std::uint64_t torch_itself = 12ULL << 30;
+  auto& l = config.kernelbench_limits;
+  l.scratch_bytes = bytes;
+  l.file_size_bytes = std::max(l.file_size_bytes, bytes);
+  l.memory_bytes = std::max(l.memory_bytes, bytes + torch_itself);
+}
+
 namespace detail {
 
 std::vector<run_file> kernelbench_candidate_files(const prepared_candidate& p,
@@ -341,15 +349,18 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
                      " trial(s) and " + std::to_string(kernelbench_timing_sets()) +
                      " timing set(s) do not fit the run's scratch of " +
                      std::to_string(config_.kernelbench_limits.scratch_bytes >> 20) +
-                     " MiB (engine_config::kernelbench_limits.scratch_bytes; fewer trials, or a "
-                     "larger scratch)"
+                     " MiB (a larger scratch: verifier.kernelbench_scratch_bytes, leap verify "
+                     "--scratch-bytes; or fewer trials)"
                : "") +
           ": " + stderr_tail(r->stderr_text, 1000)};
     }
     std::pair<std::string, std::string> files;
     for (auto [file, target] :
          {std::pair{"inputs.bin", &files.first}, std::pair{"expected.bin", &files.second}}) {
-      auto bytes = read_untrusted_file(dir->path() / file, k_max_kernelbench_file_bytes);
+      // The files came back through the scratch's copy, so it bounds them.
+      auto bytes = read_untrusted_file(
+          dir->path() / file, std::max<std::uint64_t>(k_max_kernelbench_file_bytes,
+                                                      config_.kernelbench_limits.scratch_bytes));
       if (!bytes) {
         return bytes.err().wrap(t.id + ": KernelBench reference");
       }

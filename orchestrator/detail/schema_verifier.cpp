@@ -127,6 +127,13 @@ void add_verifier_fields(std::vector<field_spec>& f) {
       "run's judge gets the current run's time to get ready; 2 covers a saturated slot whose "
       "runs are shorter than a judge's start, at twice the idle judges (host memory; on a GPU "
       "two CUDA contexts each).")));
+  f.push_back(operational(integer_field(
+      "verifier.kernelbench_scratch_bytes", LEAP_FIELD(verifier.kernelbench_scratch_bytes),
+      at_least(static_cast<double>(std::int64_t{256} << 20)),
+      "KernelBench task sets: bytes of each run's scratch (a tmpfs: host memory), which holds "
+      "every trial's and timing set's inputs and outputs as files; a problem with large tensors "
+      "needs more than the 4 GiB default (a 2 x 512 MiB add with 3 trials and timing: about 17 "
+      "GiB). The run's memory limit grows with it; >= 256 MiB.")));
   f.push_back(operational(
       text_field("verifier.ncu", LEAP_FIELD(verifier.ncu), check_ncu,
                  "Nsight Compute's ncu for verifier.profile: an absolute path; empty: the ncu "

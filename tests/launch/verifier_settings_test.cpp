@@ -110,6 +110,24 @@ TEST_F(VerifierSettings, AKernelBenchTaskSetBuildsTorchsHeaderAhead) {
   EXPECT_EQ(settings.engine.kernelbench_standby_depth, 2);
 }
 
+// verifier.kernelbench_scratch_bytes sizes a KernelBench run's scratch, and its memory grows with
+// it (the scratch is a tmpfs); the default is the engine's own.
+TEST_F(VerifierSettings, KernelBenchScratchFollowsTheKey) {
+  auto settings_for = [](const std::string& yaml) {
+    auto c = parse_config(yaml, "case.yaml");
+    EXPECT_TRUE(c.ok()) << c.err().message;
+    return c.ok() ? sandbox_settings(c->verifier, cuda_tasks(), "").engine
+                  : sandbox::engine_config{};
+  };
+  const sandbox::engine_config engines_own;
+  EXPECT_EQ(settings_for("").kernelbench_limits.scratch_bytes,
+            engines_own.kernelbench_limits.scratch_bytes);
+  const auto large = settings_for("verifier:\n  kernelbench_scratch_bytes: 21474836480\n");
+  EXPECT_EQ(large.kernelbench_limits.scratch_bytes, 20ULL << 30);
+  EXPECT_GE(large.kernelbench_limits.file_size_bytes, 20ULL << 30);
+  EXPECT_GT(large.kernelbench_limits.memory_bytes, 20ULL << 30);
+}
+
 TEST_F(VerifierSettings, ProfilingIsOffByDefault) {
   const auto e = engine_for("");
   ASSERT_NE(e, nullptr);

@@ -554,6 +554,37 @@ TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
   EXPECT_NE(v.err().message.find("do not fit the run's scratch of 4 MiB"), std::string::npos)
       << v.err().message;
   EXPECT_NE(v.err().message.find("2 trial(s)"), std::string::npos) << v.err().message;
+  EXPECT_NE(v.err().message.find("verifier.kernelbench_scratch_bytes"), std::string::npos)
+      << v.err().message;
+  // Given the scratch it needs, the same problem gets its verdict.
+  set_kernelbench_scratch(config, 64ULL << 20);
+  auto roomy = engine::create(config);
+  ASSERT_TRUE(roomy.ok()) << roomy.err().message;
+  const std::string code =
+      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+      "        return a * self.s + b\n";
+  auto passed = (*roomy)->verify(big, fenced("python", code));
+  ASSERT_TRUE(passed.ok()) << passed.err().message;
+  EXPECT_TRUE(passed->passed) << passed->feedback;
+}
+
+// A larger scratch brings the largest file and the memory limit with it (the scratch is a tmpfs,
+// whose pages are the run's memory); a smaller one leaves them as they were.
+TEST(KernelBenchScratchTest, GrowsTheRunsFileAndMemoryLimitsNeverShrinksThem) {
+  engine_config config;
+  const resource_limits before = config.kernelbench_limits;
+  set_kernelbench_scratch(config, 40ULL << 30);
+  EXPECT_EQ(config.kernelbench_limits.scratch_bytes, 40ULL << 30);
+  EXPECT_EQ(config.kernelbench_limits.file_size_bytes, 40ULL << 30);
+  EXPECT_GT(config.kernelbench_limits.memory_bytes, 40ULL << 30);
+  set_kernelbench_scratch(config, 256ULL << 20);
+  EXPECT_EQ(config.kernelbench_limits.scratch_bytes, 256ULL << 20);
+  EXPECT_EQ(config.kernelbench_limits.file_size_bytes, 40ULL << 30);
+  engine_config small;
+  set_kernelbench_scratch(small, 256ULL << 20);
+  EXPECT_EQ(small.kernelbench_limits.file_size_bytes, before.file_size_bytes);
+  EXPECT_EQ(small.kernelbench_limits.memory_bytes, before.memory_bytes);
 }
 
 // The judge's failure before any of the candidate's code ran is the slot's: an infrastructure

@@ -64,7 +64,8 @@
 #             --timing TIMING_REPS (default 20). TIMING_KB_RUNS=0 TIMING_BASELINE_RUNS=0: the
 #             suite's kernel only.
 #             Then the agreement with do_bench and KernelBench's loop on the verified KernelBench
-#             problems (TIMING_AGREE=1: four more kernels for that table, minutes more)
+#             problems (TIMING_AGREE=1: four more kernels for that table, minutes more; their
+#             runs' scratch TIMING_AGREE_SCRATCH, default 24GiB of host memory)
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -383,12 +384,15 @@ phase_timing() {
     fi
   done
   # The agreement table's other kernels (TIMING_AGREE=1), one verification each: minutes more.
+  # Three of them keep more than the default 4 GiB of inputs and outputs in their runs' scratch
+  # (3 trials and 8 timing sets: the 2 x 512 MiB add about 17 GiB), hence TIMING_AGREE_SCRATCH.
   local label name f
   if [[ ${TIMING_AGREE:-0} == 1 ]]; then
     for label in matmul_relu:problem silu_small:small_problem add_large:add_problem \
       softmax_rows:softmax_problem matmul_relu_big:big_problem; do
       name=${label#*:} label=${label%%:*}
-      "${leap[@]}" --cache-dir "$d/cache" --task "$d/$name.py" \
+      "${leap[@]}" --cache-dir "$d/cache" --scratch-bytes "${TIMING_AGREE_SCRATCH:-24GiB}" \
+        --task "$d/$name.py" \
         --candidate "$d/${name/problem/solution}.py" --python "$py" >>"$d/kb_$label.jsonl"
     done
   fi

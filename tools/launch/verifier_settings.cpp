@@ -47,6 +47,8 @@ sandbox::verifier_config sandbox_settings(const verifier_section& s, const task_
   // and each run slot starts its next judge ahead of the job (torch imported, CUDA started).
   v.engine.kernelbench_standby = kinds.kernelbench;
   v.engine.kernelbench_standby_depth = s.kernelbench_standby_depth;
+  sandbox::set_kernelbench_scratch(v.engine,
+                                   static_cast<std::uint64_t>(s.kernelbench_scratch_bytes));
   // gpu_slots GPUs with runs_per_gpu run slots each (the verifier's slot i runs on GPU i mod
   // gpu_slots); CPU-only task sets use the sandbox's default (one per core).
   if (kinds.cuda && s.gpu_slots > 0) {

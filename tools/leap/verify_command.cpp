@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -35,6 +36,7 @@ struct verify_options {
   bool prepare = false;
   int repeat = 1;
   int standby_depth = 1;
+  std::uint64_t scratch_bytes = 4ULL << 30;
 };
 
 void print_verdict(const verify_options& o, const sandbox::task& task, const sandbox::verdict& vd,
@@ -62,6 +64,7 @@ int run_verify(const verify_options& o) {
   // in a long-lived verifier: later verifications show what such a verifier pays.
   config.kernelbench_standby = o.repeat > 1;
   config.kernelbench_standby_depth = o.standby_depth;
+  sandbox::set_kernelbench_scratch(config, o.scratch_bytes);
   if (o.task.empty() || o.candidate.empty()) {
     if (!o.prepare) {
       return fail("--task and --candidate are required (unless --prepare is given alone)");
@@ -256,6 +259,12 @@ void add_verify_command(CLI::App& app, int* exit_code) {
                   "(verifier.kernelbench_standby_depth; 2 shows a saturated slot's runs with two "
                   "judges ahead) (default: 1)")
       ->check(CLI::Range(1, 8));
+  cmd->add_option("--scratch-bytes", o->scratch_bytes,
+                  "KernelBench: each run's scratch (host memory), which holds every trial's and "
+                  "timing set's inputs and outputs; bytes, or with a unit: 20GiB, 512MiB "
+                  "(verifier.kernelbench_scratch_bytes) (default: 4GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{256} << 20, std::uint64_t{1} << 50));
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
   cmd->add_option("--arch", o->arch, "CUDA architecture for nvcc (default: sm_90a)");
