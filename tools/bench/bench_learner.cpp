@@ -14,6 +14,7 @@
 #include "learner/rank_workers.hpp"
 #include "learner/trainer.hpp"
 #include "tools/bench/bench_main.hpp"
+#include "tools/bench/learner_presets.hpp"
 
 #include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -72,37 +73,6 @@ leap::result<leap::learner::rank_workers> spawn_ranks(const bench_args& a,
 
 double max_rss_gib(const rusage& u) { return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0); }
 
-// Shapes of public checkpoints (learner::model_preset: qwen2-0.5b, qwen2-1.5b, qwen3-0.6b,
-// qwen3-1.7b, qwen3-8b) or two toy ones, tiny and small (random weights; only the shape matters for
-// speed). Errors: an unknown name.
-leap::result<model_config> preset(const std::string& name) {
-  if (name != "tiny" && name != "small") {
-    return leap::learner::model_preset(name);
-  }
-  model_config c;
-  c.model_type = "qwen2";
-  c.qkv_bias = true;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = true;
-  if (name == "tiny") {
-    c.vocab_size = 300;
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-  } else {  // "small": a few million parameters, quick on a CPU
-    c.vocab_size = 4096;
-    c.hidden_size = 256;
-    c.intermediate_size = 704;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 2;
-  }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  return c;
-}
-
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
@@ -151,7 +121,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   leap::learner::keep_freed_host_memory();  // as `leap` does: CPU numbers otherwise measure faults
 
-  const auto chosen = preset(a.preset);
+  const auto chosen = leap::bench::learner_preset(a.preset);
   if (!chosen) {
     return fail("--preset", chosen.err());
   }

@@ -44,6 +44,7 @@
 #include "learner/weight_delta.hpp"
 #include "learner/weight_ipc.hpp"
 #include "tools/bench/bench_main.hpp"
+#include "tools/bench/learner_presets.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -71,27 +72,6 @@ namespace {
 using leap::learner::model_config;
 using leap::learner::policy;
 using clock_type = std::chrono::steady_clock;
-
-// Shapes of public checkpoints (learner::model_preset) or "small" (a few million parameters, quick
-// on a CPU). Errors: an unknown name.
-leap::result<model_config> preset(const std::string& name) {
-  if (name != "small") {
-    return leap::learner::model_preset(name);
-  }
-  model_config c;
-  c.model_type = "qwen2";
-  c.qkv_bias = true;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = true;
-  c.vocab_size = 4096;
-  c.hidden_size = 256;
-  c.intermediate_size = 704;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 2;
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  return c;
-}
 
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
@@ -697,7 +677,7 @@ int run(int argc, char** argv) {
     return ipc_server(ipc_server_model, server_device, dtype);
   }
 
-  const auto chosen = preset(preset_name);
+  const auto chosen = leap::bench::learner_preset(preset_name);
   if (!chosen) {
     std::cerr << "bench_weight_sync: error: " << chosen.err().message << "\n";
     return 2;
