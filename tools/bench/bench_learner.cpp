@@ -31,7 +31,6 @@
 
 namespace {
 
-using leap::learner::model_config;
 using clock_type = std::chrono::steady_clock;
 
 struct bench_args {

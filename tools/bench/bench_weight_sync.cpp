@@ -645,8 +645,9 @@ int run(int argc, char** argv) {
   std::string server_device;
   std::string dtype = "float32";
   std::string dir = (std::filesystem::temp_directory_path() / "leap-bench-weight-sync").string();
-  app.add_option("--preset", preset_name,
-                 "small, or a public shape: qwen2-0.5b, qwen2-1.5b, qwen2-7b, qwen3-0.6b, ...")
+  app.add_option(
+         "--preset", preset_name,
+         "tiny, small, or a public shape: qwen2-0.5b, qwen2-1.5b, qwen2-7b, qwen3-0.6b, ...")
       ->capture_default_str();
   app.add_option("--device", device, "the learner's device: cpu, cuda or cuda:N")
       ->capture_default_str();
