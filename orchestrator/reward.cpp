@@ -272,10 +272,13 @@ std::vector<double> structural_terms(std::span<const rollout_outcome> outcomes,
   return terms;
 }
 
+bool takes_speed_bonus(reward_kind kind) {
+  return kind == reward_kind::static_scalar || kind == reward_kind::binary;
+}
+
 bool pays_for_speed(const reward_config& reward) {
   return reward.kind == reward_kind::rank_speed ||
-         (reward.speed_bonus.weight > 0 &&
-          (reward.kind == reward_kind::static_scalar || reward.kind == reward_kind::binary));
+         (reward.speed_bonus.weight > 0 && takes_speed_bonus(reward.kind));
 }
 
 }  // namespace leap

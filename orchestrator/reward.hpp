@@ -107,6 +107,10 @@ struct reward_config {
   structural_config structural;
 };
 
+// Whether `kind` pays a scalar per pass (static, binary), the only kinds a speed bonus applies to:
+// the tournament kinds' rewards are ranks.
+[[nodiscard]] bool takes_speed_bonus(reward_kind kind);
+
 // Whether `reward` pays more for a faster pass: rank_speed, or a speed bonus on a scalar kind
 // (the tournament kinds refuse a bonus). Training on optimisation turns needs it.
 [[nodiscard]] bool pays_for_speed(const reward_config& reward);

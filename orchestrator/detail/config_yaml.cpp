@@ -51,14 +51,23 @@ std::string describe(const YAML::Node& n) {
 
 int line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
 
-std::optional<std::string> read_real(const YAML::Node& n, double& out) {
-  const std::string expected = "expected a number, got ";
+std::optional<std::string> number_text(const YAML::Node& n, const std::string& expected,
+                                       std::string& text) {
   if (!n.IsScalar() || is_quoted(n)) {
     return expected + describe(n) + (n.IsScalar() ? " (remove the quotes)" : "");
   }
-  std::string text = n.Scalar();
+  text = n.Scalar();
   if (!text.empty() && text.front() == '+') {
     text.erase(0, 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> read_real(const YAML::Node& n, double& out) {
+  const std::string expected = "expected a number, got ";
+  std::string text;
+  if (auto why = number_text(n, expected, text)) {
+    return why;
   }
   double value = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);

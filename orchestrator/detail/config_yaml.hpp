@@ -51,16 +51,19 @@ struct sink {
 
 // Each reader sets `out` and returns nullopt, or returns what is wrong and leaves `out` alone.
 
+// The text a number's node holds, for std::from_chars: the scalar without its leading '+'. A node
+// that is not an unquoted scalar gives `expected` + what it is (and a hint when it is quoted).
+[[nodiscard]] std::optional<std::string> number_text(const YAML::Node& n,
+                                                     const std::string& expected,
+                                                     std::string& text);
+
 // Whole numbers only: 8, -1, +3; not 8.0, 1e3 or "8".
 template <class T>
 [[nodiscard]] std::optional<std::string> read_integer(const YAML::Node& n, T& out) {
   const std::string expected = "expected an integer, got ";
-  if (!n.IsScalar() || is_quoted(n)) {
-    return expected + describe(n) + (n.IsScalar() ? " (remove the quotes)" : "");
-  }
-  std::string text = n.Scalar();
-  if (!text.empty() && text.front() == '+') {
-    text.erase(0, 1);
+  std::string text;
+  if (auto why = number_text(n, expected, text)) {
+    return why;
   }
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);

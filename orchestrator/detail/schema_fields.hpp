@@ -143,6 +143,17 @@ bool read_list(const YAML::Node& n, std::vector<T>& out, sink& s, const std::str
   return ok;
 }
 
+// The reader of a list key: `read` (read_integer, read_real, ...) converts each element; see
+// read_list.
+template <class T, class Access>
+auto list_reader(Access access, std::string element_type,
+                 std::optional<std::string> (*read)(const YAML::Node&, T&)) {
+  return [access, element_type = std::move(element_type), read](const YAML::Node& n,
+                                                                experiment_config& c, sink& s) {
+    return read_list(n, access(c), s, element_type, read);
+  };
+}
+
 template <class T>
 std::string write_list(const std::vector<T>& values) {
   return "[" +
@@ -174,10 +185,7 @@ template <class Access>
 field_spec text_list_field(std::string key, Access access, text_check check, bool unique,
                            std::string meaning) {
   field_spec f{std::move(key), "list of strings", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    return read_list(n, access(c), s, "strings",
-                     [](const YAML::Node& e, std::string& v) { return read_text(e, v); });
-  };
+  f.read = list_reader<std::string>(access, "strings", &read_text);
   f.write = [access](const experiment_config& c) { return write_list(view(access, c)); };
   f.check = [access, check, unique](const experiment_config& c) {
     return check_elements(view(access, c), check, unique);
@@ -190,10 +198,7 @@ field_spec integer_list_field(std::string key, Access access, range r, std::stri
   using T = typename std::remove_reference_t<decltype(access(
       std::declval<experiment_config&>()))>::value_type;
   field_spec f{std::move(key), "list of integers", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    return read_list(n, access(c), s, "integers",
-                     [](const YAML::Node& e, T& v) { return read_integer(e, v); });
-  };
+  f.read = list_reader<T>(access, "integers", &read_integer<T>);
   f.write = [access](const experiment_config& c) { return write_list(view(access, c)); };
   f.check = [access, r](const experiment_config& c) {
     return check_elements(
@@ -205,10 +210,7 @@ field_spec integer_list_field(std::string key, Access access, range r, std::stri
 template <class Access>
 field_spec real_list_field(std::string key, Access access, std::string meaning) {
   field_spec f{std::move(key), "list of numbers", std::move(meaning), {}, {}, {}};
-  f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
-    return read_list(n, access(c), s, "numbers",
-                     [](const YAML::Node& e, double& v) { return read_real(e, v); });
-  };
+  f.read = list_reader<double>(access, "numbers", &read_real);
   f.write = [access](const experiment_config& c) { return write_list(view(access, c)); };
   return f;
 }
@@ -218,8 +220,7 @@ field_spec real_pair_field(std::string key, Access access, const range& r, std::
   field_spec f{std::move(key), "list of 2 numbers", std::move(meaning), {}, {}, {}};
   f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
     std::vector<double> values;
-    if (!read_list(n, values, s, "2 numbers",
-                   [](const YAML::Node& e, double& v) { return read_real(e, v); })) {
+    if (!read_list(n, values, s, "2 numbers", &read_real)) {
       return false;
     }
     if (values.size() != 2) {

@@ -114,8 +114,7 @@ void add_reward_checks(std::vector<cross_check>& checks) {
   checks.push_back(
       {{"reward.speed_bonus.weight", "reward.kind"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.reward.speed_bonus.weight > 0 && c.reward.kind != reward_kind::static_scalar &&
-             c.reward.kind != reward_kind::binary) {
+         if (c.reward.speed_bonus.weight > 0 && !takes_speed_bonus(c.reward.kind)) {
            return "applies to the scalar rewards (reward.kind static or binary), not to '" +
                   to_string(c.reward.kind) +
                   "', whose rewards are ranks; use reward.kind rank_speed to rank by speed";
@@ -126,8 +125,7 @@ void add_reward_checks(std::vector<cross_check>& checks) {
       {{"reward.speed_bonus.weight", "reward.speed_bonus.clip", "reward.static_rewards",
         "reward.failure_reward"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.reward.speed_bonus.weight <= 0 || (c.reward.kind != reward_kind::static_scalar &&
-                                                  c.reward.kind != reward_kind::binary)) {
+         if (c.reward.speed_bonus.weight <= 0 || !takes_speed_bonus(c.reward.kind)) {
            return std::nullopt;
          }
          double least_pass = 1.0;
@@ -155,11 +153,7 @@ void add_reward_checks(std::vector<cross_check>& checks) {
   checks.push_back(
       {{"reward.kind", "verifier.timing_reps"},
        [](const experiment_config& c) -> std::optional<std::string> {
-         const bool pays_speed =
-             c.reward.kind == reward_kind::rank_speed ||
-             (c.reward.speed_bonus.weight > 0 && (c.reward.kind == reward_kind::static_scalar ||
-                                                  c.reward.kind == reward_kind::binary));
-         if (pays_speed && c.verifier.timing_reps == 0) {
+         if (pays_for_speed(c.reward) && c.verifier.timing_reps == 0) {
            return "pays for speed, but verifier.timing_reps is 0 and no speedup is ever measured; "
                   "set verifier.timing_reps (e.g. 20)";
          }

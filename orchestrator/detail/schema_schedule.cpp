@@ -8,6 +8,19 @@
 #include <string>
 
 namespace leap::config_detail {
+namespace {
+
+// A barrier step runs alone and waits for every group it starts, so a key that lets steps overlap
+// must be 0 there.
+std::optional<std::string> zero_under_barrier(const experiment_config& c, int value,
+                                              const std::string& why) {
+  if (c.schedule.mode == schedule_mode::barrier && value != 0) {
+    return "must be 0 when schedule.mode is barrier (" + why + "), got " + show(value);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 void add_schedule_fields(std::vector<field_spec>& f) {
   f.push_back(choice_field(
@@ -29,25 +42,14 @@ void add_schedule_fields(std::vector<field_spec>& f) {
 }
 
 void add_schedule_checks(std::vector<cross_check>& checks) {
+  checks.push_back({{"schedule.max_staleness", "schedule.mode"}, [](const experiment_config& c) {
+                      return zero_under_barrier(c, c.schedule.max_staleness,
+                                                "steps run strictly one after another");
+                    }});
   checks.push_back(
-      {{"schedule.max_staleness", "schedule.mode"},
-       [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.schedule.mode == schedule_mode::barrier && c.schedule.max_staleness != 0) {
-           return "must be 0 when schedule.mode is barrier (steps run strictly one after "
-                  "another), got " +
-                  show(c.schedule.max_staleness);
-         }
-         return std::nullopt;
-       }});
-  checks.push_back(
-      {{"schedule.partial.over_provision", "schedule.mode"},
-       [](const experiment_config& c) -> std::optional<std::string> {
-         if (c.schedule.mode == schedule_mode::barrier && c.schedule.partial_over_provision > 0) {
-           return "must be 0 when schedule.mode is barrier (a barrier step waits for every group "
-                  "it starts), got " +
-                  show(c.schedule.partial_over_provision);
-         }
-         return std::nullopt;
+      {{"schedule.partial.over_provision", "schedule.mode"}, [](const experiment_config& c) {
+         return zero_under_barrier(c, c.schedule.partial_over_provision,
+                                   "a barrier step waits for every group it starts");
        }});
   // A step's batch leaves at most over_provision groups behind: a larger bound means nothing.
   checks.push_back({{"schedule.partial.max_carry", "schedule.partial.over_provision"},

@@ -585,5 +585,33 @@ TEST(PrimeEchoReward, OutOfRangeEchoIsClamped) {
       compute_rewards(prime_echo_config(0.5), outcomes, 3));
 }
 
+// Which kinds a speed bonus applies to, and which then pay for speed: the config's reward rules and
+// gate.optimise.train ask these two, so a new kind is placed here once.
+TEST(SpeedBonus, OnlyScalarKindsTakeItAndPayForSpeedWithIt) {
+  struct expected {
+    reward_kind kind;
+    bool takes_bonus;
+    bool pays_without_bonus;
+    bool pays_with_bonus;
+  };
+  const expected table[] = {
+      {reward_kind::rank, false, false, false},
+      {reward_kind::static_scalar, true, false, true},
+      {reward_kind::binary, true, false, true},
+      {reward_kind::rank_speed, false, true, true},
+      {reward_kind::prime_echo, false, false, false},
+  };
+  ASSERT_EQ(std::size(table), enum_names::count<reward_kind>());
+  for (const auto& e : table) {
+    SCOPED_TRACE(to_string(e.kind));
+    EXPECT_EQ(takes_speed_bonus(e.kind), e.takes_bonus);
+    reward_config config;
+    config.kind = e.kind;
+    EXPECT_EQ(pays_for_speed(config), e.pays_without_bonus);
+    config.speed_bonus.weight = 0.5;
+    EXPECT_EQ(pays_for_speed(config), e.pays_with_bonus);
+  }
+}
+
 }  // namespace
 }  // namespace leap
