@@ -42,6 +42,9 @@
 #     kbheaders  nvcc over a load_inline CUDA source with torch/extension.h, with the builder's
 #             stand-in giving torch's types for it, and with its narrow set, side by side (the
 #             stand-ins read from the builder's own source)
+#     timingcost  what --timing adds to a verification: cuda/matmul_square and the KernelBench
+#             2048^2 matmul, untimed and timed (TIMINGCOST_REPS, default 20) alternating,
+#             TIMINGCOST_RUNS times each (default 5) on one cache; median verify and run seconds
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timingab  a small kernel's time across verifications, BASE_SRC's tree (its `leap` built
@@ -657,6 +660,39 @@ while procs:
     time.sleep(0.05)
 PY
   )
+}
+
+# What timing costs a verification: the suite's cuda/matmul_square and the KernelBench 2048^2 matmul
+# verified untimed and with --timing TIMINGCOST_REPS (default 20), alternating, TIMINGCOST_RUNS
+# times each (default 5), all on one compile cache as a training run's verifications are (so the
+# baselines are timed once, in a first pair that is left out); the medians of each mode's verify
+# and run (GPU-slot) seconds and what timing adds. A timed run also takes its GPU alone, which
+# the run seconds do not show: with verifier.runs_per_gpu 2 an untimed run holds half a GPU.
+phase_timingcost() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/timingcost py=$LEAP_SANDBOX_TEST_PYTHON i label mode task cand
+  local reps=${TIMINGCOST_REPS:-20}
+  rm -rf "$d" && mkdir -p "$d"
+  python3 "$root/tools/gpu/timing_check.py" write "$d"
+  for label in cuda_matmul_square kb_matmul_relu; do
+    if [[ $label == cuda_* ]]; then
+      task=(--task cuda/matmul_square) cand=sandbox/suite/cuda/matmul_square/solution.cu
+    else
+      task=(--task "$d/problem.py" --python "$py") cand=$d/solution.py
+    fi
+    for ((i = 0; i <= ${TIMINGCOST_RUNS:-5}; i++)); do
+      for mode in untimed timed; do
+        local timing=0
+        [[ $mode == untimed ]] || timing=$reps
+        "$build/bin/leap" verify --json --gpu 0 --timing "$timing" "${task[@]}" --candidate "$cand" \
+          --cache-dir "$d/cache" >"$d/one.json" 2>>"$d/$label.err"
+        ((i == 0)) || sed "s/^{/{\"label\":\"$label\",\"mode\":\"$mode\",/" "$d/one.json" |
+          grep -m1 '^{' >>"$d/cost.jsonl"
+      done
+    done
+  done
+  python3 "$root/tools/gpu/timing_check.py" cost "$d/cost.jsonl"
 }
 
 # What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):

@@ -332,10 +332,33 @@ def agree(d, verdicts_path):
             print(f"{label}: speedup by do_bench {b:.3f}, by the judge {jj:.3f} ({100 * (jj / b - 1):+.1f}%)")
 
 
+def cost(path):
+    """Per kernel of the `timingcost` phase (lines with "label" and "mode": untimed or timed): the
+    median verify and run seconds of each mode and what timing adds to them."""
+    rows = [json.loads(line) for line in open(path) if line.strip().startswith("{")]
+    for label in sorted({r["label"] for r in rows}):
+        medians = {}
+        for mode in ("untimed", "timed"):
+            mine = [r for r in rows if r["label"] == label and r["mode"] == mode]
+            passed = sum(1 for r in mine if r.get("passed"))
+            if not mine:
+                continue
+            medians[mode] = (statistics.median(r["verify_ms"] for r in mine) / 1000,
+                             statistics.median(r["run_ms"] for r in mine) / 1000)
+            print(f"{label} {mode}: {len(mine)} verifications, {passed} passed; median verify "
+                  f"{medians[mode][0]:.2f} s, run {medians[mode][1]:.2f} s")
+        if len(medians) == 2:
+            (uv, ur), (tv, tr) = medians["untimed"], medians["timed"]
+            print(f"{label}: timing adds {tv - uv:+.2f} s to a verification ({tv / uv:.2f}x) and "
+                  f"{tr - ur:+.2f} s to its run on the GPU slot ({tr / ur:.2f}x)")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         write(sys.argv[2])
     elif sys.argv[1] == "stability":
         stability(sys.argv[2:])
+    elif sys.argv[1] == "cost":
+        cost(sys.argv[2])
     elif sys.argv[1] == "agree":
         agree(sys.argv[2], sys.argv[3])
