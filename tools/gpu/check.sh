@@ -30,7 +30,8 @@
 #             time for KBBATCH_BASE_SECONDS (default 90), and its whole batch projected. Then this
 #             tree on as many candidates as fit the rest of KBBATCH_BUDGET (seconds for the phase,
 #             default 570) at about 6 s each, at most KBBATCH_CANDIDATES (default 64); its
-#             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both
+#             progress lines carry its figures so far. KBBATCH_ARGS: more flags for both;
+#             KBBATCH_BASE_SECONDS=0 runs no base (on a warm machine: the whole batch in one call)
 #     kbverify  one load_inline CUDA candidate through `leap verify`, each a fresh process: cold
 #             (empty cache), `--prepare` then the first verify, the same answer three times more,
 #             and two other sources with the same load_inline request (wall seconds and
@@ -476,10 +477,14 @@ phase_kbbatch() {
       echo "kbbatch: the base did not build: this tree with --build-in-run instead"
     fi
   fi
-  echo "-- base ${base_args[*]:-$BASE_SRC} at $(date -u +%H:%M:%S) ($((SECONDS - start)) s into the phase)"
-  # shellcheck disable=SC2086 # KBBATCH_ARGS is a list of flags
-  (cd "$base_src" && "$base_bin" "${batch[@]}" "${base_args[@]}" --in-flight 1 \
-    --max-seconds "${KBBATCH_BASE_SECONDS:-90}" ${KBBATCH_ARGS:-}) || rc=1
+  # KBBATCH_BASE_SECONDS=0: no base (its projection was measured before), so that this tree's
+  # whole batch fits one call on a machine that built it in an earlier call.
+  if [[ ${KBBATCH_BASE_SECONDS:-90} != 0 ]]; then
+    echo "-- base ${base_args[*]:-$BASE_SRC} at $(date -u +%H:%M:%S) ($((SECONDS - start)) s into the phase)"
+    # shellcheck disable=SC2086 # KBBATCH_ARGS is a list of flags
+    (cd "$base_src" && "$base_bin" "${batch[@]}" "${base_args[@]}" --in-flight 1 \
+      --max-seconds "${KBBATCH_BASE_SECONDS:-90}" ${KBBATCH_ARGS:-}) || rc=1
+  fi
   # About 6 s a verification on the one run slot, after about 70 s for torch's precompiled header
   # and the first builds.
   left=$((${KBBATCH_BUDGET:-570} - (SECONDS - start)))
