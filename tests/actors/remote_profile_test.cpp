@@ -55,11 +55,12 @@ struct rp_node {
   std::uint16_t port = 0;
   bool stopped = false;
 
-  rp_node(sandbox::verifier& verifier, bool profiles) {
+  rp_node(sandbox::verifier& verifier, bool profiles,
+          const task_table& tasks = testing::profiled_problem_table()) {
     register_message_types(config);
     configure_node_transport(config, {});
     system = std::make_unique<caf::actor_system>(config);
-    pool = spawn_verifier_pool(*system, verifier, testing::profiled_problem_table());
+    pool = spawn_verifier_pool(*system, verifier, tasks);
     verifier_node_config nc;
     nc.name = "rp-node";
     nc.slots = 2;
@@ -110,7 +111,8 @@ struct rp_orchestrator {
   verifier_actor dispatcher;
 
   rp_orchestrator(std::uint16_t port, sandbox::verifier& local,
-                  const std::filesystem::path& store_dir, bool take_profiles) {
+                  const std::filesystem::path& store_dir, bool take_profiles,
+                  const task_table& tasks = testing::profiled_problem_table()) {
     register_message_types(config);
     configure_node_transport(config, {});
     system = std::make_unique<caf::actor_system>(config);
@@ -118,7 +120,7 @@ struct rp_orchestrator {
     store = spawn_store(*system, trajectories);
     verifier_pool_config pc;
     pc.profile_store = store;
-    pool = spawn_verifier_pool(*system, local, testing::profiled_problem_table(), pc);
+    pool = spawn_verifier_pool(*system, local, tasks, pc);
     dispatcher_settings ds;
     ds.nodes = {"127.0.0.1:" + std::to_string(port)};
     ds.log = [this](const log_line& line) {
@@ -142,11 +144,17 @@ struct rp_orchestrator {
   rp_orchestrator& operator=(const rp_orchestrator&) = delete;
 
   verification_result verify(const std::string& request_id, const std::string& op) {
+    return verify_answer(request_id, testing::profiled_problem()->id,
+                         sandbox::testing::scale_add_ops_candidate(request_id, op));
+  }
+
+  verification_result verify_answer(const std::string& request_id, const std::string& task_id,
+                                    const std::string& answer,
+                                    std::chrono::minutes patience = std::chrono::minutes(5)) {
     verification_result out;
     caf::scoped_actor self{*system};
-    self->request(dispatcher, std::chrono::minutes(5), verify_atom_v,
-                  verification_request{request_id, testing::profiled_problem()->id,
-                                       sandbox::testing::scale_add_ops_candidate(request_id, op)})
+    self->request(dispatcher, patience, verify_atom_v,
+                  verification_request{request_id, task_id, answer})
         .receive([&](verification_result& r) { out = std::move(r); },
                  [&](caf::error& e) { out.infrastructure_error = system->render(e); });
     return out;
@@ -338,6 +346,76 @@ TEST(RemoteProfileTest, ANodeLostWhileAProfileIsDueEndsTheWaitAtOnce) {
     EXPECT_EQ(orch.lines_with(", profiles"), 0U);
     EXPECT_EQ(orch.pull("run/0/train/4/0/0", std::chrono::seconds(30)), "");
   }
+}
+
+// On a GPU with ncu beside nvcc: the same path with nothing stood in. The node verifies a
+// KernelBench candidate whose load_inline kernel runs on the GPU, profiles it under the real Nsight
+// Compute in its sandbox, and the orchestrator's next turn and store get that profile.
+TEST(RemoteProfileGpuTest, ANodesNcuProfileOfALoadInlineKernelReachesTheOrchestrator) {
+  std::string why;
+  if (!sandbox::testing::gpu_present(&why) || !rp_torch(&why)) {
+    GTEST_SKIP() << why;
+  }
+  auto node_config = testing::profiling_verifier_config("");
+  const auto ncu = std::filesystem::path(node_config.engine.nvcc).parent_path() / "ncu";
+  if (!std::filesystem::exists(ncu)) {
+    GTEST_SKIP() << "no ncu beside nvcc at " << ncu;
+  }
+  node_config = testing::profiling_verifier_config(ncu.string());
+  node_config.engine.kernelbench_device = "cuda";
+  node_config.engine.trials = 1;
+  node_config.gpus = {0};
+  // The extension's build and ncu's replays of a 16M-element kernel: bounds that only end a hang.
+  node_config.engine.compile_limits.wall = std::chrono::seconds(600);
+  auto node_verifier = sandbox::verifier::create(node_config);
+  ASSERT_TRUE(node_verifier.ok()) << node_verifier.err().message;
+  auto local_verifier = sandbox::verifier::create(testing::profiling_verifier_config(""));
+  ASSERT_TRUE(local_verifier.ok()) << local_verifier.err().message;
+
+  // The scale-add over 16M floats, its candidate's own kernel required.
+  auto problem = std::make_shared<sandbox::task>(*testing::profiled_problem());
+  problem->id = "kernelbench/level1/2_ScaleAddOnTheGpu";
+  problem->own_kernel = sandbox::own_kernel_policy::require;
+  const std::string small = "torch.randn(32, 16), torch.randn(32, 16)";
+  problem->reference.replace(problem->reference.find(small), small.size(),
+                             "torch.randn(1 << 24), torch.randn(1 << 24)");
+  auto tasks =
+      std::make_shared<std::unordered_map<std::string, std::shared_ptr<const sandbox::task>>>();
+  (*tasks)[problem->id] = problem;
+  const std::string answer =
+      "```python\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n" +
+      sandbox::testing::scale_add_cuda_extension("leap_remote_profile_gpu") +
+      "class ModelNew(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+      "        self.s = s\n    def forward(self, a, b):\n"
+      "        return ext.scale_add(a.contiguous(), b.contiguous(), self.s)\n```\n";
+
+  rp_node node(**node_verifier, /*profiles=*/true, tasks);
+  ASSERT_NE(node.port, 0);
+  testing::temp_dir dir;
+  rp_orchestrator orch(node.port, **local_verifier, dir.path(), /*take_profiles=*/true, tasks);
+  ASSERT_TRUE(orch.trajectories);
+  const auto patience = std::chrono::minutes(10);
+  const auto passed =
+      orch.verify_answer("run/0/train/5/0/0", problem->id, answer, std::chrono::minutes(10));
+  ASSERT_EQ(passed.infrastructure_error, "");
+  ASSERT_TRUE(passed.passed) << passed.feedback;
+  const std::string pulled = orch.pull("run/0/train/5/0/0", patience);
+  if (pulled.find("counters_not_permitted") != std::string::npos ||
+      pulled.find("not permitted") != std::string::npos) {
+    GTEST_SKIP() << "GPU counters are not permitted here: " << pulled;
+  }
+  EXPECT_EQ(pulled.rfind(passed.feedback + "\n\nProfile of `scale_add_kernel`", 0), 0U) << pulled;
+  auto stored = orch.trajectories->profiles("run");
+  ASSERT_TRUE(stored.ok()) << stored.err().message;
+  ASSERT_EQ(stored->size(), 1U);
+  const auto& profile = stored->front();
+  EXPECT_EQ(profile.turn, (turn_ref{"run", 0, split_kind::train, 5, 0, 0}));
+  EXPECT_EQ(profile.source, "ncu") << profile.note;
+  ASSERT_EQ(profile.kernels.size(), 1U) << profile.note;
+  EXPECT_EQ(profile.kernels[0].name, "scale_add_kernel");
+  EXPECT_EQ(profile.kernels[0].bottleneck, "memory-bound");
+  EXPECT_GT(profile.kernels[0].duration_ns, 0);
+  std::printf("the node's profile, pulled by the next turn:\n%s\n", pulled.c_str());
 }
 
 }  // namespace
