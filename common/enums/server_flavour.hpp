@@ -1,6 +1,7 @@
 // Which inference server a run talks to: the config key policy.flavour. Each flavour's dialect on
-// the wire is wire_of(); what else differs per flavour is decided by switches on this enum (no
-// default:), so that -Wswitch names every place a new flavour must reach.
+// the wire is wire_of() and its line in the config reference meaning_of(); what else differs per
+// flavour is decided by switches on this enum (no default:), so that -Wswitch names every place a
+// new flavour must reach.
 #pragma once
 
 #include "common/enums/enum_names.hpp"
@@ -43,6 +44,20 @@ constexpr wire_flavour wire_of(server_flavour f) {
       return wire_flavour::vllm;  // it serves both; the client speaks vLLM's
   }
   return wire_flavour::vllm;
+}
+
+// What the flavour is, as the config reference's policy.flavour line says it. Empty for a byte
+// outside the enum.
+constexpr std::string_view meaning_of(server_flavour f) {
+  switch (f) {
+    case server_flavour::vllm:
+      return "/v1/completions, token ids";
+    case server_flavour::sglang:
+      return "/generate";
+    case server_flavour::embedded:
+      return "in-process; no endpoints";
+  }
+  return {};
 }
 
 // "vllm", "sglang", "embedded"; "unknown(N)" for a byte outside the enum.

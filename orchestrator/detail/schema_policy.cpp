@@ -38,10 +38,8 @@ std::optional<std::string> check_weight_sync_delta(const std::string& dtype) {
 }  // namespace
 
 void add_policy_fields(std::vector<field_spec>& f) {
-  f.push_back(choice_field(
-      "policy.flavour", LEAP_FIELD(policy.flavour),
-      "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
-      "embedded (in-process; no endpoints)."));
+  f.push_back(
+      choice_field("policy.flavour", LEAP_FIELD(policy.flavour), "Inference server protocol"));
   f.push_back(weight_sync_field(
       "How the torch learner's weights reach the servers: disk (a folder per step, loaded "
       "through the server's route: vLLM /collective_rpc reload_weights, SGLang "
