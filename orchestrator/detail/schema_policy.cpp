@@ -254,7 +254,7 @@ void add_policy_checks(std::vector<cross_check>& checks) {
          // A debug turn appends the feedback to the conversation as a token delta, learned from
          // renderings without the generation prompt; SGLang's /tokenize always adds it, so only
          // a local template can render them.
-         if (c.policy.flavour == server_flavour::sglang && c.rollout.max_turns > 1 &&
+         if (wire_of(c.policy.flavour) == wire_flavour::sglang && c.rollout.max_turns > 1 &&
              c.policy.tokenizer.empty()) {
            return "needed with policy.flavour sglang and rollout.max_turns > 1 (got " +
                   show(c.rollout.max_turns) +
