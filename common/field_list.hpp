@@ -15,10 +15,13 @@
 // fields, which is not always the struct's: the stored bytes never change meaning. A field added
 // after the first format version carries the version that added it (`since`); the codec writes it
 // after every field of the versions before (see storage/record_codec.hpp) and reads older records
-// with its default.
+// with its default; the format version itself is the newest `since` of the stored records
+// (newest_since), so a field added with the next version's `since` needs no other edit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -136,6 +139,28 @@ concept field_listed = requires(T& x) {
 template <class X, class Fn>
 constexpr void for_each_field(X& x, Fn&& fn) {
   std::apply([&](auto&&... f) { (fn(f), ...); }, fields(x));
+}
+
+// The newest `since` among T's stored fields and those of every record nested in them (a member,
+// a list's element, an optional's value; not a map's): the format version a store of T needs.
+// Builds a default T. 1 for a type without fields().
+template <class T>
+std::uint8_t newest_since() {
+  if constexpr (field_listed<T>) {
+    std::uint8_t newest = 1;
+    T x{};
+    for_each_field(x, [&](const auto& f) {
+      using V = std::remove_cvref_t<decltype(f.value)>;
+      if (f.options.stored) {
+        newest = std::max({newest, f.options.since, newest_since<V>()});
+      }
+    });
+    return newest;
+  } else if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
+    return newest_since<typename T::value_type>();
+  } else {
+    return 1;
+  }
 }
 
 }  // namespace leap

@@ -90,6 +90,22 @@ std::vector<double> sequence_token_weights(loss_aggregation aggregation,
   return w;
 }
 
+double kept_weight_factor(loss_aggregation aggregation, std::int64_t all_sequences,
+                          std::int64_t all_tokens, std::int64_t kept_sequences,
+                          std::int64_t kept_tokens) {
+  const auto ratio = [](std::int64_t all, std::int64_t kept) {
+    return kept > 0 ? static_cast<double>(all) / static_cast<double>(kept) : 0.0;
+  };
+  switch (aggregation) {
+    case loss_aggregation::token_mean:
+      return ratio(all_tokens, kept_tokens);
+    case loss_aggregation::seq_mean_token_mean:
+    case loss_aggregation::seq_mean_token_sum:
+      return ratio(all_sequences, kept_sequences);
+  }
+  return 0.0;
+}
+
 namespace detail {
 
 loss_terms policy_loss(const at::Tensor& logprobs, const at::Tensor& behaviour,

@@ -54,6 +54,16 @@ using leap::offpolicy_options;
 [[nodiscard]] std::vector<double> sequence_token_weights(
     loss_aggregation aggregation, const std::vector<std::int64_t>& trained_tokens);
 
+// Dropped sequences leave the normaliser: the factor that turns the kept sequences' weights over
+// all of them (`all_sequences` with trained tokens, `all_tokens` in all) into their weights over
+// the kept ones alone (`kept_sequences`, `kept_tokens`): S / S_kept, or T / T_kept for token_mean.
+// Each aggregation has one normaliser, so one factor serves every kept sequence, and the loss is
+// linear in the weights: the trainer scales what it accumulated instead of a second pass. Beside
+// sequence_token_weights so that a new aggregation's -Wswitch names both. 0 when nothing was kept.
+[[nodiscard]] double kept_weight_factor(loss_aggregation aggregation, std::int64_t all_sequences,
+                                        std::int64_t all_tokens, std::int64_t kept_sequences,
+                                        std::int64_t kept_tokens);
+
 // What the off-policy filter decides for one sequence's trained tokens.
 struct offpolicy_decision {
   double ratio = 1;      // the sequence's geometric-mean ratio R (1 without trained tokens)

@@ -612,25 +612,15 @@ result<metric_sums> trainer::state::accumulate(const update_batch& batch,
     }
   }
   if (sums.dropped > 0) {
-    // Dropped sequences leave the normaliser. For every aggregation that is one factor on the
-    // kept sequences' weights (S / S_kept, or T / T_kept for token_mean), and the loss is linear
-    // in the weights: scale what was accumulated instead of a second pass.
+    // Dropped sequences leave the normaliser (kept_weight_factor).
     std::int64_t all_sequences = 0;
     std::int64_t all_tokens = 0;
     for (auto n : counts) {
       all_sequences += n > 0 ? 1 : 0;
       all_tokens += n;
     }
-    double factor = 0;
-    if (lo.aggregation == loss_aggregation::token_mean) {
-      factor = sums.kept_sequence_tokens > 0 ? static_cast<double>(all_tokens) /
-                                                   static_cast<double>(sums.kept_sequence_tokens)
-                                             : 0.0;
-    } else {
-      factor = sums.kept_sequences > 0
-                   ? static_cast<double>(all_sequences) / static_cast<double>(sums.kept_sequences)
-                   : 0.0;
-    }
+    const double factor = kept_weight_factor(lo.aggregation, all_sequences, all_tokens,
+                                             sums.kept_sequences, sums.kept_sequence_tokens);
     at::NoGradGuard no_grad;
     flat.grads.mul_(factor);
     if (flat.grad_accum.defined()) {

@@ -9,6 +9,7 @@
 #include "orchestrator/trajectory.hpp"
 #include "orchestrator/turn_profile.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,7 +29,11 @@ namespace leap {
 //
 // Compatibility: the format version grows when fields are added; a decoder reads every version up
 // to its own (fields newer than the record take their defaults) and refuses a newer one with an
-// error that says so. Never change the meaning of an existing version's bytes.
+// error that says so. Never change the meaning of an existing version's bytes. The version is the
+// newest `since` among the stored records' fields (newest_since, common/field_list.hpp), so a field
+// added with `opt().since(N + 1)` makes it N + 1 with no edit here (a number kept by hand could be
+// left at N, and the writer, which writes versions up to its own, would silently drop the field).
+// The history:
 // Version 2 added group_record::weight_version (after the rollouts).
 // Version 3 added turn_record::speedup: a group's, one f64 per turn in rollout and turn order after
 // weight_version; a turn record's, after its last field.
@@ -40,7 +45,10 @@ namespace leap {
 // the compiled noises, a count then (u32 first, u64 version) each; a turn record's, after its last
 // field. Older records read one segment {0, weight_version}.
 // Version 7 added turn_profile_record::source after its last field; older profiles read "ncu".
-inline constexpr std::uint8_t trajectory_format_version = 7;
+inline const std::uint8_t trajectory_format_version =
+    std::max({newest_since<group_record>(), newest_since<step_record>(), newest_since<run_record>(),
+              newest_since<turn_record>(), newest_since<retry_step_record>(),
+              newest_since<partial_carry_record>(), newest_since<turn_profile_record>()});
 
 // turn: one finished turn of a group not yet stored (the store's per-turn resume records).
 // retry: the retry buffer after a step (issue 35); its fields have had one layout since it was

@@ -33,6 +33,22 @@ constexpr std::string_view name_of(gate_policy v) {
   return {};
 }
 
+// What the policy does, as the config reference's gate.policy line says it. Empty for a byte
+// outside the enum.
+constexpr std::string_view meaning_of(gate_policy v) {
+  switch (v) {
+    case gate_policy::none:
+      return "single-turn GRPO";
+    case gate_policy::full:
+      return "any failure";
+    case gate_policy::dcp:
+      return "tau_min <= N_fail <= tau_max";
+    case gate_policy::dcp_adaptive:
+      return "thresholds follow quantiles";
+  }
+  return {};
+}
+
 // "none", "full", "dcp", "dcp_adaptive"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(gate_policy v) { return enum_names::to_string(v); }
 

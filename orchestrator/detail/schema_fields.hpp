@@ -88,14 +88,35 @@ field_spec text_field(std::string key, Access access, text_check check, std::str
   return f;
 }
 
+// `intro`, then, for an enum whose header says what each value means (`meaning_of(E)` beside its
+// name table), ": a (meaning of a), b (meaning of b)." in declaration order.
+template <class Enum>
+std::string with_meanings(std::string intro) {
+  if constexpr (requires(Enum e) { meaning_of(e); }) {
+    intro += ":";
+    const char* separator = " ";
+    for (const Enum v : enum_names::values<Enum>()) {
+      intro += separator + std::string(name_of(v)) + " (" + std::string(meaning_of(v)) + ")";
+      separator = ", ";
+    }
+    intro += ".";
+  }
+  return intro;
+}
+
 // An enum's key accepts exactly the names of its table (common/enums, enum_names.hpp), in
 // declaration order: a value added to the enum is accepted, listed and documented here with no
-// edit, and the config never spells a name of its own.
+// edit, and the config never spells a name of its own. Where the enum has meaning_of, `meaning`
+// is the key's intro and each value's meaning follows it (with_meanings).
 template <class Access, class Enum = std::remove_reference_t<
                             decltype(std::declval<Access>()(std::declval<experiment_config&>()))>>
 field_spec choice_field(std::string key, Access access, std::string meaning) {
-  field_spec f{
-      std::move(key), "one of: " + enum_names::valid_names<Enum>(), std::move(meaning), {}, {}, {}};
+  field_spec f{std::move(key),
+               "one of: " + enum_names::valid_names<Enum>(),
+               with_meanings<Enum>(std::move(meaning)),
+               {},
+               {},
+               {}};
   f.read = [access](const YAML::Node& n, experiment_config& c, sink& s) {
     const std::string expected = "expected one of " + enum_names::valid_names<Enum>();
     if (!n.IsScalar()) {

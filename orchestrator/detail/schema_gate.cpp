@@ -37,10 +37,8 @@ std::optional<std::string> check_threshold(const experiment_config& c, double ta
 }  // namespace
 
 void add_gate_fields(std::vector<field_spec>& f) {
-  f.push_back(choice_field(
-      "gate.policy", LEAP_FIELD(gate.policy),
-      "Which groups enter debug turns: none (single-turn GRPO), full (any failure), "
-      "dcp (tau_min <= N_fail <= tau_max), dcp_adaptive (thresholds follow quantiles)."));
+  f.push_back(
+      choice_field("gate.policy", LEAP_FIELD(gate.policy), "Which groups enter debug turns"));
   f.push_back(choice_field(
       "gate.unit", LEAP_FIELD(gate.unit),
       "Whether gate.tau_min and gate.tau_max count failures or give them as a fraction "

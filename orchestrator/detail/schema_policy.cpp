@@ -38,10 +38,8 @@ std::optional<std::string> check_weight_sync_delta(const std::string& dtype) {
 }  // namespace
 
 void add_policy_fields(std::vector<field_spec>& f) {
-  f.push_back(choice_field(
-      "policy.flavour", LEAP_FIELD(policy.flavour),
-      "Inference server protocol: vllm (/v1/completions, token ids), sglang (/generate), "
-      "embedded (in-process; no endpoints)."));
+  f.push_back(
+      choice_field("policy.flavour", LEAP_FIELD(policy.flavour), "Inference server protocol"));
   f.push_back(weight_sync_field(
       "How the torch learner's weights reach the servers: disk (a folder per step, loaded "
       "through the server's route: vLLM /collective_rpc reload_weights, SGLang "
@@ -256,7 +254,7 @@ void add_policy_checks(std::vector<cross_check>& checks) {
          // A debug turn appends the feedback to the conversation as a token delta, learned from
          // renderings without the generation prompt; SGLang's /tokenize always adds it, so only
          // a local template can render them.
-         if (c.policy.flavour == server_flavour::sglang && c.rollout.max_turns > 1 &&
+         if (wire_of(c.policy.flavour) == wire_flavour::sglang && c.rollout.max_turns > 1 &&
              c.policy.tokenizer.empty()) {
            return "needed with policy.flavour sglang and rollout.max_turns > 1 (got " +
                   show(c.rollout.max_turns) +

@@ -321,9 +321,9 @@ struct sync_transition {
 [[nodiscard]] std::string_view to_string(sync_event event);
 [[nodiscard]] std::string_view to_string(sync_action action);
 
-// How a learner's step folder reaches the servers of `flavour` (a preset of the plans above,
-// defined in dialect.cpp beside the dialects' other switches on a flavour): vLLM reloads it
-// (vllm_disk_plan); SGLang loads it (sglang_disk_plan); the embedded server takes the SGLang route,
+// How a learner's step folder reaches the servers of `flavour` (a preset of the plans above, chosen
+// by reload_routes_of(flavour) in dialect.cpp): vLLM reloads it (vllm_disk_plan); SGLang loads it
+// (sglang_disk_plan); the embedded server takes the SGLang route,
 // which its backend serves from the learner in memory when both share the process. With `pause` (a
 // weight update in flight), the plan pauses the server in abort mode instead of draining it and
 // resumes it last (vLLM's /pause, SGLang's /pause_generation); the client resumes the aborted turns

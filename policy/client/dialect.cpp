@@ -26,11 +26,10 @@ const wire_dialect& dialect_of(wire_flavour flavour) {
 }
 
 weight_sync_plan disk_sync_plan(server_flavour flavour, bool pause) {
-  switch (flavour) {
-    case server_flavour::vllm:
+  switch (reload_routes_of(flavour)) {
+    case wire_flavour::vllm:
       return vllm_disk_plan(pause);
-    case server_flavour::sglang:
-    case server_flavour::embedded:
+    case wire_flavour::sglang:
       return sglang_disk_plan(pause);
   }
   return sglang_disk_plan(pause);

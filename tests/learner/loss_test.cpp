@@ -61,6 +61,43 @@ TEST(Loss, SequencesWithoutTrainedTokensDoNotCount) {
             (std::vector<double>{0.0, 0.0}));
 }
 
+// For every aggregation (its name table walked, so a new one is checked with no edit here): the
+// kept sequences' weights over all sequences, times kept_weight_factor, are their weights over the
+// kept ones alone, as if the dropped sequences had never been in the batch.
+TEST(Loss, KeptWeightFactorRenormalisesEveryAggregation) {
+  const std::vector<std::int64_t> all = {3, 0, 5, 2, 7};
+  const std::vector<bool> dropped = {false, false, true, false, true};
+  std::vector<std::int64_t> kept_only = all;
+  std::int64_t all_sequences = 0;
+  std::int64_t all_tokens = 0;
+  std::int64_t kept_sequences = 0;
+  std::int64_t kept_tokens = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all_sequences += all[i] > 0 ? 1 : 0;
+    all_tokens += all[i];
+    if (dropped[i]) {
+      kept_only[i] = 0;
+    } else {
+      kept_sequences += all[i] > 0 ? 1 : 0;
+      kept_tokens += all[i];
+    }
+  }
+  for (const loss_aggregation a : enum_names::values<loss_aggregation>()) {
+    SCOPED_TRACE(to_string(a));
+    const auto before = sequence_token_weights(a, all);
+    const auto alone = sequence_token_weights(a, kept_only);
+    const double factor =
+        kept_weight_factor(a, all_sequences, all_tokens, kept_sequences, kept_tokens);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (!dropped[i] && all[i] > 0) {
+        EXPECT_NEAR(before[i] * factor, alone[i], 1e-12) << i;
+      }
+    }
+  }
+  EXPECT_EQ(kept_weight_factor(loss_aggregation::token_mean, 2, 5, 0, 0), 0.0);
+  EXPECT_EQ(kept_weight_factor(loss_aggregation::seq_mean_token_mean, 2, 5, 0, 0), 0.0);
+}
+
 // One token at a time, clip_low 0.2 and clip_high 0.28 (DAPO), token_mean.
 TEST(Loss, ClippedSurrogateWithSeparateLowAndHighClip) {
   struct test_case {

@@ -88,5 +88,22 @@ TEST(Dialect, DiskSyncPresetPerServerFlavour) {
   }
 }
 
+// A server flavour's preset is the one of the server family whose load routes it has
+// (reload_routes_of, beside its name in common/enums): the rows above are what that gives.
+TEST(Dialect, DiskSyncPresetFollowsTheFlavoursReloadRoutes) {
+  const std::map<wire_flavour, weight_sync_plan> by_routes = {
+      {wire_flavour::vllm, vllm_disk_plan()},
+      {wire_flavour::sglang, sglang_disk_plan()},
+  };
+  static_assert(reload_routes_of(server_flavour::vllm) == wire_flavour::vllm);
+  static_assert(reload_routes_of(server_flavour::sglang) == wire_flavour::sglang);
+  static_assert(reload_routes_of(server_flavour::embedded) == wire_flavour::sglang);
+  for (const server_flavour flavour : enum_names::values<server_flavour>()) {
+    SCOPED_TRACE(to_string(flavour));
+    ASSERT_TRUE(by_routes.contains(reload_routes_of(flavour)));
+    EXPECT_EQ(paths(disk_sync_plan(flavour)), paths(by_routes.at(reload_routes_of(flavour))));
+  }
+}
+
 }  // namespace
 }  // namespace leap::policy

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,50 @@ using test::rich_group;
 using test::rich_step;
 
 // ---- binary encoding ---------------------------------------------------------------------------
+
+// The format version is derived, not kept by hand: the newest `since` among the stored fields,
+// nested records (a list's element, an optional's value) included and unstored fields left out.
+struct since_probe_leaf {
+  int a = 0;
+  int b = 0;
+};
+template <maybe_const<since_probe_leaf> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("a", x.a), field("b", x.b, opt().since(9))};
+}
+struct since_probe_root {
+  int a = 0;
+  std::vector<since_probe_leaf> leaves;
+  std::optional<since_probe_leaf> maybe;
+  std::string text;
+  int beside = 0;
+};
+template <maybe_const<since_probe_root> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("a", x.a, opt().since(3)), field("leaves", x.leaves),
+                    field("maybe", x.maybe), field("text", x.text),
+                    field("beside", x.beside, opt().since(12).beside_record())};
+}
+struct since_probe_optional {
+  std::optional<since_probe_leaf> maybe;
+};
+template <maybe_const<since_probe_optional> X>
+constexpr auto fields(X& x) {
+  return std::tuple{field("maybe", x.maybe)};
+}
+
+TEST(RecordCodec, FormatVersionIsTheNewestStoredSince) {
+  EXPECT_EQ(newest_since<since_probe_leaf>(), 9);
+  EXPECT_EQ(newest_since<since_probe_root>(), 9);
+  EXPECT_EQ(newest_since<since_probe_optional>(), 9);
+  EXPECT_EQ(newest_since<std::vector<since_probe_leaf>>(), 9);
+  EXPECT_EQ(newest_since<std::string>(), 1);
+  // turn_profile_record::source (since 7) is the newest field today; every record's newest is at
+  // most the version, and the records' own walk finds the turns' fields inside a group's rollouts.
+  EXPECT_EQ(trajectory_format_version, 7);
+  EXPECT_EQ(newest_since<group_record>(), 6);
+  EXPECT_EQ(newest_since<turn_profile_record>(), 7);
+}
 
 TEST(RecordCodec, GroupRoundTrips) {
   const auto g = rich_group();

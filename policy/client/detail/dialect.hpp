@@ -3,11 +3,12 @@
 // body) sits behind wire_dialect, one implementation per wire_flavour (dialect_vllm.cpp,
 // dialect_sglang.cpp), chosen by dialect_of(). client_protocol.hpp's functions and the client go
 // through it; nothing else in policy/ branches on a flavour. What differs per server flavour beyond
-// its dialect is a switch in dialect.cpp too (disk_sync_plan, declared in client.hpp).
+// its dialect is read off common/enums/server_flavour.hpp (reload_routes_of picks disk_sync_plan's
+// preset, declared in client.hpp), so policy/ never switches on a server flavour.
 //
 // A new dialect: its value in common/enums/wire_flavour.hpp, a dialect_NAME.cpp implementing
-// wire_dialect, and its case in dialect_of() (dialect.cpp). A new server flavour: its value and
-// wire_of() in common/enums/server_flavour.hpp and its case in disk_sync_plan() (dialect.cpp).
+// wire_dialect, and its cases in dialect_of() and disk_sync_plan() (dialect.cpp). A new server
+// flavour: its value and its cases in common/enums/server_flavour.hpp, nothing here.
 // Every switch on either enum has no `default:`, so -Wswitch names each place a new value must
 // reach. All functions are pure and thread-safe; the dialects are stateless singletons.
 #pragma once
