@@ -35,6 +35,12 @@ namespace {
 using testing::fenced;
 using testing::shared_engine;
 
+// A correct answer to the scale-add problem with PyTorch's own ops (no kernel of its own).
+constexpr const char* k_torch_ops_scale_add =
+    "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
+    "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
+    "        return a * self.s + b\n";
+
 bool torch_available(std::string* why) {
   static std::string missing;
   static const bool available =
@@ -560,10 +566,7 @@ TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
   set_kernelbench_scratch(config, 64ULL << 20);
   auto roomy = engine::create(config);
   ASSERT_TRUE(roomy.ok()) << roomy.err().message;
-  const std::string code =
-      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-      "        return a * self.s + b\n";
+  const std::string code = k_torch_ops_scale_add;
   auto passed = (*roomy)->verify(big, fenced("python", code));
   ASSERT_TRUE(passed.ok()) << passed.err().message;
   EXPECT_TRUE(passed->passed) << passed->feedback;
@@ -612,10 +615,7 @@ TEST(KernelBenchTest, TheJudgesOwnFailureIsTheSlotsNotTheCandidates) {
                                            "16)")
                                    .size(),
                                "torch.randn(256, 256), torch.randn(256, 256)");
-  const std::string code =
-      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-      "        return a * self.s + b\n";
+  const std::string code = k_torch_ops_scale_add;
   auto v = (*e)->verify(big, fenced("python", code));
   ASSERT_FALSE(v.ok()) << to_string(v->category) << ": " << v->feedback << "\n" << v->diagnostics;
   EXPECT_EQ(infrastructure_slot(v.err()), -1) << v.err().message;
@@ -911,10 +911,7 @@ TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
   config.kernelbench_device = "cpu";
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  const std::string torch_ops =
-      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-      "        return a * self.s + b\n";
+  const std::string torch_ops = k_torch_ops_scale_add;
   // No verdict at all: the task cannot be judged as it asks on this slot (the task's fault, so
   // not an infrastructure error another slot would retry).
   auto refused =
@@ -947,10 +944,7 @@ TEST(KernelBenchTest, ReferenceOutputsAreEvictedFromMemoryAndKeptOnDisk) {
   other.id = "kernelbench/level1/2_ScaleSub";
   other.reference = std::string(testing::k_scale_add_problem)
                         .replace(std::string(testing::k_scale_add_problem).find("+ b"), 3, "- b");
-  const std::string code =
-      "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-      "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-      "        return a * self.s + b\n";
+  const std::string code = k_torch_ops_scale_add;
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
   // The third verification's reference left the memory with the second's and is read back from
@@ -1163,13 +1157,7 @@ TEST(KernelBenchTest, GpuRunWhenAGpuIsPresent) {
   }
   auto e = cuda_engine();
   ASSERT_TRUE(e.ok()) << e.err().message;
-  auto v = (*e)->verify(
-      problem_task(),
-      fenced("python",
-             "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self, s):\n"
-             "        super().__init__()\n        self.s = s\n    def forward(self, a, b):\n"
-             "        return a * self.s + b\n"),
-      0);
+  auto v = (*e)->verify(problem_task(), fenced("python", k_torch_ops_scale_add), 0);
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback;
   EXPECT_NE(v->feedback.find("(cuda)"), std::string::npos) << v->feedback;
