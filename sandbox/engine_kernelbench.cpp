@@ -36,8 +36,6 @@ using detail::run_file;
 
 namespace {
 
-constexpr std::size_t k_max_kernelbench_file_bytes = 8ULL << 30;
-
 std::string slot_name(int gpu) {
   return gpu >= 0 ? "GPU slot " + std::to_string(gpu) : "the CPU slot";
 }
@@ -358,9 +356,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     for (auto [file, target] :
          {std::pair{"inputs.bin", &files.first}, std::pair{"expected.bin", &files.second}}) {
       // The files came back through the scratch's copy, so it bounds them.
-      auto bytes = read_untrusted_file(
-          dir->path() / file, std::max<std::uint64_t>(k_max_kernelbench_file_bytes,
-                                                      config_.kernelbench_limits.scratch_bytes));
+      auto bytes =
+          read_untrusted_file(dir->path() / file, config_.kernelbench_limits.scratch_bytes);
       if (!bytes) {
         return bytes.err().wrap(t.id + ": KernelBench reference");
       }

@@ -36,7 +36,7 @@ struct verify_options {
   bool prepare = false;
   int repeat = 1;
   int standby_depth = 1;
-  std::uint64_t scratch_bytes = 4ULL << 30;
+  std::uint64_t scratch_bytes = sandbox::engine_config{}.kernelbench_limits.scratch_bytes;
 };
 
 void print_verdict(const verify_options& o, const sandbox::task& task, const sandbox::verdict& vd,
