@@ -173,6 +173,18 @@ struct rp_orchestrator {
     return out;
   }
 
+  // The run's stored profiles once there are `count` of them, or when `wait` ran out: the pool
+  // hands a profile to the store actor as it answers the pull, so the write may land just after.
+  auto stored_profiles(std::size_t count, std::chrono::seconds wait) {
+    const auto deadline = rp_clock::now() + wait;
+    auto stored = trajectories->profiles("run");
+    while (stored.ok() && stored->size() < count && rp_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      stored = trajectories->profiles("run");
+    }
+    return stored;
+  }
+
   std::size_t lines_with(const std::string& needle) {
     std::lock_guard<std::mutex> lock(mu);
     std::size_t n = 0;
@@ -273,7 +285,7 @@ TEST(RemoteProfileTest, ANodesProfileReachesTheNextTurnTheGatesTermAndTheStore) 
   ASSERT_TRUE(rollouts[0].outcome.passed());
 
   // The store holds both passes' profiles (the pulled one's and the group's), made on the node.
-  auto stored = orch.trajectories->profiles("run");
+  auto stored = orch.stored_profiles(2, std::chrono::seconds(60));
   ASSERT_TRUE(stored.ok()) << stored.err().message;
   ASSERT_EQ(stored->size(), 2U);
   const turn_profile_record* of_group = nullptr;
@@ -405,7 +417,7 @@ TEST(RemoteProfileGpuTest, ANodesNcuProfileOfALoadInlineKernelReachesTheOrchestr
     GTEST_SKIP() << "GPU counters are not permitted here: " << pulled;
   }
   EXPECT_EQ(pulled.rfind(passed.feedback + "\n\nProfile of `scale_add_kernel`", 0), 0U) << pulled;
-  auto stored = orch.trajectories->profiles("run");
+  auto stored = orch.stored_profiles(1, std::chrono::seconds(60));
   ASSERT_TRUE(stored.ok()) << stored.err().message;
   ASSERT_EQ(stored->size(), 1U);
   const auto& profile = stored->front();
