@@ -1,7 +1,9 @@
 // `leap verify --task ID|DIR|FILE --candidate FILE [--suite DIR] [--json]`: verifies one candidate
 // against one task with the sandbox engine and prints the verdict and the feedback a model would
 // read. `--prepare` builds what KernelBench extension builds share (torch's precompiled header)
-// into the compile cache first, with progress, and alone exits after it.
+// into the compile cache first, with progress, and alone exits after it. `--profile` profiles the
+// verdict under Nsight Compute as a run with verifier.profile would, and prints the profile.
+#include "common/enums/profile_mode.hpp"
 #include "sandbox/engine.hpp"
 #include "sandbox/kinds.hpp"
 #include "sandbox/task.hpp"
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -37,6 +40,8 @@ struct verify_options {
   int repeat = 1;
   int standby_depth = 1;
   std::uint64_t scratch_bytes = sandbox::engine_config{}.kernelbench_limits.scratch_bytes;
+  std::string profile = "off";
+  std::string ncu;
 };
 
 void print_verdict(const verify_options& o, const sandbox::task& task, const sandbox::verdict& vd,
@@ -65,6 +70,15 @@ int run_verify(const verify_options& o) {
   config.kernelbench_standby = o.repeat > 1;
   config.kernelbench_standby_depth = o.standby_depth;
   sandbox::set_kernelbench_scratch(config, o.scratch_bytes);
+  auto profile = parse_profile_mode(o.profile);
+  if (!profile) {
+    return fail("--profile: " + profile.err().message);
+  }
+  config.profile = *profile;
+  if (!o.ncu.empty()) {
+    // The sandbox runs it from a folder of its own: a path relative to here would name nothing.
+    config.ncu = std::filesystem::absolute(o.ncu).string();
+  }
   if (o.task.empty() || o.candidate.empty()) {
     if (!o.prepare) {
       return fail("--task and --candidate are required (unless --prepare is given alone)");
@@ -115,6 +129,27 @@ int run_verify(const verify_options& o) {
     code = v->passed ? 0 : 2;
   }
   return code;
+}
+
+// One line: what measured the kernels and how long the profiling run took, then each kernel's
+// class and findings (the diagnosis itself is in the feedback), or why there is no profile.
+void print_profile(const sandbox::profile_summary& p) {
+  if (p.kernels.empty()) {
+    std::cout << "profile:  none: " << p.note << "\n";
+    return;
+  }
+  std::cout << "profile:  " << p.source << ", " << std::llround(p.seconds * 1000.0) << " ms";
+  for (const auto& k : p.kernels) {
+    std::cout << "; " << k.name << " " << std::llround(k.duration_ns / 1000.0) << " us "
+              << k.bottleneck;
+    for (const auto& f : k.findings) {
+      std::cout << " " << f;
+    }
+  }
+  if (!p.note.empty()) {
+    std::cout << "; " << p.note;
+  }
+  std::cout << "\n";
 }
 
 void print_verdict(const verify_options& o, const sandbox::task& task, const sandbox::verdict& vd,
@@ -178,6 +213,19 @@ void print_verdict(const verify_options& o, const sandbox::task& task, const san
       // An array of [step, ms] pairs: the steps' order is the run's.
       j["run_phases_ms"] = v->run_phases_ms;
     }
+    if (v->profile) {
+      auto kernels = nlohmann::json::array();
+      for (const auto& k : v->profile->kernels) {
+        kernels.push_back({{"name", k.name},
+                           {"duration_ns", k.duration_ns},
+                           {"bottleneck", k.bottleneck},
+                           {"findings", k.findings}});
+      }
+      j["profile"] = {{"source", v->profile->source},
+                      {"seconds", v->profile->seconds},
+                      {"note", v->profile->note},
+                      {"kernels", kernels}};
+    }
     std::cout << j.dump() << "\n";
   } else {
     if (o.repeat > 1) {
@@ -224,6 +272,9 @@ void print_verdict(const verify_options& o, const sandbox::task& task, const san
     if (!v->clock_note.empty()) {
       std::cout << "clocks:   " << v->clock_note << "\n";
     }
+    if (v->profile) {
+      print_profile(*v->profile);
+    }
     std::cout << "feedback:\n" << v->feedback << "\n";
   }
 }
@@ -265,6 +316,13 @@ void add_verify_command(CLI::App& app, int* exit_code) {
                   "(verifier.kernelbench_scratch_bytes) (default: 4GiB)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{256} << 20, std::uint64_t{1} << 50));
+  cmd->add_option("--profile", o->profile,
+                  "Profile the verdict under Nsight Compute as verifier.profile does: off, passing "
+                  "(a passing cuda or kernelbench verdict) or all_compiled (every one that "
+                  "compiled and ran); prints the profile, its time, and the diagnosis in the "
+                  "feedback (default: off)");
+  cmd->add_option("--ncu", o->ncu,
+                  "The ncu executable for --profile (default: the ncu beside nvcc)");
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of text");
   cmd->add_option("--arch", o->arch, "CUDA architecture for nvcc (default: sm_90a)");
