@@ -46,6 +46,9 @@
 #     timingcost  what --timing adds to a verification: cuda/matmul_square and the KernelBench
 #             2048^2 matmul, untimed and timed (TIMINGCOST_REPS, default 20) alternating,
 #             TIMINGCOST_RUNS times each (default 5) on one cache; median verify and run seconds
+#     profilecost  what profiling costs per candidate: cuda/matmul_square and a load_inline
+#             scale-add verified without and with `--profile passing`, alternating,
+#             PROFILECOST_RUNS times each (default 3) on one cache; the profiling run's seconds
 #     kbcosts  a KernelBench run's fixed costs on this host: torch's import, a CUDA context, two
 #             side by side, inputs to the device (no build)
 #     timingab  a small kernel's time across verifications, BASE_SRC's tree (its `leap` built
@@ -698,6 +701,70 @@ phase_timingcost() {
     done
   done
   python3 "$root/tools/gpu/timing_check.py" cost "$d/cost.jsonl"
+}
+
+# What profiling costs per candidate (`leap verify --profile passing`): the suite's
+# cuda/matmul_square and a load_inline scale-add over 16M floats, each verified without and with
+# the profile, alternating, PROFILECOST_RUNS times (default 3) on one cache after a first pair that
+# fills it; the profiling run's own seconds beside what it adds to a verification.
+phase_profilecost() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/profilecost py=$LEAP_SANDBOX_TEST_PYTHON i label mode task cand
+  rm -rf "$d" && mkdir -p "$d"
+  cat >"$d/problem.py" <<'PY'
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return a * self.scale + b
+
+def get_inputs():
+    return [torch.randn(1 << 24), torch.randn(1 << 24)]
+
+def get_init_inputs():
+    return [3.0]
+PY
+  scale_add_answer "$d/solution.py"
+  for label in cuda_matmul_square kb_scale_add; do
+    if [[ $label == cuda_* ]]; then
+      task=(--task cuda/matmul_square) cand=sandbox/suite/cuda/matmul_square/solution.cu
+    else
+      task=(--task "$d/problem.py" --python "$py") cand=$d/solution.py
+    fi
+    for ((i = 0; i <= ${PROFILECOST_RUNS:-3}; i++)); do
+      for mode in off passing; do
+        "$build/bin/leap" verify --json --gpu 0 --profile "$mode" "${task[@]}" --candidate "$cand" \
+          --cache-dir "$d/cache" >"$d/one.json" 2>>"$d/$label.err"
+        ((i == 0)) || sed "s/^{/{\"label\":\"$label\",\"mode\":\"$mode\",/" "$d/one.json" |
+          grep -m1 '^{' >>"$d/cost.jsonl"
+      done
+    done
+  done
+  python3 - "$d/cost.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for label in dict.fromkeys(r["label"] for r in rows):
+    off = [r for r in rows if r["label"] == label and r["mode"] == "off"]
+    on = [r for r in rows if r["label"] == label and r["mode"] == "passing"]
+    med = lambda rs, k: statistics.median(r[k] for r in rs) / 1000.0
+    prof = [r["profile"] for r in on if "profile" in r]
+    secs = statistics.median(p["seconds"] for p in prof) if prof else float("nan")
+    kernels = sorted({"%s %s %.1f us" % (k["name"], k["bottleneck"], k["duration_ns"] / 1e3)
+                      for p in prof for k in p["kernels"]})
+    notes = sorted({p["note"] for p in prof if p["note"]})
+    print("%s: %d+%d verifications, passed %d/%d; verify %.2f s without, %.2f s with the profile "
+          "(+%.2f s); the profiling run %.2f s (source %s); kernels: %s%s" % (
+              label, len(off), len(on), sum(r["passed"] for r in off + on), len(off) + len(on),
+              med(off, "verify_ms"), med(on, "verify_ms"), med(on, "verify_ms") - med(off, "verify_ms"),
+              secs, ",".join(sorted({p["source"] for p in prof})) or "none",
+              "; ".join(kernels) or "none", ("; notes: " + " | ".join(notes)) if notes else ""))
+PY
 }
 
 # What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):
