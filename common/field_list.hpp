@@ -3,7 +3,8 @@
 // derived from it by walking the list (`for_each_field`, or `std::apply` over `fields(x)`):
 // - the stored records (orchestrator/trajectory.hpp, retry.hpp, partial_rollouts.hpp,
 //   turn_profile.hpp): the store's binary codec (storage/record_codec.cpp), the JSON export and
-//   import (storage/export.cpp) and CAF's inspect (actors/messages.hpp);
+//   import and the CSV export's record columns (storage/export.cpp) and CAF's inspect
+//   (actors/messages.hpp);
 // - the loss options (common/loss_options.hpp): the data-parallel learner's wire
 //   (learner/loss_json.cpp).
 // A new member is added to the struct and to its `fields()`, nowhere else (its documentation, and
@@ -28,14 +29,15 @@
 
 namespace leap {
 
-// How the JSON export writes a number that means "not measured" below a bound.
+// How the JSON export writes a number that means "not measured" below a bound (the CSV export
+// reads it too: an empty cell where JSON writes null).
 enum class json_unmeasured : std::uint8_t {
   never,                // always the number
   unless_positive,      // null unless > 0
   unless_non_negative,  // null unless >= 0
 };
 
-// What the store and the JSON export must know of a field. Every listed field carries them (the
+// What the store and the exports must know of a field. Every listed field carries them (the
 // codec reads them off each field of a record, so `field()` must be able to default them); a
 // struct that neither the store nor the export sees (the loss options) leaves them at their
 // defaults, which mean nothing to its other readers.
@@ -57,6 +59,12 @@ struct field_options {
   // A list's element as the store's errors name it ("turn" in "turn.speedup"); empty: the list's
   // name. Default: empty
   std::string_view element;
+  // The CSV export's column for the field, where its name would clash or say too little in a row
+  // that holds the group's, the rollout's and the turn's fields side by side ("rollout_index" for a
+  // rollout's "index"); for a nested record, the prefix of its fields' columns ("threshold_": the
+  // columns threshold_lo and threshold_hi). Never the stored or JSON name. Default: empty (the
+  // field's name; a nested record's fields under their own names)
+  std::string_view csv;
 };
 
 // Options as a chain: field("speedup", x.speedup, opt().since(3).null_unless_positive()).
@@ -93,6 +101,14 @@ class opt {
   }
   constexpr opt& element(std::string_view name) {
     o_.element = name;
+    return *this;
+  }
+  constexpr opt& csv_name(std::string_view name) {
+    o_.csv = name;
+    return *this;
+  }
+  constexpr opt& csv_prefix(std::string_view prefix) {
+    o_.csv = prefix;
     return *this;
   }
   constexpr operator field_options() const { return o_; }  // NOLINT(google-explicit-constructor)

@@ -199,8 +199,10 @@ struct run_record {
 // ---- Fields ----------------------------------------------------------------------------------
 //
 // Each record's fields, once, in the order the store writes them (common/field_list.hpp
-// says how the codec, the export and CAF use them). A field added to a record goes into its
-// struct and here, with the format version that added it when the store keeps it.
+// says how the codec, the exports and CAF use them). A field added to a record goes into its
+// struct and here, with the format version that added it when the store keeps it. The CSV export
+// writes a group's, a rollout's and a turn's fields side by side in one row: csv_name and
+// csv_prefix name the columns of those whose own names would clash or say too little there.
 
 template <maybe_const<turn_timings> X>
 constexpr auto fields(X& x) {
@@ -244,7 +246,7 @@ constexpr auto fields(X& x) {
 // The outcome's two numbers are the rollout's own fields in the store and the export.
 template <maybe_const<rollout_record> X>
 constexpr auto fields(X& x) {
-  return std::tuple{field("index", x.index),
+  return std::tuple{field("index", x.index, opt().csv_name("rollout_index")),
                     field("passed_at_turn", x.outcome.passed_at_turn),
                     field("generated_turns", x.outcome.generated_turns),
                     field("rank", x.rank),
@@ -261,22 +263,24 @@ constexpr auto fields(X& x) {
 
 template <maybe_const<group_record> X>
 constexpr auto fields(X& x) {
-  return std::tuple{field("run_id", x.run_id),
-                    field("step", x.step),
-                    field("split", x.split),
-                    field("group_index", x.group_index),
-                    field("task_id", x.task_id),
-                    field("max_turns", x.max_turns),
-                    field("gate", x.gate),
-                    field("n_fail", x.n_fail),
-                    field("thresholds", x.thresholds),
-                    field("probe", x.probe),
-                    field("started_unix_ms", x.started_unix_ms),
-                    field("gated_unix_ms", x.gated_unix_ms),
-                    field("finished_unix_ms", x.finished_unix_ms),
-                    field("rollouts", x.rollouts, opt().element("rollout")),
-                    field("weight_version", x.weight_version, opt().since(2).padded()),
-                    field("optimise", x.optimise, opt().beside_record())};
+  return std::tuple{
+      field("run_id", x.run_id),
+      field("step", x.step),
+      field("split", x.split),
+      field("group_index", x.group_index),
+      field("task_id", x.task_id),
+      field("max_turns", x.max_turns),
+      field("gate", x.gate),
+      field("n_fail", x.n_fail),
+      field("thresholds", x.thresholds, opt().csv_prefix("threshold_")),
+      field("probe", x.probe),
+      field("started_unix_ms", x.started_unix_ms, opt().csv_name("group_started_unix_ms")),
+      field("gated_unix_ms", x.gated_unix_ms, opt().csv_name("group_gated_unix_ms")),
+      field("finished_unix_ms", x.finished_unix_ms, opt().csv_name("group_finished_unix_ms")),
+      field("rollouts", x.rollouts, opt().element("rollout")),
+      field("weight_version", x.weight_version,
+            opt().since(2).padded().csv_name("group_weight_version")),
+      field("optimise", x.optimise, opt().beside_record())};
 }
 
 template <maybe_const<step_timings> X>

@@ -38,6 +38,32 @@ template <class F>
 constexpr bool export_has_legacy =
     !std::is_same_v<std::remove_cvref_t<decltype(std::declval<F>().legacy)>, no_legacy>;
 
+// Both exports write a field as fn(value) returns it, where the value of a field that means
+// something when empty (no weight segments: one segment for the whole turn) is that meaning.
+template <class F, class Fn>
+auto exported(const F& f, Fn&& fn) {
+  if constexpr (export_has_legacy<F>) {
+    if (f.value.empty()) {
+      return fn(f.legacy());
+    }
+  }
+  return fn(f.value);
+}
+
+// false for a number that is the field's mark for "not measured" (field_options::json): JSON
+// writes it as null, CSV as an empty cell.
+bool measured(double v, json_unmeasured rule) {
+  switch (rule) {
+    case json_unmeasured::unless_positive:
+      return v > 0;
+    case json_unmeasured::unless_non_negative:
+      return v >= 0;
+    case json_unmeasured::never:
+      break;
+  }
+  return true;
+}
+
 // A record as a JSON object of its listed fields (common/field_list.hpp): enums by name,
 // optionals and unmeasured numbers as null.
 template <class T>
@@ -45,15 +71,8 @@ json json_of(const T& v, const field_options& options) {
   if constexpr (field_listed<T>) {
     json out = json::object();
     for_each_field(v, [&](const auto& f) {
-      using F = std::remove_cvref_t<decltype(f)>;
-      if constexpr (export_has_legacy<F>) {
-        // What the field means when empty (one weight segment for the whole turn), written out.
-        if (f.value.empty()) {
-          out[std::string(f.name)] = json_of(f.legacy(), f.options);
-          return;
-        }
-      }
-      out[std::string(f.name)] = json_of(f.value, f.options);
+      out[std::string(f.name)] =
+          exported(f, [&](const auto& value) { return json_of(value, f.options); });
     });
     return out;
   } else if constexpr (export_is_optional<T>::value) {
@@ -71,15 +90,7 @@ json json_of(const T& v, const field_options& options) {
       return v;
     }
   } else if constexpr (std::is_floating_point_v<T>) {
-    switch (options.json) {
-      case json_unmeasured::unless_positive:
-        return v > 0 ? json(v) : json(nullptr);
-      case json_unmeasured::unless_non_negative:
-        return v >= 0 ? json(v) : json(nullptr);
-      case json_unmeasured::never:
-        break;
-    }
-    return v;
+    return measured(v, options.json) ? json(v) : json(nullptr);
   } else {
     return v;
   }
@@ -324,9 +335,9 @@ void append_row(std::string& out, const std::vector<std::string>& fields) {
 std::string flag(bool b) { return b ? "true" : "false"; }
 
 // "first:version" per weight segment, separated by spaces ("0:6 3:7").
-std::string segments_cell(const turn_record& t) {
+std::string segments_cell(const std::vector<turn_weight_segment>& segments) {
   std::string out;
-  for (const auto& s : weight_segments_of(t)) {
+  for (const auto& s : segments) {
     out += (out.empty() ? "" : " ") + std::to_string(s.first) + ":" + std::to_string(s.version);
   }
   return out;
@@ -345,14 +356,69 @@ std::string per_kernel(const turn_profile_record* p, std::string (*entry)(const 
   return out;
 }
 
-// One CSV column: its name beside the function that makes its cell from a record of its level.
-// The header and the rows are both made from the three tables below, so a column is said once,
-// and adding one cannot shift the cells of the others under the wrong names.
-template <class Record>
-struct csv_column {
-  std::string_view name;
-  std::string (*cell)(const Record&);
-};
+// The CSV's columns are the records' fields (common/field_list.hpp): the group's, repeated on each
+// of its rows, then the rollout's, then the turn's between the few columns below that are no
+// field. A row level's column walk (csv_record) emits, per column, its name and a function making
+// its cell; the header takes the names, a row the cells, so a cell cannot shift under another
+// column's name. A column's cell by its field's type:
+// - a number, bool, string, enum (by name), or an optional of one (empty when absent); a number
+//   the field marks as not measured (field_options::json) is empty, as JSON writes null;
+// - a nested record: its fields' columns (named with the field's csv_prefix);
+// - a list of token ids: its count. A list of log-probs has no column: its count is the token
+//   list's, and its values, one per token, say nothing per turn;
+// - a list of small records: one cell of its own (the weight segments: segments_cell), not a
+//   list of columns;
+// - a list of rollouts or turns: the next level's rows, not a cell.
+template <class T>
+constexpr bool csv_row_level = std::is_same_v<T, rollout_record> || std::is_same_v<T, turn_record>;
+
+template <class T>
+constexpr bool csv_no_cell = false;
+
+template <class T>
+std::string csv_cell(const T& v, const field_options& options) {
+  if constexpr (export_is_optional<T>::value) {
+    return v ? csv_cell(*v, options) : std::string();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return flag(v);
+  } else if constexpr (std::is_enum_v<T>) {
+    return enum_names::to_string(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return measured(v, options.json) ? number(v) : std::string();
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (export_is_vector<T>::value && std::is_integral_v<typename T::value_type>) {
+    return std::to_string(v.size());
+  } else if constexpr (std::is_same_v<T, std::vector<turn_weight_segment>>) {
+    return segments_cell(v);
+  } else {
+    static_assert(csv_no_cell<T>, "a field of a type without a CSV cell: give it one here");
+    return {};
+  }
+}
+
+// Emits emit(prefix, name, make_cell) for each column of `record`'s fields, in their listed order.
+template <class Record, class Emit>
+void csv_record(const Record& record, std::string_view prefix, Emit& emit) {
+  for_each_field(record, [&](const auto& f) {
+    using V = export_value_t<decltype(f)>;
+    const auto name = f.options.csv.empty() ? f.name : f.options.csv;
+    if constexpr (field_listed<V>) {
+      csv_record(f.value, std::string(prefix) + std::string(f.options.csv), emit);
+    } else if constexpr (export_is_vector<V>::value) {
+      using E = typename V::value_type;
+      if constexpr (!csv_row_level<E> && !std::is_floating_point_v<E>) {
+        emit(prefix, name, [&] {
+          return exported(f, [&](const auto& value) { return csv_cell(value, f.options); });
+        });
+      }
+    } else {
+      emit(prefix, name, [&] { return csv_cell(f.value, f.options); });
+    }
+  });
+}
 
 // A turn as its row sees it: its place in the rollout and its stored profile (null when none).
 struct csv_turn {
@@ -361,85 +427,33 @@ struct csv_turn {
   const turn_profile_record* profile;
 };
 
-// The group's cells, repeated on each of its rows.
-constexpr auto group_columns = std::to_array<csv_column<group_record>>({
-    {"run_id", [](const group_record& g) { return g.run_id; }},
-    {"step", [](const group_record& g) { return std::to_string(g.step); }},
-    {"split", [](const group_record& g) { return to_string(g.split); }},
-    {"group_index", [](const group_record& g) { return std::to_string(g.group_index); }},
-    {"task_id", [](const group_record& g) { return g.task_id; }},
-    {"max_turns", [](const group_record& g) { return std::to_string(g.max_turns); }},
-    {"gate", [](const group_record& g) { return to_string(g.gate); }},
-    {"n_fail", [](const group_record& g) { return std::to_string(g.n_fail); }},
-    {"threshold_lo", [](const group_record& g) { return std::to_string(g.thresholds.lo); }},
-    {"threshold_hi", [](const group_record& g) { return std::to_string(g.thresholds.hi); }},
-    {"probe", [](const group_record& g) { return flag(g.probe); }},
-    {"group_started_unix_ms",
-     [](const group_record& g) { return std::to_string(g.started_unix_ms); }},
-    {"group_gated_unix_ms", [](const group_record& g) { return std::to_string(g.gated_unix_ms); }},
-    {"group_finished_unix_ms",
-     [](const group_record& g) { return std::to_string(g.finished_unix_ms); }},
-    {"group_weight_version",
-     [](const group_record& g) {
-       return g.weight_version ? std::to_string(*g.weight_version) : std::string();
-     }},
-});
+// The turn's columns that are no field of a record: its index in the rollout (before the turn's
+// fields, beside the other identifying columns) and its stored profile (after them).
+struct csv_extra_column {
+  std::string_view name;
+  bool before_fields;
+  std::string (*cell)(const csv_turn&);
+};
 
-// The rollout's cells, repeated on each of its turns' rows.
-constexpr auto rollout_columns = std::to_array<csv_column<rollout_record>>({
-    {"rollout_index", [](const rollout_record& r) { return std::to_string(r.index); }},
-    {"passed_at_turn",
-     [](const rollout_record& r) { return std::to_string(r.outcome.passed_at_turn); }},
-    {"generated_turns",
-     [](const rollout_record& r) { return std::to_string(r.outcome.generated_turns); }},
-    {"rank", [](const rollout_record& r) { return std::to_string(r.rank); }},
-    {"reward", [](const rollout_record& r) { return number(r.reward); }},
-    {"advantage", [](const rollout_record& r) { return number(r.advantage); }},
-    {"truncated", [](const rollout_record& r) { return flag(r.truncated); }},
-});
-
-// The turn's cells: token counts instead of token ids, a speedup empty when not measured.
-constexpr auto turn_columns = std::to_array<csv_column<csv_turn>>({
-    {"turn", [](const csv_turn& t) { return std::to_string(t.index); }},
-    {"input_tokens", [](const csv_turn& t) { return std::to_string(t.turn.input_tokens.size()); }},
-    {"output_tokens",
-     [](const csv_turn& t) { return std::to_string(t.turn.output_tokens.size()); }},
-    {"verdict", [](const csv_turn& t) { return to_string(t.turn.verdict); }},
-    {"passed", [](const csv_turn& t) { return flag(t.turn.passed); }},
-    {"finish_reason", [](const csv_turn& t) { return to_string(t.turn.finish); }},
-    {"weight_version", [](const csv_turn& t) { return std::to_string(t.turn.weight_version); }},
-    {"weight_segments", [](const csv_turn& t) { return segments_cell(t.turn); }},
-    {"endpoint", [](const csv_turn& t) { return t.turn.endpoint; }},
-    {"generation_ms", [](const csv_turn& t) { return number(t.turn.timings.generation_ms); }},
-    {"compile_ms", [](const csv_turn& t) { return number(t.turn.timings.compile_ms); }},
-    {"run_ms", [](const csv_turn& t) { return number(t.turn.timings.run_ms); }},
-    {"generation_queue_ms",
-     [](const csv_turn& t) { return number(t.turn.timings.generation_queue_ms); }},
-    {"compile_queue_ms", [](const csv_turn& t) { return number(t.turn.timings.compile_queue_ms); }},
-    {"run_queue_ms", [](const csv_turn& t) { return number(t.turn.timings.run_queue_ms); }},
-    {"speedup",
-     [](const csv_turn& t) { return t.turn.speedup > 0 ? number(t.turn.speedup) : std::string(); }},
-    {"compiled_speedup",
-     [](const csv_turn& t) {
-       return t.turn.compiled_speedup > 0 ? number(t.turn.compiled_speedup) : std::string();
-     }},
-    {"code_hash", [](const csv_turn& t) { return t.turn.code_hash.value_or(""); }},
-    {"profile_seconds",
+constexpr auto turn_extra_columns = std::to_array<csv_extra_column>({
+    {"turn", true, [](const csv_turn& t) { return std::to_string(t.index); }},
+    {"profile_seconds", false,
      [](const csv_turn& t) { return t.profile ? number(t.profile->seconds) : std::string(); }},
-    {"profile_note", [](const csv_turn& t) { return t.profile ? t.profile->note : std::string(); }},
-    {"profile_kernels",
+    {"profile_note", false,
+     [](const csv_turn& t) { return t.profile ? t.profile->note : std::string(); }},
+    {"profile_kernels", false,
      [](const csv_turn& t) {
        return per_kernel(t.profile, [](const kernel_profile& k) { return k.name; });
      }},
-    {"profile_duration_ns",
+    {"profile_duration_ns", false,
      [](const csv_turn& t) {
        return per_kernel(t.profile, [](const kernel_profile& k) { return number(k.duration_ns); });
      }},
-    {"profile_bottlenecks",
+    {"profile_bottlenecks", false,
      [](const csv_turn& t) {
        return per_kernel(t.profile, [](const kernel_profile& k) { return k.bottleneck; });
      }},
-    {"profile_findings",
+    {"profile_findings", false,
      [](const csv_turn& t) {
        // A kernel's analysers joined by '+', "-" for none.
        return per_kernel(t.profile, [](const kernel_profile& k) {
@@ -450,19 +464,32 @@ constexpr auto turn_columns = std::to_array<csv_column<csv_turn>>({
          return findings.empty() ? std::string("-") : findings;
        });
      }},
-    {"profile_source",
+    {"profile_source", false,
      [](const csv_turn& t) { return t.profile ? t.profile->source : std::string(); }},
-    {"feedback", [](const csv_turn& t) { return t.turn.feedback; }},
-    {"text", [](const csv_turn& t) { return t.turn.text; }},
 });
 
-template <class Record, std::size_t N>
-void append_cells(std::vector<std::string>& fields,
-                  const std::array<csv_column<Record>, N>& columns, const Record& record) {
-  for (const auto& c : columns) {
-    fields.push_back(c.cell(record));
-  }
+template <class Emit>
+void csv_turn_columns(const csv_turn& t, Emit& emit) {
+  const auto extras = [&](bool before_fields) {
+    for (const auto& c : turn_extra_columns) {
+      if (c.before_fields == before_fields) {
+        emit(std::string_view(), c.name, [&] { return c.cell(t); });
+      }
+    }
+  };
+  extras(true);
+  csv_record(t.turn, {}, emit);
+  extras(false);
 }
+
+// An emitter that appends each column's cell to `cells`.
+struct csv_cells {
+  std::vector<std::string>& cells;
+  template <class Make>
+  void operator()(std::string_view /*prefix*/, std::string_view /*name*/, const Make& make) {
+    cells.push_back(make());
+  }
+};
 
 // The stored profiles of one run, by group.
 using run_profiles = std::map<std::tuple<std::uint64_t, split_kind, std::uint32_t>, group_profiles>;
@@ -543,14 +570,13 @@ result<group_record> group_from_json(std::string_view line) {
 const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> columns = [] {
     std::vector<std::string> out;
-    const auto add = [&](const auto& table) {
-      for (const auto& c : table) {
-        out.emplace_back(c.name);
-      }
+    auto names = [&](std::string_view prefix, std::string_view name, const auto& /*make_cell*/) {
+      out.push_back(std::string(prefix) + std::string(name));
     };
-    add(group_columns);
-    add(rollout_columns);
-    add(turn_columns);
+    csv_record(group_record{}, {}, names);
+    csv_record(rollout_record{}, {}, names);
+    const turn_record turn{};
+    csv_turn_columns(csv_turn{turn, 0, nullptr}, names);
     return out;
   }();
   return columns;
@@ -565,23 +591,24 @@ std::string csv_header() {
 std::size_t append_csv_rows(const group_record& g, std::string& out,
                             const group_profiles& profiles) {
   std::vector<std::string> fields;
-  append_cells(fields, group_columns, g);
+  csv_cells cells{fields};
+  csv_record(g, {}, cells);
   const auto group_width = fields.size();
   std::size_t rows = 0;
   for (const auto& r : g.rollouts) {
     fields.resize(group_width);
-    append_cells(fields, rollout_columns, r);
+    csv_record(r, {}, cells);
     const auto rollout_width = fields.size();
     if (r.turns.empty()) {
       // Still one row, so that the rollout's reward is not lost; its turn cells stay empty.
-      fields.resize(rollout_width + turn_columns.size());
+      fields.resize(csv_columns().size());
       append_row(out, fields);
       ++rows;
       continue;
     }
     for (std::size_t i = 0; i < r.turns.size(); ++i) {
       fields.resize(rollout_width);
-      append_cells(fields, turn_columns, csv_turn{r.turns[i], i, profile_of(profiles, r.index, i)});
+      csv_turn_columns(csv_turn{r.turns[i], i, profile_of(profiles, r.index, i)}, cells);
       append_row(out, fields);
       ++rows;
     }

@@ -7,11 +7,15 @@
 //
 // CSV (RFC 4180: comma-separated, CRLF-free "\n" line ends, fields with a comma, quote or line
 // break quoted and quotes doubled): a header row, then one row per rollout turn with the group's
-// and the rollout's columns repeated (csv_columns() lists them), token counts instead of token ids.
-// A rollout without turns still gets one row, with the turn columns empty.
-// A turn's `speedup` (reference median / candidate median of a timed pass, issue 31) is null in
-// JSON and an empty cell in CSV when it was not measured; a JSON line without it reads as not
-// measured.
+// and the rollout's columns repeated (csv_columns() lists them). The columns are the records'
+// fields (orchestrator/trajectory.hpp), in their listed order, named by the field or its
+// csv_name: token counts instead of token ids, no log-probs, weight segments as one cell
+// ("first:version" pairs, space-separated), and the turn's index in its rollout (`turn`) and its
+// profile's columns besides. A rollout without turns still gets one row, with the turn columns
+// empty.
+// A number a field marks as not measured (a turn's `speedup` and `compiled_speedup` when not
+// timed, their noise when not stated) is null in JSON and an empty cell in CSV; a JSON line
+// without it reads as not measured.
 //
 // A turn's profile (verifier.profile, issue 34), stored apart from the group (it is made after the
 // verdict), is joined to its turn here: JSON's `profile` is null or {kernels: [{name, duration_ns,

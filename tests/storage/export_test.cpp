@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace leap {
@@ -196,9 +199,142 @@ TEST(ExportRows, RolloutWithoutTurnsGetsOneRowWithEmptyTurnColumns) {
   const auto rows = parse_csv(out);
   ASSERT_EQ(rows.size(), 2U);
   ASSERT_EQ(rows[1].size(), csv_columns().size());
-  EXPECT_EQ(rows[1][15], "1");  // rollout_index
-  EXPECT_EQ(rows[1][22], "");   // turn
-  EXPECT_EQ(rows[1][14], "");   // group_weight_version: none for a training group
+  auto cell = [&](const std::string& name) {
+    const auto& cols = csv_columns();
+    const auto at = std::find(cols.begin(), cols.end(), name);
+    return at == cols.end() ? std::string("no column ") + name : rows[1][at - cols.begin()];
+  };
+  EXPECT_EQ(cell("rollout_index"), "1");
+  EXPECT_EQ(cell("turn"), "");
+  EXPECT_EQ(cell("verdict"), "");
+  EXPECT_EQ(cell("group_weight_version"), "");  // none for a training group
+  EXPECT_EQ(cell("task_id"), "t");
+}
+
+// The columns are the records' fields: every column an earlier export wrote keeps its name (a
+// reader's script selects by name), and no name is used twice.
+TEST(ExportRows, CsvKeepsEveryEarlierColumnAndNamesEachOnce) {
+  const std::vector<std::string> earlier = {"run_id",
+                                            "step",
+                                            "split",
+                                            "group_index",
+                                            "task_id",
+                                            "max_turns",
+                                            "gate",
+                                            "n_fail",
+                                            "threshold_lo",
+                                            "threshold_hi",
+                                            "probe",
+                                            "group_started_unix_ms",
+                                            "group_gated_unix_ms",
+                                            "group_finished_unix_ms",
+                                            "group_weight_version",
+                                            "rollout_index",
+                                            "passed_at_turn",
+                                            "generated_turns",
+                                            "rank",
+                                            "reward",
+                                            "advantage",
+                                            "truncated",
+                                            "turn",
+                                            "input_tokens",
+                                            "output_tokens",
+                                            "verdict",
+                                            "passed",
+                                            "finish_reason",
+                                            "weight_version",
+                                            "weight_segments",
+                                            "endpoint",
+                                            "generation_ms",
+                                            "compile_ms",
+                                            "run_ms",
+                                            "generation_queue_ms",
+                                            "compile_queue_ms",
+                                            "run_queue_ms",
+                                            "speedup",
+                                            "compiled_speedup",
+                                            "code_hash",
+                                            "profile_seconds",
+                                            "profile_note",
+                                            "profile_kernels",
+                                            "profile_duration_ns",
+                                            "profile_bottlenecks",
+                                            "profile_findings",
+                                            "profile_source",
+                                            "feedback",
+                                            "text"};
+  const auto& cols = csv_columns();
+  for (const auto& name : earlier) {
+    EXPECT_EQ(std::count(cols.begin(), cols.end(), name), 1) << name;
+  }
+  std::vector<std::string> sorted = cols;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  // The group's identifying columns lead.
+  ASSERT_GE(cols.size(), 5U);
+  EXPECT_EQ(std::vector<std::string>(cols.begin(), cols.begin() + 5),
+            (std::vector<std::string>{"run_id", "step", "split", "group_index", "task_id"}));
+  EXPECT_EQ(csv_header(), [&] {
+    std::string line;
+    for (const auto& c : cols) {
+      line += (line.empty() ? "" : ",") + c;
+    }
+    return line + "\n";
+  }());
+}
+
+// A field added to the turn record's fields() is a CSV column with no edit to the export: every
+// listed field is there under its name (a nested record's fields under theirs), except the
+// log-probs, which have no column.
+TEST(ExportRows, EveryTurnFieldIsAColumn) {
+  const auto& cols = csv_columns();
+  const auto has = [&](std::string_view name) {
+    return std::find(cols.begin(), cols.end(), name) != cols.end();
+  };
+  const turn_record turn{};
+  for_each_field(turn, [&](const auto& f) {
+    using V = std::remove_cvref_t<decltype(f.value)>;
+    if constexpr (field_listed<V>) {
+      for_each_field(f.value,
+                     [&](const auto& inner) { EXPECT_TRUE(has(inner.name)) << inner.name; });
+    } else if (f.name == "output_logprobs") {
+      EXPECT_FALSE(has(f.name));
+    } else {
+      EXPECT_TRUE(has(f.name)) << f.name;
+    }
+  });
+}
+
+// The noise columns, which earlier exports left out: a stated noise is its number, an unstated
+// one (< 0) an empty cell, as JSON writes null.
+TEST(ExportRows, SpeedupNoiseIsAColumnEmptyWhenNotStated) {
+  auto g = make_group("r", 0, 0, split_kind::train, "t", 1, 2);
+  auto& timed = g.rollouts[0].turns[1];
+  timed.speedup = 1.5;
+  timed.speedup_noise = 0.04;
+  timed.compiled_speedup = 0.75;
+  timed.compiled_speedup_noise = 0.0;  // stated: no noise at all
+  std::string out;
+  ASSERT_EQ(append_csv_rows(g, out), 2U);
+  const auto rows = parse_csv(csv_header() + out);
+  ASSERT_EQ(rows.size(), 3U);
+  auto cell = [&](std::size_t row, const std::string& name) {
+    const auto& cols = csv_columns();
+    const auto at = std::find(cols.begin(), cols.end(), name);
+    return at == cols.end() ? std::string("no column ") + name : rows[row][at - cols.begin()];
+  };
+  EXPECT_EQ(cell(2, "speedup"), "1.5");
+  EXPECT_EQ(cell(2, "speedup_noise"), "0.04");
+  EXPECT_EQ(cell(2, "compiled_speedup"), "0.75");
+  EXPECT_EQ(cell(2, "compiled_speedup_noise"), "0");
+  for (const char* name :
+       {"speedup", "speedup_noise", "compiled_speedup", "compiled_speedup_noise"}) {
+    EXPECT_EQ(cell(1, name), "") << name;  // the untimed first turn
+  }
+  // The JSON export says the same of the same turns.
+  const auto j = nlohmann::json::parse(to_json_line(g));
+  EXPECT_TRUE(j["rollouts"][0]["turns"][0]["speedup_noise"].is_null());
+  EXPECT_EQ(j["rollouts"][0]["turns"][1]["speedup_noise"], 0.04);
 }
 
 // Each profile_* cell holds one entry per kernel, so that the n-th entries of the cells describe
