@@ -129,15 +129,28 @@ std::string gencode_flag(const std::string& arch) {
   return "-gencode=arch=compute_" + arch.substr(3) + ",code=" + arch;
 }
 
-// The host compiler, or nvcc for the configured architecture, with the configured flags: how every
-// program of the native pipelines starts its command.
-std::vector<std::string> compiler_command(const engine_config& c, bool nvcc) {
-  std::vector<std::string> argv{nvcc ? c.nvcc : c.cxx};
-  for (auto& f : split_flags(nvcc ? c.nvcc_flags : c.cxx_flags)) {
-    argv.push_back(std::move(f));
-  }
-  if (nvcc) {
-    argv.push_back(gencode_flag(c.cuda_arch));
+// The toolchain's compiler with its configured flags (nvcc: and the configured architecture): how
+// every program of the native pipeline starts its command. Empty for a toolchain that builds no
+// native program (compile_native refuses its kinds).
+std::vector<std::string> compiler_command(const engine_config& c, toolchain compiler) {
+  std::vector<std::string> argv;
+  switch (compiler) {
+    case toolchain::cxx:
+      argv = {c.cxx};
+      for (auto& f : split_flags(c.cxx_flags)) {
+        argv.push_back(std::move(f));
+      }
+      break;
+    case toolchain::nvcc:
+      argv = {c.nvcc};
+      for (auto& f : split_flags(c.nvcc_flags)) {
+        argv.push_back(std::move(f));
+      }
+      argv.push_back(gencode_flag(c.cuda_arch));
+      break;
+    case toolchain::none:
+    case toolchain::python3:
+      break;
   }
   return argv;
 }
@@ -180,8 +193,9 @@ bool out_of_memory(const std::string& log, const std::string& file) {
   return false;
 }
 
-// A native kind built by nvcc (cuda) rather than g++: device flags, the CUDA harness, a GPU slot.
-bool built_by_nvcc(task_kind kind) { return traits_of(kind).compiler == toolchain::nvcc; }
+// Whether the kind's runs use the slot's GPU (kind_traits::gpu): the CUDA harness and its keeper,
+// the CUDA run limits, the slot's probe and its clocks.
+bool on_gpu(task_kind kind) { return traits_of(kind).gpu; }
 
 }  // namespace
 
@@ -218,7 +232,8 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
   if (!dir) {
     return dir.err();
   }
-  std::vector<std::string> argv = compiler_command(config_, false);
+  // The host compiler's list for every native toolchain: nvcc preprocesses with it too.
+  std::vector<std::string> argv = compiler_command(config_, toolchain::cxx);
   for (const char* a : {"-E", "-v", "-x", "c++", "/dev/null", "-o", "/dev/null"}) {
     argv.emplace_back(a);
   }
@@ -252,7 +267,17 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
     return error{"'" + config_.cxx +
                  " -E -v' listed no system header folders: " + r->stderr_text.substr(0, 300)};
   }
-  if (built_by_nvcc(kind)) {
+  bool toolkit = false;
+  switch (traits_of(kind).compiler) {
+    case toolchain::cxx:
+    case toolchain::none:
+    case toolchain::python3:
+      break;
+    case toolchain::nvcc:
+      toolkit = true;
+      break;
+  }
+  if (toolkit) {
     // The toolkit's own headers, as nvcc itself finds them (see parse_nvcc_include_dirs).
     request.argv = {config_.nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null", "-o", "/dev/null"};
     auto dry = run_isolated(request);
@@ -277,13 +302,26 @@ result<std::vector<fs::path>> engine::system_include_dirs(task_kind kind) {
 result<build_output> engine::build_candidate(const task& t, const std::string& source,
                                              const std::string& object,
                                              const std::vector<fs::path>& system_dirs) {
-  const bool cuda = built_by_nvcc(t.kind);
+  const toolchain compiler = traits_of(t.kind).compiler;
   const std::string stem = "solution";
   const std::string file = stem + candidate_extension(t.kind);
-  const bool dump_names = !cuda && !t.forbidden.empty();
-  std::vector<std::string> command = compiler_command(config_, cuda);
-  if (!cuda) {
-    command.emplace_back("-pthread");
+  // g++'s front-end dump, where every use of a name is fully qualified (nvcc has none).
+  bool dump_names = false;
+  // nvcc preprocesses in its compile step: a failed step 11 that left no preprocessed file failed
+  // in preprocessing.
+  bool preprocessed_by_compile = false;
+  std::vector<std::string> command = compiler_command(config_, compiler);
+  switch (compiler) {
+    case toolchain::cxx:
+      dump_names = !t.forbidden.empty();
+      command.emplace_back("-pthread");
+      break;
+    case toolchain::nvcc:
+      preprocessed_by_compile = true;
+      break;
+    case toolchain::none:
+    case toolchain::python3:
+      break;
   }
   auto with = [&](std::initializer_list<std::string> extra) {
     std::vector<std::string> argv = command;
@@ -295,30 +333,38 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   if (config_.compile_memory_bytes > 0) {
     script += "ulimit -d " + std::to_string(config_.compile_memory_bytes / 1024) + " 2>/dev/null\n";
   }
-  if (cuda) {
-    // --keep leaves the device and host preprocessed files (.cpp1.ii, .cpp4.ii) whose line markers
-    // say what was included; nvcc writes them anyway.
-    script += with({"-c", file, "-o", stem + ".o", "--keep", "-Xcompiler",
-                    "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) +
-              " || exit 11\n";
-  } else {
-    // One compiler run when it succeeds (-MD lists what the preprocessor opened). g++ writes no
-    // dependency file for a failed compile, so then a preprocessing run alone lists them (its
-    // messages repeat the compile's and are dropped).
-    std::string line = with(
-        {"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
-    if (dump_names) {
-      line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
+  switch (compiler) {
+    case toolchain::nvcc:
+      // --keep leaves the device and host preprocessed files (.cpp1.ii, .cpp4.ii) whose line
+      // markers say what was included; nvcc writes them anyway.
+      script += with({"-c", file, "-o", stem + ".o", "--keep", "-Xcompiler",
+                      "-Xassembler,--MD,-Xassembler," + stem + ".asd"}) +
+                " || exit 11\n";
+      break;
+    case toolchain::cxx: {
+      // One compiler run when it succeeds (-MD lists what the preprocessor opened). g++ writes no
+      // dependency file for a failed compile, so then a preprocessing run alone lists them (its
+      // messages repeat the compile's and are dropped).
+      std::string line = with(
+          {"-c", file, "-o", stem + ".o", "-MD", "-MF", stem + ".d", "-Wa,--MD," + stem + ".asd"});
+      if (dump_names) {
+        line += " " + shell_word("-fdump-tree-original=" + stem + ".tree");
+      }
+      // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
+      // sooner the second time.
+      const std::string preprocess_limit =
+          config_.compile_memory_bytes > 0
+              ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) +
+                    " 2>/dev/null; "
+              : "";
+      script += line + " || { (" + preprocess_limit + "exec " +
+                with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) +
+                ") 2>/dev/null || exit 10; exit 11; }\n";
+      break;
     }
-    // Preprocessing real code takes a few MiB: a quarter of the limit bounds an endless include
-    // sooner the second time.
-    const std::string preprocess_limit =
-        config_.compile_memory_bytes > 0
-            ? "ulimit -d " + std::to_string(config_.compile_memory_bytes / 4096) + " 2>/dev/null; "
-            : "";
-    script += line + " || { (" + preprocess_limit + "exec " +
-              with({"-E", "-MD", "-MF", stem + ".d", "-o", "/dev/null", file}) +
-              ") 2>/dev/null || exit 10; exit 11; }\n";
+    case toolchain::none:
+    case toolchain::python3:
+      break;
   }
   script += with({"harness.o", stem + ".o", "-o", "cand"}) + " || exit 13\n";
 
@@ -362,24 +408,33 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
   // 1. What the preprocessor opened, decided before any compiler message is looked at.
   include_policy policy{file, system_dirs, forbidden_libraries(t.forbidden)};
   bool saw_includes = false;
-  if (cuda) {
-    for (const char* pass : {".cpp1.ii", ".cpp4.ii"}) {
-      auto text = read(stem + pass, k_max_artifact_bytes);
-      if (!text) {
-        continue;
+  switch (compiler) {
+    case toolchain::nvcc:
+      for (const char* pass : {".cpp1.ii", ".cpp4.ii"}) {
+        auto text = read(stem + pass, k_max_artifact_bytes);
+        if (!text) {
+          continue;
+        }
+        saw_includes = true;
+        if (auto hit = check_included_files(parse_line_markers(*text), policy)) {
+          return refuse(verdict_category::forbidden, hit->reason);
+        }
       }
-      saw_includes = true;
-      if (auto hit = check_included_files(parse_line_markers(*text), policy)) {
-        return refuse(verdict_category::forbidden, hit->reason);
+      break;
+    case toolchain::cxx:
+      if (auto deps = read(stem + ".d", 16 << 20)) {
+        saw_includes = true;
+        if (auto hit = check_included_files(parse_make_deps(*deps), policy)) {
+          return refuse(verdict_category::forbidden, hit->reason);
+        }
       }
-    }
-  } else if (auto deps = read(stem + ".d", 16 << 20)) {
-    saw_includes = true;
-    if (auto hit = check_included_files(parse_make_deps(*deps), policy)) {
-      return refuse(verdict_category::forbidden, hit->reason);
-    }
+      break;
+    case toolchain::none:
+    case toolchain::python3:
+      break;
   }
-  if (step == 10 || (cuda && step == 11 && !saw_includes) || (!r->exited && !saw_includes)) {
+  if (step == 10 || (preprocessed_by_compile && step == 11 && !saw_includes) ||
+      (!r->exited && !saw_includes)) {
     if (out_of_memory(out.log, file) || !r->exited) {
       // Preprocessing real code takes a few MiB: this is an include of a device or an endless file,
       // or a macro bomb. Forbidden rather than a compile error, without quoting anything.
@@ -462,17 +517,17 @@ result<build_output> engine::build_candidate(const task& t, const std::string& s
 }
 
 result<std::string> engine::harness_object(const task& t) {
-  const bool cuda = built_by_nvcc(t.kind);
+  const bool gpu = on_gpu(t.kind);
   auto identity = compiler_identity(t.kind);
   if (!identity) {
     return identity.err();
   }
   const std::string source =
-      harness_source(t, cuda ? harness_flavour::cuda_candidate : harness_flavour::host_candidate);
+      harness_source(t, gpu ? harness_flavour::cuda_candidate : harness_flavour::host_candidate);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
   // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
   fs::path cuda_include;
-  if (cuda) {
+  if (gpu) {
     auto dirs = system_include_dirs(t.kind);
     if (!dirs) {
       return dirs.err();
@@ -484,11 +539,11 @@ result<std::string> engine::harness_object(const task& t) {
       }
     }
   }
-  const bool host_compiled = !cuda || !cuda_include.empty();
-  const std::string file = cuda && !host_compiled ? "harness.cu" : "harness.cpp";
-  std::vector<std::string> argv;
-  argv = compiler_command(config_, !host_compiled);
-  if (host_compiled && cuda) {
+  const bool host_compiled = !gpu || !cuda_include.empty();
+  const std::string file = host_compiled ? "harness.cpp" : "harness.cu";
+  std::vector<std::string> argv =
+      compiler_command(config_, host_compiled ? toolchain::cxx : toolchain::nvcc);
+  if (host_compiled && gpu) {
     argv.push_back("-I" + cuda_include.string());
   }
   for (const char* a : {"-c", "", "-o", "harness.o"}) {
@@ -530,7 +585,7 @@ result<std::string> engine::judge_program(const task& t, bool gpu, bool for_prof
     return identity.err();
   }
   const std::string source = judge_source(t, gpu);
-  std::vector<std::string> argv = compiler_command(config_, false);
+  std::vector<std::string> argv = compiler_command(config_, toolchain::cxx);
   // Linked statically: no dynamic loading at each of its starts (3 ms of a 10 ms warm run).
   if (!for_profiler) {
     argv.emplace_back("-static");
@@ -653,7 +708,7 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
     return identity.err();
   }
   const std::string harness = harness_source(t, harness_flavour::host_reference);
-  std::vector<std::string> argv = compiler_command(config_, false);
+  std::vector<std::string> argv = compiler_command(config_, toolchain::cxx);
   for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) {
     argv.emplace_back(a);
   }
@@ -830,7 +885,11 @@ result<std::pair<std::optional<timing_stats>, std::string>> engine::reference_ti
 
 result<prepared_candidate> engine::compile_native(const task& t, prepared_candidate p,
                                                   bool with_reference) {
-  const bool cuda = built_by_nvcc(t.kind);
+  const toolchain compiler = traits_of(t.kind).compiler;
+  if (compiler_command(config_, compiler).empty()) {
+    return error{t.id + ": " + std::string(to_string(t.kind)) +
+                 " tasks have no native build (their toolchain builds no program)"};
+  }
   auto object = harness_object(t);
   if (!object) {
     return object.err();
@@ -848,11 +907,19 @@ result<prepared_candidate> engine::compile_native(const task& t, prepared_candid
   const std::string& source = p.code;
   // Everything the outcome depends on: the checks' inputs (forbidden list, header folders, memory
   // limit) as much as the compiler's.
-  std::string key_material =
-      "candidate-v2\n" + *identity + "\n" +
-      (cuda ? config_.nvcc + "\n" + config_.nvcc_flags + "\n" + config_.cuda_arch
-            : config_.cxx + "\n" + config_.cxx_flags) +
-      "\n";
+  std::string key_material = "candidate-v2\n" + *identity + "\n";
+  switch (compiler) {
+    case toolchain::cxx:
+      key_material += config_.cxx + "\n" + config_.cxx_flags;
+      break;
+    case toolchain::nvcc:
+      key_material += config_.nvcc + "\n" + config_.nvcc_flags + "\n" + config_.cuda_arch;
+      break;
+    case toolchain::none:
+    case toolchain::python3:
+      break;
+  }
+  key_material += "\n";
   key_material += std::to_string(config_.compile_memory_bytes) + "\n";
   for (const auto& item : t.forbidden) {
     key_material += "forbid " + item + "\n";
@@ -903,7 +970,7 @@ result<prepared_candidate> engine::compile_native(const task& t, prepared_candid
   p.expected = reference->expected;
   p.reference_time = reference->time;
   p.reference_time_note = reference->time_note;
-  if (cuda) {
+  if (on_gpu(t.kind)) {
     auto judge = judge_program(t, true);
     if (!judge) {
       return judge.err();
@@ -924,7 +991,7 @@ result<std::string> engine::cuda_probe_binary() {
   if (!identity) {
     return identity.err();
   }
-  std::vector<std::string> argv = compiler_command(config_, true);
+  std::vector<std::string> argv = compiler_command(config_, toolchain::nvcc);
   for (const char* a : {"probe.cu", "-o", "probe"}) {
     argv.emplace_back(a);
   }
@@ -956,11 +1023,7 @@ result<std::string> engine::keeper_program() {
   if (!identity) {
     return identity.err();
   }
-  std::vector<std::string> argv{config_.nvcc};
-  for (auto& f : split_flags(config_.nvcc_flags)) {
-    argv.push_back(f);
-  }
-  argv.push_back(gencode_flag(config_.cuda_arch));
+  std::vector<std::string> argv = compiler_command(config_, toolchain::nvcc);
   // Each session's copies and sums on its own thread's stream: sessions do not wait for each
   // other.
   for (const char* a : {"--default-stream", "per-thread", "keeper.cu", "-o", "keeper"}) {
@@ -1034,7 +1097,7 @@ bool engine::keeper_alive(int gpu) {
 }
 
 status engine::probe_native_slot(task_kind kind, int gpu) {
-  if (!built_by_nvcc(kind)) {
+  if (!on_gpu(kind)) {
     return ok_status();  // a CPU slot: nothing of its own to probe
   }
   auto binary = cuda_probe_binary();
@@ -1068,8 +1131,8 @@ status engine::probe_native_slot(task_kind kind, int gpu) {
 
 result<verdict> engine::run_native(const task& t, const prepared_candidate& p, int gpu,
                                    int sharing) {
-  const bool cuda = built_by_nvcc(t.kind);
-  const int slot_gpu = cuda ? gpu : -1;
+  const bool gpu_run = on_gpu(t.kind);  // the CUDA harness, the slot's keeper and its GPU
+  const int slot_gpu = gpu_run ? gpu : -1;
   // Candidates run under the task's judge (harness.hpp), which starts ./cand itself.
   if (!p.judge) {
     return error{t.id + ": the candidate was prepared without its task's judge"};
@@ -1086,7 +1149,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   }
   const std::string& nonce = *fresh_nonce;
   run_request request;
-  if (cuda) {
+  if (gpu_run) {
     auto session = keeper_session(slot_gpu);
     if (!session) {
       // The slot's fault either way; the engine's probe, when it fails too, says it the usual way.
@@ -1103,13 +1166,13 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   request.working_dir = dir->path();
   request.env = run_env(slot_gpu);
   request.stdin_data = nonce + "\n";
-  request.limits = cuda ? config_.cuda_run_limits : config_.run_limits;
+  request.limits = gpu_run ? config_.cuda_run_limits : config_.run_limits;
   request.readonly_paths = readonly_paths_;
   // The whole stream must come back: the harness writes exactly as many bytes as the reference's
   // (same records, same counts) or an error record; anything beyond is the candidate's.
   request.limits.output_cap_bytes =
       std::max(request.limits.output_cap_bytes, expected.bytes + (64 << 10));
-  const clock_watch clocks(slot_gpu, cuda && config_.timing_reps > 0);
+  const clock_watch clocks(slot_gpu, gpu_run && config_.timing_reps > 0);
   auto r = run_isolated(request);
   if (!r) {
     return infrastructure_error(slot_gpu, r.err().wrap("starting the candidate").message);
@@ -1231,7 +1294,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
 
   // The run failed. Whether the GPU is at fault is the engine's probe's call, never the stream's:
   // the harness's report (or its stopping before the first call) only says when to ask.
-  if (cuda && (!got.reached_solve || (got.failure && may_be_the_gpus(*got.failure)))) {
+  if (gpu_run && (!got.reached_solve || (got.failure && may_be_the_gpus(*got.failure)))) {
     // The keeper is the engine's: its failure, which only the judge reports, and its end, which
     // the engine sees itself, are the slot's. A keeper that failed is ended, to be started again.
     if (got.failure && got.failure->kind == harness_failure_kind::keeper) {
@@ -1256,7 +1319,7 @@ result<verdict> engine::run_native(const task& t, const prepared_candidate& p, i
   }
   if (got.failure) {
     std::string text = harness_error_feedback(*got.failure, r->stderr_text);
-    if (cuda && says_device_memory_exhausted(got.failure->name)) {
+    if (gpu_run && says_device_memory_exhausted(got.failure->name)) {
       v.device_memory_failure = true;
       if (sharing > 1) {
         // Nothing holds a cuda candidate's own cudaMalloc to it (CUDA has no per-process limit
