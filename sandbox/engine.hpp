@@ -398,6 +398,11 @@ class engine {
       const std::vector<std::pair<std::string, std::string>>* env = nullptr,
       const resource_limits* limits = nullptr);
   std::vector<std::pair<std::string, std::string>> run_env(int gpu) const;
+  // compile() of a native kind once its code passed extraction and the forbidden-use pre-check.
+  result<prepared_candidate> compile_native(const task& t, prepared_candidate p,
+                                            bool with_reference);
+  // probe_slot() of a native kind: the CUDA probe for cuda, nothing for cpp.
+  status probe_native_slot(task_kind kind, int gpu);
   result<verdict> run_native(const task& t, const prepared_candidate& p, int gpu, int sharing);
   result<std::string> cuda_probe_binary();
   result<verdict> run_python(const task& t, const prepared_candidate& p);

@@ -60,6 +60,17 @@ verdict make_verdict(verdict_category c, std::string feedback) {
   return v;
 }
 
+run_request compiler_probe(const engine_config& c, const std::vector<fs::path>& readonly,
+                           const fs::path& dir, std::vector<std::string> argv) {
+  run_request request;
+  request.argv = std::move(argv);
+  request.working_dir = dir;
+  request.env = {{"PATH", base_path(dir_of(c.nvcc))}, {"LC_ALL", "C"}};
+  request.limits = c.compile_limits;
+  request.readonly_paths = readonly;
+  return request;
+}
+
 std::vector<tool_prefix> tool_prefixes_of(const fs::path& program) {
   std::vector<tool_prefix> out;
   if (!program.is_absolute()) {

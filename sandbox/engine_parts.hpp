@@ -1,5 +1,6 @@
-// Internal to the sandbox: the pieces the engine's pipelines (engine.cpp, engine_kernelbench.cpp,
-// engine_profile.cpp) share, defined in engine_parts.cpp. Not part of the module's public header.
+// Internal to the sandbox: the pieces the engine's files (engine.cpp, engine_native.cpp,
+// engine_python.cpp, engine_kernelbench.cpp, engine_profile.cpp) share, defined in
+// engine_parts.cpp. Not part of the module's public header.
 #pragma once
 
 #include "sandbox/engine.hpp"
@@ -44,6 +45,12 @@ struct tool_prefix {
   bool bin = false;
 };
 std::vector<tool_prefix> tool_prefixes_of(const std::filesystem::path& program);
+// A question to the compilers (their version, their header folders) in the sandbox, under the
+// compile limits: argv in `dir`, with the compilers' PATH.
+run_request compiler_probe(const engine_config& c,
+                           const std::vector<std::filesystem::path>& readonly,
+                           const std::filesystem::path& dir, std::vector<std::string> argv);
+
 // The installation folders of the given programs (a bare name is looked up on the sandbox's PATH),
 // which a run needs to see. run_isolated skips those under /usr.
 std::vector<std::filesystem::path> tool_prefixes(const std::vector<std::string>& programs);

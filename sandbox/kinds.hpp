@@ -4,7 +4,8 @@
 //  - a new kind verified like an existing one is its value in common/enums/task_kind.hpp and its
 //    row in sandbox/kinds.cpp (the switch there has no `default:`: -Wswitch names it);
 //  - a kind that needs a new way of being built or judged adds a value to pipeline or toolchain
-//    below, and -Wswitch names every place in the engine that must handle it (engine.cpp).
+//    below, and -Wswitch names every place in the engine that must handle it (engine.cpp, and for
+//    a toolchain engine_native.cpp: the compiler's command, flags, header folders and cache key).
 #pragma once
 
 #include "common/enums/task_kind.hpp"
@@ -48,6 +49,10 @@ struct kind_traits {
   task_kind kind;
   pipeline judged_by;
   toolchain compiler;
+  // Its runs use the run slot's GPU (CUDA_VISIBLE_DEVICES names the slot's device). A native kind
+  // on a GPU is built with the CUDA harness, runs with the slot's keeper under cuda_run_limits, and
+  // its slot is probed with the engine's CUDA program (engine_native.cpp).
+  bool gpu;
   required_source needs;
   // The candidate's file (".cu"), also solution.<ext> and wrong/<label>.<ext> in the suite format.
   std::string_view extension;

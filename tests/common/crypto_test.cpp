@@ -40,7 +40,7 @@ TEST(Crypto, Sha256KnownVectors) {
 }
 
 // Digests computed by the removed sandbox/hash.cpp: lengths around the padding boundaries (one and
-// two final blocks), every byte value, and a key material shaped as engine.cpp builds it.
+// two final blocks), every byte value, and a key material shaped as engine_native.cpp builds it.
 TEST(Crypto, Sha256MatchesTheKeysOfExistingCaches) {
   const std::vector<digest_case> cases = {
       {alphabet_prefix(55), "595615dbe4f0f407ae397d08b4c2cb870cb9b0e11937416f950c5160acf9c005"},

@@ -19,6 +19,7 @@ struct row {
   task_kind kind;
   pipeline judged_by;
   toolchain compiler;
+  bool gpu;
   required_source needs;
   std::string extension;
   std::string fence;
@@ -26,15 +27,16 @@ struct row {
 
 // What each kind is, written out once more so that a row edited by mistake fails here.
 const std::vector<row> expected_rows = {
-    {task_kind::cuda, pipeline::native, toolchain::nvcc, required_source::args_and_reference, ".cu",
-     "cuda"},
-    {task_kind::cpp, pipeline::native, toolchain::cxx, required_source::args_and_reference, ".cpp",
-     "cpp"},
-    {task_kind::python, pipeline::python_tests, toolchain::python3, required_source::tests, ".py",
-     "python"},
-    {task_kind::kernelbench, pipeline::kernelbench, toolchain::python3, required_source::problem,
+    {task_kind::cuda, pipeline::native, toolchain::nvcc, true, required_source::args_and_reference,
+     ".cu", "cuda"},
+    {task_kind::cpp, pipeline::native, toolchain::cxx, false, required_source::args_and_reference,
+     ".cpp", "cpp"},
+    {task_kind::python, pipeline::python_tests, toolchain::python3, false, required_source::tests,
      ".py", "python"},
-    {task_kind::digits, pipeline::text, toolchain::none, required_source::target, ".txt", "digits"},
+    {task_kind::kernelbench, pipeline::kernelbench, toolchain::python3, true,
+     required_source::problem, ".py", "python"},
+    {task_kind::digits, pipeline::text, toolchain::none, false, required_source::target, ".txt",
+     "digits"},
 };
 
 TEST(KindsTest, EveryKindHasItsOwnRow) {
@@ -45,6 +47,7 @@ TEST(KindsTest, EveryKindHasItsOwnRow) {
     EXPECT_EQ(k.kind, r.kind);
     EXPECT_EQ(k.judged_by, r.judged_by);
     EXPECT_EQ(k.compiler, r.compiler);
+    EXPECT_EQ(k.gpu, r.gpu);
     EXPECT_EQ(k.needs, r.needs);
     EXPECT_EQ(k.extension, r.extension);
     EXPECT_EQ(std::string(candidate_extension(r.kind)), r.extension);
