@@ -442,6 +442,11 @@ class engine {
     kb_data inputs;
     kb_data expected;
     std::string problem;  // problem.py's text, for the judge's fresh inputs
+    // How its cases were obtained, for the verdict's reference_note: the problem's run in the
+    // sandbox (0 when read from the compile cache) and the whole of it (the run, the cache's read
+    // or write, the parse), in seconds.
+    double run_s = 0;
+    double obtained_s = 0;
   };
   // "cuda" or "cpu" for `gpu`'s slot, from the engine's own probe (cached per slot once it worked).
   // Errors start with "infrastructure:" and name the slot.

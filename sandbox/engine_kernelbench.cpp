@@ -305,7 +305,10 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
     return future.get();
   }
   // Runs the reference in the sandbox and returns its two files' bytes, inputs then expected.
+  const auto began = std::chrono::steady_clock::now();
+  double run_s = 0;
   auto run_reference = [&]() -> result<std::pair<std::string, std::string>> {
+    const auto run_began = std::chrono::steady_clock::now();
     auto dir = detail::make_run_folder(
         config_.scratch_root, "kbref-",
         {{"problem.py", &t.reference}, {"reference.py", &kernelbench_reference_source()}});
@@ -363,6 +366,7 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       }
       *target = std::move(bytes.value());
     }
+    run_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_began).count();
     return files;
   };
   // The reference's outputs are kept in the compile cache too, so that other engines and later
@@ -428,6 +432,9 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
         }
       }
     }
+    ref->run_s = run_s;
+    ref->obtained_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     return value_type(std::move(ref));
   };
   auto computed = compute();
@@ -1044,6 +1051,33 @@ std::size_t judge_record_bound(const kb_data& expected, const kb_data& inputs) {
   return 4 * (expected.bytes->size() + inputs.bytes->size()) + (1 << 20);
 }
 
+std::string seconds_text(double s) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << s << " s";
+  return out.str();
+}
+
+// The verdict's reference_note: the reference's cases (inputs and expected outputs, `bytes`), how
+// they were obtained (the problem run in the sandbox for `run_s`, or read from the compile cache;
+// `obtained_s` in all) and how long this run waited for them, since a problem with large tensors
+// can spend more time there than in the candidate's run.
+std::string kernelbench_reference_note(std::size_t bytes, double run_s, double obtained_s,
+                                       double waited_s) {
+  std::ostringstream size;
+  size << std::fixed << std::setprecision(1);
+  if (bytes >= (std::size_t{1} << 30)) {
+    size << static_cast<double>(bytes) / static_cast<double>(std::size_t{1} << 30) << " GiB";
+  } else {
+    size << static_cast<double>(bytes) / static_cast<double>(std::size_t{1} << 20) << " MiB";
+  }
+  const std::string how = run_s > 0
+                              ? "the problem run in the sandbox in " + seconds_text(run_s) + " (" +
+                                    seconds_text(obtained_s) + " with the compile cache's write)"
+                              : "read from the compile cache in " + seconds_text(obtained_s);
+  return size.str() + " of cases, " + how + "; this run waited " + seconds_text(waited_s) +
+         " for them";
+}
+
 }  // namespace
 
 nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref,
@@ -1356,10 +1390,13 @@ status engine::ready_kernelbench_slot(const task& t, int gpu) {
 
 result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate& p, int gpu,
                                         int sharing) {
+  const auto waited_from = std::chrono::steady_clock::now();
   auto slot = kernelbench_slot_for(t, gpu);
   if (!slot) {
     return slot.err();
   }
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
   const std::string& device = slot->device;
   const kernelbench_reference& ref = *slot->reference;
   auto fit = kernelbench_fit(t, *slot, gpu);
@@ -1452,6 +1489,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   v.diagnostics = replaced + (from_standby ? "judge started ahead of its job; " : "") +
                   r->isolation + "\n" + r->stderr_text.substr(0, 2000);
   v.build_note = p.build_note;
+  v.reference_note = kernelbench_reference_note(
+      ref.inputs.bytes->size() + ref.expected.bytes->size(), ref.run_s, ref.obtained_s, waited_s);
   auto finish = [&](verdict_category c, std::string text) {
     v.category = c;
     v.passed = c == verdict_category::pass;

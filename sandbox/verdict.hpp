@@ -99,6 +99,11 @@ struct verdict {
   // judge's steps, from the sandbox's start to the record; kernelbench_run_phases). For logs and
   // `leap verify`, not for the model; empty where not measured.
   std::vector<std::pair<std::string, double>> run_phases_ms;
+  // KernelBench: how the reference's cases (every trial's and timing set's inputs and outputs)
+  // were obtained, their size, and how long this run waited for them ("16.5 GiB of cases, the
+  // problem run in the sandbox in 83.2 s (95.1 s with the compile cache's write); this run waited
+  // 0.0 s"). For logs and `leap verify`, not for the model; empty for other kinds.
+  std::string reference_note;
   // Nsight Compute's view of the candidate's own kernels (engine_config::profile); its diagnosis is
   // also appended to `feedback`, after the verdict's own text.
   std::optional<profile_summary> profile;

@@ -948,14 +948,21 @@ TEST(KernelBenchTest, ReferenceOutputsAreEvictedFromMemoryAndKeptOnDisk) {
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
   // The third verification's reference left the memory with the second's and is read back from
-  // the compile cache: two runs of a reference for three verifications.
-  for (const auto& [t, passes, runs] : std::vector<std::tuple<task, bool, std::uint64_t>>{
-           {problem_task(), true, 1}, {other, false, 2}, {problem_task(), true, 2}}) {
+  // the compile cache: two runs of a reference for three verifications. Each verdict says which.
+  const std::string ran = "of cases, the problem run in the sandbox in ";
+  const std::string read = "of cases, read from the compile cache in ";
+  for (const auto& [t, passes, runs, how] :
+       std::vector<std::tuple<task, bool, std::uint64_t, std::string>>{
+           {problem_task(), true, 1, ran},
+           {other, false, 2, ran},
+           {problem_task(), true, 2, read}}) {
     SCOPED_TRACE(t.id);
     auto v = (*e)->verify(t, fenced("python", code));
     ASSERT_TRUE(v.ok()) << v.err().message;
     EXPECT_EQ(v->passed, passes) << v->feedback;
     EXPECT_EQ((*e)->kernelbench_reference_runs(), runs);
+    EXPECT_NE(v->reference_note.find(how), std::string::npos) << v->reference_note;
+    EXPECT_NE(v->reference_note.find("; this run waited "), std::string::npos) << v->reference_note;
   }
 
   // A damaged entry is not trusted: another engine on the same cache runs the reference again

@@ -203,6 +203,9 @@ void print_verdict(const verify_options& o, const sandbox::task& task, const san
     if (!v->build_note.empty()) {
       j["build"] = v->build_note;
     }
+    if (!v->reference_note.empty()) {
+      j["reference"] = v->reference_note;
+    }
     if (v->device_memory_share_bytes > 0) {
       j["device_memory_share_bytes"] = v->device_memory_share_bytes;
     }
@@ -247,6 +250,9 @@ void print_verdict(const verify_options& o, const sandbox::task& task, const san
     }
     if (!v->build_note.empty()) {
       std::cout << "build:    " << v->build_note << "\n";
+    }
+    if (!v->reference_note.empty()) {
+      std::cout << "reference: " << v->reference_note << "\n";
     }
     if (v->speedup) {
       std::cout << "speedup:  " << *v->speedup << "x (candidate median "
