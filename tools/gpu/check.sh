@@ -501,6 +501,28 @@ phase_kbbatch() {
 }
 
 
+# The KernelBench scale-add problem (a * scale + b) over two inputs of shape $2, written to $1.
+scale_add_problem() {
+  cat >"$1" <<PY
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return a * self.scale + b
+
+def get_inputs():
+    return [torch.randn($2), torch.randn($2)]
+
+def get_init_inputs():
+    return [3.0]
+PY
+}
+
 # The load_inline CUDA scale-add answer of kbverify's problem (its `.cu` is the one kbheaders
 # compiles), written to $1.
 scale_add_answer() {
@@ -547,24 +569,7 @@ phase_kbverify() {
   local d=$out/kbverify py=$LEAP_SANDBOX_TEST_PYTHON
   rm -rf "$d"
   mkdir -p "$d"
-  cat >"$d/problem.py" <<'PY'
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return a * self.scale + b
-
-def get_inputs():
-    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]
-
-def get_init_inputs():
-    return [3.0]
-PY
+  scale_add_problem "$d/problem.py" "4096, 4096"
   scale_add_answer "$d/solution.py"
   sed 's/^import torch$/import torch  # another answer, the same request/' "$d/solution.py" >"$d/other.py"
   local verify=("$build/bin/leap" verify --json --gpu 0 --task "$d/problem.py" --python "$py")
@@ -712,24 +717,7 @@ phase_profilecost() {
     grep -E -B2 -A12 'error|FAILED' | head -40
   local d=$out/profilecost py=$LEAP_SANDBOX_TEST_PYTHON i label mode task cand
   rm -rf "$d" && mkdir -p "$d"
-  cat >"$d/problem.py" <<'PY'
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return a * self.scale + b
-
-def get_inputs():
-    return [torch.randn(1 << 24), torch.randn(1 << 24)]
-
-def get_init_inputs():
-    return [3.0]
-PY
+  scale_add_problem "$d/problem.py" "1 << 24"
   scale_add_answer "$d/solution.py"
   for label in cuda_matmul_square kb_scale_add; do
     if [[ $label == cuda_* ]]; then

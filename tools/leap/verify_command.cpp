@@ -323,10 +323,11 @@ void add_verify_command(CLI::App& app, int* exit_code) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{256} << 20, std::uint64_t{1} << 50));
   cmd->add_option("--profile", o->profile,
-                  "Profile the verdict under Nsight Compute as verifier.profile does: off, passing "
-                  "(a passing cuda or kernelbench verdict) or all_compiled (every one that "
-                  "compiled and ran); prints the profile, its time, and the diagnosis in the "
-                  "feedback (default: off)");
+                  "Profile the verdict under Nsight Compute as verifier.profile does (" +
+                      enum_names::valid_names<profile_mode>() +
+                      "; passing: a passing cuda or kernelbench verdict, all_compiled: every one "
+                      "that compiled and ran); prints the profile, its time, and the diagnosis in "
+                      "the feedback (default: off)");
   cmd->add_option("--ncu", o->ncu,
                   "The ncu executable for --profile (default: the ncu beside nvcc)");
   cmd->add_option("--suite", o->suite, "The task suite directory for ids (default: sandbox/suite)");
