@@ -141,7 +141,7 @@ result<std::unique_ptr<engine>> engine::create(engine_config config) {
   }
   std::unique_ptr<engine> e(new engine(std::move(config)));
   e->cache_ = std::move(cache.value());
-  e->readonly_paths_ = detail::tool_prefixes({e->config_.nvcc, e->config_.python});
+  e->readonly_paths_ = detail::toolchain_prefixes(e->config_);
   if (e->config_.kernelbench_pch_ahead) {
     e->prepare_kernelbench();
   }
@@ -157,22 +157,9 @@ result<std::string> engine::compiler_identity(task_kind kind) {
       return it->second;
     }
   }
-  std::vector<std::vector<std::string>> commands;
-  switch (traits_of(kind).compiler) {
-    case toolchain::none:
-      break;
-    case toolchain::cxx:
-      commands = {{config_.cxx, "--version"}};
-      break;
-    case toolchain::nvcc:
-      commands = {{config_.nvcc, "--version"}, {config_.cxx, "--version"}};
-      break;
-    case toolchain::python3:
-      commands = {{config_.python, "--version"}};
-      break;
-  }
   std::string identity;
-  for (const auto& argv : commands) {
+  for (const auto& tool : detail::toolchain_programs(config_, traits_of(kind).compiler)) {
+    const std::vector<std::string> argv{tool.program, "--version"};
     auto dir = scratch_dir::create(config_.scratch_root, "probe-");
     if (!dir) {
       return dir.err();

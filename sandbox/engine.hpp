@@ -35,9 +35,9 @@ std::string default_nvcc();
 
 // Which verdicts of the cuda and kernelbench kinds are profiled under Nsight Compute after they are
 // known, and what profiles them: common/enums/profile_mode.hpp and profile_tool.hpp.
-// Whether a verdict of `kind` is profiled under `mode`: cuda and kernelbench only; passing: a
-// passing verdict; all_compiled: any verdict of a candidate that compiled (not a format, forbidden
-// or compile verdict). Pure function.
+// Whether a verdict of `kind` is profiled under `mode`: the kinds whose runs use a GPU only
+// (kind_traits::gpu: cuda and kernelbench); passing: a passing verdict; all_compiled: any verdict
+// of a candidate that compiled (not a format, forbidden or compile verdict). Pure function.
 bool profile_selects(profile_mode mode, task_kind kind, const verdict& v);
 
 struct engine_config {

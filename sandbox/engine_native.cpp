@@ -199,6 +199,24 @@ bool on_gpu(task_kind kind) { return traits_of(kind).gpu; }
 
 }  // namespace
 
+namespace detail {
+
+std::vector<toolchain_program> toolchain_programs(const engine_config& c, toolchain compiler) {
+  switch (compiler) {
+    case toolchain::none:
+      return {};
+    case toolchain::cxx:
+      return {{.program = c.cxx, .bound = false}};
+    case toolchain::nvcc:
+      return {{.program = c.nvcc, .bound = true}, {.program = c.cxx, .bound = false}};
+    case toolchain::python3:
+      return {{.program = c.python, .bound = true}};
+  }
+  return {};
+}
+
+}  // namespace detail
+
 result<build_output> engine::build_in_sandbox(
     const std::vector<std::pair<std::string, std::string>>& files,
     const std::vector<std::string>& argv, const std::string& artifact,

@@ -2,6 +2,9 @@
 // in the sandbox, the tools' installation folders, the words of a verdict.
 #include "sandbox/engine_parts.hpp"
 
+#include "common/enums/task_kind.hpp"
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -105,6 +108,25 @@ std::vector<fs::path> tool_prefixes(const std::vector<std::string>& programs) {
     }
   }
   return out;
+}
+
+std::vector<fs::path> toolchain_prefixes(const engine_config& c) {
+  // Each toolchain once (kinds share them), in the kinds' order.
+  std::vector<toolchain> seen;
+  std::vector<std::string> programs;
+  for (task_kind kind : enum_names::values<task_kind>()) {
+    const toolchain compiler = traits_of(kind).compiler;
+    if (std::ranges::find(seen, compiler) != seen.end()) {
+      continue;
+    }
+    seen.push_back(compiler);
+    for (auto& p : toolchain_programs(c, compiler)) {
+      if (p.bound) {
+        programs.push_back(std::move(p.program));
+      }
+    }
+  }
+  return tool_prefixes(programs);
 }
 
 status write_run_files(const fs::path& dir, const std::vector<run_file>& files) {

@@ -5,6 +5,7 @@
 
 #include "sandbox/engine.hpp"
 #include "sandbox/gpu_clocks.hpp"
+#include "sandbox/kinds.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,22 @@ run_request compiler_probe(const engine_config& c,
 // The installation folders of the given programs (a bare name is looked up on the sandbox's PATH),
 // which a run needs to see. run_isolated skips those under /usr.
 std::vector<std::filesystem::path> tool_prefixes(const std::vector<std::string>& programs);
+
+// A program of a toolchain, as engine_config names it.
+struct toolchain_program {
+  std::string program;
+  // Its installation folder is bound read-only into the sandbox's runs (toolchain_prefixes): the
+  // CUDA toolkit and python may live outside /usr. The C++ compiler is not: it is taken to be the
+  // system's, under /usr, which every run sees.
+  bool bound = false;
+};
+// The toolchain's programs, each asked `--version` in this order for the kinds' cache keys
+// (engine::compiler_identity): nvcc and its host compiler, for instance. Defined beside
+// compiler_command (engine_native.cpp), whose switch a new toolchain meets too.
+std::vector<toolchain_program> toolchain_programs(const engine_config& c, toolchain compiler);
+// The installation folders of the bound programs of every kind's toolchain (tool_prefixes):
+// what the engine shows its runs read-only.
+std::vector<std::filesystem::path> toolchain_prefixes(const engine_config& c);
 
 // One file of a run's or a build's folder. content is not owned: it outlives the write.
 struct run_file {

@@ -11,6 +11,7 @@
 #include "sandbox/engine.hpp"
 #include "sandbox/engine_parts.hpp"
 #include "sandbox/kernelbench.hpp"
+#include "sandbox/kinds.hpp"
 #include "sandbox/profile.hpp"
 #include "sandbox/profile_events.hpp"
 
@@ -147,7 +148,8 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 }  // namespace
 
 bool profile_selects(profile_mode mode, task_kind kind, const verdict& v) {
-  if (mode == profile_mode::off || (kind != task_kind::cuda && kind != task_kind::kernelbench)) {
+  // The profilers measure the run's GPU kernels: a kind off the GPU has none.
+  if (mode == profile_mode::off || !traits_of(kind).gpu) {
     return false;
   }
   if (mode == profile_mode::passing) {

@@ -4,8 +4,9 @@
 //  - a new kind verified like an existing one is its value in common/enums/task_kind.hpp and its
 //    row in sandbox/kinds.cpp (the switch there has no `default:`: -Wswitch names it);
 //  - a kind that needs a new way of being built or judged adds a value to pipeline or toolchain
-//    below, and -Wswitch names every place in the engine that must handle it (engine.cpp, and for
-//    a toolchain engine_native.cpp: the compiler's command, flags, header folders and cache key).
+//    below, and -Wswitch names every place in the engine that must handle it (for a pipeline
+//    engine.cpp; for a toolchain engine_native.cpp: the compiler's command, flags, header folders,
+//    its programs asked for the cache key and shown read-only to the runs).
 #pragma once
 
 #include "common/enums/task_kind.hpp"

@@ -1,6 +1,7 @@
 #include "sandbox/verifier.hpp"
 
 #include "sandbox/feedback.hpp"
+#include "sandbox/kinds.hpp"
 
 #include <algorithm>
 #include <set>
@@ -314,9 +315,9 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu, int*
   }
   std::set<int> tried;
   std::vector<std::string> failures;
+  const bool gpu_kind = traits_of(kind).gpu;
   // A timed run of a GPU kind measures the GPU's time: no other run may share it meanwhile.
-  const bool alone =
-      config_.engine.timing_reps > 0 && (kind == task_kind::cuda || kind == task_kind::kernelbench);
+  const bool alone = config_.engine.timing_reps > 0 && gpu_kind;
   // With a profiling pool, the run only judges: the profile is made after the verdict is out.
   auto run_on = [&](int g) -> result<verdict> {
     std::shared_mutex& m = gpu_turn(g);
@@ -329,7 +330,6 @@ result<verdict> verifier::run_with_retries(const job& j, int slot, int gpu, int*
       return once(1);
     }
     const auto runs = slots_per_gpu_.find(g);
-    const bool gpu_kind = kind == task_kind::cuda || kind == task_kind::kernelbench;
     const int sharing = gpu_kind && runs != slots_per_gpu_.end() ? runs->second : 1;
     result<verdict> first = error{"not run"};
     {

@@ -1,5 +1,6 @@
 #include "sandbox/engine.hpp"
 
+#include "sandbox/engine_parts.hpp"
 #include "sandbox/harness.hpp"
 #include "tests/sandbox/test_support.hpp"
 
@@ -497,6 +498,34 @@ TEST(EngineTest, StreamParserReadsTheFailureKind) {
     EXPECT_EQ(dump->failure->text, "2 threads");
     EXPECT_FALSE(dump->complete);
   }
+}
+
+// Each toolchain's programs, said once: asked `--version` in this order for the kinds' cache keys,
+// and the folders of the toolkit and python (never the C++ compiler) bound read-only into the runs,
+// as engine::create bound tool_prefixes({nvcc, python}) before the list was derived.
+TEST(EngineTest, ToolchainProgramsAreAskedInOrderAndOnlyTheToolkitAndPythonAreBound) {
+  engine_config c;
+  c.cxx = "/opt/leap-test-gcc/bin/g++";
+  c.nvcc = "/opt/leap-test-cuda/bin/nvcc";
+  c.python = "/opt/leap-test-python/bin/python3";
+  auto programs_of = [&](toolchain t) {
+    std::vector<std::string> out;
+    for (const auto& p : detail::toolchain_programs(c, t)) {
+      out.push_back(p.program);
+    }
+    return out;
+  };
+  EXPECT_EQ(programs_of(toolchain::none), std::vector<std::string>{});
+  EXPECT_EQ(programs_of(toolchain::cxx), std::vector<std::string>{c.cxx});
+  EXPECT_EQ(programs_of(toolchain::nvcc), (std::vector<std::string>{c.nvcc, c.cxx}));
+  EXPECT_EQ(programs_of(toolchain::python3), std::vector<std::string>{c.python});
+
+  // The paths do not exist, so each program gives its folder as named only.
+  EXPECT_EQ(detail::toolchain_prefixes(c),
+            (std::vector<std::filesystem::path>{"/opt/leap-test-cuda", "/opt/leap-test-python"}));
+  const engine_config defaults;
+  EXPECT_EQ(detail::toolchain_prefixes(defaults),
+            detail::tool_prefixes({defaults.nvcc, defaults.python}));
 }
 
 }  // namespace
