@@ -890,7 +890,7 @@ int parse_and_run(int argc, char** argv) {
       vc.engine = fresh_config("throughput-" + std::to_string(w));
       vc.compile_workers = w;
       vc.run_slots = w;
-      if ((t.kind == task_kind::cuda || t.kind == task_kind::kernelbench) && gpu >= 0) {
+      if (traits_of(t.kind).gpu && gpu >= 0) {
         vc.gpus = {gpu};
       }
       auto v = verifier::create(vc);
