@@ -406,6 +406,18 @@ phase_timing() {
         --scratch-bytes "${TIMING_AGREE_SCRATCH:-24GiB}" --task "$d/$name.py" \
         --candidate "$d/${name/problem/solution}.py" --python "$py" >>"$d/kb_$label.jsonl" ||
         echo "timing: $label ended with exit $? (TIMING_AGREE_LIMIT ${TIMING_AGREE_LIMIT:-300} s)"
+      # Where a large problem's time went: the reference's cases, the build, the run's steps.
+      python3 - "$d/kb_$label.jsonl" "$label" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        v = json.loads(line)
+        print("%s: %s, verify %.1f s (compile %.1f s, run %.1f s); reference: %s" % (
+            sys.argv[2], v.get("category"), v.get("verify_ms", 0) / 1e3, v.get("compile_ms", 0) / 1e3,
+            v.get("run_ms", 0) / 1e3, v.get("reference", "-")))
+        if v.get("run_phases_ms"):
+            print("  phases (ms): " + ", ".join("%s %.0f" % (n, ms) for n, ms in v["run_phases_ms"]))
+PY
     done
   fi
   python3 "$root/tools/gpu/timing_check.py" stability "$d"/*.jsonl
