@@ -687,6 +687,31 @@ PY
   )
 }
 
+# The cost phases' verifications: the suite's cuda/matmul_square and the KernelBench answer
+# $1/solution.py to $1/problem.py (labelled $2), each verified in two modes alternating, $3 rounds
+# after a first pair that fills the cache, each verdict appended to $1/cost.jsonl with its label and
+# mode. $4 and $6: the modes' names; $5 and $7: their `leap verify` flags.
+alternate_verifications() {
+  local d=$1 rounds=$3 i label mode task cand
+  local -A flags=(["$4"]=$5 ["$6"]=$7)
+  for label in cuda_matmul_square "$2"; do
+    if [[ $label == cuda_* ]]; then
+      task=(--task cuda/matmul_square) cand=sandbox/suite/cuda/matmul_square/solution.cu
+    else
+      task=(--task "$d/problem.py" --python "$LEAP_SANDBOX_TEST_PYTHON") cand=$d/solution.py
+    fi
+    for ((i = 0; i <= rounds; i++)); do
+      for mode in "$4" "$6"; do
+        # shellcheck disable=SC2086 # a mode's flags are words
+        "$build/bin/leap" verify --json --gpu 0 ${flags[$mode]} "${task[@]}" --candidate "$cand" \
+          --cache-dir "$d/cache" >"$d/one.json" 2>>"$d/$label.err"
+        ((i == 0)) || sed "s/^{/{\"label\":\"$label\",\"mode\":\"$mode\",/" "$d/one.json" |
+          grep -m1 '^{' >>"$d/cost.jsonl"
+      done
+    done
+  done
+}
+
 # What timing costs a verification: the suite's cuda/matmul_square and the KernelBench 2048^2 matmul
 # verified untimed and with --timing TIMINGCOST_REPS (default 20), alternating, TIMINGCOST_RUNS
 # times each (default 5), all on one compile cache as a training run's verifications are (so the
@@ -696,27 +721,11 @@ PY
 phase_timingcost() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
     grep -E -B2 -A12 'error|FAILED' | head -40
-  local d=$out/timingcost py=$LEAP_SANDBOX_TEST_PYTHON i label mode task cand
-  local reps=${TIMINGCOST_REPS:-20}
+  local d=$out/timingcost reps=${TIMINGCOST_REPS:-20}
   rm -rf "$d" && mkdir -p "$d"
   python3 "$root/tools/gpu/timing_check.py" write "$d"
-  for label in cuda_matmul_square kb_matmul_relu; do
-    if [[ $label == cuda_* ]]; then
-      task=(--task cuda/matmul_square) cand=sandbox/suite/cuda/matmul_square/solution.cu
-    else
-      task=(--task "$d/problem.py" --python "$py") cand=$d/solution.py
-    fi
-    for ((i = 0; i <= ${TIMINGCOST_RUNS:-5}; i++)); do
-      for mode in untimed timed; do
-        local timing=0
-        [[ $mode == untimed ]] || timing=$reps
-        "$build/bin/leap" verify --json --gpu 0 --timing "$timing" "${task[@]}" --candidate "$cand" \
-          --cache-dir "$d/cache" >"$d/one.json" 2>>"$d/$label.err"
-        ((i == 0)) || sed "s/^{/{\"label\":\"$label\",\"mode\":\"$mode\",/" "$d/one.json" |
-          grep -m1 '^{' >>"$d/cost.jsonl"
-      done
-    done
-  done
+  alternate_verifications "$d" kb_matmul_relu "${TIMINGCOST_RUNS:-5}" \
+    untimed "--timing 0" timed "--timing $reps"
   python3 "$root/tools/gpu/timing_check.py" cost "$d/cost.jsonl"
 }
 
@@ -727,25 +736,12 @@ phase_timingcost() {
 phase_profilecost() {
   LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
     grep -E -B2 -A12 'error|FAILED' | head -40
-  local d=$out/profilecost py=$LEAP_SANDBOX_TEST_PYTHON i label mode task cand
+  local d=$out/profilecost
   rm -rf "$d" && mkdir -p "$d"
   scale_add_problem "$d/problem.py" "1 << 24"
   scale_add_answer "$d/solution.py"
-  for label in cuda_matmul_square kb_scale_add; do
-    if [[ $label == cuda_* ]]; then
-      task=(--task cuda/matmul_square) cand=sandbox/suite/cuda/matmul_square/solution.cu
-    else
-      task=(--task "$d/problem.py" --python "$py") cand=$d/solution.py
-    fi
-    for ((i = 0; i <= ${PROFILECOST_RUNS:-3}; i++)); do
-      for mode in off passing; do
-        "$build/bin/leap" verify --json --gpu 0 --profile "$mode" "${task[@]}" --candidate "$cand" \
-          --cache-dir "$d/cache" >"$d/one.json" 2>>"$d/$label.err"
-        ((i == 0)) || sed "s/^{/{\"label\":\"$label\",\"mode\":\"$mode\",/" "$d/one.json" |
-          grep -m1 '^{' >>"$d/cost.jsonl"
-      done
-    done
-  done
+  alternate_verifications "$d" kb_scale_add "${PROFILECOST_RUNS:-3}" \
+    off "--profile off" passing "--profile passing"
   python3 - "$d/cost.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
