@@ -1,6 +1,7 @@
 // The KernelBench pipeline of the engine: the reference's outputs and timing, extension builds in
 // the compile pool, and the judge that runs a candidate's ModelNew beside the reference.
 #include "common/crypto.hpp"
+#include "common/durable_file.hpp"
 #include "sandbox/engine.hpp"
 #include "sandbox/engine_parts.hpp"
 #include "sandbox/python_judge.hpp"
@@ -1063,18 +1064,11 @@ std::string seconds_text(double s) {
 // can spend more time there than in the candidate's run.
 std::string kernelbench_reference_note(std::size_t bytes, double run_s, double obtained_s,
                                        double waited_s) {
-  std::ostringstream size;
-  size << std::fixed << std::setprecision(1);
-  if (bytes >= (std::size_t{1} << 30)) {
-    size << static_cast<double>(bytes) / static_cast<double>(std::size_t{1} << 30) << " GiB";
-  } else {
-    size << static_cast<double>(bytes) / static_cast<double>(std::size_t{1} << 20) << " MiB";
-  }
   const std::string how = run_s > 0
                               ? "the problem run in the sandbox in " + seconds_text(run_s) + " (" +
                                     seconds_text(obtained_s) + " with the compile cache's write)"
                               : "read from the compile cache in " + seconds_text(obtained_s);
-  return size.str() + " of cases, " + how + "; this run waited " + seconds_text(waited_s) +
+  return format_bytes(bytes) + " of cases, " + how + "; this run waited " + seconds_text(waited_s) +
          " for them";
 }
 
