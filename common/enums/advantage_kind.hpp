@@ -33,9 +33,4 @@ constexpr std::string_view name_of(advantage_kind v) {
 // "grpo", "mean_only", "none"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(advantage_kind v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<advantage_kind> parse_advantage_kind(std::string_view name) {
-  return enum_names::parse<advantage_kind>(name, "advantage kind");
-}
-
 }  // namespace leap

@@ -52,9 +52,4 @@ constexpr std::string_view meaning_of(gate_policy v) {
 // "none", "full", "dcp", "dcp_adaptive"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(gate_policy v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<gate_policy> parse_gate_policy(std::string_view name) {
-  return enum_names::parse<gate_policy>(name, "gate policy");
-}
-
 }  // namespace leap

@@ -29,9 +29,4 @@ constexpr std::string_view name_of(learner_kind v) {
 // "record", "torch"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(learner_kind v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<learner_kind> parse_learner_kind(std::string_view name) {
-  return enum_names::parse<learner_kind>(name, "learner kind");
-}
-
 }  // namespace leap

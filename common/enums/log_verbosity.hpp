@@ -43,9 +43,4 @@ constexpr std::string_view name_of(log_verbosity v) {
 // "trace", "debug", "info", "warn", "error", "off"; "unknown(N)" outside the enum.
 [[nodiscard]] inline std::string to_string(log_verbosity v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<log_verbosity> parse_log_verbosity(std::string_view name) {
-  return enum_names::parse<log_verbosity>(name, "log level");
-}
-
 }  // namespace leap

@@ -34,9 +34,4 @@ constexpr std::string_view name_of(loss_aggregation a) {
 // "token_mean", "seq_mean_token_mean", "seq_mean_token_sum"; "unknown(N)" outside the enum.
 [[nodiscard]] inline std::string to_string(loss_aggregation a) { return enum_names::to_string(a); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<loss_aggregation> parse_loss_aggregation(std::string_view name) {
-  return enum_names::parse<loss_aggregation>(name, "loss aggregation");
-}
-
 }  // namespace leap

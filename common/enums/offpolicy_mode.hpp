@@ -36,9 +36,4 @@ constexpr std::string_view name_of(offpolicy_mode m) {
 // "off", "drop_sequence", "truncate_token", "mask_token"; "unknown(N)" outside the enum.
 [[nodiscard]] inline std::string to_string(offpolicy_mode m) { return enum_names::to_string(m); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<offpolicy_mode> parse_offpolicy_mode(std::string_view name) {
-  return enum_names::parse<offpolicy_mode>(name, "off-policy mode");
-}
-
 }  // namespace leap

@@ -33,9 +33,4 @@ constexpr std::string_view name_of(outcome_kind v) {
 // "first_turn_pass", "debug_pass", "failure"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(outcome_kind v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<outcome_kind> parse_outcome_kind(std::string_view name) {
-  return enum_names::parse<outcome_kind>(name, "outcome kind");
-}
-
 }  // namespace leap

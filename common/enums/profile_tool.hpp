@@ -34,9 +34,4 @@ constexpr std::string_view name_of(profile_tool t) {
 // "auto", "ncu", "events"; "unknown(N)" outside the enum.
 [[nodiscard]] inline std::string to_string(profile_tool t) { return enum_names::to_string(t); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<profile_tool> parse_profile_tool(std::string_view name) {
-  return enum_names::parse<profile_tool>(name, "profile tool");
-}
-
 }  // namespace leap

@@ -39,9 +39,4 @@ constexpr std::string_view name_of(reward_kind v) {
 // "rank", "static", "binary", "rank_speed", "prime_echo"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(reward_kind v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<reward_kind> parse_reward_kind(std::string_view name) {
-  return enum_names::parse<reward_kind>(name, "reward kind");
-}
-
 }  // namespace leap

@@ -36,9 +36,4 @@ constexpr std::string_view name_of(run_status v) {
 // "running", "finished", "failed", "interrupted"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(run_status v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<run_status> parse_run_status(std::string_view name) {
-  return enum_names::parse<run_status>(name, "run status");
-}
-
 }  // namespace leap

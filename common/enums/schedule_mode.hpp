@@ -30,9 +30,4 @@ constexpr std::string_view name_of(schedule_mode v) {
 // "streaming", "barrier"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(schedule_mode v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<schedule_mode> parse_schedule_mode(std::string_view name) {
-  return enum_names::parse<schedule_mode>(name, "schedule mode");
-}
-
 }  // namespace leap

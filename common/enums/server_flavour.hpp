@@ -78,9 +78,4 @@ constexpr std::string_view meaning_of(server_flavour f) {
 // "vllm", "sglang", "embedded"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(server_flavour f) { return enum_names::to_string(f); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<server_flavour> parse_server_flavour(std::string_view name) {
-  return enum_names::parse<server_flavour>(name, "server flavour");
-}
-
 }  // namespace leap

@@ -27,9 +27,4 @@ constexpr std::string_view name_of(threshold_unit v) {
 // "count", "fraction"; "unknown(N)" for a byte outside the enum.
 [[nodiscard]] inline std::string to_string(threshold_unit v) { return enum_names::to_string(v); }
 
-// The value of a name as to_string writes it; an error listing the valid names otherwise.
-[[nodiscard]] inline result<threshold_unit> parse_threshold_unit(std::string_view name) {
-  return enum_names::parse<threshold_unit>(name, "threshold unit");
-}
-
 }  // namespace leap

@@ -8,6 +8,7 @@
 #include "common/enums/learner_kind.hpp"
 #include "common/enums/log_verbosity.hpp"
 #include "common/enums/loss_aggregation.hpp"
+#include "common/enums/offpolicy_mode.hpp"
 #include "common/enums/optimise_decision.hpp"
 #include "common/enums/outcome_kind.hpp"
 #include "common/enums/profile_mode.hpp"
@@ -73,6 +74,16 @@ void expect_names(const std::vector<name_case<E>>& cases, Parse parse, const std
   EXPECT_EQ(to_string(static_cast<E>(200)), "unknown(200)");
 }
 
+// The same for an enum read only through enum_names (a config key's choice_field, a CLI option),
+// with no parser of its own.
+template <class E>
+void expect_parsed_names(const std::vector<name_case<E>>& cases, const std::string& what,
+                         const std::vector<std::string>& also_bad = {}) {
+  expect_names<E>(
+      cases, [&](std::string_view name) { return enum_names::parse<E>(name, what); }, what,
+      also_bad);
+}
+
 TEST(Enums, FinishReasonNames) {
   expect_names<finish_reason>({{finish_reason::stop, "stop"},
                                {finish_reason::length, "length"},
@@ -94,20 +105,21 @@ TEST(Enums, VerdictCategoryNames) {
 }
 
 TEST(Enums, LogVerbosityNames) {
-  expect_names<log_verbosity>({{log_verbosity::trace, "trace"},
-                               {log_verbosity::debug, "debug"},
-                               {log_verbosity::info, "info"},
-                               {log_verbosity::warn, "warn"},
-                               {log_verbosity::error, "error"},
-                               {log_verbosity::off, "off"}},
-                              parse_log_verbosity, "log level");
+  expect_parsed_names<log_verbosity>({{log_verbosity::trace, "trace"},
+                                      {log_verbosity::debug, "debug"},
+                                      {log_verbosity::info, "info"},
+                                      {log_verbosity::warn, "warn"},
+                                      {log_verbosity::error, "error"},
+                                      {log_verbosity::off, "off"}},
+                                     "log level");
 }
 
 TEST(Enums, LossAggregationNames) {
-  expect_names<loss_aggregation>({{loss_aggregation::token_mean, "token_mean"},
-                                  {loss_aggregation::seq_mean_token_mean, "seq_mean_token_mean"},
-                                  {loss_aggregation::seq_mean_token_sum, "seq_mean_token_sum"}},
-                                 parse_loss_aggregation, "loss aggregation");
+  expect_parsed_names<loss_aggregation>(
+      {{loss_aggregation::token_mean, "token_mean"},
+       {loss_aggregation::seq_mean_token_mean, "seq_mean_token_mean"},
+       {loss_aggregation::seq_mean_token_sum, "seq_mean_token_sum"}},
+      "loss aggregation");
 }
 
 TEST(Enums, ProfileModeNames) {
@@ -118,10 +130,10 @@ TEST(Enums, ProfileModeNames) {
 }
 
 TEST(Enums, ProfileToolNames) {
-  expect_names<profile_tool>({{profile_tool::automatic, "auto"},
-                              {profile_tool::ncu, "ncu"},
-                              {profile_tool::events, "events"}},
-                             parse_profile_tool, "profile tool");
+  expect_parsed_names<profile_tool>({{profile_tool::automatic, "auto"},
+                                     {profile_tool::ncu, "ncu"},
+                                     {profile_tool::events, "events"}},
+                                    "profile tool");
 }
 
 TEST(Enums, TaskKindNames) {
@@ -139,10 +151,10 @@ TEST(Enums, WireFlavourNames) {
 }
 
 TEST(Enums, ServerFlavourNamesAndDialects) {
-  expect_names<server_flavour>({{server_flavour::vllm, "vllm"},
-                                {server_flavour::sglang, "sglang"},
-                                {server_flavour::embedded, "embedded"}},
-                               parse_server_flavour, "server flavour");
+  expect_parsed_names<server_flavour>({{server_flavour::vllm, "vllm"},
+                                       {server_flavour::sglang, "sglang"},
+                                       {server_flavour::embedded, "embedded"}},
+                                      "server flavour");
   // run_command mapped every flavour but sglang to vLLM's dialect; wire_of keeps that.
   static_assert(wire_of(server_flavour::vllm) == wire_flavour::vllm);
   static_assert(wire_of(server_flavour::sglang) == wire_flavour::sglang);
@@ -153,18 +165,18 @@ TEST(Enums, ServerFlavourNamesAndDialects) {
 // The near misses are the ones the per-module tests checked before the names moved here.
 
 TEST(Enums, GatePolicyNames) {
-  expect_names<gate_policy>({{gate_policy::none, "none"},
-                             {gate_policy::full, "full"},
-                             {gate_policy::dcp, "dcp"},
-                             {gate_policy::dcp_adaptive, "dcp_adaptive"}},
-                            parse_gate_policy, "gate policy",
-                            {"DCP", "dcp ", "adaptive", "dcp-adaptive", "unknown"});
+  expect_parsed_names<gate_policy>({{gate_policy::none, "none"},
+                                    {gate_policy::full, "full"},
+                                    {gate_policy::dcp, "dcp"},
+                                    {gate_policy::dcp_adaptive, "dcp_adaptive"}},
+                                   "gate policy",
+                                   {"DCP", "dcp ", "adaptive", "dcp-adaptive", "unknown"});
 }
 
 TEST(Enums, ThresholdUnitNames) {
-  expect_names<threshold_unit>(
-      {{threshold_unit::count, "count"}, {threshold_unit::fraction, "fraction"}},
-      parse_threshold_unit, "threshold unit", {"counts", "Fraction", "percent"});
+  expect_parsed_names<threshold_unit>(
+      {{threshold_unit::count, "count"}, {threshold_unit::fraction, "fraction"}}, "threshold unit",
+      {"counts", "Fraction", "percent"});
 }
 
 TEST(Enums, GateDecisionNames) {
@@ -187,28 +199,26 @@ TEST(Enums, OptimiseDecisionNames) {
 
 TEST(Enums, RewardKindNames) {
   // static_scalar is spelled "static" (a C++ keyword), and only that way.
-  expect_names<reward_kind>({{reward_kind::rank, "rank"},
-                             {reward_kind::static_scalar, "static"},
-                             {reward_kind::binary, "binary"},
-                             {reward_kind::rank_speed, "rank_speed"},
-                             {reward_kind::prime_echo, "prime_echo"}},
-                            parse_reward_kind, "reward kind",
-                            {"static_scalar", "Rank", "binary ", "scalar"});
+  expect_parsed_names<reward_kind>({{reward_kind::rank, "rank"},
+                                    {reward_kind::static_scalar, "static"},
+                                    {reward_kind::binary, "binary"},
+                                    {reward_kind::rank_speed, "rank_speed"},
+                                    {reward_kind::prime_echo, "prime_echo"}},
+                                   "reward kind", {"static_scalar", "Rank", "binary ", "scalar"});
 }
 
 TEST(Enums, AdvantageKindNames) {
-  expect_names<advantage_kind>({{advantage_kind::grpo, "grpo"},
-                                {advantage_kind::mean_only, "mean_only"},
-                                {advantage_kind::none, "none"}},
-                               parse_advantage_kind, "advantage kind",
-                               {"GRPO", "mean-only", "dr_grpo", "none "});
+  expect_parsed_names<advantage_kind>({{advantage_kind::grpo, "grpo"},
+                                       {advantage_kind::mean_only, "mean_only"},
+                                       {advantage_kind::none, "none"}},
+                                      "advantage kind", {"GRPO", "mean-only", "dr_grpo", "none "});
 }
 
 TEST(Enums, OutcomeKindNames) {
-  expect_names<outcome_kind>({{outcome_kind::first_turn_pass, "first_turn_pass"},
-                              {outcome_kind::debug_pass, "debug_pass"},
-                              {outcome_kind::failure, "failure"}},
-                             parse_outcome_kind, "outcome kind", {"pass", "Failure", "debug"});
+  expect_parsed_names<outcome_kind>({{outcome_kind::first_turn_pass, "first_turn_pass"},
+                                     {outcome_kind::debug_pass, "debug_pass"},
+                                     {outcome_kind::failure, "failure"}},
+                                    "outcome kind", {"pass", "Failure", "debug"});
 }
 
 TEST(Enums, SplitKindNames) {
@@ -217,22 +227,31 @@ TEST(Enums, SplitKindNames) {
 }
 
 TEST(Enums, RunStatusNames) {
-  expect_names<run_status>({{run_status::running, "running"},
-                            {run_status::finished, "finished"},
-                            {run_status::failed, "failed"},
-                            {run_status::interrupted, "interrupted"}},
-                           parse_run_status, "run status", {"Running", "done"});
+  expect_parsed_names<run_status>({{run_status::running, "running"},
+                                   {run_status::finished, "finished"},
+                                   {run_status::failed, "failed"},
+                                   {run_status::interrupted, "interrupted"}},
+                                  "run status", {"Running", "done"});
+}
+
+TEST(Enums, OffpolicyModeNames) {
+  expect_parsed_names<offpolicy_mode>({{offpolicy_mode::off, "off"},
+                                       {offpolicy_mode::drop_sequence, "drop_sequence"},
+                                       {offpolicy_mode::truncate_token, "truncate_token"},
+                                       {offpolicy_mode::mask_token, "mask_token"}},
+                                      "off-policy mode", {"mask", "drop-sequence"});
 }
 
 TEST(Enums, LearnerKindNames) {
-  expect_names<learner_kind>({{learner_kind::record, "record"}, {learner_kind::torch, "torch"}},
-                             parse_learner_kind, "learner kind", {"Torch", "libtorch"});
+  expect_parsed_names<learner_kind>(
+      {{learner_kind::record, "record"}, {learner_kind::torch, "torch"}}, "learner kind",
+      {"Torch", "libtorch"});
 }
 
 TEST(Enums, ScheduleModeNames) {
-  expect_names<schedule_mode>(
+  expect_parsed_names<schedule_mode>(
       {{schedule_mode::streaming, "streaming"}, {schedule_mode::barrier, "barrier"}},
-      parse_schedule_mode, "schedule mode", {"stream", "Barrier"});
+      "schedule mode", {"stream", "Barrier"});
 }
 
 // policy.weight_sync: "auto" is the canonical name of automatic; the config alone reads "" (the
