@@ -106,7 +106,7 @@ void remove_stale_temporaries(const std::string& target) {
 std::string format_bytes(std::uint64_t bytes) {
   constexpr std::array<const char*, 5> units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) {
-    return std::to_string(bytes) + " bytes";
+    return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
   }
   auto value = static_cast<double>(bytes);
   std::size_t unit = 0;
@@ -114,8 +114,12 @@ std::string format_bytes(std::uint64_t bytes) {
     value /= 1024.0;
     ++unit;
   }
+  // Two or three digits: a sandbox's feedback says sizes this way so that what a run leaves never
+  // becomes an exact channel for what it was given.
+  const bool whole =
+      value >= 100 || value == static_cast<double>(static_cast<std::uint64_t>(value));
   std::array<char, 32> text{};
-  (void)std::snprintf(text.data(), text.size(), "%.1f %s", value, units[unit]);
+  (void)std::snprintf(text.data(), text.size(), whole ? "%.0f %s" : "%.1f %s", value, units[unit]);
   return text.data();
 }
 

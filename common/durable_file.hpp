@@ -96,12 +96,14 @@ class durable_writer {
   durability sync_ = durability::synced;
 };
 
-// "1.2 MiB free of 6.0 MiB on its filesystem": the space an unprivileged writer may still use
+// "1.2 MiB free of 6 MiB on its filesystem": the space an unprivileged writer may still use
 // (statvfs's f_bavail) on the filesystem holding `path`, in the store's units (bytes, KiB, MiB,
 // ...); "its free space is unknown (statvfs: ...)" when statvfs fails.
 [[nodiscard]] std::string describe_free_space(const std::string& path);
 
-// "512 bytes", "6.0 MiB": a size as the free-space messages give it (one decimal, binary units).
+// "1 byte", "512 bytes", "6 MiB", "1.8 GiB", "256 MiB": a size to two or three digits in binary
+// units, as every message and feedback text of the project gives one (a decimal only below 100
+// and where the value is not whole).
 [[nodiscard]] std::string format_bytes(std::uint64_t bytes);
 
 // Whether an error of this file's functions came from a full disk (ENOSPC or EDQUOT: the ones

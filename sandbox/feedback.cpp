@@ -1,5 +1,6 @@
 #include "sandbox/feedback.hpp"
 
+#include "common/durable_file.hpp"
 #include "common/lines.hpp"
 #include "sandbox/kernelbench.hpp"
 #include "sandbox/process.hpp"
@@ -344,33 +345,10 @@ std::string timeout_feedback(double limit_seconds, bool cpu) {
          " and was killed (an infinite loop, a deadlock, or far too slow an algorithm?).";
 }
 
-namespace {
-
-// "256 MiB", "1.8 GiB", "12 KiB", "300 bytes".
-std::string byte_size(std::uint64_t bytes) {
-  static constexpr std::array<const char*, 4> units{"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) {
-    return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
-  }
-  double value = static_cast<double>(bytes) / 1024;
-  std::size_t unit = 0;
-  while (value >= 1024 && unit + 1 < units.size()) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  const bool whole =
-      value >= 100 || value == static_cast<double>(static_cast<std::uint64_t>(value));
-  std::snprintf(text, sizeof text, whole ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
-}
-
-}  // namespace
-
 std::string scratch_feedback(const run_result& r, const resource_limits& limits) {
   // Sizes to two or three digits and no exact count: what a run leaves must not become a channel
   // for what it was given (a hidden test's input).
-  const std::string limit = byte_size(limits.scratch_bytes);
+  const std::string limit = format_bytes(limits.scratch_bytes);
   const std::uint64_t max_entries = scratch_entry_limit(limits);
   std::string what;
   if (r.scratch_left_entries > max_entries) {
@@ -378,7 +356,7 @@ std::string scratch_feedback(const run_result& r, const resource_limits& limits)
            " files and folders in its working folder; the limit is " + std::to_string(max_entries) +
            " and " + limit;
   } else if (r.scratch_left_bytes > limits.scratch_bytes) {
-    what = byte_size(r.scratch_left_bytes) + " in its working folder; the limit is " + limit +
+    what = format_bytes(r.scratch_left_bytes) + " in its working folder; the limit is " + limit +
            ", each file counted at its full size (a sparse file's holes too) and each folder as "
            "4 KiB";
   } else {

@@ -302,7 +302,7 @@ TEST(LeapRunTorch, ACheckpointOnAFullDiskEndsTheRunWithExit1NamingTheFile) {
   EXPECT_NE(run.output.find(checkpoints), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("No space left on device"), std::string::npos) << run.output;
   // As the store's error does, the checkpoint's names the free space (issue 29).
-  EXPECT_NE(run.output.find("free of 1.0 MiB on its filesystem"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("free of 1 MiB on its filesystem"), std::string::npos) << run.output;
 }
 
 // `leap run` against `leap serve-policy --model` reached as `flavour`, to a closed loop; the

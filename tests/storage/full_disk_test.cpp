@@ -139,7 +139,7 @@ TEST(TrajectoryStoreFullDisk, EveryKindOfWriteFailsCleanlyAndNothingAcknowledged
       ASSERT_FALSE(failure.empty()) << "no write failed on a full disk";
       EXPECT_TRUE(contains(failure, "trajectory store '" + db.string() + "'")) << failure;
       EXPECT_TRUE(contains(failure, "No space left on device")) << failure;
-      EXPECT_TRUE(contains(failure, "free of 8.0 MiB on its filesystem")) << failure;
+      EXPECT_TRUE(contains(failure, "free of 8 MiB on its filesystem")) << failure;
       EXPECT_TRUE(contains(failure, "this write needs")) << failure;
       EXPECT_TRUE(contains(failure, "takes no more writes")) << failure;
 
@@ -204,7 +204,7 @@ TEST(TrajectoryStoreFullDisk, AnOpenOnAFullDiskIsAnErrorAndLaterOpensHoldEveryth
     }
     EXPECT_TRUE(contains(store.err().message, "trajectory store '" + db.string() + "'"))
         << store.err().message;
-    EXPECT_TRUE(contains(store.err().message, "free of 8.0 MiB")) << store.err().message;
+    EXPECT_TRUE(contains(store.err().message, "free of 8 MiB")) << store.err().message;
   }
   // Readers need no space.
   {
