@@ -5,6 +5,7 @@
 //   turn_profile.hpp): the store's binary codec (storage/record_codec.cpp), the JSON export and
 //   import and the CSV export's record columns (storage/export.cpp) and CAF's inspect
 //   (actors/messages.hpp);
+// - `leap replay`'s per-turn means (orchestrator/replay.cpp), of the turn fields that ask for them;
 // - the loss options (common/loss_options.hpp): the data-parallel learner's wire
 //   (learner/loss_json.cpp).
 // A new member is added to the struct and to its `fields()`, nowhere else (its documentation, and
@@ -65,7 +66,25 @@ struct field_options {
   // columns threshold_lo and threshold_hi). Never the stored or JSON name. Default: empty (the
   // field's name; a nested record's fields under their own names)
   std::string_view csv;
+  // `leap replay` shows the field's mean per step over the training turns that measured it (a
+  // number or a bool of a turn record, or of a record nested in it): a column of the per-turn table
+  // and of steps.csv, named as the CSV export names it. Default: false
+  bool replay_mean = false;
 };
+
+// false for a number that is the field's mark for "not measured" (field_options::json): JSON
+// writes it as null, CSV as an empty cell, and replay's means leave it out.
+constexpr bool measured(double v, json_unmeasured rule) {
+  switch (rule) {
+    case json_unmeasured::unless_positive:
+      return v > 0;
+    case json_unmeasured::unless_non_negative:
+      return v >= 0;
+    case json_unmeasured::never:
+      break;
+  }
+  return true;
+}
 
 // Options as a chain: field("speedup", x.speedup, opt().since(3).null_unless_positive()).
 class opt {
@@ -109,6 +128,10 @@ class opt {
   }
   constexpr opt& csv_prefix(std::string_view prefix) {
     o_.csv = prefix;
+    return *this;
+  }
+  constexpr opt& replay_mean() {
+    o_.replay_mean = true;
     return *this;
   }
   constexpr operator field_options() const { return o_; }  // NOLINT(google-explicit-constructor)

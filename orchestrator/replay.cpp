@@ -27,6 +27,52 @@ std::string printf_string(const char* format, auto... args) {
   return buffer;
 }
 
+// Calls fn(name, value, rule) for each field of `record` marked replay_mean, and of the records
+// nested in it, in fields() order; `name` is the CSV export's column name, built only when
+// `Names` (the per-turn walk needs the order, not the names).
+template <bool Names, class Record, class Fn>
+void for_each_replay_mean(const Record& record, Fn& fn) {
+  for_each_field(record, [&](const auto& f) {
+    using V = std::remove_cvref_t<decltype(f.value)>;
+    if constexpr (field_listed<V>) {
+      for_each_replay_mean<Names>(f.value, fn);
+    } else if constexpr (std::is_arithmetic_v<V>) {
+      if (f.options.replay_mean) {
+        const auto name = f.options.csv.empty() ? f.name : f.options.csv;
+        fn(Names ? name : std::string_view{}, static_cast<double>(f.value), f.options.json);
+      }
+    }
+  });
+}
+
+std::vector<field_mean> turn_means_of(const group_record& group) {
+  std::vector<field_mean> means(replay_turn_fields().size());
+  for (const auto& r : group.rollouts) {
+    for (const auto& t : r.turns) {
+      std::size_t k = 0;
+      auto add = [&](std::string_view, double v, json_unmeasured rule) {
+        if (k < means.size() && measured(v, rule)) {
+          means[k].sum += v;
+          ++means[k].count;
+        }
+        ++k;
+      };
+      for_each_replay_mean<false>(t, add);
+    }
+  }
+  return means;
+}
+
+// Calls row(step, "N") for each step of a report, numbered from 1 as the tables number them, and
+// then row(total, "all").
+template <class Report, class Row>
+void rows_and_total(const Report& r, Row&& row) {
+  for (const auto& s : r.steps) {
+    row(s, std::to_string(s.step + 1));
+  }
+  row(r.total, std::string("all"));
+}
+
 group_summary trained_summary(const replay_group& g) { return {g.gate, g.trained, g.advantages}; }
 group_summary probe_summary(const replay_group& g) {
   return {gate_decision::open, g.measured, g.advantages};
@@ -44,6 +90,10 @@ replay_step summarise(const std::vector<const replay_group*>& groups, int max_tu
     s.activated += is_open(g->gate) ? 1 : 0;
     s.turns += g->turns;
     s.verifier_jobs += g->verifier_jobs;
+    s.turn_means.resize(g->turn_means.size());
+    for (std::size_t k = 0; k < g->turn_means.size(); ++k) {
+      s.turn_means[k].add(g->turn_means[k]);
+    }
     if (g->optimise && static_cast<std::size_t>(*g->optimise) < s.optimise_decisions.size()) {
       ++s.optimise_decisions[static_cast<std::size_t>(*g->optimise)];
     }
@@ -166,17 +216,25 @@ std::string format_optimise_table(const replay_report& r) {
     }
     out += "\n";
   };
-  for (const auto& s : r.steps) {
-    row(s, std::to_string(s.step + 1));
-  }
-  row(r.total, "all");
+  rows_and_total(r, row);
   return out;
 }
 
 }  // namespace
 
+const std::vector<std::string>& replay_turn_fields() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    auto add = [&](std::string_view name, double, json_unmeasured) { out.emplace_back(name); };
+    for_each_replay_mean<true>(turn_record{}, add);
+    return out;
+  }();
+  return names;
+}
+
 replay_group replay_group_of(const group_record& group) {
   replay_group g;
+  g.turn_means = turn_means_of(group);
   g.step = group.step;
   g.split = group.split;
   g.group = group.group_index;
@@ -547,6 +605,45 @@ whatif_report what_if(const replay_data& data, const scoring_config& alternative
   return report;
 }
 
+namespace {
+
+std::string mean_cell(const field_mean& m) {
+  const auto v = m.mean();
+  if (!v) {
+    return "-";
+  }
+  return printf_string(std::abs(*v) >= 100 ? "%.0f" : "%.3g", clean(*v));
+}
+
+// The per-turn means of the turn fields marked replay_mean, one column each.
+std::string format_turn_means(const replay_report& r) {
+  const auto& names = replay_turn_fields();
+  if (names.empty()) {
+    return {};
+  }
+  std::string out =
+      "\ntraining turns, per step: each turn field's mean over the turns that measured it\n";
+  out += printf_string("%6s %6s", "step", "turns");
+  for (const auto& name : names) {
+    out += printf_string(" %*s", static_cast<int>(std::max<std::size_t>(9, name.size())),
+                         name.c_str());
+  }
+  out += "\n";
+  auto row = [&](const replay_step& s, const std::string& label) {
+    out += printf_string("%6s %6u", label.c_str(), s.turns);
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      out += printf_string(
+          " %*s", static_cast<int>(std::max<std::size_t>(9, names[k].size())),
+          mean_cell(k < s.turn_means.size() ? s.turn_means[k] : field_mean{}).c_str());
+    }
+    out += "\n";
+  };
+  rows_and_total(r, row);
+  return out;
+}
+
+}  // namespace
+
 std::string format_replay_tables(const replay_report& r) {
   std::string out =
       "training, per step (recovery of gated groups; probes: closed groups debugged "
@@ -601,6 +698,7 @@ std::string format_replay_tables(const replay_report& r) {
     }
     partial_row(r.total.partial, "all");
   }
+  out += format_turn_means(r);
   if (!r.validation.empty()) {
     out += "\nvalidation (after training step)\n";
     out += printf_string("%6s %6s %8s", "step", "tasks", "rollouts");
@@ -647,10 +745,7 @@ std::string format_whatif_table(const whatif_report& r, const std::string& descr
         w.mean_abs_advantage_before, w.mean_abs_advantage_after, w.nonzero_advantage_before,
         w.nonzero_advantage_after, w.sign_flips, w.turns_before, w.turns_after);
   };
-  for (const auto& w : r.steps) {
-    row(w, std::to_string(w.step + 1));
-  }
-  row(r.total, "all");
+  rows_and_total(r, row);
   if (r.total.unobserved_opens > 0) {
     out +=
         "unobserved: groups the alternative would open but the run closed without a probe; "
@@ -730,10 +825,7 @@ std::string format_retry_table(const replay_report& r) {
                          c.counts.requeued, c.counts.exhausted, c.counts.evicted,
                          s.retry ? std::to_string(c.buffered).c_str() : "-");
   };
-  for (const auto& s : r.steps) {
-    row(s, std::to_string(s.step + 1));
-  }
-  row(r.total, "all");
+  rows_and_total(r, row);
   return out;
 }
 
@@ -809,6 +901,9 @@ std::string steps_csv(const replay_report& r) {
       ",recovery_per_rollout,recovery_per_group,probe_groups,probe_recovery_per_rollout,"
       "probe_recovery_per_group,turns_per_pass,turns,verifier_jobs,completed,wall_ms,"
       "generation_ms,compile_ms,run_ms,learner_ms,idle_ms,elapsed_ms";
+  for (const auto& name : replay_turn_fields()) {
+    out += ",turn_mean_" + name;
+  }
   out += speed_csv_header() + "\n";
   for (const auto& s : r.steps) {
     csv_row row(out);
@@ -825,6 +920,14 @@ std::string steps_csv(const replay_report& r) {
       row << *s.elapsed_ms;
     } else {
       row << std::string();
+    }
+    for (std::size_t k = 0; k < replay_turn_fields().size(); ++k) {
+      const auto mean = k < s.turn_means.size() ? s.turn_means[k].mean() : std::nullopt;
+      if (mean) {
+        row << *mean;
+      } else {
+        row << std::string();
+      }
     }
     add_speed_cells(row, s.speed);
   }

@@ -22,6 +22,24 @@
 
 namespace leap {
 
+// The turn record's fields marked opt().replay_mean() (and those of the records nested in it), in
+// fields() order, named as the CSV export names their columns ("compile_queue_ms").
+[[nodiscard]] const std::vector<std::string>& replay_turn_fields();
+
+// A mean in the making: the sum and count of the values that were measured.
+struct field_mean {
+  double sum = 0.0;
+  std::uint32_t count = 0;
+
+  void add(const field_mean& other) {
+    sum += other.sum;
+    count += other.count;
+  }
+  [[nodiscard]] std::optional<double> mean() const {
+    return count == 0 ? std::nullopt : std::optional<double>(sum / count);
+  }
+};
+
 // One stored group, reduced to what the analysis needs.
 struct replay_group {
   std::uint64_t step = 0;
@@ -56,6 +74,8 @@ struct replay_group {
   std::optional<optimise_decision> optimise;
   // group_record::weight_version: the version a validation group was measured with.
   std::optional<std::uint64_t> weight_version;
+  // Per replay_turn_fields() entry, over the group's stored turns.
+  std::vector<field_mean> turn_means;
 };
 
 [[nodiscard]] replay_group replay_group_of(const group_record& group);
@@ -132,6 +152,8 @@ struct replay_step {
   // The profiles stored for the step's training turns: profiled turns, their kernels per
   // bottleneck class and the seconds spent profiling them (all 0 when none was stored).
   profile_counts profiles;
+  // Per replay_turn_fields() entry, its mean over the stored turns of the step's training groups.
+  std::vector<field_mean> turn_means;
 };
 
 struct replay_validation {

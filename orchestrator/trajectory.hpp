@@ -206,12 +206,12 @@ struct run_record {
 
 template <maybe_const<turn_timings> X>
 constexpr auto fields(X& x) {
-  return std::tuple{field("generation_ms", x.generation_ms),
-                    field("compile_ms", x.compile_ms),
-                    field("run_ms", x.run_ms),
-                    field("generation_queue_ms", x.generation_queue_ms),
-                    field("compile_queue_ms", x.compile_queue_ms),
-                    field("run_queue_ms", x.run_queue_ms)};
+  return std::tuple{field("generation_ms", x.generation_ms, opt().replay_mean()),
+                    field("compile_ms", x.compile_ms, opt().replay_mean()),
+                    field("run_ms", x.run_ms, opt().replay_mean()),
+                    field("generation_queue_ms", x.generation_queue_ms, opt().replay_mean()),
+                    field("compile_queue_ms", x.compile_queue_ms, opt().replay_mean()),
+                    field("run_queue_ms", x.run_queue_ms, opt().replay_mean())};
 }
 
 template <maybe_const<turn_weight_segment> X>
@@ -232,7 +232,8 @@ constexpr auto fields(X& x) {
       field("finish_reason", x.finish, opt().enum_max(finish_reason::error)),
       field("endpoint", x.endpoint),
       field("speedup", x.speedup, opt().since(3).null_unless_positive()),
-      field("speedup_noise", x.speedup_noise, opt().since(4).null_unless_non_negative()),
+      field("speedup_noise", x.speedup_noise,
+            opt().since(4).null_unless_non_negative().replay_mean()),
       field("compiled_speedup", x.compiled_speedup, opt().since(5).null_unless_positive()),
       field("compiled_speedup_noise", x.compiled_speedup_noise,
             opt().since(5).null_unless_non_negative()),

@@ -50,20 +50,6 @@ auto exported(const F& f, Fn&& fn) {
   return fn(f.value);
 }
 
-// false for a number that is the field's mark for "not measured" (field_options::json): JSON
-// writes it as null, CSV as an empty cell.
-bool measured(double v, json_unmeasured rule) {
-  switch (rule) {
-    case json_unmeasured::unless_positive:
-      return v > 0;
-    case json_unmeasured::unless_non_negative:
-      return v >= 0;
-    case json_unmeasured::never:
-      break;
-  }
-  return true;
-}
-
 // A record as a JSON object of its listed fields (common/field_list.hpp): enums by name,
 // optionals and unmeasured numbers as null.
 template <class T>

@@ -198,6 +198,63 @@ std::vector<std::string> csv_column(const std::string& csv, const std::string& n
   return out;
 }
 
+// The turn fields marked replay_mean are averaged per step over the turns that measured them: the
+// timings over every turn, the speedup's noise only over turns that stated one (< 0: none). The
+// list comes from the fields' marks alone, so a new marked field needs no edit in replay.
+TEST(ReplayReportTest, TurnFieldsMarkedForReplayAreAveragedPerStep) {
+  EXPECT_EQ(
+      replay_turn_fields(),
+      (std::vector<std::string>{"generation_ms", "compile_ms", "run_ms", "generation_queue_ms",
+                                "compile_queue_ms", "run_queue_ms", "speedup_noise"}));
+  auto g0 = make_group(0, 0, gate_decision::open, false, {{1, 1}, {2, 2}});
+  g0.rollouts[0].turns[0].timings.compile_queue_ms = 10;
+  g0.rollouts[0].turns[0].speedup_noise = 0.02;
+  g0.rollouts[1].turns[0].timings.compile_queue_ms = 20;
+  g0.rollouts[1].turns[1].timings.compile_queue_ms = 60;
+  auto g1 = make_group(1, 0, gate_decision::closed_easy, false, {{1, 1}});
+  g1.rollouts[0].turns[0].timings.compile_queue_ms = 7;
+  g1.rollouts[0].turns[0].speedup_noise = 0.04;
+  // A validation group's turns are not training turns.
+  auto v = make_group(1, 0, gate_decision::open, false, {{1, 1}}, split_kind::validation);
+  v.rollouts[0].turns[0].timings.compile_queue_ms = 1000;
+  replay_data data;
+  data.run_id = "run";
+  data.max_turns = 3;
+  for (const auto& g : {g0, g1, v}) {
+    data.groups.push_back(replay_group_of(g));
+  }
+  const auto report = build_replay_report(data, 2);
+  ASSERT_EQ(report.steps.size(), 2U);
+  const auto at = [](const std::vector<std::string>& names, const std::string& name) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  const auto queue = at(replay_turn_fields(), "compile_queue_ms");
+  const auto noise = at(replay_turn_fields(), "speedup_noise");
+  ASSERT_EQ(report.steps[0].turn_means.size(), replay_turn_fields().size());
+  EXPECT_NEAR(*report.steps[0].turn_means[queue].mean(), 30.0, 1e-9);   // (10 + 20 + 60) / 3
+  EXPECT_NEAR(*report.steps[0].turn_means[noise].mean(), 0.02, 1e-12);  // one turn stated it
+  EXPECT_NEAR(*report.total.turn_means[queue].mean(), 97.0 / 4, 1e-9);
+  EXPECT_EQ(report.steps[0].turn_means[noise].count, 1U);
+  EXPECT_EQ(report.total.turn_means[noise].count, 2U);
+
+  const auto csv = steps_csv(report);
+  EXPECT_EQ(csv_column(csv, "turn_mean_compile_queue_ms"), (std::vector<std::string>{"30", "7"}))
+      << csv;
+  EXPECT_EQ(csv_column(csv, "turn_mean_speedup_noise"), (std::vector<std::string>{"0.02", "0.04"}))
+      << csv;
+  const auto table = format_replay_tables(report);
+  EXPECT_NE(table.find("each turn field's mean"), std::string::npos) << table;
+  EXPECT_NE(table.find("compile_queue_ms"), std::string::npos) << table;
+
+  // No turn stated a noise: no mean, an empty cell, "-" in the table.
+  data.groups.clear();
+  data.groups.push_back(replay_group_of(make_group(0, 0, gate_decision::open, false, {{1, 1}})));
+  const auto untimed = build_replay_report(data, 2);
+  EXPECT_FALSE(untimed.steps[0].turn_means[noise].mean().has_value());
+  EXPECT_EQ(csv_column(steps_csv(untimed), "turn_mean_speedup_noise"),
+            (std::vector<std::string>{""}));
+}
+
 // Under bounded staleness the next step starts before this one ends, so the steps' wall times
 // overlap and their sum overstates the run's time: the elapsed time runs from the earliest step
 // start on the step records' clocks.
