@@ -212,13 +212,6 @@ std::chrono::milliseconds retry_wait(const retry_config& retry, std::chrono::mil
   return std::max(own, std::min(*retry_after, retry.max_backoff));
 }
 
-std::string build_tokenize_body(std::string_view model, const std::vector<chat_message>& messages,
-                                bool add_generation_prompt) {
-  // vLLM's shape always exists (an error is SGLang's alone).
-  auto body = dialect_of(wire_flavour::vllm).tokenize_body(model, messages, add_generation_prompt);
-  return body ? std::move(*body) : std::string{};
-}
-
 result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view model,
                                         const std::vector<chat_message>& messages,
                                         bool add_generation_prompt) {

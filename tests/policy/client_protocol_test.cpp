@@ -389,9 +389,10 @@ TEST(ClientProtocol, RequestBodiesAreByteForByteStable) {
               r.expected);
   }
   const std::vector<chat_message> messages{{"user", "hi"}};
-  EXPECT_EQ(build_tokenize_body("m", messages, true),
-            R"({"add_generation_prompt":true,"add_special_tokens":false,)"
-            R"("messages":[{"content":"hi","role":"user"}],"model":"m"})");
+  const auto tokenize = build_tokenize_body(wire_flavour::vllm, "m", messages, true);
+  ASSERT_TRUE(tokenize.ok()) << tokenize.err().message;
+  EXPECT_EQ(*tokenize, R"({"add_generation_prompt":true,"add_special_tokens":false,)"
+                       R"("messages":[{"content":"hi","role":"user"}],"model":"m"})");
   auto vllm = build_tokenize_body(wire_flavour::vllm, "", messages, false);
   ASSERT_TRUE(vllm) << vllm.err().message;
   EXPECT_EQ(*vllm, R"({"add_generation_prompt":false,"add_special_tokens":false,)"
@@ -495,8 +496,10 @@ TEST(ClientProtocol, ContextLengthMessages) {
 }
 
 TEST(ClientProtocol, TokenizeBodiesAndResponses) {
-  auto body =
-      nlohmann::json::parse(build_tokenize_body("m", {{"user", "hi"}, {"assistant", "yo"}}, true));
+  const auto vllm_body =
+      build_tokenize_body(wire_flavour::vllm, "m", {{"user", "hi"}, {"assistant", "yo"}}, true);
+  ASSERT_TRUE(vllm_body.ok()) << vllm_body.err().message;
+  auto body = nlohmann::json::parse(*vllm_body);
   EXPECT_EQ(body["messages"][1]["content"], "yo");
   EXPECT_EQ(body["add_generation_prompt"], true);
   EXPECT_EQ(body["add_special_tokens"], false);

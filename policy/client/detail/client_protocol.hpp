@@ -180,15 +180,12 @@ class stream_accumulator {
   std::unique_ptr<stream_state> state_;  // what the events gave so far (dialect_parts.hpp)
 };
 
-// /tokenize with chat messages, vLLM's shape: {"messages", "add_generation_prompt",
-// "add_special_tokens": false}. The response is {"tokens": [...], ...}.
-[[nodiscard]] std::string build_tokenize_body(std::string_view model,
-                                              const std::vector<chat_message>& messages,
-                                              bool add_generation_prompt);
-// The flavour's shape. vLLM: as above. SGLang (whose /tokenize takes exactly one of "prompt" and
-// "messages", the latter read as a chat-completion request): {"model"?, "messages"}; SGLang always
-// renders the generation prompt (its chat requests have no add_generation_prompt), so
-// `add_generation_prompt == false` is an error for SGLang: render such turns with a local template.
+// /tokenize with chat messages in the flavour's shape. vLLM: {"messages", "add_generation_prompt",
+// "add_special_tokens": false}; the response is {"tokens": [...], ...}. SGLang (whose /tokenize
+// takes exactly one of "prompt" and "messages", the latter read as a chat-completion request):
+// {"model"?, "messages"}; SGLang always renders the generation prompt (its chat requests have no
+// add_generation_prompt), so `add_generation_prompt == false` is an error for SGLang: render such
+// turns with a local template.
 [[nodiscard]] result<std::string> build_tokenize_body(wire_flavour flavour, std::string_view model,
                                                       const std::vector<chat_message>& messages,
                                                       bool add_generation_prompt);
