@@ -541,7 +541,8 @@ result<std::string> engine::harness_object(const task& t) {
     return identity.err();
   }
   const std::string source =
-      harness_source(t, gpu ? harness_flavour::cuda_candidate : harness_flavour::host_candidate);
+      harness_source(t, gpu ? harness_flavour::cuda_candidate : harness_flavour::host_candidate,
+                     traits_of(t.kind).entry);
   // The CUDA harness is host code only: g++ against the toolkit's headers builds it several times
   // faster than nvcc, and nvcc links it with the candidate (same host compiler, same ABI).
   fs::path cuda_include;
@@ -725,7 +726,8 @@ result<engine::reference_data> engine::reference_outputs(const task& t) {
   if (!identity) {
     return identity.err();
   }
-  const std::string harness = harness_source(t, harness_flavour::host_reference);
+  const std::string harness =
+      harness_source(t, harness_flavour::host_reference, entry_linkage::cpp);
   std::vector<std::string> argv = compiler_command(config_, toolchain::cxx);
   for (const char* a : {"-pthread", "harness.cpp", "reference.cpp", "-o", "ref"}) {
     argv.emplace_back(a);

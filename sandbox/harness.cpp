@@ -765,14 +765,16 @@ void write_fill_call(std::ostringstream& s, const task& t) {
 // bytes then each buffer's offset, comes from the judge); for cuda it opens the judge's device
 // buffers (their CUDA IPC handles come from the judge). It answers every "G<timed>" with a call
 // and a 'D'.
-std::string stub_source(const task& t, const std::string& entry, bool gpu) {
+std::string stub_source(const task& t, const std::string& entry, bool gpu, entry_linkage linkage) {
   std::ostringstream s;
   s << k_stub_prologue;
   if (gpu) {
     // Only the cuda kind's stub waits spinning (k_spin_wait says why the host kinds never do).
     s << k_spin_wait << k_cuda_stub_prologue << k_fd_passing;
   }
-  s << "\n" << entry_signature(t, entry) << ";\n\nnamespace {\n";
+  s << "\n"
+    << (linkage == entry_linkage::c ? "extern \"C\" " : "") << entry_signature(t, entry)
+    << ";\n\nnamespace {\n";
   write_scalars(s, t);
   s << "}  // namespace\n\n";
   const std::size_t buffers = buffer_count(t);
@@ -879,14 +881,14 @@ std::string stub_source(const task& t, const std::string& entry, bool gpu) {
 
 }  // namespace
 
-std::string harness_source(const task& t, harness_flavour flavour) {
+std::string harness_source(const task& t, harness_flavour flavour, entry_linkage linkage) {
   switch (flavour) {
     case harness_flavour::host_reference:
-      return stub_source(t, "reference", false);
+      return stub_source(t, "reference", false, linkage);
     case harness_flavour::host_candidate:
-      return stub_source(t, "solve", false);
+      return stub_source(t, "solve", false, linkage);
     case harness_flavour::cuda_candidate:
-      return stub_source(t, "solve", true);
+      return stub_source(t, "solve", true, linkage);
   }
   return {};
 }

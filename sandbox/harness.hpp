@@ -5,6 +5,7 @@
 
 #include "common/enums/enum_names.hpp"
 #include "common/result.hpp"
+#include "sandbox/kinds.hpp"
 #include "sandbox/task.hpp"
 
 #include <cstdint>
@@ -59,7 +60,8 @@ enum class harness_flavour : std::uint8_t {
 // exit code 3). A keeper that ends the session, answers out of turn or fails for good is "keeper"
 // (the slot's: the engine starts another); a CUDA error of the run's own is "cuda". The
 // comparison is never in either program: the engine compares the outputs with the reference's.
-std::string harness_source(const task& t, harness_flavour flavour);
+// `linkage` is how the stub declares the entry point (the kind's row; the reference's is cpp).
+std::string harness_source(const task& t, harness_flavour flavour, entry_linkage linkage);
 
 // The judge's source for a task (see above), host code built with g++; with `gpu`, the CUDA
 // candidates' judge, whose buffers are the GPU keeper's (see harness_source).

@@ -37,6 +37,14 @@ enum class toolchain : std::uint8_t {
   python3,  // engine_config::python
 };
 
+// How the generated harness declares the candidate's entry point, which it calls. A candidate
+// built by another language's compiler (C, Rust) exports an unmangled `solve`; its row says `c`
+// and the harness, still C++, declares it `extern "C"`.
+enum class entry_linkage : std::uint8_t {
+  cpp,  // `void solve(...)` with C++ linkage (cpp, cuda; unused by the kinds with no harness)
+  c,    // `extern "C" void solve(...)`
+};
+
 // The field a task of the kind must carry besides id and kind (validate_task, the suite format).
 enum class required_source : std::uint8_t {
   args_and_reference,  // 'args' of `void solve(...)` and reference.cpp (host C++17 `void
@@ -50,6 +58,7 @@ struct kind_traits {
   task_kind kind;
   pipeline judged_by;
   toolchain compiler;
+  entry_linkage entry;
   // Its runs use the run slot's GPU (CUDA_VISIBLE_DEVICES names the slot's device). A native kind
   // on a GPU is built with the CUDA harness, runs with the slot's keeper under cuda_run_limits, and
   // its slot is probed with the engine's CUDA program (engine_native.cpp).

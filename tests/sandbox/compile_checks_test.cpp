@@ -1,6 +1,7 @@
 // The checks on the compiler's view (sandbox/forbidden.hpp): dependency lists, line markers, the
 // front-end dump and object symbols, as the toolchain writes them.
 #include "sandbox/forbidden.hpp"
+#include "sandbox/harness.hpp"
 #include "sandbox/process.hpp"
 
 #include <gtest/gtest.h>
@@ -278,6 +279,41 @@ TEST(CompileChecksTest, ElfSymbolsAsNmListsThem) {
   EXPECT_EQ(got.count("_ZL6hiddenv"), 0U);  // local
   EXPECT_FALSE(parse_elf_symbols("not an object").ok());
   EXPECT_FALSE(parse_elf_symbols(bytes.substr(0, 100)).ok());
+}
+
+// A kind whose candidates another language's compiler builds (C, Rust) exports an unmangled
+// solve(); its row's `entry_linkage::c` makes the C++ stub declare it so. Real gcc and g++: the
+// stub links with a C object only when it declares the linkage the object has.
+TEST(HarnessLinkage, TheStubLinksWithAnEntryPointOfTheRowsLinkage) {
+  task t;
+  t.id = "c/doubling";
+  t.args = {{"x", value_type::f32, arg_role::input, "n", -1.0, 1.0, 0},
+            {"y", value_type::f32, arg_role::output, "n", -1.0, 1.0, 0},
+            {"n", value_type::i32, arg_role::scalar, "", 0, 0, 64}};
+  const fs::path dir =
+      default_scratch_root().parent_path() / ("leap-linkage-check-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "solve.c") << "void solve(const float* x, float* y, int n) {\n"
+                                    "  for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n"
+                                    "}\n";
+  const std::string in_dir = "cd '" + dir.string() + "' && ";
+  ASSERT_EQ(std::system((in_dir + "gcc -std=c11 -O2 -c -x c solve.c -o solve.o").c_str()), 0);
+  auto links = [&](entry_linkage linkage, const std::string& name) {
+    std::ofstream(dir / (name + ".cpp"))
+        << harness_source(t, harness_flavour::host_candidate, linkage);
+    const std::string build = in_dir + "g++ -std=c++17 -O2 -c " + name + ".cpp -o " + name +
+                              ".o && g++ " + name + ".o solve.o -o " + name + " 2>" + name + ".log";
+    return std::system(build.c_str()) == 0;
+  };
+  EXPECT_TRUE(links(entry_linkage::c, "c_stub"));
+  EXPECT_TRUE(fs::exists(dir / "c_stub"));
+  EXPECT_FALSE(links(entry_linkage::cpp, "cpp_stub"));
+  std::ifstream log(dir / "cpp_stub.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("undefined reference to `solve(float const*, float*, int)'"),
+            std::string::npos)
+      << text;
+  fs::remove_all(dir);
 }
 
 }  // namespace
