@@ -28,18 +28,21 @@ std::string printf_string(const char* format, auto... args) {
 }
 
 // Calls fn(name, value, rule) for each field of `record` marked replay_mean, and of the records
-// nested in it, in fields() order; `name` is the CSV export's column name, built only when
-// `Names` (the per-turn walk needs the order, not the names).
+// nested in it, in fields() order; `name` is the CSV export's column name (a nested record's
+// fields take its csv_prefix, as the export names them), built only when `Names` (the per-turn
+// walk needs the order, not the names).
 template <bool Names, class Record, class Fn>
-void for_each_replay_mean(const Record& record, Fn& fn) {
+void for_each_replay_mean(const Record& record, Fn& fn, const std::string& prefix = {}) {
   for_each_field(record, [&](const auto& f) {
     using V = std::remove_cvref_t<decltype(f.value)>;
     if constexpr (field_listed<V>) {
-      for_each_replay_mean<Names>(f.value, fn);
+      for_each_replay_mean<Names>(f.value, fn,
+                                  Names ? prefix + std::string(f.options.csv) : std::string());
     } else if constexpr (std::is_arithmetic_v<V>) {
       if (f.options.replay_mean) {
         const auto name = f.options.csv.empty() ? f.name : f.options.csv;
-        fn(Names ? name : std::string_view{}, static_cast<double>(f.value), f.options.json);
+        fn(Names ? prefix + std::string(name) : std::string(), static_cast<double>(f.value),
+           f.options.json);
       }
     }
   });
@@ -50,7 +53,7 @@ std::vector<field_mean> turn_means_of(const group_record& group) {
   for (const auto& r : group.rollouts) {
     for (const auto& t : r.turns) {
       std::size_t k = 0;
-      auto add = [&](std::string_view, double v, json_unmeasured rule) {
+      auto add = [&](const std::string&, double v, json_unmeasured rule) {
         if (k < means.size() && measured(v, rule)) {
           means[k].sum += v;
           ++means[k].count;
@@ -225,7 +228,7 @@ std::string format_optimise_table(const replay_report& r) {
 const std::vector<std::string>& replay_turn_fields() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    auto add = [&](std::string_view name, double, json_unmeasured) { out.emplace_back(name); };
+    auto add = [&](const std::string& name, double, json_unmeasured) { out.push_back(name); };
     for_each_replay_mean<true>(turn_record{}, add);
     return out;
   }();

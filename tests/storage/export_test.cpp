@@ -1,6 +1,7 @@
 #include "storage/export.hpp"
 
 #include "common/lines.hpp"
+#include "orchestrator/replay.hpp"
 #include "tests/storage/csv_reader.hpp"
 #include "tests/storage/test_support.hpp"
 
@@ -303,6 +304,16 @@ TEST(ExportRows, EveryTurnFieldIsAColumn) {
       EXPECT_TRUE(has(f.name)) << f.name;
     }
   });
+}
+
+// Replay's per-step turn means are named as the export names the fields' columns (steps.csv's
+// turn_mean_NAME beside the turns' NAME), nested records' prefixes included.
+TEST(ExportRows, ReplaysTurnMeansAreNamedByTheirColumns) {
+  const auto& cols = csv_columns();
+  ASSERT_FALSE(replay_turn_fields().empty());
+  for (const auto& name : replay_turn_fields()) {
+    EXPECT_NE(std::find(cols.begin(), cols.end(), name), cols.end()) << name;
+  }
 }
 
 // The noise columns, which earlier exports left out: a stated noise is its number, an unstated
