@@ -75,6 +75,14 @@
 #             runs' scratch TIMING_AGREE_SCRATCH, default 24GiB of host memory; each
 #             verification cut at TIMING_AGREE_LIMIT seconds, default 300; TIMING_AGREE_LABELS:
 #             only these of matmul_relu silu_small matmul_relu_big softmax_rows add_large)
+#     inflightlearn  the learning quickstart with the learner and the embedded server on the GPU:
+#             configs/learn_digits.yaml (streaming, on-policy) against
+#             configs/learn_digits_inflight.yaml (staleness 1, policy.inflight_updates), seeds
+#             INFLIGHT_SEEDS (default 1 2 3) with the arms alternating, INFLIGHT_STEPS steps each
+#             (default 60), INFLIGHT_MAX_TOKENS tokens a turn at most (default 8; longer turns
+#             give a sync more turns to land inside); per run its wall seconds, pass@1 and pass@2
+#             over the last 10 steps, the first step whose 5-step pass@1 mean reached 0.10, and
+#             how many stored turns a sync cut (two or more weight segments)
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -762,6 +770,52 @@ for label in dict.fromkeys(r["label"] for r in rows):
               med(off, "verify_ms"), med(on, "verify_ms"), med(on, "verify_ms") - med(off, "verify_ms"),
               secs, ",".join(sorted({p["source"] for p in prof})) or "none",
               "; ".join(kernels) or "none", ("; notes: " + " | ".join(notes)) if notes else ""))
+PY
+}
+
+# $1: the config, $2: its run folder, $3: seed; the learner (and so the embedded server) on cuda.
+inflight_config() {
+  sed -e "s|runs/[a-z_]*|$2|g" -e "s|^  seed: 1\$|  seed: $3|" \
+    -e "s|^  steps: 60\$|  steps: ${INFLIGHT_STEPS:-60}|" \
+    -e "s|max_tokens: 8 |max_tokens: ${INFLIGHT_MAX_TOKENS:-8} |; s|max_tokens: 8\$|max_tokens: ${INFLIGHT_MAX_TOKENS:-8}|" \
+    -e "s|^  kind: torch\$|  kind: torch\n  device: cuda|" "$1"
+}
+
+phase_inflightlearn() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/inflightlearn seed arm run start
+  rm -rf "$d" && mkdir -p "$d"
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  for seed in ${INFLIGHT_SEEDS:-1 2 3}; do
+    for arm in learn_digits learn_digits_inflight; do
+      run=$d/$arm-$seed
+      inflight_config "configs/$arm.yaml" "$run" "$seed" >"$run.yaml"
+      grep -E "^  (seed|steps|device):|max_tokens" "$run.yaml" | tr -s ' ' | tr '\n' ' '
+      echo
+      start=$(date +%s%N)
+      "$build/bin/leap" run --quiet "$run.yaml" >"$run.log" 2>&1 || { tail -20 "$run.log"; return 1; }
+      echo "$arm $seed $((($(date +%s%N) - start) / 1000000))" >>"$d/wall.txt"
+      "$build/bin/leap" replay "$run" --out "$run-replay" >/dev/null || return 1
+      "$build/bin/leap" export "$run" --format csv --out "$run-turns.csv" >/dev/null || return 1
+    done
+  done
+  python3 - "$d" <<'PY'
+import csv, statistics, sys
+d = sys.argv[1]
+print("| arm | seed | wall s | pass@1 last 10 | pass@2 last 10 | 5-step pass@1 >= 0.10 at step | turns | cut turns |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for line in open(d + "/wall.txt"):
+    arm, seed, wall_ms = line.split()
+    run = "%s/%s-%s" % (d, arm, seed)
+    steps = [r for r in csv.DictReader(open(run + "-replay/steps.csv")) if r["step"] != "all"]
+    acc1 = [float(r["acc_at_1"] or 0) for r in steps]
+    acc2 = [float(r["acc_at_2"] or 0) for r in steps]
+    reached = next((i + 1 for i in range(4, len(acc1)) if statistics.mean(acc1[i - 4:i + 1]) >= 0.10), "-")
+    turns = list(csv.DictReader(open(run + "-turns.csv")))
+    cut = sum(1 for t in turns if len(t["weight_segments"].split()) > 1)
+    print("| %s | %s | %.0f | %.3f | %.3f | %s | %d | %d |" % (
+        arm, seed, float(wall_ms) / 1000, statistics.mean(acc1[-10:]), statistics.mean(acc2[-10:]), reached, len(turns), cut))
 PY
 }
 
