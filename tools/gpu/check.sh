@@ -83,6 +83,13 @@
 #             give a sync more turns to land inside); per run its wall seconds, pass@1 and pass@2
 #             over the last 10 steps, the first step whose 5-step pass@1 mean reached 0.10, and
 #             how many stored turns a sync cut (two or more weight segments)
+#     outputcopy  the output copy a KernelBench candidate can skip (docs/threat-model.md): a problem
+#             `a * scale + b` over OUTPUTCOPY_ELEMENTS floats (default 1 << 27, 512 MiB each)
+#             verified with --timing 100 by an honest candidate (the same expression) and by one
+#             that computes into the judge's output view found in the runner's frame and returns
+#             it, alternating OUTPUTCOPY_RUNS times each (default 3) on one cache; per verification
+#             the verdict, the candidate's median and the speedup. The two are the same math: a
+#             protocol that charges both alike shows the same time
 #     vllm    configs/leap_cuda.yaml with its paths pointed at this repository, 2 steps of 8 tasks,
 #             1024 tokens per turn and the learner on cuda (the shipped file's 32 x 8192 takes
 #             minutes a step with a random model that never stops early), against
@@ -817,6 +824,76 @@ for line in open(d + "/wall.txt"):
     print("| %s | %s | %.0f | %.3f | %.3f | %s | %d | %d |" % (
         arm, seed, float(wall_ms) / 1000, statistics.mean(acc1[-10:]), statistics.mean(acc2[-10:]), reached, len(turns), cut))
 PY
+}
+
+phase_outputcopy() {
+  LEAP_TORCH=pip LEAP_BUILD_DIR="$build" "$root/tools/dev.sh" build leap 2>&1 |
+    grep -E -B2 -A12 'error|FAILED' | head -40
+  local d=$out/outputcopy i cand
+  rm -rf "$d" && mkdir -p "$d"
+  cat >"$d/problem.py" <<PY
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        return a * self.scale + b
+
+
+def get_inputs():
+    return [torch.randn(${OUTPUTCOPY_ELEMENTS:-1 << 27}), torch.randn(${OUTPUTCOPY_ELEMENTS:-1 << 27})]
+
+
+def get_init_inputs():
+    return [3.0]
+PY
+  sed -e 's/^class Model(/class ModelNew(/' -e '/^def get_/,$d' "$d/problem.py" >"$d/honest.py"
+  cat >"$d/skip_copy.py" <<'PY'
+import sys
+
+import torch
+import torch.nn as nn
+
+
+def _judge_output_view():
+    frame = sys._getframe(2)
+    while frame is not None:
+        outs = frame.f_locals.get("outs")
+        if isinstance(outs, list) and outs and isinstance(outs[0], torch.Tensor):
+            return outs[0]
+        frame = frame.f_back
+    return None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        out = _judge_output_view()
+        if out is None or out.shape != a.shape or out.device != a.device:
+            return a * self.scale + b
+        return torch.add(a * self.scale, b, out=out)  # the runner's copy into `out` is then a no-op
+PY
+  for ((i = 0; i < ${OUTPUTCOPY_RUNS:-3}; i++)); do
+    for cand in honest skip_copy; do
+      "$build/bin/leap" verify --json --gpu 0 --timing 100 --task "$d/problem.py" \
+        --python "$LEAP_SANDBOX_TEST_PYTHON" --scratch-bytes "${OUTPUTCOPY_SCRATCH:-16GiB}" \
+        --candidate "$d/$cand.py" --cache-dir "$d/cache" 2>>"$d/$cand.err" |
+        python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+c = d.get("candidate_time") or {}
+print("%-9s %-6s candidate median %s ms, speedup %s" % (sys.argv[1], d.get("category"),
+      c.get("median_ms"), d.get("speedup")))' "$cand"
+    done
+  done
 }
 
 # What a KernelBench run's fixed costs are on this host (a warm run took 13-16 s on an H100):
