@@ -61,6 +61,11 @@ const std::string& kernelbench_reference_source();
 // its signal or code on as the judge's.
 const std::string& kernelbench_judge_source();
 
+// glibc's mmap and trim thresholds in the environment of every python the KernelBench pipeline
+// starts (the judge, the runner, the reference, the compile pool), in bytes: fixed, so that no
+// process's timed calls pay page faults that another's do not (engine_kernelbench.cpp says why).
+inline constexpr std::string_view k_kernelbench_malloc_threshold = "4294967296";
+
 // The candidate's runner (runner.py), started by the judge: descriptor 4 is the judge's channel
 // (JSON messages), descriptor 3 the CPU buffers. It imports solution.py, then answers each trial
 // (see the top of this file). Whatever it says is the candidate's word.

@@ -902,6 +902,42 @@ TEST(KernelBenchTimingTest, TimedOnFreshInputsAndTheTimedCallsAreChecked) {
   EXPECT_FALSE(remembers->speedup.has_value());
 }
 
+// Every KernelBench process runs with glibc's thresholds fixed (k_kernelbench_malloc_threshold):
+// with them moving, one process faulted its tensors' pages in on every call and another did not,
+// and a reference kept from the first made identical code read twice as fast. The runner, which
+// the judge starts, has them too: a candidate that raises without them fails.
+TEST(KernelBenchTimingTest, EveryProcessRunsWithTheFixedMallocThresholds) {
+  std::string why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
+  engine_config config = testing::test_engine_config();
+  config.trials = 1;
+  config.timing_reps = 2;
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const std::string want(k_kernelbench_malloc_threshold);
+  const std::string answer = R"PY(import os
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+    def forward(self, a, b):
+        for name in ('MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_'):
+            if os.environ.get(name) != 'WANT':
+                raise RuntimeError(name + ' is ' + str(os.environ.get(name)))
+        return a * self.scale + b
+)PY";
+  auto v =
+      (*e)->verify(problem_task(), fenced("python", answer.substr(0, answer.find("WANT")) + want +
+                                                        answer.substr(answer.find("WANT") + 4)));
+  ASSERT_TRUE(v.ok()) << v.err().message;
+  EXPECT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
+  EXPECT_TRUE(v->speedup.has_value()) << v->feedback;
+}
+
 TEST(KernelBenchTest, OwnKernelRequireIsRefusedOnCpu) {
   std::string why;
   if (!torch_available(&why)) {
