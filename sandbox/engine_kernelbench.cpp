@@ -44,12 +44,6 @@ std::string slot_name(int gpu) {
 // A python given by path (a virtual environment's) puts its folder first on PATH: load_inline needs
 // the ninja and the tools installed beside it. USER and LOGNAME: the run's private uid has no
 // passwd entry, and torch's profiler and caches ask getpass.getuser(), which raises without them.
-// The malloc thresholds: glibc moves its mmap and trim thresholds with each process's history of
-// allocations, so one process reuses a freed tensor's pages for the next call's while another
-// hands them back and faults fresh ones in on every call. On a CPU slot that was a reference of
-// `a * scale + b` over 4M floats kept at 13 ms or at 5.3 ms by chance of process, and identical
-// code read a speedup of 2.4 or 1.0. Fixed thresholds (up to 4 GiB a block) give every judge,
-// runner and reference process the reuse: a call is timed without the allocator's page faults.
 void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& python) {
   for (auto& [name, value] : env) {
@@ -59,8 +53,6 @@ void kernelbench_env(std::vector<std::pair<std::string, std::string>>& env,
   }
   env.emplace_back("USER", "sandbox");
   env.emplace_back("LOGNAME", "sandbox");
-  env.emplace_back("MALLOC_MMAP_THRESHOLD_", std::string(k_kernelbench_malloc_threshold));
-  env.emplace_back("MALLOC_TRIM_THRESHOLD_", std::string(k_kernelbench_malloc_threshold));
 }
 
 }  // namespace
@@ -225,6 +217,15 @@ run_request engine::kernelbench_request(const fs::path& dir, int gpu,
                                         std::vector<std::string> args) const {
   auto env = run_env(gpu);
   kernelbench_env(env, config_.python);
+  // glibc moves its mmap and trim thresholds with each process's history of allocations, so one
+  // process reuses a freed tensor's pages for the next call's while another hands them back and
+  // faults fresh ones in on every call. On a CPU slot that was a reference of `a * scale + b` over
+  // 4M floats kept at 13 ms or at 5.3 ms by chance of process, and identical code read a speedup
+  // of 2.4 or 1.0. Fixed thresholds (blocks up to 4 GiB from the heap, kept) give every judge,
+  // runner and reference process the reuse: a call is timed without the allocator's page faults.
+  // Not the compile pool's: nothing is timed there, and its compilers keep their own malloc.
+  env.emplace_back("MALLOC_MMAP_THRESHOLD_", std::string(k_kernelbench_malloc_threshold));
+  env.emplace_back("MALLOC_TRIM_THRESHOLD_", std::string(k_kernelbench_malloc_threshold));
   return python_request(config_.python, dir, std::move(args), std::move(env),
                         config_.kernelbench_limits, readonly_paths_);
 }

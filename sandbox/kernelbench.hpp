@@ -61,9 +61,10 @@ const std::string& kernelbench_reference_source();
 // its signal or code on as the judge's.
 const std::string& kernelbench_judge_source();
 
-// glibc's mmap and trim thresholds in the environment of every python the KernelBench pipeline
-// starts (the judge, the runner, the reference, the compile pool), in bytes: fixed, so that no
-// process's timed calls pay page faults that another's do not (engine_kernelbench.cpp says why).
+// glibc's mmap and trim thresholds in the environment of the KernelBench pipeline's runs (the
+// judge, the runner it starts, the reference, the slot's probe; not the compile pool), in bytes:
+// fixed, so that no process's timed calls pay page faults another's do not
+// (engine::kernelbench_request says why).
 inline constexpr std::string_view k_kernelbench_malloc_threshold = "4294967296";
 
 // The candidate's runner (runner.py), started by the judge: descriptor 4 is the judge's channel
