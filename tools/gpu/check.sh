@@ -831,27 +831,7 @@ phase_outputcopy() {
     grep -E -B2 -A12 'error|FAILED' | head -40
   local d=$out/outputcopy i cand
   rm -rf "$d" && mkdir -p "$d"
-  cat >"$d/problem.py" <<PY
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, a, b):
-        return a * self.scale + b
-
-
-def get_inputs():
-    return [torch.randn(${OUTPUTCOPY_ELEMENTS:-1 << 27}), torch.randn(${OUTPUTCOPY_ELEMENTS:-1 << 27})]
-
-
-def get_init_inputs():
-    return [3.0]
-PY
+  scale_add_problem "$d/problem.py" "${OUTPUTCOPY_ELEMENTS:-1 << 27}"
   sed -e 's/^class Model(/class ModelNew(/' -e '/^def get_/,$d' "$d/problem.py" >"$d/honest.py"
   cat >"$d/skip_copy.py" <<'PY'
 import sys
