@@ -902,11 +902,11 @@ TEST(KernelBenchTimingTest, TimedOnFreshInputsAndTheTimedCallsAreChecked) {
   EXPECT_FALSE(remembers->speedup.has_value());
 }
 
-// Every KernelBench process runs with glibc's thresholds fixed (k_kernelbench_malloc_threshold):
-// with them moving, one process faulted its tensors' pages in on every call and another did not,
-// and a reference kept from the first made identical code read twice as fast. The runner, which
-// the judge starts, has them too: a candidate that raises without them fails.
-TEST(KernelBenchTimingTest, EveryProcessRunsWithTheFixedMallocThresholds) {
+// Every KernelBench run has glibc's thresholds fixed (k_kernelbench_malloc_threshold): with them
+// moving, one process faulted its tensors' pages in on every call and another did not, and a
+// reference kept from the first made identical code read twice as fast. The runner, which the
+// judge starts, has them too: a candidate that raises without them fails.
+TEST(KernelBenchTimingTest, EveryRunHasTheFixedMallocThresholds) {
   std::string why;
   if (!torch_available(&why)) {
     GTEST_SKIP() << why;
@@ -916,8 +916,7 @@ TEST(KernelBenchTimingTest, EveryProcessRunsWithTheFixedMallocThresholds) {
   config.timing_reps = 2;
   auto e = engine::create(config);
   ASSERT_TRUE(e.ok()) << e.err().message;
-  const std::string want(k_kernelbench_malloc_threshold);
-  const std::string answer = R"PY(import os
+  std::string answer = R"PY(import os
 import torch.nn as nn
 
 class ModelNew(nn.Module):
@@ -930,9 +929,8 @@ class ModelNew(nn.Module):
                 raise RuntimeError(name + ' is ' + str(os.environ.get(name)))
         return a * self.scale + b
 )PY";
-  auto v =
-      (*e)->verify(problem_task(), fenced("python", answer.substr(0, answer.find("WANT")) + want +
-                                                        answer.substr(answer.find("WANT") + 4)));
+  answer.replace(answer.find("WANT"), 4, k_kernelbench_malloc_threshold);
+  auto v = (*e)->verify(problem_task(), fenced("python", answer));
   ASSERT_TRUE(v.ok()) << v.err().message;
   EXPECT_TRUE(v->passed) << v->feedback << "\n" << v->diagnostics;
   EXPECT_TRUE(v->speedup.has_value()) << v->feedback;
