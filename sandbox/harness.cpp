@@ -902,7 +902,8 @@ constexpr std::uint32_t k_fence_self = 0xfffffff0U;
 // The seccomp filter a judge installs in the process it starts, stacked on the sandbox's own: a
 // signal it sends may reach itself only, so it can neither kill nor stop the judge (nor its
 // threads, nor the process group), nor have the kernel signal the judge for it (an owner of SIGIO
-// set by fcntl or ioctl), nor change the judge's limits. Refused calls fail with EPERM, as the
+// set by fcntl or ioctl), nor change the judge's limits, nor read or write another process's
+// memory (a judge may be allowed to read its program's). Refused calls fail with EPERM, as the
 // sandbox's own filter's do. A process the program forks keeps the filter, and the program's pid
 // in it: it may signal only the program.
 std::vector<sock_filter> fence_filter() {
@@ -962,7 +963,9 @@ std::vector<sock_filter> fence_filter() {
   };
   one_process(SYS_setpriority, PRIO_PROCESS);
   one_process(SYS_ioprio_set, 1);  // IOPRIO_WHO_PROCESS
-  for (long nr : {static_cast<long>(SYS_tkill), static_cast<long>(SYS_pidfd_send_signal)}) {
+  for (long nr :
+       {static_cast<long>(SYS_tkill), static_cast<long>(SYS_pidfd_send_signal),
+        static_cast<long>(SYS_process_vm_readv), static_cast<long>(SYS_process_vm_writev)}) {
     stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
     jump(static_cast<std::uint32_t>(nr), 0, 1);
     stmt(BPF_RET | BPF_K, deny);

@@ -912,70 +912,82 @@ int do_clone3(std::uint64_t flags, int* pidfd) {
   return static_cast<int>(::syscall(SYS_clone3, &args, sizeof args));
 }
 
-// The filter the command runs under (see supervise), built once. Refused calls fail with EPERM,
-// clone3 with ENOSYS (its flags live in memory a filter cannot read; glibc then falls back to
-// clone, whose flags it can), other architectures' and x32 calls with ENOSYS.
-const sock_fprog* seccomp_filter() {
+// The filter the command runs under (see supervise), built once per kind. Refused calls fail with
+// EPERM, clone3 with ENOSYS (its flags live in memory a filter cannot read; glibc then falls back
+// to clone, whose flags it can), other architectures' and x32 calls with ENOSYS. With
+// `read_memory` process_vm_readv passes (run_request::read_child_memory).
 #if defined(__x86_64__) || defined(__aarch64__)
-  static const std::vector<sock_filter> program = [] {
+std::vector<sock_filter> seccomp_program(bool read_memory) {
 #if defined(__x86_64__)
-    constexpr std::uint32_t arch = AUDIT_ARCH_X86_64;
+  constexpr std::uint32_t arch = AUDIT_ARCH_X86_64;
 #else
-    constexpr std::uint32_t arch = AUDIT_ARCH_AARCH64;
+  constexpr std::uint32_t arch = AUDIT_ARCH_AARCH64;
 #endif
-    constexpr std::uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
-    constexpr std::uint32_t nosys = SECCOMP_RET_ERRNO | ENOSYS;
-    constexpr std::uint32_t clone_ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
-                                       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
-    constexpr std::uint32_t unshare_ns =
-        clone_ns | 0x80U;  // CLONE_NEWTIME (the exit signal's bits in clone)
-    std::vector<sock_filter> p;
-    auto stmt = [&](std::uint16_t code, std::uint32_t k) { p.push_back(BPF_STMT(code, k)); };
-    auto jump = [&](std::uint16_t code, std::uint32_t k, std::uint8_t jt, std::uint8_t jf) {
-      p.push_back(BPF_JUMP(code, k, jt, jf));
-    };
-    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
-    jump(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0);
-    stmt(BPF_RET | BPF_K, nosys);
-    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+  constexpr std::uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
+  constexpr std::uint32_t nosys = SECCOMP_RET_ERRNO | ENOSYS;
+  constexpr std::uint32_t clone_ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
+                                     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+  constexpr std::uint32_t unshare_ns =
+      clone_ns | 0x80U;  // CLONE_NEWTIME (the exit signal's bits in clone)
+  std::vector<sock_filter> p;
+  auto stmt = [&](std::uint16_t code, std::uint32_t k) { p.push_back(BPF_STMT(code, k)); };
+  auto jump = [&](std::uint16_t code, std::uint32_t k, std::uint8_t jt, std::uint8_t jf) {
+    p.push_back(BPF_JUMP(code, k, jt, jf));
+  };
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
+  jump(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0);
+  stmt(BPF_RET | BPF_K, nosys);
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
 #if defined(__x86_64__)
-    jump(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U /*__X32_SYSCALL_BIT*/, 0, 1);
-    stmt(BPF_RET | BPF_K, nosys);
+  jump(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U /*__X32_SYSCALL_BIT*/, 0, 1);
+  stmt(BPF_RET | BPF_K, nosys);
 #endif
-    const std::initializer_list<long> refused {
-      SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_ptrace,
-          SYS_process_vm_readv, SYS_process_vm_writev, SYS_keyctl, SYS_add_key, SYS_request_key,
-          SYS_bpf, SYS_perf_event_open, SYS_userfaultfd, SYS_open_by_handle_at, SYS_kexec_load,
-          SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_reboot, SYS_swapon, SYS_swapoff,
-          SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup, SYS_io_uring_setup, SYS_io_uring_enter,
-          SYS_io_uring_register, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount,
-          SYS_open_tree, SYS_mount_setattr, SYS_pidfd_getfd, SYS_kexec_file_load,
+  std::vector<long> refused {
+    SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_ptrace,
+        SYS_process_vm_writev, SYS_keyctl, SYS_add_key, SYS_request_key, SYS_bpf,
+        SYS_perf_event_open, SYS_userfaultfd, SYS_open_by_handle_at, SYS_kexec_load,
+        SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_reboot, SYS_swapon, SYS_swapoff,
+        SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup, SYS_io_uring_setup, SYS_io_uring_enter,
+        SYS_io_uring_register, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount,
+        SYS_open_tree, SYS_mount_setattr, SYS_pidfd_getfd, SYS_kexec_file_load,
 #if defined(__x86_64__)
-          SYS_iopl, SYS_ioperm, SYS_uselib,
+        SYS_iopl, SYS_ioperm, SYS_uselib,
 #endif
-    };
-    for (long nr : refused) {
-      jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 1);
-      stmt(BPF_RET | BPF_K, deny);
-    }
-    jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
-    stmt(BPF_RET | BPF_K, nosys);
-    for (const auto& [nr, mask] :
-         {std::pair<long, std::uint32_t>{SYS_unshare, unshare_ns}, {SYS_clone, clone_ns}}) {
-      jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 4);
-      stmt(BPF_LD | BPF_W | BPF_ABS,
-           offsetof(seccomp_data, args[0]));  // the flags' low half (little endian)
-      jump(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1);
-      stmt(BPF_RET | BPF_K, deny);
-      stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    }
+  };
+  if (!read_memory) {
+    refused.push_back(SYS_process_vm_readv);
+  }
+  for (long nr : refused) {
+    jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 1);
+    stmt(BPF_RET | BPF_K, deny);
+  }
+  jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
+  stmt(BPF_RET | BPF_K, nosys);
+  for (const auto& [nr, mask] :
+       {std::pair<long, std::uint32_t>{SYS_unshare, unshare_ns}, {SYS_clone, clone_ns}}) {
+    jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 4);
+    stmt(BPF_LD | BPF_W | BPF_ABS,
+         offsetof(seccomp_data, args[0]));  // the flags' low half (little endian)
+    jump(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1);
+    stmt(BPF_RET | BPF_K, deny);
     stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    return p;
-  }();
-  static const sock_fprog prog{static_cast<unsigned short>(program.size()),
-                               const_cast<sock_filter*>(program.data())};
-  return &prog;
+  }
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  return p;
+}
+#endif
+
+const sock_fprog* seccomp_filter(bool read_memory) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  static const std::vector<sock_filter> programs[2] = {seccomp_program(false),
+                                                       seccomp_program(true)};
+  static const sock_fprog progs[2] = {{static_cast<unsigned short>(programs[0].size()),
+                                       const_cast<sock_filter*>(programs[0].data())},
+                                      {static_cast<unsigned short>(programs[1].size()),
+                                       const_cast<sock_filter*>(programs[1].data())}};
+  return &progs[read_memory ? 1 : 0];
 #else
+  (void)read_memory;
   return nullptr;
 #endif
 }
@@ -1781,7 +1793,7 @@ result<run_result> run_isolated(const run_request& request) {
   plan.isolate_network = request.isolate_network;
   plan.loopback = request.isolate_network && request.loopback;
   plan.workdir_fd = workdir.fd;
-  plan.seccomp = seccomp_filter();
+  plan.seccomp = seccomp_filter(request.read_child_memory);
   fd_guard pass_high;
   if (passed.fd >= 0) {
     pass_high.fd = ::fcntl(passed.fd, F_DUPFD_CLOEXEC, 10);

@@ -112,6 +112,13 @@ struct run_request {
   // command, after telling it so); the call blocks until the command ends. The call takes
   // ownership, as of pass_fd. -1: the limits start with the command. Default: -1
   int start_gate_fd = -1;
+  // The command's processes may read other processes' memory with process_vm_readv, which the
+  // sandbox's seccomp filter otherwise refuses (process_vm_writev and ptrace stay refused), within
+  // the kernel's ptrace rules: in practice a process reads the processes it started that are of
+  // its uid and dumpable. For a judge that copies its candidate's outputs out of the candidate's
+  // process; the judge fences that process (see fence_filter in sandbox/harness.cpp), which
+  // refuses both calls, so the candidate cannot read the judge. Default: false
+  bool read_child_memory = false;
   // Extra environment entries for GPU slots etc. are simply part of `env`.
 };
 

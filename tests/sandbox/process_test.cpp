@@ -31,7 +31,8 @@ struct shell_run {
   run_result result;
 };
 
-shell_run run_shell(const std::string& script, resource_limits limits = {}) {
+shell_run run_shell(const std::string& script, resource_limits limits = {},
+                    bool read_child_memory = false) {
   auto dir = scratch_dir::create(default_scratch_root(), "process-test-");
   EXPECT_TRUE(dir.ok()) << dir.err().message;
   run_request request;
@@ -39,6 +40,7 @@ shell_run run_shell(const std::string& script, resource_limits limits = {}) {
   request.working_dir = dir->path();
   request.env = base_env();
   request.limits = limits;
+  request.read_child_memory = read_child_memory;
   auto r = run_isolated(request);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.err().message);
   return {std::move(dir.value()), r.ok() ? r.value() : run_result{}};
@@ -312,6 +314,43 @@ TEST(ProcessTest, IsolationNamesEveryLayer) {
   EXPECT_TRUE(run.result.isolation.find("cgroup v") != std::string::npos ||
               run.result.isolation.find("no cgroup: ") != std::string::npos)
       << run.result.isolation;
+}
+
+// A process reading its child's memory (a KernelBench judge copying its runner's outputs): refused
+// by the sandbox unless the run allows it, and then only process_vm_readv, never the write.
+TEST(ProcessTest, ReadingAChildsMemoryIsTheRunsToAllow) {
+  const std::string script =
+      "python3 -c '\n"
+      "import ctypes, os\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "buf = ctypes.create_string_buffer(b\"child bytes\", 16)\n"
+      "r, w = os.pipe()\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os.close(w)\n"
+      "    os.read(r, 1)\n"
+      "    os._exit(0)\n"
+      "got = ctypes.create_string_buffer(16)\n"
+      "local = (ctypes.c_size_t * 2)(ctypes.addressof(got), 16)\n"
+      "remote = (ctypes.c_size_t * 2)(ctypes.addressof(buf), 16)\n"
+      "for name in (\"process_vm_readv\", \"process_vm_writev\"):\n"
+      "    n = getattr(libc, name)(pid, local, 1, remote, 1, 0)\n"
+      "    print(name, got.value.decode() if n == 16 else os.strerror(ctypes.get_errno()))\n"
+      "os.close(w)\n"
+      "os.wait()\n"
+      "'";
+  auto refused = run_shell(script);
+  ASSERT_TRUE(refused.result.exited) << refused.result.stderr_text;
+  EXPECT_NE(refused.result.stdout_text.find("process_vm_readv Operation not permitted"),
+            std::string::npos)
+      << refused.result.stdout_text;
+  auto allowed = run_shell(script, {}, true);
+  ASSERT_TRUE(allowed.result.exited) << allowed.result.stderr_text;
+  EXPECT_NE(allowed.result.stdout_text.find("process_vm_readv child bytes"), std::string::npos)
+      << allowed.result.stdout_text << allowed.result.isolation;
+  EXPECT_NE(allowed.result.stdout_text.find("process_vm_writev Operation not permitted"),
+            std::string::npos)
+      << allowed.result.stdout_text;
 }
 
 TEST(ProcessTest, MemoryLimitStopsTheWholeTree) {
