@@ -1127,6 +1127,9 @@ run_request engine::kernelbench_judge_request(const std::filesystem::path& dir,
                                               const std::string& device, int gpu,
                                               own_kernel_policy policy, int sharing) const {
   run_request request = kernelbench_request(dir, device == "cuda" ? gpu : -1, {"judge.py"});
+  // On a CPU slot the judge copies each output out of the runner's memory (on CUDA it opens the
+  // runner's device memory instead).
+  request.read_child_memory = device != "cuda";
   request.limits.output_cap_bytes =
       std::max(request.limits.output_cap_bytes, judge_record_bound(ref.expected, ref.inputs));
   request.stdin_data = kernelbench_judge_config(ref, device, policy, sharing).dump() + "\n";
@@ -1147,6 +1150,7 @@ result<std::unique_ptr<detail::started_judge>> engine::start_kernelbench_judge(
     args.emplace_back("--warm-profiler");
   }
   run_request request = kernelbench_request(dir->path(), device == "cuda" ? gpu : -1, args);
+  request.read_child_memory = device != "cuda";  // as kernelbench_judge_request's
   request.limits.output_cap_bytes = std::max(request.limits.output_cap_bytes, output_cap);
   return detail::started_judge::start(std::move(request), std::move(dir.value()), fits);
 }
@@ -1718,6 +1722,14 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
               (why.is_string() ? why.get<std::string>().substr(0, 300) : "no reason given") + ")";
           v.timing_note = v.timing_note.empty() ? note : v.timing_note + "; " + note;
         }
+      }
+      // The judge copies the outputs inside its clock unless this host kept it out of the
+      // runner's memory: then the runner's copy is one an answer could skip.
+      if (status.contains("output_copy") && status["output_copy"] == "runner") {
+        const std::string note =
+            "the outputs were copied by the candidate's own process (this host keeps the judge out "
+            "of its memory), so a candidate that computes into the judge's buffers skips that copy";
+        v.timing_note = v.timing_note.empty() ? note : v.timing_note + "; " + note;
       }
       // A measurement the GPU slowed down describes the GPU, not the kernels: the pass counts as
       // an untimed one (never paid more than a plain pass), and the note says why.

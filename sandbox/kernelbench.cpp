@@ -245,8 +245,9 @@ const std::string& kernelbench_candidate_source() {
           R"PY(# LEAP KernelBench candidate runner (generated; solution.py holds the candidate's ModelNew).
 # Started by the judge (judge.py) with its channel on descriptor 4 and, on the CPU, the shared
 # buffers on descriptor 3. It gets each trial's inputs and output buffers from the judge, calls
-# ModelNew, copies the outputs into the judge's buffers and says what it returned. It holds
-# nothing the verdict depends on: the judge reads the outputs and the inputs itself.
+# ModelNew and says what it returned and where (an output the judge cannot open where it lies is
+# copied into the judge's buffers first). It holds nothing the verdict or the time depends on: the
+# judge copies the outputs and reads the inputs itself.
 import importlib.util
 import json
 import mmap
@@ -362,7 +363,9 @@ def _leap_region(hello, device):
             d, bytes.fromhex(handle), nbytes, offset, bytes.fromhex(counter), counter_offset,
             bytes.fromhex(event), sync)
         typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.uint8, _internal=True)
-        return torch._utils._rebuild_tensor(typed, 0, (size,), (1,))
+        region = torch._utils._rebuild_tensor(typed, 0, (size,), (1,))
+        _leap_judges.append((region.data_ptr(), size, handle, offset))
+        return region
     return torch.frombuffer(mmap.mmap(3, size), dtype=torch.uint8)
 
 
@@ -380,6 +383,53 @@ def _leap_describe(x):
     if isinstance(x, str):
         return {"tag": "S", "value": x[:1000]}
     return {"tag": "O", "value": type(x).__name__[:200]}
+
+
+_leap_driver = []
+_leap_judges = []  # the judge's buffers here: where they start, their size, its handle, their offset in it
+_leap_judge_reads = []  # [True]: on a CPU slot, the judge reads this process's memory (its probe did)
+
+
+def _leap_storage(x):
+    """Where x's storage starts and where in it x's elements are."""
+    return (x.data_ptr() - x.storage_offset() * x.element_size(),
+            {"storage_offset": x.storage_offset(), "stride": list(x.stride())})
+
+
+def _leap_export(x):
+    """The device allocation x's storage lies in, exported for the judge to open (CUDA IPC), and
+    where in it x's elements are."""
+    ptr, where = _leap_storage(x)
+    for start, size, handle, offset in _leap_judges:
+        if start <= ptr < start + size:  # the judge's own memory (an input, or its output buffer)
+            return dict(where, ipc=handle, offset=offset + ptr - start)
+    if not _leap_driver:
+        _leap_driver.append(ctypes.CDLL("libcuda.so.1"))
+    cu = _leap_driver[0]
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    handle = ctypes.create_string_buffer(64)
+    if (cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)) != 0 or
+            cu.cuIpcGetMemHandle(handle, base) != 0):
+        return None
+    return dict(where, ipc=handle.raw.hex(), offset=ptr - base.value)
+
+
+def _leap_where(x, o, device):
+    """Where the judge copies a returned tensor from, inside its clock, so that no output's copy
+    is this process's to skip: the device memory it lies in (CUDA, exported), or this process's
+    memory (a CPU slot, read by the judge with process_vm_readv); else (an empty tensor, one on
+    another device, memory that cannot be exported, a host whose ptrace rules keep the judge out)
+    the judge's buffer o it is copied into here."""
+    if x.numel() > 0:
+        if device.type == "cuda" and x.is_cuda:
+            exported = _leap_export(x)
+            if exported is not None:
+                return exported
+        elif device.type == "cpu" and x.device.type == "cpu" and _leap_judge_reads:
+            ptr, where = _leap_storage(x)
+            return dict(where, address=ptr)
+    o.copy_(x)
+    return {"buffer": True}
 
 
 _leap_built_here = []
@@ -413,7 +463,14 @@ def _leap_use_prebuilt():
 
 
 def _leap_main():
+    # First, bytes of this process's memory for the judge to read, before any of the candidate's
+    # code has run: whether it can (a host's ptrace rules may keep it out) says who copies the
+    # outputs on a CPU slot.
+    probe = ctypes.create_string_buffer(os.urandom(16), 16)
+    _leap_send({"probe": [ctypes.addressof(probe), probe.raw.hex()]})
     hello = _leap_recv()
+    if hello.get("read_outputs") is True:
+        _leap_judge_reads.append(True)
     device = torch.device(hello["device"])
     # Nothing of the candidate has run in this process yet, so a failure here is the slot's (a
     # device the driver refuses, memory the judge shared that cannot be opened): the judge reports
@@ -505,15 +562,18 @@ def _leap_main():
                     got = model(*args)
             flat = _leap_flat(got)
             described = [_leap_describe(x) for x in flat[:len(outs) + 16]]
+            where = []
             with torch.no_grad():
                 for i, x in enumerate(flat[:len(outs)]):
                     o = outs[i]
                     if o is not None and isinstance(x, torch.Tensor) and x.dtype == o.dtype and x.shape == o.shape:
-                        o.copy_(x)
+                        where.append(_leap_where(x, o, device))
+                    else:
+                        where.append(None)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            _leap_send({"done": done, "outputs": described, "count": len(flat), "built_here": _leap_built_here[:16],
-                        "own": own[:20], "other": sorted(set(other))[:20]})
+            _leap_send({"done": done, "outputs": described, "where": where, "count": len(flat),
+                        "built_here": _leap_built_here[:16], "own": own[:20], "other": sorted(set(other))[:20]})
     except BaseException as e:
         _leap_send({"status": "error", "type": type(e).__name__, "message": str(e)[:2000], "frames": _leap_frames(e),
                     "trial": trial})
@@ -629,6 +689,152 @@ def _leap_place(v, tensors):
     if isinstance(v, tuple):
         return {"u": [_leap_place(x, tensors) for x in v]}
     return {"v": v}
+
+
+class _LeapExported:
+    """Device allocations the runner exported (CUDA IPC handles), opened here through the driver and
+    a few kept open: an honest runner's outputs come from the same few allocations of torch's
+    allocator call after call, so only the warm-up calls pay for opening them."""
+
+    _KEEP = 8
+
+    def __init__(self, device, region, share):
+        import ctypes
+        self.ctypes = ctypes
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.device = device
+        self.opened = {}  # handle -> (ptr or None, uint8 tensor over the allocation, its offset in it)
+        # This process's own buffers, whose handle the runner holds: they are read here as they are.
+        self.opened[bytes(share[1])] = (None, region, int(share[3]))
+
+    def bytes_of(self, handle):
+        """The allocation a handle names (a uint8 tensor over it) and where that tensor starts in it."""
+        got = self.opened.pop(handle, None)
+        if got is None:
+            ct = self.ctypes
+
+            class Handle(ct.Structure):
+                _fields_ = [("reserved", ct.c_char * 64)]
+
+            ptr, base, size = ct.c_uint64(), ct.c_uint64(), ct.c_size_t()
+            # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (1)
+            if self.cu.cuIpcOpenMemHandle_v2(ct.byref(ptr), Handle.from_buffer_copy(handle), 1) != 0:
+                return None
+            if self.cu.cuMemGetAddressRange_v2(ct.byref(base), ct.byref(size), ptr) != 0:
+                self.cu.cuIpcCloseMemHandle(ptr)
+                return None
+
+            class Interface:
+                __cuda_array_interface__ = {"shape": (size.value,), "typestr": "|u1",
+                                            "data": (ptr.value, False), "version": 2}
+
+            got = (ptr.value, torch.as_tensor(Interface(), device=self.device), 0)
+            while len(self.opened) > self._KEEP:
+                oldest = next(k for k, v in self.opened.items() if v[0] is not None)
+                self.cu.cuIpcCloseMemHandle(ct.c_uint64(self.opened.pop(oldest)[0]))
+        self.opened[handle] = got  # the most recently used last
+        return got
+
+    def tensor(self, where, dtype, shape):
+        """The tensor the runner says it returned: read-only use, bounds checked; None if the place
+        it names is not one this process can read."""
+        handle, offset, first, stride = (where.get(k) for k in ("ipc", "offset", "storage_offset", "stride"))
+        if not (isinstance(handle, str) and len(handle) == 128 and isinstance(stride, list) and
+                len(stride) == len(shape) and all(type(v) is int and v >= 0 for v in [offset, first] + stride)):
+            return None
+        try:
+            got = self.bytes_of(bytes.fromhex(handle))
+        except ValueError:
+            return None
+        if got is None:
+            return None
+        _, memory, start = got
+        size = torch.empty((), dtype=dtype).element_size()
+        offset -= start
+        extent = first + 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+        if offset < 0 or offset % size or offset + extent * size > memory.numel():
+            return None
+        return memory[offset:offset + extent * size].view(dtype).as_strided(shape, stride, first)
+
+    def copy(self, out, where, buffer):
+        """out <- the tensor the runner names (its own buffer `buffer` for {"buffer": true})."""
+        source = buffer if where.get("buffer") is True else self.tensor(where, out.dtype, out.shape)
+        if source is None:
+            return False
+        out.copy_(source)
+        return True
+
+
+class _LeapChildMemory:
+    """The runner's memory on a CPU slot, read with process_vm_readv: the sandbox lets this process
+    make the call, and the runner's fence refuses it to the runner and everything it starts."""
+
+    _CHUNK = 1 << 30
+
+    def __init__(self, pid):
+        import ctypes
+
+        class Iovec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+        self.ctypes = ctypes
+        self.pid = pid
+        self.call = ctypes.CDLL(None, use_errno=True).process_vm_readv
+        self.call.restype = ctypes.c_ssize_t
+        self.call.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                              ctypes.c_ulong]
+        self.local, self.remote = Iovec(), Iovec()
+
+    def read(self, pid, into, address, n):
+        """n bytes at `address` in process pid into this process's memory at `into`: all of them?"""
+        ct = self.ctypes
+        done = 0
+        while done < n:
+            k = min(n - done, self._CHUNK)
+            self.local.base, self.local.len = into + done, k
+            self.remote.base, self.remote.len = address + done, k
+            if self.call(self.pid if pid is None else pid, ct.byref(self.local), 1, ct.byref(self.remote), 1, 0) != k:
+                return False
+            done += k
+        return True
+
+    def probe(self, said):
+        """Whether the runner's probe (its address and the bytes there) reads back as it said."""
+        if not (isinstance(said, list) and len(said) == 2 and type(said[0]) is int and said[0] > 0 and
+                isinstance(said[1], str) and len(said[1]) == 32):
+            return False
+        buf = self.ctypes.create_string_buffer(16)
+        return self.read(None, self.ctypes.addressof(buf), said[0], 16) and buf.raw.hex() == said[1]
+
+    def copy(self, out, where, buffer):
+        """out <- the tensor the runner names: its memory at `address` (its elements as storage_offset
+        and stride say), or this process's buffer `buffer` for {"buffer": true}, read by the same call
+        (the runner that computed into that buffer pays the same copy as one that did not)."""
+        size, n = out.element_size(), out.numel() * out.element_size()
+        if where.get("buffer") is True:
+            return self.read(os.getpid(), out.data_ptr(), buffer.data_ptr(), n)
+        address, first, stride = (where.get(k) for k in ("address", "storage_offset", "stride"))
+        shape = list(out.shape)
+        if not (type(address) is int and address > 0 and isinstance(stride, list) and len(stride) == len(shape) and
+                all(type(v) is int and v >= 0 for v in [first] + stride)):
+            return False
+        start = address + first * size
+        dense, step = [], 1
+        for d in reversed(shape):
+            dense.insert(0, step)
+            step *= d
+        if all(st == e or d == 1 for d, st, e in zip(shape, stride, dense)):
+            return self.read(None, out.data_ptr(), start, n)
+        # Strided: the span its elements lie in, then the elements. A span far beyond the output
+        # is refused rather than read (the judge's memory is not the candidate's to size).
+        span = (1 + sum((d - 1) * st for d, st in zip(shape, stride))) * size
+        if span > 16 * n + (1 << 20):
+            return False
+        raw = torch.empty(span, dtype=torch.uint8)
+        if not self.read(None, raw.data_ptr(), start, span):
+            return False
+        out.copy_(raw.view(out.dtype).as_strided(shape, stride, 0))
+        return True
 
 
 def _leap_tensor_ids(skeleton):
@@ -755,7 +961,6 @@ def _leap_main():
 
     poller = select.poll()
     poller.register(channel, select.POLLIN)
-    arrived = [0]  # when the last message came, read before it is parsed
 
     def receive(spinning=False):
         """The runner's next message (a JSON object), or its end."""
@@ -776,7 +981,6 @@ def _leap_main():
                 data = channel.recv(1 << 20)
             except OSError:
                 data = b""
-            arrived[0] = time.perf_counter_ns()
             if not data:
                 ended()
             try:
@@ -843,6 +1047,10 @@ def _leap_main():
         # and after the call compared with them bit for bit, here, so that only the outputs travel
         # to the engine (a third of the data for a two-input problem).
         pristine = {}
+        # Each output's copy, made here from where the runner says it returned it, inside the clock;
+        # in memory the runner cannot reach, so no copy of it is the candidate's to skip.
+        judged_outputs = {}
+        reader = None
         # Timed calls on a GPU wait spinning, on both sides of the channel, as the cuda kind's do:
         # only where the host has 4 CPUs or more (on fewer, a spinning process takes the core the
         # one it waits for needs).
@@ -856,6 +1064,7 @@ def _leap_main():
             region = torch.empty(segment, dtype=torch.uint8, device=device)
             share = list(region.untyped_storage()._share_cuda_())
             hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
+            reader = _LeapExported(device, region, share)
             # Runs that share this GPU: each runner's torch allocations get an equal part of the
             # memory left after a reserve (contexts, the judges' buffers).
             sharing = config.get("memory_share")
@@ -899,8 +1108,16 @@ def _leap_main():
     except Exception as e:
         setup_failed("preparing the trials' buffers on " + device_name + ": " + type(e).__name__ + ": " + str(e))
     stamps.append(["buffers_ready", time.time()])
-    send(hello)
     first = receive()
+    if "probe" in first:
+        if device.type != "cuda":
+            memory = _LeapChildMemory(child)
+            if memory.probe(first["probe"]):
+                reader = memory
+                hello["read_outputs"] = True
+        own_fields["output_copy"] = "judge" if reader is not None else "runner"
+        send(hello)
+        first = receive()
     if "setup_error" in first:
         setup_failed("the runner could not open the trials' buffers: " + str(first["setup_error"]))
     if first.get("importing"):
@@ -1028,14 +1245,47 @@ def _leap_main():
         except OSError:
             pass  # the runner ended: receive() reads what it said before, or its end
         reply = receive(timed and spin)
-        # The time is this process's, from the request to the reply's arrival; the outputs are
-        # read right after it and judged like every trial's, so work left running past the reply
-        # fails.
-        elapsed_ms = (arrived[0] - start) / 1e6
         if "status" in reply:
             relay(reply)
         if reply.get("done") != expected_done or not isinstance(reply.get("outputs"), list):
             finish({"status": "incomplete"}, None)
+        # The outputs are copied here, right at the reply, from where the runner returned them, so
+        # work left running past the reply fails, and every output's copy is in the time: the
+        # reference's and the candidate's alike, wherever either computed it.
+        got = []
+        where = reply.get("where")
+        where = where if isinstance(where, list) else []
+        with torch.no_grad():
+            for i, d in enumerate(reply["outputs"][:len(outputs) + 16]):
+                tag = d.get("tag") if isinstance(d, dict) else None
+                if tag == "T":
+                    k = outputs[i] if i < len(outputs) else -1
+                    same = k >= 0 and d.get("dtype") == entries[k][2] and d.get("shape") == entries[k][3]
+                    if not same:
+                        got.append(_LeapDescribed(str(d.get("dtype"))[:64], d.get("shape")))
+                        continue
+                    w = where[i] if i < len(where) and isinstance(where[i], dict) else {}
+                    if reader is None:
+                        # A CPU slot on a host that keeps this process out of the runner's memory:
+                        # the runner copied it into this process's buffer, read as it is.
+                        got.append(views[k])
+                        continue
+                    out = judged_outputs.get(i)
+                    if out is None or out.dtype != views[k].dtype or out.shape != views[k].shape:
+                        out = judged_outputs[i] = torch.empty_like(views[k])
+                    if not reader.copy(out, w, views[k]):
+                        finish({"status": "error", "type": "OutputUnreadable", "frames": [],
+                                "message": "output %d: the runner named memory the judge cannot read "
+                                           "(return a tensor of this process, contiguous)" % i}, None)
+                    got.append(out)
+                elif tag in ("B", "I", "F", "N", "S"):
+                    got.append(d.get("value"))
+                else:
+                    got.append(_LeapOther(str(d.get("value"))[:200]))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        # The time is this process's, from the request to its copy of the outputs.
+        elapsed_ms = (time.perf_counter_ns() - start) / 1e6
         if isinstance(reply.get("built_here"), list):
             built_here = [str(x)[:100] for x in reply["built_here"][:16]]
         if timed and call >= trials + warmup:
@@ -1043,23 +1293,10 @@ def _leap_main():
         if not timed:
             stamps.append(["trial_called", time.time()])
         # From here on a timed call's steps are the same whether it is checked; only the record
-        # keeps the checked ones.
-        got = []
-        for i, d in enumerate(reply["outputs"][:len(outputs) + 16]):
-            tag = d.get("tag") if isinstance(d, dict) else None
-            if tag == "T":
-                k = outputs[i] if i < len(outputs) else -1
-                same = k >= 0 and d.get("dtype") == entries[k][2] and d.get("shape") == entries[k][3]
-                if not same:
-                    got.append(_LeapDescribed(str(d.get("dtype"))[:64], d.get("shape")))
-                else:
-                    # A timed call's outputs are copied out now (the next call stages over them),
-                    # on the device, and encoded after the last call.
-                    got.append(views[k].clone() if timed else views[k])
-            elif tag in ("B", "I", "F", "N", "S"):
-                got.append(d.get("value"))
-            else:
-                got.append(_LeapOther(str(d.get("value"))[:200]))
+        # keeps the checked ones. A timed call's outputs are copied out now (the next call copies
+        # over them), on the device, and encoded after the last call.
+        if timed:
+            got = [x.clone() if isinstance(x, torch.Tensor) else x for x in got]
         count = reply.get("count")
         if isinstance(count, int) and count > len(got):
             got.extend(_LeapOther("?") for _ in range(min(count - len(got), 1 << 16)))

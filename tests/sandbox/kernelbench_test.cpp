@@ -394,8 +394,21 @@ def reach(what, call):
         print(what, "refused")
 
 
+def read_memory(pid):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(8)
+    iov = (ctypes.c_size_t * 2)(ctypes.addressof(buf), 8)
+    if libc.process_vm_readv(pid, iov, 1, iov, 1, 0) < 0:
+        raise OSError(ctypes.get_errno(), "process_vm_readv")
+
+
 reach("parent before", lambda: os.kill(os.getppid(), 0))
+reach("own memory before", lambda: read_memory(os.getpid()))
 assert _leap_fence()
+# Any process's memory, its own included (which the kernel always allows): the judge's is never
+# the runner's to read, whatever the host's ptrace rules and the sandbox's filter allow.
+reach("own memory", lambda: read_memory(os.getpid()))
 reach("itself", lambda: os.kill(os.getpid(), 0))
 reach("parent", lambda: os.kill(os.getppid(), 0))
 reach("group", lambda: os.kill(0, 0))
@@ -411,6 +424,8 @@ reach("own affinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
                                                {});
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("parent before reachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("own memory before reachable"), std::string::npos) << out;
+  EXPECT_NE(out.find("own memory refused"), std::string::npos) << out;
   EXPECT_NE(out.find("itself reachable"), std::string::npos) << out;
   EXPECT_NE(out.find("parent refused"), std::string::npos) << out;
   EXPECT_NE(out.find("group refused"), std::string::npos) << out;
@@ -485,6 +500,17 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
        "import json, os, socket\nsocket.socket(fileno=4).send(json.dumps({'setup_error': "
        "'no'}).encode())\nos._exit(0)\n",
        verdict_category::runtime, "stopped before"},
+      // The judge copies each output from where the runner says it lies, strided too.
+      {"correct_strided",
+       head + "    def forward(self, a, b):\n        return (a * self.scale + "
+              "b).t().contiguous().t()\n",
+       verdict_category::pass, "Correct on all 3 trials"},
+      // The runner is the candidate's process: where it says an output lies is checked.
+      {"names_memory_the_judge_cannot_read",
+       "import sys\nsys.modules['__main__']._leap_where = lambda x, o, device: {'address': 4096, "
+       "'ipc': '00' * 64, 'offset': 0, 'storage_offset': 0, 'stride': [16, 1]}\n" +
+           head + "    def forward(self, a, b):\n        return a * self.scale + b\n",
+       verdict_category::runtime, "OutputUnreadable"},
   };
   // Two at a time: each run imports torch, which takes seconds.
   std::vector<result<verdict>> verdicts(cases.size(), error{"not run"});
@@ -651,17 +677,20 @@ print("exit", p.returncode, p.stdout[12:].decode(errors="replace"))
     std::string runner;
     std::string expected;
   };
+  // The runner's first word is its probe (bytes the judge reads from its memory), then the hello.
+  const std::string probe = "c.send(json.dumps({'probe': [0, '']}).encode())\n";
   const std::vector<phase_case> cases{
       {"dies_at_once", "import os\nos._exit(3)\n",
        "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner ended (exit code 3) before"},
       {"cannot_open_the_buffers",
-       "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
-       "c.send(json.dumps({'setup_error': 'OSError: no'}).encode())\nos._exit(0)\n",
+       "import json, os, socket\nc = socket.socket(fileno=4)\n" + probe +
+           "c.recv(1 << 20)\nc.send(json.dumps({'setup_error': 'OSError: no'}).encode())\n"
+           "os._exit(0)\n",
        "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner could not open the trials' "
-       "buffers: OSError: no\", \"stamps\": [[\"judge_started\""},
+       "buffers: OSError: no\", \"output_copy\": \"runner\", \"stamps\": [[\"judge_started\""},
       {"candidate_exits_3",
-       "import json, os, socket\nc = socket.socket(fileno=4)\nc.recv(1 << 20)\n"
-       "c.send(json.dumps({'importing': True}).encode())\nos._exit(3)\n",
+       "import json, os, socket\nc = socket.socket(fileno=4)\n" + probe +
+           "c.recv(1 << 20)\nc.send(json.dumps({'importing': True}).encode())\nos._exit(3)\n",
        "exit 3 \n"},
   };
   for (const auto& c : cases) {
@@ -854,6 +883,10 @@ TEST(KernelBenchTimingTest, TimedOnFreshInputsAndTheTimedCallsAreChecked) {
   for (auto& run : runs) {
     ASSERT_TRUE(run.has_value() && run->ok()) << (run ? run->err().message : "no verdict");
     ASSERT_TRUE((*run)->reference_time.has_value()) << (*run)->feedback;
+    // The judge copied the outputs itself (through the sandbox and the runner's fence), not the
+    // runner, whose copy a candidate could skip.
+    EXPECT_EQ((*run)->timing_note.find("copied by the candidate's own process"), std::string::npos)
+        << (*run)->timing_note;
     // One measurement shared, not three that happen to agree.
     EXPECT_EQ((*run)->reference_time->median_ms, (*runs[0])->reference_time->median_ms);
     EXPECT_EQ((*run)->reference_time->q3_ms, (*runs[0])->reference_time->q3_ms);
