@@ -754,7 +754,9 @@ class _LeapExported:
         extent = first + 1 + sum((d - 1) * st for d, st in zip(shape, stride))
         if offset < 0 or offset % size or offset + extent * size > memory.numel():
             return None
-        return memory[offset:offset + extent * size].view(dtype).as_strided(shape, stride, first)
+        span = memory[offset:offset + extent * size].view(dtype)
+        # as_strided's offset counts from the storage's start, not the view's.
+        return span.as_strided(shape, stride, span.storage_offset() + first)
 
     def copy(self, out, where, buffer):
         """out <- the tensor the runner names (its own buffer `buffer` for {"buffer": true})."""

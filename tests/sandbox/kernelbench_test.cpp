@@ -500,10 +500,11 @@ TEST(KernelBenchTest, VerdictsOnTheAvailableDevice) {
        "import json, os, socket\nsocket.socket(fileno=4).send(json.dumps({'setup_error': "
        "'no'}).encode())\nos._exit(0)\n",
        verdict_category::runtime, "stopped before"},
-      // The judge copies each output from where the runner says it lies, strided too.
+      // The judge copies each output from where the runner says it lies, strided and at an
+      // offset into its storage too.
       {"correct_strided",
-       head + "    def forward(self, a, b):\n        return (a * self.scale + "
-              "b).t().contiguous().t()\n",
+       head + "    def forward(self, a, b):\n        y = (a * self.scale + b).t().contiguous()\n"
+              "        return torch.cat([y[:1], y])[1:].t()\n",
        verdict_category::pass, "Correct on all 3 trials"},
       // The runner is the candidate's process: where it says an output lies is checked.
       {"names_memory_the_judge_cannot_read",
