@@ -1723,12 +1723,13 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
           v.timing_note = v.timing_note.empty() ? note : v.timing_note + "; " + note;
         }
       }
-      // The judge copies the outputs inside its clock unless this host kept it out of the
-      // runner's memory: then the runner's copy is one an answer could skip.
+      // The judge copies the outputs inside its clock unless its probe could not read them where
+      // the runner returned them: then the runner's copy is one an answer could skip.
       if (status.contains("output_copy") && status["output_copy"] == "runner") {
         const std::string note =
-            "the outputs were copied by the candidate's own process (this host keeps the judge out "
-            "of its memory), so a candidate that computes into the judge's buffers skips that copy";
+            "the outputs were copied by the candidate's own process (the judge could not read "
+            "them where that process returned them), so a candidate that computes into the "
+            "judge's buffers skips that copy";
         v.timing_note = v.timing_note.empty() ? note : v.timing_note + "; " + note;
       }
       // A measurement the GPU slowed down describes the GPU, not the kernels: the pass counts as

@@ -387,7 +387,8 @@ def _leap_describe(x):
 
 _leap_driver = []
 _leap_judges = []  # the judge's buffers here: where they start, their size, its handle, their offset in it
-_leap_judge_reads = []  # [True]: on a CPU slot, the judge reads this process's memory (its probe did)
+_leap_judge_reads = []  # [True]: the judge reads the outputs where they lie (its probe did)
+_leap_judges_probe = []  # the device memory the judge's probe reads, kept while it may
 
 
 def _leap_storage(x):
@@ -418,10 +419,10 @@ def _leap_where(x, o, device):
     """Where the judge copies a returned tensor from, inside its clock, so that no output's copy
     is this process's to skip: the device memory it lies in (CUDA, exported), or this process's
     memory (a CPU slot, read by the judge with process_vm_readv); else (an empty tensor, one on
-    another device, memory that cannot be exported, a host whose ptrace rules keep the judge out)
-    the judge's buffer o it is copied into here."""
+    another device, memory that cannot be exported, a judge whose probe could not read this
+    process's memory) the judge's buffer o it is copied into here."""
     if x.numel() > 0:
-        if device.type == "cuda" and x.is_cuda:
+        if device.type == "cuda" and x.is_cuda and _leap_judge_reads:
             exported = _leap_export(x)
             if exported is not None:
                 return exported
@@ -469,8 +470,6 @@ def _leap_main():
     probe = ctypes.create_string_buffer(os.urandom(16), 16)
     _leap_send({"probe": [ctypes.addressof(probe), probe.raw.hex()]})
     hello = _leap_recv()
-    if hello.get("read_outputs") is True:
-        _leap_judge_reads.append(True)
     device = torch.device(hello["device"])
     # Nothing of the candidate has run in this process yet, so a failure here is the slot's (a
     # device the driver refuses, memory the judge shared that cannot be opened): the judge reports
@@ -489,7 +488,18 @@ def _leap_main():
     except BaseException as e:
         _leap_send({"setup_error": (type(e).__name__ + ": " + str(e))[:2000]})
         return
-    _leap_send({"importing": True})
+    # On CUDA, device memory of this process exported as an output would be, for the judge to read
+    # back before the candidate's code runs: whether it can says who copies the outputs.
+    importing = {"importing": True}
+    if device.type == "cuda":
+        try:
+            probe_t = torch.randint(0, 256, (64,), dtype=torch.uint8, device=device)
+            torch.cuda.synchronize()
+            _leap_judges_probe.append(probe_t)
+            importing["cuda_probe"] = [_leap_export(probe_t), bytes(probe_t.tolist()).hex()]
+        except Exception:
+            pass  # no probe: the judge leaves the copies to this process
+    _leap_send(importing)
     require_own = hello.get("own_kernel") == "require"
     _leap_use_prebuilt()
     sys.path.insert(0, os.getcwd())
@@ -508,6 +518,8 @@ def _leap_main():
                     "frames": _leap_frames(e)})
         return
     _leap_send({"ready": True, "built_here": _leap_built_here[:16]})
+    if _leap_recv().get("read_outputs") is True:  # the judge's word on its probe
+        _leap_judge_reads.append(True)
     trial = 0
     models = {}
     # A timed call's request is b"T", the judge's nonce for the call (8 bytes, echoed in the reply)
@@ -765,6 +777,16 @@ class _LeapExported:
             return False
         out.copy_(source)
         return True
+
+
+def _leap_cuda_probe_reads(reader, probe):
+    """Whether the device memory the runner exported as its probe reads back as the runner said."""
+    try:
+        where, want = probe
+        got = reader.tensor(where, torch.uint8, [64])
+        return got is not None and bytes(got.cpu().tolist()) == bytes.fromhex(want)
+    except Exception:
+        return False
 
 
 class _LeapChildMemory:
@@ -1114,10 +1136,7 @@ def _leap_main():
     if "probe" in first:
         if device.type != "cuda":
             memory = _LeapChildMemory(child)
-            if memory.probe(first["probe"]):
-                reader = memory
-                hello["read_outputs"] = True
-        own_fields["output_copy"] = "judge" if reader is not None else "runner"
+            reader = memory if memory.probe(first["probe"]) else None
         send(hello)
         first = receive()
     if "setup_error" in first:
@@ -1125,6 +1144,12 @@ def _leap_main():
     if first.get("importing"):
         candidate_started = True
         stamps.append(["runner_started", time.time()])
+        if device.type == "cuda" and reader is not None and not _leap_cuda_probe_reads(reader, first.get("cuda_probe")):
+            reader = None
+        # Who copies the outputs: this process, where it can read them where they lie, else the
+        # runner (its copy into this process's buffers is one an answer could skip: the verdict says so).
+        own_fields["output_copy"] = "judge" if reader is not None else "runner"
+        send({"read_outputs": reader is not None})
         first = receive()
     if not first.get("ready"):
         relay(first)

@@ -688,7 +688,7 @@ print("exit", p.returncode, p.stdout[12:].decode(errors="replace"))
            "c.recv(1 << 20)\nc.send(json.dumps({'setup_error': 'OSError: no'}).encode())\n"
            "os._exit(0)\n",
        "exit 0 {\"status\": \"judge_error\", \"message\": \"the runner could not open the trials' "
-       "buffers: OSError: no\", \"output_copy\": \"runner\", \"stamps\": [[\"judge_started\""},
+       "buffers: OSError: no\", \"stamps\": [[\"judge_started\""},
       {"candidate_exits_3",
        "import json, os, socket\nc = socket.socket(fileno=4)\n" + probe +
            "c.recv(1 << 20)\nc.send(json.dumps({'importing': True}).encode())\nos._exit(3)\n",
