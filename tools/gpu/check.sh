@@ -100,7 +100,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-/tmp/leap-gpu}
 build=${LEAP_BUILD_DIR:-$root/build-cuda}
 mkdir -p "$out"
-cd "$root"
+cd "$root" || exit 2
 # The sandbox tests' python (kernelbench) is the one that imports torch, wherever it lives.
 export LEAP_SANDBOX_TEST_PYTHON=${LEAP_SANDBOX_TEST_PYTHON:-$(command -v python3)}
 # Never let NCCL or PyTorch use NVLink multicast on shared hosts.
@@ -833,23 +833,9 @@ phase_outputcopy() {
   rm -rf "$d" && mkdir -p "$d"
   scale_add_problem "$d/problem.py" "${OUTPUTCOPY_ELEMENTS:-1 << 27}"
   sed -e 's/^class Model(/class ModelNew(/' -e '/^def get_/,$d' "$d/problem.py" >"$d/honest.py"
-  cat >"$d/skip_copy.py" <<'PY'
-import sys
-
-import torch
-import torch.nn as nn
-
-
-def _judge_output_view():
-    frame = sys._getframe(2)
-    while frame is not None:
-        outs = frame.f_locals.get("outs")
-        if isinstance(outs, list) and outs and isinstance(outs[0], torch.Tensor):
-            return outs[0]
-        frame = frame.f_back
-    return None
-
-
+  # The corpus's copy-skipping answer's way to the judge's output buffer, on this problem.
+  sed '/^class ModelNew/,$d' "$root/tests/sandbox/adversarial/kernelbench/skip_output_copy.py" >"$d/skip_copy.py"
+  cat >>"$d/skip_copy.py" <<'PY'
 class ModelNew(nn.Module):
     def __init__(self, scale):
         super().__init__()
@@ -859,7 +845,7 @@ class ModelNew(nn.Module):
         out = _judge_output_view()
         if out is None or out.shape != a.shape or out.device != a.device:
             return a * self.scale + b
-        return torch.add(a * self.scale, b, out=out)  # the runner's copy into `out` is then a no-op
+        return torch.add(a * self.scale, b, out=out)  # no copy of its own to pay, were it the runner's
 PY
   for ((i = 0; i < ${OUTPUTCOPY_RUNS:-3}; i++)); do
     for cand in honest skip_copy; do
