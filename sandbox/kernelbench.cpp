@@ -1088,7 +1088,10 @@ def _leap_main():
             region = torch.empty(segment, dtype=torch.uint8, device=device)
             share = list(region.untyped_storage()._share_cuda_())
             hello["cuda"] = [x.hex() if isinstance(x, bytes) else x for x in share]
-            reader = _LeapExported(device, region, share)
+            try:
+                reader = _LeapExported(device, region, share)
+            except OSError:
+                reader = None  # no driver library to open exports with: the runner copies
             # Runs that share this GPU: each runner's torch allocations get an equal part of the
             # memory left after a reserve (contexts, the judges' buffers).
             sharing = config.get("memory_share")
