@@ -1296,8 +1296,9 @@ def _leap_main():
                         continue
                     w = where[i] if i < len(where) and isinstance(where[i], dict) else {}
                     if reader is None:
-                        # A CPU slot on a host that keeps this process out of the runner's memory:
-                        # the runner copied it into this process's buffer, read as it is.
+                        # This process's probe could not read the runner's outputs where they lie
+                        # (see _leap_where): the runner copied it into this process's buffer, read
+                        # as it is.
                         got.append(views[k])
                         continue
                     out = judged_outputs.get(i)

@@ -270,4 +270,18 @@ inline bool gpu_present(std::string* why) {
   return true;
 }
 
+// True when the host's ptrace rules let a process read the memory of a child it started (Yama's
+// ptrace_scope 0 or 1, or no Yama); `why` says otherwise. Where they do not, the KernelBench judge
+// leaves the outputs' copy to the runner, and says so.
+inline bool parents_read_children(std::string* why) {
+  std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
+  int level = 0;
+  if (scope >> level && level >= 2) {
+    *why = "Yama's ptrace_scope is " + std::to_string(level) +
+           ": a process may not read its child's memory on this host";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace leap::sandbox::testing
