@@ -1,4 +1,5 @@
 #include "sandbox/process.hpp"
+
 #include "tests/sandbox/test_support.hpp"
 
 #include <gtest/gtest.h>
