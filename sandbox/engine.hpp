@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -454,6 +455,12 @@ class engine {
   // The reference program's results, once per problem, seed, trials and device.
   result<std::shared_ptr<const kernelbench_reference>> kernelbench_reference_for(
       const task& t, const std::string& device, int gpu);
+  // What names a reference's results in memory and, with the slot's identity, on disk.
+  [[nodiscard]] std::string kernelbench_reference_key(const task& t,
+                                                      const std::string& device) const;
+  // From now on `t`'s reference on `device` sends every case's values (a judge drew other values
+  // from the seeds than the reference did); true the first time. Thread-safe.
+  bool ship_kernelbench_inputs(const task& t, const std::string& device);
   // KernelBench with timing_reps > 0: this many sets of inputs for the first trial's model are
   // drawn by the reference beside the trials, with their expected outputs; the judge checks as
   // many timed calls, each on a set of its own, and gives its other timed calls inputs it draws.
@@ -542,6 +549,9 @@ class engine {
     std::size_t bytes = 0;  // 0 while being computed
   };
   std::map<std::string, kernelbench_cache_entry> kernelbench_references_;
+  // References (by kernelbench_reference_key) whose cases a judge could not draw alike: their
+  // values are sent (kernelbench_reference_for). mutex_.
+  std::set<std::string> kernelbench_ship_inputs_;
   // ncu said GPU counters are not permitted (profile_tool::automatic): later profiles go straight
   // to kernel events.
   std::atomic<bool> counters_not_permitted_{false};

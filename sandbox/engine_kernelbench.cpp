@@ -291,12 +291,30 @@ result<std::string> engine::kernelbench_device(int gpu) {
   return device;
 }
 
+std::string engine::kernelbench_reference_key(const task& t, const std::string& device) const {
+  return crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
+         std::to_string(config_.trials) + "\n" + device + "\n" +
+         std::to_string(kernelbench_timing_sets());
+}
+
+bool engine::ship_kernelbench_inputs(const task& t, const std::string& device) {
+  const std::string key = kernelbench_reference_key(t, device);
+  std::lock_guard lock(mutex_);
+  return kernelbench_ship_inputs_.insert(key).second;
+}
+
 result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
     const task& t, const std::string& device, int gpu) {
   using value_type = std::shared_ptr<const kernelbench_reference>;
-  const std::string key = crypto::sha256_hex(t.reference) + "\n" + std::to_string(t.seed) + "\n" +
-                          std::to_string(config_.trials) + "\n" + device + "\n" +
-                          std::to_string(kernelbench_timing_sets());
+  std::string key = kernelbench_reference_key(t, device);
+  bool ship_inputs = false;
+  {
+    std::lock_guard lock(mutex_);
+    ship_inputs = kernelbench_ship_inputs_.contains(key);
+  }
+  if (ship_inputs) {
+    key += "\nship inputs";
+  }
   std::promise<result<value_type>> promise;
   std::shared_future<result<value_type>> future;
   bool mine = false;
@@ -340,7 +358,8 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
                                         {"timing_sets", kernelbench_timing_sets()},
                                         {"timing_seeds", std::move(timing_seeds)},
                                         {"seed", t.seed},
-                                        {"device", device}}
+                                        {"device", device},
+                                        {"ship_inputs", ship_inputs}}
                              .dump() +
                          "\n";
     auto r = run_isolated(request);
@@ -348,16 +367,16 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
       return r.err().wrap(t.id + ": running the KernelBench reference");
     }
     if (!r->exited || r->exit_code != 0) {
-      // The reference writes every trial's and timing set's inputs and outputs to the run's
-      // scratch: a problem with large tensors fills it, which is the engine's limit, not the
-      // problem's fault, and says which limit to raise.
+      // The reference writes every trial's and timing set's outputs (and the inputs problem.py
+      // does not draw alike from their seeds) to the run's scratch: a problem with large tensors
+      // fills it, which is the engine's limit, not the problem's fault, and says which to raise.
       const bool scratch_full = r->stderr_text.find("No space left on device") != std::string::npos;
       return error{
           t.id + ": the KernelBench problem's reference failed on " + slot_name(gpu) + " (" +
           how_it_ended(*r) + ")" +
           (scratch_full
-               ? ": its inputs and outputs for " + std::to_string(config_.trials) +
-                     " trial(s) and " + std::to_string(kernelbench_timing_sets()) +
+               ? ": its expected outputs for " + std::to_string(config_.trials) + " trial(s) and " +
+                     std::to_string(kernelbench_timing_sets()) +
                      " timing set(s) do not fit the run's scratch of " +
                      std::to_string(config_.kernelbench_limits.scratch_bytes >> 20) +
                      " MiB (a larger scratch: verifier.kernelbench_scratch_bytes, leap verify "
@@ -1067,18 +1086,31 @@ std::string seconds_text(double s) {
   return out.str();
 }
 
-// The verdict's reference_note: the reference's cases (inputs and expected outputs, `bytes`), how
-// they were obtained (the problem run in the sandbox for `run_s`, or read from the compile cache;
-// `obtained_s` in all) and how long this run waited for them, since a problem with large tensors
-// can spend more time there than in the candidate's run.
-std::string kernelbench_reference_note(std::size_t bytes, double run_s, double obtained_s,
-                                       double waited_s) {
+// The tensors' bytes of a reference's cases: what the problem's data holds on the slot, whether its
+// values travel (inputs.bin, expected.bin) or the judge draws them from their seeds.
+std::uint64_t kernelbench_case_bytes(const kb_data& inputs, const kb_data& expected) {
+  constexpr std::uint64_t most = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t sent = inputs.bytes->size() + expected.bytes->size();
+  return inputs.drawn_bytes > most - sent ? most : sent + inputs.drawn_bytes;
+}
+
+// The verdict's reference_note: the reference's cases (inputs and expected outputs, and how much
+// of them the judge draws from their seeds instead of receiving them), how they were obtained (the
+// problem run in the sandbox for `run_s`, or read from the compile cache; `obtained_s` in all) and
+// how long this run waited for them, since a problem with large tensors can spend more time there
+// than in the candidate's run.
+std::string kernelbench_reference_note(const kb_data& inputs, const kb_data& expected, double run_s,
+                                       double obtained_s, double waited_s) {
   const std::string how = run_s > 0
                               ? "the problem run in the sandbox in " + seconds_text(run_s) + " (" +
                                     seconds_text(obtained_s) + " with the compile cache's write)"
                               : "read from the compile cache in " + seconds_text(obtained_s);
-  return format_bytes(bytes) + " of cases, " + how + "; this run waited " + seconds_text(waited_s) +
-         " for them";
+  const std::string drawn = inputs.drawn_bytes > 0
+                                ? "; the judge draws " + format_bytes(inputs.drawn_bytes) +
+                                      " of them, inputs, from their seeds"
+                                : "";
+  return format_bytes(kernelbench_case_bytes(inputs, expected)) + " of cases, " + how +
+         "; this run waited " + seconds_text(waited_s) + " for them" + drawn;
 }
 
 }  // namespace
@@ -1102,11 +1134,9 @@ nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref
                         {"slots", std::move(slots)},
                         {"trials", config_.trials},
                         {"timing_reps", config_.timing_reps}};
-  if (config_.timing_reps > 0) {
-    // For the timed calls' fresh inputs, drawn by the judge: sent, never written where the
-    // candidate's run could change it before the judge reads it.
-    config["problem"] = ref.problem;
-  }
+  // For the cases the judge draws from their seeds and the timed calls' fresh inputs: sent, never
+  // written where the candidate's run could change it before the judge reads it.
+  config["problem"] = ref.problem;
   if (sharing > 1) {
     // The judges waiting on this slot for later jobs hold their CUDA contexts all along.
     const auto waiting = static_cast<std::uint64_t>(
@@ -1116,7 +1146,7 @@ nlohmann::json engine::kernelbench_judge_config(const kernelbench_reference& ref
     config["memory_share"] = {
         {"runs", sharing},
         {"reserve_bytes", shared_gpu_reserve(config_.gpu_memory_reserve_bytes, sharing,
-                                             ref.inputs.bytes->size() + ref.expected.bytes->size(),
+                                             kernelbench_case_bytes(ref.inputs, ref.expected),
                                              waiting, config_.gpu_context_bytes)}};
   }
   return config;
@@ -1496,8 +1526,8 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
   v.diagnostics = replaced + (from_standby ? "judge started ahead of its job; " : "") +
                   r->isolation + "\n" + r->stderr_text.substr(0, 2000);
   v.build_note = p.build_note;
-  v.reference_note = kernelbench_reference_note(
-      ref.inputs.bytes->size() + ref.expected.bytes->size(), ref.run_s, ref.obtained_s, waited_s);
+  v.reference_note =
+      kernelbench_reference_note(ref.inputs, ref.expected, ref.run_s, ref.obtained_s, waited_s);
   auto finish = [&](verdict_category c, std::string text) {
     v.category = c;
     v.passed = c == verdict_category::pass;
@@ -1524,6 +1554,24 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
       }
     }
     v.build_note += std::string(v.build_note.empty() ? "" : "; ") + "built in its run: " + names;
+  }
+  if (said == kernelbench_status::judge_error && status.contains("inputs_differ") &&
+      status["inputs_differ"].is_boolean() && status["inputs_differ"].get<bool>() &&
+      ref.inputs.drawn_bytes > 0) {
+    // problem.py drew other values in the judge's process than twice in the reference's from the
+    // same seeds (something beside torch's generator, read once per process): the reference is
+    // run again to send every case's values, and the run made again on it (which has no case to
+    // draw, so this happens once).
+    const bool first = ship_kernelbench_inputs(t, device);
+    auto again = run_kernelbench(t, p, gpu, sharing);
+    if (again && first) {
+      std::string message = status.contains("message") && status["message"].is_string()
+                                ? status["message"].get<std::string>().substr(0, 300)
+                                : std::string("(no message)");
+      again->reference_note += "; the judge's own draw differed from the reference's (" + message +
+                               "), so every case's values are sent";
+    }
+    return again;
   }
   if (said == kernelbench_status::judge_error) {
     // Written by the judge alone, before the runner imported the candidate's code.

@@ -162,6 +162,36 @@ def _leap_draw_inputs(problem, seed, device):
     return list(problem.get_inputs())
 )PY";
 
+// One case's (init, inputs) as the reference drew them: the init under the case's seed, the inputs
+// under `draw_seed`, on the CPU for a trial (as KernelBench draws them) or on the device for a
+// timing set. The judge draws the cases the reference marked as drawn alike by this same function,
+// and checks each against the reference's digest of its encoding.
+const char* k_draw_case = R"PY(
+
+def _leap_draw_case(problem, seed, draw_seed, on_device, device):
+    torch.manual_seed(seed)
+    init = list(problem.get_init_inputs())
+    if on_device:
+        return init, _leap_draw_inputs(problem, draw_seed, device)
+    torch.manual_seed(draw_seed)
+    return init, list(problem.get_inputs())
+
+
+def _leap_case_digest(init, inputs):
+    h = hashlib.sha256()
+    _leap_encode(h.update, init)
+    _leap_encode(h.update, inputs)
+    return h.digest()
+
+
+def _leap_tensor_bytes(v):
+    if isinstance(v, torch.Tensor):
+        return v.numel() * v.element_size()
+    if isinstance(v, (list, tuple)):
+        return sum(_leap_tensor_bytes(x) for x in v)
+    return 0
+)PY";
+
 }  // namespace
 
 result<own_kernel_policy> own_kernel_for(const task& t, const std::string& device) {
@@ -181,6 +211,7 @@ const std::string& kernelbench_reference_source() {
   static const std::string source =
       std::string(
           R"PY(# LEAP KernelBench reference (generated): runs problem.py alone, writes inputs and expected outputs.
+import hashlib
 import importlib.util
 import json
 import os
@@ -188,7 +219,7 @@ import sys
 
 import torch
 )PY") +
-      k_codec + k_draw_inputs + R"PY(
+      k_codec + k_draw_inputs + k_draw_case + R"PY(
 
 def _leap_main():
     config = json.loads(sys.stdin.readline() or "{}")
@@ -196,6 +227,9 @@ def _leap_main():
     trials = int(config.get("trials", 3))
     timing_sets = int(config.get("timing_sets", 0))
     base = int(config.get("seed", 42))
+    # Every case's values are written out when asked (a judge elsewhere drew other values from the
+    # same seeds), else only the cases problem.py does not draw alike from their seeds.
+    ship = bool(config.get("ship_inputs", False))
     # The timing sets' seeds are the engine's, drawn for this run: a candidate that knew them could
     # draw the sets itself and tell a checked timed call from a fresh one.
     timing_seeds = [int(x) for x in config.get("timing_seeds", [])]
@@ -204,22 +238,28 @@ def _leap_main():
     problem = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(problem)
     with open("inputs.bin", "wb") as fin, open("expected.bin", "wb") as fexp:
-        fin.write(b"LKBIN001" + struct.pack("<I", trials + timing_sets))
+        fin.write(b"LKBIN002" + struct.pack("<I", trials + timing_sets))
         fexp.write(b"LKBEXP01" + struct.pack("<I", trials + timing_sets))
         # After the trials, the timing sets: inputs for the first trial's model (its seed and
         # init) that the judge's checked timed calls take, drawn as its fresh ones are.
         for trial in range(trials + timing_sets):
             seed = base + trial if trial < trials else base
-            torch.manual_seed(seed)
-            init = list(problem.get_init_inputs())
-            if trial < trials:
-                torch.manual_seed(seed)
-                inputs = list(problem.get_inputs())
-            else:
-                inputs = _leap_draw_inputs(problem, timing_seeds[trial - trials], device)
+            draw_seed = seed if trial < trials else timing_seeds[trial - trials]
+            on_device = trial >= trials
+            init, inputs = _leap_draw_case(problem, seed, draw_seed, on_device, device)
             fin.write(struct.pack("<Q", seed))
-            _leap_encode(fin.write, init)
-            _leap_encode(fin.write, inputs)
+            digest = None if ship else _leap_case_digest(init, inputs)
+            # Drawn again to see that the seeds give the same values: only then is the judge left
+            # to draw them itself, so that the case's values need not travel (GiBs, for a problem
+            # with large tensors).
+            if digest is not None and _leap_case_digest(*_leap_draw_case(
+                    problem, seed, draw_seed, on_device, device)) == digest:
+                fin.write(b"D" + struct.pack("<BQQ", 1 if on_device else 0, draw_seed,
+                                              _leap_tensor_bytes([init, inputs])) + digest)
+            else:
+                fin.write(b"V")
+                _leap_encode(fin.write, init)
+                _leap_encode(fin.write, inputs)
             torch.manual_seed(seed)
             model = problem.Model(*init).to(device)
             with torch.no_grad():
@@ -610,6 +650,7 @@ const std::string& kernelbench_judge_source() {
 # holds; the engine judges it.
 import ctypes
 import fcntl
+import hashlib
 import json
 import os
 import select
@@ -1020,13 +1061,52 @@ def _leap_main():
         import torch
         stamps.append(["torch_imported", time.time()])
         device = torch.device(device_name)
+        # problem.py (from the engine, never in this folder, where the candidate could change it),
+        # run here before any of the candidate's code has: for the cases the reference left to
+        # this process to draw, and for the timed calls' fresh inputs (its get_inputs() only).
+        problem, problem_why = None, "the engine sent no problem.py"
+        if isinstance(config.get("problem"), str):
+            import types
+            problem = types.ModuleType("leap_problem")
+            try:
+                exec(compile(config["problem"], "problem.py", "exec"), problem.__dict__)
+            except Exception as e:
+                problem, problem_why = None, "problem.py failed here: " + type(e).__name__ + ": " + str(e)[:200]
+        if bytes(raw[:8]) != b"LKBIN002":
+            raise ValueError("the cases are not in the reference's format")
         (cases_count,) = struct.unpack_from("<I", raw, 8)
         pos = 12
         cases = []
-        for _ in range(cases_count):
+        for case in range(cases_count):
             (seed,) = struct.unpack_from("<Q", raw, pos)
-            init, pos = _leap_decode(raw, pos + 8)
-            inputs, pos = _leap_decode(raw, pos)
+            how = bytes(raw[pos + 8:pos + 9])
+            pos += 9
+            if how == b"V":
+                init, pos = _leap_decode(raw, pos)
+                inputs, pos = _leap_decode(raw, pos)
+            elif case >= int(config.get("trials", cases_count)) and reps == 0:
+                # A timing set of a run that times nothing (a profile's): not drawn.
+                pos += 49
+                cases.append(None)
+                continue
+            else:
+                on_device, draw_seed, _ = struct.unpack_from("<BQQ", raw, pos)
+                digest = bytes(raw[pos + 17:pos + 49])
+                pos += 49
+                # Drawn here from the seeds the reference drew them from, and checked against
+                # its digest: a problem whose draws differ in this process cannot be judged on
+                # them, and the engine sends the cases' values instead (inputs_differ).
+                try:
+                    if problem is None:
+                        raise ValueError(problem_why)
+                    init, inputs = _leap_draw_case(problem, seed, draw_seed, on_device == 1, device)
+                    same = _leap_case_digest(init, inputs) == digest
+                    why = "" if same else "other values than the reference's"
+                except Exception as e:
+                    same, why = False, type(e).__name__ + ": " + str(e)[:200]
+                if not same:
+                    finish({"status": "judge_error", "inputs_differ": True,
+                            "message": "case %d's inputs, drawn here from their seeds: %s" % (case, why)}, None)
             cases.append((seed, init, inputs))
         del raw
 
@@ -1064,8 +1144,8 @@ def _leap_main():
         # The first `trials` cases are the trials; the rest are the timing sets (the reference's).
         trials = min(int(config.get("trials", cases_count)), cases_count)
         timing_sets = cases_count - trials
-        plans = [layout(case) for case in range(cases_count)]
-        total = max([p[5] for p in plans] + [1])
+        plans = [None if cases[case] is None else layout(case) for case in range(cases_count)]
+        total = max([p[5] for p in plans if p is not None] + [1])
         # A case's tensors where the calls run, held by this process (a trial's while its call
         # runs, every timing set's through the timed calls): a call's inputs are staged from them,
         # and after the call compared with them bit for bit, here, so that only the outputs travel
@@ -1112,20 +1192,7 @@ def _leap_main():
             fcntl.fcntl(memfd, 1033, 1 | 2 | 4)  # F_ADD_SEALS: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
             region = torch.frombuffer(mmap.mmap(memfd, total), dtype=torch.uint8)
         timed_calls = warmup + reps if trials > 0 and timing_sets > 0 else 0
-        # problem.py (from the engine, never in this folder, where the candidate could change it),
-        # for the timed calls' fresh inputs: its get_inputs() only, run here before any of the
-        # candidate's code has.
-        problem, fresh_why = None, ""
-        if timed_calls:
-            if isinstance(config.get("problem"), str):
-                import types
-                problem = types.ModuleType("leap_problem")
-                try:
-                    exec(compile(config["problem"], "problem.py", "exec"), problem.__dict__)
-                except Exception as e:
-                    problem, fresh_why = None, "problem.py failed here: " + type(e).__name__ + ": " + str(e)[:200]
-            else:
-                fresh_why = "the engine sent no problem.py"
+        fresh_why = problem_why if problem is None else ""
         flush = None
         if timed_calls and device.type == "cuda":
             # L2 is the GPU's, shared by every context: written from here, it is cold for the call.
@@ -1366,8 +1433,7 @@ def _leap_main():
 
 
 )PY" + k_codec +
-      k_draw_inputs +
-      R"PY(
+      k_draw_inputs + k_draw_case + R"PY(
 
 _leap_main()
 )PY";
@@ -1748,7 +1814,8 @@ std::optional<nlohmann::json> compare_outputs(const kb_value& expected, const kb
 }  // namespace
 
 result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file kind) {
-  const char* magic = kind == kb_file::inputs     ? "LKBIN001"
+  constexpr std::uint64_t k_most = std::numeric_limits<std::uint64_t>::max();
+  const char* magic = kind == kb_file::inputs     ? "LKBIN002"
                       : kind == kb_file::expected ? "LKBEXP01"
                                                   : "LKBOUT02";
   kb_data out;
@@ -1768,12 +1835,35 @@ result<kb_data> parse_kb_file(std::shared_ptr<const std::string> bytes, kb_file 
     if (kind != kb_file::expected && !r.take(&trial.seed)) {
       return truncated;
     }
-    status s = r.value(kind == kb_file::inputs ? &trial.init : &trial.outputs, 0);
+    status s = ok_status();
+    char how = 'V';
+    if (kind == kb_file::inputs && !r.take(&how)) {
+      return truncated;
+    }
+    if (how == 'D') {
+      // Left to the judge to draw from the seeds: where to draw, the seed, the tensors' bytes and
+      // the digest the judge checks its draw against.
+      std::uint8_t on_device = 0;
+      std::uint64_t draw_seed = 0;
+      std::uint64_t tensor_bytes = 0;
+      std::string_view digest;
+      if (!r.take(&on_device) || !r.take(&draw_seed) || !r.take(&tensor_bytes) ||
+          !r.text(32, &digest) || on_device > 1) {
+        return truncated;
+      }
+      trial.drawn_bytes = tensor_bytes;
+      out.drawn_bytes =
+          tensor_bytes > k_most - out.drawn_bytes ? k_most : out.drawn_bytes + tensor_bytes;
+    } else if (how != 'V') {
+      return truncated;
+    } else {
+      s = r.value(kind == kb_file::inputs ? &trial.init : &trial.outputs, 0);
+    }
     if (s && kind == kb_file::candidate) {
       if (!r.take(&trial.changed_argument)) {
         return truncated;
       }
-    } else if (s && kind == kb_file::inputs) {
+    } else if (s && kind == kb_file::inputs && how == 'V') {
       s = r.value(&trial.inputs, 0);
     }
     if (!s) {

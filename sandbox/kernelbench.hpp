@@ -2,11 +2,13 @@
 //
 // The task's problem.py (the reference Model) and the candidate's solution.py (ModelNew) never
 // share a process. The reference program runs problem.py alone, once per task, seed, trial count
-// and device (the engine caches it): it draws `trials` sets of seeded inputs and writes them, with
-// the init inputs, to inputs.bin, and the reference's outputs to expected.bin.
+// and device (the engine caches it): it draws `trials` sets of seeded inputs, writes to inputs.bin
+// per case its seeds and a digest when problem.py drew it alike twice from them (else its values),
+// and the reference's outputs to expected.bin.
 //
 // A candidate runs as two processes in one sandbox. The judge program (Python, none of the
-// candidate's code) reads inputs.bin and removes it, makes itself non-dumpable and starts the
+// candidate's code) reads inputs.bin and removes it, draws the cases inputs.bin left to it from
+// their seeds and checks their digests, makes itself non-dumpable and starts the
 // runner under a seccomp filter (it may signal only itself). Per trial it writes the inputs into
 // memory it owns (CUDA: device memory of its own context, opened by the runner through CUDA IPC;
 // CPU: a sealed memfd) beside buffers for the outputs (the reference's dtypes and shapes); the
@@ -46,17 +48,20 @@ namespace leap::sandbox {
 // candidate can forge, so the CPU check could never be as strong as the GPU's.
 result<own_kernel_policy> own_kernel_for(const task& t, const std::string& device);
 
-// The reference program. stdin: one JSON line {"trials", "seed", "device": "cuda"|"cpu"}; runs
+// The reference program. stdin: one JSON line {"trials", "seed", "device": "cuda"|"cpu",
+// "timing_sets", "timing_seeds", "ship_inputs": true to write every case's values}; runs
 // problem.py from its working directory and writes inputs.bin and expected.bin there. Exit code 0
 // on success; otherwise its stderr says what failed.
 const std::string& kernelbench_reference_source();
 
 // The judge program (judge.py). stdin: one JSON line {"device", "own_kernel": "require"|"off",
+// "problem": problem.py's text, for the cases it draws and the timed calls' fresh inputs,
 // "slots": per trial, the reference's outputs: {"tag": "T", "dtype", "shape"} or {"tag": <another
 // tag>}}; inputs.bin and runner.py in its working directory. Its stdout: "LKBJUDG1", a u32 length
 // and a JSON status ({"status": "ok", "own": [per trial {"own", "other"}]}, or the runner's
 // syntax/import/runtime error, "incomplete", or {"status": "judge_error", "message"} when the judge
-// itself failed before any of the candidate's code ran), then, when ok, the trials' data in
+// itself failed before any of the candidate's code ran, with "inputs_differ": true when a case it
+// drew from its seeds did not match the reference's digest), then, when ok, the trials' data in
 // out.bin's format (kb_file::candidate). A runner that dies or exits with a non-zero code passes
 // its signal or code on as the judge's.
 const std::string& kernelbench_judge_source();
@@ -144,18 +149,27 @@ struct kb_value {
 // One trial as read back: inputs.bin gives seed, init and inputs; expected.bin gives outputs;
 // the judge's record (LKBOUT02) gives outputs and which forward argument the call changed, as the
 // judge compared the inputs with its own copies.
+//
+// inputs.bin (LKBIN002) holds a case's values ('V': init and inputs encoded) only where problem.py
+// did not draw them alike twice from their seeds; every other case ('D') is left to the judge to
+// draw from the same seeds, with the size of its tensors and a digest the judge checks its draw
+// against: so a problem with large tensors sends its expected outputs, never its inputs.
 struct kb_trial {
   std::uint64_t seed = 0;
   kb_value init;
   kb_value inputs;
   kb_value outputs;
   std::uint32_t changed_argument = 0;  // 1 + the first changed argument's index; 0: none
+  std::uint64_t drawn_bytes = 0;       // a 'D' case: its tensors' bytes (init and inputs stay N)
 };
 
 // A parsed file. The values point into `bytes`, which the struct keeps alive.
 struct kb_data {
   std::shared_ptr<const std::string> bytes;
   std::vector<kb_trial> trials;
+  // The tensors' bytes of the cases left to the judge to draw (saturating): what the cases hold
+  // beyond `bytes`.
+  std::uint64_t drawn_bytes = 0;
 };
 
 enum class kb_file : std::uint8_t { inputs, expected, candidate };

@@ -129,9 +129,9 @@ struct judge_case {
 TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> input{1, 2, 3, 4};
-  auto inputs =
-      parse_kb_file(file_of("LKBIN001", {u64(7) + list_of({}) + list_of({f32_tensor({4}, input)})}),
-                    kb_file::inputs);
+  auto inputs = parse_kb_file(
+      file_of("LKBIN002", {u64(7) + "V" + list_of({}) + list_of({f32_tensor({4}, input)})}),
+      kb_file::inputs);
   ASSERT_TRUE(inputs.ok()) << inputs.err().message;
   auto expected = parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({4}, {1, nan, 100, 4})})}),
                                 kb_file::expected);
@@ -167,8 +167,8 @@ TEST(KernelBenchJudgeTest, ComparesOutputsDtypesAndHeldInputs) {
 }
 
 TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
-  auto inputs =
-      parse_kb_file(file_of("LKBIN001", {u64(1) + list_of({}) + list_of({})}), kb_file::inputs);
+  auto inputs = parse_kb_file(file_of("LKBIN002", {u64(1) + "V" + list_of({}) + list_of({})}),
+                              kb_file::inputs);
   auto expected =
       parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({3}, {0.004f, -0.003f, 0.002f})})}),
                     kb_file::expected);
@@ -190,8 +190,8 @@ TEST(KernelBenchJudgeTest, ZerosOnANearZeroReferenceFailTheRelativeL2Guard) {
 // argument the call changed; the engine then takes that, and compares the outputs as ever.
 TEST(KernelBenchJudgeTest, TheJudgesOwnInputCheckIsRead) {
   auto inputs = parse_kb_file(
-      file_of("LKBIN001",
-              {u64(5) + list_of({}) + list_of({f32_tensor({2}, {1, 2}), f32_tensor({2}, {3, 4})})}),
+      file_of("LKBIN002", {u64(5) + "V" + list_of({}) +
+                           list_of({f32_tensor({2}, {1, 2}), f32_tensor({2}, {3, 4})})}),
       kb_file::inputs);
   auto expected =
       parse_kb_file(file_of("LKBEXP01", {list_of({f32_tensor({2}, {4, 6})})}), kb_file::expected);
@@ -221,6 +221,49 @@ TEST(KernelBenchJudgeTest, TheJudgesOwnInputCheckIsRead) {
   EXPECT_FALSE(parse_kb_file(file_of("LKBOUT02", {u64(5) + list_of({f32_tensor({2}, {4, 6})})}),
                              kb_file::candidate)
                    .ok());
+}
+
+// A case the reference drew alike twice from its seeds is left to the judge to draw ('D': where,
+// the seed, its tensors' bytes, a digest); the rest carry their values ('V'). The engine reads the
+// seeds of both and how many bytes the judge draws; anything else is malformed.
+TEST(KernelBenchJudgeTest, CasesLeftToTheJudgeToDrawCarryTheirSizeAndDigest) {
+  auto drawn = [](std::uint8_t on_device, std::uint64_t seed, std::uint64_t bytes) {
+    return std::string("D") + std::string(1, static_cast<char>(on_device)) + u64(seed) +
+           u64(bytes) + std::string(32, '\x5a');
+  };
+  auto inputs = parse_kb_file(
+      file_of("LKBIN002", {u64(42) + drawn(0, 42, 1ULL << 30),
+                           u64(43) + "V" + list_of({}) + list_of({f32_tensor({2}, {1, 2})}),
+                           u64(42) + drawn(1, 991, 3ULL << 30)}),
+      kb_file::inputs);
+  ASSERT_TRUE(inputs.ok()) << inputs.err().message;
+  ASSERT_EQ(inputs->trials.size(), 3u);
+  EXPECT_EQ(inputs->trials[0].seed, 42u);
+  EXPECT_EQ(inputs->trials[0].drawn_bytes, 1ULL << 30);
+  EXPECT_EQ(inputs->trials[0].inputs.tag, 'N');
+  EXPECT_EQ(inputs->trials[1].seed, 43u);
+  EXPECT_EQ(inputs->trials[1].drawn_bytes, 0u);
+  ASSERT_EQ(inputs->trials[1].inputs.items.size(), 1u);
+  EXPECT_EQ(inputs->drawn_bytes, 4ULL << 30);
+  // Sizes saturate: a file cannot make the engine's memory estimates wrap.
+  auto huge =
+      parse_kb_file(file_of("LKBIN002", {u64(1) + drawn(0, 1, ~0ULL - 1), u64(2) + drawn(0, 2, 5)}),
+                    kb_file::inputs);
+  ASSERT_TRUE(huge.ok()) << huge.err().message;
+  EXPECT_EQ(huge->drawn_bytes, ~0ULL);
+  for (const auto& [name, c] : std::vector<std::pair<std::string, std::string>>{
+           {"digest_cut_short", u64(42) + drawn(0, 42, 8).substr(0, 30)},
+           {"unknown_way", u64(42) + "X" + list_of({}) + list_of({})},
+           {"no_way", u64(42)},
+           {"neither_host_nor_device", u64(42) + drawn(2, 42, 8)},
+       }) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(parse_kb_file(file_of("LKBIN002", {c}), kb_file::inputs).ok());
+  }
+  // The earlier format, which sent every case's values, is no longer read.
+  EXPECT_FALSE(
+      parse_kb_file(file_of("LKBIN001", {u64(1) + list_of({}) + list_of({})}), kb_file::inputs)
+          .ok());
 }
 
 TEST(KernelBenchJudgeTest, MalformedCandidateFilesAreErrorsNotCrashes) {
@@ -599,6 +642,84 @@ TEST(KernelBenchTest, AReferenceThatFillsTheScratchNamesTheLimit) {
   EXPECT_TRUE(passed->passed) << passed->feedback;
 }
 
+// The judge draws the cases the reference drew alike twice from their seeds, and checks each
+// against the reference's digest; the rest travel as values. A problem whose draws differ only
+// between processes (a value fixed at import) fails the judge's check before the candidate runs;
+// the engine then has the reference send every case's values and runs the candidate again, so an
+// honest answer still passes (without the check it would fail on inputs the reference never saw).
+TEST(KernelBenchTest, TheJudgeDrawsTheCasesTheReferenceDrewAlikeAndIsSentTheRest) {
+  std::string why;
+  if (!torch_available(&why)) {
+    GTEST_SKIP() << why;
+  }
+  // A compile cache of its own: the counts of reference runs below start from none.
+  const testing::temp_folder cache("leap-kbdraw-");
+  ASSERT_FALSE(cache.path().empty());
+  engine_config config = testing::test_engine_config();
+  config.kernelbench_device = "cpu";
+  config.trials = 2;
+  config.cache_dir = cache.path();
+  auto e = engine::create(config);
+  ASSERT_TRUE(e.ok()) << e.err().message;
+  const std::string base = testing::k_scale_add_problem;
+  const std::string draw =
+      "def get_inputs():\n    return [torch.randn(32, 16), torch.randn(32, 16)]\n";
+  ASSERT_NE(base.find(draw), std::string::npos);
+  auto with_draw = [&](const std::string& id, const std::string& text) {
+    task t = problem_task();
+    t.id = id;
+    t.reference = std::string(base).replace(base.find(draw), draw.size(), text);
+    return t;
+  };
+  const task counting =
+      with_draw("kernelbench/level1/5_CountingDraw",
+                "_calls = [0]\n"
+                "def get_inputs():\n"
+                "    _calls[0] += 1\n"
+                "    return [torch.randn(32, 16) + _calls[0], torch.randn(32, 16)]\n");
+  const task per_process = with_draw("kernelbench/level1/6_PerProcessDraw",
+                                     "import os\n"
+                                     "_STAMP = int.from_bytes(os.urandom(3), 'little')\n"
+                                     "def get_inputs():\n"
+                                     "    a = torch.randn(32, 16)\n"
+                                     "    a[0, 0] = float(_STAMP)\n"
+                                     "    return [a, torch.randn(32, 16)]\n");
+  const std::string code = k_torch_ops_scale_add;
+  const std::string draws = "; the judge draws ";
+  const std::string differed = "the judge's own draw differed from the reference's";
+
+  auto plain = (*e)->verify(problem_task(), fenced("python", code));
+  ASSERT_TRUE(plain.ok()) << plain.err().message;
+  EXPECT_TRUE(plain->passed) << plain->feedback << plain->diagnostics;
+  EXPECT_NE(plain->reference_note.find(draws), std::string::npos) << plain->reference_note;
+  EXPECT_EQ((*e)->kernelbench_reference_runs(), 1u);
+
+  // Drawn twice alike only in no process: every case's values travel.
+  auto counted = (*e)->verify(counting, fenced("python", code));
+  ASSERT_TRUE(counted.ok()) << counted.err().message;
+  EXPECT_TRUE(counted->passed) << counted->feedback << counted->diagnostics;
+  EXPECT_EQ(counted->reference_note.find(draws), std::string::npos) << counted->reference_note;
+  EXPECT_EQ((*e)->kernelbench_reference_runs(), 2u);
+
+  auto stamped = (*e)->verify(per_process, fenced("python", code));
+  ASSERT_TRUE(stamped.ok()) << stamped.err().message;
+  EXPECT_TRUE(stamped->passed) << stamped->feedback << stamped->diagnostics;
+  EXPECT_NE(stamped->reference_note.find(differed), std::string::npos) << stamped->reference_note;
+  EXPECT_EQ(stamped->reference_note.find(draws), std::string::npos) << stamped->reference_note;
+  EXPECT_EQ((*e)->kernelbench_reference_runs(), 4u) << "the reference again, sending its values";
+  // The engine remembers: the next candidate's judge is sent the values at once.
+  auto again = (*e)->verify(per_process, fenced("python", code + "\n# another answer\n"));
+  ASSERT_TRUE(again.ok()) << again.err().message;
+  EXPECT_TRUE(again->passed) << again->feedback;
+  EXPECT_EQ(again->reference_note.find(differed), std::string::npos) << again->reference_note;
+  EXPECT_EQ((*e)->kernelbench_reference_runs(), 4u);
+  // A wrong answer is still caught on drawn cases.
+  auto wrong = (*e)->verify(
+      problem_task(), fenced("python", std::string(code).replace(code.find(" + b"), 4, " - b")));
+  ASSERT_TRUE(wrong.ok()) << wrong.err().message;
+  EXPECT_EQ(wrong->category, verdict_category::wrong_answer) << wrong->feedback;
+}
+
 // A larger scratch brings the largest file and the memory limit with it (the scratch is a tmpfs,
 // whose pages are the run's memory); a smaller one leaves them as they were.
 TEST(KernelBenchScratchTest, GrowsTheRunsFileAndMemoryLimitsNeverShrinksThem) {
@@ -666,7 +787,7 @@ TEST(KernelBenchTest, TheJudgeTellsTheRunnersSetupFromTheCandidatesCode) {
   if (!torch_available(&why)) {
     GTEST_SKIP() << why;
   }
-  const std::string inputs = std::string("LKBIN001") + u32(0) + "LKBEND!!";
+  const std::string inputs = std::string("LKBIN002") + u32(0) + "LKBEND!!";
   const std::string driver = R"PY(
 import subprocess, sys
 p = subprocess.run([sys.executable, "-I", "-B", "judge.py"], input=b'{"device": "cpu"}\n',
