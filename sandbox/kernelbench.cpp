@@ -184,6 +184,16 @@ def _leap_case_digest(init, inputs):
     return h.digest()
 
 
+def _leap_to_host(v):
+    if isinstance(v, torch.Tensor):
+        return v.cpu()
+    if isinstance(v, list):
+        return [_leap_to_host(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_leap_to_host(x) for x in v)
+    return v
+
+
 def _leap_tensor_bytes(v):
     if isinstance(v, torch.Tensor):
         return v.numel() * v.element_size()
@@ -1100,6 +1110,10 @@ def _leap_main():
                     if problem is None:
                         raise ValueError(problem_why)
                     init, inputs = _leap_draw_case(problem, seed, draw_seed, on_device == 1, device)
+                    # Held on the host, as a case received is, until its call stages it: this
+                    # process's device memory then holds none of it before the buffers' region
+                    # is allocated (below).
+                    inputs = _leap_to_host(inputs)
                     same = _leap_case_digest(init, inputs) == digest
                     why = "" if same else "other values than the reference's"
                 except Exception as e:
@@ -1109,6 +1123,11 @@ def _leap_main():
                             "message": "case %d's inputs, drawn here from their seeds: %s" % (case, why)}, None)
             cases.append((seed, init, inputs))
         del raw
+        if device.type == "cuda":
+            # The draws' device memory back to the driver, so that the region below is a segment
+            # of torch's allocator of its own, never carved from one that holds this process's
+            # own tensors (the runner can open the whole segment the region lies in).
+            torch.cuda.empty_cache()
 
         def size_of(dtype, shape):
             n = torch.empty((), dtype=dtype).element_size()
