@@ -408,8 +408,9 @@ phase_timing() {
     fi
   done
   # The agreement table's other kernels (TIMING_AGREE=1), one verification each: minutes more.
-  # Three of them keep more than the default 4 GiB of inputs and outputs in their runs' scratch
-  # (3 trials and 8 timing sets: the 2 x 512 MiB add about 17 GiB), hence TIMING_AGREE_SCRATCH.
+  # Their outputs for 3 trials and 8 timing sets pass through their runs' scratch (the 2 x 512 MiB
+  # add's 5.5 GiB; its 11 GiB of inputs the judge draws from their seeds), more than the default
+  # 4 GiB, hence TIMING_AGREE_SCRATCH.
   local label name f
   if [[ ${TIMING_AGREE:-0} == 1 ]]; then
     # Smallest reference data first (the 8192^2 matmul 8.3 GiB, the softmax 11, the add 16.5).
@@ -418,7 +419,7 @@ phase_timing() {
       name=${label#*:} label=${label%%:*}
       [[ " ${TIMING_AGREE_LABELS:-$label} " == *" $label "* ]] || continue
       # Bounded each, so that one slow problem leaves the others' figures (on an H100 the
-      # 2 x 512 MiB add was not done after 4 minutes).
+      # 2 x 512 MiB add was not done after 4 minutes when its inputs travelled too).
       timeout "${TIMING_AGREE_LIMIT:-300}" "${leap[@]}" --cache-dir "$d/cache" \
         --scratch-bytes "${TIMING_AGREE_SCRATCH:-24GiB}" --task "$d/$name.py" \
         --candidate "$d/${name/problem/solution}.py" --python "$py" >>"$d/kb_$label.jsonl" ||
