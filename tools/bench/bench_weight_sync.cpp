@@ -35,8 +35,9 @@
 // the tensors broadcast.
 //
 //   bench_weight_sync --preset qwen2-0.5b --device cuda --dtype bfloat16 --delta-steps 5 --lr 1e-6
-//   bench_weight_sync --preset qwen2-0.5b --device cuda:0 --server-device cuda:1 --dtype bfloat16 \
-//       --delta-steps 5 --lr 1e-6    (adds the broadcast columns over NCCL)
+//   bench_weight_sync --preset qwen2-0.5b --device cuda:0 --server-device cuda:1
+//       --dtype bfloat16 --delta-steps 5 --lr 1e-6    (one command: adds the broadcast columns
+//       over NCCL)
 #include "learner/model_config.hpp"
 #include "learner/policy.hpp"
 #include "learner/trainer.hpp"

@@ -514,7 +514,8 @@ result<run_outcome> run::wait() {
     // Live metrics: RUN_DIR/metrics.prom and metrics.json (tools/launch/metrics.hpp).
     std::optional<run_metrics> metrics;
     if (m.options.write_metrics) {
-      run_metrics_options mo{m.options.metrics_interval_s};
+      run_metrics_options mo;
+      mo.interval_s = m.options.metrics_interval_s;
       mo.on_full_disk = [&m](const error& e) {
         std::lock_guard lock(m.mutex);
         if (!m.fatal) {
