@@ -459,8 +459,11 @@ class engine {
   [[nodiscard]] std::string kernelbench_reference_key(const task& t,
                                                       const std::string& device) const;
   // From now on `t`'s reference on `device` sends every case's values (a judge drew other values
-  // from the seeds than the reference did); true the first time. Thread-safe.
-  bool ship_kernelbench_inputs(const task& t, const std::string& device);
+  // from the seeds than the reference did), in this engine and, through a marker in the compile
+  // cache, in others on it; true the first time in this engine. Thread-safe.
+  bool ship_kernelbench_inputs(const task& t, const std::string& device, int gpu);
+  // The compile cache's key of that marker for a reference key on `gpu`'s slot (its identity).
+  std::string kernelbench_ship_marker(const std::string& key, int gpu);
   // KernelBench with timing_reps > 0: this many sets of inputs for the first trial's model are
   // drawn by the reference beside the trials, with their expected outputs; the judge checks as
   // many timed calls, each on a set of its own, and gives its other timed calls inputs it draws.

@@ -297,10 +297,36 @@ std::string engine::kernelbench_reference_key(const task& t, const std::string& 
          std::to_string(kernelbench_timing_sets());
 }
 
-bool engine::ship_kernelbench_inputs(const task& t, const std::string& device) {
+std::string engine::kernelbench_ship_marker(const std::string& key, int gpu) {
+  std::string identity;
+  {
+    std::lock_guard lock(mutex_);
+    identity = kernelbench_identities_[gpu];
+  }
+  return crypto::sha256_hex("kernelbench ship inputs v1\n" + key + "\n" + identity);
+}
+
+bool engine::ship_kernelbench_inputs(const task& t, const std::string& device, int gpu) {
   const std::string key = kernelbench_reference_key(t, device);
-  std::lock_guard lock(mutex_);
-  return kernelbench_ship_inputs_.insert(key).second;
+  bool first = false;
+  {
+    std::lock_guard lock(mutex_);
+    first = kernelbench_ship_inputs_.insert(key).second;
+  }
+  if (first) {
+    // Kept in the compile cache too, so that other engines and later processes on it send the
+    // values at once instead of finding the judge's draw different again. A marker that cannot be
+    // written costs only that: another process falls back once more, as this one did.
+    const auto marked =
+        cache_->get_or_build(kernelbench_ship_marker(key, gpu), []() -> result<build_output> {
+          build_output out;
+          out.ok = true;
+          out.artifact = "send every case's values";
+          return out;
+        });
+    static_cast<void>(marked);
+  }
+  return first;
 }
 
 result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench_reference_for(
@@ -311,6 +337,19 @@ result<std::shared_ptr<const engine::kernelbench_reference>> engine::kernelbench
   {
     std::lock_guard lock(mutex_);
     ship_inputs = kernelbench_ship_inputs_.contains(key);
+  }
+  if (!ship_inputs) {
+    // Another engine on this compile cache found the judge's draw different (only looked up:
+    // a lookup that would build says it is absent).
+    const auto marked = cache_->get_or_build(
+        kernelbench_ship_marker(key, gpu),
+        []() -> result<build_output> { return error{"no marker"}; },
+        /*cache_failures=*/false);
+    if (marked && marked->output.ok) {
+      ship_inputs = true;
+      std::lock_guard lock(mutex_);
+      kernelbench_ship_inputs_.insert(key);
+    }
   }
   if (ship_inputs) {
     key += "\nship inputs";
@@ -1562,7 +1601,7 @@ result<verdict> engine::run_kernelbench(const task& t, const prepared_candidate&
     // same seeds (something beside torch's generator, read once per process): the reference is
     // run again to send every case's values, and the run made again on it (which has no case to
     // draw, so this happens once).
-    const bool first = ship_kernelbench_inputs(t, device);
+    const bool first = ship_kernelbench_inputs(t, device, gpu);
     auto again = run_kernelbench(t, p, gpu, sharing);
     if (again && first) {
       std::string message = status.contains("message") && status["message"].is_string()

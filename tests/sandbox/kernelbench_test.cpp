@@ -713,6 +713,17 @@ TEST(KernelBenchTest, TheJudgeDrawsTheCasesTheReferenceDrewAlikeAndIsSentTheRest
   EXPECT_TRUE(again->passed) << again->feedback;
   EXPECT_EQ(again->reference_note.find(differed), std::string::npos) << again->reference_note;
   EXPECT_EQ((*e)->kernelbench_reference_runs(), 4u);
+  // So does the compile cache: another engine on it reads the values-sending reference at once.
+  auto other = engine::create(config);
+  ASSERT_TRUE(other.ok()) << other.err().message;
+  auto elsewhere = (*other)->verify(per_process, fenced("python", code));
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.err().message;
+  EXPECT_TRUE(elsewhere->passed) << elsewhere->feedback;
+  EXPECT_EQ(elsewhere->reference_note.find(differed), std::string::npos)
+      << elsewhere->reference_note;
+  EXPECT_NE(elsewhere->reference_note.find("read from the compile cache"), std::string::npos)
+      << elsewhere->reference_note;
+  EXPECT_EQ((*other)->kernelbench_reference_runs(), 0u);
   // A wrong answer is still caught on drawn cases.
   auto wrong = (*e)->verify(
       problem_task(), fenced("python", std::string(code).replace(code.find(" + b"), 4, " - b")));
